@@ -1,0 +1,60 @@
+#include "cli/cmd_gpu.h"
+
+#include <fmt/format.h>
+
+#include "cli/exit_codes.h"
+#include "cli/host_facts.h"
+#include "cli/roots.h"
+#include "report/gpu_report.h"
+#include "scanner/scan.h"
+
+namespace tally::cli {
+
+void addGpuCommand(CLI::App& app, GpuOptions& opts) {
+  auto* gpu = app.add_subcommand("gpu", "GPU memory per process, cgroup and container, from DRM fdinfo");
+  gpu->footer(
+      "Every DRM client (one open of a /dev/dri node) is counted once, however many fds and\n"
+      "processes hold it; a client held by several processes is charged to the holder that\n"
+      "started first and flagged as shared. Resident figures per region come from\n"
+      "drm-resident-<r>, else drm-memory-<r>, else amdgpu's 5.14 'gtt mem:' form.\n"
+      "A process whose fds cannot be read is listed as unreadable, never as zero:\n"
+      "run as root (or with CAP_SYS_PTRACE) to see every process.\n\n"
+      "Examples:\n"
+      "  tally gpu                      table of GPU processes\n"
+      "  tally gpu --by container       sums per podman/docker/k8s/slurm/systemd workload\n"
+      "  tally gpu --cgroup /system.slice/llama.service --json");
+  gpu->add_flag("--json", opts.json, "print the JSON document (schema 1) instead of a table");
+  gpu->add_option("--by", opts.by, "group the table by process, cgroup or container")
+      ->check(CLI::IsMember({"process", "cgroup", "container"}))
+      ->default_str("process");
+  gpu->add_option("--cgroup", opts.cgroup,
+                  "scan only the processes of this cgroup v2 subtree (path under --cgroup-root)");
+}
+
+int runGpu(const fs::RootPaths& paths, const GpuOptions& opts) {
+  auto roots = openRoots(paths);
+  if (!roots) return kExitEnvironment;
+  scanner::Scanner scanner(roots->proc, roots->sys);
+  Result<scanner::Scan> scan = [&]() -> Result<scanner::Scan> {
+    if (opts.cgroup.empty()) return scanner.scanHost();
+    if (!roots->cgroup) return Error{ENOENT, *roots->cgroupError + " (check --cgroup-root)"};
+    return scanner.scanCgroup(*roots->cgroup, opts.cgroup);
+  }();
+  if (!scan) {
+    fmt::print(stderr, "tally gpu: {}\n", scan.error().message);
+    return kExitEnvironment;
+  }
+  auto host = readHostFacts(roots->proc, roots->sys);
+  auto agg = report::aggregate(*scan, host.meminfo);
+  if (opts.json) {
+    fmt::print("{}\n", report::gpuJson(*scan, agg, host).dump(2));
+  } else {
+    auto by = opts.by == "cgroup"      ? report::GroupBy::kCgroup
+              : opts.by == "container" ? report::GroupBy::kContainer
+                                       : report::GroupBy::kProcess;
+    fmt::print("{}", report::gpuTable(*scan, agg, host, by));
+  }
+  return kExitOk;
+}
+
+}  // namespace tally::cli

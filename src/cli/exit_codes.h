@@ -1,0 +1,11 @@
+// tally's exit codes (documented in docs/cli.md). Stable: scripts rely on them.
+#pragma once
+
+namespace tally::cli {
+
+inline constexpr int kExitOk = 0;
+inline constexpr int kExitDegraded = 1;     // a check ran and found the host short of something
+inline constexpr int kExitUsage = 2;        // bad command line or option value
+inline constexpr int kExitEnvironment = 3;  // a root (/proc, /sys, cgroupfs) could not be read
+
+}  // namespace tally::cli

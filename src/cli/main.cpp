@@ -1,0 +1,39 @@
+// tally: a real memory bound and a true meter for every lease on a shared GPU box.
+#include <CLI/CLI.hpp>
+#include <fmt/format.h>
+
+#include "cli/cmd_doctor.h"
+#include "cli/cmd_gpu.h"
+#include "cli/exit_codes.h"
+
+int main(int argc, char** argv) {
+  using namespace tally;
+  CLI::App app{"tally: per-lease memory bounds and GPU memory meters for shared GPU workers"};
+  app.set_version_flag("--version", "tally 0.1.0");
+  app.require_subcommand(1);
+  app.fallthrough();  // root options work after the subcommand too: tally gpu --proc-root X
+  fs::RootPaths roots;
+  app.add_option("--proc-root", roots.proc, "procfs to read (diagnostic/testing)")
+      ->default_str(fs::kProcRoot)->group("Diagnostic/testing");
+  app.add_option("--sys-root", roots.sys, "sysfs to read (diagnostic/testing)")
+      ->default_str(fs::kSysRoot)->group("Diagnostic/testing");
+  app.add_option("--cgroup-root", roots.cgroup, "cgroup v2 root to read (diagnostic/testing)")
+      ->default_str(fs::kCgroupRoot)->group("Diagnostic/testing");
+  app.footer("Run 'tally <command> --help' for a command's options.\n"
+             "Exit status: 0 ok, 1 degraded (doctor), 2 usage error, 3 cannot read /proc, /sys or cgroupfs.");
+
+  cli::GpuOptions gpu;
+  cli::addGpuCommand(app, gpu);
+  cli::DoctorOptions doctor;
+  cli::addDoctorCommand(app, doctor);
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    int rc = app.exit(e);
+    return rc == 0 ? cli::kExitOk : cli::kExitUsage;
+  }
+  if (app.got_subcommand("gpu")) return cli::runGpu(roots, gpu);
+  if (app.got_subcommand("doctor")) return cli::runDoctor(roots, doctor);
+  return cli::kExitUsage;
+}

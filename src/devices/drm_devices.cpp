@@ -1,0 +1,145 @@
+#include "devices/drm_devices.h"
+
+#include <algorithm>
+#include <string_view>
+
+#include "probes/sysfs_value.h"
+#include "util/text.h"
+
+namespace tally::devices {
+namespace {
+
+std::string basename(std::string_view link) {
+  while (!link.empty() && link.back() == '/') link.remove_suffix(1);
+  auto slash = link.rfind('/');
+  return std::string(slash == std::string_view::npos ? link : link.substr(slash + 1));
+}
+
+bool isNodeName(std::string_view n) {
+  auto digitsAfter = [&](std::string_view prefix) {
+    if (n.substr(0, prefix.size()) != prefix || n.size() == prefix.size()) return false;
+    return std::all_of(n.begin() + static_cast<std::ptrdiff_t>(prefix.size()), n.end(),
+                       [](char c) { return c >= '0' && c <= '9'; });
+  };
+  return digitsAfter("card") || digitsAfter("renderD");
+}
+
+// Describe the node whose sysfs directory is <sys>/<dir> (class/drm/<node> or
+// dev/char/226:<minor>, the same directory through two links).
+std::optional<DrmDevice> describeNode(const fs::Root& sys, const std::string& dir,
+                                      std::uint32_t minor, std::string nodeName) {
+  auto deviceLink = sys.readLink(dir + "/device");
+  if (!deviceLink) return std::nullopt;  // a node with no parent device: nothing to attribute
+  DrmDevice d;
+  d.key = basename(*deviceLink);
+  if (auto subsystem = sys.readLink(dir + "/device/subsystem"); subsystem && basename(*subsystem) == "pci")
+    d.pdev = d.key;
+  if (auto driver = sys.readLink(dir + "/device/driver")) d.driver = basename(*driver);
+  d.nodes.push_back({minor, std::move(nodeName)});
+  for (const char* region : {"gtt", "vram", "vis_vram"}) {
+    DeviceMemory m{region, std::nullopt, std::nullopt};
+    std::string base = dir + "/device/mem_info_" + region;
+    if (auto t = sys.read(base + "_total", 64)) m.totalBytes = probes::parseSysfsU64(*t);
+    if (auto u = sys.read(base + "_used", 64)) m.usedBytes = probes::parseSysfsU64(*u);
+    if (m.totalBytes || m.usedBytes) d.memory.push_back(std::move(m));
+  }
+  return d;
+}
+
+void merge(DeviceMap& map, DrmDevice d) {
+  for (auto& existing : map.devices) {
+    if (existing.key != d.key) continue;
+    for (auto& n : d.nodes) {
+      bool known = std::any_of(existing.nodes.begin(), existing.nodes.end(),
+                               [&](const DrmNode& e) { return e.minor == n.minor; });
+      if (!known) existing.nodes.push_back(n);
+    }
+    std::sort(existing.nodes.begin(), existing.nodes.end(),
+              [](const DrmNode& a, const DrmNode& b) { return a.minor < b.minor; });
+    return;
+  }
+  map.devices.push_back(std::move(d));
+  std::sort(map.devices.begin(), map.devices.end(),
+            [](const DrmDevice& a, const DrmDevice& b) { return a.key < b.key; });
+}
+
+}  // namespace
+
+const DeviceMemory* DrmDevice::region(std::string_view name) const {
+  for (const auto& m : memory)
+    if (m.region == name) return &m;
+  return nullptr;
+}
+
+std::optional<std::size_t> DeviceMap::byMinor(std::uint32_t minor) const {
+  for (std::size_t i = 0; i < devices.size(); ++i)
+    for (const auto& n : devices[i].nodes)
+      if (n.minor == minor) return i;
+  return std::nullopt;
+}
+
+const DrmDevice* DeviceMap::byKey(std::string_view key) const {
+  for (const auto& d : devices)
+    if (d.key == key) return &d;
+  return nullptr;
+}
+
+Result<DeviceMap> discoverDrmDevices(const fs::Root& sys) {
+  DeviceMap map;
+  auto names = sys.list("class/drm");
+  if (!names) {
+    if (names.error().code == ENOENT) return map;
+    return names.error();
+  }
+  std::sort(names->begin(), names->end());
+  for (const auto& name : *names) {
+    if (!isNodeName(name)) continue;  // connectors (card0-HDMI-A-1), "version"
+    std::string dir = "class/drm/" + name;
+    auto dev = sys.read(dir + "/dev", 64);
+    if (!dev) continue;
+    auto number = probes::parseDevNumber(*dev);
+    if (!number || number->major != kDrmMajor) continue;
+    if (auto d = describeNode(sys, dir, number->minor, name)) merge(map, std::move(*d));
+  }
+  return map;
+}
+
+std::optional<std::size_t> resolveMinor(const fs::Root& sys, DeviceMap& map, std::uint32_t minor) {
+  if (auto i = map.byMinor(minor)) return i;
+  std::string dir = "dev/char/" + std::to_string(kDrmMajor) + ":" + std::to_string(minor);
+  auto target = sys.readLink(dir);
+  if (!target) return std::nullopt;
+  auto d = describeNode(sys, dir, minor, basename(*target));
+  if (!d) return std::nullopt;
+  merge(map, std::move(*d));
+  return map.byMinor(minor);
+}
+
+GttCeiling readGttCeiling(const fs::Root& sys, std::uint64_t pageSize) {
+  GttCeiling c;
+  c.pageSize = pageSize;
+  for (const char* module : {"ttm", "amdttm"}) {
+    auto v = sys.read(std::string("module/") + module + "/parameters/pages_limit", 64);
+    if (!v) continue;
+    c.ttmPagesLimit = probes::parseSysfsU64(*v);
+    c.ttmModule = module;
+    if (c.ttmPagesLimit) break;
+  }
+  if (auto g = sys.read("module/amdgpu/parameters/gttsize", 64)) {
+    c.amdgpuGttsizeMiB = probes::parseSysfsI64(*g);
+  } else if (g.error().code != ENOENT) {
+    c.amdgpuGttsizeUnreadable = g.error().message;  // 0600: root only
+  }
+  // amdgpu_ttm_init(): an explicit gttsize (deprecated) wins; otherwise TTM's
+  // pages_limit, which ttm_global_init() has already defaulted to RAM/2.
+  if (c.amdgpuGttsizeMiB && *c.amdgpuGttsizeMiB > 0) {
+    c.bytes = text::mulU64(static_cast<std::uint64_t>(*c.amdgpuGttsizeMiB), 1024 * 1024);
+    c.source = "amdgpu.gttsize";
+  } else if (c.ttmPagesLimit && *c.ttmPagesLimit > 0) {
+    c.bytes = text::mulU64(*c.ttmPagesLimit, pageSize);
+    c.source = c.ttmModule + ".pages_limit";
+  }
+  return c;
+}
+
+}  // namespace tally::devices

@@ -1,0 +1,71 @@
+// DRM devices as sysfs shows them: which minors (card*, renderD*) belong to
+// which device, the device's driver and PCI address, and the amdgpu memory
+// counters (mem_info_*), all read relative to the sys root.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "fs/root.h"
+
+namespace tally::devices {
+
+inline constexpr std::uint32_t kDrmMajor = 226;  // DRM_MAJOR, include/drm/drm_ioctl.h
+
+struct DrmNode {
+  std::uint32_t minor = 0;
+  std::string name;  // card0, renderD128
+};
+
+// One device memory region's sysfs figures (bytes). Absent = not exported.
+struct DeviceMemory {
+  std::string region;  // "gtt", "vram", "vis_vram"
+  std::optional<std::uint64_t> totalBytes;
+  std::optional<std::uint64_t> usedBytes;
+};
+
+struct DrmDevice {
+  // Stable identity: the PCI BDF for PCI devices (equal to fdinfo's
+  // drm-pdev), else the basename of the node's `device` link (e.g. "vgem").
+  std::string key;
+  std::optional<std::string> pdev;  // set only for PCI devices
+  std::string driver;               // basename of device/driver; empty if unbound
+  std::vector<DrmNode> nodes;       // sorted by minor
+  std::vector<DeviceMemory> memory;  // regions whose mem_info_* files exist
+
+  const DeviceMemory* region(std::string_view name) const;
+};
+
+struct DeviceMap {
+  std::vector<DrmDevice> devices;  // sorted by key
+  // Index into `devices`, or nullopt if no device has that minor.
+  std::optional<std::size_t> byMinor(std::uint32_t minor) const;
+  const DrmDevice* byKey(std::string_view key) const;
+};
+
+// Every DRM device under <sys>/class/drm. An absent class/drm (no DRM core
+// loaded, the case on a GPU-less host) gives an empty map, not an error.
+Result<DeviceMap> discoverDrmDevices(const fs::Root& sys);
+
+// A minor seen in an fd but missing from the map (hot-plugged since
+// discovery): resolve it through <sys>/dev/char/226:<minor> and add it.
+std::optional<std::size_t> resolveMinor(const fs::Root& sys, DeviceMap& map, std::uint32_t minor);
+
+// The GTT ceiling and where it comes from. ttm.pages_limit (pages) bounds
+// every TTM device; amdgpu.gttsize (MiB, -1 = auto, deprecated) overrides it
+// for amdgpu when set. AMD's DKMS driver uses the amdttm module instead.
+struct GttCeiling {
+  std::optional<std::uint64_t> ttmPagesLimit;  // pages
+  std::string ttmModule;                       // "ttm" or "amdttm"
+  std::uint64_t pageSize = 0;                  // bytes per page
+  std::optional<std::int64_t> amdgpuGttsizeMiB;  // -1 = auto
+  std::optional<std::string> amdgpuGttsizeUnreadable;  // e.g. mode 0600 and not root
+  std::optional<std::uint64_t> bytes;  // the ceiling in force
+  std::string source;                  // "ttm.pages_limit", "amdgpu.gttsize", or "" if unknown
+};
+
+GttCeiling readGttCeiling(const fs::Root& sys, std::uint64_t pageSize);
+
+}  // namespace tally::devices

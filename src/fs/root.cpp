@@ -1,0 +1,141 @@
+#include "fs/root.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+
+namespace tally::fs {
+namespace {
+
+// Paths handed to *at() are relative; a leading '/' would escape the root.
+std::string relative(std::string_view rel) {
+  while (!rel.empty() && rel.front() == '/') rel.remove_prefix(1);
+  return rel.empty() ? std::string(".") : std::string(rel);
+}
+
+// struct linux_dirent64 without its flexible name member (not ISO C++); the
+// NUL-terminated name starts right after d_type.
+struct LinuxDirent64 {
+  std::uint64_t d_ino;
+  std::int64_t d_off;
+  unsigned short d_reclen;
+  unsigned char d_type;
+};
+constexpr std::size_t kDirentNameOffset = offsetof(LinuxDirent64, d_type) + 1;
+
+}  // namespace
+
+int forEachEntry(int dirFd, const std::function<bool(std::string_view, unsigned char)>& fn) {
+  alignas(LinuxDirent64) std::array<char, 32768> buf;
+  for (;;) {
+    long n = ::syscall(SYS_getdents64, dirFd, buf.data(), buf.size());
+    if (n < 0) return errno;
+    if (n == 0) return 0;
+    for (long off = 0; off < n;) {
+      const char* entry = buf.data() + off;
+      const auto* d = reinterpret_cast<const LinuxDirent64*>(entry);
+      off += d->d_reclen;
+      std::string_view name(entry + kDirentNameOffset);
+      if (name == "." || name == "..") continue;
+      if (!fn(name, d->d_type)) return 0;
+    }
+  }
+}
+
+Result<std::string_view> readAt(int dirFd, const char* rel, std::span<char> buf, std::string& spill) {
+  UniqueFd fd(::openat(dirFd, rel, O_RDONLY | O_CLOEXEC | O_NOCTTY));
+  if (!fd.valid()) return Error{errno, rel};
+  ssize_t n = ::read(fd.get(), buf.data(), buf.size());
+  if (n < 0) return Error{errno, rel};
+  auto got = static_cast<std::size_t>(n);
+  if (got < buf.size()) return std::string_view(buf.data(), got);
+  // Filled the buffer: the file may be longer. Rare; read on into the heap.
+  spill.assign(buf.data(), got);
+  std::array<char, 4096> more;
+  for (;;) {
+    n = ::read(fd.get(), more.data(), more.size());
+    if (n < 0) return Error{errno, rel};
+    if (n == 0) break;
+    spill.append(more.data(), static_cast<std::size_t>(n));
+    if (spill.size() > (std::size_t{16} << 20)) return Error{EFBIG, rel};
+  }
+  return std::string_view(spill);
+}
+
+Result<Root> Root::open(const std::string& path) {
+  UniqueFd fd(::open(path.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  if (!fd.valid()) return errnoError(errno, "cannot open " + path);
+  return Root(std::move(fd), path);
+}
+
+std::string Root::describe(std::string_view rel) const {
+  std::string out = path_;
+  if (!out.empty() && out.back() != '/') out += '/';
+  out += relative(rel);
+  return out;
+}
+
+Result<std::string> Root::read(std::string_view rel, std::size_t limit) const {
+  std::string r = relative(rel);
+  UniqueFd fd(::openat(fd_.get(), r.c_str(), O_RDONLY | O_CLOEXEC | O_NOCTTY));
+  if (!fd.valid()) return errnoError(errno, "cannot open " + describe(rel));
+  std::string out;
+  std::array<char, 8192> chunk;
+  for (;;) {
+    ssize_t n = ::read(fd.get(), chunk.data(), chunk.size());
+    if (n < 0) return errnoError(errno, "cannot read " + describe(rel));
+    if (n == 0) break;
+    out.append(chunk.data(), static_cast<std::size_t>(n));
+    if (out.size() > limit) return Error{EFBIG, describe(rel) + " is larger than expected"};
+  }
+  return out;
+}
+
+Result<std::string> Root::readLink(std::string_view rel) const {
+  std::string r = relative(rel);
+  std::array<char, 4096> buf;
+  ssize_t n = ::readlinkat(fd_.get(), r.c_str(), buf.data(), buf.size());
+  if (n < 0) return errnoError(errno, "cannot read link " + describe(rel));
+  return std::string(buf.data(), static_cast<std::size_t>(n));
+}
+
+Result<struct stat> Root::stat(std::string_view rel) const {
+  std::string r = relative(rel);
+  struct stat st {};
+  if (::fstatat(fd_.get(), r.c_str(), &st, 0) != 0)
+    return errnoError(errno, "cannot stat " + describe(rel));
+  return st;
+}
+
+bool Root::exists(std::string_view rel) const {
+  std::string r = relative(rel);
+  return ::faccessat(fd_.get(), r.c_str(), F_OK, 0) == 0;
+}
+
+Result<std::vector<std::string>> Root::list(std::string_view rel) const {
+  std::string r = relative(rel);
+  UniqueFd dir(::openat(fd_.get(), r.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  if (!dir.valid()) return errnoError(errno, "cannot open directory " + describe(rel));
+  std::vector<std::string> names;
+  int rc = forEachEntry(dir.get(), [&](std::string_view name, unsigned char) {
+    names.emplace_back(name);
+    return true;
+  });
+  if (rc != 0) return errnoError(rc, "cannot list " + describe(rel));
+  return names;
+}
+
+Result<Root> Root::openSub(std::string_view rel) const {
+  std::string r = relative(rel);
+  UniqueFd dir(::openat(fd_.get(), r.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  if (!dir.valid()) return errnoError(errno, "cannot open directory " + describe(rel));
+  return Root(std::move(dir), describe(rel));
+}
+
+}  // namespace tally::fs

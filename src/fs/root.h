@@ -1,0 +1,67 @@
+// One reader for the kernel's files. A Root is an open directory fd (the proc
+// root, the sys root or the cgroup root); every read is relative to it with
+// the *at() syscalls, so the same code runs on the live /proc, /sys and
+// /sys/fs/cgroup and on fixture trees built in a temp dir. Holding the fd (as
+// oomd's DirFd does) also pins the directory: a cgroup removed and re-created
+// under the same name is not silently read through a stale handle.
+#pragma once
+
+#include <sys/stat.h>
+
+#include <cstddef>
+#include <functional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "util/result.h"
+#include "util/unique_fd.h"
+
+namespace tally::fs {
+
+// Default roots on a live system.
+inline constexpr const char* kProcRoot = "/proc";
+inline constexpr const char* kSysRoot = "/sys";
+inline constexpr const char* kCgroupRoot = "/sys/fs/cgroup";
+
+// Visit the entries of an open directory with getdents64 (no "." or "..").
+// Returns 0 or an errno. `fn` returns false to stop early.
+int forEachEntry(int dirFd, const std::function<bool(std::string_view name, unsigned char type)>& fn);
+
+// Read a file at dirFd/rel into `buf` with a single read() when it fits (the
+// fdinfo and sysfs case); only a file that fills the buffer is read on into
+// `spill`. Returns a view of the content, or an errno in Error.code.
+Result<std::string_view> readAt(int dirFd, const char* rel, std::span<char> buf, std::string& spill);
+
+class Root {
+ public:
+  static Result<Root> open(const std::string& path);
+
+  int fd() const { return fd_.get(); }
+  const std::string& path() const { return path_; }  // for messages only
+  std::string describe(std::string_view rel) const;  // "<path>/<rel>" for messages
+
+  // Whole small file (sysfs attribute, cgroup file, /proc/<pid>/status ...).
+  Result<std::string> read(std::string_view rel, std::size_t limit = std::size_t{1} << 20) const;
+  Result<std::string> readLink(std::string_view rel) const;
+  Result<struct stat> stat(std::string_view rel) const;  // follows symlinks
+  bool exists(std::string_view rel) const;
+  Result<std::vector<std::string>> list(std::string_view rel) const;
+  Result<Root> openSub(std::string_view rel) const;
+
+ private:
+  Root(UniqueFd fd, std::string path) : fd_(std::move(fd)), path_(std::move(path)) {}
+  UniqueFd fd_;
+  std::string path_;
+};
+
+// Roots a command reads from; every command takes --proc-root, --sys-root and
+// --cgroup-root (diagnostic/testing options) to point them at a fixture tree.
+struct RootPaths {
+  std::string proc = kProcRoot;
+  std::string sys = kSysRoot;
+  std::string cgroup = kCgroupRoot;
+};
+
+}  // namespace tally::fs

@@ -1,0 +1,79 @@
+// Pure aggregation of a Scan: per-client region figures, sums per process,
+// per cgroup and per container (owned clients only, so every client counts
+// once), and per device (attributed vs the device's own counters).
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "attribution/container.h"
+#include "probes/meminfo.h"
+#include "scanner/scan.h"
+
+namespace tally::report {
+
+// A sum that is stated only if every contributor reported its part: a client
+// that printed a region but not, say, its total makes the group's total
+// unknown (absent), never a silent undercount.
+struct Sum {
+  std::uint64_t value = 0;
+  bool complete = true;
+  bool any = false;
+  void add(const std::optional<std::uint64_t>& v);
+  std::optional<std::uint64_t> get() const;
+};
+
+struct RegionSums {
+  Sum resident, total, shared;
+};
+using RegionMap = std::map<std::string, RegionSums>;
+
+// The region figures of one client (resident by the dedup rule in probes/).
+RegionMap clientRegions(const scanner::Client& c);
+void addInto(RegionMap& into, const RegionMap& from);
+
+struct CgroupGroup {
+  std::string path;
+  std::optional<attribution::Workload> workload;
+  std::vector<pid_t> pids;
+  std::vector<std::size_t> ownedClients;
+  RegionMap regions;
+  std::optional<std::uint64_t> kfdVramBytes;
+};
+
+struct ContainerGroup {
+  std::string name;  // workload display name, or the cgroup path when unrecognised
+  std::optional<attribution::Workload> workload;
+  std::vector<std::string> cgroups;
+  std::vector<pid_t> pids;
+  RegionMap regions;
+  std::size_t clients = 0;
+  std::optional<std::uint64_t> kfdVramBytes;
+};
+
+struct DeviceSummary {
+  const devices::DrmDevice* device = nullptr;
+  RegionMap attributed;  // every client on the device, once
+  std::size_t clients = 0;
+  // device used - attributed resident, for regions both sides know. Signed:
+  // negative means clients over-report (shared buffers counted per importer).
+  std::map<std::string, std::int64_t> unattributed;
+  std::optional<std::string> unattributedNote;  // why figures are absent or partial
+  std::optional<std::uint64_t> gttHeadroomBytes;
+  std::optional<std::string> gttHeadroomUnknown;
+};
+
+struct Aggregate {
+  std::vector<RegionMap> clientRegions;     // parallel to scan.clients
+  std::vector<RegionMap> processRegions;    // parallel to scan.processes (owned clients)
+  std::vector<CgroupGroup> cgroups;         // sorted by path
+  std::vector<ContainerGroup> containers;   // sorted by name
+  std::vector<DeviceSummary> devices;       // parallel to scan.devices.devices
+};
+
+Aggregate aggregate(const scanner::Scan& scan, const probes::MemInfo& meminfo);
+
+}  // namespace tally::report

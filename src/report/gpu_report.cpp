@@ -1,0 +1,302 @@
+#include "report/gpu_report.h"
+
+#include <algorithm>
+#include <set>
+
+#include <fmt/format.h>
+
+namespace tally::report {
+namespace {
+
+using json = nlohmann::ordered_json;
+
+json regionsJson(const RegionMap& regions, bool withShared) {
+  json out = json::object();
+  for (const auto& [name, s] : regions) {
+    json r = json::object();
+    if (auto v = s.resident.get()) r["resident_bytes"] = *v;
+    if (auto v = s.total.get()) r["total_bytes"] = *v;
+    if (withShared)
+      if (auto v = s.shared.get()) r["shared_bytes"] = *v;
+    out[name] = r;
+  }
+  return out;
+}
+
+json workloadJson(const std::optional<attribution::Workload>& w) {
+  if (!w) return nullptr;
+  json out = {{"kind", attribution::toString(w->kind)}, {"id", w->id}, {"name", w->name}};
+  if (w->container) out["container_id"] = *w->container;
+  if (w->step) out["step"] = *w->step;
+  return out;
+}
+
+json clientJson(const scanner::Scan& scan, const Aggregate& agg, std::size_t i, pid_t viewer) {
+  const auto& c = scan.clients[i];
+  json j;
+  if (c.info.pdev) j["pdev"] = *c.info.pdev;
+  else j["pdev"] = nullptr;
+  j["minor"] = c.minor;
+  if (c.info.clientId) j["client_id"] = *c.info.clientId;
+  else j["client_id"] = nullptr;
+  if (!c.info.driver.empty()) j["driver"] = c.info.driver;
+  if (c.info.clientName) j["client_name"] = *c.info.clientName;
+  j["owner"] = c.owner == viewer;
+  j["owner_pid"] = c.owner;
+  json holders = json::array();
+  for (const auto& h : c.holders) holders.push_back({{"pid", h.pid}, {"fd", h.fd}});
+  j["holders"] = holders;
+  if (c.sharedAcrossProcesses) j["shared_across_processes"] = true;
+  if (c.sharedAcrossCgroups) j["shared_across_cgroups"] = true;
+  if (c.undeduplicated) j["deduplication"] = "none: no drm-client-id, counted once per fd";
+  json regions = regionsJson(agg.clientRegions[i], true);
+  for (const auto& [name, r] : c.info.regions)
+    if (auto res = probes::residentOf(r)) regions[name]["resident_source"] = probes::toString(res->source);
+  j["regions"] = regions;
+  j["source"] = "drm-fdinfo";
+  if (!c.info.rejected.empty()) {
+    json rej = json::array();
+    for (const auto& r : c.info.rejected) rej.push_back({{"line", r.line}, {"reason", r.reason}});
+    j["rejected_lines"] = rej;
+  }
+  return j;
+}
+
+json kfdJson(const scanner::Process& p) {
+  std::uint64_t sum = 0;
+  json gpus = json::array();
+  for (const auto& k : p.kfdVram) {
+    sum += k.bytes;
+    json g = {{"gpu_id", k.gpuId}, {"vram_bytes", k.bytes}};
+    if (k.pdev) g["pdev"] = *k.pdev;
+    gpus.push_back(g);
+  }
+  return {{"vram_bytes", sum}, {"gpus", gpus}, {"source", "kfd-sysfs"}};
+}
+
+}  // namespace
+
+std::string humanBytes(std::uint64_t bytes) {
+  static constexpr const char* kUnits[] = {"KiB", "MiB", "GiB", "TiB", "PiB", "EiB"};
+  if (bytes < 1024) return fmt::format("{} B", bytes);
+  double v = static_cast<double>(bytes);
+  int u = -1;
+  while (v >= 1024.0 && u < 5) {
+    v /= 1024.0;
+    ++u;
+  }
+  return fmt::format("{:.1f} {}", v, kUnits[u]);
+}
+
+json gpuJson(const scanner::Scan& scan, const Aggregate& agg, const HostFacts& host) {
+  json doc;
+  doc["schema"] = 1;
+  doc["observed_at_ns"] = scan.observedAtNs;
+  if (scan.scopeCgroup) doc["scope"] = {{"kind", "cgroup"}, {"path", *scan.scopeCgroup}};
+  else doc["scope"] = {{"kind", "host"}};
+  if (scan.devices.devices.empty()) {
+    doc["status"] = "no-drm-devices";
+    doc["status_reason"] = "no DRM device (card*/renderD*) under <sys>/class/drm";
+  } else {
+    doc["status"] = "ok";
+  }
+
+  json hostJ = json::object();
+  if (host.meminfo.memAvailable) hostJ["mem_available_bytes"] = *host.meminfo.memAvailable;
+  else hostJ["mem_available_unknown"] = host.meminfoError.value_or("no MemAvailable in meminfo");
+  json gtt = json::object();
+  if (host.gtt.ttmPagesLimit) {
+    gtt["ttm_pages_limit_pages"] = *host.gtt.ttmPagesLimit;
+    gtt["ttm_module"] = host.gtt.ttmModule;
+    gtt["page_size_bytes"] = host.gtt.pageSize;
+  }
+  if (host.gtt.amdgpuGttsizeMiB) gtt["amdgpu_gttsize_mib"] = *host.gtt.amdgpuGttsizeMiB;
+  if (host.gtt.amdgpuGttsizeUnreadable) gtt["amdgpu_gttsize_unreadable"] = *host.gtt.amdgpuGttsizeUnreadable;
+  if (host.gtt.bytes) {
+    gtt["ceiling_bytes"] = *host.gtt.bytes;
+    gtt["in_force"] = host.gtt.source;
+  } else {
+    gtt["ceiling_unknown"] = "neither ttm/amdttm pages_limit nor amdgpu gttsize is readable";
+  }
+  hostJ["gtt_ceiling"] = gtt;
+  doc["host"] = hostJ;
+
+  json devs = json::array();
+  for (const auto& s : agg.devices) {
+    const auto& d = *s.device;
+    json j;
+    if (d.pdev) j["pdev"] = *d.pdev;
+    else j["pdev"] = nullptr;
+    j["key"] = d.key;
+    j["driver"] = d.driver.empty() ? json(nullptr) : json(d.driver);
+    json minors = json::array(), nodes = json::array();
+    for (const auto& n : d.nodes) {
+      minors.push_back(n.minor);
+      nodes.push_back(n.name);
+    }
+    j["minors"] = minors;
+    j["nodes"] = nodes;
+    json mem = json::object();
+    for (const auto& m : d.memory) {
+      json r = json::object();
+      if (m.totalBytes) r["total_bytes"] = *m.totalBytes;
+      if (m.usedBytes) r["used_bytes"] = *m.usedBytes;
+      r["source"] = "sysfs-device";
+      mem[m.region] = r;
+    }
+    j["memory"] = mem;
+    j["clients"] = s.clients;
+    j["attributed"] = regionsJson(s.attributed, false);
+    json un = json::object();
+    for (const auto& [region, v] : s.unattributed) un[region] = {{"resident_bytes", v}};
+    j["unattributed"] = un;
+    if (s.unattributedNote) j["unattributed_note"] = *s.unattributedNote;
+    if (s.gttHeadroomBytes) j["gtt_headroom_bytes"] = *s.gttHeadroomBytes;
+    else j["gtt_headroom_unknown"] = s.gttHeadroomUnknown.value_or("unknown");
+    devs.push_back(j);
+  }
+  doc["devices"] = devs;
+
+  json procs = json::array();
+  for (std::size_t i = 0; i < scan.processes.size(); ++i) {
+    const auto& p = scan.processes[i];
+    json j;
+    j["pid"] = p.pid;
+    j["nspid"] = p.nspid;
+    j["start_time_ticks"] = p.startTimeTicks;
+    j["comm"] = p.comm ? json(*p.comm) : json(nullptr);
+    if (p.uid) j["uid"] = *p.uid;
+    j["cgroup"] = p.cgroup ? json(*p.cgroup) : json(nullptr);
+    if (p.cgroupUnknownReason) j["cgroup_unknown_reason"] = *p.cgroupUnknownReason;
+    if (p.cgroupDeleted) j["cgroup_deleted"] = true;
+    j["container"] = p.cgroup ? workloadJson(attribution::classifyCgroup(*p.cgroup)) : json(nullptr);
+    json clients = json::array();
+    for (auto ci : p.clients) clients.push_back(clientJson(scan, agg, ci, p.pid));
+    j["clients"] = clients;
+    j["regions"] = regionsJson(agg.processRegions[i], false);
+    j["holds_kfd"] = p.holdsKfd;
+    if (!p.kfdVram.empty()) j["kfd"] = kfdJson(p);
+    procs.push_back(j);
+  }
+  doc["processes"] = procs;
+
+  json cgs = json::array();
+  for (const auto& g : agg.cgroups) {
+    json j = {{"path", g.path}, {"container", workloadJson(g.workload)}, {"pids", g.pids}};
+    j["regions"] = regionsJson(g.regions, false);
+    j["clients"] = g.ownedClients.size();
+    if (g.kfdVramBytes) j["kfd_vram_bytes"] = *g.kfdVramBytes;
+    cgs.push_back(j);
+  }
+  doc["cgroups"] = cgs;
+
+  json ctrs = json::array();
+  for (const auto& c : agg.containers) {
+    json j = {{"name", c.name}, {"container", workloadJson(c.workload)}, {"cgroups", c.cgroups},
+              {"pids", c.pids}};
+    j["regions"] = regionsJson(c.regions, false);
+    j["clients"] = c.clients;
+    if (c.kfdVramBytes) j["kfd_vram_bytes"] = *c.kfdVramBytes;
+    ctrs.push_back(j);
+  }
+  doc["containers"] = ctrs;
+
+  json un = json::array();
+  for (const auto& u : scan.unreadable) un.push_back({{"pid", u.pid}, {"reason", u.reason}});
+  doc["unreadable"] = un;
+  return doc;
+}
+
+namespace {
+
+// Region columns: gtt and vram first (the APU story), then the rest by name.
+std::vector<std::string> regionColumns(const Aggregate& agg) {
+  std::set<std::string> all;
+  for (const auto& r : agg.clientRegions)
+    for (const auto& [name, s] : r) all.insert(name);
+  std::vector<std::string> out;
+  for (const char* first : {"gtt", "vram"})
+    if (all.erase(first)) out.emplace_back(first);
+  out.insert(out.end(), all.begin(), all.end());
+  return out;
+}
+
+std::string cell(const RegionMap& regions, const std::string& region) {
+  auto it = regions.find(region);
+  if (it == regions.end()) return "-";
+  auto v = it->second.resident.get();
+  return v ? humanBytes(*v) : "?";
+}
+
+}  // namespace
+
+std::string gpuTable(const scanner::Scan& scan, const Aggregate& agg, const HostFacts& host, GroupBy by) {
+  std::string out;
+  if (scan.devices.devices.empty()) {
+    out += "No DRM devices: nothing under /sys/class/drm (no GPU, or its driver is not loaded).\n";
+  }
+  for (const auto& s : agg.devices) {
+    const auto& d = *s.device;
+    std::string nodes;
+    for (const auto& n : d.nodes) nodes += (nodes.empty() ? "" : " ") + n.name;
+    out += fmt::format("device {} driver {} ({})\n", d.key, d.driver.empty() ? "?" : d.driver, nodes);
+    for (const auto& m : d.memory) {
+      out += fmt::format("  {:<9} used {:>10} of {:>10}", m.region,
+                         m.usedBytes ? humanBytes(*m.usedBytes) : "?",
+                         m.totalBytes ? humanBytes(*m.totalBytes) : "?");
+      if (auto it = s.unattributed.find(m.region); it != s.unattributed.end()) {
+        auto v = it->second;
+        out += fmt::format("   unattributed {}{}", v < 0 ? "-" : "",
+                           humanBytes(static_cast<std::uint64_t>(v < 0 ? -v : v)));
+      }
+      out += "\n";
+    }
+    if (s.gttHeadroomBytes) out += fmt::format("  GTT headroom {}\n", humanBytes(*s.gttHeadroomBytes));
+  }
+  if (host.gtt.bytes)
+    out += fmt::format("GTT ceiling {} ({})\n", humanBytes(*host.gtt.bytes), host.gtt.source);
+
+  auto columns = regionColumns(agg);
+  std::string header;
+  switch (by) {
+    case GroupBy::kProcess: header = fmt::format("{:>8} {:<16} {:<24}", "PID", "COMM", "CONTAINER"); break;
+    case GroupBy::kCgroup: header = fmt::format("{:<48}", "CGROUP"); break;
+    case GroupBy::kContainer: header = fmt::format("{:<32}", "CONTAINER"); break;
+  }
+  for (const auto& c : columns) header += fmt::format(" {:>11}", c);
+  header += fmt::format(" {:>7}", "CLIENTS");
+  if (by == GroupBy::kProcess) header += "  CGROUP";
+  out += "\n" + header + "\n";
+
+  auto row = [&](std::string lead, const RegionMap& regions, std::size_t clients, std::string tail) {
+    for (const auto& c : columns) lead += fmt::format(" {:>11}", cell(regions, c));
+    lead += fmt::format(" {:>7}", clients);
+    if (!tail.empty()) lead += "  " + tail;
+    out += lead + "\n";
+  };
+  switch (by) {
+    case GroupBy::kProcess:
+      for (std::size_t i = 0; i < scan.processes.size(); ++i) {
+        const auto& p = scan.processes[i];
+        auto w = p.cgroup ? attribution::classifyCgroup(*p.cgroup) : std::nullopt;
+        std::size_t owned = 0;
+        for (auto ci : p.clients) owned += scan.clients[ci].owner == p.pid;
+        std::string comm = p.comm.value_or("?");
+        if (p.holdsKfd) comm += " [kfd]";
+        row(fmt::format("{:>8} {:<16} {:<24}", p.pid, comm, w ? w->name : "-"), agg.processRegions[i],
+            owned, p.cgroup.value_or("?"));
+      }
+      break;
+    case GroupBy::kCgroup:
+      for (const auto& g : agg.cgroups) row(fmt::format("{:<48}", g.path), g.regions, g.ownedClients.size(), "");
+      break;
+    case GroupBy::kContainer:
+      for (const auto& c : agg.containers) row(fmt::format("{:<32}", c.name), c.regions, c.clients, "");
+      break;
+  }
+  if (scan.processes.empty()) out += "(no process holds a DRM or KFD device)\n";
+  for (const auto& u : scan.unreadable) out += fmt::format("unreadable: pid {}: {}\n", u.pid, u.reason);
+  return out;
+}
+
+}  // namespace tally::report

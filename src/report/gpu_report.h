@@ -1,0 +1,30 @@
+// `tally gpu` output: the JSON document (schema 1) and the human table.
+#pragma once
+
+#include <optional>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "devices/drm_devices.h"
+#include "probes/meminfo.h"
+#include "report/aggregate.h"
+#include "scanner/scan.h"
+
+namespace tally::report {
+
+struct HostFacts {
+  probes::MemInfo meminfo;
+  std::optional<std::string> meminfoError;
+  devices::GttCeiling gtt;
+};
+
+enum class GroupBy { kProcess, kCgroup, kContainer };
+
+nlohmann::ordered_json gpuJson(const scanner::Scan& scan, const Aggregate& agg, const HostFacts& host);
+std::string gpuTable(const scanner::Scan& scan, const Aggregate& agg, const HostFacts& host, GroupBy by);
+
+// 1536 -> "1.5 KiB"; exact bytes below 1 KiB.
+std::string humanBytes(std::uint64_t bytes);
+
+}  // namespace tally::report

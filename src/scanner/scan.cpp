@@ -1,0 +1,287 @@
+#include "scanner/scan.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
+#include <time.h>
+
+#include <algorithm>
+#include <array>
+#include <cstdio>
+#include <cstring>
+#include <unordered_map>
+
+#include "probes/proc_cgroup.h"
+#include "probes/proc_stat.h"
+#include "probes/proc_status.h"
+#include "scanner/kfd.h"
+#include "util/text.h"
+
+namespace tally::scanner {
+namespace {
+
+// One fdinfo read: drm fdinfo is well under 2 KiB on every driver seen; 8 KiB
+// leaves room for amdgpu's many regions and engines. Larger files spill.
+constexpr std::size_t kFdinfoBuffer = 8192;
+
+std::uint64_t realtimeNs() {
+  timespec ts{};
+  clock_gettime(CLOCK_REALTIME, &ts);
+  return static_cast<std::uint64_t>(ts.tv_sec) * 1000000000ull + static_cast<std::uint64_t>(ts.tv_nsec);
+}
+
+bool vanished(int err) { return err == ENOENT || err == ESRCH; }
+
+std::string permissionReason(int err, const char* what, pid_t pid) {
+  std::string r = std::string(what) + " of pid " + std::to_string(pid) + ": " + std::strerror(err);
+  if (err == EACCES || err == EPERM)
+    r += " (reading another user's or a container's fds needs root or CAP_SYS_PTRACE)";
+  return r;
+}
+
+struct DrmFd {
+  int fd;
+  std::uint32_t minor;
+};
+
+// What one process yielded before it is committed to the scan: a process that
+// vanishes half-way is dropped whole, so no half-read process is ever reported.
+struct Pending {
+  Process process;
+  std::vector<std::pair<int, probes::DrmFdinfo>> fdinfos;  // fd -> parsed
+  std::vector<std::uint32_t> minors;                        // parallel to fdinfos
+};
+
+std::string clientKey(const probes::DrmFdinfo& info, std::uint32_t minor, pid_t pid, int fd) {
+  std::string key = info.pdev ? *info.pdev : "minor:" + std::to_string(minor);
+  if (info.clientId) return key + "#" + std::to_string(*info.clientId);
+  return key + "#pid" + std::to_string(pid) + "fd" + std::to_string(fd);
+}
+
+}  // namespace
+
+Result<Scan> Scanner::scanHost() {
+  UniqueFd dir(::openat(proc_.fd(), ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  if (!dir.valid()) return errnoError(errno, "cannot open " + proc_.path());
+  std::vector<Candidate> candidates;
+  int rc = fs::forEachEntry(dir.get(), [&](std::string_view name, unsigned char) {
+    if (auto pid = text::parseU64(name); pid && *pid > 0 && *pid < (1u << 30))
+      candidates.push_back({static_cast<pid_t>(*pid), std::nullopt});
+    return true;
+  });
+  if (rc != 0) return errnoError(rc, "cannot list " + proc_.path());
+  return run(std::move(candidates), true);
+}
+
+namespace {
+
+// Collect PIDs from cgroup.procs of `rel` and every descendant.
+int walkCgroup(int parentFd, const std::string& rel, const std::string& display,
+               std::vector<std::pair<pid_t, std::string>>& out, bool top) {
+  UniqueFd dir(::openat(parentFd, rel.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  if (!dir.valid()) return top ? errno : 0;  // a child removed mid-walk is simply gone
+  std::array<char, 8192> buf;
+  std::string spill;
+  auto procs = fs::readAt(dir.get(), "cgroup.procs", buf, spill);
+  if (!procs) {
+    if (top) return procs.error().code;
+  } else {
+    text::LineReader lines(*procs);
+    while (auto l = lines.next())
+      if (auto pid = text::parseU64(text::trim(*l)); pid && *pid > 0 && *pid < (1u << 30))
+        out.emplace_back(static_cast<pid_t>(*pid), display);
+  }
+  std::vector<std::string> children;
+  fs::forEachEntry(dir.get(), [&](std::string_view name, unsigned char type) {
+    if (type == DT_DIR) children.emplace_back(name);
+    return true;
+  });
+  std::sort(children.begin(), children.end());
+  for (const auto& c : children) {
+    std::string childDisplay = display == "/" ? "/" + c : display + "/" + c;
+    walkCgroup(dir.get(), c, childDisplay, out, false);
+  }
+  return 0;
+}
+
+}  // namespace
+
+Result<Scan> Scanner::scanCgroup(const fs::Root& cgroupRoot, std::string_view path) {
+  std::string rel(path);
+  while (!rel.empty() && rel.front() == '/') rel.erase(0, 1);
+  while (!rel.empty() && rel.back() == '/') rel.pop_back();
+  std::string display = "/" + rel;
+  std::vector<std::pair<pid_t, std::string>> found;
+  int rc = walkCgroup(cgroupRoot.fd(), rel.empty() ? "." : rel, display, found, true);
+  if (rc != 0)
+    return errnoError(rc, "cannot read cgroup " + display + " under " + cgroupRoot.path() +
+                              " (is --cgroup-root a cgroup v2 mount, and does the cgroup exist?)");
+  std::vector<Candidate> candidates;
+  candidates.reserve(found.size());
+  for (auto& [pid, cg] : found) candidates.push_back({pid, std::move(cg)});
+  auto scan = run(std::move(candidates), false);
+  if (scan) scan->scopeCgroup = display;
+  return scan;
+}
+
+Result<Scan> Scanner::run(std::vector<Candidate> candidates, bool readCgroupFile) {
+  stats_ = {};
+  Scan scan;
+  scan.observedAtNs = realtimeNs();
+  auto devices = devices::discoverDrmDevices(sys_);
+  if (!devices) return devices.error();
+  scan.devices = std::move(*devices);
+  KfdIndex kfd = readKfdIndex(sys_);
+
+  std::unordered_map<std::string, std::size_t> clientIndex;
+  std::array<char, kFdinfoBuffer> buf;
+  std::string spill;
+  char path[64];
+  std::vector<DrmFd> drmFds;
+
+  for (const auto& candidate : candidates) {
+    const pid_t pid = candidate.pid;
+    ++stats_.pidsVisited;
+    std::snprintf(path, sizeof path, "%d/fd", pid);
+    UniqueFd fdDir(::openat(proc_.fd(), path, O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+    if (!fdDir.valid()) {
+      if (!vanished(errno)) scan.unreadable.push_back({pid, permissionReason(errno, "cannot open fd directory", pid)});
+      continue;
+    }
+    drmFds.clear();
+    bool holdsKfd = false;
+    int rc = fs::forEachEntry(fdDir.get(), [&](std::string_view name, unsigned char) {
+      ++stats_.fdsStatted;
+      struct stat st;
+      // stat, not readlink: the magic link follows to the real inode, whatever
+      // path the process's mount namespace gave it.
+      if (::fstatat(fdDir.get(), name.data(), &st, 0) != 0 || !S_ISCHR(st.st_mode)) return true;
+      const auto maj = major(st.st_rdev), min = minor(st.st_rdev);
+      if (maj == devices::kDrmMajor) {
+        if (auto fd = text::parseU64(name)) drmFds.push_back({static_cast<int>(*fd), min});
+      } else if (kfd.dev && maj == kfd.dev->major && min == kfd.dev->minor) {
+        holdsKfd = true;
+      }
+      return true;
+    });
+    if (rc != 0) {
+      if (!vanished(rc)) scan.unreadable.push_back({pid, permissionReason(rc, "cannot list fds", pid)});
+      continue;
+    }
+    const bool kfdKnown = kfd.hasPid(pid);
+    if (drmFds.empty() && !holdsKfd && !kfdKnown) continue;  // not a GPU process: no more reads
+    stats_.drmFds += drmFds.size();
+
+    Pending p;
+    p.process.pid = pid;
+    p.process.holdsKfd = holdsKfd;
+    bool dropped = false;
+    for (const auto& d : drmFds) {
+      std::snprintf(path, sizeof path, "%d/fdinfo/%d", pid, d.fd);
+      auto text = fs::readAt(proc_.fd(), path, buf, spill);
+      if (!text) {
+        if (vanished(text.error().code)) continue;  // fd closed since the walk
+        scan.unreadable.push_back({pid, permissionReason(text.error().code, "cannot read fdinfo", pid)});
+        dropped = true;
+        break;
+      }
+      p.fdinfos.emplace_back(d.fd, probes::parseDrmFdinfo(*text));
+      p.minors.push_back(d.minor);
+    }
+    if (dropped) continue;
+
+    // Metadata only for GPU processes (igt's lazy stat: most processes never get here).
+    std::snprintf(path, sizeof path, "%d/stat", pid);
+    auto statText = fs::readAt(proc_.fd(), path, buf, spill);
+    if (!statText) continue;  // vanished
+    auto stat = probes::parseProcStat(*statText);
+    if (!stat) continue;
+    p.process.startTimeTicks = stat->startTimeTicks;
+    std::snprintf(path, sizeof path, "%d/status", pid);
+    auto statusText = fs::readAt(proc_.fd(), path, buf, spill);
+    if (!statusText) continue;
+    auto status = probes::parseProcStatus(*statusText);
+    p.process.comm = status.name;
+    p.process.nspid = status.nspid;
+    p.process.uid = status.uidReal;
+    if (readCgroupFile) {
+      std::snprintf(path, sizeof path, "%d/cgroup", pid);
+      auto cgText = fs::readAt(proc_.fd(), path, buf, spill);
+      if (!cgText) continue;
+      if (auto cg = probes::parseProcCgroup(*cgText)) {
+        p.process.cgroup = cg->path;
+        p.process.cgroupDeleted = cg->deleted;
+        if (cg->outsideNamespace)
+          p.process.cgroupUnknownReason = "cgroup is outside this reader's cgroup namespace";
+      } else {
+        p.process.cgroupUnknownReason = "no cgroup v2 (0::) line in /proc/<pid>/cgroup";
+      }
+    } else {
+      p.process.cgroup = candidate.cgroup;
+    }
+    if (kfdKnown) {
+      for (auto& e : readKfdVram(sys_, kfd, pid))
+        p.process.kfdVram.push_back({e.gpuId, std::move(e.pdev), e.bytes});
+    }
+
+    // Commit.
+    for (std::size_t i = 0; i < p.fdinfos.size(); ++i) {
+      auto& [fd, info] = p.fdinfos[i];
+      const std::uint32_t minor = p.minors[i];
+      auto [it, inserted] = clientIndex.try_emplace(clientKey(info, minor, pid, fd), scan.clients.size());
+      if (inserted) {
+        Client c;
+        c.minor = minor;
+        c.device = devices::resolveMinor(sys_, scan.devices, minor);
+        c.undeduplicated = !info.clientId.has_value();
+        c.info = std::move(info);
+        scan.clients.push_back(std::move(c));
+      }
+      scan.clients[it->second].holders.push_back({pid, fd});
+      auto& mine = p.process.clients;
+      if (std::find(mine.begin(), mine.end(), it->second) == mine.end()) mine.push_back(it->second);
+    }
+    scan.processes.push_back(std::move(p.process));
+  }
+
+  // Device indices may have shifted if resolveMinor() inserted a device.
+  for (auto& c : scan.clients) c.device = scan.devices.byMinor(c.minor);
+  std::sort(scan.processes.begin(), scan.processes.end(),
+            [](const Process& a, const Process& b) { return a.pid < b.pid; });
+  std::sort(scan.unreadable.begin(), scan.unreadable.end(),
+            [](const Unreadable& a, const Unreadable& b) { return a.pid < b.pid; });
+  for (auto& c : scan.clients)
+    std::sort(c.holders.begin(), c.holders.end(), [](const FdHolder& a, const FdHolder& b) {
+      return a.pid != b.pid ? a.pid < b.pid : a.fd < b.fd;
+    });
+  assignOwners(scan);
+  return scan;
+}
+
+void assignOwners(Scan& scan) {
+  auto find = [&](pid_t pid) -> const Process* {
+    auto it = std::lower_bound(scan.processes.begin(), scan.processes.end(), pid,
+                               [](const Process& p, pid_t v) { return p.pid < v; });
+    return it != scan.processes.end() && it->pid == pid ? &*it : nullptr;
+  };
+  for (auto& c : scan.clients) {
+    const Process* owner = nullptr;
+    const Process* first = nullptr;
+    c.sharedAcrossProcesses = false;
+    c.sharedAcrossCgroups = false;
+    for (const auto& h : c.holders) {
+      const Process* p = find(h.pid);
+      if (p == nullptr) continue;
+      if (first == nullptr) first = p;
+      if (p->pid != first->pid) c.sharedAcrossProcesses = true;
+      if (p->cgroup != first->cgroup) c.sharedAcrossCgroups = true;
+      if (owner == nullptr || p->startTimeTicks < owner->startTimeTicks ||
+          (p->startTimeTicks == owner->startTimeTicks && p->pid < owner->pid))
+        owner = p;
+    }
+    c.owner = owner != nullptr ? owner->pid : 0;
+  }
+}
+
+}  // namespace tally::scanner

@@ -1,0 +1,112 @@
+// The scanner: which processes hold which DRM clients, read from /proc (and
+// KFD from /sys), with every client counted once. Two scopes: the whole host,
+// and the processes of one cgroup subtree (what a lease's meter calls every
+// second). The result is a passive struct; aggregation lives in report/.
+#pragma once
+
+#include <sys/types.h>
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "devices/drm_devices.h"
+#include "fs/root.h"
+#include "probes/drm_fdinfo.h"
+
+namespace tally::scanner {
+
+struct FdHolder {
+  pid_t pid = 0;
+  int fd = -1;
+};
+
+// One DRM client (one struct drm_file), however many fds and processes hold it.
+struct Client {
+  std::uint32_t minor = 0;
+  std::optional<std::size_t> device;  // index into Scan::devices.devices
+  probes::DrmFdinfo info;             // as read from the first holder's fdinfo
+  std::vector<FdHolder> holders;      // every (pid, fd), sorted
+  pid_t owner = 0;                    // the one process the client is charged to
+  bool sharedAcrossProcesses = false;
+  bool sharedAcrossCgroups = false;
+  // No drm-client-id (5.14 amdgpu format): the client cannot be told apart
+  // from another fd's, so it is counted once per fd and flagged.
+  bool undeduplicated = false;
+};
+
+struct KfdVram {
+  std::uint64_t gpuId = 0;
+  std::optional<std::string> pdev;  // from the KFD topology, when it maps
+  std::uint64_t bytes = 0;
+};
+
+struct Process {
+  pid_t pid = 0;
+  std::uint64_t startTimeTicks = 0;  // with pid: identity across PID reuse
+  std::optional<std::string> comm;
+  std::vector<std::uint64_t> nspid;  // outermost first
+  std::optional<std::uint32_t> uid;
+  std::optional<std::string> cgroup;  // cgroup v2 path (relative to the cgroup root)
+  std::optional<std::string> cgroupUnknownReason;
+  bool cgroupDeleted = false;
+  std::vector<std::size_t> clients;  // indices into Scan::clients this process holds
+  bool holdsKfd = false;             // has /dev/kfd open
+  std::vector<KfdVram> kfdVram;      // /sys/class/kfd/kfd/proc/<pid>/vram_<gpuid>
+};
+
+struct Unreadable {
+  pid_t pid = 0;
+  std::string reason;
+};
+
+struct Scan {
+  std::uint64_t observedAtNs = 0;  // CLOCK_REALTIME when the scan began
+  devices::DeviceMap devices;
+  std::vector<Process> processes;  // only processes holding DRM or KFD; sorted by pid
+  std::vector<Client> clients;
+  std::vector<Unreadable> unreadable;  // sorted by pid
+  std::optional<std::string> scopeCgroup;  // set for a cgroup-scoped scan
+};
+
+struct ScanStats {
+  std::uint64_t pidsVisited = 0;
+  std::uint64_t fdsStatted = 0;
+  std::uint64_t drmFds = 0;
+};
+
+class Scanner {
+ public:
+  Scanner(const fs::Root& proc, const fs::Root& sys) : proc_(proc), sys_(sys) {}
+
+  // Every process in the proc root. The cgroup of DRM holders comes from
+  // /proc/<pid>/cgroup.
+  Result<Scan> scanHost();
+
+  // The processes of `path` (relative to `cgroupRoot`) and its descendants,
+  // from cgroup.procs; each process's cgroup is the directory it was listed in.
+  Result<Scan> scanCgroup(const fs::Root& cgroupRoot, std::string_view path);
+
+  const ScanStats& stats() const { return stats_; }
+
+ private:
+  struct Candidate {
+    pid_t pid;
+    std::optional<std::string> cgroup;  // known up front in a cgroup scan
+  };
+  Result<Scan> run(std::vector<Candidate> candidates, bool readCgroupFile);
+
+  const fs::Root& proc_;
+  const fs::Root& sys_;
+  ScanStats stats_;
+};
+
+// The documented owner rule: a client held by several processes is charged to
+// the holder that started first (smallest start time), ties to the lowest PID.
+// The opener of a client is necessarily alive before any process it forks or
+// passes the fd to, so the oldest holder is the best available guess at the
+// opener; the rule is deterministic either way.
+void assignOwners(Scan& scan);
+
+}  // namespace tally::scanner

@@ -1,0 +1,53 @@
+#include "util/text.h"
+
+#include <limits>
+
+namespace tally::text {
+
+std::string_view trimLeft(std::string_view s) {
+  std::size_t i = 0;
+  while (i < s.size() && isSpace(s[i])) ++i;
+  return s.substr(i);
+}
+
+std::string_view trim(std::string_view s) {
+  s = trimLeft(s);
+  std::size_t n = s.size();
+  while (n > 0 && isSpace(s[n - 1])) --n;
+  return s.substr(0, n);
+}
+
+std::optional<std::uint64_t> parseU64(std::string_view s) {
+  if (s.empty() || s.size() > 20) return std::nullopt;
+  std::uint64_t v = 0;
+  for (char c : s) {
+    if (c < '0' || c > '9') return std::nullopt;
+    auto digit = static_cast<std::uint64_t>(c - '0');
+    if (v > (std::numeric_limits<std::uint64_t>::max() - digit) / 10) return std::nullopt;
+    v = v * 10 + digit;
+  }
+  return v;
+}
+
+std::optional<std::int64_t> parseI64(std::string_view s) {
+  bool negative = !s.empty() && s.front() == '-';
+  if (negative) s.remove_prefix(1);
+  auto magnitude = parseU64(s);
+  if (!magnitude) return std::nullopt;
+  constexpr auto kMax = static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max());
+  if (negative) {
+    if (*magnitude > kMax + 1) return std::nullopt;
+    if (*magnitude == kMax + 1) return std::numeric_limits<std::int64_t>::min();
+    return -static_cast<std::int64_t>(*magnitude);
+  }
+  if (*magnitude > kMax) return std::nullopt;
+  return static_cast<std::int64_t>(*magnitude);
+}
+
+std::optional<std::uint64_t> mulU64(std::uint64_t a, std::uint64_t b) {
+  std::uint64_t out = 0;
+  if (__builtin_mul_overflow(a, b, &out)) return std::nullopt;
+  return out;
+}
+
+}  // namespace tally::text

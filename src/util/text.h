@@ -1,0 +1,43 @@
+// Small, allocation-free helpers shared by the kernel-text parsers.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string_view>
+
+namespace tally::text {
+
+// Whitespace as the kernel's text files use it, plus '\r' so a CRLF file
+// (never produced by the kernel, but seen in copied samples) parses the same.
+constexpr bool isSpace(char c) { return c == ' ' || c == '\t' || c == '\r' || c == '\n' || c == '\v' || c == '\f'; }
+
+std::string_view trim(std::string_view s);
+std::string_view trimLeft(std::string_view s);
+
+// Unsigned decimal, no sign, no leading/trailing junk; nullopt on overflow.
+std::optional<std::uint64_t> parseU64(std::string_view s);
+std::optional<std::int64_t> parseI64(std::string_view s);
+
+// Multiply with overflow detection.
+std::optional<std::uint64_t> mulU64(std::uint64_t a, std::uint64_t b);
+
+// Iterate lines of a buffer: `while (auto line = lines.next())`.
+class LineReader {
+ public:
+  explicit LineReader(std::string_view buf) : rest_(buf) {}
+  std::optional<std::string_view> next() {
+    if (rest_.empty()) return std::nullopt;
+    auto nl = rest_.find('\n');
+    std::string_view line = rest_.substr(0, nl);
+    rest_ = nl == std::string_view::npos ? std::string_view{} : rest_.substr(nl + 1);
+    ++number_;
+    return line;
+  }
+  unsigned number() const { return number_; }  // 1-based number of the last line returned
+
+ private:
+  std::string_view rest_;
+  unsigned number_ = 0;
+};
+
+}  // namespace tally::text
