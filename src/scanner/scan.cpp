@@ -190,6 +190,8 @@ Result<Scan> Scanner::run(std::vector<Candidate> candidates, bool readCgroupFile
       p.minors.push_back(d.minor);
     }
     if (dropped) continue;
+    // Every DRM fd closed since the walk, and no KFD: no longer a GPU process.
+    if (p.fdinfos.empty() && !holdsKfd && !kfdKnown) continue;
 
     // Metadata only for GPU processes (igt's lazy stat: most processes never get here).
     std::snprintf(path, sizeof path, "%d/stat", pid);

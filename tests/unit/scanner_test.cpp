@@ -1,0 +1,347 @@
+// The scanner and the aggregation on a synthetic proc/sys tree: exact
+// per-client, per-process, per-cgroup and per-device figures.
+#include "scanner/scan.h"
+
+#include <grp.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+
+#include "report/aggregate.h"
+#include "report/gpu_report.h"
+#include "support/scenario.h"
+
+namespace tally::scanner {
+namespace {
+
+using namespace tally::testing;
+
+std::string xeFdinfo() { return readFile(std::string(TALLY_FIXTURE_DIR) + "/fdinfo/xe-kernel-doc.fdinfo"); }
+
+struct Fixture : ::testing::Test {
+  FakeHost host;
+  std::optional<fs::Root> proc, sys, cgroup;
+  void SetUp() override {
+    buildScenario(host, xeFdinfo());
+    proc.emplace(std::move(*fs::Root::open(host.procRoot())));
+    sys.emplace(std::move(*fs::Root::open(host.sysRoot())));
+    cgroup.emplace(std::move(*fs::Root::open(host.cgroupRoot())));
+  }
+  static const Process* process(const Scan& s, pid_t pid) {
+    for (const auto& p : s.processes)
+      if (p.pid == pid) return &p;
+    return nullptr;
+  }
+  static const Client* client(const Scan& s, const std::string& pdev, std::uint64_t id) {
+    for (const auto& c : s.clients)
+      if (c.info.pdev == pdev && c.info.clientId == id) return &c;
+    return nullptr;
+  }
+  static std::optional<std::uint64_t> resident(const report::RegionMap& m, const std::string& region) {
+    auto it = m.find(region);
+    if (it == m.end()) return std::nullopt;
+    return it->second.resident.get();
+  }
+};
+
+TEST_F(Fixture, HostScanFindsExactlyTheGpuProcesses) {
+  Scanner scanner(*proc, *sys);
+  auto scan = scanner.scanHost();
+  ASSERT_TRUE(scan) << scan.error().message;
+  std::vector<pid_t> pids;
+  for (const auto& p : scan->processes) pids.push_back(p.pid);
+  // 500 (no DRM), 600 (vanished), 700 (fdinfo gone) are absent; 800 holds /dev/kfd.
+  EXPECT_EQ(pids, (std::vector<pid_t>{100, 101, 200, 300, 301, 400, 800}));
+  EXPECT_TRUE(scan->unreadable.empty());  // vanished is not unreadable
+  EXPECT_EQ(scanner.stats().drmFds, 11u);  // 700's fd is DRM, its fdinfo vanished
+  ASSERT_EQ(scan->devices.devices.size(), 2u);
+  EXPECT_EQ(scan->devices.devices[0].key, kXeBdf);
+  EXPECT_EQ(scan->devices.devices[1].key, kAmdBdf);
+  EXPECT_EQ(scan->devices.devices[1].driver, "amdgpu");
+  ASSERT_EQ(scan->devices.devices[1].nodes.size(), 2u);
+  EXPECT_EQ(scan->devices.devices[1].nodes[0].name, "card1");
+  EXPECT_EQ(scan->devices.devices[1].nodes[1].name, "renderD128");
+}
+
+TEST_F(Fixture, ClientsDeduplicatedAcrossFdsAndProcesses) {
+  Scanner scanner(*proc, *sys);
+  auto scan = scanner.scanHost();
+  ASSERT_TRUE(scan);
+  EXPECT_EQ(scan->clients.size(), 7u);  // amd 10, 11, 20, 30, two 5.14 fds; xe 3
+  const Client* c10 = client(*scan, kAmdBdf, 10);
+  ASSERT_NE(c10, nullptr);
+  ASSERT_EQ(c10->holders.size(), 3u);
+  EXPECT_EQ(c10->holders[0].pid, 100);
+  EXPECT_EQ(c10->holders[0].fd, 3);
+  EXPECT_EQ(c10->holders[1].fd, 4);
+  EXPECT_EQ(c10->holders[2].pid, 101);
+  EXPECT_EQ(c10->owner, 100);  // the older holder
+  EXPECT_TRUE(c10->sharedAcrossProcesses);
+  EXPECT_TRUE(c10->sharedAcrossCgroups);  // llama.service vs llama.service/worker
+  const Client* c30 = client(*scan, kAmdBdf, 30);
+  ASSERT_NE(c30, nullptr);
+  EXPECT_EQ(c30->owner, 301);  // started at tick 10, before the compositor (40)
+  EXPECT_TRUE(c30->sharedAcrossCgroups);
+  const Client* c11 = client(*scan, kAmdBdf, 11);
+  ASSERT_NE(c11, nullptr);
+  EXPECT_EQ(c11->minor, 1u);  // card1: same device as renderD128
+  EXPECT_EQ(c11->device, scan->devices.byMinor(128));
+  EXPECT_FALSE(c11->sharedAcrossProcesses);
+  const Client* xe = client(*scan, kXeBdf, 3);
+  ASSERT_NE(xe, nullptr);
+  EXPECT_EQ(xe->device, scan->devices.byMinor(129));
+  int undeduplicated = 0;
+  for (const auto& c : scan->clients) undeduplicated += c.undeduplicated;
+  EXPECT_EQ(undeduplicated, 2);  // 5.14 format: no client id, once per fd
+}
+
+TEST_F(Fixture, PerProcessCgroupAndNamespaceFacts) {
+  Scanner scanner(*proc, *sys);
+  auto scan = scanner.scanHost();
+  ASSERT_TRUE(scan);
+  const Process* py = process(*scan, 200);
+  ASSERT_NE(py, nullptr);
+  EXPECT_EQ(py->nspid, (std::vector<std::uint64_t>{200, 1}));
+  EXPECT_EQ(py->comm, "python");
+  EXPECT_EQ(py->cgroup, kPodCgroup);
+  EXPECT_EQ(py->startTimeTicks, 70u);
+  const Process* rocm = process(*scan, 800);
+  ASSERT_NE(rocm, nullptr);
+  EXPECT_TRUE(rocm->holdsKfd);
+  ASSERT_EQ(rocm->kfdVram.size(), 1u);
+  EXPECT_EQ(rocm->kfdVram[0].gpuId, 1234u);
+  EXPECT_EQ(rocm->kfdVram[0].bytes, kGiB);
+  EXPECT_EQ(rocm->kfdVram[0].pdev, kAmdBdf);
+  EXPECT_TRUE(rocm->clients.empty());
+}
+
+TEST_F(Fixture, AggregateExactFigures) {
+  Scanner scanner(*proc, *sys);
+  auto scan = scanner.scanHost();
+  ASSERT_TRUE(scan);
+  probes::MemInfo mem;
+  mem.memAvailable = kMemAvailable;
+  auto agg = report::aggregate(*scan, mem);
+
+  auto procRegions = [&](pid_t pid) -> const report::RegionMap& {
+    for (std::size_t i = 0; i < scan->processes.size(); ++i)
+      if (scan->processes[i].pid == pid) return agg.processRegions[i];
+    throw std::runtime_error("no pid");
+  };
+  EXPECT_EQ(resident(procRegions(100), "gtt"), 4 * kGiB + 1 * kMiB);
+  EXPECT_EQ(resident(procRegions(100), "vram"), 512 * kMiB);
+  EXPECT_TRUE(procRegions(101).empty());  // holds client 10 but does not own it
+  EXPECT_EQ(resident(procRegions(200), "gtt"), 2 * kGiB + 192 * kKiB);  // amd + xe gtt
+  EXPECT_EQ(resident(procRegions(200), "vram0"), 23992 * kKiB);
+  EXPECT_TRUE(procRegions(300).empty());
+  EXPECT_EQ(resident(procRegions(301), "gtt"), 8 * kMiB);
+  EXPECT_EQ(resident(procRegions(400), "gtt"), 4 * kMiB);  // two undeduplicated fds
+  EXPECT_EQ(resident(procRegions(400), "vram"), 2 * kMiB);
+
+  ASSERT_EQ(agg.cgroups.size(), 7u);
+  auto group = [&](const std::string& path) -> const report::CgroupGroup& {
+    for (const auto& g : agg.cgroups)
+      if (g.path == path) return g;
+    throw std::runtime_error("no cgroup " + path);
+  };
+  EXPECT_EQ(resident(group("/system.slice/llama.service").regions, "gtt"), 4 * kGiB + 1 * kMiB);
+  EXPECT_EQ(group("/system.slice/llama.service").ownedClients.size(), 2u);
+  EXPECT_TRUE(group("/system.slice/llama.service/worker").regions.empty());
+  EXPECT_EQ(resident(group(kPodCgroup).regions, "gtt"), 2 * kGiB + 192 * kKiB);
+  ASSERT_TRUE(group(kPodCgroup).workload);
+  EXPECT_EQ(group(kPodCgroup).workload->kind, attribution::WorkloadKind::kPodman);
+  EXPECT_EQ(resident(group("/system.slice/systemd-logind.service").regions, "gtt"), 8 * kMiB);
+  EXPECT_EQ(group("/system.slice/rocm.service").kfdVramBytes, kGiB);
+
+  // Device: every client once, whoever owns it.
+  const report::DeviceSummary* amd = nullptr;
+  for (const auto& d : agg.devices)
+    if (d.device->key == kAmdBdf) amd = &d;
+  ASSERT_NE(amd, nullptr);
+  EXPECT_EQ(amd->clients, 6u);
+  const std::uint64_t attributedGtt = 4 * kGiB + 1 * kMiB + 2 * kGiB + 8 * kMiB + 4 * kMiB;
+  const std::uint64_t attributedVram = 512 * kMiB + 2 * kMiB;
+  EXPECT_EQ(resident(amd->attributed, "gtt"), attributedGtt);
+  EXPECT_EQ(resident(amd->attributed, "vram"), attributedVram);
+  EXPECT_EQ(amd->unattributed.at("gtt"), static_cast<std::int64_t>(kGttUsed - attributedGtt));
+  EXPECT_EQ(amd->unattributed.at("vram"), static_cast<std::int64_t>(kVramUsed - attributedVram));
+  EXPECT_EQ(amd->unattributed.count("vis_vram"), 0u);  // no used figure exported
+  EXPECT_EQ(amd->gttHeadroomBytes, std::min(kGttTotal - kGttUsed, kMemAvailable));
+  // The 5.14 clients print no drm-total: the device's total sum is unknown, not short.
+  EXPECT_FALSE(amd->attributed.at("gtt").total.get().has_value());
+  const report::DeviceSummary* xe = nullptr;
+  for (const auto& d : agg.devices)
+    if (d.device->key == kXeBdf) xe = &d;
+  ASSERT_NE(xe, nullptr);
+  EXPECT_TRUE(xe->unattributed.empty());
+  EXPECT_FALSE(xe->gttHeadroomBytes.has_value());
+  EXPECT_TRUE(xe->gttHeadroomUnknown.has_value());
+}
+
+TEST_F(Fixture, CgroupScopedScan) {
+  Scanner scanner(*proc, *sys);
+  auto scan = scanner.scanCgroup(*cgroup, "/system.slice/llama.service");
+  ASSERT_TRUE(scan) << scan.error().message;
+  EXPECT_EQ(scan->scopeCgroup, "/system.slice/llama.service");
+  ASSERT_EQ(scan->processes.size(), 2u);
+  EXPECT_EQ(scan->processes[0].cgroup, "/system.slice/llama.service");
+  EXPECT_EQ(scan->processes[1].cgroup, "/system.slice/llama.service/worker");
+  EXPECT_EQ(scanner.stats().pidsVisited, 2u);  // nothing outside the subtree is touched
+  probes::MemInfo mem;
+  auto agg = report::aggregate(*scan, mem);
+  report::RegionMap lease;
+  for (const auto& g : agg.cgroups) report::addInto(lease, g.regions);
+  EXPECT_EQ(resident(lease, "gtt"), 4 * kGiB + 1 * kMiB);
+  EXPECT_EQ(resident(lease, "vram"), 512 * kMiB);
+  for (const auto& d : agg.devices) EXPECT_TRUE(d.unattributed.empty());
+}
+
+TEST_F(Fixture, CgroupScanDropsVanishedPids) {
+  Scanner scanner(*proc, *sys);
+  auto scan = scanner.scanCgroup(*cgroup, "system.slice");
+  ASSERT_TRUE(scan);
+  std::vector<pid_t> pids;
+  for (const auto& p : scan->processes) pids.push_back(p.pid);
+  EXPECT_EQ(pids, (std::vector<pid_t>{100, 101, 400}));  // 600 listed but gone
+  EXPECT_TRUE(scan->unreadable.empty());
+}
+
+TEST_F(Fixture, CgroupScanOfMissingCgroupIsAnError) {
+  Scanner scanner(*proc, *sys);
+  auto scan = scanner.scanCgroup(*cgroup, "/no/such.scope");
+  ASSERT_FALSE(scan);
+  EXPECT_NE(scan.error().message.find("/no/such.scope"), std::string::npos);
+}
+
+TEST_F(Fixture, DeletedCgroupAndV1OnlyProcess) {
+  FakeProcess zombie{900, "zombie", "", "0::/tally.slice/tally-1.scope (deleted)\n", 5, {}, 0, {}, false};
+  zombie.fds = {{3, 128u, "", amdgpuFdinfo(90, kAmdBdf, 4, 0), false}};
+  host.addProcess(zombie);
+  FakeProcess v1{901, "v1only", "", "4:memory:/x\n1:name=systemd:/y\n", 5, {}, 0, {}, false};
+  v1.fds = {{3, 128u, "", amdgpuFdinfo(91, kAmdBdf, 4, 0), false}};
+  host.addProcess(v1);
+  Scanner scanner(*proc, *sys);
+  auto scan = scanner.scanHost();
+  ASSERT_TRUE(scan);
+  const Process* z = process(*scan, 900);
+  ASSERT_NE(z, nullptr);
+  EXPECT_TRUE(z->cgroupDeleted);
+  EXPECT_EQ(z->cgroup, "/tally.slice/tally-1.scope");
+  const Process* v = process(*scan, 901);
+  ASSERT_NE(v, nullptr);
+  EXPECT_FALSE(v->cgroup.has_value());
+  EXPECT_TRUE(v->cgroupUnknownReason.has_value());
+}
+
+TEST_F(Fixture, MinorAppearingAfterDiscoveryResolvesThroughDevChar) {
+  // A node present only under dev/char (hot-plugged): found through 226:<minor>.
+  makeDirs(host.sysRoot() + "/devices/pci0000:00/0000:c6:00.0/drm/renderD130");
+  writeFile(host.sysRoot() + "/devices/pci0000:00/0000:c6:00.0/drm/renderD130/dev", "226:130\n");
+  makeSymlink("../../../0000:c6:00.0", host.sysRoot() + "/devices/pci0000:00/0000:c6:00.0/drm/renderD130/device");
+  makeSymlink("../../devices/pci0000:00/0000:c6:00.0/drm/renderD130", host.sysRoot() + "/dev/char/226:130");
+  FakeProcess late{950, "late", "/late.scope", "", 5, {}, 0, {}, false};
+  late.fds = {{3, 130u, "", amdgpuFdinfo(95, kAmdBdf, 4, 0), false}};
+  host.addProcess(late);
+  Scanner scanner(*proc, *sys);
+  auto scan = scanner.scanHost();
+  ASSERT_TRUE(scan);
+  const Client* c = client(*scan, kAmdBdf, 95);
+  ASSERT_NE(c, nullptr);
+  ASSERT_TRUE(c->device);
+  EXPECT_EQ(scan->devices.devices[*c->device].key, kAmdBdf);
+  EXPECT_EQ(scan->devices.devices[*c->device].nodes.size(), 3u);
+}
+
+TEST_F(Fixture, GttCeilingSources) {
+  auto c = devices::readGttCeiling(*sys, 4096);
+  EXPECT_EQ(c.ttmPagesLimit, 25165824u);
+  EXPECT_EQ(c.bytes, 96 * kGiB);
+  EXPECT_EQ(c.source, "ttm.pages_limit");
+  host.setModuleParam("amdgpu", "gttsize", "-1");
+  c = devices::readGttCeiling(*sys, 4096);
+  EXPECT_EQ(c.source, "ttm.pages_limit");  // -1 = auto: TTM's limit is in force
+  EXPECT_EQ(c.amdgpuGttsizeMiB, -1);
+  host.setModuleParam("amdgpu", "gttsize", "65536");
+  c = devices::readGttCeiling(*sys, 4096);
+  EXPECT_EQ(c.source, "amdgpu.gttsize");
+  EXPECT_EQ(c.bytes, 64 * kGiB);
+}
+
+// A process whose fds the scanner may not read is listed as unreadable, with
+// the reason, never as a process with zero GPU memory. Run unprivileged in a
+// child (root would bypass the permission check).
+TEST_F(Fixture, UnreadableProcessIsReportedNotZero) {
+  ASSERT_EQ(::geteuid(), 0u) << "this test drops from root to nobody to meet EACCES";
+  FakeProcess secret{990, "secret", "/secret.scope", "", 5, {}, 0, {}, false};
+  secret.fds = {{3, 128u, "", amdgpuFdinfo(99, kAmdBdf, 4, 0), false}};
+  host.addProcess(secret);
+  ASSERT_EQ(::chmod((host.procRoot() + "/990/fd").c_str(), 0700), 0);
+  int pipeFds[2];
+  ASSERT_EQ(::pipe(pipeFds), 0);
+  pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    ::close(pipeFds[0]);
+    if (::setgroups(0, nullptr) != 0 || ::setresgid(65534, 65534, 65534) != 0 ||
+        ::setresuid(65534, 65534, 65534) != 0)
+      ::_exit(90);
+    Scanner s(*proc, *sys);
+    auto scan = s.scanHost();
+    std::string out;
+    if (scan) {
+      for (const auto& u : scan->unreadable) out += std::to_string(u.pid) + "|" + u.reason + "\n";
+      for (const auto& p : scan->processes)
+        if (p.pid == 990) out += "LISTED\n";
+    } else {
+      out = "ERROR " + scan.error().message;
+    }
+    if (::write(pipeFds[1], out.data(), out.size()) < 0) ::_exit(91);
+    ::_exit(0);
+  }
+  ::close(pipeFds[1]);
+  std::string got;
+  char buf[4096];
+  for (ssize_t n; (n = ::read(pipeFds[0], buf, sizeof buf)) > 0;) got.append(buf, static_cast<std::size_t>(n));
+  ::close(pipeFds[0]);
+  int status = 0;
+  ::waitpid(child, &status, 0);
+  ASSERT_TRUE(WIFEXITED(status));
+  ASSERT_EQ(WEXITSTATUS(status), 0);
+  EXPECT_NE(got.find("990|cannot open fd directory of pid 990: Permission denied"), std::string::npos) << got;
+  EXPECT_NE(got.find("CAP_SYS_PTRACE"), std::string::npos);
+  EXPECT_EQ(got.find("LISTED"), std::string::npos);
+}
+
+TEST_F(Fixture, JsonDocumentCarriesSourcesAndOwnership) {
+  Scanner scanner(*proc, *sys);
+  auto scan = scanner.scanHost();
+  ASSERT_TRUE(scan);
+  report::HostFacts facts;
+  facts.meminfo.memAvailable = kMemAvailable;
+  auto agg = report::aggregate(*scan, facts.meminfo);
+  auto doc = report::gpuJson(*scan, agg, facts);
+  EXPECT_EQ(doc["schema"], 1);
+  EXPECT_EQ(doc["status"], "ok");
+  const auto& p101 = doc["processes"][1];
+  EXPECT_EQ(p101["pid"], 101);
+  EXPECT_EQ(p101["clients"][0]["owner"], false);
+  EXPECT_EQ(p101["clients"][0]["owner_pid"], 100);
+  EXPECT_EQ(p101["clients"][0]["source"], "drm-fdinfo");
+  EXPECT_EQ(p101["clients"][0]["regions"]["gtt"]["resident_bytes"], 4 * kGiB);
+  EXPECT_EQ(p101["clients"][0]["regions"]["gtt"]["resident_source"], "drm-resident");
+  EXPECT_EQ(p101["clients"][0]["holders"].size(), 3u);
+  const auto& p400 = doc["processes"][5];
+  EXPECT_EQ(p400["pid"], 400);
+  EXPECT_EQ(p400["clients"][0]["regions"]["gtt"]["resident_source"], "amdgpu-5.14");
+  EXPECT_FALSE(p400["clients"][0]["regions"]["gtt"].contains("total_bytes"));  // absent, never 0
+  EXPECT_TRUE(p400["clients"][0]["client_id"].is_null());
+  EXPECT_EQ(doc["processes"][6]["kfd"]["vram_bytes"], kGiB);
+  EXPECT_EQ(doc["processes"][6]["kfd"]["source"], "kfd-sysfs");
+  EXPECT_FALSE(doc["processes"][0].contains("kfd"));  // not a KFD process: no figure at all
+}
+
+}  // namespace
+}  // namespace tally::scanner
