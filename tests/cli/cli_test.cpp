@@ -1,0 +1,170 @@
+// The tally binary end to end on a synthetic tree: --proc-root/--sys-root/
+// --cgroup-root give the exact per-process, per-cgroup and per-device figures.
+#include <sys/wait.h>
+
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <nlohmann/json.hpp>
+
+#include "support/scenario.h"
+
+namespace tally {
+namespace {
+
+using namespace tally::testing;
+using json = nlohmann::json;
+
+struct Run {
+  int status = -1;
+  std::string out;
+};
+
+Run runTally(const std::string& args) {
+  std::string cmd = std::string(TALLY_BINARY) + " " + args + " 2>/dev/null";
+  Run r;
+  FILE* f = ::popen(cmd.c_str(), "r");
+  if (f == nullptr) return r;
+  char buf[4096];
+  for (std::size_t n; (n = std::fread(buf, 1, sizeof buf, f)) > 0;) r.out.append(buf, n);
+  int st = ::pclose(f);
+  r.status = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+  return r;
+}
+
+struct Cli : ::testing::Test {
+  FakeHost host;
+  void SetUp() override {
+    buildScenario(host, readFile(std::string(TALLY_FIXTURE_DIR) + "/fdinfo/xe-kernel-doc.fdinfo"));
+  }
+  std::string roots() const {
+    return "--proc-root " + host.procRoot() + " --sys-root " + host.sysRoot() + " --cgroup-root " +
+           host.cgroupRoot();
+  }
+  static const json& byKey(const json& array, const char* key, const json& value) {
+    for (const auto& e : array)
+      if (e[key] == value) return e;
+    static const json kNull;
+    ADD_FAILURE() << "no element with " << key << " = " << value;
+    return kNull;
+  }
+};
+
+TEST_F(Cli, GpuJsonExactFigures) {
+  auto r = runTally("gpu --json " + roots());
+  ASSERT_EQ(r.status, 0) << r.out;
+  auto doc = json::parse(r.out);
+  EXPECT_EQ(doc["schema"], 1);
+  EXPECT_GT(doc["observed_at_ns"].get<std::uint64_t>(), 0u);
+  EXPECT_EQ(doc["host"]["mem_available_bytes"], kMemAvailable);
+  EXPECT_EQ(doc["host"]["gtt_ceiling"]["ceiling_bytes"], 96 * kGiB);
+  EXPECT_EQ(doc["host"]["gtt_ceiling"]["in_force"], "ttm.pages_limit");
+
+  const auto& amd = byKey(doc["devices"], "pdev", kAmdBdf);
+  EXPECT_EQ(amd["driver"], "amdgpu");
+  EXPECT_EQ(amd["minors"], json({1, 128}));
+  EXPECT_EQ(amd["memory"]["gtt"]["total_bytes"], kGttTotal);
+  EXPECT_EQ(amd["memory"]["gtt"]["used_bytes"], kGttUsed);
+  const std::uint64_t gtt = 4 * kGiB + 1 * kMiB + 2 * kGiB + 8 * kMiB + 4 * kMiB;
+  const std::uint64_t vram = 512 * kMiB + 2 * kMiB;
+  EXPECT_EQ(amd["attributed"]["gtt"]["resident_bytes"], gtt);
+  EXPECT_EQ(amd["attributed"]["vram"]["resident_bytes"], vram);
+  EXPECT_EQ(amd["unattributed"]["gtt"]["resident_bytes"], static_cast<std::int64_t>(kGttUsed - gtt));
+  EXPECT_EQ(amd["unattributed"]["vram"]["resident_bytes"], static_cast<std::int64_t>(kVramUsed - vram));
+  EXPECT_EQ(amd["gtt_headroom_bytes"], kMemAvailable);  // min(86 GiB free GTT, MemAvailable)
+  const auto& xe = byKey(doc["devices"], "pdev", kXeBdf);
+  EXPECT_EQ(xe["attributed"]["gtt"]["resident_bytes"], 192 * kKiB);
+  EXPECT_FALSE(xe.contains("gtt_headroom_bytes"));
+  EXPECT_TRUE(xe.contains("gtt_headroom_unknown"));
+
+  const auto& p100 = byKey(doc["processes"], "pid", 100);
+  EXPECT_EQ(p100["comm"], "llama-server");
+  EXPECT_EQ(p100["container"]["kind"], "systemd-unit");
+  EXPECT_EQ(p100["regions"]["gtt"]["resident_bytes"], 4 * kGiB + 1 * kMiB);
+  EXPECT_EQ(p100["regions"]["gtt"]["total_bytes"], 4 * kGiB + 1 * kMiB);
+  EXPECT_EQ(p100["regions"]["vram"]["resident_bytes"], 512 * kMiB);
+  const auto& p200 = byKey(doc["processes"], "pid", 200);
+  EXPECT_EQ(p200["nspid"], json({200, 1}));
+  EXPECT_EQ(p200["container"]["kind"], "podman");
+  EXPECT_EQ(p200["container"]["id"], kPodId);
+  EXPECT_EQ(p200["regions"]["gtt"]["resident_bytes"], 2 * kGiB + 192 * kKiB);
+
+  const auto& llama = byKey(doc["cgroups"], "path", "/system.slice/llama.service");
+  EXPECT_EQ(llama["regions"]["gtt"]["resident_bytes"], 4 * kGiB + 1 * kMiB);
+  EXPECT_EQ(llama["clients"], 2);
+  const auto& pod = byKey(doc["containers"], "name", "podman:4f2a9c1e8b7d");
+  EXPECT_EQ(pod["regions"]["gtt"]["resident_bytes"], 2 * kGiB + 192 * kKiB);
+  EXPECT_EQ(doc["unreadable"], json::array());
+}
+
+TEST_F(Cli, GpuCgroupScope) {
+  auto r = runTally("gpu --json --cgroup /system.slice/llama.service " + roots());
+  ASSERT_EQ(r.status, 0);
+  auto doc = json::parse(r.out);
+  EXPECT_EQ(doc["scope"]["kind"], "cgroup");
+  EXPECT_EQ(doc["scope"]["path"], "/system.slice/llama.service");
+  ASSERT_EQ(doc["processes"].size(), 2u);
+  EXPECT_EQ(doc["processes"][0]["regions"]["gtt"]["resident_bytes"], 4 * kGiB + 1 * kMiB);
+  EXPECT_EQ(doc["processes"][1]["cgroup"], "/system.slice/llama.service/worker");
+}
+
+TEST_F(Cli, GpuTables) {
+  auto r = runTally("gpu " + roots());
+  ASSERT_EQ(r.status, 0);
+  EXPECT_NE(r.out.find("llama-server"), std::string::npos);
+  EXPECT_NE(r.out.find("4.0 GiB"), std::string::npos);
+  EXPECT_NE(r.out.find("GTT ceiling 96.0 GiB (ttm.pages_limit)"), std::string::npos);
+  r = runTally("gpu --by container " + roots());
+  ASSERT_EQ(r.status, 0);
+  EXPECT_NE(r.out.find("podman:4f2a9c1e8b7d"), std::string::npos);
+  EXPECT_NE(r.out.find("unit:llama.service"), std::string::npos);
+  r = runTally("gpu --by cgroup " + roots());
+  ASSERT_EQ(r.status, 0);
+  EXPECT_NE(r.out.find("/system.slice/systemd-logind.service"), std::string::npos);
+}
+
+TEST_F(Cli, NoDrmDevicesIsAStateNotAnError) {
+  TempDir emptySys;
+  auto r = runTally("gpu --json --proc-root " + host.procRoot() + " --sys-root " + emptySys.path());
+  ASSERT_EQ(r.status, 0);
+  auto doc = json::parse(r.out);
+  EXPECT_EQ(doc["status"], "no-drm-devices");
+  EXPECT_EQ(doc["devices"], json::array());
+}
+
+TEST_F(Cli, ErrorsAndExitCodes) {
+  EXPECT_EQ(runTally("gpu --by nonsense " + roots()).status, 2);
+  EXPECT_EQ(runTally("no-such-command").status, 2);
+  EXPECT_EQ(runTally("").status, 2);
+  EXPECT_EQ(runTally("gpu --proc-root /nonexistent/proc").status, 3);
+  EXPECT_EQ(runTally("gpu --cgroup /missing.scope " + roots()).status, 3);
+  EXPECT_EQ(runTally("--help").status, 0);
+  EXPECT_EQ(runTally("gpu --help").status, 0);
+}
+
+TEST_F(Cli, DoctorOnV2HostWithSystemd) {
+  writeFile(host.procRoot() + "/1/comm", "systemd\n");
+  writeFile(host.procRoot() + "/sys/kernel/osrelease", "6.12.9-amd64\n");
+  writeFile(host.cgroupRoot() + "/cgroup.controllers", "cpuset cpu io memory hugetlb pids rdma misc\n");
+  auto r = runTally("doctor --json " + roots());
+  EXPECT_EQ(r.status, 0) << r.out;
+  auto doc = json::parse(r.out);
+  EXPECT_EQ(doc["kernel"], "6.12.9-amd64");
+  EXPECT_EQ(doc["cgroup"]["memory_controller"], "cgroup v2");
+  EXPECT_EQ(doc["gtt_ceiling"]["bytes"], 96 * kGiB);
+  EXPECT_EQ(doc["gpu_devices"].size(), 2u);
+}
+
+TEST_F(Cli, DoctorOnHybridHostIsDegraded) {
+  writeFile(host.procRoot() + "/1/comm", "process_api\n");
+  writeFile(host.procRoot() + "/self/mountinfo",
+            "40 30 0:37 / /sys/fs/cgroup/unified rw,relatime - cgroup2 cgroup2 rw\n"
+            "41 30 0:38 / /sys/fs/cgroup/memory rw,relatime - cgroup cgroup rw,memory\n");
+  auto r = runTally("doctor " + roots());
+  EXPECT_EQ(r.status, 1);
+  EXPECT_NE(r.out.find("no systemd (PID 1 is process_api); memory controller is on cgroup v1"), std::string::npos)
+      << r.out;
+}
+
+}  // namespace
+}  // namespace tally
