@@ -147,6 +147,7 @@ json gpuJson(const scanner::Scan& scan, const Aggregate& agg, const HostFacts& h
     j["memory"] = mem;
     j["clients"] = s.clients;
     j["attributed"] = regionsJson(s.attributed, false);
+    j["attributed_source"] = "drm-fdinfo";
     json un = json::object();
     for (const auto& [region, v] : s.unattributed) un[region] = {{"resident_bytes", v}};
     j["unattributed"] = un;
@@ -174,6 +175,7 @@ json gpuJson(const scanner::Scan& scan, const Aggregate& agg, const HostFacts& h
     for (auto ci : p.clients) clients.push_back(clientJson(scan, agg, ci, p.pid));
     j["clients"] = clients;
     j["regions"] = regionsJson(agg.processRegions[i], false);
+    j["regions_source"] = "drm-fdinfo";
     j["holds_kfd"] = p.holdsKfd;
     if (!p.kfdVram.empty()) j["kfd"] = kfdJson(p);
     procs.push_back(j);
@@ -184,6 +186,7 @@ json gpuJson(const scanner::Scan& scan, const Aggregate& agg, const HostFacts& h
   for (const auto& g : agg.cgroups) {
     json j = {{"path", g.path}, {"container", workloadJson(g.workload)}, {"pids", g.pids}};
     j["regions"] = regionsJson(g.regions, false);
+    j["regions_source"] = "drm-fdinfo";
     j["clients"] = g.ownedClients.size();
     if (g.kfdVramBytes) j["kfd_vram_bytes"] = *g.kfdVramBytes;
     cgs.push_back(j);
@@ -195,6 +198,7 @@ json gpuJson(const scanner::Scan& scan, const Aggregate& agg, const HostFacts& h
     json j = {{"name", c.name}, {"container", workloadJson(c.workload)}, {"cgroups", c.cgroups},
               {"pids", c.pids}};
     j["regions"] = regionsJson(c.regions, false);
+    j["regions_source"] = "drm-fdinfo";
     j["clients"] = c.clients;
     if (c.kfdVramBytes) j["kfd_vram_bytes"] = *c.kfdVramBytes;
     ctrs.push_back(j);
@@ -295,7 +299,15 @@ std::string gpuTable(const scanner::Scan& scan, const Aggregate& agg, const Host
       break;
   }
   if (scan.processes.empty()) out += "(no process holds a DRM or KFD device)\n";
-  for (const auto& u : scan.unreadable) out += fmt::format("unreadable: pid {}: {}\n", u.pid, u.reason);
+  // Unreadable processes are never silently dropped; a non-root run on a busy
+  // host has hundreds, so the table names a few and counts the rest.
+  constexpr std::size_t kShown = 8;
+  for (std::size_t i = 0; i < scan.unreadable.size() && i < kShown; ++i)
+    out += fmt::format("unreadable: pid {}: {}\n", scan.unreadable[i].pid, scan.unreadable[i].reason);
+  if (scan.unreadable.size() > kShown)
+    out += fmt::format("unreadable: {} more processes (--json lists them all); run as root or with "
+                       "CAP_SYS_PTRACE to read them\n",
+                       scan.unreadable.size() - kShown);
   return out;
 }
 

@@ -55,6 +55,13 @@ TEST(ProcStatus, HostileInput) {
   EXPECT_EQ(parseProcStatus("Name:\tfirst\nName:\tsecond\n").name, "first");
 }
 
+TEST(ProcStatus, HundredKiBLineAndCrlf) {
+  std::string big = "Groups:\t" + std::string(100 * 1024, '1') + "\n";
+  auto s = parseProcStatus("Name:\tx\r\n" + big + "NSpid:\t7\t1\r\n");
+  EXPECT_EQ(s.name, "x");
+  EXPECT_EQ(s.nspid, (std::vector<std::uint64_t>{7, 1}));
+}
+
 TEST(ProcCgroup, PureV2) {
   auto c = parseProcCgroup("0::/system.slice/llama.service\n");
   ASSERT_TRUE(c);
@@ -84,6 +91,13 @@ TEST(ProcCgroup, DeletedAndForeignNamespace) {
   EXPECT_EQ(c->path, "/a:b c");
 }
 
+TEST(ProcCgroup, HundredKiBPath) {
+  std::string path = "/" + std::string(100 * 1024, 'a');
+  auto c = parseProcCgroup("1:name=systemd:/x\n0::" + path + "\n");
+  ASSERT_TRUE(c);
+  EXPECT_EQ(c->path, path);
+}
+
 TEST(ProcCgroup, HostileInput) {
   EXPECT_FALSE(parseProcCgroup(""));
   EXPECT_FALSE(parseProcCgroup("4:memory:/x\n"));  // pure v1
@@ -100,6 +114,14 @@ TEST(ProcStat, StartTimeAfterHostileComm) {
   ASSERT_TRUE(s);
   EXPECT_EQ(s->state, 'S');
   EXPECT_EQ(s->startTimeTicks, 987654u);
+}
+
+TEST(ProcStat, HundredKiBCommAndCrlf) {
+  std::string comm(100 * 1024, ')');
+  auto s = parseProcStat("9 (" + comm + ") R 1 9 9 0 -1 0 0 0 0 0 0 0 0 0 20 0 1 0 4242 0 0\r\n");
+  ASSERT_TRUE(s);
+  EXPECT_EQ(s->startTimeTicks, 4242u);
+  EXPECT_EQ(s->state, 'R');
 }
 
 TEST(ProcStat, HostileInput) {

@@ -255,6 +255,22 @@ TEST_F(Fixture, MinorAppearingAfterDiscoveryResolvesThroughDevChar) {
   EXPECT_EQ(scan->devices.devices[*c->device].nodes.size(), 3u);
 }
 
+// An fdinfo larger than the single-read stack buffer is read on, not cut.
+TEST_F(Fixture, FdinfoLargerThanTheReadBuffer) {
+  std::string big = "drm-driver:\tamdgpu\ndrm-client-name:\t" + std::string(20000, 'n') +
+                    "\ndrm-client-id:\t77\ndrm-pdev:\t0000:c6:00.0\ndrm-resident-gtt:\t5 MiB\n";
+  FakeProcess p{960, "bigname", "/big.scope", "", 5, {}, 0, {}, false};
+  p.fds = {{3, 128u, "", big, false}};
+  host.addProcess(p);
+  Scanner scanner(*proc, *sys);
+  auto scan = scanner.scanHost();
+  ASSERT_TRUE(scan);
+  const Client* c = client(*scan, kAmdBdf, 77);
+  ASSERT_NE(c, nullptr);
+  EXPECT_EQ(c->info.clientName->size(), 20000u);
+  EXPECT_EQ(c->info.region("gtt")->resident, 5 * kMiB);
+}
+
 TEST_F(Fixture, GttCeilingSources) {
   auto c = devices::readGttCeiling(*sys, 4096);
   EXPECT_EQ(c.ttmPagesLimit, 25165824u);

@@ -1,0 +1,148 @@
+// Google Benchmark: tally's host-wide and cgroup-scoped scans against the
+// syscall floor and a naive reader, on the roots named by the environment:
+//   TALLY_BENCH_PROC (default /proc), TALLY_BENCH_SYS (default /sys),
+//   TALLY_BENCH_CGROUP + TALLY_BENCH_LEASE (a cgroup root and a lease path).
+// After the run it prints each scanner's median time as a ratio to the floor
+// (scripts/bench.sh records them in docs/PERFORMANCE.md).
+#include <benchmark/benchmark.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <map>
+#include <optional>
+#include <string>
+
+#include "floor.h"
+#include "fs/root.h"
+#include "scanner/scan.h"
+
+namespace {
+
+std::string env(const char* name, const char* fallback) {
+  const char* v = std::getenv(name);
+  return v != nullptr && *v != 0 ? v : fallback;
+}
+
+struct Roots {
+  tally::fs::Root proc, sys;
+  std::optional<tally::fs::Root> cgroup;
+  std::string lease;
+};
+
+Roots& roots() {
+  static Roots r = [] {
+    auto proc = tally::fs::Root::open(env("TALLY_BENCH_PROC", "/proc"));
+    auto sys = tally::fs::Root::open(env("TALLY_BENCH_SYS", "/sys"));
+    if (!proc || !sys) {
+      std::fprintf(stderr, "cannot open bench roots\n");
+      std::exit(2);
+    }
+    Roots out{std::move(*proc), std::move(*sys), std::nullopt, env("TALLY_BENCH_LEASE", "")};
+    if (auto cg = tally::fs::Root::open(env("TALLY_BENCH_CGROUP", "/nonexistent")); cg && !out.lease.empty())
+      out.cgroup.emplace(std::move(*cg));
+    return out;
+  }();
+  return r;
+}
+
+void BM_TallyHostScan(benchmark::State& state) {
+  tally::scanner::Scanner scanner(roots().proc, roots().sys);
+  std::size_t clients = 0;
+  for (auto _ : state) {
+    auto scan = scanner.scanHost();
+    if (!scan) state.SkipWithError(scan.error().message.c_str());
+    clients = scan ? scan->clients.size() : 0;
+    benchmark::DoNotOptimize(clients);
+  }
+  state.counters["pids"] = static_cast<double>(scanner.stats().pidsVisited);
+  state.counters["fds"] = static_cast<double>(scanner.stats().fdsStatted);
+  state.counters["drm_fds"] = static_cast<double>(scanner.stats().drmFds);
+  state.counters["clients"] = static_cast<double>(clients);
+}
+
+void BM_Floor(benchmark::State& state) {
+  tally::bench::FloorResult r;
+  for (auto _ : state) {
+    r = tally::bench::floorScan(roots().proc.fd());
+    benchmark::DoNotOptimize(r);
+  }
+  state.counters["pids"] = static_cast<double>(r.pids);
+  state.counters["fds"] = static_cast<double>(r.fds);
+  state.counters["drm_fds"] = static_cast<double>(r.drmFds);
+}
+
+void BM_Naive(benchmark::State& state) {
+  tally::bench::FloorResult r;
+  for (auto _ : state) {
+    r = tally::bench::naiveScan(roots().proc.path());
+    benchmark::DoNotOptimize(r);
+  }
+  state.counters["pids"] = static_cast<double>(r.pids);
+  state.counters["fds"] = static_cast<double>(r.fds);
+  state.counters["drm_fds"] = static_cast<double>(r.drmFds);
+}
+
+void BM_TallyCgroupScan(benchmark::State& state) {
+  if (!roots().cgroup) {
+    state.SkipWithError("no TALLY_BENCH_CGROUP/TALLY_BENCH_LEASE");
+    return;
+  }
+  tally::scanner::Scanner scanner(roots().proc, roots().sys);
+  for (auto _ : state) {
+    auto scan = scanner.scanCgroup(*roots().cgroup, roots().lease);
+    if (!scan) state.SkipWithError(scan.error().message.c_str());
+    benchmark::DoNotOptimize(scan);
+  }
+  state.counters["pids"] = static_cast<double>(scanner.stats().pidsVisited);
+  state.counters["drm_fds"] = static_cast<double>(scanner.stats().drmFds);
+}
+
+BENCHMARK(BM_Floor)->Unit(benchmark::kMillisecond)->MinTime(0.5);
+BENCHMARK(BM_TallyHostScan)->Unit(benchmark::kMillisecond)->MinTime(0.5);
+BENCHMARK(BM_Naive)->Unit(benchmark::kMillisecond)->MinTime(0.5);
+BENCHMARK(BM_TallyCgroupScan)->Unit(benchmark::kMicrosecond)->MinTime(0.5);
+
+// Records the median real time of each benchmark to print ratios at the end.
+class RatioReporter : public benchmark::ConsoleReporter {
+ public:
+  RatioReporter() : ConsoleReporter(OO_Tabular) {}  // no colour: the output goes into docs
+  void ReportRuns(const std::vector<Run>& runs) override {
+    ConsoleReporter::ReportRuns(runs);
+    for (const auto& run : runs) {
+      if (run.error_occurred) continue;
+      const bool median = run.run_type == Run::RT_Aggregate && run.aggregate_name == "median";
+      const bool single = run.run_type == Run::RT_Iteration && run.repetitions <= 1;
+      if (median || single) {
+        std::string name = run.run_name.function_name;
+        medianNs[name] = run.GetAdjustedRealTime() * unitToNs(run.time_unit);
+      }
+    }
+  }
+  static double unitToNs(benchmark::TimeUnit u) {
+    switch (u) {
+      case benchmark::kNanosecond: return 1;
+      case benchmark::kMicrosecond: return 1e3;
+      case benchmark::kMillisecond: return 1e6;
+      case benchmark::kSecond: return 1e9;
+    }
+    return 1;
+  }
+  std::map<std::string, double> medianNs;
+};
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  benchmark::Initialize(&argc, argv);
+  RatioReporter reporter;
+  benchmark::RunSpecifiedBenchmarks(&reporter);
+  auto& m = reporter.medianNs;
+  auto ratio = [&](const char* a, const char* b) {
+    if (m.count(a) && m.count(b) && m[b] > 0) std::printf("ratio %s / %s = %.3f\n", a, b, m[a] / m[b]);
+  };
+  ratio("BM_TallyHostScan", "BM_Floor");
+  ratio("BM_Naive", "BM_TallyHostScan");
+  ratio("BM_TallyCgroupScan", "BM_TallyHostScan");
+  benchmark::Shutdown();
+  return 0;
+}

@@ -1,0 +1,46 @@
+// libFuzzer targets for the /proc, /sys and cgroup-path parsers; one binary
+// per parser, chosen at compile time by TALLY_FUZZ_TARGET.
+#include <cstddef>
+#include <cstdint>
+#include <cstdlib>
+#include <string_view>
+
+#include "attribution/container.h"
+#include "probes/meminfo.h"
+#include "probes/mountinfo.h"
+#include "probes/proc_cgroup.h"
+#include "probes/proc_stat.h"
+#include "probes/proc_status.h"
+#include "probes/sysfs_value.h"
+
+using namespace tally;
+
+extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
+  std::string_view text(reinterpret_cast<const char*>(data), size);
+#if TALLY_FUZZ_TARGET == 1
+  auto s = probes::parseProcStatus(text);
+  if (s.nspid.size() > 33) std::abort();
+#elif TALLY_FUZZ_TARGET == 2
+  if (auto c = probes::parseProcCgroup(text)) {
+    if (c->path.empty() || c->path.front() != '/') std::abort();
+    if (c->path.find('\0') != std::string::npos) std::abort();
+  }
+#elif TALLY_FUZZ_TARGET == 3
+  (void)probes::parseProcStat(text);
+#elif TALLY_FUZZ_TARGET == 4
+  (void)probes::parseMemInfo(text);
+#elif TALLY_FUZZ_TARGET == 5
+  for (const auto& m : probes::parseMountinfo(text))
+    if (m.fsType.empty()) std::abort();
+#elif TALLY_FUZZ_TARGET == 6
+  (void)probes::parseSysfsU64(text);
+  (void)probes::parseSysfsI64(text);
+  (void)probes::parseDevNumber(text);
+#elif TALLY_FUZZ_TARGET == 7
+  if (auto w = attribution::classifyCgroup(text))
+    if (w->name.empty()) std::abort();
+#else
+#error "TALLY_FUZZ_TARGET must name a parser"
+#endif
+  return 0;
+}

@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# Sets a fresh Debian 12 machine up: installs the dependencies, builds tally
+# (release preset), and runs its main job: the host summary and the GPU meter.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+scripts/install-deps.sh
+cmake --preset release
+cmake --build --preset release --target tally
+tally=build/release/src/tally
+echo
+echo "== tally doctor =="
+rc=0
+"$tally" doctor || rc=$?
+# 1 = "this host cannot contain a lease" (reported above), not a setup failure.
+[ "$rc" -le 1 ] || exit "$rc"
+echo
+echo "== tally gpu =="
+"$tally" gpu
+echo
+echo "tally is built at $tally"

@@ -1,0 +1,57 @@
+#!/usr/bin/env bash
+# The whole test suite: unit, CLI and live tests (default build), the same
+# under ASan + UBSan, every parser's fuzzer for a bounded time, and a smoke
+# run of the benchmark. Needs root (mknod'ed device nodes, PID namespaces).
+#   FUZZ_SECONDS=20 per fuzzer (default)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+FUZZ_SECONDS=${FUZZ_SECONDS:-20}
+jobs=$(nproc)
+
+scripts/install-deps.sh
+
+step() { echo; echo "==== $* ===="; }
+
+step "build: default (warnings are errors)"
+cmake --preset default >/dev/null
+cmake --build --preset default -j "$jobs"
+
+step "build: asan + ubsan"
+cmake --preset asan >/dev/null
+cmake --build --preset asan -j "$jobs"
+
+step "build: fuzz (clang libFuzzer)"
+cmake --preset fuzz >/dev/null
+cmake --build --preset fuzz -j "$jobs"
+
+step "fuzz: ${FUZZ_SECONDS}s per parser, corpus seeded from the real samples"
+fuzzwork=$(mktemp -d /tmp/tally-fuzz.XXXXXX)
+trap 'rm -rf "$fuzzwork"' EXIT
+for target in fdinfo proc_status proc_cgroup proc_stat meminfo mountinfo sysfs_value cgroup_path; do
+  seeds=fuzz/corpus/$target
+  [ "$target" = fdinfo ] && seeds=tests/fixtures/fdinfo
+  mkdir -p "$fuzzwork/$target"
+  if ! build/fuzz/fuzz/fuzz_$target -max_total_time="$FUZZ_SECONDS" -max_len=16384 -print_final_stats=0 \
+       -artifact_prefix="$fuzzwork/$target-" "$fuzzwork/$target" "$seeds" >"$fuzzwork/$target.log" 2>&1; then
+    tail -40 "$fuzzwork/$target.log"
+    echo "fuzz_$target FAILED (crash input kept as $fuzzwork/$target-*)"
+    trap - EXIT
+    exit 1
+  fi
+  echo "fuzz_$target: $(grep -Eo 'Done [0-9]+ runs in [0-9]+ second' "$fuzzwork/$target.log"), no crash"
+done
+
+step "bench smoke: the benchmark runs (numbers: scripts/bench.sh, docs/PERFORMANCE.md)"
+cmake --preset release >/dev/null
+cmake --build --preset release -j "$jobs" --target tally_bench tally_bench_synth
+smoke=$(mktemp -d /tmp/tally-smoke.XXXXXX)
+build/release/bench/tally_bench_synth "$smoke/tree" 50 5 5 >/dev/null
+TALLY_BENCH_PROC="$smoke/tree/proc" TALLY_BENCH_SYS="$smoke/tree/sys" TALLY_BENCH_CGROUP="$smoke/tree/cgroup" \
+  TALLY_BENCH_LEASE=/lease.scope build/release/bench/tally_bench --benchmark_min_time=0.01 | grep ratio
+rm -rf "$smoke"
+
+step "tests: asan + ubsan"
+ctest --preset asan -j "$jobs"
+
+step "tests: default build"
+ctest --preset default -j "$jobs"
