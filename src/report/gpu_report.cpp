@@ -1,6 +1,7 @@
 #include "report/gpu_report.h"
 
 #include <algorithm>
+#include <cctype>
 #include <set>
 
 #include <fmt/format.h>
@@ -267,7 +268,11 @@ std::string gpuTable(const scanner::Scan& scan, const Aggregate& agg, const Host
     case GroupBy::kCgroup: header = fmt::format("{:<48}", "CGROUP"); break;
     case GroupBy::kContainer: header = fmt::format("{:<32}", "CONTAINER"); break;
   }
-  for (const auto& c : columns) header += fmt::format(" {:>11}", c);
+  for (const auto& c : columns) {
+    std::string upper = c;
+    for (auto& ch : upper) ch = static_cast<char>(std::toupper(static_cast<unsigned char>(ch)));
+    header += fmt::format(" {:>11}", upper);
+  }
   header += fmt::format(" {:>7}", "CLIENTS");
   if (by == GroupBy::kProcess) header += "  CGROUP";
   out += "\n" + header + "\n";
@@ -298,7 +303,12 @@ std::string gpuTable(const scanner::Scan& scan, const Aggregate& agg, const Host
       for (const auto& c : agg.containers) row(fmt::format("{:<32}", c.name), c.regions, c.clients, "");
       break;
   }
-  if (scan.processes.empty()) out += "(no process holds a DRM or KFD device)\n";
+  if (scan.processes.empty()) {
+    out += "(no process holds a DRM or KFD device)\n";
+  } else {
+    out += "\nMemory columns: resident bytes per DRM region (drm-fdinfo) of the clients each row owns;\n"
+           "'-' = region not reported, '?' = reported without a resident figure. [kfd] = holds /dev/kfd.\n";
+  }
   // Unreadable processes are never silently dropped; a non-root run on a busy
   // host has hundreds, so the table names a few and counts the rest.
   constexpr std::size_t kShown = 8;

@@ -10,6 +10,8 @@
 #include <array>
 #include <cstdio>
 #include <cstring>
+#include <cstdint>
+#include <tuple>
 #include <unordered_map>
 
 #include "probes/proc_cgroup.h"
@@ -249,16 +251,41 @@ Result<Scan> Scanner::run(std::vector<Candidate> candidates, bool readCgroupFile
 
   // Device indices may have shifted if resolveMinor() inserted a device.
   for (auto& c : scan.clients) c.device = scan.devices.byMinor(c.minor);
-  std::sort(scan.processes.begin(), scan.processes.end(),
-            [](const Process& a, const Process& b) { return a.pid < b.pid; });
-  std::sort(scan.unreadable.begin(), scan.unreadable.end(),
-            [](const Unreadable& a, const Unreadable& b) { return a.pid < b.pid; });
+  canonicalise(scan);
+  assignOwners(scan);
+  return scan;
+}
+
+// getdents order is the filesystem's (hash order on ext4): sort everything so
+// the same host state always gives the same document.
+void canonicalise(Scan& scan) {
   for (auto& c : scan.clients)
     std::sort(c.holders.begin(), c.holders.end(), [](const FdHolder& a, const FdHolder& b) {
       return a.pid != b.pid ? a.pid < b.pid : a.fd < b.fd;
     });
-  assignOwners(scan);
-  return scan;
+  std::vector<std::size_t> order(scan.clients.size());
+  for (std::size_t i = 0; i < order.size(); ++i) order[i] = i;
+  auto rank = [&](std::size_t i) {
+    const Client& c = scan.clients[i];
+    return std::tuple(c.minor, c.info.clientId.value_or(UINT64_MAX), c.holders.front().pid, c.holders.front().fd);
+  };
+  std::sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) { return rank(a) < rank(b); });
+  std::vector<std::size_t> newIndex(order.size());
+  std::vector<Client> sorted;
+  sorted.reserve(order.size());
+  for (std::size_t i = 0; i < order.size(); ++i) {
+    newIndex[order[i]] = i;
+    sorted.push_back(std::move(scan.clients[order[i]]));
+  }
+  scan.clients = std::move(sorted);
+  for (auto& p : scan.processes) {
+    for (auto& i : p.clients) i = newIndex[i];
+    std::sort(p.clients.begin(), p.clients.end());
+  }
+  std::sort(scan.processes.begin(), scan.processes.end(),
+            [](const Process& a, const Process& b) { return a.pid < b.pid; });
+  std::sort(scan.unreadable.begin(), scan.unreadable.end(),
+            [](const Unreadable& a, const Unreadable& b) { return a.pid < b.pid; });
 }
 
 void assignOwners(Scan& scan) {

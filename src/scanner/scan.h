@@ -109,4 +109,8 @@ class Scanner {
 // opener; the rule is deterministic either way.
 void assignOwners(Scan& scan);
 
+// Sorts holders, clients (by minor, client id, first holder), each process's
+// client list and the processes, so a host state always gives one document.
+void canonicalise(Scan& scan);
+
 }  // namespace tally::scanner

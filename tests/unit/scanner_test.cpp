@@ -255,6 +255,47 @@ TEST_F(Fixture, MinorAppearingAfterDiscoveryResolvesThroughDevChar) {
   EXPECT_EQ(scan->devices.devices[*c->device].nodes.size(), 3u);
 }
 
+// Client ids are only unique per device on older kernels: the key is
+// (pdev, id), so the same id on two devices is two clients.
+TEST_F(Fixture, SameClientIdOnTwoDevicesIsTwoClients) {
+  FakeProcess p{970, "twodev", "/two.scope", "", 5, {}, 0, {}, false};
+  p.fds = {{3, 128u, "", amdgpuFdinfo(3, kAmdBdf, 64, 0), false}};  // xe's client 3 exists too
+  host.addProcess(p);
+  Scanner scanner(*proc, *sys);
+  auto scan = scanner.scanHost();
+  ASSERT_TRUE(scan);
+  ASSERT_NE(client(*scan, kAmdBdf, 3), nullptr);
+  ASSERT_NE(client(*scan, kXeBdf, 3), nullptr);
+  EXPECT_NE(client(*scan, kAmdBdf, 3), client(*scan, kXeBdf, 3));
+}
+
+// Without drm-pdev (a platform device such as vgem) the minor scopes the id.
+TEST_F(Fixture, NonPciDeviceKeysClientsByMinor) {
+  host.addDevice({"vgem", "vgem", {3, 131}, {}, false});
+  const std::string f = "drm-driver:\tvgem\ndrm-client-id:\t1\ndrm-total-memory:\t4 MiB\n"
+                        "drm-resident-memory:\t4 MiB\n";
+  FakeProcess p{980, "vgemuser", "/vgem.scope", "", 5, {}, 0, {}, false};
+  p.fds = {{3, 131u, "", f, false}, {4, 131u, "", f, false}, {5, 3u, "", f, false}};
+  host.addProcess(p);
+  Scanner scanner(*proc, *sys);
+  auto scan = scanner.scanHost();
+  ASSERT_TRUE(scan);
+  std::vector<const Client*> vgem;
+  for (const auto& c : scan->clients)
+    if (c.info.driver == "vgem") vgem.push_back(&c);
+  ASSERT_EQ(vgem.size(), 2u);  // fds 3+4 on renderD131 are one client; card3's id 1 is another
+  // Clients are sorted by minor: card3's first, then renderD131's.
+  EXPECT_EQ(vgem[0]->minor, 3u);
+  EXPECT_EQ(vgem[0]->holders.size(), 1u);
+  EXPECT_EQ(vgem[1]->minor, 131u);
+  EXPECT_EQ(vgem[1]->holders.size(), 2u);
+  ASSERT_TRUE(vgem[0]->device);
+  const auto& dev = scan->devices.devices[*vgem[0]->device];
+  EXPECT_EQ(dev.key, "vgem");
+  EXPECT_FALSE(dev.pdev.has_value());  // not PCI: no BDF is invented
+  EXPECT_EQ(dev.driver, "vgem");
+}
+
 // An fdinfo larger than the single-read stack buffer is read on, not cut.
 TEST_F(Fixture, FdinfoLargerThanTheReadBuffer) {
   std::string big = "drm-driver:\tamdgpu\ndrm-client-name:\t" + std::string(20000, 'n') +
@@ -295,6 +336,11 @@ TEST_F(Fixture, UnreadableProcessIsReportedNotZero) {
   secret.fds = {{3, 128u, "", amdgpuFdinfo(99, kAmdBdf, 4, 0), false}};
   host.addProcess(secret);
   ASSERT_EQ(::chmod((host.procRoot() + "/990/fd").c_str(), 0700), 0);
+  // 991: its fds can be listed, but not their fdinfo.
+  FakeProcess halfSecret{991, "halfsecret", "/secret.scope", "", 5, {}, 0, {}, false};
+  halfSecret.fds = {{3, 128u, "", amdgpuFdinfo(98, kAmdBdf, 4, 0), false}};
+  host.addProcess(halfSecret);
+  ASSERT_EQ(::chmod((host.procRoot() + "/991/fdinfo").c_str(), 0700), 0);
   int pipeFds[2];
   ASSERT_EQ(::pipe(pipeFds), 0);
   pid_t child = ::fork();
@@ -310,7 +356,7 @@ TEST_F(Fixture, UnreadableProcessIsReportedNotZero) {
     if (scan) {
       for (const auto& u : scan->unreadable) out += std::to_string(u.pid) + "|" + u.reason + "\n";
       for (const auto& p : scan->processes)
-        if (p.pid == 990) out += "LISTED\n";
+        if (p.pid == 990 || p.pid == 991) out += "LISTED\n";
     } else {
       out = "ERROR " + scan.error().message;
     }
@@ -327,6 +373,7 @@ TEST_F(Fixture, UnreadableProcessIsReportedNotZero) {
   ASSERT_TRUE(WIFEXITED(status));
   ASSERT_EQ(WEXITSTATUS(status), 0);
   EXPECT_NE(got.find("990|cannot open fd directory of pid 990: Permission denied"), std::string::npos) << got;
+  EXPECT_NE(got.find("991|cannot read fdinfo of pid 991: Permission denied"), std::string::npos) << got;
   EXPECT_NE(got.find("CAP_SYS_PTRACE"), std::string::npos);
   EXPECT_EQ(got.find("LISTED"), std::string::npos);
 }
