@@ -51,9 +51,23 @@ json clientJson(const scanner::Scan& scan, const Aggregate& agg, std::size_t i, 
   if (c.sharedAcrossCgroups) j["shared_across_cgroups"] = true;
   if (c.undeduplicated) j["deduplication"] = "none: no drm-client-id, counted once per fd";
   json regions = regionsJson(agg.clientRegions[i], true);
-  for (const auto& [name, r] : c.info.regions)
+  for (const auto& [name, r] : c.info.regions) {
     if (auto res = probes::residentOf(r)) regions[name]["resident_source"] = probes::toString(res->source);
+    if (r.purgeable) regions[name]["purgeable_bytes"] = *r.purgeable;
+    if (r.active) regions[name]["active_bytes"] = *r.active;
+  }
   j["regions"] = regions;
+  json engines = json::object();
+  for (const auto& [name, e] : c.info.engines) {
+    json ej = json::object();
+    if (e.busyNs) ej["busy_ns"] = *e.busyNs;
+    if (e.cycles) ej["cycles"] = *e.cycles;
+    if (e.totalCycles) ej["total_cycles"] = *e.totalCycles;
+    if (e.maxfreqHz) ej["maxfreq_hz"] = *e.maxfreqHz;
+    if (e.capacity) ej["capacity"] = *e.capacity;
+    engines[name] = ej;
+  }
+  if (!engines.empty()) j["engines"] = engines;
   j["source"] = "drm-fdinfo";
   if (!c.info.rejected.empty()) {
     json rej = json::array();
@@ -171,6 +185,7 @@ json gpuJson(const scanner::Scan& scan, const Aggregate& agg, const HostFacts& h
     j["cgroup"] = p.cgroup ? json(*p.cgroup) : json(nullptr);
     if (p.cgroupUnknownReason) j["cgroup_unknown_reason"] = *p.cgroupUnknownReason;
     if (p.cgroupDeleted) j["cgroup_deleted"] = true;
+    if (p.cgroupOutsideNamespace) j["cgroup_outside_namespace"] = true;
     j["container"] = p.cgroup ? workloadJson(attribution::classifyCgroup(*p.cgroup)) : json(nullptr);
     json clients = json::array();
     for (auto ci : p.clients) clients.push_back(clientJson(scan, agg, ci, p.pid));

@@ -216,8 +216,7 @@ Result<Scan> Scanner::run(std::vector<Candidate> candidates, bool readCgroupFile
       if (auto cg = probes::parseProcCgroup(*cgText)) {
         p.process.cgroup = cg->path;
         p.process.cgroupDeleted = cg->deleted;
-        if (cg->outsideNamespace)
-          p.process.cgroupUnknownReason = "cgroup is outside this reader's cgroup namespace";
+        p.process.cgroupOutsideNamespace = cg->outsideNamespace;
       } else {
         p.process.cgroupUnknownReason = "no cgroup v2 (0::) line in /proc/<pid>/cgroup";
       }

@@ -49,8 +49,11 @@ struct Process {
   std::vector<std::uint64_t> nspid;  // outermost first
   std::optional<std::uint32_t> uid;
   std::optional<std::string> cgroup;  // cgroup v2 path (relative to the cgroup root)
-  std::optional<std::string> cgroupUnknownReason;
+  std::optional<std::string> cgroupUnknownReason;  // why `cgroup` is absent
   bool cgroupDeleted = false;
+  // The path climbs out of the reader's cgroup namespace ("/../.."): tally is
+  // not running in the host's cgroup namespace, so the path is relative.
+  bool cgroupOutsideNamespace = false;
   std::vector<std::size_t> clients;  // indices into Scan::clients this process holds
   bool holdsKfd = false;             // has /dev/kfd open
   std::vector<KfdVram> kfdVram;      // /sys/class/kfd/kfd/proc/<pid>/vram_<gpuid>

@@ -11,8 +11,7 @@
 
 #include <gtest/gtest.h>
 
-#include <chrono>
-#include <thread>
+#include <algorithm>
 #include <vector>
 
 #include "scanner/scan.h"
@@ -119,16 +118,20 @@ TEST_F(LiveScan, ProcessesExitingMidScanAreDroppedQuietly) {
     }
     racers.push_back(pid);
   }
-  int scans = 0;
-  for (; scans < 30; ++scans) {
+  int sawRacers = 0;
+  for (int scans = 0; scans < 30; ++scans) {
     auto s = scan();
     ASSERT_TRUE(s) << s.error().message;
     for (const auto& u : s->unreadable)
       for (pid_t r : racers) EXPECT_NE(u.pid, r) << "exiting child reported unreadable: " << u.reason;
-    for (const auto& p : s->processes) EXPECT_GT(p.startTimeTicks, 0u);
+    for (const auto& p : s->processes) {
+      EXPECT_GT(p.startTimeTicks, 0u);  // never a half-read process
+      EXPECT_TRUE(p.comm.has_value());
+      sawRacers += std::find(racers.begin(), racers.end(), p.pid) != racers.end();
+    }
   }
   for (pid_t r : racers) ::waitpid(r, nullptr, 0);
-  EXPECT_EQ(scans, 30);
+  EXPECT_GT(sawRacers, 0) << "no scan overlapped a racing child: the test raced nothing";
 }
 
 }  // namespace

@@ -216,6 +216,19 @@ TEST_F(Fixture, CgroupScanOfMissingCgroupIsAnError) {
   EXPECT_NE(scan.error().message.find("/no/such.scope"), std::string::npos);
 }
 
+TEST_F(Fixture, CgroupOutsideReadersNamespace) {
+  FakeProcess p{902, "foreign", "/../../system.slice/docker-abc.scope", "", 5, {}, 0, {}, false};
+  p.fds = {{3, 128u, "", amdgpuFdinfo(92, kAmdBdf, 4, 0), false}};
+  host.addProcess(p);
+  Scanner scanner(*proc, *sys);
+  auto scan = scanner.scanHost();
+  ASSERT_TRUE(scan);
+  const Process* f = process(*scan, 902);
+  ASSERT_NE(f, nullptr);
+  EXPECT_TRUE(f->cgroupOutsideNamespace);
+  EXPECT_EQ(f->cgroup, "/../../system.slice/docker-abc.scope");
+}
+
 TEST_F(Fixture, DeletedCgroupAndV1OnlyProcess) {
   FakeProcess zombie{900, "zombie", "", "0::/tally.slice/tally-1.scope (deleted)\n", 5, {}, 0, {}, false};
   zombie.fds = {{3, 128u, "", amdgpuFdinfo(90, kAmdBdf, 4, 0), false}};
@@ -230,6 +243,7 @@ TEST_F(Fixture, DeletedCgroupAndV1OnlyProcess) {
   ASSERT_NE(z, nullptr);
   EXPECT_TRUE(z->cgroupDeleted);
   EXPECT_EQ(z->cgroup, "/tally.slice/tally-1.scope");
+  EXPECT_FALSE(z->cgroupOutsideNamespace);
   const Process* v = process(*scan, 901);
   ASSERT_NE(v, nullptr);
   EXPECT_FALSE(v->cgroup.has_value());
@@ -396,6 +410,8 @@ TEST_F(Fixture, JsonDocumentCarriesSourcesAndOwnership) {
   EXPECT_EQ(p101["clients"][0]["regions"]["gtt"]["resident_bytes"], 4 * kGiB);
   EXPECT_EQ(p101["clients"][0]["regions"]["gtt"]["resident_source"], "drm-resident");
   EXPECT_EQ(p101["clients"][0]["holders"].size(), 3u);
+  EXPECT_EQ(p101["clients"][0]["regions"]["gtt"]["purgeable_bytes"], 0);
+  EXPECT_EQ(p101["clients"][0]["engines"]["gfx"]["busy_ns"], 1000);
   const auto& p400 = doc["processes"][5];
   EXPECT_EQ(p400["pid"], 400);
   EXPECT_EQ(p400["clients"][0]["regions"]["gtt"]["resident_source"], "amdgpu-5.14");
