@@ -7,5 +7,6 @@ inline constexpr int kExitOk = 0;
 inline constexpr int kExitDegraded = 1;     // a check ran and found the host short of something
 inline constexpr int kExitUsage = 2;        // bad command line or option value
 inline constexpr int kExitEnvironment = 3;  // a root (/proc, /sys, cgroupfs) could not be read
+inline constexpr int kExitInternal = 4;     // a bug: an exception escaped (please report)
 
 }  // namespace tally::cli

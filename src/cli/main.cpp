@@ -1,5 +1,6 @@
 // tally: a real memory bound and a true meter for every lease on a shared GPU box.
 #include <CLI/CLI.hpp>
+#include <exception>
 #include <fmt/format.h>
 
 #include "cli/cmd_doctor.h"
@@ -20,7 +21,8 @@ int main(int argc, char** argv) {
   app.add_option("--cgroup-root", roots.cgroup, "cgroup v2 root to read (diagnostic/testing)")
       ->default_str(fs::kCgroupRoot)->group("Diagnostic/testing");
   app.footer("Run 'tally <command> --help' for a command's options.\n"
-             "Exit status: 0 ok, 1 degraded (doctor), 2 usage error, 3 cannot read /proc, /sys or cgroupfs.");
+             "Exit status: 0 ok, 1 degraded (doctor), 2 usage error, 3 cannot read /proc, /sys or cgroupfs,\n"
+             "4 internal error.");
 
   cli::GpuOptions gpu;
   cli::addGpuCommand(app, gpu);
@@ -33,7 +35,14 @@ int main(int argc, char** argv) {
     int rc = app.exit(e);
     return rc == 0 ? cli::kExitOk : cli::kExitUsage;
   }
-  if (app.got_subcommand("gpu")) return cli::runGpu(roots, gpu);
-  if (app.got_subcommand("doctor")) return cli::runDoctor(roots, doctor);
+  try {
+    if (app.got_subcommand("gpu")) return cli::runGpu(roots, gpu);
+    if (app.got_subcommand("doctor")) return cli::runDoctor(roots, doctor);
+  } catch (const std::exception& e) {
+    // Errors are values inside tally; an exception here (bad_alloc, a JSON
+    // library throw) is a bug, reported as such rather than as a crash.
+    fmt::print(stderr, "tally: internal error: {}\n", e.what());
+    return cli::kExitInternal;
+  }
   return cli::kExitUsage;
 }

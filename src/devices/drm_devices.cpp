@@ -133,7 +133,7 @@ GttCeiling readGttCeiling(const fs::Root& sys, std::uint64_t pageSize) {
   // amdgpu_ttm_init(): an explicit gttsize (deprecated) wins; otherwise TTM's
   // pages_limit, which ttm_global_init() has already defaulted to RAM/2.
   if (c.amdgpuGttsizeMiB && *c.amdgpuGttsizeMiB > 0) {
-    c.bytes = text::mulU64(static_cast<std::uint64_t>(*c.amdgpuGttsizeMiB), 1024 * 1024);
+    c.bytes = text::mulU64(static_cast<std::uint64_t>(*c.amdgpuGttsizeMiB), std::uint64_t{1024} * 1024);
     c.source = "amdgpu.gttsize";
   } else if (c.ttmPagesLimit && *c.ttmPagesLimit > 0) {
     c.bytes = text::mulU64(*c.ttmPagesLimit, pageSize);

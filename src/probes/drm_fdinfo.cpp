@@ -235,7 +235,7 @@ std::optional<std::uint64_t> parseDrmSize(std::string_view value) {
   if (!splitNumberUnit(value, n, unit)) return std::nullopt;
   if (unit.empty()) return n;
   if (unit == "KiB" || unit == "kB") return text::mulU64(n, 1024);
-  if (unit == "MiB") return text::mulU64(n, 1024 * 1024);
+  if (unit == "MiB") return text::mulU64(n, std::uint64_t{1024} * 1024);
   return std::nullopt;
 }
 

@@ -292,7 +292,7 @@ std::string gpuTable(const scanner::Scan& scan, const Aggregate& agg, const Host
   if (by == GroupBy::kProcess) header += "  CGROUP";
   out += "\n" + header + "\n";
 
-  auto row = [&](std::string lead, const RegionMap& regions, std::size_t clients, std::string tail) {
+  auto row = [&](std::string lead, const RegionMap& regions, std::size_t clients, const std::string& tail) {
     for (const auto& c : columns) lead += fmt::format(" {:>11}", cell(regions, c));
     lead += fmt::format(" {:>7}", clients);
     if (!tail.empty()) lead += "  " + tail;

@@ -73,7 +73,7 @@ Result<Scan> Scanner::scanHost() {
     return true;
   });
   if (rc != 0) return errnoError(rc, "cannot list " + proc_.path());
-  return run(std::move(candidates), true);
+  return run(candidates, true);
 }
 
 namespace {
@@ -122,12 +122,12 @@ Result<Scan> Scanner::scanCgroup(const fs::Root& cgroupRoot, std::string_view pa
   std::vector<Candidate> candidates;
   candidates.reserve(found.size());
   for (auto& [pid, cg] : found) candidates.push_back({pid, std::move(cg)});
-  auto scan = run(std::move(candidates), false);
+  auto scan = run(candidates, false);
   if (scan) scan->scopeCgroup = display;
   return scan;
 }
 
-Result<Scan> Scanner::run(std::vector<Candidate> candidates, bool readCgroupFile) {
+Result<Scan> Scanner::run(const std::vector<Candidate>& candidates, bool readCgroupFile) {
   stats_ = {};
   Scan scan;
   scan.observedAtNs = realtimeNs();

@@ -98,7 +98,7 @@ class Scanner {
     pid_t pid;
     std::optional<std::string> cgroup;  // known up front in a cgroup scan
   };
-  Result<Scan> run(std::vector<Candidate> candidates, bool readCgroupFile);
+  Result<Scan> run(const std::vector<Candidate>& candidates, bool readCgroupFile);
 
   const fs::Root& proc_;
   const fs::Root& sys_;

@@ -105,19 +105,27 @@ TEST_F(LiveScan, ChildInNewPidNamespaceHasHostPidAndNspid) {
 }
 
 TEST_F(LiveScan, ProcessesExitingMidScanAreDroppedQuietly) {
-  // Children that open the node and exit at staggered times while we scan.
+  // Children that open the node, wait for the start signal, then exit at
+  // staggered times (0..126 ms) while we scan: every scan overlaps exits.
+  int go[2];
+  ASSERT_EQ(::pipe(go), 0);
   std::vector<pid_t> racers;
   for (int i = 0; i < 64; ++i) {
     pid_t pid = ::fork();
     ASSERT_GE(pid, 0);
     if (pid == 0) {
+      ::close(go[1]);
       int fd = ::open(node.c_str(), O_RDONLY);
       (void)fd;
-      ::usleep(static_cast<useconds_t>((i % 16) * 500));
+      char c;
+      (void)::read(go[0], &c, 1);  // EOF when the parent closes its end
+      ::usleep(static_cast<useconds_t>(i * 2000));
       ::_exit(0);
     }
     racers.push_back(pid);
   }
+  ::close(go[0]);
+  ::close(go[1]);  // start
   int sawRacers = 0;
   for (int scans = 0; scans < 30; ++scans) {
     auto s = scan();
