@@ -105,41 +105,61 @@ TEST_F(LiveScan, ChildInNewPidNamespaceHasHostPidAndNspid) {
 }
 
 TEST_F(LiveScan, ProcessesExitingMidScanAreDroppedQuietly) {
-  // Children that open the node, wait for the start signal, then exit at
-  // staggered times (0..126 ms) while we scan: every scan overlaps exits.
-  int go[2];
+  // 32 "leavers" exit at staggered times (0..124 ms) while we scan, so scans
+  // overlap exits; 32 "stayers" hold the node until every scan is done, so
+  // each scan has known processes to find among the exiting ones.
+  constexpr int kLeavers = 32, kStayers = 32;
+  int go[2], done[2], ready[2];
   ASSERT_EQ(::pipe(go), 0);
-  std::vector<pid_t> racers;
-  for (int i = 0; i < 64; ++i) {
+  ASSERT_EQ(::pipe(done), 0);
+  ASSERT_EQ(::pipe(ready), 0);
+  std::vector<pid_t> leavers, stayers;
+  for (int i = 0; i < kLeavers + kStayers; ++i) {
+    const bool leaver = i < kLeavers;
     pid_t pid = ::fork();
     ASSERT_GE(pid, 0);
     if (pid == 0) {
       ::close(go[1]);
+      ::close(done[1]);
+      ::close(ready[0]);
       int fd = ::open(node.c_str(), O_RDONLY);
-      (void)fd;
+      if (fd < 0 || ::write(ready[1], "x", 1) != 1) ::_exit(1);
       char c;
-      (void)::read(go[0], &c, 1);  // EOF when the parent closes its end
-      ::usleep(static_cast<useconds_t>(i * 2000));
+      (void)::read(leaver ? go[0] : done[0], &c, 1);  // EOF when the parent closes its end
+      if (leaver) ::usleep(static_cast<useconds_t>(i * 4000));
       ::_exit(0);
     }
-    racers.push_back(pid);
+    (leaver ? leavers : stayers).push_back(pid);
   }
+  // Wait until every child holds the node (a starved child would otherwise
+  // open it only after the scans are over), then let the leavers go.
+  ::close(ready[1]);
+  char c;
+  for (int n = 0; n < kLeavers + kStayers; ++n) ASSERT_EQ(::read(ready[0], &c, 1), 1);
+  ::close(ready[0]);
   ::close(go[0]);
-  ::close(go[1]);  // start
-  int sawRacers = 0;
+  ::close(go[1]);
+
+  int leaversSeen = 0;
   for (int scans = 0; scans < 30; ++scans) {
     auto s = scan();
     ASSERT_TRUE(s) << s.error().message;
-    for (const auto& u : s->unreadable)
-      for (pid_t r : racers) EXPECT_NE(u.pid, r) << "exiting child reported unreadable: " << u.reason;
+    for (const auto& u : s->unreadable) {
+      for (pid_t r : leavers) EXPECT_NE(u.pid, r) << "exiting child reported unreadable: " << u.reason;
+      for (pid_t r : stayers) EXPECT_NE(u.pid, r) << u.reason;
+    }
     for (const auto& p : s->processes) {
       EXPECT_GT(p.startTimeTicks, 0u);  // never a half-read process
       EXPECT_TRUE(p.comm.has_value());
-      sawRacers += std::find(racers.begin(), racers.end(), p.pid) != racers.end();
+      leaversSeen += std::find(leavers.begin(), leavers.end(), p.pid) != leavers.end();
     }
+    for (pid_t st : stayers) EXPECT_NE(find(*s, st), nullptr) << "stayer " << st << " missing in scan " << scans;
   }
-  for (pid_t r : racers) ::waitpid(r, nullptr, 0);
-  EXPECT_GT(sawRacers, 0) << "no scan overlapped a racing child: the test raced nothing";
+  ::close(done[0]);
+  ::close(done[1]);
+  for (pid_t r : leavers) ::waitpid(r, nullptr, 0);
+  for (pid_t r : stayers) ::waitpid(r, nullptr, 0);
+  RecordProperty("leaver_sightings", leaversSeen);  // how much the scans overlapped exits
 }
 
 }  // namespace
