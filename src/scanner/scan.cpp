@@ -127,6 +127,108 @@ Result<Scan> Scanner::scanCgroup(const fs::Root& cgroupRoot, std::string_view pa
   return scan;
 }
 
+namespace {
+
+// Buffers reused across every read of one scan: one stack buffer for the
+// single read() of each small file, a spill string for the rare larger one.
+class ProcReader {
+ public:
+  explicit ProcReader(int procFd) : procFd_(procFd) {}
+
+  Result<std::string_view> read(pid_t pid, const char* file) {
+    std::snprintf(path_, sizeof path_, "%d/%s", pid, file);
+    return fs::readAt(procFd_, path_, buf_, spill_);
+  }
+  Result<std::string_view> readFdinfo(pid_t pid, int fd) {
+    std::snprintf(path_, sizeof path_, "%d/fdinfo/%d", pid, fd);
+    return fs::readAt(procFd_, path_, buf_, spill_);
+  }
+  int openFdDir(pid_t pid) {
+    std::snprintf(path_, sizeof path_, "%d/fd", pid);
+    return ::openat(procFd_, path_, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  }
+
+ private:
+  int procFd_;
+  std::array<char, kFdinfoBuffer> buf_;
+  std::string spill_;
+  char path_[64];
+};
+
+struct FdWalk {
+  std::vector<DrmFd> drm;
+  bool holdsKfd = false;
+};
+
+// One fstatat per fd; no other syscall for a process that holds no GPU device.
+int walkFds(int fdDir, const std::optional<probes::DevNumber>& kfdDev, FdWalk& out, ScanStats& stats) {
+  return fs::forEachEntry(fdDir, [&](std::string_view name, unsigned char) {
+    ++stats.fdsStatted;
+    struct stat st;
+    // stat, not readlink: the magic link follows to the real inode, whatever
+    // path the process's mount namespace gave it.
+    if (::fstatat(fdDir, name.data(), &st, 0) != 0 || !S_ISCHR(st.st_mode)) return true;
+    const auto maj = major(st.st_rdev), min = minor(st.st_rdev);
+    if (maj == devices::kDrmMajor) {
+      if (auto fd = text::parseU64(name)) out.drm.push_back({static_cast<int>(*fd), min});
+    } else if (kfdDev && maj == kfdDev->major && min == kfdDev->minor) {
+      out.holdsKfd = true;
+    }
+    return true;
+  });
+}
+
+// comm, NSpid, uid, start time and (host scope) the cgroup of a GPU process.
+// False when the process vanished meanwhile.
+bool readMetadata(ProcReader& reader, Process& p, bool readCgroupFile) {
+  auto statText = reader.read(p.pid, "stat");
+  if (!statText) return false;
+  auto stat = probes::parseProcStat(*statText);
+  if (!stat) return false;
+  p.startTimeTicks = stat->startTimeTicks;
+  auto statusText = reader.read(p.pid, "status");
+  if (!statusText) return false;
+  auto status = probes::parseProcStatus(*statusText);
+  p.comm = std::move(status.name);
+  p.nspid = std::move(status.nspid);
+  p.uid = status.uidReal;
+  if (!readCgroupFile) return true;
+  auto cgText = reader.read(p.pid, "cgroup");
+  if (!cgText) return false;
+  if (auto cg = probes::parseProcCgroup(*cgText)) {
+    p.cgroup = std::move(cg->path);
+    p.cgroupDeleted = cg->deleted;
+    p.cgroupOutsideNamespace = cg->outsideNamespace;
+  } else {
+    p.cgroupUnknownReason = "no cgroup v2 (0::) line in /proc/<pid>/cgroup";
+  }
+  return true;
+}
+
+// Adds a fully read process and its clients, each client once (by key).
+void commit(const fs::Root& sys, Scan& scan, std::unordered_map<std::string, std::size_t>& clientIndex, Pending&& p) {
+  const pid_t pid = p.process.pid;
+  for (std::size_t i = 0; i < p.fdinfos.size(); ++i) {
+    auto& [fd, info] = p.fdinfos[i];
+    const std::uint32_t minor = p.minors[i];
+    auto [it, inserted] = clientIndex.try_emplace(clientKey(info, minor, pid, fd), scan.clients.size());
+    if (inserted) {
+      Client c;
+      c.minor = minor;
+      c.device = devices::resolveMinor(sys, scan.devices, minor);
+      c.undeduplicated = !info.clientId.has_value();
+      c.info = std::move(info);
+      scan.clients.push_back(std::move(c));
+    }
+    scan.clients[it->second].holders.push_back({pid, fd});
+    auto& mine = p.process.clients;
+    if (std::find(mine.begin(), mine.end(), it->second) == mine.end()) mine.push_back(it->second);
+  }
+  scan.processes.push_back(std::move(p.process));
+}
+
+}  // namespace
+
 Result<Scan> Scanner::run(const std::vector<Candidate>& candidates, bool readCgroupFile) {
   stats_ = {};
   Scan scan;
@@ -135,117 +237,54 @@ Result<Scan> Scanner::run(const std::vector<Candidate>& candidates, bool readCgr
   if (!devices) return devices.error();
   scan.devices = std::move(*devices);
   KfdIndex kfd = readKfdIndex(sys_);
-
   std::unordered_map<std::string, std::size_t> clientIndex;
-  std::array<char, kFdinfoBuffer> buf;
-  std::string spill;
-  char path[64];
-  std::vector<DrmFd> drmFds;
+  ProcReader reader(proc_.fd());
+  FdWalk walk;
 
   for (const auto& candidate : candidates) {
     const pid_t pid = candidate.pid;
     ++stats_.pidsVisited;
-    std::snprintf(path, sizeof path, "%d/fd", pid);
-    UniqueFd fdDir(::openat(proc_.fd(), path, O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+    UniqueFd fdDir(reader.openFdDir(pid));
     if (!fdDir.valid()) {
       if (!vanished(errno)) scan.unreadable.push_back({pid, permissionReason(errno, "cannot open fd directory", pid)});
       continue;
     }
-    drmFds.clear();
-    bool holdsKfd = false;
-    int rc = fs::forEachEntry(fdDir.get(), [&](std::string_view name, unsigned char) {
-      ++stats_.fdsStatted;
-      struct stat st;
-      // stat, not readlink: the magic link follows to the real inode, whatever
-      // path the process's mount namespace gave it.
-      if (::fstatat(fdDir.get(), name.data(), &st, 0) != 0 || !S_ISCHR(st.st_mode)) return true;
-      const auto maj = major(st.st_rdev), min = minor(st.st_rdev);
-      if (maj == devices::kDrmMajor) {
-        if (auto fd = text::parseU64(name)) drmFds.push_back({static_cast<int>(*fd), min});
-      } else if (kfd.dev && maj == kfd.dev->major && min == kfd.dev->minor) {
-        holdsKfd = true;
-      }
-      return true;
-    });
-    if (rc != 0) {
+    walk.drm.clear();
+    walk.holdsKfd = false;
+    if (int rc = walkFds(fdDir.get(), kfd.dev, walk, stats_); rc != 0) {
       if (!vanished(rc)) scan.unreadable.push_back({pid, permissionReason(rc, "cannot list fds", pid)});
       continue;
     }
     const bool kfdKnown = kfd.hasPid(pid);
-    if (drmFds.empty() && !holdsKfd && !kfdKnown) continue;  // not a GPU process: no more reads
-    stats_.drmFds += drmFds.size();
+    if (walk.drm.empty() && !walk.holdsKfd && !kfdKnown) continue;  // not a GPU process: no more reads
+    stats_.drmFds += walk.drm.size();
 
+    // Read everything first; a process that vanishes half-way is dropped whole.
     Pending p;
     p.process.pid = pid;
-    p.process.holdsKfd = holdsKfd;
-    bool dropped = false;
-    for (const auto& d : drmFds) {
-      std::snprintf(path, sizeof path, "%d/fdinfo/%d", pid, d.fd);
-      auto text = fs::readAt(proc_.fd(), path, buf, spill);
+    p.process.holdsKfd = walk.holdsKfd;
+    bool unreadable = false;
+    for (const auto& d : walk.drm) {
+      auto text = reader.readFdinfo(pid, d.fd);
       if (!text) {
         if (vanished(text.error().code)) continue;  // fd closed since the walk
         scan.unreadable.push_back({pid, permissionReason(text.error().code, "cannot read fdinfo", pid)});
-        dropped = true;
+        unreadable = true;
         break;
       }
       p.fdinfos.emplace_back(d.fd, probes::parseDrmFdinfo(*text));
       p.minors.push_back(d.minor);
     }
-    if (dropped) continue;
+    if (unreadable) continue;
     // Every DRM fd closed since the walk, and no KFD: no longer a GPU process.
-    if (p.fdinfos.empty() && !holdsKfd && !kfdKnown) continue;
-
+    if (p.fdinfos.empty() && !walk.holdsKfd && !kfdKnown) continue;
     // Metadata only for GPU processes (igt's lazy stat: most processes never get here).
-    std::snprintf(path, sizeof path, "%d/stat", pid);
-    auto statText = fs::readAt(proc_.fd(), path, buf, spill);
-    if (!statText) continue;  // vanished
-    auto stat = probes::parseProcStat(*statText);
-    if (!stat) continue;
-    p.process.startTimeTicks = stat->startTimeTicks;
-    std::snprintf(path, sizeof path, "%d/status", pid);
-    auto statusText = fs::readAt(proc_.fd(), path, buf, spill);
-    if (!statusText) continue;
-    auto status = probes::parseProcStatus(*statusText);
-    p.process.comm = status.name;
-    p.process.nspid = status.nspid;
-    p.process.uid = status.uidReal;
-    if (readCgroupFile) {
-      std::snprintf(path, sizeof path, "%d/cgroup", pid);
-      auto cgText = fs::readAt(proc_.fd(), path, buf, spill);
-      if (!cgText) continue;
-      if (auto cg = probes::parseProcCgroup(*cgText)) {
-        p.process.cgroup = cg->path;
-        p.process.cgroupDeleted = cg->deleted;
-        p.process.cgroupOutsideNamespace = cg->outsideNamespace;
-      } else {
-        p.process.cgroupUnknownReason = "no cgroup v2 (0::) line in /proc/<pid>/cgroup";
-      }
-    } else {
-      p.process.cgroup = candidate.cgroup;
-    }
+    if (!readMetadata(reader, p.process, readCgroupFile)) continue;
+    if (!readCgroupFile) p.process.cgroup = candidate.cgroup;
     if (kfdKnown) {
-      for (auto& e : readKfdVram(sys_, kfd, pid))
-        p.process.kfdVram.push_back({e.gpuId, std::move(e.pdev), e.bytes});
+      for (auto& e : readKfdVram(sys_, kfd, pid)) p.process.kfdVram.push_back({e.gpuId, std::move(e.pdev), e.bytes});
     }
-
-    // Commit.
-    for (std::size_t i = 0; i < p.fdinfos.size(); ++i) {
-      auto& [fd, info] = p.fdinfos[i];
-      const std::uint32_t minor = p.minors[i];
-      auto [it, inserted] = clientIndex.try_emplace(clientKey(info, minor, pid, fd), scan.clients.size());
-      if (inserted) {
-        Client c;
-        c.minor = minor;
-        c.device = devices::resolveMinor(sys_, scan.devices, minor);
-        c.undeduplicated = !info.clientId.has_value();
-        c.info = std::move(info);
-        scan.clients.push_back(std::move(c));
-      }
-      scan.clients[it->second].holders.push_back({pid, fd});
-      auto& mine = p.process.clients;
-      if (std::find(mine.begin(), mine.end(), it->second) == mine.end()) mine.push_back(it->second);
-    }
-    scan.processes.push_back(std::move(p.process));
+    commit(sys_, scan, clientIndex, std::move(p));
   }
 
   // Device indices may have shifted if resolveMinor() inserted a device.
