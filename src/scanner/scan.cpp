@@ -114,6 +114,13 @@ Result<Scan> Scanner::scanCgroup(const fs::Root& cgroupRoot, std::string_view pa
   while (!rel.empty() && rel.front() == '/') rel.erase(0, 1);
   while (!rel.empty() && rel.back() == '/') rel.pop_back();
   std::string display = "/" + rel;
+  // A lease names a cgroup below the root; ".." would read outside it.
+  for (std::string_view rest = rel; !rest.empty();) {
+    auto slash = rest.find('/');
+    if (rest.substr(0, slash) == "..")
+      return Error{EINVAL, "cgroup path " + std::string(path) + " climbs out of the cgroup root with '..'"};
+    rest = slash == std::string_view::npos ? std::string_view{} : rest.substr(slash + 1);
+  }
   std::vector<std::pair<pid_t, std::string>> found;
   int rc = walkCgroup(cgroupRoot.fd(), rel.empty() ? "." : rel, display, found, true);
   if (rc != 0)

@@ -229,6 +229,18 @@ TEST_F(Fixture, CgroupOutsideReadersNamespace) {
   EXPECT_EQ(f->cgroup, "/../../system.slice/docker-abc.scope");
 }
 
+TEST_F(Fixture, CgroupScanRefusesPathsOutsideTheRoot) {
+  Scanner scanner(*proc, *sys);
+  for (const char* bad : {"/..", "../proc", "/system.slice/../../x", "a/.."}) {
+    auto scan = scanner.scanCgroup(*cgroup, bad);
+    ASSERT_FALSE(scan) << bad;
+    EXPECT_EQ(scan.error().code, EINVAL) << bad;
+  }
+  auto named = scanner.scanCgroup(*cgroup, "/system.slice/..llama");  // a name, not '..': looked up
+  ASSERT_FALSE(named);
+  EXPECT_EQ(named.error().code, ENOENT);
+}
+
 TEST_F(Fixture, DeletedCgroupAndV1OnlyProcess) {
   FakeProcess zombie{900, "zombie", "", "0::/tally.slice/tally-1.scope (deleted)\n", 5, {}, 0, {}, false};
   zombie.fds = {{3, 128u, "", amdgpuFdinfo(90, kAmdBdf, 4, 0), false}};
