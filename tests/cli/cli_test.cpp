@@ -1,6 +1,7 @@
 // The tally binary end to end on a synthetic tree: --proc-root/--sys-root/
 // --cgroup-root give the exact per-process, per-cgroup and per-device figures.
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <gtest/gtest.h>
 
@@ -130,6 +131,21 @@ TEST_F(Cli, NoDrmDevicesIsAStateNotAnError) {
   auto doc = json::parse(r.out);
   EXPECT_EQ(doc["status"], "no-drm-devices");
   EXPECT_EQ(doc["devices"], json::array());
+}
+
+// The real /proc and /sys of the machine running the suite: a valid document,
+// and on a machine without DRM (this project's CI) the explicit state.
+TEST(CliLive, HostDocumentIsValid) {
+  auto r = runTally("gpu --json");
+  ASSERT_EQ(r.status, 0);
+  auto doc = json::parse(r.out);
+  EXPECT_EQ(doc["schema"], 1);
+  EXPECT_EQ(doc["scope"]["kind"], "host");
+  const bool drm = ::access("/sys/class/drm", F_OK) == 0 && !doc["devices"].empty();
+  EXPECT_EQ(doc["status"], drm ? "ok" : "no-drm-devices");
+  for (const char* key : {"devices", "processes", "cgroups", "containers", "unreadable"})
+    EXPECT_TRUE(doc[key].is_array()) << key;
+  EXPECT_TRUE(doc["host"].contains("mem_available_bytes"));
 }
 
 TEST_F(Cli, ErrorsAndExitCodes) {
