@@ -100,16 +100,7 @@ int runDoctor(const fs::RootPaths& paths, const DoctorOptions& opts) {
   json devs = json::array();
   if (devices) {
     for (const auto& d : devices->devices) {
-      json j = {{"key", d.key}, {"driver", d.driver}};
-      json mem = json::object();
-      for (const auto& m : d.memory) {
-        json r = json::object();
-        if (m.totalBytes) r["total_bytes"] = *m.totalBytes;
-        if (m.usedBytes) r["used_bytes"] = *m.usedBytes;
-        mem[m.region] = r;
-      }
-      j["memory"] = mem;
-      devs.push_back(j);
+      devs.push_back({{"key", d.key}, {"driver", d.driver}, {"memory", report::deviceMemoryJson(d)}});
     }
   }
   doc["gpu_devices"] = devs;

@@ -82,19 +82,15 @@ std::string Root::describe(std::string_view rel) const {
 }
 
 Result<std::string> Root::read(std::string_view rel, std::size_t limit) const {
+  // The same single-read path as the scanner's fdinfo reads: sysfs and procfs
+  // attributes arrive whole in one read() when the buffer can hold them.
   std::string r = relative(rel);
-  UniqueFd fd(::openat(fd_.get(), r.c_str(), O_RDONLY | O_CLOEXEC | O_NOCTTY));
-  if (!fd.valid()) return errnoError(errno, "cannot open " + describe(rel));
-  std::string out;
-  std::array<char, 8192> chunk;
-  for (;;) {
-    ssize_t n = ::read(fd.get(), chunk.data(), chunk.size());
-    if (n < 0) return errnoError(errno, "cannot read " + describe(rel));
-    if (n == 0) break;
-    out.append(chunk.data(), static_cast<std::size_t>(n));
-    if (out.size() > limit) return Error{EFBIG, describe(rel) + " is larger than expected"};
-  }
-  return out;
+  std::array<char, 8192> buf;
+  std::string spill;
+  auto text = readAt(fd_.get(), r.c_str(), buf, spill);
+  if (!text) return errnoError(text.error().code, "cannot read " + describe(rel));
+  if (text->size() > limit) return Error{EFBIG, describe(rel) + " is larger than expected"};
+  return std::string(*text);
 }
 
 Result<std::string> Root::readLink(std::string_view rel) const {

@@ -91,6 +91,18 @@ json kfdJson(const scanner::Process& p) {
 
 }  // namespace
 
+json deviceMemoryJson(const devices::DrmDevice& d) {
+  json mem = json::object();
+  for (const auto& m : d.memory) {
+    json r = json::object();
+    if (m.totalBytes) r["total_bytes"] = *m.totalBytes;
+    if (m.usedBytes) r["used_bytes"] = *m.usedBytes;
+    r["source"] = "sysfs-device";
+    mem[m.region] = r;
+  }
+  return mem;
+}
+
 std::string humanBytes(std::uint64_t bytes) {
   static constexpr const char* kUnits[] = {"KiB", "MiB", "GiB", "TiB", "PiB", "EiB"};
   if (bytes < 1024) return fmt::format("{} B", bytes);
@@ -151,15 +163,7 @@ json gpuJson(const scanner::Scan& scan, const Aggregate& agg, const HostFacts& h
     }
     j["minors"] = minors;
     j["nodes"] = nodes;
-    json mem = json::object();
-    for (const auto& m : d.memory) {
-      json r = json::object();
-      if (m.totalBytes) r["total_bytes"] = *m.totalBytes;
-      if (m.usedBytes) r["used_bytes"] = *m.usedBytes;
-      r["source"] = "sysfs-device";
-      mem[m.region] = r;
-    }
-    j["memory"] = mem;
+    j["memory"] = deviceMemoryJson(d);
     j["clients"] = s.clients;
     j["attributed"] = regionsJson(s.attributed, false);
     j["attributed_source"] = "drm-fdinfo";

@@ -24,6 +24,9 @@ enum class GroupBy { kProcess, kCgroup, kContainer };
 nlohmann::ordered_json gpuJson(const scanner::Scan& scan, const Aggregate& agg, const HostFacts& host);
 std::string gpuTable(const scanner::Scan& scan, const Aggregate& agg, const HostFacts& host, GroupBy by);
 
+// A device's sysfs memory figures: {"gtt": {"total_bytes", "used_bytes", "source"}, ...}.
+nlohmann::ordered_json deviceMemoryJson(const devices::DrmDevice& d);
+
 // 1536 -> "1.5 KiB"; exact bytes below 1 KiB.
 std::string humanBytes(std::uint64_t bytes);
 
