@@ -81,8 +81,10 @@ Aggregate aggregate(const scanner::Scan& scan, const probes::MemInfo& meminfo) {
     addOpt(g.kfdVramBytes, kfdSum(p));
   }
   std::map<std::string, ContainerGroup> containers;
+  for (auto& [path, g] : cgroups) g.workload = attribution::classifyCgroup(path);
+  for (const auto& p : scan.processes)
+    a.processWorkloads.push_back(p.cgroup ? cgroups.at(*p.cgroup).workload : std::nullopt);
   for (auto& [path, g] : cgroups) {
-    g.workload = attribution::classifyCgroup(path);
     std::string name = g.workload ? g.workload->name : path;
     ContainerGroup& c = containers[name];
     c.name = name;

@@ -190,7 +190,7 @@ json gpuJson(const scanner::Scan& scan, const Aggregate& agg, const HostFacts& h
     if (p.cgroupUnknownReason) j["cgroup_unknown_reason"] = *p.cgroupUnknownReason;
     if (p.cgroupDeleted) j["cgroup_deleted"] = true;
     if (p.cgroupOutsideNamespace) j["cgroup_outside_namespace"] = true;
-    j["container"] = p.cgroup ? workloadJson(attribution::classifyCgroup(*p.cgroup)) : json(nullptr);
+    j["container"] = workloadJson(agg.processWorkloads[i]);
     json clients = json::array();
     for (auto ci : p.clients) clients.push_back(clientJson(scan, agg, ci, p.pid));
     j["clients"] = clients;
@@ -306,7 +306,7 @@ std::string gpuTable(const scanner::Scan& scan, const Aggregate& agg, const Host
     case GroupBy::kProcess:
       for (std::size_t i = 0; i < scan.processes.size(); ++i) {
         const auto& p = scan.processes[i];
-        auto w = p.cgroup ? attribution::classifyCgroup(*p.cgroup) : std::nullopt;
+        const auto& w = agg.processWorkloads[i];
         std::size_t owned = 0;
         for (auto ci : p.clients) owned += scan.clients[ci].owner == p.pid;
         std::string comm = p.comm.value_or("?");
