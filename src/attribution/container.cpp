@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <vector>
 
+#include "util/text.h"
+
 namespace tally::attribution {
 namespace {
 
@@ -18,10 +20,8 @@ std::vector<std::string_view> components(std::string_view path) {
   return out;
 }
 
-bool startsWith(std::string_view s, std::string_view p) { return s.substr(0, p.size()) == p; }
-bool endsWith(std::string_view s, std::string_view p) {
-  return s.size() >= p.size() && s.substr(s.size() - p.size()) == p;
-}
+using text::endsWith;
+using text::startsWith;
 
 bool isHexId(std::string_view s) {
   return s.size() >= 12 && std::all_of(s.begin(), s.end(), [](char c) {

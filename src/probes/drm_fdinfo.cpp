@@ -9,7 +9,7 @@ using text::parseU64;
 using text::trim;
 using Field = std::optional<std::uint64_t>;
 
-bool startsWith(std::string_view s, std::string_view p) { return s.substr(0, p.size()) == p; }
+using text::startsWith;
 
 // A key or keystr: non-empty, printable ASCII, no blanks.
 bool validKeystr(std::string_view s) {

@@ -11,6 +11,13 @@ namespace tally::text {
 // (never produced by the kernel, but seen in copied samples) parses the same.
 constexpr bool isSpace(char c) { return c == ' ' || c == '\t' || c == '\r' || c == '\n' || c == '\v' || c == '\f'; }
 
+constexpr bool startsWith(std::string_view s, std::string_view prefix) {
+  return s.substr(0, prefix.size()) == prefix;
+}
+constexpr bool endsWith(std::string_view s, std::string_view suffix) {
+  return s.size() >= suffix.size() && s.substr(s.size() - suffix.size()) == suffix;
+}
+
 std::string_view trim(std::string_view s);
 std::string_view trimLeft(std::string_view s);
 
