@@ -11,29 +11,13 @@
 #include "cli/host_facts.h"
 #include "cli/roots.h"
 #include "devices/drm_devices.h"
-#include "probes/mountinfo.h"
+#include "contain/host_layout.h"
 #include "report/gpu_report.h"
-#include "util/text.h"
 
 namespace tally::cli {
 namespace {
 
 using json = nlohmann::ordered_json;
-
-std::string firstLine(const Result<std::string>& r) {
-  if (!r) return "";
-  return std::string(text::trim(std::string_view(*r).substr(0, r->find('\n'))));
-}
-
-bool hasWord(std::string_view list, std::string_view word, char sep) {
-  while (!list.empty()) {
-    auto end = list.find(sep);
-    if (text::trim(list.substr(0, end)) == word) return true;
-    if (end == std::string_view::npos) break;
-    list.remove_prefix(end + 1);
-  }
-  return false;
-}
 
 }  // namespace
 
@@ -49,51 +33,26 @@ int runDoctor(const fs::RootPaths& paths, const DoctorOptions& opts) {
   auto roots = openRoots(paths);
   if (!roots) return kExitEnvironment;
   json doc;
-  std::vector<std::string> problems;
 
-  doc["kernel"] = firstLine(roots->proc.read("sys/kernel/osrelease", 256));
-  std::string init = firstLine(roots->proc.read("1/comm", 256));
-  bool systemd = init == "systemd";
+  auto layout = contain::readHostLayout(roots->proc, roots->cgroup ? &*roots->cgroup : nullptr,
+                                       roots->cgroupError.value_or(""));
+  const std::string& init = layout.pid1;
+  bool systemd = layout.systemd;
+  bool v2Root = layout.v2Root;
+  doc["kernel"] = layout.kernel;
   doc["init"] = {{"pid1_comm", init}, {"systemd", systemd}, {"evidence", roots->proc.describe("1/comm")}};
-  if (!systemd) problems.push_back("no systemd (PID 1 is " + (init.empty() ? "unknown" : init) + ")");
-
-  // cgroup layout: the cgroup root is a v2 root when it has cgroup.controllers.
   json cg;
   cg["root"] = paths.cgroup;
-  bool v2Root = false, memoryOnV2 = false;
-  if (roots->cgroup) {
-    auto controllers = roots->cgroup->read("cgroup.controllers", 4096);
-    v2Root = controllers.ok();
-    if (v2Root) {
-      std::string list = firstLine(controllers);
-      memoryOnV2 = hasWord(list, "memory", ' ');
-      cg["v2_root"] = true;
-      cg["controllers"] = list;
-      cg["evidence"] = roots->cgroup->describe("cgroup.controllers");
-    } else {
-      cg["v2_root"] = false;
-      cg["evidence"] = controllers.error().message;
-    }
-  } else {
-    cg["v2_root"] = false;
-    cg["evidence"] = *roots->cgroupError;
-  }
-  std::vector<std::string> v2Mounts, memoryV1;
-  if (auto mi = roots->proc.read("self/mountinfo", 1 << 20)) {
-    for (const auto& m : probes::parseMountinfo(*mi)) {
-      if (m.fsType == "cgroup2") v2Mounts.push_back(m.mountPoint);
-      if (m.fsType == "cgroup" && hasWord(m.superOptions, "memory", ',')) memoryV1.push_back(m.mountPoint);
-    }
-    cg["cgroup2_mounts"] = v2Mounts;
-    cg["memory_v1_mounts"] = memoryV1;
-  }
-  cg["memory_controller"] = memoryOnV2 ? "cgroup v2" : !memoryV1.empty() ? "cgroup v1" : "absent";
+  cg["v2_root"] = v2Root;
+  if (v2Root) cg["controllers"] = layout.controllers;
+  cg["evidence"] = layout.v2RootEvidence;
+  cg["cgroup2_mounts"] = layout.v2Mounts;
+  cg["memory_v1_mounts"] = layout.memoryV1Mounts;
+  cg["memory_controller"] = layout.memoryController();
   doc["cgroup"] = cg;
-  if (!memoryOnV2) {
-    problems.push_back(!memoryV1.empty() ? "memory controller is on cgroup v1"
-                       : v2Root          ? "memory controller not enabled at the cgroup v2 root"
-                                         : "no cgroup v2 memory controller");
-  }
+  const auto& v2Mounts = layout.v2Mounts;
+  const auto& memoryV1 = layout.memoryV1Mounts;
+  const auto& problems = layout.problems;
 
   auto devices = devices::discoverDrmDevices(roots->sys);
   auto host = readHostFacts(roots->proc, roots->sys);
@@ -108,7 +67,7 @@ int runDoctor(const fs::RootPaths& paths, const DoctorOptions& opts) {
   else doc["gtt_ceiling"] = {{"unknown", "no ttm/amdttm pages_limit or amdgpu gttsize readable"}};
   if (host.meminfo.memAvailable) doc["mem_available_bytes"] = *host.meminfo.memAvailable;
 
-  bool containable = systemd ? memoryOnV2 : (v2Root && memoryOnV2);
+  bool containable = layout.containable();
   std::string verdict = containable ? "leases can be contained here"
                                     : "leases cannot be contained here: " + fmt::format("{}", fmt::join(problems, "; "));
   doc["verdict"] = verdict;

@@ -1,10 +1,14 @@
 // tally: a real memory bound and a true meter for every lease on a shared GPU box.
 #include <CLI/CLI.hpp>
 #include <exception>
+#include <string>
+#include <string_view>
+#include <vector>
 #include <fmt/format.h>
 
 #include "cli/cmd_doctor.h"
 #include "cli/cmd_gpu.h"
+#include "cli/cmd_run.h"
 #include "cli/exit_codes.h"
 
 int main(int argc, char** argv) {
@@ -28,16 +32,40 @@ int main(int argc, char** argv) {
   cli::addGpuCommand(app, gpu);
   cli::DoctorOptions doctor;
   cli::addDoctorCommand(app, doctor);
+  cli::RunOptions run;
+  cli::addRunCommand(app, run);
 
+  // `tally run [options] -- CMD ARGS...`: everything after the first "--"
+  // following "run" belongs to the workload and never reaches the parser.
+  std::vector<std::string> workload;
+  int parsedArgc = argc;
+  for (int i = 1; i < argc; ++i) {
+    if (std::string_view(argv[i]) != "run") continue;
+    for (int j = i + 1; j < argc; ++j) {
+      if (std::string_view(argv[j]) == "--") {
+        parsedArgc = j;
+        workload.assign(argv + j + 1, argv + argc);
+        break;
+      }
+    }
+    break;
+  }
   try {
-    app.parse(argc, argv);
+    app.parse(parsedArgc, argv);
   } catch (const CLI::ParseError& e) {
     int rc = app.exit(e);
+    if (rc != 0 && app.got_subcommand("run") && workload.empty()) {
+      fmt::print(stderr, "tally run: put the command after --, e.g. tally run --memory-max 4G -- sh -c '...'\n");
+    }
     return rc == 0 ? cli::kExitOk : cli::kExitUsage;
   }
   try {
     if (app.got_subcommand("gpu")) return cli::runGpu(roots, gpu);
     if (app.got_subcommand("doctor")) return cli::runDoctor(roots, doctor);
+    if (app.got_subcommand("run")) {
+      if (!workload.empty()) run.command = workload;
+      return cli::runRun(roots, run);
+    }
   } catch (const std::exception& e) {
     // Errors are values inside tally; an exception here (bad_alloc, a JSON
     // library throw) is a bug, reported as such rather than as a crash.

@@ -1,0 +1,201 @@
+// `tally run`: one lease, contained, verified, metered and recorded.
+#include "cli/cmd_run.h"
+
+#include <fmt/format.h>
+#include <signal.h>
+#include <sys/signalfd.h>
+#include <unistd.h>
+
+#include "cli/roots.h"
+#include "contain/choose.h"
+#include "contain/host_layout.h"
+#include "ledger/ledger.h"
+#include "lease/outcome.h"
+#include "lease/record.h"
+#include "lease/runner.h"
+#include "lease/units.h"
+#include "util/text.h"
+#include "util/unique_fd.h"
+
+namespace tally::cli {
+namespace {
+
+using lease::kRunExitRefused;
+using lease::kRunExitUsage;
+
+// Sizes and durations are parsed here, not by CLI11, so a bad value names the
+// option and the accepted forms.
+bool parseSizeOption(const char* option, const std::string& text, std::optional<std::uint64_t>& out) {
+  if (text.empty()) return true;
+  auto v = lease::parseSize(text);
+  if (!v) {
+    fmt::print(stderr, "tally run: {} {}\n", option, v.error().message);
+    return false;
+  }
+  out = *v;
+  return true;
+}
+
+std::string basename(const std::string& path) {
+  auto slash = path.rfind('/');
+  return slash == std::string::npos ? path : path.substr(slash + 1);
+}
+
+// Names must stay valid inside unit names and descriptions.
+bool validName(const std::string& s) {
+  if (s.empty() || s.size() > 64) return false;
+  for (char c : s) {
+    bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-' || c == '_' || c == '.';
+    if (!ok) return false;
+  }
+  return true;
+}
+
+std::optional<lease::LeaseSpec> buildSpec(const RunOptions& o) {
+  lease::LeaseSpec spec;
+  spec.id = lease::newLeaseId();
+  spec.command = o.command;
+  if (spec.command.empty()) {
+    fmt::print(stderr, "tally run: no command given; usage: tally run [options] -- CMD ARGS...\n");
+    return std::nullopt;
+  }
+  spec.name = o.name.empty() ? basename(spec.command.front()) : o.name;
+  if (!validName(spec.name)) {
+    if (!o.name.empty()) {
+      fmt::print(stderr, "tally run: --name '{}' must be 1-64 of [A-Za-z0-9._-]\n", o.name);
+      return std::nullopt;
+    }
+    spec.name = "lease";
+  }
+  if (!parseSizeOption("--memory-max", o.memoryMax, spec.memoryMax) ||
+      !parseSizeOption("--memory-high", o.memoryHigh, spec.memoryHigh) ||
+      !parseSizeOption("--memory-swap-max", o.memorySwapMax, spec.memorySwapMax) ||
+      !parseSizeOption("--gpu-memory-max", o.gpuMemoryMax, spec.gpuMemoryMax)) {
+    return std::nullopt;
+  }
+  if (o.oomPolicy == "kill") spec.oomPolicy = lease::OomPolicy::Kill;
+  else if (o.oomPolicy == "stop") spec.oomPolicy = lease::OomPolicy::Stop;
+  else spec.oomPolicy = lease::OomPolicy::Continue;
+  auto interval = lease::parseDurationUs(o.sampleInterval);
+  if (!interval) {
+    fmt::print(stderr, "tally run: --sample-interval {}\n", interval.error().message);
+    return std::nullopt;
+  }
+  if (*interval < 10'000) {
+    fmt::print(stderr, "tally run: --sample-interval {} is below the 10ms minimum\n", o.sampleInterval);
+    return std::nullopt;
+  }
+  spec.sampleIntervalUs = *interval;
+  if (!text::endsWith(o.slice, ".slice") || o.slice.size() <= 6) {
+    fmt::print(stderr, "tally run: --slice '{}' is not a slice name (e.g. tally.slice, gpu-batch.slice)\n", o.slice);
+    return std::nullopt;
+  }
+  spec.slice = o.slice;
+  spec.manager = o.system ? lease::Manager::System
+               : o.user   ? lease::Manager::User
+               : o.cgroupfs ? lease::Manager::Cgroupfs
+                            : lease::Manager::Auto;
+  if (!o.cgroupParent.empty()) {
+    if (!o.cgroupfs) {
+      fmt::print(stderr, "tally run: --cgroup-parent needs --cgroupfs\n");
+      return std::nullopt;
+    }
+    spec.cgroupParent = o.cgroupParent;
+  }
+  return spec;
+}
+
+}  // namespace
+
+void addRunCommand(CLI::App& app, RunOptions& o) {
+  auto* run = app.add_subcommand("run", "Run a command as a lease: its own cgroup, declared memory bounds, metered, recorded");
+  run->footer(
+      "The command starts only after its cgroup exists and reads back exactly what was declared:\n"
+      "the process is in the lease's cgroup, memory.max/high/swap.max equal the declared sizes\n"
+      "(\"max\" when not declared: tally never adds a limit), memory.oom.group matches the OOM policy.\n"
+      "Otherwise it never runs and tally exits 125 saying what is missing.\n\n"
+      "Containment: a transient systemd scope tally-<id>.scope in its own slice <slice>-<id>.slice\n"
+      "(system manager for root, user manager otherwise), or with --cgroupfs (or when no systemd\n"
+      "manager answers) a cgroup tally creates in a delegated cgroup v2 subtree.\n"
+      "Sizes: bytes, or K/M/G/T (1024-based; KiB, MiB... spellings too). Durations: 500ms, 1s, 2m.\n\n"
+      "Examples:\n"
+      "  tally run --memory-max 48G -- python serve.py\n"
+      "  tally run --name llama --memory-max 64G --memory-high 60G --gpu-memory-max 40G --json -- ./llama-server\n"
+      "  tally run --user --memory-max 2G -- make -j8\n\n"
+      "Exit status mirrors the workload: its exit code, or 128+N when signal N ended it (an OOM kill is\n"
+      "137, and the outcome says oom-killed). tally's own: 2 usage error, 125 containment refused (the\n"
+      "command never ran), 126 command not executable, 127 command not found.\n"
+      "SIGINT/SIGTERM/SIGHUP stop the whole lease (SIGTERM, SIGKILL after 10 s; a second signal kills at once).\n"
+      "Outcomes are appended to the ledger <state-dir>/ledger.sqlite (see 'tally ledger').");
+  run->add_option("--name", o.name, "label for the lease (default: the command's basename)");
+  run->add_option("--memory-max", o.memoryMax, "hard memory limit (MemoryMax=, memory.max)");
+  run->add_option("--memory-high", o.memoryHigh, "throttle limit (MemoryHigh=, memory.high)");
+  run->add_option("--memory-swap-max", o.memorySwapMax, "swap limit (MemorySwapMax=, memory.swap.max)");
+  run->add_option("--oom-policy", o.oomPolicy, "on an OOM kill: kill the whole lease, stop it, or continue")
+      ->check(CLI::IsMember({"kill", "stop", "continue"}))
+      ->default_str("kill");
+  run->add_option("--gpu-memory-max", o.gpuMemoryMax,
+                  "GPU memory budget (GTT+VRAM, DRM fdinfo); recorded and reported, not yet enforced");
+  run->add_option("--sample-interval", o.sampleInterval, "how often the meters sample")->default_str("1s");
+  run->add_option("--slice", o.slice, "parent slice of the lease's own slice")->default_str("tally.slice");
+  auto* user = run->add_flag("--user", o.user, "use the calling user's systemd manager");
+  auto* system = run->add_flag("--system", o.system, "use the system manager (needs root or polkit)");
+  auto* cgroupfs = run->add_flag("--cgroupfs", o.cgroupfs, "create the lease cgroup directly in a delegated cgroup v2 subtree");
+  user->excludes(system)->excludes(cgroupfs);
+  system->excludes(cgroupfs);
+  run->add_option("--cgroup-parent", o.cgroupParent,
+                  "with --cgroupfs: the delegated subtree (default: the parent of tally's own cgroup)");
+  run->add_option("--state-dir", o.stateDir,
+                  "where the ledger lives (default: $TALLY_STATE_DIR, /var/lib/tally for root, else ~/.local/state/tally)");
+  run->add_flag("--json", o.json, "print the outcome record (JSON) on stdout");
+  // main() hands over what follows "--" untouched; without "--" the command
+  // may not contain options (tally run sleep 5 works, sh -c needs "--").
+  run->add_option("command", o.command, "the command and its arguments; put them after -- when they have options")
+      ->expected(-1);
+}
+
+int runRun(const fs::RootPaths& paths, const RunOptions& opts) {
+  auto spec = buildSpec(opts);
+  if (!spec) return kRunExitUsage;
+
+  std::string stateDir = opts.stateDir.empty() ? ledger::defaultStateDir() : opts.stateDir;
+  auto ledger = ledger::Ledger::open(stateDir);
+  if (!ledger) {
+    fmt::print(stderr, "tally run: {}; the command was not run\n", ledger.error().message);
+    return kRunExitRefused;
+  }
+  auto roots = openRoots(paths);
+  if (!roots) return kRunExitRefused;
+  const fs::Root* cgroupRoot = roots->cgroup ? &*roots->cgroup : nullptr;
+  auto layout = contain::readHostLayout(roots->proc, cgroupRoot, roots->cgroupError.value_or(""));
+
+  // The stop signals are read through a signalfd, so they are blocked before
+  // the fork; the held child unblocks them before it execs.
+  sigset_t stopSignals;
+  sigemptyset(&stopSignals);
+  for (int sig : {SIGINT, SIGTERM, SIGHUP}) sigaddset(&stopSignals, sig);
+  sigprocmask(SIG_BLOCK, &stopSignals, nullptr);
+  UniqueFd signalFd(signalfd(-1, &stopSignals, SFD_CLOEXEC | SFD_NONBLOCK));
+
+  auto choice = contain::chooseContainment(*spec, roots->proc, cgroupRoot, layout);
+  if (!choice.note.empty()) fmt::print(stderr, "tally run: {}\n", choice.note);
+  long page = sysconf(_SC_PAGESIZE);
+  lease::RunEnv env{roots->proc, roots->sys, cgroupRoot, signalFd.get(), page > 0 ? static_cast<std::uint64_t>(page) : 4096};
+  auto record = lease::runLease(*spec, env, choice.lease.get(), choice.refusal);
+  choice.lease.reset();
+
+  auto doc = lease::recordJson(record);
+  std::string recordText = doc.dump();
+  ledger::Entry entry{record.spec.id, record.spec.name, record.manager, record.startedAtNs, record.endedAtNs,
+                      lease::outcomeClassName(record.outcome.cls), record.outcome.exitStatus, recordText};
+  if (auto s = ledger->append(entry); !s) {
+    // Nothing lost: the record goes to stderr when the ledger refuses it.
+    fmt::print(stderr, "tally run: WARNING: {}; the record follows\n{}\n", s.error().message, recordText);
+  }
+  for (const auto& w : record.warnings) fmt::print(stderr, "tally run: warning: {}\n", w);
+  if (opts.json) fmt::print("{}\n", doc.dump(2));
+  else fmt::print(stderr, "{}\n", lease::summaryLine(record));
+  return record.outcome.exitStatus;
+}
+
+}  // namespace tally::cli

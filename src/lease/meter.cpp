@@ -1,0 +1,88 @@
+#include "lease/meter.h"
+
+#include <fmt/format.h>
+#include <time.h>
+
+#include "report/aggregate.h"
+#include "scanner/scan.h"
+
+namespace tally::lease {
+namespace {
+
+std::uint64_t realtimeNs() {
+  timespec ts{};
+  clock_gettime(CLOCK_REALTIME, &ts);
+  return static_cast<std::uint64_t>(ts.tv_sec) * 1000000000u + static_cast<std::uint64_t>(ts.tv_nsec);
+}
+
+}  // namespace
+
+bool countsAsGpuMemory(const std::string& region) { return region == "gtt" || region == "vram"; }
+
+LeaseMeter::LeaseMeter(const fs::Root& proc, const fs::Root& sys, const fs::Root& cgroupRoot, std::string cgroup,
+                       std::optional<std::uint64_t> gpuMemoryMax)
+    : proc_(proc), sys_(sys), cgroupRoot_(cgroupRoot), cgroup_(std::move(cgroup)), gpuMemoryMax_(gpuMemoryMax) {
+  std::string_view r = cgroup_;
+  while (!r.empty() && r.front() == '/') r.remove_prefix(1);
+  rel_ = r.empty() ? "." : std::string(r);
+}
+
+void LeaseMeter::sample() {
+  std::uint64_t now = realtimeNs();
+  sampleHost(now);
+  sampleGpu(now);
+}
+
+void LeaseMeter::sampleHost(std::uint64_t nowNs) {
+  auto text = cgroupRoot_.read(rel_ + "/memory.current", 64);
+  if (!text) {
+    host_.lastError = text.error().message;
+    return;
+  }
+  auto current = probes::parseMemoryLimit(*text);
+  if (!current || current->unlimited) {
+    host_.lastError = fmt::format("memory.current reads '{}'", *text);
+    return;
+  }
+  ++host_.samples;
+  if (!host_.peakCurrent || current->bytes > *host_.peakCurrent) {
+    host_.peakCurrent = current->bytes;
+    host_.peakAtNs = nowNs;
+    if (auto stat = cgroupRoot_.read(rel_ + "/memory.stat", 64 * 1024)) host_.statAtPeak = probes::parseFlatKeyed(*stat);
+  }
+}
+
+void LeaseMeter::sampleGpu(std::uint64_t nowNs) {
+  scanner::Scanner scanner(proc_, sys_);
+  auto scan = scanner.scanCgroup(cgroupRoot_, cgroup_);
+  if (!scan) {
+    gpu_.lastError = scan.error().message;
+    return;
+  }
+  ++gpu_.samples;
+  if (!scan->unreadable.empty()) {
+    ++gpu_.samplesWithUnreadable;
+    gpu_.lastUnreadable = fmt::format("pid {}: {}", scan->unreadable.front().pid, scan->unreadable.front().reason);
+  }
+  report::RegionMap regions;
+  for (const auto& c : scan->clients) report::addInto(regions, report::clientRegions(c));
+  std::map<std::string, std::uint64_t> now;
+  std::uint64_t sum = 0;
+  for (const auto& [region, sums] : regions) {
+    auto resident = sums.resident.get();
+    if (!resident) continue;
+    now[region] = *resident;
+    auto& peak = gpu_.regionPeaks[region];
+    if (*resident > peak) peak = *resident;
+    if (countsAsGpuMemory(region)) sum += *resident;
+  }
+  gpu_.maxClients = std::max<std::uint64_t>(gpu_.maxClients, scan->clients.size());
+  if (gpuMemoryMax_ && sum > *gpuMemoryMax_) ++gpu_.samplesOverBudget;
+  if (!gpu_.peakBytes || sum > *gpu_.peakBytes) {
+    gpu_.peakBytes = sum;
+    gpu_.peakAtNs = nowNs;
+    gpu_.atPeak = std::move(now);
+  }
+}
+
+}  // namespace tally::lease

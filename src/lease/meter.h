@@ -1,0 +1,63 @@
+// A lease's meter: every sample reads the lease cgroup's memory.current (and,
+// on a new peak, its memory.stat) and the GPU memory of the processes in the
+// cgroup subtree (the scanner's cgroup scope, DRM fdinfo + KFD). Peaks are of
+// what was sampled; a figure no sample saw is absent, never 0 (doctrine 1).
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+
+#include "fs/root.h"
+#include "probes/cgroup_memory.h"
+
+namespace tally::lease {
+
+// The regions a GPU-memory figure for a lease counts: GTT (system RAM mapped
+// for the GPU, uncharged by memcg today) and VRAM. Other regions (amdgpu's
+// "cpu", i915's "system") are reported per region but not in the sum.
+bool countsAsGpuMemory(const std::string& region);
+
+struct HostMeter {
+  std::uint64_t samples = 0;                  // successful memory.current reads
+  std::optional<std::uint64_t> peakCurrent;   // max sampled memory.current
+  std::uint64_t peakAtNs = 0;
+  std::optional<probes::FlatKeyed> statAtPeak;  // memory.stat read at that sample
+  std::optional<std::string> lastError;
+};
+
+struct GpuMeter {
+  std::uint64_t samples = 0;  // completed scans
+  std::optional<std::uint64_t> peakBytes;          // max over samples of the gtt+vram resident sum
+  std::uint64_t peakAtNs = 0;
+  std::map<std::string, std::uint64_t> atPeak;      // per region, at that sample
+  std::map<std::string, std::uint64_t> regionPeaks;  // per region, each its own max
+  std::uint64_t maxClients = 0;
+  std::uint64_t samplesOverBudget = 0;  // samples whose sum exceeded gpu_memory_max
+  std::uint64_t samplesWithUnreadable = 0;  // some process could not be read (its GPU use unknown)
+  std::optional<std::string> lastUnreadable;
+  std::optional<std::string> lastError;
+};
+
+class LeaseMeter {
+ public:
+  LeaseMeter(const fs::Root& proc, const fs::Root& sys, const fs::Root& cgroupRoot, std::string cgroup,
+             std::optional<std::uint64_t> gpuMemoryMax);
+  void sample();
+  const HostMeter& host() const { return host_; }
+  const GpuMeter& gpu() const { return gpu_; }
+
+ private:
+  void sampleHost(std::uint64_t nowNs);
+  void sampleGpu(std::uint64_t nowNs);
+  const fs::Root& proc_;
+  const fs::Root& sys_;
+  const fs::Root& cgroupRoot_;
+  std::string cgroup_, rel_;
+  std::optional<std::uint64_t> gpuMemoryMax_;
+  HostMeter host_;
+  GpuMeter gpu_;
+};
+
+}  // namespace tally::lease

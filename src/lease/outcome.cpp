@@ -1,0 +1,101 @@
+#include "lease/outcome.h"
+
+#include <fmt/format.h>
+#include <signal.h>
+#include <string.h>
+
+#include <cerrno>
+
+namespace tally::lease {
+namespace {
+
+std::string limitText(const std::optional<probes::MemoryLimit>& max) {
+  if (!max) return "MemoryMax unknown";
+  if (max->unlimited) return "no MemoryMax (max)";
+  return fmt::format("MemoryMax={}", max->bytes);
+}
+
+}  // namespace
+
+const char* outcomeClassName(OutcomeClass c) {
+  switch (c) {
+    case OutcomeClass::Exited: return "exited";
+    case OutcomeClass::KilledBySignal: return "killed-by-signal";
+    case OutcomeClass::OomKilled: return "oom-killed";
+    case OutcomeClass::Stopped: return "stopped";
+    case OutcomeClass::ExecFailed: return "exec-failed";
+    case OutcomeClass::ContainmentRefused: return "containment-refused";
+  }
+  return "?";
+}
+
+std::string signalName(int sig) {
+  const char* abbrev = sigabbrev_np(sig);
+  if (abbrev) return fmt::format("SIG{}", abbrev);
+  return fmt::format("signal {}", sig);
+}
+
+Outcome classify(const OutcomeFacts& f) {
+  Outcome o;
+  std::optional<std::uint64_t> oomKills;
+  if (f.memoryEvents) oomKills = f.memoryEvents->get("oom_kill").value_or(0);
+  o.oomKills = oomKills;
+
+  switch (f.ending.kind) {
+    case Ending::Kind::NeverRan:
+      o.cls = OutcomeClass::ContainmentRefused;
+      o.exitStatus = kRunExitRefused;
+      o.summary = "the workload never ran: " + f.refusal.value_or("unknown reason");
+      return o;
+    case Ending::Kind::ExecFailed:
+      o.cls = OutcomeClass::ExecFailed;
+      o.exitStatus = f.ending.execErrno == ENOENT ? kRunExitNotFound : kRunExitNotExecutable;
+      o.summary = fmt::format("the command could not be executed: {}", strerror(f.ending.execErrno));
+      return o;
+    case Ending::Kind::Exited:
+      o.exitCode = f.ending.exitCode;
+      o.exitStatus = f.ending.exitCode;
+      if (f.stopSignal) {
+        o.cls = OutcomeClass::Stopped;
+        o.summary = fmt::format("stopped by tally on {}: the workload exited with code {}",
+                                signalName(*f.stopSignal), f.ending.exitCode);
+      } else {
+        o.cls = OutcomeClass::Exited;
+        o.summary = fmt::format("exited with code {}", f.ending.exitCode);
+      }
+      if (oomKills && *oomKills > 0) {
+        // OOMPolicy=continue: a process of the lease was killed, the main one lived on.
+        o.summary += fmt::format("; the OOM killer killed {} process(es) of the lease (memory.events oom_kill={}, {})",
+                                 *oomKills, *oomKills, limitText(f.memoryMax));
+      }
+      return o;
+    case Ending::Kind::Signaled:
+      break;
+  }
+
+  int sig = f.ending.signal;
+  o.signal = sig;
+  o.exitStatus = 128 + sig;
+  bool oomEnded = oomKills && *oomKills > 0 && (sig == SIGKILL || f.policy == OomPolicy::Stop);
+  if (oomEnded) {
+    o.cls = OutcomeClass::OomKilled;
+    o.summary = fmt::format("killed by the kernel OOM killer: cgroup memory.events oom_kill={}, {}", *oomKills,
+                            limitText(f.memoryMax));
+    if (sig != SIGKILL) o.summary += fmt::format(" (lease stopped by systemd, OOMPolicy=stop; main process got {})", signalName(sig));
+    return o;
+  }
+  if (f.stopSignal) {
+    o.cls = OutcomeClass::Stopped;
+    o.summary = fmt::format("stopped by tally on {}: the workload ended by {}", signalName(*f.stopSignal), signalName(sig));
+    return o;
+  }
+  o.cls = OutcomeClass::KilledBySignal;
+  o.summary = fmt::format("killed by {}", signalName(sig));
+  if (sig == SIGKILL) {
+    if (oomKills) o.summary += " (not the OOM killer: memory.events oom_kill=0)";
+    else o.summary += " (whether the OOM killer did it is unknown: " + f.memoryEventsUnknown.value_or("memory.events unreadable") + ")";
+  }
+  return o;
+}
+
+}  // namespace tally::lease

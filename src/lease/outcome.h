@@ -1,0 +1,63 @@
+// How a lease ended, named from evidence (doctrine 4): the main process's wait
+// status, the lease cgroup's memory.events and what tally itself did. Pure:
+// the runner gathers the facts, this decides what they mean.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include "lease/spec.h"
+#include "probes/cgroup_memory.h"
+
+namespace tally::lease {
+
+// tally's own exit statuses for `tally run` (docs/run.md); every other status
+// mirrors the workload: its exit code, or 128 + the signal that ended it.
+inline constexpr int kRunExitUsage = 2;         // bad option (nothing ran)
+inline constexpr int kRunExitRefused = 125;     // containment refused or tally failed before the workload ran
+inline constexpr int kRunExitNotExecutable = 126;
+inline constexpr int kRunExitNotFound = 127;
+
+enum class OutcomeClass {
+  Exited,              // the main process exited with a code
+  KilledBySignal,      // ... was killed by a signal nobody in the lease's cgroup accounts for
+  OomKilled,           // ... was killed by the kernel OOM killer (or stopped after one, OOMPolicy=stop)
+  Stopped,             // tally was told to stop (SIGINT/SIGTERM/SIGHUP) and stopped the lease
+  ExecFailed,          // contained, but the command could not be executed
+  ContainmentRefused,  // the workload never ran
+};
+const char* outcomeClassName(OutcomeClass c);  // "exited", "killed-by-signal", "oom-killed", ...
+
+struct Ending {
+  enum class Kind { NeverRan, ExecFailed, Exited, Signaled } kind = Kind::NeverRan;
+  int exitCode = 0;   // Exited
+  int signal = 0;     // Signaled
+  int execErrno = 0;  // ExecFailed
+};
+
+struct OutcomeFacts {
+  Ending ending;
+  std::optional<std::string> refusal;              // why containment was refused
+  OomPolicy policy = OomPolicy::Kill;
+  std::optional<probes::FlatKeyed> memoryEvents;   // final, hierarchical, of the lease
+  std::optional<std::string> memoryEventsUnknown;  // why they are absent
+  std::optional<probes::MemoryLimit> memoryMax;    // effective memory.max, read back
+  std::optional<int> stopSignal;                   // the signal tally received and acted on
+};
+
+struct Outcome {
+  OutcomeClass cls = OutcomeClass::ContainmentRefused;
+  int exitStatus = kRunExitRefused;  // what `tally run` exits with
+  std::optional<int> exitCode;
+  std::optional<int> signal;
+  std::optional<std::uint64_t> oomKills;
+  std::string summary;  // one line an operator can act on
+};
+
+Outcome classify(const OutcomeFacts& facts);
+
+// "SIGKILL" for 9; "signal 63" for one without a name.
+std::string signalName(int sig);
+
+}  // namespace tally::lease

@@ -1,0 +1,133 @@
+#include "lease/record.h"
+
+#include <fmt/format.h>
+
+#include "report/gpu_report.h"
+
+namespace tally::lease {
+namespace {
+
+using json = nlohmann::ordered_json;
+
+json optBytes(const std::optional<std::uint64_t>& v) { return v ? json(*v) : json(nullptr); }
+json limitJson(const probes::MemoryLimit& l) { return l.unlimited ? json("max") : json(l.bytes); }
+
+// The memory.stat figures worth keeping per lease (the file has ~70 keys).
+constexpr const char* kStatKeys[] = {"anon", "file", "kernel", "kernel_stack", "pagetables", "shmem",
+                                     "sock", "slab", "file_mapped", "percpu", "vmalloc"};
+
+}  // namespace
+
+json recordJson(const LeaseRecord& r) {
+  const auto& s = r.spec;
+  json j;
+  j["schema"] = 1;
+  j["lease"] = {{"id", s.id}, {"name", s.name}, {"command", s.command}, {"manager", r.manager}};
+  if (!r.unit.empty()) j["lease"]["unit"] = r.unit;
+  if (!r.slice.empty()) j["lease"]["slice"] = r.slice;
+  if (!r.cgroup.empty()) j["lease"]["cgroup"] = r.cgroup;
+  j["declared"] = {{"memory_max", optBytes(s.memoryMax)},
+                   {"memory_high", optBytes(s.memoryHigh)},
+                   {"memory_swap_max", optBytes(s.memorySwapMax)},
+                   {"oom_policy", oomPolicyName(s.oomPolicy)},
+                   {"gpu_memory_max", optBytes(s.gpuMemoryMax)},
+                   {"sample_interval_us", s.sampleIntervalUs},
+                   {"source", "declared"}};
+  if (r.applied) {
+    j["applied"] = {{"memory_max", limitJson(r.applied->memoryMax)},
+                    {"memory_high", limitJson(r.applied->memoryHigh)},
+                    {"memory_swap_max", r.applied->memorySwapMax ? limitJson(*r.applied->memorySwapMax) : json(nullptr)},
+                    {"memory_oom_group", r.applied->oomGroup ? 1 : 0},
+                    {"source", "cgroup"},
+                    {"verified", true}};
+  }
+  j["started_at_ns"] = r.startedAtNs;
+  j["ended_at_ns"] = r.endedAtNs;
+  j["duration_us"] = (r.endedAtNs - r.startedAtNs) / 1000;
+
+  json o;
+  o["class"] = outcomeClassName(r.outcome.cls);
+  if (r.outcome.exitCode) o["exit_code"] = *r.outcome.exitCode;
+  if (r.outcome.signal) {
+    o["signal"] = *r.outcome.signal;
+    o["signal_name"] = signalName(*r.outcome.signal);
+  }
+  if (r.outcome.oomKills) o["oom_kill"] = *r.outcome.oomKills;
+  o["summary"] = r.outcome.summary;
+  o["tally_exit_status"] = r.outcome.exitStatus;
+  j["outcome"] = o;
+
+  json mem;
+  mem["cgroup"] = r.counters.cgroup;
+  mem["source"] = "cgroup";
+  if (r.counters.memoryPeak) mem["peak_bytes"] = *r.counters.memoryPeak;
+  else if (r.counters.memoryPeakUnknown) mem["peak_unknown"] = *r.counters.memoryPeakUnknown;
+  if (r.counters.swapPeak) mem["swap_peak_bytes"] = *r.counters.swapPeak;
+  if (r.counters.events) {
+    json ev;
+    for (const auto& [k, v] : r.counters.events->entries) ev[k] = v;
+    mem["events"] = ev;
+  } else if (r.counters.eventsUnknown) {
+    mem["events_unknown"] = *r.counters.eventsUnknown;
+  }
+  json sampled;
+  sampled["samples"] = r.host.samples;
+  if (r.host.peakCurrent) {
+    sampled["peak_current_bytes"] = *r.host.peakCurrent;
+    sampled["peak_at_ns"] = r.host.peakAtNs;
+    if (r.host.statAtPeak) {
+      json st;
+      for (const char* k : kStatKeys) {
+        if (auto v = r.host.statAtPeak->get(k)) st[k] = *v;
+      }
+      sampled["stat_at_peak"] = st;
+    }
+  } else {
+    sampled["peak_unknown"] = r.host.lastError.value_or("no sample was taken while the workload ran");
+  }
+  mem["sampled"] = sampled;
+  j["memory"] = mem;
+
+  json gpu;
+  gpu["source"] = "drm-fdinfo";
+  gpu["samples"] = r.gpu.samples;
+  gpu["regions_counted"] = {"gtt", "vram"};
+  if (r.gpu.peakBytes) {
+    gpu["peak_bytes"] = *r.gpu.peakBytes;
+    gpu["peak_at_ns"] = r.gpu.peakAtNs;
+    gpu["at_peak"] = r.gpu.atPeak;
+    gpu["region_peaks"] = r.gpu.regionPeaks;
+    gpu["max_clients"] = r.gpu.maxClients;
+  } else {
+    gpu["peak_unknown"] = r.gpu.lastError.value_or("no sample was taken while the workload ran");
+  }
+  if (r.gpu.samplesWithUnreadable) {
+    gpu["samples_with_unreadable_processes"] = r.gpu.samplesWithUnreadable;
+    gpu["unreadable_example"] = r.gpu.lastUnreadable.value_or("");
+  }
+  if (s.gpuMemoryMax) {
+    gpu["gpu_memory_max"] = *s.gpuMemoryMax;
+    gpu["samples_over_gpu_memory_max"] = r.gpu.samplesOverBudget;
+    gpu["enforced"] = false;
+  }
+  j["gpu"] = gpu;
+  if (!r.warnings.empty()) j["warnings"] = r.warnings;
+  return j;
+}
+
+std::string summaryLine(const LeaseRecord& r) {
+  std::string line = fmt::format("tally: lease {} ({}) {}: {}", r.spec.id, r.spec.name, outcomeClassName(r.outcome.cls),
+                                 r.outcome.summary);
+  if (r.outcome.cls == OutcomeClass::ContainmentRefused) return line;
+  if (r.counters.memoryPeak) line += fmt::format("; memory peak {}", report::humanBytes(*r.counters.memoryPeak));
+  if (r.gpu.peakBytes) {
+    line += fmt::format("; GPU peak {} (drm-fdinfo, {} samples)", report::humanBytes(*r.gpu.peakBytes), r.gpu.samples);
+    if (r.spec.gpuMemoryMax && r.gpu.samplesOverBudget) {
+      line += fmt::format(", over gpu_memory_max {} in {} samples (not enforced yet)",
+                          report::humanBytes(*r.spec.gpuMemoryMax), r.gpu.samplesOverBudget);
+    }
+  }
+  return line;
+}
+
+}  // namespace tally::lease

@@ -1,0 +1,46 @@
+// The outcome record of one lease: what was declared, what was applied and
+// read back, how it ended, and what the meters saw. One JSON document (schema
+// 1, docs/run.md) for --json and the ledger; one line for humans.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "contain/verify.h"
+#include "lease/meter.h"
+#include "lease/outcome.h"
+#include "lease/spec.h"
+#include "probes/cgroup_memory.h"
+
+namespace tally::lease {
+
+struct FinalCounters {
+  std::string cgroup;  // where they were read (the lease slice, or the lease cgroup)
+  std::optional<std::uint64_t> memoryPeak;
+  std::optional<std::string> memoryPeakUnknown;
+  std::optional<std::uint64_t> swapPeak;
+  std::optional<probes::FlatKeyed> events;
+  std::optional<std::string> eventsUnknown;
+};
+
+struct LeaseRecord {
+  LeaseSpec spec;
+  std::string manager;  // "system", "user", "cgroupfs", or "none" when nothing was reached
+  std::string unit, slice, cgroup;
+  std::optional<contain::AppliedLimits> applied;
+  std::uint64_t startedAtNs = 0, endedAtNs = 0;
+  Outcome outcome;
+  FinalCounters counters;
+  HostMeter host;
+  GpuMeter gpu;
+  std::vector<std::string> warnings;  // cleanup trouble and the like; never silent
+};
+
+nlohmann::ordered_json recordJson(const LeaseRecord& r);
+std::string summaryLine(const LeaseRecord& r);
+
+}  // namespace tally::lease

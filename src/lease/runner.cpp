@@ -1,0 +1,185 @@
+#include "lease/runner.h"
+
+#include <fmt/format.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/signalfd.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "contain/held_child.h"
+#include "contain/systemd_lease.h"
+#include "contain/verify.h"
+#include "util/text.h"
+
+namespace tally::lease {
+namespace {
+
+std::uint64_t clockNs(clockid_t clock) {
+  timespec ts{};
+  clock_gettime(clock, &ts);
+  return static_cast<std::uint64_t>(ts.tv_sec) * 1000000000u + static_cast<std::uint64_t>(ts.tv_nsec);
+}
+std::uint64_t realtimeNs() { return clockNs(CLOCK_REALTIME); }
+std::uint64_t monotonicUs() { return clockNs(CLOCK_MONOTONIC) / 1000u; }
+
+std::string relative(const std::string& cgroup, const char* file) {
+  std::string_view p = cgroup;
+  while (!p.empty() && p.front() == '/') p.remove_prefix(1);
+  return p.empty() ? std::string(file) : fmt::format("{}/{}", p, file);
+}
+
+FinalCounters readFinalCounters(const fs::Root& root, const std::string& cgroup) {
+  FinalCounters c;
+  c.cgroup = cgroup;
+  if (auto peak = root.read(relative(cgroup, "memory.peak"), 64)) {
+    if (auto v = probes::parseMemoryLimit(*peak); v && !v->unlimited) c.memoryPeak = v->bytes;
+    else c.memoryPeakUnknown = fmt::format("memory.peak reads '{}'", text::trim(*peak));
+  } else {
+    c.memoryPeakUnknown = peak.error().code == ENOENT ? "no memory.peak (needs Linux 5.19)" : peak.error().message;
+  }
+  if (auto swap = root.read(relative(cgroup, "memory.swap.peak"), 64)) {
+    if (auto v = probes::parseMemoryLimit(*swap); v && !v->unlimited) c.swapPeak = v->bytes;
+  }
+  if (auto ev = root.read(relative(cgroup, "memory.events"), 4096)) {
+    c.events = probes::parseFlatKeyed(*ev);
+    if (!c.events) c.eventsUnknown = "memory.events is malformed";
+  } else {
+    c.eventsUnknown = ev.error().message;
+  }
+  return c;
+}
+
+// The lease's memory.events oom_kill right now, for OOMPolicy=stop on cgroupfs.
+std::uint64_t oomKillsNow(const fs::Root& root, const std::string& cgroup) {
+  auto ev = root.read(relative(cgroup, "memory.events"), 4096);
+  if (!ev) return 0;
+  auto parsed = probes::parseFlatKeyed(*ev);
+  return parsed ? parsed->get("oom_kill").value_or(0) : 0;
+}
+
+void warnIf(LeaseRecord& rec, const Status& s, const char* what) {
+  if (!s) rec.warnings.push_back(fmt::format("{}: {}", what, s.error().message));
+}
+
+}  // namespace
+
+LeaseRecord runLease(const LeaseSpec& spec, const RunEnv& env, contain::LeaseCgroup* lease, const std::string& refusal) {
+  LeaseRecord rec;
+  rec.spec = spec;
+  rec.startedAtNs = realtimeNs();
+  rec.manager = lease ? lease->manager() : "none";
+  OutcomeFacts facts;
+  facts.policy = spec.oomPolicy;
+
+  auto finishRefused = [&](std::string why) {
+    facts.ending.kind = Ending::Kind::NeverRan;
+    facts.refusal = std::move(why);
+    rec.endedAtNs = realtimeNs();
+    rec.outcome = classify(facts);
+    return rec;
+  };
+  if (!lease) return finishRefused(refusal);
+  rec.unit = lease->unitName();
+  rec.slice = lease->sliceName();
+  if (!env.cgroupRoot) return finishRefused("the cgroup v2 root cannot be opened, so containment cannot be read back");
+
+  auto child = contain::HeldChild::spawn(spec.command);
+  if (!child) return finishRefused(child.error().message);
+
+  // Place, then read back; any failure kills the held child before it execs.
+  auto refuseAfterFork = [&](const Error& e) {
+    child->abandon();
+    warnIf(rec, lease->release(), "removing the refused lease");
+    return finishRefused(e.message);
+  };
+  if (auto s = lease->place(child->pid()); !s) return refuseAfterFork(s.error());
+  rec.cgroup = lease->cgroup();
+  if (auto s = contain::verifyMembership(env.proc, child->pid(), lease->cgroup()); !s) return refuseAfterFork(s.error());
+  auto applied = contain::verifyLimits(*env.cgroupRoot, lease->cgroup(), contain::expectedLimits(spec), env.pageSize,
+                                       lease->delegationHint());
+  if (!applied) return refuseAfterFork(applied.error());
+  rec.applied = *applied;
+
+  LeaseMeter meter(env.proc, env.sys, *env.cgroupRoot, lease->cgroup(), spec.gpuMemoryMax);
+  rec.startedAtNs = realtimeNs();
+  if (int execErr = child->release(); execErr != 0) {
+    facts.ending = Ending{Ending::Kind::ExecFailed, 0, 0, execErr};
+    (void)child->reap();
+  } else {
+    meter.sample();
+    std::uint64_t nextSample = monotonicUs() + spec.sampleIntervalUs;
+    std::uint64_t killDeadline = 0;  // after a stop: SIGKILL everything if still alive
+    bool stopRequested = false, oomStopSent = false;
+    for (;;) {
+      std::uint64_t now = monotonicUs();
+      std::uint64_t wake = nextSample;
+      if (killDeadline && killDeadline < wake) wake = killDeadline;
+      int timeoutMs = wake > now ? static_cast<int>((wake - now + 999) / 1000) : 0;
+      pollfd fds[2] = {{child->pidfd(), POLLIN, 0}, {env.signalFd, POLLIN, 0}};
+      int n = ::poll(fds, env.signalFd >= 0 ? 2 : 1, timeoutMs);
+      if (n < 0 && errno != EINTR) {
+        rec.warnings.push_back(fmt::format("poll: {}", std::strerror(errno)));
+        break;
+      }
+      if (n > 0 && (fds[0].revents & POLLIN)) break;  // the main process ended
+      if (n > 0 && env.signalFd >= 0 && (fds[1].revents & POLLIN)) {
+        signalfd_siginfo si{};
+        if (::read(env.signalFd, &si, sizeof si) == sizeof si) {
+          int sig = static_cast<int>(si.ssi_signo);
+          if (!stopRequested) {
+            stopRequested = true;
+            facts.stopSignal = sig;
+            warnIf(rec, lease->stop(), "stopping the lease");
+            killDeadline = monotonicUs() + contain::kStopTimeoutUs + 2'000'000;
+          } else {
+            warnIf(rec, lease->killAll(), "killing the lease");  // a second signal: no more grace
+          }
+        }
+      }
+      now = monotonicUs();
+      if (killDeadline && now >= killDeadline) {
+        warnIf(rec, lease->killAll(), "killing the lease after the stop grace");
+        killDeadline = 0;
+      }
+      if (now >= nextSample) {
+        meter.sample();
+        // OOMPolicy=stop has no kernel knob: without systemd tally enforces it.
+        if (spec.oomPolicy == OomPolicy::Stop && !oomStopSent && std::string(lease->manager()) == "cgroupfs" &&
+            oomKillsNow(*env.cgroupRoot, lease->cgroup()) > 0) {
+          oomStopSent = true;
+          warnIf(rec, lease->stop(), "stopping the lease after an OOM kill (OOMPolicy=stop)");
+        }
+        nextSample = now + spec.sampleIntervalUs;
+      }
+    }
+    auto status = child->reap();
+    if (!status) {
+      rec.warnings.push_back(status.error().message);
+      facts.ending = Ending{Ending::Kind::Signaled, 0, SIGKILL, 0};
+    } else if (WIFEXITED(*status)) {
+      facts.ending = Ending{Ending::Kind::Exited, WEXITSTATUS(*status), 0, 0};
+    } else {
+      facts.ending = Ending{Ending::Kind::Signaled, 0, WTERMSIG(*status), 0};
+    }
+  }
+  rec.endedAtNs = realtimeNs();
+  rec.host = meter.host();
+  rec.gpu = meter.gpu();
+
+  warnIf(rec, lease->endWorkload(), "ending the lease's remaining processes");
+  rec.counters = readFinalCounters(*env.cgroupRoot, lease->countersCgroup());
+  warnIf(rec, lease->release(), "removing the lease's cgroup");
+
+  facts.memoryEvents = rec.counters.events;
+  facts.memoryEventsUnknown = rec.counters.eventsUnknown;
+  facts.memoryMax = applied->memoryMax;
+  rec.outcome = classify(facts);
+  return rec;
+}
+
+}  // namespace tally::lease

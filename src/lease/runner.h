@@ -1,0 +1,29 @@
+// One lease from start to recorded outcome: fork the workload held, place it
+// in its cgroup, read the containment back, release it, meter it while it
+// runs, stop it on SIGINT/SIGTERM/SIGHUP, read the final counters, classify.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "contain/lease_cgroup.h"
+#include "fs/root.h"
+#include "lease/record.h"
+#include "lease/spec.h"
+
+namespace tally::lease {
+
+struct RunEnv {
+  const fs::Root& proc;
+  const fs::Root& sys;
+  const fs::Root* cgroupRoot = nullptr;  // null: could not be opened
+  int signalFd = -1;  // signalfd for SIGINT, SIGTERM, SIGHUP (blocked by the caller)
+  std::uint64_t pageSize = 4096;
+};
+
+// `lease` null means containment was refused before anything was created;
+// `refusal` says why. The workload is forked only once a lease exists.
+LeaseRecord runLease(const LeaseSpec& spec, const RunEnv& env, contain::LeaseCgroup* lease, const std::string& refusal);
+
+}  // namespace tally::lease

@@ -1,0 +1,57 @@
+#include "lease/spec.h"
+
+#include <sys/random.h>
+
+#include <array>
+#include <cstdio>
+
+#include "util/text.h"
+
+namespace tally::lease {
+
+const char* oomPolicyName(OomPolicy p) {
+  switch (p) {
+    case OomPolicy::Kill: return "kill";
+    case OomPolicy::Stop: return "stop";
+    case OomPolicy::Continue: return "continue";
+  }
+  return "?";
+}
+
+const char* managerName(Manager m) {
+  switch (m) {
+    case Manager::Auto: return "auto";
+    case Manager::System: return "system";
+    case Manager::User: return "user";
+    case Manager::Cgroupfs: return "cgroupfs";
+  }
+  return "?";
+}
+
+std::string leaseSliceName(const LeaseSpec& spec) {
+  std::string_view parent = spec.slice;
+  if (text::endsWith(parent, ".slice")) parent.remove_suffix(6);
+  // "-.slice" is the root slice: a lease slice directly under it has no prefix.
+  if (parent == "-") return "tally" + spec.id + ".slice";
+  return std::string(parent) + "-" + spec.id + ".slice";
+}
+
+std::string leaseScopeName(const LeaseSpec& spec) { return "tally-" + spec.id + ".scope"; }
+
+std::string newLeaseId() {
+  std::array<unsigned char, 6> bytes{};
+  std::size_t got = 0;
+  while (got < bytes.size()) {
+    ssize_t n = getrandom(bytes.data() + got, bytes.size() - got, 0);
+    if (n > 0) got += static_cast<std::size_t>(n);
+  }
+  std::string id;
+  for (unsigned char b : bytes) {
+    std::array<char, 3> hex{};
+    std::snprintf(hex.data(), hex.size(), "%02x", b);
+    id += hex.data();
+  }
+  return id;
+}
+
+}  // namespace tally::lease

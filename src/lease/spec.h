@@ -1,0 +1,47 @@
+// What an operator declared for one lease. Every limit is optional: tally
+// applies exactly what is declared and nothing else (doctrine 3).
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace tally::lease {
+
+enum class OomPolicy { Kill, Stop, Continue };
+const char* oomPolicyName(OomPolicy p);  // systemd's spelling: "kill", "stop", "continue"
+
+// Who creates the lease's cgroup.
+enum class Manager {
+  Auto,      // root: the system manager; otherwise the user manager; cgroupfs when none answers
+  System,    // systemd's system manager over the system bus
+  User,      // the calling user's systemd --user manager
+  Cgroupfs,  // tally creates the cgroup itself in a delegated cgroup v2 subtree
+};
+const char* managerName(Manager m);
+
+struct LeaseSpec {
+  std::string id;    // [0-9a-z], no dash: systemd nests "a-b.slice" under "a.slice"
+  std::string name;  // operator's label; defaults to the command's basename
+  std::optional<std::uint64_t> memoryMax;
+  std::optional<std::uint64_t> memoryHigh;
+  std::optional<std::uint64_t> memorySwapMax;
+  OomPolicy oomPolicy = OomPolicy::Kill;
+  std::optional<std::uint64_t> gpuMemoryMax;  // recorded and reported; not enforced yet
+  std::uint64_t sampleIntervalUs = 1000000;
+  std::string slice = "tally.slice";  // parent slice of the lease's own slice
+  Manager manager = Manager::Auto;
+  std::optional<std::string> cgroupParent;  // cgroupfs mode: where lease cgroups are made
+  std::vector<std::string> command;
+};
+
+// Unit names derived from a spec: the lease's own slice nests under `slice`
+// ("tally.slice" + id -> "tally-<id>.slice") and holds the scope.
+std::string leaseSliceName(const LeaseSpec& spec);
+std::string leaseScopeName(const LeaseSpec& spec);
+
+// A fresh lease id: 12 lowercase hex digits from getrandom().
+std::string newLeaseId();
+
+}  // namespace tally::lease
