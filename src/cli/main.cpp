@@ -8,6 +8,7 @@
 
 #include "cli/cmd_doctor.h"
 #include "cli/cmd_gpu.h"
+#include "cli/cmd_ledger.h"
 #include "cli/cmd_run.h"
 #include "cli/exit_codes.h"
 
@@ -34,6 +35,8 @@ int main(int argc, char** argv) {
   cli::addDoctorCommand(app, doctor);
   cli::RunOptions run;
   cli::addRunCommand(app, run);
+  cli::LedgerOptions ledger;
+  cli::addLedgerCommand(app, ledger);
 
   // `tally run [options] -- CMD ARGS...`: everything after the first "--"
   // following "run" belongs to the workload and never reaches the parser.
@@ -62,6 +65,7 @@ int main(int argc, char** argv) {
   try {
     if (app.got_subcommand("gpu")) return cli::runGpu(roots, gpu);
     if (app.got_subcommand("doctor")) return cli::runDoctor(roots, doctor);
+    if (app.got_subcommand("ledger")) return cli::runLedger(ledger);
     if (app.got_subcommand("run")) {
       if (!workload.empty()) run.command = workload;
       return cli::runRun(roots, run);

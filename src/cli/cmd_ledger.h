@@ -1,0 +1,19 @@
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+#include <cstddef>
+#include <string>
+
+namespace tally::cli {
+
+struct LedgerOptions {
+  bool json = false;
+  std::size_t limit = 20;
+  std::string stateDir;
+};
+
+void addLedgerCommand(CLI::App& app, LedgerOptions& opts);
+int runLedger(const LedgerOptions& opts);
+
+}  // namespace tally::cli

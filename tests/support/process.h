@@ -1,0 +1,28 @@
+// Running a program from a test: argv (no shell), extra environment, stdout
+// and stderr captured separately, the raw wait status kept.
+#pragma once
+
+#include <sys/types.h>
+
+#include <string>
+#include <vector>
+
+namespace tally::testing {
+
+struct ProgramResult {
+  int waitStatus = -1;
+  std::string out, err;
+  int exitCode() const;  // WEXITSTATUS, or -1 when it did not exit
+};
+
+struct Spawned {
+  pid_t pid = -1;
+  std::string outPath, errPath;  // where its output goes
+};
+
+// `env` entries are NAME=VALUE added to (or replacing in) the test's environment.
+Spawned spawnProgram(const std::vector<std::string>& argv, const std::vector<std::string>& env = {});
+ProgramResult waitProgram(const Spawned& s);
+ProgramResult runProgram(const std::vector<std::string>& argv, const std::vector<std::string>& env = {});
+
+}  // namespace tally::testing

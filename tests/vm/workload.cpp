@@ -1,0 +1,92 @@
+// The workloads the VM system tests run under `tally run`:
+//   hog MIB [HOLD_MS]            allocate and touch MIB of anonymous memory, then hold it
+//   gpu REGION MIB N HOLD_MS     N buffers of MIB each in "gtt" or "vram" through the test
+//                                DRM driver (vm/testdrm), held for HOLD_MS
+//   tree PIDFILE                 fork a grandchild; write "<child> <grandchild>" to PIDFILE; sleep
+//   marker PATH                  create PATH and exit 0 (proves the workload ran)
+#include <fcntl.h>
+#include <sys/ioctl.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+
+#include "../../vm/testdrm/tally_testdrm_uapi.h"
+
+namespace {
+
+int hog(unsigned long mib, long holdMs) {
+  std::size_t bytes = mib << 20;
+  void* p = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (p == MAP_FAILED) return std::perror("mmap"), 1;
+  std::memset(p, 0x5a, bytes);
+  if (holdMs > 0) ::usleep(static_cast<useconds_t>(holdMs * 1000));
+  return 0;
+}
+
+int openTestDrm() {
+  for (int minor = 128; minor < 192; ++minor) {
+    std::string node = "/dev/dri/renderD" + std::to_string(minor);
+    int fd = ::open(node.c_str(), O_RDWR | O_CLOEXEC);
+    if (fd < 0) continue;
+    char name[64] = {};
+    std::string drv = "/sys/class/drm/renderD" + std::to_string(minor) + "/device/driver";
+    ssize_t n = ::readlink(drv.c_str(), name, sizeof name - 1);
+    if (n > 0 && std::strstr(name, "tally_testdrm")) return fd;
+    // A platform device's driver link may be absent: accept the first node
+    // whose create ioctl works.
+    tally_testdrm_create probe{4096, TALLY_TESTDRM_REGION_GTT, 0};
+    if (::ioctl(fd, DRM_IOCTL_TALLY_TESTDRM_CREATE, &probe) == 0) {
+      ::close(fd);
+      return ::open(node.c_str(), O_RDWR | O_CLOEXEC);
+    }
+    ::close(fd);
+  }
+  return -1;
+}
+
+int gpu(const char* region, unsigned long mib, int count, long holdMs) {
+  int fd = openTestDrm();
+  if (fd < 0) return std::fprintf(stderr, "no tally_testdrm render node (insmod the driver)\n"), 1;
+  unsigned r = std::strcmp(region, "vram") == 0 ? TALLY_TESTDRM_REGION_VRAM : TALLY_TESTDRM_REGION_GTT;
+  for (int i = 0; i < count; ++i) {
+    tally_testdrm_create c{static_cast<__u64>(mib) << 20, r, 0};
+    if (::ioctl(fd, DRM_IOCTL_TALLY_TESTDRM_CREATE, &c) != 0) return std::perror("create"), 1;
+  }
+  ::usleep(static_cast<useconds_t>(holdMs * 1000));
+  return 0;
+}
+
+int tree(const char* pidfile) {
+  pid_t child = ::fork();
+  if (child == 0) {
+    for (;;) ::pause();
+  }
+  std::string tmp = std::string(pidfile) + ".tmp";
+  FILE* f = std::fopen(tmp.c_str(), "w");
+  if (!f) return 1;
+  std::fprintf(f, "%d %d\n", ::getpid(), child);
+  std::fclose(f);
+  ::rename(tmp.c_str(), pidfile);
+  for (;;) ::pause();
+}
+
+int marker(const char* path) {
+  int fd = ::open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  return fd < 0 ? 1 : (::close(fd), 0);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::string cmd = argc > 1 ? argv[1] : "";
+  if (cmd == "hog" && argc >= 3) return hog(std::strtoul(argv[2], nullptr, 10), argc > 3 ? std::atol(argv[3]) : 0);
+  if (cmd == "gpu" && argc == 6) return gpu(argv[2], std::strtoul(argv[3], nullptr, 10), std::atoi(argv[4]), std::atol(argv[5]));
+  if (cmd == "tree" && argc == 3) return tree(argv[2]);
+  if (cmd == "marker" && argc == 3) return marker(argv[2]);
+  std::fprintf(stderr, "usage: tally_vm_workload hog MIB [HOLD_MS] | gpu REGION MIB N HOLD_MS | tree PIDFILE | marker PATH\n");
+  return 2;
+}
