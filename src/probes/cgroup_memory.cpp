@@ -20,6 +20,11 @@ std::optional<FlatKeyed> parseFlatKeyed(std::string_view text) {
     auto sp = line.find(' ');
     if (sp == std::string_view::npos || sp == 0) return std::nullopt;
     std::string_view key = line.substr(0, sp);
+    // Kernel keys are identifiers ("oom_kill", "populated"); a control byte
+    // or NUL means this is not a counter file.
+    for (char c : key) {
+      if (c <= ' ' || c > '~') return std::nullopt;
+    }
     auto value = text::parseU64(text::trim(line.substr(sp + 1)));
     if (!value) return std::nullopt;
     if (out.get(key)) continue;

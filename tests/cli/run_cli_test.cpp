@@ -1,0 +1,126 @@
+// `tally run` and `tally ledger` end to end on this machine: usage errors,
+// refusals that name the cause, and the ledger row every refusal leaves. The
+// runs that need systemd and a cgroup v2 memory controller are in tests/vm.
+#include <sys/stat.h>
+
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+#include "support/fake_host.h"
+#include "support/process.h"
+
+namespace tally {
+namespace {
+
+using namespace tally::testing;
+using json = nlohmann::json;
+
+struct RunCli : ::testing::Test {
+  TempDir state;
+  ProgramResult tally(std::vector<std::string> args) {
+    args.insert(args.begin(), TALLY_BINARY);
+    return runProgram(args, {"TALLY_STATE_DIR=" + state.path()});
+  }
+  std::string marker() const { return state.path() + "/marker"; }
+  bool markerExists() const {
+    struct stat st{};
+    return ::stat(marker().c_str(), &st) == 0;
+  }
+};
+
+TEST_F(RunCli, BadSizesAndOptionsAreUsageErrors) {
+  struct Case {
+    std::vector<std::string> args;
+    const char* message;
+  } cases[] = {
+      {{"run", "--memory-max", "64X", "--", "true"}, "--memory-max '64X': unknown size unit 'X'"},
+      {{"run", "--memory-high", "1.5G", "--", "true"}, "--memory-high"},
+      {{"run", "--memory-swap-max", "99999999999T", "--", "true"}, "too large"},
+      {{"run", "--gpu-memory-max", "lots", "--", "true"}, "--gpu-memory-max 'lots' is not a size"},
+      {{"run", "--sample-interval", "1ms", "--", "true"}, "below the 10ms minimum"},
+      {{"run", "--sample-interval", "1h", "--", "true"}, "unknown duration unit"},
+      {{"run", "--slice", "tally", "--", "true"}, "not a slice name"},
+      {{"run", "--oom-policy", "ignore", "--", "true"}, "oom-policy"},
+      {{"run", "--user", "--system", "--", "true"}, "excludes"},
+      {{"run", "--cgroup-parent", "/x", "--", "true"}, "--cgroup-parent needs --cgroupfs"},
+      {{"run", "--name", "has space", "--", "true"}, "--name"},
+      {{"run"}, "no command given"},
+      {{"run", "--"}, "no command given"},
+      {{"run", "sh", "-c", "true"}, "put the command after --"},
+  };
+  for (const auto& c : cases) {
+    auto r = tally(c.args);
+    EXPECT_EQ(r.exitCode(), 2) << c.args.back() << "\n" << r.err;
+    EXPECT_NE(r.err.find(c.message), std::string::npos) << "expected '" << c.message << "' in:\n" << r.err;
+    EXPECT_TRUE(r.out.empty());
+  }
+  // Usage errors happen before anything: no ledger row.
+  auto rows = json::parse(tally({"ledger", "--json"}).out);
+  EXPECT_TRUE(rows.empty());
+}
+
+TEST_F(RunCli, RefusalNamesTheCauseNeverRunsAndIsRecorded) {
+  auto r = tally({"run", "--json", "--cgroupfs", "--cgroup-parent", "/tally-no-such-parent", "--", "touch", marker()});
+  EXPECT_EQ(r.exitCode(), 125) << r.err;
+  EXPECT_FALSE(markerExists());
+  auto rec = json::parse(r.out);
+  EXPECT_EQ(rec["outcome"]["class"], "containment-refused");
+  EXPECT_EQ(rec["lease"]["manager"], "none");
+  EXPECT_NE(rec["outcome"]["summary"].get<std::string>().find("tally-no-such-parent is not a cgroup v2 directory"),
+            std::string::npos);
+  auto rows = json::parse(tally({"ledger", "--json"}).out);
+  ASSERT_EQ(rows.size(), 1u);
+  EXPECT_EQ(rows[0]["record"]["lease"]["id"], rec["lease"]["id"]);
+  auto table = tally({"ledger"});
+  EXPECT_EQ(table.exitCode(), 0);
+  EXPECT_NE(table.out.find("containment-refused"), std::string::npos) << table.out;
+}
+
+TEST_F(RunCli, UndelegatedFakeSubtreeIsRefusedWithTheFix) {
+  TempDir cg;
+  writeFile(cg.path() + "/cgroup.controllers", "cpu memory pids\n");
+  writeFile(cg.path() + "/jobs/cgroup.subtree_control", "cpu pids\n");
+  auto r = tally({"run", "--cgroup-root", cg.path(), "--cgroupfs", "--cgroup-parent", "/jobs", "--", "touch", marker()});
+  EXPECT_EQ(r.exitCode(), 125);
+  EXPECT_NE(r.err.find("memory controller not delegated to " + cg.path() + "/jobs"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("echo +memory > " + cg.path() + "/jobs/cgroup.subtree_control"), std::string::npos) << r.err;
+  EXPECT_FALSE(markerExists());
+}
+
+// On a host like this project's CI machines (PID 1 is not systemd, memory on
+// cgroup v1) the refusal quotes the host layout, as tally doctor reports it.
+TEST_F(RunCli, HostWithoutContainmentSaysWhy) {
+  std::string pid1 = readFile("/proc/1/comm");
+  bool systemd = pid1.rfind("systemd", 0) == 0;
+  auto r = tally({"run", "--", "touch", marker()});
+  if (systemd) {
+    // On a systemd host this is a real lease; it must not be refused for a layout reason.
+    EXPECT_EQ(r.err.find("no systemd"), std::string::npos) << r.err;
+    return;
+  }
+  EXPECT_EQ(r.exitCode(), 125);
+  EXPECT_NE(r.err.find("containment-refused: the workload never ran: no systemd (PID 1 is "), std::string::npos) << r.err;
+  EXPECT_FALSE(markerExists());
+}
+
+TEST_F(RunCli, UnwritableStateDirRefusesBeforeAnythingRuns) {
+  writeFile(state.path() + "/file", "x");
+  auto r = runProgram({TALLY_BINARY, "run", "--state-dir", state.path() + "/file/sub", "--", "touch", marker()});
+  EXPECT_EQ(r.exitCode(), 125);
+  EXPECT_NE(r.err.find("the command was not run"), std::string::npos) << r.err;
+  EXPECT_FALSE(markerExists());
+}
+
+TEST_F(RunCli, HelpTeachesOptionsOutcomesAndExitCodes) {
+  auto r = tally({"run", "--help"});
+  EXPECT_EQ(r.exitCode(), 0);
+  for (const char* s : {"--memory-max", "--memory-high", "--memory-swap-max", "--oom-policy", "--gpu-memory-max",
+                        "--sample-interval", "--slice", "--user", "--system", "--cgroupfs", "--json", "125", "126", "127",
+                        "128+N", "SIGTERM"}) {
+    EXPECT_NE(r.out.find(s), std::string::npos) << s;
+  }
+}
+
+}  // namespace
+}  // namespace tally
