@@ -6,6 +6,8 @@
 #include <string_view>
 
 #include "attribution/container.h"
+#include "lease/units.h"
+#include "probes/cgroup_memory.h"
 #include "probes/meminfo.h"
 #include "probes/mountinfo.h"
 #include "probes/proc_cgroup.h"
@@ -39,6 +41,21 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
 #elif TALLY_FUZZ_TARGET == 7
   if (auto w = attribution::classifyCgroup(text))
     if (w->name.empty()) std::abort();
+#elif TALLY_FUZZ_TARGET == 8
+  // memory.events / memory.stat / cgroup.events and the limit files.
+  if (auto f = probes::parseFlatKeyed(text)) {
+    for (const auto& [k, v] : f->entries) {
+      if (k.empty() || k.find('\0') != std::string::npos || k.find(' ') != std::string::npos) std::abort();
+      if (f->get(k) != v && f->get(k) < v) std::abort();  // first value of a key wins
+    }
+  }
+  if (auto l = probes::parseMemoryLimit(text)) {
+    if (l->unlimited && l->bytes != 0) std::abort();
+  }
+#elif TALLY_FUZZ_TARGET == 9
+  // Operator input at the edge: sizes and durations.
+  if (auto b = lease::parseSize(text); !b && b.error().message.empty()) std::abort();
+  if (auto d = lease::parseDurationUs(text); !d && d.error().message.empty()) std::abort();
 #else
 #error "TALLY_FUZZ_TARGET must name a parser"
 #endif

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # The whole test suite: unit, CLI and live tests (default build), the same
 # under ASan + UBSan, every parser's fuzzer for a bounded time, and a smoke
-# run of the benchmark. Needs root (mknod'ed device nodes, PID namespaces).
+# run of the benchmark, and the system tests inside the project's VM harness
+# (real systemd, real cgroup v2 memory controller, the test DRM driver).
+# Needs root (mknod'ed device nodes, PID namespaces, QEMU's 9p export of /).
 #   FUZZ_SECONDS=20 per fuzzer (default)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -27,7 +29,7 @@ cmake --build --preset fuzz -j "$jobs"
 step "fuzz: ${FUZZ_SECONDS}s per parser, corpus seeded from the real samples"
 fuzzwork=$(mktemp -d /tmp/tally-fuzz.XXXXXX)
 trap 'rm -rf "$fuzzwork"' EXIT
-for target in fdinfo proc_status proc_cgroup proc_stat meminfo mountinfo sysfs_value cgroup_path; do
+for target in fdinfo proc_status proc_cgroup proc_stat meminfo mountinfo sysfs_value cgroup_path cgroup_memory units; do
   seeds=fuzz/corpus/$target
   [ "$target" = fdinfo ] && seeds=tests/fixtures/fdinfo
   mkdir -p "$fuzzwork/$target"
@@ -55,3 +57,6 @@ ctest --preset asan -j "$jobs"
 
 step "tests: default build"
 ctest --preset default -j "$jobs"
+
+step "vm: system tests against a real systemd 252 + cgroup v2 (QEMU TCG, one boot; vm/run.sh)"
+vm/run.sh --timeout 480 -- build/default/tests/tally_vm_tests

@@ -27,7 +27,7 @@ int main(int argc, char** argv) {
       ->default_str(fs::kCgroupRoot)->group("Diagnostic/testing");
   app.footer("Run 'tally <command> --help' for a command's options.\n"
              "Exit status: 0 ok, 1 degraded (doctor), 2 usage error, 3 cannot read /proc, /sys or cgroupfs,\n"
-             "4 internal error.");
+             "4 internal error. 'tally run' mirrors its workload instead (see tally run --help).");
 
   cli::GpuOptions gpu;
   cli::addGpuCommand(app, gpu);

@@ -67,10 +67,9 @@ Result<std::string> defaultCgroupParent(const fs::Root& proc, const fs::Root& cg
   auto own = probes::parseProcCgroup(*text);
   if (!own) return Error{0, "tally is not in a cgroup v2 hierarchy (no 0:: line in /proc/self/cgroup)"};
   if (own->outsideNamespace) return Error{0, "tally's cgroup is outside its cgroup namespace"};
-  std::string path = own->path;
+  std::string_view path = own->path;
   auto slash = path.rfind('/');
-  std::string parent = slash == std::string::npos || slash == 0 ? "/" : path.substr(0, slash);
-  if (path == "/") parent = "/";
+  std::string parent(slash == std::string_view::npos || slash == 0 ? std::string_view("/") : path.substr(0, slash));
   auto ok = checkDelegatedParent(cgroupRoot, parent);
   if (!ok) return ok.error();
   return parent;
@@ -79,8 +78,9 @@ Result<std::string> defaultCgroupParent(const fs::Root& proc, const fs::Root& cg
 CgroupfsLease::CgroupfsLease(const fs::Root& cgroupRoot, std::string parent, const lease::LeaseSpec& spec)
     : root_(cgroupRoot), parent_(std::move(parent)), spec_(spec) {
   std::string p = stripSlashes(parent_);
-  rel_ = p.empty() ? "tally-" + spec.id : p + "/tally-" + spec.id;
-  cgroup_ = "/" + rel_;
+  // fmt, not operator+: g++ 12 -O2 warns falsely (-Wrestrict) on the concatenation.
+  rel_ = p.empty() ? fmt::format("tally-{}", spec.id) : fmt::format("{}/tally-{}", p, spec.id);
+  cgroup_ = fmt::format("/{}", rel_);
 }
 
 std::string CgroupfsLease::delegationHint() const {

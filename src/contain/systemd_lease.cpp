@@ -35,7 +35,7 @@ std::string busErrorText(const sd_bus_error& e, int r) {
 
 // RAII for the C handles.
 struct BusError {
-  sd_bus_error e = SD_BUS_ERROR_NULL;
+  sd_bus_error e{nullptr, nullptr, 0};  // SD_BUS_ERROR_NULL is a C compound literal
   ~BusError() { sd_bus_error_free(&e); }
 };
 struct Msg {
