@@ -105,6 +105,14 @@ LeaseRecord runLease(const LeaseSpec& spec, const RunEnv& env, contain::LeaseCgr
   if (!applied) return refuseAfterFork(applied.error());
   rec.applied = *applied;
 
+  // A stop requested while the lease was being set up: the workload is not
+  // started only to be stopped.
+  if (env.signalFd >= 0) {
+    signalfd_siginfo si{};
+    if (::read(env.signalFd, &si, sizeof si) == sizeof si) {
+      return refuseAfterFork(Error{0, fmt::format("tally received {} before the workload started", signalName(static_cast<int>(si.ssi_signo)))});
+    }
+  }
   LeaseMeter meter(env.proc, env.sys, *env.cgroupRoot, lease->cgroup(), spec.gpuMemoryMax);
   rec.startedAtNs = realtimeNs();
   if (int execErr = child->release(); execErr != 0) {

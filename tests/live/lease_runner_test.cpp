@@ -200,6 +200,27 @@ TEST_F(Runner, StopSignalStopsTheLeaseAndIsNamed) {
   EXPECT_EQ(lease.calls, "place stop end release");
 }
 
+TEST_F(Runner, StopRequestedDuringSetupMeansTheWorkloadNeverStarts) {
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGHUP);
+  ASSERT_EQ(::pthread_sigmask(SIG_BLOCK, &set, nullptr), 0);
+  int sfd = ::signalfd(-1, &set, SFD_CLOEXEC | SFD_NONBLOCK);
+  ASSERT_GE(sfd, 0);
+  ::kill(::getpid(), SIGHUP);  // pending before the runner starts
+  std::string marker = tree.path() + "/ran";
+  spec.command = {"touch", marker};
+  FakeLease lease(tree.path(), "max", "oom_kill 0\n");
+  auto r = run(lease, sfd);
+  ::close(sfd);
+  ::pthread_sigmask(SIG_UNBLOCK, &set, nullptr);
+  EXPECT_EQ(r.outcome.cls, lease::OutcomeClass::ContainmentRefused);
+  EXPECT_NE(r.outcome.summary.find("tally received SIGHUP before the workload started"), std::string::npos);
+  EXPECT_EQ(lease.calls, "place release");
+  std::this_thread::sleep_for(100ms);
+  EXPECT_FALSE(exists(marker));
+}
+
 TEST(HeldChild, AbandonedChildNeverExecs) {
   TempDir dir;
   std::string marker = dir.path() + "/ran";

@@ -122,6 +122,16 @@ TEST_F(VmSystem, UndeclaredLimitsReadBackAsMax) {
   EXPECT_EQ(t.record["applied"]["memory_oom_group"], 0);
 }
 
+TEST_F(VmSystem, OomPoliciesStopAndContinueLeaveOomGroupOff) {
+  for (const char* policy : {"stop", "continue"}) {
+    auto t = run({"--memory-max", "64M", "--oom-policy", policy}, {kWorkload, "hog", "200"});
+    EXPECT_EQ(t.result.exitCode(), 137) << policy << describe(t);
+    EXPECT_EQ(t.record["applied"]["memory_oom_group"], 0) << policy;
+    EXPECT_EQ(t.record["declared"]["oom_policy"], policy);
+    EXPECT_EQ(t.record["outcome"]["class"], "oom-killed") << policy << describe(t);
+  }
+}
+
 TEST_F(VmSystem, HighAndSwapLimitsAreAppliedAndVerified) {
   auto t = run({"--memory-max", "96M", "--memory-high", "80M", "--memory-swap-max", "0"}, {"true"});
   EXPECT_EQ(t.result.exitCode(), 0) << describe(t);
