@@ -15,6 +15,10 @@ json limitJson(const probes::MemoryLimit& l) { return l.unlimited ? json("max") 
 // The memory.stat figures worth keeping per lease (the file has ~70 keys).
 constexpr const char* kStatKeys[] = {"anon", "file", "kernel", "kernel_stack", "pagetables", "shmem",
                                      "sock", "slab", "file_mapped", "percpu", "vmalloc"};
+// ... and its cumulative counters, meaningful at the end of a lease.
+constexpr const char* kStatCounters[] = {"pgfault", "pgmajfault", "pgscan", "pgsteal", "pgrefill",
+                                         "workingset_refault_anon", "workingset_refault_file",
+                                         "pswpin", "pswpout", "thp_fault_alloc"};
 
 }  // namespace
 
@@ -69,6 +73,13 @@ json recordJson(const LeaseRecord& r) {
     mem["events"] = ev;
   } else if (r.counters.eventsUnknown) {
     mem["events_unknown"] = *r.counters.eventsUnknown;
+  }
+  if (r.counters.stat) {
+    json st;
+    for (const char* k : kStatCounters) {
+      if (auto v = r.counters.stat->get(k)) st[k] = *v;
+    }
+    mem["stat_counters"] = st;
   }
   json sampled;
   sampled["samples"] = r.host.samples;

@@ -25,6 +25,10 @@ struct FinalCounters {
   std::optional<std::uint64_t> swapPeak;
   std::optional<probes::FlatKeyed> events;
   std::optional<std::string> eventsUnknown;
+  // memory.stat at the end: its cumulative event counters (faults, reclaim,
+  // refaults, swap-ins) are hierarchical and survive the scope, unlike the
+  // sizes, which are ~0 once the workload is gone.
+  std::optional<probes::FlatKeyed> stat;
 };
 
 struct LeaseRecord {

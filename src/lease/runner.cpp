@@ -45,6 +45,7 @@ FinalCounters readFinalCounters(const fs::Root& root, const std::string& cgroup)
   if (auto swap = root.read(relative(cgroup, "memory.swap.peak"), 64)) {
     if (auto v = probes::parseMemoryLimit(*swap); v && !v->unlimited) c.swapPeak = v->bytes;
   }
+  if (auto st = root.read(relative(cgroup, "memory.stat"), 64 * 1024)) c.stat = probes::parseFlatKeyed(*st);
   if (auto ev = root.read(relative(cgroup, "memory.events"), 4096)) {
     c.events = probes::parseFlatKeyed(*ev);
     if (!c.events) c.eventsUnknown = "memory.events is malformed";

@@ -51,7 +51,7 @@ class FakeLease final : public contain::LeaseCgroup {
     writeFile(dir + "/memory.swap.max", "max\n");
     writeFile(dir + "/memory.oom.group", "1\n");
     writeFile(dir + "/memory.current", "12345\n");
-    writeFile(dir + "/memory.stat", "anon 10000\nfile 2345\n");
+    writeFile(dir + "/memory.stat", "anon 10000\nfile 2345\npgfault 77\n");
     writeFile(dir + "/memory.peak", "20000\n");
     writeFile(dir + "/memory.events", events_);
     writeFile(dir + "/cgroup.procs", std::to_string(pid) + "\n");
@@ -116,6 +116,7 @@ TEST_F(Runner, ExitCodeMirrorsAndEveryStepRuns) {
   EXPECT_EQ(r.counters.memoryPeak, 20000u);
   EXPECT_EQ(r.host.peakCurrent, 12345u);
   EXPECT_EQ(r.host.statAtPeak->get("anon"), 10000u);
+  EXPECT_EQ(r.counters.stat->get("pgfault"), 77u);
   EXPECT_GE(r.gpu.samples, 1u);
   EXPECT_EQ(r.gpu.peakBytes, 0u) << "a measured zero: the scan ran and found no DRM client";
   EXPECT_EQ(r.manager, "fake");

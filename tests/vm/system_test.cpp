@@ -111,6 +111,11 @@ TEST_F(VmSystem, WorkloadWithinBoundsExitsZeroWithPeakRecorded) {
   EXPECT_LE(t.record["memory"]["peak_bytes"].get<std::uint64_t>(), 64 * kMiB);
   EXPECT_EQ(t.record["memory"]["events"]["oom_kill"], 0);
   EXPECT_GE(t.record["memory"]["sampled"]["samples"].get<int>(), 1);
+  // 16 MiB touched: 4096 pages faulted in, as 4 KiB faults or 2 MiB THP
+  // faults (512 pages each), counted in the slice's final memory.stat.
+  const auto& st = t.record["memory"]["stat_counters"];
+  EXPECT_GE(st["pgfault"].get<std::uint64_t>() + 512 * st.value("thp_fault_alloc", std::uint64_t{0}), 4096u)
+      << describe(t);
 }
 
 TEST_F(VmSystem, UndeclaredLimitsReadBackAsMax) {
