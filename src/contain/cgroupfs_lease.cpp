@@ -12,6 +12,7 @@
 
 #include "probes/cgroup_memory.h"
 #include "probes/proc_cgroup.h"
+#include "util/clock.h"
 #include "util/text.h"
 
 namespace tally::contain {
@@ -21,22 +22,6 @@ std::string stripSlashes(std::string_view p) {
   while (!p.empty() && p.front() == '/') p.remove_prefix(1);
   while (!p.empty() && p.back() == '/') p.remove_suffix(1);
   return std::string(p);
-}
-
-bool hasWord(std::string_view list, std::string_view word) {
-  for (std::size_t i = 0; i <= list.size();) {
-    auto end = list.find_first_of(" \n", i);
-    if (end == std::string_view::npos) end = list.size();
-    if (list.substr(i, end - i) == word) return true;
-    i = end + 1;
-  }
-  return false;
-}
-
-std::uint64_t nowUs() {
-  timespec ts{};
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return static_cast<std::uint64_t>(ts.tv_sec) * 1000000u + static_cast<std::uint64_t>(ts.tv_nsec) / 1000u;
 }
 
 }  // namespace
@@ -50,7 +35,7 @@ Status checkDelegatedParent(const fs::Root& cgroupRoot, const std::string& paren
     return Error{controllers.error().code,
                  fmt::format("{} is not a cgroup v2 directory: {}", cgroupRoot.describe(rel), controllers.error().message)};
   }
-  if (!hasWord(text::trim(*controllers), "memory")) {
+  if (!text::hasWord(text::trim(*controllers), "memory")) {
     return Error{0, fmt::format("memory controller not delegated to {}: its cgroup.subtree_control is '{}'; "
                                 "enable it (echo +memory > {}/cgroup.subtree_control) or use systemd",
                                 cgroupRoot.describe(rel), text::trim(*controllers), cgroupRoot.describe(rel))};
@@ -118,38 +103,35 @@ Status CgroupfsLease::place(pid_t pid) {
   return s;
 }
 
-Status CgroupfsLease::killAll() {
-  if (!created_) return Ok{};
-  if (auto s = writeFile("cgroup.kill", "1"); s) return s;
-  // Before 5.14 there is no cgroup.kill: signal each listed process.
+Status CgroupfsLease::signalAll(int sig) {
   auto procs = root_.read(rel_ + "/cgroup.procs", 1 << 20);
   if (!procs) return procs.error();
   text::LineReader lines(*procs);
   while (auto line = lines.next()) {
-    if (auto pid = text::parseU64(text::trim(*line))) ::kill(static_cast<pid_t>(*pid), SIGKILL);
+    if (auto pid = text::parseU64(text::trim(*line))) ::kill(static_cast<pid_t>(*pid), sig);
   }
   return Ok{};
+}
+
+Status CgroupfsLease::killAll() {
+  if (!created_) return Ok{};
+  if (auto s = writeFile("cgroup.kill", "1"); s) return s;
+  return signalAll(SIGKILL);  // before 5.14 there is no cgroup.kill
 }
 
 Status CgroupfsLease::stop() {
   if (!created_) return Ok{};
-  auto procs = root_.read(rel_ + "/cgroup.procs", 1 << 20);
-  if (!procs) return procs.error();
-  text::LineReader lines(*procs);
-  while (auto line = lines.next()) {
-    if (auto pid = text::parseU64(text::trim(*line))) ::kill(static_cast<pid_t>(*pid), SIGTERM);
-  }
-  return Ok{};
+  return signalAll(SIGTERM);
 }
 
 Status CgroupfsLease::waitEmpty(std::uint64_t timeoutUs) {
-  std::uint64_t deadline = nowUs() + timeoutUs;
+  std::uint64_t deadline = clock::monotonicUs() + timeoutUs;
   for (;;) {
     auto events = root_.read(rel_ + "/cgroup.events", 256);
     if (!events) return events.error();
     auto parsed = probes::parseFlatKeyed(*events);
     if (parsed && parsed->get("populated") == std::uint64_t{0}) return Ok{};
-    if (nowUs() >= deadline) return Error{ETIMEDOUT, fmt::format("{} still has processes", cgroup_)};
+    if (clock::monotonicUs() >= deadline) return Error{ETIMEDOUT, fmt::format("{} still has processes", cgroup_)};
     ::usleep(10000);
   }
 }

@@ -43,6 +43,7 @@ class CgroupfsLease final : public LeaseCgroup {
  private:
   Status writeFile(const char* file, const std::string& value);
   Status waitEmpty(std::uint64_t timeoutUs);
+  Status signalAll(int sig);  // every process listed in the lease's cgroup.procs
   const fs::Root& root_;
   std::string parent_;
   const lease::LeaseSpec& spec_;

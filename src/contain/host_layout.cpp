@@ -11,16 +11,6 @@ std::string firstLine(const Result<std::string>& r) {
   return std::string(text::trim(std::string_view(*r).substr(0, r->find('\n'))));
 }
 
-bool hasWord(std::string_view list, std::string_view word, char sep) {
-  while (!list.empty()) {
-    auto end = list.find(sep);
-    if (text::trim(list.substr(0, end)) == word) return true;
-    if (end == std::string_view::npos) break;
-    list.remove_prefix(end + 1);
-  }
-  return false;
-}
-
 }  // namespace
 
 std::string HostLayout::memoryController() const {
@@ -37,7 +27,7 @@ HostLayout readHostLayout(const fs::Root& proc, const fs::Root* cgroupRoot, cons
     h.v2Root = controllers.ok();
     if (h.v2Root) {
       h.controllers = firstLine(controllers);
-      h.memoryOnV2 = hasWord(h.controllers, "memory", ' ');
+      h.memoryOnV2 = text::hasWord(h.controllers, "memory");
       h.v2RootEvidence = cgroupRoot->describe("cgroup.controllers");
     } else {
       h.v2RootEvidence = controllers.error().message;
@@ -48,7 +38,7 @@ HostLayout readHostLayout(const fs::Root& proc, const fs::Root* cgroupRoot, cons
   if (auto mi = proc.read("self/mountinfo", 1 << 20)) {
     for (const auto& m : probes::parseMountinfo(*mi)) {
       if (m.fsType == "cgroup2") h.v2Mounts.push_back(m.mountPoint);
-      if (m.fsType == "cgroup" && hasWord(m.superOptions, "memory", ',')) h.memoryV1Mounts.push_back(m.mountPoint);
+      if (m.fsType == "cgroup" && text::hasWord(m.superOptions, "memory", ',')) h.memoryV1Mounts.push_back(m.mountPoint);
     }
   }
   if (!h.systemd) h.problems.push_back("no systemd (PID 1 is " + (h.pid1.empty() ? "unknown" : h.pid1) + ")");

@@ -9,6 +9,7 @@
 #include <cstring>
 #include <cstdlib>
 
+#include "util/clock.h"
 #include "util/text.h"
 
 namespace tally::contain {
@@ -19,11 +20,6 @@ constexpr const char* kPath = "/org/freedesktop/systemd1";
 constexpr const char* kManager = "org.freedesktop.systemd1.Manager";
 constexpr std::uint64_t kCallTimeoutUs = 30'000'000;
 
-std::uint64_t nowUs() {
-  timespec ts{};
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return static_cast<std::uint64_t>(ts.tv_sec) * 1000000u + static_cast<std::uint64_t>(ts.tv_nsec) / 1000u;
-}
 
 // "Invalid slice name (org.freedesktop.DBus.Error.InvalidArgs)", or strerror.
 std::string busErrorText(const sd_bus_error& e, int r) {
@@ -91,7 +87,7 @@ int SystemdBus::onJobRemoved(sd_bus_message* m, void* self, sd_bus_error*) {
 }
 
 Result<std::string> SystemdBus::waitJob(const std::string& jobPath, std::uint64_t timeoutUs) {
-  std::uint64_t deadline = nowUs() + timeoutUs;
+  std::uint64_t deadline = clock::monotonicUs() + timeoutUs;
   for (;;) {
     if (auto it = finishedJobs_.find(jobPath); it != finishedJobs_.end()) {
       std::string result = it->second;
@@ -101,7 +97,7 @@ Result<std::string> SystemdBus::waitJob(const std::string& jobPath, std::uint64_
     int r = sd_bus_process(bus_, nullptr);
     if (r < 0) return Error{-r, fmt::format("lost the systemd bus while waiting for {}: {}", jobPath, std::strerror(-r))};
     if (r > 0) continue;
-    std::uint64_t now = nowUs();
+    std::uint64_t now = clock::monotonicUs();
     if (now >= deadline) return Error{ETIMEDOUT, fmt::format("systemd job {} did not finish in {} s", jobPath, timeoutUs / 1000000)};
     r = sd_bus_wait(bus_, deadline - now);
     if (r < 0 && r != -EINTR) return Error{-r, fmt::format("waiting on the systemd bus: {}", std::strerror(-r))};

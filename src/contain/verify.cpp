@@ -8,12 +8,6 @@
 namespace tally::contain {
 namespace {
 
-std::string relative(std::string_view cgroup, std::string_view file) {
-  std::string_view p = cgroup;
-  while (!p.empty() && p.front() == '/') p.remove_prefix(1);
-  if (p.empty()) return std::string(file);
-  return fmt::format("{}/{}", p, file);
-}
 
 std::string show(const std::optional<std::uint64_t>& v) { return v ? std::to_string(*v) : "max"; }
 std::string show(const probes::MemoryLimit& l) { return l.unlimited ? "max" : std::to_string(l.bytes); }
@@ -43,7 +37,7 @@ bool limitMatches(const std::optional<std::uint64_t>& declared, const probes::Me
 Result<AppliedLimits> verifyLimits(const fs::Root& cgroupRoot, std::string_view cgroup, const ExpectedLimits& expected,
                                    std::uint64_t pageSize, std::string_view delegationHint) {
   AppliedLimits applied;
-  auto maxRel = relative(cgroup, "memory.max");
+  auto maxRel = fs::joinPath(cgroup, "memory.max");
   auto max = readLimit(cgroupRoot, maxRel);
   if (!max) {
     if (max.error().code == ENOENT) {
@@ -53,7 +47,7 @@ Result<AppliedLimits> verifyLimits(const fs::Root& cgroupRoot, std::string_view 
     return max.error();
   }
   applied.memoryMax = *max;
-  auto high = readLimit(cgroupRoot, relative(cgroup, "memory.high"));
+  auto high = readLimit(cgroupRoot, fs::joinPath(cgroup, "memory.high"));
   if (!high) return high.error();
   applied.memoryHigh = *high;
 
@@ -64,7 +58,7 @@ Result<AppliedLimits> verifyLimits(const fs::Root& cgroupRoot, std::string_view 
   if (!limitMatches(expected.memoryHigh, *high, pageSize)) {
     mismatches.push_back(fmt::format("memory.high is {}, declared {}", show(*high), show(expected.memoryHigh)));
   }
-  auto swapRel = relative(cgroup, "memory.swap.max");
+  auto swapRel = fs::joinPath(cgroup, "memory.swap.max");
   auto swap = readLimit(cgroupRoot, swapRel);
   if (swap) {
     applied.memorySwapMax = *swap;
@@ -75,7 +69,7 @@ Result<AppliedLimits> verifyLimits(const fs::Root& cgroupRoot, std::string_view 
     mismatches.push_back(fmt::format("memory.swap.max declared {} but unreadable ({}): is swap accounting off?",
                                      *expected.memorySwapMax, swap.error().message));
   }
-  auto groupRel = relative(cgroup, "memory.oom.group");
+  auto groupRel = fs::joinPath(cgroup, "memory.oom.group");
   auto group = cgroupRoot.read(groupRel, 64);
   if (!group) {
     mismatches.push_back(fmt::format("memory.oom.group unreadable: {}", group.error().message));

@@ -31,6 +31,15 @@ constexpr std::size_t kDirentNameOffset = offsetof(LinuxDirent64, d_type) + 1;
 
 }  // namespace
 
+std::string joinPath(std::string_view dir, std::string_view name) {
+  while (!dir.empty() && dir.back() == '/') dir.remove_suffix(1);
+  while (!dir.empty() && dir.front() == '/') dir.remove_prefix(1);
+  std::string out(dir);
+  if (!out.empty()) out += '/';
+  out += name;
+  return out;
+}
+
 int forEachEntry(int dirFd, const std::function<bool(std::string_view, unsigned char)>& fn) {
   alignas(LinuxDirent64) std::array<char, 32768> buf;
   for (;;) {

@@ -56,6 +56,11 @@ class Root {
   std::string path_;
 };
 
+// "<dir>/<name>" for a path relative to a Root; a dir of "/" or "" gives
+// "<name>". (Root strips leading slashes, so cgroup paths as the kernel prints
+// them, "/tally.slice/...", can be joined directly.)
+std::string joinPath(std::string_view dir, std::string_view name);
+
 // Roots a command reads from; every command takes --proc-root, --sys-root and
 // --cgroup-root (diagnostic/testing options) to point them at a fixture tree.
 struct RootPaths {

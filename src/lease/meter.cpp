@@ -1,40 +1,29 @@
 #include "lease/meter.h"
 
 #include <fmt/format.h>
-#include <time.h>
 
 #include "report/aggregate.h"
 #include "scanner/scan.h"
+#include "util/clock.h"
 
 namespace tally::lease {
-namespace {
-
-std::uint64_t realtimeNs() {
-  timespec ts{};
-  clock_gettime(CLOCK_REALTIME, &ts);
-  return static_cast<std::uint64_t>(ts.tv_sec) * 1000000000u + static_cast<std::uint64_t>(ts.tv_nsec);
-}
-
-}  // namespace
 
 bool countsAsGpuMemory(const std::string& region) { return region == "gtt" || region == "vram"; }
 
 LeaseMeter::LeaseMeter(const fs::Root& proc, const fs::Root& sys, const fs::Root& cgroupRoot, std::string cgroup,
                        std::optional<std::uint64_t> gpuMemoryMax)
     : proc_(proc), sys_(sys), cgroupRoot_(cgroupRoot), cgroup_(std::move(cgroup)), gpuMemoryMax_(gpuMemoryMax) {
-  std::string_view r = cgroup_;
-  while (!r.empty() && r.front() == '/') r.remove_prefix(1);
-  rel_ = r.empty() ? "." : std::string(r);
+  rel_ = fs::joinPath(cgroup_, "");
 }
 
 void LeaseMeter::sample() {
-  std::uint64_t now = realtimeNs();
+  std::uint64_t now = clock::realtimeNs();
   sampleHost(now);
   sampleGpu(now);
 }
 
 void LeaseMeter::sampleHost(std::uint64_t nowNs) {
-  auto text = cgroupRoot_.read(rel_ + "/memory.current", 64);
+  auto text = cgroupRoot_.read(rel_ + "memory.current", 64);
   if (!text) {
     host_.lastError = text.error().message;
     return;
@@ -48,7 +37,7 @@ void LeaseMeter::sampleHost(std::uint64_t nowNs) {
   if (!host_.peakCurrent || current->bytes > *host_.peakCurrent) {
     host_.peakCurrent = current->bytes;
     host_.peakAtNs = nowNs;
-    if (auto stat = cgroupRoot_.read(rel_ + "/memory.stat", 64 * 1024)) host_.statAtPeak = probes::parseFlatKeyed(*stat);
+    if (auto stat = cgroupRoot_.read(rel_ + "memory.stat", 64 * 1024)) host_.statAtPeak = probes::parseFlatKeyed(*stat);
   }
 }
 

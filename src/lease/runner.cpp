@@ -14,39 +14,27 @@
 #include "contain/held_child.h"
 #include "contain/systemd_lease.h"
 #include "contain/verify.h"
+#include "util/clock.h"
 #include "util/text.h"
 
 namespace tally::lease {
 namespace {
 
-std::uint64_t clockNs(clockid_t clock) {
-  timespec ts{};
-  clock_gettime(clock, &ts);
-  return static_cast<std::uint64_t>(ts.tv_sec) * 1000000000u + static_cast<std::uint64_t>(ts.tv_nsec);
-}
-std::uint64_t realtimeNs() { return clockNs(CLOCK_REALTIME); }
-std::uint64_t monotonicUs() { return clockNs(CLOCK_MONOTONIC) / 1000u; }
-
-std::string relative(const std::string& cgroup, const char* file) {
-  std::string_view p = cgroup;
-  while (!p.empty() && p.front() == '/') p.remove_prefix(1);
-  return p.empty() ? std::string(file) : fmt::format("{}/{}", p, file);
-}
 
 FinalCounters readFinalCounters(const fs::Root& root, const std::string& cgroup) {
   FinalCounters c;
   c.cgroup = cgroup;
-  if (auto peak = root.read(relative(cgroup, "memory.peak"), 64)) {
+  if (auto peak = root.read(fs::joinPath(cgroup, "memory.peak"), 64)) {
     if (auto v = probes::parseMemoryLimit(*peak); v && !v->unlimited) c.memoryPeak = v->bytes;
     else c.memoryPeakUnknown = fmt::format("memory.peak reads '{}'", text::trim(*peak));
   } else {
     c.memoryPeakUnknown = peak.error().code == ENOENT ? "no memory.peak (needs Linux 5.19)" : peak.error().message;
   }
-  if (auto swap = root.read(relative(cgroup, "memory.swap.peak"), 64)) {
+  if (auto swap = root.read(fs::joinPath(cgroup, "memory.swap.peak"), 64)) {
     if (auto v = probes::parseMemoryLimit(*swap); v && !v->unlimited) c.swapPeak = v->bytes;
   }
-  if (auto st = root.read(relative(cgroup, "memory.stat"), 64 * 1024)) c.stat = probes::parseFlatKeyed(*st);
-  if (auto ev = root.read(relative(cgroup, "memory.events"), 4096)) {
+  if (auto st = root.read(fs::joinPath(cgroup, "memory.stat"), 64 * 1024)) c.stat = probes::parseFlatKeyed(*st);
+  if (auto ev = root.read(fs::joinPath(cgroup, "memory.events"), 4096)) {
     c.events = probes::parseFlatKeyed(*ev);
     if (!c.events) c.eventsUnknown = "memory.events is malformed";
   } else {
@@ -57,7 +45,7 @@ FinalCounters readFinalCounters(const fs::Root& root, const std::string& cgroup)
 
 // The lease's memory.events oom_kill right now, for OOMPolicy=stop on cgroupfs.
 std::uint64_t oomKillsNow(const fs::Root& root, const std::string& cgroup) {
-  auto ev = root.read(relative(cgroup, "memory.events"), 4096);
+  auto ev = root.read(fs::joinPath(cgroup, "memory.events"), 4096);
   if (!ev) return 0;
   auto parsed = probes::parseFlatKeyed(*ev);
   return parsed ? parsed->get("oom_kill").value_or(0) : 0;
@@ -72,7 +60,7 @@ void warnIf(LeaseRecord& rec, const Status& s, const char* what) {
 LeaseRecord runLease(const LeaseSpec& spec, const RunEnv& env, contain::LeaseCgroup* lease, const std::string& refusal) {
   LeaseRecord rec;
   rec.spec = spec;
-  rec.startedAtNs = realtimeNs();
+  rec.startedAtNs = clock::realtimeNs();
   rec.manager = lease ? lease->manager() : "none";
   OutcomeFacts facts;
   facts.policy = spec.oomPolicy;
@@ -80,7 +68,7 @@ LeaseRecord runLease(const LeaseSpec& spec, const RunEnv& env, contain::LeaseCgr
   auto finishRefused = [&](std::string why) {
     facts.ending.kind = Ending::Kind::NeverRan;
     facts.refusal = std::move(why);
-    rec.endedAtNs = realtimeNs();
+    rec.endedAtNs = clock::realtimeNs();
     rec.outcome = classify(facts);
     return rec;
   };
@@ -115,17 +103,17 @@ LeaseRecord runLease(const LeaseSpec& spec, const RunEnv& env, contain::LeaseCgr
     }
   }
   LeaseMeter meter(env.proc, env.sys, *env.cgroupRoot, lease->cgroup(), spec.gpuMemoryMax);
-  rec.startedAtNs = realtimeNs();
+  rec.startedAtNs = clock::realtimeNs();
   if (int execErr = child->release(); execErr != 0) {
     facts.ending = Ending{Ending::Kind::ExecFailed, 0, 0, execErr};
     (void)child->reap();
   } else {
     meter.sample();
-    std::uint64_t nextSample = monotonicUs() + spec.sampleIntervalUs;
+    std::uint64_t nextSample = clock::monotonicUs() + spec.sampleIntervalUs;
     std::uint64_t killDeadline = 0;  // after a stop: SIGKILL everything if still alive
     bool stopRequested = false, oomStopSent = false;
     for (;;) {
-      std::uint64_t now = monotonicUs();
+      std::uint64_t now = clock::monotonicUs();
       std::uint64_t wake = nextSample;
       if (killDeadline && killDeadline < wake) wake = killDeadline;
       int timeoutMs = wake > now ? static_cast<int>((wake - now + 999) / 1000) : 0;
@@ -144,13 +132,13 @@ LeaseRecord runLease(const LeaseSpec& spec, const RunEnv& env, contain::LeaseCgr
             stopRequested = true;
             facts.stopSignal = sig;
             warnIf(rec, lease->stop(), "stopping the lease");
-            killDeadline = monotonicUs() + contain::kStopTimeoutUs + 2'000'000;
+            killDeadline = clock::monotonicUs() + contain::kStopTimeoutUs + 2'000'000;
           } else {
             warnIf(rec, lease->killAll(), "killing the lease");  // a second signal: no more grace
           }
         }
       }
-      now = monotonicUs();
+      now = clock::monotonicUs();
       if (killDeadline && now >= killDeadline) {
         warnIf(rec, lease->killAll(), "killing the lease after the stop grace");
         killDeadline = 0;
@@ -176,7 +164,7 @@ LeaseRecord runLease(const LeaseSpec& spec, const RunEnv& env, contain::LeaseCgr
       facts.ending = Ending{Ending::Kind::Signaled, 0, WTERMSIG(*status), 0};
     }
   }
-  rec.endedAtNs = realtimeNs();
+  rec.endedAtNs = clock::realtimeNs();
   rec.host = meter.host();
   rec.gpu = meter.gpu();
 

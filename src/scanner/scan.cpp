@@ -18,6 +18,7 @@
 #include "probes/proc_stat.h"
 #include "probes/proc_status.h"
 #include "scanner/kfd.h"
+#include "util/clock.h"
 #include "util/text.h"
 
 namespace tally::scanner {
@@ -27,11 +28,6 @@ namespace {
 // leaves room for amdgpu's many regions and engines. Larger files spill.
 constexpr std::size_t kFdinfoBuffer = 8192;
 
-std::uint64_t realtimeNs() {
-  timespec ts{};
-  clock_gettime(CLOCK_REALTIME, &ts);
-  return static_cast<std::uint64_t>(ts.tv_sec) * 1000000000ull + static_cast<std::uint64_t>(ts.tv_nsec);
-}
 
 bool vanished(int err) { return err == ENOENT || err == ESRCH; }
 
@@ -239,7 +235,7 @@ void commit(const fs::Root& sys, Scan& scan, std::unordered_map<std::string, std
 Result<Scan> Scanner::run(const std::vector<Candidate>& candidates, bool readCgroupFile) {
   stats_ = {};
   Scan scan;
-  scan.observedAtNs = realtimeNs();
+  scan.observedAtNs = clock::realtimeNs();
   auto devices = devices::discoverDrmDevices(sys_);
   if (!devices) return devices.error();
   scan.devices = std::move(*devices);

@@ -10,6 +10,16 @@ std::string_view trimLeft(std::string_view s) {
   return s.substr(i);
 }
 
+bool hasWord(std::string_view list, std::string_view word, char sep) {
+  while (!list.empty()) {
+    auto end = list.find(sep);
+    if (trim(list.substr(0, end)) == word) return true;
+    if (end == std::string_view::npos) break;
+    list.remove_prefix(end + 1);
+  }
+  return false;
+}
+
 std::string_view trim(std::string_view s) {
   s = trimLeft(s);
   std::size_t n = s.size();

@@ -28,6 +28,10 @@ std::optional<std::int64_t> parseI64(std::string_view s);
 // Multiply with overflow detection.
 std::optional<std::uint64_t> mulU64(std::uint64_t a, std::uint64_t b);
 
+// Whether `word` is one of the `sep`-separated items of `list` (blanks around
+// items ignored): "cpu memory pids" has "memory"; "rw,memory" with ',' too.
+bool hasWord(std::string_view list, std::string_view word, char sep = ' ');
+
 // Iterate lines of a buffer: `while (auto line = lines.next())`.
 class LineReader {
  public:

@@ -87,6 +87,23 @@ class FakeLease final : public contain::LeaseCgroup {
   pid_t pid_ = 0;
 };
 
+// A signal blocked in this thread (and threads it starts) and read through a
+// signalfd, as tally run does with its stop signals.
+struct BlockedSignal {
+  sigset_t set{};
+  int fd = -1;
+  explicit BlockedSignal(int sig) {
+    sigemptyset(&set);
+    sigaddset(&set, sig);
+    ::pthread_sigmask(SIG_BLOCK, &set, nullptr);
+    fd = ::signalfd(-1, &set, SFD_CLOEXEC | SFD_NONBLOCK);
+  }
+  ~BlockedSignal() {
+    ::close(fd);
+    ::pthread_sigmask(SIG_UNBLOCK, &set, nullptr);
+  }
+};
+
 struct Runner : ::testing::Test {
   TempDir tree;
   fs::Root proc = *fs::Root::open("/proc");
@@ -178,12 +195,8 @@ TEST_F(Runner, SigkillWithOomKillInTheCountersIsAnOom) {
 }
 
 TEST_F(Runner, StopSignalStopsTheLeaseAndIsNamed) {
-  sigset_t set;
-  sigemptyset(&set);
-  sigaddset(&set, SIGTERM);
-  ASSERT_EQ(::pthread_sigmask(SIG_BLOCK, &set, nullptr), 0);
-  int sfd = ::signalfd(-1, &set, SFD_CLOEXEC | SFD_NONBLOCK);
-  ASSERT_GE(sfd, 0);
+  BlockedSignal term(SIGTERM);
+  ASSERT_GE(term.fd, 0);
   spec.command = {"sleep", "30"};
   FakeLease lease(tree.path(), "max", "oom_kill 0\n");
   std::thread sender([] {
@@ -191,10 +204,8 @@ TEST_F(Runner, StopSignalStopsTheLeaseAndIsNamed) {
     ::kill(::getpid(), SIGTERM);
   });
   auto start = std::chrono::steady_clock::now();
-  auto r = run(lease, sfd);
+  auto r = run(lease, term.fd);
   sender.join();
-  ::close(sfd);
-  ::pthread_sigmask(SIG_UNBLOCK, &set, nullptr);
   EXPECT_LT(std::chrono::steady_clock::now() - start, 10s);
   EXPECT_EQ(r.outcome.cls, lease::OutcomeClass::Stopped);
   EXPECT_EQ(r.outcome.exitStatus, 143);
@@ -202,19 +213,13 @@ TEST_F(Runner, StopSignalStopsTheLeaseAndIsNamed) {
 }
 
 TEST_F(Runner, StopRequestedDuringSetupMeansTheWorkloadNeverStarts) {
-  sigset_t set;
-  sigemptyset(&set);
-  sigaddset(&set, SIGHUP);
-  ASSERT_EQ(::pthread_sigmask(SIG_BLOCK, &set, nullptr), 0);
-  int sfd = ::signalfd(-1, &set, SFD_CLOEXEC | SFD_NONBLOCK);
-  ASSERT_GE(sfd, 0);
+  BlockedSignal hup(SIGHUP);
+  ASSERT_GE(hup.fd, 0);
   ::kill(::getpid(), SIGHUP);  // pending before the runner starts
   std::string marker = tree.path() + "/ran";
   spec.command = {"touch", marker};
   FakeLease lease(tree.path(), "max", "oom_kill 0\n");
-  auto r = run(lease, sfd);
-  ::close(sfd);
-  ::pthread_sigmask(SIG_UNBLOCK, &set, nullptr);
+  auto r = run(lease, hup.fd);
   EXPECT_EQ(r.outcome.cls, lease::OutcomeClass::ContainmentRefused);
   EXPECT_NE(r.outcome.summary.find("tally received SIGHUP before the workload started"), std::string::npos);
   EXPECT_EQ(lease.calls, "place release");
