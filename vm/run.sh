@@ -6,7 +6,8 @@
 #   vm/run.sh [--timeout SECONDS] [--env NAME=VALUE]... [--keep] -- COMMAND [ARGS...]
 #
 # The command runs as root in the guest, from the caller's working directory (the
-# host tree is visible at the same paths, read-only; /tmp is a fresh tmpfs).
+# host tree is visible at the same paths, read-only; /tmp is a fresh tmpfs, into
+# which the working directory is bound when it lives under /tmp).
 # TALLY_TESTDRM_KO names the test DRM driver built for the guest kernel.
 #
 # Exit status: the command's own status when the VM completed it;
@@ -73,13 +74,17 @@ for e in "${envs[@]}"; do envlines+=$'\n'"export $(printf %q "$e")"; done
 sed -e "s|@CWD@|$(printf %q "$PWD")|" -e "s|@TIMEOUT@|$timeout_s|" "$here/wrapper.in" \
   | awk -v env="$envlines" '{ if ($0 == "@ENV@") print env; else print }' > "$xfer/wrapper"
 
+bind=
+case "$PWD" in /tmp/*) bind=" tally_bind=$PWD" ;; esac
+[[ "$PWD" == *" "* ]] && bind=  # a path with blanks cannot travel on the kernel command line
+
 start=$(date +%s%N)
 set +e
 timeout -k 10 $((timeout_s + 120)) qemu-system-x86_64 \
   -accel tcg,thread=multi -cpu max -smp 2 -m 2048 \
   -nographic -no-reboot -monitor none -serial "file:$xfer/console.log" \
   -kernel "$kdir/root/boot/vmlinuz-$kver" -initrd "$initrd" \
-  -append "console=ttyS0 quiet panic=-1 systemd.unified_cgroup_hierarchy=1 systemd.show_status=error systemd.unit=tally-vm.target" \
+  -append "console=ttyS0 quiet panic=-1 systemd.unified_cgroup_hierarchy=1 systemd.show_status=error systemd.unit=tally-vm.target$bind" \
   -fsdev local,id=hostroot,path=/,security_model=none,readonly=on,multidevs=remap \
   -device virtio-9p-pci,fsdev=hostroot,mount_tag=hostroot \
   -fsdev local,id=vmxfer,path="$xfer",security_model=none,multidevs=remap \

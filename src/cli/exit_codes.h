@@ -1,4 +1,5 @@
-// tally's exit codes (documented in docs/cli.md). Stable: scripts rely on them.
+// tally's exit codes (tally --help, docs/gpu.md, docs/doctor.md; tally run has its own, docs/run.md).
+// Stable: scripts rely on them.
 #pragma once
 
 namespace tally::cli {

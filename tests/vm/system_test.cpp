@@ -298,6 +298,39 @@ TEST_F(VmSystem, ChargedBuffersShowInMemoryPeakLikeTomorrowsKernel) {
   EXPECT_GE(t.record["memory"]["peak_bytes"].get<std::uint64_t>(), 48 * kMiB) << describe(t);
 }
 
+// tally gpu on a real DRM node: device discovery through sysfs and the fdinfo
+// the kernel's DRM core prints for the test driver.
+TEST_F(VmSystem, TallyGpuSeesTheTestDriverAndItsClient) {
+  setCharging(false);
+  auto holder = spawnProgram({kWorkload, "gpu", "vram", "8", "2", "4000"});
+  std::this_thread::sleep_for(1500ms);
+  auto r = runProgram({kTally, "gpu", "--json"});
+  ::kill(holder.pid, SIGKILL);
+  waitProgram(holder);
+  ASSERT_EQ(r.exitCode(), 0) << r.err;
+  auto doc = json::parse(r.out);
+  // A platform device with no bound driver: sysfs has no driver link, so the
+  // device's driver is absent (the clients' fdinfo names it); the key is the
+  // device directory's name.
+  bool sawDevice = false;
+  for (const auto& d : doc["devices"]) {
+    if (d["key"] != "tally_testdrm") continue;
+    sawDevice = true;
+    EXPECT_TRUE(d["driver"].is_null());
+    EXPECT_EQ(d["attributed"]["vram"]["resident_bytes"], 16 * kMiB);
+    EXPECT_EQ(d["clients"], 1);
+  }
+  EXPECT_TRUE(sawDevice) << doc["devices"].dump(2);
+  bool sawProcess = false;
+  for (const auto& p : doc["processes"]) {
+    if (p["pid"] != holder.pid) continue;
+    sawProcess = true;
+    EXPECT_EQ(p["regions"]["vram"]["resident_bytes"], 16 * kMiB) << p.dump(2);
+    EXPECT_EQ(p["clients"][0]["driver"], "tally_testdrm");
+  }
+  EXPECT_TRUE(sawProcess) << doc["processes"].dump(2);
+}
+
 TEST_F(VmSystem, LedgerHoldsEveryOutcome) {
   run({}, {"sh", "-c", "exit 3"});
   run({"--slice", "x--y.slice"}, {"true"});
