@@ -17,4 +17,10 @@ echo
 echo "== tally gpu =="
 "$tally" gpu
 echo
+echo "== tally run --memory-max 64M -- true  (a lease; refused with the reason where the host cannot contain one) =="
+rc=0
+"$tally" run --memory-max 64M -- true || rc=$?
+[ "$rc" -eq 0 ] || [ "$rc" -eq 125 ] || exit "$rc"
+"$tally" ledger --limit 3
+echo
 echo "tally is built at $tally"
