@@ -16,21 +16,13 @@
 #include "util/text.h"
 
 namespace tally::contain {
-namespace {
-
-std::string stripSlashes(std::string_view p) {
-  while (!p.empty() && p.front() == '/') p.remove_prefix(1);
-  while (!p.empty() && p.back() == '/') p.remove_suffix(1);
-  return std::string(p);
-}
-
-}  // namespace
 
 Status checkDelegatedParent(const fs::Root& cgroupRoot, const std::string& parent) {
-  std::string rel = stripSlashes(parent);
+  if (parent.find("..") != std::string::npos) return Error{EINVAL, fmt::format("cgroup parent {} climbs with '..'", parent)};
+  std::string rel = fs::joinPath(parent, "");  // "" for the root, else "a/b/"
+  if (!rel.empty()) rel.pop_back();
   std::string dir = rel.empty() ? "." : rel;
-  if (rel.find("..") != std::string::npos) return Error{EINVAL, fmt::format("cgroup parent {} climbs with '..'", parent)};
-  auto controllers = cgroupRoot.read(dir + "/cgroup.subtree_control", 4096);
+  auto controllers = cgroupRoot.read(fs::joinPath(rel, "cgroup.subtree_control"), 4096);
   if (!controllers) {
     return Error{controllers.error().code,
                  fmt::format("{} is not a cgroup v2 directory: {}", cgroupRoot.describe(rel), controllers.error().message)};
@@ -62,14 +54,13 @@ Result<std::string> defaultCgroupParent(const fs::Root& proc, const fs::Root& cg
 
 CgroupfsLease::CgroupfsLease(const fs::Root& cgroupRoot, std::string parent, const lease::LeaseSpec& spec)
     : root_(cgroupRoot), parent_(std::move(parent)), spec_(spec) {
-  std::string p = stripSlashes(parent_);
+  rel_ = fs::joinPath(parent_, fmt::format("tally-{}", spec.id));
   // fmt, not operator+: g++ 12 -O2 warns falsely (-Wrestrict) on the concatenation.
-  rel_ = p.empty() ? fmt::format("tally-{}", spec.id) : fmt::format("{}/tally-{}", p, spec.id);
   cgroup_ = fmt::format("/{}", rel_);
 }
 
 std::string CgroupfsLease::delegationHint() const {
-  return fmt::format("; enable it in {}/cgroup.subtree_control", root_.describe(stripSlashes(parent_)));
+  return fmt::format("; enable it in {}", root_.describe(fs::joinPath(parent_, "cgroup.subtree_control")));
 }
 
 Status CgroupfsLease::writeFile(const char* file, const std::string& value) {
@@ -137,14 +128,16 @@ Status CgroupfsLease::waitEmpty(std::uint64_t timeoutUs) {
 }
 
 Status CgroupfsLease::endWorkload() {
-  if (!created_) return Ok{};
+  if (!created_ || ended_) return Ok{};
   if (auto s = killAll(); !s) return s;
-  return waitEmpty(10'000'000);
+  if (auto s = waitEmpty(10'000'000); !s) return s;
+  ended_ = true;
+  return Ok{};
 }
 
 Status CgroupfsLease::release() {
   if (!created_) return Ok{};
-  if (auto s = endWorkload(); !s) return s;
+  if (auto s = endWorkload(); !s) return s;  // a refused lease was never ended
   if (::unlinkat(root_.fd(), rel_.c_str(), AT_REMOVEDIR) != 0) {
     return errnoError(errno, fmt::format("remove lease cgroup {}", root_.describe(rel_)));
   }

@@ -50,6 +50,7 @@ class CgroupfsLease final : public LeaseCgroup {
   std::string cgroup_;  // "/<parent>/tally-<id>"
   std::string rel_;     // the same, relative (no leading slash)
   bool created_ = false;
+  bool ended_ = false;  // endWorkload() emptied it
 };
 
 }  // namespace tally::contain

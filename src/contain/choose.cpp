@@ -51,9 +51,11 @@ Choice chooseContainment(const lease::LeaseSpec& spec, const fs::Root& proc, con
                              fmt::format("no systemd {} manager ({}); using a delegated cgroup v2 subtree",
                                          user ? "user" : "system", bus.error().message));
   if (fallback.lease) return fallback;
-  std::string why = layout.problems.empty() ? bus.error().message + "; " + fallback.refusal
-                                            : fmt::format("{}", fmt::join(layout.problems, "; "));
-  if (!layout.problems.empty() && layout.systemd) why += "; " + bus.error().message;
+  // A host whose layout cannot contain a lease says so in its own terms (as
+  // tally doctor does); otherwise both attempts explain themselves.
+  if (layout.problems.empty()) return refuse(bus.error().message + "; " + fallback.refusal);
+  std::string why = fmt::format("{}", fmt::join(layout.problems, "; "));
+  if (layout.systemd) why += "; " + bus.error().message;
   return refuse(why);
 }
 

@@ -214,14 +214,16 @@ Status SystemdLease::stop() { return bus_->stopUnit(scope_, false); }
 Status SystemdLease::killAll() { return bus_->killUnit(scope_, SIGKILL); }
 
 Status SystemdLease::endWorkload() {
-  if (!placed_) return Ok{};
-  return bus_->stopUnit(scope_, true);
+  if (!placed_ || scopeStopped_) return Ok{};
+  auto s = bus_->stopUnit(scope_, true);
+  scopeStopped_ = s.ok();
+  return s;
 }
 
 Status SystemdLease::release() {
   if (!placed_) return Ok{};
-  // The scope first (a refused lease may still have one), then its slice.
-  auto s = bus_->stopUnit(scope_, true);
+  // The scope first (a refused lease still has one), then its slice.
+  auto s = endWorkload();
   auto t = bus_->stopUnit(slice_, true);
   return s ? t : s;
 }

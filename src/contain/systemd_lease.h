@@ -71,6 +71,7 @@ class SystemdLease final : public LeaseCgroup {
   std::string scope_, slice_;
   std::string cgroup_, sliceCgroup_;
   bool placed_ = false;
+  bool scopeStopped_ = false;  // endWorkload() saw its stop job done
 };
 
 // How long systemd waits after SIGTERM before SIGKILL when a lease is stopped.

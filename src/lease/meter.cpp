@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include "report/aggregate.h"
+#include "probes/sysfs_value.h"
 #include "scanner/scan.h"
 #include "util/clock.h"
 
@@ -28,14 +29,14 @@ void LeaseMeter::sampleHost(std::uint64_t nowNs) {
     host_.lastError = text.error().message;
     return;
   }
-  auto current = probes::parseMemoryLimit(*text);
-  if (!current || current->unlimited) {
+  auto current = probes::parseSysfsU64(*text);
+  if (!current) {
     host_.lastError = fmt::format("memory.current reads '{}'", *text);
     return;
   }
   ++host_.samples;
-  if (!host_.peakCurrent || current->bytes > *host_.peakCurrent) {
-    host_.peakCurrent = current->bytes;
+  if (!host_.peakCurrent || *current > *host_.peakCurrent) {
+    host_.peakCurrent = *current;
     host_.peakAtNs = nowNs;
     if (auto stat = cgroupRoot_.read(rel_ + "memory.stat", 64 * 1024)) host_.statAtPeak = probes::parseFlatKeyed(*stat);
   }

@@ -5,7 +5,6 @@
 #include <signal.h>
 #include <sys/signalfd.h>
 #include <sys/wait.h>
-#include <time.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -14,24 +13,24 @@
 #include "contain/held_child.h"
 #include "contain/systemd_lease.h"
 #include "contain/verify.h"
+#include "probes/sysfs_value.h"
 #include "util/clock.h"
 #include "util/text.h"
 
 namespace tally::lease {
 namespace {
 
-
 FinalCounters readFinalCounters(const fs::Root& root, const std::string& cgroup) {
   FinalCounters c;
   c.cgroup = cgroup;
   if (auto peak = root.read(fs::joinPath(cgroup, "memory.peak"), 64)) {
-    if (auto v = probes::parseMemoryLimit(*peak); v && !v->unlimited) c.memoryPeak = v->bytes;
+    if (auto v = probes::parseSysfsU64(*peak)) c.memoryPeak = *v;
     else c.memoryPeakUnknown = fmt::format("memory.peak reads '{}'", text::trim(*peak));
   } else {
     c.memoryPeakUnknown = peak.error().code == ENOENT ? "no memory.peak (needs Linux 5.19)" : peak.error().message;
   }
   if (auto swap = root.read(fs::joinPath(cgroup, "memory.swap.peak"), 64)) {
-    if (auto v = probes::parseMemoryLimit(*swap); v && !v->unlimited) c.swapPeak = v->bytes;
+    c.swapPeak = probes::parseSysfsU64(*swap);
   }
   if (auto st = root.read(fs::joinPath(cgroup, "memory.stat"), 64 * 1024)) c.stat = probes::parseFlatKeyed(*st);
   if (auto ev = root.read(fs::joinPath(cgroup, "memory.events"), 4096)) {

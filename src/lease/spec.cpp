@@ -2,8 +2,9 @@
 
 #include <sys/random.h>
 
+#include <fmt/format.h>
+
 #include <array>
-#include <cstdio>
 
 #include "util/text.h"
 
@@ -45,13 +46,7 @@ std::string newLeaseId() {
     ssize_t n = getrandom(bytes.data() + got, bytes.size() - got, 0);
     if (n > 0) got += static_cast<std::size_t>(n);
   }
-  std::string id;
-  for (unsigned char b : bytes) {
-    std::array<char, 3> hex{};
-    std::snprintf(hex.data(), hex.size(), "%02x", b);
-    id += hex.data();
-  }
-  return id;
+  return fmt::format("{:02x}", fmt::join(bytes, ""));
 }
 
 }  // namespace tally::lease

@@ -3,67 +3,65 @@
 #include <fmt/format.h>
 
 #include <cctype>
+#include <initializer_list>
 
 #include "util/text.h"
 
 namespace tally::lease {
 namespace {
 
-std::string lower(std::string_view s) {
-  std::string out(s);
-  for (auto& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return out;
+struct Unit {
+  std::string_view suffix;  // lower case
+  std::uint64_t factor;
+};
+
+// One number with a unit suffix from `units`, matched case-insensitively.
+// The three messages name the quantity and the accepted forms.
+struct Scale {
+  std::initializer_list<Unit> units;
+  const char* notANumber;   // "'{}' is not a ..."
+  const char* unknownUnit;  // "'{}': unknown ... unit '{}' ..."
+  const char* overflow;     // "'{}' is too ..."
+};
+
+Result<std::uint64_t> parseScaled(std::string_view text, const Scale& scale) {
+  std::string_view t = text::trim(text);
+  std::size_t i = 0;
+  while (i < t.size() && t[i] >= '0' && t[i] <= '9') ++i;
+  if (i == 0) return Error{0, fmt::format(fmt::runtime(scale.notANumber), text)};
+  std::string_view suffix = text::trim(t.substr(i));
+  std::string lower(suffix);
+  for (auto& c : lower) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  for (const Unit& u : scale.units) {
+    if (u.suffix != lower) continue;
+    auto n = text::parseU64(t.substr(0, i));
+    auto v = n ? text::mulU64(*n, u.factor) : std::nullopt;
+    if (!v) return Error{0, fmt::format(fmt::runtime(scale.overflow), text)};
+    return *v;
+  }
+  return Error{0, fmt::format(fmt::runtime(scale.unknownUnit), text, suffix)};
 }
 
-// Splits "<digits><suffix>" with optional blanks between them.
-bool splitNumber(std::string_view text, std::string_view& digits, std::string_view& suffix) {
-  std::size_t i = 0;
-  while (i < text.size() && text[i] >= '0' && text[i] <= '9') ++i;
-  digits = text.substr(0, i);
-  suffix = text::trim(text.substr(i));
-  return !digits.empty();
-}
+constexpr std::uint64_t KiB = 1ull << 10, MiB = 1ull << 20, GiB = 1ull << 30, TiB = 1ull << 40;
 
 }  // namespace
 
 Result<std::uint64_t> parseSize(std::string_view text) {
-  std::string_view t = text::trim(text);
-  std::string_view digits, suffix;
-  if (!splitNumber(t, digits, suffix)) {
-    return Error{0, fmt::format("'{}' is not a size: give bytes or a number with K, M, G or T (1024-based), e.g. 64M", text)};
-  }
-  auto n = text::parseU64(digits);
-  if (!n) return Error{0, fmt::format("'{}' is too large for a 64-bit byte count", text)};
-  std::string s = lower(suffix);
-  unsigned shift = 0;
-  if (s.empty() || s == "b") shift = 0;
-  else if (s == "k" || s == "kb" || s == "ki" || s == "kib") shift = 10;
-  else if (s == "m" || s == "mb" || s == "mi" || s == "mib") shift = 20;
-  else if (s == "g" || s == "gb" || s == "gi" || s == "gib") shift = 30;
-  else if (s == "t" || s == "tb" || s == "ti" || s == "tib") shift = 40;
-  else return Error{0, fmt::format("'{}': unknown size unit '{}' (use K, M, G or T, 1024-based; KiB spellings work too)", text, suffix)};
-  auto bytes = text::mulU64(*n, std::uint64_t{1} << shift);
-  if (!bytes) return Error{0, fmt::format("'{}' is too large for a 64-bit byte count", text)};
-  return *bytes;
+  return parseScaled(text, {{{"", 1}, {"b", 1},
+                             {"k", KiB}, {"kb", KiB}, {"ki", KiB}, {"kib", KiB},
+                             {"m", MiB}, {"mb", MiB}, {"mi", MiB}, {"mib", MiB},
+                             {"g", GiB}, {"gb", GiB}, {"gi", GiB}, {"gib", GiB},
+                             {"t", TiB}, {"tb", TiB}, {"ti", TiB}, {"tib", TiB}},
+                            "'{}' is not a size: give bytes or a number with K, M, G or T (1024-based), e.g. 64M",
+                            "'{}': unknown size unit '{}' (use K, M, G or T, 1024-based; KiB spellings work too)",
+                            "'{}' is too large for a 64-bit byte count"});
 }
 
 Result<std::uint64_t> parseDurationUs(std::string_view text) {
-  std::string_view t = text::trim(text);
-  std::string_view digits, suffix;
-  if (!splitNumber(t, digits, suffix)) {
-    return Error{0, fmt::format("'{}' is not a duration: give e.g. 500ms, 1s or 2m", text)};
-  }
-  auto n = text::parseU64(digits);
-  std::string s = lower(suffix);
-  std::uint64_t unit = 0;
-  if (s == "us") unit = 1;
-  else if (s == "ms") unit = 1000;
-  else if (s.empty() || s == "s") unit = 1000000;
-  else if (s == "m" || s == "min") unit = 60000000;
-  else return Error{0, fmt::format("'{}': unknown duration unit '{}' (use us, ms, s or m)", text, suffix)};
-  auto us = n ? text::mulU64(*n, unit) : std::nullopt;
-  if (!us) return Error{0, fmt::format("'{}' is too long a duration", text)};
-  return *us;
+  return parseScaled(text, {{{"us", 1}, {"ms", 1000}, {"", 1000000}, {"s", 1000000}, {"m", 60000000}, {"min", 60000000}},
+                            "'{}' is not a duration: give e.g. 500ms, 1s or 2m",
+                            "'{}': unknown duration unit '{}' (use us, ms, s or m)",
+                            "'{}' is too long a duration"});
 }
 
 }  // namespace tally::lease
