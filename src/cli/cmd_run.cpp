@@ -124,7 +124,8 @@ void addRunCommand(CLI::App& app, RunOptions& o) {
       "  tally run --user --memory-max 2G -- make -j8\n\n"
       "Exit status mirrors the workload: its exit code, or 128+N when signal N ended it (an OOM kill is\n"
       "137, and the outcome says oom-killed). tally's own: 2 usage error, 125 containment refused (the\n"
-      "command never ran), 126 command not executable, 127 command not found.\n"
+      "command never ran; also a workload whose wait status was lost), 126 command not executable,\n"
+      "127 command not found.\n"
       "SIGINT/SIGTERM/SIGHUP stop the whole lease (SIGTERM, SIGKILL after 10 s; a second signal kills at once).\n"
       "Outcomes are appended to the ledger <state-dir>/ledger.sqlite (see 'tally ledger').");
   run->add_option("--name", o.name, "label for the lease (default: the command's basename)");

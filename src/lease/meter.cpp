@@ -58,15 +58,23 @@ void LeaseMeter::sampleGpu(std::uint64_t nowNs) {
   for (const auto& c : scan->clients) report::addInto(regions, report::clientRegions(c));
   std::map<std::string, std::uint64_t> now;
   std::uint64_t sum = 0;
+  bool complete = true;
   for (const auto& [region, sums] : regions) {
     auto resident = sums.resident.get();
-    if (!resident) continue;
+    if (!resident) {
+      complete = complete && !countsAsGpuMemory(region);
+      continue;
+    }
     now[region] = *resident;
     auto& peak = gpu_.regionPeaks[region];
     if (*resident > peak) peak = *resident;
     if (countsAsGpuMemory(region)) sum += *resident;
   }
   gpu_.maxClients = std::max<std::uint64_t>(gpu_.maxClients, scan->clients.size());
+  if (!complete) {
+    ++gpu_.samplesIncomplete;
+    return;
+  }
   if (gpuMemoryMax_ && sum > *gpuMemoryMax_) ++gpu_.samplesOverBudget;
   if (!gpu_.peakBytes || sum > *gpu_.peakBytes) {
     gpu_.peakBytes = sum;

@@ -36,6 +36,9 @@ struct GpuMeter {
   std::uint64_t maxClients = 0;
   std::uint64_t samplesOverBudget = 0;  // samples whose sum exceeded gpu_memory_max
   std::uint64_t samplesWithUnreadable = 0;  // some process could not be read (its GPU use unknown)
+  // A client printed a gtt/vram figure but no resident one: that sample's sum
+  // is unknown, so it is left out of the peak rather than undercounted.
+  std::uint64_t samplesIncomplete = 0;
   std::optional<std::string> lastUnreadable;
   std::optional<std::string> lastError;
 };

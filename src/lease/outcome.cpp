@@ -25,6 +25,7 @@ const char* outcomeClassName(OutcomeClass c) {
     case OutcomeClass::Stopped: return "stopped";
     case OutcomeClass::ExecFailed: return "exec-failed";
     case OutcomeClass::ContainmentRefused: return "containment-refused";
+    case OutcomeClass::Unknown: return "unknown";
   }
   return "?";
 }
@@ -38,7 +39,8 @@ std::string signalName(int sig) {
 Outcome classify(const OutcomeFacts& f) {
   Outcome o;
   std::optional<std::uint64_t> oomKills;
-  if (f.memoryEvents) oomKills = f.memoryEvents->get("oom_kill").value_or(0);
+  // A memory.events without the key (before Linux 4.13) leaves it unknown, not 0.
+  if (f.memoryEvents) oomKills = f.memoryEvents->get("oom_kill");
   o.oomKills = oomKills;
 
   switch (f.ending.kind) {
@@ -69,6 +71,11 @@ Outcome classify(const OutcomeFacts& f) {
                                  *oomKills, *oomKills, limitText(f.memoryMax));
       }
       return o;
+    case Ending::Kind::Unknown:
+      o.cls = OutcomeClass::Unknown;
+      o.exitStatus = kRunExitRefused;
+      o.summary = "how the workload ended is unknown: " + f.endingUnknown.value_or("no wait status");
+      return o;
     case Ending::Kind::Signaled:
       break;
   }
@@ -93,6 +100,7 @@ Outcome classify(const OutcomeFacts& f) {
   o.summary = fmt::format("killed by {}", signalName(sig));
   if (sig == SIGKILL) {
     if (oomKills) o.summary += " (not the OOM killer: memory.events oom_kill=0)";
+    else if (f.memoryEvents) o.summary += " (whether the OOM killer did it is unknown: memory.events has no oom_kill)";
     else o.summary += " (whether the OOM killer did it is unknown: " + f.memoryEventsUnknown.value_or("memory.events unreadable") + ")";
   }
   return o;

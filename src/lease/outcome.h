@@ -26,11 +26,12 @@ enum class OutcomeClass {
   Stopped,             // tally was told to stop (SIGINT/SIGTERM/SIGHUP) and stopped the lease
   ExecFailed,          // contained, but the command could not be executed
   ContainmentRefused,  // the workload never ran
+  Unknown,             // it ran, but its wait status could not be read (never guessed)
 };
 const char* outcomeClassName(OutcomeClass c);  // "exited", "killed-by-signal", "oom-killed", ...
 
 struct Ending {
-  enum class Kind { NeverRan, ExecFailed, Exited, Signaled } kind = Kind::NeverRan;
+  enum class Kind { NeverRan, ExecFailed, Exited, Signaled, Unknown } kind = Kind::NeverRan;
   int exitCode = 0;   // Exited
   int signal = 0;     // Signaled
   int execErrno = 0;  // ExecFailed
@@ -39,6 +40,7 @@ struct Ending {
 struct OutcomeFacts {
   Ending ending;
   std::optional<std::string> refusal;              // why containment was refused
+  std::optional<std::string> endingUnknown;        // why the wait status is missing (Kind::Unknown)
   OomPolicy policy = OomPolicy::Kill;
   std::optional<probes::FlatKeyed> memoryEvents;   // final, hierarchical, of the lease
   std::optional<std::string> memoryEventsUnknown;  // why they are absent

@@ -112,6 +112,7 @@ json recordJson(const LeaseRecord& r) {
   } else {
     gpu["peak_unknown"] = r.gpu.lastError.value_or("no sample was taken while the workload ran");
   }
+  if (r.gpu.samplesIncomplete) gpu["samples_incomplete"] = r.gpu.samplesIncomplete;
   if (r.gpu.samplesWithUnreadable) {
     gpu["samples_with_unreadable_processes"] = r.gpu.samplesWithUnreadable;
     gpu["unreadable_example"] = r.gpu.lastUnreadable.value_or("");

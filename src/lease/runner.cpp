@@ -155,8 +155,8 @@ LeaseRecord runLease(const LeaseSpec& spec, const RunEnv& env, contain::LeaseCgr
     }
     auto status = child->reap();
     if (!status) {
-      rec.warnings.push_back(status.error().message);
-      facts.ending = Ending{Ending::Kind::Signaled, 0, SIGKILL, 0};
+      facts.ending.kind = Ending::Kind::Unknown;
+      facts.endingUnknown = status.error().message;
     } else if (WIFEXITED(*status)) {
       facts.ending = Ending{Ending::Kind::Exited, WEXITSTATUS(*status), 0, 0};
     } else {

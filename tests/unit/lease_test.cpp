@@ -310,6 +310,23 @@ TEST(Classify, RefusedAndExecFailed) {
   EXPECT_EQ(lease::classify(f).cls, lease::OutcomeClass::ExecFailed);
 }
 
+TEST(Classify, MissingFactsStayUnknown) {
+  // memory.events without oom_kill (an old kernel): not a zero.
+  auto o = lease::classify(signaled(SIGKILL, "oom 0\n"));
+  EXPECT_EQ(o.cls, lease::OutcomeClass::KilledBySignal);
+  EXPECT_FALSE(o.oomKills);
+  EXPECT_NE(o.summary.find("unknown: memory.events has no oom_kill"), std::string::npos) << o.summary;
+  // No wait status: the ending is not guessed.
+  lease::OutcomeFacts f;
+  f.ending.kind = lease::Ending::Kind::Unknown;
+  f.endingUnknown = "waitpid: No child processes";
+  o = lease::classify(f);
+  EXPECT_EQ(o.cls, lease::OutcomeClass::Unknown);
+  EXPECT_EQ(o.exitStatus, 125);
+  EXPECT_EQ(o.summary, "how the workload ended is unknown: waitpid: No child processes");
+  EXPECT_FALSE(o.signal);
+}
+
 TEST(Classify, SignalNames) {
   EXPECT_EQ(lease::signalName(SIGKILL), "SIGKILL");
   EXPECT_EQ(lease::signalName(SIGUSR1), "SIGUSR1");
