@@ -36,11 +36,6 @@ bool parseSizeOption(const char* option, const std::string& text, std::optional<
   return true;
 }
 
-std::string basename(const std::string& path) {
-  auto slash = path.rfind('/');
-  return slash == std::string::npos ? path : path.substr(slash + 1);
-}
-
 // Names must stay valid inside unit names and descriptions.
 bool validName(const std::string& s) {
   if (s.empty() || s.size() > 64) return false;
@@ -59,7 +54,7 @@ std::optional<lease::LeaseSpec> buildSpec(const RunOptions& o) {
     fmt::print(stderr, "tally run: no command given; usage: tally run [options] -- CMD ARGS...\n");
     return std::nullopt;
   }
-  spec.name = o.name.empty() ? basename(spec.command.front()) : o.name;
+  spec.name = o.name.empty() ? std::string(fs::baseName(spec.command.front())) : o.name;
   if (!validName(spec.name)) {
     if (!o.name.empty()) {
       fmt::print(stderr, "tally run: --name '{}' must be 1-64 of [A-Za-z0-9._-]\n", o.name);

@@ -44,9 +44,8 @@ Result<std::string> defaultCgroupParent(const fs::Root& proc, const fs::Root& cg
   auto own = probes::parseProcCgroup(*text);
   if (!own) return Error{0, "tally is not in a cgroup v2 hierarchy (no 0:: line in /proc/self/cgroup)"};
   if (own->outsideNamespace) return Error{0, "tally's cgroup is outside its cgroup namespace"};
-  std::string_view path = own->path;
-  auto slash = path.rfind('/');
-  std::string parent(slash == std::string_view::npos || slash == 0 ? std::string_view("/") : path.substr(0, slash));
+  std::string_view up = fs::parentPath(own->path);
+  std::string parent(up.empty() ? std::string_view("/") : up);
   auto ok = checkDelegatedParent(cgroupRoot, parent);
   if (!ok) return ok.error();
   return parent;

@@ -9,6 +9,7 @@
 #include <cstring>
 #include <cstdlib>
 
+#include "fs/root.h"
 #include "util/clock.h"
 #include "util/text.h"
 
@@ -202,8 +203,7 @@ Status SystemdLease::place(pid_t pid) {
   auto cg = bus_->controlGroup(scope_, "org.freedesktop.systemd1.Scope");
   if (!cg) return cg.error();
   cgroup_ = *cg;
-  auto slash = cgroup_.rfind('/');
-  sliceCgroup_ = cgroup_.substr(0, slash == 0 ? 1 : slash);
+  sliceCgroup_ = fs::parentPath(cgroup_);
   if (!text::endsWith(sliceCgroup_, "/" + slice_)) {
     return Error{0, fmt::format("the scope's cgroup {} is not inside its lease slice {}", cgroup_, slice_)};
   }

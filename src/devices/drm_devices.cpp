@@ -9,11 +9,7 @@
 namespace tally::devices {
 namespace {
 
-std::string basename(std::string_view link) {
-  while (!link.empty() && link.back() == '/') link.remove_suffix(1);
-  auto slash = link.rfind('/');
-  return std::string(slash == std::string_view::npos ? link : link.substr(slash + 1));
-}
+std::string basename(std::string_view link) { return std::string(fs::baseName(link)); }
 
 bool isNodeName(std::string_view n) {
   auto digitsAfter = [&](std::string_view prefix) {

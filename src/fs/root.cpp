@@ -31,6 +31,19 @@ constexpr std::size_t kDirentNameOffset = offsetof(LinuxDirent64, d_type) + 1;
 
 }  // namespace
 
+std::string_view baseName(std::string_view path) {
+  while (!path.empty() && path.back() == '/') path.remove_suffix(1);
+  auto slash = path.rfind('/');
+  return slash == std::string_view::npos ? path : path.substr(slash + 1);
+}
+
+std::string_view parentPath(std::string_view path) {
+  while (path.size() > 1 && path.back() == '/') path.remove_suffix(1);
+  auto slash = path.rfind('/');
+  if (slash == std::string_view::npos) return {};
+  return slash == 0 ? path.substr(0, 1) : path.substr(0, slash);
+}
+
 std::string joinPath(std::string_view dir, std::string_view name) {
   while (!dir.empty() && dir.back() == '/') dir.remove_suffix(1);
   while (!dir.empty() && dir.front() == '/') dir.remove_prefix(1);

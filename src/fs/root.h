@@ -61,6 +61,12 @@ class Root {
 // them, "/tally.slice/...", can be joined directly.)
 std::string joinPath(std::string_view dir, std::string_view name);
 
+// The last component of a path ("../../devices/pci0000:00/0000:c6:00.0" ->
+// "0000:c6:00.0"; trailing slashes ignored), and its parent ("/a/b" -> "/a",
+// "/a" -> "/"; a path without a slash has parent "").
+std::string_view baseName(std::string_view path);
+std::string_view parentPath(std::string_view path);
+
 // Roots a command reads from; every command takes --proc-root, --sys-root and
 // --cgroup-root (diagnostic/testing options) to point them at a fixture tree.
 struct RootPaths {
