@@ -7,28 +7,103 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/exit_codes.h"
+#include "config/config.h"
 #include "ledger/ledger.h"
 
 namespace tally::cli {
 
+namespace {
+
+constexpr const char* kStateDirHelp =
+    "where the ledger lives (default: $TALLY_STATE_DIR, /var/lib/tally for root, else ~/.local/state/tally)";
+
+// --state-dir wins; else --config's [daemon] state_dir; else the default.
+std::optional<std::string> stateDirOf(const LedgerOptions& o) {
+  if (!o.stateDir.empty()) return o.stateDir;
+  if (!o.config.empty()) {
+    auto parsed = config::load(o.config);
+    if (!parsed.config) {
+      fmt::print(stderr, "{}tally ledger: the config has problems\n", config::formatProblems(parsed, o.config));
+      return std::nullopt;
+    }
+    if (!parsed.config->daemon.stateDir.empty()) return parsed.config->daemon.stateDir;
+  }
+  return ledger::defaultStateDir();
+}
+
+using ojson = nlohmann::ordered_json;
+
+int runVerify(ledger::Ledger& db, const LedgerOptions& o) {
+  auto rep = db.verify();
+  if (!rep) {
+    fmt::print(stderr, "tally ledger verify: {}\n", rep.error().message);
+    return kExitEnvironment;
+  }
+  if (o.json) {
+    fmt::print("{}\n", ojson{{"ledger", db.path()}, {"intact", rep->problems.empty()}, {"rows", rep->rows},
+                              {"head_seq", rep->headSeq}, {"head_hash", rep->headHash}, {"legacy_rows", rep->legacyRows},
+                              {"problems", rep->problems}}.dump(2));
+  } else if (rep->problems.empty()) {
+    fmt::print("{}: intact: {} rows, head #{} {}\n", db.path(), rep->rows, rep->headSeq, rep->headHash.empty() ? "(empty)" : rep->headHash);
+    if (rep->legacyRows) fmt::print("({} schema-1 rows predate the chain and are not covered by it)\n", rep->legacyRows);
+  } else {
+    fmt::print("{}: BROKEN: {} problem(s) in {} rows\n", db.path(), rep->problems.size(), rep->rows);
+    for (const auto& p : rep->problems) fmt::print("  {}\n", p);
+  }
+  return rep->problems.empty() ? kExitOk : kExitDegraded;
+}
+
+int runExport(ledger::Ledger& db) {
+  auto events = db.events();
+  if (!events) {
+    fmt::print(stderr, "tally ledger export: {}\n", events.error().message);
+    return kExitEnvironment;
+  }
+  auto out = ojson::array();
+  for (const auto& e : *events) {
+    auto body = ojson::parse(e.body, nullptr, false);
+    out.push_back({{"seq", e.seq}, {"at_ns", e.atNs}, {"lease", e.leaseId}, {"kind", e.kind},
+                   {"body", body.is_discarded() ? ojson(e.body) : body}, {"prev_hash", e.prevHash}, {"hash", e.hash}});
+  }
+  fmt::print("{}\n", out.dump(2));
+  return kExitOk;
+}
+
+}  // namespace
+
 void addLedgerCommand(CLI::App& app, LedgerOptions& o) {
-  auto* cmd = app.add_subcommand("ledger", "The recorded lease outcomes (newest last)");
+  auto* cmd = app.add_subcommand("ledger", "The recorded lease outcomes (newest last); verify or export the chain");
   cmd->footer(
-      "Every 'tally run' appends one row, refused leases included. Rows are never rewritten.\n"
-      "Exit status: 0 ok, 3 the ledger cannot be opened.");
+      "Every lease's outcome is one row: 'tally run' appends it, the daemon appends lifecycle rows\n"
+      "(granted, started, adopted, readopted, released) and the outcome. Rows are never rewritten and\n"
+      "form a hash chain; 'tally ledger verify' names any edited, deleted or reordered row.\n"
+      "Exit status: 0 ok, 1 verify found a broken chain, 3 the ledger cannot be opened.");
   cmd->add_flag("--json", o.json, "print the full outcome records as a JSON array");
   cmd->add_option("--limit", o.limit, "how many of the newest rows")->default_str("20");
-  cmd->add_option("--state-dir", o.stateDir,
-                  "where the ledger lives (default: $TALLY_STATE_DIR, /var/lib/tally for root, else ~/.local/state/tally)");
+  cmd->add_option("--state-dir", o.stateDir, kStateDirHelp);
+  cmd->add_option("--config", o.config, "read the state dir from this daemon config");
+  o.verify = cmd->add_subcommand("verify", "Check the hash chain: every row's hash and link to the row before");
+  o.verify->add_flag("--json", o.json, "print the report as JSON");
+  o.verify->add_option("--state-dir", o.stateDir, kStateDirHelp);
+  o.verify->add_option("--config", o.config, "read the state dir from this daemon config");
+  o.verify->footer("Prints the head (last seq and hash): keep it elsewhere to detect a truncated tail later.\n"
+                   "Exit status: 0 intact, 1 broken (each problem names its row), 3 cannot open the ledger.");
+  o.exportCmd = cmd->add_subcommand("export", "Every chain row (lifecycle and outcomes) as JSON, with hashes");
+  o.exportCmd->add_flag("--json", o.json, "JSON (the only format; accepted for symmetry)");
+  o.exportCmd->add_option("--state-dir", o.stateDir, kStateDirHelp);
+  o.exportCmd->add_option("--config", o.config, "read the state dir from this daemon config");
 }
 
 int runLedger(const LedgerOptions& o) {
-  std::string dir = o.stateDir.empty() ? ledger::defaultStateDir() : o.stateDir;
-  auto db = ledger::Ledger::open(dir);
+  auto dir = stateDirOf(o);
+  if (!dir) return kExitDegraded;
+  auto db = ledger::Ledger::open(*dir);
   if (!db) {
     fmt::print(stderr, "tally ledger: {}\n", db.error().message);
     return kExitEnvironment;
   }
+  if (o.verify && o.verify->parsed()) return runVerify(*db, o);
+  if (o.exportCmd && o.exportCmd->parsed()) return runExport(*db);
   auto rows = db->recent(o.limit);
   if (!rows) {
     fmt::print(stderr, "tally ledger: {}\n", rows.error().message);
@@ -38,7 +113,7 @@ int runLedger(const LedgerOptions& o) {
     auto out = nlohmann::ordered_json::array();
     for (const auto& r : *rows) {
       auto rec = nlohmann::ordered_json::parse(r.entry.recordJson, nullptr, false);
-      out.push_back({{"seq", r.seq}, {"record", rec}});
+      out.push_back({{"seq", r.seq}, {"legacy", r.legacy}, {"record", rec}});
     }
     fmt::print("{}\n", out.dump(2));
     return kExitOk;

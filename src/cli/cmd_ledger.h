@@ -11,6 +11,9 @@ struct LedgerOptions {
   bool json = false;
   std::size_t limit = 20;
   std::string stateDir;
+  std::string config;  // the daemon's config: its [daemon] state_dir
+  CLI::App* verify = nullptr;
+  CLI::App* exportCmd = nullptr;
 };
 
 void addLedgerCommand(CLI::App& app, LedgerOptions& opts);

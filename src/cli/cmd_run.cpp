@@ -6,7 +6,9 @@
 #include <sys/signalfd.h>
 #include <unistd.h>
 
+#include "cli/cmd_client.h"
 #include "cli/roots.h"
+#include "cli/run_client.h"
 #include "contain/choose.h"
 #include "contain/host_layout.h"
 #include "ledger/ledger.h"
@@ -36,16 +38,6 @@ bool parseSizeOption(const char* option, const std::string& text, std::optional<
   return true;
 }
 
-// Names must stay valid inside unit names and descriptions.
-bool validName(const std::string& s) {
-  if (s.empty() || s.size() > 64) return false;
-  for (char c : s) {
-    bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-' || c == '_' || c == '.';
-    if (!ok) return false;
-  }
-  return true;
-}
-
 std::optional<lease::LeaseSpec> buildSpec(const RunOptions& o) {
   lease::LeaseSpec spec;
   spec.id = lease::newLeaseId();
@@ -55,7 +47,7 @@ std::optional<lease::LeaseSpec> buildSpec(const RunOptions& o) {
     return std::nullopt;
   }
   spec.name = o.name.empty() ? std::string(fs::baseName(spec.command.front())) : o.name;
-  if (!validName(spec.name)) {
+  if (!lease::validLeaseName(spec.name)) {
     if (!o.name.empty()) {
       fmt::print(stderr, "tally run: --name '{}' must be 1-64 of [A-Za-z0-9._-]\n", o.name);
       return std::nullopt;
@@ -122,7 +114,11 @@ void addRunCommand(CLI::App& app, RunOptions& o) {
       "command never ran; also a workload whose wait status was lost), 126 command not executable,\n"
       "127 command not found.\n"
       "SIGINT/SIGTERM/SIGHUP stop the whole lease (SIGTERM, SIGKILL after 10 s; a second signal kills at once).\n"
-      "Outcomes are appended to the ledger <state-dir>/ledger.sqlite (see 'tally ledger').");
+      "Outcomes are appended to the ledger <state-dir>/ledger.sqlite (see 'tally ledger').\n\n"
+      "With --pool the lease comes from the tally daemon: tally waits in the pool's queue (showing\n"
+      "its position), then runs the scope as above; the daemon meters it and records the outcome in\n"
+      "its ledger. No daemon reachable with --pool: exit 125, nothing runs. Without --pool tally run\n"
+      "works standalone, with no daemon at all.");
   run->add_option("--name", o.name, "label for the lease (default: the command's basename)");
   run->add_option("--memory-max", o.memoryMax, "hard memory limit (MemoryMax=, memory.max)");
   run->add_option("--memory-high", o.memoryHigh, "throttle limit (MemoryHigh=, memory.high)");
@@ -144,6 +140,18 @@ void addRunCommand(CLI::App& app, RunOptions& o) {
   run->add_option("--state-dir", o.stateDir,
                   "where the ledger lives (default: $TALLY_STATE_DIR, /var/lib/tally for root, else ~/.local/state/tally)");
   run->add_flag("--json", o.json, "print the outcome record (JSON) on stdout");
+  auto* pool = run->add_option("--pool", o.pools,
+                  "acquire the lease from the tally daemon first, holding this pool (repeat for several);\n"
+                  "the daemon queues it under the pool's capacity and budgets, meters it and records the outcome")
+      ->group("Daemon (pools)");
+  run->add_option("--priority", o.priority, "queue priority, -100..100 (higher first)")->default_str("0")->group("Daemon (pools)");
+  run->add_option("--queue-timeout", o.queueTimeout, "give up when not granted within this long (default: the daemon's)")
+      ->group("Daemon (pools)");
+  run->add_option("--reconnect-timeout", o.reconnectTimeout,
+                  "how long to wait for a restarted daemon before printing the outcome instead")
+      ->default_str("60s")->group("Daemon (pools)");
+  addSocketOption(run, o.socket);
+  (void)pool;
   // main() hands over what follows "--" untouched; without "--" the command
   // may not contain options (tally run sleep 5 works, sh -c needs "--").
   run->add_option("command", o.command, "the command and its arguments; put them after -- when they have options")
@@ -154,11 +162,30 @@ int runRun(const fs::RootPaths& paths, const RunOptions& opts) {
   auto spec = buildSpec(opts);
   if (!spec) return kRunExitUsage;
 
-  std::string stateDir = opts.stateDir.empty() ? ledger::defaultStateDir() : opts.stateDir;
-  auto ledger = ledger::Ledger::open(stateDir);
-  if (!ledger) {
-    fmt::print(stderr, "tally run: {}; the command was not run\n", ledger.error().message);
-    return kRunExitRefused;
+  // Standalone leases are recorded in the local ledger; pool leases by the daemon.
+  std::optional<ledger::Ledger> ledger;
+  if (opts.pools.empty()) {
+    std::string stateDir = opts.stateDir.empty() ? ledger::defaultStateDir() : opts.stateDir;
+    auto opened = ledger::Ledger::open(stateDir);
+    if (!opened) {
+      fmt::print(stderr, "tally run: {}; the command was not run\n", opened.error().message);
+      return kRunExitRefused;
+    }
+    ledger.emplace(std::move(*opened));
+  }
+  auto reconnect = lease::parseDurationUs(opts.reconnectTimeout);
+  if (!reconnect) {
+    fmt::print(stderr, "tally run: --reconnect-timeout {}\n", reconnect.error().message);
+    return kRunExitUsage;
+  }
+  std::optional<std::uint64_t> queueTimeout;
+  if (!opts.queueTimeout.empty()) {
+    auto v = lease::parseDurationUs(opts.queueTimeout);
+    if (!v) {
+      fmt::print(stderr, "tally run: --queue-timeout {}\n", v.error().message);
+      return kRunExitUsage;
+    }
+    queueTimeout = *v;
   }
   auto roots = openRoots(paths);
   if (!roots) return kRunExitRefused;
@@ -173,20 +200,42 @@ int runRun(const fs::RootPaths& paths, const RunOptions& opts) {
   sigprocmask(SIG_BLOCK, &stopSignals, nullptr);
   UniqueFd signalFd(signalfd(-1, &stopSignals, SFD_CLOEXEC | SFD_NONBLOCK));
 
+  std::optional<DaemonLease> daemonLease;
+  if (!opts.pools.empty()) {
+    daemonLease.emplace(opts.socket.empty() ? rpc::defaultSocketPath() : opts.socket, *reconnect);
+    nlohmann::json params = {{"pools", opts.pools}, {"name", spec->name}, {"priority", opts.priority}};
+    if (spec->memoryMax) params["memory_max"] = *spec->memoryMax;
+    if (spec->gpuMemoryMax) params["gpu_memory_max"] = *spec->gpuMemoryMax;
+    if (queueTimeout) params["timeout_us"] = *queueTimeout;
+    auto id = daemonLease->acquire(params, signalFd.get());
+    if (!id) {
+      fmt::print(stderr, "tally run: {}; the command was not run\n", id.error().message);
+      return kRunExitRefused;
+    }
+    spec->id = *id;
+    fmt::print(stderr, "tally run: lease {} granted ({})\n", *id, fmt::join(opts.pools, ", "));
+  }
+
   auto choice = contain::chooseContainment(*spec, roots->proc, cgroupRoot, layout);
   if (!choice.note.empty()) fmt::print(stderr, "tally run: {}\n", choice.note);
   long page = sysconf(_SC_PAGESIZE);
-  lease::RunEnv env{roots->proc, roots->sys, cgroupRoot, signalFd.get(), page > 0 ? static_cast<std::uint64_t>(page) : 4096};
+  lease::RunEnv env{roots->proc, roots->sys, cgroupRoot, signalFd.get(), page > 0 ? static_cast<std::uint64_t>(page) : 4096,
+                    daemonLease ? &*daemonLease : nullptr};
   auto record = lease::runLease(*spec, env, choice.lease.get(), choice.refusal);
   choice.lease.reset();
 
   auto doc = lease::recordJson(record);
   std::string recordText = doc.dump();
-  ledger::Entry entry{record.spec.id, record.spec.name, record.manager, record.startedAtNs, record.endedAtNs,
-                      lease::outcomeClassName(record.outcome.cls), record.outcome.exitStatus, recordText};
-  if (auto s = ledger->append(entry); !s) {
-    // Nothing lost: the record goes to stderr when the ledger refuses it.
-    fmt::print(stderr, "tally run: WARNING: {}; the record follows\n{}\n", s.error().message, recordText);
+  if (ledger) {
+    ledger::Entry entry{record.spec.id, record.spec.name, record.manager, record.startedAtNs, record.endedAtNs,
+                        lease::outcomeClassName(record.outcome.cls), record.outcome.exitStatus, recordText};
+    if (auto s = ledger->append(entry); !s) {
+      // Nothing lost: the record goes to stderr when the ledger refuses it.
+      fmt::print(stderr, "tally run: WARNING: {}; the record follows\n{}\n", s.error().message, recordText);
+    }
+  } else if (daemonLease && !daemonLease->recorded()) {
+    if (record.outcome.cls == lease::OutcomeClass::ContainmentRefused) daemonLease->withdraw();
+    else fmt::print(stderr, "tally run: WARNING: the daemon did not record lease {}; the record follows\n{}\n", record.spec.id, recordText);
   }
   for (const auto& w : record.warnings) fmt::print(stderr, "tally run: warning: {}\n", w);
   if (opts.json) fmt::print("{}\n", doc.dump(2));

@@ -18,6 +18,11 @@ struct RunOptions {
   std::string cgroupParent;
   std::string stateDir;
   bool user = false, system = false, cgroupfs = false, json = false;
+  // Daemon mode (--pool): acquire the lease from the daemon first.
+  std::vector<std::string> pools;
+  int priority = 0;
+  std::string queueTimeout, socket;
+  std::string reconnectTimeout = "60s";
   std::vector<std::string> command;
 };
 

@@ -6,6 +6,8 @@
 #include <vector>
 #include <fmt/format.h>
 
+#include "cli/cmd_client.h"
+#include "cli/cmd_daemon.h"
 #include "cli/cmd_doctor.h"
 #include "cli/cmd_gpu.h"
 #include "cli/cmd_ledger.h"
@@ -26,8 +28,9 @@ int main(int argc, char** argv) {
   app.add_option("--cgroup-root", roots.cgroup, "cgroup v2 root to read (diagnostic/testing)")
       ->default_str(fs::kCgroupRoot)->group("Diagnostic/testing");
   app.footer("Run 'tally <command> --help' for a command's options.\n"
-             "Exit status: 0 ok, 1 degraded (doctor), 2 usage error, 3 cannot read /proc, /sys or cgroupfs,\n"
-             "4 internal error. 'tally run' mirrors its workload instead (see tally run --help).");
+             "Exit status: 0 ok, 1 a check found a problem (doctor, config check, ledger verify), 2 usage error,\n"
+             "3 cannot read /proc, /sys or cgroupfs, or reach the daemon, 4 internal error, 5 the daemon refused.\n"
+             "'tally run' mirrors its workload instead (see tally run --help).");
 
   cli::GpuOptions gpu;
   cli::addGpuCommand(app, gpu);
@@ -37,6 +40,12 @@ int main(int argc, char** argv) {
   cli::addRunCommand(app, run);
   cli::LedgerOptions ledger;
   cli::addLedgerCommand(app, ledger);
+  cli::DaemonOptions daemonOpts;
+  cli::addDaemonCommand(app, daemonOpts);
+  cli::ConfigCheckOptions configOpts;
+  cli::addConfigCommand(app, configOpts);
+  cli::ClientOptions clientOpts;
+  auto clientCmds = cli::addClientCommands(app, clientOpts);
 
   // `tally run [options] -- CMD ARGS...`: everything after the first "--"
   // following "run" belongs to the workload and never reaches the parser.
@@ -66,6 +75,12 @@ int main(int argc, char** argv) {
     if (app.got_subcommand("gpu")) return cli::runGpu(roots, gpu);
     if (app.got_subcommand("doctor")) return cli::runDoctor(roots, doctor);
     if (app.got_subcommand("ledger")) return cli::runLedger(ledger);
+    if (app.got_subcommand("daemon")) return cli::runDaemon(roots, daemonOpts);
+    if (app.got_subcommand("config")) return cli::runConfigCheck(configOpts);
+    if (app.got_subcommand("leases") || app.got_subcommand("lease") || app.got_subcommand("pools") ||
+        app.got_subcommand("attach")) {
+      return cli::runClientCommand(clientCmds, clientOpts);
+    }
     if (app.got_subcommand("run")) {
       if (!workload.empty()) run.command = workload;
       return cli::runRun(roots, run);

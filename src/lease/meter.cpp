@@ -24,6 +24,7 @@ void LeaseMeter::sample() {
 }
 
 void LeaseMeter::sampleHost(std::uint64_t nowNs) {
+  host_.last.reset();
   auto text = cgroupRoot_.read(rel_ + "memory.current", 64);
   if (!text) {
     host_.lastError = text.error().message;
@@ -35,6 +36,7 @@ void LeaseMeter::sampleHost(std::uint64_t nowNs) {
     return;
   }
   ++host_.samples;
+  host_.last = *current;
   if (!host_.peakCurrent || *current > *host_.peakCurrent) {
     host_.peakCurrent = *current;
     host_.peakAtNs = nowNs;
@@ -43,6 +45,8 @@ void LeaseMeter::sampleHost(std::uint64_t nowNs) {
 }
 
 void LeaseMeter::sampleGpu(std::uint64_t nowNs) {
+  gpu_.lastBytes.reset();
+  gpu_.lastRegions.clear();
   scanner::Scanner scanner(proc_, sys_);
   auto scan = scanner.scanCgroup(cgroupRoot_, cgroup_);
   if (!scan) {
@@ -75,6 +79,8 @@ void LeaseMeter::sampleGpu(std::uint64_t nowNs) {
     ++gpu_.samplesIncomplete;
     return;
   }
+  gpu_.lastBytes = sum;
+  gpu_.lastRegions = now;
   if (gpuMemoryMax_ && sum > *gpuMemoryMax_) ++gpu_.samplesOverBudget;
   if (!gpu_.peakBytes || sum > *gpu_.peakBytes) {
     gpu_.peakBytes = sum;

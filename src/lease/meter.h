@@ -25,6 +25,8 @@ struct HostMeter {
   std::uint64_t peakAtNs = 0;
   std::optional<probes::FlatKeyed> statAtPeak;  // memory.stat read at that sample
   std::optional<std::string> lastError;
+  // The latest sample, absent when the latest read failed (stale is absent).
+  std::optional<std::uint64_t> last;
 };
 
 struct GpuMeter {
@@ -41,6 +43,10 @@ struct GpuMeter {
   std::uint64_t samplesIncomplete = 0;
   std::optional<std::string> lastUnreadable;
   std::optional<std::string> lastError;
+  // The latest sample's gtt+vram sum and per-region figures; absent when the
+  // latest scan failed or was incomplete.
+  std::optional<std::uint64_t> lastBytes;
+  std::map<std::string, std::uint64_t> lastRegions;
 };
 
 class LeaseMeter {

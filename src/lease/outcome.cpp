@@ -26,6 +26,9 @@ const char* outcomeClassName(OutcomeClass c) {
     case OutcomeClass::ExecFailed: return "exec-failed";
     case OutcomeClass::ContainmentRefused: return "containment-refused";
     case OutcomeClass::Unknown: return "unknown";
+    case OutcomeClass::Ended: return "ended";
+    case OutcomeClass::Released: return "released";
+    case OutcomeClass::Lost: return "lost";
   }
   return "?";
 }
@@ -103,6 +106,32 @@ Outcome classify(const OutcomeFacts& f) {
     else if (f.memoryEvents) o.summary += " (whether the OOM killer did it is unknown: memory.events has no oom_kill)";
     else o.summary += " (whether the OOM killer did it is unknown: " + f.memoryEventsUnknown.value_or("memory.events unreadable") + ")";
   }
+  return o;
+}
+
+Outcome classifyAttached(const AttachedFacts& f) {
+  Outcome o;
+  o.exitStatus = 0;
+  std::optional<std::uint64_t> kills;
+  if (f.memoryEvents && f.oomKillsAtAdoption) {
+    if (auto now = f.memoryEvents->get("oom_kill"); now && *now >= *f.oomKillsAtAdoption) kills = *now - *f.oomKillsAtAdoption;
+  }
+  o.oomKills = kills;
+  std::string oomText;
+  if (kills && *kills > 0) {
+    oomText = fmt::format("; the kernel OOM killer killed {} process(es) during the lease (cgroup memory.events oom_kill +{}, {})",
+                          *kills, *kills, limitText(f.memoryMax));
+  } else if (!kills) {
+    oomText = fmt::format("; whether the OOM killer acted during the lease is unknown ({})",
+                          f.memoryEventsUnknown.value_or("memory.events has no oom_kill, or it was not read at adoption"));
+  }
+  if (f.released) {
+    o.cls = OutcomeClass::Released;
+    o.summary = "released; the workload goes on outside the lease" + oomText;
+    return o;
+  }
+  o.cls = kills && *kills > 0 ? OutcomeClass::OomKilled : OutcomeClass::Ended;
+  o.summary = "the workload's cgroup emptied (cgroup.events populated 0)" + oomText;
   return o;
 }
 

@@ -27,6 +27,12 @@ enum class OutcomeClass {
   ExecFailed,          // contained, but the command could not be executed
   ContainmentRefused,  // the workload never ran
   Unknown,             // it ran, but its wait status could not be read (never guessed)
+  // Leases on workloads tally did not start (tally attach): no wait status exists.
+  Ended,     // the attached workload's cgroup emptied
+  Released,  // the lease was released; the attached workload goes on outside any lease
+  // Any lease: it ended while nobody watched (daemon down, client gone); the
+  // facts still readable are recorded, the ending is not guessed.
+  Lost,
 };
 const char* outcomeClassName(OutcomeClass c);  // "exited", "killed-by-signal", "oom-killed", ...
 
@@ -58,6 +64,17 @@ struct Outcome {
 };
 
 Outcome classify(const OutcomeFacts& facts);
+
+// An attached workload's lease: how it ended, and the memory.events oom_kill
+// counter at adoption (the cgroup's kills before the lease are not the lease's).
+struct AttachedFacts {
+  bool released = false;  // else: the cgroup emptied
+  std::optional<probes::FlatKeyed> memoryEvents;
+  std::optional<std::string> memoryEventsUnknown;
+  std::optional<std::uint64_t> oomKillsAtAdoption;
+  std::optional<probes::MemoryLimit> memoryMax;
+};
+Outcome classifyAttached(const AttachedFacts& facts);
 
 // "SIGKILL" for 9; "signal 63" for one without a name.
 std::string signalName(int sig);

@@ -101,6 +101,9 @@ LeaseRecord runLease(const LeaseSpec& spec, const RunEnv& env, contain::LeaseCgr
       return refuseAfterFork(Error{0, fmt::format("tally received {} before the workload started", signalName(static_cast<int>(si.ssi_signo)))});
     }
   }
+  if (env.observer) {
+    if (auto s = env.observer->placed(rec, *lease); !s) return refuseAfterFork(s.error());
+  }
   LeaseMeter meter(env.proc, env.sys, *env.cgroupRoot, lease->cgroup(), spec.gpuMemoryMax);
   rec.startedAtNs = clock::realtimeNs();
   if (int execErr = child->release(); execErr != 0) {
@@ -169,12 +172,12 @@ LeaseRecord runLease(const LeaseSpec& spec, const RunEnv& env, contain::LeaseCgr
 
   warnIf(rec, lease->endWorkload(), "ending the lease's remaining processes");
   rec.counters = readFinalCounters(*env.cgroupRoot, lease->countersCgroup());
-  warnIf(rec, lease->release(), "removing the lease's cgroup");
-
   facts.memoryEvents = rec.counters.events;
   facts.memoryEventsUnknown = rec.counters.eventsUnknown;
   facts.memoryMax = applied->memoryMax;
   rec.outcome = classify(facts);
+  if (env.observer) env.observer->finished(rec);
+  warnIf(rec, lease->release(), "removing the lease's cgroup");
   return rec;
 }
 

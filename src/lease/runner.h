@@ -14,12 +14,24 @@
 
 namespace tally::lease {
 
+// A daemon client follows the lease (tally run --pool): it is told when the
+// lease's cgroup is verified (before the workload is released; an error
+// refuses the lease) and when the outcome is known (before the cgroup is
+// removed, so the daemon can read the final counters too).
+class LeaseObserver {
+ public:
+  virtual ~LeaseObserver() = default;
+  virtual Status placed(const LeaseRecord& rec, const contain::LeaseCgroup& lease) = 0;
+  virtual void finished(LeaseRecord& rec) = 0;
+};
+
 struct RunEnv {
   const fs::Root& proc;
   const fs::Root& sys;
   const fs::Root* cgroupRoot = nullptr;  // null: could not be opened
   int signalFd = -1;  // signalfd for SIGINT, SIGTERM, SIGHUP (blocked by the caller)
   std::uint64_t pageSize = 4096;
+  LeaseObserver* observer = nullptr;
 };
 
 // `lease` null means containment was refused before anything was created;

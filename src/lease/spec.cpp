@@ -49,4 +49,13 @@ std::string newLeaseId() {
   return fmt::format("{:02x}", fmt::join(bytes, ""));
 }
 
+bool validLeaseName(std::string_view s) {
+  if (s.empty() || s.size() > 64) return false;
+  for (char c : s) {
+    bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-' || c == '_' || c == '.';
+    if (!ok) return false;
+  }
+  return true;
+}
+
 }  // namespace tally::lease

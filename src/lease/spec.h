@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace tally::lease {
@@ -40,6 +41,9 @@ struct LeaseSpec {
 // ("tally.slice" + id -> "tally-<id>.slice") and holds the scope.
 std::string leaseSliceName(const LeaseSpec& spec);
 std::string leaseScopeName(const LeaseSpec& spec);
+
+// A lease label: 1-64 of [A-Za-z0-9._-], safe in unit descriptions and logs.
+bool validLeaseName(std::string_view name);
 
 // A fresh lease id: 12 lowercase hex digits from getrandom().
 std::string newLeaseId();

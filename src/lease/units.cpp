@@ -58,9 +58,10 @@ Result<std::uint64_t> parseSize(std::string_view text) {
 }
 
 Result<std::uint64_t> parseDurationUs(std::string_view text) {
-  return parseScaled(text, {{{"us", 1}, {"ms", 1000}, {"", 1000000}, {"s", 1000000}, {"m", 60000000}, {"min", 60000000}},
+  return parseScaled(text, {{{"us", 1}, {"ms", 1000}, {"", 1000000}, {"s", 1000000}, {"m", 60000000}, {"min", 60000000},
+                             {"h", 3600000000}, {"d", 86400000000}},
                             "'{}' is not a duration: give e.g. 500ms, 1s or 2m",
-                            "'{}': unknown duration unit '{}' (use us, ms, s or m)",
+                            "'{}': unknown duration unit '{}' (use us, ms, s, m, h or d)",
                             "'{}' is too long a duration"});
 }
 

@@ -15,7 +15,7 @@ namespace tally::lease {
 // not a size: a limit nobody wants is simply not declared.
 Result<std::uint64_t> parseSize(std::string_view text);
 
-// Microseconds from "<integer>(us|ms|s|m)"; a bare integer is seconds.
+// Microseconds from "<integer>(us|ms|s|m|h|d)"; a bare integer is seconds.
 Result<std::uint64_t> parseDurationUs(std::string_view text);
 
 }  // namespace tally::lease

@@ -9,6 +9,11 @@
 #include <cstdlib>
 #include <utility>
 
+#include <nlohmann/json.hpp>
+
+#include "util/clock.h"
+#include "util/sha256.h"
+
 namespace tally::ledger {
 namespace {
 
@@ -28,7 +33,35 @@ CREATE TRIGGER IF NOT EXISTS lease_outcomes_no_update BEFORE UPDATE ON lease_out
   BEGIN SELECT RAISE(ABORT, 'tally ledger rows are never rewritten'); END;
 CREATE TRIGGER IF NOT EXISTS lease_outcomes_no_delete BEFORE DELETE ON lease_outcomes
   BEGIN SELECT RAISE(ABORT, 'tally ledger rows are never deleted'); END;
-PRAGMA user_version = 1;
+
+CREATE TABLE IF NOT EXISTS events (
+  seq        INTEGER PRIMARY KEY,
+  at_ns      INTEGER NOT NULL,
+  lease_id   TEXT    NOT NULL,
+  kind       TEXT    NOT NULL,
+  body       TEXT    NOT NULL,
+  prev_hash  TEXT    NOT NULL,
+  hash       TEXT    NOT NULL
+);
+CREATE INDEX IF NOT EXISTS events_by_lease ON events (lease_id, seq);
+CREATE UNIQUE INDEX IF NOT EXISTS events_one_terminal ON events (lease_id)
+  WHERE kind IN ('outcome', 'lost', 'withdrawn');
+CREATE TRIGGER IF NOT EXISTS events_no_update BEFORE UPDATE ON events
+  BEGIN SELECT RAISE(ABORT, 'tally ledger rows are never rewritten; append a correction'); END;
+CREATE TRIGGER IF NOT EXISTS events_no_delete BEFORE DELETE ON events
+  BEGIN SELECT RAISE(ABORT, 'tally ledger rows are never deleted'); END;
+
+CREATE TABLE IF NOT EXISTS samples (
+  lease_id        TEXT    NOT NULL,
+  at_ns           INTEGER NOT NULL,
+  memory_current  INTEGER,
+  gpu_bytes       INTEGER,
+  gtt_bytes       INTEGER,
+  vram_bytes      INTEGER
+);
+CREATE INDEX IF NOT EXISTS samples_by_lease ON samples (lease_id, at_ns);
+CREATE INDEX IF NOT EXISTS samples_by_time ON samples (at_ns);
+PRAGMA user_version = 2;
 )sql";
 
 Status mkdirs(const std::string& dir) {
@@ -50,7 +83,86 @@ Error dbError(sqlite3* db, const std::string& what) {
   return Error{0, fmt::format("{}: {}", what, db ? sqlite3_errmsg(db) : "out of memory")};
 }
 
+// A prepared statement, finalized once.
+class Stmt {
+ public:
+  Stmt(sqlite3* db, const char* sql) { ok_ = sqlite3_prepare_v2(db, sql, -1, &st_, nullptr) == SQLITE_OK; }
+  ~Stmt() { sqlite3_finalize(st_); }
+  Stmt(const Stmt&) = delete;
+  Stmt& operator=(const Stmt&) = delete;
+  bool ok() const { return ok_; }
+  sqlite3_stmt* get() const { return st_; }
+  void text(int i, std::string_view s) { sqlite3_bind_text(st_, i, s.data(), static_cast<int>(s.size()), SQLITE_TRANSIENT); }
+  void i64(int i, std::int64_t v) { sqlite3_bind_int64(st_, i, v); }
+  void u64(int i, std::uint64_t v) { sqlite3_bind_int64(st_, i, static_cast<sqlite3_int64>(v)); }
+  void optU64(int i, const std::optional<std::uint64_t>& v) {
+    if (v) u64(i, *v);
+    else sqlite3_bind_null(st_, i);
+  }
+  int step() { return sqlite3_step(st_); }
+  std::string col(int c) const {
+    const unsigned char* t = sqlite3_column_text(st_, c);
+    return t ? std::string(reinterpret_cast<const char*>(t), static_cast<std::size_t>(sqlite3_column_bytes(st_, c))) : std::string();
+  }
+  std::int64_t colI64(int c) const { return sqlite3_column_int64(st_, c); }
+  std::optional<std::uint64_t> colOptU64(int c) const {
+    if (sqlite3_column_type(st_, c) == SQLITE_NULL) return std::nullopt;
+    return static_cast<std::uint64_t>(sqlite3_column_int64(st_, c));
+  }
+
+ private:
+  sqlite3_stmt* st_ = nullptr;
+  bool ok_ = false;
+};
+
+Event eventFrom(const Stmt& st) {
+  Event e;
+  e.seq = st.colI64(0);
+  e.atNs = static_cast<std::uint64_t>(st.colI64(1));
+  e.leaseId = st.col(2);
+  e.kind = st.col(3);
+  e.body = st.col(4);
+  e.prevHash = st.col(5);
+  e.hash = st.col(6);
+  return e;
+}
+
+// The listing fields of an outcome-like body (a lease record, schema 1).
+Entry entryFromRecord(const std::string& leaseId, const std::string& body) {
+  Entry e;
+  e.leaseId = leaseId;
+  e.recordJson = body;
+  auto j = nlohmann::json::parse(body, nullptr, false);
+  if (!j.is_object()) return e;
+  auto str = [](const nlohmann::json& o, const char* k) {
+    return o.is_object() && o.contains(k) && o[k].is_string() ? o[k].get<std::string>() : std::string();
+  };
+  auto u64 = [](const nlohmann::json& o, const char* k) -> std::uint64_t {
+    return o.is_object() && o.contains(k) && o[k].is_number_unsigned() ? o[k].get<std::uint64_t>() : 0;
+  };
+  const auto& lease = j.contains("lease") ? j["lease"] : nlohmann::json();
+  const auto& outcome = j.contains("outcome") ? j["outcome"] : nlohmann::json();
+  e.name = str(lease, "name");
+  e.manager = str(lease, "manager");
+  e.startedAtNs = u64(j, "started_at_ns");
+  e.endedAtNs = u64(j, "ended_at_ns");
+  e.outcomeClass = str(outcome, "class");
+  if (outcome.is_object() && outcome.contains("tally_exit_status") && outcome["tally_exit_status"].is_number_integer()) {
+    e.exitStatus = outcome["tally_exit_status"].get<int>();
+  }
+  return e;
+}
+
 }  // namespace
+
+bool isTerminal(std::string_view kind) { return kind == kOutcome || kind == kLost || kind == kWithdrawn; }
+
+std::string rowHash(std::int64_t seq, std::uint64_t atNs, std::string_view leaseId, std::string_view kind,
+                    std::string_view body, std::string_view prevHash) {
+  // Lengths prefix the free-text fields, so no two rows serialise alike.
+  return sha256::hex(fmt::format("tally-ledger-v2\n{}\n{}\n{}:{}\n{}:{}\n{}:{}\n{}", seq, atNs, leaseId.size(), leaseId,
+                                 kind.size(), kind, body.size(), body, prevHash));
+}
 
 std::string defaultStateDir() {
   if (const char* dir = std::getenv("TALLY_STATE_DIR"); dir && *dir) return dir;
@@ -85,55 +197,228 @@ Ledger::~Ledger() {
   if (db_) sqlite3_close_v2(db_);
 }
 
+Result<Event> Ledger::appendEvent(const std::string& leaseId, std::string_view kind, const std::string& bodyJson,
+                                  std::uint64_t atNs) {
+  // IMMEDIATE takes the write lock before reading the head, so no other
+  // writer can append between the read and the insert.
+  if (sqlite3_exec(db_, "BEGIN IMMEDIATE", nullptr, nullptr, nullptr) != SQLITE_OK) {
+    return dbError(db_, fmt::format("ledger {}: begin", path_));
+  }
+  auto rollback = [&](const std::string& what) {
+    Error e = dbError(db_, fmt::format("append {} of lease {} to ledger {}: {}", kind, leaseId, path_, what));
+    sqlite3_exec(db_, "ROLLBACK", nullptr, nullptr, nullptr);
+    return e;
+  };
+  Event e;
+  e.leaseId = leaseId;
+  e.kind = std::string(kind);
+  e.body = bodyJson;
+  e.atNs = atNs ? atNs : clock::realtimeNs();
+  {
+    Stmt head(db_, "SELECT seq, hash FROM events ORDER BY seq DESC LIMIT 1");
+    if (!head.ok()) return rollback("read head");
+    int rc = head.step();
+    if (rc == SQLITE_ROW) {
+      e.seq = head.colI64(0) + 1;
+      e.prevHash = head.col(1);
+    } else if (rc == SQLITE_DONE) {
+      e.seq = 1;
+      e.prevHash = kGenesisHash;
+    } else {
+      return rollback("read head");
+    }
+  }
+  e.hash = rowHash(e.seq, e.atNs, e.leaseId, e.kind, e.body, e.prevHash);
+  {
+    Stmt ins(db_, "INSERT INTO events (seq, at_ns, lease_id, kind, body, prev_hash, hash) VALUES (?1,?2,?3,?4,?5,?6,?7)");
+    if (!ins.ok()) return rollback("prepare");
+    ins.i64(1, e.seq);
+    ins.u64(2, e.atNs);
+    ins.text(3, e.leaseId);
+    ins.text(4, e.kind);
+    ins.text(5, e.body);
+    ins.text(6, e.prevHash);
+    ins.text(7, e.hash);
+    if (ins.step() != SQLITE_DONE) {
+      if (sqlite3_extended_errcode(db_) == SQLITE_CONSTRAINT_UNIQUE && isTerminal(kind)) {
+        sqlite3_exec(db_, "ROLLBACK", nullptr, nullptr, nullptr);
+        return Error{EEXIST, fmt::format("lease {} already has its terminal row in ledger {}; an outcome is recorded once", leaseId, path_)};
+      }
+      return rollback("insert");
+    }
+  }
+  if (sqlite3_exec(db_, "COMMIT", nullptr, nullptr, nullptr) != SQLITE_OK) return rollback("commit");
+  return e;
+}
+
 Status Ledger::append(const Entry& e) {
-  sqlite3_stmt* st = nullptr;
-  const char* sql =
-      "INSERT INTO lease_outcomes (lease_id, name, manager, started_at_ns, ended_at_ns, outcome_class, exit_status, record)"
-      " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)";
-  if (sqlite3_prepare_v2(db_, sql, -1, &st, nullptr) != SQLITE_OK) return dbError(db_, "ledger insert");
-  sqlite3_bind_text(st, 1, e.leaseId.c_str(), -1, SQLITE_TRANSIENT);
-  sqlite3_bind_text(st, 2, e.name.c_str(), -1, SQLITE_TRANSIENT);
-  sqlite3_bind_text(st, 3, e.manager.c_str(), -1, SQLITE_TRANSIENT);
-  sqlite3_bind_int64(st, 4, static_cast<sqlite3_int64>(e.startedAtNs));
-  sqlite3_bind_int64(st, 5, static_cast<sqlite3_int64>(e.endedAtNs));
-  sqlite3_bind_text(st, 6, e.outcomeClass.c_str(), -1, SQLITE_TRANSIENT);
-  sqlite3_bind_int(st, 7, e.exitStatus);
-  sqlite3_bind_text(st, 8, e.recordJson.c_str(), -1, SQLITE_TRANSIENT);
-  int rc = sqlite3_step(st);
-  sqlite3_finalize(st);
-  if (rc != SQLITE_DONE) return dbError(db_, fmt::format("append lease {} to ledger {}", e.leaseId, path_));
+  auto r = appendEvent(e.leaseId, kOutcome, e.recordJson);
+  if (!r) return r.error();
   return Ok{};
 }
 
 Result<std::vector<Row>> Ledger::recent(std::size_t limit) {
-  sqlite3_stmt* st = nullptr;
-  const char* sql =
-      "SELECT seq, lease_id, name, manager, started_at_ns, ended_at_ns, outcome_class, exit_status, record"
-      " FROM (SELECT * FROM lease_outcomes ORDER BY seq DESC LIMIT ?1) ORDER BY seq";
-  if (sqlite3_prepare_v2(db_, sql, -1, &st, nullptr) != SQLITE_OK) return dbError(db_, "ledger query");
-  sqlite3_bind_int64(st, 1, static_cast<sqlite3_int64>(limit));
+  // Legacy rows first (they predate every chain row), then the chain's.
+  Stmt q(db_,
+         "SELECT legacy, seq, lease_id, body FROM ("
+         " SELECT 0 AS legacy, seq, lease_id, body, 1 AS ord FROM events WHERE kind IN ('outcome','lost')"
+         " UNION ALL SELECT 1 AS legacy, seq, lease_id, record AS body, 0 AS ord FROM lease_outcomes"
+         " ORDER BY ord DESC, seq DESC LIMIT ?1) ORDER BY ord ASC, seq ASC");
+  if (!q.ok()) return dbError(db_, "ledger query");
+  q.u64(1, limit);
   std::vector<Row> rows;
-  auto text = [&](int col) {
-    const unsigned char* t = sqlite3_column_text(st, col);
-    return t ? std::string(reinterpret_cast<const char*>(t)) : std::string();
-  };
   int rc;
-  while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+  while ((rc = q.step()) == SQLITE_ROW) {
     Row r;
-    r.seq = sqlite3_column_int64(st, 0);
-    r.entry.leaseId = text(1);
-    r.entry.name = text(2);
-    r.entry.manager = text(3);
-    r.entry.startedAtNs = static_cast<std::uint64_t>(sqlite3_column_int64(st, 4));
-    r.entry.endedAtNs = static_cast<std::uint64_t>(sqlite3_column_int64(st, 5));
-    r.entry.outcomeClass = text(6);
-    r.entry.exitStatus = sqlite3_column_int(st, 7);
-    r.entry.recordJson = text(8);
+    r.legacy = q.colI64(0) != 0;
+    r.seq = q.colI64(1);
+    r.entry = entryFromRecord(q.col(2), q.col(3));
     rows.push_back(std::move(r));
   }
-  sqlite3_finalize(st);
   if (rc != SQLITE_DONE) return dbError(db_, "ledger query");
   return rows;
+}
+
+Result<std::vector<Event>> Ledger::events(const std::optional<std::string>& leaseId) {
+  Stmt q(db_, leaseId ? "SELECT seq, at_ns, lease_id, kind, body, prev_hash, hash FROM events WHERE lease_id = ?1 ORDER BY seq"
+                      : "SELECT seq, at_ns, lease_id, kind, body, prev_hash, hash FROM events ORDER BY seq");
+  if (!q.ok()) return dbError(db_, "ledger query");
+  if (leaseId) q.text(1, *leaseId);
+  std::vector<Event> out;
+  int rc;
+  while ((rc = q.step()) == SQLITE_ROW) out.push_back(eventFrom(q));
+  if (rc != SQLITE_DONE) return dbError(db_, "ledger query");
+  return out;
+}
+
+Result<std::vector<std::vector<Event>>> Ledger::openLeases() {
+  Stmt q(db_,
+         "SELECT seq, at_ns, lease_id, kind, body, prev_hash, hash FROM events WHERE lease_id IN ("
+         " SELECT lease_id FROM events WHERE kind = 'granted'"
+         " EXCEPT SELECT lease_id FROM events WHERE kind IN ('outcome','lost','withdrawn'))"
+         " ORDER BY lease_id, seq");
+  if (!q.ok()) return dbError(db_, "ledger query");
+  std::vector<std::vector<Event>> out;
+  int rc;
+  while ((rc = q.step()) == SQLITE_ROW) {
+    Event e = eventFrom(q);
+    if (out.empty() || out.back().front().leaseId != e.leaseId) out.emplace_back();
+    out.back().push_back(std::move(e));
+  }
+  if (rc != SQLITE_DONE) return dbError(db_, "ledger query");
+  return out;
+}
+
+Result<VerifyReport> Ledger::verify() {
+  VerifyReport rep;
+  {
+    Stmt n(db_, "SELECT count(*) FROM lease_outcomes");
+    if (n.ok() && n.step() == SQLITE_ROW) rep.legacyRows = static_cast<std::uint64_t>(n.colI64(0));
+  }
+  // Read by rowid order as stored, not by seq: a reordered table shows up as
+  // seq going backwards.
+  Stmt q(db_, "SELECT seq, at_ns, lease_id, kind, body, prev_hash, hash FROM events ORDER BY rowid");
+  if (!q.ok()) return dbError(db_, "ledger verify");
+  std::string prev = kGenesisHash;
+  std::int64_t expectSeq = 1;
+  int rc;
+  while ((rc = q.step()) == SQLITE_ROW) {
+    Event e = eventFrom(q);
+    ++rep.rows;
+    if (e.seq != expectSeq) {
+      if (e.seq > expectSeq) {
+        rep.problems.push_back(e.seq == expectSeq + 1
+                                   ? fmt::format("row {} is missing (deleted)", expectSeq)
+                                   : fmt::format("rows {}..{} are missing (deleted)", expectSeq, e.seq - 1));
+      } else {
+        rep.problems.push_back(fmt::format("row {} appears after row {} (reordered or re-inserted)", e.seq, expectSeq - 1));
+      }
+    }
+    std::string want = rowHash(e.seq, e.atNs, e.leaseId, e.kind, e.body, e.prevHash);
+    if (want != e.hash) {
+      rep.problems.push_back(fmt::format("row {} (lease {}, {}) was edited: its content does not match its hash", e.seq,
+                                         e.leaseId, e.kind));
+    }
+    if (e.prevHash != prev) {
+      rep.problems.push_back(fmt::format("row {} does not follow the row before it (previous hash differs): a row before it "
+                                         "was edited, deleted or moved",
+                                         e.seq));
+    }
+    prev = e.hash;
+    expectSeq = e.seq + 1;
+    rep.headSeq = e.seq;
+    rep.headHash = e.hash;
+  }
+  if (rc != SQLITE_DONE) return dbError(db_, "ledger verify");
+  return rep;
+}
+
+Status Ledger::appendSample(const Sample& s) {
+  Stmt ins(db_, "INSERT INTO samples (lease_id, at_ns, memory_current, gpu_bytes, gtt_bytes, vram_bytes) VALUES (?1,?2,?3,?4,?5,?6)");
+  if (!ins.ok()) return dbError(db_, "sample insert");
+  ins.text(1, s.leaseId);
+  ins.u64(2, s.atNs);
+  ins.optU64(3, s.memoryCurrent);
+  ins.optU64(4, s.gpuBytes);
+  ins.optU64(5, s.gttBytes);
+  ins.optU64(6, s.vramBytes);
+  if (ins.step() != SQLITE_DONE) return dbError(db_, fmt::format("append a sample of lease {}", s.leaseId));
+  return Ok{};
+}
+
+Result<std::vector<Sample>> Ledger::samples(const std::string& leaseId) {
+  Stmt q(db_, "SELECT at_ns, memory_current, gpu_bytes, gtt_bytes, vram_bytes FROM samples WHERE lease_id = ?1 ORDER BY at_ns");
+  if (!q.ok()) return dbError(db_, "sample query");
+  q.text(1, leaseId);
+  std::vector<Sample> out;
+  int rc;
+  while ((rc = q.step()) == SQLITE_ROW) {
+    Sample s;
+    s.leaseId = leaseId;
+    s.atNs = static_cast<std::uint64_t>(q.colI64(0));
+    s.memoryCurrent = q.colOptU64(1);
+    s.gpuBytes = q.colOptU64(2);
+    s.gttBytes = q.colOptU64(3);
+    s.vramBytes = q.colOptU64(4);
+    out.push_back(std::move(s));
+  }
+  if (rc != SQLITE_DONE) return dbError(db_, "sample query");
+  return out;
+}
+
+Result<std::uint64_t> Ledger::pruneSamples(std::uint64_t nowNs, std::uint64_t fullResolutionNs, std::uint64_t maxAgeNs,
+                                           std::uint64_t maxRows) {
+  auto cutoff = [&](std::uint64_t age) -> std::int64_t {
+    return static_cast<std::int64_t>(nowNs > age ? nowNs - age : 0);
+  };
+  std::uint64_t removed = 0;
+  auto run = [&](const char* sql, std::int64_t a) -> Status {
+    Stmt st(db_, sql);
+    if (!st.ok()) return dbError(db_, "sample retention");
+    st.i64(1, a);
+    if (st.step() != SQLITE_DONE) return dbError(db_, "sample retention");
+    removed += static_cast<std::uint64_t>(sqlite3_changes(db_));
+    return Ok{};
+  };
+  if (auto s = run("DELETE FROM samples WHERE at_ns < ?1", cutoff(maxAgeNs)); !s) return s.error();
+  // Older than full resolution: keep the first sample of each lease-minute.
+  if (auto s = run("DELETE FROM samples WHERE at_ns < ?1 AND rowid NOT IN ("
+                   " SELECT min(rowid) FROM samples WHERE at_ns < ?1 GROUP BY lease_id, at_ns / 60000000000)",
+                   cutoff(fullResolutionNs));
+      !s) {
+    return s.error();
+  }
+  Stmt count(db_, "SELECT count(*) FROM samples");
+  if (!count.ok() || count.step() != SQLITE_ROW) return dbError(db_, "sample retention");
+  auto rows = static_cast<std::uint64_t>(count.colI64(0));
+  if (rows > maxRows) {
+    if (auto s = run("DELETE FROM samples WHERE rowid IN (SELECT rowid FROM samples ORDER BY at_ns LIMIT ?1)",
+                     static_cast<std::int64_t>(rows - maxRows));
+        !s) {
+      return s.error();
+    }
+  }
+  return removed;
 }
 
 }  // namespace tally::ledger

@@ -1,7 +1,18 @@
-// The local ledger: one SQLite database in the state directory, one row per
-// lease outcome. Append-only (doctrine 7): triggers refuse UPDATE and DELETE,
-// so a figure recorded once is never rewritten. WAL mode, synchronous=FULL:
-// a row that append() returned for survives a crash.
+// The ledger: one SQLite database in the state directory (WAL,
+// synchronous=FULL: a row append() returned for survives a crash or power
+// loss).
+//
+// Schema 2 (docs/daemon.md, "Ledger"):
+//  - `events`: every lifecycle fact and every outcome of a lease, one row
+//    each, forming a hash chain: a row's hash covers its seq, time, lease,
+//    kind, body and the previous row's hash, so an edited, deleted or
+//    reordered row breaks the chain at a place verify() names. Triggers refuse
+//    UPDATE and DELETE (doctrine 7: corrections are new rows), and a lease has
+//    at most one terminal row (outcome, lost or withdrawn), enforced by a
+//    unique index, so an outcome is never recorded twice.
+//  - `samples`: meter readings of running leases; not part of the chain,
+//    thinned with age under a bounded retention policy (pruneSamples()).
+//  - `lease_outcomes`: schema 1's table, kept readable and no longer written.
 #pragma once
 
 #include <cstdint>
@@ -15,6 +26,19 @@ struct sqlite3;
 
 namespace tally::ledger {
 
+// Event kinds. Terminal kinds end a lease; each lease has at most one.
+inline constexpr const char* kGranted = "granted";     // admission granted the lease its pools
+inline constexpr const char* kStarted = "started";     // a run lease's scope exists, workload released
+inline constexpr const char* kAdopted = "adopted";     // an attached workload's cgroup is metered
+inline constexpr const char* kReadopted = "readopted"; // a restarted daemon found the lease alive
+inline constexpr const char* kReleased = "released";   // someone asked for the lease to end
+inline constexpr const char* kNote = "note";           // a correction or a fact learnt later
+inline constexpr const char* kOutcome = "outcome";     // terminal: how it ended, with the record
+inline constexpr const char* kLost = "lost";           // terminal: it ended unseen; facts still readable
+inline constexpr const char* kWithdrawn = "withdrawn"; // terminal: granted, but nothing ever ran
+bool isTerminal(std::string_view kind);
+
+// The summary of an outcome-like row, for listings.
 struct Entry {
   std::string leaseId;
   std::string name;
@@ -28,8 +52,41 @@ struct Entry {
 
 struct Row {
   std::int64_t seq = 0;
+  bool legacy = false;  // a schema-1 row (lease_outcomes), outside the chain
   Entry entry;
 };
+
+struct Event {
+  std::int64_t seq = 0;
+  std::uint64_t atNs = 0;
+  std::string leaseId;
+  std::string kind;
+  std::string body;  // JSON text
+  std::string prevHash;
+  std::string hash;
+};
+
+struct Sample {
+  std::string leaseId;
+  std::uint64_t atNs = 0;
+  std::optional<std::uint64_t> memoryCurrent;  // absent: not read (never 0 for unknown)
+  std::optional<std::uint64_t> gpuBytes;       // gtt+vram resident sum
+  std::optional<std::uint64_t> gttBytes;
+  std::optional<std::uint64_t> vramBytes;
+};
+
+struct VerifyReport {
+  std::uint64_t rows = 0;        // chain rows checked
+  std::uint64_t legacyRows = 0;  // schema-1 rows, not covered by the chain
+  std::string headHash;          // the last row's hash ("" for an empty chain)
+  std::int64_t headSeq = 0;
+  std::vector<std::string> problems;  // empty: the chain is intact
+};
+
+// The hash of one chain row (hex SHA-256), as verify() recomputes it.
+std::string rowHash(std::int64_t seq, std::uint64_t atNs, std::string_view leaseId, std::string_view kind,
+                    std::string_view body, std::string_view prevHash);
+inline constexpr const char* kGenesisHash = "0000000000000000000000000000000000000000000000000000000000000000";
 
 class Ledger {
  public:
@@ -40,9 +97,29 @@ class Ledger {
   ~Ledger();
 
   const std::string& path() const { return path_; }
+
+  // Appends one chain row (atomic with reading the previous hash, so two
+  // writers, e.g. the daemon and a standalone `tally run`, interleave safely).
+  Result<Event> appendEvent(const std::string& leaseId, std::string_view kind, const std::string& bodyJson,
+                            std::uint64_t atNs = 0);
+  // A standalone lease's outcome: one terminal "outcome" row.
   Status append(const Entry& e);
-  // The newest `limit` rows, oldest first.
+
+  // The newest `limit` outcome-like rows (outcome, lost; legacy ones too), oldest first.
   Result<std::vector<Row>> recent(std::size_t limit);
+  // Every chain row, or one lease's, in seq order.
+  Result<std::vector<Event>> events(const std::optional<std::string>& leaseId = std::nullopt);
+  // Leases with a "granted" row and no terminal row, each with its rows.
+  Result<std::vector<std::vector<Event>>> openLeases();
+  Result<VerifyReport> verify();
+
+  Status appendSample(const Sample& s);
+  Result<std::vector<Sample>> samples(const std::string& leaseId);
+  // Retention: samples older than `fullResolutionNs` keep one per lease and
+  // minute; older than `maxAgeNs` none; then the oldest go until at most
+  // `maxRows` remain. Returns how many were removed.
+  Result<std::uint64_t> pruneSamples(std::uint64_t nowNs, std::uint64_t fullResolutionNs, std::uint64_t maxAgeNs,
+                                     std::uint64_t maxRows);
 
  private:
   Ledger(sqlite3* db, std::string path) : db_(db), path_(std::move(path)) {}

@@ -1,0 +1,213 @@
+#include "admission/engine.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <set>
+
+namespace tally::admission {
+
+const char* waitName(Wait w) {
+  switch (w) {
+    case Wait::Capacity: return "capacity";
+    case Wait::MemoryBudget: return "memory-budget";
+    case Wait::GpuBudget: return "gpu-memory-budget";
+    case Wait::HostHeadroom: return "host-headroom";
+    case Wait::GpuHeadroom: return "gpu-headroom";
+    case Wait::Behind: return "behind-earlier-request";
+  }
+  return "unknown";
+}
+
+Engine::Engine(std::vector<config::Pool> pools) : pools_(std::move(pools)) {
+  for (const auto& p : pools_) usage_[p.name];
+}
+
+const PoolUsage& Engine::usage(const std::string& pool) const {
+  static const PoolUsage kNone;
+  auto it = usage_.find(pool);
+  return it == usage_.end() ? kNone : it->second;
+}
+
+Status Engine::check(const Request& r) const {
+  if (r.pools.empty()) return Error{0, "no pool requested: name one with --pool"};
+  std::set<std::string> seen;
+  for (const auto& name : r.pools) {
+    if (!seen.insert(name).second) return Error{0, fmt::format("pool '{}' is requested twice", name)};
+    auto it = std::find_if(pools_.begin(), pools_.end(), [&](const config::Pool& p) { return p.name == name; });
+    if (it == pools_.end()) {
+      std::string known;
+      for (const auto& p : pools_) known += fmt::format("{}{}", known.empty() ? "" : ", ", p.name);
+      return Error{0, fmt::format("no pool '{}' (configured: {})", name, known)};
+    }
+    const config::Pool& p = *it;
+    if (p.memoryBudget && !r.memoryMax) {
+      return Error{0, fmt::format("pool '{}' has a memory budget; declare this lease's share with --memory-max", name)};
+    }
+    if (p.gpuMemoryBudget && !r.gpuMemoryMax) {
+      return Error{0, fmt::format("pool '{}' has a GPU memory budget; declare this lease's share with --gpu-memory-max", name)};
+    }
+    if (p.memoryBudget && *r.memoryMax > *p.memoryBudget) {
+      return Error{0, fmt::format("--memory-max {} is larger than pool '{}''s whole memory budget {}", *r.memoryMax, name, *p.memoryBudget)};
+    }
+    if (p.gpuMemoryBudget && *r.gpuMemoryMax > *p.gpuMemoryBudget) {
+      return Error{0, fmt::format("--gpu-memory-max {} is larger than pool '{}''s whole GPU memory budget {}", *r.gpuMemoryMax, name,
+                                  *p.gpuMemoryBudget)};
+    }
+  }
+  return Ok{};
+}
+
+void Engine::sortQueue() {
+  std::stable_sort(queue_.begin(), queue_.end(), [](const Waiting& a, const Waiting& b) {
+    if (a.req.priority != b.req.priority) return a.req.priority > b.req.priority;
+    return a.seq < b.seq;
+  });
+}
+
+void Engine::enqueue(Request r) {
+  queue_.push_back(Waiting{std::move(r), nextSeq_++, std::nullopt});
+  sortQueue();
+}
+
+bool Engine::cancel(const std::string& id) {
+  auto it = std::find_if(queue_.begin(), queue_.end(), [&](const Waiting& w) { return w.req.id == id; });
+  if (it == queue_.end()) return false;
+  queue_.erase(it);
+  return true;
+}
+
+void Engine::add(const Request& r) {
+  for (const auto& name : r.pools) {
+    PoolUsage& u = usage_[name];
+    u.holders.push_back(r.id);
+    u.memoryDeclared += r.memoryMax.value_or(0);
+    u.gpuMemoryDeclared += r.gpuMemoryMax.value_or(0);
+  }
+  holders_[r.id] = r;
+}
+
+Status Engine::hold(Request r) {
+  std::string over;
+  for (const auto& name : r.pools) {
+    const config::Pool* p = nullptr;
+    for (const auto& q : pools_) {
+      if (q.name == name) p = &q;
+    }
+    if (!p) {
+      over += fmt::format("; pool '{}' is no longer configured", name);
+      continue;
+    }
+    const PoolUsage& u = usage_[name];
+    if (u.holders.size() + 1 > p->capacity) over += fmt::format("; pool '{}' is over capacity {}", name, p->capacity);
+    if (p->memoryBudget && u.memoryDeclared + r.memoryMax.value_or(0) > *p->memoryBudget) {
+      over += fmt::format("; pool '{}' is over its memory budget", name);
+    }
+    if (p->gpuMemoryBudget && u.gpuMemoryDeclared + r.gpuMemoryMax.value_or(0) > *p->gpuMemoryBudget) {
+      over += fmt::format("; pool '{}' is over its GPU memory budget", name);
+    }
+  }
+  cancel(r.id);
+  add(r);
+  if (!over.empty()) return Error{0, over.substr(2)};
+  return Ok{};
+}
+
+bool Engine::release(const std::string& id) {
+  auto it = holders_.find(id);
+  if (it == holders_.end()) return false;
+  for (const auto& name : it->second.pools) {
+    PoolUsage& u = usage_[name];
+    u.holders.erase(std::remove(u.holders.begin(), u.holders.end(), id), u.holders.end());
+    u.memoryDeclared -= it->second.memoryMax.value_or(0);
+    u.gpuMemoryDeclared -= it->second.gpuMemoryMax.value_or(0);
+  }
+  holders_.erase(it);
+  return true;
+}
+
+std::optional<Wait> Engine::fits(const Request& r, const HeadroomFn& headroom) const {
+  for (const auto& name : r.pools) {
+    const config::Pool* p = nullptr;
+    for (const auto& q : pools_) {
+      if (q.name == name) p = &q;
+    }
+    if (!p) return Wait::Capacity;  // unreachable for checked requests
+    const PoolUsage& u = usage(name);
+    if (u.holders.size() >= p->capacity) return Wait::Capacity;
+    if (p->memoryBudget && u.memoryDeclared + r.memoryMax.value_or(0) > *p->memoryBudget) return Wait::MemoryBudget;
+    if (p->gpuMemoryBudget && u.gpuMemoryDeclared + r.gpuMemoryMax.value_or(0) > *p->gpuMemoryBudget) return Wait::GpuBudget;
+    if (headroom && (p->memoryBudget || p->gpuMemoryBudget)) {
+      Headroom h = headroom(*p);
+      if (p->memoryBudget && h.hostBytes && r.memoryMax && *r.memoryMax > *h.hostBytes) return Wait::HostHeadroom;
+      if (p->gpuMemoryBudget && h.gpuBytes && r.gpuMemoryMax && *r.gpuMemoryMax > *h.gpuBytes) return Wait::GpuHeadroom;
+    }
+  }
+  return std::nullopt;
+}
+
+std::vector<std::string> Engine::grant(const HeadroomFn& headroom) {
+  std::vector<std::string> granted;
+  std::set<std::string> reserved;  // pools an earlier waiting request still needs
+  for (auto it = queue_.begin(); it != queue_.end();) {
+    bool behind = std::any_of(it->req.pools.begin(), it->req.pools.end(), [&](const std::string& p) { return reserved.count(p) != 0; });
+    std::optional<Wait> why = behind ? std::optional<Wait>(Wait::Behind) : fits(it->req, headroom);
+    if (!why) {
+      add(it->req);
+      granted.push_back(it->req.id);
+      it = queue_.erase(it);
+      continue;
+    }
+    it->reason = why;
+    for (const auto& p : it->req.pools) reserved.insert(p);
+    ++it;
+  }
+  return granted;
+}
+
+std::vector<std::string> Engine::expire(std::uint64_t nowUs) {
+  std::vector<std::string> gone;
+  for (auto it = queue_.begin(); it != queue_.end();) {
+    if (it->req.deadlineUs && it->req.deadlineUs <= nowUs) {
+      gone.push_back(it->req.id);
+      it = queue_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+  return gone;
+}
+
+bool Engine::waiting(const std::string& id) const {
+  return std::any_of(queue_.begin(), queue_.end(), [&](const Waiting& w) { return w.req.id == id; });
+}
+
+const Request* Engine::request(const std::string& id) const {
+  if (auto it = holders_.find(id); it != holders_.end()) return &it->second;
+  for (const auto& w : queue_) {
+    if (w.req.id == id) return &w.req;
+  }
+  return nullptr;
+}
+
+std::optional<std::size_t> Engine::position(const std::string& id) const {
+  for (std::size_t i = 0; i < queue_.size(); ++i) {
+    if (queue_[i].req.id == id) return i + 1;
+  }
+  return std::nullopt;
+}
+
+std::optional<Wait> Engine::waitReason(const std::string& id) const {
+  for (const auto& w : queue_) {
+    if (w.req.id == id) return w.reason;
+  }
+  return std::nullopt;
+}
+
+std::vector<const Request*> Engine::queue() const {
+  std::vector<const Request*> out;
+  for (const auto& w : queue_) out.push_back(&w.req);
+  return out;
+}
+
+}  // namespace tally::admission

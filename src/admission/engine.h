@@ -1,0 +1,106 @@
+// Admission: which lease may hold which pools. Pure bookkeeping, no I/O, so
+// property tests can drive it through millions of random steps.
+//
+// Rules (docs/daemon.md, "Pools and budgets"):
+//  - a grant is atomic over the request's pools: all of them or it waits;
+//  - holders of a pool never exceed its capacity, and the declared
+//    memory_max / gpu_memory_max of its holders never sum above its budgets;
+//  - a request for a budgeted pool must declare that limit (refused otherwise),
+//    and one larger than the budget on its own is refused, not queued forever;
+//  - queue order is priority (higher first), then arrival; a waiting request
+//    reserves its pools, so no later request of the same or lower priority
+//    that needs any of them overtakes it (no starvation by small requests);
+//  - measured headroom can only delay a grant (doctrine 5), never allow one
+//    past a declared budget.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "config/config.h"
+#include "util/result.h"
+
+namespace tally::admission {
+
+struct Request {
+  std::string id;                  // the lease id
+  std::vector<std::string> pools;  // distinct pool names
+  std::optional<std::uint64_t> memoryMax;
+  std::optional<std::uint64_t> gpuMemoryMax;
+  int priority = 0;
+  std::uint64_t deadlineUs = 0;  // monotonic µs when the wait ends; 0 = no timeout
+};
+
+// What measurement says is free for one more grant in a pool, net of what
+// current holders declared but do not use yet. Absent = not measurable here:
+// it then delays nothing (the declared budget still bounds the grant).
+struct Headroom {
+  std::optional<std::uint64_t> hostBytes;
+  std::optional<std::uint64_t> gpuBytes;
+};
+using HeadroomFn = std::function<Headroom(const config::Pool&)>;
+
+// Why a queued request is still waiting (the first reason found).
+enum class Wait { Capacity, MemoryBudget, GpuBudget, HostHeadroom, GpuHeadroom, Behind };
+const char* waitName(Wait w);
+
+struct PoolUsage {
+  std::vector<std::string> holders;  // lease ids, in grant order
+  std::uint64_t memoryDeclared = 0;
+  std::uint64_t gpuMemoryDeclared = 0;
+};
+
+class Engine {
+ public:
+  explicit Engine(std::vector<config::Pool> pools);
+
+  // Whether a request can ever be granted; the error says what to change.
+  Status check(const Request& r) const;
+  // Queues a checked request (arrival order is the call order).
+  void enqueue(Request r);
+  // Removes a waiting request; false if it is not waiting.
+  bool cancel(const std::string& id);
+  // Makes a request a holder without waiting (recovery re-adopts what already
+  // runs). Over capacity or budget is allowed then, and reported in the error.
+  Status hold(Request r);
+  // A holder leaves; false if it held nothing.
+  bool release(const std::string& id);
+  // Grants every waiting request that fits now, in queue order; returns them.
+  std::vector<std::string> grant(const HeadroomFn& headroom);
+  // Removes waiting requests whose deadline passed; returns them.
+  std::vector<std::string> expire(std::uint64_t nowUs);
+
+  bool holds(const std::string& id) const { return holders_.count(id) != 0; }
+  bool waiting(const std::string& id) const;
+  const Request* request(const std::string& id) const;  // holder or waiting
+  // 1-based place in the queue, and why it waits (after the last grant()).
+  std::optional<std::size_t> position(const std::string& id) const;
+  std::optional<Wait> waitReason(const std::string& id) const;
+
+  const std::vector<config::Pool>& pools() const { return pools_; }
+  const PoolUsage& usage(const std::string& pool) const;
+  std::vector<const Request*> queue() const;  // in grant order
+  std::size_t queued() const { return queue_.size(); }
+
+ private:
+  struct Waiting {
+    Request req;
+    std::uint64_t seq = 0;
+    std::optional<Wait> reason;
+  };
+  std::optional<Wait> fits(const Request& r, const HeadroomFn& headroom) const;
+  void add(const Request& r);
+  void sortQueue();
+
+  std::vector<config::Pool> pools_;
+  std::map<std::string, PoolUsage> usage_;
+  std::map<std::string, Request> holders_;
+  std::vector<Waiting> queue_;  // kept sorted: priority desc, seq asc
+  std::uint64_t nextSeq_ = 0;
+};
+
+}  // namespace tally::admission

@@ -1,0 +1,238 @@
+#include "cli/cmd_client.h"
+
+#include <fmt/format.h>
+#include <time.h>
+
+#include "cli/exit_codes.h"
+#include "lease/units.h"
+#include "report/gpu_report.h"
+#include "rpc/client.h"
+
+namespace tally::cli {
+namespace {
+
+using json = nlohmann::json;
+
+std::string bytesText(const json& v) {
+  return v.is_number_unsigned() ? report::humanBytes(v.get<std::uint64_t>()) : std::string("-");
+}
+
+std::string ageText(const json& ns) {
+  if (!ns.is_number_unsigned()) return "-";
+  timespec now{};
+  clock_gettime(CLOCK_REALTIME, &now);
+  auto nowNs = static_cast<std::uint64_t>(now.tv_sec) * 1000000000u + static_cast<std::uint64_t>(now.tv_nsec);
+  std::uint64_t s = nowNs > ns.get<std::uint64_t>() ? (nowNs - ns.get<std::uint64_t>()) / 1000000000u : 0;
+  if (s < 120) return fmt::format("{}s", s);
+  if (s < 7200) return fmt::format("{}m", s / 60);
+  return fmt::format("{}h", s / 3600);
+}
+
+// One call; errors printed with the command's name. Exit code in `rc`.
+std::optional<rpc::Message> callDaemon(const char* cmd, const ClientOptions& o, const std::string& method, const json& params,
+                                       int& rc, const rpc::Client::EventFn& onEvent = {}) {
+  std::string path = o.socket.empty() ? rpc::defaultSocketPath() : o.socket;
+  auto client = rpc::Client::connect(path);
+  if (!client) {
+    fmt::print(stderr, "tally {}: {}\n", cmd, client.error().message);
+    rc = kExitEnvironment;
+    return std::nullopt;
+  }
+  auto m = client->call(method, params, onEvent);
+  if (!m) {
+    fmt::print(stderr, "tally {}: {}\n", cmd, m.error().message);
+    rc = kExitEnvironment;
+    return std::nullopt;
+  }
+  if (!m->ok) {
+    fmt::print(stderr, "tally {}: {} ({})\n", cmd, m->error.message, m->error.code);
+    rc = m->error.code == rpc::code::kBadRequest ? kExitUsage : kExitRefused;
+    return std::nullopt;
+  }
+  rc = kExitOk;
+  return std::move(*m);
+}
+
+void printLeases(const json& leases) {
+  fmt::print("{:<12}  {:<16}  {:<7}  {:<8}  {:<14}  {:>10}  {:>10}  {:>10}  {:>10}  {}\n", "LEASE", "NAME", "KIND", "STATE", "POOLS",
+             "MEM-MAX", "MEM-NOW", "GPU-MAX", "GPU-NOW", "AGE/QUEUE");
+  for (const auto& l : leases) {
+    std::string pools;
+    for (const auto& p : l["pools"]) pools += fmt::format("{}{}", pools.empty() ? "" : ",", p.get<std::string>());
+    std::string state = l.value("state", "?");
+    std::string where = state == "queued" ? fmt::format("#{} ({})", l["position"].is_number() ? l["position"].dump() : "?",
+                                                        l["waiting_for"].is_string() ? l["waiting_for"].get<std::string>() : "-")
+                                          : ageText(l.contains("started_at_ns") ? l["started_at_ns"] : l["granted_at_ns"]);
+    json mem = l.contains("memory") ? l["memory"]["current_bytes"] : json();
+    json gpu = l.contains("gpu") ? l["gpu"]["current_bytes"] : json();
+    fmt::print("{:<12}  {:<16}  {:<7}  {:<8}  {:<14}  {:>10}  {:>10}  {:>10}  {:>10}  {}\n", l.value("lease", ""), l.value("name", ""),
+               l.value("kind", ""), state, pools, bytesText(l["declared"]["memory_max"]), bytesText(mem),
+               bytesText(l["declared"]["gpu_memory_max"]), bytesText(gpu), where);
+  }
+}
+
+void printPools(const json& pools) {
+  fmt::print("{:<12}  {:>9}  {:>6}  {:>21}  {:>21}  {:>10}  {:>10}\n", "POOL", "HOLDERS", "QUEUE", "MEMORY DECL/BUDGET",
+             "GPU DECL/BUDGET", "HOST-FREE", "GPU-FREE");
+  for (const auto& p : pools) {
+    auto pair = [](const json& declared, const json& budget) {
+      if (!budget.is_number_unsigned()) return std::string("- (no budget)");
+      return fmt::format("{}/{}", bytesText(declared), bytesText(budget));
+    };
+    fmt::print("{:<12}  {:>9}  {:>6}  {:>21}  {:>21}  {:>10}  {:>10}\n", p.value("pool", ""),
+               fmt::format("{}/{}", p["holders"].size(), p.value("capacity", 0)), p["queue"].size(),
+               pair(p["memory_declared"], p["memory_budget"]), pair(p["gpu_memory_declared"], p["gpu_memory_budget"]),
+               bytesText(p["headroom"]["host_bytes"]), bytesText(p["headroom"]["gpu_bytes"]));
+  }
+}
+
+}  // namespace
+
+void addSocketOption(CLI::App* cmd, std::string& socket) {
+  cmd->add_option("--socket", socket,
+                  "the daemon's socket (default: $TALLY_SOCKET, else the socket in /etc/tally/tally.toml, else /run/tally/tally.sock)");
+}
+
+ClientCommands addClientCommands(CLI::App& app, ClientOptions& o) {
+  ClientCommands c;
+  c.leases = app.add_subcommand("leases", "Live and queued leases of the daemon");
+  c.leases->footer("Exit status: 0 ok, 3 the daemon cannot be reached.");
+  addSocketOption(c.leases, o.socket);
+  c.leases->add_flag("--json", o.json, "print the leases as JSON");
+
+  auto* lease = app.add_subcommand("lease", "One lease: show it, or release it");
+  lease->require_subcommand(1);
+  c.leaseShow = lease->add_subcommand("show", "A lease's state, meters and ledger rows (live or ended)");
+  c.leaseShow->add_option("ID", o.leaseId, "the lease id")->required();
+  c.leaseShow->add_flag("--json", o.json, "print as JSON");
+  addSocketOption(c.leaseShow, o.socket);
+  c.leaseRelease = lease->add_subcommand("release", "End a lease (its owner or root)");
+  c.leaseRelease->footer(
+      "A queued request is cancelled. A granted lease that never started is withdrawn. An attached\n"
+      "lease ends now with its final counters recorded; the workload goes on outside the lease.\n"
+      "A running 'tally run' lease is stopped: SIGTERM to its processes, SIGKILL after 10 s; its\n"
+      "client records the outcome. Exit status: 0 ok, 3 no daemon, 5 refused (not yours, not found).");
+  c.leaseRelease->add_option("ID", o.leaseId, "the lease id")->required();
+  c.leaseRelease->add_flag("--json", o.json, "print the reply as JSON");
+  addSocketOption(c.leaseRelease, o.socket);
+
+  c.pools = app.add_subcommand("pools", "Pools: holders, queue, budgets declared/used, measured headroom");
+  c.pools->footer("Headroom is measured (MemAvailable; device mem_info_* free) minus what holders declared but do not use yet;\n"
+                  "it can delay a grant, never allow one past a budget. '-' = not measurable here.");
+  addSocketOption(c.pools, o.socket);
+  c.pools->add_flag("--json", o.json, "print the pools as JSON");
+
+  c.attach = app.add_subcommand("attach", "Lease a workload that already runs: a unit, a cgroup or a process's cgroup");
+  c.attach->footer(
+      "The daemon admits the lease like any other (pools, budgets, queue), then meters the workload's\n"
+      "cgroup: memory from the cgroup, GPU memory from DRM fdinfo of its processes. --memory-max on a\n"
+      "systemd unit is applied with SetUnitProperties (runtime) and read back from memory.max; on a\n"
+      "plain cgroup it is written to memory.max. The lease ends when the cgroup empties (inotify on\n"
+      "cgroup.events) or on 'tally lease release ID', with the final counters recorded.\n\n"
+      "Examples:\n"
+      "  tally attach --unit llama-server.service --pool gpu --gpu-memory-max 48GiB --name llama\n"
+      "  tally attach --pid $(pidof ollama) --pool gpu --gpu-memory-max 20G\n"
+      "  tally attach --cgroup /machine.slice/libpod-3f2a.scope --pool gpu --memory-max 16G --gpu-memory-max 16G\n"
+      "Exit status: 0 attached (the lease id is printed), 2 usage, 3 no daemon, 5 refused or timed out.");
+  auto* unit = c.attach->add_option("--unit", o.unit, "a running systemd unit (.service, .scope, .slice) of the system manager");
+  auto* cgroup = c.attach->add_option("--cgroup", o.cgroup, "a cgroup v2 path, e.g. /system.slice/llama.service");
+  auto* pid = c.attach->add_option("--pid", o.pid, "a process: its cgroup is leased");
+  unit->excludes(cgroup)->excludes(pid);
+  cgroup->excludes(pid);
+  c.attach->add_option("--pool", o.pools, "a pool to hold (repeat for several; granted all at once)")->required();
+  c.attach->add_option("--memory-max", o.memoryMax, "declared host memory (counts against memory_budget; applied as MemoryMax)");
+  c.attach->add_option("--gpu-memory-max", o.gpuMemoryMax, "declared GPU memory, GTT+VRAM (counts against gpu_memory_budget)");
+  c.attach->add_option("--name", o.name, "label for the lease");
+  c.attach->add_option("--priority", o.priority, "queue priority, -100..100 (higher first)")->default_str("0");
+  c.attach->add_option("--queue-timeout", o.queueTimeout, "give up waiting after this long (e.g. 30s; default: the daemon's)");
+  c.attach->add_flag("--json", o.json, "print the lease as JSON");
+  addSocketOption(c.attach, o.socket);
+  return c;
+}
+
+int runClientCommand(const ClientCommands& c, const ClientOptions& o) {
+  int rc = kExitOk;
+  if (c.leases->parsed()) {
+    auto m = callDaemon("leases", o, "leases", json::object(), rc);
+    if (!m) return rc;
+    if (o.json) fmt::print("{}\n", m->result["leases"].dump(2));
+    else printLeases(m->result["leases"]);
+    return kExitOk;
+  }
+  if (c.leaseShow->parsed()) {
+    auto m = callDaemon("lease show", o, "lease", {{"lease", o.leaseId}}, rc);
+    if (!m) return rc;
+    if (o.json) {
+      fmt::print("{}\n", m->result.dump(2));
+      return kExitOk;
+    }
+    const json& r = m->result;
+    fmt::print("lease {} ({}, {}): {}\n", r.value("lease", ""), r.value("name", "-"), r.value("kind", "-"), r.value("state", "?"));
+    if (r.contains("cgroup")) fmt::print("  cgroup {}{}\n", r["cgroup"].get<std::string>(), r.contains("unit") ? fmt::format(" (unit {})", r["unit"].get<std::string>()) : "");
+    if (r.contains("memory")) fmt::print("  memory now {}, sampled peak {} (cgroup)\n", bytesText(r["memory"]["current_bytes"]), bytesText(r["memory"]["peak_sampled_bytes"]));
+    if (r.contains("gpu")) fmt::print("  GPU memory now {}, peak {} (drm-fdinfo)\n", bytesText(r["gpu"]["current_bytes"]), bytesText(r["gpu"]["peak_bytes"]));
+    if (r.contains("ledger")) {
+      for (const auto& e : r["ledger"]) {
+        std::string extra;
+        if (e["body"].is_object() && e["body"].contains("outcome")) extra = ": " + e["body"]["outcome"].value("summary", "");
+        fmt::print("  ledger #{} {}{}\n", e["seq"].get<std::int64_t>(), e["kind"].get<std::string>(), extra);
+      }
+    }
+    return kExitOk;
+  }
+  if (c.leaseRelease->parsed()) {
+    auto m = callDaemon("lease release", o, "release", {{"lease", o.leaseId}}, rc);
+    if (!m) return rc;
+    if (o.json) fmt::print("{}\n", m->result.dump(2));
+    else fmt::print("lease {}: {}\n", o.leaseId, m->result.value("state", "released"));
+    return kExitOk;
+  }
+  if (c.pools->parsed()) {
+    auto m = callDaemon("pools", o, "pools", json::object(), rc);
+    if (!m) return rc;
+    if (o.json) fmt::print("{}\n", m->result["pools"].dump(2));
+    else printPools(m->result["pools"]);
+    return kExitOk;
+  }
+  if (c.attach->parsed()) {
+    json p = {{"pools", o.pools}};
+    if (!o.unit.empty()) p["unit"] = o.unit;
+    else if (!o.cgroup.empty()) p["cgroup"] = o.cgroup;
+    else if (o.pid) p["pid"] = o.pid;
+    else {
+      fmt::print(stderr, "tally attach: name the workload with --unit, --cgroup or --pid\n");
+      return kExitUsage;
+    }
+    for (auto [flag, text, key] : {std::tuple{"--memory-max", &o.memoryMax, "memory_max"}, std::tuple{"--gpu-memory-max", &o.gpuMemoryMax, "gpu_memory_max"}}) {
+      if (text->empty()) continue;
+      auto v = lease::parseSize(*text);
+      if (!v) {
+        fmt::print(stderr, "tally attach: {} {}\n", flag, v.error().message);
+        return kExitUsage;
+      }
+      p[key] = *v;
+    }
+    if (!o.queueTimeout.empty()) {
+      auto v = lease::parseDurationUs(o.queueTimeout);
+      if (!v) {
+        fmt::print(stderr, "tally attach: --queue-timeout {}\n", v.error().message);
+        return kExitUsage;
+      }
+      p["timeout_us"] = *v;
+    }
+    if (!o.name.empty()) p["name"] = o.name;
+    p["priority"] = o.priority;
+    auto m = callDaemon("attach", o, "attach", p, rc, [](const rpc::Message& ev) {
+      fmt::print(stderr, "tally attach: queued: position {} ({})\n", ev.raw.value("position", 0), ev.raw.value("waiting_for", "?"));
+    });
+    if (!m) return rc;
+    if (o.json) fmt::print("{}\n", m->result.dump(2));
+    else fmt::print("{}\n", m->result.value("lease", ""));
+    fmt::print(stderr, "tally attach: lease {} on {} ({})\n", m->result.value("lease", ""), m->result.value("cgroup", "?"),
+               m->result.value("state", "?"));
+    return kExitOk;
+  }
+  return kExitUsage;
+}
+
+}  // namespace tally::cli

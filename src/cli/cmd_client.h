@@ -1,0 +1,38 @@
+// The daemon's client commands: tally leases, tally lease show|release,
+// tally pools, tally attach.
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+#include <string>
+#include <vector>
+
+namespace tally::cli {
+
+struct ClientOptions {
+  std::string socket;  // "" = rpc::defaultSocketPath()
+  bool json = false;
+  std::string leaseId;
+  // attach
+  std::string unit, cgroup;
+  std::uint64_t pid = 0;
+  std::vector<std::string> pools;
+  std::string memoryMax, gpuMemoryMax, name, queueTimeout;
+  int priority = 0;
+};
+
+struct ClientCommands {
+  CLI::App* leases = nullptr;
+  CLI::App* leaseShow = nullptr;
+  CLI::App* leaseRelease = nullptr;
+  CLI::App* pools = nullptr;
+  CLI::App* attach = nullptr;
+};
+
+ClientCommands addClientCommands(CLI::App& app, ClientOptions& opts);
+int runClientCommand(const ClientCommands& cmds, const ClientOptions& opts);
+
+// "--socket PATH (default: $TALLY_SOCKET, else ...)" for every client command.
+void addSocketOption(CLI::App* cmd, std::string& socket);
+
+}  // namespace tally::cli

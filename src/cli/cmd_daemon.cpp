@@ -1,0 +1,150 @@
+// `tally daemon` and `tally config check`.
+#include "cli/cmd_daemon.h"
+
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include <nlohmann/json.hpp>
+
+#include "cli/exit_codes.h"
+#include "cli/roots.h"
+#include "config/config.h"
+#include "daemon/server.h"
+#include "daemon/service.h"
+#include "daemon/systemd_units.h"
+#include "ledger/ledger.h"
+#include "lease/units.h"
+#include "report/gpu_report.h"
+
+namespace tally::cli {
+
+void addDaemonCommand(CLI::App& app, DaemonOptions& o) {
+  auto* cmd = app.add_subcommand("daemon", "Serve pools: admission with memory budgets, metered leases, the ledger");
+  cmd->footer(
+      "One event loop serves the socket ([daemon] socket, mode 0660), meters every live lease each\n"
+      "sample_interval, watches lease cgroups' cgroup.events, and records lifecycle rows and outcomes\n"
+      "in the hash-chained ledger under [daemon] state_dir. On start it re-adopts the leases the ledger\n"
+      "says are open (same unit, same cgroup inode) and closes the ones that vanished as 'lost'.\n"
+      "Under systemd use Type=notify (READY/STATUS; WatchdogSec= is honoured). See docs/daemon.md.\n\n"
+      "Example: tally daemon --config /etc/tally/tally.toml\n"
+      "Exit status: 0 stopped by SIGTERM/SIGINT, 1 the config has problems, 3 the socket, state dir or\n"
+      "/proc cannot be used.");
+  cmd->add_option("--config", o.config, "the TOML config (pools, budgets, socket, state dir)")->default_str(kDefaultConfig);
+}
+
+int runDaemon(const fs::RootPaths& paths, const DaemonOptions& o) {
+  auto parsed = config::load(o.config);
+  if (!parsed.config) {
+    fmt::print(stderr, "{}tally daemon: fix the config ('tally config check {}' lists every problem)\n",
+               config::formatProblems(parsed, o.config), o.config);
+    return kExitDegraded;
+  }
+  config::Config cfg = *parsed.config;
+  if (cfg.daemon.stateDir.empty()) cfg.daemon.stateDir = ledger::defaultStateDir();
+  auto db = ledger::Ledger::open(cfg.daemon.stateDir);
+  if (!db) {
+    fmt::print(stderr, "tally daemon: {}\n", db.error().message);
+    return kExitEnvironment;
+  }
+  auto roots = openRoots(paths);
+  if (!roots) return kExitEnvironment;
+  if (!roots->cgroup) {
+    fmt::print(stderr, "tally daemon: warning: {}; leases cannot be metered, only admitted\n", roots->cgroupError.value_or("no cgroup v2 root"));
+  }
+  daemon::Server server(cfg);
+  if (auto s = server.listen(); !s) {
+    fmt::print(stderr, "tally daemon: {}\n", s.error().message);
+    return kExitEnvironment;
+  }
+  // The system manager, for attach --unit and MemoryMax on attached units.
+  // Its absence is not fatal: everything else works without systemd.
+  std::unique_ptr<daemon::SystemdUnits> units;
+  if (auto bus = contain::SystemdBus::connect(geteuid() != 0)) {
+    units = std::make_unique<daemon::SystemdUnits>(std::move(*bus));
+    sd_bus_attach_event(units->bus(), server.event(), SD_EVENT_PRIORITY_NORMAL);
+  } else {
+    fmt::print(stderr, "tally daemon: note: no systemd manager ({}); attach --unit is unavailable\n", bus.error().message);
+  }
+  long page = sysconf(_SC_PAGESIZE);
+  daemon::ServiceEnv env{roots->proc, roots->sys, roots->cgroup ? &*roots->cgroup : nullptr, server, server, units.get(),
+                         page > 0 ? static_cast<std::uint64_t>(page) : 4096};
+  daemon::Service service(cfg, *db, env);
+  for (const auto& line : service.recover()) fmt::print(stderr, "tally daemon: recovery: {}\n", line);
+  if (auto v = db->verify(); v && !v->problems.empty()) {
+    fmt::print(stderr, "tally daemon: WARNING: the ledger's hash chain is broken ({} problem(s)); run 'tally ledger verify'\n",
+               v->problems.size());
+  }
+  fmt::print(stderr, "tally daemon: serving {} pool(s) on {}; ledger {}; {}\n", cfg.pools.size(), cfg.daemon.socket, db->path(),
+             service.statusLine());
+  int rc = server.run(service);
+  fmt::print(stderr, "tally daemon: stopping; {} (live leases stay in the ledger and are re-adopted on restart)\n",
+             service.statusLine());
+  if (units) sd_bus_detach_event(units->bus());
+  return rc;
+}
+
+void addConfigCommand(CLI::App& app, ConfigCheckOptions& o) {
+  auto* cfg = app.add_subcommand("config", "Check the daemon's TOML config");
+  cfg->require_subcommand(1);
+  auto* check = cfg->add_subcommand("check", "Validate a config: every problem with its line; unknown keys are errors");
+  check->footer(
+      "Exit status: 0 valid (the effective settings are printed), 1 problems found (one per line as FILE:LINE: ...).\n\n"
+      "Example config:\n"
+      "  [daemon]\n"
+      "  socket = \"/run/tally/tally.sock\"\n"
+      "  state_dir = \"/var/lib/tally\"\n"
+      "  sample_interval = \"1s\"\n\n"
+      "  [pools.gpu]\n"
+      "  capacity = 4\n"
+      "  gpu_memory_budget = \"96GiB\"\n"
+      "  memory_budget = \"64GiB\"\n"
+      "  devices = [\"0000:c6:00.0\"]");
+  check->add_option("FILE", o.file, "the config file")->default_str(kDefaultConfig);
+  check->add_flag("--json", o.json, "print the effective config (or the problems) as JSON");
+}
+
+int runConfigCheck(const ConfigCheckOptions& o) {
+  auto parsed = config::load(o.file);
+  using json = nlohmann::ordered_json;
+  if (!parsed.config) {
+    if (o.json) {
+      json probs = json::array();
+      for (const auto& p : parsed.problems) probs.push_back({{"line", p.line}, {"message", p.message}});
+      fmt::print("{}\n", json{{"file", o.file}, {"valid", false}, {"problems", probs}}.dump(2));
+    } else {
+      fmt::print(stderr, "{}", config::formatProblems(parsed, o.file));
+    }
+    return kExitDegraded;
+  }
+  const auto& c = *parsed.config;
+  auto opt = [](const std::optional<std::uint64_t>& v) { return v ? json(*v) : json(nullptr); };
+  if (o.json) {
+    json pools = json::array();
+    for (const auto& p : c.pools) {
+      pools.push_back({{"name", p.name}, {"capacity", p.capacity}, {"memory_budget", opt(p.memoryBudget)},
+                       {"gpu_memory_budget", opt(p.gpuMemoryBudget)}, {"devices", p.devices}});
+    }
+    json d = {{"socket", c.daemon.socket},
+              {"state_dir", c.daemon.stateDir.empty() ? ledger::defaultStateDir() : c.daemon.stateDir},
+              {"sample_interval_us", c.daemon.sampleIntervalUs},
+              {"queue_timeout_us", c.daemon.queueTimeoutUs},
+              {"samples_full_resolution_us", c.daemon.samplesFullResolutionUs},
+              {"samples_max_age_us", c.daemon.samplesMaxAgeUs},
+              {"samples_max_rows", c.daemon.samplesMaxRows},
+              {"client_grace_us", c.daemon.clientGraceUs}};
+    fmt::print("{}\n", json{{"file", o.file}, {"valid", true}, {"daemon", d}, {"pools", pools}}.dump(2));
+    return kExitOk;
+  }
+  fmt::print("{}: valid\n", o.file);
+  fmt::print("daemon: socket {}, state_dir {}, sample_interval {} ms\n", c.daemon.socket,
+             c.daemon.stateDir.empty() ? ledger::defaultStateDir() : c.daemon.stateDir, c.daemon.sampleIntervalUs / 1000);
+  for (const auto& p : c.pools) {
+    fmt::print("pool {}: capacity {}, memory budget {}, GPU memory budget {}{}\n", p.name, p.capacity,
+               p.memoryBudget ? report::humanBytes(*p.memoryBudget) : std::string("none"),
+               p.gpuMemoryBudget ? report::humanBytes(*p.gpuMemoryBudget) : std::string("none"),
+               p.devices.empty() ? std::string() : fmt::format(" on {}", fmt::join(p.devices, ", ")));
+  }
+  return kExitOk;
+}
+
+}  // namespace tally::cli

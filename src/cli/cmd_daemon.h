@@ -1,0 +1,26 @@
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+#include <string>
+
+#include "fs/root.h"
+
+namespace tally::cli {
+
+inline constexpr const char* kDefaultConfig = "/etc/tally/tally.toml";
+
+struct DaemonOptions {
+  std::string config = kDefaultConfig;
+};
+struct ConfigCheckOptions {
+  std::string file = kDefaultConfig;
+  bool json = false;
+};
+
+void addDaemonCommand(CLI::App& app, DaemonOptions& opts);
+int runDaemon(const fs::RootPaths& paths, const DaemonOptions& opts);
+void addConfigCommand(CLI::App& app, ConfigCheckOptions& opts);
+int runConfigCheck(const ConfigCheckOptions& opts);
+
+}  // namespace tally::cli

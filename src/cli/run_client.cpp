@@ -1,0 +1,84 @@
+#include "cli/run_client.h"
+
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include "lease/record.h"
+#include "util/clock.h"
+
+namespace tally::cli {
+
+using json = nlohmann::json;
+
+Result<std::string> DaemonLease::acquire(const json& params, int signalFd) {
+  auto c = rpc::Client::connect(socket_);
+  if (!c) return c.error();
+  client_.emplace(std::move(*c));
+  auto m = client_->call("acquire", params, [](const rpc::Message& ev) {
+    fmt::print(stderr, "tally run: queued as lease {}: position {} of {} (waiting for {})\n", ev.raw.value("lease", "?"),
+               ev.raw.value("position", 0), ev.raw.value("queued", 0), ev.raw.value("waiting_for", "?"));
+  }, -1, signalFd);
+  if (!m) {
+    if (m.error().code == EINTR) return Error{EINTR, "a stop signal arrived while queued; the request was cancelled"};
+    return m.error();
+  }
+  if (!m->ok) return Error{0, fmt::format("the daemon refused the lease: {} ({})", m->error.message, m->error.code)};
+  leaseId_ = m->result.value("lease", "");
+  return leaseId_;
+}
+
+// A call that survives a daemon restart: on a broken connection it
+// reconnects (every 500 ms, up to the reconnect timeout), resumes the lease
+// and repeats the call once.
+Result<rpc::Message> DaemonLease::callResuming(const std::string& method, const json& params) {
+  if (client_) {
+    auto m = client_->call(method, params, {}, 30'000);
+    if (m) return m;
+    fmt::print(stderr, "tally run: {}; reconnecting to resume lease {}\n", m.error().message, leaseId_);
+  }
+  client_.reset();
+  std::uint64_t deadline = clock::monotonicUs() + reconnectUs_;
+  Error last{0, "no attempt"};
+  while (clock::monotonicUs() < deadline) {
+    auto c = rpc::Client::connect(socket_);
+    if (c) {
+      auto r = c->call("resume", {{"lease", leaseId_}}, {}, 30'000);
+      if (r && r->ok) {
+        client_.emplace(std::move(*c));
+        return client_->call(method, params, {}, 30'000);
+      }
+      if (r && !r->ok) return r;  // the daemon is back but no longer knows the lease
+      last = r ? Error{0, "resume refused"} : r.error();
+    } else {
+      last = c.error();
+    }
+    ::usleep(500'000);
+  }
+  return Error{last.code, fmt::format("the daemon did not come back within {} s: {}", reconnectUs_ / 1000000, last.message)};
+}
+
+Status DaemonLease::placed(const lease::LeaseRecord& rec, const contain::LeaseCgroup& lease) {
+  json p = {{"lease", leaseId_}, {"unit", rec.unit}, {"cgroup", lease.cgroup()}, {"counters_cgroup", lease.countersCgroup()}};
+  auto m = callResuming("started", p);
+  if (!m) return Error{0, fmt::format("the daemon could not be told where lease {} runs: {}", leaseId_, m.error().message)};
+  if (!m->ok) return Error{0, fmt::format("the daemon refused to meter lease {}: {}", leaseId_, m->error.message)};
+  return Ok{};
+}
+
+void DaemonLease::finished(lease::LeaseRecord& rec) {
+  auto m = callResuming("complete", {{"lease", leaseId_}, {"record", lease::recordJson(rec)}});
+  if (m && m->ok) {
+    recorded_ = true;
+    return;
+  }
+  std::string why = m ? fmt::format("{} ({})", m->error.message, m->error.code) : m.error().message;
+  rec.warnings.push_back(fmt::format("the daemon did not record the outcome: {}", why));
+}
+
+void DaemonLease::withdraw() {
+  if (leaseId_.empty()) return;
+  auto m = callResuming("release", {{"lease", leaseId_}});
+  if (!m || !m->ok) fmt::print(stderr, "tally run: could not withdraw lease {} from the daemon\n", leaseId_);
+}
+
+}  // namespace tally::cli

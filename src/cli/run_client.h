@@ -1,0 +1,44 @@
+// `tally run --pool`: the lease comes from the daemon. The client waits in
+// the queue (showing its position), runs the scope exactly as standalone
+// `tally run` does, tells the daemon where the lease lives (it meters it
+// too) and hands it the outcome, which the daemon records.
+//
+// Daemon restarts: the client reconnects and resumes the lease by id. If the
+// daemon stays away past --reconnect-timeout when the outcome is due, the
+// record is printed on stderr and the daemon, when back, closes the lease as
+// "lost" (docs/daemon.md, "Recovery").
+#pragma once
+
+#include <nlohmann/json.hpp>
+
+#include <optional>
+#include <string>
+
+#include "lease/runner.h"
+#include "rpc/client.h"
+
+namespace tally::cli {
+
+class DaemonLease final : public lease::LeaseObserver {
+ public:
+  DaemonLease(std::string socket, std::uint64_t reconnectTimeoutUs) : socket_(std::move(socket)), reconnectUs_(reconnectTimeoutUs) {}
+
+  // Waits for the grant. Returns the lease id, or an error (printed by the caller).
+  // `signalFd` readable (SIGINT/SIGTERM/SIGHUP) cancels the wait.
+  Result<std::string> acquire(const nlohmann::json& params, int signalFd);
+  Status placed(const lease::LeaseRecord& rec, const contain::LeaseCgroup& lease) override;
+  void finished(lease::LeaseRecord& rec) override;
+  // The lease ended without ever starting (containment refused): withdraw it.
+  void withdraw();
+  bool recorded() const { return recorded_; }
+
+ private:
+  Result<rpc::Message> callResuming(const std::string& method, const nlohmann::json& params);
+  std::string socket_;
+  std::uint64_t reconnectUs_;
+  std::optional<rpc::Client> client_;
+  std::string leaseId_;
+  bool recorded_ = false;
+};
+
+}  // namespace tally::cli

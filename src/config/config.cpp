@@ -1,0 +1,244 @@
+#include "config/config.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+
+#include <toml++/toml.h>
+
+#include "lease/units.h"
+
+namespace tally::config {
+namespace {
+
+std::size_t lineOf(const toml::node& n) { return n.source().begin.line; }
+
+class Reader {
+ public:
+  std::vector<Problem> problems;
+
+  void problem(const toml::node& n, std::string message) { problems.push_back({lineOf(n), std::move(message)}); }
+
+  // Keys a table may hold; anything else is an error naming the known ones.
+  void onlyKeys(const toml::table& t, std::string_view where, std::initializer_list<std::string_view> known) {
+    for (const auto& [key, node] : t) {
+      if (std::find(known.begin(), known.end(), key.str()) != known.end()) continue;
+      std::string list;
+      for (auto k : known) list += fmt::format("{}{}", list.empty() ? "" : ", ", k);
+      problems.push_back({key.source().begin.line ? key.source().begin.line : lineOf(node),
+                          fmt::format("unknown key '{}' in {} (known: {})", key.str(), where, list)});
+    }
+  }
+
+  std::optional<std::string> string(const toml::table& t, std::string_view key, std::string_view where) {
+    const toml::node* n = t.get(key);
+    if (!n) return std::nullopt;
+    if (auto s = n->value<std::string>()) return *s;
+    problem(*n, fmt::format("{}.{} must be a string", where, key));
+    return std::nullopt;
+  }
+
+  // A size: an integer (bytes) or a string with a unit ("96GiB").
+  std::optional<std::uint64_t> size(const toml::table& t, std::string_view key, std::string_view where) {
+    const toml::node* n = t.get(key);
+    if (!n) return std::nullopt;
+    if (auto i = n->value<std::int64_t>()) {
+      if (*i > 0) return static_cast<std::uint64_t>(*i);
+      problem(*n, fmt::format("{}.{} must be positive", where, key));
+      return std::nullopt;
+    }
+    if (auto s = n->value<std::string>()) {
+      auto v = lease::parseSize(*s);
+      if (v && *v > 0) return *v;
+      problem(*n, fmt::format("{}.{}: {}", where, key, v ? "must be positive" : v.error().message));
+      return std::nullopt;
+    }
+    problem(*n, fmt::format("{}.{} must be bytes (integer) or a size string such as \"96GiB\"", where, key));
+    return std::nullopt;
+  }
+
+  // A duration: a string with a unit ("1s", "10m") or an integer of seconds.
+  std::optional<std::uint64_t> duration(const toml::table& t, std::string_view key, std::string_view where) {
+    const toml::node* n = t.get(key);
+    if (!n) return std::nullopt;
+    if (auto i = n->value<std::int64_t>()) {
+      if (*i >= 0 && *i <= 315'360'000) return static_cast<std::uint64_t>(*i) * 1'000'000;
+      problem(*n, fmt::format("{}.{} must be 0..315360000 seconds", where, key));
+      return std::nullopt;
+    }
+    if (auto s = n->value<std::string>()) {
+      auto v = lease::parseDurationUs(*s);
+      if (v) return *v;
+      problem(*n, fmt::format("{}.{}: {}", where, key, v.error().message));
+      return std::nullopt;
+    }
+    problem(*n, fmt::format("{}.{} must be a duration such as \"1s\" or \"10m\"", where, key));
+    return std::nullopt;
+  }
+
+  std::optional<std::uint64_t> count(const toml::table& t, std::string_view key, std::string_view where,
+                                     std::uint64_t min, std::uint64_t max) {
+    const toml::node* n = t.get(key);
+    if (!n) return std::nullopt;
+    auto i = n->value<std::int64_t>();
+    if (i && *i >= 0 && static_cast<std::uint64_t>(*i) >= min && static_cast<std::uint64_t>(*i) <= max) {
+      return static_cast<std::uint64_t>(*i);
+    }
+    problem(*n, fmt::format("{}.{} must be an integer in {}..{}", where, key, min, max));
+    return std::nullopt;
+  }
+};
+
+bool validPoolName(std::string_view s) {
+  if (s.empty() || s.size() > 64) return false;
+  return std::all_of(s.begin(), s.end(), [](char c) {
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-' || c == '_';
+  });
+}
+
+// A PCI address as sysfs and fdinfo's drm-pdev print it: 0000:c6:00.0.
+bool validBdf(std::string_view s) {
+  if (s.size() != 12 || s[4] != ':' || s[7] != ':' || s[10] != '.') return false;
+  for (std::size_t i : {0u, 1u, 2u, 3u, 5u, 6u, 8u, 9u, 11u}) {
+    char c = s[i];
+    if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'))) return false;
+  }
+  return true;
+}
+
+void readDaemon(Reader& r, const toml::table& t, Daemon& d) {
+  r.onlyKeys(t, "[daemon]", {"socket", "socket_group", "state_dir", "sample_interval", "queue_timeout",
+                             "samples_full_resolution", "samples_max_age", "samples_max_rows", "client_grace"});
+  if (auto s = r.string(t, "socket", "daemon")) {
+    if (s->empty() || (*s)[0] != '/' || s->size() > 107) r.problem(*t.get("socket"), "daemon.socket must be an absolute path of at most 107 bytes");
+    else d.socket = *s;
+  }
+  if (auto s = r.string(t, "socket_group", "daemon")) d.socketGroup = *s;
+  if (auto s = r.string(t, "state_dir", "daemon")) {
+    if (s->empty() || (*s)[0] != '/') r.problem(*t.get("state_dir"), "daemon.state_dir must be an absolute path");
+    else d.stateDir = *s;
+  }
+  if (auto v = r.duration(t, "sample_interval", "daemon")) {
+    if (*v < 100'000) r.problem(*t.get("sample_interval"), "daemon.sample_interval must be at least 100ms");
+    else d.sampleIntervalUs = *v;
+  }
+  if (auto v = r.duration(t, "queue_timeout", "daemon")) d.queueTimeoutUs = *v;
+  if (auto v = r.duration(t, "samples_full_resolution", "daemon")) d.samplesFullResolutionUs = *v;
+  if (auto v = r.duration(t, "samples_max_age", "daemon")) d.samplesMaxAgeUs = *v;
+  if (auto v = r.count(t, "samples_max_rows", "daemon", 1000, 1'000'000'000)) d.samplesMaxRows = *v;
+  if (auto v = r.duration(t, "client_grace", "daemon")) d.clientGraceUs = *v;
+  if (d.samplesMaxAgeUs < d.samplesFullResolutionUs) {
+    r.problems.push_back({lineOf(t), "daemon.samples_max_age must not be shorter than daemon.samples_full_resolution"});
+  }
+}
+
+void readPool(Reader& r, const std::string& name, const toml::node& node, Config& c) {
+  std::string where = fmt::format("pools.{}", name);
+  const toml::table* t = node.as_table();
+  if (!t) {
+    r.problem(node, fmt::format("{} must be a table: [pools.{}]", where, name));
+    return;
+  }
+  if (!validPoolName(name)) r.problem(node, fmt::format("pool name '{}' must be 1-64 of [A-Za-z0-9_-]", name));
+  r.onlyKeys(*t, fmt::format("[{}]", where), {"capacity", "memory_budget", "gpu_memory_budget", "devices"});
+  Pool p;
+  p.name = name;
+  if (!t->get("capacity")) r.problem(node, fmt::format("{}.capacity is missing (how many leases may hold the pool at once)", where));
+  if (auto v = r.count(*t, "capacity", where, 1, 1'000'000)) p.capacity = *v;
+  p.memoryBudget = r.size(*t, "memory_budget", where);
+  p.gpuMemoryBudget = r.size(*t, "gpu_memory_budget", where);
+  if (const toml::node* dn = t->get("devices")) {
+    const toml::array* a = dn->as_array();
+    if (!a) {
+      r.problem(*dn, fmt::format("{}.devices must be an array of PCI addresses such as [\"0000:c6:00.0\"]", where));
+    } else {
+      for (const auto& e : *a) {
+        auto s = e.value<std::string>();
+        if (!s || !validBdf(*s)) {
+          r.problem(e, fmt::format("{}.devices: {} is not a PCI address (lowercase, e.g. \"0000:c6:00.0\")", where,
+                                   s ? fmt::format("'{}'", *s) : std::string("a non-string")));
+        } else if (std::find(p.devices.begin(), p.devices.end(), *s) != p.devices.end()) {
+          r.problem(e, fmt::format("{}.devices lists {} twice", where, *s));
+        } else {
+          p.devices.push_back(*s);
+        }
+      }
+    }
+    if (!p.gpuMemoryBudget) r.problem(*dn, fmt::format("{}.devices is set but gpu_memory_budget is not; devices only scope the GPU budget", where));
+  }
+  c.pools.push_back(std::move(p));
+}
+
+}  // namespace
+
+const Pool* Config::pool(std::string_view name) const {
+  for (const auto& p : pools) {
+    if (p.name == name) return &p;
+  }
+  return nullptr;
+}
+
+Parsed parse(std::string_view text, const std::string& path) {
+  Parsed out;
+  toml::table root;
+  try {
+    root = toml::parse(text, path);
+  } catch (const toml::parse_error& e) {
+    out.problems.push_back({e.source().begin.line, std::string(e.description())});
+    return out;
+  }
+  Reader r;
+  Config c;
+  c.path = path;
+  r.onlyKeys(root, "the top level", {"daemon", "pools"});
+  if (const toml::node* d = root.get("daemon")) {
+    if (const toml::table* t = d->as_table()) readDaemon(r, *t, c.daemon);
+    else r.problem(*d, "daemon must be a table: [daemon]");
+  }
+  if (const toml::node* p = root.get("pools")) {
+    if (const toml::table* t = p->as_table()) {
+      for (const auto& [key, node] : *t) readPool(r, std::string(key.str()), node, c);
+    } else {
+      r.problem(*p, "pools must be tables: [pools.<name>]");
+    }
+  }
+  if (c.pools.empty() && r.problems.empty()) {
+    r.problems.push_back({0, "no pools: add at least one [pools.<name>] table with a capacity"});
+  }
+  std::stable_sort(r.problems.begin(), r.problems.end(), [](const Problem& a, const Problem& b) { return a.line < b.line; });
+  out.problems = std::move(r.problems);
+  if (out.problems.empty()) out.config = std::move(c);
+  return out;
+}
+
+Parsed load(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) {
+    Parsed p;
+    p.problems.push_back({0, fmt::format("cannot read {}: {}", path, std::strerror(errno))});
+    return p;
+  }
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  std::string text = ss.str();
+  if (text.size() > (1u << 20)) {
+    Parsed p;
+    p.problems.push_back({0, fmt::format("{} is larger than 1 MiB; that is not a tally config", path)});
+    return p;
+  }
+  return parse(text, path);
+}
+
+std::string formatProblems(const Parsed& p, const std::string& path) {
+  std::string out;
+  for (const auto& pr : p.problems) {
+    if (pr.line) out += fmt::format("{}:{}: {}\n", path, pr.line, pr.message);
+    else out += fmt::format("{}: {}\n", path, pr.message);
+  }
+  return out;
+}
+
+}  // namespace tally::config

@@ -1,0 +1,64 @@
+// The daemon's configuration: one TOML file with a [daemon] table and one
+// [pools.<name>] table per pool. Parsed into raw integers (bytes, µs); every
+// problem is reported with its line, and a key tally does not know is an
+// error (a misspelt budget must not silently mean "no budget").
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "util/result.h"
+
+namespace tally::config {
+
+struct Pool {
+  std::string name;
+  std::uint64_t capacity = 1;  // holders at once
+  std::optional<std::uint64_t> memoryBudget;     // Σ declared memory_max of holders
+  std::optional<std::uint64_t> gpuMemoryBudget;  // Σ declared gpu_memory_max of holders
+  std::vector<std::string> devices;  // PCI BDFs the GPU budget refers to; empty = every GPU
+};
+
+inline constexpr const char* kSystemSocket = "/run/tally/tally.sock";
+
+struct Daemon {
+  std::string socket = kSystemSocket;
+  std::optional<std::string> socketGroup;  // group owning the 0660 socket; default: the daemon's
+  std::string stateDir;                    // default: ledger::defaultStateDir()
+  std::uint64_t sampleIntervalUs = 1'000'000;
+  std::uint64_t queueTimeoutUs = 0;        // default for requests that give none; 0 = wait forever
+  std::uint64_t samplesFullResolutionUs = 3'600'000'000ULL;  // every sample kept this long
+  std::uint64_t samplesMaxAgeUs = 30ULL * 86'400'000'000ULL; // one per minute kept until then
+  std::uint64_t samplesMaxRows = 1'000'000;                  // hard cap, oldest dropped first
+  std::uint64_t clientGraceUs = 60'000'000;  // a run lease's client may be away this long
+};
+
+struct Config {
+  std::string path;  // where it was read from, for messages
+  Daemon daemon;
+  std::vector<Pool> pools;  // in file order
+  const Pool* pool(std::string_view name) const;
+};
+
+// One problem, with the 1-based line it is on (0 when it has no line).
+struct Problem {
+  std::size_t line = 0;
+  std::string message;
+};
+
+struct Parsed {
+  std::optional<Config> config;   // set when there are no problems
+  std::vector<Problem> problems;  // in line order
+};
+
+// Pure: text in, config or problems out. `path` only labels messages.
+Parsed parse(std::string_view text, const std::string& path);
+// Reads and parses a file; a file that cannot be read is one problem.
+Parsed load(const std::string& path);
+
+// "FILE:LINE: message" lines, for stderr.
+std::string formatProblems(const Parsed& p, const std::string& path);
+
+}  // namespace tally::config

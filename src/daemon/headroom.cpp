@@ -1,0 +1,48 @@
+#include "daemon/headroom.h"
+
+#include <algorithm>
+
+namespace tally::daemon {
+namespace {
+
+std::uint64_t unused(const std::optional<std::uint64_t>& declared, const std::optional<std::uint64_t>& inUse) {
+  if (!declared) return 0;
+  if (!inUse) return *declared;
+  return *declared > *inUse ? *declared - *inUse : 0;
+}
+
+std::uint64_t minus(std::uint64_t a, std::uint64_t b) { return a > b ? a - b : 0; }
+
+}  // namespace
+
+std::optional<std::uint64_t> deviceFree(const config::Pool& pool, const devices::DeviceMap& devices) {
+  std::optional<std::uint64_t> free;
+  for (const auto& d : devices.devices) {
+    if (!pool.devices.empty() && (!d.pdev || std::find(pool.devices.begin(), pool.devices.end(), *d.pdev) == pool.devices.end())) {
+      continue;
+    }
+    for (const char* region : {"gtt", "vram"}) {
+      const devices::DeviceMemory* m = d.region(region);
+      if (!m || !m->totalBytes || !m->usedBytes) continue;
+      free = free.value_or(0) + minus(*m->totalBytes, *m->usedBytes);
+    }
+  }
+  return free;
+}
+
+admission::Headroom poolHeadroom(const config::Pool& pool, const HostFigures& host, const std::vector<HolderUse>& holders) {
+  admission::Headroom h;
+  std::uint64_t hostPromised = 0, gpuPromised = 0;
+  for (const auto& u : holders) {
+    hostPromised += unused(u.memoryMax, u.memoryInUse);
+    gpuPromised += unused(u.gpuMemoryMax, u.gpuInUse);
+  }
+  if (host.memAvailable) h.hostBytes = minus(*host.memAvailable, hostPromised);
+  if (auto free = deviceFree(pool, host.devices)) {
+    std::uint64_t f = host.memAvailable ? std::min(*free, *host.memAvailable) : *free;
+    h.gpuBytes = minus(f, gpuPromised);
+  }
+  return h;
+}
+
+}  // namespace tally::daemon

@@ -1,0 +1,47 @@
+// What the lease service needs from the world around it, as interfaces: the
+// event loop's connections and inotify watches, and systemd. The daemon
+// implements them over sd-event and sd-bus; tests implement them in memory
+// and observe every side effect.
+#pragma once
+
+#include <sys/types.h>
+
+#include <cstdint>
+#include <string>
+
+#include "util/result.h"
+
+namespace tally::daemon {
+
+// Who is on the other end of a connection (SO_PEERCRED, read once at accept).
+struct Peer {
+  pid_t pid = 0;
+  uid_t uid = 0;
+  gid_t gid = 0;
+};
+
+class Outbox {
+ public:
+  virtual ~Outbox() = default;
+  // Queues one line to a connection; false when it is gone.
+  virtual bool send(std::uint64_t conn, std::string line) = 0;
+};
+
+class Watches {
+ public:
+  virtual ~Watches() = default;
+  // Calls the service's cgroupChanged(leaseId) whenever `path` is modified.
+  virtual Status watch(const std::string& leaseId, const std::string& path) = 0;
+  virtual void unwatch(const std::string& leaseId) = 0;
+};
+
+class Units {
+ public:
+  virtual ~Units() = default;
+  // The unit's ControlGroup ("" when it has none, i.e. it is not running).
+  virtual Result<std::string> controlGroup(const std::string& unit) = 0;
+  // SetUnitProperties(unit, runtime=true, MemoryMax=bytes).
+  virtual Status setMemoryMax(const std::string& unit, std::uint64_t bytes) = 0;
+};
+
+}  // namespace tally::daemon

@@ -1,0 +1,72 @@
+// `tally daemon`'s event loop: one sd-event loop for the RPC socket, the
+// timers (sampling, housekeeping, retention), inotify watches on lease
+// cgroups' cgroup.events, the systemd bus and the stop signals. No thread
+// per lease or per client. Under systemd it speaks Type=notify (READY,
+// STATUS, WATCHDOG via sd-event's own watchdog support).
+#pragma once
+
+#include <systemd/sd-event.h>
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+
+#include "config/config.h"
+#include "daemon/seams.h"
+#include "daemon/service.h"
+#include "rpc/protocol.h"
+#include "util/unique_fd.h"
+
+namespace tally::daemon {
+
+struct ServerLimits {
+  std::size_t maxConnections = 1024;
+  std::size_t maxOutputBytes = 8u << 20;  // a client that stops reading is dropped past this
+};
+
+class Server final : public Outbox, public Watches {
+ public:
+  Server(const config::Config& cfg, ServerLimits limits = {});
+  ~Server() override;
+  Server(const Server&) = delete;
+  Server& operator=(const Server&) = delete;
+
+  // Binds the socket (mode 0660) and sets the loop up; errors name the fix.
+  Status listen();
+  // Runs until SIGTERM/SIGINT. `service` must outlive the call.
+  int run(Service& service);
+  sd_event* event() const { return event_; }
+
+  bool send(std::uint64_t conn, std::string line) override;
+  Status watch(const std::string& leaseId, const std::string& path) override;
+  void unwatch(const std::string& leaseId) override;
+
+ private:
+  struct Conn;
+  struct WatchCtx;
+  static int onAccept(sd_event_source* s, int fd, uint32_t revents, void* self);
+  static int onConn(sd_event_source* s, int fd, uint32_t revents, void* conn);
+  static int onTimer(sd_event_source* s, uint64_t usec, void* self);
+  static int onInotify(sd_event_source* s, const struct inotify_event* ev, void* ctx);
+  void closeConn(std::uint64_t id);
+  void readFrom(Conn& c);
+  void flush(Conn& c);
+  void notifyStatus();
+
+  config::Config cfg_;
+  ServerLimits limits_;
+  sd_event* event_ = nullptr;
+  UniqueFd listenFd_;
+  sd_event_source* listenSrc_ = nullptr;
+  sd_event_source* sampleTimer_ = nullptr;
+  sd_event_source* tickTimer_ = nullptr;
+  sd_event_source* pruneTimer_ = nullptr;
+  Service* service_ = nullptr;
+  std::map<std::uint64_t, std::unique_ptr<Conn>> conns_;
+  std::map<std::string, std::unique_ptr<WatchCtx>> watches_;
+  std::uint64_t nextConn_ = 1;
+  std::string lastStatus_;
+};
+
+}  // namespace tally::daemon

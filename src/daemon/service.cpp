@@ -1,0 +1,940 @@
+#include "daemon/service.h"
+
+#include <fmt/format.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+
+#include "daemon/headroom.h"
+#include "lease/outcome.h"
+#include "lease/record.h"
+#include "lease/spec.h"
+#include "probes/cgroup_memory.h"
+#include "probes/meminfo.h"
+#include "probes/proc_cgroup.h"
+#include "probes/sysfs_value.h"
+#include "util/clock.h"
+#include "util/text.h"
+
+namespace tally::daemon {
+
+using json = nlohmann::json;
+namespace code = rpc::code;
+
+struct Service::Lease {
+  enum class State { Queued, Granted, Running };
+  std::string id, name, kind;  // kind: "run" or "attach"
+  uid_t owner = 0;
+  pid_t peerPid = 0;
+  admission::Request req;
+  State state = State::Queued;
+  std::uint64_t conn = 0;  // the client bound to the lease; 0 = none
+  bool pending = false;    // an acquire/attach waits for its reply on `conn`
+  json pendingId;
+  json target;  // attach: {"unit":...} | {"cgroup":...} | {"pid":...}
+  std::string unit, cgroup, countersCgroup;
+  std::uint64_t inode = 0;
+  std::unique_ptr<lease::LeaseMeter> meter;
+  std::optional<contain::AppliedLimits> applied;
+  std::optional<std::uint64_t> oomKillsAtAdoption;
+  std::uint64_t requestedAtNs = 0, grantedAtNs = 0, startedAtNs = 0;
+  std::uint64_t graceDeadlineUs = 0;  // a run lease without its client is closed as lost after this
+  std::uint64_t killDeadlineUs = 0;   // release of a run lease: SIGKILL the rest after this
+  bool releaseRequested = false;
+  std::optional<std::size_t> lastPosition;
+  bool recovered = false;
+};
+
+struct Service::HostCache {
+  std::uint64_t readAtUs = 0;
+  HostFigures figures;
+};
+
+namespace {
+
+std::optional<std::uint64_t> readU64(const fs::Root& root, const std::string& rel) {
+  auto t = root.read(rel, 64);
+  if (!t) return std::nullopt;
+  return probes::parseSysfsU64(*t);
+}
+
+json optJson(const std::optional<std::uint64_t>& v) { return v ? json(*v) : json(nullptr); }
+
+bool validCgroupPath(const std::string& p) {
+  if (p.empty() || p[0] != '/' || p.size() > 4096) return false;
+  if (p.find("/../") != std::string::npos || text::endsWith(p, "/..") || p.find("/./") != std::string::npos) return false;
+  return p.find('\0') == std::string::npos && p.find('\n') == std::string::npos;
+}
+
+const char* unitInterface(const std::string& unit) {
+  if (text::endsWith(unit, ".service")) return "org.freedesktop.systemd1.Service";
+  if (text::endsWith(unit, ".scope")) return "org.freedesktop.systemd1.Scope";
+  if (text::endsWith(unit, ".slice")) return "org.freedesktop.systemd1.Slice";
+  return nullptr;
+}
+
+}  // namespace
+
+Service::Service(const config::Config& cfg, ledger::Ledger& ledger, ServiceEnv env)
+    : cfg_(cfg), ledger_(ledger), env_(env), engine_(cfg.pools), hostCache_(std::make_unique<HostCache>()) {}
+
+Service::~Service() = default;
+
+void Service::reply(std::uint64_t conn, const json& id, const json& result) {
+  if (conn) env_.outbox.send(conn, rpc::encodeReply(id, result));
+}
+
+void Service::fail(std::uint64_t conn, const json& id, const char* c, const std::string& message) {
+  if (conn) env_.outbox.send(conn, rpc::encodeError(id, {c, message}));
+}
+
+std::size_t Service::liveLeases() const {
+  return static_cast<std::size_t>(std::count_if(leases_.begin(), leases_.end(), [](const auto& kv) {
+    return kv.second->state != Lease::State::Queued;
+  }));
+}
+
+std::string Service::statusLine() const {
+  return fmt::format("{} lease(s) held, {} queued, {} pool(s)", liveLeases(), engine_.queued(), cfg_.pools.size());
+}
+
+Service::Lease* Service::find(const std::string& id) {
+  auto it = leases_.find(id);
+  return it == leases_.end() ? nullptr : it->second.get();
+}
+
+Service::Lease* Service::owned(std::uint64_t conn, const Peer& peer, const rpc::Request& req) {
+  auto id = rpc::paramString(req.params, "lease", true);
+  if (!id) {
+    fail(conn, req.id, code::kBadRequest, id.error().message);
+    return nullptr;
+  }
+  Lease* l = find(*id);
+  if (!l) {
+    fail(conn, req.id, code::kNotFound, fmt::format("no live lease {} (ended leases are in 'tally ledger')", *id));
+    return nullptr;
+  }
+  if (peer.uid != 0 && peer.uid != l->owner) {
+    fail(conn, req.id, code::kForbidden, fmt::format("lease {} belongs to uid {}; only its owner or root may do this", *id, l->owner));
+    return nullptr;
+  }
+  return l;
+}
+
+void Service::handle(std::uint64_t conn, const Peer& peer, const rpc::Request& req) {
+  const std::string& m = req.method;
+  if (m == "hello") return onHello(conn, peer, req);
+  if (m == "acquire") return onAcquire(conn, peer, req, false);
+  if (m == "attach") return onAcquire(conn, peer, req, true);
+  if (m == "started") return onStarted(conn, peer, req);
+  if (m == "complete") return onComplete(conn, peer, req);
+  if (m == "resume") return onResume(conn, peer, req);
+  if (m == "release" || m == "cancel") return onRelease(conn, peer, req);
+  if (m == "leases") return onLeases(conn, req);
+  if (m == "lease") return onLease(conn, req);
+  if (m == "pools") return onPools(conn, req);
+  fail(conn, req.id, code::kUnknownMethod,
+       fmt::format("unknown method '{}' (hello, acquire, attach, started, complete, resume, release, cancel, leases, lease, pools)",
+                   text::trim(m.substr(0, 64))));
+}
+
+void Service::onHello(std::uint64_t conn, const Peer& peer, const rpc::Request& req) {
+  reply(conn, req.id, {{"protocol", rpc::kProtocolVersion}, {"daemon_pid", ::getpid()}, {"uid", peer.uid},
+                       {"state_dir", cfg_.daemon.stateDir}});
+}
+
+// acquire (a run lease: the client will run the scope) and attach (the daemon
+// adopts a workload that already runs) share admission.
+void Service::onAcquire(std::uint64_t conn, const Peer& peer, const rpc::Request& req, bool attach) {
+  const json& p = req.params;
+  auto pools = rpc::paramStrings(p, "pools");
+  auto name = rpc::paramString(p, "name", false);
+  auto memMax = rpc::paramU64(p, "memory_max");
+  auto gpuMax = rpc::paramU64(p, "gpu_memory_max");
+  auto timeout = rpc::paramU64(p, "timeout_us");
+  for (const Status& s : {pools ? Status(Ok{}) : Status(pools.error()), name ? Status(Ok{}) : Status(name.error()),
+                          memMax ? Status(Ok{}) : Status(memMax.error()), gpuMax ? Status(Ok{}) : Status(gpuMax.error()),
+                          timeout ? Status(Ok{}) : Status(timeout.error())}) {
+    if (!s) return fail(conn, req.id, code::kBadRequest, s.error().message);
+  }
+  int priority = 0;
+  if (p.contains("priority")) {
+    if (!p["priority"].is_number_integer() || p["priority"].get<std::int64_t>() < -100 || p["priority"].get<std::int64_t>() > 100) {
+      return fail(conn, req.id, code::kBadRequest, "\"priority\" must be an integer in -100..100");
+    }
+    priority = p["priority"].get<int>();
+  }
+  auto l = std::make_unique<Lease>();
+  l->id = lease::newLeaseId();
+  l->kind = attach ? "attach" : "run";
+  l->name = name->empty() ? l->kind : *name;
+  if (!lease::validLeaseName(l->name)) return fail(conn, req.id, code::kBadRequest, "\"name\" must be 1-64 of [A-Za-z0-9._-]");
+  l->owner = peer.uid;
+  l->peerPid = peer.pid;
+  l->conn = conn;
+  l->requestedAtNs = clock::realtimeNs();
+  l->req.id = l->id;
+  l->req.pools = *pools;
+  l->req.memoryMax = *memMax;
+  l->req.gpuMemoryMax = *gpuMax;
+  l->req.priority = priority;
+  std::uint64_t waitUs = timeout->value_or(cfg_.daemon.queueTimeoutUs);
+  if (waitUs) l->req.deadlineUs = clock::monotonicUs() + waitUs;
+  if (auto s = engine_.check(l->req); !s) return fail(conn, req.id, code::kRefused, s.error().message);
+
+  if (attach) {
+    int targets = (p.contains("unit") ? 1 : 0) + (p.contains("cgroup") ? 1 : 0) + (p.contains("pid") ? 1 : 0);
+    if (targets != 1) return fail(conn, req.id, code::kBadRequest, "attach needs exactly one of \"unit\", \"cgroup\", \"pid\"");
+    if (!env_.cgroupRoot) return fail(conn, req.id, code::kRefused, "the daemon has no cgroup v2 root to meter an attached workload in");
+    std::string cgroup;
+    if (p.contains("unit")) {
+      auto unit = rpc::paramString(p, "unit", true);
+      if (!unit) return fail(conn, req.id, code::kBadRequest, unit.error().message);
+      if (!unitInterface(*unit)) return fail(conn, req.id, code::kBadRequest, fmt::format("'{}' is not a .service, .scope or .slice unit", *unit));
+      if (!env_.units) return fail(conn, req.id, code::kRefused, "no systemd manager is reachable from the daemon; attach with --cgroup or --pid");
+      auto cg = env_.units->controlGroup(*unit);
+      if (!cg) return fail(conn, req.id, code::kRefused, cg.error().message);
+      if (cg->empty()) return fail(conn, req.id, code::kRefused, fmt::format("unit {} has no control group; is it running?", *unit));
+      l->unit = *unit;
+      cgroup = *cg;
+      l->target = {{"unit", *unit}};
+    } else if (p.contains("cgroup")) {
+      auto cg = rpc::paramString(p, "cgroup", true);
+      if (!cg) return fail(conn, req.id, code::kBadRequest, cg.error().message);
+      if (!validCgroupPath(*cg)) return fail(conn, req.id, code::kBadRequest, "\"cgroup\" must be an absolute cgroup path such as /system.slice/llama.service");
+      cgroup = *cg;
+      l->target = {{"cgroup", *cg}};
+    } else {
+      if (!p["pid"].is_number_unsigned() || p["pid"].get<std::uint64_t>() == 0 || p["pid"].get<std::uint64_t>() > 4194304) {
+        return fail(conn, req.id, code::kBadRequest, "\"pid\" must be a process id");
+      }
+      auto pid = p["pid"].get<std::uint64_t>();
+      auto text = env_.proc.read(fmt::format("{}/cgroup", pid), 64 * 1024);
+      if (!text) return fail(conn, req.id, code::kNotFound, fmt::format("process {}: {}", pid, text.error().message));
+      auto parsed = probes::parseProcCgroup(*text);
+      if (!parsed || parsed->deleted || parsed->outsideNamespace) {
+        return fail(conn, req.id, code::kRefused, fmt::format("process {} has no live cgroup v2 path the daemon can see", pid));
+      }
+      cgroup = parsed->path;
+      l->target = {{"pid", pid}};
+    }
+    if (cgroup == "/") return fail(conn, req.id, code::kRefused, "the root cgroup is the whole host, not a workload");
+    auto st = env_.cgroupRoot->stat(cgroup);
+    if (!st) return fail(conn, req.id, code::kNotFound, fmt::format("cgroup {}: {}", cgroup, st.error().message));
+    if (peer.uid != 0 && st->st_uid != peer.uid) {
+      return fail(conn, req.id, code::kForbidden,
+                  fmt::format("cgroup {} belongs to uid {}; only root or its owner may attach to it", cgroup, st->st_uid));
+    }
+    if (peer.uid != 0 && l->req.memoryMax && (p.contains("unit") || unitInterface(std::string(fs::baseName(cgroup))))) {
+      return fail(conn, req.id, code::kForbidden, "only root may set MemoryMax on a systemd unit through the daemon");
+    }
+    for (const auto& [id, other] : leases_) {
+      if (other->kind == "attach" && other->cgroup == cgroup) {
+        return fail(conn, req.id, code::kConflict, fmt::format("cgroup {} is already leased by {}", cgroup, id));
+      }
+    }
+    l->cgroup = l->countersCgroup = cgroup;
+    l->inode = static_cast<std::uint64_t>(st->st_ino);
+    if (!populated(*l)) return fail(conn, req.id, code::kRefused, fmt::format("cgroup {} has no processes (cgroup.events populated 0)", cgroup));
+  }
+  l->pending = true;
+  l->pendingId = req.id;
+  Lease& ref = *l;
+  leases_[l->id] = std::move(l);
+  engine_.enqueue(ref.req);
+  tryGrant();
+  if (ref.state == Lease::State::Queued && ref.pending) sendPositions();
+}
+
+json Service::grantBody(const Lease& l) const {
+  json b;
+  b["schema"] = 1;
+  b["kind"] = l.kind;
+  b["name"] = l.name;
+  b["owner_uid"] = l.owner;
+  b["peer_pid"] = l.peerPid;
+  b["pools"] = l.req.pools;
+  b["priority"] = l.req.priority;
+  b["declared"] = {{"memory_max", optJson(l.req.memoryMax)}, {"gpu_memory_max", optJson(l.req.gpuMemoryMax)}, {"source", "declared"}};
+  b["requested_at_ns"] = l.requestedAtNs;
+  if (!l.target.is_null()) b["target"] = l.target;
+  return b;
+}
+
+void Service::tryGrant() {
+  if (engine_.queued() == 0) return;
+  auto ids = engine_.grant([this](const config::Pool& pool) { return headroomFor(pool); });
+  for (const auto& id : ids) {
+    if (Lease* l = find(id)) granted(*l);
+  }
+  if (!ids.empty()) sendPositions();
+}
+
+void Service::granted(Lease& l) {
+  l.state = Lease::State::Granted;
+  l.grantedAtNs = clock::realtimeNs();
+  auto ev = ledger_.appendEvent(l.id, ledger::kGranted, grantBody(l).dump(), l.grantedAtNs);
+  if (!ev) {
+    // Fail closed: a lease the ledger cannot record is not granted.
+    engine_.release(l.id);
+    if (l.pending) fail(l.conn, l.pendingId, code::kInternal, fmt::format("the lease could not be recorded: {}", ev.error().message));
+    leases_.erase(l.id);
+    return;
+  }
+  if (l.kind == "attach") {
+    if (auto s = adopt(l); !s) {
+      fail(l.conn, l.pendingId, code::kRefused, s.error().message);
+      std::string id = l.id;
+      close(l, ledger::kWithdrawn, {{"reason", s.error().message}});
+      (void)id;
+      return;
+    }
+  }
+  if (l.pending) {
+    json r = leaseJson(l);
+    reply(l.conn, l.pendingId, r);
+    l.pending = false;
+  }
+  if (l.kind == "attach") l.conn = 0;  // an attached lease lives on without its client
+}
+
+// Applies --memory-max to an attached workload and reads it back, then meters it.
+Status Service::adopt(Lease& l) {
+  const fs::Root& root = *env_.cgroupRoot;
+  if (l.req.memoryMax) {
+    std::string unit = l.unit;
+    if (unit.empty() && unitInterface(std::string(fs::baseName(l.cgroup))) && env_.units) unit = std::string(fs::baseName(l.cgroup));
+    if (!unit.empty()) {
+      if (!env_.units) return Error{0, "no systemd manager is reachable to set MemoryMax on " + unit};
+      if (auto s = env_.units->setMemoryMax(unit, *l.req.memoryMax); !s) return Error{0, fmt::format("SetUnitProperties({}, MemoryMax={}): {}", unit, *l.req.memoryMax, s.error().message)};
+      l.unit = unit;
+    } else {
+      int fd = ::openat(root.fd(), fs::joinPath(l.cgroup, "memory.max").c_str(), O_WRONLY | O_CLOEXEC);
+      if (fd < 0) return errnoError(errno, fmt::format("open {}/memory.max to set --memory-max", l.cgroup));
+      std::string v = std::to_string(*l.req.memoryMax);
+      ssize_t n = ::write(fd, v.data(), v.size());
+      int err = errno;
+      ::close(fd);
+      if (n != static_cast<ssize_t>(v.size())) return errnoError(err, fmt::format("write {}/memory.max", l.cgroup));
+    }
+  }
+  // Read back: the declared MemoryMax, and nothing else is touched.
+  auto text = root.read(fs::joinPath(l.cgroup, "memory.max"), 64);
+  if (!text) {
+    if (l.req.memoryMax) return Error{0, fmt::format("cannot read back {}/memory.max: {}", l.cgroup, text.error().message)};
+  } else if (auto lim = probes::parseMemoryLimit(*text)) {
+    contain::AppliedLimits a;
+    a.memoryMax = *lim;
+    if (auto h = root.read(fs::joinPath(l.cgroup, "memory.high"), 64)) {
+      if (auto hl = probes::parseMemoryLimit(*h)) a.memoryHigh = *hl;
+    }
+    if (auto g = readU64(root, fs::joinPath(l.cgroup, "memory.oom.group"))) a.oomGroup = *g == 1;
+    if (l.req.memoryMax && !contain::limitMatches(l.req.memoryMax, *lim, env_.pageSize)) {
+      return Error{0, fmt::format("{}/memory.max reads {} after MemoryMax={} was set; refusing the lease", l.cgroup, text::trim(*text),
+                                  *l.req.memoryMax)};
+    }
+    l.applied = a;
+  }
+  if (auto ev = root.read(fs::joinPath(l.cgroup, "memory.events"), 4096)) {
+    if (auto parsed = probes::parseFlatKeyed(*ev)) l.oomKillsAtAdoption = parsed->get("oom_kill");
+  }
+  l.state = Lease::State::Running;
+  l.startedAtNs = clock::realtimeNs();
+  json body = {{"unit", l.unit}, {"cgroup", l.cgroup}, {"cgroup_inode", l.inode}, {"counters_cgroup", l.countersCgroup},
+               {"oom_kill_at_adoption", optJson(l.oomKillsAtAdoption)}};
+  if (l.applied) body["applied"] = {{"memory_max", l.applied->memoryMax.unlimited ? json("max") : json(l.applied->memoryMax.bytes)}, {"source", "cgroup"}};
+  if (auto ev = ledger_.appendEvent(l.id, ledger::kAdopted, body.dump(), l.startedAtNs); !ev) return ev.error();
+  startMetering(l);
+  return Ok{};
+}
+
+void Service::startMetering(Lease& l) {
+  l.meter = std::make_unique<lease::LeaseMeter>(env_.proc, env_.sys, *env_.cgroupRoot, l.cgroup, l.req.gpuMemoryMax);
+  l.meter->sample();
+  std::string events = fs::joinPath(env_.cgroupRoot->path(), fs::joinPath(l.countersCgroup, "cgroup.events"));
+  if (auto s = env_.watches.watch(l.id, events); !s) {
+    fmt::print(stderr, "tally daemon: lease {}: cannot watch {}: {}; its end is found by polling\n", l.id, events, s.error().message);
+  }
+}
+
+bool Service::populated(const Lease& l) const {
+  if (!env_.cgroupRoot) return false;
+  auto t = env_.cgroupRoot->read(fs::joinPath(l.countersCgroup, "cgroup.events"), 4096);
+  if (!t) return false;  // gone: nothing runs there
+  auto ev = probes::parseFlatKeyed(*t);
+  return ev && ev->get("populated").value_or(0) == 1;
+}
+
+void Service::sendPositions() {
+  for (const auto* r : engine_.queue()) {
+    Lease* l = find(r->id);
+    if (!l || !l->pending) continue;
+    auto pos = engine_.position(l->id);
+    auto why = engine_.waitReason(l->id);
+    if (pos == l->lastPosition) continue;
+    l->lastPosition = pos;
+    env_.outbox.send(l->conn, rpc::encodeEvent(l->pendingId, "queued",
+                                               {{"lease", l->id}, {"position", pos.value_or(0)}, {"queued", engine_.queued()},
+                                                {"waiting_for", why ? admission::waitName(*why) : "grant"}}));
+  }
+}
+
+void Service::onStarted(std::uint64_t conn, const Peer& peer, const rpc::Request& req) {
+  Lease* l = owned(conn, peer, req);
+  if (!l) return;
+  if (l->kind != "run" || l->state != Lease::State::Granted) {
+    return fail(conn, req.id, code::kConflict, fmt::format("lease {} is not a granted run lease waiting to start", l->id));
+  }
+  auto unit = rpc::paramString(req.params, "unit", false);
+  auto cgroup = rpc::paramString(req.params, "cgroup", true);
+  auto counters = rpc::paramString(req.params, "counters_cgroup", false);
+  if (!unit || !cgroup || !counters) return fail(conn, req.id, code::kBadRequest, "\"cgroup\" (and optional \"unit\", \"counters_cgroup\") must be strings");
+  if (!env_.cgroupRoot) return fail(conn, req.id, code::kRefused, "the daemon has no cgroup v2 root to meter the lease in");
+  if (!validCgroupPath(*cgroup) || (!counters->empty() && !validCgroupPath(*counters))) {
+    return fail(conn, req.id, code::kBadRequest, "\"cgroup\" must be an absolute cgroup path");
+  }
+  // The cgroup must be this lease's own (its name carries the lease id) and
+  // belong to the caller, so a client cannot point the daemon at someone
+  // else's workload (release would stop it).
+  if (fs::baseName(*cgroup).find(l->id) == std::string_view::npos) {
+    return fail(conn, req.id, code::kForbidden, fmt::format("cgroup {} is not lease {}'s (its name must contain the lease id)", *cgroup, l->id));
+  }
+  auto st = env_.cgroupRoot->stat(*cgroup);
+  if (!st) return fail(conn, req.id, code::kNotFound, fmt::format("cgroup {}: {}", *cgroup, st.error().message));
+  if (peer.uid != 0 && st->st_uid != peer.uid) {
+    return fail(conn, req.id, code::kForbidden, fmt::format("cgroup {} belongs to uid {}, not to the caller", *cgroup, st->st_uid));
+  }
+  l->unit = *unit;
+  l->cgroup = *cgroup;
+  l->countersCgroup = counters->empty() ? *cgroup : *counters;
+  l->inode = static_cast<std::uint64_t>(st->st_ino);
+  l->state = Lease::State::Running;
+  l->startedAtNs = clock::realtimeNs();
+  l->conn = conn;
+  l->graceDeadlineUs = 0;
+  json body = {{"unit", l->unit}, {"cgroup", l->cgroup}, {"cgroup_inode", l->inode}, {"counters_cgroup", l->countersCgroup}};
+  if (auto ev = ledger_.appendEvent(l->id, ledger::kStarted, body.dump(), l->startedAtNs); !ev) {
+    return fail(conn, req.id, code::kInternal, fmt::format("the start could not be recorded: {}", ev.error().message));
+  }
+  startMetering(*l);
+  reply(conn, req.id, leaseJson(*l));
+}
+
+void Service::onComplete(std::uint64_t conn, const Peer& peer, const rpc::Request& req) {
+  Lease* l = owned(conn, peer, req);
+  if (!l) return;
+  if (l->kind != "run") return fail(conn, req.id, code::kConflict, "only run leases are completed by their client");
+  if (!req.params.contains("record") || !req.params["record"].is_object()) {
+    return fail(conn, req.id, code::kBadRequest, "\"record\" must be the lease's outcome record (an object)");
+  }
+  json record = req.params["record"];
+  if (!record.contains("lease") || !record["lease"].is_object() || record["lease"].value("id", "") != l->id) {
+    return fail(conn, req.id, code::kBadRequest, fmt::format("the record is not lease {}'s", l->id));
+  }
+  // What the daemon saw itself, beside what the client reports.
+  json seen;
+  if (l->meter) {
+    const auto& h = l->meter->host();
+    const auto& g = l->meter->gpu();
+    seen["samples"] = h.samples;
+    seen["memory_peak_sampled_bytes"] = optJson(h.peakCurrent);
+    seen["gpu_samples"] = g.samples;
+    seen["gpu_peak_bytes"] = optJson(g.peakBytes);
+    seen["source"] = "cgroup, drm-fdinfo";
+  }
+  if (env_.cgroupRoot && !l->countersCgroup.empty()) {
+    if (auto peak = readU64(*env_.cgroupRoot, fs::joinPath(l->countersCgroup, "memory.peak"))) seen["memory_peak_bytes"] = *peak;
+    if (auto ev = env_.cgroupRoot->read(fs::joinPath(l->countersCgroup, "memory.events"), 4096)) {
+      if (auto parsed = probes::parseFlatKeyed(*ev)) seen["oom_kill"] = optJson(parsed->get("oom_kill"));
+    }
+  }
+  record["daemon"] = seen;
+  if (l->recovered) record["daemon"]["readopted_after_restart"] = true;
+  auto ev = ledger_.appendEvent(l->id, ledger::kOutcome, record.dump());
+  if (!ev) return fail(conn, req.id, ev.error().code == EEXIST ? code::kConflict : code::kInternal, ev.error().message);
+  json r = {{"lease", l->id}, {"seq", ev->seq}, {"hash", ev->hash}};
+  engine_.release(l->id);
+  env_.watches.unwatch(l->id);
+  leases_.erase(l->id);
+  reply(conn, req.id, r);
+  tryGrant();
+}
+
+void Service::onResume(std::uint64_t conn, const Peer& peer, const rpc::Request& req) {
+  Lease* l = owned(conn, peer, req);
+  if (!l) return;
+  if (l->kind != "run") return fail(conn, req.id, code::kConflict, "only run leases have a client to resume");
+  l->conn = conn;
+  l->graceDeadlineUs = 0;
+  reply(conn, req.id, leaseJson(*l));
+}
+
+void Service::requestStop(Lease& l) {
+  // The scope's processes get SIGTERM now and SIGKILL (cgroup.kill) after the
+  // same grace systemd gives a stopping scope.
+  if (!env_.cgroupRoot) return;
+  if (auto procs = env_.cgroupRoot->read(fs::joinPath(l.cgroup, "cgroup.procs"), 1 << 20)) {
+    std::string_view rest = *procs;
+    while (!rest.empty()) {
+      auto nl = rest.find('\n');
+      auto pid = text::parseU64(rest.substr(0, nl));
+      if (pid && *pid > 1) ::kill(static_cast<pid_t>(*pid), SIGTERM);
+      if (nl == std::string_view::npos) break;
+      rest.remove_prefix(nl + 1);
+    }
+  }
+  l.killDeadlineUs = clock::monotonicUs() + 10'000'000;
+}
+
+void Service::onRelease(std::uint64_t conn, const Peer& peer, const rpc::Request& req) {
+  Lease* l = owned(conn, peer, req);
+  if (!l) return;
+  std::string id = l->id;
+  if (l->state == Lease::State::Queued) {
+    engine_.cancel(id);
+    fail(l->conn, l->pendingId, code::kCancelled, fmt::format("request {} was cancelled by uid {}", id, peer.uid));
+    if (l->conn != conn) reply(conn, req.id, {{"lease", id}, {"state", "cancelled"}});
+    leases_.erase(id);
+    tryGrant();
+    sendPositions();
+    return;
+  }
+  if (req.method == "cancel") return fail(conn, req.id, code::kConflict, fmt::format("lease {} is no longer queued; use release", id));
+  (void)ledger_.appendEvent(id, ledger::kReleased, json{{"by_uid", peer.uid}, {"by_pid", peer.pid}}.dump());
+  if (l->state == Lease::State::Granted) {
+    close(*l, ledger::kWithdrawn, {{"reason", fmt::format("released by uid {} before it started", peer.uid)}});
+    return reply(conn, req.id, {{"lease", id}, {"state", "withdrawn"}});
+  }
+  if (l->kind == "attach") {
+    finishAttached(*l, true);
+    return reply(conn, req.id, {{"lease", id}, {"state", "released"}});
+  }
+  // A running run lease: its workload is stopped; the client reports the outcome.
+  l->releaseRequested = true;
+  requestStop(*l);
+  if (!l->conn) l->graceDeadlineUs = clock::monotonicUs() + cfg_.daemon.clientGraceUs;
+  reply(conn, req.id, {{"lease", id}, {"state", "stopping"}});
+}
+
+void Service::close(Lease& l, const char* kind, const json& body) {
+  std::string id = l.id;
+  if (auto ev = ledger_.appendEvent(id, kind, body.dump()); !ev) {
+    // Nothing lost: the row goes to the log when the ledger refuses it.
+    fmt::print(stderr, "tally daemon: lease {}: {}; the {} row follows\n{}\n", id, ev.error().message, kind, body.dump());
+  }
+  engine_.release(id);
+  env_.watches.unwatch(id);
+  leases_.erase(id);
+  tryGrant();
+}
+
+void Service::finishAttached(Lease& l, bool released) {
+  lease::LeaseRecord rec;
+  rec.spec.id = l.id;
+  rec.spec.name = l.name;
+  rec.spec.memoryMax = l.req.memoryMax;
+  rec.spec.gpuMemoryMax = l.req.gpuMemoryMax;
+  rec.spec.sampleIntervalUs = cfg_.daemon.sampleIntervalUs;
+  rec.manager = "attached";
+  rec.unit = l.unit;
+  rec.cgroup = l.cgroup;
+  rec.applied = l.applied;
+  rec.startedAtNs = l.startedAtNs;
+  rec.endedAtNs = clock::realtimeNs();
+  if (l.meter) {
+    l.meter->sample();
+    rec.host = l.meter->host();
+    rec.gpu = l.meter->gpu();
+  }
+  rec.counters.cgroup = l.countersCgroup;
+  lease::AttachedFacts f;
+  f.released = released;
+  f.oomKillsAtAdoption = l.oomKillsAtAdoption;
+  if (l.applied) f.memoryMax = l.applied->memoryMax;
+  const fs::Root& root = *env_.cgroupRoot;
+  if (auto peak = root.read(fs::joinPath(l.countersCgroup, "memory.peak"), 64)) {
+    rec.counters.memoryPeak = probes::parseSysfsU64(*peak);
+  } else {
+    rec.counters.memoryPeakUnknown = fmt::format("memory.peak not read: {}", peak.error().message);
+  }
+  if (auto ev = root.read(fs::joinPath(l.countersCgroup, "memory.events"), 4096)) {
+    rec.counters.events = probes::parseFlatKeyed(*ev);
+  } else {
+    rec.counters.eventsUnknown = fmt::format("memory.events not read ({}); the cgroup was removed before the daemon read it", ev.error().message);
+  }
+  if (auto st = root.read(fs::joinPath(l.countersCgroup, "memory.stat"), 64 * 1024)) rec.counters.stat = probes::parseFlatKeyed(*st);
+  f.memoryEvents = rec.counters.events;
+  f.memoryEventsUnknown = rec.counters.eventsUnknown;
+  rec.outcome = lease::classifyAttached(f);
+  json body = lease::recordJson(rec);
+  body["lease"]["kind"] = "attach";
+  if (!l.target.is_null()) body["lease"]["target"] = l.target;
+  if (l.recovered) body["daemon"] = {{"readopted_after_restart", true}};
+  close(l, ledger::kOutcome, body);
+}
+
+void Service::closeLost(Lease& l, const std::string& why) {
+  lease::LeaseRecord rec;
+  rec.spec.id = l.id;
+  rec.spec.name = l.name;
+  rec.spec.memoryMax = l.req.memoryMax;
+  rec.spec.gpuMemoryMax = l.req.gpuMemoryMax;
+  rec.manager = l.kind == "attach" ? "attached" : "client";
+  rec.unit = l.unit;
+  rec.cgroup = l.cgroup;
+  rec.startedAtNs = l.startedAtNs;
+  rec.endedAtNs = clock::realtimeNs();
+  if (l.meter) {
+    rec.host = l.meter->host();
+    rec.gpu = l.meter->gpu();
+  }
+  rec.counters.cgroup = l.countersCgroup;
+  if (env_.cgroupRoot && !l.countersCgroup.empty()) {
+    if (auto peak = env_.cgroupRoot->read(fs::joinPath(l.countersCgroup, "memory.peak"), 64)) rec.counters.memoryPeak = probes::parseSysfsU64(*peak);
+    else rec.counters.memoryPeakUnknown = fmt::format("memory.peak not readable: {}", peak.error().message);
+    if (auto ev = env_.cgroupRoot->read(fs::joinPath(l.countersCgroup, "memory.events"), 4096)) rec.counters.events = probes::parseFlatKeyed(*ev);
+    else rec.counters.eventsUnknown = fmt::format("memory.events not readable: {}", ev.error().message);
+  }
+  rec.outcome.cls = lease::OutcomeClass::Lost;
+  rec.outcome.exitStatus = lease::kRunExitRefused;
+  rec.outcome.summary = "how the workload ended is unknown: " + why;
+  if (rec.counters.events) rec.outcome.oomKills = rec.counters.events->get("oom_kill");
+  json body = lease::recordJson(rec);
+  body["lease"]["kind"] = l.kind;
+  // The samples the ledger kept are facts too: their peaks, from the ledger.
+  if (auto samples = ledger_.samples(l.id); samples && !samples->empty()) {
+    std::optional<std::uint64_t> mem, gpu;
+    for (const auto& s : *samples) {
+      if (s.memoryCurrent && (!mem || *s.memoryCurrent > *mem)) mem = s.memoryCurrent;
+      if (s.gpuBytes && (!gpu || *s.gpuBytes > *gpu)) gpu = s.gpuBytes;
+    }
+    body["ledger_samples"] = {{"count", samples->size()}, {"memory_current_peak_bytes", optJson(mem)}, {"gpu_peak_bytes", optJson(gpu)},
+                              {"first_at_ns", samples->front().atNs}, {"last_at_ns", samples->back().atNs}};
+  }
+  close(l, ledger::kLost, body);
+}
+
+void Service::cgroupChanged(const std::string& leaseId) {
+  Lease* l = find(leaseId);
+  if (!l || l->state != Lease::State::Running) return;
+  if (populated(*l)) return;
+  if (l->kind == "attach") return finishAttached(*l, false);
+  // A run lease's workload ended: its client reports the outcome; without a
+  // client the lease is lost after the grace.
+  if (!l->conn && !l->graceDeadlineUs) l->graceDeadlineUs = clock::monotonicUs() + cfg_.daemon.clientGraceUs;
+}
+
+void Service::disconnected(std::uint64_t conn) {
+  std::vector<std::string> ids;
+  for (auto& [id, l] : leases_) {
+    if (l->conn == conn) ids.push_back(id);
+  }
+  for (const auto& id : ids) {
+    Lease* l = find(id);
+    if (!l) continue;
+    l->conn = 0;
+    l->pending = false;
+    if (l->state == Lease::State::Queued) {
+      engine_.cancel(id);  // the waiter went away: its request goes with it
+      leases_.erase(id);
+    } else if (l->kind == "run") {
+      // The client may come back (resume); until the grace ends the lease stays.
+      l->graceDeadlineUs = clock::monotonicUs() + cfg_.daemon.clientGraceUs;
+    }
+  }
+  if (!ids.empty()) {
+    tryGrant();
+    sendPositions();
+  }
+}
+
+void Service::tick() {
+  std::uint64_t now = clock::monotonicUs();
+  for (const auto& id : engine_.expire(now)) {
+    Lease* l = find(id);
+    if (!l) continue;
+    fail(l->conn, l->pendingId, code::kTimeout, fmt::format("no grant within the queue timeout (position {} of {})",
+                                                            l->lastPosition.value_or(0), engine_.queued() + 1));
+    leases_.erase(id);
+  }
+  std::vector<std::string> lost, stuck;
+  for (auto& [id, l] : leases_) {
+    if (l->killDeadlineUs && now >= l->killDeadlineUs) {
+      l->killDeadlineUs = 0;
+      if (env_.cgroupRoot && populated(*l)) {
+        int fd = ::openat(env_.cgroupRoot->fd(), fs::joinPath(l->cgroup, "cgroup.kill").c_str(), O_WRONLY | O_CLOEXEC);
+        if (fd >= 0) {
+          (void)!::write(fd, "1", 1);
+          ::close(fd);
+        }
+      }
+    }
+    if (l->graceDeadlineUs && now >= l->graceDeadlineUs && !l->conn) {
+      if (l->state == Lease::State::Granted) stuck.push_back(id);
+      else if (l->state == Lease::State::Running && (l->kind != "run" || !populated(*l))) lost.push_back(id);
+      else l->graceDeadlineUs = 0;  // still running without its client: it may resume later
+    }
+  }
+  for (const auto& id : stuck) {
+    if (Lease* l = find(id)) close(*l, ledger::kWithdrawn, {{"reason", "the client went away before the workload started"}});
+  }
+  for (const auto& id : lost) {
+    if (Lease* l = find(id)) closeLost(*l, "the workload ended while its client was away and it never reported (no wait status)");
+  }
+  tryGrant();
+  sendPositions();
+}
+
+void Service::sample() {
+  std::uint64_t now = clock::realtimeNs();
+  std::vector<std::string> ended;
+  for (auto& [id, l] : leases_) {
+    if (l->state != Lease::State::Running || !l->meter) continue;
+    l->meter->sample();
+    const auto& h = l->meter->host();
+    const auto& g = l->meter->gpu();
+    ledger::Sample s{id, now, h.last, g.lastBytes, std::nullopt, std::nullopt};
+    if (g.lastBytes) {
+      auto get = [&](const char* r) -> std::optional<std::uint64_t> {
+        auto it = g.lastRegions.find(r);
+        return it == g.lastRegions.end() ? std::optional<std::uint64_t>() : it->second;
+      };
+      s.gttBytes = get("gtt");
+      s.vramBytes = get("vram");
+    }
+    if (auto st = ledger_.appendSample(s); !st) fmt::print(stderr, "tally daemon: {}\n", st.error().message);
+    // A missed inotify event (or none possible) is caught here.
+    if (l->kind == "attach" && !populated(*l)) ended.push_back(id);
+  }
+  for (const auto& id : ended) cgroupChanged(id);
+}
+
+void Service::prune() {
+  auto r = ledger_.pruneSamples(clock::realtimeNs(), cfg_.daemon.samplesFullResolutionUs * 1000, cfg_.daemon.samplesMaxAgeUs * 1000,
+                                cfg_.daemon.samplesMaxRows);
+  if (!r) fmt::print(stderr, "tally daemon: sample retention: {}\n", r.error().message);
+}
+
+admission::Headroom Service::headroomFor(const config::Pool& pool) {
+  // Host figures are read at most once per 100 ms, however many requests wait.
+  std::uint64_t now = clock::monotonicUs();
+  if (!hostCache_->readAtUs || now - hostCache_->readAtUs > 100'000) {
+    hostCache_->readAtUs = now;
+    hostCache_->figures.memAvailable.reset();
+    if (auto t = env_.proc.read("meminfo", 64 * 1024)) hostCache_->figures.memAvailable = probes::parseMemInfo(*t).memAvailable;
+    if (auto d = devices::discoverDrmDevices(env_.sys)) hostCache_->figures.devices = std::move(*d);
+    else hostCache_->figures.devices = {};
+  }
+  std::vector<HolderUse> holders;
+  for (const auto& id : engine_.usage(pool.name).holders) {
+    const Lease* l = const_cast<Service*>(this)->find(id);
+    if (!l) continue;
+    HolderUse u;
+    u.memoryMax = l->req.memoryMax;
+    u.gpuMemoryMax = l->req.gpuMemoryMax;
+    if (l->meter) {
+      u.memoryInUse = l->meter->host().last;
+      u.gpuInUse = l->meter->gpu().lastBytes;
+    }
+    holders.push_back(u);
+  }
+  return poolHeadroom(pool, hostCache_->figures, holders);
+}
+
+json Service::leaseJson(const Lease& l) const {
+  static constexpr const char* kStates[] = {"queued", "granted", "running"};
+  json j;
+  j["lease"] = l.id;
+  j["name"] = l.name;
+  j["kind"] = l.kind;
+  j["state"] = kStates[static_cast<int>(l.state)];
+  j["owner_uid"] = l.owner;
+  j["pools"] = l.req.pools;
+  j["priority"] = l.req.priority;
+  j["declared"] = {{"memory_max", optJson(l.req.memoryMax)}, {"gpu_memory_max", optJson(l.req.gpuMemoryMax)}};
+  j["requested_at_ns"] = l.requestedAtNs;
+  if (l.state == Lease::State::Queued) {
+    j["position"] = optJson(engine_.position(l.id));
+    auto why = engine_.waitReason(l.id);
+    j["waiting_for"] = why ? json(admission::waitName(*why)) : json(nullptr);
+  } else {
+    j["granted_at_ns"] = l.grantedAtNs;
+  }
+  if (!l.target.is_null()) j["target"] = l.target;
+  if (!l.unit.empty()) j["unit"] = l.unit;
+  if (!l.cgroup.empty()) {
+    j["cgroup"] = l.cgroup;
+    j["cgroup_inode"] = l.inode;
+    j["started_at_ns"] = l.startedAtNs;
+  }
+  j["client_connected"] = l.conn != 0;
+  if (l.recovered) j["readopted_after_restart"] = true;
+  if (l.releaseRequested) j["release_requested"] = true;
+  if (l.meter) {
+    const auto& h = l.meter->host();
+    const auto& g = l.meter->gpu();
+    j["memory"] = {{"current_bytes", optJson(h.last)}, {"peak_sampled_bytes", optJson(h.peakCurrent)}, {"samples", h.samples},
+                   {"source", "cgroup"}};
+    if (!h.last && h.lastError) j["memory"]["unknown"] = *h.lastError;
+    j["gpu"] = {{"current_bytes", optJson(g.lastBytes)}, {"peak_bytes", optJson(g.peakBytes)}, {"regions", g.lastRegions},
+                {"samples", g.samples}, {"source", "drm-fdinfo"}};
+    if (!g.lastBytes) j["gpu"]["unknown"] = g.lastError.value_or(g.samplesIncomplete ? "a client printed no resident figure" : "not sampled");
+  }
+  return j;
+}
+
+void Service::onLeases(std::uint64_t conn, const rpc::Request& req) {
+  json list = json::array();
+  for (const auto& [id, l] : leases_) {
+    if (l->state != Lease::State::Queued) list.push_back(leaseJson(*l));
+  }
+  for (const auto* r : engine_.queue()) {
+    if (const Lease* l = const_cast<Service*>(this)->find(r->id)) list.push_back(leaseJson(*l));
+  }
+  reply(conn, req.id, {{"leases", list}});
+}
+
+void Service::onLease(std::uint64_t conn, const rpc::Request& req) {
+  auto id = rpc::paramString(req.params, "lease", true);
+  if (!id) return fail(conn, req.id, code::kBadRequest, id.error().message);
+  json r;
+  if (const Lease* l = find(*id)) r = leaseJson(*l);
+  auto events = ledger_.events(*id);
+  if (events && !events->empty()) {
+    json rows = json::array();
+    for (const auto& e : *events) {
+      json body = json::parse(e.body, nullptr, false);
+      rows.push_back({{"seq", e.seq}, {"at_ns", e.atNs}, {"kind", e.kind}, {"body", body}, {"hash", e.hash}});
+    }
+    r["ledger"] = rows;
+    if (!r.contains("state")) {
+      r["lease"] = *id;
+      r["state"] = "ended";
+    }
+  }
+  if (r.is_null()) return fail(conn, req.id, code::kNotFound, fmt::format("no lease {} (live or in the ledger)", *id));
+  reply(conn, req.id, r);
+}
+
+void Service::onPools(std::uint64_t conn, const rpc::Request& req) {
+  json list = json::array();
+  for (const auto& p : cfg_.pools) {
+    const auto& u = engine_.usage(p.name);
+    json j;
+    j["pool"] = p.name;
+    j["capacity"] = p.capacity;
+    j["holders"] = u.holders;
+    json queued = json::array();
+    for (const auto* r : engine_.queue()) {
+      if (std::find(r->pools.begin(), r->pools.end(), p.name) != r->pools.end()) queued.push_back(r->id);
+    }
+    j["queue"] = queued;
+    j["memory_budget"] = optJson(p.memoryBudget);
+    j["memory_declared"] = u.memoryDeclared;
+    j["gpu_memory_budget"] = optJson(p.gpuMemoryBudget);
+    j["gpu_memory_declared"] = u.gpuMemoryDeclared;
+    j["devices"] = p.devices;
+    auto h = headroomFor(p);
+    j["headroom"] = {{"host_bytes", optJson(h.hostBytes)}, {"gpu_bytes", optJson(h.gpuBytes)},
+                     {"source", "meminfo MemAvailable, sysfs-device mem_info_*, minus holders' unused declarations"}};
+    if (!h.hostBytes) j["headroom"]["host_unknown"] = "MemAvailable not readable";
+    if (!h.gpuBytes) j["headroom"]["gpu_unknown"] = "no device of the pool exports mem_info_gtt/vram_{total,used}";
+    list.push_back(j);
+  }
+  reply(conn, req.id, {{"pools", list}});
+}
+
+std::vector<std::string> Service::recover() {
+  std::vector<std::string> log;
+  auto open = ledger_.openLeases();
+  if (!open) {
+    log.push_back(fmt::format("cannot read open leases from the ledger: {}", open.error().message));
+    return log;
+  }
+  for (const auto& events : *open) {
+    auto l = std::make_unique<Lease>();
+    l->id = events.front().leaseId;
+    l->recovered = true;
+    json started;
+    for (const auto& e : events) {
+      json body = json::parse(e.body, nullptr, false);
+      if (!body.is_object()) continue;
+      if (e.kind == ledger::kGranted) {
+        l->kind = body.value("kind", "run");
+        l->name = body.value("name", "lease");
+        l->owner = body.value("owner_uid", 0u);
+        l->grantedAtNs = e.atNs;
+        l->requestedAtNs = body.value("requested_at_ns", std::uint64_t{0});
+        l->req.id = l->id;
+        if (body.contains("pools") && body["pools"].is_array()) {
+          for (const auto& p : body["pools"]) {
+            if (p.is_string()) l->req.pools.push_back(p.get<std::string>());
+          }
+        }
+        l->req.priority = body.value("priority", 0);
+        const json& d = body.contains("declared") ? body["declared"] : json::object();
+        if (d.contains("memory_max") && d["memory_max"].is_number_unsigned()) l->req.memoryMax = d["memory_max"].get<std::uint64_t>();
+        if (d.contains("gpu_memory_max") && d["gpu_memory_max"].is_number_unsigned()) l->req.gpuMemoryMax = d["gpu_memory_max"].get<std::uint64_t>();
+        if (body.contains("target")) l->target = body["target"];
+      } else if (e.kind == ledger::kStarted || e.kind == ledger::kAdopted) {
+        started = body;
+        l->startedAtNs = e.atNs;
+        if (body.contains("oom_kill_at_adoption") && body["oom_kill_at_adoption"].is_number_unsigned()) {
+          l->oomKillsAtAdoption = body["oom_kill_at_adoption"].get<std::uint64_t>();
+        }
+      } else if (e.kind == ledger::kReleased) {
+        l->releaseRequested = true;
+      }
+    }
+    Lease& ref = *l;
+    leases_[l->id] = std::move(l);
+    if (auto s = engine_.hold(ref.req); !s) log.push_back(fmt::format("lease {}: re-admitted over its pools' limits: {}", ref.id, s.error().message));
+    if (started.is_null()) {
+      // Granted, never started: a run lease's client may still be setting up.
+      ref.state = Lease::State::Granted;
+      ref.graceDeadlineUs = clock::monotonicUs() + cfg_.daemon.clientGraceUs;
+      log.push_back(fmt::format("lease {} ({}): granted, not started; waiting for its client to resume", ref.id, ref.name));
+      continue;
+    }
+    ref.unit = started.value("unit", "");
+    ref.cgroup = started.value("cgroup", "");
+    ref.countersCgroup = started.value("counters_cgroup", ref.cgroup);
+    ref.inode = started.value("cgroup_inode", std::uint64_t{0});
+    ref.state = Lease::State::Running;
+    // Same identity: the unit still has this cgroup, and the directory is the
+    // very one (inode), not a new cgroup of the same name.
+    std::string why;
+    if (!env_.cgroupRoot) {
+      why = "the daemon has no cgroup v2 root";
+    } else if (auto st = env_.cgroupRoot->stat(ref.cgroup); !st) {
+      why = fmt::format("its cgroup {} is gone", ref.cgroup);
+    } else if (static_cast<std::uint64_t>(st->st_ino) != ref.inode) {
+      why = fmt::format("cgroup {} was re-created (inode {} is not the recorded {})", ref.cgroup, st->st_ino, ref.inode);
+    } else if (ref.kind == "attach" && !ref.unit.empty() && env_.units) {
+      auto cg = env_.units->controlGroup(ref.unit);
+      if (cg && *cg != ref.cgroup) why = fmt::format("unit {} now has cgroup '{}'", ref.unit, *cg);
+    }
+    if (why.empty() && ref.kind == "attach" && !populated(ref)) why = fmt::format("cgroup {} emptied while the daemon was down", ref.cgroup);
+    if (!why.empty() && ref.kind == "attach") {
+      log.push_back(fmt::format("lease {} ({}): lost: {}", ref.id, ref.name, why));
+      closeLost(ref, why + " (the daemon was not running)");
+      continue;
+    }
+    if (!why.empty()) {
+      // A run lease's client holds the outcome; it may still report it.
+      log.push_back(fmt::format("lease {} ({}): {}; waiting for its client to report", ref.id, ref.name, why));
+      ref.graceDeadlineUs = clock::monotonicUs() + cfg_.daemon.clientGraceUs;
+      continue;
+    }
+    (void)ledger_.appendEvent(ref.id, ledger::kReadopted, json{{"cgroup", ref.cgroup}, {"cgroup_inode", ref.inode}, {"unit", ref.unit}}.dump());
+    startMetering(ref);
+    if (ref.kind == "run") ref.graceDeadlineUs = clock::monotonicUs() + cfg_.daemon.clientGraceUs;
+    log.push_back(fmt::format("lease {} ({}): re-adopted {}", ref.id, ref.name, ref.cgroup));
+  }
+  return log;
+}
+
+}  // namespace tally::daemon

@@ -1,0 +1,110 @@
+// The daemon's lease service: admission over the configured pools, the live
+// leases (run leases whose client runs the scope, attached workloads the
+// daemon adopts), their meters, and the ledger rows that record them. One
+// instance lives in the event loop; every entry point runs to completion
+// without blocking on a client (replies go through the Outbox).
+//
+// Who may do what (docs/daemon.md, "Access"):
+//   anyone who can connect   hello, pools, leases, lease, acquire
+//   the lease's owner, root  started, complete, resume, release, cancel
+//   root                     attach (and anyone to a cgroup directory they own,
+//                            without --memory-max on a unit)
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "admission/engine.h"
+#include "config/config.h"
+#include "contain/verify.h"
+#include "daemon/seams.h"
+#include "fs/root.h"
+#include "lease/meter.h"
+#include "ledger/ledger.h"
+#include "rpc/protocol.h"
+
+namespace tally::daemon {
+
+struct ServiceEnv {
+  const fs::Root& proc;
+  const fs::Root& sys;
+  const fs::Root* cgroupRoot = nullptr;  // null: no cgroup v2 root (attach and run leases refused)
+  Outbox& outbox;
+  Watches& watches;
+  Units* units = nullptr;  // null: no systemd manager reachable
+  std::uint64_t pageSize = 4096;
+};
+
+class Service {
+ public:
+  Service(const config::Config& cfg, ledger::Ledger& ledger, ServiceEnv env);
+  ~Service();
+
+  // Re-adopts the leases the ledger says are open (after a restart, kill -9
+  // included). Returns one line per lease for the log.
+  std::vector<std::string> recover();
+
+  void handle(std::uint64_t conn, const Peer& peer, const rpc::Request& req);
+  void disconnected(std::uint64_t conn);
+  // inotify on a lease's cgroup.events fired.
+  void cgroupChanged(const std::string& leaseId);
+  // Housekeeping: queue timeouts, client grace, stop escalation, grants.
+  void tick();
+  // Meters every running lease once and stores the samples.
+  void sample();
+  // Sample retention, run every minute or so.
+  void prune();
+
+  std::size_t liveLeases() const;
+  std::size_t queuedRequests() const { return engine_.queued(); }
+  std::string statusLine() const;
+
+  struct Lease;
+
+ private:
+  using json = nlohmann::json;
+  void reply(std::uint64_t conn, const json& id, const json& result);
+  void fail(std::uint64_t conn, const json& id, const char* code, const std::string& message);
+
+  void onHello(std::uint64_t conn, const Peer& peer, const rpc::Request& req);
+  void onAcquire(std::uint64_t conn, const Peer& peer, const rpc::Request& req, bool attach);
+  void onStarted(std::uint64_t conn, const Peer& peer, const rpc::Request& req);
+  void onComplete(std::uint64_t conn, const Peer& peer, const rpc::Request& req);
+  void onResume(std::uint64_t conn, const Peer& peer, const rpc::Request& req);
+  void onRelease(std::uint64_t conn, const Peer& peer, const rpc::Request& req);
+  void onLeases(std::uint64_t conn, const rpc::Request& req);
+  void onLease(std::uint64_t conn, const rpc::Request& req);
+  void onPools(std::uint64_t conn, const rpc::Request& req);
+
+  Lease* find(const std::string& id);
+  Lease* owned(std::uint64_t conn, const Peer& peer, const rpc::Request& req);
+  void tryGrant();
+  void granted(Lease& l);
+  Status adopt(Lease& l);
+  void startMetering(Lease& l);
+  void sendPositions();
+  void close(Lease& l, const char* kind, const json& body);
+  void finishAttached(Lease& l, bool released);
+  void closeLost(Lease& l, const std::string& why);
+  void requestStop(Lease& l);
+  json leaseJson(const Lease& l) const;
+  json grantBody(const Lease& l) const;
+  bool populated(const Lease& l) const;
+  admission::Headroom headroomFor(const config::Pool& pool);
+
+  config::Config cfg_;
+  ledger::Ledger& ledger_;
+  ServiceEnv env_;
+  admission::Engine engine_;
+  std::map<std::string, std::unique_ptr<Lease>> leases_;
+  std::optional<std::uint64_t> headroomReadAtUs_;
+  struct HostCache;
+  std::unique_ptr<HostCache> hostCache_;
+};
+
+}  // namespace tally::daemon

@@ -1,0 +1,87 @@
+#include "rpc/client.h"
+
+#include <fmt/format.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+
+#include "config/config.h"
+#include "util/clock.h"
+
+namespace tally::rpc {
+
+std::string defaultSocketPath() {
+  if (const char* env = std::getenv("TALLY_SOCKET"); env && *env) return env;
+  if (::access("/etc/tally/tally.toml", R_OK) == 0) {
+    auto parsed = config::load("/etc/tally/tally.toml");
+    if (parsed.config) return parsed.config->daemon.socket;
+  }
+  return config::kSystemSocket;
+}
+
+Result<Client> Client::connect(const std::string& path) {
+  UniqueFd fd(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  if (!fd.valid()) return errnoError(errno, "socket(AF_UNIX)");
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  if (path.size() >= sizeof addr.sun_path) return Error{EINVAL, fmt::format("socket path {} is too long", path)};
+  std::memcpy(addr.sun_path, path.c_str(), path.size());
+  if (::connect(fd.get(), reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
+    int e = errno;
+    std::string hint = e == ENOENT || e == ECONNREFUSED ? "; is the daemon running? (systemctl start tally, or tally daemon --config FILE)"
+                       : e == EACCES                   ? "; the socket is 0660: join its group or use sudo"
+                                                       : "";
+    return Error{e, fmt::format("cannot reach the tally daemon at {}: {}{}", path, std::strerror(e), hint)};
+  }
+  return Client(std::move(fd), path);
+}
+
+Result<Message> Client::call(const std::string& method, const json& params, const EventFn& onEvent, int timeoutMs,
+                             int extraFd) {
+  std::uint64_t id = nextId_++;
+  std::string line = encodeRequest(id, method, params);
+  std::size_t off = 0;
+  while (off < line.size()) {
+    ssize_t n = ::send(fd_.get(), line.data() + off, line.size() - off, MSG_NOSIGNAL);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return errnoError(errno, fmt::format("send to the tally daemon at {}", path_));
+    off += static_cast<std::size_t>(n);
+  }
+  std::uint64_t deadline = timeoutMs >= 0 ? clock::monotonicUs() + static_cast<std::uint64_t>(timeoutMs) * 1000 : 0;
+  for (;;) {
+    while (auto l = reader_.next()) {
+      if (l->overflow) return Error{EPROTO, "the daemon sent an oversized line"};
+      auto m = parseMessage(l->text);
+      if (!m) return m.error();
+      if (m->event) {
+        if (onEvent && m->id == json(id)) onEvent(*m);
+        continue;
+      }
+      if (m->id == json(id)) return m;
+      if (!m->ok && m->id.is_null()) return m;  // a connection-level error (too many connections, ...)
+    }
+    int wait = -1;
+    if (deadline) {
+      std::uint64_t now = clock::monotonicUs();
+      if (now >= deadline) return Error{ETIMEDOUT, fmt::format("the tally daemon did not answer {} in time", method)};
+      wait = static_cast<int>((deadline - now) / 1000 + 1);
+    }
+    pollfd fds[2] = {{fd_.get(), POLLIN, 0}, {extraFd, POLLIN, 0}};
+    int n = ::poll(fds, extraFd >= 0 ? 2 : 1, wait);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return errnoError(errno, "poll");
+    if (extraFd >= 0 && (fds[1].revents & POLLIN)) return Error{EINTR, "interrupted"};
+    if (n == 0) continue;
+    char buf[65536];
+    ssize_t got = ::recv(fd_.get(), buf, sizeof buf, 0);
+    if (got < 0 && errno == EINTR) continue;
+    if (got <= 0) return Error{ECONNRESET, fmt::format("the tally daemon at {} closed the connection", path_)};
+    reader_.feed(std::string_view(buf, static_cast<std::size_t>(got)));
+  }
+}
+
+}  // namespace tally::rpc

@@ -1,0 +1,41 @@
+// A blocking client of the daemon's socket, for the CLI: one connection,
+// requests with increasing ids, events delivered to a callback while the
+// reply is awaited.
+#pragma once
+
+#include <functional>
+#include <string>
+
+#include "rpc/protocol.h"
+#include "util/unique_fd.h"
+
+namespace tally::rpc {
+
+// $TALLY_SOCKET, else the [daemon] socket of /etc/tally/tally.toml when that
+// file exists and parses, else /run/tally/tally.sock.
+std::string defaultSocketPath();
+
+class Client {
+ public:
+  static Result<Client> connect(const std::string& path);
+  Client(Client&&) = default;
+  Client& operator=(Client&&) = default;
+
+  using EventFn = std::function<void(const Message&)>;
+  // Sends one request and waits for its reply; events for it go to onEvent.
+  // `extraFd` (e.g. a signalfd) becoming readable ends the wait early with
+  // an error of code EINTR. timeoutMs < 0 waits forever.
+  Result<Message> call(const std::string& method, const json& params, const EventFn& onEvent = {}, int timeoutMs = -1,
+                       int extraFd = -1);
+  const std::string& path() const { return path_; }
+  int fd() const { return fd_.get(); }
+
+ private:
+  Client(UniqueFd fd, std::string path) : fd_(std::move(fd)), path_(std::move(path)) {}
+  UniqueFd fd_;
+  std::string path_;
+  LineReader reader_{16u << 20};
+  std::uint64_t nextId_ = 1;
+};
+
+}  // namespace tally::rpc

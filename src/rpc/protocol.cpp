@@ -1,0 +1,159 @@
+#include "rpc/protocol.h"
+
+#include <fmt/format.h>
+
+namespace tally::rpc {
+
+void LineReader::feed(std::string_view bytes) {
+  while (!bytes.empty()) {
+    auto nl = bytes.find('\n');
+    std::string_view chunk = bytes.substr(0, nl);
+    if (discarding_) {
+      if (nl == std::string_view::npos) return;
+      discarding_ = false;
+    } else if (buf_.size() + chunk.size() > max_) {
+      buf_.clear();
+      ready_.push_back(Line{{}, true});
+      discarding_ = nl == std::string_view::npos;
+      if (discarding_) return;
+    } else {
+      buf_.append(chunk);
+      if (nl == std::string_view::npos) return;
+      if (!buf_.empty() && buf_.back() == '\r') buf_.pop_back();
+      ready_.push_back(Line{std::move(buf_), false});
+      buf_.clear();
+    }
+    bytes.remove_prefix(nl + 1);
+  }
+}
+
+std::optional<LineReader::Line> LineReader::next() {
+  while (readyHead_ < ready_.size()) {
+    Line l = std::move(ready_[readyHead_++]);
+    if (readyHead_ == ready_.size()) {
+      ready_.clear();
+      readyHead_ = 0;
+    }
+    if (!l.overflow && l.text.empty()) continue;  // blank lines are keep-alives
+    return l;
+  }
+  return std::nullopt;
+}
+
+ParsedRequest parseRequest(std::string_view line) {
+  ParsedRequest out;
+  json j = json::parse(line, nullptr, false);
+  if (j.is_discarded()) {
+    out.error = {code::kBadJson, "the request is not valid JSON (one JSON object per line)"};
+    return out;
+  }
+  if (!j.is_object()) {
+    out.error = {code::kBadRequest, "the request must be a JSON object"};
+    return out;
+  }
+  if (j.contains("id")) out.id = j["id"];
+  if (!j.contains("v") || !j["v"].is_number_integer()) {
+    out.error = {code::kBadRequest, fmt::format("the request needs \"v\":{} (the protocol version)", kProtocolVersion)};
+    return out;
+  }
+  if (j["v"].get<std::int64_t>() != kProtocolVersion) {
+    out.error = {code::kVersion, fmt::format("protocol version {} is not spoken here; this daemon speaks {}", j["v"].dump(), kProtocolVersion)};
+    return out;
+  }
+  if (!j.contains("method") || !j["method"].is_string()) {
+    out.error = {code::kBadRequest, "the request needs a \"method\" string"};
+    return out;
+  }
+  Request r;
+  r.id = out.id;
+  r.method = j["method"].get<std::string>();
+  if (j.contains("params")) {
+    if (!j["params"].is_object()) {
+      out.error = {code::kBadRequest, "\"params\" must be an object"};
+      return out;
+    }
+    r.params = j["params"];
+  } else {
+    r.params = json::object();
+  }
+  out.request = std::move(r);
+  return out;
+}
+
+namespace {
+std::string line(const json& j) {
+  // Invalid UTF-8 from a hostile peer is replaced, never thrown.
+  return j.dump(-1, ' ', false, json::error_handler_t::replace) + "\n";
+}
+}  // namespace
+
+std::string encodeReply(const json& id, const json& result) {
+  return line(json{{"v", kProtocolVersion}, {"id", id}, {"ok", true}, {"result", result}});
+}
+
+std::string encodeError(const json& id, const RpcError& e) {
+  return line(json{{"v", kProtocolVersion}, {"id", id}, {"ok", false}, {"error", {{"code", e.code}, {"message", e.message}}}});
+}
+
+std::string encodeEvent(const json& id, const std::string& event, json fields) {
+  if (!fields.is_object()) fields = json::object();
+  fields["v"] = kProtocolVersion;
+  fields["id"] = id;
+  fields["event"] = event;
+  return line(fields);
+}
+
+std::string encodeRequest(const json& id, const std::string& method, const json& params) {
+  return line(json{{"v", kProtocolVersion}, {"id", id}, {"method", method}, {"params", params}});
+}
+
+Result<std::string> paramString(const json& params, const char* key, bool required) {
+  if (!params.contains(key) || params[key].is_null()) {
+    if (required) return Error{0, fmt::format("\"{}\" is required", key)};
+    return std::string();
+  }
+  if (!params[key].is_string()) return Error{0, fmt::format("\"{}\" must be a string", key)};
+  return params[key].get<std::string>();
+}
+
+Result<std::optional<std::uint64_t>> paramU64(const json& params, const char* key) {
+  if (!params.contains(key) || params[key].is_null()) return std::optional<std::uint64_t>();
+  if (!params[key].is_number_unsigned()) {
+    return Error{0, fmt::format("\"{}\" must be a non-negative integer (bytes or µs)", key)};
+  }
+  return std::optional<std::uint64_t>(params[key].get<std::uint64_t>());
+}
+
+Result<std::vector<std::string>> paramStrings(const json& params, const char* key) {
+  std::vector<std::string> out;
+  if (!params.contains(key) || params[key].is_null()) return out;
+  if (!params[key].is_array()) return Error{0, fmt::format("\"{}\" must be an array of strings", key)};
+  for (const auto& e : params[key]) {
+    if (!e.is_string()) return Error{0, fmt::format("\"{}\" must be an array of strings", key)};
+    out.push_back(e.get<std::string>());
+  }
+  return out;
+}
+
+Result<Message> parseMessage(std::string_view text) {
+  json j = json::parse(text, nullptr, false);
+  if (j.is_discarded() || !j.is_object()) return Error{0, "the daemon sent something that is not a JSON object"};
+  Message m;
+  m.raw = j;
+  if (j.contains("id")) m.id = j["id"];
+  if (j.contains("event") && j["event"].is_string()) {
+    m.event = j["event"].get<std::string>();
+    return m;
+  }
+  m.ok = j.contains("ok") && j["ok"].is_boolean() && j["ok"].get<bool>();
+  if (m.ok) {
+    m.result = j.contains("result") ? j["result"] : json::object();
+  } else {
+    const json& e = j.contains("error") ? j["error"] : json::object();
+    m.error.code = e.is_object() && e.contains("code") && e["code"].is_string() ? e["code"].get<std::string>() : "unknown";
+    m.error.message = e.is_object() && e.contains("message") && e["message"].is_string() ? e["message"].get<std::string>() : "(no message)";
+  }
+  return m;
+}
+
+}  // namespace tally::rpc

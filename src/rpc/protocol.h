@@ -1,0 +1,110 @@
+// The daemon's wire protocol: newline-delimited JSON over a Unix stream
+// socket (docs/daemon.md, "RPC reference"). Pure: framing and validation of
+// bytes, no sockets, so hostile input is tested and fuzzed directly.
+//
+//   request  {"v":1, "id":<any>, "method":"acquire", "params":{...}}
+//   reply    {"v":1, "id":<same>, "ok":true,  "result":{...}}
+//            {"v":1, "id":<same>, "ok":false, "error":{"code":"...", "message":"..."}}
+//   event    {"v":1, "id":<request's>, "event":"queued", ...}   (before the reply)
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "util/result.h"
+
+namespace tally::rpc {
+
+inline constexpr int kProtocolVersion = 1;
+// A request line longer than this is refused and skipped: the largest real
+// request (a run lease's outcome record) is a few KiB.
+inline constexpr std::size_t kMaxRequestBytes = 256 * 1024;
+
+using json = nlohmann::json;
+
+// Error codes every reply may carry.
+namespace code {
+inline constexpr const char* kBadJson = "bad-json";
+inline constexpr const char* kTooLarge = "too-large";
+inline constexpr const char* kBadRequest = "bad-request";
+inline constexpr const char* kVersion = "unsupported-version";
+inline constexpr const char* kUnknownMethod = "unknown-method";
+inline constexpr const char* kForbidden = "forbidden";
+inline constexpr const char* kNotFound = "not-found";
+inline constexpr const char* kRefused = "refused";
+inline constexpr const char* kTimeout = "timeout";
+inline constexpr const char* kCancelled = "cancelled";
+inline constexpr const char* kConflict = "conflict";
+inline constexpr const char* kInternal = "internal";
+}  // namespace code
+
+// Splits a byte stream into lines. A line over the limit is reported once
+// (as an overflow) and its bytes are dropped up to the next newline, so one
+// bad client message never grows memory or desynchronises the stream.
+class LineReader {
+ public:
+  explicit LineReader(std::size_t maxLine = kMaxRequestBytes) : max_(maxLine) {}
+  struct Line {
+    std::string text;
+    bool overflow = false;  // text is empty; the line was too long
+  };
+  void feed(std::string_view bytes);
+  std::optional<Line> next();
+  std::size_t buffered() const { return buf_.size(); }
+
+ private:
+  std::size_t max_;
+  std::string buf_;
+  std::vector<Line> ready_;
+  std::size_t readyHead_ = 0;
+  bool discarding_ = false;
+};
+
+struct RpcError {
+  std::string code;
+  std::string message;
+};
+
+struct Request {
+  json id;  // echoed back; null when the client gave none
+  std::string method;
+  json params;  // always an object
+};
+
+// Parses and checks the envelope of one line. On failure the error carries
+// the id when one could be read, so the reply can still be matched.
+struct ParsedRequest {
+  std::optional<Request> request;
+  json id;
+  RpcError error;
+};
+ParsedRequest parseRequest(std::string_view line);
+
+std::string encodeReply(const json& id, const json& result);
+std::string encodeError(const json& id, const RpcError& e);
+std::string encodeEvent(const json& id, const std::string& event, json fields);
+std::string encodeRequest(const json& id, const std::string& method, const json& params);
+
+// Typed reads of params, with messages naming the field.
+Result<std::string> paramString(const json& params, const char* key, bool required);
+Result<std::optional<std::uint64_t>> paramU64(const json& params, const char* key);
+Result<std::vector<std::string>> paramStrings(const json& params, const char* key);
+
+// A reply or event line from the daemon, as a client sees it.
+struct Message {
+  json id;
+  std::optional<std::string> event;  // set for events
+  bool ok = false;
+  json result;
+  RpcError error;
+  json raw;
+};
+Result<Message> parseMessage(std::string_view line);
+
+}  // namespace tally::rpc
