@@ -205,6 +205,10 @@ Parsed parse(std::string_view text, const std::string& path) {
       r.problem(*p, "pools must be tables: [pools.<name>]");
     }
   }
+  // toml++ keeps tables sorted by key; pools are listed in file order.
+  std::stable_sort(c.pools.begin(), c.pools.end(), [&](const Pool& a, const Pool& b) {
+    return lineOf(*root["pools"][a.name].node()) < lineOf(*root["pools"][b.name].node());
+  });
   if (c.pools.empty() && r.problems.empty()) {
     r.problems.push_back({0, "no pools: add at least one [pools.<name>] table with a capacity"});
   }

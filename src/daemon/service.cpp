@@ -208,10 +208,11 @@ void Service::onAcquire(std::uint64_t conn, const Peer& peer, const rpc::Request
       cgroup = *cg;
       l->target = {{"cgroup", *cg}};
     } else {
-      if (!p["pid"].is_number_unsigned() || p["pid"].get<std::uint64_t>() == 0 || p["pid"].get<std::uint64_t>() > 4194304) {
+      auto pidParam = rpc::paramU64(p, "pid");
+      if (!pidParam || !*pidParam || **pidParam == 0 || **pidParam > 4194304) {
         return fail(conn, req.id, code::kBadRequest, "\"pid\" must be a process id");
       }
-      auto pid = p["pid"].get<std::uint64_t>();
+      std::uint64_t pid = **pidParam;
       auto text = env_.proc.read(fmt::format("{}/cgroup", pid), 64 * 1024);
       if (!text) return fail(conn, req.id, code::kNotFound, fmt::format("process {}: {}", pid, text.error().message));
       auto parsed = probes::parseProcCgroup(*text);
@@ -305,14 +306,20 @@ void Service::granted(Lease& l) {
 Status Service::adopt(Lease& l) {
   const fs::Root& root = *env_.cgroupRoot;
   if (l.req.memoryMax) {
+    // A cgroup that is a systemd unit's (a podman scope, a service found by
+    // --pid) gets its limit through systemd, which would otherwise undo a
+    // direct write; it counts as the unit's only when systemd says so.
     std::string unit = l.unit;
-    if (unit.empty() && unitInterface(std::string(fs::baseName(l.cgroup))) && env_.units) unit = std::string(fs::baseName(l.cgroup));
+    if (unit.empty() && env_.units && unitInterface(std::string(fs::baseName(l.cgroup)))) {
+      std::string candidate(fs::baseName(l.cgroup));
+      if (auto cg = env_.units->controlGroup(candidate); cg && *cg == l.cgroup) unit = candidate;
+    }
     if (!unit.empty()) {
       if (!env_.units) return Error{0, "no systemd manager is reachable to set MemoryMax on " + unit};
       if (auto s = env_.units->setMemoryMax(unit, *l.req.memoryMax); !s) return Error{0, fmt::format("SetUnitProperties({}, MemoryMax={}): {}", unit, *l.req.memoryMax, s.error().message)};
       l.unit = unit;
     } else {
-      int fd = ::openat(root.fd(), fs::joinPath(l.cgroup, "memory.max").c_str(), O_WRONLY | O_CLOEXEC);
+      int fd = ::openat(root.fd(), fs::joinPath(l.cgroup, "memory.max").c_str(), O_WRONLY | O_TRUNC | O_CLOEXEC);
       if (fd < 0) return errnoError(errno, fmt::format("open {}/memory.max to set --memory-max", l.cgroup));
       std::string v = std::to_string(*l.req.memoryMax);
       ssize_t n = ::write(fd, v.data(), v.size());
@@ -354,7 +361,7 @@ Status Service::adopt(Lease& l) {
 void Service::startMetering(Lease& l) {
   l.meter = std::make_unique<lease::LeaseMeter>(env_.proc, env_.sys, *env_.cgroupRoot, l.cgroup, l.req.gpuMemoryMax);
   l.meter->sample();
-  std::string events = fs::joinPath(env_.cgroupRoot->path(), fs::joinPath(l.countersCgroup, "cgroup.events"));
+  std::string events = fmt::format("{}/{}", env_.cgroupRoot->path(), fs::joinPath(l.countersCgroup, "cgroup.events"));
   if (auto s = env_.watches.watch(l.id, events); !s) {
     fmt::print(stderr, "tally daemon: lease {}: cannot watch {}: {}; its end is found by polling\n", l.id, events, s.error().message);
   }

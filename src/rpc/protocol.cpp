@@ -118,10 +118,10 @@ Result<std::string> paramString(const json& params, const char* key, bool requir
 
 Result<std::optional<std::uint64_t>> paramU64(const json& params, const char* key) {
   if (!params.contains(key) || params[key].is_null()) return std::optional<std::uint64_t>();
-  if (!params[key].is_number_unsigned()) {
-    return Error{0, fmt::format("\"{}\" must be a non-negative integer (bytes or µs)", key)};
-  }
-  return std::optional<std::uint64_t>(params[key].get<std::uint64_t>());
+  const json& v = params[key];
+  if (v.is_number_unsigned()) return std::optional<std::uint64_t>(v.get<std::uint64_t>());
+  if (v.is_number_integer() && v.get<std::int64_t>() >= 0) return std::optional<std::uint64_t>(static_cast<std::uint64_t>(v.get<std::int64_t>()));
+  return Error{0, fmt::format("\"{}\" must be a non-negative integer (bytes or µs)", key)};
 }
 
 Result<std::vector<std::string>> paramStrings(const json& params, const char* key) {

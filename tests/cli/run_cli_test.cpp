@@ -39,7 +39,7 @@ TEST_F(RunCli, BadSizesAndOptionsAreUsageErrors) {
       {{"run", "--memory-swap-max", "99999999999T", "--", "true"}, "too large"},
       {{"run", "--gpu-memory-max", "lots", "--", "true"}, "--gpu-memory-max 'lots' is not a size"},
       {{"run", "--sample-interval", "1ms", "--", "true"}, "below the 10ms minimum"},
-      {{"run", "--sample-interval", "1h", "--", "true"}, "unknown duration unit"},
+      {{"run", "--sample-interval", "1y", "--", "true"}, "unknown duration unit"},
       {{"run", "--slice", "tally", "--", "true"}, "not a slice name"},
       {{"run", "--oom-policy", "ignore", "--", "true"}, "oom-policy"},
       {{"run", "--user", "--system", "--", "true"}, "excludes"},

@@ -61,7 +61,10 @@ TEST(Units, Durations) {
   EXPECT_EQ(*parseDurationUs("250ms"), 250000u);
   EXPECT_EQ(*parseDurationUs("50us"), 50u);
   EXPECT_EQ(*parseDurationUs("2m"), 120000000u);
-  EXPECT_FALSE(parseDurationUs("1h").ok());
+  EXPECT_EQ(*parseDurationUs("1h"), 3600000000u);
+  EXPECT_EQ(*parseDurationUs("7d"), 604800000000u);
+  EXPECT_FALSE(parseDurationUs("1y").ok());
+  EXPECT_FALSE(parseDurationUs("213503983d").ok());
   EXPECT_FALSE(parseDurationUs("ms").ok());
   EXPECT_FALSE(parseDurationUs("99999999999999999999s").ok());
   EXPECT_FALSE(parseDurationUs("18446744073709551615m").ok());

@@ -11,9 +11,29 @@ namespace {
 
 using namespace tally::testing;
 
-ledger::Entry entry(const std::string& id, const std::string& cls, int status) {
-  return {id, "job", "system", 1, 2, cls, status, R"({"schema":1,"lease":{"id":")" + id + R"("}})"};
+std::string record(const std::string& id, const std::string& cls, int status) {
+  return R"({"schema":1,"lease":{"id":")" + id + R"(","name":"job","manager":"system"},"started_at_ns":1,"ended_at_ns":2,)" +
+         R"("outcome":{"class":")" + cls + R"(","tally_exit_status":)" + std::to_string(status) + "}}";
 }
+
+ledger::Entry entry(const std::string& id, const std::string& cls, int status) {
+  return {id, "job", "system", 1, 2, cls, status, record(id, cls, status)};
+}
+
+// Raw SQL on the ledger file, as someone with write access to it could run.
+void sql(const std::string& path, const std::string& statement) {
+  sqlite3* raw = nullptr;
+  ASSERT_EQ(sqlite3_open(path.c_str(), &raw), SQLITE_OK);
+  char* err = nullptr;
+  int rc = sqlite3_exec(raw, statement.c_str(), nullptr, nullptr, &err);
+  std::string msg = err ? err : "";
+  sqlite3_free(err);
+  sqlite3_close(raw);
+  ASSERT_EQ(rc, SQLITE_OK) << msg;
+}
+
+constexpr const char* kDropGuards =
+    "DROP TRIGGER events_no_update; DROP TRIGGER events_no_delete; DROP INDEX events_one_terminal;";
 
 TEST(Ledger, AppendsAndReadsBackInOrder) {
   TempDir dir;
@@ -36,7 +56,10 @@ TEST(Ledger, AppendsAndReadsBackInOrder) {
   EXPECT_EQ((*rows)[0].entry.leaseId, "a1");
   EXPECT_EQ((*rows)[1].entry.outcomeClass, "oom-killed");
   EXPECT_EQ((*rows)[1].entry.exitStatus, 137);
-  EXPECT_EQ((*rows)[2].entry.recordJson, entry("a3", "", 0).recordJson);
+  EXPECT_EQ((*rows)[2].entry.recordJson, record("a3", "containment-refused", 125));
+  EXPECT_EQ((*rows)[2].entry.name, "job");
+  EXPECT_EQ((*rows)[2].entry.manager, "system");
+  EXPECT_EQ((*rows)[2].entry.startedAtNs, 1u);
   auto last = db->recent(1);
   ASSERT_EQ(last->size(), 1u);
   EXPECT_EQ((*last)[0].entry.leaseId, "a3");
@@ -51,11 +74,11 @@ TEST(Ledger, LeaseIdsAreUniqueAndRowsAreNeverRewritten) {
   sqlite3* raw = nullptr;
   ASSERT_EQ(sqlite3_open(db->path().c_str(), &raw), SQLITE_OK);
   char* err = nullptr;
-  EXPECT_NE(sqlite3_exec(raw, "UPDATE lease_outcomes SET exit_status = 0", nullptr, nullptr, &err), SQLITE_OK);
+  EXPECT_NE(sqlite3_exec(raw, "UPDATE events SET body = '{}'", nullptr, nullptr, &err), SQLITE_OK);
   ASSERT_NE(err, nullptr);
   EXPECT_NE(std::string(err).find("never rewritten"), std::string::npos);
   sqlite3_free(err);
-  EXPECT_NE(sqlite3_exec(raw, "DELETE FROM lease_outcomes", nullptr, nullptr, nullptr), SQLITE_OK);
+  EXPECT_NE(sqlite3_exec(raw, "DELETE FROM events", nullptr, nullptr, nullptr), SQLITE_OK);
   sqlite3_close(raw);
   EXPECT_EQ(db->recent(5)->size(), 1u);
 }
@@ -66,6 +89,154 @@ TEST(Ledger, UnwritableStateDirIsAnErrorThatNamesTheFix) {
   auto db = ledger::Ledger::open(dir.path() + "/file/state");
   ASSERT_FALSE(db);
   EXPECT_NE(db.error().message.find("state directory"), std::string::npos) << db.error().message;
+}
+
+TEST(LedgerChain, EachRowLinksToThePreviousAndVerifies) {
+  TempDir dir;
+  auto db = ledger::Ledger::open(dir.path());
+  ASSERT_TRUE(db);
+  auto a = db->appendEvent("l1", ledger::kGranted, R"({"pools":["gpu"]})", 100);
+  auto b = db->appendEvent("l1", ledger::kStarted, R"({"cgroup":"/x"})", 200);
+  auto c = db->appendEvent("l1", ledger::kOutcome, record("l1", "exited", 0), 300);
+  ASSERT_TRUE(a && b && c);
+  EXPECT_EQ(a->seq, 1);
+  EXPECT_EQ(a->prevHash, ledger::kGenesisHash);
+  EXPECT_EQ(b->prevHash, a->hash);
+  EXPECT_EQ(c->prevHash, b->hash);
+  EXPECT_EQ(a->hash, ledger::rowHash(1, 100, "l1", "granted", R"({"pools":["gpu"]})", ledger::kGenesisHash));
+  auto rep = db->verify();
+  ASSERT_TRUE(rep);
+  EXPECT_TRUE(rep->problems.empty());
+  EXPECT_EQ(rep->rows, 3u);
+  EXPECT_EQ(rep->headSeq, 3);
+  EXPECT_EQ(rep->headHash, c->hash);
+  // Field boundaries are part of the hash: moving text between fields changes it.
+  EXPECT_NE(ledger::rowHash(1, 1, "ab", "c", "{}", "0"), ledger::rowHash(1, 1, "a", "bc", "{}", "0"));
+}
+
+TEST(LedgerChain, AnOutcomeIsRecordedOnce) {
+  TempDir dir;
+  auto db = ledger::Ledger::open(dir.path());
+  ASSERT_TRUE(db->appendEvent("l1", ledger::kGranted, "{}"));
+  ASSERT_TRUE(db->appendEvent("l1", ledger::kOutcome, record("l1", "exited", 0)));
+  auto again = db->appendEvent("l1", ledger::kLost, "{}");
+  ASSERT_FALSE(again);
+  EXPECT_EQ(again.error().code, EEXIST);
+  EXPECT_NE(again.error().message.find("recorded once"), std::string::npos);
+  ASSERT_TRUE(db->appendEvent("l1", ledger::kNote, R"({"correction":"x"})"));  // corrections are new rows
+  EXPECT_TRUE(db->verify()->problems.empty());  // the refused append left no hole
+  EXPECT_EQ(db->events()->size(), 3u);
+}
+
+TEST(LedgerChain, OpenLeasesAreThoseWithoutATerminalRow) {
+  TempDir dir;
+  auto db = ledger::Ledger::open(dir.path());
+  ASSERT_TRUE(db->appendEvent("done", ledger::kGranted, "{}"));
+  ASSERT_TRUE(db->appendEvent("live", ledger::kGranted, "{}"));
+  ASSERT_TRUE(db->appendEvent("live", ledger::kStarted, "{}"));
+  ASSERT_TRUE(db->appendEvent("done", ledger::kOutcome, "{}"));
+  ASSERT_TRUE(db->appendEvent("gone", ledger::kGranted, "{}"));
+  ASSERT_TRUE(db->appendEvent("gone", ledger::kWithdrawn, "{}"));
+  ASSERT_TRUE(db->appendEvent("standalone", ledger::kOutcome, "{}"));
+  auto open = db->openLeases();
+  ASSERT_TRUE(open);
+  ASSERT_EQ(open->size(), 1u);
+  ASSERT_EQ((*open)[0].size(), 2u);
+  EXPECT_EQ((*open)[0][0].leaseId, "live");
+  EXPECT_EQ((*open)[0][1].kind, "started");
+}
+
+class LedgerTamper : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    auto db = ledger::Ledger::open(dir.path());
+    ASSERT_TRUE(db);
+    for (int i = 1; i <= 5; ++i) ASSERT_TRUE(db->appendEvent("l" + std::to_string(i), ledger::kOutcome, record("l" + std::to_string(i), "exited", i)));
+    path = db->path();
+  }
+  std::vector<std::string> problems() {
+    auto db = ledger::Ledger::open(dir.path());
+    auto rep = db->verify();
+    EXPECT_TRUE(rep);
+    return rep->problems;
+  }
+  TempDir dir;
+  std::string path;
+};
+
+TEST_F(LedgerTamper, AnEditedRowIsNamed) {
+  sql(path, std::string(kDropGuards) + "UPDATE events SET body = replace(body, '\"tally_exit_status\":3', '\"tally_exit_status\":0') WHERE seq = 3;");
+  auto p = problems();
+  ASSERT_EQ(p.size(), 1u);
+  EXPECT_NE(p[0].find("row 3 (lease l3, outcome) was edited"), std::string::npos) << p[0];
+}
+
+TEST_F(LedgerTamper, AnEditedRowWithARecomputedHashBreaksTheNextLink) {
+  // The forger recomputes row 3's own hash; row 4 still points at the old one.
+  auto db = ledger::Ledger::open(dir.path());
+  auto rows = db->events();
+  const auto& r3 = (*rows)[2];
+  std::string body = record("l3", "exited", 0);
+  std::string forged = ledger::rowHash(3, r3.atNs, "l3", "outcome", body, r3.prevHash);
+  sql(path, std::string(kDropGuards) + "UPDATE events SET body = '" + body + "', hash = '" + forged + "' WHERE seq = 3;");
+  auto p = problems();
+  ASSERT_EQ(p.size(), 1u);
+  EXPECT_NE(p[0].find("row 4 does not follow the row before it"), std::string::npos) << p[0];
+}
+
+TEST_F(LedgerTamper, ADeletedRowIsNamed) {
+  sql(path, std::string(kDropGuards) + "DELETE FROM events WHERE seq = 2;");
+  auto p = problems();
+  ASSERT_EQ(p.size(), 2u);
+  EXPECT_NE(p[0].find("row 2 is missing (deleted)"), std::string::npos) << p[0];
+  EXPECT_NE(p[1].find("row 3 does not follow"), std::string::npos) << p[1];
+}
+
+TEST_F(LedgerTamper, ReorderedRowsAreNamed) {
+  // Swap rows 2 and 4 (content and all), keeping each seq in place.
+  sql(path, std::string(kDropGuards) +
+                "CREATE TEMP TABLE t AS SELECT * FROM events WHERE seq IN (2, 4);"
+                "UPDATE events SET at_ns = (SELECT at_ns FROM t WHERE seq = 4), lease_id = (SELECT lease_id FROM t WHERE seq = 4),"
+                " body = (SELECT body FROM t WHERE seq = 4), prev_hash = (SELECT prev_hash FROM t WHERE seq = 4),"
+                " hash = (SELECT hash FROM t WHERE seq = 4) WHERE seq = 2;"
+                "UPDATE events SET at_ns = (SELECT at_ns FROM t WHERE seq = 2), lease_id = (SELECT lease_id FROM t WHERE seq = 2),"
+                " body = (SELECT body FROM t WHERE seq = 2), prev_hash = (SELECT prev_hash FROM t WHERE seq = 2),"
+                " hash = (SELECT hash FROM t WHERE seq = 2) WHERE seq = 4;");
+  auto p = problems();
+  ASSERT_GE(p.size(), 2u);
+  std::string all;
+  for (const auto& s : p) all += s + "\n";
+  EXPECT_NE(all.find("row 2 (lease l4, outcome) was edited"), std::string::npos) << all;
+  EXPECT_NE(all.find("row 4 (lease l2, outcome) was edited"), std::string::npos) << all;
+}
+
+TEST_F(LedgerTamper, AnUntouchedLedgerStaysIntactAcrossReopen) { EXPECT_TRUE(problems().empty()); }
+
+TEST(LedgerSamples, RetentionThinsWithAgeAndCapsRows) {
+  TempDir dir;
+  auto db = ledger::Ledger::open(dir.path());
+  const std::uint64_t s = 1'000'000'000, minute = 60 * s, hour = 60 * minute;
+  const std::uint64_t now = 1000 * hour;
+  // 10 s samples over the last 3 hours for one lease, plus one 40 days old.
+  for (std::uint64_t t = now - 3 * hour; t < now; t += 10 * s) {
+    ASSERT_TRUE(db->appendSample({"l1", t, 1000, std::nullopt, std::nullopt, std::nullopt}));
+  }
+  ASSERT_TRUE(db->appendSample({"l1", now - 40 * 24 * hour, 5, 6, 7, 8}));
+  auto before = db->samples("l1");
+  ASSERT_EQ(before->size(), 3u * 360 + 1);
+  EXPECT_EQ(before->front().gttBytes, 7u);
+  EXPECT_FALSE(before->back().gpuBytes);  // absent stays absent, not 0
+  auto removed = db->pruneSamples(now, hour, 30 * 24 * hour, 1'000'000);
+  ASSERT_TRUE(removed);
+  auto after = db->samples("l1");
+  // The last hour at full resolution (360), the two hours before at one per minute (120).
+  EXPECT_EQ(after->size(), 360u + 120u);
+  EXPECT_EQ(*removed, before->size() - after->size());
+  auto capped = db->pruneSamples(now, hour, 30 * 24 * hour, 100);
+  ASSERT_TRUE(capped);
+  after = db->samples("l1");
+  ASSERT_EQ(after->size(), 100u);
+  EXPECT_EQ(after->back().atNs, now - 10 * s);  // the newest are kept
 }
 
 }  // namespace

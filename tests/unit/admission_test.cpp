@@ -1,0 +1,268 @@
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <map>
+#include <random>
+#include <set>
+
+#include "admission/engine.h"
+
+namespace tally {
+namespace {
+
+using admission::Engine;
+using admission::Request;
+
+constexpr std::uint64_t GiB = 1ULL << 30;
+
+std::vector<config::Pool> pools() {
+  config::Pool gpu{"gpu", 3, 64 * GiB, 96 * GiB, {}};
+  config::Pool cpu{"cpu", 2, std::nullopt, std::nullopt, {}};
+  config::Pool one{"one", 1, std::nullopt, std::nullopt, {}};
+  return {gpu, cpu, one};
+}
+
+Request req(const std::string& id, std::vector<std::string> pools, std::optional<std::uint64_t> mem = {},
+            std::optional<std::uint64_t> gpu = {}, int prio = 0) {
+  return Request{id, std::move(pools), mem, gpu, prio, 0};
+}
+
+TEST(Admission, RefusesWhatCanNeverBeGrantedAndSaysWhichFlag) {
+  Engine e(pools());
+  EXPECT_TRUE(e.check(req("a", {"gpu"}, 8 * GiB, 8 * GiB)));
+  auto noGpu = e.check(req("a", {"gpu"}, 8 * GiB));
+  ASSERT_FALSE(noGpu);
+  EXPECT_NE(noGpu.error().message.find("--gpu-memory-max"), std::string::npos);
+  auto noMem = e.check(req("a", {"gpu"}, std::nullopt, 8 * GiB));
+  ASSERT_FALSE(noMem);
+  EXPECT_NE(noMem.error().message.find("--memory-max"), std::string::npos);
+  auto tooBig = e.check(req("a", {"gpu"}, 8 * GiB, 97 * GiB));
+  ASSERT_FALSE(tooBig);
+  EXPECT_NE(tooBig.error().message.find("whole GPU memory budget"), std::string::npos);
+  auto unknown = e.check(req("a", {"gpus"}));
+  ASSERT_FALSE(unknown);
+  EXPECT_NE(unknown.error().message.find("configured: gpu, cpu, one"), std::string::npos);
+  EXPECT_FALSE(e.check(req("a", {})));
+  EXPECT_FALSE(e.check(req("a", {"cpu", "cpu"})));
+  EXPECT_TRUE(e.check(req("a", {"cpu"})));  // no budget: no limit needed
+}
+
+TEST(Admission, CapacityQueuesAndReleaseGrantsInOrder) {
+  Engine e(pools());
+  e.enqueue(req("a", {"one"}));
+  e.enqueue(req("b", {"one"}));
+  e.enqueue(req("c", {"one"}));
+  EXPECT_EQ(e.grant({}), std::vector<std::string>{"a"});
+  EXPECT_EQ(e.position("b"), 1u);
+  EXPECT_EQ(e.position("c"), 2u);
+  EXPECT_EQ(e.waitReason("b"), admission::Wait::Capacity);
+  EXPECT_EQ(e.waitReason("c"), admission::Wait::Behind);
+  EXPECT_TRUE(e.release("a"));
+  EXPECT_FALSE(e.release("a"));
+  EXPECT_EQ(e.grant({}), std::vector<std::string>{"b"});
+  EXPECT_TRUE(e.cancel("c"));
+  EXPECT_FALSE(e.waiting("c"));
+  EXPECT_EQ(e.queued(), 0u);
+}
+
+TEST(Admission, BudgetsBindBeforeCapacity) {
+  Engine e(pools());
+  e.enqueue(req("a", {"gpu"}, 8 * GiB, 48 * GiB));
+  e.enqueue(req("b", {"gpu"}, 8 * GiB, 40 * GiB));
+  e.enqueue(req("c", {"gpu"}, 8 * GiB, 16 * GiB));  // 48+40+16 = 104 > 96
+  EXPECT_EQ(e.grant({}), (std::vector<std::string>{"a", "b"}));
+  EXPECT_EQ(e.waitReason("c"), admission::Wait::GpuBudget);
+  EXPECT_EQ(e.usage("gpu").gpuMemoryDeclared, 88 * GiB);
+  e.release("b");
+  EXPECT_EQ(e.grant({}), std::vector<std::string>{"c"});
+  EXPECT_EQ(e.usage("gpu").gpuMemoryDeclared, 64 * GiB);
+}
+
+TEST(Admission, AtomicOverThePoolSet) {
+  Engine e(pools());
+  e.enqueue(req("holder", {"one"}));
+  e.grant({});
+  e.enqueue(req("both", {"cpu", "one"}));
+  EXPECT_TRUE(e.grant({}).empty());
+  EXPECT_TRUE(e.usage("cpu").holders.empty());  // nothing half-granted
+  e.release("holder");
+  EXPECT_EQ(e.grant({}), std::vector<std::string>{"both"});
+  EXPECT_EQ(e.usage("cpu").holders, std::vector<std::string>{"both"});
+  EXPECT_EQ(e.usage("one").holders, std::vector<std::string>{"both"});
+}
+
+TEST(Admission, PriorityFirstThenArrivalAndNoOvertakingOnSharedPools) {
+  Engine e(pools());
+  e.enqueue(req("h", {"one"}));
+  e.grant({});
+  e.enqueue(req("low", {"one"}, {}, {}, -5));
+  e.enqueue(req("mid", {"one"}));
+  e.enqueue(req("high", {"one"}, {}, {}, 10));
+  e.enqueue(req("other", {"cpu"}, {}, {}, -50));  // disjoint pools: not held up
+  EXPECT_EQ(e.grant({}), std::vector<std::string>{"other"});
+  EXPECT_EQ(e.position("high"), 1u);
+  EXPECT_EQ(e.position("mid"), 2u);
+  EXPECT_EQ(e.position("low"), 3u);
+  // A big waiting request is not starved by a stream of small ones behind it.
+  Engine g(pools());
+  g.enqueue(req("small1", {"gpu"}, GiB, 60 * GiB));
+  g.grant({});
+  g.enqueue(req("big", {"gpu"}, GiB, 90 * GiB));
+  g.enqueue(req("small2", {"gpu"}, GiB, 10 * GiB));  // would fit now, but "big" is first
+  EXPECT_TRUE(g.grant({}).empty());
+  EXPECT_EQ(g.waitReason("small2"), admission::Wait::Behind);
+  g.release("small1");
+  EXPECT_EQ(g.grant({}), std::vector<std::string>{"big"});
+}
+
+TEST(Admission, HeadroomOnlyDelays) {
+  Engine e(pools());
+  e.enqueue(req("a", {"gpu"}, 8 * GiB, 40 * GiB));
+  // Measured headroom far above the budget: the budget still binds.
+  auto generous = [](const config::Pool&) { return admission::Headroom{1000 * GiB, 1000 * GiB}; };
+  EXPECT_EQ(e.grant(generous), std::vector<std::string>{"a"});
+  e.enqueue(req("b", {"gpu"}, 8 * GiB, 40 * GiB));
+  e.enqueue(req("c", {"gpu"}, 8 * GiB, 40 * GiB));
+  EXPECT_EQ(e.grant(generous), std::vector<std::string>{"b"});  // c: 120 > 96
+  EXPECT_EQ(e.waitReason("c"), admission::Wait::GpuBudget);
+  e.release("a");
+  // Now the budget allows c, but the device has only 30 GiB free: c waits.
+  auto tight = [](const config::Pool&) { return admission::Headroom{1000 * GiB, 30 * GiB}; };
+  EXPECT_TRUE(e.grant(tight).empty());
+  EXPECT_EQ(e.waitReason("c"), admission::Wait::GpuHeadroom);
+  auto hostTight = [](const config::Pool&) { return admission::Headroom{4 * GiB, 1000 * GiB}; };
+  EXPECT_TRUE(e.grant(hostTight).empty());
+  EXPECT_EQ(e.waitReason("c"), admission::Wait::HostHeadroom);
+  // Unknown headroom delays nothing.
+  auto unknown = [](const config::Pool&) { return admission::Headroom{}; };
+  EXPECT_EQ(e.grant(unknown), std::vector<std::string>{"c"});
+}
+
+TEST(Admission, QueueTimeoutsExpire) {
+  Engine e(pools());
+  e.enqueue(req("h", {"one"}));
+  e.grant({});
+  Request r = req("w", {"one"});
+  r.deadlineUs = 1000;
+  e.enqueue(r);
+  e.enqueue(req("forever", {"one"}));
+  EXPECT_TRUE(e.expire(999).empty());
+  EXPECT_EQ(e.expire(1000), std::vector<std::string>{"w"});
+  EXPECT_TRUE(e.waiting("forever"));
+}
+
+TEST(Admission, RecoveryHoldsWhatAlreadyRunsAndSaysWhenItIsOver) {
+  Engine e(pools());
+  EXPECT_TRUE(e.hold(req("a", {"one"})));
+  auto over = e.hold(req("b", {"one"}));
+  ASSERT_FALSE(over);
+  EXPECT_NE(over.error().message.find("over capacity"), std::string::npos);
+  EXPECT_EQ(e.usage("one").holders.size(), 2u);
+  e.enqueue(req("c", {"one"}));
+  EXPECT_TRUE(e.grant({}).empty());
+  e.release("a");
+  EXPECT_TRUE(e.grant({}).empty());  // still at capacity with b
+  e.release("b");
+  EXPECT_EQ(e.grant({}), std::vector<std::string>{"c"});
+}
+
+// Property: random acquire/release/cancel/expire sequences, with random
+// headroom, never exceed capacity or budgets, never grant half a pool set,
+// never let a request overtake an earlier one of the same or higher priority
+// that shares a pool, and every request is granted once the others leave.
+TEST(AdmissionProperty, RandomSequencesKeepEveryInvariant) {
+  const std::vector<std::string> names = {"gpu", "cpu", "one"};
+  for (unsigned seed = 1; seed <= 300; ++seed) {
+    std::mt19937_64 rng(seed);
+    auto pick = [&](std::uint64_t n) { return static_cast<std::size_t>(rng() % n); };
+    Engine e(pools());
+    std::map<std::string, std::uint64_t> arrival;
+    std::set<std::string> holders;
+    std::uint64_t next = 0, now = 0;
+    bool tightHeadroom = false;
+    auto headroom = [&](const config::Pool&) {
+      return tightHeadroom ? admission::Headroom{16 * GiB, 24 * GiB} : admission::Headroom{};
+    };
+    auto check = [&](const std::vector<std::string>& granted) {
+      for (const auto& p : e.pools()) {
+        const auto& u = e.usage(p.name);
+        ASSERT_LE(u.holders.size(), p.capacity) << "seed " << seed;
+        ASSERT_LE(u.memoryDeclared, p.memoryBudget.value_or(UINT64_MAX)) << "seed " << seed;
+        ASSERT_LE(u.gpuMemoryDeclared, p.gpuMemoryBudget.value_or(UINT64_MAX)) << "seed " << seed;
+      }
+      for (const auto& id : granted) {
+        const Request* r = e.request(id);
+        ASSERT_NE(r, nullptr);
+        for (const auto& p : r->pools) {
+          const auto& h = e.usage(p).holders;
+          ASSERT_NE(std::find(h.begin(), h.end(), id), h.end()) << "half-granted " << id;
+        }
+        if (tightHeadroom && r->gpuMemoryMax) {
+          ASSERT_LE(*r->gpuMemoryMax, 24 * GiB) << "headroom exceeded";
+        }
+        for (const Request* w : e.queue()) {
+          bool shares = std::any_of(w->pools.begin(), w->pools.end(), [&](const std::string& p) {
+            return std::find(r->pools.begin(), r->pools.end(), p) != r->pools.end();
+          });
+          bool earlier = w->priority > r->priority || (w->priority == r->priority && arrival[w->id] < arrival[id]);
+          ASSERT_FALSE(shares && earlier) << id << " overtook " << w->id << " (seed " << seed << ")";
+        }
+        holders.insert(id);
+      }
+    };
+    for (int step = 0; step < 200; ++step) {
+      ++now;
+      switch (pick(6)) {
+        case 0:
+        case 1: {
+          Request r;
+          r.id = "r" + std::to_string(next);
+          arrival[r.id] = next++;
+          std::set<std::string> ps;
+          for (std::size_t k = 0, n = 1 + pick(2); k < n; ++k) ps.insert(names[pick(names.size())]);
+          r.pools.assign(ps.begin(), ps.end());
+          if (ps.count("gpu")) {
+            r.memoryMax = (1 + pick(32)) * GiB;
+            r.gpuMemoryMax = (1 + pick(64)) * GiB;
+          }
+          r.priority = static_cast<int>(pick(3)) - 1;
+          if (pick(4) == 0) r.deadlineUs = now + 1 + pick(20);
+          ASSERT_TRUE(e.check(r)) << e.check(r).error().message;
+          e.enqueue(r);
+          break;
+        }
+        case 2:
+        case 3:
+          if (!holders.empty()) {
+            auto it = holders.begin();
+            std::advance(it, static_cast<long>(pick(holders.size())));
+            ASSERT_TRUE(e.release(*it));
+            holders.erase(it);
+          }
+          break;
+        case 4:
+          if (e.queued()) {
+            std::string id = e.queue()[pick(e.queued())]->id;
+            ASSERT_TRUE(e.cancel(id));
+          }
+          break;
+        case 5:
+          tightHeadroom = !tightHeadroom;
+          (void)e.expire(now);
+          break;
+      }
+      check(e.grant(headroom));
+    }
+    // Everyone leaves; every waiting request must then be granted in turn.
+    tightHeadroom = false;
+    for (int round = 0; round < 1000 && (e.queued() || !holders.empty()); ++round) {
+      for (const auto& h : holders) e.release(h);
+      holders.clear();
+      check(e.grant(headroom));
+    }
+    ASSERT_EQ(e.queued(), 0u) << "a request starved (seed " << seed << ")";
+  }
+}
+
+}  // namespace
+}  // namespace tally

@@ -1,0 +1,130 @@
+#include <gtest/gtest.h>
+
+#include "config/config.h"
+
+namespace tally {
+namespace {
+
+constexpr const char* kStrixHalo = R"(# a Strix Halo box: 128 GiB unified memory
+[daemon]
+socket = "/run/tally/tally.sock"
+socket_group = "tally"
+state_dir = "/var/lib/tally"
+sample_interval = "500ms"
+queue_timeout = "10m"
+samples_full_resolution = "2h"
+samples_max_age = "7d"
+samples_max_rows = 50000
+client_grace = 30
+
+[pools.gpu]
+capacity = 3
+gpu_memory_budget = "96GiB"
+memory_budget = 68719476736
+devices = ["0000:c6:00.0"]
+
+[pools.batch]
+capacity = 8
+)";
+
+TEST(Config, ParsesEveryKeyIntoRawUnits) {
+  auto p = config::parse(kStrixHalo, "tally.toml");
+  ASSERT_TRUE(p.config) << config::formatProblems(p, "tally.toml");
+  const auto& c = *p.config;
+  EXPECT_EQ(c.daemon.socket, "/run/tally/tally.sock");
+  EXPECT_EQ(c.daemon.socketGroup, "tally");
+  EXPECT_EQ(c.daemon.stateDir, "/var/lib/tally");
+  EXPECT_EQ(c.daemon.sampleIntervalUs, 500'000u);
+  EXPECT_EQ(c.daemon.queueTimeoutUs, 600'000'000u);
+  EXPECT_EQ(c.daemon.samplesFullResolutionUs, 7'200'000'000u);
+  EXPECT_EQ(c.daemon.samplesMaxAgeUs, 604'800'000'000u);
+  EXPECT_EQ(c.daemon.samplesMaxRows, 50'000u);
+  EXPECT_EQ(c.daemon.clientGraceUs, 30'000'000u);
+  ASSERT_EQ(c.pools.size(), 2u);
+  EXPECT_EQ(c.pools[0].name, "gpu");  // file order
+  EXPECT_EQ(c.pools[0].capacity, 3u);
+  EXPECT_EQ(c.pools[0].gpuMemoryBudget, 96ULL << 30);
+  EXPECT_EQ(c.pools[0].memoryBudget, 64ULL << 30);
+  EXPECT_EQ(c.pools[0].devices, std::vector<std::string>{"0000:c6:00.0"});
+  EXPECT_EQ(c.pools[1].name, "batch");
+  EXPECT_FALSE(c.pools[1].memoryBudget);
+  EXPECT_FALSE(c.pools[1].gpuMemoryBudget);
+  EXPECT_EQ(c.pool("batch"), &c.pools[1]);
+  EXPECT_EQ(c.pool("nope"), nullptr);
+}
+
+TEST(Config, DefaultsNeedOnlyAPool) {
+  auto p = config::parse("[pools.one]\ncapacity = 1\n", "t.toml");
+  ASSERT_TRUE(p.config);
+  EXPECT_EQ(p.config->daemon.socket, config::kSystemSocket);
+  EXPECT_EQ(p.config->daemon.sampleIntervalUs, 1'000'000u);
+  EXPECT_EQ(p.config->daemon.queueTimeoutUs, 0u);
+  EXPECT_TRUE(p.config->daemon.stateDir.empty());
+}
+
+TEST(Config, EveryProblemHasItsLine) {
+  auto p = config::parse(R"([daemon]
+sockt = "/x"
+sample_interval = "5ms"
+
+[pools.gpu]
+capacity = 0
+gpu_memory_budget = "96 parsecs"
+devices = ["0000:C6:00.0", 7]
+memory_budgt = "1G"
+)",
+                         "t.toml");
+  ASSERT_FALSE(p.config);
+  std::string all = config::formatProblems(p, "t.toml");
+  EXPECT_NE(all.find("t.toml:2: unknown key 'sockt' in [daemon]"), std::string::npos) << all;
+  EXPECT_NE(all.find("t.toml:3: daemon.sample_interval must be at least 100ms"), std::string::npos) << all;
+  EXPECT_NE(all.find("t.toml:6: pools.gpu.capacity must be an integer in 1..1000000"), std::string::npos) << all;
+  EXPECT_NE(all.find("t.toml:7: pools.gpu.gpu_memory_budget:"), std::string::npos) << all;
+  EXPECT_NE(all.find("t.toml:8: pools.gpu.devices: '0000:C6:00.0' is not a PCI address"), std::string::npos) << all;
+  EXPECT_NE(all.find("t.toml:8: pools.gpu.devices: a non-string"), std::string::npos) << all;
+  EXPECT_NE(all.find("t.toml:9: unknown key 'memory_budgt' in [pools.gpu]"), std::string::npos) << all;
+  // Sorted by line.
+  for (std::size_t i = 1; i < p.problems.size(); ++i) EXPECT_LE(p.problems[i - 1].line, p.problems[i].line);
+}
+
+TEST(Config, SyntaxErrorsAndStructuralMistakes) {
+  auto syntax = config::parse("[pools.a]\ncapacity = = 3\n", "t.toml");
+  ASSERT_EQ(syntax.problems.size(), 1u);
+  EXPECT_EQ(syntax.problems[0].line, 2u);
+
+  auto none = config::parse("[daemon]\n", "t.toml");
+  ASSERT_EQ(none.problems.size(), 1u);
+  EXPECT_NE(none.problems[0].message.find("no pools"), std::string::npos);
+
+  auto missingCap = config::parse("[pools.a]\nmemory_budget = \"1G\"\n", "t.toml");
+  ASSERT_FALSE(missingCap.config);
+  EXPECT_NE(config::formatProblems(missingCap, "t").find("capacity is missing"), std::string::npos);
+
+  auto devicesWithoutBudget = config::parse("[pools.a]\ncapacity = 1\ndevices = [\"0000:c6:00.0\"]\n", "t.toml");
+  ASSERT_FALSE(devicesWithoutBudget.config);
+
+  auto badName = config::parse("[pools.\"a b\"]\ncapacity = 1\n", "t.toml");
+  ASSERT_FALSE(badName.config);
+
+  auto relative = config::parse("[daemon]\nstate_dir = \"var/lib\"\n[pools.a]\ncapacity = 1\n", "t.toml");
+  ASSERT_FALSE(relative.config);
+
+  auto topLevel = config::parse("pool = 1\n[pools.a]\ncapacity = 1\n", "t.toml");
+  ASSERT_FALSE(topLevel.config);
+  EXPECT_EQ(topLevel.problems[0].line, 1u);
+}
+
+TEST(Config, HostileInputIsAProblemNotACrash) {
+  std::string nul("[pools.a]\ncapacity = 1\0\n", 24);
+  EXPECT_FALSE(config::parse(nul, "t").config);
+  EXPECT_FALSE(config::parse(std::string(100000, '['), "t").config);
+  EXPECT_FALSE(config::parse("[pools.a]\ncapacity = 99999999999999999999999\n", "t").config);
+  EXPECT_FALSE(config::parse("[pools.a]\ncapacity = 1\nmemory_budget = -5\n", "t").config);
+  EXPECT_FALSE(config::parse("[pools.a]\ncapacity = 1\nmemory_budget = \"99999999999T\"\n", "t").config);
+  auto missing = config::load("/nonexistent/tally.toml");
+  ASSERT_EQ(missing.problems.size(), 1u);
+  EXPECT_NE(missing.problems[0].message.find("cannot read /nonexistent/tally.toml"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace tally
