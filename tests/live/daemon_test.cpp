@@ -1,0 +1,289 @@
+// The real `tally daemon` binary on a real Unix socket, over a synthetic
+// host (fake /proc, /sys and cgroup trees): RPC robustness, peer identity,
+// kill -9 recovery, and the ledger surviving a daemon killed mid-write.
+#include <gtest/gtest.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <atomic>
+#include <map>
+#include <thread>
+
+#include <fmt/format.h>
+
+#include "ledger/ledger.h"
+#include "support/daemon.h"
+#include "support/fake_host.h"
+#include "support/process.h"
+#include "util/text.h"
+
+namespace tally {
+namespace {
+
+using namespace tally::testing;
+using json = nlohmann::json;
+constexpr std::uint64_t GiB = 1ULL << 30;
+
+// A raw connection: bytes out, lines in, no client library in between.
+class Raw {
+ public:
+  explicit Raw(const std::string& path) {
+    fd_ = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    sockaddr_un a{};
+    a.sun_family = AF_UNIX;
+    std::strncpy(a.sun_path, path.c_str(), sizeof a.sun_path - 1);
+    connected_ = ::connect(fd_, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0;
+  }
+  ~Raw() { ::close(fd_); }
+  bool connected() const { return connected_; }
+  void send(const std::string& bytes) {
+    std::size_t off = 0;
+    while (off < bytes.size()) {
+      ssize_t n = ::send(fd_, bytes.data() + off, bytes.size() - off, MSG_NOSIGNAL);
+      if (n <= 0) return;
+      off += static_cast<std::size_t>(n);
+    }
+  }
+  // The next line, or null after 5 s.
+  json line() {
+    for (;;) {
+      auto nl = buf_.find('\n');
+      if (nl != std::string::npos) {
+        std::string l = buf_.substr(0, nl);
+        buf_.erase(0, nl + 1);
+        return json::parse(l);
+      }
+      pollfd p{fd_, POLLIN, 0};
+      if (::poll(&p, 1, 5000) <= 0) return json();
+      char b[4096];
+      ssize_t n = ::recv(fd_, b, sizeof b, 0);
+      if (n <= 0) return json();
+      buf_.append(b, static_cast<std::size_t>(n));
+    }
+  }
+  json call(const json& req) {
+    send(req.dump() + "\n");
+    return line();
+  }
+
+ private:
+  int fd_ = -1;
+  bool connected_ = false;
+  std::string buf_;
+};
+
+class DaemonLive : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    host.setMemAvailable(64 * GiB);
+    makeDirs(host.cgroupRoot());
+    daemon = std::make_unique<DaemonUnderTest>(
+        dir.path(),
+        "sample_interval = \"100ms\"\nclient_grace = \"1s\"\n[pools.one]\ncapacity = 1\n[pools.gpu]\ncapacity = 4\n"
+        "gpu_memory_budget = \"96GiB\"\n",
+        std::vector<std::string>{"--proc-root", host.procRoot(), "--sys-root", host.sysRoot(), "--cgroup-root", host.cgroupRoot()});
+    ASSERT_TRUE(daemon->start());
+  }
+  void workload(const std::string& path, bool populated) {
+    std::string d = host.cgroupRoot() + path;
+    writeFile(d + "/cgroup.events", fmt::format("populated {}\nfrozen 0\n", populated ? 1 : 0));
+    writeFile(d + "/memory.current", "104857600\n");
+    writeFile(d + "/memory.peak", "209715200\n");
+    writeFile(d + "/memory.events", "oom 0\noom_kill 0\n");
+    writeFile(d + "/memory.max", "max\n");
+  }
+  ProgramResult tally(std::vector<std::string> args) {
+    args.insert(args.begin(), TALLY_BINARY);
+    return runProgram(args, {"TALLY_SOCKET=" + daemon->socket()});
+  }
+  std::vector<ledger::Event> rows(const std::string& lease) {
+    auto db = ledger::Ledger::open(daemon->stateDir());
+    return *db->events(lease);
+  }
+
+  FakeHost host;
+  TempDir dir;
+  std::unique_ptr<DaemonUnderTest> daemon;
+};
+
+TEST_F(DaemonLive, HostileRequestsGetErrorsAndTheDaemonStaysUp) {
+  Raw r(daemon->socket());
+  ASSERT_TRUE(r.connected());
+  json e = r.call(json("not an object"));
+  EXPECT_EQ(e["error"]["code"], "bad-request");
+  r.send("{this is not json\n");
+  EXPECT_EQ(r.line()["error"]["code"], "bad-json");
+  EXPECT_EQ(r.call({{"v", 1}, {"id", 5}, {"method", "self-destruct"}})["error"]["code"], "unknown-method");
+  EXPECT_EQ(r.call({{"v", 99}, {"id", 6}, {"method", "hello"}})["error"]["code"], "unsupported-version");
+  // A 1 MiB request: refused, skipped, and the same connection still works.
+  r.send("{\"v\":1,\"id\":7,\"method\":\"hello\",\"params\":{\"pad\":\"" + std::string(1 << 20, 'x') + "\"}}\n");
+  EXPECT_EQ(r.line()["error"]["code"], "too-large");
+  json ok = r.call({{"v", 1}, {"id", 8}, {"method", "hello"}});
+  EXPECT_TRUE(ok["ok"]);
+  EXPECT_EQ(ok["id"], 8);
+  EXPECT_EQ(ok["result"]["uid"], ::getuid());  // SO_PEERCRED, not anything the client said
+  // NUL bytes, a half request and an abrupt close.
+  {
+    Raw half(daemon->socket());
+    half.send(std::string("{\"v\":1,\0\0\0", 10));
+  }
+  for (int i = 0; i < 50; ++i) Raw(daemon->socket()).send("{\"v\":1,\"id\":1,\"method\":\"acquire\",\"params\":{\"pools\":[\"one\"]}}\n");
+  Raw after(daemon->socket());
+  EXPECT_TRUE(after.call({{"v", 1}, {"id", 1}, {"method", "pools"}})["ok"]);
+  // The 50 acquirers vanished: the queued ones went with their connections;
+  // the one granted is kept for client_grace (1 s) in case it resumes, then withdrawn.
+  json leases = after.call({{"v", 1}, {"id", 2}, {"method", "leases"}});
+  ASSERT_EQ(leases["result"]["leases"].size(), 1u) << leases;
+  std::string granted = leases["result"]["leases"][0]["lease"];
+  ::usleep(1'600'000);
+  leases = after.call({{"v", 1}, {"id", 3}, {"method", "leases"}});
+  EXPECT_TRUE(leases["result"]["leases"].empty()) << leases;
+  ASSERT_FALSE(rows(granted).empty());
+  EXPECT_EQ(rows(granted).back().kind, "withdrawn");
+}
+
+TEST_F(DaemonLive, SocketIsMode0660AndPeersAreIdentifiedByTheKernel) {
+  struct stat st{};
+  ASSERT_EQ(::stat(daemon->socket().c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0660u);
+  Raw owner(daemon->socket());
+  json granted = owner.call({{"v", 1}, {"id", 1}, {"method", "acquire"}, {"params", {{"pools", {"one"}}}}});
+  ASSERT_TRUE(granted["ok"]) << granted;
+  std::string lease = granted["result"]["lease"];
+  // Another user (nobody): let it through the mode bits for this test only.
+  ASSERT_EQ(::chmod(daemon->socket().c_str(), 0666), 0);
+  int pipeFd[2];
+  ASSERT_EQ(::pipe(pipeFd), 0);
+  pid_t child = ::fork();
+  if (child == 0) {
+    if (::setgid(65534) != 0 || ::setuid(65534) != 0) ::_exit(2);
+    Raw other(daemon->socket());
+    json hello = other.call({{"v", 1}, {"id", 1}, {"method", "hello"}});
+    json rel = other.call({{"v", 1}, {"id", 2}, {"method", "release"}, {"params", {{"lease", lease}}}});
+    std::string out = hello["result"]["uid"].dump() + " " + rel["error"]["code"].dump() + "\n";
+    (void)!::write(pipeFd[1], out.data(), out.size());
+    ::_exit(0);
+  }
+  ::close(pipeFd[1]);
+  char buf[256] = {};
+  ssize_t n = ::read(pipeFd[0], buf, sizeof buf - 1);
+  ::close(pipeFd[0]);
+  int status = 0;
+  ::waitpid(child, &status, 0);
+  ASSERT_GT(n, 0);
+  EXPECT_EQ(std::string(buf), "65534 \"forbidden\"\n");
+  EXPECT_TRUE(owner.call({{"v", 1}, {"id", 2}, {"method", "release"}, {"params", {{"lease", lease}}}})["ok"]);
+}
+
+TEST_F(DaemonLive, Kill9MidLeaseReadoptsAndRecordsTheOutcomeOnce) {
+  workload("/system.slice/llama.service", true);
+  auto a = tally({"attach", "--cgroup", "/system.slice/llama.service", "--pool", "gpu", "--gpu-memory-max", "48GiB", "--name", "llama"});
+  ASSERT_EQ(a.exitCode(), 0) << a.err;
+  std::string lease(text::trim(a.out));
+  ASSERT_EQ(lease.size(), 12u) << a.out;
+  ::usleep(300'000);  // a few samples
+  daemon->kill9();
+  ASSERT_TRUE(daemon->start());
+  EXPECT_NE(daemon->log().find("re-adopted /system.slice/llama.service"), std::string::npos) << daemon->log();
+  auto shown = tally({"lease", "show", lease, "--json"});
+  ASSERT_EQ(shown.exitCode(), 0) << shown.err;
+  json s = json::parse(shown.out);
+  EXPECT_EQ(s["state"], "running");
+  EXPECT_EQ(s["readopted_after_restart"], true);
+  // The workload ends; inotify on cgroup.events tells the restarted daemon.
+  writeFile(host.cgroupRoot() + "/system.slice/llama.service/cgroup.events", "populated 0\nfrozen 0\n");
+  for (int i = 0; i < 100 && (rows(lease).empty() || rows(lease).back().kind != "outcome"); ++i) ::usleep(50'000);
+  std::vector<std::string> kinds;
+  for (const auto& e : rows(lease)) kinds.push_back(e.kind);
+  EXPECT_EQ(kinds, (std::vector<std::string>{"granted", "adopted", "readopted", "outcome"}));
+  json outcome = json::parse(rows(lease).back().body);
+  EXPECT_EQ(outcome["outcome"]["class"], "ended");
+  EXPECT_EQ(outcome["memory"]["peak_bytes"], 209715200);
+  // Restart once more: nothing is re-adopted or recorded again.
+  daemon->kill9();
+  ASSERT_TRUE(daemon->start());
+  EXPECT_EQ(rows(lease).size(), 4u);
+  auto verify = tally({"ledger", "verify", "--config", daemon->config()});
+  EXPECT_EQ(verify.exitCode(), 0) << verify.out << verify.err;
+  EXPECT_NE(verify.out.find("intact"), std::string::npos);
+}
+
+TEST_F(DaemonLive, LedgerSurvivesTheDaemonKilledMidWrite) {
+  // Clients acquire and release as fast as they can while the daemon is
+  // killed with SIGKILL three times; every row that made it must verify.
+  std::atomic<bool> stop{false};
+  std::atomic<int> cycles{0};
+  std::thread hammer([&] {
+    while (!stop) {
+      auto c = rpc::Client::connect(daemon->socket());
+      if (!c) {
+        ::usleep(20'000);
+        continue;
+      }
+      auto m = c->call("acquire", {{"pools", {"gpu"}}, {"gpu_memory_max", 1 << 30}}, {}, 2000);
+      if (m && m->ok) {
+        (void)c->call("release", {{"lease", m->result["lease"]}}, {}, 2000);
+        ++cycles;
+      }
+    }
+  });
+  for (int k = 0; k < 3; ++k) {
+    ::usleep(400'000);
+    daemon->kill9();
+    ASSERT_TRUE(daemon->start());
+  }
+  ::usleep(300'000);
+  stop = true;
+  hammer.join();
+  EXPECT_GT(cycles.load(), 10);
+  // Leases granted just before a kill were re-held on restart for their
+  // client; none resumes, so after client_grace each is withdrawn, once.
+  ::usleep(1'600'000);
+  auto verify = tally({"ledger", "verify", "--config", daemon->config(), "--json"});
+  ASSERT_EQ(verify.exitCode(), 0) << verify.out << verify.err;
+  json v = json::parse(verify.out);
+  EXPECT_TRUE(v["intact"]);
+  EXPECT_GT(v["rows"].get<int>(), 30);
+  auto db = ledger::Ledger::open(daemon->stateDir());
+  EXPECT_TRUE(db->openLeases()->empty());
+  std::map<std::string, int> terminal;
+  for (const auto& e : *db->events()) {
+    if (ledger::isTerminal(e.kind)) ++terminal[e.leaseId];
+  }
+  for (const auto& [id, n] : terminal) EXPECT_EQ(n, 1) << id;
+}
+
+TEST_F(DaemonLive, ClientCommandsAndTheirExitCodes) {
+  auto pools = tally({"pools", "--json"});
+  ASSERT_EQ(pools.exitCode(), 0) << pools.err;
+  json p = json::parse(pools.out);
+  ASSERT_EQ(p.size(), 2u);
+  EXPECT_EQ(p[0]["pool"], "one");
+  EXPECT_EQ(p[1]["gpu_memory_budget"], 96 * GiB);
+  EXPECT_EQ(p[1]["headroom"]["host_bytes"], 64 * GiB);  // the fake host's MemAvailable
+  auto table = tally({"pools"});
+  EXPECT_NE(table.out.find("gpu"), std::string::npos);
+  auto refused = tally({"attach", "--cgroup", "/system.slice/x.service", "--pool", "gpu"});
+  EXPECT_EQ(refused.exitCode(), 5);
+  EXPECT_NE(refused.err.find("--gpu-memory-max"), std::string::npos) << refused.err;
+  auto missing = tally({"lease", "show", "000000000000"});
+  EXPECT_EQ(missing.exitCode(), 5);
+  auto noDaemon = runProgram({TALLY_BINARY, "leases", "--socket", dir.path() + "/nowhere.sock"});
+  EXPECT_EQ(noDaemon.exitCode(), 3);
+  EXPECT_NE(noDaemon.err.find("is the daemon running?"), std::string::npos) << noDaemon.err;
+  // A second daemon on the same socket refuses to take it over.
+  auto second = runProgram({TALLY_BINARY, "--cgroup-root", host.cgroupRoot(), "daemon", "--config", daemon->config()});
+  EXPECT_EQ(second.exitCode(), 3);
+  EXPECT_NE(second.err.find("another tally daemon answers"), std::string::npos) << second.err;
+  auto stopped = daemon->stop();
+  EXPECT_EQ(stopped.exitCode(), 0) << stopped.err;
+}
+
+}  // namespace
+}  // namespace tally
