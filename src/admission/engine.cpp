@@ -204,6 +204,13 @@ std::optional<Wait> Engine::waitReason(const std::string& id) const {
   return std::nullopt;
 }
 
+std::vector<Engine::Queued> Engine::queueView() const {
+  std::vector<Queued> out;
+  out.reserve(queue_.size());
+  for (const auto& w : queue_) out.push_back({&w.req, w.reason});
+  return out;
+}
+
 std::vector<const Request*> Engine::queue() const {
   std::vector<const Request*> out;
   for (const auto& w : queue_) out.push_back(&w.req);

@@ -84,6 +84,12 @@ class Engine {
   const std::vector<config::Pool>& pools() const { return pools_; }
   const PoolUsage& usage(const std::string& pool) const;
   std::vector<const Request*> queue() const;  // in grant order
+  // The queue with each request's wait reason, in one pass (position = index + 1).
+  struct Queued {
+    const Request* req;
+    std::optional<Wait> reason;
+  };
+  std::vector<Queued> queueView() const;
   std::size_t queued() const { return queue_.size(); }
 
  private:

@@ -2,6 +2,7 @@
 #include "cli/cmd_daemon.h"
 
 #include <fmt/format.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <nlohmann/json.hpp>
@@ -50,6 +51,13 @@ int runDaemon(const fs::RootPaths& paths, const DaemonOptions& o) {
   if (!roots) return kExitEnvironment;
   if (!roots->cgroup) {
     fmt::print(stderr, "tally daemon: warning: {}; leases cannot be metered, only admitted\n", roots->cgroupError.value_or("no cgroup v2 root"));
+  }
+  // One fd per client: a thousand waiting clients need more than the
+  // default soft limit of 1024 (the daemon never uses select()).
+  rlimit nofile{};
+  if (getrlimit(RLIMIT_NOFILE, &nofile) == 0 && nofile.rlim_cur < nofile.rlim_max) {
+    nofile.rlim_cur = nofile.rlim_max;
+    (void)setrlimit(RLIMIT_NOFILE, &nofile);
   }
   daemon::Server server(cfg);
   if (auto s = server.listen(); !s) {

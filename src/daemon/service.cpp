@@ -243,11 +243,11 @@ void Service::onAcquire(std::uint64_t conn, const Peer& peer, const rpc::Request
   }
   l->pending = true;
   l->pendingId = req.id;
-  Lease& ref = *l;
-  leases_[l->id] = std::move(l);
-  engine_.enqueue(ref.req);
-  tryGrant();
-  if (ref.state == Lease::State::Queued && ref.pending) sendPositions();
+  std::string id = l->id;
+  engine_.enqueue(l->req);
+  leases_[id] = std::move(l);
+  tryGrant();  // may grant, or refuse and forget, the new lease
+  if (Lease* still = find(id); still && still->state == Lease::State::Queued) sendPositions();
 }
 
 json Service::grantBody(const Lease& l) const {
@@ -282,15 +282,14 @@ void Service::granted(Lease& l) {
     // Fail closed: a lease the ledger cannot record is not granted.
     engine_.release(l.id);
     if (l.pending) fail(l.conn, l.pendingId, code::kInternal, fmt::format("the lease could not be recorded: {}", ev.error().message));
-    leases_.erase(l.id);
+    std::string id = l.id;
+    leases_.erase(id);
     return;
   }
   if (l.kind == "attach") {
     if (auto s = adopt(l); !s) {
       fail(l.conn, l.pendingId, code::kRefused, s.error().message);
-      std::string id = l.id;
-      close(l, ledger::kWithdrawn, {{"reason", s.error().message}});
-      (void)id;
+      close(l, ledger::kWithdrawn, {{"reason", s.error().message}});  // frees l
       return;
     }
   }
@@ -376,15 +375,16 @@ bool Service::populated(const Lease& l) const {
 }
 
 void Service::sendPositions() {
-  for (const auto* r : engine_.queue()) {
-    Lease* l = find(r->id);
+  auto view = engine_.queueView();
+  for (std::size_t i = 0; i < view.size(); ++i) {
+    Lease* l = find(view[i].req->id);
     if (!l || !l->pending) continue;
-    auto pos = engine_.position(l->id);
-    auto why = engine_.waitReason(l->id);
-    if (pos == l->lastPosition) continue;
+    std::size_t pos = i + 1;
+    if (l->lastPosition == pos) continue;
     l->lastPosition = pos;
+    auto why = view[i].reason;
     env_.outbox.send(l->conn, rpc::encodeEvent(l->pendingId, "queued",
-                                               {{"lease", l->id}, {"position", pos.value_or(0)}, {"queued", engine_.queued()},
+                                               {{"lease", l->id}, {"position", pos}, {"queued", view.size()},
                                                 {"waiting_for", why ? admission::waitName(*why) : "grant"}}));
   }
 }
@@ -463,9 +463,10 @@ void Service::onComplete(std::uint64_t conn, const Peer& peer, const rpc::Reques
   auto ev = ledger_.appendEvent(l->id, ledger::kOutcome, record.dump());
   if (!ev) return fail(conn, req.id, ev.error().code == EEXIST ? code::kConflict : code::kInternal, ev.error().message);
   json r = {{"lease", l->id}, {"seq", ev->seq}, {"hash", ev->hash}};
-  engine_.release(l->id);
-  env_.watches.unwatch(l->id);
-  leases_.erase(l->id);
+  std::string id = l->id;
+  engine_.release(id);
+  env_.watches.unwatch(id);
+  leases_.erase(id);
   reply(conn, req.id, r);
   tryGrant();
 }

@@ -8,6 +8,8 @@
 #include <cstdio>
 #include <nlohmann/json.hpp>
 
+#include "support/fake_host.h"
+#include "support/process.h"
 #include "support/scenario.h"
 
 namespace tally {
@@ -180,6 +182,47 @@ TEST_F(Cli, DoctorOnHybridHostIsDegraded) {
   EXPECT_EQ(r.status, 1);
   EXPECT_NE(r.out.find("no systemd (PID 1 is process_api); memory controller is on cgroup v1"), std::string::npos)
       << r.out;
+}
+
+}  // namespace
+}  // namespace tally
+
+namespace tally {
+namespace {
+
+using namespace tally::testing;
+
+// The shipped example config is valid, and problems come back line-numbered with exit 1.
+TEST(ConfigCheckCli, ShippedExampleIsValidAndProblemsAreLineNumbered) {
+  auto ok = runProgram({TALLY_BINARY, "config", "check", std::string(TALLY_SOURCE_DIR) + "/dist/tally.toml", "--json"});
+  ASSERT_EQ(ok.exitCode(), 0) << ok.err;
+  auto doc = nlohmann::json::parse(ok.out);
+  EXPECT_TRUE(doc["valid"]);
+  EXPECT_EQ(doc["pools"][0]["name"], "gpu");
+  EXPECT_EQ(doc["pools"][0]["gpu_memory_budget"], 96ULL << 30);
+  EXPECT_EQ(doc["daemon"]["sample_interval_us"], 1000000);
+  TempDir dir;
+  writeFile(dir.path() + "/bad.toml", "[pools.gpu]\ncapacity = 2\ngpu_memory_budgt = \"96GiB\"\n");
+  auto bad = runProgram({TALLY_BINARY, "config", "check", dir.path() + "/bad.toml"});
+  EXPECT_EQ(bad.exitCode(), 1);
+  EXPECT_NE(bad.err.find(dir.path() + "/bad.toml:3: unknown key 'gpu_memory_budgt' in [pools.gpu]"), std::string::npos) << bad.err;
+  auto missing = runProgram({TALLY_BINARY, "config", "check", dir.path() + "/none.toml"});
+  EXPECT_EQ(missing.exitCode(), 1);
+  auto daemon = runProgram({TALLY_BINARY, "daemon", "--config", dir.path() + "/bad.toml"});
+  EXPECT_EQ(daemon.exitCode(), 1);
+  EXPECT_NE(daemon.err.find("tally config check"), std::string::npos) << daemon.err;
+}
+
+TEST(LedgerCli, VerifyAndExportOnAFreshLedger) {
+  TempDir dir;
+  auto v = runProgram({TALLY_BINARY, "ledger", "verify", "--state-dir", dir.path(), "--json"});
+  ASSERT_EQ(v.exitCode(), 0) << v.err;
+  auto doc = nlohmann::json::parse(v.out);
+  EXPECT_TRUE(doc["intact"]);
+  EXPECT_EQ(doc["rows"], 0);
+  auto e = runProgram({TALLY_BINARY, "ledger", "export", "--json", "--state-dir", dir.path()});
+  ASSERT_EQ(e.exitCode(), 0);
+  EXPECT_EQ(nlohmann::json::parse(e.out), nlohmann::json::array());
 }
 
 }  // namespace

@@ -1,0 +1,224 @@
+// Load on `tally daemon` (docs/PERFORMANCE.md, "Daemon"): acquire+release
+// round trips per second over the socket (against hello round trips in the
+// same run), and the daemon's RSS and CPU with 8 attached leases sampled at
+// 1 Hz on a host with 1,000 extra processes, and with 1,000 queued requests.
+//
+//   tally_daemon_load TALLY_BINARY [SECONDS=60] [PROCS=1000] [QUEUED=1000] [ROUNDTRIPS=2000]
+//
+// The leases' cgroups are a synthetic tree (this host has no cgroup v2 memory
+// controller) whose cgroup.procs list real processes, so every sample reads
+// real /proc/<pid>/fd and fdinfo; /proc and /sys are the live ones.
+#include <fcntl.h>
+#include <fmt/format.h>
+#include <signal.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "rpc/client.h"
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using tally::rpc::Client;
+using json = nlohmann::json;
+
+double secondsSince(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+
+void write(const std::string& path, const std::string& text) {
+  std::ofstream(path) << text;
+}
+
+std::string slurp(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+// utime + stime of a process, in clock ticks.
+unsigned long long cpuTicks(pid_t pid) {
+  std::string stat = slurp(fmt::format("/proc/{}/stat", pid));
+  auto close = stat.rfind(')');
+  std::istringstream rest(stat.substr(close + 2));
+  std::string field;
+  unsigned long long utime = 0, stime = 0;
+  for (int i = 3; i <= 15 && rest >> field; ++i) {
+    if (i == 14) utime = std::stoull(field);
+    if (i == 15) stime = std::stoull(field);
+  }
+  return utime + stime;
+}
+
+std::string statusKb(pid_t pid, const char* key) {
+  std::istringstream in(slurp(fmt::format("/proc/{}/status", pid)));
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind(key, 0) == 0) {
+      auto v = line.substr(std::string(key).size());
+      while (!v.empty() && (v[0] == ' ' || v[0] == '\t')) v.erase(0, 1);
+      return v;
+    }
+  }
+  return "?";
+}
+
+double rssMiB(pid_t pid, const char* key = "VmRSS:") { return std::stod(statusKb(pid, key)) / 1024.0; }
+
+Client connectRetry(const std::string& sock) {
+  for (int i = 0; i < 200; ++i) {
+    if (auto c = Client::connect(sock)) return std::move(*c);
+    ::usleep(50'000);
+  }
+  std::fprintf(stderr, "daemon did not come up\n");
+  std::exit(1);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 2) {
+    std::fprintf(stderr, "usage: %s TALLY_BINARY [SECONDS] [PROCS] [QUEUED] [ROUNDTRIPS]\n", argv[0]);
+    return 2;
+  }
+  std::string tally = argv[1];
+  int seconds = argc > 2 ? std::atoi(argv[2]) : 60;
+  int procs = argc > 3 ? std::atoi(argv[3]) : 1000;
+  int queued = argc > 4 ? std::atoi(argv[4]) : 1000;
+  int roundtrips = argc > 5 ? std::atoi(argv[5]) : 2000;
+  rlimit nofile{};
+  getrlimit(RLIMIT_NOFILE, &nofile);
+  nofile.rlim_cur = nofile.rlim_max;
+  setrlimit(RLIMIT_NOFILE, &nofile);
+
+  char tmpl[] = "/tmp/tally-load.XXXXXX";
+  std::string dir = ::mkdtemp(tmpl);
+  std::string sock = dir + "/tally.sock", cg = dir + "/cgroup";
+  write(dir + "/tally.toml", fmt::format("[daemon]\nsocket = \"{}\"\nstate_dir = \"{}/state\"\nsample_interval = \"1s\"\n"
+                                         "[pools.bench]\ncapacity = 1000000\n[pools.one]\ncapacity = 1\n"
+                                         "[pools.leases]\ncapacity = 8\n",
+                                         sock, dir));
+
+  // The 1,000-process host: sleepers of ours.
+  std::vector<pid_t> sleepers;
+  for (int i = 0; i < procs; ++i) {
+    pid_t p = ::fork();
+    if (p == 0) {
+      ::pause();
+      ::_exit(0);
+    }
+    sleepers.push_back(p);
+  }
+  // 8 lease cgroups, 16 real processes each.
+  const int leases = 8, perLease = 16;
+  for (int l = 0; l < leases; ++l) {
+    std::string d = fmt::format("{}/load.slice/lease{}.service", cg, l);
+    ::system(fmt::format("mkdir -p {}", d).c_str());
+    std::string pids;
+    for (int k = 0; k < perLease && l * perLease + k < procs; ++k) pids += fmt::format("{}\n", sleepers[static_cast<std::size_t>(l * perLease + k)]);
+    write(d + "/cgroup.procs", pids);
+    write(d + "/cgroup.events", "populated 1\nfrozen 0\n");
+    write(d + "/memory.current", "104857600\n");
+    write(d + "/memory.stat", "anon 104857600\nfile 0\n");
+    write(d + "/memory.events", "oom 0\noom_kill 0\n");
+    write(d + "/memory.max", "max\n");
+    write(d + "/memory.peak", "104857600\n");
+  }
+
+  pid_t daemon = ::fork();
+  if (daemon == 0) {
+    int null = ::open("/dev/null", O_WRONLY);
+    ::dup2(null, 2);
+    ::execl(tally.c_str(), tally.c_str(), "--cgroup-root", cg.c_str(), "daemon", "--config", (dir + "/tally.toml").c_str(),
+            static_cast<char*>(nullptr));
+    ::_exit(127);
+  }
+  Client c = connectRetry(sock);
+  double idleRss = rssMiB(daemon);
+
+  // 1. Round trips: hello (the floor) and acquire+release (3 fsync'd ledger rows).
+  auto t0 = Clock::now();
+  for (int i = 0; i < roundtrips; ++i) (void)c.call("hello", json::object());
+  double helloPerSec = roundtrips / secondsSince(t0);
+  t0 = Clock::now();
+  for (int i = 0; i < roundtrips; ++i) {
+    auto m = c.call("acquire", {{"pools", {"bench"}}});
+    if (!m || !m->ok) return std::fprintf(stderr, "acquire failed\n"), 1;
+    (void)c.call("release", {{"lease", m->result["lease"]}});
+  }
+  double acqPerSec = roundtrips / secondsSince(t0);
+  double afterRoundtripsRss = rssMiB(daemon);
+
+  // 2. 8 attached leases, sampled at 1 Hz for SECONDS.
+  for (int l = 0; l < leases; ++l) {
+    auto m = c.call("attach", {{"pools", {"leases"}}, {"cgroup", fmt::format("/load.slice/lease{}.service", l)}});
+    if (!m || !m->ok) return std::fprintf(stderr, "attach failed: %s\n", m ? m->error.message.c_str() : m.error().message.c_str()), 1;
+  }
+  ::sleep(2);
+  long hz = ::sysconf(_SC_CLK_TCK);
+  unsigned long long cpu0 = cpuTicks(daemon);
+  t0 = Clock::now();
+  ::sleep(static_cast<unsigned>(seconds));
+  double window = secondsSince(t0);
+  double cpuPct = 100.0 * static_cast<double>(cpuTicks(daemon) - cpu0) / static_cast<double>(hz) / window;
+  double leasesRss = rssMiB(daemon);
+  auto shown = c.call("leases", json::object());
+  std::uint64_t samplesPerLease = shown && shown->ok && !shown->result["leases"].empty()
+                                      ? shown->result["leases"][0]["memory"]["samples"].get<std::uint64_t>()
+                                      : 0;
+
+  // 3. 1,000 queued requests on a capacity-1 pool.
+  auto holder = c.call("acquire", {{"pools", {"one"}}});
+  std::vector<Client> waiters;
+  waiters.reserve(static_cast<std::size_t>(queued));
+  t0 = Clock::now();
+  for (int i = 0; i < queued; ++i) {
+    waiters.push_back(connectRetry(sock));
+    // Sent without waiting for the grant: the "queued" event is the answer.
+    std::string line = tally::rpc::encodeRequest(1, "acquire", {{"pools", {"one"}}});
+    (void)!::write(waiters.back().fd(), line.data(), line.size());
+  }
+  json leasesNow;
+  for (int i = 0; i < 400; ++i) {
+    auto l = c.call("pools", json::object());
+    if (l && l->ok && l->result["pools"][1]["queue"].size() == static_cast<std::size_t>(queued)) break;
+    ::usleep(25'000);
+  }
+  double enqueueSec = secondsSince(t0);
+  unsigned long long cpuQ0 = cpuTicks(daemon);
+  t0 = Clock::now();
+  ::sleep(10);
+  double qWindow = secondsSince(t0);
+  double queuedCpuPct = 100.0 * static_cast<double>(cpuTicks(daemon) - cpuQ0) / static_cast<double>(hz) / qWindow;
+  double queuedRss = rssMiB(daemon);
+  double hwm = rssMiB(daemon, "VmHWM:");
+  (void)holder;
+
+  fmt::print("daemon load ({} extra processes, {} leases x {} processes, {} s at 1 Hz, {} queued)\n", procs, leases, perLease, seconds, queued);
+  fmt::print("  hello round trips/s            {:10.0f}\n", helloPerSec);
+  fmt::print("  acquire+release round trips/s  {:10.0f}  ({:.2f}x hello; 3 ledger rows each, synchronous=FULL)\n", acqPerSec,
+             acqPerSec / helloPerSec);
+  fmt::print("  RSS idle                       {:10.1f} MiB\n", idleRss);
+  fmt::print("  RSS after {} round trips     {:10.1f} MiB\n", roundtrips, afterRoundtripsRss);
+  fmt::print("  CPU with 8 leases at 1 Hz      {:10.3f} % of one core ({} samples per lease)\n", cpuPct, samplesPerLease);
+  fmt::print("  RSS with 8 leases              {:10.1f} MiB\n", leasesRss);
+  fmt::print("  enqueue {} requests          {:10.2f} s\n", queued, enqueueSec);
+  fmt::print("  CPU with 8 leases + {} queued {:9.3f} % of one core\n", queued, queuedCpuPct);
+  fmt::print("  RSS with 8 leases + {} queued {:9.1f} MiB (peak VmHWM {:.1f} MiB)\n", queued, queuedRss, hwm);
+
+  waiters.clear();
+  ::kill(daemon, SIGTERM);
+  ::waitpid(daemon, nullptr, 0);
+  for (pid_t p : sleepers) ::kill(p, SIGKILL);
+  for (pid_t p : sleepers) ::waitpid(p, nullptr, 0);
+  ::system(fmt::format("rm -rf {}", dir).c_str());
+  return 0;
+}

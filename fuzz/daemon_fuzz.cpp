@@ -1,0 +1,48 @@
+// libFuzzer targets for what the daemon reads from others: RPC bytes from
+// any local peer (framing + request envelope + typed params) and the TOML
+// config. TALLY_FUZZ_TARGET picks one per binary.
+#include <cstddef>
+#include <cstdint>
+#include <cstdlib>
+#include <string_view>
+
+#include "config/config.h"
+#include "rpc/protocol.h"
+
+using namespace tally;
+
+extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
+  std::string_view bytes(reinterpret_cast<const char*>(data), size);
+#if TALLY_FUZZ_TARGET == 1
+  // Fed in two chunks split at a data-dependent point, as reads arrive.
+  rpc::LineReader reader(4096);
+  std::size_t cut = size ? data[0] % (size + 1) : 0;
+  reader.feed(bytes.substr(0, cut));
+  reader.feed(bytes.substr(cut));
+  if (reader.buffered() > 4096) std::abort();
+  while (auto line = reader.next()) {
+    if (line->text.size() > 4096) std::abort();
+    auto parsed = rpc::parseRequest(line->text);
+    if (parsed.request) {
+      if (!parsed.request->params.is_object()) std::abort();
+      (void)rpc::paramStrings(parsed.request->params, "pools");
+      (void)rpc::paramU64(parsed.request->params, "memory_max");
+      (void)rpc::paramString(parsed.request->params, "lease", true);
+      std::string reply = rpc::encodeReply(parsed.request->id, parsed.request->params);
+      if (reply.empty() || reply.back() != '\n') std::abort();
+    } else {
+      if (parsed.error.code.empty()) std::abort();
+      (void)rpc::encodeError(parsed.id, parsed.error);
+    }
+  }
+#elif TALLY_FUZZ_TARGET == 2
+  auto parsed = config::parse(bytes, "fuzz.toml");
+  if (parsed.config.has_value() == !parsed.problems.empty()) std::abort();
+  if (parsed.config) {
+    for (const auto& p : parsed.config->pools) {
+      if (p.capacity == 0 || p.name.empty()) std::abort();
+    }
+  }
+#endif
+  return 0;
+}

@@ -1,0 +1,270 @@
+// tally daemon against a real systemd 252 (Type=notify service, watchdog,
+// Restart=always after kill -9), real cgroup v2 and the test DRM driver:
+// pools serialise `tally run --pool` clients, budgets refuse, attach meters a
+// running service and a process's cgroup, and a daemon killed mid-lease
+// re-adopts it and records its outcome exactly once. VM harness only.
+#include <signal.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <thread>
+
+#include "support/fake_host.h"
+#include "support/process.h"
+
+namespace tally {
+namespace {
+
+using json = nlohmann::json;
+using namespace tally::testing;
+using namespace std::chrono_literals;
+
+const std::string kTally = TALLY_BINARY;
+const std::string kWorkload = TALLY_VM_WORKLOAD;
+constexpr std::uint64_t kMiB = 1 << 20;
+
+int sh(const std::string& cmd) {
+  int st = std::system(cmd.c_str());
+  return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+std::string shOut(const std::string& cmd) {
+  auto r = runProgram({"sh", "-c", cmd});
+  std::string s = r.out;
+  while (!s.empty() && (s.back() == '\n' || s.back() == ' ')) s.pop_back();
+  return s;
+}
+
+class VmDaemon : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    ASSERT_NE(std::getenv("TALLY_IN_VM"), nullptr) << "these tests need the VM harness: vm/run.sh -- tally_vm_tests";
+    const char* ko = std::getenv("TALLY_TESTDRM_KO");
+    ASSERT_NE(ko, nullptr);
+    if (::access("/sys/module/tally_testdrm", F_OK) != 0) {
+      ASSERT_EQ(sh("modprobe drm && insmod " + std::string(ko)), 0);
+    }
+  }
+  void SetUp() override {
+    name = ::testing::UnitTest::GetInstance()->current_test_info()->name();
+    dir = "/tmp/vmd-" + name;
+    sh("rm -rf " + dir);
+    makeDirs(dir);
+    socket = dir + "/tally.sock";
+    config = dir + "/tally.toml";
+    unit = "tally-daemon-" + std::to_string(::getpid()) + "-" + std::to_string(counter++) + ".service";
+    writeFile(config, "[daemon]\nsocket = \"" + socket + "\"\nstate_dir = \"" + dir + "/state\"\nsample_interval = \"200ms\"\n"
+                      "client_grace = \"30s\"\n\n[pools.one]\ncapacity = 1\n\n[pools.gpu]\ncapacity = 4\n"
+                      "gpu_memory_budget = \"96GiB\"\nmemory_budget = \"1GiB\"\n");
+  }
+  void TearDown() override {
+    sh("systemctl stop " + unit + " 2>/dev/null; systemctl reset-failed " + unit + " 2>/dev/null");
+  }
+  // The daemon as systemd runs it in production: Type=notify, a watchdog,
+  // restarted by systemd when it dies. systemd-run returns once READY=1.
+  void startDaemon() {
+    ASSERT_EQ(sh("systemd-run --quiet --unit=" + unit + " -p Type=notify -p WatchdogSec=20s -p Restart=always -p RestartSec=300ms " +
+                 kTally + " daemon --config " + config),
+              0);
+  }
+  ProgramResult tally(std::vector<std::string> args) {
+    args.insert(args.begin(), kTally);
+    return runProgram(args, {"TALLY_SOCKET=" + socket});
+  }
+  json ledgerRows(const std::string& lease) {
+    auto r = tally({"ledger", "export", "--config", config});
+    json all = json::parse(r.out, nullptr, false);
+    json out = json::array();
+    if (!all.is_array()) return out;
+    for (const auto& row : all) {
+      if (row["lease"] == lease) out.push_back(row);
+    }
+    return out;
+  }
+  std::vector<std::string> kinds(const std::string& lease) {
+    std::vector<std::string> k;
+    for (const auto& r : ledgerRows(lease)) k.push_back(r["kind"]);
+    return k;
+  }
+  void expectChainIntact() {
+    auto v = tally({"ledger", "verify", "--config", config});
+    EXPECT_EQ(v.exitCode(), 0) << v.out << v.err;
+  }
+
+  static inline int counter = 0;
+  std::string name, dir, socket, config, unit;
+};
+
+TEST_F(VmDaemon, RunsAsANotifyServiceAndReportsStatus) {
+  startDaemon();
+  EXPECT_EQ(shOut("systemctl show -p ActiveState --value " + unit), "active");
+  std::string status = shOut("systemctl show -p StatusText --value " + unit);
+  EXPECT_NE(status.find("0 lease(s) held, 0 queued, 2 pool(s)"), std::string::npos) << status;
+  struct stat st{};
+  ASSERT_EQ(::stat(socket.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0660u);
+  auto pools = tally({"pools", "--json"});
+  ASSERT_EQ(pools.exitCode(), 0) << pools.err;
+  json p = json::parse(pools.out);
+  EXPECT_TRUE(p[1]["headroom"]["host_bytes"].is_number_unsigned()) << p;  // MemAvailable of the VM
+  // SIGTERM (systemctl stop) ends it cleanly.
+  EXPECT_EQ(sh("systemctl stop " + unit), 0);
+  EXPECT_EQ(shOut("systemctl show -p Result --value " + unit), "success");
+}
+
+TEST_F(VmDaemon, TwoRunsOnACapacityOnePoolSerialise) {
+  startDaemon();
+  std::string log = dir + "/intervals";
+  std::string body = "echo start $(date +%s%N) >> " + log + "; sleep 1; echo end $(date +%s%N) >> " + log;
+  auto a = spawnProgram({kTally, "run", "--pool", "one", "--name", "first", "--", "sh", "-c", body}, {"TALLY_SOCKET=" + socket});
+  std::this_thread::sleep_for(300ms);
+  auto b = spawnProgram({kTally, "run", "--pool", "one", "--name", "second", "--", "sh", "-c", body}, {"TALLY_SOCKET=" + socket});
+  auto ra = waitProgram(a);
+  auto rb = waitProgram(b);
+  ASSERT_EQ(ra.exitCode(), 0) << ra.err;
+  ASSERT_EQ(rb.exitCode(), 0) << rb.err;
+  EXPECT_NE(rb.err.find("position 1 of 1 (waiting for capacity)"), std::string::npos) << rb.err;
+  // The intervals do not overlap: start, end, start, end.
+  std::ifstream in(log);
+  std::vector<std::pair<std::string, unsigned long long>> ev;
+  std::string what;
+  unsigned long long t;
+  while (in >> what >> t) ev.emplace_back(what, t);
+  ASSERT_EQ(ev.size(), 4u);
+  EXPECT_EQ(ev[0].first, "start");
+  EXPECT_EQ(ev[1].first, "end");
+  EXPECT_EQ(ev[2].first, "start");
+  EXPECT_EQ(ev[3].first, "end");
+  EXPECT_LT(ev[1].second, ev[2].second);
+  // Both outcomes are in the daemon's ledger, metered by the daemon too.
+  auto list = tally({"ledger", "--json", "--config", config});
+  json rows = json::parse(list.out);
+  ASSERT_EQ(rows.size(), 2u) << list.out;
+  for (const auto& r : rows) {
+    EXPECT_EQ(r["record"]["outcome"]["class"], "exited");
+    EXPECT_TRUE(r["record"]["daemon"]["memory_peak_bytes"].is_number_unsigned()) << r.dump(2);
+    EXPECT_GE(r["record"]["daemon"]["samples"].get<int>(), 1);
+  }
+  expectChainIntact();
+}
+
+TEST_F(VmDaemon, BudgetRefusalsSayWhatToDeclare) {
+  startDaemon();
+  auto none = tally({"run", "--pool", "gpu", "--memory-max", "64M", "--", "true"});
+  EXPECT_EQ(none.exitCode(), 125);
+  EXPECT_NE(none.err.find("declare this lease's share with --gpu-memory-max"), std::string::npos) << none.err;
+  auto tooBig = tally({"run", "--pool", "gpu", "--memory-max", "64M", "--gpu-memory-max", "200G", "--", "true"});
+  EXPECT_EQ(tooBig.exitCode(), 125);
+  EXPECT_NE(tooBig.err.find("larger than pool 'gpu''s whole GPU memory budget"), std::string::npos) << tooBig.err;
+  // Within budget, with a queue timeout while the budget is taken by a holder.
+  // (The VM has 2 GiB: sizes stay under its MemAvailable, which may only delay.)
+  auto holder = spawnProgram({kTally, "run", "--pool", "gpu", "--memory-max", "600M", "--gpu-memory-max", "90G", "--", "sleep", "3"},
+                             {"TALLY_SOCKET=" + socket});
+  std::this_thread::sleep_for(800ms);
+  auto waiter = tally({"run", "--pool", "gpu", "--memory-max", "600M", "--gpu-memory-max", "4G", "--queue-timeout", "1s", "--", "true"});
+  EXPECT_EQ(waiter.exitCode(), 125);
+  EXPECT_NE(waiter.err.find("waiting for memory-budget"), std::string::npos) << waiter.err;
+  EXPECT_NE(waiter.err.find("no grant within the queue timeout"), std::string::npos) << waiter.err;
+  EXPECT_EQ(waitProgram(holder).exitCode(), 0);
+}
+
+TEST_F(VmDaemon, AttachToARunningServiceMetersItAndEndsWithIt) {
+  startDaemon();
+  // A "server": 48 MiB of host memory and a 16 MiB GTT buffer through the test driver.
+  std::string server = "tally-vm-server-" + std::to_string(::getpid()) + ".service";
+  ASSERT_EQ(sh("systemd-run --quiet --unit=" + server + " -p Type=exec sh -c '" + kWorkload + " hog 48 60000 & " + kWorkload +
+               " gpu gtt 16 1 60000 & wait'"),
+            0);
+  std::this_thread::sleep_for(1s);
+  auto a = tally({"attach", "--unit", server, "--pool", "gpu", "--memory-max", "256M", "--gpu-memory-max", "1G", "--name", "server"});
+  ASSERT_EQ(a.exitCode(), 0) << a.err;
+  std::string lease = a.out.substr(0, 12);
+  // MemoryMax went through systemd and reads back from the cgroup.
+  EXPECT_EQ(shOut("systemctl show -p MemoryMax --value " + server), "268435456");
+  EXPECT_EQ(shOut("cat /sys/fs/cgroup/system.slice/" + server + "/memory.max"), "268435456");
+  std::this_thread::sleep_for(600ms);
+  auto shown = tally({"lease", "show", lease, "--json"});
+  ASSERT_EQ(shown.exitCode(), 0) << shown.err;
+  json s = json::parse(shown.out);
+  EXPECT_EQ(s["state"], "running");
+  EXPECT_GE(s["memory"]["current_bytes"].get<std::uint64_t>(), 48 * kMiB) << s.dump(2);
+  EXPECT_EQ(s["gpu"]["current_bytes"], 16 * kMiB) << s.dump(2);  // drm-fdinfo of the service's processes
+  EXPECT_EQ(s["gpu"]["regions"]["gtt"], 16 * kMiB);
+  auto pools = json::parse(tally({"pools", "--json"}).out);
+  EXPECT_EQ(pools[1]["gpu_memory_declared"], 1ULL << 30);
+  // The service stops: its cgroup empties, inotify ends the lease.
+  ASSERT_EQ(sh("systemctl stop " + server), 0);
+  for (int i = 0; i < 50 && kinds(lease).size() < 3; ++i) std::this_thread::sleep_for(100ms);
+  EXPECT_EQ(kinds(lease), (std::vector<std::string>{"granted", "adopted", "outcome"}));
+  json outcome = ledgerRows(lease).back()["body"];
+  EXPECT_EQ(outcome["outcome"]["class"], "ended") << outcome.dump(2);
+  EXPECT_EQ(outcome["lease"]["unit"], server);
+  EXPECT_EQ(outcome["gpu"]["peak_bytes"], 16 * kMiB);
+  EXPECT_GE(outcome["memory"]["sampled"]["peak_current_bytes"].get<std::uint64_t>(), 48 * kMiB);
+  expectChainIntact();
+}
+
+TEST_F(VmDaemon, AttachToAProcesssCgroupWritesMemoryMaxAndEndsOnExit) {
+  startDaemon();
+  std::string cg = "/sys/fs/cgroup/vmd-pid-" + std::to_string(::getpid());
+  ASSERT_EQ(sh("mkdir -p " + cg), 0);
+  auto worker = spawnProgram({kWorkload, "hog", "24", "4000"});
+  ASSERT_EQ(sh("echo " + std::to_string(worker.pid) + " > " + cg + "/cgroup.procs"), 0);
+  auto a = tally({"attach", "--pid", std::to_string(worker.pid), "--pool", "one", "--memory-max", "128M", "--json"});
+  ASSERT_EQ(a.exitCode(), 0) << a.err;
+  json l = json::parse(a.out);
+  std::string lease = l["lease"];
+  EXPECT_EQ(l["cgroup"], cg.substr(std::string("/sys/fs/cgroup").size()));
+  EXPECT_EQ(shOut("cat " + cg + "/memory.max"), "134217728");  // no unit: written directly, read back
+  EXPECT_EQ(waitProgram(worker).exitCode(), 0);
+  for (int i = 0; i < 50 && kinds(lease).size() < 3; ++i) std::this_thread::sleep_for(100ms);
+  EXPECT_EQ(kinds(lease), (std::vector<std::string>{"granted", "adopted", "outcome"}));
+  json outcome = ledgerRows(lease).back()["body"];
+  EXPECT_EQ(outcome["outcome"]["class"], "ended");
+  EXPECT_GE(outcome["memory"]["peak_bytes"].get<std::uint64_t>(), 24 * kMiB) << outcome.dump(2);
+  sh("rmdir " + cg);
+}
+
+TEST_F(VmDaemon, Kill9MidLeaseReadoptsAndRecordsTheOutcomeOnce) {
+  startDaemon();
+  auto client = spawnProgram({kTally, "run", "--pool", "one", "--memory-max", "64M", "--name", "survivor", "--", kWorkload, "hog", "8", "5000"},
+                             {"TALLY_SOCKET=" + socket});
+  std::string lease;
+  for (int i = 0; i < 50 && lease.empty(); ++i) {
+    std::this_thread::sleep_for(100ms);
+    auto l = json::parse(tally({"leases", "--json"}).out, nullptr, false);
+    if (l.is_array() && !l.empty() && l[0]["state"] == "running") lease = l[0]["lease"];
+  }
+  ASSERT_FALSE(lease.empty());
+  std::string mainPid = shOut("systemctl show -p MainPID --value " + unit);
+  ASSERT_EQ(sh("systemctl kill -s KILL " + unit), 0);
+  // systemd restarts it; the new daemon re-adopts the lease from the ledger.
+  std::string newPid;
+  for (int i = 0; i < 100; ++i) {
+    std::this_thread::sleep_for(100ms);
+    newPid = shOut("systemctl show -p MainPID --value " + unit);
+    if (newPid != mainPid && newPid != "0" && shOut("systemctl show -p ActiveState --value " + unit) == "active") break;
+  }
+  ASSERT_NE(newPid, mainPid);
+  auto shown = json::parse(tally({"lease", "show", lease, "--json"}).out, nullptr, false);
+  EXPECT_EQ(shown["readopted_after_restart"], true) << shown.dump(2);
+  auto r = waitProgram(client);
+  EXPECT_EQ(r.exitCode(), 0) << r.err;
+  EXPECT_NE(r.err.find("reconnecting to resume lease"), std::string::npos) << r.err;
+  EXPECT_EQ(kinds(lease), (std::vector<std::string>{"granted", "started", "readopted", "outcome"}));
+  json outcome = ledgerRows(lease).back()["body"];
+  EXPECT_EQ(outcome["outcome"]["class"], "exited");
+  EXPECT_EQ(outcome["daemon"]["readopted_after_restart"], true);
+  expectChainIntact();
+}
+
+}  // namespace
+}  // namespace tally
