@@ -59,4 +59,4 @@ step "tests: default build"
 ctest --preset default -j "$jobs"
 
 step "vm: system tests against a real systemd 252 + cgroup v2 (QEMU TCG, one boot; vm/run.sh)"
-vm/run.sh --timeout 480 -- build/default/tests/tally_vm_tests
+vm/run.sh --timeout 900 -- build/default/tests/tally_vm_tests

@@ -146,6 +146,7 @@ void readPool(Reader& r, const std::string& name, const toml::node& node, Config
   r.onlyKeys(*t, fmt::format("[{}]", where), {"capacity", "memory_budget", "gpu_memory_budget", "devices"});
   Pool p;
   p.name = name;
+  p.line = lineOf(node);
   if (!t->get("capacity")) r.problem(node, fmt::format("{}.capacity is missing (how many leases may hold the pool at once)", where));
   if (auto v = r.count(*t, "capacity", where, 1, 1'000'000)) p.capacity = *v;
   p.memoryBudget = r.size(*t, "memory_budget", where);
@@ -206,9 +207,7 @@ Parsed parse(std::string_view text, const std::string& path) {
     }
   }
   // toml++ keeps tables sorted by key; pools are listed in file order.
-  std::stable_sort(c.pools.begin(), c.pools.end(), [&](const Pool& a, const Pool& b) {
-    return lineOf(*root["pools"][a.name].node()) < lineOf(*root["pools"][b.name].node());
-  });
+  std::stable_sort(c.pools.begin(), c.pools.end(), [](const Pool& a, const Pool& b) { return a.line < b.line; });
   if (c.pools.empty() && r.problems.empty()) {
     r.problems.push_back({0, "no pools: add at least one [pools.<name>] table with a capacity"});
   }

@@ -19,6 +19,7 @@ struct Pool {
   std::optional<std::uint64_t> memoryBudget;     // Σ declared memory_max of holders
   std::optional<std::uint64_t> gpuMemoryBudget;  // Σ declared gpu_memory_max of holders
   std::vector<std::string> devices;  // PCI BDFs the GPU budget refers to; empty = every GPU
+  std::size_t line = 0;              // where its table starts in the file
 };
 
 inline constexpr const char* kSystemSocket = "/run/tally/tally.sock";

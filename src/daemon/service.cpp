@@ -699,6 +699,7 @@ void Service::tick() {
 void Service::sample() {
   std::uint64_t now = clock::realtimeNs();
   std::vector<std::string> ended;
+  std::vector<ledger::Sample> batch;
   for (auto& [id, l] : leases_) {
     if (l->state != Lease::State::Running || !l->meter) continue;
     l->meter->sample();
@@ -713,10 +714,11 @@ void Service::sample() {
       s.gttBytes = get("gtt");
       s.vramBytes = get("vram");
     }
-    if (auto st = ledger_.appendSample(s); !st) fmt::print(stderr, "tally daemon: {}\n", st.error().message);
+    batch.push_back(std::move(s));
     // A missed inotify event (or none possible) is caught here.
     if (l->kind == "attach" && !populated(*l)) ended.push_back(id);
   }
+  if (auto st = ledger_.appendSamples(batch); !st) fmt::print(stderr, "tally daemon: {}\n", st.error().message);
   for (const auto& id : ended) cgroupChanged(id);
 }
 

@@ -366,6 +366,23 @@ Status Ledger::appendSample(const Sample& s) {
   return Ok{};
 }
 
+Status Ledger::appendSamples(const std::vector<Sample>& samples) {
+  if (samples.empty()) return Ok{};
+  if (sqlite3_exec(db_, "BEGIN IMMEDIATE", nullptr, nullptr, nullptr) != SQLITE_OK) return dbError(db_, "samples: begin");
+  for (const auto& s : samples) {
+    if (auto st = appendSample(s); !st) {
+      sqlite3_exec(db_, "ROLLBACK", nullptr, nullptr, nullptr);
+      return st;
+    }
+  }
+  if (sqlite3_exec(db_, "COMMIT", nullptr, nullptr, nullptr) != SQLITE_OK) {
+    Error e = dbError(db_, "samples: commit");
+    sqlite3_exec(db_, "ROLLBACK", nullptr, nullptr, nullptr);
+    return e;
+  }
+  return Ok{};
+}
+
 Result<std::vector<Sample>> Ledger::samples(const std::string& leaseId) {
   Stmt q(db_, "SELECT at_ns, memory_current, gpu_bytes, gtt_bytes, vram_bytes FROM samples WHERE lease_id = ?1 ORDER BY at_ns");
   if (!q.ok()) return dbError(db_, "sample query");

@@ -114,6 +114,8 @@ class Ledger {
   Result<VerifyReport> verify();
 
   Status appendSample(const Sample& s);
+  // One tick's samples in one transaction (one fsync, not one per lease).
+  Status appendSamples(const std::vector<Sample>& samples);
   Result<std::vector<Sample>> samples(const std::string& leaseId);
   // Retention: samples older than `fullResolutionNs` keep one per lease and
   // minute; older than `maxAgeNs` none; then the oldest go until at most

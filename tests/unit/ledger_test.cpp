@@ -212,6 +212,18 @@ TEST_F(LedgerTamper, ReorderedRowsAreNamed) {
 
 TEST_F(LedgerTamper, AnUntouchedLedgerStaysIntactAcrossReopen) { EXPECT_TRUE(problems().empty()); }
 
+TEST(LedgerSamples, OneTicksSamplesGoInTogether) {
+  TempDir dir;
+  auto db = ledger::Ledger::open(dir.path());
+  std::vector<ledger::Sample> tick = {{"a", 10, 1, 2, 2, std::nullopt}, {"b", 10, 3, std::nullopt, std::nullopt, std::nullopt}};
+  ASSERT_TRUE(db->appendSamples(tick));
+  ASSERT_TRUE(db->appendSamples({}));
+  EXPECT_EQ(db->samples("a")->size(), 1u);
+  EXPECT_EQ((*db->samples("a"))[0].gttBytes, 2u);
+  EXPECT_FALSE((*db->samples("a"))[0].vramBytes);
+  EXPECT_EQ((*db->samples("b"))[0].memoryCurrent, 3u);
+}
+
 TEST(LedgerSamples, RetentionThinsWithAgeAndCapsRows) {
   TempDir dir;
   auto db = ledger::Ledger::open(dir.path());

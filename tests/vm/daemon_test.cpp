@@ -216,8 +216,13 @@ TEST_F(VmDaemon, AttachToAProcesssCgroupWritesMemoryMaxAndEndsOnExit) {
   startDaemon();
   std::string cg = "/sys/fs/cgroup/vmd-pid-" + std::to_string(::getpid());
   ASSERT_EQ(sh("mkdir -p " + cg), 0);
-  auto worker = spawnProgram({kWorkload, "hog", "24", "4000"});
-  ASSERT_EQ(sh("echo " + std::to_string(worker.pid) + " > " + cg + "/cgroup.procs"), 0);
+  // The process joins the cgroup before it allocates: memory is charged to
+  // the cgroup it was touched in and does not move with the process.
+  auto worker = spawnProgram({"sh", "-c", "echo $$ > " + cg + "/cgroup.procs && exec " + kWorkload + " hog 24 4000"});
+  std::string inCgroup = "0::" + cg.substr(std::string("/sys/fs/cgroup").size());
+  for (int i = 0; i < 100 && shOut("cat /proc/" + std::to_string(worker.pid) + "/cgroup") != inCgroup; ++i) {
+    std::this_thread::sleep_for(20ms);
+  }
   auto a = tally({"attach", "--pid", std::to_string(worker.pid), "--pool", "one", "--memory-max", "128M", "--json"});
   ASSERT_EQ(a.exitCode(), 0) << a.err;
   json l = json::parse(a.out);
