@@ -3,7 +3,7 @@
 // same run), and the daemon's RSS and CPU with 8 attached leases sampled at
 // 1 Hz on a host with 1,000 extra processes, and with 1,000 queued requests.
 //
-//   tally_daemon_load TALLY_BINARY [SECONDS=60] [PROCS=1000] [QUEUED=1000] [ROUNDTRIPS=2000]
+//   tally_daemon_load TALLY_BINARY [SECONDS=60] [PROCS=1000] [QUEUED=1000] [ROUNDTRIPS=2000] [PER_LEASE=16]
 //
 // The leases' cgroups are a synthetic tree (this host has no cgroup v2 memory
 // controller) whose cgroup.procs list real processes, so every sample reads
@@ -94,6 +94,7 @@ int main(int argc, char** argv) {
   int procs = argc > 3 ? std::atoi(argv[3]) : 1000;
   int queued = argc > 4 ? std::atoi(argv[4]) : 1000;
   int roundtrips = argc > 5 ? std::atoi(argv[5]) : 2000;
+  const int perLease = argc > 6 ? std::atoi(argv[6]) : 16;
   rlimit nofile{};
   getrlimit(RLIMIT_NOFILE, &nofile);
   nofile.rlim_cur = nofile.rlim_max;
@@ -117,8 +118,8 @@ int main(int argc, char** argv) {
     }
     sleepers.push_back(p);
   }
-  // 8 lease cgroups, 16 real processes each.
-  const int leases = 8, perLease = 16;
+  // 8 lease cgroups, PER_LEASE real processes each.
+  const int leases = 8;
   for (int l = 0; l < leases; ++l) {
     std::string d = fmt::format("{}/load.slice/lease{}.service", cg, l);
     ::system(fmt::format("mkdir -p {}", d).c_str());
@@ -143,6 +144,12 @@ int main(int argc, char** argv) {
   }
   Client c = connectRetry(sock);
   double idleRss = rssMiB(daemon);
+  long hz = ::sysconf(_SC_CLK_TCK);
+  // 0. Idle: no lease, no request, the loop's own timers only.
+  unsigned long long idle0 = cpuTicks(daemon);
+  auto tIdle = Clock::now();
+  ::sleep(static_cast<unsigned>(seconds / 3 > 0 ? seconds / 3 : 1));
+  double idleCpuPct = 100.0 * static_cast<double>(cpuTicks(daemon) - idle0) / static_cast<double>(hz) / secondsSince(tIdle);
 
   // 1. Round trips: hello (the floor) and acquire+release (3 fsync'd ledger rows).
   auto t0 = Clock::now();
@@ -163,13 +170,13 @@ int main(int argc, char** argv) {
     if (!m || !m->ok) return std::fprintf(stderr, "attach failed: %s\n", m ? m->error.message.c_str() : m.error().message.c_str()), 1;
   }
   ::sleep(2);
-  long hz = ::sysconf(_SC_CLK_TCK);
   unsigned long long cpu0 = cpuTicks(daemon);
   t0 = Clock::now();
   ::sleep(static_cast<unsigned>(seconds));
   double window = secondsSince(t0);
   double cpuPct = 100.0 * static_cast<double>(cpuTicks(daemon) - cpu0) / static_cast<double>(hz) / window;
   double leasesRss = rssMiB(daemon);
+  double leasesAnon = rssMiB(daemon, "RssAnon:");
   auto shown = c.call("leases", json::object());
   std::uint64_t samplesPerLease = shown && shown->ok && !shown->result["leases"].empty()
                                       ? shown->result["leases"][0]["memory"]["samples"].get<std::uint64_t>()
@@ -206,13 +213,15 @@ int main(int argc, char** argv) {
   fmt::print("  hello round trips/s            {:10.0f}\n", helloPerSec);
   fmt::print("  acquire+release round trips/s  {:10.0f}  ({:.2f}x hello; 3 ledger rows each, synchronous=FULL)\n", acqPerSec,
              acqPerSec / helloPerSec);
+  fmt::print("  CPU idle (no lease)            {:10.3f} % of one core\n", idleCpuPct);
   fmt::print("  RSS idle                       {:10.1f} MiB\n", idleRss);
   fmt::print("  RSS after {} round trips     {:10.1f} MiB\n", roundtrips, afterRoundtripsRss);
   fmt::print("  CPU with 8 leases at 1 Hz      {:10.3f} % of one core ({} samples per lease)\n", cpuPct, samplesPerLease);
-  fmt::print("  RSS with 8 leases              {:10.1f} MiB\n", leasesRss);
+  fmt::print("  RSS with 8 leases              {:10.1f} MiB (private RssAnon {:.1f} MiB)\n", leasesRss, leasesAnon);
   fmt::print("  enqueue {} requests          {:10.2f} s\n", queued, enqueueSec);
   fmt::print("  CPU with 8 leases + {} queued {:9.3f} % of one core\n", queued, queuedCpuPct);
-  fmt::print("  RSS with 8 leases + {} queued {:9.1f} MiB (peak VmHWM {:.1f} MiB)\n", queued, queuedRss, hwm);
+  fmt::print("  RSS with 8 leases + {} queued {:9.1f} MiB (peak VmHWM {:.1f} MiB; private RssAnon {:.1f} MiB, the rest is shared library text)\n",
+             queued, queuedRss, hwm, rssMiB(daemon, "RssAnon:"));
 
   waiters.clear();
   ::kill(daemon, SIGTERM);

@@ -22,5 +22,10 @@ rc=0
 "$tally" run --memory-max 64M -- true || rc=$?
 [ "$rc" -eq 0 ] || [ "$rc" -eq 125 ] || exit "$rc"
 "$tally" ledger --limit 3
+"$tally" ledger verify
+echo
+echo "== tally config check dist/tally.toml  (the daemon's example config: pools and budgets) =="
+"$tally" config check dist/tally.toml
 echo
 echo "tally is built at $tally"
+echo "the daemon: docs/daemon.md (install dist/tally.service and /etc/tally/tally.toml, then systemctl enable --now tally)"

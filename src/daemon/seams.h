@@ -32,6 +32,11 @@ class Watches {
   virtual ~Watches() = default;
   // Calls the service's cgroupChanged(leaseId) whenever `path` is modified.
   virtual Status watch(const std::string& leaseId, const std::string& path) = 0;
+  // Also calls cgroupChanged(leaseId) when process `pid` exits (a pidfd in
+  // the loop): an attached --pid workload's end is seen at once, even when
+  // the cgroup.events write is missed. Best effort: false if no pidfd.
+  virtual bool watchPid(const std::string& leaseId, pid_t pid) = 0;
+  // Drops every watch of the lease.
   virtual void unwatch(const std::string& leaseId) = 0;
 };
 

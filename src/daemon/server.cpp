@@ -7,6 +7,7 @@
 #include <sys/inotify.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/un.h>
 #include <systemd/sd-daemon.h>
 #include <unistd.h>
@@ -31,6 +32,7 @@ struct Server::WatchCtx {
   Server* server = nullptr;
   std::string leaseId;
   sd_event_source* src = nullptr;
+  UniqueFd pidfd;  // pid watches only
 };
 
 Server::Server(const config::Config& cfg, ServerLimits limits) : cfg_(cfg), limits_(limits) {}
@@ -38,6 +40,7 @@ Server::Server(const config::Config& cfg, ServerLimits limits) : cfg_(cfg), limi
 Server::~Server() {
   for (auto& [id, c] : conns_) sd_event_source_disable_unref(c->src);
   for (auto& [id, w] : watches_) sd_event_source_disable_unref(w->src);
+  for (auto& [id, w] : pidWatches_) sd_event_source_disable_unref(w->src);
   sd_event_source_disable_unref(listenSrc_);
   sd_event_source_disable_unref(sampleTimer_);
   sd_event_source_disable_unref(tickTimer_);
@@ -248,11 +251,35 @@ Status Server::watch(const std::string& leaseId, const std::string& path) {
   return Ok{};
 }
 
+bool Server::watchPid(const std::string& leaseId, pid_t pid) {
+  int fd = static_cast<int>(::syscall(SYS_pidfd_open, pid, 0));
+  if (fd < 0) return false;
+  auto w = std::make_unique<WatchCtx>();
+  w->server = this;
+  w->leaseId = leaseId;
+  w->pidfd.reset(fd);
+  if (sd_event_add_io(event_, &w->src, fd, EPOLLIN, &Server::onPidfd, w.get()) < 0) return false;
+  pidWatches_[leaseId] = std::move(w);
+  return true;
+}
+
 void Server::unwatch(const std::string& leaseId) {
-  auto it = watches_.find(leaseId);
-  if (it == watches_.end()) return;
-  sd_event_source_disable_unref(it->second->src);
-  watches_.erase(it);
+  for (auto* map : {&watches_, &pidWatches_}) {
+    auto it = map->find(leaseId);
+    if (it == map->end()) continue;
+    sd_event_source_disable_unref(it->second->src);
+    map->erase(it);
+  }
+}
+
+int Server::onPidfd(sd_event_source* s, int, uint32_t, void* ctx) {
+  auto* w = static_cast<WatchCtx*>(ctx);
+  Server* srv = w->server;
+  std::string id = w->leaseId;
+  sd_event_source_set_enabled(s, SD_EVENT_OFF);  // a pidfd stays readable once the process is gone
+  if (srv->service_) srv->service_->cgroupChanged(id);
+  srv->notifyStatus();
+  return 0;
 }
 
 int Server::onInotify(sd_event_source*, const struct inotify_event*, void* ctx) {

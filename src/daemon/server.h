@@ -40,6 +40,7 @@ class Server final : public Outbox, public Watches {
 
   bool send(std::uint64_t conn, std::string line) override;
   Status watch(const std::string& leaseId, const std::string& path) override;
+  bool watchPid(const std::string& leaseId, pid_t pid) override;
   void unwatch(const std::string& leaseId) override;
 
  private:
@@ -49,6 +50,7 @@ class Server final : public Outbox, public Watches {
   static int onConn(sd_event_source* s, int fd, uint32_t revents, void* conn);
   static int onTimer(sd_event_source* s, uint64_t usec, void* self);
   static int onInotify(sd_event_source* s, const struct inotify_event* ev, void* ctx);
+  static int onPidfd(sd_event_source* s, int fd, uint32_t revents, void* ctx);
   void closeConn(std::uint64_t id);
   void readFrom(Conn& c);
   void flush(Conn& c);
@@ -64,7 +66,7 @@ class Server final : public Outbox, public Watches {
   sd_event_source* pruneTimer_ = nullptr;
   Service* service_ = nullptr;
   std::map<std::uint64_t, std::unique_ptr<Conn>> conns_;
-  std::map<std::string, std::unique_ptr<WatchCtx>> watches_;
+  std::map<std::string, std::unique_ptr<WatchCtx>> watches_, pidWatches_;
   std::uint64_t nextConn_ = 1;
   std::string lastStatus_;
 };

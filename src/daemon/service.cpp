@@ -354,6 +354,7 @@ Status Service::adopt(Lease& l) {
   if (l.applied) body["applied"] = {{"memory_max", l.applied->memoryMax.unlimited ? json("max") : json(l.applied->memoryMax.bytes)}, {"source", "cgroup"}};
   if (auto ev = ledger_.appendEvent(l.id, ledger::kAdopted, body.dump(), l.startedAtNs); !ev) return ev.error();
   startMetering(l);
+  if (l.target.contains("pid")) (void)env_.watches.watchPid(l.id, static_cast<pid_t>(l.target["pid"].get<std::uint64_t>()));
   return Ok{};
 }
 
@@ -661,7 +662,9 @@ void Service::disconnected(std::uint64_t conn) {
 
 void Service::tick() {
   std::uint64_t now = clock::monotonicUs();
+  bool changed = false;
   for (const auto& id : engine_.expire(now)) {
+    changed = true;
     Lease* l = find(id);
     if (!l) continue;
     fail(l->conn, l->pendingId, code::kTimeout, fmt::format("no grant within the queue timeout (position {} of {})",
@@ -692,8 +695,19 @@ void Service::tick() {
   for (const auto& id : lost) {
     if (Lease* l = find(id)) closeLost(*l, "the workload ended while its client was away and it never reported (no wait status)");
   }
-  tryGrant();
-  sendPositions();
+  // Grants happen when something is released; the tick only retries the
+  // requests that wait on measured headroom, which changes by itself.
+  bool headroomWait = false;
+  for (const auto& q : engine_.queueView()) {
+    if (q.reason == admission::Wait::HostHeadroom || q.reason == admission::Wait::GpuHeadroom) {
+      headroomWait = true;
+      break;
+    }
+  }
+  if (changed || headroomWait) {
+    tryGrant();
+    sendPositions();
+  }
 }
 
 void Service::sample() {

@@ -33,7 +33,15 @@ struct FakeWatches : daemon::Watches {
     paths[id] = path;
     return Ok{};
   }
-  void unwatch(const std::string& id) override { paths.erase(id); }
+  std::map<std::string, pid_t> pids;
+  bool watchPid(const std::string& id, pid_t pid) override {
+    pids[id] = pid;
+    return true;
+  }
+  void unwatch(const std::string& id) override {
+    paths.erase(id);
+    pids.erase(id);
+  }
 };
 
 struct FakeUnits : daemon::Units {
@@ -305,6 +313,7 @@ TEST_F(ServiceTest, AttachByPidFollowsItsCgroup) {
   ASSERT_TRUE(r["ok"]) << r;
   EXPECT_EQ(r["result"]["cgroup"], "/system.slice/ollama.service");
   EXPECT_EQ(r["result"]["target"]["pid"], 777);
+  EXPECT_EQ(watches.pids[r["result"]["lease"]], 777);  // its exit is watched through a pidfd too
   EXPECT_EQ(call(1, 0, "attach", {{"pools", {"one"}}, {"pid", 778}})["error"]["code"], "not-found");
 }
 
