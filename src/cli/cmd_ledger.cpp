@@ -127,7 +127,7 @@ int runLedger(const LedgerOptions& o) {
     char when[32];
     strftime(when, sizeof when, "%Y-%m-%d %H:%M:%S", &utc);
     fmt::print("{:>5}  {:<20}  {:<12}  {:<16}  {:<9}  {:<20}  {}\n", r.seq, when, r.entry.leaseId, r.entry.name,
-               r.entry.manager, r.entry.outcomeClass, r.entry.exitStatus);
+               r.entry.manager, r.entry.outcomeClass, r.entry.exitStatus ? std::to_string(*r.entry.exitStatus) : std::string("-"));
   }
   return kExitOk;
 }

@@ -566,6 +566,7 @@ void Service::finishAttached(Lease& l, bool released) {
   const fs::Root& root = *env_.cgroupRoot;
   if (auto peak = root.read(fs::joinPath(l.countersCgroup, "memory.peak"), 64)) {
     rec.counters.memoryPeak = probes::parseSysfsU64(*peak);
+    if (!rec.counters.memoryPeak) rec.counters.memoryPeakUnknown = fmt::format("memory.peak reads '{}'", text::trim(*peak));
   } else {
     rec.counters.memoryPeakUnknown = fmt::format("memory.peak not read: {}", peak.error().message);
   }
@@ -602,13 +603,17 @@ void Service::closeLost(Lease& l, const std::string& why) {
   }
   rec.counters.cgroup = l.countersCgroup;
   if (env_.cgroupRoot && !l.countersCgroup.empty()) {
-    if (auto peak = env_.cgroupRoot->read(fs::joinPath(l.countersCgroup, "memory.peak"), 64)) rec.counters.memoryPeak = probes::parseSysfsU64(*peak);
-    else rec.counters.memoryPeakUnknown = fmt::format("memory.peak not readable: {}", peak.error().message);
+    if (auto peak = env_.cgroupRoot->read(fs::joinPath(l.countersCgroup, "memory.peak"), 64)) {
+      rec.counters.memoryPeak = probes::parseSysfsU64(*peak);
+      if (!rec.counters.memoryPeak) rec.counters.memoryPeakUnknown = fmt::format("memory.peak reads '{}'", text::trim(*peak));
+    } else {
+      rec.counters.memoryPeakUnknown = fmt::format("memory.peak not readable: {}", peak.error().message);
+    }
     if (auto ev = env_.cgroupRoot->read(fs::joinPath(l.countersCgroup, "memory.events"), 4096)) rec.counters.events = probes::parseFlatKeyed(*ev);
     else rec.counters.eventsUnknown = fmt::format("memory.events not readable: {}", ev.error().message);
   }
   rec.outcome.cls = lease::OutcomeClass::Lost;
-  rec.outcome.exitStatus = lease::kRunExitRefused;
+  rec.outcome.hasExitStatus = false;
   rec.outcome.summary = "how the workload ended is unknown: " + why;
   if (rec.counters.events) rec.outcome.oomKills = rec.counters.events->get("oom_kill");
   json body = lease::recordJson(rec);
@@ -955,6 +960,9 @@ std::vector<std::string> Service::recover() {
     }
     (void)ledger_.appendEvent(ref.id, ledger::kReadopted, json{{"cgroup", ref.cgroup}, {"cgroup_inode", ref.inode}, {"unit", ref.unit}}.dump());
     startMetering(ref);
+    if (ref.target.contains("pid") && ref.target["pid"].is_number_integer()) {
+      (void)env_.watches.watchPid(ref.id, static_cast<pid_t>(ref.target["pid"].get<std::int64_t>()));
+    }
     if (ref.kind == "run") ref.graceDeadlineUs = clock::monotonicUs() + cfg_.daemon.clientGraceUs;
     log.push_back(fmt::format("lease {} ({}): re-adopted {}", ref.id, ref.name, ref.cgroup));
   }

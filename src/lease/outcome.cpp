@@ -112,6 +112,7 @@ Outcome classify(const OutcomeFacts& f) {
 Outcome classifyAttached(const AttachedFacts& f) {
   Outcome o;
   o.exitStatus = 0;
+  o.hasExitStatus = false;
   std::optional<std::uint64_t> kills;
   if (f.memoryEvents && f.oomKillsAtAdoption) {
     if (auto now = f.memoryEvents->get("oom_kill"); now && *now >= *f.oomKillsAtAdoption) kills = *now - *f.oomKillsAtAdoption;

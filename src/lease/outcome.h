@@ -61,6 +61,9 @@ struct Outcome {
   std::optional<int> signal;
   std::optional<std::uint64_t> oomKills;
   std::string summary;  // one line an operator can act on
+  // False for a workload tally did not start or did not see end (attached,
+  // lost): it has no wait status, so the record carries no exit status.
+  bool hasExitStatus = true;
 };
 
 Outcome classify(const OutcomeFacts& facts);

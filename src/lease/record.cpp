@@ -58,7 +58,8 @@ json recordJson(const LeaseRecord& r) {
   }
   if (r.outcome.oomKills) o["oom_kill"] = *r.outcome.oomKills;
   o["summary"] = r.outcome.summary;
-  o["tally_exit_status"] = r.outcome.exitStatus;
+  // Only a workload tally ran has an exit status; an attached or lost one has none.
+  if (r.outcome.hasExitStatus) o["tally_exit_status"] = r.outcome.exitStatus;
   j["outcome"] = o;
 
   json mem;

@@ -46,7 +46,7 @@ struct Entry {
   std::uint64_t startedAtNs = 0;
   std::uint64_t endedAtNs = 0;
   std::string outcomeClass;
-  int exitStatus = 0;
+  std::optional<int> exitStatus;  // tally run's exit status; absent for attached and lost leases
   std::string recordJson;  // the full outcome record
 };
 

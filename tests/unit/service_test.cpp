@@ -256,6 +256,12 @@ TEST_F(ServiceTest, AttachToACgroupMetersItAndEndsWhenItEmpties) {
   EXPECT_EQ(outcome["memory"]["peak_bytes"], 2 * GiB);
   EXPECT_EQ(outcome["gpu"]["peak_bytes"], 4 * GiB);
   EXPECT_EQ(outcome["lease"]["kind"], "attach");
+  // No wait status exists for a workload tally did not start: none is invented.
+  EXPECT_FALSE(outcome["outcome"].contains("tally_exit_status"));
+  auto listed = ledgerDb->recent(5);
+  ASSERT_EQ(listed->size(), 1u);
+  EXPECT_EQ(listed->back().entry.outcomeClass, "oom-killed");
+  EXPECT_FALSE(listed->back().entry.exitStatus);
   EXPECT_EQ(service->liveLeases(), 0u);
   EXPECT_TRUE(watches.paths.empty());
 }
@@ -355,6 +361,7 @@ TEST_F(ServiceTest, RunLeaseWhoseClientNeverReturnsIsLost) {
   EXPECT_EQ(kinds(id), (std::vector<std::string>{"granted", "started", "lost"}));
   json lost = json::parse(rows(id).back().body);
   EXPECT_EQ(lost["outcome"]["class"], "lost");
+  EXPECT_FALSE(lost["outcome"].contains("tally_exit_status"));  // nobody saw it end
   EXPECT_EQ(lost["memory"]["peak_bytes"], 2 * GiB);
   EXPECT_EQ(lost["ledger_samples"]["count"], 1);
   EXPECT_EQ(lost["ledger_samples"]["memory_current_peak_bytes"], GiB);
