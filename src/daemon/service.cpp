@@ -600,6 +600,11 @@ void Service::closeLost(Lease& l, const std::string& why) {
   if (l.meter) {
     rec.host = l.meter->host();
     rec.gpu = l.meter->gpu();
+  } else if (l.recovered) {
+    // This daemon never metered it; the samples taken before the restart
+    // are summarised from the ledger below ("ledger_samples").
+    rec.host.lastError = "not sampled since the daemon restarted; see ledger_samples";
+    rec.gpu.lastError = rec.host.lastError;
   }
   rec.counters.cgroup = l.countersCgroup;
   if (env_.cgroupRoot && !l.countersCgroup.empty()) {

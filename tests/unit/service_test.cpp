@@ -382,7 +382,10 @@ TEST_F(ServiceTest, RecoveryReadoptsLiveLeasesAndClosesVanishedOnesOnce) {
   EXPECT_EQ(service->liveLeases(), 2u);  // a re-adopted, the run lease held for its client
   EXPECT_EQ(kinds(a), (std::vector<std::string>{"granted", "adopted", "readopted"}));
   EXPECT_EQ(kinds(b), (std::vector<std::string>{"granted", "adopted", "lost"}));
-  EXPECT_NE(json::parse(rows(b).back().body)["outcome"]["summary"].get<std::string>().find("is gone"), std::string::npos);
+  json lostB = json::parse(rows(b).back().body);
+  EXPECT_NE(lostB["outcome"]["summary"].get<std::string>().find("is gone"), std::string::npos);
+  EXPECT_EQ(lostB["memory"]["sampled"]["peak_unknown"], "not sampled since the daemon restarted; see ledger_samples");
+  EXPECT_FALSE(lostB["memory"].contains("peak_bytes"));  // the cgroup is gone: absent, not 0
   // A restart again does not record b twice, nor re-adopt a twice over.
   service.reset();
   reopen();
