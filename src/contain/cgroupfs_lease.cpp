@@ -63,16 +63,7 @@ std::string CgroupfsLease::delegationHint() const {
 }
 
 Status CgroupfsLease::writeFile(const char* file, const std::string& value) {
-  std::string rel = rel_ + "/" + file;
-  int fd = ::openat(root_.fd(), rel.c_str(), O_WRONLY | O_CLOEXEC);
-  if (fd < 0) return errnoError(errno, fmt::format("open {}", root_.describe(rel)));
-  ssize_t n = ::write(fd, value.data(), value.size());
-  int err = errno;
-  ::close(fd);
-  if (n != static_cast<ssize_t>(value.size())) {
-    return errnoError(n < 0 ? err : EIO, fmt::format("write '{}' to {}", value, root_.describe(rel)));
-  }
-  return Ok{};
+  return root_.write(fs::joinPath(rel_, file), value);
 }
 
 Status CgroupfsLease::place(pid_t pid) {

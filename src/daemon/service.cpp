@@ -1,7 +1,6 @@
 #include "daemon/service.h"
 
 #include <fmt/format.h>
-#include <fcntl.h>
 #include <signal.h>
 #include <unistd.h>
 
@@ -318,13 +317,9 @@ Status Service::adopt(Lease& l) {
       if (auto s = env_.units->setMemoryMax(unit, *l.req.memoryMax); !s) return Error{0, fmt::format("SetUnitProperties({}, MemoryMax={}): {}", unit, *l.req.memoryMax, s.error().message)};
       l.unit = unit;
     } else {
-      int fd = ::openat(root.fd(), fs::joinPath(l.cgroup, "memory.max").c_str(), O_WRONLY | O_TRUNC | O_CLOEXEC);
-      if (fd < 0) return errnoError(errno, fmt::format("open {}/memory.max to set --memory-max", l.cgroup));
-      std::string v = std::to_string(*l.req.memoryMax);
-      ssize_t n = ::write(fd, v.data(), v.size());
-      int err = errno;
-      ::close(fd);
-      if (n != static_cast<ssize_t>(v.size())) return errnoError(err, fmt::format("write {}/memory.max", l.cgroup));
+      if (auto s = root.write(fs::joinPath(l.cgroup, "memory.max"), std::to_string(*l.req.memoryMax)); !s) {
+        return Error{s.error().code, s.error().message + " (to set --memory-max)"};
+      }
     }
   }
   // Read back: the declared MemoryMax, and nothing else is touched.
@@ -454,10 +449,9 @@ void Service::onComplete(std::uint64_t conn, const Peer& peer, const rpc::Reques
     seen["source"] = "cgroup, drm-fdinfo";
   }
   if (env_.cgroupRoot && !l->countersCgroup.empty()) {
-    if (auto peak = readU64(*env_.cgroupRoot, fs::joinPath(l->countersCgroup, "memory.peak"))) seen["memory_peak_bytes"] = *peak;
-    if (auto ev = env_.cgroupRoot->read(fs::joinPath(l->countersCgroup, "memory.events"), 4096)) {
-      if (auto parsed = probes::parseFlatKeyed(*ev)) seen["oom_kill"] = optJson(parsed->get("oom_kill"));
-    }
+    auto counters = lease::readFinalCounters(*env_.cgroupRoot, l->countersCgroup);
+    if (counters.memoryPeak) seen["memory_peak_bytes"] = *counters.memoryPeak;
+    if (counters.events) seen["oom_kill"] = optJson(counters.events->get("oom_kill"));
   }
   record["daemon"] = seen;
   if (l->recovered) record["daemon"]["readopted_after_restart"] = true;
@@ -558,24 +552,11 @@ void Service::finishAttached(Lease& l, bool released) {
     rec.host = l.meter->host();
     rec.gpu = l.meter->gpu();
   }
-  rec.counters.cgroup = l.countersCgroup;
   lease::AttachedFacts f;
   f.released = released;
   f.oomKillsAtAdoption = l.oomKillsAtAdoption;
   if (l.applied) f.memoryMax = l.applied->memoryMax;
-  const fs::Root& root = *env_.cgroupRoot;
-  if (auto peak = root.read(fs::joinPath(l.countersCgroup, "memory.peak"), 64)) {
-    rec.counters.memoryPeak = probes::parseSysfsU64(*peak);
-    if (!rec.counters.memoryPeak) rec.counters.memoryPeakUnknown = fmt::format("memory.peak reads '{}'", text::trim(*peak));
-  } else {
-    rec.counters.memoryPeakUnknown = fmt::format("memory.peak not read: {}", peak.error().message);
-  }
-  if (auto ev = root.read(fs::joinPath(l.countersCgroup, "memory.events"), 4096)) {
-    rec.counters.events = probes::parseFlatKeyed(*ev);
-  } else {
-    rec.counters.eventsUnknown = fmt::format("memory.events not read ({}); the cgroup was removed before the daemon read it", ev.error().message);
-  }
-  if (auto st = root.read(fs::joinPath(l.countersCgroup, "memory.stat"), 64 * 1024)) rec.counters.stat = probes::parseFlatKeyed(*st);
+  rec.counters = lease::readFinalCounters(*env_.cgroupRoot, l.countersCgroup);
   f.memoryEvents = rec.counters.events;
   f.memoryEventsUnknown = rec.counters.eventsUnknown;
   rec.outcome = lease::classifyAttached(f);
@@ -606,17 +587,7 @@ void Service::closeLost(Lease& l, const std::string& why) {
     rec.host.lastError = "not sampled since the daemon restarted; see ledger_samples";
     rec.gpu.lastError = rec.host.lastError;
   }
-  rec.counters.cgroup = l.countersCgroup;
-  if (env_.cgroupRoot && !l.countersCgroup.empty()) {
-    if (auto peak = env_.cgroupRoot->read(fs::joinPath(l.countersCgroup, "memory.peak"), 64)) {
-      rec.counters.memoryPeak = probes::parseSysfsU64(*peak);
-      if (!rec.counters.memoryPeak) rec.counters.memoryPeakUnknown = fmt::format("memory.peak reads '{}'", text::trim(*peak));
-    } else {
-      rec.counters.memoryPeakUnknown = fmt::format("memory.peak not readable: {}", peak.error().message);
-    }
-    if (auto ev = env_.cgroupRoot->read(fs::joinPath(l.countersCgroup, "memory.events"), 4096)) rec.counters.events = probes::parseFlatKeyed(*ev);
-    else rec.counters.eventsUnknown = fmt::format("memory.events not readable: {}", ev.error().message);
-  }
+  if (env_.cgroupRoot && !l.countersCgroup.empty()) rec.counters = lease::readFinalCounters(*env_.cgroupRoot, l.countersCgroup);
   rec.outcome.cls = lease::OutcomeClass::Lost;
   rec.outcome.hasExitStatus = false;
   rec.outcome.summary = "how the workload ended is unknown: " + why;
@@ -686,10 +657,8 @@ void Service::tick() {
     if (l->killDeadlineUs && now >= l->killDeadlineUs) {
       l->killDeadlineUs = 0;
       if (env_.cgroupRoot && populated(*l)) {
-        int fd = ::openat(env_.cgroupRoot->fd(), fs::joinPath(l->cgroup, "cgroup.kill").c_str(), O_WRONLY | O_CLOEXEC);
-        if (fd >= 0) {
-          (void)!::write(fd, "1", 1);
-          ::close(fd);
+        if (auto s = env_.cgroupRoot->write(fs::joinPath(l->cgroup, "cgroup.kill"), "1"); !s) {
+          fmt::print(stderr, "tally daemon: lease {}: {}\n", id, s.error().message);
         }
       }
     }

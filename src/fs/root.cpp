@@ -1,6 +1,7 @@
 #include "fs/root.h"
 
 #include <dirent.h>
+#include <fmt/format.h>
 #include <fcntl.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -147,6 +148,17 @@ Result<std::vector<std::string>> Root::list(std::string_view rel) const {
   });
   if (rc != 0) return errnoError(rc, "cannot list " + describe(rel));
   return names;
+}
+
+Status Root::write(std::string_view rel, std::string_view value) const {
+  std::string r = relative(rel);
+  UniqueFd fd(::openat(fd_.get(), r.c_str(), O_WRONLY | O_TRUNC | O_CLOEXEC));
+  if (!fd.valid()) return errnoError(errno, "open " + describe(rel));
+  ssize_t n = ::write(fd.get(), value.data(), value.size());
+  if (n != static_cast<ssize_t>(value.size())) {
+    return errnoError(n < 0 ? errno : EIO, fmt::format("write '{}' to {}", value, describe(rel)));
+  }
+  return Ok{};
 }
 
 Result<Root> Root::openSub(std::string_view rel) const {

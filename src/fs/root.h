@@ -49,6 +49,9 @@ class Root {
   bool exists(std::string_view rel) const;
   Result<std::vector<std::string>> list(std::string_view rel) const;
   Result<Root> openSub(std::string_view rel) const;
+  // One write() of `value` to an existing file (a cgroup knob: memory.max,
+  // cgroup.procs, cgroup.kill). The error names the file and the value.
+  Status write(std::string_view rel, std::string_view value) const;
 
  private:
   Root(UniqueFd fd, std::string path) : fd_(std::move(fd)), path_(std::move(path)) {}

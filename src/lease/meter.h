@@ -19,6 +19,23 @@ namespace tally::lease {
 // "cpu", i915's "system") are reported per region but not in the sum.
 bool countsAsGpuMemory(const std::string& region);
 
+struct FinalCounters {
+  std::string cgroup;  // where they were read (the lease slice, or the lease cgroup)
+  std::optional<std::uint64_t> memoryPeak;
+  std::optional<std::string> memoryPeakUnknown;
+  std::optional<std::uint64_t> swapPeak;
+  std::optional<probes::FlatKeyed> events;
+  std::optional<std::string> eventsUnknown;
+  // memory.stat at the end: its cumulative event counters (faults, reclaim,
+  // refaults, swap-ins) are hierarchical and survive the scope, unlike the
+  // sizes, which are ~0 once the workload is gone.
+  std::optional<probes::FlatKeyed> stat;
+};
+
+// The lease cgroup's final counters (memory.peak, memory.swap.peak,
+// memory.events, memory.stat), each absent with the reason when unreadable.
+FinalCounters readFinalCounters(const fs::Root& cgroupRoot, const std::string& cgroup);
+
 struct HostMeter {
   std::uint64_t samples = 0;                  // successful memory.current reads
   std::optional<std::uint64_t> peakCurrent;   // max sampled memory.current

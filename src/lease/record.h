@@ -18,18 +18,6 @@
 
 namespace tally::lease {
 
-struct FinalCounters {
-  std::string cgroup;  // where they were read (the lease slice, or the lease cgroup)
-  std::optional<std::uint64_t> memoryPeak;
-  std::optional<std::string> memoryPeakUnknown;
-  std::optional<std::uint64_t> swapPeak;
-  std::optional<probes::FlatKeyed> events;
-  std::optional<std::string> eventsUnknown;
-  // memory.stat at the end: its cumulative event counters (faults, reclaim,
-  // refaults, swap-ins) are hierarchical and survive the scope, unlike the
-  // sizes, which are ~0 once the workload is gone.
-  std::optional<probes::FlatKeyed> stat;
-};
 
 struct LeaseRecord {
   LeaseSpec spec;

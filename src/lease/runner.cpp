@@ -20,28 +20,6 @@
 namespace tally::lease {
 namespace {
 
-FinalCounters readFinalCounters(const fs::Root& root, const std::string& cgroup) {
-  FinalCounters c;
-  c.cgroup = cgroup;
-  if (auto peak = root.read(fs::joinPath(cgroup, "memory.peak"), 64)) {
-    if (auto v = probes::parseSysfsU64(*peak)) c.memoryPeak = *v;
-    else c.memoryPeakUnknown = fmt::format("memory.peak reads '{}'", text::trim(*peak));
-  } else {
-    c.memoryPeakUnknown = peak.error().code == ENOENT ? "no memory.peak (needs Linux 5.19)" : peak.error().message;
-  }
-  if (auto swap = root.read(fs::joinPath(cgroup, "memory.swap.peak"), 64)) {
-    c.swapPeak = probes::parseSysfsU64(*swap);
-  }
-  if (auto st = root.read(fs::joinPath(cgroup, "memory.stat"), 64 * 1024)) c.stat = probes::parseFlatKeyed(*st);
-  if (auto ev = root.read(fs::joinPath(cgroup, "memory.events"), 4096)) {
-    c.events = probes::parseFlatKeyed(*ev);
-    if (!c.events) c.eventsUnknown = "memory.events is malformed";
-  } else {
-    c.eventsUnknown = ev.error().message;
-  }
-  return c;
-}
-
 // The lease's memory.events oom_kill right now, for OOMPolicy=stop on cgroupfs.
 std::uint64_t oomKillsNow(const fs::Root& root, const std::string& cgroup) {
   auto ev = root.read(fs::joinPath(cgroup, "memory.events"), 4096);
