@@ -141,7 +141,16 @@ ClientCommands addClientCommands(CLI::App& app, ClientOptions& o) {
   cgroup->excludes(pid);
   c.attach->add_option("--pool", o.pools, "a pool to hold (repeat for several; granted all at once)")->required();
   c.attach->add_option("--memory-max", o.memoryMax, "declared host memory (counts against memory_budget; applied as MemoryMax)");
-  c.attach->add_option("--gpu-memory-max", o.gpuMemoryMax, "declared GPU memory, GTT+VRAM (counts against gpu_memory_budget)");
+  c.attach->add_option("--gpu-memory-max", o.gpuMemoryMax,
+                       "declared GPU memory, GTT+VRAM (counts against gpu_memory_budget); the daemon kills the\n"
+                       "workload's cgroup when its GPU memory stays over it (docs/enforcement.md)");
+  c.attach->add_option("--gpu-memory-high", o.gpuMemoryHigh, "GPU memory level that raises an event when crossed; never kills");
+  c.attach->add_option("--gpu-memory-action", o.gpuAction, "what --gpu-memory-max does: kill the cgroup, or report only")
+      ->check(CLI::IsMember({"kill", "report"}))
+      ->default_str("kill");
+  c.attach->add_option("--gpu-over-samples", o.gpuOverSamples, "consecutive daemon samples over --gpu-memory-max before acting")
+      ->check(CLI::Range(1u, 100u))
+      ->default_str("2");
   c.attach->add_option("--name", o.name, "label for the lease");
   c.attach->add_option("--priority", o.priority, "queue priority, -100..100 (higher first)")->default_str("0");
   c.attach->add_option("--queue-timeout", o.queueTimeout, "give up waiting after this long (e.g. 30s; default: the daemon's)");
@@ -203,7 +212,8 @@ int runClientCommand(const ClientCommands& c, const ClientOptions& o) {
       fmt::print(stderr, "tally attach: name the workload with --unit, --cgroup or --pid\n");
       return kExitUsage;
     }
-    for (auto [flag, text, key] : {std::tuple{"--memory-max", &o.memoryMax, "memory_max"}, std::tuple{"--gpu-memory-max", &o.gpuMemoryMax, "gpu_memory_max"}}) {
+    for (auto [flag, text, key] : {std::tuple{"--memory-max", &o.memoryMax, "memory_max"}, std::tuple{"--gpu-memory-max", &o.gpuMemoryMax, "gpu_memory_max"},
+                                   std::tuple{"--gpu-memory-high", &o.gpuMemoryHigh, "gpu_memory_high"}}) {
       if (text->empty()) continue;
       auto v = lease::parseSize(*text);
       if (!v) {
@@ -211,6 +221,10 @@ int runClientCommand(const ClientCommands& c, const ClientOptions& o) {
         return kExitUsage;
       }
       p[key] = *v;
+    }
+    if (p.contains("gpu_memory_max") || p.contains("gpu_memory_high")) {
+      p["gpu_memory_action"] = o.gpuAction;
+      p["gpu_over_samples"] = o.gpuOverSamples;
     }
     if (!o.queueTimeout.empty()) {
       auto v = lease::parseDurationUs(o.queueTimeout);

@@ -17,7 +17,9 @@ struct ClientOptions {
   std::string unit, cgroup;
   std::uint64_t pid = 0;
   std::vector<std::string> pools;
-  std::string memoryMax, gpuMemoryMax, name, queueTimeout;
+  std::string memoryMax, gpuMemoryMax, gpuMemoryHigh, name, queueTimeout;
+  std::string gpuAction = "kill";
+  unsigned gpuOverSamples = 2;
   int priority = 0;
 };
 

@@ -11,6 +11,7 @@
 #include "cli/roots.h"
 #include "config/config.h"
 #include "daemon/server.h"
+#include "daemon/journal.h"
 #include "daemon/service.h"
 #include "daemon/systemd_units.h"
 #include "ledger/ledger.h"
@@ -74,8 +75,9 @@ int runDaemon(const fs::RootPaths& paths, const DaemonOptions& o) {
     fmt::print(stderr, "tally daemon: note: no systemd manager ({}); attach --unit is unavailable\n", bus.error().message);
   }
   long page = sysconf(_SC_PAGESIZE);
+  daemon::SdJournal journal;
   daemon::ServiceEnv env{roots->proc, roots->sys, roots->cgroup ? &*roots->cgroup : nullptr, server, server, units.get(),
-                         page > 0 ? static_cast<std::uint64_t>(page) : 4096};
+                         page > 0 ? static_cast<std::uint64_t>(page) : 4096, &journal};
   daemon::Service service(cfg, *db, env);
   for (const auto& line : service.recover()) fmt::print(stderr, "tally daemon: recovery: {}\n", line);
   if (auto v = db->verify(); v && !v->problems.empty()) {

@@ -57,9 +57,12 @@ std::optional<lease::LeaseSpec> buildSpec(const RunOptions& o) {
   if (!parseSizeOption("--memory-max", o.memoryMax, spec.memoryMax) ||
       !parseSizeOption("--memory-high", o.memoryHigh, spec.memoryHigh) ||
       !parseSizeOption("--memory-swap-max", o.memorySwapMax, spec.memorySwapMax) ||
-      !parseSizeOption("--gpu-memory-max", o.gpuMemoryMax, spec.gpuMemoryMax)) {
+      !parseSizeOption("--gpu-memory-max", o.gpuMemoryMax, spec.gpuMemoryMax) ||
+      !parseSizeOption("--gpu-memory-high", o.gpuMemoryHigh, spec.gpuMemoryHigh)) {
     return std::nullopt;
   }
+  spec.gpuAction = enforce::parseAction(o.gpuAction).value_or(enforce::Action::Kill);
+  spec.gpuConsecutive = o.gpuOverSamples;
   if (o.oomPolicy == "kill") spec.oomPolicy = lease::OomPolicy::Kill;
   else if (o.oomPolicy == "stop") spec.oomPolicy = lease::OomPolicy::Stop;
   else spec.oomPolicy = lease::OomPolicy::Continue;
@@ -127,7 +130,15 @@ void addRunCommand(CLI::App& app, RunOptions& o) {
       ->check(CLI::IsMember({"kill", "stop", "continue"}))
       ->default_str("kill");
   run->add_option("--gpu-memory-max", o.gpuMemoryMax,
-                  "GPU memory budget (GTT+VRAM, DRM fdinfo); recorded and reported, not yet enforced");
+                  "GPU memory bound (GTT+VRAM of the lease's DRM clients, fdinfo): over it for --gpu-over-samples\n"
+                  "samples in a row, tally kills the whole lease (docs/enforcement.md)");
+  run->add_option("--gpu-memory-high", o.gpuMemoryHigh, "GPU memory level that raises an event when crossed; never kills");
+  run->add_option("--gpu-memory-action", o.gpuAction, "what --gpu-memory-max does: kill the lease, or report only")
+      ->check(CLI::IsMember({"kill", "report"}))
+      ->default_str("kill");
+  run->add_option("--gpu-over-samples", o.gpuOverSamples, "consecutive samples over --gpu-memory-max before acting")
+      ->check(CLI::Range(1u, 100u))
+      ->default_str("2");
   run->add_option("--sample-interval", o.sampleInterval, "how often the meters sample")->default_str("1s");
   run->add_option("--slice", o.slice, "parent slice of the lease's own slice")->default_str("tally.slice");
   auto* user = run->add_flag("--user", o.user, "use the calling user's systemd manager");
@@ -206,6 +217,11 @@ int runRun(const fs::RootPaths& paths, const RunOptions& opts) {
     nlohmann::json params = {{"pools", opts.pools}, {"name", spec->name}, {"priority", opts.priority}};
     if (spec->memoryMax) params["memory_max"] = *spec->memoryMax;
     if (spec->gpuMemoryMax) params["gpu_memory_max"] = *spec->gpuMemoryMax;
+    if (spec->gpuMemoryHigh) params["gpu_memory_high"] = *spec->gpuMemoryHigh;
+    if (spec->gpuMemoryMax || spec->gpuMemoryHigh) {
+      params["gpu_memory_action"] = enforce::actionName(spec->gpuAction);
+      params["gpu_over_samples"] = spec->gpuConsecutive;
+    }
     if (queueTimeout) params["timeout_us"] = *queueTimeout;
     auto id = daemonLease->acquire(params, signalFd.get());
     if (!id) {

@@ -11,7 +11,9 @@ namespace tally::cli {
 
 struct RunOptions {
   std::string name;
-  std::string memoryMax, memoryHigh, memorySwapMax, gpuMemoryMax;
+  std::string memoryMax, memoryHigh, memorySwapMax, gpuMemoryMax, gpuMemoryHigh;
+  std::string gpuAction = "kill";
+  unsigned gpuOverSamples = 2;
   std::string oomPolicy = "kill";
   std::string sampleInterval = "1s";
   std::string slice = "tally.slice";

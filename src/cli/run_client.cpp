@@ -75,6 +75,14 @@ void DaemonLease::finished(lease::LeaseRecord& rec) {
   rec.warnings.push_back(fmt::format("the daemon did not record the outcome: {}", why));
 }
 
+// Told at once, without reconnecting: the sample loop must not wait on a
+// daemon that is down (the event is in the record `complete` sends anyway).
+void DaemonLease::bound(const enforce::BoundEvent& e) {
+  if (!client_) return;
+  auto m = client_->call("bound", {{"lease", leaseId_}, {"event", enforce::boundEventJson(e)}}, {}, 2'000);
+  if (!m || !m->ok) fmt::print(stderr, "tally run: the daemon did not record a GPU bound event: {}\n", m ? m->error.message : m.error().message);
+}
+
 void DaemonLease::withdraw() {
   if (leaseId_.empty()) return;
   auto m = callResuming("release", {{"lease", leaseId_}});

@@ -28,6 +28,7 @@ class DaemonLease final : public lease::LeaseObserver {
   Result<std::string> acquire(const nlohmann::json& params, int signalFd);
   Status placed(const lease::LeaseRecord& rec, const contain::LeaseCgroup& lease) override;
   void finished(lease::LeaseRecord& rec) override;
+  void bound(const enforce::BoundEvent& e) override;
   // The lease ended without ever starting (containment refused): withdraw it.
   void withdraw();
   bool recorded() const { return recorded_; }

@@ -8,6 +8,8 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "util/result.h"
 
@@ -47,6 +49,18 @@ class Units {
   virtual Result<std::string> controlGroup(const std::string& unit) = 0;
   // SetUnitProperties(unit, runtime=true, MemoryMax=bytes).
   virtual Status setMemoryMax(const std::string& unit, std::uint64_t bytes) = 0;
+  // KillUnit(unit, "all", signal): every process of the unit's cgroup.
+  virtual Status killUnit(const std::string& unit, int signal) = 0;
+};
+
+// Operator-facing messages: the journal with structured fields under
+// systemd, stderr otherwise. Fields are KEY=value pairs (keys in journald's
+// [A-Z0-9_] spelling, e.g. TALLY_LEASE).
+class Journal {
+ public:
+  virtual ~Journal() = default;
+  virtual void note(int priority, const std::string& message,
+                    const std::vector<std::pair<std::string, std::string>>& fields) = 0;
 };
 
 }  // namespace tally::daemon

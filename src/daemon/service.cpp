@@ -45,6 +45,12 @@ struct Service::Lease {
   bool releaseRequested = false;
   std::optional<std::size_t> lastPosition;
   bool recovered = false;
+  // The GPU bound: enforced here for attached leases; a run lease's client
+  // enforces it and reports what happened ("bound").
+  enforce::GpuBound bound;
+  enforce::GpuBoundState boundState;
+  std::vector<enforce::BoundEvent> boundEvents;
+  std::optional<std::string> tallyKill;
 };
 
 struct Service::HostCache {
@@ -135,8 +141,11 @@ void Service::handle(std::uint64_t conn, const Peer& peer, const rpc::Request& r
   if (m == "leases") return onLeases(conn, req);
   if (m == "lease") return onLease(conn, req);
   if (m == "pools") return onPools(conn, req);
+  if (m == "bound") return onBound(conn, peer, req);
+  if (m == "subscribe") return onSubscribe(conn, req);
   fail(conn, req.id, code::kUnknownMethod,
-       fmt::format("unknown method '{}' (hello, acquire, attach, started, complete, resume, release, cancel, leases, lease, pools)",
+       fmt::format("unknown method '{}' (hello, acquire, attach, started, complete, resume, release, cancel, leases, lease, pools, "
+                   "bound, subscribe)",
                    text::trim(m.substr(0, 64))));
 }
 
@@ -154,10 +163,24 @@ void Service::onAcquire(std::uint64_t conn, const Peer& peer, const rpc::Request
   auto memMax = rpc::paramU64(p, "memory_max");
   auto gpuMax = rpc::paramU64(p, "gpu_memory_max");
   auto timeout = rpc::paramU64(p, "timeout_us");
+  auto gpuHigh = rpc::paramU64(p, "gpu_memory_high");
+  auto overSamples = rpc::paramU64(p, "gpu_over_samples");
+  auto action = rpc::paramString(p, "gpu_memory_action", false);
   for (const Status& s : {pools ? Status(Ok{}) : Status(pools.error()), name ? Status(Ok{}) : Status(name.error()),
                           memMax ? Status(Ok{}) : Status(memMax.error()), gpuMax ? Status(Ok{}) : Status(gpuMax.error()),
-                          timeout ? Status(Ok{}) : Status(timeout.error())}) {
+                          timeout ? Status(Ok{}) : Status(timeout.error()), gpuHigh ? Status(Ok{}) : Status(gpuHigh.error()),
+                          overSamples ? Status(Ok{}) : Status(overSamples.error()), action ? Status(Ok{}) : Status(action.error())}) {
     if (!s) return fail(conn, req.id, code::kBadRequest, s.error().message);
+  }
+  enforce::GpuBound bound{*gpuMax, *gpuHigh, enforce::Action::Kill, enforce::kDefaultConsecutive, cfg_.daemon.sampleIntervalUs};
+  if (!action->empty()) {
+    auto a = enforce::parseAction(*action);
+    if (!a) return fail(conn, req.id, code::kBadRequest, "\"gpu_memory_action\" must be \"kill\" or \"report\"");
+    bound.action = *a;
+  }
+  if (*overSamples) {
+    if (**overSamples < 1 || **overSamples > 100) return fail(conn, req.id, code::kBadRequest, "\"gpu_over_samples\" must be 1..100");
+    bound.consecutive = static_cast<unsigned>(**overSamples);
   }
   int priority = 0;
   if (p.contains("priority")) {
@@ -180,6 +203,7 @@ void Service::onAcquire(std::uint64_t conn, const Peer& peer, const rpc::Request
   l->req.memoryMax = *memMax;
   l->req.gpuMemoryMax = *gpuMax;
   l->req.priority = priority;
+  l->bound = bound;
   std::uint64_t waitUs = timeout->value_or(cfg_.daemon.queueTimeoutUs);
   if (waitUs) l->req.deadlineUs = clock::monotonicUs() + waitUs;
   if (auto s = engine_.check(l->req); !s) return fail(conn, req.id, code::kRefused, s.error().message);
@@ -258,7 +282,12 @@ json Service::grantBody(const Lease& l) const {
   b["peer_pid"] = l.peerPid;
   b["pools"] = l.req.pools;
   b["priority"] = l.req.priority;
-  b["declared"] = {{"memory_max", optJson(l.req.memoryMax)}, {"gpu_memory_max", optJson(l.req.gpuMemoryMax)}, {"source", "declared"}};
+  b["declared"] = {{"memory_max", optJson(l.req.memoryMax)}, {"gpu_memory_max", optJson(l.req.gpuMemoryMax)},
+                   {"gpu_memory_high", optJson(l.bound.high)}, {"source", "declared"}};
+  if (l.bound.any()) {
+    b["gpu_bound"] = {{"action", enforce::actionName(l.bound.action)}, {"consecutive_samples", l.bound.consecutive},
+                      {"enforced_by", l.kind == "attach" ? "daemon" : "client"}};
+  }
   b["requested_at_ns"] = l.requestedAtNs;
   if (!l.target.is_null()) b["target"] = l.target;
   return b;
@@ -540,7 +569,11 @@ void Service::finishAttached(Lease& l, bool released) {
   rec.spec.name = l.name;
   rec.spec.memoryMax = l.req.memoryMax;
   rec.spec.gpuMemoryMax = l.req.gpuMemoryMax;
+  rec.spec.gpuMemoryHigh = l.bound.high;
+  rec.spec.gpuAction = l.bound.action;
+  rec.spec.gpuConsecutive = l.bound.consecutive;
   rec.spec.sampleIntervalUs = cfg_.daemon.sampleIntervalUs;
+  rec.gpuBound = l.boundEvents;
   rec.manager = "attached";
   rec.unit = l.unit;
   rec.cgroup = l.cgroup;
@@ -555,6 +588,7 @@ void Service::finishAttached(Lease& l, bool released) {
   lease::AttachedFacts f;
   f.released = released;
   f.oomKillsAtAdoption = l.oomKillsAtAdoption;
+  f.tallyKill = l.tallyKill;
   if (l.applied) f.memoryMax = l.applied->memoryMax;
   rec.counters = lease::readFinalCounters(*env_.cgroupRoot, l.countersCgroup);
   f.memoryEvents = rec.counters.events;
@@ -618,6 +652,7 @@ void Service::cgroupChanged(const std::string& leaseId) {
 }
 
 void Service::disconnected(std::uint64_t conn) {
+  subscribers_.erase(conn);
   std::vector<std::string> ids;
   for (auto& [id, l] : leases_) {
     if (l->conn == conn) ids.push_back(id);
@@ -708,11 +743,92 @@ void Service::sample() {
       s.vramBytes = get("vram");
     }
     batch.push_back(std::move(s));
+    if (l->kind == "attach" && l->bound.any()) enforceBound(*l, now);
     // A missed inotify event (or none possible) is caught here.
     if (l->kind == "attach" && !populated(*l)) ended.push_back(id);
   }
   if (auto st = ledger_.appendSamples(batch); !st) fmt::print(stderr, "tally daemon: {}\n", st.error().message);
   for (const auto& id : ended) cgroupChanged(id);
+}
+
+// One sample of an attached lease through its GPU bound.
+void Service::enforceBound(Lease& l, std::uint64_t nowNs) {
+  const auto& g = l.meter->gpu();
+  auto d = enforce::observe(l.bound, l.boundState, g.lastBytes, g.lastSource, nowNs);
+  for (const auto& e : enforce::eventsOf(d, nowNs)) recordBound(l, e);
+  if (d.verdict != enforce::Verdict::Kill) return;
+  l.tallyKill = d.summary;
+  // The lease's cgroup and nothing else: KillUnit when systemd owns it (it
+  // would restart or mis-account a unit killed behind its back), else
+  // cgroup.kill on the leased cgroup.
+  Status s = !l.unit.empty() && env_.units ? env_.units->killUnit(l.unit, SIGKILL)
+                                           : env_.cgroupRoot->write(fs::joinPath(l.cgroup, "cgroup.kill"), "1");
+  if (!s) {
+    l.tallyKill.reset();
+    l.boundState.acted = false;  // try again next sample
+    note(3, fmt::format("lease {} ({}): could not kill it over its gpu_memory_max: {}", l.id, l.name, s.error().message),
+         {{"TALLY_LEASE", l.id}});
+  }
+}
+
+// A bound event: in the lease's rows, to subscribers, and to the journal.
+void Service::recordBound(Lease& l, const enforce::BoundEvent& e) {
+  l.boundEvents.push_back(e);
+  json body = enforce::boundEventJson(e);
+  body["source"] = l.meter ? l.meter->gpu().lastSource : "drm-fdinfo";
+  if (auto r = ledger_.appendEvent(l.id, ledger::kGpuBound, body.dump(), e.atNs); !r) {
+    fmt::print(stderr, "tally daemon: lease {}: the ledger refused a gpu-bound row: {}\n", l.id, r.error().message);
+  }
+  json fields = body;
+  fields["lease"] = l.id;
+  fields["name"] = l.name;
+  broadcast("gpu-bound", fields);
+  bool acted = e.kind == enforce::Verdict::Kill || e.kind == enforce::Verdict::Report;
+  note(acted ? 4 : 5, fmt::format("lease {} ({}): {}", l.id, l.name, e.summary),
+       {{"TALLY_LEASE", l.id}, {"TALLY_LEASE_NAME", l.name}, {"TALLY_EVENT", enforce::verdictName(e.kind)},
+        {"TALLY_GPU_BYTES", std::to_string(e.bytes)}, {"TALLY_LIMIT_BYTES", std::to_string(e.limit)}});
+}
+
+void Service::broadcast(const std::string& event, const json& fields) {
+  for (const auto& [conn, id] : subscribers_) env_.outbox.send(conn, rpc::encodeEvent(id, event, fields));
+}
+
+void Service::note(int priority, const std::string& message, const std::vector<std::pair<std::string, std::string>>& fields) {
+  if (env_.journal) env_.journal->note(priority, message, fields);
+  else fmt::print(stderr, "tally daemon: {}\n", message);
+}
+
+// A run lease's client reports what its GPU bound noticed or did.
+void Service::onBound(std::uint64_t conn, const Peer& peer, const rpc::Request& req) {
+  Lease* l = owned(conn, peer, req);
+  if (!l) return;
+  const json& p = req.params;
+  if (!p.contains("event") || !p["event"].is_object()) return fail(conn, req.id, code::kBadRequest, "\"event\" must be an object");
+  const json& ev = p["event"];
+  enforce::BoundEvent e;
+  std::string kind = ev.value("kind", "");
+  for (auto v : {enforce::Verdict::HighCrossed, enforce::Verdict::HighCleared, enforce::Verdict::Kill, enforce::Verdict::Report}) {
+    if (kind == enforce::verdictName(v)) e.kind = v;
+  }
+  if (e.kind == enforce::Verdict::None || !ev.contains("bytes") || !ev["bytes"].is_number_unsigned() || !ev.contains("limit") ||
+      !ev["limit"].is_number_unsigned() || !ev.contains("summary") || !ev["summary"].is_string()) {
+    return fail(conn, req.id, code::kBadRequest, "\"event\" needs kind (gpu-memory-high, gpu-memory-high-cleared, gpu-memory-kill, "
+                                                 "gpu-memory-max-exceeded), bytes, limit and summary");
+  }
+  e.bytes = ev["bytes"].get<std::uint64_t>();
+  e.limit = ev["limit"].get<std::uint64_t>();
+  e.summary = ev["summary"].get<std::string>().substr(0, 512);
+  e.samples = ev.value("samples", 0u);
+  e.firstOverNs = ev.value("first_over_ns", std::uint64_t{0});
+  e.atNs = clock::realtimeNs();
+  if (e.kind == enforce::Verdict::Kill) l->tallyKill = e.summary;
+  recordBound(*l, e);
+  reply(conn, req.id, {{"recorded", true}});
+}
+
+void Service::onSubscribe(std::uint64_t conn, const rpc::Request& req) {
+  subscribers_[conn] = req.id;
+  reply(conn, req.id, {{"subscribed", {"gpu-bound", "coverage"}}});
 }
 
 void Service::prune() {
@@ -881,6 +997,14 @@ std::vector<std::string> Service::recover() {
         const json& d = body.contains("declared") ? body["declared"] : json::object();
         if (d.contains("memory_max") && d["memory_max"].is_number_unsigned()) l->req.memoryMax = d["memory_max"].get<std::uint64_t>();
         if (d.contains("gpu_memory_max") && d["gpu_memory_max"].is_number_unsigned()) l->req.gpuMemoryMax = d["gpu_memory_max"].get<std::uint64_t>();
+        l->bound.max = l->req.gpuMemoryMax;
+        l->bound.sampleIntervalUs = cfg_.daemon.sampleIntervalUs;
+        if (d.contains("gpu_memory_high") && d["gpu_memory_high"].is_number_unsigned()) l->bound.high = d["gpu_memory_high"].get<std::uint64_t>();
+        if (body.contains("gpu_bound") && body["gpu_bound"].is_object()) {
+          const json& gb = body["gpu_bound"];
+          if (auto a = enforce::parseAction(gb.value("action", "kill"))) l->bound.action = *a;
+          l->bound.consecutive = std::clamp(gb.value("consecutive_samples", enforce::kDefaultConsecutive), 1u, 100u);
+        }
         if (body.contains("target")) l->target = body["target"];
       } else if (e.kind == ledger::kStarted || e.kind == ledger::kAdopted) {
         started = body;
@@ -890,6 +1014,10 @@ std::vector<std::string> Service::recover() {
         }
       } else if (e.kind == ledger::kReleased) {
         l->releaseRequested = true;
+      } else if (e.kind == ledger::kGpuBound && body.value("kind", "") == enforce::verdictName(enforce::Verdict::Kill)) {
+        // Killed before the restart: the outcome still names it, and it is not killed twice.
+        l->tallyKill = body.value("summary", "");
+        l->boundState.acted = true;
       }
     }
     Lease& ref = *l;

@@ -22,6 +22,7 @@
 #include "admission/engine.h"
 #include "config/config.h"
 #include "contain/verify.h"
+#include "enforce/gpu_bound.h"
 #include "daemon/seams.h"
 #include "fs/root.h"
 #include "lease/meter.h"
@@ -38,6 +39,7 @@ struct ServiceEnv {
   Watches& watches;
   Units* units = nullptr;  // null: no systemd manager reachable
   std::uint64_t pageSize = 4096;
+  Journal* journal = nullptr;  // null: messages go to stderr
 };
 
 class Service {
@@ -80,6 +82,12 @@ class Service {
   void onLeases(std::uint64_t conn, const rpc::Request& req);
   void onLease(std::uint64_t conn, const rpc::Request& req);
   void onPools(std::uint64_t conn, const rpc::Request& req);
+  void onBound(std::uint64_t conn, const Peer& peer, const rpc::Request& req);
+  void onSubscribe(std::uint64_t conn, const rpc::Request& req);
+  void enforceBound(Lease& l, std::uint64_t nowNs);
+  void recordBound(Lease& l, const enforce::BoundEvent& e);
+  void broadcast(const std::string& event, const json& fields);
+  void note(int priority, const std::string& message, const std::vector<std::pair<std::string, std::string>>& fields);
 
   Lease* find(const std::string& id);
   Lease* owned(std::uint64_t conn, const Peer& peer, const rpc::Request& req);
@@ -105,6 +113,7 @@ class Service {
   std::optional<std::uint64_t> headroomReadAtUs_;
   struct HostCache;
   std::unique_ptr<HostCache> hostCache_;
+  std::map<std::uint64_t, json> subscribers_;  // conn -> the subscribe request's id
 };
 
 }  // namespace tally::daemon

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include "lease/gpu_usage.h"
 #include "report/aggregate.h"
 #include "probes/sysfs_value.h"
 #include "scanner/scan.h"
@@ -81,27 +82,26 @@ void LeaseMeter::sampleGpu(std::uint64_t nowNs) {
     ++gpu_.samplesWithUnreadable;
     gpu_.lastUnreadable = fmt::format("pid {}: {}", scan->unreadable.front().pid, scan->unreadable.front().reason);
   }
-  report::RegionMap regions;
-  for (const auto& c : scan->clients) report::addInto(regions, report::clientRegions(c));
-  std::map<std::string, std::uint64_t> now;
-  std::uint64_t sum = 0;
-  bool complete = true;
-  for (const auto& [region, sums] : regions) {
-    auto resident = sums.resident.get();
-    if (!resident) {
-      complete = complete && !countsAsGpuMemory(region);
-      continue;
-    }
-    now[region] = *resident;
+  std::vector<report::RegionMap> clients;
+  clients.reserve(scan->clients.size());
+  for (const auto& c : scan->clients) clients.push_back(report::clientRegions(c));
+  std::optional<std::uint64_t> kfd;
+  for (const auto& p : scan->processes) {
+    for (const auto& k : p.kfdVram) kfd = kfd.value_or(0) + k.bytes;
+  }
+  LeaseGpu usage = leaseGpuUsage(clients, kfd);
+  for (const auto& [region, bytes] : usage.regions) {
     auto& peak = gpu_.regionPeaks[region];
-    if (*resident > peak) peak = *resident;
-    if (countsAsGpuMemory(region)) sum += *resident;
+    if (bytes > peak) peak = bytes;
   }
   gpu_.maxClients = std::max<std::uint64_t>(gpu_.maxClients, scan->clients.size());
-  if (!complete) {
+  gpu_.lastSource = usage.source;
+  if (!usage.bytes) {
     ++gpu_.samplesIncomplete;
     return;
   }
+  std::uint64_t sum = *usage.bytes;
+  auto now = usage.regions;
   gpu_.lastBytes = sum;
   gpu_.lastRegions = now;
   if (gpuMemoryMax_ && sum > *gpuMemoryMax_) ++gpu_.samplesOverBudget;

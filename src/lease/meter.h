@@ -64,6 +64,7 @@ struct GpuMeter {
   // latest scan failed or was incomplete.
   std::optional<std::uint64_t> lastBytes;
   std::map<std::string, std::uint64_t> lastRegions;
+  std::string lastSource = "drm-fdinfo";  // or "drm-fdinfo+kfd-sysfs" (lease/gpu_usage.h)
 };
 
 class LeaseMeter {

@@ -29,6 +29,7 @@ const char* outcomeClassName(OutcomeClass c) {
     case OutcomeClass::Ended: return "ended";
     case OutcomeClass::Released: return "released";
     case OutcomeClass::Lost: return "lost";
+    case OutcomeClass::KilledByTally: return "killed-by-tally";
   }
   return "?";
 }
@@ -86,6 +87,12 @@ Outcome classify(const OutcomeFacts& f) {
   int sig = f.ending.signal;
   o.signal = sig;
   o.exitStatus = 128 + sig;
+  if (f.tallyKill && sig == SIGKILL) {
+    o.cls = OutcomeClass::KilledByTally;
+    o.summary = *f.tallyKill;
+    if (oomKills && *oomKills > 0) o.summary += fmt::format("; the kernel OOM killer also acted (memory.events oom_kill={})", *oomKills);
+    return o;
+  }
   bool oomEnded = oomKills && *oomKills > 0 && (sig == SIGKILL || f.policy == OomPolicy::Stop);
   if (oomEnded) {
     o.cls = OutcomeClass::OomKilled;
@@ -129,6 +136,11 @@ Outcome classifyAttached(const AttachedFacts& f) {
   if (f.released) {
     o.cls = OutcomeClass::Released;
     o.summary = "released; the workload goes on outside the lease" + oomText;
+    return o;
+  }
+  if (f.tallyKill) {
+    o.cls = OutcomeClass::KilledByTally;
+    o.summary = *f.tallyKill + oomText;
     return o;
   }
   o.cls = kills && *kills > 0 ? OutcomeClass::OomKilled : OutcomeClass::Ended;

@@ -30,6 +30,8 @@ enum class OutcomeClass {
   // Leases on workloads tally did not start (tally attach): no wait status exists.
   Ended,     // the attached workload's cgroup emptied
   Released,  // the lease was released; the attached workload goes on outside any lease
+  // Any lease: tally itself killed it over its gpu_memory_max (enforce/).
+  KilledByTally,
   // Any lease: it ended while nobody watched (daemon down, client gone); the
   // facts still readable are recorded, the ending is not guessed.
   Lost,
@@ -52,6 +54,7 @@ struct OutcomeFacts {
   std::optional<std::string> memoryEventsUnknown;  // why they are absent
   std::optional<probes::MemoryLimit> memoryMax;    // effective memory.max, read back
   std::optional<int> stopSignal;                   // the signal tally received and acted on
+  std::optional<std::string> tallyKill;            // tally killed the lease: the enforcer's summary
 };
 
 struct Outcome {
@@ -76,6 +79,7 @@ struct AttachedFacts {
   std::optional<std::string> memoryEventsUnknown;
   std::optional<std::uint64_t> oomKillsAtAdoption;
   std::optional<probes::MemoryLimit> memoryMax;
+  std::optional<std::string> tallyKill;  // tally killed the lease: the enforcer's summary
 };
 Outcome classifyAttached(const AttachedFacts& facts);
 

@@ -35,6 +35,7 @@ json recordJson(const LeaseRecord& r) {
                    {"memory_swap_max", optBytes(s.memorySwapMax)},
                    {"oom_policy", oomPolicyName(s.oomPolicy)},
                    {"gpu_memory_max", optBytes(s.gpuMemoryMax)},
+                   {"gpu_memory_high", optBytes(s.gpuMemoryHigh)},
                    {"sample_interval_us", s.sampleIntervalUs},
                    {"source", "declared"}};
   if (r.applied) {
@@ -118,10 +119,16 @@ json recordJson(const LeaseRecord& r) {
     gpu["samples_with_unreadable_processes"] = r.gpu.samplesWithUnreadable;
     gpu["unreadable_example"] = r.gpu.lastUnreadable.value_or("");
   }
-  if (s.gpuMemoryMax) {
-    gpu["gpu_memory_max"] = *s.gpuMemoryMax;
-    gpu["samples_over_gpu_memory_max"] = r.gpu.samplesOverBudget;
-    gpu["enforced"] = false;
+  if (r.gpu.samples) gpu["source"] = r.gpu.lastSource;
+  if (s.gpuMemoryMax || s.gpuMemoryHigh) {
+    json bound;
+    bound["gpu_memory_max"] = optBytes(s.gpuMemoryMax);
+    bound["gpu_memory_high"] = optBytes(s.gpuMemoryHigh);
+    bound["action"] = enforce::actionName(s.gpuAction);
+    bound["consecutive_samples"] = s.gpuConsecutive;
+    if (s.gpuMemoryMax) bound["samples_over_gpu_memory_max"] = r.gpu.samplesOverBudget;
+    bound["events"] = boundEventsJson(r.gpuBound);
+    gpu["bound"] = bound;
   }
   j["gpu"] = gpu;
   if (!r.warnings.empty()) j["warnings"] = r.warnings;
@@ -135,9 +142,9 @@ std::string summaryLine(const LeaseRecord& r) {
   if (r.counters.memoryPeak) line += fmt::format("; memory peak {}", report::humanBytes(*r.counters.memoryPeak));
   if (r.gpu.peakBytes) {
     line += fmt::format("; GPU peak {} (drm-fdinfo, {} samples)", report::humanBytes(*r.gpu.peakBytes), r.gpu.samples);
-    if (r.spec.gpuMemoryMax && r.gpu.samplesOverBudget) {
-      line += fmt::format(", over gpu_memory_max {} in {} samples (not enforced yet)",
-                          report::humanBytes(*r.spec.gpuMemoryMax), r.gpu.samplesOverBudget);
+    if (r.spec.gpuMemoryMax && r.gpu.samplesOverBudget && r.outcome.cls != OutcomeClass::KilledByTally) {
+      line += fmt::format(", over gpu_memory_max {} in {} samples ({})", report::humanBytes(*r.spec.gpuMemoryMax),
+                          r.gpu.samplesOverBudget, r.spec.gpuAction == enforce::Action::Report ? "report only" : "not in a row long enough to act");
     }
   }
   return line;

@@ -29,6 +29,7 @@ struct LeaseRecord {
   FinalCounters counters;
   HostMeter host;
   GpuMeter gpu;
+  std::vector<enforce::BoundEvent> gpuBound;  // what the GPU bound saw and did, in order
   std::vector<std::string> warnings;  // cleanup trouble and the like; never silent
 };
 

@@ -32,6 +32,25 @@ void warnIf(LeaseRecord& rec, const Status& s, const char* what) {
   if (!s) rec.warnings.push_back(fmt::format("{}: {}", what, s.error().message));
 }
 
+// One sample through the GPU bound: events go to the record and to stderr at
+// once (the operator sees them while the workload runs); a kill ends the
+// whole lease cgroup (KillUnit for a scope, cgroup.kill otherwise) and names
+// itself in the outcome.
+void enforceGpuBound(LeaseRecord& rec, OutcomeFacts& facts, contain::LeaseCgroup& lease, const enforce::GpuBound& bound,
+                     enforce::GpuBoundState& state, const LeaseMeter& meter, LeaseObserver* observer) {
+  std::uint64_t now = clock::realtimeNs();
+  auto d = enforce::observe(bound, state, meter.gpu().lastBytes, meter.gpu().lastSource, now);
+  for (auto& e : enforce::eventsOf(d, now)) {
+    fmt::print(stderr, "tally: lease {}: {}\n", rec.spec.id, e.summary);
+    rec.gpuBound.push_back(e);
+    if (e.kind == enforce::Verdict::Kill) {
+      facts.tallyKill = d.summary;
+      warnIf(rec, lease.killAll(), "killing the lease over its gpu_memory_max");
+    }
+    if (observer) observer->bound(e);  // after the kill: a slow daemon never delays it
+  }
+}
+
 }  // namespace
 
 LeaseRecord runLease(const LeaseSpec& spec, const RunEnv& env, contain::LeaseCgroup* lease, const std::string& refusal) {
@@ -83,12 +102,15 @@ LeaseRecord runLease(const LeaseSpec& spec, const RunEnv& env, contain::LeaseCgr
     if (auto s = env.observer->placed(rec, *lease); !s) return refuseAfterFork(s.error());
   }
   LeaseMeter meter(env.proc, env.sys, *env.cgroupRoot, lease->cgroup(), spec.gpuMemoryMax);
+  enforce::GpuBound bound{spec.gpuMemoryMax, spec.gpuMemoryHigh, spec.gpuAction, spec.gpuConsecutive, spec.sampleIntervalUs};
+  enforce::GpuBoundState boundState;
   rec.startedAtNs = clock::realtimeNs();
   if (int execErr = child->release(); execErr != 0) {
     facts.ending = Ending{Ending::Kind::ExecFailed, 0, 0, execErr};
     (void)child->reap();
   } else {
     meter.sample();
+    if (bound.any()) enforceGpuBound(rec, facts, *lease, bound, boundState, meter, env.observer);
     std::uint64_t nextSample = clock::monotonicUs() + spec.sampleIntervalUs;
     std::uint64_t killDeadline = 0;  // after a stop: SIGKILL everything if still alive
     bool stopRequested = false, oomStopSent = false;
@@ -125,6 +147,7 @@ LeaseRecord runLease(const LeaseSpec& spec, const RunEnv& env, contain::LeaseCgr
       }
       if (now >= nextSample) {
         meter.sample();
+        if (bound.any()) enforceGpuBound(rec, facts, *lease, bound, boundState, meter, env.observer);
         // OOMPolicy=stop has no kernel knob: without systemd tally enforces it.
         if (spec.oomPolicy == OomPolicy::Stop && !oomStopSent && std::string(lease->manager()) == "cgroupfs" &&
             oomKillsNow(*env.cgroupRoot, lease->cgroup()) > 0) {

@@ -23,6 +23,8 @@ class LeaseObserver {
   virtual ~LeaseObserver() = default;
   virtual Status placed(const LeaseRecord& rec, const contain::LeaseCgroup& lease) = 0;
   virtual void finished(LeaseRecord& rec) = 0;
+  // The GPU bound noticed or did something (already in rec.gpuBound).
+  virtual void bound(const enforce::BoundEvent&) {}
 };
 
 struct RunEnv {

@@ -8,6 +8,8 @@
 #include <string_view>
 #include <vector>
 
+#include "enforce/gpu_bound.h"
+
 namespace tally::lease {
 
 enum class OomPolicy { Kill, Stop, Continue };
@@ -29,7 +31,13 @@ struct LeaseSpec {
   std::optional<std::uint64_t> memoryHigh;
   std::optional<std::uint64_t> memorySwapMax;
   OomPolicy oomPolicy = OomPolicy::Kill;
-  std::optional<std::uint64_t> gpuMemoryMax;  // recorded and reported; not enforced yet
+  // The userspace GPU bound (enforce/gpu_bound.h): the lease's GTT+VRAM over
+  // gpu_memory_max for gpuConsecutive samples -> gpuAction; gpu_memory_high
+  // only raises an event.
+  std::optional<std::uint64_t> gpuMemoryMax;
+  std::optional<std::uint64_t> gpuMemoryHigh;
+  enforce::Action gpuAction = enforce::Action::Kill;
+  unsigned gpuConsecutive = enforce::kDefaultConsecutive;
   std::uint64_t sampleIntervalUs = 1000000;
   std::string slice = "tally.slice";  // parent slice of the lease's own slice
   Manager manager = Manager::Auto;

@@ -33,6 +33,9 @@ inline constexpr const char* kAdopted = "adopted";     // an attached workload's
 inline constexpr const char* kReadopted = "readopted"; // a restarted daemon found the lease alive
 inline constexpr const char* kReleased = "released";   // someone asked for the lease to end
 inline constexpr const char* kNote = "note";           // a correction or a fact learnt later
+inline constexpr const char* kGpuBound = "gpu-bound";  // the GPU bound noticed or did something (enforce/)
+// Host-level rows (lease id ""): what the daemon found this kernel does.
+inline constexpr const char* kCoverage = "coverage";   // GTT -> memcg coverage at daemon start
 inline constexpr const char* kOutcome = "outcome";     // terminal: how it ended, with the record
 inline constexpr const char* kLost = "lost";           // terminal: it ended unseen; facts still readable
 inline constexpr const char* kWithdrawn = "withdrawn"; // terminal: granted, but nothing ever ran

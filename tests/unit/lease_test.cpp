@@ -372,7 +372,7 @@ TEST(Record, AbsentFiguresCarryAReasonNeverZero) {
             "oom_kill=4, MemoryMax=67108864");
 }
 
-TEST(Record, GpuBudgetIsReportedAsObservedNotEnforced) {
+TEST(Record, GpuBoundIsRecordedWithItsActionAndEvents) {
   lease::LeaseRecord r;
   r.spec.id = "x";
   r.spec.name = "y";
@@ -387,10 +387,20 @@ TEST(Record, GpuBudgetIsReportedAsObservedNotEnforced) {
   auto j = lease::recordJson(r);
   EXPECT_EQ(j["gpu"]["peak_bytes"], 48 * kMiB);
   EXPECT_EQ(j["gpu"]["at_peak"]["gtt"], 48 * kMiB);
-  EXPECT_EQ(j["gpu"]["samples_over_gpu_memory_max"], 3);
-  EXPECT_EQ(j["gpu"]["enforced"], false);
-  EXPECT_NE(lease::summaryLine(r).find("over gpu_memory_max 32.0 MiB in 3 samples (not enforced yet)"), std::string::npos)
+  EXPECT_EQ(j["gpu"]["bound"]["samples_over_gpu_memory_max"], 3);
+  EXPECT_EQ(j["gpu"]["bound"]["action"], "kill");
+  EXPECT_EQ(j["gpu"]["bound"]["consecutive_samples"], 2);
+  EXPECT_TRUE(j["gpu"]["bound"]["gpu_memory_high"].is_null());
+  EXPECT_TRUE(j["gpu"]["bound"]["events"].empty());
+  // Over in 3 samples, never 2 in a row: the summary says why nothing happened.
+  EXPECT_NE(lease::summaryLine(r).find("over gpu_memory_max 32.0 MiB in 3 samples (not in a row long enough to act)"), std::string::npos)
       << lease::summaryLine(r);
+  r.spec.gpuAction = enforce::Action::Report;
+  r.gpuBound.push_back({9, enforce::Verdict::Report, 48 * kMiB, 32 * kMiB, 2, 8, "over its GPU memory bound (report only): ..."});
+  j = lease::recordJson(r);
+  EXPECT_EQ(j["gpu"]["bound"]["events"][0]["kind"], "gpu-memory-max-exceeded");
+  EXPECT_EQ(j["gpu"]["bound"]["events"][0]["first_over_ns"], 8);
+  EXPECT_NE(lease::summaryLine(r).find("(report only)"), std::string::npos);
 }
 
 }  // namespace

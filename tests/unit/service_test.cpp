@@ -59,6 +59,23 @@ struct FakeUnits : daemon::Units {
     if (obey) writeFile(cgroupRoot + cgroups[unit] + "/memory.max", std::to_string(bytes) + "\n");
     return Ok{};
   }
+  std::vector<std::pair<std::string, int>> kills;
+  Status killUnit(const std::string& unit, int signal) override {
+    kills.emplace_back(unit, signal);
+    return Ok{};
+  }
+};
+
+struct FakeJournal : daemon::Journal {
+  struct Note {
+    int priority;
+    std::string message;
+    std::vector<std::pair<std::string, std::string>> fields;
+  };
+  std::vector<Note> notes;
+  void note(int priority, const std::string& message, const std::vector<std::pair<std::string, std::string>>& fields) override {
+    notes.push_back({priority, message, fields});
+  }
 };
 
 class ServiceTest : public ::testing::Test {
@@ -81,7 +98,7 @@ class ServiceTest : public ::testing::Test {
     proc.emplace(std::move(*fs::Root::open(host.procRoot())));
     sys.emplace(std::move(*fs::Root::open(host.sysRoot())));
     cgroup.emplace(std::move(*fs::Root::open(host.cgroupRoot())));
-    daemon::ServiceEnv env{*proc, *sys, &*cgroup, outbox, watches, &units, 4096};
+    daemon::ServiceEnv env{*proc, *sys, &*cgroup, outbox, watches, &units, 4096, &journal};
     service = std::make_unique<daemon::Service>(cfg, *ledgerDb, env);
   }
   json call(std::uint64_t conn, std::uint32_t uid, const std::string& method, json params) {
@@ -117,6 +134,7 @@ class ServiceTest : public ::testing::Test {
   FakeOutbox outbox;
   FakeWatches watches;
   FakeUnits units;
+  FakeJournal journal;
   std::optional<ledger::Ledger> ledgerDb;
   std::optional<fs::Root> proc, sys, cgroup;
   std::unique_ptr<daemon::Service> service;
@@ -405,6 +423,115 @@ TEST_F(ServiceTest, RecoveryReadoptsLiveLeasesAndClosesVanishedOnesOnce) {
   EXPECT_NE(json::parse(rows(a).back().body)["outcome"]["summary"].get<std::string>().find("re-created"), std::string::npos);
   // The run lease: its client resumes after the restart.
   EXPECT_TRUE(call(3, 0, "resume", {{"lease", run}})["ok"]);
+  EXPECT_TRUE(ledgerDb->verify()->problems.empty());
+}
+
+}  // namespace
+}  // namespace tally
+
+namespace tally {
+namespace {
+
+class ServiceBoundTest : public ServiceTest {
+ protected:
+  // A cgroup with one process holding `gttGiB` of GTT through one DRM client.
+  void gpuWorkload(const std::string& path, pid_t pid, std::uint64_t clientId, std::uint64_t gttGiB) {
+    workloadCgroup(path, true);
+    FakeProcess p;
+    p.pid = pid;
+    p.cgroup = path;
+    FakeFd fd;
+    fd.drmMinor = 128;
+    fd.fdinfo = amdgpuFdinfo(clientId, "0000:c6:00.0", gttGiB * 1024 * 1024, 0);
+    p.fds = {fd};
+    host.addProcess(p);
+    host.addCgroup(path, {pid});
+    writeFile(host.cgroupRoot() + path + "/cgroup.kill", "");  // the kernel's file exists; tally never creates it
+  }
+  bool killed(const std::string& path) { return readFile(host.cgroupRoot() + path + "/cgroup.kill") == "1"; }
+};
+
+TEST_F(ServiceBoundTest, AnAttachedLeaseOverItsGpuMemoryMaxIsKilledAfterTwoSamplesAndNothingElseIs) {
+  gpuWorkload("/machine.slice/hog.scope", 5001, 11, 4);
+  gpuWorkload("/machine.slice/sibling.scope", 5002, 12, 4);
+  EXPECT_TRUE(call(9, 1000, "subscribe", json::object())["ok"]);
+  json hog = call(1, 0, "attach", {{"pools", {"gpu"}}, {"cgroup", "/machine.slice/hog.scope"}, {"gpu_memory_max", 3 * GiB},
+                                   {"gpu_memory_high", 2 * GiB}, {"name", "hog"}});
+  ASSERT_TRUE(hog["ok"]) << hog;
+  json sib = call(2, 0, "attach", {{"pools", {"gpu"}}, {"cgroup", "/machine.slice/sibling.scope"}, {"gpu_memory_max", 8 * GiB}});
+  ASSERT_TRUE(sib["ok"]) << sib;
+  std::string id = hog["result"]["lease"];
+  service->sample();  // first sample over: not yet
+  EXPECT_FALSE(killed("/machine.slice/hog.scope"));
+  // gpu_memory_high crossed on that first sample: an event, no kill.
+  ASSERT_FALSE(outbox.sent[9].empty());
+  EXPECT_EQ(outbox.last(9)["event"], "gpu-bound");
+  EXPECT_EQ(outbox.last(9)["kind"], "gpu-memory-high");
+  service->sample();
+  EXPECT_EQ(readFile(host.cgroupRoot() + "/machine.slice/hog.scope/cgroup.kill"), "1");
+  EXPECT_FALSE(killed("/machine.slice/sibling.scope"));
+  EXPECT_TRUE(units.kills.empty());  // a plain cgroup: cgroup.kill, not systemd
+  json ev = outbox.last(9);
+  EXPECT_EQ(ev["kind"], "gpu-memory-kill");
+  EXPECT_EQ(ev["lease"], id);
+  EXPECT_EQ(ev["bytes"], 4 * GiB);
+  EXPECT_EQ(ev["limit"], 3 * GiB);
+  std::string summary = "killed by tally: GPU memory 4.0 GiB over gpu_memory_max 3.0 GiB (drm-fdinfo, 2 samples at 1 s)";
+  EXPECT_EQ(ev["summary"], summary);
+  ASSERT_FALSE(journal.notes.empty());
+  EXPECT_EQ(journal.notes.back().priority, 4);
+  EXPECT_NE(journal.notes.back().message.find(summary), std::string::npos);
+  EXPECT_EQ(journal.notes.back().fields[0], std::make_pair(std::string("TALLY_LEASE"), id));
+  // A third sample does not kill again.
+  writeFile(host.cgroupRoot() + "/machine.slice/hog.scope/cgroup.kill", "");
+  service->sample();
+  EXPECT_FALSE(killed("/machine.slice/hog.scope"));
+  // The cgroup empties: the outcome names the kill.
+  writeFile(host.cgroupRoot() + "/machine.slice/hog.scope/memory.events", "oom 1\noom_kill 1\n");
+  writeFile(host.cgroupRoot() + "/machine.slice/hog.scope/cgroup.events", "populated 0\nfrozen 0\n");
+  service->cgroupChanged(id);
+  EXPECT_EQ(kinds(id), (std::vector<std::string>{"granted", "adopted", "gpu-bound", "gpu-bound", "outcome"}));
+  json outcome = json::parse(rows(id).back().body);
+  EXPECT_EQ(outcome["outcome"]["class"], "killed-by-tally");
+  EXPECT_EQ(outcome["outcome"]["summary"].get<std::string>().rfind(summary, 0), 0u);
+  EXPECT_EQ(outcome["gpu"]["bound"]["events"].size(), 2u);
+  EXPECT_EQ(outcome["gpu"]["bound"]["action"], "kill");
+  EXPECT_EQ(service->liveLeases(), 1u);  // the sibling runs on
+}
+
+TEST_F(ServiceBoundTest, AUnitIsKilledThroughSystemdAndReportModeNeverKills) {
+  gpuWorkload("/system.slice/llama.service", 5003, 13, 4);
+  units.cgroups["llama.service"] = "/system.slice/llama.service";
+  gpuWorkload("/machine.slice/watch.scope", 5004, 14, 4);
+  json unit = call(1, 0, "attach", {{"pools", {"gpu"}}, {"unit", "llama.service"}, {"gpu_memory_max", GiB}, {"gpu_over_samples", 1}});
+  ASSERT_TRUE(unit["ok"]) << unit;
+  json rep = call(2, 0, "attach", {{"pools", {"gpu"}}, {"cgroup", "/machine.slice/watch.scope"}, {"gpu_memory_max", GiB},
+                                   {"gpu_memory_action", "report"}});
+  ASSERT_TRUE(rep["ok"]) << rep;
+  for (int i = 0; i < 4; ++i) service->sample();
+  ASSERT_EQ(units.kills.size(), 1u);
+  EXPECT_EQ(units.kills[0], std::make_pair(std::string("llama.service"), SIGKILL));
+  EXPECT_FALSE(killed("/system.slice/llama.service"));
+  EXPECT_FALSE(killed("/machine.slice/watch.scope"));
+  std::string repId = rep["result"]["lease"];
+  EXPECT_EQ(kinds(repId), (std::vector<std::string>{"granted", "adopted", "gpu-bound"}));
+  json row = json::parse(rows(repId).back().body);
+  EXPECT_EQ(row["kind"], "gpu-memory-max-exceeded");
+  EXPECT_EQ(row["samples"], 2);
+  EXPECT_EQ(call(3, 0, "attach", {{"pools", {"gpu"}}, {"cgroup", "/machine.slice/x"}, {"gpu_memory_max", GiB},
+                                  {"gpu_memory_action", "explode"}})["error"]["code"],
+            "bad-request");
+}
+
+TEST_F(ServiceBoundTest, ARunLeasesClientReportsItsBoundEvents) {
+  json a = call(1, 1000, "acquire", {{"pools", {"gpu"}}, {"gpu_memory_max", GiB}});
+  ASSERT_TRUE(a["ok"]) << a;
+  std::string id = a["result"]["lease"];
+  json ev = {{"kind", "gpu-memory-kill"}, {"bytes", 2 * GiB}, {"limit", GiB}, {"samples", 2}, {"summary", "killed by tally: ..."}};
+  EXPECT_EQ(call(2, 1001, "bound", {{"lease", id}, {"event", ev}})["error"]["code"], "forbidden");
+  EXPECT_EQ(call(1, 1000, "bound", {{"lease", id}, {"event", {{"kind", "nonsense"}}}})["error"]["code"], "bad-request");
+  EXPECT_TRUE(call(1, 1000, "bound", {{"lease", id}, {"event", ev}})["ok"]);
+  EXPECT_EQ(kinds(id), (std::vector<std::string>{"granted", "gpu-bound"}));
   EXPECT_TRUE(ledgerDb->verify()->problems.empty());
 }
 

@@ -1,0 +1,101 @@
+#include "enforce/gpu_bound.h"
+
+#include <fmt/format.h>
+
+#include "report/gpu_report.h"
+
+namespace tally::enforce {
+
+const char* actionName(Action a) { return a == Action::Kill ? "kill" : "report"; }
+
+std::optional<Action> parseAction(const std::string& text) {
+  if (text == "kill") return Action::Kill;
+  if (text == "report") return Action::Report;
+  return std::nullopt;
+}
+
+const char* verdictName(Verdict v) {
+  switch (v) {
+    case Verdict::None: return "none";
+    case Verdict::HighCrossed: return "gpu-memory-high";
+    case Verdict::HighCleared: return "gpu-memory-high-cleared";
+    case Verdict::Over: return "gpu-memory-over";
+    case Verdict::Kill: return "gpu-memory-kill";
+    case Verdict::Report: return "gpu-memory-max-exceeded";
+  }
+  return "?";
+}
+
+namespace {
+
+std::string interval(std::uint64_t us) {
+  if (us % 1000000 == 0) return fmt::format("{} s", us / 1000000);
+  if (us % 1000 == 0) return fmt::format("{} ms", us / 1000);
+  return fmt::format("{} us", us);
+}
+
+}  // namespace
+
+std::vector<BoundEvent> eventsOf(const Decision& d, std::uint64_t nowNs) {
+  std::vector<BoundEvent> out;
+  if (d.high != Verdict::None) out.push_back({nowNs, d.high, d.bytes, d.highLimit, 0, 0, d.highSummary});
+  if (d.verdict == Verdict::Kill || d.verdict == Verdict::Report) {
+    out.push_back({nowNs, d.verdict, d.bytes, d.limit, d.samples, d.firstOverNs, d.summary});
+  }
+  return out;
+}
+
+nlohmann::ordered_json boundEventJson(const BoundEvent& e) {
+  nlohmann::ordered_json j = {{"at_ns", e.atNs}, {"kind", verdictName(e.kind)}, {"bytes", e.bytes}, {"limit", e.limit}};
+  if (e.samples) j["samples"] = e.samples;
+  if (e.firstOverNs) j["first_over_ns"] = e.firstOverNs;
+  j["summary"] = e.summary;
+  return j;
+}
+
+nlohmann::ordered_json boundEventsJson(const std::vector<BoundEvent>& events) {
+  auto a = nlohmann::ordered_json::array();
+  for (const auto& e : events) a.push_back(boundEventJson(e));
+  return a;
+}
+
+Decision observe(const GpuBound& bound, GpuBoundState& state, std::optional<std::uint64_t> bytes,
+                 const std::string& source, std::uint64_t nowNs) {
+  Decision d;
+  if (!bytes) return d;  // nothing read: neither evidence for nor against
+  d.bytes = *bytes;
+  if (bound.high) {
+    d.highLimit = *bound.high;
+    if (*bytes > *bound.high && !state.highRaised) {
+      state.highRaised = true;
+      d.high = Verdict::HighCrossed;
+      d.highSummary = fmt::format("GPU memory {} above gpu_memory_high {} ({})", report::humanBytes(*bytes),
+                                  report::humanBytes(*bound.high), source);
+    } else if (*bytes <= *bound.high && state.highRaised) {
+      state.highRaised = false;
+      d.high = Verdict::HighCleared;
+      d.highSummary = fmt::format("GPU memory {} back under gpu_memory_high {} ({})", report::humanBytes(*bytes),
+                                  report::humanBytes(*bound.high), source);
+    }
+  }
+  if (!bound.max || state.acted) return d;
+  if (*bytes <= *bound.max) {
+    state.overRun = 0;
+    return d;
+  }
+  if (state.overRun++ == 0) state.firstOverNs = nowNs;
+  d.verdict = Verdict::Over;
+  d.limit = *bound.max;
+  d.samples = state.overRun;
+  d.firstOverNs = state.firstOverNs;
+  if (state.overRun < std::max(1u, bound.consecutive)) return d;
+  state.acted = true;
+  std::string figures = fmt::format("GPU memory {} over gpu_memory_max {} ({}, {} sample{} at {})", report::humanBytes(*bytes),
+                                    report::humanBytes(*bound.max), source, state.overRun, state.overRun == 1 ? "" : "s",
+                                    interval(bound.sampleIntervalUs));
+  d.verdict = bound.action == Action::Kill ? Verdict::Kill : Verdict::Report;
+  d.summary = bound.action == Action::Kill ? "killed by tally: " + figures : "over its GPU memory bound (report only): " + figures;
+  return d;
+}
+
+}  // namespace tally::enforce

@@ -1,0 +1,88 @@
+// The userspace GPU-memory bound of one lease (docs/enforcement.md). Pure:
+// each meter sample goes in, what to do comes out; the caller does it (kill
+// through a seam, events to the ledger, the journal and subscribers).
+//
+// gpu_memory_max: the lease's GPU memory (lease/gpu_usage.h) above the limit
+// for `consecutive` samples in a row -> the action (kill the lease's cgroup,
+// or only report). An absent sample (a process unreadable, a scan failed)
+// neither counts nor breaks the run: tally never kills on a figure it did not
+// read, and a gap does not hide a lease that stays over.
+// gpu_memory_high: crossing it upward raises one event; falling back below it
+// re-arms it. It never kills.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+namespace tally::enforce {
+
+enum class Action { Kill, Report };
+const char* actionName(Action a);                           // "kill", "report"
+std::optional<Action> parseAction(const std::string& text);  // the same spellings
+
+inline constexpr unsigned kDefaultConsecutive = 2;
+
+struct GpuBound {
+  std::optional<std::uint64_t> max;
+  std::optional<std::uint64_t> high;
+  Action action = Action::Kill;
+  unsigned consecutive = kDefaultConsecutive;  // >= 1
+  std::uint64_t sampleIntervalUs = 1000000;    // for the message only
+  bool any() const { return max || high; }
+};
+
+struct GpuBoundState {
+  unsigned overRun = 0;            // consecutive samples over max so far
+  std::uint64_t firstOverNs = 0;   // when the current run began
+  bool acted = false;              // the action fired (once per lease)
+  bool highRaised = false;
+};
+
+enum class Verdict {
+  None,
+  HighCrossed,  // usage rose above gpu_memory_high
+  HighCleared,  // ... and fell back below it
+  Over,         // above max, not yet for `consecutive` samples
+  Kill,         // act: kill the lease
+  Report,       // act: report only (action = report)
+};
+const char* verdictName(Verdict v);
+
+struct Decision {
+  Verdict verdict = Verdict::None;  // None, Over, Kill or Report (gpu_memory_max)
+  Verdict high = Verdict::None;     // None, HighCrossed or HighCleared (gpu_memory_high)
+  std::uint64_t highLimit = 0;
+  std::string highSummary;
+  std::uint64_t bytes = 0;
+  std::uint64_t limit = 0;
+  unsigned samples = 0;
+  std::uint64_t firstOverNs = 0;
+  // "killed by tally: GPU memory 41.2 GiB over gpu_memory_max 40 GiB
+  // (drm-fdinfo, 2 samples at 1 s)"; empty unless Kill or Report.
+  std::string summary;
+};
+
+// One thing the bound noticed or did, as the record and the ledger keep it.
+struct BoundEvent {
+  std::uint64_t atNs = 0;
+  Verdict kind = Verdict::None;  // HighCrossed, HighCleared, Kill, Report
+  std::uint64_t bytes = 0, limit = 0;
+  unsigned samples = 0;
+  std::uint64_t firstOverNs = 0;
+  std::string summary;
+};
+// The events a decision carries (none for None/Over).
+std::vector<BoundEvent> eventsOf(const Decision& d, std::uint64_t nowNs);
+
+// {"at_ns", "kind", "bytes", "limit", "samples", "first_over_ns", "summary", "source": "drm-fdinfo"}.
+nlohmann::ordered_json boundEventJson(const BoundEvent& e);
+nlohmann::ordered_json boundEventsJson(const std::vector<BoundEvent>& events);
+
+Decision observe(const GpuBound& bound, GpuBoundState& state, std::optional<std::uint64_t> bytes,
+                 const std::string& source, std::uint64_t nowNs);
+
+}  // namespace tally::enforce

@@ -1,0 +1,191 @@
+// The GPU bound (enforce/gpu_bound) and the figure it is decided on
+// (lease/gpu_usage): exact decisions for sample sequences, exact bytes for
+// shared buffers, KFD and incomplete clients.
+#include <gtest/gtest.h>
+#include <signal.h>
+
+#include "enforce/gpu_bound.h"
+#include "lease/gpu_usage.h"
+#include "lease/outcome.h"
+
+namespace tally {
+namespace {
+
+using enforce::Action;
+using enforce::Verdict;
+constexpr std::uint64_t GiB = 1ULL << 30;
+constexpr std::uint64_t MiB = 1ULL << 20;
+
+struct Samples {
+  enforce::GpuBound bound;
+  enforce::GpuBoundState state;
+  std::uint64_t t = 0;
+  enforce::Decision step(std::optional<std::uint64_t> bytes) {
+    t += 1'000'000'000;
+    return enforce::observe(bound, state, bytes, "drm-fdinfo", t);
+  }
+};
+
+TEST(GpuBound, KillsAfterTwoConsecutiveSamplesOverAndNamesTheFigures) {
+  Samples r{{40 * GiB, std::nullopt, Action::Kill, 2, 1'000'000}, {}};
+  EXPECT_EQ(r.step(39 * GiB).verdict, Verdict::None);
+  auto first = r.step(41 * GiB);
+  EXPECT_EQ(first.verdict, Verdict::Over);
+  EXPECT_EQ(first.samples, 1u);
+  std::uint64_t over = 41 * GiB + 200 * MiB;  // 41.2 GiB
+  auto second = r.step(over);
+  EXPECT_EQ(second.verdict, Verdict::Kill);
+  EXPECT_EQ(second.samples, 2u);
+  EXPECT_EQ(second.bytes, over);
+  EXPECT_EQ(second.limit, 40 * GiB);
+  EXPECT_EQ(second.firstOverNs, 2'000'000'000u);
+  EXPECT_EQ(second.summary, "killed by tally: GPU memory 41.2 GiB over gpu_memory_max 40.0 GiB (drm-fdinfo, 2 samples at 1 s)");
+  // It acts once: later samples over the limit do not kill again.
+  EXPECT_EQ(r.step(50 * GiB).verdict, Verdict::None);
+  auto events = enforce::eventsOf(second, 7);
+  ASSERT_EQ(events.size(), 1u);
+  EXPECT_EQ(events[0].kind, Verdict::Kill);
+  EXPECT_EQ(enforce::boundEventJson(events[0])["kind"], "gpu-memory-kill");
+}
+
+TEST(GpuBound, ADipBelowTheLimitStartsTheCountAgain) {
+  Samples r{{10 * GiB, std::nullopt, Action::Kill, 2, 250'000}, {}};
+  EXPECT_EQ(r.step(11 * GiB).verdict, Verdict::Over);
+  EXPECT_EQ(r.step(10 * GiB).verdict, Verdict::None);  // exactly at the limit is not over
+  EXPECT_EQ(r.step(11 * GiB).verdict, Verdict::Over);
+  auto d = r.step(12 * GiB);
+  EXPECT_EQ(d.verdict, Verdict::Kill);
+  EXPECT_NE(d.summary.find("2 samples at 250 ms"), std::string::npos) << d.summary;
+}
+
+TEST(GpuBound, AnAbsentSampleNeitherCountsNorBreaksTheRun) {
+  Samples r{{10 * GiB, std::nullopt, Action::Kill, 3, 1'000'000}, {}};
+  EXPECT_EQ(r.step(11 * GiB).verdict, Verdict::Over);
+  EXPECT_EQ(r.step(std::nullopt).verdict, Verdict::None);
+  EXPECT_EQ(r.step(std::nullopt).verdict, Verdict::None);
+  EXPECT_EQ(r.step(11 * GiB).samples, 2u);
+  EXPECT_EQ(r.step(11 * GiB).verdict, Verdict::Kill);
+  // Nothing read ever kills, however long.
+  Samples blind{{1, std::nullopt, Action::Kill, 1, 1'000'000}, {}};
+  for (int i = 0; i < 100; ++i) EXPECT_EQ(blind.step(std::nullopt).verdict, Verdict::None);
+}
+
+TEST(GpuBound, ReportModeReportsOnceAndNeverKills) {
+  Samples r{{GiB, std::nullopt, Action::Report, 1, 1'000'000}, {}};
+  auto d = r.step(2 * GiB);
+  EXPECT_EQ(d.verdict, Verdict::Report);
+  EXPECT_EQ(d.summary, "over its GPU memory bound (report only): GPU memory 2.0 GiB over gpu_memory_max 1.0 GiB (drm-fdinfo, 1 sample at 1 s)");
+  for (int i = 0; i < 5; ++i) EXPECT_EQ(r.step(3 * GiB).verdict, Verdict::None);
+}
+
+TEST(GpuBound, HighRaisesOneEventPerCrossingAndNeverKills) {
+  Samples r{{std::nullopt, 8 * GiB, Action::Kill, 2, 1'000'000}, {}};
+  EXPECT_EQ(r.step(7 * GiB).high, Verdict::None);
+  auto up = r.step(9 * GiB);
+  EXPECT_EQ(up.high, Verdict::HighCrossed);
+  EXPECT_EQ(up.verdict, Verdict::None);
+  EXPECT_EQ(up.highSummary, "GPU memory 9.0 GiB above gpu_memory_high 8.0 GiB (drm-fdinfo)");
+  EXPECT_EQ(r.step(20 * GiB).high, Verdict::None);  // still above: no second event
+  EXPECT_EQ(r.step(std::nullopt).high, Verdict::None);
+  EXPECT_EQ(r.step(8 * GiB).high, Verdict::HighCleared);
+  EXPECT_EQ(r.step(9 * GiB).high, Verdict::HighCrossed);
+}
+
+TEST(GpuBound, HighAndMaxTogetherBothSpeak) {
+  Samples r{{10 * GiB, 8 * GiB, Action::Kill, 1, 1'000'000}, {}};
+  auto d = r.step(11 * GiB);
+  EXPECT_EQ(d.high, Verdict::HighCrossed);
+  EXPECT_EQ(d.verdict, Verdict::Kill);
+  auto events = enforce::eventsOf(d, 5);
+  ASSERT_EQ(events.size(), 2u);
+  EXPECT_EQ(events[0].kind, Verdict::HighCrossed);
+  EXPECT_EQ(events[1].kind, Verdict::Kill);
+}
+
+TEST(GpuBound, ActionSpellings) {
+  EXPECT_EQ(enforce::parseAction("kill"), Action::Kill);
+  EXPECT_EQ(enforce::parseAction("report"), Action::Report);
+  EXPECT_FALSE(enforce::parseAction("Kill"));
+  EXPECT_FALSE(enforce::parseAction(""));
+}
+
+report::RegionMap client(std::initializer_list<std::tuple<const char*, std::optional<std::uint64_t>, std::optional<std::uint64_t>>> regions) {
+  report::RegionMap m;
+  for (const auto& [name, resident, shared] : regions) {
+    report::RegionSums s;
+    s.resident.add(resident);
+    s.shared.add(shared);
+    m.emplace(name, s);
+  }
+  return m;
+}
+
+TEST(LeaseGpuUsage, ABufferSharedBetweenTwoClientsOfTheLeaseCountsOnce) {
+  // Client A: 6 GiB GTT of which 2 GiB exported; client B imported those 2 GiB and has 1 GiB of its own.
+  auto u = lease::leaseGpuUsage({client({{"gtt", 6 * GiB, 2 * GiB}, {"vram", 256 * MiB, 0}}),
+                                 client({{"gtt", 3 * GiB, 2 * GiB}, {"vram", 0, 0}})},
+                                std::nullopt);
+  EXPECT_EQ(u.regions["gtt"], 7 * GiB);
+  EXPECT_EQ(u.regions["vram"], 256 * MiB);
+  EXPECT_EQ(u.bytes, 7 * GiB + 256 * MiB);
+  EXPECT_EQ(u.sharedCountedOnce, 2 * GiB);
+  EXPECT_EQ(u.source, "drm-fdinfo");
+}
+
+TEST(LeaseGpuUsage, NeverBelowTheLargestClientNorAboveTheSum) {
+  // Shared figures larger than resident (shared but evicted buffers) are capped at resident.
+  auto u = lease::leaseGpuUsage({client({{"gtt", GiB, 5 * GiB}}), client({{"gtt", 4 * GiB, 4 * GiB}})}, std::nullopt);
+  EXPECT_EQ(u.regions["gtt"], 4 * GiB);
+  auto one = lease::leaseGpuUsage({client({{"gtt", 3 * GiB, std::nullopt}})}, std::nullopt);
+  EXPECT_EQ(one.bytes, 3 * GiB);
+  EXPECT_EQ(one.sharedCountedOnce, 0u);
+}
+
+TEST(LeaseGpuUsage, KfdSuppliesVramThatFdinfoLacks) {
+  auto u = lease::leaseGpuUsage({client({{"gtt", GiB, 0}, {"vram", 0, 0}})}, 12 * GiB);
+  EXPECT_EQ(u.regions["vram"], 12 * GiB);
+  EXPECT_EQ(u.bytes, 13 * GiB);
+  EXPECT_EQ(u.source, "drm-fdinfo+kfd-sysfs");
+  // fdinfo already shows it (same buffers): not added twice.
+  auto same = lease::leaseGpuUsage({client({{"vram", 12 * GiB, 0}})}, 12 * GiB);
+  EXPECT_EQ(same.bytes, 12 * GiB);
+  EXPECT_EQ(same.source, "drm-fdinfo");
+  auto onlyKfd = lease::leaseGpuUsage({}, 2 * GiB);
+  EXPECT_EQ(onlyKfd.bytes, 2 * GiB);
+}
+
+TEST(LeaseGpuUsage, AClientWithoutAResidentFigureMakesTheSumAbsent) {
+  auto u = lease::leaseGpuUsage({client({{"gtt", 3 * GiB, 0}}), client({{"gtt", std::nullopt, std::nullopt}})}, std::nullopt);
+  EXPECT_FALSE(u.bytes);
+  EXPECT_FALSE(u.regions.count("gtt"));  // a partial figure is not shown as the region's
+  // Outside the counted regions an unknown figure does not spoil the sum.
+  auto cpu = lease::leaseGpuUsage({client({{"gtt", GiB, 0}, {"cpu", std::nullopt, std::nullopt}})}, std::nullopt);
+  EXPECT_EQ(cpu.bytes, GiB);
+  EXPECT_TRUE(lease::leaseGpuUsage({}, std::nullopt).bytes);  // no clients: 0 bytes measured, not unknown
+  EXPECT_EQ(*lease::leaseGpuUsage({}, std::nullopt).bytes, 0u);
+}
+
+TEST(Outcome, ATallyKillNamesItself) {
+  lease::OutcomeFacts f;
+  f.ending = {lease::Ending::Kind::Signaled, 0, SIGKILL, 0};
+  f.memoryEvents = probes::parseFlatKeyed("oom 0\noom_kill 0\n").value();
+  f.tallyKill = "killed by tally: GPU memory 2.0 GiB over gpu_memory_max 1.0 GiB (drm-fdinfo, 2 samples at 1 s)";
+  auto o = lease::classify(f);
+  EXPECT_EQ(o.cls, lease::OutcomeClass::KilledByTally);
+  EXPECT_STREQ(lease::outcomeClassName(o.cls), "killed-by-tally");
+  EXPECT_EQ(o.summary, *f.tallyKill);
+  EXPECT_EQ(o.exitStatus, 128 + SIGKILL);
+  // An exit that raced the kill is an exit, not a kill.
+  f.ending = {lease::Ending::Kind::Exited, 0, 0, 0};
+  EXPECT_EQ(lease::classify(f).cls, lease::OutcomeClass::Exited);
+  lease::AttachedFacts a;
+  a.tallyKill = f.tallyKill;
+  a.oomKillsAtAdoption = 0;
+  a.memoryEvents = probes::parseFlatKeyed("oom_kill 0\n").value();
+  EXPECT_EQ(lease::classifyAttached(a).cls, lease::OutcomeClass::KilledByTally);
+  a.released = true;
+  EXPECT_EQ(lease::classifyAttached(a).cls, lease::OutcomeClass::Released);
+}
+
+}  // namespace
+}  // namespace tally
