@@ -1,7 +1,10 @@
-// `tally doctor`: what this host offers a lease, each line with the evidence
-// it read. This first version covers the kernel, init, the cgroup layout and
-// the GPU devices; the GTT -> memcg coverage probe builds on it.
+// `tally doctor`: what this host offers a lease, each section with the
+// evidence it read -- cgroup v2 and where leases live, systemd, dmem, the GPU
+// devices and the GTT ceiling, and GTT -> memcg coverage (static signs, and
+// with --active the probe). The last line is the coverage verdict.
 #include "cli/cmd_doctor.h"
+
+#include <unistd.h>
 
 #include <fmt/format.h>
 
@@ -10,85 +13,272 @@
 #include "cli/exit_codes.h"
 #include "cli/host_facts.h"
 #include "cli/roots.h"
-#include "devices/drm_devices.h"
 #include "contain/host_layout.h"
+#include "contain/systemd_lease.h"
+#include "coverage/assess.h"
+#include "devices/drm_devices.h"
+#include "lease/units.h"
 #include "report/gpu_report.h"
+#include "util/text.h"
 
 namespace tally::cli {
 namespace {
 
 using json = nlohmann::ordered_json;
 
+// Each existing cgroup from the root down to `target`: is `controller`
+// available there (its cgroup.controllers) and enabled for its children (its
+// cgroup.subtree_control).
+struct Chain {
+  json levels = json::array();
+  bool availableAtEnd = false;  // in the last existing level's cgroup.controllers
+  bool enabledAll = true;       // in every existing level's cgroup.subtree_control
+  bool reachedTarget = false;   // `target` itself exists
+};
+
+Chain controllerChain(const fs::Root& cg, const std::string& target, const std::string& controller) {
+  Chain c;
+  std::vector<std::string> levels{"/"};
+  for (std::size_t i = 1; i <= target.size(); ++i) {
+    if ((i == target.size() || target[i] == '/') && i > 1) levels.push_back(target.substr(0, i));
+  }
+  for (const auto& level : levels) {
+    auto file = [&](const char* name) { return level == "/" ? std::string(name) : fs::joinPath(level, name); };
+    auto controllers = cg.read(file("cgroup.controllers"), 4096);
+    if (!controllers) break;  // not created yet (systemd makes tally.slice on first use)
+    auto subtree = cg.read(file("cgroup.subtree_control"), 4096);
+    bool available = text::hasWord(text::trim(*controllers), controller);
+    std::optional<bool> enabled;
+    if (subtree) enabled = text::hasWord(text::trim(*subtree), controller);
+    c.levels.push_back({{"cgroup", level},
+                        {"available", available},
+                        {"enabled_for_children", enabled ? json(*enabled) : json(nullptr)},
+                        {"evidence", fmt::format("{} = \"{}\"; cgroup.subtree_control = \"{}\"", cg.describe(file("cgroup.controllers")),
+                                                 text::trim(*controllers), subtree ? std::string(text::trim(*subtree)) : "unreadable")}});
+    c.availableAtEnd = available;
+    c.reachedTarget = level == target;
+    c.enabledAll = c.enabledAll && enabled.value_or(false);
+  }
+  if (c.levels.empty()) c.enabledAll = false;
+  return c;
+}
+
+bool liveRoots(const fs::RootPaths& p) { return p.proc == "/proc" && p.sys == "/sys"; }
+
 }  // namespace
 
 void addDoctorCommand(CLI::App& app, DoctorOptions& opts) {
-  auto* doctor = app.add_subcommand("doctor", "What this host offers a lease: init, cgroups, GPUs, GTT ceiling");
+  auto* doctor = app.add_subcommand("doctor", "What this host offers a lease, and whether MemoryMax covers GTT here");
   doctor->footer(
-      "Exit status: 0 when a lease can be contained here (systemd or a cgroup v2 root with the\n"
-      "memory controller), 1 when it cannot (the report says why), 3 when /proc or /sys is unreadable.");
+      "Sections, each with the evidence read: cgroup v2 (controllers, where leases live, memory\n"
+      "delegation), systemd (reachable, version), dmem (regions, delegation), GPU devices (GTT/VRAM,\n"
+      "GTT ceiling), and GTT -> memcg coverage: static signs (memory.stat gpu_active, ttm_memcg,\n"
+      "a dmem GTT region, GPUActive) and, with --active, a probe that allocates a GTT buffer in a\n"
+      "throw-away cgroup and compares memory.current with the client's drm-total-gtt (root only).\n"
+      "The last line is the verdict: what a lease's MemoryMax covers on this kernel.\n\n"
+      "Exit status: 0 every check ran and a lease is fully bounded by the kernel, 1 degraded (leases\n"
+      "cannot be contained, memory is not delegated where they live, or GTT on this GPU host is not\n"
+      "covered by MemoryMax and tally bounds it itself), 2 a check could not run (the probe failed,\n"
+      "/proc or /sys unreadable) or a usage error. docs/coverage.md explains each.");
   doctor->add_flag("--json", opts.json, "print the report as JSON");
+  doctor->add_flag("--active", opts.active, "run the active GTT -> memcg probe (root; allocates --probe-size of GTT)");
+  doctor->add_option("--probe-size", opts.probeSize, "GTT buffer the probe allocates")->default_str("64MiB");
+  doctor->add_option("--probe-cgroup", opts.probeCgroup, "parent of the probe's throw-away cgroup (needs +memory in its subtree_control)")
+      ->default_str("/");
 }
 
 int runDoctor(const fs::RootPaths& paths, const DoctorOptions& opts) {
   auto roots = openRoots(paths);
-  if (!roots) return kExitEnvironment;
+  if (!roots) return kExitUsage;  // 2: a check could not run
+  const fs::Root* cgRoot = roots->cgroup ? &*roots->cgroup : nullptr;
+  bool errors = false;
   json doc;
+  doc["schema"] = 2;
 
-  auto layout = contain::readHostLayout(roots->proc, roots->cgroup ? &*roots->cgroup : nullptr,
-                                       roots->cgroupError.value_or(""));
-  const std::string& init = layout.pid1;
-  bool systemd = layout.systemd;
-  bool v2Root = layout.v2Root;
-  doc["kernel"] = layout.kernel;
-  doc["init"] = {{"pid1_comm", init}, {"systemd", systemd}, {"evidence", roots->proc.describe("1/comm")}};
+  auto layout = contain::readHostLayout(roots->proc, cgRoot, roots->cgroupError.value_or(""));
+  doc["kernel"] = {{"release", layout.kernel}, {"evidence", roots->proc.describe("sys/kernel/osrelease")}};
+
+  // Where leases will live: the system manager's tally.slice for root, the
+  // user manager's for others; without systemd, beside tally's own cgroup.
+  uid_t uid = ::geteuid();
+  std::string managerRoot = !layout.systemd                      ? coverage::ownCgroup(roots->proc)
+                            : uid == 0                           ? "/"
+                                                                 : fmt::format("/user.slice/user-{}.slice/user@{}.service", uid, uid);
+  if (!layout.systemd && managerRoot != "/") managerRoot = std::string(fs::parentPath(managerRoot));
+  std::string leaseParent = layout.systemd ? fs::joinPath(managerRoot, "tally.slice") : managerRoot;
   json cg;
   cg["root"] = paths.cgroup;
-  cg["v2_root"] = v2Root;
-  if (v2Root) cg["controllers"] = layout.controllers;
+  cg["v2_root"] = layout.v2Root;
+  cg["controllers"] = layout.controllers;
   cg["evidence"] = layout.v2RootEvidence;
   cg["cgroup2_mounts"] = layout.v2Mounts;
   cg["memory_v1_mounts"] = layout.memoryV1Mounts;
   cg["memory_controller"] = layout.memoryController();
-  doc["cgroup"] = cg;
-  const auto& v2Mounts = layout.v2Mounts;
-  const auto& memoryV1 = layout.memoryV1Mounts;
-  const auto& problems = layout.problems;
-
-  auto devices = devices::discoverDrmDevices(roots->sys);
-  auto host = readHostFacts(roots->proc, roots->sys);
-  json devs = json::array();
-  if (devices) {
-    for (const auto& d : devices->devices) {
-      devs.push_back({{"key", d.key}, {"driver", d.driver}, {"memory", report::deviceMemoryJson(d)}});
+  cg["leases_live_under"] = leaseParent;
+  bool memoryDelegated = false;
+  if (cgRoot && layout.v2Root) {
+    // systemd enables memory on the slices it makes; what it needs is the
+    // controller available at its own root (delegated, for a user manager).
+    auto chain = controllerChain(*cgRoot, managerRoot, "memory");
+    memoryDelegated = chain.availableAtEnd && chain.reachedTarget;
+    cg["memory_chain"] = chain.levels;
+    cg["memory_delegated"] = memoryDelegated;
+    if (!memoryDelegated) {
+      cg["memory_hint"] = uid == 0 || !layout.systemd
+                              ? fmt::format("memory is not available in {}; enable it in the parent's cgroup.subtree_control", managerRoot)
+                              : fmt::format("memory controller not delegated to {}; enable Delegate=memory for user@{}.service or run as root",
+                                            managerRoot, uid);
     }
   }
+  doc["cgroup"] = cg;
+
+  json sd = {{"pid1", layout.pid1}, {"pid1_is_systemd", layout.systemd}, {"evidence", roots->proc.describe("1/comm")}};
+  if (!liveRoots(paths)) {
+    sd["reachable"] = nullptr;
+    sd["note"] = "not queried: the roots are not this host's /proc and /sys";
+  } else if (auto bus = contain::SystemdBus::connect(uid != 0)) {
+    sd["reachable"] = true;
+    sd["manager"] = uid != 0 ? "user" : "system";
+    if (auto v = (*bus)->version()) sd["version"] = *v;
+    else sd["version_unknown"] = v.error().message;
+    sd["oom_policy"] = "tally declares OOMPolicy=kill on each lease scope and reads memory.oom.group=1 back before the workload runs";
+  } else {
+    sd["reachable"] = false;
+    sd["error"] = bus.error().message;
+  }
+  doc["systemd"] = sd;
+
+  json dmem;
+  if (cgRoot && layout.v2Root) {
+    auto cap = cgRoot->read("dmem.capacity", 64 * 1024);
+    dmem["present"] = cap.ok();
+    if (cap) {
+      dmem["evidence"] = cgRoot->describe("dmem.capacity");
+      // Nothing enables dmem for tally: it reaches a lease only when every
+      // cgroup above it already has +dmem in its subtree_control.
+      auto chain = controllerChain(*cgRoot, leaseParent, "dmem");
+      dmem["chain"] = chain.levels;
+      dmem["reaches_leases"] = chain.enabledAll;
+    } else {
+      dmem["evidence"] = fmt::format("{}: {}", cgRoot->describe("dmem.capacity"), cap.error().message);
+    }
+  } else {
+    dmem["present"] = false;
+    dmem["evidence"] = "no cgroup v2 root";
+  }
+
+  auto devices = devices::discoverDrmDevices(roots->sys);
+  if (!devices) {
+    errors = true;
+    doc["gpu_error"] = devices.error().message;
+  }
+  devices::DeviceMap devmap = devices ? *devices : devices::DeviceMap{};
+  auto host = readHostFacts(roots->proc, roots->sys);
+  json devs = json::array();
+  for (const auto& d : devmap.devices) devs.push_back({{"key", d.key}, {"driver", d.driver}, {"memory", report::deviceMemoryJson(d)}});
   doc["gpu_devices"] = devs;
   if (host.gtt.bytes) doc["gtt_ceiling"] = {{"bytes", *host.gtt.bytes}, {"source", host.gtt.source}};
-  else doc["gtt_ceiling"] = {{"unknown", "no ttm/amdttm pages_limit or amdgpu gttsize readable"}};
+  else doc["gtt_ceiling"] = {{"bytes", nullptr}, {"unknown", "no ttm/amdttm pages_limit or amdgpu gttsize readable"}};
   if (host.meminfo.memAvailable) doc["mem_available_bytes"] = *host.meminfo.memAvailable;
 
-  bool containable = layout.containable();
-  std::string verdict = containable ? "leases can be contained here"
-                                    : "leases cannot be contained here: " + fmt::format("{}", fmt::join(problems, "; "));
-  doc["verdict"] = verdict;
+  std::optional<coverage::ProbeOptions> probe;
+  if (opts.active) {
+    auto size = lease::parseSize(opts.probeSize);
+    if (!size || *size < (1ULL << 20) || *size > (1ULL << 32)) {
+      fmt::print(stderr, "tally doctor: --probe-size {}: must be 1MiB..4GiB\n", opts.probeSize);
+      return kExitUsage;
+    }
+    probe = coverage::ProbeOptions{};
+    probe->bytes = *size;
+    probe->cgroupParent = opts.probeCgroup;
+  }
+  auto a = coverage::assess(roots->proc, roots->sys, cgRoot, devmap, layout.kernel, coverage::ownCgroup(roots->proc), probe);
+  if (!a.signs.dmemRegions.empty()) dmem["regions"] = a.signs.dmemRegions;
+  doc["dmem"] = dmem;
+  json cov;
+  cov["static_signs"] = coverage::signsJson(a.signs);
+  if (a.probe) {
+    cov["active_probe"] = coverage::probeJson(*a.probe);
+    if (a.probe->outcome == coverage::ProbeOutcome::Failed) errors = true;
+  } else {
+    cov["active_probe"] = nullptr;
+  }
+  cov["coverage"] = coverage::coverageName(a.verdict.coverage);
+  cov["basis"] = a.verdict.basis;
+  doc["gtt_memcg_coverage"] = cov;
+
+  std::vector<std::string> degraded = layout.problems;
+  if (layout.containable() && cgRoot && layout.v2Root && !memoryDelegated) degraded.push_back(cg.value("memory_hint", "memory not delegated"));
+  if (a.verdict.degraded) degraded.push_back("GTT is not covered by a lease's MemoryMax; tally bounds it from DRM fdinfo");
+  doc["degraded"] = degraded;
+  doc["verdict"] = a.verdict.line;
+  int rc = errors ? kExitUsage : degraded.empty() ? kExitOk : kExitDegraded;
+  doc["exit_status"] = rc;
 
   if (opts.json) {
     fmt::print("{}\n", doc.dump(2));
-  } else {
-    fmt::print("kernel      {}\n", doc["kernel"].get<std::string>());
-    fmt::print("init        PID 1 is {}{}\n", init.empty() ? "?" : init, systemd ? "" : " (not systemd)");
-    fmt::print("cgroup      {} {}\n", paths.cgroup, v2Root ? "is a cgroup v2 root" : "is not a cgroup v2 root");
-    if (!v2Mounts.empty()) fmt::print("            cgroup2 mounted at {}\n", fmt::join(v2Mounts, ", "));
-    fmt::print("memory      controller: {}{}\n", cg["memory_controller"].get<std::string>(),
-               memoryV1.empty() ? "" : fmt::format(" ({})", fmt::join(memoryV1, ", ")));
-    if (devs.empty()) fmt::print("gpu         no DRM devices\n");
-    for (const auto& d : devs) fmt::print("gpu         {} ({})\n", d["key"].get<std::string>(), d["driver"].get<std::string>());
-    if (host.gtt.bytes) fmt::print("gtt ceiling {} ({})\n", report::humanBytes(*host.gtt.bytes), host.gtt.source);
-    else fmt::print("gtt ceiling unknown (no ttm module parameters)\n");
-    if (host.meminfo.memAvailable) fmt::print("host        MemAvailable {}\n", report::humanBytes(*host.meminfo.memAvailable));
-    fmt::print("verdict     {}\n", verdict);
+    return rc;
   }
-  return containable ? kExitOk : kExitDegraded;
+  auto yesNo = [](const json& v) { return v.is_null() ? std::string("unknown") : v.get<bool>() ? std::string("yes") : std::string("no"); };
+  fmt::print("kernel       {}\n", layout.kernel.empty() ? "?" : layout.kernel);
+  fmt::print("cgroup       {} {} ({})\n", paths.cgroup, layout.v2Root ? "is a cgroup v2 root" : "is not a cgroup v2 root", layout.v2RootEvidence);
+  if (layout.v2Root) fmt::print("             controllers: {}\n", layout.controllers);
+  if (!layout.v2Mounts.empty()) fmt::print("             cgroup2 mounted at {}\n", fmt::join(layout.v2Mounts, ", "));
+  fmt::print("memory       controller: {}{}\n", layout.memoryController(),
+             layout.memoryV1Mounts.empty() ? "" : fmt::format(" ({})", fmt::join(layout.memoryV1Mounts, ", ")));
+  fmt::print("leases       live under {}\n", leaseParent);
+  if (cg.contains("memory_chain")) {
+    for (const auto& l : cg["memory_chain"]) {
+      fmt::print("             memory in {}: available {}, enabled for children {}\n", l["cgroup"].get<std::string>(), yesNo(l["available"]),
+                 yesNo(l["enabled_for_children"]));
+    }
+    if (cg.contains("memory_hint")) fmt::print("             {}\n", cg["memory_hint"].get<std::string>());
+  }
+  if (sd["reachable"].is_null()) fmt::print("systemd      PID 1 is {}; {}\n", layout.pid1.empty() ? "?" : layout.pid1, sd["note"].get<std::string>());
+  else if (sd["reachable"].get<bool>()) fmt::print("systemd      {} manager reachable, version {}\n", sd["manager"].get<std::string>(), sd.value("version", "?"));
+  else fmt::print("systemd      PID 1 is {}; no manager reachable: {}\n", layout.pid1.empty() ? "?" : layout.pid1, sd["error"].get<std::string>());
+  if (!dmem["present"].get<bool>()) {
+    fmt::print("dmem         absent ({})\n", dmem["evidence"].get<std::string>());
+  } else {
+    fmt::print("dmem         regions: {}\n", a.signs.dmemRegions.empty() ? "none" : fmt::format("{}", fmt::join(a.signs.dmemRegions, ", ")));
+    for (const auto& l : dmem["chain"]) {
+      fmt::print("             dmem in {}: available {}, enabled for children {}\n", l["cgroup"].get<std::string>(), yesNo(l["available"]),
+                 yesNo(l["enabled_for_children"]));
+    }
+    fmt::print("             dmem reaches leases under {}: {}\n", leaseParent, yesNo(dmem["reaches_leases"]));
+  }
+  if (devmap.devices.empty()) fmt::print("gpu          no DRM devices\n");
+  for (const auto& d : devmap.devices) {
+    std::string mem;
+    for (const char* r : {"gtt", "vram"}) {
+      if (const auto* m = d.region(r)) {
+        mem += fmt::format(", {} {} used of {}", r, m->usedBytes ? report::humanBytes(*m->usedBytes) : "?",
+                           m->totalBytes ? report::humanBytes(*m->totalBytes) : "?");
+      }
+    }
+    fmt::print("gpu          {} ({}){}\n", d.key, d.driver.empty() ? "no driver" : d.driver, mem);
+  }
+  if (host.gtt.bytes) fmt::print("gtt ceiling  {} ({})\n", report::humanBytes(*host.gtt.bytes), host.gtt.source);
+  else fmt::print("gtt ceiling  unknown (no ttm module parameters)\n");
+  if (host.meminfo.memAvailable) fmt::print("host         MemAvailable {}\n", report::humanBytes(*host.meminfo.memAvailable));
+  for (const auto& s : a.signs.signs) {
+    fmt::print("sign         {}: {} ({})\n", s.name, s.present ? (*s.present ? "present" : "absent") : "unknown", s.evidence);
+  }
+  if (a.probe) {
+    const auto& p = *a.probe;
+    fmt::print("probe        {}: {}\n", coverage::probeOutcomeName(p.outcome), p.detail);
+    if (p.deltaMemoryCurrent && p.deltaDrmTotalGtt) {
+      fmt::print("             {} {} in {}: memory.current +{} bytes, drm-total-gtt +{} bytes{}\n", p.driver, p.device, p.cgroup,
+                 *p.deltaMemoryCurrent, *p.deltaDrmTotalGtt,
+                 p.deltaGpuActive ? fmt::format(", gpu_active +{} bytes", *p.deltaGpuActive) : "");
+    }
+  } else {
+    fmt::print("probe        not run (tally doctor --active runs it)\n");
+  }
+  fmt::print("basis        {}\n", a.verdict.basis);
+  for (const auto& d : degraded) fmt::print("degraded     {}\n", d);
+  fmt::print("{}\n", a.verdict.line);
+  return rc;
 }
 
 }  // namespace tally::cli

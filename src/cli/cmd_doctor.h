@@ -8,6 +8,9 @@ namespace tally::cli {
 
 struct DoctorOptions {
   bool json = false;
+  bool active = false;
+  std::string probeSize = "64MiB";
+  std::string probeCgroup = "/";
 };
 
 void addDoctorCommand(CLI::App& app, DoctorOptions& opts);

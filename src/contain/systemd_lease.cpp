@@ -132,6 +132,16 @@ Status SystemdBus::killUnit(const std::string& name, int signal) {
   return Ok{};
 }
 
+Result<std::string> SystemdBus::version() {
+  BusError err;
+  char* v = nullptr;
+  int r = sd_bus_get_property_string(bus_, kDest, kPath, kManager, "Version", &err.e, &v);
+  if (r < 0) return Error{-r, fmt::format("reading the manager's Version: {}", busErrorText(err.e, r))};
+  std::string out(v ? v : "");
+  std::free(v);
+  return out;
+}
+
 Result<std::string> SystemdBus::controlGroup(const std::string& unit, const char* interface) {
   BusError err;
   Msg reply;

@@ -37,6 +37,8 @@ class SystemdBus {
   // longer exists is already stopped.
   Status stopUnit(const std::string& name, bool wait);
   Status killUnit(const std::string& name, int signal);
+  // The manager's Version property ("252.39-1~deb12u1").
+  Result<std::string> version();
   // The unit's ControlGroup property.
   Result<std::string> controlGroup(const std::string& unit, const char* interface);
 
