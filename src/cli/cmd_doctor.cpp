@@ -105,7 +105,7 @@ int runDoctor(const fs::RootPaths& paths, const DoctorOptions& opts) {
                             : uid == 0                           ? "/"
                                                                  : fmt::format("/user.slice/user-{}.slice/user@{}.service", uid, uid);
   if (!layout.systemd && managerRoot != "/") managerRoot = std::string(fs::parentPath(managerRoot));
-  std::string leaseParent = layout.systemd ? fs::joinPath(managerRoot, "tally.slice") : managerRoot;
+  std::string leaseParent = !layout.systemd ? managerRoot : managerRoot == "/" ? "/tally.slice" : managerRoot + "/tally.slice";
   json cg;
   cg["root"] = paths.cgroup;
   cg["v2_root"] = layout.v2Root;

@@ -164,10 +164,14 @@ TEST_F(Cli, DoctorOnV2HostWithSystemd) {
   writeFile(host.procRoot() + "/1/comm", "systemd\n");
   writeFile(host.procRoot() + "/sys/kernel/osrelease", "6.12.9-amd64\n");
   writeFile(host.cgroupRoot() + "/cgroup.controllers", "cpuset cpu io memory hugetlb pids rdma misc\n");
+  writeFile(host.cgroupRoot() + "/cgroup.subtree_control", "cpu io memory pids\n");
   auto r = runTally("doctor --json " + roots());
-  EXPECT_EQ(r.status, 0) << r.out;
+  // Containable, but a GPU whose GTT MemoryMax does not cover: degraded (1).
+  EXPECT_EQ(r.status, 1) << r.out;
   auto doc = json::parse(r.out);
-  EXPECT_EQ(doc["kernel"], "6.12.9-amd64");
+  EXPECT_EQ(doc["kernel"]["release"], "6.12.9-amd64");
+  EXPECT_EQ(doc["cgroup"]["memory_delegated"], true);
+  EXPECT_EQ(doc["degraded"], json::array({"GTT is not covered by a lease's MemoryMax; tally bounds it from DRM fdinfo"}));
   EXPECT_EQ(doc["cgroup"]["memory_controller"], "cgroup v2");
   EXPECT_EQ(doc["gtt_ceiling"]["bytes"], 96 * kGiB);
   EXPECT_EQ(doc["gpu_devices"].size(), 2u);
@@ -180,8 +184,9 @@ TEST_F(Cli, DoctorOnHybridHostIsDegraded) {
             "41 30 0:38 / /sys/fs/cgroup/memory rw,relatime - cgroup cgroup rw,memory\n");
   auto r = runTally("doctor " + roots());
   EXPECT_EQ(r.status, 1);
-  EXPECT_NE(r.out.find("no systemd (PID 1 is process_api); memory controller is on cgroup v1"), std::string::npos)
+  EXPECT_NE(r.out.find("degraded     no systemd (PID 1 is process_api)\ndegraded     memory controller is on cgroup v1\n"), std::string::npos)
       << r.out;
+  EXPECT_NE(r.out.find("\nA lease's MemoryMax covers: host memory only\n"), std::string::npos) << r.out;
 }
 
 }  // namespace

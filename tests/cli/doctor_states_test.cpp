@@ -1,0 +1,133 @@
+// `tally doctor` on fixture trees for four kernel states (docs/coverage.md):
+// each tree is built here, and its full report must equal the expected one in
+// tests/fixtures/doctor/<state>.txt (the temp root printed as <root>), with
+// the exit status the docs promise. TALLY_UPDATE_GOLDEN=1 rewrites the files
+// (then review the diff: they are the specification).
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <functional>
+
+#include <nlohmann/json.hpp>
+
+#include "support/fake_host.h"
+
+namespace tally {
+namespace {
+
+using namespace tally::testing;
+constexpr std::uint64_t GiB = 1ULL << 30;
+
+struct Out {
+  int status = -1;
+  std::string out;
+};
+
+Out doctor(const FakeHost& host, const std::string& extra) {
+  std::string cmd = std::string(TALLY_BINARY) + " doctor " + extra + " --proc-root " + host.procRoot() + " --sys-root " +
+                    host.sysRoot() + " --cgroup-root " + host.cgroupRoot() + " 2>/dev/null";
+  Out r;
+  FILE* f = ::popen(cmd.c_str(), "r");
+  char buf[4096];
+  for (std::size_t n; (n = std::fread(buf, 1, sizeof buf, f)) > 0;) r.out.append(buf, n);
+  int st = ::pclose(f);
+  r.status = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+  for (std::size_t at; (at = r.out.find(host.root())) != std::string::npos;) r.out.replace(at, host.root().size(), "<root>");
+  return r;
+}
+
+// A Strix Halo box under systemd, as every state shares it: one amdgpu APU
+// with 1 GiB VRAM carve-out and 112 GiB of GTT, tally running in
+// /system.slice/tally.service.
+void strixHalo(FakeHost& host, const std::string& kernel, const std::string& rootControllers, const std::string& rootSubtree) {
+  writeFile(host.procRoot() + "/1/comm", "systemd\n");
+  writeFile(host.procRoot() + "/sys/kernel/osrelease", kernel + "\n");
+  writeFile(host.procRoot() + "/self/cgroup", "0::/system.slice/tally.service\n");
+  writeFile(host.procRoot() + "/self/mountinfo", "30 24 0:26 / /sys/fs/cgroup rw,nosuid,nodev,noexec,relatime - cgroup2 cgroup2 rw,nsdelegate\n");
+  writeFile(host.cgroupRoot() + "/cgroup.controllers", rootControllers + "\n");
+  writeFile(host.cgroupRoot() + "/cgroup.subtree_control", rootSubtree + "\n");
+  writeFile(host.cgroupRoot() + "/system.slice/tally.service/memory.stat", "anon 1048576\nfile 2097152\n");
+  FakeDevice apu;
+  apu.bdf = "0000:c6:00.0";
+  apu.memInfo = {{"gtt_total", 112 * GiB}, {"gtt_used", 1590456320}, {"vram_total", GiB}, {"vram_used", 1006202880}};
+  host.addDevice(apu);
+  host.setModuleParam("ttm", "pages_limit", "29360128");  // 112 GiB in 4 KiB pages
+}
+
+void check(const std::string& state, const Out& r, int status) {
+  std::string path = std::string(TALLY_SOURCE_DIR) + "/tests/fixtures/doctor/" + state + ".txt";
+  if (std::getenv("TALLY_UPDATE_GOLDEN")) writeFile(path, r.out);
+  EXPECT_EQ(r.out, readFile(path)) << "tally doctor on the " << state << " tree differs from " << path;
+  EXPECT_EQ(r.status, status) << r.out;
+}
+
+TEST(DoctorStates, Bookworm61NoDmemHostMemoryOnly) {
+  FakeHost host;
+  strixHalo(host, "6.1.0-28-amd64", "cpuset cpu io memory hugetlb pids rdma misc", "cpuset cpu io memory pids");
+  check("bookworm-6.1", doctor(host, ""), 1);
+  auto j = nlohmann::json::parse(doctor(host, "--json").out);
+  EXPECT_EQ(j["gtt_memcg_coverage"]["coverage"], "host");
+  EXPECT_EQ(j["dmem"]["present"], false);
+  EXPECT_EQ(j["cgroup"]["memory_delegated"], true);
+  EXPECT_EQ(j["gtt_ceiling"]["bytes"], 112 * GiB);
+  EXPECT_EQ(j["exit_status"], 1);
+}
+
+TEST(DoctorStates, Linux71DmemVramAtRootOnly) {
+  FakeHost host;
+  strixHalo(host, "7.1.8-1-cachyos", "cpuset cpu io memory hugetlb pids rdma misc dmem", "cpuset cpu io memory pids");
+  writeFile(host.cgroupRoot() + "/dmem.capacity", readFile(std::string(TALLY_FIXTURE_DIR) + "/dmem/dmem.capacity.strixhalo-7.1.8"));
+  writeFile(host.procRoot() + "/meminfo", "MemTotal:       131072000 kB\nMemAvailable:   65536000 kB\nGPUActive:       1553180 kB\n");
+  check("v7.1-dmem-vram", doctor(host, ""), 1);
+  auto j = nlohmann::json::parse(doctor(host, "--json").out);
+  EXPECT_EQ(j["dmem"]["present"], true);
+  EXPECT_EQ(j["dmem"]["regions"][0], "drm/0000:c6:00.0/vram 1073741824");
+  EXPECT_EQ(j["dmem"]["chain"][0]["available"], true);
+  EXPECT_EQ(j["dmem"]["chain"][0]["enabled_for_children"], false);
+  EXPECT_EQ(j["dmem"]["reaches_leases"], false);
+  EXPECT_EQ(j["gtt_memcg_coverage"]["coverage"], "host");
+}
+
+TEST(DoctorStates, FutureKernelWithGpuActiveAndTtmMemcgIsUnverifiedWithoutTheProbe) {
+  FakeHost host;
+  strixHalo(host, "7.3.0-1-amd64", "cpuset cpu io memory hugetlb pids rdma misc dmem", "cpuset cpu io memory pids dmem");
+  writeFile(host.cgroupRoot() + "/system.slice/tally.service/memory.stat", "anon 1048576\nfile 2097152\ngpu_active 0\ngpu_reclaim 0\n");
+  host.setModuleParam("ttm", "ttm_memcg", "Y");
+  writeFile(host.cgroupRoot() + "/dmem.capacity", "drm/0000:c6:00.0/vram 1073741824\n");
+  writeFile(host.procRoot() + "/meminfo", "MemTotal:       131072000 kB\nMemAvailable:   65536000 kB\nGPUActive:       1553180 kB\n");
+  check("future-gpu-active", doctor(host, ""), 1);
+  auto j = nlohmann::json::parse(doctor(host, "--json").out);
+  EXPECT_EQ(j["gtt_memcg_coverage"]["static_signs"][0]["present"], true);
+  EXPECT_EQ(j["gtt_memcg_coverage"]["static_signs"][1]["present"], true);
+  EXPECT_EQ(j["gtt_memcg_coverage"]["coverage"], "host");  // a sign is not proof
+  EXPECT_EQ(j["dmem"]["reaches_leases"], true);
+}
+
+TEST(DoctorStates, DmemGttRegionIsReportedAsADifferentPath) {
+  FakeHost host;
+  strixHalo(host, "7.4.0-1-amd64", "cpuset cpu io memory hugetlb pids rdma misc dmem", "cpuset cpu io memory pids dmem");
+  writeFile(host.cgroupRoot() + "/dmem.capacity", "drm/0000:c6:00.0/vram 1073741824\ndrm/0000:c6:00.0/gtt 120259084288\n");
+  check("dmem-gtt", doctor(host, ""), 1);
+  auto j = nlohmann::json::parse(doctor(host, "--json").out);
+  EXPECT_EQ(j["gtt_memcg_coverage"]["static_signs"][3]["name"], "dmem GTT region");
+  EXPECT_EQ(j["gtt_memcg_coverage"]["static_signs"][3]["present"], true);
+  EXPECT_NE(j["gtt_memcg_coverage"]["basis"].get<std::string>().find("drm/0000:c6:00.0/gtt"), std::string::npos);
+}
+
+TEST(DoctorStates, NoGpuAndFullContainmentIsNotDegraded) {
+  FakeHost host;
+  writeFile(host.procRoot() + "/1/comm", "systemd\n");
+  writeFile(host.procRoot() + "/sys/kernel/osrelease", "6.12.9-amd64\n");
+  writeFile(host.cgroupRoot() + "/cgroup.controllers", "cpuset cpu io memory pids\n");
+  writeFile(host.cgroupRoot() + "/cgroup.subtree_control", "cpu memory pids\n");
+  auto r = doctor(host, "");
+  EXPECT_EQ(r.status, 0) << r.out;
+  EXPECT_NE(r.out.find("A lease's MemoryMax covers: host memory only\n"), std::string::npos);
+  // An unusable --probe-size is a usage error, before anything is probed.
+  EXPECT_EQ(doctor(host, "--active --probe-size 1").status, 2);
+}
+
+}  // namespace
+}  // namespace tally
