@@ -11,7 +11,10 @@
 #include "cli/roots.h"
 #include "config/config.h"
 #include "daemon/server.h"
+#include "contain/host_layout.h"
+#include "coverage/assess.h"
 #include "daemon/journal.h"
+#include "devices/drm_devices.h"
 #include "daemon/service.h"
 #include "daemon/systemd_units.h"
 #include "ledger/ledger.h"
@@ -79,6 +82,20 @@ int runDaemon(const fs::RootPaths& paths, const DaemonOptions& o) {
   daemon::ServiceEnv env{roots->proc, roots->sys, roots->cgroup ? &*roots->cgroup : nullptr, server, server, units.get(),
                          page > 0 ? static_cast<std::uint64_t>(page) : 4096, &journal};
   daemon::Service service(cfg, *db, env);
+  {
+    // GTT -> memcg coverage on this kernel, before any lease is admitted.
+    auto devs = devices::discoverDrmDevices(roots->sys);
+    std::optional<coverage::ProbeOptions> probe;
+    if (cfg.daemon.coverageProbe) {
+      probe = coverage::ProbeOptions{};
+      probe->bytes = cfg.daemon.coverageProbeBytes;
+    }
+    auto layout = contain::readHostLayout(roots->proc, roots->cgroup ? &*roots->cgroup : nullptr, "");
+    auto a = coverage::assess(roots->proc, roots->sys, roots->cgroup ? &*roots->cgroup : nullptr, devs ? *devs : devices::DeviceMap{},
+                              layout.kernel, coverage::ownCgroup(roots->proc), probe);
+    fmt::print(stderr, "tally daemon: {} ({})\n", a.verdict.line, a.verdict.basis);
+    service.setCoverage(a);
+  }
   for (const auto& line : service.recover()) fmt::print(stderr, "tally daemon: recovery: {}\n", line);
   if (auto v = db->verify(); v && !v->problems.empty()) {
     fmt::print(stderr, "tally daemon: WARNING: the ledger's hash chain is broken ({} problem(s)); run 'tally ledger verify'\n",

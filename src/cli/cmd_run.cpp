@@ -230,6 +230,16 @@ int runRun(const fs::RootPaths& paths, const RunOptions& opts) {
     }
     spec->id = *id;
     fmt::print(stderr, "tally run: lease {} granted ({})\n", *id, fmt::join(opts.pools, ", "));
+    // The hand-over (docs/coverage.md): where the kernel charges GTT to
+    // memcg, MemoryMax must hold host memory and GTT both, and the daemon
+    // may have made gpu_memory_max advisory.
+    const auto& g = daemonLease->grant();
+    if (g.contains("memory_max_effective") && g["memory_max_effective"].is_number_unsigned()) {
+      spec->memoryMax = g["memory_max_effective"].get<std::uint64_t>();
+      fmt::print(stderr, "tally run: this kernel charges GTT to memcg (coverage {}): MemoryMax = --memory-max + --gpu-memory-max = {}\n",
+                 g.value("coverage", "?"), *spec->memoryMax);
+    }
+    if (g.contains("gpu_bound") && g["gpu_bound"].value("advisory", false)) spec->gpuAction = enforce::Action::Report;
   }
 
   auto choice = contain::chooseContainment(*spec, roots->proc, cgroupRoot, layout);

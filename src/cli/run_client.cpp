@@ -24,6 +24,7 @@ Result<std::string> DaemonLease::acquire(const json& params, int signalFd) {
   }
   if (!m->ok) return Error{0, fmt::format("the daemon refused the lease: {} ({})", m->error.message, m->error.code)};
   leaseId_ = m->result.value("lease", "");
+  grant_ = m->result;
   return leaseId_;
 }
 

@@ -32,6 +32,8 @@ class DaemonLease final : public lease::LeaseObserver {
   // The lease ended without ever starting (containment refused): withdraw it.
   void withdraw();
   bool recorded() const { return recorded_; }
+  // The daemon's grant (its lease JSON: coverage, memory_max_effective, gpu_bound).
+  const nlohmann::json& grant() const { return grant_; }
 
  private:
   Result<rpc::Message> callResuming(const std::string& method, const nlohmann::json& params);
@@ -40,6 +42,7 @@ class DaemonLease final : public lease::LeaseObserver {
   std::optional<rpc::Client> client_;
   std::string leaseId_;
   bool recorded_ = false;
+  nlohmann::json grant_;
 };
 
 }  // namespace tally::cli

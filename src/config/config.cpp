@@ -41,6 +41,14 @@ class Reader {
     return std::nullopt;
   }
 
+  std::optional<bool> boolean(const toml::table& t, std::string_view key, std::string_view where) {
+    const toml::node* n = t.get(key);
+    if (!n) return std::nullopt;
+    if (auto b = n->value<bool>()) return *b;
+    problem(*n, fmt::format("{}.{} must be true or false", where, key));
+    return std::nullopt;
+  }
+
   // A size: an integer (bytes) or a string with a unit ("96GiB").
   std::optional<std::uint64_t> size(const toml::table& t, std::string_view key, std::string_view where) {
     const toml::node* n = t.get(key);
@@ -111,7 +119,8 @@ bool validBdf(std::string_view s) {
 
 void readDaemon(Reader& r, const toml::table& t, Daemon& d) {
   r.onlyKeys(t, "[daemon]", {"socket", "socket_group", "state_dir", "sample_interval", "queue_timeout",
-                             "samples_full_resolution", "samples_max_age", "samples_max_rows", "client_grace"});
+                             "samples_full_resolution", "samples_max_age", "samples_max_rows", "client_grace",
+                             "coverage_probe", "coverage_probe_size", "keep_gpu_memory_max"});
   if (auto s = r.string(t, "socket", "daemon")) {
     if (s->empty() || (*s)[0] != '/' || s->size() > 107) r.problem(*t.get("socket"), "daemon.socket must be an absolute path of at most 107 bytes");
     else d.socket = *s;
@@ -130,6 +139,12 @@ void readDaemon(Reader& r, const toml::table& t, Daemon& d) {
   if (auto v = r.duration(t, "samples_max_age", "daemon")) d.samplesMaxAgeUs = *v;
   if (auto v = r.count(t, "samples_max_rows", "daemon", 1000, 1'000'000'000)) d.samplesMaxRows = *v;
   if (auto v = r.duration(t, "client_grace", "daemon")) d.clientGraceUs = *v;
+  if (auto v = r.boolean(t, "coverage_probe", "daemon")) d.coverageProbe = *v;
+  if (auto v = r.size(t, "coverage_probe_size", "daemon")) {
+    if (*v < (1ULL << 20) || *v > (1ULL << 32)) r.problem(*t.get("coverage_probe_size"), "daemon.coverage_probe_size must be 1MiB..4GiB");
+    else d.coverageProbeBytes = *v;
+  }
+  if (auto v = r.boolean(t, "keep_gpu_memory_max", "daemon")) d.keepGpuMemoryMax = *v;
   if (d.samplesMaxAgeUs < d.samplesFullResolutionUs) {
     r.problems.push_back({lineOf(t), "daemon.samples_max_age must not be shorter than daemon.samples_full_resolution"});
   }

@@ -34,6 +34,12 @@ struct Daemon {
   std::uint64_t samplesMaxAgeUs = 30ULL * 86'400'000'000ULL; // one per minute kept until then
   std::uint64_t samplesMaxRows = 1'000'000;                  // hard cap, oldest dropped first
   std::uint64_t clientGraceUs = 60'000'000;  // a run lease's client may be away this long
+  // GTT -> memcg coverage at start (docs/coverage.md): run the active probe
+  // (root; allocates coverageProbeBytes of GTT in a throw-away cgroup), and
+  // whether gpu_memory_max still kills once the kernel charges GTT.
+  bool coverageProbe = false;
+  std::uint64_t coverageProbeBytes = 64ULL << 20;
+  bool keepGpuMemoryMax = false;
 };
 
 struct Config {

@@ -51,6 +51,7 @@ struct Service::Lease {
   enforce::GpuBoundState boundState;
   std::vector<enforce::BoundEvent> boundEvents;
   std::optional<std::string> tallyKill;
+  bool advisory = false;  // the kernel charges GTT: gpu_memory_max reports only
 };
 
 struct Service::HostCache {
@@ -204,6 +205,11 @@ void Service::onAcquire(std::uint64_t conn, const Peer& peer, const rpc::Request
   l->req.gpuMemoryMax = *gpuMax;
   l->req.priority = priority;
   l->bound = bound;
+  if (coverage_ == coverage::Coverage::HostAndGtt && !cfg_.daemon.keepGpuMemoryMax && bound.max) {
+    // The kernel charges GTT: MemoryMax bounds it, gpu_memory_max reports.
+    l->bound.action = enforce::Action::Report;
+    l->advisory = true;
+  }
   std::uint64_t waitUs = timeout->value_or(cfg_.daemon.queueTimeoutUs);
   if (waitUs) l->req.deadlineUs = clock::monotonicUs() + waitUs;
   if (auto s = engine_.check(l->req); !s) return fail(conn, req.id, code::kRefused, s.error().message);
@@ -837,6 +843,55 @@ void Service::prune() {
   if (!r) fmt::print(stderr, "tally daemon: sample retention: {}\n", r.error().message);
 }
 
+// A lease's host memory without its GPU memory: memory.current, less the
+// GTT the kernel charged into it when it charges GTT (the same bytes are the
+// lease's GPU memory; counting them in both would count them twice).
+std::optional<std::uint64_t> Service::hostOnly(const Lease& l) const {
+  if (!l.meter) return std::nullopt;
+  auto current = l.meter->host().last;
+  if (!current || coverage_ != coverage::Coverage::HostAndGtt) return current;
+  const auto& regions = l.meter->gpu().lastRegions;
+  auto gtt = regions.find("gtt");
+  if (!l.meter->gpu().lastBytes || gtt == regions.end()) return std::nullopt;  // the split is unknown
+  return *current > gtt->second ? *current - gtt->second : 0;
+}
+
+// The coverage this daemon found at start, recorded once per start; a change
+// from the last recorded one (a new kernel, a new module option) is said in
+// the ledger and the journal with what tally now does differently.
+void Service::setCoverage(const coverage::Assessment& a) {
+  coverage_ = a.verdict.coverage;
+  json body = {{"kernel", a.kernel}, {"coverage", coverage::coverageName(a.verdict.coverage)}, {"basis", a.verdict.basis},
+               {"verdict", a.verdict.line}, {"static_signs", coverage::signsJson(a.signs)},
+               {"active_probe", a.probe ? json(coverage::probeJson(*a.probe)) : json(nullptr)},
+               {"keep_gpu_memory_max", cfg_.daemon.keepGpuMemoryMax}};
+  std::optional<json> last;
+  if (auto rows = ledger_.events(std::string())) {
+    for (const auto& e : *rows) {
+      if (e.kind == ledger::kCoverage) last = json::parse(e.body, nullptr, false);
+    }
+  }
+  std::string now = coverage::coverageName(a.verdict.coverage);
+  bool covered = a.verdict.coverage == coverage::Coverage::HostAndGtt;
+  std::string doing = covered ? fmt::format("budgets and headroom stop adding fdinfo GTT to host memory; tally run maps --gpu-memory-max "
+                                            "onto MemoryMax; gpu_memory_max {}",
+                                            cfg_.daemon.keepGpuMemoryMax ? "still kills (keep_gpu_memory_max)" : "is advisory (reports, never kills)")
+                              : "tally bounds GTT itself: gpu_memory_max kills, MemoryMax bounds host memory only";
+  if (last && last->is_object() && (last->value("coverage", "") != now || last->value("kernel", "") != a.kernel)) {
+    body["changed_from"] = {{"kernel", last->value("kernel", "")}, {"coverage", last->value("coverage", "")}};
+    if (last->value("coverage", "") != now) {
+      note(4, fmt::format("GTT coverage changed from {} (kernel {}) to {} (kernel {}): {}", last->value("coverage", "?"),
+                          last->value("kernel", "?"), now, a.kernel, doing),
+           {{"TALLY_EVENT", "coverage-changed"}, {"TALLY_COVERAGE", now}, {"TALLY_KERNEL", a.kernel}});
+    }
+  }
+  body["tally_does"] = doing;
+  if (auto r = ledger_.appendEvent("", ledger::kCoverage, body.dump()); !r) {
+    fmt::print(stderr, "tally daemon: the ledger refused the coverage row: {}\n", r.error().message);
+  }
+  broadcast("coverage", body);
+}
+
 admission::Headroom Service::headroomFor(const config::Pool& pool) {
   // Host figures are read at most once per 100 ms, however many requests wait.
   std::uint64_t now = clock::monotonicUs();
@@ -855,7 +910,7 @@ admission::Headroom Service::headroomFor(const config::Pool& pool) {
     u.memoryMax = l->req.memoryMax;
     u.gpuMemoryMax = l->req.gpuMemoryMax;
     if (l->meter) {
-      u.memoryInUse = l->meter->host().last;
+      u.memoryInUse = hostOnly(*l);
       u.gpuInUse = l->meter->gpu().lastBytes;
     }
     holders.push_back(u);
@@ -901,7 +956,20 @@ json Service::leaseJson(const Lease& l) const {
     j["gpu"] = {{"current_bytes", optJson(g.lastBytes)}, {"peak_bytes", optJson(g.peakBytes)}, {"regions", g.lastRegions},
                 {"samples", g.samples}, {"source", "drm-fdinfo"}};
     if (!g.lastBytes) j["gpu"]["unknown"] = g.lastError.value_or(g.samplesIncomplete ? "a client printed no resident figure" : "not sampled");
+    // What budgets and headroom count: host and GPU memory, each byte once.
+    auto host = hostOnly(l);
+    j["budget_figures"] = {{"coverage", coverage::coverageName(coverage_)}, {"host_bytes", optJson(host)}, {"gpu_bytes", optJson(g.lastBytes)},
+                           {"total_bytes", host && g.lastBytes ? json(*host + *g.lastBytes) : json(nullptr)}};
   }
+  if (l.bound.any()) {
+    j["gpu_bound"] = {{"action", enforce::actionName(l.bound.action)}, {"consecutive_samples", l.bound.consecutive},
+                      {"advisory", l.advisory}, {"acted", l.boundState.acted}};
+  }
+  if (coverage_ == coverage::Coverage::HostAndGtt && l.req.memoryMax && l.req.gpuMemoryMax) {
+    // The kernel bounds GTT in MemoryMax now: a run lease's MemoryMax must hold both.
+    j["memory_max_effective"] = *l.req.memoryMax + *l.req.gpuMemoryMax;
+  }
+  j["coverage"] = coverage::coverageName(coverage_);
   return j;
 }
 
@@ -1004,6 +1072,10 @@ std::vector<std::string> Service::recover() {
           const json& gb = body["gpu_bound"];
           if (auto a = enforce::parseAction(gb.value("action", "kill"))) l->bound.action = *a;
           l->bound.consecutive = std::clamp(gb.value("consecutive_samples", enforce::kDefaultConsecutive), 1u, 100u);
+        }
+        if (coverage_ == coverage::Coverage::HostAndGtt && !cfg_.daemon.keepGpuMemoryMax && l->bound.max) {
+          l->bound.action = enforce::Action::Report;
+          l->advisory = true;
         }
         if (body.contains("target")) l->target = body["target"];
       } else if (e.kind == ledger::kStarted || e.kind == ledger::kAdopted) {

@@ -22,6 +22,7 @@
 #include "admission/engine.h"
 #include "config/config.h"
 #include "contain/verify.h"
+#include "coverage/assess.h"
 #include "enforce/gpu_bound.h"
 #include "daemon/seams.h"
 #include "fs/root.h"
@@ -61,6 +62,11 @@ class Service {
   void sample();
   // Sample retention, run every minute or so.
   void prune();
+
+  // GTT -> memcg coverage found at start: recorded in the ledger (a change
+  // from the last start is said), and used by admission, headroom and bounds.
+  void setCoverage(const coverage::Assessment& a);
+  coverage::Coverage coverage() const { return coverage_; }
 
   std::size_t liveLeases() const;
   std::size_t queuedRequests() const { return engine_.queued(); }
@@ -104,6 +110,7 @@ class Service {
   json grantBody(const Lease& l) const;
   bool populated(const Lease& l) const;
   admission::Headroom headroomFor(const config::Pool& pool);
+  std::optional<std::uint64_t> hostOnly(const Lease& l) const;
 
   config::Config cfg_;
   ledger::Ledger& ledger_;
@@ -113,7 +120,8 @@ class Service {
   std::optional<std::uint64_t> headroomReadAtUs_;
   struct HostCache;
   std::unique_ptr<HostCache> hostCache_;
-  std::map<std::uint64_t, json> subscribers_;  // conn -> the subscribe request's id
+  std::map<std::uint64_t, json> subscribers_;
+  coverage::Coverage coverage_ = coverage::Coverage::HostOnly;  // conn -> the subscribe request's id
 };
 
 }  // namespace tally::daemon

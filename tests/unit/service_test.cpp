@@ -537,3 +537,75 @@ TEST_F(ServiceBoundTest, ARunLeasesClientReportsItsBoundEvents) {
 
 }  // namespace
 }  // namespace tally
+
+namespace tally {
+namespace {
+
+coverage::Assessment assessment(coverage::Coverage c, const std::string& kernel) {
+  coverage::Assessment a;
+  a.kernel = kernel;
+  a.verdict.coverage = c;
+  a.verdict.line = c == coverage::Coverage::HostAndGtt ? "A lease's MemoryMax covers: host memory + GTT (verified by active probe on " + kernel + ")"
+                                                       : "A lease's MemoryMax covers: host memory only";
+  return a;
+}
+
+TEST_F(ServiceBoundTest, CoverageIsRecordedAndAChangeBetweenStartsIsSaid) {
+  service->setCoverage(assessment(coverage::Coverage::HostOnly, "6.12.9"));
+  reopen();
+  service->setCoverage(assessment(coverage::Coverage::HostOnly, "6.12.9"));
+  EXPECT_TRUE(journal.notes.empty());  // nothing changed: nothing said
+  reopen();
+  service->setCoverage(assessment(coverage::Coverage::HostAndGtt, "7.3.0"));
+  auto hostRows = rows("");
+  ASSERT_EQ(hostRows.size(), 3u);
+  for (const auto& e : hostRows) EXPECT_EQ(e.kind, "coverage");
+  json last = json::parse(hostRows.back().body);
+  EXPECT_EQ(last["coverage"], "host+gtt");
+  EXPECT_EQ(last["changed_from"]["coverage"], "host");
+  EXPECT_EQ(last["changed_from"]["kernel"], "6.12.9");
+  ASSERT_EQ(journal.notes.size(), 1u);
+  EXPECT_NE(journal.notes[0].message.find("GTT coverage changed from host (kernel 6.12.9) to host+gtt (kernel 7.3.0)"), std::string::npos)
+      << journal.notes[0].message;
+  EXPECT_NE(journal.notes[0].message.find("gpu_memory_max is advisory"), std::string::npos);
+  EXPECT_TRUE(ledgerDb->verify()->problems.empty());
+}
+
+TEST_F(ServiceBoundTest, WithGttChargedTheBoundIsAdvisoryAndNoByteCountsTwice) {
+  service->setCoverage(assessment(coverage::Coverage::HostAndGtt, "7.3.0"));
+  gpuWorkload("/machine.slice/charged.scope", 5005, 15, 4);
+  // memory.current 5 GiB of which 4 GiB is the GTT the kernel charged.
+  writeFile(host.cgroupRoot() + "/machine.slice/charged.scope/memory.current", std::to_string(5 * GiB) + "\n");
+  json r = call(1, 0, "attach", {{"pools", {"gpu"}}, {"cgroup", "/machine.slice/charged.scope"}, {"gpu_memory_max", 3 * GiB},
+                                 {"memory_max", 2 * GiB}});
+  ASSERT_TRUE(r["ok"]) << r;
+  EXPECT_EQ(r["result"]["coverage"], "host+gtt");
+  EXPECT_EQ(r["result"]["budget_figures"]["host_bytes"], GiB);
+  EXPECT_EQ(r["result"]["budget_figures"]["gpu_bytes"], 4 * GiB);
+  EXPECT_EQ(r["result"]["budget_figures"]["total_bytes"], 5 * GiB);  // memory.current, not 5 + 4
+  EXPECT_EQ(r["result"]["gpu_bound"]["advisory"], true);
+  EXPECT_EQ(r["result"]["memory_max_effective"], 5 * GiB);
+  std::string id = r["result"]["lease"];
+  for (int i = 0; i < 3; ++i) service->sample();
+  EXPECT_FALSE(killed("/machine.slice/charged.scope"));
+  EXPECT_EQ(json::parse(rows(id).back().body)["kind"], "gpu-memory-max-exceeded");
+  // Headroom takes the holder's unused host declaration from its host-only use: 2 - 1 GiB.
+  json pools = call(4, 0, "pools", json::object());
+  EXPECT_EQ(pools["result"]["pools"][0]["headroom"]["host_bytes"], 100 * GiB - GiB);
+}
+
+TEST_F(ServiceBoundTest, OperatorMayKeepGpuMemoryMaxEnforcedAfterTheHandOver) {
+  cfg.daemon.keepGpuMemoryMax = true;
+  reopen();
+  service->setCoverage(assessment(coverage::Coverage::HostAndGtt, "7.3.0"));
+  gpuWorkload("/machine.slice/kept.scope", 5006, 16, 4);
+  json r = call(1, 0, "attach", {{"pools", {"gpu"}}, {"cgroup", "/machine.slice/kept.scope"}, {"gpu_memory_max", 3 * GiB}});
+  ASSERT_TRUE(r["ok"]) << r;
+  EXPECT_EQ(r["result"]["gpu_bound"]["advisory"], false);
+  service->sample();
+  service->sample();
+  EXPECT_TRUE(killed("/machine.slice/kept.scope"));
+}
+
+}  // namespace
+}  // namespace tally
