@@ -271,5 +271,85 @@ TEST_F(VmDaemon, Kill9MidLeaseReadoptsAndRecordsTheOutcomeOnce) {
   expectChainIntact();
 }
 
+void setCharging(bool on) { std::ofstream("/sys/module/tally_testdrm/parameters/charge_memcg") << (on ? "1" : "0"); }
+
+// The daemon probes at start (coverage_probe = true) and records what it
+// found: host+gtt with the driver charging, host after it stops; with GTT
+// charged a lease's budget figures hold each byte once and gpu_memory_max
+// only reports.
+TEST_F(VmDaemon, RecordedCoverageFollowsTheKernelAndNothingCountsTwice) {
+  std::string text = readFile(config);
+  text.replace(text.find("[daemon]\n"), 9, "[daemon]\ncoverage_probe = true\n");
+  writeFile(config, text);
+  setCharging(true);
+  startDaemon();
+  json rows = ledgerRows("");
+  ASSERT_FALSE(rows.empty());
+  json cov = rows.back()["body"];
+  EXPECT_EQ(rows.back()["kind"], "coverage");
+  EXPECT_EQ(cov["coverage"], "host+gtt") << cov.dump(2);
+  EXPECT_EQ(cov["active_probe"]["outcome"], "charged");
+
+  std::string server = "tally-vm-charged-" + std::to_string(::getpid()) + ".service";
+  ASSERT_EQ(sh("systemd-run --quiet --unit=" + server + " -p Type=exec " + kWorkload + " gpu gtt 32 2 60000"), 0);
+  std::this_thread::sleep_for(1500ms);
+  auto a = tally({"attach", "--unit", server, "--pool", "gpu", "--memory-max", "256M", "--gpu-memory-max", "32M"});
+  ASSERT_EQ(a.exitCode(), 0) << a.err;
+  std::string lease = a.out.substr(0, 12);
+  std::this_thread::sleep_for(1500ms);  // several samples over 32M
+  json s = json::parse(tally({"lease", "show", lease, "--json"}).out);
+  const auto& f = s["budget_figures"];
+  EXPECT_EQ(f["coverage"], "host+gtt") << s.dump(2);
+  EXPECT_EQ(f["gpu_bytes"], 64 * kMiB) << s.dump(2);
+  std::uint64_t current = s["memory"]["current_bytes"];
+  EXPECT_GE(current, 64 * kMiB) << "the GTT is charged: memory.current holds it";
+  EXPECT_EQ(f["host_bytes"].get<std::uint64_t>() + 64 * kMiB, current) << s.dump(2);
+  EXPECT_EQ(f["total_bytes"], current) << "GTT counted in host memory and GPU memory both";
+  EXPECT_EQ(s["gpu_bound"]["advisory"], true);
+  EXPECT_EQ(shOut("systemctl is-active " + server), "active") << "an advisory bound killed the workload";
+  EXPECT_EQ(kinds(lease).back(), "gpu-bound");
+  EXPECT_EQ(ledgerRows(lease).back()["body"]["kind"], "gpu-memory-max-exceeded");
+  sh("systemctl stop " + server);
+
+  // The driver stops charging; the daemon restarts and says what changed.
+  setCharging(false);
+  sh("systemctl stop " + unit);
+  startDaemon();
+  rows = ledgerRows("");
+  cov = rows.back()["body"];
+  EXPECT_EQ(cov["coverage"], "host") << cov.dump(2);
+  EXPECT_EQ(cov["changed_from"]["coverage"], "host+gtt");
+  EXPECT_EQ(cov["active_probe"]["outcome"], "not-charged");
+  expectChainIntact();
+}
+
+// An attached unit over its gpu_memory_max: the daemon kills it through
+// systemd (KillUnit) after two samples, and the outcome names the figures.
+TEST_F(VmDaemon, AttachedUnitOverGpuMemoryMaxIsKilledByTheDaemon) {
+  setCharging(false);
+  startDaemon();
+  std::string server = "tally-vm-greedy-" + std::to_string(::getpid()) + ".service";
+  std::string bystander = "tally-vm-bystander-" + std::to_string(::getpid()) + ".service";
+  ASSERT_EQ(sh("systemd-run --quiet --unit=" + bystander + " -p Type=exec " + kWorkload + " gpu gtt 32 2 60000"), 0);
+  ASSERT_EQ(sh("systemd-run --quiet --unit=" + server + " -p Type=exec " + kWorkload + " gpu gtt 32 2 60000"), 0);
+  std::this_thread::sleep_for(1500ms);
+  auto a = tally({"attach", "--unit", server, "--pool", "gpu", "--memory-max", "256M", "--gpu-memory-max", "48M"});
+  ASSERT_EQ(a.exitCode(), 0) << a.err;
+  std::string lease = a.out.substr(0, 12);
+  for (int i = 0; i < 50 && kinds(lease).back() != "outcome"; ++i) std::this_thread::sleep_for(100ms);
+  ASSERT_EQ(kinds(lease).back(), "outcome");
+  json outcome = ledgerRows(lease).back()["body"];
+  EXPECT_EQ(outcome["outcome"]["class"], "killed-by-tally") << outcome.dump(2);
+  EXPECT_EQ(outcome["outcome"]["summary"].get<std::string>().rfind(
+                "killed by tally: GPU memory 64.0 MiB over gpu_memory_max 48.0 MiB (drm-fdinfo, 2 samples at 200 ms)", 0),
+            0u)
+      << outcome.dump(2);
+  const auto& kill = outcome["gpu"]["bound"]["events"].back();
+  EXPECT_LE(kill["at_ns"].get<std::uint64_t>() - kill["first_over_ns"].get<std::uint64_t>(), 300'000'000u) << outcome.dump(2);
+  EXPECT_EQ(shOut("systemctl is-active " + bystander), "active") << "a unit outside the lease was killed";
+  sh("systemctl stop " + bystander + " " + server + "; systemctl reset-failed " + server + " 2>/dev/null");
+  expectChainIntact();
+}
+
 }  // namespace
 }  // namespace tally

@@ -11,6 +11,7 @@
 
 #include <cerrno>
 #include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -279,14 +280,89 @@ void setCharging(bool on) {
 
 TEST_F(VmSystem, GttBuffersAreMeteredFromFdinfoAndNotChargedToday) {
   setCharging(false);
-  auto t = run({"--sample-interval", "100ms", "--gpu-memory-max", "32M"}, {kWorkload, "gpu", "gtt", "16", "3", "1500"});
+  // Report mode: over gpu_memory_max in a row, reported, never killed.
+  auto t = run({"--sample-interval", "100ms", "--gpu-memory-max", "32M", "--gpu-memory-action", "report"},
+               {kWorkload, "gpu", "gtt", "16", "3", "1500"});
   EXPECT_EQ(t.result.exitCode(), 0) << describe(t);
+  EXPECT_EQ(t.record["outcome"]["class"], "exited") << describe(t);
   EXPECT_GE(t.record["gpu"]["peak_bytes"].get<std::uint64_t>(), 48 * kMiB) << describe(t);
   EXPECT_EQ(t.record["gpu"]["at_peak"]["gtt"], 48 * kMiB);
   EXPECT_EQ(t.record["gpu"]["source"], "drm-fdinfo");
-  EXPECT_GE(t.record["gpu"]["samples_over_gpu_memory_max"].get<int>(), 1);
+  const auto& bound = t.record["gpu"]["bound"];
+  EXPECT_EQ(bound["action"], "report");
+  EXPECT_GE(bound["samples_over_gpu_memory_max"].get<int>(), 2);
+  ASSERT_EQ(bound["events"].size(), 1u) << describe(t);
+  EXPECT_EQ(bound["events"][0]["kind"], "gpu-memory-max-exceeded");
+  EXPECT_EQ(bound["events"][0]["bytes"], 48 * kMiB);
   // Today's amdgpu: the GTT pages are not in the cgroup's memory.peak.
   EXPECT_LT(t.record["memory"]["peak_bytes"].get<std::uint64_t>(), 48 * kMiB) << describe(t);
+}
+
+// The lease goes over gpu_memory_max: tally kills the whole lease within one
+// sample interval + 100 ms of the first sample that saw it over; a sibling
+// lease and a process outside any lease, both holding GTT too, live on.
+TEST_F(VmSystem, GpuMemoryMaxKillsTheLeaseAndNothingElse) {
+  setCharging(false);
+  auto outsider = spawnProgram({kWorkload, "gpu", "gtt", "16", "1", "20000"});
+  auto sibling = spawnProgram({kTally, "run", "--json", "--state-dir", stateDir() + "-sibling", "--sample-interval", "250ms",
+                               "--gpu-memory-max", "1G", "--", kWorkload, "gpu", "gtt", "16", "2", "6000"});
+  auto t = run({"--sample-interval", "250ms", "--gpu-memory-max", "64M"}, {kWorkload, "gpu", "gtt", "32", "4", "20000"});
+  EXPECT_EQ(t.result.exitCode(), 137) << describe(t);
+  EXPECT_EQ(t.record["outcome"]["class"], "killed-by-tally") << describe(t);
+  EXPECT_EQ(t.record["outcome"]["summary"],
+            "killed by tally: GPU memory 128.0 MiB over gpu_memory_max 64.0 MiB (drm-fdinfo, 2 samples at 250 ms)")
+      << describe(t);
+  const auto& events = t.record["gpu"]["bound"]["events"];
+  ASSERT_EQ(events.size(), 1u) << describe(t);
+  EXPECT_EQ(events[0]["kind"], "gpu-memory-kill");
+  std::uint64_t reactionNs = events[0]["at_ns"].get<std::uint64_t>() - events[0]["first_over_ns"].get<std::uint64_t>();
+  EXPECT_LE(reactionNs, 350'000'000u) << "reaction " << reactionNs / 1000000 << " ms; " << describe(t);
+  std::printf("[ reaction ] first sample over -> kill: %llu ms (interval 250 ms)\n",
+              static_cast<unsigned long long>(reactionNs / 1000000));
+  // Killed well before the workload's own 20 s.
+  EXPECT_LT(t.record["ended_at_ns"].get<std::uint64_t>() - t.record["started_at_ns"].get<std::uint64_t>(), 10'000'000'000u);
+  auto sib = waitProgram(sibling);
+  EXPECT_EQ(sib.exitCode(), 0) << sib.err;
+  EXPECT_EQ(json::parse(sib.out)["outcome"]["class"], "exited");
+  EXPECT_EQ(::kill(outsider.pid, 0), 0) << "a process outside the lease was signalled";
+  ::kill(outsider.pid, SIGKILL);
+  waitProgram(outsider);
+}
+
+// The active probe through the test driver: "not charged" with its charging
+// off (today's amdgpu), "charged" with it on (a kernel that charges GTT).
+// The text reports are printed for docs/coverage.md.
+TEST_F(VmSystem, DoctorActiveProbeTellsChargedFromNotCharged) {
+  setCharging(false);
+  auto off = runProgram({kTally, "doctor", "--active", "--json"});
+  json a = json::parse(off.out, nullptr, false);
+  ASSERT_FALSE(a.is_discarded()) << off.err;
+  const auto& p = a["gtt_memcg_coverage"]["active_probe"];
+  EXPECT_EQ(p["outcome"], "not-charged") << p.dump(2);
+  EXPECT_EQ(p["driver"], "tally_testdrm");
+  EXPECT_EQ(p["delta_drm_total_gtt_bytes"], 64 * kMiB);
+  EXPECT_LT(p["delta_memory_current_bytes"].get<std::int64_t>(), static_cast<std::int64_t>(16 * kMiB)) << p.dump(2);
+  EXPECT_EQ(a["gtt_memcg_coverage"]["coverage"], "host");
+  EXPECT_EQ(off.exitCode(), 1);  // a GPU whose GTT MemoryMax does not cover: degraded
+  EXPECT_NE(::access(("/sys/fs/cgroup" + p["cgroup"].get<std::string>()).c_str(), F_OK), 0) << "the probe cgroup was left behind";
+
+  setCharging(true);
+  auto on = runProgram({kTally, "doctor", "--active", "--json"});
+  json b = json::parse(on.out, nullptr, false);
+  ASSERT_FALSE(b.is_discarded()) << on.err;
+  const auto& q = b["gtt_memcg_coverage"]["active_probe"];
+  EXPECT_EQ(q["outcome"], "charged") << q.dump(2);
+  EXPECT_EQ(q["delta_drm_total_gtt_bytes"], 64 * kMiB);
+  EXPECT_GE(q["delta_memory_current_bytes"].get<std::int64_t>(), static_cast<std::int64_t>(60 * kMiB)) << q.dump(2);
+  EXPECT_EQ(b["gtt_memcg_coverage"]["coverage"], "host+gtt");
+  std::string kernel = b["kernel"]["release"];
+  EXPECT_EQ(b["verdict"], "A lease's MemoryMax covers: host memory + GTT (verified by active probe on " + kernel + ")");
+  EXPECT_EQ(on.exitCode(), 0) << b.dump(2);
+
+  auto textOn = runProgram({kTally, "doctor", "--active"});
+  setCharging(false);
+  auto textOff = runProgram({kTally, "doctor", "--active"});
+  std::printf("[ doctor charge_memcg=0 ]\n%s[ end ]\n[ doctor charge_memcg=1 ]\n%s[ end ]\n", textOff.out.c_str(), textOn.out.c_str());
 }
 
 TEST_F(VmSystem, ChargedBuffersShowInMemoryPeakLikeTomorrowsKernel) {
