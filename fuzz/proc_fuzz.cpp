@@ -8,6 +8,7 @@
 #include "attribution/container.h"
 #include "lease/units.h"
 #include "probes/cgroup_memory.h"
+#include "probes/dmem.h"
 #include "probes/meminfo.h"
 #include "probes/mountinfo.h"
 #include "probes/proc_cgroup.h"
@@ -56,6 +57,13 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   // Operator input at the edge: sizes and durations.
   if (auto b = lease::parseSize(text); !b && b.error().message.empty()) std::abort();
   if (auto d = lease::parseDurationUs(text); !d && d.error().message.empty()) std::abort();
+#elif TALLY_FUZZ_TARGET == 10
+  // dmem.capacity / dmem.current: every region parsed has a name.
+  if (auto r = probes::parseDmemCapacity(text)) {
+    for (const auto& region : *r) {
+      if (region.name.empty()) std::abort();
+    }
+  }
 #else
 #error "TALLY_FUZZ_TARGET must name a parser"
 #endif

@@ -27,7 +27,7 @@ cmake --preset fuzz >/dev/null
 # Only the fuzzers: they link the parsers library, not the whole tree.
 cmake --build --preset fuzz -j "$jobs" --target \
   fuzz_fdinfo fuzz_proc_status fuzz_proc_cgroup fuzz_proc_stat fuzz_meminfo fuzz_mountinfo \
-  fuzz_sysfs_value fuzz_cgroup_path fuzz_cgroup_memory fuzz_units fuzz_rpc fuzz_config
+  fuzz_sysfs_value fuzz_cgroup_path fuzz_cgroup_memory fuzz_units fuzz_dmem fuzz_rpc fuzz_config
 
 step "fuzz: ${FUZZ_SECONDS}s per parser, corpus seeded from the real samples"
 fuzzwork=$(mktemp -d /tmp/tally-fuzz.XXXXXX)

@@ -95,6 +95,9 @@ std::optional<std::int64_t> delta(const std::optional<std::uint64_t>& a, const s
 
 bool hasProbe(const std::string& driver) { return driver == "amdgpu" || driver == kTestDrm; }
 
+// The test driver's platform device has no driver link; its name says it.
+std::string probeDriver(const devices::DrmDevice& d) { return d.driver.empty() && d.key == kTestDrm ? kTestDrm : d.driver; }
+
 ProbeResult runActiveProbe(const fs::Root& proc, const fs::Root& cgroupRoot, const devices::DeviceMap& devices,
                            const std::string& kernel, const ProbeOptions& o) {
   ProbeResult r;
@@ -105,7 +108,7 @@ ProbeResult runActiveProbe(const fs::Root& proc, const fs::Root& cgroupRoot, con
   std::vector<std::string> seen;
   for (const auto& d : devices.devices) {
     seen.push_back(fmt::format("{} ({})", d.key, d.driver.empty() ? "no driver" : d.driver));
-    if (dev || !hasProbe(d.driver)) continue;
+    if (dev || !hasProbe(probeDriver(d))) continue;
     for (const auto& n : d.nodes) {
       if (n.minor >= 128) {
         dev = &d;
@@ -120,7 +123,7 @@ ProbeResult runActiveProbe(const fs::Root& proc, const fs::Root& cgroupRoot, con
     return r;
   }
   r.device = dev->key;
-  r.driver = dev->driver;
+  r.driver = probeDriver(*dev);
   if (::geteuid() != 0) {
     r.detail = "the active probe needs root (it creates a cgroup and moves a process into it)";
     return r;
@@ -131,7 +134,13 @@ ProbeResult runActiveProbe(const fs::Root& proc, const fs::Root& cgroupRoot, con
                            cgroupRoot.describe(fs::joinPath(o.cgroupParent, "cgroup.subtree_control")));
     return r;
   }
-  r.cgroup = fs::joinPath(o.cgroupParent, fmt::format("tally-probe-{}", ::getpid()));
+  std::string parent = o.cgroupParent;
+  while (parent.size() > 1 && parent.back() == '/') parent.pop_back();
+  if (parent.empty() || parent[0] != '/') {
+    r.detail = fmt::format("--probe-cgroup '{}' must be an absolute cgroup path", o.cgroupParent);
+    return r;
+  }
+  r.cgroup = (parent == "/" ? "" : parent) + fmt::format("/tally-probe-{}", ::getpid());
   std::string rel = r.cgroup.substr(1);
   if (::mkdirat(cgroupRoot.fd(), rel.c_str(), 0755) != 0) {
     r.detail = fmt::format("mkdir {}: {}", cgroupRoot.describe(rel), std::strerror(errno));
@@ -147,7 +156,7 @@ ProbeResult runActiveProbe(const fs::Root& proc, const fs::Root& cgroupRoot, con
   if (pid == 0) {
     ::close(toChild[1]);
     ::close(fromChild[0]);
-    child(toChild[0], fromChild[1], node, dev->driver, o.bytes);
+    child(toChild[0], fromChild[1], node, r.driver, o.bytes);
   }
   ::close(toChild[0]);
   ::close(fromChild[1]);

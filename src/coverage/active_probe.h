@@ -25,6 +25,8 @@ struct ProbeOptions {
 
 // Drivers the probe knows.
 bool hasProbe(const std::string& driver);
+// The driver a device's probe would use ("tally_testdrm" for the VM driver's driverless platform device).
+std::string probeDriver(const devices::DrmDevice& d);
 
 ProbeResult runActiveProbe(const fs::Root& proc, const fs::Root& cgroupRoot, const devices::DeviceMap& devices,
                            const std::string& kernel, const ProbeOptions& options);

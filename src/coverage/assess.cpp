@@ -18,7 +18,7 @@ Assessment assess(const fs::Root& proc, const fs::Root& sys, const fs::Root* cgr
   a.kernel = kernel;
   a.signs = readStaticSigns(proc, sys, cgroupRoot, statCgroup);
   for (const auto& d : devices.devices) {
-    if (d.region("gtt") || hasProbe(d.driver)) a.gpuPresent = true;
+    if (d.region("gtt") || hasProbe(probeDriver(d))) a.gpuPresent = true;
   }
   if (probe) {
     if (cgroupRoot) {
