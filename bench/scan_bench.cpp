@@ -13,7 +13,9 @@
 #include <string>
 
 #include "floor.h"
+#include "enforce/gpu_bound.h"
 #include "fs/root.h"
+#include "lease/meter.h"
 #include "scanner/scan.h"
 
 namespace {
@@ -97,10 +99,36 @@ void BM_TallyCgroupScan(benchmark::State& state) {
   state.counters["drm_fds"] = static_cast<double>(scanner.stats().drmFds);
 }
 
+// One sample of a lease's meter (memory.current + the cgroup-scoped DRM scan
+// + the lease's GPU figure), without and with the GPU bound evaluated on it:
+// the bound's cost is the difference (docs/PERFORMANCE.md).
+void leaseSample(benchmark::State& state, bool bound) {
+  if (!roots().cgroup) {
+    state.SkipWithError("no TALLY_BENCH_CGROUP/TALLY_BENCH_LEASE");
+    return;
+  }
+  tally::lease::LeaseMeter meter(roots().proc, roots().sys, *roots().cgroup, roots().lease, std::nullopt);
+  tally::enforce::GpuBound b{std::uint64_t{1} << 50, std::uint64_t{1} << 49, tally::enforce::Action::Kill, 2, 1000000};
+  tally::enforce::GpuBoundState st;
+  std::uint64_t t = 0;
+  for (auto _ : state) {
+    meter.sample();
+    if (bound) {
+      auto d = tally::enforce::observe(b, st, meter.gpu().lastBytes, meter.gpu().lastSource, ++t);
+      benchmark::DoNotOptimize(d);
+    }
+  }
+  state.counters["gpu_bytes"] = static_cast<double>(meter.gpu().lastBytes.value_or(0));
+}
+void BM_LeaseSample(benchmark::State& state) { leaseSample(state, false); }
+void BM_LeaseSampleWithBound(benchmark::State& state) { leaseSample(state, true); }
+
 BENCHMARK(BM_Floor)->Unit(benchmark::kMillisecond)->MinTime(0.5);
 BENCHMARK(BM_TallyHostScan)->Unit(benchmark::kMillisecond)->MinTime(0.5);
 BENCHMARK(BM_Naive)->Unit(benchmark::kMillisecond)->MinTime(0.5);
 BENCHMARK(BM_TallyCgroupScan)->Unit(benchmark::kMicrosecond)->MinTime(0.5);
+BENCHMARK(BM_LeaseSample)->Unit(benchmark::kMicrosecond)->MinTime(0.5);
+BENCHMARK(BM_LeaseSampleWithBound)->Unit(benchmark::kMicrosecond)->MinTime(0.5);
 
 // Records the median real time of each benchmark to print ratios at the end.
 class RatioReporter : public benchmark::ConsoleReporter {
@@ -143,6 +171,7 @@ int main(int argc, char** argv) {
   ratio("BM_TallyHostScan", "BM_Floor");
   ratio("BM_Naive", "BM_TallyHostScan");
   ratio("BM_TallyCgroupScan", "BM_TallyHostScan");
+  ratio("BM_LeaseSampleWithBound", "BM_LeaseSample");
   benchmark::Shutdown();
   return 0;
 }

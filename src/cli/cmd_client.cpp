@@ -1,5 +1,6 @@
 #include "cli/cmd_client.h"
 
+
 #include <fmt/format.h>
 #include <time.h>
 
@@ -7,6 +8,7 @@
 #include "lease/units.h"
 #include "report/gpu_report.h"
 #include "rpc/client.h"
+#include "util/clock.h"
 
 namespace tally::cli {
 namespace {
@@ -156,11 +158,80 @@ ClientCommands addClientCommands(CLI::App& app, ClientOptions& o) {
   c.attach->add_option("--queue-timeout", o.queueTimeout, "give up waiting after this long (e.g. 30s; default: the daemon's)");
   c.attach->add_flag("--json", o.json, "print the lease as JSON");
   addSocketOption(c.attach, o.socket);
+
+  c.events = app.add_subcommand("events", "Follow the daemon's events: GPU bound (high, kill, report) and coverage");
+  c.events->footer(
+      "Subscribes to the daemon and prints each event as it happens, one line each (JSON with --json):\n"
+      "  gpu-memory-kill lease 1f0c2a9b3e7d (llama): killed by tally: GPU memory 41.2 GiB over ...\n"
+      "Exit status: 0 done (interrupted, --count reached or --timeout passed), 1 --timeout passed before\n"
+      "--count events, 3 no daemon.");
+  c.events->add_option("--count", o.count, "exit after this many events (default: follow until interrupted)");
+  c.events->add_option("--timeout", o.eventsTimeout, "stop following after this long (e.g. 30s)");
+  c.events->add_flag("--json", o.json, "one JSON object per event");
+  addSocketOption(c.events, o.socket);
   return c;
 }
 
+namespace {
+
+// tally events: subscribe, then print each event as it comes.
+int followEvents(const ClientOptions& o) {
+  std::string path = o.socket.empty() ? rpc::defaultSocketPath() : o.socket;
+  auto client = rpc::Client::connect(path);
+  if (!client) {
+    fmt::print(stderr, "tally events: {}\n", client.error().message);
+    return kExitEnvironment;
+  }
+  std::optional<std::uint64_t> timeoutUs;
+  if (!o.eventsTimeout.empty()) {
+    auto t = lease::parseDurationUs(o.eventsTimeout);
+    if (!t) {
+      fmt::print(stderr, "tally events: --timeout {}\n", t.error().message);
+      return kExitUsage;
+    }
+    timeoutUs = *t;
+  }
+  auto sub = client->call("subscribe", json::object(), {}, 10'000);
+  if (!sub || !sub->ok) {
+    fmt::print(stderr, "tally events: {}\n", sub ? sub->error.message : sub.error().message);
+    return kExitEnvironment;
+  }
+  std::uint64_t deadline = timeoutUs ? clock::monotonicUs() + *timeoutUs : 0;
+  std::uint64_t seen = 0;
+  while (o.count == 0 || seen < o.count) {
+    int wait = -1;
+    if (deadline) {
+      std::uint64_t now = clock::monotonicUs();
+      if (now >= deadline) break;
+      wait = static_cast<int>((deadline - now) / 1000 + 1);
+    }
+    auto m = client->next(wait);
+    if (!m) {
+      if (m.error().code == ETIMEDOUT) break;
+      fmt::print(stderr, "tally events: {}\n", m.error().message);
+      return kExitEnvironment;
+    }
+    if (!m->event) continue;
+    ++seen;
+    const json& e = m->raw;
+    if (o.json) {
+      fmt::print("{}\n", e.dump());
+    } else if (e.value("event", "") == "gpu-bound") {
+      fmt::print("{} lease {} ({}): {}\n", e.value("kind", "?"), e.value("lease", "?"), e.value("name", "?"), e.value("summary", ""));
+    } else {
+      fmt::print("{}: {}\n", e.value("event", "?"), e.value("verdict", e.dump()));
+    }
+    std::fflush(stdout);
+  }
+  // A timeout before --count events: say so in the exit status.
+  return o.count && seen < o.count ? kExitDegraded : kExitOk;
+}
+
+}  // namespace
+
 int runClientCommand(const ClientCommands& c, const ClientOptions& o) {
   int rc = kExitOk;
+  if (c.events->parsed()) return followEvents(o);
   if (c.leases->parsed()) {
     auto m = callDaemon("leases", o, "leases", json::object(), rc);
     if (!m) return rc;

@@ -21,6 +21,9 @@ struct ClientOptions {
   std::string gpuAction = "kill";
   unsigned gpuOverSamples = 2;
   int priority = 0;
+  // events
+  std::uint64_t count = 0;  // 0 = until interrupted
+  std::string eventsTimeout;
 };
 
 struct ClientCommands {
@@ -29,6 +32,7 @@ struct ClientCommands {
   CLI::App* leaseRelease = nullptr;
   CLI::App* pools = nullptr;
   CLI::App* attach = nullptr;
+  CLI::App* events = nullptr;
 };
 
 ClientCommands addClientCommands(CLI::App& app, ClientOptions& opts);

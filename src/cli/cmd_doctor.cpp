@@ -89,7 +89,7 @@ void addDoctorCommand(CLI::App& app, DoctorOptions& opts) {
 
 int runDoctor(const fs::RootPaths& paths, const DoctorOptions& opts) {
   auto roots = openRoots(paths);
-  if (!roots) return kExitUsage;  // 2: a check could not run
+  if (!roots) return kExitCheckFailed;
   const fs::Root* cgRoot = roots->cgroup ? &*roots->cgroup : nullptr;
   bool errors = false;
   json doc;
@@ -212,7 +212,7 @@ int runDoctor(const fs::RootPaths& paths, const DoctorOptions& opts) {
   if (a.verdict.degraded) degraded.push_back("GTT is not covered by a lease's MemoryMax; tally bounds it from DRM fdinfo");
   doc["degraded"] = degraded;
   doc["verdict"] = a.verdict.line;
-  int rc = errors ? kExitUsage : degraded.empty() ? kExitOk : kExitDegraded;
+  int rc = errors ? kExitCheckFailed : degraded.empty() ? kExitOk : kExitDegraded;
   doc["exit_status"] = rc;
 
   if (opts.json) {

@@ -11,6 +11,7 @@
 #include "cli/run_client.h"
 #include "contain/choose.h"
 #include "contain/host_layout.h"
+#include "coverage/assess.h"
 #include "ledger/ledger.h"
 #include "lease/outcome.h"
 #include "lease/record.h"
@@ -202,6 +203,17 @@ int runRun(const fs::RootPaths& paths, const RunOptions& opts) {
   if (!roots) return kRunExitRefused;
   const fs::Root* cgroupRoot = roots->cgroup ? &*roots->cgroup : nullptr;
   auto layout = contain::readHostLayout(roots->proc, cgroupRoot, roots->cgroupError.value_or(""));
+  // Standalone hand-over (docs/coverage.md): when the daemon proved on this
+  // very kernel that GTT is charged to memcg, MemoryMax must hold host memory
+  // and GTT both. A row from another kernel proves nothing here.
+  if (ledger && spec->memoryMax && spec->gpuMemoryMax) {
+    if (auto rec = coverage::lastRecorded(*ledger); rec && rec->coverage == "host+gtt" && rec->kernel == layout.kernel) {
+      spec->declaredMemoryMax = spec->memoryMax;
+      spec->memoryMax = *spec->memoryMax + *spec->gpuMemoryMax;
+      fmt::print(stderr, "tally run: the ledger records that kernel {} charges GTT to memcg: MemoryMax = --memory-max + --gpu-memory-max = {}\n",
+                 layout.kernel, *spec->memoryMax);
+    }
+  }
 
   // The stop signals are read through a signalfd, so they are blocked before
   // the fork; the held child unblocks them before it execs.
@@ -235,6 +247,7 @@ int runRun(const fs::RootPaths& paths, const RunOptions& opts) {
     // may have made gpu_memory_max advisory.
     const auto& g = daemonLease->grant();
     if (g.contains("memory_max_effective") && g["memory_max_effective"].is_number_unsigned()) {
+      spec->declaredMemoryMax = spec->memoryMax;
       spec->memoryMax = g["memory_max_effective"].get<std::uint64_t>();
       fmt::print(stderr, "tally run: this kernel charges GTT to memcg (coverage {}): MemoryMax = --memory-max + --gpu-memory-max = {}\n",
                  g.value("coverage", "?"), *spec->memoryMax);

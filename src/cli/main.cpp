@@ -28,7 +28,8 @@ int main(int argc, char** argv) {
   app.add_option("--cgroup-root", roots.cgroup, "cgroup v2 root to read (diagnostic/testing)")
       ->default_str(fs::kCgroupRoot)->group("Diagnostic/testing");
   app.footer("Run 'tally <command> --help' for a command's options.\n"
-             "Exit status: 0 ok, 1 a check found a problem (doctor, config check, ledger verify), 2 usage error,\n"
+             "Exit status: 0 ok, 1 a check found a problem (doctor, config check, ledger verify), 2 usage error\n"
+             "(doctor: also a check that could not run), "
              "3 cannot read /proc, /sys or cgroupfs, or reach the daemon, 4 internal error, 5 the daemon refused.\n"
              "'tally run' mirrors its workload instead (see tally run --help).");
 
@@ -78,7 +79,7 @@ int main(int argc, char** argv) {
     if (app.got_subcommand("daemon")) return cli::runDaemon(roots, daemonOpts);
     if (app.got_subcommand("config")) return cli::runConfigCheck(configOpts);
     if (app.got_subcommand("leases") || app.got_subcommand("lease") || app.got_subcommand("pools") ||
-        app.got_subcommand("attach")) {
+        app.got_subcommand("attach") || app.got_subcommand("events")) {
       return cli::runClientCommand(clientCmds, clientOpts);
     }
     if (app.got_subcommand("run")) {

@@ -865,23 +865,17 @@ void Service::setCoverage(const coverage::Assessment& a) {
                {"verdict", a.verdict.line}, {"static_signs", coverage::signsJson(a.signs)},
                {"active_probe", a.probe ? json(coverage::probeJson(*a.probe)) : json(nullptr)},
                {"keep_gpu_memory_max", cfg_.daemon.keepGpuMemoryMax}};
-  std::optional<json> last;
-  if (auto rows = ledger_.events(std::string())) {
-    for (const auto& e : *rows) {
-      if (e.kind == ledger::kCoverage) last = json::parse(e.body, nullptr, false);
-    }
-  }
+  auto last = coverage::lastRecorded(ledger_);
   std::string now = coverage::coverageName(a.verdict.coverage);
   bool covered = a.verdict.coverage == coverage::Coverage::HostAndGtt;
   std::string doing = covered ? fmt::format("budgets and headroom stop adding fdinfo GTT to host memory; tally run maps --gpu-memory-max "
                                             "onto MemoryMax; gpu_memory_max {}",
                                             cfg_.daemon.keepGpuMemoryMax ? "still kills (keep_gpu_memory_max)" : "is advisory (reports, never kills)")
                               : "tally bounds GTT itself: gpu_memory_max kills, MemoryMax bounds host memory only";
-  if (last && last->is_object() && (last->value("coverage", "") != now || last->value("kernel", "") != a.kernel)) {
-    body["changed_from"] = {{"kernel", last->value("kernel", "")}, {"coverage", last->value("coverage", "")}};
-    if (last->value("coverage", "") != now) {
-      note(4, fmt::format("GTT coverage changed from {} (kernel {}) to {} (kernel {}): {}", last->value("coverage", "?"),
-                          last->value("kernel", "?"), now, a.kernel, doing),
+  if (last && (last->coverage != now || last->kernel != a.kernel)) {
+    body["changed_from"] = {{"kernel", last->kernel}, {"coverage", last->coverage}};
+    if (last->coverage != now) {
+      note(4, fmt::format("GTT coverage changed from {} (kernel {}) to {} (kernel {}): {}", last->coverage, last->kernel, now, a.kernel, doing),
            {{"TALLY_EVENT", "coverage-changed"}, {"TALLY_COVERAGE", now}, {"TALLY_KERNEL", a.kernel}});
     }
   }

@@ -30,7 +30,7 @@ json recordJson(const LeaseRecord& r) {
   if (!r.unit.empty()) j["lease"]["unit"] = r.unit;
   if (!r.slice.empty()) j["lease"]["slice"] = r.slice;
   if (!r.cgroup.empty()) j["lease"]["cgroup"] = r.cgroup;
-  j["declared"] = {{"memory_max", optBytes(s.memoryMax)},
+  j["declared"] = {{"memory_max", optBytes(s.declaredMemoryMax ? s.declaredMemoryMax : s.memoryMax)},
                    {"memory_high", optBytes(s.memoryHigh)},
                    {"memory_swap_max", optBytes(s.memorySwapMax)},
                    {"oom_policy", oomPolicyName(s.oomPolicy)},
@@ -38,6 +38,11 @@ json recordJson(const LeaseRecord& r) {
                    {"gpu_memory_high", optBytes(s.gpuMemoryHigh)},
                    {"sample_interval_us", s.sampleIntervalUs},
                    {"source", "declared"}};
+  if (s.declaredMemoryMax) {
+    // The hand-over: GTT is charged to memcg here, so MemoryMax holds both.
+    j["declared"]["memory_max_with_gpu"] = optBytes(s.memoryMax);
+    j["declared"]["gtt_charged_to_memcg"] = true;
+  }
   if (r.applied) {
     j["applied"] = {{"memory_max", limitJson(r.applied->memoryMax)},
                     {"memory_high", limitJson(r.applied->memoryHigh)},

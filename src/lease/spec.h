@@ -28,6 +28,10 @@ struct LeaseSpec {
   std::string id;    // [0-9a-z], no dash: systemd nests "a-b.slice" under "a.slice"
   std::string name;  // operator's label; defaults to the command's basename
   std::optional<std::uint64_t> memoryMax;
+  // Set when the hand-over mapped --gpu-memory-max onto MemoryMax (the kernel
+  // charges GTT to memcg): what the operator declared; memoryMax is then the
+  // sum that is applied.
+  std::optional<std::uint64_t> declaredMemoryMax;
   std::optional<std::uint64_t> memoryHigh;
   std::optional<std::uint64_t> memorySwapMax;
   OomPolicy oomPolicy = OomPolicy::Kill;

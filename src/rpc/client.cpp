@@ -53,21 +53,37 @@ Result<Message> Client::call(const std::string& method, const json& params, cons
   }
   std::uint64_t deadline = timeoutMs >= 0 ? clock::monotonicUs() + static_cast<std::uint64_t>(timeoutMs) * 1000 : 0;
   for (;;) {
-    while (auto l = reader_.next()) {
-      if (l->overflow) return Error{EPROTO, "the daemon sent an oversized line"};
-      auto m = parseMessage(l->text);
-      if (!m) return m.error();
-      if (m->event) {
-        if (onEvent && m->id == json(id)) onEvent(*m);
-        continue;
-      }
-      if (m->id == json(id)) return m;
-      if (!m->ok && m->id.is_null()) return m;  // a connection-level error (too many connections, ...)
-    }
     int wait = -1;
     if (deadline) {
       std::uint64_t now = clock::monotonicUs();
       if (now >= deadline) return Error{ETIMEDOUT, fmt::format("the tally daemon did not answer {} in time", method)};
+      wait = static_cast<int>((deadline - now) / 1000 + 1);
+    }
+    auto m = next(wait, extraFd);
+    if (!m) {
+      if (m.error().code == ETIMEDOUT) continue;  // the deadline check above names the method
+      return m.error();
+    }
+    if (m->event) {
+      if (onEvent && m->id == json(id)) onEvent(*m);
+      continue;
+    }
+    if (m->id == json(id)) return m;
+    if (!m->ok && m->id.is_null()) return m;  // a connection-level error (too many connections, ...)
+  }
+}
+
+Result<Message> Client::next(int timeoutMs, int extraFd) {
+  std::uint64_t deadline = timeoutMs >= 0 ? clock::monotonicUs() + static_cast<std::uint64_t>(timeoutMs) * 1000 : 0;
+  for (;;) {
+    if (auto l = reader_.next()) {
+      if (l->overflow) return Error{EPROTO, "the daemon sent an oversized line"};
+      return parseMessage(l->text);
+    }
+    int wait = -1;
+    if (deadline) {
+      std::uint64_t now = clock::monotonicUs();
+      if (now >= deadline) return Error{ETIMEDOUT, "no message from the tally daemon in time"};
       wait = static_cast<int>((deadline - now) / 1000 + 1);
     }
     pollfd fds[2] = {{fd_.get(), POLLIN, 0}, {extraFd, POLLIN, 0}};

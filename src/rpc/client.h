@@ -27,6 +27,10 @@ class Client {
   // an error of code EINTR. timeoutMs < 0 waits forever.
   Result<Message> call(const std::string& method, const json& params, const EventFn& onEvent = {}, int timeoutMs = -1,
                        int extraFd = -1);
+  // The next message the daemon sends (a reply or an event), e.g. the
+  // events after "subscribe". ETIMEDOUT after timeoutMs; EINTR when extraFd
+  // becomes readable.
+  Result<Message> next(int timeoutMs = -1, int extraFd = -1);
   const std::string& path() const { return path_; }
   int fd() const { return fd_.get(); }
 

@@ -372,6 +372,21 @@ TEST(Record, AbsentFiguresCarryAReasonNeverZero) {
             "oom_kill=4, MemoryMax=67108864");
 }
 
+TEST(Record, AMappedMemoryMaxKeepsWhatWasDeclared) {
+  lease::LeaseRecord r;
+  r.spec.id = "x";
+  r.spec.name = "y";
+  r.spec.declaredMemoryMax = 64 * kMiB;
+  r.spec.memoryMax = 128 * kMiB;
+  r.spec.gpuMemoryMax = 64 * kMiB;
+  auto j = lease::recordJson(r);
+  EXPECT_EQ(j["declared"]["memory_max"], 64 * kMiB);
+  EXPECT_EQ(j["declared"]["memory_max_with_gpu"], 128 * kMiB);
+  EXPECT_EQ(j["declared"]["gtt_charged_to_memcg"], true);
+  r.spec.declaredMemoryMax.reset();
+  EXPECT_FALSE(lease::recordJson(r)["declared"].contains("memory_max_with_gpu"));
+}
+
 TEST(Record, GpuBoundIsRecordedWithItsActionAndEvents) {
   lease::LeaseRecord r;
   r.spec.id = "x";

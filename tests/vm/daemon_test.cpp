@@ -290,6 +290,20 @@ TEST_F(VmDaemon, RecordedCoverageFollowsTheKernelAndNothingCountsTwice) {
   EXPECT_EQ(cov["coverage"], "host+gtt") << cov.dump(2);
   EXPECT_EQ(cov["active_probe"]["outcome"], "charged");
 
+  // tally run maps --gpu-memory-max onto MemoryMax: through the daemon's
+  // grant (--pool), and standalone from the ledger's row for this kernel.
+  for (std::vector<std::string> mode : {std::vector<std::string>{"--pool", "gpu"}, std::vector<std::string>{"--state-dir", dir + "/state"}}) {
+    std::vector<std::string> args{"run", "--json", "--memory-max", "64M", "--gpu-memory-max", "64M"};
+    args.insert(args.end(), mode.begin(), mode.end());
+    args.insert(args.end(), {"--", "true"});
+    auto r = tally(args);
+    ASSERT_EQ(r.exitCode(), 0) << r.err;
+    json rec = json::parse(r.out);
+    EXPECT_EQ(rec["declared"]["memory_max"], 64 * kMiB) << rec.dump(2);
+    EXPECT_EQ(rec["declared"]["memory_max_with_gpu"], 128 * kMiB) << rec.dump(2);
+    EXPECT_EQ(rec["applied"]["memory_max"], 128 * kMiB) << rec.dump(2);
+  }
+
   std::string server = "tally-vm-charged-" + std::to_string(::getpid()) + ".service";
   ASSERT_EQ(sh("systemd-run --quiet --unit=" + server + " -p Type=exec " + kWorkload + " gpu gtt 32 2 60000"), 0);
   std::this_thread::sleep_for(1500ms);
@@ -333,6 +347,8 @@ TEST_F(VmDaemon, AttachedUnitOverGpuMemoryMaxIsKilledByTheDaemon) {
   ASSERT_EQ(sh("systemd-run --quiet --unit=" + bystander + " -p Type=exec " + kWorkload + " gpu gtt 32 2 60000"), 0);
   ASSERT_EQ(sh("systemd-run --quiet --unit=" + server + " -p Type=exec " + kWorkload + " gpu gtt 32 2 60000"), 0);
   std::this_thread::sleep_for(1500ms);
+  auto events = spawnProgram({kTally, "events", "--json", "--count", "1", "--timeout", "30s"}, {"TALLY_SOCKET=" + socket});
+  std::this_thread::sleep_for(300ms);  // subscribed before the lease exists
   auto a = tally({"attach", "--unit", server, "--pool", "gpu", "--memory-max", "256M", "--gpu-memory-max", "48M"});
   ASSERT_EQ(a.exitCode(), 0) << a.err;
   std::string lease = a.out.substr(0, 12);
@@ -347,6 +363,15 @@ TEST_F(VmDaemon, AttachedUnitOverGpuMemoryMaxIsKilledByTheDaemon) {
   const auto& kill = outcome["gpu"]["bound"]["events"].back();
   EXPECT_LE(kill["at_ns"].get<std::uint64_t>() - kill["first_over_ns"].get<std::uint64_t>(), 300'000'000u) << outcome.dump(2);
   EXPECT_EQ(shOut("systemctl is-active " + bystander), "active") << "a unit outside the lease was killed";
+  // Subscribers saw it as it happened, and so did the journal.
+  auto ev = waitProgram(events);
+  EXPECT_EQ(ev.exitCode(), 0) << ev.err;
+  json e = json::parse(ev.out, nullptr, false);
+  EXPECT_EQ(e.value("event", ""), "gpu-bound") << ev.out;
+  EXPECT_EQ(e.value("kind", ""), "gpu-memory-kill") << ev.out;
+  EXPECT_EQ(e.value("lease", ""), lease);
+  std::string journal = shOut("journalctl --no-pager -o cat -t tally TALLY_LEASE=" + lease);
+  EXPECT_NE(journal.find("killed by tally: GPU memory 64.0 MiB over gpu_memory_max 48.0 MiB"), std::string::npos) << journal;
   sh("systemctl stop " + bystander + " " + server + "; systemctl reset-failed " + server + " 2>/dev/null");
   expectChainIntact();
 }
