@@ -177,7 +177,12 @@ int runDoctor(const fs::RootPaths& paths, const DoctorOptions& opts) {
   json devs = json::array();
   for (const auto& d : devmap.devices) devs.push_back({{"key", d.key}, {"driver", d.driver}, {"memory", report::deviceMemoryJson(d)}});
   doc["gpu_devices"] = devs;
-  if (host.gtt.bytes) doc["gtt_ceiling"] = {{"bytes", *host.gtt.bytes}, {"source", host.gtt.source}};
+  // The ceiling with the unit its source counts in: pages_limit is in pages
+  // of the kernel's PAGE_SIZE, gttsize in MiB (-1: the driver's default).
+  std::string raw;
+  if (host.gtt.ttmPagesLimit) raw += fmt::format("{}.pages_limit = {} pages of {} bytes", host.gtt.ttmModule, *host.gtt.ttmPagesLimit, host.gtt.pageSize);
+  if (host.gtt.amdgpuGttsizeMiB) raw += fmt::format("{}amdgpu.gttsize = {} MiB", raw.empty() ? "" : "; ", *host.gtt.amdgpuGttsizeMiB);
+  if (host.gtt.bytes) doc["gtt_ceiling"] = {{"bytes", *host.gtt.bytes}, {"source", host.gtt.source}, {"raw", raw}};
   else doc["gtt_ceiling"] = {{"bytes", nullptr}, {"unknown", "no ttm/amdttm pages_limit or amdgpu gttsize readable"}};
   if (host.meminfo.memAvailable) doc["mem_available_bytes"] = *host.meminfo.memAvailable;
 
@@ -258,7 +263,7 @@ int runDoctor(const fs::RootPaths& paths, const DoctorOptions& opts) {
     }
     fmt::print("gpu          {} ({}){}\n", d.key, d.driver.empty() ? "no driver" : d.driver, mem);
   }
-  if (host.gtt.bytes) fmt::print("gtt ceiling  {} ({})\n", report::humanBytes(*host.gtt.bytes), host.gtt.source);
+  if (host.gtt.bytes) fmt::print("gtt ceiling  {}, in force: {} (read: {})\n", report::humanBytes(*host.gtt.bytes), host.gtt.source, raw);
   else fmt::print("gtt ceiling  unknown (no ttm module parameters)\n");
   if (host.meminfo.memAvailable) fmt::print("host         MemAvailable {}\n", report::humanBytes(*host.meminfo.memAvailable));
   for (const auto& s : a.signs.signs) {

@@ -12,6 +12,7 @@
 #include "contain/choose.h"
 #include "contain/host_layout.h"
 #include "coverage/assess.h"
+#include "daemon/journal.h"
 #include "ledger/ledger.h"
 #include "lease/outcome.h"
 #include "lease/record.h"
@@ -170,6 +171,29 @@ void addRunCommand(CLI::App& app, RunOptions& o) {
       ->expected(-1);
 }
 
+namespace {
+
+// Standalone tally run: GPU bound events also go to the journal (the runner
+// has printed them on stderr already), with the same fields as the daemon's.
+class JournalObserver final : public lease::LeaseObserver {
+ public:
+  JournalObserver(std::string id, std::string name) : id_(std::move(id)), name_(std::move(name)) {}
+  Status placed(const lease::LeaseRecord&, const contain::LeaseCgroup&) override { return Ok{}; }
+  void finished(lease::LeaseRecord&) override {}
+  void bound(const enforce::BoundEvent& e) override {
+    journal_.note(e.kind == enforce::Verdict::Kill || e.kind == enforce::Verdict::Report ? 4 : 5,
+                  fmt::format("lease {} ({}): {}", id_, name_, e.summary),
+                  {{"TALLY_LEASE", id_}, {"TALLY_LEASE_NAME", name_}, {"TALLY_EVENT", enforce::verdictName(e.kind)}, {"TALLY_GPU_BYTES", std::to_string(e.bytes)},
+                   {"TALLY_LIMIT_BYTES", std::to_string(e.limit)}});
+  }
+
+ private:
+  std::string id_, name_;
+  daemon::SdJournal journal_{false, "tally run: "};
+};
+
+}  // namespace
+
 int runRun(const fs::RootPaths& paths, const RunOptions& opts) {
   auto spec = buildSpec(opts);
   if (!spec) return kRunExitUsage;
@@ -258,8 +282,9 @@ int runRun(const fs::RootPaths& paths, const RunOptions& opts) {
   auto choice = contain::chooseContainment(*spec, roots->proc, cgroupRoot, layout);
   if (!choice.note.empty()) fmt::print(stderr, "tally run: {}\n", choice.note);
   long page = sysconf(_SC_PAGESIZE);
+  JournalObserver journalObserver(spec->id, spec->name);
   lease::RunEnv env{roots->proc, roots->sys, cgroupRoot, signalFd.get(), page > 0 ? static_cast<std::uint64_t>(page) : 4096,
-                    daemonLease ? &*daemonLease : nullptr};
+                    daemonLease ? static_cast<lease::LeaseObserver*>(&*daemonLease) : &journalObserver};
   auto record = lease::runLease(*spec, env, choice.lease.get(), choice.refusal);
   choice.lease.reset();
 

@@ -11,7 +11,7 @@ void SdJournal::note(int priority, const std::string& message,
                      const std::vector<std::pair<std::string, std::string>>& fields) {
   std::vector<std::string> lines;
   lines.reserve(fields.size() + 3);
-  lines.push_back("MESSAGE=tally daemon: " + message);
+  lines.push_back("MESSAGE=" + prefix_ + message);
   lines.push_back(fmt::format("PRIORITY={}", priority));
   lines.push_back("SYSLOG_IDENTIFIER=tally");
   for (const auto& [key, value] : fields) lines.push_back(key + "=" + value);
@@ -19,7 +19,7 @@ void SdJournal::note(int priority, const std::string& message,
   iov.reserve(lines.size());
   for (auto& l : lines) iov.push_back({l.data(), l.size()});
   // No journald socket (no systemd here): the message still reaches the operator.
-  if (sd_journal_sendv(iov.data(), static_cast<int>(iov.size())) < 0) fmt::print(stderr, "tally daemon: {}\n", message);
+  if (sd_journal_sendv(iov.data(), static_cast<int>(iov.size())) < 0 && stderrFallback_) fmt::print(stderr, "{}{}\n", prefix_, message);
 }
 
 }  // namespace tally::daemon

@@ -317,6 +317,10 @@ TEST_F(VmSystem, GpuMemoryMaxKillsTheLeaseAndNothingElse) {
   EXPECT_EQ(events[0]["kind"], "gpu-memory-kill");
   std::uint64_t reactionNs = events[0]["at_ns"].get<std::uint64_t>() - events[0]["first_over_ns"].get<std::uint64_t>();
   EXPECT_LE(reactionNs, 350'000'000u) << "reaction " << reactionNs / 1000000 << " ms; " << describe(t);
+  // Standalone: the journal has the kill too, under the lease's id.
+  std::string id = t.record["lease"]["id"];
+  auto journal = runProgram({"journalctl", "--no-pager", "-o", "cat", "-t", "tally", "TALLY_LEASE=" + id});
+  EXPECT_NE(journal.out.find("killed by tally: GPU memory 128.0 MiB over gpu_memory_max 64.0 MiB"), std::string::npos) << journal.out;
   std::printf("[ reaction ] first sample over -> kill: %llu ms (interval 250 ms)\n",
               static_cast<unsigned long long>(reactionNs / 1000000));
   // Killed well before the workload's own 20 s.
