@@ -32,7 +32,7 @@ cmake --build --preset fuzz -j "$jobs" --target \
 step "fuzz: ${FUZZ_SECONDS}s per parser, corpus seeded from the real samples"
 fuzzwork=$(mktemp -d /tmp/tally-fuzz.XXXXXX)
 trap 'rm -rf "$fuzzwork"' EXIT
-for target in fdinfo proc_status proc_cgroup proc_stat meminfo mountinfo sysfs_value cgroup_path cgroup_memory units rpc config; do
+for target in fdinfo proc_status proc_cgroup proc_stat meminfo mountinfo sysfs_value cgroup_path cgroup_memory units dmem rpc config; do
   seeds=fuzz/corpus/$target
   [ "$target" = fdinfo ] && seeds=tests/fixtures/fdinfo
   mkdir -p "$fuzzwork/$target"
