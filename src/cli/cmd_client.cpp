@@ -5,7 +5,7 @@
 #include <time.h>
 
 #include "cli/exit_codes.h"
-#include "lease/units.h"
+#include "cli/option_values.h"
 #include "report/gpu_report.h"
 #include "rpc/client.h"
 #include "util/clock.h"
@@ -183,14 +183,7 @@ int followEvents(const ClientOptions& o) {
     return kExitEnvironment;
   }
   std::optional<std::uint64_t> timeoutUs;
-  if (!o.eventsTimeout.empty()) {
-    auto t = lease::parseDurationUs(o.eventsTimeout);
-    if (!t) {
-      fmt::print(stderr, "tally events: --timeout {}\n", t.error().message);
-      return kExitUsage;
-    }
-    timeoutUs = *t;
-  }
+  if (!durationOption("events", "--timeout", o.eventsTimeout, timeoutUs)) return kExitUsage;
   auto sub = client->call("subscribe", json::object(), {}, 10'000);
   if (!sub || !sub->ok) {
     fmt::print(stderr, "tally events: {}\n", sub ? sub->error.message : sub.error().message);
@@ -285,26 +278,17 @@ int runClientCommand(const ClientCommands& c, const ClientOptions& o) {
     }
     for (auto [flag, text, key] : {std::tuple{"--memory-max", &o.memoryMax, "memory_max"}, std::tuple{"--gpu-memory-max", &o.gpuMemoryMax, "gpu_memory_max"},
                                    std::tuple{"--gpu-memory-high", &o.gpuMemoryHigh, "gpu_memory_high"}}) {
-      if (text->empty()) continue;
-      auto v = lease::parseSize(*text);
-      if (!v) {
-        fmt::print(stderr, "tally attach: {} {}\n", flag, v.error().message);
-        return kExitUsage;
-      }
-      p[key] = *v;
+      std::optional<std::uint64_t> v;
+      if (!sizeOption("attach", flag, *text, v)) return kExitUsage;
+      if (v) p[key] = *v;
     }
     if (p.contains("gpu_memory_max") || p.contains("gpu_memory_high")) {
       p["gpu_memory_action"] = o.gpuAction;
       p["gpu_over_samples"] = o.gpuOverSamples;
     }
-    if (!o.queueTimeout.empty()) {
-      auto v = lease::parseDurationUs(o.queueTimeout);
-      if (!v) {
-        fmt::print(stderr, "tally attach: --queue-timeout {}\n", v.error().message);
-        return kExitUsage;
-      }
-      p["timeout_us"] = *v;
-    }
+    std::optional<std::uint64_t> queueTimeout;
+    if (!durationOption("attach", "--queue-timeout", o.queueTimeout, queueTimeout)) return kExitUsage;
+    if (queueTimeout) p["timeout_us"] = *queueTimeout;
     if (!o.name.empty()) p["name"] = o.name;
     p["priority"] = o.priority;
     auto m = callDaemon("attach", o, "attach", p, rc, [](const rpc::Message& ev) {

@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include "cli/cmd_client.h"
+#include "cli/option_values.h"
 #include "cli/roots.h"
 #include "cli/run_client.h"
 #include "contain/choose.h"
@@ -29,17 +30,6 @@ using lease::kRunExitUsage;
 
 // Sizes and durations are parsed here, not by CLI11, so a bad value names the
 // option and the accepted forms.
-bool parseSizeOption(const char* option, const std::string& text, std::optional<std::uint64_t>& out) {
-  if (text.empty()) return true;
-  auto v = lease::parseSize(text);
-  if (!v) {
-    fmt::print(stderr, "tally run: {} {}\n", option, v.error().message);
-    return false;
-  }
-  out = *v;
-  return true;
-}
-
 std::optional<lease::LeaseSpec> buildSpec(const RunOptions& o) {
   lease::LeaseSpec spec;
   spec.id = lease::newLeaseId();
@@ -56,11 +46,11 @@ std::optional<lease::LeaseSpec> buildSpec(const RunOptions& o) {
     }
     spec.name = "lease";
   }
-  if (!parseSizeOption("--memory-max", o.memoryMax, spec.memoryMax) ||
-      !parseSizeOption("--memory-high", o.memoryHigh, spec.memoryHigh) ||
-      !parseSizeOption("--memory-swap-max", o.memorySwapMax, spec.memorySwapMax) ||
-      !parseSizeOption("--gpu-memory-max", o.gpuMemoryMax, spec.gpuMemoryMax) ||
-      !parseSizeOption("--gpu-memory-high", o.gpuMemoryHigh, spec.gpuMemoryHigh)) {
+  if (!sizeOption("run", "--memory-max", o.memoryMax, spec.memoryMax) ||
+      !sizeOption("run", "--memory-high", o.memoryHigh, spec.memoryHigh) ||
+      !sizeOption("run", "--memory-swap-max", o.memorySwapMax, spec.memorySwapMax) ||
+      !sizeOption("run", "--gpu-memory-max", o.gpuMemoryMax, spec.gpuMemoryMax) ||
+      !sizeOption("run", "--gpu-memory-high", o.gpuMemoryHigh, spec.gpuMemoryHigh)) {
     return std::nullopt;
   }
   spec.gpuAction = enforce::parseAction(o.gpuAction).value_or(enforce::Action::Kill);
@@ -215,14 +205,7 @@ int runRun(const fs::RootPaths& paths, const RunOptions& opts) {
     return kRunExitUsage;
   }
   std::optional<std::uint64_t> queueTimeout;
-  if (!opts.queueTimeout.empty()) {
-    auto v = lease::parseDurationUs(opts.queueTimeout);
-    if (!v) {
-      fmt::print(stderr, "tally run: --queue-timeout {}\n", v.error().message);
-      return kRunExitUsage;
-    }
-    queueTimeout = *v;
-  }
+  if (!durationOption("run", "--queue-timeout", opts.queueTimeout, queueTimeout)) return kRunExitUsage;
   auto roots = openRoots(paths);
   if (!roots) return kRunExitRefused;
   const fs::Root* cgroupRoot = roots->cgroup ? &*roots->cgroup : nullptr;

@@ -7,6 +7,13 @@
 
 namespace tally::daemon {
 
+JournalEntry boundEventEntry(const std::string& lease, const std::string& name, const enforce::BoundEvent& e) {
+  bool acted = e.kind == enforce::Verdict::Kill || e.kind == enforce::Verdict::Report;
+  return {acted ? 4 : 5, fmt::format("lease {} ({}): {}", lease, name, e.summary),
+          {{"TALLY_LEASE", lease}, {"TALLY_LEASE_NAME", name}, {"TALLY_EVENT", enforce::verdictName(e.kind)},
+           {"TALLY_GPU_BYTES", std::to_string(e.bytes)}, {"TALLY_LIMIT_BYTES", std::to_string(e.limit)}}};
+}
+
 void SdJournal::note(int priority, const std::string& message,
                      const std::vector<std::pair<std::string, std::string>>& fields) {
   std::vector<std::string> lines;

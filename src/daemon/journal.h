@@ -3,8 +3,20 @@
 #pragma once
 
 #include "daemon/seams.h"
+#include "enforce/gpu_bound.h"
 
 namespace tally::daemon {
+
+// A GPU bound event as one journal entry, the same from the daemon and from
+// a standalone tally run: warning when tally acted (kill, report), notice
+// otherwise; "lease ID (NAME): summary"; TALLY_LEASE, TALLY_LEASE_NAME,
+// TALLY_EVENT, TALLY_GPU_BYTES, TALLY_LIMIT_BYTES.
+struct JournalEntry {
+  int priority = 5;
+  std::string message;
+  std::vector<std::pair<std::string, std::string>> fields;
+};
+JournalEntry boundEventEntry(const std::string& lease, const std::string& name, const enforce::BoundEvent& e);
 
 class SdJournal final : public Journal {
  public:

@@ -8,6 +8,7 @@
 #include <cerrno>
 
 #include "daemon/headroom.h"
+#include "daemon/journal.h"
 #include "lease/outcome.h"
 #include "lease/record.h"
 #include "lease/spec.h"
@@ -205,11 +206,7 @@ void Service::onAcquire(std::uint64_t conn, const Peer& peer, const rpc::Request
   l->req.gpuMemoryMax = *gpuMax;
   l->req.priority = priority;
   l->bound = bound;
-  if (coverage_ == coverage::Coverage::HostAndGtt && !cfg_.daemon.keepGpuMemoryMax && bound.max) {
-    // The kernel charges GTT: MemoryMax bounds it, gpu_memory_max reports.
-    l->bound.action = enforce::Action::Report;
-    l->advisory = true;
-  }
+  applyCoverage(*l);
   std::uint64_t waitUs = timeout->value_or(cfg_.daemon.queueTimeoutUs);
   if (waitUs) l->req.deadlineUs = clock::monotonicUs() + waitUs;
   if (auto s = engine_.check(l->req); !s) return fail(conn, req.id, code::kRefused, s.error().message);
@@ -789,10 +786,8 @@ void Service::recordBound(Lease& l, const enforce::BoundEvent& e) {
   fields["lease"] = l.id;
   fields["name"] = l.name;
   broadcast("gpu-bound", fields);
-  bool acted = e.kind == enforce::Verdict::Kill || e.kind == enforce::Verdict::Report;
-  note(acted ? 4 : 5, fmt::format("lease {} ({}): {}", l.id, l.name, e.summary),
-       {{"TALLY_LEASE", l.id}, {"TALLY_LEASE_NAME", l.name}, {"TALLY_EVENT", enforce::verdictName(e.kind)},
-        {"TALLY_GPU_BYTES", std::to_string(e.bytes)}, {"TALLY_LIMIT_BYTES", std::to_string(e.limit)}});
+  auto entry = boundEventEntry(l.id, l.name, e);
+  note(entry.priority, entry.message, entry.fields);
 }
 
 void Service::broadcast(const std::string& event, const json& fields) {
@@ -841,6 +836,14 @@ void Service::prune() {
   auto r = ledger_.pruneSamples(clock::realtimeNs(), cfg_.daemon.samplesFullResolutionUs * 1000, cfg_.daemon.samplesMaxAgeUs * 1000,
                                 cfg_.daemon.samplesMaxRows);
   if (!r) fmt::print(stderr, "tally daemon: sample retention: {}\n", r.error().message);
+}
+
+// The kernel charges GTT: MemoryMax bounds it, so gpu_memory_max only
+// reports, unless the operator keeps it (keep_gpu_memory_max).
+void Service::applyCoverage(Lease& l) const {
+  if (coverage_ != coverage::Coverage::HostAndGtt || cfg_.daemon.keepGpuMemoryMax || !l.bound.max) return;
+  l.bound.action = enforce::Action::Report;
+  l.advisory = true;
 }
 
 // A lease's host memory without its GPU memory: memory.current, less the
@@ -1067,10 +1070,7 @@ std::vector<std::string> Service::recover() {
           if (auto a = enforce::parseAction(gb.value("action", "kill"))) l->bound.action = *a;
           l->bound.consecutive = std::clamp(gb.value("consecutive_samples", enforce::kDefaultConsecutive), 1u, 100u);
         }
-        if (coverage_ == coverage::Coverage::HostAndGtt && !cfg_.daemon.keepGpuMemoryMax && l->bound.max) {
-          l->bound.action = enforce::Action::Report;
-          l->advisory = true;
-        }
+        applyCoverage(*l);
         if (body.contains("target")) l->target = body["target"];
       } else if (e.kind == ledger::kStarted || e.kind == ledger::kAdopted) {
         started = body;

@@ -111,6 +111,7 @@ class Service {
   bool populated(const Lease& l) const;
   admission::Headroom headroomFor(const config::Pool& pool);
   std::optional<std::uint64_t> hostOnly(const Lease& l) const;
+  void applyCoverage(Lease& l) const;
 
   config::Config cfg_;
   ledger::Ledger& ledger_;

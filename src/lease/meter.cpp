@@ -87,7 +87,7 @@ void LeaseMeter::sampleGpu(std::uint64_t nowNs) {
   for (const auto& c : scan->clients) clients.push_back(report::clientRegions(c));
   std::optional<std::uint64_t> kfd;
   for (const auto& p : scan->processes) {
-    for (const auto& k : p.kfdVram) kfd = kfd.value_or(0) + k.bytes;
+    if (auto v = report::kfdVramBytes(p)) kfd = kfd.value_or(0) + *v;
   }
   LeaseGpu usage = leaseGpuUsage(clients, kfd);
   for (const auto& [region, bytes] : usage.regions) {
@@ -101,14 +101,13 @@ void LeaseMeter::sampleGpu(std::uint64_t nowNs) {
     return;
   }
   std::uint64_t sum = *usage.bytes;
-  auto now = usage.regions;
   gpu_.lastBytes = sum;
-  gpu_.lastRegions = now;
+  gpu_.lastRegions = std::move(usage.regions);
   if (gpuMemoryMax_ && sum > *gpuMemoryMax_) ++gpu_.samplesOverBudget;
   if (!gpu_.peakBytes || sum > *gpu_.peakBytes) {
     gpu_.peakBytes = sum;
     gpu_.peakAtNs = nowNs;
-    gpu_.atPeak = std::move(now);
+    gpu_.atPeak = gpu_.lastRegions;  // copied on a new peak only
   }
 }
 

@@ -42,14 +42,14 @@ void addInto(RegionMap& into, const RegionMap& from) {
   }
 }
 
-namespace {
-
-std::optional<std::uint64_t> kfdSum(const scanner::Process& p) {
+std::optional<std::uint64_t> kfdVramBytes(const scanner::Process& p) {
   if (p.kfdVram.empty()) return std::nullopt;
   std::uint64_t sum = 0;
   for (const auto& k : p.kfdVram) sum += k.bytes;
   return sum;
 }
+
+namespace {
 
 void addOpt(std::optional<std::uint64_t>& into, std::optional<std::uint64_t> v) {
   if (!v) return;
@@ -78,7 +78,7 @@ Aggregate aggregate(const scanner::Scan& scan, const probes::MemInfo& meminfo) {
     g.pids.push_back(p.pid);
     g.ownedClients.insert(g.ownedClients.end(), ownedIdx.begin(), ownedIdx.end());
     addInto(g.regions, owned);
-    addOpt(g.kfdVramBytes, kfdSum(p));
+    addOpt(g.kfdVramBytes, kfdVramBytes(p));
   }
   std::map<std::string, ContainerGroup> containers;
   for (auto& [path, g] : cgroups) g.workload = attribution::classifyCgroup(path);

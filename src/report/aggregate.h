@@ -34,6 +34,8 @@ using RegionMap = std::map<std::string, RegionSums>;
 // The region figures of one client (resident by the dedup rule in probes/).
 RegionMap clientRegions(const scanner::Client& c);
 void addInto(RegionMap& into, const RegionMap& from);
+// A process's VRAM by KFD (/sys/class/kfd/kfd/proc/<pid>/vram_*); absent when it has none.
+std::optional<std::uint64_t> kfdVramBytes(const scanner::Process& p);
 
 struct CgroupGroup {
   std::string path;

@@ -1,0 +1,17 @@
+// Optional size and duration options of the CLI ("48G", "30s"): one place
+// that parses them and says what is wrong as "tally <cmd>: <flag> <why>".
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+
+namespace tally::cli {
+
+// "" leaves `out` unset (the option was not given) and returns true; a value
+// that does not parse is printed on stderr and returns false.
+bool sizeOption(std::string_view cmd, std::string_view flag, const std::string& text, std::optional<std::uint64_t>& out);
+bool durationOption(std::string_view cmd, std::string_view flag, const std::string& text, std::optional<std::uint64_t>& out);
+
+}  // namespace tally::cli
