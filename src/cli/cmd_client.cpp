@@ -176,14 +176,14 @@ namespace {
 
 // tally events: subscribe, then print each event as it comes.
 int followEvents(const ClientOptions& o) {
+  std::optional<std::uint64_t> timeoutUs;
+  if (!durationOption("events", "--timeout", o.eventsTimeout, timeoutUs)) return kExitUsage;  // before connecting
   std::string path = o.socket.empty() ? rpc::defaultSocketPath() : o.socket;
   auto client = rpc::Client::connect(path);
   if (!client) {
     fmt::print(stderr, "tally events: {}\n", client.error().message);
     return kExitEnvironment;
   }
-  std::optional<std::uint64_t> timeoutUs;
-  if (!durationOption("events", "--timeout", o.eventsTimeout, timeoutUs)) return kExitUsage;
   auto sub = client->call("subscribe", json::object(), {}, 10'000);
   if (!sub || !sub->ok) {
     fmt::print(stderr, "tally events: {}\n", sub ? sub->error.message : sub.error().message);

@@ -48,6 +48,12 @@ TEST_F(RunCli, BadSizesAndOptionsAreUsageErrors) {
       {{"run"}, "no command given"},
       {{"run", "--"}, "no command given"},
       {{"run", "sh", "-c", "true"}, "put the command after --"},
+      {{"run", "--gpu-memory-action", "warn", "--", "true"}, "--gpu-memory-action"},
+      {{"run", "--gpu-over-samples", "0", "--", "true"}, "--gpu-over-samples"},
+      {{"run", "--pool", "gpu", "--queue-timeout", "soon", "--", "true"}, "--queue-timeout"},
+      // Option values are checked before the daemon is contacted (none runs here).
+      {{"events", "--timeout", "5y", "--socket", "/nonexistent"}, "tally events: --timeout '5y': unknown duration unit"},
+      {{"attach", "--pool", "gpu", "--pid", "1", "--gpu-memory-high", "lots", "--socket", "/nonexistent"}, "tally attach: --gpu-memory-high"},
   };
   for (const auto& c : cases) {
     auto r = tally(c.args);
