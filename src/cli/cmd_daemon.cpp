@@ -90,9 +90,8 @@ int runDaemon(const fs::RootPaths& paths, const DaemonOptions& o) {
       probe = coverage::ProbeOptions{};
       probe->bytes = cfg.daemon.coverageProbeBytes;
     }
-    auto layout = contain::readHostLayout(roots->proc, roots->cgroup ? &*roots->cgroup : nullptr, "");
     auto a = coverage::assess(roots->proc, roots->sys, roots->cgroup ? &*roots->cgroup : nullptr, devs ? *devs : devices::DeviceMap{},
-                              layout.kernel, coverage::ownCgroup(roots->proc), probe);
+                              contain::kernelRelease(roots->proc), coverage::ownCgroup(roots->proc), probe);
     fmt::print(stderr, "tally daemon: {} ({})\n", a.verdict.line, a.verdict.basis);
     service.setCoverage(a);
   }

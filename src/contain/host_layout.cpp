@@ -17,9 +17,11 @@ std::string HostLayout::memoryController() const {
   return memoryOnV2 ? "cgroup v2" : !memoryV1Mounts.empty() ? "cgroup v1" : "absent";
 }
 
+std::string kernelRelease(const fs::Root& proc) { return firstLine(proc.read("sys/kernel/osrelease", 256)); }
+
 HostLayout readHostLayout(const fs::Root& proc, const fs::Root* cgroupRoot, const std::string& cgroupError) {
   HostLayout h;
-  h.kernel = firstLine(proc.read("sys/kernel/osrelease", 256));
+  h.kernel = kernelRelease(proc);
   h.pid1 = firstLine(proc.read("1/comm", 256));
   h.systemd = h.pid1 == "systemd";
   if (cgroupRoot) {

@@ -28,6 +28,9 @@ struct HostLayout {
   std::string memoryController() const;  // "cgroup v2", "cgroup v1", "absent"
 };
 
+// /proc/sys/kernel/osrelease ("" when unreadable).
+std::string kernelRelease(const fs::Root& proc);
+
 // `cgroupRoot` absent: it could not be opened (`cgroupError` says why).
 HostLayout readHostLayout(const fs::Root& proc, const fs::Root* cgroupRoot, const std::string& cgroupError);
 
