@@ -8,6 +8,8 @@
 #include "cli/option_values.h"
 #include "report/gpu_report.h"
 #include "rpc/client.h"
+#include "top/view.h"
+#include "util/text.h"
 #include "util/clock.h"
 
 namespace tally::cli {
@@ -154,6 +156,9 @@ ClientCommands addClientCommands(CLI::App& app, ClientOptions& o) {
       ->check(CLI::Range(1u, 100u))
       ->default_str("2");
   c.attach->add_option("--name", o.name, "label for the lease");
+  c.attach->add_option("--attr", o.attrs,
+                       "KEY=VALUE the operator declares about the workload, shown in seat rows and metrics as\n"
+                       "declared (e.g. --attr model=qwen3-32b --attr context_window=32768); repeatable, up to 16");
   c.attach->add_option("--priority", o.priority, "queue priority, -100..100 (higher first)")->default_str("0");
   c.attach->add_option("--queue-timeout", o.queueTimeout, "give up waiting after this long (e.g. 30s; default: the daemon's)");
   c.attach->add_flag("--json", o.json, "print the lease as JSON");
@@ -169,6 +174,26 @@ ClientCommands addClientCommands(CLI::App& app, ClientOptions& o) {
   c.events->add_option("--timeout", o.eventsTimeout, "stop following after this long (e.g. 30s)");
   c.events->add_flag("--json", o.json, "one JSON object per event");
   addSocketOption(c.events, o.socket);
+
+  c.seats = app.add_subcommand("seats", "One row per lease: running, host and GPU memory against limits, fresh or stale");
+  c.seats->footer(
+      "A seat row is measured (cgroup memory.current/peak/max, DRM fdinfo per region), declared (limits,\n"
+      "--attr attributes), or absent with the reason. 'running' is cgroup.events populated, read now.\n"
+      "A row not sampled within 2 x sample_interval is stale: it shows no figures at all ('-'),\n"
+      "never the last value as if it were current. The JSON rows are the daemon's 'seats' RPC reply.\n"
+      "Exit status: 0 ok, 3 the daemon cannot be reached.");
+  c.seats->add_flag("--json", o.json, "print the rows as JSON (with observed_at_ns and sample_interval_us)");
+  addSocketOption(c.seats, o.socket);
+
+  c.metrics = app.add_subcommand("metrics", "Print the daemon's metrics in the Prometheus text format");
+  c.metrics->footer(
+      "Leases (host and GPU memory, limits, running, fresh), pools (holders, queue, budgets, headroom),\n"
+      "devices (GTT/VRAM used and total), unattributed GPU memory, coverage, and counters of GPU bound\n"
+      "events and lease outcomes. A figure tally did not measure has no sample (never 0).\n"
+      "The daemon can also keep a node_exporter textfile (--metrics-textfile) and serve GET /metrics on\n"
+      "loopback (--metrics-listen 127.0.0.1:9464). Check: tally metrics | promtool check metrics\n"
+      "Exit status: 0 ok, 3 the daemon cannot be reached.");
+  addSocketOption(c.metrics, o.socket);
   return c;
 }
 
@@ -267,6 +292,26 @@ int runClientCommand(const ClientCommands& c, const ClientOptions& o) {
     else printPools(m->result["pools"]);
     return kExitOk;
   }
+  if (c.seats->parsed()) {
+    auto m = callDaemon("seats", o, "seats", json::object(), rc);
+    if (!m) return rc;
+    if (o.json) {
+      fmt::print("{}\n", m->result.dump(2));
+      return kExitOk;
+    }
+    for (const auto& line : top::seatTable(m->result["seats"], 160)) fmt::print("{}\n", text::trimRight(line));
+    return kExitOk;
+  }
+  if (c.metrics->parsed()) {
+    auto m = callDaemon("metrics", o, "metrics", json::object(), rc);
+    if (!m) return rc;
+    if (!m->result.contains("text") || !m->result["text"].is_string()) {
+      fmt::print(stderr, "tally metrics: the daemon's reply has no metrics text; is it an older tally?\n");
+      return kExitEnvironment;
+    }
+    fmt::print("{}", m->result["text"].get<std::string>());
+    return kExitOk;
+  }
   if (c.attach->parsed()) {
     json p = {{"pools", o.pools}};
     if (!o.unit.empty()) p["unit"] = o.unit;
@@ -291,6 +336,9 @@ int runClientCommand(const ClientCommands& c, const ClientOptions& o) {
     if (queueTimeout) p["timeout_us"] = *queueTimeout;
     if (!o.name.empty()) p["name"] = o.name;
     p["priority"] = o.priority;
+    lease::Attributes attrs;
+    if (!attributesOption("attach", o.attrs, attrs)) return kExitUsage;
+    if (!attrs.empty()) p["attributes"] = lease::attributesJson(attrs);
     auto m = callDaemon("attach", o, "attach", p, rc, [](const rpc::Message& ev) {
       fmt::print(stderr, "tally attach: queued: position {} ({})\n", ev.raw.value("position", 0), ev.raw.value("waiting_for", "?"));
     });

@@ -21,6 +21,7 @@ struct ClientOptions {
   std::string gpuAction = "kill";
   unsigned gpuOverSamples = 2;
   int priority = 0;
+  std::vector<std::string> attrs;  // --attr KEY=VALUE
   // events
   std::uint64_t count = 0;  // 0 = until interrupted
   std::string eventsTimeout;
@@ -33,6 +34,8 @@ struct ClientCommands {
   CLI::App* pools = nullptr;
   CLI::App* attach = nullptr;
   CLI::App* events = nullptr;
+  CLI::App* seats = nullptr;
+  CLI::App* metrics = nullptr;
 };
 
 ClientCommands addClientCommands(CLI::App& app, ClientOptions& opts);

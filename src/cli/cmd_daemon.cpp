@@ -14,6 +14,9 @@
 #include "contain/host_layout.h"
 #include "coverage/assess.h"
 #include "daemon/journal.h"
+#include "daemon/metrics_publisher.h"
+#include "metrics/tally_metrics.h"
+#include "util/clock.h"
 #include "devices/drm_devices.h"
 #include "daemon/service.h"
 #include "daemon/systemd_units.h"
@@ -35,6 +38,11 @@ void addDaemonCommand(CLI::App& app, DaemonOptions& o) {
       "Exit status: 0 stopped by SIGTERM/SIGINT, 1 the config has problems, 3 the socket, state dir or\n"
       "/proc cannot be used.");
   cmd->add_option("--config", o.config, "the TOML config (pools, budgets, socket, state dir)")->default_str(kDefaultConfig);
+  cmd->add_option("--metrics-textfile", o.metricsTextfile,
+                  "keep Prometheus metrics in this file, replaced atomically after every sample round, for\n"
+                  "node_exporter's textfile collector (e.g. /var/lib/prometheus/node-exporter/tally.prom)");
+  cmd->add_option("--metrics-listen", o.metricsListen,
+                  "serve GET /metrics on this loopback HOST:PORT (e.g. 127.0.0.1:9464); off by default");
 }
 
 int runDaemon(const fs::RootPaths& paths, const DaemonOptions& o) {
@@ -96,6 +104,43 @@ int runDaemon(const fs::RootPaths& paths, const DaemonOptions& o) {
     service.setCoverage(a);
   }
   for (const auto& line : service.recover()) fmt::print(stderr, "tally daemon: recovery: {}\n", line);
+
+  // Metrics: rendered after every sample round, from the same overview as `tally metrics`.
+  std::string textfile = o.metricsTextfile.empty() ? cfg.daemon.metricsTextfile : o.metricsTextfile;
+  std::string listenAt = o.metricsListen.empty() ? cfg.daemon.metricsListen : o.metricsListen;
+  std::unique_ptr<daemon::MetricsHttp> http;
+  if (!listenAt.empty()) {
+    auto at = daemon::parseListenAddress(listenAt);
+    if (!at) {
+      fmt::print(stderr, "tally daemon: {}\n", at.error().message);
+      return kExitUsage;
+    }
+    auto started = daemon::MetricsHttp::start(*at);
+    if (!started) {
+      fmt::print(stderr, "tally daemon: {}\n", started.error().message);
+      return kExitEnvironment;
+    }
+    http = std::move(*started);
+    fmt::print(stderr, "tally daemon: metrics on http://{}:{}/metrics\n", at->host.find(':') == std::string::npos ? at->host : "[" + at->host + "]",
+               http->port());
+  }
+  if (!textfile.empty() || http) {
+    bool textfileFailing = false;
+    auto publish = [&service, &http, textfile, &textfileFailing] {
+      std::string text = metrics::renderOverview(service.overview(clock::realtimeNs()));
+      if (!textfile.empty()) {
+        auto s = daemon::writeTextfileAtomically(textfile, text);
+        // Said once when it starts failing and once when it recovers, not every second.
+        if (!s && !textfileFailing) fmt::print(stderr, "tally daemon: {}; retrying every sample\n", s.error().message);
+        if (s && textfileFailing) fmt::print(stderr, "tally daemon: metrics textfile {} written again\n", textfile);
+        textfileFailing = !s;
+      }
+      if (http) http->publish(std::move(text));
+    };
+    publish();
+    server.afterSample(publish);
+    if (!textfile.empty()) fmt::print(stderr, "tally daemon: metrics textfile {}\n", textfile);
+  }
   if (auto v = db->verify(); v && !v->problems.empty()) {
     fmt::print(stderr, "tally daemon: WARNING: the ledger's hash chain is broken ({} problem(s)); run 'tally ledger verify'\n",
                v->problems.size());

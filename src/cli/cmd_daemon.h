@@ -12,6 +12,7 @@ inline constexpr const char* kDefaultConfig = "/etc/tally/tally.toml";
 
 struct DaemonOptions {
   std::string config = kDefaultConfig;
+  std::string metricsTextfile, metricsListen;  // override [daemon] metrics_textfile / metrics_listen
 };
 struct ConfigCheckOptions {
   std::string file = kDefaultConfig;

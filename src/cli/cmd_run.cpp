@@ -34,6 +34,7 @@ std::optional<lease::LeaseSpec> buildSpec(const RunOptions& o) {
   lease::LeaseSpec spec;
   spec.id = lease::newLeaseId();
   spec.command = o.command;
+  if (!attributesOption("run", o.attrs, spec.attributes)) return std::nullopt;
   if (spec.command.empty()) {
     fmt::print(stderr, "tally run: no command given; usage: tally run [options] -- CMD ARGS...\n");
     return std::nullopt;
@@ -115,6 +116,9 @@ void addRunCommand(CLI::App& app, RunOptions& o) {
       "its ledger. No daemon reachable with --pool: exit 125, nothing runs. Without --pool tally run\n"
       "works standalone, with no daemon at all.");
   run->add_option("--name", o.name, "label for the lease (default: the command's basename)");
+  run->add_option("--attr", o.attrs,
+                  "KEY=VALUE the operator declares about the workload (e.g. model=qwen3-32b), recorded and shown\n"
+                  "in seat rows and metrics as declared; repeatable, up to 16");
   run->add_option("--memory-max", o.memoryMax, "hard memory limit (MemoryMax=, memory.max)");
   run->add_option("--memory-high", o.memoryHigh, "throttle limit (MemoryHigh=, memory.high)");
   run->add_option("--memory-swap-max", o.memorySwapMax, "swap limit (MemorySwapMax=, memory.swap.max)");
@@ -242,6 +246,7 @@ int runRun(const fs::RootPaths& paths, const RunOptions& opts) {
       params["gpu_over_samples"] = spec->gpuConsecutive;
     }
     if (queueTimeout) params["timeout_us"] = *queueTimeout;
+    if (!spec->attributes.empty()) params["attributes"] = lease::attributesJson(spec->attributes);
     auto id = daemonLease->acquire(params, signalFd.get());
     if (!id) {
       fmt::print(stderr, "tally run: {}; the command was not run\n", id.error().message);

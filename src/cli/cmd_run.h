@@ -25,6 +25,7 @@ struct RunOptions {
   int priority = 0;
   std::string queueTimeout, socket;
   std::string reconnectTimeout = "60s";
+  std::vector<std::string> attrs;  // --attr KEY=VALUE
   std::vector<std::string> command;
 };
 

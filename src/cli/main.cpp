@@ -12,6 +12,7 @@
 #include "cli/cmd_gpu.h"
 #include "cli/cmd_ledger.h"
 #include "cli/cmd_run.h"
+#include "cli/cmd_top.h"
 #include "cli/exit_codes.h"
 
 int main(int argc, char** argv) {
@@ -47,6 +48,8 @@ int main(int argc, char** argv) {
   cli::addConfigCommand(app, configOpts);
   cli::ClientOptions clientOpts;
   auto clientCmds = cli::addClientCommands(app, clientOpts);
+  cli::TopOptions topOpts;
+  cli::addTopCommand(app, topOpts);
 
   // `tally run [options] -- CMD ARGS...`: everything after the first "--"
   // following "run" belongs to the workload and never reaches the parser.
@@ -78,8 +81,10 @@ int main(int argc, char** argv) {
     if (app.got_subcommand("ledger")) return cli::runLedger(ledger);
     if (app.got_subcommand("daemon")) return cli::runDaemon(roots, daemonOpts);
     if (app.got_subcommand("config")) return cli::runConfigCheck(configOpts);
+    if (app.got_subcommand("top")) return cli::runTop(topOpts);
     if (app.got_subcommand("leases") || app.got_subcommand("lease") || app.got_subcommand("pools") ||
-        app.got_subcommand("attach") || app.got_subcommand("events")) {
+        app.got_subcommand("attach") || app.got_subcommand("events") || app.got_subcommand("seats") ||
+        app.got_subcommand("metrics")) {
       return cli::runClientCommand(clientCmds, clientOpts);
     }
     if (app.got_subcommand("run")) {

@@ -30,4 +30,20 @@ bool durationOption(std::string_view cmd, std::string_view flag, const std::stri
   return optionValue(cmd, flag, text, out, [](const std::string& t) { return lease::parseDurationUs(t); });
 }
 
+bool attributesOption(std::string_view cmd, const std::vector<std::string>& texts, lease::Attributes& out) {
+  if (texts.size() > lease::kMaxAttributes) {
+    fmt::print(stderr, "tally {}: --attr: at most {} attributes per lease\n", cmd, lease::kMaxAttributes);
+    return false;
+  }
+  for (const auto& t : texts) {
+    auto kv = lease::parseAttribute(t);
+    if (!kv) {
+      fmt::print(stderr, "tally {}: --attr: {}\n", cmd, kv.error().message);
+      return false;
+    }
+    out[kv->first] = kv->second;
+  }
+  return true;
+}
+
 }  // namespace tally::cli

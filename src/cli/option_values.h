@@ -6,6 +6,9 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
+
+#include "lease/attributes.h"
 
 namespace tally::cli {
 
@@ -13,5 +16,7 @@ namespace tally::cli {
 // that does not parse is printed on stderr and returns false.
 bool sizeOption(std::string_view cmd, std::string_view flag, const std::string& text, std::optional<std::uint64_t>& out);
 bool durationOption(std::string_view cmd, std::string_view flag, const std::string& text, std::optional<std::uint64_t>& out);
+// Every --attr KEY=VALUE (lease/attributes.h) into `out`; a bad one is printed and returns false.
+bool attributesOption(std::string_view cmd, const std::vector<std::string>& texts, lease::Attributes& out);
 
 }  // namespace tally::cli

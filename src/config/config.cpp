@@ -120,7 +120,8 @@ bool validBdf(std::string_view s) {
 void readDaemon(Reader& r, const toml::table& t, Daemon& d) {
   r.onlyKeys(t, "[daemon]", {"socket", "socket_group", "state_dir", "sample_interval", "queue_timeout",
                              "samples_full_resolution", "samples_max_age", "samples_max_rows", "client_grace",
-                             "coverage_probe", "coverage_probe_size", "keep_gpu_memory_max"});
+                             "coverage_probe", "coverage_probe_size", "keep_gpu_memory_max", "metrics_textfile",
+                             "metrics_listen"});
   if (auto s = r.string(t, "socket", "daemon")) {
     if (s->empty() || (*s)[0] != '/' || s->size() > 107) r.problem(*t.get("socket"), "daemon.socket must be an absolute path of at most 107 bytes");
     else d.socket = *s;
@@ -145,6 +146,11 @@ void readDaemon(Reader& r, const toml::table& t, Daemon& d) {
     else d.coverageProbeBytes = *v;
   }
   if (auto v = r.boolean(t, "keep_gpu_memory_max", "daemon")) d.keepGpuMemoryMax = *v;
+  if (auto s = r.string(t, "metrics_textfile", "daemon")) {
+    if (s->empty() || (*s)[0] != '/') r.problem(*t.get("metrics_textfile"), "daemon.metrics_textfile must be an absolute path (e.g. /var/lib/prometheus/node-exporter/tally.prom)");
+    else d.metricsTextfile = *s;
+  }
+  if (auto s = r.string(t, "metrics_listen", "daemon")) d.metricsListen = *s;  // checked (loopback only) when the daemon binds it
   if (d.samplesMaxAgeUs < d.samplesFullResolutionUs) {
     r.problems.push_back({lineOf(t), "daemon.samples_max_age must not be shorter than daemon.samples_full_resolution"});
   }

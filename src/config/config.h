@@ -40,6 +40,10 @@ struct Daemon {
   bool coverageProbe = false;
   std::uint64_t coverageProbeBytes = 64ULL << 20;
   bool keepGpuMemoryMax = false;
+  // Metrics besides `tally metrics`: a node_exporter textfile, and GET
+  // /metrics on a loopback HOST:PORT. Empty = off (the default).
+  std::string metricsTextfile;
+  std::string metricsListen;
 };
 
 struct Config {

@@ -2,6 +2,8 @@
 // listens, stderr otherwise (a host without systemd, a test run).
 #pragma once
 
+#include <nlohmann/json.hpp>
+
 #include "daemon/seams.h"
 #include "enforce/gpu_bound.h"
 
@@ -17,6 +19,17 @@ struct JournalEntry {
   std::vector<std::pair<std::string, std::string>> fields;
 };
 JournalEntry boundEventEntry(const std::string& lease, const std::string& name, const enforce::BoundEvent& e);
+
+// A lease's lifecycle row (granted, started, adopted, readopted, released)
+// or its end (outcome, lost, withdrawn) as one journal entry, from the body
+// the ledger records: TALLY_EVENT=lease-<kind>, TALLY_LEASE, TALLY_LEASE_NAME,
+// TALLY_POOL (comma-separated; absent for a standalone lease), TALLY_UNIT,
+// TALLY_CGROUP, and for an end TALLY_OUTCOME, TALLY_EXIT_CODE,
+// TALLY_MEMORY_PEAK_BYTES, TALLY_GPU_PEAK_BYTES, TALLY_OOM_KILLS. A figure
+// the record lacks is left out, never sent as 0. An end other than a clean
+// exit is a warning.
+JournalEntry lifecycleEntry(const std::string& kind, const std::string& lease, const std::string& name,
+                            const std::vector<std::string>& pools, const nlohmann::json& body);
 
 class SdJournal final : public Journal {
  public:

@@ -125,6 +125,7 @@ int Server::onTimer(sd_event_source* s, uint64_t, void* self) {
   auto* srv = static_cast<Server*>(self);
   if (s == srv->sampleTimer_) {
     srv->service_->sample();
+    if (srv->afterSample_) srv->afterSample_();
     sd_event_source_set_time_relative(s, srv->cfg_.daemon.sampleIntervalUs);
   } else if (s == srv->tickTimer_) {
     srv->service_->tick();

@@ -8,6 +8,7 @@
 #include <systemd/sd-event.h>
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -37,6 +38,8 @@ class Server final : public Outbox, public Watches {
   // Runs until SIGTERM/SIGINT. `service` must outlive the call.
   int run(Service& service);
   sd_event* event() const { return event_; }
+  // Called after every sample round (the metrics textfile and HTTP snapshot).
+  void afterSample(std::function<void()> fn) { afterSample_ = std::move(fn); }
 
   bool send(std::uint64_t conn, std::string line) override;
   Status watch(const std::string& leaseId, const std::string& path) override;
@@ -69,6 +72,7 @@ class Server final : public Outbox, public Watches {
   std::map<std::string, std::unique_ptr<WatchCtx>> watches_, pidWatches_;
   std::uint64_t nextConn_ = 1;
   std::string lastStatus_;
+  std::function<void()> afterSample_;
 };
 
 }  // namespace tally::daemon

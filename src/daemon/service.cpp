@@ -9,6 +9,7 @@
 
 #include "daemon/headroom.h"
 #include "daemon/journal.h"
+#include "daemon/service_lease.h"
 #include "lease/outcome.h"
 #include "lease/record.h"
 #include "lease/spec.h"
@@ -23,42 +24,6 @@ namespace tally::daemon {
 
 using json = nlohmann::json;
 namespace code = rpc::code;
-
-struct Service::Lease {
-  enum class State { Queued, Granted, Running };
-  std::string id, name, kind;  // kind: "run" or "attach"
-  uid_t owner = 0;
-  pid_t peerPid = 0;
-  admission::Request req;
-  State state = State::Queued;
-  std::uint64_t conn = 0;  // the client bound to the lease; 0 = none
-  bool pending = false;    // an acquire/attach waits for its reply on `conn`
-  json pendingId;
-  json target;  // attach: {"unit":...} | {"cgroup":...} | {"pid":...}
-  std::string unit, cgroup, countersCgroup;
-  std::uint64_t inode = 0;
-  std::unique_ptr<lease::LeaseMeter> meter;
-  std::optional<contain::AppliedLimits> applied;
-  std::optional<std::uint64_t> oomKillsAtAdoption;
-  std::uint64_t requestedAtNs = 0, grantedAtNs = 0, startedAtNs = 0;
-  std::uint64_t graceDeadlineUs = 0;  // a run lease without its client is closed as lost after this
-  std::uint64_t killDeadlineUs = 0;   // release of a run lease: SIGKILL the rest after this
-  bool releaseRequested = false;
-  std::optional<std::size_t> lastPosition;
-  bool recovered = false;
-  // The GPU bound: enforced here for attached leases; a run lease's client
-  // enforces it and reports what happened ("bound").
-  enforce::GpuBound bound;
-  enforce::GpuBoundState boundState;
-  std::vector<enforce::BoundEvent> boundEvents;
-  std::optional<std::string> tallyKill;
-  bool advisory = false;  // the kernel charges GTT: gpu_memory_max reports only
-};
-
-struct Service::HostCache {
-  std::uint64_t readAtUs = 0;
-  HostFigures figures;
-};
 
 namespace {
 
@@ -86,7 +51,18 @@ const char* unitInterface(const std::string& unit) {
 }  // namespace
 
 Service::Service(const config::Config& cfg, ledger::Ledger& ledger, ServiceEnv env)
-    : cfg_(cfg), ledger_(ledger), env_(env), engine_(cfg.pools), hostCache_(std::make_unique<HostCache>()) {}
+    : cfg_(cfg), ledger_(ledger), env_(env), engine_(cfg.pools), hostCache_(std::make_unique<HostCache>()),
+      startedAtNs_(clock::realtimeNs()) {
+  // Every kind is exported from the start: a counter that appears only after
+  // its first event loses that event in rate().
+  for (auto v : {enforce::Verdict::HighCrossed, enforce::Verdict::HighCleared, enforce::Verdict::Kill, enforce::Verdict::Report}) {
+    boundCounts_[enforce::verdictName(v)] = 0;
+  }
+  for (const char* c : {"exited", "killed-by-signal", "oom-killed", "stopped", "exec-failed", "containment-refused", "unknown", "ended",
+                        "released", "lost", "killed-by-tally", "withdrawn"}) {
+    outcomeCounts_[c] = 0;
+  }
+}
 
 Service::~Service() = default;
 
@@ -145,9 +121,12 @@ void Service::handle(std::uint64_t conn, const Peer& peer, const rpc::Request& r
   if (m == "pools") return onPools(conn, req);
   if (m == "bound") return onBound(conn, peer, req);
   if (m == "subscribe") return onSubscribe(conn, req);
+  if (m == "seats") return onSeats(conn, req);
+  if (m == "overview") return onOverview(conn, req);
+  if (m == "metrics") return onMetrics(conn, req);
   fail(conn, req.id, code::kUnknownMethod,
        fmt::format("unknown method '{}' (hello, acquire, attach, started, complete, resume, release, cancel, leases, lease, pools, "
-                   "bound, subscribe)",
+                   "bound, subscribe, seats, overview, metrics)",
                    text::trim(m.substr(0, 64))));
 }
 
@@ -168,6 +147,8 @@ void Service::onAcquire(std::uint64_t conn, const Peer& peer, const rpc::Request
   auto gpuHigh = rpc::paramU64(p, "gpu_memory_high");
   auto overSamples = rpc::paramU64(p, "gpu_over_samples");
   auto action = rpc::paramString(p, "gpu_memory_action", false);
+  auto attributes = lease::attributesFromJson(p.contains("attributes") ? p["attributes"] : json());
+  if (!attributes) return fail(conn, req.id, code::kBadRequest, attributes.error().message);
   for (const Status& s : {pools ? Status(Ok{}) : Status(pools.error()), name ? Status(Ok{}) : Status(name.error()),
                           memMax ? Status(Ok{}) : Status(memMax.error()), gpuMax ? Status(Ok{}) : Status(gpuMax.error()),
                           timeout ? Status(Ok{}) : Status(timeout.error()), gpuHigh ? Status(Ok{}) : Status(gpuHigh.error()),
@@ -206,6 +187,7 @@ void Service::onAcquire(std::uint64_t conn, const Peer& peer, const rpc::Request
   l->req.gpuMemoryMax = *gpuMax;
   l->req.priority = priority;
   l->bound = bound;
+  l->attributes = std::move(*attributes);
   applyCoverage(*l);
   std::uint64_t waitUs = timeout->value_or(cfg_.daemon.queueTimeoutUs);
   if (waitUs) l->req.deadlineUs = clock::monotonicUs() + waitUs;
@@ -287,6 +269,7 @@ json Service::grantBody(const Lease& l) const {
   b["priority"] = l.req.priority;
   b["declared"] = {{"memory_max", optJson(l.req.memoryMax)}, {"gpu_memory_max", optJson(l.req.gpuMemoryMax)},
                    {"gpu_memory_high", optJson(l.bound.high)}, {"source", "declared"}};
+  if (!l.attributes.empty()) b["declared"]["attributes"] = lease::attributesJson(l.attributes);
   if (l.bound.any()) {
     b["gpu_bound"] = {{"action", enforce::actionName(l.bound.action)}, {"consecutive_samples", l.bound.consecutive},
                       {"enforced_by", l.kind == "attach" ? "daemon" : "client"}};
@@ -317,6 +300,7 @@ void Service::granted(Lease& l) {
     leases_.erase(id);
     return;
   }
+  announce(l, ledger::kGranted, grantBody(l));
   if (l.kind == "attach") {
     if (auto s = adopt(l); !s) {
       fail(l.conn, l.pendingId, code::kRefused, s.error().message);
@@ -380,6 +364,7 @@ Status Service::adopt(Lease& l) {
                {"oom_kill_at_adoption", optJson(l.oomKillsAtAdoption)}};
   if (l.applied) body["applied"] = {{"memory_max", l.applied->memoryMax.unlimited ? json("max") : json(l.applied->memoryMax.bytes)}, {"source", "cgroup"}};
   if (auto ev = ledger_.appendEvent(l.id, ledger::kAdopted, body.dump(), l.startedAtNs); !ev) return ev.error();
+  announce(l, ledger::kAdopted, body);
   startMetering(l);
   if (l.target.contains("pid")) (void)env_.watches.watchPid(l.id, static_cast<pid_t>(l.target["pid"].get<std::uint64_t>()));
   return Ok{};
@@ -454,6 +439,7 @@ void Service::onStarted(std::uint64_t conn, const Peer& peer, const rpc::Request
   if (auto ev = ledger_.appendEvent(l->id, ledger::kStarted, body.dump(), l->startedAtNs); !ev) {
     return fail(conn, req.id, code::kInternal, fmt::format("the start could not be recorded: {}", ev.error().message));
   }
+  announce(*l, ledger::kStarted, body);
   startMetering(*l);
   reply(conn, req.id, leaseJson(*l));
 }
@@ -489,6 +475,7 @@ void Service::onComplete(std::uint64_t conn, const Peer& peer, const rpc::Reques
   if (l->recovered) record["daemon"]["readopted_after_restart"] = true;
   auto ev = ledger_.appendEvent(l->id, ledger::kOutcome, record.dump());
   if (!ev) return fail(conn, req.id, ev.error().code == EEXIST ? code::kConflict : code::kInternal, ev.error().message);
+  announce(*l, ledger::kOutcome, record);
   json r = {{"lease", l->id}, {"seq", ev->seq}, {"hash", ev->hash}};
   std::string id = l->id;
   engine_.release(id);
@@ -538,7 +525,8 @@ void Service::onRelease(std::uint64_t conn, const Peer& peer, const rpc::Request
     return;
   }
   if (req.method == "cancel") return fail(conn, req.id, code::kConflict, fmt::format("lease {} is no longer queued; use release", id));
-  (void)ledger_.appendEvent(id, ledger::kReleased, json{{"by_uid", peer.uid}, {"by_pid", peer.pid}}.dump());
+  json releasedBody = {{"by_uid", peer.uid}, {"by_pid", peer.pid}};
+  if (ledger_.appendEvent(id, ledger::kReleased, releasedBody.dump())) announce(*l, ledger::kReleased, releasedBody);
   if (l->state == Lease::State::Granted) {
     close(*l, ledger::kWithdrawn, {{"reason", fmt::format("released by uid {} before it started", peer.uid)}});
     return reply(conn, req.id, {{"lease", id}, {"state", "withdrawn"}});
@@ -560,6 +548,7 @@ void Service::close(Lease& l, const char* kind, const json& body) {
     // Nothing lost: the row goes to the log when the ledger refuses it.
     fmt::print(stderr, "tally daemon: lease {}: {}; the {} row follows\n{}\n", id, ev.error().message, kind, body.dump());
   }
+  announce(l, kind, body);
   engine_.release(id);
   env_.watches.unwatch(id);
   leases_.erase(id);
@@ -777,6 +766,7 @@ void Service::enforceBound(Lease& l, std::uint64_t nowNs) {
 // A bound event: in the lease's rows, to subscribers, and to the journal.
 void Service::recordBound(Lease& l, const enforce::BoundEvent& e) {
   l.boundEvents.push_back(e);
+  ++boundCounts_[enforce::verdictName(e.kind)];
   json body = enforce::boundEventJson(e);
   body["source"] = l.meter ? l.meter->gpu().lastSource : "drm-fdinfo";
   if (auto r = ledger_.appendEvent(l.id, ledger::kGpuBound, body.dump(), e.atNs); !r) {
@@ -792,6 +782,14 @@ void Service::recordBound(Lease& l, const enforce::BoundEvent& e) {
 
 void Service::broadcast(const std::string& event, const json& fields) {
   for (const auto& [conn, id] : subscribers_) env_.outbox.send(conn, rpc::encodeEvent(id, event, fields));
+}
+
+void Service::announce(const Lease& l, const std::string& kind, const json& body) {
+  auto entry = lifecycleEntry(kind, l.id, l.name, l.req.pools, body);
+  for (const auto& [k, v] : entry.fields) {
+    if (k == "TALLY_OUTCOME") ++outcomeCounts_[v];
+  }
+  note(entry.priority, entry.message, entry.fields);
 }
 
 void Service::note(int priority, const std::string& message, const std::vector<std::pair<std::string, std::string>>& fields) {
@@ -864,6 +862,7 @@ std::optional<std::uint64_t> Service::hostOnly(const Lease& l) const {
 // the ledger and the journal with what tally now does differently.
 void Service::setCoverage(const coverage::Assessment& a) {
   coverage_ = a.verdict.coverage;
+  coverageKernel_ = a.kernel;
   json body = {{"kernel", a.kernel}, {"coverage", coverage::coverageName(a.verdict.coverage)}, {"basis", a.verdict.basis},
                {"verdict", a.verdict.line}, {"static_signs", coverage::signsJson(a.signs)},
                {"active_probe", a.probe ? json(coverage::probeJson(*a.probe)) : json(nullptr)},
@@ -889,16 +888,19 @@ void Service::setCoverage(const coverage::Assessment& a) {
   broadcast("coverage", body);
 }
 
-admission::Headroom Service::headroomFor(const config::Pool& pool) {
+void Service::refreshHost() {
   // Host figures are read at most once per 100 ms, however many requests wait.
   std::uint64_t now = clock::monotonicUs();
-  if (!hostCache_->readAtUs || now - hostCache_->readAtUs > 100'000) {
-    hostCache_->readAtUs = now;
-    hostCache_->figures.memAvailable.reset();
-    if (auto t = env_.proc.read("meminfo", 64 * 1024)) hostCache_->figures.memAvailable = probes::parseMemInfo(*t).memAvailable;
-    if (auto d = devices::discoverDrmDevices(env_.sys)) hostCache_->figures.devices = std::move(*d);
-    else hostCache_->figures.devices = {};
-  }
+  if (hostCache_->readAtUs && now - hostCache_->readAtUs <= 100'000) return;
+  hostCache_->readAtUs = now;
+  hostCache_->figures.memAvailable.reset();
+  if (auto t = env_.proc.read("meminfo", 64 * 1024)) hostCache_->figures.memAvailable = probes::parseMemInfo(*t).memAvailable;
+  if (auto d = devices::discoverDrmDevices(env_.sys)) hostCache_->figures.devices = std::move(*d);
+  else hostCache_->figures.devices = {};
+}
+
+admission::Headroom Service::headroomFor(const config::Pool& pool) {
+  refreshHost();
   std::vector<HolderUse> holders;
   for (const auto& id : engine_.usage(pool.name).holders) {
     const Lease* l = const_cast<Service*>(this)->find(id);
@@ -1003,7 +1005,7 @@ void Service::onLease(std::uint64_t conn, const rpc::Request& req) {
   reply(conn, req.id, r);
 }
 
-void Service::onPools(std::uint64_t conn, const rpc::Request& req) {
+json Service::poolsJson() {
   json list = json::array();
   for (const auto& p : cfg_.pools) {
     const auto& u = engine_.usage(p.name);
@@ -1028,8 +1030,10 @@ void Service::onPools(std::uint64_t conn, const rpc::Request& req) {
     if (!h.gpuBytes) j["headroom"]["gpu_unknown"] = "no device of the pool exports mem_info_gtt/vram_{total,used}";
     list.push_back(j);
   }
-  reply(conn, req.id, {{"pools", list}});
+  return list;
 }
+
+void Service::onPools(std::uint64_t conn, const rpc::Request& req) { reply(conn, req.id, {{"pools", poolsJson()}}); }
 
 std::vector<std::string> Service::recover() {
   std::vector<std::string> log;
@@ -1071,6 +1075,7 @@ std::vector<std::string> Service::recover() {
           l->bound.consecutive = std::clamp(gb.value("consecutive_samples", enforce::kDefaultConsecutive), 1u, 100u);
         }
         applyCoverage(*l);
+        if (auto attrs = lease::attributesFromJson(d.contains("attributes") ? d["attributes"] : json())) l->attributes = std::move(*attrs);
         if (body.contains("target")) l->target = body["target"];
       } else if (e.kind == ledger::kStarted || e.kind == ledger::kAdopted) {
         started = body;
@@ -1126,7 +1131,8 @@ std::vector<std::string> Service::recover() {
       ref.graceDeadlineUs = clock::monotonicUs() + cfg_.daemon.clientGraceUs;
       continue;
     }
-    (void)ledger_.appendEvent(ref.id, ledger::kReadopted, json{{"cgroup", ref.cgroup}, {"cgroup_inode", ref.inode}, {"unit", ref.unit}}.dump());
+    json readopted = {{"cgroup", ref.cgroup}, {"cgroup_inode", ref.inode}, {"unit", ref.unit}};
+    if (ledger_.appendEvent(ref.id, ledger::kReadopted, readopted.dump())) announce(ref, ledger::kReadopted, readopted);
     startMetering(ref);
     if (ref.target.contains("pid") && ref.target["pid"].is_number_integer()) {
       (void)env_.watches.watchPid(ref.id, static_cast<pid_t>(ref.target["pid"].get<std::int64_t>()));

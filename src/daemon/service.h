@@ -29,6 +29,7 @@
 #include "lease/meter.h"
 #include "ledger/ledger.h"
 #include "rpc/protocol.h"
+#include "seats/seat.h"
 
 namespace tally::daemon {
 
@@ -45,6 +46,7 @@ struct ServiceEnv {
 
 class Service {
  public:
+  using json = nlohmann::json;
   Service(const config::Config& cfg, ledger::Ledger& ledger, ServiceEnv env);
   ~Service();
 
@@ -68,6 +70,12 @@ class Service {
   void setCoverage(const coverage::Assessment& a);
   coverage::Coverage coverage() const { return coverage_; }
 
+  // The seat rows (one per lease) and the whole picture tally top and the
+  // metrics are made of: seats, pools, devices, unattributed GPU memory,
+  // coverage, enforcement counters. `nowNs` is CLOCK_REALTIME.
+  json seats(std::uint64_t nowNs);
+  json overview(std::uint64_t nowNs);
+
   std::size_t liveLeases() const;
   std::size_t queuedRequests() const { return engine_.queued(); }
   std::string statusLine() const;
@@ -75,7 +83,6 @@ class Service {
   struct Lease;
 
  private:
-  using json = nlohmann::json;
   void reply(std::uint64_t conn, const json& id, const json& result);
   void fail(std::uint64_t conn, const json& id, const char* code, const std::string& message);
 
@@ -90,6 +97,16 @@ class Service {
   void onPools(std::uint64_t conn, const rpc::Request& req);
   void onBound(std::uint64_t conn, const Peer& peer, const rpc::Request& req);
   void onSubscribe(std::uint64_t conn, const rpc::Request& req);
+  void onSeats(std::uint64_t conn, const rpc::Request& req);
+  void onOverview(std::uint64_t conn, const rpc::Request& req);
+  void onMetrics(std::uint64_t conn, const rpc::Request& req);
+  json poolsJson();
+  json devicesJson(json& unattributed);
+  void refreshHost();
+  // A ledger row of a lease's life, announced: to the journal
+  // (TALLY_EVENT=lease-<kind>) and, for an end, to the outcome counters.
+  void announce(const Lease& l, const std::string& kind, const json& body);
+  seats::SeatFacts seatFacts(const Lease& l) const;
   void enforceBound(Lease& l, std::uint64_t nowNs);
   void recordBound(Lease& l, const enforce::BoundEvent& e);
   void broadcast(const std::string& event, const json& fields);
@@ -121,8 +138,12 @@ class Service {
   std::optional<std::uint64_t> headroomReadAtUs_;
   struct HostCache;
   std::unique_ptr<HostCache> hostCache_;
-  std::map<std::uint64_t, json> subscribers_;
-  coverage::Coverage coverage_ = coverage::Coverage::HostOnly;  // conn -> the subscribe request's id
+  std::map<std::uint64_t, json> subscribers_;  // conn -> the subscribe request's id
+  coverage::Coverage coverage_ = coverage::Coverage::HostOnly;
+  std::string coverageKernel_;
+  std::uint64_t startedAtNs_ = 0;
+  // Since the daemon started: GPU bound events by kind, ended leases by outcome class.
+  std::map<std::string, std::uint64_t> boundCounts_, outcomeCounts_;
 };
 
 }  // namespace tally::daemon

@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+
 #include "lease/gpu_usage.h"
 #include "report/aggregate.h"
 #include "probes/sysfs_value.h"
@@ -45,6 +47,7 @@ void LeaseMeter::sample() {
   std::uint64_t now = clock::realtimeNs();
   sampleHost(now);
   sampleGpu(now);
+  sampledAtNs_ = now;
 }
 
 void LeaseMeter::sampleHost(std::uint64_t nowNs) {
@@ -71,6 +74,7 @@ void LeaseMeter::sampleHost(std::uint64_t nowNs) {
 void LeaseMeter::sampleGpu(std::uint64_t nowNs) {
   gpu_.lastBytes.reset();
   gpu_.lastRegions.clear();
+  gpu_.lastDevices.clear();
   scanner::Scanner scanner(proc_, sys_);
   auto scan = scanner.scanCgroup(cgroupRoot_, cgroup_);
   if (!scan) {
@@ -84,7 +88,14 @@ void LeaseMeter::sampleGpu(std::uint64_t nowNs) {
   }
   std::vector<report::RegionMap> clients;
   clients.reserve(scan->clients.size());
-  for (const auto& c : scan->clients) clients.push_back(report::clientRegions(c));
+  for (const auto& c : scan->clients) {
+    clients.push_back(report::clientRegions(c));
+    if (c.device) {
+      const std::string& key = scan->devices.devices[*c.device].key;
+      if (std::find(gpu_.lastDevices.begin(), gpu_.lastDevices.end(), key) == gpu_.lastDevices.end()) gpu_.lastDevices.push_back(key);
+    }
+  }
+  std::sort(gpu_.lastDevices.begin(), gpu_.lastDevices.end());
   std::optional<std::uint64_t> kfd;
   for (const auto& p : scan->processes) {
     if (auto v = report::kfdVramBytes(p)) kfd = kfd.value_or(0) + *v;

@@ -8,6 +8,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "fs/root.h"
 #include "probes/cgroup_memory.h"
@@ -65,6 +66,7 @@ struct GpuMeter {
   std::optional<std::uint64_t> lastBytes;
   std::map<std::string, std::uint64_t> lastRegions;
   std::string lastSource = "drm-fdinfo";  // or "drm-fdinfo+kfd-sysfs" (lease/gpu_usage.h)
+  std::vector<std::string> lastDevices;   // device keys (PCI BDF) the latest scan's clients use
 };
 
 class LeaseMeter {
@@ -74,6 +76,8 @@ class LeaseMeter {
   void sample();
   const HostMeter& host() const { return host_; }
   const GpuMeter& gpu() const { return gpu_; }
+  // CLOCK_REALTIME of the latest sample(); absent before the first.
+  std::optional<std::uint64_t> sampledAtNs() const { return sampledAtNs_; }
 
  private:
   void sampleHost(std::uint64_t nowNs);
@@ -85,6 +89,7 @@ class LeaseMeter {
   std::optional<std::uint64_t> gpuMemoryMax_;
   HostMeter host_;
   GpuMeter gpu_;
+  std::optional<std::uint64_t> sampledAtNs_;
 };
 
 }  // namespace tally::lease

@@ -38,6 +38,11 @@ json recordJson(const LeaseRecord& r) {
                    {"gpu_memory_high", optBytes(s.gpuMemoryHigh)},
                    {"sample_interval_us", s.sampleIntervalUs},
                    {"source", "declared"}};
+  if (!s.attributes.empty()) {
+    json attrs = json::object();
+    for (const auto& [k, v] : s.attributes) attrs[k] = v;
+    j["declared"]["attributes"] = attrs;
+  }
   if (s.declaredMemoryMax) {
     // The hand-over: GTT is charged to memcg here, so MemoryMax holds both.
     j["declared"]["memory_max_with_gpu"] = optBytes(s.memoryMax);

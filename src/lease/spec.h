@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "enforce/gpu_bound.h"
+#include "lease/attributes.h"
 
 namespace tally::lease {
 
@@ -47,6 +48,7 @@ struct LeaseSpec {
   Manager manager = Manager::Auto;
   std::optional<std::string> cgroupParent;  // cgroupfs mode: where lease cgroups are made
   std::vector<std::string> command;
+  Attributes attributes;  // operator-declared (--attr), recorded as declared
 };
 
 // Unit names derived from a spec: the lease's own slice nests under `slice`

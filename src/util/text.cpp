@@ -10,6 +10,12 @@ std::string_view trimLeft(std::string_view s) {
   return s.substr(i);
 }
 
+std::string_view trimRight(std::string_view s) {
+  std::size_t n = s.size();
+  while (n > 0 && isSpace(s[n - 1])) --n;
+  return s.substr(0, n);
+}
+
 bool hasWord(std::string_view list, std::string_view word, char sep) {
   while (!list.empty()) {
     auto end = list.find(sep);

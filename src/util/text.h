@@ -20,6 +20,7 @@ constexpr bool endsWith(std::string_view s, std::string_view suffix) {
 
 std::string_view trim(std::string_view s);
 std::string_view trimLeft(std::string_view s);
+std::string_view trimRight(std::string_view s);
 
 // Unsigned decimal, no sign, no leading/trailing junk; nullopt on overflow.
 std::optional<std::uint64_t> parseU64(std::string_view s);

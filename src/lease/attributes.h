@@ -1,0 +1,32 @@
+// Operator-declared attributes of a lease (`--attr model=qwen3-32b`): what the
+// operator says runs there, carried into seat rows and metrics labelled
+// "declared". tally measures none of them; it only checks their shape, so a
+// label can go into a Prometheus label value and a journal field unescaped.
+#pragma once
+
+#include <map>
+#include <string>
+#include <string_view>
+
+#include <nlohmann/json.hpp>
+
+#include "util/result.h"
+
+namespace tally::lease {
+
+using Attributes = std::map<std::string, std::string>;
+
+inline constexpr std::size_t kMaxAttributes = 16;
+inline constexpr std::size_t kMaxAttributeKey = 32;
+inline constexpr std::size_t kMaxAttributeValue = 256;
+
+// KEY=VALUE, KEY 1-32 of [a-z0-9_] starting with a letter, VALUE 0-256
+// printable UTF-8 without control characters.
+Result<std::pair<std::string, std::string>> parseAttribute(std::string_view text);
+Status checkAttribute(std::string_view key, std::string_view value);
+
+// From a request's "attributes" object (absent = none); every entry checked.
+Result<Attributes> attributesFromJson(const nlohmann::json& j);
+nlohmann::json attributesJson(const Attributes& a);
+
+}  // namespace tally::lease

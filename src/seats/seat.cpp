@@ -1,0 +1,78 @@
+#include "seats/seat.h"
+
+namespace tally::seats {
+namespace {
+
+using json = nlohmann::json;
+
+json opt(const std::optional<std::uint64_t>& v) { return v ? json(*v) : json(nullptr); }
+
+// {"bytes": N} or {"bytes": null, "unknown": "why"}.
+void put(json& into, const char* key, const Figure& f) {
+  into[key] = opt(f.bytes);
+  if (!f.bytes) into[std::string(key) + "_unknown"] = f.unknown;
+}
+
+}  // namespace
+
+bool isFresh(const std::optional<std::uint64_t>& observedAtNs, std::uint64_t nowNs, std::uint64_t intervalUs) {
+  if (!observedAtNs) return false;
+  // A sample stamped after "now" (clock stepped back) is not trusted either.
+  if (*observedAtNs > nowNs) return false;
+  return nowNs - *observedAtNs <= 2 * intervalUs * 1000;
+}
+
+json seatRow(const SeatFacts& f, std::uint64_t nowNs, std::uint64_t intervalUs) {
+  json r;
+  r["lease"] = f.lease;
+  r["name"] = f.name;
+  r["kind"] = f.kind;
+  r["state"] = f.state;
+  r["pools"] = f.pools;
+  json w = json::object();
+  if (!f.unit.empty()) w["unit"] = f.unit;
+  if (!f.cgroup.empty()) w["cgroup"] = f.cgroup;
+  if (f.container) w["container"] = *f.container;
+  r["workload"] = w;
+  if (f.populated) {
+    r["running"] = *f.populated;
+  } else {
+    r["running"] = nullptr;
+    r["running_unknown"] = f.populatedUnknown;
+  }
+  r["running_source"] = f.cgroup.empty() ? "no cgroup yet: nothing runs in the lease" : "cgroup.events populated";
+  r["observed_at_ns"] = opt(f.observedAtNs);
+  r["sample_interval_us"] = intervalUs;
+  bool fresh = isFresh(f.observedAtNs, nowNs, intervalUs);
+  r["fresh"] = fresh;
+  json declared = {{"memory_max", opt(f.memoryMax)}, {"gpu_memory_max", opt(f.gpuMemoryMax)},
+                   {"gpu_memory_high", opt(f.gpuMemoryHigh)}, {"attributes", lease::attributesJson(f.attributes)}};
+  r["declared"] = declared;
+  r["devices"] = f.devices;
+  if (!fresh) {
+    // Stale or never sampled: no measured figure, and the reason.
+    r["measured_unknown"] = !f.observedAtNs ? (f.state == "running" ? "not sampled yet" : "the lease is " + f.state + ", nothing to meter")
+                                            : "stale: the last sample is older than 2 x sample_interval";
+    return r;
+  }
+  json host;
+  put(host, "current_bytes", f.hostCurrent);
+  put(host, "peak_bytes", f.hostPeak);
+  put(host, "max_bytes", f.hostMax);
+  host["source"] = "cgroup memory.current, memory.peak, memory.max";
+  r["host"] = host;
+  json gpu;
+  json regions = json::object();
+  for (const auto& [name, g] : f.gpuRegions) regions[name] = {{"current_bytes", opt(g.currentBytes)}, {"peak_bytes", opt(g.peakBytes)}};
+  gpu["regions"] = regions;
+  put(gpu, "current_bytes", f.gpuCurrent);
+  gpu["peak_bytes"] = opt(f.gpuPeakBytes);
+  // gpu_memory_max bounds gtt + vram together; no region has a limit of its own.
+  gpu["limit_bytes"] = opt(f.gpuMemoryMax);
+  if (!f.gpuMemoryMax) gpu["limit_unknown"] = "no gpu_memory_max declared";
+  gpu["source"] = f.gpuSource;
+  r["gpu"] = gpu;
+  return r;
+}
+
+}  // namespace tally::seats

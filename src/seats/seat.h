@@ -1,0 +1,61 @@
+// A seat row: one lease as a coordinator's seat meter shows it (pure). What
+// the row says is measured, declared, or absent with the reason; a row whose
+// last sample is older than twice the sample interval is stale and carries no
+// measured figures at all, never the last value passed off as current.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "lease/attributes.h"
+
+namespace tally::seats {
+
+// A figure with the reason it is missing (doctrine 1: absent, never 0).
+struct Figure {
+  std::optional<std::uint64_t> bytes;
+  std::string unknown;  // why bytes is absent; empty when present
+  static Figure of(std::optional<std::uint64_t> v, std::string whyNot) {
+    return v ? Figure{v, {}} : Figure{std::nullopt, std::move(whyNot)};
+  }
+};
+
+struct RegionFigures {
+  std::optional<std::uint64_t> currentBytes, peakBytes;
+};
+
+// Everything a row is built from, gathered by the daemon at one instant.
+struct SeatFacts {
+  std::string lease, name, kind, state;  // kind run|attach; state queued|granted|running
+  std::vector<std::string> pools;
+  // The workload: the unit systemd runs it as, its cgroup, and the container
+  // recognised from the cgroup path (podman:…, docker:…, k8s-pod:…).
+  std::string unit, cgroup;
+  std::optional<std::string> container;
+  // cgroup.events "populated", read for this row; absent with the reason.
+  std::optional<bool> populated;
+  std::string populatedUnknown;
+  // The meter's last sample: when, and what it read.
+  std::optional<std::uint64_t> observedAtNs;
+  Figure hostCurrent, hostPeak, hostMax;  // memory.current at the sample, memory.peak, memory.max
+  std::map<std::string, RegionFigures> gpuRegions;  // gtt, vram (and others the driver prints)
+  Figure gpuCurrent;  // gtt + vram, the figure gpu_memory_max bounds
+  std::optional<std::uint64_t> gpuPeakBytes;
+  std::string gpuSource = "drm-fdinfo";
+  std::vector<std::string> devices;  // device keys (PCI BDF) the lease's DRM clients use
+  // Declared by the operator.
+  std::optional<std::uint64_t> memoryMax, gpuMemoryMax, gpuMemoryHigh;
+  lease::Attributes attributes;
+};
+
+// fresh: observed within 2 x the sample interval before `nowNs`.
+bool isFresh(const std::optional<std::uint64_t>& observedAtNs, std::uint64_t nowNs, std::uint64_t intervalUs);
+
+nlohmann::json seatRow(const SeatFacts& f, std::uint64_t nowNs, std::uint64_t intervalUs);
+
+}  // namespace tally::seats

@@ -1,0 +1,34 @@
+// What `tally top` and `tally seats` draw, pure: the daemon's overview (or
+// seat rows) in, lines of at most `width` columns out. The terminal loop
+// (cli/cmd_top.cpp) only fetches, calls this, and writes the lines.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+namespace tally::top {
+
+struct ViewOptions {
+  std::size_t width = 120;
+  std::size_t height = 0;  // 0 = as many lines as it takes (the plain listing)
+  std::uint64_t refreshMs = 1000;
+  std::string status;  // the last fetch error, shown in the header; empty when fine
+};
+
+// The seat table: one line per lease, a header first. A stale row shows
+// "stale" and '-' for every measured figure.
+std::vector<std::string> seatTable(const nlohmann::json& seats, std::size_t width);
+
+// The whole screen: header (coverage, host headroom, refresh), leases, pools,
+// devices with unattributed GPU memory. With a height, the lease table is cut
+// to fit and says how many rows it left out.
+std::vector<std::string> render(const nlohmann::json& overview, const ViewOptions& opts);
+
+// Cuts or pads `line` to exactly `width` display columns (ASCII assumed; a
+// multi-byte character is never split).
+std::string fit(const std::string& line, std::size_t width);
+
+}  // namespace tally::top
