@@ -299,7 +299,7 @@ int runClientCommand(const ClientCommands& c, const ClientOptions& o) {
       fmt::print("{}\n", m->result.dump(2));
       return kExitOk;
     }
-    for (const auto& line : top::seatTable(m->result["seats"], 160)) fmt::print("{}\n", text::trimRight(line));
+    for (const auto& line : top::seatTable(m->result["seats"], 1000)) fmt::print("{}\n", text::trimRight(line));
     return kExitOk;
   }
   if (c.metrics->parsed()) {

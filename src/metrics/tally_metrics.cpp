@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <optional>
+
 namespace tally::metrics {
 namespace {
 
@@ -17,10 +19,15 @@ class Builder {
     families_.push_back(Family{name, help, type, {}});
     return families_.back();
   }
-  // A sample only when `v` is an unsigned number (absent figures stay absent).
+  // A sample only when `v` is a non-negative integer (absent figures stay absent).
   void bytes(const std::string& name, const std::string& help, Labels labels, const json& v) {
     auto& f = family(name, help);
-    if (v.is_number_unsigned()) f.samples.push_back({std::move(labels), v.get<std::uint64_t>()});
+    if (auto n = count(v)) f.samples.push_back({std::move(labels), *n});
+  }
+  static std::optional<std::uint64_t> count(const json& v) {
+    if (v.is_number_unsigned()) return v.get<std::uint64_t>();
+    if (v.is_number_integer() && v.get<std::int64_t>() >= 0) return static_cast<std::uint64_t>(v.get<std::int64_t>());
+    return std::nullopt;
   }
   void flag(const std::string& name, const std::string& help, Labels labels, const json& v) {
     auto& f = family(name, help);
@@ -107,8 +114,8 @@ void seat(Builder& b, const json& s) {
   b.flag("tally_lease_running", "", id, get(s, "running"));
   b.flag("tally_lease_fresh", "", id, get(s, "fresh"));
   if (!get(s, "fresh").is_boolean() || !s["fresh"].get<bool>()) return;  // stale: no measured figure
-  if (const json& at = get(s, "observed_at_ns"); at.is_number_unsigned()) {
-    b.family("tally_lease_observed_timestamp_seconds", "").samples.push_back({id, static_cast<double>(at.get<std::uint64_t>()) / 1e9});
+  if (auto at = Builder::count(get(s, "observed_at_ns"))) {
+    b.family("tally_lease_observed_timestamp_seconds", "").samples.push_back({id, static_cast<double>(*at) / 1e9});
   }
   const json& host = get(s, "host");
   b.bytes("tally_lease_memory_bytes", "", id, get(host, "current_bytes"));
@@ -178,15 +185,15 @@ std::vector<Family> fromOverview(const json& o) {
     if (!counts.is_object()) continue;
     const char* label = std::string_view(key) == "outcomes" ? "outcome" : "kind";
     for (const auto& [k, v] : counts.items()) {
-      if (v.is_number_unsigned()) b.family(fam, "", Type::Counter).samples.push_back({{{label, k}}, v.get<std::uint64_t>()});
+      if (auto n = Builder::count(v)) b.family(fam, "", Type::Counter).samples.push_back({{{label, k}}, *n});
     }
   }
   const json& d = get(o, "daemon");
-  if (const json& t = get(d, "started_at_ns"); t.is_number_unsigned()) {
-    b.family("tally_daemon_start_time_seconds", "").samples.push_back({{}, static_cast<double>(t.get<std::uint64_t>()) / 1e9});
+  if (auto t = Builder::count(get(d, "started_at_ns"))) {
+    b.family("tally_daemon_start_time_seconds", "").samples.push_back({{}, static_cast<double>(*t) / 1e9});
   }
-  if (const json& iv = get(o, "sample_interval_us"); iv.is_number_unsigned()) {
-    b.family("tally_sample_interval_seconds", "").samples.push_back({{}, static_cast<double>(iv.get<std::uint64_t>()) / 1e6});
+  if (auto iv = Builder::count(get(o, "sample_interval_us"))) {
+    b.family("tally_sample_interval_seconds", "").samples.push_back({{}, static_cast<double>(*iv) / 1e6});
   }
   return b.take();
 }

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <ctime>
+#include <optional>
 
 #include "report/gpu_report.h"
 
@@ -21,10 +22,16 @@ std::string str(const json& j, const char* key, const char* dflt = "-") {
   return v.is_string() ? v.get<std::string>() : dflt;
 }
 
-std::string bytes(const json& v) { return v.is_number_unsigned() ? report::humanBytes(v.get<std::uint64_t>()) : "-"; }
+std::optional<std::uint64_t> count(const json& v) {
+  if (v.is_number_unsigned()) return v.get<std::uint64_t>();
+  if (v.is_number_integer() && v.get<std::int64_t>() >= 0) return static_cast<std::uint64_t>(v.get<std::int64_t>());
+  return std::nullopt;
+}
+
+std::string bytes(const json& v) { return count(v) ? report::humanBytes(*count(v)) : "-"; }
 
 std::string pair(const json& a, const json& b) {
-  if (!a.is_number_unsigned() && !b.is_number_unsigned()) return "-";
+  if (!count(a) && !count(b)) return "-";
   return bytes(a) + "/" + bytes(b);
 }
 
@@ -40,9 +47,7 @@ std::string joined(const json& arr) {
 // "41.2 GiB/48.0 GiB 86%": used against a limit, the share when both are known.
 std::string against(const json& used, const json& limit) {
   std::string s = pair(used, limit);
-  if (used.is_number_unsigned() && limit.is_number_unsigned() && limit.get<std::uint64_t>() > 0) {
-    s += fmt::format(" {:>3}%", used.get<std::uint64_t>() * 100 / limit.get<std::uint64_t>());
-  }
+  if (count(used) && count(limit) && *count(limit) > 0) s += fmt::format(" {:>3}%", *count(used) * 100 / *count(limit));
   return s;
 }
 
@@ -77,8 +82,9 @@ std::string seatLine(const json& s) {
   const json& regions = get(gpu, "regions");
   std::string state = str(s, "state");
   if (state == "running" && !fresh) state = "stale";
-  std::string extra = workload(s);
-  if (auto a = attributes(s); !a.empty()) extra += "  declared: " + a;
+  // Declared attributes first: "which model runs in this lane" is what a seat meter reads.
+  std::string extra = attributes(s);
+  extra += (extra.empty() ? "" : "  ") + workload(s);
   return fmt::format(fmt::runtime(kSeatHeader), str(s, "lease"), str(s, "name"), state, runningText(s), fresh ? "yes" : "no",
                      fresh ? against(get(host, "current_bytes"), get(host, "max_bytes")) : "-",
                      fresh ? bytes(get(host, "peak_bytes")) : "-", fresh ? bytes(get(get(regions, "gtt"), "current_bytes")) : "-",
@@ -114,7 +120,7 @@ std::string fit(const std::string& line, std::size_t width) {
 std::vector<std::string> seatTable(const json& seats, std::size_t width) {
   std::vector<std::string> lines;
   lines.push_back(fit(fmt::format(fmt::runtime(kSeatHeader), "LEASE", "NAME", "STATE", "RUN", "FRESH", "MEMORY NOW/MAX", "MEM PEAK",
-                                  "GTT", "VRAM", "GPU NOW/LIMIT", "WORKLOAD"),
+                                  "GTT", "VRAM", "GPU NOW/LIMIT", "DECLARED  WORKLOAD"),
                       width));
   if (seats.is_array()) {
     for (const auto& s : seats) lines.push_back(fit(seatLine(s), width));
@@ -129,7 +135,7 @@ std::vector<std::string> render(const json& o, const ViewOptions& opts) {
   const json& cov = get(o, "coverage");
   const json& host = get(o, "host");
   const json& daemon = get(o, "daemon");
-  std::string when = get(o, "observed_at_ns").is_number_unsigned() ? clockText(o["observed_at_ns"].get<std::uint64_t>()) : "--:--:--";
+  std::string when = count(get(o, "observed_at_ns")) ? clockText(*count(get(o, "observed_at_ns"))) : "--:--:--";
   head.push_back(fit(fmt::format("tally top  {}  every {} ms  coverage: MemoryMax covers {}  host MemAvailable {}  leases {} queued {}  [q quits]",
                                  when, opts.refreshMs, str(cov, "state", "?"), bytes(get(host, "mem_available_bytes")),
                                  get(daemon, "leases_live").is_number() ? get(daemon, "leases_live").dump() : "?",
@@ -173,7 +179,7 @@ std::vector<std::string> render(const json& o, const ViewOptions& opts) {
   std::string unLine = "unattributed GPU memory (devices' used minus leases'):";
   for (const char* region : {"gtt", "vram"}) {
     const json& u = get(un, region);
-    unLine += fmt::format("  {} {}", region, get(u, "bytes").is_number_unsigned() ? bytes(u["bytes"]) : "- (" + str(u, "unknown", "?") + ")");
+    unLine += fmt::format("  {} {}", region, count(get(u, "bytes")) ? bytes(u["bytes"]) : "- (" + str(u, "unknown", "?") + ")");
   }
   rest.push_back(fit(unLine, w));
 

@@ -1,0 +1,235 @@
+// Seats, metrics and tally top against the real daemon binary over a
+// synthetic host: the Prometheus text checked by promtool (the CLI's, the
+// textfile's and GET /metrics'), and tally top driven in tmux (send-keys,
+// resize-window, capture-pane) and through a pipe.
+#include <gtest/gtest.h>
+#include <httplib.h>
+#include <unistd.h>
+
+#include <fmt/format.h>
+
+#include <regex>
+#include <sstream>
+
+#include "support/daemon.h"
+#include "support/fake_host.h"
+#include "support/process.h"
+#include "util/text.h"
+
+namespace tally {
+namespace {
+
+using namespace tally::testing;
+using json = nlohmann::json;
+constexpr std::uint64_t GiB = 1ULL << 30;
+
+class ObservabilityLive : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    host.setMemAvailable(64 * GiB);
+    FakeDevice apu;
+    apu.memInfo = {{"gtt_total", 96 * GiB}, {"gtt_used", 40 * GiB}, {"vram_total", 512ULL << 20}, {"vram_used", 300ULL << 20}};
+    host.addDevice(apu);
+    makeDirs(host.cgroupRoot());
+    textfile = dir.path() + "/tally.prom";
+    daemon = std::make_unique<DaemonUnderTest>(
+        dir.path(),
+        fmt::format("sample_interval = \"100ms\"\nmetrics_textfile = \"{}\"\nmetrics_listen = \"127.0.0.1:0\"\n"
+                    "[pools.gpu]\ncapacity = 4\ngpu_memory_budget = \"96GiB\"\n",
+                    textfile),
+        std::vector<std::string>{"--proc-root", host.procRoot(), "--sys-root", host.sysRoot(), "--cgroup-root", host.cgroupRoot()});
+    ASSERT_TRUE(daemon->start());
+    // A llama.cpp server: one process, one DRM client holding 36 GiB of GTT.
+    const std::string cg = "/system.slice/llama-server.service";
+    std::string d = host.cgroupRoot() + cg;
+    writeFile(d + "/cgroup.events", "populated 1\nfrozen 0\n");
+    writeFile(d + "/memory.current", "3221225472\n");
+    writeFile(d + "/memory.peak", "4294967296\n");
+    writeFile(d + "/memory.events", "oom 0\noom_kill 0\n");
+    writeFile(d + "/memory.max", "8589934592\n");
+    FakeProcess p;
+    p.pid = 4242;
+    p.comm = "llama-server";
+    p.cgroup = cg;
+    FakeFd fd;
+    fd.drmMinor = 128;
+    fd.fdinfo = amdgpuFdinfo(7, "0000:c6:00.0", 36ULL * 1024 * 1024, 0);
+    p.fds = {fd};
+    host.addProcess(p);
+    host.addCgroup(cg, {4242});
+    auto a = tally({"attach", "--cgroup", cg, "--pool", "gpu", "--gpu-memory-max", "48GiB", "--name", "llama", "--attr", "model=qwen3-32b",
+                    "--attr", "context_window=32768"});
+    ASSERT_EQ(a.exitCode(), 0) << a.err;
+    lease = std::string(text::trim(a.out));
+    ::usleep(400'000);  // a few samples and a textfile write
+  }
+  ProgramResult tally(std::vector<std::string> args) {
+    args.insert(args.begin(), TALLY_BINARY);
+    return runProgram(args, {"TALLY_SOCKET=" + daemon->socket()});
+  }
+  // promtool's verdict on a metrics text: "" when it accepts it.
+  std::string promtool(const std::string& text) {
+    std::string file = dir.path() + "/check.prom";
+    writeFile(file, text);
+    auto r = runProgram({"/bin/sh", "-c", "promtool check metrics < \"$0\"", file});
+    return r.exitCode() == 0 ? "" : fmt::format("promtool exit {}: {}{}", r.exitCode(), r.out, r.err);
+  }
+  int httpPort() {
+    std::smatch m;
+    std::string log = daemon->log();
+    static const std::regex re("metrics on http://127\\.0\\.0\\.1:([0-9]+)/metrics");
+    return std::regex_search(log, m, re) ? std::stoi(m[1]) : -1;
+  }
+
+  FakeHost host;
+  TempDir dir;
+  std::string textfile, lease;
+  std::unique_ptr<DaemonUnderTest> daemon;
+};
+
+TEST_F(ObservabilityLive, SeatRowsShowTheLaneAsMeasuredAndDeclared) {
+  auto r = tally({"seats", "--json"});
+  ASSERT_EQ(r.exitCode(), 0) << r.err;
+  json s = json::parse(r.out);
+  ASSERT_EQ(s["seats"].size(), 1u);
+  json row = s["seats"][0];
+  EXPECT_EQ(row["lease"], lease);
+  EXPECT_EQ(row["running"], true);
+  EXPECT_EQ(row["fresh"], true);
+  EXPECT_EQ(row["sample_interval_us"], 100'000);
+  EXPECT_EQ(row["host"]["current_bytes"], 3 * GiB);
+  EXPECT_EQ(row["host"]["peak_bytes"], 4 * GiB);
+  EXPECT_EQ(row["host"]["max_bytes"], 8 * GiB);
+  EXPECT_EQ(row["gpu"]["regions"]["gtt"]["current_bytes"], 36 * GiB);
+  EXPECT_EQ(row["gpu"]["limit_bytes"], 48 * GiB);
+  EXPECT_EQ(row["devices"], json({"0000:c6:00.0"}));
+  EXPECT_EQ(row["declared"]["attributes"], json({{"context_window", "32768"}, {"model", "qwen3-32b"}}));
+  auto table = tally({"seats"});
+  ASSERT_EQ(table.exitCode(), 0) << table.err;
+  EXPECT_NE(table.out.find("llama"), std::string::npos) << table.out;
+  EXPECT_NE(table.out.find("36.0 GiB/48.0 GiB  75%"), std::string::npos) << table.out;
+  EXPECT_NE(table.out.find("context_window=32768 model=qwen3-32b  /system.slice/llama-server.service"), std::string::npos) << table.out;
+  // A bad --attr is a usage error before anything reaches the daemon.
+  auto bad = tally({"attach", "--cgroup", "/x", "--pool", "gpu", "--attr", "Model=x"});
+  EXPECT_EQ(bad.exitCode(), 2);
+  EXPECT_NE(bad.err.find("--attr: attribute key 'Model'"), std::string::npos) << bad.err;
+}
+
+TEST_F(ObservabilityLive, PromtoolAcceptsTheCliTheTextfileAndHttpAndTheyAgree) {
+  auto m = tally({"metrics"});
+  ASSERT_EQ(m.exitCode(), 0) << m.err;
+  EXPECT_EQ(promtool(m.out), "");
+  std::string gtt = fmt::format("tally_lease_gpu_memory_bytes{{lease=\"{}\",region=\"gtt\",source=\"drm-fdinfo\"}} {}\n", lease, 36 * GiB);
+  EXPECT_NE(m.out.find(gtt), std::string::npos) << m.out;
+  EXPECT_NE(m.out.find("tally_gpu_memory_unattributed_bytes{region=\"gtt\"} 4294967296\n"), std::string::npos);  // 40 - 36 GiB
+
+  std::string file = readFile(textfile);
+  EXPECT_EQ(promtool(file), "");
+  EXPECT_NE(file.find(gtt), std::string::npos) << file;
+  EXPECT_NE(::access((textfile + ".tmp").c_str(), F_OK), 0);
+
+  int port = httpPort();
+  ASSERT_GT(port, 0) << daemon->log();
+  httplib::Client http("127.0.0.1", port);
+  auto res = http.Get("/metrics");
+  ASSERT_TRUE(res) << httplib::to_string(res.error());
+  EXPECT_EQ(res->status, 200);
+  EXPECT_EQ(res->get_header_value("Content-Type"), "text/plain; version=0.0.4; charset=utf-8");
+  EXPECT_EQ(promtool(res->body), "");
+  EXPECT_NE(res->body.find(gtt), std::string::npos);
+  EXPECT_EQ(http.Get("/nothing")->status, 404);
+
+  // The lane ends: its series disappear from all three, its outcome is counted.
+  writeFile(host.cgroupRoot() + "/system.slice/llama-server.service/cgroup.events", "populated 0\nfrozen 0\n");
+  ::usleep(400'000);
+  std::string after = tally({"metrics"}).out;
+  EXPECT_EQ(after.find("lease=\"" + lease + "\""), std::string::npos) << after;
+  EXPECT_NE(after.find("tally_lease_outcomes_total{outcome=\"ended\"} 1\n"), std::string::npos) << after;
+  EXPECT_EQ(readFile(textfile).find("lease=\"" + lease + "\""), std::string::npos);
+  EXPECT_NE(http.Get("/metrics")->body.find("tally_lease_outcomes_total{outcome=\"ended\"} 1\n"), std::string::npos);
+}
+
+TEST_F(ObservabilityLive, MetricsListenRefusesANonLoopbackAddress) {
+  TempDir other;
+  DaemonUnderTest open(other.path(), "metrics_listen = \"0.0.0.0:9464\"\n[pools.gpu]\ncapacity = 1\n",
+                       {"--proc-root", host.procRoot(), "--sys-root", host.sysRoot(), "--cgroup-root", host.cgroupRoot()});
+  auto r = runProgram({TALLY_BINARY, "--proc-root", host.procRoot(), "--sys-root", host.sysRoot(), "--cgroup-root", host.cgroupRoot(),
+                       "daemon", "--config", open.config()});
+  EXPECT_EQ(r.exitCode(), 2);
+  EXPECT_NE(r.err.find("loopback only"), std::string::npos) << r.err;
+}
+
+TEST_F(ObservabilityLive, TopIsAPlainListingThroughAPipe) {
+  auto r = tally({"top"});
+  ASSERT_EQ(r.exitCode(), 0) << r.err;
+  for (const char* want : {"tally top", "llama", "POOL", "gpu", "0000:c6:00.0", "unattributed GPU memory"}) {
+    EXPECT_NE(r.out.find(want), std::string::npos) << want << "\n" << r.out;
+  }
+  EXPECT_EQ(r.out.find("\x1b"), std::string::npos);  // no escape sequence in a pipe
+  auto none = runProgram({TALLY_BINARY, "top", "--socket", dir.path() + "/nowhere.sock"});
+  EXPECT_EQ(none.exitCode(), 3);
+  EXPECT_NE(none.err.find("is the daemon running?"), std::string::npos) << none.err;
+  EXPECT_EQ(tally({"top", "--interval", "1ms"}).exitCode(), 2);
+}
+
+// tally top on a real terminal: tmux gives it one (a pty, TERM, SIGWINCH).
+class Tmux {
+ public:
+  explicit Tmux(std::string socket) : socket_(std::move(socket)) {}
+  ~Tmux() { run({"kill-server"}); }
+  ProgramResult run(std::vector<std::string> args) {
+    args.insert(args.begin(), {"tmux", "-S", socket_});
+    return runProgram(args);
+  }
+  std::string capture() { return run({"capture-pane", "-p", "-t", "top"}).out; }
+  // Waits (up to 5 s) for the pane to show `text`.
+  bool waitFor(const std::string& text) {
+    for (int i = 0; i < 100; ++i) {
+      if (capture().find(text) != std::string::npos) return true;
+      ::usleep(50'000);
+    }
+    return false;
+  }
+
+ private:
+  std::string socket_;
+};
+
+TEST_F(ObservabilityLive, TopDrawsResizesAndQuitsUnderTmux) {
+  Tmux tmux(dir.path() + "/tmux.sock");
+  std::string cmd = fmt::format("env TALLY_SOCKET={} {} top --interval 200ms; echo TOP-EXIT=$?; sleep 60", daemon->socket(), TALLY_BINARY);
+  auto started = tmux.run({"new-session", "-d", "-s", "top", "-x", "170", "-y", "30", cmd});
+  ASSERT_EQ(started.exitCode(), 0) << started.err;
+  ASSERT_TRUE(tmux.waitFor("llama")) << tmux.capture();
+  std::string screen = tmux.capture();
+  std::cout << "---- tally top in tmux, 170x30 ----\n" << screen << "----\n";
+  EXPECT_NE(screen.find("36.0 GiB/48.0 GiB  75%"), std::string::npos) << screen;
+  EXPECT_NE(screen.find("POOL"), std::string::npos);
+  EXPECT_NE(screen.find("0000:c6:00.0"), std::string::npos);
+  EXPECT_NE(screen.find("context_window=32768 model=qwen3-32b"), std::string::npos) << screen;
+
+  // Narrower: the next frame fits the new width (SIGWINCH redraws at once).
+  ASSERT_EQ(tmux.run({"resize-window", "-t", "top", "-x", "90", "-y", "30"}).exitCode(), 0);
+  bool fits = false;
+  for (int i = 0; i < 60 && !fits; ++i) {
+    ::usleep(50'000);
+    screen = tmux.capture();
+    fits = screen.find("tally top") != std::string::npos;
+    std::istringstream lines(screen);
+    for (std::string line; std::getline(lines, line);) fits = fits && line.size() <= 90;
+  }
+  EXPECT_TRUE(fits) << screen;
+
+  // The lane's GPU memory grows; the next refresh shows it.
+  writeFile(host.procRoot() + "/4242/fdinfo/3", amdgpuFdinfo(7, "0000:c6:00.0", 40ULL * 1024 * 1024, 0));
+  ASSERT_EQ(tmux.run({"resize-window", "-t", "top", "-x", "170", "-y", "30"}).exitCode(), 0);
+  EXPECT_TRUE(tmux.waitFor("40.0 GiB/48.0 GiB  83%")) << tmux.capture();
+
+  // 'q' quits, exit status 0, and the shell's screen is back (alternate screen left).
+  ASSERT_EQ(tmux.run({"send-keys", "-t", "top", "q"}).exitCode(), 0);
+  EXPECT_TRUE(tmux.waitFor("TOP-EXIT=0")) << tmux.capture();
+  EXPECT_EQ(tmux.capture().find("POOL"), std::string::npos) << tmux.capture();
+}
+
+}  // namespace
+}  // namespace tally
