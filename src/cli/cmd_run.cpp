@@ -167,21 +167,24 @@ void addRunCommand(CLI::App& app, RunOptions& o) {
 
 namespace {
 
-// Standalone tally run: GPU bound events also go to the journal (the runner
-// has printed them on stderr already), with the same fields as the daemon's.
+// Standalone tally run: the lease's start, its GPU bound events and its
+// outcome also go to the journal, with the same fields as the daemon's (the
+// runner has printed them on stderr already). A pool lease's are the daemon's.
 class JournalObserver final : public lease::LeaseObserver {
  public:
   JournalObserver(std::string id, std::string name) : id_(std::move(id)), name_(std::move(name)) {}
-  Status placed(const lease::LeaseRecord&, const contain::LeaseCgroup&) override { return Ok{}; }
+  Status placed(const lease::LeaseRecord&, const contain::LeaseCgroup& cg) override {
+    send(daemon::lifecycleEntry("started", id_, name_, {}, {{"unit", cg.unitName()}, {"cgroup", cg.cgroup()}}));
+    return Ok{};
+  }
   void finished(lease::LeaseRecord&) override {}
-  void bound(const enforce::BoundEvent& e) override {
-    journal_.note(e.kind == enforce::Verdict::Kill || e.kind == enforce::Verdict::Report ? 4 : 5,
-                  fmt::format("lease {} ({}): {}", id_, name_, e.summary),
-                  {{"TALLY_LEASE", id_}, {"TALLY_LEASE_NAME", name_}, {"TALLY_EVENT", enforce::verdictName(e.kind)}, {"TALLY_GPU_BYTES", std::to_string(e.bytes)},
-                   {"TALLY_LIMIT_BYTES", std::to_string(e.limit)}});
+  void bound(const enforce::BoundEvent& e) override { send(daemon::boundEventEntry(id_, name_, e)); }
+  void ended(const nlohmann::ordered_json& record) {
+    send(daemon::lifecycleEntry("outcome", id_, name_, {}, nlohmann::json::parse(record.dump())));
   }
 
  private:
+  void send(const daemon::JournalEntry& e) { journal_.note(e.priority, e.message, e.fields); }
   std::string id_, name_;
   daemon::SdJournal journal_{false, "tally run: "};
 };
@@ -289,6 +292,7 @@ int runRun(const fs::RootPaths& paths, const RunOptions& opts) {
     if (record.outcome.cls == lease::OutcomeClass::ContainmentRefused) daemonLease->withdraw();
     else fmt::print(stderr, "tally run: WARNING: the daemon did not record lease {}; the record follows\n{}\n", record.spec.id, recordText);
   }
+  if (!daemonLease) journalObserver.ended(doc);
   for (const auto& w : record.warnings) fmt::print(stderr, "tally run: warning: {}\n", w);
   if (opts.json) fmt::print("{}\n", doc.dump(2));
   else fmt::print(stderr, "{}\n", lease::summaryLine(record));

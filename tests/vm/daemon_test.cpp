@@ -15,6 +15,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
+#include <map>
 #include <thread>
 
 #include "support/fake_host.h"
@@ -373,6 +374,84 @@ TEST_F(VmDaemon, AttachedUnitOverGpuMemoryMaxIsKilledByTheDaemon) {
   std::string journal = shOut("journalctl --no-pager -o cat -t tally TALLY_LEASE=" + lease);
   EXPECT_NE(journal.find("killed by tally: GPU memory 64.0 MiB over gpu_memory_max 48.0 MiB"), std::string::npos) << journal;
   sh("systemctl stop " + bystander + " " + server + "; systemctl reset-failed " + server + " 2>/dev/null");
+  expectChainIntact();
+}
+
+// Journal entries of a lease by TALLY_EVENT, as `journalctl -o json` shows
+// them; waits (5 s) until `last` has arrived.
+std::map<std::string, json> journalOf(const std::string& lease, const std::string& last) {
+  std::map<std::string, json> byEvent;
+  for (int i = 0; i < 50 && !byEvent.count(last); ++i) {
+    if (i) std::this_thread::sleep_for(100ms);
+    byEvent.clear();
+    auto rows = runProgram({"journalctl", "--no-pager", "-o", "json", "TALLY_LEASE=" + lease});
+    std::istringstream lines(rows.out);
+    for (std::string l; std::getline(lines, l);) {
+      json e = json::parse(l, nullptr, false);
+      if (e.is_object() && e.contains("TALLY_EVENT")) byEvent[e["TALLY_EVENT"]] = e;
+    }
+  }
+  return byEvent;
+}
+
+TEST_F(VmDaemon, LifecycleReachesTheJournalAndSeatsAndMetricsAreLive) {
+  setCharging(false);
+  startDaemon();
+  std::string server = "tally-vm-lane-" + std::to_string(::getpid()) + ".service";
+  ASSERT_EQ(sh("systemd-run --quiet --unit=" + server + " -p Type=exec sh -c '" + kWorkload + " hog 48 60000 & " + kWorkload +
+               " gpu gtt 16 1 60000 & wait'"),
+            0);
+  std::this_thread::sleep_for(1s);
+  auto a = tally({"attach", "--unit", server, "--pool", "gpu", "--memory-max", "256M", "--gpu-memory-max", "1G", "--name", "lane",
+                  "--attr", "model=qwen3-32b",
+                  "--attr", "context_window=32768"});
+  ASSERT_EQ(a.exitCode(), 0) << a.err;
+  std::string lease = a.out.substr(0, 12);
+  std::this_thread::sleep_for(800ms);
+  // The seat row: running from the real cgroup.events, figures from the real cgroup and fdinfo.
+  json seats = json::parse(tally({"seats", "--json"}).out, nullptr, false);
+  ASSERT_TRUE(seats.is_object());
+  ASSERT_EQ(seats["seats"].size(), 1u) << seats.dump(2);
+  json row = seats["seats"][0];  // a copy: a missing key reads as null and fails below, not aborts
+  EXPECT_EQ(row["running"], true) << row.dump(2);
+  EXPECT_EQ(row["fresh"], true) << row.dump(2);
+  EXPECT_EQ(row["workload"]["unit"], server);
+  EXPECT_GE(row["host"]["current_bytes"].get<std::uint64_t>(), 48 * kMiB) << row.dump(2);
+  EXPECT_GE(row["host"]["peak_bytes"].get<std::uint64_t>(), 48 * kMiB) << row.dump(2);
+  EXPECT_EQ(row["gpu"]["regions"]["gtt"]["current_bytes"], 16 * kMiB);
+  EXPECT_EQ(row["declared"]["attributes"]["model"], "qwen3-32b");
+  auto promtool = runProgram({"sh", "-c", "\"$0\" metrics | promtool check metrics", kTally}, {"TALLY_SOCKET=" + socket});
+  EXPECT_EQ(promtool.exitCode(), 0) << promtool.out << promtool.err;
+
+  ASSERT_EQ(sh("systemctl stop " + server), 0);
+  auto attached = journalOf(lease, "lease-outcome");
+  ASSERT_TRUE(attached.count("lease-granted")) << lease;
+  EXPECT_EQ(attached["lease-granted"]["TALLY_POOL"], "gpu");
+  EXPECT_EQ(attached["lease-granted"]["TALLY_LEASE_NAME"], "lane");
+  EXPECT_EQ(attached["lease-granted"]["SYSLOG_IDENTIFIER"], "tally");
+  ASSERT_TRUE(attached.count("lease-adopted"));
+  EXPECT_EQ(attached["lease-adopted"]["TALLY_UNIT"], server);
+  ASSERT_TRUE(attached.count("lease-outcome"));
+  json end = attached["lease-outcome"];
+  EXPECT_EQ(end["TALLY_OUTCOME"], "ended");
+  EXPECT_EQ(end["PRIORITY"], "6");
+  EXPECT_EQ(end["TALLY_GPU_PEAK_BYTES"], std::to_string(16 * kMiB)) << end.dump(2);
+  EXPECT_GE(std::stoull(end["TALLY_MEMORY_PEAK_BYTES"].get<std::string>()), 48 * kMiB) << end.dump(2);
+  EXPECT_FALSE(end.contains("TALLY_EXIT_CODE"));  // an attached workload has no exit status tally saw
+
+  // A run lease through the pool: granted, started, exited 0, in the daemon's journal entries.
+  auto r = tally({"run", "--pool", "gpu", "--memory-max", "128M", "--gpu-memory-max", "64M", "--json", "--name", "batch", "--", kWorkload,
+                  "hog", "32", "300"});
+  ASSERT_EQ(r.exitCode(), 0) << r.err;
+  std::string run = json::parse(r.out)["lease"]["id"];
+  auto ran = journalOf(run, "lease-outcome");
+  ASSERT_TRUE(ran.count("lease-started")) << run;
+  EXPECT_EQ(ran["lease-started"]["TALLY_CGROUP"].get<std::string>().find("/tally.slice/"), 0u) << ran["lease-started"].dump(2);
+  ASSERT_TRUE(ran.count("lease-outcome"));
+  EXPECT_EQ(ran["lease-outcome"]["TALLY_OUTCOME"], "exited");
+  EXPECT_EQ(ran["lease-outcome"]["TALLY_EXIT_CODE"], "0");
+  EXPECT_EQ(ran["lease-outcome"]["TALLY_POOL"], "gpu");
+  EXPECT_GE(std::stoull(ran["lease-outcome"]["TALLY_MEMORY_PEAK_BYTES"].get<std::string>()), 32 * kMiB);
   expectChainIntact();
 }
 

@@ -15,6 +15,8 @@
 #include <cstdlib>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <map>
+#include <sstream>
 #include <thread>
 
 #include "support/fake_host.h"
@@ -321,6 +323,24 @@ TEST_F(VmSystem, GpuMemoryMaxKillsTheLeaseAndNothingElse) {
   std::string id = t.record["lease"]["id"];
   auto journal = runProgram({"journalctl", "--no-pager", "-o", "cat", "-t", "tally", "TALLY_LEASE=" + id});
   EXPECT_NE(journal.out.find("killed by tally: GPU memory 128.0 MiB over gpu_memory_max 64.0 MiB"), std::string::npos) << journal.out;
+  // ...and its start and outcome, as structured fields (journalctl -o json).
+  std::map<std::string, json> byEvent;
+  auto rows = runProgram({"journalctl", "--no-pager", "-o", "json", "-t", "tally", "TALLY_LEASE=" + id});
+  std::istringstream lines(rows.out);
+  for (std::string l; std::getline(lines, l);) {
+    json e = json::parse(l, nullptr, false);
+    if (e.is_object() && e.contains("TALLY_EVENT")) byEvent[e["TALLY_EVENT"]] = e;
+  }
+  ASSERT_TRUE(byEvent.count("lease-started")) << rows.out;
+  EXPECT_EQ(byEvent["lease-started"]["TALLY_UNIT"], "tally-" + id + ".scope");
+  EXPECT_FALSE(byEvent["lease-started"].contains("TALLY_POOL"));  // standalone: no pool
+  ASSERT_TRUE(byEvent.count("lease-outcome")) << rows.out;
+  const json& end = byEvent["lease-outcome"];
+  EXPECT_EQ(end["TALLY_OUTCOME"], "killed-by-tally");
+  EXPECT_EQ(end["PRIORITY"], "4");
+  EXPECT_EQ(end["TALLY_GPU_PEAK_BYTES"], std::to_string(128 * kMiB)) << end.dump(2);
+  EXPECT_TRUE(end.contains("TALLY_MEMORY_PEAK_BYTES")) << end.dump(2);
+  EXPECT_TRUE(byEvent.count("gpu-memory-kill")) << rows.out;
   std::printf("[ reaction ] first sample over -> kill: %llu ms (interval 250 ms)\n",
               static_cast<unsigned long long>(reactionNs / 1000000));
   // Killed well before the workload's own 20 s.

@@ -1,0 +1,40 @@
+# `cmake --install`: the binary, the systemd units (a hardened system
+# tally.service, Type=notify, and a user unit), an example config, the man
+# page, bash completion and the docs. Units and the man page name the
+# installed paths, so they are configured for the prefix.
+include(GNUInstallDirs)
+
+set(TALLY_BINDIR ${CMAKE_INSTALL_FULL_BINDIR})
+# /etc whatever the prefix: the binary reads /etc/tally/tally.toml by default (cli/cmd_daemon.h).
+set(TALLY_SYSCONFDIR /etc CACHE PATH "where the units look for tally/tally.toml")
+set(TALLY_DOCDIR ${CMAKE_INSTALL_FULL_DOCDIR})
+# systemd looks in /usr/lib/systemd and /usr/local/lib/systemd: the prefix's lib/, never lib64/.
+set(TALLY_UNITDIR lib/systemd/system CACHE STRING "system unit directory, relative to the prefix")
+set(TALLY_USERUNITDIR lib/systemd/user CACHE STRING "user unit directory, relative to the prefix")
+
+set(dist ${PROJECT_SOURCE_DIR}/dist)
+set(gen ${PROJECT_BINARY_DIR}/dist)
+configure_file(${dist}/tally.service.in ${gen}/tally.service @ONLY)
+configure_file(${dist}/tally-user.service.in ${gen}/user/tally.service @ONLY)
+configure_file(${dist}/tally.1.in ${gen}/tally.1 @ONLY)
+
+install(TARGETS tally RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
+install(FILES ${gen}/tally.service DESTINATION ${TALLY_UNITDIR})
+install(FILES ${gen}/user/tally.service DESTINATION ${TALLY_USERUNITDIR})
+install(FILES ${gen}/tally.1 DESTINATION ${CMAKE_INSTALL_MANDIR}/man1)
+install(FILES ${dist}/tally.bash DESTINATION ${CMAKE_INSTALL_DATADIR}/bash-completion/completions RENAME tally)
+install(FILES ${dist}/tally.toml DESTINATION ${CMAKE_INSTALL_DOCDIR}/examples)
+install(FILES ${PROJECT_SOURCE_DIR}/README.md DESTINATION ${CMAKE_INSTALL_DOCDIR})
+install(DIRECTORY ${PROJECT_SOURCE_DIR}/docs/ DESTINATION ${CMAKE_INSTALL_DOCDIR} FILES_MATCHING PATTERN "*.md")
+
+# The staging root tests check (tests/cli/package_test.cpp, and in the VM
+# tests/vm/package_test.cpp with systemd-analyze verify): exactly what
+# `cmake --install --prefix /usr/local` puts on a machine, under build/stage.
+set(TALLY_STAGE_DIR ${PROJECT_BINARY_DIR}/stage)
+add_custom_target(tally_stage
+  COMMAND ${CMAKE_COMMAND} -E rm -rf ${TALLY_STAGE_DIR}
+  COMMAND ${CMAKE_COMMAND} -E env DESTDIR=${TALLY_STAGE_DIR} ${CMAKE_COMMAND} --install ${PROJECT_BINARY_DIR} --prefix /usr/local
+          > ${PROJECT_BINARY_DIR}/stage.log
+  COMMENT "Installing into the staging root ${TALLY_STAGE_DIR}"
+  VERBATIM)
+add_dependencies(tally_stage tally)

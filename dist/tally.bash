@@ -1,0 +1,73 @@
+# bash completion for tally(1): commands, their options, and values tally can
+# name (pools and lease ids come from the daemon when it answers).
+_tally() {
+  local cur prev words cword
+  _init_completion || return
+
+  local commands="run daemon attach seats metrics top leases lease pools events doctor gpu ledger config"
+  local cmd="" i
+  for ((i = 1; i < cword; i++)); do
+    case "${words[i]}" in
+      --) return ;;  # the workload's own arguments
+      -*) ;;
+      *) cmd="${words[i]}"; break ;;
+    esac
+  done
+
+  case "$prev" in
+    --config|--metrics-textfile|--state-dir|--socket|--cgroup-parent|--proc-root|--sys-root|--cgroup-root)
+      _filedir; return ;;
+    --unit)
+      COMPREPLY=($(compgen -W "$(systemctl list-units --type=service,scope --state=running --no-legend --plain 2>/dev/null | awk '{print $1}')" -- "$cur"))
+      return ;;
+    --pid)
+      _pids; return ;;
+    --pool)
+      COMPREPLY=($(compgen -W "$(tally pools --json 2>/dev/null | sed -n 's/.*"pool": "\([^"]*\)".*/\1/p')" -- "$cur"))
+      return ;;
+    --by) COMPREPLY=($(compgen -W "process cgroup container" -- "$cur")); return ;;
+    --gpu-memory-action) COMPREPLY=($(compgen -W "kill report" -- "$cur")); return ;;
+    --oom-policy) COMPREPLY=($(compgen -W "kill stop continue" -- "$cur")); return ;;
+    --memory-max|--memory-high|--memory-swap-max|--gpu-memory-max|--gpu-memory-high|--probe-size)
+      COMPREPLY=($(compgen -W "512M 1G 4G 16G 32G 48G 64G" -- "$cur")); return ;;
+    --interval|--sample-interval|--queue-timeout|--timeout|--reconnect-timeout)
+      COMPREPLY=($(compgen -W "250ms 500ms 1s 2s 5s 30s" -- "$cur")); return ;;
+    --attr|--name|--priority|--count|--gpu-over-samples|--metrics-listen|--probe-cgroup|--limit|--cgroup|--slice)
+      return ;;
+  esac
+
+  local opts=""
+  case "$cmd" in
+    "") opts="$commands --help --version"; COMPREPLY=($(compgen -W "$opts" -- "$cur")); return ;;
+    run) opts="--name --attr --memory-max --memory-high --memory-swap-max --oom-policy --gpu-memory-max --gpu-memory-high
+               --gpu-memory-action --gpu-over-samples --sample-interval --slice --user --system --cgroupfs --cgroup-parent
+               --state-dir --json --socket --pool --priority --queue-timeout --reconnect-timeout --help" ;;
+    daemon) opts="--config --metrics-textfile --metrics-listen --help" ;;
+    attach) opts="--unit --cgroup --pid --pool --memory-max --gpu-memory-max --gpu-memory-high --gpu-memory-action
+                  --gpu-over-samples --name --attr --priority --queue-timeout --json --socket --help" ;;
+    seats|leases|pools) opts="--json --socket --help" ;;
+    metrics) opts="--socket --help" ;;
+    top) opts="--interval --once --socket --help" ;;
+    events) opts="--count --timeout --json --socket --help" ;;
+    doctor) opts="--json --active --probe-size --probe-cgroup --help" ;;
+    gpu) opts="--json --by --cgroup --help" ;;
+    lease)
+      if [[ $cword -eq $((i + 1)) ]]; then
+        COMPREPLY=($(compgen -W "show release" -- "$cur")); return
+      fi
+      if [[ "$cur" != -* ]]; then
+        COMPREPLY=($(compgen -W "$(tally leases --json 2>/dev/null | sed -n 's/.*"lease": "\([0-9a-f]\{12\}\)".*/\1/p')" -- "$cur"))
+        return
+      fi
+      opts="--json --socket --help" ;;
+    ledger)
+      if [[ $cword -eq $((i + 1)) && "$cur" != -* ]]; then COMPREPLY=($(compgen -W "verify export" -- "$cur")); return; fi
+      opts="--json --limit --state-dir --config --help" ;;
+    config)
+      if [[ $cword -eq $((i + 1)) ]]; then COMPREPLY=($(compgen -W "check" -- "$cur")); return; fi
+      if [[ "$cur" != -* ]]; then _filedir toml; return; fi
+      opts="--json --help" ;;
+  esac
+  COMPREPLY=($(compgen -W "$opts" -- "$cur"))
+}
+complete -F _tally tally

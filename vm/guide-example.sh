@@ -1,0 +1,44 @@
+#!/bin/sh
+# Runs inside the VM (vm/run.sh): the worked example quoted in
+# docs/guide/strix-halo.md, scaled to the VM (MiB where a Strix Halo has GiB):
+# a "llama.cpp server" unit attached as a lease, a batch job run through the
+# pool with a GPU limit it outgrows, and what seats, metrics, top and the
+# journal show.   usage: vm/guide-example.sh TALLY_BINARY WORKLOAD_BINARY
+T=$1; W=$2
+show() { echo; echo "\$ $*" | sed "s|$T|tally|; s|$W|tally_vm_workload|g"; "$@"; echo "[exit status $?]"; }
+modprobe drm; insmod "$TALLY_TESTDRM_KO"
+mkdir -p /etc/tally
+cat > /etc/tally/tally.toml <<TOML
+[daemon]
+sample_interval = "500ms"
+metrics_textfile = "/tmp/tally.prom"
+
+[pools.gpu]
+capacity = 4
+gpu_memory_budget = "1GiB"
+memory_budget = "1GiB"
+TOML
+systemd-run --quiet --unit=tally.service -p Type=notify "$T" daemon --config /etc/tally/tally.toml
+# The "llama.cpp server": 64 MiB of host memory, 256 MiB of GTT through the test DRM driver.
+systemd-run --quiet --unit=llama-server.service -p Type=exec sh -c "$W hog 64 600000 & exec $W gpu gtt 64 4 600000"
+sleep 2
+show "$T" attach --unit llama-server.service --pool gpu --memory-max 512M --gpu-memory-max 384M --name llama \
+  --attr model=qwen3-32b-q4 --attr context_window=32768
+# The batch job: declares 96 MiB of GPU memory, then takes 128 MiB.
+show "$T" run --pool gpu --name finetune --memory-max 256M --gpu-memory-max 96M --sample-interval 250ms \
+  --attr model=lora-7b -- "$W" gpu gtt 32 4 30000 2>&1 | tail -3
+sleep 1
+show "$T" seats
+echo; echo '$ tally seats --json   (the llama row)'
+"$T" seats --json | python3 -c 'import json,sys; print(json.dumps(json.load(sys.stdin)["seats"][0], indent=2))'
+echo; echo '$ tally metrics | grep -E "^tally_(lease|gpu_memory_unattributed|lease_outcomes_total|gpu_bound_events_total)" | grep -v " 0$"'
+"$T" metrics | grep -E '^tally_(lease|gpu_memory_unattributed|lease_outcomes_total|gpu_bound_events_total)' | grep -v ' 0$'
+echo; echo '$ tally metrics | promtool check metrics'
+"$T" metrics | promtool check metrics; echo "[exit status $?]"
+COLUMNS=150 show "$T" top --once
+echo; echo '$ journalctl -t tally -o json TALLY_EVENT=lease-outcome | jq -c {…}'
+journalctl -t tally -o json TALLY_EVENT=lease-outcome --no-pager | python3 -c '
+import json, sys
+for l in sys.stdin:
+    e = json.loads(l)
+    print(json.dumps({k: e[k] for k in sorted(e) if k.startswith("TALLY_") or k in ("MESSAGE", "PRIORITY")}))'
