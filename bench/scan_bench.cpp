@@ -16,7 +16,11 @@
 #include "enforce/gpu_bound.h"
 #include "fs/root.h"
 #include "lease/meter.h"
+#include "metrics/tally_metrics.h"
+#include "probes/sysfs_value.h"
 #include "scanner/scan.h"
+#include "seats/seat.h"
+#include "devices/drm_devices.h"
 
 namespace {
 
@@ -123,12 +127,62 @@ void leaseSample(benchmark::State& state, bool bound) {
 void BM_LeaseSample(benchmark::State& state) { leaseSample(state, false); }
 void BM_LeaseSampleWithBound(benchmark::State& state) { leaseSample(state, true); }
 
+// One sample round of a one-lease daemon that also publishes metrics: the
+// sample, then what the overview adds for it (cgroup.events, memory.peak and
+// memory.max of the lease, its seat row, the DRM device walk of sysfs) and
+// the Prometheus text rendered from it. Against BM_LeaseSample: the cost of
+// keeping the textfile / GET /metrics current (docs/PERFORMANCE.md).
+void BM_LeaseSampleWithMetrics(benchmark::State& state) {
+  if (!roots().cgroup) {
+    state.SkipWithError("no TALLY_BENCH_CGROUP/TALLY_BENCH_LEASE");
+    return;
+  }
+  const auto& cg = *roots().cgroup;
+  tally::lease::LeaseMeter meter(roots().proc, roots().sys, cg, roots().lease, std::nullopt);
+  std::size_t bytes = 0;
+  for (auto _ : state) {
+    meter.sample();
+    tally::seats::SeatFacts f;
+    f.lease = "0123456789ab";
+    f.name = "bench";
+    f.kind = "attach";
+    f.state = "running";
+    f.pools = {"gpu"};
+    f.cgroup = roots().lease;
+    auto read = [&](const char* file) -> std::optional<std::uint64_t> {
+      auto t = cg.read(tally::fs::joinPath(roots().lease, file), 64);
+      return t ? tally::probes::parseSysfsU64(*t) : std::nullopt;
+    };
+    auto events = cg.read(tally::fs::joinPath(roots().lease, "cgroup.events"), 4096);
+    f.populated = events && events->find("populated 1") != std::string::npos;
+    f.observedAtNs = meter.sampledAtNs();
+    f.hostCurrent = tally::seats::Figure::of(meter.host().last, "unread");
+    f.hostPeak = tally::seats::Figure::of(read("memory.peak"), "unread");
+    f.hostMax = tally::seats::Figure::of(read("memory.max"), "unread");
+    for (const auto& [r, b] : meter.gpu().lastRegions) f.gpuRegions[r].currentBytes = b;
+    f.gpuCurrent = tally::seats::Figure::of(meter.gpu().lastBytes, "unread");
+    f.devices = meter.gpu().lastDevices;
+    nlohmann::json overview;
+    overview["seats"] = nlohmann::json::array({tally::seats::seatRow(f, *f.observedAtNs, 1'000'000)});
+    auto devices = tally::devices::discoverDrmDevices(roots().sys);
+    overview["devices"] = nlohmann::json::array();
+    if (devices) {
+      for (const auto& d : devices->devices) overview["devices"].push_back({{"device", d.key}, {"driver", d.driver}});
+    }
+    std::string text = tally::metrics::renderOverview(overview);
+    bytes = text.size();
+    benchmark::DoNotOptimize(text);
+  }
+  state.counters["metrics_bytes"] = static_cast<double>(bytes);
+}
+
 BENCHMARK(BM_Floor)->Unit(benchmark::kMillisecond)->MinTime(0.5);
 BENCHMARK(BM_TallyHostScan)->Unit(benchmark::kMillisecond)->MinTime(0.5);
 BENCHMARK(BM_Naive)->Unit(benchmark::kMillisecond)->MinTime(0.5);
 BENCHMARK(BM_TallyCgroupScan)->Unit(benchmark::kMicrosecond)->MinTime(0.5);
 BENCHMARK(BM_LeaseSample)->Unit(benchmark::kMicrosecond)->MinTime(0.5);
 BENCHMARK(BM_LeaseSampleWithBound)->Unit(benchmark::kMicrosecond)->MinTime(0.5);
+BENCHMARK(BM_LeaseSampleWithMetrics)->Unit(benchmark::kMicrosecond)->MinTime(0.5);
 
 // Records the median real time of each benchmark to print ratios at the end.
 class RatioReporter : public benchmark::ConsoleReporter {
@@ -172,6 +226,7 @@ int main(int argc, char** argv) {
   ratio("BM_Naive", "BM_TallyHostScan");
   ratio("BM_TallyCgroupScan", "BM_TallyHostScan");
   ratio("BM_LeaseSampleWithBound", "BM_LeaseSample");
+  ratio("BM_LeaseSampleWithMetrics", "BM_LeaseSample");
   benchmark::Shutdown();
   return 0;
 }
