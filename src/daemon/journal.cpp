@@ -1,6 +1,7 @@
 #include "daemon/journal.h"
 
 #include <sys/uio.h>
+#include <unistd.h>
 #include <systemd/sd-journal.h>
 
 #include <fmt/format.h>
@@ -83,8 +84,13 @@ void SdJournal::note(int priority, const std::string& message,
   std::vector<iovec> iov;
   iov.reserve(lines.size());
   for (auto& l : lines) iov.push_back({l.data(), l.size()});
-  // No journald socket (no systemd here): the message still reaches the operator.
-  if (sd_journal_sendv(iov.data(), static_cast<int>(iov.size())) < 0 && stderrFallback_) fmt::print(stderr, "{}{}\n", prefix_, message);
+  // sd_journal_sendv() succeeds silently when journald is absent (ENOENT on
+  // its socket is "fail silently" by design), so whether it listens is asked
+  // of the socket itself: without it the message goes to stderr instead.
+  static const bool journald = ::access("/run/systemd/journal/socket", W_OK) == 0;
+  if ((!journald || sd_journal_sendv(iov.data(), static_cast<int>(iov.size())) < 0) && stderrFallback_) {
+    fmt::print(stderr, "{}{}\n", prefix_, message);
+  }
 }
 
 }  // namespace tally::daemon

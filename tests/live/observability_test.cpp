@@ -109,6 +109,12 @@ TEST_F(ObservabilityLive, SeatRowsShowTheLaneAsMeasuredAndDeclared) {
   EXPECT_NE(table.out.find("llama"), std::string::npos) << table.out;
   EXPECT_NE(table.out.find("36.0 GiB/48.0 GiB  75%"), std::string::npos) << table.out;
   EXPECT_NE(table.out.find("context_window=32768 model=qwen3-32b  /system.slice/llama-server.service"), std::string::npos) << table.out;
+  // No journald on the machine running this suite: the lifecycle goes to stderr instead.
+  if (::access("/run/systemd/journal/socket", F_OK) != 0) {
+    EXPECT_NE(daemon->log().find(fmt::format("tally daemon: lease {} (llama): granted in gpu", lease)), std::string::npos) << daemon->log();
+    EXPECT_NE(daemon->log().find(fmt::format("tally daemon: lease {} (llama): adopted in /system.slice/llama-server.service", lease)),
+              std::string::npos);
+  }
   // A bad --attr is a usage error before anything reaches the daemon.
   auto bad = tally({"attach", "--cgroup", "/x", "--pool", "gpu", "--attr", "Model=x"});
   EXPECT_EQ(bad.exitCode(), 2);
