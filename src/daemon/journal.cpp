@@ -7,6 +7,8 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include "util/json_view.h"
+
 namespace tally::daemon {
 
 JournalEntry boundEventEntry(const std::string& lease, const std::string& name, const enforce::BoundEvent& e) {
@@ -16,58 +18,42 @@ JournalEntry boundEventEntry(const std::string& lease, const std::string& name, 
            {"TALLY_GPU_BYTES", std::to_string(e.bytes)}, {"TALLY_LIMIT_BYTES", std::to_string(e.limit)}}};
 }
 
-namespace {
-
-std::string number(const nlohmann::json& j) {
-  return j.is_number_integer() ? std::to_string(j.get<std::int64_t>()) : std::string();
-}
-
-const nlohmann::json& at(const nlohmann::json& j, const char* a, const char* b) {
-  static const nlohmann::json kNull;
-  if (!j.is_object() || !j.contains(a) || !j[a].is_object() || !j[a].contains(b)) return kNull;
-  return j[a][b];
-}
-
-}  // namespace
-
 JournalEntry lifecycleEntry(const std::string& kind, const std::string& lease, const std::string& name,
                             const std::vector<std::string>& pools, const nlohmann::json& body) {
+  using jsonview::get;
+  using jsonview::text;
   JournalEntry e;
   e.priority = 6;
   e.fields = {{"TALLY_EVENT", "lease-" + kind}, {"TALLY_LEASE", lease}, {"TALLY_LEASE_NAME", name}};
   std::string poolList = fmt::format("{}", fmt::join(pools, ","));
   if (!poolList.empty()) e.fields.emplace_back("TALLY_POOL", poolList);
-  auto text = [&](const nlohmann::json& j, const char* key) -> std::string {
-    return j.is_object() && j.contains(key) && j[key].is_string() ? j[key].get<std::string>() : std::string();
-  };
   // A started/adopted row names the cgroup at top level; a record nests it under "lease".
-  const nlohmann::json& where = body.is_object() && body.contains("lease") && body["lease"].is_object() ? body["lease"] : body;
+  const nlohmann::json& where = get(body, "lease").is_object() ? body["lease"] : body;
   if (auto u = text(where, "unit"); !u.empty()) e.fields.emplace_back("TALLY_UNIT", u);
   if (auto c = text(where, "cgroup"); !c.empty()) e.fields.emplace_back("TALLY_CGROUP", c);
   std::string who = fmt::format("lease {} ({})", lease, name);
   bool end = kind == "outcome" || kind == "lost" || kind == "withdrawn";
   if (!end) {
     if (kind == "granted") e.message = fmt::format("{}: granted{}", who, poolList.empty() ? "" : " in " + poolList);
-    else if (kind == "started" || kind == "adopted" || kind == "readopted")
-      e.message = fmt::format("{}: {} in {}", who, kind, text(where, "cgroup").empty() ? "?" : text(where, "cgroup"));
+    else if (kind == "started" || kind == "adopted" || kind == "readopted") e.message = fmt::format("{}: {} in {}", who, kind, text(where, "cgroup", "?"));
     else e.message = fmt::format("{}: {}", who, kind);
     return e;
   }
-  const nlohmann::json& clsJson = at(body, "outcome", "class");
-  std::string cls = kind != "outcome" ? kind : clsJson.is_string() ? clsJson.get<std::string>() : "unknown";
+  const nlohmann::json& outcome = get(body, "outcome");
+  std::string cls = kind != "outcome" ? kind : text(outcome, "class", "unknown");
   e.fields.emplace_back("TALLY_OUTCOME", cls);
+  // A figure the record lacks is left out, never sent as 0.
   auto put = [&](const char* field, const nlohmann::json& v) {
-    if (auto n = number(v); !n.empty()) e.fields.emplace_back(field, n);
+    if (v.is_number_integer()) e.fields.emplace_back(field, std::to_string(v.get<std::int64_t>()));
   };
-  put("TALLY_EXIT_CODE", at(body, "outcome", "exit_code"));
-  put("TALLY_MEMORY_PEAK_BYTES", at(body, "memory", "peak_bytes"));
-  put("TALLY_GPU_PEAK_BYTES", at(body, "gpu", "peak_bytes"));
-  put("TALLY_OOM_KILLS", at(body, "outcome", "oom_kill"));
-  const nlohmann::json& summaryJson = at(body, "outcome", "summary");
-  std::string summary = summaryJson.is_string() ? summaryJson.get<std::string>() : text(body, "reason");
+  put("TALLY_EXIT_CODE", get(outcome, "exit_code"));
+  put("TALLY_MEMORY_PEAK_BYTES", get(get(body, "memory"), "peak_bytes"));
+  put("TALLY_GPU_PEAK_BYTES", get(get(body, "gpu"), "peak_bytes"));
+  put("TALLY_OOM_KILLS", get(outcome, "oom_kill"));
+  std::string summary = get(outcome, "summary").is_string() ? text(outcome, "summary") : text(body, "reason");
   e.message = fmt::format("{}: {}{}", who, cls, summary.empty() ? "" : ": " + summary);
   // A clean end is info; a non-zero exit or a stop a notice; a kill, an OOM, a loss a warning.
-  const nlohmann::json& code = at(body, "outcome", "exit_code");
+  const nlohmann::json& code = get(outcome, "exit_code");
   bool clean = cls == "ended" || cls == "released" || (cls == "exited" && code.is_number_integer() && code.get<std::int64_t>() == 0);
   e.priority = clean ? 6 : cls == "exited" || cls == "stopped" || cls == "withdrawn" ? 5 : 4;
   return e;

@@ -4,6 +4,8 @@
 
 #include <optional>
 
+#include "util/json_view.h"
+
 namespace tally::metrics {
 namespace {
 
@@ -22,12 +24,7 @@ class Builder {
   // A sample only when `v` is a non-negative integer (absent figures stay absent).
   void bytes(const std::string& name, const std::string& help, Labels labels, const json& v) {
     auto& f = family(name, help);
-    if (auto n = count(v)) f.samples.push_back({std::move(labels), *n});
-  }
-  static std::optional<std::uint64_t> count(const json& v) {
-    if (v.is_number_unsigned()) return v.get<std::uint64_t>();
-    if (v.is_number_integer() && v.get<std::int64_t>() >= 0) return static_cast<std::uint64_t>(v.get<std::int64_t>());
-    return std::nullopt;
+    if (auto n = jsonview::count(v)) f.samples.push_back({std::move(labels), *n});
   }
   void flag(const std::string& name, const std::string& help, Labels labels, const json& v) {
     auto& f = family(name, help);
@@ -39,23 +36,10 @@ class Builder {
   std::vector<Family> families_;
 };
 
-std::string str(const json& j, const char* key) {
-  return j.is_object() && j.contains(key) && j[key].is_string() ? j[key].get<std::string>() : std::string();
-}
-
-const json& get(const json& j, const char* key) {
-  static const json kNull;
-  return j.is_object() && j.contains(key) ? j[key] : kNull;
-}
-
-std::string joined(const json& arr) {
-  std::string out;
-  if (!arr.is_array()) return out;
-  for (const auto& v : arr) {
-    if (v.is_string()) out += (out.empty() ? "" : ",") + v.get<std::string>();
-  }
-  return out;
-}
+using jsonview::count;
+using jsonview::get;
+using jsonview::joined;
+std::string str(const json& j, const char* key) { return jsonview::text(j, key); }
 
 void declareAll(Builder& b) {
   // Declared up front so every family appears (HELP/TYPE) even with no lease.
@@ -114,7 +98,7 @@ void seat(Builder& b, const json& s) {
   b.flag("tally_lease_running", "", id, get(s, "running"));
   b.flag("tally_lease_fresh", "", id, get(s, "fresh"));
   if (!get(s, "fresh").is_boolean() || !s["fresh"].get<bool>()) return;  // stale: no measured figure
-  if (auto at = Builder::count(get(s, "observed_at_ns"))) {
+  if (auto at = count(get(s, "observed_at_ns"))) {
     b.family("tally_lease_observed_timestamp_seconds", "").samples.push_back({id, static_cast<double>(*at) / 1e9});
   }
   const json& host = get(s, "host");
@@ -185,14 +169,14 @@ std::vector<Family> fromOverview(const json& o) {
     if (!counts.is_object()) continue;
     const char* label = std::string_view(key) == "outcomes" ? "outcome" : "kind";
     for (const auto& [k, v] : counts.items()) {
-      if (auto n = Builder::count(v)) b.family(fam, "", Type::Counter).samples.push_back({{{label, k}}, *n});
+      if (auto n = count(v)) b.family(fam, "", Type::Counter).samples.push_back({{{label, k}}, *n});
     }
   }
   const json& d = get(o, "daemon");
-  if (auto t = Builder::count(get(d, "started_at_ns"))) {
+  if (auto t = count(get(d, "started_at_ns"))) {
     b.family("tally_daemon_start_time_seconds", "").samples.push_back({{}, static_cast<double>(*t) / 1e9});
   }
-  if (auto iv = Builder::count(get(o, "sample_interval_us"))) {
+  if (auto iv = count(get(o, "sample_interval_us"))) {
     b.family("tally_sample_interval_seconds", "").samples.push_back({{}, static_cast<double>(*iv) / 1e6});
   }
   return b.take();

@@ -6,27 +6,17 @@
 #include <optional>
 
 #include "report/gpu_report.h"
+#include "util/json_view.h"
 
 namespace tally::top {
 namespace {
 
 using json = nlohmann::json;
 
-const json& get(const json& j, const char* key) {
-  static const json kNull;
-  return j.is_object() && j.contains(key) ? j[key] : kNull;
-}
-
-std::string str(const json& j, const char* key, const char* dflt = "-") {
-  const json& v = get(j, key);
-  return v.is_string() ? v.get<std::string>() : dflt;
-}
-
-std::optional<std::uint64_t> count(const json& v) {
-  if (v.is_number_unsigned()) return v.get<std::uint64_t>();
-  if (v.is_number_integer() && v.get<std::int64_t>() >= 0) return static_cast<std::uint64_t>(v.get<std::int64_t>());
-  return std::nullopt;
-}
+using jsonview::count;
+using jsonview::get;
+using jsonview::joined;
+std::string str(const json& j, const char* key, const char* dflt = "-") { return jsonview::text(j, key, dflt); }
 
 std::string bytes(const json& v) { return count(v) ? report::humanBytes(*count(v)) : "-"; }
 
@@ -35,14 +25,6 @@ std::string pair(const json& a, const json& b) {
   return bytes(a) + "/" + bytes(b);
 }
 
-std::string joined(const json& arr) {
-  std::string out;
-  if (!arr.is_array()) return out;
-  for (const auto& v : arr) {
-    if (v.is_string()) out += (out.empty() ? "" : ",") + v.get<std::string>();
-  }
-  return out;
-}
 
 // "41.2 GiB/48.0 GiB 86%": used against a limit, the share when both are known.
 std::string against(const json& used, const json& limit) {
