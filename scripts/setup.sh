@@ -28,4 +28,5 @@ echo "== tally config check dist/tally.toml  (the daemon's example config: pools
 "$tally" config check dist/tally.toml
 echo
 echo "tally is built at $tally"
-echo "the daemon: docs/daemon.md (install dist/tally.service and /etc/tally/tally.toml, then systemctl enable --now tally)"
+echo "install it: sudo cmake --install build/release   (binary, tally.service, user unit, man page, bash completion)"
+echo "then: docs/guide/README.md (the daemon, tally seats, tally top, tally metrics)"
