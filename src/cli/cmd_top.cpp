@@ -102,7 +102,7 @@ class Fetcher {
       }
       client_.emplace(std::move(*c));
     }
-    auto m = client_->call("overview", json::object(), {}, 5000);
+    auto m = client_->call("overview", json::object(), {}, 2000);  // a hung daemon must not freeze the keys for long
     if (!m || !m->ok) {
       error = m ? m->error.message : m.error().message;
       client_.reset();  // reconnect next time (the daemon restarted, or went away)
