@@ -125,8 +125,8 @@ int runDaemon(const fs::RootPaths& paths, const DaemonOptions& o) {
                http->port());
   }
   if (!textfile.empty() || http) {
-    bool textfileFailing = false;
-    auto publish = [&service, &http, textfile, &textfileFailing] {
+    // The lambda outlives this block (the loop calls it): it owns its state.
+    auto publish = [&service, &http, textfile, textfileFailing = false]() mutable {
       std::string text = metrics::renderOverview(service.overview(clock::realtimeNs()));
       if (!textfile.empty()) {
         auto s = daemon::writeTextfileAtomically(textfile, text);

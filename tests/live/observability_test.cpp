@@ -59,7 +59,7 @@ class ObservabilityLive : public ::testing::Test {
     host.addCgroup(cg, {4242});
     auto a = tally({"attach", "--cgroup", cg, "--pool", "gpu", "--gpu-memory-max", "48GiB", "--name", "llama", "--attr", "model=qwen3-32b",
                     "--attr", "context_window=32768"});
-    ASSERT_EQ(a.exitCode(), 0) << a.err;
+    ASSERT_EQ(a.exitCode(), 0) << a.err << "\ndaemon:\n" << daemon->log();
     lease = std::string(text::trim(a.out));
     ::usleep(400'000);  // a few samples and a textfile write
   }
