@@ -47,7 +47,13 @@ JournalEntry lifecycleEntry(const std::string& kind, const std::string& lease, c
     if (v.is_number_integer()) e.fields.emplace_back(field, std::to_string(v.get<std::int64_t>()));
   };
   put("TALLY_EXIT_CODE", get(outcome, "exit_code"));
-  put("TALLY_MEMORY_PEAK_BYTES", get(get(body, "memory"), "peak_bytes"));
+  // memory.peak when the kernel's counter could be read at the end; an
+  // attached service's cgroup may be gone by then (systemd removes it), and
+  // the peak of the samples is then sent under its own name: a lower bound,
+  // not the kernel's peak.
+  const nlohmann::json& memory = get(body, "memory");
+  if (get(memory, "peak_bytes").is_number_integer()) put("TALLY_MEMORY_PEAK_BYTES", get(memory, "peak_bytes"));
+  else put("TALLY_MEMORY_PEAK_SAMPLED_BYTES", get(get(memory, "sampled"), "peak_current_bytes"));
   put("TALLY_GPU_PEAK_BYTES", get(get(body, "gpu"), "peak_bytes"));
   put("TALLY_OOM_KILLS", get(outcome, "oom_kill"));
   std::string summary = get(outcome, "summary").is_string() ? text(outcome, "summary") : text(body, "reason");

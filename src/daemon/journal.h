@@ -25,7 +25,9 @@ JournalEntry boundEventEntry(const std::string& lease, const std::string& name, 
 // the ledger records: TALLY_EVENT=lease-<kind>, TALLY_LEASE, TALLY_LEASE_NAME,
 // TALLY_POOL (comma-separated; absent for a standalone lease), TALLY_UNIT,
 // TALLY_CGROUP, and for an end TALLY_OUTCOME, TALLY_EXIT_CODE,
-// TALLY_MEMORY_PEAK_BYTES, TALLY_GPU_PEAK_BYTES, TALLY_OOM_KILLS. A figure
+// TALLY_MEMORY_PEAK_BYTES (memory.peak; when the cgroup was gone before it
+// could be read, TALLY_MEMORY_PEAK_SAMPLED_BYTES, the samples' peak, instead),
+// TALLY_GPU_PEAK_BYTES, TALLY_OOM_KILLS. A figure
 // the record lacks is left out, never sent as 0. An end other than a clean
 // exit is a warning.
 JournalEntry lifecycleEntry(const std::string& kind, const std::string& lease, const std::string& name,

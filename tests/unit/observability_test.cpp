@@ -225,6 +225,15 @@ TEST(LifecycleJournal, AnOutcomeCarriesItsFiguresAndLeavesOutWhatItLacks) {
   EXPECT_EQ(f["TALLY_MEMORY_PEAK_BYTES"], "4294967296");
   EXPECT_EQ(f["TALLY_UNIT"], "tally-0123456789ab.scope");
   EXPECT_EQ(f.count("TALLY_GPU_PEAK_BYTES"), 0u);  // the record has no GPU peak: no field, not 0
+  EXPECT_EQ(f.count("TALLY_MEMORY_PEAK_SAMPLED_BYTES"), 0u);  // the kernel's peak was read
+
+  // The cgroup was gone before memory.peak could be read: the samples' peak, under its own name.
+  json gone = record;
+  gone["memory"] = {{"peak_unknown", "memory.peak: No such file or directory"}, {"sampled", {{"peak_current_bytes", 3 * GiB}}}};
+  auto goneEntry = daemon::lifecycleEntry("outcome", "0123456789ab", "train", {}, gone);
+  std::map<std::string, std::string> gf(goneEntry.fields.begin(), goneEntry.fields.end());
+  EXPECT_EQ(gf.count("TALLY_MEMORY_PEAK_BYTES"), 0u);
+  EXPECT_EQ(gf["TALLY_MEMORY_PEAK_SAMPLED_BYTES"], "3221225472");
 
   record["outcome"] = {{"class", "exited"}, {"exit_code", 0}};
   EXPECT_EQ(daemon::lifecycleEntry("outcome", "0123456789ab", "train", {}, record).priority, 6);

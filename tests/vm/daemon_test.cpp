@@ -436,22 +436,25 @@ TEST_F(VmDaemon, LifecycleReachesTheJournalAndSeatsAndMetricsAreLive) {
   EXPECT_EQ(end["TALLY_OUTCOME"], "ended");
   EXPECT_EQ(end["PRIORITY"], "6");
   EXPECT_EQ(end["TALLY_GPU_PEAK_BYTES"], std::to_string(16 * kMiB)) << end.dump(2);
-  EXPECT_GE(std::stoull(end["TALLY_MEMORY_PEAK_BYTES"].get<std::string>()), 48 * kMiB) << end.dump(2);
+  // memory.peak when tally read it before systemd removed the stopped unit's
+  // cgroup, else the samples' peak under its own name; one of them, never 0.
+  std::string peak = end.value("TALLY_MEMORY_PEAK_BYTES", end.value("TALLY_MEMORY_PEAK_SAMPLED_BYTES", "0"));
+  EXPECT_GE(std::stoull(peak), 48 * kMiB) << end.dump(2);
   EXPECT_FALSE(end.contains("TALLY_EXIT_CODE"));  // an attached workload has no exit status tally saw
 
   // A run lease through the pool: granted, started, exited 0, in the daemon's journal entries.
   auto r = tally({"run", "--pool", "gpu", "--memory-max", "128M", "--gpu-memory-max", "64M", "--json", "--name", "batch", "--", kWorkload,
                   "hog", "32", "300"});
   ASSERT_EQ(r.exitCode(), 0) << r.err;
-  std::string run = json::parse(r.out)["lease"]["id"];
+  std::string run = json::parse(r.out).value("lease", json::object()).value("id", "");
   auto ran = journalOf(run, "lease-outcome");
   ASSERT_TRUE(ran.count("lease-started")) << run;
-  EXPECT_EQ(ran["lease-started"]["TALLY_CGROUP"].get<std::string>().find("/tally.slice/"), 0u) << ran["lease-started"].dump(2);
+  EXPECT_EQ(ran["lease-started"].value("TALLY_CGROUP", "").find("/tally.slice/"), 0u) << ran["lease-started"].dump(2);
   ASSERT_TRUE(ran.count("lease-outcome"));
   EXPECT_EQ(ran["lease-outcome"]["TALLY_OUTCOME"], "exited");
   EXPECT_EQ(ran["lease-outcome"]["TALLY_EXIT_CODE"], "0");
   EXPECT_EQ(ran["lease-outcome"]["TALLY_POOL"], "gpu");
-  EXPECT_GE(std::stoull(ran["lease-outcome"]["TALLY_MEMORY_PEAK_BYTES"].get<std::string>()), 32 * kMiB);
+  EXPECT_GE(std::stoull(ran["lease-outcome"].value("TALLY_MEMORY_PEAK_BYTES", "0")), 32 * kMiB) << ran["lease-outcome"].dump(2);
   expectChainIntact();
 }
 
