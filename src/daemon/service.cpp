@@ -379,12 +379,21 @@ void Service::startMetering(Lease& l) {
   }
 }
 
-bool Service::populated(const Lease& l) const {
-  if (!env_.cgroupRoot) return false;
+Result<bool> Service::readPopulated(const Lease& l) const {
+  if (!env_.cgroupRoot) return Error{0, "the daemon has no cgroup v2 root"};
   auto t = env_.cgroupRoot->read(fs::joinPath(l.countersCgroup, "cgroup.events"), 4096);
-  if (!t) return false;  // gone: nothing runs there
+  if (!t) {
+    if (t.error().code == ENOENT) return false;  // gone: nothing runs there
+    return t.error();
+  }
   auto ev = probes::parseFlatKeyed(*t);
-  return ev && ev->get("populated").value_or(0) == 1;
+  if (!ev || !ev->get("populated")) return Error{0, "cgroup.events has no 'populated' line"};
+  return *ev->get("populated") == 1;
+}
+
+bool Service::populated(const Lease& l) const {
+  auto p = readPopulated(l);
+  return p && *p;  // unreadable counts as not running, as a vanished cgroup does
 }
 
 void Service::sendPositions() {

@@ -126,6 +126,8 @@ class Service {
   json leaseJson(const Lease& l) const;
   json grantBody(const Lease& l) const;
   bool populated(const Lease& l) const;
+  // cgroup.events "populated" of the lease; a removed cgroup is false.
+  Result<bool> readPopulated(const Lease& l) const;
   admission::Headroom headroomFor(const config::Pool& pool);
   std::optional<std::uint64_t> hostOnly(const Lease& l) const;
   void applyCoverage(Lease& l) const;

@@ -56,16 +56,10 @@ seats::SeatFacts Service::seatFacts(const Lease& l) const {
   f.attributes = l.attributes;
   if (l.cgroup.empty()) {
     f.populated = false;  // queued or granted: no cgroup, nothing runs in the lease
-  } else if (!env_.cgroupRoot) {
-    f.populatedUnknown = "the daemon has no cgroup v2 root";
-  } else if (auto t = env_.cgroupRoot->read(fs::joinPath(l.countersCgroup, "cgroup.events"), 4096); !t) {
-    // A removed cgroup has nothing running in it; any other error is unknown.
-    if (t.error().code == ENOENT) f.populated = false;
-    else f.populatedUnknown = t.error().message;
-  } else if (auto ev = probes::parseFlatKeyed(*t); ev && ev->get("populated")) {
-    f.populated = *ev->get("populated") == 1;
+  } else if (auto p = readPopulated(l)) {
+    f.populated = *p;
   } else {
-    f.populatedUnknown = "cgroup.events has no 'populated' line";
+    f.populatedUnknown = p.error().message;
   }
   if (!l.meter) return f;
   f.observedAtNs = l.meter->sampledAtNs();
