@@ -10,7 +10,9 @@ packages=(
   # fuzzing: clang with libFuzzer and the sanitizer runtimes
   clang libclang-rt-14-dev
   # libraries tally links
-  libfmt-dev nlohmann-json3-dev libcli11-dev libsystemd-dev libsqlite3-dev libtomlplusplus-dev libdrm-dev libcpp-httplib-dev
+  libfmt-dev nlohmann-json3-dev libcli11-dev libsystemd-dev libsqlite3-dev libtomlplusplus-dev libdrm-dev
+  # tests: a real HTTP client for GET /metrics
+  libcpp-httplib-dev
   # the real-kernel VM harness (vm/): QEMU, the initramfs, kernel module tools
   qemu-system-x86 busybox-static cpio kmod xz-utils make
   # what the guest boots: the host's own systemd, D-Bus and PAM session support

@@ -58,21 +58,20 @@ Status Engine::check(const Request& r) const {
   return Ok{};
 }
 
-void Engine::sortQueue() {
-  std::stable_sort(queue_.begin(), queue_.end(), [](const Waiting& a, const Waiting& b) {
-    if (a.req.priority != b.req.priority) return a.req.priority > b.req.priority;
-    return a.seq < b.seq;
-  });
-}
-
 void Engine::enqueue(Request r) {
-  queue_.push_back(Waiting{std::move(r), nextSeq_++, std::nullopt});
-  sortQueue();
+  // The queue is sorted by priority (higher first), then arrival: a new
+  // request goes after every request of its priority or higher.
+  int priority = r.priority;
+  auto at = std::upper_bound(queue_.begin(), queue_.end(), priority,
+                             [](int p, const Waiting& w) { return p > w.req.priority; });
+  changedAt(static_cast<std::size_t>(at - queue_.begin()));
+  queue_.insert(at, Waiting{std::move(r), nextSeq_++, std::nullopt});
 }
 
 bool Engine::cancel(const std::string& id) {
   auto it = std::find_if(queue_.begin(), queue_.end(), [&](const Waiting& w) { return w.req.id == id; });
   if (it == queue_.end()) return false;
+  changedAt(static_cast<std::size_t>(it - queue_.begin()));
   queue_.erase(it);
   return true;
 }
@@ -155,6 +154,7 @@ std::vector<std::string> Engine::grant(const HeadroomFn& headroom) {
     if (!why) {
       add(it->req);
       granted.push_back(it->req.id);
+      changedAt(static_cast<std::size_t>(it - queue_.begin()));
       it = queue_.erase(it);
       continue;
     }
@@ -170,6 +170,7 @@ std::vector<std::string> Engine::expire(std::uint64_t nowUs) {
   for (auto it = queue_.begin(); it != queue_.end();) {
     if (it->req.deadlineUs && it->req.deadlineUs <= nowUs) {
       gone.push_back(it->req.id);
+      changedAt(static_cast<std::size_t>(it - queue_.begin()));
       it = queue_.erase(it);
     } else {
       ++it;

@@ -8,6 +8,7 @@
 #include "cli/option_values.h"
 #include "report/gpu_report.h"
 #include "rpc/client.h"
+#include "rpc/lease_api.h"
 #include "top/view.h"
 #include "util/text.h"
 #include "util/clock.h"
@@ -50,7 +51,7 @@ std::optional<rpc::Message> callDaemon(const char* cmd, const ClientOptions& o, 
   }
   if (!m->ok) {
     fmt::print(stderr, "tally {}: {} ({})\n", cmd, m->error.message, m->error.code);
-    rc = m->error.code == rpc::code::kBadRequest ? kExitUsage : kExitRefused;
+    rc = m->error.code == rpc::code::kBadRequest || m->error.code == rpc::code::kInvalidParams ? kExitUsage : kExitRefused;
     return std::nullopt;
   }
   rc = kExitOk;
@@ -258,7 +259,7 @@ int runClientCommand(const ClientCommands& c, const ClientOptions& o) {
     return kExitOk;
   }
   if (c.leaseShow->parsed()) {
-    auto m = callDaemon("lease show", o, "lease", {{"lease", o.leaseId}}, rc);
+    auto m = callDaemon("lease show", o, "lease", rpc::api::encode(rpc::api::LeaseRef{o.leaseId}), rc);
     if (!m) return rc;
     if (o.json) {
       fmt::print("{}\n", m->result.dump(2));
@@ -279,7 +280,7 @@ int runClientCommand(const ClientCommands& c, const ClientOptions& o) {
     return kExitOk;
   }
   if (c.leaseRelease->parsed()) {
-    auto m = callDaemon("lease release", o, "release", {{"lease", o.leaseId}}, rc);
+    auto m = callDaemon("lease release", o, "release", rpc::api::encode(rpc::api::LeaseRef{o.leaseId}), rc);
     if (!m) return rc;
     if (o.json) fmt::print("{}\n", m->result.dump(2));
     else fmt::print("lease {}: {}\n", o.leaseId, m->result.value("state", "released"));
@@ -313,32 +314,30 @@ int runClientCommand(const ClientCommands& c, const ClientOptions& o) {
     return kExitOk;
   }
   if (c.attach->parsed()) {
-    json p = {{"pools", o.pools}};
-    if (!o.unit.empty()) p["unit"] = o.unit;
-    else if (!o.cgroup.empty()) p["cgroup"] = o.cgroup;
-    else if (o.pid) p["pid"] = o.pid;
+    rpc::api::Attach request;
+    rpc::api::Declared& d = request.declared;
+    d.pools = o.pools;
+    if (!o.unit.empty()) request.target.unit = o.unit;
+    else if (!o.cgroup.empty()) request.target.cgroup = o.cgroup;
+    else if (o.pid) request.target.pid = static_cast<pid_t>(o.pid);
     else {
       fmt::print(stderr, "tally attach: name the workload with --unit, --cgroup or --pid\n");
       return kExitUsage;
     }
-    for (auto [flag, text, key] : {std::tuple{"--memory-max", &o.memoryMax, "memory_max"}, std::tuple{"--gpu-memory-max", &o.gpuMemoryMax, "gpu_memory_max"},
-                                   std::tuple{"--gpu-memory-high", &o.gpuMemoryHigh, "gpu_memory_high"}}) {
-      std::optional<std::uint64_t> v;
-      if (!sizeOption("attach", flag, *text, v)) return kExitUsage;
-      if (v) p[key] = *v;
+    for (auto [flag, text, out] : {std::tuple{"--memory-max", &o.memoryMax, &d.memoryMax},
+                                   std::tuple{"--gpu-memory-max", &o.gpuMemoryMax, &d.gpuMemoryMax},
+                                   std::tuple{"--gpu-memory-high", &o.gpuMemoryHigh, &d.gpuMemoryHigh}}) {
+      if (!sizeOption("attach", flag, *text, *out)) return kExitUsage;
     }
-    if (p.contains("gpu_memory_max") || p.contains("gpu_memory_high")) {
-      p["gpu_memory_action"] = o.gpuAction;
-      p["gpu_over_samples"] = o.gpuOverSamples;
+    if (d.gpuMemoryMax || d.gpuMemoryHigh) {
+      d.gpuAction = enforce::parseAction(o.gpuAction);
+      d.gpuOverSamples = o.gpuOverSamples;
     }
-    std::optional<std::uint64_t> queueTimeout;
-    if (!durationOption("attach", "--queue-timeout", o.queueTimeout, queueTimeout)) return kExitUsage;
-    if (queueTimeout) p["timeout_us"] = *queueTimeout;
-    if (!o.name.empty()) p["name"] = o.name;
-    p["priority"] = o.priority;
-    lease::Attributes attrs;
-    if (!attributesOption("attach", o.attrs, attrs)) return kExitUsage;
-    if (!attrs.empty()) p["attributes"] = lease::attributesJson(attrs);
+    if (!durationOption("attach", "--queue-timeout", o.queueTimeout, d.timeoutUs)) return kExitUsage;
+    if (!o.name.empty()) d.name = o.name;
+    d.priority = o.priority;
+    if (!attributesOption("attach", o.attrs, d.attributes)) return kExitUsage;
+    json p = rpc::api::encode(request);
     auto m = callDaemon("attach", o, "attach", p, rc, [](const rpc::Message& ev) {
       fmt::print(stderr, "tally attach: queued: position {} ({})\n", ev.raw.value("position", 0), ev.raw.value("waiting_for", "?"));
     });

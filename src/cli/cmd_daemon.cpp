@@ -11,6 +11,7 @@
 #include "cli/roots.h"
 #include "config/config.h"
 #include "daemon/server.h"
+#include "fs/secure_dir.h"
 #include "contain/host_layout.h"
 #include "coverage/assess.h"
 #include "daemon/journal.h"
@@ -54,9 +55,26 @@ int runDaemon(const fs::RootPaths& paths, const DaemonOptions& o) {
   }
   config::Config cfg = *parsed.config;
   if (cfg.daemon.stateDir.empty()) cfg.daemon.stateDir = ledger::defaultStateDir();
+  // The ledger lives only where nobody but root (or the daemon's user) can
+  // change names: SQLite creates its -wal and -shm files there by name.
+  if (auto s = ledger::createStateDir(cfg.daemon.stateDir); !s) {
+    fmt::print(stderr, "tally daemon: {}\n", s.error().message);
+    return kExitEnvironment;
+  }
+  if (auto s = fs::checkTrustedDir(cfg.daemon.stateDir, "[daemon] state_dir", fs::DirUse::Private); !s) {
+    fmt::print(stderr, "tally daemon: {}\n", s.error().message);
+    return kExitEnvironment;
+  }
   auto db = ledger::Ledger::open(cfg.daemon.stateDir);
   if (!db) {
     fmt::print(stderr, "tally daemon: {}\n", db.error().message);
+    return kExitEnvironment;
+  }
+  // Fail closed: a damaged ledger cannot promise to record what it grants.
+  if (auto damage = db->damage(); !damage || !damage->empty()) {
+    fmt::print(stderr, "tally daemon: the ledger {} is damaged ({}); leases are not granted on a ledger that cannot record them. "
+                       "Keep a copy (tally ledger export), then restore it from a backup or move it aside\n",
+               db->path(), damage ? fmt::format("{}", fmt::join(*damage, "; ")) : damage.error().message);
     return kExitEnvironment;
   }
   auto roots = openRoots(paths);
@@ -71,7 +89,7 @@ int runDaemon(const fs::RootPaths& paths, const DaemonOptions& o) {
     nofile.rlim_cur = nofile.rlim_max;
     (void)setrlimit(RLIMIT_NOFILE, &nofile);
   }
-  daemon::Server server(cfg);
+  daemon::Server server(cfg, daemon::limitsFromConfig(cfg.daemon));
   if (auto s = server.listen(); !s) {
     fmt::print(stderr, "tally daemon: {}\n", s.error().message);
     return kExitEnvironment;
@@ -88,7 +106,7 @@ int runDaemon(const fs::RootPaths& paths, const DaemonOptions& o) {
   long page = sysconf(_SC_PAGESIZE);
   daemon::SdJournal journal;
   daemon::ServiceEnv env{roots->proc, roots->sys, roots->cgroup ? &*roots->cgroup : nullptr, server, server, units.get(),
-                         page > 0 ? static_cast<std::uint64_t>(page) : 4096, &journal};
+                         page > 0 ? static_cast<std::uint64_t>(page) : 4096, &journal, daemon::limitsFromConfig(cfg.daemon)};
   daemon::Service service(cfg, *db, env);
   {
     // GTT -> memcg coverage on this kernel, before any lease is admitted.
@@ -103,10 +121,26 @@ int runDaemon(const fs::RootPaths& paths, const DaemonOptions& o) {
     fmt::print(stderr, "tally daemon: {} ({})\n", a.verdict.line, a.verdict.basis);
     service.setCoverage(a);
   }
-  for (const auto& line : service.recover()) fmt::print(stderr, "tally daemon: recovery: {}\n", line);
+  auto recovered = service.recover();
+  if (!recovered) {
+    // The open leases run somewhere with bounds the daemon must keep: without
+    // them it would grant their pools twice.
+    fmt::print(stderr, "tally daemon: {}; not starting (the leases it cannot read may still run)\n", recovered.error().message);
+    return kExitEnvironment;
+  }
+  for (const auto& line : *recovered) fmt::print(stderr, "tally daemon: recovery: {}\n", line);
 
   // Metrics: rendered after every sample round, from the same overview as `tally metrics`.
-  std::string textfile = o.metricsTextfile.empty() ? cfg.daemon.metricsTextfile : o.metricsTextfile;
+  std::string textfilePath = o.metricsTextfile.empty() ? cfg.daemon.metricsTextfile : o.metricsTextfile;
+  std::optional<daemon::Textfile> textfile;
+  if (!textfilePath.empty()) {
+    auto t = daemon::Textfile::open(textfilePath);
+    if (!t) {
+      fmt::print(stderr, "tally daemon: {}\n", t.error().message);
+      return kExitEnvironment;
+    }
+    textfile.emplace(std::move(*t));
+  }
   std::string listenAt = o.metricsListen.empty() ? cfg.daemon.metricsListen : o.metricsListen;
   std::unique_ptr<daemon::MetricsHttp> http;
   if (!listenAt.empty()) {
@@ -115,7 +149,7 @@ int runDaemon(const fs::RootPaths& paths, const DaemonOptions& o) {
       fmt::print(stderr, "tally daemon: {}\n", at.error().message);
       return kExitUsage;
     }
-    auto started = daemon::MetricsHttp::start(*at);
+    auto started = daemon::MetricsHttp::start(server.event(), *at);
     if (!started) {
       fmt::print(stderr, "tally daemon: {}\n", started.error().message);
       return kExitEnvironment;
@@ -124,22 +158,22 @@ int runDaemon(const fs::RootPaths& paths, const DaemonOptions& o) {
     fmt::print(stderr, "tally daemon: metrics on http://{}:{}/metrics\n", at->host.find(':') == std::string::npos ? at->host : "[" + at->host + "]",
                http->port());
   }
-  if (!textfile.empty() || http) {
+  if (textfile || http) {
     // The lambda outlives this block (the loop calls it): it owns its state.
-    auto publish = [&service, &http, textfile, textfileFailing = false]() mutable {
+    auto publish = [&service, &http, &textfile, textfileFailing = false]() mutable {
       std::string text = metrics::renderOverview(service.overview(clock::realtimeNs()));
-      if (!textfile.empty()) {
-        auto s = daemon::writeTextfileAtomically(textfile, text);
+      if (textfile) {
+        auto s = textfile->write(text);
         // Said once when it starts failing and once when it recovers, not every second.
         if (!s && !textfileFailing) fmt::print(stderr, "tally daemon: {}; retrying every sample\n", s.error().message);
-        if (s && textfileFailing) fmt::print(stderr, "tally daemon: metrics textfile {} written again\n", textfile);
+        if (s && textfileFailing) fmt::print(stderr, "tally daemon: metrics textfile {} written again\n", textfile->path());
         textfileFailing = !s;
       }
       if (http) http->publish(std::move(text));
     };
     publish();
     server.afterSample(publish);
-    if (!textfile.empty()) fmt::print(stderr, "tally daemon: metrics textfile {}\n", textfile);
+    if (textfile) fmt::print(stderr, "tally daemon: metrics textfile {}\n", textfile->path());
   }
   if (auto v = db->verify(); v && !v->problems.empty()) {
     fmt::print(stderr, "tally daemon: WARNING: the ledger's hash chain is broken ({} problem(s)); run 'tally ledger verify'\n",

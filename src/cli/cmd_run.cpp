@@ -240,17 +240,21 @@ int runRun(const fs::RootPaths& paths, const RunOptions& opts) {
   std::optional<DaemonLease> daemonLease;
   if (!opts.pools.empty()) {
     daemonLease.emplace(opts.socket.empty() ? rpc::defaultSocketPath() : opts.socket, *reconnect);
-    nlohmann::json params = {{"pools", opts.pools}, {"name", spec->name}, {"priority", opts.priority}};
-    if (spec->memoryMax) params["memory_max"] = *spec->memoryMax;
-    if (spec->gpuMemoryMax) params["gpu_memory_max"] = *spec->gpuMemoryMax;
-    if (spec->gpuMemoryHigh) params["gpu_memory_high"] = *spec->gpuMemoryHigh;
+    rpc::api::Acquire request;
+    rpc::api::Declared& d = request.declared;
+    d.pools = opts.pools;
+    d.name = spec->name;
+    d.priority = opts.priority;
+    d.memoryMax = spec->memoryMax;
+    d.gpuMemoryMax = spec->gpuMemoryMax;
+    d.gpuMemoryHigh = spec->gpuMemoryHigh;
     if (spec->gpuMemoryMax || spec->gpuMemoryHigh) {
-      params["gpu_memory_action"] = enforce::actionName(spec->gpuAction);
-      params["gpu_over_samples"] = spec->gpuConsecutive;
+      d.gpuAction = spec->gpuAction;
+      d.gpuOverSamples = spec->gpuConsecutive;
     }
-    if (queueTimeout) params["timeout_us"] = *queueTimeout;
-    if (!spec->attributes.empty()) params["attributes"] = lease::attributesJson(spec->attributes);
-    auto id = daemonLease->acquire(params, signalFd.get());
+    d.timeoutUs = queueTimeout;
+    d.attributes = spec->attributes;
+    auto id = daemonLease->acquire(request, signalFd.get());
     if (!id) {
       fmt::print(stderr, "tally run: {}; the command was not run\n", id.error().message);
       return kRunExitRefused;

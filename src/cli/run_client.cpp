@@ -10,11 +10,11 @@ namespace tally::cli {
 
 using json = nlohmann::json;
 
-Result<std::string> DaemonLease::acquire(const json& params, int signalFd) {
+Result<std::string> DaemonLease::acquire(const rpc::api::Acquire& request, int signalFd) {
   auto c = rpc::Client::connect(socket_);
   if (!c) return c.error();
   client_.emplace(std::move(*c));
-  auto m = client_->call("acquire", params, [](const rpc::Message& ev) {
+  auto m = client_->call("acquire", rpc::api::encode(request), [](const rpc::Message& ev) {
     fmt::print(stderr, "tally run: queued as lease {}: position {} of {} (waiting for {})\n", ev.raw.value("lease", "?"),
                ev.raw.value("position", 0), ev.raw.value("queued", 0), ev.raw.value("waiting_for", "?"));
   }, -1, signalFd);
@@ -43,7 +43,7 @@ Result<rpc::Message> DaemonLease::callResuming(const std::string& method, const 
   while (clock::monotonicUs() < deadline) {
     auto c = rpc::Client::connect(socket_);
     if (c) {
-      auto r = c->call("resume", {{"lease", leaseId_}}, {}, 30'000);
+      auto r = c->call("resume", rpc::api::encode(rpc::api::LeaseRef{leaseId_}), {}, 30'000);
       if (r && r->ok) {
         client_.emplace(std::move(*c));
         return client_->call(method, params, {}, 30'000);
@@ -59,15 +59,14 @@ Result<rpc::Message> DaemonLease::callResuming(const std::string& method, const 
 }
 
 Status DaemonLease::placed(const lease::LeaseRecord& rec, const contain::LeaseCgroup& lease) {
-  json p = {{"lease", leaseId_}, {"unit", rec.unit}, {"cgroup", lease.cgroup()}, {"counters_cgroup", lease.countersCgroup()}};
-  auto m = callResuming("started", p);
+  auto m = callResuming("started", rpc::api::encode(rpc::api::Started{leaseId_, rec.unit, lease.cgroup(), lease.countersCgroup()}));
   if (!m) return Error{0, fmt::format("the daemon could not be told where lease {} runs: {}", leaseId_, m.error().message)};
   if (!m->ok) return Error{0, fmt::format("the daemon refused to meter lease {}: {}", leaseId_, m->error.message)};
   return Ok{};
 }
 
 void DaemonLease::finished(lease::LeaseRecord& rec) {
-  auto m = callResuming("complete", {{"lease", leaseId_}, {"record", lease::recordJson(rec)}});
+  auto m = callResuming("complete", rpc::api::encode(rpc::api::Complete{leaseId_, json(lease::recordJson(rec))}));
   if (m && m->ok) {
     recorded_ = true;
     return;
@@ -80,13 +79,13 @@ void DaemonLease::finished(lease::LeaseRecord& rec) {
 // daemon that is down (the event is in the record `complete` sends anyway).
 void DaemonLease::bound(const enforce::BoundEvent& e) {
   if (!client_) return;
-  auto m = client_->call("bound", {{"lease", leaseId_}, {"event", enforce::boundEventJson(e)}}, {}, 2'000);
+  auto m = client_->call("bound", rpc::api::encode(rpc::api::Bound{leaseId_, e}), {}, 2'000);
   if (!m || !m->ok) fmt::print(stderr, "tally run: the daemon did not record a GPU bound event: {}\n", m ? m->error.message : m.error().message);
 }
 
 void DaemonLease::withdraw() {
   if (leaseId_.empty()) return;
-  auto m = callResuming("release", {{"lease", leaseId_}});
+  auto m = callResuming("release", rpc::api::encode(rpc::api::LeaseRef{leaseId_}));
   if (!m || !m->ok) fmt::print(stderr, "tally run: could not withdraw lease {} from the daemon\n", leaseId_);
 }
 

@@ -16,6 +16,7 @@
 
 #include "lease/runner.h"
 #include "rpc/client.h"
+#include "rpc/lease_api.h"
 
 namespace tally::cli {
 
@@ -25,7 +26,7 @@ class DaemonLease final : public lease::LeaseObserver {
 
   // Waits for the grant. Returns the lease id, or an error (printed by the caller).
   // `signalFd` readable (SIGINT/SIGTERM/SIGHUP) cancels the wait.
-  Result<std::string> acquire(const nlohmann::json& params, int signalFd);
+  Result<std::string> acquire(const rpc::api::Acquire& request, int signalFd);
   Status placed(const lease::LeaseRecord& rec, const contain::LeaseCgroup& lease) override;
   void finished(lease::LeaseRecord& rec) override;
   void bound(const enforce::BoundEvent& e) override;

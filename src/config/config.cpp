@@ -2,14 +2,17 @@
 
 #include <fmt/format.h>
 
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <cstring>
-#include <fstream>
-#include <sstream>
 
 #include <toml++/toml.h>
 
 #include "lease/units.h"
+#include "util/unique_fd.h"
 
 namespace tally::config {
 namespace {
@@ -121,7 +124,8 @@ void readDaemon(Reader& r, const toml::table& t, Daemon& d) {
   r.onlyKeys(t, "[daemon]", {"socket", "socket_group", "state_dir", "sample_interval", "queue_timeout",
                              "samples_full_resolution", "samples_max_age", "samples_max_rows", "client_grace",
                              "coverage_probe", "coverage_probe_size", "keep_gpu_memory_max", "metrics_textfile",
-                             "metrics_listen"});
+                             "metrics_listen", "max_connections", "max_connections_per_uid", "max_queued",
+                             "max_queued_per_connection", "idle_timeout"});
   if (auto s = r.string(t, "socket", "daemon")) {
     if (s->empty() || (*s)[0] != '/' || s->size() > 107) r.problem(*t.get("socket"), "daemon.socket must be an absolute path of at most 107 bytes");
     else d.socket = *s;
@@ -151,6 +155,14 @@ void readDaemon(Reader& r, const toml::table& t, Daemon& d) {
     else d.metricsTextfile = *s;
   }
   if (auto s = r.string(t, "metrics_listen", "daemon")) d.metricsListen = *s;  // checked (loopback only) when the daemon binds it
+  if (auto v = r.count(t, "max_connections", "daemon", 16, 1'000'000)) d.maxConnections = *v;
+  if (auto v = r.count(t, "max_connections_per_uid", "daemon", 4, 1'000'000)) d.maxConnectionsPerUid = *v;
+  if (auto v = r.count(t, "max_queued", "daemon", 1, 10'000'000)) d.maxQueued = *v;
+  if (auto v = r.count(t, "max_queued_per_connection", "daemon", 1, 1'000'000)) d.maxQueuedPerConnection = *v;
+  if (auto v = r.duration(t, "idle_timeout", "daemon")) {
+    if (*v < 1'000'000) r.problem(*t.get("idle_timeout"), "daemon.idle_timeout must be at least 1s");
+    else d.idleTimeoutUs = *v;
+  }
   if (d.samplesMaxAgeUs < d.samplesFullResolutionUs) {
     r.problems.push_back({lineOf(t), "daemon.samples_max_age must not be shorter than daemon.samples_full_resolution"});
   }
@@ -239,19 +251,30 @@ Parsed parse(std::string_view text, const std::string& path) {
 }
 
 Parsed load(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) {
+  auto refuse = [&](std::string message) {
     Parsed p;
-    p.problems.push_back({0, fmt::format("cannot read {}: {}", path, std::strerror(errno))});
+    p.problems.push_back({0, std::move(message)});
     return p;
+  };
+  UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK));
+  if (!fd.valid()) return refuse(fmt::format("cannot read {}: {}", path, std::strerror(errno)));
+  struct stat st {};
+  if (::fstat(fd.get(), &st) != 0) return refuse(fmt::format("cannot stat {}: {}", path, std::strerror(errno)));
+  // A device, a FIFO or a directory is never a config: /dev/zero would read forever.
+  if (!S_ISREG(st.st_mode)) return refuse(fmt::format("{} is not a regular file; name the TOML config file", path));
+  if (static_cast<std::uint64_t>(st.st_size) > kMaxConfigBytes) {
+    return refuse(fmt::format("{} is {} bytes, larger than {} KiB; that is not a tally config", path, st.st_size, kMaxConfigBytes >> 10));
   }
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  std::string text = ss.str();
-  if (text.size() > (1u << 20)) {
-    Parsed p;
-    p.problems.push_back({0, fmt::format("{} is larger than 1 MiB; that is not a tally config", path)});
-    return p;
+  std::string text;
+  char buf[8192];
+  for (;;) {
+    ssize_t n = ::read(fd.get(), buf, sizeof buf);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return refuse(fmt::format("cannot read {}: {}", path, std::strerror(errno)));
+    if (n == 0) break;
+    text.append(buf, static_cast<std::size_t>(n));
+    // The file may grow while read: the cap holds for what is read, too.
+    if (text.size() > kMaxConfigBytes) return refuse(fmt::format("{} is larger than {} KiB; that is not a tally config", path, kMaxConfigBytes >> 10));
   }
   return parse(text, path);
 }

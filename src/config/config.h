@@ -44,7 +44,17 @@ struct Daemon {
   // /metrics on a loopback HOST:PORT. Empty = off (the default).
   std::string metricsTextfile;
   std::string metricsListen;
+  // Client limits (daemon/limits.h has every limit and its default).
+  std::uint64_t maxConnections = 1024;
+  std::uint64_t maxConnectionsPerUid = 64;
+  std::uint64_t maxQueued = 16384;
+  std::uint64_t maxQueuedPerConnection = 64;
+  std::uint64_t idleTimeoutUs = 60'000'000;
 };
+
+// A config file larger than this is refused before it is read whole (a
+// mistaken path such as /dev/zero fails at once, not after gigabytes).
+inline constexpr std::size_t kMaxConfigBytes = 1u << 20;
 
 struct Config {
   std::string path;  // where it was read from, for messages

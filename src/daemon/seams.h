@@ -51,6 +51,9 @@ class Units {
   virtual Status setMemoryMax(const std::string& unit, std::uint64_t bytes) = 0;
   // KillUnit(unit, "all", signal): every process of the unit's cgroup.
   virtual Status killUnit(const std::string& unit, int signal) = 0;
+  // StopUnit(unit, "replace"), not waited for: a run lease's slice that its
+  // client (killed) never removed.
+  virtual Status stopUnit(const std::string& unit) = 0;
 };
 
 // Operator-facing messages: the journal with structured fields under

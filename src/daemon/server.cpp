@@ -14,8 +14,22 @@
 
 #include <cerrno>
 #include <cstring>
+#include <vector>
+
+#include "fs/secure_dir.h"
+#include "util/clock.h"
 
 namespace tally::daemon {
+
+Limits limitsFromConfig(const config::Daemon& d) {
+  Limits l;
+  l.maxConnections = static_cast<std::size_t>(d.maxConnections);
+  l.maxConnectionsPerUid = static_cast<std::size_t>(d.maxConnectionsPerUid);
+  l.maxQueued = static_cast<std::size_t>(d.maxQueued);
+  l.maxQueuedPerConnection = static_cast<std::size_t>(d.maxQueuedPerConnection);
+  l.idleTimeoutUs = d.idleTimeoutUs;
+  return l;
+}
 
 struct Server::Conn {
   Server* server = nullptr;
@@ -24,8 +38,10 @@ struct Server::Conn {
   sd_event_source* src = nullptr;
   Peer peer;
   rpc::LineReader reader;
+  std::size_t counted = 0;              // reader.buffered() as counted in inputBytes_
+  std::uint64_t partialSinceUs = 0;     // when the unfinished line began (0: none)
+  std::uint64_t lastActiveUs = 0;       // last byte in or out
   std::string out;
-  bool closing = false;
 };
 
 struct Server::WatchCtx {
@@ -35,16 +51,13 @@ struct Server::WatchCtx {
   UniqueFd pidfd;  // pid watches only
 };
 
-Server::Server(const config::Config& cfg, ServerLimits limits) : cfg_(cfg), limits_(limits) {}
+Server::Server(const config::Config& cfg, Limits limits) : cfg_(cfg), limits_(limits) {}
 
 Server::~Server() {
   for (auto& [id, c] : conns_) sd_event_source_disable_unref(c->src);
   for (auto& [id, w] : watches_) sd_event_source_disable_unref(w->src);
   for (auto& [id, w] : pidWatches_) sd_event_source_disable_unref(w->src);
-  sd_event_source_disable_unref(listenSrc_);
-  sd_event_source_disable_unref(sampleTimer_);
-  sd_event_source_disable_unref(tickTimer_);
-  sd_event_source_disable_unref(pruneTimer_);
+  for (auto* s : {listenSrc_, sampleTimer_, tickTimer_, pruneTimer_, sweepTimer_, pendingSrc_}) sd_event_source_disable_unref(s);
   if (listenFd_.valid()) ::unlink(cfg_.daemon.socket.c_str());
   sd_event_unref(event_);
 }
@@ -57,6 +70,9 @@ Status Server::listen() {
   if (!dir.empty() && ::mkdir(dir.c_str(), 0755) != 0 && errno != EEXIST) {
     return errnoError(errno, fmt::format("create socket directory {} (set [daemon] socket to a writable place)", dir));
   }
+  // The daemon unlinks and binds names in this directory: nobody else may
+  // be able to swap what is there.
+  if (auto s = fs::checkTrustedDir(dir.empty() ? "/" : dir, "[daemon] socket's directory", fs::DirUse::SharedSticky); !s) return s;
   UniqueFd fd(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
   if (!fd.valid()) return errnoError(errno, "socket(AF_UNIX)");
   sockaddr_un addr{};
@@ -74,15 +90,18 @@ Status Server::listen() {
     }
     ::unlink(path.c_str());
   }
+  // The mode comes from the umask at bind (0660): no chmod by name afterwards,
+  // which would follow a symlink put in the socket's place.
   mode_t old = ::umask(0117);
   r = ::bind(fd.get(), reinterpret_cast<sockaddr*>(&addr), sizeof addr);
   ::umask(old);
   if (r != 0) return errnoError(errno, fmt::format("bind {}", path));
-  if (::chmod(path.c_str(), 0660) != 0) return errnoError(errno, fmt::format("chmod 0660 {}", path));
   if (cfg_.daemon.socketGroup) {
     group* g = ::getgrnam(cfg_.daemon.socketGroup->c_str());
     if (!g) return Error{0, fmt::format("[daemon] socket_group '{}' does not exist (groupadd {} or remove the key)", *cfg_.daemon.socketGroup, *cfg_.daemon.socketGroup)};
-    if (::chown(path.c_str(), static_cast<uid_t>(-1), g->gr_gid) != 0) return errnoError(errno, fmt::format("chown {} to group {}", path, *cfg_.daemon.socketGroup));
+    if (::fchownat(AT_FDCWD, path.c_str(), static_cast<uid_t>(-1), g->gr_gid, AT_SYMLINK_NOFOLLOW) != 0) {
+      return errnoError(errno, fmt::format("chown {} to group {}", path, *cfg_.daemon.socketGroup));
+    }
   }
   if (::listen(fd.get(), 128) != 0) return errnoError(errno, fmt::format("listen {}", path));
   listenFd_ = std::move(fd);
@@ -93,6 +112,7 @@ Status Server::listen() {
 
 int Server::run(Service& service) {
   service_ = &service;
+  dispatcher_ = std::make_unique<Dispatcher>(service, *this);
   sigset_t stop;
   sigemptyset(&stop);
   sigaddset(&stop, SIGTERM);
@@ -105,6 +125,9 @@ int Server::run(Service& service) {
   sd_event_add_time_relative(event_, &sampleTimer_, CLOCK_MONOTONIC, cfg_.daemon.sampleIntervalUs, 10'000, &Server::onTimer, this);
   sd_event_add_time_relative(event_, &tickTimer_, CLOCK_MONOTONIC, 250'000, 10'000, &Server::onTimer, this);
   sd_event_add_time_relative(event_, &pruneTimer_, CLOCK_MONOTONIC, 60'000'000, 1'000'000, &Server::onTimer, this);
+  sd_event_add_time_relative(event_, &sweepTimer_, CLOCK_MONOTONIC, 1'000'000, 100'000, &Server::onTimer, this);
+  sd_event_add_defer(event_, &pendingSrc_, &Server::onPending, this);
+  sd_event_source_set_enabled(pendingSrc_, SD_EVENT_OFF);
   notifyStatus();
   sd_notify(0, "READY=1");
   int r = sd_event_loop(event_);
@@ -130,6 +153,9 @@ int Server::onTimer(sd_event_source* s, uint64_t, void* self) {
   } else if (s == srv->tickTimer_) {
     srv->service_->tick();
     sd_event_source_set_time_relative(s, 250'000);
+  } else if (s == srv->sweepTimer_) {
+    srv->sweep();
+    sd_event_source_set_time_relative(s, 1'000'000);
   } else {
     srv->service_->prune();
     sd_event_source_set_time_relative(s, 60'000'000);
@@ -139,26 +165,41 @@ int Server::onTimer(sd_event_source* s, uint64_t, void* self) {
   return 0;
 }
 
+// Whether one more connection from this peer fits; a refused peer is told why.
+bool Server::admit(const Peer& peer, int fd) {
+  std::string why;
+  if (peer.uid == 0) {
+    if (conns_.size() >= limits_.maxConnections + limits_.rootReserve) why = "too many connections to the tally daemon, root's reserve included";
+  } else if (conns_.size() >= limits_.maxConnections) {
+    why = fmt::format("the tally daemon has {} connections (its limit); root may still connect", limits_.maxConnections);
+  } else if (auto it = connsPerUid_.find(peer.uid); it != connsPerUid_.end() && it->second >= limits_.maxConnectionsPerUid) {
+    why = fmt::format("uid {} already has {} connections to the tally daemon (the per-user limit)", peer.uid, it->second);
+  }
+  if (why.empty()) return true;
+  std::string line = rpc::encodeError(nullptr, {rpc::code::kBusy, why});
+  (void)!::send(fd, line.data(), line.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
+  return false;
+}
+
 int Server::onAccept(sd_event_source*, int fd, uint32_t, void* self) {
   auto* srv = static_cast<Server*>(self);
   for (;;) {
     int cfd = ::accept4(fd, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
     if (cfd < 0) break;
     UniqueFd owned(cfd);
-    if (srv->conns_.size() >= srv->limits_.maxConnections) {
-      std::string line = rpc::encodeError(nullptr, {rpc::code::kRefused, "too many connections to the tally daemon"});
-      (void)!::send(cfd, line.data(), line.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
-      continue;
-    }
     ucred cred{};
     socklen_t len = sizeof cred;
     if (::getsockopt(cfd, SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0) continue;  // unidentified peers are not served
+    Peer peer{cred.pid, cred.uid, cred.gid};
+    if (!srv->admit(peer, cfd)) continue;
     auto c = std::make_unique<Conn>();
     c->server = srv;
     c->id = srv->nextConn_++;
     c->fd = std::move(owned);
-    c->peer = Peer{cred.pid, cred.uid, cred.gid};
+    c->peer = peer;
+    c->lastActiveUs = clock::monotonicUs();
     if (sd_event_add_io(srv->event_, &c->src, c->fd.get(), EPOLLIN, &Server::onConn, c.get()) < 0) continue;
+    ++srv->connsPerUid_[peer.uid];
     std::uint64_t id = c->id;
     srv->conns_[id] = std::move(c);
   }
@@ -170,39 +211,81 @@ int Server::onConn(sd_event_source*, int, uint32_t revents, void* conn) {
   Server* srv = c->server;
   std::uint64_t id = c->id;
   if (revents & EPOLLOUT) srv->flush(*c);
-  if (srv->conns_.count(id) && (revents & (EPOLLIN | EPOLLHUP | EPOLLERR))) srv->readFrom(*c);
+  if (!srv->conns_.count(id)) return 0;
+  if (revents & (EPOLLIN | EPOLLHUP | EPOLLERR)) srv->readFrom(*c);
   return 0;
 }
 
+// One read per wakeup (64 KiB at most), then at most linesPerTurn requests:
+// a client that sends faster than it is served waits its turn, with its
+// bytes in its own socket buffer, not in the daemon.
 void Server::readFrom(Conn& c) {
   std::uint64_t id = c.id;
   char buf[65536];
-  for (;;) {
-    ssize_t n = ::recv(c.fd.get(), buf, sizeof buf, 0);
-    if (n > 0) {
-      c.reader.feed(std::string_view(buf, static_cast<std::size_t>(n)));
-      while (auto line = c.reader.next()) {
-        if (line->overflow) {
-          send(id, rpc::encodeError(nullptr, {rpc::code::kTooLarge,
-                                              fmt::format("request longer than {} bytes; it was skipped", rpc::kMaxRequestBytes)}));
-          continue;
-        }
-        auto parsed = rpc::parseRequest(line->text);
-        if (!parsed.request) {
-          send(id, rpc::encodeError(parsed.id, parsed.error));
-          continue;
-        }
-        Peer peer = c.peer;
-        service_->handle(id, peer, *parsed.request);
-        if (!conns_.count(id)) return;  // dropped while handling (slow reader)
-      }
+  ssize_t n;
+  do {
+    n = ::recv(c.fd.get(), buf, sizeof buf, 0);
+  } while (n < 0 && errno == EINTR);
+  if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return;
+  if (n <= 0) return closeConn(id);  // EOF or error
+  std::uint64_t now = clock::monotonicUs();
+  c.lastActiveUs = now;
+  c.reader.feed(std::string_view(buf, static_cast<std::size_t>(n)));
+  // Partial lines held, all connections together, stay under the budget.
+  inputBytes_ = inputBytes_ - c.counted + c.reader.buffered();
+  c.counted = c.reader.buffered();
+  if (c.counted == 0) c.partialSinceUs = 0;
+  else if (!c.partialSinceUs) c.partialSinceUs = now;
+  if (inputBytes_ > limits_.maxInputBytes) {
+    return closeWith(id, rpc::code::kBusy, "the daemon holds too many unfinished requests; closing this connection");
+  }
+  if (!handleLines(c)) return;
+  updateInterest(c);
+}
+
+bool Server::handleLines(Conn& c) {
+  std::uint64_t id = c.id;
+  for (std::size_t handled = 0; handled < limits_.linesPerTurn; ++handled) {
+    if (c.out.size() > limits_.pauseReadingBytes) break;  // not read from until it reads
+    auto line = c.reader.next();
+    if (!line) break;
+    Peer peer = c.peer;
+    dispatcher_->line(id, peer, *line);
+    if (!conns_.count(id)) return false;  // dropped while handling (it stopped reading)
+  }
+  if (c.reader.hasLines() && c.out.size() <= limits_.pauseReadingBytes) {
+    pending_.insert(id);
+    sd_event_source_set_enabled(pendingSrc_, SD_EVENT_ON);
+  } else {
+    pending_.erase(id);
+  }
+  return true;
+}
+
+// Every turn of the loop: the next share of lines of each connection that has more.
+int Server::onPending(sd_event_source* s, void* self) {
+  auto* srv = static_cast<Server*>(self);
+  std::vector<std::uint64_t> ids(srv->pending_.begin(), srv->pending_.end());
+  for (auto id : ids) {
+    auto it = srv->conns_.find(id);
+    if (it == srv->conns_.end()) {
+      srv->pending_.erase(id);
       continue;
     }
-    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return;
-    if (n < 0 && errno == EINTR) continue;
-    closeConn(id);  // EOF or error
-    return;
+    Conn& c = *it->second;
+    if (srv->handleLines(c)) srv->updateInterest(c);
   }
+  if (srv->pending_.empty()) sd_event_source_set_enabled(s, SD_EVENT_OFF);
+  srv->notifyStatus();
+  return 0;
+}
+
+// Read more only when every line read so far is handled and the client
+// reads its replies; write when there is something to write.
+void Server::updateInterest(Conn& c) {
+  bool canRead = !c.reader.hasLines() && c.out.size() <= limits_.pauseReadingBytes;
+  std::uint32_t events = (canRead ? EPOLLIN : 0u) | (c.out.empty() ? 0u : EPOLLOUT);
+  sd_event_source_set_io_events(c.src, events);
 }
 
 bool Server::send(std::uint64_t connId, std::string line) {
@@ -211,14 +294,16 @@ bool Server::send(std::uint64_t connId, std::string line) {
   Conn& c = *it->second;
   c.out += line;
   if (c.out.size() > limits_.maxOutputBytes) {
+    // A client that does not read is disconnected, not buffered without end.
     closeConn(connId);
     return false;
   }
   flush(c);
-  return true;
+  return conns_.count(connId) != 0;
 }
 
 void Server::flush(Conn& c) {
+  std::size_t before = c.out.size();
   while (!c.out.empty()) {
     ssize_t n = ::send(c.fd.get(), c.out.data(), c.out.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
     if (n > 0) {
@@ -230,15 +315,49 @@ void Server::flush(Conn& c) {
     c.out.clear();  // the peer is gone; the read side will notice
     break;
   }
-  sd_event_source_set_io_events(c.src, c.out.empty() ? EPOLLIN : (EPOLLIN | EPOLLOUT));
+  if (c.out.size() < before) c.lastActiveUs = clock::monotonicUs();
+  // Drained below the pause: its waiting lines get their turn again.
+  if (c.reader.hasLines() && c.out.size() <= limits_.pauseReadingBytes && pendingSrc_) {
+    pending_.insert(c.id);
+    sd_event_source_set_enabled(pendingSrc_, SD_EVENT_ON);
+  }
+  updateInterest(c);
+}
+
+void Server::closeWith(std::uint64_t id, const char* code, const std::string& message) {
+  auto it = conns_.find(id);
+  if (it == conns_.end()) return;
+  std::string line = rpc::encodeError(nullptr, {code, message});
+  (void)!::send(it->second->fd.get(), line.data(), line.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
+  closeConn(id);
 }
 
 void Server::closeConn(std::uint64_t id) {
   auto it = conns_.find(id);
   if (it == conns_.end()) return;
-  sd_event_source_disable_unref(it->second->src);
+  Conn& c = *it->second;
+  inputBytes_ -= c.counted;
+  if (auto u = connsPerUid_.find(c.peer.uid); u != connsPerUid_.end() && --u->second == 0) connsPerUid_.erase(u);
+  pending_.erase(id);
+  sd_event_source_disable_unref(c.src);
   conns_.erase(it);
   if (service_) service_->disconnected(id);
+}
+
+// Once a second: a request line begun and not finished in time, and a
+// connection that holds nothing and has been silent, are closed.
+void Server::sweep() {
+  std::uint64_t now = clock::monotonicUs();
+  std::vector<std::pair<std::uint64_t, std::string>> drop;
+  for (const auto& [id, c] : conns_) {
+    if (c->partialSinceUs && now - c->partialSinceUs > limits_.partialLineTimeoutUs) {
+      drop.emplace_back(id, fmt::format("a request line was not completed within {} s; closing", limits_.partialLineTimeoutUs / 1'000'000));
+    } else if (c->out.empty() && !c->reader.hasLines() && now - c->lastActiveUs > limits_.idleTimeoutUs &&
+               !(service_ && service_->connectionInUse(id))) {
+      drop.emplace_back(id, fmt::format("idle for {} s with no lease, request or subscription; closing", limits_.idleTimeoutUs / 1'000'000));
+    }
+  }
+  for (const auto& [id, why] : drop) closeWith(id, rpc::code::kTimeout, why);
 }
 
 Status Server::watch(const std::string& leaseId, const std::string& path) {

@@ -3,6 +3,12 @@
 // cgroups' cgroup.events, the systemd bus and the stop signals. No thread
 // per lease or per client. Under systemd it speaks Type=notify (READY,
 // STATUS, WATCHDOG via sd-event's own watchdog support).
+//
+// No client can stop it or starve the others (daemon/limits.h): connections
+// are capped in total and per uid with slots only root may use; a request
+// line must arrive whole in time; a connection that holds nothing is closed
+// when idle; a client that does not read its replies is not read from, then
+// dropped; each connection gets a fixed share of lines per turn of the loop.
 #pragma once
 
 #include <systemd/sd-event.h>
@@ -11,9 +17,12 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <set>
 #include <string>
 
 #include "config/config.h"
+#include "daemon/dispatch.h"
+#include "daemon/limits.h"
 #include "daemon/seams.h"
 #include "daemon/service.h"
 #include "rpc/protocol.h"
@@ -21,14 +30,12 @@
 
 namespace tally::daemon {
 
-struct ServerLimits {
-  std::size_t maxConnections = 1024;
-  std::size_t maxOutputBytes = 8u << 20;  // a client that stops reading is dropped past this
-};
+// The limits a config sets (the rest keep their defaults).
+Limits limitsFromConfig(const config::Daemon& d);
 
 class Server final : public Outbox, public Watches {
  public:
-  Server(const config::Config& cfg, ServerLimits limits = {});
+  explicit Server(const config::Config& cfg, Limits limits = {});
   ~Server() override;
   Server(const Server&) = delete;
   Server& operator=(const Server&) = delete;
@@ -52,23 +59,36 @@ class Server final : public Outbox, public Watches {
   static int onAccept(sd_event_source* s, int fd, uint32_t revents, void* self);
   static int onConn(sd_event_source* s, int fd, uint32_t revents, void* conn);
   static int onTimer(sd_event_source* s, uint64_t usec, void* self);
+  static int onPending(sd_event_source* s, void* self);
   static int onInotify(sd_event_source* s, const struct inotify_event* ev, void* ctx);
   static int onPidfd(sd_event_source* s, int fd, uint32_t revents, void* ctx);
+  bool admit(const Peer& peer, int fd);
   void closeConn(std::uint64_t id);
+  void closeWith(std::uint64_t id, const char* code, const std::string& message);
   void readFrom(Conn& c);
+  // Handles up to Limits::linesPerTurn complete lines; false if the conn is gone.
+  bool handleLines(Conn& c);
   void flush(Conn& c);
+  void updateInterest(Conn& c);
+  void sweep();  // timeouts: partial lines, idle connections
   void notifyStatus();
 
   config::Config cfg_;
-  ServerLimits limits_;
+  Limits limits_;
   sd_event* event_ = nullptr;
   UniqueFd listenFd_;
   sd_event_source* listenSrc_ = nullptr;
   sd_event_source* sampleTimer_ = nullptr;
   sd_event_source* tickTimer_ = nullptr;
   sd_event_source* pruneTimer_ = nullptr;
+  sd_event_source* sweepTimer_ = nullptr;
+  sd_event_source* pendingSrc_ = nullptr;
   Service* service_ = nullptr;
+  std::unique_ptr<Dispatcher> dispatcher_;
   std::map<std::uint64_t, std::unique_ptr<Conn>> conns_;
+  std::map<uid_t, std::size_t> connsPerUid_;
+  std::set<std::uint64_t> pending_;  // connections with complete lines not yet handled
+  std::size_t inputBytes_ = 0;       // partial request lines held, all connections
   std::map<std::string, std::unique_ptr<WatchCtx>> watches_, pidWatches_;
   std::uint64_t nextConn_ = 1;
   std::string lastStatus_;

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cerrno>
 
+#include "cgroup/path.h"
 #include "daemon/headroom.h"
 #include "daemon/journal.h"
 #include "daemon/service_lease.h"
@@ -34,12 +35,6 @@ std::optional<std::uint64_t> readU64(const fs::Root& root, const std::string& re
 }
 
 json optJson(const std::optional<std::uint64_t>& v) { return v ? json(*v) : json(nullptr); }
-
-bool validCgroupPath(const std::string& p) {
-  if (p.empty() || p[0] != '/' || p.size() > 4096) return false;
-  if (p.find("/../") != std::string::npos || text::endsWith(p, "/..") || p.find("/./") != std::string::npos) return false;
-  return p.find('\0') == std::string::npos && p.find('\n') == std::string::npos;
-}
 
 const char* unitInterface(const std::string& unit) {
   if (text::endsWith(unit, ".service")) return "org.freedesktop.systemd1.Service";
@@ -89,173 +84,225 @@ Service::Lease* Service::find(const std::string& id) {
   return it == leases_.end() ? nullptr : it->second.get();
 }
 
-Service::Lease* Service::owned(std::uint64_t conn, const Peer& peer, const rpc::Request& req) {
-  auto id = rpc::paramString(req.params, "lease", true);
-  if (!id) {
-    fail(conn, req.id, code::kBadRequest, id.error().message);
-    return nullptr;
-  }
-  Lease* l = find(*id);
+Service::Lease* Service::owned(std::uint64_t conn, const Peer& peer, const json& id, const std::string& lease) {
+  Lease* l = find(lease);
   if (!l) {
-    fail(conn, req.id, code::kNotFound, fmt::format("no live lease {} (ended leases are in 'tally ledger')", *id));
+    fail(conn, id, code::kNotFound, fmt::format("no live lease {} (ended leases are in 'tally ledger')", lease));
     return nullptr;
   }
   if (peer.uid != 0 && peer.uid != l->owner) {
-    fail(conn, req.id, code::kForbidden, fmt::format("lease {} belongs to uid {}; only its owner or root may do this", *id, l->owner));
+    fail(conn, id, code::kForbidden, fmt::format("lease {} belongs to uid {}; only its owner or root may do this", lease, l->owner));
     return nullptr;
   }
   return l;
 }
 
 void Service::handle(std::uint64_t conn, const Peer& peer, const rpc::Request& req) {
-  const std::string& m = req.method;
-  if (m == "hello") return onHello(conn, peer, req);
-  if (m == "acquire") return onAcquire(conn, peer, req, false);
-  if (m == "attach") return onAcquire(conn, peer, req, true);
-  if (m == "started") return onStarted(conn, peer, req);
-  if (m == "complete") return onComplete(conn, peer, req);
-  if (m == "resume") return onResume(conn, peer, req);
-  if (m == "release" || m == "cancel") return onRelease(conn, peer, req);
-  if (m == "leases") return onLeases(conn, req);
-  if (m == "lease") return onLease(conn, req);
-  if (m == "pools") return onPools(conn, req);
-  if (m == "bound") return onBound(conn, peer, req);
-  if (m == "subscribe") return onSubscribe(conn, req);
-  if (m == "seats") return onSeats(conn, req);
-  if (m == "overview") return onOverview(conn, req);
-  if (m == "metrics") return onMetrics(conn, req);
-  fail(conn, req.id, code::kUnknownMethod,
-       fmt::format("unknown method '{}' (hello, acquire, attach, started, complete, resume, release, cancel, leases, lease, pools, "
-                   "bound, subscribe, seats, overview, metrics)",
-                   text::trim(m.substr(0, 64))));
+  using rpc::api::Method;
+  auto m = rpc::api::parseMethod(req.method);
+  if (!m) {
+    return fail(conn, req.id, code::kUnknownMethod,
+                fmt::format("unknown method '{}' ({})", text::truncateUtf8(text::trim(req.method), 64), rpc::api::methodList()));
+  }
+  // Every params object goes through its method's decoder; a refusal names the field.
+  auto invalid = [&](const Error& e) { fail(conn, req.id, code::kInvalidParams, e.message); };
+  switch (*m) {
+    case Method::Acquire: {
+      auto p = rpc::api::decodeAcquire(req.params);
+      if (!p) return invalid(p.error());
+      return onAcquire(conn, peer, req.id, p->declared, nullptr);
+    }
+    case Method::Attach: {
+      auto p = rpc::api::decodeAttach(req.params);
+      if (!p) return invalid(p.error());
+      return onAcquire(conn, peer, req.id, p->declared, &*p);
+    }
+    case Method::Started: {
+      auto p = rpc::api::decodeStarted(req.params);
+      if (!p) return invalid(p.error());
+      return onStarted(conn, peer, req.id, *p);
+    }
+    case Method::Complete: {
+      auto p = rpc::api::decodeComplete(req.params);
+      if (!p) return invalid(p.error());
+      return onComplete(conn, peer, req.id, *p);
+    }
+    case Method::Bound: {
+      auto p = rpc::api::decodeBound(req.params);
+      if (!p) return invalid(p.error());
+      return onBound(conn, peer, req.id, *p);
+    }
+    case Method::Resume:
+    case Method::Release:
+    case Method::Cancel:
+    case Method::Lease: {
+      auto p = rpc::api::decodeLeaseRef(req.params);
+      if (!p) return invalid(p.error());
+      if (*m == Method::Resume) return onResume(conn, peer, req.id, p->lease);
+      if (*m == Method::Lease) return onLease(conn, req.id, p->lease);
+      return onRelease(conn, peer, req.id, p->lease, *m == Method::Cancel);
+    }
+    case Method::Hello:
+    case Method::Leases:
+    case Method::Pools:
+    case Method::Subscribe:
+    case Method::Seats:
+    case Method::Overview:
+    case Method::Metrics: {
+      if (auto s = rpc::api::decodeEmpty(req.params); !s) return invalid(s.error());
+      if (*m == Method::Hello) return onHello(conn, peer, req.id);
+      if (*m == Method::Leases) return onLeases(conn, req.id);
+      if (*m == Method::Pools) return onPools(conn, req.id);
+      if (*m == Method::Subscribe) return onSubscribe(conn, req.id);
+      if (*m == Method::Seats) return onSeats(conn, req.id);
+      if (*m == Method::Overview) return onOverview(conn, req.id);
+      return onMetrics(conn, req.id);
+    }
+  }
 }
 
-void Service::onHello(std::uint64_t conn, const Peer& peer, const rpc::Request& req) {
-  reply(conn, req.id, {{"protocol", rpc::kProtocolVersion}, {"daemon_pid", ::getpid()}, {"uid", peer.uid},
-                       {"state_dir", cfg_.daemon.stateDir}});
+bool Service::connectionInUse(std::uint64_t conn) const {
+  if (subscribers_.count(conn) || queuedPerConn_.count(conn)) return true;
+  return std::any_of(leases_.begin(), leases_.end(), [&](const auto& kv) { return kv.second->conn == conn; });
+}
+
+void Service::forget(const std::string& id) {
+  auto it = leases_.find(id);
+  if (it == leases_.end()) return;
+  if (it->second->state == Lease::State::Queued) leftQueue(*it->second);
+  leases_.erase(it);
+}
+
+void Service::leftQueue(const Lease& l) {
+  auto it = queuedPerConn_.find(l.conn);
+  if (it == queuedPerConn_.end()) return;
+  if (--it->second == 0) queuedPerConn_.erase(it);
+}
+
+void Service::onHello(std::uint64_t conn, const Peer& peer, const json& id) {
+  reply(conn, id, {{"protocol", rpc::kProtocolVersion}, {"daemon_pid", ::getpid()}, {"uid", peer.uid},
+                   {"state_dir", cfg_.daemon.stateDir}});
 }
 
 // acquire (a run lease: the client will run the scope) and attach (the daemon
 // adopts a workload that already runs) share admission.
-void Service::onAcquire(std::uint64_t conn, const Peer& peer, const rpc::Request& req, bool attach) {
-  const json& p = req.params;
-  auto pools = rpc::paramStrings(p, "pools");
-  auto name = rpc::paramString(p, "name", false);
-  auto memMax = rpc::paramU64(p, "memory_max");
-  auto gpuMax = rpc::paramU64(p, "gpu_memory_max");
-  auto timeout = rpc::paramU64(p, "timeout_us");
-  auto gpuHigh = rpc::paramU64(p, "gpu_memory_high");
-  auto overSamples = rpc::paramU64(p, "gpu_over_samples");
-  auto action = rpc::paramString(p, "gpu_memory_action", false);
-  auto attributes = lease::attributesFromJson(p.contains("attributes") ? p["attributes"] : json());
-  if (!attributes) return fail(conn, req.id, code::kBadRequest, attributes.error().message);
-  for (const Status& s : {pools ? Status(Ok{}) : Status(pools.error()), name ? Status(Ok{}) : Status(name.error()),
-                          memMax ? Status(Ok{}) : Status(memMax.error()), gpuMax ? Status(Ok{}) : Status(gpuMax.error()),
-                          timeout ? Status(Ok{}) : Status(timeout.error()), gpuHigh ? Status(Ok{}) : Status(gpuHigh.error()),
-                          overSamples ? Status(Ok{}) : Status(overSamples.error()), action ? Status(Ok{}) : Status(action.error())}) {
-    if (!s) return fail(conn, req.id, code::kBadRequest, s.error().message);
+void Service::onAcquire(std::uint64_t conn, const Peer& peer, const json& id, const rpc::api::Declared& d,
+                        const rpc::api::Attach* attach) {
+  // What one connection, and everyone together, may keep waiting.
+  if (conn && queuedPerConn_.count(conn) && queuedPerConn_[conn] >= env_.limits.maxQueuedPerConnection) {
+    return fail(conn, id, code::kBusy,
+                fmt::format("this connection already has {} requests waiting (the limit); wait for a grant or cancel one",
+                            env_.limits.maxQueuedPerConnection));
   }
-  enforce::GpuBound bound{*gpuMax, *gpuHigh, enforce::Action::Kill, enforce::kDefaultConsecutive, cfg_.daemon.sampleIntervalUs};
-  if (!action->empty()) {
-    auto a = enforce::parseAction(*action);
-    if (!a) return fail(conn, req.id, code::kBadRequest, "\"gpu_memory_action\" must be \"kill\" or \"report\"");
-    bound.action = *a;
+  if (engine_.queued() >= env_.limits.maxQueued) {
+    return fail(conn, id, code::kBusy,
+                fmt::format("the daemon's queue is full ({} requests waiting); try again later", env_.limits.maxQueued));
   }
-  if (*overSamples) {
-    if (**overSamples < 1 || **overSamples > 100) return fail(conn, req.id, code::kBadRequest, "\"gpu_over_samples\" must be 1..100");
-    bound.consecutive = static_cast<unsigned>(**overSamples);
-  }
-  int priority = 0;
-  if (p.contains("priority")) {
-    if (!p["priority"].is_number_integer() || p["priority"].get<std::int64_t>() < -100 || p["priority"].get<std::int64_t>() > 100) {
-      return fail(conn, req.id, code::kBadRequest, "\"priority\" must be an integer in -100..100");
-    }
-    priority = p["priority"].get<int>();
-  }
+  enforce::GpuBound bound{d.gpuMemoryMax, d.gpuMemoryHigh, d.gpuAction.value_or(enforce::Action::Kill),
+                          d.gpuOverSamples.value_or(enforce::kDefaultConsecutive), cfg_.daemon.sampleIntervalUs};
   auto l = std::make_unique<Lease>();
   l->id = lease::newLeaseId();
   l->kind = attach ? "attach" : "run";
-  l->name = name->empty() ? l->kind : *name;
-  if (!lease::validLeaseName(l->name)) return fail(conn, req.id, code::kBadRequest, "\"name\" must be 1-64 of [A-Za-z0-9._-]");
+  l->name = d.name.value_or(l->kind);
   l->owner = peer.uid;
   l->peerPid = peer.pid;
   l->conn = conn;
   l->requestedAtNs = clock::realtimeNs();
   l->req.id = l->id;
-  l->req.pools = *pools;
-  l->req.memoryMax = *memMax;
-  l->req.gpuMemoryMax = *gpuMax;
-  l->req.priority = priority;
+  l->req.pools = d.pools;
+  l->req.memoryMax = d.memoryMax;
+  l->req.gpuMemoryMax = d.gpuMemoryMax;
+  l->req.priority = d.priority;
   l->bound = bound;
-  l->attributes = std::move(*attributes);
+  l->attributes = d.attributes;
   applyCoverage(*l);
-  std::uint64_t waitUs = timeout->value_or(cfg_.daemon.queueTimeoutUs);
+  std::uint64_t waitUs = d.timeoutUs.value_or(cfg_.daemon.queueTimeoutUs);
   if (waitUs) l->req.deadlineUs = clock::monotonicUs() + waitUs;
-  if (auto s = engine_.check(l->req); !s) return fail(conn, req.id, code::kRefused, s.error().message);
-
+  if (auto s = engine_.check(l->req); !s) return fail(conn, id, code::kRefused, s.error().message);
   if (attach) {
-    int targets = (p.contains("unit") ? 1 : 0) + (p.contains("cgroup") ? 1 : 0) + (p.contains("pid") ? 1 : 0);
-    if (targets != 1) return fail(conn, req.id, code::kBadRequest, "attach needs exactly one of \"unit\", \"cgroup\", \"pid\"");
-    if (!env_.cgroupRoot) return fail(conn, req.id, code::kRefused, "the daemon has no cgroup v2 root to meter an attached workload in");
-    std::string cgroup;
-    if (p.contains("unit")) {
-      auto unit = rpc::paramString(p, "unit", true);
-      if (!unit) return fail(conn, req.id, code::kBadRequest, unit.error().message);
-      if (!unitInterface(*unit)) return fail(conn, req.id, code::kBadRequest, fmt::format("'{}' is not a .service, .scope or .slice unit", *unit));
-      if (!env_.units) return fail(conn, req.id, code::kRefused, "no systemd manager is reachable from the daemon; attach with --cgroup or --pid");
-      auto cg = env_.units->controlGroup(*unit);
-      if (!cg) return fail(conn, req.id, code::kRefused, cg.error().message);
-      if (cg->empty()) return fail(conn, req.id, code::kRefused, fmt::format("unit {} has no control group; is it running?", *unit));
-      l->unit = *unit;
-      cgroup = *cg;
-      l->target = {{"unit", *unit}};
-    } else if (p.contains("cgroup")) {
-      auto cg = rpc::paramString(p, "cgroup", true);
-      if (!cg) return fail(conn, req.id, code::kBadRequest, cg.error().message);
-      if (!validCgroupPath(*cg)) return fail(conn, req.id, code::kBadRequest, "\"cgroup\" must be an absolute cgroup path such as /system.slice/llama.service");
-      cgroup = *cg;
-      l->target = {{"cgroup", *cg}};
-    } else {
-      auto pidParam = rpc::paramU64(p, "pid");
-      if (!pidParam || !*pidParam || **pidParam == 0 || **pidParam > 4194304) {
-        return fail(conn, req.id, code::kBadRequest, "\"pid\" must be a process id");
-      }
-      std::uint64_t pid = **pidParam;
-      auto text = env_.proc.read(fmt::format("{}/cgroup", pid), 64 * 1024);
-      if (!text) return fail(conn, req.id, code::kNotFound, fmt::format("process {}: {}", pid, text.error().message));
-      auto parsed = probes::parseProcCgroup(*text);
-      if (!parsed || parsed->deleted || parsed->outsideNamespace) {
-        return fail(conn, req.id, code::kRefused, fmt::format("process {} has no live cgroup v2 path the daemon can see", pid));
-      }
-      cgroup = parsed->path;
-      l->target = {{"pid", pid}};
-    }
-    if (cgroup == "/") return fail(conn, req.id, code::kRefused, "the root cgroup is the whole host, not a workload");
-    auto st = env_.cgroupRoot->stat(cgroup);
-    if (!st) return fail(conn, req.id, code::kNotFound, fmt::format("cgroup {}: {}", cgroup, st.error().message));
-    if (peer.uid != 0 && st->st_uid != peer.uid) {
-      return fail(conn, req.id, code::kForbidden,
-                  fmt::format("cgroup {} belongs to uid {}; only root or its owner may attach to it", cgroup, st->st_uid));
-    }
-    if (peer.uid != 0 && l->req.memoryMax && (p.contains("unit") || unitInterface(std::string(fs::baseName(cgroup))))) {
-      return fail(conn, req.id, code::kForbidden, "only root may set MemoryMax on a systemd unit through the daemon");
-    }
-    for (const auto& [id, other] : leases_) {
-      if (other->kind == "attach" && other->cgroup == cgroup) {
-        return fail(conn, req.id, code::kConflict, fmt::format("cgroup {} is already leased by {}", cgroup, id));
-      }
-    }
-    l->cgroup = l->countersCgroup = cgroup;
-    l->inode = static_cast<std::uint64_t>(st->st_ino);
-    if (!populated(*l)) return fail(conn, req.id, code::kRefused, fmt::format("cgroup {} has no processes (cgroup.events populated 0)", cgroup));
+    if (auto denied = placeAttach(peer, *attach, *l)) return deny(conn, id, *denied);
   }
   l->pending = true;
-  l->pendingId = req.id;
-  std::string id = l->id;
+  l->pendingId = id;
+  std::string leaseId = l->id;
   engine_.enqueue(l->req);
-  leases_[id] = std::move(l);
+  if (conn) ++queuedPerConn_[conn];
+  leases_[leaseId] = std::move(l);
   tryGrant();  // may grant, or refuse and forget, the new lease
-  if (Lease* still = find(id); still && still->state == Lease::State::Queued) sendPositions();
+  if (Lease* still = find(leaseId); still && still->state == Lease::State::Queued) sendPositions();
+}
+
+// The attach target, resolved to one canonical cgroup and checked: the
+// directory is opened without following symlinks, its owner and inode come
+// from that open directory, and every rule applies to the canonical path.
+std::optional<Service::Denial> Service::placeAttach(const Peer& peer, const rpc::api::Attach& a, Lease& l) {
+  if (!env_.cgroupRoot) return Denial{code::kRefused, "the daemon has no cgroup v2 root to meter an attached workload in"};
+  std::string path;
+  if (!a.target.unit.empty()) {
+    const std::string& unit = a.target.unit;
+    if (!unitInterface(unit)) return Denial{code::kInvalidParams, fmt::format("\"unit\": '{}' is not a .service, .scope or .slice unit", unit)};
+    if (!env_.units) return Denial{code::kRefused, "no systemd manager is reachable from the daemon; attach with --cgroup or --pid"};
+    auto cg = env_.units->controlGroup(unit);
+    if (!cg) return Denial{code::kRefused, cg.error().message};
+    if (cg->empty()) return Denial{code::kRefused, fmt::format("unit {} has no control group; is it running?", unit)};
+    path = *cg;
+    l.unit = unit;
+    l.target = {{"unit", unit}};
+  } else if (!a.target.cgroup.empty()) {
+    path = a.target.cgroup;
+    l.target = {{"cgroup", path}};
+  } else {
+    pid_t pid = *a.target.pid;
+    auto text = env_.proc.read(fmt::format("{}/cgroup", pid), 64 * 1024);
+    if (!text) return Denial{code::kNotFound, fmt::format("process {}: {}", pid, text.error().message)};
+    auto parsed = probes::parseProcCgroup(*text);
+    if (!parsed || parsed->deleted || parsed->outsideNamespace) {
+      return Denial{code::kRefused, fmt::format("process {} has no live cgroup v2 path the daemon can see", pid)};
+    }
+    path = parsed->path;
+    l.target = {{"pid", pid}};
+  }
+  auto canonical = cgroup::canonicalPath(path);
+  if (!canonical) return Denial{code::kRefused, fmt::format("cgroup '{}' {}", text::truncateUtf8(path, 256), canonical.error().message)};
+  const std::string& cg = *canonical;
+  if (cg == "/") return Denial{code::kRefused, "the root cgroup is the whole host, not a workload"};
+  auto dir = env_.cgroupRoot->openDirBeneath(cg);
+  if (!dir) return Denial{code::kNotFound, fmt::format("cgroup {}: {}", cg, dir.error().message)};
+  auto st = dir->statSelf();
+  if (!st) return Denial{code::kNotFound, fmt::format("cgroup {}: {}", cg, st.error().message)};
+  if (peer.uid != 0 && st->st_uid != peer.uid) {
+    return Denial{code::kForbidden, fmt::format("cgroup {} belongs to uid {}; only root or its owner may attach to it", cg, st->st_uid)};
+  }
+  if (peer.uid != 0 && l.req.memoryMax) {
+    // The daemon writes for a user only what the user could write: never a
+    // systemd unit's limit, and memory.max only where that file is theirs (a
+    // delegated cgroup's own limits belong to whoever delegated it).
+    if (!a.target.unit.empty() || unitInterface(std::string(fs::baseName(cg)))) {
+      return Denial{code::kForbidden, "only root may set MemoryMax on a systemd unit through the daemon"};
+    }
+    auto knob = dir->lstat("memory.max");
+    if (!knob || knob->st_uid != peer.uid || !S_ISREG(knob->st_mode)) {
+      return Denial{code::kForbidden, fmt::format("{}/memory.max is not yours to write (it belongs to uid {}); only root may set "
+                                                  "--memory-max on this cgroup",
+                                                  cg, knob ? std::to_string(knob->st_uid) : std::string("?"))};
+    }
+  }
+  auto inode = static_cast<std::uint64_t>(st->st_ino);
+  if (const Lease* other = leaseOfCgroup(cg, inode)) {
+    return Denial{code::kConflict, fmt::format("cgroup {} is already leased by {}", cg, other->id)};
+  }
+  l.cgroup = l.countersCgroup = cg;
+  l.inode = inode;
+  if (!populated(l)) return Denial{code::kRefused, fmt::format("cgroup {} has no processes (cgroup.events populated 0)", cg)};
+  return std::nullopt;
+}
+
+const Service::Lease* Service::leaseOfCgroup(const std::string& cgroup, std::uint64_t inode) const {
+  for (const auto& [id, other] : leases_) {
+    if (other->cgroup.empty()) continue;
+    if (other->cgroup == cgroup || (inode && other->inode == inode)) return other.get();
+  }
+  return nullptr;
 }
 
 json Service::grantBody(const Lease& l) const {
@@ -289,6 +336,7 @@ void Service::tryGrant() {
 }
 
 void Service::granted(Lease& l) {
+  leftQueue(l);
   l.state = Lease::State::Granted;
   l.grantedAtNs = clock::realtimeNs();
   auto ev = ledger_.appendEvent(l.id, ledger::kGranted, grantBody(l).dump(), l.grantedAtNs);
@@ -296,8 +344,7 @@ void Service::granted(Lease& l) {
     // Fail closed: a lease the ledger cannot record is not granted.
     engine_.release(l.id);
     if (l.pending) fail(l.conn, l.pendingId, code::kInternal, fmt::format("the lease could not be recorded: {}", ev.error().message));
-    std::string id = l.id;
-    leases_.erase(id);
+    forget(std::string(l.id));
     return;
   }
   announce(l, ledger::kGranted, grantBody(l));
@@ -397,8 +444,12 @@ bool Service::populated(const Lease& l) const {
 }
 
 void Service::sendPositions() {
+  // Only the waiters whose place changed hear about it: a request appended
+  // to the queue tells itself, not the 10,000 ahead of it.
+  std::size_t from = engine_.positionsChangedFrom();
+  engine_.positionsSeen();
   auto view = engine_.queueView();
-  for (std::size_t i = 0; i < view.size(); ++i) {
+  for (std::size_t i = from; i < view.size(); ++i) {
     Lease* l = find(view[i].req->id);
     if (!l || !l->pending) continue;
     std::size_t pos = i + 1;
@@ -411,59 +462,77 @@ void Service::sendPositions() {
   }
 }
 
-void Service::onStarted(std::uint64_t conn, const Peer& peer, const rpc::Request& req) {
-  Lease* l = owned(conn, peer, req);
+void Service::onStarted(std::uint64_t conn, const Peer& peer, const json& id, const rpc::api::Started& p) {
+  Lease* l = owned(conn, peer, id, p.lease);
   if (!l) return;
   if (l->kind != "run" || l->state != Lease::State::Granted) {
-    return fail(conn, req.id, code::kConflict, fmt::format("lease {} is not a granted run lease waiting to start", l->id));
+    return fail(conn, id, code::kConflict, fmt::format("lease {} is not a granted run lease waiting to start", l->id));
   }
-  auto unit = rpc::paramString(req.params, "unit", false);
-  auto cgroup = rpc::paramString(req.params, "cgroup", true);
-  auto counters = rpc::paramString(req.params, "counters_cgroup", false);
-  if (!unit || !cgroup || !counters) return fail(conn, req.id, code::kBadRequest, "\"cgroup\" (and optional \"unit\", \"counters_cgroup\") must be strings");
-  if (!env_.cgroupRoot) return fail(conn, req.id, code::kRefused, "the daemon has no cgroup v2 root to meter the lease in");
-  if (!validCgroupPath(*cgroup) || (!counters->empty() && !validCgroupPath(*counters))) {
-    return fail(conn, req.id, code::kBadRequest, "\"cgroup\" must be an absolute cgroup path");
-  }
+  if (!env_.cgroupRoot) return fail(conn, id, code::kRefused, "the daemon has no cgroup v2 root to meter the lease in");
   // The cgroup must be this lease's own (its name carries the lease id) and
   // belong to the caller, so a client cannot point the daemon at someone
   // else's workload (release would stop it).
-  if (fs::baseName(*cgroup).find(l->id) == std::string_view::npos) {
-    return fail(conn, req.id, code::kForbidden, fmt::format("cgroup {} is not lease {}'s (its name must contain the lease id)", *cgroup, l->id));
+  if (fs::baseName(p.cgroup).find(l->id) == std::string_view::npos) {
+    return fail(conn, id, code::kForbidden, fmt::format("cgroup {} is not lease {}'s (its name must contain the lease id)", p.cgroup, l->id));
   }
-  auto st = env_.cgroupRoot->stat(*cgroup);
-  if (!st) return fail(conn, req.id, code::kNotFound, fmt::format("cgroup {}: {}", *cgroup, st.error().message));
+  auto dir = env_.cgroupRoot->openDirBeneath(p.cgroup);
+  if (!dir) return fail(conn, id, code::kNotFound, fmt::format("cgroup {}: {}", p.cgroup, dir.error().message));
+  auto st = dir->statSelf();
+  if (!st) return fail(conn, id, code::kNotFound, fmt::format("cgroup {}: {}", p.cgroup, st.error().message));
   if (peer.uid != 0 && st->st_uid != peer.uid) {
-    return fail(conn, req.id, code::kForbidden, fmt::format("cgroup {} belongs to uid {}, not to the caller", *cgroup, st->st_uid));
+    return fail(conn, id, code::kForbidden, fmt::format("cgroup {} belongs to uid {}, not to the caller", p.cgroup, st->st_uid));
   }
-  l->unit = *unit;
-  l->cgroup = *cgroup;
-  l->countersCgroup = counters->empty() ? *cgroup : *counters;
-  l->inode = static_cast<std::uint64_t>(st->st_ino);
+  // Where the final counters are read: the lease's cgroup, below it, or the
+  // lease's own slice (systemd removes a stopped scope's cgroup at once, so
+  // a scope's counters live in its parent tally-<id>.slice). Never anyone
+  // else's cgroup: its memory.peak would become this lease's.
+  std::string counters = p.countersCgroup.empty() ? p.cgroup : p.countersCgroup;
+  bool ownSlice = counters == fs::parentPath(p.cgroup) && fs::baseName(counters).find(l->id) != std::string_view::npos;
+  if (!cgroup::isWithin(counters, p.cgroup) && !ownSlice) {
+    return fail(conn, id, code::kForbidden,
+                fmt::format("\"counters_cgroup\" {} is neither cgroup {}, below it, nor the lease's own slice", counters, p.cgroup));
+  }
+  if (counters != p.cgroup) {
+    auto cdir = env_.cgroupRoot->openDirBeneath(counters);
+    if (!cdir) return fail(conn, id, code::kNotFound, fmt::format("counters cgroup {}: {}", counters, cdir.error().message));
+    auto cst = cdir->statSelf();
+    if (cst && peer.uid != 0 && cst->st_uid != peer.uid) {
+      return fail(conn, id, code::kForbidden, fmt::format("counters cgroup {} belongs to uid {}, not to the caller", counters, cst->st_uid));
+    }
+  }
+  auto inode = static_cast<std::uint64_t>(st->st_ino);
+  if (const Lease* other = leaseOfCgroup(p.cgroup, inode); other && other != l) {
+    return fail(conn, id, code::kConflict, fmt::format("cgroup {} is already leased by {}", p.cgroup, other->id));
+  }
+  l->unit = p.unit;
+  l->cgroup = p.cgroup;
+  l->countersCgroup = counters;
+  l->inode = inode;
   l->state = Lease::State::Running;
   l->startedAtNs = clock::realtimeNs();
   l->conn = conn;
   l->graceDeadlineUs = 0;
   json body = {{"unit", l->unit}, {"cgroup", l->cgroup}, {"cgroup_inode", l->inode}, {"counters_cgroup", l->countersCgroup}};
   if (auto ev = ledger_.appendEvent(l->id, ledger::kStarted, body.dump(), l->startedAtNs); !ev) {
-    return fail(conn, req.id, code::kInternal, fmt::format("the start could not be recorded: {}", ev.error().message));
+    return fail(conn, id, code::kInternal, fmt::format("the start could not be recorded: {}", ev.error().message));
   }
   announce(*l, ledger::kStarted, body);
   startMetering(*l);
-  reply(conn, req.id, leaseJson(*l));
+  reply(conn, id, leaseJson(*l));
 }
 
-void Service::onComplete(std::uint64_t conn, const Peer& peer, const rpc::Request& req) {
-  Lease* l = owned(conn, peer, req);
+void Service::onComplete(std::uint64_t conn, const Peer& peer, const json& id, rpc::api::Complete& p) {
+  Lease* l = owned(conn, peer, id, p.lease);
   if (!l) return;
-  if (l->kind != "run") return fail(conn, req.id, code::kConflict, "only run leases are completed by their client");
-  if (!req.params.contains("record") || !req.params["record"].is_object()) {
-    return fail(conn, req.id, code::kBadRequest, "\"record\" must be the lease's outcome record (an object)");
+  if (l->kind != "run") return fail(conn, id, code::kConflict, "only run leases are completed by their client");
+  // An outcome exists only for a workload that started: a queued request or
+  // a grant that never started has nothing to report (release withdraws it).
+  if (l->state != Lease::State::Running) {
+    return fail(conn, id, code::kConflict,
+                fmt::format("lease {} is {}, not running: there is no outcome to record (release it to withdraw it)", l->id,
+                            l->state == Lease::State::Queued ? "queued" : "granted but never started"));
   }
-  json record = req.params["record"];
-  if (!record.contains("lease") || !record["lease"].is_object() || record["lease"].value("id", "") != l->id) {
-    return fail(conn, req.id, code::kBadRequest, fmt::format("the record is not lease {}'s", l->id));
-  }
+  json& record = p.record;
   // What the daemon saw itself, beside what the client reports.
   json seen;
   if (l->meter) {
@@ -480,27 +549,29 @@ void Service::onComplete(std::uint64_t conn, const Peer& peer, const rpc::Reques
     if (counters.memoryPeak) seen["memory_peak_bytes"] = *counters.memoryPeak;
     if (counters.events) seen["oom_kill"] = optJson(counters.events->get("oom_kill"));
   }
+  if (l->boundRefused) seen["bound_events_refused"] = l->boundRefused;
   record["daemon"] = seen;
   if (l->recovered) record["daemon"]["readopted_after_restart"] = true;
-  auto ev = ledger_.appendEvent(l->id, ledger::kOutcome, record.dump());
-  if (!ev) return fail(conn, req.id, ev.error().code == EEXIST ? code::kConflict : code::kInternal, ev.error().message);
+  auto ev = ledger_.appendEvent(l->id, ledger::kOutcome, record.dump(-1, ' ', false, json::error_handler_t::replace));
+  if (!ev) return fail(conn, id, ev.error().code == EEXIST ? code::kConflict : code::kInternal, ev.error().message);
   announce(*l, ledger::kOutcome, record);
   json r = {{"lease", l->id}, {"seq", ev->seq}, {"hash", ev->hash}};
-  std::string id = l->id;
-  engine_.release(id);
-  env_.watches.unwatch(id);
-  leases_.erase(id);
-  reply(conn, req.id, r);
+  std::string leaseId = l->id;
+  engine_.release(leaseId);
+  env_.watches.unwatch(leaseId);
+  forget(leaseId);
+  reply(conn, id, r);
   tryGrant();
 }
 
-void Service::onResume(std::uint64_t conn, const Peer& peer, const rpc::Request& req) {
-  Lease* l = owned(conn, peer, req);
+void Service::onResume(std::uint64_t conn, const Peer& peer, const json& id, const std::string& lease) {
+  Lease* l = owned(conn, peer, id, lease);
   if (!l) return;
-  if (l->kind != "run") return fail(conn, req.id, code::kConflict, "only run leases have a client to resume");
+  if (l->kind != "run") return fail(conn, id, code::kConflict, "only run leases have a client to resume");
+  if (l->state == Lease::State::Queued) return fail(conn, id, code::kConflict, fmt::format("lease {} is still queued; there is nothing to resume", l->id));
   l->conn = conn;
   l->graceDeadlineUs = 0;
-  reply(conn, req.id, leaseJson(*l));
+  reply(conn, id, leaseJson(*l));
 }
 
 void Service::requestStop(Lease& l) {
@@ -520,35 +591,35 @@ void Service::requestStop(Lease& l) {
   l.killDeadlineUs = clock::monotonicUs() + 10'000'000;
 }
 
-void Service::onRelease(std::uint64_t conn, const Peer& peer, const rpc::Request& req) {
-  Lease* l = owned(conn, peer, req);
+void Service::onRelease(std::uint64_t conn, const Peer& peer, const json& reqId, const std::string& lease, bool cancelOnly) {
+  Lease* l = owned(conn, peer, reqId, lease);
   if (!l) return;
   std::string id = l->id;
   if (l->state == Lease::State::Queued) {
     engine_.cancel(id);
     fail(l->conn, l->pendingId, code::kCancelled, fmt::format("request {} was cancelled by uid {}", id, peer.uid));
-    if (l->conn != conn) reply(conn, req.id, {{"lease", id}, {"state", "cancelled"}});
-    leases_.erase(id);
+    if (l->conn != conn) reply(conn, reqId, {{"lease", id}, {"state", "cancelled"}});
+    forget(id);
     tryGrant();
     sendPositions();
     return;
   }
-  if (req.method == "cancel") return fail(conn, req.id, code::kConflict, fmt::format("lease {} is no longer queued; use release", id));
+  if (cancelOnly) return fail(conn, reqId, code::kConflict, fmt::format("lease {} is no longer queued; use release", id));
   json releasedBody = {{"by_uid", peer.uid}, {"by_pid", peer.pid}};
   if (ledger_.appendEvent(id, ledger::kReleased, releasedBody.dump())) announce(*l, ledger::kReleased, releasedBody);
   if (l->state == Lease::State::Granted) {
     close(*l, ledger::kWithdrawn, {{"reason", fmt::format("released by uid {} before it started", peer.uid)}});
-    return reply(conn, req.id, {{"lease", id}, {"state", "withdrawn"}});
+    return reply(conn, reqId, {{"lease", id}, {"state", "withdrawn"}});
   }
   if (l->kind == "attach") {
     finishAttached(*l, true);
-    return reply(conn, req.id, {{"lease", id}, {"state", "released"}});
+    return reply(conn, reqId, {{"lease", id}, {"state", "released"}});
   }
   // A running run lease: its workload is stopped; the client reports the outcome.
   l->releaseRequested = true;
   requestStop(*l);
   if (!l->conn) l->graceDeadlineUs = clock::monotonicUs() + cfg_.daemon.clientGraceUs;
-  reply(conn, req.id, {{"lease", id}, {"state", "stopping"}});
+  reply(conn, reqId, {{"lease", id}, {"state", "stopping"}});
 }
 
 void Service::close(Lease& l, const char* kind, const json& body) {
@@ -560,7 +631,7 @@ void Service::close(Lease& l, const char* kind, const json& body) {
   announce(l, kind, body);
   engine_.release(id);
   env_.watches.unwatch(id);
-  leases_.erase(id);
+  forget(id);
   tryGrant();
 }
 
@@ -639,7 +710,22 @@ void Service::closeLost(Lease& l, const std::string& why) {
     body["ledger_samples"] = {{"count", samples->size()}, {"memory_current_peak_bytes", optJson(mem)}, {"gpu_peak_bytes", optJson(gpu)},
                               {"first_at_ns", samples->front().atNs}, {"last_at_ns", samples->back().atNs}};
   }
+  stopLeaseSlice(l);
   close(l, ledger::kLost, body);
+}
+
+// A run lease's client makes and removes its slice (tally-<id>.slice); a
+// client killed before it could leaves the slice behind, active and empty.
+// (The slice is <parent>-<id>.slice: lease::leaseSliceName.)
+// The daemon, closing the lease, stops it. Only that slice: its name carries
+// the lease id and it is the parent of the lease's cgroup.
+void Service::stopLeaseSlice(const Lease& l) {
+  if (l.kind != "run" || !env_.units || l.countersCgroup.empty() || l.countersCgroup == l.cgroup) return;
+  std::string slice(fs::baseName(l.countersCgroup));
+  if (!text::endsWith(slice, l.id + ".slice") || fs::parentPath(l.cgroup) != l.countersCgroup) return;
+  if (auto s = env_.units->stopUnit(slice); !s) {
+    note(4, fmt::format("lease {}: could not stop its slice {}: {}", l.id, slice, s.error().message), {{"TALLY_LEASE", l.id}});
+  }
 }
 
 void Service::cgroupChanged(const std::string& leaseId) {
@@ -654,6 +740,7 @@ void Service::cgroupChanged(const std::string& leaseId) {
 
 void Service::disconnected(std::uint64_t conn) {
   subscribers_.erase(conn);
+  queuedPerConn_.erase(conn);
   std::vector<std::string> ids;
   for (auto& [id, l] : leases_) {
     if (l->conn == conn) ids.push_back(id);
@@ -665,7 +752,7 @@ void Service::disconnected(std::uint64_t conn) {
     l->pending = false;
     if (l->state == Lease::State::Queued) {
       engine_.cancel(id);  // the waiter went away: its request goes with it
-      leases_.erase(id);
+      forget(id);
     } else if (l->kind == "run") {
       // The client may come back (resume); until the grace ends the lease stays.
       l->graceDeadlineUs = clock::monotonicUs() + cfg_.daemon.clientGraceUs;
@@ -686,7 +773,7 @@ void Service::tick() {
     if (!l) continue;
     fail(l->conn, l->pendingId, code::kTimeout, fmt::format("no grant within the queue timeout (position {} of {})",
                                                             l->lastPosition.value_or(0), engine_.queued() + 1));
-    leases_.erase(id);
+    forget(id);
   }
   std::vector<std::string> lost, stuck;
   for (auto& [id, l] : leases_) {
@@ -806,37 +893,46 @@ void Service::note(int priority, const std::string& message, const std::vector<s
   else fmt::print(stderr, "tally daemon: {}\n", message);
 }
 
-// A run lease's client reports what its GPU bound noticed or did.
-void Service::onBound(std::uint64_t conn, const Peer& peer, const rpc::Request& req) {
-  Lease* l = owned(conn, peer, req);
+// A run lease's client reports what its GPU bound noticed or did. Only while
+// the lease runs, and at most Limits::boundBurst at once, then one per
+// Limits::boundRefillUs: a client cannot fill the ledger and the journal.
+void Service::onBound(std::uint64_t conn, const Peer& peer, const json& id, const rpc::api::Bound& p) {
+  Lease* l = owned(conn, peer, id, p.lease);
   if (!l) return;
-  const json& p = req.params;
-  if (!p.contains("event") || !p["event"].is_object()) return fail(conn, req.id, code::kBadRequest, "\"event\" must be an object");
-  const json& ev = p["event"];
-  enforce::BoundEvent e;
-  std::string kind = ev.value("kind", "");
-  for (auto v : {enforce::Verdict::HighCrossed, enforce::Verdict::HighCleared, enforce::Verdict::Kill, enforce::Verdict::Report}) {
-    if (kind == enforce::verdictName(v)) e.kind = v;
+  if (l->kind != "run" || l->state != Lease::State::Running) {
+    return fail(conn, id, code::kConflict,
+                fmt::format("lease {} is not a running run lease; only its client reports GPU bound events, while it runs", l->id));
   }
-  if (e.kind == enforce::Verdict::None || !ev.contains("bytes") || !ev["bytes"].is_number_unsigned() || !ev.contains("limit") ||
-      !ev["limit"].is_number_unsigned() || !ev.contains("summary") || !ev["summary"].is_string()) {
-    return fail(conn, req.id, code::kBadRequest, "\"event\" needs kind (gpu-memory-high, gpu-memory-high-cleared, gpu-memory-kill, "
-                                                 "gpu-memory-max-exceeded), bytes, limit and summary");
+  std::uint64_t now = clock::monotonicUs();
+  if (!l->boundRefillAtUs) {
+    l->boundTokens = env_.limits.boundBurst;
+  } else if (now > l->boundRefillAtUs) {
+    l->boundTokens = std::min<double>(env_.limits.boundBurst,
+                                      l->boundTokens + static_cast<double>(now - l->boundRefillAtUs) /
+                                                           static_cast<double>(env_.limits.boundRefillUs));
   }
-  e.bytes = ev["bytes"].get<std::uint64_t>();
-  e.limit = ev["limit"].get<std::uint64_t>();
-  e.summary = ev["summary"].get<std::string>().substr(0, 512);
-  e.samples = ev.value("samples", 0u);
-  e.firstOverNs = ev.value("first_over_ns", std::uint64_t{0});
+  l->boundRefillAtUs = now;
+  if (l->boundTokens < 1.0) {
+    if (l->boundRefused++ == 0) {
+      note(4, fmt::format("lease {} ({}): its client reports GPU bound events faster than {} at once and one per {} ms; "
+                          "the excess is refused and counted in the outcome",
+                          l->id, l->name, env_.limits.boundBurst, env_.limits.boundRefillUs / 1000),
+           {{"TALLY_LEASE", l->id}});
+    }
+    return fail(conn, id, code::kRateLimited,
+                fmt::format("too many GPU bound events for lease {}; this one was not recorded ({} refused so far)", l->id, l->boundRefused));
+  }
+  l->boundTokens -= 1.0;
+  enforce::BoundEvent e = p.event;
   e.atNs = clock::realtimeNs();
   if (e.kind == enforce::Verdict::Kill) l->tallyKill = e.summary;
   recordBound(*l, e);
-  reply(conn, req.id, {{"recorded", true}});
+  reply(conn, id, {{"recorded", true}});
 }
 
-void Service::onSubscribe(std::uint64_t conn, const rpc::Request& req) {
-  subscribers_[conn] = req.id;
-  reply(conn, req.id, {{"subscribed", {"gpu-bound", "coverage"}}});
+void Service::onSubscribe(std::uint64_t conn, const json& id) {
+  subscribers_[conn] = id;
+  reply(conn, id, {{"subscribed", {"gpu-bound", "coverage"}}});
 }
 
 void Service::prune() {
@@ -926,7 +1022,7 @@ admission::Headroom Service::headroomFor(const config::Pool& pool) {
   return poolHeadroom(pool, hostCache_->figures, holders);
 }
 
-json Service::leaseJson(const Lease& l) const {
+json Service::leaseJson(const Lease& l, const admission::Engine::Queued* queued, std::size_t index) const {
   static constexpr const char* kStates[] = {"queued", "granted", "running"};
   json j;
   j["lease"] = l.id;
@@ -939,8 +1035,9 @@ json Service::leaseJson(const Lease& l) const {
   j["declared"] = {{"memory_max", optJson(l.req.memoryMax)}, {"gpu_memory_max", optJson(l.req.gpuMemoryMax)}};
   j["requested_at_ns"] = l.requestedAtNs;
   if (l.state == Lease::State::Queued) {
-    j["position"] = optJson(engine_.position(l.id));
-    auto why = engine_.waitReason(l.id);
+    auto position = queued ? std::optional<std::size_t>(index + 1) : engine_.position(l.id);
+    auto why = queued ? queued->reason : engine_.waitReason(l.id);
+    j["position"] = position ? json(*position) : json(nullptr);
     j["waiting_for"] = why ? json(admission::waitName(*why)) : json(nullptr);
   } else {
     j["granted_at_ns"] = l.grantedAtNs;
@@ -981,20 +1078,20 @@ json Service::leaseJson(const Lease& l) const {
   return j;
 }
 
-void Service::onLeases(std::uint64_t conn, const rpc::Request& req) {
+void Service::onLeases(std::uint64_t conn, const json& id) {
   json list = json::array();
-  for (const auto& [id, l] : leases_) {
+  for (const auto& [leaseId, l] : leases_) {
     if (l->state != Lease::State::Queued) list.push_back(leaseJson(*l));
   }
-  for (const auto* r : engine_.queue()) {
-    if (const Lease* l = const_cast<Service*>(this)->find(r->id)) list.push_back(leaseJson(*l));
+  auto view = engine_.queueView();
+  for (std::size_t i = 0; i < view.size(); ++i) {
+    if (const Lease* l = find(view[i].req->id)) list.push_back(leaseJson(*l, &view[i], i));
   }
-  reply(conn, req.id, {{"leases", list}});
+  reply(conn, id, {{"leases", list}});
 }
 
-void Service::onLease(std::uint64_t conn, const rpc::Request& req) {
-  auto id = rpc::paramString(req.params, "lease", true);
-  if (!id) return fail(conn, req.id, code::kBadRequest, id.error().message);
+void Service::onLease(std::uint64_t conn, const json& reqId, const std::string& leaseId) {
+  const std::string* id = &leaseId;
   json r;
   if (const Lease* l = find(*id)) r = leaseJson(*l);
   auto events = ledger_.events(*id);
@@ -1010,8 +1107,8 @@ void Service::onLease(std::uint64_t conn, const rpc::Request& req) {
       r["state"] = "ended";
     }
   }
-  if (r.is_null()) return fail(conn, req.id, code::kNotFound, fmt::format("no lease {} (live or in the ledger)", *id));
-  reply(conn, req.id, r);
+  if (r.is_null()) return fail(conn, reqId, code::kNotFound, fmt::format("no lease {} (live or in the ledger)", *id));
+  reply(conn, reqId, r);
 }
 
 json Service::poolsJson() {
@@ -1042,15 +1139,12 @@ json Service::poolsJson() {
   return list;
 }
 
-void Service::onPools(std::uint64_t conn, const rpc::Request& req) { reply(conn, req.id, {{"pools", poolsJson()}}); }
+void Service::onPools(std::uint64_t conn, const json& id) { reply(conn, id, {{"pools", poolsJson()}}); }
 
-std::vector<std::string> Service::recover() {
+Result<std::vector<std::string>> Service::recover() {
   std::vector<std::string> log;
   auto open = ledger_.openLeases();
-  if (!open) {
-    log.push_back(fmt::format("cannot read open leases from the ledger: {}", open.error().message));
-    return log;
-  }
+  if (!open) return Error{0, fmt::format("cannot read the open leases from the ledger: {}", open.error().message)};
   for (const auto& events : *open) {
     auto l = std::make_unique<Lease>();
     l->id = events.front().leaseId;

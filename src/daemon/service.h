@@ -6,9 +6,15 @@
 //
 // Who may do what (docs/daemon.md, "Access"):
 //   anyone who can connect   hello, pools, leases, lease, acquire
-//   the lease's owner, root  started, complete, resume, release, cancel
-//   root                     attach (and anyone to a cgroup directory they own,
-//                            without --memory-max on a unit)
+//   the lease's owner, root  started, complete, resume, release, cancel, bound
+//   root                     attach (and anyone to a cgroup directory they own;
+//                            --memory-max only where they could write
+//                            memory.max themselves, never on a systemd unit)
+//
+// Every request's params go through one typed decoder (rpc/lease_api.h), and
+// every path a client names is made canonical before any rule sees it. A
+// request is accepted only in the lease states where it means something
+// (started: granted; complete and bound: running), otherwise "conflict".
 #pragma once
 
 #include <cstdint>
@@ -24,10 +30,12 @@
 #include "contain/verify.h"
 #include "coverage/assess.h"
 #include "enforce/gpu_bound.h"
+#include "daemon/limits.h"
 #include "daemon/seams.h"
 #include "fs/root.h"
 #include "lease/meter.h"
 #include "ledger/ledger.h"
+#include "rpc/lease_api.h"
 #include "rpc/protocol.h"
 #include "seats/seat.h"
 
@@ -42,6 +50,7 @@ struct ServiceEnv {
   Units* units = nullptr;  // null: no systemd manager reachable
   std::uint64_t pageSize = 4096;
   Journal* journal = nullptr;  // null: messages go to stderr
+  Limits limits = {};
 };
 
 class Service {
@@ -51,11 +60,18 @@ class Service {
   ~Service();
 
   // Re-adopts the leases the ledger says are open (after a restart, kill -9
-  // included). Returns one line per lease for the log.
-  std::vector<std::string> recover();
+  // included). Returns one line per lease for the log, or the error that
+  // kept the open leases from being read (the daemon must not start then).
+  Result<std::vector<std::string>> recover();
 
+  // One request, decoded and answered (a reply or an error on `conn`). An
+  // exception here is a bug; daemon/dispatch.h is the boundary that turns it
+  // into an "internal" reply.
   void handle(std::uint64_t conn, const Peer& peer, const rpc::Request& req);
   void disconnected(std::uint64_t conn);
+  // Whether a connection holds something the daemon must keep it for: a lease
+  // bound to it, a request waiting for its reply, a subscription.
+  bool connectionInUse(std::uint64_t conn) const;
   // inotify on a lease's cgroup.events fired.
   void cgroupChanged(const std::string& leaseId);
   // Housekeeping: queue timeouts, client grace, stop escalation, grants.
@@ -86,20 +102,37 @@ class Service {
   void reply(std::uint64_t conn, const json& id, const json& result);
   void fail(std::uint64_t conn, const json& id, const char* code, const std::string& message);
 
-  void onHello(std::uint64_t conn, const Peer& peer, const rpc::Request& req);
-  void onAcquire(std::uint64_t conn, const Peer& peer, const rpc::Request& req, bool attach);
-  void onStarted(std::uint64_t conn, const Peer& peer, const rpc::Request& req);
-  void onComplete(std::uint64_t conn, const Peer& peer, const rpc::Request& req);
-  void onResume(std::uint64_t conn, const Peer& peer, const rpc::Request& req);
-  void onRelease(std::uint64_t conn, const Peer& peer, const rpc::Request& req);
-  void onLeases(std::uint64_t conn, const rpc::Request& req);
-  void onLease(std::uint64_t conn, const rpc::Request& req);
-  void onPools(std::uint64_t conn, const rpc::Request& req);
-  void onBound(std::uint64_t conn, const Peer& peer, const rpc::Request& req);
-  void onSubscribe(std::uint64_t conn, const rpc::Request& req);
-  void onSeats(std::uint64_t conn, const rpc::Request& req);
-  void onOverview(std::uint64_t conn, const rpc::Request& req);
-  void onMetrics(std::uint64_t conn, const rpc::Request& req);
+  // A refusal: the error code and the message the client reads.
+  struct Denial {
+    const char* code;
+    std::string message;
+  };
+  void deny(std::uint64_t conn, const json& id, const Denial& d) { fail(conn, id, d.code, d.message); }
+
+  void onHello(std::uint64_t conn, const Peer& peer, const json& id);
+  void onAcquire(std::uint64_t conn, const Peer& peer, const json& id, const rpc::api::Declared& d,
+                 const rpc::api::Attach* attach);
+  void onStarted(std::uint64_t conn, const Peer& peer, const json& id, const rpc::api::Started& p);
+  void onComplete(std::uint64_t conn, const Peer& peer, const json& id, rpc::api::Complete& p);
+  void onResume(std::uint64_t conn, const Peer& peer, const json& id, const std::string& lease);
+  void onRelease(std::uint64_t conn, const Peer& peer, const json& id, const std::string& lease, bool cancelOnly);
+  void onLeases(std::uint64_t conn, const json& id);
+  void onLease(std::uint64_t conn, const json& id, const std::string& lease);
+  void onPools(std::uint64_t conn, const json& id);
+  void onBound(std::uint64_t conn, const Peer& peer, const json& id, const rpc::api::Bound& p);
+  void onSubscribe(std::uint64_t conn, const json& id);
+  void onSeats(std::uint64_t conn, const json& id);
+  void onOverview(std::uint64_t conn, const json& id);
+  void onMetrics(std::uint64_t conn, const json& id);
+  // Where an attach request's workload lives (canonical cgroup, its inode
+  // and owner), and whether this peer may lease it with these limits.
+  std::optional<Denial> placeAttach(const Peer& peer, const rpc::api::Attach& a, Lease& l);
+  // The live lease (queued attach included) holding this cgroup, by path or inode.
+  const Lease* leaseOfCgroup(const std::string& cgroup, std::uint64_t inode) const;
+  // Drops a lease from the book (and from its connection's queue count).
+  void forget(const std::string& id);
+  // A queued lease left the queue (granted, cancelled, expired, gone).
+  void leftQueue(const Lease& l);
   json poolsJson();
   json devicesJson(json& unattributed);
   void refreshHost();
@@ -113,7 +146,7 @@ class Service {
   void note(int priority, const std::string& message, const std::vector<std::pair<std::string, std::string>>& fields);
 
   Lease* find(const std::string& id);
-  Lease* owned(std::uint64_t conn, const Peer& peer, const rpc::Request& req);
+  Lease* owned(std::uint64_t conn, const Peer& peer, const json& id, const std::string& lease);
   void tryGrant();
   void granted(Lease& l);
   Status adopt(Lease& l);
@@ -122,8 +155,11 @@ class Service {
   void close(Lease& l, const char* kind, const json& body);
   void finishAttached(Lease& l, bool released);
   void closeLost(Lease& l, const std::string& why);
+  void stopLeaseSlice(const Lease& l);
   void requestStop(Lease& l);
-  json leaseJson(const Lease& l) const;
+  // A lease as the RPC shows it; a queued one's place comes from `queued`
+  // (a queue view's entry and index) when the caller has it, else it is looked up.
+  json leaseJson(const Lease& l, const admission::Engine::Queued* queued = nullptr, std::size_t index = 0) const;
   json grantBody(const Lease& l) const;
   bool populated(const Lease& l) const;
   // cgroup.events "populated" of the lease; a removed cgroup is false.
@@ -141,6 +177,7 @@ class Service {
   struct HostCache;
   std::unique_ptr<HostCache> hostCache_;
   std::map<std::uint64_t, json> subscribers_;  // conn -> the subscribe request's id
+  std::map<std::uint64_t, std::size_t> queuedPerConn_;  // waiting requests per connection
   coverage::Coverage coverage_ = coverage::Coverage::HostOnly;
   std::string coverageKernel_;
   std::uint64_t startedAtNs_ = 0;

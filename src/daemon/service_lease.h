@@ -43,6 +43,12 @@ struct Service::Lease {
   std::optional<std::string> tallyKill;
   bool advisory = false;  // the kernel charges GTT: gpu_memory_max reports only
   lease::Attributes attributes;  // operator-declared (--attr), shown in seat rows as "declared"
+  // Bound events a run lease's client may still report now (a token bucket:
+  // Limits::boundBurst, one more per Limits::boundRefillUs), and how many
+  // were refused over it.
+  double boundTokens = 0;
+  std::uint64_t boundRefillAtUs = 0;
+  std::uint64_t boundRefused = 0;
 };
 
 struct Service::HostCache {

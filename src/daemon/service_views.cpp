@@ -154,15 +154,15 @@ json Service::overview(std::uint64_t nowNs) {
   return o;
 }
 
-void Service::onSeats(std::uint64_t conn, const rpc::Request& req) {
+void Service::onSeats(std::uint64_t conn, const json& id) {
   std::uint64_t now = clock::realtimeNs();
-  reply(conn, req.id, {{"seats", seats(now)}, {"observed_at_ns", now}, {"sample_interval_us", cfg_.daemon.sampleIntervalUs}});
+  reply(conn, id, {{"seats", seats(now)}, {"observed_at_ns", now}, {"sample_interval_us", cfg_.daemon.sampleIntervalUs}});
 }
 
-void Service::onOverview(std::uint64_t conn, const rpc::Request& req) { reply(conn, req.id, overview(clock::realtimeNs())); }
+void Service::onOverview(std::uint64_t conn, const json& id) { reply(conn, id, overview(clock::realtimeNs())); }
 
-void Service::onMetrics(std::uint64_t conn, const rpc::Request& req) {
-  reply(conn, req.id, {{"text", metrics::renderOverview(overview(clock::realtimeNs()))}, {"content_type", "text/plain; version=0.0.4"}});
+void Service::onMetrics(std::uint64_t conn, const json& id) {
+  reply(conn, id, {{"text", metrics::renderOverview(overview(clock::realtimeNs()))}, {"content_type", "text/plain; version=0.0.4"}});
 }
 
 }  // namespace tally::daemon

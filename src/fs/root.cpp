@@ -3,6 +3,7 @@
 #include <dirent.h>
 #include <fmt/format.h>
 #include <fcntl.h>
+#include <linux/openat2.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -152,7 +153,7 @@ Result<std::vector<std::string>> Root::list(std::string_view rel) const {
 
 Status Root::write(std::string_view rel, std::string_view value) const {
   std::string r = relative(rel);
-  UniqueFd fd(::openat(fd_.get(), r.c_str(), O_WRONLY | O_TRUNC | O_CLOEXEC));
+  UniqueFd fd(::openat(fd_.get(), r.c_str(), O_WRONLY | O_TRUNC | O_CLOEXEC | O_NOFOLLOW | O_NOCTTY));
   if (!fd.valid()) return errnoError(errno, "open " + describe(rel));
   ssize_t n = ::write(fd.get(), value.data(), value.size());
   if (n != static_cast<ssize_t>(value.size())) {
@@ -166,6 +167,53 @@ Result<Root> Root::openSub(std::string_view rel) const {
   UniqueFd dir(::openat(fd_.get(), r.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
   if (!dir.valid()) return errnoError(errno, "cannot open directory " + describe(rel));
   return Root(std::move(dir), describe(rel));
+}
+
+Result<Root> Root::openDirBeneath(std::string_view rel) const {
+  std::string r = relative(rel);
+  if (r.empty()) r = ".";
+  open_how how{};
+  how.flags = O_RDONLY | O_DIRECTORY | O_CLOEXEC;
+  how.resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS;
+  int fd = static_cast<int>(::syscall(SYS_openat2, fd_.get(), r.c_str(), &how, sizeof how));
+  if (fd < 0 && errno == ENOSYS) {
+    // Before Linux 5.6: one component at a time, none of them a symlink.
+    UniqueFd cur(::fcntl(fd_.get(), F_DUPFD_CLOEXEC, 0));
+    std::string_view rest = r;
+    while (cur.valid() && !rest.empty()) {
+      auto slash = rest.find('/');
+      std::string part(rest.substr(0, slash));
+      rest = slash == std::string_view::npos ? std::string_view{} : rest.substr(slash + 1);
+      if (part.empty() || part == ".") continue;
+      if (part == "..") {
+        errno = EXDEV;
+        cur.reset();
+        break;
+      }
+      cur.reset(::openat(cur.get(), part.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW));
+    }
+    fd = cur.valid() ? cur.release() : -1;
+  }
+  if (fd < 0) {
+    int e = errno;
+    if (e == ELOOP) return Error{e, describe(rel) + " is reached through a symlink; name the cgroup itself"};
+    if (e == EXDEV) return Error{e, describe(rel) + " leads outside " + path_};
+    return errnoError(e, "cannot open directory " + describe(rel));
+  }
+  return Root(UniqueFd(fd), describe(rel));
+}
+
+Result<struct stat> Root::statSelf() const {
+  struct stat st {};
+  if (::fstat(fd_.get(), &st) != 0) return errnoError(errno, "cannot stat " + path_);
+  return st;
+}
+
+Result<struct stat> Root::lstat(std::string_view rel) const {
+  std::string r = relative(rel);
+  struct stat st {};
+  if (::fstatat(fd_.get(), r.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) return errnoError(errno, "cannot stat " + describe(rel));
+  return st;
 }
 
 }  // namespace tally::fs

@@ -49,8 +49,18 @@ class Root {
   bool exists(std::string_view rel) const;
   Result<std::vector<std::string>> list(std::string_view rel) const;
   Result<Root> openSub(std::string_view rel) const;
+  // The directory at `rel`, opened without following any symlink on the way
+  // and without leaving this root (openat2 RESOLVE_BENEATH |
+  // RESOLVE_NO_SYMLINKS): what a client names is what is opened, never an
+  // alias. ELOOP/EXDEV name the refusal.
+  Result<Root> openDirBeneath(std::string_view rel) const;
+  // fstat of this root's own directory (owner, inode of what is held open).
+  Result<struct stat> statSelf() const;
+  // fstatat without following a final symlink.
+  Result<struct stat> lstat(std::string_view rel) const;
   // One write() of `value` to an existing file (a cgroup knob: memory.max,
-  // cgroup.procs, cgroup.kill). The error names the file and the value.
+  // cgroup.procs, cgroup.kill), never through a symlink (O_NOFOLLOW: no
+  // kernel knob is one). The error names the file and the value.
   Status write(std::string_view rel, std::string_view value) const;
 
  private:

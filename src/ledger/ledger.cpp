@@ -172,6 +172,21 @@ std::string defaultStateDir() {
   return "/tmp/tally-state-" + std::to_string(geteuid());
 }
 
+Status createStateDir(const std::string& stateDir) { return mkdirs(stateDir); }
+
+Result<std::vector<std::string>> Ledger::damage() {
+  Stmt q(db_, "PRAGMA quick_check(10)");
+  if (!q.ok()) return dbError(db_, fmt::format("ledger {}: integrity check", path_));
+  std::vector<std::string> out;
+  int rc;
+  while ((rc = q.step()) == SQLITE_ROW) {
+    std::string line = q.col(0);
+    if (line != "ok") out.push_back(line);
+  }
+  if (rc != SQLITE_DONE) return dbError(db_, fmt::format("ledger {}: integrity check", path_));
+  return out;
+}
+
 Result<Ledger> Ledger::open(const std::string& stateDir) {
   if (auto s = mkdirs(stateDir); !s) return s.error();
   std::string path = stateDir + "/ledger.sqlite";
@@ -313,6 +328,17 @@ Result<std::vector<std::vector<Event>>> Ledger::openLeases() {
 
 Result<VerifyReport> Ledger::verify() {
   VerifyReport rep;
+  {
+    // Every page, not only the chain's rows: SQLite's own check.
+    Stmt ic(db_, "PRAGMA integrity_check(10)");
+    if (!ic.ok()) return dbError(db_, "ledger verify: integrity check");
+    int rc;
+    while ((rc = ic.step()) == SQLITE_ROW) {
+      std::string line = ic.col(0);
+      if (line != "ok") rep.problems.push_back("the database is damaged (SQLite integrity_check): " + line);
+    }
+    if (rc != SQLITE_DONE) return dbError(db_, "ledger verify: integrity check");
+  }
   {
     Stmt n(db_, "SELECT count(*) FROM lease_outcomes");
     if (n.ok() && n.step() == SQLITE_ROW) rep.legacyRows = static_cast<std::uint64_t>(n.colI64(0));

@@ -114,7 +114,11 @@ class Ledger {
   Result<std::vector<Event>> events(const std::optional<std::string>& leaseId = std::nullopt);
   // Leases with a "granted" row and no terminal row, each with its rows.
   Result<std::vector<std::vector<Event>>> openLeases();
+  // The hash chain row by row, after SQLite's own integrity_check of every
+  // page (a damaged page is a problem even where the chain rows still read).
   Result<VerifyReport> verify();
+  // SQLite's quick_check: "ok", or the damage it found (one line each, at most 10).
+  Result<std::vector<std::string>> damage();
 
   Status appendSample(const Sample& s);
   // One tick's samples in one transaction (one fsync, not one per lease).
@@ -131,6 +135,10 @@ class Ledger {
   sqlite3* db_ = nullptr;
   std::string path_;
 };
+
+// Creates the state directory (0700, parents as needed). The daemon calls it
+// and checks the directory (fs::checkTrustedDir) before opening the ledger in it.
+Status createStateDir(const std::string& stateDir);
 
 // The default state directory: $TALLY_STATE_DIR, else /var/lib/tally for
 // root, else $XDG_STATE_HOME/tally (~/.local/state/tally).

@@ -40,8 +40,33 @@ std::optional<LineReader::Line> LineReader::next() {
   return std::nullopt;
 }
 
+bool nestsDeeperThan(std::string_view text, std::size_t limit) {
+  std::size_t depth = 0;
+  bool inString = false, escaped = false;
+  for (char c : text) {
+    if (inString) {
+      if (escaped) escaped = false;
+      else if (c == '\\') escaped = true;
+      else if (c == '"') inString = false;
+      continue;
+    }
+    if (c == '"') {
+      inString = true;
+    } else if (c == '[' || c == '{') {
+      if (++depth > limit) return true;
+    } else if ((c == ']' || c == '}') && depth > 0) {
+      --depth;
+    }
+  }
+  return false;
+}
+
 ParsedRequest parseRequest(std::string_view line) {
   ParsedRequest out;
+  if (nestsDeeperThan(line, kMaxDepth)) {
+    out.error = {code::kTooDeep, fmt::format("the request nests arrays/objects deeper than {} levels; it was not parsed", kMaxDepth)};
+    return out;
+  }
   json j = json::parse(line, nullptr, false);
   if (j.is_discarded()) {
     out.error = {code::kBadJson, "the request is not valid JSON (one JSON object per line)"};
@@ -136,6 +161,7 @@ Result<std::vector<std::string>> paramStrings(const json& params, const char* ke
 }
 
 Result<Message> parseMessage(std::string_view text) {
+  if (nestsDeeperThan(text, kMaxDepth)) return Error{0, "the daemon sent a message nested deeper than the protocol allows"};
   json j = json::parse(text, nullptr, false);
   if (j.is_discarded() || !j.is_object()) return Error{0, "the daemon sent something that is not a JSON object"};
   Message m;

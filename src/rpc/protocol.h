@@ -25,6 +25,11 @@ inline constexpr int kProtocolVersion = 1;
 // A request line longer than this is refused and skipped: the largest real
 // request (a run lease's outcome record) is a few KiB.
 inline constexpr std::size_t kMaxRequestBytes = 256 * 1024;
+// Arrays and objects nest at most this deep in any line either side sends:
+// the deepest real message (an outcome record) nests 5 levels. The check runs
+// before the parser, so a line of 100,000 '[' costs one pass over its bytes
+// and never reaches code that recurses per level (copy, dump, destruction).
+inline constexpr std::size_t kMaxDepth = 64;
 
 using json = nlohmann::json;
 
@@ -32,6 +37,10 @@ using json = nlohmann::json;
 namespace code {
 inline constexpr const char* kBadJson = "bad-json";
 inline constexpr const char* kTooLarge = "too-large";
+inline constexpr const char* kTooDeep = "too-deep";
+inline constexpr const char* kInvalidParams = "invalid-params";  // a field's type, size or value; the message names it
+inline constexpr const char* kRateLimited = "rate-limited";
+inline constexpr const char* kBusy = "busy";                      // a daemon limit (connections, queue) is reached
 inline constexpr const char* kBadRequest = "bad-request";
 inline constexpr const char* kVersion = "unsupported-version";
 inline constexpr const char* kUnknownMethod = "unknown-method";
@@ -56,7 +65,8 @@ class LineReader {
   };
   void feed(std::string_view bytes);
   std::optional<Line> next();
-  std::size_t buffered() const { return buf_.size(); }
+  std::size_t buffered() const { return buf_.size(); }  // the partial line so far
+  bool hasLines() const { return readyHead_ < ready_.size(); }
 
  private:
   std::size_t max_;
@@ -65,6 +75,11 @@ class LineReader {
   std::size_t readyHead_ = 0;
   bool discarding_ = false;
 };
+
+// Whether `text`, read as JSON, nests arrays/objects deeper than `limit`
+// (brackets inside strings, escaped quotes included, do not count). Pure,
+// one pass, no allocation.
+bool nestsDeeperThan(std::string_view text, std::size_t limit);
 
 struct RpcError {
   std::string code;

@@ -66,4 +66,18 @@ std::optional<std::uint64_t> mulU64(std::uint64_t a, std::uint64_t b) {
   return out;
 }
 
+std::string truncateUtf8(std::string_view s, std::size_t maxBytes) {
+  if (s.size() <= maxBytes) return std::string(s);
+  std::size_t cut = maxBytes;
+  // Step back over continuation bytes (10xxxxxx) to the start of the
+  // character that straddles the cut, at most 3 bytes: a longer run is not UTF-8.
+  std::size_t back = 0;
+  while (cut > 0 && back < 4 && (static_cast<unsigned char>(s[cut]) & 0xC0) == 0x80) {
+    --cut;
+    ++back;
+  }
+  if (back == 4) cut = maxBytes;
+  return std::string(s.substr(0, cut));
+}
+
 }  // namespace tally::text

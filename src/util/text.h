@@ -3,6 +3,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <string>
 #include <string_view>
 
 namespace tally::text {
@@ -32,6 +33,11 @@ std::optional<std::uint64_t> mulU64(std::uint64_t a, std::uint64_t b);
 // Whether `word` is one of the `sep`-separated items of `list` (blanks around
 // items ignored): "cpu memory pids" has "memory"; "rw,memory" with ',' too.
 bool hasWord(std::string_view list, std::string_view word, char sep = ' ');
+
+// The longest prefix of `s` of at most `maxBytes` bytes that does not cut a
+// UTF-8 sequence in two (a cut character would make the text unencodable as
+// JSON). Input that is not valid UTF-8 is cut at `maxBytes` as bytes.
+std::string truncateUtf8(std::string_view s, std::size_t maxBytes);
 
 // Iterate lines of a buffer: `while (auto line = lines.next())`.
 class LineReader {

@@ -3,11 +3,14 @@
 // entries, the loopback listen address and the atomic textfile.
 #include <gtest/gtest.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <fmt/format.h>
 
 #include "daemon/journal.h"
 #include "daemon/metrics_publisher.h"
+#include "fs/root.h"
+#include "fs/secure_dir.h"
 #include "lease/attributes.h"
 #include "metrics/exposition.h"
 #include "metrics/tally_metrics.h"
@@ -275,16 +278,86 @@ TEST(MetricsListen, LoopbackOnly) {
 TEST(MetricsTextfile, ReplacedWholeAndErrorsNameTheFile) {
   TempDir dir;
   std::string path = dir.path() + "/tally.prom";
-  ASSERT_TRUE(daemon::writeTextfileAtomically(path, "a 1\n"));
-  ASSERT_TRUE(daemon::writeTextfileAtomically(path, "b 2\n"));
+  auto t = daemon::Textfile::open(path);
+  ASSERT_TRUE(t) << t.error().message;
+  ASSERT_TRUE(t->write("a 1\n"));
+  ASSERT_TRUE(t->write("b 2\n"));
   EXPECT_EQ(readFile(path), "b 2\n");
   struct stat st{};
   ASSERT_EQ(::stat(path.c_str(), &st), 0);
   EXPECT_EQ(st.st_mode & 0777, 0644u);
-  EXPECT_NE(::access((path + ".tmp").c_str(), F_OK), 0);  // no temporary left behind
-  auto bad = daemon::writeTextfileAtomically(dir.path() + "/missing/tally.prom", "x 1\n");
+  auto names = fs::Root::open(dir.path())->list("");
+  EXPECT_EQ(*names, std::vector<std::string>{"tally.prom"});  // no temporary left behind
+  auto bad = daemon::Textfile::open(dir.path() + "/missing/tally.prom");
   ASSERT_FALSE(bad);
-  EXPECT_NE(bad.error().message.find("missing/tally.prom.tmp"), std::string::npos) << bad.error().message;
+  EXPECT_NE(bad.error().message.find("missing"), std::string::npos) << bad.error().message;
+}
+
+// Why 5: a user who can write the textfile's directory plants the names the
+// daemon writes as symlinks to a victim file. The victim is never written.
+TEST(MetricsTextfile, NeverWritesThroughAPlantedSymlink) {
+  TempDir dir;
+  std::string victim = dir.path() + "/victim";
+  writeFile(victim, "precious\n");
+  std::string textDir = dir.path() + "/textfile";
+  ASSERT_EQ(::mkdir(textDir.c_str(), 01777), 0);  // sticky and world-writable, like a shared collector dir
+  ASSERT_EQ(::chmod(textDir.c_str(), 01777), 0);
+  std::string path = textDir + "/tally.prom";
+  for (const char* planted : {"/tally.prom.tmp", "/.tally.prom.tmp"}) ASSERT_EQ(::symlink(victim.c_str(), (textDir + planted).c_str()), 0);
+  auto t = daemon::Textfile::open(path);
+  ASSERT_TRUE(t) << t.error().message;
+  ASSERT_TRUE(t->write("tally_up 1\n"));
+  EXPECT_EQ(readFile(victim), "precious\n");
+  EXPECT_EQ(readFile(path), "tally_up 1\n");
+  // The final name planted as a symlink is replaced (rename swaps the name), not followed.
+  ASSERT_EQ(::unlink(path.c_str()), 0);
+  ASSERT_EQ(::symlink(victim.c_str(), path.c_str()), 0);
+  ASSERT_TRUE(t->write("tally_up 2\n"));
+  EXPECT_EQ(readFile(victim), "precious\n");
+  struct stat st{};
+  ASSERT_EQ(::lstat(path.c_str(), &st), 0);
+  EXPECT_TRUE(S_ISREG(st.st_mode));
+}
+
+TEST(MetricsTextfile, ADirectoryOthersCanRewriteIsRefused) {
+  TempDir dir;
+  std::string open = dir.path() + "/open";
+  ASSERT_EQ(::mkdir(open.c_str(), 0777), 0);
+  ASSERT_EQ(::chmod(open.c_str(), 0777), 0);  // writable by all, no sticky bit
+  auto t = daemon::Textfile::open(open + "/tally.prom");
+  ASSERT_FALSE(t);
+  EXPECT_NE(t.error().message.find("writable by everyone"), std::string::npos) << t.error().message;
+  EXPECT_NE(t.error().message.find("sticky"), std::string::npos) << t.error().message;
+  std::string theirs = dir.path() + "/theirs";
+  ASSERT_EQ(::mkdir(theirs.c_str(), 0755), 0);
+  ASSERT_EQ(::chown(theirs.c_str(), 4242, 4242), 0);
+  auto u = daemon::Textfile::open(theirs + "/tally.prom");
+  ASSERT_FALSE(u);
+  EXPECT_NE(u.error().message.find("owned by uid 4242"), std::string::npos) << u.error().message;
+}
+
+TEST(TrustedDir, StateDirsAreRootsOrTheDaemonsAlone) {
+  TempDir dir;
+  std::string sticky = dir.path() + "/sticky";
+  ASSERT_EQ(::mkdir(sticky.c_str(), 01777), 0);
+  ASSERT_EQ(::chmod(sticky.c_str(), 01777), 0);
+  EXPECT_TRUE(fs::checkTrustedDir(sticky, "socket dir", fs::DirUse::SharedSticky));
+  // The ledger's directory must not be writable by others even when sticky.
+  auto state = fs::checkTrustedDir(sticky, "[daemon] state_dir", fs::DirUse::Private);
+  ASSERT_FALSE(state);
+  EXPECT_NE(state.error().message.find("[daemon] state_dir"), std::string::npos);
+  // Below a sticky /tmp-like directory, a private one is fine.
+  std::string inside = sticky + "/state";
+  ASSERT_EQ(::mkdir(inside.c_str(), 0700), 0);
+  EXPECT_TRUE(fs::checkTrustedDir(inside, "[daemon] state_dir", fs::DirUse::Private));
+  // An ancestor owned by another user could swap the whole path.
+  std::string theirs = dir.path() + "/theirs";
+  ASSERT_EQ(::mkdir(theirs.c_str(), 0755), 0);
+  ASSERT_EQ(::mkdir((theirs + "/state").c_str(), 0700), 0);
+  ASSERT_EQ(::chown(theirs.c_str(), 4242, 4242), 0);
+  auto anc = fs::checkTrustedDir(theirs + "/state", "[daemon] state_dir", fs::DirUse::Private);
+  ASSERT_FALSE(anc);
+  EXPECT_NE(anc.error().message.find("owned by uid 4242"), std::string::npos) << anc.error().message;
 }
 
 }  // namespace

@@ -65,6 +65,11 @@ struct FakeUnits : daemon::Units {
     kills.emplace_back(unit, signal);
     return Ok{};
   }
+  std::vector<std::string> stops;
+  Status stopUnit(const std::string& unit) override {
+    stops.push_back(unit);
+    return Ok{};
+  }
 };
 
 struct FakeJournal : daemon::Journal {
@@ -195,22 +200,23 @@ TEST_F(ServiceTest, OnlyTheOwnerOrRootMayRelease) {
   EXPECT_EQ(r["error"]["code"], "forbidden");
   EXPECT_NE(r["error"]["message"].get<std::string>().find("uid 1000"), std::string::npos);
   EXPECT_EQ(call(2, 1001, "resume", {{"lease", id}})["error"]["code"], "forbidden");
-  EXPECT_EQ(call(2, 1001, "complete", {{"lease", id}, {"record", json::object()}})["error"]["code"], "forbidden");
+  json record = {{"lease", {{"id", id}}}, {"outcome", {{"class", "exited"}}}};
+  EXPECT_EQ(call(2, 1001, "complete", {{"lease", id}, {"record", record}})["error"]["code"], "forbidden");
   EXPECT_TRUE(call(3, 0, "release", {{"lease", id}})["ok"]);
   EXPECT_EQ(call(3, 0, "release", {{"lease", id}})["error"]["code"], "not-found");
 }
 
 TEST_F(ServiceTest, MalformedRequestsGetErrorsNotCrashes) {
   EXPECT_EQ(call(1, 0, "frobnicate", json::object())["error"]["code"], "unknown-method");
-  EXPECT_EQ(call(1, 0, "acquire", {{"pools", "one"}})["error"]["code"], "bad-request");
-  EXPECT_EQ(call(1, 0, "acquire", {{"pools", {"one"}}, {"memory_max", -1}})["error"]["code"], "bad-request");
-  EXPECT_EQ(call(1, 0, "acquire", {{"pools", {"one"}}, {"priority", 1000}})["error"]["code"], "bad-request");
-  EXPECT_EQ(call(1, 0, "acquire", {{"pools", {"one"}}, {"name", "a b"}})["error"]["code"], "bad-request");
-  EXPECT_EQ(call(1, 0, "lease", json::object())["error"]["code"], "bad-request");
-  EXPECT_EQ(call(1, 0, "attach", {{"pools", {"one"}}})["error"]["code"], "bad-request");
-  EXPECT_EQ(call(1, 0, "attach", {{"pools", {"one"}}, {"cgroup", "/../etc"}})["error"]["code"], "bad-request");
-  EXPECT_EQ(call(1, 0, "attach", {{"pools", {"one"}}, {"pid", 0}})["error"]["code"], "bad-request");
-  EXPECT_EQ(call(1, 0, "attach", {{"pools", {"one"}}, {"unit", "x.mount"}})["error"]["code"], "bad-request");
+  EXPECT_EQ(call(1, 0, "acquire", {{"pools", "one"}})["error"]["code"], "invalid-params");
+  EXPECT_EQ(call(1, 0, "acquire", {{"pools", {"one"}}, {"memory_max", -1}})["error"]["code"], "invalid-params");
+  EXPECT_EQ(call(1, 0, "acquire", {{"pools", {"one"}}, {"priority", 1000}})["error"]["code"], "invalid-params");
+  EXPECT_EQ(call(1, 0, "acquire", {{"pools", {"one"}}, {"name", "a b"}})["error"]["code"], "invalid-params");
+  EXPECT_EQ(call(1, 0, "lease", json::object())["error"]["code"], "invalid-params");
+  EXPECT_EQ(call(1, 0, "attach", {{"pools", {"one"}}})["error"]["code"], "invalid-params");
+  EXPECT_EQ(call(1, 0, "attach", {{"pools", {"one"}}, {"cgroup", "/../etc"}})["error"]["code"], "invalid-params");
+  EXPECT_EQ(call(1, 0, "attach", {{"pools", {"one"}}, {"pid", 0}})["error"]["code"], "invalid-params");
+  EXPECT_EQ(call(1, 0, "attach", {{"pools", {"one"}}, {"unit", "x.mount"}})["error"]["code"], "invalid-params");
   EXPECT_EQ(service->liveLeases(), 0u);
 }
 
@@ -355,7 +361,7 @@ TEST_F(ServiceTest, RunLeaseStartedAndCompletedExactlyOnce) {
   ASSERT_TRUE(s["ok"]) << s;
   EXPECT_EQ(watches.paths[id], host.cgroupRoot() + slice + "/cgroup.events");
   json record = {{"schema", 1}, {"lease", {{"id", id}, {"name", "job"}}}, {"outcome", {{"class", "exited"}, {"tally_exit_status", 0}}}};
-  EXPECT_EQ(call(1, 1000, "complete", {{"lease", id}, {"record", {{"lease", {{"id", "someone-else"}}}}}})["error"]["code"], "bad-request");
+  EXPECT_EQ(call(1, 1000, "complete", {{"lease", id}, {"record", {{"lease", {{"id", "someone-else"}}}}}})["error"]["code"], "invalid-params");
   json c = call(1, 1000, "complete", {{"lease", id}, {"record", record}});
   ASSERT_TRUE(c["ok"]) << c;
   EXPECT_EQ(call(1, 1000, "complete", {{"lease", id}, {"record", record}})["error"]["code"], "not-found");
@@ -397,7 +403,8 @@ TEST_F(ServiceTest, RecoveryReadoptsLiveLeasesAndClosesVanishedOnesOnce) {
   ASSERT_EQ(::system(("rm -rf " + host.cgroupRoot() + "/system.slice/b.service").c_str()), 0);
   reopen();
   auto log = service->recover();
-  ASSERT_EQ(log.size(), 3u);
+  ASSERT_TRUE(log);
+  ASSERT_EQ(log->size(), 3u);
   EXPECT_EQ(service->liveLeases(), 2u);  // a re-adopted, the run lease held for its client
   EXPECT_EQ(kinds(a), (std::vector<std::string>{"granted", "adopted", "readopted"}));
   EXPECT_EQ(kinds(b), (std::vector<std::string>{"granted", "adopted", "lost"}));
@@ -408,7 +415,7 @@ TEST_F(ServiceTest, RecoveryReadoptsLiveLeasesAndClosesVanishedOnesOnce) {
   // A restart again does not record b twice, nor re-adopt a twice over.
   service.reset();
   reopen();
-  service->recover();
+  ASSERT_TRUE(service->recover());
   EXPECT_EQ(kinds(b).size(), 3u);
   EXPECT_EQ(kinds(a).back(), "readopted");
   // A cgroup re-created under the same name is not the same workload.
@@ -419,7 +426,7 @@ TEST_F(ServiceTest, RecoveryReadoptsLiveLeasesAndClosesVanishedOnesOnce) {
   workloadCgroup("/system.slice/a.service", true);
   ASSERT_EQ(::system(("rm -rf " + aDir + ".old").c_str()), 0);
   reopen();
-  service->recover();
+  ASSERT_TRUE(service->recover());
   EXPECT_EQ(kinds(a).back(), "lost");
   EXPECT_NE(json::parse(rows(a).back().body)["outcome"]["summary"].get<std::string>().find("re-created"), std::string::npos);
   // The run lease: its client resumes after the restart.
@@ -521,7 +528,7 @@ TEST_F(ServiceBoundTest, AUnitIsKilledThroughSystemdAndReportModeNeverKills) {
   EXPECT_EQ(row["samples"], 2);
   EXPECT_EQ(call(3, 0, "attach", {{"pools", {"gpu"}}, {"cgroup", "/machine.slice/x"}, {"gpu_memory_max", GiB},
                                   {"gpu_memory_action", "explode"}})["error"]["code"],
-            "bad-request");
+            "invalid-params");
 }
 
 TEST_F(ServiceBoundTest, ARunLeasesClientReportsItsBoundEvents) {
@@ -529,10 +536,15 @@ TEST_F(ServiceBoundTest, ARunLeasesClientReportsItsBoundEvents) {
   ASSERT_TRUE(a["ok"]) << a;
   std::string id = a["result"]["lease"];
   json ev = {{"kind", "gpu-memory-kill"}, {"bytes", 2 * GiB}, {"limit", GiB}, {"samples", 2}, {"summary", "killed by tally: ..."}};
+  // Not running yet: nothing to report about.
+  EXPECT_EQ(call(1, 1000, "bound", {{"lease", id}, {"event", ev}})["error"]["code"], "conflict");
+  std::string scope = "/tally-" + id + ".scope";
+  workloadCgroup(scope, true, 1000);
+  ASSERT_TRUE(call(1, 1000, "started", {{"lease", id}, {"cgroup", scope}})["ok"]);
   EXPECT_EQ(call(2, 1001, "bound", {{"lease", id}, {"event", ev}})["error"]["code"], "forbidden");
-  EXPECT_EQ(call(1, 1000, "bound", {{"lease", id}, {"event", {{"kind", "nonsense"}}}})["error"]["code"], "bad-request");
+  EXPECT_EQ(call(1, 1000, "bound", {{"lease", id}, {"event", {{"kind", "nonsense"}}}})["error"]["code"], "invalid-params");
   EXPECT_TRUE(call(1, 1000, "bound", {{"lease", id}, {"event", ev}})["ok"]);
-  EXPECT_EQ(kinds(id), (std::vector<std::string>{"granted", "gpu-bound"}));
+  EXPECT_EQ(kinds(id), (std::vector<std::string>{"granted", "started", "gpu-bound"}));
   EXPECT_TRUE(ledgerDb->verify()->problems.empty());
 }
 
@@ -719,19 +731,19 @@ TEST_F(ServiceViewsTest, AQueuedLeaseHasASeatWithNothingMeasured) {
 TEST_F(ServiceViewsTest, HostileAttributesAreRefusedAndGoodOnesSurviveARestart) {
   workloadCgroup("/system.slice/x.service", true);
   json badKey = call(1, 0, "attach", {{"pools", {"gpu"}}, {"cgroup", "/system.slice/x.service"}, {"attributes", {{"Model", "x"}}}});
-  EXPECT_EQ(badKey["error"]["code"], "bad-request");
+  EXPECT_EQ(badKey["error"]["code"], "invalid-params");
   EXPECT_NE(badKey["error"]["message"].get<std::string>().find("[a-z0-9_]"), std::string::npos) << badKey;
   json control = call(1, 0, "attach", {{"pools", {"gpu"}}, {"cgroup", "/system.slice/x.service"}, {"attributes", {{"model", "a\nb"}}}});
-  EXPECT_EQ(control["error"]["code"], "bad-request");
+  EXPECT_EQ(control["error"]["code"], "invalid-params");
   json many = json::object();
   for (int i = 0; i < 17; ++i) many[fmt::format("k{}", i)] = "v";
   EXPECT_EQ(call(1, 0, "attach", {{"pools", {"gpu"}}, {"cgroup", "/system.slice/x.service"}, {"attributes", many}})["error"]["code"],
-            "bad-request");
+            "invalid-params");
   EXPECT_EQ(call(1, 0, "attach", {{"pools", {"gpu"}}, {"cgroup", "/system.slice/x.service"}, {"attributes", "model=x"}})["error"]["code"],
-            "bad-request");
+            "invalid-params");
   std::string id = attachLlama();
   reopen();
-  service->recover();
+  ASSERT_TRUE(service->recover());
   service->sample();
   json s = service->seats(clock::realtimeNs())[0];
   EXPECT_EQ(s["lease"], id);

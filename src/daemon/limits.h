@@ -1,0 +1,50 @@
+// What one client, one user or all of them together may make the daemon
+// hold. Every limit is answered with an error the client can read (never a
+// crash, never a silent drop) and is listed in docs/daemon.md ("Limits"),
+// with what a client sees when it hits it. The ones an operator may need to
+// move are [daemon] keys in the config (config/config.h).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+namespace tally::daemon {
+
+struct Limits {
+  // Connections. Root may always connect: `rootReserve` slots past
+  // `maxConnections` are root's alone, so a flood by users never locks the
+  // operator (or `tally run --pool` as root) out.
+  std::size_t maxConnections = 1024;
+  std::size_t maxConnectionsPerUid = 64;
+  std::size_t rootReserve = 32;
+  // A connection that holds nothing (no lease, no queued request, no
+  // subscription) and sends nothing for this long is closed.
+  std::uint64_t idleTimeoutUs = 60'000'000;
+  // A request line must arrive whole within this once it has begun
+  // (slow-loris clients otherwise pin 256 KiB each).
+  std::uint64_t partialLineTimeoutUs = 10'000'000;
+
+  // Bytes. A client that stops reading its replies is not read from past
+  // `pauseReadingBytes` of unsent output (it cannot make the daemon produce
+  // more), and is disconnected past `maxOutputBytes` (events still pile up).
+  std::size_t pauseReadingBytes = 256 * 1024;
+  std::size_t maxOutputBytes = 4u << 20;
+  // All partial request lines together; past it the connection growing its
+  // line is closed.
+  std::size_t maxInputBytes = 64u << 20;
+  // Lines handled per connection per turn of the event loop: one client's
+  // burst of requests waits its turn behind everyone else's.
+  std::size_t linesPerTurn = 16;
+
+  // The queue. Per connection, and in total (10,000 waiting requests keep
+  // `hello` under 100 ms: docs/PERFORMANCE.md).
+  std::size_t maxQueuedPerConnection = 64;
+  std::size_t maxQueued = 16384;
+
+  // GPU bound events a run lease's client may report: a burst, then one
+  // per `boundRefillUs`. More are answered "rate-limited" and counted.
+  unsigned boundBurst = 20;
+  std::uint64_t boundRefillUs = 1'000'000;
+};
+
+}  // namespace tally::daemon

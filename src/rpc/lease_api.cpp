@@ -1,0 +1,415 @@
+#include "rpc/lease_api.h"
+
+#include <fmt/format.h>
+
+#include <set>
+
+#include "cgroup/path.h"
+#include "lease/spec.h"
+#include "util/text.h"
+
+namespace tally::rpc::api {
+namespace {
+
+constexpr std::pair<Method, const char*> kMethods[] = {
+    {Method::Hello, "hello"},       {Method::Acquire, "acquire"}, {Method::Attach, "attach"},
+    {Method::Started, "started"},   {Method::Complete, "complete"}, {Method::Resume, "resume"},
+    {Method::Release, "release"},   {Method::Cancel, "cancel"},   {Method::Leases, "leases"},
+    {Method::Lease, "lease"},       {Method::Pools, "pools"},     {Method::Bound, "bound"},
+    {Method::Subscribe, "subscribe"}, {Method::Seats, "seats"},   {Method::Overview, "overview"},
+    {Method::Metrics, "metrics"},
+};
+
+// A field name as an error shows it: a client's key is cut and never trusted.
+std::string shown(std::string_view key) { return text::truncateUtf8(key, 64); }
+
+// Reads the fields of one params object; remembers which were read so that
+// unknown() can refuse the rest.
+class Fields {
+ public:
+  Fields(const json& obj, std::string prefix = {}) : obj_(obj), prefix_(std::move(prefix)) {}
+
+  Error bad(const char* key, std::string_view what) const {
+    return Error{0, fmt::format("\"{}{}\" {}", prefix_, key, what)};
+  }
+  const json* get(const char* key) {
+    seen_.insert(key);
+    auto it = obj_.find(key);
+    if (it == obj_.end() || it->is_null()) return nullptr;
+    return &*it;
+  }
+  Result<std::optional<std::string>> str(const char* key, std::size_t maxBytes) {
+    const json* v = get(key);
+    if (!v) return std::optional<std::string>();
+    if (!v->is_string()) return bad(key, "must be a string");
+    const auto& s = v->get_ref<const std::string&>();
+    if (s.size() > maxBytes) return bad(key, fmt::format("is {} bytes; at most {}", s.size(), maxBytes));
+    return std::optional<std::string>(s);
+  }
+  Result<std::string> required(const char* key, std::size_t maxBytes) {
+    auto s = str(key, maxBytes);
+    if (!s) return s.error();
+    if (!*s || (*s)->empty()) return bad(key, "is required");
+    return std::move(**s);
+  }
+  Result<std::optional<std::uint64_t>> u64(const char* key, std::uint64_t max = UINT64_MAX) {
+    const json* v = get(key);
+    if (!v) return std::optional<std::uint64_t>();
+    std::uint64_t n = 0;
+    if (v->is_number_unsigned()) n = v->get<std::uint64_t>();
+    else if (v->is_number_integer() && v->get<std::int64_t>() >= 0) n = static_cast<std::uint64_t>(v->get<std::int64_t>());
+    else return bad(key, "must be a non-negative integer");
+    if (n > max) return bad(key, fmt::format("must be at most {}", max));
+    return std::optional<std::uint64_t>(n);
+  }
+  Result<std::optional<std::int64_t>> i64(const char* key, std::int64_t lo, std::int64_t hi) {
+    const json* v = get(key);
+    if (!v) return std::optional<std::int64_t>();
+    if (!v->is_number_integer() || (v->is_number_unsigned() && v->get<std::uint64_t>() > static_cast<std::uint64_t>(hi))) {
+      return bad(key, fmt::format("must be an integer in {}..{}", lo, hi));
+    }
+    auto n = v->get<std::int64_t>();
+    if (n < lo || n > hi) return bad(key, fmt::format("must be an integer in {}..{}", lo, hi));
+    return std::optional<std::int64_t>(n);
+  }
+  Status unknown() const {
+    for (const auto& [k, v] : obj_.items()) {
+      if (!seen_.count(k)) return Error{0, fmt::format("unknown field \"{}{}\"", prefix_, shown(k))};
+    }
+    return Ok{};
+  }
+
+ private:
+  const json& obj_;
+  std::string prefix_;
+  std::set<std::string, std::less<>> seen_;
+};
+
+Status paramsObject(const json& params) {
+  if (!params.is_object()) return Error{0, "\"params\" must be an object"};
+  return Ok{};
+}
+
+Result<std::string> leaseId(Fields& f) {
+  auto id = f.required("lease", kMaxLeaseId);
+  if (!id) return id.error();
+  for (char c : *id) {
+    if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '-' || c == '_')) {
+      return f.bad("lease", "must be a lease id ([A-Za-z0-9_-])");
+    }
+  }
+  return std::move(*id);
+}
+
+Result<std::string> cgroupField(Fields& f, const char* key, bool required) {
+  auto s = f.str(key, cgroup::kMaxPathBytes);
+  if (!s) return s.error();
+  if (!*s || (*s)->empty()) {
+    if (required) return f.bad(key, "is required");
+    return std::string();
+  }
+  auto c = cgroup::canonicalPath(**s);
+  if (!c) return f.bad(key, c.error().message);
+  return std::move(*c);
+}
+
+Status decodeDeclared(Fields& f, Declared& d) {
+  const json* pools = f.get("pools");
+  if (!pools || !pools->is_array()) return f.bad("pools", "must be an array of pool names (at least one)");
+  if (pools->empty()) return f.bad("pools", "must name at least one pool");
+  if (pools->size() > kMaxPools) return f.bad("pools", fmt::format("names {} pools; at most {}", pools->size(), kMaxPools));
+  for (std::size_t i = 0; i < pools->size(); ++i) {
+    const json& p = (*pools)[i];
+    if (!p.is_string() || p.get_ref<const std::string&>().empty() || p.get_ref<const std::string&>().size() > kMaxPoolName) {
+      return Error{0, fmt::format("\"pools\"[{}] must be a pool name of 1-{} bytes", i, kMaxPoolName)};
+    }
+    d.pools.push_back(p.get<std::string>());
+  }
+  auto name = f.str("name", 64);
+  if (!name) return name.error();
+  if (*name && !(*name)->empty()) {
+    if (!lease::validLeaseName(**name)) return f.bad("name", "must be 1-64 of [A-Za-z0-9._-]");
+    d.name = std::move(**name);
+  }
+  for (auto [key, out] : {std::pair{"memory_max", &d.memoryMax}, std::pair{"gpu_memory_max", &d.gpuMemoryMax},
+                          std::pair{"gpu_memory_high", &d.gpuMemoryHigh}}) {
+    auto v = f.u64(key);
+    if (!v) return v.error();
+    *out = *v;
+  }
+  auto action = f.str("gpu_memory_action", 16);
+  if (!action) return action.error();
+  if (*action) {
+    auto a = enforce::parseAction(**action);
+    if (!a) return f.bad("gpu_memory_action", "must be \"kill\" or \"report\"");
+    d.gpuAction = *a;
+  }
+  auto over = f.u64("gpu_over_samples", kMaxOverSamples);
+  if (!over) return over.error();
+  if (*over) {
+    if (**over < 1) return f.bad("gpu_over_samples", fmt::format("must be 1..{}", kMaxOverSamples));
+    d.gpuOverSamples = static_cast<unsigned>(**over);
+  }
+  auto timeout = f.u64("timeout_us", kMaxTimeoutUs);
+  if (!timeout) return timeout.error();
+  d.timeoutUs = *timeout;
+  auto priority = f.i64("priority", kMinPriority, kMaxPriority);
+  if (!priority) return priority.error();
+  d.priority = static_cast<int>(priority->value_or(0));
+  if (const json* attrs = f.get("attributes")) {
+    auto a = lease::attributesFromJson(*attrs);
+    if (!a) return Error{0, fmt::format("\"attributes\": {}", a.error().message)};
+    d.attributes = std::move(*a);
+  }
+  return Ok{};
+}
+
+json encodeDeclared(const Declared& d) {
+  json p = {{"pools", d.pools}, {"priority", d.priority}};
+  if (d.name) p["name"] = *d.name;
+  if (d.memoryMax) p["memory_max"] = *d.memoryMax;
+  if (d.gpuMemoryMax) p["gpu_memory_max"] = *d.gpuMemoryMax;
+  if (d.gpuMemoryHigh) p["gpu_memory_high"] = *d.gpuMemoryHigh;
+  if (d.gpuAction) p["gpu_memory_action"] = enforce::actionName(*d.gpuAction);
+  if (d.gpuOverSamples) p["gpu_over_samples"] = *d.gpuOverSamples;
+  if (d.timeoutUs) p["timeout_us"] = *d.timeoutUs;
+  if (!d.attributes.empty()) p["attributes"] = lease::attributesJson(d.attributes);
+  return p;
+}
+
+// The outcome classes a record may name (lease/outcome.h's names).
+bool knownOutcomeClass(std::string_view c) {
+  for (const char* k : {"exited", "killed-by-signal", "oom-killed", "stopped", "exec-failed", "containment-refused", "unknown",
+                        "ended", "released", "lost", "killed-by-tally"}) {
+    if (c == k) return true;
+  }
+  return false;
+}
+
+Status checkRecord(const json& r, const std::string& lease) {
+  if (!r.is_object()) return Error{0, "\"record\" must be the lease's outcome record (an object)"};
+  std::size_t bytes = r.dump(-1, ' ', false, json::error_handler_t::replace).size();
+  if (bytes > kMaxRecordBytes) return Error{0, fmt::format("\"record\" is {} bytes; at most {}", bytes, kMaxRecordBytes)};
+  auto field = [](const json& o, const char* k) -> const json* {
+    auto it = o.find(k);
+    return it == o.end() ? nullptr : &*it;
+  };
+  const json* l = field(r, "lease");
+  if (!l || !l->is_object()) return Error{0, "\"record.lease\" must be an object"};
+  const json* id = field(*l, "id");
+  if (!id || !id->is_string()) return Error{0, "\"record.lease.id\" must be a string"};
+  if (id->get_ref<const std::string&>() != lease) return Error{0, fmt::format("\"record.lease.id\" is not lease {}", lease)};
+  for (const char* k : {"name", "manager", "unit", "slice", "cgroup"}) {
+    if (const json* v = field(*l, k); v && !v->is_string()) return Error{0, fmt::format("\"record.lease.{}\" must be a string", k)};
+  }
+  const json* o = field(r, "outcome");
+  if (!o || !o->is_object()) return Error{0, "\"record.outcome\" must be an object"};
+  const json* cls = field(*o, "class");
+  if (!cls || !cls->is_string() || !knownOutcomeClass(cls->get_ref<const std::string&>())) {
+    return Error{0, "\"record.outcome.class\" must be an outcome class (exited, killed-by-signal, oom-killed, ...)"};
+  }
+  if (const json* s = field(*o, "summary"); s && !s->is_string()) return Error{0, "\"record.outcome.summary\" must be a string"};
+  for (const char* k : {"exit_code", "signal", "tally_exit_status"}) {
+    const json* v = field(*o, k);
+    if (v && (!v->is_number_integer() || v->get<std::int64_t>() < -1 || v->get<std::int64_t>() > 255)) {
+      return Error{0, fmt::format("\"record.outcome.{}\" must be an integer in -1..255", k)};
+    }
+  }
+  if (const json* v = field(*o, "oom_kill"); v && !v->is_number_unsigned()) return Error{0, "\"record.outcome.oom_kill\" must be a count"};
+  for (const char* k : {"started_at_ns", "ended_at_ns", "duration_us"}) {
+    if (const json* v = field(r, k); v && !v->is_number_unsigned()) return Error{0, fmt::format("\"record.{}\" must be a non-negative integer", k)};
+  }
+  for (const char* k : {"declared", "applied", "memory", "gpu"}) {
+    if (const json* v = field(r, k); v && !v->is_object()) return Error{0, fmt::format("\"record.{}\" must be an object", k)};
+  }
+  if (const json* w = field(r, "warnings"); w && !w->is_array()) return Error{0, "\"record.warnings\" must be an array"};
+  if (field(r, "daemon")) return Error{0, "\"record.daemon\" is the daemon's own part; a client does not send it"};
+  return Ok{};
+}
+
+}  // namespace
+
+std::optional<Method> parseMethod(std::string_view name) {
+  for (const auto& [m, n] : kMethods) {
+    if (name == n) return m;
+  }
+  return std::nullopt;
+}
+
+const char* methodName(Method m) {
+  for (const auto& [k, n] : kMethods) {
+    if (k == m) return n;
+  }
+  return "?";
+}
+
+std::string methodList() {
+  std::string out;
+  for (const auto& [m, n] : kMethods) out += fmt::format("{}{}", out.empty() ? "" : ", ", n);
+  return out;
+}
+
+json encode(const Acquire& a) { return encodeDeclared(a.declared); }
+
+json encode(const Attach& a) {
+  json p = encodeDeclared(a.declared);
+  if (!a.target.unit.empty()) p["unit"] = a.target.unit;
+  else if (!a.target.cgroup.empty()) p["cgroup"] = a.target.cgroup;
+  else if (a.target.pid) p["pid"] = *a.target.pid;
+  return p;
+}
+
+json encode(const Started& s) {
+  json p = {{"lease", s.lease}, {"cgroup", s.cgroup}};
+  if (!s.unit.empty()) p["unit"] = s.unit;
+  if (!s.countersCgroup.empty()) p["counters_cgroup"] = s.countersCgroup;
+  return p;
+}
+
+json encode(const Complete& c) { return {{"lease", c.lease}, {"record", c.record}}; }
+
+json encode(const Bound& b) {
+  json e = {{"kind", enforce::verdictName(b.event.kind)}, {"bytes", b.event.bytes}, {"limit", b.event.limit},
+            {"summary", text::truncateUtf8(b.event.summary, kMaxSummary)}};
+  if (b.event.samples) e["samples"] = b.event.samples;
+  if (b.event.firstOverNs) e["first_over_ns"] = b.event.firstOverNs;
+  if (b.event.atNs) e["at_ns"] = b.event.atNs;
+  return {{"lease", b.lease}, {"event", e}};
+}
+
+json encode(const LeaseRef& r) { return {{"lease", r.lease}}; }
+
+Result<Acquire> decodeAcquire(const json& params) {
+  if (auto s = paramsObject(params); !s) return s.error();
+  Fields f(params);
+  Acquire a;
+  if (auto s = decodeDeclared(f, a.declared); !s) return s.error();
+  if (auto s = f.unknown(); !s) return s.error();
+  return a;
+}
+
+Result<Attach> decodeAttach(const json& params) {
+  if (auto s = paramsObject(params); !s) return s.error();
+  Fields f(params);
+  Attach a;
+  if (auto s = decodeDeclared(f, a.declared); !s) return s.error();
+  auto unit = f.str("unit", kMaxUnitName);
+  if (!unit) return unit.error();
+  auto cg = cgroupField(f, "cgroup", false);
+  if (!cg) return cg.error();
+  auto pid = f.u64("pid", kMaxPid);
+  if (!pid) return pid.error();
+  int targets = (*unit && !(*unit)->empty() ? 1 : 0) + (cg->empty() ? 0 : 1) + (*pid ? 1 : 0);
+  if (targets != 1) return Error{0, "attach needs exactly one of \"unit\", \"cgroup\", \"pid\""};
+  if (*unit) {
+    const std::string& u = **unit;
+    for (char c : u) {
+      if (static_cast<unsigned char>(c) < 0x20 || c == '/' || c == 0x7f) return f.bad("unit", "must be a unit name (no '/', no control characters)");
+    }
+    a.target.unit = u;
+  }
+  a.target.cgroup = std::move(*cg);
+  if (*pid) {
+    if (**pid == 0) return f.bad("pid", "must be a process id (1..4194304)");
+    a.target.pid = static_cast<pid_t>(**pid);
+  }
+  if (auto s = f.unknown(); !s) return s.error();
+  return a;
+}
+
+Result<Started> decodeStarted(const json& params) {
+  if (auto s = paramsObject(params); !s) return s.error();
+  Fields f(params);
+  Started st;
+  auto id = leaseId(f);
+  if (!id) return id.error();
+  st.lease = std::move(*id);
+  auto unit = f.str("unit", kMaxUnitName);
+  if (!unit) return unit.error();
+  st.unit = unit->value_or("");
+  auto cg = cgroupField(f, "cgroup", true);
+  if (!cg) return cg.error();
+  st.cgroup = std::move(*cg);
+  auto counters = cgroupField(f, "counters_cgroup", false);
+  if (!counters) return counters.error();
+  st.countersCgroup = std::move(*counters);
+  if (auto s = f.unknown(); !s) return s.error();
+  return st;
+}
+
+Result<Complete> decodeComplete(const json& params) {
+  if (auto s = paramsObject(params); !s) return s.error();
+  Fields f(params);
+  Complete c;
+  auto id = leaseId(f);
+  if (!id) return id.error();
+  c.lease = std::move(*id);
+  const json* record = f.get("record");
+  if (!record) return f.bad("record", "is required (the lease's outcome record)");
+  if (auto s = checkRecord(*record, c.lease); !s) return s.error();
+  c.record = *record;
+  // The summary is shown in listings and the journal: cut, never refused.
+  auto& o = c.record["outcome"];
+  if (o.contains("summary")) o["summary"] = text::truncateUtf8(o["summary"].get_ref<const std::string&>(), 1024);
+  if (auto s = f.unknown(); !s) return s.error();
+  return c;
+}
+
+Result<Bound> decodeBound(const json& params) {
+  if (auto s = paramsObject(params); !s) return s.error();
+  Fields f(params);
+  Bound b;
+  auto id = leaseId(f);
+  if (!id) return id.error();
+  b.lease = std::move(*id);
+  const json* ev = f.get("event");
+  if (!ev || !ev->is_object()) return f.bad("event", "must be an object (kind, bytes, limit, summary)");
+  Fields e(*ev, "event.");
+  auto kind = e.required("kind", 64);
+  if (!kind) return kind.error();
+  for (auto v : {enforce::Verdict::HighCrossed, enforce::Verdict::HighCleared, enforce::Verdict::Kill, enforce::Verdict::Report}) {
+    if (*kind == enforce::verdictName(v)) b.event.kind = v;
+  }
+  if (b.event.kind == enforce::Verdict::None) {
+    return e.bad("kind", "must be gpu-memory-high, gpu-memory-high-cleared, gpu-memory-kill or gpu-memory-max-exceeded");
+  }
+  auto bytes = e.u64("bytes");
+  if (!bytes) return bytes.error();
+  if (!*bytes) return e.bad("bytes", "is required");
+  auto limit = e.u64("limit");
+  if (!limit) return limit.error();
+  if (!*limit) return e.bad("limit", "is required");
+  b.event.bytes = **bytes;
+  b.event.limit = **limit;
+  auto summary = e.str("summary", kMaxRecordBytes);
+  if (!summary) return summary.error();
+  if (!*summary) return e.bad("summary", "is required");
+  b.event.summary = text::truncateUtf8(**summary, kMaxSummary);
+  auto samples = e.u64("samples", 1'000'000);
+  if (!samples) return samples.error();
+  b.event.samples = static_cast<unsigned>(samples->value_or(0));
+  auto firstOver = e.u64("first_over_ns");
+  if (!firstOver) return firstOver.error();
+  b.event.firstOverNs = firstOver->value_or(0);
+  auto at = e.u64("at_ns");  // the client's clock: read, not used
+  if (!at) return at.error();
+  if (auto s = e.unknown(); !s) return s.error();
+  if (auto s = f.unknown(); !s) return s.error();
+  return b;
+}
+
+Result<LeaseRef> decodeLeaseRef(const json& params) {
+  if (auto s = paramsObject(params); !s) return s.error();
+  Fields f(params);
+  auto id = leaseId(f);
+  if (!id) return id.error();
+  if (auto s = f.unknown(); !s) return s.error();
+  return LeaseRef{std::move(*id)};
+}
+
+Status decodeEmpty(const json& params) {
+  if (auto s = paramsObject(params); !s) return s.error();
+  return Fields(params).unknown();
+}
+
+}  // namespace tally::rpc::api

@@ -1,0 +1,120 @@
+// The daemon's requests as types: one struct per method's params, one encoder
+// (what the CLI and the Slurm plugin send) and one decoder (what the daemon
+// accepts). Every byte a client sends reaches the service through a decoder
+// here: each field's type, size and range is checked, an unknown field is
+// refused, and an error names the field ("invalid-params": "\"pools\"[2]
+// must be a string"). Free text is cut on a UTF-8 boundary, never mid-character.
+//
+// The wire shape of each method is in docs/daemon.md ("RPC reference").
+#pragma once
+
+#include <sys/types.h>
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "enforce/gpu_bound.h"
+#include "lease/attributes.h"
+#include "util/result.h"
+
+namespace tally::rpc::api {
+
+using json = nlohmann::json;
+
+// Sizes a request may carry (docs/daemon.md, "Limits").
+inline constexpr std::size_t kMaxPools = 16;
+inline constexpr std::size_t kMaxPoolName = 64;
+inline constexpr std::size_t kMaxLeaseId = 64;
+inline constexpr std::size_t kMaxUnitName = 256;  // systemd's own limit
+inline constexpr std::size_t kMaxSummary = 512;   // a bound event's summary (cut, not refused)
+inline constexpr std::size_t kMaxRecordBytes = 128 * 1024;
+inline constexpr std::uint64_t kMaxPid = 4194304;  // PID_MAX_LIMIT
+inline constexpr std::uint64_t kMaxTimeoutUs = 366ULL * 86'400'000'000ULL;
+inline constexpr int kMinPriority = -100, kMaxPriority = 100;
+inline constexpr unsigned kMaxOverSamples = 100;
+
+enum class Method {
+  Hello, Acquire, Attach, Started, Complete, Resume, Release, Cancel,
+  Leases, Lease, Pools, Bound, Subscribe, Seats, Overview, Metrics,
+};
+std::optional<Method> parseMethod(std::string_view name);
+const char* methodName(Method m);
+std::string methodList();  // "hello, acquire, ..." for the unknown-method error
+
+// What a lease declares, shared by acquire (a run lease) and attach.
+struct Declared {
+  std::vector<std::string> pools;  // 1..kMaxPools distinct names
+  std::optional<std::string> name;  // lease::validLeaseName
+  std::optional<std::uint64_t> memoryMax, gpuMemoryMax, gpuMemoryHigh;
+  std::optional<enforce::Action> gpuAction;
+  std::optional<unsigned> gpuOverSamples;  // 1..kMaxOverSamples
+  std::optional<std::uint64_t> timeoutUs;  // the queue wait; absent = the daemon's queue_timeout
+  int priority = 0;                        // kMinPriority..kMaxPriority
+  lease::Attributes attributes;
+};
+
+struct Acquire {
+  Declared declared;
+};
+
+// Exactly one of unit, cgroup (canonical, cgroup::canonicalPath) and pid.
+struct AttachTarget {
+  std::string unit;
+  std::string cgroup;
+  std::optional<pid_t> pid;
+};
+struct Attach {
+  Declared declared;
+  AttachTarget target;
+};
+
+// A run lease's client says where the lease runs (paths canonical).
+struct Started {
+  std::string lease;
+  std::string unit;            // "" for a cgroupfs lease
+  std::string cgroup;
+  std::string countersCgroup;  // "" = the cgroup itself
+};
+
+// A run lease's client reports the outcome record (lease/record.h's shape).
+// The fields the daemon and the ledger's readers use are checked by type;
+// the whole record is at most kMaxRecordBytes.
+struct Complete {
+  std::string lease;
+  json record;
+};
+
+// A run lease's client reports what its GPU bound noticed or did.
+struct Bound {
+  std::string lease;
+  enforce::BoundEvent event;  // atNs is the daemon's receipt time, not the client's
+};
+
+// release, cancel, resume, lease: one lease by id.
+struct LeaseRef {
+  std::string lease;
+};
+
+json encode(const Acquire& a);
+json encode(const Attach& a);
+json encode(const Started& s);
+json encode(const Complete& c);
+json encode(const Bound& b);
+json encode(const LeaseRef& r);
+
+Result<Acquire> decodeAcquire(const json& params);
+Result<Attach> decodeAttach(const json& params);
+Result<Started> decodeStarted(const json& params);
+Result<Complete> decodeComplete(const json& params);
+Result<Bound> decodeBound(const json& params);
+Result<LeaseRef> decodeLeaseRef(const json& params);
+// Methods without params (hello, leases, pools, subscribe, seats, overview,
+// metrics): any field is refused.
+Status decodeEmpty(const json& params);
+
+}  // namespace tally::rpc::api
