@@ -1,12 +1,15 @@
 // libFuzzer targets for what the daemon reads from others: RPC bytes from
-// any local peer (framing + request envelope + typed params) and the TOML
-// config. TALLY_FUZZ_TARGET picks one per binary.
+// any local peer (framing + request envelope; the whole request path is
+// request_fuzz.cpp), the TOML config, and GET /metrics request heads.
+// TALLY_FUZZ_TARGET picks one per binary.
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
 #include <string_view>
 
+#include "cgroup/path.h"
 #include "config/config.h"
+#include "metrics/http_request.h"
 #include "rpc/protocol.h"
 
 using namespace tally;
@@ -35,6 +38,13 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
       (void)rpc::encodeError(parsed.id, parsed.error);
     }
   }
+  // The cgroup path canonicaliser on the same bytes: canonical is a fixed point.
+  if (auto c = cgroup::canonicalPath(bytes)) {
+    if (c->empty() || (*c)[0] != '/' || c->find("//") != std::string::npos || c->find("/./") != std::string::npos) std::abort();
+    auto again = cgroup::canonicalPath(*c);
+    if (!again || *again != *c) std::abort();
+  }
+  if (rpc::nestsDeeperThan(bytes, rpc::kMaxDepth) != rpc::nestsDeeperThan(bytes, rpc::kMaxDepth)) std::abort();
 #elif TALLY_FUZZ_TARGET == 2
   auto parsed = config::parse(bytes, "fuzz.toml");
   if (parsed.config.has_value() == !parsed.problems.empty()) std::abort();
@@ -43,6 +53,11 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
       if (p.capacity == 0 || p.name.empty()) std::abort();
     }
   }
+#elif TALLY_FUZZ_TARGET == 3
+  auto h = metrics::parseHttpHead(bytes);
+  if (h.state == metrics::HttpHead::State::Complete && (h.target.empty() || h.target[0] != '/' || h.method.empty())) std::abort();
+  if (h.state == metrics::HttpHead::State::Bad && (h.status < 400 || h.status > 599)) std::abort();
+  if (h.state == metrics::HttpHead::State::NeedMore && bytes.size() > metrics::kMaxHttpHeadBytes) std::abort();
 #endif
   return 0;
 }

@@ -65,13 +65,44 @@ void Engine::enqueue(Request r) {
   auto at = std::upper_bound(queue_.begin(), queue_.end(), priority,
                              [](int p, const Waiting& w) { return p > w.req.priority; });
   changedAt(static_cast<std::size_t>(at - queue_.begin()));
+  countWaiting(r, true);
   queue_.insert(at, Waiting{std::move(r), nextSeq_++, std::nullopt});
+}
+
+void Engine::countWaiting(const Request& r, bool add) {
+  for (const auto& p : r.pools) {
+    if (add) {
+      ++waitingPools_[p];
+    } else if (auto it = waitingPools_.find(p); it != waitingPools_.end() && --it->second == 0) {
+      waitingPools_.erase(it);
+    }
+  }
+}
+
+std::vector<std::string> Engine::grantArrival(const std::string& id, const HeadroomFn& headroom) {
+  if (queue_.empty() || queue_.back().req.id != id) return grant(headroom);
+  Waiting& w = queue_.back();
+  // Behind an earlier waiter on any of its pools: every request ahead of it
+  // is earlier (it is last), so a count above its own 1 says so.
+  bool behind = std::any_of(w.req.pools.begin(), w.req.pools.end(), [&](const std::string& p) {
+    auto it = waitingPools_.find(p);
+    return it != waitingPools_.end() && it->second > 1;
+  });
+  w.reason = behind ? std::optional<Wait>(Wait::Behind) : fits(w.req, headroom);
+  if (w.reason) return {};
+  add(w.req);
+  countWaiting(w.req, false);
+  changedAt(queue_.size() - 1);
+  std::vector<std::string> granted{w.req.id};
+  queue_.pop_back();
+  return granted;
 }
 
 bool Engine::cancel(const std::string& id) {
   auto it = std::find_if(queue_.begin(), queue_.end(), [&](const Waiting& w) { return w.req.id == id; });
   if (it == queue_.end()) return false;
   changedAt(static_cast<std::size_t>(it - queue_.begin()));
+  countWaiting(it->req, false);
   queue_.erase(it);
   return true;
 }
@@ -155,6 +186,7 @@ std::vector<std::string> Engine::grant(const HeadroomFn& headroom) {
       add(it->req);
       granted.push_back(it->req.id);
       changedAt(static_cast<std::size_t>(it - queue_.begin()));
+      countWaiting(it->req, false);
       it = queue_.erase(it);
       continue;
     }
@@ -171,6 +203,7 @@ std::vector<std::string> Engine::expire(std::uint64_t nowUs) {
     if (it->req.deadlineUs && it->req.deadlineUs <= nowUs) {
       gone.push_back(it->req.id);
       changedAt(static_cast<std::size_t>(it - queue_.begin()));
+      countWaiting(it->req, false);
       it = queue_.erase(it);
     } else {
       ++it;

@@ -76,6 +76,11 @@ class Engine {
   bool release(const std::string& id);
   // Grants every waiting request that fits now, in queue order; returns them.
   std::vector<std::string> grant(const HeadroomFn& headroom);
+  // grant() for the moment right after enqueue() of `id`, with the same
+  // headroom as the last pass: when the new request joined the end of the
+  // queue, it is the only one whose fate can differ, so only it is looked at
+  // (a pool count, not a walk of the queue). Otherwise a full grant().
+  std::vector<std::string> grantArrival(const std::string& id, const HeadroomFn& headroom);
   // Removes waiting requests whose deadline passed; returns them.
   std::vector<std::string> expire(std::uint64_t nowUs);
 
@@ -95,6 +100,7 @@ class Engine {
     std::optional<Wait> reason;
   };
   std::vector<Queued> queueView() const;
+  Queued at(std::size_t index) const { return {&queue_[index].req, queue_[index].reason}; }  // index < queued()
   std::size_t queued() const { return queue_.size(); }
   // The first queue index whose position changed since positionsSeen(): a
   // request behind a removed or inserted one moved; an appended one is new.
@@ -115,6 +121,8 @@ class Engine {
   std::vector<config::Pool> pools_;
   std::map<std::string, PoolUsage> usage_;
   std::map<std::string, Request> holders_;
+  std::map<std::string, std::size_t> waitingPools_;  // pool -> waiting requests that need it
+  void countWaiting(const Request& r, bool add);
   std::vector<Waiting> queue_;  // kept sorted: priority desc, seq asc
   std::uint64_t nextSeq_ = 0;
   std::size_t changedFrom_ = 0;

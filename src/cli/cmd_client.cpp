@@ -215,6 +215,9 @@ int followEvents(const ClientOptions& o) {
     fmt::print(stderr, "tally events: {}\n", sub ? sub->error.message : sub.error().message);
     return kExitEnvironment;
   }
+  // Said once subscribed: from here on no event is missed (a script can wait for this line).
+  fmt::print(stderr, "tally events: following the daemon at {}\n", path);
+  std::fflush(stderr);
   std::uint64_t deadline = timeoutUs ? clock::monotonicUs() + *timeoutUs : 0;
   std::uint64_t seen = 0;
   while (o.count == 0 || seen < o.count) {
@@ -324,8 +327,8 @@ int runClientCommand(const ClientCommands& c, const ClientOptions& o) {
       fmt::print(stderr, "tally attach: name the workload with --unit, --cgroup or --pid\n");
       return kExitUsage;
     }
-    for (auto [flag, text, out] : {std::tuple{"--memory-max", &o.memoryMax, &d.memoryMax},
-                                   std::tuple{"--gpu-memory-max", &o.gpuMemoryMax, &d.gpuMemoryMax},
+    if (!memoryLimitOption("attach", "--memory-max", o.memoryMax, d.memoryMax)) return kExitUsage;
+    for (auto [flag, text, out] : {std::tuple{"--gpu-memory-max", &o.gpuMemoryMax, &d.gpuMemoryMax},
                                    std::tuple{"--gpu-memory-high", &o.gpuMemoryHigh, &d.gpuMemoryHigh}}) {
       if (!sizeOption("attach", flag, *text, *out)) return kExitUsage;
     }

@@ -47,8 +47,8 @@ std::optional<lease::LeaseSpec> buildSpec(const RunOptions& o) {
     }
     spec.name = "lease";
   }
-  if (!sizeOption("run", "--memory-max", o.memoryMax, spec.memoryMax) ||
-      !sizeOption("run", "--memory-high", o.memoryHigh, spec.memoryHigh) ||
+  if (!memoryLimitOption("run", "--memory-max", o.memoryMax, spec.memoryMax) ||
+      !memoryLimitOption("run", "--memory-high", o.memoryHigh, spec.memoryHigh) ||
       !sizeOption("run", "--memory-swap-max", o.memorySwapMax, spec.memorySwapMax) ||
       !sizeOption("run", "--gpu-memory-max", o.gpuMemoryMax, spec.gpuMemoryMax) ||
       !sizeOption("run", "--gpu-memory-high", o.gpuMemoryHigh, spec.gpuMemoryHigh)) {

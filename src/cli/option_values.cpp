@@ -1,6 +1,7 @@
 #include "cli/option_values.h"
 
 #include <fmt/format.h>
+#include <unistd.h>
 
 #include "lease/units.h"
 
@@ -24,6 +25,21 @@ bool optionValue(std::string_view cmd, std::string_view flag, const std::string&
 
 bool sizeOption(std::string_view cmd, std::string_view flag, const std::string& text, std::optional<std::uint64_t>& out) {
   return optionValue(cmd, flag, text, out, [](const std::string& t) { return lease::parseSize(t); });
+}
+
+bool memoryLimitOption(std::string_view cmd, std::string_view flag, const std::string& text, std::optional<std::uint64_t>& out) {
+  if (!sizeOption(cmd, flag, text, out)) return false;
+  long page = ::sysconf(_SC_PAGESIZE);
+  auto min = static_cast<std::uint64_t>(page > 0 ? page : 4096);
+  if (out && *out < min) {
+    // memory.max counts in pages: the kernel reads 1 as 0 and the workload is
+    // OOM-killed before it can exec. Refused, not applied.
+    fmt::print(stderr, "tally {}: {} {} is below one page ({} bytes): the kernel would round it down to 0 and kill the workload "
+                       "before it starts; give at least {} (e.g. 64M)\n",
+               cmd, flag, text, min, min);
+    return false;
+  }
+  return true;
 }
 
 bool durationOption(std::string_view cmd, std::string_view flag, const std::string& text, std::optional<std::uint64_t>& out) {

@@ -125,7 +125,7 @@ void readDaemon(Reader& r, const toml::table& t, Daemon& d) {
                              "samples_full_resolution", "samples_max_age", "samples_max_rows", "client_grace",
                              "coverage_probe", "coverage_probe_size", "keep_gpu_memory_max", "metrics_textfile",
                              "metrics_listen", "max_connections", "max_connections_per_uid", "max_queued",
-                             "max_queued_per_connection", "idle_timeout"});
+                             "max_queued_per_connection", "idle_timeout", "request_timeout"});
   if (auto s = r.string(t, "socket", "daemon")) {
     if (s->empty() || (*s)[0] != '/' || s->size() > 107) r.problem(*t.get("socket"), "daemon.socket must be an absolute path of at most 107 bytes");
     else d.socket = *s;
@@ -162,6 +162,10 @@ void readDaemon(Reader& r, const toml::table& t, Daemon& d) {
   if (auto v = r.duration(t, "idle_timeout", "daemon")) {
     if (*v < 1'000'000) r.problem(*t.get("idle_timeout"), "daemon.idle_timeout must be at least 1s");
     else d.idleTimeoutUs = *v;
+  }
+  if (auto v = r.duration(t, "request_timeout", "daemon")) {
+    if (*v < 1'000'000 || *v > 600'000'000) r.problem(*t.get("request_timeout"), "daemon.request_timeout must be 1s..10m");
+    else d.requestTimeoutUs = *v;
   }
   if (d.samplesMaxAgeUs < d.samplesFullResolutionUs) {
     r.problems.push_back({lineOf(t), "daemon.samples_max_age must not be shorter than daemon.samples_full_resolution"});

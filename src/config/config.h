@@ -50,6 +50,7 @@ struct Daemon {
   std::uint64_t maxQueued = 16384;
   std::uint64_t maxQueuedPerConnection = 64;
   std::uint64_t idleTimeoutUs = 60'000'000;
+  std::uint64_t requestTimeoutUs = 10'000'000;  // a request line must arrive whole within this
 };
 
 // A config file larger than this is refused before it is read whole (a

@@ -31,7 +31,7 @@ struct Limits {
   std::size_t maxOutputBytes = 4u << 20;
   // All partial request lines together; past it the connection growing its
   // line is closed.
-  std::size_t maxInputBytes = 64u << 20;
+  std::size_t maxInputBytes = 16u << 20;
   // Lines handled per connection per turn of the event loop: one client's
   // burst of requests waits its turn behind everyone else's.
   std::size_t linesPerTurn = 16;

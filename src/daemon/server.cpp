@@ -28,6 +28,7 @@ Limits limitsFromConfig(const config::Daemon& d) {
   l.maxQueued = static_cast<std::size_t>(d.maxQueued);
   l.maxQueuedPerConnection = static_cast<std::size_t>(d.maxQueuedPerConnection);
   l.idleTimeoutUs = d.idleTimeoutUs;
+  l.partialLineTimeoutUs = d.requestTimeoutUs;
   return l;
 }
 
@@ -127,6 +128,10 @@ int Server::run(Service& service) {
   sd_event_add_time_relative(event_, &pruneTimer_, CLOCK_MONOTONIC, 60'000'000, 1'000'000, &Server::onTimer, this);
   sd_event_add_time_relative(event_, &sweepTimer_, CLOCK_MONOTONIC, 1'000'000, 100'000, &Server::onTimer, this);
   sd_event_add_defer(event_, &pendingSrc_, &Server::onPending, this);
+  // Below everything else: a defer source stays pending (and first in line
+  // among equals) while enabled, so at the same priority it would starve
+  // new connections and other clients' reads behind one client's backlog.
+  sd_event_source_set_priority(pendingSrc_, SD_EVENT_PRIORITY_NORMAL + 10);
   sd_event_source_set_enabled(pendingSrc_, SD_EVENT_OFF);
   notifyStatus();
   sd_notify(0, "READY=1");
@@ -253,27 +258,29 @@ bool Server::handleLines(Conn& c) {
     dispatcher_->line(id, peer, *line);
     if (!conns_.count(id)) return false;  // dropped while handling (it stopped reading)
   }
-  if (c.reader.hasLines() && c.out.size() <= limits_.pauseReadingBytes) {
-    pending_.insert(id);
-    sd_event_source_set_enabled(pendingSrc_, SD_EVENT_ON);
-  } else {
-    pending_.erase(id);
-  }
+  if (c.reader.hasLines() && c.out.size() <= limits_.pauseReadingBytes) markPending(id);
   return true;
 }
 
-// Every turn of the loop: the next share of lines of each connection that has more.
+void Server::markPending(std::uint64_t id) {
+  if (!pendingSrc_ || !inPending_.insert(id).second) return;
+  pending_.push_back(id);
+  sd_event_source_set_enabled(pendingSrc_, SD_EVENT_ON);
+}
+
+// One connection's next share of lines per turn of the loop, round-robin:
+// between two shares the loop reads, accepts and runs its timers.
 int Server::onPending(sd_event_source* s, void* self) {
   auto* srv = static_cast<Server*>(self);
-  std::vector<std::uint64_t> ids(srv->pending_.begin(), srv->pending_.end());
-  for (auto id : ids) {
+  if (!srv->pending_.empty()) {
+    std::uint64_t id = srv->pending_.front();
+    srv->pending_.pop_front();
+    srv->inPending_.erase(id);
     auto it = srv->conns_.find(id);
-    if (it == srv->conns_.end()) {
-      srv->pending_.erase(id);
-      continue;
+    if (it != srv->conns_.end()) {
+      Conn& c = *it->second;
+      if (srv->handleLines(c)) srv->updateInterest(c);  // re-queued at the back if it has more
     }
-    Conn& c = *it->second;
-    if (srv->handleLines(c)) srv->updateInterest(c);
   }
   if (srv->pending_.empty()) sd_event_source_set_enabled(s, SD_EVENT_OFF);
   srv->notifyStatus();
@@ -317,10 +324,7 @@ void Server::flush(Conn& c) {
   }
   if (c.out.size() < before) c.lastActiveUs = clock::monotonicUs();
   // Drained below the pause: its waiting lines get their turn again.
-  if (c.reader.hasLines() && c.out.size() <= limits_.pauseReadingBytes && pendingSrc_) {
-    pending_.insert(c.id);
-    sd_event_source_set_enabled(pendingSrc_, SD_EVENT_ON);
-  }
+  if (c.reader.hasLines() && c.out.size() <= limits_.pauseReadingBytes) markPending(c.id);
   updateInterest(c);
 }
 
@@ -338,7 +342,7 @@ void Server::closeConn(std::uint64_t id) {
   Conn& c = *it->second;
   inputBytes_ -= c.counted;
   if (auto u = connsPerUid_.find(c.peer.uid); u != connsPerUid_.end() && --u->second == 0) connsPerUid_.erase(u);
-  pending_.erase(id);
+  inPending_.erase(id);  // its entry in pending_ is skipped when reached
   sd_event_source_disable_unref(c.src);
   conns_.erase(it);
   if (service_) service_->disconnected(id);

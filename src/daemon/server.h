@@ -17,6 +17,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <deque>
 #include <set>
 #include <string>
 
@@ -87,7 +88,11 @@ class Server final : public Outbox, public Watches {
   std::unique_ptr<Dispatcher> dispatcher_;
   std::map<std::uint64_t, std::unique_ptr<Conn>> conns_;
   std::map<uid_t, std::size_t> connsPerUid_;
-  std::set<std::uint64_t> pending_;  // connections with complete lines not yet handled
+  // Connections with complete lines not yet handled, served round-robin one
+  // connection's share per turn of the loop (so reads and accepts come between).
+  std::deque<std::uint64_t> pending_;
+  std::set<std::uint64_t> inPending_;
+  void markPending(std::uint64_t id);
   std::size_t inputBytes_ = 0;       // partial request lines held, all connections
   std::map<std::string, std::unique_ptr<WatchCtx>> watches_, pidWatches_;
   std::uint64_t nextConn_ = 1;

@@ -220,6 +220,11 @@ void Service::onAcquire(std::uint64_t conn, const Peer& peer, const json& id, co
   if (waitUs) l->req.deadlineUs = clock::monotonicUs() + waitUs;
   if (auto s = engine_.check(l->req); !s) return fail(conn, id, code::kRefused, s.error().message);
   if (attach) {
+    if (d.memoryMax && *d.memoryMax < env_.pageSize) {
+      // memory.max counts pages: below one, the kernel reads 0 and OOM-kills the workload.
+      return fail(conn, id, code::kInvalidParams,
+                  fmt::format("\"memory_max\" {} is below one page ({} bytes); the kernel would round it to 0", *d.memoryMax, env_.pageSize));
+    }
     if (auto denied = placeAttach(peer, *attach, *l)) return deny(conn, id, *denied);
   }
   l->pending = true;
@@ -228,8 +233,12 @@ void Service::onAcquire(std::uint64_t conn, const Peer& peer, const json& id, co
   engine_.enqueue(l->req);
   if (conn) ++queuedPerConn_[conn];
   leases_[leaseId] = std::move(l);
-  tryGrant();  // may grant, or refuse and forget, the new lease
-  if (Lease* still = find(leaseId); still && still->state == Lease::State::Queued) sendPositions();
+  // Only the new arrival's fate can have changed: no walk of a long queue.
+  auto ids = engine_.grantArrival(leaseId, [this](const config::Pool& pool) { return headroomFor(pool); });
+  for (const auto& gid : ids) {
+    if (Lease* g = find(gid)) granted(*g);  // may refuse and forget the new lease
+  }
+  sendPositions();  // only the waiters whose place changed (the new one, at least)
 }
 
 // The attach target, resolved to one canonical cgroup and checked: the
@@ -448,17 +457,17 @@ void Service::sendPositions() {
   // to the queue tells itself, not the 10,000 ahead of it.
   std::size_t from = engine_.positionsChangedFrom();
   engine_.positionsSeen();
-  auto view = engine_.queueView();
-  for (std::size_t i = from; i < view.size(); ++i) {
-    Lease* l = find(view[i].req->id);
+  std::size_t total = engine_.queued();
+  for (std::size_t i = from; i < total; ++i) {
+    auto q = engine_.at(i);
+    Lease* l = find(q.req->id);
     if (!l || !l->pending) continue;
     std::size_t pos = i + 1;
     if (l->lastPosition == pos) continue;
     l->lastPosition = pos;
-    auto why = view[i].reason;
     env_.outbox.send(l->conn, rpc::encodeEvent(l->pendingId, "queued",
-                                               {{"lease", l->id}, {"position", pos}, {"queued", view.size()},
-                                                {"waiting_for", why ? admission::waitName(*why) : "grant"}}));
+                                               {{"lease", l->id}, {"position", pos}, {"queued", total},
+                                                {"waiting_for", q.reason ? admission::waitName(*q.reason) : "grant"}}));
   }
 }
 

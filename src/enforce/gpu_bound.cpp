@@ -26,16 +26,6 @@ const char* verdictName(Verdict v) {
   return "?";
 }
 
-namespace {
-
-std::string interval(std::uint64_t us) {
-  if (us % 1000000 == 0) return fmt::format("{} s", us / 1000000);
-  if (us % 1000 == 0) return fmt::format("{} ms", us / 1000);
-  return fmt::format("{} us", us);
-}
-
-}  // namespace
-
 std::vector<BoundEvent> eventsOf(const Decision& d, std::uint64_t nowNs) {
   std::vector<BoundEvent> out;
   if (d.high != Verdict::None) out.push_back({nowNs, d.high, d.bytes, d.highLimit, 0, 0, d.highSummary});
@@ -92,7 +82,7 @@ Decision observe(const GpuBound& bound, GpuBoundState& state, std::optional<std:
   state.acted = true;
   std::string figures = fmt::format("GPU memory {} over gpu_memory_max {} ({}, {} sample{} at {})", report::humanBytes(*bytes),
                                     report::humanBytes(*bound.max), source, state.overRun, state.overRun == 1 ? "" : "s",
-                                    interval(bound.sampleIntervalUs));
+                                    report::humanDuration(bound.sampleIntervalUs));
   d.verdict = bound.action == Action::Kill ? Verdict::Kill : Verdict::Report;
   d.summary = bound.action == Action::Kill ? "killed by tally: " + figures : "over its GPU memory bound (report only): " + figures;
   return d;

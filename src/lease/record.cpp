@@ -151,7 +151,11 @@ std::string summaryLine(const LeaseRecord& r) {
   if (r.outcome.cls == OutcomeClass::ContainmentRefused) return line;
   if (r.counters.memoryPeak) line += fmt::format("; memory peak {}", report::humanBytes(*r.counters.memoryPeak));
   if (r.gpu.peakBytes) {
-    line += fmt::format("; GPU peak {} (drm-fdinfo, {} samples)", report::humanBytes(*r.gpu.peakBytes), r.gpu.samples);
+    // Sampled, not a kernel high-water mark: a spike between two samples is
+    // not seen, so the line says what it is and how often it looked.
+    line += fmt::format("; GPU sampled peak {} ({} sample{} every {}, drm-fdinfo; shorter spikes are not seen)",
+                        report::humanBytes(*r.gpu.peakBytes), r.gpu.samples, r.gpu.samples == 1 ? "" : "s",
+                        report::humanDuration(r.spec.sampleIntervalUs));
     if (r.spec.gpuMemoryMax && r.gpu.samplesOverBudget && r.outcome.cls != OutcomeClass::KilledByTally) {
       line += fmt::format(", over gpu_memory_max {} in {} samples ({})", report::humanBytes(*r.spec.gpuMemoryMax),
                           r.gpu.samplesOverBudget, r.spec.gpuAction == enforce::Action::Report ? "report only" : "not in a row long enough to act");

@@ -51,6 +51,41 @@ void enforceGpuBound(LeaseRecord& rec, OutcomeFacts& facts, contain::LeaseCgroup
   }
 }
 
+bool stillPopulated(const fs::Root& root, const std::string& cgroup) {
+  auto ev = root.read(fs::joinPath(cgroup, "cgroup.events"), 4096);
+  if (!ev) return false;  // gone: nothing is left
+  auto parsed = probes::parseFlatKeyed(*ev);
+  return parsed && parsed->get("populated") == std::uint64_t{1};
+}
+
+// The main process ended but some of the lease's processes did not (they
+// ignore SIGTERM, or were never told). Under systemd the scope's stop gives
+// them its grace (TimeoutStopSec) before SIGKILL; a stop signal to tally
+// during that grace ends them at once, as a second Ctrl-C does while the main
+// process still runs. (A cgroupfs lease's end kills what is left at once.)
+void drainLeftovers(const RunEnv& env, contain::LeaseCgroup& lease, LeaseRecord& rec) {
+  if (std::string(lease.manager()) == "cgroupfs" || !stillPopulated(*env.cgroupRoot, lease.cgroup())) return;
+  warnIf(rec, lease.stop(), "stopping what is left of the lease");
+  std::uint64_t deadline = clock::monotonicUs() + contain::kStopTimeoutUs + 2'000'000;
+  while (stillPopulated(*env.cgroupRoot, lease.cgroup())) {
+    std::uint64_t now = clock::monotonicUs();
+    if (now >= deadline) {
+      warnIf(rec, lease.killAll(), "killing what is left of the lease after the stop grace");
+      return;
+    }
+    pollfd fd{env.signalFd, POLLIN, 0};
+    // cgroup.events has no poll support worth relying on here: 50 ms steps.
+    int n = ::poll(&fd, env.signalFd >= 0 ? 1 : 0, 50);
+    if (n > 0 && (fd.revents & POLLIN)) {
+      signalfd_siginfo si{};
+      if (::read(env.signalFd, &si, sizeof si) == sizeof si) {
+        warnIf(rec, lease.killAll(), "killing what is left of the lease (a stop signal during its grace)");
+        return;
+      }
+    }
+  }
+}
+
 }  // namespace
 
 LeaseRecord runLease(const LeaseSpec& spec, const RunEnv& env, contain::LeaseCgroup* lease, const std::string& refusal) {
@@ -171,6 +206,7 @@ LeaseRecord runLease(const LeaseSpec& spec, const RunEnv& env, contain::LeaseCgr
   rec.host = meter.host();
   rec.gpu = meter.gpu();
 
+  drainLeftovers(env, *lease, rec);
   warnIf(rec, lease->endWorkload(), "ending the lease's remaining processes");
   rec.counters = readFinalCounters(*env.cgroupRoot, lease->countersCgroup());
   facts.memoryEvents = rec.counters.events;

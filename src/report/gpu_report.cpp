@@ -115,6 +115,12 @@ std::string humanBytes(std::uint64_t bytes) {
   return fmt::format("{:.1f} {}", v, kUnits[u]);
 }
 
+std::string humanDuration(std::uint64_t us) {
+  if (us && us % 1000000 == 0) return fmt::format("{} s", us / 1000000);
+  if (us && us % 1000 == 0) return fmt::format("{} ms", us / 1000);
+  return fmt::format("{} us", us);
+}
+
 json gpuJson(const scanner::Scan& scan, const Aggregate& agg, const HostFacts& host) {
   json doc;
   doc["schema"] = 1;

@@ -36,6 +36,10 @@ TEST_F(RunCli, BadSizesAndOptionsAreUsageErrors) {
   } cases[] = {
       {{"run", "--memory-max", "64X", "--", "true"}, "--memory-max '64X': unknown size unit 'X'"},
       {{"run", "--memory-high", "1.5G", "--", "true"}, "--memory-high"},
+      // memory.max counts pages: 1 byte would read back as 0 and kill the workload before exec.
+      {{"run", "--memory-max", "1", "--", "true"}, "--memory-max 1 is below one page (4096 bytes)"},
+      {{"run", "--memory-high", "4095", "--", "true"}, "below one page"},
+      {{"attach", "--pool", "gpu", "--pid", "1", "--memory-max", "1", "--socket", "/nonexistent"}, "tally attach: --memory-max 1 is below one page"},
       {{"run", "--memory-swap-max", "99999999999T", "--", "true"}, "too large"},
       {{"run", "--gpu-memory-max", "lots", "--", "true"}, "--gpu-memory-max 'lots' is not a size"},
       {{"run", "--sample-interval", "1ms", "--", "true"}, "below the 10ms minimum"},

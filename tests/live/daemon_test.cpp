@@ -21,6 +21,7 @@
 #include "support/daemon.h"
 #include "support/fake_host.h"
 #include "support/process.h"
+#include "support/raw_client.h"
 #include "util/text.h"
 
 namespace tally {
@@ -29,54 +30,6 @@ namespace {
 using namespace tally::testing;
 using json = nlohmann::json;
 constexpr std::uint64_t GiB = 1ULL << 30;
-
-// A raw connection: bytes out, lines in, no client library in between.
-class Raw {
- public:
-  explicit Raw(const std::string& path) {
-    fd_ = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    sockaddr_un a{};
-    a.sun_family = AF_UNIX;
-    std::strncpy(a.sun_path, path.c_str(), sizeof a.sun_path - 1);
-    connected_ = ::connect(fd_, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0;
-  }
-  ~Raw() { ::close(fd_); }
-  bool connected() const { return connected_; }
-  void send(const std::string& bytes) {
-    std::size_t off = 0;
-    while (off < bytes.size()) {
-      ssize_t n = ::send(fd_, bytes.data() + off, bytes.size() - off, MSG_NOSIGNAL);
-      if (n <= 0) return;
-      off += static_cast<std::size_t>(n);
-    }
-  }
-  // The next line, or null after 5 s.
-  json line() {
-    for (;;) {
-      auto nl = buf_.find('\n');
-      if (nl != std::string::npos) {
-        std::string l = buf_.substr(0, nl);
-        buf_.erase(0, nl + 1);
-        return json::parse(l);
-      }
-      pollfd p{fd_, POLLIN, 0};
-      if (::poll(&p, 1, 5000) <= 0) return json();
-      char b[4096];
-      ssize_t n = ::recv(fd_, b, sizeof b, 0);
-      if (n <= 0) return json();
-      buf_.append(b, static_cast<std::size_t>(n));
-    }
-  }
-  json call(const json& req) {
-    send(req.dump() + "\n");
-    return line();
-  }
-
- private:
-  int fd_ = -1;
-  bool connected_ = false;
-  std::string buf_;
-};
 
 class DaemonLive : public ::testing::Test {
  protected:
@@ -140,14 +93,13 @@ TEST_F(DaemonLive, HostileRequestsGetErrorsAndTheDaemonStaysUp) {
   // the one granted is kept for client_grace (1 s) in case it resumes, then withdrawn.
   // (The daemon may serve `after` before the last of the 50 hang-ups.)
   json leases;
-  for (int i = 0; i < 100; ++i) {
+  ASSERT_TRUE(eventually([&] {
     leases = after.call({{"v", 1}, {"id", 2}, {"method", "leases"}});
-    if (leases["result"]["leases"].size() == 1u) break;
-    ::usleep(20'000);
-  }
-  ASSERT_EQ(leases["result"]["leases"].size(), 1u) << leases;
+    return leases["result"]["leases"].size() == 1u;
+  })) << leases;
   std::string granted = leases["result"]["leases"][0]["lease"];
-  ::usleep(1'600'000);
+  // The barrier is the ledger's withdrawn row (client_grace passed without the client).
+  ASSERT_TRUE(eventually([&] { return !rows(granted).empty() && rows(granted).back().kind == "withdrawn"; }));
   leases = after.call({{"v", 1}, {"id", 3}, {"method", "leases"}});
   EXPECT_TRUE(leases["result"]["leases"].empty()) << leases;
   ASSERT_FALSE(rows(granted).empty());
@@ -193,7 +145,12 @@ TEST_F(DaemonLive, Kill9MidLeaseReadoptsAndRecordsTheOutcomeOnce) {
   ASSERT_EQ(a.exitCode(), 0) << a.err;
   std::string lease(text::trim(a.out));
   ASSERT_EQ(lease.size(), 12u) << a.out;
-  ::usleep(300'000);  // a few samples
+  // A few samples first: the barrier is the lease's own sample count.
+  ASSERT_TRUE(eventually([&] {
+    auto shown = tally({"lease", "show", lease, "--json"});
+    json j = json::parse(shown.out, nullptr, false);
+    return j.is_object() && j.contains("memory") && j["memory"].value("samples", 0) >= 3;
+  }));
   daemon->kill9();
   ASSERT_TRUE(daemon->start());
   EXPECT_NE(daemon->log().find("re-adopted /system.slice/llama.service"), std::string::npos) << daemon->log();
@@ -204,7 +161,7 @@ TEST_F(DaemonLive, Kill9MidLeaseReadoptsAndRecordsTheOutcomeOnce) {
   EXPECT_EQ(s["readopted_after_restart"], true);
   // The workload ends; inotify on cgroup.events tells the restarted daemon.
   writeFile(host.cgroupRoot() + "/system.slice/llama.service/cgroup.events", "populated 0\nfrozen 0\n");
-  for (int i = 0; i < 100 && (rows(lease).empty() || rows(lease).back().kind != "outcome"); ++i) ::usleep(50'000);
+  ASSERT_TRUE(eventually([&] { return !rows(lease).empty() && rows(lease).back().kind == "outcome"; }));
   std::vector<std::string> kinds;
   for (const auto& e : rows(lease)) kinds.push_back(e.kind);
   EXPECT_EQ(kinds, (std::vector<std::string>{"granted", "adopted", "readopted", "outcome"}));
@@ -228,10 +185,7 @@ TEST_F(DaemonLive, LedgerSurvivesTheDaemonKilledMidWrite) {
   std::thread hammer([&] {
     while (!stop) {
       auto c = rpc::Client::connect(daemon->socket());
-      if (!c) {
-        ::usleep(20'000);
-        continue;
-      }
+      if (!c) continue;  // the daemon is restarting
       auto m = c->call("acquire", {{"pools", {"gpu"}}, {"gpu_memory_max", 1 << 30}}, {}, 2000);
       if (m && m->ok) {
         (void)c->call("release", {{"lease", m->result["lease"]}}, {}, 2000);
@@ -239,18 +193,22 @@ TEST_F(DaemonLive, LedgerSurvivesTheDaemonKilledMidWrite) {
       }
     }
   });
+  // Each kill lands while clients are mid-cycle: the barrier is five more
+  // completed cycles since the last restart.
   for (int k = 0; k < 3; ++k) {
-    ::usleep(400'000);
+    int at = cycles.load();
+    ASSERT_TRUE(eventually([&] { return cycles.load() >= at + 5; }));
     daemon->kill9();
     ASSERT_TRUE(daemon->start());
   }
-  ::usleep(300'000);
+  int at = cycles.load();
+  ASSERT_TRUE(eventually([&] { return cycles.load() >= at + 5; }));
   stop = true;
   hammer.join();
   EXPECT_GT(cycles.load(), 10);
   // Leases granted just before a kill were re-held on restart for their
   // client; none resumes, so after client_grace each is withdrawn, once.
-  ::usleep(1'600'000);
+  ASSERT_TRUE(eventually([&] { return ledger::Ledger::open(daemon->stateDir())->openLeases()->empty(); }));
   auto verify = tally({"ledger", "verify", "--config", daemon->config(), "--json"});
   ASSERT_EQ(verify.exitCode(), 0) << verify.out << verify.err;
   json v = json::parse(verify.out);

@@ -5,6 +5,7 @@
 #include <signal.h>
 #include <sys/signalfd.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <gtest/gtest.h>
@@ -24,6 +25,14 @@ namespace {
 
 using namespace tally::testing;
 using namespace std::chrono_literals;
+
+// The held child is gone (killed and reaped) when no child of this test is
+// left: it can never exec afterwards, so "never ran" is proven now, not
+// after a wait.
+bool noChildLeft() {
+  errno = 0;
+  return ::waitpid(-1, nullptr, WNOHANG) == -1 && errno == ECHILD;
+}
 
 bool exists(const std::string& p) {
   struct stat st{};
@@ -150,7 +159,7 @@ TEST_F(Runner, ReadBackMismatchKillsTheHeldChildBeforeExec) {
   EXPECT_EQ(r.outcome.exitStatus, 125);
   EXPECT_NE(r.outcome.summary.find("memory.max is max, declared 67108864"), std::string::npos) << r.outcome.summary;
   EXPECT_EQ(lease.calls, "place release");
-  std::this_thread::sleep_for(100ms);
+  EXPECT_TRUE(noChildLeft());
   EXPECT_FALSE(exists(marker)) << "the workload ran although containment was refused";
 }
 
@@ -162,7 +171,7 @@ TEST_F(Runner, PlacementFailureNeverExecs) {
   auto r = run(lease);
   EXPECT_EQ(r.outcome.cls, lease::OutcomeClass::ContainmentRefused);
   EXPECT_NE(r.outcome.summary.find("already exists"), std::string::npos);
-  std::this_thread::sleep_for(100ms);
+  EXPECT_TRUE(noChildLeft());
   EXPECT_FALSE(exists(marker));
 }
 
@@ -197,10 +206,14 @@ TEST_F(Runner, SigkillWithOomKillInTheCountersIsAnOom) {
 TEST_F(Runner, StopSignalStopsTheLeaseAndIsNamed) {
   BlockedSignal term(SIGTERM);
   ASSERT_GE(term.fd, 0);
-  spec.command = {"sleep", "30"};
+  std::string started = tree.path() + "/started";
+  spec.command = {"sh", "-c", "touch " + started + "; exec sleep 30"};
   FakeLease lease(tree.path(), "max", "oom_kill 0\n");
-  std::thread sender([] {
-    std::this_thread::sleep_for(300ms);
+  std::thread sender([&] {
+    // The barrier: the workload itself says it runs.
+    for (auto deadline = std::chrono::steady_clock::now() + 10s; !exists(started) && std::chrono::steady_clock::now() < deadline;) {
+      std::this_thread::sleep_for(5ms);
+    }
     ::kill(::getpid(), SIGTERM);
   });
   auto start = std::chrono::steady_clock::now();
@@ -223,7 +236,7 @@ TEST_F(Runner, StopRequestedDuringSetupMeansTheWorkloadNeverStarts) {
   EXPECT_EQ(r.outcome.cls, lease::OutcomeClass::ContainmentRefused);
   EXPECT_NE(r.outcome.summary.find("tally received SIGHUP before the workload started"), std::string::npos);
   EXPECT_EQ(lease.calls, "place release");
-  std::this_thread::sleep_for(100ms);
+  EXPECT_TRUE(noChildLeft());
   EXPECT_FALSE(exists(marker));
 }
 
@@ -242,7 +255,7 @@ TEST(HeldChild, AbandonedChildNeverExecs) {
     auto child = contain::HeldChild::spawn({"touch", marker});
     ASSERT_TRUE(child);
   }  // destroyed unreleased: abandoned too
-  std::this_thread::sleep_for(100ms);
+  EXPECT_TRUE(noChildLeft());
   EXPECT_FALSE(exists(marker));
   auto child = contain::HeldChild::spawn({"touch", marker});
   ASSERT_TRUE(child);

@@ -14,6 +14,7 @@
 #include "support/daemon.h"
 #include "support/fake_host.h"
 #include "support/process.h"
+#include "support/raw_client.h"
 #include "util/text.h"
 
 namespace tally {
@@ -61,7 +62,13 @@ class ObservabilityLive : public ::testing::Test {
                     "--attr", "context_window=32768"});
     ASSERT_EQ(a.exitCode(), 0) << a.err << "\ndaemon:\n" << daemon->log();
     lease = std::string(text::trim(a.out));
-    ::usleep(400'000);  // a few samples and a textfile write
+    // The barrier: the lease has been sampled and the textfile shows it.
+    ASSERT_TRUE(eventually([&] {
+      auto shown = tally({"lease", "show", lease, "--json"});
+      json j = json::parse(shown.out, nullptr, false);
+      return j.is_object() && j.contains("gpu") && j["gpu"].value("samples", 0) >= 2 &&
+             readFile(textfile).find("lease=\"" + lease + "\"") != std::string::npos;
+    })) << daemon->log();
   }
   ProgramResult tally(std::vector<std::string> args) {
     args.insert(args.begin(), TALLY_BINARY);
@@ -146,8 +153,13 @@ TEST_F(ObservabilityLive, PromtoolAcceptsTheCliTheTextfileAndHttpAndTheyAgree) {
 
   // The lane ends: its series disappear from all three, its outcome is counted.
   writeFile(host.cgroupRoot() + "/system.slice/llama-server.service/cgroup.events", "populated 0\nfrozen 0\n");
-  ::usleep(400'000);
-  std::string after = tally({"metrics"}).out;
+  std::string after;
+  const std::string ended = "tally_lease_outcomes_total{outcome=\"ended\"} 1\n";
+  ASSERT_TRUE(eventually([&] {
+    after = tally({"metrics"}).out;
+    // The textfile and the HTTP snapshot follow at the next sample round.
+    return after.find(ended) != std::string::npos && readFile(textfile).find(ended) != std::string::npos;
+  })) << after;
   EXPECT_EQ(after.find("lease=\"" + lease + "\""), std::string::npos) << after;
   EXPECT_NE(after.find("tally_lease_outcomes_total{outcome=\"ended\"} 1\n"), std::string::npos) << after;
   EXPECT_EQ(readFile(textfile).find("lease=\"" + lease + "\""), std::string::npos);

@@ -228,7 +228,18 @@ TEST(AdmissionProperty, RandomSequencesKeepEveryInvariant) {
           r.priority = static_cast<int>(pick(3)) - 1;
           if (pick(4) == 0) r.deadlineUs = now + 1 + pick(20);
           ASSERT_TRUE(e.check(r)) << e.check(r).error().message;
+          // After an arrival, the daemon's fast path must decide exactly as
+          // a full pass would (same headroom): run both on copies and compare.
+          check(e.grant(headroom));
+          Engine full = e;
+          full.enqueue(r);
+          auto byFull = full.grant(headroom);
           e.enqueue(r);
+          auto byArrival = e.grantArrival(r.id, headroom);
+          ASSERT_EQ(byArrival, byFull) << "seed " << seed << " step " << step;
+          ASSERT_EQ(e.queued(), full.queued());
+          ASSERT_EQ(e.waitReason(r.id), full.waitReason(r.id)) << "seed " << seed << " step " << step;
+          check(byArrival);
           break;
         }
         case 2:

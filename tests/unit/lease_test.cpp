@@ -418,5 +418,25 @@ TEST(Record, GpuBoundIsRecordedWithItsActionAndEvents) {
   EXPECT_NE(lease::summaryLine(r).find("(report only)"), std::string::npos);
 }
 
+// A spike shorter than one sample is never seen: the line says the peak is
+// sampled, how often, and that shorter spikes escape it (not "GPU peak 0 B"
+// as if measured).
+TEST(Record, TheGpuPeakIsNamedSampledWithItsCadence) {
+  lease::LeaseRecord r;
+  r.spec.id = "x";
+  r.spec.name = "y";
+  r.spec.sampleIntervalUs = 250'000;
+  r.gpu.samples = 1;
+  r.gpu.peakBytes = 0;
+  r.outcome.cls = lease::OutcomeClass::Exited;
+  r.outcome.summary = "exited with code 0";
+  EXPECT_NE(lease::summaryLine(r).find("; GPU sampled peak 0 B (1 sample every 250 ms, drm-fdinfo; shorter spikes are not seen)"),
+            std::string::npos)
+      << lease::summaryLine(r);
+  r.gpu.samples = 4;
+  r.spec.sampleIntervalUs = 1'000'000;
+  EXPECT_NE(lease::summaryLine(r).find("(4 samples every 1 s,"), std::string::npos) << lease::summaryLine(r);
+}
+
 }  // namespace
 }  // namespace tally

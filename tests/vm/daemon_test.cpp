@@ -20,6 +20,7 @@
 
 #include "support/fake_host.h"
 #include "support/process.h"
+#include "support/raw_client.h"
 
 namespace tally {
 namespace {
@@ -95,6 +96,30 @@ class VmDaemon : public ::testing::Test {
     for (const auto& r : ledgerRows(lease)) k.push_back(r["kind"]);
     return k;
   }
+  // The barrier a workload sets once it holds its memory (tally_vm_workload ... READY).
+  static bool ready(const std::string& path) { return eventually([&] { return ::access(path.c_str(), F_OK) == 0; }, 30s); }
+  // The daemon's view of a lease, once `done` holds for it.
+  json leaseWhen(const std::string& lease, const std::function<bool(const json&)>& done) {
+    json s;
+    eventually([&] {
+      s = json::parse(tally({"lease", "show", lease, "--json"}).out, nullptr, false);
+      return s.is_object() && done(s);
+    }, 30s);
+    return s;
+  }
+  // The id of the live lease named `name` once it is in `state`, "" if it never is.
+  std::string leaseNamed(const std::string& leaseName, const std::string& state) {
+    std::string id;
+    eventually([&] {
+      json l = json::parse(tally({"leases", "--json"}).out, nullptr, false);
+      if (!l.is_array()) return false;
+      for (const auto& e : l) {
+        if (e.value("name", "") == leaseName && e.value("state", "") == state) id = e.value("lease", "");
+      }
+      return !id.empty();
+    }, 30s);
+    return id;
+  }
   void expectChainIntact() {
     auto v = tally({"ledger", "verify", "--config", config});
     EXPECT_EQ(v.exitCode(), 0) << v.out << v.err;
@@ -123,11 +148,14 @@ TEST_F(VmDaemon, RunsAsANotifyServiceAndReportsStatus) {
 
 TEST_F(VmDaemon, TwoRunsOnACapacityOnePoolSerialise) {
   startDaemon();
-  std::string log = dir + "/intervals";
-  std::string body = "echo start $(date +%s%N) >> " + log + "; sleep 1; echo end $(date +%s%N) >> " + log;
+  std::string log = dir + "/intervals", go = dir + "/go";
+  // Each workload logs its start and waits for the test's go (a file), then logs its end.
+  std::string body = "echo start $(date +%s%N) >> " + log + "; while [ ! -e " + go + " ]; do sleep 0.05; done; echo end $(date +%s%N) >> " + log;
   auto a = spawnProgram({kTally, "run", "--pool", "one", "--name", "first", "--", "sh", "-c", body}, {"TALLY_SOCKET=" + socket});
-  std::this_thread::sleep_for(300ms);
+  ASSERT_FALSE(leaseNamed("first", "running").empty());  // the barrier: a holds the pool
   auto b = spawnProgram({kTally, "run", "--pool", "one", "--name", "second", "--", "sh", "-c", body}, {"TALLY_SOCKET=" + socket});
+  ASSERT_FALSE(leaseNamed("second", "queued").empty());  // and b waits behind it
+  writeFile(go, "");
   auto ra = waitProgram(a);
   auto rb = waitProgram(b);
   ASSERT_EQ(ra.exitCode(), 0) << ra.err;
@@ -167,13 +195,16 @@ TEST_F(VmDaemon, BudgetRefusalsSayWhatToDeclare) {
   EXPECT_NE(tooBig.err.find("larger than pool 'gpu''s whole GPU memory budget"), std::string::npos) << tooBig.err;
   // Within budget, with a queue timeout while the budget is taken by a holder.
   // (The VM has 2 GiB: sizes stay under its MemAvailable, which may only delay.)
-  auto holder = spawnProgram({kTally, "run", "--pool", "gpu", "--memory-max", "600M", "--gpu-memory-max", "90G", "--", "sleep", "3"},
+  std::string go = dir + "/go";
+  auto holder = spawnProgram({kTally, "run", "--pool", "gpu", "--memory-max", "600M", "--gpu-memory-max", "90G", "--name", "holder", "--",
+                              "sh", "-c", "while [ ! -e " + go + " ]; do sleep 0.05; done"},
                              {"TALLY_SOCKET=" + socket});
-  std::this_thread::sleep_for(800ms);
+  ASSERT_FALSE(leaseNamed("holder", "running").empty());
   auto waiter = tally({"run", "--pool", "gpu", "--memory-max", "600M", "--gpu-memory-max", "4G", "--queue-timeout", "1s", "--", "true"});
   EXPECT_EQ(waiter.exitCode(), 125);
   EXPECT_NE(waiter.err.find("waiting for memory-budget"), std::string::npos) << waiter.err;
   EXPECT_NE(waiter.err.find("no grant within the queue timeout"), std::string::npos) << waiter.err;
+  writeFile(go, "");
   EXPECT_EQ(waitProgram(holder).exitCode(), 0);
 }
 
@@ -181,20 +212,18 @@ TEST_F(VmDaemon, AttachToARunningServiceMetersItAndEndsWithIt) {
   startDaemon();
   // A "server": 48 MiB of host memory and a 16 MiB GTT buffer through the test driver.
   std::string server = "tally-vm-server-" + std::to_string(::getpid()) + ".service";
-  ASSERT_EQ(sh("systemd-run --quiet --unit=" + server + " -p Type=exec sh -c '" + kWorkload + " hog 48 60000 & " + kWorkload +
-               " gpu gtt 16 1 60000 & wait'"),
+  std::string hogReady = dir + "/hog.ready", gpuReady = dir + "/gpu.ready";
+  ASSERT_EQ(sh("systemd-run --quiet --unit=" + server + " -p Type=exec sh -c '" + kWorkload + " hog 48 60000 " + hogReady + " & " +
+               kWorkload + " gpu gtt 16 1 60000 " + gpuReady + " & wait'"),
             0);
-  std::this_thread::sleep_for(1s);
+  ASSERT_TRUE(ready(hogReady) && ready(gpuReady));
   auto a = tally({"attach", "--unit", server, "--pool", "gpu", "--memory-max", "256M", "--gpu-memory-max", "1G", "--name", "server"});
   ASSERT_EQ(a.exitCode(), 0) << a.err;
   std::string lease = a.out.substr(0, 12);
   // MemoryMax went through systemd and reads back from the cgroup.
   EXPECT_EQ(shOut("systemctl show -p MemoryMax --value " + server), "268435456");
   EXPECT_EQ(shOut("cat /sys/fs/cgroup/system.slice/" + server + "/memory.max"), "268435456");
-  std::this_thread::sleep_for(600ms);
-  auto shown = tally({"lease", "show", lease, "--json"});
-  ASSERT_EQ(shown.exitCode(), 0) << shown.err;
-  json s = json::parse(shown.out);
+  json s = leaseWhen(lease, [](const json& l) { return l.contains("gpu") && l["gpu"].value("samples", 0) >= 2; });
   EXPECT_EQ(s["state"], "running");
   EXPECT_GE(s["memory"]["current_bytes"].get<std::uint64_t>(), 48 * kMiB) << s.dump(2);
   EXPECT_EQ(s["gpu"]["current_bytes"], 16 * kMiB) << s.dump(2);  // drm-fdinfo of the service's processes
@@ -203,7 +232,7 @@ TEST_F(VmDaemon, AttachToARunningServiceMetersItAndEndsWithIt) {
   EXPECT_EQ(pools[1]["gpu_memory_declared"], 1ULL << 30);
   // The service stops: its cgroup empties, inotify ends the lease.
   ASSERT_EQ(sh("systemctl stop " + server), 0);
-  for (int i = 0; i < 50 && kinds(lease).size() < 3; ++i) std::this_thread::sleep_for(100ms);
+  EXPECT_TRUE(eventually([&] { return kinds(lease).size() >= 3; }, 10s));
   EXPECT_EQ(kinds(lease), (std::vector<std::string>{"granted", "adopted", "outcome"}));
   json outcome = ledgerRows(lease).back()["body"];
   EXPECT_EQ(outcome["outcome"]["class"], "ended") << outcome.dump(2);
@@ -221,9 +250,7 @@ TEST_F(VmDaemon, AttachToAProcesssCgroupWritesMemoryMaxAndEndsOnExit) {
   // the cgroup it was touched in and does not move with the process.
   auto worker = spawnProgram({"sh", "-c", "echo $$ > " + cg + "/cgroup.procs && exec " + kWorkload + " hog 24 4000"});
   std::string inCgroup = "0::" + cg.substr(std::string("/sys/fs/cgroup").size());
-  for (int i = 0; i < 100 && shOut("cat /proc/" + std::to_string(worker.pid) + "/cgroup") != inCgroup; ++i) {
-    std::this_thread::sleep_for(20ms);
-  }
+  ASSERT_TRUE(eventually([&] { return shOut("cat /proc/" + std::to_string(worker.pid) + "/cgroup") == inCgroup; }));
   auto a = tally({"attach", "--pid", std::to_string(worker.pid), "--pool", "one", "--memory-max", "128M", "--json"});
   ASSERT_EQ(a.exitCode(), 0) << a.err;
   json l = json::parse(a.out);
@@ -231,7 +258,7 @@ TEST_F(VmDaemon, AttachToAProcesssCgroupWritesMemoryMaxAndEndsOnExit) {
   EXPECT_EQ(l["cgroup"], cg.substr(std::string("/sys/fs/cgroup").size()));
   EXPECT_EQ(shOut("cat " + cg + "/memory.max"), "134217728");  // no unit: written directly, read back
   EXPECT_EQ(waitProgram(worker).exitCode(), 0);
-  for (int i = 0; i < 50 && kinds(lease).size() < 3; ++i) std::this_thread::sleep_for(100ms);
+  EXPECT_TRUE(eventually([&] { return kinds(lease).size() >= 3; }, 10s));
   EXPECT_EQ(kinds(lease), (std::vector<std::string>{"granted", "adopted", "outcome"}));
   json outcome = ledgerRows(lease).back()["body"];
   EXPECT_EQ(outcome["outcome"]["class"], "ended");
@@ -243,23 +270,16 @@ TEST_F(VmDaemon, Kill9MidLeaseReadoptsAndRecordsTheOutcomeOnce) {
   startDaemon();
   auto client = spawnProgram({kTally, "run", "--pool", "one", "--memory-max", "64M", "--name", "survivor", "--", kWorkload, "hog", "8", "5000"},
                              {"TALLY_SOCKET=" + socket});
-  std::string lease;
-  for (int i = 0; i < 50 && lease.empty(); ++i) {
-    std::this_thread::sleep_for(100ms);
-    auto l = json::parse(tally({"leases", "--json"}).out, nullptr, false);
-    if (l.is_array() && !l.empty() && l[0]["state"] == "running") lease = l[0]["lease"];
-  }
+  std::string lease = leaseNamed("survivor", "running");
   ASSERT_FALSE(lease.empty());
   std::string mainPid = shOut("systemctl show -p MainPID --value " + unit);
   ASSERT_EQ(sh("systemctl kill -s KILL " + unit), 0);
   // systemd restarts it; the new daemon re-adopts the lease from the ledger.
   std::string newPid;
-  for (int i = 0; i < 100; ++i) {
-    std::this_thread::sleep_for(100ms);
+  ASSERT_TRUE(eventually([&] {
     newPid = shOut("systemctl show -p MainPID --value " + unit);
-    if (newPid != mainPid && newPid != "0" && shOut("systemctl show -p ActiveState --value " + unit) == "active") break;
-  }
-  ASSERT_NE(newPid, mainPid);
+    return newPid != mainPid && newPid != "0" && shOut("systemctl show -p ActiveState --value " + unit) == "active";
+  }));
   auto shown = json::parse(tally({"lease", "show", lease, "--json"}).out, nullptr, false);
   EXPECT_EQ(shown["readopted_after_restart"], true) << shown.dump(2);
   auto r = waitProgram(client);
@@ -269,6 +289,32 @@ TEST_F(VmDaemon, Kill9MidLeaseReadoptsAndRecordsTheOutcomeOnce) {
   json outcome = ledgerRows(lease).back()["body"];
   EXPECT_EQ(outcome["outcome"]["class"], "exited");
   EXPECT_EQ(outcome["daemon"]["readopted_after_restart"], true);
+  expectChainIntact();
+}
+
+// A `tally run --pool` client killed with SIGKILL leaves its lease slice
+// behind (it removes it itself on a normal end). When the workload ends and
+// the client never returns, the daemon closes the lease as lost and stops
+// that slice: nothing of the lease stays active.
+TEST_F(VmDaemon, AKilledClientsSliceIsStoppedWhenItsLeaseIsLost) {
+  std::string text = readFile(config);
+  text.replace(text.find("client_grace = \"30s\""), 20, "client_grace = \"1s\"");
+  writeFile(config, text);
+  startDaemon();
+  std::string go = dir + "/go";
+  auto client = spawnProgram({kTally, "run", "--pool", "one", "--name", "orphan", "--", "sh", "-c",
+                              "while [ ! -e " + go + " ]; do sleep 0.05; done"},
+                             {"TALLY_SOCKET=" + socket});
+  std::string lease = leaseNamed("orphan", "running");
+  ASSERT_FALSE(lease.empty());
+  std::string slice = "tally-" + lease + ".slice";
+  EXPECT_EQ(shOut("systemctl is-active " + slice), "active");
+  ::kill(client.pid, SIGKILL);
+  waitProgram(client);
+  writeFile(go, "");  // the workload ends with nobody to report it
+  ASSERT_TRUE(eventually([&] { return !kinds(lease).empty() && kinds(lease).back() == "lost"; }, 30s)) << lease;
+  EXPECT_TRUE(eventually([&] { return shOut("systemctl is-active " + slice) != "active"; }, 10s))
+      << shOut("systemctl status --no-pager " + slice);
   expectChainIntact();
 }
 
@@ -306,12 +352,14 @@ TEST_F(VmDaemon, RecordedCoverageFollowsTheKernelAndNothingCountsTwice) {
   }
 
   std::string server = "tally-vm-charged-" + std::to_string(::getpid()) + ".service";
-  ASSERT_EQ(sh("systemd-run --quiet --unit=" + server + " -p Type=exec " + kWorkload + " gpu gtt 32 2 60000"), 0);
-  std::this_thread::sleep_for(1500ms);
+  std::string gpuReady = dir + "/charged.ready";
+  ASSERT_EQ(sh("systemd-run --quiet --unit=" + server + " -p Type=exec " + kWorkload + " gpu gtt 32 2 60000 " + gpuReady), 0);
+  ASSERT_TRUE(ready(gpuReady));
   auto a = tally({"attach", "--unit", server, "--pool", "gpu", "--memory-max", "256M", "--gpu-memory-max", "32M"});
   ASSERT_EQ(a.exitCode(), 0) << a.err;
   std::string lease = a.out.substr(0, 12);
-  std::this_thread::sleep_for(1500ms);  // several samples over 32M
+  // The barrier: the advisory bound has reported (two samples over 32M).
+  ASSERT_TRUE(eventually([&] { return kinds(lease).back() == "gpu-bound"; }, 30s));
   json s = json::parse(tally({"lease", "show", lease, "--json"}).out);
   const auto& f = s["budget_figures"];
   EXPECT_EQ(f["coverage"], "host+gtt") << s.dump(2);
@@ -345,16 +393,16 @@ TEST_F(VmDaemon, AttachedUnitOverGpuMemoryMaxIsKilledByTheDaemon) {
   startDaemon();
   std::string server = "tally-vm-greedy-" + std::to_string(::getpid()) + ".service";
   std::string bystander = "tally-vm-bystander-" + std::to_string(::getpid()) + ".service";
-  ASSERT_EQ(sh("systemd-run --quiet --unit=" + bystander + " -p Type=exec " + kWorkload + " gpu gtt 32 2 60000"), 0);
-  ASSERT_EQ(sh("systemd-run --quiet --unit=" + server + " -p Type=exec " + kWorkload + " gpu gtt 32 2 60000"), 0);
-  std::this_thread::sleep_for(1500ms);
+  ASSERT_EQ(sh("systemd-run --quiet --unit=" + bystander + " -p Type=exec " + kWorkload + " gpu gtt 32 2 60000 " + dir + "/b.ready"), 0);
+  ASSERT_EQ(sh("systemd-run --quiet --unit=" + server + " -p Type=exec " + kWorkload + " gpu gtt 32 2 60000 " + dir + "/s.ready"), 0);
+  ASSERT_TRUE(ready(dir + "/b.ready") && ready(dir + "/s.ready"));
   auto events = spawnProgram({kTally, "events", "--json", "--count", "1", "--timeout", "30s"}, {"TALLY_SOCKET=" + socket});
-  std::this_thread::sleep_for(300ms);  // subscribed before the lease exists
+  // Subscribed before the lease exists: `tally events` says so on stderr.
+  ASSERT_TRUE(eventually([&] { return readFile(events.errPath).find("following the daemon") != std::string::npos; }));
   auto a = tally({"attach", "--unit", server, "--pool", "gpu", "--memory-max", "256M", "--gpu-memory-max", "48M"});
   ASSERT_EQ(a.exitCode(), 0) << a.err;
   std::string lease = a.out.substr(0, 12);
-  for (int i = 0; i < 50 && kinds(lease).back() != "outcome"; ++i) std::this_thread::sleep_for(100ms);
-  ASSERT_EQ(kinds(lease).back(), "outcome");
+  ASSERT_TRUE(eventually([&] { return kinds(lease).back() == "outcome"; }, 15s));
   json outcome = ledgerRows(lease).back()["body"];
   EXPECT_EQ(outcome["outcome"]["class"], "killed-by-tally") << outcome.dump(2);
   EXPECT_EQ(outcome["outcome"]["summary"].get<std::string>().rfind(
@@ -381,8 +429,7 @@ TEST_F(VmDaemon, AttachedUnitOverGpuMemoryMaxIsKilledByTheDaemon) {
 // them; waits (5 s) until `last` has arrived.
 std::map<std::string, json> journalOf(const std::string& lease, const std::string& last) {
   std::map<std::string, json> byEvent;
-  for (int i = 0; i < 50 && !byEvent.count(last); ++i) {
-    if (i) std::this_thread::sleep_for(100ms);
+  eventually([&] {
     byEvent.clear();
     auto rows = runProgram({"journalctl", "--no-pager", "-o", "json", "TALLY_LEASE=" + lease});
     std::istringstream lines(rows.out);
@@ -390,7 +437,8 @@ std::map<std::string, json> journalOf(const std::string& lease, const std::strin
       json e = json::parse(l, nullptr, false);
       if (e.is_object() && e.contains("TALLY_EVENT")) byEvent[e["TALLY_EVENT"]] = e;
     }
-  }
+    return byEvent.count(last) != 0;
+  }, 5s);
   return byEvent;
 }
 
@@ -398,16 +446,16 @@ TEST_F(VmDaemon, LifecycleReachesTheJournalAndSeatsAndMetricsAreLive) {
   setCharging(false);
   startDaemon();
   std::string server = "tally-vm-lane-" + std::to_string(::getpid()) + ".service";
-  ASSERT_EQ(sh("systemd-run --quiet --unit=" + server + " -p Type=exec sh -c '" + kWorkload + " hog 48 60000 & " + kWorkload +
-               " gpu gtt 16 1 60000 & wait'"),
+  ASSERT_EQ(sh("systemd-run --quiet --unit=" + server + " -p Type=exec sh -c '" + kWorkload + " hog 48 60000 " + dir + "/h.ready & " +
+               kWorkload + " gpu gtt 16 1 60000 " + dir + "/g.ready & wait'"),
             0);
-  std::this_thread::sleep_for(1s);
+  ASSERT_TRUE(ready(dir + "/h.ready") && ready(dir + "/g.ready"));
   auto a = tally({"attach", "--unit", server, "--pool", "gpu", "--memory-max", "256M", "--gpu-memory-max", "1G", "--name", "lane",
                   "--attr", "model=qwen3-32b",
                   "--attr", "context_window=32768"});
   ASSERT_EQ(a.exitCode(), 0) << a.err;
   std::string lease = a.out.substr(0, 12);
-  std::this_thread::sleep_for(800ms);
+  leaseWhen(lease, [](const json& l) { return l.contains("gpu") && l["gpu"].value("samples", 0) >= 2; });
   // The seat row: running from the real cgroup.events, figures from the real cgroup and fdinfo.
   json seats = json::parse(tally({"seats", "--json"}).out, nullptr, false);
   ASSERT_TRUE(seats.is_object());

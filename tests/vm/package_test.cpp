@@ -16,6 +16,7 @@
 
 #include "support/fake_host.h"
 #include "support/process.h"
+#include "support/raw_client.h"
 
 namespace tally {
 namespace {
@@ -87,13 +88,18 @@ TEST_F(VmPackage, TheHardenedServiceStartsServesAndMetersAnAttachedUnit) {
   ASSERT_EQ(pools.exitCode(), 0) << pools.err << sh("journalctl -u tally --no-pager").out;
   EXPECT_EQ(json::parse(pools.out)[0]["pool"], "gpu");
   std::string server = "tally-pkg-server-" + std::to_string(::getpid()) + ".service";
-  ASSERT_EQ(sh("systemd-run --quiet --unit=" + server + " -p Type=exec " + kWorkload + " gpu gtt 16 1 60000").exitCode(), 0);
-  std::this_thread::sleep_for(1s);
+  std::string readyFile = "/tmp/" + server + ".ready";
+  ASSERT_EQ(sh("systemd-run --quiet --unit=" + server + " -p Type=exec " + kWorkload + " gpu gtt 16 1 60000 " + readyFile).exitCode(), 0);
+  ASSERT_TRUE(eventually([&] { return ::access(readyFile.c_str(), F_OK) == 0; }, 30s));
   auto a = sh("/usr/local/bin/tally attach --unit " + server + " --pool gpu --memory-max 256M --gpu-memory-max 1G --attr model=test");
   ASSERT_EQ(a.exitCode(), 0) << a.err << sh("journalctl -u tally --no-pager").out;
   EXPECT_EQ(trimmed(sh("systemctl show -p MemoryMax --value " + server).out), "268435456");  // through D-Bus, under the sandbox
-  std::this_thread::sleep_for(800ms);
-  json seats = json::parse(sh("/usr/local/bin/tally seats --json").out, nullptr, false);
+  // The barrier: the daemon has sampled the lease's GPU memory.
+  json seats;
+  eventually([&] {
+    seats = json::parse(sh("/usr/local/bin/tally seats --json").out, nullptr, false);
+    return seats.is_object() && seats["seats"].size() == 1u && seats["seats"][0]["gpu"]["regions"]["gtt"]["current_bytes"] == (16u << 20);
+  }, 30s);
   ASSERT_TRUE(seats.is_object()) << sh("journalctl -u tally --no-pager").out;
   ASSERT_EQ(seats["seats"].size(), 1u);
   EXPECT_EQ(seats["seats"][0]["running"], true);

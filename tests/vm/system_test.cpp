@@ -21,6 +21,7 @@
 
 #include "support/fake_host.h"
 #include "support/process.h"
+#include "support/raw_client.h"
 
 namespace tally {
 namespace {
@@ -39,11 +40,7 @@ bool exists(const std::string& path) {
 }
 
 bool processGone(pid_t pid) {
-  for (int i = 0; i < 100; ++i) {
-    if (::kill(pid, 0) != 0 && errno == ESRCH) return true;
-    std::this_thread::sleep_for(50ms);
-  }
-  return false;
+  return eventually([&] { return ::kill(pid, 0) != 0 && errno == ESRCH; }, 5s);
 }
 
 int sh(const std::string& cmd) {
@@ -187,11 +184,11 @@ TEST_F(VmSystem, SigtermToTallyStopsEveryProcessOfTheScope) {
   ::unlink(pidfile.c_str());
   auto s = spawnProgram({kTally, "run", "--json", "--state-dir", stateDir(), "--", kWorkload, "tree", pidfile});
   pid_t child = 0, grandchild = 0;
-  for (int i = 0; i < 400 && !(child && grandchild); ++i) {
+  eventually([&] {
     std::ifstream in(pidfile);
     in >> child >> grandchild;
-    if (!(child && grandchild)) std::this_thread::sleep_for(50ms);
-  }
+    return child && grandchild;
+  }, 20s);
   ASSERT_TRUE(child && grandchild) << "the workload never wrote its pids";
   ASSERT_EQ(::kill(s.pid, SIGTERM), 0);
   auto r = waitProgram(s);
@@ -398,12 +395,44 @@ TEST_F(VmSystem, ChargedBuffersShowInMemoryPeakLikeTomorrowsKernel) {
   EXPECT_GE(t.record["memory"]["peak_bytes"].get<std::uint64_t>(), 48 * kMiB) << describe(t);
 }
 
+// The first stop signal gives the scope its grace (SIGTERM, then SIGKILL
+// after TimeoutStopSec); the main process obeys at once, a child ignores
+// SIGTERM. A second signal while tally waits out that grace ends the child
+// at once (it used to wait the full 10 s: the end of the lease was one
+// blocking stop).
+TEST_F(VmSystem, ASecondStopSignalEndsWhatIsLeftAtOnce) {
+  std::string pids = "/tmp/tally-leftover.pids";
+  ::unlink(pids.c_str());
+  std::string script = "(trap '' TERM; exec sleep 120) & echo $$ $! > " + pids + ".tmp && mv " + pids + ".tmp " + pids + "; wait";
+  auto s = spawnProgram({kTally, "run", "--json", "--state-dir", stateDir(), "--", "sh", "-c", script});
+  pid_t mainPid = 0, child = 0;
+  ASSERT_TRUE(eventually([&] {
+    std::ifstream in(pids);
+    in >> mainPid >> child;
+    return mainPid && child;
+  }, 20s));
+  ASSERT_EQ(::kill(s.pid, SIGTERM), 0);
+  ASSERT_TRUE(processGone(mainPid)) << "the main process should obey SIGTERM";
+  EXPECT_EQ(::kill(child, 0), 0) << "the child ignores SIGTERM and must still run here";
+  auto t = std::chrono::steady_clock::now();
+  ASSERT_EQ(::kill(s.pid, SIGTERM), 0);
+  auto r = waitProgram(s);
+  auto took = std::chrono::steady_clock::now() - t;
+  EXPECT_LT(took, 3s) << "the second signal did not end the lease at once";
+  EXPECT_TRUE(processGone(child));
+  auto record = json::parse(r.out, nullptr, false);
+  ASSERT_TRUE(record.is_object()) << r.err;
+  EXPECT_EQ(record["outcome"]["class"], "stopped") << r.err;
+}
+
 // tally gpu on a real DRM node: device discovery through sysfs and the fdinfo
 // the kernel's DRM core prints for the test driver.
 TEST_F(VmSystem, TallyGpuSeesTheTestDriverAndItsClient) {
   setCharging(false);
-  auto holder = spawnProgram({kWorkload, "gpu", "vram", "8", "2", "4000"});
-  std::this_thread::sleep_for(1500ms);
+  std::string readyFile = "/tmp/tally-gpu-holder.ready";
+  ::unlink(readyFile.c_str());
+  auto holder = spawnProgram({kWorkload, "gpu", "vram", "8", "2", "60000", readyFile});
+  ASSERT_TRUE(eventually([&] { return exists(readyFile); }, 20s));
   auto r = runProgram({kTally, "gpu", "--json"});
   ::kill(holder.pid, SIGKILL);
   waitProgram(holder);

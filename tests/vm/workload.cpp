@@ -1,7 +1,10 @@
 // The workloads the VM system tests run under `tally run`:
-//   hog MIB [HOLD_MS]            allocate and touch MIB of anonymous memory, then hold it
-//   gpu REGION MIB N HOLD_MS     N buffers of MIB each in "gtt" or "vram" through the test
+//   hog MIB [HOLD_MS [READY]]    allocate and touch MIB of anonymous memory, then hold it
+//   gpu REGION MIB N HOLD_MS [READY]
+//                                N buffers of MIB each in "gtt" or "vram" through the test
 //                                DRM driver (vm/testdrm), held for HOLD_MS
+// READY, when given, is created once the memory is allocated: the test's
+// barrier ("the workload holds its memory now"), never a sleep.
 //   tree PIDFILE                 fork a grandchild; write "<child> <grandchild>" to PIDFILE; sleep
 //   marker PATH                  create PATH and exit 0 (proves the workload ran)
 #include <fcntl.h>
@@ -18,11 +21,20 @@
 
 namespace {
 
-int hog(unsigned long mib, long holdMs) {
+void ready(const char* path) {
+  if (!path) return;
+  std::string tmp = std::string(path) + ".tmp";
+  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  if (fd >= 0) ::close(fd);
+  ::rename(tmp.c_str(), path);
+}
+
+int hog(unsigned long mib, long holdMs, const char* readyPath) {
   std::size_t bytes = mib << 20;
   void* p = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   if (p == MAP_FAILED) return std::perror("mmap"), 1;
   std::memset(p, 0x5a, bytes);
+  ready(readyPath);
   if (holdMs > 0) ::usleep(static_cast<useconds_t>(holdMs * 1000));
   return 0;
 }
@@ -48,7 +60,7 @@ int openTestDrm() {
   return -1;
 }
 
-int gpu(const char* region, unsigned long mib, int count, long holdMs) {
+int gpu(const char* region, unsigned long mib, int count, long holdMs, const char* readyPath) {
   int fd = openTestDrm();
   if (fd < 0) return std::fprintf(stderr, "no tally_testdrm render node (insmod the driver)\n"), 1;
   unsigned r = std::strcmp(region, "vram") == 0 ? TALLY_TESTDRM_REGION_VRAM : TALLY_TESTDRM_REGION_GTT;
@@ -56,6 +68,7 @@ int gpu(const char* region, unsigned long mib, int count, long holdMs) {
     tally_testdrm_create c{static_cast<__u64>(mib) << 20, r, 0};
     if (::ioctl(fd, DRM_IOCTL_TALLY_TESTDRM_CREATE, &c) != 0) return std::perror("create"), 1;
   }
+  ready(readyPath);
   ::usleep(static_cast<useconds_t>(holdMs * 1000));
   return 0;
 }
@@ -83,10 +96,14 @@ int marker(const char* path) {
 
 int main(int argc, char** argv) {
   std::string cmd = argc > 1 ? argv[1] : "";
-  if (cmd == "hog" && argc >= 3) return hog(std::strtoul(argv[2], nullptr, 10), argc > 3 ? std::atol(argv[3]) : 0);
-  if (cmd == "gpu" && argc == 6) return gpu(argv[2], std::strtoul(argv[3], nullptr, 10), std::atoi(argv[4]), std::atol(argv[5]));
+  if (cmd == "hog" && argc >= 3 && argc <= 5) {
+    return hog(std::strtoul(argv[2], nullptr, 10), argc > 3 ? std::atol(argv[3]) : 0, argc > 4 ? argv[4] : nullptr);
+  }
+  if (cmd == "gpu" && (argc == 6 || argc == 7)) {
+    return gpu(argv[2], std::strtoul(argv[3], nullptr, 10), std::atoi(argv[4]), std::atol(argv[5]), argc == 7 ? argv[6] : nullptr);
+  }
   if (cmd == "tree" && argc == 3) return tree(argv[2]);
   if (cmd == "marker" && argc == 3) return marker(argv[2]);
-  std::fprintf(stderr, "usage: tally_vm_workload hog MIB [HOLD_MS] | gpu REGION MIB N HOLD_MS | tree PIDFILE | marker PATH\n");
+  std::fprintf(stderr, "usage: tally_vm_workload hog MIB [HOLD_MS [READY]] | gpu REGION MIB N HOLD_MS [READY] | tree PIDFILE | marker PATH\n");
   return 2;
 }
