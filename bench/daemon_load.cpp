@@ -1,7 +1,8 @@
 // Load on `tally daemon` (docs/PERFORMANCE.md, "Daemon"): acquire+release
 // round trips per second over the socket (against hello round trips in the
 // same run), and the daemon's RSS and CPU with 8 attached leases sampled at
-// 1 Hz on a host with 1,000 extra processes, and with 1,000 queued requests.
+// 1 Hz on a host with 1,000 extra processes, and with QUEUED (10,000) queued
+// requests: their cost, and `hello` latency against the same daemon idle.
 //
 //   tally_daemon_load TALLY_BINARY [SECONDS=60] [PROCS=1000] [QUEUED=1000] [ROUNDTRIPS=2000] [PER_LEASE=16]
 //
@@ -16,6 +17,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <fstream>
@@ -182,16 +184,33 @@ int main(int argc, char** argv) {
                                       ? shown->result["leases"][0]["memory"]["samples"].get<std::uint64_t>()
                                       : 0;
 
-  // 3. 1,000 queued requests on a capacity-1 pool.
+  // Hello latency on this daemon with nothing queued: the baseline for the queued figure.
+  auto helloLatencies = [&](int n) {
+    std::vector<double> ms;
+    for (int i = 0; i < n; ++i) {
+      auto t = Clock::now();
+      (void)c.call("hello", json::object());
+      ms.push_back(secondsSince(t) * 1000.0);
+    }
+    std::sort(ms.begin(), ms.end());
+    return ms;
+  };
+  auto baseHello = helloLatencies(200);
+
+  // 3. QUEUED requests on a capacity-1 pool: 64 per connection (the
+  // per-connection limit), each connection's requests sent in one write.
   auto holder = c.call("acquire", {{"pools", {"one"}}});
   std::vector<Client> waiters;
-  waiters.reserve(static_cast<std::size_t>(queued));
+  int perConn = 64;
+  waiters.reserve(static_cast<std::size_t>(queued / perConn + 1));
   t0 = Clock::now();
-  for (int i = 0; i < queued; ++i) {
+  for (int sent = 0; sent < queued; sent += perConn) {
     waiters.push_back(connectRetry(sock));
-    // Sent without waiting for the grant: the "queued" event is the answer.
-    std::string line = tally::rpc::encodeRequest(1, "acquire", {{"pools", {"one"}}});
-    (void)!::write(waiters.back().fd(), line.data(), line.size());
+    std::string lines;
+    for (int i = 0; i < perConn && sent + i < queued; ++i) lines += tally::rpc::encodeRequest(i, "acquire", {{"pools", {"one"}}});
+    (void)!::write(waiters.back().fd(), lines.data(), lines.size());
+    // The "queued" events are the answers; drained so the daemon never waits on us.
+    for (int i = 0; i < perConn && sent + i < queued; ++i) (void)waiters.back().next(10'000);
   }
   json leasesNow;
   for (int i = 0; i < 400; ++i) {
@@ -200,6 +219,7 @@ int main(int argc, char** argv) {
     ::usleep(25'000);
   }
   double enqueueSec = secondsSince(t0);
+  auto queuedHello = helloLatencies(200);
   unsigned long long cpuQ0 = cpuTicks(daemon);
   t0 = Clock::now();
   ::sleep(10);
@@ -207,7 +227,10 @@ int main(int argc, char** argv) {
   double queuedCpuPct = 100.0 * static_cast<double>(cpuTicks(daemon) - cpuQ0) / static_cast<double>(hz) / qWindow;
   double queuedRss = rssMiB(daemon);
   double hwm = rssMiB(daemon, "VmHWM:");
-  (void)holder;
+  // Releasing the holder moves every waiter up one place: one grant, QUEUED-1 position events.
+  t0 = Clock::now();
+  if (holder && holder->ok) (void)c.call("release", {{"lease", holder->result["lease"]}});
+  double releaseMs = secondsSince(t0) * 1000.0;
 
   fmt::print("daemon load ({} extra processes, {} leases x {} processes, {} s at 1 Hz, {} queued)\n", procs, leases, perLease, seconds, queued);
   fmt::print("  hello round trips/s            {:10.0f}\n", helloPerSec);
@@ -218,7 +241,12 @@ int main(int argc, char** argv) {
   fmt::print("  RSS after {} round trips     {:10.1f} MiB\n", roundtrips, afterRoundtripsRss);
   fmt::print("  CPU with 8 leases at 1 Hz      {:10.3f} % of one core ({} samples per lease)\n", cpuPct, samplesPerLease);
   fmt::print("  RSS with 8 leases              {:10.1f} MiB (private RssAnon {:.1f} MiB)\n", leasesRss, leasesAnon);
-  fmt::print("  enqueue {} requests          {:10.2f} s\n", queued, enqueueSec);
+  fmt::print("  enqueue {} requests          {:10.2f} s ({} connections x {})\n", queued, enqueueSec, waiters.size(), perConn);
+  fmt::print("  hello, nothing queued          median {:.3f} ms, p99 {:.3f} ms, max {:.3f} ms (200 calls)\n", baseHello[100],
+             baseHello[197], baseHello.back());
+  fmt::print("  hello, {} queued            median {:.3f} ms, p99 {:.3f} ms, max {:.3f} ms (200 calls; {:.2f}x the median above)\n",
+             queued, queuedHello[100], queuedHello[197], queuedHello.back(), queuedHello[100] / baseHello[100]);
+  fmt::print("  release with {} queued        {:10.1f} ms (one grant, {} position events)\n", queued, releaseMs, queued - 1);
   fmt::print("  CPU with 8 leases + {} queued {:9.3f} % of one core\n", queued, queuedCpuPct);
   fmt::print("  RSS with 8 leases + {} queued {:9.1f} MiB (peak VmHWM {:.1f} MiB; private RssAnon {:.1f} MiB, the rest is shared library text)\n",
              queued, queuedRss, hwm, rssMiB(daemon, "RssAnon:"));

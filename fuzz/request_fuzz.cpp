@@ -22,6 +22,7 @@
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <algorithm>
 #include <memory>
 #include <optional>
@@ -130,6 +131,11 @@ struct World {
     cfg.daemon.queueTimeoutUs = 0;
     cfg.pools = {config::Pool{"one", 1, std::nullopt, std::nullopt, {}},
                  config::Pool{"gpu", 4, 64ULL << 30, 96ULL << 30, {}}};
+  }
+  ~World() {
+    ledger.reset();
+    std::error_code ec;
+    std::filesystem::remove_all(dir, ec);  // the synthetic host lives in /dev/shm: leave nothing behind
   }
 };
 

@@ -24,15 +24,16 @@ cmake --build --preset asan -j "$jobs"
 
 step "build: fuzz (clang libFuzzer)"
 cmake --preset fuzz >/dev/null
-# Only the fuzzers: they link the parsers library, not the whole tree.
-cmake --build --preset fuzz -j "$jobs" --target \
-  fuzz_fdinfo fuzz_proc_status fuzz_proc_cgroup fuzz_proc_stat fuzz_meminfo fuzz_mountinfo \
-  fuzz_sysfs_value fuzz_cgroup_path fuzz_cgroup_memory fuzz_units fuzz_dmem fuzz_rpc fuzz_config
+# Only the fuzzers: the parser targets link the parsers library; fuzz_request links
+# the daemon itself (the whole request path, on fakes).
+fuzzers=(fdinfo proc_status proc_cgroup proc_stat meminfo mountinfo sysfs_value cgroup_path cgroup_memory units dmem rpc config
+         http_head request)
+cmake --build --preset fuzz -j "$jobs" --target "${fuzzers[@]/#/fuzz_}"
 
 step "fuzz: ${FUZZ_SECONDS}s per parser, corpus seeded from the real samples"
 fuzzwork=$(mktemp -d /tmp/tally-fuzz.XXXXXX)
 trap 'rm -rf "$fuzzwork"' EXIT
-for target in fdinfo proc_status proc_cgroup proc_stat meminfo mountinfo sysfs_value cgroup_path cgroup_memory units dmem rpc config; do
+for target in "${fuzzers[@]}"; do
   seeds=fuzz/corpus/$target
   [ "$target" = fdinfo ] && seeds=tests/fixtures/fdinfo
   mkdir -p "$fuzzwork/$target"

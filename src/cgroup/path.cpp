@@ -19,8 +19,10 @@ Result<std::string> canonicalPath(std::string_view path) {
     rest = slash == std::string_view::npos ? std::string_view{} : rest.substr(slash + 1);
     if (part.empty() || part == ".") continue;
     if (part == "..") return Error{0, "contains '..'; name the cgroup itself"};
-    out += '/';
-    out += part;
+    // (push_back + append of iterators: g++ 12 -O2 misreads `out += part`
+    // as an overlapping memcpy, -Wrestrict, a known false positive.)
+    out.push_back('/');
+    out.append(part.begin(), part.end());
   }
   if (out.empty()) out = "/";
   return out;

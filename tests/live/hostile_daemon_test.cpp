@@ -444,6 +444,36 @@ TEST_F(HostileDaemon, ADamagedLedgerIsSeenAndTheDaemonFailsClosed) {
   EXPECT_FALSE(fs::Root::open(state)->exists("ledger.sqlite"));  // nothing was created there
 }
 
+// Why 5, every directory root writes in: the state dir, the socket's
+// directory and the textfile's directory, each refused at start when another
+// user could swap what is in it.
+TEST(HostileDirectories, EachDirectoryRootWritesInMustBeTrusted) {
+  TempDir dir;
+  std::string open = dir.path() + "/open";  // writable by everyone, no sticky bit
+  makeDirs(open);
+  ASSERT_EQ(::chmod(open.c_str(), 0777), 0);
+  std::string mine = dir.path() + "/mine";
+  makeDirs(mine);
+  struct Case {
+    std::string socket, state, textfile, expect;
+  } cases[] = {
+      {open + "/tally.sock", mine + "/state", "", "[daemon] socket's directory"},
+      {mine + "/tally.sock", open + "/state", "", "[daemon] state_dir"},  // below an open directory: the ancestor is refused
+      {mine + "/tally.sock", open, "", "[daemon] state_dir"},
+      {mine + "/tally.sock", mine + "/state", open + "/tally.prom", "metrics textfile directory"},
+  };
+  for (const auto& c : cases) {
+    std::string toml = "[daemon]\nsocket = \"" + c.socket + "\"\nstate_dir = \"" + c.state + "\"\n" +
+                       (c.textfile.empty() ? "" : "metrics_textfile = \"" + c.textfile + "\"\n") + "[pools.one]\ncapacity = 1\n";
+    writeFile(dir.path() + "/tally.toml", toml);
+    auto r = runProgram({TALLY_BINARY, "daemon", "--config", dir.path() + "/tally.toml"});
+    EXPECT_EQ(r.exitCode(), 3) << toml << r.err;
+    EXPECT_NE(r.err.find("writable by everyone"), std::string::npos) << toml << r.err;
+    EXPECT_NE(r.err.find(c.expect), std::string::npos) << toml << r.err;
+  }
+  EXPECT_FALSE(fs::Root::open(open)->exists("ledger.sqlite"));
+}
+
 // Why 5, live: the daemon's textfile with the old temporary name planted as a symlink.
 TEST_F(HostileDaemon, TheTextfileIsNeverWrittenThroughASymlink) {
   std::string textDir = dir.path() + "/collector";
