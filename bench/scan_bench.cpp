@@ -15,6 +15,7 @@
 #include "floor.h"
 #include "enforce/gpu_bound.h"
 #include "fs/root.h"
+#include "cgroup/cgroup.h"
 #include "lease/meter.h"
 #include "metrics/tally_metrics.h"
 #include "probes/sysfs_value.h"
@@ -111,7 +112,12 @@ void leaseSample(benchmark::State& state, bool bound) {
     state.SkipWithError("no TALLY_BENCH_CGROUP/TALLY_BENCH_LEASE");
     return;
   }
-  tally::lease::LeaseMeter meter(roots().proc, roots().sys, *roots().cgroup, roots().lease, std::nullopt);
+  auto leaseCg = tally::cgroup::Cgroup::open(*roots().cgroup, roots().lease);
+  if (!leaseCg) {
+    state.SkipWithError(leaseCg.error().message.c_str());
+    return;
+  }
+  tally::lease::LeaseMeter meter(roots().proc, roots().sys, *roots().cgroup, *leaseCg, std::nullopt);
   tally::enforce::GpuBound b{std::uint64_t{1} << 50, std::uint64_t{1} << 49, tally::enforce::Action::Kill, 2, 1000000};
   tally::enforce::GpuBoundState st;
   std::uint64_t t = 0;
@@ -137,8 +143,13 @@ void BM_LeaseSampleWithMetrics(benchmark::State& state) {
     state.SkipWithError("no TALLY_BENCH_CGROUP/TALLY_BENCH_LEASE");
     return;
   }
-  const auto& cg = *roots().cgroup;
-  tally::lease::LeaseMeter meter(roots().proc, roots().sys, cg, roots().lease, std::nullopt);
+  auto leaseCg = tally::cgroup::Cgroup::open(*roots().cgroup, roots().lease);
+  if (!leaseCg) {
+    state.SkipWithError(leaseCg.error().message.c_str());
+    return;
+  }
+  const tally::cgroup::Cgroup& cg = *leaseCg;
+  tally::lease::LeaseMeter meter(roots().proc, roots().sys, *roots().cgroup, cg, std::nullopt);
   std::size_t bytes = 0;
   for (auto _ : state) {
     meter.sample();
@@ -149,16 +160,14 @@ void BM_LeaseSampleWithMetrics(benchmark::State& state) {
     f.state = "running";
     f.pools = {"gpu"};
     f.cgroup = roots().lease;
-    auto read = [&](const char* file) -> std::optional<std::uint64_t> {
-      auto t = cg.read(tally::fs::joinPath(roots().lease, file), 64);
-      return t ? tally::probes::parseSysfsU64(*t) : std::nullopt;
-    };
-    auto events = cg.read(tally::fs::joinPath(roots().lease, "cgroup.events"), 4096);
-    f.populated = events && events->find("populated 1") != std::string::npos;
+    auto populated = cg.populated();
+    f.populated = populated && *populated;
     f.observedAtNs = meter.sampledAtNs();
     f.hostCurrent = tally::seats::Figure::of(meter.host().last, "unread");
-    f.hostPeak = tally::seats::Figure::of(read("memory.peak"), "unread");
-    f.hostMax = tally::seats::Figure::of(read("memory.max"), "unread");
+    auto peak = cg.memoryPeak();
+    f.hostPeak = tally::seats::Figure::of(peak ? std::optional<std::uint64_t>(*peak) : std::nullopt, "unread");
+    auto max = cg.memoryMax();
+    f.hostMax = tally::seats::Figure::of(max && !max->unlimited ? std::optional<std::uint64_t>(max->bytes) : std::nullopt, "unread");
     for (const auto& [r, b] : meter.gpu().lastRegions) f.gpuRegions[r].currentBytes = b;
     f.gpuCurrent = tally::seats::Figure::of(meter.gpu().lastBytes, "unread");
     f.devices = meter.gpu().lastDevices;

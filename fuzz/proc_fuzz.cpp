@@ -6,7 +6,7 @@
 #include <string_view>
 
 #include "attribution/container.h"
-#include "lease/units.h"
+#include "util/units.h"
 #include "probes/cgroup_memory.h"
 #include "probes/dmem.h"
 #include "probes/meminfo.h"
@@ -55,8 +55,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   }
 #elif TALLY_FUZZ_TARGET == 9
   // Operator input at the edge: sizes and durations.
-  if (auto b = lease::parseSize(text); !b && b.error().message.empty()) std::abort();
-  if (auto d = lease::parseDurationUs(text); !d && d.error().message.empty()) std::abort();
+  if (auto b = units::parseSize(text); !b && b.error().message.empty()) std::abort();
+  if (auto d = units::parseDurationUs(text); !d && d.error().message.empty()) std::abort();
 #elif TALLY_FUZZ_TARGET == 10
   // dmem.capacity / dmem.current: every region parsed has a name.
   if (auto r = probes::parseDmemCapacity(text)) {

@@ -95,7 +95,7 @@ struct Units : daemon::Units {
   Status killUnit(const std::string&, int) override { return Ok{}; }
   Status stopUnit(const std::string&) override { return Ok{}; }
 };
-struct Journal : daemon::Journal {
+struct Journal : journal::Journal {
   void note(int, const std::string&, const std::vector<std::pair<std::string, std::string>>&) override {}
 };
 

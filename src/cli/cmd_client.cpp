@@ -7,11 +7,13 @@
 #include "cli/exit_codes.h"
 #include "cli/option_values.h"
 #include "report/gpu_report.h"
+#include "cli/socket_path.h"
 #include "rpc/client.h"
 #include "rpc/lease_api.h"
 #include "top/view.h"
 #include "util/text.h"
 #include "util/clock.h"
+#include "util/units.h"
 
 namespace tally::cli {
 namespace {
@@ -19,7 +21,7 @@ namespace {
 using json = nlohmann::json;
 
 std::string bytesText(const json& v) {
-  return v.is_number_unsigned() ? report::humanBytes(v.get<std::uint64_t>()) : std::string("-");
+  return v.is_number_unsigned() ? units::humanBytes(v.get<std::uint64_t>()) : std::string("-");
 }
 
 std::string ageText(const json& ns) {
@@ -36,7 +38,7 @@ std::string ageText(const json& ns) {
 // One call; errors printed with the command's name. Exit code in `rc`.
 std::optional<rpc::Message> callDaemon(const char* cmd, const ClientOptions& o, const std::string& method, const json& params,
                                        int& rc, const rpc::Client::EventFn& onEvent = {}) {
-  std::string path = o.socket.empty() ? rpc::defaultSocketPath() : o.socket;
+  std::string path = socketPath(o.socket);
   auto client = rpc::Client::connect(path);
   if (!client) {
     fmt::print(stderr, "tally {}: {}\n", cmd, client.error().message);
@@ -204,7 +206,7 @@ namespace {
 int followEvents(const ClientOptions& o) {
   std::optional<std::uint64_t> timeoutUs;
   if (!durationOption("events", "--timeout", o.eventsTimeout, timeoutUs)) return kExitUsage;  // before connecting
-  std::string path = o.socket.empty() ? rpc::defaultSocketPath() : o.socket;
+  std::string path = socketPath(o.socket);
   auto client = rpc::Client::connect(path);
   if (!client) {
     fmt::print(stderr, "tally events: {}\n", client.error().message);

@@ -10,7 +10,7 @@
 namespace tally::cli {
 
 struct ClientOptions {
-  std::string socket;  // "" = rpc::defaultSocketPath()
+  std::string socket;  // "" = socketPath("")
   bool json = false;
   std::string leaseId;
   // attach

@@ -14,7 +14,7 @@
 #include "fs/secure_dir.h"
 #include "contain/host_layout.h"
 #include "coverage/assess.h"
-#include "daemon/journal.h"
+#include "journal/journal.h"
 #include "daemon/metrics_publisher.h"
 #include "metrics/tally_metrics.h"
 #include "util/clock.h"
@@ -22,7 +22,7 @@
 #include "daemon/service.h"
 #include "daemon/systemd_units.h"
 #include "ledger/ledger.h"
-#include "lease/units.h"
+#include "util/units.h"
 #include "report/gpu_report.h"
 
 namespace tally::cli {
@@ -104,7 +104,7 @@ int runDaemon(const fs::RootPaths& paths, const DaemonOptions& o) {
     fmt::print(stderr, "tally daemon: note: no systemd manager ({}); attach --unit is unavailable\n", bus.error().message);
   }
   long page = sysconf(_SC_PAGESIZE);
-  daemon::SdJournal journal;
+  journal::SdJournal journal;
   daemon::ServiceEnv env{roots->proc, roots->sys, roots->cgroup ? &*roots->cgroup : nullptr, server, server, units.get(),
                          page > 0 ? static_cast<std::uint64_t>(page) : 4096, &journal, daemon::limitsFromConfig(cfg.daemon)};
   daemon::Service service(cfg, *db, env);
@@ -245,8 +245,8 @@ int runConfigCheck(const ConfigCheckOptions& o) {
              c.daemon.stateDir.empty() ? ledger::defaultStateDir() : c.daemon.stateDir, c.daemon.sampleIntervalUs / 1000);
   for (const auto& p : c.pools) {
     fmt::print("pool {}: capacity {}, memory budget {}, GPU memory budget {}{}\n", p.name, p.capacity,
-               p.memoryBudget ? report::humanBytes(*p.memoryBudget) : std::string("none"),
-               p.gpuMemoryBudget ? report::humanBytes(*p.gpuMemoryBudget) : std::string("none"),
+               p.memoryBudget ? units::humanBytes(*p.memoryBudget) : std::string("none"),
+               p.gpuMemoryBudget ? units::humanBytes(*p.gpuMemoryBudget) : std::string("none"),
                p.devices.empty() ? std::string() : fmt::format(" on {}", fmt::join(p.devices, ", ")));
   }
   return kExitOk;

@@ -17,7 +17,7 @@
 #include "contain/systemd_lease.h"
 #include "coverage/assess.h"
 #include "devices/drm_devices.h"
-#include "lease/units.h"
+#include "util/units.h"
 #include "report/gpu_report.h"
 #include "util/text.h"
 
@@ -188,7 +188,7 @@ int runDoctor(const fs::RootPaths& paths, const DoctorOptions& opts) {
 
   std::optional<coverage::ProbeOptions> probe;
   if (opts.active) {
-    auto size = lease::parseSize(opts.probeSize);
+    auto size = units::parseSize(opts.probeSize);
     if (!size || *size < (1ULL << 20) || *size > (1ULL << 32)) {
       fmt::print(stderr, "tally doctor: --probe-size {}: must be 1MiB..4GiB\n", opts.probeSize);
       return kExitUsage;
@@ -257,15 +257,15 @@ int runDoctor(const fs::RootPaths& paths, const DoctorOptions& opts) {
     std::string mem;
     for (const char* r : {"gtt", "vram"}) {
       if (const auto* m = d.region(r)) {
-        mem += fmt::format(", {} {} used of {}", r, m->usedBytes ? report::humanBytes(*m->usedBytes) : "?",
-                           m->totalBytes ? report::humanBytes(*m->totalBytes) : "?");
+        mem += fmt::format(", {} {} used of {}", r, m->usedBytes ? units::humanBytes(*m->usedBytes) : "?",
+                           m->totalBytes ? units::humanBytes(*m->totalBytes) : "?");
       }
     }
     fmt::print("gpu          {} ({}){}\n", d.key, d.driver.empty() ? "no driver" : d.driver, mem);
   }
-  if (host.gtt.bytes) fmt::print("gtt ceiling  {}, in force: {} (read: {})\n", report::humanBytes(*host.gtt.bytes), host.gtt.source, raw);
+  if (host.gtt.bytes) fmt::print("gtt ceiling  {}, in force: {} (read: {})\n", units::humanBytes(*host.gtt.bytes), host.gtt.source, raw);
   else fmt::print("gtt ceiling  unknown (no ttm module parameters)\n");
-  if (host.meminfo.memAvailable) fmt::print("host         MemAvailable {}\n", report::humanBytes(*host.meminfo.memAvailable));
+  if (host.meminfo.memAvailable) fmt::print("host         MemAvailable {}\n", units::humanBytes(*host.meminfo.memAvailable));
   for (const auto& s : a.signs.signs) {
     fmt::print("sign         {}: {} ({})\n", s.name, s.present ? (*s.present ? "present" : "absent") : "unknown", s.evidence);
   }

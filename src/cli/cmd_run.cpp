@@ -9,16 +9,18 @@
 #include "cli/cmd_client.h"
 #include "cli/option_values.h"
 #include "cli/roots.h"
-#include "cli/run_client.h"
+#include "cli/socket_path.h"
+#include "run/daemon_lease.h"
 #include "contain/choose.h"
 #include "contain/host_layout.h"
-#include "coverage/assess.h"
-#include "daemon/journal.h"
+#include "coverage/handover.h"
+#include "ledger/rows.h"
 #include "ledger/ledger.h"
 #include "lease/outcome.h"
 #include "lease/record.h"
-#include "lease/runner.h"
-#include "lease/units.h"
+#include "run/journal_observer.h"
+#include "run/runner.h"
+#include "util/units.h"
 #include "util/text.h"
 #include "util/unique_fd.h"
 
@@ -59,7 +61,7 @@ std::optional<lease::LeaseSpec> buildSpec(const RunOptions& o) {
   if (o.oomPolicy == "kill") spec.oomPolicy = lease::OomPolicy::Kill;
   else if (o.oomPolicy == "stop") spec.oomPolicy = lease::OomPolicy::Stop;
   else spec.oomPolicy = lease::OomPolicy::Continue;
-  auto interval = lease::parseDurationUs(o.sampleInterval);
+  auto interval = units::parseDurationUs(o.sampleInterval);
   if (!interval) {
     fmt::print(stderr, "tally run: --sample-interval {}\n", interval.error().message);
     return std::nullopt;
@@ -165,32 +167,6 @@ void addRunCommand(CLI::App& app, RunOptions& o) {
       ->expected(-1);
 }
 
-namespace {
-
-// Standalone tally run: the lease's start, its GPU bound events and its
-// outcome also go to the journal, with the same fields as the daemon's (the
-// runner has printed them on stderr already). A pool lease's are the daemon's.
-class JournalObserver final : public lease::LeaseObserver {
- public:
-  JournalObserver(std::string id, std::string name) : id_(std::move(id)), name_(std::move(name)) {}
-  Status placed(const lease::LeaseRecord&, const contain::LeaseCgroup& cg) override {
-    send(daemon::lifecycleEntry("started", id_, name_, {}, {{"unit", cg.unitName()}, {"cgroup", cg.cgroup()}}));
-    return Ok{};
-  }
-  void finished(lease::LeaseRecord&) override {}
-  void bound(const enforce::BoundEvent& e) override { send(daemon::boundEventEntry(id_, name_, e)); }
-  void ended(const nlohmann::ordered_json& record) {
-    send(daemon::lifecycleEntry("outcome", id_, name_, {}, nlohmann::json::parse(record.dump())));
-  }
-
- private:
-  void send(const daemon::JournalEntry& e) { journal_.note(e.priority, e.message, e.fields); }
-  std::string id_, name_;
-  daemon::SdJournal journal_{false, "tally run: "};
-};
-
-}  // namespace
-
 int runRun(const fs::RootPaths& paths, const RunOptions& opts) {
   auto spec = buildSpec(opts);
   if (!spec) return kRunExitUsage;
@@ -206,7 +182,7 @@ int runRun(const fs::RootPaths& paths, const RunOptions& opts) {
     }
     ledger.emplace(std::move(*opened));
   }
-  auto reconnect = lease::parseDurationUs(opts.reconnectTimeout);
+  auto reconnect = units::parseDurationUs(opts.reconnectTimeout);
   if (!reconnect) {
     fmt::print(stderr, "tally run: --reconnect-timeout {}\n", reconnect.error().message);
     return kRunExitUsage;
@@ -220,10 +196,15 @@ int runRun(const fs::RootPaths& paths, const RunOptions& opts) {
   // Standalone hand-over (docs/coverage.md): when the daemon proved on this
   // very kernel that GTT is charged to memcg, MemoryMax must hold host memory
   // and GTT both. A row from another kernel proves nothing here.
-  if (ledger && spec->memoryMax && spec->gpuMemoryMax) {
-    if (auto rec = coverage::lastRecorded(*ledger); rec && rec->coverage == "host+gtt" && rec->kernel == layout.kernel) {
+  if (ledger) {
+    auto rec = ledger::lastCoverage(*ledger);
+    coverage::Handover handover;
+    if (rec && rec->kernel == layout.kernel && rec->coverage == coverage::coverageName(coverage::Coverage::HostAndGtt)) {
+      handover.coverage = coverage::Coverage::HostAndGtt;
+    }
+    if (auto both = handover.memoryMaxWithGpu(spec->memoryMax, spec->gpuMemoryMax)) {
       spec->declaredMemoryMax = spec->memoryMax;
-      spec->memoryMax = *spec->memoryMax + *spec->gpuMemoryMax;
+      spec->memoryMax = *both;
       fmt::print(stderr, "tally run: the ledger records that kernel {} charges GTT to memcg: MemoryMax = --memory-max + --gpu-memory-max = {}\n",
                  layout.kernel, *spec->memoryMax);
     }
@@ -237,9 +218,9 @@ int runRun(const fs::RootPaths& paths, const RunOptions& opts) {
   sigprocmask(SIG_BLOCK, &stopSignals, nullptr);
   UniqueFd signalFd(signalfd(-1, &stopSignals, SFD_CLOEXEC | SFD_NONBLOCK));
 
-  std::optional<DaemonLease> daemonLease;
+  std::optional<run::DaemonLease> daemonLease;
   if (!opts.pools.empty()) {
-    daemonLease.emplace(opts.socket.empty() ? rpc::defaultSocketPath() : opts.socket, *reconnect);
+    daemonLease.emplace(socketPath(opts.socket), *reconnect);
     rpc::api::Acquire request;
     rpc::api::Declared& d = request.declared;
     d.pools = opts.pools;
@@ -262,7 +243,8 @@ int runRun(const fs::RootPaths& paths, const RunOptions& opts) {
     spec->id = *id;
     fmt::print(stderr, "tally run: lease {} granted ({})\n", *id, fmt::join(opts.pools, ", "));
     // The hand-over (docs/coverage.md): where the kernel charges GTT to
-    // memcg, MemoryMax must hold host memory and GTT both, and the daemon
+    // memcg, MemoryMax must hold host memory and GTT both (the daemon's
+    // coverage::Handover::memoryMaxWithGpu, in its grant), and the daemon
     // may have made gpu_memory_max advisory.
     const auto& g = daemonLease->grant();
     if (g.contains("memory_max_effective") && g["memory_max_effective"].is_number_unsigned()) {
@@ -277,18 +259,16 @@ int runRun(const fs::RootPaths& paths, const RunOptions& opts) {
   auto choice = contain::chooseContainment(*spec, roots->proc, cgroupRoot, layout);
   if (!choice.note.empty()) fmt::print(stderr, "tally run: {}\n", choice.note);
   long page = sysconf(_SC_PAGESIZE);
-  JournalObserver journalObserver(spec->id, spec->name);
-  lease::RunEnv env{roots->proc, roots->sys, cgroupRoot, signalFd.get(), page > 0 ? static_cast<std::uint64_t>(page) : 4096,
-                    daemonLease ? static_cast<lease::LeaseObserver*>(&*daemonLease) : &journalObserver};
-  auto record = lease::runLease(*spec, env, choice.lease.get(), choice.refusal);
+  run::JournalObserver journalObserver(spec->id, spec->name);
+  run::RunEnv env{roots->proc, roots->sys, cgroupRoot, signalFd.get(), page > 0 ? static_cast<std::uint64_t>(page) : 4096,
+                    daemonLease ? static_cast<run::LeaseObserver*>(&*daemonLease) : &journalObserver};
+  auto record = run::runLease(*spec, env, choice.lease.get(), choice.refusal);
   choice.lease.reset();
 
   auto doc = lease::recordJson(record);
   std::string recordText = doc.dump();
   if (ledger) {
-    ledger::Entry entry{record.spec.id, record.spec.name, record.manager, record.startedAtNs, record.endedAtNs,
-                        lease::outcomeClassName(record.outcome.cls), record.outcome.exitStatus, recordText};
-    if (auto s = ledger->append(entry); !s) {
+    if (auto s = ledger->appendOutcome(record.spec.id, recordText); !s) {
       // Nothing lost: the record goes to stderr when the ledger refuses it.
       fmt::print(stderr, "tally run: WARNING: {}; the record follows\n{}\n", s.error().message, recordText);
     }

@@ -18,6 +18,7 @@
 #include "cli/cmd_client.h"
 #include "cli/exit_codes.h"
 #include "cli/option_values.h"
+#include "cli/socket_path.h"
 #include "rpc/client.h"
 #include "top/view.h"
 #include "util/clock.h"
@@ -141,7 +142,7 @@ int runTop(const TopOptions& o) {
     fmt::print(stderr, "tally top: --interval must be between 100ms and 1h\n");
     return kExitUsage;
   }
-  Fetcher fetcher(o.socket.empty() ? rpc::defaultSocketPath() : o.socket);
+  Fetcher fetcher(socketPath(o.socket));
   top::ViewOptions view;
   view.refreshMs = *intervalUs / 1000;
   bool tty = isatty(STDOUT_FILENO) && isatty(STDIN_FILENO);

@@ -3,7 +3,7 @@
 #include <fmt/format.h>
 #include <unistd.h>
 
-#include "lease/units.h"
+#include "util/units.h"
 
 namespace tally::cli {
 namespace {
@@ -24,7 +24,7 @@ bool optionValue(std::string_view cmd, std::string_view flag, const std::string&
 }  // namespace
 
 bool sizeOption(std::string_view cmd, std::string_view flag, const std::string& text, std::optional<std::uint64_t>& out) {
-  return optionValue(cmd, flag, text, out, [](const std::string& t) { return lease::parseSize(t); });
+  return optionValue(cmd, flag, text, out, [](const std::string& t) { return units::parseSize(t); });
 }
 
 bool memoryLimitOption(std::string_view cmd, std::string_view flag, const std::string& text, std::optional<std::uint64_t>& out) {
@@ -43,7 +43,7 @@ bool memoryLimitOption(std::string_view cmd, std::string_view flag, const std::s
 }
 
 bool durationOption(std::string_view cmd, std::string_view flag, const std::string& text, std::optional<std::uint64_t>& out) {
-  return optionValue(cmd, flag, text, out, [](const std::string& t) { return lease::parseDurationUs(t); });
+  return optionValue(cmd, flag, text, out, [](const std::string& t) { return units::parseDurationUs(t); });
 }
 
 bool attributesOption(std::string_view cmd, const std::vector<std::string>& texts, lease::Attributes& out) {

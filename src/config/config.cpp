@@ -11,7 +11,7 @@
 
 #include <toml++/toml.h>
 
-#include "lease/units.h"
+#include "util/units.h"
 #include "util/unique_fd.h"
 
 namespace tally::config {
@@ -62,7 +62,7 @@ class Reader {
       return std::nullopt;
     }
     if (auto s = n->value<std::string>()) {
-      auto v = lease::parseSize(*s);
+      auto v = units::parseSize(*s);
       if (v && *v > 0) return *v;
       problem(*n, fmt::format("{}.{}: {}", where, key, v ? "must be positive" : v.error().message));
       return std::nullopt;
@@ -81,7 +81,7 @@ class Reader {
       return std::nullopt;
     }
     if (auto s = n->value<std::string>()) {
-      auto v = lease::parseDurationUs(*s);
+      auto v = units::parseDurationUs(*s);
       if (v) return *v;
       problem(*n, fmt::format("{}.{}: {}", where, key, v.error().message));
       return std::nullopt;

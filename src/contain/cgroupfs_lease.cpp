@@ -19,19 +19,21 @@ namespace tally::contain {
 
 Status checkDelegatedParent(const fs::Root& cgroupRoot, const std::string& parent) {
   if (parent.find("..") != std::string::npos) return Error{EINVAL, fmt::format("cgroup parent {} climbs with '..'", parent)};
+  auto cg = cgroup::Cgroup::open(cgroupRoot, parent.empty() ? "/" : parent);
+  if (!cg) return Error{cg.error().code, fmt::format("{} is not a cgroup v2 directory: {}", parent, cg.error().message)};
+  auto memory = cg->delegates("memory");
+  if (!memory) {
+    return Error{memory.error().code, fmt::format("{} is not a cgroup v2 directory: {}", cg->describe(""), memory.error().message)};
+  }
+  if (!*memory) {
+    auto now = cg->read(cgroup::file::kSubtreeControl);
+    return Error{0, fmt::format("memory controller not delegated to {}: its {} is '{}'; enable it (echo +memory > {}) or use systemd",
+                                cg->describe(""), cgroup::file::kSubtreeControl, now ? std::string(text::trim(*now)) : std::string("?"),
+                                cg->describe(cgroup::file::kSubtreeControl))};
+  }
   std::string rel = fs::joinPath(parent, "");  // "" for the root, else "a/b/"
   if (!rel.empty()) rel.pop_back();
   std::string dir = rel.empty() ? "." : rel;
-  auto controllers = cgroupRoot.read(fs::joinPath(rel, "cgroup.subtree_control"), 4096);
-  if (!controllers) {
-    return Error{controllers.error().code,
-                 fmt::format("{} is not a cgroup v2 directory: {}", cgroupRoot.describe(rel), controllers.error().message)};
-  }
-  if (!text::hasWord(text::trim(*controllers), "memory")) {
-    return Error{0, fmt::format("memory controller not delegated to {}: its cgroup.subtree_control is '{}'; "
-                                "enable it (echo +memory > {}/cgroup.subtree_control) or use systemd",
-                                cgroupRoot.describe(rel), text::trim(*controllers), cgroupRoot.describe(rel))};
-  }
   if (::faccessat(cgroupRoot.fd(), dir.c_str(), W_OK, AT_EACCESS) != 0) {
     return Error{errno, fmt::format("cannot create lease cgroups in {}: not writable by uid {}", cgroupRoot.describe(rel), geteuid())};
   }
@@ -59,11 +61,7 @@ CgroupfsLease::CgroupfsLease(const fs::Root& cgroupRoot, std::string parent, con
 }
 
 std::string CgroupfsLease::delegationHint() const {
-  return fmt::format("; enable it in {}", root_.describe(fs::joinPath(parent_, "cgroup.subtree_control")));
-}
-
-Status CgroupfsLease::writeFile(const char* file, const std::string& value) {
-  return root_.write(fs::joinPath(rel_, file), value);
+  return fmt::format("; enable it in {}", root_.describe(fs::joinPath(parent_, cgroup::file::kSubtreeControl)));
 }
 
 Status CgroupfsLease::place(pid_t pid) {
@@ -72,53 +70,52 @@ Status CgroupfsLease::place(pid_t pid) {
     return errnoError(errno, fmt::format("create lease cgroup {}", root_.describe(rel_)));
   }
   created_ = true;
+  auto cg = cgroup::Cgroup::open(root_, cgroup_);
+  if (!cg) return cg.error();
+  cg_.emplace(std::move(*cg));
   // Limits before the process moves in, so it never runs unbounded.
   Status s = Ok{};
-  if (spec_.memoryMax) s = writeFile("memory.max", std::to_string(*spec_.memoryMax));
-  if (s && spec_.memoryHigh) s = writeFile("memory.high", std::to_string(*spec_.memoryHigh));
-  if (s && spec_.memorySwapMax) s = writeFile("memory.swap.max", std::to_string(*spec_.memorySwapMax));
+  if (spec_.memoryMax) s = cg_->setMemoryMax(*spec_.memoryMax);
+  if (s && spec_.memoryHigh) s = cg_->setMemoryHigh(*spec_.memoryHigh);
+  if (s && spec_.memorySwapMax) s = cg_->setMemorySwapMax(*spec_.memorySwapMax);
   // OOMPolicy=kill is memory.oom.group=1; continue and stop leave it 0 (stop
   // is enforced by the runner, which ends the lease on the first oom_kill).
-  if (s && spec_.oomPolicy == lease::OomPolicy::Kill) s = writeFile("memory.oom.group", "1");
-  if (s) s = writeFile("cgroup.procs", std::to_string(pid));
+  if (s && spec_.oomPolicy == lease::OomPolicy::Kill) s = cg_->setOomGroup(true);
+  if (s) s = cg_->addProcess(pid);
   return s;
 }
 
 Status CgroupfsLease::signalAll(int sig) {
-  auto procs = root_.read(rel_ + "/cgroup.procs", 1 << 20);
+  auto procs = cg_->procs();
   if (!procs) return procs.error();
-  text::LineReader lines(*procs);
-  while (auto line = lines.next()) {
-    if (auto pid = text::parseU64(text::trim(*line))) ::kill(static_cast<pid_t>(*pid), sig);
-  }
+  for (pid_t pid : *procs) ::kill(pid, sig);
   return Ok{};
 }
 
 Status CgroupfsLease::killAll() {
-  if (!created_) return Ok{};
-  if (auto s = writeFile("cgroup.kill", "1"); s) return s;
+  if (!created_ || !cg_) return Ok{};
+  if (auto s = cg_->kill(); s) return s;
   return signalAll(SIGKILL);  // before 5.14 there is no cgroup.kill
 }
 
 Status CgroupfsLease::stop() {
-  if (!created_) return Ok{};
+  if (!created_ || !cg_) return Ok{};
   return signalAll(SIGTERM);
 }
 
 Status CgroupfsLease::waitEmpty(std::uint64_t timeoutUs) {
   std::uint64_t deadline = clock::monotonicUs() + timeoutUs;
   for (;;) {
-    auto events = root_.read(rel_ + "/cgroup.events", 256);
-    if (!events) return events.error();
-    auto parsed = probes::parseFlatKeyed(*events);
-    if (parsed && parsed->get("populated") == std::uint64_t{0}) return Ok{};
+    auto populated = cg_->populated();
+    if (!populated) return populated.error();
+    if (!*populated) return Ok{};
     if (clock::monotonicUs() >= deadline) return Error{ETIMEDOUT, fmt::format("{} still has processes", cgroup_)};
     ::usleep(10000);
   }
 }
 
 Status CgroupfsLease::endWorkload() {
-  if (!created_ || ended_) return Ok{};
+  if (!created_ || ended_ || !cg_) return Ok{};
   if (auto s = killAll(); !s) return s;
   if (auto s = waitEmpty(10'000'000); !s) return s;
   ended_ = true;
@@ -127,6 +124,11 @@ Status CgroupfsLease::endWorkload() {
 
 Status CgroupfsLease::release() {
   if (!created_) return Ok{};
+  if (!cg_) {
+    // Created but never opened: nothing ran in it.
+    if (::unlinkat(root_.fd(), rel_.c_str(), AT_REMOVEDIR) == 0) created_ = false;
+    return Ok{};
+  }
   if (auto s = endWorkload(); !s) return s;  // a refused lease was never ended
   if (::unlinkat(root_.fd(), rel_.c_str(), AT_REMOVEDIR) != 0) {
     return errnoError(errno, fmt::format("remove lease cgroup {}", root_.describe(rel_)));

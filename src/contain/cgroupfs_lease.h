@@ -8,6 +8,9 @@
 #include <cstdint>
 #include <string>
 
+#include <optional>
+
+#include "cgroup/cgroup.h"
 #include "contain/lease_cgroup.h"
 #include "fs/root.h"
 #include "lease/spec.h"
@@ -41,10 +44,10 @@ class CgroupfsLease final : public LeaseCgroup {
   Status release() override;
 
  private:
-  Status writeFile(const char* file, const std::string& value);
   Status waitEmpty(std::uint64_t timeoutUs);
-  Status signalAll(int sig);  // every process listed in the lease's cgroup.procs
+  Status signalAll(int sig);  // every process of the lease's cgroup
   const fs::Root& root_;
+  std::optional<cgroup::Cgroup> cg_;  // held open once created
   std::string parent_;
   const lease::LeaseSpec& spec_;
   std::string cgroup_;  // "/<parent>/tally-<id>"

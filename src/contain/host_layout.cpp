@@ -1,5 +1,7 @@
 #include "contain/host_layout.h"
 
+#include "cgroup/cgroup.h"
+
 #include "probes/mountinfo.h"
 #include "util/text.h"
 
@@ -25,12 +27,12 @@ HostLayout readHostLayout(const fs::Root& proc, const fs::Root* cgroupRoot, cons
   h.pid1 = firstLine(proc.read("1/comm", 256));
   h.systemd = h.pid1 == "systemd";
   if (cgroupRoot) {
-    auto controllers = cgroupRoot->read("cgroup.controllers", 4096);
+    auto controllers = cgroupRoot->read(cgroup::file::kControllers, 4096);
     h.v2Root = controllers.ok();
     if (h.v2Root) {
       h.controllers = firstLine(controllers);
       h.memoryOnV2 = text::hasWord(h.controllers, "memory");
-      h.v2RootEvidence = cgroupRoot->describe("cgroup.controllers");
+      h.v2RootEvidence = cgroupRoot->describe(cgroup::file::kControllers);
     } else {
       h.v2RootEvidence = controllers.error().message;
     }

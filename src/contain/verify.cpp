@@ -8,23 +8,18 @@
 namespace tally::contain {
 namespace {
 
-
 std::string show(const std::optional<std::uint64_t>& v) { return v ? std::to_string(*v) : "max"; }
 std::string show(const probes::MemoryLimit& l) { return l.unlimited ? "max" : std::to_string(l.bytes); }
 
-Result<probes::MemoryLimit> readLimit(const fs::Root& root, const std::string& rel) {
-  auto text = root.read(rel, 256);
-  if (!text) return text.error();
-  auto limit = probes::parseMemoryLimit(*text);
-  if (!limit) return Error{0, fmt::format("{} reads '{}', not a limit", root.describe(rel), text::trim(*text))};
-  return *limit;
-}
-
 }  // namespace
 
-ExpectedLimits expectedLimits(const lease::LeaseSpec& spec) {
+cgroup::ExpectedLimits expectedLimits(const lease::LeaseSpec& spec) {
   return {spec.memoryMax, spec.memoryHigh, spec.memorySwapMax, spec.oomPolicy == lease::OomPolicy::Kill};
 }
+
+}  // namespace tally::contain
+
+namespace tally::cgroup {
 
 bool limitMatches(const std::optional<std::uint64_t>& declared, const probes::MemoryLimit& read, std::uint64_t pageSize) {
   if (!declared) return read.unlimited;
@@ -34,58 +29,55 @@ bool limitMatches(const std::optional<std::uint64_t>& declared, const probes::Me
   return read.bytes == down || read.bytes == up;
 }
 
-Result<AppliedLimits> verifyLimits(const fs::Root& cgroupRoot, std::string_view cgroup, const ExpectedLimits& expected,
-                                   std::uint64_t pageSize, std::string_view delegationHint) {
-  AppliedLimits applied;
-  auto maxRel = fs::joinPath(cgroup, "memory.max");
-  auto max = readLimit(cgroupRoot, maxRel);
+}  // namespace tally::cgroup
+
+namespace tally::contain {
+
+Result<cgroup::AppliedLimits> verifyLimits(const cgroup::Cgroup& cg, const cgroup::ExpectedLimits& expected,
+                                           std::uint64_t pageSize, std::string_view delegationHint) {
+  using cgroup::limitMatches;
+  namespace file = cgroup::file;
+  cgroup::AppliedLimits applied;
+  auto max = cg.memoryMax();
   if (!max) {
     if (max.error().code == ENOENT) {
-      return Error{ENOENT, fmt::format("memory controller not enabled for {} (no {}){}", cgroup,
-                                       cgroupRoot.describe(maxRel), delegationHint)};
+      return Error{ENOENT, fmt::format("memory controller not enabled for {} (no {}){}", cg.path(), cg.describe(file::kMemoryMax),
+                                       delegationHint)};
     }
     return max.error();
   }
   applied.memoryMax = *max;
-  auto high = readLimit(cgroupRoot, fs::joinPath(cgroup, "memory.high"));
+  auto high = cg.memoryHigh();
   if (!high) return high.error();
   applied.memoryHigh = *high;
 
   std::vector<std::string> mismatches;
-  if (!limitMatches(expected.memoryMax, *max, pageSize)) {
-    mismatches.push_back(fmt::format("memory.max is {}, declared {}", show(*max), show(expected.memoryMax)));
+  bool check = !expected.onlyDeclared;
+  if ((check || expected.memoryMax) && !limitMatches(expected.memoryMax, *max, pageSize)) {
+    mismatches.push_back(fmt::format("{} is {}, declared {}", file::kMemoryMax, show(*max), show(expected.memoryMax)));
   }
-  if (!limitMatches(expected.memoryHigh, *high, pageSize)) {
-    mismatches.push_back(fmt::format("memory.high is {}, declared {}", show(*high), show(expected.memoryHigh)));
+  if (check && !limitMatches(expected.memoryHigh, *high, pageSize)) {
+    mismatches.push_back(fmt::format("{} is {}, declared {}", file::kMemoryHigh, show(*high), show(expected.memoryHigh)));
   }
-  auto swapRel = fs::joinPath(cgroup, "memory.swap.max");
-  auto swap = readLimit(cgroupRoot, swapRel);
-  if (swap) {
+  if (auto swap = cg.memorySwapMax()) {
     applied.memorySwapMax = *swap;
-    if (!limitMatches(expected.memorySwapMax, *swap, pageSize)) {
-      mismatches.push_back(fmt::format("memory.swap.max is {}, declared {}", show(*swap), show(expected.memorySwapMax)));
+    if (check && !limitMatches(expected.memorySwapMax, *swap, pageSize)) {
+      mismatches.push_back(fmt::format("{} is {}, declared {}", file::kMemorySwapMax, show(*swap), show(expected.memorySwapMax)));
     }
-  } else if (expected.memorySwapMax) {
-    mismatches.push_back(fmt::format("memory.swap.max declared {} but unreadable ({}): is swap accounting off?",
+  } else if (check && expected.memorySwapMax) {
+    mismatches.push_back(fmt::format("{} declared {} but unreadable ({}): is swap accounting off?", file::kMemorySwapMax,
                                      *expected.memorySwapMax, swap.error().message));
   }
-  auto groupRel = fs::joinPath(cgroup, "memory.oom.group");
-  auto group = cgroupRoot.read(groupRel, 64);
-  if (!group) {
-    mismatches.push_back(fmt::format("memory.oom.group unreadable: {}", group.error().message));
+  if (auto group = cg.oomGroup(); !group) {
+    if (check) mismatches.push_back(fmt::format("{} unreadable: {}", file::kMemoryOomGroup, group.error().message));
   } else {
-    auto v = text::parseU64(text::trim(*group));
-    if (!v || *v > 1) {
-      mismatches.push_back(fmt::format("{} reads '{}'", cgroupRoot.describe(groupRel), text::trim(*group)));
-    } else {
-      applied.oomGroup = *v == 1;
-      if (applied.oomGroup != expected.oomGroup) {
-        mismatches.push_back(fmt::format("memory.oom.group is {}, the OOM policy needs {}", *v, expected.oomGroup ? 1 : 0));
-      }
+    applied.oomGroup = *group;
+    if (check && applied.oomGroup != expected.oomGroup) {
+      mismatches.push_back(fmt::format("{} is {}, the OOM policy needs {}", file::kMemoryOomGroup, *group ? 1 : 0, expected.oomGroup ? 1 : 0));
     }
   }
   if (!mismatches.empty()) {
-    return Error{0, fmt::format("{} does not hold what was declared: {}", cgroup, fmt::join(mismatches, "; "))};
+    return Error{0, fmt::format("{} does not hold what was declared: {}", cg.path(), fmt::join(mismatches, "; "))};
   }
   return applied;
 }

@@ -4,18 +4,6 @@
 
 namespace tally::coverage {
 
-std::optional<Recorded> lastRecorded(ledger::Ledger& ledger) {
-  auto rows = ledger.events(std::string());
-  if (!rows) return std::nullopt;
-  for (auto it = rows->rbegin(); it != rows->rend(); ++it) {
-    if (it->kind != ledger::kCoverage) continue;
-    auto body = nlohmann::json::parse(it->body, nullptr, false);
-    if (!body.is_object()) return std::nullopt;
-    return Recorded{body.value("kernel", ""), body.value("coverage", ""), body.value("keep_gpu_memory_max", false)};
-  }
-  return std::nullopt;
-}
-
 std::string ownCgroup(const fs::Root& proc) {
   auto text = proc.read("self/cgroup", 64 * 1024);
   if (!text) return "/";

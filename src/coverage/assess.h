@@ -10,7 +10,6 @@
 #include "coverage/coverage.h"
 #include "devices/drm_devices.h"
 #include "fs/root.h"
-#include "ledger/ledger.h"
 
 namespace tally::coverage {
 
@@ -27,14 +26,6 @@ struct Assessment {
 // active probe with these options; nullopt: static signs only.
 Assessment assess(const fs::Root& proc, const fs::Root& sys, const fs::Root* cgroupRoot, const devices::DeviceMap& devices,
                   const std::string& kernel, const std::string& statCgroup, const std::optional<ProbeOptions>& probe);
-
-// The coverage the ledger last recorded (the daemon writes one row per
-// start): its kernel release and "host" / "host+gtt", nullopt when none.
-struct Recorded {
-  std::string kernel, coverage;
-  bool keepGpuMemoryMax = false;
-};
-std::optional<Recorded> lastRecorded(ledger::Ledger& ledger);
 
 // tally's own cgroup v2 path from /proc/self/cgroup ("/" when unknown).
 std::string ownCgroup(const fs::Root& proc);

@@ -1,5 +1,6 @@
 // What the lease service needs from the world around it, as interfaces: the
-// event loop's connections and inotify watches, and systemd. The daemon
+// event loop's connections and inotify watches, and systemd (the journal's
+// seam is journal::Journal, shared with tally run). The daemon
 // implements them over sd-event and sd-bus; tests implement them in memory
 // and observe every side effect.
 #pragma once
@@ -11,9 +12,12 @@
 #include <utility>
 #include <vector>
 
+#include "journal/journal.h"
 #include "util/result.h"
 
 namespace tally::daemon {
+
+using journal::Journal;
 
 // Who is on the other end of a connection (SO_PEERCRED, read once at accept).
 struct Peer {
@@ -54,16 +58,6 @@ class Units {
   // StopUnit(unit, "replace"), not waited for: a run lease's slice that its
   // client (killed) never removed.
   virtual Status stopUnit(const std::string& unit) = 0;
-};
-
-// Operator-facing messages: the journal with structured fields under
-// systemd, stderr otherwise. Fields are KEY=value pairs (keys in journald's
-// [A-Z0-9_] spelling, e.g. TALLY_LEASE).
-class Journal {
- public:
-  virtual ~Journal() = default;
-  virtual void note(int priority, const std::string& message,
-                    const std::vector<std::pair<std::string, std::string>>& fields) = 0;
 };
 
 }  // namespace tally::daemon

@@ -272,6 +272,11 @@ void Server::markPending(std::uint64_t id) {
 // between two shares the loop reads, accepts and runs its timers.
 int Server::onPending(sd_event_source* s, void* self) {
   auto* srv = static_cast<Server*>(self);
+  for (std::vector<std::uint64_t> gone; !srv->goneLater_.empty();) {
+    gone.swap(srv->goneLater_);
+    for (auto id : gone) srv->service_->disconnected(id);
+    gone.clear();
+  }
   if (!srv->pending_.empty()) {
     std::uint64_t id = srv->pending_.front();
     srv->pending_.pop_front();
@@ -282,7 +287,7 @@ int Server::onPending(sd_event_source* s, void* self) {
       if (srv->handleLines(c)) srv->updateInterest(c);  // re-queued at the back if it has more
     }
   }
-  if (srv->pending_.empty()) sd_event_source_set_enabled(s, SD_EVENT_OFF);
+  if (srv->pending_.empty() && srv->goneLater_.empty()) sd_event_source_set_enabled(s, SD_EVENT_OFF);
   srv->notifyStatus();
   return 0;
 }
@@ -302,7 +307,7 @@ bool Server::send(std::uint64_t connId, std::string line) {
   c.out += line;
   if (c.out.size() > limits_.maxOutputBytes) {
     // A client that does not read is disconnected, not buffered without end.
-    closeConn(connId);
+    closeConn(connId, true);
     return false;
   }
   flush(c);
@@ -336,7 +341,7 @@ void Server::closeWith(std::uint64_t id, const char* code, const std::string& me
   closeConn(id);
 }
 
-void Server::closeConn(std::uint64_t id) {
+void Server::closeConn(std::uint64_t id, bool later) {
   auto it = conns_.find(id);
   if (it == conns_.end()) return;
   Conn& c = *it->second;
@@ -345,7 +350,10 @@ void Server::closeConn(std::uint64_t id) {
   inPending_.erase(id);  // its entry in pending_ is skipped when reached
   sd_event_source_disable_unref(c.src);
   conns_.erase(it);
-  if (service_) service_->disconnected(id);
+  if (!service_) return;
+  if (!later) return service_->disconnected(id);
+  goneLater_.push_back(id);
+  if (pendingSrc_) sd_event_source_set_enabled(pendingSrc_, SD_EVENT_ON);
 }
 
 // Once a second: a request line begun and not finished in time, and a

@@ -64,7 +64,10 @@ class Server final : public Outbox, public Watches {
   static int onInotify(sd_event_source* s, const struct inotify_event* ev, void* ctx);
   static int onPidfd(sd_event_source* s, int fd, uint32_t revents, void* ctx);
   bool admit(const Peer& peer, int fd);
-  void closeConn(std::uint64_t id);
+  // Closes a connection. The service hears of it at once, or (`later`) on
+  // the next turn of the loop: a send() the service made must not re-enter
+  // the service while it iterates its own leases.
+  void closeConn(std::uint64_t id, bool later = false);
   void closeWith(std::uint64_t id, const char* code, const std::string& message);
   void readFrom(Conn& c);
   // Handles up to Limits::linesPerTurn complete lines; false if the conn is gone.
@@ -92,6 +95,7 @@ class Server final : public Outbox, public Watches {
   // connection's share per turn of the loop (so reads and accepts come between).
   std::deque<std::uint64_t> pending_;
   std::set<std::uint64_t> inPending_;
+  std::vector<std::uint64_t> goneLater_;  // closed during a send; the service is told next turn
   void markPending(std::uint64_t id);
   std::size_t inputBytes_ = 0;       // partial request lines held, all connections
   std::map<std::string, std::unique_ptr<WatchCtx>> watches_, pidWatches_;

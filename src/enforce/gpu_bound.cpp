@@ -2,7 +2,7 @@
 
 #include <fmt/format.h>
 
-#include "report/gpu_report.h"
+#include "util/units.h"
 
 namespace tally::enforce {
 
@@ -59,13 +59,13 @@ Decision observe(const GpuBound& bound, GpuBoundState& state, std::optional<std:
     if (*bytes > *bound.high && !state.highRaised) {
       state.highRaised = true;
       d.high = Verdict::HighCrossed;
-      d.highSummary = fmt::format("GPU memory {} above gpu_memory_high {} ({})", report::humanBytes(*bytes),
-                                  report::humanBytes(*bound.high), source);
+      d.highSummary = fmt::format("GPU memory {} above gpu_memory_high {} ({})", units::humanBytes(*bytes),
+                                  units::humanBytes(*bound.high), source);
     } else if (*bytes <= *bound.high && state.highRaised) {
       state.highRaised = false;
       d.high = Verdict::HighCleared;
-      d.highSummary = fmt::format("GPU memory {} back under gpu_memory_high {} ({})", report::humanBytes(*bytes),
-                                  report::humanBytes(*bound.high), source);
+      d.highSummary = fmt::format("GPU memory {} back under gpu_memory_high {} ({})", units::humanBytes(*bytes),
+                                  units::humanBytes(*bound.high), source);
     }
   }
   if (!bound.max || state.acted) return d;
@@ -80,12 +80,24 @@ Decision observe(const GpuBound& bound, GpuBoundState& state, std::optional<std:
   d.firstOverNs = state.firstOverNs;
   if (state.overRun < std::max(1u, bound.consecutive)) return d;
   state.acted = true;
-  std::string figures = fmt::format("GPU memory {} over gpu_memory_max {} ({}, {} sample{} at {})", report::humanBytes(*bytes),
-                                    report::humanBytes(*bound.max), source, state.overRun, state.overRun == 1 ? "" : "s",
-                                    report::humanDuration(bound.sampleIntervalUs));
+  std::string figures = fmt::format("GPU memory {} over gpu_memory_max {} ({}, {} sample{} at {})", units::humanBytes(*bytes),
+                                    units::humanBytes(*bound.max), source, state.overRun, state.overRun == 1 ? "" : "s",
+                                    units::humanDuration(bound.sampleIntervalUs));
   d.verdict = bound.action == Action::Kill ? Verdict::Kill : Verdict::Report;
   d.summary = bound.action == Action::Kill ? "killed by tally: " + figures : "over its GPU memory bound (report only): " + figures;
   return d;
+}
+
+Step step(const GpuBound& bound, GpuBoundState& state, std::optional<std::uint64_t> bytes, const std::string& source,
+          std::uint64_t nowNs) {
+  Step s;
+  auto d = observe(bound, state, bytes, source, nowNs);
+  s.events = eventsOf(d, nowNs);
+  if (d.verdict == Verdict::Kill) {
+    s.kill = true;
+    s.killSummary = d.summary;
+  }
+  return s;
 }
 
 }  // namespace tally::enforce

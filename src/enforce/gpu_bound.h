@@ -85,4 +85,18 @@ nlohmann::ordered_json boundEventsJson(const std::vector<BoundEvent>& events);
 Decision observe(const GpuBound& bound, GpuBoundState& state, std::optional<std::uint64_t> bytes,
                  const std::string& source, std::uint64_t nowNs);
 
+// One sample through a lease's bound, the same for both enforcers (the
+// runner of `tally run`, the daemon for attached leases): what to record,
+// and whether to kill the lease's cgroup now. An enforcer kills first, then
+// records (a slow ledger or daemon never delays a kill).
+struct Step {
+  std::vector<BoundEvent> events;  // in order
+  bool kill = false;
+  std::string killSummary;  // the outcome's summary when it kills
+};
+Step step(const GpuBound& bound, GpuBoundState& state, std::optional<std::uint64_t> bytes, const std::string& source,
+          std::uint64_t nowNs);
+// The kill could not be done: the bound acts again at the next sample over it.
+inline void killFailed(GpuBoundState& state) { state.acted = false; }
+
 }  // namespace tally::enforce

@@ -6,42 +6,17 @@
 
 #include "lease/gpu_usage.h"
 #include "report/aggregate.h"
-#include "probes/sysfs_value.h"
 #include "scanner/scan.h"
 #include "util/clock.h"
 #include "util/text.h"
 
 namespace tally::lease {
 
-FinalCounters readFinalCounters(const fs::Root& root, const std::string& cgroup) {
-  FinalCounters c;
-  c.cgroup = cgroup;
-  if (auto peak = root.read(fs::joinPath(cgroup, "memory.peak"), 64)) {
-    if (auto v = probes::parseSysfsU64(*peak)) c.memoryPeak = *v;
-    else c.memoryPeakUnknown = fmt::format("memory.peak reads '{}'", text::trim(*peak));
-  } else {
-    c.memoryPeakUnknown = peak.error().code == ENOENT ? "no memory.peak (needs Linux 5.19)" : peak.error().message;
-  }
-  if (auto swap = root.read(fs::joinPath(cgroup, "memory.swap.peak"), 64)) {
-    c.swapPeak = probes::parseSysfsU64(*swap);
-  }
-  if (auto st = root.read(fs::joinPath(cgroup, "memory.stat"), 64 * 1024)) c.stat = probes::parseFlatKeyed(*st);
-  if (auto ev = root.read(fs::joinPath(cgroup, "memory.events"), 4096)) {
-    c.events = probes::parseFlatKeyed(*ev);
-    if (!c.events) c.eventsUnknown = "memory.events is malformed";
-  } else {
-    c.eventsUnknown = ev.error().message;
-  }
-  return c;
-}
-
 bool countsAsGpuMemory(const std::string& region) { return region == "gtt" || region == "vram"; }
 
-LeaseMeter::LeaseMeter(const fs::Root& proc, const fs::Root& sys, const fs::Root& cgroupRoot, std::string cgroup,
+LeaseMeter::LeaseMeter(const fs::Root& proc, const fs::Root& sys, const fs::Root& cgroupRoot, const cgroup::Cgroup& cg,
                        std::optional<std::uint64_t> gpuMemoryMax)
-    : proc_(proc), sys_(sys), cgroupRoot_(cgroupRoot), cgroup_(std::move(cgroup)), gpuMemoryMax_(gpuMemoryMax) {
-  rel_ = fs::joinPath(cgroup_, "");
-}
+    : proc_(proc), sys_(sys), cgroupRoot_(cgroupRoot), cgroup_(cg), gpuMemoryMax_(gpuMemoryMax) {}
 
 void LeaseMeter::sample() {
   std::uint64_t now = clock::realtimeNs();
@@ -52,14 +27,9 @@ void LeaseMeter::sample() {
 
 void LeaseMeter::sampleHost(std::uint64_t nowNs) {
   host_.last.reset();
-  auto text = cgroupRoot_.read(rel_ + "memory.current", 64);
-  if (!text) {
-    host_.lastError = text.error().message;
-    return;
-  }
-  auto current = probes::parseSysfsU64(*text);
+  auto current = cgroup_.memoryCurrent();
   if (!current) {
-    host_.lastError = fmt::format("memory.current reads '{}'", *text);
+    host_.lastError = current.error().message;
     return;
   }
   ++host_.samples;
@@ -67,7 +37,7 @@ void LeaseMeter::sampleHost(std::uint64_t nowNs) {
   if (!host_.peakCurrent || *current > *host_.peakCurrent) {
     host_.peakCurrent = *current;
     host_.peakAtNs = nowNs;
-    if (auto stat = cgroupRoot_.read(rel_ + "memory.stat", 64 * 1024)) host_.statAtPeak = probes::parseFlatKeyed(*stat);
+    if (auto stat = cgroup_.memoryStat()) host_.statAtPeak = std::move(*stat);
   }
 }
 
@@ -76,7 +46,7 @@ void LeaseMeter::sampleGpu(std::uint64_t nowNs) {
   gpu_.lastRegions.clear();
   gpu_.lastDevices.clear();
   scanner::Scanner scanner(proc_, sys_);
-  auto scan = scanner.scanCgroup(cgroupRoot_, cgroup_);
+  auto scan = scanner.scanCgroup(cgroupRoot_, cgroup_.path());
   if (!scan) {
     gpu_.lastError = scan.error().message;
     return;

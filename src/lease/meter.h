@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "cgroup/cgroup.h"
 #include "fs/root.h"
 #include "probes/cgroup_memory.h"
 
@@ -19,23 +20,6 @@ namespace tally::lease {
 // for the GPU, uncharged by memcg today) and VRAM. Other regions (amdgpu's
 // "cpu", i915's "system") are reported per region but not in the sum.
 bool countsAsGpuMemory(const std::string& region);
-
-struct FinalCounters {
-  std::string cgroup;  // where they were read (the lease slice, or the lease cgroup)
-  std::optional<std::uint64_t> memoryPeak;
-  std::optional<std::string> memoryPeakUnknown;
-  std::optional<std::uint64_t> swapPeak;
-  std::optional<probes::FlatKeyed> events;
-  std::optional<std::string> eventsUnknown;
-  // memory.stat at the end: its cumulative event counters (faults, reclaim,
-  // refaults, swap-ins) are hierarchical and survive the scope, unlike the
-  // sizes, which are ~0 once the workload is gone.
-  std::optional<probes::FlatKeyed> stat;
-};
-
-// The lease cgroup's final counters (memory.peak, memory.swap.peak,
-// memory.events, memory.stat), each absent with the reason when unreadable.
-FinalCounters readFinalCounters(const fs::Root& cgroupRoot, const std::string& cgroup);
 
 struct HostMeter {
   std::uint64_t samples = 0;                  // successful memory.current reads
@@ -71,7 +55,9 @@ struct GpuMeter {
 
 class LeaseMeter {
  public:
-  LeaseMeter(const fs::Root& proc, const fs::Root& sys, const fs::Root& cgroupRoot, std::string cgroup,
+  // `cg` is the lease's cgroup, held open by the caller for the meter's life;
+  // its subtree's processes are scanned below `cgroupRoot`.
+  LeaseMeter(const fs::Root& proc, const fs::Root& sys, const fs::Root& cgroupRoot, const cgroup::Cgroup& cg,
              std::optional<std::uint64_t> gpuMemoryMax);
   void sample();
   const HostMeter& host() const { return host_; }
@@ -85,7 +71,7 @@ class LeaseMeter {
   const fs::Root& proc_;
   const fs::Root& sys_;
   const fs::Root& cgroupRoot_;
-  std::string cgroup_, rel_;
+  const cgroup::Cgroup& cgroup_;
   std::optional<std::uint64_t> gpuMemoryMax_;
   HostMeter host_;
   GpuMeter gpu_;

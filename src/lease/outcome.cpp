@@ -34,6 +34,13 @@ const char* outcomeClassName(OutcomeClass c) {
   return "?";
 }
 
+std::optional<OutcomeClass> parseOutcomeClass(std::string_view name) {
+  for (OutcomeClass c : kAllOutcomeClasses) {
+    if (name == outcomeClassName(c)) return c;
+  }
+  return std::nullopt;
+}
+
 std::string signalName(int sig) {
   const char* abbrev = sigabbrev_np(sig);
   if (abbrev) return fmt::format("SIG{}", abbrev);

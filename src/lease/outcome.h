@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <string_view>
 
 #include "lease/spec.h"
 #include "probes/cgroup_memory.h"
@@ -37,6 +38,11 @@ enum class OutcomeClass {
   Lost,
 };
 const char* outcomeClassName(OutcomeClass c);  // "exited", "killed-by-signal", "oom-killed", ...
+std::optional<OutcomeClass> parseOutcomeClass(std::string_view name);
+inline constexpr OutcomeClass kAllOutcomeClasses[] = {
+    OutcomeClass::Exited, OutcomeClass::KilledBySignal, OutcomeClass::OomKilled, OutcomeClass::Stopped,
+    OutcomeClass::ExecFailed, OutcomeClass::ContainmentRefused, OutcomeClass::Unknown, OutcomeClass::Ended,
+    OutcomeClass::Released, OutcomeClass::KilledByTally, OutcomeClass::Lost};
 
 struct Ending {
   enum class Kind { NeverRan, ExecFailed, Exited, Signaled, Unknown } kind = Kind::NeverRan;

@@ -2,7 +2,7 @@
 
 #include <fmt/format.h>
 
-#include "report/gpu_report.h"
+#include "util/units.h"
 
 namespace tally::lease {
 namespace {
@@ -149,15 +149,15 @@ std::string summaryLine(const LeaseRecord& r) {
   std::string line = fmt::format("tally: lease {} ({}) {}: {}", r.spec.id, r.spec.name, outcomeClassName(r.outcome.cls),
                                  r.outcome.summary);
   if (r.outcome.cls == OutcomeClass::ContainmentRefused) return line;
-  if (r.counters.memoryPeak) line += fmt::format("; memory peak {}", report::humanBytes(*r.counters.memoryPeak));
+  if (r.counters.memoryPeak) line += fmt::format("; memory peak {}", units::humanBytes(*r.counters.memoryPeak));
   if (r.gpu.peakBytes) {
     // Sampled, not a kernel high-water mark: a spike between two samples is
     // not seen, so the line says what it is and how often it looked.
     line += fmt::format("; GPU sampled peak {} ({} sample{} every {}, drm-fdinfo; shorter spikes are not seen)",
-                        report::humanBytes(*r.gpu.peakBytes), r.gpu.samples, r.gpu.samples == 1 ? "" : "s",
-                        report::humanDuration(r.spec.sampleIntervalUs));
+                        units::humanBytes(*r.gpu.peakBytes), r.gpu.samples, r.gpu.samples == 1 ? "" : "s",
+                        units::humanDuration(r.spec.sampleIntervalUs));
     if (r.spec.gpuMemoryMax && r.gpu.samplesOverBudget && r.outcome.cls != OutcomeClass::KilledByTally) {
-      line += fmt::format(", over gpu_memory_max {} in {} samples ({})", report::humanBytes(*r.spec.gpuMemoryMax),
+      line += fmt::format(", over gpu_memory_max {} in {} samples ({})", units::humanBytes(*r.spec.gpuMemoryMax),
                           r.gpu.samplesOverBudget, r.spec.gpuAction == enforce::Action::Report ? "report only" : "not in a row long enough to act");
     }
   }

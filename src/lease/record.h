@@ -10,7 +10,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "contain/verify.h"
+#include "cgroup/cgroup.h"
+#include "cgroup/limits.h"
 #include "lease/meter.h"
 #include "lease/outcome.h"
 #include "lease/spec.h"
@@ -23,10 +24,10 @@ struct LeaseRecord {
   LeaseSpec spec;
   std::string manager;  // "system", "user", "cgroupfs", or "none" when nothing was reached
   std::string unit, slice, cgroup;
-  std::optional<contain::AppliedLimits> applied;
+  std::optional<cgroup::AppliedLimits> applied;
   std::uint64_t startedAtNs = 0, endedAtNs = 0;
   Outcome outcome;
-  FinalCounters counters;
+  cgroup::FinalCounters counters;
   HostMeter host;
   GpuMeter gpu;
   std::vector<enforce::BoundEvent> gpuBound;  // what the GPU bound saw and did, in order

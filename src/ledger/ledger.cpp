@@ -17,7 +17,17 @@
 namespace tally::ledger {
 namespace {
 
-constexpr const char* kSchema = R"sql(
+// "'outcome','lost','withdrawn'": the terminal kinds as an SQL list, from ledger/kinds.h.
+std::string terminalKindsSql() {
+  std::string out;
+  for (const char* k : kTerminalKinds) out += fmt::format("{}'{}'", out.empty() ? "" : ",", k);
+  return out;
+}
+
+// Outcome-like rows (a terminal row that carries a record), for listings.
+std::string outcomeKindsSql() { return fmt::format("'{}','{}'", kOutcome, kLost); }
+
+constexpr const char* kSchemaTemplate = R"sql(
 CREATE TABLE IF NOT EXISTS lease_outcomes (
   seq            INTEGER PRIMARY KEY AUTOINCREMENT,
   lease_id       TEXT    NOT NULL UNIQUE,
@@ -45,7 +55,7 @@ CREATE TABLE IF NOT EXISTS events (
 );
 CREATE INDEX IF NOT EXISTS events_by_lease ON events (lease_id, seq);
 CREATE UNIQUE INDEX IF NOT EXISTS events_one_terminal ON events (lease_id)
-  WHERE kind IN ('outcome', 'lost', 'withdrawn');
+  WHERE kind IN (@TERMINAL@);
 CREATE TRIGGER IF NOT EXISTS events_no_update BEFORE UPDATE ON events
   BEGIN SELECT RAISE(ABORT, 'tally ledger rows are never rewritten; append a correction'); END;
 CREATE TRIGGER IF NOT EXISTS events_no_delete BEFORE DELETE ON events
@@ -155,7 +165,6 @@ Entry entryFromRecord(const std::string& leaseId, const std::string& body) {
 
 }  // namespace
 
-bool isTerminal(std::string_view kind) { return kind == kOutcome || kind == kLost || kind == kWithdrawn; }
 
 std::string rowHash(std::int64_t seq, std::uint64_t atNs, std::string_view leaseId, std::string_view kind,
                     std::string_view body, std::string_view prevHash) {
@@ -199,7 +208,9 @@ Result<Ledger> Ledger::open(const std::string& stateDir) {
   // A small page cache (512 KiB, not SQLite's 2 MiB default): the daemon
   // appends and rarely reads, and its RSS budget is 10 MiB.
   rc = sqlite3_exec(db, "PRAGMA journal_mode=WAL; PRAGMA synchronous=FULL; PRAGMA cache_size=-512;", nullptr, nullptr, &err);
-  if (rc == SQLITE_OK) rc = sqlite3_exec(db, kSchema, nullptr, nullptr, &err);
+  std::string schema = kSchemaTemplate;
+  schema.replace(schema.find("@TERMINAL@"), 10, terminalKindsSql());
+  if (rc == SQLITE_OK) rc = sqlite3_exec(db, schema.c_str(), nullptr, nullptr, &err);
   if (rc != SQLITE_OK) {
     std::string msg = err ? err : "unknown";
     sqlite3_free(err);
@@ -268,19 +279,21 @@ Result<Event> Ledger::appendEvent(const std::string& leaseId, std::string_view k
   return e;
 }
 
-Status Ledger::append(const Entry& e) {
-  auto r = appendEvent(e.leaseId, kOutcome, e.recordJson);
+Status Ledger::appendOutcome(const std::string& leaseId, const std::string& recordJson) {
+  auto r = appendEvent(leaseId, kOutcome, recordJson);
   if (!r) return r.error();
   return Ok{};
 }
 
 Result<std::vector<Row>> Ledger::recent(std::size_t limit) {
   // Legacy rows first (they predate every chain row), then the chain's.
-  Stmt q(db_,
-         "SELECT legacy, seq, lease_id, body FROM ("
-         " SELECT 0 AS legacy, seq, lease_id, body, 1 AS ord FROM events WHERE kind IN ('outcome','lost')"
-         " UNION ALL SELECT 1 AS legacy, seq, lease_id, record AS body, 0 AS ord FROM lease_outcomes"
-         " ORDER BY ord DESC, seq DESC LIMIT ?1) ORDER BY ord ASC, seq ASC");
+  std::string sql = fmt::format(
+      "SELECT legacy, seq, lease_id, body FROM ("
+      " SELECT 0 AS legacy, seq, lease_id, body, 1 AS ord FROM events WHERE kind IN ({})"
+      " UNION ALL SELECT 1 AS legacy, seq, lease_id, record AS body, 0 AS ord FROM lease_outcomes"
+      " ORDER BY ord DESC, seq DESC LIMIT ?1) ORDER BY ord ASC, seq ASC",
+      outcomeKindsSql());
+  Stmt q(db_, sql.c_str());
   if (!q.ok()) return dbError(db_, "ledger query");
   q.u64(1, limit);
   std::vector<Row> rows;
@@ -309,11 +322,13 @@ Result<std::vector<Event>> Ledger::events(const std::optional<std::string>& leas
 }
 
 Result<std::vector<std::vector<Event>>> Ledger::openLeases() {
-  Stmt q(db_,
-         "SELECT seq, at_ns, lease_id, kind, body, prev_hash, hash FROM events WHERE lease_id IN ("
-         " SELECT lease_id FROM events WHERE kind = 'granted'"
-         " EXCEPT SELECT lease_id FROM events WHERE kind IN ('outcome','lost','withdrawn'))"
-         " ORDER BY lease_id, seq");
+  std::string sql = fmt::format(
+      "SELECT seq, at_ns, lease_id, kind, body, prev_hash, hash FROM events WHERE lease_id IN ("
+      " SELECT lease_id FROM events WHERE kind = '{}'"
+      " EXCEPT SELECT lease_id FROM events WHERE kind IN ({}))"
+      " ORDER BY lease_id, seq",
+      kGranted, terminalKindsSql());
+  Stmt q(db_, sql.c_str());
   if (!q.ok()) return dbError(db_, "ledger query");
   std::vector<std::vector<Event>> out;
   int rc;

@@ -20,28 +20,14 @@
 #include <string>
 #include <vector>
 
+#include "ledger/kinds.h"
 #include "util/result.h"
 
 struct sqlite3;
 
 namespace tally::ledger {
 
-// Event kinds. Terminal kinds end a lease; each lease has at most one.
-inline constexpr const char* kGranted = "granted";     // admission granted the lease its pools
-inline constexpr const char* kStarted = "started";     // a run lease's scope exists, workload released
-inline constexpr const char* kAdopted = "adopted";     // an attached workload's cgroup is metered
-inline constexpr const char* kReadopted = "readopted"; // a restarted daemon found the lease alive
-inline constexpr const char* kReleased = "released";   // someone asked for the lease to end
-inline constexpr const char* kNote = "note";           // a correction or a fact learnt later
-inline constexpr const char* kGpuBound = "gpu-bound";  // the GPU bound noticed or did something (enforce/)
-// Host-level rows (lease id ""): what the daemon found this kernel does.
-inline constexpr const char* kCoverage = "coverage";   // GTT -> memcg coverage at daemon start
-inline constexpr const char* kOutcome = "outcome";     // terminal: how it ended, with the record
-inline constexpr const char* kLost = "lost";           // terminal: it ended unseen; facts still readable
-inline constexpr const char* kWithdrawn = "withdrawn"; // terminal: granted, but nothing ever ran
-bool isTerminal(std::string_view kind);
-
-// The summary of an outcome-like row, for listings.
+// The summary of an outcome-like row, for listings (read from the record).
 struct Entry {
   std::string leaseId;
   std::string name;
@@ -105,8 +91,8 @@ class Ledger {
   // writers, e.g. the daemon and a standalone `tally run`, interleave safely).
   Result<Event> appendEvent(const std::string& leaseId, std::string_view kind, const std::string& bodyJson,
                             std::uint64_t atNs = 0);
-  // A standalone lease's outcome: one terminal "outcome" row.
-  Status append(const Entry& e);
+  // A standalone lease's outcome: one terminal "outcome" row holding its record.
+  Status appendOutcome(const std::string& leaseId, const std::string& recordJson);
 
   // The newest `limit` outcome-like rows (outcome, lost; legacy ones too), oldest first.
   Result<std::vector<Row>> recent(std::size_t limit);

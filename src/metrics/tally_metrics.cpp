@@ -69,7 +69,7 @@ void declareAll(Builder& b) {
   b.family("tally_pool_headroom_gpu_bytes", "Measured GPU headroom for one more grant on the pool's devices");
   b.family("tally_device_memory_used_bytes", "GPU memory in use on a device, per region (sysfs mem_info_*_used)");
   b.family("tally_device_memory_total_bytes", "GPU memory a device has, per region (sysfs mem_info_*_total)");
-  b.family("tally_gpu_memory_unattributed_bytes", "Device GPU memory in use that no lease accounts for, per region (devices' used minus leases' current)");
+  b.family("tally_gpu_memory_outside_leases_bytes", "Device GPU memory in use outside every lease, per region (devices' used minus leases' current)");
   b.family("tally_host_memory_available_bytes", "MemAvailable of the host (/proc/meminfo)");
   b.family("tally_coverage_info", "What a lease's MemoryMax covers on this kernel: host, or host+gtt (value 1)");
   b.family("tally_memcg_charges_gtt", "1 when this kernel charges GTT to the memory cgroup (tally hands the GPU bound over), else 0");
@@ -152,9 +152,9 @@ std::vector<Family> fromOverview(const json& o) {
       }
     }
   }
-  if (const json& un = get(o, "unattributed"); un.is_object()) {
-    for (const auto& [region, v] : un.items()) {
-      if (v.is_object()) b.bytes("tally_gpu_memory_unattributed_bytes", "", {{"region", region}}, get(v, "bytes"));
+  if (const json& out = get(o, "outside_leases"); out.is_object()) {
+    for (const auto& [region, v] : out.items()) {
+      if (v.is_object()) b.bytes("tally_gpu_memory_outside_leases_bytes", "", {{"region", region}}, get(v, "bytes"));
     }
   }
   b.bytes("tally_host_memory_available_bytes", "", {}, get(get(o, "host"), "mem_available_bytes"));

@@ -1,4 +1,5 @@
 #include "report/gpu_report.h"
+#include "util/units.h"
 
 #include <algorithm>
 #include <cctype>
@@ -101,24 +102,6 @@ json deviceMemoryJson(const devices::DrmDevice& d) {
     mem[m.region] = r;
   }
   return mem;
-}
-
-std::string humanBytes(std::uint64_t bytes) {
-  static constexpr const char* kUnits[] = {"KiB", "MiB", "GiB", "TiB", "PiB", "EiB"};
-  if (bytes < 1024) return fmt::format("{} B", bytes);
-  double v = static_cast<double>(bytes);
-  int u = -1;
-  while (v >= 1024.0 && u < 5) {
-    v /= 1024.0;
-    ++u;
-  }
-  return fmt::format("{:.1f} {}", v, kUnits[u]);
-}
-
-std::string humanDuration(std::uint64_t us) {
-  if (us && us % 1000000 == 0) return fmt::format("{} s", us / 1000000);
-  if (us && us % 1000 == 0) return fmt::format("{} ms", us / 1000);
-  return fmt::format("{} us", us);
 }
 
 json gpuJson(const scanner::Scan& scan, const Aggregate& agg, const HostFacts& host) {
@@ -255,7 +238,7 @@ std::string cell(const RegionMap& regions, const std::string& region) {
   auto it = regions.find(region);
   if (it == regions.end()) return "-";
   auto v = it->second.resident.get();
-  return v ? humanBytes(*v) : "?";
+  return v ? units::humanBytes(*v) : "?";
 }
 
 }  // namespace
@@ -272,19 +255,19 @@ std::string gpuTable(const scanner::Scan& scan, const Aggregate& agg, const Host
     out += fmt::format("device {} driver {} ({})\n", d.key, d.driver.empty() ? "?" : d.driver, nodes);
     for (const auto& m : d.memory) {
       out += fmt::format("  {:<9} used {:>10} of {:>10}", m.region,
-                         m.usedBytes ? humanBytes(*m.usedBytes) : "?",
-                         m.totalBytes ? humanBytes(*m.totalBytes) : "?");
+                         m.usedBytes ? units::humanBytes(*m.usedBytes) : "?",
+                         m.totalBytes ? units::humanBytes(*m.totalBytes) : "?");
       if (auto it = s.unattributed.find(m.region); it != s.unattributed.end()) {
         auto v = it->second;
         out += fmt::format("   unattributed {}{}", v < 0 ? "-" : "",
-                           humanBytes(static_cast<std::uint64_t>(v < 0 ? -v : v)));
+                           units::humanBytes(static_cast<std::uint64_t>(v < 0 ? -v : v)));
       }
       out += "\n";
     }
-    if (s.gttHeadroomBytes) out += fmt::format("  GTT headroom {}\n", humanBytes(*s.gttHeadroomBytes));
+    if (s.gttHeadroomBytes) out += fmt::format("  GTT headroom {}\n", units::humanBytes(*s.gttHeadroomBytes));
   }
   if (host.gtt.bytes)
-    out += fmt::format("GTT ceiling {} ({})\n", humanBytes(*host.gtt.bytes), host.gtt.source);
+    out += fmt::format("GTT ceiling {} ({})\n", units::humanBytes(*host.gtt.bytes), host.gtt.source);
 
   auto columns = regionColumns(agg);
   std::string header;

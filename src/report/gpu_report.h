@@ -28,8 +28,6 @@ std::string gpuTable(const scanner::Scan& scan, const Aggregate& agg, const Host
 nlohmann::ordered_json deviceMemoryJson(const devices::DrmDevice& d);
 
 // 1536 -> "1.5 KiB"; exact bytes below 1 KiB.
-std::string humanBytes(std::uint64_t bytes);
-// "1 s", "250 ms", "1500 us": the exact interval, in the largest unit that divides it.
-std::string humanDuration(std::uint64_t us);
+
 
 }  // namespace tally::report

@@ -9,19 +9,9 @@
 #include <cstdlib>
 #include <cstring>
 
-#include "config/config.h"
 #include "util/clock.h"
 
 namespace tally::rpc {
-
-std::string defaultSocketPath() {
-  if (const char* env = std::getenv("TALLY_SOCKET"); env && *env) return env;
-  if (::access("/etc/tally/tally.toml", R_OK) == 0) {
-    auto parsed = config::load("/etc/tally/tally.toml");
-    if (parsed.config) return parsed.config->daemon.socket;
-  }
-  return config::kSystemSocket;
-}
 
 Result<Client> Client::connect(const std::string& path) {
   UniqueFd fd(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));

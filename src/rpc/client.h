@@ -11,10 +11,6 @@
 
 namespace tally::rpc {
 
-// $TALLY_SOCKET, else the [daemon] socket of /etc/tally/tally.toml when that
-// file exists and parses, else /run/tally/tally.sock.
-std::string defaultSocketPath();
-
 class Client {
  public:
   static Result<Client> connect(const std::string& path);

@@ -5,6 +5,7 @@
 #include <set>
 
 #include "cgroup/path.h"
+#include "lease/outcome.h"
 #include "lease/spec.h"
 #include "util/text.h"
 
@@ -177,15 +178,6 @@ json encodeDeclared(const Declared& d) {
   return p;
 }
 
-// The outcome classes a record may name (lease/outcome.h's names).
-bool knownOutcomeClass(std::string_view c) {
-  for (const char* k : {"exited", "killed-by-signal", "oom-killed", "stopped", "exec-failed", "containment-refused", "unknown",
-                        "ended", "released", "lost", "killed-by-tally"}) {
-    if (c == k) return true;
-  }
-  return false;
-}
-
 Status checkRecord(const json& r, const std::string& lease) {
   if (!r.is_object()) return Error{0, "\"record\" must be the lease's outcome record (an object)"};
   std::size_t bytes = r.dump(-1, ' ', false, json::error_handler_t::replace).size();
@@ -205,7 +197,7 @@ Status checkRecord(const json& r, const std::string& lease) {
   const json* o = field(r, "outcome");
   if (!o || !o->is_object()) return Error{0, "\"record.outcome\" must be an object"};
   const json* cls = field(*o, "class");
-  if (!cls || !cls->is_string() || !knownOutcomeClass(cls->get_ref<const std::string&>())) {
+  if (!cls || !cls->is_string() || !lease::parseOutcomeClass(cls->get_ref<const std::string&>())) {
     return Error{0, "\"record.outcome.class\" must be an outcome class (exited, killed-by-signal, oom-killed, ...)"};
   }
   if (const json* s = field(*o, "summary"); s && !s->is_string()) return Error{0, "\"record.outcome.summary\" must be a string"};

@@ -20,6 +20,7 @@
 
 #include "enforce/gpu_bound.h"
 #include "lease/attributes.h"
+#include "lease/kind.h"
 #include "util/result.h"
 
 namespace tally::rpc::api {
@@ -63,14 +64,9 @@ struct Acquire {
 };
 
 // Exactly one of unit, cgroup (canonical, cgroup::canonicalPath) and pid.
-struct AttachTarget {
-  std::string unit;
-  std::string cgroup;
-  std::optional<pid_t> pid;
-};
 struct Attach {
   Declared declared;
-  AttachTarget target;
+  lease::AttachTarget target;
 };
 
 // A run lease's client says where the lease runs (paths canonical).

@@ -1,5 +1,7 @@
 #include "scanner/scan.h"
 
+#include "cgroup/cgroup.h"
+
 #include <dirent.h>
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -81,7 +83,7 @@ int walkCgroup(int parentFd, const std::string& rel, const std::string& display,
   if (!dir.valid()) return top ? errno : 0;  // a child removed mid-walk is simply gone
   std::array<char, 8192> buf;
   std::string spill;
-  auto procs = fs::readAt(dir.get(), "cgroup.procs", buf, spill);
+  auto procs = fs::readAt(dir.get(), cgroup::file::kProcs, buf, spill);
   if (!procs) {
     if (top) return procs.error().code;
   } else {

@@ -5,8 +5,8 @@
 #include <ctime>
 #include <optional>
 
-#include "report/gpu_report.h"
 #include "util/json_view.h"
+#include "util/units.h"
 
 namespace tally::top {
 namespace {
@@ -18,7 +18,7 @@ using jsonview::get;
 using jsonview::joined;
 std::string str(const json& j, const char* key, const char* dflt = "-") { return jsonview::text(j, key, dflt); }
 
-std::string bytes(const json& v) { return count(v) ? report::humanBytes(*count(v)) : "-"; }
+std::string bytes(const json& v) { return count(v) ? units::humanBytes(*count(v)) : "-"; }
 
 std::string pair(const json& a, const json& b) {
   if (!count(a) && !count(b)) return "-";
@@ -157,13 +157,13 @@ std::vector<std::string> render(const json& o, const ViewOptions& opts) {
     }
   }
   if (!devices.is_array() || devices.empty()) rest.push_back(fit("(no DRM device)", w));
-  const json& un = get(o, "unattributed");
-  std::string unLine = "unattributed GPU memory (devices' used minus leases'):";
+  const json& outside = get(o, "outside_leases");
+  std::string outsideLine = "GPU memory outside leases (devices' used minus leases'):";
   for (const char* region : {"gtt", "vram"}) {
-    const json& u = get(un, region);
-    unLine += fmt::format("  {} {}", region, count(get(u, "bytes")) ? bytes(u["bytes"]) : "- (" + str(u, "unknown", "?") + ")");
+    const json& u = get(outside, region);
+    outsideLine += fmt::format("  {} {}", region, count(get(u, "bytes")) ? bytes(u["bytes"]) : "- (" + str(u, "unknown", "?") + ")");
   }
-  rest.push_back(fit(unLine, w));
+  rest.push_back(fit(outsideLine, w));
 
   if (opts.height && head.size() + leases.size() + rest.size() > opts.height) {
     // Cut the lease rows (keeping the header row) and say how many are hidden.

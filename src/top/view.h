@@ -23,7 +23,7 @@ struct ViewOptions {
 std::vector<std::string> seatTable(const nlohmann::json& seats, std::size_t width);
 
 // The whole screen: header (coverage, host headroom, refresh), leases, pools,
-// devices with unattributed GPU memory. With a height, the lease table is cut
+// devices and the GPU memory outside leases. With a height, the lease table is cut
 // to fit and says how many rows it left out.
 std::vector<std::string> render(const nlohmann::json& overview, const ViewOptions& opts);
 

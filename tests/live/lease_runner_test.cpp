@@ -16,7 +16,7 @@
 #include "contain/held_child.h"
 #include "contain/lease_cgroup.h"
 #include "fs/root.h"
-#include "lease/runner.h"
+#include "run/runner.h"
 #include "probes/proc_cgroup.h"
 #include "support/fake_host.h"
 
@@ -125,8 +125,8 @@ struct Runner : ::testing::Test {
     spec.sampleIntervalUs = 20'000;
   }
   lease::LeaseRecord run(FakeLease& lease, int signalFd = -1) {
-    lease::RunEnv env{proc, sys, &cg, signalFd, 4096};
-    return lease::runLease(spec, env, &lease, "");
+    run::RunEnv env{proc, sys, &cg, signalFd, 4096};
+    return run::runLease(spec, env, &lease, "");
   }
 };
 
@@ -177,8 +177,8 @@ TEST_F(Runner, PlacementFailureNeverExecs) {
 
 TEST_F(Runner, NoLeaseMeansNoFork) {
   spec.command = {"true"};
-  lease::RunEnv env{proc, sys, &cg, -1, 4096};
-  auto r = lease::runLease(spec, env, nullptr, "no systemd (PID 1 is x); memory controller is on cgroup v1");
+  run::RunEnv env{proc, sys, &cg, -1, 4096};
+  auto r = run::runLease(spec, env, nullptr, "no systemd (PID 1 is x); memory controller is on cgroup v1");
   EXPECT_EQ(r.outcome.cls, lease::OutcomeClass::ContainmentRefused);
   EXPECT_EQ(r.manager, "none");
   EXPECT_EQ(r.outcome.summary, "the workload never ran: no systemd (PID 1 is x); memory controller is on cgroup v1");

@@ -134,7 +134,7 @@ TEST_F(ObservabilityLive, PromtoolAcceptsTheCliTheTextfileAndHttpAndTheyAgree) {
   EXPECT_EQ(promtool(m.out), "");
   std::string gtt = fmt::format("tally_lease_gpu_memory_bytes{{lease=\"{}\",region=\"gtt\",source=\"drm-fdinfo\"}} {}\n", lease, 36 * GiB);
   EXPECT_NE(m.out.find(gtt), std::string::npos) << m.out;
-  EXPECT_NE(m.out.find("tally_gpu_memory_unattributed_bytes{region=\"gtt\"} 4294967296\n"), std::string::npos);  // 40 - 36 GiB
+  EXPECT_NE(m.out.find("tally_gpu_memory_outside_leases_bytes{region=\"gtt\"} 4294967296\n"), std::string::npos);  // 40 - 36 GiB
 
   std::string file = readFile(textfile);
   EXPECT_EQ(promtool(file), "");
@@ -179,7 +179,7 @@ TEST_F(ObservabilityLive, MetricsListenRefusesANonLoopbackAddress) {
 TEST_F(ObservabilityLive, TopIsAPlainListingThroughAPipe) {
   auto r = tally({"top"});
   ASSERT_EQ(r.exitCode(), 0) << r.err;
-  for (const char* want : {"tally top", "llama", "POOL", "gpu", "0000:c6:00.0", "unattributed GPU memory"}) {
+  for (const char* want : {"tally top", "llama", "POOL", "gpu", "0000:c6:00.0", "GPU memory outside leases"}) {
     EXPECT_NE(r.out.find(want), std::string::npos) << want << "\n" << r.out;
   }
   EXPECT_EQ(r.out.find("\x1b"), std::string::npos);  // no escape sequence in a pipe

@@ -12,7 +12,7 @@
 #include "lease/outcome.h"
 #include "lease/record.h"
 #include "lease/spec.h"
-#include "lease/units.h"
+#include "util/units.h"
 #include "probes/cgroup_memory.h"
 #include "support/fake_host.h"
 
@@ -20,8 +20,8 @@ namespace tally {
 namespace {
 
 using namespace tally::testing;
-using lease::parseDurationUs;
-using lease::parseSize;
+using units::parseDurationUs;
+using units::parseSize;
 
 constexpr std::uint64_t kMiB = 1 << 20;
 
@@ -123,15 +123,15 @@ TEST(CgroupMemory, Limits) {
 TEST(Verify, PageRoundingEitherNeighbourButNothingElse) {
   const std::uint64_t page = 4096;
   probes::MemoryLimit max{true, 0};
-  EXPECT_TRUE(contain::limitMatches(std::nullopt, max, page));
-  EXPECT_FALSE(contain::limitMatches(64 * kMiB, max, page));
-  EXPECT_TRUE(contain::limitMatches(64 * kMiB, {false, 64 * kMiB}, page));
-  EXPECT_TRUE(contain::limitMatches(1000000, {false, 999424}, page));   // down (page_counter_memparse)
-  EXPECT_TRUE(contain::limitMatches(1000000, {false, 1003520}, page));  // up
-  EXPECT_FALSE(contain::limitMatches(1000000, {false, 995328}, page));
-  EXPECT_FALSE(contain::limitMatches(64 * kMiB, {false, 64 * kMiB + page}, page));
-  EXPECT_FALSE(contain::limitMatches(std::nullopt, {false, 64 * kMiB}, page)) << "a limit nobody declared";
-  EXPECT_TRUE(contain::limitMatches(0, {false, 0}, page));
+  EXPECT_TRUE(cgroup::limitMatches(std::nullopt, max, page));
+  EXPECT_FALSE(cgroup::limitMatches(64 * kMiB, max, page));
+  EXPECT_TRUE(cgroup::limitMatches(64 * kMiB, {false, 64 * kMiB}, page));
+  EXPECT_TRUE(cgroup::limitMatches(1000000, {false, 999424}, page));   // down (page_counter_memparse)
+  EXPECT_TRUE(cgroup::limitMatches(1000000, {false, 1003520}, page));  // up
+  EXPECT_FALSE(cgroup::limitMatches(1000000, {false, 995328}, page));
+  EXPECT_FALSE(cgroup::limitMatches(64 * kMiB, {false, 64 * kMiB + page}, page));
+  EXPECT_FALSE(cgroup::limitMatches(std::nullopt, {false, 64 * kMiB}, page)) << "a limit nobody declared";
+  EXPECT_TRUE(cgroup::limitMatches(0, {false, 0}, page));
 }
 
 struct VerifyTree : ::testing::Test {
@@ -144,9 +144,11 @@ struct VerifyTree : ::testing::Test {
     write("memory.swap.max", "max\n");
     write("memory.oom.group", "1\n");
   }
-  Result<contain::AppliedLimits> verify(const contain::ExpectedLimits& e) {
+  Result<cgroup::AppliedLimits> verify(const cgroup::ExpectedLimits& e) {
     auto root = fs::Root::open(dir.path());
-    return contain::verifyLimits(*root, lease, e, 4096, "; DELEGATE-HINT");
+    auto cg = cgroup::Cgroup::open(*root, lease);
+    if (!cg) return cg.error();
+    return contain::verifyLimits(*cg, e, 4096, "; DELEGATE-HINT");
   }
 };
 
@@ -173,7 +175,9 @@ TEST_F(VerifyTree, MissingMemoryControllerNamesWhoMustDelegate) {
   TempDir empty;
   makeDirs(empty.path() + lease);
   auto root = fs::Root::open(empty.path());
-  auto r = contain::verifyLimits(*root, lease, {}, 4096, "; DELEGATE-HINT");
+  auto cg = cgroup::Cgroup::open(*root, lease);
+  ASSERT_TRUE(cg) << cg.error().message;
+  auto r = contain::verifyLimits(*cg, {}, 4096, "; DELEGATE-HINT");
   ASSERT_FALSE(r);
   EXPECT_NE(r.error().message.find("memory controller not enabled for " + lease), std::string::npos);
   EXPECT_NE(r.error().message.find("DELEGATE-HINT"), std::string::npos);

@@ -24,9 +24,11 @@ struct Meter : ::testing::Test {
     proc.emplace(*fs::Root::open(host.procRoot()));
     sys.emplace(*fs::Root::open(host.sysRoot()));
     cg.emplace(*fs::Root::open(host.cgroupRoot()));
-    return lease::LeaseMeter(*proc, *sys, *cg, kLease, budget);
+    leaseCg.emplace(std::move(*cgroup::Cgroup::open(*cg, kLease)));
+    return lease::LeaseMeter(*proc, *sys, *cg, *leaseCg, budget);
   }
   std::optional<fs::Root> proc, sys, cg;
+  std::optional<cgroup::Cgroup> leaseCg;
 };
 
 TEST_F(Meter, SumsGttAndVramOfTheLeaseClients) {
@@ -76,7 +78,7 @@ TEST_F(Meter, UnreadableCountersStayAbsent) {
   m.sample();
   EXPECT_EQ(m.host().samples, 0u);
   EXPECT_FALSE(m.host().peakCurrent);
-  EXPECT_NE(m.host().lastError->find("memory.current reads 'lots"), std::string::npos);
+  EXPECT_NE(m.host().lastError->find("memory.current reads 'lots"), std::string::npos) << *m.host().lastError;
   EXPECT_EQ(m.gpu().peakBytes, 0u) << "an empty lease is a measured zero";
 }
 

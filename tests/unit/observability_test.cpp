@@ -7,7 +7,7 @@
 
 #include <fmt/format.h>
 
-#include "daemon/journal.h"
+#include "journal/journal.h"
 #include "daemon/metrics_publisher.h"
 #include "fs/root.h"
 #include "fs/secure_dir.h"
@@ -107,7 +107,7 @@ json overviewWith(json seat) {
                                   {"devices", json::array()}, {"headroom", {{"host_bytes", 64 * GiB}, {"gpu_bytes", nullptr}}}}})},
           {"devices", json::array({{{"device", "0000:c6:00.0"}, {"driver", "amdgpu"},
                                     {"regions", {{"gtt", {{"used_bytes", 20 * GiB}, {"total_bytes", 120 * GiB}}}}}}})},
-          {"unattributed", {{"gtt", {{"bytes", 16 * GiB}}}, {"vram", {{"bytes", nullptr}, {"unknown", "no device exports mem_info_vram_used"}}}}},
+          {"outside_leases", {{"gtt", {{"bytes", 16 * GiB}}}, {"vram", {{"bytes", nullptr}, {"unknown", "no device exports mem_info_vram_used"}}}}},
           {"host", {{"mem_available_bytes", 90 * GiB}}},
           {"coverage", {{"state", "host"}, {"kernel", "6.12.0"}}},
           {"enforcement", {{"gpu_bound_events", {{"gpu-memory-kill", 2}}}, {"outcomes", {{"exited", 5}}}}},
@@ -144,7 +144,7 @@ TEST(Metrics, AFreshLeaseExportsItsFiguresAStaleOneOnlyWhatIsDeclared) {
   EXPECT_TRUE(has("tally_sample_interval_seconds 1"));
   EXPECT_EQ(text.find("tally_lease_memory_max_bytes{"), std::string::npos);          // absent: no sample
   EXPECT_EQ(text.find("tally_pool_headroom_gpu_bytes{"), std::string::npos);         // absent: no sample
-  EXPECT_EQ(text.find("tally_gpu_memory_unattributed_bytes{region=\"vram\"}"), std::string::npos);
+  EXPECT_EQ(text.find("tally_gpu_memory_outside_leases_bytes{region=\"vram\"}"), std::string::npos);
 
   json stale = freshSeat();
   stale["fresh"] = false;
@@ -216,7 +216,7 @@ TEST(LifecycleJournal, AnOutcomeCarriesItsFiguresAndLeavesOutWhatItLacks) {
                  {"outcome", {{"class", "oom-killed"}, {"exit_code", 137}, {"oom_kill", 1}, {"summary", "the kernel OOM-killed it"}}},
                  {"memory", {{"peak_bytes", 4 * GiB}}},
                  {"gpu", {{"samples", 3}}}};
-  auto e = daemon::lifecycleEntry("outcome", "0123456789ab", "train", {"gpu", "big"}, record);
+  auto e = journal::lifecycleEntry("outcome", "0123456789ab", "train", {"gpu", "big"}, record);
   EXPECT_EQ(e.priority, 4);
   EXPECT_EQ(e.message, "lease 0123456789ab (train): oom-killed: the kernel OOM-killed it");
   std::map<std::string, std::string> f(e.fields.begin(), e.fields.end());
@@ -233,23 +233,23 @@ TEST(LifecycleJournal, AnOutcomeCarriesItsFiguresAndLeavesOutWhatItLacks) {
   // The cgroup was gone before memory.peak could be read: the samples' peak, under its own name.
   json gone = record;
   gone["memory"] = {{"peak_unknown", "memory.peak: No such file or directory"}, {"sampled", {{"peak_current_bytes", 3 * GiB}}}};
-  auto goneEntry = daemon::lifecycleEntry("outcome", "0123456789ab", "train", {}, gone);
+  auto goneEntry = journal::lifecycleEntry("outcome", "0123456789ab", "train", {}, gone);
   std::map<std::string, std::string> gf(goneEntry.fields.begin(), goneEntry.fields.end());
   EXPECT_EQ(gf.count("TALLY_MEMORY_PEAK_BYTES"), 0u);
   EXPECT_EQ(gf["TALLY_MEMORY_PEAK_SAMPLED_BYTES"], "3221225472");
 
   record["outcome"] = {{"class", "exited"}, {"exit_code", 0}};
-  EXPECT_EQ(daemon::lifecycleEntry("outcome", "0123456789ab", "train", {}, record).priority, 6);
+  EXPECT_EQ(journal::lifecycleEntry("outcome", "0123456789ab", "train", {}, record).priority, 6);
   record["outcome"]["exit_code"] = 3;
-  EXPECT_EQ(daemon::lifecycleEntry("outcome", "0123456789ab", "train", {}, record).priority, 5);
-  auto granted = daemon::lifecycleEntry("granted", "0123456789ab", "train", {}, json::object());
+  EXPECT_EQ(journal::lifecycleEntry("outcome", "0123456789ab", "train", {}, record).priority, 5);
+  auto granted = journal::lifecycleEntry("granted", "0123456789ab", "train", {}, json::object());
   std::map<std::string, std::string> g(granted.fields.begin(), granted.fields.end());
   EXPECT_EQ(g.count("TALLY_POOL"), 0u);  // a standalone lease has no pool
   EXPECT_EQ(g.count("TALLY_OUTCOME"), 0u);
-  auto lost = daemon::lifecycleEntry("lost", "0123456789ab", "train", {"gpu"}, json{{"outcome", "not an object"}});
+  auto lost = journal::lifecycleEntry("lost", "0123456789ab", "train", {"gpu"}, json{{"outcome", "not an object"}});
   std::map<std::string, std::string> l(lost.fields.begin(), lost.fields.end());
   EXPECT_EQ(l["TALLY_OUTCOME"], "lost");
-  EXPECT_EQ(daemon::lifecycleEntry("outcome", "x", "y", {}, json("garbage")).message, "lease x (y): unknown");
+  EXPECT_EQ(journal::lifecycleEntry("outcome", "x", "y", {}, json("garbage")).message, "lease x (y): unknown");
 }
 
 TEST(MetricsListen, LoopbackOnly) {

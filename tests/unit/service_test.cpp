@@ -73,7 +73,7 @@ struct FakeUnits : daemon::Units {
   }
 };
 
-struct FakeJournal : daemon::Journal {
+struct FakeJournal : journal::Journal {
   struct Note {
     int priority;
     std::string message;
@@ -316,7 +316,7 @@ TEST_F(ServiceTest, AttachFailsClosedWhenTheLimitDoesNotReadBack) {
   units.obey = false;  // systemd "accepts" but memory.max still reads max
   json r = call(1, 0, "attach", {{"pools", {"one"}}, {"unit", "stubborn.service"}, {"memory_max", 8 * GiB}});
   EXPECT_EQ(r["error"]["code"], "refused");
-  EXPECT_NE(r["error"]["message"].get<std::string>().find("memory.max reads max"), std::string::npos) << r;
+  EXPECT_NE(r["error"]["message"].get<std::string>().find("memory.max is max, declared 8589934592"), std::string::npos) << r;
   EXPECT_EQ(service->liveLeases(), 0u);
 }
 
@@ -756,9 +756,9 @@ TEST_F(ServiceViewsTest, OverviewAttributesDeviceMemoryAndMetricsCountWhatHappen
   service->sample();
   json o = service->overview(clock::realtimeNs());
   // The fixture device: 20 GiB GTT used, 256 MiB VRAM used; the lease holds 4 GiB GTT.
-  EXPECT_EQ(o["unattributed"]["gtt"]["bytes"], 16 * GiB);
-  EXPECT_EQ(o["unattributed"]["gtt"]["device_used_bytes"], 20 * GiB);
-  EXPECT_EQ(o["unattributed"]["vram"]["bytes"], 256ULL << 20);
+  EXPECT_EQ(o["outside_leases"]["gtt"]["bytes"], 16 * GiB);
+  EXPECT_EQ(o["outside_leases"]["gtt"]["device_used_bytes"], 20 * GiB);
+  EXPECT_EQ(o["outside_leases"]["vram"]["bytes"], 256ULL << 20);
   EXPECT_EQ(o["devices"][0]["device"], "0000:c6:00.0");
   EXPECT_EQ(o["devices"][0]["regions"]["gtt"]["total_bytes"], 120 * GiB);
   EXPECT_EQ(o["host"]["mem_available_bytes"], 100 * GiB);
@@ -772,7 +772,7 @@ TEST_F(ServiceViewsTest, OverviewAttributesDeviceMemoryAndMetricsCountWhatHappen
   EXPECT_TRUE(has(fmt::format("tally_lease_declared_gpu_memory_max_bytes{{lease=\"{}\"}} 8589934592", id)));
   EXPECT_TRUE(has(fmt::format("tally_lease_memory_bytes{{lease=\"{}\"}} 1073741824", id)));
   EXPECT_TRUE(has(fmt::format("tally_lease_declared_info{{lease=\"{}\",key=\"model\",value=\"qwen3-32b\"}} 1", id)));
-  EXPECT_TRUE(has("tally_gpu_memory_unattributed_bytes{region=\"gtt\"} 17179869184"));
+  EXPECT_TRUE(has("tally_gpu_memory_outside_leases_bytes{region=\"gtt\"} 17179869184"));
   EXPECT_TRUE(has("tally_device_memory_used_bytes{device=\"0000:c6:00.0\",driver=\"amdgpu\",region=\"gtt\"} 21474836480"));
   EXPECT_TRUE(has("tally_pool_holders{pool=\"gpu\"} 1"));
   EXPECT_TRUE(has("tally_coverage_info{coverage=\"host\",kernel=\"\"} 1"));

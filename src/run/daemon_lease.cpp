@@ -1,4 +1,4 @@
-#include "cli/run_client.h"
+#include "run/daemon_lease.h"
 
 #include <fmt/format.h>
 #include <unistd.h>
@@ -6,7 +6,7 @@
 #include "lease/record.h"
 #include "util/clock.h"
 
-namespace tally::cli {
+namespace tally::run {
 
 using json = nlohmann::json;
 
@@ -89,4 +89,4 @@ void DaemonLease::withdraw() {
   if (!m || !m->ok) fmt::print(stderr, "tally run: could not withdraw lease {} from the daemon\n", leaseId_);
 }
 
-}  // namespace tally::cli
+}  // namespace tally::run

@@ -1,4 +1,4 @@
-#include "lease/units.h"
+#include "util/units.h"
 
 #include <fmt/format.h>
 
@@ -7,7 +7,7 @@
 
 #include "util/text.h"
 
-namespace tally::lease {
+namespace tally::units {
 namespace {
 
 struct Unit {
@@ -65,4 +65,22 @@ Result<std::uint64_t> parseDurationUs(std::string_view text) {
                             "'{}' is too long a duration"});
 }
 
-}  // namespace tally::lease
+std::string humanBytes(std::uint64_t bytes) {
+  static constexpr const char* kUnits[] = {"KiB", "MiB", "GiB", "TiB", "PiB", "EiB"};
+  if (bytes < 1024) return fmt::format("{} B", bytes);
+  double v = static_cast<double>(bytes);
+  int u = -1;
+  while (v >= 1024.0 && u < 5) {
+    v /= 1024.0;
+    ++u;
+  }
+  return fmt::format("{:.1f} {}", v, kUnits[u]);
+}
+
+std::string humanDuration(std::uint64_t us) {
+  if (us && us % 1000000 == 0) return fmt::format("{} s", us / 1000000);
+  if (us && us % 1000 == 0) return fmt::format("{} ms", us / 1000);
+  return fmt::format("{} us", us);
+}
+
+}  // namespace tally::units

@@ -1,4 +1,4 @@
-#include "daemon/journal.h"
+#include "journal/journal.h"
 
 #include <sys/uio.h>
 #include <unistd.h>
@@ -7,9 +7,10 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include "ledger/kinds.h"
 #include "util/json_view.h"
 
-namespace tally::daemon {
+namespace tally::journal {
 
 JournalEntry boundEventEntry(const std::string& lease, const std::string& name, const enforce::BoundEvent& e) {
   bool acted = e.kind == enforce::Verdict::Kill || e.kind == enforce::Verdict::Report;
@@ -32,15 +33,14 @@ JournalEntry lifecycleEntry(const std::string& kind, const std::string& lease, c
   if (auto u = text(where, "unit"); !u.empty()) e.fields.emplace_back("TALLY_UNIT", u);
   if (auto c = text(where, "cgroup"); !c.empty()) e.fields.emplace_back("TALLY_CGROUP", c);
   std::string who = fmt::format("lease {} ({})", lease, name);
-  bool end = kind == "outcome" || kind == "lost" || kind == "withdrawn";
-  if (!end) {
-    if (kind == "granted") e.message = fmt::format("{}: granted{}", who, poolList.empty() ? "" : " in " + poolList);
-    else if (kind == "started" || kind == "adopted" || kind == "readopted") e.message = fmt::format("{}: {} in {}", who, kind, text(where, "cgroup", "?"));
+  if (!ledger::isTerminal(kind)) {
+    if (kind == ledger::kGranted) e.message = fmt::format("{}: granted{}", who, poolList.empty() ? "" : " in " + poolList);
+    else if (kind == ledger::kStarted || kind == ledger::kAdopted || kind == ledger::kReadopted) e.message = fmt::format("{}: {} in {}", who, kind, text(where, "cgroup", "?"));
     else e.message = fmt::format("{}: {}", who, kind);
     return e;
   }
   const nlohmann::json& outcome = get(body, "outcome");
-  std::string cls = kind != "outcome" ? kind : text(outcome, "class", "unknown");
+  std::string cls = kind != ledger::kOutcome ? kind : text(outcome, "class", "unknown");
   e.fields.emplace_back("TALLY_OUTCOME", cls);
   // A figure the record lacks is left out, never sent as 0.
   auto put = [&](const char* field, const nlohmann::json& v) {
@@ -85,4 +85,4 @@ void SdJournal::note(int priority, const std::string& message,
   }
 }
 
-}  // namespace tally::daemon
+}  // namespace tally::journal

@@ -1,4 +1,4 @@
-#include "lease/runner.h"
+#include "run/runner.h"
 
 #include <fmt/format.h>
 #include <poll.h>
@@ -10,22 +10,22 @@
 #include <cerrno>
 #include <cstring>
 
+#include "cgroup/cgroup.h"
 #include "contain/held_child.h"
 #include "contain/systemd_lease.h"
 #include "contain/verify.h"
-#include "probes/sysfs_value.h"
 #include "util/clock.h"
 #include "util/text.h"
 
-namespace tally::lease {
+namespace tally::run {
+
+using namespace tally::lease;
 namespace {
 
-// The lease's memory.events oom_kill right now, for OOMPolicy=stop on cgroupfs.
-std::uint64_t oomKillsNow(const fs::Root& root, const std::string& cgroup) {
-  auto ev = root.read(fs::joinPath(cgroup, "memory.events"), 4096);
-  if (!ev) return 0;
-  auto parsed = probes::parseFlatKeyed(*ev);
-  return parsed ? parsed->get("oom_kill").value_or(0) : 0;
+// The lease's oom_kill count right now, for OOMPolicy=stop on cgroupfs.
+std::uint64_t oomKillsNow(const cgroup::Cgroup& cg) {
+  auto ev = cg.memoryEvents();
+  return ev ? ev->get("oom_kill").value_or(0) : 0;
 }
 
 void warnIf(LeaseRecord& rec, const Status& s, const char* what) {
@@ -38,24 +38,27 @@ void warnIf(LeaseRecord& rec, const Status& s, const char* what) {
 // itself in the outcome.
 void enforceGpuBound(LeaseRecord& rec, OutcomeFacts& facts, contain::LeaseCgroup& lease, const enforce::GpuBound& bound,
                      enforce::GpuBoundState& state, const LeaseMeter& meter, LeaseObserver* observer) {
-  std::uint64_t now = clock::realtimeNs();
-  auto d = enforce::observe(bound, state, meter.gpu().lastBytes, meter.gpu().lastSource, now);
-  for (auto& e : enforce::eventsOf(d, now)) {
+  auto s = enforce::step(bound, state, meter.gpu().lastBytes, meter.gpu().lastSource, clock::realtimeNs());
+  bool killFailed = false;
+  if (s.kill) {
+    if (auto k = lease.killAll(); k) {
+      facts.tallyKill = s.killSummary;
+    } else {
+      warnIf(rec, k, "killing the lease over its gpu_memory_max");
+      enforce::killFailed(state);  // tried again at the next sample over
+      killFailed = true;
+    }
+  }
+  for (auto& e : s.events) {
+    if (killFailed && e.kind == enforce::Verdict::Kill) continue;  // not done: not recorded as done
     fmt::print(stderr, "tally: lease {}: {}\n", rec.spec.id, e.summary);
     rec.gpuBound.push_back(e);
-    if (e.kind == enforce::Verdict::Kill) {
-      facts.tallyKill = d.summary;
-      warnIf(rec, lease.killAll(), "killing the lease over its gpu_memory_max");
-    }
     if (observer) observer->bound(e);  // after the kill: a slow daemon never delays it
   }
 }
-
-bool stillPopulated(const fs::Root& root, const std::string& cgroup) {
-  auto ev = root.read(fs::joinPath(cgroup, "cgroup.events"), 4096);
-  if (!ev) return false;  // gone: nothing is left
-  auto parsed = probes::parseFlatKeyed(*ev);
-  return parsed && parsed->get("populated") == std::uint64_t{1};
+bool stillPopulated(const cgroup::Cgroup& cg) {
+  auto p = cg.populated();
+  return p && *p;  // gone or unreadable: nothing is left to wait for
 }
 
 // The main process ended but some of the lease's processes did not (they
@@ -63,11 +66,11 @@ bool stillPopulated(const fs::Root& root, const std::string& cgroup) {
 // them its grace (TimeoutStopSec) before SIGKILL; a stop signal to tally
 // during that grace ends them at once, as a second Ctrl-C does while the main
 // process still runs. (A cgroupfs lease's end kills what is left at once.)
-void drainLeftovers(const RunEnv& env, contain::LeaseCgroup& lease, LeaseRecord& rec) {
-  if (std::string(lease.manager()) == "cgroupfs" || !stillPopulated(*env.cgroupRoot, lease.cgroup())) return;
+void drainLeftovers(const RunEnv& env, contain::LeaseCgroup& lease, const cgroup::Cgroup& cg, LeaseRecord& rec) {
+  if (std::string(lease.manager()) == "cgroupfs" || !stillPopulated(cg)) return;
   warnIf(rec, lease.stop(), "stopping what is left of the lease");
   std::uint64_t deadline = clock::monotonicUs() + contain::kStopTimeoutUs + 2'000'000;
-  while (stillPopulated(*env.cgroupRoot, lease.cgroup())) {
+  while (stillPopulated(cg)) {
     std::uint64_t now = clock::monotonicUs();
     if (now >= deadline) {
       warnIf(rec, lease.killAll(), "killing what is left of the lease after the stop grace");
@@ -120,8 +123,9 @@ LeaseRecord runLease(const LeaseSpec& spec, const RunEnv& env, contain::LeaseCgr
   if (auto s = lease->place(child->pid()); !s) return refuseAfterFork(s.error());
   rec.cgroup = lease->cgroup();
   if (auto s = contain::verifyMembership(env.proc, child->pid(), lease->cgroup()); !s) return refuseAfterFork(s.error());
-  auto applied = contain::verifyLimits(*env.cgroupRoot, lease->cgroup(), contain::expectedLimits(spec), env.pageSize,
-                                       lease->delegationHint());
+  auto cg = cgroup::Cgroup::open(*env.cgroupRoot, lease->cgroup());
+  if (!cg) return refuseAfterFork(Error{cg.error().code, fmt::format("cannot open the lease's cgroup {}: {}", lease->cgroup(), cg.error().message)});
+  auto applied = contain::verifyLimits(*cg, contain::expectedLimits(spec), env.pageSize, lease->delegationHint());
   if (!applied) return refuseAfterFork(applied.error());
   rec.applied = *applied;
 
@@ -136,7 +140,7 @@ LeaseRecord runLease(const LeaseSpec& spec, const RunEnv& env, contain::LeaseCgr
   if (env.observer) {
     if (auto s = env.observer->placed(rec, *lease); !s) return refuseAfterFork(s.error());
   }
-  LeaseMeter meter(env.proc, env.sys, *env.cgroupRoot, lease->cgroup(), spec.gpuMemoryMax);
+  LeaseMeter meter(env.proc, env.sys, *env.cgroupRoot, *cg, spec.gpuMemoryMax);
   enforce::GpuBound bound{spec.gpuMemoryMax, spec.gpuMemoryHigh, spec.gpuAction, spec.gpuConsecutive, spec.sampleIntervalUs};
   enforce::GpuBoundState boundState;
   rec.startedAtNs = clock::realtimeNs();
@@ -185,7 +189,7 @@ LeaseRecord runLease(const LeaseSpec& spec, const RunEnv& env, contain::LeaseCgr
         if (bound.any()) enforceGpuBound(rec, facts, *lease, bound, boundState, meter, env.observer);
         // OOMPolicy=stop has no kernel knob: without systemd tally enforces it.
         if (spec.oomPolicy == OomPolicy::Stop && !oomStopSent && std::string(lease->manager()) == "cgroupfs" &&
-            oomKillsNow(*env.cgroupRoot, lease->cgroup()) > 0) {
+            oomKillsNow(*cg) > 0) {
           oomStopSent = true;
           warnIf(rec, lease->stop(), "stopping the lease after an OOM kill (OOMPolicy=stop)");
         }
@@ -206,9 +210,9 @@ LeaseRecord runLease(const LeaseSpec& spec, const RunEnv& env, contain::LeaseCgr
   rec.host = meter.host();
   rec.gpu = meter.gpu();
 
-  drainLeftovers(env, *lease, rec);
+  drainLeftovers(env, *lease, *cg, rec);
   warnIf(rec, lease->endWorkload(), "ending the lease's remaining processes");
-  rec.counters = readFinalCounters(*env.cgroupRoot, lease->countersCgroup());
+  rec.counters = cgroup::readFinalCounters(*env.cgroupRoot, lease->countersCgroup());
   facts.memoryEvents = rec.counters.events;
   facts.memoryEventsUnknown = rec.counters.eventsUnknown;
   facts.memoryMax = applied->memoryMax;
@@ -218,4 +222,4 @@ LeaseRecord runLease(const LeaseSpec& spec, const RunEnv& env, contain::LeaseCgr
   return rec;
 }
 
-}  // namespace tally::lease
+}  // namespace tally::run

@@ -1,13 +1,27 @@
-// The daemon's Journal seam over sd-journal: structured fields when journald
-// listens, stderr otherwise (a host without systemd, a test run).
+// Operator-facing messages in the journal, from the daemon and from a
+// standalone tally run alike: one seam (Journal), its sd-journal
+// implementation (structured fields when journald listens, stderr otherwise:
+// a host without systemd, a test run), and the entries both write.
 #pragma once
+
+#include <string>
+#include <utility>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
-#include "daemon/seams.h"
 #include "enforce/gpu_bound.h"
 
-namespace tally::daemon {
+namespace tally::journal {
+
+// Fields are KEY=value pairs (keys in journald's [A-Z0-9_] spelling, e.g.
+// TALLY_LEASE). Tests implement it in memory and observe every entry.
+class Journal {
+ public:
+  virtual ~Journal() = default;
+  virtual void note(int priority, const std::string& message,
+                    const std::vector<std::pair<std::string, std::string>>& fields) = 0;
+};
 
 // A GPU bound event as one journal entry, the same from the daemon and from
 // a standalone tally run: warning when tally acted (kill, report), notice
@@ -47,4 +61,4 @@ class SdJournal final : public Journal {
   std::string prefix_;
 };
 
-}  // namespace tally::daemon
+}  // namespace tally::journal

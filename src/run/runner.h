@@ -12,7 +12,10 @@
 #include "lease/record.h"
 #include "lease/spec.h"
 
-namespace tally::lease {
+namespace tally::run {
+
+using lease::LeaseRecord;
+using lease::LeaseSpec;
 
 // A daemon client follows the lease (tally run --pool): it is told when the
 // lease's cgroup is verified (before the workload is released; an error
@@ -40,4 +43,4 @@ struct RunEnv {
 // `refusal` says why. The workload is forked only once a lease exists.
 LeaseRecord runLease(const LeaseSpec& spec, const RunEnv& env, contain::LeaseCgroup* lease, const std::string& refusal);
 
-}  // namespace tally::lease
+}  // namespace tally::run

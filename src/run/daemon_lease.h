@@ -14,13 +14,13 @@
 #include <optional>
 #include <string>
 
-#include "lease/runner.h"
+#include "run/runner.h"
 #include "rpc/client.h"
 #include "rpc/lease_api.h"
 
-namespace tally::cli {
+namespace tally::run {
 
-class DaemonLease final : public lease::LeaseObserver {
+class DaemonLease final : public LeaseObserver {
  public:
   DaemonLease(std::string socket, std::uint64_t reconnectTimeoutUs) : socket_(std::move(socket)), reconnectUs_(reconnectTimeoutUs) {}
 
@@ -46,4 +46,4 @@ class DaemonLease final : public lease::LeaseObserver {
   nlohmann::json grant_;
 };
 
-}  // namespace tally::cli
+}  // namespace tally::run

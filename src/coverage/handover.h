@@ -1,0 +1,46 @@
+// The hand-over (docs/coverage.md): once the kernel charges GTT to memcg, a
+// lease's MemoryMax bounds host memory and GTT both, so tally changes what it
+// does. Every rule that depends on it lives here, once. Pure.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include "coverage/coverage.h"
+
+namespace tally::coverage {
+
+struct Handover {
+  Coverage coverage = Coverage::HostOnly;
+  bool keepGpuMemoryMax = false;  // [daemon] keep_gpu_memory_max
+
+  bool gttCharged() const { return coverage == Coverage::HostAndGtt; }
+
+  // The MemoryMax a lease's cgroup needs for what it declared: with GTT
+  // charged, --memory-max + --gpu-memory-max (the kernel counts both in
+  // memory.current); otherwise --memory-max alone. Absent when nothing
+  // needs mapping (not charged, or either declaration absent).
+  std::optional<std::uint64_t> memoryMaxWithGpu(std::optional<std::uint64_t> memoryMax,
+                                                std::optional<std::uint64_t> gpuMemoryMax) const {
+    if (!gttCharged() || !memoryMax || !gpuMemoryMax) return std::nullopt;
+    return *memoryMax + *gpuMemoryMax;
+  }
+
+  // gpu_memory_max only reports (never kills) once the kernel bounds GTT
+  // through MemoryMax, unless the operator keeps it.
+  bool gpuBoundAdvisory(bool hasGpuMemoryMax) const { return gttCharged() && !keepGpuMemoryMax && hasGpuMemoryMax; }
+
+  // A lease's host memory without its GPU memory: memory.current, less the
+  // GTT the kernel charged into it when it charges GTT (those bytes are the
+  // lease's GPU memory; counting them in both would count them twice).
+  // Absent when the split is unknown.
+  std::optional<std::uint64_t> hostOnly(std::optional<std::uint64_t> memoryCurrent,
+                                        std::optional<std::uint64_t> gttResident) const {
+    if (!memoryCurrent || !gttCharged()) return memoryCurrent;
+    if (!gttResident) return std::nullopt;
+    return *memoryCurrent > *gttResident ? *memoryCurrent - *gttResident : 0;
+  }
+};
+
+}  // namespace tally::coverage

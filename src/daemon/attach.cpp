@@ -1,0 +1,126 @@
+#include "daemon/attach.h"
+
+#include <fmt/format.h>
+
+#include "cgroup/path.h"
+#include "contain/verify.h"
+#include "probes/proc_cgroup.h"
+#include "rpc/protocol.h"
+#include "util/text.h"
+
+namespace tally::daemon {
+
+namespace code = rpc::code;
+
+const char* unitInterface(const std::string& unit) {
+  if (text::endsWith(unit, ".service")) return "org.freedesktop.systemd1.Service";
+  if (text::endsWith(unit, ".scope")) return "org.freedesktop.systemd1.Scope";
+  if (text::endsWith(unit, ".slice")) return "org.freedesktop.systemd1.Slice";
+  return nullptr;
+}
+
+std::optional<Denial> placeAttach(const AttachEnv& env, const LeaseBook& book, const Peer& peer, const rpc::api::Attach& a,
+                                  Lease& l) {
+  if (!env.cgroupRoot) return Denial{code::kRefused, "the daemon has no cgroup v2 root to meter an attached workload in"};
+  std::string path;
+  l.target = a.target;
+  if (!a.target.unit.empty()) {
+    const std::string& unit = a.target.unit;
+    if (!unitInterface(unit)) {
+      return Denial{code::kInvalidParams, fmt::format("\"unit\": '{}' is not a .service, .scope or .slice unit", unit)};
+    }
+    if (!env.units) return Denial{code::kRefused, "no systemd manager is reachable from the daemon; attach with --cgroup or --pid"};
+    auto cg = env.units->controlGroup(unit);
+    if (!cg) return Denial{code::kRefused, cg.error().message};
+    if (cg->empty()) return Denial{code::kRefused, fmt::format("unit {} has no control group; is it running?", unit)};
+    path = *cg;
+    l.unit = unit;
+  } else if (!a.target.cgroup.empty()) {
+    path = a.target.cgroup;
+  } else {
+    pid_t pid = *a.target.pid;
+    auto text = env.proc.read(fmt::format("{}/cgroup", pid), 64 * 1024);
+    if (!text) return Denial{code::kNotFound, fmt::format("process {}: {}", pid, text.error().message)};
+    auto parsed = probes::parseProcCgroup(*text);
+    if (!parsed || parsed->deleted || parsed->outsideNamespace) {
+      return Denial{code::kRefused, fmt::format("process {} has no live cgroup v2 path the daemon can see", pid)};
+    }
+    path = parsed->path;
+  }
+  // One spelling per cgroup: every rule below sees the canonical path, and
+  // the directory opened is that path's, reached through no symlink.
+  auto canonical = cgroup::canonicalPath(path);
+  if (!canonical) return Denial{code::kRefused, fmt::format("cgroup '{}' {}", text::truncateUtf8(path, 256), canonical.error().message)};
+  const std::string& cgPath = *canonical;
+  if (cgPath == "/") return Denial{code::kRefused, "the root cgroup is the whole host, not a workload"};
+  auto cg = cgroup::Cgroup::open(*env.cgroupRoot, cgPath);
+  if (!cg) return Denial{code::kNotFound, fmt::format("cgroup {}: {}", cgPath, cg.error().message)};
+  if (peer.uid != 0 && cg->owner() != peer.uid) {
+    return Denial{code::kForbidden, fmt::format("cgroup {} belongs to uid {}; only root or its owner may attach to it", cgPath, cg->owner())};
+  }
+  if (peer.uid != 0 && l.req.memoryMax) {
+    // The daemon writes for a user only what the user could write: never a
+    // systemd unit's limit, and memory.max only where that file is theirs (a
+    // delegated cgroup's own limits belong to whoever delegated it).
+    if (!a.target.unit.empty() || unitInterface(std::string(fs::baseName(cgPath)))) {
+      return Denial{code::kForbidden, "only root may set MemoryMax on a systemd unit through the daemon"};
+    }
+    auto knob = cg->statFile(cgroup::file::kMemoryMax);
+    if (!knob || knob->st_uid != peer.uid || !S_ISREG(knob->st_mode)) {
+      return Denial{code::kForbidden, fmt::format("{} is not yours to write (it belongs to uid {}); only root may set "
+                                                  "--memory-max on this cgroup",
+                                                  cg->describe(cgroup::file::kMemoryMax),
+                                                  knob ? std::to_string(knob->st_uid) : std::string("?"))};
+    }
+  }
+  if (const Lease* other = book.ofCgroup(cgPath, cg->inode())) {
+    return Denial{code::kConflict, fmt::format("cgroup {} is already leased by {}", cgPath, other->id)};
+  }
+  auto populated = cg->populated();
+  if (!populated || !*populated) {
+    return Denial{code::kRefused, fmt::format("cgroup {} has no processes ({} populated 0)", cgPath, cgroup::file::kEvents)};
+  }
+  l.cgroup = l.countersCgroup = cgPath;
+  l.inode = cg->inode();
+  // An attached workload's counters are its own cgroup's (a second handle on it).
+  if (auto counters = cgroup::Cgroup::open(*env.cgroupRoot, cgPath)) l.countersCg.emplace(std::move(*counters));
+  l.cg.emplace(std::move(*cg));
+  return std::nullopt;
+}
+
+Status adopt(const AttachEnv& env, Lease& l) {
+  const cgroup::Cgroup& cg = *l.cg;
+  if (l.req.memoryMax) {
+    // A cgroup that is a systemd unit's (a podman scope, a service found by
+    // --pid) gets its limit through systemd, which would otherwise undo a
+    // direct write; it counts as the unit's only when systemd says so.
+    std::string unit = l.unit;
+    if (unit.empty() && env.units && unitInterface(std::string(fs::baseName(l.cgroup)))) {
+      std::string candidate(fs::baseName(l.cgroup));
+      if (auto owner = env.units->controlGroup(candidate); owner && *owner == l.cgroup) unit = candidate;
+    }
+    if (!unit.empty()) {
+      if (!env.units) return Error{0, "no systemd manager is reachable to set MemoryMax on " + unit};
+      if (auto s = env.units->setMemoryMax(unit, *l.req.memoryMax); !s) {
+        return Error{0, fmt::format("SetUnitProperties({}, MemoryMax={}): {}", unit, *l.req.memoryMax, s.error().message)};
+      }
+      l.unit = unit;
+    } else if (auto s = cg.setMemoryMax(*l.req.memoryMax); !s) {
+      return Error{s.error().code, s.error().message + " (to set --memory-max)"};
+    }
+  }
+  // Read back: the declared MemoryMax, and nothing else is touched or judged.
+  cgroup::ExpectedLimits expected;
+  expected.memoryMax = l.req.memoryMax;
+  expected.onlyDeclared = true;
+  auto applied = contain::verifyLimits(cg, expected, env.pageSize, "");
+  if (applied) {
+    l.applied = *applied;
+  } else if (l.req.memoryMax || applied.error().code != ENOENT) {
+    return Error{applied.error().code, applied.error().message + "; refusing the lease"};
+  }
+  if (auto ev = cg.memoryEvents()) l.oomKillsAtAdoption = ev->get("oom_kill");
+  return Ok{};
+}
+
+}  // namespace tally::daemon

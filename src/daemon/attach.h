@@ -1,0 +1,48 @@
+// `attach`: a workload that already runs becomes a lease. What the operator
+// named (a unit, a cgroup, a process) is resolved to one canonical cgroup,
+// opened without following symlinks, and checked against who asks; at the
+// grant, the declared MemoryMax is applied (through systemd for a unit's
+// cgroup) and read back by contain::verifyLimits, the same read-back a run
+// lease gets before its workload execs.
+#pragma once
+
+#include <optional>
+#include <string>
+
+#include "daemon/lease.h"
+#include "daemon/lease_book.h"
+#include "daemon/seams.h"
+#include "fs/root.h"
+#include "rpc/lease_api.h"
+
+namespace tally::daemon {
+
+// A refusal: the RPC error code and the message the client reads.
+struct Denial {
+  const char* code;
+  std::string message;
+};
+
+struct AttachEnv {
+  const fs::Root& proc;
+  const fs::Root* cgroupRoot;
+  Units* units;
+  std::uint64_t pageSize;
+};
+
+// Where the workload lives (l.cgroup, l.inode, l.cg, l.unit, l.target are
+// set), and whether `peer` may lease it with these limits: the directory is
+// theirs, a --memory-max is one they could write themselves, and no other
+// lease holds the cgroup.
+std::optional<Denial> placeAttach(const AttachEnv& env, const LeaseBook& book, const Peer& peer, const rpc::api::Attach& a,
+                                  Lease& l);
+
+// At the grant: the declared MemoryMax applied and read back, the OOM kills
+// so far remembered (the outcome counts those after adoption). The error
+// refuses the lease.
+Status adopt(const AttachEnv& env, Lease& l);
+
+// ".service", ".scope", ".slice": the D-Bus interface of a unit name, null otherwise.
+const char* unitInterface(const std::string& unit);
+
+}  // namespace tally::daemon

@@ -1,0 +1,159 @@
+#include "daemon/endings.h"
+
+#include <fmt/format.h>
+#include <signal.h>
+
+#include "ledger/rows.h"
+#include "lease/outcome.h"
+#include "lease/record.h"
+#include "util/clock.h"
+#include "util/text.h"
+
+namespace tally::daemon {
+
+using json = nlohmann::json;
+
+namespace {
+
+json opt(const std::optional<std::uint64_t>& v) { return v ? json(*v) : json(nullptr); }
+
+// The record's part every daemon-side ending shares.
+lease::LeaseRecord baseRecord(const Lease& l) {
+  lease::LeaseRecord rec;
+  rec.spec.id = l.id;
+  rec.spec.name = l.name;
+  rec.spec.memoryMax = l.req.memoryMax;
+  rec.spec.gpuMemoryMax = l.req.gpuMemoryMax;
+  rec.unit = l.unit;
+  rec.cgroup = l.cgroup;
+  rec.startedAtNs = l.startedAtNs;
+  rec.endedAtNs = clock::realtimeNs();
+  return rec;
+}
+
+cgroup::FinalCounters finalCounters(const fs::Root* root, const Lease& l) {
+  if (l.countersCg) return cgroup::readFinalCounters(*l.countersCg);
+  if (root && !l.countersCgroup.empty()) return cgroup::readFinalCounters(*root, l.countersCgroup);
+  return {};
+}
+
+}  // namespace
+
+bool Endings::populated(const Lease& l) {
+  if (!l.countersCg) return false;
+  auto p = l.countersCg->populated();
+  return p && *p;  // unreadable counts as not running, as a vanished cgroup does
+}
+
+void Endings::end(Lease& l, const char* kind, const json& body, const std::string& cls) {
+  std::string id = l.id;
+  events_.recordEnd(l, kind, body, cls);
+  env_.watches.unwatch(id);
+  book_.forget(id);  // frees l
+  freed_();
+}
+
+void Endings::finishAttached(Lease& l, bool released) {
+  lease::LeaseRecord rec = baseRecord(l);
+  rec.spec.gpuMemoryHigh = l.bound.high;
+  rec.spec.gpuAction = l.bound.action;
+  rec.spec.gpuConsecutive = l.bound.consecutive;
+  rec.spec.sampleIntervalUs = cfg_.sampleIntervalUs;
+  rec.gpuBound = l.boundEvents;
+  rec.manager = "attached";
+  rec.applied = l.applied;
+  if (l.meter) {
+    l.meter->sample();
+    rec.host = l.meter->host();
+    rec.gpu = l.meter->gpu();
+  }
+  lease::AttachedFacts f;
+  f.released = released;
+  f.oomKillsAtAdoption = l.oomKillsAtAdoption;
+  f.tallyKill = l.tallyKill;
+  if (l.applied) f.memoryMax = l.applied->memoryMax;
+  rec.counters = finalCounters(env_.cgroupRoot, l);
+  f.memoryEvents = rec.counters.events;
+  f.memoryEventsUnknown = rec.counters.eventsUnknown;
+  rec.outcome = lease::classifyAttached(f);
+  json body = lease::recordJson(rec);
+  body["lease"]["kind"] = lease::kindName(l.kind);
+  if (!l.target.empty()) body["lease"]["target"] = ledger::targetJson(l.target);
+  if (l.recovered) body["daemon"] = {{"readopted_after_restart", true}};
+  end(l, ledger::kOutcome, body, lease::outcomeClassName(rec.outcome.cls));
+}
+
+void Endings::lost(Lease& l, const std::string& why) {
+  lease::LeaseRecord rec = baseRecord(l);
+  rec.manager = l.isAttach() ? "attached" : "client";
+  if (l.meter) {
+    rec.host = l.meter->host();
+    rec.gpu = l.meter->gpu();
+  } else if (l.recovered) {
+    // This daemon never metered it; the samples taken before the restart
+    // are summarised from the ledger below ("ledger_samples").
+    rec.host.lastError = "not sampled since the daemon restarted; see ledger_samples";
+    rec.gpu.lastError = rec.host.lastError;
+  }
+  rec.counters = finalCounters(env_.cgroupRoot, l);
+  rec.outcome.cls = lease::OutcomeClass::Lost;
+  rec.outcome.hasExitStatus = false;
+  rec.outcome.summary = "how the workload ended is unknown: " + why;
+  if (rec.counters.events) rec.outcome.oomKills = rec.counters.events->get("oom_kill");
+  json body = lease::recordJson(rec);
+  body["lease"]["kind"] = lease::kindName(l.kind);
+  // The samples the ledger kept are facts too: their peaks, from the ledger.
+  if (auto samples = ledger_.samples(l.id); samples && !samples->empty()) {
+    std::optional<std::uint64_t> mem, gpu;
+    for (const auto& s : *samples) {
+      if (s.memoryCurrent && (!mem || *s.memoryCurrent > *mem)) mem = s.memoryCurrent;
+      if (s.gpuBytes && (!gpu || *s.gpuBytes > *gpu)) gpu = s.gpuBytes;
+    }
+    body["ledger_samples"] = {{"count", samples->size()}, {"memory_current_peak_bytes", opt(mem)}, {"gpu_peak_bytes", opt(gpu)},
+                              {"first_at_ns", samples->front().atNs}, {"last_at_ns", samples->back().atNs}};
+  }
+  stopLeaseSlice(l);
+  end(l, ledger::kLost, body, lease::outcomeClassName(lease::OutcomeClass::Lost));
+}
+
+void Endings::withdraw(Lease& l, const std::string& reason) {
+  end(l, ledger::kWithdrawn, ledger::encode(ledger::WithdrawnRow{reason}), ledger::kWithdrawn);
+}
+
+// A run lease's client makes and removes its slice (<parent>-<id>.slice,
+// lease::leaseSliceName); a client killed before it could leaves the slice
+// behind, active and empty. Only that slice is stopped: its name carries the
+// lease id and it is the parent of the lease's cgroup.
+void Endings::stopLeaseSlice(const Lease& l) {
+  if (!l.isRun() || !env_.units || l.countersCgroup.empty() || l.countersCgroup == l.cgroup) return;
+  std::string slice(fs::baseName(l.countersCgroup));
+  if (!text::endsWith(slice, l.id + ".slice") || fs::parentPath(l.cgroup) != l.countersCgroup) return;
+  if (auto s = env_.units->stopUnit(slice); !s) {
+    events_.note(4, fmt::format("lease {}: could not stop its slice {}: {}", l.id, slice, s.error().message), {{"TALLY_LEASE", l.id}});
+  }
+}
+
+void Endings::requestStop(Lease& l) {
+  // The scope's processes get SIGTERM now and SIGKILL (cgroup.kill) after the
+  // same grace systemd gives a stopping scope.
+  if (l.cg) {
+    if (auto procs = l.cg->procs()) {
+      for (pid_t pid : *procs) {
+        if (pid > 1) ::kill(pid, SIGTERM);
+      }
+    }
+  }
+  l.killDeadlineUs = clock::monotonicUs() + 10'000'000;
+}
+
+void Endings::expireStops(std::uint64_t nowUs) {
+  for (const auto& [id, l] : book_.all()) {
+    if (!l->killDeadlineUs || nowUs < l->killDeadlineUs) continue;
+    l->killDeadlineUs = 0;
+    if (l->cg && populated(*l)) {
+      if (auto s = l->cg->kill(); !s) fmt::print(stderr, "tally daemon: lease {}: {}\n", id, s.error().message);
+    }
+  }
+}
+
+}  // namespace tally::daemon

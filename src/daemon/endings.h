@@ -1,0 +1,64 @@
+// How a lease ends, each way written once: an attached workload's end (its
+// cgroup emptied, or released), a lease lost while nobody watched, a grant
+// that never ran (withdrawn), and the stop of a run lease's workload. Every
+// ending records its terminal row (LeaseEvents), frees the lease's pools,
+// drops its watches, and tells the service (`freed`) so the queue moves.
+#pragma once
+
+#include <functional>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "config/config.h"
+#include "daemon/lease.h"
+#include "daemon/lease_book.h"
+#include "daemon/lease_events.h"
+#include "daemon/seams.h"
+#include "fs/root.h"
+#include "ledger/ledger.h"
+
+namespace tally::daemon {
+
+struct EndingsEnv {
+  const fs::Root* cgroupRoot;
+  Watches& watches;
+  Units* units;
+};
+
+class Endings {
+ public:
+  Endings(const config::Daemon& cfg, EndingsEnv env, ledger::Ledger& ledger, LeaseBook& book, LeaseEvents& events,
+          std::function<void()> freed)
+      : cfg_(cfg), env_(env), ledger_(ledger), book_(book), events_(events), freed_(std::move(freed)) {}
+
+  // An attached workload's cgroup emptied (`released` false) or the lease was
+  // released: the final counters and meters become its outcome record.
+  void finishAttached(Lease& l, bool released);
+  // It ended unseen (the daemon was down, the client gone): the facts still
+  // readable (the counters, the samples the ledger kept) are recorded, the
+  // ending is not guessed. A run lease's slice its client never removed is stopped.
+  void lost(Lease& l, const std::string& why);
+  // Granted, but nothing ever ran.
+  void withdraw(Lease& l, const std::string& reason);
+  // A running run lease's workload: SIGTERM now, cgroup.kill after 10 s (see expireStops).
+  void requestStop(Lease& l);
+  // The kill deadlines of stopped run leases that passed: SIGKILL what is left.
+  void expireStops(std::uint64_t nowUs);
+  // Whether the lease's cgroup still has processes (unreadable counts as not:
+  // a vanished cgroup has none).
+  static bool populated(const Lease& l);
+
+ private:
+  void end(Lease& l, const char* kind, const nlohmann::json& body, const std::string& cls);
+  void stopLeaseSlice(const Lease& l);
+
+  const config::Daemon& cfg_;
+  EndingsEnv env_;
+  ledger::Ledger& ledger_;
+  LeaseBook& book_;
+  LeaseEvents& events_;
+  std::function<void()> freed_;
+};
+
+}  // namespace tally::daemon

@@ -1,0 +1,104 @@
+#include "daemon/lease_book.h"
+
+#include <algorithm>
+
+namespace tally::daemon {
+
+const char* stateName(Lease::State s) {
+  switch (s) {
+    case Lease::State::Queued: return "queued";
+    case Lease::State::Granted: return "granted";
+    case Lease::State::Running: return "running";
+  }
+  return "?";
+}
+
+Lease* LeaseBook::find(const std::string& id) {
+  auto it = leases_.find(id);
+  return it == leases_.end() ? nullptr : it->second.get();
+}
+
+const Lease* LeaseBook::find(const std::string& id) const {
+  auto it = leases_.find(id);
+  return it == leases_.end() ? nullptr : it->second.get();
+}
+
+std::vector<std::string> LeaseBook::enqueue(std::unique_ptr<Lease> l, const admission::HeadroomFn& headroom) {
+  std::string id = l->id;
+  engine_.enqueue(l->req);
+  if (l->conn) ++queuedPerConn_[l->conn];
+  leases_[id] = std::move(l);
+  return engine_.grantArrival(id, headroom);
+}
+
+void LeaseBook::leftQueue(const Lease& l) {
+  auto it = queuedPerConn_.find(l.conn);
+  if (it == queuedPerConn_.end()) return;
+  if (--it->second == 0) queuedPerConn_.erase(it);
+}
+
+void LeaseBook::markGranted(Lease& l) {
+  leftQueue(l);
+  l.state = Lease::State::Granted;
+}
+
+void LeaseBook::cancel(Lease& l) {
+  engine_.cancel(l.id);
+  leftQueue(l);
+}
+
+Status LeaseBook::hold(std::unique_ptr<Lease> l) {
+  auto s = engine_.hold(l->req);
+  std::string id = l->id;
+  leases_[id] = std::move(l);
+  return s;
+}
+
+void LeaseBook::forget(const std::string& id) {
+  auto it = leases_.find(id);
+  if (it == leases_.end()) return;
+  if (it->second->state == Lease::State::Queued) {
+    engine_.cancel(id);
+    leftQueue(*it->second);
+  } else {
+    engine_.release(id);
+  }
+  leases_.erase(it);
+}
+
+std::size_t LeaseBook::queuedOn(std::uint64_t conn) const {
+  auto it = queuedPerConn_.find(conn);
+  return it == queuedPerConn_.end() ? 0 : it->second;
+}
+
+const Lease* LeaseBook::ofCgroup(const std::string& cgroup, std::uint64_t inode) const {
+  for (const auto& [id, other] : leases_) {
+    if (other->cgroup.empty()) continue;
+    if (other->cgroup == cgroup || (inode && other->inode == inode)) return other.get();
+  }
+  return nullptr;
+}
+
+std::vector<LeaseBook::Move> LeaseBook::moves() {
+  // Only the waiters whose place changed: a request appended to the queue
+  // tells itself, not the 10,000 ahead of it.
+  std::vector<Move> out;
+  std::size_t from = engine_.positionsChangedFrom();
+  engine_.positionsSeen();
+  std::size_t total = engine_.queued();
+  for (std::size_t i = from; i < total; ++i) {
+    auto q = engine_.at(i);
+    Lease* l = find(q.req->id);
+    if (!l || !l->pending || l->lastPosition == i + 1) continue;
+    l->lastPosition = i + 1;
+    out.push_back({l, i + 1, total, q.reason});
+  }
+  return out;
+}
+
+std::size_t LeaseBook::live() const {
+  return static_cast<std::size_t>(
+      std::count_if(leases_.begin(), leases_.end(), [](const auto& kv) { return kv.second->state != Lease::State::Queued; }));
+}
+
+}  // namespace tally::daemon

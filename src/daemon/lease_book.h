@@ -1,0 +1,76 @@
+// The daemon's leases and the admission engine that queues and grants them:
+// the one owner of both. Every lease the daemon knows is here, queued,
+// granted or running; the book keeps the engine's view (who waits, who holds
+// which pool) and its own (the Lease records) in step, and counts what each
+// connection keeps waiting.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "admission/engine.h"
+#include "config/config.h"
+#include "daemon/lease.h"
+
+namespace tally::daemon {
+
+class LeaseBook {
+ public:
+  explicit LeaseBook(std::vector<config::Pool> pools) : engine_(std::move(pools)) {}
+
+  Lease* find(const std::string& id);
+  const Lease* find(const std::string& id) const;
+  // Every lease, by id (queued ones included).
+  const std::map<std::string, std::unique_ptr<Lease>>& all() const { return leases_; }
+
+  // Whether a request can ever be granted; the error says what to change.
+  Status check(const admission::Request& r) const { return engine_.check(r); }
+  // Takes a new lease into the queue and judges its arrival (only it can
+  // have changed: admission::Engine::grantArrival). Returns the ids granted.
+  std::vector<std::string> enqueue(std::unique_ptr<Lease> l, const admission::HeadroomFn& headroom);
+  // A full pass over the queue (after a release, an expiry, or when headroom moved).
+  std::vector<std::string> grant(const admission::HeadroomFn& headroom) { return engine_.grant(headroom); }
+  // A granted lease leaves the queue (its connection's count too).
+  void markGranted(Lease& l);
+  // A waiting request leaves the queue without a grant.
+  void cancel(Lease& l);
+  // Requests whose queue deadline passed (still in the book; forget() them).
+  std::vector<std::string> expire(std::uint64_t nowUs) { return engine_.expire(nowUs); }
+  // Recovery: a lease that already runs holds its pools without waiting. The
+  // error says when that puts a pool over its limits.
+  Status hold(std::unique_ptr<Lease> l);
+  // The lease ends: its pools are free and it is gone from the book.
+  void forget(const std::string& id);
+
+  // Waiting requests of one connection; the connection went away.
+  std::size_t queuedOn(std::uint64_t conn) const;
+  void connectionGone(std::uint64_t conn) { queuedPerConn_.erase(conn); }
+
+  // The live lease (queued attach included) holding this cgroup, by path or inode.
+  const Lease* ofCgroup(const std::string& cgroup, std::uint64_t inode) const;
+
+  // Waiters whose place changed since the last call, with their new place.
+  struct Move {
+    Lease* lease;
+    std::size_t position;  // 1-based
+    std::size_t queued;    // the queue's length
+    std::optional<admission::Wait> reason;
+  };
+  std::vector<Move> moves();
+
+  const admission::Engine& engine() const { return engine_; }
+  std::size_t live() const;  // granted or running
+  std::size_t queued() const { return engine_.queued(); }
+
+ private:
+  void leftQueue(const Lease& l);
+  std::map<std::string, std::unique_ptr<Lease>> leases_;
+  admission::Engine engine_;
+  std::map<std::uint64_t, std::size_t> queuedPerConn_;
+};
+
+}  // namespace tally::daemon

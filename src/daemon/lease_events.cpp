@@ -1,0 +1,83 @@
+#include "daemon/lease_events.h"
+
+#include <fmt/format.h>
+
+#include "rpc/protocol.h"
+#include "util/clock.h"
+
+namespace tally::daemon {
+
+LeaseEvents::LeaseEvents(ledger::Ledger& ledger, Outbox& outbox, journal::Journal* journal)
+    : ledger_(ledger), outbox_(outbox), journal_(journal), startedAtNs_(clock::realtimeNs()) {
+  // Every kind is exported from the start: a counter that appears only after
+  // its first event loses that event in rate().
+  for (auto v : {enforce::Verdict::HighCrossed, enforce::Verdict::HighCleared, enforce::Verdict::Kill, enforce::Verdict::Report}) {
+    boundCounts_[enforce::verdictName(v)] = 0;
+  }
+  for (lease::OutcomeClass c : lease::kAllOutcomeClasses) outcomeCounts_[lease::outcomeClassName(c)] = 0;
+  outcomeCounts_[ledger::kWithdrawn] = 0;
+}
+
+Result<ledger::Event> LeaseEvents::record(const Lease& l, const char* kind, const json& body, std::uint64_t atNs) {
+  auto ev = ledger_.appendEvent(l.id, kind, body.dump(-1, ' ', false, json::error_handler_t::replace), atNs);
+  if (ev) announce(l, kind, body);
+  return ev;
+}
+
+void LeaseEvents::recordEnd(const Lease& l, const char* kind, const json& body, const std::string& cls) {
+  std::string text = body.dump(-1, ' ', false, json::error_handler_t::replace);
+  if (auto ev = ledger_.appendEvent(l.id, kind, text); !ev) {
+    // Nothing lost: the row goes to the log when the ledger refuses it.
+    fmt::print(stderr, "tally daemon: lease {}: {}; the {} row follows\n{}\n", l.id, ev.error().message, kind, text);
+  }
+  ++outcomeCounts_[cls];
+  announce(l, kind, body);
+}
+
+Result<ledger::Event> LeaseEvents::recordOutcome(const Lease& l, const json& record, const std::string& cls) {
+  auto ev = ledger_.appendEvent(l.id, ledger::kOutcome, record.dump(-1, ' ', false, json::error_handler_t::replace));
+  if (!ev) return ev;
+  ++outcomeCounts_[cls];
+  announce(l, ledger::kOutcome, record);
+  return ev;
+}
+
+void LeaseEvents::bound(const Lease& l, const enforce::BoundEvent& e, const std::string& source) {
+  ++boundCounts_[enforce::verdictName(e.kind)];
+  json body = ledger::encode(ledger::BoundRow{e, source});
+  if (auto r = ledger_.appendEvent(l.id, ledger::kGpuBound, body.dump(-1, ' ', false, json::error_handler_t::replace), e.atNs); !r) {
+    fmt::print(stderr, "tally daemon: lease {}: the ledger refused a gpu-bound row: {}\n", l.id, r.error().message);
+  }
+  json fields = body;
+  fields["lease"] = l.id;
+  fields["name"] = l.name;
+  broadcast("gpu-bound", fields);
+  auto entry = journal::boundEventEntry(l.id, l.name, e);
+  note(entry.priority, entry.message, entry.fields);
+}
+
+void LeaseEvents::coverage(const ledger::CoverageRow& row) {
+  json body = ledger::encode(row);
+  if (auto r = ledger_.appendEvent("", ledger::kCoverage, body.dump()); !r) {
+    fmt::print(stderr, "tally daemon: the ledger refused the coverage row: {}\n", r.error().message);
+  }
+  broadcast("coverage", body);
+}
+
+void LeaseEvents::broadcast(const std::string& event, const json& fields) {
+  // A copy: a send may drop a subscriber that stopped reading (and unsubscribe it).
+  auto to = subscribers_;
+  for (const auto& [conn, id] : to) outbox_.send(conn, rpc::encodeEvent(id, event, fields));
+}
+
+void LeaseEvents::announce(const Lease& l, const std::string& kind, const json& body) {
+  auto entry = journal::lifecycleEntry(kind, l.id, l.name, l.req.pools, body);
+  note(entry.priority, entry.message, entry.fields);
+}
+
+void LeaseEvents::note(int priority, const std::string& message, const std::vector<std::pair<std::string, std::string>>& fields) {
+  if (journal_) journal_->note(priority, message, fields);
+  else fmt::print(stderr, "tally daemon: {}\n", message);
+}
+
+}  // namespace tally::daemon

@@ -1,0 +1,69 @@
+// Where a fact about a lease goes, in one call: its ledger row, its journal
+// entry, the subscribers that follow events, and the counters the metrics
+// export. The one owner of the subscriptions and the counters.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "daemon/lease.h"
+#include "daemon/seams.h"
+#include "enforce/gpu_bound.h"
+#include "journal/journal.h"
+#include "lease/outcome.h"
+#include "ledger/ledger.h"
+#include "ledger/rows.h"
+
+namespace tally::daemon {
+
+class LeaseEvents {
+ public:
+  using json = nlohmann::json;
+  LeaseEvents(ledger::Ledger& ledger, Outbox& outbox, journal::Journal* journal);
+
+  // A lifecycle row (granted, started, adopted, readopted, released): in the
+  // ledger, then the journal. The ledger's refusal is returned and nothing
+  // else happens: the caller fails closed (a grant it cannot record is no grant).
+  Result<ledger::Event> record(const Lease& l, const char* kind, const json& body, std::uint64_t atNs = 0);
+  // The lease's end (outcome, lost, withdrawn), counted by `cls` (an outcome
+  // class name, or "withdrawn"). A ledger refusal loses nothing: the row goes
+  // to the log with the error.
+  void recordEnd(const Lease& l, const char* kind, const json& body, const std::string& cls);
+  // A run lease's outcome as its client reported it: the row's seq and hash
+  // for the reply, or the ledger's refusal (EEXIST: it already has an end),
+  // in which case nothing is counted or announced.
+  Result<ledger::Event> recordOutcome(const Lease& l, const json& record, const std::string& cls);
+  // What a GPU bound noticed or did: the lease's row, subscribers, the journal, the counter.
+  void bound(const Lease& l, const enforce::BoundEvent& e, const std::string& source);
+  // The coverage row of this start (lease id ""), and its subscribers.
+  void coverage(const ledger::CoverageRow& row);
+  // An operator-facing message: the journal (stderr without journald).
+  void note(int priority, const std::string& message, const std::vector<std::pair<std::string, std::string>>& fields);
+
+  void subscribe(std::uint64_t conn, const json& requestId) { subscribers_[conn] = requestId; }
+  void unsubscribe(std::uint64_t conn) { subscribers_.erase(conn); }
+  bool subscribed(std::uint64_t conn) const { return subscribers_.count(conn) != 0; }
+
+  // Since the daemon started: GPU bound events by kind, ended leases by outcome class.
+  const std::map<std::string, std::uint64_t>& boundCounts() const { return boundCounts_; }
+  const std::map<std::string, std::uint64_t>& outcomeCounts() const { return outcomeCounts_; }
+  std::uint64_t sinceNs() const { return startedAtNs_; }
+
+ private:
+  void announce(const Lease& l, const std::string& kind, const json& body);
+  void broadcast(const std::string& event, const json& fields);
+
+  ledger::Ledger& ledger_;
+  Outbox& outbox_;
+  journal::Journal* journal_;
+  std::map<std::uint64_t, json> subscribers_;  // conn -> the subscribe request's id
+  std::map<std::string, std::uint64_t> boundCounts_, outcomeCounts_;
+  std::uint64_t startedAtNs_ = 0;
+};
+
+}  // namespace tally::daemon

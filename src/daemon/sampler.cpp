@@ -1,0 +1,117 @@
+#include "daemon/sampler.h"
+
+#include <fmt/format.h>
+#include <signal.h>
+
+#include "devices/drm_devices.h"
+#include "probes/meminfo.h"
+#include "util/clock.h"
+
+namespace tally::daemon {
+
+void Sampler::startMetering(Lease& l) {
+  l.meter = std::make_unique<lease::LeaseMeter>(env_.proc, env_.sys, *env_.cgroupRoot, *l.cg, l.req.gpuMemoryMax);
+  l.meter->sample();
+  std::string events = fmt::format("{}/{}", env_.cgroupRoot->path(), fs::joinPath(l.countersCgroup, cgroup::file::kEvents));
+  if (auto s = env_.watches.watch(l.id, events); !s) {
+    fmt::print(stderr, "tally daemon: lease {}: cannot watch {}: {}; its end is found by polling\n", l.id, events, s.error().message);
+  }
+}
+
+std::vector<std::string> Sampler::sample() {
+  std::uint64_t now = clock::realtimeNs();
+  std::vector<std::string> ended;
+  std::vector<ledger::Sample> batch;
+  for (const auto& [id, lp] : book_.all()) {
+    Lease& l = *lp;
+    if (l.state != Lease::State::Running || !l.meter) continue;
+    l.meter->sample();
+    const auto& h = l.meter->host();
+    const auto& g = l.meter->gpu();
+    ledger::Sample s{id, now, h.last, g.lastBytes, std::nullopt, std::nullopt};
+    if (g.lastBytes) {
+      auto get = [&](const char* r) -> std::optional<std::uint64_t> {
+        auto it = g.lastRegions.find(r);
+        return it == g.lastRegions.end() ? std::optional<std::uint64_t>() : it->second;
+      };
+      s.gttBytes = get("gtt");
+      s.vramBytes = get("vram");
+    }
+    batch.push_back(std::move(s));
+    if (l.isAttach() && l.bound.any()) enforceBound(l, now);
+    // A missed inotify event (or none possible) is caught here.
+    if (l.isAttach()) {
+      auto p = l.countersCg ? l.countersCg->populated() : Result<bool>(false);
+      if (!p || !*p) ended.push_back(id);
+    }
+  }
+  if (auto st = ledger_.appendSamples(batch); !st) fmt::print(stderr, "tally daemon: {}\n", st.error().message);
+  return ended;
+}
+
+// One sample of an attached lease through its GPU bound: kill first (the
+// lease's cgroup and nothing else: KillUnit when systemd owns it, which
+// would otherwise restart or mis-account a unit killed behind its back; else
+// cgroup.kill), then record.
+void Sampler::enforceBound(Lease& l, std::uint64_t nowNs) {
+  const auto& g = l.meter->gpu();
+  auto step = enforce::step(l.bound, l.boundState, g.lastBytes, g.lastSource, nowNs);
+  bool killFailed = false;
+  if (step.kill) {
+    Status s = !l.unit.empty() && env_.units ? env_.units->killUnit(l.unit, SIGKILL) : l.cg->kill();
+    if (s) {
+      l.tallyKill = step.killSummary;
+    } else {
+      enforce::killFailed(l.boundState);  // try again next sample
+      killFailed = true;
+      events_.note(3, fmt::format("lease {} ({}): could not kill it over its gpu_memory_max: {}", l.id, l.name, s.error().message),
+                   {{"TALLY_LEASE", l.id}});
+    }
+  }
+  for (const auto& e : step.events) {
+    if (killFailed && e.kind == enforce::Verdict::Kill) continue;  // not done: not recorded as done
+    l.boundEvents.push_back(e);
+    events_.bound(l, e, g.lastSource);
+  }
+}
+
+const HostFigures& Sampler::host() {
+  std::uint64_t now = clock::monotonicUs();
+  if (hostReadAtUs_ && now - hostReadAtUs_ <= 100'000) return host_;
+  hostReadAtUs_ = now;
+  host_.memAvailable.reset();
+  if (auto t = env_.proc.read("meminfo", 64 * 1024)) host_.memAvailable = probes::parseMemInfo(*t).memAvailable;
+  if (auto d = devices::discoverDrmDevices(env_.sys)) host_.devices = std::move(*d);
+  else host_.devices = {};
+  return host_;
+}
+
+admission::Headroom Sampler::headroomFor(const config::Pool& pool) {
+  const HostFigures& h = host();
+  std::vector<HolderUse> holders;
+  for (const auto& id : book_.engine().usage(pool.name).holders) {
+    const Lease* l = book_.find(id);
+    if (!l) continue;
+    HolderUse u;
+    u.memoryMax = l->req.memoryMax;
+    u.gpuMemoryMax = l->req.gpuMemoryMax;
+    if (l->meter) {
+      u.memoryInUse = hostOnly(*l);
+      u.gpuInUse = l->meter->gpu().lastBytes;
+    }
+    holders.push_back(u);
+  }
+  return poolHeadroom(pool, h, holders);
+}
+
+std::optional<std::uint64_t> Sampler::hostOnly(const Lease& l) const {
+  if (!l.meter) return std::nullopt;
+  const auto& g = l.meter->gpu();
+  std::optional<std::uint64_t> gtt;
+  if (g.lastBytes) {
+    if (auto it = g.lastRegions.find("gtt"); it != g.lastRegions.end()) gtt = it->second;
+  }
+  return handover_.hostOnly(l.meter->host().last, gtt);
+}
+
+}  // namespace tally::daemon

@@ -1,0 +1,70 @@
+// Metering the daemon's running leases, and what it measures the host with:
+// every sample_interval each running lease's meter reads its cgroup and the
+// DRM fdinfo of its processes, the samples go to the ledger in one
+// transaction, and an attached lease's GPU bound takes its step (the same
+// enforce::step tally run takes; the daemon kills through systemd or
+// cgroup.kill). The one owner of the host-figure cache headroom is judged on.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "admission/engine.h"
+#include "config/config.h"
+#include "coverage/handover.h"
+#include "daemon/headroom.h"
+#include "daemon/lease.h"
+#include "daemon/lease_book.h"
+#include "daemon/lease_events.h"
+#include "daemon/seams.h"
+#include "fs/root.h"
+#include "ledger/ledger.h"
+
+namespace tally::daemon {
+
+struct SamplerEnv {
+  const fs::Root& proc;
+  const fs::Root& sys;
+  const fs::Root* cgroupRoot;
+  Watches& watches;
+  Units* units;
+};
+
+class Sampler {
+ public:
+  Sampler(const config::Daemon& cfg, SamplerEnv env, ledger::Ledger& ledger, LeaseBook& book, LeaseEvents& events,
+          const coverage::Handover& handover)
+      : cfg_(cfg), env_(env), ledger_(ledger), book_(book), events_(events), handover_(handover) {}
+
+  // A lease starts being metered: its meter (on its held cgroup), a first
+  // sample, and an inotify watch on its cgroup.events for its end.
+  void startMetering(Lease& l);
+  // Meters every running lease once, stores the samples, takes attached
+  // leases' GPU bound step. Returns the attached leases whose cgroup emptied
+  // (caught here when an inotify event was missed).
+  std::vector<std::string> sample();
+
+  // MemAvailable and the DRM devices, read at most every 100 ms however many
+  // requests ask.
+  const HostFigures& host();
+  // What is free for one more grant in `pool` (daemon/headroom.h).
+  admission::Headroom headroomFor(const config::Pool& pool);
+  // A lease's host memory without its GPU memory (coverage::Handover::hostOnly).
+  std::optional<std::uint64_t> hostOnly(const Lease& l) const;
+
+ private:
+  void enforceBound(Lease& l, std::uint64_t nowNs);
+
+  const config::Daemon& cfg_;
+  SamplerEnv env_;
+  ledger::Ledger& ledger_;
+  LeaseBook& book_;
+  LeaseEvents& events_;
+  const coverage::Handover& handover_;
+  std::uint64_t hostReadAtUs_ = 0;
+  HostFigures host_;
+};
+
+}  // namespace tally::daemon

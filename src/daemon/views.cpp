@@ -1,0 +1,246 @@
+#include "daemon/views.h"
+
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <map>
+
+#include "attribution/container.h"
+#include "ledger/rows.h"
+#include "util/clock.h"
+
+namespace tally::daemon {
+
+using json = nlohmann::json;
+
+namespace {
+
+json opt(const std::optional<std::uint64_t>& v) { return v ? json(*v) : json(nullptr); }
+
+// A byte count read from the cgroup, or absent with the reason ("max" is no limit).
+seats::Figure figure(const Result<std::uint64_t>& v) { return v ? seats::Figure{*v, {}} : seats::Figure{std::nullopt, v.error().message}; }
+
+seats::Figure limitFigure(const Result<probes::MemoryLimit>& v, const char* file) {
+  if (!v) return {std::nullopt, v.error().message};
+  if (v->unlimited) return {std::nullopt, fmt::format("{} is max: no limit", file)};
+  return {v->bytes, {}};
+}
+
+}  // namespace
+
+json Views::lease(const Lease& l, const admission::Engine::Queued* queued, std::size_t index) {
+  json j;
+  j["lease"] = l.id;
+  j["name"] = l.name;
+  j["kind"] = lease::kindName(l.kind);
+  j["state"] = stateName(l.state);
+  j["owner_uid"] = l.owner;
+  j["pools"] = l.req.pools;
+  j["priority"] = l.req.priority;
+  j["declared"] = {{"memory_max", opt(l.req.memoryMax)}, {"gpu_memory_max", opt(l.req.gpuMemoryMax)}};
+  j["requested_at_ns"] = l.requestedAtNs;
+  if (l.state == Lease::State::Queued) {
+    const auto& engine = book_.engine();
+    auto position = queued ? std::optional<std::size_t>(index + 1) : engine.position(l.id);
+    auto why = queued ? queued->reason : engine.waitReason(l.id);
+    j["position"] = position ? json(*position) : json(nullptr);
+    j["waiting_for"] = why ? json(admission::waitName(*why)) : json(nullptr);
+  } else {
+    j["granted_at_ns"] = l.grantedAtNs;
+  }
+  if (!l.target.empty()) j["target"] = ledger::targetJson(l.target);
+  if (!l.unit.empty()) j["unit"] = l.unit;
+  if (!l.cgroup.empty()) {
+    j["cgroup"] = l.cgroup;
+    j["cgroup_inode"] = l.inode;
+    j["started_at_ns"] = l.startedAtNs;
+  }
+  j["client_connected"] = l.conn != 0;
+  if (l.recovered) j["readopted_after_restart"] = true;
+  if (l.releaseRequested) j["release_requested"] = true;
+  if (l.meter) {
+    const auto& h = l.meter->host();
+    const auto& g = l.meter->gpu();
+    j["memory"] = {{"current_bytes", opt(h.last)}, {"peak_sampled_bytes", opt(h.peakCurrent)}, {"samples", h.samples},
+                   {"source", "cgroup"}};
+    if (!h.last && h.lastError) j["memory"]["unknown"] = *h.lastError;
+    j["gpu"] = {{"current_bytes", opt(g.lastBytes)}, {"peak_bytes", opt(g.peakBytes)}, {"regions", g.lastRegions},
+                {"samples", g.samples}, {"source", "drm-fdinfo"}};
+    if (!g.lastBytes) j["gpu"]["unknown"] = g.lastError.value_or(g.samplesIncomplete ? "a client printed no resident figure" : "not sampled");
+    // What budgets and headroom count: host and GPU memory, each byte once.
+    auto host = sampler_.hostOnly(l);
+    j["budget_figures"] = {{"coverage", coverage::coverageName(handover_.coverage)}, {"host_bytes", opt(host)},
+                           {"gpu_bytes", opt(g.lastBytes)},
+                           {"total_bytes", host && g.lastBytes ? json(*host + *g.lastBytes) : json(nullptr)}};
+  }
+  if (l.bound.any()) {
+    j["gpu_bound"] = {{"action", enforce::actionName(l.bound.action)}, {"consecutive_samples", l.bound.consecutive},
+                      {"advisory", l.advisory}, {"acted", l.boundState.acted}};
+  }
+  // The kernel bounds GTT in MemoryMax now: a run lease's MemoryMax must hold both.
+  if (auto both = handover_.memoryMaxWithGpu(l.req.memoryMax, l.req.gpuMemoryMax)) j["memory_max_effective"] = *both;
+  j["coverage"] = coverage::coverageName(handover_.coverage);
+  return j;
+}
+
+json Views::leases() {
+  json list = json::array();
+  for (const auto& [id, l] : book_.all()) {
+    if (l->state != Lease::State::Queued) list.push_back(lease(*l));
+  }
+  auto view = book_.engine().queueView();
+  for (std::size_t i = 0; i < view.size(); ++i) {
+    if (const Lease* l = book_.find(view[i].req->id)) list.push_back(lease(*l, &view[i], i));
+  }
+  return list;
+}
+
+json Views::pools() {
+  json list = json::array();
+  const auto& engine = book_.engine();
+  for (const auto& p : cfg_.pools) {
+    const auto& u = engine.usage(p.name);
+    json j;
+    j["pool"] = p.name;
+    j["capacity"] = p.capacity;
+    j["holders"] = u.holders;
+    json queued = json::array();
+    for (const auto* r : engine.queue()) {
+      if (std::find(r->pools.begin(), r->pools.end(), p.name) != r->pools.end()) queued.push_back(r->id);
+    }
+    j["queue"] = queued;
+    j["memory_budget"] = opt(p.memoryBudget);
+    j["memory_declared"] = u.memoryDeclared;
+    j["gpu_memory_budget"] = opt(p.gpuMemoryBudget);
+    j["gpu_memory_declared"] = u.gpuMemoryDeclared;
+    j["devices"] = p.devices;
+    auto h = sampler_.headroomFor(p);
+    j["headroom"] = {{"host_bytes", opt(h.hostBytes)}, {"gpu_bytes", opt(h.gpuBytes)},
+                     {"source", "meminfo MemAvailable, sysfs-device mem_info_*, minus holders' unused declarations"}};
+    if (!h.hostBytes) j["headroom"]["host_unknown"] = "MemAvailable not readable";
+    if (!h.gpuBytes) j["headroom"]["gpu_unknown"] = "no device of the pool exports mem_info_gtt/vram_{total,used}";
+    list.push_back(j);
+  }
+  return list;
+}
+
+seats::SeatFacts Views::seatFacts(const Lease& l) const {
+  seats::SeatFacts f;
+  f.lease = l.id;
+  f.name = l.name;
+  f.kind = lease::kindName(l.kind);
+  f.state = stateName(l.state);
+  f.pools = l.req.pools;
+  f.unit = l.unit;
+  f.cgroup = l.cgroup;
+  if (!l.cgroup.empty()) {
+    if (auto w = attribution::classifyCgroup(l.cgroup); w && w->kind != attribution::WorkloadKind::kSystemdUnit) f.container = w->name;
+  }
+  f.memoryMax = l.req.memoryMax;
+  f.gpuMemoryMax = l.req.gpuMemoryMax;
+  f.gpuMemoryHigh = l.bound.high;
+  f.attributes = l.attributes;
+  if (!l.countersCg) {
+    f.populated = false;  // queued or granted: no cgroup, nothing runs in the lease
+  } else if (auto p = l.countersCg->populated()) {
+    f.populated = *p;
+  } else {
+    f.populatedUnknown = p.error().message;
+  }
+  if (!l.meter) return f;
+  f.observedAtNs = l.meter->sampledAtNs();
+  const auto& h = l.meter->host();
+  const auto& g = l.meter->gpu();
+  f.hostCurrent = seats::Figure::of(h.last, h.lastError.value_or("memory.current not read"));
+  f.hostPeak = figure(l.countersCg->memoryPeak());
+  f.hostMax = limitFigure(l.cg->memoryMax(), cgroup::file::kMemoryMax);
+  if (!f.hostMax.bytes && l.countersCgroup != l.cgroup) {
+    // A run lease's MemoryMax may sit on its slice rather than its scope.
+    if (auto slice = limitFigure(l.countersCg->memoryMax(), cgroup::file::kMemoryMax); slice.bytes) f.hostMax = slice;
+  }
+  for (const auto& [region, bytes] : g.lastRegions) f.gpuRegions[region].currentBytes = bytes;
+  for (const auto& [region, bytes] : g.regionPeaks) f.gpuRegions[region].peakBytes = bytes;
+  f.gpuCurrent = seats::Figure::of(g.lastBytes, g.lastError.value_or(g.samplesIncomplete ? "a client printed no resident figure" : "not sampled"));
+  f.gpuPeakBytes = g.peakBytes;
+  f.gpuSource = g.lastSource;
+  f.devices = g.lastDevices;
+  return f;
+}
+
+json Views::seats(std::uint64_t nowNs) {
+  json rows = json::array();
+  for (const auto& [id, l] : book_.all()) {
+    if (l->state != Lease::State::Queued) rows.push_back(seats::seatRow(seatFacts(*l), nowNs, cfg_.daemon.sampleIntervalUs));
+  }
+  for (const auto* r : book_.engine().queue()) {
+    if (const Lease* l = book_.find(r->id)) rows.push_back(seats::seatRow(seatFacts(*l), nowNs, cfg_.daemon.sampleIntervalUs));
+  }
+  return rows;
+}
+
+// GPU memory outside every lease: what the devices say is in use minus what
+// the leases' own clients hold (not the host-wide "unattributed" of `tally
+// gpu`, which is what no process's fdinfo accounts for). Only when every
+// running lease's figure is fresh and known.
+json Views::devices(json& outsideLeases) {
+  const HostFigures& host = sampler_.host();
+  json list = json::array();
+  std::map<std::string, std::optional<std::uint64_t>> used;  // region -> sum over devices exporting it
+  for (const auto& d : host.devices.devices) {
+    json regions = json::object();
+    for (const auto& m : d.memory) {
+      regions[m.region] = {{"used_bytes", opt(m.usedBytes)}, {"total_bytes", opt(m.totalBytes)}};
+      if (m.usedBytes && (m.region == "gtt" || m.region == "vram")) used[m.region] = used[m.region].value_or(0) + *m.usedBytes;
+    }
+    list.push_back({{"device", d.key}, {"driver", d.driver}, {"regions", regions}, {"source", "sysfs mem_info_*"}});
+  }
+  std::uint64_t now = clock::realtimeNs();
+  std::optional<std::string> leaseUnknown;
+  std::map<std::string, std::uint64_t> leased;
+  for (const auto& [id, l] : book_.all()) {
+    if (l->state != Lease::State::Running) continue;
+    if (!l->meter || !seats::isFresh(l->meter->sampledAtNs(), now, cfg_.daemon.sampleIntervalUs) || !l->meter->gpu().lastBytes) {
+      leaseUnknown = fmt::format("lease {} has no fresh GPU figure", id);
+      continue;
+    }
+    for (const auto& [region, bytes] : l->meter->gpu().lastRegions) leased[region] += bytes;
+  }
+  outsideLeases = json::object();
+  for (const char* region : {"gtt", "vram"}) {
+    json u;
+    auto it = used.find(region);
+    if (it == used.end()) {
+      u = {{"bytes", nullptr}, {"unknown", fmt::format("no device exports mem_info_{}_used", region)}};
+    } else if (leaseUnknown) {
+      u = {{"bytes", nullptr}, {"unknown", *leaseUnknown}};
+    } else if (leased[region] > *it->second) {
+      u = {{"bytes", nullptr}, {"unknown", "the leases' fdinfo resident exceeds the devices' counters (shared or imported buffers)"}};
+    } else {
+      u = {{"bytes", *it->second - leased[region]}, {"device_used_bytes", *it->second}, {"leases_bytes", leased[region]}};
+    }
+    outsideLeases[region] = u;
+  }
+  return list;
+}
+
+json Views::overview(std::uint64_t nowNs) {
+  json o;
+  o["observed_at_ns"] = nowNs;
+  o["sample_interval_us"] = cfg_.daemon.sampleIntervalUs;
+  o["seats"] = seats(nowNs);
+  o["pools"] = pools();
+  json outside;
+  o["devices"] = devices(outside);
+  o["outside_leases"] = outside;
+  o["host"] = {{"mem_available_bytes", opt(sampler_.host().memAvailable)}, {"source", "/proc/meminfo MemAvailable"}};
+  o["coverage"] = {{"state", coverage::coverageName(handover_.coverage)}, {"kernel", coverageKernel_}};
+  json bound = json::object(), outcomes = json::object();
+  for (const auto& [k, v] : events_.boundCounts()) bound[k] = v;
+  for (const auto& [k, v] : events_.outcomeCounts()) outcomes[k] = v;
+  o["enforcement"] = {{"gpu_bound_events", bound}, {"outcomes", outcomes}, {"since_ns", events_.sinceNs()}};
+  o["daemon"] = {{"pid", ::getpid()}, {"started_at_ns", events_.sinceNs()}, {"leases_live", book_.live()}, {"queued", book_.queued()}};
+  return o;
+}
+
+}  // namespace tally::daemon

@@ -1,0 +1,55 @@
+// What the daemon shows: a lease as the RPC returns it, seat rows, pools,
+// devices and the overview `tally top` and the metrics are made of. Read-only:
+// every figure is one the meters or sysfs gave; what was not read is absent
+// with the reason.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "admission/engine.h"
+#include "config/config.h"
+#include "coverage/handover.h"
+#include "daemon/lease.h"
+#include "daemon/lease_book.h"
+#include "daemon/lease_events.h"
+#include "daemon/sampler.h"
+#include "seats/seat.h"
+
+namespace tally::daemon {
+
+class Views {
+ public:
+  using json = nlohmann::json;
+  Views(const config::Config& cfg, LeaseBook& book, Sampler& sampler, const LeaseEvents& events, const coverage::Handover& handover,
+        const std::string& coverageKernel)
+      : cfg_(cfg), book_(book), sampler_(sampler), events_(events), handover_(handover), coverageKernel_(coverageKernel) {}
+
+  // A lease as acquire, attach, resume, leases and lease return it. A
+  // queued one's place comes from `queued` (its queue entry and index) when
+  // the caller has it, else it is looked up.
+  json lease(const Lease& l, const admission::Engine::Queued* queued = nullptr, std::size_t index = 0);
+  // Live leases, then the queue in grant order.
+  json leases();
+  json pools();
+  // One row per lease; `nowNs` is CLOCK_REALTIME.
+  json seats(std::uint64_t nowNs);
+  // Everything tally top and the metrics are made of.
+  json overview(std::uint64_t nowNs);
+
+ private:
+  seats::SeatFacts seatFacts(const Lease& l) const;
+  // Devices with their regions, and GPU memory in use outside every lease.
+  json devices(json& outsideLeases);
+
+  const config::Config& cfg_;
+  LeaseBook& book_;
+  Sampler& sampler_;
+  const LeaseEvents& events_;
+  const coverage::Handover& handover_;
+  const std::string& coverageKernel_;
+};
+
+}  // namespace tally::daemon

@@ -1,0 +1,227 @@
+#include "ledger/rows.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+
+#include "ledger/ledger.h"
+
+namespace tally::ledger {
+namespace {
+
+using json = nlohmann::json;
+
+json opt(const std::optional<std::uint64_t>& v) { return v ? json(*v) : json(nullptr); }
+
+// Reads one row body's fields: absent is the default, a wrong type an error
+// naming the field.
+class Fields {
+ public:
+  Fields(const json& obj, const char* kind) : obj_(obj), kind_(kind) {}
+  Error bad(const std::string& field, const char* want) const {
+    return Error{0, fmt::format("the ledger's {} row has \"{}\" that is not {}", kind_, field, want)};
+  }
+  const json* get(const json& o, const char* key) const {
+    if (!o.is_object()) return nullptr;
+    auto it = o.find(key);
+    return it == o.end() || it->is_null() ? nullptr : &*it;
+  }
+  Status str(const json& o, const char* key, std::string& out) const {
+    const json* v = get(o, key);
+    if (!v) return Ok{};
+    if (!v->is_string()) return bad(key, "a string");
+    out = v->get<std::string>();
+    return Ok{};
+  }
+  Status u64(const json& o, const char* key, std::optional<std::uint64_t>& out) const {
+    const json* v = get(o, key);
+    if (!v) return Ok{};
+    if (!v->is_number_unsigned()) return bad(key, "a non-negative integer");
+    out = v->get<std::uint64_t>();
+    return Ok{};
+  }
+  template <typename T>
+  Status integer(const json& o, const char* key, T& out, std::int64_t lo, std::int64_t hi) const {
+    const json* v = get(o, key);
+    if (!v) return Ok{};
+    if (!v->is_number_integer() || v->get<std::int64_t>() < lo || v->get<std::int64_t>() > hi) return bad(key, "an integer in range");
+    out = static_cast<T>(v->get<std::int64_t>());
+    return Ok{};
+  }
+  const json& obj() const { return obj_; }
+
+ private:
+  const json& obj_;
+  const char* kind_;
+};
+
+}  // namespace
+
+json encode(const GrantedRow& r) {
+  json b;
+  b["schema"] = 1;
+  b["kind"] = lease::kindName(r.kind);
+  b["name"] = r.name;
+  b["owner_uid"] = r.owner;
+  b["peer_pid"] = r.peerPid;
+  b["pools"] = r.pools;
+  b["priority"] = r.priority;
+  b["declared"] = {{"memory_max", opt(r.memoryMax)}, {"gpu_memory_max", opt(r.gpuMemoryMax)},
+                   {"gpu_memory_high", opt(r.gpuMemoryHigh)}, {"source", "declared"}};
+  if (!r.attributes.empty()) b["declared"]["attributes"] = lease::attributesJson(r.attributes);
+  if (r.boundAction) {
+    b["gpu_bound"] = {{"action", enforce::actionName(*r.boundAction)}, {"consecutive_samples", r.boundConsecutive},
+                      {"enforced_by", r.kind == lease::LeaseKind::Attach ? "daemon" : "client"}};
+  }
+  b["requested_at_ns"] = r.requestedAtNs;
+  if (!r.target.empty()) b["target"] = targetJson(r.target);
+  return b;
+}
+
+json targetJson(const lease::AttachTarget& t) {
+  if (!t.unit.empty()) return {{"unit", t.unit}};
+  if (!t.cgroup.empty()) return {{"cgroup", t.cgroup}};
+  if (t.pid) return {{"pid", *t.pid}};
+  return nullptr;
+}
+
+Result<GrantedRow> decodeGranted(const json& body) {
+  if (!body.is_object()) return Error{0, "the ledger's granted row is not a JSON object"};
+  Fields f(body, kGranted);
+  GrantedRow r;
+  std::string kind = "run";
+  if (auto s = f.str(body, "kind", kind); !s) return s.error();
+  auto k = lease::parseKind(kind);
+  if (!k) return f.bad("kind", "run or attach");
+  r.kind = *k;
+  if (auto s = f.str(body, "name", r.name); !s) return s.error();
+  if (auto s = f.integer(body, "owner_uid", r.owner, 0, UINT32_MAX); !s) return s.error();
+  if (auto s = f.integer(body, "peer_pid", r.peerPid, 0, INT32_MAX); !s) return s.error();
+  if (const json* pools = f.get(body, "pools")) {
+    if (!pools->is_array()) return f.bad("pools", "an array of names");
+    for (const auto& p : *pools) {
+      if (!p.is_string()) return f.bad("pools", "an array of names");
+      r.pools.push_back(p.get<std::string>());
+    }
+  }
+  if (auto s = f.integer(body, "priority", r.priority, -1000, 1000); !s) return s.error();
+  if (const json* d = f.get(body, "declared")) {
+    if (auto s = f.u64(*d, "memory_max", r.memoryMax); !s) return s.error();
+    if (auto s = f.u64(*d, "gpu_memory_max", r.gpuMemoryMax); !s) return s.error();
+    if (auto s = f.u64(*d, "gpu_memory_high", r.gpuMemoryHigh); !s) return s.error();
+    if (const json* a = f.get(*d, "attributes")) {
+      auto attrs = lease::attributesFromJson(*a);
+      if (!attrs) return Error{0, "the ledger's granted row has attributes that are not valid: " + attrs.error().message};
+      r.attributes = std::move(*attrs);
+    }
+  }
+  if (const json* gb = f.get(body, "gpu_bound")) {
+    std::string action = "kill";
+    if (auto s = f.str(*gb, "action", action); !s) return s.error();
+    r.boundAction = enforce::parseAction(action);
+    if (!r.boundAction) return f.bad("gpu_bound.action", "kill or report");
+    if (auto s = f.integer(*gb, "consecutive_samples", r.boundConsecutive, 1, 100); !s) return s.error();
+  }
+  std::optional<std::uint64_t> requested;
+  if (auto s = f.u64(body, "requested_at_ns", requested); !s) return s.error();
+  r.requestedAtNs = requested.value_or(0);
+  if (const json* t = f.get(body, "target")) {
+    if (auto s = f.str(*t, "unit", r.target.unit); !s) return s.error();
+    if (auto s = f.str(*t, "cgroup", r.target.cgroup); !s) return s.error();
+    std::optional<std::uint64_t> pid;
+    if (auto s = f.u64(*t, "pid", pid); !s) return s.error();
+    if (pid) r.target.pid = static_cast<pid_t>(*pid);
+  }
+  return r;
+}
+
+json encode(const PlacedRow& r) {
+  json b = {{"unit", r.unit}, {"cgroup", r.cgroup}, {"cgroup_inode", r.inode},
+            {"counters_cgroup", r.countersCgroup.empty() ? r.cgroup : r.countersCgroup}};
+  if (r.oomKillsAtAdoption || r.appliedMemoryMax) b["oom_kill_at_adoption"] = opt(r.oomKillsAtAdoption);
+  if (r.appliedMemoryMax) {
+    b["applied"] = {{"memory_max", r.appliedMemoryMax->unlimited ? json("max") : json(r.appliedMemoryMax->bytes)}, {"source", "cgroup"}};
+  }
+  return b;
+}
+
+Result<PlacedRow> decodePlaced(const json& body) {
+  if (!body.is_object()) return Error{0, "the ledger's started/adopted row is not a JSON object"};
+  Fields f(body, "started/adopted");
+  PlacedRow r;
+  if (auto s = f.str(body, "unit", r.unit); !s) return s.error();
+  if (auto s = f.str(body, "cgroup", r.cgroup); !s) return s.error();
+  if (auto s = f.str(body, "counters_cgroup", r.countersCgroup); !s) return s.error();
+  if (r.countersCgroup.empty()) r.countersCgroup = r.cgroup;
+  std::optional<std::uint64_t> inode;
+  if (auto s = f.u64(body, "cgroup_inode", inode); !s) return s.error();
+  r.inode = inode.value_or(0);
+  if (auto s = f.u64(body, "oom_kill_at_adoption", r.oomKillsAtAdoption); !s) return s.error();
+  if (const json* a = f.get(body, "applied")) {
+    if (const json* m = f.get(*a, "memory_max")) {
+      if (m->is_string() && m->get<std::string>() == "max") r.appliedMemoryMax = probes::MemoryLimit{true, 0};
+      else if (m->is_number_unsigned()) r.appliedMemoryMax = probes::MemoryLimit{false, m->get<std::uint64_t>()};
+      else return f.bad("applied.memory_max", "bytes or \"max\"");
+    }
+  }
+  return r;
+}
+
+json encode(const ReleasedRow& r) { return {{"by_uid", r.byUid}, {"by_pid", r.byPid}}; }
+
+json encode(const WithdrawnRow& r) { return {{"reason", r.reason}}; }
+
+json encode(const BoundRow& r) {
+  json b = enforce::boundEventJson(r.event);
+  b["source"] = r.source;
+  return b;
+}
+
+Result<BoundRow> decodeBound(const json& body) {
+  if (!body.is_object()) return Error{0, "the ledger's gpu-bound row is not a JSON object"};
+  Fields f(body, kGpuBound);
+  BoundRow r;
+  std::string kind;
+  if (auto s = f.str(body, "kind", kind); !s) return s.error();
+  for (auto v : {enforce::Verdict::HighCrossed, enforce::Verdict::HighCleared, enforce::Verdict::Kill, enforce::Verdict::Report}) {
+    if (kind == enforce::verdictName(v)) r.event.kind = v;
+  }
+  if (auto s = f.str(body, "summary", r.event.summary); !s) return s.error();
+  if (auto s = f.str(body, "source", r.source); !s) return s.error();
+  std::optional<std::uint64_t> v;
+  if (auto s = f.u64(body, "bytes", v); !s) return s.error();
+  r.event.bytes = v.value_or(0);
+  v.reset();
+  if (auto s = f.u64(body, "limit", v); !s) return s.error();
+  r.event.limit = v.value_or(0);
+  v.reset();
+  if (auto s = f.u64(body, "at_ns", v); !s) return s.error();
+  r.event.atNs = v.value_or(0);
+  return r;
+}
+
+json encode(const CoverageRow& r) {
+  json b = {{"kernel", r.kernel}, {"coverage", r.coverage}, {"basis", r.basis}, {"verdict", r.verdict},
+            {"static_signs", r.staticSigns}, {"active_probe", r.activeProbe}, {"keep_gpu_memory_max", r.keepGpuMemoryMax}};
+  if (r.changedFrom) b["changed_from"] = {{"kernel", r.changedFrom->first}, {"coverage", r.changedFrom->second}};
+  b["tally_does"] = r.tallyDoes;
+  return b;
+}
+
+std::optional<CoverageRow> lastCoverage(Ledger& ledger) {
+  auto rows = ledger.events(std::string());
+  if (!rows) return std::nullopt;
+  for (auto it = rows->rbegin(); it != rows->rend(); ++it) {
+    if (it->kind != kCoverage) continue;
+    auto body = json::parse(it->body, nullptr, false);
+    if (!body.is_object()) return std::nullopt;
+    CoverageRow r;
+    Fields f(body, kCoverage);
+    if (!f.str(body, "kernel", r.kernel) || !f.str(body, "coverage", r.coverage)) return std::nullopt;
+    if (const json* k = f.get(body, "keep_gpu_memory_max"); k && k->is_boolean()) r.keepGpuMemoryMax = k->get<bool>();
+    return r;
+  }
+  return std::nullopt;
+}
+
+}  // namespace tally::ledger
