@@ -41,6 +41,15 @@ struct Handover {
     if (!gttResident) return std::nullopt;
     return *memoryCurrent > *gttResident ? *memoryCurrent - *gttResident : 0;
   }
+
+  // What tally does differently on this coverage, in a sentence (the
+  // ledger's coverage row and the journal say it at every start).
+  std::string whatTallyDoes() const {
+    if (!gttCharged()) return "tally bounds GTT itself: gpu_memory_max kills, MemoryMax bounds host memory only";
+    return std::string("budgets and headroom stop adding fdinfo GTT to host memory; tally run maps --gpu-memory-max onto "
+                       "MemoryMax; gpu_memory_max ") +
+           (keepGpuMemoryMax ? "still kills (keep_gpu_memory_max)" : "is advisory (reports, never kills)");
+  }
 };
 
 }  // namespace tally::coverage

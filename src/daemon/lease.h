@@ -18,7 +18,9 @@
 #include "enforce/gpu_bound.h"
 #include "lease/attributes.h"
 #include "lease/kind.h"
+#include "daemon/limits.h"
 #include "lease/meter.h"
+#include "util/token_bucket.h"
 
 namespace tally::daemon {
 
@@ -62,11 +64,9 @@ struct Lease {
   std::vector<enforce::BoundEvent> boundEvents;
   std::optional<std::string> tallyKill;  // the kill's summary, once tally killed it
   bool advisory = false;                 // the kernel charges GTT: gpu_memory_max reports only
-  // Bound events a run lease's client may still report now (a token bucket:
-  // Limits::boundBurst, one more per Limits::boundRefillUs), and how many
-  // were refused over it.
-  double boundTokens = 0;
-  std::uint64_t boundRefillAtUs = 0;
+  // Bound events a run lease's client may report (Limits::boundBurst at
+  // once, one more per Limits::boundRefillUs), and how many were refused.
+  TokenBucket boundReports{Limits{}.boundBurst, Limits{}.boundRefillUs};
   std::uint64_t boundRefused = 0;
 
   bool isRun() const { return kind == lease::LeaseKind::Run; }

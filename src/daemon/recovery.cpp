@@ -4,70 +4,13 @@
 
 #include <algorithm>
 
+#include "daemon/lease_rows.h"
 #include "ledger/rows.h"
 #include "util/clock.h"
 
 namespace tally::daemon {
 
 using json = nlohmann::json;
-
-namespace {
-
-// The lease its granted row describes, with what later rows add.
-Result<std::unique_ptr<Lease>> rebuild(const std::vector<ledger::Event>& events, const config::Daemon& cfg,
-                                       const coverage::Handover& handover, std::optional<ledger::PlacedRow>& placed) {
-  auto l = std::make_unique<Lease>();
-  l->id = events.front().leaseId;
-  l->recovered = true;
-  for (const auto& e : events) {
-    json body = json::parse(e.body, nullptr, false);
-    if (e.kind == ledger::kGranted) {
-      auto g = ledger::decodeGranted(body);
-      if (!g) return Error{0, fmt::format("lease {}: {}", l->id, g.error().message)};
-      l->kind = g->kind;
-      l->name = g->name;
-      l->owner = g->owner;
-      l->peerPid = g->peerPid;
-      l->grantedAtNs = e.atNs;
-      l->requestedAtNs = g->requestedAtNs;
-      l->req.id = l->id;
-      l->req.pools = g->pools;
-      l->req.priority = g->priority;
-      l->req.memoryMax = g->memoryMax;
-      l->req.gpuMemoryMax = g->gpuMemoryMax;
-      l->bound.max = g->gpuMemoryMax;
-      l->bound.high = g->gpuMemoryHigh;
-      l->bound.sampleIntervalUs = cfg.sampleIntervalUs;
-      if (g->boundAction) l->bound.action = *g->boundAction;
-      l->bound.consecutive = g->boundConsecutive;
-      if (handover.gpuBoundAdvisory(l->bound.max.has_value())) {
-        l->bound.action = enforce::Action::Report;
-        l->advisory = true;
-      }
-      l->attributes = g->attributes;
-      l->target = g->target;
-    } else if (e.kind == ledger::kStarted || e.kind == ledger::kAdopted) {
-      auto p = ledger::decodePlaced(body);
-      if (!p) return Error{0, fmt::format("lease {}: {}", l->id, p.error().message)};
-      placed = *p;
-      l->startedAtNs = e.atNs;
-      if (p->oomKillsAtAdoption) l->oomKillsAtAdoption = p->oomKillsAtAdoption;
-    } else if (e.kind == ledger::kReleased) {
-      l->releaseRequested = true;
-    } else if (e.kind == ledger::kGpuBound) {
-      auto b = ledger::decodeBound(body);
-      if (!b) return Error{0, fmt::format("lease {}: {}", l->id, b.error().message)};
-      if (b->event.kind == enforce::Verdict::Kill) {
-        // Killed before the restart: the outcome still names it, and it is not killed twice.
-        l->tallyKill = b->event.summary;
-        l->boundState.acted = true;
-      }
-    }
-  }
-  return l;
-}
-
-}  // namespace
 
 Result<std::vector<std::string>> recover(const config::Daemon& cfg, RecoveryEnv env, ledger::Ledger& ledger, LeaseBook& book,
                                          LeaseEvents& events, Endings& endings, Sampler& sampler,
@@ -77,7 +20,7 @@ Result<std::vector<std::string>> recover(const config::Daemon& cfg, RecoveryEnv 
   if (!open) return Error{0, fmt::format("cannot read the open leases from the ledger: {}", open.error().message)};
   for (const auto& rows : *open) {
     std::optional<ledger::PlacedRow> placed;
-    auto rebuilt = rebuild(rows, cfg, handover, placed);
+    auto rebuilt = rebuildLease(rows, cfg, handover, placed);
     if (!rebuilt) return Error{0, fmt::format("cannot read the open leases from the ledger: {}", rebuilt.error().message)};
     std::string id = (*rebuilt)->id;
     if (auto s = book.hold(std::move(*rebuilt)); !s) log.push_back(fmt::format("lease {}: re-admitted over its pools' limits: {}", id, s.error().message));
@@ -129,8 +72,7 @@ Result<std::vector<std::string>> recover(const config::Daemon& cfg, RecoveryEnv 
       ref.graceDeadlineUs = clock::monotonicUs() + cfg.clientGraceUs;
       continue;
     }
-    ledger::PlacedRow readopted{ref.unit, ref.cgroup, ref.inode, ref.countersCgroup, std::nullopt, std::nullopt};
-    (void)events.record(ref, ledger::kReadopted, ledger::encode(readopted));
+    (void)events.record(ref, ledger::kReadopted, ledger::encode(placedRow(ref)));
     sampler.startMetering(ref);
     if (ref.target.pid) (void)env.watches.watchPid(ref.id, *ref.target.pid);
     if (ref.isRun()) ref.graceDeadlineUs = clock::monotonicUs() + cfg.clientGraceUs;

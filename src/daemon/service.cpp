@@ -6,6 +6,7 @@
 #include <algorithm>
 
 #include "cgroup/path.h"
+#include "daemon/lease_rows.h"
 #include "daemon/recovery.h"
 #include "ledger/rows.h"
 #include "lease/spec.h"
@@ -27,7 +28,7 @@ Service::Service(const config::Config& cfg, ledger::Ledger& ledger, ServiceEnv e
       events_(ledger, env.outbox, env.journal),
       sampler_(cfg_.daemon, SamplerEnv{env.proc, env.sys, env.cgroupRoot, env.watches, env.units}, ledger, book_, events_, handover_),
       endings_(cfg_.daemon, EndingsEnv{env.cgroupRoot, env.watches, env.units}, ledger, book_, events_, [this] { tryGrant(); }),
-      views_(cfg_, book_, sampler_, events_, handover_, coverageKernel_) {}
+      views_(cfg_, ledger, book_, sampler_, events_, handover_, coverageKernel_) {}
 
 void Service::reply(std::uint64_t conn, const json& id, const json& result) {
   if (conn) env_.outbox.send(conn, rpc::encodeReply(id, result));
@@ -168,6 +169,7 @@ void Service::onAcquire(std::uint64_t conn, const Peer& peer, const json& id, co
     l->advisory = true;
   }
   l->attributes = d.attributes;
+  l->boundReports = TokenBucket(env_.limits.boundBurst, env_.limits.boundRefillUs);
   std::uint64_t waitUs = d.timeoutUs.value_or(cfg_.daemon.queueTimeoutUs);
   if (waitUs) l->req.deadlineUs = clock::monotonicUs() + waitUs;
   if (auto s = book_.check(l->req); !s) return fail(conn, id, code::kRefused, s.error().message);
@@ -177,7 +179,7 @@ void Service::onAcquire(std::uint64_t conn, const Peer& peer, const json& id, co
       return fail(conn, id, code::kInvalidParams,
                   fmt::format("\"memory_max\" {} is below one page ({} bytes); the kernel would round it to 0", *d.memoryMax, env_.pageSize));
     }
-    AttachEnv aenv{env_.proc, env_.cgroupRoot, env_.units, env_.pageSize};
+    PlacementEnv aenv{env_.proc, env_.cgroupRoot, env_.units, env_.pageSize};
     if (auto denied = placeAttach(aenv, book_, peer, *attach, *l)) return deny(conn, id, *denied);
   }
   l->pending = true;
@@ -200,38 +202,19 @@ void Service::tryGrant() {
 void Service::granted(Lease& l) {
   book_.markGranted(l);
   l.grantedAtNs = clock::realtimeNs();
-  ledger::GrantedRow row;
-  row.kind = l.kind;
-  row.name = l.name;
-  row.owner = l.owner;
-  row.peerPid = l.peerPid;
-  row.pools = l.req.pools;
-  row.priority = l.req.priority;
-  row.memoryMax = l.req.memoryMax;
-  row.gpuMemoryMax = l.req.gpuMemoryMax;
-  row.gpuMemoryHigh = l.bound.high;
-  row.attributes = l.attributes;
-  if (l.bound.any()) {
-    row.boundAction = l.bound.action;
-    row.boundConsecutive = l.bound.consecutive;
-  }
-  row.requestedAtNs = l.requestedAtNs;
-  row.target = l.target;
-  if (auto ev = events_.record(l, ledger::kGranted, ledger::encode(row), l.grantedAtNs); !ev) {
+  if (auto ev = events_.record(l, ledger::kGranted, ledger::encode(grantedRow(l)), l.grantedAtNs); !ev) {
     // Fail closed: a lease the ledger cannot record is not granted.
     if (l.pending) fail(l.conn, l.pendingId, code::kInternal, fmt::format("the lease could not be recorded: {}", ev.error().message));
     book_.forget(std::string(l.id));
     return;
   }
   if (l.isAttach()) {
-    AttachEnv aenv{env_.proc, env_.cgroupRoot, env_.units, env_.pageSize};
+    PlacementEnv aenv{env_.proc, env_.cgroupRoot, env_.units, env_.pageSize};
     Status s = adopt(aenv, l);
     if (s) {
       l.state = Lease::State::Running;
       l.startedAtNs = clock::realtimeNs();
-      ledger::PlacedRow placed{l.unit, l.cgroup, l.inode, l.countersCgroup, l.oomKillsAtAdoption,
-                               l.applied ? std::optional<probes::MemoryLimit>(l.applied->memoryMax) : std::nullopt};
-      if (auto ev = events_.record(l, ledger::kAdopted, ledger::encode(placed), l.startedAtNs); !ev) s = ev.error();
+      if (auto ev = events_.record(l, ledger::kAdopted, ledger::encode(placedRow(l)), l.startedAtNs); !ev) s = ev.error();
     }
     if (!s) {
       fail(l.conn, l.pendingId, code::kRefused, s.error().message);
@@ -262,48 +245,13 @@ void Service::onStarted(std::uint64_t conn, const Peer& peer, const json& id, co
   if (!l->isRun() || l->state != Lease::State::Granted) {
     return fail(conn, id, code::kConflict, fmt::format("lease {} is not a granted run lease waiting to start", l->id));
   }
-  if (!env_.cgroupRoot) return fail(conn, id, code::kRefused, "the daemon has no cgroup v2 root to meter the lease in");
-  // The cgroup must be this lease's own (its name carries the lease id) and
-  // belong to the caller, so a client cannot point the daemon at someone
-  // else's workload (release would stop it).
-  if (fs::baseName(p.cgroup).find(l->id) == std::string_view::npos) {
-    return fail(conn, id, code::kForbidden, fmt::format("cgroup {} is not lease {}'s (its name must contain the lease id)", p.cgroup, l->id));
-  }
-  auto cg = cgroup::Cgroup::open(*env_.cgroupRoot, p.cgroup);
-  if (!cg) return fail(conn, id, code::kNotFound, fmt::format("cgroup {}: {}", p.cgroup, cg.error().message));
-  if (peer.uid != 0 && cg->owner() != peer.uid) {
-    return fail(conn, id, code::kForbidden, fmt::format("cgroup {} belongs to uid {}, not to the caller", p.cgroup, cg->owner()));
-  }
-  // Where the final counters are read: the lease's cgroup, below it, or the
-  // lease's own slice (systemd removes a stopped scope's cgroup at once, so
-  // a scope's counters live in its parent <parent>-<id>.slice). Never anyone
-  // else's cgroup: its memory.peak would become this lease's.
-  std::string counters = p.countersCgroup.empty() ? p.cgroup : p.countersCgroup;
-  bool ownSlice = counters == fs::parentPath(p.cgroup) && fs::baseName(counters).find(l->id) != std::string_view::npos;
-  if (!cgroup::isWithin(counters, p.cgroup) && !ownSlice) {
-    return fail(conn, id, code::kForbidden,
-                fmt::format("\"counters_cgroup\" {} is neither cgroup {}, below it, nor the lease's own slice", counters, p.cgroup));
-  }
-  auto countersCg = cgroup::Cgroup::open(*env_.cgroupRoot, counters);
-  if (!countersCg) return fail(conn, id, code::kNotFound, fmt::format("counters cgroup {}: {}", counters, countersCg.error().message));
-  if (peer.uid != 0 && countersCg->owner() != peer.uid) {
-    return fail(conn, id, code::kForbidden, fmt::format("counters cgroup {} belongs to uid {}, not to the caller", counters, countersCg->owner()));
-  }
-  if (const Lease* other = book_.ofCgroup(p.cgroup, cg->inode()); other && other != l) {
-    return fail(conn, id, code::kConflict, fmt::format("cgroup {} is already leased by {}", p.cgroup, other->id));
-  }
-  l->unit = p.unit;
-  l->cgroup = p.cgroup;
-  l->countersCgroup = counters;
-  l->inode = cg->inode();
-  l->cg.emplace(std::move(*cg));
-  l->countersCg.emplace(std::move(*countersCg));
+  PlacementEnv penv{env_.proc, env_.cgroupRoot, env_.units, env_.pageSize};
+  if (auto denied = placeRun(penv, book_, peer, p, *l)) return deny(conn, id, *denied);
   l->state = Lease::State::Running;
   l->startedAtNs = clock::realtimeNs();
   l->conn = conn;
   l->graceDeadlineUs = 0;
-  ledger::PlacedRow placed{l->unit, l->cgroup, l->inode, l->countersCgroup, std::nullopt, std::nullopt};
-  if (auto ev = events_.record(*l, ledger::kStarted, ledger::encode(placed), l->startedAtNs); !ev) {
+  if (auto ev = events_.record(*l, ledger::kStarted, ledger::encode(placedRow(*l)), l->startedAtNs); !ev) {
     return fail(conn, id, code::kInternal, fmt::format("the start could not be recorded: {}", ev.error().message));
   }
   sampler_.startMetering(*l);
@@ -322,25 +270,7 @@ void Service::onComplete(std::uint64_t conn, const Peer& peer, const json& id, r
                             l->state == Lease::State::Queued ? "queued" : "granted but never started"));
   }
   json& record = p.record;
-  // What the daemon saw itself, beside what the client reports.
-  json seen;
-  if (l->meter) {
-    const auto& h = l->meter->host();
-    const auto& g = l->meter->gpu();
-    seen["samples"] = h.samples;
-    seen["memory_peak_sampled_bytes"] = h.peakCurrent ? json(*h.peakCurrent) : json(nullptr);
-    seen["gpu_samples"] = g.samples;
-    seen["gpu_peak_bytes"] = g.peakBytes ? json(*g.peakBytes) : json(nullptr);
-    seen["source"] = "cgroup, drm-fdinfo";
-  }
-  if (l->countersCg) {
-    auto counters = cgroup::readFinalCounters(*l->countersCg);
-    if (counters.memoryPeak) seen["memory_peak_bytes"] = *counters.memoryPeak;
-    if (counters.events) seen["oom_kill"] = counters.events->get("oom_kill") ? json(*counters.events->get("oom_kill")) : json(nullptr);
-  }
-  if (l->boundRefused) seen["bound_events_refused"] = l->boundRefused;
-  record["daemon"] = seen;
-  if (l->recovered) record["daemon"]["readopted_after_restart"] = true;
+  record["daemon"] = views_.daemonSaw(*l);  // what the daemon saw itself, beside what the client reports
   auto ev = events_.recordOutcome(*l, record, record["outcome"].value("class", "unknown"));
   if (!ev) return fail(conn, id, ev.error().code == EEXIST ? code::kConflict : code::kInternal, ev.error().message);
   json r = {{"lease", l->id}, {"seq", ev->seq}, {"hash", ev->hash}};
@@ -390,21 +320,7 @@ void Service::onRelease(std::uint64_t conn, const Peer& peer, const json& reqId,
 }
 
 void Service::onLease(std::uint64_t conn, const json& reqId, const std::string& leaseId) {
-  json r;
-  if (const Lease* l = book_.find(leaseId)) r = views_.lease(*l);
-  auto events = ledger_.events(leaseId);
-  if (events && !events->empty()) {
-    json rows = json::array();
-    for (const auto& e : *events) {
-      json body = json::parse(e.body, nullptr, false);
-      rows.push_back({{"seq", e.seq}, {"at_ns", e.atNs}, {"kind", e.kind}, {"body", body}, {"hash", e.hash}});
-    }
-    r["ledger"] = rows;
-    if (!r.contains("state")) {
-      r["lease"] = leaseId;
-      r["state"] = "ended";
-    }
-  }
+  json r = views_.leaseWithRows(leaseId);
   if (r.is_null()) return fail(conn, reqId, code::kNotFound, fmt::format("no lease {} (live or in the ledger)", leaseId));
   reply(conn, reqId, r);
 }
@@ -419,15 +335,7 @@ void Service::onBound(std::uint64_t conn, const Peer& peer, const json& id, cons
     return fail(conn, id, code::kConflict,
                 fmt::format("lease {} is not a running run lease; only its client reports GPU bound events, while it runs", l->id));
   }
-  std::uint64_t now = clock::monotonicUs();
-  if (!l->boundRefillAtUs) {
-    l->boundTokens = env_.limits.boundBurst;
-  } else if (now > l->boundRefillAtUs) {
-    l->boundTokens = std::min<double>(env_.limits.boundBurst, l->boundTokens + static_cast<double>(now - l->boundRefillAtUs) /
-                                                                                  static_cast<double>(env_.limits.boundRefillUs));
-  }
-  l->boundRefillAtUs = now;
-  if (l->boundTokens < 1.0) {
+  if (!l->boundReports.take(clock::monotonicUs())) {
     if (l->boundRefused++ == 0) {
       events_.note(4, fmt::format("lease {} ({}): its client reports GPU bound events faster than {} at once and one per {} ms; "
                                   "the excess is refused and counted in the outcome",
@@ -437,7 +345,6 @@ void Service::onBound(std::uint64_t conn, const Peer& peer, const json& id, cons
     return fail(conn, id, code::kRateLimited,
                 fmt::format("too many GPU bound events for lease {}; this one was not recorded ({} refused so far)", l->id, l->boundRefused));
   }
-  l->boundTokens -= 1.0;
   enforce::BoundEvent e = p.event;
   e.atNs = clock::realtimeNs();
   if (e.kind == enforce::Verdict::Kill) l->tallyKill = e.summary;
@@ -548,11 +455,7 @@ void Service::setCoverage(const coverage::Assessment& a) {
   row.staticSigns = coverage::signsJson(a.signs);
   row.activeProbe = a.probe ? json(coverage::probeJson(*a.probe)) : json(nullptr);
   row.keepGpuMemoryMax = cfg_.daemon.keepGpuMemoryMax;
-  row.tallyDoes = handover_.gttCharged()
-                      ? fmt::format("budgets and headroom stop adding fdinfo GTT to host memory; tally run maps --gpu-memory-max "
-                                    "onto MemoryMax; gpu_memory_max {}",
-                                    cfg_.daemon.keepGpuMemoryMax ? "still kills (keep_gpu_memory_max)" : "is advisory (reports, never kills)")
-                      : "tally bounds GTT itself: gpu_memory_max kills, MemoryMax bounds host memory only";
+  row.tallyDoes = handover_.whatTallyDoes();
   auto last = ledger::lastCoverage(ledger_);
   if (last && (last->coverage != row.coverage || last->kernel != a.kernel)) {
     row.changedFrom = std::make_pair(last->kernel, last->coverage);

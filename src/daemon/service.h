@@ -6,7 +6,8 @@
 //   LeaseEvents  ledger rows, the journal, subscribers, counters (lease_events.h)
 //   Sampler      metering, the GPU bound of attached leases, host figures (sampler.h)
 //   Endings      how a lease ends (endings.h)
-//   attach       resolving and adopting a running workload (attach.h)
+//   placement    where a lease runs: an attach target resolved and adopted,
+//                a run lease's cgroup checked (placement.h)
 //   recovery     re-adopting open leases after a restart (recovery.h)
 //   Views        what the RPC and the metrics show (views.h)
 //
@@ -36,7 +37,7 @@
 #include "config/config.h"
 #include "coverage/assess.h"
 #include "coverage/handover.h"
-#include "daemon/attach.h"
+#include "daemon/placement.h"
 #include "daemon/endings.h"
 #include "daemon/lease_book.h"
 #include "daemon/lease_events.h"

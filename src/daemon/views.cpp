@@ -96,6 +96,46 @@ json Views::leases() {
   return list;
 }
 
+json Views::leaseWithRows(const std::string& id) {
+  json r;
+  if (const Lease* l = book_.find(id)) r = lease(*l);
+  auto events = ledger_.events(id);
+  if (events && !events->empty()) {
+    json rows = json::array();
+    for (const auto& e : *events) {
+      json body = json::parse(e.body, nullptr, false);
+      rows.push_back({{"seq", e.seq}, {"at_ns", e.atNs}, {"kind", e.kind}, {"body", body}, {"hash", e.hash}});
+    }
+    r["ledger"] = rows;
+    if (!r.contains("state")) {
+      r["lease"] = id;
+      r["state"] = "ended";
+    }
+  }
+  return r;
+}
+
+json Views::daemonSaw(const Lease& l) {
+  json seen;
+  if (l.meter) {
+    const auto& h = l.meter->host();
+    const auto& g = l.meter->gpu();
+    seen["samples"] = h.samples;
+    seen["memory_peak_sampled_bytes"] = opt(h.peakCurrent);
+    seen["gpu_samples"] = g.samples;
+    seen["gpu_peak_bytes"] = opt(g.peakBytes);
+    seen["source"] = "cgroup, drm-fdinfo";
+  }
+  if (l.countersCg) {
+    auto counters = cgroup::readFinalCounters(*l.countersCg);
+    if (counters.memoryPeak) seen["memory_peak_bytes"] = *counters.memoryPeak;
+    if (counters.events) seen["oom_kill"] = opt(counters.events->get("oom_kill"));
+  }
+  if (l.boundRefused) seen["bound_events_refused"] = l.boundRefused;
+  if (l.recovered) seen["readopted_after_restart"] = true;
+  return seen;
+}
+
 json Views::pools() {
   json list = json::array();
   const auto& engine = book_.engine();

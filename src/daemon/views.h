@@ -23,9 +23,9 @@ namespace tally::daemon {
 class Views {
  public:
   using json = nlohmann::json;
-  Views(const config::Config& cfg, LeaseBook& book, Sampler& sampler, const LeaseEvents& events, const coverage::Handover& handover,
-        const std::string& coverageKernel)
-      : cfg_(cfg), book_(book), sampler_(sampler), events_(events), handover_(handover), coverageKernel_(coverageKernel) {}
+  Views(const config::Config& cfg, ledger::Ledger& ledger, LeaseBook& book, Sampler& sampler, const LeaseEvents& events,
+        const coverage::Handover& handover, const std::string& coverageKernel)
+      : cfg_(cfg), ledger_(ledger), book_(book), sampler_(sampler), events_(events), handover_(handover), coverageKernel_(coverageKernel) {}
 
   // A lease as acquire, attach, resume, leases and lease return it. A
   // queued one's place comes from `queued` (its queue entry and index) when
@@ -33,6 +33,10 @@ class Views {
   json lease(const Lease& l, const admission::Engine::Queued* queued = nullptr, std::size_t index = 0);
   // Live leases, then the queue in grant order.
   json leases();
+  // One lease, live or ended, with its ledger rows; null when there is no such lease.
+  json leaseWithRows(const std::string& id);
+  // What the daemon itself saw of a run lease, beside its client's outcome record.
+  json daemonSaw(const Lease& l);
   json pools();
   // One row per lease; `nowNs` is CLOCK_REALTIME.
   json seats(std::uint64_t nowNs);
@@ -45,6 +49,7 @@ class Views {
   json devices(json& outsideLeases);
 
   const config::Config& cfg_;
+  ledger::Ledger& ledger_;
   LeaseBook& book_;
   Sampler& sampler_;
   const LeaseEvents& events_;

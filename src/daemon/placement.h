@@ -1,9 +1,15 @@
-// `attach`: a workload that already runs becomes a lease. What the operator
+// Where a lease runs, and whether the one asking may put it there.
+//
+// attach: a workload that already runs becomes a lease. What the operator
 // named (a unit, a cgroup, a process) is resolved to one canonical cgroup,
 // opened without following symlinks, and checked against who asks; at the
 // grant, the declared MemoryMax is applied (through systemd for a unit's
 // cgroup) and read back by contain::verifyLimits, the same read-back a run
 // lease gets before its workload execs.
+//
+// started: a run lease's client says which cgroup it made; it must be the
+// lease's own and the caller's, and its final counters read from the lease's
+// cgroup, below it, or its own slice.
 #pragma once
 
 #include <optional>
@@ -23,7 +29,7 @@ struct Denial {
   std::string message;
 };
 
-struct AttachEnv {
+struct PlacementEnv {
   const fs::Root& proc;
   const fs::Root* cgroupRoot;
   Units* units;
@@ -34,13 +40,18 @@ struct AttachEnv {
 // set), and whether `peer` may lease it with these limits: the directory is
 // theirs, a --memory-max is one they could write themselves, and no other
 // lease holds the cgroup.
-std::optional<Denial> placeAttach(const AttachEnv& env, const LeaseBook& book, const Peer& peer, const rpc::api::Attach& a,
+std::optional<Denial> placeAttach(const PlacementEnv& env, const LeaseBook& book, const Peer& peer, const rpc::api::Attach& a,
                                   Lease& l);
 
 // At the grant: the declared MemoryMax applied and read back, the OOM kills
 // so far remembered (the outcome counts those after adoption). The error
 // refuses the lease.
-Status adopt(const AttachEnv& env, Lease& l);
+Status adopt(const PlacementEnv& env, Lease& l);
+
+// A run lease's `started`: the cgroups are checked and opened (l.cgroup,
+// l.countersCgroup, l.inode, l.cg, l.countersCg, l.unit are set).
+std::optional<Denial> placeRun(const PlacementEnv& env, const LeaseBook& book, const Peer& peer, const rpc::api::Started& p,
+                               Lease& l);
 
 // ".service", ".scope", ".slice": the D-Bus interface of a unit name, null otherwise.
 const char* unitInterface(const std::string& unit);

@@ -1,4 +1,4 @@
-#include "daemon/attach.h"
+#include "daemon/placement.h"
 
 #include <fmt/format.h>
 
@@ -19,7 +19,7 @@ const char* unitInterface(const std::string& unit) {
   return nullptr;
 }
 
-std::optional<Denial> placeAttach(const AttachEnv& env, const LeaseBook& book, const Peer& peer, const rpc::api::Attach& a,
+std::optional<Denial> placeAttach(const PlacementEnv& env, const LeaseBook& book, const Peer& peer, const rpc::api::Attach& a,
                                   Lease& l) {
   if (!env.cgroupRoot) return Denial{code::kRefused, "the daemon has no cgroup v2 root to meter an attached workload in"};
   std::string path;
@@ -88,7 +88,7 @@ std::optional<Denial> placeAttach(const AttachEnv& env, const LeaseBook& book, c
   return std::nullopt;
 }
 
-Status adopt(const AttachEnv& env, Lease& l) {
+Status adopt(const PlacementEnv& env, Lease& l) {
   const cgroup::Cgroup& cg = *l.cg;
   if (l.req.memoryMax) {
     // A cgroup that is a systemd unit's (a podman scope, a service found by
@@ -121,6 +121,47 @@ Status adopt(const AttachEnv& env, Lease& l) {
   }
   if (auto ev = cg.memoryEvents()) l.oomKillsAtAdoption = ev->get("oom_kill");
   return Ok{};
+}
+
+std::optional<Denial> placeRun(const PlacementEnv& env, const LeaseBook& book, const Peer& peer, const rpc::api::Started& p,
+                               Lease& l) {
+  if (!env.cgroupRoot) return Denial{code::kRefused, "the daemon has no cgroup v2 root to meter the lease in"};
+  // The cgroup must be this lease's own (its name carries the lease id) and
+  // belong to the caller, so a client cannot point the daemon at someone
+  // else's workload (release would stop it).
+  if (fs::baseName(p.cgroup).find(l.id) == std::string_view::npos) {
+    return Denial{code::kForbidden, fmt::format("cgroup {} is not lease {}'s (its name must contain the lease id)", p.cgroup, l.id)};
+  }
+  auto cg = cgroup::Cgroup::open(*env.cgroupRoot, p.cgroup);
+  if (!cg) return Denial{code::kNotFound, fmt::format("cgroup {}: {}", p.cgroup, cg.error().message)};
+  if (peer.uid != 0 && cg->owner() != peer.uid) {
+    return Denial{code::kForbidden, fmt::format("cgroup {} belongs to uid {}, not to the caller", p.cgroup, cg->owner())};
+  }
+  // Where the final counters are read: the lease's cgroup, below it, or the
+  // lease's own slice (systemd removes a stopped scope's cgroup at once, so
+  // a scope's counters live in its parent <parent>-<id>.slice). Never anyone
+  // else's cgroup: its memory.peak would become this lease's.
+  std::string counters = p.countersCgroup.empty() ? p.cgroup : p.countersCgroup;
+  bool ownSlice = counters == fs::parentPath(p.cgroup) && fs::baseName(counters).find(l.id) != std::string_view::npos;
+  if (!cgroup::isWithin(counters, p.cgroup) && !ownSlice) {
+    return Denial{code::kForbidden,
+                  fmt::format("\"counters_cgroup\" {} is neither cgroup {}, below it, nor the lease's own slice", counters, p.cgroup)};
+  }
+  auto countersCg = cgroup::Cgroup::open(*env.cgroupRoot, counters);
+  if (!countersCg) return Denial{code::kNotFound, fmt::format("counters cgroup {}: {}", counters, countersCg.error().message)};
+  if (peer.uid != 0 && countersCg->owner() != peer.uid) {
+    return Denial{code::kForbidden, fmt::format("counters cgroup {} belongs to uid {}, not to the caller", counters, countersCg->owner())};
+  }
+  if (const Lease* other = book.ofCgroup(p.cgroup, cg->inode()); other && other != &l) {
+    return Denial{code::kConflict, fmt::format("cgroup {} is already leased by {}", p.cgroup, other->id)};
+  }
+  l.unit = p.unit;
+  l.cgroup = p.cgroup;
+  l.countersCgroup = counters;
+  l.inode = cg->inode();
+  l.cg.emplace(std::move(*cg));
+  l.countersCg.emplace(std::move(*countersCg));
+  return std::nullopt;
 }
 
 }  // namespace tally::daemon

@@ -1,0 +1,89 @@
+#include "daemon/lease_rows.h"
+
+#include <fmt/format.h>
+
+namespace tally::daemon {
+
+using json = nlohmann::json;
+
+ledger::GrantedRow grantedRow(const Lease& l) {
+  ledger::GrantedRow row;
+  row.kind = l.kind;
+  row.name = l.name;
+  row.owner = l.owner;
+  row.peerPid = l.peerPid;
+  row.pools = l.req.pools;
+  row.priority = l.req.priority;
+  row.memoryMax = l.req.memoryMax;
+  row.gpuMemoryMax = l.req.gpuMemoryMax;
+  row.gpuMemoryHigh = l.bound.high;
+  row.attributes = l.attributes;
+  if (l.bound.any()) {
+    row.boundAction = l.bound.action;
+    row.boundConsecutive = l.bound.consecutive;
+  }
+  row.requestedAtNs = l.requestedAtNs;
+  row.target = l.target;
+  return row;
+}
+
+ledger::PlacedRow placedRow(const Lease& l) {
+  return {l.unit, l.cgroup, l.inode, l.countersCgroup, l.oomKillsAtAdoption,
+          l.applied ? std::optional<probes::MemoryLimit>(l.applied->memoryMax) : std::nullopt};
+}
+
+// The lease its granted row describes, with what later rows add.
+Result<std::unique_ptr<Lease>> rebuildLease(const std::vector<ledger::Event>& events, const config::Daemon& cfg,
+                                       const coverage::Handover& handover, std::optional<ledger::PlacedRow>& placed) {
+  auto l = std::make_unique<Lease>();
+  l->id = events.front().leaseId;
+  l->recovered = true;
+  for (const auto& e : events) {
+    json body = json::parse(e.body, nullptr, false);
+    if (e.kind == ledger::kGranted) {
+      auto g = ledger::decodeGranted(body);
+      if (!g) return Error{0, fmt::format("lease {}: {}", l->id, g.error().message)};
+      l->kind = g->kind;
+      l->name = g->name;
+      l->owner = g->owner;
+      l->peerPid = g->peerPid;
+      l->grantedAtNs = e.atNs;
+      l->requestedAtNs = g->requestedAtNs;
+      l->req.id = l->id;
+      l->req.pools = g->pools;
+      l->req.priority = g->priority;
+      l->req.memoryMax = g->memoryMax;
+      l->req.gpuMemoryMax = g->gpuMemoryMax;
+      l->bound.max = g->gpuMemoryMax;
+      l->bound.high = g->gpuMemoryHigh;
+      l->bound.sampleIntervalUs = cfg.sampleIntervalUs;
+      if (g->boundAction) l->bound.action = *g->boundAction;
+      l->bound.consecutive = g->boundConsecutive;
+      if (handover.gpuBoundAdvisory(l->bound.max.has_value())) {
+        l->bound.action = enforce::Action::Report;
+        l->advisory = true;
+      }
+      l->attributes = g->attributes;
+      l->target = g->target;
+    } else if (e.kind == ledger::kStarted || e.kind == ledger::kAdopted) {
+      auto p = ledger::decodePlaced(body);
+      if (!p) return Error{0, fmt::format("lease {}: {}", l->id, p.error().message)};
+      placed = *p;
+      l->startedAtNs = e.atNs;
+      if (p->oomKillsAtAdoption) l->oomKillsAtAdoption = p->oomKillsAtAdoption;
+    } else if (e.kind == ledger::kReleased) {
+      l->releaseRequested = true;
+    } else if (e.kind == ledger::kGpuBound) {
+      auto b = ledger::decodeBound(body);
+      if (!b) return Error{0, fmt::format("lease {}: {}", l->id, b.error().message)};
+      if (b->event.kind == enforce::Verdict::Kill) {
+        // Killed before the restart: the outcome still names it, and it is not killed twice.
+        l->tallyKill = b->event.summary;
+        l->boundState.acted = true;
+      }
+    }
+  }
+  return l;
+}
+
+}  // namespace tally::daemon
