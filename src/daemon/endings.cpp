@@ -156,4 +156,20 @@ void Endings::expireStops(std::uint64_t nowUs) {
   }
 }
 
+void Endings::expireGraces(std::uint64_t nowUs) {
+  std::vector<std::string> lostIds, stuck;
+  for (const auto& [id, l] : book_.all()) {
+    if (!l->graceDeadlineUs || nowUs < l->graceDeadlineUs || l->conn) continue;
+    if (l->state == Lease::State::Granted) stuck.push_back(id);
+    else if (l->state == Lease::State::Running && (!l->isRun() || !populated(*l))) lostIds.push_back(id);
+    else l->graceDeadlineUs = 0;  // still running without its client: it may resume later
+  }
+  for (const auto& id : stuck) {
+    if (Lease* l = book_.find(id)) withdraw(*l, "the client went away before the workload started");
+  }
+  for (const auto& id : lostIds) {
+    if (Lease* l = book_.find(id)) lost(*l, "the workload ended while its client was away and it never reported (no wait status)");
+  }
+}
+
 }  // namespace tally::daemon

@@ -45,6 +45,10 @@ class Endings {
   void requestStop(Lease& l);
   // The kill deadlines of stopped run leases that passed: SIGKILL what is left.
   void expireStops(std::uint64_t nowUs);
+  // Leases whose client has been away past client_grace: a grant that never
+  // started is withdrawn, a workload that ended unseen is lost; one still
+  // running stays (its client may resume).
+  void expireGraces(std::uint64_t nowUs);
   // Whether the lease's cgroup still has processes (unreadable counts as not:
   // a vanished cgroup has none).
   static bool populated(const Lease& l);

@@ -71,6 +71,11 @@ std::size_t LeaseBook::queuedOn(std::uint64_t conn) const {
   return it == queuedPerConn_.end() ? 0 : it->second;
 }
 
+bool LeaseBook::holdsConnection(std::uint64_t conn) const {
+  if (queuedOn(conn)) return true;
+  return std::any_of(leases_.begin(), leases_.end(), [&](const auto& kv) { return kv.second->conn == conn; });
+}
+
 const Lease* LeaseBook::ofCgroup(const std::string& cgroup, std::uint64_t inode) const {
   for (const auto& [id, other] : leases_) {
     if (other->cgroup.empty()) continue;

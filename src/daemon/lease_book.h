@@ -49,6 +49,8 @@ class LeaseBook {
   // Waiting requests of one connection; the connection went away.
   std::size_t queuedOn(std::uint64_t conn) const;
   void connectionGone(std::uint64_t conn) { queuedPerConn_.erase(conn); }
+  // Whether a lease is bound to the connection (its client, or a request waiting on it).
+  bool holdsConnection(std::uint64_t conn) const;
 
   // The live lease (queued attach included) holding this cgroup, by path or inode.
   const Lease* ofCgroup(const std::string& cgroup, std::uint64_t inode) const;

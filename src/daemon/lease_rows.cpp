@@ -2,9 +2,40 @@
 
 #include <fmt/format.h>
 
+#include "lease/spec.h"
+#include "util/clock.h"
+
 namespace tally::daemon {
 
 using json = nlohmann::json;
+
+std::unique_ptr<Lease> newLease(lease::LeaseKind kind, uid_t owner, pid_t peerPid, std::uint64_t conn, const rpc::api::Declared& d,
+                                const config::Daemon& cfg, const Limits& limits, const coverage::Handover& handover) {
+  auto l = std::make_unique<Lease>();
+  l->id = lease::newLeaseId();
+  l->kind = kind;
+  l->name = d.name.value_or(lease::kindName(kind));
+  l->owner = owner;
+  l->peerPid = peerPid;
+  l->conn = conn;
+  l->requestedAtNs = clock::realtimeNs();
+  l->req.id = l->id;
+  l->req.pools = d.pools;
+  l->req.memoryMax = d.memoryMax;
+  l->req.gpuMemoryMax = d.gpuMemoryMax;
+  l->req.priority = d.priority;
+  std::uint64_t waitUs = d.timeoutUs.value_or(cfg.queueTimeoutUs);
+  if (waitUs) l->req.deadlineUs = clock::monotonicUs() + waitUs;
+  l->bound = enforce::GpuBound{d.gpuMemoryMax, d.gpuMemoryHigh, d.gpuAction.value_or(enforce::Action::Kill),
+                               d.gpuOverSamples.value_or(enforce::kDefaultConsecutive), cfg.sampleIntervalUs};
+  if (handover.gpuBoundAdvisory(d.gpuMemoryMax.has_value())) {
+    l->bound.action = enforce::Action::Report;
+    l->advisory = true;
+  }
+  l->attributes = d.attributes;
+  l->boundReports = TokenBucket(limits.boundBurst, limits.boundRefillUs);
+  return l;
+}
 
 ledger::GrantedRow grantedRow(const Lease& l) {
   ledger::GrantedRow row;
@@ -24,6 +55,21 @@ ledger::GrantedRow grantedRow(const Lease& l) {
   }
   row.requestedAtNs = l.requestedAtNs;
   row.target = l.target;
+  return row;
+}
+
+ledger::CoverageRow coverageRow(const coverage::Assessment& a, const coverage::Handover& handover,
+                                const std::optional<ledger::CoverageRow>& last) {
+  ledger::CoverageRow row;
+  row.kernel = a.kernel;
+  row.coverage = coverage::coverageName(a.verdict.coverage);
+  row.basis = a.verdict.basis;
+  row.verdict = a.verdict.line;
+  row.staticSigns = coverage::signsJson(a.signs);
+  row.activeProbe = a.probe ? json(coverage::probeJson(*a.probe)) : json(nullptr);
+  row.keepGpuMemoryMax = handover.keepGpuMemoryMax;
+  row.tallyDoes = handover.whatTallyDoes();
+  if (last && (last->coverage != row.coverage || last->kernel != a.kernel)) row.changedFrom = std::make_pair(last->kernel, last->coverage);
   return row;
 }
 

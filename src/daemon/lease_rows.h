@@ -1,20 +1,33 @@
-// A lease to its ledger rows and back: the granted and placed rows the
-// daemon writes (ledger/rows.h has their bodies), and the lease a restarted
-// daemon rebuilds from them. What is written is what is read.
+// A lease made from what a client asked for, and a lease to its ledger rows
+// and back: the granted and placed rows the daemon writes (ledger/rows.h has
+// their bodies), and the lease a restarted daemon rebuilds from them. What
+// is written is what is read.
 #pragma once
 
 #include <optional>
 #include <vector>
 
 #include "config/config.h"
+#include "coverage/assess.h"
 #include "coverage/handover.h"
+#include "daemon/limits.h"
 #include "daemon/lease.h"
 #include "ledger/ledger.h"
 #include "ledger/rows.h"
+#include "rpc/lease_api.h"
 
 namespace tally::daemon {
 
+// A new queued lease for an acquire (run) or attach request by `owner`,
+// with its bound made advisory when the kernel already bounds GTT.
+std::unique_ptr<Lease> newLease(lease::LeaseKind kind, uid_t owner, pid_t peerPid, std::uint64_t conn, const rpc::api::Declared& d,
+                                const config::Daemon& cfg, const Limits& limits, const coverage::Handover& handover);
+
 ledger::GrantedRow grantedRow(const Lease& l);
+// The coverage row of this start, and whether it changed from the last one
+// recorded (the caller says so in the journal).
+ledger::CoverageRow coverageRow(const coverage::Assessment& a, const coverage::Handover& handover,
+                                const std::optional<ledger::CoverageRow>& last);
 ledger::PlacedRow placedRow(const Lease& l);
 
 // The lease an open lease's rows describe (granted, then started/adopted,

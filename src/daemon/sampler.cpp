@@ -49,6 +49,11 @@ std::vector<std::string> Sampler::sample() {
   return ended;
 }
 
+void Sampler::prune() {
+  auto r = ledger_.pruneSamples(clock::realtimeNs(), cfg_.samplesFullResolutionUs * 1000, cfg_.samplesMaxAgeUs * 1000, cfg_.samplesMaxRows);
+  if (!r) fmt::print(stderr, "tally daemon: sample retention: {}\n", r.error().message);
+}
+
 // One sample of an attached lease through its GPU bound: kill first (the
 // lease's cgroup and nothing else: KillUnit when systemd owns it, which
 // would otherwise restart or mis-account a unit killed behind its back; else

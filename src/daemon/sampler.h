@@ -45,6 +45,8 @@ class Sampler {
   // leases' GPU bound step. Returns the attached leases whose cgroup emptied
   // (caught here when an inotify event was missed).
   std::vector<std::string> sample();
+  // Sample retention (samples_full_resolution, samples_max_age, samples_max_rows).
+  void prune();
 
   // MemAvailable and the DRM devices, read at most every 100 ms however many
   // requests ask.

@@ -10,7 +10,6 @@
 #include "daemon/recovery.h"
 #include "ledger/rows.h"
 #include "lease/spec.h"
-#include "metrics/tally_metrics.h"
 #include "util/clock.h"
 #include "util/text.h"
 
@@ -63,73 +62,51 @@ void Service::handle(std::uint64_t conn, const Peer& peer, const rpc::Request& r
                 fmt::format("unknown method '{}' ({})", text::truncateUtf8(text::trim(req.method), 64), rpc::api::methodList()));
   }
   // Every params object goes through its method's decoder; a refusal names the field.
-  auto invalid = [&](const Error& e) { fail(conn, req.id, code::kInvalidParams, e.message); };
+  auto with = [&](auto decoded, auto&& then) {
+    if (!decoded) return fail(conn, req.id, code::kInvalidParams, decoded.error().message);
+    then(*decoded);
+  };
+  const json& id = req.id;
+  const json& params = req.params;
   switch (*m) {
-    case Method::Acquire: {
-      auto p = rpc::api::decodeAcquire(req.params);
-      if (!p) return invalid(p.error());
-      return onAcquire(conn, peer, req.id, p->declared, nullptr);
-    }
-    case Method::Attach: {
-      auto p = rpc::api::decodeAttach(req.params);
-      if (!p) return invalid(p.error());
-      return onAcquire(conn, peer, req.id, p->declared, &*p);
-    }
-    case Method::Started: {
-      auto p = rpc::api::decodeStarted(req.params);
-      if (!p) return invalid(p.error());
-      return onStarted(conn, peer, req.id, *p);
-    }
-    case Method::Complete: {
-      auto p = rpc::api::decodeComplete(req.params);
-      if (!p) return invalid(p.error());
-      return onComplete(conn, peer, req.id, *p);
-    }
-    case Method::Bound: {
-      auto p = rpc::api::decodeBound(req.params);
-      if (!p) return invalid(p.error());
-      return onBound(conn, peer, req.id, *p);
-    }
+    case Method::Acquire:
+      return with(rpc::api::decodeAcquire(params), [&](auto& p) { onAcquire(conn, peer, id, p.declared, nullptr); });
+    case Method::Attach:
+      return with(rpc::api::decodeAttach(params), [&](auto& p) { onAcquire(conn, peer, id, p.declared, &p); });
+    case Method::Started:
+      return with(rpc::api::decodeStarted(params), [&](auto& p) { onStarted(conn, peer, id, p); });
+    case Method::Complete:
+      return with(rpc::api::decodeComplete(params), [&](auto& p) { onComplete(conn, peer, id, p); });
+    case Method::Bound:
+      return with(rpc::api::decodeBound(params), [&](auto& p) { onBound(conn, peer, id, p); });
     case Method::Resume:
+      return with(rpc::api::decodeLeaseRef(params), [&](auto& p) { onResume(conn, peer, id, p.lease); });
     case Method::Release:
     case Method::Cancel:
-    case Method::Lease: {
-      auto p = rpc::api::decodeLeaseRef(req.params);
-      if (!p) return invalid(p.error());
-      if (*m == Method::Resume) return onResume(conn, peer, req.id, p->lease);
-      if (*m == Method::Lease) return onLease(conn, req.id, p->lease);
-      return onRelease(conn, peer, req.id, p->lease, *m == Method::Cancel);
-    }
+      return with(rpc::api::decodeLeaseRef(params), [&](auto& p) { onRelease(conn, peer, id, p.lease, *m == Method::Cancel); });
+    case Method::Lease:
+      return with(rpc::api::decodeLeaseRef(params), [&](auto& p) {
+        json r = views_.leaseWithRows(p.lease);
+        if (r.is_null()) return fail(conn, id, code::kNotFound, fmt::format("no lease {} (live or in the ledger)", p.lease));
+        reply(conn, id, r);
+      });
     case Method::Hello:
+      return with(rpc::api::decodeEmpty(params), [&](auto&) {
+        reply(conn, id, {{"protocol", rpc::kProtocolVersion}, {"daemon_pid", ::getpid()}, {"uid", peer.uid},
+                         {"state_dir", cfg_.daemon.stateDir}});
+      });
+    case Method::Subscribe:
+      return with(rpc::api::decodeEmpty(params), [&](auto&) {
+        events_.subscribe(conn, id);
+        reply(conn, id, {{"subscribed", {"gpu-bound", "coverage"}}});
+      });
     case Method::Leases:
     case Method::Pools:
-    case Method::Subscribe:
     case Method::Seats:
     case Method::Overview:
-    case Method::Metrics: {
-      if (auto s = rpc::api::decodeEmpty(req.params); !s) return invalid(s.error());
-      std::uint64_t now = clock::realtimeNs();
-      switch (*m) {
-        case Method::Hello: return onHello(conn, peer, req.id);
-        case Method::Leases: return reply(conn, req.id, {{"leases", views_.leases()}});
-        case Method::Pools: return reply(conn, req.id, {{"pools", views_.pools()}});
-        case Method::Subscribe:
-          events_.subscribe(conn, req.id);
-          return reply(conn, req.id, {{"subscribed", {"gpu-bound", "coverage"}}});
-        case Method::Seats:
-          return reply(conn, req.id, {{"seats", views_.seats(now)}, {"observed_at_ns", now}, {"sample_interval_us", cfg_.daemon.sampleIntervalUs}});
-        case Method::Overview: return reply(conn, req.id, views_.overview(now));
-        default:
-          return reply(conn, req.id,
-                       {{"text", metrics::renderOverview(views_.overview(now))}, {"content_type", "text/plain; version=0.0.4"}});
-      }
-    }
+    case Method::Metrics:
+      return with(rpc::api::decodeEmpty(params), [&](auto&) { reply(conn, id, views_.answer(*m, clock::realtimeNs())); });
   }
-}
-
-void Service::onHello(std::uint64_t conn, const Peer& peer, const json& id) {
-  reply(conn, id, {{"protocol", rpc::kProtocolVersion}, {"daemon_pid", ::getpid()}, {"uid", peer.uid},
-                   {"state_dir", cfg_.daemon.stateDir}});
 }
 
 admission::HeadroomFn Service::headroom() {
@@ -149,29 +126,8 @@ void Service::onAcquire(std::uint64_t conn, const Peer& peer, const json& id, co
   if (book_.queued() >= env_.limits.maxQueued) {
     return fail(conn, id, code::kBusy, fmt::format("the daemon's queue is full ({} requests waiting); try again later", env_.limits.maxQueued));
   }
-  auto l = std::make_unique<Lease>();
-  l->id = lease::newLeaseId();
-  l->kind = attach ? lease::LeaseKind::Attach : lease::LeaseKind::Run;
-  l->name = d.name.value_or(lease::kindName(l->kind));
-  l->owner = peer.uid;
-  l->peerPid = peer.pid;
-  l->conn = conn;
-  l->requestedAtNs = clock::realtimeNs();
-  l->req.id = l->id;
-  l->req.pools = d.pools;
-  l->req.memoryMax = d.memoryMax;
-  l->req.gpuMemoryMax = d.gpuMemoryMax;
-  l->req.priority = d.priority;
-  l->bound = enforce::GpuBound{d.gpuMemoryMax, d.gpuMemoryHigh, d.gpuAction.value_or(enforce::Action::Kill),
-                               d.gpuOverSamples.value_or(enforce::kDefaultConsecutive), cfg_.daemon.sampleIntervalUs};
-  if (handover_.gpuBoundAdvisory(d.gpuMemoryMax.has_value())) {
-    l->bound.action = enforce::Action::Report;
-    l->advisory = true;
-  }
-  l->attributes = d.attributes;
-  l->boundReports = TokenBucket(env_.limits.boundBurst, env_.limits.boundRefillUs);
-  std::uint64_t waitUs = d.timeoutUs.value_or(cfg_.daemon.queueTimeoutUs);
-  if (waitUs) l->req.deadlineUs = clock::monotonicUs() + waitUs;
+  auto kind = attach ? lease::LeaseKind::Attach : lease::LeaseKind::Run;
+  auto l = newLease(kind, peer.uid, peer.pid, conn, d, cfg_.daemon, env_.limits, handover_);
   if (auto s = book_.check(l->req); !s) return fail(conn, id, code::kRefused, s.error().message);
   if (attach) {
     if (d.memoryMax && *d.memoryMax < env_.pageSize) {
@@ -319,12 +275,6 @@ void Service::onRelease(std::uint64_t conn, const Peer& peer, const json& reqId,
   reply(conn, reqId, {{"lease", id}, {"state", "stopping"}});
 }
 
-void Service::onLease(std::uint64_t conn, const json& reqId, const std::string& leaseId) {
-  json r = views_.leaseWithRows(leaseId);
-  if (r.is_null()) return fail(conn, reqId, code::kNotFound, fmt::format("no lease {} (live or in the ledger)", leaseId));
-  reply(conn, reqId, r);
-}
-
 // A run lease's client reports what its GPU bound noticed or did. Only while
 // the lease runs, and at most Limits::boundBurst at once, then one per
 // Limits::boundRefillUs: a client cannot fill the ledger and the journal.
@@ -354,9 +304,7 @@ void Service::onBound(std::uint64_t conn, const Peer& peer, const json& id, cons
 }
 
 bool Service::connectionInUse(std::uint64_t conn) const {
-  if (events_.subscribed(conn) || book_.queuedOn(conn)) return true;
-  const auto& all = book_.all();
-  return std::any_of(all.begin(), all.end(), [&](const auto& kv) { return kv.second->conn == conn; });
+  return events_.subscribed(conn) || book_.holdsConnection(conn);
 }
 
 void Service::cgroupChanged(const std::string& leaseId) {
@@ -403,19 +351,7 @@ void Service::tick() {
     book_.forget(id);
   }
   endings_.expireStops(now);
-  std::vector<std::string> lost, stuck;
-  for (const auto& [id, l] : book_.all()) {
-    if (!l->graceDeadlineUs || now < l->graceDeadlineUs || l->conn) continue;
-    if (l->state == Lease::State::Granted) stuck.push_back(id);
-    else if (l->state == Lease::State::Running && (!l->isRun() || !Endings::populated(*l))) lost.push_back(id);
-    else l->graceDeadlineUs = 0;  // still running without its client: it may resume later
-  }
-  for (const auto& id : stuck) {
-    if (Lease* l = book_.find(id)) endings_.withdraw(*l, "the client went away before the workload started");
-  }
-  for (const auto& id : lost) {
-    if (Lease* l = book_.find(id)) endings_.lost(*l, "the workload ended while its client was away and it never reported (no wait status)");
-  }
+  endings_.expireGraces(now);
   // Grants happen when something is released; the tick only retries the
   // requests that wait on measured headroom, which changes by itself.
   bool headroomWait = false;
@@ -430,11 +366,7 @@ void Service::sample() {
   for (const auto& id : sampler_.sample()) cgroupChanged(id);
 }
 
-void Service::prune() {
-  auto r = ledger_.pruneSamples(clock::realtimeNs(), cfg_.daemon.samplesFullResolutionUs * 1000, cfg_.daemon.samplesMaxAgeUs * 1000,
-                                cfg_.daemon.samplesMaxRows);
-  if (!r) fmt::print(stderr, "tally daemon: sample retention: {}\n", r.error().message);
-}
+void Service::prune() { sampler_.prune(); }
 
 Result<std::vector<std::string>> Service::recover() {
   return daemon::recover(cfg_.daemon, RecoveryEnv{env_.cgroupRoot, env_.watches, env_.units}, ledger_, book_, events_, endings_,
@@ -447,23 +379,11 @@ Result<std::vector<std::string>> Service::recover() {
 void Service::setCoverage(const coverage::Assessment& a) {
   handover_.coverage = a.verdict.coverage;
   coverageKernel_ = a.kernel;
-  ledger::CoverageRow row;
-  row.kernel = a.kernel;
-  row.coverage = coverage::coverageName(a.verdict.coverage);
-  row.basis = a.verdict.basis;
-  row.verdict = a.verdict.line;
-  row.staticSigns = coverage::signsJson(a.signs);
-  row.activeProbe = a.probe ? json(coverage::probeJson(*a.probe)) : json(nullptr);
-  row.keepGpuMemoryMax = cfg_.daemon.keepGpuMemoryMax;
-  row.tallyDoes = handover_.whatTallyDoes();
-  auto last = ledger::lastCoverage(ledger_);
-  if (last && (last->coverage != row.coverage || last->kernel != a.kernel)) {
-    row.changedFrom = std::make_pair(last->kernel, last->coverage);
-    if (last->coverage != row.coverage) {
-      events_.note(4, fmt::format("GTT coverage changed from {} (kernel {}) to {} (kernel {}): {}", last->coverage, last->kernel, row.coverage,
-                                  a.kernel, row.tallyDoes),
-                   {{"TALLY_EVENT", "coverage-changed"}, {"TALLY_COVERAGE", row.coverage}, {"TALLY_KERNEL", a.kernel}});
-    }
+  auto row = coverageRow(a, handover_, ledger::lastCoverage(ledger_));
+  if (row.changedFrom && row.changedFrom->second != row.coverage) {
+    events_.note(4, fmt::format("GTT coverage changed from {} (kernel {}) to {} (kernel {}): {}", row.changedFrom->second,
+                                row.changedFrom->first, row.coverage, a.kernel, row.tallyDoes),
+                 {{"TALLY_EVENT", "coverage-changed"}, {"TALLY_COVERAGE", row.coverage}, {"TALLY_KERNEL", a.kernel}});
   }
   events_.coverage(row);
 }

@@ -112,13 +112,11 @@ class Service {
   // The lease, when `peer` is its owner or root; else the error is sent and null returned.
   Lease* owned(std::uint64_t conn, const Peer& peer, const json& id, const std::string& lease);
 
-  void onHello(std::uint64_t conn, const Peer& peer, const json& id);
   void onAcquire(std::uint64_t conn, const Peer& peer, const json& id, const rpc::api::Declared& d, const rpc::api::Attach* attach);
   void onStarted(std::uint64_t conn, const Peer& peer, const json& id, const rpc::api::Started& p);
   void onComplete(std::uint64_t conn, const Peer& peer, const json& id, rpc::api::Complete& p);
   void onResume(std::uint64_t conn, const Peer& peer, const json& id, const std::string& lease);
   void onRelease(std::uint64_t conn, const Peer& peer, const json& id, const std::string& lease, bool cancelOnly);
-  void onLease(std::uint64_t conn, const json& id, const std::string& lease);
   void onBound(std::uint64_t conn, const Peer& peer, const json& id, const rpc::api::Bound& p);
 
   // Grants what fits now (a full pass) and tells waiters their new places.

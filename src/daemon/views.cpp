@@ -8,6 +8,7 @@
 
 #include "attribution/container.h"
 #include "ledger/rows.h"
+#include "metrics/tally_metrics.h"
 #include "util/clock.h"
 
 namespace tally::daemon {
@@ -262,6 +263,18 @@ json Views::devices(json& outsideLeases) {
     outsideLeases[region] = u;
   }
   return list;
+}
+
+json Views::answer(rpc::api::Method m, std::uint64_t nowNs) {
+  using rpc::api::Method;
+  switch (m) {
+    case Method::Leases: return {{"leases", leases()}};
+    case Method::Pools: return {{"pools", pools()}};
+    case Method::Seats: return {{"seats", seats(nowNs)}, {"observed_at_ns", nowNs}, {"sample_interval_us", cfg_.daemon.sampleIntervalUs}};
+    case Method::Overview: return overview(nowNs);
+    case Method::Metrics: return {{"text", metrics::renderOverview(overview(nowNs))}, {"content_type", "text/plain; version=0.0.4"}};
+    default: return json::object();
+  }
 }
 
 json Views::overview(std::uint64_t nowNs) {

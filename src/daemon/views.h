@@ -16,6 +16,7 @@
 #include "daemon/lease_book.h"
 #include "daemon/lease_events.h"
 #include "daemon/sampler.h"
+#include "rpc/lease_api.h"
 #include "seats/seat.h"
 
 namespace tally::daemon {
@@ -42,6 +43,8 @@ class Views {
   json seats(std::uint64_t nowNs);
   // Everything tally top and the metrics are made of.
   json overview(std::uint64_t nowNs);
+  // The reply to a read-only request: leases, pools, seats, overview, metrics.
+  json answer(rpc::api::Method m, std::uint64_t nowNs);
 
  private:
   seats::SeatFacts seatFacts(const Lease& l) const;
