@@ -13,7 +13,10 @@
 #include "cli/exit_codes.h"
 #include "cli/host_facts.h"
 #include "cli/roots.h"
+#include "cgroup/cgroup.h"
+#include "cgroup/chain.h"
 #include "contain/host_layout.h"
+#include "contain/placement.h"
 #include "contain/systemd_lease.h"
 #include "coverage/assess.h"
 #include "devices/drm_devices.h"
@@ -26,41 +29,15 @@ namespace {
 
 using json = nlohmann::ordered_json;
 
-// Each existing cgroup from the root down to `target`: is `controller`
-// available there (its cgroup.controllers) and enabled for its children (its
-// cgroup.subtree_control).
-struct Chain {
+json chainJson(const cgroup::Chain& c) {
   json levels = json::array();
-  bool availableAtEnd = false;  // in the last existing level's cgroup.controllers
-  bool enabledAll = true;       // in every existing level's cgroup.subtree_control
-  bool reachedTarget = false;   // `target` itself exists
-};
-
-Chain controllerChain(const fs::Root& cg, const std::string& target, const std::string& controller) {
-  Chain c;
-  std::vector<std::string> levels{"/"};
-  for (std::size_t i = 1; i <= target.size(); ++i) {
-    if ((i == target.size() || target[i] == '/') && i > 1) levels.push_back(target.substr(0, i));
+  for (const auto& l : c.levels) {
+    levels.push_back({{"cgroup", l.cgroup},
+                      {"available", l.available},
+                      {"enabled_for_children", l.enabledForChildren ? json(*l.enabledForChildren) : json(nullptr)},
+                      {"evidence", l.evidence}});
   }
-  for (const auto& level : levels) {
-    auto file = [&](const char* name) { return level == "/" ? std::string(name) : fs::joinPath(level, name); };
-    auto controllers = cg.read(file("cgroup.controllers"), 4096);
-    if (!controllers) break;  // not created yet (systemd makes tally.slice on first use)
-    auto subtree = cg.read(file("cgroup.subtree_control"), 4096);
-    bool available = text::hasWord(text::trim(*controllers), controller);
-    std::optional<bool> enabled;
-    if (subtree) enabled = text::hasWord(text::trim(*subtree), controller);
-    c.levels.push_back({{"cgroup", level},
-                        {"available", available},
-                        {"enabled_for_children", enabled ? json(*enabled) : json(nullptr)},
-                        {"evidence", fmt::format("{} = \"{}\"; cgroup.subtree_control = \"{}\"", cg.describe(file("cgroup.controllers")),
-                                                 text::trim(*controllers), subtree ? std::string(text::trim(*subtree)) : "unreadable")}});
-    c.availableAtEnd = available;
-    c.reachedTarget = level == target;
-    c.enabledAll = c.enabledAll && enabled.value_or(false);
-  }
-  if (c.levels.empty()) c.enabledAll = false;
-  return c;
+  return levels;
 }
 
 bool liveRoots(const fs::RootPaths& p) { return p.proc == "/proc" && p.sys == "/sys"; }
@@ -98,14 +75,11 @@ int runDoctor(const fs::RootPaths& paths, const DoctorOptions& opts) {
   auto layout = contain::readHostLayout(roots->proc, cgRoot, roots->cgroupError.value_or(""));
   doc["kernel"] = {{"release", layout.kernel}, {"evidence", roots->proc.describe("sys/kernel/osrelease")}};
 
-  // Where leases will live: the system manager's tally.slice for root, the
-  // user manager's for others; without systemd, beside tally's own cgroup.
+  // Where leases will live (contain/placement.h: the same rule tally run follows).
   uid_t uid = ::geteuid();
-  std::string managerRoot = !layout.systemd                      ? coverage::ownCgroup(roots->proc)
-                            : uid == 0                           ? "/"
-                                                                 : fmt::format("/user.slice/user-{}.slice/user@{}.service", uid, uid);
-  if (!layout.systemd && managerRoot != "/") managerRoot = std::string(fs::parentPath(managerRoot));
-  std::string leaseParent = !layout.systemd ? managerRoot : managerRoot == "/" ? "/tally.slice" : managerRoot + "/tally.slice";
+  auto placement = contain::leasePlacement(layout.systemd, uid, coverage::ownCgroup(roots->proc));
+  const std::string& managerRoot = placement.managerRoot;
+  const std::string& leaseParent = placement.leaseParent;
   json cg;
   cg["root"] = paths.cgroup;
   cg["v2_root"] = layout.v2Root;
@@ -119,13 +93,14 @@ int runDoctor(const fs::RootPaths& paths, const DoctorOptions& opts) {
   if (cgRoot && layout.v2Root) {
     // systemd enables memory on the slices it makes; what it needs is the
     // controller available at its own root (delegated, for a user manager).
-    auto chain = controllerChain(*cgRoot, managerRoot, "memory");
+    auto chain = cgroup::controllerChain(*cgRoot, managerRoot, "memory");
     memoryDelegated = chain.availableAtEnd && chain.reachedTarget;
-    cg["memory_chain"] = chain.levels;
+    cg["memory_chain"] = chainJson(chain);
     cg["memory_delegated"] = memoryDelegated;
     if (!memoryDelegated) {
       cg["memory_hint"] = uid == 0 || !layout.systemd
-                              ? fmt::format("memory is not available in {}; enable it in the parent's cgroup.subtree_control", managerRoot)
+                              ? fmt::format("memory is not available in {}; enable it in the parent's {}", managerRoot,
+                                            cgroup::file::kSubtreeControl)
                               : fmt::format("memory controller not delegated to {}; enable Delegate=memory for user@{}.service or run as root",
                                             managerRoot, uid);
     }
@@ -141,7 +116,8 @@ int runDoctor(const fs::RootPaths& paths, const DoctorOptions& opts) {
     sd["manager"] = uid != 0 ? "user" : "system";
     if (auto v = (*bus)->version()) sd["version"] = *v;
     else sd["version_unknown"] = v.error().message;
-    sd["oom_policy"] = "tally declares OOMPolicy=kill on each lease scope and reads memory.oom.group=1 back before the workload runs";
+    sd["oom_policy"] = fmt::format("tally declares OOMPolicy=kill on each lease scope and reads {}=1 back before the workload runs",
+                                   cgroup::file::kMemoryOomGroup);
   } else {
     sd["reachable"] = false;
     sd["error"] = bus.error().message;
@@ -150,17 +126,19 @@ int runDoctor(const fs::RootPaths& paths, const DoctorOptions& opts) {
 
   json dmem;
   if (cgRoot && layout.v2Root) {
-    auto cap = cgRoot->read("dmem.capacity", 64 * 1024);
+    auto rootCg = cgroup::Cgroup::open(*cgRoot, "/");
+    auto cap = rootCg ? rootCg->read(cgroup::file::kDmemCapacity) : Result<std::string>(rootCg.error());
     dmem["present"] = cap.ok();
+    std::string where = cgRoot->describe(cgroup::file::kDmemCapacity);
     if (cap) {
-      dmem["evidence"] = cgRoot->describe("dmem.capacity");
+      dmem["evidence"] = where;
       // Nothing enables dmem for tally: it reaches a lease only when every
       // cgroup above it already has +dmem in its subtree_control.
-      auto chain = controllerChain(*cgRoot, leaseParent, "dmem");
-      dmem["chain"] = chain.levels;
+      auto chain = cgroup::controllerChain(*cgRoot, leaseParent, "dmem");
+      dmem["chain"] = chainJson(chain);
       dmem["reaches_leases"] = chain.enabledAll;
     } else {
-      dmem["evidence"] = fmt::format("{}: {}", cgRoot->describe("dmem.capacity"), cap.error().message);
+      dmem["evidence"] = fmt::format("{}: {}", where, cap.error().message);
     }
   } else {
     dmem["present"] = false;

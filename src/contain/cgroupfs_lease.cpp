@@ -1,5 +1,7 @@
 #include "contain/cgroupfs_lease.h"
 
+#include "contain/placement.h"
+
 #include <fcntl.h>
 #include <fmt/format.h>
 #include <poll.h>
@@ -46,8 +48,7 @@ Result<std::string> defaultCgroupParent(const fs::Root& proc, const fs::Root& cg
   auto own = probes::parseProcCgroup(*text);
   if (!own) return Error{0, "tally is not in a cgroup v2 hierarchy (no 0:: line in /proc/self/cgroup)"};
   if (own->outsideNamespace) return Error{0, "tally's cgroup is outside its cgroup namespace"};
-  std::string_view up = fs::parentPath(own->path);
-  std::string parent(up.empty() ? std::string_view("/") : up);
+  std::string parent = cgroupfsParent(own->path);
   auto ok = checkDelegatedParent(cgroupRoot, parent);
   if (!ok) return ok.error();
   return parent;

@@ -1,5 +1,7 @@
 #include "coverage/active_probe.h"
 
+#include "cgroup/cgroup.h"
+
 #include <fcntl.h>
 #include <amdgpu_drm.h>
 #include <poll.h>
@@ -73,12 +75,10 @@ struct Reading {
   std::optional<std::uint64_t> current, gtt, gpuActive;
 };
 
-Reading readNow(const fs::Root& proc, const fs::Root& cg, const std::string& cgroup, pid_t pid, int fd) {
+Reading readNow(const fs::Root& proc, const cgroup::Cgroup& cg, pid_t pid, int fd) {
   Reading r;
-  if (auto t = cg.read(fs::joinPath(cgroup, "memory.current"), 64)) r.current = probes::parseSysfsU64(*t);
-  if (auto t = cg.read(fs::joinPath(cgroup, "memory.stat"), 64 * 1024)) {
-    if (auto s = probes::parseFlatKeyed(*t)) r.gpuActive = s->get("gpu_active");
-  }
+  if (auto c = cg.memoryCurrent()) r.current = *c;
+  if (auto s = cg.memoryStat()) r.gpuActive = s->get("gpu_active");
   if (auto t = proc.read(fmt::format("{}/fdinfo/{}", pid, fd), 64 * 1024)) {
     auto info = probes::parseDrmFdinfo(*t);
     if (const auto* g = info.region("gtt")) r.gtt = g->total;
@@ -128,10 +128,11 @@ ProbeResult runActiveProbe(const fs::Root& proc, const fs::Root& cgroupRoot, con
     r.detail = "the active probe needs root (it creates a cgroup and moves a process into it)";
     return r;
   }
-  auto subtree = cgroupRoot.read(fs::joinPath(o.cgroupParent, "cgroup.subtree_control"), 4096);
-  if (!subtree || !text::hasWord(text::trim(*subtree), "memory")) {
+  auto parentCg = cgroup::Cgroup::open(cgroupRoot, o.cgroupParent.empty() ? "/" : o.cgroupParent);
+  auto memory = parentCg ? parentCg->delegates("memory") : Result<bool>(parentCg.error());
+  if (!memory || !*memory) {
     r.detail = fmt::format("memory is not enabled in {}; the probe cannot measure a child cgroup there",
-                           cgroupRoot.describe(fs::joinPath(o.cgroupParent, "cgroup.subtree_control")));
+                           cgroupRoot.describe(fs::joinPath(o.cgroupParent, cgroup::file::kSubtreeControl)));
     return r;
   }
   std::string parent = o.cgroupParent;
@@ -161,6 +162,7 @@ ProbeResult runActiveProbe(const fs::Root& proc, const fs::Root& cgroupRoot, con
   ::close(toChild[0]);
   ::close(fromChild[1]);
   UniqueFd out(toChild[1]), in(fromChild[0]);
+  auto probeCg = cgroup::Cgroup::open(cgroupRoot, r.cgroup);
   auto send = [&](char c) { return ::write(out.get(), &c, 1) == 1; };
   auto fail = [&](std::string why) {
     r.outcome = ProbeOutcome::Failed;
@@ -168,22 +170,24 @@ ProbeResult runActiveProbe(const fs::Root& proc, const fs::Root& cgroupRoot, con
   };
   if (pid < 0) {
     fail(fmt::format("fork: {}", std::strerror(errno)));
-  } else if (auto s = cgroupRoot.write(fs::joinPath(r.cgroup, "cgroup.procs"), std::to_string(pid)); !s) {
+  } else if (!probeCg) {
+    fail(fmt::format("opening {}: {}", r.cgroup, probeCg.error().message));
+  } else if (auto s = probeCg->addProcess(pid); !s) {
     fail(fmt::format("moving the probe into {}: {}", r.cgroup, s.error().message));
   } else if (auto fd = (send('o'), await(in.get(), o.stepTimeoutMs)); !fd || *fd < 0) {
     fail(fd ? fmt::format("open {}: {}", node, std::strerror(-*fd)) : "the probe child did not answer");
   } else {
-    Reading before = readNow(proc, cgroupRoot, r.cgroup, pid, *fd);
+    Reading before = readNow(proc, *probeCg, pid, *fd);
     auto rc = (send('a'), await(in.get(), o.stepTimeoutMs));
     if (!rc || *rc != 0) {
       fail(rc ? fmt::format("allocating {} bytes of GTT on {}: {}", o.bytes, node, std::strerror(-*rc)) : "the probe child did not answer");
     } else {
-      Reading after = readNow(proc, cgroupRoot, r.cgroup, pid, *fd);
+      Reading after = readNow(proc, *probeCg, pid, *fd);
       r.deltaMemoryCurrent = delta(before.current, after.current);
       r.deltaDrmTotalGtt = delta(before.gtt, after.gtt);
       r.deltaGpuActive = delta(before.gpuActive, after.gpuActive);
       if (!r.deltaMemoryCurrent || !r.deltaDrmTotalGtt) {
-        fail(fmt::format("could not read {} (memory.current{}) and the probe's fdinfo (drm-total-gtt{})", r.cgroup,
+        fail(fmt::format("could not read {} ({}{}) and the probe's fdinfo (drm-total-gtt{})", r.cgroup, cgroup::file::kMemoryCurrent,
                          r.deltaMemoryCurrent ? " ok" : " missing", r.deltaDrmTotalGtt ? " ok" : " missing"));
       } else {
         r.outcome = judgeProbe(o.bytes, *r.deltaMemoryCurrent, *r.deltaDrmTotalGtt, r.detail);

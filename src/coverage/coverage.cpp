@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include "cgroup/cgroup.h"
 #include "probes/cgroup_memory.h"
 #include "probes/dmem.h"
 #include "probes/meminfo.h"
@@ -43,41 +44,45 @@ bool isVramRegion(std::string_view name) {
 StaticSigns readStaticSigns(const fs::Root& proc, const fs::Root& sys, const fs::Root* cgroupRoot,
                             const std::string& statCgroup) {
   StaticSigns out;
-  Sign stat{"memory.stat gpu_active", std::nullopt, "", true};
+  namespace file = cgroup::file;
+  Sign stat{fmt::format("{} gpu_active", file::kMemoryStat), std::nullopt, "", true};
+  std::optional<cgroup::Cgroup> root;
+  std::string rootError = "no cgroup v2 root";
+  if (cgroupRoot) {
+    if (auto r = cgroup::Cgroup::open(*cgroupRoot, "/")) root.emplace(std::move(*r));
+    else rootError = r.error().message;
+  }
   if (!cgroupRoot) {
-    stat.evidence = "no cgroup v2 root";
+    stat.evidence = rootError;
+  } else if (auto cg = cgroup::Cgroup::open(*cgroupRoot, statCgroup.empty() ? "/" : statCgroup); !cg) {
+    stat.evidence = fmt::format("{}: {}", statCgroup, cg.error().message);
+  } else if (auto parsed = cg->memoryStat(); !parsed) {
+    stat.evidence = fmt::format("{}: {}", cg->describe(file::kMemoryStat), parsed.error().message);
   } else {
-    std::string rel = statCgroup == "/" || statCgroup.empty() ? "memory.stat" : fs::joinPath(statCgroup, "memory.stat");
-    auto text = cgroupRoot->read(rel, 64 * 1024);
-    if (!text) {
-      stat.evidence = fmt::format("{}: {}", cgroupRoot->describe(rel), text.error().message);
-    } else {
-      auto parsed = probes::parseFlatKeyed(*text);
-      stat.present = parsed && parsed->get("gpu_active").has_value();
-      stat.evidence = *stat.present ? fmt::format("{} has gpu_active {}", cgroupRoot->describe(rel), *parsed->get("gpu_active"))
-                                    : fmt::format("{} has no gpu_active key", cgroupRoot->describe(rel));
-    }
+    stat.present = parsed->get("gpu_active").has_value();
+    stat.evidence = *stat.present ? fmt::format("{} has gpu_active {}", cg->describe(file::kMemoryStat), *parsed->get("gpu_active"))
+                                  : fmt::format("{} has no gpu_active key", cg->describe(file::kMemoryStat));
   }
   out.signs.push_back(stat);
   out.signs.push_back(moduleParam(sys, "ttm"));
   out.signs.push_back(moduleParam(sys, "amdttm"));
 
   Sign dmem{"dmem GTT region", std::nullopt, "", true};
-  if (!cgroupRoot) {
-    dmem.evidence = "no cgroup v2 root";
-  } else if (auto cap = cgroupRoot->read("dmem.capacity", 64 * 1024); !cap) {
+  if (!root) {
+    dmem.evidence = rootError;
+  } else if (auto cap = root->read(file::kDmemCapacity); !cap) {
     dmem.present = false;
-    dmem.evidence = fmt::format("{} absent (no dmem controller)", cgroupRoot->describe("dmem.capacity"));
+    dmem.evidence = fmt::format("{} absent (no dmem controller)", root->describe(file::kDmemCapacity));
   } else if (auto regions = probes::parseDmemCapacity(*cap); !regions) {
-    dmem.evidence = fmt::format("{} unparsable", cgroupRoot->describe("dmem.capacity"));
+    dmem.evidence = fmt::format("{} unparsable", root->describe(file::kDmemCapacity));
   } else {
     for (const auto& r : *regions) {
       out.dmemRegions.push_back(fmt::format("{} {}", r.name, r.bytes));
       if (!isVramRegion(r.name)) out.dmemGttRegions.push_back(r.name);
     }
     dmem.present = !out.dmemGttRegions.empty();
-    dmem.evidence = regions->empty() ? fmt::format("{} lists no region", cgroupRoot->describe("dmem.capacity"))
-                                     : fmt::format("{}: {}", cgroupRoot->describe("dmem.capacity"), fmt::join(out.dmemRegions, ", "));
+    dmem.evidence = regions->empty() ? fmt::format("{} lists no region", root->describe(file::kDmemCapacity))
+                                     : fmt::format("{}: {}", root->describe(file::kDmemCapacity), fmt::join(out.dmemRegions, ", "));
   }
   out.signs.push_back(dmem);
 
@@ -113,14 +118,15 @@ ProbeOutcome judgeProbe(std::uint64_t requested, std::int64_t deltaCurrent, std:
     return ProbeOutcome::Inconclusive;
   }
   if (deltaCurrent >= deltaGtt - deltaGtt / 10) {
-    why = fmt::format("memory.current grew by {} bytes for {} bytes of GTT: charged to the cgroup", deltaCurrent, deltaGtt);
+    why = fmt::format("{} grew by {} bytes for {} bytes of GTT: charged to the cgroup", cgroup::file::kMemoryCurrent, deltaCurrent, deltaGtt);
     return ProbeOutcome::Charged;
   }
   if (deltaCurrent < deltaGtt / 4) {
-    why = fmt::format("memory.current grew by {} bytes for {} bytes of GTT: not charged", deltaCurrent, deltaGtt);
+    why = fmt::format("{} grew by {} bytes for {} bytes of GTT: not charged", cgroup::file::kMemoryCurrent, deltaCurrent, deltaGtt);
     return ProbeOutcome::NotCharged;
   }
-  why = fmt::format("memory.current grew by {} bytes for {} bytes of GTT: partly charged, neither verdict holds", deltaCurrent, deltaGtt);
+  why = fmt::format("{} grew by {} bytes for {} bytes of GTT: partly charged, neither verdict holds", cgroup::file::kMemoryCurrent,
+                    deltaCurrent, deltaGtt);
   return ProbeOutcome::Inconclusive;
 }
 
@@ -151,8 +157,8 @@ CoverageVerdict decide(const StaticSigns& signs, const std::optional<ProbeResult
     why.push_back("no sign that this kernel charges GTT to memcg");
   }
   if (!signs.dmemGttRegions.empty()) {
-    why.push_back(fmt::format("a dmem region for GTT exists ({}): dmem.max could bound GTT per cgroup; tally does not use it yet",
-                              fmt::join(signs.dmemGttRegions, ", ")));
+    why.push_back(fmt::format("a dmem region for GTT exists ({}): {} could bound GTT per cgroup; tally does not use it yet",
+                              fmt::join(signs.dmemGttRegions, ", "), cgroup::file::kDmemMax));
   }
   why.push_back(gpuPresent ? "tally bounds GTT itself (gpu_memory_max, from DRM fdinfo)" : "no GPU here: nothing uncharged to bound");
   v.basis = fmt::format("{}", fmt::join(why, "; "));

@@ -99,7 +99,7 @@ Result<Root> Root::open(const std::string& path) {
 }
 
 std::string Root::describe(std::string_view rel) const {
-  if (relative(rel).empty()) return path_;
+  if (relative(rel) == ".") return path_;
   std::string out = path_;
   if (!out.empty() && out.back() != '/') out += '/';
   out += relative(rel);
