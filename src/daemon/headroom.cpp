@@ -22,9 +22,7 @@ std::optional<std::uint64_t> deviceFree(const config::Pool& pool, const devices:
       continue;
     }
     for (const char* region : {"gtt", "vram"}) {
-      const devices::DeviceMemory* m = d.region(region);
-      if (!m || !m->totalBytes || !m->usedBytes) continue;
-      free = free.value_or(0) + minus(*m->totalBytes, *m->usedBytes);
+      if (auto f = d.regionFree(region)) free = free.value_or(0) + *f;
     }
   }
   return free;

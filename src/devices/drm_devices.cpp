@@ -67,6 +67,18 @@ const DeviceMemory* DrmDevice::region(std::string_view name) const {
   return nullptr;
 }
 
+std::optional<std::uint64_t> DrmDevice::regionFree(std::string_view name) const {
+  const DeviceMemory* m = region(name);
+  if (!m || !m->totalBytes || !m->usedBytes) return std::nullopt;
+  return *m->totalBytes > *m->usedBytes ? *m->totalBytes - *m->usedBytes : 0;
+}
+
+std::optional<std::uint64_t> gttHeadroom(const DrmDevice& d, std::optional<std::uint64_t> memAvailable) {
+  auto free = d.regionFree("gtt");
+  if (!free || !memAvailable) return std::nullopt;
+  return std::min(*free, *memAvailable);
+}
+
 std::optional<std::size_t> DeviceMap::byMinor(std::uint32_t minor) const {
   for (std::size_t i = 0; i < devices.size(); ++i)
     for (const auto& n : devices[i].nodes)

@@ -36,7 +36,15 @@ struct DrmDevice {
   std::vector<DeviceMemory> memory;  // regions whose mem_info_* files exist
 
   const DeviceMemory* region(std::string_view name) const;
+  // total - used of one region (0 when used exceeds total), absent when the
+  // device does not export both figures.
+  std::optional<std::uint64_t> regionFree(std::string_view name) const;
 };
+
+// What more can be placed in GTT on a device: its GTT free, and never more
+// than the host's MemAvailable (GTT is system RAM). The one rule for GTT
+// headroom, of `tally gpu` and of the daemon's pools.
+std::optional<std::uint64_t> gttHeadroom(const DrmDevice& d, std::optional<std::uint64_t> memAvailable);
 
 struct DeviceMap {
   std::vector<DrmDevice> devices;  // sorted by key

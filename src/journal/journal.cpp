@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include "lease/outcome.h"
 #include "ledger/kinds.h"
 #include "util/json_view.h"
 
@@ -60,8 +61,12 @@ JournalEntry lifecycleEntry(const std::string& kind, const std::string& lease, c
   e.message = fmt::format("{}: {}{}", who, cls, summary.empty() ? "" : ": " + summary);
   // A clean end is info; a non-zero exit or a stop a notice; a kill, an OOM, a loss a warning.
   const nlohmann::json& code = get(outcome, "exit_code");
-  bool clean = cls == "ended" || cls == "released" || (cls == "exited" && code.is_number_integer() && code.get<std::int64_t>() == 0);
-  e.priority = clean ? 6 : cls == "exited" || cls == "stopped" || cls == "withdrawn" ? 5 : 4;
+  using lease::OutcomeClass;
+  auto c = lease::parseOutcomeClass(cls);  // absent for "withdrawn", which is no outcome class
+  bool exitedZero = c == OutcomeClass::Exited && code.is_number_integer() && code.get<std::int64_t>() == 0;
+  bool clean = c == OutcomeClass::Ended || c == OutcomeClass::Released || exitedZero;
+  bool notice = c == OutcomeClass::Exited || c == OutcomeClass::Stopped || cls == ledger::kWithdrawn;
+  e.priority = clean ? 6 : notice ? 5 : 4;
   return e;
 }
 

@@ -127,14 +127,9 @@ Aggregate aggregate(const scanner::Scan& scan, const probes::MemInfo& meminfo) {
       if (!scan.unreadable.empty())
         s.unattributedNote = "includes the memory of processes whose fds could not be read";
     }
-    const auto* gtt = dev.region("gtt");
-    if (gtt == nullptr || !gtt->totalBytes || !gtt->usedBytes) {
-      s.gttHeadroomUnknown = "device exports no mem_info_gtt_total/_used";
-    } else if (!meminfo.memAvailable) {
-      s.gttHeadroomUnknown = "MemAvailable unknown";
-    } else {
-      std::uint64_t free = *gtt->totalBytes > *gtt->usedBytes ? *gtt->totalBytes - *gtt->usedBytes : 0;
-      s.gttHeadroomBytes = std::min(free, *meminfo.memAvailable);
+    s.gttHeadroomBytes = devices::gttHeadroom(dev, meminfo.memAvailable);
+    if (!s.gttHeadroomBytes) {
+      s.gttHeadroomUnknown = !dev.regionFree("gtt") ? "device exports no mem_info_gtt_total/_used" : "MemAvailable unknown";
     }
     a.devices.push_back(std::move(s));
   }
