@@ -1,0 +1,210 @@
+// The attacks of "the daemon survives every client" that reach the service,
+// each answered with an error naming the field or the state, never a crash.
+#include "daemon/service_fixture.h"
+
+namespace tally {
+namespace {
+
+using namespace tally::testing;
+using json = nlohmann::json;
+constexpr std::uint64_t GiB = 1ULL << 30;
+
+class HostileServiceTest : public ServiceTest {
+ protected:
+  // A run lease of `uid`, started in its own scope; returns its id.
+  std::string runningLease(std::uint64_t conn, std::uint32_t uid, const std::string& pool = "gpu") {
+    json a = call(conn, uid, "acquire", {{"pools", {pool}}, {"gpu_memory_max", GiB}});
+    EXPECT_TRUE(a["ok"]) << a;
+    std::string id = a["result"]["lease"];
+    std::string slice = "/tally.slice/tally-" + id + ".slice";
+    workloadCgroup(slice, true, uid);
+    workloadCgroup(slice + "/tally-" + id + ".scope", true, uid);
+    json s = call(conn, uid, "started", {{"lease", id}, {"cgroup", slice + "/tally-" + id + ".scope"}, {"counters_cgroup", slice}});
+    EXPECT_TRUE(s["ok"]) << s;
+    return id;
+  }
+};
+
+
+TEST_F(HostileServiceTest, WrongTypesAreInvalidParamsNamingTheField) {
+  std::string id = runningLease(1, 1000);
+  json r = call(1, 1000, "bound", {{"lease", id}, {"event", {{"kind", 5}}}});
+  EXPECT_EQ(r["error"]["code"], "invalid-params");
+  EXPECT_NE(r["error"]["message"].get<std::string>().find("\"event.kind\""), std::string::npos) << r;
+  r = call(1, 1000, "complete", {{"lease", id}, {"record", {{"lease", {{"id", 7}}}}}});
+  EXPECT_EQ(r["error"]["code"], "invalid-params");
+  EXPECT_NE(r["error"]["message"].get<std::string>().find("record.lease.id"), std::string::npos) << r;
+  r = call(1, 1000, "bound", {{"lease", id}, {"event", {{"kind", "gpu-memory-high"}, {"bytes", "lots"}, {"limit", 1}, {"summary", "x"}}}});
+  EXPECT_NE(r["error"]["message"].get<std::string>().find("\"event.bytes\""), std::string::npos) << r;
+  r = call(1, 1000, "acquire", {{"pools", {"gpu"}}, {"gpu_memory_max", GiB}, {"colour", "blue"}});
+  EXPECT_EQ(r["error"]["code"], "invalid-params");
+  EXPECT_NE(r["error"]["message"].get<std::string>().find("unknown field \"colour\""), std::string::npos) << r;
+  r = call(1, 1000, "acquire", {{"pools", {"gpu", 3}}, {"gpu_memory_max", GiB}});
+  EXPECT_NE(r["error"]["message"].get<std::string>().find("\"pools\"[1]"), std::string::npos) << r;
+  // A summary of 511 'a' and one two-byte character is cut before the
+  // character, not through it, and the row is valid UTF-8 JSON.
+  std::string summary = std::string(511, 'a') + "\xc3\xa9";
+  r = call(1, 1000, "bound", {{"lease", id}, {"event", {{"kind", "gpu-memory-high"}, {"bytes", 2 * GiB}, {"limit", GiB}, {"summary", summary}}}});
+  ASSERT_TRUE(r["ok"]) << r;
+  json stored = json::parse(rows(id).back().body);
+  EXPECT_EQ(stored["summary"], std::string(511, 'a'));
+  // And the service still answers.
+  EXPECT_TRUE(call(2, 0, "hello", json::object())["ok"]);
+}
+
+// Why 8: one cgroup has one spelling; aliases neither dodge the rules nor hold three slots.
+TEST_F(HostileServiceTest, PathAliasesAreOneCgroupAndCrossNoPrivilegeLine) {
+  // uid 1002's delegated user manager cgroup: the directory is theirs, its
+  // own memory.max is root's (systemd delegates the inside, not the limit).
+  std::string user = "/user.slice/user-1002.slice/user@1002.service";
+  workloadCgroup(user, true, 1002);
+  for (const char* alias : {"/.", "//", "/./"}) {
+    std::string path = user + alias;
+    json r = call(1, 1002, "attach", {{"pools", {"gpu"}}, {"cgroup", path}, {"memory_max", 8 * GiB}, {"gpu_memory_max", GiB}});
+    EXPECT_EQ(r["error"]["code"], "forbidden") << path << " " << r;
+  }
+  EXPECT_EQ(readFile(host.cgroupRoot() + user + "/memory.max"), "max\n");  // never written
+  EXPECT_EQ(call(1, 1002, "attach", {{"pools", {"gpu"}}, {"cgroup", user + "/.."}, {"gpu_memory_max", GiB}})["error"]["code"],
+            "invalid-params");
+  // /x, /x/. and //x are one cgroup: the second and third are conflicts.
+  workloadCgroup("/system.slice/x.service", true);
+  json first = call(1, 0, "attach", {{"pools", {"gpu"}}, {"cgroup", "/system.slice/x.service"}, {"gpu_memory_max", GiB}});
+  ASSERT_TRUE(first["ok"]) << first;
+  for (const char* alias : {"/system.slice/x.service/.", "//system.slice//x.service", "/system.slice/./x.service/"}) {
+    json r = call(1, 0, "attach", {{"pools", {"gpu"}}, {"cgroup", alias}, {"gpu_memory_max", GiB}});
+    EXPECT_EQ(r["error"]["code"], "conflict") << alias << " " << r;
+  }
+  // A symlink in a fixture tree is not a way in either.
+  ASSERT_EQ(::symlink((host.cgroupRoot() + "/system.slice").c_str(), (host.cgroupRoot() + "/link").c_str()), 0);
+  json viaLink = call(1, 0, "attach", {{"pools", {"gpu"}}, {"cgroup", "/link/x.service"}, {"gpu_memory_max", GiB}});
+  EXPECT_EQ(viaLink["error"]["code"], "not-found") << viaLink;
+  EXPECT_NE(viaLink["error"]["message"].get<std::string>().find("symlink"), std::string::npos) << viaLink;
+}
+
+TEST_F(HostileServiceTest, CountersCgroupIsTheLeasesOwn) {
+  json a = call(1, 1000, "acquire", {{"pools", {"gpu"}}, {"gpu_memory_max", GiB}});
+  std::string id = a["result"]["lease"];
+  std::string slice = "/tally.slice/tally-" + id + ".slice";
+  std::string scope = slice + "/tally-" + id + ".scope";
+  workloadCgroup(slice, true, 1000);
+  workloadCgroup(scope, true, 1000);
+  workloadCgroup("/system.slice", true, 1000);  // even one the caller owns
+  json r = call(1, 1000, "started", {{"lease", id}, {"cgroup", scope}, {"counters_cgroup", "/system.slice"}});
+  EXPECT_EQ(r["error"]["code"], "forbidden") << r;
+  EXPECT_NE(r["error"]["message"].get<std::string>().find("counters_cgroup"), std::string::npos) << r;
+  EXPECT_TRUE(call(1, 1000, "started", {{"lease", id}, {"cgroup", scope}, {"counters_cgroup", slice}})["ok"]);
+}
+
+// Why 9: the state machine does not trust its client.
+TEST_F(HostileServiceTest, OutcomesOnlyForRunningLeasesAndBoundEventsAreRateLimited) {
+  json a = call(1, 1000, "acquire", {{"pools", {"one"}}});
+  std::string granted = a["result"]["lease"];
+  call(2, 1000, "acquire", {{"pools", {"one"}}});
+  std::string queued = outbox.last(2)["lease"];
+  json record = {{"lease", {{"id", queued}}}, {"outcome", {{"class", "exited"}}}};
+  json r = call(2, 1000, "complete", {{"lease", queued}, {"record", record}});
+  EXPECT_EQ(r["error"]["code"], "conflict") << r;
+  EXPECT_TRUE(rows(queued).empty());  // no outcome without a grant
+  record["lease"]["id"] = granted;
+  r = call(1, 1000, "complete", {{"lease", granted}, {"record", record}});
+  EXPECT_EQ(r["error"]["code"], "conflict") << r;  // granted, never started: nothing ran
+  EXPECT_EQ(kinds(granted), (std::vector<std::string>{"granted"}));
+  // No phantom holder: releasing the grant lets the queued request in.
+  EXPECT_TRUE(call(1, 1000, "release", {{"lease", granted}})["ok"]);
+  EXPECT_EQ(outbox.last(2)["result"]["lease"], queued);
+  EXPECT_EQ(service->queuedRequests(), 0u);
+
+  std::string id = runningLease(3, 1000);
+  json ev = {{"kind", "gpu-memory-high"}, {"bytes", 2 * GiB}, {"limit", GiB}, {"summary", "over"}};
+  int recorded = 0, limited = 0;
+  for (int i = 0; i < 100; ++i) {
+    json b = call(3, 1000, "bound", {{"lease", id}, {"event", ev}});
+    if (b["ok"] == true) ++recorded;
+    else if (b["error"]["code"] == "rate-limited") ++limited;
+  }
+  EXPECT_EQ(recorded, 20);  // the burst (Limits::boundBurst); the refill in this loop's time is < 1
+  EXPECT_EQ(limited, 80);
+  std::size_t boundRows = 0;
+  for (const auto& k : kinds(id)) boundRows += k == "gpu-bound";
+  EXPECT_EQ(boundRows, 20u);
+}
+
+// Why 3: what one connection, and everyone, may keep waiting.
+TEST_F(HostileServiceTest, QueuedRequestsAreCappedPerConnectionAndInTotal) {
+  ASSERT_TRUE(call(1, 1000, "acquire", {{"pools", {"one"}}})["ok"]);
+  for (int i = 0; i < 64; ++i) call(2, 1000, "acquire", {{"pools", {"one"}}});
+  EXPECT_EQ(service->queuedRequests(), 64u);
+  json over = call(2, 1000, "acquire", {{"pools", {"one"}}});
+  EXPECT_EQ(over["error"]["code"], "busy");
+  EXPECT_NE(over["error"]["message"].get<std::string>().find("64"), std::string::npos);
+  // Another connection may still queue; the total cap holds for all.
+  cfg.daemon.maxQueued = 66;
+  service.reset();
+  daemon::ServiceEnv env{*proc, *sys, &*cgroup, outbox, watches, &units, 4096, &journal};
+  env.limits.maxQueued = 66;
+  service = std::make_unique<daemon::Service>(cfg, *ledgerDb, env);
+  ASSERT_TRUE(call(1, 1000, "acquire", {{"pools", {"one"}}})["ok"]);
+  for (int c = 10; c < 13; ++c) {
+    for (int i = 0; i < 22; ++i) call(static_cast<std::uint64_t>(c), 1000, "acquire", {{"pools", {"one"}}});
+  }
+  EXPECT_EQ(service->queuedRequests(), 66u);
+  EXPECT_EQ(call(20, 1000, "acquire", {{"pools", {"one"}}})["error"]["code"], "busy");
+  // A connection that goes away frees its places.
+  service->disconnected(10);
+  EXPECT_EQ(service->queuedRequests(), 44u);
+  EXPECT_EQ(outbox.last(20)["error"]["code"], "busy");
+  call(20, 1000, "acquire", {{"pools", {"one"}}});
+  EXPECT_EQ(outbox.last(20)["event"], "queued");
+}
+
+// Why 12: a memory limit below one page is refused (the kernel would make it 0).
+TEST_F(HostileServiceTest, AMemoryMaxBelowOnePageIsRefused) {
+  workloadCgroup("/system.slice/x.service", true);
+  json r = call(1, 0, "attach", {{"pools", {"one"}}, {"cgroup", "/system.slice/x.service"}, {"memory_max", 1}});
+  EXPECT_EQ(r["error"]["code"], "invalid-params");
+  EXPECT_NE(r["error"]["message"].get<std::string>().find("below one page"), std::string::npos) << r;
+  EXPECT_EQ(readFile(host.cgroupRoot() + "/system.slice/x.service/memory.max"), "max\n");
+}
+
+// Why 12: a run lease whose client was killed leaves its slice; the daemon,
+// closing the lease as lost, stops that slice and nothing else.
+TEST_F(HostileServiceTest, ALostRunLeasesSliceIsStopped) {
+  std::string id = runningLease(1, 0, "one");
+  std::string scope = "/tally.slice/tally-" + id + ".slice/tally-" + id + ".scope";
+  service->disconnected(1);
+  writeFile(host.cgroupRoot() + scope + "/cgroup.events", "populated 0\nfrozen 0\n");
+  writeFile(host.cgroupRoot() + "/tally.slice/tally-" + id + ".slice/cgroup.events", "populated 0\nfrozen 0\n");
+  service->tick();  // the grace (0 here) passed without the client
+  EXPECT_EQ(kinds(id).back(), "lost");
+  EXPECT_EQ(units.stops, std::vector<std::string>{"tally-" + id + ".slice"});
+}
+
+// Why 2 (the service side): every exception is the request's own. A seam
+// that throws is answered "internal" and the next request is served.
+struct ThrowingUnits : daemon::Units {
+  Result<std::string> controlGroup(const std::string&) override { throw std::runtime_error("boom"); }
+  Status setMemoryMax(const std::string&, std::uint64_t) override { return Ok{}; }
+  Status killUnit(const std::string&, int) override { return Ok{}; }
+  Status stopUnit(const std::string&) override { return Ok{}; }
+};
+
+TEST_F(HostileServiceTest, AnExceptionIsAnsweredInternalAndTheDaemonGoesOn) {
+  ThrowingUnits throwing;
+  daemon::ServiceEnv env{*proc, *sys, &*cgroup, outbox, watches, &throwing, 4096, &journal};
+  daemon::Service s(cfg, *ledgerDb, env);
+  daemon::Dispatcher dispatcher(s, outbox);
+  dispatcher.line(5, daemon::Peer{1, 0, 0}, {R"({"v":1,"id":9,"method":"attach","params":{"pools":["one"],"unit":"x.service"}})", false});
+  EXPECT_EQ(outbox.last(5)["error"]["code"], "internal");
+  EXPECT_EQ(outbox.last(5)["id"], 9);
+  EXPECT_EQ(dispatcher.internalErrors(), 1u);
+  dispatcher.line(5, daemon::Peer{1, 0, 0}, {R"({"v":1,"id":10,"method":"hello"})", false});
+  EXPECT_TRUE(outbox.last(5)["ok"]);
+  // Deep nesting is refused before any parser recursion.
+  std::string deep = R"({"v":1,"id":)" + std::string(80000, '[');
+  dispatcher.line(5, daemon::Peer{1, 0, 0}, {deep, false});
+  EXPECT_EQ(outbox.last(5)["error"]["code"], "too-deep");
+}
+
+
+}  // namespace
+}  // namespace tally

@@ -1,0 +1,108 @@
+// The pure parts behind seats, metrics, top and the journal: attributes,
+// freshness, the exposition format, the top screen, lifecycle journal
+// entries, the loopback listen address and the atomic textfile.
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <fmt/format.h>
+
+#include "daemon/metrics_publisher.h"
+#include "fs/root.h"
+#include "support/fake_host.h"
+
+namespace tally {
+namespace {
+
+using json = nlohmann::json;
+using namespace tally::testing;
+constexpr std::uint64_t GiB = 1ULL << 30;
+
+TEST(MetricsListen, LoopbackOnly) {
+  auto v4 = daemon::parseListenAddress("127.0.0.1:9464");
+  ASSERT_TRUE(v4);
+  EXPECT_EQ(v4->host, "127.0.0.1");
+  EXPECT_EQ(v4->port, 9464);
+  auto v6 = daemon::parseListenAddress("[::1]:9464");
+  ASSERT_TRUE(v6);
+  EXPECT_EQ(v6->host, "::1");
+  EXPECT_EQ(daemon::parseListenAddress("localhost:0")->host, "127.0.0.1");
+  EXPECT_TRUE(daemon::parseListenAddress("127.1.2.3:1"));
+  auto open = daemon::parseListenAddress("0.0.0.0:9464");
+  ASSERT_FALSE(open);
+  EXPECT_NE(open.error().message.find("loopback only"), std::string::npos) << open.error().message;
+  EXPECT_FALSE(daemon::parseListenAddress("192.168.1.5:9464"));
+  EXPECT_FALSE(daemon::parseListenAddress("[::]:9464"));
+  EXPECT_FALSE(daemon::parseListenAddress("127.0.0.1"));
+  EXPECT_FALSE(daemon::parseListenAddress("127.0.0.1:65536"));
+  EXPECT_FALSE(daemon::parseListenAddress("127.0.0.1:99999999999999999999"));
+  EXPECT_FALSE(daemon::parseListenAddress("127.0.0.1:-1"));
+  EXPECT_FALSE(daemon::parseListenAddress("example.com:80"));
+  EXPECT_FALSE(daemon::parseListenAddress("[::1:80"));
+}
+
+TEST(MetricsTextfile, ReplacedWholeAndErrorsNameTheFile) {
+  TempDir dir;
+  std::string path = dir.path() + "/tally.prom";
+  auto t = daemon::Textfile::open(path);
+  ASSERT_TRUE(t) << t.error().message;
+  ASSERT_TRUE(t->write("a 1\n"));
+  ASSERT_TRUE(t->write("b 2\n"));
+  EXPECT_EQ(readFile(path), "b 2\n");
+  struct stat st{};
+  ASSERT_EQ(::stat(path.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0644u);
+  auto names = fs::Root::open(dir.path())->list("");
+  EXPECT_EQ(*names, std::vector<std::string>{"tally.prom"});  // no temporary left behind
+  auto bad = daemon::Textfile::open(dir.path() + "/missing/tally.prom");
+  ASSERT_FALSE(bad);
+  EXPECT_NE(bad.error().message.find("missing"), std::string::npos) << bad.error().message;
+}
+
+// Why 5: a user who can write the textfile's directory plants the names the
+// daemon writes as symlinks to a victim file. The victim is never written.
+TEST(MetricsTextfile, NeverWritesThroughAPlantedSymlink) {
+  TempDir dir;
+  std::string victim = dir.path() + "/victim";
+  writeFile(victim, "precious\n");
+  std::string textDir = dir.path() + "/textfile";
+  ASSERT_EQ(::mkdir(textDir.c_str(), 01777), 0);  // sticky and world-writable, like a shared collector dir
+  ASSERT_EQ(::chmod(textDir.c_str(), 01777), 0);
+  std::string path = textDir + "/tally.prom";
+  for (const char* planted : {"/tally.prom.tmp", "/.tally.prom.tmp"}) ASSERT_EQ(::symlink(victim.c_str(), (textDir + planted).c_str()), 0);
+  auto t = daemon::Textfile::open(path);
+  ASSERT_TRUE(t) << t.error().message;
+  ASSERT_TRUE(t->write("tally_up 1\n"));
+  EXPECT_EQ(readFile(victim), "precious\n");
+  EXPECT_EQ(readFile(path), "tally_up 1\n");
+  // The final name planted as a symlink is replaced (rename swaps the name), not followed.
+  ASSERT_EQ(::unlink(path.c_str()), 0);
+  ASSERT_EQ(::symlink(victim.c_str(), path.c_str()), 0);
+  ASSERT_TRUE(t->write("tally_up 2\n"));
+  EXPECT_EQ(readFile(victim), "precious\n");
+  struct stat st{};
+  ASSERT_EQ(::lstat(path.c_str(), &st), 0);
+  EXPECT_TRUE(S_ISREG(st.st_mode));
+}
+
+TEST(MetricsTextfile, ADirectoryOthersCanRewriteIsRefused) {
+  TempDir dir;
+  std::string open = dir.path() + "/open";
+  ASSERT_EQ(::mkdir(open.c_str(), 0777), 0);
+  ASSERT_EQ(::chmod(open.c_str(), 0777), 0);  // writable by all, no sticky bit
+  auto t = daemon::Textfile::open(open + "/tally.prom");
+  ASSERT_FALSE(t);
+  EXPECT_NE(t.error().message.find("writable by everyone"), std::string::npos) << t.error().message;
+  EXPECT_NE(t.error().message.find("sticky"), std::string::npos) << t.error().message;
+  std::string theirs = dir.path() + "/theirs";
+  ASSERT_EQ(::mkdir(theirs.c_str(), 0755), 0);
+  ASSERT_EQ(::chown(theirs.c_str(), 4242, 4242), 0);
+  auto u = daemon::Textfile::open(theirs + "/tally.prom");
+  ASSERT_FALSE(u);
+  EXPECT_NE(u.error().message.find("owned by uid 4242"), std::string::npos) << u.error().message;
+}
+
+}  // namespace
+}  // namespace tally

@@ -1,0 +1,301 @@
+// The lease service: admission, access, attach, run leases, recovery. Every
+// reply, event and ledger row is asserted.
+#include "daemon/service_fixture.h"
+
+namespace tally {
+namespace {
+
+using namespace tally::testing;
+using json = nlohmann::json;
+constexpr std::uint64_t GiB = 1ULL << 30;
+
+TEST_F(ServiceTest, CapacityOneSerialisesAndTheQueueSeesItsPosition) {
+  json a = call(1, 1000, "acquire", {{"pools", {"one"}}, {"name", "first"}});
+  ASSERT_TRUE(a["ok"]) << a;
+  std::string first = a["result"]["lease"];
+  EXPECT_EQ(a["result"]["state"], "granted");
+  call(2, 1000, "acquire", {{"pools", {"one"}}, {"name", "second"}});
+  json queued = outbox.last(2);
+  EXPECT_EQ(queued["event"], "queued");
+  EXPECT_EQ(queued["position"], 1);
+  EXPECT_EQ(queued["waiting_for"], "capacity");
+  std::string second = queued["lease"];
+  EXPECT_EQ(service->queuedRequests(), 1u);
+  // The owner releases the granted lease before it started: withdrawn, and the next is granted.
+  json r = call(1, 1000, "release", {{"lease", first}});
+  EXPECT_EQ(r["result"]["state"], "withdrawn");
+  json granted = outbox.last(2);
+  EXPECT_TRUE(granted["ok"]);
+  EXPECT_EQ(granted["result"]["lease"], second);
+  EXPECT_EQ(kinds(first), (std::vector<std::string>{"granted", "released", "withdrawn"}));
+  EXPECT_EQ(kinds(second), (std::vector<std::string>{"granted"}));
+  EXPECT_TRUE(ledgerDb->verify()->problems.empty());
+}
+
+TEST_F(ServiceTest, BudgetedPoolRefusesAnUndeclaredRequest) {
+  json r = call(1, 1000, "acquire", {{"pools", {"gpu"}}});
+  EXPECT_FALSE(r["ok"]);
+  EXPECT_EQ(r["error"]["code"], "refused");
+  EXPECT_NE(r["error"]["message"].get<std::string>().find("--gpu-memory-max"), std::string::npos);
+  r = call(1, 1000, "acquire", {{"pools", {"gpu"}}, {"gpu_memory_max", 97 * GiB}});
+  EXPECT_EQ(r["error"]["code"], "refused");
+  // Two leases of 48 GiB fill the 96 GiB budget; a third waits on the budget, not capacity.
+  EXPECT_TRUE(call(1, 1000, "acquire", {{"pools", {"gpu"}}, {"gpu_memory_max", 48 * GiB}})["ok"]);
+  EXPECT_TRUE(call(2, 1000, "acquire", {{"pools", {"gpu"}}, {"gpu_memory_max", 40 * GiB}})["ok"]);
+  call(3, 1000, "acquire", {{"pools", {"gpu"}}, {"gpu_memory_max", 16 * GiB}});
+  EXPECT_EQ(outbox.last(3)["waiting_for"], "gpu-memory-budget");
+  json pools = call(4, 1000, "pools", json::object());
+  const json& gpu = pools["result"]["pools"][0];
+  EXPECT_EQ(gpu["gpu_memory_declared"], 88 * GiB);
+  EXPECT_EQ(gpu["gpu_memory_budget"], 96 * GiB);
+  EXPECT_EQ(gpu["holders"].size(), 2u);
+  EXPECT_EQ(gpu["queue"].size(), 1u);
+  // Headroom: MemAvailable 100 GiB, device free (120-20) + (0.5-0.25) GiB, minus the
+  // holders' declarations (nothing measured yet: all of 48 + 40 GiB is promised).
+  EXPECT_EQ(gpu["headroom"]["gpu_bytes"], 100 * GiB - 88 * GiB);
+  EXPECT_EQ(gpu["headroom"]["host_bytes"], 100 * GiB);
+}
+
+TEST_F(ServiceTest, OnlyTheOwnerOrRootMayRelease) {
+  std::string id = call(1, 1000, "acquire", {{"pools", {"one"}}})["result"]["lease"];
+  json r = call(2, 1001, "release", {{"lease", id}});
+  EXPECT_EQ(r["error"]["code"], "forbidden");
+  EXPECT_NE(r["error"]["message"].get<std::string>().find("uid 1000"), std::string::npos);
+  EXPECT_EQ(call(2, 1001, "resume", {{"lease", id}})["error"]["code"], "forbidden");
+  json record = {{"lease", {{"id", id}}}, {"outcome", {{"class", "exited"}}}};
+  EXPECT_EQ(call(2, 1001, "complete", {{"lease", id}, {"record", record}})["error"]["code"], "forbidden");
+  EXPECT_TRUE(call(3, 0, "release", {{"lease", id}})["ok"]);
+  EXPECT_EQ(call(3, 0, "release", {{"lease", id}})["error"]["code"], "not-found");
+}
+
+TEST_F(ServiceTest, MalformedRequestsGetErrorsNotCrashes) {
+  EXPECT_EQ(call(1, 0, "frobnicate", json::object())["error"]["code"], "unknown-method");
+  EXPECT_EQ(call(1, 0, "acquire", {{"pools", "one"}})["error"]["code"], "invalid-params");
+  EXPECT_EQ(call(1, 0, "acquire", {{"pools", {"one"}}, {"memory_max", -1}})["error"]["code"], "invalid-params");
+  EXPECT_EQ(call(1, 0, "acquire", {{"pools", {"one"}}, {"priority", 1000}})["error"]["code"], "invalid-params");
+  EXPECT_EQ(call(1, 0, "acquire", {{"pools", {"one"}}, {"name", "a b"}})["error"]["code"], "invalid-params");
+  EXPECT_EQ(call(1, 0, "lease", json::object())["error"]["code"], "invalid-params");
+  EXPECT_EQ(call(1, 0, "attach", {{"pools", {"one"}}})["error"]["code"], "invalid-params");
+  EXPECT_EQ(call(1, 0, "attach", {{"pools", {"one"}}, {"cgroup", "/../etc"}})["error"]["code"], "invalid-params");
+  EXPECT_EQ(call(1, 0, "attach", {{"pools", {"one"}}, {"pid", 0}})["error"]["code"], "invalid-params");
+  EXPECT_EQ(call(1, 0, "attach", {{"pools", {"one"}}, {"unit", "x.mount"}})["error"]["code"], "invalid-params");
+  EXPECT_EQ(service->liveLeases(), 0u);
+}
+
+TEST_F(ServiceTest, DisconnectingWhileQueuedCancelsTheRequest) {
+  call(1, 0, "acquire", {{"pools", {"one"}}});
+  call(2, 0, "acquire", {{"pools", {"one"}}});
+  EXPECT_EQ(service->queuedRequests(), 1u);
+  service->disconnected(2);
+  EXPECT_EQ(service->queuedRequests(), 0u);
+  EXPECT_EQ(call(3, 0, "leases", json::object())["result"]["leases"].size(), 1u);
+}
+
+TEST_F(ServiceTest, QueueTimeoutRepliesTimeout) {
+  call(1, 0, "acquire", {{"pools", {"one"}}});
+  call(2, 0, "acquire", {{"pools", {"one"}}, {"timeout_us", 1}});
+  ::usleep(2000);
+  service->tick();
+  EXPECT_EQ(outbox.last(2)["error"]["code"], "timeout");
+  EXPECT_EQ(service->queuedRequests(), 0u);
+}
+
+TEST_F(ServiceTest, AttachToACgroupMetersItAndEndsWhenItEmpties) {
+  workloadCgroup("/machine.slice/podman-1.scope", true);
+  FakeProcess p;
+  p.pid = 4242;
+  p.cgroup = "/machine.slice/podman-1.scope";
+  FakeFd fd;
+  fd.drmMinor = 128;
+  fd.fdinfo = amdgpuFdinfo(7, "0000:c6:00.0", 4 * 1024 * 1024, 0);  // 4 GiB GTT
+  p.fds = {fd};
+  host.addProcess(p);
+  host.addCgroup("/machine.slice/podman-1.scope", {4242});
+  json r = call(1, 0, "attach", {{"pools", {"gpu"}}, {"cgroup", "/machine.slice/podman-1.scope"}, {"gpu_memory_max", 8 * GiB},
+                                 {"memory_max", 3 * GiB}, {"name", "llama"}});
+  ASSERT_TRUE(r["ok"]) << r;
+  std::string id = r["result"]["lease"];
+  EXPECT_EQ(r["result"]["state"], "running");
+  // A plain cgroup (not a unit): memory.max written directly and read back.
+  EXPECT_EQ(readFile(host.cgroupRoot() + "/machine.slice/podman-1.scope/memory.max"), "3221225472");
+  EXPECT_TRUE(units.memoryMaxCalls.empty());
+  EXPECT_EQ(watches.paths[id], host.cgroupRoot() + "/machine.slice/podman-1.scope/cgroup.events");
+  EXPECT_EQ(r["result"]["gpu"]["current_bytes"], 4 * GiB);
+  EXPECT_EQ(r["result"]["memory"]["current_bytes"], GiB);
+  service->sample();
+  auto samples = ledgerDb->samples(id);
+  ASSERT_EQ(samples->size(), 1u);
+  EXPECT_EQ((*samples)[0].memoryCurrent, GiB);
+  EXPECT_EQ((*samples)[0].gttBytes, 4 * GiB);
+  EXPECT_EQ((*samples)[0].gpuBytes, 4 * GiB);
+  // A second lease on the same cgroup is a conflict.
+  EXPECT_EQ(call(2, 0, "attach", {{"pools", {"gpu"}}, {"cgroup", "/machine.slice/podman-1.scope"}, {"gpu_memory_max", GiB},
+                                  {"memory_max", GiB}})["error"]["code"],
+            "conflict");
+  // The workload ends: another OOM kill happened meanwhile (1 -> 2).
+  writeFile(host.cgroupRoot() + "/machine.slice/podman-1.scope/memory.events", "oom 2\noom_kill 2\n");
+  writeFile(host.cgroupRoot() + "/machine.slice/podman-1.scope/cgroup.events", "populated 0\nfrozen 0\n");
+  service->cgroupChanged(id);
+  EXPECT_EQ(kinds(id), (std::vector<std::string>{"granted", "adopted", "outcome"}));
+  json outcome = json::parse(rows(id).back().body);
+  EXPECT_EQ(outcome["outcome"]["class"], "oom-killed");
+  EXPECT_EQ(outcome["outcome"]["oom_kill"], 1);  // the lease's, not the cgroup's lifetime 2
+  EXPECT_EQ(outcome["memory"]["peak_bytes"], 2 * GiB);
+  EXPECT_EQ(outcome["gpu"]["peak_bytes"], 4 * GiB);
+  EXPECT_EQ(outcome["lease"]["kind"], "attach");
+  // No wait status exists for a workload tally did not start: none is invented.
+  EXPECT_FALSE(outcome["outcome"].contains("tally_exit_status"));
+  auto listed = ledgerDb->recent(5);
+  ASSERT_EQ(listed->size(), 1u);
+  EXPECT_EQ(listed->back().entry.outcomeClass, "oom-killed");
+  EXPECT_FALSE(listed->back().entry.exitStatus);
+  EXPECT_EQ(service->liveLeases(), 0u);
+  EXPECT_TRUE(watches.paths.empty());
+}
+
+TEST_F(ServiceTest, AttachToAUnitSetsMemoryMaxThroughSystemdAndReadsItBack) {
+  workloadCgroup("/system.slice/llama.service", true);
+  units.cgroups["llama.service"] = "/system.slice/llama.service";
+  json r = call(1, 0, "attach", {{"pools", {"gpu"}}, {"unit", "llama.service"}, {"gpu_memory_max", 48 * GiB}, {"memory_max", 8 * GiB}});
+  ASSERT_TRUE(r["ok"]) << r;
+  ASSERT_EQ(units.memoryMaxCalls.size(), 1u);
+  EXPECT_EQ(units.memoryMaxCalls[0], std::make_pair(std::string("llama.service"), 8 * GiB));
+  EXPECT_EQ(r["result"]["unit"], "llama.service");
+  std::string id = r["result"]["lease"];
+  json adopted = json::parse(rows(id)[1].body);
+  EXPECT_EQ(adopted["applied"]["memory_max"], 8 * GiB);
+  // Released: the workload goes on; the outcome says so.
+  EXPECT_EQ(call(1, 0, "release", {{"lease", id}})["result"]["state"], "released");
+  json outcome = json::parse(rows(id).back().body);
+  EXPECT_EQ(outcome["outcome"]["class"], "released");
+  EXPECT_EQ(outcome["outcome"]["oom_kill"], 0);
+}
+
+TEST_F(ServiceTest, AttachFailsClosedWhenTheLimitDoesNotReadBack) {
+  workloadCgroup("/system.slice/stubborn.service", true);
+  units.cgroups["stubborn.service"] = "/system.slice/stubborn.service";
+  units.obey = false;  // systemd "accepts" but memory.max still reads max
+  json r = call(1, 0, "attach", {{"pools", {"one"}}, {"unit", "stubborn.service"}, {"memory_max", 8 * GiB}});
+  EXPECT_EQ(r["error"]["code"], "refused");
+  EXPECT_NE(r["error"]["message"].get<std::string>().find("memory.max is max, declared 8589934592"), std::string::npos) << r;
+  EXPECT_EQ(service->liveLeases(), 0u);
+}
+
+TEST_F(ServiceTest, AttachRefusals) {
+  workloadCgroup("/empty.scope", false);
+  EXPECT_EQ(call(1, 0, "attach", {{"pools", {"one"}}, {"cgroup", "/empty.scope"}})["error"]["code"], "refused");
+  EXPECT_EQ(call(1, 0, "attach", {{"pools", {"one"}}, {"cgroup", "/nope"}})["error"]["code"], "not-found");
+  EXPECT_EQ(call(1, 0, "attach", {{"pools", {"one"}}, {"cgroup", "/"}})["error"]["code"], "refused");
+  EXPECT_EQ(call(1, 0, "attach", {{"pools", {"one"}}, {"unit", "missing.service"}})["error"]["code"], "refused");
+  // Someone else's cgroup: not for a non-root caller; their own is fine.
+  workloadCgroup("/user.slice/theirs.scope", true, 2000);
+  workloadCgroup("/user.slice/mine.scope", true, 1000);
+  EXPECT_EQ(call(1, 1000, "attach", {{"pools", {"one"}}, {"cgroup", "/user.slice/theirs.scope"}})["error"]["code"], "forbidden");
+  EXPECT_EQ(call(1, 1000, "attach", {{"pools", {"one"}}, {"cgroup", "/user.slice/mine.scope"}, {"memory_max", GiB}})["error"]["code"],
+            "forbidden");  // MemoryMax on a unit: root only
+  EXPECT_TRUE(call(1, 1000, "attach", {{"pools", {"one"}}, {"cgroup", "/user.slice/mine.scope"}})["ok"]);
+}
+
+TEST_F(ServiceTest, AttachByPidFollowsItsCgroup) {
+  workloadCgroup("/system.slice/ollama.service", true);
+  FakeProcess p;
+  p.pid = 777;
+  p.cgroup = "/system.slice/ollama.service";
+  host.addProcess(p);
+  json r = call(1, 0, "attach", {{"pools", {"one"}}, {"pid", 777}});
+  ASSERT_TRUE(r["ok"]) << r;
+  EXPECT_EQ(r["result"]["cgroup"], "/system.slice/ollama.service");
+  EXPECT_EQ(r["result"]["target"]["pid"], 777);
+  EXPECT_EQ(watches.pids[r["result"]["lease"]], 777);  // its exit is watched through a pidfd too
+  EXPECT_EQ(call(1, 0, "attach", {{"pools", {"one"}}, {"pid", 778}})["error"]["code"], "not-found");
+}
+
+TEST_F(ServiceTest, RunLeaseStartedAndCompletedExactlyOnce) {
+  std::string id = call(1, 1000, "acquire", {{"pools", {"one"}}, {"name", "job"}})["result"]["lease"];
+  std::string slice = "/tally.slice/tally-" + id + ".slice";
+  std::string scope = slice + "/tally-" + id + ".scope";
+  workloadCgroup(slice, true, 1000);
+  workloadCgroup(scope, true, 1000);
+  // Not the lease's cgroup, or not the caller's: refused.
+  workloadCgroup("/other.scope", true, 1000);
+  EXPECT_EQ(call(1, 1000, "started", {{"lease", id}, {"cgroup", "/other.scope"}})["error"]["code"], "forbidden");
+  json s = call(1, 1000, "started", {{"lease", id}, {"unit", "tally-" + id + ".scope"}, {"cgroup", scope}, {"counters_cgroup", slice}});
+  ASSERT_TRUE(s["ok"]) << s;
+  EXPECT_EQ(watches.paths[id], host.cgroupRoot() + slice + "/cgroup.events");
+  json record = {{"schema", 1}, {"lease", {{"id", id}, {"name", "job"}}}, {"outcome", {{"class", "exited"}, {"tally_exit_status", 0}}}};
+  EXPECT_EQ(call(1, 1000, "complete", {{"lease", id}, {"record", {{"lease", {{"id", "someone-else"}}}}}})["error"]["code"], "invalid-params");
+  json c = call(1, 1000, "complete", {{"lease", id}, {"record", record}});
+  ASSERT_TRUE(c["ok"]) << c;
+  EXPECT_EQ(call(1, 1000, "complete", {{"lease", id}, {"record", record}})["error"]["code"], "not-found");
+  EXPECT_EQ(kinds(id), (std::vector<std::string>{"granted", "started", "outcome"}));
+  json stored = json::parse(rows(id).back().body);
+  EXPECT_EQ(stored["daemon"]["memory_peak_bytes"], 2 * GiB);  // read by the daemon from the slice itself
+  EXPECT_EQ(stored["daemon"]["oom_kill"], 1);
+}
+
+TEST_F(ServiceTest, RunLeaseWhoseClientNeverReturnsIsLost) {
+  std::string id = call(1, 0, "acquire", {{"pools", {"one"}}})["result"]["lease"];
+  std::string scope = "/tally-" + id;
+  workloadCgroup(scope, true);
+  ASSERT_TRUE(call(1, 0, "started", {{"lease", id}, {"cgroup", scope}})["ok"]);
+  service->sample();
+  service->disconnected(1);
+  service->tick();  // still populated: it may resume later
+  EXPECT_EQ(service->liveLeases(), 1u);
+  writeFile(host.cgroupRoot() + scope + "/cgroup.events", "populated 0\n");
+  service->cgroupChanged(id);
+  service->tick();
+  EXPECT_EQ(kinds(id), (std::vector<std::string>{"granted", "started", "lost"}));
+  json lost = json::parse(rows(id).back().body);
+  EXPECT_EQ(lost["outcome"]["class"], "lost");
+  EXPECT_FALSE(lost["outcome"].contains("tally_exit_status"));  // nobody saw it end
+  EXPECT_EQ(lost["memory"]["peak_bytes"], 2 * GiB);
+  EXPECT_EQ(lost["ledger_samples"]["count"], 1);
+  EXPECT_EQ(lost["ledger_samples"]["memory_current_peak_bytes"], GiB);
+}
+
+TEST_F(ServiceTest, RecoveryReadoptsLiveLeasesAndClosesVanishedOnesOnce) {
+  workloadCgroup("/system.slice/a.service", true);
+  workloadCgroup("/system.slice/b.service", true);
+  std::string a = call(1, 0, "attach", {{"pools", {"gpu"}}, {"cgroup", "/system.slice/a.service"}, {"gpu_memory_max", GiB}})["result"]["lease"];
+  std::string b = call(1, 0, "attach", {{"pools", {"gpu"}}, {"cgroup", "/system.slice/b.service"}, {"gpu_memory_max", GiB}})["result"]["lease"];
+  std::string run = call(2, 0, "acquire", {{"pools", {"one"}}})["result"]["lease"];
+  // The daemon dies (kill -9: no goodbye). Meanwhile b's workload goes away.
+  service.reset();
+  ASSERT_EQ(::system(("rm -rf " + host.cgroupRoot() + "/system.slice/b.service").c_str()), 0);
+  reopen();
+  auto log = service->recover();
+  ASSERT_TRUE(log);
+  ASSERT_EQ(log->size(), 3u);
+  EXPECT_EQ(service->liveLeases(), 2u);  // a re-adopted, the run lease held for its client
+  EXPECT_EQ(kinds(a), (std::vector<std::string>{"granted", "adopted", "readopted"}));
+  EXPECT_EQ(kinds(b), (std::vector<std::string>{"granted", "adopted", "lost"}));
+  json lostB = json::parse(rows(b).back().body);
+  EXPECT_NE(lostB["outcome"]["summary"].get<std::string>().find("is gone"), std::string::npos);
+  EXPECT_EQ(lostB["memory"]["sampled"]["peak_unknown"], "not sampled since the daemon restarted; see ledger_samples");
+  EXPECT_FALSE(lostB["memory"].contains("peak_bytes"));  // the cgroup is gone: absent, not 0
+  // A restart again does not record b twice, nor re-adopt a twice over.
+  service.reset();
+  reopen();
+  ASSERT_TRUE(service->recover());
+  EXPECT_EQ(kinds(b).size(), 3u);
+  EXPECT_EQ(kinds(a).back(), "readopted");
+  // A cgroup re-created under the same name is not the same workload.
+  // (Renamed away first, so the new directory cannot reuse the old inode.)
+  service.reset();
+  std::string aDir = host.cgroupRoot() + "/system.slice/a.service";
+  ASSERT_EQ(::rename(aDir.c_str(), (aDir + ".old").c_str()), 0);
+  workloadCgroup("/system.slice/a.service", true);
+  ASSERT_EQ(::system(("rm -rf " + aDir + ".old").c_str()), 0);
+  reopen();
+  ASSERT_TRUE(service->recover());
+  EXPECT_EQ(kinds(a).back(), "lost");
+  EXPECT_NE(json::parse(rows(a).back().body)["outcome"]["summary"].get<std::string>().find("re-created"), std::string::npos);
+  // The run lease: its client resumes after the restart.
+  EXPECT_TRUE(call(3, 0, "resume", {{"lease", run}})["ok"]);
+  EXPECT_TRUE(ledgerDb->verify()->problems.empty());
+}
+
+
+}  // namespace
+}  // namespace tally

@@ -1,0 +1,48 @@
+// The pure parts behind seats, metrics, top and the journal: attributes,
+// freshness, the exposition format, the top screen, lifecycle journal
+// entries, the loopback listen address and the atomic textfile.
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <fmt/format.h>
+
+#include "fs/root.h"
+#include "fs/secure_dir.h"
+#include "support/fake_host.h"
+
+namespace tally {
+namespace {
+
+using json = nlohmann::json;
+using namespace tally::testing;
+constexpr std::uint64_t GiB = 1ULL << 30;
+
+TEST(TrustedDir, StateDirsAreRootsOrTheDaemonsAlone) {
+  TempDir dir;
+  std::string sticky = dir.path() + "/sticky";
+  ASSERT_EQ(::mkdir(sticky.c_str(), 01777), 0);
+  ASSERT_EQ(::chmod(sticky.c_str(), 01777), 0);
+  EXPECT_TRUE(fs::checkTrustedDir(sticky, "socket dir", fs::DirUse::SharedSticky));
+  // The ledger's directory must not be writable by others even when sticky.
+  auto state = fs::checkTrustedDir(sticky, "[daemon] state_dir", fs::DirUse::Private);
+  ASSERT_FALSE(state);
+  EXPECT_NE(state.error().message.find("[daemon] state_dir"), std::string::npos);
+  // Below a sticky /tmp-like directory, a private one is fine.
+  std::string inside = sticky + "/state";
+  ASSERT_EQ(::mkdir(inside.c_str(), 0700), 0);
+  EXPECT_TRUE(fs::checkTrustedDir(inside, "[daemon] state_dir", fs::DirUse::Private));
+  // An ancestor owned by another user could swap the whole path.
+  std::string theirs = dir.path() + "/theirs";
+  ASSERT_EQ(::mkdir(theirs.c_str(), 0755), 0);
+  ASSERT_EQ(::mkdir((theirs + "/state").c_str(), 0700), 0);
+  ASSERT_EQ(::chown(theirs.c_str(), 4242, 4242), 0);
+  auto anc = fs::checkTrustedDir(theirs + "/state", "[daemon] state_dir", fs::DirUse::Private);
+  ASSERT_FALSE(anc);
+  EXPECT_NE(anc.error().message.find("owned by uid 4242"), std::string::npos) << anc.error().message;
+}
+
+}  // namespace
+}  // namespace tally

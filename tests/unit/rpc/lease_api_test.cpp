@@ -1,0 +1,98 @@
+// The typed requests: what the CLI encodes, the daemon decodes to the same
+// values; every field's type, size and range is checked and named.
+#include <gtest/gtest.h>
+
+#include "rpc/lease_api.h"
+
+namespace tally {
+namespace {
+
+using json = nlohmann::json;
+namespace api = rpc::api;
+
+TEST(LeaseApi, WhatIsEncodedDecodesToTheSameRequest) {
+  api::Attach a;
+  a.declared.pools = {"gpu", "batch"};
+  a.declared.name = "llama";
+  a.declared.memoryMax = 8ULL << 30;
+  a.declared.gpuMemoryMax = 48ULL << 30;
+  a.declared.gpuMemoryHigh = 40ULL << 30;
+  a.declared.gpuAction = enforce::Action::Report;
+  a.declared.gpuOverSamples = 3;
+  a.declared.timeoutUs = 30'000'000;
+  a.declared.priority = -7;
+  a.declared.attributes = {{"model", "qwen3-32b"}};
+  a.target.cgroup = "/machine.slice/x.scope";
+  auto back = api::decodeAttach(api::encode(a));
+  ASSERT_TRUE(back) << back.error().message;
+  EXPECT_EQ(back->declared.pools, a.declared.pools);
+  EXPECT_EQ(back->declared.name, a.declared.name);
+  EXPECT_EQ(back->declared.memoryMax, a.declared.memoryMax);
+  EXPECT_EQ(back->declared.gpuMemoryMax, a.declared.gpuMemoryMax);
+  EXPECT_EQ(back->declared.gpuMemoryHigh, a.declared.gpuMemoryHigh);
+  EXPECT_EQ(back->declared.gpuAction, enforce::Action::Report);
+  EXPECT_EQ(back->declared.gpuOverSamples, 3u);
+  EXPECT_EQ(back->declared.timeoutUs, a.declared.timeoutUs);
+  EXPECT_EQ(back->declared.priority, -7);
+  EXPECT_EQ(back->declared.attributes, a.declared.attributes);
+  EXPECT_EQ(back->target.cgroup, a.target.cgroup);
+
+  api::Started s{"0123456789ab", "tally-0123456789ab.scope", "/tally.slice/tally-0123456789ab.slice/tally-0123456789ab.scope",
+                 "/tally.slice/tally-0123456789ab.slice"};
+  auto sb = api::decodeStarted(api::encode(s));
+  ASSERT_TRUE(sb) << sb.error().message;
+  EXPECT_EQ(sb->cgroup, s.cgroup);
+  EXPECT_EQ(sb->countersCgroup, s.countersCgroup);
+
+  enforce::BoundEvent e{5, enforce::Verdict::Kill, 2, 1, 2, 3, "killed by tally"};
+  auto bb = api::decodeBound(api::encode(api::Bound{"0123456789ab", e}));
+  ASSERT_TRUE(bb) << bb.error().message;
+  EXPECT_EQ(bb->event.kind, enforce::Verdict::Kill);
+  EXPECT_EQ(bb->event.summary, "killed by tally");
+}
+
+TEST(LeaseApi, ARequestsPathsAreCanonicalBeforeAnyRule) {
+  auto a = api::decodeAttach({{"pools", {"gpu"}}, {"cgroup", "//system.slice/./x.service/"}});
+  ASSERT_TRUE(a) << a.error().message;
+  EXPECT_EQ(a->target.cgroup, "/system.slice/x.service");
+  EXPECT_NE(api::decodeAttach({{"pools", {"gpu"}}, {"cgroup", "/a/../b"}}).error().message.find("\"cgroup\""), std::string::npos);
+}
+
+TEST(LeaseApi, EveryRefusalNamesItsField) {
+  struct Case {
+    json params;
+    const char* field;
+  } cases[] = {
+      {{{"pools", {"gpu"}}, {"memory_max", "8G"}}, "\"memory_max\""},
+      {{{"pools", {"gpu"}}, {"priority", 101}}, "\"priority\""},
+      {{{"pools", {"gpu"}}, {"gpu_over_samples", 0}}, "\"gpu_over_samples\""},
+      {{{"pools", {"gpu"}}, {"gpu_memory_action", "explode"}}, "\"gpu_memory_action\""},
+      {{{"pools", {"gpu"}}, {"timeout_us", 1e30}}, "\"timeout_us\""},
+      {{{"pools", json::array()}}, "\"pools\""},
+      {{{"pools", {"gpu"}}, {"colour", 1}}, "unknown field \"colour\""},
+      {{{"pools", {"gpu"}}, {"attributes", {{"Model", "x"}}}}, "\"attributes\""},
+  };
+  for (const auto& c : cases) {
+    auto r = api::decodeAcquire(c.params);
+    ASSERT_FALSE(r) << c.params;
+    EXPECT_NE(r.error().message.find(c.field), std::string::npos) << c.params << " -> " << r.error().message;
+  }
+  EXPECT_NE(api::decodeLeaseRef({{"lease", "a b"}}).error().message.find("\"lease\""), std::string::npos);
+  EXPECT_FALSE(api::decodeEmpty({{"x", 1}}));
+  EXPECT_TRUE(api::decodeEmpty(json::object()));
+  auto rec = api::decodeComplete({{"lease", "ab"}, {"record", {{"lease", {{"id", "ab"}}}, {"outcome", {{"class", "exploded"}}}}}});
+  EXPECT_NE(rec.error().message.find("record.outcome.class"), std::string::npos);
+}
+
+TEST(LeaseApi, MethodsAreNamedOnce) {
+  for (const char* m : {"hello", "acquire", "attach", "started", "complete", "resume", "release", "cancel", "leases", "lease", "pools",
+                        "bound", "subscribe", "seats", "overview", "metrics"}) {
+    auto parsed = api::parseMethod(m);
+    ASSERT_TRUE(parsed) << m;
+    EXPECT_STREQ(api::methodName(*parsed), m);
+  }
+  EXPECT_FALSE(api::parseMethod("frobnicate"));
+}
+
+}  // namespace
+}  // namespace tally

@@ -1,0 +1,54 @@
+// The pure parts behind seats, metrics, top and the journal: attributes,
+// freshness, the exposition format, the top screen, lifecycle journal
+// entries, the loopback listen address and the atomic textfile.
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <fmt/format.h>
+
+#include "seats/seat.h"
+#include "support/fake_host.h"
+
+namespace tally {
+namespace {
+
+using json = nlohmann::json;
+using namespace tally::testing;
+constexpr std::uint64_t GiB = 1ULL << 30;
+
+TEST(Seat, FreshIsWithinTwoIntervalsAndNeverInTheFuture) {
+  const std::uint64_t t = 1'000'000'000'000ULL;
+  EXPECT_TRUE(seats::isFresh(t, t, 500'000));
+  EXPECT_TRUE(seats::isFresh(t, t + 1'000'000'000ULL, 500'000));
+  EXPECT_FALSE(seats::isFresh(t, t + 1'000'000'001ULL, 500'000));
+  EXPECT_FALSE(seats::isFresh(t + 1, t, 500'000));
+  EXPECT_FALSE(seats::isFresh(std::nullopt, t, 500'000));
+}
+
+TEST(Seat, ARowWithAnUnreadableFigureSaysWhy) {
+  seats::SeatFacts f;
+  f.lease = "0123456789ab";
+  f.state = "running";
+  f.cgroup = "/tally.slice/x.scope";
+  f.populatedUnknown = "cgroup.events: Permission denied";
+  f.observedAtNs = 100;
+  f.hostCurrent = seats::Figure::of(std::nullopt, "memory.current: No such file or directory");
+  f.hostPeak = {GiB, {}};
+  f.gpuCurrent = seats::Figure::of(std::nullopt, "a client printed no resident figure");
+  json r = seats::seatRow(f, 100, 1'000'000);
+  EXPECT_TRUE(r["running"].is_null());
+  EXPECT_EQ(r["running_unknown"], "cgroup.events: Permission denied");
+  EXPECT_TRUE(r["host"]["current_bytes"].is_null());
+  EXPECT_EQ(r["host"]["current_bytes_unknown"], "memory.current: No such file or directory");
+  EXPECT_EQ(r["host"]["peak_bytes"], GiB);
+  EXPECT_FALSE(r["host"].contains("peak_bytes_unknown"));
+  EXPECT_TRUE(r["gpu"]["current_bytes"].is_null());
+  EXPECT_EQ(r["gpu"]["current_bytes_unknown"], "a client printed no resident figure");
+  EXPECT_EQ(r["gpu"]["limit_unknown"], "no gpu_memory_max declared");
+}
+
+}  // namespace
+}  // namespace tally
