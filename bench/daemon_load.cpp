@@ -4,7 +4,8 @@
 // 1 Hz on a host with 1,000 extra processes, and with QUEUED (10,000) queued
 // requests: their cost, and `hello` latency against the same daemon idle.
 //
-//   tally_daemon_load TALLY_BINARY [SECONDS=60] [PROCS=1000] [QUEUED=1000] [ROUNDTRIPS=2000] [PER_LEASE=16]
+//   tally_daemon_load TALLY_BINARY [SECONDS=60] [PROCS=1000] [QUEUED=1000] [ROUNDTRIPS=2000]
+//   [PER_LEASE=16]
 //
 // The leases' cgroups are a synthetic tree (this host has no cgroup v2 memory
 // controller) whose cgroup.procs list real processes, so every sample reads
@@ -33,11 +34,11 @@ using Clock = std::chrono::steady_clock;
 using tally::rpc::Client;
 using json = nlohmann::json;
 
-double secondsSince(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
-
-void write(const std::string& path, const std::string& text) {
-  std::ofstream(path) << text;
+double secondsSince(Clock::time_point t) {
+  return std::chrono::duration<double>(Clock::now() - t).count();
 }
+
+void write(const std::string& path, const std::string& text) { std::ofstream(path) << text; }
 
 std::string slurp(const std::string& path) {
   std::ifstream in(path);
@@ -73,7 +74,9 @@ std::string statusKb(pid_t pid, const char* key) {
   return "?";
 }
 
-double rssMiB(pid_t pid, const char* key = "VmRSS:") { return std::stod(statusKb(pid, key)) / 1024.0; }
+double rssMiB(pid_t pid, const char* key = "VmRSS:") {
+  return std::stod(statusKb(pid, key)) / 1024.0;
+}
 
 Client connectRetry(const std::string& sock) {
   for (int i = 0; i < 200; ++i) {
@@ -88,7 +91,8 @@ Client connectRetry(const std::string& sock) {
 
 int main(int argc, char** argv) {
   if (argc < 2) {
-    std::fprintf(stderr, "usage: %s TALLY_BINARY [SECONDS] [PROCS] [QUEUED] [ROUNDTRIPS]\n", argv[0]);
+    std::fprintf(stderr, "usage: %s TALLY_BINARY [SECONDS] [PROCS] [QUEUED] [ROUNDTRIPS]\n",
+                 argv[0]);
     return 2;
   }
   std::string tally = argv[1];
@@ -105,10 +109,12 @@ int main(int argc, char** argv) {
   char tmpl[] = "/tmp/tally-load.XXXXXX";
   std::string dir = ::mkdtemp(tmpl);
   std::string sock = dir + "/tally.sock", cg = dir + "/cgroup";
-  write(dir + "/tally.toml", fmt::format("[daemon]\nsocket = \"{}\"\nstate_dir = \"{}/state\"\nsample_interval = \"1s\"\n"
-                                         "[pools.bench]\ncapacity = 1000000\n[pools.one]\ncapacity = 1\n"
-                                         "[pools.leases]\ncapacity = 8\n",
-                                         sock, dir));
+  write(
+      dir + "/tally.toml",
+      fmt::format("[daemon]\nsocket = \"{}\"\nstate_dir = \"{}/state\"\nsample_interval = \"1s\"\n"
+                  "[pools.bench]\ncapacity = 1000000\n[pools.one]\ncapacity = 1\n"
+                  "[pools.leases]\ncapacity = 8\n",
+                  sock, dir));
 
   // The 1,000-process host: sleepers of ours.
   std::vector<pid_t> sleepers;
@@ -126,7 +132,8 @@ int main(int argc, char** argv) {
     std::string d = fmt::format("{}/load.slice/lease{}.service", cg, l);
     ::system(fmt::format("mkdir -p {}", d).c_str());
     std::string pids;
-    for (int k = 0; k < perLease && l * perLease + k < procs; ++k) pids += fmt::format("{}\n", sleepers[static_cast<std::size_t>(l * perLease + k)]);
+    for (int k = 0; k < perLease && l * perLease + k < procs; ++k)
+      pids += fmt::format("{}\n", sleepers[static_cast<std::size_t>(l * perLease + k)]);
     write(d + "/cgroup.procs", pids);
     write(d + "/cgroup.events", "populated 1\nfrozen 0\n");
     write(d + "/memory.current", "104857600\n");
@@ -140,8 +147,8 @@ int main(int argc, char** argv) {
   if (daemon == 0) {
     int null = ::open("/dev/null", O_WRONLY);
     ::dup2(null, 2);
-    ::execl(tally.c_str(), tally.c_str(), "--cgroup-root", cg.c_str(), "daemon", "--config", (dir + "/tally.toml").c_str(),
-            static_cast<char*>(nullptr));
+    ::execl(tally.c_str(), tally.c_str(), "--cgroup-root", cg.c_str(), "daemon", "--config",
+            (dir + "/tally.toml").c_str(), static_cast<char*>(nullptr));
     ::_exit(127);
   }
   Client c = connectRetry(sock);
@@ -151,7 +158,8 @@ int main(int argc, char** argv) {
   unsigned long long idle0 = cpuTicks(daemon);
   auto tIdle = Clock::now();
   ::sleep(static_cast<unsigned>(seconds / 3 > 0 ? seconds / 3 : 1));
-  double idleCpuPct = 100.0 * static_cast<double>(cpuTicks(daemon) - idle0) / static_cast<double>(hz) / secondsSince(tIdle);
+  double idleCpuPct = 100.0 * static_cast<double>(cpuTicks(daemon) - idle0) /
+                      static_cast<double>(hz) / secondsSince(tIdle);
 
   // 1. Round trips: hello (the floor) and acquire+release (3 fsync'd ledger rows).
   auto t0 = Clock::now();
@@ -168,21 +176,27 @@ int main(int argc, char** argv) {
 
   // 2. 8 attached leases, sampled at 1 Hz for SECONDS.
   for (int l = 0; l < leases; ++l) {
-    auto m = c.call("attach", {{"pools", {"leases"}}, {"cgroup", fmt::format("/load.slice/lease{}.service", l)}});
-    if (!m || !m->ok) return std::fprintf(stderr, "attach failed: %s\n", m ? m->error.message.c_str() : m.error().message.c_str()), 1;
+    auto m = c.call("attach", {{"pools", {"leases"}},
+                               {"cgroup", fmt::format("/load.slice/lease{}.service", l)}});
+    if (!m || !m->ok)
+      return std::fprintf(stderr, "attach failed: %s\n",
+                          m ? m->error.message.c_str() : m.error().message.c_str()),
+             1;
   }
   ::sleep(2);
   unsigned long long cpu0 = cpuTicks(daemon);
   t0 = Clock::now();
   ::sleep(static_cast<unsigned>(seconds));
   double window = secondsSince(t0);
-  double cpuPct = 100.0 * static_cast<double>(cpuTicks(daemon) - cpu0) / static_cast<double>(hz) / window;
+  double cpuPct =
+      100.0 * static_cast<double>(cpuTicks(daemon) - cpu0) / static_cast<double>(hz) / window;
   double leasesRss = rssMiB(daemon);
   double leasesAnon = rssMiB(daemon, "RssAnon:");
   auto shown = c.call("leases", json::object());
-  std::uint64_t samplesPerLease = shown && shown->ok && !shown->result["leases"].empty()
-                                      ? shown->result["leases"][0]["memory"]["samples"].get<std::uint64_t>()
-                                      : 0;
+  std::uint64_t samplesPerLease =
+      shown && shown->ok && !shown->result["leases"].empty()
+          ? shown->result["leases"][0]["memory"]["samples"].get<std::uint64_t>()
+          : 0;
 
   // Hello latency on this daemon with nothing queued: the baseline for the queued figure.
   auto helloLatencies = [&](int n) {
@@ -207,7 +221,8 @@ int main(int argc, char** argv) {
   for (int sent = 0; sent < queued; sent += perConn) {
     waiters.push_back(connectRetry(sock));
     std::string lines;
-    for (int i = 0; i < perConn && sent + i < queued; ++i) lines += tally::rpc::encodeRequest(i, "acquire", {{"pools", {"one"}}});
+    for (int i = 0; i < perConn && sent + i < queued; ++i)
+      lines += tally::rpc::encodeRequest(i, "acquire", {{"pools", {"one"}}});
     (void)!::write(waiters.back().fd(), lines.data(), lines.size());
     // The "queued" events are the answers; drained so the daemon never waits on us.
     for (int i = 0; i < perConn && sent + i < queued; ++i) (void)waiters.back().next(10'000);
@@ -215,7 +230,8 @@ int main(int argc, char** argv) {
   json leasesNow;
   for (int i = 0; i < 400; ++i) {
     auto l = c.call("pools", json::object());
-    if (l && l->ok && l->result["pools"][1]["queue"].size() == static_cast<std::size_t>(queued)) break;
+    if (l && l->ok && l->result["pools"][1]["queue"].size() == static_cast<std::size_t>(queued))
+      break;
     ::usleep(25'000);
   }
   double enqueueSec = secondsSince(t0);
@@ -224,7 +240,8 @@ int main(int argc, char** argv) {
   t0 = Clock::now();
   ::sleep(10);
   double qWindow = secondsSince(t0);
-  double queuedCpuPct = 100.0 * static_cast<double>(cpuTicks(daemon) - cpuQ0) / static_cast<double>(hz) / qWindow;
+  double queuedCpuPct =
+      100.0 * static_cast<double>(cpuTicks(daemon) - cpuQ0) / static_cast<double>(hz) / qWindow;
   double queuedRss = rssMiB(daemon);
   double hwm = rssMiB(daemon, "VmHWM:");
   // Releasing the holder moves every waiter up one place: one grant, QUEUED-1 position events.
@@ -232,24 +249,39 @@ int main(int argc, char** argv) {
   if (holder && holder->ok) (void)c.call("release", {{"lease", holder->result["lease"]}});
   double releaseMs = secondsSince(t0) * 1000.0;
 
-  fmt::print("daemon load ({} extra processes, {} leases x {} processes, {} s at 1 Hz, {} queued)\n", procs, leases, perLease, seconds, queued);
+  fmt::print(
+      "daemon load ({} extra processes, {} leases x {} processes, {} s at 1 Hz, {} queued)\n",
+      procs, leases, perLease, seconds, queued);
   fmt::print("  hello round trips/s            {:10.0f}\n", helloPerSec);
-  fmt::print("  acquire+release round trips/s  {:10.0f}  ({:.2f}x hello; 3 ledger rows each, synchronous=FULL)\n", acqPerSec,
-             acqPerSec / helloPerSec);
+  fmt::print(
+      "  acquire+release round trips/s  {:10.0f}  ({:.2f}x hello; 3 ledger rows each, "
+      "synchronous=FULL)\n",
+      acqPerSec, acqPerSec / helloPerSec);
   fmt::print("  CPU idle (no lease)            {:10.3f} % of one core\n", idleCpuPct);
   fmt::print("  RSS idle                       {:10.1f} MiB\n", idleRss);
   fmt::print("  RSS after {} round trips     {:10.1f} MiB\n", roundtrips, afterRoundtripsRss);
-  fmt::print("  CPU with 8 leases at 1 Hz      {:10.3f} % of one core ({} samples per lease)\n", cpuPct, samplesPerLease);
-  fmt::print("  RSS with 8 leases              {:10.1f} MiB (private RssAnon {:.1f} MiB)\n", leasesRss, leasesAnon);
-  fmt::print("  enqueue {} requests          {:10.2f} s ({} connections x {})\n", queued, enqueueSec, waiters.size(), perConn);
-  fmt::print("  hello, nothing queued          median {:.3f} ms, p99 {:.3f} ms, max {:.3f} ms (200 calls)\n", baseHello[100],
-             baseHello[197], baseHello.back());
-  fmt::print("  hello, {} queued            median {:.3f} ms, p99 {:.3f} ms, max {:.3f} ms (200 calls; {:.2f}x the median above)\n",
-             queued, queuedHello[100], queuedHello[197], queuedHello.back(), queuedHello[100] / baseHello[100]);
-  fmt::print("  release with {} queued        {:10.1f} ms (one grant, {} position events)\n", queued, releaseMs, queued - 1);
+  fmt::print("  CPU with 8 leases at 1 Hz      {:10.3f} % of one core ({} samples per lease)\n",
+             cpuPct, samplesPerLease);
+  fmt::print("  RSS with 8 leases              {:10.1f} MiB (private RssAnon {:.1f} MiB)\n",
+             leasesRss, leasesAnon);
+  fmt::print("  enqueue {} requests          {:10.2f} s ({} connections x {})\n", queued,
+             enqueueSec, waiters.size(), perConn);
+  fmt::print(
+      "  hello, nothing queued          median {:.3f} ms, p99 {:.3f} ms, max {:.3f} ms (200 "
+      "calls)\n",
+      baseHello[100], baseHello[197], baseHello.back());
+  fmt::print(
+      "  hello, {} queued            median {:.3f} ms, p99 {:.3f} ms, max {:.3f} ms (200 calls; "
+      "{:.2f}x the median above)\n",
+      queued, queuedHello[100], queuedHello[197], queuedHello.back(),
+      queuedHello[100] / baseHello[100]);
+  fmt::print("  release with {} queued        {:10.1f} ms (one grant, {} position events)\n",
+             queued, releaseMs, queued - 1);
   fmt::print("  CPU with 8 leases + {} queued {:9.3f} % of one core\n", queued, queuedCpuPct);
-  fmt::print("  RSS with 8 leases + {} queued {:9.1f} MiB (peak VmHWM {:.1f} MiB; private RssAnon {:.1f} MiB, the rest is shared library text)\n",
-             queued, queuedRss, hwm, rssMiB(daemon, "RssAnon:"));
+  fmt::print(
+      "  RSS with 8 leases + {} queued {:9.1f} MiB (peak VmHWM {:.1f} MiB; private RssAnon {:.1f} "
+      "MiB, the rest is shared library text)\n",
+      queued, queuedRss, hwm, rssMiB(daemon, "RssAnon:"));
 
   waiters.clear();
   ::kill(daemon, SIGTERM);

@@ -57,7 +57,8 @@ FloorResult floorScan(int procFd) {
     entries(fdDir, [&](const char* fd) {
       ++r.fds;
       struct stat st;
-      if (::fstatat(fdDir, fd, &st, 0) != 0 || !S_ISCHR(st.st_mode) || major(st.st_rdev) != 226) return;
+      if (::fstatat(fdDir, fd, &st, 0) != 0 || !S_ISCHR(st.st_mode) || major(st.st_rdev) != 226)
+        return;
       ++r.drmFds;
       std::snprintf(path, sizeof path, "%s/fdinfo/%s", pid, fd);
       int f = ::openat(procFd, path, O_RDONLY | O_CLOEXEC);

@@ -12,16 +12,16 @@
 #include <optional>
 #include <string>
 
-#include "floor.h"
-#include "enforce/gpu_bound.h"
-#include "fs/root.h"
 #include "cgroup/cgroup.h"
+#include "devices/drm_devices.h"
+#include "enforce/gpu_bound.h"
+#include "floor.h"
+#include "fs/root.h"
 #include "lease/meter.h"
 #include "metrics/tally_metrics.h"
 #include "probes/sysfs_value.h"
 #include "scanner/scan.h"
 #include "seats/seat.h"
-#include "devices/drm_devices.h"
 
 namespace {
 
@@ -45,7 +45,8 @@ Roots& roots() {
       std::exit(2);
     }
     Roots out{std::move(*proc), std::move(*sys), std::nullopt, env("TALLY_BENCH_LEASE", "")};
-    if (auto cg = tally::fs::Root::open(env("TALLY_BENCH_CGROUP", "/nonexistent")); cg && !out.lease.empty())
+    if (auto cg = tally::fs::Root::open(env("TALLY_BENCH_CGROUP", "/nonexistent"));
+        cg && !out.lease.empty())
       out.cgroup.emplace(std::move(*cg));
     return out;
   }();
@@ -117,8 +118,10 @@ void leaseSample(benchmark::State& state, bool bound) {
     state.SkipWithError(leaseCg.error().message.c_str());
     return;
   }
-  tally::lease::LeaseMeter meter(roots().proc, roots().sys, *roots().cgroup, *leaseCg, std::nullopt);
-  tally::enforce::GpuBound b{std::uint64_t{1} << 50, std::uint64_t{1} << 49, tally::enforce::Action::Kill, 2, 1000000};
+  tally::lease::LeaseMeter meter(roots().proc, roots().sys, *roots().cgroup, *leaseCg,
+                                 std::nullopt);
+  tally::enforce::GpuBound b{std::uint64_t{1} << 50, std::uint64_t{1} << 49,
+                             tally::enforce::Action::Kill, 2, 1000000};
   tally::enforce::GpuBoundState st;
   std::uint64_t t = 0;
   for (auto _ : state) {
@@ -165,18 +168,22 @@ void BM_LeaseSampleWithMetrics(benchmark::State& state) {
     f.observedAtNs = meter.sampledAtNs();
     f.hostCurrent = tally::seats::Figure::of(meter.host().last, "unread");
     auto peak = cg.memoryPeak();
-    f.hostPeak = tally::seats::Figure::of(peak ? std::optional<std::uint64_t>(*peak) : std::nullopt, "unread");
+    f.hostPeak = tally::seats::Figure::of(peak ? std::optional<std::uint64_t>(*peak) : std::nullopt,
+                                          "unread");
     auto max = cg.memoryMax();
-    f.hostMax = tally::seats::Figure::of(max && !max->unlimited ? std::optional<std::uint64_t>(max->bytes) : std::nullopt, "unread");
+    f.hostMax = tally::seats::Figure::of(
+        max && !max->unlimited ? std::optional<std::uint64_t>(max->bytes) : std::nullopt, "unread");
     for (const auto& [r, b] : meter.gpu().lastRegions) f.gpuRegions[r].currentBytes = b;
     f.gpuCurrent = tally::seats::Figure::of(meter.gpu().lastBytes, "unread");
     f.devices = meter.gpu().lastDevices;
     nlohmann::json overview;
-    overview["seats"] = nlohmann::json::array({tally::seats::seatRow(f, *f.observedAtNs, 1'000'000)});
+    overview["seats"] =
+        nlohmann::json::array({tally::seats::seatRow(f, *f.observedAtNs, 1'000'000)});
     auto devices = tally::devices::discoverDrmDevices(roots().sys);
     overview["devices"] = nlohmann::json::array();
     if (devices) {
-      for (const auto& d : devices->devices) overview["devices"].push_back({{"device", d.key}, {"driver", d.driver}});
+      for (const auto& d : devices->devices)
+        overview["devices"].push_back({{"device", d.key}, {"driver", d.driver}});
     }
     std::string text = tally::metrics::renderOverview(overview);
     bytes = text.size();
@@ -211,10 +218,14 @@ class RatioReporter : public benchmark::ConsoleReporter {
   }
   static double unitToNs(benchmark::TimeUnit u) {
     switch (u) {
-      case benchmark::kNanosecond: return 1;
-      case benchmark::kMicrosecond: return 1e3;
-      case benchmark::kMillisecond: return 1e6;
-      case benchmark::kSecond: return 1e9;
+      case benchmark::kNanosecond:
+        return 1;
+      case benchmark::kMicrosecond:
+        return 1e3;
+      case benchmark::kMillisecond:
+        return 1e6;
+      case benchmark::kSecond:
+        return 1e9;
     }
     return 1;
   }
@@ -229,7 +240,8 @@ int main(int argc, char** argv) {
   benchmark::RunSpecifiedBenchmarks(&reporter);
   auto& m = reporter.medianNs;
   auto ratio = [&](const char* a, const char* b) {
-    if (m.count(a) && m.count(b) && m[b] > 0) std::printf("ratio %s / %s = %.3f\n", a, b, m[a] / m[b]);
+    if (m.count(a) && m.count(b) && m[b] > 0)
+      std::printf("ratio %s / %s = %.3f\n", a, b, m[a] / m[b]);
   };
   ratio("BM_TallyHostScan", "BM_Floor");
   ratio("BM_Naive", "BM_TallyHostScan");

@@ -3,6 +3,7 @@
 // amdgpu device (the rest hold a 1:3 char node). DIR/cgroup/lease.scope lists
 // the first 20 processes, the size of a typical lease.
 // Usage: tally_bench_synth DIR N M K   (root: it mknods char devices)
+#include <fmt/format.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
 #include <unistd.h>
@@ -12,8 +13,6 @@
 #include <filesystem>
 #include <fstream>
 #include <string>
-
-#include <fmt/format.h>
 
 namespace stdfs = std::filesystem;
 
@@ -35,7 +34,8 @@ int main(int argc, char** argv) {
   const std::string dir = argv[1];
   const int n = std::atoi(argv[2]), m = std::atoi(argv[3]), every = std::atoi(argv[4]);
   stdfs::create_directories(dir + "/dev");
-  const std::string drmNode = dir + "/dev/renderD128", nullNode = dir + "/dev/null";  // proc/<pid>/fd/../../../dev
+  const std::string drmNode = dir + "/dev/renderD128",
+                    nullNode = dir + "/dev/null";  // proc/<pid>/fd/../../../dev
   if (::mknod(drmNode.c_str(), S_IFCHR | 0666, makedev(226, 128)) != 0 ||
       ::mknod(nullNode.c_str(), S_IFCHR | 0666, makedev(1, 3)) != 0) {
     std::perror("mknod (needs root)");
@@ -74,18 +74,21 @@ int main(int argc, char** argv) {
             "drm-purgeable-gtt:\t0\ndrm-total-vram:\t4096 KiB\ndrm-shared-vram:\t0\n"
             "drm-resident-vram:\t4096 KiB\ndrm-purgeable-vram:\t0\ndrm-memory-vram:\t4096 KiB\n"
             "drm-memory-gtt: \t1048576 KiB\ndrm-memory-cpu: \t0 KiB\namd-evicted-vram:\t0 KiB\n"
-            "amd-requested-vram:\t4096 KiB\namd-requested-gtt:\t1048576 KiB\ndrm-engine-gfx:\t1000 ns\n",
+            "amd-requested-vram:\t4096 KiB\namd-requested-gtt:\t1048576 KiB\ndrm-engine-gfx:\t1000 "
+            "ns\n",
             pid * 2 + fd);
       put(fmt::format("{}/fdinfo/{}", p, fd), info);
     }
-    put(p + "/stat", fmt::format("{} (worker) S 1 {} {} 0 -1 4194560 100 0 0 0 0 0 0 0 20 0 1 0 {} 1000 10 0\n",
-                                 pid, pid, pid, 100 + i));
+    put(p + "/stat",
+        fmt::format("{} (worker) S 1 {} {} 0 -1 4194560 100 0 0 0 0 0 0 0 20 0 1 0 {} 1000 10 0\n",
+                    pid, pid, pid, 100 + i));
     put(p + "/status", fmt::format("Name:\tworker\nUid:\t0\t0\t0\t0\nNSpid:\t{}\n", pid));
     put(p + "/cgroup", fmt::format("0::/bench.slice/w{}.scope\n", pid));
     if (i < 20) lease += fmt::format("{}\n", pid);
   }
   put(dir + "/proc/meminfo", "MemTotal:       131072000 kB\nMemAvailable:   65536000 kB\n");
   put(dir + "/cgroup/lease.scope/cgroup.procs", lease);
-  std::printf("synthetic host in %s: %d processes x %d fds, DRM every %d\n", dir.c_str(), n, m, every);
+  std::printf("synthetic host in %s: %d processes x %d fds, DRM every %d\n", dir.c_str(), n, m,
+              every);
   return 0;
 }

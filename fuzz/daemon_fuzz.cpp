@@ -40,11 +40,14 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   }
   // The cgroup path canonicaliser on the same bytes: canonical is a fixed point.
   if (auto c = cgroup::canonicalPath(bytes)) {
-    if (c->empty() || (*c)[0] != '/' || c->find("//") != std::string::npos || c->find("/./") != std::string::npos) std::abort();
+    if (c->empty() || (*c)[0] != '/' || c->find("//") != std::string::npos ||
+        c->find("/./") != std::string::npos)
+      std::abort();
     auto again = cgroup::canonicalPath(*c);
     if (!again || *again != *c) std::abort();
   }
-  if (rpc::nestsDeeperThan(bytes, rpc::kMaxDepth) != rpc::nestsDeeperThan(bytes, rpc::kMaxDepth)) std::abort();
+  if (rpc::nestsDeeperThan(bytes, rpc::kMaxDepth) != rpc::nestsDeeperThan(bytes, rpc::kMaxDepth))
+    std::abort();
 #elif TALLY_FUZZ_TARGET == 2
   auto parsed = config::parse(bytes, "fuzz.toml");
   if (parsed.config.has_value() == !parsed.problems.empty()) std::abort();
@@ -55,9 +58,12 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   }
 #elif TALLY_FUZZ_TARGET == 3
   auto h = metrics::parseHttpHead(bytes);
-  if (h.state == metrics::HttpHead::State::Complete && (h.target.empty() || h.target[0] != '/' || h.method.empty())) std::abort();
+  if (h.state == metrics::HttpHead::State::Complete &&
+      (h.target.empty() || h.target[0] != '/' || h.method.empty()))
+    std::abort();
   if (h.state == metrics::HttpHead::State::Bad && (h.status < 400 || h.status > 599)) std::abort();
-  if (h.state == metrics::HttpHead::State::NeedMore && bytes.size() > metrics::kMaxHttpHeadBytes) std::abort();
+  if (h.state == metrics::HttpHead::State::NeedMore && bytes.size() > metrics::kMaxHttpHeadBytes)
+    std::abort();
 #endif
   return 0;
 }

@@ -18,7 +18,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     if (name.empty()) std::abort();
     auto res = tally::probes::residentOf(region);
     // The dedup rule: the resident figure is exactly one of the printed keys.
-    if (res && res->bytes != region.resident.value_or(region.memory.value_or(region.legacy514.value_or(~0ull))))
+    if (res && res->bytes != region.resident.value_or(
+                                 region.memory.value_or(region.legacy514.value_or(~0ull))))
       std::abort();
   }
   for (const auto& [name, engine] : f.engines)

@@ -6,7 +6,6 @@
 #include <string_view>
 
 #include "attribution/container.h"
-#include "util/units.h"
 #include "probes/cgroup_memory.h"
 #include "probes/dmem.h"
 #include "probes/meminfo.h"
@@ -15,6 +14,7 @@
 #include "probes/proc_stat.h"
 #include "probes/proc_status.h"
 #include "probes/sysfs_value.h"
+#include "util/units.h"
 
 using namespace tally;
 
@@ -46,7 +46,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   // memory.events / memory.stat / cgroup.events and the limit files.
   if (auto f = probes::parseFlatKeyed(text)) {
     for (const auto& [k, v] : f->entries) {
-      if (k.empty() || k.find('\0') != std::string::npos || k.find(' ') != std::string::npos) std::abort();
+      if (k.empty() || k.find('\0') != std::string::npos || k.find(' ') != std::string::npos)
+        std::abort();
       if (f->get(k) != v && f->get(k) < v) std::abort();  // first value of a key wins
     }
   }

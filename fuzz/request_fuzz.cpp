@@ -18,18 +18,17 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
-#include <algorithm>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "config/config.h"
 #include "daemon/dispatch.h"
@@ -89,14 +88,16 @@ struct Units : daemon::Units {
     return Error{0, "Unit " + unit + " not loaded."};
   }
   Status setMemoryMax(const std::string& unit, std::uint64_t bytes) override {
-    if (unit == "a.service") put(root + "/system.slice/a.service/memory.max", std::to_string(bytes) + "\n");
+    if (unit == "a.service")
+      put(root + "/system.slice/a.service/memory.max", std::to_string(bytes) + "\n");
     return Ok{};
   }
   Status killUnit(const std::string&, int) override { return Ok{}; }
   Status stopUnit(const std::string&) override { return Ok{}; }
 };
 struct Journal : journal::Journal {
-  void note(int, const std::string&, const std::vector<std::pair<std::string, std::string>>&) override {}
+  void note(int, const std::string&,
+            const std::vector<std::pair<std::string, std::string>>&) override {}
 };
 
 struct World {
@@ -135,7 +136,8 @@ struct World {
   ~World() {
     ledger.reset();
     std::error_code ec;
-    std::filesystem::remove_all(dir, ec);  // the synthetic host lives in /dev/shm: leave nothing behind
+    std::filesystem::remove_all(dir,
+                                ec);  // the synthetic host lives in /dev/shm: leave nothing behind
   }
 };
 
@@ -144,14 +146,16 @@ World& world() {
   return w;
 }
 
-std::string substitute(const std::string& line, const std::vector<std::string>& leases, const std::string& cgroupRoot) {
+std::string substitute(const std::string& line, const std::vector<std::string>& leases,
+                       const std::string& cgroupRoot) {
   std::string out;
   out.reserve(line.size());
   for (std::size_t i = 0; i < line.size(); ++i) {
     char kind = i + 2 < line.size() ? line[i + 1] : '\0';
     char digit = i + 2 < line.size() ? line[i + 2] : '\0';
     std::size_t k = static_cast<std::size_t>(digit - '0');
-    if (line[i] != '@' || (kind != 'L' && kind != 'C' && kind != 'S') || digit < '0' || digit > '9' || k >= leases.size()) {
+    if (line[i] != '@' || (kind != 'L' && kind != 'C' && kind != 'S') || digit < '0' ||
+        digit > '9' || k >= leases.size()) {
       out += line[i];
       continue;
     }
@@ -184,12 +188,17 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   daemon::Peer peer{4242, 0, 0};
   auto drain = [&] {
     while (auto line = reader.next()) {
-      if (line->text == "!tick") service.tick();
-      else if (line->text == "!sample") service.sample();
-      else if (line->text == "!drop") service.disconnected(conn++);
-      else if (line->text == "!peer") peer.uid = peer.uid == 0 ? 1000 : 0;
+      if (line->text == "!tick")
+        service.tick();
+      else if (line->text == "!sample")
+        service.sample();
+      else if (line->text == "!drop")
+        service.disconnected(conn++);
+      else if (line->text == "!peer")
+        peer.uid = peer.uid == 0 ? 1000 : 0;
       else {
-        if (!line->overflow) line->text = substitute(std::move(line->text), leases, w.dir + "/cgroup");
+        if (!line->overflow)
+          line->text = substitute(std::move(line->text), leases, w.dir + "/cgroup");
         std::size_t before = w.outbox.lines.size();
         dispatcher.line(conn, peer, *line);
         if (dispatcher.internalErrors() != 0) {
@@ -198,8 +207,9 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
         }
         for (std::size_t i = before; i < w.outbox.lines.size(); ++i) {
           json j = json::parse(w.outbox.lines[i]);
-          if (j.value("ok", false) && j.contains("result") && j["result"].is_object() && j["result"].contains("lease") &&
-              j["result"]["lease"].is_string() && leases.size() < 10) {
+          if (j.value("ok", false) && j.contains("result") && j["result"].is_object() &&
+              j["result"].contains("lease") && j["result"]["lease"].is_string() &&
+              leases.size() < 10) {
             std::string id = j["result"]["lease"];
             if (std::find(leases.begin(), leases.end(), id) == leases.end()) leases.push_back(id);
           }

@@ -9,6 +9,8 @@ packages=(
   g++ cmake ninja-build pkg-config
   # fuzzing: clang with libFuzzer and the sanitizer runtimes
   clang libclang-rt-14-dev
+  # the tree's formatting check (scripts/format.sh)
+  clang-format
   # libraries tally links
   libfmt-dev nlohmann-json3-dev libcli11-dev libsystemd-dev libsqlite3-dev libtomlplusplus-dev libdrm-dev
   # tests: a real HTTP client for GET /metrics

@@ -14,6 +14,9 @@ scripts/install-deps.sh
 
 step() { echo; echo "==== $* ===="; }
 
+step "format: the tree matches .clang-format (scripts/format.sh --fix rewrites it)"
+scripts/format.sh
+
 step "build: default (warnings are errors)"
 cmake --preset default >/dev/null
 cmake --build --preset default -j "$jobs"
@@ -63,4 +66,7 @@ step "tests: default build"
 ctest --preset default -j "$jobs"
 
 step "vm: system tests against a real systemd 252 + cgroup v2 (QEMU TCG, one boot; vm/run.sh)"
-vm/run.sh --timeout 900 -- build/default/tests/tally_vm_tests
+# One boot: the system tests, then the observability live tests again where
+# journald listens (on the host their lifecycle lines go to stderr).
+vm/run.sh --timeout 900 --env TALLY_TEST_JOURNALD=required -- \
+  sh -c 'build/default/tests/tally_vm_tests && build/default/tests/tally_live_daemon_tests --gtest_filter="ObservabilityLive.*"'

@@ -9,12 +9,18 @@ namespace tally::admission {
 
 const char* waitName(Wait w) {
   switch (w) {
-    case Wait::Capacity: return "capacity";
-    case Wait::MemoryBudget: return "memory-budget";
-    case Wait::GpuBudget: return "gpu-memory-budget";
-    case Wait::HostHeadroom: return "host-headroom";
-    case Wait::GpuHeadroom: return "gpu-headroom";
-    case Wait::Behind: return "behind-earlier-request";
+    case Wait::Capacity:
+      return "capacity";
+    case Wait::MemoryBudget:
+      return "memory-budget";
+    case Wait::GpuBudget:
+      return "gpu-memory-budget";
+    case Wait::HostHeadroom:
+      return "host-headroom";
+    case Wait::GpuHeadroom:
+      return "gpu-headroom";
+    case Wait::Behind:
+      return "behind-earlier-request";
   }
   return "unknown";
 }
@@ -33,8 +39,10 @@ Status Engine::check(const Request& r) const {
   if (r.pools.empty()) return Error{0, "no pool requested: name one with --pool"};
   std::set<std::string> seen;
   for (const auto& name : r.pools) {
-    if (!seen.insert(name).second) return Error{0, fmt::format("pool '{}' is requested twice", name)};
-    auto it = std::find_if(pools_.begin(), pools_.end(), [&](const config::Pool& p) { return p.name == name; });
+    if (!seen.insert(name).second)
+      return Error{0, fmt::format("pool '{}' is requested twice", name)};
+    auto it = std::find_if(pools_.begin(), pools_.end(),
+                           [&](const config::Pool& p) { return p.name == name; });
     if (it == pools_.end()) {
       std::string known;
       for (const auto& p : pools_) known += fmt::format("{}{}", known.empty() ? "" : ", ", p.name);
@@ -42,17 +50,28 @@ Status Engine::check(const Request& r) const {
     }
     const config::Pool& p = *it;
     if (p.memoryBudget && !r.memoryMax) {
-      return Error{0, fmt::format("pool '{}' has a memory budget; declare this lease's share with --memory-max", name)};
+      return Error{
+          0,
+          fmt::format("pool '{}' has a memory budget; declare this lease's share with --memory-max",
+                      name)};
     }
     if (p.gpuMemoryBudget && !r.gpuMemoryMax) {
-      return Error{0, fmt::format("pool '{}' has a GPU memory budget; declare this lease's share with --gpu-memory-max", name)};
+      return Error{
+          0,
+          fmt::format(
+              "pool '{}' has a GPU memory budget; declare this lease's share with --gpu-memory-max",
+              name)};
     }
     if (p.memoryBudget && *r.memoryMax > *p.memoryBudget) {
-      return Error{0, fmt::format("--memory-max {} is larger than pool '{}''s whole memory budget {}", *r.memoryMax, name, *p.memoryBudget)};
+      return Error{0,
+                   fmt::format("--memory-max {} is larger than pool '{}''s whole memory budget {}",
+                               *r.memoryMax, name, *p.memoryBudget)};
     }
     if (p.gpuMemoryBudget && *r.gpuMemoryMax > *p.gpuMemoryBudget) {
-      return Error{0, fmt::format("--gpu-memory-max {} is larger than pool '{}''s whole GPU memory budget {}", *r.gpuMemoryMax, name,
-                                  *p.gpuMemoryBudget)};
+      return Error{
+          0,
+          fmt::format("--gpu-memory-max {} is larger than pool '{}''s whole GPU memory budget {}",
+                      *r.gpuMemoryMax, name, *p.gpuMemoryBudget)};
     }
   }
   return Ok{};
@@ -99,7 +118,8 @@ std::vector<std::string> Engine::grantArrival(const std::string& id, const Headr
 }
 
 bool Engine::cancel(const std::string& id) {
-  auto it = std::find_if(queue_.begin(), queue_.end(), [&](const Waiting& w) { return w.req.id == id; });
+  auto it =
+      std::find_if(queue_.begin(), queue_.end(), [&](const Waiting& w) { return w.req.id == id; });
   if (it == queue_.end()) return false;
   changedAt(static_cast<std::size_t>(it - queue_.begin()));
   countWaiting(it->req, false);
@@ -129,11 +149,13 @@ Status Engine::hold(Request r) {
       continue;
     }
     const PoolUsage& u = usage_[name];
-    if (u.holders.size() + 1 > p->capacity) over += fmt::format("; pool '{}' is over capacity {}", name, p->capacity);
+    if (u.holders.size() + 1 > p->capacity)
+      over += fmt::format("; pool '{}' is over capacity {}", name, p->capacity);
     if (p->memoryBudget && u.memoryDeclared + r.memoryMax.value_or(0) > *p->memoryBudget) {
       over += fmt::format("; pool '{}' is over its memory budget", name);
     }
-    if (p->gpuMemoryBudget && u.gpuMemoryDeclared + r.gpuMemoryMax.value_or(0) > *p->gpuMemoryBudget) {
+    if (p->gpuMemoryBudget &&
+        u.gpuMemoryDeclared + r.gpuMemoryMax.value_or(0) > *p->gpuMemoryBudget) {
       over += fmt::format("; pool '{}' is over its GPU memory budget", name);
     }
   }
@@ -165,12 +187,17 @@ std::optional<Wait> Engine::fits(const Request& r, const HeadroomFn& headroom) c
     if (!p) return Wait::Capacity;  // unreachable for checked requests
     const PoolUsage& u = usage(name);
     if (u.holders.size() >= p->capacity) return Wait::Capacity;
-    if (p->memoryBudget && u.memoryDeclared + r.memoryMax.value_or(0) > *p->memoryBudget) return Wait::MemoryBudget;
-    if (p->gpuMemoryBudget && u.gpuMemoryDeclared + r.gpuMemoryMax.value_or(0) > *p->gpuMemoryBudget) return Wait::GpuBudget;
+    if (p->memoryBudget && u.memoryDeclared + r.memoryMax.value_or(0) > *p->memoryBudget)
+      return Wait::MemoryBudget;
+    if (p->gpuMemoryBudget &&
+        u.gpuMemoryDeclared + r.gpuMemoryMax.value_or(0) > *p->gpuMemoryBudget)
+      return Wait::GpuBudget;
     if (headroom && (p->memoryBudget || p->gpuMemoryBudget)) {
       Headroom h = headroom(*p);
-      if (p->memoryBudget && h.hostBytes && r.memoryMax && *r.memoryMax > *h.hostBytes) return Wait::HostHeadroom;
-      if (p->gpuMemoryBudget && h.gpuBytes && r.gpuMemoryMax && *r.gpuMemoryMax > *h.gpuBytes) return Wait::GpuHeadroom;
+      if (p->memoryBudget && h.hostBytes && r.memoryMax && *r.memoryMax > *h.hostBytes)
+        return Wait::HostHeadroom;
+      if (p->gpuMemoryBudget && h.gpuBytes && r.gpuMemoryMax && *r.gpuMemoryMax > *h.gpuBytes)
+        return Wait::GpuHeadroom;
     }
   }
   return std::nullopt;
@@ -180,7 +207,8 @@ std::vector<std::string> Engine::grant(const HeadroomFn& headroom) {
   std::vector<std::string> granted;
   std::set<std::string> reserved;  // pools an earlier waiting request still needs
   for (auto it = queue_.begin(); it != queue_.end();) {
-    bool behind = std::any_of(it->req.pools.begin(), it->req.pools.end(), [&](const std::string& p) { return reserved.count(p) != 0; });
+    bool behind = std::any_of(it->req.pools.begin(), it->req.pools.end(),
+                              [&](const std::string& p) { return reserved.count(p) != 0; });
     std::optional<Wait> why = behind ? std::optional<Wait>(Wait::Behind) : fits(it->req, headroom);
     if (!why) {
       add(it->req);
@@ -213,7 +241,8 @@ std::vector<std::string> Engine::expire(std::uint64_t nowUs) {
 }
 
 bool Engine::waiting(const std::string& id) const {
-  return std::any_of(queue_.begin(), queue_.end(), [&](const Waiting& w) { return w.req.id == id; });
+  return std::any_of(queue_.begin(), queue_.end(),
+                     [&](const Waiting& w) { return w.req.id == id; });
 }
 
 const Request* Engine::request(const std::string& id) const {

@@ -100,7 +100,9 @@ class Engine {
     std::optional<Wait> reason;
   };
   std::vector<Queued> queueView() const;
-  Queued at(std::size_t index) const { return {&queue_[index].req, queue_[index].reason}; }  // index < queued()
+  Queued at(std::size_t index) const {
+    return {&queue_[index].req, queue_[index].reason};
+  }  // index < queued()
   std::size_t queued() const { return queue_.size(); }
   // The first queue index whose position changed since positionsSeen(): a
   // request behind a removed or inserted one moved; an appended one is new.

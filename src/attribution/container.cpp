@@ -82,12 +82,18 @@ std::optional<Workload> slurm(const std::vector<std::string_view>& parts) {
 
 const char* toString(WorkloadKind k) {
   switch (k) {
-    case WorkloadKind::kPodman: return "podman";
-    case WorkloadKind::kPodmanConmon: return "podman-conmon";
-    case WorkloadKind::kDocker: return "docker";
-    case WorkloadKind::kKubernetesPod: return "kubernetes-pod";
-    case WorkloadKind::kSlurmStep: return "slurm-step";
-    case WorkloadKind::kSystemdUnit: return "systemd-unit";
+    case WorkloadKind::kPodman:
+      return "podman";
+    case WorkloadKind::kPodmanConmon:
+      return "podman-conmon";
+    case WorkloadKind::kDocker:
+      return "docker";
+    case WorkloadKind::kKubernetesPod:
+      return "kubernetes-pod";
+    case WorkloadKind::kSlurmStep:
+      return "slurm-step";
+    case WorkloadKind::kSystemdUnit:
+      return "systemd-unit";
   }
   return "?";
 }
@@ -101,18 +107,18 @@ std::optional<Workload> classifyCgroup(std::string_view path) {
   // Innermost container scope wins (a container nested in a unit).
   for (auto it = parts.rbegin(); it != parts.rend(); ++it) {
     if (auto id = scopeId(*it, "libpod-conmon-"))
-      return Workload{WorkloadKind::kPodmanConmon, std::string(*id), "podman-conmon:" + shortId(*id),
-                      std::nullopt, std::nullopt};
+      return Workload{WorkloadKind::kPodmanConmon, std::string(*id),
+                      "podman-conmon:" + shortId(*id), std::nullopt, std::nullopt};
     if (auto id = scopeId(*it, "libpod-"))
-      return Workload{WorkloadKind::kPodman, std::string(*id), "podman:" + shortId(*id), std::nullopt,
-                      std::nullopt};
+      return Workload{WorkloadKind::kPodman, std::string(*id), "podman:" + shortId(*id),
+                      std::nullopt, std::nullopt};
     if (auto id = scopeId(*it, "docker-"))
-      return Workload{WorkloadKind::kDocker, std::string(*id), "docker:" + shortId(*id), std::nullopt,
-                      std::nullopt};
+      return Workload{WorkloadKind::kDocker, std::string(*id), "docker:" + shortId(*id),
+                      std::nullopt, std::nullopt};
     // cgroupfs-driver docker: /docker/<64 hex>
     if (it + 1 != parts.rend() && *(it + 1) == "docker" && isHexId(*it))
-      return Workload{WorkloadKind::kDocker, std::string(*it), "docker:" + shortId(*it), std::nullopt,
-                      std::nullopt};
+      return Workload{WorkloadKind::kDocker, std::string(*it), "docker:" + shortId(*it),
+                      std::nullopt, std::nullopt};
   }
   for (auto it = parts.rbegin(); it != parts.rend(); ++it) {
     if (endsWith(*it, ".service") || endsWith(*it, ".scope"))

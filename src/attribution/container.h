@@ -9,19 +9,20 @@
 namespace tally::attribution {
 
 enum class WorkloadKind {
-  kPodman,        // .../libpod-<id>.scope
-  kPodmanConmon,  // .../libpod-conmon-<id>.scope: podman's monitor, not the container
-  kDocker,        // .../docker-<id>.scope or /docker/<id>
-  kKubernetesPod, // .../kubepods.../pod<uid>/... (systemd or cgroupfs driver)
-  kSlurmStep,     // .../job_<id>/step_<n>/...
-  kSystemdUnit,   // the deepest *.service or *.scope
+  kPodman,         // .../libpod-<id>.scope
+  kPodmanConmon,   // .../libpod-conmon-<id>.scope: podman's monitor, not the container
+  kDocker,         // .../docker-<id>.scope or /docker/<id>
+  kKubernetesPod,  // .../kubepods.../pod<uid>/... (systemd or cgroupfs driver)
+  kSlurmStep,      // .../job_<id>/step_<n>/...
+  kSystemdUnit,    // the deepest *.service or *.scope
 };
 const char* toString(WorkloadKind k);
 
 struct Workload {
   WorkloadKind kind = WorkloadKind::kSystemdUnit;
-  std::string id;     // container id, pod uid, Slurm job id, or unit name
-  std::string name;   // display: "podman:1a2b3c4d5e6f", "k8s-pod:<uid>", "slurm:42.0", "unit:x.service"
+  std::string id;  // container id, pod uid, Slurm job id, or unit name
+  std::string
+      name;  // display: "podman:1a2b3c4d5e6f", "k8s-pod:<uid>", "slurm:42.0", "unit:x.service"
   std::optional<std::string> container;  // k8s: the container id below the pod, when present
   std::optional<std::string> step;       // slurm: step name ("0", "batch", "extern")
 };

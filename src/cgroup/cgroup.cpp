@@ -21,7 +21,8 @@ Result<std::uint64_t> Cgroup::bytes(const char* file) const {
   auto text = dir_.read(file, 64);
   if (!text) return text.error();
   auto v = probes::parseSysfsU64(*text);
-  if (!v) return Error{0, fmt::format("{} reads '{}'", describe(file), text::trim(*text).substr(0, 32))};
+  if (!v)
+    return Error{0, fmt::format("{} reads '{}'", describe(file), text::trim(*text).substr(0, 32))};
   return *v;
 }
 
@@ -29,7 +30,9 @@ Result<probes::MemoryLimit> Cgroup::limit(const char* file) const {
   auto text = dir_.read(file, 256);
   if (!text) return text.error();
   auto l = probes::parseMemoryLimit(*text);
-  if (!l) return Error{0, fmt::format("{} reads '{}', not a limit", describe(file), text::trim(*text).substr(0, 32))};
+  if (!l)
+    return Error{0, fmt::format("{} reads '{}', not a limit", describe(file),
+                                text::trim(*text).substr(0, 32))};
   return *l;
 }
 
@@ -45,7 +48,9 @@ Result<bool> Cgroup::oomGroup() const {
   auto text = dir_.read(file::kMemoryOomGroup, 64);
   if (!text) return text.error();
   auto v = text::parseU64(text::trim(*text));
-  if (!v || *v > 1) return Error{0, fmt::format("{} reads '{}'", describe(file::kMemoryOomGroup), text::trim(*text).substr(0, 32))};
+  if (!v || *v > 1)
+    return Error{0, fmt::format("{} reads '{}'", describe(file::kMemoryOomGroup),
+                                text::trim(*text).substr(0, 32))};
   return *v == 1;
 }
 
@@ -56,7 +61,8 @@ Result<bool> Cgroup::populated() const {
     return text.error();
   }
   auto ev = probes::parseFlatKeyed(*text);
-  if (!ev || !ev->get("populated")) return Error{0, fmt::format("{} has no 'populated' line", describe(file::kEvents))};
+  if (!ev || !ev->get("populated"))
+    return Error{0, fmt::format("{} has no 'populated' line", describe(file::kEvents))};
   return *ev->get("populated") == 1;
 }
 
@@ -110,15 +116,19 @@ FinalCounters readFinalCounters(const Cgroup& cgroup) {
   if (auto peak = cg->memoryPeak()) {
     c.memoryPeak = *peak;
   } else if (peak.error().code == ENOENT) {
-    c.memoryPeakUnknown = gone ? fmt::format("{}: the cgroup was removed before its counters were read", cg->describe(file::kMemoryPeak))
-                               : fmt::format("no {} (needs Linux 5.19)", file::kMemoryPeak);
+    c.memoryPeakUnknown =
+        gone ? fmt::format("{}: the cgroup was removed before its counters were read",
+                           cg->describe(file::kMemoryPeak))
+             : fmt::format("no {} (needs Linux 5.19)", file::kMemoryPeak);
   } else {
     c.memoryPeakUnknown = peak.error().message;
   }
   if (auto swap = cg->swapPeak()) c.swapPeak = *swap;
   if (auto st = cg->memoryStat()) c.stat = std::move(*st);
-  if (ev) c.events = std::move(*ev);
-  else c.eventsUnknown = ev.error().message;
+  if (ev)
+    c.events = std::move(*ev);
+  else
+    c.eventsUnknown = ev.error().message;
   return c;
 }
 

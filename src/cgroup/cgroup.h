@@ -57,7 +57,9 @@ class Cgroup {
   std::string describe(std::string_view file) const { return dir_.describe(file); }
 
   // Whole files, for the parsers and for messages that quote them.
-  Result<std::string> read(const char* file, std::size_t limit = 64 * 1024) const { return dir_.read(file, limit); }
+  Result<std::string> read(const char* file, std::size_t limit = 64 * 1024) const {
+    return dir_.read(file, limit);
+  }
   // fstatat of one of its files, without following a symlink.
   Result<struct stat> statFile(const char* file) const { return dir_.lstat(file); }
 
@@ -83,14 +85,21 @@ class Cgroup {
 
   // cgroup.kill: SIGKILL to every process below, atomically (Linux 5.14+).
   Status kill() const { return dir_.write(file::kKill, "1"); }
-  Status setMemoryMax(std::uint64_t bytes) const { return dir_.write(file::kMemoryMax, std::to_string(bytes)); }
-  Status setMemoryHigh(std::uint64_t bytes) const { return dir_.write(file::kMemoryHigh, std::to_string(bytes)); }
-  Status setMemorySwapMax(std::uint64_t bytes) const { return dir_.write(file::kMemorySwapMax, std::to_string(bytes)); }
+  Status setMemoryMax(std::uint64_t bytes) const {
+    return dir_.write(file::kMemoryMax, std::to_string(bytes));
+  }
+  Status setMemoryHigh(std::uint64_t bytes) const {
+    return dir_.write(file::kMemoryHigh, std::to_string(bytes));
+  }
+  Status setMemorySwapMax(std::uint64_t bytes) const {
+    return dir_.write(file::kMemorySwapMax, std::to_string(bytes));
+  }
   Status setOomGroup(bool on) const { return dir_.write(file::kMemoryOomGroup, on ? "1" : "0"); }
   Status addProcess(pid_t pid) const { return dir_.write(file::kProcs, std::to_string(pid)); }
 
  private:
-  Cgroup(fs::Root dir, std::string path, struct stat st) : dir_(std::move(dir)), path_(std::move(path)), stat_(st) {}
+  Cgroup(fs::Root dir, std::string path, struct stat st)
+      : dir_(std::move(dir)), path_(std::move(path)), stat_(st) {}
   Result<std::uint64_t> bytes(const char* file) const;
   Result<probes::MemoryLimit> limit(const char* file) const;
   Result<probes::FlatKeyed> flat(const char* file) const;

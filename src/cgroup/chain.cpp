@@ -7,7 +7,8 @@
 
 namespace tally::cgroup {
 
-Chain controllerChain(const fs::Root& cgroupRoot, const std::string& target, const std::string& controller) {
+Chain controllerChain(const fs::Root& cgroupRoot, const std::string& target,
+                      const std::string& controller) {
   Chain c;
   std::vector<std::string> levels{"/"};
   for (std::size_t i = 1; i <= target.size(); ++i) {
@@ -23,8 +24,9 @@ Chain controllerChain(const fs::Root& cgroupRoot, const std::string& target, con
     l.cgroup = level;
     l.available = text::hasWord(text::trim(*controllers), controller);
     if (subtree) l.enabledForChildren = text::hasWord(text::trim(*subtree), controller);
-    l.evidence = fmt::format("{} = \"{}\"; {} = \"{}\"", cg->describe(file::kControllers), text::trim(*controllers),
-                             file::kSubtreeControl, subtree ? std::string(text::trim(*subtree)) : "unreadable");
+    l.evidence = fmt::format("{} = \"{}\"; {} = \"{}\"", cg->describe(file::kControllers),
+                             text::trim(*controllers), file::kSubtreeControl,
+                             subtree ? std::string(text::trim(*subtree)) : "unreadable");
     c.availableAtEnd = l.available;
     c.reachedTarget = level == target;
     c.enabledAll = c.enabledAll && l.enabledForChildren.value_or(false);

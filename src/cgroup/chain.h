@@ -14,9 +14,9 @@ namespace tally::cgroup {
 
 struct ChainLevel {
   std::string cgroup;
-  bool available = false;              // in its cgroup.controllers
+  bool available = false;                  // in its cgroup.controllers
   std::optional<bool> enabledForChildren;  // in its cgroup.subtree_control (absent: unreadable)
-  std::string evidence;                // what was read, where
+  std::string evidence;                    // what was read, where
 };
 
 struct Chain {
@@ -27,6 +27,7 @@ struct Chain {
 };
 
 // Stops at the first level that does not exist yet (systemd makes tally.slice on first use).
-Chain controllerChain(const fs::Root& cgroupRoot, const std::string& target, const std::string& controller);
+Chain controllerChain(const fs::Root& cgroupRoot, const std::string& target,
+                      const std::string& controller);
 
 }  // namespace tally::cgroup

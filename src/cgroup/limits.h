@@ -30,6 +30,7 @@ struct AppliedLimits {
 // to a page boundary (down when written by systemd through the kernel's
 // page_counter_memparse). Either neighbouring boundary is accepted; anything
 // else is a mismatch.
-bool limitMatches(const std::optional<std::uint64_t>& declared, const probes::MemoryLimit& read, std::uint64_t pageSize);
+bool limitMatches(const std::optional<std::uint64_t>& declared, const probes::MemoryLimit& read,
+                  std::uint64_t pageSize);
 
 }  // namespace tally::cgroup

@@ -5,8 +5,10 @@
 namespace tally::cgroup {
 
 Result<std::string> canonicalPath(std::string_view path) {
-  if (path.empty() || path[0] != '/') return Error{0, "must be an absolute cgroup path such as /system.slice/llama.service"};
-  if (path.size() > kMaxPathBytes) return Error{0, fmt::format("is longer than {} bytes", kMaxPathBytes)};
+  if (path.empty() || path[0] != '/')
+    return Error{0, "must be an absolute cgroup path such as /system.slice/llama.service"};
+  if (path.size() > kMaxPathBytes)
+    return Error{0, fmt::format("is longer than {} bytes", kMaxPathBytes)};
   if (path.find('\0') != std::string_view::npos || path.find('\n') != std::string_view::npos) {
     return Error{0, "contains a NUL or newline byte"};
   }

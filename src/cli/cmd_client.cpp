@@ -1,18 +1,17 @@
 #include "cli/cmd_client.h"
 
-
 #include <fmt/format.h>
 #include <time.h>
 
 #include "cli/exit_codes.h"
 #include "cli/option_values.h"
-#include "report/gpu_report.h"
 #include "cli/socket_path.h"
+#include "report/gpu_report.h"
 #include "rpc/client.h"
 #include "rpc/lease_api.h"
 #include "top/view.h"
-#include "util/text.h"
 #include "util/clock.h"
+#include "util/text.h"
 #include "util/units.h"
 
 namespace tally::cli {
@@ -28,16 +27,19 @@ std::string ageText(const json& ns) {
   if (!ns.is_number_unsigned()) return "-";
   timespec now{};
   clock_gettime(CLOCK_REALTIME, &now);
-  auto nowNs = static_cast<std::uint64_t>(now.tv_sec) * 1000000000u + static_cast<std::uint64_t>(now.tv_nsec);
-  std::uint64_t s = nowNs > ns.get<std::uint64_t>() ? (nowNs - ns.get<std::uint64_t>()) / 1000000000u : 0;
+  auto nowNs = static_cast<std::uint64_t>(now.tv_sec) * 1000000000u +
+               static_cast<std::uint64_t>(now.tv_nsec);
+  std::uint64_t s =
+      nowNs > ns.get<std::uint64_t>() ? (nowNs - ns.get<std::uint64_t>()) / 1000000000u : 0;
   if (s < 120) return fmt::format("{}s", s);
   if (s < 7200) return fmt::format("{}m", s / 60);
   return fmt::format("{}h", s / 3600);
 }
 
 // One call; errors printed with the command's name. Exit code in `rc`.
-std::optional<rpc::Message> callDaemon(const char* cmd, const ClientOptions& o, const std::string& method, const json& params,
-                                       int& rc, const rpc::Client::EventFn& onEvent = {}) {
+std::optional<rpc::Message> callDaemon(const char* cmd, const ClientOptions& o,
+                                       const std::string& method, const json& params, int& rc,
+                                       const rpc::Client::EventFn& onEvent = {}) {
   std::string path = socketPath(o.socket);
   auto client = rpc::Client::connect(path);
   if (!client) {
@@ -53,7 +55,9 @@ std::optional<rpc::Message> callDaemon(const char* cmd, const ClientOptions& o, 
   }
   if (!m->ok) {
     fmt::print(stderr, "tally {}: {} ({})\n", cmd, m->error.message, m->error.code);
-    rc = m->error.code == rpc::code::kBadRequest || m->error.code == rpc::code::kInvalidParams ? kExitUsage : kExitRefused;
+    rc = m->error.code == rpc::code::kBadRequest || m->error.code == rpc::code::kInvalidParams
+             ? kExitUsage
+             : kExitRefused;
     return std::nullopt;
   }
   rc = kExitOk;
@@ -61,26 +65,31 @@ std::optional<rpc::Message> callDaemon(const char* cmd, const ClientOptions& o, 
 }
 
 void printLeases(const json& leases) {
-  fmt::print("{:<12}  {:<16}  {:<7}  {:<8}  {:<14}  {:>10}  {:>10}  {:>10}  {:>10}  {}\n", "LEASE", "NAME", "KIND", "STATE", "POOLS",
-             "MEM-MAX", "MEM-NOW", "GPU-MAX", "GPU-NOW", "AGE/QUEUE");
+  fmt::print("{:<12}  {:<16}  {:<7}  {:<8}  {:<14}  {:>10}  {:>10}  {:>10}  {:>10}  {}\n", "LEASE",
+             "NAME", "KIND", "STATE", "POOLS", "MEM-MAX", "MEM-NOW", "GPU-MAX", "GPU-NOW",
+             "AGE/QUEUE");
   for (const auto& l : leases) {
     std::string pools;
-    for (const auto& p : l["pools"]) pools += fmt::format("{}{}", pools.empty() ? "" : ",", p.get<std::string>());
+    for (const auto& p : l["pools"])
+      pools += fmt::format("{}{}", pools.empty() ? "" : ",", p.get<std::string>());
     std::string state = l.value("state", "?");
-    std::string where = state == "queued" ? fmt::format("#{} ({})", l["position"].is_number() ? l["position"].dump() : "?",
-                                                        l["waiting_for"].is_string() ? l["waiting_for"].get<std::string>() : "-")
-                                          : ageText(l.contains("started_at_ns") ? l["started_at_ns"] : l["granted_at_ns"]);
+    std::string where =
+        state == "queued"
+            ? fmt::format("#{} ({})", l["position"].is_number() ? l["position"].dump() : "?",
+                          l["waiting_for"].is_string() ? l["waiting_for"].get<std::string>() : "-")
+            : ageText(l.contains("started_at_ns") ? l["started_at_ns"] : l["granted_at_ns"]);
     json mem = l.contains("memory") ? l["memory"]["current_bytes"] : json();
     json gpu = l.contains("gpu") ? l["gpu"]["current_bytes"] : json();
-    fmt::print("{:<12}  {:<16}  {:<7}  {:<8}  {:<14}  {:>10}  {:>10}  {:>10}  {:>10}  {}\n", l.value("lease", ""), l.value("name", ""),
-               l.value("kind", ""), state, pools, bytesText(l["declared"]["memory_max"]), bytesText(mem),
+    fmt::print("{:<12}  {:<16}  {:<7}  {:<8}  {:<14}  {:>10}  {:>10}  {:>10}  {:>10}  {}\n",
+               l.value("lease", ""), l.value("name", ""), l.value("kind", ""), state, pools,
+               bytesText(l["declared"]["memory_max"]), bytesText(mem),
                bytesText(l["declared"]["gpu_memory_max"]), bytesText(gpu), where);
   }
 }
 
 void printPools(const json& pools) {
-  fmt::print("{:<12}  {:>9}  {:>6}  {:>21}  {:>21}  {:>10}  {:>10}\n", "POOL", "HOLDERS", "QUEUE", "MEMORY DECL/BUDGET",
-             "GPU DECL/BUDGET", "HOST-FREE", "GPU-FREE");
+  fmt::print("{:<12}  {:>9}  {:>6}  {:>21}  {:>21}  {:>10}  {:>10}\n", "POOL", "HOLDERS", "QUEUE",
+             "MEMORY DECL/BUDGET", "GPU DECL/BUDGET", "HOST-FREE", "GPU-FREE");
   for (const auto& p : pools) {
     auto pair = [](const json& declared, const json& budget) {
       if (!budget.is_number_unsigned()) return std::string("- (no budget)");
@@ -88,7 +97,8 @@ void printPools(const json& pools) {
     };
     fmt::print("{:<12}  {:>9}  {:>6}  {:>21}  {:>21}  {:>10}  {:>10}\n", p.value("pool", ""),
                fmt::format("{}/{}", p["holders"].size(), p.value("capacity", 0)), p["queue"].size(),
-               pair(p["memory_declared"], p["memory_budget"]), pair(p["gpu_memory_declared"], p["gpu_memory_budget"]),
+               pair(p["memory_declared"], p["memory_budget"]),
+               pair(p["gpu_memory_declared"], p["gpu_memory_budget"]),
                bytesText(p["headroom"]["host_bytes"]), bytesText(p["headroom"]["gpu_bytes"]));
   }
 }
@@ -97,7 +107,8 @@ void printPools(const json& pools) {
 
 void addSocketOption(CLI::App* cmd, std::string& socket) {
   cmd->add_option("--socket", socket,
-                  "the daemon's socket (default: $TALLY_SOCKET, else the socket in /etc/tally/tally.toml, else /run/tally/tally.sock)");
+                  "the daemon's socket (default: $TALLY_SOCKET, else the socket in "
+                  "/etc/tally/tally.toml, else /run/tally/tally.sock)");
 }
 
 ClientCommands addClientCommands(CLI::App& app, ClientOptions& o) {
@@ -109,91 +120,132 @@ ClientCommands addClientCommands(CLI::App& app, ClientOptions& o) {
 
   auto* lease = app.add_subcommand("lease", "One lease: show it, or release it");
   lease->require_subcommand(1);
-  c.leaseShow = lease->add_subcommand("show", "A lease's state, meters and ledger rows (live or ended)");
+  c.leaseShow =
+      lease->add_subcommand("show", "A lease's state, meters and ledger rows (live or ended)");
   c.leaseShow->add_option("ID", o.leaseId, "the lease id")->required();
   c.leaseShow->add_flag("--json", o.json, "print as JSON");
   addSocketOption(c.leaseShow, o.socket);
   c.leaseRelease = lease->add_subcommand("release", "End a lease (its owner or root)");
   c.leaseRelease->footer(
-      "A queued request is cancelled. A granted lease that never started is withdrawn. An attached\n"
+      "A queued request is cancelled. A granted lease that never started is withdrawn. An "
+      "attached\n"
       "lease ends now with its final counters recorded; the workload goes on outside the lease.\n"
       "A running 'tally run' lease is stopped: SIGTERM to its processes, SIGKILL after 10 s; its\n"
-      "client records the outcome. Exit status: 0 ok, 3 no daemon, 5 refused (not yours, not found).");
+      "client records the outcome. Exit status: 0 ok, 3 no daemon, 5 refused (not yours, not "
+      "found).");
   c.leaseRelease->add_option("ID", o.leaseId, "the lease id")->required();
   c.leaseRelease->add_flag("--json", o.json, "print the reply as JSON");
   addSocketOption(c.leaseRelease, o.socket);
 
-  c.pools = app.add_subcommand("pools", "Pools: holders, queue, budgets declared/used, measured headroom");
-  c.pools->footer("Headroom is measured (MemAvailable; device mem_info_* free) minus what holders declared but do not use yet;\n"
-                  "it can delay a grant, never allow one past a budget. '-' = not measurable here.");
+  c.pools = app.add_subcommand("pools",
+                               "Pools: holders, queue, budgets declared/used, measured headroom");
+  c.pools->footer(
+      "Headroom is measured (MemAvailable; device mem_info_* free) minus what holders declared but "
+      "do not use yet;\n"
+      "it can delay a grant, never allow one past a budget. '-' = not measurable here.");
   addSocketOption(c.pools, o.socket);
   c.pools->add_flag("--json", o.json, "print the pools as JSON");
 
-  c.attach = app.add_subcommand("attach", "Lease a workload that already runs: a unit, a cgroup or a process's cgroup");
+  c.attach = app.add_subcommand(
+      "attach", "Lease a workload that already runs: a unit, a cgroup or a process's cgroup");
   c.attach->footer(
-      "The daemon admits the lease like any other (pools, budgets, queue), then meters the workload's\n"
-      "cgroup: memory from the cgroup, GPU memory from DRM fdinfo of its processes. --memory-max on a\n"
-      "systemd unit is applied with SetUnitProperties (runtime) and read back from memory.max; on a\n"
-      "plain cgroup it is written to memory.max. The lease ends when the cgroup empties (inotify on\n"
+      "The daemon admits the lease like any other (pools, budgets, queue), then meters the "
+      "workload's\n"
+      "cgroup: memory from the cgroup, GPU memory from DRM fdinfo of its processes. --memory-max "
+      "on a\n"
+      "systemd unit is applied with SetUnitProperties (runtime) and read back from memory.max; on "
+      "a\n"
+      "plain cgroup it is written to memory.max. The lease ends when the cgroup empties (inotify "
+      "on\n"
       "cgroup.events) or on 'tally lease release ID', with the final counters recorded.\n\n"
       "Examples:\n"
       "  tally attach --unit llama-server.service --pool gpu --gpu-memory-max 48GiB --name llama\n"
       "  tally attach --pid $(pidof ollama) --pool gpu --gpu-memory-max 20G\n"
-      "  tally attach --cgroup /machine.slice/libpod-3f2a.scope --pool gpu --memory-max 16G --gpu-memory-max 16G\n"
-      "Exit status: 0 attached (the lease id is printed), 2 usage, 3 no daemon, 5 refused or timed out.");
-  auto* unit = c.attach->add_option("--unit", o.unit, "a running systemd unit (.service, .scope, .slice) of the system manager");
-  auto* cgroup = c.attach->add_option("--cgroup", o.cgroup, "a cgroup v2 path, e.g. /system.slice/llama.service");
+      "  tally attach --cgroup /machine.slice/libpod-3f2a.scope --pool gpu --memory-max 16G "
+      "--gpu-memory-max 16G\n"
+      "Exit status: 0 attached (the lease id is printed), 2 usage, 3 no daemon, 5 refused or timed "
+      "out.");
+  auto* unit = c.attach->add_option(
+      "--unit", o.unit, "a running systemd unit (.service, .scope, .slice) of the system manager");
+  auto* cgroup = c.attach->add_option("--cgroup", o.cgroup,
+                                      "a cgroup v2 path, e.g. /system.slice/llama.service");
   auto* pid = c.attach->add_option("--pid", o.pid, "a process: its cgroup is leased");
   unit->excludes(cgroup)->excludes(pid);
   cgroup->excludes(pid);
-  c.attach->add_option("--pool", o.pools, "a pool to hold (repeat for several; granted all at once)")->required();
-  c.attach->add_option("--memory-max", o.memoryMax, "declared host memory (counts against memory_budget; applied as MemoryMax)");
-  c.attach->add_option("--gpu-memory-max", o.gpuMemoryMax,
-                       "declared GPU memory, GTT+VRAM (counts against gpu_memory_budget); the daemon kills the\n"
-                       "workload's cgroup when its GPU memory stays over it (docs/enforcement.md)");
-  c.attach->add_option("--gpu-memory-high", o.gpuMemoryHigh, "GPU memory level that raises an event when crossed; never kills");
-  c.attach->add_option("--gpu-memory-action", o.gpuAction, "what --gpu-memory-max does: kill the cgroup, or report only")
+  c.attach
+      ->add_option("--pool", o.pools, "a pool to hold (repeat for several; granted all at once)")
+      ->required();
+  c.attach->add_option("--memory-max", o.memoryMax,
+                       "declared host memory (counts against memory_budget; applied as MemoryMax)");
+  c.attach->add_option(
+      "--gpu-memory-max", o.gpuMemoryMax,
+      "declared GPU memory, GTT+VRAM (counts against gpu_memory_budget); the daemon kills the\n"
+      "workload's cgroup when its GPU memory stays over it (docs/enforcement.md)");
+  c.attach->add_option("--gpu-memory-high", o.gpuMemoryHigh,
+                       "GPU memory level that raises an event when crossed; never kills");
+  c.attach
+      ->add_option("--gpu-memory-action", o.gpuAction,
+                   "what --gpu-memory-max does: kill the cgroup, or report only")
       ->check(CLI::IsMember({"kill", "report"}))
       ->default_str("kill");
-  c.attach->add_option("--gpu-over-samples", o.gpuOverSamples, "consecutive daemon samples over --gpu-memory-max before acting")
+  c.attach
+      ->add_option("--gpu-over-samples", o.gpuOverSamples,
+                   "consecutive daemon samples over --gpu-memory-max before acting")
       ->check(CLI::Range(1u, 100u))
       ->default_str("2");
   c.attach->add_option("--name", o.name, "label for the lease");
-  c.attach->add_option("--attr", o.attrs,
-                       "KEY=VALUE the operator declares about the workload, shown in seat rows and metrics as\n"
-                       "declared (e.g. --attr model=qwen3-32b --attr context_window=32768); repeatable, up to 16");
-  c.attach->add_option("--priority", o.priority, "queue priority, -100..100 (higher first)")->default_str("0");
-  c.attach->add_option("--queue-timeout", o.queueTimeout, "give up waiting after this long (e.g. 30s; default: the daemon's)");
+  c.attach->add_option(
+      "--attr", o.attrs,
+      "KEY=VALUE the operator declares about the workload, shown in seat rows and metrics as\n"
+      "declared (e.g. --attr model=qwen3-32b --attr context_window=32768); repeatable, up to 16");
+  c.attach->add_option("--priority", o.priority, "queue priority, -100..100 (higher first)")
+      ->default_str("0");
+  c.attach->add_option("--queue-timeout", o.queueTimeout,
+                       "give up waiting after this long (e.g. 30s; default: the daemon's)");
   c.attach->add_flag("--json", o.json, "print the lease as JSON");
   addSocketOption(c.attach, o.socket);
 
-  c.events = app.add_subcommand("events", "Follow the daemon's events: GPU bound (high, kill, report) and coverage");
+  c.events = app.add_subcommand(
+      "events", "Follow the daemon's events: GPU bound (high, kill, report) and coverage");
   c.events->footer(
-      "Subscribes to the daemon and prints each event as it happens, one line each (JSON with --json):\n"
-      "  gpu-memory-kill lease 1f0c2a9b3e7d (llama): killed by tally: GPU memory 41.2 GiB over ...\n"
-      "Exit status: 0 done (interrupted, --count reached or --timeout passed), 1 --timeout passed before\n"
+      "Subscribes to the daemon and prints each event as it happens, one line each (JSON with "
+      "--json):\n"
+      "  gpu-memory-kill lease 1f0c2a9b3e7d (llama): killed by tally: GPU memory 41.2 GiB over "
+      "...\n"
+      "Exit status: 0 done (interrupted, --count reached or --timeout passed), 1 --timeout passed "
+      "before\n"
       "--count events, 3 no daemon.");
-  c.events->add_option("--count", o.count, "exit after this many events (default: follow until interrupted)");
+  c.events->add_option("--count", o.count,
+                       "exit after this many events (default: follow until interrupted)");
   c.events->add_option("--timeout", o.eventsTimeout, "stop following after this long (e.g. 30s)");
   c.events->add_flag("--json", o.json, "one JSON object per event");
   addSocketOption(c.events, o.socket);
 
-  c.seats = app.add_subcommand("seats", "One row per lease: running, host and GPU memory against limits, fresh or stale");
+  c.seats = app.add_subcommand(
+      "seats", "One row per lease: running, host and GPU memory against limits, fresh or stale");
   c.seats->footer(
-      "A seat row is measured (cgroup memory.current/peak/max, DRM fdinfo per region), declared (limits,\n"
-      "--attr attributes), or absent with the reason. 'running' is cgroup.events populated, read now.\n"
+      "A seat row is measured (cgroup memory.current/peak/max, DRM fdinfo per region), declared "
+      "(limits,\n"
+      "--attr attributes), or absent with the reason. 'running' is cgroup.events populated, read "
+      "now.\n"
       "A row not sampled within 2 x sample_interval is stale: it shows no figures at all ('-'),\n"
-      "never the last value as if it were current. The JSON rows are the daemon's 'seats' RPC reply.\n"
+      "never the last value as if it were current. The JSON rows are the daemon's 'seats' RPC "
+      "reply.\n"
       "Exit status: 0 ok, 3 the daemon cannot be reached.");
-  c.seats->add_flag("--json", o.json, "print the rows as JSON (with observed_at_ns and sample_interval_us)");
+  c.seats->add_flag("--json", o.json,
+                    "print the rows as JSON (with observed_at_ns and sample_interval_us)");
   addSocketOption(c.seats, o.socket);
 
-  c.metrics = app.add_subcommand("metrics", "Print the daemon's metrics in the Prometheus text format");
+  c.metrics =
+      app.add_subcommand("metrics", "Print the daemon's metrics in the Prometheus text format");
   c.metrics->footer(
-      "Leases (host and GPU memory, limits, running, fresh), pools (holders, queue, budgets, headroom),\n"
-      "devices (GTT/VRAM used and total), unattributed GPU memory, coverage, and counters of GPU bound\n"
+      "Leases (host and GPU memory, limits, running, fresh), pools (holders, queue, budgets, "
+      "headroom),\n"
+      "devices (GTT/VRAM used and total), unattributed GPU memory, coverage, and counters of GPU "
+      "bound\n"
       "events and lease outcomes. A figure tally did not measure has no sample (never 0).\n"
-      "The daemon can also keep a node_exporter textfile (--metrics-textfile) and serve GET /metrics on\n"
+      "The daemon can also keep a node_exporter textfile (--metrics-textfile) and serve GET "
+      "/metrics on\n"
       "loopback (--metrics-listen 127.0.0.1:9464). Check: tally metrics | promtool check metrics\n"
       "Exit status: 0 ok, 3 the daemon cannot be reached.");
   addSocketOption(c.metrics, o.socket);
@@ -205,7 +257,8 @@ namespace {
 // tally events: subscribe, then print each event as it comes.
 int followEvents(const ClientOptions& o) {
   std::optional<std::uint64_t> timeoutUs;
-  if (!durationOption("events", "--timeout", o.eventsTimeout, timeoutUs)) return kExitUsage;  // before connecting
+  if (!durationOption("events", "--timeout", o.eventsTimeout, timeoutUs))
+    return kExitUsage;  // before connecting
   std::string path = socketPath(o.socket);
   auto client = rpc::Client::connect(path);
   if (!client) {
@@ -241,7 +294,8 @@ int followEvents(const ClientOptions& o) {
     if (o.json) {
       fmt::print("{}\n", e.dump());
     } else if (e.value("event", "") == "gpu-bound") {
-      fmt::print("{} lease {} ({}): {}\n", e.value("kind", "?"), e.value("lease", "?"), e.value("name", "?"), e.value("summary", ""));
+      fmt::print("{} lease {} ({}): {}\n", e.value("kind", "?"), e.value("lease", "?"),
+                 e.value("name", "?"), e.value("summary", ""));
     } else {
       fmt::print("{}: {}\n", e.value("event", "?"), e.value("verdict", e.dump()));
     }
@@ -259,43 +313,61 @@ int runClientCommand(const ClientCommands& c, const ClientOptions& o) {
   if (c.leases->parsed()) {
     auto m = callDaemon("leases", o, "leases", json::object(), rc);
     if (!m) return rc;
-    if (o.json) fmt::print("{}\n", m->result["leases"].dump(2));
-    else printLeases(m->result["leases"]);
+    if (o.json)
+      fmt::print("{}\n", m->result["leases"].dump(2));
+    else
+      printLeases(m->result["leases"]);
     return kExitOk;
   }
   if (c.leaseShow->parsed()) {
-    auto m = callDaemon("lease show", o, "lease", rpc::api::encode(rpc::api::LeaseRef{o.leaseId}), rc);
+    auto m =
+        callDaemon("lease show", o, "lease", rpc::api::encode(rpc::api::LeaseRef{o.leaseId}), rc);
     if (!m) return rc;
     if (o.json) {
       fmt::print("{}\n", m->result.dump(2));
       return kExitOk;
     }
     const json& r = m->result;
-    fmt::print("lease {} ({}, {}): {}\n", r.value("lease", ""), r.value("name", "-"), r.value("kind", "-"), r.value("state", "?"));
-    if (r.contains("cgroup")) fmt::print("  cgroup {}{}\n", r["cgroup"].get<std::string>(), r.contains("unit") ? fmt::format(" (unit {})", r["unit"].get<std::string>()) : "");
-    if (r.contains("memory")) fmt::print("  memory now {}, sampled peak {} (cgroup)\n", bytesText(r["memory"]["current_bytes"]), bytesText(r["memory"]["peak_sampled_bytes"]));
-    if (r.contains("gpu")) fmt::print("  GPU memory now {}, peak {} (drm-fdinfo)\n", bytesText(r["gpu"]["current_bytes"]), bytesText(r["gpu"]["peak_bytes"]));
+    fmt::print("lease {} ({}, {}): {}\n", r.value("lease", ""), r.value("name", "-"),
+               r.value("kind", "-"), r.value("state", "?"));
+    if (r.contains("cgroup"))
+      fmt::print("  cgroup {}{}\n", r["cgroup"].get<std::string>(),
+                 r.contains("unit") ? fmt::format(" (unit {})", r["unit"].get<std::string>()) : "");
+    if (r.contains("memory"))
+      fmt::print("  memory now {}, sampled peak {} (cgroup)\n",
+                 bytesText(r["memory"]["current_bytes"]),
+                 bytesText(r["memory"]["peak_sampled_bytes"]));
+    if (r.contains("gpu"))
+      fmt::print("  GPU memory now {}, peak {} (drm-fdinfo)\n",
+                 bytesText(r["gpu"]["current_bytes"]), bytesText(r["gpu"]["peak_bytes"]));
     if (r.contains("ledger")) {
       for (const auto& e : r["ledger"]) {
         std::string extra;
-        if (e["body"].is_object() && e["body"].contains("outcome")) extra = ": " + e["body"]["outcome"].value("summary", "");
-        fmt::print("  ledger #{} {}{}\n", e["seq"].get<std::int64_t>(), e["kind"].get<std::string>(), extra);
+        if (e["body"].is_object() && e["body"].contains("outcome"))
+          extra = ": " + e["body"]["outcome"].value("summary", "");
+        fmt::print("  ledger #{} {}{}\n", e["seq"].get<std::int64_t>(),
+                   e["kind"].get<std::string>(), extra);
       }
     }
     return kExitOk;
   }
   if (c.leaseRelease->parsed()) {
-    auto m = callDaemon("lease release", o, "release", rpc::api::encode(rpc::api::LeaseRef{o.leaseId}), rc);
+    auto m = callDaemon("lease release", o, "release",
+                        rpc::api::encode(rpc::api::LeaseRef{o.leaseId}), rc);
     if (!m) return rc;
-    if (o.json) fmt::print("{}\n", m->result.dump(2));
-    else fmt::print("lease {}: {}\n", o.leaseId, m->result.value("state", "released"));
+    if (o.json)
+      fmt::print("{}\n", m->result.dump(2));
+    else
+      fmt::print("lease {}: {}\n", o.leaseId, m->result.value("state", "released"));
     return kExitOk;
   }
   if (c.pools->parsed()) {
     auto m = callDaemon("pools", o, "pools", json::object(), rc);
     if (!m) return rc;
-    if (o.json) fmt::print("{}\n", m->result["pools"].dump(2));
-    else printPools(m->result["pools"]);
+    if (o.json)
+      fmt::print("{}\n", m->result["pools"].dump(2));
+    else
+      printPools(m->result["pools"]);
     return kExitOk;
   }
   if (c.seats->parsed()) {
@@ -305,14 +377,16 @@ int runClientCommand(const ClientCommands& c, const ClientOptions& o) {
       fmt::print("{}\n", m->result.dump(2));
       return kExitOk;
     }
-    for (const auto& line : top::seatTable(m->result["seats"], 1000)) fmt::print("{}\n", text::trimRight(line));
+    for (const auto& line : top::seatTable(m->result["seats"], 1000))
+      fmt::print("{}\n", text::trimRight(line));
     return kExitOk;
   }
   if (c.metrics->parsed()) {
     auto m = callDaemon("metrics", o, "metrics", json::object(), rc);
     if (!m) return rc;
     if (!m->result.contains("text") || !m->result["text"].is_string()) {
-      fmt::print(stderr, "tally metrics: the daemon's reply has no metrics text; is it an older tally?\n");
+      fmt::print(stderr,
+                 "tally metrics: the daemon's reply has no metrics text; is it an older tally?\n");
       return kExitEnvironment;
     }
     fmt::print("{}", m->result["text"].get<std::string>());
@@ -322,35 +396,43 @@ int runClientCommand(const ClientCommands& c, const ClientOptions& o) {
     rpc::api::Attach request;
     rpc::api::Declared& d = request.declared;
     d.pools = o.pools;
-    if (!o.unit.empty()) request.target.unit = o.unit;
-    else if (!o.cgroup.empty()) request.target.cgroup = o.cgroup;
-    else if (o.pid) request.target.pid = static_cast<pid_t>(o.pid);
+    if (!o.unit.empty())
+      request.target.unit = o.unit;
+    else if (!o.cgroup.empty())
+      request.target.cgroup = o.cgroup;
+    else if (o.pid)
+      request.target.pid = static_cast<pid_t>(o.pid);
     else {
       fmt::print(stderr, "tally attach: name the workload with --unit, --cgroup or --pid\n");
       return kExitUsage;
     }
     if (!memoryLimitOption("attach", "--memory-max", o.memoryMax, d.memoryMax)) return kExitUsage;
-    for (auto [flag, text, out] : {std::tuple{"--gpu-memory-max", &o.gpuMemoryMax, &d.gpuMemoryMax},
-                                   std::tuple{"--gpu-memory-high", &o.gpuMemoryHigh, &d.gpuMemoryHigh}}) {
+    for (auto [flag, text, out] :
+         {std::tuple{"--gpu-memory-max", &o.gpuMemoryMax, &d.gpuMemoryMax},
+          std::tuple{"--gpu-memory-high", &o.gpuMemoryHigh, &d.gpuMemoryHigh}}) {
       if (!sizeOption("attach", flag, *text, *out)) return kExitUsage;
     }
     if (d.gpuMemoryMax || d.gpuMemoryHigh) {
       d.gpuAction = enforce::parseAction(o.gpuAction);
       d.gpuOverSamples = o.gpuOverSamples;
     }
-    if (!durationOption("attach", "--queue-timeout", o.queueTimeout, d.timeoutUs)) return kExitUsage;
+    if (!durationOption("attach", "--queue-timeout", o.queueTimeout, d.timeoutUs))
+      return kExitUsage;
     if (!o.name.empty()) d.name = o.name;
     d.priority = o.priority;
     if (!attributesOption("attach", o.attrs, d.attributes)) return kExitUsage;
     json p = rpc::api::encode(request);
     auto m = callDaemon("attach", o, "attach", p, rc, [](const rpc::Message& ev) {
-      fmt::print(stderr, "tally attach: queued: position {} ({})\n", ev.raw.value("position", 0), ev.raw.value("waiting_for", "?"));
+      fmt::print(stderr, "tally attach: queued: position {} ({})\n", ev.raw.value("position", 0),
+                 ev.raw.value("waiting_for", "?"));
     });
     if (!m) return rc;
-    if (o.json) fmt::print("{}\n", m->result.dump(2));
-    else fmt::print("{}\n", m->result.value("lease", ""));
-    fmt::print(stderr, "tally attach: lease {} on {} ({})\n", m->result.value("lease", ""), m->result.value("cgroup", "?"),
-               m->result.value("state", "?"));
+    if (o.json)
+      fmt::print("{}\n", m->result.dump(2));
+    else
+      fmt::print("{}\n", m->result.value("lease", ""));
+    fmt::print(stderr, "tally attach: lease {} on {} ({})\n", m->result.value("lease", ""),
+               m->result.value("cgroup", "?"), m->result.value("state", "?"));
     return kExitOk;
   }
   return kExitUsage;

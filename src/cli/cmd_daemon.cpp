@@ -10,46 +10,56 @@
 #include "cli/exit_codes.h"
 #include "cli/roots.h"
 #include "config/config.h"
-#include "daemon/server.h"
-#include "fs/secure_dir.h"
 #include "contain/host_layout.h"
 #include "coverage/assess.h"
-#include "journal/journal.h"
 #include "daemon/metrics_publisher.h"
-#include "metrics/tally_metrics.h"
-#include "util/clock.h"
-#include "devices/drm_devices.h"
+#include "daemon/server.h"
 #include "daemon/service.h"
 #include "daemon/systemd_units.h"
+#include "devices/drm_devices.h"
+#include "fs/secure_dir.h"
+#include "journal/journal.h"
 #include "ledger/ledger.h"
-#include "util/units.h"
+#include "metrics/tally_metrics.h"
 #include "report/gpu_report.h"
+#include "util/clock.h"
+#include "util/units.h"
 
 namespace tally::cli {
 
 void addDaemonCommand(CLI::App& app, DaemonOptions& o) {
-  auto* cmd = app.add_subcommand("daemon", "Serve pools: admission with memory budgets, metered leases, the ledger");
+  auto* cmd = app.add_subcommand(
+      "daemon", "Serve pools: admission with memory budgets, metered leases, the ledger");
   cmd->footer(
-      "One event loop serves the socket ([daemon] socket, mode 0660), meters every live lease each\n"
-      "sample_interval, watches lease cgroups' cgroup.events, and records lifecycle rows and outcomes\n"
-      "in the hash-chained ledger under [daemon] state_dir. On start it re-adopts the leases the ledger\n"
+      "One event loop serves the socket ([daemon] socket, mode 0660), meters every live lease "
+      "each\n"
+      "sample_interval, watches lease cgroups' cgroup.events, and records lifecycle rows and "
+      "outcomes\n"
+      "in the hash-chained ledger under [daemon] state_dir. On start it re-adopts the leases the "
+      "ledger\n"
       "says are open (same unit, same cgroup inode) and closes the ones that vanished as 'lost'.\n"
-      "Under systemd use Type=notify (READY/STATUS; WatchdogSec= is honoured). See docs/daemon.md.\n\n"
+      "Under systemd use Type=notify (READY/STATUS; WatchdogSec= is honoured). See "
+      "docs/daemon.md.\n\n"
       "Example: tally daemon --config /etc/tally/tally.toml\n"
-      "Exit status: 0 stopped by SIGTERM/SIGINT, 1 the config has problems, 3 the socket, state dir or\n"
+      "Exit status: 0 stopped by SIGTERM/SIGINT, 1 the config has problems, 3 the socket, state "
+      "dir or\n"
       "/proc cannot be used.");
-  cmd->add_option("--config", o.config, "the TOML config (pools, budgets, socket, state dir)")->default_str(kDefaultConfig);
-  cmd->add_option("--metrics-textfile", o.metricsTextfile,
-                  "keep Prometheus metrics in this file, replaced atomically after every sample round, for\n"
-                  "node_exporter's textfile collector (e.g. /var/lib/prometheus/node-exporter/tally.prom)");
-  cmd->add_option("--metrics-listen", o.metricsListen,
-                  "serve GET /metrics on this loopback HOST:PORT (e.g. 127.0.0.1:9464); off by default");
+  cmd->add_option("--config", o.config, "the TOML config (pools, budgets, socket, state dir)")
+      ->default_str(kDefaultConfig);
+  cmd->add_option(
+      "--metrics-textfile", o.metricsTextfile,
+      "keep Prometheus metrics in this file, replaced atomically after every sample round, for\n"
+      "node_exporter's textfile collector (e.g. /var/lib/prometheus/node-exporter/tally.prom)");
+  cmd->add_option(
+      "--metrics-listen", o.metricsListen,
+      "serve GET /metrics on this loopback HOST:PORT (e.g. 127.0.0.1:9464); off by default");
 }
 
 int runDaemon(const fs::RootPaths& paths, const DaemonOptions& o) {
   auto parsed = config::load(o.config);
   if (!parsed.config) {
-    fmt::print(stderr, "{}tally daemon: fix the config ('tally config check {}' lists every problem)\n",
+    fmt::print(stderr,
+               "{}tally daemon: fix the config ('tally config check {}' lists every problem)\n",
                config::formatProblems(parsed, o.config), o.config);
     return kExitDegraded;
   }
@@ -61,7 +71,8 @@ int runDaemon(const fs::RootPaths& paths, const DaemonOptions& o) {
     fmt::print(stderr, "tally daemon: {}\n", s.error().message);
     return kExitEnvironment;
   }
-  if (auto s = fs::checkTrustedDir(cfg.daemon.stateDir, "[daemon] state_dir", fs::DirUse::Private); !s) {
+  if (auto s = fs::checkTrustedDir(cfg.daemon.stateDir, "[daemon] state_dir", fs::DirUse::Private);
+      !s) {
     fmt::print(stderr, "tally daemon: {}\n", s.error().message);
     return kExitEnvironment;
   }
@@ -72,15 +83,19 @@ int runDaemon(const fs::RootPaths& paths, const DaemonOptions& o) {
   }
   // Fail closed: a damaged ledger cannot promise to record what it grants.
   if (auto damage = db->damage(); !damage || !damage->empty()) {
-    fmt::print(stderr, "tally daemon: the ledger {} is damaged ({}); leases are not granted on a ledger that cannot record them. "
-                       "Keep a copy (tally ledger export), then restore it from a backup or move it aside\n",
-               db->path(), damage ? fmt::format("{}", fmt::join(*damage, "; ")) : damage.error().message);
+    fmt::print(
+        stderr,
+        "tally daemon: the ledger {} is damaged ({}); leases are not granted on a ledger that "
+        "cannot record them. "
+        "Keep a copy (tally ledger export), then restore it from a backup or move it aside\n",
+        db->path(), damage ? fmt::format("{}", fmt::join(*damage, "; ")) : damage.error().message);
     return kExitEnvironment;
   }
   auto roots = openRoots(paths);
   if (!roots) return kExitEnvironment;
   if (!roots->cgroup) {
-    fmt::print(stderr, "tally daemon: warning: {}; leases cannot be metered, only admitted\n", roots->cgroupError.value_or("no cgroup v2 root"));
+    fmt::print(stderr, "tally daemon: warning: {}; leases cannot be metered, only admitted\n",
+               roots->cgroupError.value_or("no cgroup v2 root"));
   }
   // One fd per client: a thousand waiting clients need more than the
   // default soft limit of 1024 (the daemon never uses select()).
@@ -101,12 +116,21 @@ int runDaemon(const fs::RootPaths& paths, const DaemonOptions& o) {
     units = std::make_unique<daemon::SystemdUnits>(std::move(*bus));
     sd_bus_attach_event(units->bus(), server.event(), SD_EVENT_PRIORITY_NORMAL);
   } else {
-    fmt::print(stderr, "tally daemon: note: no systemd manager ({}); attach --unit is unavailable\n", bus.error().message);
+    fmt::print(stderr,
+               "tally daemon: note: no systemd manager ({}); attach --unit is unavailable\n",
+               bus.error().message);
   }
   long page = sysconf(_SC_PAGESIZE);
   journal::SdJournal journal;
-  daemon::ServiceEnv env{roots->proc, roots->sys, roots->cgroup ? &*roots->cgroup : nullptr, server, server, units.get(),
-                         page > 0 ? static_cast<std::uint64_t>(page) : 4096, &journal, daemon::limitsFromConfig(cfg.daemon)};
+  daemon::ServiceEnv env{roots->proc,
+                         roots->sys,
+                         roots->cgroup ? &*roots->cgroup : nullptr,
+                         server,
+                         server,
+                         units.get(),
+                         page > 0 ? static_cast<std::uint64_t>(page) : 4096,
+                         &journal,
+                         daemon::limitsFromConfig(cfg.daemon)};
   daemon::Service service(cfg, *db, env);
   {
     // GTT -> memcg coverage on this kernel, before any lease is admitted.
@@ -116,8 +140,10 @@ int runDaemon(const fs::RootPaths& paths, const DaemonOptions& o) {
       probe = coverage::ProbeOptions{};
       probe->bytes = cfg.daemon.coverageProbeBytes;
     }
-    auto a = coverage::assess(roots->proc, roots->sys, roots->cgroup ? &*roots->cgroup : nullptr, devs ? *devs : devices::DeviceMap{},
-                              contain::kernelRelease(roots->proc), coverage::ownCgroup(roots->proc), probe);
+    auto a =
+        coverage::assess(roots->proc, roots->sys, roots->cgroup ? &*roots->cgroup : nullptr,
+                         devs ? *devs : devices::DeviceMap{}, contain::kernelRelease(roots->proc),
+                         coverage::ownCgroup(roots->proc), probe);
     fmt::print(stderr, "tally daemon: {} ({})\n", a.verdict.line, a.verdict.basis);
     service.setCoverage(a);
   }
@@ -125,13 +151,15 @@ int runDaemon(const fs::RootPaths& paths, const DaemonOptions& o) {
   if (!recovered) {
     // The open leases run somewhere with bounds the daemon must keep: without
     // them it would grant their pools twice.
-    fmt::print(stderr, "tally daemon: {}; not starting (the leases it cannot read may still run)\n", recovered.error().message);
+    fmt::print(stderr, "tally daemon: {}; not starting (the leases it cannot read may still run)\n",
+               recovered.error().message);
     return kExitEnvironment;
   }
   for (const auto& line : *recovered) fmt::print(stderr, "tally daemon: recovery: {}\n", line);
 
   // Metrics: rendered after every sample round, from the same overview as `tally metrics`.
-  std::string textfilePath = o.metricsTextfile.empty() ? cfg.daemon.metricsTextfile : o.metricsTextfile;
+  std::string textfilePath =
+      o.metricsTextfile.empty() ? cfg.daemon.metricsTextfile : o.metricsTextfile;
   std::optional<daemon::Textfile> textfile;
   if (!textfilePath.empty()) {
     auto t = daemon::Textfile::open(textfilePath);
@@ -155,7 +183,8 @@ int runDaemon(const fs::RootPaths& paths, const DaemonOptions& o) {
       return kExitEnvironment;
     }
     http = std::move(*started);
-    fmt::print(stderr, "tally daemon: metrics on http://{}:{}/metrics\n", at->host.find(':') == std::string::npos ? at->host : "[" + at->host + "]",
+    fmt::print(stderr, "tally daemon: metrics on http://{}:{}/metrics\n",
+               at->host.find(':') == std::string::npos ? at->host : "[" + at->host + "]",
                http->port());
   }
   if (textfile || http) {
@@ -165,8 +194,10 @@ int runDaemon(const fs::RootPaths& paths, const DaemonOptions& o) {
       if (textfile) {
         auto s = textfile->write(text);
         // Said once when it starts failing and once when it recovers, not every second.
-        if (!s && !textfileFailing) fmt::print(stderr, "tally daemon: {}; retrying every sample\n", s.error().message);
-        if (s && textfileFailing) fmt::print(stderr, "tally daemon: metrics textfile {} written again\n", textfile->path());
+        if (!s && !textfileFailing)
+          fmt::print(stderr, "tally daemon: {}; retrying every sample\n", s.error().message);
+        if (s && textfileFailing)
+          fmt::print(stderr, "tally daemon: metrics textfile {} written again\n", textfile->path());
         textfileFailing = !s;
       }
       if (http) http->publish(std::move(text));
@@ -176,14 +207,18 @@ int runDaemon(const fs::RootPaths& paths, const DaemonOptions& o) {
     if (textfile) fmt::print(stderr, "tally daemon: metrics textfile {}\n", textfile->path());
   }
   if (auto v = db->verify(); v && !v->problems.empty()) {
-    fmt::print(stderr, "tally daemon: WARNING: the ledger's hash chain is broken ({} problem(s)); run 'tally ledger verify'\n",
+    fmt::print(stderr,
+               "tally daemon: WARNING: the ledger's hash chain is broken ({} problem(s)); run "
+               "'tally ledger verify'\n",
                v->problems.size());
   }
-  fmt::print(stderr, "tally daemon: serving {} pool(s) on {}; ledger {}; {}\n", cfg.pools.size(), cfg.daemon.socket, db->path(),
-             service.statusLine());
+  fmt::print(stderr, "tally daemon: serving {} pool(s) on {}; ledger {}; {}\n", cfg.pools.size(),
+             cfg.daemon.socket, db->path(), service.statusLine());
   int rc = server.run(service);
-  fmt::print(stderr, "tally daemon: stopping; {} (live leases stay in the ledger and are re-adopted on restart)\n",
-             service.statusLine());
+  fmt::print(
+      stderr,
+      "tally daemon: stopping; {} (live leases stay in the ledger and are re-adopted on restart)\n",
+      service.statusLine());
   if (units) sd_bus_detach_event(units->bus());
   return rc;
 }
@@ -191,9 +226,11 @@ int runDaemon(const fs::RootPaths& paths, const DaemonOptions& o) {
 void addConfigCommand(CLI::App& app, ConfigCheckOptions& o) {
   auto* cfg = app.add_subcommand("config", "Check the daemon's TOML config");
   cfg->require_subcommand(1);
-  auto* check = cfg->add_subcommand("check", "Validate a config: every problem with its line; unknown keys are errors");
+  auto* check = cfg->add_subcommand(
+      "check", "Validate a config: every problem with its line; unknown keys are errors");
   check->footer(
-      "Exit status: 0 valid (the effective settings are printed), 1 problems found (one per line as FILE:LINE: ...).\n\n"
+      "Exit status: 0 valid (the effective settings are printed), 1 problems found (one per line "
+      "as FILE:LINE: ...).\n\n"
       "Example config:\n"
       "  [daemon]\n"
       "  socket = \"/run/tally/tally.sock\"\n"
@@ -214,7 +251,8 @@ int runConfigCheck(const ConfigCheckOptions& o) {
   if (!parsed.config) {
     if (o.json) {
       json probs = json::array();
-      for (const auto& p : parsed.problems) probs.push_back({{"line", p.line}, {"message", p.message}});
+      for (const auto& p : parsed.problems)
+        probs.push_back({{"line", p.line}, {"message", p.message}});
       fmt::print("{}\n", json{{"file", o.file}, {"valid", false}, {"problems", probs}}.dump(2));
     } else {
       fmt::print(stderr, "{}", config::formatProblems(parsed, o.file));
@@ -226,28 +264,35 @@ int runConfigCheck(const ConfigCheckOptions& o) {
   if (o.json) {
     json pools = json::array();
     for (const auto& p : c.pools) {
-      pools.push_back({{"name", p.name}, {"capacity", p.capacity}, {"memory_budget", opt(p.memoryBudget)},
-                       {"gpu_memory_budget", opt(p.gpuMemoryBudget)}, {"devices", p.devices}});
+      pools.push_back({{"name", p.name},
+                       {"capacity", p.capacity},
+                       {"memory_budget", opt(p.memoryBudget)},
+                       {"gpu_memory_budget", opt(p.gpuMemoryBudget)},
+                       {"devices", p.devices}});
     }
-    json d = {{"socket", c.daemon.socket},
-              {"state_dir", c.daemon.stateDir.empty() ? ledger::defaultStateDir() : c.daemon.stateDir},
-              {"sample_interval_us", c.daemon.sampleIntervalUs},
-              {"queue_timeout_us", c.daemon.queueTimeoutUs},
-              {"samples_full_resolution_us", c.daemon.samplesFullResolutionUs},
-              {"samples_max_age_us", c.daemon.samplesMaxAgeUs},
-              {"samples_max_rows", c.daemon.samplesMaxRows},
-              {"client_grace_us", c.daemon.clientGraceUs}};
-    fmt::print("{}\n", json{{"file", o.file}, {"valid", true}, {"daemon", d}, {"pools", pools}}.dump(2));
+    json d = {
+        {"socket", c.daemon.socket},
+        {"state_dir", c.daemon.stateDir.empty() ? ledger::defaultStateDir() : c.daemon.stateDir},
+        {"sample_interval_us", c.daemon.sampleIntervalUs},
+        {"queue_timeout_us", c.daemon.queueTimeoutUs},
+        {"samples_full_resolution_us", c.daemon.samplesFullResolutionUs},
+        {"samples_max_age_us", c.daemon.samplesMaxAgeUs},
+        {"samples_max_rows", c.daemon.samplesMaxRows},
+        {"client_grace_us", c.daemon.clientGraceUs}};
+    fmt::print("{}\n",
+               json{{"file", o.file}, {"valid", true}, {"daemon", d}, {"pools", pools}}.dump(2));
     return kExitOk;
   }
   fmt::print("{}: valid\n", o.file);
   fmt::print("daemon: socket {}, state_dir {}, sample_interval {} ms\n", c.daemon.socket,
-             c.daemon.stateDir.empty() ? ledger::defaultStateDir() : c.daemon.stateDir, c.daemon.sampleIntervalUs / 1000);
+             c.daemon.stateDir.empty() ? ledger::defaultStateDir() : c.daemon.stateDir,
+             c.daemon.sampleIntervalUs / 1000);
   for (const auto& p : c.pools) {
-    fmt::print("pool {}: capacity {}, memory budget {}, GPU memory budget {}{}\n", p.name, p.capacity,
-               p.memoryBudget ? units::humanBytes(*p.memoryBudget) : std::string("none"),
-               p.gpuMemoryBudget ? units::humanBytes(*p.gpuMemoryBudget) : std::string("none"),
-               p.devices.empty() ? std::string() : fmt::format(" on {}", fmt::join(p.devices, ", ")));
+    fmt::print(
+        "pool {}: capacity {}, memory budget {}, GPU memory budget {}{}\n", p.name, p.capacity,
+        p.memoryBudget ? units::humanBytes(*p.memoryBudget) : std::string("none"),
+        p.gpuMemoryBudget ? units::humanBytes(*p.gpuMemoryBudget) : std::string("none"),
+        p.devices.empty() ? std::string() : fmt::format(" on {}", fmt::join(p.devices, ", ")));
   }
   return kExitOk;
 }

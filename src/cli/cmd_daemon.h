@@ -1,7 +1,6 @@
 #pragma once
 
 #include <CLI/CLI.hpp>
-
 #include <string>
 
 #include "fs/root.h"
@@ -12,7 +11,8 @@ inline constexpr const char* kDefaultConfig = "/etc/tally/tally.toml";
 
 struct DaemonOptions {
   std::string config = kDefaultConfig;
-  std::string metricsTextfile, metricsListen;  // override [daemon] metrics_textfile / metrics_listen
+  std::string metricsTextfile,
+      metricsListen;  // override [daemon] metrics_textfile / metrics_listen
 };
 struct ConfigCheckOptions {
   std::string file = kDefaultConfig;

@@ -4,25 +4,24 @@
 // with --active the probe). The last line is the coverage verdict.
 #include "cli/cmd_doctor.h"
 
-#include <unistd.h>
-
 #include <fmt/format.h>
+#include <unistd.h>
 
 #include <nlohmann/json.hpp>
 
+#include "cgroup/cgroup.h"
+#include "cgroup/chain.h"
 #include "cli/exit_codes.h"
 #include "cli/host_facts.h"
 #include "cli/roots.h"
-#include "cgroup/cgroup.h"
-#include "cgroup/chain.h"
 #include "contain/host_layout.h"
 #include "contain/placement.h"
 #include "contain/systemd_lease.h"
 #include "coverage/assess.h"
 #include "devices/drm_devices.h"
-#include "util/units.h"
 #include "report/gpu_report.h"
 #include "util/text.h"
+#include "util/units.h"
 
 namespace tally::cli {
 namespace {
@@ -34,7 +33,8 @@ json chainJson(const cgroup::Chain& c) {
   for (const auto& l : c.levels) {
     levels.push_back({{"cgroup", l.cgroup},
                       {"available", l.available},
-                      {"enabled_for_children", l.enabledForChildren ? json(*l.enabledForChildren) : json(nullptr)},
+                      {"enabled_for_children",
+                       l.enabledForChildren ? json(*l.enabledForChildren) : json(nullptr)},
                       {"evidence", l.evidence}});
   }
   return levels;
@@ -45,22 +45,31 @@ bool liveRoots(const fs::RootPaths& p) { return p.proc == "/proc" && p.sys == "/
 }  // namespace
 
 void addDoctorCommand(CLI::App& app, DoctorOptions& opts) {
-  auto* doctor = app.add_subcommand("doctor", "What this host offers a lease, and whether MemoryMax covers GTT here");
+  auto* doctor = app.add_subcommand(
+      "doctor", "What this host offers a lease, and whether MemoryMax covers GTT here");
   doctor->footer(
       "Sections, each with the evidence read: cgroup v2 (controllers, where leases live, memory\n"
-      "delegation), systemd (reachable, version), dmem (regions, delegation), GPU devices (GTT/VRAM,\n"
+      "delegation), systemd (reachable, version), dmem (regions, delegation), GPU devices "
+      "(GTT/VRAM,\n"
       "GTT ceiling), and GTT -> memcg coverage: static signs (memory.stat gpu_active, ttm_memcg,\n"
       "a dmem GTT region, GPUActive) and, with --active, a probe that allocates a GTT buffer in a\n"
       "throw-away cgroup and compares memory.current with the client's drm-total-gtt (root only).\n"
       "The last line is the verdict: what a lease's MemoryMax covers on this kernel.\n\n"
-      "Exit status: 0 every check ran and a lease is fully bounded by the kernel, 1 degraded (leases\n"
-      "cannot be contained, memory is not delegated where they live, or GTT on this GPU host is not\n"
-      "covered by MemoryMax and tally bounds it itself), 2 a check could not run (the probe failed,\n"
+      "Exit status: 0 every check ran and a lease is fully bounded by the kernel, 1 degraded "
+      "(leases\n"
+      "cannot be contained, memory is not delegated where they live, or GTT on this GPU host is "
+      "not\n"
+      "covered by MemoryMax and tally bounds it itself), 2 a check could not run (the probe "
+      "failed,\n"
       "/proc or /sys unreadable) or a usage error. docs/coverage.md explains each.");
   doctor->add_flag("--json", opts.json, "print the report as JSON");
-  doctor->add_flag("--active", opts.active, "run the active GTT -> memcg probe (root; allocates --probe-size of GTT)");
-  doctor->add_option("--probe-size", opts.probeSize, "GTT buffer the probe allocates")->default_str("64MiB");
-  doctor->add_option("--probe-cgroup", opts.probeCgroup, "parent of the probe's throw-away cgroup (needs +memory in its subtree_control)")
+  doctor->add_flag("--active", opts.active,
+                   "run the active GTT -> memcg probe (root; allocates --probe-size of GTT)");
+  doctor->add_option("--probe-size", opts.probeSize, "GTT buffer the probe allocates")
+      ->default_str("64MiB");
+  doctor
+      ->add_option("--probe-cgroup", opts.probeCgroup,
+                   "parent of the probe's throw-away cgroup (needs +memory in its subtree_control)")
       ->default_str("/");
 }
 
@@ -73,7 +82,8 @@ int runDoctor(const fs::RootPaths& paths, const DoctorOptions& opts) {
   doc["schema"] = 2;
 
   auto layout = contain::readHostLayout(roots->proc, cgRoot, roots->cgroupError.value_or(""));
-  doc["kernel"] = {{"release", layout.kernel}, {"evidence", roots->proc.describe("sys/kernel/osrelease")}};
+  doc["kernel"] = {{"release", layout.kernel},
+                   {"evidence", roots->proc.describe("sys/kernel/osrelease")}};
 
   // Where leases will live (contain/placement.h: the same rule tally run follows).
   uid_t uid = ::geteuid();
@@ -98,26 +108,35 @@ int runDoctor(const fs::RootPaths& paths, const DoctorOptions& opts) {
     cg["memory_chain"] = chainJson(chain);
     cg["memory_delegated"] = memoryDelegated;
     if (!memoryDelegated) {
-      cg["memory_hint"] = uid == 0 || !layout.systemd
-                              ? fmt::format("memory is not available in {}; enable it in the parent's {}", managerRoot,
-                                            cgroup::file::kSubtreeControl)
-                              : fmt::format("memory controller not delegated to {}; enable Delegate=memory for user@{}.service or run as root",
-                                            managerRoot, uid);
+      cg["memory_hint"] =
+          uid == 0 || !layout.systemd
+              ? fmt::format("memory is not available in {}; enable it in the parent's {}",
+                            managerRoot, cgroup::file::kSubtreeControl)
+              : fmt::format(
+                    "memory controller not delegated to {}; enable Delegate=memory for "
+                    "user@{}.service or run as root",
+                    managerRoot, uid);
     }
   }
   doc["cgroup"] = cg;
 
-  json sd = {{"pid1", layout.pid1}, {"pid1_is_systemd", layout.systemd}, {"evidence", roots->proc.describe("1/comm")}};
+  json sd = {{"pid1", layout.pid1},
+             {"pid1_is_systemd", layout.systemd},
+             {"evidence", roots->proc.describe("1/comm")}};
   if (!liveRoots(paths)) {
     sd["reachable"] = nullptr;
     sd["note"] = "not queried: the roots are not this host's /proc and /sys";
   } else if (auto bus = contain::SystemdBus::connect(uid != 0)) {
     sd["reachable"] = true;
     sd["manager"] = uid != 0 ? "user" : "system";
-    if (auto v = (*bus)->version()) sd["version"] = *v;
-    else sd["version_unknown"] = v.error().message;
-    sd["oom_policy"] = fmt::format("tally declares OOMPolicy=kill on each lease scope and reads {}=1 back before the workload runs",
-                                   cgroup::file::kMemoryOomGroup);
+    if (auto v = (*bus)->version())
+      sd["version"] = *v;
+    else
+      sd["version_unknown"] = v.error().message;
+    sd["oom_policy"] = fmt::format(
+        "tally declares OOMPolicy=kill on each lease scope and reads {}=1 back before the workload "
+        "runs",
+        cgroup::file::kMemoryOomGroup);
   } else {
     sd["reachable"] = false;
     sd["error"] = bus.error().message;
@@ -127,7 +146,8 @@ int runDoctor(const fs::RootPaths& paths, const DoctorOptions& opts) {
   json dmem;
   if (cgRoot && layout.v2Root) {
     auto rootCg = cgroup::Cgroup::open(*cgRoot, "/");
-    auto cap = rootCg ? rootCg->read(cgroup::file::kDmemCapacity) : Result<std::string>(rootCg.error());
+    auto cap =
+        rootCg ? rootCg->read(cgroup::file::kDmemCapacity) : Result<std::string>(rootCg.error());
     dmem["present"] = cap.ok();
     std::string where = cgRoot->describe(cgroup::file::kDmemCapacity);
     if (cap) {
@@ -153,15 +173,23 @@ int runDoctor(const fs::RootPaths& paths, const DoctorOptions& opts) {
   devices::DeviceMap devmap = devices ? *devices : devices::DeviceMap{};
   auto host = readHostFacts(roots->proc, roots->sys);
   json devs = json::array();
-  for (const auto& d : devmap.devices) devs.push_back({{"key", d.key}, {"driver", d.driver}, {"memory", report::deviceMemoryJson(d)}});
+  for (const auto& d : devmap.devices)
+    devs.push_back({{"key", d.key}, {"driver", d.driver}, {"memory", report::deviceMemoryJson(d)}});
   doc["gpu_devices"] = devs;
   // The ceiling with the unit its source counts in: pages_limit is in pages
   // of the kernel's PAGE_SIZE, gttsize in MiB (-1: the driver's default).
   std::string raw;
-  if (host.gtt.ttmPagesLimit) raw += fmt::format("{}.pages_limit = {} pages of {} bytes", host.gtt.ttmModule, *host.gtt.ttmPagesLimit, host.gtt.pageSize);
-  if (host.gtt.amdgpuGttsizeMiB) raw += fmt::format("{}amdgpu.gttsize = {} MiB", raw.empty() ? "" : "; ", *host.gtt.amdgpuGttsizeMiB);
-  if (host.gtt.bytes) doc["gtt_ceiling"] = {{"bytes", *host.gtt.bytes}, {"source", host.gtt.source}, {"raw", raw}};
-  else doc["gtt_ceiling"] = {{"bytes", nullptr}, {"unknown", "no ttm/amdttm pages_limit or amdgpu gttsize readable"}};
+  if (host.gtt.ttmPagesLimit)
+    raw += fmt::format("{}.pages_limit = {} pages of {} bytes", host.gtt.ttmModule,
+                       *host.gtt.ttmPagesLimit, host.gtt.pageSize);
+  if (host.gtt.amdgpuGttsizeMiB)
+    raw += fmt::format("{}amdgpu.gttsize = {} MiB", raw.empty() ? "" : "; ",
+                       *host.gtt.amdgpuGttsizeMiB);
+  if (host.gtt.bytes)
+    doc["gtt_ceiling"] = {{"bytes", *host.gtt.bytes}, {"source", host.gtt.source}, {"raw", raw}};
+  else
+    doc["gtt_ceiling"] = {{"bytes", nullptr},
+                          {"unknown", "no ttm/amdttm pages_limit or amdgpu gttsize readable"}};
   if (host.meminfo.memAvailable) doc["mem_available_bytes"] = *host.meminfo.memAvailable;
 
   std::optional<coverage::ProbeOptions> probe;
@@ -175,7 +203,8 @@ int runDoctor(const fs::RootPaths& paths, const DoctorOptions& opts) {
     probe->bytes = *size;
     probe->cgroupParent = opts.probeCgroup;
   }
-  auto a = coverage::assess(roots->proc, roots->sys, cgRoot, devmap, layout.kernel, coverage::ownCgroup(roots->proc), probe);
+  auto a = coverage::assess(roots->proc, roots->sys, cgRoot, devmap, layout.kernel,
+                            coverage::ownCgroup(roots->proc), probe);
   if (!a.signs.dmemRegions.empty()) dmem["regions"] = a.signs.dmemRegions;
   doc["dmem"] = dmem;
   json cov;
@@ -191,8 +220,11 @@ int runDoctor(const fs::RootPaths& paths, const DoctorOptions& opts) {
   doc["gtt_memcg_coverage"] = cov;
 
   std::vector<std::string> degraded = layout.problems;
-  if (layout.containable() && cgRoot && layout.v2Root && !memoryDelegated) degraded.push_back(cg.value("memory_hint", "memory not delegated"));
-  if (a.verdict.degraded) degraded.push_back("GTT is not covered by a lease's MemoryMax; tally bounds it from DRM fdinfo");
+  if (layout.containable() && cgRoot && layout.v2Root && !memoryDelegated)
+    degraded.push_back(cg.value("memory_hint", "memory not delegated"));
+  if (a.verdict.degraded)
+    degraded.push_back(
+        "GTT is not covered by a lease's MemoryMax; tally bounds it from DRM fdinfo");
   doc["degraded"] = degraded;
   doc["verdict"] = a.verdict.line;
   int rc = errors ? kExitCheckFailed : degraded.empty() ? kExitOk : kExitDegraded;
@@ -202,57 +234,85 @@ int runDoctor(const fs::RootPaths& paths, const DoctorOptions& opts) {
     fmt::print("{}\n", doc.dump(2));
     return rc;
   }
-  auto yesNo = [](const json& v) { return v.is_null() ? std::string("unknown") : v.get<bool>() ? std::string("yes") : std::string("no"); };
+  auto yesNo = [](const json& v) {
+    return v.is_null()     ? std::string("unknown")
+           : v.get<bool>() ? std::string("yes")
+                           : std::string("no");
+  };
   fmt::print("kernel       {}\n", layout.kernel.empty() ? "?" : layout.kernel);
-  fmt::print("cgroup       {} {} ({})\n", paths.cgroup, layout.v2Root ? "is a cgroup v2 root" : "is not a cgroup v2 root", layout.v2RootEvidence);
+  fmt::print("cgroup       {} {} ({})\n", paths.cgroup,
+             layout.v2Root ? "is a cgroup v2 root" : "is not a cgroup v2 root",
+             layout.v2RootEvidence);
   if (layout.v2Root) fmt::print("             controllers: {}\n", layout.controllers);
-  if (!layout.v2Mounts.empty()) fmt::print("             cgroup2 mounted at {}\n", fmt::join(layout.v2Mounts, ", "));
+  if (!layout.v2Mounts.empty())
+    fmt::print("             cgroup2 mounted at {}\n", fmt::join(layout.v2Mounts, ", "));
   fmt::print("memory       controller: {}{}\n", layout.memoryController(),
-             layout.memoryV1Mounts.empty() ? "" : fmt::format(" ({})", fmt::join(layout.memoryV1Mounts, ", ")));
+             layout.memoryV1Mounts.empty()
+                 ? ""
+                 : fmt::format(" ({})", fmt::join(layout.memoryV1Mounts, ", ")));
   fmt::print("leases       live under {}\n", leaseParent);
   if (cg.contains("memory_chain")) {
     for (const auto& l : cg["memory_chain"]) {
-      fmt::print("             memory in {}: available {}, enabled for children {}\n", l["cgroup"].get<std::string>(), yesNo(l["available"]),
+      fmt::print("             memory in {}: available {}, enabled for children {}\n",
+                 l["cgroup"].get<std::string>(), yesNo(l["available"]),
                  yesNo(l["enabled_for_children"]));
     }
-    if (cg.contains("memory_hint")) fmt::print("             {}\n", cg["memory_hint"].get<std::string>());
+    if (cg.contains("memory_hint"))
+      fmt::print("             {}\n", cg["memory_hint"].get<std::string>());
   }
-  if (sd["reachable"].is_null()) fmt::print("systemd      PID 1 is {}; {}\n", layout.pid1.empty() ? "?" : layout.pid1, sd["note"].get<std::string>());
-  else if (sd["reachable"].get<bool>()) fmt::print("systemd      {} manager reachable, version {}\n", sd["manager"].get<std::string>(), sd.value("version", "?"));
-  else fmt::print("systemd      PID 1 is {}; no manager reachable: {}\n", layout.pid1.empty() ? "?" : layout.pid1, sd["error"].get<std::string>());
+  if (sd["reachable"].is_null())
+    fmt::print("systemd      PID 1 is {}; {}\n", layout.pid1.empty() ? "?" : layout.pid1,
+               sd["note"].get<std::string>());
+  else if (sd["reachable"].get<bool>())
+    fmt::print("systemd      {} manager reachable, version {}\n", sd["manager"].get<std::string>(),
+               sd.value("version", "?"));
+  else
+    fmt::print("systemd      PID 1 is {}; no manager reachable: {}\n",
+               layout.pid1.empty() ? "?" : layout.pid1, sd["error"].get<std::string>());
   if (!dmem["present"].get<bool>()) {
     fmt::print("dmem         absent ({})\n", dmem["evidence"].get<std::string>());
   } else {
-    fmt::print("dmem         regions: {}\n", a.signs.dmemRegions.empty() ? "none" : fmt::format("{}", fmt::join(a.signs.dmemRegions, ", ")));
+    fmt::print("dmem         regions: {}\n",
+               a.signs.dmemRegions.empty()
+                   ? "none"
+                   : fmt::format("{}", fmt::join(a.signs.dmemRegions, ", ")));
     for (const auto& l : dmem["chain"]) {
-      fmt::print("             dmem in {}: available {}, enabled for children {}\n", l["cgroup"].get<std::string>(), yesNo(l["available"]),
+      fmt::print("             dmem in {}: available {}, enabled for children {}\n",
+                 l["cgroup"].get<std::string>(), yesNo(l["available"]),
                  yesNo(l["enabled_for_children"]));
     }
-    fmt::print("             dmem reaches leases under {}: {}\n", leaseParent, yesNo(dmem["reaches_leases"]));
+    fmt::print("             dmem reaches leases under {}: {}\n", leaseParent,
+               yesNo(dmem["reaches_leases"]));
   }
   if (devmap.devices.empty()) fmt::print("gpu          no DRM devices\n");
   for (const auto& d : devmap.devices) {
     std::string mem;
     for (const char* r : {"gtt", "vram"}) {
       if (const auto* m = d.region(r)) {
-        mem += fmt::format(", {} {} used of {}", r, m->usedBytes ? units::humanBytes(*m->usedBytes) : "?",
+        mem += fmt::format(", {} {} used of {}", r,
+                           m->usedBytes ? units::humanBytes(*m->usedBytes) : "?",
                            m->totalBytes ? units::humanBytes(*m->totalBytes) : "?");
       }
     }
     fmt::print("gpu          {} ({}){}\n", d.key, d.driver.empty() ? "no driver" : d.driver, mem);
   }
-  if (host.gtt.bytes) fmt::print("gtt ceiling  {}, in force: {} (read: {})\n", units::humanBytes(*host.gtt.bytes), host.gtt.source, raw);
-  else fmt::print("gtt ceiling  unknown (no ttm module parameters)\n");
-  if (host.meminfo.memAvailable) fmt::print("host         MemAvailable {}\n", units::humanBytes(*host.meminfo.memAvailable));
+  if (host.gtt.bytes)
+    fmt::print("gtt ceiling  {}, in force: {} (read: {})\n", units::humanBytes(*host.gtt.bytes),
+               host.gtt.source, raw);
+  else
+    fmt::print("gtt ceiling  unknown (no ttm module parameters)\n");
+  if (host.meminfo.memAvailable)
+    fmt::print("host         MemAvailable {}\n", units::humanBytes(*host.meminfo.memAvailable));
   for (const auto& s : a.signs.signs) {
-    fmt::print("sign         {}: {} ({})\n", s.name, s.present ? (*s.present ? "present" : "absent") : "unknown", s.evidence);
+    fmt::print("sign         {}: {} ({})\n", s.name,
+               s.present ? (*s.present ? "present" : "absent") : "unknown", s.evidence);
   }
   if (a.probe) {
     const auto& p = *a.probe;
     fmt::print("probe        {}: {}\n", coverage::probeOutcomeName(p.outcome), p.detail);
     if (p.deltaMemoryCurrent && p.deltaDrmTotalGtt) {
-      fmt::print("             {} {} in {}: memory.current +{} bytes, drm-total-gtt +{} bytes{}\n", p.driver, p.device, p.cgroup,
-                 *p.deltaMemoryCurrent, *p.deltaDrmTotalGtt,
+      fmt::print("             {} {} in {}: memory.current +{} bytes, drm-total-gtt +{} bytes{}\n",
+                 p.driver, p.device, p.cgroup, *p.deltaMemoryCurrent, *p.deltaDrmTotalGtt,
                  p.deltaGpuActive ? fmt::format(", gpu_active +{} bytes", *p.deltaGpuActive) : "");
     }
   } else {

@@ -11,7 +11,8 @@
 namespace tally::cli {
 
 void addGpuCommand(CLI::App& app, GpuOptions& opts) {
-  auto* gpu = app.add_subcommand("gpu", "GPU memory per process, cgroup and container, from DRM fdinfo");
+  auto* gpu =
+      app.add_subcommand("gpu", "GPU memory per process, cgroup and container, from DRM fdinfo");
   gpu->footer(
       "Every DRM client (one open of a /dev/dri node) is counted once, however many fds and\n"
       "processes hold it; a client held by several processes is charged to the holder that\n"
@@ -23,8 +24,10 @@ void addGpuCommand(CLI::App& app, GpuOptions& opts) {
       "  tally gpu                      table of GPU processes\n"
       "  tally gpu --by container       sums per podman/docker/k8s/slurm/systemd workload\n"
       "  tally gpu --cgroup /system.slice/llama.service --json\n\n"
-      "Diagnostic/testing: --proc-root, --sys-root, --cgroup-root read another tree (tally --help).\n"
-      "Exit status: 0 ok (also with no DRM device), 2 usage, 3 a root or the --cgroup subtree is unreadable.");
+      "Diagnostic/testing: --proc-root, --sys-root, --cgroup-root read another tree (tally "
+      "--help).\n"
+      "Exit status: 0 ok (also with no DRM device), 2 usage, 3 a root or the --cgroup subtree is "
+      "unreadable.");
   gpu->add_flag("--json", opts.json, "print the JSON document (schema 1) instead of a table");
   gpu->add_option("--by", opts.by, "group the table by process, cgroup or container")
       ->check(CLI::IsMember({"process", "cgroup", "container"}))

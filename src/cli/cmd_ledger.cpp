@@ -15,7 +15,8 @@ namespace tally::cli {
 namespace {
 
 constexpr const char* kStateDirHelp =
-    "where the ledger lives (default: $TALLY_STATE_DIR, /var/lib/tally for root, else ~/.local/state/tally)";
+    "where the ledger lives (default: $TALLY_STATE_DIR, /var/lib/tally for root, else "
+    "~/.local/state/tally)";
 
 // --state-dir wins; else --config's [daemon] state_dir; else the default.
 std::optional<std::string> stateDirOf(const LedgerOptions& o) {
@@ -23,7 +24,8 @@ std::optional<std::string> stateDirOf(const LedgerOptions& o) {
   if (!o.config.empty()) {
     auto parsed = config::load(o.config);
     if (!parsed.config) {
-      fmt::print(stderr, "{}tally ledger: the config has problems\n", config::formatProblems(parsed, o.config));
+      fmt::print(stderr, "{}tally ledger: the config has problems\n",
+                 config::formatProblems(parsed, o.config));
       return std::nullopt;
     }
     if (!parsed.config->daemon.stateDir.empty()) return parsed.config->daemon.stateDir;
@@ -40,14 +42,23 @@ int runVerify(ledger::Ledger& db, const LedgerOptions& o) {
     return kExitEnvironment;
   }
   if (o.json) {
-    fmt::print("{}\n", ojson{{"ledger", db.path()}, {"intact", rep->problems.empty()}, {"rows", rep->rows},
-                              {"head_seq", rep->headSeq}, {"head_hash", rep->headHash}, {"legacy_rows", rep->legacyRows},
-                              {"problems", rep->problems}}.dump(2));
+    fmt::print("{}\n", ojson{{"ledger", db.path()},
+                             {"intact", rep->problems.empty()},
+                             {"rows", rep->rows},
+                             {"head_seq", rep->headSeq},
+                             {"head_hash", rep->headHash},
+                             {"legacy_rows", rep->legacyRows},
+                             {"problems", rep->problems}}
+                           .dump(2));
   } else if (rep->problems.empty()) {
-    fmt::print("{}: intact: {} rows, head #{} {}\n", db.path(), rep->rows, rep->headSeq, rep->headHash.empty() ? "(empty)" : rep->headHash);
-    if (rep->legacyRows) fmt::print("({} schema-1 rows predate the chain and are not covered by it)\n", rep->legacyRows);
+    fmt::print("{}: intact: {} rows, head #{} {}\n", db.path(), rep->rows, rep->headSeq,
+               rep->headHash.empty() ? "(empty)" : rep->headHash);
+    if (rep->legacyRows)
+      fmt::print("({} schema-1 rows predate the chain and are not covered by it)\n",
+                 rep->legacyRows);
   } else {
-    fmt::print("{}: BROKEN: {} problem(s) in {} rows\n", db.path(), rep->problems.size(), rep->rows);
+    fmt::print("{}: BROKEN: {} problem(s) in {} rows\n", db.path(), rep->problems.size(),
+               rep->rows);
     for (const auto& p : rep->problems) fmt::print("  {}\n", p);
   }
   return rep->problems.empty() ? kExitOk : kExitDegraded;
@@ -62,8 +73,13 @@ int runExport(ledger::Ledger& db) {
   auto out = ojson::array();
   for (const auto& e : *events) {
     auto body = ojson::parse(e.body, nullptr, false);
-    out.push_back({{"seq", e.seq}, {"at_ns", e.atNs}, {"lease", e.leaseId}, {"kind", e.kind},
-                   {"body", body.is_discarded() ? ojson(e.body) : body}, {"prev_hash", e.prevHash}, {"hash", e.hash}});
+    out.push_back({{"seq", e.seq},
+                   {"at_ns", e.atNs},
+                   {"lease", e.leaseId},
+                   {"kind", e.kind},
+                   {"body", body.is_discarded() ? ojson(e.body) : body},
+                   {"prev_hash", e.prevHash},
+                   {"hash", e.hash}});
   }
   fmt::print("{}\n", out.dump(2));
   return kExitOk;
@@ -72,23 +88,29 @@ int runExport(ledger::Ledger& db) {
 }  // namespace
 
 void addLedgerCommand(CLI::App& app, LedgerOptions& o) {
-  auto* cmd = app.add_subcommand("ledger", "The recorded lease outcomes (newest last); verify or export the chain");
+  auto* cmd = app.add_subcommand(
+      "ledger", "The recorded lease outcomes (newest last); verify or export the chain");
   cmd->footer(
-      "Every lease's outcome is one row: 'tally run' appends it, the daemon appends lifecycle rows\n"
-      "(granted, started, adopted, readopted, released) and the outcome. Rows are never rewritten and\n"
+      "Every lease's outcome is one row: 'tally run' appends it, the daemon appends lifecycle "
+      "rows\n"
+      "(granted, started, adopted, readopted, released) and the outcome. Rows are never rewritten "
+      "and\n"
       "form a hash chain; 'tally ledger verify' names any edited, deleted or reordered row.\n"
       "Exit status: 0 ok, 1 verify found a broken chain, 3 the ledger cannot be opened.");
   cmd->add_flag("--json", o.json, "print the full outcome records as a JSON array");
   cmd->add_option("--limit", o.limit, "how many of the newest rows")->default_str("20");
   cmd->add_option("--state-dir", o.stateDir, kStateDirHelp);
   cmd->add_option("--config", o.config, "read the state dir from this daemon config");
-  o.verify = cmd->add_subcommand("verify", "Check the hash chain: every row's hash and link to the row before");
+  o.verify = cmd->add_subcommand(
+      "verify", "Check the hash chain: every row's hash and link to the row before");
   o.verify->add_flag("--json", o.json, "print the report as JSON");
   o.verify->add_option("--state-dir", o.stateDir, kStateDirHelp);
   o.verify->add_option("--config", o.config, "read the state dir from this daemon config");
-  o.verify->footer("Prints the head (last seq and hash): keep it elsewhere to detect a truncated tail later.\n"
-                   "Exit status: 0 intact, 1 broken (each problem names its row), 3 cannot open the ledger.");
-  o.exportCmd = cmd->add_subcommand("export", "Every chain row (lifecycle and outcomes) as JSON, with hashes");
+  o.verify->footer(
+      "Prints the head (last seq and hash): keep it elsewhere to detect a truncated tail later.\n"
+      "Exit status: 0 intact, 1 broken (each problem names its row), 3 cannot open the ledger.");
+  o.exportCmd = cmd->add_subcommand(
+      "export", "Every chain row (lifecycle and outcomes) as JSON, with hashes");
   o.exportCmd->add_flag("--json", o.json, "JSON (the only format; accepted for symmetry)");
   o.exportCmd->add_option("--state-dir", o.stateDir, kStateDirHelp);
   o.exportCmd->add_option("--config", o.config, "read the state dir from this daemon config");
@@ -118,16 +140,17 @@ int runLedger(const LedgerOptions& o) {
     fmt::print("{}\n", out.dump(2));
     return kExitOk;
   }
-  fmt::print("{:>5}  {:<20}  {:<12}  {:<16}  {:<9}  {:<20}  {}\n", "SEQ", "STARTED (UTC)", "LEASE", "NAME", "MANAGER",
-             "OUTCOME", "EXIT");
+  fmt::print("{:>5}  {:<20}  {:<12}  {:<16}  {:<9}  {:<20}  {}\n", "SEQ", "STARTED (UTC)", "LEASE",
+             "NAME", "MANAGER", "OUTCOME", "EXIT");
   for (const auto& r : *rows) {
     time_t secs = static_cast<time_t>(r.entry.startedAtNs / 1000000000u);
     tm utc{};
     gmtime_r(&secs, &utc);
     char when[32];
     strftime(when, sizeof when, "%Y-%m-%d %H:%M:%S", &utc);
-    fmt::print("{:>5}  {:<20}  {:<12}  {:<16}  {:<9}  {:<20}  {}\n", r.seq, when, r.entry.leaseId, r.entry.name,
-               r.entry.manager, r.entry.outcomeClass, r.entry.exitStatus ? std::to_string(*r.entry.exitStatus) : std::string("-"));
+    fmt::print("{:>5}  {:<20}  {:<12}  {:<16}  {:<9}  {:<20}  {}\n", r.seq, when, r.entry.leaseId,
+               r.entry.name, r.entry.manager, r.entry.outcomeClass,
+               r.entry.exitStatus ? std::to_string(*r.entry.exitStatus) : std::string("-"));
   }
   return kExitOk;
 }

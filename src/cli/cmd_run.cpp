@@ -10,19 +10,19 @@
 #include "cli/option_values.h"
 #include "cli/roots.h"
 #include "cli/socket_path.h"
-#include "run/daemon_lease.h"
 #include "contain/choose.h"
 #include "contain/host_layout.h"
 #include "coverage/handover.h"
-#include "ledger/rows.h"
-#include "ledger/ledger.h"
 #include "lease/outcome.h"
 #include "lease/record.h"
+#include "ledger/ledger.h"
+#include "ledger/rows.h"
+#include "run/daemon_lease.h"
 #include "run/journal_observer.h"
 #include "run/runner.h"
-#include "util/units.h"
 #include "util/text.h"
 #include "util/unique_fd.h"
+#include "util/units.h"
 
 namespace tally::cli {
 namespace {
@@ -58,28 +58,34 @@ std::optional<lease::LeaseSpec> buildSpec(const RunOptions& o) {
   }
   spec.gpuAction = enforce::parseAction(o.gpuAction).value_or(enforce::Action::Kill);
   spec.gpuConsecutive = o.gpuOverSamples;
-  if (o.oomPolicy == "kill") spec.oomPolicy = lease::OomPolicy::Kill;
-  else if (o.oomPolicy == "stop") spec.oomPolicy = lease::OomPolicy::Stop;
-  else spec.oomPolicy = lease::OomPolicy::Continue;
+  if (o.oomPolicy == "kill")
+    spec.oomPolicy = lease::OomPolicy::Kill;
+  else if (o.oomPolicy == "stop")
+    spec.oomPolicy = lease::OomPolicy::Stop;
+  else
+    spec.oomPolicy = lease::OomPolicy::Continue;
   auto interval = units::parseDurationUs(o.sampleInterval);
   if (!interval) {
     fmt::print(stderr, "tally run: --sample-interval {}\n", interval.error().message);
     return std::nullopt;
   }
   if (*interval < 10'000) {
-    fmt::print(stderr, "tally run: --sample-interval {} is below the 10ms minimum\n", o.sampleInterval);
+    fmt::print(stderr, "tally run: --sample-interval {} is below the 10ms minimum\n",
+               o.sampleInterval);
     return std::nullopt;
   }
   spec.sampleIntervalUs = *interval;
   if (!text::endsWith(o.slice, ".slice") || o.slice.size() <= 6) {
-    fmt::print(stderr, "tally run: --slice '{}' is not a slice name (e.g. tally.slice, gpu-batch.slice)\n", o.slice);
+    fmt::print(stderr,
+               "tally run: --slice '{}' is not a slice name (e.g. tally.slice, gpu-batch.slice)\n",
+               o.slice);
     return std::nullopt;
   }
   spec.slice = o.slice;
-  spec.manager = o.system ? lease::Manager::System
-               : o.user   ? lease::Manager::User
-               : o.cgroupfs ? lease::Manager::Cgroupfs
-                            : lease::Manager::Auto;
+  spec.manager = o.system     ? lease::Manager::System
+                 : o.user     ? lease::Manager::User
+                 : o.cgroupfs ? lease::Manager::Cgroupfs
+                              : lease::Manager::Auto;
   if (!o.cgroupParent.empty()) {
     if (!o.cgroupfs) {
       fmt::print(stderr, "tally run: --cgroup-parent needs --cgroupfs\n");
@@ -93,77 +99,110 @@ std::optional<lease::LeaseSpec> buildSpec(const RunOptions& o) {
 }  // namespace
 
 void addRunCommand(CLI::App& app, RunOptions& o) {
-  auto* run = app.add_subcommand("run", "Run a command as a lease: its own cgroup, declared memory bounds, metered, recorded");
+  auto* run = app.add_subcommand(
+      "run", "Run a command as a lease: its own cgroup, declared memory bounds, metered, recorded");
   run->footer(
       "The command starts only after its cgroup exists and reads back exactly what was declared:\n"
       "the process is in the lease's cgroup, memory.max/high/swap.max equal the declared sizes\n"
-      "(\"max\" when not declared: tally never adds a limit), memory.oom.group matches the OOM policy.\n"
+      "(\"max\" when not declared: tally never adds a limit), memory.oom.group matches the OOM "
+      "policy.\n"
       "Otherwise it never runs and tally exits 125 saying what is missing.\n\n"
-      "Containment: a transient systemd scope tally-<id>.scope in its own slice <slice>-<id>.slice\n"
+      "Containment: a transient systemd scope tally-<id>.scope in its own slice "
+      "<slice>-<id>.slice\n"
       "(system manager for root, user manager otherwise), or with --cgroupfs (or when no systemd\n"
       "manager answers) a cgroup tally creates in a delegated cgroup v2 subtree.\n"
-      "Sizes: bytes, or K/M/G/T (1024-based; KiB, MiB... spellings too). Durations: 500ms, 1s, 2m.\n\n"
+      "Sizes: bytes, or K/M/G/T (1024-based; KiB, MiB... spellings too). Durations: 500ms, 1s, "
+      "2m.\n\n"
       "Examples:\n"
       "  tally run --memory-max 48G -- python serve.py\n"
-      "  tally run --name llama --memory-max 64G --memory-high 60G --gpu-memory-max 40G --json -- ./llama-server\n"
+      "  tally run --name llama --memory-max 64G --memory-high 60G --gpu-memory-max 40G --json -- "
+      "./llama-server\n"
       "  tally run --user --memory-max 2G -- make -j8\n\n"
-      "Exit status mirrors the workload: its exit code, or 128+N when signal N ended it (an OOM kill is\n"
-      "137, and the outcome says oom-killed). tally's own: 2 usage error, 125 containment refused (the\n"
-      "command never ran; also a workload whose wait status was lost), 126 command not executable,\n"
+      "Exit status mirrors the workload: its exit code, or 128+N when signal N ended it (an OOM "
+      "kill is\n"
+      "137, and the outcome says oom-killed). tally's own: 2 usage error, 125 containment refused "
+      "(the\n"
+      "command never ran; also a workload whose wait status was lost), 126 command not "
+      "executable,\n"
       "127 command not found.\n"
-      "SIGINT/SIGTERM/SIGHUP stop the whole lease (SIGTERM, SIGKILL after 10 s; a second signal kills at once).\n"
+      "SIGINT/SIGTERM/SIGHUP stop the whole lease (SIGTERM, SIGKILL after 10 s; a second signal "
+      "kills at once).\n"
       "Outcomes are appended to the ledger <state-dir>/ledger.sqlite (see 'tally ledger').\n\n"
-      "With --pool the lease comes from the tally daemon: tally waits in the pool's queue (showing\n"
-      "its position), then runs the scope as above; the daemon meters it and records the outcome in\n"
-      "its ledger. No daemon reachable with --pool: exit 125, nothing runs. Without --pool tally run\n"
+      "With --pool the lease comes from the tally daemon: tally waits in the pool's queue "
+      "(showing\n"
+      "its position), then runs the scope as above; the daemon meters it and records the outcome "
+      "in\n"
+      "its ledger. No daemon reachable with --pool: exit 125, nothing runs. Without --pool tally "
+      "run\n"
       "works standalone, with no daemon at all.");
   run->add_option("--name", o.name, "label for the lease (default: the command's basename)");
   run->add_option("--attr", o.attrs,
-                  "KEY=VALUE the operator declares about the workload (e.g. model=qwen3-32b), recorded and shown\n"
+                  "KEY=VALUE the operator declares about the workload (e.g. model=qwen3-32b), "
+                  "recorded and shown\n"
                   "in seat rows and metrics as declared; repeatable, up to 16");
   run->add_option("--memory-max", o.memoryMax, "hard memory limit (MemoryMax=, memory.max)");
   run->add_option("--memory-high", o.memoryHigh, "throttle limit (MemoryHigh=, memory.high)");
-  run->add_option("--memory-swap-max", o.memorySwapMax, "swap limit (MemorySwapMax=, memory.swap.max)");
-  run->add_option("--oom-policy", o.oomPolicy, "on an OOM kill: kill the whole lease, stop it, or continue")
+  run->add_option("--memory-swap-max", o.memorySwapMax,
+                  "swap limit (MemorySwapMax=, memory.swap.max)");
+  run->add_option("--oom-policy", o.oomPolicy,
+                  "on an OOM kill: kill the whole lease, stop it, or continue")
       ->check(CLI::IsMember({"kill", "stop", "continue"}))
       ->default_str("kill");
   run->add_option("--gpu-memory-max", o.gpuMemoryMax,
-                  "GPU memory bound (GTT+VRAM of the lease's DRM clients, fdinfo): over it for --gpu-over-samples\n"
+                  "GPU memory bound (GTT+VRAM of the lease's DRM clients, fdinfo): over it for "
+                  "--gpu-over-samples\n"
                   "samples in a row, tally kills the whole lease (docs/enforcement.md)");
-  run->add_option("--gpu-memory-high", o.gpuMemoryHigh, "GPU memory level that raises an event when crossed; never kills");
-  run->add_option("--gpu-memory-action", o.gpuAction, "what --gpu-memory-max does: kill the lease, or report only")
+  run->add_option("--gpu-memory-high", o.gpuMemoryHigh,
+                  "GPU memory level that raises an event when crossed; never kills");
+  run->add_option("--gpu-memory-action", o.gpuAction,
+                  "what --gpu-memory-max does: kill the lease, or report only")
       ->check(CLI::IsMember({"kill", "report"}))
       ->default_str("kill");
-  run->add_option("--gpu-over-samples", o.gpuOverSamples, "consecutive samples over --gpu-memory-max before acting")
+  run->add_option("--gpu-over-samples", o.gpuOverSamples,
+                  "consecutive samples over --gpu-memory-max before acting")
       ->check(CLI::Range(1u, 100u))
       ->default_str("2");
-  run->add_option("--sample-interval", o.sampleInterval, "how often the meters sample")->default_str("1s");
-  run->add_option("--slice", o.slice, "parent slice of the lease's own slice")->default_str("tally.slice");
+  run->add_option("--sample-interval", o.sampleInterval, "how often the meters sample")
+      ->default_str("1s");
+  run->add_option("--slice", o.slice, "parent slice of the lease's own slice")
+      ->default_str("tally.slice");
   auto* user = run->add_flag("--user", o.user, "use the calling user's systemd manager");
-  auto* system = run->add_flag("--system", o.system, "use the system manager (needs root or polkit)");
-  auto* cgroupfs = run->add_flag("--cgroupfs", o.cgroupfs, "create the lease cgroup directly in a delegated cgroup v2 subtree");
+  auto* system =
+      run->add_flag("--system", o.system, "use the system manager (needs root or polkit)");
+  auto* cgroupfs =
+      run->add_flag("--cgroupfs", o.cgroupfs,
+                    "create the lease cgroup directly in a delegated cgroup v2 subtree");
   user->excludes(system)->excludes(cgroupfs);
   system->excludes(cgroupfs);
-  run->add_option("--cgroup-parent", o.cgroupParent,
-                  "with --cgroupfs: the delegated subtree (default: the parent of tally's own cgroup)");
+  run->add_option(
+      "--cgroup-parent", o.cgroupParent,
+      "with --cgroupfs: the delegated subtree (default: the parent of tally's own cgroup)");
   run->add_option("--state-dir", o.stateDir,
-                  "where the ledger lives (default: $TALLY_STATE_DIR, /var/lib/tally for root, else ~/.local/state/tally)");
+                  "where the ledger lives (default: $TALLY_STATE_DIR, /var/lib/tally for root, "
+                  "else ~/.local/state/tally)");
   run->add_flag("--json", o.json, "print the outcome record (JSON) on stdout");
   auto* pool = run->add_option("--pool", o.pools,
-                  "acquire the lease from the tally daemon first, holding this pool (repeat for several);\n"
-                  "the daemon queues it under the pool's capacity and budgets, meters it and records the outcome")
+                               "acquire the lease from the tally daemon first, holding this pool "
+                               "(repeat for several);\n"
+                               "the daemon queues it under the pool's capacity and budgets, meters "
+                               "it and records the outcome")
+                   ->group("Daemon (pools)");
+  run->add_option("--priority", o.priority, "queue priority, -100..100 (higher first)")
+      ->default_str("0")
       ->group("Daemon (pools)");
-  run->add_option("--priority", o.priority, "queue priority, -100..100 (higher first)")->default_str("0")->group("Daemon (pools)");
-  run->add_option("--queue-timeout", o.queueTimeout, "give up when not granted within this long (default: the daemon's)")
+  run->add_option("--queue-timeout", o.queueTimeout,
+                  "give up when not granted within this long (default: the daemon's)")
       ->group("Daemon (pools)");
   run->add_option("--reconnect-timeout", o.reconnectTimeout,
                   "how long to wait for a restarted daemon before printing the outcome instead")
-      ->default_str("60s")->group("Daemon (pools)");
+      ->default_str("60s")
+      ->group("Daemon (pools)");
   addSocketOption(run, o.socket);
   (void)pool;
   // main() hands over what follows "--" untouched; without "--" the command
   // may not contain options (tally run sleep 5 works, sh -c needs "--").
-  run->add_option("command", o.command, "the command and its arguments; put them after -- when they have options")
+  run->add_option("command", o.command,
+                  "the command and its arguments; put them after -- when they have options")
       ->expected(-1);
 }
 
@@ -188,7 +227,8 @@ int runRun(const fs::RootPaths& paths, const RunOptions& opts) {
     return kRunExitUsage;
   }
   std::optional<std::uint64_t> queueTimeout;
-  if (!durationOption("run", "--queue-timeout", opts.queueTimeout, queueTimeout)) return kRunExitUsage;
+  if (!durationOption("run", "--queue-timeout", opts.queueTimeout, queueTimeout))
+    return kRunExitUsage;
   auto roots = openRoots(paths);
   if (!roots) return kRunExitRefused;
   const fs::Root* cgroupRoot = roots->cgroup ? &*roots->cgroup : nullptr;
@@ -199,13 +239,16 @@ int runRun(const fs::RootPaths& paths, const RunOptions& opts) {
   if (ledger) {
     auto rec = ledger::lastCoverage(*ledger);
     coverage::Handover handover;
-    if (rec && rec->kernel == layout.kernel && rec->coverage == coverage::coverageName(coverage::Coverage::HostAndGtt)) {
+    if (rec && rec->kernel == layout.kernel &&
+        rec->coverage == coverage::coverageName(coverage::Coverage::HostAndGtt)) {
       handover.coverage = coverage::Coverage::HostAndGtt;
     }
     if (auto both = handover.memoryMaxWithGpu(spec->memoryMax, spec->gpuMemoryMax)) {
       spec->declaredMemoryMax = spec->memoryMax;
       spec->memoryMax = *both;
-      fmt::print(stderr, "tally run: the ledger records that kernel {} charges GTT to memcg: MemoryMax = --memory-max + --gpu-memory-max = {}\n",
+      fmt::print(stderr,
+                 "tally run: the ledger records that kernel {} charges GTT to memcg: MemoryMax = "
+                 "--memory-max + --gpu-memory-max = {}\n",
                  layout.kernel, *spec->memoryMax);
     }
   }
@@ -250,18 +293,25 @@ int runRun(const fs::RootPaths& paths, const RunOptions& opts) {
     if (g.contains("memory_max_effective") && g["memory_max_effective"].is_number_unsigned()) {
       spec->declaredMemoryMax = spec->memoryMax;
       spec->memoryMax = g["memory_max_effective"].get<std::uint64_t>();
-      fmt::print(stderr, "tally run: this kernel charges GTT to memcg (coverage {}): MemoryMax = --memory-max + --gpu-memory-max = {}\n",
+      fmt::print(stderr,
+                 "tally run: this kernel charges GTT to memcg (coverage {}): MemoryMax = "
+                 "--memory-max + --gpu-memory-max = {}\n",
                  g.value("coverage", "?"), *spec->memoryMax);
     }
-    if (g.contains("gpu_bound") && g["gpu_bound"].value("advisory", false)) spec->gpuAction = enforce::Action::Report;
+    if (g.contains("gpu_bound") && g["gpu_bound"].value("advisory", false))
+      spec->gpuAction = enforce::Action::Report;
   }
 
   auto choice = contain::chooseContainment(*spec, roots->proc, cgroupRoot, layout);
   if (!choice.note.empty()) fmt::print(stderr, "tally run: {}\n", choice.note);
   long page = sysconf(_SC_PAGESIZE);
   run::JournalObserver journalObserver(spec->id, spec->name);
-  run::RunEnv env{roots->proc, roots->sys, cgroupRoot, signalFd.get(), page > 0 ? static_cast<std::uint64_t>(page) : 4096,
-                    daemonLease ? static_cast<run::LeaseObserver*>(&*daemonLease) : &journalObserver};
+  run::RunEnv env{roots->proc,
+                  roots->sys,
+                  cgroupRoot,
+                  signalFd.get(),
+                  page > 0 ? static_cast<std::uint64_t>(page) : 4096,
+                  daemonLease ? static_cast<run::LeaseObserver*>(&*daemonLease) : &journalObserver};
   auto record = run::runLease(*spec, env, choice.lease.get(), choice.refusal);
   choice.lease.reset();
 
@@ -270,16 +320,23 @@ int runRun(const fs::RootPaths& paths, const RunOptions& opts) {
   if (ledger) {
     if (auto s = ledger->appendOutcome(record.spec.id, recordText); !s) {
       // Nothing lost: the record goes to stderr when the ledger refuses it.
-      fmt::print(stderr, "tally run: WARNING: {}; the record follows\n{}\n", s.error().message, recordText);
+      fmt::print(stderr, "tally run: WARNING: {}; the record follows\n{}\n", s.error().message,
+                 recordText);
     }
   } else if (daemonLease && !daemonLease->recorded()) {
-    if (record.outcome.cls == lease::OutcomeClass::ContainmentRefused) daemonLease->withdraw();
-    else fmt::print(stderr, "tally run: WARNING: the daemon did not record lease {}; the record follows\n{}\n", record.spec.id, recordText);
+    if (record.outcome.cls == lease::OutcomeClass::ContainmentRefused)
+      daemonLease->withdraw();
+    else
+      fmt::print(stderr,
+                 "tally run: WARNING: the daemon did not record lease {}; the record follows\n{}\n",
+                 record.spec.id, recordText);
   }
   if (!daemonLease) journalObserver.ended(doc);
   for (const auto& w : record.warnings) fmt::print(stderr, "tally run: warning: {}\n", w);
-  if (opts.json) fmt::print("{}\n", doc.dump(2));
-  else fmt::print(stderr, "{}\n", lease::summaryLine(record));
+  if (opts.json)
+    fmt::print("{}\n", doc.dump(2));
+  else
+    fmt::print(stderr, "{}\n", lease::summaryLine(record));
   return record.outcome.exitStatus;
 }
 

@@ -35,11 +35,14 @@ struct Size {
 
 Size terminalSize(int fd) {
   winsize ws{};
-  if (ioctl(fd, TIOCGWINSZ, &ws) == 0 && ws.ws_col > 0 && ws.ws_row > 0) return {ws.ws_col, ws.ws_row};
+  if (ioctl(fd, TIOCGWINSZ, &ws) == 0 && ws.ws_col > 0 && ws.ws_row > 0)
+    return {ws.ws_col, ws.ws_row};
   Size s;
   // Not a terminal: $COLUMNS when the shell exports it, else wide enough for every column.
-  if (const char* c = std::getenv("COLUMNS"); c && std::atoi(c) > 40) s.width = static_cast<std::size_t>(std::atoi(c));
-  else s.width = 160;
+  if (const char* c = std::getenv("COLUMNS"); c && std::atoi(c) > 40)
+    s.width = static_cast<std::size_t>(std::atoi(c));
+  else
+    s.width = 160;
   return s;
 }
 
@@ -103,7 +106,8 @@ class Fetcher {
       }
       client_.emplace(std::move(*c));
     }
-    auto m = client_->call("overview", json::object(), {}, 2000);  // a hung daemon must not freeze the keys for long
+    auto m = client_->call("overview", json::object(), {},
+                           2000);  // a hung daemon must not freeze the keys for long
     if (!m || !m->ok) {
       error = m ? m->error.message : m.error().message;
       client_.reset();  // reconnect next time (the daemon restarted, or went away)
@@ -121,16 +125,21 @@ class Fetcher {
 }  // namespace
 
 void addTopCommand(CLI::App& app, TopOptions& o) {
-  auto* top = app.add_subcommand("top", "A live view: leases against their limits, pools, devices, headroom, coverage");
+  auto* top = app.add_subcommand(
+      "top", "A live view: leases against their limits, pools, devices, headroom, coverage");
   top->footer(
-      "Redraws every --interval from the daemon's overview: each lease's host memory (memory.current\n"
-      "against memory.max) and GPU memory (GTT, VRAM, their sum against gpu_memory_max), pools with\n"
-      "holders, queue and budgets, DRM devices with GTT/VRAM used, and the GPU memory no lease accounts\n"
+      "Redraws every --interval from the daemon's overview: each lease's host memory "
+      "(memory.current\n"
+      "against memory.max) and GPU memory (GTT, VRAM, their sum against gpu_memory_max), pools "
+      "with\n"
+      "holders, queue and budgets, DRM devices with GTT/VRAM used, and the GPU memory no lease "
+      "accounts\n"
       "for. A lease not sampled within 2 x sample_interval shows 'stale' and no figures.\n"
       "Keys: q quits. Resizes follow the terminal. Works over SSH (plain VT100 sequences).\n"
       "Not a terminal (a pipe, a file): prints one plain listing and exits; so does --once.\n"
       "Exit status: 0 quit, 2 usage, 3 the daemon cannot be reached (--once or not a terminal).");
-  top->add_option("--interval", o.interval, "time between refreshes (100ms..1h)")->default_str("1s");
+  top->add_option("--interval", o.interval, "time between refreshes (100ms..1h)")
+      ->default_str("1s");
   top->add_flag("--once", o.once, "print one plain listing and exit, even on a terminal");
   addSocketOption(top, o.socket);
 }
@@ -176,8 +185,11 @@ int runTop(const TopOptions& o) {
     for (bool running = true; running;) {
       std::uint64_t now = clock::monotonicUs();
       if (now >= nextFetchUs) {
-        if (auto ov = fetcher.fetch(view.status)) last = std::move(*ov);
-        else view.status = "cannot reach the daemon: " + view.status + " (retrying; 'tally daemon' must run)";
+        if (auto ov = fetcher.fetch(view.status))
+          last = std::move(*ov);
+        else
+          view.status =
+              "cannot reach the daemon: " + view.status + " (retrying; 'tally daemon' must run)";
         nextFetchUs = now + *intervalUs;
       }
       Size size = terminalSize(STDOUT_FILENO);

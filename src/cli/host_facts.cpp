@@ -4,8 +4,10 @@ namespace tally::cli {
 
 report::HostFacts readHostFacts(const fs::Root& proc, const fs::Root& sys) {
   report::HostFacts host;
-  if (auto m = proc.read("meminfo", 1 << 16)) host.meminfo = probes::parseMemInfo(*m);
-  else host.meminfoError = m.error().message;
+  if (auto m = proc.read("meminfo", 1 << 16))
+    host.meminfo = probes::parseMemInfo(*m);
+  else
+    host.meminfoError = m.error().message;
   // pages_limit counts pages of the kernel's PAGE_SIZE, the same as ours.
   host.gtt = devices::readGttCeiling(sys, static_cast<std::uint64_t>(::sysconf(_SC_PAGESIZE)));
   return host;

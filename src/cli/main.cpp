@@ -1,10 +1,11 @@
 // tally: a real memory bound and a true meter for every lease on a shared GPU box.
+#include <fmt/format.h>
+
 #include <CLI/CLI.hpp>
 #include <exception>
 #include <string>
 #include <string_view>
 #include <vector>
-#include <fmt/format.h>
 
 #include "cli/cmd_client.h"
 #include "cli/cmd_daemon.h"
@@ -23,16 +24,22 @@ int main(int argc, char** argv) {
   app.fallthrough();  // root options work after the subcommand too: tally gpu --proc-root X
   fs::RootPaths roots;
   app.add_option("--proc-root", roots.proc, "procfs to read (diagnostic/testing)")
-      ->default_str(fs::kProcRoot)->group("Diagnostic/testing");
+      ->default_str(fs::kProcRoot)
+      ->group("Diagnostic/testing");
   app.add_option("--sys-root", roots.sys, "sysfs to read (diagnostic/testing)")
-      ->default_str(fs::kSysRoot)->group("Diagnostic/testing");
+      ->default_str(fs::kSysRoot)
+      ->group("Diagnostic/testing");
   app.add_option("--cgroup-root", roots.cgroup, "cgroup v2 root to read (diagnostic/testing)")
-      ->default_str(fs::kCgroupRoot)->group("Diagnostic/testing");
-  app.footer("Run 'tally <command> --help' for a command's options.\n"
-             "Exit status: 0 ok, 1 a check found a problem (doctor, config check, ledger verify), 2 usage error\n"
-             "(doctor: also a check that could not run), "
-             "3 cannot read /proc, /sys or cgroupfs, or reach the daemon, 4 internal error, 5 the daemon refused.\n"
-             "'tally run' mirrors its workload instead (see tally run --help).");
+      ->default_str(fs::kCgroupRoot)
+      ->group("Diagnostic/testing");
+  app.footer(
+      "Run 'tally <command> --help' for a command's options.\n"
+      "Exit status: 0 ok, 1 a check found a problem (doctor, config check, ledger verify), 2 usage "
+      "error\n"
+      "(doctor: also a check that could not run), "
+      "3 cannot read /proc, /sys or cgroupfs, or reach the daemon, 4 internal error, 5 the daemon "
+      "refused.\n"
+      "'tally run' mirrors its workload instead (see tally run --help).");
 
   cli::GpuOptions gpu;
   cli::addGpuCommand(app, gpu);
@@ -71,7 +78,9 @@ int main(int argc, char** argv) {
   } catch (const CLI::ParseError& e) {
     int rc = app.exit(e);
     if (rc != 0 && app.got_subcommand("run") && workload.empty()) {
-      fmt::print(stderr, "tally run: put the command after --, e.g. tally run --memory-max 4G -- sh -c '...'\n");
+      fmt::print(
+          stderr,
+          "tally run: put the command after --, e.g. tally run --memory-max 4G -- sh -c '...'\n");
     }
     return rc == 0 ? cli::kExitOk : cli::kExitUsage;
   }
@@ -82,8 +91,9 @@ int main(int argc, char** argv) {
     if (app.got_subcommand("daemon")) return cli::runDaemon(roots, daemonOpts);
     if (app.got_subcommand("config")) return cli::runConfigCheck(configOpts);
     if (app.got_subcommand("top")) return cli::runTop(topOpts);
-    if (app.got_subcommand("leases") || app.got_subcommand("lease") || app.got_subcommand("pools") ||
-        app.got_subcommand("attach") || app.got_subcommand("events") || app.got_subcommand("seats") ||
+    if (app.got_subcommand("leases") || app.got_subcommand("lease") ||
+        app.got_subcommand("pools") || app.got_subcommand("attach") ||
+        app.got_subcommand("events") || app.got_subcommand("seats") ||
         app.got_subcommand("metrics")) {
       return cli::runClientCommand(clientCmds, clientOpts);
     }

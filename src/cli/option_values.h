@@ -14,11 +14,15 @@ namespace tally::cli {
 
 // "" leaves `out` unset (the option was not given) and returns true; a value
 // that does not parse is printed on stderr and returns false.
-bool sizeOption(std::string_view cmd, std::string_view flag, const std::string& text, std::optional<std::uint64_t>& out);
+bool sizeOption(std::string_view cmd, std::string_view flag, const std::string& text,
+                std::optional<std::uint64_t>& out);
 // A memory limit (--memory-max, --memory-high): a size of at least one page.
-bool memoryLimitOption(std::string_view cmd, std::string_view flag, const std::string& text, std::optional<std::uint64_t>& out);
-bool durationOption(std::string_view cmd, std::string_view flag, const std::string& text, std::optional<std::uint64_t>& out);
+bool memoryLimitOption(std::string_view cmd, std::string_view flag, const std::string& text,
+                       std::optional<std::uint64_t>& out);
+bool durationOption(std::string_view cmd, std::string_view flag, const std::string& text,
+                    std::optional<std::uint64_t>& out);
 // Every --attr KEY=VALUE (lease/attributes.h) into `out`; a bad one is printed and returns false.
-bool attributesOption(std::string_view cmd, const std::vector<std::string>& texts, lease::Attributes& out);
+bool attributesOption(std::string_view cmd, const std::vector<std::string>& texts,
+                      lease::Attributes& out);
 
 }  // namespace tally::cli

@@ -16,8 +16,10 @@ std::optional<OpenRoots> openRoots(const fs::RootPaths& paths) {
     return std::nullopt;
   }
   OpenRoots roots{std::move(*proc), std::move(*sys), std::nullopt, std::nullopt};
-  if (auto cg = fs::Root::open(paths.cgroup)) roots.cgroup.emplace(std::move(*cg));
-  else roots.cgroupError = cg.error().message;
+  if (auto cg = fs::Root::open(paths.cgroup))
+    roots.cgroup.emplace(std::move(*cg));
+  else
+    roots.cgroupError = cg.error().message;
   return roots;
 }
 

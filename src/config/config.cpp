@@ -1,18 +1,16 @@
 #include "config/config.h"
 
-#include <fmt/format.h>
-
 #include <fcntl.h>
+#include <fmt/format.h>
 #include <sys/stat.h>
+#include <toml++/toml.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cstring>
 
-#include <toml++/toml.h>
-
-#include "util/units.h"
 #include "util/unique_fd.h"
+#include "util/units.h"
 
 namespace tally::config {
 namespace {
@@ -23,20 +21,25 @@ class Reader {
  public:
   std::vector<Problem> problems;
 
-  void problem(const toml::node& n, std::string message) { problems.push_back({lineOf(n), std::move(message)}); }
+  void problem(const toml::node& n, std::string message) {
+    problems.push_back({lineOf(n), std::move(message)});
+  }
 
   // Keys a table may hold; anything else is an error naming the known ones.
-  void onlyKeys(const toml::table& t, std::string_view where, std::initializer_list<std::string_view> known) {
+  void onlyKeys(const toml::table& t, std::string_view where,
+                std::initializer_list<std::string_view> known) {
     for (const auto& [key, node] : t) {
       if (std::find(known.begin(), known.end(), key.str()) != known.end()) continue;
       std::string list;
       for (auto k : known) list += fmt::format("{}{}", list.empty() ? "" : ", ", k);
-      problems.push_back({key.source().begin.line ? key.source().begin.line : lineOf(node),
-                          fmt::format("unknown key '{}' in {} (known: {})", key.str(), where, list)});
+      problems.push_back(
+          {key.source().begin.line ? key.source().begin.line : lineOf(node),
+           fmt::format("unknown key '{}' in {} (known: {})", key.str(), where, list)});
     }
   }
 
-  std::optional<std::string> string(const toml::table& t, std::string_view key, std::string_view where) {
+  std::optional<std::string> string(const toml::table& t, std::string_view key,
+                                    std::string_view where) {
     const toml::node* n = t.get(key);
     if (!n) return std::nullopt;
     if (auto s = n->value<std::string>()) return *s;
@@ -53,7 +56,8 @@ class Reader {
   }
 
   // A size: an integer (bytes) or a string with a unit ("96GiB").
-  std::optional<std::uint64_t> size(const toml::table& t, std::string_view key, std::string_view where) {
+  std::optional<std::uint64_t> size(const toml::table& t, std::string_view key,
+                                    std::string_view where) {
     const toml::node* n = t.get(key);
     if (!n) return std::nullopt;
     if (auto i = n->value<std::int64_t>()) {
@@ -67,12 +71,14 @@ class Reader {
       problem(*n, fmt::format("{}.{}: {}", where, key, v ? "must be positive" : v.error().message));
       return std::nullopt;
     }
-    problem(*n, fmt::format("{}.{} must be bytes (integer) or a size string such as \"96GiB\"", where, key));
+    problem(*n, fmt::format("{}.{} must be bytes (integer) or a size string such as \"96GiB\"",
+                            where, key));
     return std::nullopt;
   }
 
   // A duration: a string with a unit ("1s", "10m") or an integer of seconds.
-  std::optional<std::uint64_t> duration(const toml::table& t, std::string_view key, std::string_view where) {
+  std::optional<std::uint64_t> duration(const toml::table& t, std::string_view key,
+                                        std::string_view where) {
     const toml::node* n = t.get(key);
     if (!n) return std::nullopt;
     if (auto i = n->value<std::int64_t>()) {
@@ -90,12 +96,13 @@ class Reader {
     return std::nullopt;
   }
 
-  std::optional<std::uint64_t> count(const toml::table& t, std::string_view key, std::string_view where,
-                                     std::uint64_t min, std::uint64_t max) {
+  std::optional<std::uint64_t> count(const toml::table& t, std::string_view key,
+                                     std::string_view where, std::uint64_t min, std::uint64_t max) {
     const toml::node* n = t.get(key);
     if (!n) return std::nullopt;
     auto i = n->value<std::int64_t>();
-    if (i && *i >= 0 && static_cast<std::uint64_t>(*i) >= min && static_cast<std::uint64_t>(*i) <= max) {
+    if (i && *i >= 0 && static_cast<std::uint64_t>(*i) >= min &&
+        static_cast<std::uint64_t>(*i) <= max) {
       return static_cast<std::uint64_t>(*i);
     }
     problem(*n, fmt::format("{}.{} must be an integer in {}..{}", where, key, min, max));
@@ -106,7 +113,8 @@ class Reader {
 bool validPoolName(std::string_view s) {
   if (s.empty() || s.size() > 64) return false;
   return std::all_of(s.begin(), s.end(), [](char c) {
-    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-' || c == '_';
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-' ||
+           c == '_';
   });
 }
 
@@ -121,23 +129,45 @@ bool validBdf(std::string_view s) {
 }
 
 void readDaemon(Reader& r, const toml::table& t, Daemon& d) {
-  r.onlyKeys(t, "[daemon]", {"socket", "socket_group", "state_dir", "sample_interval", "queue_timeout",
-                             "samples_full_resolution", "samples_max_age", "samples_max_rows", "client_grace",
-                             "coverage_probe", "coverage_probe_size", "keep_gpu_memory_max", "metrics_textfile",
-                             "metrics_listen", "max_connections", "max_connections_per_uid", "max_queued",
-                             "max_queued_per_connection", "idle_timeout", "request_timeout"});
+  r.onlyKeys(t, "[daemon]",
+             {"socket",
+              "socket_group",
+              "state_dir",
+              "sample_interval",
+              "queue_timeout",
+              "samples_full_resolution",
+              "samples_max_age",
+              "samples_max_rows",
+              "client_grace",
+              "coverage_probe",
+              "coverage_probe_size",
+              "keep_gpu_memory_max",
+              "metrics_textfile",
+              "metrics_listen",
+              "max_connections",
+              "max_connections_per_uid",
+              "max_queued",
+              "max_queued_per_connection",
+              "idle_timeout",
+              "request_timeout"});
   if (auto s = r.string(t, "socket", "daemon")) {
-    if (s->empty() || (*s)[0] != '/' || s->size() > 107) r.problem(*t.get("socket"), "daemon.socket must be an absolute path of at most 107 bytes");
-    else d.socket = *s;
+    if (s->empty() || (*s)[0] != '/' || s->size() > 107)
+      r.problem(*t.get("socket"), "daemon.socket must be an absolute path of at most 107 bytes");
+    else
+      d.socket = *s;
   }
   if (auto s = r.string(t, "socket_group", "daemon")) d.socketGroup = *s;
   if (auto s = r.string(t, "state_dir", "daemon")) {
-    if (s->empty() || (*s)[0] != '/') r.problem(*t.get("state_dir"), "daemon.state_dir must be an absolute path");
-    else d.stateDir = *s;
+    if (s->empty() || (*s)[0] != '/')
+      r.problem(*t.get("state_dir"), "daemon.state_dir must be an absolute path");
+    else
+      d.stateDir = *s;
   }
   if (auto v = r.duration(t, "sample_interval", "daemon")) {
-    if (*v < 100'000) r.problem(*t.get("sample_interval"), "daemon.sample_interval must be at least 100ms");
-    else d.sampleIntervalUs = *v;
+    if (*v < 100'000)
+      r.problem(*t.get("sample_interval"), "daemon.sample_interval must be at least 100ms");
+    else
+      d.sampleIntervalUs = *v;
   }
   if (auto v = r.duration(t, "queue_timeout", "daemon")) d.queueTimeoutUs = *v;
   if (auto v = r.duration(t, "samples_full_resolution", "daemon")) d.samplesFullResolutionUs = *v;
@@ -146,29 +176,44 @@ void readDaemon(Reader& r, const toml::table& t, Daemon& d) {
   if (auto v = r.duration(t, "client_grace", "daemon")) d.clientGraceUs = *v;
   if (auto v = r.boolean(t, "coverage_probe", "daemon")) d.coverageProbe = *v;
   if (auto v = r.size(t, "coverage_probe_size", "daemon")) {
-    if (*v < (1ULL << 20) || *v > (1ULL << 32)) r.problem(*t.get("coverage_probe_size"), "daemon.coverage_probe_size must be 1MiB..4GiB");
-    else d.coverageProbeBytes = *v;
+    if (*v < (1ULL << 20) || *v > (1ULL << 32))
+      r.problem(*t.get("coverage_probe_size"), "daemon.coverage_probe_size must be 1MiB..4GiB");
+    else
+      d.coverageProbeBytes = *v;
   }
   if (auto v = r.boolean(t, "keep_gpu_memory_max", "daemon")) d.keepGpuMemoryMax = *v;
   if (auto s = r.string(t, "metrics_textfile", "daemon")) {
-    if (s->empty() || (*s)[0] != '/') r.problem(*t.get("metrics_textfile"), "daemon.metrics_textfile must be an absolute path (e.g. /var/lib/prometheus/node-exporter/tally.prom)");
-    else d.metricsTextfile = *s;
+    if (s->empty() || (*s)[0] != '/')
+      r.problem(*t.get("metrics_textfile"),
+                "daemon.metrics_textfile must be an absolute path (e.g. "
+                "/var/lib/prometheus/node-exporter/tally.prom)");
+    else
+      d.metricsTextfile = *s;
   }
-  if (auto s = r.string(t, "metrics_listen", "daemon")) d.metricsListen = *s;  // checked (loopback only) when the daemon binds it
+  if (auto s = r.string(t, "metrics_listen", "daemon"))
+    d.metricsListen = *s;  // checked (loopback only) when the daemon binds it
   if (auto v = r.count(t, "max_connections", "daemon", 16, 1'000'000)) d.maxConnections = *v;
-  if (auto v = r.count(t, "max_connections_per_uid", "daemon", 4, 1'000'000)) d.maxConnectionsPerUid = *v;
+  if (auto v = r.count(t, "max_connections_per_uid", "daemon", 4, 1'000'000))
+    d.maxConnectionsPerUid = *v;
   if (auto v = r.count(t, "max_queued", "daemon", 1, 10'000'000)) d.maxQueued = *v;
-  if (auto v = r.count(t, "max_queued_per_connection", "daemon", 1, 1'000'000)) d.maxQueuedPerConnection = *v;
+  if (auto v = r.count(t, "max_queued_per_connection", "daemon", 1, 1'000'000))
+    d.maxQueuedPerConnection = *v;
   if (auto v = r.duration(t, "idle_timeout", "daemon")) {
-    if (*v < 1'000'000) r.problem(*t.get("idle_timeout"), "daemon.idle_timeout must be at least 1s");
-    else d.idleTimeoutUs = *v;
+    if (*v < 1'000'000)
+      r.problem(*t.get("idle_timeout"), "daemon.idle_timeout must be at least 1s");
+    else
+      d.idleTimeoutUs = *v;
   }
   if (auto v = r.duration(t, "request_timeout", "daemon")) {
-    if (*v < 1'000'000 || *v > 600'000'000) r.problem(*t.get("request_timeout"), "daemon.request_timeout must be 1s..10m");
-    else d.requestTimeoutUs = *v;
+    if (*v < 1'000'000 || *v > 600'000'000)
+      r.problem(*t.get("request_timeout"), "daemon.request_timeout must be 1s..10m");
+    else
+      d.requestTimeoutUs = *v;
   }
   if (d.samplesMaxAgeUs < d.samplesFullResolutionUs) {
-    r.problems.push_back({lineOf(t), "daemon.samples_max_age must not be shorter than daemon.samples_full_resolution"});
+    r.problems.push_back(
+        {lineOf(t),
+         "daemon.samples_max_age must not be shorter than daemon.samples_full_resolution"});
   }
 }
 
@@ -179,25 +224,33 @@ void readPool(Reader& r, const std::string& name, const toml::node& node, Config
     r.problem(node, fmt::format("{} must be a table: [pools.{}]", where, name));
     return;
   }
-  if (!validPoolName(name)) r.problem(node, fmt::format("pool name '{}' must be 1-64 of [A-Za-z0-9_-]", name));
-  r.onlyKeys(*t, fmt::format("[{}]", where), {"capacity", "memory_budget", "gpu_memory_budget", "devices"});
+  if (!validPoolName(name))
+    r.problem(node, fmt::format("pool name '{}' must be 1-64 of [A-Za-z0-9_-]", name));
+  r.onlyKeys(*t, fmt::format("[{}]", where),
+             {"capacity", "memory_budget", "gpu_memory_budget", "devices"});
   Pool p;
   p.name = name;
   p.line = lineOf(node);
-  if (!t->get("capacity")) r.problem(node, fmt::format("{}.capacity is missing (how many leases may hold the pool at once)", where));
+  if (!t->get("capacity"))
+    r.problem(
+        node,
+        fmt::format("{}.capacity is missing (how many leases may hold the pool at once)", where));
   if (auto v = r.count(*t, "capacity", where, 1, 1'000'000)) p.capacity = *v;
   p.memoryBudget = r.size(*t, "memory_budget", where);
   p.gpuMemoryBudget = r.size(*t, "gpu_memory_budget", where);
   if (const toml::node* dn = t->get("devices")) {
     const toml::array* a = dn->as_array();
     if (!a) {
-      r.problem(*dn, fmt::format("{}.devices must be an array of PCI addresses such as [\"0000:c6:00.0\"]", where));
+      r.problem(*dn, fmt::format(
+                         "{}.devices must be an array of PCI addresses such as [\"0000:c6:00.0\"]",
+                         where));
     } else {
       for (const auto& e : *a) {
         auto s = e.value<std::string>();
         if (!s || !validBdf(*s)) {
-          r.problem(e, fmt::format("{}.devices: {} is not a PCI address (lowercase, e.g. \"0000:c6:00.0\")", where,
-                                   s ? fmt::format("'{}'", *s) : std::string("a non-string")));
+          r.problem(e, fmt::format(
+                           "{}.devices: {} is not a PCI address (lowercase, e.g. \"0000:c6:00.0\")",
+                           where, s ? fmt::format("'{}'", *s) : std::string("a non-string")));
         } else if (std::find(p.devices.begin(), p.devices.end(), *s) != p.devices.end()) {
           r.problem(e, fmt::format("{}.devices lists {} twice", where, *s));
         } else {
@@ -205,7 +258,12 @@ void readPool(Reader& r, const std::string& name, const toml::node& node, Config
         }
       }
     }
-    if (!p.gpuMemoryBudget) r.problem(*dn, fmt::format("{}.devices is set but gpu_memory_budget is not; devices only scope the GPU budget", where));
+    if (!p.gpuMemoryBudget)
+      r.problem(
+          *dn,
+          fmt::format(
+              "{}.devices is set but gpu_memory_budget is not; devices only scope the GPU budget",
+              where));
   }
   c.pools.push_back(std::move(p));
 }
@@ -233,8 +291,10 @@ Parsed parse(std::string_view text, const std::string& path) {
   c.path = path;
   r.onlyKeys(root, "the top level", {"daemon", "pools"});
   if (const toml::node* d = root.get("daemon")) {
-    if (const toml::table* t = d->as_table()) readDaemon(r, *t, c.daemon);
-    else r.problem(*d, "daemon must be a table: [daemon]");
+    if (const toml::table* t = d->as_table())
+      readDaemon(r, *t, c.daemon);
+    else
+      r.problem(*d, "daemon must be a table: [daemon]");
   }
   if (const toml::node* p = root.get("pools")) {
     if (const toml::table* t = p->as_table()) {
@@ -244,11 +304,13 @@ Parsed parse(std::string_view text, const std::string& path) {
     }
   }
   // toml++ keeps tables sorted by key; pools are listed in file order.
-  std::stable_sort(c.pools.begin(), c.pools.end(), [](const Pool& a, const Pool& b) { return a.line < b.line; });
+  std::stable_sort(c.pools.begin(), c.pools.end(),
+                   [](const Pool& a, const Pool& b) { return a.line < b.line; });
   if (c.pools.empty() && r.problems.empty()) {
     r.problems.push_back({0, "no pools: add at least one [pools.<name>] table with a capacity"});
   }
-  std::stable_sort(r.problems.begin(), r.problems.end(), [](const Problem& a, const Problem& b) { return a.line < b.line; });
+  std::stable_sort(r.problems.begin(), r.problems.end(),
+                   [](const Problem& a, const Problem& b) { return a.line < b.line; });
   out.problems = std::move(r.problems);
   if (out.problems.empty()) out.config = std::move(c);
   return out;
@@ -263,11 +325,14 @@ Parsed load(const std::string& path) {
   UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK));
   if (!fd.valid()) return refuse(fmt::format("cannot read {}: {}", path, std::strerror(errno)));
   struct stat st {};
-  if (::fstat(fd.get(), &st) != 0) return refuse(fmt::format("cannot stat {}: {}", path, std::strerror(errno)));
+  if (::fstat(fd.get(), &st) != 0)
+    return refuse(fmt::format("cannot stat {}: {}", path, std::strerror(errno)));
   // A device, a FIFO or a directory is never a config: /dev/zero would read forever.
-  if (!S_ISREG(st.st_mode)) return refuse(fmt::format("{} is not a regular file; name the TOML config file", path));
+  if (!S_ISREG(st.st_mode))
+    return refuse(fmt::format("{} is not a regular file; name the TOML config file", path));
   if (static_cast<std::uint64_t>(st.st_size) > kMaxConfigBytes) {
-    return refuse(fmt::format("{} is {} bytes, larger than {} KiB; that is not a tally config", path, st.st_size, kMaxConfigBytes >> 10));
+    return refuse(fmt::format("{} is {} bytes, larger than {} KiB; that is not a tally config",
+                              path, st.st_size, kMaxConfigBytes >> 10));
   }
   std::string text;
   char buf[8192];
@@ -278,7 +343,9 @@ Parsed load(const std::string& path) {
     if (n == 0) break;
     text.append(buf, static_cast<std::size_t>(n));
     // The file may grow while read: the cap holds for what is read, too.
-    if (text.size() > kMaxConfigBytes) return refuse(fmt::format("{} is larger than {} KiB; that is not a tally config", path, kMaxConfigBytes >> 10));
+    if (text.size() > kMaxConfigBytes)
+      return refuse(fmt::format("{} is larger than {} KiB; that is not a tally config", path,
+                                kMaxConfigBytes >> 10));
   }
   return parse(text, path);
 }
@@ -286,8 +353,10 @@ Parsed load(const std::string& path) {
 std::string formatProblems(const Parsed& p, const std::string& path) {
   std::string out;
   for (const auto& pr : p.problems) {
-    if (pr.line) out += fmt::format("{}:{}: {}\n", path, pr.line, pr.message);
-    else out += fmt::format("{}: {}\n", path, pr.message);
+    if (pr.line)
+      out += fmt::format("{}:{}: {}\n", path, pr.line, pr.message);
+    else
+      out += fmt::format("{}: {}\n", path, pr.message);
   }
   return out;
 }

@@ -15,7 +15,7 @@ namespace tally::config {
 
 struct Pool {
   std::string name;
-  std::uint64_t capacity = 1;  // holders at once
+  std::uint64_t capacity = 1;                    // holders at once
   std::optional<std::uint64_t> memoryBudget;     // Σ declared memory_max of holders
   std::optional<std::uint64_t> gpuMemoryBudget;  // Σ declared gpu_memory_max of holders
   std::vector<std::string> devices;  // PCI BDFs the GPU budget refers to; empty = every GPU
@@ -29,10 +29,10 @@ struct Daemon {
   std::optional<std::string> socketGroup;  // group owning the 0660 socket; default: the daemon's
   std::string stateDir;                    // default: ledger::defaultStateDir()
   std::uint64_t sampleIntervalUs = 1'000'000;
-  std::uint64_t queueTimeoutUs = 0;        // default for requests that give none; 0 = wait forever
-  std::uint64_t samplesFullResolutionUs = 3'600'000'000ULL;  // every sample kept this long
-  std::uint64_t samplesMaxAgeUs = 30ULL * 86'400'000'000ULL; // one per minute kept until then
-  std::uint64_t samplesMaxRows = 1'000'000;                  // hard cap, oldest dropped first
+  std::uint64_t queueTimeoutUs = 0;  // default for requests that give none; 0 = wait forever
+  std::uint64_t samplesFullResolutionUs = 3'600'000'000ULL;   // every sample kept this long
+  std::uint64_t samplesMaxAgeUs = 30ULL * 86'400'000'000ULL;  // one per minute kept until then
+  std::uint64_t samplesMaxRows = 1'000'000;                   // hard cap, oldest dropped first
   std::uint64_t clientGraceUs = 60'000'000;  // a run lease's client may be away this long
   // GTT -> memcg coverage at start (docs/coverage.md): run the active probe
   // (root; allocates coverageProbeBytes of GTT in a throw-away cgroup), and

@@ -1,7 +1,5 @@
 #include "contain/cgroupfs_lease.h"
 
-#include "contain/placement.h"
-
 #include <fcntl.h>
 #include <fmt/format.h>
 #include <poll.h>
@@ -12,6 +10,7 @@
 
 #include <cerrno>
 
+#include "contain/placement.h"
 #include "probes/cgroup_memory.h"
 #include "probes/proc_cgroup.h"
 #include "util/clock.h"
@@ -20,24 +19,31 @@
 namespace tally::contain {
 
 Status checkDelegatedParent(const fs::Root& cgroupRoot, const std::string& parent) {
-  if (parent.find("..") != std::string::npos) return Error{EINVAL, fmt::format("cgroup parent {} climbs with '..'", parent)};
+  if (parent.find("..") != std::string::npos)
+    return Error{EINVAL, fmt::format("cgroup parent {} climbs with '..'", parent)};
   auto cg = cgroup::Cgroup::open(cgroupRoot, parent.empty() ? "/" : parent);
-  if (!cg) return Error{cg.error().code, fmt::format("{} is not a cgroup v2 directory: {}", parent, cg.error().message)};
+  if (!cg)
+    return Error{cg.error().code,
+                 fmt::format("{} is not a cgroup v2 directory: {}", parent, cg.error().message)};
   auto memory = cg->delegates("memory");
   if (!memory) {
-    return Error{memory.error().code, fmt::format("{} is not a cgroup v2 directory: {}", cg->describe(""), memory.error().message)};
+    return Error{memory.error().code, fmt::format("{} is not a cgroup v2 directory: {}",
+                                                  cg->describe(""), memory.error().message)};
   }
   if (!*memory) {
     auto now = cg->read(cgroup::file::kSubtreeControl);
-    return Error{0, fmt::format("memory controller not delegated to {}: its {} is '{}'; enable it (echo +memory > {}) or use systemd",
-                                cg->describe(""), cgroup::file::kSubtreeControl, now ? std::string(text::trim(*now)) : std::string("?"),
+    return Error{0, fmt::format("memory controller not delegated to {}: its {} is '{}'; enable it "
+                                "(echo +memory > {}) or use systemd",
+                                cg->describe(""), cgroup::file::kSubtreeControl,
+                                now ? std::string(text::trim(*now)) : std::string("?"),
                                 cg->describe(cgroup::file::kSubtreeControl))};
   }
   std::string rel = fs::joinPath(parent, "");  // "" for the root, else "a/b/"
   if (!rel.empty()) rel.pop_back();
   std::string dir = rel.empty() ? "." : rel;
   if (::faccessat(cgroupRoot.fd(), dir.c_str(), W_OK, AT_EACCESS) != 0) {
-    return Error{errno, fmt::format("cannot create lease cgroups in {}: not writable by uid {}", cgroupRoot.describe(rel), geteuid())};
+    return Error{errno, fmt::format("cannot create lease cgroups in {}: not writable by uid {}",
+                                    cgroupRoot.describe(rel), geteuid())};
   }
   return Ok{};
 }
@@ -46,7 +52,8 @@ Result<std::string> defaultCgroupParent(const fs::Root& proc, const fs::Root& cg
   auto text = proc.read("self/cgroup", 64 * 1024);
   if (!text) return text.error();
   auto own = probes::parseProcCgroup(*text);
-  if (!own) return Error{0, "tally is not in a cgroup v2 hierarchy (no 0:: line in /proc/self/cgroup)"};
+  if (!own)
+    return Error{0, "tally is not in a cgroup v2 hierarchy (no 0:: line in /proc/self/cgroup)"};
   if (own->outsideNamespace) return Error{0, "tally's cgroup is outside its cgroup namespace"};
   std::string parent = cgroupfsParent(own->path);
   auto ok = checkDelegatedParent(cgroupRoot, parent);
@@ -54,7 +61,8 @@ Result<std::string> defaultCgroupParent(const fs::Root& proc, const fs::Root& cg
   return parent;
 }
 
-CgroupfsLease::CgroupfsLease(const fs::Root& cgroupRoot, std::string parent, const lease::LeaseSpec& spec)
+CgroupfsLease::CgroupfsLease(const fs::Root& cgroupRoot, std::string parent,
+                             const lease::LeaseSpec& spec)
     : root_(cgroupRoot), parent_(std::move(parent)), spec_(spec) {
   rel_ = fs::joinPath(parent_, fmt::format("tally-{}", spec.id));
   // fmt, not operator+: g++ 12 -O2 warns falsely (-Wrestrict) on the concatenation.
@@ -62,7 +70,8 @@ CgroupfsLease::CgroupfsLease(const fs::Root& cgroupRoot, std::string parent, con
 }
 
 std::string CgroupfsLease::delegationHint() const {
-  return fmt::format("; enable it in {}", root_.describe(fs::joinPath(parent_, cgroup::file::kSubtreeControl)));
+  return fmt::format("; enable it in {}",
+                     root_.describe(fs::joinPath(parent_, cgroup::file::kSubtreeControl)));
 }
 
 Status CgroupfsLease::place(pid_t pid) {
@@ -110,7 +119,8 @@ Status CgroupfsLease::waitEmpty(std::uint64_t timeoutUs) {
     auto populated = cg_->populated();
     if (!populated) return populated.error();
     if (!*populated) return Ok{};
-    if (clock::monotonicUs() >= deadline) return Error{ETIMEDOUT, fmt::format("{} still has processes", cgroup_)};
+    if (clock::monotonicUs() >= deadline)
+      return Error{ETIMEDOUT, fmt::format("{} still has processes", cgroup_)};
     ::usleep(10000);
   }
 }

@@ -6,9 +6,8 @@
 #pragma once
 
 #include <cstdint>
-#include <string>
-
 #include <optional>
+#include <string>
 
 #include "cgroup/cgroup.h"
 #include "contain/lease_cgroup.h"

@@ -11,7 +11,8 @@ namespace {
 
 Choice refuse(std::string why) { return Choice{nullptr, std::move(why), ""}; }
 
-Choice cgroupfs(const lease::LeaseSpec& spec, const fs::Root& proc, const fs::Root* cgroupRoot, std::string note) {
+Choice cgroupfs(const lease::LeaseSpec& spec, const fs::Root& proc, const fs::Root* cgroupRoot,
+                std::string note) {
   if (!cgroupRoot) return refuse("the cgroup v2 root cannot be opened (check --cgroup-root)");
   std::string parent;
   if (spec.cgroupParent) {
@@ -28,8 +29,8 @@ Choice cgroupfs(const lease::LeaseSpec& spec, const fs::Root& proc, const fs::Ro
 
 }  // namespace
 
-Choice chooseContainment(const lease::LeaseSpec& spec, const fs::Root& proc, const fs::Root* cgroupRoot,
-                         const HostLayout& layout) {
+Choice chooseContainment(const lease::LeaseSpec& spec, const fs::Root& proc,
+                         const fs::Root* cgroupRoot, const HostLayout& layout) {
   using lease::Manager;
   switch (spec.manager) {
     case Manager::Cgroupfs:
@@ -47,9 +48,10 @@ Choice chooseContainment(const lease::LeaseSpec& spec, const fs::Root& proc, con
   auto bus = SystemdBus::connect(user);
   if (bus) return Choice{std::make_unique<SystemdLease>(std::move(*bus), spec), "", ""};
   // No manager answers. A delegated cgroup v2 subtree still gives a real bound.
-  Choice fallback = cgroupfs(spec, proc, cgroupRoot,
-                             fmt::format("no systemd {} manager ({}); using a delegated cgroup v2 subtree",
-                                         user ? "user" : "system", bus.error().message));
+  Choice fallback =
+      cgroupfs(spec, proc, cgroupRoot,
+               fmt::format("no systemd {} manager ({}); using a delegated cgroup v2 subtree",
+                           user ? "user" : "system", bus.error().message));
   if (fallback.lease) return fallback;
   // A host whose layout cannot contain a lease says so in its own terms (as
   // tally doctor does); otherwise both attempts explain themselves.

@@ -19,7 +19,7 @@ struct Choice {
   std::string note;                    // e.g. "no systemd manager; using the delegated subtree /x"
 };
 
-Choice chooseContainment(const lease::LeaseSpec& spec, const fs::Root& proc, const fs::Root* cgroupRoot,
-                         const HostLayout& layout);
+Choice chooseContainment(const lease::LeaseSpec& spec, const fs::Root& proc,
+                         const fs::Root* cgroupRoot, const HostLayout& layout);
 
 }  // namespace tally::contain

@@ -13,7 +13,7 @@ namespace tally::contain {
 
 struct HostLayout {
   std::string kernel;
-  std::string pid1;        // /proc/1/comm
+  std::string pid1;  // /proc/1/comm
   bool systemd = false;
   bool v2Root = false;      // the cgroup root has cgroup.controllers
   std::string controllers;  // of the v2 root
@@ -32,6 +32,7 @@ struct HostLayout {
 std::string kernelRelease(const fs::Root& proc);
 
 // `cgroupRoot` absent: it could not be opened (`cgroupError` says why).
-HostLayout readHostLayout(const fs::Root& proc, const fs::Root* cgroupRoot, const std::string& cgroupError);
+HostLayout readHostLayout(const fs::Root& proc, const fs::Root* cgroupRoot,
+                          const std::string& cgroupError);
 
 }  // namespace tally::contain

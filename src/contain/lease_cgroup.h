@@ -15,7 +15,7 @@ class LeaseCgroup {
  public:
   virtual ~LeaseCgroup() = default;
 
-  virtual const char* manager() const = 0;  // "system", "user", "cgroupfs"
+  virtual const char* manager() const = 0;    // "system", "user", "cgroupfs"
   virtual std::string unitName() const = 0;   // "tally-<id>.scope", or "" for cgroupfs
   virtual std::string sliceName() const = 0;  // "tally-<id>.slice", or "" for cgroupfs
 

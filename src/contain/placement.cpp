@@ -11,12 +11,14 @@ std::string cgroupfsParent(const std::string& ownCgroup) {
   return std::string(up.empty() ? std::string_view("/") : up);
 }
 
-LeasePlacement leasePlacement(bool systemd, uid_t uid, const std::string& ownCgroup, const std::string& slice) {
+LeasePlacement leasePlacement(bool systemd, uid_t uid, const std::string& ownCgroup,
+                              const std::string& slice) {
   if (!systemd) {
     std::string parent = cgroupfsParent(ownCgroup);
     return {parent, parent};
   }
-  std::string root = uid == 0 ? "/" : fmt::format("/user.slice/user-{}.slice/user@{}.service", uid, uid);
+  std::string root =
+      uid == 0 ? "/" : fmt::format("/user.slice/user-{}.slice/user@{}.service", uid, uid);
   return {root, root == "/" ? "/" + slice : root + "/" + slice};
 }
 

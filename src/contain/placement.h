@@ -18,7 +18,8 @@ struct LeasePlacement {
 
 // `ownCgroup`: tally's own cgroup (/proc/self/cgroup); `slice`: the lease
 // slice under a systemd manager ("tally.slice").
-LeasePlacement leasePlacement(bool systemd, uid_t uid, const std::string& ownCgroup, const std::string& slice = "tally.slice");
+LeasePlacement leasePlacement(bool systemd, uid_t uid, const std::string& ownCgroup,
+                              const std::string& slice = "tally.slice");
 
 // Without systemd, lease cgroups are siblings of tally's own cgroup: cgroup
 // v2 allows no controllers in a cgroup with processes, so not inside it.

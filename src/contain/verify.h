@@ -28,7 +28,8 @@ cgroup::ExpectedLimits expectedLimits(const lease::LeaseSpec& spec);
 // is not enabled for the cgroup; `delegationHint` is appended to that message
 // (who should delegate it). The one read-back of a lease's limits, for a run
 // lease before its workload execs and for an attached workload at adoption.
-Result<cgroup::AppliedLimits> verifyLimits(const cgroup::Cgroup& cg, const cgroup::ExpectedLimits& expected,
+Result<cgroup::AppliedLimits> verifyLimits(const cgroup::Cgroup& cg,
+                                           const cgroup::ExpectedLimits& expected,
                                            std::uint64_t pageSize, std::string_view delegationHint);
 
 // /proc/<pid>/cgroup names exactly `cgroup`.

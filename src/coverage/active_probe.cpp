@@ -1,9 +1,8 @@
 #include "coverage/active_probe.h"
 
-#include "cgroup/cgroup.h"
-
-#include <fcntl.h>
 #include <amdgpu_drm.h>
+#include <fcntl.h>
+#include <fmt/format.h>
 #include <poll.h>
 #include <sys/ioctl.h>
 #include <sys/mman.h>
@@ -14,8 +13,7 @@
 #include <cerrno>
 #include <cstring>
 
-#include <fmt/format.h>
-
+#include "cgroup/cgroup.h"
 #include "probes/cgroup_memory.h"
 #include "probes/drm_fdinfo.h"
 #include "probes/sysfs_value.h"
@@ -44,13 +42,15 @@ int allocateGtt(int fd, const std::string& driver, std::uint64_t bytes) {
   drm_amdgpu_gem_mmap map{};
   map.in.handle = create.out.handle;
   if (::ioctl(fd, DRM_IOCTL_AMDGPU_GEM_MMAP, &map) != 0) return -errno;
-  void* p = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, static_cast<off_t>(map.out.addr_ptr));
+  void* p = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd,
+                   static_cast<off_t>(map.out.addr_ptr));
   if (p == MAP_FAILED) return -errno;
   std::memset(p, 0x5a, bytes);
   return 0;
 }
 
-[[noreturn]] void child(int in, int out, const std::string& node, const std::string& driver, std::uint64_t bytes) {
+[[noreturn]] void child(int in, int out, const std::string& node, const std::string& driver,
+                        std::uint64_t bytes) {
   char cmd = 0;
   auto reply = [&](std::int32_t v) { (void)!::write(out, &v, sizeof v); };
   if (::read(in, &cmd, 1) != 1 || cmd != 'o') ::_exit(1);
@@ -86,7 +86,8 @@ Reading readNow(const fs::Root& proc, const cgroup::Cgroup& cg, pid_t pid, int f
   return r;
 }
 
-std::optional<std::int64_t> delta(const std::optional<std::uint64_t>& a, const std::optional<std::uint64_t>& b) {
+std::optional<std::int64_t> delta(const std::optional<std::uint64_t>& a,
+                                  const std::optional<std::uint64_t>& b) {
   if (!a || !b) return std::nullopt;
   return static_cast<std::int64_t>(*b) - static_cast<std::int64_t>(*a);
 }
@@ -96,10 +97,13 @@ std::optional<std::int64_t> delta(const std::optional<std::uint64_t>& a, const s
 bool hasProbe(const std::string& driver) { return driver == "amdgpu" || driver == kTestDrm; }
 
 // The test driver's platform device has no driver link; its name says it.
-std::string probeDriver(const devices::DrmDevice& d) { return d.driver.empty() && d.key == kTestDrm ? kTestDrm : d.driver; }
+std::string probeDriver(const devices::DrmDevice& d) {
+  return d.driver.empty() && d.key == kTestDrm ? kTestDrm : d.driver;
+}
 
-ProbeResult runActiveProbe(const fs::Root& proc, const fs::Root& cgroupRoot, const devices::DeviceMap& devices,
-                           const std::string& kernel, const ProbeOptions& o) {
+ProbeResult runActiveProbe(const fs::Root& proc, const fs::Root& cgroupRoot,
+                           const devices::DeviceMap& devices, const std::string& kernel,
+                           const ProbeOptions& o) {
   ProbeResult r;
   r.kernel = kernel;
   r.requestedBytes = o.bytes;
@@ -119,7 +123,8 @@ ProbeResult runActiveProbe(const fs::Root& proc, const fs::Root& cgroupRoot, con
   }
   if (!dev) {
     r.outcome = ProbeOutcome::NoProbe;
-    r.detail = seen.empty() ? "no DRM device" : fmt::format("no probe for this driver: {}", fmt::join(seen, ", "));
+    r.detail = seen.empty() ? "no DRM device"
+                            : fmt::format("no probe for this driver: {}", fmt::join(seen, ", "));
     return r;
   }
   r.device = dev->key;
@@ -131,8 +136,9 @@ ProbeResult runActiveProbe(const fs::Root& proc, const fs::Root& cgroupRoot, con
   auto parentCg = cgroup::Cgroup::open(cgroupRoot, o.cgroupParent.empty() ? "/" : o.cgroupParent);
   auto memory = parentCg ? parentCg->delegates("memory") : Result<bool>(parentCg.error());
   if (!memory || !*memory) {
-    r.detail = fmt::format("memory is not enabled in {}; the probe cannot measure a child cgroup there",
-                           cgroupRoot.describe(fs::joinPath(o.cgroupParent, cgroup::file::kSubtreeControl)));
+    r.detail = fmt::format(
+        "memory is not enabled in {}; the probe cannot measure a child cgroup there",
+        cgroupRoot.describe(fs::joinPath(o.cgroupParent, cgroup::file::kSubtreeControl)));
     return r;
   }
   std::string parent = o.cgroupParent;
@@ -175,20 +181,25 @@ ProbeResult runActiveProbe(const fs::Root& proc, const fs::Root& cgroupRoot, con
   } else if (auto s = probeCg->addProcess(pid); !s) {
     fail(fmt::format("moving the probe into {}: {}", r.cgroup, s.error().message));
   } else if (auto fd = (send('o'), await(in.get(), o.stepTimeoutMs)); !fd || *fd < 0) {
-    fail(fd ? fmt::format("open {}: {}", node, std::strerror(-*fd)) : "the probe child did not answer");
+    fail(fd ? fmt::format("open {}: {}", node, std::strerror(-*fd))
+            : "the probe child did not answer");
   } else {
     Reading before = readNow(proc, *probeCg, pid, *fd);
     auto rc = (send('a'), await(in.get(), o.stepTimeoutMs));
     if (!rc || *rc != 0) {
-      fail(rc ? fmt::format("allocating {} bytes of GTT on {}: {}", o.bytes, node, std::strerror(-*rc)) : "the probe child did not answer");
+      fail(rc ? fmt::format("allocating {} bytes of GTT on {}: {}", o.bytes, node,
+                            std::strerror(-*rc))
+              : "the probe child did not answer");
     } else {
       Reading after = readNow(proc, *probeCg, pid, *fd);
       r.deltaMemoryCurrent = delta(before.current, after.current);
       r.deltaDrmTotalGtt = delta(before.gtt, after.gtt);
       r.deltaGpuActive = delta(before.gpuActive, after.gpuActive);
       if (!r.deltaMemoryCurrent || !r.deltaDrmTotalGtt) {
-        fail(fmt::format("could not read {} ({}{}) and the probe's fdinfo (drm-total-gtt{})", r.cgroup, cgroup::file::kMemoryCurrent,
-                         r.deltaMemoryCurrent ? " ok" : " missing", r.deltaDrmTotalGtt ? " ok" : " missing"));
+        fail(fmt::format("could not read {} ({}{}) and the probe's fdinfo (drm-total-gtt{})",
+                         r.cgroup, cgroup::file::kMemoryCurrent,
+                         r.deltaMemoryCurrent ? " ok" : " missing",
+                         r.deltaDrmTotalGtt ? " ok" : " missing"));
       } else {
         r.outcome = judgeProbe(o.bytes, *r.deltaMemoryCurrent, *r.deltaDrmTotalGtt, r.detail);
       }
@@ -201,7 +212,10 @@ ProbeResult runActiveProbe(const fs::Root& proc, const fs::Root& cgroupRoot, con
     ::waitpid(pid, &status, 0);
   }
   // The cgroup empties asynchronously after the child is reaped.
-  for (int i = 0; i < 100 && ::unlinkat(cgroupRoot.fd(), rel.c_str(), AT_REMOVEDIR) != 0 && errno == EBUSY; ++i) ::usleep(10'000);
+  for (int i = 0;
+       i < 100 && ::unlinkat(cgroupRoot.fd(), rel.c_str(), AT_REMOVEDIR) != 0 && errno == EBUSY;
+       ++i)
+    ::usleep(10'000);
   return r;
 }
 

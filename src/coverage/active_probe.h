@@ -18,17 +18,19 @@ namespace tally::coverage {
 
 struct ProbeOptions {
   std::uint64_t bytes = 64ULL << 20;
-  std::string cgroupParent = "/";      // must have +memory in its cgroup.subtree_control
-  std::string devDir = "/dev/dri";     // where render nodes live
-  int stepTimeoutMs = 10'000;          // per step of the child
+  std::string cgroupParent = "/";   // must have +memory in its cgroup.subtree_control
+  std::string devDir = "/dev/dri";  // where render nodes live
+  int stepTimeoutMs = 10'000;       // per step of the child
 };
 
 // Drivers the probe knows.
 bool hasProbe(const std::string& driver);
-// The driver a device's probe would use ("tally_testdrm" for the VM driver's driverless platform device).
+// The driver a device's probe would use ("tally_testdrm" for the VM driver's driverless platform
+// device).
 std::string probeDriver(const devices::DrmDevice& d);
 
-ProbeResult runActiveProbe(const fs::Root& proc, const fs::Root& cgroupRoot, const devices::DeviceMap& devices,
-                           const std::string& kernel, const ProbeOptions& options);
+ProbeResult runActiveProbe(const fs::Root& proc, const fs::Root& cgroupRoot,
+                           const devices::DeviceMap& devices, const std::string& kernel,
+                           const ProbeOptions& options);
 
 }  // namespace tally::coverage

@@ -12,8 +12,9 @@ std::string ownCgroup(const fs::Root& proc) {
   return parsed->path;
 }
 
-Assessment assess(const fs::Root& proc, const fs::Root& sys, const fs::Root* cgroupRoot, const devices::DeviceMap& devices,
-                  const std::string& kernel, const std::string& statCgroup, const std::optional<ProbeOptions>& probe) {
+Assessment assess(const fs::Root& proc, const fs::Root& sys, const fs::Root* cgroupRoot,
+                  const devices::DeviceMap& devices, const std::string& kernel,
+                  const std::string& statCgroup, const std::optional<ProbeOptions>& probe) {
   Assessment a;
   a.kernel = kernel;
   a.signs = readStaticSigns(proc, sys, cgroupRoot, statCgroup);

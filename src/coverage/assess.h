@@ -18,14 +18,16 @@ struct Assessment {
   StaticSigns signs;
   std::optional<ProbeResult> probe;
   CoverageVerdict verdict;
-  bool gpuPresent = false;  // a DRM device whose driver has GTT (an mem_info_gtt_* file, or a probe)
+  bool gpuPresent =
+      false;  // a DRM device whose driver has GTT (an mem_info_gtt_* file, or a probe)
 };
 
 // `statCgroup`: a non-root cgroup whose memory.stat shows gpu_active when
 // the kernel has memcg GPU counters (tally's own cgroup). `probe`: run the
 // active probe with these options; nullopt: static signs only.
-Assessment assess(const fs::Root& proc, const fs::Root& sys, const fs::Root* cgroupRoot, const devices::DeviceMap& devices,
-                  const std::string& kernel, const std::string& statCgroup, const std::optional<ProbeOptions>& probe);
+Assessment assess(const fs::Root& proc, const fs::Root& sys, const fs::Root* cgroupRoot,
+                  const devices::DeviceMap& devices, const std::string& kernel,
+                  const std::string& statCgroup, const std::optional<ProbeOptions>& probe);
 
 // tally's own cgroup v2 path from /proc/self/cgroup ("/" when unknown).
 std::string ownCgroup(const fs::Root& proc);

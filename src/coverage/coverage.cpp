@@ -49,19 +49,24 @@ StaticSigns readStaticSigns(const fs::Root& proc, const fs::Root& sys, const fs:
   std::optional<cgroup::Cgroup> root;
   std::string rootError = "no cgroup v2 root";
   if (cgroupRoot) {
-    if (auto r = cgroup::Cgroup::open(*cgroupRoot, "/")) root.emplace(std::move(*r));
-    else rootError = r.error().message;
+    if (auto r = cgroup::Cgroup::open(*cgroupRoot, "/"))
+      root.emplace(std::move(*r));
+    else
+      rootError = r.error().message;
   }
   if (!cgroupRoot) {
     stat.evidence = rootError;
-  } else if (auto cg = cgroup::Cgroup::open(*cgroupRoot, statCgroup.empty() ? "/" : statCgroup); !cg) {
+  } else if (auto cg = cgroup::Cgroup::open(*cgroupRoot, statCgroup.empty() ? "/" : statCgroup);
+             !cg) {
     stat.evidence = fmt::format("{}: {}", statCgroup, cg.error().message);
   } else if (auto parsed = cg->memoryStat(); !parsed) {
     stat.evidence = fmt::format("{}: {}", cg->describe(file::kMemoryStat), parsed.error().message);
   } else {
     stat.present = parsed->get("gpu_active").has_value();
-    stat.evidence = *stat.present ? fmt::format("{} has gpu_active {}", cg->describe(file::kMemoryStat), *parsed->get("gpu_active"))
-                                  : fmt::format("{} has no gpu_active key", cg->describe(file::kMemoryStat));
+    stat.evidence = *stat.present
+                        ? fmt::format("{} has gpu_active {}", cg->describe(file::kMemoryStat),
+                                      *parsed->get("gpu_active"))
+                        : fmt::format("{} has no gpu_active key", cg->describe(file::kMemoryStat));
   }
   out.signs.push_back(stat);
   out.signs.push_back(moduleParam(sys, "ttm"));
@@ -72,7 +77,8 @@ StaticSigns readStaticSigns(const fs::Root& proc, const fs::Root& sys, const fs:
     dmem.evidence = rootError;
   } else if (auto cap = root->read(file::kDmemCapacity); !cap) {
     dmem.present = false;
-    dmem.evidence = fmt::format("{} absent (no dmem controller)", root->describe(file::kDmemCapacity));
+    dmem.evidence =
+        fmt::format("{} absent (no dmem controller)", root->describe(file::kDmemCapacity));
   } else if (auto regions = probes::parseDmemCapacity(*cap); !regions) {
     dmem.evidence = fmt::format("{} unparsable", root->describe(file::kDmemCapacity));
   } else {
@@ -81,8 +87,10 @@ StaticSigns readStaticSigns(const fs::Root& proc, const fs::Root& sys, const fs:
       if (!isVramRegion(r.name)) out.dmemGttRegions.push_back(r.name);
     }
     dmem.present = !out.dmemGttRegions.empty();
-    dmem.evidence = regions->empty() ? fmt::format("{} lists no region", root->describe(file::kDmemCapacity))
-                                     : fmt::format("{}: {}", root->describe(file::kDmemCapacity), fmt::join(out.dmemRegions, ", "));
+    dmem.evidence = regions->empty()
+                        ? fmt::format("{} lists no region", root->describe(file::kDmemCapacity))
+                        : fmt::format("{}: {}", root->describe(file::kDmemCapacity),
+                                      fmt::join(out.dmemRegions, ", "));
   }
   out.signs.push_back(dmem);
 
@@ -91,8 +99,10 @@ StaticSigns readStaticSigns(const fs::Root& proc, const fs::Root& sys, const fs:
   if (auto text = proc.read("meminfo", 64 * 1024)) {
     auto mi = probes::parseMemInfo(*text);
     meminfo.present = mi.gpuActive.has_value();
-    meminfo.evidence = mi.gpuActive ? fmt::format("GPUActive {} bytes (global GPU page counter, not per cgroup)", *mi.gpuActive)
-                                    : "no GPUActive line (kernel before 7.1)";
+    meminfo.evidence =
+        mi.gpuActive ? fmt::format("GPUActive {} bytes (global GPU page counter, not per cgroup)",
+                                   *mi.gpuActive)
+                     : "no GPUActive line (kernel before 7.1)";
   } else {
     meminfo.evidence = fmt::format("{}: {}", proc.describe("meminfo"), text.error().message);
   }
@@ -102,65 +112,84 @@ StaticSigns readStaticSigns(const fs::Root& proc, const fs::Root& sys, const fs:
 
 const char* probeOutcomeName(ProbeOutcome o) {
   switch (o) {
-    case ProbeOutcome::Charged: return "charged";
-    case ProbeOutcome::NotCharged: return "not-charged";
-    case ProbeOutcome::Inconclusive: return "inconclusive";
-    case ProbeOutcome::NoProbe: return "no-probe";
-    case ProbeOutcome::Failed: return "failed";
+    case ProbeOutcome::Charged:
+      return "charged";
+    case ProbeOutcome::NotCharged:
+      return "not-charged";
+    case ProbeOutcome::Inconclusive:
+      return "inconclusive";
+    case ProbeOutcome::NoProbe:
+      return "no-probe";
+    case ProbeOutcome::Failed:
+      return "failed";
   }
   return "?";
 }
 
-ProbeOutcome judgeProbe(std::uint64_t requested, std::int64_t deltaCurrent, std::int64_t deltaGtt, std::string& why) {
+ProbeOutcome judgeProbe(std::uint64_t requested, std::int64_t deltaCurrent, std::int64_t deltaGtt,
+                        std::string& why) {
   auto req = static_cast<std::int64_t>(requested);
   if (deltaGtt < req - req / 10) {
-    why = fmt::format("the client's drm-total-gtt grew by {} bytes for a {} byte buffer: the driver does not show it", deltaGtt, req);
+    why = fmt::format(
+        "the client's drm-total-gtt grew by {} bytes for a {} byte buffer: the driver does not "
+        "show it",
+        deltaGtt, req);
     return ProbeOutcome::Inconclusive;
   }
   if (deltaCurrent >= deltaGtt - deltaGtt / 10) {
-    why = fmt::format("{} grew by {} bytes for {} bytes of GTT: charged to the cgroup", cgroup::file::kMemoryCurrent, deltaCurrent, deltaGtt);
+    why = fmt::format("{} grew by {} bytes for {} bytes of GTT: charged to the cgroup",
+                      cgroup::file::kMemoryCurrent, deltaCurrent, deltaGtt);
     return ProbeOutcome::Charged;
   }
   if (deltaCurrent < deltaGtt / 4) {
-    why = fmt::format("{} grew by {} bytes for {} bytes of GTT: not charged", cgroup::file::kMemoryCurrent, deltaCurrent, deltaGtt);
+    why = fmt::format("{} grew by {} bytes for {} bytes of GTT: not charged",
+                      cgroup::file::kMemoryCurrent, deltaCurrent, deltaGtt);
     return ProbeOutcome::NotCharged;
   }
-  why = fmt::format("{} grew by {} bytes for {} bytes of GTT: partly charged, neither verdict holds", cgroup::file::kMemoryCurrent,
-                    deltaCurrent, deltaGtt);
+  why =
+      fmt::format("{} grew by {} bytes for {} bytes of GTT: partly charged, neither verdict holds",
+                  cgroup::file::kMemoryCurrent, deltaCurrent, deltaGtt);
   return ProbeOutcome::Inconclusive;
 }
 
 const char* coverageName(Coverage c) { return c == Coverage::HostAndGtt ? "host+gtt" : "host"; }
 
-CoverageVerdict decide(const StaticSigns& signs, const std::optional<ProbeResult>& probe, const std::string& kernel,
-                       bool gpuPresent) {
+CoverageVerdict decide(const StaticSigns& signs, const std::optional<ProbeResult>& probe,
+                       const std::string& kernel, bool gpuPresent) {
   CoverageVerdict v;
   if (probe && probe->outcome == ProbeOutcome::Charged) {
     v.coverage = Coverage::HostAndGtt;
-    v.basis = fmt::format("active probe on {} ({}, {}): {}", kernel, probe->driver, probe->device, probe->detail);
-    v.line = fmt::format("A lease's MemoryMax covers: host memory + GTT (verified by active probe on {})", kernel);
+    v.basis = fmt::format("active probe on {} ({}, {}): {}", kernel, probe->driver, probe->device,
+                          probe->detail);
+    v.line = fmt::format(
+        "A lease's MemoryMax covers: host memory + GTT (verified by active probe on {})", kernel);
     return v;
   }
   v.line = "A lease's MemoryMax covers: host memory only";
   std::vector<std::string> why;
   if (probe) {
-    why.push_back(fmt::format("active probe: {} ({})", probeOutcomeName(probe->outcome), probe->detail));
+    why.push_back(
+        fmt::format("active probe: {} ({})", probeOutcomeName(probe->outcome), probe->detail));
   }
   if (signs.suggestsCharging()) {
     std::vector<std::string> names;
     for (const auto& s : signs.signs) {
       if (s.suggestsCharging && s.present.value_or(false)) names.push_back(s.name);
     }
-    why.push_back(fmt::format("static signs suggest GTT charging ({}) but no active probe verified it{}", fmt::join(names, ", "),
-                              probe ? "" : "; run tally doctor --active"));
+    why.push_back(
+        fmt::format("static signs suggest GTT charging ({}) but no active probe verified it{}",
+                    fmt::join(names, ", "), probe ? "" : "; run tally doctor --active"));
   } else if (!probe) {
     why.push_back("no sign that this kernel charges GTT to memcg");
   }
   if (!signs.dmemGttRegions.empty()) {
-    why.push_back(fmt::format("a dmem region for GTT exists ({}): {} could bound GTT per cgroup; tally does not use it yet",
-                              fmt::join(signs.dmemGttRegions, ", "), cgroup::file::kDmemMax));
+    why.push_back(
+        fmt::format("a dmem region for GTT exists ({}): {} could bound GTT per cgroup; tally does "
+                    "not use it yet",
+                    fmt::join(signs.dmemGttRegions, ", "), cgroup::file::kDmemMax));
   }
-  why.push_back(gpuPresent ? "tally bounds GTT itself (gpu_memory_max, from DRM fdinfo)" : "no GPU here: nothing uncharged to bound");
+  why.push_back(gpuPresent ? "tally bounds GTT itself (gpu_memory_max, from DRM fdinfo)"
+                           : "no GPU here: nothing uncharged to bound");
   v.basis = fmt::format("{}", fmt::join(why, "; "));
   v.degraded = gpuPresent;
   return v;
@@ -170,7 +199,8 @@ nlohmann::ordered_json signsJson(const StaticSigns& s) {
   auto a = nlohmann::ordered_json::array();
   for (const auto& sign : s.signs) {
     a.push_back({{"name", sign.name},
-                 {"present", sign.present ? nlohmann::ordered_json(*sign.present) : nlohmann::ordered_json(nullptr)},
+                 {"present", sign.present ? nlohmann::ordered_json(*sign.present)
+                                          : nlohmann::ordered_json(nullptr)},
                  {"suggests_charging", sign.suggestsCharging},
                  {"evidence", sign.evidence}});
   }
@@ -178,7 +208,9 @@ nlohmann::ordered_json signsJson(const StaticSigns& s) {
 }
 
 nlohmann::ordered_json probeJson(const ProbeResult& p) {
-  auto opt = [](const std::optional<std::int64_t>& v) { return v ? nlohmann::ordered_json(*v) : nlohmann::ordered_json(nullptr); };
+  auto opt = [](const std::optional<std::int64_t>& v) {
+    return v ? nlohmann::ordered_json(*v) : nlohmann::ordered_json(nullptr);
+  };
   return {{"outcome", probeOutcomeName(p.outcome)},
           {"kernel", p.kernel},
           {"driver", p.driver},

@@ -10,11 +10,10 @@
 #pragma once
 
 #include <cstdint>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "fs/root.h"
 
@@ -43,7 +42,8 @@ StaticSigns readStaticSigns(const fs::Root& proc, const fs::Root& sys, const fs:
                             const std::string& statCgroup);
 
 enum class ProbeOutcome { Charged, NotCharged, Inconclusive, NoProbe, Failed };
-const char* probeOutcomeName(ProbeOutcome o);  // "charged", "not-charged", "inconclusive", "no-probe", "failed"
+const char* probeOutcomeName(
+    ProbeOutcome o);  // "charged", "not-charged", "inconclusive", "no-probe", "failed"
 
 struct ProbeResult {
   ProbeOutcome outcome = ProbeOutcome::Failed;
@@ -62,7 +62,8 @@ struct ProbeResult {
 // least 90% of what the client's drm-total-gtt grew, "not charged" below 25%;
 // inconclusive between, or when fdinfo did not show at least 90% of the
 // requested buffer (the driver may not report it).
-ProbeOutcome judgeProbe(std::uint64_t requested, std::int64_t deltaCurrent, std::int64_t deltaGtt, std::string& why);
+ProbeOutcome judgeProbe(std::uint64_t requested, std::int64_t deltaCurrent, std::int64_t deltaGtt,
+                        std::string& why);
 
 enum class Coverage { HostOnly, HostAndGtt };
 const char* coverageName(Coverage c);  // "host", "host+gtt"
@@ -75,8 +76,8 @@ struct CoverageVerdict {
   bool degraded = false;
 };
 
-CoverageVerdict decide(const StaticSigns& signs, const std::optional<ProbeResult>& probe, const std::string& kernel,
-                       bool gpuPresent);
+CoverageVerdict decide(const StaticSigns& signs, const std::optional<ProbeResult>& probe,
+                       const std::string& kernel, bool gpuPresent);
 
 nlohmann::ordered_json signsJson(const StaticSigns& s);
 nlohmann::ordered_json probeJson(const ProbeResult& p);

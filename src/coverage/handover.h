@@ -29,7 +29,9 @@ struct Handover {
 
   // gpu_memory_max only reports (never kills) once the kernel bounds GTT
   // through MemoryMax, unless the operator keeps it.
-  bool gpuBoundAdvisory(bool hasGpuMemoryMax) const { return gttCharged() && !keepGpuMemoryMax && hasGpuMemoryMax; }
+  bool gpuBoundAdvisory(bool hasGpuMemoryMax) const {
+    return gttCharged() && !keepGpuMemoryMax && hasGpuMemoryMax;
+  }
 
   // A lease's host memory without its GPU memory: memory.current, less the
   // GTT the kernel charged into it when it charges GTT (those bytes are the
@@ -45,10 +47,14 @@ struct Handover {
   // What tally does differently on this coverage, in a sentence (the
   // ledger's coverage row and the journal say it at every start).
   std::string whatTallyDoes() const {
-    if (!gttCharged()) return "tally bounds GTT itself: gpu_memory_max kills, MemoryMax bounds host memory only";
-    return std::string("budgets and headroom stop adding fdinfo GTT to host memory; tally run maps --gpu-memory-max onto "
-                       "MemoryMax; gpu_memory_max ") +
-           (keepGpuMemoryMax ? "still kills (keep_gpu_memory_max)" : "is advisory (reports, never kills)");
+    if (!gttCharged())
+      return "tally bounds GTT itself: gpu_memory_max kills, MemoryMax bounds host memory only";
+    return std::string(
+               "budgets and headroom stop adding fdinfo GTT to host memory; tally run maps "
+               "--gpu-memory-max onto "
+               "MemoryMax; gpu_memory_max ") +
+           (keepGpuMemoryMax ? "still kills (keep_gpu_memory_max)"
+                             : "is advisory (reports, never kills)");
   }
 };
 

@@ -10,8 +10,10 @@ namespace tally::daemon {
 
 void Dispatcher::line(std::uint64_t conn, const Peer& peer, const rpc::LineReader::Line& line) {
   if (line.overflow) {
-    outbox_.send(conn, rpc::encodeError(nullptr, {rpc::code::kTooLarge,
-                                                  fmt::format("request longer than {} bytes; it was skipped", rpc::kMaxRequestBytes)}));
+    outbox_.send(
+        conn, rpc::encodeError(nullptr, {rpc::code::kTooLarge,
+                                         fmt::format("request longer than {} bytes; it was skipped",
+                                                     rpc::kMaxRequestBytes)}));
     return;
   }
   auto parsed = rpc::parseRequest(line.text);
@@ -31,11 +33,16 @@ void Dispatcher::line(std::uint64_t conn, const Peer& peer, const rpc::LineReade
   }
   ++internalErrors_;
   lastInternalError_ = fmt::format("{}: {}", text::truncateUtf8(req.method, 64), what);
-  fmt::print(stderr, "tally daemon: internal error while handling '{}' from uid {} (pid {}): {}; the request was answered "
-                     "'internal' and the daemon goes on (please report this)\n",
+  fmt::print(stderr,
+             "tally daemon: internal error while handling '{}' from uid {} (pid {}): {}; the "
+             "request was answered "
+             "'internal' and the daemon goes on (please report this)\n",
              text::truncateUtf8(req.method, 64), peer.uid, peer.pid, what);
-  outbox_.send(conn, rpc::encodeError(req.id, {rpc::code::kInternal,
-                                               "the daemon failed on this request (a bug, logged); nothing else was affected"}));
+  outbox_.send(
+      conn, rpc::encodeError(
+                req.id,
+                {rpc::code::kInternal,
+                 "the daemon failed on this request (a bug, logged); nothing else was affected"}));
 }
 
 }  // namespace tally::daemon

@@ -3,9 +3,9 @@
 #include <fmt/format.h>
 #include <signal.h>
 
-#include "ledger/rows.h"
 #include "lease/outcome.h"
 #include "lease/record.h"
+#include "ledger/rows.h"
 #include "util/clock.h"
 #include "util/text.h"
 
@@ -109,8 +109,11 @@ void Endings::lost(Lease& l, const std::string& why) {
       if (s.memoryCurrent && (!mem || *s.memoryCurrent > *mem)) mem = s.memoryCurrent;
       if (s.gpuBytes && (!gpu || *s.gpuBytes > *gpu)) gpu = s.gpuBytes;
     }
-    body["ledger_samples"] = {{"count", samples->size()}, {"memory_current_peak_bytes", opt(mem)}, {"gpu_peak_bytes", opt(gpu)},
-                              {"first_at_ns", samples->front().atNs}, {"last_at_ns", samples->back().atNs}};
+    body["ledger_samples"] = {{"count", samples->size()},
+                              {"memory_current_peak_bytes", opt(mem)},
+                              {"gpu_peak_bytes", opt(gpu)},
+                              {"first_at_ns", samples->front().atNs},
+                              {"last_at_ns", samples->back().atNs}};
   }
   stopLeaseSlice(l);
   end(l, ledger::kLost, body, lease::outcomeClassName(lease::OutcomeClass::Lost));
@@ -127,9 +130,12 @@ void Endings::withdraw(Lease& l, const std::string& reason) {
 void Endings::stopLeaseSlice(const Lease& l) {
   if (!l.isRun() || !env_.units || l.countersCgroup.empty() || l.countersCgroup == l.cgroup) return;
   std::string slice(fs::baseName(l.countersCgroup));
-  if (!text::endsWith(slice, l.id + ".slice") || fs::parentPath(l.cgroup) != l.countersCgroup) return;
+  if (!text::endsWith(slice, l.id + ".slice") || fs::parentPath(l.cgroup) != l.countersCgroup)
+    return;
   if (auto s = env_.units->stopUnit(slice); !s) {
-    events_.note(4, fmt::format("lease {}: could not stop its slice {}: {}", l.id, slice, s.error().message), {{"TALLY_LEASE", l.id}});
+    events_.note(
+        4, fmt::format("lease {}: could not stop its slice {}: {}", l.id, slice, s.error().message),
+        {{"TALLY_LEASE", l.id}});
   }
 }
 
@@ -151,7 +157,8 @@ void Endings::expireStops(std::uint64_t nowUs) {
     if (!l->killDeadlineUs || nowUs < l->killDeadlineUs) continue;
     l->killDeadlineUs = 0;
     if (l->cg && populated(*l)) {
-      if (auto s = l->cg->kill(); !s) fmt::print(stderr, "tally daemon: lease {}: {}\n", id, s.error().message);
+      if (auto s = l->cg->kill(); !s)
+        fmt::print(stderr, "tally daemon: lease {}: {}\n", id, s.error().message);
     }
   }
 }
@@ -160,15 +167,20 @@ void Endings::expireGraces(std::uint64_t nowUs) {
   std::vector<std::string> lostIds, stuck;
   for (const auto& [id, l] : book_.all()) {
     if (!l->graceDeadlineUs || nowUs < l->graceDeadlineUs || l->conn) continue;
-    if (l->state == Lease::State::Granted) stuck.push_back(id);
-    else if (l->state == Lease::State::Running && (!l->isRun() || !populated(*l))) lostIds.push_back(id);
-    else l->graceDeadlineUs = 0;  // still running without its client: it may resume later
+    if (l->state == Lease::State::Granted)
+      stuck.push_back(id);
+    else if (l->state == Lease::State::Running && (!l->isRun() || !populated(*l)))
+      lostIds.push_back(id);
+    else
+      l->graceDeadlineUs = 0;  // still running without its client: it may resume later
   }
   for (const auto& id : stuck) {
     if (Lease* l = book_.find(id)) withdraw(*l, "the client went away before the workload started");
   }
   for (const auto& id : lostIds) {
-    if (Lease* l = book_.find(id)) lost(*l, "the workload ended while its client was away and it never reported (no wait status)");
+    if (Lease* l = book_.find(id))
+      lost(*l,
+           "the workload ended while its client was away and it never reported (no wait status)");
   }
 }
 

@@ -6,9 +6,8 @@
 #pragma once
 
 #include <functional>
-#include <string>
-
 #include <nlohmann/json.hpp>
+#include <string>
 
 #include "config/config.h"
 #include "daemon/lease.h"
@@ -28,9 +27,14 @@ struct EndingsEnv {
 
 class Endings {
  public:
-  Endings(const config::Daemon& cfg, EndingsEnv env, ledger::Ledger& ledger, LeaseBook& book, LeaseEvents& events,
-          std::function<void()> freed)
-      : cfg_(cfg), env_(env), ledger_(ledger), book_(book), events_(events), freed_(std::move(freed)) {}
+  Endings(const config::Daemon& cfg, EndingsEnv env, ledger::Ledger& ledger, LeaseBook& book,
+          LeaseEvents& events, std::function<void()> freed)
+      : cfg_(cfg),
+        env_(env),
+        ledger_(ledger),
+        book_(book),
+        events_(events),
+        freed_(std::move(freed)) {}
 
   // An attached workload's cgroup emptied (`released` false) or the lease was
   // released: the final counters and meters become its outcome record.

@@ -5,7 +5,8 @@
 namespace tally::daemon {
 namespace {
 
-std::uint64_t unused(const std::optional<std::uint64_t>& declared, const std::optional<std::uint64_t>& inUse) {
+std::uint64_t unused(const std::optional<std::uint64_t>& declared,
+                     const std::optional<std::uint64_t>& inUse) {
   if (!declared) return 0;
   if (!inUse) return *declared;
   return *declared > *inUse ? *declared - *inUse : 0;
@@ -15,10 +16,12 @@ std::uint64_t minus(std::uint64_t a, std::uint64_t b) { return a > b ? a - b : 0
 
 }  // namespace
 
-std::optional<std::uint64_t> deviceFree(const config::Pool& pool, const devices::DeviceMap& devices) {
+std::optional<std::uint64_t> deviceFree(const config::Pool& pool,
+                                        const devices::DeviceMap& devices) {
   std::optional<std::uint64_t> free;
   for (const auto& d : devices.devices) {
-    if (!pool.devices.empty() && (!d.pdev || std::find(pool.devices.begin(), pool.devices.end(), *d.pdev) == pool.devices.end())) {
+    if (!pool.devices.empty() && (!d.pdev || std::find(pool.devices.begin(), pool.devices.end(),
+                                                       *d.pdev) == pool.devices.end())) {
       continue;
     }
     for (const char* region : {"gtt", "vram"}) {
@@ -28,7 +31,8 @@ std::optional<std::uint64_t> deviceFree(const config::Pool& pool, const devices:
   return free;
 }
 
-admission::Headroom poolHeadroom(const config::Pool& pool, const HostFigures& host, const std::vector<HolderUse>& holders) {
+admission::Headroom poolHeadroom(const config::Pool& pool, const HostFigures& host,
+                                 const std::vector<HolderUse>& holders) {
   admission::Headroom h;
   std::uint64_t hostPromised = 0, gpuPromised = 0;
   for (const auto& u : holders) {

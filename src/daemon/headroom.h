@@ -32,8 +32,10 @@ struct HostFigures {
 
 // The GPU memory free on the pool's devices (all devices with mem_info_*
 // when the pool names none); absent when no such device exports the figures.
-std::optional<std::uint64_t> deviceFree(const config::Pool& pool, const devices::DeviceMap& devices);
+std::optional<std::uint64_t> deviceFree(const config::Pool& pool,
+                                        const devices::DeviceMap& devices);
 
-admission::Headroom poolHeadroom(const config::Pool& pool, const HostFigures& host, const std::vector<HolderUse>& holders);
+admission::Headroom poolHeadroom(const config::Pool& pool, const HostFigures& host,
+                                 const std::vector<HolderUse>& holders);
 
 }  // namespace tally::daemon

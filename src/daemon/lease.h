@@ -6,19 +6,18 @@
 
 #include <cstdint>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <vector>
 
-#include <nlohmann/json.hpp>
-
 #include "admission/engine.h"
 #include "cgroup/cgroup.h"
 #include "cgroup/limits.h"
+#include "daemon/limits.h"
 #include "enforce/gpu_bound.h"
 #include "lease/attributes.h"
 #include "lease/kind.h"
-#include "daemon/limits.h"
 #include "lease/meter.h"
 #include "util/token_bucket.h"
 
@@ -36,7 +35,7 @@ struct Lease {
   std::uint64_t conn = 0;  // the client bound to the lease; 0 = none
   bool pending = false;    // an acquire/attach waits for its reply on `conn`
   nlohmann::json pendingId;
-  lease::AttachTarget target;  // attach: what the operator named
+  lease::AttachTarget target;    // attach: what the operator named
   lease::Attributes attributes;  // operator-declared (--attr), shown in seat rows as "declared"
   std::uint64_t requestedAtNs = 0, grantedAtNs = 0, startedAtNs = 0;
 
@@ -54,7 +53,7 @@ struct Lease {
   std::uint64_t graceDeadlineUs = 0;  // a run lease without its client is closed as lost after this
   std::uint64_t killDeadlineUs = 0;   // release of a run lease: SIGKILL the rest after this
   bool releaseRequested = false;
-  bool recovered = false;  // re-adopted after a daemon restart
+  bool recovered = false;                   // re-adopted after a daemon restart
   std::optional<std::size_t> lastPosition;  // the queue position its client was last told
 
   // The GPU bound: enforced by the daemon for attached leases; a run lease's

@@ -6,9 +6,12 @@ namespace tally::daemon {
 
 const char* stateName(Lease::State s) {
   switch (s) {
-    case Lease::State::Queued: return "queued";
-    case Lease::State::Granted: return "granted";
-    case Lease::State::Running: return "running";
+    case Lease::State::Queued:
+      return "queued";
+    case Lease::State::Granted:
+      return "granted";
+    case Lease::State::Running:
+      return "running";
   }
   return "?";
 }
@@ -23,7 +26,8 @@ const Lease* LeaseBook::find(const std::string& id) const {
   return it == leases_.end() ? nullptr : it->second.get();
 }
 
-std::vector<std::string> LeaseBook::enqueue(std::unique_ptr<Lease> l, const admission::HeadroomFn& headroom) {
+std::vector<std::string> LeaseBook::enqueue(std::unique_ptr<Lease> l,
+                                            const admission::HeadroomFn& headroom) {
   std::string id = l->id;
   engine_.enqueue(l->req);
   if (l->conn) ++queuedPerConn_[l->conn];
@@ -73,7 +77,8 @@ std::size_t LeaseBook::queuedOn(std::uint64_t conn) const {
 
 bool LeaseBook::holdsConnection(std::uint64_t conn) const {
   if (queuedOn(conn)) return true;
-  return std::any_of(leases_.begin(), leases_.end(), [&](const auto& kv) { return kv.second->conn == conn; });
+  return std::any_of(leases_.begin(), leases_.end(),
+                     [&](const auto& kv) { return kv.second->conn == conn; });
 }
 
 const Lease* LeaseBook::ofCgroup(const std::string& cgroup, std::uint64_t inode) const {
@@ -102,8 +107,9 @@ std::vector<LeaseBook::Move> LeaseBook::moves() {
 }
 
 std::size_t LeaseBook::live() const {
-  return static_cast<std::size_t>(
-      std::count_if(leases_.begin(), leases_.end(), [](const auto& kv) { return kv.second->state != Lease::State::Queued; }));
+  return static_cast<std::size_t>(std::count_if(leases_.begin(), leases_.end(), [](const auto& kv) {
+    return kv.second->state != Lease::State::Queued;
+  }));
 }
 
 }  // namespace tally::daemon

@@ -33,7 +33,9 @@ class LeaseBook {
   // have changed: admission::Engine::grantArrival). Returns the ids granted.
   std::vector<std::string> enqueue(std::unique_ptr<Lease> l, const admission::HeadroomFn& headroom);
   // A full pass over the queue (after a release, an expiry, or when headroom moved).
-  std::vector<std::string> grant(const admission::HeadroomFn& headroom) { return engine_.grant(headroom); }
+  std::vector<std::string> grant(const admission::HeadroomFn& headroom) {
+    return engine_.grant(headroom);
+  }
   // A granted lease leaves the queue (its connection's count too).
   void markGranted(Lease& l);
   // A waiting request leaves the queue without a grant.

@@ -11,31 +11,39 @@ LeaseEvents::LeaseEvents(ledger::Ledger& ledger, Outbox& outbox, journal::Journa
     : ledger_(ledger), outbox_(outbox), journal_(journal), startedAtNs_(clock::realtimeNs()) {
   // Every kind is exported from the start: a counter that appears only after
   // its first event loses that event in rate().
-  for (auto v : {enforce::Verdict::HighCrossed, enforce::Verdict::HighCleared, enforce::Verdict::Kill, enforce::Verdict::Report}) {
+  for (auto v : {enforce::Verdict::HighCrossed, enforce::Verdict::HighCleared,
+                 enforce::Verdict::Kill, enforce::Verdict::Report}) {
     boundCounts_[enforce::verdictName(v)] = 0;
   }
-  for (lease::OutcomeClass c : lease::kAllOutcomeClasses) outcomeCounts_[lease::outcomeClassName(c)] = 0;
+  for (lease::OutcomeClass c : lease::kAllOutcomeClasses)
+    outcomeCounts_[lease::outcomeClassName(c)] = 0;
   outcomeCounts_[ledger::kWithdrawn] = 0;
 }
 
-Result<ledger::Event> LeaseEvents::record(const Lease& l, const char* kind, const json& body, std::uint64_t atNs) {
-  auto ev = ledger_.appendEvent(l.id, kind, body.dump(-1, ' ', false, json::error_handler_t::replace), atNs);
+Result<ledger::Event> LeaseEvents::record(const Lease& l, const char* kind, const json& body,
+                                          std::uint64_t atNs) {
+  auto ev = ledger_.appendEvent(l.id, kind,
+                                body.dump(-1, ' ', false, json::error_handler_t::replace), atNs);
   if (ev) announce(l, kind, body);
   return ev;
 }
 
-void LeaseEvents::recordEnd(const Lease& l, const char* kind, const json& body, const std::string& cls) {
+void LeaseEvents::recordEnd(const Lease& l, const char* kind, const json& body,
+                            const std::string& cls) {
   std::string text = body.dump(-1, ' ', false, json::error_handler_t::replace);
   if (auto ev = ledger_.appendEvent(l.id, kind, text); !ev) {
     // Nothing lost: the row goes to the log when the ledger refuses it.
-    fmt::print(stderr, "tally daemon: lease {}: {}; the {} row follows\n{}\n", l.id, ev.error().message, kind, text);
+    fmt::print(stderr, "tally daemon: lease {}: {}; the {} row follows\n{}\n", l.id,
+               ev.error().message, kind, text);
   }
   ++outcomeCounts_[cls];
   announce(l, kind, body);
 }
 
-Result<ledger::Event> LeaseEvents::recordOutcome(const Lease& l, const json& record, const std::string& cls) {
-  auto ev = ledger_.appendEvent(l.id, ledger::kOutcome, record.dump(-1, ' ', false, json::error_handler_t::replace));
+Result<ledger::Event> LeaseEvents::recordOutcome(const Lease& l, const json& record,
+                                                 const std::string& cls) {
+  auto ev = ledger_.appendEvent(l.id, ledger::kOutcome,
+                                record.dump(-1, ' ', false, json::error_handler_t::replace));
   if (!ev) return ev;
   ++outcomeCounts_[cls];
   announce(l, ledger::kOutcome, record);
@@ -45,8 +53,12 @@ Result<ledger::Event> LeaseEvents::recordOutcome(const Lease& l, const json& rec
 void LeaseEvents::bound(const Lease& l, const enforce::BoundEvent& e, const std::string& source) {
   ++boundCounts_[enforce::verdictName(e.kind)];
   json body = ledger::encode(ledger::BoundRow{e, source});
-  if (auto r = ledger_.appendEvent(l.id, ledger::kGpuBound, body.dump(-1, ' ', false, json::error_handler_t::replace), e.atNs); !r) {
-    fmt::print(stderr, "tally daemon: lease {}: the ledger refused a gpu-bound row: {}\n", l.id, r.error().message);
+  if (auto r =
+          ledger_.appendEvent(l.id, ledger::kGpuBound,
+                              body.dump(-1, ' ', false, json::error_handler_t::replace), e.atNs);
+      !r) {
+    fmt::print(stderr, "tally daemon: lease {}: the ledger refused a gpu-bound row: {}\n", l.id,
+               r.error().message);
   }
   json fields = body;
   fields["lease"] = l.id;
@@ -59,7 +71,8 @@ void LeaseEvents::bound(const Lease& l, const enforce::BoundEvent& e, const std:
 void LeaseEvents::coverage(const ledger::CoverageRow& row) {
   json body = ledger::encode(row);
   if (auto r = ledger_.appendEvent("", ledger::kCoverage, body.dump()); !r) {
-    fmt::print(stderr, "tally daemon: the ledger refused the coverage row: {}\n", r.error().message);
+    fmt::print(stderr, "tally daemon: the ledger refused the coverage row: {}\n",
+               r.error().message);
   }
   broadcast("coverage", body);
 }
@@ -75,9 +88,12 @@ void LeaseEvents::announce(const Lease& l, const std::string& kind, const json& 
   note(entry.priority, entry.message, entry.fields);
 }
 
-void LeaseEvents::note(int priority, const std::string& message, const std::vector<std::pair<std::string, std::string>>& fields) {
-  if (journal_) journal_->note(priority, message, fields);
-  else fmt::print(stderr, "tally daemon: {}\n", message);
+void LeaseEvents::note(int priority, const std::string& message,
+                       const std::vector<std::pair<std::string, std::string>>& fields) {
+  if (journal_)
+    journal_->note(priority, message, fields);
+  else
+    fmt::print(stderr, "tally daemon: {}\n", message);
 }
 
 }  // namespace tally::daemon

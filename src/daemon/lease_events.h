@@ -5,11 +5,10 @@
 
 #include <cstdint>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <utility>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "daemon/lease.h"
 #include "daemon/seams.h"
@@ -29,7 +28,8 @@ class LeaseEvents {
   // A lifecycle row (granted, started, adopted, readopted, released): in the
   // ledger, then the journal. The ledger's refusal is returned and nothing
   // else happens: the caller fails closed (a grant it cannot record is no grant).
-  Result<ledger::Event> record(const Lease& l, const char* kind, const json& body, std::uint64_t atNs = 0);
+  Result<ledger::Event> record(const Lease& l, const char* kind, const json& body,
+                               std::uint64_t atNs = 0);
   // The lease's end (outcome, lost, withdrawn), counted by `cls` (an outcome
   // class name, or "withdrawn"). A ledger refusal loses nothing: the row goes
   // to the log with the error.
@@ -43,7 +43,8 @@ class LeaseEvents {
   // The coverage row of this start (lease id ""), and its subscribers.
   void coverage(const ledger::CoverageRow& row);
   // An operator-facing message: the journal (stderr without journald).
-  void note(int priority, const std::string& message, const std::vector<std::pair<std::string, std::string>>& fields);
+  void note(int priority, const std::string& message,
+            const std::vector<std::pair<std::string, std::string>>& fields);
 
   void subscribe(std::uint64_t conn, const json& requestId) { subscribers_[conn] = requestId; }
   void unsubscribe(std::uint64_t conn) { subscribers_.erase(conn); }

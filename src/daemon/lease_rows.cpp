@@ -9,8 +9,10 @@ namespace tally::daemon {
 
 using json = nlohmann::json;
 
-std::unique_ptr<Lease> newLease(lease::LeaseKind kind, uid_t owner, pid_t peerPid, std::uint64_t conn, const rpc::api::Declared& d,
-                                const config::Daemon& cfg, const Limits& limits, const coverage::Handover& handover) {
+std::unique_ptr<Lease> newLease(lease::LeaseKind kind, uid_t owner, pid_t peerPid,
+                                std::uint64_t conn, const rpc::api::Declared& d,
+                                const config::Daemon& cfg, const Limits& limits,
+                                const coverage::Handover& handover) {
   auto l = std::make_unique<Lease>();
   l->id = lease::newLeaseId();
   l->kind = kind;
@@ -26,8 +28,9 @@ std::unique_ptr<Lease> newLease(lease::LeaseKind kind, uid_t owner, pid_t peerPi
   l->req.priority = d.priority;
   std::uint64_t waitUs = d.timeoutUs.value_or(cfg.queueTimeoutUs);
   if (waitUs) l->req.deadlineUs = clock::monotonicUs() + waitUs;
-  l->bound = enforce::GpuBound{d.gpuMemoryMax, d.gpuMemoryHigh, d.gpuAction.value_or(enforce::Action::Kill),
-                               d.gpuOverSamples.value_or(enforce::kDefaultConsecutive), cfg.sampleIntervalUs};
+  l->bound = enforce::GpuBound{
+      d.gpuMemoryMax, d.gpuMemoryHigh, d.gpuAction.value_or(enforce::Action::Kill),
+      d.gpuOverSamples.value_or(enforce::kDefaultConsecutive), cfg.sampleIntervalUs};
   if (handover.gpuBoundAdvisory(d.gpuMemoryMax.has_value())) {
     l->bound.action = enforce::Action::Report;
     l->advisory = true;
@@ -69,18 +72,25 @@ ledger::CoverageRow coverageRow(const coverage::Assessment& a, const coverage::H
   row.activeProbe = a.probe ? json(coverage::probeJson(*a.probe)) : json(nullptr);
   row.keepGpuMemoryMax = handover.keepGpuMemoryMax;
   row.tallyDoes = handover.whatTallyDoes();
-  if (last && (last->coverage != row.coverage || last->kernel != a.kernel)) row.changedFrom = std::make_pair(last->kernel, last->coverage);
+  if (last && (last->coverage != row.coverage || last->kernel != a.kernel))
+    row.changedFrom = std::make_pair(last->kernel, last->coverage);
   return row;
 }
 
 ledger::PlacedRow placedRow(const Lease& l) {
-  return {l.unit, l.cgroup, l.inode, l.countersCgroup, l.oomKillsAtAdoption,
+  return {l.unit,
+          l.cgroup,
+          l.inode,
+          l.countersCgroup,
+          l.oomKillsAtAdoption,
           l.applied ? std::optional<probes::MemoryLimit>(l.applied->memoryMax) : std::nullopt};
 }
 
 // The lease its granted row describes, with what later rows add.
-Result<std::unique_ptr<Lease>> rebuildLease(const std::vector<ledger::Event>& events, const config::Daemon& cfg,
-                                       const coverage::Handover& handover, std::optional<ledger::PlacedRow>& placed) {
+Result<std::unique_ptr<Lease>> rebuildLease(const std::vector<ledger::Event>& events,
+                                            const config::Daemon& cfg,
+                                            const coverage::Handover& handover,
+                                            std::optional<ledger::PlacedRow>& placed) {
   auto l = std::make_unique<Lease>();
   l->id = events.front().leaseId;
   l->recovered = true;

@@ -10,8 +10,8 @@
 #include "config/config.h"
 #include "coverage/assess.h"
 #include "coverage/handover.h"
-#include "daemon/limits.h"
 #include "daemon/lease.h"
+#include "daemon/limits.h"
 #include "ledger/ledger.h"
 #include "ledger/rows.h"
 #include "rpc/lease_api.h"
@@ -20,8 +20,10 @@ namespace tally::daemon {
 
 // A new queued lease for an acquire (run) or attach request by `owner`,
 // with its bound made advisory when the kernel already bounds GTT.
-std::unique_ptr<Lease> newLease(lease::LeaseKind kind, uid_t owner, pid_t peerPid, std::uint64_t conn, const rpc::api::Declared& d,
-                                const config::Daemon& cfg, const Limits& limits, const coverage::Handover& handover);
+std::unique_ptr<Lease> newLease(lease::LeaseKind kind, uid_t owner, pid_t peerPid,
+                                std::uint64_t conn, const rpc::api::Declared& d,
+                                const config::Daemon& cfg, const Limits& limits,
+                                const coverage::Handover& handover);
 
 ledger::GrantedRow grantedRow(const Lease& l);
 // The coverage row of this start, and whether it changed from the last one
@@ -33,7 +35,9 @@ ledger::PlacedRow placedRow(const Lease& l);
 // The lease an open lease's rows describe (granted, then started/adopted,
 // released, gpu-bound), and where it was placed when a placed row exists.
 // The error names the damaged row.
-Result<std::unique_ptr<Lease>> rebuildLease(const std::vector<ledger::Event>& rows, const config::Daemon& cfg,
-                                            const coverage::Handover& handover, std::optional<ledger::PlacedRow>& placed);
+Result<std::unique_ptr<Lease>> rebuildLease(const std::vector<ledger::Event>& rows,
+                                            const config::Daemon& cfg,
+                                            const coverage::Handover& handover,
+                                            std::optional<ledger::PlacedRow>& placed);
 
 }  // namespace tally::daemon

@@ -24,10 +24,14 @@ Result<Textfile> Textfile::open(const std::string& path) {
   std::string dir(fs::parentPath(path));
   if (dir.empty()) dir = ".";
   std::string name(fs::baseName(path));
-  if (name.empty() || name == "." || name == "..") return Error{0, fmt::format("metrics textfile {}: not a file name", path)};
-  if (auto s = fs::checkTrustedDir(dir, "metrics textfile directory", fs::DirUse::SharedSticky); !s) return s.error();
+  if (name.empty() || name == "." || name == "..")
+    return Error{0, fmt::format("metrics textfile {}: not a file name", path)};
+  if (auto s = fs::checkTrustedDir(dir, "metrics textfile directory", fs::DirUse::SharedSticky); !s)
+    return s.error();
   UniqueFd fd(::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
-  if (!fd.valid()) return errnoError(errno, fmt::format("cannot open the metrics textfile directory {} (create it first)", dir));
+  if (!fd.valid())
+    return errnoError(
+        errno, fmt::format("cannot open the metrics textfile directory {} (create it first)", dir));
   return Textfile(std::move(fd), path, name);
 }
 
@@ -39,12 +43,16 @@ Status Textfile::write(std::string_view text) const {
   UniqueFd fd;
   for (int attempt = 0; attempt < 8 && !fd.valid(); ++attempt) {
     std::uint64_t r = 0;
-    if (::getrandom(&r, sizeof r, 0) != static_cast<ssize_t>(sizeof r)) r = clock::monotonicUs() + static_cast<std::uint64_t>(attempt);
+    if (::getrandom(&r, sizeof r, 0) != static_cast<ssize_t>(sizeof r))
+      r = clock::monotonicUs() + static_cast<std::uint64_t>(attempt);
     tmp = fmt::format(".{}.{:016x}.tmp", name_, r);
-    fd.reset(::openat(dir_.get(), tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644));
+    fd.reset(::openat(dir_.get(), tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
+                      0644));
     if (!fd.valid() && errno != EEXIST) break;
   }
-  if (!fd.valid()) return errnoError(errno, fmt::format("cannot create a temporary beside the metrics textfile {}", path_));
+  if (!fd.valid())
+    return errnoError(
+        errno, fmt::format("cannot create a temporary beside the metrics textfile {}", path_));
   auto fail = [&](int e, const char* what) {
     ::unlinkat(dir_.get(), tmp.c_str(), 0);
     return errnoError(e, fmt::format("cannot {} the metrics textfile {}", what, path_));
@@ -59,19 +67,22 @@ Status Textfile::write(std::string_view text) const {
   // A crash after the rename must not leave an empty file under the real name.
   if (::fsync(fd.get()) != 0 || ::fchmod(fd.get(), 0644) != 0) return fail(errno, "sync");
   fd.reset();
-  if (::renameat(dir_.get(), tmp.c_str(), dir_.get(), name_.c_str()) != 0) return fail(errno, "replace");
+  if (::renameat(dir_.get(), tmp.c_str(), dir_.get(), name_.c_str()) != 0)
+    return fail(errno, "replace");
   return Ok{};
 }
 
 Result<ListenAddress> parseListenAddress(std::string_view text) {
   auto bad = [&](const std::string& why) {
-    return Error{0, fmt::format("metrics_listen '{}': {} (e.g. 127.0.0.1:9464 or [::1]:9464)", text.substr(0, 80), why)};
+    return Error{0, fmt::format("metrics_listen '{}': {} (e.g. 127.0.0.1:9464 or [::1]:9464)",
+                                text.substr(0, 80), why)};
   };
   std::string host;
   std::string_view portText;
   if (!text.empty() && text[0] == '[') {
     auto close = text.find("]:");
-    if (close == std::string_view::npos) return bad("an IPv6 address goes in brackets, then ':PORT'");
+    if (close == std::string_view::npos)
+      return bad("an IPv6 address goes in brackets, then ':PORT'");
     host = std::string(text.substr(1, close - 1));
     portText = text.substr(close + 2);
   } else {
@@ -81,7 +92,8 @@ Result<ListenAddress> parseListenAddress(std::string_view text) {
     portText = text.substr(colon + 1);
   }
   unsigned long port = 0;
-  if (portText.empty() || portText.size() > 5 || portText.find_first_not_of("0123456789") != std::string_view::npos ||
+  if (portText.empty() || portText.size() > 5 ||
+      portText.find_first_not_of("0123456789") != std::string_view::npos ||
       (port = std::stoul(std::string(portText))) > 65535) {
     return bad("the port must be 0..65535");
   }
@@ -90,8 +102,10 @@ Result<ListenAddress> parseListenAddress(std::string_view text) {
   in6_addr v6{};
   if (inet_pton(AF_INET, host.c_str(), &v4) == 1) {
     if ((ntohl(v4.s_addr) >> 24) != 127) {
-      return bad("tally serves metrics on loopback only (they name every lease and workload, with no authentication); "
-                 "use 127.0.0.1 and a reverse proxy, or --metrics-textfile with node_exporter");
+      return bad(
+          "tally serves metrics on loopback only (they name every lease and workload, with no "
+          "authentication); "
+          "use 127.0.0.1 and a reverse proxy, or --metrics-textfile with node_exporter");
     }
   } else if (inet_pton(AF_INET6, host.c_str(), &v6) == 1) {
     if (!IN6_IS_ADDR_LOOPBACK(&v6)) return bad("tally serves metrics on loopback only; use [::1]");
@@ -118,7 +132,8 @@ MetricsHttp::~MetricsHttp() {
   sd_event_source_disable_unref(sweepSrc_);
 }
 
-Result<std::unique_ptr<MetricsHttp>> MetricsHttp::start(sd_event* event, const ListenAddress& at, HttpLimits limits) {
+Result<std::unique_ptr<MetricsHttp>> MetricsHttp::start(sd_event* event, const ListenAddress& at,
+                                                        HttpLimits limits) {
   std::unique_ptr<MetricsHttp> m(new MetricsHttp(event, limits));
   bool v6 = at.host.find(':') != std::string::npos;
   UniqueFd fd(::socket(v6 ? AF_INET6 : AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
@@ -141,18 +156,26 @@ Result<std::unique_ptr<MetricsHttp>> MetricsHttp::start(sd_event* event, const L
     len = sizeof *a;
   }
   if (::bind(fd.get(), reinterpret_cast<sockaddr*>(&ss), len) != 0 || ::listen(fd.get(), 64) != 0) {
-    return Error{errno, fmt::format("cannot listen for metrics on {}:{}: {} (in use, or not an address of this host); "
-                                    "pick another port with metrics_listen",
-                                    at.host, at.port, std::strerror(errno))};
+    return Error{
+        errno,
+        fmt::format(
+            "cannot listen for metrics on {}:{}: {} (in use, or not an address of this host); "
+            "pick another port with metrics_listen",
+            at.host, at.port, std::strerror(errno))};
   }
   if (::getsockname(fd.get(), reinterpret_cast<sockaddr*>(&ss), &len) == 0) {
-    m->port_ = ntohs(v6 ? reinterpret_cast<sockaddr_in6*>(&ss)->sin6_port : reinterpret_cast<sockaddr_in*>(&ss)->sin_port);
+    m->port_ = ntohs(v6 ? reinterpret_cast<sockaddr_in6*>(&ss)->sin6_port
+                        : reinterpret_cast<sockaddr_in*>(&ss)->sin_port);
   }
   m->listenFd_ = std::move(fd);
-  if (int r = sd_event_add_io(event, &m->listenSrc_, m->listenFd_.get(), EPOLLIN, &MetricsHttp::onAccept, m.get()); r < 0) {
+  if (int r = sd_event_add_io(event, &m->listenSrc_, m->listenFd_.get(), EPOLLIN,
+                              &MetricsHttp::onAccept, m.get());
+      r < 0) {
     return errnoError(-r, "watch the metrics socket");
   }
-  if (int r = sd_event_add_time_relative(event, &m->sweepSrc_, CLOCK_MONOTONIC, 250'000, 50'000, &MetricsHttp::onSweep, m.get()); r < 0) {
+  if (int r = sd_event_add_time_relative(event, &m->sweepSrc_, CLOCK_MONOTONIC, 250'000, 50'000,
+                                         &MetricsHttp::onSweep, m.get());
+      r < 0) {
     return errnoError(-r, "metrics timer");
   }
   sd_event_source_set_enabled(m->sweepSrc_, SD_EVENT_ON);
@@ -168,15 +191,19 @@ int MetricsHttp::onAccept(sd_event_source*, int fd, uint32_t, void* self) {
     if (m->conns_.size() >= m->limits_.maxConnections) {
       // Full: the oldest connection that has not finished its request head
       // makes room (a scraper sends its head at once; a slow client does not).
-      auto slow = std::find_if(m->conns_.begin(), m->conns_.end(), [](const auto& c) { return !c->answered; });
-      if (slow == m->conns_.end()) continue;  // all are being answered: this one waits for its own retry
+      auto slow = std::find_if(m->conns_.begin(), m->conns_.end(),
+                               [](const auto& c) { return !c->answered; });
+      if (slow == m->conns_.end())
+        continue;  // all are being answered: this one waits for its own retry
       m->drop(**slow);
     }
     auto c = std::make_unique<Conn>();
     c->owner = m;
     c->fd = std::move(owned);
     c->deadlineUs = clock::monotonicUs() + m->limits_.headTimeoutUs;
-    if (sd_event_add_io(m->event_, &c->src, c->fd.get(), EPOLLIN, &MetricsHttp::onConn, c.get()) < 0) continue;
+    if (sd_event_add_io(m->event_, &c->src, c->fd.get(), EPOLLIN, &MetricsHttp::onConn, c.get()) <
+        0)
+      continue;
     m->conns_.push_back(std::move(c));
   }
   return 0;
@@ -231,10 +258,16 @@ void MetricsHttp::answer(Conn& c) {
     body = "not found; metrics are at /metrics\n";
     type = "text/plain";
   }
-  const char* phrase = status == 200 ? "OK" : status == 400 ? "Bad Request" : status == 404 ? "Not Found" : status == 405 ? "Method Not Allowed"
-                     : status == 431 ? "Request Header Fields Too Large" : status == 503 ? "Service Unavailable" : "HTTP Version Not Supported";
-  c.out = fmt::format("HTTP/1.1 {} {}\r\nContent-Type: {}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n", status, phrase, type,
-                      body.size());
+  const char* phrase = status == 200   ? "OK"
+                       : status == 400 ? "Bad Request"
+                       : status == 404 ? "Not Found"
+                       : status == 405 ? "Method Not Allowed"
+                       : status == 431 ? "Request Header Fields Too Large"
+                       : status == 503 ? "Service Unavailable"
+                                       : "HTTP Version Not Supported";
+  c.out = fmt::format(
+      "HTTP/1.1 {} {}\r\nContent-Type: {}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+      status, phrase, type, body.size());
   if (head.method != "HEAD") c.out += body;
   c.in.clear();
   c.answered = true;

@@ -37,7 +37,8 @@ class Textfile {
   const std::string& path() const { return path_; }
 
  private:
-  Textfile(UniqueFd dir, std::string path, std::string name) : dir_(std::move(dir)), path_(std::move(path)), name_(std::move(name)) {}
+  Textfile(UniqueFd dir, std::string path, std::string name)
+      : dir_(std::move(dir)), path_(std::move(path)), name_(std::move(name)) {}
   UniqueFd dir_;
   std::string path_, name_;
 };
@@ -61,7 +62,8 @@ struct HttpLimits {
 class MetricsHttp {
  public:
   // Binds (errors name the address and the fix) and serves on `event`.
-  static Result<std::unique_ptr<MetricsHttp>> start(sd_event* event, const ListenAddress& at, HttpLimits limits = {});
+  static Result<std::unique_ptr<MetricsHttp>> start(sd_event* event, const ListenAddress& at,
+                                                    HttpLimits limits = {});
   ~MetricsHttp();
   MetricsHttp(const MetricsHttp&) = delete;
   MetricsHttp& operator=(const MetricsHttp&) = delete;

@@ -19,20 +19,28 @@ const char* unitInterface(const std::string& unit) {
   return nullptr;
 }
 
-std::optional<Denial> placeAttach(const PlacementEnv& env, const LeaseBook& book, const Peer& peer, const rpc::api::Attach& a,
-                                  Lease& l) {
-  if (!env.cgroupRoot) return Denial{code::kRefused, "the daemon has no cgroup v2 root to meter an attached workload in"};
+std::optional<Denial> placeAttach(const PlacementEnv& env, const LeaseBook& book, const Peer& peer,
+                                  const rpc::api::Attach& a, Lease& l) {
+  if (!env.cgroupRoot)
+    return Denial{code::kRefused,
+                  "the daemon has no cgroup v2 root to meter an attached workload in"};
   std::string path;
   l.target = a.target;
   if (!a.target.unit.empty()) {
     const std::string& unit = a.target.unit;
     if (!unitInterface(unit)) {
-      return Denial{code::kInvalidParams, fmt::format("\"unit\": '{}' is not a .service, .scope or .slice unit", unit)};
+      return Denial{code::kInvalidParams,
+                    fmt::format("\"unit\": '{}' is not a .service, .scope or .slice unit", unit)};
     }
-    if (!env.units) return Denial{code::kRefused, "no systemd manager is reachable from the daemon; attach with --cgroup or --pid"};
+    if (!env.units)
+      return Denial{
+          code::kRefused,
+          "no systemd manager is reachable from the daemon; attach with --cgroup or --pid"};
     auto cg = env.units->controlGroup(unit);
     if (!cg) return Denial{code::kRefused, cg.error().message};
-    if (cg->empty()) return Denial{code::kRefused, fmt::format("unit {} has no control group; is it running?", unit)};
+    if (cg->empty())
+      return Denial{code::kRefused,
+                    fmt::format("unit {} has no control group; is it running?", unit)};
     path = *cg;
     l.unit = unit;
   } else if (!a.target.cgroup.empty()) {
@@ -40,50 +48,64 @@ std::optional<Denial> placeAttach(const PlacementEnv& env, const LeaseBook& book
   } else {
     pid_t pid = *a.target.pid;
     auto text = env.proc.read(fmt::format("{}/cgroup", pid), 64 * 1024);
-    if (!text) return Denial{code::kNotFound, fmt::format("process {}: {}", pid, text.error().message)};
+    if (!text)
+      return Denial{code::kNotFound, fmt::format("process {}: {}", pid, text.error().message)};
     auto parsed = probes::parseProcCgroup(*text);
     if (!parsed || parsed->deleted || parsed->outsideNamespace) {
-      return Denial{code::kRefused, fmt::format("process {} has no live cgroup v2 path the daemon can see", pid)};
+      return Denial{code::kRefused,
+                    fmt::format("process {} has no live cgroup v2 path the daemon can see", pid)};
     }
     path = parsed->path;
   }
   // One spelling per cgroup: every rule below sees the canonical path, and
   // the directory opened is that path's, reached through no symlink.
   auto canonical = cgroup::canonicalPath(path);
-  if (!canonical) return Denial{code::kRefused, fmt::format("cgroup '{}' {}", text::truncateUtf8(path, 256), canonical.error().message)};
+  if (!canonical)
+    return Denial{code::kRefused, fmt::format("cgroup '{}' {}", text::truncateUtf8(path, 256),
+                                              canonical.error().message)};
   const std::string& cgPath = *canonical;
-  if (cgPath == "/") return Denial{code::kRefused, "the root cgroup is the whole host, not a workload"};
+  if (cgPath == "/")
+    return Denial{code::kRefused, "the root cgroup is the whole host, not a workload"};
   auto cg = cgroup::Cgroup::open(*env.cgroupRoot, cgPath);
   if (!cg) return Denial{code::kNotFound, fmt::format("cgroup {}: {}", cgPath, cg.error().message)};
   if (peer.uid != 0 && cg->owner() != peer.uid) {
-    return Denial{code::kForbidden, fmt::format("cgroup {} belongs to uid {}; only root or its owner may attach to it", cgPath, cg->owner())};
+    return Denial{
+        code::kForbidden,
+        fmt::format("cgroup {} belongs to uid {}; only root or its owner may attach to it", cgPath,
+                    cg->owner())};
   }
   if (peer.uid != 0 && l.req.memoryMax) {
     // The daemon writes for a user only what the user could write: never a
     // systemd unit's limit, and memory.max only where that file is theirs (a
     // delegated cgroup's own limits belong to whoever delegated it).
     if (!a.target.unit.empty() || unitInterface(std::string(fs::baseName(cgPath)))) {
-      return Denial{code::kForbidden, "only root may set MemoryMax on a systemd unit through the daemon"};
+      return Denial{code::kForbidden,
+                    "only root may set MemoryMax on a systemd unit through the daemon"};
     }
     auto knob = cg->statFile(cgroup::file::kMemoryMax);
     if (!knob || knob->st_uid != peer.uid || !S_ISREG(knob->st_mode)) {
-      return Denial{code::kForbidden, fmt::format("{} is not yours to write (it belongs to uid {}); only root may set "
-                                                  "--memory-max on this cgroup",
-                                                  cg->describe(cgroup::file::kMemoryMax),
-                                                  knob ? std::to_string(knob->st_uid) : std::string("?"))};
+      return Denial{
+          code::kForbidden,
+          fmt::format("{} is not yours to write (it belongs to uid {}); only root may set "
+                      "--memory-max on this cgroup",
+                      cg->describe(cgroup::file::kMemoryMax),
+                      knob ? std::to_string(knob->st_uid) : std::string("?"))};
     }
   }
   if (const Lease* other = book.ofCgroup(cgPath, cg->inode())) {
-    return Denial{code::kConflict, fmt::format("cgroup {} is already leased by {}", cgPath, other->id)};
+    return Denial{code::kConflict,
+                  fmt::format("cgroup {} is already leased by {}", cgPath, other->id)};
   }
   auto populated = cg->populated();
   if (!populated || !*populated) {
-    return Denial{code::kRefused, fmt::format("cgroup {} has no processes ({} populated 0)", cgPath, cgroup::file::kEvents)};
+    return Denial{code::kRefused, fmt::format("cgroup {} has no processes ({} populated 0)", cgPath,
+                                              cgroup::file::kEvents)};
   }
   l.cgroup = l.countersCgroup = cgPath;
   l.inode = cg->inode();
   // An attached workload's counters are its own cgroup's (a second handle on it).
-  if (auto counters = cgroup::Cgroup::open(*env.cgroupRoot, cgPath)) l.countersCg.emplace(std::move(*counters));
+  if (auto counters = cgroup::Cgroup::open(*env.cgroupRoot, cgPath))
+    l.countersCg.emplace(std::move(*counters));
   l.cg.emplace(std::move(*cg));
   return std::nullopt;
 }
@@ -97,12 +119,15 @@ Status adopt(const PlacementEnv& env, Lease& l) {
     std::string unit = l.unit;
     if (unit.empty() && env.units && unitInterface(std::string(fs::baseName(l.cgroup)))) {
       std::string candidate(fs::baseName(l.cgroup));
-      if (auto owner = env.units->controlGroup(candidate); owner && *owner == l.cgroup) unit = candidate;
+      if (auto owner = env.units->controlGroup(candidate); owner && *owner == l.cgroup)
+        unit = candidate;
     }
     if (!unit.empty()) {
-      if (!env.units) return Error{0, "no systemd manager is reachable to set MemoryMax on " + unit};
+      if (!env.units)
+        return Error{0, "no systemd manager is reachable to set MemoryMax on " + unit};
       if (auto s = env.units->setMemoryMax(unit, *l.req.memoryMax); !s) {
-        return Error{0, fmt::format("SetUnitProperties({}, MemoryMax={}): {}", unit, *l.req.memoryMax, s.error().message)};
+        return Error{0, fmt::format("SetUnitProperties({}, MemoryMax={}): {}", unit,
+                                    *l.req.memoryMax, s.error().message)};
       }
       l.unit = unit;
     } else if (auto s = cg.setMemoryMax(*l.req.memoryMax); !s) {
@@ -123,37 +148,51 @@ Status adopt(const PlacementEnv& env, Lease& l) {
   return Ok{};
 }
 
-std::optional<Denial> placeRun(const PlacementEnv& env, const LeaseBook& book, const Peer& peer, const rpc::api::Started& p,
-                               Lease& l) {
-  if (!env.cgroupRoot) return Denial{code::kRefused, "the daemon has no cgroup v2 root to meter the lease in"};
+std::optional<Denial> placeRun(const PlacementEnv& env, const LeaseBook& book, const Peer& peer,
+                               const rpc::api::Started& p, Lease& l) {
+  if (!env.cgroupRoot)
+    return Denial{code::kRefused, "the daemon has no cgroup v2 root to meter the lease in"};
   // The cgroup must be this lease's own (its name carries the lease id) and
   // belong to the caller, so a client cannot point the daemon at someone
   // else's workload (release would stop it).
   if (fs::baseName(p.cgroup).find(l.id) == std::string_view::npos) {
-    return Denial{code::kForbidden, fmt::format("cgroup {} is not lease {}'s (its name must contain the lease id)", p.cgroup, l.id)};
+    return Denial{code::kForbidden,
+                  fmt::format("cgroup {} is not lease {}'s (its name must contain the lease id)",
+                              p.cgroup, l.id)};
   }
   auto cg = cgroup::Cgroup::open(*env.cgroupRoot, p.cgroup);
-  if (!cg) return Denial{code::kNotFound, fmt::format("cgroup {}: {}", p.cgroup, cg.error().message)};
+  if (!cg)
+    return Denial{code::kNotFound, fmt::format("cgroup {}: {}", p.cgroup, cg.error().message)};
   if (peer.uid != 0 && cg->owner() != peer.uid) {
-    return Denial{code::kForbidden, fmt::format("cgroup {} belongs to uid {}, not to the caller", p.cgroup, cg->owner())};
+    return Denial{code::kForbidden, fmt::format("cgroup {} belongs to uid {}, not to the caller",
+                                                p.cgroup, cg->owner())};
   }
   // Where the final counters are read: the lease's cgroup, below it, or the
   // lease's own slice (systemd removes a stopped scope's cgroup at once, so
   // a scope's counters live in its parent <parent>-<id>.slice). Never anyone
   // else's cgroup: its memory.peak would become this lease's.
   std::string counters = p.countersCgroup.empty() ? p.cgroup : p.countersCgroup;
-  bool ownSlice = counters == fs::parentPath(p.cgroup) && fs::baseName(counters).find(l.id) != std::string_view::npos;
+  bool ownSlice = counters == fs::parentPath(p.cgroup) &&
+                  fs::baseName(counters).find(l.id) != std::string_view::npos;
   if (!cgroup::isWithin(counters, p.cgroup) && !ownSlice) {
-    return Denial{code::kForbidden,
-                  fmt::format("\"counters_cgroup\" {} is neither cgroup {}, below it, nor the lease's own slice", counters, p.cgroup)};
+    return Denial{
+        code::kForbidden,
+        fmt::format(
+            "\"counters_cgroup\" {} is neither cgroup {}, below it, nor the lease's own slice",
+            counters, p.cgroup)};
   }
   auto countersCg = cgroup::Cgroup::open(*env.cgroupRoot, counters);
-  if (!countersCg) return Denial{code::kNotFound, fmt::format("counters cgroup {}: {}", counters, countersCg.error().message)};
+  if (!countersCg)
+    return Denial{code::kNotFound,
+                  fmt::format("counters cgroup {}: {}", counters, countersCg.error().message)};
   if (peer.uid != 0 && countersCg->owner() != peer.uid) {
-    return Denial{code::kForbidden, fmt::format("counters cgroup {} belongs to uid {}, not to the caller", counters, countersCg->owner())};
+    return Denial{code::kForbidden,
+                  fmt::format("counters cgroup {} belongs to uid {}, not to the caller", counters,
+                              countersCg->owner())};
   }
   if (const Lease* other = book.ofCgroup(p.cgroup, cg->inode()); other && other != &l) {
-    return Denial{code::kConflict, fmt::format("cgroup {} is already leased by {}", p.cgroup, other->id)};
+    return Denial{code::kConflict,
+                  fmt::format("cgroup {} is already leased by {}", p.cgroup, other->id)};
   }
   l.unit = p.unit;
   l.cgroup = p.cgroup;

@@ -40,8 +40,8 @@ struct PlacementEnv {
 // set), and whether `peer` may lease it with these limits: the directory is
 // theirs, a --memory-max is one they could write themselves, and no other
 // lease holds the cgroup.
-std::optional<Denial> placeAttach(const PlacementEnv& env, const LeaseBook& book, const Peer& peer, const rpc::api::Attach& a,
-                                  Lease& l);
+std::optional<Denial> placeAttach(const PlacementEnv& env, const LeaseBook& book, const Peer& peer,
+                                  const rpc::api::Attach& a, Lease& l);
 
 // At the grant: the declared MemoryMax applied and read back, the OOM kills
 // so far remembered (the outcome counts those after adoption). The error
@@ -50,8 +50,8 @@ Status adopt(const PlacementEnv& env, Lease& l);
 
 // A run lease's `started`: the cgroups are checked and opened (l.cgroup,
 // l.countersCgroup, l.inode, l.cg, l.countersCg, l.unit are set).
-std::optional<Denial> placeRun(const PlacementEnv& env, const LeaseBook& book, const Peer& peer, const rpc::api::Started& p,
-                               Lease& l);
+std::optional<Denial> placeRun(const PlacementEnv& env, const LeaseBook& book, const Peer& peer,
+                               const rpc::api::Started& p, Lease& l);
 
 // ".service", ".scope", ".slice": the D-Bus interface of a unit name, null otherwise.
 const char* unitInterface(const std::string& unit);

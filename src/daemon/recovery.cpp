@@ -12,24 +12,33 @@ namespace tally::daemon {
 
 using json = nlohmann::json;
 
-Result<std::vector<std::string>> recover(const config::Daemon& cfg, RecoveryEnv env, ledger::Ledger& ledger, LeaseBook& book,
+Result<std::vector<std::string>> recover(const config::Daemon& cfg, RecoveryEnv env,
+                                         ledger::Ledger& ledger, LeaseBook& book,
                                          LeaseEvents& events, Endings& endings, Sampler& sampler,
                                          const coverage::Handover& handover) {
   std::vector<std::string> log;
   auto open = ledger.openLeases();
-  if (!open) return Error{0, fmt::format("cannot read the open leases from the ledger: {}", open.error().message)};
+  if (!open)
+    return Error{
+        0, fmt::format("cannot read the open leases from the ledger: {}", open.error().message)};
   for (const auto& rows : *open) {
     std::optional<ledger::PlacedRow> placed;
     auto rebuilt = rebuildLease(rows, cfg, handover, placed);
-    if (!rebuilt) return Error{0, fmt::format("cannot read the open leases from the ledger: {}", rebuilt.error().message)};
+    if (!rebuilt)
+      return Error{0, fmt::format("cannot read the open leases from the ledger: {}",
+                                  rebuilt.error().message)};
     std::string id = (*rebuilt)->id;
-    if (auto s = book.hold(std::move(*rebuilt)); !s) log.push_back(fmt::format("lease {}: re-admitted over its pools' limits: {}", id, s.error().message));
+    if (auto s = book.hold(std::move(*rebuilt)); !s)
+      log.push_back(
+          fmt::format("lease {}: re-admitted over its pools' limits: {}", id, s.error().message));
     Lease& ref = *book.find(id);
     if (!placed) {
       // Granted, never started: a run lease's client may still be setting up.
       ref.state = Lease::State::Granted;
       ref.graceDeadlineUs = clock::monotonicUs() + cfg.clientGraceUs;
-      log.push_back(fmt::format("lease {} ({}): granted, not started; waiting for its client to resume", ref.id, ref.name));
+      log.push_back(
+          fmt::format("lease {} ({}): granted, not started; waiting for its client to resume",
+                      ref.id, ref.name));
       continue;
     }
     ref.unit = placed->unit;
@@ -45,22 +54,26 @@ Result<std::vector<std::string>> recover(const config::Daemon& cfg, RecoveryEnv 
     } else if (auto cg = cgroup::Cgroup::open(*env.cgroupRoot, ref.cgroup); !cg) {
       why = fmt::format("its cgroup {} is gone", ref.cgroup);
     } else if (cg->inode() != ref.inode) {
-      why = fmt::format("cgroup {} was re-created (inode {} is not the recorded {})", ref.cgroup, cg->inode(), ref.inode);
+      why = fmt::format("cgroup {} was re-created (inode {} is not the recorded {})", ref.cgroup,
+                        cg->inode(), ref.inode);
     } else {
       if (ref.isAttach() && !ref.unit.empty() && env.units) {
         auto unitCg = env.units->controlGroup(ref.unit);
-        if (unitCg && *unitCg != ref.cgroup) why = fmt::format("unit {} now has cgroup '{}'", ref.unit, *unitCg);
+        if (unitCg && *unitCg != ref.cgroup)
+          why = fmt::format("unit {} now has cgroup '{}'", ref.unit, *unitCg);
       }
       if (why.empty()) {
         ref.cg.emplace(std::move(*cg));
         if (ref.countersCgroup == ref.cgroup) {
-          if (auto again = cgroup::Cgroup::open(*env.cgroupRoot, ref.cgroup)) ref.countersCg.emplace(std::move(*again));
+          if (auto again = cgroup::Cgroup::open(*env.cgroupRoot, ref.cgroup))
+            ref.countersCg.emplace(std::move(*again));
         } else if (auto counters = cgroup::Cgroup::open(*env.cgroupRoot, ref.countersCgroup)) {
           ref.countersCg.emplace(std::move(*counters));
         }
       }
     }
-    if (why.empty() && ref.isAttach() && !Endings::populated(ref)) why = fmt::format("cgroup {} emptied while the daemon was down", ref.cgroup);
+    if (why.empty() && ref.isAttach() && !Endings::populated(ref))
+      why = fmt::format("cgroup {} emptied while the daemon was down", ref.cgroup);
     if (!why.empty() && ref.isAttach()) {
       log.push_back(fmt::format("lease {} ({}): lost: {}", ref.id, ref.name, why));
       endings.lost(ref, why + " (the daemon was not running)");
@@ -68,7 +81,8 @@ Result<std::vector<std::string>> recover(const config::Daemon& cfg, RecoveryEnv 
     }
     if (!why.empty()) {
       // A run lease's client holds the outcome; it may still report it.
-      log.push_back(fmt::format("lease {} ({}): {}; waiting for its client to report", ref.id, ref.name, why));
+      log.push_back(fmt::format("lease {} ({}): {}; waiting for its client to report", ref.id,
+                                ref.name, why));
       ref.graceDeadlineUs = clock::monotonicUs() + cfg.clientGraceUs;
       continue;
     }

@@ -27,7 +27,8 @@ struct RecoveryEnv {
 
 // One line per lease for the log; an error when the open leases cannot be
 // read (the daemon must not start then: it would grant their pools twice).
-Result<std::vector<std::string>> recover(const config::Daemon& cfg, RecoveryEnv env, ledger::Ledger& ledger, LeaseBook& book,
+Result<std::vector<std::string>> recover(const config::Daemon& cfg, RecoveryEnv env,
+                                         ledger::Ledger& ledger, LeaseBook& book,
                                          LeaseEvents& events, Endings& endings, Sampler& sampler,
                                          const coverage::Handover& handover);
 

@@ -10,11 +10,14 @@
 namespace tally::daemon {
 
 void Sampler::startMetering(Lease& l) {
-  l.meter = std::make_unique<lease::LeaseMeter>(env_.proc, env_.sys, *env_.cgroupRoot, *l.cg, l.req.gpuMemoryMax);
+  l.meter = std::make_unique<lease::LeaseMeter>(env_.proc, env_.sys, *env_.cgroupRoot, *l.cg,
+                                                l.req.gpuMemoryMax);
   l.meter->sample();
-  std::string events = fmt::format("{}/{}", env_.cgroupRoot->path(), fs::joinPath(l.countersCgroup, cgroup::file::kEvents));
+  std::string events = fmt::format("{}/{}", env_.cgroupRoot->path(),
+                                   fs::joinPath(l.countersCgroup, cgroup::file::kEvents));
   if (auto s = env_.watches.watch(l.id, events); !s) {
-    fmt::print(stderr, "tally daemon: lease {}: cannot watch {}: {}; its end is found by polling\n", l.id, events, s.error().message);
+    fmt::print(stderr, "tally daemon: lease {}: cannot watch {}: {}; its end is found by polling\n",
+               l.id, events, s.error().message);
   }
 }
 
@@ -45,12 +48,14 @@ std::vector<std::string> Sampler::sample() {
       if (!p || !*p) ended.push_back(id);
     }
   }
-  if (auto st = ledger_.appendSamples(batch); !st) fmt::print(stderr, "tally daemon: {}\n", st.error().message);
+  if (auto st = ledger_.appendSamples(batch); !st)
+    fmt::print(stderr, "tally daemon: {}\n", st.error().message);
   return ended;
 }
 
 void Sampler::prune() {
-  auto r = ledger_.pruneSamples(clock::realtimeNs(), cfg_.samplesFullResolutionUs * 1000, cfg_.samplesMaxAgeUs * 1000, cfg_.samplesMaxRows);
+  auto r = ledger_.pruneSamples(clock::realtimeNs(), cfg_.samplesFullResolutionUs * 1000,
+                                cfg_.samplesMaxAgeUs * 1000, cfg_.samplesMaxRows);
   if (!r) fmt::print(stderr, "tally daemon: sample retention: {}\n", r.error().message);
 }
 
@@ -69,7 +74,9 @@ void Sampler::enforceBound(Lease& l, std::uint64_t nowNs) {
     } else {
       enforce::killFailed(l.boundState);  // try again next sample
       killFailed = true;
-      events_.note(3, fmt::format("lease {} ({}): could not kill it over its gpu_memory_max: {}", l.id, l.name, s.error().message),
+      events_.note(3,
+                   fmt::format("lease {} ({}): could not kill it over its gpu_memory_max: {}", l.id,
+                               l.name, s.error().message),
                    {{"TALLY_LEASE", l.id}});
     }
   }
@@ -85,9 +92,12 @@ const HostFigures& Sampler::host() {
   if (hostReadAtUs_ && now - hostReadAtUs_ <= 100'000) return host_;
   hostReadAtUs_ = now;
   host_.memAvailable.reset();
-  if (auto t = env_.proc.read("meminfo", 64 * 1024)) host_.memAvailable = probes::parseMemInfo(*t).memAvailable;
-  if (auto d = devices::discoverDrmDevices(env_.sys)) host_.devices = std::move(*d);
-  else host_.devices = {};
+  if (auto t = env_.proc.read("meminfo", 64 * 1024))
+    host_.memAvailable = probes::parseMemInfo(*t).memAvailable;
+  if (auto d = devices::discoverDrmDevices(env_.sys))
+    host_.devices = std::move(*d);
+  else
+    host_.devices = {};
   return host_;
 }
 

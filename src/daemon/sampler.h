@@ -34,8 +34,8 @@ struct SamplerEnv {
 
 class Sampler {
  public:
-  Sampler(const config::Daemon& cfg, SamplerEnv env, ledger::Ledger& ledger, LeaseBook& book, LeaseEvents& events,
-          const coverage::Handover& handover)
+  Sampler(const config::Daemon& cfg, SamplerEnv env, ledger::Ledger& ledger, LeaseBook& book,
+          LeaseEvents& events, const coverage::Handover& handover)
       : cfg_(cfg), env_(env), ledger_(ledger), book_(book), events_(events), handover_(handover) {}
 
   // A lease starts being metered: its meter (on its held cgroup), a first

@@ -39,9 +39,9 @@ struct Server::Conn {
   sd_event_source* src = nullptr;
   Peer peer;
   rpc::LineReader reader;
-  std::size_t counted = 0;              // reader.buffered() as counted in inputBytes_
-  std::uint64_t partialSinceUs = 0;     // when the unfinished line began (0: none)
-  std::uint64_t lastActiveUs = 0;       // last byte in or out
+  std::size_t counted = 0;           // reader.buffered() as counted in inputBytes_
+  std::uint64_t partialSinceUs = 0;  // when the unfinished line began (0: none)
+  std::uint64_t lastActiveUs = 0;    // last byte in or out
   std::string out;
 };
 
@@ -58,7 +58,8 @@ Server::~Server() {
   for (auto& [id, c] : conns_) sd_event_source_disable_unref(c->src);
   for (auto& [id, w] : watches_) sd_event_source_disable_unref(w->src);
   for (auto& [id, w] : pidWatches_) sd_event_source_disable_unref(w->src);
-  for (auto* s : {listenSrc_, sampleTimer_, tickTimer_, pruneTimer_, sweepTimer_, pendingSrc_}) sd_event_source_disable_unref(s);
+  for (auto* s : {listenSrc_, sampleTimer_, tickTimer_, pruneTimer_, sweepTimer_, pendingSrc_})
+    sd_event_source_disable_unref(s);
   if (listenFd_.valid()) ::unlink(cfg_.daemon.socket.c_str());
   sd_event_unref(event_);
 }
@@ -69,22 +70,30 @@ Status Server::listen() {
   const std::string& path = cfg_.daemon.socket;
   std::string dir(fs::parentPath(path));
   if (!dir.empty() && ::mkdir(dir.c_str(), 0755) != 0 && errno != EEXIST) {
-    return errnoError(errno, fmt::format("create socket directory {} (set [daemon] socket to a writable place)", dir));
+    return errnoError(
+        errno,
+        fmt::format("create socket directory {} (set [daemon] socket to a writable place)", dir));
   }
   // The daemon unlinks and binds names in this directory: nobody else may
   // be able to swap what is there.
-  if (auto s = fs::checkTrustedDir(dir.empty() ? "/" : dir, "[daemon] socket's directory", fs::DirUse::SharedSticky); !s) return s;
+  if (auto s = fs::checkTrustedDir(dir.empty() ? "/" : dir, "[daemon] socket's directory",
+                                   fs::DirUse::SharedSticky);
+      !s)
+    return s;
   UniqueFd fd(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
   if (!fd.valid()) return errnoError(errno, "socket(AF_UNIX)");
   sockaddr_un addr{};
   addr.sun_family = AF_UNIX;
-  if (path.size() >= sizeof addr.sun_path) return Error{0, fmt::format("socket path {} is too long", path)};
+  if (path.size() >= sizeof addr.sun_path)
+    return Error{0, fmt::format("socket path {} is too long", path)};
   std::memcpy(addr.sun_path, path.c_str(), path.size());
   // A socket file left by a daemon that died is reused; one a live daemon
   // answers on is not taken over.
-  struct stat st{};
+  struct stat st {};
   if (::lstat(path.c_str(), &st) == 0) {
-    if (!S_ISSOCK(st.st_mode)) return Error{0, fmt::format("{} exists and is not a socket; remove it or set [daemon] socket", path)};
+    if (!S_ISSOCK(st.st_mode))
+      return Error{
+          0, fmt::format("{} exists and is not a socket; remove it or set [daemon] socket", path)};
     UniqueFd probe(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
     if (::connect(probe.get(), reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0) {
       return Error{0, fmt::format("another tally daemon answers on {}; stop it first", path)};
@@ -99,8 +108,13 @@ Status Server::listen() {
   if (r != 0) return errnoError(errno, fmt::format("bind {}", path));
   if (cfg_.daemon.socketGroup) {
     group* g = ::getgrnam(cfg_.daemon.socketGroup->c_str());
-    if (!g) return Error{0, fmt::format("[daemon] socket_group '{}' does not exist (groupadd {} or remove the key)", *cfg_.daemon.socketGroup, *cfg_.daemon.socketGroup)};
-    if (::fchownat(AT_FDCWD, path.c_str(), static_cast<uid_t>(-1), g->gr_gid, AT_SYMLINK_NOFOLLOW) != 0) {
+    if (!g)
+      return Error{
+          0,
+          fmt::format("[daemon] socket_group '{}' does not exist (groupadd {} or remove the key)",
+                      *cfg_.daemon.socketGroup, *cfg_.daemon.socketGroup)};
+    if (::fchownat(AT_FDCWD, path.c_str(), static_cast<uid_t>(-1), g->gr_gid,
+                   AT_SYMLINK_NOFOLLOW) != 0) {
       return errnoError(errno, fmt::format("chown {} to group {}", path, *cfg_.daemon.socketGroup));
     }
   }
@@ -123,10 +137,14 @@ int Server::run(Service& service) {
   sd_event_add_signal(event_, nullptr, SIGTERM, nullptr, nullptr);
   sd_event_add_signal(event_, nullptr, SIGINT, nullptr, nullptr);
   sd_event_set_watchdog(event_, 1);  // pings WATCHDOG=1 when WatchdogSec= is set
-  sd_event_add_time_relative(event_, &sampleTimer_, CLOCK_MONOTONIC, cfg_.daemon.sampleIntervalUs, 10'000, &Server::onTimer, this);
-  sd_event_add_time_relative(event_, &tickTimer_, CLOCK_MONOTONIC, 250'000, 10'000, &Server::onTimer, this);
-  sd_event_add_time_relative(event_, &pruneTimer_, CLOCK_MONOTONIC, 60'000'000, 1'000'000, &Server::onTimer, this);
-  sd_event_add_time_relative(event_, &sweepTimer_, CLOCK_MONOTONIC, 1'000'000, 100'000, &Server::onTimer, this);
+  sd_event_add_time_relative(event_, &sampleTimer_, CLOCK_MONOTONIC, cfg_.daemon.sampleIntervalUs,
+                             10'000, &Server::onTimer, this);
+  sd_event_add_time_relative(event_, &tickTimer_, CLOCK_MONOTONIC, 250'000, 10'000,
+                             &Server::onTimer, this);
+  sd_event_add_time_relative(event_, &pruneTimer_, CLOCK_MONOTONIC, 60'000'000, 1'000'000,
+                             &Server::onTimer, this);
+  sd_event_add_time_relative(event_, &sweepTimer_, CLOCK_MONOTONIC, 1'000'000, 100'000,
+                             &Server::onTimer, this);
   sd_event_add_defer(event_, &pendingSrc_, &Server::onPending, this);
   // Below everything else: a defer source stays pending (and first in line
   // among equals) while enabled, so at the same priority it would starve
@@ -174,11 +192,15 @@ int Server::onTimer(sd_event_source* s, uint64_t, void* self) {
 bool Server::admit(const Peer& peer, int fd) {
   std::string why;
   if (peer.uid == 0) {
-    if (conns_.size() >= limits_.maxConnections + limits_.rootReserve) why = "too many connections to the tally daemon, root's reserve included";
+    if (conns_.size() >= limits_.maxConnections + limits_.rootReserve)
+      why = "too many connections to the tally daemon, root's reserve included";
   } else if (conns_.size() >= limits_.maxConnections) {
-    why = fmt::format("the tally daemon has {} connections (its limit); root may still connect", limits_.maxConnections);
-  } else if (auto it = connsPerUid_.find(peer.uid); it != connsPerUid_.end() && it->second >= limits_.maxConnectionsPerUid) {
-    why = fmt::format("uid {} already has {} connections to the tally daemon (the per-user limit)", peer.uid, it->second);
+    why = fmt::format("the tally daemon has {} connections (its limit); root may still connect",
+                      limits_.maxConnections);
+  } else if (auto it = connsPerUid_.find(peer.uid);
+             it != connsPerUid_.end() && it->second >= limits_.maxConnectionsPerUid) {
+    why = fmt::format("uid {} already has {} connections to the tally daemon (the per-user limit)",
+                      peer.uid, it->second);
   }
   if (why.empty()) return true;
   std::string line = rpc::encodeError(nullptr, {rpc::code::kBusy, why});
@@ -194,7 +216,8 @@ int Server::onAccept(sd_event_source*, int fd, uint32_t, void* self) {
     UniqueFd owned(cfd);
     ucred cred{};
     socklen_t len = sizeof cred;
-    if (::getsockopt(cfd, SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0) continue;  // unidentified peers are not served
+    if (::getsockopt(cfd, SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0)
+      continue;  // unidentified peers are not served
     Peer peer{cred.pid, cred.uid, cred.gid};
     if (!srv->admit(peer, cfd)) continue;
     auto c = std::make_unique<Conn>();
@@ -203,7 +226,8 @@ int Server::onAccept(sd_event_source*, int fd, uint32_t, void* self) {
     c->fd = std::move(owned);
     c->peer = peer;
     c->lastActiveUs = clock::monotonicUs();
-    if (sd_event_add_io(srv->event_, &c->src, c->fd.get(), EPOLLIN, &Server::onConn, c.get()) < 0) continue;
+    if (sd_event_add_io(srv->event_, &c->src, c->fd.get(), EPOLLIN, &Server::onConn, c.get()) < 0)
+      continue;
     ++srv->connsPerUid_[peer.uid];
     std::uint64_t id = c->id;
     srv->conns_[id] = std::move(c);
@@ -239,10 +263,13 @@ void Server::readFrom(Conn& c) {
   // Partial lines held, all connections together, stay under the budget.
   inputBytes_ = inputBytes_ - c.counted + c.reader.buffered();
   c.counted = c.reader.buffered();
-  if (c.counted == 0) c.partialSinceUs = 0;
-  else if (!c.partialSinceUs) c.partialSinceUs = now;
+  if (c.counted == 0)
+    c.partialSinceUs = 0;
+  else if (!c.partialSinceUs)
+    c.partialSinceUs = now;
   if (inputBytes_ > limits_.maxInputBytes) {
-    return closeWith(id, rpc::code::kBusy, "the daemon holds too many unfinished requests; closing this connection");
+    return closeWith(id, rpc::code::kBusy,
+                     "the daemon holds too many unfinished requests; closing this connection");
   }
   if (!handleLines(c)) return;
   updateInterest(c);
@@ -287,7 +314,8 @@ int Server::onPending(sd_event_source* s, void* self) {
       if (srv->handleLines(c)) srv->updateInterest(c);  // re-queued at the back if it has more
     }
   }
-  if (srv->pending_.empty() && srv->goneLater_.empty()) sd_event_source_set_enabled(s, SD_EVENT_OFF);
+  if (srv->pending_.empty() && srv->goneLater_.empty())
+    sd_event_source_set_enabled(s, SD_EVENT_OFF);
   srv->notifyStatus();
   return 0;
 }
@@ -346,7 +374,8 @@ void Server::closeConn(std::uint64_t id, bool later) {
   if (it == conns_.end()) return;
   Conn& c = *it->second;
   inputBytes_ -= c.counted;
-  if (auto u = connsPerUid_.find(c.peer.uid); u != connsPerUid_.end() && --u->second == 0) connsPerUid_.erase(u);
+  if (auto u = connsPerUid_.find(c.peer.uid); u != connsPerUid_.end() && --u->second == 0)
+    connsPerUid_.erase(u);
   inPending_.erase(id);  // its entry in pending_ is skipped when reached
   sd_event_source_disable_unref(c.src);
   conns_.erase(it);
@@ -363,10 +392,14 @@ void Server::sweep() {
   std::vector<std::pair<std::uint64_t, std::string>> drop;
   for (const auto& [id, c] : conns_) {
     if (c->partialSinceUs && now - c->partialSinceUs > limits_.partialLineTimeoutUs) {
-      drop.emplace_back(id, fmt::format("a request line was not completed within {} s; closing", limits_.partialLineTimeoutUs / 1'000'000));
-    } else if (c->out.empty() && !c->reader.hasLines() && now - c->lastActiveUs > limits_.idleTimeoutUs &&
+      drop.emplace_back(id, fmt::format("a request line was not completed within {} s; closing",
+                                        limits_.partialLineTimeoutUs / 1'000'000));
+    } else if (c->out.empty() && !c->reader.hasLines() &&
+               now - c->lastActiveUs > limits_.idleTimeoutUs &&
                !(service_ && service_->connectionInUse(id))) {
-      drop.emplace_back(id, fmt::format("idle for {} s with no lease, request or subscription; closing", limits_.idleTimeoutUs / 1'000'000));
+      drop.emplace_back(id,
+                        fmt::format("idle for {} s with no lease, request or subscription; closing",
+                                    limits_.idleTimeoutUs / 1'000'000));
     }
   }
   for (const auto& [id, why] : drop) closeWith(id, rpc::code::kTimeout, why);
@@ -377,7 +410,8 @@ Status Server::watch(const std::string& leaseId, const std::string& path) {
   auto w = std::make_unique<WatchCtx>();
   w->server = this;
   w->leaseId = leaseId;
-  int r = sd_event_add_inotify(event_, &w->src, path.c_str(), IN_MODIFY, &Server::onInotify, w.get());
+  int r =
+      sd_event_add_inotify(event_, &w->src, path.c_str(), IN_MODIFY, &Server::onInotify, w.get());
   if (r < 0) return errnoError(-r, fmt::format("inotify {}", path));
   watches_[leaseId] = std::move(w);
   return Ok{};

@@ -14,10 +14,10 @@
 #include <systemd/sd-event.h>
 
 #include <cstdint>
+#include <deque>
 #include <functional>
 #include <map>
 #include <memory>
-#include <deque>
 #include <set>
 #include <string>
 
@@ -97,7 +97,7 @@ class Server final : public Outbox, public Watches {
   std::set<std::uint64_t> inPending_;
   std::vector<std::uint64_t> goneLater_;  // closed during a send; the service is told next turn
   void markPending(std::uint64_t id);
-  std::size_t inputBytes_ = 0;       // partial request lines held, all connections
+  std::size_t inputBytes_ = 0;  // partial request lines held, all connections
   std::map<std::string, std::unique_ptr<WatchCtx>> watches_, pidWatches_;
   std::uint64_t nextConn_ = 1;
   std::string lastStatus_;

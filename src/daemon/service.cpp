@@ -8,8 +8,8 @@
 #include "cgroup/path.h"
 #include "daemon/lease_rows.h"
 #include "daemon/recovery.h"
-#include "ledger/rows.h"
 #include "lease/spec.h"
+#include "ledger/rows.h"
 #include "util/clock.h"
 #include "util/text.h"
 
@@ -25,8 +25,10 @@ Service::Service(const config::Config& cfg, ledger::Ledger& ledger, ServiceEnv e
       handover_{coverage::Coverage::HostOnly, cfg_.daemon.keepGpuMemoryMax},
       book_(cfg_.pools),
       events_(ledger, env.outbox, env.journal),
-      sampler_(cfg_.daemon, SamplerEnv{env.proc, env.sys, env.cgroupRoot, env.watches, env.units}, ledger, book_, events_, handover_),
-      endings_(cfg_.daemon, EndingsEnv{env.cgroupRoot, env.watches, env.units}, ledger, book_, events_, [this] { tryGrant(); }),
+      sampler_(cfg_.daemon, SamplerEnv{env.proc, env.sys, env.cgroupRoot, env.watches, env.units},
+               ledger, book_, events_, handover_),
+      endings_(cfg_.daemon, EndingsEnv{env.cgroupRoot, env.watches, env.units}, ledger, book_,
+               events_, [this] { tryGrant(); }),
       views_(cfg_, ledger, book_, sampler_, events_, handover_, coverageKernel_) {}
 
 void Service::reply(std::uint64_t conn, const json& id, const json& result) {
@@ -38,17 +40,22 @@ void Service::fail(std::uint64_t conn, const json& id, const char* c, const std:
 }
 
 std::string Service::statusLine() const {
-  return fmt::format("{} lease(s) held, {} queued, {} pool(s)", book_.live(), book_.queued(), cfg_.pools.size());
+  return fmt::format("{} lease(s) held, {} queued, {} pool(s)", book_.live(), book_.queued(),
+                     cfg_.pools.size());
 }
 
-Lease* Service::owned(std::uint64_t conn, const Peer& peer, const json& id, const std::string& lease) {
+Lease* Service::owned(std::uint64_t conn, const Peer& peer, const json& id,
+                      const std::string& lease) {
   Lease* l = book_.find(lease);
   if (!l) {
-    fail(conn, id, code::kNotFound, fmt::format("no live lease {} (ended leases are in 'tally ledger')", lease));
+    fail(conn, id, code::kNotFound,
+         fmt::format("no live lease {} (ended leases are in 'tally ledger')", lease));
     return nullptr;
   }
   if (peer.uid != 0 && peer.uid != l->owner) {
-    fail(conn, id, code::kForbidden, fmt::format("lease {} belongs to uid {}; only its owner or root may do this", lease, l->owner));
+    fail(conn, id, code::kForbidden,
+         fmt::format("lease {} belongs to uid {}; only its owner or root may do this", lease,
+                     l->owner));
     return nullptr;
   }
   return l;
@@ -58,8 +65,10 @@ void Service::handle(std::uint64_t conn, const Peer& peer, const rpc::Request& r
   using rpc::api::Method;
   auto m = rpc::api::parseMethod(req.method);
   if (!m) {
-    return fail(conn, req.id, code::kUnknownMethod,
-                fmt::format("unknown method '{}' ({})", text::truncateUtf8(text::trim(req.method), 64), rpc::api::methodList()));
+    return fail(
+        conn, req.id, code::kUnknownMethod,
+        fmt::format("unknown method '{}' ({})", text::truncateUtf8(text::trim(req.method), 64),
+                    rpc::api::methodList()));
   }
   // Every params object goes through its method's decoder; a refusal names the field.
   auto with = [&](auto decoded, auto&& then) {
@@ -70,30 +79,40 @@ void Service::handle(std::uint64_t conn, const Peer& peer, const rpc::Request& r
   const json& params = req.params;
   switch (*m) {
     case Method::Acquire:
-      return with(rpc::api::decodeAcquire(params), [&](auto& p) { onAcquire(conn, peer, id, p.declared, nullptr); });
+      return with(rpc::api::decodeAcquire(params),
+                  [&](auto& p) { onAcquire(conn, peer, id, p.declared, nullptr); });
     case Method::Attach:
-      return with(rpc::api::decodeAttach(params), [&](auto& p) { onAcquire(conn, peer, id, p.declared, &p); });
+      return with(rpc::api::decodeAttach(params),
+                  [&](auto& p) { onAcquire(conn, peer, id, p.declared, &p); });
     case Method::Started:
       return with(rpc::api::decodeStarted(params), [&](auto& p) { onStarted(conn, peer, id, p); });
     case Method::Complete:
-      return with(rpc::api::decodeComplete(params), [&](auto& p) { onComplete(conn, peer, id, p); });
+      return with(rpc::api::decodeComplete(params),
+                  [&](auto& p) { onComplete(conn, peer, id, p); });
     case Method::Bound:
       return with(rpc::api::decodeBound(params), [&](auto& p) { onBound(conn, peer, id, p); });
     case Method::Resume:
-      return with(rpc::api::decodeLeaseRef(params), [&](auto& p) { onResume(conn, peer, id, p.lease); });
+      return with(rpc::api::decodeLeaseRef(params),
+                  [&](auto& p) { onResume(conn, peer, id, p.lease); });
     case Method::Release:
     case Method::Cancel:
-      return with(rpc::api::decodeLeaseRef(params), [&](auto& p) { onRelease(conn, peer, id, p.lease, *m == Method::Cancel); });
+      return with(rpc::api::decodeLeaseRef(params),
+                  [&](auto& p) { onRelease(conn, peer, id, p.lease, *m == Method::Cancel); });
     case Method::Lease:
       return with(rpc::api::decodeLeaseRef(params), [&](auto& p) {
         json r = views_.leaseWithRows(p.lease);
-        if (r.is_null()) return fail(conn, id, code::kNotFound, fmt::format("no lease {} (live or in the ledger)", p.lease));
+        if (r.is_null())
+          return fail(conn, id, code::kNotFound,
+                      fmt::format("no lease {} (live or in the ledger)", p.lease));
         reply(conn, id, r);
       });
     case Method::Hello:
       return with(rpc::api::decodeEmpty(params), [&](auto&) {
-        reply(conn, id, {{"protocol", rpc::kProtocolVersion}, {"daemon_pid", ::getpid()}, {"uid", peer.uid},
-                         {"state_dir", cfg_.daemon.stateDir}});
+        reply(conn, id,
+              {{"protocol", rpc::kProtocolVersion},
+               {"daemon_pid", ::getpid()},
+               {"uid", peer.uid},
+               {"state_dir", cfg_.daemon.stateDir}});
       });
     case Method::Subscribe:
       return with(rpc::api::decodeEmpty(params), [&](auto&) {
@@ -105,7 +124,8 @@ void Service::handle(std::uint64_t conn, const Peer& peer, const rpc::Request& r
     case Method::Seats:
     case Method::Overview:
     case Method::Metrics:
-      return with(rpc::api::decodeEmpty(params), [&](auto&) { reply(conn, id, views_.answer(*m, clock::realtimeNs())); });
+      return with(rpc::api::decodeEmpty(params),
+                  [&](auto&) { reply(conn, id, views_.answer(*m, clock::realtimeNs())); });
   }
 }
 
@@ -115,16 +135,19 @@ admission::HeadroomFn Service::headroom() {
 
 // acquire (a run lease: the client will run the scope) and attach (the daemon
 // adopts a workload that already runs) share admission.
-void Service::onAcquire(std::uint64_t conn, const Peer& peer, const json& id, const rpc::api::Declared& d,
-                        const rpc::api::Attach* attach) {
+void Service::onAcquire(std::uint64_t conn, const Peer& peer, const json& id,
+                        const rpc::api::Declared& d, const rpc::api::Attach* attach) {
   // What one connection, and everyone together, may keep waiting.
   if (conn && book_.queuedOn(conn) >= env_.limits.maxQueuedPerConnection) {
     return fail(conn, id, code::kBusy,
-                fmt::format("this connection already has {} requests waiting (the limit); wait for a grant or cancel one",
+                fmt::format("this connection already has {} requests waiting (the limit); wait for "
+                            "a grant or cancel one",
                             env_.limits.maxQueuedPerConnection));
   }
   if (book_.queued() >= env_.limits.maxQueued) {
-    return fail(conn, id, code::kBusy, fmt::format("the daemon's queue is full ({} requests waiting); try again later", env_.limits.maxQueued));
+    return fail(conn, id, code::kBusy,
+                fmt::format("the daemon's queue is full ({} requests waiting); try again later",
+                            env_.limits.maxQueued));
   }
   auto kind = attach ? lease::LeaseKind::Attach : lease::LeaseKind::Run;
   auto l = newLease(kind, peer.uid, peer.pid, conn, d, cfg_.daemon, env_.limits, handover_);
@@ -132,8 +155,11 @@ void Service::onAcquire(std::uint64_t conn, const Peer& peer, const json& id, co
   if (attach) {
     if (d.memoryMax && *d.memoryMax < env_.pageSize) {
       // memory.max counts pages: below one, the kernel reads 0 and OOM-kills the workload.
-      return fail(conn, id, code::kInvalidParams,
-                  fmt::format("\"memory_max\" {} is below one page ({} bytes); the kernel would round it to 0", *d.memoryMax, env_.pageSize));
+      return fail(
+          conn, id, code::kInvalidParams,
+          fmt::format(
+              "\"memory_max\" {} is below one page ({} bytes); the kernel would round it to 0",
+              *d.memoryMax, env_.pageSize));
     }
     PlacementEnv aenv{env_.proc, env_.cgroupRoot, env_.units, env_.pageSize};
     if (auto denied = placeAttach(aenv, book_, peer, *attach, *l)) return deny(conn, id, *denied);
@@ -158,9 +184,12 @@ void Service::tryGrant() {
 void Service::granted(Lease& l) {
   book_.markGranted(l);
   l.grantedAtNs = clock::realtimeNs();
-  if (auto ev = events_.record(l, ledger::kGranted, ledger::encode(grantedRow(l)), l.grantedAtNs); !ev) {
+  if (auto ev = events_.record(l, ledger::kGranted, ledger::encode(grantedRow(l)), l.grantedAtNs);
+      !ev) {
     // Fail closed: a lease the ledger cannot record is not granted.
-    if (l.pending) fail(l.conn, l.pendingId, code::kInternal, fmt::format("the lease could not be recorded: {}", ev.error().message));
+    if (l.pending)
+      fail(l.conn, l.pendingId, code::kInternal,
+           fmt::format("the lease could not be recorded: {}", ev.error().message));
     book_.forget(std::string(l.id));
     return;
   }
@@ -170,7 +199,10 @@ void Service::granted(Lease& l) {
     if (s) {
       l.state = Lease::State::Running;
       l.startedAtNs = clock::realtimeNs();
-      if (auto ev = events_.record(l, ledger::kAdopted, ledger::encode(placedRow(l)), l.startedAtNs); !ev) s = ev.error();
+      if (auto ev =
+              events_.record(l, ledger::kAdopted, ledger::encode(placedRow(l)), l.startedAtNs);
+          !ev)
+        s = ev.error();
     }
     if (!s) {
       fail(l.conn, l.pendingId, code::kRefused, s.error().message);
@@ -189,17 +221,23 @@ void Service::granted(Lease& l) {
 
 void Service::sendPositions() {
   for (const auto& mv : book_.moves()) {
-    env_.outbox.send(mv.lease->conn, rpc::encodeEvent(mv.lease->pendingId, "queued",
-                                                      {{"lease", mv.lease->id}, {"position", mv.position}, {"queued", mv.queued},
-                                                       {"waiting_for", mv.reason ? admission::waitName(*mv.reason) : "grant"}}));
+    env_.outbox.send(
+        mv.lease->conn,
+        rpc::encodeEvent(mv.lease->pendingId, "queued",
+                         {{"lease", mv.lease->id},
+                          {"position", mv.position},
+                          {"queued", mv.queued},
+                          {"waiting_for", mv.reason ? admission::waitName(*mv.reason) : "grant"}}));
   }
 }
 
-void Service::onStarted(std::uint64_t conn, const Peer& peer, const json& id, const rpc::api::Started& p) {
+void Service::onStarted(std::uint64_t conn, const Peer& peer, const json& id,
+                        const rpc::api::Started& p) {
   Lease* l = owned(conn, peer, id, p.lease);
   if (!l) return;
   if (!l->isRun() || l->state != Lease::State::Granted) {
-    return fail(conn, id, code::kConflict, fmt::format("lease {} is not a granted run lease waiting to start", l->id));
+    return fail(conn, id, code::kConflict,
+                fmt::format("lease {} is not a granted run lease waiting to start", l->id));
   }
   PlacementEnv penv{env_.proc, env_.cgroupRoot, env_.units, env_.pageSize};
   if (auto denied = placeRun(penv, book_, peer, p, *l)) return deny(conn, id, *denied);
@@ -207,28 +245,38 @@ void Service::onStarted(std::uint64_t conn, const Peer& peer, const json& id, co
   l->startedAtNs = clock::realtimeNs();
   l->conn = conn;
   l->graceDeadlineUs = 0;
-  if (auto ev = events_.record(*l, ledger::kStarted, ledger::encode(placedRow(*l)), l->startedAtNs); !ev) {
-    return fail(conn, id, code::kInternal, fmt::format("the start could not be recorded: {}", ev.error().message));
+  if (auto ev = events_.record(*l, ledger::kStarted, ledger::encode(placedRow(*l)), l->startedAtNs);
+      !ev) {
+    return fail(conn, id, code::kInternal,
+                fmt::format("the start could not be recorded: {}", ev.error().message));
   }
   sampler_.startMetering(*l);
   reply(conn, id, views_.lease(*l));
 }
 
-void Service::onComplete(std::uint64_t conn, const Peer& peer, const json& id, rpc::api::Complete& p) {
+void Service::onComplete(std::uint64_t conn, const Peer& peer, const json& id,
+                         rpc::api::Complete& p) {
   Lease* l = owned(conn, peer, id, p.lease);
   if (!l) return;
-  if (!l->isRun()) return fail(conn, id, code::kConflict, "only run leases are completed by their client");
+  if (!l->isRun())
+    return fail(conn, id, code::kConflict, "only run leases are completed by their client");
   // An outcome exists only for a workload that started: a queued request or
   // a grant that never started has nothing to report (release withdraws it).
   if (l->state != Lease::State::Running) {
-    return fail(conn, id, code::kConflict,
-                fmt::format("lease {} is {}, not running: there is no outcome to record (release it to withdraw it)", l->id,
-                            l->state == Lease::State::Queued ? "queued" : "granted but never started"));
+    return fail(
+        conn, id, code::kConflict,
+        fmt::format("lease {} is {}, not running: there is no outcome to record (release it to "
+                    "withdraw it)",
+                    l->id,
+                    l->state == Lease::State::Queued ? "queued" : "granted but never started"));
   }
   json& record = p.record;
-  record["daemon"] = views_.daemonSaw(*l);  // what the daemon saw itself, beside what the client reports
+  record["daemon"] =
+      views_.daemonSaw(*l);  // what the daemon saw itself, beside what the client reports
   auto ev = events_.recordOutcome(*l, record, record["outcome"].value("class", "unknown"));
-  if (!ev) return fail(conn, id, ev.error().code == EEXIST ? code::kConflict : code::kInternal, ev.error().message);
+  if (!ev)
+    return fail(conn, id, ev.error().code == EEXIST ? code::kConflict : code::kInternal,
+                ev.error().message);
   json r = {{"lease", l->id}, {"seq", ev->seq}, {"hash", ev->hash}};
   std::string leaseId = l->id;
   env_.watches.unwatch(leaseId);
@@ -237,29 +285,38 @@ void Service::onComplete(std::uint64_t conn, const Peer& peer, const json& id, r
   tryGrant();
 }
 
-void Service::onResume(std::uint64_t conn, const Peer& peer, const json& id, const std::string& lease) {
+void Service::onResume(std::uint64_t conn, const Peer& peer, const json& id,
+                       const std::string& lease) {
   Lease* l = owned(conn, peer, id, lease);
   if (!l) return;
-  if (!l->isRun()) return fail(conn, id, code::kConflict, "only run leases have a client to resume");
-  if (l->state == Lease::State::Queued) return fail(conn, id, code::kConflict, fmt::format("lease {} is still queued; there is nothing to resume", l->id));
+  if (!l->isRun())
+    return fail(conn, id, code::kConflict, "only run leases have a client to resume");
+  if (l->state == Lease::State::Queued)
+    return fail(conn, id, code::kConflict,
+                fmt::format("lease {} is still queued; there is nothing to resume", l->id));
   l->conn = conn;
   l->graceDeadlineUs = 0;
   reply(conn, id, views_.lease(*l));
 }
 
-void Service::onRelease(std::uint64_t conn, const Peer& peer, const json& reqId, const std::string& lease, bool cancelOnly) {
+void Service::onRelease(std::uint64_t conn, const Peer& peer, const json& reqId,
+                        const std::string& lease, bool cancelOnly) {
   Lease* l = owned(conn, peer, reqId, lease);
   if (!l) return;
   std::string id = l->id;
   if (l->state == Lease::State::Queued) {
-    fail(l->conn, l->pendingId, code::kCancelled, fmt::format("request {} was cancelled by uid {}", id, peer.uid));
+    fail(l->conn, l->pendingId, code::kCancelled,
+         fmt::format("request {} was cancelled by uid {}", id, peer.uid));
     if (l->conn != conn) reply(conn, reqId, {{"lease", id}, {"state", "cancelled"}});
     book_.forget(id);
     tryGrant();
     return;
   }
-  if (cancelOnly) return fail(conn, reqId, code::kConflict, fmt::format("lease {} is no longer queued; use release", id));
-  (void)events_.record(*l, ledger::kReleased, ledger::encode(ledger::ReleasedRow{peer.uid, peer.pid}));
+  if (cancelOnly)
+    return fail(conn, reqId, code::kConflict,
+                fmt::format("lease {} is no longer queued; use release", id));
+  (void)events_.record(*l, ledger::kReleased,
+                       ledger::encode(ledger::ReleasedRow{peer.uid, peer.pid}));
   if (l->state == Lease::State::Granted) {
     endings_.withdraw(*l, fmt::format("released by uid {} before it started", peer.uid));
     return reply(conn, reqId, {{"lease", id}, {"state", "withdrawn"}});
@@ -278,22 +335,31 @@ void Service::onRelease(std::uint64_t conn, const Peer& peer, const json& reqId,
 // A run lease's client reports what its GPU bound noticed or did. Only while
 // the lease runs, and at most Limits::boundBurst at once, then one per
 // Limits::boundRefillUs: a client cannot fill the ledger and the journal.
-void Service::onBound(std::uint64_t conn, const Peer& peer, const json& id, const rpc::api::Bound& p) {
+void Service::onBound(std::uint64_t conn, const Peer& peer, const json& id,
+                      const rpc::api::Bound& p) {
   Lease* l = owned(conn, peer, id, p.lease);
   if (!l) return;
   if (!l->isRun() || l->state != Lease::State::Running) {
     return fail(conn, id, code::kConflict,
-                fmt::format("lease {} is not a running run lease; only its client reports GPU bound events, while it runs", l->id));
+                fmt::format("lease {} is not a running run lease; only its client reports GPU "
+                            "bound events, while it runs",
+                            l->id));
   }
   if (!l->boundReports.take(clock::monotonicUs())) {
     if (l->boundRefused++ == 0) {
-      events_.note(4, fmt::format("lease {} ({}): its client reports GPU bound events faster than {} at once and one per {} ms; "
-                                  "the excess is refused and counted in the outcome",
-                                  l->id, l->name, env_.limits.boundBurst, env_.limits.boundRefillUs / 1000),
-                   {{"TALLY_LEASE", l->id}});
+      events_.note(
+          4,
+          fmt::format("lease {} ({}): its client reports GPU bound events faster than {} at once "
+                      "and one per {} ms; "
+                      "the excess is refused and counted in the outcome",
+                      l->id, l->name, env_.limits.boundBurst, env_.limits.boundRefillUs / 1000),
+          {{"TALLY_LEASE", l->id}});
     }
-    return fail(conn, id, code::kRateLimited,
-                fmt::format("too many GPU bound events for lease {}; this one was not recorded ({} refused so far)", l->id, l->boundRefused));
+    return fail(
+        conn, id, code::kRateLimited,
+        fmt::format(
+            "too many GPU bound events for lease {}; this one was not recorded ({} refused so far)",
+            l->id, l->boundRefused));
   }
   enforce::BoundEvent e = p.event;
   e.atNs = clock::realtimeNs();
@@ -314,7 +380,8 @@ void Service::cgroupChanged(const std::string& leaseId) {
   if (l->isAttach()) return endings_.finishAttached(*l, false);
   // A run lease's workload ended: its client reports the outcome; without a
   // client the lease is lost after the grace.
-  if (!l->conn && !l->graceDeadlineUs) l->graceDeadlineUs = clock::monotonicUs() + cfg_.daemon.clientGraceUs;
+  if (!l->conn && !l->graceDeadlineUs)
+    l->graceDeadlineUs = clock::monotonicUs() + cfg_.daemon.clientGraceUs;
 }
 
 void Service::disconnected(std::uint64_t conn) {
@@ -347,7 +414,8 @@ void Service::tick() {
     Lease* l = book_.find(id);
     if (!l) continue;
     fail(l->conn, l->pendingId, code::kTimeout,
-         fmt::format("no grant within the queue timeout (position {} of {})", l->lastPosition.value_or(0), book_.queued() + 1));
+         fmt::format("no grant within the queue timeout (position {} of {})",
+                     l->lastPosition.value_or(0), book_.queued() + 1));
     book_.forget(id);
   }
   endings_.expireStops(now);
@@ -357,7 +425,8 @@ void Service::tick() {
   bool headroomWait = false;
   for (std::size_t i = 0, n = book_.queued(); i < n && !headroomWait; ++i) {
     auto reason = book_.engine().at(i).reason;
-    headroomWait = reason == admission::Wait::HostHeadroom || reason == admission::Wait::GpuHeadroom;
+    headroomWait =
+        reason == admission::Wait::HostHeadroom || reason == admission::Wait::GpuHeadroom;
   }
   if (changed || headroomWait) tryGrant();
 }
@@ -369,8 +438,8 @@ void Service::sample() {
 void Service::prune() { sampler_.prune(); }
 
 Result<std::vector<std::string>> Service::recover() {
-  return daemon::recover(cfg_.daemon, RecoveryEnv{env_.cgroupRoot, env_.watches, env_.units}, ledger_, book_, events_, endings_,
-                         sampler_, handover_);
+  return daemon::recover(cfg_.daemon, RecoveryEnv{env_.cgroupRoot, env_.watches, env_.units},
+                         ledger_, book_, events_, endings_, sampler_, handover_);
 }
 
 // The coverage this daemon found at start, recorded once per start; a change
@@ -381,9 +450,13 @@ void Service::setCoverage(const coverage::Assessment& a) {
   coverageKernel_ = a.kernel;
   auto row = coverageRow(a, handover_, ledger::lastCoverage(ledger_));
   if (row.changedFrom && row.changedFrom->second != row.coverage) {
-    events_.note(4, fmt::format("GTT coverage changed from {} (kernel {}) to {} (kernel {}): {}", row.changedFrom->second,
-                                row.changedFrom->first, row.coverage, a.kernel, row.tallyDoes),
-                 {{"TALLY_EVENT", "coverage-changed"}, {"TALLY_COVERAGE", row.coverage}, {"TALLY_KERNEL", a.kernel}});
+    events_.note(4,
+                 fmt::format("GTT coverage changed from {} (kernel {}) to {} (kernel {}): {}",
+                             row.changedFrom->second, row.changedFrom->first, row.coverage,
+                             a.kernel, row.tallyDoes),
+                 {{"TALLY_EVENT", "coverage-changed"},
+                  {"TALLY_COVERAGE", row.coverage},
+                  {"TALLY_KERNEL", a.kernel}});
   }
   events_.coverage(row);
 }

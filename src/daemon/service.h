@@ -15,9 +15,9 @@
 // without blocking on a client (replies go through the Outbox).
 //
 // Who may do what (docs/daemon.md, "Access"):
-//   anyone who can connect   hello, pools, leases, lease, seats, overview, metrics, subscribe, acquire
-//   the lease's owner, root  started, complete, bound, resume, release, cancel
-//   root                     attach (and anyone to a cgroup directory they own;
+//   anyone who can connect   hello, pools, leases, lease, seats, overview, metrics, subscribe,
+//   acquire the lease's owner, root  started, complete, bound, resume, release, cancel root attach
+//   (and anyone to a cgroup directory they own;
 //                            --memory-max only where they could write
 //                            memory.max themselves, never on a systemd unit)
 //
@@ -29,19 +29,18 @@
 
 #include <cstdint>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "config/config.h"
 #include "coverage/assess.h"
 #include "coverage/handover.h"
-#include "daemon/placement.h"
 #include "daemon/endings.h"
 #include "daemon/lease_book.h"
 #include "daemon/lease_events.h"
 #include "daemon/limits.h"
+#include "daemon/placement.h"
 #include "daemon/sampler.h"
 #include "daemon/seams.h"
 #include "daemon/views.h"
@@ -108,15 +107,19 @@ class Service {
  private:
   void reply(std::uint64_t conn, const json& id, const json& result);
   void fail(std::uint64_t conn, const json& id, const char* code, const std::string& message);
-  void deny(std::uint64_t conn, const json& id, const Denial& d) { fail(conn, id, d.code, d.message); }
+  void deny(std::uint64_t conn, const json& id, const Denial& d) {
+    fail(conn, id, d.code, d.message);
+  }
   // The lease, when `peer` is its owner or root; else the error is sent and null returned.
   Lease* owned(std::uint64_t conn, const Peer& peer, const json& id, const std::string& lease);
 
-  void onAcquire(std::uint64_t conn, const Peer& peer, const json& id, const rpc::api::Declared& d, const rpc::api::Attach* attach);
+  void onAcquire(std::uint64_t conn, const Peer& peer, const json& id, const rpc::api::Declared& d,
+                 const rpc::api::Attach* attach);
   void onStarted(std::uint64_t conn, const Peer& peer, const json& id, const rpc::api::Started& p);
   void onComplete(std::uint64_t conn, const Peer& peer, const json& id, rpc::api::Complete& p);
   void onResume(std::uint64_t conn, const Peer& peer, const json& id, const std::string& lease);
-  void onRelease(std::uint64_t conn, const Peer& peer, const json& id, const std::string& lease, bool cancelOnly);
+  void onRelease(std::uint64_t conn, const Peer& peer, const json& id, const std::string& lease,
+                 bool cancelOnly);
   void onBound(std::uint64_t conn, const Peer& peer, const json& id, const rpc::api::Bound& p);
 
   // Grants what fits now (a full pass) and tells waiters their new places.

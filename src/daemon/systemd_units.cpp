@@ -16,10 +16,11 @@ Result<std::string> SystemdUnits::controlGroup(const std::string& unit) {
 Status SystemdUnits::setMemoryMax(const std::string& unit, std::uint64_t bytes) {
   sd_bus_error error{nullptr, nullptr, 0};  // SD_BUS_ERROR_NULL is a C compound literal
   int r = sd_bus_call_method(bus_->bus(), "org.freedesktop.systemd1", "/org/freedesktop/systemd1",
-                             "org.freedesktop.systemd1.Manager", "SetUnitProperties", &error, nullptr, "sba(sv)",
-                             unit.c_str(), 1, 1, "MemoryMax", "t", bytes);
+                             "org.freedesktop.systemd1.Manager", "SetUnitProperties", &error,
+                             nullptr, "sba(sv)", unit.c_str(), 1, 1, "MemoryMax", "t", bytes);
   if (r < 0) {
-    Error e{-r, fmt::format("systemd refused MemoryMax={} on {}: {}", bytes, unit, error.message ? error.message : std::strerror(-r))};
+    Error e{-r, fmt::format("systemd refused MemoryMax={} on {}: {}", bytes, unit,
+                            error.message ? error.message : std::strerror(-r))};
     sd_bus_error_free(&error);
     return e;
   }

@@ -14,7 +14,9 @@ class SystemdUnits final : public Units {
   explicit SystemdUnits(std::unique_ptr<contain::SystemdBus> bus) : bus_(std::move(bus)) {}
   Result<std::string> controlGroup(const std::string& unit) override;
   Status setMemoryMax(const std::string& unit, std::uint64_t bytes) override;
-  Status killUnit(const std::string& unit, int signal) override { return bus_->killUnit(unit, signal); }
+  Status killUnit(const std::string& unit, int signal) override {
+    return bus_->killUnit(unit, signal);
+  }
   Status stopUnit(const std::string& unit) override { return bus_->stopUnit(unit, false); }
   sd_bus* bus() const { return bus_->bus(); }
 

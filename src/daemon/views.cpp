@@ -20,7 +20,9 @@ namespace {
 json opt(const std::optional<std::uint64_t>& v) { return v ? json(*v) : json(nullptr); }
 
 // A byte count read from the cgroup, or absent with the reason ("max" is no limit).
-seats::Figure figure(const Result<std::uint64_t>& v) { return v ? seats::Figure{*v, {}} : seats::Figure{std::nullopt, v.error().message}; }
+seats::Figure figure(const Result<std::uint64_t>& v) {
+  return v ? seats::Figure{*v, {}} : seats::Figure{std::nullopt, v.error().message};
+}
 
 seats::Figure limitFigure(const Result<probes::MemoryLimit>& v, const char* file) {
   if (!v) return {std::nullopt, v.error().message};
@@ -39,7 +41,8 @@ json Views::lease(const Lease& l, const admission::Engine::Queued* queued, std::
   j["owner_uid"] = l.owner;
   j["pools"] = l.req.pools;
   j["priority"] = l.req.priority;
-  j["declared"] = {{"memory_max", opt(l.req.memoryMax)}, {"gpu_memory_max", opt(l.req.gpuMemoryMax)}};
+  j["declared"] = {{"memory_max", opt(l.req.memoryMax)},
+                   {"gpu_memory_max", opt(l.req.gpuMemoryMax)}};
   j["requested_at_ns"] = l.requestedAtNs;
   if (l.state == Lease::State::Queued) {
     const auto& engine = book_.engine();
@@ -63,24 +66,36 @@ json Views::lease(const Lease& l, const admission::Engine::Queued* queued, std::
   if (l.meter) {
     const auto& h = l.meter->host();
     const auto& g = l.meter->gpu();
-    j["memory"] = {{"current_bytes", opt(h.last)}, {"peak_sampled_bytes", opt(h.peakCurrent)}, {"samples", h.samples},
+    j["memory"] = {{"current_bytes", opt(h.last)},
+                   {"peak_sampled_bytes", opt(h.peakCurrent)},
+                   {"samples", h.samples},
                    {"source", "cgroup"}};
     if (!h.last && h.lastError) j["memory"]["unknown"] = *h.lastError;
-    j["gpu"] = {{"current_bytes", opt(g.lastBytes)}, {"peak_bytes", opt(g.peakBytes)}, {"regions", g.lastRegions},
-                {"samples", g.samples}, {"source", "drm-fdinfo"}};
-    if (!g.lastBytes) j["gpu"]["unknown"] = g.lastError.value_or(g.samplesIncomplete ? "a client printed no resident figure" : "not sampled");
+    j["gpu"] = {{"current_bytes", opt(g.lastBytes)},
+                {"peak_bytes", opt(g.peakBytes)},
+                {"regions", g.lastRegions},
+                {"samples", g.samples},
+                {"source", "drm-fdinfo"}};
+    if (!g.lastBytes)
+      j["gpu"]["unknown"] = g.lastError.value_or(
+          g.samplesIncomplete ? "a client printed no resident figure" : "not sampled");
     // What budgets and headroom count: host and GPU memory, each byte once.
     auto host = sampler_.hostOnly(l);
-    j["budget_figures"] = {{"coverage", coverage::coverageName(handover_.coverage)}, {"host_bytes", opt(host)},
-                           {"gpu_bytes", opt(g.lastBytes)},
-                           {"total_bytes", host && g.lastBytes ? json(*host + *g.lastBytes) : json(nullptr)}};
+    j["budget_figures"] = {
+        {"coverage", coverage::coverageName(handover_.coverage)},
+        {"host_bytes", opt(host)},
+        {"gpu_bytes", opt(g.lastBytes)},
+        {"total_bytes", host && g.lastBytes ? json(*host + *g.lastBytes) : json(nullptr)}};
   }
   if (l.bound.any()) {
-    j["gpu_bound"] = {{"action", enforce::actionName(l.bound.action)}, {"consecutive_samples", l.bound.consecutive},
-                      {"advisory", l.advisory}, {"acted", l.boundState.acted}};
+    j["gpu_bound"] = {{"action", enforce::actionName(l.bound.action)},
+                      {"consecutive_samples", l.bound.consecutive},
+                      {"advisory", l.advisory},
+                      {"acted", l.boundState.acted}};
   }
   // The kernel bounds GTT in MemoryMax now: a run lease's MemoryMax must hold both.
-  if (auto both = handover_.memoryMaxWithGpu(l.req.memoryMax, l.req.gpuMemoryMax)) j["memory_max_effective"] = *both;
+  if (auto both = handover_.memoryMaxWithGpu(l.req.memoryMax, l.req.gpuMemoryMax))
+    j["memory_max_effective"] = *both;
   j["coverage"] = coverage::coverageName(handover_.coverage);
   return j;
 }
@@ -105,7 +120,8 @@ json Views::leaseWithRows(const std::string& id) {
     json rows = json::array();
     for (const auto& e : *events) {
       json body = json::parse(e.body, nullptr, false);
-      rows.push_back({{"seq", e.seq}, {"at_ns", e.atNs}, {"kind", e.kind}, {"body", body}, {"hash", e.hash}});
+      rows.push_back(
+          {{"seq", e.seq}, {"at_ns", e.atNs}, {"kind", e.kind}, {"body", body}, {"hash", e.hash}});
     }
     r["ledger"] = rows;
     if (!r.contains("state")) {
@@ -148,7 +164,8 @@ json Views::pools() {
     j["holders"] = u.holders;
     json queued = json::array();
     for (const auto* r : engine.queue()) {
-      if (std::find(r->pools.begin(), r->pools.end(), p.name) != r->pools.end()) queued.push_back(r->id);
+      if (std::find(r->pools.begin(), r->pools.end(), p.name) != r->pools.end())
+        queued.push_back(r->id);
     }
     j["queue"] = queued;
     j["memory_budget"] = opt(p.memoryBudget);
@@ -157,10 +174,14 @@ json Views::pools() {
     j["gpu_memory_declared"] = u.gpuMemoryDeclared;
     j["devices"] = p.devices;
     auto h = sampler_.headroomFor(p);
-    j["headroom"] = {{"host_bytes", opt(h.hostBytes)}, {"gpu_bytes", opt(h.gpuBytes)},
-                     {"source", "meminfo MemAvailable, sysfs-device mem_info_*, minus holders' unused declarations"}};
+    j["headroom"] = {
+        {"host_bytes", opt(h.hostBytes)},
+        {"gpu_bytes", opt(h.gpuBytes)},
+        {"source",
+         "meminfo MemAvailable, sysfs-device mem_info_*, minus holders' unused declarations"}};
     if (!h.hostBytes) j["headroom"]["host_unknown"] = "MemAvailable not readable";
-    if (!h.gpuBytes) j["headroom"]["gpu_unknown"] = "no device of the pool exports mem_info_gtt/vram_{total,used}";
+    if (!h.gpuBytes)
+      j["headroom"]["gpu_unknown"] = "no device of the pool exports mem_info_gtt/vram_{total,used}";
     list.push_back(j);
   }
   return list;
@@ -176,7 +197,9 @@ seats::SeatFacts Views::seatFacts(const Lease& l) const {
   f.unit = l.unit;
   f.cgroup = l.cgroup;
   if (!l.cgroup.empty()) {
-    if (auto w = attribution::classifyCgroup(l.cgroup); w && w->kind != attribution::WorkloadKind::kSystemdUnit) f.container = w->name;
+    if (auto w = attribution::classifyCgroup(l.cgroup);
+        w && w->kind != attribution::WorkloadKind::kSystemdUnit)
+      f.container = w->name;
   }
   f.memoryMax = l.req.memoryMax;
   f.gpuMemoryMax = l.req.gpuMemoryMax;
@@ -193,16 +216,20 @@ seats::SeatFacts Views::seatFacts(const Lease& l) const {
   f.observedAtNs = l.meter->sampledAtNs();
   const auto& h = l.meter->host();
   const auto& g = l.meter->gpu();
-  f.hostCurrent = seats::Figure::of(h.last, h.lastError.value_or("memory.current not read"));
+  f.hostCurrent = seats::Figure::of(
+      h.last, h.lastError.value_or(std::string(cgroup::file::kMemoryCurrent) + " not read"));
   f.hostPeak = figure(l.countersCg->memoryPeak());
   f.hostMax = limitFigure(l.cg->memoryMax(), cgroup::file::kMemoryMax);
   if (!f.hostMax.bytes && l.countersCgroup != l.cgroup) {
     // A run lease's MemoryMax may sit on its slice rather than its scope.
-    if (auto slice = limitFigure(l.countersCg->memoryMax(), cgroup::file::kMemoryMax); slice.bytes) f.hostMax = slice;
+    if (auto slice = limitFigure(l.countersCg->memoryMax(), cgroup::file::kMemoryMax); slice.bytes)
+      f.hostMax = slice;
   }
   for (const auto& [region, bytes] : g.lastRegions) f.gpuRegions[region].currentBytes = bytes;
   for (const auto& [region, bytes] : g.regionPeaks) f.gpuRegions[region].peakBytes = bytes;
-  f.gpuCurrent = seats::Figure::of(g.lastBytes, g.lastError.value_or(g.samplesIncomplete ? "a client printed no resident figure" : "not sampled"));
+  f.gpuCurrent = seats::Figure::of(
+      g.lastBytes, g.lastError.value_or(g.samplesIncomplete ? "a client printed no resident figure"
+                                                            : "not sampled"));
   f.gpuPeakBytes = g.peakBytes;
   f.gpuSource = g.lastSource;
   f.devices = g.lastDevices;
@@ -212,10 +239,12 @@ seats::SeatFacts Views::seatFacts(const Lease& l) const {
 json Views::seats(std::uint64_t nowNs) {
   json rows = json::array();
   for (const auto& [id, l] : book_.all()) {
-    if (l->state != Lease::State::Queued) rows.push_back(seats::seatRow(seatFacts(*l), nowNs, cfg_.daemon.sampleIntervalUs));
+    if (l->state != Lease::State::Queued)
+      rows.push_back(seats::seatRow(seatFacts(*l), nowNs, cfg_.daemon.sampleIntervalUs));
   }
   for (const auto* r : book_.engine().queue()) {
-    if (const Lease* l = book_.find(r->id)) rows.push_back(seats::seatRow(seatFacts(*l), nowNs, cfg_.daemon.sampleIntervalUs));
+    if (const Lease* l = book_.find(r->id))
+      rows.push_back(seats::seatRow(seatFacts(*l), nowNs, cfg_.daemon.sampleIntervalUs));
   }
   return rows;
 }
@@ -227,21 +256,27 @@ json Views::seats(std::uint64_t nowNs) {
 json Views::devices(json& outsideLeases) {
   const HostFigures& host = sampler_.host();
   json list = json::array();
-  std::map<std::string, std::optional<std::uint64_t>> used;  // region -> sum over devices exporting it
+  std::map<std::string, std::optional<std::uint64_t>>
+      used;  // region -> sum over devices exporting it
   for (const auto& d : host.devices.devices) {
     json regions = json::object();
     for (const auto& m : d.memory) {
       regions[m.region] = {{"used_bytes", opt(m.usedBytes)}, {"total_bytes", opt(m.totalBytes)}};
-      if (m.usedBytes && (m.region == "gtt" || m.region == "vram")) used[m.region] = used[m.region].value_or(0) + *m.usedBytes;
+      if (m.usedBytes && (m.region == "gtt" || m.region == "vram"))
+        used[m.region] = used[m.region].value_or(0) + *m.usedBytes;
     }
-    list.push_back({{"device", d.key}, {"driver", d.driver}, {"regions", regions}, {"source", "sysfs mem_info_*"}});
+    list.push_back({{"device", d.key},
+                    {"driver", d.driver},
+                    {"regions", regions},
+                    {"source", "sysfs mem_info_*"}});
   }
   std::uint64_t now = clock::realtimeNs();
   std::optional<std::string> leaseUnknown;
   std::map<std::string, std::uint64_t> leased;
   for (const auto& [id, l] : book_.all()) {
     if (l->state != Lease::State::Running) continue;
-    if (!l->meter || !seats::isFresh(l->meter->sampledAtNs(), now, cfg_.daemon.sampleIntervalUs) || !l->meter->gpu().lastBytes) {
+    if (!l->meter || !seats::isFresh(l->meter->sampledAtNs(), now, cfg_.daemon.sampleIntervalUs) ||
+        !l->meter->gpu().lastBytes) {
       leaseUnknown = fmt::format("lease {} has no fresh GPU figure", id);
       continue;
     }
@@ -252,13 +287,19 @@ json Views::devices(json& outsideLeases) {
     json u;
     auto it = used.find(region);
     if (it == used.end()) {
-      u = {{"bytes", nullptr}, {"unknown", fmt::format("no device exports mem_info_{}_used", region)}};
+      u = {{"bytes", nullptr},
+           {"unknown", fmt::format("no device exports mem_info_{}_used", region)}};
     } else if (leaseUnknown) {
       u = {{"bytes", nullptr}, {"unknown", *leaseUnknown}};
     } else if (leased[region] > *it->second) {
-      u = {{"bytes", nullptr}, {"unknown", "the leases' fdinfo resident exceeds the devices' counters (shared or imported buffers)"}};
+      u = {{"bytes", nullptr},
+           {"unknown",
+            "the leases' fdinfo resident exceeds the devices' counters (shared or imported "
+            "buffers)"}};
     } else {
-      u = {{"bytes", *it->second - leased[region]}, {"device_used_bytes", *it->second}, {"leases_bytes", leased[region]}};
+      u = {{"bytes", *it->second - leased[region]},
+           {"device_used_bytes", *it->second},
+           {"leases_bytes", leased[region]}};
     }
     outsideLeases[region] = u;
   }
@@ -268,12 +309,21 @@ json Views::devices(json& outsideLeases) {
 json Views::answer(rpc::api::Method m, std::uint64_t nowNs) {
   using rpc::api::Method;
   switch (m) {
-    case Method::Leases: return {{"leases", leases()}};
-    case Method::Pools: return {{"pools", pools()}};
-    case Method::Seats: return {{"seats", seats(nowNs)}, {"observed_at_ns", nowNs}, {"sample_interval_us", cfg_.daemon.sampleIntervalUs}};
-    case Method::Overview: return overview(nowNs);
-    case Method::Metrics: return {{"text", metrics::renderOverview(overview(nowNs))}, {"content_type", "text/plain; version=0.0.4"}};
-    default: return json::object();
+    case Method::Leases:
+      return {{"leases", leases()}};
+    case Method::Pools:
+      return {{"pools", pools()}};
+    case Method::Seats:
+      return {{"seats", seats(nowNs)},
+              {"observed_at_ns", nowNs},
+              {"sample_interval_us", cfg_.daemon.sampleIntervalUs}};
+    case Method::Overview:
+      return overview(nowNs);
+    case Method::Metrics:
+      return {{"text", metrics::renderOverview(overview(nowNs))},
+              {"content_type", "text/plain; version=0.0.4"}};
+    default:
+      return json::object();
   }
 }
 
@@ -286,13 +336,19 @@ json Views::overview(std::uint64_t nowNs) {
   json outside;
   o["devices"] = devices(outside);
   o["outside_leases"] = outside;
-  o["host"] = {{"mem_available_bytes", opt(sampler_.host().memAvailable)}, {"source", "/proc/meminfo MemAvailable"}};
-  o["coverage"] = {{"state", coverage::coverageName(handover_.coverage)}, {"kernel", coverageKernel_}};
+  o["host"] = {{"mem_available_bytes", opt(sampler_.host().memAvailable)},
+               {"source", "/proc/meminfo MemAvailable"}};
+  o["coverage"] = {{"state", coverage::coverageName(handover_.coverage)},
+                   {"kernel", coverageKernel_}};
   json bound = json::object(), outcomes = json::object();
   for (const auto& [k, v] : events_.boundCounts()) bound[k] = v;
   for (const auto& [k, v] : events_.outcomeCounts()) outcomes[k] = v;
-  o["enforcement"] = {{"gpu_bound_events", bound}, {"outcomes", outcomes}, {"since_ns", events_.sinceNs()}};
-  o["daemon"] = {{"pid", ::getpid()}, {"started_at_ns", events_.sinceNs()}, {"leases_live", book_.live()}, {"queued", book_.queued()}};
+  o["enforcement"] = {
+      {"gpu_bound_events", bound}, {"outcomes", outcomes}, {"since_ns", events_.sinceNs()}};
+  o["daemon"] = {{"pid", ::getpid()},
+                 {"started_at_ns", events_.sinceNs()},
+                 {"leases_live", book_.live()},
+                 {"queued", book_.queued()}};
   return o;
 }
 

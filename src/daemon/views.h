@@ -5,9 +5,8 @@
 #pragma once
 
 #include <cstdint>
-#include <string>
-
 #include <nlohmann/json.hpp>
+#include <string>
 
 #include "admission/engine.h"
 #include "config/config.h"
@@ -24,14 +23,22 @@ namespace tally::daemon {
 class Views {
  public:
   using json = nlohmann::json;
-  Views(const config::Config& cfg, ledger::Ledger& ledger, LeaseBook& book, Sampler& sampler, const LeaseEvents& events,
-        const coverage::Handover& handover, const std::string& coverageKernel)
-      : cfg_(cfg), ledger_(ledger), book_(book), sampler_(sampler), events_(events), handover_(handover), coverageKernel_(coverageKernel) {}
+  Views(const config::Config& cfg, ledger::Ledger& ledger, LeaseBook& book, Sampler& sampler,
+        const LeaseEvents& events, const coverage::Handover& handover,
+        const std::string& coverageKernel)
+      : cfg_(cfg),
+        ledger_(ledger),
+        book_(book),
+        sampler_(sampler),
+        events_(events),
+        handover_(handover),
+        coverageKernel_(coverageKernel) {}
 
   // A lease as acquire, attach, resume, leases and lease return it. A
   // queued one's place comes from `queued` (its queue entry and index) when
   // the caller has it, else it is looked up.
-  json lease(const Lease& l, const admission::Engine::Queued* queued = nullptr, std::size_t index = 0);
+  json lease(const Lease& l, const admission::Engine::Queued* queued = nullptr,
+             std::size_t index = 0);
   // Live leases, then the queue in grant order.
   json leases();
   // One lease, live or ended, with its ledger rows; null when there is no such lease.

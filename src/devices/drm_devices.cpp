@@ -28,7 +28,8 @@ std::optional<DrmDevice> describeNode(const fs::Root& sys, const std::string& di
   if (!deviceLink) return std::nullopt;  // a node with no parent device: nothing to attribute
   DrmDevice d;
   d.key = basename(*deviceLink);
-  if (auto subsystem = sys.readLink(dir + "/device/subsystem"); subsystem && basename(*subsystem) == "pci")
+  if (auto subsystem = sys.readLink(dir + "/device/subsystem");
+      subsystem && basename(*subsystem) == "pci")
     d.pdev = d.key;
   if (auto driver = sys.readLink(dir + "/device/driver")) d.driver = basename(*driver);
   d.nodes.push_back({minor, std::move(nodeName)});
@@ -73,7 +74,8 @@ std::optional<std::uint64_t> DrmDevice::regionFree(std::string_view name) const 
   return *m->totalBytes > *m->usedBytes ? *m->totalBytes - *m->usedBytes : 0;
 }
 
-std::optional<std::uint64_t> gttHeadroom(const DrmDevice& d, std::optional<std::uint64_t> memAvailable) {
+std::optional<std::uint64_t> gttHeadroom(const DrmDevice& d,
+                                         std::optional<std::uint64_t> memAvailable) {
   auto free = d.regionFree("gtt");
   if (!free || !memAvailable) return std::nullopt;
   return std::min(*free, *memAvailable);
@@ -141,7 +143,8 @@ GttCeiling readGttCeiling(const fs::Root& sys, std::uint64_t pageSize) {
   // amdgpu_ttm_init(): an explicit gttsize (deprecated) wins; otherwise TTM's
   // pages_limit, which ttm_global_init() has already defaulted to RAM/2.
   if (c.amdgpuGttsizeMiB && *c.amdgpuGttsizeMiB > 0) {
-    c.bytes = text::mulU64(static_cast<std::uint64_t>(*c.amdgpuGttsizeMiB), std::uint64_t{1024} * 1024);
+    c.bytes =
+        text::mulU64(static_cast<std::uint64_t>(*c.amdgpuGttsizeMiB), std::uint64_t{1024} * 1024);
     c.source = "amdgpu.gttsize";
   } else if (c.ttmPagesLimit && *c.ttmPagesLimit > 0) {
     c.bytes = text::mulU64(*c.ttmPagesLimit, pageSize);

@@ -30,9 +30,9 @@ struct DrmDevice {
   // Stable identity: the PCI BDF for PCI devices (equal to fdinfo's
   // drm-pdev), else the basename of the node's `device` link (e.g. "vgem").
   std::string key;
-  std::optional<std::string> pdev;  // set only for PCI devices
-  std::string driver;               // basename of device/driver; empty if unbound
-  std::vector<DrmNode> nodes;       // sorted by minor
+  std::optional<std::string> pdev;   // set only for PCI devices
+  std::string driver;                // basename of device/driver; empty if unbound
+  std::vector<DrmNode> nodes;        // sorted by minor
   std::vector<DeviceMemory> memory;  // regions whose mem_info_* files exist
 
   const DeviceMemory* region(std::string_view name) const;
@@ -44,7 +44,8 @@ struct DrmDevice {
 // What more can be placed in GTT on a device: its GTT free, and never more
 // than the host's MemAvailable (GTT is system RAM). The one rule for GTT
 // headroom, of `tally gpu` and of the daemon's pools.
-std::optional<std::uint64_t> gttHeadroom(const DrmDevice& d, std::optional<std::uint64_t> memAvailable);
+std::optional<std::uint64_t> gttHeadroom(const DrmDevice& d,
+                                         std::optional<std::uint64_t> memAvailable);
 
 struct DeviceMap {
   std::vector<DrmDevice> devices;  // sorted by key
@@ -65,13 +66,13 @@ std::optional<std::size_t> resolveMinor(const fs::Root& sys, DeviceMap& map, std
 // every TTM device; amdgpu.gttsize (MiB, -1 = auto, deprecated) overrides it
 // for amdgpu when set. AMD's DKMS driver uses the amdttm module instead.
 struct GttCeiling {
-  std::optional<std::uint64_t> ttmPagesLimit;  // pages
-  std::string ttmModule;                       // "ttm" or "amdttm"
-  std::uint64_t pageSize = 0;                  // bytes per page
-  std::optional<std::int64_t> amdgpuGttsizeMiB;  // -1 = auto
+  std::optional<std::uint64_t> ttmPagesLimit;          // pages
+  std::string ttmModule;                               // "ttm" or "amdttm"
+  std::uint64_t pageSize = 0;                          // bytes per page
+  std::optional<std::int64_t> amdgpuGttsizeMiB;        // -1 = auto
   std::optional<std::string> amdgpuGttsizeUnreadable;  // e.g. mode 0600 and not root
-  std::optional<std::uint64_t> bytes;  // the ceiling in force
-  std::string source;                  // "ttm.pages_limit", "amdgpu.gttsize", or "" if unknown
+  std::optional<std::uint64_t> bytes;                  // the ceiling in force
+  std::string source;  // "ttm.pages_limit", "amdgpu.gttsize", or "" if unknown
 };
 
 GttCeiling readGttCeiling(const fs::Root& sys, std::uint64_t pageSize);

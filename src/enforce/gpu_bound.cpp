@@ -16,19 +16,26 @@ std::optional<Action> parseAction(const std::string& text) {
 
 const char* verdictName(Verdict v) {
   switch (v) {
-    case Verdict::None: return "none";
-    case Verdict::HighCrossed: return "gpu-memory-high";
-    case Verdict::HighCleared: return "gpu-memory-high-cleared";
-    case Verdict::Over: return "gpu-memory-over";
-    case Verdict::Kill: return "gpu-memory-kill";
-    case Verdict::Report: return "gpu-memory-max-exceeded";
+    case Verdict::None:
+      return "none";
+    case Verdict::HighCrossed:
+      return "gpu-memory-high";
+    case Verdict::HighCleared:
+      return "gpu-memory-high-cleared";
+    case Verdict::Over:
+      return "gpu-memory-over";
+    case Verdict::Kill:
+      return "gpu-memory-kill";
+    case Verdict::Report:
+      return "gpu-memory-max-exceeded";
   }
   return "?";
 }
 
 std::vector<BoundEvent> eventsOf(const Decision& d, std::uint64_t nowNs) {
   std::vector<BoundEvent> out;
-  if (d.high != Verdict::None) out.push_back({nowNs, d.high, d.bytes, d.highLimit, 0, 0, d.highSummary});
+  if (d.high != Verdict::None)
+    out.push_back({nowNs, d.high, d.bytes, d.highLimit, 0, 0, d.highSummary});
   if (d.verdict == Verdict::Kill || d.verdict == Verdict::Report) {
     out.push_back({nowNs, d.verdict, d.bytes, d.limit, d.samples, d.firstOverNs, d.summary});
   }
@@ -36,7 +43,8 @@ std::vector<BoundEvent> eventsOf(const Decision& d, std::uint64_t nowNs) {
 }
 
 nlohmann::ordered_json boundEventJson(const BoundEvent& e) {
-  nlohmann::ordered_json j = {{"at_ns", e.atNs}, {"kind", verdictName(e.kind)}, {"bytes", e.bytes}, {"limit", e.limit}};
+  nlohmann::ordered_json j = {
+      {"at_ns", e.atNs}, {"kind", verdictName(e.kind)}, {"bytes", e.bytes}, {"limit", e.limit}};
   if (e.samples) j["samples"] = e.samples;
   if (e.firstOverNs) j["first_over_ns"] = e.firstOverNs;
   j["summary"] = e.summary;
@@ -59,13 +67,15 @@ Decision observe(const GpuBound& bound, GpuBoundState& state, std::optional<std:
     if (*bytes > *bound.high && !state.highRaised) {
       state.highRaised = true;
       d.high = Verdict::HighCrossed;
-      d.highSummary = fmt::format("GPU memory {} above gpu_memory_high {} ({})", units::humanBytes(*bytes),
-                                  units::humanBytes(*bound.high), source);
+      d.highSummary =
+          fmt::format("GPU memory {} above gpu_memory_high {} ({})", units::humanBytes(*bytes),
+                      units::humanBytes(*bound.high), source);
     } else if (*bytes <= *bound.high && state.highRaised) {
       state.highRaised = false;
       d.high = Verdict::HighCleared;
-      d.highSummary = fmt::format("GPU memory {} back under gpu_memory_high {} ({})", units::humanBytes(*bytes),
-                                  units::humanBytes(*bound.high), source);
+      d.highSummary =
+          fmt::format("GPU memory {} back under gpu_memory_high {} ({})", units::humanBytes(*bytes),
+                      units::humanBytes(*bound.high), source);
     }
   }
   if (!bound.max || state.acted) return d;
@@ -80,16 +90,18 @@ Decision observe(const GpuBound& bound, GpuBoundState& state, std::optional<std:
   d.firstOverNs = state.firstOverNs;
   if (state.overRun < std::max(1u, bound.consecutive)) return d;
   state.acted = true;
-  std::string figures = fmt::format("GPU memory {} over gpu_memory_max {} ({}, {} sample{} at {})", units::humanBytes(*bytes),
-                                    units::humanBytes(*bound.max), source, state.overRun, state.overRun == 1 ? "" : "s",
-                                    units::humanDuration(bound.sampleIntervalUs));
+  std::string figures =
+      fmt::format("GPU memory {} over gpu_memory_max {} ({}, {} sample{} at {})",
+                  units::humanBytes(*bytes), units::humanBytes(*bound.max), source, state.overRun,
+                  state.overRun == 1 ? "" : "s", units::humanDuration(bound.sampleIntervalUs));
   d.verdict = bound.action == Action::Kill ? Verdict::Kill : Verdict::Report;
-  d.summary = bound.action == Action::Kill ? "killed by tally: " + figures : "over its GPU memory bound (report only): " + figures;
+  d.summary = bound.action == Action::Kill ? "killed by tally: " + figures
+                                           : "over its GPU memory bound (report only): " + figures;
   return d;
 }
 
-Step step(const GpuBound& bound, GpuBoundState& state, std::optional<std::uint64_t> bytes, const std::string& source,
-          std::uint64_t nowNs) {
+Step step(const GpuBound& bound, GpuBoundState& state, std::optional<std::uint64_t> bytes,
+          const std::string& source, std::uint64_t nowNs) {
   Step s;
   auto d = observe(bound, state, bytes, source, nowNs);
   s.events = eventsOf(d, nowNs);

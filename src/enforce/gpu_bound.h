@@ -12,16 +12,15 @@
 #pragma once
 
 #include <cstdint>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <vector>
 
-#include <nlohmann/json.hpp>
-
 namespace tally::enforce {
 
 enum class Action { Kill, Report };
-const char* actionName(Action a);                           // "kill", "report"
+const char* actionName(Action a);                            // "kill", "report"
 std::optional<Action> parseAction(const std::string& text);  // the same spellings
 
 inline constexpr unsigned kDefaultConsecutive = 2;
@@ -36,9 +35,9 @@ struct GpuBound {
 };
 
 struct GpuBoundState {
-  unsigned overRun = 0;            // consecutive samples over max so far
-  std::uint64_t firstOverNs = 0;   // when the current run began
-  bool acted = false;              // the action fired (once per lease)
+  unsigned overRun = 0;           // consecutive samples over max so far
+  std::uint64_t firstOverNs = 0;  // when the current run began
+  bool acted = false;             // the action fired (once per lease)
   bool highRaised = false;
 };
 
@@ -78,7 +77,8 @@ struct BoundEvent {
 // The events a decision carries (none for None/Over).
 std::vector<BoundEvent> eventsOf(const Decision& d, std::uint64_t nowNs);
 
-// {"at_ns", "kind", "bytes", "limit", "samples", "first_over_ns", "summary", "source": "drm-fdinfo"}.
+// {"at_ns", "kind", "bytes", "limit", "samples", "first_over_ns", "summary", "source":
+// "drm-fdinfo"}.
 nlohmann::ordered_json boundEventJson(const BoundEvent& e);
 nlohmann::ordered_json boundEventsJson(const std::vector<BoundEvent>& events);
 
@@ -94,8 +94,8 @@ struct Step {
   bool kill = false;
   std::string killSummary;  // the outcome's summary when it kills
 };
-Step step(const GpuBound& bound, GpuBoundState& state, std::optional<std::uint64_t> bytes, const std::string& source,
-          std::uint64_t nowNs);
+Step step(const GpuBound& bound, GpuBoundState& state, std::optional<std::uint64_t> bytes,
+          const std::string& source, std::uint64_t nowNs);
 // The kill could not be done: the bound acts again at the next sample over it.
 inline void killFailed(GpuBoundState& state) { state.acted = false; }
 

@@ -1,8 +1,8 @@
 #include "fs/root.h"
 
 #include <dirent.h>
-#include <fmt/format.h>
 #include <fcntl.h>
+#include <fmt/format.h>
 #include <linux/openat2.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -72,7 +72,8 @@ int forEachEntry(int dirFd, const std::function<bool(std::string_view, unsigned 
   }
 }
 
-Result<std::string_view> readAt(int dirFd, const char* rel, std::span<char> buf, std::string& spill) {
+Result<std::string_view> readAt(int dirFd, const char* rel, std::span<char> buf,
+                                std::string& spill) {
   UniqueFd fd(::openat(dirFd, rel, O_RDONLY | O_CLOEXEC | O_NOCTTY));
   if (!fd.valid()) return Error{errno, rel};
   ssize_t n = ::read(fd.get(), buf.data(), buf.size());
@@ -154,7 +155,8 @@ Result<std::vector<std::string>> Root::list(std::string_view rel) const {
 
 Status Root::write(std::string_view rel, std::string_view value) const {
   std::string r = relative(rel);
-  UniqueFd fd(::openat(fd_.get(), r.c_str(), O_WRONLY | O_TRUNC | O_CLOEXEC | O_NOFOLLOW | O_NOCTTY));
+  UniqueFd fd(
+      ::openat(fd_.get(), r.c_str(), O_WRONLY | O_TRUNC | O_CLOEXEC | O_NOFOLLOW | O_NOCTTY));
   if (!fd.valid()) return errnoError(errno, "open " + describe(rel));
   ssize_t n = ::write(fd.get(), value.data(), value.size());
   if (n != static_cast<ssize_t>(value.size())) {
@@ -197,7 +199,8 @@ Result<Root> Root::openDirBeneath(std::string_view rel) const {
   }
   if (fd < 0) {
     int e = errno;
-    if (e == ELOOP) return Error{e, describe(rel) + " is reached through a symlink; name the cgroup itself"};
+    if (e == ELOOP)
+      return Error{e, describe(rel) + " is reached through a symlink; name the cgroup itself"};
     if (e == EXDEV) return Error{e, describe(rel) + " leads outside " + path_};
     return errnoError(e, "cannot open directory " + describe(rel));
   }
@@ -213,7 +216,8 @@ Result<struct stat> Root::statSelf() const {
 Result<struct stat> Root::lstat(std::string_view rel) const {
   std::string r = relative(rel);
   struct stat st {};
-  if (::fstatat(fd_.get(), r.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) return errnoError(errno, "cannot stat " + describe(rel));
+  if (::fstatat(fd_.get(), r.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0)
+    return errnoError(errno, "cannot stat " + describe(rel));
   return st;
 }
 

@@ -27,12 +27,14 @@ inline constexpr const char* kCgroupRoot = "/sys/fs/cgroup";
 
 // Visit the entries of an open directory with getdents64 (no "." or "..").
 // Returns 0 or an errno. `fn` returns false to stop early.
-int forEachEntry(int dirFd, const std::function<bool(std::string_view name, unsigned char type)>& fn);
+int forEachEntry(int dirFd,
+                 const std::function<bool(std::string_view name, unsigned char type)>& fn);
 
 // Read a file at dirFd/rel into `buf` with a single read() when it fits (the
 // fdinfo and sysfs case); only a file that fills the buffer is read on into
 // `spill`. Returns a view of the content, or an errno in Error.code.
-Result<std::string_view> readAt(int dirFd, const char* rel, std::span<char> buf, std::string& spill);
+Result<std::string_view> readAt(int dirFd, const char* rel, std::span<char> buf,
+                                std::string& spill);
 
 class Root {
  public:

@@ -1,11 +1,10 @@
 #include "journal/journal.h"
 
-#include <sys/uio.h>
-#include <unistd.h>
-#include <systemd/sd-journal.h>
-
 #include <fmt/format.h>
 #include <fmt/ranges.h>
+#include <sys/uio.h>
+#include <systemd/sd-journal.h>
+#include <unistd.h>
 
 #include "lease/outcome.h"
 #include "ledger/kinds.h"
@@ -13,15 +12,21 @@
 
 namespace tally::journal {
 
-JournalEntry boundEventEntry(const std::string& lease, const std::string& name, const enforce::BoundEvent& e) {
+JournalEntry boundEventEntry(const std::string& lease, const std::string& name,
+                             const enforce::BoundEvent& e) {
   bool acted = e.kind == enforce::Verdict::Kill || e.kind == enforce::Verdict::Report;
-  return {acted ? 4 : 5, fmt::format("lease {} ({}): {}", lease, name, e.summary),
-          {{"TALLY_LEASE", lease}, {"TALLY_LEASE_NAME", name}, {"TALLY_EVENT", enforce::verdictName(e.kind)},
-           {"TALLY_GPU_BYTES", std::to_string(e.bytes)}, {"TALLY_LIMIT_BYTES", std::to_string(e.limit)}}};
+  return {acted ? 4 : 5,
+          fmt::format("lease {} ({}): {}", lease, name, e.summary),
+          {{"TALLY_LEASE", lease},
+           {"TALLY_LEASE_NAME", name},
+           {"TALLY_EVENT", enforce::verdictName(e.kind)},
+           {"TALLY_GPU_BYTES", std::to_string(e.bytes)},
+           {"TALLY_LIMIT_BYTES", std::to_string(e.limit)}}};
 }
 
-JournalEntry lifecycleEntry(const std::string& kind, const std::string& lease, const std::string& name,
-                            const std::vector<std::string>& pools, const nlohmann::json& body) {
+JournalEntry lifecycleEntry(const std::string& kind, const std::string& lease,
+                            const std::string& name, const std::vector<std::string>& pools,
+                            const nlohmann::json& body) {
   using jsonview::get;
   using jsonview::text;
   JournalEntry e;
@@ -35,9 +40,12 @@ JournalEntry lifecycleEntry(const std::string& kind, const std::string& lease, c
   if (auto c = text(where, "cgroup"); !c.empty()) e.fields.emplace_back("TALLY_CGROUP", c);
   std::string who = fmt::format("lease {} ({})", lease, name);
   if (!ledger::isTerminal(kind)) {
-    if (kind == ledger::kGranted) e.message = fmt::format("{}: granted{}", who, poolList.empty() ? "" : " in " + poolList);
-    else if (kind == ledger::kStarted || kind == ledger::kAdopted || kind == ledger::kReadopted) e.message = fmt::format("{}: {} in {}", who, kind, text(where, "cgroup", "?"));
-    else e.message = fmt::format("{}: {}", who, kind);
+    if (kind == ledger::kGranted)
+      e.message = fmt::format("{}: granted{}", who, poolList.empty() ? "" : " in " + poolList);
+    else if (kind == ledger::kStarted || kind == ledger::kAdopted || kind == ledger::kReadopted)
+      e.message = fmt::format("{}: {} in {}", who, kind, text(where, "cgroup", "?"));
+    else
+      e.message = fmt::format("{}: {}", who, kind);
     return e;
   }
   const nlohmann::json& outcome = get(body, "outcome");
@@ -53,19 +61,24 @@ JournalEntry lifecycleEntry(const std::string& kind, const std::string& lease, c
   // the peak of the samples is then sent under its own name: a lower bound,
   // not the kernel's peak.
   const nlohmann::json& memory = get(body, "memory");
-  if (get(memory, "peak_bytes").is_number_integer()) put("TALLY_MEMORY_PEAK_BYTES", get(memory, "peak_bytes"));
-  else put("TALLY_MEMORY_PEAK_SAMPLED_BYTES", get(get(memory, "sampled"), "peak_current_bytes"));
+  if (get(memory, "peak_bytes").is_number_integer())
+    put("TALLY_MEMORY_PEAK_BYTES", get(memory, "peak_bytes"));
+  else
+    put("TALLY_MEMORY_PEAK_SAMPLED_BYTES", get(get(memory, "sampled"), "peak_current_bytes"));
   put("TALLY_GPU_PEAK_BYTES", get(get(body, "gpu"), "peak_bytes"));
   put("TALLY_OOM_KILLS", get(outcome, "oom_kill"));
-  std::string summary = get(outcome, "summary").is_string() ? text(outcome, "summary") : text(body, "reason");
+  std::string summary =
+      get(outcome, "summary").is_string() ? text(outcome, "summary") : text(body, "reason");
   e.message = fmt::format("{}: {}{}", who, cls, summary.empty() ? "" : ": " + summary);
   // A clean end is info; a non-zero exit or a stop a notice; a kill, an OOM, a loss a warning.
   const nlohmann::json& code = get(outcome, "exit_code");
   using lease::OutcomeClass;
   auto c = lease::parseOutcomeClass(cls);  // absent for "withdrawn", which is no outcome class
-  bool exitedZero = c == OutcomeClass::Exited && code.is_number_integer() && code.get<std::int64_t>() == 0;
+  bool exitedZero =
+      c == OutcomeClass::Exited && code.is_number_integer() && code.get<std::int64_t>() == 0;
   bool clean = c == OutcomeClass::Ended || c == OutcomeClass::Released || exitedZero;
-  bool notice = c == OutcomeClass::Exited || c == OutcomeClass::Stopped || cls == ledger::kWithdrawn;
+  bool notice =
+      c == OutcomeClass::Exited || c == OutcomeClass::Stopped || cls == ledger::kWithdrawn;
   e.priority = clean ? 6 : notice ? 5 : 4;
   return e;
 }
@@ -85,7 +98,8 @@ void SdJournal::note(int priority, const std::string& message,
   // its socket is "fail silently" by design), so whether it listens is asked
   // of the socket itself: without it the message goes to stderr instead.
   static const bool journald = ::access("/run/systemd/journal/socket", W_OK) == 0;
-  if ((!journald || sd_journal_sendv(iov.data(), static_cast<int>(iov.size())) < 0) && stderrFallback_) {
+  if ((!journald || sd_journal_sendv(iov.data(), static_cast<int>(iov.size())) < 0) &&
+      stderrFallback_) {
     fmt::print(stderr, "{}{}\n", prefix_, message);
   }
 }

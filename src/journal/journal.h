@@ -4,11 +4,10 @@
 // a host without systemd, a test run), and the entries both write.
 #pragma once
 
+#include <nlohmann/json.hpp>
 #include <string>
 #include <utility>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "enforce/gpu_bound.h"
 
@@ -32,7 +31,8 @@ struct JournalEntry {
   std::string message;
   std::vector<std::pair<std::string, std::string>> fields;
 };
-JournalEntry boundEventEntry(const std::string& lease, const std::string& name, const enforce::BoundEvent& e);
+JournalEntry boundEventEntry(const std::string& lease, const std::string& name,
+                             const enforce::BoundEvent& e);
 
 // A lease's lifecycle row (granted, started, adopted, readopted, released)
 // or its end (outcome, lost, withdrawn) as one journal entry, from the body
@@ -44,8 +44,9 @@ JournalEntry boundEventEntry(const std::string& lease, const std::string& name, 
 // TALLY_GPU_PEAK_BYTES, TALLY_OOM_KILLS. A figure
 // the record lacks is left out, never sent as 0. An end other than a clean
 // exit is a warning.
-JournalEntry lifecycleEntry(const std::string& kind, const std::string& lease, const std::string& name,
-                            const std::vector<std::string>& pools, const nlohmann::json& body);
+JournalEntry lifecycleEntry(const std::string& kind, const std::string& lease,
+                            const std::string& name, const std::vector<std::string>& pools,
+                            const nlohmann::json& body);
 
 class SdJournal final : public Journal {
  public:

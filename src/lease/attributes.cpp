@@ -6,24 +6,30 @@ namespace tally::lease {
 
 Status checkAttribute(std::string_view key, std::string_view value) {
   bool keyOk = !key.empty() && key.size() <= kMaxAttributeKey && key[0] >= 'a' && key[0] <= 'z';
-  for (char c : key) keyOk = keyOk && ((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_');
+  for (char c : key)
+    keyOk = keyOk && ((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_');
   if (!keyOk) {
-    return Error{0, fmt::format("attribute key '{}' must be 1-{} of [a-z0-9_], starting with a letter (e.g. model, context_window)",
-                             key.substr(0, 64), kMaxAttributeKey)};
+    return Error{0, fmt::format("attribute key '{}' must be 1-{} of [a-z0-9_], starting with a "
+                                "letter (e.g. model, context_window)",
+                                key.substr(0, 64), kMaxAttributeKey)};
   }
   if (value.size() > kMaxAttributeValue) {
-    return Error{0, fmt::format("attribute '{}' is {} bytes; values are at most {}", key, value.size(), kMaxAttributeValue)};
+    return Error{0, fmt::format("attribute '{}' is {} bytes; values are at most {}", key,
+                                value.size(), kMaxAttributeValue)};
   }
   for (char ch : value) {
     auto c = static_cast<unsigned char>(ch);
-    if (c < 0x20 || c == 0x7f) return Error{0, fmt::format("attribute '{}' contains a control character", key)};
+    if (c < 0x20 || c == 0x7f)
+      return Error{0, fmt::format("attribute '{}' contains a control character", key)};
   }
   return Ok{};
 }
 
 Result<std::pair<std::string, std::string>> parseAttribute(std::string_view text) {
   auto eq = text.find('=');
-  if (eq == std::string_view::npos) return Error{0, fmt::format("'{}' is not KEY=VALUE (e.g. --attr model=qwen3-32b)", text.substr(0, 64))};
+  if (eq == std::string_view::npos)
+    return Error{
+        0, fmt::format("'{}' is not KEY=VALUE (e.g. --attr model=qwen3-32b)", text.substr(0, 64))};
   auto key = text.substr(0, eq), value = text.substr(eq + 1);
   if (auto s = checkAttribute(key, value); !s) return s.error();
   return std::pair<std::string, std::string>(key, value);
@@ -33,9 +39,11 @@ Result<Attributes> attributesFromJson(const nlohmann::json& j) {
   Attributes out;
   if (j.is_null()) return out;
   if (!j.is_object()) return Error{0, "\"attributes\" must be an object of strings"};
-  if (j.size() > kMaxAttributes) return Error{0, fmt::format("at most {} attributes per lease", kMaxAttributes)};
+  if (j.size() > kMaxAttributes)
+    return Error{0, fmt::format("at most {} attributes per lease", kMaxAttributes)};
   for (const auto& [k, v] : j.items()) {
-    if (!v.is_string()) return Error{0, fmt::format("attribute '{}' must be a string", k.substr(0, 64))};
+    if (!v.is_string())
+      return Error{0, fmt::format("attribute '{}' must be a string", k.substr(0, 64))};
     if (auto s = checkAttribute(k, v.get_ref<const std::string&>()); !s) return s.error();
     out.emplace(k, v.get<std::string>());
   }

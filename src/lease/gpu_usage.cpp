@@ -6,7 +6,8 @@
 
 namespace tally::lease {
 
-LeaseGpu leaseGpuUsage(const std::vector<report::RegionMap>& clients, std::optional<std::uint64_t> kfdVramBytes) {
+LeaseGpu leaseGpuUsage(const std::vector<report::RegionMap>& clients,
+                       std::optional<std::uint64_t> kfdVramBytes) {
   struct Acc {
     std::uint64_t resident = 0, shared = 0, maxShared = 0, maxResident = 0;
     bool complete = true;

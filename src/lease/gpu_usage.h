@@ -29,11 +29,13 @@ struct LeaseGpu {
   // gtt + vram; absent when some owned client printed a counted region
   // without a resident figure (the sum would be an undercount).
   std::optional<std::uint64_t> bytes;
-  std::map<std::string, std::uint64_t> regions;  // every region with a resident figure, by the rule above
+  std::map<std::string, std::uint64_t>
+      regions;                          // every region with a resident figure, by the rule above
   std::uint64_t sharedCountedOnce = 0;  // bytes the naive sum would have counted again
   std::string source;  // "drm-fdinfo", or "drm-fdinfo+kfd-sysfs" when KFD supplied VRAM
 };
 
-LeaseGpu leaseGpuUsage(const std::vector<report::RegionMap>& clients, std::optional<std::uint64_t> kfdVramBytes);
+LeaseGpu leaseGpuUsage(const std::vector<report::RegionMap>& clients,
+                       std::optional<std::uint64_t> kfdVramBytes);
 
 }  // namespace tally::lease

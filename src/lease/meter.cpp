@@ -14,8 +14,8 @@ namespace tally::lease {
 
 bool countsAsGpuMemory(const std::string& region) { return region == "gtt" || region == "vram"; }
 
-LeaseMeter::LeaseMeter(const fs::Root& proc, const fs::Root& sys, const fs::Root& cgroupRoot, const cgroup::Cgroup& cg,
-                       std::optional<std::uint64_t> gpuMemoryMax)
+LeaseMeter::LeaseMeter(const fs::Root& proc, const fs::Root& sys, const fs::Root& cgroupRoot,
+                       const cgroup::Cgroup& cg, std::optional<std::uint64_t> gpuMemoryMax)
     : proc_(proc), sys_(sys), cgroupRoot_(cgroupRoot), cgroup_(cg), gpuMemoryMax_(gpuMemoryMax) {}
 
 void LeaseMeter::sample() {
@@ -54,7 +54,8 @@ void LeaseMeter::sampleGpu(std::uint64_t nowNs) {
   ++gpu_.samples;
   if (!scan->unreadable.empty()) {
     ++gpu_.samplesWithUnreadable;
-    gpu_.lastUnreadable = fmt::format("pid {}: {}", scan->unreadable.front().pid, scan->unreadable.front().reason);
+    gpu_.lastUnreadable =
+        fmt::format("pid {}: {}", scan->unreadable.front().pid, scan->unreadable.front().reason);
   }
   std::vector<report::RegionMap> clients;
   clients.reserve(scan->clients.size());
@@ -62,7 +63,9 @@ void LeaseMeter::sampleGpu(std::uint64_t nowNs) {
     clients.push_back(report::clientRegions(c));
     if (c.device) {
       const std::string& key = scan->devices.devices[*c.device].key;
-      if (std::find(gpu_.lastDevices.begin(), gpu_.lastDevices.end(), key) == gpu_.lastDevices.end()) gpu_.lastDevices.push_back(key);
+      if (std::find(gpu_.lastDevices.begin(), gpu_.lastDevices.end(), key) ==
+          gpu_.lastDevices.end())
+        gpu_.lastDevices.push_back(key);
     }
   }
   std::sort(gpu_.lastDevices.begin(), gpu_.lastDevices.end());

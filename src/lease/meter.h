@@ -22,8 +22,8 @@ namespace tally::lease {
 bool countsAsGpuMemory(const std::string& region);
 
 struct HostMeter {
-  std::uint64_t samples = 0;                  // successful memory.current reads
-  std::optional<std::uint64_t> peakCurrent;   // max sampled memory.current
+  std::uint64_t samples = 0;                 // successful memory.current reads
+  std::optional<std::uint64_t> peakCurrent;  // max sampled memory.current
   std::uint64_t peakAtNs = 0;
   std::optional<probes::FlatKeyed> statAtPeak;  // memory.stat read at that sample
   std::optional<std::string> lastError;
@@ -32,13 +32,13 @@ struct HostMeter {
 };
 
 struct GpuMeter {
-  std::uint64_t samples = 0;  // completed scans
-  std::optional<std::uint64_t> peakBytes;          // max over samples of the gtt+vram resident sum
+  std::uint64_t samples = 0;               // completed scans
+  std::optional<std::uint64_t> peakBytes;  // max over samples of the gtt+vram resident sum
   std::uint64_t peakAtNs = 0;
-  std::map<std::string, std::uint64_t> atPeak;      // per region, at that sample
+  std::map<std::string, std::uint64_t> atPeak;       // per region, at that sample
   std::map<std::string, std::uint64_t> regionPeaks;  // per region, each its own max
   std::uint64_t maxClients = 0;
-  std::uint64_t samplesOverBudget = 0;  // samples whose sum exceeded gpu_memory_max
+  std::uint64_t samplesOverBudget = 0;      // samples whose sum exceeded gpu_memory_max
   std::uint64_t samplesWithUnreadable = 0;  // some process could not be read (its GPU use unknown)
   // A client printed a gtt/vram figure but no resident one: that sample's sum
   // is unknown, so it is left out of the peak rather than undercounted.
@@ -57,8 +57,8 @@ class LeaseMeter {
  public:
   // `cg` is the lease's cgroup, held open by the caller for the meter's life;
   // its subtree's processes are scanned below `cgroupRoot`.
-  LeaseMeter(const fs::Root& proc, const fs::Root& sys, const fs::Root& cgroupRoot, const cgroup::Cgroup& cg,
-             std::optional<std::uint64_t> gpuMemoryMax);
+  LeaseMeter(const fs::Root& proc, const fs::Root& sys, const fs::Root& cgroupRoot,
+             const cgroup::Cgroup& cg, std::optional<std::uint64_t> gpuMemoryMax);
   void sample();
   const HostMeter& host() const { return host_; }
   const GpuMeter& gpu() const { return gpu_; }

@@ -6,6 +6,8 @@
 
 #include <cerrno>
 
+#include "cgroup/cgroup.h"
+
 namespace tally::lease {
 namespace {
 
@@ -19,17 +21,28 @@ std::string limitText(const std::optional<probes::MemoryLimit>& max) {
 
 const char* outcomeClassName(OutcomeClass c) {
   switch (c) {
-    case OutcomeClass::Exited: return "exited";
-    case OutcomeClass::KilledBySignal: return "killed-by-signal";
-    case OutcomeClass::OomKilled: return "oom-killed";
-    case OutcomeClass::Stopped: return "stopped";
-    case OutcomeClass::ExecFailed: return "exec-failed";
-    case OutcomeClass::ContainmentRefused: return "containment-refused";
-    case OutcomeClass::Unknown: return "unknown";
-    case OutcomeClass::Ended: return "ended";
-    case OutcomeClass::Released: return "released";
-    case OutcomeClass::Lost: return "lost";
-    case OutcomeClass::KilledByTally: return "killed-by-tally";
+    case OutcomeClass::Exited:
+      return "exited";
+    case OutcomeClass::KilledBySignal:
+      return "killed-by-signal";
+    case OutcomeClass::OomKilled:
+      return "oom-killed";
+    case OutcomeClass::Stopped:
+      return "stopped";
+    case OutcomeClass::ExecFailed:
+      return "exec-failed";
+    case OutcomeClass::ContainmentRefused:
+      return "containment-refused";
+    case OutcomeClass::Unknown:
+      return "unknown";
+    case OutcomeClass::Ended:
+      return "ended";
+    case OutcomeClass::Released:
+      return "released";
+    case OutcomeClass::Lost:
+      return "lost";
+    case OutcomeClass::KilledByTally:
+      return "killed-by-tally";
   }
   return "?";
 }
@@ -63,7 +76,8 @@ Outcome classify(const OutcomeFacts& f) {
     case Ending::Kind::ExecFailed:
       o.cls = OutcomeClass::ExecFailed;
       o.exitStatus = f.ending.execErrno == ENOENT ? kRunExitNotFound : kRunExitNotExecutable;
-      o.summary = fmt::format("the command could not be executed: {}", strerror(f.ending.execErrno));
+      o.summary =
+          fmt::format("the command could not be executed: {}", strerror(f.ending.execErrno));
       return o;
     case Ending::Kind::Exited:
       o.exitCode = f.ending.exitCode;
@@ -78,14 +92,16 @@ Outcome classify(const OutcomeFacts& f) {
       }
       if (oomKills && *oomKills > 0) {
         // OOMPolicy=continue: a process of the lease was killed, the main one lived on.
-        o.summary += fmt::format("; the OOM killer killed {} process(es) of the lease (memory.events oom_kill={}, {})",
-                                 *oomKills, *oomKills, limitText(f.memoryMax));
+        o.summary +=
+            fmt::format("; the OOM killer killed {} process(es) of the lease ({} oom_kill={}, {})",
+                        *oomKills, cgroup::file::kMemoryEvents, *oomKills, limitText(f.memoryMax));
       }
       return o;
     case Ending::Kind::Unknown:
       o.cls = OutcomeClass::Unknown;
       o.exitStatus = kRunExitRefused;
-      o.summary = "how the workload ended is unknown: " + f.endingUnknown.value_or("no wait status");
+      o.summary =
+          "how the workload ended is unknown: " + f.endingUnknown.value_or("no wait status");
       return o;
     case Ending::Kind::Signaled:
       break;
@@ -97,28 +113,40 @@ Outcome classify(const OutcomeFacts& f) {
   if (f.tallyKill && sig == SIGKILL) {
     o.cls = OutcomeClass::KilledByTally;
     o.summary = *f.tallyKill;
-    if (oomKills && *oomKills > 0) o.summary += fmt::format("; the kernel OOM killer also acted (memory.events oom_kill={})", *oomKills);
+    if (oomKills && *oomKills > 0)
+      o.summary += fmt::format("; the kernel OOM killer also acted ({} oom_kill={})",
+                               cgroup::file::kMemoryEvents, *oomKills);
     return o;
   }
   bool oomEnded = oomKills && *oomKills > 0 && (sig == SIGKILL || f.policy == OomPolicy::Stop);
   if (oomEnded) {
     o.cls = OutcomeClass::OomKilled;
-    o.summary = fmt::format("killed by the kernel OOM killer: cgroup memory.events oom_kill={}, {}", *oomKills,
-                            limitText(f.memoryMax));
-    if (sig != SIGKILL) o.summary += fmt::format(" (lease stopped by systemd, OOMPolicy=stop; main process got {})", signalName(sig));
+    o.summary = fmt::format("killed by the kernel OOM killer: cgroup {} oom_kill={}, {}",
+                            cgroup::file::kMemoryEvents, *oomKills, limitText(f.memoryMax));
+    if (sig != SIGKILL)
+      o.summary += fmt::format(" (lease stopped by systemd, OOMPolicy=stop; main process got {})",
+                               signalName(sig));
     return o;
   }
   if (f.stopSignal) {
     o.cls = OutcomeClass::Stopped;
-    o.summary = fmt::format("stopped by tally on {}: the workload ended by {}", signalName(*f.stopSignal), signalName(sig));
+    o.summary = fmt::format("stopped by tally on {}: the workload ended by {}",
+                            signalName(*f.stopSignal), signalName(sig));
     return o;
   }
   o.cls = OutcomeClass::KilledBySignal;
   o.summary = fmt::format("killed by {}", signalName(sig));
   if (sig == SIGKILL) {
-    if (oomKills) o.summary += " (not the OOM killer: memory.events oom_kill=0)";
-    else if (f.memoryEvents) o.summary += " (whether the OOM killer did it is unknown: memory.events has no oom_kill)";
-    else o.summary += " (whether the OOM killer did it is unknown: " + f.memoryEventsUnknown.value_or("memory.events unreadable") + ")";
+    if (oomKills)
+      o.summary += fmt::format(" (not the OOM killer: {} oom_kill=0)", cgroup::file::kMemoryEvents);
+    else if (f.memoryEvents)
+      o.summary += fmt::format(" (whether the OOM killer did it is unknown: {} has no oom_kill)",
+                               cgroup::file::kMemoryEvents);
+    else
+      o.summary += " (whether the OOM killer did it is unknown: " +
+                   f.memoryEventsUnknown.value_or(
+                       fmt::format("{} unreadable", cgroup::file::kMemoryEvents)) +
+                   ")";
   }
   return o;
 }
@@ -129,16 +157,21 @@ Outcome classifyAttached(const AttachedFacts& f) {
   o.hasExitStatus = false;
   std::optional<std::uint64_t> kills;
   if (f.memoryEvents && f.oomKillsAtAdoption) {
-    if (auto now = f.memoryEvents->get("oom_kill"); now && *now >= *f.oomKillsAtAdoption) kills = *now - *f.oomKillsAtAdoption;
+    if (auto now = f.memoryEvents->get("oom_kill"); now && *now >= *f.oomKillsAtAdoption)
+      kills = *now - *f.oomKillsAtAdoption;
   }
   o.oomKills = kills;
   std::string oomText;
   if (kills && *kills > 0) {
-    oomText = fmt::format("; the kernel OOM killer killed {} process(es) during the lease (cgroup memory.events oom_kill +{}, {})",
-                          *kills, *kills, limitText(f.memoryMax));
+    oomText = fmt::format(
+        "; the kernel OOM killer killed {} process(es) during the lease (cgroup {} oom_kill +{}, "
+        "{})",
+        *kills, cgroup::file::kMemoryEvents, *kills, limitText(f.memoryMax));
   } else if (!kills) {
-    oomText = fmt::format("; whether the OOM killer acted during the lease is unknown ({})",
-                          f.memoryEventsUnknown.value_or("memory.events has no oom_kill, or it was not read at adoption"));
+    oomText = fmt::format(
+        "; whether the OOM killer acted during the lease is unknown ({})",
+        f.memoryEventsUnknown.value_or(fmt::format(
+            "{} has no oom_kill, or it was not read at adoption", cgroup::file::kMemoryEvents)));
   }
   if (f.released) {
     o.cls = OutcomeClass::Released;
@@ -151,7 +184,8 @@ Outcome classifyAttached(const AttachedFacts& f) {
     return o;
   }
   o.cls = kills && *kills > 0 ? OutcomeClass::OomKilled : OutcomeClass::Ended;
-  o.summary = "the workload's cgroup emptied (cgroup.events populated 0)" + oomText;
+  o.summary = fmt::format("the workload's cgroup emptied ({} populated 0){}", cgroup::file::kEvents,
+                          oomText);
   return o;
 }
 

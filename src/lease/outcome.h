@@ -15,17 +15,18 @@ namespace tally::lease {
 
 // tally's own exit statuses for `tally run` (docs/run.md); every other status
 // mirrors the workload: its exit code, or 128 + the signal that ended it.
-inline constexpr int kRunExitUsage = 2;         // bad option (nothing ran)
-inline constexpr int kRunExitRefused = 125;     // containment refused or tally failed before the workload ran
+inline constexpr int kRunExitUsage = 2;  // bad option (nothing ran)
+inline constexpr int kRunExitRefused =
+    125;  // containment refused or tally failed before the workload ran
 inline constexpr int kRunExitNotExecutable = 126;
 inline constexpr int kRunExitNotFound = 127;
 
 enum class OutcomeClass {
-  Exited,              // the main process exited with a code
-  KilledBySignal,      // ... was killed by a signal nobody in the lease's cgroup accounts for
-  OomKilled,           // ... was killed by the kernel OOM killer (or stopped after one, OOMPolicy=stop)
-  Stopped,             // tally was told to stop (SIGINT/SIGTERM/SIGHUP) and stopped the lease
-  ExecFailed,          // contained, but the command could not be executed
+  Exited,          // the main process exited with a code
+  KilledBySignal,  // ... was killed by a signal nobody in the lease's cgroup accounts for
+  OomKilled,       // ... was killed by the kernel OOM killer (or stopped after one, OOMPolicy=stop)
+  Stopped,         // tally was told to stop (SIGINT/SIGTERM/SIGHUP) and stopped the lease
+  ExecFailed,      // contained, but the command could not be executed
   ContainmentRefused,  // the workload never ran
   Unknown,             // it ran, but its wait status could not be read (never guessed)
   // Leases on workloads tally did not start (tally attach): no wait status exists.
@@ -40,9 +41,12 @@ enum class OutcomeClass {
 const char* outcomeClassName(OutcomeClass c);  // "exited", "killed-by-signal", "oom-killed", ...
 std::optional<OutcomeClass> parseOutcomeClass(std::string_view name);
 inline constexpr OutcomeClass kAllOutcomeClasses[] = {
-    OutcomeClass::Exited, OutcomeClass::KilledBySignal, OutcomeClass::OomKilled, OutcomeClass::Stopped,
-    OutcomeClass::ExecFailed, OutcomeClass::ContainmentRefused, OutcomeClass::Unknown, OutcomeClass::Ended,
-    OutcomeClass::Released, OutcomeClass::KilledByTally, OutcomeClass::Lost};
+    OutcomeClass::Exited,     OutcomeClass::KilledBySignal,
+    OutcomeClass::OomKilled,  OutcomeClass::Stopped,
+    OutcomeClass::ExecFailed, OutcomeClass::ContainmentRefused,
+    OutcomeClass::Unknown,    OutcomeClass::Ended,
+    OutcomeClass::Released,   OutcomeClass::KilledByTally,
+    OutcomeClass::Lost};
 
 struct Ending {
   enum class Kind { NeverRan, ExecFailed, Exited, Signaled, Unknown } kind = Kind::NeverRan;
@@ -53,8 +57,8 @@ struct Ending {
 
 struct OutcomeFacts {
   Ending ending;
-  std::optional<std::string> refusal;              // why containment was refused
-  std::optional<std::string> endingUnknown;        // why the wait status is missing (Kind::Unknown)
+  std::optional<std::string> refusal;        // why containment was refused
+  std::optional<std::string> endingUnknown;  // why the wait status is missing (Kind::Unknown)
   OomPolicy policy = OomPolicy::Kill;
   std::optional<probes::FlatKeyed> memoryEvents;   // final, hierarchical, of the lease
   std::optional<std::string> memoryEventsUnknown;  // why they are absent

@@ -13,12 +13,20 @@ json optBytes(const std::optional<std::uint64_t>& v) { return v ? json(*v) : jso
 json limitJson(const probes::MemoryLimit& l) { return l.unlimited ? json("max") : json(l.bytes); }
 
 // The memory.stat figures worth keeping per lease (the file has ~70 keys).
-constexpr const char* kStatKeys[] = {"anon", "file", "kernel", "kernel_stack", "pagetables", "shmem",
-                                     "sock", "slab", "file_mapped", "percpu", "vmalloc"};
+constexpr const char* kStatKeys[] = {"anon",        "file",   "kernel", "kernel_stack",
+                                     "pagetables",  "shmem",  "sock",   "slab",
+                                     "file_mapped", "percpu", "vmalloc"};
 // ... and its cumulative counters, meaningful at the end of a lease.
-constexpr const char* kStatCounters[] = {"pgfault", "pgmajfault", "pgscan", "pgsteal", "pgrefill",
-                                         "workingset_refault_anon", "workingset_refault_file",
-                                         "pswpin", "pswpout", "thp_fault_alloc"};
+constexpr const char* kStatCounters[] = {"pgfault",
+                                         "pgmajfault",
+                                         "pgscan",
+                                         "pgsteal",
+                                         "pgrefill",
+                                         "workingset_refault_anon",
+                                         "workingset_refault_file",
+                                         "pswpin",
+                                         "pswpout",
+                                         "thp_fault_alloc"};
 
 }  // namespace
 
@@ -30,14 +38,15 @@ json recordJson(const LeaseRecord& r) {
   if (!r.unit.empty()) j["lease"]["unit"] = r.unit;
   if (!r.slice.empty()) j["lease"]["slice"] = r.slice;
   if (!r.cgroup.empty()) j["lease"]["cgroup"] = r.cgroup;
-  j["declared"] = {{"memory_max", optBytes(s.declaredMemoryMax ? s.declaredMemoryMax : s.memoryMax)},
-                   {"memory_high", optBytes(s.memoryHigh)},
-                   {"memory_swap_max", optBytes(s.memorySwapMax)},
-                   {"oom_policy", oomPolicyName(s.oomPolicy)},
-                   {"gpu_memory_max", optBytes(s.gpuMemoryMax)},
-                   {"gpu_memory_high", optBytes(s.gpuMemoryHigh)},
-                   {"sample_interval_us", s.sampleIntervalUs},
-                   {"source", "declared"}};
+  j["declared"] = {
+      {"memory_max", optBytes(s.declaredMemoryMax ? s.declaredMemoryMax : s.memoryMax)},
+      {"memory_high", optBytes(s.memoryHigh)},
+      {"memory_swap_max", optBytes(s.memorySwapMax)},
+      {"oom_policy", oomPolicyName(s.oomPolicy)},
+      {"gpu_memory_max", optBytes(s.gpuMemoryMax)},
+      {"gpu_memory_high", optBytes(s.gpuMemoryHigh)},
+      {"sample_interval_us", s.sampleIntervalUs},
+      {"source", "declared"}};
   if (!s.attributes.empty()) {
     json attrs = json::object();
     for (const auto& [k, v] : s.attributes) attrs[k] = v;
@@ -49,12 +58,14 @@ json recordJson(const LeaseRecord& r) {
     j["declared"]["gtt_charged_to_memcg"] = true;
   }
   if (r.applied) {
-    j["applied"] = {{"memory_max", limitJson(r.applied->memoryMax)},
-                    {"memory_high", limitJson(r.applied->memoryHigh)},
-                    {"memory_swap_max", r.applied->memorySwapMax ? limitJson(*r.applied->memorySwapMax) : json(nullptr)},
-                    {"memory_oom_group", r.applied->oomGroup ? 1 : 0},
-                    {"source", "cgroup"},
-                    {"verified", true}};
+    j["applied"] = {
+        {"memory_max", limitJson(r.applied->memoryMax)},
+        {"memory_high", limitJson(r.applied->memoryHigh)},
+        {"memory_swap_max",
+         r.applied->memorySwapMax ? limitJson(*r.applied->memorySwapMax) : json(nullptr)},
+        {"memory_oom_group", r.applied->oomGroup ? 1 : 0},
+        {"source", "cgroup"},
+        {"verified", true}};
   }
   j["started_at_ns"] = r.startedAtNs;
   j["ended_at_ns"] = r.endedAtNs;
@@ -76,8 +87,10 @@ json recordJson(const LeaseRecord& r) {
   json mem;
   mem["cgroup"] = r.counters.cgroup;
   mem["source"] = "cgroup";
-  if (r.counters.memoryPeak) mem["peak_bytes"] = *r.counters.memoryPeak;
-  else if (r.counters.memoryPeakUnknown) mem["peak_unknown"] = *r.counters.memoryPeakUnknown;
+  if (r.counters.memoryPeak)
+    mem["peak_bytes"] = *r.counters.memoryPeak;
+  else if (r.counters.memoryPeakUnknown)
+    mem["peak_unknown"] = *r.counters.memoryPeakUnknown;
   if (r.counters.swapPeak) mem["swap_peak_bytes"] = *r.counters.swapPeak;
   if (r.counters.events) {
     json ev;
@@ -106,7 +119,8 @@ json recordJson(const LeaseRecord& r) {
       sampled["stat_at_peak"] = st;
     }
   } else {
-    sampled["peak_unknown"] = r.host.lastError.value_or("no sample was taken while the workload ran");
+    sampled["peak_unknown"] =
+        r.host.lastError.value_or("no sample was taken while the workload ran");
   }
   mem["sampled"] = sampled;
   j["memory"] = mem;
@@ -146,19 +160,25 @@ json recordJson(const LeaseRecord& r) {
 }
 
 std::string summaryLine(const LeaseRecord& r) {
-  std::string line = fmt::format("tally: lease {} ({}) {}: {}", r.spec.id, r.spec.name, outcomeClassName(r.outcome.cls),
-                                 r.outcome.summary);
+  std::string line = fmt::format("tally: lease {} ({}) {}: {}", r.spec.id, r.spec.name,
+                                 outcomeClassName(r.outcome.cls), r.outcome.summary);
   if (r.outcome.cls == OutcomeClass::ContainmentRefused) return line;
-  if (r.counters.memoryPeak) line += fmt::format("; memory peak {}", units::humanBytes(*r.counters.memoryPeak));
+  if (r.counters.memoryPeak)
+    line += fmt::format("; memory peak {}", units::humanBytes(*r.counters.memoryPeak));
   if (r.gpu.peakBytes) {
     // Sampled, not a kernel high-water mark: a spike between two samples is
     // not seen, so the line says what it is and how often it looked.
-    line += fmt::format("; GPU sampled peak {} ({} sample{} every {}, drm-fdinfo; shorter spikes are not seen)",
-                        units::humanBytes(*r.gpu.peakBytes), r.gpu.samples, r.gpu.samples == 1 ? "" : "s",
-                        units::humanDuration(r.spec.sampleIntervalUs));
-    if (r.spec.gpuMemoryMax && r.gpu.samplesOverBudget && r.outcome.cls != OutcomeClass::KilledByTally) {
-      line += fmt::format(", over gpu_memory_max {} in {} samples ({})", units::humanBytes(*r.spec.gpuMemoryMax),
-                          r.gpu.samplesOverBudget, r.spec.gpuAction == enforce::Action::Report ? "report only" : "not in a row long enough to act");
+    line += fmt::format(
+        "; GPU sampled peak {} ({} sample{} every {}, drm-fdinfo; shorter spikes are not seen)",
+        units::humanBytes(*r.gpu.peakBytes), r.gpu.samples, r.gpu.samples == 1 ? "" : "s",
+        units::humanDuration(r.spec.sampleIntervalUs));
+    if (r.spec.gpuMemoryMax && r.gpu.samplesOverBudget &&
+        r.outcome.cls != OutcomeClass::KilledByTally) {
+      line += fmt::format(", over gpu_memory_max {} in {} samples ({})",
+                          units::humanBytes(*r.spec.gpuMemoryMax), r.gpu.samplesOverBudget,
+                          r.spec.gpuAction == enforce::Action::Report
+                              ? "report only"
+                              : "not in a row long enough to act");
     }
   }
   return line;

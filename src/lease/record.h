@@ -4,11 +4,10 @@
 #pragma once
 
 #include <cstdint>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "cgroup/cgroup.h"
 #include "cgroup/limits.h"
@@ -18,7 +17,6 @@
 #include "probes/cgroup_memory.h"
 
 namespace tally::lease {
-
 
 struct LeaseRecord {
   LeaseSpec spec;
@@ -31,7 +29,7 @@ struct LeaseRecord {
   HostMeter host;
   GpuMeter gpu;
   std::vector<enforce::BoundEvent> gpuBound;  // what the GPU bound saw and did, in order
-  std::vector<std::string> warnings;  // cleanup trouble and the like; never silent
+  std::vector<std::string> warnings;          // cleanup trouble and the like; never silent
 };
 
 nlohmann::ordered_json recordJson(const LeaseRecord& r);

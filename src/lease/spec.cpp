@@ -1,8 +1,7 @@
 #include "lease/spec.h"
 
-#include <sys/random.h>
-
 #include <fmt/format.h>
+#include <sys/random.h>
 
 #include <array>
 
@@ -12,19 +11,26 @@ namespace tally::lease {
 
 const char* oomPolicyName(OomPolicy p) {
   switch (p) {
-    case OomPolicy::Kill: return "kill";
-    case OomPolicy::Stop: return "stop";
-    case OomPolicy::Continue: return "continue";
+    case OomPolicy::Kill:
+      return "kill";
+    case OomPolicy::Stop:
+      return "stop";
+    case OomPolicy::Continue:
+      return "continue";
   }
   return "?";
 }
 
 const char* managerName(Manager m) {
   switch (m) {
-    case Manager::Auto: return "auto";
-    case Manager::System: return "system";
-    case Manager::User: return "user";
-    case Manager::Cgroupfs: return "cgroupfs";
+    case Manager::Auto:
+      return "auto";
+    case Manager::System:
+      return "system";
+    case Manager::User:
+      return "user";
+    case Manager::Cgroupfs:
+      return "cgroupfs";
   }
   return "?";
 }
@@ -52,7 +58,8 @@ std::string newLeaseId() {
 bool validLeaseName(std::string_view s) {
   if (s.empty() || s.size() > 64) return false;
   for (char c : s) {
-    bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-' || c == '_' || c == '.';
+    bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+              c == '-' || c == '_' || c == '.';
     if (!ok) return false;
   }
   return true;

@@ -6,21 +6,24 @@
 
 namespace tally::ledger {
 
-inline constexpr const char* kGranted = "granted";     // admission granted the lease its pools
-inline constexpr const char* kStarted = "started";     // a run lease's scope exists, workload released
-inline constexpr const char* kAdopted = "adopted";     // an attached workload's cgroup is metered
-inline constexpr const char* kReadopted = "readopted"; // a restarted daemon found the lease alive
-inline constexpr const char* kReleased = "released";   // someone asked for the lease to end
-inline constexpr const char* kNote = "note";           // a correction or a fact learnt later
-inline constexpr const char* kGpuBound = "gpu-bound";  // the GPU bound noticed or did something (enforce/)
+inline constexpr const char* kGranted = "granted";  // admission granted the lease its pools
+inline constexpr const char* kStarted = "started";  // a run lease's scope exists, workload released
+inline constexpr const char* kAdopted = "adopted";  // an attached workload's cgroup is metered
+inline constexpr const char* kReadopted = "readopted";  // a restarted daemon found the lease alive
+inline constexpr const char* kReleased = "released";    // someone asked for the lease to end
+inline constexpr const char* kNote = "note";            // a correction or a fact learnt later
+inline constexpr const char* kGpuBound =
+    "gpu-bound";  // the GPU bound noticed or did something (enforce/)
 // Host-level rows (lease id ""): what the daemon found this kernel does.
-inline constexpr const char* kCoverage = "coverage";   // GTT -> memcg coverage at daemon start
+inline constexpr const char* kCoverage = "coverage";  // GTT -> memcg coverage at daemon start
 // Terminal: each lease has at most one, and then no more rows.
-inline constexpr const char* kOutcome = "outcome";     // how it ended, with the record
-inline constexpr const char* kLost = "lost";           // it ended unseen; facts still readable
-inline constexpr const char* kWithdrawn = "withdrawn"; // granted, but nothing ever ran
+inline constexpr const char* kOutcome = "outcome";      // how it ended, with the record
+inline constexpr const char* kLost = "lost";            // it ended unseen; facts still readable
+inline constexpr const char* kWithdrawn = "withdrawn";  // granted, but nothing ever ran
 inline constexpr const char* kTerminalKinds[] = {kOutcome, kLost, kWithdrawn};
 
-constexpr bool isTerminal(std::string_view kind) { return kind == kOutcome || kind == kLost || kind == kWithdrawn; }
+constexpr bool isTerminal(std::string_view kind) {
+  return kind == kOutcome || kind == kLost || kind == kWithdrawn;
+}
 
 }  // namespace tally::ledger

@@ -7,9 +7,8 @@
 
 #include <cerrno>
 #include <cstdlib>
-#include <utility>
-
 #include <nlohmann/json.hpp>
+#include <utility>
 
 #include "util/clock.h"
 #include "util/sha256.h"
@@ -96,23 +95,31 @@ Error dbError(sqlite3* db, const std::string& what) {
 // A prepared statement, finalized once.
 class Stmt {
  public:
-  Stmt(sqlite3* db, const char* sql) { ok_ = sqlite3_prepare_v2(db, sql, -1, &st_, nullptr) == SQLITE_OK; }
+  Stmt(sqlite3* db, const char* sql) {
+    ok_ = sqlite3_prepare_v2(db, sql, -1, &st_, nullptr) == SQLITE_OK;
+  }
   ~Stmt() { sqlite3_finalize(st_); }
   Stmt(const Stmt&) = delete;
   Stmt& operator=(const Stmt&) = delete;
   bool ok() const { return ok_; }
   sqlite3_stmt* get() const { return st_; }
-  void text(int i, std::string_view s) { sqlite3_bind_text(st_, i, s.data(), static_cast<int>(s.size()), SQLITE_TRANSIENT); }
+  void text(int i, std::string_view s) {
+    sqlite3_bind_text(st_, i, s.data(), static_cast<int>(s.size()), SQLITE_TRANSIENT);
+  }
   void i64(int i, std::int64_t v) { sqlite3_bind_int64(st_, i, v); }
   void u64(int i, std::uint64_t v) { sqlite3_bind_int64(st_, i, static_cast<sqlite3_int64>(v)); }
   void optU64(int i, const std::optional<std::uint64_t>& v) {
-    if (v) u64(i, *v);
-    else sqlite3_bind_null(st_, i);
+    if (v)
+      u64(i, *v);
+    else
+      sqlite3_bind_null(st_, i);
   }
   int step() { return sqlite3_step(st_); }
   std::string col(int c) const {
     const unsigned char* t = sqlite3_column_text(st_, c);
-    return t ? std::string(reinterpret_cast<const char*>(t), static_cast<std::size_t>(sqlite3_column_bytes(st_, c))) : std::string();
+    return t ? std::string(reinterpret_cast<const char*>(t),
+                           static_cast<std::size_t>(sqlite3_column_bytes(st_, c)))
+             : std::string();
   }
   std::int64_t colI64(int c) const { return sqlite3_column_int64(st_, c); }
   std::optional<std::uint64_t> colOptU64(int c) const {
@@ -145,10 +152,12 @@ Entry entryFromRecord(const std::string& leaseId, const std::string& body) {
   auto j = nlohmann::json::parse(body, nullptr, false);
   if (!j.is_object()) return e;
   auto str = [](const nlohmann::json& o, const char* k) {
-    return o.is_object() && o.contains(k) && o[k].is_string() ? o[k].get<std::string>() : std::string();
+    return o.is_object() && o.contains(k) && o[k].is_string() ? o[k].get<std::string>()
+                                                              : std::string();
   };
   auto u64 = [](const nlohmann::json& o, const char* k) -> std::uint64_t {
-    return o.is_object() && o.contains(k) && o[k].is_number_unsigned() ? o[k].get<std::uint64_t>() : 0;
+    return o.is_object() && o.contains(k) && o[k].is_number_unsigned() ? o[k].get<std::uint64_t>()
+                                                                       : 0;
   };
   const auto& lease = j.contains("lease") ? j["lease"] : nlohmann::json();
   const auto& outcome = j.contains("outcome") ? j["outcome"] : nlohmann::json();
@@ -157,7 +166,8 @@ Entry entryFromRecord(const std::string& leaseId, const std::string& body) {
   e.startedAtNs = u64(j, "started_at_ns");
   e.endedAtNs = u64(j, "ended_at_ns");
   e.outcomeClass = str(outcome, "class");
-  if (outcome.is_object() && outcome.contains("tally_exit_status") && outcome["tally_exit_status"].is_number_integer()) {
+  if (outcome.is_object() && outcome.contains("tally_exit_status") &&
+      outcome["tally_exit_status"].is_number_integer()) {
     e.exitStatus = outcome["tally_exit_status"].get<int>();
   }
   return e;
@@ -165,19 +175,21 @@ Entry entryFromRecord(const std::string& leaseId, const std::string& body) {
 
 }  // namespace
 
-
-std::string rowHash(std::int64_t seq, std::uint64_t atNs, std::string_view leaseId, std::string_view kind,
-                    std::string_view body, std::string_view prevHash) {
+std::string rowHash(std::int64_t seq, std::uint64_t atNs, std::string_view leaseId,
+                    std::string_view kind, std::string_view body, std::string_view prevHash) {
   // Lengths prefix the free-text fields, so no two rows serialise alike.
-  return sha256::hex(fmt::format("tally-ledger-v2\n{}\n{}\n{}:{}\n{}:{}\n{}:{}\n{}", seq, atNs, leaseId.size(), leaseId,
-                                 kind.size(), kind, body.size(), body, prevHash));
+  return sha256::hex(fmt::format("tally-ledger-v2\n{}\n{}\n{}:{}\n{}:{}\n{}:{}\n{}", seq, atNs,
+                                 leaseId.size(), leaseId, kind.size(), kind, body.size(), body,
+                                 prevHash));
 }
 
 std::string defaultStateDir() {
   if (const char* dir = std::getenv("TALLY_STATE_DIR"); dir && *dir) return dir;
   if (geteuid() == 0) return "/var/lib/tally";
-  if (const char* xdg = std::getenv("XDG_STATE_HOME"); xdg && *xdg) return std::string(xdg) + "/tally";
-  if (const char* home = std::getenv("HOME"); home && *home) return std::string(home) + "/.local/state/tally";
+  if (const char* xdg = std::getenv("XDG_STATE_HOME"); xdg && *xdg)
+    return std::string(xdg) + "/tally";
+  if (const char* home = std::getenv("HOME"); home && *home)
+    return std::string(home) + "/.local/state/tally";
   return "/tmp/tally-state-" + std::to_string(geteuid());
 }
 
@@ -200,40 +212,48 @@ Result<Ledger> Ledger::open(const std::string& stateDir) {
   if (auto s = mkdirs(stateDir); !s) return s.error();
   std::string path = stateDir + "/ledger.sqlite";
   sqlite3* db = nullptr;
-  int rc = sqlite3_open_v2(path.c_str(), &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_FULLMUTEX, nullptr);
+  int rc =
+      sqlite3_open_v2(path.c_str(), &db,
+                      SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_FULLMUTEX, nullptr);
   Ledger ledger(db, path);
-  if (rc != SQLITE_OK) return dbError(db, fmt::format("open ledger {} (pass --state-dir to put it elsewhere)", path));
+  if (rc != SQLITE_OK)
+    return dbError(db, fmt::format("open ledger {} (pass --state-dir to put it elsewhere)", path));
   sqlite3_busy_timeout(db, 5000);
   char* err = nullptr;
   // A small page cache (512 KiB, not SQLite's 2 MiB default): the daemon
   // appends and rarely reads, and its RSS budget is 10 MiB.
-  rc = sqlite3_exec(db, "PRAGMA journal_mode=WAL; PRAGMA synchronous=FULL; PRAGMA cache_size=-512;", nullptr, nullptr, &err);
+  rc = sqlite3_exec(db, "PRAGMA journal_mode=WAL; PRAGMA synchronous=FULL; PRAGMA cache_size=-512;",
+                    nullptr, nullptr, &err);
   std::string schema = kSchemaTemplate;
   schema.replace(schema.find("@TERMINAL@"), 10, terminalKindsSql());
   if (rc == SQLITE_OK) rc = sqlite3_exec(db, schema.c_str(), nullptr, nullptr, &err);
   if (rc != SQLITE_OK) {
     std::string msg = err ? err : "unknown";
     sqlite3_free(err);
-    return Error{0, fmt::format("ledger {} is not usable: {} (pass --state-dir to put it elsewhere)", path, msg)};
+    return Error{
+        0, fmt::format("ledger {} is not usable: {} (pass --state-dir to put it elsewhere)", path,
+                       msg)};
   }
   return ledger;
 }
 
-Ledger::Ledger(Ledger&& o) noexcept : db_(std::exchange(o.db_, nullptr)), path_(std::move(o.path_)) {}
+Ledger::Ledger(Ledger&& o) noexcept
+    : db_(std::exchange(o.db_, nullptr)), path_(std::move(o.path_)) {}
 
 Ledger::~Ledger() {
   if (db_) sqlite3_close_v2(db_);
 }
 
-Result<Event> Ledger::appendEvent(const std::string& leaseId, std::string_view kind, const std::string& bodyJson,
-                                  std::uint64_t atNs) {
+Result<Event> Ledger::appendEvent(const std::string& leaseId, std::string_view kind,
+                                  const std::string& bodyJson, std::uint64_t atNs) {
   // IMMEDIATE takes the write lock before reading the head, so no other
   // writer can append between the read and the insert.
   if (sqlite3_exec(db_, "BEGIN IMMEDIATE", nullptr, nullptr, nullptr) != SQLITE_OK) {
     return dbError(db_, fmt::format("ledger {}: begin", path_));
   }
   auto rollback = [&](const std::string& what) {
-    Error e = dbError(db_, fmt::format("append {} of lease {} to ledger {}: {}", kind, leaseId, path_, what));
+    Error e = dbError(
+        db_, fmt::format("append {} of lease {} to ledger {}: {}", kind, leaseId, path_, what));
     sqlite3_exec(db_, "ROLLBACK", nullptr, nullptr, nullptr);
     return e;
   };
@@ -258,7 +278,9 @@ Result<Event> Ledger::appendEvent(const std::string& leaseId, std::string_view k
   }
   e.hash = rowHash(e.seq, e.atNs, e.leaseId, e.kind, e.body, e.prevHash);
   {
-    Stmt ins(db_, "INSERT INTO events (seq, at_ns, lease_id, kind, body, prev_hash, hash) VALUES (?1,?2,?3,?4,?5,?6,?7)");
+    Stmt ins(db_,
+             "INSERT INTO events (seq, at_ns, lease_id, kind, body, prev_hash, hash) VALUES "
+             "(?1,?2,?3,?4,?5,?6,?7)");
     if (!ins.ok()) return rollback("prepare");
     ins.i64(1, e.seq);
     ins.u64(2, e.atNs);
@@ -270,12 +292,17 @@ Result<Event> Ledger::appendEvent(const std::string& leaseId, std::string_view k
     if (ins.step() != SQLITE_DONE) {
       if (sqlite3_extended_errcode(db_) == SQLITE_CONSTRAINT_UNIQUE && isTerminal(kind)) {
         sqlite3_exec(db_, "ROLLBACK", nullptr, nullptr, nullptr);
-        return Error{EEXIST, fmt::format("lease {} already has its terminal row in ledger {}; an outcome is recorded once", leaseId, path_)};
+        return Error{
+            EEXIST,
+            fmt::format(
+                "lease {} already has its terminal row in ledger {}; an outcome is recorded once",
+                leaseId, path_)};
       }
       return rollback("insert");
     }
   }
-  if (sqlite3_exec(db_, "COMMIT", nullptr, nullptr, nullptr) != SQLITE_OK) return rollback("commit");
+  if (sqlite3_exec(db_, "COMMIT", nullptr, nullptr, nullptr) != SQLITE_OK)
+    return rollback("commit");
   return e;
 }
 
@@ -310,8 +337,11 @@ Result<std::vector<Row>> Ledger::recent(std::size_t limit) {
 }
 
 Result<std::vector<Event>> Ledger::events(const std::optional<std::string>& leaseId) {
-  Stmt q(db_, leaseId ? "SELECT seq, at_ns, lease_id, kind, body, prev_hash, hash FROM events WHERE lease_id = ?1 ORDER BY seq"
-                      : "SELECT seq, at_ns, lease_id, kind, body, prev_hash, hash FROM events ORDER BY seq");
+  Stmt q(db_,
+         leaseId
+             ? "SELECT seq, at_ns, lease_id, kind, body, prev_hash, hash FROM events WHERE "
+               "lease_id = ?1 ORDER BY seq"
+             : "SELECT seq, at_ns, lease_id, kind, body, prev_hash, hash FROM events ORDER BY seq");
   if (!q.ok()) return dbError(db_, "ledger query");
   if (leaseId) q.text(1, *leaseId);
   std::vector<Event> out;
@@ -350,7 +380,8 @@ Result<VerifyReport> Ledger::verify() {
     int rc;
     while ((rc = ic.step()) == SQLITE_ROW) {
       std::string line = ic.col(0);
-      if (line != "ok") rep.problems.push_back("the database is damaged (SQLite integrity_check): " + line);
+      if (line != "ok")
+        rep.problems.push_back("the database is damaged (SQLite integrity_check): " + line);
     }
     if (rc != SQLITE_DONE) return dbError(db_, "ledger verify: integrity check");
   }
@@ -360,7 +391,8 @@ Result<VerifyReport> Ledger::verify() {
   }
   // Read by rowid order as stored, not by seq: a reordered table shows up as
   // seq going backwards.
-  Stmt q(db_, "SELECT seq, at_ns, lease_id, kind, body, prev_hash, hash FROM events ORDER BY rowid");
+  Stmt q(db_,
+         "SELECT seq, at_ns, lease_id, kind, body, prev_hash, hash FROM events ORDER BY rowid");
   if (!q.ok()) return dbError(db_, "ledger verify");
   std::string prev = kGenesisHash;
   std::int64_t expectSeq = 1;
@@ -370,22 +402,26 @@ Result<VerifyReport> Ledger::verify() {
     ++rep.rows;
     if (e.seq != expectSeq) {
       if (e.seq > expectSeq) {
-        rep.problems.push_back(e.seq == expectSeq + 1
-                                   ? fmt::format("row {} is missing (deleted)", expectSeq)
-                                   : fmt::format("rows {}..{} are missing (deleted)", expectSeq, e.seq - 1));
+        rep.problems.push_back(
+            e.seq == expectSeq + 1
+                ? fmt::format("row {} is missing (deleted)", expectSeq)
+                : fmt::format("rows {}..{} are missing (deleted)", expectSeq, e.seq - 1));
       } else {
-        rep.problems.push_back(fmt::format("row {} appears after row {} (reordered or re-inserted)", e.seq, expectSeq - 1));
+        rep.problems.push_back(fmt::format("row {} appears after row {} (reordered or re-inserted)",
+                                           e.seq, expectSeq - 1));
       }
     }
     std::string want = rowHash(e.seq, e.atNs, e.leaseId, e.kind, e.body, e.prevHash);
     if (want != e.hash) {
-      rep.problems.push_back(fmt::format("row {} (lease {}, {}) was edited: its content does not match its hash", e.seq,
-                                         e.leaseId, e.kind));
+      rep.problems.push_back(
+          fmt::format("row {} (lease {}, {}) was edited: its content does not match its hash",
+                      e.seq, e.leaseId, e.kind));
     }
     if (e.prevHash != prev) {
-      rep.problems.push_back(fmt::format("row {} does not follow the row before it (previous hash differs): a row before it "
-                                         "was edited, deleted or moved",
-                                         e.seq));
+      rep.problems.push_back(fmt::format(
+          "row {} does not follow the row before it (previous hash differs): a row before it "
+          "was edited, deleted or moved",
+          e.seq));
     }
     prev = e.hash;
     expectSeq = e.seq + 1;
@@ -397,7 +433,9 @@ Result<VerifyReport> Ledger::verify() {
 }
 
 Status Ledger::appendSample(const Sample& s) {
-  Stmt ins(db_, "INSERT INTO samples (lease_id, at_ns, memory_current, gpu_bytes, gtt_bytes, vram_bytes) VALUES (?1,?2,?3,?4,?5,?6)");
+  Stmt ins(db_,
+           "INSERT INTO samples (lease_id, at_ns, memory_current, gpu_bytes, gtt_bytes, "
+           "vram_bytes) VALUES (?1,?2,?3,?4,?5,?6)");
   if (!ins.ok()) return dbError(db_, "sample insert");
   ins.text(1, s.leaseId);
   ins.u64(2, s.atNs);
@@ -405,7 +443,8 @@ Status Ledger::appendSample(const Sample& s) {
   ins.optU64(4, s.gpuBytes);
   ins.optU64(5, s.gttBytes);
   ins.optU64(6, s.vramBytes);
-  if (ins.step() != SQLITE_DONE) return dbError(db_, fmt::format("append a sample of lease {}", s.leaseId));
+  if (ins.step() != SQLITE_DONE)
+    return dbError(db_, fmt::format("append a sample of lease {}", s.leaseId));
   return Ok{};
 }
 
@@ -419,7 +458,8 @@ Status Ledger::appendSamples(const std::vector<Sample>& samples) {
     sqlite3* db;
     ~RestoreFull() { sqlite3_exec(db, "PRAGMA synchronous=FULL", nullptr, nullptr, nullptr); }
   } restore{db_};
-  if (sqlite3_exec(db_, "BEGIN IMMEDIATE", nullptr, nullptr, nullptr) != SQLITE_OK) return dbError(db_, "samples: begin");
+  if (sqlite3_exec(db_, "BEGIN IMMEDIATE", nullptr, nullptr, nullptr) != SQLITE_OK)
+    return dbError(db_, "samples: begin");
   for (const auto& s : samples) {
     if (auto st = appendSample(s); !st) {
       sqlite3_exec(db_, "ROLLBACK", nullptr, nullptr, nullptr);
@@ -435,7 +475,9 @@ Status Ledger::appendSamples(const std::vector<Sample>& samples) {
 }
 
 Result<std::vector<Sample>> Ledger::samples(const std::string& leaseId) {
-  Stmt q(db_, "SELECT at_ns, memory_current, gpu_bytes, gtt_bytes, vram_bytes FROM samples WHERE lease_id = ?1 ORDER BY at_ns");
+  Stmt q(db_,
+         "SELECT at_ns, memory_current, gpu_bytes, gtt_bytes, vram_bytes FROM samples WHERE "
+         "lease_id = ?1 ORDER BY at_ns");
   if (!q.ok()) return dbError(db_, "sample query");
   q.text(1, leaseId);
   std::vector<Sample> out;
@@ -454,8 +496,8 @@ Result<std::vector<Sample>> Ledger::samples(const std::string& leaseId) {
   return out;
 }
 
-Result<std::uint64_t> Ledger::pruneSamples(std::uint64_t nowNs, std::uint64_t fullResolutionNs, std::uint64_t maxAgeNs,
-                                           std::uint64_t maxRows) {
+Result<std::uint64_t> Ledger::pruneSamples(std::uint64_t nowNs, std::uint64_t fullResolutionNs,
+                                           std::uint64_t maxAgeNs, std::uint64_t maxRows) {
   auto cutoff = [&](std::uint64_t age) -> std::int64_t {
     return static_cast<std::int64_t>(nowNs > age ? nowNs - age : 0);
   };
@@ -471,7 +513,8 @@ Result<std::uint64_t> Ledger::pruneSamples(std::uint64_t nowNs, std::uint64_t fu
   if (auto s = run("DELETE FROM samples WHERE at_ns < ?1", cutoff(maxAgeNs)); !s) return s.error();
   // Older than full resolution: keep the first sample of each lease-minute.
   if (auto s = run("DELETE FROM samples WHERE at_ns < ?1 AND rowid NOT IN ("
-                   " SELECT min(rowid) FROM samples WHERE at_ns < ?1 GROUP BY lease_id, at_ns / 60000000000)",
+                   " SELECT min(rowid) FROM samples WHERE at_ns < ?1 GROUP BY lease_id, at_ns / "
+                   "60000000000)",
                    cutoff(fullResolutionNs));
       !s) {
     return s.error();
@@ -480,7 +523,8 @@ Result<std::uint64_t> Ledger::pruneSamples(std::uint64_t nowNs, std::uint64_t fu
   if (!count.ok() || count.step() != SQLITE_ROW) return dbError(db_, "sample retention");
   auto rows = static_cast<std::uint64_t>(count.colI64(0));
   if (rows > maxRows) {
-    if (auto s = run("DELETE FROM samples WHERE rowid IN (SELECT rowid FROM samples ORDER BY at_ns LIMIT ?1)",
+    if (auto s = run("DELETE FROM samples WHERE rowid IN (SELECT rowid FROM samples ORDER BY at_ns "
+                     "LIMIT ?1)",
                      static_cast<std::int64_t>(rows - maxRows));
         !s) {
       return s.error();

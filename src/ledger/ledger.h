@@ -36,7 +36,7 @@ struct Entry {
   std::uint64_t endedAtNs = 0;
   std::string outcomeClass;
   std::optional<int> exitStatus;  // tally run's exit status; absent for attached and lost leases
-  std::string recordJson;  // the full outcome record
+  std::string recordJson;         // the full outcome record
 };
 
 struct Row {
@@ -73,9 +73,10 @@ struct VerifyReport {
 };
 
 // The hash of one chain row (hex SHA-256), as verify() recomputes it.
-std::string rowHash(std::int64_t seq, std::uint64_t atNs, std::string_view leaseId, std::string_view kind,
-                    std::string_view body, std::string_view prevHash);
-inline constexpr const char* kGenesisHash = "0000000000000000000000000000000000000000000000000000000000000000";
+std::string rowHash(std::int64_t seq, std::uint64_t atNs, std::string_view leaseId,
+                    std::string_view kind, std::string_view body, std::string_view prevHash);
+inline constexpr const char* kGenesisHash =
+    "0000000000000000000000000000000000000000000000000000000000000000";
 
 class Ledger {
  public:
@@ -89,8 +90,8 @@ class Ledger {
 
   // Appends one chain row (atomic with reading the previous hash, so two
   // writers, e.g. the daemon and a standalone `tally run`, interleave safely).
-  Result<Event> appendEvent(const std::string& leaseId, std::string_view kind, const std::string& bodyJson,
-                            std::uint64_t atNs = 0);
+  Result<Event> appendEvent(const std::string& leaseId, std::string_view kind,
+                            const std::string& bodyJson, std::uint64_t atNs = 0);
   // A standalone lease's outcome: one terminal "outcome" row holding its record.
   Status appendOutcome(const std::string& leaseId, const std::string& recordJson);
 
@@ -113,8 +114,8 @@ class Ledger {
   // Retention: samples older than `fullResolutionNs` keep one per lease and
   // minute; older than `maxAgeNs` none; then the oldest go until at most
   // `maxRows` remain. Returns how many were removed.
-  Result<std::uint64_t> pruneSamples(std::uint64_t nowNs, std::uint64_t fullResolutionNs, std::uint64_t maxAgeNs,
-                                     std::uint64_t maxRows);
+  Result<std::uint64_t> pruneSamples(std::uint64_t nowNs, std::uint64_t fullResolutionNs,
+                                     std::uint64_t maxAgeNs, std::uint64_t maxRows);
 
  private:
   Ledger(sqlite3* db, std::string path) : db_(db), path_(std::move(path)) {}

@@ -19,7 +19,8 @@ class Fields {
  public:
   Fields(const json& obj, const char* kind) : obj_(obj), kind_(kind) {}
   Error bad(const std::string& field, const char* want) const {
-    return Error{0, fmt::format("the ledger's {} row has \"{}\" that is not {}", kind_, field, want)};
+    return Error{0,
+                 fmt::format("the ledger's {} row has \"{}\" that is not {}", kind_, field, want)};
   }
   const json* get(const json& o, const char* key) const {
     if (!o.is_object()) return nullptr;
@@ -44,7 +45,8 @@ class Fields {
   Status integer(const json& o, const char* key, T& out, std::int64_t lo, std::int64_t hi) const {
     const json* v = get(o, key);
     if (!v) return Ok{};
-    if (!v->is_number_integer() || v->get<std::int64_t>() < lo || v->get<std::int64_t>() > hi) return bad(key, "an integer in range");
+    if (!v->is_number_integer() || v->get<std::int64_t>() < lo || v->get<std::int64_t>() > hi)
+      return bad(key, "an integer in range");
     out = static_cast<T>(v->get<std::int64_t>());
     return Ok{};
   }
@@ -66,11 +68,14 @@ json encode(const GrantedRow& r) {
   b["peer_pid"] = r.peerPid;
   b["pools"] = r.pools;
   b["priority"] = r.priority;
-  b["declared"] = {{"memory_max", opt(r.memoryMax)}, {"gpu_memory_max", opt(r.gpuMemoryMax)},
-                   {"gpu_memory_high", opt(r.gpuMemoryHigh)}, {"source", "declared"}};
+  b["declared"] = {{"memory_max", opt(r.memoryMax)},
+                   {"gpu_memory_max", opt(r.gpuMemoryMax)},
+                   {"gpu_memory_high", opt(r.gpuMemoryHigh)},
+                   {"source", "declared"}};
   if (!r.attributes.empty()) b["declared"]["attributes"] = lease::attributesJson(r.attributes);
   if (r.boundAction) {
-    b["gpu_bound"] = {{"action", enforce::actionName(*r.boundAction)}, {"consecutive_samples", r.boundConsecutive},
+    b["gpu_bound"] = {{"action", enforce::actionName(*r.boundAction)},
+                      {"consecutive_samples", r.boundConsecutive},
                       {"enforced_by", r.kind == lease::LeaseKind::Attach ? "daemon" : "client"}};
   }
   b["requested_at_ns"] = r.requestedAtNs;
@@ -111,7 +116,9 @@ Result<GrantedRow> decodeGranted(const json& body) {
     if (auto s = f.u64(*d, "gpu_memory_high", r.gpuMemoryHigh); !s) return s.error();
     if (const json* a = f.get(*d, "attributes")) {
       auto attrs = lease::attributesFromJson(*a);
-      if (!attrs) return Error{0, "the ledger's granted row has attributes that are not valid: " + attrs.error().message};
+      if (!attrs)
+        return Error{0, "the ledger's granted row has attributes that are not valid: " +
+                            attrs.error().message};
       r.attributes = std::move(*attrs);
     }
   }
@@ -120,7 +127,8 @@ Result<GrantedRow> decodeGranted(const json& body) {
     if (auto s = f.str(*gb, "action", action); !s) return s.error();
     r.boundAction = enforce::parseAction(action);
     if (!r.boundAction) return f.bad("gpu_bound.action", "kill or report");
-    if (auto s = f.integer(*gb, "consecutive_samples", r.boundConsecutive, 1, 100); !s) return s.error();
+    if (auto s = f.integer(*gb, "consecutive_samples", r.boundConsecutive, 1, 100); !s)
+      return s.error();
   }
   std::optional<std::uint64_t> requested;
   if (auto s = f.u64(body, "requested_at_ns", requested); !s) return s.error();
@@ -136,11 +144,16 @@ Result<GrantedRow> decodeGranted(const json& body) {
 }
 
 json encode(const PlacedRow& r) {
-  json b = {{"unit", r.unit}, {"cgroup", r.cgroup}, {"cgroup_inode", r.inode},
+  json b = {{"unit", r.unit},
+            {"cgroup", r.cgroup},
+            {"cgroup_inode", r.inode},
             {"counters_cgroup", r.countersCgroup.empty() ? r.cgroup : r.countersCgroup}};
-  if (r.oomKillsAtAdoption || r.appliedMemoryMax) b["oom_kill_at_adoption"] = opt(r.oomKillsAtAdoption);
+  if (r.oomKillsAtAdoption || r.appliedMemoryMax)
+    b["oom_kill_at_adoption"] = opt(r.oomKillsAtAdoption);
   if (r.appliedMemoryMax) {
-    b["applied"] = {{"memory_max", r.appliedMemoryMax->unlimited ? json("max") : json(r.appliedMemoryMax->bytes)}, {"source", "cgroup"}};
+    b["applied"] = {{"memory_max",
+                     r.appliedMemoryMax->unlimited ? json("max") : json(r.appliedMemoryMax->bytes)},
+                    {"source", "cgroup"}};
   }
   return b;
 }
@@ -159,9 +172,12 @@ Result<PlacedRow> decodePlaced(const json& body) {
   if (auto s = f.u64(body, "oom_kill_at_adoption", r.oomKillsAtAdoption); !s) return s.error();
   if (const json* a = f.get(body, "applied")) {
     if (const json* m = f.get(*a, "memory_max")) {
-      if (m->is_string() && m->get<std::string>() == "max") r.appliedMemoryMax = probes::MemoryLimit{true, 0};
-      else if (m->is_number_unsigned()) r.appliedMemoryMax = probes::MemoryLimit{false, m->get<std::uint64_t>()};
-      else return f.bad("applied.memory_max", "bytes or \"max\"");
+      if (m->is_string() && m->get<std::string>() == "max")
+        r.appliedMemoryMax = probes::MemoryLimit{true, 0};
+      else if (m->is_number_unsigned())
+        r.appliedMemoryMax = probes::MemoryLimit{false, m->get<std::uint64_t>()};
+      else
+        return f.bad("applied.memory_max", "bytes or \"max\"");
     }
   }
   return r;
@@ -183,7 +199,8 @@ Result<BoundRow> decodeBound(const json& body) {
   BoundRow r;
   std::string kind;
   if (auto s = f.str(body, "kind", kind); !s) return s.error();
-  for (auto v : {enforce::Verdict::HighCrossed, enforce::Verdict::HighCleared, enforce::Verdict::Kill, enforce::Verdict::Report}) {
+  for (auto v : {enforce::Verdict::HighCrossed, enforce::Verdict::HighCleared,
+                 enforce::Verdict::Kill, enforce::Verdict::Report}) {
     if (kind == enforce::verdictName(v)) r.event.kind = v;
   }
   if (auto s = f.str(body, "summary", r.event.summary); !s) return s.error();
@@ -201,9 +218,15 @@ Result<BoundRow> decodeBound(const json& body) {
 }
 
 json encode(const CoverageRow& r) {
-  json b = {{"kernel", r.kernel}, {"coverage", r.coverage}, {"basis", r.basis}, {"verdict", r.verdict},
-            {"static_signs", r.staticSigns}, {"active_probe", r.activeProbe}, {"keep_gpu_memory_max", r.keepGpuMemoryMax}};
-  if (r.changedFrom) b["changed_from"] = {{"kernel", r.changedFrom->first}, {"coverage", r.changedFrom->second}};
+  json b = {{"kernel", r.kernel},
+            {"coverage", r.coverage},
+            {"basis", r.basis},
+            {"verdict", r.verdict},
+            {"static_signs", r.staticSigns},
+            {"active_probe", r.activeProbe},
+            {"keep_gpu_memory_max", r.keepGpuMemoryMax}};
+  if (r.changedFrom)
+    b["changed_from"] = {{"kernel", r.changedFrom->first}, {"coverage", r.changedFrom->second}};
   b["tally_does"] = r.tallyDoes;
   return b;
 }
@@ -217,8 +240,10 @@ std::optional<CoverageRow> lastCoverage(Ledger& ledger) {
     if (!body.is_object()) return std::nullopt;
     CoverageRow r;
     Fields f(body, kCoverage);
-    if (!f.str(body, "kernel", r.kernel) || !f.str(body, "coverage", r.coverage)) return std::nullopt;
-    if (const json* k = f.get(body, "keep_gpu_memory_max"); k && k->is_boolean()) r.keepGpuMemoryMax = k->get<bool>();
+    if (!f.str(body, "kernel", r.kernel) || !f.str(body, "coverage", r.coverage))
+      return std::nullopt;
+    if (const json* k = f.get(body, "keep_gpu_memory_max"); k && k->is_boolean())
+      r.keepGpuMemoryMax = k->get<bool>();
     return r;
   }
   return std::nullopt;

@@ -11,11 +11,10 @@
 #include <sys/types.h>
 
 #include <cstdint>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "enforce/gpu_bound.h"
 #include "lease/attributes.h"
@@ -52,11 +51,11 @@ Result<GrantedRow> decodeGranted(const nlohmann::json& body);
 // started (a run lease's client placed it), adopted (the daemon took an
 // attached workload's cgroup), readopted (a restarted daemon found it again).
 struct PlacedRow {
-  std::string unit;            // "" when no systemd unit owns the cgroup
+  std::string unit;  // "" when no systemd unit owns the cgroup
   std::string cgroup;
   std::uint64_t inode = 0;     // the cgroup directory's, to tell a re-created one apart
   std::string countersCgroup;  // where the final counters are read ("" = cgroup)
-  std::optional<std::uint64_t> oomKillsAtAdoption;     // adopted
+  std::optional<std::uint64_t> oomKillsAtAdoption;      // adopted
   std::optional<probes::MemoryLimit> appliedMemoryMax;  // adopted: memory.max as read back
 };
 nlohmann::json encode(const PlacedRow& r);

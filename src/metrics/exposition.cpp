@@ -21,9 +21,12 @@ bool validName(const std::string& n, bool colon) {
 std::string escapeHelp(const std::string& v) {
   std::string out;
   for (char c : v) {
-    if (c == '\\') out += "\\\\";
-    else if (c == '\n') out += "\\n";
-    else out += c;
+    if (c == '\\')
+      out += "\\\\";
+    else if (c == '\n')
+      out += "\\n";
+    else
+      out += c;
   }
   return out;
 }
@@ -31,16 +34,22 @@ std::string escapeHelp(const std::string& v) {
 }  // namespace
 
 bool validMetricName(const std::string& name) { return validName(name, true); }
-bool validLabelName(const std::string& name) { return validName(name, false) && name.rfind("__", 0) != 0; }
+bool validLabelName(const std::string& name) {
+  return validName(name, false) && name.rfind("__", 0) != 0;
+}
 
 std::string escapeLabelValue(const std::string& v) {
   std::string out;
   out.reserve(v.size());
   for (char c : v) {
-    if (c == '\\') out += "\\\\";
-    else if (c == '"') out += "\\\"";
-    else if (c == '\n') out += "\\n";
-    else out += c;
+    if (c == '\\')
+      out += "\\\\";
+    else if (c == '"')
+      out += "\\\"";
+    else if (c == '\n')
+      out += "\\n";
+    else
+      out += c;
   }
   return out;
 }
@@ -48,18 +57,22 @@ std::string escapeLabelValue(const std::string& v) {
 std::string render(const std::vector<Family>& families) {
   std::string out;
   for (const auto& f : families) {
-    out += fmt::format("# HELP {} {}\n# TYPE {} {}\n", f.name, escapeHelp(f.help), f.name, f.type == Type::Counter ? "counter" : "gauge");
+    out += fmt::format("# HELP {} {}\n# TYPE {} {}\n", f.name, escapeHelp(f.help), f.name,
+                       f.type == Type::Counter ? "counter" : "gauge");
     for (const auto& s : f.samples) {
       out += f.name;
       if (!s.labels.empty()) {
         out += '{';
         for (std::size_t i = 0; i < s.labels.size(); ++i) {
-          out += fmt::format("{}{}=\"{}\"", i ? "," : "", s.labels[i].first, escapeLabelValue(s.labels[i].second));
+          out += fmt::format("{}{}=\"{}\"", i ? "," : "", s.labels[i].first,
+                             escapeLabelValue(s.labels[i].second));
         }
         out += '}';
       }
-      if (const auto* u = std::get_if<std::uint64_t>(&s.value)) out += fmt::format(" {}\n", *u);
-      else out += fmt::format(" {}\n", std::get<double>(s.value));
+      if (const auto* u = std::get_if<std::uint64_t>(&s.value))
+        out += fmt::format(" {}\n", *u);
+      else
+        out += fmt::format(" {}\n", std::get<double>(s.value));
     }
   }
   return out;

@@ -12,7 +12,8 @@ HttpHead bad(int status, std::string reason) {
 }
 
 bool isToken(char c) {
-  return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-' || c == '_';
+  return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-' ||
+         c == '_';
 }
 
 }  // namespace
@@ -21,7 +22,8 @@ HttpHead parseHttpHead(std::string_view bytes) {
   // The head ends at the first empty line (CRLF CRLF, or bare LF LF).
   std::size_t end = bytes.find("\r\n\r\n");
   std::size_t endLf = bytes.find("\n\n");
-  if (endLf != std::string_view::npos && (end == std::string_view::npos || endLf < end)) end = endLf;
+  if (endLf != std::string_view::npos && (end == std::string_view::npos || endLf < end))
+    end = endLf;
   if (end == std::string_view::npos) {
     if (bytes.size() > kMaxHttpHeadBytes) return bad(431, "request head too large");
     // The request line alone can be judged before the head is complete.
@@ -37,7 +39,8 @@ HttpHead parseHttpHead(std::string_view bytes) {
   if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
   if (line.size() > 1024) return bad(400, "request line too long");
   auto sp1 = line.find(' ');
-  if (sp1 == std::string_view::npos || sp1 == 0 || sp1 > 16) return bad(400, "malformed request line");
+  if (sp1 == std::string_view::npos || sp1 == 0 || sp1 > 16)
+    return bad(400, "malformed request line");
   std::string_view method = line.substr(0, sp1);
   for (char c : method) {
     if (!isToken(c)) return bad(400, "malformed method");
@@ -51,7 +54,8 @@ HttpHead parseHttpHead(std::string_view bytes) {
     auto u = static_cast<unsigned char>(c);
     if (u <= 0x20 || u == 0x7f) return bad(400, "malformed target");
   }
-  if (version != "HTTP/1.1" && version != "HTTP/1.0") return bad(505, "only HTTP/1.0 and HTTP/1.1 are spoken here");
+  if (version != "HTTP/1.1" && version != "HTTP/1.0")
+    return bad(505, "only HTTP/1.0 and HTTP/1.1 are spoken here");
   if (end == std::string_view::npos) return {};  // a good start; the headers are still arriving
   HttpHead h;
   h.state = HttpHead::State::Complete;

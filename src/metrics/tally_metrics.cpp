@@ -28,7 +28,8 @@ class Builder {
   }
   void flag(const std::string& name, const std::string& help, Labels labels, const json& v) {
     auto& f = family(name, help);
-    if (v.is_boolean()) f.samples.push_back({std::move(labels), std::uint64_t{v.get<bool>() ? 1u : 0u}});
+    if (v.is_boolean())
+      f.samples.push_back({std::move(labels), std::uint64_t{v.get<bool>() ? 1u : 0u}});
   }
   std::vector<Family> take() { return std::move(families_); }
 
@@ -43,21 +44,37 @@ std::string str(const json& j, const char* key) { return jsonview::text(j, key);
 
 void declareAll(Builder& b) {
   // Declared up front so every family appears (HELP/TYPE) even with no lease.
-  b.family("tally_lease_info", "A lease of the daemon: its name, kind, state, pools and workload (value 1)");
-  b.family("tally_lease_declared_info", "An operator-declared attribute of a lease, e.g. model or context_window (value 1; declared, not measured)");
-  b.family("tally_lease_running", "1 when the lease cgroup has a process (cgroup.events populated), else 0");
-  b.family("tally_lease_fresh", "1 when the lease was sampled within 2 x sample_interval; a stale lease exports no measured figure");
-  b.family("tally_lease_observed_timestamp_seconds", "When the lease's figures were sampled (Unix time)");
-  b.family("tally_lease_memory_bytes", "Host memory charged to the lease cgroup at the last sample (memory.current)");
+  b.family("tally_lease_info",
+           "A lease of the daemon: its name, kind, state, pools and workload (value 1)");
+  b.family("tally_lease_declared_info",
+           "An operator-declared attribute of a lease, e.g. model or context_window (value 1; "
+           "declared, not measured)");
+  b.family("tally_lease_running",
+           "1 when the lease cgroup has a process (cgroup.events populated), else 0");
+  b.family("tally_lease_fresh",
+           "1 when the lease was sampled within 2 x sample_interval; a stale lease exports no "
+           "measured figure");
+  b.family("tally_lease_observed_timestamp_seconds",
+           "When the lease's figures were sampled (Unix time)");
+  b.family("tally_lease_memory_bytes",
+           "Host memory charged to the lease cgroup at the last sample (memory.current)");
   b.family("tally_lease_memory_peak_bytes", "Peak host memory of the lease cgroup (memory.peak)");
-  b.family("tally_lease_memory_max_bytes", "The memory limit in force on the lease cgroup (memory.max; absent when unlimited)");
-  b.family("tally_lease_gpu_memory_bytes", "GPU memory of the lease's DRM clients at the last sample, per region (drm-fdinfo resident)");
-  b.family("tally_lease_gpu_memory_peak_bytes", "Peak GPU memory of the lease's DRM clients per region over its samples");
-  b.family("tally_lease_gpu_memory_counted_bytes", "The lease's GTT + VRAM at the last sample: the figure gpu_memory_max bounds");
-  b.family("tally_lease_gpu_memory_counted_peak_bytes", "Peak of the lease's GTT + VRAM over its samples");
+  b.family("tally_lease_memory_max_bytes",
+           "The memory limit in force on the lease cgroup (memory.max; absent when unlimited)");
+  b.family(
+      "tally_lease_gpu_memory_bytes",
+      "GPU memory of the lease's DRM clients at the last sample, per region (drm-fdinfo resident)");
+  b.family("tally_lease_gpu_memory_peak_bytes",
+           "Peak GPU memory of the lease's DRM clients per region over its samples");
+  b.family("tally_lease_gpu_memory_counted_bytes",
+           "The lease's GTT + VRAM at the last sample: the figure gpu_memory_max bounds");
+  b.family("tally_lease_gpu_memory_counted_peak_bytes",
+           "Peak of the lease's GTT + VRAM over its samples");
   b.family("tally_lease_declared_memory_max_bytes", "memory_max the lease declared");
-  b.family("tally_lease_declared_gpu_memory_max_bytes", "gpu_memory_max the lease declared (bounds GTT + VRAM together)");
-  b.family("tally_lease_declared_gpu_memory_high_bytes", "gpu_memory_high the lease declared (events only)");
+  b.family("tally_lease_declared_gpu_memory_max_bytes",
+           "gpu_memory_max the lease declared (bounds GTT + VRAM together)");
+  b.family("tally_lease_declared_gpu_memory_high_bytes",
+           "gpu_memory_high the lease declared (events only)");
   b.family("tally_pool_capacity", "Leases a pool admits at once");
   b.family("tally_pool_holders", "Leases holding the pool now");
   b.family("tally_pool_queued", "Requests waiting for the pool");
@@ -65,16 +82,28 @@ void declareAll(Builder& b) {
   b.family("tally_pool_memory_declared_bytes", "Sum of memory_max its holders declared");
   b.family("tally_pool_gpu_memory_budget_bytes", "The pool's gpu_memory_budget");
   b.family("tally_pool_gpu_memory_declared_bytes", "Sum of gpu_memory_max its holders declared");
-  b.family("tally_pool_headroom_host_bytes", "Measured host headroom for one more grant (MemAvailable minus holders' unused declarations)");
-  b.family("tally_pool_headroom_gpu_bytes", "Measured GPU headroom for one more grant on the pool's devices");
-  b.family("tally_device_memory_used_bytes", "GPU memory in use on a device, per region (sysfs mem_info_*_used)");
-  b.family("tally_device_memory_total_bytes", "GPU memory a device has, per region (sysfs mem_info_*_total)");
-  b.family("tally_gpu_memory_outside_leases_bytes", "Device GPU memory in use outside every lease, per region (devices' used minus leases' current)");
+  b.family("tally_pool_headroom_host_bytes",
+           "Measured host headroom for one more grant (MemAvailable minus holders' unused "
+           "declarations)");
+  b.family("tally_pool_headroom_gpu_bytes",
+           "Measured GPU headroom for one more grant on the pool's devices");
+  b.family("tally_device_memory_used_bytes",
+           "GPU memory in use on a device, per region (sysfs mem_info_*_used)");
+  b.family("tally_device_memory_total_bytes",
+           "GPU memory a device has, per region (sysfs mem_info_*_total)");
+  b.family("tally_gpu_memory_outside_leases_bytes",
+           "Device GPU memory in use outside every lease, per region (devices' used minus leases' "
+           "current)");
   b.family("tally_host_memory_available_bytes", "MemAvailable of the host (/proc/meminfo)");
-  b.family("tally_coverage_info", "What a lease's MemoryMax covers on this kernel: host, or host+gtt (value 1)");
-  b.family("tally_memcg_charges_gtt", "1 when this kernel charges GTT to the memory cgroup (tally hands the GPU bound over), else 0");
-  b.family("tally_gpu_bound_events_total", "GPU bound events since the daemon started, by kind", Type::Counter);
-  b.family("tally_lease_outcomes_total", "Leases ended since the daemon started, by outcome class", Type::Counter);
+  b.family("tally_coverage_info",
+           "What a lease's MemoryMax covers on this kernel: host, or host+gtt (value 1)");
+  b.family("tally_memcg_charges_gtt",
+           "1 when this kernel charges GTT to the memory cgroup (tally hands the GPU bound over), "
+           "else 0");
+  b.family("tally_gpu_bound_events_total", "GPU bound events since the daemon started, by kind",
+           Type::Counter);
+  b.family("tally_lease_outcomes_total", "Leases ended since the daemon started, by outcome class",
+           Type::Counter);
   b.family("tally_daemon_start_time_seconds", "When the daemon started (Unix time)");
   b.family("tally_sample_interval_seconds", "The daemon's sample interval");
 }
@@ -82,14 +111,19 @@ void declareAll(Builder& b) {
 void seat(Builder& b, const json& s) {
   Labels id{{"lease", str(s, "lease")}};
   const json& w = get(s, "workload");
-  Labels info{{"lease", str(s, "lease")}, {"name", str(s, "name")}, {"kind", str(s, "kind")}, {"state", str(s, "state")},
-              {"pools", joined(get(s, "pools"))}, {"unit", str(w, "unit")}, {"cgroup", str(w, "cgroup")}, {"container", str(w, "container")}};
+  Labels info{{"lease", str(s, "lease")},         {"name", str(s, "name")},
+              {"kind", str(s, "kind")},           {"state", str(s, "state")},
+              {"pools", joined(get(s, "pools"))}, {"unit", str(w, "unit")},
+              {"cgroup", str(w, "cgroup")},       {"container", str(w, "container")}};
   b.family("tally_lease_info", "").samples.push_back({info, std::uint64_t{1}});
   const json& declared = get(s, "declared");
   if (const json& attrs = get(declared, "attributes"); attrs.is_object()) {
     for (const auto& [k, v] : attrs.items()) {
       if (!v.is_string()) continue;
-      b.family("tally_lease_declared_info", "").samples.push_back({{{"lease", str(s, "lease")}, {"key", k}, {"value", v.get<std::string>()}}, std::uint64_t{1}});
+      b.family("tally_lease_declared_info", "")
+          .samples.push_back(
+              {{{"lease", str(s, "lease")}, {"key", k}, {"value", v.get<std::string>()}},
+               std::uint64_t{1}});
     }
   }
   b.bytes("tally_lease_declared_memory_max_bytes", "", id, get(declared, "memory_max"));
@@ -97,9 +131,11 @@ void seat(Builder& b, const json& s) {
   b.bytes("tally_lease_declared_gpu_memory_high_bytes", "", id, get(declared, "gpu_memory_high"));
   b.flag("tally_lease_running", "", id, get(s, "running"));
   b.flag("tally_lease_fresh", "", id, get(s, "fresh"));
-  if (!get(s, "fresh").is_boolean() || !s["fresh"].get<bool>()) return;  // stale: no measured figure
+  if (!get(s, "fresh").is_boolean() || !s["fresh"].get<bool>())
+    return;  // stale: no measured figure
   if (auto at = count(get(s, "observed_at_ns"))) {
-    b.family("tally_lease_observed_timestamp_seconds", "").samples.push_back({id, static_cast<double>(*at) / 1e9});
+    b.family("tally_lease_observed_timestamp_seconds", "")
+        .samples.push_back({id, static_cast<double>(*at) / 1e9});
   }
   const json& host = get(s, "host");
   b.bytes("tally_lease_memory_bytes", "", id, get(host, "current_bytes"));
@@ -120,8 +156,10 @@ void seat(Builder& b, const json& s) {
 void pool(Builder& b, const json& p) {
   Labels id{{"pool", str(p, "pool")}};
   b.bytes("tally_pool_capacity", "", id, get(p, "capacity"));
-  if (const json& h = get(p, "holders"); h.is_array()) b.family("tally_pool_holders", "").samples.push_back({id, std::uint64_t{h.size()}});
-  if (const json& q = get(p, "queue"); q.is_array()) b.family("tally_pool_queued", "").samples.push_back({id, std::uint64_t{q.size()}});
+  if (const json& h = get(p, "holders"); h.is_array())
+    b.family("tally_pool_holders", "").samples.push_back({id, std::uint64_t{h.size()}});
+  if (const json& q = get(p, "queue"); q.is_array())
+    b.family("tally_pool_queued", "").samples.push_back({id, std::uint64_t{q.size()}});
   b.bytes("tally_pool_memory_budget_bytes", "", id, get(p, "memory_budget"));
   b.bytes("tally_pool_memory_declared_bytes", "", id, get(p, "memory_declared"));
   b.bytes("tally_pool_gpu_memory_budget_bytes", "", id, get(p, "gpu_memory_budget"));
@@ -154,17 +192,22 @@ std::vector<Family> fromOverview(const json& o) {
   }
   if (const json& out = get(o, "outside_leases"); out.is_object()) {
     for (const auto& [region, v] : out.items()) {
-      if (v.is_object()) b.bytes("tally_gpu_memory_outside_leases_bytes", "", {{"region", region}}, get(v, "bytes"));
+      if (v.is_object())
+        b.bytes("tally_gpu_memory_outside_leases_bytes", "", {{"region", region}}, get(v, "bytes"));
     }
   }
   b.bytes("tally_host_memory_available_bytes", "", {}, get(get(o, "host"), "mem_available_bytes"));
   const json& cov = get(o, "coverage");
   if (auto state = str(cov, "state"); !state.empty()) {
-    b.family("tally_coverage_info", "").samples.push_back({{{"coverage", state}, {"kernel", str(cov, "kernel")}}, std::uint64_t{1}});
-    b.family("tally_memcg_charges_gtt", "").samples.push_back({{}, std::uint64_t{state == "host+gtt" ? 1u : 0u}});
+    b.family("tally_coverage_info", "")
+        .samples.push_back(
+            {{{"coverage", state}, {"kernel", str(cov, "kernel")}}, std::uint64_t{1}});
+    b.family("tally_memcg_charges_gtt", "")
+        .samples.push_back({{}, std::uint64_t{state == "host+gtt" ? 1u : 0u}});
   }
   const json& enf = get(o, "enforcement");
-  for (const auto& [key, fam] : {std::pair{"gpu_bound_events", "tally_gpu_bound_events_total"}, std::pair{"outcomes", "tally_lease_outcomes_total"}}) {
+  for (const auto& [key, fam] : {std::pair{"gpu_bound_events", "tally_gpu_bound_events_total"},
+                                 std::pair{"outcomes", "tally_lease_outcomes_total"}}) {
     const json& counts = get(enf, key);
     if (!counts.is_object()) continue;
     const char* label = std::string_view(key) == "outcomes" ? "outcome" : "kind";
@@ -174,10 +217,12 @@ std::vector<Family> fromOverview(const json& o) {
   }
   const json& d = get(o, "daemon");
   if (auto t = count(get(d, "started_at_ns"))) {
-    b.family("tally_daemon_start_time_seconds", "").samples.push_back({{}, static_cast<double>(*t) / 1e9});
+    b.family("tally_daemon_start_time_seconds", "")
+        .samples.push_back({{}, static_cast<double>(*t) / 1e9});
   }
   if (auto iv = count(get(o, "sample_interval_us"))) {
-    b.family("tally_sample_interval_seconds", "").samples.push_back({{}, static_cast<double>(*iv) / 1e6});
+    b.family("tally_sample_interval_seconds", "")
+        .samples.push_back({{}, static_cast<double>(*iv) / 1e6});
   }
   return b.take();
 }

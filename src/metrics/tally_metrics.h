@@ -5,16 +5,17 @@
 // stale) gives no sample, never a 0.
 #pragma once
 
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "metrics/exposition.h"
 
 namespace tally::metrics {
 
 std::vector<Family> fromOverview(const nlohmann::json& overview);
-inline std::string renderOverview(const nlohmann::json& overview) { return render(fromOverview(overview)); }
+inline std::string renderOverview(const nlohmann::json& overview) {
+  return render(fromOverview(overview));
+}
 
 }  // namespace tally::metrics

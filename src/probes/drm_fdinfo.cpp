@@ -175,10 +175,14 @@ class Parser {
       }
       EngineStats& e = slot(out_.engines, name);
       switch (p.kind) {
-        case 0: return number(e.totalCycles, value);
-        case 1: return capacity(e.capacity, value);
-        case 2: return scaled(e.busyNs, value, true, {{"ns", 1}});
-        case 3: return number(e.cycles, value);
+        case 0:
+          return number(e.totalCycles, value);
+        case 1:
+          return capacity(e.capacity, value);
+        case 2:
+          return scaled(e.busyNs, value, true, {{"ns", 1}});
+        case 3:
+          return number(e.cycles, value);
         default:
           return scaled(e.maxfreqHz, value, true,
                         {{"Hz", 1}, {"KHz", 1000}, {"kHz", 1000}, {"MHz", 1000000}});
@@ -203,9 +207,12 @@ class Parser {
 
 const char* toString(ResidentSource s) {
   switch (s) {
-    case ResidentSource::kDrmResident: return "drm-resident";
-    case ResidentSource::kDrmMemory: return "drm-memory";
-    case ResidentSource::kAmdgpu514: return "amdgpu-5.14";
+    case ResidentSource::kDrmResident:
+      return "drm-resident";
+    case ResidentSource::kDrmMemory:
+      return "drm-memory";
+    case ResidentSource::kAmdgpu514:
+      return "amdgpu-5.14";
   }
   return "?";
 }

@@ -23,10 +23,14 @@ MemInfo parseMemInfo(std::string_view input) {
     if (colon == std::string_view::npos) continue;
     std::string_view key = l->substr(0, colon);
     std::optional<std::uint64_t>* field = nullptr;
-    if (key == "MemTotal") field = &out.memTotal;
-    else if (key == "MemAvailable") field = &out.memAvailable;
-    else if (key == "GPUActive") field = &out.gpuActive;
-    else if (key == "GPUReclaim") field = &out.gpuReclaim;
+    if (key == "MemTotal")
+      field = &out.memTotal;
+    else if (key == "MemAvailable")
+      field = &out.memAvailable;
+    else if (key == "GPUActive")
+      field = &out.gpuActive;
+    else if (key == "GPUReclaim")
+      field = &out.gpuReclaim;
     if (field == nullptr || field->has_value()) continue;
     *field = parseMemInfoValue(l->substr(colon + 1));
   }

@@ -9,8 +9,8 @@
 namespace tally::probes {
 
 struct ProcCgroup {
-  std::string path;              // as printed, without " (deleted)"
-  bool deleted = false;          // the cgroup was removed (zombie in a removed cgroup)
+  std::string path;               // as printed, without " (deleted)"
+  bool deleted = false;           // the cgroup was removed (zombie in a removed cgroup)
   bool outsideNamespace = false;  // path climbs with "/.." out of the reader's cgroup namespace
 };
 

@@ -129,7 +129,8 @@ Aggregate aggregate(const scanner::Scan& scan, const probes::MemInfo& meminfo) {
     }
     s.gttHeadroomBytes = devices::gttHeadroom(dev, meminfo.memAvailable);
     if (!s.gttHeadroomBytes) {
-      s.gttHeadroomUnknown = !dev.regionFree("gtt") ? "device exports no mem_info_gtt_total/_used" : "MemAvailable unknown";
+      s.gttHeadroomUnknown = !dev.regionFree("gtt") ? "device exports no mem_info_gtt_total/_used"
+                                                    : "MemAvailable unknown";
     }
     a.devices.push_back(std::move(s));
   }

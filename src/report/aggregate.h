@@ -69,14 +69,14 @@ struct DeviceSummary {
 };
 
 struct Aggregate {
-  std::vector<RegionMap> clientRegions;     // parallel to scan.clients
-  std::vector<RegionMap> processRegions;    // parallel to scan.processes (owned clients)
+  std::vector<RegionMap> clientRegions;   // parallel to scan.clients
+  std::vector<RegionMap> processRegions;  // parallel to scan.processes (owned clients)
   // parallel to scan.processes: the workload of each process's cgroup,
   // recognised once per cgroup and shared by every output.
   std::vector<std::optional<attribution::Workload>> processWorkloads;
-  std::vector<CgroupGroup> cgroups;         // sorted by path
-  std::vector<ContainerGroup> containers;   // sorted by name
-  std::vector<DeviceSummary> devices;       // parallel to scan.devices.devices
+  std::vector<CgroupGroup> cgroups;        // sorted by path
+  std::vector<ContainerGroup> containers;  // sorted by name
+  std::vector<DeviceSummary> devices;      // parallel to scan.devices.devices
 };
 
 Aggregate aggregate(const scanner::Scan& scan, const probes::MemInfo& meminfo);

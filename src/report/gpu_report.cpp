@@ -1,11 +1,12 @@
 #include "report/gpu_report.h"
-#include "util/units.h"
+
+#include <fmt/format.h>
 
 #include <algorithm>
 #include <cctype>
 #include <set>
 
-#include <fmt/format.h>
+#include "util/units.h"
 
 namespace tally::report {
 namespace {
@@ -36,11 +37,15 @@ json workloadJson(const std::optional<attribution::Workload>& w) {
 json clientJson(const scanner::Scan& scan, const Aggregate& agg, std::size_t i, pid_t viewer) {
   const auto& c = scan.clients[i];
   json j;
-  if (c.info.pdev) j["pdev"] = *c.info.pdev;
-  else j["pdev"] = nullptr;
+  if (c.info.pdev)
+    j["pdev"] = *c.info.pdev;
+  else
+    j["pdev"] = nullptr;
   j["minor"] = c.minor;
-  if (c.info.clientId) j["client_id"] = *c.info.clientId;
-  else j["client_id"] = nullptr;
+  if (c.info.clientId)
+    j["client_id"] = *c.info.clientId;
+  else
+    j["client_id"] = nullptr;
   if (!c.info.driver.empty()) j["driver"] = c.info.driver;
   if (c.info.clientName) j["client_name"] = *c.info.clientName;
   j["owner"] = c.owner == viewer;
@@ -53,7 +58,8 @@ json clientJson(const scanner::Scan& scan, const Aggregate& agg, std::size_t i, 
   if (c.undeduplicated) j["deduplication"] = "none: no drm-client-id, counted once per fd";
   json regions = regionsJson(agg.clientRegions[i], true);
   for (const auto& [name, r] : c.info.regions) {
-    if (auto res = probes::residentOf(r)) regions[name]["resident_source"] = probes::toString(res->source);
+    if (auto res = probes::residentOf(r))
+      regions[name]["resident_source"] = probes::toString(res->source);
     if (r.purgeable) regions[name]["purgeable_bytes"] = *r.purgeable;
     if (r.active) regions[name]["active_bytes"] = *r.active;
   }
@@ -108,8 +114,10 @@ json gpuJson(const scanner::Scan& scan, const Aggregate& agg, const HostFacts& h
   json doc;
   doc["schema"] = 1;
   doc["observed_at_ns"] = scan.observedAtNs;
-  if (scan.scopeCgroup) doc["scope"] = {{"kind", "cgroup"}, {"path", *scan.scopeCgroup}};
-  else doc["scope"] = {{"kind", "host"}};
+  if (scan.scopeCgroup)
+    doc["scope"] = {{"kind", "cgroup"}, {"path", *scan.scopeCgroup}};
+  else
+    doc["scope"] = {{"kind", "host"}};
   if (scan.devices.devices.empty()) {
     doc["status"] = "no-drm-devices";
     doc["status_reason"] = "no DRM device (card*/renderD*) under <sys>/class/drm";
@@ -118,8 +126,10 @@ json gpuJson(const scanner::Scan& scan, const Aggregate& agg, const HostFacts& h
   }
 
   json hostJ = json::object();
-  if (host.meminfo.memAvailable) hostJ["mem_available_bytes"] = *host.meminfo.memAvailable;
-  else hostJ["mem_available_unknown"] = host.meminfoError.value_or("no MemAvailable in meminfo");
+  if (host.meminfo.memAvailable)
+    hostJ["mem_available_bytes"] = *host.meminfo.memAvailable;
+  else
+    hostJ["mem_available_unknown"] = host.meminfoError.value_or("no MemAvailable in meminfo");
   json gtt = json::object();
   if (host.gtt.ttmPagesLimit) {
     gtt["ttm_pages_limit_pages"] = *host.gtt.ttmPagesLimit;
@@ -127,7 +137,8 @@ json gpuJson(const scanner::Scan& scan, const Aggregate& agg, const HostFacts& h
     gtt["page_size_bytes"] = host.gtt.pageSize;
   }
   if (host.gtt.amdgpuGttsizeMiB) gtt["amdgpu_gttsize_mib"] = *host.gtt.amdgpuGttsizeMiB;
-  if (host.gtt.amdgpuGttsizeUnreadable) gtt["amdgpu_gttsize_unreadable"] = *host.gtt.amdgpuGttsizeUnreadable;
+  if (host.gtt.amdgpuGttsizeUnreadable)
+    gtt["amdgpu_gttsize_unreadable"] = *host.gtt.amdgpuGttsizeUnreadable;
   if (host.gtt.bytes) {
     gtt["ceiling_bytes"] = *host.gtt.bytes;
     gtt["in_force"] = host.gtt.source;
@@ -141,8 +152,10 @@ json gpuJson(const scanner::Scan& scan, const Aggregate& agg, const HostFacts& h
   for (const auto& s : agg.devices) {
     const auto& d = *s.device;
     json j;
-    if (d.pdev) j["pdev"] = *d.pdev;
-    else j["pdev"] = nullptr;
+    if (d.pdev)
+      j["pdev"] = *d.pdev;
+    else
+      j["pdev"] = nullptr;
     j["key"] = d.key;
     j["driver"] = d.driver.empty() ? json(nullptr) : json(d.driver);
     json minors = json::array(), nodes = json::array();
@@ -160,8 +173,10 @@ json gpuJson(const scanner::Scan& scan, const Aggregate& agg, const HostFacts& h
     for (const auto& [region, v] : s.unattributed) un[region] = {{"resident_bytes", v}};
     j["unattributed"] = un;
     if (s.unattributedNote) j["unattributed_note"] = *s.unattributedNote;
-    if (s.gttHeadroomBytes) j["gtt_headroom_bytes"] = *s.gttHeadroomBytes;
-    else j["gtt_headroom_unknown"] = s.gttHeadroomUnknown.value_or("unknown");
+    if (s.gttHeadroomBytes)
+      j["gtt_headroom_bytes"] = *s.gttHeadroomBytes;
+    else
+      j["gtt_headroom_unknown"] = s.gttHeadroomUnknown.value_or("unknown");
     devs.push_back(j);
   }
   doc["devices"] = devs;
@@ -204,7 +219,9 @@ json gpuJson(const scanner::Scan& scan, const Aggregate& agg, const HostFacts& h
 
   json ctrs = json::array();
   for (const auto& c : agg.containers) {
-    json j = {{"name", c.name}, {"container", workloadJson(c.workload)}, {"cgroups", c.cgroups},
+    json j = {{"name", c.name},
+              {"container", workloadJson(c.workload)},
+              {"cgroups", c.cgroups},
               {"pids", c.pids}};
     j["regions"] = regionsJson(c.regions, false);
     j["regions_source"] = "drm-fdinfo";
@@ -243,7 +260,8 @@ std::string cell(const RegionMap& regions, const std::string& region) {
 
 }  // namespace
 
-std::string gpuTable(const scanner::Scan& scan, const Aggregate& agg, const HostFacts& host, GroupBy by) {
+std::string gpuTable(const scanner::Scan& scan, const Aggregate& agg, const HostFacts& host,
+                     GroupBy by) {
   std::string out;
   if (scan.devices.devices.empty()) {
     out += "No DRM devices: nothing under /sys/class/drm (no GPU, or its driver is not loaded).\n";
@@ -252,7 +270,8 @@ std::string gpuTable(const scanner::Scan& scan, const Aggregate& agg, const Host
     const auto& d = *s.device;
     std::string nodes;
     for (const auto& n : d.nodes) nodes += (nodes.empty() ? "" : " ") + n.name;
-    out += fmt::format("device {} driver {} ({})\n", d.key, d.driver.empty() ? "?" : d.driver, nodes);
+    out +=
+        fmt::format("device {} driver {} ({})\n", d.key, d.driver.empty() ? "?" : d.driver, nodes);
     for (const auto& m : d.memory) {
       out += fmt::format("  {:<9} used {:>10} of {:>10}", m.region,
                          m.usedBytes ? units::humanBytes(*m.usedBytes) : "?",
@@ -264,17 +283,25 @@ std::string gpuTable(const scanner::Scan& scan, const Aggregate& agg, const Host
       }
       out += "\n";
     }
-    if (s.gttHeadroomBytes) out += fmt::format("  GTT headroom {}\n", units::humanBytes(*s.gttHeadroomBytes));
+    if (s.gttHeadroomBytes)
+      out += fmt::format("  GTT headroom {}\n", units::humanBytes(*s.gttHeadroomBytes));
   }
   if (host.gtt.bytes)
-    out += fmt::format("GTT ceiling {} ({})\n", units::humanBytes(*host.gtt.bytes), host.gtt.source);
+    out +=
+        fmt::format("GTT ceiling {} ({})\n", units::humanBytes(*host.gtt.bytes), host.gtt.source);
 
   auto columns = regionColumns(agg);
   std::string header;
   switch (by) {
-    case GroupBy::kProcess: header = fmt::format("{:>8} {:<16} {:<24}", "PID", "COMM", "CONTAINER"); break;
-    case GroupBy::kCgroup: header = fmt::format("{:<48}", "CGROUP"); break;
-    case GroupBy::kContainer: header = fmt::format("{:<32}", "CONTAINER"); break;
+    case GroupBy::kProcess:
+      header = fmt::format("{:>8} {:<16} {:<24}", "PID", "COMM", "CONTAINER");
+      break;
+    case GroupBy::kCgroup:
+      header = fmt::format("{:<48}", "CGROUP");
+      break;
+    case GroupBy::kContainer:
+      header = fmt::format("{:<32}", "CONTAINER");
+      break;
   }
   for (const auto& c : columns) {
     std::string upper = c;
@@ -285,7 +312,8 @@ std::string gpuTable(const scanner::Scan& scan, const Aggregate& agg, const Host
   if (by == GroupBy::kProcess) header += "  CGROUP";
   out += "\n" + header + "\n";
 
-  auto row = [&](std::string lead, const RegionMap& regions, std::size_t clients, const std::string& tail) {
+  auto row = [&](std::string lead, const RegionMap& regions, std::size_t clients,
+                 const std::string& tail) {
     for (const auto& c : columns) lead += fmt::format(" {:>11}", cell(regions, c));
     lead += fmt::format(" {:>7}", clients);
     if (!tail.empty()) lead += "  " + tail;
@@ -300,32 +328,39 @@ std::string gpuTable(const scanner::Scan& scan, const Aggregate& agg, const Host
         for (auto ci : p.clients) owned += scan.clients[ci].owner == p.pid;
         std::string comm = p.comm.value_or("?");
         if (p.holdsKfd) comm += " [kfd]";
-        row(fmt::format("{:>8} {:<16} {:<24}", p.pid, comm, w ? w->name : "-"), agg.processRegions[i],
-            owned, p.cgroup.value_or("?"));
+        row(fmt::format("{:>8} {:<16} {:<24}", p.pid, comm, w ? w->name : "-"),
+            agg.processRegions[i], owned, p.cgroup.value_or("?"));
       }
       break;
     case GroupBy::kCgroup:
-      for (const auto& g : agg.cgroups) row(fmt::format("{:<48}", g.path), g.regions, g.ownedClients.size(), "");
+      for (const auto& g : agg.cgroups)
+        row(fmt::format("{:<48}", g.path), g.regions, g.ownedClients.size(), "");
       break;
     case GroupBy::kContainer:
-      for (const auto& c : agg.containers) row(fmt::format("{:<32}", c.name), c.regions, c.clients, "");
+      for (const auto& c : agg.containers)
+        row(fmt::format("{:<32}", c.name), c.regions, c.clients, "");
       break;
   }
   if (scan.processes.empty()) {
     out += "(no process holds a DRM or KFD device)\n";
   } else {
-    out += "\nMemory columns: resident bytes per DRM region (drm-fdinfo) of the clients each row owns;\n"
-           "'-' = region not reported, '?' = reported without a resident figure. [kfd] = holds /dev/kfd.\n";
+    out +=
+        "\nMemory columns: resident bytes per DRM region (drm-fdinfo) of the clients each row "
+        "owns;\n"
+        "'-' = region not reported, '?' = reported without a resident figure. [kfd] = holds "
+        "/dev/kfd.\n";
   }
   // Unreadable processes are never silently dropped; a non-root run on a busy
   // host has hundreds, so the table names a few and counts the rest.
   constexpr std::size_t kShown = 8;
   for (std::size_t i = 0; i < scan.unreadable.size() && i < kShown; ++i)
-    out += fmt::format("unreadable: pid {}: {}\n", scan.unreadable[i].pid, scan.unreadable[i].reason);
+    out +=
+        fmt::format("unreadable: pid {}: {}\n", scan.unreadable[i].pid, scan.unreadable[i].reason);
   if (scan.unreadable.size() > kShown)
-    out += fmt::format("unreadable: {} more processes (--json lists them all); run as root or with "
-                       "CAP_SYS_PTRACE to read them\n",
-                       scan.unreadable.size() - kShown);
+    out += fmt::format(
+        "unreadable: {} more processes (--json lists them all); run as root or with "
+        "CAP_SYS_PTRACE to read them\n",
+        scan.unreadable.size() - kShown);
   return out;
 }
 

@@ -18,20 +18,24 @@ Result<Client> Client::connect(const std::string& path) {
   if (!fd.valid()) return errnoError(errno, "socket(AF_UNIX)");
   sockaddr_un addr{};
   addr.sun_family = AF_UNIX;
-  if (path.size() >= sizeof addr.sun_path) return Error{EINVAL, fmt::format("socket path {} is too long", path)};
+  if (path.size() >= sizeof addr.sun_path)
+    return Error{EINVAL, fmt::format("socket path {} is too long", path)};
   std::memcpy(addr.sun_path, path.c_str(), path.size());
   if (::connect(fd.get(), reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
     int e = errno;
-    std::string hint = e == ENOENT || e == ECONNREFUSED ? "; is the daemon running? (systemctl start tally, or tally daemon --config FILE)"
-                       : e == EACCES                   ? "; the socket is 0660: join its group or use sudo"
-                                                       : "";
-    return Error{e, fmt::format("cannot reach the tally daemon at {}: {}{}", path, std::strerror(e), hint)};
+    std::string hint =
+        e == ENOENT || e == ECONNREFUSED
+            ? "; is the daemon running? (systemctl start tally, or tally daemon --config FILE)"
+        : e == EACCES ? "; the socket is 0660: join its group or use sudo"
+                      : "";
+    return Error{
+        e, fmt::format("cannot reach the tally daemon at {}: {}{}", path, std::strerror(e), hint)};
   }
   return Client(std::move(fd), path);
 }
 
-Result<Message> Client::call(const std::string& method, const json& params, const EventFn& onEvent, int timeoutMs,
-                             int extraFd) {
+Result<Message> Client::call(const std::string& method, const json& params, const EventFn& onEvent,
+                             int timeoutMs, int extraFd) {
   std::uint64_t id = nextId_++;
   std::string line = encodeRequest(id, method, params);
   std::size_t off = 0;
@@ -41,12 +45,14 @@ Result<Message> Client::call(const std::string& method, const json& params, cons
     if (n <= 0) return errnoError(errno, fmt::format("send to the tally daemon at {}", path_));
     off += static_cast<std::size_t>(n);
   }
-  std::uint64_t deadline = timeoutMs >= 0 ? clock::monotonicUs() + static_cast<std::uint64_t>(timeoutMs) * 1000 : 0;
+  std::uint64_t deadline =
+      timeoutMs >= 0 ? clock::monotonicUs() + static_cast<std::uint64_t>(timeoutMs) * 1000 : 0;
   for (;;) {
     int wait = -1;
     if (deadline) {
       std::uint64_t now = clock::monotonicUs();
-      if (now >= deadline) return Error{ETIMEDOUT, fmt::format("the tally daemon did not answer {} in time", method)};
+      if (now >= deadline)
+        return Error{ETIMEDOUT, fmt::format("the tally daemon did not answer {} in time", method)};
       wait = static_cast<int>((deadline - now) / 1000 + 1);
     }
     auto m = next(wait, extraFd);
@@ -59,12 +65,14 @@ Result<Message> Client::call(const std::string& method, const json& params, cons
       continue;
     }
     if (m->id == json(id)) return m;
-    if (!m->ok && m->id.is_null()) return m;  // a connection-level error (too many connections, ...)
+    if (!m->ok && m->id.is_null())
+      return m;  // a connection-level error (too many connections, ...)
   }
 }
 
 Result<Message> Client::next(int timeoutMs, int extraFd) {
-  std::uint64_t deadline = timeoutMs >= 0 ? clock::monotonicUs() + static_cast<std::uint64_t>(timeoutMs) * 1000 : 0;
+  std::uint64_t deadline =
+      timeoutMs >= 0 ? clock::monotonicUs() + static_cast<std::uint64_t>(timeoutMs) * 1000 : 0;
   for (;;) {
     if (auto l = reader_.next()) {
       if (l->overflow) return Error{EPROTO, "the daemon sent an oversized line"};
@@ -85,7 +93,8 @@ Result<Message> Client::next(int timeoutMs, int extraFd) {
     char buf[65536];
     ssize_t got = ::recv(fd_.get(), buf, sizeof buf, 0);
     if (got < 0 && errno == EINTR) continue;
-    if (got <= 0) return Error{ECONNRESET, fmt::format("the tally daemon at {} closed the connection", path_)};
+    if (got <= 0)
+      return Error{ECONNRESET, fmt::format("the tally daemon at {} closed the connection", path_)};
     reader_.feed(std::string_view(buf, static_cast<std::size_t>(got)));
   }
 }

@@ -21,8 +21,8 @@ class Client {
   // Sends one request and waits for its reply; events for it go to onEvent.
   // `extraFd` (e.g. a signalfd) becoming readable ends the wait early with
   // an error of code EINTR. timeoutMs < 0 waits forever.
-  Result<Message> call(const std::string& method, const json& params, const EventFn& onEvent = {}, int timeoutMs = -1,
-                       int extraFd = -1);
+  Result<Message> call(const std::string& method, const json& params, const EventFn& onEvent = {},
+                       int timeoutMs = -1, int extraFd = -1);
   // The next message the daemon sends (a reply or an event), e.g. the
   // events after "subscribe". ETIMEDOUT after timeoutMs; EINTR when extraFd
   // becomes readable.

@@ -13,12 +13,14 @@ namespace tally::rpc::api {
 namespace {
 
 constexpr std::pair<Method, const char*> kMethods[] = {
-    {Method::Hello, "hello"},       {Method::Acquire, "acquire"}, {Method::Attach, "attach"},
-    {Method::Started, "started"},   {Method::Complete, "complete"}, {Method::Resume, "resume"},
-    {Method::Release, "release"},   {Method::Cancel, "cancel"},   {Method::Leases, "leases"},
-    {Method::Lease, "lease"},       {Method::Pools, "pools"},     {Method::Bound, "bound"},
-    {Method::Subscribe, "subscribe"}, {Method::Seats, "seats"},   {Method::Overview, "overview"},
-    {Method::Metrics, "metrics"},
+    {Method::Hello, "hello"},         {Method::Acquire, "acquire"},
+    {Method::Attach, "attach"},       {Method::Started, "started"},
+    {Method::Complete, "complete"},   {Method::Resume, "resume"},
+    {Method::Release, "release"},     {Method::Cancel, "cancel"},
+    {Method::Leases, "leases"},       {Method::Lease, "lease"},
+    {Method::Pools, "pools"},         {Method::Bound, "bound"},
+    {Method::Subscribe, "subscribe"}, {Method::Seats, "seats"},
+    {Method::Overview, "overview"},   {Method::Metrics, "metrics"},
 };
 
 // A field name as an error shows it: a client's key is cut and never trusted.
@@ -44,7 +46,8 @@ class Fields {
     if (!v) return std::optional<std::string>();
     if (!v->is_string()) return bad(key, "must be a string");
     const auto& s = v->get_ref<const std::string&>();
-    if (s.size() > maxBytes) return bad(key, fmt::format("is {} bytes; at most {}", s.size(), maxBytes));
+    if (s.size() > maxBytes)
+      return bad(key, fmt::format("is {} bytes; at most {}", s.size(), maxBytes));
     return std::optional<std::string>(s);
   }
   Result<std::string> required(const char* key, std::size_t maxBytes) {
@@ -57,16 +60,20 @@ class Fields {
     const json* v = get(key);
     if (!v) return std::optional<std::uint64_t>();
     std::uint64_t n = 0;
-    if (v->is_number_unsigned()) n = v->get<std::uint64_t>();
-    else if (v->is_number_integer() && v->get<std::int64_t>() >= 0) n = static_cast<std::uint64_t>(v->get<std::int64_t>());
-    else return bad(key, "must be a non-negative integer");
+    if (v->is_number_unsigned())
+      n = v->get<std::uint64_t>();
+    else if (v->is_number_integer() && v->get<std::int64_t>() >= 0)
+      n = static_cast<std::uint64_t>(v->get<std::int64_t>());
+    else
+      return bad(key, "must be a non-negative integer");
     if (n > max) return bad(key, fmt::format("must be at most {}", max));
     return std::optional<std::uint64_t>(n);
   }
   Result<std::optional<std::int64_t>> i64(const char* key, std::int64_t lo, std::int64_t hi) {
     const json* v = get(key);
     if (!v) return std::optional<std::int64_t>();
-    if (!v->is_number_integer() || (v->is_number_unsigned() && v->get<std::uint64_t>() > static_cast<std::uint64_t>(hi))) {
+    if (!v->is_number_integer() ||
+        (v->is_number_unsigned() && v->get<std::uint64_t>() > static_cast<std::uint64_t>(hi))) {
       return bad(key, fmt::format("must be an integer in {}..{}", lo, hi));
     }
     auto n = v->get<std::int64_t>();
@@ -75,7 +82,8 @@ class Fields {
   }
   Status unknown() const {
     for (const auto& [k, v] : obj_.items()) {
-      if (!seen_.count(k)) return Error{0, fmt::format("unknown field \"{}{}\"", prefix_, shown(k))};
+      if (!seen_.count(k))
+        return Error{0, fmt::format("unknown field \"{}{}\"", prefix_, shown(k))};
     }
     return Ok{};
   }
@@ -95,7 +103,8 @@ Result<std::string> leaseId(Fields& f) {
   auto id = f.required("lease", kMaxLeaseId);
   if (!id) return id.error();
   for (char c : *id) {
-    if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '-' || c == '_')) {
+    if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '-' ||
+          c == '_')) {
       return f.bad("lease", "must be a lease id ([A-Za-z0-9_-])");
     }
   }
@@ -116,13 +125,17 @@ Result<std::string> cgroupField(Fields& f, const char* key, bool required) {
 
 Status decodeDeclared(Fields& f, Declared& d) {
   const json* pools = f.get("pools");
-  if (!pools || !pools->is_array()) return f.bad("pools", "must be an array of pool names (at least one)");
+  if (!pools || !pools->is_array())
+    return f.bad("pools", "must be an array of pool names (at least one)");
   if (pools->empty()) return f.bad("pools", "must name at least one pool");
-  if (pools->size() > kMaxPools) return f.bad("pools", fmt::format("names {} pools; at most {}", pools->size(), kMaxPools));
+  if (pools->size() > kMaxPools)
+    return f.bad("pools", fmt::format("names {} pools; at most {}", pools->size(), kMaxPools));
   for (std::size_t i = 0; i < pools->size(); ++i) {
     const json& p = (*pools)[i];
-    if (!p.is_string() || p.get_ref<const std::string&>().empty() || p.get_ref<const std::string&>().size() > kMaxPoolName) {
-      return Error{0, fmt::format("\"pools\"[{}] must be a pool name of 1-{} bytes", i, kMaxPoolName)};
+    if (!p.is_string() || p.get_ref<const std::string&>().empty() ||
+        p.get_ref<const std::string&>().size() > kMaxPoolName) {
+      return Error{0,
+                   fmt::format("\"pools\"[{}] must be a pool name of 1-{} bytes", i, kMaxPoolName)};
     }
     d.pools.push_back(p.get<std::string>());
   }
@@ -132,8 +145,9 @@ Status decodeDeclared(Fields& f, Declared& d) {
     if (!lease::validLeaseName(**name)) return f.bad("name", "must be 1-64 of [A-Za-z0-9._-]");
     d.name = std::move(**name);
   }
-  for (auto [key, out] : {std::pair{"memory_max", &d.memoryMax}, std::pair{"gpu_memory_max", &d.gpuMemoryMax},
-                          std::pair{"gpu_memory_high", &d.gpuMemoryHigh}}) {
+  for (auto [key, out] :
+       {std::pair{"memory_max", &d.memoryMax}, std::pair{"gpu_memory_max", &d.gpuMemoryMax},
+        std::pair{"gpu_memory_high", &d.gpuMemoryHigh}}) {
     auto v = f.u64(key);
     if (!v) return v.error();
     *out = *v;
@@ -181,7 +195,8 @@ json encodeDeclared(const Declared& d) {
 Status checkRecord(const json& r, const std::string& lease) {
   if (!r.is_object()) return Error{0, "\"record\" must be the lease's outcome record (an object)"};
   std::size_t bytes = r.dump(-1, ' ', false, json::error_handler_t::replace).size();
-  if (bytes > kMaxRecordBytes) return Error{0, fmt::format("\"record\" is {} bytes; at most {}", bytes, kMaxRecordBytes)};
+  if (bytes > kMaxRecordBytes)
+    return Error{0, fmt::format("\"record\" is {} bytes; at most {}", bytes, kMaxRecordBytes)};
   auto field = [](const json& o, const char* k) -> const json* {
     auto it = o.find(k);
     return it == o.end() ? nullptr : &*it;
@@ -190,32 +205,43 @@ Status checkRecord(const json& r, const std::string& lease) {
   if (!l || !l->is_object()) return Error{0, "\"record.lease\" must be an object"};
   const json* id = field(*l, "id");
   if (!id || !id->is_string()) return Error{0, "\"record.lease.id\" must be a string"};
-  if (id->get_ref<const std::string&>() != lease) return Error{0, fmt::format("\"record.lease.id\" is not lease {}", lease)};
+  if (id->get_ref<const std::string&>() != lease)
+    return Error{0, fmt::format("\"record.lease.id\" is not lease {}", lease)};
   for (const char* k : {"name", "manager", "unit", "slice", "cgroup"}) {
-    if (const json* v = field(*l, k); v && !v->is_string()) return Error{0, fmt::format("\"record.lease.{}\" must be a string", k)};
+    if (const json* v = field(*l, k); v && !v->is_string())
+      return Error{0, fmt::format("\"record.lease.{}\" must be a string", k)};
   }
   const json* o = field(r, "outcome");
   if (!o || !o->is_object()) return Error{0, "\"record.outcome\" must be an object"};
   const json* cls = field(*o, "class");
   if (!cls || !cls->is_string() || !lease::parseOutcomeClass(cls->get_ref<const std::string&>())) {
-    return Error{0, "\"record.outcome.class\" must be an outcome class (exited, killed-by-signal, oom-killed, ...)"};
+    return Error{0,
+                 "\"record.outcome.class\" must be an outcome class (exited, killed-by-signal, "
+                 "oom-killed, ...)"};
   }
-  if (const json* s = field(*o, "summary"); s && !s->is_string()) return Error{0, "\"record.outcome.summary\" must be a string"};
+  if (const json* s = field(*o, "summary"); s && !s->is_string())
+    return Error{0, "\"record.outcome.summary\" must be a string"};
   for (const char* k : {"exit_code", "signal", "tally_exit_status"}) {
     const json* v = field(*o, k);
-    if (v && (!v->is_number_integer() || v->get<std::int64_t>() < -1 || v->get<std::int64_t>() > 255)) {
+    if (v &&
+        (!v->is_number_integer() || v->get<std::int64_t>() < -1 || v->get<std::int64_t>() > 255)) {
       return Error{0, fmt::format("\"record.outcome.{}\" must be an integer in -1..255", k)};
     }
   }
-  if (const json* v = field(*o, "oom_kill"); v && !v->is_number_unsigned()) return Error{0, "\"record.outcome.oom_kill\" must be a count"};
+  if (const json* v = field(*o, "oom_kill"); v && !v->is_number_unsigned())
+    return Error{0, "\"record.outcome.oom_kill\" must be a count"};
   for (const char* k : {"started_at_ns", "ended_at_ns", "duration_us"}) {
-    if (const json* v = field(r, k); v && !v->is_number_unsigned()) return Error{0, fmt::format("\"record.{}\" must be a non-negative integer", k)};
+    if (const json* v = field(r, k); v && !v->is_number_unsigned())
+      return Error{0, fmt::format("\"record.{}\" must be a non-negative integer", k)};
   }
   for (const char* k : {"declared", "applied", "memory", "gpu"}) {
-    if (const json* v = field(r, k); v && !v->is_object()) return Error{0, fmt::format("\"record.{}\" must be an object", k)};
+    if (const json* v = field(r, k); v && !v->is_object())
+      return Error{0, fmt::format("\"record.{}\" must be an object", k)};
   }
-  if (const json* w = field(r, "warnings"); w && !w->is_array()) return Error{0, "\"record.warnings\" must be an array"};
-  if (field(r, "daemon")) return Error{0, "\"record.daemon\" is the daemon's own part; a client does not send it"};
+  if (const json* w = field(r, "warnings"); w && !w->is_array())
+    return Error{0, "\"record.warnings\" must be an array"};
+  if (field(r, "daemon"))
+    return Error{0, "\"record.daemon\" is the daemon's own part; a client does not send it"};
   return Ok{};
 }
 
@@ -245,9 +271,12 @@ json encode(const Acquire& a) { return encodeDeclared(a.declared); }
 
 json encode(const Attach& a) {
   json p = encodeDeclared(a.declared);
-  if (!a.target.unit.empty()) p["unit"] = a.target.unit;
-  else if (!a.target.cgroup.empty()) p["cgroup"] = a.target.cgroup;
-  else if (a.target.pid) p["pid"] = *a.target.pid;
+  if (!a.target.unit.empty())
+    p["unit"] = a.target.unit;
+  else if (!a.target.cgroup.empty())
+    p["cgroup"] = a.target.cgroup;
+  else if (a.target.pid)
+    p["pid"] = *a.target.pid;
   return p;
 }
 
@@ -261,7 +290,9 @@ json encode(const Started& s) {
 json encode(const Complete& c) { return {{"lease", c.lease}, {"record", c.record}}; }
 
 json encode(const Bound& b) {
-  json e = {{"kind", enforce::verdictName(b.event.kind)}, {"bytes", b.event.bytes}, {"limit", b.event.limit},
+  json e = {{"kind", enforce::verdictName(b.event.kind)},
+            {"bytes", b.event.bytes},
+            {"limit", b.event.limit},
             {"summary", text::truncateUtf8(b.event.summary, kMaxSummary)}};
   if (b.event.samples) e["samples"] = b.event.samples;
   if (b.event.firstOverNs) e["first_over_ns"] = b.event.firstOverNs;
@@ -296,7 +327,8 @@ Result<Attach> decodeAttach(const json& params) {
   if (*unit) {
     const std::string& u = **unit;
     for (char c : u) {
-      if (static_cast<unsigned char>(c) < 0x20 || c == '/' || c == 0x7f) return f.bad("unit", "must be a unit name (no '/', no control characters)");
+      if (static_cast<unsigned char>(c) < 0x20 || c == '/' || c == 0x7f)
+        return f.bad("unit", "must be a unit name (no '/', no control characters)");
     }
     a.target.unit = u;
   }
@@ -342,7 +374,8 @@ Result<Complete> decodeComplete(const json& params) {
   c.record = *record;
   // The summary is shown in listings and the journal: cut, never refused.
   auto& o = c.record["outcome"];
-  if (o.contains("summary")) o["summary"] = text::truncateUtf8(o["summary"].get_ref<const std::string&>(), 1024);
+  if (o.contains("summary"))
+    o["summary"] = text::truncateUtf8(o["summary"].get_ref<const std::string&>(), 1024);
   if (auto s = f.unknown(); !s) return s.error();
   return c;
 }
@@ -355,15 +388,19 @@ Result<Bound> decodeBound(const json& params) {
   if (!id) return id.error();
   b.lease = std::move(*id);
   const json* ev = f.get("event");
-  if (!ev || !ev->is_object()) return f.bad("event", "must be an object (kind, bytes, limit, summary)");
+  if (!ev || !ev->is_object())
+    return f.bad("event", "must be an object (kind, bytes, limit, summary)");
   Fields e(*ev, "event.");
   auto kind = e.required("kind", 64);
   if (!kind) return kind.error();
-  for (auto v : {enforce::Verdict::HighCrossed, enforce::Verdict::HighCleared, enforce::Verdict::Kill, enforce::Verdict::Report}) {
+  for (auto v : {enforce::Verdict::HighCrossed, enforce::Verdict::HighCleared,
+                 enforce::Verdict::Kill, enforce::Verdict::Report}) {
     if (*kind == enforce::verdictName(v)) b.event.kind = v;
   }
   if (b.event.kind == enforce::Verdict::None) {
-    return e.bad("kind", "must be gpu-memory-high, gpu-memory-high-cleared, gpu-memory-kill or gpu-memory-max-exceeded");
+    return e.bad("kind",
+                 "must be gpu-memory-high, gpu-memory-high-cleared, gpu-memory-kill or "
+                 "gpu-memory-max-exceeded");
   }
   auto bytes = e.u64("bytes");
   if (!bytes) return bytes.error();

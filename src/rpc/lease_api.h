@@ -11,12 +11,11 @@
 #include <sys/types.h>
 
 #include <cstdint>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "enforce/gpu_bound.h"
 #include "lease/attributes.h"
@@ -40,8 +39,22 @@ inline constexpr int kMinPriority = -100, kMaxPriority = 100;
 inline constexpr unsigned kMaxOverSamples = 100;
 
 enum class Method {
-  Hello, Acquire, Attach, Started, Complete, Resume, Release, Cancel,
-  Leases, Lease, Pools, Bound, Subscribe, Seats, Overview, Metrics,
+  Hello,
+  Acquire,
+  Attach,
+  Started,
+  Complete,
+  Resume,
+  Release,
+  Cancel,
+  Leases,
+  Lease,
+  Pools,
+  Bound,
+  Subscribe,
+  Seats,
+  Overview,
+  Metrics,
 };
 std::optional<Method> parseMethod(std::string_view name);
 const char* methodName(Method m);
@@ -49,7 +62,7 @@ std::string methodList();  // "hello, acquire, ..." for the unknown-method error
 
 // What a lease declares, shared by acquire (a run lease) and attach.
 struct Declared {
-  std::vector<std::string> pools;  // 1..kMaxPools distinct names
+  std::vector<std::string> pools;   // 1..kMaxPools distinct names
   std::optional<std::string> name;  // lease::validLeaseName
   std::optional<std::uint64_t> memoryMax, gpuMemoryMax, gpuMemoryHigh;
   std::optional<enforce::Action> gpuAction;
@@ -72,7 +85,7 @@ struct Attach {
 // A run lease's client says where the lease runs (paths canonical).
 struct Started {
   std::string lease;
-  std::string unit;            // "" for a cgroupfs lease
+  std::string unit;  // "" for a cgroupfs lease
   std::string cgroup;
   std::string countersCgroup;  // "" = the cgroup itself
 };

@@ -45,9 +45,12 @@ bool nestsDeeperThan(std::string_view text, std::size_t limit) {
   bool inString = false, escaped = false;
   for (char c : text) {
     if (inString) {
-      if (escaped) escaped = false;
-      else if (c == '\\') escaped = true;
-      else if (c == '"') inString = false;
+      if (escaped)
+        escaped = false;
+      else if (c == '\\')
+        escaped = true;
+      else if (c == '"')
+        inString = false;
       continue;
     }
     if (c == '"') {
@@ -64,7 +67,10 @@ bool nestsDeeperThan(std::string_view text, std::size_t limit) {
 ParsedRequest parseRequest(std::string_view line) {
   ParsedRequest out;
   if (nestsDeeperThan(line, kMaxDepth)) {
-    out.error = {code::kTooDeep, fmt::format("the request nests arrays/objects deeper than {} levels; it was not parsed", kMaxDepth)};
+    out.error = {
+        code::kTooDeep,
+        fmt::format("the request nests arrays/objects deeper than {} levels; it was not parsed",
+                    kMaxDepth)};
     return out;
   }
   json j = json::parse(line, nullptr, false);
@@ -78,11 +84,14 @@ ParsedRequest parseRequest(std::string_view line) {
   }
   if (j.contains("id")) out.id = j["id"];
   if (!j.contains("v") || !j["v"].is_number_integer()) {
-    out.error = {code::kBadRequest, fmt::format("the request needs \"v\":{} (the protocol version)", kProtocolVersion)};
+    out.error = {code::kBadRequest, fmt::format("the request needs \"v\":{} (the protocol version)",
+                                                kProtocolVersion)};
     return out;
   }
   if (j["v"].get<std::int64_t>() != kProtocolVersion) {
-    out.error = {code::kVersion, fmt::format("protocol version {} is not spoken here; this daemon speaks {}", j["v"].dump(), kProtocolVersion)};
+    out.error = {code::kVersion,
+                 fmt::format("protocol version {} is not spoken here; this daemon speaks {}",
+                             j["v"].dump(), kProtocolVersion)};
     return out;
   }
   if (!j.contains("method") || !j["method"].is_string()) {
@@ -117,7 +126,10 @@ std::string encodeReply(const json& id, const json& result) {
 }
 
 std::string encodeError(const json& id, const RpcError& e) {
-  return line(json{{"v", kProtocolVersion}, {"id", id}, {"ok", false}, {"error", {{"code", e.code}, {"message", e.message}}}});
+  return line(json{{"v", kProtocolVersion},
+                   {"id", id},
+                   {"ok", false},
+                   {"error", {{"code", e.code}, {"message", e.message}}}});
 }
 
 std::string encodeEvent(const json& id, const std::string& event, json fields) {
@@ -145,14 +157,16 @@ Result<std::optional<std::uint64_t>> paramU64(const json& params, const char* ke
   if (!params.contains(key) || params[key].is_null()) return std::optional<std::uint64_t>();
   const json& v = params[key];
   if (v.is_number_unsigned()) return std::optional<std::uint64_t>(v.get<std::uint64_t>());
-  if (v.is_number_integer() && v.get<std::int64_t>() >= 0) return std::optional<std::uint64_t>(static_cast<std::uint64_t>(v.get<std::int64_t>()));
+  if (v.is_number_integer() && v.get<std::int64_t>() >= 0)
+    return std::optional<std::uint64_t>(static_cast<std::uint64_t>(v.get<std::int64_t>()));
   return Error{0, fmt::format("\"{}\" must be a non-negative integer (bytes or µs)", key)};
 }
 
 Result<std::vector<std::string>> paramStrings(const json& params, const char* key) {
   std::vector<std::string> out;
   if (!params.contains(key) || params[key].is_null()) return out;
-  if (!params[key].is_array()) return Error{0, fmt::format("\"{}\" must be an array of strings", key)};
+  if (!params[key].is_array())
+    return Error{0, fmt::format("\"{}\" must be an array of strings", key)};
   for (const auto& e : params[key]) {
     if (!e.is_string()) return Error{0, fmt::format("\"{}\" must be an array of strings", key)};
     out.push_back(e.get<std::string>());
@@ -161,9 +175,11 @@ Result<std::vector<std::string>> paramStrings(const json& params, const char* ke
 }
 
 Result<Message> parseMessage(std::string_view text) {
-  if (nestsDeeperThan(text, kMaxDepth)) return Error{0, "the daemon sent a message nested deeper than the protocol allows"};
+  if (nestsDeeperThan(text, kMaxDepth))
+    return Error{0, "the daemon sent a message nested deeper than the protocol allows"};
   json j = json::parse(text, nullptr, false);
-  if (j.is_discarded() || !j.is_object()) return Error{0, "the daemon sent something that is not a JSON object"};
+  if (j.is_discarded() || !j.is_object())
+    return Error{0, "the daemon sent something that is not a JSON object"};
   Message m;
   m.raw = j;
   if (j.contains("id")) m.id = j["id"];
@@ -176,8 +192,12 @@ Result<Message> parseMessage(std::string_view text) {
     m.result = j.contains("result") ? j["result"] : json::object();
   } else {
     const json& e = j.contains("error") ? j["error"] : json::object();
-    m.error.code = e.is_object() && e.contains("code") && e["code"].is_string() ? e["code"].get<std::string>() : "unknown";
-    m.error.message = e.is_object() && e.contains("message") && e["message"].is_string() ? e["message"].get<std::string>() : "(no message)";
+    m.error.code = e.is_object() && e.contains("code") && e["code"].is_string()
+                       ? e["code"].get<std::string>()
+                       : "unknown";
+    m.error.message = e.is_object() && e.contains("message") && e["message"].is_string()
+                          ? e["message"].get<std::string>()
+                          : "(no message)";
   }
   return m;
 }

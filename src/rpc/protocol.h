@@ -10,12 +10,11 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "util/result.h"
 
@@ -38,9 +37,10 @@ namespace code {
 inline constexpr const char* kBadJson = "bad-json";
 inline constexpr const char* kTooLarge = "too-large";
 inline constexpr const char* kTooDeep = "too-deep";
-inline constexpr const char* kInvalidParams = "invalid-params";  // a field's type, size or value; the message names it
+inline constexpr const char* kInvalidParams =
+    "invalid-params";  // a field's type, size or value; the message names it
 inline constexpr const char* kRateLimited = "rate-limited";
-inline constexpr const char* kBusy = "busy";                      // a daemon limit (connections, queue) is reached
+inline constexpr const char* kBusy = "busy";  // a daemon limit (connections, queue) is reached
 inline constexpr const char* kBadRequest = "bad-request";
 inline constexpr const char* kVersion = "unsupported-version";
 inline constexpr const char* kUnknownMethod = "unknown-method";

@@ -14,15 +14,22 @@ Result<std::string> DaemonLease::acquire(const rpc::api::Acquire& request, int s
   auto c = rpc::Client::connect(socket_);
   if (!c) return c.error();
   client_.emplace(std::move(*c));
-  auto m = client_->call("acquire", rpc::api::encode(request), [](const rpc::Message& ev) {
-    fmt::print(stderr, "tally run: queued as lease {}: position {} of {} (waiting for {})\n", ev.raw.value("lease", "?"),
-               ev.raw.value("position", 0), ev.raw.value("queued", 0), ev.raw.value("waiting_for", "?"));
-  }, -1, signalFd);
+  auto m = client_->call(
+      "acquire", rpc::api::encode(request),
+      [](const rpc::Message& ev) {
+        fmt::print(stderr, "tally run: queued as lease {}: position {} of {} (waiting for {})\n",
+                   ev.raw.value("lease", "?"), ev.raw.value("position", 0),
+                   ev.raw.value("queued", 0), ev.raw.value("waiting_for", "?"));
+      },
+      -1, signalFd);
   if (!m) {
-    if (m.error().code == EINTR) return Error{EINTR, "a stop signal arrived while queued; the request was cancelled"};
+    if (m.error().code == EINTR)
+      return Error{EINTR, "a stop signal arrived while queued; the request was cancelled"};
     return m.error();
   }
-  if (!m->ok) return Error{0, fmt::format("the daemon refused the lease: {} ({})", m->error.message, m->error.code)};
+  if (!m->ok)
+    return Error{
+        0, fmt::format("the daemon refused the lease: {} ({})", m->error.message, m->error.code)};
   leaseId_ = m->result.value("lease", "");
   grant_ = m->result;
   return leaseId_;
@@ -35,7 +42,8 @@ Result<rpc::Message> DaemonLease::callResuming(const std::string& method, const 
   if (client_) {
     auto m = client_->call(method, params, {}, 30'000);
     if (m) return m;
-    fmt::print(stderr, "tally run: {}; reconnecting to resume lease {}\n", m.error().message, leaseId_);
+    fmt::print(stderr, "tally run: {}; reconnecting to resume lease {}\n", m.error().message,
+               leaseId_);
   }
   client_.reset();
   std::uint64_t deadline = clock::monotonicUs() + reconnectUs_;
@@ -55,18 +63,26 @@ Result<rpc::Message> DaemonLease::callResuming(const std::string& method, const 
     }
     ::usleep(500'000);
   }
-  return Error{last.code, fmt::format("the daemon did not come back within {} s: {}", reconnectUs_ / 1000000, last.message)};
+  return Error{last.code, fmt::format("the daemon did not come back within {} s: {}",
+                                      reconnectUs_ / 1000000, last.message)};
 }
 
 Status DaemonLease::placed(const lease::LeaseRecord& rec, const contain::LeaseCgroup& lease) {
-  auto m = callResuming("started", rpc::api::encode(rpc::api::Started{leaseId_, rec.unit, lease.cgroup(), lease.countersCgroup()}));
-  if (!m) return Error{0, fmt::format("the daemon could not be told where lease {} runs: {}", leaseId_, m.error().message)};
-  if (!m->ok) return Error{0, fmt::format("the daemon refused to meter lease {}: {}", leaseId_, m->error.message)};
+  auto m =
+      callResuming("started", rpc::api::encode(rpc::api::Started{leaseId_, rec.unit, lease.cgroup(),
+                                                                 lease.countersCgroup()}));
+  if (!m)
+    return Error{0, fmt::format("the daemon could not be told where lease {} runs: {}", leaseId_,
+                                m.error().message)};
+  if (!m->ok)
+    return Error{
+        0, fmt::format("the daemon refused to meter lease {}: {}", leaseId_, m->error.message)};
   return Ok{};
 }
 
 void DaemonLease::finished(lease::LeaseRecord& rec) {
-  auto m = callResuming("complete", rpc::api::encode(rpc::api::Complete{leaseId_, json(lease::recordJson(rec))}));
+  auto m = callResuming(
+      "complete", rpc::api::encode(rpc::api::Complete{leaseId_, json(lease::recordJson(rec))}));
   if (m && m->ok) {
     recorded_ = true;
     return;
@@ -80,13 +96,16 @@ void DaemonLease::finished(lease::LeaseRecord& rec) {
 void DaemonLease::bound(const enforce::BoundEvent& e) {
   if (!client_) return;
   auto m = client_->call("bound", rpc::api::encode(rpc::api::Bound{leaseId_, e}), {}, 2'000);
-  if (!m || !m->ok) fmt::print(stderr, "tally run: the daemon did not record a GPU bound event: {}\n", m ? m->error.message : m.error().message);
+  if (!m || !m->ok)
+    fmt::print(stderr, "tally run: the daemon did not record a GPU bound event: {}\n",
+               m ? m->error.message : m.error().message);
 }
 
 void DaemonLease::withdraw() {
   if (leaseId_.empty()) return;
   auto m = callResuming("release", rpc::api::encode(rpc::api::LeaseRef{leaseId_}));
-  if (!m || !m->ok) fmt::print(stderr, "tally run: could not withdraw lease {} from the daemon\n", leaseId_);
+  if (!m || !m->ok)
+    fmt::print(stderr, "tally run: could not withdraw lease {} from the daemon\n", leaseId_);
 }
 
 }  // namespace tally::run

@@ -10,19 +10,19 @@
 #pragma once
 
 #include <nlohmann/json.hpp>
-
 #include <optional>
 #include <string>
 
-#include "run/runner.h"
 #include "rpc/client.h"
 #include "rpc/lease_api.h"
+#include "run/runner.h"
 
 namespace tally::run {
 
 class DaemonLease final : public LeaseObserver {
  public:
-  DaemonLease(std::string socket, std::uint64_t reconnectTimeoutUs) : socket_(std::move(socket)), reconnectUs_(reconnectTimeoutUs) {}
+  DaemonLease(std::string socket, std::uint64_t reconnectTimeoutUs)
+      : socket_(std::move(socket)), reconnectUs_(reconnectTimeoutUs) {}
 
   // Waits for the grant. Returns the lease id, or an error (printed by the caller).
   // `signalFd` readable (SIGINT/SIGTERM/SIGHUP) cancels the wait.

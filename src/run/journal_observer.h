@@ -3,9 +3,8 @@
 // pool lease (the runner has printed them on stderr already).
 #pragma once
 
-#include <string>
-
 #include <nlohmann/json.hpp>
+#include <string>
 
 #include "journal/journal.h"
 #include "run/runner.h"

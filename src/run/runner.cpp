@@ -36,9 +36,11 @@ void warnIf(LeaseRecord& rec, const Status& s, const char* what) {
 // once (the operator sees them while the workload runs); a kill ends the
 // whole lease cgroup (KillUnit for a scope, cgroup.kill otherwise) and names
 // itself in the outcome.
-void enforceGpuBound(LeaseRecord& rec, OutcomeFacts& facts, contain::LeaseCgroup& lease, const enforce::GpuBound& bound,
-                     enforce::GpuBoundState& state, const LeaseMeter& meter, LeaseObserver* observer) {
-  auto s = enforce::step(bound, state, meter.gpu().lastBytes, meter.gpu().lastSource, clock::realtimeNs());
+void enforceGpuBound(LeaseRecord& rec, OutcomeFacts& facts, contain::LeaseCgroup& lease,
+                     const enforce::GpuBound& bound, enforce::GpuBoundState& state,
+                     const LeaseMeter& meter, LeaseObserver* observer) {
+  auto s = enforce::step(bound, state, meter.gpu().lastBytes, meter.gpu().lastSource,
+                         clock::realtimeNs());
   bool killFailed = false;
   if (s.kill) {
     if (auto k = lease.killAll(); k) {
@@ -66,7 +68,8 @@ bool stillPopulated(const cgroup::Cgroup& cg) {
 // them its grace (TimeoutStopSec) before SIGKILL; a stop signal to tally
 // during that grace ends them at once, as a second Ctrl-C does while the main
 // process still runs. (A cgroupfs lease's end kills what is left at once.)
-void drainLeftovers(const RunEnv& env, contain::LeaseCgroup& lease, const cgroup::Cgroup& cg, LeaseRecord& rec) {
+void drainLeftovers(const RunEnv& env, contain::LeaseCgroup& lease, const cgroup::Cgroup& cg,
+                    LeaseRecord& rec) {
   if (std::string(lease.manager()) == "cgroupfs" || !stillPopulated(cg)) return;
   warnIf(rec, lease.stop(), "stopping what is left of the lease");
   std::uint64_t deadline = clock::monotonicUs() + contain::kStopTimeoutUs + 2'000'000;
@@ -82,7 +85,8 @@ void drainLeftovers(const RunEnv& env, contain::LeaseCgroup& lease, const cgroup
     if (n > 0 && (fd.revents & POLLIN)) {
       signalfd_siginfo si{};
       if (::read(env.signalFd, &si, sizeof si) == sizeof si) {
-        warnIf(rec, lease.killAll(), "killing what is left of the lease (a stop signal during its grace)");
+        warnIf(rec, lease.killAll(),
+               "killing what is left of the lease (a stop signal during its grace)");
         return;
       }
     }
@@ -91,7 +95,8 @@ void drainLeftovers(const RunEnv& env, contain::LeaseCgroup& lease, const cgroup
 
 }  // namespace
 
-LeaseRecord runLease(const LeaseSpec& spec, const RunEnv& env, contain::LeaseCgroup* lease, const std::string& refusal) {
+LeaseRecord runLease(const LeaseSpec& spec, const RunEnv& env, contain::LeaseCgroup* lease,
+                     const std::string& refusal) {
   LeaseRecord rec;
   rec.spec = spec;
   rec.startedAtNs = clock::realtimeNs();
@@ -109,7 +114,8 @@ LeaseRecord runLease(const LeaseSpec& spec, const RunEnv& env, contain::LeaseCgr
   if (!lease) return finishRefused(refusal);
   rec.unit = lease->unitName();
   rec.slice = lease->sliceName();
-  if (!env.cgroupRoot) return finishRefused("the cgroup v2 root cannot be opened, so containment cannot be read back");
+  if (!env.cgroupRoot)
+    return finishRefused("the cgroup v2 root cannot be opened, so containment cannot be read back");
 
   auto child = contain::HeldChild::spawn(spec.command);
   if (!child) return finishRefused(child.error().message);
@@ -122,10 +128,15 @@ LeaseRecord runLease(const LeaseSpec& spec, const RunEnv& env, contain::LeaseCgr
   };
   if (auto s = lease->place(child->pid()); !s) return refuseAfterFork(s.error());
   rec.cgroup = lease->cgroup();
-  if (auto s = contain::verifyMembership(env.proc, child->pid(), lease->cgroup()); !s) return refuseAfterFork(s.error());
+  if (auto s = contain::verifyMembership(env.proc, child->pid(), lease->cgroup()); !s)
+    return refuseAfterFork(s.error());
   auto cg = cgroup::Cgroup::open(*env.cgroupRoot, lease->cgroup());
-  if (!cg) return refuseAfterFork(Error{cg.error().code, fmt::format("cannot open the lease's cgroup {}: {}", lease->cgroup(), cg.error().message)});
-  auto applied = contain::verifyLimits(*cg, contain::expectedLimits(spec), env.pageSize, lease->delegationHint());
+  if (!cg)
+    return refuseAfterFork(Error{
+        cg.error().code,
+        fmt::format("cannot open the lease's cgroup {}: {}", lease->cgroup(), cg.error().message)});
+  auto applied = contain::verifyLimits(*cg, contain::expectedLimits(spec), env.pageSize,
+                                       lease->delegationHint());
   if (!applied) return refuseAfterFork(applied.error());
   rec.applied = *applied;
 
@@ -134,14 +145,16 @@ LeaseRecord runLease(const LeaseSpec& spec, const RunEnv& env, contain::LeaseCgr
   if (env.signalFd >= 0) {
     signalfd_siginfo si{};
     if (::read(env.signalFd, &si, sizeof si) == sizeof si) {
-      return refuseAfterFork(Error{0, fmt::format("tally received {} before the workload started", signalName(static_cast<int>(si.ssi_signo)))});
+      return refuseAfterFork(Error{0, fmt::format("tally received {} before the workload started",
+                                                  signalName(static_cast<int>(si.ssi_signo)))});
     }
   }
   if (env.observer) {
     if (auto s = env.observer->placed(rec, *lease); !s) return refuseAfterFork(s.error());
   }
   LeaseMeter meter(env.proc, env.sys, *env.cgroupRoot, *cg, spec.gpuMemoryMax);
-  enforce::GpuBound bound{spec.gpuMemoryMax, spec.gpuMemoryHigh, spec.gpuAction, spec.gpuConsecutive, spec.sampleIntervalUs};
+  enforce::GpuBound bound{spec.gpuMemoryMax, spec.gpuMemoryHigh, spec.gpuAction,
+                          spec.gpuConsecutive, spec.sampleIntervalUs};
   enforce::GpuBoundState boundState;
   rec.startedAtNs = clock::realtimeNs();
   if (int execErr = child->release(); execErr != 0) {
@@ -186,10 +199,11 @@ LeaseRecord runLease(const LeaseSpec& spec, const RunEnv& env, contain::LeaseCgr
       }
       if (now >= nextSample) {
         meter.sample();
-        if (bound.any()) enforceGpuBound(rec, facts, *lease, bound, boundState, meter, env.observer);
+        if (bound.any())
+          enforceGpuBound(rec, facts, *lease, bound, boundState, meter, env.observer);
         // OOMPolicy=stop has no kernel knob: without systemd tally enforces it.
-        if (spec.oomPolicy == OomPolicy::Stop && !oomStopSent && std::string(lease->manager()) == "cgroupfs" &&
-            oomKillsNow(*cg) > 0) {
+        if (spec.oomPolicy == OomPolicy::Stop && !oomStopSent &&
+            std::string(lease->manager()) == "cgroupfs" && oomKillsNow(*cg) > 0) {
           oomStopSent = true;
           warnIf(rec, lease->stop(), "stopping the lease after an OOM kill (OOMPolicy=stop)");
         }

@@ -41,6 +41,7 @@ struct RunEnv {
 
 // `lease` null means containment was refused before anything was created;
 // `refusal` says why. The workload is forked only once a lease exists.
-LeaseRecord runLease(const LeaseSpec& spec, const RunEnv& env, contain::LeaseCgroup* lease, const std::string& refusal);
+LeaseRecord runLease(const LeaseSpec& spec, const RunEnv& env, contain::LeaseCgroup* lease,
+                     const std::string& refusal);
 
 }  // namespace tally::run

@@ -1,8 +1,8 @@
 #include "scanner/kfd.h"
 
-#include <algorithm>
-
 #include <fmt/format.h>
+
+#include <algorithm>
 
 #include "util/text.h"
 

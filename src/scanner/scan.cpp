@@ -1,7 +1,5 @@
 #include "scanner/scan.h"
 
-#include "cgroup/cgroup.h"
-
 #include <dirent.h>
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -10,12 +8,13 @@
 
 #include <algorithm>
 #include <array>
+#include <cstdint>
 #include <cstdio>
 #include <cstring>
-#include <cstdint>
 #include <tuple>
 #include <unordered_map>
 
+#include "cgroup/cgroup.h"
 #include "probes/proc_cgroup.h"
 #include "probes/proc_stat.h"
 #include "probes/proc_status.h"
@@ -29,7 +28,6 @@ namespace {
 // One fdinfo read: drm fdinfo is well under 2 KiB on every driver seen; 8 KiB
 // leaves room for amdgpu's many regions and engines. Larger files spill.
 constexpr std::size_t kFdinfoBuffer = 8192;
-
 
 bool vanished(int err) { return err == ENOENT || err == ESRCH; }
 
@@ -50,7 +48,7 @@ struct DrmFd {
 struct Pending {
   Process process;
   std::vector<std::pair<int, probes::DrmFdinfo>> fdinfos;  // fd -> parsed
-  std::vector<std::uint32_t> minors;                        // parallel to fdinfos
+  std::vector<std::uint32_t> minors;                       // parallel to fdinfos
 };
 
 std::string clientKey(const probes::DrmFdinfo& info, std::uint32_t minor, pid_t pid, int fd) {
@@ -116,7 +114,8 @@ Result<Scan> Scanner::scanCgroup(const fs::Root& cgroupRoot, std::string_view pa
   for (std::string_view rest = rel; !rest.empty();) {
     auto slash = rest.find('/');
     if (rest.substr(0, slash) == "..")
-      return Error{EINVAL, "cgroup path " + std::string(path) + " climbs out of the cgroup root with '..'"};
+      return Error{EINVAL,
+                   "cgroup path " + std::string(path) + " climbs out of the cgroup root with '..'"};
     rest = slash == std::string_view::npos ? std::string_view{} : rest.substr(slash + 1);
   }
   std::vector<std::pair<pid_t, std::string>> found;
@@ -166,7 +165,8 @@ struct FdWalk {
 };
 
 // One fstatat per fd; no other syscall for a process that holds no GPU device.
-int walkFds(int fdDir, const std::optional<probes::DevNumber>& kfdDev, FdWalk& out, ScanStats& stats) {
+int walkFds(int fdDir, const std::optional<probes::DevNumber>& kfdDev, FdWalk& out,
+            ScanStats& stats) {
   return fs::forEachEntry(fdDir, [&](std::string_view name, unsigned char) {
     ++stats.fdsStatted;
     struct stat st;
@@ -184,22 +184,26 @@ int walkFds(int fdDir, const std::optional<probes::DevNumber>& kfdDev, FdWalk& o
 }
 
 // comm, NSpid, uid, start time and (host scope) the cgroup of a GPU process.
-// False when the process vanished meanwhile.
-bool readMetadata(ProcReader& reader, Process& p, bool readCgroupFile) {
+// 0, or the errno of the read that failed (ENOENT/ESRCH: the process exited),
+// or EINVAL with `why` when the kernel's text did not parse.
+int readMetadata(ProcReader& reader, Process& p, bool readCgroupFile, std::string& why) {
   auto statText = reader.read(p.pid, "stat");
-  if (!statText) return false;
+  if (!statText) return statText.error().code;
   auto stat = probes::parseProcStat(*statText);
-  if (!stat) return false;
+  if (!stat) {
+    why = "cannot parse /proc/" + std::to_string(p.pid) + "/stat";
+    return EINVAL;
+  }
   p.startTimeTicks = stat->startTimeTicks;
   auto statusText = reader.read(p.pid, "status");
-  if (!statusText) return false;
+  if (!statusText) return statusText.error().code;
   auto status = probes::parseProcStatus(*statusText);
   p.comm = std::move(status.name);
   p.nspid = std::move(status.nspid);
   p.uid = status.uidReal;
-  if (!readCgroupFile) return true;
+  if (!readCgroupFile) return 0;
   auto cgText = reader.read(p.pid, "cgroup");
-  if (!cgText) return false;
+  if (!cgText) return cgText.error().code;
   if (auto cg = probes::parseProcCgroup(*cgText)) {
     p.cgroup = std::move(cg->path);
     p.cgroupDeleted = cg->deleted;
@@ -207,16 +211,18 @@ bool readMetadata(ProcReader& reader, Process& p, bool readCgroupFile) {
   } else {
     p.cgroupUnknownReason = "no cgroup v2 (0::) line in /proc/<pid>/cgroup";
   }
-  return true;
+  return 0;
 }
 
 // Adds a fully read process and its clients, each client once (by key).
-void commit(const fs::Root& sys, Scan& scan, std::unordered_map<std::string, std::size_t>& clientIndex, Pending&& p) {
+void commit(const fs::Root& sys, Scan& scan,
+            std::unordered_map<std::string, std::size_t>& clientIndex, Pending&& p) {
   const pid_t pid = p.process.pid;
   for (std::size_t i = 0; i < p.fdinfos.size(); ++i) {
     auto& [fd, info] = p.fdinfos[i];
     const std::uint32_t minor = p.minors[i];
-    auto [it, inserted] = clientIndex.try_emplace(clientKey(info, minor, pid, fd), scan.clients.size());
+    auto [it, inserted] =
+        clientIndex.try_emplace(clientKey(info, minor, pid, fd), scan.clients.size());
     if (inserted) {
       Client c;
       c.minor = minor;
@@ -245,23 +251,32 @@ Result<Scan> Scanner::run(const std::vector<Candidate>& candidates, bool readCgr
   std::unordered_map<std::string, std::size_t> clientIndex;
   ProcReader reader(proc_.fd());
   FdWalk walk;
+  if (hook_) hook_(ScanPoint::Listed, 0);
 
   for (const auto& candidate : candidates) {
     const pid_t pid = candidate.pid;
     ++stats_.pidsVisited;
     UniqueFd fdDir(reader.openFdDir(pid));
     if (!fdDir.valid()) {
-      if (!vanished(errno)) scan.unreadable.push_back({pid, permissionReason(errno, "cannot open fd directory", pid)});
+      if (vanished(errno))
+        ++stats_.pidsVanished;
+      else
+        scan.unreadable.push_back({pid, permissionReason(errno, "cannot open fd directory", pid)});
       continue;
     }
     walk.drm.clear();
     walk.holdsKfd = false;
     if (int rc = walkFds(fdDir.get(), kfd.dev, walk, stats_); rc != 0) {
-      if (!vanished(rc)) scan.unreadable.push_back({pid, permissionReason(rc, "cannot list fds", pid)});
+      if (vanished(rc))
+        ++stats_.pidsVanished;
+      else
+        scan.unreadable.push_back({pid, permissionReason(rc, "cannot list fds", pid)});
       continue;
     }
+    if (hook_) hook_(ScanPoint::FdsWalked, pid);
     const bool kfdKnown = kfd.hasPid(pid);
-    if (walk.drm.empty() && !walk.holdsKfd && !kfdKnown) continue;  // not a GPU process: no more reads
+    if (walk.drm.empty() && !walk.holdsKfd && !kfdKnown)
+      continue;  // not a GPU process: no more reads
     stats_.drmFds += walk.drm.size();
 
     // Read everything first; a process that vanishes half-way is dropped whole.
@@ -273,7 +288,8 @@ Result<Scan> Scanner::run(const std::vector<Candidate>& candidates, bool readCgr
       auto text = reader.readFdinfo(pid, d.fd);
       if (!text) {
         if (vanished(text.error().code)) continue;  // fd closed since the walk
-        scan.unreadable.push_back({pid, permissionReason(text.error().code, "cannot read fdinfo", pid)});
+        scan.unreadable.push_back(
+            {pid, permissionReason(text.error().code, "cannot read fdinfo", pid)});
         unreadable = true;
         break;
       }
@@ -284,10 +300,20 @@ Result<Scan> Scanner::run(const std::vector<Candidate>& candidates, bool readCgr
     // Every DRM fd closed since the walk, and no KFD: no longer a GPU process.
     if (p.fdinfos.empty() && !walk.holdsKfd && !kfdKnown) continue;
     // Metadata only for GPU processes (igt's lazy stat: most processes never get here).
-    if (!readMetadata(reader, p.process, readCgroupFile)) continue;
+    std::string why;
+    if (int rc = readMetadata(reader, p.process, readCgroupFile, why); rc != 0) {
+      if (vanished(rc))
+        ++stats_.pidsVanished;
+      else
+        scan.unreadable.push_back(
+            {pid,
+             !why.empty() ? why : permissionReason(rc, "cannot read stat, status or cgroup", pid)});
+      continue;
+    }
     if (!readCgroupFile) p.process.cgroup = candidate.cgroup;
     if (kfdKnown) {
-      for (auto& e : readKfdVram(sys_, kfd, pid)) p.process.kfdVram.push_back({e.gpuId, std::move(e.pdev), e.bytes});
+      for (auto& e : readKfdVram(sys_, kfd, pid))
+        p.process.kfdVram.push_back({e.gpuId, std::move(e.pdev), e.bytes});
     }
     commit(sys_, scan, clientIndex, std::move(p));
   }
@@ -310,9 +336,11 @@ void canonicalise(Scan& scan) {
   for (std::size_t i = 0; i < order.size(); ++i) order[i] = i;
   auto rank = [&](std::size_t i) {
     const Client& c = scan.clients[i];
-    return std::tuple(c.minor, c.info.clientId.value_or(UINT64_MAX), c.holders.front().pid, c.holders.front().fd);
+    return std::tuple(c.minor, c.info.clientId.value_or(UINT64_MAX), c.holders.front().pid,
+                      c.holders.front().fd);
   };
-  std::sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) { return rank(a) < rank(b); });
+  std::sort(order.begin(), order.end(),
+            [&](std::size_t a, std::size_t b) { return rank(a) < rank(b); });
   std::vector<std::size_t> newIndex(order.size());
   std::vector<Client> sorted;
   sorted.reserve(order.size());

@@ -7,6 +7,7 @@
 #include <sys/types.h>
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -48,7 +49,7 @@ struct Process {
   std::optional<std::string> comm;
   std::vector<std::uint64_t> nspid;  // outermost first
   std::optional<std::uint32_t> uid;
-  std::optional<std::string> cgroup;  // cgroup v2 path (relative to the cgroup root)
+  std::optional<std::string> cgroup;               // cgroup v2 path (relative to the cgroup root)
   std::optional<std::string> cgroupUnknownReason;  // why `cgroup` is absent
   bool cgroupDeleted = false;
   // The path climbs out of the reader's cgroup namespace ("/../.."): tally is
@@ -69,7 +70,7 @@ struct Scan {
   devices::DeviceMap devices;
   std::vector<Process> processes;  // only processes holding DRM or KFD; sorted by pid
   std::vector<Client> clients;
-  std::vector<Unreadable> unreadable;  // sorted by pid
+  std::vector<Unreadable> unreadable;      // sorted by pid
   std::optional<std::string> scopeCgroup;  // set for a cgroup-scoped scan
 };
 
@@ -77,6 +78,16 @@ struct ScanStats {
   std::uint64_t pidsVisited = 0;
   std::uint64_t fdsStatted = 0;
   std::uint64_t drmFds = 0;
+  // Listed, then gone before they were read whole: dropped, not reported as
+  // unreadable (an exit is not an error) and never half-reported.
+  std::uint64_t pidsVanished = 0;
+};
+
+// Where a process can exit under a scan. A seam for tests: the hook runs at
+// each point, so a test can make a process exit exactly there.
+enum class ScanPoint {
+  Listed,     // candidates are known, no process has been read yet
+  FdsWalked,  // this pid's fds were walked; its fdinfo and metadata are next
 };
 
 class Scanner {
@@ -93,6 +104,9 @@ class Scanner {
 
   const ScanStats& stats() const { return stats_; }
 
+  using Hook = std::function<void(ScanPoint, pid_t)>;
+  void setHookForTests(Hook hook) { hook_ = std::move(hook); }
+
  private:
   struct Candidate {
     pid_t pid;
@@ -103,6 +117,7 @@ class Scanner {
   const fs::Root& proc_;
   const fs::Root& sys_;
   ScanStats stats_;
+  Hook hook_;
 };
 
 // The documented owner rule: a client held by several processes is charged to

@@ -1,5 +1,9 @@
 #include "seats/seat.h"
 
+#include <fmt/format.h>
+
+#include "cgroup/cgroup.h"
+
 namespace tally::seats {
 namespace {
 
@@ -15,7 +19,8 @@ void put(json& into, const char* key, const Figure& f) {
 
 }  // namespace
 
-bool isFresh(const std::optional<std::uint64_t>& observedAtNs, std::uint64_t nowNs, std::uint64_t intervalUs) {
+bool isFresh(const std::optional<std::uint64_t>& observedAtNs, std::uint64_t nowNs,
+             std::uint64_t intervalUs) {
   if (!observedAtNs) return false;
   // A sample stamped after "now" (clock stepped back) is not trusted either.
   if (*observedAtNs > nowNs) return false;
@@ -40,30 +45,37 @@ json seatRow(const SeatFacts& f, std::uint64_t nowNs, std::uint64_t intervalUs) 
     r["running"] = nullptr;
     r["running_unknown"] = f.populatedUnknown;
   }
-  r["running_source"] = f.cgroup.empty() ? "no cgroup yet: nothing runs in the lease" : "cgroup.events populated";
+  r["running_source"] = f.cgroup.empty() ? "no cgroup yet: nothing runs in the lease"
+                                         : std::string(cgroup::file::kEvents) + " populated";
   r["observed_at_ns"] = opt(f.observedAtNs);
   r["sample_interval_us"] = intervalUs;
   bool fresh = isFresh(f.observedAtNs, nowNs, intervalUs);
   r["fresh"] = fresh;
-  json declared = {{"memory_max", opt(f.memoryMax)}, {"gpu_memory_max", opt(f.gpuMemoryMax)},
-                   {"gpu_memory_high", opt(f.gpuMemoryHigh)}, {"attributes", lease::attributesJson(f.attributes)}};
+  json declared = {{"memory_max", opt(f.memoryMax)},
+                   {"gpu_memory_max", opt(f.gpuMemoryMax)},
+                   {"gpu_memory_high", opt(f.gpuMemoryHigh)},
+                   {"attributes", lease::attributesJson(f.attributes)}};
   r["declared"] = declared;
   r["devices"] = f.devices;
   if (!fresh) {
     // Stale or never sampled: no measured figure, and the reason.
-    r["measured_unknown"] = !f.observedAtNs ? (f.state == "running" ? "not sampled yet" : "the lease is " + f.state + ", nothing to meter")
-                                            : "stale: the last sample is older than 2 x sample_interval";
+    r["measured_unknown"] =
+        !f.observedAtNs ? (f.state == "running" ? "not sampled yet"
+                                                : "the lease is " + f.state + ", nothing to meter")
+                        : "stale: the last sample is older than 2 x sample_interval";
     return r;
   }
   json host;
   put(host, "current_bytes", f.hostCurrent);
   put(host, "peak_bytes", f.hostPeak);
   put(host, "max_bytes", f.hostMax);
-  host["source"] = "cgroup memory.current, memory.peak, memory.max";
+  host["source"] = fmt::format("cgroup {}, {}, {}", cgroup::file::kMemoryCurrent,
+                               cgroup::file::kMemoryPeak, cgroup::file::kMemoryMax);
   r["host"] = host;
   json gpu;
   json regions = json::object();
-  for (const auto& [name, g] : f.gpuRegions) regions[name] = {{"current_bytes", opt(g.currentBytes)}, {"peak_bytes", opt(g.peakBytes)}};
+  for (const auto& [name, g] : f.gpuRegions)
+    regions[name] = {{"current_bytes", opt(g.currentBytes)}, {"peak_bytes", opt(g.peakBytes)}};
   gpu["regions"] = regions;
   put(gpu, "current_bytes", f.gpuCurrent);
   gpu["peak_bytes"] = opt(f.gpuPeakBytes);

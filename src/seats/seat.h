@@ -6,11 +6,10 @@
 
 #include <cstdint>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "lease/attributes.h"
 
@@ -44,7 +43,7 @@ struct SeatFacts {
   std::optional<std::uint64_t> observedAtNs;
   Figure hostCurrent, hostPeak, hostMax;  // memory.current at the sample, memory.peak, memory.max
   std::map<std::string, RegionFigures> gpuRegions;  // gtt, vram (and others the driver prints)
-  Figure gpuCurrent;  // gtt + vram, the figure gpu_memory_max bounds
+  Figure gpuCurrent;                                // gtt + vram, the figure gpu_memory_max bounds
   std::optional<std::uint64_t> gpuPeakBytes;
   std::string gpuSource = "drm-fdinfo";
   std::vector<std::string> devices;  // device keys (PCI BDF) the lease's DRM clients use
@@ -54,7 +53,8 @@ struct SeatFacts {
 };
 
 // fresh: observed within 2 x the sample interval before `nowNs`.
-bool isFresh(const std::optional<std::uint64_t>& observedAtNs, std::uint64_t nowNs, std::uint64_t intervalUs);
+bool isFresh(const std::optional<std::uint64_t>& observedAtNs, std::uint64_t nowNs,
+             std::uint64_t intervalUs);
 
 nlohmann::json seatRow(const SeatFacts& f, std::uint64_t nowNs, std::uint64_t intervalUs);
 

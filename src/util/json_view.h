@@ -5,10 +5,9 @@
 #pragma once
 
 #include <cstdint>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
-
-#include <nlohmann/json.hpp>
 
 namespace tally::jsonview {
 
@@ -27,7 +26,8 @@ inline std::string text(const nlohmann::json& j, const char* key, const char* df
 // A non-negative integer (bytes, ns, counts), absent for anything else.
 inline std::optional<std::uint64_t> count(const nlohmann::json& v) {
   if (v.is_number_unsigned()) return v.get<std::uint64_t>();
-  if (v.is_number_integer() && v.get<std::int64_t>() >= 0) return static_cast<std::uint64_t>(v.get<std::int64_t>());
+  if (v.is_number_integer() && v.get<std::int64_t>() >= 0)
+    return static_cast<std::uint64_t>(v.get<std::int64_t>());
   return std::nullopt;
 }
 

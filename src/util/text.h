@@ -10,7 +10,9 @@ namespace tally::text {
 
 // Whitespace as the kernel's text files use it, plus '\r' so a CRLF file
 // (never produced by the kernel, but seen in copied samples) parses the same.
-constexpr bool isSpace(char c) { return c == ' ' || c == '\t' || c == '\r' || c == '\n' || c == '\v' || c == '\f'; }
+constexpr bool isSpace(char c) {
+  return c == ' ' || c == '\t' || c == '\r' || c == '\n' || c == '\v' || c == '\f';
+}
 
 constexpr bool startsWith(std::string_view s, std::string_view prefix) {
   return s.substr(0, prefix.size()) == prefix;

@@ -14,7 +14,8 @@ class TokenBucket {
   // Takes one token at monotonic time `nowUs`; false (and nothing taken) when empty.
   bool take(std::uint64_t nowUs) {
     if (at_ && nowUs > at_) {
-      tokens_ = std::min<double>(burst_, tokens_ + static_cast<double>(nowUs - at_) / static_cast<double>(refillUs_));
+      tokens_ = std::min<double>(
+          burst_, tokens_ + static_cast<double>(nowUs - at_) / static_cast<double>(refillUs_));
     }
     at_ = nowUs;
     if (tokens_ < 1.0) return false;

@@ -47,19 +47,39 @@ constexpr std::uint64_t KiB = 1ull << 10, MiB = 1ull << 20, GiB = 1ull << 30, Ti
 }  // namespace
 
 Result<std::uint64_t> parseSize(std::string_view text) {
-  return parseScaled(text, {{{"", 1}, {"b", 1},
-                             {"k", KiB}, {"kb", KiB}, {"ki", KiB}, {"kib", KiB},
-                             {"m", MiB}, {"mb", MiB}, {"mi", MiB}, {"mib", MiB},
-                             {"g", GiB}, {"gb", GiB}, {"gi", GiB}, {"gib", GiB},
-                             {"t", TiB}, {"tb", TiB}, {"ti", TiB}, {"tib", TiB}},
-                            "'{}' is not a size: give bytes or a number with K, M, G or T (1024-based), e.g. 64M",
-                            "'{}': unknown size unit '{}' (use K, M, G or T, 1024-based; KiB spellings work too)",
-                            "'{}' is too large for a 64-bit byte count"});
+  return parseScaled(
+      text, {{{"", 1},
+              {"b", 1},
+              {"k", KiB},
+              {"kb", KiB},
+              {"ki", KiB},
+              {"kib", KiB},
+              {"m", MiB},
+              {"mb", MiB},
+              {"mi", MiB},
+              {"mib", MiB},
+              {"g", GiB},
+              {"gb", GiB},
+              {"gi", GiB},
+              {"gib", GiB},
+              {"t", TiB},
+              {"tb", TiB},
+              {"ti", TiB},
+              {"tib", TiB}},
+             "'{}' is not a size: give bytes or a number with K, M, G or T (1024-based), e.g. 64M",
+             "'{}': unknown size unit '{}' (use K, M, G or T, 1024-based; KiB spellings work too)",
+             "'{}' is too large for a 64-bit byte count"});
 }
 
 Result<std::uint64_t> parseDurationUs(std::string_view text) {
-  return parseScaled(text, {{{"us", 1}, {"ms", 1000}, {"", 1000000}, {"s", 1000000}, {"m", 60000000}, {"min", 60000000},
-                             {"h", 3600000000}, {"d", 86400000000}},
+  return parseScaled(text, {{{"us", 1},
+                             {"ms", 1000},
+                             {"", 1000000},
+                             {"s", 1000000},
+                             {"m", 60000000},
+                             {"min", 60000000},
+                             {"h", 3600000000},
+                             {"d", 86400000000}},
                             "'{}' is not a duration: give e.g. 500ms, 1s or 2m",
                             "'{}': unknown duration unit '{}' (use us, ms, s, m, h or d)",
                             "'{}' is too long a duration"});

@@ -1,9 +1,8 @@
 // The tally binary end to end on a synthetic tree: --proc-root/--sys-root/
 // --cgroup-root give the exact per-process, per-cgroup and per-device figures.
+#include <gtest/gtest.h>
 #include <sys/wait.h>
 #include <unistd.h>
-
-#include <gtest/gtest.h>
 
 #include <cstdio>
 #include <nlohmann/json.hpp>
@@ -72,8 +71,10 @@ TEST_F(Cli, GpuJsonExactFigures) {
   const std::uint64_t vram = 512 * kMiB + 2 * kMiB;
   EXPECT_EQ(amd["attributed"]["gtt"]["resident_bytes"], gtt);
   EXPECT_EQ(amd["attributed"]["vram"]["resident_bytes"], vram);
-  EXPECT_EQ(amd["unattributed"]["gtt"]["resident_bytes"], static_cast<std::int64_t>(kGttUsed - gtt));
-  EXPECT_EQ(amd["unattributed"]["vram"]["resident_bytes"], static_cast<std::int64_t>(kVramUsed - vram));
+  EXPECT_EQ(amd["unattributed"]["gtt"]["resident_bytes"],
+            static_cast<std::int64_t>(kGttUsed - gtt));
+  EXPECT_EQ(amd["unattributed"]["vram"]["resident_bytes"],
+            static_cast<std::int64_t>(kVramUsed - vram));
   EXPECT_EQ(amd["gtt_headroom_bytes"], kMemAvailable);  // min(86 GiB free GTT, MemAvailable)
   const auto& xe = byKey(doc["devices"], "pdev", kXeBdf);
   EXPECT_EQ(xe["attributed"]["gtt"]["resident_bytes"], 192 * kKiB);
@@ -163,7 +164,8 @@ TEST_F(Cli, ErrorsAndExitCodes) {
 TEST_F(Cli, DoctorOnV2HostWithSystemd) {
   writeFile(host.procRoot() + "/1/comm", "systemd\n");
   writeFile(host.procRoot() + "/sys/kernel/osrelease", "6.12.9-amd64\n");
-  writeFile(host.cgroupRoot() + "/cgroup.controllers", "cpuset cpu io memory hugetlb pids rdma misc\n");
+  writeFile(host.cgroupRoot() + "/cgroup.controllers",
+            "cpuset cpu io memory hugetlb pids rdma misc\n");
   writeFile(host.cgroupRoot() + "/cgroup.subtree_control", "cpu io memory pids\n");
   auto r = runTally("doctor --json " + roots());
   // Containable, but a GPU whose GTT MemoryMax does not cover: degraded (1).
@@ -171,7 +173,9 @@ TEST_F(Cli, DoctorOnV2HostWithSystemd) {
   auto doc = json::parse(r.out);
   EXPECT_EQ(doc["kernel"]["release"], "6.12.9-amd64");
   EXPECT_EQ(doc["cgroup"]["memory_delegated"], true);
-  EXPECT_EQ(doc["degraded"], json::array({"GTT is not covered by a lease's MemoryMax; tally bounds it from DRM fdinfo"}));
+  EXPECT_EQ(
+      doc["degraded"],
+      json::array({"GTT is not covered by a lease's MemoryMax; tally bounds it from DRM fdinfo"}));
   EXPECT_EQ(doc["cgroup"]["memory_controller"], "cgroup v2");
   EXPECT_EQ(doc["gtt_ceiling"]["bytes"], 96 * kGiB);
   EXPECT_EQ(doc["gpu_devices"].size(), 2u);
@@ -184,9 +188,12 @@ TEST_F(Cli, DoctorOnHybridHostIsDegraded) {
             "41 30 0:38 / /sys/fs/cgroup/memory rw,relatime - cgroup cgroup rw,memory\n");
   auto r = runTally("doctor " + roots());
   EXPECT_EQ(r.status, 1);
-  EXPECT_NE(r.out.find("degraded     no systemd (PID 1 is process_api)\ndegraded     memory controller is on cgroup v1\n"), std::string::npos)
+  EXPECT_NE(r.out.find("degraded     no systemd (PID 1 is process_api)\ndegraded     memory "
+                       "controller is on cgroup v1\n"),
+            std::string::npos)
       << r.out;
-  EXPECT_NE(r.out.find("\nA lease's MemoryMax covers: host memory only\n"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("\nA lease's MemoryMax covers: host memory only\n"), std::string::npos)
+      << r.out;
 }
 
 }  // namespace
@@ -199,7 +206,8 @@ using namespace tally::testing;
 
 // The shipped example config is valid, and problems come back line-numbered with exit 1.
 TEST(ConfigCheckCli, ShippedExampleIsValidAndProblemsAreLineNumbered) {
-  auto ok = runProgram({TALLY_BINARY, "config", "check", std::string(TALLY_SOURCE_DIR) + "/dist/tally.toml", "--json"});
+  auto ok = runProgram({TALLY_BINARY, "config", "check",
+                        std::string(TALLY_SOURCE_DIR) + "/dist/tally.toml", "--json"});
   ASSERT_EQ(ok.exitCode(), 0) << ok.err;
   auto doc = nlohmann::json::parse(ok.out);
   EXPECT_TRUE(doc["valid"]);
@@ -210,7 +218,9 @@ TEST(ConfigCheckCli, ShippedExampleIsValidAndProblemsAreLineNumbered) {
   writeFile(dir.path() + "/bad.toml", "[pools.gpu]\ncapacity = 2\ngpu_memory_budgt = \"96GiB\"\n");
   auto bad = runProgram({TALLY_BINARY, "config", "check", dir.path() + "/bad.toml"});
   EXPECT_EQ(bad.exitCode(), 1);
-  EXPECT_NE(bad.err.find(dir.path() + "/bad.toml:3: unknown key 'gpu_memory_budgt' in [pools.gpu]"), std::string::npos) << bad.err;
+  EXPECT_NE(bad.err.find(dir.path() + "/bad.toml:3: unknown key 'gpu_memory_budgt' in [pools.gpu]"),
+            std::string::npos)
+      << bad.err;
   auto missing = runProgram({TALLY_BINARY, "config", "check", dir.path() + "/none.toml"});
   EXPECT_EQ(missing.exitCode(), 1);
   auto daemon = runProgram({TALLY_BINARY, "daemon", "--config", dir.path() + "/bad.toml"});

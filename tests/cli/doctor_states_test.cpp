@@ -9,7 +9,6 @@
 #include <cstdio>
 #include <cstdlib>
 #include <functional>
-
 #include <nlohmann/json.hpp>
 
 #include "support/fake_host.h"
@@ -26,32 +25,41 @@ struct Out {
 };
 
 Out doctor(const FakeHost& host, const std::string& extra) {
-  std::string cmd = std::string(TALLY_BINARY) + " doctor " + extra + " --proc-root " + host.procRoot() + " --sys-root " +
-                    host.sysRoot() + " --cgroup-root " + host.cgroupRoot() + " 2>/dev/null";
+  std::string cmd = std::string(TALLY_BINARY) + " doctor " + extra + " --proc-root " +
+                    host.procRoot() + " --sys-root " + host.sysRoot() + " --cgroup-root " +
+                    host.cgroupRoot() + " 2>/dev/null";
   Out r;
   FILE* f = ::popen(cmd.c_str(), "r");
   char buf[4096];
   for (std::size_t n; (n = std::fread(buf, 1, sizeof buf, f)) > 0;) r.out.append(buf, n);
   int st = ::pclose(f);
   r.status = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-  for (std::size_t at; (at = r.out.find(host.root())) != std::string::npos;) r.out.replace(at, host.root().size(), "<root>");
+  for (std::size_t at; (at = r.out.find(host.root())) != std::string::npos;)
+    r.out.replace(at, host.root().size(), "<root>");
   return r;
 }
 
 // A Strix Halo box under systemd, as every state shares it: one amdgpu APU
 // with 1 GiB VRAM carve-out and 112 GiB of GTT, tally running in
 // /system.slice/tally.service.
-void strixHalo(FakeHost& host, const std::string& kernel, const std::string& rootControllers, const std::string& rootSubtree) {
+void strixHalo(FakeHost& host, const std::string& kernel, const std::string& rootControllers,
+               const std::string& rootSubtree) {
   writeFile(host.procRoot() + "/1/comm", "systemd\n");
   writeFile(host.procRoot() + "/sys/kernel/osrelease", kernel + "\n");
   writeFile(host.procRoot() + "/self/cgroup", "0::/system.slice/tally.service\n");
-  writeFile(host.procRoot() + "/self/mountinfo", "30 24 0:26 / /sys/fs/cgroup rw,nosuid,nodev,noexec,relatime - cgroup2 cgroup2 rw,nsdelegate\n");
+  writeFile(host.procRoot() + "/self/mountinfo",
+            "30 24 0:26 / /sys/fs/cgroup rw,nosuid,nodev,noexec,relatime - cgroup2 cgroup2 "
+            "rw,nsdelegate\n");
   writeFile(host.cgroupRoot() + "/cgroup.controllers", rootControllers + "\n");
   writeFile(host.cgroupRoot() + "/cgroup.subtree_control", rootSubtree + "\n");
-  writeFile(host.cgroupRoot() + "/system.slice/tally.service/memory.stat", "anon 1048576\nfile 2097152\n");
+  writeFile(host.cgroupRoot() + "/system.slice/tally.service/memory.stat",
+            "anon 1048576\nfile 2097152\n");
   FakeDevice apu;
   apu.bdf = "0000:c6:00.0";
-  apu.memInfo = {{"gtt_total", 112 * GiB}, {"gtt_used", 1590456320}, {"vram_total", GiB}, {"vram_used", 1006202880}};
+  apu.memInfo = {{"gtt_total", 112 * GiB},
+                 {"gtt_used", 1590456320},
+                 {"vram_total", GiB},
+                 {"vram_used", 1006202880}};
   host.addDevice(apu);
   host.setModuleParam("ttm", "pages_limit", "29360128");  // 112 GiB in 4 KiB pages
 }
@@ -59,13 +67,15 @@ void strixHalo(FakeHost& host, const std::string& kernel, const std::string& roo
 void check(const std::string& state, const Out& r, int status) {
   std::string path = std::string(TALLY_SOURCE_DIR) + "/tests/fixtures/doctor/" + state + ".txt";
   if (std::getenv("TALLY_UPDATE_GOLDEN")) writeFile(path, r.out);
-  EXPECT_EQ(r.out, readFile(path)) << "tally doctor on the " << state << " tree differs from " << path;
+  EXPECT_EQ(r.out, readFile(path))
+      << "tally doctor on the " << state << " tree differs from " << path;
   EXPECT_EQ(r.status, status) << r.out;
 }
 
 TEST(DoctorStates, Bookworm61NoDmemHostMemoryOnly) {
   FakeHost host;
-  strixHalo(host, "6.1.0-28-amd64", "cpuset cpu io memory hugetlb pids rdma misc", "cpuset cpu io memory pids");
+  strixHalo(host, "6.1.0-28-amd64", "cpuset cpu io memory hugetlb pids rdma misc",
+            "cpuset cpu io memory pids");
   check("bookworm-6.1", doctor(host, ""), 1);
   auto j = nlohmann::json::parse(doctor(host, "--json").out);
   EXPECT_EQ(j["gtt_memcg_coverage"]["coverage"], "host");
@@ -77,9 +87,13 @@ TEST(DoctorStates, Bookworm61NoDmemHostMemoryOnly) {
 
 TEST(DoctorStates, Linux71DmemVramAtRootOnly) {
   FakeHost host;
-  strixHalo(host, "7.1.8-1-cachyos", "cpuset cpu io memory hugetlb pids rdma misc dmem", "cpuset cpu io memory pids");
-  writeFile(host.cgroupRoot() + "/dmem.capacity", readFile(std::string(TALLY_FIXTURE_DIR) + "/dmem/dmem.capacity.strixhalo-7.1.8"));
-  writeFile(host.procRoot() + "/meminfo", "MemTotal:       131072000 kB\nMemAvailable:   65536000 kB\nGPUActive:       1553180 kB\n");
+  strixHalo(host, "7.1.8-1-cachyos", "cpuset cpu io memory hugetlb pids rdma misc dmem",
+            "cpuset cpu io memory pids");
+  writeFile(host.cgroupRoot() + "/dmem.capacity",
+            readFile(std::string(TALLY_FIXTURE_DIR) + "/dmem/dmem.capacity.strixhalo-7.1.8"));
+  writeFile(
+      host.procRoot() + "/meminfo",
+      "MemTotal:       131072000 kB\nMemAvailable:   65536000 kB\nGPUActive:       1553180 kB\n");
   check("v7.1-dmem-vram", doctor(host, ""), 1);
   auto j = nlohmann::json::parse(doctor(host, "--json").out);
   EXPECT_EQ(j["dmem"]["present"], true);
@@ -92,11 +106,15 @@ TEST(DoctorStates, Linux71DmemVramAtRootOnly) {
 
 TEST(DoctorStates, FutureKernelWithGpuActiveAndTtmMemcgIsUnverifiedWithoutTheProbe) {
   FakeHost host;
-  strixHalo(host, "7.3.0-1-amd64", "cpuset cpu io memory hugetlb pids rdma misc dmem", "cpuset cpu io memory pids dmem");
-  writeFile(host.cgroupRoot() + "/system.slice/tally.service/memory.stat", "anon 1048576\nfile 2097152\ngpu_active 0\ngpu_reclaim 0\n");
+  strixHalo(host, "7.3.0-1-amd64", "cpuset cpu io memory hugetlb pids rdma misc dmem",
+            "cpuset cpu io memory pids dmem");
+  writeFile(host.cgroupRoot() + "/system.slice/tally.service/memory.stat",
+            "anon 1048576\nfile 2097152\ngpu_active 0\ngpu_reclaim 0\n");
   host.setModuleParam("ttm", "ttm_memcg", "Y");
   writeFile(host.cgroupRoot() + "/dmem.capacity", "drm/0000:c6:00.0/vram 1073741824\n");
-  writeFile(host.procRoot() + "/meminfo", "MemTotal:       131072000 kB\nMemAvailable:   65536000 kB\nGPUActive:       1553180 kB\n");
+  writeFile(
+      host.procRoot() + "/meminfo",
+      "MemTotal:       131072000 kB\nMemAvailable:   65536000 kB\nGPUActive:       1553180 kB\n");
   check("future-gpu-active", doctor(host, ""), 1);
   auto j = nlohmann::json::parse(doctor(host, "--json").out);
   EXPECT_EQ(j["gtt_memcg_coverage"]["static_signs"][0]["present"], true);
@@ -107,13 +125,16 @@ TEST(DoctorStates, FutureKernelWithGpuActiveAndTtmMemcgIsUnverifiedWithoutThePro
 
 TEST(DoctorStates, DmemGttRegionIsReportedAsADifferentPath) {
   FakeHost host;
-  strixHalo(host, "7.4.0-1-amd64", "cpuset cpu io memory hugetlb pids rdma misc dmem", "cpuset cpu io memory pids dmem");
-  writeFile(host.cgroupRoot() + "/dmem.capacity", "drm/0000:c6:00.0/vram 1073741824\ndrm/0000:c6:00.0/gtt 120259084288\n");
+  strixHalo(host, "7.4.0-1-amd64", "cpuset cpu io memory hugetlb pids rdma misc dmem",
+            "cpuset cpu io memory pids dmem");
+  writeFile(host.cgroupRoot() + "/dmem.capacity",
+            "drm/0000:c6:00.0/vram 1073741824\ndrm/0000:c6:00.0/gtt 120259084288\n");
   check("dmem-gtt", doctor(host, ""), 1);
   auto j = nlohmann::json::parse(doctor(host, "--json").out);
   EXPECT_EQ(j["gtt_memcg_coverage"]["static_signs"][3]["name"], "dmem GTT region");
   EXPECT_EQ(j["gtt_memcg_coverage"]["static_signs"][3]["present"], true);
-  EXPECT_NE(j["gtt_memcg_coverage"]["basis"].get<std::string>().find("drm/0000:c6:00.0/gtt"), std::string::npos);
+  EXPECT_NE(j["gtt_memcg_coverage"]["basis"].get<std::string>().find("drm/0000:c6:00.0/gtt"),
+            std::string::npos);
 }
 
 TEST(DoctorStates, NoGpuAndFullContainmentIsNotDegraded) {

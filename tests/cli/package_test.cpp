@@ -22,29 +22,36 @@ const std::string kStage = TALLY_STAGE_DIR;
 const std::string kPrefix = kStage + "/usr/local";
 
 bool exists(const std::string& p) {
-  struct stat st{};
+  struct stat st {};
   return ::stat(p.c_str(), &st) == 0;
 }
 
 TEST(Package, InstallsTheBinaryUnitsManPageCompletionAndExample) {
-  for (const char* f : {"/bin/tally", "/lib/systemd/system/tally.service", "/lib/systemd/user/tally.service", "/share/man/man1/tally.1",
-                        "/share/bash-completion/completions/tally", "/share/doc/tally/examples/tally.toml",
-                        "/share/doc/tally/guide/README.md"}) {
+  for (const char* f :
+       {"/bin/tally", "/lib/systemd/system/tally.service", "/lib/systemd/user/tally.service",
+        "/share/man/man1/tally.1", "/share/bash-completion/completions/tally",
+        "/share/doc/tally/examples/tally.toml", "/share/doc/tally/guide/README.md"}) {
     EXPECT_TRUE(exists(kPrefix + f)) << kPrefix + f;
   }
   std::string unit = readFile(kPrefix + "/lib/systemd/system/tally.service");
   EXPECT_NE(unit.find("\nType=notify\n"), std::string::npos);
-  EXPECT_NE(unit.find("\nExecStart=/usr/local/bin/tally daemon --config /etc/tally/tally.toml\n"), std::string::npos) << unit;
+  EXPECT_NE(unit.find("\nExecStart=/usr/local/bin/tally daemon --config /etc/tally/tally.toml\n"),
+            std::string::npos)
+      << unit;
   EXPECT_NE(unit.find("\nProtectSystem=strict\n"), std::string::npos);
   EXPECT_EQ(unit.find("@TALLY_"), std::string::npos) << "an unconfigured placeholder";
   std::string user = readFile(kPrefix + "/lib/systemd/user/tally.service");
-  EXPECT_NE(user.find("\nExecStart=/usr/local/bin/tally daemon --config %E/tally/tally.toml\n"), std::string::npos) << user;
-  auto check = runProgram({kPrefix + "/bin/tally", "config", "check", kPrefix + "/share/doc/tally/examples/tally.toml"});
+  EXPECT_NE(user.find("\nExecStart=/usr/local/bin/tally daemon --config %E/tally/tally.toml\n"),
+            std::string::npos)
+      << user;
+  auto check = runProgram({kPrefix + "/bin/tally", "config", "check",
+                           kPrefix + "/share/doc/tally/examples/tally.toml"});
   EXPECT_EQ(check.exitCode(), 0) << check.out << check.err;
 }
 
 TEST(Package, TheManPageRendersWithoutWarnings) {
-  auto r = runProgram({"man", "--warnings", "-l", kPrefix + "/share/man/man1/tally.1"}, {"MANWIDTH=80", "MAN_KEEP_FORMATTING=0"});
+  auto r = runProgram({"man", "--warnings", "-l", kPrefix + "/share/man/man1/tally.1"},
+                      {"MANWIDTH=80", "MAN_KEEP_FORMATTING=0"});
   EXPECT_EQ(r.exitCode(), 0) << r.err;
   EXPECT_EQ(r.err, "");
   // man overstrikes for bold ("N\bN") when not on a terminal: keep the letters.
@@ -57,7 +64,8 @@ TEST(Package, TheManPageRendersWithoutWarnings) {
     }
   }
   r.out = plain;
-  for (const char* want : {"NAME", "tally top", "--gpu-memory-max", "EXIT STATUS", "/etc/tally/tally.toml"}) {
+  for (const char* want :
+       {"NAME", "tally top", "--gpu-memory-max", "EXIT STATUS", "/etc/tally/tally.toml"}) {
     EXPECT_NE(r.out.find(want), std::string::npos) << want;
   }
   EXPECT_EQ(r.out.find("@"), std::string::npos) << "an unconfigured placeholder";
@@ -76,18 +84,22 @@ std::set<std::string> helpOptions(const std::vector<std::string>& cmd) {
     std::smatch m;
     if (std::regex_search(l, m, re)) opts.insert(m[1]);
   }
-  // Root options (fallthrough) are listed under every command; completion offers them only where they matter.
-  for (const char* root : {"--proc-root", "--sys-root", "--cgroup-root", "--version"}) opts.erase(root);
+  // Root options (fallthrough) are listed under every command; completion offers them only where
+  // they matter.
+  for (const char* root : {"--proc-root", "--sys-root", "--cgroup-root", "--version"})
+    opts.erase(root);
   return opts;
 }
 
 // What the completion offers after `tally <words> <cur>`.
-std::set<std::string> completed(const std::vector<std::string>& words, const std::string& cur = "-") {
+std::set<std::string> completed(const std::vector<std::string>& words,
+                                const std::string& cur = "-") {
   std::string line = "tally";
   for (const auto& w : words) line += " " + w;
   std::string script = ". /usr/share/bash-completion/bash_completion; . '" + kPrefix +
-                       "/share/bash-completion/completions/tally'; COMP_LINE='" + line + " " + cur + "'; COMP_WORDS=(" + line +
-                       " '" + cur + "'); COMP_CWORD=" + std::to_string(words.size() + 1) +
+                       "/share/bash-completion/completions/tally'; COMP_LINE='" + line + " " + cur +
+                       "'; COMP_WORDS=(" + line + " '" + cur +
+                       "'); COMP_CWORD=" + std::to_string(words.size() + 1) +
                        "; COMP_POINT=${#COMP_LINE}; _tally; printf '%s\\n' \"${COMPREPLY[@]}\"";
   auto r = runProgram({"bash", "-c", script}, {"PATH=/usr/bin:/bin"});
   std::set<std::string> out;
@@ -99,20 +111,36 @@ std::set<std::string> completed(const std::vector<std::string>& words, const std
 }
 
 TEST(Package, BashCompletionOffersEveryOptionHelpLists) {
-  for (const std::vector<std::string>& cmd : std::vector<std::vector<std::string>>{
-           {"run"}, {"daemon"}, {"attach"}, {"seats"}, {"metrics"}, {"top"}, {"leases"}, {"pools"}, {"events"}, {"doctor"}, {"gpu"},
-           {"lease", "show"}, {"ledger"}, {"config", "check"}}) {
+  for (const std::vector<std::string>& cmd :
+       std::vector<std::vector<std::string>>{{"run"},
+                                             {"daemon"},
+                                             {"attach"},
+                                             {"seats"},
+                                             {"metrics"},
+                                             {"top"},
+                                             {"leases"},
+                                             {"pools"},
+                                             {"events"},
+                                             {"doctor"},
+                                             {"gpu"},
+                                             {"lease", "show"},
+                                             {"ledger"},
+                                             {"config", "check"}}) {
     auto help = helpOptions(cmd);
     ASSERT_FALSE(help.empty()) << cmd[0];
     auto offered = completed(cmd);
-    for (const auto& o : help) EXPECT_TRUE(offered.count(o)) << "tally " << cmd[0] << ": completion lacks " << o;
-    for (const auto& o : offered) EXPECT_TRUE(help.count(o)) << "tally " << cmd[0] << ": completion offers " << o << ", which --help lacks";
+    for (const auto& o : help)
+      EXPECT_TRUE(offered.count(o)) << "tally " << cmd[0] << ": completion lacks " << o;
+    for (const auto& o : offered)
+      EXPECT_TRUE(help.count(o)) << "tally " << cmd[0] << ": completion offers " << o
+                                 << ", which --help lacks";
   }
   // Commands, and values tally can name.
   auto top = completed({}, "");
   EXPECT_TRUE(top.count("seats") && top.count("top") && top.count("metrics") && top.count("run"));
   std::string script = ". /usr/share/bash-completion/bash_completion; . '" + kPrefix +
-                       "/share/bash-completion/completions/tally'; COMP_WORDS=(tally run --gpu-memory-action ''); COMP_CWORD=3; _tally; "
+                       "/share/bash-completion/completions/tally'; COMP_WORDS=(tally run "
+                       "--gpu-memory-action ''); COMP_CWORD=3; _tally; "
                        "printf '%s\\n' \"${COMPREPLY[@]}\"";
   EXPECT_EQ(runProgram({"bash", "-c", script}).out, "kill\nreport\n");
 }

@@ -1,9 +1,8 @@
 // `tally run` and `tally ledger` end to end on this machine: usage errors,
 // refusals that name the cause, and the ledger row every refusal leaves. The
 // runs that need systemd and a cgroup v2 memory controller are in tests/vm.
-#include <sys/stat.h>
-
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 
 #include <nlohmann/json.hpp>
 
@@ -24,7 +23,7 @@ struct RunCli : ::testing::Test {
   }
   std::string marker() const { return state.path() + "/marker"; }
   bool markerExists() const {
-    struct stat st{};
+    struct stat st {};
     return ::stat(marker().c_str(), &st) == 0;
   }
 };
@@ -39,7 +38,8 @@ TEST_F(RunCli, BadSizesAndOptionsAreUsageErrors) {
       // memory.max counts pages: 1 byte would read back as 0 and kill the workload before exec.
       {{"run", "--memory-max", "1", "--", "true"}, "--memory-max 1 is below one page (4096 bytes)"},
       {{"run", "--memory-high", "4095", "--", "true"}, "below one page"},
-      {{"attach", "--pool", "gpu", "--pid", "1", "--memory-max", "1", "--socket", "/nonexistent"}, "tally attach: --memory-max 1 is below one page"},
+      {{"attach", "--pool", "gpu", "--pid", "1", "--memory-max", "1", "--socket", "/nonexistent"},
+       "tally attach: --memory-max 1 is below one page"},
       {{"run", "--memory-swap-max", "99999999999T", "--", "true"}, "too large"},
       {{"run", "--gpu-memory-max", "lots", "--", "true"}, "--gpu-memory-max 'lots' is not a size"},
       {{"run", "--sample-interval", "1ms", "--", "true"}, "below the 10ms minimum"},
@@ -56,13 +56,17 @@ TEST_F(RunCli, BadSizesAndOptionsAreUsageErrors) {
       {{"run", "--gpu-over-samples", "0", "--", "true"}, "--gpu-over-samples"},
       {{"run", "--pool", "gpu", "--queue-timeout", "soon", "--", "true"}, "--queue-timeout"},
       // Option values are checked before the daemon is contacted (none runs here).
-      {{"events", "--timeout", "5y", "--socket", "/nonexistent"}, "tally events: --timeout '5y': unknown duration unit"},
-      {{"attach", "--pool", "gpu", "--pid", "1", "--gpu-memory-high", "lots", "--socket", "/nonexistent"}, "tally attach: --gpu-memory-high"},
+      {{"events", "--timeout", "5y", "--socket", "/nonexistent"},
+       "tally events: --timeout '5y': unknown duration unit"},
+      {{"attach", "--pool", "gpu", "--pid", "1", "--gpu-memory-high", "lots", "--socket",
+        "/nonexistent"},
+       "tally attach: --gpu-memory-high"},
   };
   for (const auto& c : cases) {
     auto r = tally(c.args);
     EXPECT_EQ(r.exitCode(), 2) << c.args.back() << "\n" << r.err;
-    EXPECT_NE(r.err.find(c.message), std::string::npos) << "expected '" << c.message << "' in:\n" << r.err;
+    EXPECT_NE(r.err.find(c.message), std::string::npos) << "expected '" << c.message << "' in:\n"
+                                                        << r.err;
     EXPECT_TRUE(r.out.empty());
   }
   // Usage errors happen before anything: no ledger row.
@@ -71,13 +75,15 @@ TEST_F(RunCli, BadSizesAndOptionsAreUsageErrors) {
 }
 
 TEST_F(RunCli, RefusalNamesTheCauseNeverRunsAndIsRecorded) {
-  auto r = tally({"run", "--json", "--cgroupfs", "--cgroup-parent", "/tally-no-such-parent", "--", "touch", marker()});
+  auto r = tally({"run", "--json", "--cgroupfs", "--cgroup-parent", "/tally-no-such-parent", "--",
+                  "touch", marker()});
   EXPECT_EQ(r.exitCode(), 125) << r.err;
   EXPECT_FALSE(markerExists());
   auto rec = json::parse(r.out);
   EXPECT_EQ(rec["outcome"]["class"], "containment-refused");
   EXPECT_EQ(rec["lease"]["manager"], "none");
-  EXPECT_NE(rec["outcome"]["summary"].get<std::string>().find("tally-no-such-parent is not a cgroup v2 directory"),
+  EXPECT_NE(rec["outcome"]["summary"].get<std::string>().find(
+                "tally-no-such-parent is not a cgroup v2 directory"),
             std::string::npos);
   auto rows = json::parse(tally({"ledger", "--json"}).out);
   ASSERT_EQ(rows.size(), 1u);
@@ -91,10 +97,15 @@ TEST_F(RunCli, UndelegatedFakeSubtreeIsRefusedWithTheFix) {
   TempDir cg;
   writeFile(cg.path() + "/cgroup.controllers", "cpu memory pids\n");
   writeFile(cg.path() + "/jobs/cgroup.subtree_control", "cpu pids\n");
-  auto r = tally({"run", "--cgroup-root", cg.path(), "--cgroupfs", "--cgroup-parent", "/jobs", "--", "touch", marker()});
+  auto r = tally({"run", "--cgroup-root", cg.path(), "--cgroupfs", "--cgroup-parent", "/jobs", "--",
+                  "touch", marker()});
   EXPECT_EQ(r.exitCode(), 125);
-  EXPECT_NE(r.err.find("memory controller not delegated to " + cg.path() + "/jobs"), std::string::npos) << r.err;
-  EXPECT_NE(r.err.find("echo +memory > " + cg.path() + "/jobs/cgroup.subtree_control"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("memory controller not delegated to " + cg.path() + "/jobs"),
+            std::string::npos)
+      << r.err;
+  EXPECT_NE(r.err.find("echo +memory > " + cg.path() + "/jobs/cgroup.subtree_control"),
+            std::string::npos)
+      << r.err;
   EXPECT_FALSE(markerExists());
 }
 
@@ -110,13 +121,16 @@ TEST_F(RunCli, HostWithoutContainmentSaysWhy) {
     return;
   }
   EXPECT_EQ(r.exitCode(), 125);
-  EXPECT_NE(r.err.find("containment-refused: the workload never ran: no systemd (PID 1 is "), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("containment-refused: the workload never ran: no systemd (PID 1 is "),
+            std::string::npos)
+      << r.err;
   EXPECT_FALSE(markerExists());
 }
 
 TEST_F(RunCli, UnwritableStateDirRefusesBeforeAnythingRuns) {
   writeFile(state.path() + "/file", "x");
-  auto r = runProgram({TALLY_BINARY, "run", "--state-dir", state.path() + "/file/sub", "--", "touch", marker()});
+  auto r = runProgram(
+      {TALLY_BINARY, "run", "--state-dir", state.path() + "/file/sub", "--", "touch", marker()});
   EXPECT_EQ(r.exitCode(), 125);
   EXPECT_NE(r.err.find("the command was not run"), std::string::npos) << r.err;
   EXPECT_FALSE(markerExists());
@@ -125,9 +139,9 @@ TEST_F(RunCli, UnwritableStateDirRefusesBeforeAnythingRuns) {
 TEST_F(RunCli, HelpTeachesOptionsOutcomesAndExitCodes) {
   auto r = tally({"run", "--help"});
   EXPECT_EQ(r.exitCode(), 0);
-  for (const char* s : {"--memory-max", "--memory-high", "--memory-swap-max", "--oom-policy", "--gpu-memory-max",
-                        "--sample-interval", "--slice", "--user", "--system", "--cgroupfs", "--json", "125", "126", "127",
-                        "128+N", "SIGTERM"}) {
+  for (const char* s : {"--memory-max", "--memory-high", "--memory-swap-max", "--oom-policy",
+                        "--gpu-memory-max", "--sample-interval", "--slice", "--user", "--system",
+                        "--cgroupfs", "--json", "125", "126", "127", "128+N", "SIGTERM"}) {
     EXPECT_NE(r.out.find(s), std::string::npos) << s;
   }
 }

@@ -1,6 +1,9 @@
 // The real `tally daemon` binary on a real Unix socket, over a synthetic
 // host (fake /proc, /sys and cgroup trees): RPC robustness, peer identity,
 // kill -9 recovery, and the ledger surviving a daemon killed mid-write.
+#include "support/daemon.h"
+
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 #include <poll.h>
 #include <signal.h>
@@ -10,15 +13,12 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include <cstring>
 #include <atomic>
+#include <cstring>
 #include <map>
 #include <thread>
 
-#include <fmt/format.h>
-
 #include "ledger/ledger.h"
-#include "support/daemon.h"
 #include "support/fake_host.h"
 #include "support/process.h"
 #include "support/raw_client.h"
@@ -38,9 +38,11 @@ class DaemonLive : public ::testing::Test {
     makeDirs(host.cgroupRoot());
     daemon = std::make_unique<DaemonUnderTest>(
         dir.path(),
-        "sample_interval = \"100ms\"\nclient_grace = \"1s\"\n[pools.one]\ncapacity = 1\n[pools.gpu]\ncapacity = 4\n"
+        "sample_interval = \"100ms\"\nclient_grace = \"1s\"\n[pools.one]\ncapacity = "
+        "1\n[pools.gpu]\ncapacity = 4\n"
         "gpu_memory_budget = \"96GiB\"\n",
-        std::vector<std::string>{"--proc-root", host.procRoot(), "--sys-root", host.sysRoot(), "--cgroup-root", host.cgroupRoot()});
+        std::vector<std::string>{"--proc-root", host.procRoot(), "--sys-root", host.sysRoot(),
+                                 "--cgroup-root", host.cgroupRoot()});
     ASSERT_TRUE(daemon->start());
   }
   void workload(const std::string& path, bool populated) {
@@ -72,10 +74,13 @@ TEST_F(DaemonLive, HostileRequestsGetErrorsAndTheDaemonStaysUp) {
   EXPECT_EQ(e["error"]["code"], "bad-request");
   r.send("{this is not json\n");
   EXPECT_EQ(r.line()["error"]["code"], "bad-json");
-  EXPECT_EQ(r.call({{"v", 1}, {"id", 5}, {"method", "self-destruct"}})["error"]["code"], "unknown-method");
-  EXPECT_EQ(r.call({{"v", 99}, {"id", 6}, {"method", "hello"}})["error"]["code"], "unsupported-version");
+  EXPECT_EQ(r.call({{"v", 1}, {"id", 5}, {"method", "self-destruct"}})["error"]["code"],
+            "unknown-method");
+  EXPECT_EQ(r.call({{"v", 99}, {"id", 6}, {"method", "hello"}})["error"]["code"],
+            "unsupported-version");
   // A 1 MiB request: refused, skipped, and the same connection still works.
-  r.send("{\"v\":1,\"id\":7,\"method\":\"hello\",\"params\":{\"pad\":\"" + std::string(1 << 20, 'x') + "\"}}\n");
+  r.send("{\"v\":1,\"id\":7,\"method\":\"hello\",\"params\":{\"pad\":\"" +
+         std::string(1 << 20, 'x') + "\"}}\n");
   EXPECT_EQ(r.line()["error"]["code"], "too-large");
   json ok = r.call({{"v", 1}, {"id", 8}, {"method", "hello"}});
   EXPECT_TRUE(ok["ok"]);
@@ -86,7 +91,9 @@ TEST_F(DaemonLive, HostileRequestsGetErrorsAndTheDaemonStaysUp) {
     Raw half(daemon->socket());
     half.send(std::string("{\"v\":1,\0\0\0", 10));
   }
-  for (int i = 0; i < 50; ++i) Raw(daemon->socket()).send("{\"v\":1,\"id\":1,\"method\":\"acquire\",\"params\":{\"pools\":[\"one\"]}}\n");
+  for (int i = 0; i < 50; ++i)
+    Raw(daemon->socket())
+        .send("{\"v\":1,\"id\":1,\"method\":\"acquire\",\"params\":{\"pools\":[\"one\"]}}\n");
   Raw after(daemon->socket());
   EXPECT_TRUE(after.call({{"v", 1}, {"id", 1}, {"method", "pools"}})["ok"]);
   // The 50 acquirers vanished: the queued ones went with their connections;
@@ -99,7 +106,8 @@ TEST_F(DaemonLive, HostileRequestsGetErrorsAndTheDaemonStaysUp) {
   })) << leases;
   std::string granted = leases["result"]["leases"][0]["lease"];
   // The barrier is the ledger's withdrawn row (client_grace passed without the client).
-  ASSERT_TRUE(eventually([&] { return !rows(granted).empty() && rows(granted).back().kind == "withdrawn"; }));
+  ASSERT_TRUE(eventually(
+      [&] { return !rows(granted).empty() && rows(granted).back().kind == "withdrawn"; }));
   leases = after.call({{"v", 1}, {"id", 3}, {"method", "leases"}});
   EXPECT_TRUE(leases["result"]["leases"].empty()) << leases;
   ASSERT_FALSE(rows(granted).empty());
@@ -107,11 +115,12 @@ TEST_F(DaemonLive, HostileRequestsGetErrorsAndTheDaemonStaysUp) {
 }
 
 TEST_F(DaemonLive, SocketIsMode0660AndPeersAreIdentifiedByTheKernel) {
-  struct stat st{};
+  struct stat st {};
   ASSERT_EQ(::stat(daemon->socket().c_str(), &st), 0);
   EXPECT_EQ(st.st_mode & 0777, 0660u);
   Raw owner(daemon->socket());
-  json granted = owner.call({{"v", 1}, {"id", 1}, {"method", "acquire"}, {"params", {{"pools", {"one"}}}}});
+  json granted =
+      owner.call({{"v", 1}, {"id", 1}, {"method", "acquire"}, {"params", {{"pools", {"one"}}}}});
   ASSERT_TRUE(granted["ok"]) << granted;
   std::string lease = granted["result"]["lease"];
   // Another user (nobody): let it through the mode bits for this test only.
@@ -123,7 +132,8 @@ TEST_F(DaemonLive, SocketIsMode0660AndPeersAreIdentifiedByTheKernel) {
     if (::setgid(65534) != 0 || ::setuid(65534) != 0) ::_exit(2);
     Raw other(daemon->socket());
     json hello = other.call({{"v", 1}, {"id", 1}, {"method", "hello"}});
-    json rel = other.call({{"v", 1}, {"id", 2}, {"method", "release"}, {"params", {{"lease", lease}}}});
+    json rel =
+        other.call({{"v", 1}, {"id", 2}, {"method", "release"}, {"params", {{"lease", lease}}}});
     std::string out = hello["result"]["uid"].dump() + " " + rel["error"]["code"].dump() + "\n";
     (void)!::write(pipeFd[1], out.data(), out.size());
     ::_exit(0);
@@ -136,12 +146,14 @@ TEST_F(DaemonLive, SocketIsMode0660AndPeersAreIdentifiedByTheKernel) {
   ::waitpid(child, &status, 0);
   ASSERT_GT(n, 0);
   EXPECT_EQ(std::string(buf), "65534 \"forbidden\"\n");
-  EXPECT_TRUE(owner.call({{"v", 1}, {"id", 2}, {"method", "release"}, {"params", {{"lease", lease}}}})["ok"]);
+  EXPECT_TRUE(owner.call(
+      {{"v", 1}, {"id", 2}, {"method", "release"}, {"params", {{"lease", lease}}}})["ok"]);
 }
 
 TEST_F(DaemonLive, Kill9MidLeaseReadoptsAndRecordsTheOutcomeOnce) {
   workload("/system.slice/llama.service", true);
-  auto a = tally({"attach", "--cgroup", "/system.slice/llama.service", "--pool", "gpu", "--gpu-memory-max", "48GiB", "--name", "llama"});
+  auto a = tally({"attach", "--cgroup", "/system.slice/llama.service", "--pool", "gpu",
+                  "--gpu-memory-max", "48GiB", "--name", "llama"});
   ASSERT_EQ(a.exitCode(), 0) << a.err;
   std::string lease(text::trim(a.out));
   ASSERT_EQ(lease.size(), 12u) << a.out;
@@ -153,15 +165,18 @@ TEST_F(DaemonLive, Kill9MidLeaseReadoptsAndRecordsTheOutcomeOnce) {
   }));
   daemon->kill9();
   ASSERT_TRUE(daemon->start());
-  EXPECT_NE(daemon->log().find("re-adopted /system.slice/llama.service"), std::string::npos) << daemon->log();
+  EXPECT_NE(daemon->log().find("re-adopted /system.slice/llama.service"), std::string::npos)
+      << daemon->log();
   auto shown = tally({"lease", "show", lease, "--json"});
   ASSERT_EQ(shown.exitCode(), 0) << shown.err;
   json s = json::parse(shown.out);
   EXPECT_EQ(s["state"], "running");
   EXPECT_EQ(s["readopted_after_restart"], true);
   // The workload ends; inotify on cgroup.events tells the restarted daemon.
-  writeFile(host.cgroupRoot() + "/system.slice/llama.service/cgroup.events", "populated 0\nfrozen 0\n");
-  ASSERT_TRUE(eventually([&] { return !rows(lease).empty() && rows(lease).back().kind == "outcome"; }));
+  writeFile(host.cgroupRoot() + "/system.slice/llama.service/cgroup.events",
+            "populated 0\nfrozen 0\n");
+  ASSERT_TRUE(
+      eventually([&] { return !rows(lease).empty() && rows(lease).back().kind == "outcome"; }));
   std::vector<std::string> kinds;
   for (const auto& e : rows(lease)) kinds.push_back(e.kind);
   EXPECT_EQ(kinds, (std::vector<std::string>{"granted", "adopted", "readopted", "outcome"}));
@@ -208,7 +223,8 @@ TEST_F(DaemonLive, LedgerSurvivesTheDaemonKilledMidWrite) {
   EXPECT_GT(cycles.load(), 10);
   // Leases granted just before a kill were re-held on restart for their
   // client; none resumes, so after client_grace each is withdrawn, once.
-  ASSERT_TRUE(eventually([&] { return ledger::Ledger::open(daemon->stateDir())->openLeases()->empty(); }));
+  ASSERT_TRUE(
+      eventually([&] { return ledger::Ledger::open(daemon->stateDir())->openLeases()->empty(); }));
   auto verify = tally({"ledger", "verify", "--config", daemon->config(), "--json"});
   ASSERT_EQ(verify.exitCode(), 0) << verify.out << verify.err;
   json v = json::parse(verify.out);
@@ -244,7 +260,8 @@ TEST_F(DaemonLive, ClientCommandsAndTheirExitCodes) {
   EXPECT_EQ(noDaemon.exitCode(), 3);
   EXPECT_NE(noDaemon.err.find("is the daemon running?"), std::string::npos) << noDaemon.err;
   // A second daemon on the same socket refuses to take it over.
-  auto second = runProgram({TALLY_BINARY, "--cgroup-root", host.cgroupRoot(), "daemon", "--config", daemon->config()});
+  auto second = runProgram(
+      {TALLY_BINARY, "--cgroup-root", host.cgroupRoot(), "daemon", "--config", daemon->config()});
   EXPECT_EQ(second.exitCode(), 3);
   EXPECT_NE(second.err.find("another tally daemon answers"), std::string::npos) << second.err;
   auto stopped = daemon->stop();

@@ -3,8 +3,11 @@
 // with an error (or a closed connection) and is still the same process,
 // answering `hello`, afterwards. Other users are forked children that drop
 // to their uid (the socket is opened to them for the test only).
+#include <fcntl.h>
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 #include <httplib.h>
+#include <netinet/in.h>
 #include <poll.h>
 #include <signal.h>
 #include <sys/socket.h>
@@ -15,12 +18,8 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
-#include <fcntl.h>
-#include <netinet/in.h>
 #include <fstream>
 #include <thread>
-
-#include <fmt/format.h>
 
 #include "fs/root.h"
 #include "ledger/ledger.h"
@@ -46,7 +45,9 @@ constexpr bool kRssMeaningful = false;
 constexpr bool kRssMeaningful = true;
 #endif
 
-double msSince(Clock::time_point t) { return std::chrono::duration<double, std::milli>(Clock::now() - t).count(); }
+double msSince(Clock::time_point t) {
+  return std::chrono::duration<double, std::milli>(Clock::now() - t).count();
+}
 
 // A child process of another user holding connections to the daemon. It
 // reports how many the daemon accepted (answered `hello`) on a pipe, then
@@ -100,7 +101,8 @@ class HostileDaemon : public ::testing::Test {
         dir.path(),
         "sample_interval = \"100ms\"\nclient_grace = \"1s\"\n" + extraDaemonKeys +
             "[pools.one]\ncapacity = 1\n[pools.gpu]\ncapacity = 4\ngpu_memory_budget = \"96GiB\"\n",
-        std::vector<std::string>{"--proc-root", host.procRoot(), "--sys-root", host.sysRoot(), "--cgroup-root", host.cgroupRoot()});
+        std::vector<std::string>{"--proc-root", host.procRoot(), "--sys-root", host.sysRoot(),
+                                 "--cgroup-root", host.cgroupRoot()});
     ASSERT_TRUE(daemon->start());
     pid = daemon->pid();
   }
@@ -137,7 +139,9 @@ TEST_F(HostileDaemon, EveryMethodRefusesWrongMissingAndOversizedFields) {
       {"acquire", json::object()},
       {"acquire", {{"pools", "one"}}},
       {"acquire", {{"pools", {big}}}},
-      {"acquire", {{"pools", json::array({"one", "one", "one", "one", "one", "one", "one", "one", "one", "one", "one", "one", "one", "one", "one", "one", "one"})}}},
+      {"acquire",
+       {{"pools", json::array({"one", "one", "one", "one", "one", "one", "one", "one", "one", "one",
+                               "one", "one", "one", "one", "one", "one", "one"})}}},
       {"acquire", {{"pools", {"one"}}, {"memory_max", "8G"}}},
       {"acquire", {{"pools", {"one"}}, {"memory_max", -5}}},
       {"acquire", {{"pools", {"one"}}, {"priority", 1e300}}},
@@ -156,8 +160,12 @@ TEST_F(HostileDaemon, EveryMethodRefusesWrongMissingAndOversizedFields) {
       {"started", {{"lease", "abc"}, {"cgroup", "x"}}},
       {"complete", {{"lease", "abc"}}},
       {"complete", {{"lease", "abc"}, {"record", {{"lease", {{"id", 7}}}}}}},
-      {"complete", {{"lease", "abc"}, {"record", {{"lease", {{"id", "abc"}}}, {"outcome", {{"class", 3}}}}}}},
-      {"complete", {{"lease", "abc"}, {"record", {{"lease", {{"id", "abc"}}}, {"outcome", {{"class", "exited"}}}, {"daemon", 1}}}}},
+      {"complete",
+       {{"lease", "abc"}, {"record", {{"lease", {{"id", "abc"}}}, {"outcome", {{"class", 3}}}}}}},
+      {"complete",
+       {{"lease", "abc"},
+        {"record",
+         {{"lease", {{"id", "abc"}}}, {"outcome", {{"class", "exited"}}}, {"daemon", 1}}}}},
       {"bound", {{"lease", "abc"}, {"event", {{"kind", 5}}}}},
       {"bound", {{"lease", "abc"}, {"event", "kill"}}},
       {"bound", {{"lease", "abc"}}},
@@ -176,7 +184,8 @@ TEST_F(HostileDaemon, EveryMethodRefusesWrongMissingAndOversizedFields) {
     json reply = r.call({{"v", 1}, {"id", 1}, {"method", method}, {"params", params}});
     ASSERT_TRUE(reply.is_object()) << method << " " << params.dump().substr(0, 200);
     EXPECT_FALSE(reply.value("ok", true)) << method << " " << params.dump().substr(0, 200);
-    EXPECT_EQ(reply["error"]["code"], "invalid-params") << method << " " << params.dump().substr(0, 200) << " -> " << reply;
+    EXPECT_EQ(reply["error"]["code"], "invalid-params")
+        << method << " " << params.dump().substr(0, 200) << " -> " << reply;
   }
   stillServing();
 }
@@ -202,17 +211,23 @@ TEST_F(HostileDaemon, AQueueFloodIsCappedAndHelloStaysFast) {
   Raw flood(daemon->socket());
   std::string lines;
   for (int i = 0; i < 4000; ++i) {
-    lines += json({{"v", 1}, {"id", i}, {"method", "acquire"}, {"params", {{"pools", {"one"}}}}}).dump() + "\n";
+    lines += json({{"v", 1}, {"id", i}, {"method", "acquire"}, {"params", {{"pools", {"one"}}}}})
+                 .dump() +
+             "\n";
   }
   std::atomic<int> granted{0}, queued{0}, busy{0}, other{0};
   std::thread reader([&] {
     for (;;) {
       json m = flood.line(10000);
       if (m.is_null()) return;
-      if (m.value("event", "") == "queued") ++queued;
-      else if (m.value("ok", false)) ++granted;
-      else if (m["error"]["code"] == "busy") ++busy;
-      else ++other;
+      if (m.value("event", "") == "queued")
+        ++queued;
+      else if (m.value("ok", false))
+        ++granted;
+      else if (m["error"]["code"] == "busy")
+        ++busy;
+      else
+        ++other;
       if (granted + busy >= 3936) return;
     }
   });
@@ -239,12 +254,16 @@ TEST_F(HostileDaemon, AQueueFloodIsCappedAndHelloStaysFast) {
 TEST_F(HostileDaemon, TenThousandQueuedRequestsKeepHelloUnder100ms) {
   start();
   Raw holder(daemon->socket());
-  ASSERT_TRUE(holder.call({{"v", 1}, {"id", 0}, {"method", "acquire"}, {"params", {{"pools", {"one"}}}}})["ok"]);
+  ASSERT_TRUE(holder.call(
+      {{"v", 1}, {"id", 0}, {"method", "acquire"}, {"params", {{"pools", {"one"}}}}})["ok"]);
   std::vector<std::unique_ptr<Raw>> waiters;
   for (int c = 0; c < 160; ++c) {
     auto w = std::make_unique<Raw>(daemon->socket());
     std::string lines;
-    for (int i = 0; i < 64; ++i) lines += json({{"v", 1}, {"id", i}, {"method", "acquire"}, {"params", {{"pools", {"one"}}}}}).dump() + "\n";
+    for (int i = 0; i < 64; ++i)
+      lines += json({{"v", 1}, {"id", i}, {"method", "acquire"}, {"params", {{"pools", {"one"}}}}})
+                   .dump() +
+               "\n";
     ASSERT_TRUE(w->send(lines));
     // The barrier: this connection's 64th request is queued.
     int seen = 0;
@@ -261,11 +280,14 @@ TEST_F(HostileDaemon, TenThousandQueuedRequestsKeepHelloUnder100ms) {
   std::vector<double> ms;
   for (int i = 0; i < 50; ++i) ms.push_back(helloMs());
   std::sort(ms.begin(), ms.end());
-  std::fprintf(stderr, "hello with 10240 queued: median %.2f ms, max %.2f ms (50 calls)\n", ms[25], ms.back());
+  std::fprintf(stderr, "hello with 10240 queued: median %.2f ms, max %.2f ms (50 calls)\n", ms[25],
+               ms.back());
   EXPECT_LT(ms.back(), 100.0);
   // Releasing the holder moves all 10,240: the first is granted, every other hears its new place.
   auto t = Clock::now();
-  json rel = holder.call({{"v", 1}, {"id", 9}, {"method", "release"},
+  json rel = holder.call({{"v", 1},
+                          {"id", 9},
+                          {"method", "release"},
                           {"params", {{"lease", pools["result"]["pools"][0]["holders"][0]}}}});
   EXPECT_TRUE(rel.value("ok", false)) << rel;
   std::fprintf(stderr, "release with 10240 queued answered in %.2f ms\n", msSince(t));
@@ -297,7 +319,8 @@ TEST_F(HostileDaemon, IdleConnectionsLockNobodyOut) {
   EXPECT_GT(msSince(t), 1500.0);
   // One holding a lease is not idle.
   Raw holder(daemon->socket());
-  ASSERT_TRUE(holder.call({{"v", 1}, {"id", 1}, {"method", "acquire"}, {"params", {{"pools", {"one"}}}}})["ok"]);
+  ASSERT_TRUE(holder.call(
+      {{"v", 1}, {"id", 1}, {"method", "acquire"}, {"params", {{"pools", {"one"}}}}})["ok"]);
   EXPECT_TRUE(holder.line(3500).is_null());  // nothing arrived: not closed
   EXPECT_TRUE(holder.call({{"v", 1}, {"id", 2}, {"method", "hello"}})["ok"]);
 }
@@ -310,7 +333,8 @@ TEST_F(HostileDaemon, SlowAndNonReadingClientsCannotGrowTheDaemon) {
   std::uint64_t before = residentBytes(pid);
   {
     std::vector<std::unique_ptr<Raw>> slow;
-    std::string partial = "{\"v\":1,\"id\":1,\"method\":\"hello\",\"params\":{\"pad\":\"" + std::string(200 * 1024, 'x');
+    std::string partial = "{\"v\":1,\"id\":1,\"method\":\"hello\",\"params\":{\"pad\":\"" +
+                          std::string(200 * 1024, 'x');
     for (int i = 0; i < 1000; ++i) {
       auto r = std::make_unique<Raw>(daemon->socket());
       if (!r->connected()) break;
@@ -319,7 +343,8 @@ TEST_F(HostileDaemon, SlowAndNonReadingClientsCannotGrowTheDaemon) {
     }
     stillServing();
     std::uint64_t during = residentBytes(pid);
-    std::fprintf(stderr, "RSS before %.1f MiB, with 1000 slow connections %.1f MiB\n", static_cast<double>(before) / 1048576.0, static_cast<double>(during) / 1048576.0);
+    std::fprintf(stderr, "RSS before %.1f MiB, with 1000 slow connections %.1f MiB\n",
+                 static_cast<double>(before) / 1048576.0, static_cast<double>(during) / 1048576.0);
     if (kRssMeaningful) {
       EXPECT_LT(during, before + (48ULL << 20));
     }
@@ -329,16 +354,19 @@ TEST_F(HostileDaemon, SlowAndNonReadingClientsCannotGrowTheDaemon) {
   {
     std::vector<std::unique_ptr<Raw>> deaf;
     std::string asks;
-    for (int i = 0; i < 2000; ++i) asks += json({{"v", 1}, {"id", i}, {"method", "metrics"}}).dump() + "\n";
+    for (int i = 0; i < 2000; ++i)
+      asks += json({{"v", 1}, {"id", i}, {"method", "metrics"}}).dump() + "\n";
     for (int i = 0; i < 132; ++i) {
       auto r = std::make_unique<Raw>(daemon->socket());
       ::fcntl(r->fd(), F_SETFL, O_NONBLOCK);
-      (void)!::send(r->fd(), asks.data(), asks.size(), MSG_NOSIGNAL);  // as much as the socket takes; never read
+      (void)!::send(r->fd(), asks.data(), asks.size(),
+                    MSG_NOSIGNAL);  // as much as the socket takes; never read
       deaf.push_back(std::move(r));
     }
     stillServing();
     std::uint64_t during = residentBytes(pid);
-    std::fprintf(stderr, "RSS with 132 clients asking for metrics and never reading: %.1f MiB\n", static_cast<double>(during) / 1048576.0);
+    std::fprintf(stderr, "RSS with 132 clients asking for metrics and never reading: %.1f MiB\n",
+                 static_cast<double>(during) / 1048576.0);
     if (kRssMeaningful) {
       EXPECT_LT(during, before + (48ULL << 20));
     }
@@ -409,7 +437,11 @@ TEST_F(HostileDaemon, ADamagedLedgerIsSeenAndTheDaemonFailsClosed) {
   start();
   for (int i = 0; i < 200; ++i) {
     auto c = daemon->client();
-    auto m = c.call("acquire", {{"pools", {"gpu"}}, {"gpu_memory_max", GiB}, {"attributes", {{"pad", std::string(200, 'p')}}}}, {}, 2000);
+    auto m = c.call("acquire",
+                    {{"pools", {"gpu"}},
+                     {"gpu_memory_max", GiB},
+                     {"attributes", {{"pad", std::string(200, 'p')}}}},
+                    {}, 2000);
     ASSERT_TRUE(m && m->ok);
     ASSERT_TRUE(c.call("release", {{"lease", m->result["lease"]}}, {}, 2000));
   }
@@ -427,16 +459,22 @@ TEST_F(HostileDaemon, ADamagedLedgerIsSeenAndTheDaemonFailsClosed) {
   auto bad = runProgram({TALLY_BINARY, "ledger", "verify", "--config", daemon->config()});
   EXPECT_NE(bad.exitCode(), 0) << bad.out;
   EXPECT_EQ(bad.out.find("intact:"), std::string::npos) << bad.out;
-  EXPECT_TRUE(bad.out.find("damaged") != std::string::npos || bad.err.find("malformed") != std::string::npos) << bad.out << bad.err;
-  auto refused = runProgram({TALLY_BINARY, "--cgroup-root", host.cgroupRoot(), "daemon", "--config", daemon->config()});
+  EXPECT_TRUE(bad.out.find("damaged") != std::string::npos ||
+              bad.err.find("malformed") != std::string::npos)
+      << bad.out << bad.err;
+  auto refused = runProgram(
+      {TALLY_BINARY, "--cgroup-root", host.cgroupRoot(), "daemon", "--config", daemon->config()});
   EXPECT_EQ(refused.exitCode(), 3) << refused.err;
-  EXPECT_TRUE(refused.err.find("damaged") != std::string::npos || refused.err.find("malformed") != std::string::npos) << refused.err;
+  EXPECT_TRUE(refused.err.find("damaged") != std::string::npos ||
+              refused.err.find("malformed") != std::string::npos)
+      << refused.err;
 
   TempDir other;
   std::string state = other.path() + "/state";
   makeDirs(state);
   ASSERT_EQ(::chown(state.c_str(), 1000, 1000), 0);
-  writeFile(other.path() + "/tally.toml", "[daemon]\nsocket = \"" + other.path() + "/s.sock\"\nstate_dir = \"" + state +
+  writeFile(other.path() + "/tally.toml", "[daemon]\nsocket = \"" + other.path() +
+                                              "/s.sock\"\nstate_dir = \"" + state +
                                               "\"\n[pools.one]\ncapacity = 1\n");
   auto theirs = runProgram({TALLY_BINARY, "daemon", "--config", other.path() + "/tally.toml"});
   EXPECT_EQ(theirs.exitCode(), 3);
@@ -458,13 +496,16 @@ TEST(HostileDirectories, EachDirectoryRootWritesInMustBeTrusted) {
     std::string socket, state, textfile, expect;
   } cases[] = {
       {open + "/tally.sock", mine + "/state", "", "[daemon] socket's directory"},
-      {mine + "/tally.sock", open + "/state", "", "[daemon] state_dir"},  // below an open directory: the ancestor is refused
+      {mine + "/tally.sock", open + "/state", "",
+       "[daemon] state_dir"},  // below an open directory: the ancestor is refused
       {mine + "/tally.sock", open, "", "[daemon] state_dir"},
       {mine + "/tally.sock", mine + "/state", open + "/tally.prom", "metrics textfile directory"},
   };
   for (const auto& c : cases) {
-    std::string toml = "[daemon]\nsocket = \"" + c.socket + "\"\nstate_dir = \"" + c.state + "\"\n" +
-                       (c.textfile.empty() ? "" : "metrics_textfile = \"" + c.textfile + "\"\n") + "[pools.one]\ncapacity = 1\n";
+    std::string toml = "[daemon]\nsocket = \"" + c.socket + "\"\nstate_dir = \"" + c.state +
+                       "\"\n" +
+                       (c.textfile.empty() ? "" : "metrics_textfile = \"" + c.textfile + "\"\n") +
+                       "[pools.one]\ncapacity = 1\n";
     writeFile(dir.path() + "/tally.toml", toml);
     auto r = runProgram({TALLY_BINARY, "daemon", "--config", dir.path() + "/tally.toml"});
     EXPECT_EQ(r.exitCode(), 3) << toml << r.err;
@@ -483,7 +524,8 @@ TEST_F(HostileDaemon, TheTextfileIsNeverWrittenThroughASymlink) {
   writeFile(victim, "precious\n");
   ASSERT_EQ(::symlink(victim.c_str(), (textDir + "/tally.prom.tmp").c_str()), 0);
   start("metrics_textfile = \"" + textDir + "/tally.prom\"\n");
-  ASSERT_TRUE(eventually([&] { return readFile(textDir + "/tally.prom").find("tally_") != std::string::npos; }));
+  ASSERT_TRUE(eventually(
+      [&] { return readFile(textDir + "/tally.prom").find("tally_") != std::string::npos; }));
   EXPECT_EQ(readFile(victim), "precious\n");
   stillServing();
 }

@@ -2,13 +2,12 @@
 // behind the LeaseCgroup seam: a fake that records what the runner asked for
 // and serves memory files from a fixture tree. The real systemd and cgroupfs
 // implementations run in the VM system tests (tests/vm).
+#include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/signalfd.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
-
-#include <gtest/gtest.h>
 
 #include <chrono>
 #include <thread>
@@ -16,8 +15,8 @@
 #include "contain/held_child.h"
 #include "contain/lease_cgroup.h"
 #include "fs/root.h"
-#include "run/runner.h"
 #include "probes/proc_cgroup.h"
+#include "run/runner.h"
 #include "support/fake_host.h"
 
 namespace tally {
@@ -35,7 +34,7 @@ bool noChildLeft() {
 }
 
 bool exists(const std::string& p) {
-  struct stat st{};
+  struct stat st {};
   return ::stat(p.c_str(), &st) == 0;
 }
 
@@ -157,7 +156,8 @@ TEST_F(Runner, ReadBackMismatchKillsTheHeldChildBeforeExec) {
   auto r = run(lease);
   EXPECT_EQ(r.outcome.cls, lease::OutcomeClass::ContainmentRefused);
   EXPECT_EQ(r.outcome.exitStatus, 125);
-  EXPECT_NE(r.outcome.summary.find("memory.max is max, declared 67108864"), std::string::npos) << r.outcome.summary;
+  EXPECT_NE(r.outcome.summary.find("memory.max is max, declared 67108864"), std::string::npos)
+      << r.outcome.summary;
   EXPECT_EQ(lease.calls, "place release");
   EXPECT_TRUE(noChildLeft());
   EXPECT_FALSE(exists(marker)) << "the workload ran although containment was refused";
@@ -178,10 +178,12 @@ TEST_F(Runner, PlacementFailureNeverExecs) {
 TEST_F(Runner, NoLeaseMeansNoFork) {
   spec.command = {"true"};
   run::RunEnv env{proc, sys, &cg, -1, 4096};
-  auto r = run::runLease(spec, env, nullptr, "no systemd (PID 1 is x); memory controller is on cgroup v1");
+  auto r = run::runLease(spec, env, nullptr,
+                         "no systemd (PID 1 is x); memory controller is on cgroup v1");
   EXPECT_EQ(r.outcome.cls, lease::OutcomeClass::ContainmentRefused);
   EXPECT_EQ(r.manager, "none");
-  EXPECT_EQ(r.outcome.summary, "the workload never ran: no systemd (PID 1 is x); memory controller is on cgroup v1");
+  EXPECT_EQ(r.outcome.summary,
+            "the workload never ran: no systemd (PID 1 is x); memory controller is on cgroup v1");
 }
 
 TEST_F(Runner, CommandNotFound) {
@@ -200,7 +202,8 @@ TEST_F(Runner, SigkillWithOomKillInTheCountersIsAnOom) {
   auto r = run(lease);
   EXPECT_EQ(r.outcome.cls, lease::OutcomeClass::OomKilled);
   EXPECT_EQ(r.outcome.exitStatus, 137);
-  EXPECT_EQ(r.outcome.summary, "killed by the kernel OOM killer: cgroup memory.events oom_kill=2, MemoryMax=67108864");
+  EXPECT_EQ(r.outcome.summary,
+            "killed by the kernel OOM killer: cgroup memory.events oom_kill=2, MemoryMax=67108864");
 }
 
 TEST_F(Runner, StopSignalStopsTheLeaseAndIsNamed) {
@@ -211,7 +214,8 @@ TEST_F(Runner, StopSignalStopsTheLeaseAndIsNamed) {
   FakeLease lease(tree.path(), "max", "oom_kill 0\n");
   std::thread sender([&] {
     // The barrier: the workload itself says it runs.
-    for (auto deadline = std::chrono::steady_clock::now() + 10s; !exists(started) && std::chrono::steady_clock::now() < deadline;) {
+    for (auto deadline = std::chrono::steady_clock::now() + 10s;
+         !exists(started) && std::chrono::steady_clock::now() < deadline;) {
       std::this_thread::sleep_for(5ms);
     }
     ::kill(::getpid(), SIGTERM);
@@ -234,7 +238,8 @@ TEST_F(Runner, StopRequestedDuringSetupMeansTheWorkloadNeverStarts) {
   FakeLease lease(tree.path(), "max", "oom_kill 0\n");
   auto r = run(lease, hup.fd);
   EXPECT_EQ(r.outcome.cls, lease::OutcomeClass::ContainmentRefused);
-  EXPECT_NE(r.outcome.summary.find("tally received SIGHUP before the workload started"), std::string::npos);
+  EXPECT_NE(r.outcome.summary.find("tally received SIGHUP before the workload started"),
+            std::string::npos);
   EXPECT_EQ(lease.calls, "place release");
   EXPECT_TRUE(noChildLeft());
   EXPECT_FALSE(exists(marker));

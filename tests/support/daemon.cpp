@@ -1,21 +1,22 @@
 #include "support/daemon.h"
 
+#include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
-
-#include <gtest/gtest.h>
 
 #include "support/fake_host.h"
 
 namespace tally::testing {
 
-DaemonUnderTest::DaemonUnderTest(std::string dir, std::string configToml, std::vector<std::string> extraArgs)
+DaemonUnderTest::DaemonUnderTest(std::string dir, std::string configToml,
+                                 std::vector<std::string> extraArgs)
     : dir_(std::move(dir)), extra_(std::move(extraArgs)) {
   socket_ = dir_ + "/tally.sock";
   state_ = dir_ + "/state";
   config_ = dir_ + "/tally.toml";
-  writeFile(config_, "[daemon]\nsocket = \"" + socket_ + "\"\nstate_dir = \"" + state_ + "\"\n" + configToml);
+  writeFile(config_, "[daemon]\nsocket = \"" + socket_ + "\"\nstate_dir = \"" + state_ + "\"\n" +
+                         configToml);
 }
 
 DaemonUnderTest::~DaemonUnderTest() {

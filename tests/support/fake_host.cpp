@@ -1,5 +1,7 @@
 #include "support/fake_host.h"
 
+#include <fmt/format.h>
+#include <gtest/gtest.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
 #include <unistd.h>
@@ -11,9 +13,6 @@
 #include <fstream>
 #include <sstream>
 #include <stdexcept>
-
-#include <fmt/format.h>
-#include <gtest/gtest.h>
 
 namespace tally::testing {
 namespace stdfs = std::filesystem;
@@ -92,9 +91,11 @@ void FakeHost::addDevice(const FakeDevice& d) {
   const std::string up = d.pci ? "../../../" : "../../../";
   makeSymlink(up + "bus/" + bus + "/drivers/" + d.driver, devDir + "/driver");
   makeSymlink(up + "bus/" + bus, devDir + "/subsystem");
-  for (const auto& [key, value] : d.memInfo) writeFile(devDir + "/mem_info_" + key, fmt::format("{}\n", value));
+  for (const auto& [key, value] : d.memInfo)
+    writeFile(devDir + "/mem_info_" + key, fmt::format("{}\n", value));
   for (unsigned minor : d.minors) {
-    std::string name = minor >= 128 ? fmt::format("renderD{}", minor) : fmt::format("card{}", minor);
+    std::string name =
+        minor >= 128 ? fmt::format("renderD{}", minor) : fmt::format("card{}", minor);
     std::string nodeDir = devDir + "/drm/" + name;
     writeFile(nodeDir + "/dev", fmt::format("226:{}\n", minor));
     makeSymlink("../../../" + d.bdf, nodeDir + "/device");
@@ -117,17 +118,21 @@ void FakeHost::addProcess(const FakeProcess& p) {
                         "18446744073709551615 0 0 0 0 0 0 0 0 0 0 0 0 17 0 0 0 0 0 0\n",
                         p.pid, p.comm, p.pid, p.pid, p.startTime));
   std::string nspid;
-  for (auto n : p.nspid.empty() ? std::vector<std::uint64_t>{static_cast<std::uint64_t>(p.pid)} : p.nspid)
+  for (auto n :
+       p.nspid.empty() ? std::vector<std::uint64_t>{static_cast<std::uint64_t>(p.pid)} : p.nspid)
     nspid += fmt::format("\t{}", n);
-  writeFile(dir + "/status", fmt::format("Name:\t{}\nUmask:\t0022\nState:\tS (sleeping)\nTgid:\t{}\n"
-                                         "Uid:\t{}\t{}\t{}\t{}\nGid:\t0\t0\t0\t0\nNSpid:{}\n",
-                                         p.comm, p.pid, p.uid, p.uid, p.uid, p.uid, nspid));
+  writeFile(dir + "/status",
+            fmt::format("Name:\t{}\nUmask:\t0022\nState:\tS (sleeping)\nTgid:\t{}\n"
+                        "Uid:\t{}\t{}\t{}\t{}\nGid:\t0\t0\t0\t0\nNSpid:{}\n",
+                        p.comm, p.pid, p.uid, p.uid, p.uid, p.uid, nspid));
   writeFile(dir + "/cgroup", p.cgroupFile.empty() ? "0::" + p.cgroup + "\n" : p.cgroupFile);
   if (p.noFdDir) return;
   for (const auto& f : p.fds) {
     std::string target;
-    if (f.drmMinor) target = devNode(226, *f.drmMinor);
-    else if (f.other == "null") target = devNode(1, 3);
+    if (f.drmMinor)
+      target = devNode(226, *f.drmMinor);
+    else if (f.other == "null")
+      target = devNode(1, 3);
     else if (f.other.rfind("char:", 0) == 0) {
       unsigned maj = 0, min = 0;
       std::sscanf(f.other.c_str(), "char:%u:%u", &maj, &min);
@@ -148,7 +153,8 @@ void FakeHost::setMemAvailable(std::uint64_t bytes) {
             fmt::format("MemTotal:       131072000 kB\nMemAvailable:   {} kB\n", bytes / 1024));
 }
 
-void FakeHost::setModuleParam(const std::string& module, const std::string& param, const std::string& value) {
+void FakeHost::setModuleParam(const std::string& module, const std::string& param,
+                              const std::string& value) {
   writeFile(fmt::format("{}/module/{}/parameters/{}", sysRoot(), module, param), value + "\n");
 }
 
@@ -164,8 +170,10 @@ std::string amdgpuFdinfo(std::uint64_t clientId, const std::string& pdev, std::u
       "pos:\t0\nflags:\t02100002\nmnt_id:\t24\nino:\t1239\n"
       "drm-driver:\tamdgpu\ndrm-client-id:\t{0}\ndrm-pdev:\t{1}\npasid:\t32771\n"
       "drm-total-cpu:\t0\ndrm-shared-cpu:\t0\ndrm-resident-cpu:\t0\ndrm-purgeable-cpu:\t0\n"
-      "drm-total-gtt:\t{2} KiB\ndrm-shared-gtt:\t0\ndrm-resident-gtt:\t{2} KiB\ndrm-purgeable-gtt:\t0\n"
-      "drm-total-vram:\t{3} KiB\ndrm-shared-vram:\t0\ndrm-resident-vram:\t{3} KiB\ndrm-purgeable-vram:\t0\n"
+      "drm-total-gtt:\t{2} KiB\ndrm-shared-gtt:\t0\ndrm-resident-gtt:\t{2} "
+      "KiB\ndrm-purgeable-gtt:\t0\n"
+      "drm-total-vram:\t{3} KiB\ndrm-shared-vram:\t0\ndrm-resident-vram:\t{3} "
+      "KiB\ndrm-purgeable-vram:\t0\n"
       "drm-memory-vram:\t{3} KiB\ndrm-memory-gtt: \t{2} KiB\ndrm-memory-cpu: \t0 KiB\n"
       "amd-evicted-vram:\t0 KiB\namd-requested-vram:\t{3} KiB\namd-requested-gtt:\t{2} KiB\n"
       "drm-engine-gfx:\t1000 ns\n",

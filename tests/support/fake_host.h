@@ -75,7 +75,8 @@ class FakeHost {
   void addDevice(const FakeDevice& d);
   void addProcess(const FakeProcess& p);
   void setMemAvailable(std::uint64_t bytes);
-  void setModuleParam(const std::string& module, const std::string& param, const std::string& value);
+  void setModuleParam(const std::string& module, const std::string& param,
+                      const std::string& value);
   // cgroup v2 tree: <cgroup>/<path>/cgroup.procs
   void addCgroup(const std::string& path, const std::vector<pid_t>& pids);
 

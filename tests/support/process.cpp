@@ -17,7 +17,8 @@ int ProgramResult::exitCode() const { return WIFEXITED(waitStatus) ? WEXITSTATUS
 Spawned spawnProgram(const std::vector<std::string>& argv, const std::vector<std::string>& env) {
   static int counter = 0;
   Spawned s;
-  std::string base = "/tmp/tally-test-prog." + std::to_string(::getpid()) + "." + std::to_string(counter++);
+  std::string base =
+      "/tmp/tally-test-prog." + std::to_string(::getpid()) + "." + std::to_string(counter++);
   s.outPath = base + ".out";
   s.errPath = base + ".err";
   std::vector<char*> args;
@@ -52,7 +53,8 @@ ProgramResult waitProgram(const Spawned& s) {
   return r;
 }
 
-ProgramResult runProgram(const std::vector<std::string>& argv, const std::vector<std::string>& env) {
+ProgramResult runProgram(const std::vector<std::string>& argv,
+                         const std::vector<std::string>& env) {
   return waitProgram(spawnProgram(argv, env));
 }
 

@@ -21,8 +21,10 @@ struct Spawned {
 };
 
 // `env` entries are NAME=VALUE added to (or replacing in) the test's environment.
-Spawned spawnProgram(const std::vector<std::string>& argv, const std::vector<std::string>& env = {});
+Spawned spawnProgram(const std::vector<std::string>& argv,
+                     const std::vector<std::string>& env = {});
 ProgramResult waitProgram(const Spawned& s);
-ProgramResult runProgram(const std::vector<std::string>& argv, const std::vector<std::string>& env = {});
+ProgramResult runProgram(const std::vector<std::string>& argv,
+                         const std::vector<std::string>& env = {});
 
 }  // namespace tally::testing

@@ -2,10 +2,9 @@
 // library in between (what a hostile or careless peer does).
 #pragma once
 
-#include <nlohmann/json.hpp>
-
 #include <chrono>
 #include <functional>
+#include <nlohmann/json.hpp>
 #include <string>
 
 namespace tally::testing {
@@ -38,7 +37,8 @@ class Raw {
 
 // Polls `done` every 10 ms until it holds or `timeout` passes; true if it held.
 // For conditions the test can observe (a ledger row, a reply), never to let time pass.
-bool eventually(const std::function<bool()>& done, std::chrono::milliseconds timeout = std::chrono::seconds(10));
+bool eventually(const std::function<bool()>& done,
+                std::chrono::milliseconds timeout = std::chrono::seconds(10));
 
 // The resident set of a process in bytes (VmRSS), 0 if unreadable.
 std::uint64_t residentBytes(int pid);

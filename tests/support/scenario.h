@@ -15,7 +15,8 @@ inline constexpr std::uint64_t kGiB = 1024 * kMiB;
 
 inline constexpr const char* kAmdBdf = "0000:c6:00.0";
 inline constexpr const char* kXeBdf = "0000:03:00.0";
-inline const std::string kPodId = "4f2a9c1e8b7d6a5f4e3d2c1b0a9f8e7d6c5b4a3f2e1d0c9b8a7f6e5d4c3b2a1f";
+inline const std::string kPodId =
+    "4f2a9c1e8b7d6a5f4e3d2c1b0a9f8e7d6c5b4a3f2e1d0c9b8a7f6e5d4c3b2a1f";
 inline const std::string kPodCgroup = "/machine.slice/libpod-" + kPodId + ".scope/container";
 
 // Device figures of the amdgpu device.

@@ -3,19 +3,18 @@
 // pools serialise `tally run --pool` clients, budgets refuse, attach meters a
 // running service and a process's cgroup, and a daemon killed mid-lease
 // re-adopts it and records its outcome exactly once. VM harness only.
+#include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include <gtest/gtest.h>
-
 #include <chrono>
 #include <cstdlib>
 #include <fstream>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <sstream>
-#include <map>
 #include <thread>
 
 #include "support/fake_host.h"
@@ -48,7 +47,8 @@ std::string shOut(const std::string& cmd) {
 class VmDaemon : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    ASSERT_NE(std::getenv("TALLY_IN_VM"), nullptr) << "these tests need the VM harness: vm/run.sh -- tally_vm_tests";
+    ASSERT_NE(std::getenv("TALLY_IN_VM"), nullptr)
+        << "these tests need the VM harness: vm/run.sh -- tally_vm_tests";
     const char* ko = std::getenv("TALLY_TESTDRM_KO");
     ASSERT_NE(ko, nullptr);
     if (::access("/sys/module/tally_testdrm", F_OK) != 0) {
@@ -62,10 +62,14 @@ class VmDaemon : public ::testing::Test {
     makeDirs(dir);
     socket = dir + "/tally.sock";
     config = dir + "/tally.toml";
-    unit = "tally-daemon-" + std::to_string(::getpid()) + "-" + std::to_string(counter++) + ".service";
-    writeFile(config, "[daemon]\nsocket = \"" + socket + "\"\nstate_dir = \"" + dir + "/state\"\nsample_interval = \"200ms\"\n"
-                      "client_grace = \"30s\"\n\n[pools.one]\ncapacity = 1\n\n[pools.gpu]\ncapacity = 4\n"
-                      "gpu_memory_budget = \"96GiB\"\nmemory_budget = \"1GiB\"\n");
+    unit =
+        "tally-daemon-" + std::to_string(::getpid()) + "-" + std::to_string(counter++) + ".service";
+    writeFile(
+        config,
+        "[daemon]\nsocket = \"" + socket + "\"\nstate_dir = \"" + dir +
+            "/state\"\nsample_interval = \"200ms\"\n"
+            "client_grace = \"30s\"\n\n[pools.one]\ncapacity = 1\n\n[pools.gpu]\ncapacity = 4\n"
+            "gpu_memory_budget = \"96GiB\"\nmemory_budget = \"1GiB\"\n");
   }
   void TearDown() override {
     sh("systemctl stop " + unit + " 2>/dev/null; systemctl reset-failed " + unit + " 2>/dev/null");
@@ -73,7 +77,8 @@ class VmDaemon : public ::testing::Test {
   // The daemon as systemd runs it in production: Type=notify, a watchdog,
   // restarted by systemd when it dies. systemd-run returns once READY=1.
   void startDaemon() {
-    ASSERT_EQ(sh("systemd-run --quiet --unit=" + unit + " -p Type=notify -p WatchdogSec=20s -p Restart=always -p RestartSec=300ms " +
+    ASSERT_EQ(sh("systemd-run --quiet --unit=" + unit +
+                 " -p Type=notify -p WatchdogSec=20s -p Restart=always -p RestartSec=300ms " +
                  kTally + " daemon --config " + config),
               0);
   }
@@ -97,27 +102,34 @@ class VmDaemon : public ::testing::Test {
     return k;
   }
   // The barrier a workload sets once it holds its memory (tally_vm_workload ... READY).
-  static bool ready(const std::string& path) { return eventually([&] { return ::access(path.c_str(), F_OK) == 0; }, 30s); }
+  static bool ready(const std::string& path) {
+    return eventually([&] { return ::access(path.c_str(), F_OK) == 0; }, 30s);
+  }
   // The daemon's view of a lease, once `done` holds for it.
   json leaseWhen(const std::string& lease, const std::function<bool(const json&)>& done) {
     json s;
-    eventually([&] {
-      s = json::parse(tally({"lease", "show", lease, "--json"}).out, nullptr, false);
-      return s.is_object() && done(s);
-    }, 30s);
+    eventually(
+        [&] {
+          s = json::parse(tally({"lease", "show", lease, "--json"}).out, nullptr, false);
+          return s.is_object() && done(s);
+        },
+        30s);
     return s;
   }
   // The id of the live lease named `name` once it is in `state`, "" if it never is.
   std::string leaseNamed(const std::string& leaseName, const std::string& state) {
     std::string id;
-    eventually([&] {
-      json l = json::parse(tally({"leases", "--json"}).out, nullptr, false);
-      if (!l.is_array()) return false;
-      for (const auto& e : l) {
-        if (e.value("name", "") == leaseName && e.value("state", "") == state) id = e.value("lease", "");
-      }
-      return !id.empty();
-    }, 30s);
+    eventually(
+        [&] {
+          json l = json::parse(tally({"leases", "--json"}).out, nullptr, false);
+          if (!l.is_array()) return false;
+          for (const auto& e : l) {
+            if (e.value("name", "") == leaseName && e.value("state", "") == state)
+              id = e.value("lease", "");
+          }
+          return !id.empty();
+        },
+        30s);
     return id;
   }
   void expectChainIntact() {
@@ -134,7 +146,7 @@ TEST_F(VmDaemon, RunsAsANotifyServiceAndReportsStatus) {
   EXPECT_EQ(shOut("systemctl show -p ActiveState --value " + unit), "active");
   std::string status = shOut("systemctl show -p StatusText --value " + unit);
   EXPECT_NE(status.find("0 lease(s) held, 0 queued, 2 pool(s)"), std::string::npos) << status;
-  struct stat st{};
+  struct stat st {};
   ASSERT_EQ(::stat(socket.c_str(), &st), 0);
   EXPECT_EQ(st.st_mode & 0777, 0660u);
   auto pools = tally({"pools", "--json"});
@@ -150,10 +162,14 @@ TEST_F(VmDaemon, TwoRunsOnACapacityOnePoolSerialise) {
   startDaemon();
   std::string log = dir + "/intervals", go = dir + "/go";
   // Each workload logs its start and waits for the test's go (a file), then logs its end.
-  std::string body = "echo start $(date +%s%N) >> " + log + "; while [ ! -e " + go + " ]; do sleep 0.05; done; echo end $(date +%s%N) >> " + log;
-  auto a = spawnProgram({kTally, "run", "--pool", "one", "--name", "first", "--", "sh", "-c", body}, {"TALLY_SOCKET=" + socket});
+  std::string body = "echo start $(date +%s%N) >> " + log + "; while [ ! -e " + go +
+                     " ]; do sleep 0.05; done; echo end $(date +%s%N) >> " + log;
+  auto a = spawnProgram({kTally, "run", "--pool", "one", "--name", "first", "--", "sh", "-c", body},
+                        {"TALLY_SOCKET=" + socket});
   ASSERT_FALSE(leaseNamed("first", "running").empty());  // the barrier: a holds the pool
-  auto b = spawnProgram({kTally, "run", "--pool", "one", "--name", "second", "--", "sh", "-c", body}, {"TALLY_SOCKET=" + socket});
+  auto b =
+      spawnProgram({kTally, "run", "--pool", "one", "--name", "second", "--", "sh", "-c", body},
+                   {"TALLY_SOCKET=" + socket});
   ASSERT_FALSE(leaseNamed("second", "queued").empty());  // and b waits behind it
   writeFile(go, "");
   auto ra = waitProgram(a);
@@ -189,18 +205,23 @@ TEST_F(VmDaemon, BudgetRefusalsSayWhatToDeclare) {
   startDaemon();
   auto none = tally({"run", "--pool", "gpu", "--memory-max", "64M", "--", "true"});
   EXPECT_EQ(none.exitCode(), 125);
-  EXPECT_NE(none.err.find("declare this lease's share with --gpu-memory-max"), std::string::npos) << none.err;
-  auto tooBig = tally({"run", "--pool", "gpu", "--memory-max", "64M", "--gpu-memory-max", "200G", "--", "true"});
+  EXPECT_NE(none.err.find("declare this lease's share with --gpu-memory-max"), std::string::npos)
+      << none.err;
+  auto tooBig = tally(
+      {"run", "--pool", "gpu", "--memory-max", "64M", "--gpu-memory-max", "200G", "--", "true"});
   EXPECT_EQ(tooBig.exitCode(), 125);
-  EXPECT_NE(tooBig.err.find("larger than pool 'gpu''s whole GPU memory budget"), std::string::npos) << tooBig.err;
+  EXPECT_NE(tooBig.err.find("larger than pool 'gpu''s whole GPU memory budget"), std::string::npos)
+      << tooBig.err;
   // Within budget, with a queue timeout while the budget is taken by a holder.
   // (The VM has 2 GiB: sizes stay under its MemAvailable, which may only delay.)
   std::string go = dir + "/go";
-  auto holder = spawnProgram({kTally, "run", "--pool", "gpu", "--memory-max", "600M", "--gpu-memory-max", "90G", "--name", "holder", "--",
-                              "sh", "-c", "while [ ! -e " + go + " ]; do sleep 0.05; done"},
-                             {"TALLY_SOCKET=" + socket});
+  auto holder = spawnProgram(
+      {kTally, "run", "--pool", "gpu", "--memory-max", "600M", "--gpu-memory-max", "90G", "--name",
+       "holder", "--", "sh", "-c", "while [ ! -e " + go + " ]; do sleep 0.05; done"},
+      {"TALLY_SOCKET=" + socket});
   ASSERT_FALSE(leaseNamed("holder", "running").empty());
-  auto waiter = tally({"run", "--pool", "gpu", "--memory-max", "600M", "--gpu-memory-max", "4G", "--queue-timeout", "1s", "--", "true"});
+  auto waiter = tally({"run", "--pool", "gpu", "--memory-max", "600M", "--gpu-memory-max", "4G",
+                       "--queue-timeout", "1s", "--", "true"});
   EXPECT_EQ(waiter.exitCode(), 125);
   EXPECT_NE(waiter.err.find("waiting for memory-budget"), std::string::npos) << waiter.err;
   EXPECT_NE(waiter.err.find("no grant within the queue timeout"), std::string::npos) << waiter.err;
@@ -213,20 +234,24 @@ TEST_F(VmDaemon, AttachToARunningServiceMetersItAndEndsWithIt) {
   // A "server": 48 MiB of host memory and a 16 MiB GTT buffer through the test driver.
   std::string server = "tally-vm-server-" + std::to_string(::getpid()) + ".service";
   std::string hogReady = dir + "/hog.ready", gpuReady = dir + "/gpu.ready";
-  ASSERT_EQ(sh("systemd-run --quiet --unit=" + server + " -p Type=exec sh -c '" + kWorkload + " hog 48 60000 " + hogReady + " & " +
-               kWorkload + " gpu gtt 16 1 60000 " + gpuReady + " & wait'"),
+  ASSERT_EQ(sh("systemd-run --quiet --unit=" + server + " -p Type=exec sh -c '" + kWorkload +
+               " hog 48 60000 " + hogReady + " & " + kWorkload + " gpu gtt 16 1 60000 " + gpuReady +
+               " & wait'"),
             0);
   ASSERT_TRUE(ready(hogReady) && ready(gpuReady));
-  auto a = tally({"attach", "--unit", server, "--pool", "gpu", "--memory-max", "256M", "--gpu-memory-max", "1G", "--name", "server"});
+  auto a = tally({"attach", "--unit", server, "--pool", "gpu", "--memory-max", "256M",
+                  "--gpu-memory-max", "1G", "--name", "server"});
   ASSERT_EQ(a.exitCode(), 0) << a.err;
   std::string lease = a.out.substr(0, 12);
   // MemoryMax went through systemd and reads back from the cgroup.
   EXPECT_EQ(shOut("systemctl show -p MemoryMax --value " + server), "268435456");
   EXPECT_EQ(shOut("cat /sys/fs/cgroup/system.slice/" + server + "/memory.max"), "268435456");
-  json s = leaseWhen(lease, [](const json& l) { return l.contains("gpu") && l["gpu"].value("samples", 0) >= 2; });
+  json s = leaseWhen(
+      lease, [](const json& l) { return l.contains("gpu") && l["gpu"].value("samples", 0) >= 2; });
   EXPECT_EQ(s["state"], "running");
   EXPECT_GE(s["memory"]["current_bytes"].get<std::uint64_t>(), 48 * kMiB) << s.dump(2);
-  EXPECT_EQ(s["gpu"]["current_bytes"], 16 * kMiB) << s.dump(2);  // drm-fdinfo of the service's processes
+  EXPECT_EQ(s["gpu"]["current_bytes"], 16 * kMiB)
+      << s.dump(2);  // drm-fdinfo of the service's processes
   EXPECT_EQ(s["gpu"]["regions"]["gtt"], 16 * kMiB);
   auto pools = json::parse(tally({"pools", "--json"}).out);
   EXPECT_EQ(pools[1]["gpu_memory_declared"], 1ULL << 30);
@@ -248,15 +273,19 @@ TEST_F(VmDaemon, AttachToAProcesssCgroupWritesMemoryMaxAndEndsOnExit) {
   ASSERT_EQ(sh("mkdir -p " + cg), 0);
   // The process joins the cgroup before it allocates: memory is charged to
   // the cgroup it was touched in and does not move with the process.
-  auto worker = spawnProgram({"sh", "-c", "echo $$ > " + cg + "/cgroup.procs && exec " + kWorkload + " hog 24 4000"});
+  auto worker = spawnProgram(
+      {"sh", "-c", "echo $$ > " + cg + "/cgroup.procs && exec " + kWorkload + " hog 24 4000"});
   std::string inCgroup = "0::" + cg.substr(std::string("/sys/fs/cgroup").size());
-  ASSERT_TRUE(eventually([&] { return shOut("cat /proc/" + std::to_string(worker.pid) + "/cgroup") == inCgroup; }));
-  auto a = tally({"attach", "--pid", std::to_string(worker.pid), "--pool", "one", "--memory-max", "128M", "--json"});
+  ASSERT_TRUE(eventually(
+      [&] { return shOut("cat /proc/" + std::to_string(worker.pid) + "/cgroup") == inCgroup; }));
+  auto a = tally({"attach", "--pid", std::to_string(worker.pid), "--pool", "one", "--memory-max",
+                  "128M", "--json"});
   ASSERT_EQ(a.exitCode(), 0) << a.err;
   json l = json::parse(a.out);
   std::string lease = l["lease"];
   EXPECT_EQ(l["cgroup"], cg.substr(std::string("/sys/fs/cgroup").size()));
-  EXPECT_EQ(shOut("cat " + cg + "/memory.max"), "134217728");  // no unit: written directly, read back
+  EXPECT_EQ(shOut("cat " + cg + "/memory.max"),
+            "134217728");  // no unit: written directly, read back
   EXPECT_EQ(waitProgram(worker).exitCode(), 0);
   EXPECT_TRUE(eventually([&] { return kinds(lease).size() >= 3; }, 10s));
   EXPECT_EQ(kinds(lease), (std::vector<std::string>{"granted", "adopted", "outcome"}));
@@ -268,7 +297,8 @@ TEST_F(VmDaemon, AttachToAProcesssCgroupWritesMemoryMaxAndEndsOnExit) {
 
 TEST_F(VmDaemon, Kill9MidLeaseReadoptsAndRecordsTheOutcomeOnce) {
   startDaemon();
-  auto client = spawnProgram({kTally, "run", "--pool", "one", "--memory-max", "64M", "--name", "survivor", "--", kWorkload, "hog", "8", "5000"},
+  auto client = spawnProgram({kTally, "run", "--pool", "one", "--memory-max", "64M", "--name",
+                              "survivor", "--", kWorkload, "hog", "8", "5000"},
                              {"TALLY_SOCKET=" + socket});
   std::string lease = leaseNamed("survivor", "running");
   ASSERT_FALSE(lease.empty());
@@ -278,7 +308,8 @@ TEST_F(VmDaemon, Kill9MidLeaseReadoptsAndRecordsTheOutcomeOnce) {
   std::string newPid;
   ASSERT_TRUE(eventually([&] {
     newPid = shOut("systemctl show -p MainPID --value " + unit);
-    return newPid != mainPid && newPid != "0" && shOut("systemctl show -p ActiveState --value " + unit) == "active";
+    return newPid != mainPid && newPid != "0" &&
+           shOut("systemctl show -p ActiveState --value " + unit) == "active";
   }));
   auto shown = json::parse(tally({"lease", "show", lease, "--json"}).out, nullptr, false);
   EXPECT_EQ(shown["readopted_after_restart"], true) << shown.dump(2);
@@ -312,13 +343,17 @@ TEST_F(VmDaemon, AKilledClientsSliceIsStoppedWhenItsLeaseIsLost) {
   ::kill(client.pid, SIGKILL);
   waitProgram(client);
   writeFile(go, "");  // the workload ends with nobody to report it
-  ASSERT_TRUE(eventually([&] { return !kinds(lease).empty() && kinds(lease).back() == "lost"; }, 30s)) << lease;
+  ASSERT_TRUE(
+      eventually([&] { return !kinds(lease).empty() && kinds(lease).back() == "lost"; }, 30s))
+      << lease;
   EXPECT_TRUE(eventually([&] { return shOut("systemctl is-active " + slice) != "active"; }, 10s))
       << shOut("systemctl status --no-pager " + slice);
   expectChainIntact();
 }
 
-void setCharging(bool on) { std::ofstream("/sys/module/tally_testdrm/parameters/charge_memcg") << (on ? "1" : "0"); }
+void setCharging(bool on) {
+  std::ofstream("/sys/module/tally_testdrm/parameters/charge_memcg") << (on ? "1" : "0");
+}
 
 // The daemon probes at start (coverage_probe = true) and records what it
 // found: host+gtt with the driver charging, host after it stops; with GTT
@@ -339,8 +374,10 @@ TEST_F(VmDaemon, RecordedCoverageFollowsTheKernelAndNothingCountsTwice) {
 
   // tally run maps --gpu-memory-max onto MemoryMax: through the daemon's
   // grant (--pool), and standalone from the ledger's row for this kernel.
-  for (std::vector<std::string> mode : {std::vector<std::string>{"--pool", "gpu"}, std::vector<std::string>{"--state-dir", dir + "/state"}}) {
-    std::vector<std::string> args{"run", "--json", "--memory-max", "64M", "--gpu-memory-max", "64M"};
+  for (std::vector<std::string> mode : {std::vector<std::string>{"--pool", "gpu"},
+                                        std::vector<std::string>{"--state-dir", dir + "/state"}}) {
+    std::vector<std::string> args{"run", "--json",           "--memory-max",
+                                  "64M", "--gpu-memory-max", "64M"};
     args.insert(args.end(), mode.begin(), mode.end());
     args.insert(args.end(), {"--", "true"});
     auto r = tally(args);
@@ -353,9 +390,12 @@ TEST_F(VmDaemon, RecordedCoverageFollowsTheKernelAndNothingCountsTwice) {
 
   std::string server = "tally-vm-charged-" + std::to_string(::getpid()) + ".service";
   std::string gpuReady = dir + "/charged.ready";
-  ASSERT_EQ(sh("systemd-run --quiet --unit=" + server + " -p Type=exec " + kWorkload + " gpu gtt 32 2 60000 " + gpuReady), 0);
+  ASSERT_EQ(sh("systemd-run --quiet --unit=" + server + " -p Type=exec " + kWorkload +
+               " gpu gtt 32 2 60000 " + gpuReady),
+            0);
   ASSERT_TRUE(ready(gpuReady));
-  auto a = tally({"attach", "--unit", server, "--pool", "gpu", "--memory-max", "256M", "--gpu-memory-max", "32M"});
+  auto a = tally({"attach", "--unit", server, "--pool", "gpu", "--memory-max", "256M",
+                  "--gpu-memory-max", "32M"});
   ASSERT_EQ(a.exitCode(), 0) << a.err;
   std::string lease = a.out.substr(0, 12);
   // The barrier: the advisory bound has reported (two samples over 32M).
@@ -369,7 +409,8 @@ TEST_F(VmDaemon, RecordedCoverageFollowsTheKernelAndNothingCountsTwice) {
   EXPECT_EQ(f["host_bytes"].get<std::uint64_t>() + 64 * kMiB, current) << s.dump(2);
   EXPECT_EQ(f["total_bytes"], current) << "GTT counted in host memory and GPU memory both";
   EXPECT_EQ(s["gpu_bound"]["advisory"], true);
-  EXPECT_EQ(shOut("systemctl is-active " + server), "active") << "an advisory bound killed the workload";
+  EXPECT_EQ(shOut("systemctl is-active " + server), "active")
+      << "an advisory bound killed the workload";
   EXPECT_EQ(kinds(lease).back(), "gpu-bound");
   EXPECT_EQ(ledgerRows(lease).back()["body"]["kind"], "gpu-memory-max-exceeded");
   sh("systemctl stop " + server);
@@ -393,25 +434,37 @@ TEST_F(VmDaemon, AttachedUnitOverGpuMemoryMaxIsKilledByTheDaemon) {
   startDaemon();
   std::string server = "tally-vm-greedy-" + std::to_string(::getpid()) + ".service";
   std::string bystander = "tally-vm-bystander-" + std::to_string(::getpid()) + ".service";
-  ASSERT_EQ(sh("systemd-run --quiet --unit=" + bystander + " -p Type=exec " + kWorkload + " gpu gtt 32 2 60000 " + dir + "/b.ready"), 0);
-  ASSERT_EQ(sh("systemd-run --quiet --unit=" + server + " -p Type=exec " + kWorkload + " gpu gtt 32 2 60000 " + dir + "/s.ready"), 0);
+  ASSERT_EQ(sh("systemd-run --quiet --unit=" + bystander + " -p Type=exec " + kWorkload +
+               " gpu gtt 32 2 60000 " + dir + "/b.ready"),
+            0);
+  ASSERT_EQ(sh("systemd-run --quiet --unit=" + server + " -p Type=exec " + kWorkload +
+               " gpu gtt 32 2 60000 " + dir + "/s.ready"),
+            0);
   ASSERT_TRUE(ready(dir + "/b.ready") && ready(dir + "/s.ready"));
-  auto events = spawnProgram({kTally, "events", "--json", "--count", "1", "--timeout", "30s"}, {"TALLY_SOCKET=" + socket});
+  auto events = spawnProgram({kTally, "events", "--json", "--count", "1", "--timeout", "30s"},
+                             {"TALLY_SOCKET=" + socket});
   // Subscribed before the lease exists: `tally events` says so on stderr.
-  ASSERT_TRUE(eventually([&] { return readFile(events.errPath).find("following the daemon") != std::string::npos; }));
-  auto a = tally({"attach", "--unit", server, "--pool", "gpu", "--memory-max", "256M", "--gpu-memory-max", "48M"});
+  ASSERT_TRUE(eventually(
+      [&] { return readFile(events.errPath).find("following the daemon") != std::string::npos; }));
+  auto a = tally({"attach", "--unit", server, "--pool", "gpu", "--memory-max", "256M",
+                  "--gpu-memory-max", "48M"});
   ASSERT_EQ(a.exitCode(), 0) << a.err;
   std::string lease = a.out.substr(0, 12);
   ASSERT_TRUE(eventually([&] { return kinds(lease).back() == "outcome"; }, 15s));
   json outcome = ledgerRows(lease).back()["body"];
   EXPECT_EQ(outcome["outcome"]["class"], "killed-by-tally") << outcome.dump(2);
   EXPECT_EQ(outcome["outcome"]["summary"].get<std::string>().rfind(
-                "killed by tally: GPU memory 64.0 MiB over gpu_memory_max 48.0 MiB (drm-fdinfo, 2 samples at 200 ms)", 0),
+                "killed by tally: GPU memory 64.0 MiB over gpu_memory_max 48.0 MiB (drm-fdinfo, 2 "
+                "samples at 200 ms)",
+                0),
             0u)
       << outcome.dump(2);
   const auto& kill = outcome["gpu"]["bound"]["events"].back();
-  EXPECT_LE(kill["at_ns"].get<std::uint64_t>() - kill["first_over_ns"].get<std::uint64_t>(), 300'000'000u) << outcome.dump(2);
-  EXPECT_EQ(shOut("systemctl is-active " + bystander), "active") << "a unit outside the lease was killed";
+  EXPECT_LE(kill["at_ns"].get<std::uint64_t>() - kill["first_over_ns"].get<std::uint64_t>(),
+            300'000'000u)
+      << outcome.dump(2);
+  EXPECT_EQ(shOut("systemctl is-active " + bystander), "active")
+      << "a unit outside the lease was killed";
   // Subscribers saw it as it happened, and so did the journal.
   auto ev = waitProgram(events);
   EXPECT_EQ(ev.exitCode(), 0) << ev.err;
@@ -420,8 +473,11 @@ TEST_F(VmDaemon, AttachedUnitOverGpuMemoryMaxIsKilledByTheDaemon) {
   EXPECT_EQ(e.value("kind", ""), "gpu-memory-kill") << ev.out;
   EXPECT_EQ(e.value("lease", ""), lease);
   std::string journal = shOut("journalctl --no-pager -o cat -t tally TALLY_LEASE=" + lease);
-  EXPECT_NE(journal.find("killed by tally: GPU memory 64.0 MiB over gpu_memory_max 48.0 MiB"), std::string::npos) << journal;
-  sh("systemctl stop " + bystander + " " + server + "; systemctl reset-failed " + server + " 2>/dev/null");
+  EXPECT_NE(journal.find("killed by tally: GPU memory 64.0 MiB over gpu_memory_max 48.0 MiB"),
+            std::string::npos)
+      << journal;
+  sh("systemctl stop " + bystander + " " + server + "; systemctl reset-failed " + server +
+     " 2>/dev/null");
   expectChainIntact();
 }
 
@@ -429,16 +485,18 @@ TEST_F(VmDaemon, AttachedUnitOverGpuMemoryMaxIsKilledByTheDaemon) {
 // them; waits (5 s) until `last` has arrived.
 std::map<std::string, json> journalOf(const std::string& lease, const std::string& last) {
   std::map<std::string, json> byEvent;
-  eventually([&] {
-    byEvent.clear();
-    auto rows = runProgram({"journalctl", "--no-pager", "-o", "json", "TALLY_LEASE=" + lease});
-    std::istringstream lines(rows.out);
-    for (std::string l; std::getline(lines, l);) {
-      json e = json::parse(l, nullptr, false);
-      if (e.is_object() && e.contains("TALLY_EVENT")) byEvent[e["TALLY_EVENT"]] = e;
-    }
-    return byEvent.count(last) != 0;
-  }, 5s);
+  eventually(
+      [&] {
+        byEvent.clear();
+        auto rows = runProgram({"journalctl", "--no-pager", "-o", "json", "TALLY_LEASE=" + lease});
+        std::istringstream lines(rows.out);
+        for (std::string l; std::getline(lines, l);) {
+          json e = json::parse(l, nullptr, false);
+          if (e.is_object() && e.contains("TALLY_EVENT")) byEvent[e["TALLY_EVENT"]] = e;
+        }
+        return byEvent.count(last) != 0;
+      },
+      5s);
   return byEvent;
 }
 
@@ -446,16 +504,18 @@ TEST_F(VmDaemon, LifecycleReachesTheJournalAndSeatsAndMetricsAreLive) {
   setCharging(false);
   startDaemon();
   std::string server = "tally-vm-lane-" + std::to_string(::getpid()) + ".service";
-  ASSERT_EQ(sh("systemd-run --quiet --unit=" + server + " -p Type=exec sh -c '" + kWorkload + " hog 48 60000 " + dir + "/h.ready & " +
-               kWorkload + " gpu gtt 16 1 60000 " + dir + "/g.ready & wait'"),
+  ASSERT_EQ(sh("systemd-run --quiet --unit=" + server + " -p Type=exec sh -c '" + kWorkload +
+               " hog 48 60000 " + dir + "/h.ready & " + kWorkload + " gpu gtt 16 1 60000 " + dir +
+               "/g.ready & wait'"),
             0);
   ASSERT_TRUE(ready(dir + "/h.ready") && ready(dir + "/g.ready"));
-  auto a = tally({"attach", "--unit", server, "--pool", "gpu", "--memory-max", "256M", "--gpu-memory-max", "1G", "--name", "lane",
-                  "--attr", "model=qwen3-32b",
-                  "--attr", "context_window=32768"});
+  auto a = tally({"attach", "--unit", server, "--pool", "gpu", "--memory-max", "256M",
+                  "--gpu-memory-max", "1G", "--name", "lane", "--attr", "model=qwen3-32b", "--attr",
+                  "context_window=32768"});
   ASSERT_EQ(a.exitCode(), 0) << a.err;
   std::string lease = a.out.substr(0, 12);
-  leaseWhen(lease, [](const json& l) { return l.contains("gpu") && l["gpu"].value("samples", 0) >= 2; });
+  leaseWhen(lease,
+            [](const json& l) { return l.contains("gpu") && l["gpu"].value("samples", 0) >= 2; });
   // The seat row: running from the real cgroup.events, figures from the real cgroup and fdinfo.
   json seats = json::parse(tally({"seats", "--json"}).out, nullptr, false);
   ASSERT_TRUE(seats.is_object());
@@ -468,7 +528,8 @@ TEST_F(VmDaemon, LifecycleReachesTheJournalAndSeatsAndMetricsAreLive) {
   EXPECT_GE(row["host"]["peak_bytes"].get<std::uint64_t>(), 48 * kMiB) << row.dump(2);
   EXPECT_EQ(row["gpu"]["regions"]["gtt"]["current_bytes"], 16 * kMiB);
   EXPECT_EQ(row["declared"]["attributes"]["model"], "qwen3-32b");
-  auto promtool = runProgram({"sh", "-c", "\"$0\" metrics | promtool check metrics", kTally}, {"TALLY_SOCKET=" + socket});
+  auto promtool = runProgram({"sh", "-c", "\"$0\" metrics | promtool check metrics", kTally},
+                             {"TALLY_SOCKET=" + socket});
   EXPECT_EQ(promtool.exitCode(), 0) << promtool.out << promtool.err;
 
   ASSERT_EQ(sh("systemctl stop " + server), 0);
@@ -486,23 +547,27 @@ TEST_F(VmDaemon, LifecycleReachesTheJournalAndSeatsAndMetricsAreLive) {
   EXPECT_EQ(end["TALLY_GPU_PEAK_BYTES"], std::to_string(16 * kMiB)) << end.dump(2);
   // memory.peak when tally read it before systemd removed the stopped unit's
   // cgroup, else the samples' peak under its own name; one of them, never 0.
-  std::string peak = end.value("TALLY_MEMORY_PEAK_BYTES", end.value("TALLY_MEMORY_PEAK_SAMPLED_BYTES", "0"));
+  std::string peak =
+      end.value("TALLY_MEMORY_PEAK_BYTES", end.value("TALLY_MEMORY_PEAK_SAMPLED_BYTES", "0"));
   EXPECT_GE(std::stoull(peak), 48 * kMiB) << end.dump(2);
-  EXPECT_FALSE(end.contains("TALLY_EXIT_CODE"));  // an attached workload has no exit status tally saw
+  EXPECT_FALSE(
+      end.contains("TALLY_EXIT_CODE"));  // an attached workload has no exit status tally saw
 
   // A run lease through the pool: granted, started, exited 0, in the daemon's journal entries.
-  auto r = tally({"run", "--pool", "gpu", "--memory-max", "128M", "--gpu-memory-max", "64M", "--json", "--name", "batch", "--", kWorkload,
-                  "hog", "32", "300"});
+  auto r = tally({"run", "--pool", "gpu", "--memory-max", "128M", "--gpu-memory-max", "64M",
+                  "--json", "--name", "batch", "--", kWorkload, "hog", "32", "300"});
   ASSERT_EQ(r.exitCode(), 0) << r.err;
   std::string run = json::parse(r.out).value("lease", json::object()).value("id", "");
   auto ran = journalOf(run, "lease-outcome");
   ASSERT_TRUE(ran.count("lease-started")) << run;
-  EXPECT_EQ(ran["lease-started"].value("TALLY_CGROUP", "").find("/tally.slice/"), 0u) << ran["lease-started"].dump(2);
+  EXPECT_EQ(ran["lease-started"].value("TALLY_CGROUP", "").find("/tally.slice/"), 0u)
+      << ran["lease-started"].dump(2);
   ASSERT_TRUE(ran.count("lease-outcome"));
   EXPECT_EQ(ran["lease-outcome"]["TALLY_OUTCOME"], "exited");
   EXPECT_EQ(ran["lease-outcome"]["TALLY_EXIT_CODE"], "0");
   EXPECT_EQ(ran["lease-outcome"]["TALLY_POOL"], "gpu");
-  EXPECT_GE(std::stoull(ran["lease-outcome"].value("TALLY_MEMORY_PEAK_BYTES", "0")), 32 * kMiB) << ran["lease-outcome"].dump(2);
+  EXPECT_GE(std::stoull(ran["lease-outcome"].value("TALLY_MEMORY_PEAK_BYTES", "0")), 32 * kMiB)
+      << ran["lease-outcome"].dump(2);
   expectChainIntact();
 }
 

@@ -3,11 +3,10 @@
 // `systemd-analyze verify`, and the hardened tally.service, installed onto
 // the VM's throw-away root, starts as Type=notify, serves, meters an attached
 // unit through D-Bus and cgroupfs, and stops. VM harness only.
+#include <gtest/gtest.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
-
-#include <gtest/gtest.h>
 
 #include <chrono>
 #include <cstdlib>
@@ -28,7 +27,9 @@ using namespace std::chrono_literals;
 const std::string kStage = TALLY_STAGE_DIR;
 const std::string kWorkload = TALLY_VM_WORKLOAD;
 
-ProgramResult sh(const std::string& cmd, std::vector<std::string> env = {}) { return runProgram({"sh", "-c", cmd}, std::move(env)); }
+ProgramResult sh(const std::string& cmd, std::vector<std::string> env = {}) {
+  return runProgram({"sh", "-c", cmd}, std::move(env));
+}
 
 std::string trimmed(std::string s) {
   while (!s.empty() && (s.back() == '\n' || s.back() == ' ')) s.pop_back();
@@ -38,10 +39,12 @@ std::string trimmed(std::string s) {
 class VmPackage : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    ASSERT_NE(std::getenv("TALLY_IN_VM"), nullptr) << "these tests need the VM harness: vm/run.sh -- tally_vm_tests";
-    struct stat st{};
+    ASSERT_NE(std::getenv("TALLY_IN_VM"), nullptr)
+        << "these tests need the VM harness: vm/run.sh -- tally_vm_tests";
+    struct stat st {};
     ASSERT_EQ(::stat((kStage + "/usr/local/bin/tally").c_str(), &st), 0)
-        << "no staging root at " << kStage << "; build the tally_stage target (cmake --build --preset default)";
+        << "no staging root at " << kStage
+        << "; build the tally_stage target (cmake --build --preset default)";
   }
 };
 
@@ -50,17 +53,23 @@ TEST_F(VmPackage, StagedUnitsPassSystemdAnalyzeVerify) {
   // stage onto the VM's root (an overlay thrown away at power-off).
   ASSERT_EQ(sh("cp -a " + kStage + "/. /").exitCode(), 0);
   std::vector<std::string> env = {"MANPATH=" + kStage + "/usr/local/share/man"};
-  auto system = sh("systemd-analyze verify " + kStage + "/usr/local/lib/systemd/system/tally.service", env);
+  auto system =
+      sh("systemd-analyze verify " + kStage + "/usr/local/lib/systemd/system/tally.service", env);
   EXPECT_EQ(system.exitCode(), 0) << system.out << system.err;
   EXPECT_EQ(system.err, "") << "systemd-analyze warned";
   ASSERT_EQ(sh("mkdir -p /run/user/0 && chmod 0700 /run/user/0").exitCode(), 0);
   env.push_back("XDG_RUNTIME_DIR=/run/user/0");
-  auto user = sh("systemd-analyze --user verify " + kStage + "/usr/local/lib/systemd/user/tally.service", env);
+  auto user = sh(
+      "systemd-analyze --user verify " + kStage + "/usr/local/lib/systemd/user/tally.service", env);
   EXPECT_EQ(user.exitCode(), 0) << user.out << user.err;
   EXPECT_EQ(user.err, "") << "systemd-analyze warned";
   // The hardening is what the unit says, as systemd reads it.
-  auto security = sh("systemd-analyze security --offline=yes --no-pager " + kStage + "/usr/local/lib/systemd/system/tally.service");
-  std::cout << "---- systemd-analyze security (the hardened unit) ----\n" << security.out.substr(security.out.rfind("\n→ ") == std::string::npos ? 0 : security.out.rfind("\n→ ")) << "\n";
+  auto security = sh("systemd-analyze security --offline=yes --no-pager " + kStage +
+                     "/usr/local/lib/systemd/system/tally.service");
+  std::cout << "---- systemd-analyze security (the hardened unit) ----\n"
+            << security.out.substr(
+                   security.out.rfind("\n→ ") == std::string::npos ? 0 : security.out.rfind("\n→ "))
+            << "\n";
   // A unit with a mistake is refused by the same check (the check can fail).
   ASSERT_EQ(sh("mkdir -p /tmp/broken && sed 's/^Type=notify/Type=notifyy/' " + kStage +
                "/usr/local/lib/systemd/system/tally.service > /tmp/broken/tally.service")
@@ -72,13 +81,15 @@ TEST_F(VmPackage, StagedUnitsPassSystemdAnalyzeVerify) {
 
 TEST_F(VmPackage, TheHardenedServiceStartsServesAndMetersAnAttachedUnit) {
   ASSERT_EQ(sh("cp -a " + kStage + "/. /").exitCode(), 0);
-  ASSERT_EQ(sh("mkdir -p /etc/tally && cat > /etc/tally/tally.toml <<'EOF'\n[daemon]\nsample_interval = \"200ms\"\n"
+  ASSERT_EQ(sh("mkdir -p /etc/tally && cat > /etc/tally/tally.toml "
+               "<<'EOF'\n[daemon]\nsample_interval = \"200ms\"\n"
                "metrics_textfile = \"/var/lib/prometheus/node-exporter/tally.prom\"\n"
                "[pools.gpu]\ncapacity = 2\ngpu_memory_budget = \"4GiB\"\nEOF\n"
                "mkdir -p /var/lib/prometheus/node-exporter")
                 .exitCode(),
             0);
-  ASSERT_EQ(sh("systemctl daemon-reload && systemctl start tally.service").exitCode(), 0) << sh("journalctl -u tally --no-pager").out;
+  ASSERT_EQ(sh("systemctl daemon-reload && systemctl start tally.service").exitCode(), 0)
+      << sh("journalctl -u tally --no-pager").out;
   EXPECT_EQ(trimmed(sh("systemctl is-active tally.service").out), "active");
   EXPECT_EQ(trimmed(sh("systemctl show -p Type --value tally.service").out), "notify");
   EXPECT_EQ(trimmed(sh("systemctl show -p ProtectSystem --value tally.service").out), "strict");
@@ -89,21 +100,30 @@ TEST_F(VmPackage, TheHardenedServiceStartsServesAndMetersAnAttachedUnit) {
   EXPECT_EQ(json::parse(pools.out)[0]["pool"], "gpu");
   std::string server = "tally-pkg-server-" + std::to_string(::getpid()) + ".service";
   std::string readyFile = "/tmp/" + server + ".ready";
-  ASSERT_EQ(sh("systemd-run --quiet --unit=" + server + " -p Type=exec " + kWorkload + " gpu gtt 16 1 60000 " + readyFile).exitCode(), 0);
+  ASSERT_EQ(sh("systemd-run --quiet --unit=" + server + " -p Type=exec " + kWorkload +
+               " gpu gtt 16 1 60000 " + readyFile)
+                .exitCode(),
+            0);
   ASSERT_TRUE(eventually([&] { return ::access(readyFile.c_str(), F_OK) == 0; }, 30s));
-  auto a = sh("/usr/local/bin/tally attach --unit " + server + " --pool gpu --memory-max 256M --gpu-memory-max 1G --attr model=test");
+  auto a = sh("/usr/local/bin/tally attach --unit " + server +
+              " --pool gpu --memory-max 256M --gpu-memory-max 1G --attr model=test");
   ASSERT_EQ(a.exitCode(), 0) << a.err << sh("journalctl -u tally --no-pager").out;
-  EXPECT_EQ(trimmed(sh("systemctl show -p MemoryMax --value " + server).out), "268435456");  // through D-Bus, under the sandbox
+  EXPECT_EQ(trimmed(sh("systemctl show -p MemoryMax --value " + server).out),
+            "268435456");  // through D-Bus, under the sandbox
   // The barrier: the daemon has sampled the lease's GPU memory.
   json seats;
-  eventually([&] {
-    seats = json::parse(sh("/usr/local/bin/tally seats --json").out, nullptr, false);
-    return seats.is_object() && seats["seats"].size() == 1u && seats["seats"][0]["gpu"]["regions"]["gtt"]["current_bytes"] == (16u << 20);
-  }, 30s);
+  eventually(
+      [&] {
+        seats = json::parse(sh("/usr/local/bin/tally seats --json").out, nullptr, false);
+        return seats.is_object() && seats["seats"].size() == 1u &&
+               seats["seats"][0]["gpu"]["regions"]["gtt"]["current_bytes"] == (16u << 20);
+      },
+      30s);
   ASSERT_TRUE(seats.is_object()) << sh("journalctl -u tally --no-pager").out;
   ASSERT_EQ(seats["seats"].size(), 1u);
   EXPECT_EQ(seats["seats"][0]["running"], true);
-  EXPECT_EQ(seats["seats"][0]["gpu"]["regions"]["gtt"]["current_bytes"], 16u << 20) << seats.dump(2);  // every /proc readable
+  EXPECT_EQ(seats["seats"][0]["gpu"]["regions"]["gtt"]["current_bytes"], 16u << 20)
+      << seats.dump(2);  // every /proc readable
   // The textfile under the sandbox's one writable path outside its state.
   auto check = sh("promtool check metrics < /var/lib/prometheus/node-exporter/tally.prom");
   EXPECT_EQ(check.exitCode(), 0) << check.out << check.err;

@@ -2,20 +2,19 @@
 // these tests run only inside the project's VM harness (vm/run.sh), where
 // systemd is PID 1 on a pure cgroup v2 hierarchy and the test DRM driver can be
 // loaded. scripts/test.sh runs them there; outside it they refuse to start.
+#include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
-
-#include <gtest/gtest.h>
 
 #include <cerrno>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
-#include <nlohmann/json.hpp>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <sstream>
 #include <thread>
 
@@ -35,7 +34,7 @@ const std::string kTally = TALLY_BINARY;
 const std::string kWorkload = TALLY_VM_WORKLOAD;
 
 bool exists(const std::string& path) {
-  struct stat st{};
+  struct stat st {};
   return ::stat(path.c_str(), &st) == 0;
 }
 
@@ -56,16 +55,20 @@ struct Tally {
 class VmSystem : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    ASSERT_NE(std::getenv("TALLY_IN_VM"), nullptr) << "these tests need the VM harness: vm/run.sh -- " << "tally_vm_tests";
+    ASSERT_NE(std::getenv("TALLY_IN_VM"), nullptr)
+        << "these tests need the VM harness: vm/run.sh -- "
+        << "tally_vm_tests";
     const char* ko = std::getenv("TALLY_TESTDRM_KO");
     ASSERT_NE(ko, nullptr);
     if (!exists("/sys/module/tally_testdrm")) {
-      ASSERT_EQ(sh("modprobe drm && insmod " + std::string(ko)), 0) << "cannot load the test DRM driver";
+      ASSERT_EQ(sh("modprobe drm && insmod " + std::string(ko)), 0)
+          << "cannot load the test DRM driver";
     }
   }
 
   std::string stateDir() const {
-    return "/tmp/tally-state-" + std::string(::testing::UnitTest::GetInstance()->current_test_info()->name());
+    return "/tmp/tally-state-" +
+           std::string(::testing::UnitTest::GetInstance()->current_test_info()->name());
   }
 
   // tally run --json --state-dir <per test> ARGS -- CMD...
@@ -83,7 +86,9 @@ class VmSystem : public ::testing::Test {
   }
 };
 
-std::string describe(const Tally& t) { return "stderr:\n" + t.result.err + "\nrecord:\n" + t.record.dump(2); }
+std::string describe(const Tally& t) {
+  return "stderr:\n" + t.result.err + "\nrecord:\n" + t.record.dump(2);
+}
 
 TEST_F(VmSystem, AllocationOverMemoryMaxIsOomKilledAndNamed) {
   auto t = run({"--memory-max", "64M"}, {kWorkload, "hog", "200"});
@@ -96,14 +101,16 @@ TEST_F(VmSystem, AllocationOverMemoryMaxIsOomKilledAndNamed) {
   EXPECT_EQ(t.record["applied"]["memory_oom_group"], 1);
   EXPECT_EQ(t.record["lease"]["manager"], "system");
   EXPECT_GE(t.record["memory"]["events"]["oom_kill"].get<int>(), 1);
-  EXPECT_NE(t.record["outcome"]["summary"].get<std::string>().find("MemoryMax=67108864"), std::string::npos);
+  EXPECT_NE(t.record["outcome"]["summary"].get<std::string>().find("MemoryMax=67108864"),
+            std::string::npos);
   // The lease's scope and slice are gone afterwards.
   std::string slice = t.record["lease"]["slice"];
   EXPECT_NE(sh("systemctl is-active --quiet " + slice), 0);
 }
 
 TEST_F(VmSystem, WorkloadWithinBoundsExitsZeroWithPeakRecorded) {
-  auto t = run({"--memory-max", "64M", "--sample-interval", "100ms"}, {kWorkload, "hog", "16", "300"});
+  auto t =
+      run({"--memory-max", "64M", "--sample-interval", "100ms"}, {kWorkload, "hog", "16", "300"});
   EXPECT_EQ(t.result.exitCode(), 0) << describe(t);
   EXPECT_EQ(t.record["outcome"]["class"], "exited");
   EXPECT_EQ(t.record["outcome"]["exit_code"], 0);
@@ -114,7 +121,9 @@ TEST_F(VmSystem, WorkloadWithinBoundsExitsZeroWithPeakRecorded) {
   // 16 MiB touched: 4096 pages faulted in, as 4 KiB faults or 2 MiB THP
   // faults (512 pages each), counted in the slice's final memory.stat.
   const auto& st = t.record["memory"]["stat_counters"];
-  EXPECT_GE(st["pgfault"].get<std::uint64_t>() + 512 * st.value("thp_fault_alloc", std::uint64_t{0}), 4096u)
+  EXPECT_GE(
+      st["pgfault"].get<std::uint64_t>() + 512 * st.value("thp_fault_alloc", std::uint64_t{0}),
+      4096u)
       << describe(t);
 }
 
@@ -150,23 +159,27 @@ TEST_F(VmSystem, RefusedScopeNeverRunsTheWorkload) {
   auto t = run({"--slice", "a--b.slice"}, {kWorkload, "marker", marker});
   EXPECT_EQ(t.result.exitCode(), 125) << describe(t);
   EXPECT_EQ(t.record["outcome"]["class"], "containment-refused");
-  EXPECT_NE(t.record["outcome"]["summary"].get<std::string>().find("refused the scope"), std::string::npos);
+  EXPECT_NE(t.record["outcome"]["summary"].get<std::string>().find("refused the scope"),
+            std::string::npos);
   EXPECT_FALSE(exists(marker)) << "the workload ran although containment was refused";
   // The same command with a valid slice does run: the marker test is live.
   auto ok = run({"--slice", "batch.slice"}, {kWorkload, "marker", marker});
   EXPECT_EQ(ok.result.exitCode(), 0) << describe(ok);
   EXPECT_TRUE(exists(marker));
-  EXPECT_NE(ok.record["lease"]["cgroup"].get<std::string>().find("/batch.slice/batch-"), std::string::npos);
+  EXPECT_NE(ok.record["lease"]["cgroup"].get<std::string>().find("/batch.slice/batch-"),
+            std::string::npos);
 }
 
 TEST_F(VmSystem, UserModeRefusedWithoutUserManagerThenRunsThroughUserAt0) {
-  std::vector<std::string> env{"XDG_RUNTIME_DIR=/run/user/0", "DBUS_SESSION_BUS_ADDRESS=unix:path=/run/user/0/bus"};
+  std::vector<std::string> env{"XDG_RUNTIME_DIR=/run/user/0",
+                               "DBUS_SESSION_BUS_ADDRESS=unix:path=/run/user/0/bus"};
   std::string marker = "/tmp/tally-marker-no-user-manager";
   ASSERT_NE(sh("systemctl is-active --quiet user@0.service"), 0) << "user@0 must not run yet";
   auto refused = run({"--user"}, {kWorkload, "marker", marker}, env);
   EXPECT_EQ(refused.result.exitCode(), 125) << describe(refused);
   EXPECT_EQ(refused.record["outcome"]["class"], "containment-refused");
-  EXPECT_NE(refused.record["outcome"]["summary"].get<std::string>().find("no user manager"), std::string::npos)
+  EXPECT_NE(refused.record["outcome"]["summary"].get<std::string>().find("no user manager"),
+            std::string::npos)
       << describe(refused);
   EXPECT_FALSE(exists(marker));
 
@@ -174,7 +187,8 @@ TEST_F(VmSystem, UserModeRefusedWithoutUserManagerThenRunsThroughUserAt0) {
   auto t = run({"--user", "--memory-max", "64M"}, {kWorkload, "hog", "200"}, env);
   EXPECT_EQ(t.result.exitCode(), 137) << describe(t);
   EXPECT_EQ(t.record["lease"]["manager"], "user");
-  EXPECT_NE(t.record["lease"]["cgroup"].get<std::string>().find("/user@0.service/"), std::string::npos);
+  EXPECT_NE(t.record["lease"]["cgroup"].get<std::string>().find("/user@0.service/"),
+            std::string::npos);
   EXPECT_EQ(t.record["outcome"]["class"], "oom-killed");
   EXPECT_EQ(t.record["applied"]["memory_max"], 67108864);
 }
@@ -182,13 +196,16 @@ TEST_F(VmSystem, UserModeRefusedWithoutUserManagerThenRunsThroughUserAt0) {
 TEST_F(VmSystem, SigtermToTallyStopsEveryProcessOfTheScope) {
   std::string pidfile = "/tmp/tally-tree.pids";
   ::unlink(pidfile.c_str());
-  auto s = spawnProgram({kTally, "run", "--json", "--state-dir", stateDir(), "--", kWorkload, "tree", pidfile});
+  auto s = spawnProgram(
+      {kTally, "run", "--json", "--state-dir", stateDir(), "--", kWorkload, "tree", pidfile});
   pid_t child = 0, grandchild = 0;
-  eventually([&] {
-    std::ifstream in(pidfile);
-    in >> child >> grandchild;
-    return child && grandchild;
-  }, 20s);
+  eventually(
+      [&] {
+        std::ifstream in(pidfile);
+        in >> child >> grandchild;
+        return child && grandchild;
+      },
+      20s);
   ASSERT_TRUE(child && grandchild) << "the workload never wrote its pids";
   ASSERT_EQ(::kill(s.pid, SIGTERM), 0);
   auto r = waitProgram(s);
@@ -214,7 +231,8 @@ TEST_F(VmSystem, ExitCodesAndSignalsPropagate) {
 
   auto killed = run({"--memory-max", "64M"}, {"sh", "-c", "kill -KILL $$"});
   EXPECT_EQ(killed.result.exitCode(), 137);
-  EXPECT_EQ(killed.record["outcome"]["class"], "killed-by-signal") << "a SIGKILL without oom_kill is not an OOM";
+  EXPECT_EQ(killed.record["outcome"]["class"], "killed-by-signal")
+      << "a SIGKILL without oom_kill is not an OOM";
 
   auto missing = run({}, {"/nonexistent/command"});
   EXPECT_EQ(missing.result.exitCode(), 127);
@@ -238,7 +256,8 @@ class VmCgroupfs : public VmSystem {
 };
 
 TEST_F(VmCgroupfs, ExplicitDelegatedSubtreeBoundsAndRemovesTheLease) {
-  auto t = run({"--cgroupfs", "--cgroup-parent", "/tallydeleg", "--memory-max", "64M"}, {kWorkload, "hog", "200"});
+  auto t = run({"--cgroupfs", "--cgroup-parent", "/tallydeleg", "--memory-max", "64M"},
+               {kWorkload, "hog", "200"});
   EXPECT_EQ(t.result.exitCode(), 137) << describe(t);
   EXPECT_EQ(t.record["lease"]["manager"], "cgroupfs");
   EXPECT_EQ(t.record["outcome"]["class"], "oom-killed");
@@ -251,8 +270,9 @@ TEST_F(VmCgroupfs, ExplicitDelegatedSubtreeBoundsAndRemovesTheLease) {
 TEST_F(VmCgroupfs, NoManagerReachableFallsBackToTheDelegatedParent) {
   // tally runs in tallydeleg/runner; no system bus answers, so auto mode makes
   // the lease a sibling: tallydeleg/tally-<id>.
-  std::string inner = "echo $$ > " + std::string(kParent) + "/runner/cgroup.procs && exec " + kTally +
-                      " run --json --state-dir " + stateDir() + " --memory-max 32M -- " + kWorkload + " hog 8 200";
+  std::string inner = "echo $$ > " + std::string(kParent) + "/runner/cgroup.procs && exec " +
+                      kTally + " run --json --state-dir " + stateDir() + " --memory-max 32M -- " +
+                      kWorkload + " hog 8 200";
   auto r = runProgram({"sh", "-c", inner}, {"DBUS_SYSTEM_BUS_ADDRESS=unix:path=/nonexistent/bus"});
   EXPECT_EQ(r.exitCode(), 0) << r.err;
   auto record = json::parse(r.out, nullptr, false);
@@ -266,9 +286,12 @@ TEST_F(VmCgroupfs, NoManagerReachableFallsBackToTheDelegatedParent) {
 TEST_F(VmCgroupfs, UndelegatedParentIsRefused) {
   sh(std::string("mkdir -p ") + kParent + "/plain");
   std::string marker = "/tmp/tally-marker-undelegated";
-  auto t = run({"--cgroupfs", "--cgroup-parent", "/tallydeleg/plain"}, {kWorkload, "marker", marker});
+  auto t =
+      run({"--cgroupfs", "--cgroup-parent", "/tallydeleg/plain"}, {kWorkload, "marker", marker});
   EXPECT_EQ(t.result.exitCode(), 125) << describe(t);
-  EXPECT_NE(t.record["outcome"]["summary"].get<std::string>().find("memory controller not delegated"), std::string::npos)
+  EXPECT_NE(
+      t.record["outcome"]["summary"].get<std::string>().find("memory controller not delegated"),
+      std::string::npos)
       << describe(t);
   EXPECT_FALSE(exists(marker));
 }
@@ -280,8 +303,9 @@ void setCharging(bool on) {
 TEST_F(VmSystem, GttBuffersAreMeteredFromFdinfoAndNotChargedToday) {
   setCharging(false);
   // Report mode: over gpu_memory_max in a row, reported, never killed.
-  auto t = run({"--sample-interval", "100ms", "--gpu-memory-max", "32M", "--gpu-memory-action", "report"},
-               {kWorkload, "gpu", "gtt", "16", "3", "1500"});
+  auto t = run(
+      {"--sample-interval", "100ms", "--gpu-memory-max", "32M", "--gpu-memory-action", "report"},
+      {kWorkload, "gpu", "gtt", "16", "3", "1500"});
   EXPECT_EQ(t.result.exitCode(), 0) << describe(t);
   EXPECT_EQ(t.record["outcome"]["class"], "exited") << describe(t);
   EXPECT_GE(t.record["gpu"]["peak_bytes"].get<std::uint64_t>(), 48 * kMiB) << describe(t);
@@ -303,26 +327,35 @@ TEST_F(VmSystem, GttBuffersAreMeteredFromFdinfoAndNotChargedToday) {
 TEST_F(VmSystem, GpuMemoryMaxKillsTheLeaseAndNothingElse) {
   setCharging(false);
   auto outsider = spawnProgram({kWorkload, "gpu", "gtt", "16", "1", "20000"});
-  auto sibling = spawnProgram({kTally, "run", "--json", "--state-dir", stateDir() + "-sibling", "--sample-interval", "250ms",
-                               "--gpu-memory-max", "1G", "--", kWorkload, "gpu", "gtt", "16", "2", "6000"});
-  auto t = run({"--sample-interval", "250ms", "--gpu-memory-max", "64M"}, {kWorkload, "gpu", "gtt", "32", "4", "20000"});
+  auto sibling = spawnProgram({kTally, "run", "--json", "--state-dir", stateDir() + "-sibling",
+                               "--sample-interval", "250ms", "--gpu-memory-max", "1G", "--",
+                               kWorkload, "gpu", "gtt", "16", "2", "6000"});
+  auto t = run({"--sample-interval", "250ms", "--gpu-memory-max", "64M"},
+               {kWorkload, "gpu", "gtt", "32", "4", "20000"});
   EXPECT_EQ(t.result.exitCode(), 137) << describe(t);
   EXPECT_EQ(t.record["outcome"]["class"], "killed-by-tally") << describe(t);
   EXPECT_EQ(t.record["outcome"]["summary"],
-            "killed by tally: GPU memory 128.0 MiB over gpu_memory_max 64.0 MiB (drm-fdinfo, 2 samples at 250 ms)")
+            "killed by tally: GPU memory 128.0 MiB over gpu_memory_max 64.0 MiB (drm-fdinfo, 2 "
+            "samples at 250 ms)")
       << describe(t);
   const auto& events = t.record["gpu"]["bound"]["events"];
   ASSERT_EQ(events.size(), 1u) << describe(t);
   EXPECT_EQ(events[0]["kind"], "gpu-memory-kill");
-  std::uint64_t reactionNs = events[0]["at_ns"].get<std::uint64_t>() - events[0]["first_over_ns"].get<std::uint64_t>();
-  EXPECT_LE(reactionNs, 350'000'000u) << "reaction " << reactionNs / 1000000 << " ms; " << describe(t);
+  std::uint64_t reactionNs =
+      events[0]["at_ns"].get<std::uint64_t>() - events[0]["first_over_ns"].get<std::uint64_t>();
+  EXPECT_LE(reactionNs, 350'000'000u)
+      << "reaction " << reactionNs / 1000000 << " ms; " << describe(t);
   // Standalone: the journal has the kill too, under the lease's id.
   std::string id = t.record["lease"]["id"];
-  auto journal = runProgram({"journalctl", "--no-pager", "-o", "cat", "-t", "tally", "TALLY_LEASE=" + id});
-  EXPECT_NE(journal.out.find("killed by tally: GPU memory 128.0 MiB over gpu_memory_max 64.0 MiB"), std::string::npos) << journal.out;
+  auto journal =
+      runProgram({"journalctl", "--no-pager", "-o", "cat", "-t", "tally", "TALLY_LEASE=" + id});
+  EXPECT_NE(journal.out.find("killed by tally: GPU memory 128.0 MiB over gpu_memory_max 64.0 MiB"),
+            std::string::npos)
+      << journal.out;
   // ...and its start and outcome, as structured fields (journalctl -o json).
   std::map<std::string, json> byEvent;
-  auto rows = runProgram({"journalctl", "--no-pager", "-o", "json", "-t", "tally", "TALLY_LEASE=" + id});
+  auto rows =
+      runProgram({"journalctl", "--no-pager", "-o", "json", "-t", "tally", "TALLY_LEASE=" + id});
   std::istringstream lines(rows.out);
   for (std::string l; std::getline(lines, l);) {
     json e = json::parse(l, nullptr, false);
@@ -341,7 +374,9 @@ TEST_F(VmSystem, GpuMemoryMaxKillsTheLeaseAndNothingElse) {
   std::printf("[ reaction ] first sample over -> kill: %llu ms (interval 250 ms)\n",
               static_cast<unsigned long long>(reactionNs / 1000000));
   // Killed well before the workload's own 20 s.
-  EXPECT_LT(t.record["ended_at_ns"].get<std::uint64_t>() - t.record["started_at_ns"].get<std::uint64_t>(), 10'000'000'000u);
+  EXPECT_LT(
+      t.record["ended_at_ns"].get<std::uint64_t>() - t.record["started_at_ns"].get<std::uint64_t>(),
+      10'000'000'000u);
   auto sib = waitProgram(sibling);
   EXPECT_EQ(sib.exitCode(), 0) << sib.err;
   EXPECT_EQ(json::parse(sib.out)["outcome"]["class"], "exited");
@@ -362,10 +397,13 @@ TEST_F(VmSystem, DoctorActiveProbeTellsChargedFromNotCharged) {
   EXPECT_EQ(p["outcome"], "not-charged") << p.dump(2);
   EXPECT_EQ(p["driver"], "tally_testdrm");
   EXPECT_EQ(p["delta_drm_total_gtt_bytes"], 64 * kMiB);
-  EXPECT_LT(p["delta_memory_current_bytes"].get<std::int64_t>(), static_cast<std::int64_t>(16 * kMiB)) << p.dump(2);
+  EXPECT_LT(p["delta_memory_current_bytes"].get<std::int64_t>(),
+            static_cast<std::int64_t>(16 * kMiB))
+      << p.dump(2);
   EXPECT_EQ(a["gtt_memcg_coverage"]["coverage"], "host");
   EXPECT_EQ(off.exitCode(), 1);  // a GPU whose GTT MemoryMax does not cover: degraded
-  EXPECT_NE(::access(("/sys/fs/cgroup" + p["cgroup"].get<std::string>()).c_str(), F_OK), 0) << "the probe cgroup was left behind";
+  EXPECT_NE(::access(("/sys/fs/cgroup" + p["cgroup"].get<std::string>()).c_str(), F_OK), 0)
+      << "the probe cgroup was left behind";
 
   setCharging(true);
   auto on = runProgram({kTally, "doctor", "--active", "--json"});
@@ -374,16 +412,21 @@ TEST_F(VmSystem, DoctorActiveProbeTellsChargedFromNotCharged) {
   const auto& q = b["gtt_memcg_coverage"]["active_probe"];
   EXPECT_EQ(q["outcome"], "charged") << q.dump(2);
   EXPECT_EQ(q["delta_drm_total_gtt_bytes"], 64 * kMiB);
-  EXPECT_GE(q["delta_memory_current_bytes"].get<std::int64_t>(), static_cast<std::int64_t>(60 * kMiB)) << q.dump(2);
+  EXPECT_GE(q["delta_memory_current_bytes"].get<std::int64_t>(),
+            static_cast<std::int64_t>(60 * kMiB))
+      << q.dump(2);
   EXPECT_EQ(b["gtt_memcg_coverage"]["coverage"], "host+gtt");
   std::string kernel = b["kernel"]["release"];
-  EXPECT_EQ(b["verdict"], "A lease's MemoryMax covers: host memory + GTT (verified by active probe on " + kernel + ")");
+  EXPECT_EQ(
+      b["verdict"],
+      "A lease's MemoryMax covers: host memory + GTT (verified by active probe on " + kernel + ")");
   EXPECT_EQ(on.exitCode(), 0) << b.dump(2);
 
   auto textOn = runProgram({kTally, "doctor", "--active"});
   setCharging(false);
   auto textOff = runProgram({kTally, "doctor", "--active"});
-  std::printf("[ doctor charge_memcg=0 ]\n%s[ end ]\n[ doctor charge_memcg=1 ]\n%s[ end ]\n", textOff.out.c_str(), textOn.out.c_str());
+  std::printf("[ doctor charge_memcg=0 ]\n%s[ end ]\n[ doctor charge_memcg=1 ]\n%s[ end ]\n",
+              textOff.out.c_str(), textOn.out.c_str());
 }
 
 TEST_F(VmSystem, ChargedBuffersShowInMemoryPeakLikeTomorrowsKernel) {
@@ -403,14 +446,18 @@ TEST_F(VmSystem, ChargedBuffersShowInMemoryPeakLikeTomorrowsKernel) {
 TEST_F(VmSystem, ASecondStopSignalEndsWhatIsLeftAtOnce) {
   std::string pids = "/tmp/tally-leftover.pids";
   ::unlink(pids.c_str());
-  std::string script = "(trap '' TERM; exec sleep 120) & echo $$ $! > " + pids + ".tmp && mv " + pids + ".tmp " + pids + "; wait";
-  auto s = spawnProgram({kTally, "run", "--json", "--state-dir", stateDir(), "--", "sh", "-c", script});
+  std::string script = "(trap '' TERM; exec sleep 120) & echo $$ $! > " + pids + ".tmp && mv " +
+                       pids + ".tmp " + pids + "; wait";
+  auto s =
+      spawnProgram({kTally, "run", "--json", "--state-dir", stateDir(), "--", "sh", "-c", script});
   pid_t mainPid = 0, child = 0;
-  ASSERT_TRUE(eventually([&] {
-    std::ifstream in(pids);
-    in >> mainPid >> child;
-    return mainPid && child;
-  }, 20s));
+  ASSERT_TRUE(eventually(
+      [&] {
+        std::ifstream in(pids);
+        in >> mainPid >> child;
+        return mainPid && child;
+      },
+      20s));
   ASSERT_EQ(::kill(s.pid, SIGTERM), 0);
   ASSERT_TRUE(processGone(mainPid)) << "the main process should obey SIGTERM";
   EXPECT_EQ(::kill(child, 0), 0) << "the child ignores SIGTERM and must still run here";

@@ -63,7 +63,8 @@ int openTestDrm() {
 int gpu(const char* region, unsigned long mib, int count, long holdMs, const char* readyPath) {
   int fd = openTestDrm();
   if (fd < 0) return std::fprintf(stderr, "no tally_testdrm render node (insmod the driver)\n"), 1;
-  unsigned r = std::strcmp(region, "vram") == 0 ? TALLY_TESTDRM_REGION_VRAM : TALLY_TESTDRM_REGION_GTT;
+  unsigned r =
+      std::strcmp(region, "vram") == 0 ? TALLY_TESTDRM_REGION_VRAM : TALLY_TESTDRM_REGION_GTT;
   for (int i = 0; i < count; ++i) {
     tally_testdrm_create c{static_cast<__u64>(mib) << 20, r, 0};
     if (::ioctl(fd, DRM_IOCTL_TALLY_TESTDRM_CREATE, &c) != 0) return std::perror("create"), 1;
@@ -97,13 +98,17 @@ int marker(const char* path) {
 int main(int argc, char** argv) {
   std::string cmd = argc > 1 ? argv[1] : "";
   if (cmd == "hog" && argc >= 3 && argc <= 5) {
-    return hog(std::strtoul(argv[2], nullptr, 10), argc > 3 ? std::atol(argv[3]) : 0, argc > 4 ? argv[4] : nullptr);
+    return hog(std::strtoul(argv[2], nullptr, 10), argc > 3 ? std::atol(argv[3]) : 0,
+               argc > 4 ? argv[4] : nullptr);
   }
   if (cmd == "gpu" && (argc == 6 || argc == 7)) {
-    return gpu(argv[2], std::strtoul(argv[3], nullptr, 10), std::atoi(argv[4]), std::atol(argv[5]), argc == 7 ? argv[6] : nullptr);
+    return gpu(argv[2], std::strtoul(argv[3], nullptr, 10), std::atoi(argv[4]), std::atol(argv[5]),
+               argc == 7 ? argv[6] : nullptr);
   }
   if (cmd == "tree" && argc == 3) return tree(argv[2]);
   if (cmd == "marker" && argc == 3) return marker(argv[2]);
-  std::fprintf(stderr, "usage: tally_vm_workload hog MIB [HOLD_MS [READY]] | gpu REGION MIB N HOLD_MS [READY] | tree PIDFILE | marker PATH\n");
+  std::fprintf(stderr,
+               "usage: tally_vm_workload hog MIB [HOLD_MS [READY]] | gpu REGION MIB N HOLD_MS "
+               "[READY] | tree PIDFILE | marker PATH\n");
   return 2;
 }

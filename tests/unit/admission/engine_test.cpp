@@ -1,11 +1,11 @@
+#include "admission/engine.h"
+
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <map>
 #include <random>
 #include <set>
-
-#include "admission/engine.h"
 
 namespace tally {
 namespace {
@@ -22,8 +22,9 @@ std::vector<config::Pool> pools() {
   return {gpu, cpu, one};
 }
 
-Request req(const std::string& id, std::vector<std::string> pools, std::optional<std::uint64_t> mem = {},
-            std::optional<std::uint64_t> gpu = {}, int prio = 0) {
+Request req(const std::string& id, std::vector<std::string> pools,
+            std::optional<std::uint64_t> mem = {}, std::optional<std::uint64_t> gpu = {},
+            int prio = 0) {
   return Request{id, std::move(pools), mem, gpu, prio, 0};
 }
 
@@ -204,8 +205,10 @@ TEST(AdmissionProperty, RandomSequencesKeepEveryInvariant) {
           bool shares = std::any_of(w->pools.begin(), w->pools.end(), [&](const std::string& p) {
             return std::find(r->pools.begin(), r->pools.end(), p) != r->pools.end();
           });
-          bool earlier = w->priority > r->priority || (w->priority == r->priority && arrival[w->id] < arrival[id]);
-          ASSERT_FALSE(shares && earlier) << id << " overtook " << w->id << " (seed " << seed << ")";
+          bool earlier = w->priority > r->priority ||
+                         (w->priority == r->priority && arrival[w->id] < arrival[id]);
+          ASSERT_FALSE(shares && earlier)
+              << id << " overtook " << w->id << " (seed " << seed << ")";
         }
         holders.insert(id);
       }
@@ -238,7 +241,8 @@ TEST(AdmissionProperty, RandomSequencesKeepEveryInvariant) {
           auto byArrival = e.grantArrival(r.id, headroom);
           ASSERT_EQ(byArrival, byFull) << "seed " << seed << " step " << step;
           ASSERT_EQ(e.queued(), full.queued());
-          ASSERT_EQ(e.waitReason(r.id), full.waitReason(r.id)) << "seed " << seed << " step " << step;
+          ASSERT_EQ(e.waitReason(r.id), full.waitReason(r.id))
+              << "seed " << seed << " step " << step;
           check(byArrival);
           break;
         }

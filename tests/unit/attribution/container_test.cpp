@@ -23,8 +23,9 @@ TEST(Container, PodmanConmonIsSplitFromContainer) {
 }
 
 TEST(Container, RootlessPodmanUnderUserManager) {
-  auto w = classifyCgroup(std::string("/user.slice/user-1000.slice/user@1000.service/user.slice/libpod-") + kId +
-                          ".scope");
+  auto w = classifyCgroup(
+      std::string("/user.slice/user-1000.slice/user@1000.service/user.slice/libpod-") + kId +
+      ".scope");
   ASSERT_TRUE(w);
   EXPECT_EQ(w->kind, WorkloadKind::kPodman);
 }
@@ -42,7 +43,8 @@ TEST(Container, Docker) {
 TEST(Container, KubernetesSystemdDriver) {
   auto w = classifyCgroup(
       "/kubepods.slice/kubepods-burstable.slice/"
-      "kubepods-burstable-pod1b2c3d4e_5f60_7182_93a4_b5c6d7e8f901.slice/cri-containerd-abcdef0123456789.scope");
+      "kubepods-burstable-pod1b2c3d4e_5f60_7182_93a4_b5c6d7e8f901.slice/"
+      "cri-containerd-abcdef0123456789.scope");
   ASSERT_TRUE(w);
   EXPECT_EQ(w->kind, WorkloadKind::kKubernetesPod);
   EXPECT_EQ(w->id, "1b2c3d4e-5f60-7182-93a4-b5c6d7e8f901");

@@ -1,10 +1,11 @@
 // A cgroup held open: typed reads of the kernel's files, on a fixture tree
 // shaped like cgroupfs, including one removed under the handle.
+#include "cgroup/cgroup.h"
+
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "cgroup/cgroup.h"
 #include "support/fake_host.h"
 
 namespace tally {
@@ -22,7 +23,8 @@ struct CgroupDir : ::testing::Test {
     writeFile(abs() + "/memory.max", "max\n");
     writeFile(abs() + "/memory.high", "1073741824\n");
     writeFile(abs() + "/memory.oom.group", "1\n");
-    writeFile(abs() + "/memory.events", "low 0\nhigh 0\nmax 3\noom 1\noom_kill 1\noom_group_kill 0\n");
+    writeFile(abs() + "/memory.events",
+              "low 0\nhigh 0\nmax 3\noom 1\noom_kill 1\noom_group_kill 0\n");
     writeFile(abs() + "/cgroup.events", "populated 1\nfrozen 0\n");
     writeFile(abs() + "/cgroup.procs", "17\n4242\n\nnot-a-pid\n");
     writeFile(abs() + "/cgroup.controllers", "cpu io memory pids\n");
@@ -66,7 +68,8 @@ TEST_F(CgroupDir, GarbageIsAnErrorThatQuotesIt) {
   writeFile(abs() + "/memory.oom.group", "2\n");
   writeFile(abs() + "/cgroup.events", "frozen 0\n");
   auto cg = open();
-  EXPECT_NE(cg.memoryCurrent().error().message.find("memory.current reads 'lots'"), std::string::npos);
+  EXPECT_NE(cg.memoryCurrent().error().message.find("memory.current reads 'lots'"),
+            std::string::npos);
   EXPECT_FALSE(cg.oomGroup());
   EXPECT_NE(cg.populated().error().message.find("no 'populated' line"), std::string::npos);
 }
@@ -81,7 +84,9 @@ TEST_F(CgroupDir, ARemovedCgroupIsEmptyAndItsCountersSaySo) {
   EXPECT_TRUE(cg.procs()->empty());
   auto counters = cgroup::readFinalCounters(cg);
   EXPECT_FALSE(counters.memoryPeak);
-  EXPECT_NE(counters.memoryPeakUnknown->find("removed before its counters were read"), std::string::npos) << *counters.memoryPeakUnknown;
+  EXPECT_NE(counters.memoryPeakUnknown->find("removed before its counters were read"),
+            std::string::npos)
+      << *counters.memoryPeakUnknown;
 }
 
 TEST_F(CgroupDir, NoSymlinkIsFollowedToReachOne) {

@@ -1,13 +1,14 @@
 // A cgroup path has one spelling: every alias of it is made canonical.
-#include <gtest/gtest.h>
-
 #include "cgroup/path.h"
+
+#include <gtest/gtest.h>
 
 namespace tally {
 namespace {
 
 TEST(CgroupPath, AliasesBecomeOneSpelling) {
-  for (const char* alias : {"/system.slice/x.service", "/system.slice/x.service/", "//system.slice//x.service", "/system.slice/./x.service",
+  for (const char* alias : {"/system.slice/x.service", "/system.slice/x.service/",
+                            "//system.slice//x.service", "/system.slice/./x.service",
                             "/./system.slice/x.service/.", "/system.slice/x.service/././"}) {
     auto c = cgroup::canonicalPath(alias);
     ASSERT_TRUE(c) << alias;
@@ -18,7 +19,8 @@ TEST(CgroupPath, AliasesBecomeOneSpelling) {
 }
 
 TEST(CgroupPath, WhatIsNotAPathIsRefusedWithTheReason) {
-  EXPECT_NE(cgroup::canonicalPath("system.slice").error().message.find("absolute"), std::string::npos);
+  EXPECT_NE(cgroup::canonicalPath("system.slice").error().message.find("absolute"),
+            std::string::npos);
   EXPECT_NE(cgroup::canonicalPath("").error().message.find("absolute"), std::string::npos);
   EXPECT_NE(cgroup::canonicalPath("/a/../etc").error().message.find(".."), std::string::npos);
   EXPECT_NE(cgroup::canonicalPath("/a/..").error().message.find(".."), std::string::npos);

@@ -1,6 +1,6 @@
-#include <gtest/gtest.h>
-
 #include "config/config.h"
+
+#include <gtest/gtest.h>
 
 namespace tally {
 namespace {
@@ -77,14 +77,21 @@ memory_budgt = "1G"
   ASSERT_FALSE(p.config);
   std::string all = config::formatProblems(p, "t.toml");
   EXPECT_NE(all.find("t.toml:2: unknown key 'sockt' in [daemon]"), std::string::npos) << all;
-  EXPECT_NE(all.find("t.toml:3: daemon.sample_interval must be at least 100ms"), std::string::npos) << all;
-  EXPECT_NE(all.find("t.toml:6: pools.gpu.capacity must be an integer in 1..1000000"), std::string::npos) << all;
+  EXPECT_NE(all.find("t.toml:3: daemon.sample_interval must be at least 100ms"), std::string::npos)
+      << all;
+  EXPECT_NE(all.find("t.toml:6: pools.gpu.capacity must be an integer in 1..1000000"),
+            std::string::npos)
+      << all;
   EXPECT_NE(all.find("t.toml:7: pools.gpu.gpu_memory_budget:"), std::string::npos) << all;
-  EXPECT_NE(all.find("t.toml:8: pools.gpu.devices: '0000:C6:00.0' is not a PCI address"), std::string::npos) << all;
+  EXPECT_NE(all.find("t.toml:8: pools.gpu.devices: '0000:C6:00.0' is not a PCI address"),
+            std::string::npos)
+      << all;
   EXPECT_NE(all.find("t.toml:8: pools.gpu.devices: a non-string"), std::string::npos) << all;
-  EXPECT_NE(all.find("t.toml:9: unknown key 'memory_budgt' in [pools.gpu]"), std::string::npos) << all;
+  EXPECT_NE(all.find("t.toml:9: unknown key 'memory_budgt' in [pools.gpu]"), std::string::npos)
+      << all;
   // Sorted by line.
-  for (std::size_t i = 1; i < p.problems.size(); ++i) EXPECT_LE(p.problems[i - 1].line, p.problems[i].line);
+  for (std::size_t i = 1; i < p.problems.size(); ++i)
+    EXPECT_LE(p.problems[i - 1].line, p.problems[i].line);
 }
 
 TEST(Config, SyntaxErrorsAndStructuralMistakes) {
@@ -100,13 +107,15 @@ TEST(Config, SyntaxErrorsAndStructuralMistakes) {
   ASSERT_FALSE(missingCap.config);
   EXPECT_NE(config::formatProblems(missingCap, "t").find("capacity is missing"), std::string::npos);
 
-  auto devicesWithoutBudget = config::parse("[pools.a]\ncapacity = 1\ndevices = [\"0000:c6:00.0\"]\n", "t.toml");
+  auto devicesWithoutBudget =
+      config::parse("[pools.a]\ncapacity = 1\ndevices = [\"0000:c6:00.0\"]\n", "t.toml");
   ASSERT_FALSE(devicesWithoutBudget.config);
 
   auto badName = config::parse("[pools.\"a b\"]\ncapacity = 1\n", "t.toml");
   ASSERT_FALSE(badName.config);
 
-  auto relative = config::parse("[daemon]\nstate_dir = \"var/lib\"\n[pools.a]\ncapacity = 1\n", "t.toml");
+  auto relative =
+      config::parse("[daemon]\nstate_dir = \"var/lib\"\n[pools.a]\ncapacity = 1\n", "t.toml");
   ASSERT_FALSE(relative.config);
 
   auto topLevel = config::parse("pool = 1\n[pools.a]\ncapacity = 1\n", "t.toml");
@@ -120,10 +129,12 @@ TEST(Config, HostileInputIsAProblemNotACrash) {
   EXPECT_FALSE(config::parse(std::string(100000, '['), "t").config);
   EXPECT_FALSE(config::parse("[pools.a]\ncapacity = 99999999999999999999999\n", "t").config);
   EXPECT_FALSE(config::parse("[pools.a]\ncapacity = 1\nmemory_budget = -5\n", "t").config);
-  EXPECT_FALSE(config::parse("[pools.a]\ncapacity = 1\nmemory_budget = \"99999999999T\"\n", "t").config);
+  EXPECT_FALSE(
+      config::parse("[pools.a]\ncapacity = 1\nmemory_budget = \"99999999999T\"\n", "t").config);
   auto missing = config::load("/nonexistent/tally.toml");
   ASSERT_EQ(missing.problems.size(), 1u);
-  EXPECT_NE(missing.problems[0].message.find("cannot read /nonexistent/tally.toml"), std::string::npos);
+  EXPECT_NE(missing.problems[0].message.find("cannot read /nonexistent/tally.toml"),
+            std::string::npos);
 }
 
 }  // namespace

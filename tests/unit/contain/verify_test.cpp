@@ -1,17 +1,17 @@
 // The pure parts of a lease: unit parsing, cgroup memory file parsers, the
 // read-back rules, outcome classification and the outcome record.
-#include <signal.h>
+#include "contain/verify.h"
 
 #include <gtest/gtest.h>
+#include <signal.h>
 
 #include <cerrno>
 #include <limits>
 
-#include "contain/verify.h"
 #include "fs/root.h"
-#include "util/units.h"
 #include "probes/cgroup_memory.h"
 #include "support/fake_host.h"
+#include "util/units.h"
 
 namespace tally {
 namespace {
@@ -28,18 +28,22 @@ TEST(Verify, PageRoundingEitherNeighbourButNothingElse) {
   EXPECT_TRUE(cgroup::limitMatches(std::nullopt, max, page));
   EXPECT_FALSE(cgroup::limitMatches(64 * kMiB, max, page));
   EXPECT_TRUE(cgroup::limitMatches(64 * kMiB, {false, 64 * kMiB}, page));
-  EXPECT_TRUE(cgroup::limitMatches(1000000, {false, 999424}, page));   // down (page_counter_memparse)
+  EXPECT_TRUE(
+      cgroup::limitMatches(1000000, {false, 999424}, page));  // down (page_counter_memparse)
   EXPECT_TRUE(cgroup::limitMatches(1000000, {false, 1003520}, page));  // up
   EXPECT_FALSE(cgroup::limitMatches(1000000, {false, 995328}, page));
   EXPECT_FALSE(cgroup::limitMatches(64 * kMiB, {false, 64 * kMiB + page}, page));
-  EXPECT_FALSE(cgroup::limitMatches(std::nullopt, {false, 64 * kMiB}, page)) << "a limit nobody declared";
+  EXPECT_FALSE(cgroup::limitMatches(std::nullopt, {false, 64 * kMiB}, page))
+      << "a limit nobody declared";
   EXPECT_TRUE(cgroup::limitMatches(0, {false, 0}, page));
 }
 
 struct VerifyTree : ::testing::Test {
   TempDir dir;
   std::string lease = "/tally.slice/tally-ab.slice/tally-ab.scope";
-  void write(const std::string& file, const std::string& v) { writeFile(dir.path() + lease + "/" + file, v); }
+  void write(const std::string& file, const std::string& v) {
+    writeFile(dir.path() + lease + "/" + file, v);
+  }
   void SetUp() override {
     write("memory.max", "67108864\n");
     write("memory.high", "max\n");
@@ -81,7 +85,8 @@ TEST_F(VerifyTree, MissingMemoryControllerNamesWhoMustDelegate) {
   ASSERT_TRUE(cg) << cg.error().message;
   auto r = contain::verifyLimits(*cg, {}, 4096, "; DELEGATE-HINT");
   ASSERT_FALSE(r);
-  EXPECT_NE(r.error().message.find("memory controller not enabled for " + lease), std::string::npos);
+  EXPECT_NE(r.error().message.find("memory controller not enabled for " + lease),
+            std::string::npos);
   EXPECT_NE(r.error().message.find("DELEGATE-HINT"), std::string::npos);
 }
 
@@ -105,7 +110,8 @@ TEST_F(VerifyTree, DeclaredSwapLimitWithoutSwapAccountingIsRefused) {
 
 TEST(VerifyMembership, ComparesTheV2Line) {
   TempDir dir;
-  writeFile(dir.path() + "/42/cgroup", "12:memory:/x\n0::/tally.slice/tally-ab.slice/tally-ab.scope\n");
+  writeFile(dir.path() + "/42/cgroup",
+            "12:memory:/x\n0::/tally.slice/tally-ab.slice/tally-ab.scope\n");
   writeFile(dir.path() + "/43/cgroup", "0::/user.slice\n");
   writeFile(dir.path() + "/44/cgroup", "12:memory:/x\n");
   auto root = fs::Root::open(dir.path());
@@ -114,7 +120,8 @@ TEST(VerifyMembership, ComparesTheV2Line) {
   ASSERT_FALSE(wrong);
   EXPECT_NE(wrong.error().message.find("is in /user.slice"), std::string::npos);
   EXPECT_FALSE(contain::verifyMembership(*root, 44, "/x"));
-  EXPECT_FALSE(contain::verifyMembership(*root, 45, "/x")) << "a vanished process is not in the lease";
+  EXPECT_FALSE(contain::verifyMembership(*root, 45, "/x"))
+      << "a vanished process is not in the lease";
 }
 
 }  // namespace

@@ -1,8 +1,9 @@
 // Coverage: the dmem parser on the real Strix Halo sample and hostile text,
 // the probe's judgement at its thresholds, and the verdict it leads to.
+#include "coverage/coverage.h"
+
 #include <gtest/gtest.h>
 
-#include "coverage/coverage.h"
 #include "support/fake_host.h"
 
 namespace tally {
@@ -14,11 +15,16 @@ constexpr std::int64_t MiB = 1 << 20;
 TEST(Probe, JudgementAtItsThresholds) {
   std::string why;
   EXPECT_EQ(coverage::judgeProbe(64 * MiB, 64 * MiB, 64 * MiB, why), ProbeOutcome::Charged);
-  EXPECT_EQ(why, "memory.current grew by 67108864 bytes for 67108864 bytes of GTT: charged to the cgroup");
-  EXPECT_EQ(coverage::judgeProbe(64 * MiB, 64 * MiB - 64 * MiB / 10, 64 * MiB, why), ProbeOutcome::Charged);  // exactly 90 %
+  EXPECT_EQ(
+      why,
+      "memory.current grew by 67108864 bytes for 67108864 bytes of GTT: charged to the cgroup");
+  EXPECT_EQ(coverage::judgeProbe(64 * MiB, 64 * MiB - 64 * MiB / 10, 64 * MiB, why),
+            ProbeOutcome::Charged);  // exactly 90 %
   EXPECT_EQ(coverage::judgeProbe(64 * MiB, 0, 64 * MiB, why), ProbeOutcome::NotCharged);
-  EXPECT_EQ(coverage::judgeProbe(64 * MiB, -4096, 64 * MiB, why), ProbeOutcome::NotCharged);  // reclaim elsewhere in the cgroup
-  EXPECT_EQ(coverage::judgeProbe(64 * MiB, 16 * MiB, 64 * MiB, why), ProbeOutcome::Inconclusive);  // 25 %: neither
+  EXPECT_EQ(coverage::judgeProbe(64 * MiB, -4096, 64 * MiB, why),
+            ProbeOutcome::NotCharged);  // reclaim elsewhere in the cgroup
+  EXPECT_EQ(coverage::judgeProbe(64 * MiB, 16 * MiB, 64 * MiB, why),
+            ProbeOutcome::Inconclusive);  // 25 %: neither
   EXPECT_EQ(coverage::judgeProbe(64 * MiB, 32 * MiB, 64 * MiB, why), ProbeOutcome::Inconclusive);
   // fdinfo did not show the buffer: nothing can be concluded from memory.current.
   EXPECT_EQ(coverage::judgeProbe(64 * MiB, 64 * MiB, 0, why), ProbeOutcome::Inconclusive);
@@ -32,10 +38,12 @@ TEST(Coverage, OnlyAChargedProbeHandsOver) {
   charged.outcome = ProbeOutcome::Charged;
   charged.driver = "amdgpu";
   charged.device = "0000:c6:00.0";
-  charged.detail = "memory.current grew by 67108864 bytes for 67108864 bytes of GTT: charged to the cgroup";
+  charged.detail =
+      "memory.current grew by 67108864 bytes for 67108864 bytes of GTT: charged to the cgroup";
   auto v = coverage::decide(signs, charged, "7.3.0", true);
   EXPECT_EQ(v.coverage, coverage::Coverage::HostAndGtt);
-  EXPECT_EQ(v.line, "A lease's MemoryMax covers: host memory + GTT (verified by active probe on 7.3.0)");
+  EXPECT_EQ(v.line,
+            "A lease's MemoryMax covers: host memory + GTT (verified by active probe on 7.3.0)");
   EXPECT_FALSE(v.degraded);
   // Signs without a probe, or an inconclusive probe: host only, and tally keeps its own bound.
   auto unverified = coverage::decide(signs, std::nullopt, "7.3.0", true);

@@ -1,8 +1,8 @@
 // The hand-over's rules, each written once: MemoryMax with GPU memory, an
 // advisory gpu_memory_max, host memory without the charged GTT.
-#include <gtest/gtest.h>
-
 #include "coverage/handover.h"
+
+#include <gtest/gtest.h>
 
 namespace tally {
 namespace {

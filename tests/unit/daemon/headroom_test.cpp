@@ -1,6 +1,7 @@
+#include "daemon/headroom.h"
+
 #include <gtest/gtest.h>
 
-#include "daemon/headroom.h"
 #include "rpc/protocol.h"
 
 namespace tally {
@@ -26,8 +27,8 @@ TEST(Headroom, HoldersUnusedDeclarationsAreStillPromised) {
   // A holder declared 48 GiB and uses 40: 8 more are promised to it.
   std::vector<daemon::HolderUse> holders = {{16 * GiB, 10 * GiB, 48 * GiB, 40 * GiB}};
   auto h = daemon::poolHeadroom(pool, host, holders);
-  EXPECT_EQ(h.hostBytes, 94 * GiB);       // 100 - (16 - 10)
-  EXPECT_EQ(h.gpuBytes, 62 * GiB);        // min(70, 100) - 8
+  EXPECT_EQ(h.hostBytes, 94 * GiB);  // 100 - (16 - 10)
+  EXPECT_EQ(h.gpuBytes, 62 * GiB);   // min(70, 100) - 8
   // Unknown use keeps the whole declaration; nothing goes below zero.
   holders.push_back({std::nullopt, std::nullopt, 90 * GiB, std::nullopt});
   h = daemon::poolHeadroom(pool, host, holders);
@@ -38,7 +39,8 @@ TEST(Headroom, HoldersUnusedDeclarationsAreStillPromised) {
   EXPECT_FALSE(unknown.hostBytes);
   EXPECT_FALSE(unknown.gpuBytes);
   config::Pool anyDevice{"any", 1, std::nullopt, 8 * GiB, {}};
-  EXPECT_EQ(daemon::deviceFree(anyDevice, host.devices), 86 * GiB);  // every device that exports figures
+  EXPECT_EQ(daemon::deviceFree(anyDevice, host.devices),
+            86 * GiB);  // every device that exports figures
 }
 
 }  // namespace

@@ -19,32 +19,45 @@ class HostileServiceTest : public ServiceTest {
     std::string slice = "/tally.slice/tally-" + id + ".slice";
     workloadCgroup(slice, true, uid);
     workloadCgroup(slice + "/tally-" + id + ".scope", true, uid);
-    json s = call(conn, uid, "started", {{"lease", id}, {"cgroup", slice + "/tally-" + id + ".scope"}, {"counters_cgroup", slice}});
+    json s = call(
+        conn, uid, "started",
+        {{"lease", id}, {"cgroup", slice + "/tally-" + id + ".scope"}, {"counters_cgroup", slice}});
     EXPECT_TRUE(s["ok"]) << s;
     return id;
   }
 };
 
-
 TEST_F(HostileServiceTest, WrongTypesAreInvalidParamsNamingTheField) {
   std::string id = runningLease(1, 1000);
   json r = call(1, 1000, "bound", {{"lease", id}, {"event", {{"kind", 5}}}});
   EXPECT_EQ(r["error"]["code"], "invalid-params");
-  EXPECT_NE(r["error"]["message"].get<std::string>().find("\"event.kind\""), std::string::npos) << r;
+  EXPECT_NE(r["error"]["message"].get<std::string>().find("\"event.kind\""), std::string::npos)
+      << r;
   r = call(1, 1000, "complete", {{"lease", id}, {"record", {{"lease", {{"id", 7}}}}}});
   EXPECT_EQ(r["error"]["code"], "invalid-params");
-  EXPECT_NE(r["error"]["message"].get<std::string>().find("record.lease.id"), std::string::npos) << r;
-  r = call(1, 1000, "bound", {{"lease", id}, {"event", {{"kind", "gpu-memory-high"}, {"bytes", "lots"}, {"limit", 1}, {"summary", "x"}}}});
-  EXPECT_NE(r["error"]["message"].get<std::string>().find("\"event.bytes\""), std::string::npos) << r;
+  EXPECT_NE(r["error"]["message"].get<std::string>().find("record.lease.id"), std::string::npos)
+      << r;
+  r = call(1, 1000, "bound",
+           {{"lease", id},
+            {"event",
+             {{"kind", "gpu-memory-high"}, {"bytes", "lots"}, {"limit", 1}, {"summary", "x"}}}});
+  EXPECT_NE(r["error"]["message"].get<std::string>().find("\"event.bytes\""), std::string::npos)
+      << r;
   r = call(1, 1000, "acquire", {{"pools", {"gpu"}}, {"gpu_memory_max", GiB}, {"colour", "blue"}});
   EXPECT_EQ(r["error"]["code"], "invalid-params");
-  EXPECT_NE(r["error"]["message"].get<std::string>().find("unknown field \"colour\""), std::string::npos) << r;
+  EXPECT_NE(r["error"]["message"].get<std::string>().find("unknown field \"colour\""),
+            std::string::npos)
+      << r;
   r = call(1, 1000, "acquire", {{"pools", {"gpu", 3}}, {"gpu_memory_max", GiB}});
   EXPECT_NE(r["error"]["message"].get<std::string>().find("\"pools\"[1]"), std::string::npos) << r;
   // A summary of 511 'a' and one two-byte character is cut before the
   // character, not through it, and the row is valid UTF-8 JSON.
   std::string summary = std::string(511, 'a') + "\xc3\xa9";
-  r = call(1, 1000, "bound", {{"lease", id}, {"event", {{"kind", "gpu-memory-high"}, {"bytes", 2 * GiB}, {"limit", GiB}, {"summary", summary}}}});
+  r = call(
+      1, 1000, "bound",
+      {{"lease", id},
+       {"event",
+        {{"kind", "gpu-memory-high"}, {"bytes", 2 * GiB}, {"limit", GiB}, {"summary", summary}}}});
   ASSERT_TRUE(r["ok"]) << r;
   json stored = json::parse(rows(id).back().body);
   EXPECT_EQ(stored["summary"], std::string(511, 'a'));
@@ -60,25 +73,37 @@ TEST_F(HostileServiceTest, PathAliasesAreOneCgroupAndCrossNoPrivilegeLine) {
   workloadCgroup(user, true, 1002);
   for (const char* alias : {"/.", "//", "/./"}) {
     std::string path = user + alias;
-    json r = call(1, 1002, "attach", {{"pools", {"gpu"}}, {"cgroup", path}, {"memory_max", 8 * GiB}, {"gpu_memory_max", GiB}});
+    json r = call(
+        1, 1002, "attach",
+        {{"pools", {"gpu"}}, {"cgroup", path}, {"memory_max", 8 * GiB}, {"gpu_memory_max", GiB}});
     EXPECT_EQ(r["error"]["code"], "forbidden") << path << " " << r;
   }
   EXPECT_EQ(readFile(host.cgroupRoot() + user + "/memory.max"), "max\n");  // never written
-  EXPECT_EQ(call(1, 1002, "attach", {{"pools", {"gpu"}}, {"cgroup", user + "/.."}, {"gpu_memory_max", GiB}})["error"]["code"],
-            "invalid-params");
+  EXPECT_EQ(
+      call(
+          1, 1002, "attach",
+          {{"pools", {"gpu"}}, {"cgroup", user + "/.."}, {"gpu_memory_max", GiB}})["error"]["code"],
+      "invalid-params");
   // /x, /x/. and //x are one cgroup: the second and third are conflicts.
   workloadCgroup("/system.slice/x.service", true);
-  json first = call(1, 0, "attach", {{"pools", {"gpu"}}, {"cgroup", "/system.slice/x.service"}, {"gpu_memory_max", GiB}});
+  json first =
+      call(1, 0, "attach",
+           {{"pools", {"gpu"}}, {"cgroup", "/system.slice/x.service"}, {"gpu_memory_max", GiB}});
   ASSERT_TRUE(first["ok"]) << first;
-  for (const char* alias : {"/system.slice/x.service/.", "//system.slice//x.service", "/system.slice/./x.service/"}) {
+  for (const char* alias :
+       {"/system.slice/x.service/.", "//system.slice//x.service", "/system.slice/./x.service/"}) {
     json r = call(1, 0, "attach", {{"pools", {"gpu"}}, {"cgroup", alias}, {"gpu_memory_max", GiB}});
     EXPECT_EQ(r["error"]["code"], "conflict") << alias << " " << r;
   }
   // A symlink in a fixture tree is not a way in either.
-  ASSERT_EQ(::symlink((host.cgroupRoot() + "/system.slice").c_str(), (host.cgroupRoot() + "/link").c_str()), 0);
-  json viaLink = call(1, 0, "attach", {{"pools", {"gpu"}}, {"cgroup", "/link/x.service"}, {"gpu_memory_max", GiB}});
+  ASSERT_EQ(::symlink((host.cgroupRoot() + "/system.slice").c_str(),
+                      (host.cgroupRoot() + "/link").c_str()),
+            0);
+  json viaLink = call(1, 0, "attach",
+                      {{"pools", {"gpu"}}, {"cgroup", "/link/x.service"}, {"gpu_memory_max", GiB}});
   EXPECT_EQ(viaLink["error"]["code"], "not-found") << viaLink;
-  EXPECT_NE(viaLink["error"]["message"].get<std::string>().find("symlink"), std::string::npos) << viaLink;
+  EXPECT_NE(viaLink["error"]["message"].get<std::string>().find("symlink"), std::string::npos)
+      << viaLink;
 }
 
 TEST_F(HostileServiceTest, CountersCgroupIsTheLeasesOwn) {
@@ -89,10 +114,13 @@ TEST_F(HostileServiceTest, CountersCgroupIsTheLeasesOwn) {
   workloadCgroup(slice, true, 1000);
   workloadCgroup(scope, true, 1000);
   workloadCgroup("/system.slice", true, 1000);  // even one the caller owns
-  json r = call(1, 1000, "started", {{"lease", id}, {"cgroup", scope}, {"counters_cgroup", "/system.slice"}});
+  json r = call(1, 1000, "started",
+                {{"lease", id}, {"cgroup", scope}, {"counters_cgroup", "/system.slice"}});
   EXPECT_EQ(r["error"]["code"], "forbidden") << r;
-  EXPECT_NE(r["error"]["message"].get<std::string>().find("counters_cgroup"), std::string::npos) << r;
-  EXPECT_TRUE(call(1, 1000, "started", {{"lease", id}, {"cgroup", scope}, {"counters_cgroup", slice}})["ok"]);
+  EXPECT_NE(r["error"]["message"].get<std::string>().find("counters_cgroup"), std::string::npos)
+      << r;
+  EXPECT_TRUE(call(1, 1000, "started",
+                   {{"lease", id}, {"cgroup", scope}, {"counters_cgroup", slice}})["ok"]);
 }
 
 // Why 9: the state machine does not trust its client.
@@ -119,8 +147,10 @@ TEST_F(HostileServiceTest, OutcomesOnlyForRunningLeasesAndBoundEventsAreRateLimi
   int recorded = 0, limited = 0;
   for (int i = 0; i < 100; ++i) {
     json b = call(3, 1000, "bound", {{"lease", id}, {"event", ev}});
-    if (b["ok"] == true) ++recorded;
-    else if (b["error"]["code"] == "rate-limited") ++limited;
+    if (b["ok"] == true)
+      ++recorded;
+    else if (b["error"]["code"] == "rate-limited")
+      ++limited;
   }
   EXPECT_EQ(recorded, 20);  // the burst (Limits::boundBurst); the refill in this loop's time is < 1
   EXPECT_EQ(limited, 80);
@@ -145,7 +175,8 @@ TEST_F(HostileServiceTest, QueuedRequestsAreCappedPerConnectionAndInTotal) {
   service = std::make_unique<daemon::Service>(cfg, *ledgerDb, env);
   ASSERT_TRUE(call(1, 1000, "acquire", {{"pools", {"one"}}})["ok"]);
   for (int c = 10; c < 13; ++c) {
-    for (int i = 0; i < 22; ++i) call(static_cast<std::uint64_t>(c), 1000, "acquire", {{"pools", {"one"}}});
+    for (int i = 0; i < 22; ++i)
+      call(static_cast<std::uint64_t>(c), 1000, "acquire", {{"pools", {"one"}}});
   }
   EXPECT_EQ(service->queuedRequests(), 66u);
   EXPECT_EQ(call(20, 1000, "acquire", {{"pools", {"one"}}})["error"]["code"], "busy");
@@ -160,9 +191,11 @@ TEST_F(HostileServiceTest, QueuedRequestsAreCappedPerConnectionAndInTotal) {
 // Why 12: a memory limit below one page is refused (the kernel would make it 0).
 TEST_F(HostileServiceTest, AMemoryMaxBelowOnePageIsRefused) {
   workloadCgroup("/system.slice/x.service", true);
-  json r = call(1, 0, "attach", {{"pools", {"one"}}, {"cgroup", "/system.slice/x.service"}, {"memory_max", 1}});
+  json r = call(1, 0, "attach",
+                {{"pools", {"one"}}, {"cgroup", "/system.slice/x.service"}, {"memory_max", 1}});
   EXPECT_EQ(r["error"]["code"], "invalid-params");
-  EXPECT_NE(r["error"]["message"].get<std::string>().find("below one page"), std::string::npos) << r;
+  EXPECT_NE(r["error"]["message"].get<std::string>().find("below one page"), std::string::npos)
+      << r;
   EXPECT_EQ(readFile(host.cgroupRoot() + "/system.slice/x.service/memory.max"), "max\n");
 }
 
@@ -173,7 +206,8 @@ TEST_F(HostileServiceTest, ALostRunLeasesSliceIsStopped) {
   std::string scope = "/tally.slice/tally-" + id + ".slice/tally-" + id + ".scope";
   service->disconnected(1);
   writeFile(host.cgroupRoot() + scope + "/cgroup.events", "populated 0\nfrozen 0\n");
-  writeFile(host.cgroupRoot() + "/tally.slice/tally-" + id + ".slice/cgroup.events", "populated 0\nfrozen 0\n");
+  writeFile(host.cgroupRoot() + "/tally.slice/tally-" + id + ".slice/cgroup.events",
+            "populated 0\nfrozen 0\n");
   service->tick();  // the grace (0 here) passed without the client
   EXPECT_EQ(kinds(id).back(), "lost");
   EXPECT_EQ(units.stops, std::vector<std::string>{"tally-" + id + ".slice"});
@@ -182,7 +216,9 @@ TEST_F(HostileServiceTest, ALostRunLeasesSliceIsStopped) {
 // Why 2 (the service side): every exception is the request's own. A seam
 // that throws is answered "internal" and the next request is served.
 struct ThrowingUnits : daemon::Units {
-  Result<std::string> controlGroup(const std::string&) override { throw std::runtime_error("boom"); }
+  Result<std::string> controlGroup(const std::string&) override {
+    throw std::runtime_error("boom");
+  }
   Status setMemoryMax(const std::string&, std::uint64_t) override { return Ok{}; }
   Status killUnit(const std::string&, int) override { return Ok{}; }
   Status stopUnit(const std::string&) override { return Ok{}; }
@@ -193,7 +229,9 @@ TEST_F(HostileServiceTest, AnExceptionIsAnsweredInternalAndTheDaemonGoesOn) {
   daemon::ServiceEnv env{*proc, *sys, &*cgroup, outbox, watches, &throwing, 4096, &journal};
   daemon::Service s(cfg, *ledgerDb, env);
   daemon::Dispatcher dispatcher(s, outbox);
-  dispatcher.line(5, daemon::Peer{1, 0, 0}, {R"({"v":1,"id":9,"method":"attach","params":{"pools":["one"],"unit":"x.service"}})", false});
+  dispatcher.line(
+      5, daemon::Peer{1, 0, 0},
+      {R"({"v":1,"id":9,"method":"attach","params":{"pools":["one"],"unit":"x.service"}})", false});
   EXPECT_EQ(outbox.last(5)["error"]["code"], "internal");
   EXPECT_EQ(outbox.last(5)["id"], 9);
   EXPECT_EQ(dispatcher.internalErrors(), 1u);
@@ -204,7 +242,6 @@ TEST_F(HostileServiceTest, AnExceptionIsAnsweredInternalAndTheDaemonGoesOn) {
   dispatcher.line(5, daemon::Peer{1, 0, 0}, {deep, false});
   EXPECT_EQ(outbox.last(5)["error"]["code"], "too-deep");
 }
-
 
 }  // namespace
 }  // namespace tally

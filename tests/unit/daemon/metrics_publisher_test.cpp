@@ -1,15 +1,15 @@
 // The pure parts behind seats, metrics, top and the journal: attributes,
 // freshness, the exposition format, the top screen, lifecycle journal
 // entries, the loopback listen address and the atomic textfile.
-#include <gtest/gtest.h>
+#include "daemon/metrics_publisher.h"
 
-#include <nlohmann/json.hpp>
+#include <fmt/format.h>
+#include <gtest/gtest.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include <fmt/format.h>
+#include <nlohmann/json.hpp>
 
-#include "daemon/metrics_publisher.h"
 #include "fs/root.h"
 #include "support/fake_host.h"
 
@@ -51,7 +51,7 @@ TEST(MetricsTextfile, ReplacedWholeAndErrorsNameTheFile) {
   ASSERT_TRUE(t->write("a 1\n"));
   ASSERT_TRUE(t->write("b 2\n"));
   EXPECT_EQ(readFile(path), "b 2\n");
-  struct stat st{};
+  struct stat st {};
   ASSERT_EQ(::stat(path.c_str(), &st), 0);
   EXPECT_EQ(st.st_mode & 0777, 0644u);
   auto names = fs::Root::open(dir.path())->list("");
@@ -68,10 +68,12 @@ TEST(MetricsTextfile, NeverWritesThroughAPlantedSymlink) {
   std::string victim = dir.path() + "/victim";
   writeFile(victim, "precious\n");
   std::string textDir = dir.path() + "/textfile";
-  ASSERT_EQ(::mkdir(textDir.c_str(), 01777), 0);  // sticky and world-writable, like a shared collector dir
+  ASSERT_EQ(::mkdir(textDir.c_str(), 01777),
+            0);  // sticky and world-writable, like a shared collector dir
   ASSERT_EQ(::chmod(textDir.c_str(), 01777), 0);
   std::string path = textDir + "/tally.prom";
-  for (const char* planted : {"/tally.prom.tmp", "/.tally.prom.tmp"}) ASSERT_EQ(::symlink(victim.c_str(), (textDir + planted).c_str()), 0);
+  for (const char* planted : {"/tally.prom.tmp", "/.tally.prom.tmp"})
+    ASSERT_EQ(::symlink(victim.c_str(), (textDir + planted).c_str()), 0);
   auto t = daemon::Textfile::open(path);
   ASSERT_TRUE(t) << t.error().message;
   ASSERT_TRUE(t->write("tally_up 1\n"));
@@ -82,7 +84,7 @@ TEST(MetricsTextfile, NeverWritesThroughAPlantedSymlink) {
   ASSERT_EQ(::symlink(victim.c_str(), path.c_str()), 0);
   ASSERT_TRUE(t->write("tally_up 2\n"));
   EXPECT_EQ(readFile(victim), "precious\n");
-  struct stat st{};
+  struct stat st {};
   ASSERT_EQ(::lstat(path.c_str(), &st), 0);
   EXPECT_TRUE(S_ISREG(st.st_mode));
 }

@@ -10,14 +10,22 @@ using namespace tally::testing;
 using json = nlohmann::json;
 constexpr std::uint64_t GiB = 1ULL << 30;
 
-TEST_F(ServiceBoundTest, AnAttachedLeaseOverItsGpuMemoryMaxIsKilledAfterTwoSamplesAndNothingElseIs) {
+TEST_F(ServiceBoundTest,
+       AnAttachedLeaseOverItsGpuMemoryMaxIsKilledAfterTwoSamplesAndNothingElseIs) {
   gpuWorkload("/machine.slice/hog.scope", 5001, 11, 4);
   gpuWorkload("/machine.slice/sibling.scope", 5002, 12, 4);
   EXPECT_TRUE(call(9, 1000, "subscribe", json::object())["ok"]);
-  json hog = call(1, 0, "attach", {{"pools", {"gpu"}}, {"cgroup", "/machine.slice/hog.scope"}, {"gpu_memory_max", 3 * GiB},
-                                   {"gpu_memory_high", 2 * GiB}, {"name", "hog"}});
+  json hog = call(1, 0, "attach",
+                  {{"pools", {"gpu"}},
+                   {"cgroup", "/machine.slice/hog.scope"},
+                   {"gpu_memory_max", 3 * GiB},
+                   {"gpu_memory_high", 2 * GiB},
+                   {"name", "hog"}});
   ASSERT_TRUE(hog["ok"]) << hog;
-  json sib = call(2, 0, "attach", {{"pools", {"gpu"}}, {"cgroup", "/machine.slice/sibling.scope"}, {"gpu_memory_max", 8 * GiB}});
+  json sib = call(2, 0, "attach",
+                  {{"pools", {"gpu"}},
+                   {"cgroup", "/machine.slice/sibling.scope"},
+                   {"gpu_memory_max", 8 * GiB}});
   ASSERT_TRUE(sib["ok"]) << sib;
   std::string id = hog["result"]["lease"];
   service->sample();  // first sample over: not yet
@@ -35,7 +43,9 @@ TEST_F(ServiceBoundTest, AnAttachedLeaseOverItsGpuMemoryMaxIsKilledAfterTwoSampl
   EXPECT_EQ(ev["lease"], id);
   EXPECT_EQ(ev["bytes"], 4 * GiB);
   EXPECT_EQ(ev["limit"], 3 * GiB);
-  std::string summary = "killed by tally: GPU memory 4.0 GiB over gpu_memory_max 3.0 GiB (drm-fdinfo, 2 samples at 1 s)";
+  std::string summary =
+      "killed by tally: GPU memory 4.0 GiB over gpu_memory_max 3.0 GiB (drm-fdinfo, 2 samples at 1 "
+      "s)";
   EXPECT_EQ(ev["summary"], summary);
   ASSERT_FALSE(journal.notes.empty());
   EXPECT_EQ(journal.notes.back().priority, 4);
@@ -47,9 +57,11 @@ TEST_F(ServiceBoundTest, AnAttachedLeaseOverItsGpuMemoryMaxIsKilledAfterTwoSampl
   EXPECT_FALSE(killed("/machine.slice/hog.scope"));
   // The cgroup empties: the outcome names the kill.
   writeFile(host.cgroupRoot() + "/machine.slice/hog.scope/memory.events", "oom 1\noom_kill 1\n");
-  writeFile(host.cgroupRoot() + "/machine.slice/hog.scope/cgroup.events", "populated 0\nfrozen 0\n");
+  writeFile(host.cgroupRoot() + "/machine.slice/hog.scope/cgroup.events",
+            "populated 0\nfrozen 0\n");
   service->cgroupChanged(id);
-  EXPECT_EQ(kinds(id), (std::vector<std::string>{"granted", "adopted", "gpu-bound", "gpu-bound", "outcome"}));
+  EXPECT_EQ(kinds(id),
+            (std::vector<std::string>{"granted", "adopted", "gpu-bound", "gpu-bound", "outcome"}));
   json outcome = json::parse(rows(id).back().body);
   EXPECT_EQ(outcome["outcome"]["class"], "killed-by-tally");
   EXPECT_EQ(outcome["outcome"]["summary"].get<std::string>().rfind(summary, 0), 0u);
@@ -62,10 +74,17 @@ TEST_F(ServiceBoundTest, AUnitIsKilledThroughSystemdAndReportModeNeverKills) {
   gpuWorkload("/system.slice/llama.service", 5003, 13, 4);
   units.cgroups["llama.service"] = "/system.slice/llama.service";
   gpuWorkload("/machine.slice/watch.scope", 5004, 14, 4);
-  json unit = call(1, 0, "attach", {{"pools", {"gpu"}}, {"unit", "llama.service"}, {"gpu_memory_max", GiB}, {"gpu_over_samples", 1}});
+  json unit = call(1, 0, "attach",
+                   {{"pools", {"gpu"}},
+                    {"unit", "llama.service"},
+                    {"gpu_memory_max", GiB},
+                    {"gpu_over_samples", 1}});
   ASSERT_TRUE(unit["ok"]) << unit;
-  json rep = call(2, 0, "attach", {{"pools", {"gpu"}}, {"cgroup", "/machine.slice/watch.scope"}, {"gpu_memory_max", GiB},
-                                   {"gpu_memory_action", "report"}});
+  json rep = call(2, 0, "attach",
+                  {{"pools", {"gpu"}},
+                   {"cgroup", "/machine.slice/watch.scope"},
+                   {"gpu_memory_max", GiB},
+                   {"gpu_memory_action", "report"}});
   ASSERT_TRUE(rep["ok"]) << rep;
   for (int i = 0; i < 4; ++i) service->sample();
   ASSERT_EQ(units.kills.size(), 1u);
@@ -77,8 +96,11 @@ TEST_F(ServiceBoundTest, AUnitIsKilledThroughSystemdAndReportModeNeverKills) {
   json row = json::parse(rows(repId).back().body);
   EXPECT_EQ(row["kind"], "gpu-memory-max-exceeded");
   EXPECT_EQ(row["samples"], 2);
-  EXPECT_EQ(call(3, 0, "attach", {{"pools", {"gpu"}}, {"cgroup", "/machine.slice/x"}, {"gpu_memory_max", GiB},
-                                  {"gpu_memory_action", "explode"}})["error"]["code"],
+  EXPECT_EQ(call(3, 0, "attach",
+                 {{"pools", {"gpu"}},
+                  {"cgroup", "/machine.slice/x"},
+                  {"gpu_memory_max", GiB},
+                  {"gpu_memory_action", "explode"}})["error"]["code"],
             "invalid-params");
 }
 
@@ -86,26 +108,34 @@ TEST_F(ServiceBoundTest, ARunLeasesClientReportsItsBoundEvents) {
   json a = call(1, 1000, "acquire", {{"pools", {"gpu"}}, {"gpu_memory_max", GiB}});
   ASSERT_TRUE(a["ok"]) << a;
   std::string id = a["result"]["lease"];
-  json ev = {{"kind", "gpu-memory-kill"}, {"bytes", 2 * GiB}, {"limit", GiB}, {"samples", 2}, {"summary", "killed by tally: ..."}};
+  json ev = {{"kind", "gpu-memory-kill"},
+             {"bytes", 2 * GiB},
+             {"limit", GiB},
+             {"samples", 2},
+             {"summary", "killed by tally: ..."}};
   // Not running yet: nothing to report about.
   EXPECT_EQ(call(1, 1000, "bound", {{"lease", id}, {"event", ev}})["error"]["code"], "conflict");
   std::string scope = "/tally-" + id + ".scope";
   workloadCgroup(scope, true, 1000);
   ASSERT_TRUE(call(1, 1000, "started", {{"lease", id}, {"cgroup", scope}})["ok"]);
   EXPECT_EQ(call(2, 1001, "bound", {{"lease", id}, {"event", ev}})["error"]["code"], "forbidden");
-  EXPECT_EQ(call(1, 1000, "bound", {{"lease", id}, {"event", {{"kind", "nonsense"}}}})["error"]["code"], "invalid-params");
+  EXPECT_EQ(
+      call(1, 1000, "bound", {{"lease", id}, {"event", {{"kind", "nonsense"}}}})["error"]["code"],
+      "invalid-params");
   EXPECT_TRUE(call(1, 1000, "bound", {{"lease", id}, {"event", ev}})["ok"]);
   EXPECT_EQ(kinds(id), (std::vector<std::string>{"granted", "started", "gpu-bound"}));
   EXPECT_TRUE(ledgerDb->verify()->problems.empty());
 }
 
-
 coverage::Assessment assessment(coverage::Coverage c, const std::string& kernel) {
   coverage::Assessment a;
   a.kernel = kernel;
   a.verdict.coverage = c;
-  a.verdict.line = c == coverage::Coverage::HostAndGtt ? "A lease's MemoryMax covers: host memory + GTT (verified by active probe on " + kernel + ")"
-                                                       : "A lease's MemoryMax covers: host memory only";
+  a.verdict.line =
+      c == coverage::Coverage::HostAndGtt
+          ? "A lease's MemoryMax covers: host memory + GTT (verified by active probe on " + kernel +
+                ")"
+          : "A lease's MemoryMax covers: host memory only";
   return a;
 }
 
@@ -124,7 +154,9 @@ TEST_F(ServiceBoundTest, CoverageIsRecordedAndAChangeBetweenStartsIsSaid) {
   EXPECT_EQ(last["changed_from"]["coverage"], "host");
   EXPECT_EQ(last["changed_from"]["kernel"], "6.12.9");
   ASSERT_EQ(journal.notes.size(), 1u);
-  EXPECT_NE(journal.notes[0].message.find("GTT coverage changed from host (kernel 6.12.9) to host+gtt (kernel 7.3.0)"), std::string::npos)
+  EXPECT_NE(journal.notes[0].message.find(
+                "GTT coverage changed from host (kernel 6.12.9) to host+gtt (kernel 7.3.0)"),
+            std::string::npos)
       << journal.notes[0].message;
   EXPECT_NE(journal.notes[0].message.find("gpu_memory_max is advisory"), std::string::npos);
   EXPECT_TRUE(ledgerDb->verify()->problems.empty());
@@ -134,9 +166,13 @@ TEST_F(ServiceBoundTest, WithGttChargedTheBoundIsAdvisoryAndNoByteCountsTwice) {
   service->setCoverage(assessment(coverage::Coverage::HostAndGtt, "7.3.0"));
   gpuWorkload("/machine.slice/charged.scope", 5005, 15, 4);
   // memory.current 5 GiB of which 4 GiB is the GTT the kernel charged.
-  writeFile(host.cgroupRoot() + "/machine.slice/charged.scope/memory.current", std::to_string(5 * GiB) + "\n");
-  json r = call(1, 0, "attach", {{"pools", {"gpu"}}, {"cgroup", "/machine.slice/charged.scope"}, {"gpu_memory_max", 3 * GiB},
-                                 {"memory_max", 2 * GiB}});
+  writeFile(host.cgroupRoot() + "/machine.slice/charged.scope/memory.current",
+            std::to_string(5 * GiB) + "\n");
+  json r = call(1, 0, "attach",
+                {{"pools", {"gpu"}},
+                 {"cgroup", "/machine.slice/charged.scope"},
+                 {"gpu_memory_max", 3 * GiB},
+                 {"memory_max", 2 * GiB}});
   ASSERT_TRUE(r["ok"]) << r;
   EXPECT_EQ(r["result"]["coverage"], "host+gtt");
   EXPECT_EQ(r["result"]["budget_figures"]["host_bytes"], GiB);
@@ -158,14 +194,15 @@ TEST_F(ServiceBoundTest, OperatorMayKeepGpuMemoryMaxEnforcedAfterTheHandOver) {
   reopen();
   service->setCoverage(assessment(coverage::Coverage::HostAndGtt, "7.3.0"));
   gpuWorkload("/machine.slice/kept.scope", 5006, 16, 4);
-  json r = call(1, 0, "attach", {{"pools", {"gpu"}}, {"cgroup", "/machine.slice/kept.scope"}, {"gpu_memory_max", 3 * GiB}});
+  json r = call(
+      1, 0, "attach",
+      {{"pools", {"gpu"}}, {"cgroup", "/machine.slice/kept.scope"}, {"gpu_memory_max", 3 * GiB}});
   ASSERT_TRUE(r["ok"]) << r;
   EXPECT_EQ(r["result"]["gpu_bound"]["advisory"], false);
   service->sample();
   service->sample();
   EXPECT_TRUE(killed("/machine.slice/kept.scope"));
 }
-
 
 }  // namespace
 }  // namespace tally

@@ -81,7 +81,8 @@ struct FakeJournal : journal::Journal {
     std::vector<std::pair<std::string, std::string>> fields;
   };
   std::vector<Note> notes;
-  void note(int priority, const std::string& message, const std::vector<std::pair<std::string, std::string>>& fields) override {
+  void note(int priority, const std::string& message,
+            const std::vector<std::pair<std::string, std::string>>& fields) override {
     notes.push_back({priority, message, fields});
   }
 };
@@ -91,12 +92,16 @@ class ServiceTest : public ::testing::Test {
   void SetUp() override {
     host.setMemAvailable(100 * GiB);
     FakeDevice apu;
-    apu.memInfo = {{"gtt_total", 120 * GiB}, {"gtt_used", 20 * GiB}, {"vram_total", 512ULL << 20}, {"vram_used", 256ULL << 20}};
+    apu.memInfo = {{"gtt_total", 120 * GiB},
+                   {"gtt_used", 20 * GiB},
+                   {"vram_total", 512ULL << 20},
+                   {"vram_used", 256ULL << 20}};
     host.addDevice(apu);
     makeDirs(host.cgroupRoot());
     units.cgroupRoot = host.cgroupRoot();
     cfg.daemon.clientGraceUs = 0;
-    cfg.pools = {config::Pool{"gpu", 4, std::nullopt, 96 * GiB, {}}, config::Pool{"one", 1, std::nullopt, std::nullopt, {}}};
+    cfg.pools = {config::Pool{"gpu", 4, std::nullopt, 96 * GiB, {}},
+                 config::Pool{"one", 1, std::nullopt, std::nullopt, {}}};
     reopen();
   }
   void reopen() {
@@ -121,7 +126,8 @@ class ServiceTest : public ::testing::Test {
     writeFile(dir + "/cgroup.events", fmt::format("populated {}\nfrozen 0\n", populated ? 1 : 0));
     writeFile(dir + "/memory.current", "1073741824\n");
     writeFile(dir + "/memory.peak", "2147483648\n");
-    writeFile(dir + "/memory.events", "low 0\nhigh 0\nmax 3\noom 1\noom_kill 1\noom_group_kill 0\n");
+    writeFile(dir + "/memory.events",
+              "low 0\nhigh 0\nmax 3\noom 1\noom_kill 1\noom_group_kill 0\n");
     writeFile(dir + "/memory.max", "max\n");
     writeFile(dir + "/memory.high", "max\n");
     writeFile(dir + "/memory.stat", "anon 1000\nfile 2000\npgfault 77\n");
@@ -152,7 +158,8 @@ class ServiceTest : public ::testing::Test {
 class ServiceBoundTest : public ServiceTest {
  protected:
   // A cgroup with one process holding `gttGiB` of GTT through one DRM client.
-  void gpuWorkload(const std::string& path, pid_t pid, std::uint64_t clientId, std::uint64_t gttGiB) {
+  void gpuWorkload(const std::string& path, pid_t pid, std::uint64_t clientId,
+                   std::uint64_t gttGiB) {
     workloadCgroup(path, true);
     FakeProcess p;
     p.pid = pid;
@@ -163,19 +170,28 @@ class ServiceBoundTest : public ServiceTest {
     p.fds = {fd};
     host.addProcess(p);
     host.addCgroup(path, {pid});
-    writeFile(host.cgroupRoot() + path + "/cgroup.kill", "");  // the kernel's file exists; tally never creates it
+    writeFile(host.cgroupRoot() + path + "/cgroup.kill",
+              "");  // the kernel's file exists; tally never creates it
   }
-  bool killed(const std::string& path) { return readFile(host.cgroupRoot() + path + "/cgroup.kill") == "1"; }
+  bool killed(const std::string& path) {
+    return readFile(host.cgroupRoot() + path + "/cgroup.kill") == "1";
+  }
 };
 
 // Seat rows, the overview and the metrics made from it, the lifecycle journal.
 class ServiceViewsTest : public ServiceBoundTest {
  protected:
-  static constexpr const char* kPodman = "/machine.slice/libpod-3f2a9c0d1b2e4f5a6b7c8d9e0f1a2b3c4d5e6f7a8b9c0d1e2f3a4b5c6d7e8f9a.scope";
+  static constexpr const char* kPodman =
+      "/machine.slice/"
+      "libpod-3f2a9c0d1b2e4f5a6b7c8d9e0f1a2b3c4d5e6f7a8b9c0d1e2f3a4b5c6d7e8f9a.scope";
   std::string attachLlama(std::uint64_t gttGiB = 4) {
     gpuWorkload(kPodman, 5010, 21, gttGiB);
-    json r = call(1, 0, "attach", {{"pools", {"gpu"}}, {"cgroup", kPodman}, {"gpu_memory_max", 8 * GiB}, {"name", "llama"},
-                                   {"attributes", {{"model", "qwen3-32b"}, {"context_window", "32768"}}}});
+    json r = call(1, 0, "attach",
+                  {{"pools", {"gpu"}},
+                   {"cgroup", kPodman},
+                   {"gpu_memory_max", 8 * GiB},
+                   {"name", "llama"},
+                   {"attributes", {{"model", "qwen3-32b"}, {"context_window", "32768"}}}});
     EXPECT_TRUE(r["ok"]) << r;
     return r["result"].value("lease", "");
   }

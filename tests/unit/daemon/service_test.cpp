@@ -63,7 +63,8 @@ TEST_F(ServiceTest, OnlyTheOwnerOrRootMayRelease) {
   EXPECT_NE(r["error"]["message"].get<std::string>().find("uid 1000"), std::string::npos);
   EXPECT_EQ(call(2, 1001, "resume", {{"lease", id}})["error"]["code"], "forbidden");
   json record = {{"lease", {{"id", id}}}, {"outcome", {{"class", "exited"}}}};
-  EXPECT_EQ(call(2, 1001, "complete", {{"lease", id}, {"record", record}})["error"]["code"], "forbidden");
+  EXPECT_EQ(call(2, 1001, "complete", {{"lease", id}, {"record", record}})["error"]["code"],
+            "forbidden");
   EXPECT_TRUE(call(3, 0, "release", {{"lease", id}})["ok"]);
   EXPECT_EQ(call(3, 0, "release", {{"lease", id}})["error"]["code"], "not-found");
 }
@@ -71,14 +72,20 @@ TEST_F(ServiceTest, OnlyTheOwnerOrRootMayRelease) {
 TEST_F(ServiceTest, MalformedRequestsGetErrorsNotCrashes) {
   EXPECT_EQ(call(1, 0, "frobnicate", json::object())["error"]["code"], "unknown-method");
   EXPECT_EQ(call(1, 0, "acquire", {{"pools", "one"}})["error"]["code"], "invalid-params");
-  EXPECT_EQ(call(1, 0, "acquire", {{"pools", {"one"}}, {"memory_max", -1}})["error"]["code"], "invalid-params");
-  EXPECT_EQ(call(1, 0, "acquire", {{"pools", {"one"}}, {"priority", 1000}})["error"]["code"], "invalid-params");
-  EXPECT_EQ(call(1, 0, "acquire", {{"pools", {"one"}}, {"name", "a b"}})["error"]["code"], "invalid-params");
+  EXPECT_EQ(call(1, 0, "acquire", {{"pools", {"one"}}, {"memory_max", -1}})["error"]["code"],
+            "invalid-params");
+  EXPECT_EQ(call(1, 0, "acquire", {{"pools", {"one"}}, {"priority", 1000}})["error"]["code"],
+            "invalid-params");
+  EXPECT_EQ(call(1, 0, "acquire", {{"pools", {"one"}}, {"name", "a b"}})["error"]["code"],
+            "invalid-params");
   EXPECT_EQ(call(1, 0, "lease", json::object())["error"]["code"], "invalid-params");
   EXPECT_EQ(call(1, 0, "attach", {{"pools", {"one"}}})["error"]["code"], "invalid-params");
-  EXPECT_EQ(call(1, 0, "attach", {{"pools", {"one"}}, {"cgroup", "/../etc"}})["error"]["code"], "invalid-params");
-  EXPECT_EQ(call(1, 0, "attach", {{"pools", {"one"}}, {"pid", 0}})["error"]["code"], "invalid-params");
-  EXPECT_EQ(call(1, 0, "attach", {{"pools", {"one"}}, {"unit", "x.mount"}})["error"]["code"], "invalid-params");
+  EXPECT_EQ(call(1, 0, "attach", {{"pools", {"one"}}, {"cgroup", "/../etc"}})["error"]["code"],
+            "invalid-params");
+  EXPECT_EQ(call(1, 0, "attach", {{"pools", {"one"}}, {"pid", 0}})["error"]["code"],
+            "invalid-params");
+  EXPECT_EQ(call(1, 0, "attach", {{"pools", {"one"}}, {"unit", "x.mount"}})["error"]["code"],
+            "invalid-params");
   EXPECT_EQ(service->liveLeases(), 0u);
 }
 
@@ -111,8 +118,12 @@ TEST_F(ServiceTest, AttachToACgroupMetersItAndEndsWhenItEmpties) {
   p.fds = {fd};
   host.addProcess(p);
   host.addCgroup("/machine.slice/podman-1.scope", {4242});
-  json r = call(1, 0, "attach", {{"pools", {"gpu"}}, {"cgroup", "/machine.slice/podman-1.scope"}, {"gpu_memory_max", 8 * GiB},
-                                 {"memory_max", 3 * GiB}, {"name", "llama"}});
+  json r = call(1, 0, "attach",
+                {{"pools", {"gpu"}},
+                 {"cgroup", "/machine.slice/podman-1.scope"},
+                 {"gpu_memory_max", 8 * GiB},
+                 {"memory_max", 3 * GiB},
+                 {"name", "llama"}});
   ASSERT_TRUE(r["ok"]) << r;
   std::string id = r["result"]["lease"];
   EXPECT_EQ(r["result"]["state"], "running");
@@ -129,12 +140,17 @@ TEST_F(ServiceTest, AttachToACgroupMetersItAndEndsWhenItEmpties) {
   EXPECT_EQ((*samples)[0].gttBytes, 4 * GiB);
   EXPECT_EQ((*samples)[0].gpuBytes, 4 * GiB);
   // A second lease on the same cgroup is a conflict.
-  EXPECT_EQ(call(2, 0, "attach", {{"pools", {"gpu"}}, {"cgroup", "/machine.slice/podman-1.scope"}, {"gpu_memory_max", GiB},
-                                  {"memory_max", GiB}})["error"]["code"],
+  EXPECT_EQ(call(2, 0, "attach",
+                 {{"pools", {"gpu"}},
+                  {"cgroup", "/machine.slice/podman-1.scope"},
+                  {"gpu_memory_max", GiB},
+                  {"memory_max", GiB}})["error"]["code"],
             "conflict");
   // The workload ends: another OOM kill happened meanwhile (1 -> 2).
-  writeFile(host.cgroupRoot() + "/machine.slice/podman-1.scope/memory.events", "oom 2\noom_kill 2\n");
-  writeFile(host.cgroupRoot() + "/machine.slice/podman-1.scope/cgroup.events", "populated 0\nfrozen 0\n");
+  writeFile(host.cgroupRoot() + "/machine.slice/podman-1.scope/memory.events",
+            "oom 2\noom_kill 2\n");
+  writeFile(host.cgroupRoot() + "/machine.slice/podman-1.scope/cgroup.events",
+            "populated 0\nfrozen 0\n");
   service->cgroupChanged(id);
   EXPECT_EQ(kinds(id), (std::vector<std::string>{"granted", "adopted", "outcome"}));
   json outcome = json::parse(rows(id).back().body);
@@ -156,7 +172,11 @@ TEST_F(ServiceTest, AttachToACgroupMetersItAndEndsWhenItEmpties) {
 TEST_F(ServiceTest, AttachToAUnitSetsMemoryMaxThroughSystemdAndReadsItBack) {
   workloadCgroup("/system.slice/llama.service", true);
   units.cgroups["llama.service"] = "/system.slice/llama.service";
-  json r = call(1, 0, "attach", {{"pools", {"gpu"}}, {"unit", "llama.service"}, {"gpu_memory_max", 48 * GiB}, {"memory_max", 8 * GiB}});
+  json r = call(1, 0, "attach",
+                {{"pools", {"gpu"}},
+                 {"unit", "llama.service"},
+                 {"gpu_memory_max", 48 * GiB},
+                 {"memory_max", 8 * GiB}});
   ASSERT_TRUE(r["ok"]) << r;
   ASSERT_EQ(units.memoryMaxCalls.size(), 1u);
   EXPECT_EQ(units.memoryMaxCalls[0], std::make_pair(std::string("llama.service"), 8 * GiB));
@@ -175,25 +195,39 @@ TEST_F(ServiceTest, AttachFailsClosedWhenTheLimitDoesNotReadBack) {
   workloadCgroup("/system.slice/stubborn.service", true);
   units.cgroups["stubborn.service"] = "/system.slice/stubborn.service";
   units.obey = false;  // systemd "accepts" but memory.max still reads max
-  json r = call(1, 0, "attach", {{"pools", {"one"}}, {"unit", "stubborn.service"}, {"memory_max", 8 * GiB}});
+  json r = call(1, 0, "attach",
+                {{"pools", {"one"}}, {"unit", "stubborn.service"}, {"memory_max", 8 * GiB}});
   EXPECT_EQ(r["error"]["code"], "refused");
-  EXPECT_NE(r["error"]["message"].get<std::string>().find("memory.max is max, declared 8589934592"), std::string::npos) << r;
+  EXPECT_NE(r["error"]["message"].get<std::string>().find("memory.max is max, declared 8589934592"),
+            std::string::npos)
+      << r;
   EXPECT_EQ(service->liveLeases(), 0u);
 }
 
 TEST_F(ServiceTest, AttachRefusals) {
   workloadCgroup("/empty.scope", false);
-  EXPECT_EQ(call(1, 0, "attach", {{"pools", {"one"}}, {"cgroup", "/empty.scope"}})["error"]["code"], "refused");
-  EXPECT_EQ(call(1, 0, "attach", {{"pools", {"one"}}, {"cgroup", "/nope"}})["error"]["code"], "not-found");
-  EXPECT_EQ(call(1, 0, "attach", {{"pools", {"one"}}, {"cgroup", "/"}})["error"]["code"], "refused");
-  EXPECT_EQ(call(1, 0, "attach", {{"pools", {"one"}}, {"unit", "missing.service"}})["error"]["code"], "refused");
+  EXPECT_EQ(call(1, 0, "attach", {{"pools", {"one"}}, {"cgroup", "/empty.scope"}})["error"]["code"],
+            "refused");
+  EXPECT_EQ(call(1, 0, "attach", {{"pools", {"one"}}, {"cgroup", "/nope"}})["error"]["code"],
+            "not-found");
+  EXPECT_EQ(call(1, 0, "attach", {{"pools", {"one"}}, {"cgroup", "/"}})["error"]["code"],
+            "refused");
+  EXPECT_EQ(
+      call(1, 0, "attach", {{"pools", {"one"}}, {"unit", "missing.service"}})["error"]["code"],
+      "refused");
   // Someone else's cgroup: not for a non-root caller; their own is fine.
   workloadCgroup("/user.slice/theirs.scope", true, 2000);
   workloadCgroup("/user.slice/mine.scope", true, 1000);
-  EXPECT_EQ(call(1, 1000, "attach", {{"pools", {"one"}}, {"cgroup", "/user.slice/theirs.scope"}})["error"]["code"], "forbidden");
-  EXPECT_EQ(call(1, 1000, "attach", {{"pools", {"one"}}, {"cgroup", "/user.slice/mine.scope"}, {"memory_max", GiB}})["error"]["code"],
+  EXPECT_EQ(call(1, 1000, "attach",
+                 {{"pools", {"one"}}, {"cgroup", "/user.slice/theirs.scope"}})["error"]["code"],
+            "forbidden");
+  EXPECT_EQ(call(1, 1000, "attach",
+                 {{"pools", {"one"}},
+                  {"cgroup", "/user.slice/mine.scope"},
+                  {"memory_max", GiB}})["error"]["code"],
             "forbidden");  // MemoryMax on a unit: root only
-  EXPECT_TRUE(call(1, 1000, "attach", {{"pools", {"one"}}, {"cgroup", "/user.slice/mine.scope"}})["ok"]);
+  EXPECT_TRUE(
+      call(1, 1000, "attach", {{"pools", {"one"}}, {"cgroup", "/user.slice/mine.scope"}})["ok"]);
 }
 
 TEST_F(ServiceTest, AttachByPidFollowsItsCgroup) {
@@ -211,25 +245,38 @@ TEST_F(ServiceTest, AttachByPidFollowsItsCgroup) {
 }
 
 TEST_F(ServiceTest, RunLeaseStartedAndCompletedExactlyOnce) {
-  std::string id = call(1, 1000, "acquire", {{"pools", {"one"}}, {"name", "job"}})["result"]["lease"];
+  std::string id =
+      call(1, 1000, "acquire", {{"pools", {"one"}}, {"name", "job"}})["result"]["lease"];
   std::string slice = "/tally.slice/tally-" + id + ".slice";
   std::string scope = slice + "/tally-" + id + ".scope";
   workloadCgroup(slice, true, 1000);
   workloadCgroup(scope, true, 1000);
   // Not the lease's cgroup, or not the caller's: refused.
   workloadCgroup("/other.scope", true, 1000);
-  EXPECT_EQ(call(1, 1000, "started", {{"lease", id}, {"cgroup", "/other.scope"}})["error"]["code"], "forbidden");
-  json s = call(1, 1000, "started", {{"lease", id}, {"unit", "tally-" + id + ".scope"}, {"cgroup", scope}, {"counters_cgroup", slice}});
+  EXPECT_EQ(call(1, 1000, "started", {{"lease", id}, {"cgroup", "/other.scope"}})["error"]["code"],
+            "forbidden");
+  json s = call(1, 1000, "started",
+                {{"lease", id},
+                 {"unit", "tally-" + id + ".scope"},
+                 {"cgroup", scope},
+                 {"counters_cgroup", slice}});
   ASSERT_TRUE(s["ok"]) << s;
   EXPECT_EQ(watches.paths[id], host.cgroupRoot() + slice + "/cgroup.events");
-  json record = {{"schema", 1}, {"lease", {{"id", id}, {"name", "job"}}}, {"outcome", {{"class", "exited"}, {"tally_exit_status", 0}}}};
-  EXPECT_EQ(call(1, 1000, "complete", {{"lease", id}, {"record", {{"lease", {{"id", "someone-else"}}}}}})["error"]["code"], "invalid-params");
+  json record = {{"schema", 1},
+                 {"lease", {{"id", id}, {"name", "job"}}},
+                 {"outcome", {{"class", "exited"}, {"tally_exit_status", 0}}}};
+  EXPECT_EQ(
+      call(1, 1000, "complete",
+           {{"lease", id}, {"record", {{"lease", {{"id", "someone-else"}}}}}})["error"]["code"],
+      "invalid-params");
   json c = call(1, 1000, "complete", {{"lease", id}, {"record", record}});
   ASSERT_TRUE(c["ok"]) << c;
-  EXPECT_EQ(call(1, 1000, "complete", {{"lease", id}, {"record", record}})["error"]["code"], "not-found");
+  EXPECT_EQ(call(1, 1000, "complete", {{"lease", id}, {"record", record}})["error"]["code"],
+            "not-found");
   EXPECT_EQ(kinds(id), (std::vector<std::string>{"granted", "started", "outcome"}));
   json stored = json::parse(rows(id).back().body);
-  EXPECT_EQ(stored["daemon"]["memory_peak_bytes"], 2 * GiB);  // read by the daemon from the slice itself
+  EXPECT_EQ(stored["daemon"]["memory_peak_bytes"],
+            2 * GiB);  // read by the daemon from the slice itself
   EXPECT_EQ(stored["daemon"]["oom_kill"], 1);
 }
 
@@ -257,8 +304,14 @@ TEST_F(ServiceTest, RunLeaseWhoseClientNeverReturnsIsLost) {
 TEST_F(ServiceTest, RecoveryReadoptsLiveLeasesAndClosesVanishedOnesOnce) {
   workloadCgroup("/system.slice/a.service", true);
   workloadCgroup("/system.slice/b.service", true);
-  std::string a = call(1, 0, "attach", {{"pools", {"gpu"}}, {"cgroup", "/system.slice/a.service"}, {"gpu_memory_max", GiB}})["result"]["lease"];
-  std::string b = call(1, 0, "attach", {{"pools", {"gpu"}}, {"cgroup", "/system.slice/b.service"}, {"gpu_memory_max", GiB}})["result"]["lease"];
+  std::string a = call(1, 0, "attach",
+                       {{"pools", {"gpu"}},
+                        {"cgroup", "/system.slice/a.service"},
+                        {"gpu_memory_max", GiB}})["result"]["lease"];
+  std::string b = call(1, 0, "attach",
+                       {{"pools", {"gpu"}},
+                        {"cgroup", "/system.slice/b.service"},
+                        {"gpu_memory_max", GiB}})["result"]["lease"];
   std::string run = call(2, 0, "acquire", {{"pools", {"one"}}})["result"]["lease"];
   // The daemon dies (kill -9: no goodbye). Meanwhile b's workload goes away.
   service.reset();
@@ -272,7 +325,8 @@ TEST_F(ServiceTest, RecoveryReadoptsLiveLeasesAndClosesVanishedOnesOnce) {
   EXPECT_EQ(kinds(b), (std::vector<std::string>{"granted", "adopted", "lost"}));
   json lostB = json::parse(rows(b).back().body);
   EXPECT_NE(lostB["outcome"]["summary"].get<std::string>().find("is gone"), std::string::npos);
-  EXPECT_EQ(lostB["memory"]["sampled"]["peak_unknown"], "not sampled since the daemon restarted; see ledger_samples");
+  EXPECT_EQ(lostB["memory"]["sampled"]["peak_unknown"],
+            "not sampled since the daemon restarted; see ledger_samples");
   EXPECT_FALSE(lostB["memory"].contains("peak_bytes"));  // the cgroup is gone: absent, not 0
   // A restart again does not record b twice, nor re-adopt a twice over.
   service.reset();
@@ -290,12 +344,13 @@ TEST_F(ServiceTest, RecoveryReadoptsLiveLeasesAndClosesVanishedOnesOnce) {
   reopen();
   ASSERT_TRUE(service->recover());
   EXPECT_EQ(kinds(a).back(), "lost");
-  EXPECT_NE(json::parse(rows(a).back().body)["outcome"]["summary"].get<std::string>().find("re-created"), std::string::npos);
+  EXPECT_NE(
+      json::parse(rows(a).back().body)["outcome"]["summary"].get<std::string>().find("re-created"),
+      std::string::npos);
   // The run lease: its client resumes after the restart.
   EXPECT_TRUE(call(3, 0, "resume", {{"lease", run}})["ok"]);
   EXPECT_TRUE(ledgerDb->verify()->problems.empty());
 }
-
 
 }  // namespace
 }  // namespace tally

@@ -28,9 +28,9 @@ TEST_F(ServiceViewsTest, ASeatRowIsMeasuredDeclaredOrAbsentWithTheReason) {
   EXPECT_EQ(s["running_source"], "cgroup.events populated");
   EXPECT_EQ(s["fresh"], true);
   EXPECT_TRUE(s["observed_at_ns"].is_number_unsigned());
-  EXPECT_EQ(s["host"]["current_bytes"], GiB);      // memory.current of the fixture
-  EXPECT_EQ(s["host"]["peak_bytes"], 2 * GiB);     // memory.peak
-  EXPECT_TRUE(s["host"]["max_bytes"].is_null());   // memory.max is "max": absent, with the reason
+  EXPECT_EQ(s["host"]["current_bytes"], GiB);     // memory.current of the fixture
+  EXPECT_EQ(s["host"]["peak_bytes"], 2 * GiB);    // memory.peak
+  EXPECT_TRUE(s["host"]["max_bytes"].is_null());  // memory.max is "max": absent, with the reason
   EXPECT_EQ(s["host"]["max_bytes_unknown"], "memory.max is max: no limit");
   EXPECT_EQ(s["gpu"]["regions"]["gtt"]["current_bytes"], 4 * GiB);
   EXPECT_EQ(s["gpu"]["regions"]["gtt"]["peak_bytes"], 4 * GiB);
@@ -40,7 +40,8 @@ TEST_F(ServiceViewsTest, ASeatRowIsMeasuredDeclaredOrAbsentWithTheReason) {
   EXPECT_EQ(s["devices"], json({"0000:c6:00.0"}));
   EXPECT_EQ(s["declared"]["gpu_memory_max"], 8 * GiB);
   EXPECT_TRUE(s["declared"]["memory_max"].is_null());
-  EXPECT_EQ(s["declared"]["attributes"], json({{"context_window", "32768"}, {"model", "qwen3-32b"}}));
+  EXPECT_EQ(s["declared"]["attributes"],
+            json({{"context_window", "32768"}, {"model", "qwen3-32b"}}));
 
   // Three intervals later with no sample in between: stale, and no figure at all.
   std::uint64_t observed = s["observed_at_ns"];
@@ -62,15 +63,24 @@ TEST_F(ServiceViewsTest, ASeatRowIsMeasuredDeclaredOrAbsentWithTheReason) {
 TEST_F(ServiceViewsTest, AQueuedLeaseHasASeatWithNothingMeasured) {
   workloadCgroup("/system.slice/a.service", true);
   workloadCgroup("/system.slice/b.service", true);
-  ASSERT_TRUE(call(1, 0, "attach", {{"pools", {"one"}}, {"cgroup", "/system.slice/a.service"}})["ok"]);
-  // Queued: an attach (its workload already runs, outside any lease) and a run lease (nothing runs yet).
-  service->handle(2, daemon::Peer{1000, 0, 0}, rpc::Request{json(98), "attach", {{"pools", {"one"}}, {"cgroup", "/system.slice/b.service"}, {"name", "waiting"}}});
-  service->handle(3, daemon::Peer{1001, 0, 0}, rpc::Request{json(99), "acquire", {{"pools", {"one"}}, {"name", "batch"}}});
+  ASSERT_TRUE(
+      call(1, 0, "attach", {{"pools", {"one"}}, {"cgroup", "/system.slice/a.service"}})["ok"]);
+  // Queued: an attach (its workload already runs, outside any lease) and a run lease (nothing runs
+  // yet).
+  service->handle(
+      2, daemon::Peer{1000, 0, 0},
+      rpc::Request{
+          json(98),
+          "attach",
+          {{"pools", {"one"}}, {"cgroup", "/system.slice/b.service"}, {"name", "waiting"}}});
+  service->handle(3, daemon::Peer{1001, 0, 0},
+                  rpc::Request{json(99), "acquire", {{"pools", {"one"}}, {"name", "batch"}}});
   json seats = service->seats(clock::realtimeNs());
   ASSERT_EQ(seats.size(), 3u);
   json attachQueued = seats[1], runQueued = seats[2];
   EXPECT_EQ(attachQueued["state"], "queued");
-  EXPECT_EQ(attachQueued["running"], true);  // measured: its cgroup is populated, the lease just is not granted
+  EXPECT_EQ(attachQueued["running"],
+            true);  // measured: its cgroup is populated, the lease just is not granted
   EXPECT_EQ(attachQueued["fresh"], false);
   EXPECT_EQ(attachQueued["measured_unknown"], "the lease is queued, nothing to meter");
   EXPECT_EQ(runQueued["name"], "batch");
@@ -83,16 +93,29 @@ TEST_F(ServiceViewsTest, AQueuedLeaseHasASeatWithNothingMeasured) {
 
 TEST_F(ServiceViewsTest, HostileAttributesAreRefusedAndGoodOnesSurviveARestart) {
   workloadCgroup("/system.slice/x.service", true);
-  json badKey = call(1, 0, "attach", {{"pools", {"gpu"}}, {"cgroup", "/system.slice/x.service"}, {"attributes", {{"Model", "x"}}}});
+  json badKey = call(1, 0, "attach",
+                     {{"pools", {"gpu"}},
+                      {"cgroup", "/system.slice/x.service"},
+                      {"attributes", {{"Model", "x"}}}});
   EXPECT_EQ(badKey["error"]["code"], "invalid-params");
-  EXPECT_NE(badKey["error"]["message"].get<std::string>().find("[a-z0-9_]"), std::string::npos) << badKey;
-  json control = call(1, 0, "attach", {{"pools", {"gpu"}}, {"cgroup", "/system.slice/x.service"}, {"attributes", {{"model", "a\nb"}}}});
+  EXPECT_NE(badKey["error"]["message"].get<std::string>().find("[a-z0-9_]"), std::string::npos)
+      << badKey;
+  json control = call(1, 0, "attach",
+                      {{"pools", {"gpu"}},
+                       {"cgroup", "/system.slice/x.service"},
+                       {"attributes", {{"model", "a\nb"}}}});
   EXPECT_EQ(control["error"]["code"], "invalid-params");
   json many = json::object();
   for (int i = 0; i < 17; ++i) many[fmt::format("k{}", i)] = "v";
-  EXPECT_EQ(call(1, 0, "attach", {{"pools", {"gpu"}}, {"cgroup", "/system.slice/x.service"}, {"attributes", many}})["error"]["code"],
+  EXPECT_EQ(call(1, 0, "attach",
+                 {{"pools", {"gpu"}},
+                  {"cgroup", "/system.slice/x.service"},
+                  {"attributes", many}})["error"]["code"],
             "invalid-params");
-  EXPECT_EQ(call(1, 0, "attach", {{"pools", {"gpu"}}, {"cgroup", "/system.slice/x.service"}, {"attributes", "model=x"}})["error"]["code"],
+  EXPECT_EQ(call(1, 0, "attach",
+                 {{"pools", {"gpu"}},
+                  {"cgroup", "/system.slice/x.service"},
+                  {"attributes", "model=x"}})["error"]["code"],
             "invalid-params");
   std::string id = attachLlama();
   reopen();
@@ -119,23 +142,34 @@ TEST_F(ServiceViewsTest, OverviewAttributesDeviceMemoryAndMetricsCountWhatHappen
 
   std::string text = call(3, 1000, "metrics", json::object())["result"]["text"];
   auto has = [&](const std::string& line) { return text.find(line + "\n") != std::string::npos; };
-  EXPECT_TRUE(has(fmt::format("tally_lease_gpu_memory_bytes{{lease=\"{}\",region=\"gtt\",source=\"drm-fdinfo\"}} 4294967296", id))) << text;
-  EXPECT_TRUE(has(fmt::format("tally_lease_gpu_memory_counted_bytes{{lease=\"{}\"}} 4294967296", id)));
-  EXPECT_TRUE(has(fmt::format("tally_lease_declared_gpu_memory_max_bytes{{lease=\"{}\"}} 8589934592", id)));
+  EXPECT_TRUE(
+      has(fmt::format("tally_lease_gpu_memory_bytes{{lease=\"{}\",region=\"gtt\",source=\"drm-"
+                      "fdinfo\"}} 4294967296",
+                      id)))
+      << text;
+  EXPECT_TRUE(
+      has(fmt::format("tally_lease_gpu_memory_counted_bytes{{lease=\"{}\"}} 4294967296", id)));
+  EXPECT_TRUE(
+      has(fmt::format("tally_lease_declared_gpu_memory_max_bytes{{lease=\"{}\"}} 8589934592", id)));
   EXPECT_TRUE(has(fmt::format("tally_lease_memory_bytes{{lease=\"{}\"}} 1073741824", id)));
-  EXPECT_TRUE(has(fmt::format("tally_lease_declared_info{{lease=\"{}\",key=\"model\",value=\"qwen3-32b\"}} 1", id)));
+  EXPECT_TRUE(has(fmt::format(
+      "tally_lease_declared_info{{lease=\"{}\",key=\"model\",value=\"qwen3-32b\"}} 1", id)));
   EXPECT_TRUE(has("tally_gpu_memory_outside_leases_bytes{region=\"gtt\"} 17179869184"));
-  EXPECT_TRUE(has("tally_device_memory_used_bytes{device=\"0000:c6:00.0\",driver=\"amdgpu\",region=\"gtt\"} 21474836480"));
+  EXPECT_TRUE(
+      has("tally_device_memory_used_bytes{device=\"0000:c6:00.0\",driver=\"amdgpu\",region=\"gtt\"}"
+          " 21474836480"));
   EXPECT_TRUE(has("tally_pool_holders{pool=\"gpu\"} 1"));
   EXPECT_TRUE(has("tally_coverage_info{coverage=\"host\",kernel=\"\"} 1"));
   EXPECT_TRUE(has("tally_memcg_charges_gtt 0"));
   EXPECT_TRUE(has("tally_gpu_bound_events_total{kind=\"gpu-memory-kill\"} 0"));
   EXPECT_TRUE(has("# TYPE tally_lease_outcomes_total counter"));
   // memory.max is "max": no sample for the limit, never a 0.
-  EXPECT_EQ(text.find(fmt::format("tally_lease_memory_max_bytes{{lease=\"{}\"}}", id)), std::string::npos);
+  EXPECT_EQ(text.find(fmt::format("tally_lease_memory_max_bytes{{lease=\"{}\"}}", id)),
+            std::string::npos);
 
   // The lease grows past its gpu_memory_max: killed after two samples, then it ends.
-  writeFile(host.procRoot() + "/5010/fdinfo/3", amdgpuFdinfo(21, "0000:c6:00.0", 9 * 1024 * 1024, 0));
+  writeFile(host.procRoot() + "/5010/fdinfo/3",
+            amdgpuFdinfo(21, "0000:c6:00.0", 9 * 1024 * 1024, 0));
   service->sample();
   service->sample();
   ASSERT_TRUE(killed(kPodman));
@@ -144,7 +178,8 @@ TEST_F(ServiceViewsTest, OverviewAttributesDeviceMemoryAndMetricsCountWhatHappen
   text = call(3, 1000, "metrics", json::object())["result"]["text"];
   EXPECT_TRUE(has("tally_gpu_bound_events_total{kind=\"gpu-memory-kill\"} 1")) << text;
   EXPECT_TRUE(has("tally_lease_outcomes_total{outcome=\"killed-by-tally\"} 1")) << text;
-  EXPECT_EQ(text.find(fmt::format("lease=\"{}\"", id)), std::string::npos);  // an ended lease has no seat
+  EXPECT_EQ(text.find(fmt::format("lease=\"{}\"", id)),
+            std::string::npos);  // an ended lease has no seat
 
   // Its life in the journal, with the structured fields.
   const auto* granted = noteWith("lease-granted", id);
@@ -162,7 +197,6 @@ TEST_F(ServiceViewsTest, OverviewAttributesDeviceMemoryAndMetricsCountWhatHappen
   EXPECT_EQ(field(*ended, "TALLY_GPU_PEAK_BYTES"), std::to_string(9 * GiB));
   EXPECT_EQ(field(*ended, "TALLY_EXIT_CODE"), "<absent>");  // an attached workload has none
 }
-
 
 }  // namespace
 }  // namespace tally

@@ -1,10 +1,10 @@
 // The GPU bound (enforce/gpu_bound) and the figure it is decided on
 // (lease/gpu_usage): exact decisions for sample sequences, exact bytes for
 // shared buffers, KFD and incomplete clients.
+#include "enforce/gpu_bound.h"
+
 #include <gtest/gtest.h>
 #include <signal.h>
-
-#include "enforce/gpu_bound.h"
 
 namespace tally {
 namespace {
@@ -37,7 +37,9 @@ TEST(GpuBound, KillsAfterTwoConsecutiveSamplesOverAndNamesTheFigures) {
   EXPECT_EQ(second.bytes, over);
   EXPECT_EQ(second.limit, 40 * GiB);
   EXPECT_EQ(second.firstOverNs, 2'000'000'000u);
-  EXPECT_EQ(second.summary, "killed by tally: GPU memory 41.2 GiB over gpu_memory_max 40.0 GiB (drm-fdinfo, 2 samples at 1 s)");
+  EXPECT_EQ(second.summary,
+            "killed by tally: GPU memory 41.2 GiB over gpu_memory_max 40.0 GiB (drm-fdinfo, 2 "
+            "samples at 1 s)");
   // It acts once: later samples over the limit do not kill again.
   EXPECT_EQ(r.step(50 * GiB).verdict, Verdict::None);
   auto events = enforce::eventsOf(second, 7);
@@ -72,7 +74,9 @@ TEST(GpuBound, ReportModeReportsOnceAndNeverKills) {
   Samples r{{GiB, std::nullopt, Action::Report, 1, 1'000'000}, {}};
   auto d = r.step(2 * GiB);
   EXPECT_EQ(d.verdict, Verdict::Report);
-  EXPECT_EQ(d.summary, "over its GPU memory bound (report only): GPU memory 2.0 GiB over gpu_memory_max 1.0 GiB (drm-fdinfo, 1 sample at 1 s)");
+  EXPECT_EQ(d.summary,
+            "over its GPU memory bound (report only): GPU memory 2.0 GiB over gpu_memory_max 1.0 "
+            "GiB (drm-fdinfo, 1 sample at 1 s)");
   for (int i = 0; i < 5; ++i) EXPECT_EQ(r.step(3 * GiB).verdict, Verdict::None);
 }
 

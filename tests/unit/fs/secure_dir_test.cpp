@@ -1,16 +1,16 @@
 // The pure parts behind seats, metrics, top and the journal: attributes,
 // freshness, the exposition format, the top screen, lifecycle journal
 // entries, the loopback listen address and the atomic textfile.
-#include <gtest/gtest.h>
+#include "fs/secure_dir.h"
 
-#include <nlohmann/json.hpp>
+#include <fmt/format.h>
+#include <gtest/gtest.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include <fmt/format.h>
+#include <nlohmann/json.hpp>
 
 #include "fs/root.h"
-#include "fs/secure_dir.h"
 #include "support/fake_host.h"
 
 namespace tally {
@@ -41,7 +41,8 @@ TEST(TrustedDir, StateDirsAreRootsOrTheDaemonsAlone) {
   ASSERT_EQ(::chown(theirs.c_str(), 4242, 4242), 0);
   auto anc = fs::checkTrustedDir(theirs + "/state", "[daemon] state_dir", fs::DirUse::Private);
   ASSERT_FALSE(anc);
-  EXPECT_NE(anc.error().message.find("owned by uid 4242"), std::string::npos) << anc.error().message;
+  EXPECT_NE(anc.error().message.find("owned by uid 4242"), std::string::npos)
+      << anc.error().message;
 }
 
 }  // namespace

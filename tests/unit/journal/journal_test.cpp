@@ -1,15 +1,15 @@
 // The pure parts behind seats, metrics, top and the journal: attributes,
 // freshness, the exposition format, the top screen, lifecycle journal
 // entries, the loopback listen address and the atomic textfile.
-#include <gtest/gtest.h>
+#include "journal/journal.h"
 
-#include <nlohmann/json.hpp>
+#include <fmt/format.h>
+#include <gtest/gtest.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include <fmt/format.h>
+#include <nlohmann/json.hpp>
 
-#include "journal/journal.h"
 #include "support/fake_host.h"
 
 namespace tally {
@@ -20,8 +20,15 @@ using namespace tally::testing;
 constexpr std::uint64_t GiB = 1ULL << 30;
 
 TEST(LifecycleJournal, AnOutcomeCarriesItsFiguresAndLeavesOutWhatItLacks) {
-  json record = {{"lease", {{"id", "0123456789ab"}, {"unit", "tally-0123456789ab.scope"}, {"cgroup", "/tally.slice/x.scope"}}},
-                 {"outcome", {{"class", "oom-killed"}, {"exit_code", 137}, {"oom_kill", 1}, {"summary", "the kernel OOM-killed it"}}},
+  json record = {{"lease",
+                  {{"id", "0123456789ab"},
+                   {"unit", "tally-0123456789ab.scope"},
+                   {"cgroup", "/tally.slice/x.scope"}}},
+                 {"outcome",
+                  {{"class", "oom-killed"},
+                   {"exit_code", 137},
+                   {"oom_kill", 1},
+                   {"summary", "the kernel OOM-killed it"}}},
                  {"memory", {{"peak_bytes", 4 * GiB}}},
                  {"gpu", {{"samples", 3}}}};
   auto e = journal::lifecycleEntry("outcome", "0123456789ab", "train", {"gpu", "big"}, record);
@@ -40,7 +47,8 @@ TEST(LifecycleJournal, AnOutcomeCarriesItsFiguresAndLeavesOutWhatItLacks) {
 
   // The cgroup was gone before memory.peak could be read: the samples' peak, under its own name.
   json gone = record;
-  gone["memory"] = {{"peak_unknown", "memory.peak: No such file or directory"}, {"sampled", {{"peak_current_bytes", 3 * GiB}}}};
+  gone["memory"] = {{"peak_unknown", "memory.peak: No such file or directory"},
+                    {"sampled", {{"peak_current_bytes", 3 * GiB}}}};
   auto goneEntry = journal::lifecycleEntry("outcome", "0123456789ab", "train", {}, gone);
   std::map<std::string, std::string> gf(goneEntry.fields.begin(), goneEntry.fields.end());
   EXPECT_EQ(gf.count("TALLY_MEMORY_PEAK_BYTES"), 0u);
@@ -54,10 +62,12 @@ TEST(LifecycleJournal, AnOutcomeCarriesItsFiguresAndLeavesOutWhatItLacks) {
   std::map<std::string, std::string> g(granted.fields.begin(), granted.fields.end());
   EXPECT_EQ(g.count("TALLY_POOL"), 0u);  // a standalone lease has no pool
   EXPECT_EQ(g.count("TALLY_OUTCOME"), 0u);
-  auto lost = journal::lifecycleEntry("lost", "0123456789ab", "train", {"gpu"}, json{{"outcome", "not an object"}});
+  auto lost = journal::lifecycleEntry("lost", "0123456789ab", "train", {"gpu"},
+                                      json{{"outcome", "not an object"}});
   std::map<std::string, std::string> l(lost.fields.begin(), lost.fields.end());
   EXPECT_EQ(l["TALLY_OUTCOME"], "lost");
-  EXPECT_EQ(journal::lifecycleEntry("outcome", "x", "y", {}, json("garbage")).message, "lease x (y): unknown");
+  EXPECT_EQ(journal::lifecycleEntry("outcome", "x", "y", {}, json("garbage")).message,
+            "lease x (y): unknown");
 }
 
 }  // namespace

@@ -1,11 +1,12 @@
 // The GPU bound (enforce/gpu_bound) and the figure it is decided on
 // (lease/gpu_usage): exact decisions for sample sequences, exact bytes for
 // shared buffers, KFD and incomplete clients.
+#include "lease/gpu_usage.h"
+
 #include <gtest/gtest.h>
 #include <signal.h>
 
 #include "enforce/gpu_bound.h"
-#include "lease/gpu_usage.h"
 
 namespace tally {
 namespace {
@@ -15,7 +16,10 @@ using enforce::Verdict;
 constexpr std::uint64_t GiB = 1ULL << 30;
 constexpr std::uint64_t MiB = 1ULL << 20;
 
-report::RegionMap client(std::initializer_list<std::tuple<const char*, std::optional<std::uint64_t>, std::optional<std::uint64_t>>> regions) {
+report::RegionMap client(
+    std::initializer_list<
+        std::tuple<const char*, std::optional<std::uint64_t>, std::optional<std::uint64_t>>>
+        regions) {
   report::RegionMap m;
   for (const auto& [name, resident, shared] : regions) {
     report::RegionSums s;
@@ -27,7 +31,8 @@ report::RegionMap client(std::initializer_list<std::tuple<const char*, std::opti
 }
 
 TEST(LeaseGpuUsage, ABufferSharedBetweenTwoClientsOfTheLeaseCountsOnce) {
-  // Client A: 6 GiB GTT of which 2 GiB exported; client B imported those 2 GiB and has 1 GiB of its own.
+  // Client A: 6 GiB GTT of which 2 GiB exported; client B imported those 2 GiB and has 1 GiB of its
+  // own.
   auto u = lease::leaseGpuUsage({client({{"gtt", 6 * GiB, 2 * GiB}, {"vram", 256 * MiB, 0}}),
                                  client({{"gtt", 3 * GiB, 2 * GiB}, {"vram", 0, 0}})},
                                 std::nullopt);
@@ -40,7 +45,8 @@ TEST(LeaseGpuUsage, ABufferSharedBetweenTwoClientsOfTheLeaseCountsOnce) {
 
 TEST(LeaseGpuUsage, NeverBelowTheLargestClientNorAboveTheSum) {
   // Shared figures larger than resident (shared but evicted buffers) are capped at resident.
-  auto u = lease::leaseGpuUsage({client({{"gtt", GiB, 5 * GiB}}), client({{"gtt", 4 * GiB, 4 * GiB}})}, std::nullopt);
+  auto u = lease::leaseGpuUsage(
+      {client({{"gtt", GiB, 5 * GiB}}), client({{"gtt", 4 * GiB, 4 * GiB}})}, std::nullopt);
   EXPECT_EQ(u.regions["gtt"], 4 * GiB);
   auto one = lease::leaseGpuUsage({client({{"gtt", 3 * GiB, std::nullopt}})}, std::nullopt);
   EXPECT_EQ(one.bytes, 3 * GiB);
@@ -61,13 +67,16 @@ TEST(LeaseGpuUsage, KfdSuppliesVramThatFdinfoLacks) {
 }
 
 TEST(LeaseGpuUsage, AClientWithoutAResidentFigureMakesTheSumAbsent) {
-  auto u = lease::leaseGpuUsage({client({{"gtt", 3 * GiB, 0}}), client({{"gtt", std::nullopt, std::nullopt}})}, std::nullopt);
+  auto u = lease::leaseGpuUsage(
+      {client({{"gtt", 3 * GiB, 0}}), client({{"gtt", std::nullopt, std::nullopt}})}, std::nullopt);
   EXPECT_FALSE(u.bytes);
   EXPECT_FALSE(u.regions.count("gtt"));  // a partial figure is not shown as the region's
   // Outside the counted regions an unknown figure does not spoil the sum.
-  auto cpu = lease::leaseGpuUsage({client({{"gtt", GiB, 0}, {"cpu", std::nullopt, std::nullopt}})}, std::nullopt);
+  auto cpu = lease::leaseGpuUsage({client({{"gtt", GiB, 0}, {"cpu", std::nullopt, std::nullopt}})},
+                                  std::nullopt);
   EXPECT_EQ(cpu.bytes, GiB);
-  EXPECT_TRUE(lease::leaseGpuUsage({}, std::nullopt).bytes);  // no clients: 0 bytes measured, not unknown
+  EXPECT_TRUE(
+      lease::leaseGpuUsage({}, std::nullopt).bytes);  // no clients: 0 bytes measured, not unknown
   EXPECT_EQ(*lease::leaseGpuUsage({}, std::nullopt).bytes, 0u);
 }
 

@@ -19,7 +19,9 @@ TEST(Outcome, ATallyKillNamesItself) {
   lease::OutcomeFacts f;
   f.ending = {lease::Ending::Kind::Signaled, 0, SIGKILL, 0};
   f.memoryEvents = probes::parseFlatKeyed("oom 0\noom_kill 0\n").value();
-  f.tallyKill = "killed by tally: GPU memory 2.0 GiB over gpu_memory_max 1.0 GiB (drm-fdinfo, 2 samples at 1 s)";
+  f.tallyKill =
+      "killed by tally: GPU memory 2.0 GiB over gpu_memory_max 1.0 GiB (drm-fdinfo, 2 samples at 1 "
+      "s)";
   auto o = lease::classify(f);
   EXPECT_EQ(o.cls, lease::OutcomeClass::KilledByTally);
   EXPECT_STREQ(lease::outcomeClassName(o.cls), "killed-by-tally");

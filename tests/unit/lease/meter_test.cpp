@@ -1,9 +1,10 @@
 // The lease meter on a synthetic host: exact GPU sums per sample, peaks, and
 // samples whose sum is unknown kept out of the peak.
+#include "lease/meter.h"
+
 #include <gtest/gtest.h>
 
 #include "fs/root.h"
-#include "lease/meter.h"
 #include "support/fake_host.h"
 
 namespace tally {
@@ -60,7 +61,8 @@ TEST_F(Meter, ASampleWithoutResidentFiguresIsNotAPeak) {
   p.cgroup = kLease;
   FakeFd fd;
   fd.drmMinor = 128;
-  fd.fdinfo = "drm-driver:\tamdgpu\ndrm-pdev:\t0000:c6:00.0\ndrm-client-id:\t9\ndrm-total-gtt:\t8 MiB\n";
+  fd.fdinfo =
+      "drm-driver:\tamdgpu\ndrm-pdev:\t0000:c6:00.0\ndrm-client-id:\t9\ndrm-total-gtt:\t8 MiB\n";
   p.fds = {fd};
   host.addProcess(p);
   host.addCgroup(kLease, {501});
@@ -78,7 +80,8 @@ TEST_F(Meter, UnreadableCountersStayAbsent) {
   m.sample();
   EXPECT_EQ(m.host().samples, 0u);
   EXPECT_FALSE(m.host().peakCurrent);
-  EXPECT_NE(m.host().lastError->find("memory.current reads 'lots"), std::string::npos) << *m.host().lastError;
+  EXPECT_NE(m.host().lastError->find("memory.current reads 'lots"), std::string::npos)
+      << *m.host().lastError;
   EXPECT_EQ(m.gpu().peakBytes, 0u) << "an empty lease is a measured zero";
 }
 

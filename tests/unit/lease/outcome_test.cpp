@@ -1,16 +1,16 @@
 // The pure parts of a lease: unit parsing, cgroup memory file parsers, the
 // read-back rules, outcome classification and the outcome record.
-#include <signal.h>
+#include "lease/outcome.h"
 
 #include <gtest/gtest.h>
+#include <signal.h>
 
 #include <cerrno>
 #include <limits>
 
-#include "lease/outcome.h"
-#include "util/units.h"
 #include "probes/cgroup_memory.h"
 #include "support/fake_host.h"
+#include "util/units.h"
 
 namespace tally {
 namespace {
@@ -28,8 +28,10 @@ constexpr const char* kEvents = "low 0\nhigh 0\nmax 33\noom 1\noom_kill 4\noom_g
 lease::OutcomeFacts signaled(int sig, const char* events) {
   lease::OutcomeFacts f;
   f.ending = {lease::Ending::Kind::Signaled, 0, sig, 0};
-  if (events) f.memoryEvents = probes::parseFlatKeyed(events);
-  else f.memoryEventsUnknown = "cannot read memory.events: gone";
+  if (events)
+    f.memoryEvents = probes::parseFlatKeyed(events);
+  else
+    f.memoryEventsUnknown = "cannot read memory.events: gone";
   f.memoryMax = probes::MemoryLimit{false, 67108864};
   return f;
 }
@@ -39,7 +41,8 @@ TEST(Classify, OomKillNamesCounterAndLimit) {
   EXPECT_EQ(o.cls, lease::OutcomeClass::OomKilled);
   EXPECT_EQ(o.exitStatus, 137);
   EXPECT_EQ(o.oomKills, 4u);
-  EXPECT_EQ(o.summary, "killed by the kernel OOM killer: cgroup memory.events oom_kill=4, MemoryMax=67108864");
+  EXPECT_EQ(o.summary,
+            "killed by the kernel OOM killer: cgroup memory.events oom_kill=4, MemoryMax=67108864");
 }
 
 TEST(Classify, SigkillWithoutOomKillIsNotAnOom) {
@@ -102,7 +105,9 @@ TEST(Classify, RefusedAndExecFailed) {
   auto o = lease::classify(f);
   EXPECT_EQ(o.cls, lease::OutcomeClass::ContainmentRefused);
   EXPECT_EQ(o.exitStatus, 125);
-  EXPECT_EQ(o.summary, "the workload never ran: no systemd (PID 1 is init); memory controller is on cgroup v1");
+  EXPECT_EQ(
+      o.summary,
+      "the workload never ran: no systemd (PID 1 is init); memory controller is on cgroup v1");
   f.ending = {lease::Ending::Kind::ExecFailed, 0, 0, ENOENT};
   EXPECT_EQ(lease::classify(f).exitStatus, 127);
   f.ending.execErrno = EACCES;
@@ -115,7 +120,8 @@ TEST(Classify, MissingFactsStayUnknown) {
   auto o = lease::classify(signaled(SIGKILL, "oom 0\n"));
   EXPECT_EQ(o.cls, lease::OutcomeClass::KilledBySignal);
   EXPECT_FALSE(o.oomKills);
-  EXPECT_NE(o.summary.find("unknown: memory.events has no oom_kill"), std::string::npos) << o.summary;
+  EXPECT_NE(o.summary.find("unknown: memory.events has no oom_kill"), std::string::npos)
+      << o.summary;
   // No wait status: the ending is not guessed.
   lease::OutcomeFacts f;
   f.ending.kind = lease::Ending::Kind::Unknown;

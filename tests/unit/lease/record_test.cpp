@@ -1,17 +1,17 @@
 // The pure parts of a lease: unit parsing, cgroup memory file parsers, the
 // read-back rules, outcome classification and the outcome record.
-#include <signal.h>
+#include "lease/record.h"
 
 #include <gtest/gtest.h>
+#include <signal.h>
 
 #include <cerrno>
 #include <limits>
 
 #include "lease/outcome.h"
-#include "lease/record.h"
-#include "util/units.h"
 #include "probes/cgroup_memory.h"
 #include "support/fake_host.h"
+#include "util/units.h"
 
 namespace tally {
 namespace {
@@ -27,8 +27,10 @@ constexpr const char* kEvents = "low 0\nhigh 0\nmax 33\noom 1\noom_kill 4\noom_g
 lease::OutcomeFacts signaled(int sig, const char* events) {
   lease::OutcomeFacts f;
   f.ending = {lease::Ending::Kind::Signaled, 0, sig, 0};
-  if (events) f.memoryEvents = probes::parseFlatKeyed(events);
-  else f.memoryEventsUnknown = "cannot read memory.events: gone";
+  if (events)
+    f.memoryEvents = probes::parseFlatKeyed(events);
+  else
+    f.memoryEventsUnknown = "cannot read memory.events: gone";
   f.memoryMax = probes::MemoryLimit{false, 67108864};
   return f;
 }
@@ -65,7 +67,8 @@ TEST(Record, AbsentFiguresCarryAReasonNeverZero) {
   EXPECT_EQ(j["outcome"]["class"], "oom-killed");
   EXPECT_EQ(j["outcome"]["tally_exit_status"], 137);
   EXPECT_EQ(lease::summaryLine(r),
-            "tally: lease 0123456789ab (job) oom-killed: killed by the kernel OOM killer: cgroup memory.events "
+            "tally: lease 0123456789ab (job) oom-killed: killed by the kernel OOM killer: cgroup "
+            "memory.events "
             "oom_kill=4, MemoryMax=67108864");
 }
 
@@ -105,10 +108,13 @@ TEST(Record, GpuBoundIsRecordedWithItsActionAndEvents) {
   EXPECT_TRUE(j["gpu"]["bound"]["gpu_memory_high"].is_null());
   EXPECT_TRUE(j["gpu"]["bound"]["events"].empty());
   // Over in 3 samples, never 2 in a row: the summary says why nothing happened.
-  EXPECT_NE(lease::summaryLine(r).find("over gpu_memory_max 32.0 MiB in 3 samples (not in a row long enough to act)"), std::string::npos)
+  EXPECT_NE(lease::summaryLine(r).find(
+                "over gpu_memory_max 32.0 MiB in 3 samples (not in a row long enough to act)"),
+            std::string::npos)
       << lease::summaryLine(r);
   r.spec.gpuAction = enforce::Action::Report;
-  r.gpuBound.push_back({9, enforce::Verdict::Report, 48 * kMiB, 32 * kMiB, 2, 8, "over its GPU memory bound (report only): ..."});
+  r.gpuBound.push_back({9, enforce::Verdict::Report, 48 * kMiB, 32 * kMiB, 2, 8,
+                        "over its GPU memory bound (report only): ..."});
   j = lease::recordJson(r);
   EXPECT_EQ(j["gpu"]["bound"]["events"][0]["kind"], "gpu-memory-max-exceeded");
   EXPECT_EQ(j["gpu"]["bound"]["events"][0]["first_over_ns"], 8);
@@ -127,12 +133,14 @@ TEST(Record, TheGpuPeakIsNamedSampledWithItsCadence) {
   r.gpu.peakBytes = 0;
   r.outcome.cls = lease::OutcomeClass::Exited;
   r.outcome.summary = "exited with code 0";
-  EXPECT_NE(lease::summaryLine(r).find("; GPU sampled peak 0 B (1 sample every 250 ms, drm-fdinfo; shorter spikes are not seen)"),
+  EXPECT_NE(lease::summaryLine(r).find("; GPU sampled peak 0 B (1 sample every 250 ms, drm-fdinfo; "
+                                       "shorter spikes are not seen)"),
             std::string::npos)
       << lease::summaryLine(r);
   r.gpu.samples = 4;
   r.spec.sampleIntervalUs = 1'000'000;
-  EXPECT_NE(lease::summaryLine(r).find("(4 samples every 1 s,"), std::string::npos) << lease::summaryLine(r);
+  EXPECT_NE(lease::summaryLine(r).find("(4 samples every 1 s,"), std::string::npos)
+      << lease::summaryLine(r);
 }
 
 }  // namespace

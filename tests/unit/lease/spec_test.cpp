@@ -1,15 +1,15 @@
 // The pure parts of a lease: unit parsing, cgroup memory file parsers, the
 // read-back rules, outcome classification and the outcome record.
-#include <signal.h>
+#include "lease/spec.h"
 
 #include <gtest/gtest.h>
+#include <signal.h>
 
 #include <cerrno>
 #include <limits>
 
-#include "lease/spec.h"
-#include "util/units.h"
 #include "support/fake_host.h"
+#include "util/units.h"
 
 namespace tally {
 namespace {

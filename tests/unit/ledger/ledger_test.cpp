@@ -1,9 +1,9 @@
+#include "ledger/ledger.h"
+
+#include <gtest/gtest.h>
 #include <sqlite3.h>
 #include <sys/stat.h>
 
-#include <gtest/gtest.h>
-
-#include "ledger/ledger.h"
 #include "support/fake_host.h"
 
 namespace tally {
@@ -12,8 +12,10 @@ namespace {
 using namespace tally::testing;
 
 std::string record(const std::string& id, const std::string& cls, int status) {
-  return R"({"schema":1,"lease":{"id":")" + id + R"(","name":"job","manager":"system"},"started_at_ns":1,"ended_at_ns":2,)" +
-         R"("outcome":{"class":")" + cls + R"(","tally_exit_status":)" + std::to_string(status) + "}}";
+  return R"({"schema":1,"lease":{"id":")" + id +
+         R"(","name":"job","manager":"system"},"started_at_ns":1,"ended_at_ns":2,)" +
+         R"("outcome":{"class":")" + cls + R"(","tally_exit_status":)" + std::to_string(status) +
+         "}}";
 }
 
 // Raw SQL on the ledger file, as someone with write access to it could run.
@@ -40,7 +42,7 @@ TEST(Ledger, AppendsAndReadsBackInOrder) {
     ASSERT_TRUE(db->appendOutcome("a1", record("a1", "exited", 0)));
     ASSERT_TRUE(db->appendOutcome("a2", record("a2", "oom-killed", 137)));
   }
-  struct stat st{};
+  struct stat st {};
   ASSERT_EQ(::stat(state.c_str(), &st), 0);
   EXPECT_EQ(st.st_mode & 0777, 0700u);
   auto db = ledger::Ledger::open(state);  // reopened: the rows survived
@@ -113,7 +115,8 @@ TEST(LedgerChain, EachRowLinksToThePreviousAndVerifies) {
   EXPECT_EQ(a->prevHash, ledger::kGenesisHash);
   EXPECT_EQ(b->prevHash, a->hash);
   EXPECT_EQ(c->prevHash, b->hash);
-  EXPECT_EQ(a->hash, ledger::rowHash(1, 100, "l1", "granted", R"({"pools":["gpu"]})", ledger::kGenesisHash));
+  EXPECT_EQ(a->hash,
+            ledger::rowHash(1, 100, "l1", "granted", R"({"pools":["gpu"]})", ledger::kGenesisHash));
   // The chain's format is pinned: every existing ledger's hashes depend on
   // it. This digest was computed outside tally, from the documented format:
   //   printf 'tally-ledger-v2\n1\n100\n2:l1\n7:granted\n17:{"pools":["gpu"]}\n%064d' 0 | sha256sum
@@ -125,7 +128,8 @@ TEST(LedgerChain, EachRowLinksToThePreviousAndVerifies) {
   EXPECT_EQ(rep->headSeq, 3);
   EXPECT_EQ(rep->headHash, c->hash);
   // Field boundaries are part of the hash: moving text between fields changes it.
-  EXPECT_NE(ledger::rowHash(1, 1, "ab", "c", "{}", "0"), ledger::rowHash(1, 1, "a", "bc", "{}", "0"));
+  EXPECT_NE(ledger::rowHash(1, 1, "ab", "c", "{}", "0"),
+            ledger::rowHash(1, 1, "a", "bc", "{}", "0"));
 }
 
 TEST(LedgerChain, AnOutcomeIsRecordedOnce) {
@@ -137,7 +141,8 @@ TEST(LedgerChain, AnOutcomeIsRecordedOnce) {
   ASSERT_FALSE(again);
   EXPECT_EQ(again.error().code, EEXIST);
   EXPECT_NE(again.error().message.find("recorded once"), std::string::npos);
-  ASSERT_TRUE(db->appendEvent("l1", ledger::kNote, R"({"correction":"x"})"));  // corrections are new rows
+  ASSERT_TRUE(
+      db->appendEvent("l1", ledger::kNote, R"({"correction":"x"})"));  // corrections are new rows
   EXPECT_TRUE(db->verify()->problems.empty());  // the refused append left no hole
   EXPECT_EQ(db->events()->size(), 3u);
 }
@@ -165,7 +170,9 @@ class LedgerTamper : public ::testing::Test {
   void SetUp() override {
     auto db = ledger::Ledger::open(dir.path());
     ASSERT_TRUE(db);
-    for (int i = 1; i <= 5; ++i) ASSERT_TRUE(db->appendEvent("l" + std::to_string(i), ledger::kOutcome, record("l" + std::to_string(i), "exited", i)));
+    for (int i = 1; i <= 5; ++i)
+      ASSERT_TRUE(db->appendEvent("l" + std::to_string(i), ledger::kOutcome,
+                                  record("l" + std::to_string(i), "exited", i)));
     path = db->path();
   }
   std::vector<std::string> problems() {
@@ -179,7 +186,9 @@ class LedgerTamper : public ::testing::Test {
 };
 
 TEST_F(LedgerTamper, AnEditedRowIsNamed) {
-  sql(path, std::string(kDropGuards) + "UPDATE events SET body = replace(body, '\"tally_exit_status\":3', '\"tally_exit_status\":0') WHERE seq = 3;");
+  sql(path, std::string(kDropGuards) +
+                "UPDATE events SET body = replace(body, '\"tally_exit_status\":3', "
+                "'\"tally_exit_status\":0') WHERE seq = 3;");
   auto p = problems();
   ASSERT_EQ(p.size(), 1u);
   EXPECT_NE(p[0].find("row 3 (lease l3, outcome) was edited"), std::string::npos) << p[0];
@@ -192,7 +201,8 @@ TEST_F(LedgerTamper, AnEditedRowWithARecomputedHashBreaksTheNextLink) {
   const auto& r3 = (*rows)[2];
   std::string body = record("l3", "exited", 0);
   std::string forged = ledger::rowHash(3, r3.atNs, "l3", "outcome", body, r3.prevHash);
-  sql(path, std::string(kDropGuards) + "UPDATE events SET body = '" + body + "', hash = '" + forged + "' WHERE seq = 3;");
+  sql(path, std::string(kDropGuards) + "UPDATE events SET body = '" + body + "', hash = '" +
+                forged + "' WHERE seq = 3;");
   auto p = problems();
   ASSERT_EQ(p.size(), 1u);
   EXPECT_NE(p[0].find("row 4 does not follow the row before it"), std::string::npos) << p[0];
@@ -210,11 +220,15 @@ TEST_F(LedgerTamper, ReorderedRowsAreNamed) {
   // Swap rows 2 and 4 (content and all), keeping each seq in place.
   sql(path, std::string(kDropGuards) +
                 "CREATE TEMP TABLE t AS SELECT * FROM events WHERE seq IN (2, 4);"
-                "UPDATE events SET at_ns = (SELECT at_ns FROM t WHERE seq = 4), lease_id = (SELECT lease_id FROM t WHERE seq = 4),"
-                " body = (SELECT body FROM t WHERE seq = 4), prev_hash = (SELECT prev_hash FROM t WHERE seq = 4),"
+                "UPDATE events SET at_ns = (SELECT at_ns FROM t WHERE seq = 4), lease_id = (SELECT "
+                "lease_id FROM t WHERE seq = 4),"
+                " body = (SELECT body FROM t WHERE seq = 4), prev_hash = (SELECT prev_hash FROM t "
+                "WHERE seq = 4),"
                 " hash = (SELECT hash FROM t WHERE seq = 4) WHERE seq = 2;"
-                "UPDATE events SET at_ns = (SELECT at_ns FROM t WHERE seq = 2), lease_id = (SELECT lease_id FROM t WHERE seq = 2),"
-                " body = (SELECT body FROM t WHERE seq = 2), prev_hash = (SELECT prev_hash FROM t WHERE seq = 2),"
+                "UPDATE events SET at_ns = (SELECT at_ns FROM t WHERE seq = 2), lease_id = (SELECT "
+                "lease_id FROM t WHERE seq = 2),"
+                " body = (SELECT body FROM t WHERE seq = 2), prev_hash = (SELECT prev_hash FROM t "
+                "WHERE seq = 2),"
                 " hash = (SELECT hash FROM t WHERE seq = 2) WHERE seq = 4;");
   auto p = problems();
   ASSERT_GE(p.size(), 2u);
@@ -229,7 +243,8 @@ TEST_F(LedgerTamper, AnUntouchedLedgerStaysIntactAcrossReopen) { EXPECT_TRUE(pro
 TEST(LedgerSamples, OneTicksSamplesGoInTogether) {
   TempDir dir;
   auto db = ledger::Ledger::open(dir.path());
-  std::vector<ledger::Sample> tick = {{"a", 10, 1, 2, 2, std::nullopt}, {"b", 10, 3, std::nullopt, std::nullopt, std::nullopt}};
+  std::vector<ledger::Sample> tick = {{"a", 10, 1, 2, 2, std::nullopt},
+                                      {"b", 10, 3, std::nullopt, std::nullopt, std::nullopt}};
   ASSERT_TRUE(db->appendSamples(tick));
   ASSERT_TRUE(db->appendSamples({}));
   EXPECT_EQ(db->samples("a")->size(), 1u);

@@ -1,8 +1,8 @@
 // The ledger's lease rows: what a grant writes is what recovery reads, field
 // for field; a damaged field is named; rows of earlier tallies still read.
-#include <gtest/gtest.h>
-
 #include "ledger/rows.h"
+
+#include <gtest/gtest.h>
 
 namespace tally {
 namespace {
@@ -58,7 +58,8 @@ TEST(LedgerRows, OlderRowsReadWithDefaultsAndDamageIsNamed) {
 }
 
 TEST(LedgerRows, APlacedRowKeepsItsCgroupsAndInode) {
-  ledger::PlacedRow p{"", "/tally.slice/x.scope", 777, "/tally.slice", 2, probes::MemoryLimit{false, 1 << 30}};
+  ledger::PlacedRow p{
+      "", "/tally.slice/x.scope", 777, "/tally.slice", 2, probes::MemoryLimit{false, 1 << 30}};
   auto r = ledger::decodePlaced(json::parse(ledger::encode(p).dump()));
   ASSERT_TRUE(r) << r.error().message;
   EXPECT_EQ(r->cgroup, p.cgroup);

@@ -1,15 +1,15 @@
 // The pure parts behind seats, metrics, top and the journal: attributes,
 // freshness, the exposition format, the top screen, lifecycle journal
 // entries, the loopback listen address and the atomic textfile.
-#include <gtest/gtest.h>
+#include "metrics/exposition.h"
 
-#include <nlohmann/json.hpp>
+#include <fmt/format.h>
+#include <gtest/gtest.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include <fmt/format.h>
+#include <nlohmann/json.hpp>
 
-#include "metrics/exposition.h"
 #include "support/fake_host.h"
 
 namespace tally {
@@ -28,12 +28,16 @@ TEST(Exposition, NamesEscapesAndValues) {
   EXPECT_FALSE(metrics::validLabelName("__reserved"));
   EXPECT_EQ(metrics::escapeLabelValue("a\"b\\c\nd"), "a\\\"b\\\\c\\nd");
   std::vector<metrics::Family> f = {
-      {"x_bytes", "help with \\ and\nnewline", metrics::Type::Gauge, {{{{"l", "v\"q"}}, std::uint64_t{18446744073709551615ULL}}}},
+      {"x_bytes",
+       "help with \\ and\nnewline",
+       metrics::Type::Gauge,
+       {{{{"l", "v\"q"}}, std::uint64_t{18446744073709551615ULL}}}},
       {"y_total", "count", metrics::Type::Counter, {{{}, std::uint64_t{0}}}},
       {"z_seconds", "time", metrics::Type::Gauge, {{{}, 1.5}}},
       {"empty_bytes", "declared, no sample", metrics::Type::Gauge, {}}};
   EXPECT_EQ(metrics::render(f),
-            "# HELP x_bytes help with \\\\ and\\nnewline\n# TYPE x_bytes gauge\nx_bytes{l=\"v\\\"q\"} 18446744073709551615\n"
+            "# HELP x_bytes help with \\\\ and\\nnewline\n# TYPE x_bytes "
+            "gauge\nx_bytes{l=\"v\\\"q\"} 18446744073709551615\n"
             "# HELP y_total count\n# TYPE y_total counter\ny_total 0\n"
             "# HELP z_seconds time\n# TYPE z_seconds gauge\nz_seconds 1.5\n"
             "# HELP empty_bytes declared, no sample\n# TYPE empty_bytes gauge\n");

@@ -1,13 +1,13 @@
 // The pure parts behind seats, metrics, top and the journal: attributes,
 // freshness, the exposition format, the top screen, lifecycle journal
 // entries, the loopback listen address and the atomic textfile.
+#include "metrics/tally_metrics.h"
+
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include <fmt/format.h>
-
-#include "metrics/tally_metrics.h"
 #include "support/fake_host.h"
 #include "support/overview_sample.h"
 
@@ -21,11 +21,18 @@ constexpr std::uint64_t GiB = 1ULL << 30;
 TEST(Metrics, AFreshLeaseExportsItsFiguresAStaleOneOnlyWhatIsDeclared) {
   std::string text = metrics::renderOverview(overviewWith(freshSeat()));
   auto has = [&](const std::string& line) { return text.find(line + "\n") != std::string::npos; };
-  EXPECT_TRUE(has("tally_lease_info{lease=\"0123456789ab\",name=\"llama\",kind=\"attach\",state=\"running\",pools=\"gpu\","
-                  "unit=\"llama.service\",cgroup=\"/system.slice/llama.service\",container=\"\"} 1")) << text;
-  EXPECT_TRUE(has("tally_lease_declared_info{lease=\"0123456789ab\",key=\"model\",value=\"qwen3 \\\"32b\\\"\"} 1"));
+  EXPECT_TRUE(
+      has("tally_lease_info{lease=\"0123456789ab\",name=\"llama\",kind=\"attach\",state="
+          "\"running\",pools=\"gpu\","
+          "unit=\"llama.service\",cgroup=\"/system.slice/llama.service\",container=\"\"} 1"))
+      << text;
+  EXPECT_TRUE(
+      has("tally_lease_declared_info{lease=\"0123456789ab\",key=\"model\",value=\"qwen3 "
+          "\\\"32b\\\"\"} 1"));
   EXPECT_TRUE(has("tally_lease_memory_bytes{lease=\"0123456789ab\"} 3221225472"));
-  EXPECT_TRUE(has("tally_lease_gpu_memory_peak_bytes{lease=\"0123456789ab\",region=\"gtt\",source=\"drm-fdinfo\"} 45097156608"));
+  EXPECT_TRUE(
+      has("tally_lease_gpu_memory_peak_bytes{lease=\"0123456789ab\",region=\"gtt\",source=\"drm-"
+          "fdinfo\"} 45097156608"));
   EXPECT_TRUE(has("tally_lease_running{lease=\"0123456789ab\"} 1"));
   EXPECT_TRUE(has("tally_lease_observed_timestamp_seconds{lease=\"0123456789ab\"} 1700000100"));
   EXPECT_TRUE(has("tally_pool_queued{pool=\"gpu\"} 0"));
@@ -33,8 +40,8 @@ TEST(Metrics, AFreshLeaseExportsItsFiguresAStaleOneOnlyWhatIsDeclared) {
   EXPECT_TRUE(has("tally_gpu_bound_events_total{kind=\"gpu-memory-kill\"} 2"));
   EXPECT_TRUE(has("tally_lease_outcomes_total{outcome=\"exited\"} 5"));
   EXPECT_TRUE(has("tally_sample_interval_seconds 1"));
-  EXPECT_EQ(text.find("tally_lease_memory_max_bytes{"), std::string::npos);          // absent: no sample
-  EXPECT_EQ(text.find("tally_pool_headroom_gpu_bytes{"), std::string::npos);         // absent: no sample
+  EXPECT_EQ(text.find("tally_lease_memory_max_bytes{"), std::string::npos);   // absent: no sample
+  EXPECT_EQ(text.find("tally_pool_headroom_gpu_bytes{"), std::string::npos);  // absent: no sample
   EXPECT_EQ(text.find("tally_gpu_memory_outside_leases_bytes{region=\"vram\"}"), std::string::npos);
 
   json stale = freshSeat();
@@ -42,8 +49,9 @@ TEST(Metrics, AFreshLeaseExportsItsFiguresAStaleOneOnlyWhatIsDeclared) {
   text = metrics::renderOverview(overviewWith(stale));
   EXPECT_TRUE(has("tally_lease_fresh{lease=\"0123456789ab\"} 0"));
   EXPECT_TRUE(has("tally_lease_declared_gpu_memory_max_bytes{lease=\"0123456789ab\"} 51539607552"));
-  for (const char* measured : {"tally_lease_memory_bytes{", "tally_lease_gpu_memory_bytes{", "tally_lease_gpu_memory_counted_bytes{",
-                               "tally_lease_observed_timestamp_seconds{"}) {
+  for (const char* measured :
+       {"tally_lease_memory_bytes{", "tally_lease_gpu_memory_bytes{",
+        "tally_lease_gpu_memory_counted_bytes{", "tally_lease_observed_timestamp_seconds{"}) {
     EXPECT_EQ(text.find(measured), std::string::npos) << measured;
   }
   // Every family is declared even with no lease at all.

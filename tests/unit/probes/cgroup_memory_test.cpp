@@ -1,15 +1,15 @@
 // The pure parts of a lease: unit parsing, cgroup memory file parsers, the
 // read-back rules, outcome classification and the outcome record.
-#include <signal.h>
+#include "probes/cgroup_memory.h"
 
 #include <gtest/gtest.h>
+#include <signal.h>
 
 #include <cerrno>
 #include <limits>
 
-#include "util/units.h"
-#include "probes/cgroup_memory.h"
 #include "support/fake_host.h"
+#include "util/units.h"
 
 namespace tally {
 namespace {
@@ -38,11 +38,11 @@ TEST(CgroupMemory, FlatKeyedFromTheKernel) {
 
 TEST(CgroupMemory, FlatKeyedHostileInput) {
   EXPECT_TRUE(probes::parseFlatKeyed("")->entries.empty());
-  EXPECT_FALSE(probes::parseFlatKeyed("oom_kill\n"));            // no value
-  EXPECT_FALSE(probes::parseFlatKeyed("oom_kill -1\n"));         // negative
+  EXPECT_FALSE(probes::parseFlatKeyed("oom_kill\n"));                       // no value
+  EXPECT_FALSE(probes::parseFlatKeyed("oom_kill -1\n"));                    // negative
   EXPECT_FALSE(probes::parseFlatKeyed("oom_kill 18446744073709551616\n"));  // overflow
-  EXPECT_FALSE(probes::parseFlatKeyed(" 5\n"));                  // no key
-  EXPECT_FALSE(probes::parseFlatKeyed(std::string("oom\0kill 1\n", 11)));  // NUL inside
+  EXPECT_FALSE(probes::parseFlatKeyed(" 5\n"));                             // no key
+  EXPECT_FALSE(probes::parseFlatKeyed(std::string("oom\0kill 1\n", 11)));   // NUL inside
   // Truncation at every byte: a prefix either parses to a prefix of the
   // entries or is refused; it never invents a value.
   std::string full = kEvents;

@@ -171,8 +171,9 @@ TEST(DrmFdinfo, Amdgpu514Format) {
 }
 
 TEST(DrmFdinfo, RegionUnderThreeKeysCountsOnce) {
-  auto f = parseDrmFdinfo("drm-driver:\tamdgpu\ndrm-client-id:\t1\ngtt mem:\t4 kB\n"
-                          "drm-memory-gtt: \t2 KiB\ndrm-resident-gtt:\t1024\ndrm-total-gtt:\t8 KiB\n");
+  auto f = parseDrmFdinfo(
+      "drm-driver:\tamdgpu\ndrm-client-id:\t1\ngtt mem:\t4 kB\n"
+      "drm-memory-gtt: \t2 KiB\ndrm-resident-gtt:\t1024\ndrm-total-gtt:\t8 KiB\n");
   auto res = residentOf(region(f, "gtt"));
   ASSERT_TRUE(res);
   EXPECT_EQ(res->bytes, 1024u);  // resident, not 1024 + 2048 + 4096
@@ -219,8 +220,9 @@ TEST(DrmFdinfo, EveryPrefixParsesWithoutLosingCompleteLines) {
 
 TEST(DrmFdinfo, HundredKiBLine) {
   std::string name(100 * 1024, 'a');
-  auto f = parseDrmFdinfo("drm-driver:\tamdgpu\ndrm-client-name:\t" + name + "\n" + std::string(100 * 1024, 'x') +
-                          "\ndrm-client-id:\t7\ndrm-total-gtt:\t1 MiB\n");
+  auto f =
+      parseDrmFdinfo("drm-driver:\tamdgpu\ndrm-client-name:\t" + name + "\n" +
+                     std::string(100 * 1024, 'x') + "\ndrm-client-id:\t7\ndrm-total-gtt:\t1 MiB\n");
   EXPECT_EQ(f.clientName->size(), 100u * 1024);
   ASSERT_EQ(f.rejected.size(), 1u);  // the colon-less 100 KiB line
   EXPECT_EQ(f.rejected[0].line, 3u);
@@ -230,8 +232,9 @@ TEST(DrmFdinfo, HundredKiBLine) {
 
 TEST(DrmFdinfo, NulBytesRejectLineNotFile) {
   using namespace std::string_literals;
-  auto f = parseDrmFdinfo("drm-driver:\tamd\0gpu\ndrm-total-gtt:\t12\0 KiB\ndrm-to\0tal-vram:\t4\n"
-                          "drm-client-id:\t9\ndrm-resident-gtt:\t3 KiB\n"s);
+  auto f = parseDrmFdinfo(
+      "drm-driver:\tamd\0gpu\ndrm-total-gtt:\t12\0 KiB\ndrm-to\0tal-vram:\t4\n"
+      "drm-client-id:\t9\ndrm-resident-gtt:\t3 KiB\n"s);
   EXPECT_EQ(f.rejected.size(), 3u);
   EXPECT_EQ(f.driver, "");
   EXPECT_FALSE(region(f, "gtt").total.has_value());
@@ -241,12 +244,13 @@ TEST(DrmFdinfo, NulBytesRejectLineNotFile) {
 }
 
 TEST(DrmFdinfo, U64Overflow) {
-  auto f = parseDrmFdinfo("drm-total-gtt:\t18446744073709551615\n"
-                          "drm-total-vram:\t18446744073709551616\n"
-                          "drm-resident-vram:\t18014398509481984 KiB\n"
-                          "drm-resident-gtt:\t18014398509481983 KiB\n"
-                          "drm-client-id:\t99999999999999999999999\n"
-                          "drm-shared-gtt:\t17592186044416 MiB\n");
+  auto f = parseDrmFdinfo(
+      "drm-total-gtt:\t18446744073709551615\n"
+      "drm-total-vram:\t18446744073709551616\n"
+      "drm-resident-vram:\t18014398509481984 KiB\n"
+      "drm-resident-gtt:\t18014398509481983 KiB\n"
+      "drm-client-id:\t99999999999999999999999\n"
+      "drm-shared-gtt:\t17592186044416 MiB\n");
   EXPECT_EQ(region(f, "gtt").total, 18446744073709551615u);
   EXPECT_FALSE(region(f, "vram").total.has_value());
   EXPECT_FALSE(region(f, "vram").resident.has_value());  // 2^64 bytes
@@ -257,9 +261,10 @@ TEST(DrmFdinfo, U64Overflow) {
 }
 
 TEST(DrmFdinfo, DuplicateKeysKeepFirst) {
-  auto f = parseDrmFdinfo("drm-client-id:\t5\ndrm-client-id:\t6\ndrm-driver:\ta\ndrm-driver:\tb\n"
-                          "drm-total-gtt:\t1\ndrm-total-gtt:\t2\namd-requested-gtt:\t1 KiB\n"
-                          "amd-requested-gtt:\t2 KiB\n");
+  auto f = parseDrmFdinfo(
+      "drm-client-id:\t5\ndrm-client-id:\t6\ndrm-driver:\ta\ndrm-driver:\tb\n"
+      "drm-total-gtt:\t1\ndrm-total-gtt:\t2\namd-requested-gtt:\t1 KiB\n"
+      "amd-requested-gtt:\t2 KiB\n");
   EXPECT_EQ(f.clientId, 5u);
   EXPECT_EQ(f.driver, "a");
   EXPECT_EQ(region(f, "gtt").total, 1u);
@@ -278,8 +283,8 @@ TEST(DrmFdinfo, Units) {
   EXPECT_EQ(parseDrmSize("4      KiB"), 4 * KiB);  // any number of blanks before the unit
   EXPECT_EQ(parseDrmSize("3 MiB"), 3 * MiB);
   EXPECT_EQ(parseDrmSize("7 kB"), 7 * KiB);  // amdgpu 5.14
-  for (const char* bad : {"4 GiB", "4 B", "4 kb", "4 KB", "4KiB", "4 KiBs", "-4", "+4", " ", "", "0x10", "4.5 MiB",
-                          "KiB", "4 KiB 5"})
+  for (const char* bad : {"4 GiB", "4 B", "4 kb", "4 KB", "4KiB", "4 KiBs", "-4", "+4", " ", "",
+                          "0x10", "4.5 MiB", "KiB", "4 KiB 5"})
     EXPECT_FALSE(parseDrmSize(bad).has_value()) << bad;
 }
 
@@ -304,17 +309,19 @@ TEST(DrmFdinfo, CrlfParsesAsLf) {
 }
 
 TEST(DrmFdinfo, MalformedLinesDoNotAbortFile) {
-  auto f = parseDrmFdinfo("drm-driver:\tamdgpu\nthis line has no colon\n:\tnokey\nbad key:\t1\n"
-                          "drm-total-:\t5\ndrm-engine-capacity-gfx:\t0\ndrm-engine-gfx:\t5 ms\n"
-                          "drm-client-id:\t12\ndrm-resident-gtt:\t4 KiB\n");
+  auto f = parseDrmFdinfo(
+      "drm-driver:\tamdgpu\nthis line has no colon\n:\tnokey\nbad key:\t1\n"
+      "drm-total-:\t5\ndrm-engine-capacity-gfx:\t0\ndrm-engine-gfx:\t5 ms\n"
+      "drm-client-id:\t12\ndrm-resident-gtt:\t4 KiB\n");
   EXPECT_EQ(f.rejected.size(), 6u);
   EXPECT_EQ(f.clientId, 12u);
   EXPECT_EQ(region(f, "gtt").resident, 4 * KiB);
 }
 
 TEST(DrmFdinfo, EngineUnitsAndMaxfreq) {
-  auto f = parseDrmFdinfo("drm-engine-render:\t100 ns\ndrm-engine-copy:\t5\ndrm-maxfreq-render:\t1500 MHz\n"
-                          "drm-maxfreq-copy:\t300 KHz\ndrm-cycles-render:\t9\ndrm-total-cycles-render:\t10\n");
+  auto f = parseDrmFdinfo(
+      "drm-engine-render:\t100 ns\ndrm-engine-copy:\t5\ndrm-maxfreq-render:\t1500 MHz\n"
+      "drm-maxfreq-copy:\t300 KHz\ndrm-cycles-render:\t9\ndrm-total-cycles-render:\t10\n");
   EXPECT_TRUE(f.rejected.empty());
   EXPECT_EQ(f.engine("render")->busyNs, 100u);
   EXPECT_EQ(f.engine("copy")->busyNs, 5u);
@@ -326,7 +333,8 @@ TEST(DrmFdinfo, EngineUnitsAndMaxfreq) {
 }
 
 TEST(DrmFdinfo, UnknownKeysIgnored) {
-  auto f = parseDrmFdinfo("drm-driver:\tx\ndrm-future-key:\t1\nvendor-key:\tz\ndrm-client-id:\t1\n");
+  auto f =
+      parseDrmFdinfo("drm-driver:\tx\ndrm-future-key:\t1\nvendor-key:\tz\ndrm-client-id:\t1\n");
   EXPECT_TRUE(f.rejected.empty());
   EXPECT_EQ(f.clientId, 1u);
   EXPECT_TRUE(f.regions.empty());

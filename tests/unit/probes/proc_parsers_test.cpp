@@ -71,8 +71,9 @@ TEST(ProcCgroup, PureV2) {
 }
 
 TEST(ProcCgroup, HybridHostPicksV2Line) {
-  auto c = parseProcCgroup("12:memory:/user.slice\n11:cpu,cpuacct:/\n1:name=systemd:/user.slice/x.scope\n"
-                           "0::/user.slice/user-1000.slice/session-2.scope\n");
+  auto c = parseProcCgroup(
+      "12:memory:/user.slice\n11:cpu,cpuacct:/\n1:name=systemd:/user.slice/x.scope\n"
+      "0::/user.slice/user-1000.slice/session-2.scope\n");
   ASSERT_TRUE(c);
   EXPECT_EQ(c->path, "/user.slice/user-1000.slice/session-2.scope");
 }
@@ -109,7 +110,8 @@ TEST(ProcCgroup, HostileInput) {
 
 TEST(ProcStat, StartTimeAfterHostileComm) {
   // comm "a) b (c" holds blanks and both parens: fields count from the last ')'.
-  std::string stat = "4321 (a) b (c) S 1 4321 4321 0 -1 4194560 5 0 0 0 1 2 0 0 20 0 3 0 987654 1000 10 1";
+  std::string stat =
+      "4321 (a) b (c) S 1 4321 4321 0 -1 4194560 5 0 0 0 1 2 0 0 20 0 3 0 987654 1000 10 1";
   auto s = parseProcStat(stat);
   ASSERT_TRUE(s);
   EXPECT_EQ(s->state, 'S');
@@ -128,13 +130,15 @@ TEST(ProcStat, HostileInput) {
   EXPECT_FALSE(parseProcStat(""));
   EXPECT_FALSE(parseProcStat("12 (x) S 1 2 3"));  // truncated
   EXPECT_FALSE(parseProcStat("12 x S 1"));
-  EXPECT_FALSE(parseProcStat("12 (x) S 1 1 1 0 -1 0 0 0 0 0 0 0 0 0 20 0 1 0 99999999999999999999999 0"));
+  EXPECT_FALSE(
+      parseProcStat("12 (x) S 1 1 1 0 -1 0 0 0 0 0 0 0 0 0 20 0 1 0 99999999999999999999999 0"));
   EXPECT_FALSE(parseProcStat(")("));
 }
 
 TEST(MemInfo, Values) {
-  auto m = parseMemInfo("MemTotal:       131072000 kB\nMemFree:  1 kB\nMemAvailable:   65536000 kB\n"
-                        "GPUActive:       2048 kB\nHugePages_Total:       0\n");
+  auto m = parseMemInfo(
+      "MemTotal:       131072000 kB\nMemFree:  1 kB\nMemAvailable:   65536000 kB\n"
+      "GPUActive:       2048 kB\nHugePages_Total:       0\n");
   EXPECT_EQ(m.memTotal, 131072000ull * 1024);
   EXPECT_EQ(m.memAvailable, 65536000ull * 1024);
   EXPECT_EQ(m.gpuActive, 2048u * 1024);

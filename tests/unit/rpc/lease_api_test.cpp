@@ -1,8 +1,8 @@
 // The typed requests: what the CLI encodes, the daemon decodes to the same
 // values; every field's type, size and range is checked and named.
-#include <gtest/gtest.h>
-
 #include "rpc/lease_api.h"
+
+#include <gtest/gtest.h>
 
 namespace tally {
 namespace {
@@ -37,7 +37,8 @@ TEST(LeaseApi, WhatIsEncodedDecodesToTheSameRequest) {
   EXPECT_EQ(back->declared.attributes, a.declared.attributes);
   EXPECT_EQ(back->target.cgroup, a.target.cgroup);
 
-  api::Started s{"0123456789ab", "tally-0123456789ab.scope", "/tally.slice/tally-0123456789ab.slice/tally-0123456789ab.scope",
+  api::Started s{"0123456789ab", "tally-0123456789ab.scope",
+                 "/tally.slice/tally-0123456789ab.slice/tally-0123456789ab.scope",
                  "/tally.slice/tally-0123456789ab.slice"};
   auto sb = api::decodeStarted(api::encode(s));
   ASSERT_TRUE(sb) << sb.error().message;
@@ -55,7 +56,10 @@ TEST(LeaseApi, ARequestsPathsAreCanonicalBeforeAnyRule) {
   auto a = api::decodeAttach({{"pools", {"gpu"}}, {"cgroup", "//system.slice/./x.service/"}});
   ASSERT_TRUE(a) << a.error().message;
   EXPECT_EQ(a->target.cgroup, "/system.slice/x.service");
-  EXPECT_NE(api::decodeAttach({{"pools", {"gpu"}}, {"cgroup", "/a/../b"}}).error().message.find("\"cgroup\""), std::string::npos);
+  EXPECT_NE(api::decodeAttach({{"pools", {"gpu"}}, {"cgroup", "/a/../b"}})
+                .error()
+                .message.find("\"cgroup\""),
+            std::string::npos);
 }
 
 TEST(LeaseApi, EveryRefusalNamesItsField) {
@@ -75,18 +79,23 @@ TEST(LeaseApi, EveryRefusalNamesItsField) {
   for (const auto& c : cases) {
     auto r = api::decodeAcquire(c.params);
     ASSERT_FALSE(r) << c.params;
-    EXPECT_NE(r.error().message.find(c.field), std::string::npos) << c.params << " -> " << r.error().message;
+    EXPECT_NE(r.error().message.find(c.field), std::string::npos)
+        << c.params << " -> " << r.error().message;
   }
-  EXPECT_NE(api::decodeLeaseRef({{"lease", "a b"}}).error().message.find("\"lease\""), std::string::npos);
+  EXPECT_NE(api::decodeLeaseRef({{"lease", "a b"}}).error().message.find("\"lease\""),
+            std::string::npos);
   EXPECT_FALSE(api::decodeEmpty({{"x", 1}}));
   EXPECT_TRUE(api::decodeEmpty(json::object()));
-  auto rec = api::decodeComplete({{"lease", "ab"}, {"record", {{"lease", {{"id", "ab"}}}, {"outcome", {{"class", "exploded"}}}}}});
+  auto rec = api::decodeComplete(
+      {{"lease", "ab"},
+       {"record", {{"lease", {{"id", "ab"}}}, {"outcome", {{"class", "exploded"}}}}}});
   EXPECT_NE(rec.error().message.find("record.outcome.class"), std::string::npos);
 }
 
 TEST(LeaseApi, MethodsAreNamedOnce) {
-  for (const char* m : {"hello", "acquire", "attach", "started", "complete", "resume", "release", "cancel", "leases", "lease", "pools",
-                        "bound", "subscribe", "seats", "overview", "metrics"}) {
+  for (const char* m :
+       {"hello", "acquire", "attach", "started", "complete", "resume", "release", "cancel",
+        "leases", "lease", "pools", "bound", "subscribe", "seats", "overview", "metrics"}) {
     auto parsed = api::parseMethod(m);
     ASSERT_TRUE(parsed) << m;
     EXPECT_STREQ(api::methodName(*parsed), m);

@@ -1,8 +1,8 @@
+#include "rpc/protocol.h"
+
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
-
-#include "rpc/protocol.h"
 
 namespace tally {
 namespace {
@@ -80,7 +80,9 @@ TEST(RpcRequest, ValidatesTheEnvelope) {
 }
 
 TEST(RpcRequest, TypedParams) {
-  nlohmann::json p = {{"s", "x"}, {"n", 5}, {"neg", -1}, {"f", 1.5}, {"a", nlohmann::json::array({"p", "q"})}, {"bad", {1}}};
+  nlohmann::json p = {
+      {"s", "x"},  {"n", 5}, {"neg", -1}, {"f", 1.5}, {"a", nlohmann::json::array({"p", "q"})},
+      {"bad", {1}}};
   EXPECT_EQ(*rpc::paramString(p, "s", true), "x");
   EXPECT_FALSE(rpc::paramString(p, "missing", true));
   EXPECT_EQ(*rpc::paramString(p, "missing", false), "");

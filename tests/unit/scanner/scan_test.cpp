@@ -3,10 +3,9 @@
 #include "scanner/scan.h"
 
 #include <grp.h>
+#include <gtest/gtest.h>
 #include <sys/wait.h>
 #include <unistd.h>
-
-#include <gtest/gtest.h>
 
 #include <algorithm>
 
@@ -19,7 +18,9 @@ namespace {
 
 using namespace tally::testing;
 
-std::string xeFdinfo() { return readFile(std::string(TALLY_FIXTURE_DIR) + "/fdinfo/xe-kernel-doc.fdinfo"); }
+std::string xeFdinfo() {
+  return readFile(std::string(TALLY_FIXTURE_DIR) + "/fdinfo/xe-kernel-doc.fdinfo");
+}
 
 struct Fixture : ::testing::Test {
   FakeHost host;
@@ -40,7 +41,8 @@ struct Fixture : ::testing::Test {
       if (c.info.pdev == pdev && c.info.clientId == id) return &c;
     return nullptr;
   }
-  static std::optional<std::uint64_t> resident(const report::RegionMap& m, const std::string& region) {
+  static std::optional<std::uint64_t> resident(const report::RegionMap& m,
+                                               const std::string& region) {
     auto it = m.find(region);
     if (it == m.end()) return std::nullopt;
     return it->second.resident.get();
@@ -55,7 +57,7 @@ TEST_F(Fixture, HostScanFindsExactlyTheGpuProcesses) {
   for (const auto& p : scan->processes) pids.push_back(p.pid);
   // 500 (no DRM), 600 (vanished), 700 (fdinfo gone) are absent; 800 holds /dev/kfd.
   EXPECT_EQ(pids, (std::vector<pid_t>{100, 101, 200, 300, 301, 400, 800}));
-  EXPECT_TRUE(scan->unreadable.empty());  // vanished is not unreadable
+  EXPECT_TRUE(scan->unreadable.empty());   // vanished is not unreadable
   EXPECT_EQ(scanner.stats().drmFds, 11u);  // 700's fd is DRM, its fdinfo vanished
   ASSERT_EQ(scan->devices.devices.size(), 2u);
   EXPECT_EQ(scan->devices.devices[0].key, kXeBdf);
@@ -207,6 +209,20 @@ TEST_F(Fixture, CgroupScanDropsVanishedPids) {
   for (const auto& p : scan->processes) pids.push_back(p.pid);
   EXPECT_EQ(pids, (std::vector<pid_t>{100, 101, 400}));  // 600 listed but gone
   EXPECT_TRUE(scan->unreadable.empty());
+  EXPECT_EQ(scanner.stats().pidsVanished, 1u);
+}
+
+// An exit is quiet; kernel text that does not parse is not: the process is
+// left out with the reason, never reported with a made-up start time.
+TEST_F(Fixture, UnparsableStatIsUnreadableWithTheReason) {
+  writeFile(host.procRoot() + "/400/stat", "400 (truncated");
+  Scanner scanner(*proc, *sys);
+  auto scan = scanner.scanCgroup(*cgroup, "system.slice");
+  ASSERT_TRUE(scan);
+  EXPECT_EQ(process(*scan, 400), nullptr);
+  ASSERT_EQ(scan->unreadable.size(), 1u);
+  EXPECT_EQ(scan->unreadable[0].pid, 400);
+  EXPECT_EQ(scan->unreadable[0].reason, "cannot parse /proc/400/stat");
 }
 
 TEST_F(Fixture, CgroupScanOfMissingCgroupIsAnError) {
@@ -242,7 +258,8 @@ TEST_F(Fixture, CgroupScanRefusesPathsOutsideTheRoot) {
 }
 
 TEST_F(Fixture, DeletedCgroupAndV1OnlyProcess) {
-  FakeProcess zombie{900, "zombie", "", "0::/tally.slice/tally-1.scope (deleted)\n", 5, {}, 0, {}, false};
+  FakeProcess zombie{900, "zombie", "",   "0::/tally.slice/tally-1.scope (deleted)\n", 5, {},
+                     0,   {},       false};
   zombie.fds = {{3, 128u, "", amdgpuFdinfo(90, kAmdBdf, 4, 0), false}};
   host.addProcess(zombie);
   FakeProcess v1{901, "v1only", "", "4:memory:/x\n1:name=systemd:/y\n", 5, {}, 0, {}, false};
@@ -266,8 +283,10 @@ TEST_F(Fixture, MinorAppearingAfterDiscoveryResolvesThroughDevChar) {
   // A node present only under dev/char (hot-plugged): found through 226:<minor>.
   makeDirs(host.sysRoot() + "/devices/pci0000:00/0000:c6:00.0/drm/renderD130");
   writeFile(host.sysRoot() + "/devices/pci0000:00/0000:c6:00.0/drm/renderD130/dev", "226:130\n");
-  makeSymlink("../../../0000:c6:00.0", host.sysRoot() + "/devices/pci0000:00/0000:c6:00.0/drm/renderD130/device");
-  makeSymlink("../../devices/pci0000:00/0000:c6:00.0/drm/renderD130", host.sysRoot() + "/dev/char/226:130");
+  makeSymlink("../../../0000:c6:00.0",
+              host.sysRoot() + "/devices/pci0000:00/0000:c6:00.0/drm/renderD130/device");
+  makeSymlink("../../devices/pci0000:00/0000:c6:00.0/drm/renderD130",
+              host.sysRoot() + "/dev/char/226:130");
   FakeProcess late{950, "late", "/late.scope", "", 5, {}, 0, {}, false};
   late.fds = {{3, 130u, "", amdgpuFdinfo(95, kAmdBdf, 4, 0), false}};
   host.addProcess(late);
@@ -298,8 +317,9 @@ TEST_F(Fixture, SameClientIdOnTwoDevicesIsTwoClients) {
 // Without drm-pdev (a platform device such as vgem) the minor scopes the id.
 TEST_F(Fixture, NonPciDeviceKeysClientsByMinor) {
   host.addDevice({"vgem", "vgem", {3, 131}, {}, false});
-  const std::string f = "drm-driver:\tvgem\ndrm-client-id:\t1\ndrm-total-memory:\t4 MiB\n"
-                        "drm-resident-memory:\t4 MiB\n";
+  const std::string f =
+      "drm-driver:\tvgem\ndrm-client-id:\t1\ndrm-total-memory:\t4 MiB\n"
+      "drm-resident-memory:\t4 MiB\n";
   FakeProcess p{980, "vgemuser", "/vgem.scope", "", 5, {}, 0, {}, false};
   p.fds = {{3, 131u, "", f, false}, {4, 131u, "", f, false}, {5, 3u, "", f, false}};
   host.addProcess(p);
@@ -392,14 +412,18 @@ TEST_F(Fixture, UnreadableProcessIsReportedNotZero) {
   ::close(pipeFds[1]);
   std::string got;
   char buf[4096];
-  for (ssize_t n; (n = ::read(pipeFds[0], buf, sizeof buf)) > 0;) got.append(buf, static_cast<std::size_t>(n));
+  for (ssize_t n; (n = ::read(pipeFds[0], buf, sizeof buf)) > 0;)
+    got.append(buf, static_cast<std::size_t>(n));
   ::close(pipeFds[0]);
   int status = 0;
   ::waitpid(child, &status, 0);
   ASSERT_TRUE(WIFEXITED(status));
   ASSERT_EQ(WEXITSTATUS(status), 0);
-  EXPECT_NE(got.find("990|cannot open fd directory of pid 990: Permission denied"), std::string::npos) << got;
-  EXPECT_NE(got.find("991|cannot read fdinfo of pid 991: Permission denied"), std::string::npos) << got;
+  EXPECT_NE(got.find("990|cannot open fd directory of pid 990: Permission denied"),
+            std::string::npos)
+      << got;
+  EXPECT_NE(got.find("991|cannot read fdinfo of pid 991: Permission denied"), std::string::npos)
+      << got;
   EXPECT_NE(got.find("CAP_SYS_PTRACE"), std::string::npos);
   EXPECT_EQ(got.find("LISTED"), std::string::npos);
 }

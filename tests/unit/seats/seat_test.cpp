@@ -1,15 +1,15 @@
 // The pure parts behind seats, metrics, top and the journal: attributes,
 // freshness, the exposition format, the top screen, lifecycle journal
 // entries, the loopback listen address and the atomic textfile.
-#include <gtest/gtest.h>
+#include "seats/seat.h"
 
-#include <nlohmann/json.hpp>
+#include <fmt/format.h>
+#include <gtest/gtest.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include <fmt/format.h>
+#include <nlohmann/json.hpp>
 
-#include "seats/seat.h"
 #include "support/fake_host.h"
 
 namespace tally {

@@ -1,15 +1,15 @@
 // The pure parts behind seats, metrics, top and the journal: attributes,
 // freshness, the exposition format, the top screen, lifecycle journal
 // entries, the loopback listen address and the atomic textfile.
+#include "top/view.h"
+
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include <fmt/format.h>
-
 #include "support/fake_host.h"
 #include "support/overview_sample.h"
-#include "top/view.h"
 
 namespace tally {
 namespace {
@@ -59,7 +59,8 @@ TEST(TopView, TheScreenFitsTheTerminalAndSaysWhatItLeftOut) {
   EXPECT_EQ(top::fit("ab", 4), "ab  ");
   // A broken overview (an older daemon, garbage) draws, with '-' and '?'.
   EXPECT_FALSE(top::render(json::array(), v).empty());
-  EXPECT_FALSE(top::render(json{{"seats", 7}, {"pools", "x"}, {"devices", json::array({1, 2})}}, v).empty());
+  EXPECT_FALSE(
+      top::render(json{{"seats", 7}, {"pools", "x"}, {"devices", json::array({1, 2})}}, v).empty());
 }
 
 }  // namespace

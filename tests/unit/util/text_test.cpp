@@ -1,6 +1,7 @@
+#include "util/text.h"
+
 #include <gtest/gtest.h>
 
-#include "util/text.h"
 #include "util/token_bucket.h"
 
 namespace tally {

@@ -1,13 +1,13 @@
 // The pure parts of a lease: unit parsing, cgroup memory file parsers, the
 // read-back rules, outcome classification and the outcome record.
-#include <signal.h>
+#include "util/units.h"
 
 #include <gtest/gtest.h>
+#include <signal.h>
 
 #include <cerrno>
 #include <limits>
 
-#include "util/units.h"
 #include "support/fake_host.h"
 
 namespace tally {
