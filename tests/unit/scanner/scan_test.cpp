@@ -22,7 +22,7 @@ std::string xeFdinfo() {
   return readFile(std::string(TALLY_FIXTURE_DIR) + "/fdinfo/xe-kernel-doc.fdinfo");
 }
 
-struct Fixture : ::testing::Test {
+struct ScannerTest : ::testing::Test {
   FakeHost host;
   std::optional<fs::Root> proc, sys, cgroup;
   void SetUp() override {
@@ -49,7 +49,7 @@ struct Fixture : ::testing::Test {
   }
 };
 
-TEST_F(Fixture, HostScanFindsExactlyTheGpuProcesses) {
+TEST_F(ScannerTest, HostScanFindsExactlyTheGpuProcesses) {
   Scanner scanner(*proc, *sys);
   auto scan = scanner.scanHost();
   ASSERT_TRUE(scan) << scan.error().message;
@@ -68,7 +68,7 @@ TEST_F(Fixture, HostScanFindsExactlyTheGpuProcesses) {
   EXPECT_EQ(scan->devices.devices[1].nodes[1].name, "renderD128");
 }
 
-TEST_F(Fixture, ClientsDeduplicatedAcrossFdsAndProcesses) {
+TEST_F(ScannerTest, ClientsDeduplicatedAcrossFdsAndProcesses) {
   Scanner scanner(*proc, *sys);
   auto scan = scanner.scanHost();
   ASSERT_TRUE(scan);
@@ -100,7 +100,7 @@ TEST_F(Fixture, ClientsDeduplicatedAcrossFdsAndProcesses) {
   EXPECT_EQ(undeduplicated, 2);  // 5.14 format: no client id, once per fd
 }
 
-TEST_F(Fixture, PerProcessCgroupAndNamespaceFacts) {
+TEST_F(ScannerTest, PerProcessCgroupAndNamespaceFacts) {
   Scanner scanner(*proc, *sys);
   auto scan = scanner.scanHost();
   ASSERT_TRUE(scan);
@@ -120,7 +120,7 @@ TEST_F(Fixture, PerProcessCgroupAndNamespaceFacts) {
   EXPECT_TRUE(rocm->clients.empty());
 }
 
-TEST_F(Fixture, AggregateExactFigures) {
+TEST_F(ScannerTest, AggregateExactFigures) {
   Scanner scanner(*proc, *sys);
   auto scan = scanner.scanHost();
   ASSERT_TRUE(scan);
@@ -183,7 +183,7 @@ TEST_F(Fixture, AggregateExactFigures) {
   EXPECT_TRUE(xe->gttHeadroomUnknown.has_value());
 }
 
-TEST_F(Fixture, CgroupScopedScan) {
+TEST_F(ScannerTest, CgroupScopedScan) {
   Scanner scanner(*proc, *sys);
   auto scan = scanner.scanCgroup(*cgroup, "/system.slice/llama.service");
   ASSERT_TRUE(scan) << scan.error().message;
@@ -201,7 +201,7 @@ TEST_F(Fixture, CgroupScopedScan) {
   for (const auto& d : agg.devices) EXPECT_TRUE(d.unattributed.empty());
 }
 
-TEST_F(Fixture, CgroupScanDropsVanishedPids) {
+TEST_F(ScannerTest, CgroupScanDropsVanishedPids) {
   Scanner scanner(*proc, *sys);
   auto scan = scanner.scanCgroup(*cgroup, "system.slice");
   ASSERT_TRUE(scan);
@@ -214,7 +214,7 @@ TEST_F(Fixture, CgroupScanDropsVanishedPids) {
 
 // An exit is quiet; kernel text that does not parse is not: the process is
 // left out with the reason, never reported with a made-up start time.
-TEST_F(Fixture, UnparsableStatIsUnreadableWithTheReason) {
+TEST_F(ScannerTest, UnparsableStatIsUnreadableWithTheReason) {
   writeFile(host.procRoot() + "/400/stat", "400 (truncated");
   Scanner scanner(*proc, *sys);
   auto scan = scanner.scanCgroup(*cgroup, "system.slice");
@@ -225,14 +225,14 @@ TEST_F(Fixture, UnparsableStatIsUnreadableWithTheReason) {
   EXPECT_EQ(scan->unreadable[0].reason, "cannot parse /proc/400/stat");
 }
 
-TEST_F(Fixture, CgroupScanOfMissingCgroupIsAnError) {
+TEST_F(ScannerTest, CgroupScanOfMissingCgroupIsAnError) {
   Scanner scanner(*proc, *sys);
   auto scan = scanner.scanCgroup(*cgroup, "/no/such.scope");
   ASSERT_FALSE(scan);
   EXPECT_NE(scan.error().message.find("/no/such.scope"), std::string::npos);
 }
 
-TEST_F(Fixture, CgroupOutsideReadersNamespace) {
+TEST_F(ScannerTest, CgroupOutsideReadersNamespace) {
   FakeProcess p{902, "foreign", "/../../system.slice/docker-abc.scope", "", 5, {}, 0, {}, false};
   p.fds = {{3, 128u, "", amdgpuFdinfo(92, kAmdBdf, 4, 0), false}};
   host.addProcess(p);
@@ -245,7 +245,7 @@ TEST_F(Fixture, CgroupOutsideReadersNamespace) {
   EXPECT_EQ(f->cgroup, "/../../system.slice/docker-abc.scope");
 }
 
-TEST_F(Fixture, CgroupScanRefusesPathsOutsideTheRoot) {
+TEST_F(ScannerTest, CgroupScanRefusesPathsOutsideTheRoot) {
   Scanner scanner(*proc, *sys);
   for (const char* bad : {"/..", "../proc", "/system.slice/../../x", "a/.."}) {
     auto scan = scanner.scanCgroup(*cgroup, bad);
@@ -257,7 +257,7 @@ TEST_F(Fixture, CgroupScanRefusesPathsOutsideTheRoot) {
   EXPECT_EQ(named.error().code, ENOENT);
 }
 
-TEST_F(Fixture, DeletedCgroupAndV1OnlyProcess) {
+TEST_F(ScannerTest, DeletedCgroupAndV1OnlyProcess) {
   FakeProcess zombie{900, "zombie", "",   "0::/tally.slice/tally-1.scope (deleted)\n", 5, {},
                      0,   {},       false};
   zombie.fds = {{3, 128u, "", amdgpuFdinfo(90, kAmdBdf, 4, 0), false}};
@@ -279,7 +279,7 @@ TEST_F(Fixture, DeletedCgroupAndV1OnlyProcess) {
   EXPECT_TRUE(v->cgroupUnknownReason.has_value());
 }
 
-TEST_F(Fixture, MinorAppearingAfterDiscoveryResolvesThroughDevChar) {
+TEST_F(ScannerTest, MinorAppearingAfterDiscoveryResolvesThroughDevChar) {
   // A node present only under dev/char (hot-plugged): found through 226:<minor>.
   makeDirs(host.sysRoot() + "/devices/pci0000:00/0000:c6:00.0/drm/renderD130");
   writeFile(host.sysRoot() + "/devices/pci0000:00/0000:c6:00.0/drm/renderD130/dev", "226:130\n");
@@ -302,7 +302,7 @@ TEST_F(Fixture, MinorAppearingAfterDiscoveryResolvesThroughDevChar) {
 
 // Client ids are only unique per device on older kernels: the key is
 // (pdev, id), so the same id on two devices is two clients.
-TEST_F(Fixture, SameClientIdOnTwoDevicesIsTwoClients) {
+TEST_F(ScannerTest, SameClientIdOnTwoDevicesIsTwoClients) {
   FakeProcess p{970, "twodev", "/two.scope", "", 5, {}, 0, {}, false};
   p.fds = {{3, 128u, "", amdgpuFdinfo(3, kAmdBdf, 64, 0), false}};  // xe's client 3 exists too
   host.addProcess(p);
@@ -315,7 +315,7 @@ TEST_F(Fixture, SameClientIdOnTwoDevicesIsTwoClients) {
 }
 
 // Without drm-pdev (a platform device such as vgem) the minor scopes the id.
-TEST_F(Fixture, NonPciDeviceKeysClientsByMinor) {
+TEST_F(ScannerTest, NonPciDeviceKeysClientsByMinor) {
   host.addDevice({"vgem", "vgem", {3, 131}, {}, false});
   const std::string f =
       "drm-driver:\tvgem\ndrm-client-id:\t1\ndrm-total-memory:\t4 MiB\n"
@@ -343,7 +343,7 @@ TEST_F(Fixture, NonPciDeviceKeysClientsByMinor) {
 }
 
 // An fdinfo larger than the single-read stack buffer is read on, not cut.
-TEST_F(Fixture, FdinfoLargerThanTheReadBuffer) {
+TEST_F(ScannerTest, FdinfoLargerThanTheReadBuffer) {
   std::string big = "drm-driver:\tamdgpu\ndrm-client-name:\t" + std::string(20000, 'n') +
                     "\ndrm-client-id:\t77\ndrm-pdev:\t0000:c6:00.0\ndrm-resident-gtt:\t5 MiB\n";
   FakeProcess p{960, "bigname", "/big.scope", "", 5, {}, 0, {}, false};
@@ -358,7 +358,7 @@ TEST_F(Fixture, FdinfoLargerThanTheReadBuffer) {
   EXPECT_EQ(c->info.region("gtt")->resident, 5 * kMiB);
 }
 
-TEST_F(Fixture, GttCeilingSources) {
+TEST_F(ScannerTest, GttCeilingSources) {
   auto c = devices::readGttCeiling(*sys, 4096);
   EXPECT_EQ(c.ttmPagesLimit, 25165824u);
   EXPECT_EQ(c.bytes, 96 * kGiB);
@@ -376,7 +376,7 @@ TEST_F(Fixture, GttCeilingSources) {
 // A process whose fds the scanner may not read is listed as unreadable, with
 // the reason, never as a process with zero GPU memory. Run unprivileged in a
 // child (root would bypass the permission check).
-TEST_F(Fixture, UnreadableProcessIsReportedNotZero) {
+TEST_F(ScannerTest, UnreadableProcessIsReportedNotZero) {
   ASSERT_EQ(::geteuid(), 0u) << "this test drops from root to nobody to meet EACCES";
   FakeProcess secret{990, "secret", "/secret.scope", "", 5, {}, 0, {}, false};
   secret.fds = {{3, 128u, "", amdgpuFdinfo(99, kAmdBdf, 4, 0), false}};
@@ -428,7 +428,7 @@ TEST_F(Fixture, UnreadableProcessIsReportedNotZero) {
   EXPECT_EQ(got.find("LISTED"), std::string::npos);
 }
 
-TEST_F(Fixture, JsonDocumentCarriesSourcesAndOwnership) {
+TEST_F(ScannerTest, JsonDocumentCarriesSourcesAndOwnership) {
   Scanner scanner(*proc, *sys);
   auto scan = scanner.scanHost();
   ASSERT_TRUE(scan);
