@@ -4,8 +4,8 @@
 // 1 Hz on a host with 1,000 extra processes, and with QUEUED (10,000) queued
 // requests: their cost, and `hello` latency against the same daemon idle.
 //
-//   tally_daemon_load TALLY_BINARY [SECONDS=60] [PROCS=1000] [QUEUED=1000] [ROUNDTRIPS=2000]
-//   [PER_LEASE=16]
+//   tally_daemon_load TALLY_BINARY [SECONDS=60] [PROCS=1000] [QUEUED=1000]
+//                     [ROUNDTRIPS=2000] [PER_LEASE=16]
 //
 // The leases' cgroups are a synthetic tree (this host has no cgroup v2 memory
 // controller) whose cgroup.procs list real processes, so every sample reads

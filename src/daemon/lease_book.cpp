@@ -1,8 +1,34 @@
 #include "daemon/lease_book.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
+#include <cerrno>
 
 namespace tally::daemon {
+
+Status LeaseBook::roomToWait(std::uint64_t conn, const Limits& limits) const {
+  if (conn && queuedOn(conn) >= limits.maxQueuedPerConnection) {
+    return Error{EBUSY, fmt::format("this connection already has {} requests waiting (the limit); "
+                                    "wait for a grant or cancel one",
+                                    limits.maxQueuedPerConnection)};
+  }
+  if (queued() >= limits.maxQueued) {
+    return Error{EBUSY, fmt::format("the daemon's queue is full ({} requests waiting); try again "
+                                    "later",
+                                    limits.maxQueued)};
+  }
+  return Ok{};
+}
+
+bool LeaseBook::waitsOnMeasuredHeadroom() const {
+  for (std::size_t i = 0, n = queued(); i < n; ++i) {
+    auto reason = engine_.at(i).reason;
+    if (reason == admission::Wait::HostHeadroom || reason == admission::Wait::GpuHeadroom)
+      return true;
+  }
+  return false;
+}
 
 const char* stateName(Lease::State s) {
   switch (s) {

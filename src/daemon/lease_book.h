@@ -15,6 +15,7 @@
 #include "admission/engine.h"
 #include "config/config.h"
 #include "daemon/lease.h"
+#include "daemon/limits.h"
 
 namespace tally::daemon {
 
@@ -50,6 +51,12 @@ class LeaseBook {
 
   // Waiting requests of one connection; the connection went away.
   std::size_t queuedOn(std::uint64_t conn) const;
+  // Whether one more request of `conn` may wait: what one connection, and
+  // everyone together, may keep queued (Limits). The error says which limit.
+  Status roomToWait(std::uint64_t conn, const Limits& limits) const;
+  // Whether a waiter waits on measured headroom, which moves by itself (the
+  // other reasons change only when a lease ends).
+  bool waitsOnMeasuredHeadroom() const;
   void connectionGone(std::uint64_t conn) { queuedPerConn_.erase(conn); }
   // Whether a lease is bound to the connection (its client, or a request waiting on it).
   bool holdsConnection(std::uint64_t conn) const;

@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include "admission/engine.h"
+#include "daemon/lease_rows.h"
 #include "rpc/protocol.h"
 #include "util/clock.h"
 
@@ -50,7 +52,8 @@ Result<ledger::Event> LeaseEvents::recordOutcome(const Lease& l, const json& rec
   return ev;
 }
 
-void LeaseEvents::bound(const Lease& l, const enforce::BoundEvent& e, const std::string& source) {
+void LeaseEvents::bound(Lease& l, const enforce::BoundEvent& e, const std::string& source) {
+  l.boundEvents.push_back(e);
   ++boundCounts_[enforce::verdictName(e.kind)];
   json body = ledger::encode(ledger::BoundRow{e, source});
   if (auto r =
@@ -68,13 +71,54 @@ void LeaseEvents::bound(const Lease& l, const enforce::BoundEvent& e, const std:
   note(entry.priority, entry.message, entry.fields);
 }
 
-void LeaseEvents::coverage(const ledger::CoverageRow& row) {
+Status LeaseEvents::clientBound(Lease& l, enforce::BoundEvent e, const Limits& limits) {
+  if (!l.boundReports.take(clock::monotonicUs())) {
+    if (l.boundRefused++ == 0) {
+      note(4,
+           fmt::format("lease {} ({}): its client reports GPU bound events faster than {} at once "
+                       "and one per {} ms; the excess is refused and counted in the outcome",
+                       l.id, l.name, limits.boundBurst, limits.boundRefillUs / 1000),
+           {{"TALLY_LEASE", l.id}});
+    }
+    return Error{EAGAIN, fmt::format("too many GPU bound events for lease {}; this one was not "
+                                     "recorded ({} refused so far)",
+                                     l.id, l.boundRefused)};
+  }
+  e.atNs = clock::realtimeNs();
+  if (e.kind == enforce::Verdict::Kill) l.tallyKill = e.summary;
+  bound(l, e, l.meter ? l.meter->gpu().lastSource : "drm-fdinfo");
+  return Ok{};
+}
+
+void LeaseEvents::coverageAtStart(const coverage::Assessment& a,
+                                  const coverage::Handover& handover) {
+  auto row = coverageRow(a, handover, ledger::lastCoverage(ledger_));
+  if (row.changedFrom && row.changedFrom->second != row.coverage) {
+    note(4,
+         fmt::format("GTT coverage changed from {} (kernel {}) to {} (kernel {}): {}",
+                     row.changedFrom->second, row.changedFrom->first, row.coverage, a.kernel,
+                     row.tallyDoes),
+         {{"TALLY_EVENT", "coverage-changed"},
+          {"TALLY_COVERAGE", row.coverage},
+          {"TALLY_KERNEL", a.kernel}});
+  }
   json body = ledger::encode(row);
   if (auto r = ledger_.appendEvent("", ledger::kCoverage, body.dump()); !r) {
     fmt::print(stderr, "tally daemon: the ledger refused the coverage row: {}\n",
                r.error().message);
   }
   broadcast("coverage", body);
+}
+
+void LeaseEvents::positions(const std::vector<LeaseBook::Move>& moves) {
+  for (const auto& mv : moves) {
+    const char* waitingFor = mv.reason ? admission::waitName(*mv.reason) : "grant";
+    outbox_.send(mv.lease->conn, rpc::encodeEvent(mv.lease->pendingId, "queued",
+                                                  {{"lease", mv.lease->id},
+                                                   {"position", mv.position},
+                                                   {"queued", mv.queued},
+                                                   {"waiting_for", waitingFor}}));
+  }
 }
 
 void LeaseEvents::broadcast(const std::string& event, const json& fields) {

@@ -10,7 +10,10 @@
 #include <utility>
 #include <vector>
 
+#include "coverage/assess.h"
+#include "coverage/handover.h"
 #include "daemon/lease.h"
+#include "daemon/lease_book.h"
 #include "daemon/seams.h"
 #include "enforce/gpu_bound.h"
 #include "journal/journal.h"
@@ -38,10 +41,21 @@ class LeaseEvents {
   // for the reply, or the ledger's refusal (EEXIST: it already has an end),
   // in which case nothing is counted or announced.
   Result<ledger::Event> recordOutcome(const Lease& l, const json& record, const std::string& cls);
-  // What a GPU bound noticed or did: the lease's row, subscribers, the journal, the counter.
-  void bound(const Lease& l, const enforce::BoundEvent& e, const std::string& source);
-  // The coverage row of this start (lease id ""), and its subscribers.
-  void coverage(const ledger::CoverageRow& row);
+  // What a GPU bound noticed or did: kept on the lease (its outcome lists
+  // it), its row, subscribers, the journal, the counter.
+  void bound(Lease& l, const enforce::BoundEvent& e, const std::string& source);
+  // A run lease's client reports what its bound noticed or did: recorded as
+  // bound() does, at most Limits::boundBurst at once, then one per
+  // Limits::boundRefillUs, so a client cannot fill the ledger and the
+  // journal. A refusal is counted on the lease and said once in the journal.
+  Status clientBound(Lease& l, enforce::BoundEvent e, const Limits& limits);
+  // The coverage this daemon found at start, recorded once per start (lease
+  // id "") for the ledger and subscribers; a change from the last recorded
+  // one (a new kernel, a new module option) is said in the journal too, with
+  // what tally now does differently.
+  void coverageAtStart(const coverage::Assessment& a, const coverage::Handover& handover);
+  // Each waiter whose place in the queue changed hears its new place.
+  void positions(const std::vector<LeaseBook::Move>& moves);
   // An operator-facing message: the journal (stderr without journald).
   void note(int priority, const std::string& message,
             const std::vector<std::pair<std::string, std::string>>& fields);

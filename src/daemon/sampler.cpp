@@ -82,7 +82,6 @@ void Sampler::enforceBound(Lease& l, std::uint64_t nowNs) {
   }
   for (const auto& e : step.events) {
     if (killFailed && e.kind == enforce::Verdict::Kill) continue;  // not done: not recorded as done
-    l.boundEvents.push_back(e);
     events_.bound(l, e, g.lastSource);
   }
 }

@@ -137,18 +137,8 @@ admission::HeadroomFn Service::headroom() {
 // adopts a workload that already runs) share admission.
 void Service::onAcquire(std::uint64_t conn, const Peer& peer, const json& id,
                         const rpc::api::Declared& d, const rpc::api::Attach* attach) {
-  // What one connection, and everyone together, may keep waiting.
-  if (conn && book_.queuedOn(conn) >= env_.limits.maxQueuedPerConnection) {
-    return fail(conn, id, code::kBusy,
-                fmt::format("this connection already has {} requests waiting (the limit); wait for "
-                            "a grant or cancel one",
-                            env_.limits.maxQueuedPerConnection));
-  }
-  if (book_.queued() >= env_.limits.maxQueued) {
-    return fail(conn, id, code::kBusy,
-                fmt::format("the daemon's queue is full ({} requests waiting); try again later",
-                            env_.limits.maxQueued));
-  }
+  if (auto room = book_.roomToWait(conn, env_.limits); !room)
+    return fail(conn, id, code::kBusy, room.error().message);
   auto kind = attach ? lease::LeaseKind::Attach : lease::LeaseKind::Run;
   auto l = newLease(kind, peer.uid, peer.pid, conn, d, cfg_.daemon, env_.limits, handover_);
   if (auto s = book_.check(l->req); !s) return fail(conn, id, code::kRefused, s.error().message);
@@ -170,7 +160,7 @@ void Service::onAcquire(std::uint64_t conn, const Peer& peer, const json& id,
   for (const auto& gid : book_.enqueue(std::move(l), headroom())) {
     if (Lease* g = book_.find(gid)) granted(*g);  // may refuse and forget the new lease
   }
-  sendPositions();  // only the waiters whose place changed (the new one, at least)
+  events_.positions(book_.moves());  // only the waiters whose place changed (the new one, at least)
 }
 
 void Service::tryGrant() {
@@ -178,7 +168,7 @@ void Service::tryGrant() {
   for (const auto& id : book_.grant(headroom())) {
     if (Lease* l = book_.find(id)) granted(*l);
   }
-  sendPositions();
+  events_.positions(book_.moves());
 }
 
 void Service::granted(Lease& l) {
@@ -217,18 +207,6 @@ void Service::granted(Lease& l) {
     l.pending = false;
   }
   if (l.isAttach()) l.conn = 0;  // an attached lease lives on without its client
-}
-
-void Service::sendPositions() {
-  for (const auto& mv : book_.moves()) {
-    env_.outbox.send(
-        mv.lease->conn,
-        rpc::encodeEvent(mv.lease->pendingId, "queued",
-                         {{"lease", mv.lease->id},
-                          {"position", mv.position},
-                          {"queued", mv.queued},
-                          {"waiting_for", mv.reason ? admission::waitName(*mv.reason) : "grant"}}));
-  }
 }
 
 void Service::onStarted(std::uint64_t conn, const Peer& peer, const json& id,
@@ -332,9 +310,6 @@ void Service::onRelease(std::uint64_t conn, const Peer& peer, const json& reqId,
   reply(conn, reqId, {{"lease", id}, {"state", "stopping"}});
 }
 
-// A run lease's client reports what its GPU bound noticed or did. Only while
-// the lease runs, and at most Limits::boundBurst at once, then one per
-// Limits::boundRefillUs: a client cannot fill the ledger and the journal.
 void Service::onBound(std::uint64_t conn, const Peer& peer, const json& id,
                       const rpc::api::Bound& p) {
   Lease* l = owned(conn, peer, id, p.lease);
@@ -345,27 +320,8 @@ void Service::onBound(std::uint64_t conn, const Peer& peer, const json& id,
                             "bound events, while it runs",
                             l->id));
   }
-  if (!l->boundReports.take(clock::monotonicUs())) {
-    if (l->boundRefused++ == 0) {
-      events_.note(
-          4,
-          fmt::format("lease {} ({}): its client reports GPU bound events faster than {} at once "
-                      "and one per {} ms; "
-                      "the excess is refused and counted in the outcome",
-                      l->id, l->name, env_.limits.boundBurst, env_.limits.boundRefillUs / 1000),
-          {{"TALLY_LEASE", l->id}});
-    }
-    return fail(
-        conn, id, code::kRateLimited,
-        fmt::format(
-            "too many GPU bound events for lease {}; this one was not recorded ({} refused so far)",
-            l->id, l->boundRefused));
-  }
-  enforce::BoundEvent e = p.event;
-  e.atNs = clock::realtimeNs();
-  if (e.kind == enforce::Verdict::Kill) l->tallyKill = e.summary;
-  l->boundEvents.push_back(e);
-  events_.bound(*l, e, l->meter ? l->meter->gpu().lastSource : "drm-fdinfo");
+  if (auto s = events_.clientBound(*l, p.event, env_.limits); !s)
+    return fail(conn, id, code::kRateLimited, s.error().message);
   reply(conn, id, {{"recorded", true}});
 }
 
@@ -422,13 +378,7 @@ void Service::tick() {
   endings_.expireGraces(now);
   // Grants happen when something is released; the tick only retries the
   // requests that wait on measured headroom, which changes by itself.
-  bool headroomWait = false;
-  for (std::size_t i = 0, n = book_.queued(); i < n && !headroomWait; ++i) {
-    auto reason = book_.engine().at(i).reason;
-    headroomWait =
-        reason == admission::Wait::HostHeadroom || reason == admission::Wait::GpuHeadroom;
-  }
-  if (changed || headroomWait) tryGrant();
+  if (changed || book_.waitsOnMeasuredHeadroom()) tryGrant();
 }
 
 void Service::sample() {
@@ -442,23 +392,10 @@ Result<std::vector<std::string>> Service::recover() {
                          ledger_, book_, events_, endings_, sampler_, handover_);
 }
 
-// The coverage this daemon found at start, recorded once per start; a change
-// from the last recorded one (a new kernel, a new module option) is said in
-// the ledger and the journal with what tally now does differently.
 void Service::setCoverage(const coverage::Assessment& a) {
   handover_.coverage = a.verdict.coverage;
   coverageKernel_ = a.kernel;
-  auto row = coverageRow(a, handover_, ledger::lastCoverage(ledger_));
-  if (row.changedFrom && row.changedFrom->second != row.coverage) {
-    events_.note(4,
-                 fmt::format("GTT coverage changed from {} (kernel {}) to {} (kernel {}): {}",
-                             row.changedFrom->second, row.changedFrom->first, row.coverage,
-                             a.kernel, row.tallyDoes),
-                 {{"TALLY_EVENT", "coverage-changed"},
-                  {"TALLY_COVERAGE", row.coverage},
-                  {"TALLY_KERNEL", a.kernel}});
-  }
-  events_.coverage(row);
+  events_.coverageAtStart(a, handover_);
 }
 
 }  // namespace tally::daemon

@@ -15,9 +15,10 @@
 // without blocking on a client (replies go through the Outbox).
 //
 // Who may do what (docs/daemon.md, "Access"):
-//   anyone who can connect   hello, pools, leases, lease, seats, overview, metrics, subscribe,
-//   acquire the lease's owner, root  started, complete, bound, resume, release, cancel root attach
-//   (and anyone to a cgroup directory they own;
+//   anyone who can connect   hello, pools, leases, lease, seats, overview,
+//                            metrics, subscribe, acquire
+//   the lease's owner, root  started, complete, bound, resume, release, cancel
+//   root                     attach (and anyone to a cgroup directory they own;
 //                            --memory-max only where they could write
 //                            memory.max themselves, never on a systemd unit)
 //
@@ -125,7 +126,6 @@ class Service {
   // Grants what fits now (a full pass) and tells waiters their new places.
   void tryGrant();
   void granted(Lease& l);
-  void sendPositions();
   admission::HeadroomFn headroom();
 
   config::Config cfg_;

@@ -2,19 +2,24 @@
 
 namespace tally::testing {
 
-// pid  comm            cgroup                                   fds -> clients
-// 100  llama-server    /system.slice/llama.service               3,4 -> amd#10 (4 GiB gtt, 512 MiB
-// vram); 5 (card1) -> amd#11 (1 MiB gtt) 101  llama-worker    /system.slice/llama.service/worker 7
-// -> amd#10 (forked: same client, younger) 200  python          podman container (NSpid 200 1) 3 ->
-// amd#20 (2 GiB gtt); 4 -> xe#3 (192 KiB gtt, vram0 ...) 300  compositor
-// /user.slice/.../session-2.scope           9 -> amd#30 (8 MiB gtt) 301  logind
-// /system.slice/systemd-logind.service      20 -> amd#30 (older: owner; shared across cgroups) 400
-// old-app         /system.slice/legacy.service              3,4 -> 5.14 format, no client id (2 MiB
-// gtt, 1 MiB vram each) 500  bash            /user.slice                               /dev/null, a
-// file whose fdinfo *looks* like DRM: ignored 600  gone            - vanished (no fd dir): dropped
-// quietly 700  closing         /user.slice                               DRM fd whose fdinfo
-// vanished: dropped 800  rocm            /system.slice/rocm.service                /dev/kfd; KFD
-// vram_1234 = 1 GiB on 0000:c6:00.0
+// pid  comm          cgroup                                fds -> clients
+// 100  llama-server  /system.slice/llama.service           3,4 -> amd#10 (4 GiB gtt, 512 MiB
+//                                                          vram); 5 (card1) -> amd#11 (1 MiB gtt)
+// 101  llama-worker  /system.slice/llama.service/worker    7 -> amd#10 (forked: same client,
+//                                                          younger)
+// 200  python        podman container (NSpid 200 1)        3 -> amd#20 (2 GiB gtt);
+//                                                          4 -> xe#3 (192 KiB gtt, vram0 ...)
+// 300  compositor    /user.slice/.../session-2.scope       9 -> amd#30 (8 MiB gtt)
+// 301  logind        /system.slice/systemd-logind.service  20 -> amd#30 (older: owner; shared
+//                                                          across cgroups)
+// 400  old-app       /system.slice/legacy.service          3,4 -> 5.14 format, no client id
+//                                                          (2 MiB gtt, 1 MiB vram each)
+// 500  bash          /user.slice                           /dev/null, a file whose fdinfo
+//                                                          *looks* like DRM: ignored
+// 600  gone          -                                     vanished (no fd dir): dropped quietly
+// 700  closing       /user.slice                           DRM fd whose fdinfo vanished: dropped
+// 800  rocm          /system.slice/rocm.service            /dev/kfd; KFD vram_1234 = 1 GiB on
+//                                                          0000:c6:00.0
 void buildScenario(FakeHost& host, const std::string& xeFdinfo) {
   host.addDevice({kAmdBdf,
                   "amdgpu",
