@@ -112,6 +112,10 @@ int main(int argc, char** argv) {
   write(
       dir + "/tally.toml",
       fmt::format("[daemon]\nsocket = \"{}\"\nstate_dir = \"{}/state\"\nsample_interval = \"1s\"\n"
+                  // The control connection holds nothing while the leases are sampled
+                  // (attached leases live on without their client): without this the
+                  // daemon's idle_timeout (60 s) would close it mid-run.
+                  "idle_timeout = \"1h\"\n"
                   "[pools.bench]\ncapacity = 1000000\n[pools.one]\ncapacity = 1\n"
                   "[pools.leases]\ncapacity = 8\n",
                   sock, dir));
@@ -198,13 +202,21 @@ int main(int argc, char** argv) {
           ? shown->result["leases"][0]["memory"]["samples"].get<std::uint64_t>()
           : 0;
 
+  if (samplesPerLease == 0)
+    return std::fprintf(stderr, "the leases were never sampled: no CPU figure to report\n"), 1;
+
   // Hello latency on this daemon with nothing queued: the baseline for the queued figure.
   auto helloLatencies = [&](int n) {
     std::vector<double> ms;
     for (int i = 0; i < n; ++i) {
       auto t = Clock::now();
-      (void)c.call("hello", json::object());
+      auto m = c.call("hello", json::object());
       ms.push_back(secondsSince(t) * 1000.0);
+      if (!m || !m->ok) {
+        std::fprintf(stderr,
+                     "hello failed: the figures would be the failure's, not the daemon's\n");
+        std::exit(1);
+      }
     }
     std::sort(ms.begin(), ms.end());
     return ms;
@@ -228,12 +240,14 @@ int main(int argc, char** argv) {
     for (int i = 0; i < perConn && sent + i < queued; ++i) (void)waiters.back().next(10'000);
   }
   json leasesNow;
-  for (int i = 0; i < 400; ++i) {
+  bool allQueued = false;
+  for (int i = 0; i < 400 && !allQueued; ++i) {
     auto l = c.call("pools", json::object());
-    if (l && l->ok && l->result["pools"][1]["queue"].size() == static_cast<std::size_t>(queued))
-      break;
-    ::usleep(25'000);
+    allQueued =
+        l && l->ok && l->result["pools"][1]["queue"].size() == static_cast<std::size_t>(queued);
+    if (!allQueued) ::usleep(25'000);
   }
+  if (!allQueued) return std::fprintf(stderr, "the %d requests never all queued\n", queued), 1;
   double enqueueSec = secondsSince(t0);
   auto queuedHello = helloLatencies(200);
   unsigned long long cpuQ0 = cpuTicks(daemon);

@@ -78,7 +78,7 @@ void Endings::finishAttached(Lease& l, bool released) {
   rec.outcome = lease::classifyAttached(f);
   json body = lease::recordJson(rec);
   body["lease"]["kind"] = lease::kindName(l.kind);
-  if (!l.target.empty()) body["lease"]["target"] = ledger::targetJson(l.target);
+  if (l.target && !l.target->empty()) body["lease"]["target"] = ledger::targetJson(*l.target);
   if (l.recovered) body["daemon"] = {{"readopted_after_restart", true}};
   end(l, ledger::kOutcome, body, lease::outcomeClassName(rec.outcome.cls));
 }

@@ -35,16 +35,19 @@ struct Lease {
   std::uint64_t conn = 0;  // the client bound to the lease; 0 = none
   bool pending = false;    // an acquire/attach waits for its reply on `conn`
   nlohmann::json pendingId;
-  lease::AttachTarget target;    // attach: what the operator named
+  // attach: what the operator named (on the heap: only attach leases have one).
+  std::unique_ptr<lease::AttachTarget> target;
   lease::Attributes attributes;  // operator-declared (--attr), shown in seat rows as "declared"
   std::uint64_t requestedAtNs = 0, grantedAtNs = 0, startedAtNs = 0;
 
   // Where it runs, once it runs. The cgroups are held open (a re-created
   // cgroup of the same name is never read as this one): `cg` is the lease's,
-  // `countersCg` where its final counters live (the same, or its slice).
+  // `countersCg` where its final counters live (the same, or its slice). On
+  // the heap: a queued request has neither, and 10,000 of them waiting
+  // should not carry two empty handles each.
   std::string unit, cgroup, countersCgroup;
   std::uint64_t inode = 0;
-  std::optional<cgroup::Cgroup> cg, countersCg;
+  std::unique_ptr<cgroup::Cgroup> cg, countersCg;
   std::unique_ptr<lease::LeaseMeter> meter;  // reads `cg`; declared after it, destroyed before it
   std::optional<cgroup::AppliedLimits> applied;
   std::optional<std::uint64_t> oomKillsAtAdoption;

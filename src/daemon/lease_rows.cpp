@@ -57,7 +57,7 @@ ledger::GrantedRow grantedRow(const Lease& l) {
     row.boundConsecutive = l.bound.consecutive;
   }
   row.requestedAtNs = l.requestedAtNs;
-  row.target = l.target;
+  if (l.target) row.target = *l.target;
   return row;
 }
 
@@ -120,7 +120,7 @@ Result<std::unique_ptr<Lease>> rebuildLease(const std::vector<ledger::Event>& ev
         l->advisory = true;
       }
       l->attributes = g->attributes;
-      l->target = g->target;
+      if (!g->target.empty()) l->target = std::make_unique<lease::AttachTarget>(g->target);
     } else if (e.kind == ledger::kStarted || e.kind == ledger::kAdopted) {
       auto p = ledger::decodePlaced(body);
       if (!p) return Error{0, fmt::format("lease {}: {}", l->id, p.error().message)};

@@ -25,7 +25,7 @@ std::optional<Denial> placeAttach(const PlacementEnv& env, const LeaseBook& book
     return Denial{code::kRefused,
                   "the daemon has no cgroup v2 root to meter an attached workload in"};
   std::string path;
-  l.target = a.target;
+  l.target = std::make_unique<lease::AttachTarget>(a.target);
   if (!a.target.unit.empty()) {
     const std::string& unit = a.target.unit;
     if (!unitInterface(unit)) {
@@ -105,8 +105,8 @@ std::optional<Denial> placeAttach(const PlacementEnv& env, const LeaseBook& book
   l.inode = cg->inode();
   // An attached workload's counters are its own cgroup's (a second handle on it).
   if (auto counters = cgroup::Cgroup::open(*env.cgroupRoot, cgPath))
-    l.countersCg.emplace(std::move(*counters));
-  l.cg.emplace(std::move(*cg));
+    l.countersCg = std::make_unique<cgroup::Cgroup>(std::move(*counters));
+  l.cg = std::make_unique<cgroup::Cgroup>(std::move(*cg));
   return std::nullopt;
 }
 
@@ -198,8 +198,8 @@ std::optional<Denial> placeRun(const PlacementEnv& env, const LeaseBook& book, c
   l.cgroup = p.cgroup;
   l.countersCgroup = counters;
   l.inode = cg->inode();
-  l.cg.emplace(std::move(*cg));
-  l.countersCg.emplace(std::move(*countersCg));
+  l.cg = std::make_unique<cgroup::Cgroup>(std::move(*cg));
+  l.countersCg = std::make_unique<cgroup::Cgroup>(std::move(*countersCg));
   return std::nullopt;
 }
 

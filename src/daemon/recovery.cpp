@@ -63,12 +63,12 @@ Result<std::vector<std::string>> recover(const config::Daemon& cfg, RecoveryEnv 
           why = fmt::format("unit {} now has cgroup '{}'", ref.unit, *unitCg);
       }
       if (why.empty()) {
-        ref.cg.emplace(std::move(*cg));
+        ref.cg = std::make_unique<cgroup::Cgroup>(std::move(*cg));
         if (ref.countersCgroup == ref.cgroup) {
           if (auto again = cgroup::Cgroup::open(*env.cgroupRoot, ref.cgroup))
-            ref.countersCg.emplace(std::move(*again));
+            ref.countersCg = std::make_unique<cgroup::Cgroup>(std::move(*again));
         } else if (auto counters = cgroup::Cgroup::open(*env.cgroupRoot, ref.countersCgroup)) {
-          ref.countersCg.emplace(std::move(*counters));
+          ref.countersCg = std::make_unique<cgroup::Cgroup>(std::move(*counters));
         }
       }
     }
@@ -88,7 +88,7 @@ Result<std::vector<std::string>> recover(const config::Daemon& cfg, RecoveryEnv 
     }
     (void)events.record(ref, ledger::kReadopted, ledger::encode(placedRow(ref)));
     sampler.startMetering(ref);
-    if (ref.target.pid) (void)env.watches.watchPid(ref.id, *ref.target.pid);
+    if (ref.target && ref.target->pid) (void)env.watches.watchPid(ref.id, *ref.target->pid);
     if (ref.isRun()) ref.graceDeadlineUs = clock::monotonicUs() + cfg.clientGraceUs;
     log.push_back(fmt::format("lease {} ({}): re-adopted {}", ref.id, ref.name, ref.cgroup));
   }

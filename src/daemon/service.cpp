@@ -200,7 +200,7 @@ void Service::granted(Lease& l) {
       return;
     }
     sampler_.startMetering(l);
-    if (l.target.pid) (void)env_.watches.watchPid(l.id, *l.target.pid);
+    if (l.target && l.target->pid) (void)env_.watches.watchPid(l.id, *l.target->pid);
   }
   if (l.pending) {
     reply(l.conn, l.pendingId, views_.lease(l));

@@ -53,7 +53,7 @@ json Views::lease(const Lease& l, const admission::Engine::Queued* queued, std::
   } else {
     j["granted_at_ns"] = l.grantedAtNs;
   }
-  if (!l.target.empty()) j["target"] = ledger::targetJson(l.target);
+  if (l.target && !l.target->empty()) j["target"] = ledger::targetJson(*l.target);
   if (!l.unit.empty()) j["unit"] = l.unit;
   if (!l.cgroup.empty()) {
     j["cgroup"] = l.cgroup;
