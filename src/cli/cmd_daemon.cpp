@@ -240,7 +240,8 @@ void addConfigCommand(CLI::App& app, ConfigCheckOptions& o) {
       "  capacity = 4\n"
       "  gpu_memory_budget = \"96GiB\"\n"
       "  memory_budget = \"64GiB\"\n"
-      "  devices = [\"0000:c6:00.0\"]");
+      "  devices = [\"0000:c6:00.0\"]\n"
+      "  gtt_ceiling = \"smaller\"   # or \"graphics\" (Mesa, Vulkan), \"compute\" (ROCm)");
   check->add_option("FILE", o.file, "the config file")->default_str(kDefaultConfig);
   check->add_flag("--json", o.json, "print the effective config (or the problems) as JSON");
 }
@@ -268,7 +269,8 @@ int runConfigCheck(const ConfigCheckOptions& o) {
                        {"capacity", p.capacity},
                        {"memory_budget", opt(p.memoryBudget)},
                        {"gpu_memory_budget", opt(p.gpuMemoryBudget)},
-                       {"devices", p.devices}});
+                       {"devices", p.devices},
+                       {"gtt_ceiling", devices::gttConsumerName(p.gttCeiling)}});
     }
     json d = {
         {"socket", c.daemon.socket},
@@ -289,10 +291,11 @@ int runConfigCheck(const ConfigCheckOptions& o) {
              c.daemon.sampleIntervalUs / 1000);
   for (const auto& p : c.pools) {
     fmt::print(
-        "pool {}: capacity {}, memory budget {}, GPU memory budget {}{}\n", p.name, p.capacity,
-        p.memoryBudget ? units::humanBytes(*p.memoryBudget) : std::string("none"),
+        "pool {}: capacity {}, memory budget {}, GPU memory budget {}{}, GTT ceiling {}\n", p.name,
+        p.capacity, p.memoryBudget ? units::humanBytes(*p.memoryBudget) : std::string("none"),
         p.gpuMemoryBudget ? units::humanBytes(*p.gpuMemoryBudget) : std::string("none"),
-        p.devices.empty() ? std::string() : fmt::format(" on {}", fmt::join(p.devices, ", ")));
+        p.devices.empty() ? std::string() : fmt::format(" on {}", fmt::join(p.devices, ", ")),
+        devices::gttConsumerName(p.gttCeiling));
   }
   return kExitOk;
 }

@@ -172,24 +172,18 @@ int runDoctor(const fs::RootPaths& paths, const DoctorOptions& opts) {
   }
   devices::DeviceMap devmap = devices ? *devices : devices::DeviceMap{};
   auto host = readHostFacts(roots->proc, roots->sys);
+  std::vector<devices::GttCeilings> ceilings;
   json devs = json::array();
-  for (const auto& d : devmap.devices)
-    devs.push_back({{"key", d.key}, {"driver", d.driver}, {"memory", report::deviceMemoryJson(d)}});
+  for (const auto& d : devmap.devices) {
+    ceilings.push_back(devices::gttCeilings(d, host.ttm, host.pageSize));
+    devs.push_back({{"key", d.key},
+                    {"driver", d.driver},
+                    {"memory", report::deviceMemoryJson(d)},
+                    {"gtt_ceiling", report::gttCeilingsJson(ceilings.back())}});
+  }
   doc["gpu_devices"] = devs;
-  // The ceiling with the unit its source counts in: pages_limit is in pages
-  // of the kernel's PAGE_SIZE, gttsize in MiB (-1: the driver's default).
-  std::string raw;
-  if (host.gtt.ttmPagesLimit)
-    raw += fmt::format("{}.pages_limit = {} pages of {} bytes", host.gtt.ttmModule,
-                       *host.gtt.ttmPagesLimit, host.gtt.pageSize);
-  if (host.gtt.amdgpuGttsizeMiB)
-    raw += fmt::format("{}amdgpu.gttsize = {} MiB", raw.empty() ? "" : "; ",
-                       *host.gtt.amdgpuGttsizeMiB);
-  if (host.gtt.bytes)
-    doc["gtt_ceiling"] = {{"bytes", *host.gtt.bytes}, {"source", host.gtt.source}, {"raw", raw}};
-  else
-    doc["gtt_ceiling"] = {{"bytes", nullptr},
-                          {"unknown", "no ttm/amdttm pages_limit or amdgpu gttsize readable"}};
+  auto gttsizeWarning = devices::gttsizeAdvice(host.gttsize, host.ttm, host.pageSize);
+  doc["gtt_warnings"] = gttsizeWarning ? json::array({*gttsizeWarning}) : json::array();
   if (host.meminfo.memAvailable) doc["mem_available_bytes"] = *host.meminfo.memAvailable;
 
   std::optional<coverage::ProbeOptions> probe;
@@ -296,11 +290,19 @@ int runDoctor(const fs::RootPaths& paths, const DoctorOptions& opts) {
     }
     fmt::print("gpu          {} ({}){}\n", d.key, d.driver.empty() ? "no driver" : d.driver, mem);
   }
-  if (host.gtt.bytes)
-    fmt::print("gtt ceiling  {}, in force: {} (read: {})\n", units::humanBytes(*host.gtt.bytes),
-               host.gtt.source, raw);
-  else
-    fmt::print("gtt ceiling  unknown (no ttm module parameters)\n");
+  for (std::size_t i = 0; i < devmap.devices.size(); ++i) {
+    const auto& c = ceilings[i];
+    auto one = [](const devices::Ceiling& x) {
+      return x.bytes ? fmt::format("{} ({})", units::humanBytes(*x.bytes), x.source)
+                     : fmt::format("unknown ({})", x.unknown.value_or("?"));
+    };
+    fmt::print("gtt ceiling  {} graphics: {}\n", devmap.devices[i].key, one(c.graphics));
+    if (c.compute.bytes || devmap.devices[i].driver == "amdgpu")
+      fmt::print("             {} compute (ROCm): {}\n", devmap.devices[i].key, one(c.compute));
+    if (auto choice = c.smallerInWords(); !choice.empty())
+      fmt::print("             headroom uses {}; TTM: {}\n", choice, c.ttmHow);
+  }
+  if (gttsizeWarning) fmt::print("warning      {}\n", *gttsizeWarning);
   if (host.meminfo.memAvailable)
     fmt::print("host         MemAvailable {}\n", units::humanBytes(*host.meminfo.memAvailable));
   for (const auto& s : a.signs.signs) {

@@ -50,7 +50,7 @@ int runGpu(const fs::RootPaths& paths, const GpuOptions& opts) {
     return kExitEnvironment;
   }
   auto host = readHostFacts(roots->proc, roots->sys);
-  auto agg = report::aggregate(*scan, host.meminfo);
+  auto agg = report::aggregate(*scan, host);
   if (opts.json) {
     fmt::print("{}\n", report::gpuJson(*scan, agg, host).dump(2));
   } else {

@@ -9,7 +9,9 @@ report::HostFacts readHostFacts(const fs::Root& proc, const fs::Root& sys) {
   else
     host.meminfoError = m.error().message;
   // pages_limit counts pages of the kernel's PAGE_SIZE, the same as ours.
-  host.gtt = devices::readGttCeiling(sys, static_cast<std::uint64_t>(::sysconf(_SC_PAGESIZE)));
+  host.pageSize = static_cast<std::uint64_t>(::sysconf(_SC_PAGESIZE));
+  host.ttm = devices::readTtmModules(sys);
+  host.gttsize = devices::readAmdgpuGttsize(sys);
   return host;
 }
 

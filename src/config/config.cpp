@@ -227,7 +227,7 @@ void readPool(Reader& r, const std::string& name, const toml::node& node, Config
   if (!validPoolName(name))
     r.problem(node, fmt::format("pool name '{}' must be 1-64 of [A-Za-z0-9_-]", name));
   r.onlyKeys(*t, fmt::format("[{}]", where),
-             {"capacity", "memory_budget", "gpu_memory_budget", "devices"});
+             {"capacity", "memory_budget", "gpu_memory_budget", "devices", "gtt_ceiling"});
   Pool p;
   p.name = name;
   p.line = lineOf(node);
@@ -238,6 +238,16 @@ void readPool(Reader& r, const std::string& name, const toml::node& node, Config
   if (auto v = r.count(*t, "capacity", where, 1, 1'000'000)) p.capacity = *v;
   p.memoryBudget = r.size(*t, "memory_budget", where);
   p.gpuMemoryBudget = r.size(*t, "gpu_memory_budget", where);
+  if (const toml::node* gn = t->get("gtt_ceiling")) {
+    auto v = gn->value<std::string>();
+    auto consumer = v ? devices::parseGttConsumer(*v) : std::nullopt;
+    if (!consumer)
+      r.problem(*gn, fmt::format("{}.gtt_ceiling must be \"smaller\", \"graphics\" (Mesa, Vulkan) "
+                                 "or \"compute\" (ROCm)",
+                                 where));
+    else
+      p.gttCeiling = *consumer;
+  }
   if (const toml::node* dn = t->get("devices")) {
     const toml::array* a = dn->as_array();
     if (!a) {

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "devices/gtt_consumer.h"
 #include "util/result.h"
 
 namespace tally::config {
@@ -19,7 +20,11 @@ struct Pool {
   std::optional<std::uint64_t> memoryBudget;     // Σ declared memory_max of holders
   std::optional<std::uint64_t> gpuMemoryBudget;  // Σ declared gpu_memory_max of holders
   std::vector<std::string> devices;  // PCI BDFs the GPU budget refers to; empty = every GPU
-  std::size_t line = 0;              // where its table starts in the file
+  // Which GTT ceiling the pool's GPU headroom is measured against
+  // (devices/gtt_ceiling.h): the smaller of graphics and compute, or the one
+  // the pool's workloads use.
+  devices::GttConsumer gttCeiling = devices::GttConsumer::Smaller;
+  std::size_t line = 0;  // where its table starts in the file
 };
 
 inline constexpr const char* kSystemSocket = "/run/tally/tally.sock";

@@ -16,17 +16,16 @@ std::uint64_t minus(std::uint64_t a, std::uint64_t b) { return a > b ? a - b : 0
 
 }  // namespace
 
-std::optional<std::uint64_t> deviceFree(const config::Pool& pool,
-                                        const devices::DeviceMap& devices) {
+std::optional<std::uint64_t> deviceFree(const config::Pool& pool, const HostFigures& host) {
   std::optional<std::uint64_t> free;
-  for (const auto& d : devices.devices) {
+  for (const auto& d : host.devices.devices) {
     if (!pool.devices.empty() && (!d.pdev || std::find(pool.devices.begin(), pool.devices.end(),
                                                        *d.pdev) == pool.devices.end())) {
       continue;
     }
-    for (const char* region : {"gtt", "vram"}) {
-      if (auto f = d.regionFree(region)) free = free.value_or(0) + *f;
-    }
+    auto ceilings = devices::gttCeilings(d, host.ttm, host.pageSize);
+    if (auto f = devices::gttFree(d, ceilings, pool.gttCeiling)) free = free.value_or(0) + *f;
+    if (auto f = d.regionFree("vram")) free = free.value_or(0) + *f;
   }
   return free;
 }
@@ -40,7 +39,7 @@ admission::Headroom poolHeadroom(const config::Pool& pool, const HostFigures& ho
     gpuPromised += unused(u.gpuMemoryMax, u.gpuInUse);
   }
   if (host.memAvailable) h.hostBytes = minus(*host.memAvailable, hostPromised);
-  if (auto free = deviceFree(pool, host.devices)) {
+  if (auto free = deviceFree(pool, host)) {
     std::uint64_t f = host.memAvailable ? std::min(*free, *host.memAvailable) : *free;
     h.gpuBytes = minus(f, gpuPromised);
   }

@@ -2,9 +2,11 @@
 // delay a grant). Pure: the figures come in, the headroom goes out.
 //
 //   host  = MemAvailable − Σ over the pool's holders of (memory_max − memory.current)
-//   gpu   = min(Σ device (gtt_total − gtt_used) + (vram_total − vram_used), MemAvailable)
+//   gpu   = min(Σ device (gtt_ceiling − gtt_used) + (vram_total − vram_used), MemAvailable)
 //           − Σ over the pool's holders of (gpu_memory_max − GPU memory in use)
 //
+// gtt_ceiling is the pool's choice of the device's two GTT ceilings
+// (devices/gtt_ceiling.h: the smaller of graphics and compute by default).
 // A holder's unused declaration is still promised to it, so it is taken off
 // what is free; a holder whose use is unknown keeps its whole declaration.
 // Any figure that cannot be read makes that headroom absent (no delay).
@@ -17,6 +19,8 @@
 
 #include "admission/engine.h"
 #include "devices/drm_devices.h"
+#include "devices/gtt_ceiling.h"
+#include "devices/ttm.h"
 
 namespace tally::daemon {
 
@@ -28,12 +32,13 @@ struct HolderUse {
 struct HostFigures {
   std::optional<std::uint64_t> memAvailable;
   devices::DeviceMap devices;
+  devices::TtmModules ttm;
+  std::uint64_t pageSize = 4096;
 };
 
 // The GPU memory free on the pool's devices (all devices with mem_info_*
 // when the pool names none); absent when no such device exports the figures.
-std::optional<std::uint64_t> deviceFree(const config::Pool& pool,
-                                        const devices::DeviceMap& devices);
+std::optional<std::uint64_t> deviceFree(const config::Pool& pool, const HostFigures& host);
 
 admission::Headroom poolHeadroom(const config::Pool& pool, const HostFigures& host,
                                  const std::vector<HolderUse>& holders);

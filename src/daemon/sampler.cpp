@@ -97,6 +97,8 @@ const HostFigures& Sampler::host() {
     host_.devices = std::move(*d);
   else
     host_.devices = {};
+  host_.ttm = devices::readTtmModules(env_.sys);
+  host_.pageSize = env_.pageSize;
   return host_;
 }
 

@@ -30,6 +30,7 @@ struct SamplerEnv {
   const fs::Root* cgroupRoot;
   Watches& watches;
   Units* units;
+  std::uint64_t pageSize;  // what TTM's pages_limit counts in
 };
 
 class Sampler {

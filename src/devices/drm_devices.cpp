@@ -74,13 +74,6 @@ std::optional<std::uint64_t> DrmDevice::regionFree(std::string_view name) const 
   return *m->totalBytes > *m->usedBytes ? *m->totalBytes - *m->usedBytes : 0;
 }
 
-std::optional<std::uint64_t> gttHeadroom(const DrmDevice& d,
-                                         std::optional<std::uint64_t> memAvailable) {
-  auto free = d.regionFree("gtt");
-  if (!free || !memAvailable) return std::nullopt;
-  return std::min(*free, *memAvailable);
-}
-
 std::optional<std::size_t> DeviceMap::byMinor(std::uint32_t minor) const {
   for (std::size_t i = 0; i < devices.size(); ++i)
     for (const auto& n : devices[i].nodes)
@@ -123,34 +116,6 @@ std::optional<std::size_t> resolveMinor(const fs::Root& sys, DeviceMap& map, std
   if (!d) return std::nullopt;
   merge(map, std::move(*d));
   return map.byMinor(minor);
-}
-
-GttCeiling readGttCeiling(const fs::Root& sys, std::uint64_t pageSize) {
-  GttCeiling c;
-  c.pageSize = pageSize;
-  for (const char* module : {"ttm", "amdttm"}) {
-    auto v = sys.read(std::string("module/") + module + "/parameters/pages_limit", 64);
-    if (!v) continue;
-    c.ttmPagesLimit = probes::parseSysfsU64(*v);
-    c.ttmModule = module;
-    if (c.ttmPagesLimit) break;
-  }
-  if (auto g = sys.read("module/amdgpu/parameters/gttsize", 64)) {
-    c.amdgpuGttsizeMiB = probes::parseSysfsI64(*g);
-  } else if (g.error().code != ENOENT) {
-    c.amdgpuGttsizeUnreadable = g.error().message;  // 0600: root only
-  }
-  // amdgpu_ttm_init(): an explicit gttsize (deprecated) wins; otherwise TTM's
-  // pages_limit, which ttm_global_init() has already defaulted to RAM/2.
-  if (c.amdgpuGttsizeMiB && *c.amdgpuGttsizeMiB > 0) {
-    c.bytes =
-        text::mulU64(static_cast<std::uint64_t>(*c.amdgpuGttsizeMiB), std::uint64_t{1024} * 1024);
-    c.source = "amdgpu.gttsize";
-  } else if (c.ttmPagesLimit && *c.ttmPagesLimit > 0) {
-    c.bytes = text::mulU64(*c.ttmPagesLimit, pageSize);
-    c.source = c.ttmModule + ".pages_limit";
-  }
-  return c;
 }
 
 }  // namespace tally::devices

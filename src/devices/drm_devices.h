@@ -41,12 +41,6 @@ struct DrmDevice {
   std::optional<std::uint64_t> regionFree(std::string_view name) const;
 };
 
-// What more can be placed in GTT on a device: its GTT free, and never more
-// than the host's MemAvailable (GTT is system RAM). The one rule for GTT
-// headroom, of `tally gpu` and of the daemon's pools.
-std::optional<std::uint64_t> gttHeadroom(const DrmDevice& d,
-                                         std::optional<std::uint64_t> memAvailable);
-
 struct DeviceMap {
   std::vector<DrmDevice> devices;  // sorted by key
   // Index into `devices`, or nullopt if no device has that minor.
@@ -61,20 +55,5 @@ Result<DeviceMap> discoverDrmDevices(const fs::Root& sys);
 // A minor seen in an fd but missing from the map (hot-plugged since
 // discovery): resolve it through <sys>/dev/char/226:<minor> and add it.
 std::optional<std::size_t> resolveMinor(const fs::Root& sys, DeviceMap& map, std::uint32_t minor);
-
-// The GTT ceiling and where it comes from. ttm.pages_limit (pages) bounds
-// every TTM device; amdgpu.gttsize (MiB, -1 = auto, deprecated) overrides it
-// for amdgpu when set. AMD's DKMS driver uses the amdttm module instead.
-struct GttCeiling {
-  std::optional<std::uint64_t> ttmPagesLimit;          // pages
-  std::string ttmModule;                               // "ttm" or "amdttm"
-  std::uint64_t pageSize = 0;                          // bytes per page
-  std::optional<std::int64_t> amdgpuGttsizeMiB;        // -1 = auto
-  std::optional<std::string> amdgpuGttsizeUnreadable;  // e.g. mode 0600 and not root
-  std::optional<std::uint64_t> bytes;                  // the ceiling in force
-  std::string source;  // "ttm.pages_limit", "amdgpu.gttsize", or "" if unknown
-};
-
-GttCeiling readGttCeiling(const fs::Root& sys, std::uint64_t pageSize);
 
 }  // namespace tally::devices

@@ -58,7 +58,7 @@ void addOpt(std::optional<std::uint64_t>& into, std::optional<std::uint64_t> v) 
 
 }  // namespace
 
-Aggregate aggregate(const scanner::Scan& scan, const probes::MemInfo& meminfo) {
+Aggregate aggregate(const scanner::Scan& scan, const HostFacts& host) {
   Aggregate a;
   for (const auto& c : scan.clients) a.clientRegions.push_back(clientRegions(c));
 
@@ -127,10 +127,16 @@ Aggregate aggregate(const scanner::Scan& scan, const probes::MemInfo& meminfo) {
       if (!scan.unreadable.empty())
         s.unattributedNote = "includes the memory of processes whose fds could not be read";
     }
-    s.gttHeadroomBytes = devices::gttHeadroom(dev, meminfo.memAvailable);
-    if (!s.gttHeadroomBytes) {
-      s.gttHeadroomUnknown = !dev.regionFree("gtt") ? "device exports no mem_info_gtt_total/_used"
-                                                    : "MemAvailable unknown";
+    s.gttCeilings = devices::gttCeilings(dev, host.ttm, host.pageSize);
+    s.gttHeadroomBytes = devices::gttHeadroom(dev, s.gttCeilings, devices::GttConsumer::Smaller,
+                                              host.meminfo.memAvailable);
+    if (s.gttHeadroomBytes) {
+      s.gttCeilings.forConsumer(devices::GttConsumer::Smaller, &s.gttHeadroomCeiling);
+    } else {
+      const devices::DeviceMemory* gtt = dev.region("gtt");
+      s.gttHeadroomUnknown = !gtt || !gtt->usedBytes ? "the device exports no mem_info_gtt_used"
+                             : !host.meminfo.memAvailable ? "MemAvailable unknown"
+                                                          : "no GTT ceiling is known";
     }
     a.devices.push_back(std::move(s));
   }

@@ -10,6 +10,8 @@
 #include <vector>
 
 #include "attribution/container.h"
+#include "devices/gtt_ceiling.h"
+#include "devices/ttm.h"
 #include "probes/meminfo.h"
 #include "scanner/scan.h"
 
@@ -36,6 +38,16 @@ RegionMap clientRegions(const scanner::Client& c);
 void addInto(RegionMap& into, const RegionMap& from);
 // A process's VRAM by KFD (/sys/class/kfd/kfd/proc/<pid>/vram_*); absent when it has none.
 std::optional<std::uint64_t> kfdVramBytes(const scanner::Process& p);
+
+// What the host says beside the scan: MemAvailable, the TTM modules and
+// amdgpu.gttsize (the GTT ceilings), the page size pages_limit counts in.
+struct HostFacts {
+  probes::MemInfo meminfo;
+  std::optional<std::string> meminfoError;
+  devices::TtmModules ttm;
+  devices::AmdgpuGttsize gttsize;
+  std::uint64_t pageSize = 4096;
+};
 
 struct CgroupGroup {
   std::string path;
@@ -64,7 +76,9 @@ struct DeviceSummary {
   // negative means clients over-report (shared buffers counted per importer).
   std::map<std::string, std::int64_t> unattributed;
   std::optional<std::string> unattributedNote;  // why figures are absent or partial
-  std::optional<std::uint64_t> gttHeadroomBytes;
+  devices::GttCeilings gttCeilings;
+  std::optional<std::uint64_t> gttHeadroomBytes;  // against the smaller ceiling
+  const char* gttHeadroomCeiling = nullptr;       // "graphics" or "compute"
   std::optional<std::string> gttHeadroomUnknown;
 };
 
@@ -79,6 +93,6 @@ struct Aggregate {
   std::vector<DeviceSummary> devices;      // parallel to scan.devices.devices
 };
 
-Aggregate aggregate(const scanner::Scan& scan, const probes::MemInfo& meminfo);
+Aggregate aggregate(const scanner::Scan& scan, const HostFacts& host);
 
 }  // namespace tally::report

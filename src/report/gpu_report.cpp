@@ -6,6 +6,7 @@
 #include <cctype>
 #include <set>
 
+#include "util/text.h"
 #include "util/units.h"
 
 namespace tally::report {
@@ -98,6 +99,26 @@ json kfdJson(const scanner::Process& p) {
 
 }  // namespace
 
+json gttCeilingsJson(const devices::GttCeilings& c) {
+  auto one = [](const devices::Ceiling& x) {
+    json j;
+    if (x.bytes) {
+      j["bytes"] = *x.bytes;
+      j["source"] = x.source;
+    } else {
+      j["bytes"] = nullptr;
+      j["unknown"] = x.unknown.value_or("unknown");
+    }
+    return j;
+  };
+  json j = {{"graphics", one(c.graphics)}, {"compute", one(c.compute)}};
+  j["ttm_module"] = c.ttmModule.empty() ? json(nullptr) : json(c.ttmModule);
+  j["ttm_module_how"] = c.ttmHow;
+  const char* which = nullptr;
+  if (c.forConsumer(devices::GttConsumer::Smaller, &which)) j["headroom_uses"] = which;
+  return j;
+}
+
 json deviceMemoryJson(const devices::DrmDevice& d) {
   json mem = json::object();
   for (const auto& m : d.memory) {
@@ -130,22 +151,27 @@ json gpuJson(const scanner::Scan& scan, const Aggregate& agg, const HostFacts& h
     hostJ["mem_available_bytes"] = *host.meminfo.memAvailable;
   else
     hostJ["mem_available_unknown"] = host.meminfoError.value_or("no MemAvailable in meminfo");
-  json gtt = json::object();
-  if (host.gtt.ttmPagesLimit) {
-    gtt["ttm_pages_limit_pages"] = *host.gtt.ttmPagesLimit;
-    gtt["ttm_module"] = host.gtt.ttmModule;
-    gtt["page_size_bytes"] = host.gtt.pageSize;
+  hostJ["page_size_bytes"] = host.pageSize;
+  json ttm = json::array();
+  for (const auto& m : host.ttm.loaded) {
+    json t = {{"module", m.name}};
+    if (m.pagesLimit) {
+      t["pages_limit_pages"] = *m.pagesLimit;
+      if (auto b = text::mulU64(*m.pagesLimit, host.pageSize)) t["pages_limit_bytes"] = *b;
+    } else {
+      t["pages_limit_unknown"] = m.pagesLimitUnknown.value_or("unreadable");
+    }
+    t["holders"] = m.holders;
+    if (m.ttmMemcg) t["ttm_memcg"] = *m.ttmMemcg;
+    ttm.push_back(t);
   }
-  if (host.gtt.amdgpuGttsizeMiB) gtt["amdgpu_gttsize_mib"] = *host.gtt.amdgpuGttsizeMiB;
-  if (host.gtt.amdgpuGttsizeUnreadable)
-    gtt["amdgpu_gttsize_unreadable"] = *host.gtt.amdgpuGttsizeUnreadable;
-  if (host.gtt.bytes) {
-    gtt["ceiling_bytes"] = *host.gtt.bytes;
-    gtt["in_force"] = host.gtt.source;
-  } else {
-    gtt["ceiling_unknown"] = "neither ttm/amdttm pages_limit nor amdgpu gttsize is readable";
-  }
-  hostJ["gtt_ceiling"] = gtt;
+  hostJ["ttm_modules"] = ttm;
+  if (host.gttsize.mib) hostJ["amdgpu_gttsize_mib"] = *host.gttsize.mib;
+  if (host.gttsize.unreadable) hostJ["amdgpu_gttsize_unreadable"] = *host.gttsize.unreadable;
+  json warnings = json::array();
+  if (auto w = devices::gttsizeAdvice(host.gttsize, host.ttm, host.pageSize))
+    warnings.push_back(*w);
+  hostJ["warnings"] = warnings;
   doc["host"] = hostJ;
 
   json devs = json::array();
@@ -173,10 +199,13 @@ json gpuJson(const scanner::Scan& scan, const Aggregate& agg, const HostFacts& h
     for (const auto& [region, v] : s.unattributed) un[region] = {{"resident_bytes", v}};
     j["unattributed"] = un;
     if (s.unattributedNote) j["unattributed_note"] = *s.unattributedNote;
-    if (s.gttHeadroomBytes)
+    j["gtt_ceiling"] = gttCeilingsJson(s.gttCeilings);
+    if (s.gttHeadroomBytes) {
       j["gtt_headroom_bytes"] = *s.gttHeadroomBytes;
-    else
+      j["gtt_headroom_ceiling"] = s.gttHeadroomCeiling;
+    } else {
       j["gtt_headroom_unknown"] = s.gttHeadroomUnknown.value_or("unknown");
+    }
     devs.push_back(j);
   }
   doc["devices"] = devs;
@@ -251,6 +280,16 @@ std::vector<std::string> regionColumns(const Aggregate& agg) {
   return out;
 }
 
+std::string gttCeilingLine(const devices::GttCeilings& c) {
+  if (!c.graphics.bytes && !c.compute.bytes) return "";
+  auto one = [](const char* name, const devices::Ceiling& x) {
+    return x.bytes ? fmt::format("{} {} ({})", name, units::humanBytes(*x.bytes), x.source)
+                   : fmt::format("{} -", name);
+  };
+  return fmt::format("  GTT ceiling: {}; {}\n", one("graphics", c.graphics),
+                     one("compute (ROCm)", c.compute));
+}
+
 std::string cell(const RegionMap& regions, const std::string& region) {
   auto it = regions.find(region);
   if (it == regions.end()) return "-";
@@ -283,12 +322,13 @@ std::string gpuTable(const scanner::Scan& scan, const Aggregate& agg, const Host
       }
       out += "\n";
     }
+    out += gttCeilingLine(s.gttCeilings);
     if (s.gttHeadroomBytes)
-      out += fmt::format("  GTT headroom {}\n", units::humanBytes(*s.gttHeadroomBytes));
+      out += fmt::format("  GTT headroom {} (against the {} ceiling, within MemAvailable)\n",
+                         units::humanBytes(*s.gttHeadroomBytes), s.gttHeadroomCeiling);
   }
-  if (host.gtt.bytes)
-    out +=
-        fmt::format("GTT ceiling {} ({})\n", units::humanBytes(*host.gtt.bytes), host.gtt.source);
+  if (auto w = devices::gttsizeAdvice(host.gttsize, host.ttm, host.pageSize))
+    out += "warning: " + *w + "\n";
 
   auto columns = regionColumns(agg);
   std::string header;

@@ -12,18 +12,16 @@
 
 namespace tally::report {
 
-struct HostFacts {
-  probes::MemInfo meminfo;
-  std::optional<std::string> meminfoError;
-  devices::GttCeiling gtt;
-};
-
 enum class GroupBy { kProcess, kCgroup, kContainer };
 
 nlohmann::ordered_json gpuJson(const scanner::Scan& scan, const Aggregate& agg,
                                const HostFacts& host);
 std::string gpuTable(const scanner::Scan& scan, const Aggregate& agg, const HostFacts& host,
                      GroupBy by);
+
+// A device's two GTT ceilings (graphics, compute), the TTM module serving it,
+// and which ceiling headroom uses.
+nlohmann::ordered_json gttCeilingsJson(const devices::GttCeilings& c);
 
 // A device's sysfs memory figures: {"gtt": {"total_bytes", "used_bytes", "source"}, ...}.
 nlohmann::ordered_json deviceMemoryJson(const devices::DrmDevice& d);

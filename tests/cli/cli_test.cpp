@@ -1,5 +1,6 @@
 // The tally binary end to end on a synthetic tree: --proc-root/--sys-root/
 // --cgroup-root give the exact per-process, per-cgroup and per-device figures.
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -59,8 +60,10 @@ TEST_F(Cli, GpuJsonExactFigures) {
   EXPECT_EQ(doc["schema"], 1);
   EXPECT_GT(doc["observed_at_ns"].get<std::uint64_t>(), 0u);
   EXPECT_EQ(doc["host"]["mem_available_bytes"], kMemAvailable);
-  EXPECT_EQ(doc["host"]["gtt_ceiling"]["ceiling_bytes"], 96 * kGiB);
-  EXPECT_EQ(doc["host"]["gtt_ceiling"]["in_force"], "ttm.pages_limit");
+  EXPECT_EQ(doc["host"]["ttm_modules"],
+            json::parse(R"([{"module": "ttm", "pages_limit_pages": 25165824,
+                             "pages_limit_bytes": 103079215104, "holders": []}])"));
+  EXPECT_EQ(doc["host"]["warnings"], json::array());
 
   const auto& amd = byKey(doc["devices"], "pdev", kAmdBdf);
   EXPECT_EQ(amd["driver"], "amdgpu");
@@ -75,7 +78,14 @@ TEST_F(Cli, GpuJsonExactFigures) {
             static_cast<std::int64_t>(kGttUsed - gtt));
   EXPECT_EQ(amd["unattributed"]["vram"]["resident_bytes"],
             static_cast<std::int64_t>(kVramUsed - vram));
+  EXPECT_EQ(amd["gtt_ceiling"]["graphics"],
+            json({{"bytes", 96 * kGiB}, {"source", "mem_info_gtt_total (bytes)"}}));
+  EXPECT_EQ(
+      amd["gtt_ceiling"]["compute"],
+      json({{"bytes", 96 * kGiB}, {"source", "ttm.pages_limit = 25165824 pages of 4096 bytes"}}));
+  EXPECT_EQ(amd["gtt_ceiling"]["ttm_module"], "ttm");
   EXPECT_EQ(amd["gtt_headroom_bytes"], kMemAvailable);  // min(86 GiB free GTT, MemAvailable)
+  EXPECT_EQ(amd["gtt_headroom_ceiling"], "graphics");   // equal ceilings: graphics
   const auto& xe = byKey(doc["devices"], "pdev", kXeBdf);
   EXPECT_EQ(xe["attributed"]["gtt"]["resident_bytes"], 192 * kKiB);
   EXPECT_FALSE(xe.contains("gtt_headroom_bytes"));
@@ -117,7 +127,10 @@ TEST_F(Cli, GpuTables) {
   ASSERT_EQ(r.status, 0);
   EXPECT_NE(r.out.find("llama-server"), std::string::npos);
   EXPECT_NE(r.out.find("4.0 GiB"), std::string::npos);
-  EXPECT_NE(r.out.find("GTT ceiling 96.0 GiB (ttm.pages_limit)"), std::string::npos);
+  EXPECT_NE(r.out.find("  GTT ceiling: graphics 96.0 GiB (mem_info_gtt_total (bytes)); compute "
+                       "(ROCm) 96.0 GiB (ttm.pages_limit = 25165824 pages of 4096 bytes)\n"),
+            std::string::npos)
+      << r.out;
   r = runTally("gpu --by container " + roots());
   ASSERT_EQ(r.status, 0);
   EXPECT_NE(r.out.find("podman:4f2a9c1e8b7d"), std::string::npos);
@@ -177,8 +190,54 @@ TEST_F(Cli, DoctorOnV2HostWithSystemd) {
       doc["degraded"],
       json::array({"GTT is not covered by a lease's MemoryMax; tally bounds it from DRM fdinfo"}));
   EXPECT_EQ(doc["cgroup"]["memory_controller"], "cgroup v2");
-  EXPECT_EQ(doc["gtt_ceiling"]["bytes"], 96 * kGiB);
   EXPECT_EQ(doc["gpu_devices"].size(), 2u);
+  EXPECT_EQ(byKey(doc["gpu_devices"], "key", kAmdBdf)["gtt_ceiling"]["compute"]["bytes"],
+            96 * kGiB);
+  EXPECT_EQ(doc["gtt_warnings"], json::array());
+}
+
+// amdgpu.gttsize=131072 with TTM's default pages_limit (RAM/2, here 64 GiB):
+// sysfs shows 128 GiB of GTT, ROCm gets 64. Both commands give the compute
+// ceiling from pages_limit, measure headroom against it, and say why.
+TEST_F(Cli, GttsizeAloneIsNotRocmsCeilingAndBothCommandsSaySo) {
+  writeFile(host.sysRoot() + "/devices/pci0000:00/" + kAmdBdf + "/mem_info_gtt_total",
+            fmt::format("{}\n", 128 * kGiB));
+  host.setModuleParam("ttm", "pages_limit", "16777216");
+  host.setModuleParam("amdgpu", "gttsize", "131072");
+  auto r = runTally("gpu --json " + roots());
+  ASSERT_EQ(r.status, 0) << r.out;
+  auto doc = json::parse(r.out);
+  const auto& amd = byKey(doc["devices"], "pdev", kAmdBdf);
+  EXPECT_EQ(amd["gtt_ceiling"]["graphics"]["bytes"], 128 * kGiB);
+  EXPECT_EQ(amd["gtt_ceiling"]["compute"]["bytes"], 64 * kGiB);
+  EXPECT_EQ(amd["gtt_ceiling"]["headroom_uses"], "compute");
+  EXPECT_EQ(amd["gtt_headroom_bytes"], 54 * kGiB);  // 64 - 10 used, below MemAvailable
+  EXPECT_EQ(amd["gtt_headroom_ceiling"], "compute");
+  EXPECT_EQ(doc["host"]["amdgpu_gttsize_mib"], 131072);
+  ASSERT_EQ(doc["host"]["warnings"].size(), 1u);
+  const std::string warning = doc["host"]["warnings"][0];
+  EXPECT_NE(warning.find("ROCm does not see it: ROCm's GTT ceiling is 64.0 GiB"), std::string::npos)
+      << warning;
+  EXPECT_NE(warning.find("ttm.pages_limit=33554432"), std::string::npos) << warning;
+  auto table = runTally("gpu " + roots());
+  EXPECT_NE(table.out.find("GTT headroom 54.0 GiB (against the compute ceiling"), std::string::npos)
+      << table.out;
+  EXPECT_NE(table.out.find("warning: " + warning), std::string::npos) << table.out;
+
+  auto d = runTally("doctor --json " + roots());
+  auto dd = json::parse(d.out);
+  EXPECT_EQ(byKey(dd["gpu_devices"], "key", kAmdBdf)["gtt_ceiling"]["compute"]["source"],
+            "ttm.pages_limit = 16777216 pages of 4096 bytes");
+  EXPECT_EQ(dd["gtt_warnings"], json::array({warning}));
+  auto text = runTally("doctor " + roots());
+  EXPECT_NE(text.out.find(fmt::format("gtt ceiling  {} graphics: 128.0 GiB (mem_info_gtt_total "
+                                      "(bytes))\n             {} compute (ROCm): 64.0 GiB "
+                                      "(ttm.pages_limit = 16777216 pages of 4096 bytes)\n",
+                                      kAmdBdf, kAmdBdf)),
+            std::string::npos)
+      << text.out;
+  EXPECT_NE(text.out.find("headroom uses the compute ceiling (the smaller)"), std::string::npos);
+  EXPECT_NE(text.out.find("warning      " + warning), std::string::npos);
 }
 
 TEST_F(Cli, DoctorOnHybridHostIsDegraded) {

@@ -81,7 +81,8 @@ TEST(DoctorStates, Bookworm61NoDmemHostMemoryOnly) {
   EXPECT_EQ(j["gtt_memcg_coverage"]["coverage"], "host");
   EXPECT_EQ(j["dmem"]["present"], false);
   EXPECT_EQ(j["cgroup"]["memory_delegated"], true);
-  EXPECT_EQ(j["gtt_ceiling"]["bytes"], 112 * GiB);
+  EXPECT_EQ(j["gpu_devices"][0]["gtt_ceiling"]["graphics"]["bytes"], 112 * GiB);
+  EXPECT_EQ(j["gpu_devices"][0]["gtt_ceiling"]["compute"]["bytes"], 112 * GiB);
   EXPECT_EQ(j["exit_status"], 1);
 }
 

@@ -158,6 +158,12 @@ void FakeHost::setModuleParam(const std::string& module, const std::string& para
   writeFile(fmt::format("{}/module/{}/parameters/{}", sysRoot(), module, param), value + "\n");
 }
 
+void FakeHost::addModuleHolder(const std::string& module, const std::string& holder) {
+  makeDirs(fmt::format("{}/module/{}", sysRoot(), holder));
+  makeDirs(fmt::format("{}/module/{}/holders", sysRoot(), module));
+  makeSymlink("../../" + holder, fmt::format("{}/module/{}/holders/{}", sysRoot(), module, holder));
+}
+
 void FakeHost::addCgroup(const std::string& path, const std::vector<pid_t>& pids) {
   std::string content;
   for (auto p : pids) content += fmt::format("{}\n", p);

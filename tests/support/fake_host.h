@@ -77,6 +77,9 @@ class FakeHost {
   void setMemAvailable(std::uint64_t bytes);
   void setModuleParam(const std::string& module, const std::string& param,
                       const std::string& value);
+  // /sys/module/<module>/holders/<holder>, as the kernel links it (to the
+  // holder's own /sys/module directory).
+  void addModuleHolder(const std::string& module, const std::string& holder);
   // cgroup v2 tree: <cgroup>/<path>/cgroup.procs
   void addCgroup(const std::string& path, const std::vector<pid_t>& pids);
 

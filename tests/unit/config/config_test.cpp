@@ -22,6 +22,7 @@ capacity = 3
 gpu_memory_budget = "96GiB"
 memory_budget = 68719476736
 devices = ["0000:c6:00.0"]
+gtt_ceiling = "compute"
 
 [pools.batch]
 capacity = 8
@@ -46,7 +47,9 @@ TEST(Config, ParsesEveryKeyIntoRawUnits) {
   EXPECT_EQ(c.pools[0].gpuMemoryBudget, 96ULL << 30);
   EXPECT_EQ(c.pools[0].memoryBudget, 64ULL << 30);
   EXPECT_EQ(c.pools[0].devices, std::vector<std::string>{"0000:c6:00.0"});
+  EXPECT_EQ(c.pools[0].gttCeiling, devices::GttConsumer::Compute);
   EXPECT_EQ(c.pools[1].name, "batch");
+  EXPECT_EQ(c.pools[1].gttCeiling, devices::GttConsumer::Smaller);  // the default
   EXPECT_FALSE(c.pools[1].memoryBudget);
   EXPECT_FALSE(c.pools[1].gpuMemoryBudget);
   EXPECT_EQ(c.pool("batch"), &c.pools[1]);
@@ -72,6 +75,7 @@ capacity = 0
 gpu_memory_budget = "96 parsecs"
 devices = ["0000:C6:00.0", 7]
 memory_budgt = "1G"
+gtt_ceiling = "rocm"
 )",
                          "t.toml");
   ASSERT_FALSE(p.config);
@@ -88,6 +92,10 @@ memory_budgt = "1G"
       << all;
   EXPECT_NE(all.find("t.toml:8: pools.gpu.devices: a non-string"), std::string::npos) << all;
   EXPECT_NE(all.find("t.toml:9: unknown key 'memory_budgt' in [pools.gpu]"), std::string::npos)
+      << all;
+  EXPECT_NE(all.find("t.toml:10: pools.gpu.gtt_ceiling must be \"smaller\", \"graphics\" (Mesa, "
+                     "Vulkan) or \"compute\" (ROCm)"),
+            std::string::npos)
       << all;
   // Sorted by line.
   for (std::size_t i = 1; i < p.problems.size(); ++i)

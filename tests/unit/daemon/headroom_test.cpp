@@ -23,7 +23,7 @@ TEST(Headroom, HoldersUnusedDeclarationsAreStillPromised) {
   other.pdev = "0000:03:00.0";
   other.memory = {{"vram", 16 * GiB, 0}};
   host.devices.devices = {other, apu};
-  EXPECT_EQ(daemon::deviceFree(pool, host.devices), 70 * GiB);  // only the pool's device
+  EXPECT_EQ(daemon::deviceFree(pool, host), 70 * GiB);  // only the pool's device
   // A holder declared 48 GiB and uses 40: 8 more are promised to it.
   std::vector<daemon::HolderUse> holders = {{16 * GiB, 10 * GiB, 48 * GiB, 40 * GiB}};
   auto h = daemon::poolHeadroom(pool, host, holders);
@@ -39,8 +39,37 @@ TEST(Headroom, HoldersUnusedDeclarationsAreStillPromised) {
   EXPECT_FALSE(unknown.hostBytes);
   EXPECT_FALSE(unknown.gpuBytes);
   config::Pool anyDevice{"any", 1, std::nullopt, 8 * GiB, {}};
-  EXPECT_EQ(daemon::deviceFree(anyDevice, host.devices),
+  EXPECT_EQ(daemon::deviceFree(anyDevice, host),
             86 * GiB);  // every device that exports figures
+}
+
+// gttsize=131072 on a 128 GiB Strix Halo: sysfs says 128 GiB of GTT, ROCm's
+// ceiling is TTM's default pages_limit (RAM/2, 62.5 GiB here). A pool's GPU
+// headroom is measured against the smaller, unless the pool names its
+// consumer; ttm and amdttm both loaded, only amdttm serves amdgpu.
+TEST(Headroom, GttFreeIsMeasuredAgainstTheCeilingThePoolsWorkloadsUse) {
+  constexpr std::uint64_t GiB = 1ULL << 30;
+  daemon::HostFigures host;
+  host.memAvailable = 100 * GiB;
+  host.pageSize = 4096;
+  devices::DrmDevice apu;
+  apu.driver = "amdgpu";
+  apu.key = "0000:c6:00.0";
+  apu.pdev = apu.key;
+  apu.memory = {{"gtt", 128 * GiB, 50 * GiB}};
+  host.devices.devices = {apu};
+  host.ttm.loaded = {{"ttm", 8 * 262144, std::nullopt, {"drm_ttm_helper"}, std::nullopt},
+                     {"amdttm", 16384000, std::nullopt, {"amdgpu"}, std::nullopt}};
+  config::Pool pool{"gpu", 4, std::nullopt, 96 * GiB, {}};
+  EXPECT_EQ(daemon::deviceFree(pool, host), 62 * GiB + 512 * (GiB >> 10) - 50 * GiB);
+  pool.gttCeiling = devices::GttConsumer::Graphics;
+  EXPECT_EQ(daemon::deviceFree(pool, host), 78 * GiB);
+  pool.gttCeiling = devices::GttConsumer::Compute;
+  EXPECT_EQ(daemon::deviceFree(pool, host), 62 * GiB + 512 * (GiB >> 10) - 50 * GiB);
+  // Over the compute ceiling already: nothing free, never negative.
+  host.devices.devices[0].memory = {{"gtt", 128 * GiB, 70 * GiB}};
+  pool.gttCeiling = devices::GttConsumer::Smaller;
+  EXPECT_EQ(daemon::deviceFree(pool, host), 0u);
 }
 
 }  // namespace

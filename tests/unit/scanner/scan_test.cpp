@@ -124,9 +124,9 @@ TEST_F(ScannerTest, AggregateExactFigures) {
   Scanner scanner(*proc, *sys);
   auto scan = scanner.scanHost();
   ASSERT_TRUE(scan);
-  probes::MemInfo mem;
-  mem.memAvailable = kMemAvailable;
-  auto agg = report::aggregate(*scan, mem);
+  report::HostFacts facts;
+  facts.meminfo.memAvailable = kMemAvailable;
+  auto agg = report::aggregate(*scan, facts);
 
   auto procRegions = [&](pid_t pid) -> const report::RegionMap& {
     for (std::size_t i = 0; i < scan->processes.size(); ++i)
@@ -192,8 +192,7 @@ TEST_F(ScannerTest, CgroupScopedScan) {
   EXPECT_EQ(scan->processes[0].cgroup, "/system.slice/llama.service");
   EXPECT_EQ(scan->processes[1].cgroup, "/system.slice/llama.service/worker");
   EXPECT_EQ(scanner.stats().pidsVisited, 2u);  // nothing outside the subtree is touched
-  probes::MemInfo mem;
-  auto agg = report::aggregate(*scan, mem);
+  auto agg = report::aggregate(*scan, report::HostFacts{});
   report::RegionMap lease;
   for (const auto& g : agg.cgroups) report::addInto(lease, g.regions);
   EXPECT_EQ(resident(lease, "gtt"), 4 * kGiB + 1 * kMiB);
@@ -358,21 +357,6 @@ TEST_F(ScannerTest, FdinfoLargerThanTheReadBuffer) {
   EXPECT_EQ(c->info.region("gtt")->resident, 5 * kMiB);
 }
 
-TEST_F(ScannerTest, GttCeilingSources) {
-  auto c = devices::readGttCeiling(*sys, 4096);
-  EXPECT_EQ(c.ttmPagesLimit, 25165824u);
-  EXPECT_EQ(c.bytes, 96 * kGiB);
-  EXPECT_EQ(c.source, "ttm.pages_limit");
-  host.setModuleParam("amdgpu", "gttsize", "-1");
-  c = devices::readGttCeiling(*sys, 4096);
-  EXPECT_EQ(c.source, "ttm.pages_limit");  // -1 = auto: TTM's limit is in force
-  EXPECT_EQ(c.amdgpuGttsizeMiB, -1);
-  host.setModuleParam("amdgpu", "gttsize", "65536");
-  c = devices::readGttCeiling(*sys, 4096);
-  EXPECT_EQ(c.source, "amdgpu.gttsize");
-  EXPECT_EQ(c.bytes, 64 * kGiB);
-}
-
 // A process whose fds the scanner may not read is listed as unreadable, with
 // the reason, never as a process with zero GPU memory. Run unprivileged in a
 // child (root would bypass the permission check).
@@ -434,7 +418,7 @@ TEST_F(ScannerTest, JsonDocumentCarriesSourcesAndOwnership) {
   ASSERT_TRUE(scan);
   report::HostFacts facts;
   facts.meminfo.memAvailable = kMemAvailable;
-  auto agg = report::aggregate(*scan, facts.meminfo);
+  auto agg = report::aggregate(*scan, facts);
   auto doc = report::gpuJson(*scan, agg, facts);
   EXPECT_EQ(doc["schema"], 1);
   EXPECT_EQ(doc["status"], "ok");
