@@ -34,14 +34,16 @@ struct Handover {
   }
 
   // A lease's host memory without its GPU memory: memory.current, less the
-  // GTT the kernel charged into it when it charges GTT (those bytes are the
-  // lease's GPU memory; counting them in both would count them twice).
+  // host-uncharged GPU memory (GTT and its kin, report/gpu_memory.h) the
+  // kernel charged into it when it charges GTT: those bytes are the lease's
+  // GPU memory; counting them in both would count them twice. Host-charged
+  // regions (shmem) never enter the GPU figure, so nothing is taken for them.
   // Absent when the split is unknown.
   std::optional<std::uint64_t> hostOnly(std::optional<std::uint64_t> memoryCurrent,
-                                        std::optional<std::uint64_t> gttResident) const {
+                                        std::optional<std::uint64_t> hostUnchargedGpu) const {
     if (!memoryCurrent || !gttCharged()) return memoryCurrent;
-    if (!gttResident) return std::nullopt;
-    return *memoryCurrent > *gttResident ? *memoryCurrent - *gttResident : 0;
+    if (!hostUnchargedGpu) return std::nullopt;
+    return *memoryCurrent > *hostUnchargedGpu ? *memoryCurrent - *hostUnchargedGpu : 0;
   }
 
   // What tally does differently on this coverage, in a sentence (the

@@ -122,12 +122,10 @@ admission::Headroom Sampler::headroomFor(const config::Pool& pool) {
 
 std::optional<std::uint64_t> Sampler::hostOnly(const Lease& l) const {
   if (!l.meter) return std::nullopt;
-  const auto& g = l.meter->gpu();
-  std::optional<std::uint64_t> gtt;
-  if (g.lastBytes) {
-    if (auto it = g.lastRegions.find("gtt"); it != g.lastRegions.end()) gtt = it->second;
-  }
-  return handover_.hostOnly(l.meter->host().last, gtt);
+  // What the kernel charges once it charges GTT: the host-uncharged regions
+  // (gtt, amdgpu's cpu, xe's system), not host-charged shmem, which
+  // memory.current always held and the GPU figure never counts.
+  return handover_.hostOnly(l.meter->host().last, l.meter->gpu().lastHostUncharged);
 }
 
 }  // namespace tally::daemon

@@ -4,15 +4,13 @@
 
 #include <algorithm>
 
-#include "lease/gpu_usage.h"
-#include "report/aggregate.h"
+#include "report/gpu_memory.h"
+#include "report/regions.h"
 #include "scanner/scan.h"
 #include "util/clock.h"
 #include "util/text.h"
 
 namespace tally::lease {
-
-bool countsAsGpuMemory(const std::string& region) { return region == "gtt" || region == "vram"; }
 
 LeaseMeter::LeaseMeter(const fs::Root& proc, const fs::Root& sys, const fs::Root& cgroupRoot,
                        const cgroup::Cgroup& cg, std::optional<std::uint64_t> gpuMemoryMax)
@@ -43,7 +41,9 @@ void LeaseMeter::sampleHost(std::uint64_t nowNs) {
 
 void LeaseMeter::sampleGpu(std::uint64_t nowNs) {
   gpu_.lastBytes.reset();
+  gpu_.lastHostUncharged.reset();
   gpu_.lastRegions.clear();
+  gpu_.lastClasses.clear();
   gpu_.lastDevices.clear();
   scanner::Scanner scanner(proc_, sys_);
   auto scan = scanner.scanCgroup(cgroupRoot_, cgroup_.path());
@@ -60,7 +60,7 @@ void LeaseMeter::sampleGpu(std::uint64_t nowNs) {
   std::vector<report::RegionMap> clients;
   clients.reserve(scan->clients.size());
   for (const auto& c : scan->clients) {
-    clients.push_back(report::clientRegions(c));
+    clients.push_back(report::clientRegions(*scan, c));
     if (c.device) {
       const std::string& key = scan->devices.devices[*c.device].key;
       if (std::find(gpu_.lastDevices.begin(), gpu_.lastDevices.end(), key) ==
@@ -73,7 +73,10 @@ void LeaseMeter::sampleGpu(std::uint64_t nowNs) {
   for (const auto& p : scan->processes) {
     if (auto v = report::kfdVramBytes(p)) kfd = kfd.value_or(0) + *v;
   }
-  LeaseGpu usage = leaseGpuUsage(clients, kfd);
+  std::vector<const report::RegionMap*> maps;
+  for (const auto& c : clients) maps.push_back(&c);
+  report::GpuMemory usage = report::countGpuMemory(maps, kfd);
+  for (const auto& [region, cls] : usage.classes) gpu_.classesSeen[region] = cls;
   for (const auto& [region, bytes] : usage.regions) {
     auto& peak = gpu_.regionPeaks[region];
     if (bytes > peak) peak = bytes;
@@ -86,7 +89,9 @@ void LeaseMeter::sampleGpu(std::uint64_t nowNs) {
   }
   std::uint64_t sum = *usage.bytes;
   gpu_.lastBytes = sum;
+  gpu_.lastHostUncharged = usage.hostUncharged;
   gpu_.lastRegions = std::move(usage.regions);
+  gpu_.lastClasses = std::move(usage.classes);
   if (gpuMemoryMax_ && sum > *gpuMemoryMax_) ++gpu_.samplesOverBudget;
   if (!gpu_.peakBytes || sum > *gpu_.peakBytes) {
     gpu_.peakBytes = sum;

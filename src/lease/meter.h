@@ -11,15 +11,11 @@
 #include <vector>
 
 #include "cgroup/cgroup.h"
+#include "devices/memory_class.h"
 #include "fs/root.h"
 #include "probes/cgroup_memory.h"
 
 namespace tally::lease {
-
-// The regions a GPU-memory figure for a lease counts: GTT (system RAM mapped
-// for the GPU, uncharged by memcg today) and VRAM. Other regions (amdgpu's
-// "cpu", i915's "system") are reported per region but not in the sum.
-bool countsAsGpuMemory(const std::string& region);
 
 struct HostMeter {
   std::uint64_t samples = 0;                 // successful memory.current reads
@@ -32,24 +28,33 @@ struct HostMeter {
 };
 
 struct GpuMeter {
-  std::uint64_t samples = 0;               // completed scans
-  std::optional<std::uint64_t> peakBytes;  // max over samples of the gtt+vram resident sum
+  std::uint64_t samples = 0;  // completed scans
+  // max over samples of the counted sum (device + host-uncharged regions,
+  // report/gpu_memory.h)
+  std::optional<std::uint64_t> peakBytes;
   std::uint64_t peakAtNs = 0;
   std::map<std::string, std::uint64_t> atPeak;       // per region, at that sample
   std::map<std::string, std::uint64_t> regionPeaks;  // per region, each its own max
+  // The class of every region any sample saw (devices/memory_class.h): what
+  // the peak counts (device, host-uncharged) and what it shows only.
+  std::map<std::string, devices::MemoryClass> classesSeen;
   std::uint64_t maxClients = 0;
   std::uint64_t samplesOverBudget = 0;      // samples whose sum exceeded gpu_memory_max
   std::uint64_t samplesWithUnreadable = 0;  // some process could not be read (its GPU use unknown)
-  // A client printed a gtt/vram figure but no resident one: that sample's sum
-  // is unknown, so it is left out of the peak rather than undercounted.
+  // A client printed a counted region but no resident figure: that sample's
+  // sum is unknown, so it is left out of the peak rather than undercounted.
   std::uint64_t samplesIncomplete = 0;
   std::optional<std::string> lastUnreadable;
   std::optional<std::string> lastError;
-  // The latest sample's gtt+vram sum and per-region figures; absent when the
-  // latest scan failed or was incomplete.
+  // The latest sample's counted sum, its host-uncharged part (GTT and kin:
+  // what memory.current holds too once the kernel charges GTT), and every
+  // region's figure with its class; absent/empty when the latest scan failed
+  // or was incomplete.
   std::optional<std::uint64_t> lastBytes;
+  std::optional<std::uint64_t> lastHostUncharged;
   std::map<std::string, std::uint64_t> lastRegions;
-  std::string lastSource = "drm-fdinfo";  // or "drm-fdinfo+kfd-sysfs" (lease/gpu_usage.h)
+  std::map<std::string, devices::MemoryClass> lastClasses;
+  std::string lastSource = "drm-fdinfo";  // or "drm-fdinfo+kfd-sysfs" (report/gpu_memory.h)
   std::vector<std::string> lastDevices;   // device keys (PCI BDF) the latest scan's clients use
 };
 

@@ -128,7 +128,12 @@ json recordJson(const LeaseRecord& r) {
   json gpu;
   gpu["source"] = "drm-fdinfo";
   gpu["samples"] = r.gpu.samples;
-  gpu["regions_counted"] = {"gtt", "vram"};
+  // What the peak counts: device and host-uncharged regions; the rest shown only.
+  json classes = json::object();
+  for (const auto& [region, cls] : r.gpu.classesSeen)
+    classes[region] = devices::memoryClassName(cls);
+  gpu["region_classes"] = classes;
+  gpu["counts"] = "device and host-uncharged regions";
   if (r.gpu.peakBytes) {
     gpu["peak_bytes"] = *r.gpu.peakBytes;
     gpu["peak_at_ns"] = r.gpu.peakAtNs;

@@ -5,50 +5,6 @@
 
 namespace tally::report {
 
-void Sum::add(const std::optional<std::uint64_t>& v) {
-  any = true;
-  if (!v) {
-    complete = false;
-    return;
-  }
-  if (__builtin_add_overflow(value, *v, &value)) complete = false;
-}
-
-std::optional<std::uint64_t> Sum::get() const {
-  if (!any || !complete) return std::nullopt;
-  return value;
-}
-
-RegionMap clientRegions(const scanner::Client& c) {
-  RegionMap out;
-  for (const auto& [name, r] : c.info.regions) {
-    RegionSums s;
-    auto res = probes::residentOf(r);
-    s.resident.add(res ? std::optional<std::uint64_t>(res->bytes) : std::nullopt);
-    s.total.add(r.total);
-    s.shared.add(r.shared);
-    out.emplace(name, s);
-  }
-  return out;
-}
-
-void addInto(RegionMap& into, const RegionMap& from) {
-  for (const auto& [name, s] : from) {
-    RegionSums& d = into[name];
-    for (auto [dst, src] : {std::pair{&d.resident, &s.resident}, std::pair{&d.total, &s.total},
-                            std::pair{&d.shared, &s.shared}}) {
-      dst->add(src->get());
-    }
-  }
-}
-
-std::optional<std::uint64_t> kfdVramBytes(const scanner::Process& p) {
-  if (p.kfdVram.empty()) return std::nullopt;
-  std::uint64_t sum = 0;
-  for (const auto& k : p.kfdVram) sum += k.bytes;
-  return sum;
-}
-
 namespace {
 
 void addOpt(std::optional<std::uint64_t>& into, std::optional<std::uint64_t> v) {
@@ -60,9 +16,19 @@ void addOpt(std::optional<std::uint64_t>& into, std::optional<std::uint64_t> v) 
 
 Aggregate aggregate(const scanner::Scan& scan, const HostFacts& host) {
   Aggregate a;
-  for (const auto& c : scan.clients) a.clientRegions.push_back(clientRegions(c));
+  for (const auto& c : scan.clients) a.clientRegions.push_back(clientRegions(scan, c));
+  for (const auto& r : a.clientRegions)
+    a.clientCounted.push_back(countGpuMemory({&r}, std::nullopt));
+  auto counted = [&](const std::vector<std::size_t>& clients, std::optional<std::uint64_t> kfd) {
+    std::vector<const RegionMap*> maps;
+    for (auto i : clients) maps.push_back(&a.clientRegions[i]);
+    return countGpuMemory(maps, kfd);
+  };
 
   std::map<std::string, CgroupGroup> cgroups;
+  std::vector<std::size_t> allClients(scan.clients.size());
+  for (std::size_t i = 0; i < allClients.size(); ++i) allClients[i] = i;
+  std::optional<std::uint64_t> allKfd;
   for (const auto& p : scan.processes) {
     RegionMap owned;
     std::vector<std::size_t> ownedIdx;
@@ -72,6 +38,8 @@ Aggregate aggregate(const scanner::Scan& scan, const HostFacts& host) {
       ownedIdx.push_back(i);
     }
     a.processRegions.push_back(owned);
+    a.processCounted.push_back(counted(ownedIdx, kfdVramBytes(p)));
+    addOpt(allKfd, kfdVramBytes(p));
     if (!p.cgroup) continue;
     CgroupGroup& g = cgroups[*p.cgroup];
     g.path = *p.cgroup;
@@ -96,7 +64,16 @@ Aggregate aggregate(const scanner::Scan& scan, const HostFacts& host) {
     addOpt(c.kfdVramBytes, g.kfdVramBytes);
     a.cgroups.push_back(g);
   }
-  for (auto& [name, c] : containers) a.containers.push_back(std::move(c));
+  for (auto& g : a.cgroups) g.counted = counted(g.ownedClients, g.kfdVramBytes);
+  for (auto& [name, c] : containers) {
+    std::vector<std::size_t> owned;
+    for (const auto& g : a.cgroups)
+      if (std::find(c.cgroups.begin(), c.cgroups.end(), g.path) != c.cgroups.end())
+        owned.insert(owned.end(), g.ownedClients.begin(), g.ownedClients.end());
+    c.counted = counted(owned, c.kfdVramBytes);
+    a.containers.push_back(std::move(c));
+  }
+  a.scopeCounted = counted(allClients, allKfd);
 
   const bool hostScope = !scan.scopeCgroup.has_value();
   for (std::size_t d = 0; d < scan.devices.devices.size(); ++d) {

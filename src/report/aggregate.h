@@ -13,31 +13,11 @@
 #include "devices/gtt_ceiling.h"
 #include "devices/ttm.h"
 #include "probes/meminfo.h"
+#include "report/gpu_memory.h"
+#include "report/regions.h"
 #include "scanner/scan.h"
 
 namespace tally::report {
-
-// A sum that is stated only if every contributor reported its part: a client
-// that printed a region but not, say, its total makes the group's total
-// unknown (absent), never a silent undercount.
-struct Sum {
-  std::uint64_t value = 0;
-  bool complete = true;
-  bool any = false;
-  void add(const std::optional<std::uint64_t>& v);
-  std::optional<std::uint64_t> get() const;
-};
-
-struct RegionSums {
-  Sum resident, total, shared;
-};
-using RegionMap = std::map<std::string, RegionSums>;
-
-// The region figures of one client (resident by the dedup rule in probes/).
-RegionMap clientRegions(const scanner::Client& c);
-void addInto(RegionMap& into, const RegionMap& from);
-// A process's VRAM by KFD (/sys/class/kfd/kfd/proc/<pid>/vram_*); absent when it has none.
-std::optional<std::uint64_t> kfdVramBytes(const scanner::Process& p);
 
 // What the host says beside the scan: MemAvailable, the TTM modules and
 // amdgpu.gttsize (the GTT ceilings), the page size pages_limit counts in.
@@ -56,6 +36,7 @@ struct CgroupGroup {
   std::vector<std::size_t> ownedClients;
   RegionMap regions;
   std::optional<std::uint64_t> kfdVramBytes;
+  GpuMemory counted;  // the owned clients and KFD, by the lease meter's rule
 };
 
 struct ContainerGroup {
@@ -66,6 +47,7 @@ struct ContainerGroup {
   RegionMap regions;
   std::size_t clients = 0;
   std::optional<std::uint64_t> kfdVramBytes;
+  GpuMemory counted;
 };
 
 struct DeviceSummary {
@@ -85,6 +67,13 @@ struct DeviceSummary {
 struct Aggregate {
   std::vector<RegionMap> clientRegions;   // parallel to scan.clients
   std::vector<RegionMap> processRegions;  // parallel to scan.processes (owned clients)
+  // GPU memory by the one counting rule (report/gpu_memory.h), the same the
+  // lease meter uses: each client alone, each process's owned clients and
+  // KFD, and every client of the scan once (for a cgroup-scoped scan, what a
+  // lease on that cgroup is metered at).
+  std::vector<GpuMemory> clientCounted;   // parallel to scan.clients
+  std::vector<GpuMemory> processCounted;  // parallel to scan.processes
+  GpuMemory scopeCounted;
   // parallel to scan.processes: the workload of each process's cgroup,
   // recognised once per cgroup and shared by every output.
   std::vector<std::optional<attribution::Workload>> processWorkloads;

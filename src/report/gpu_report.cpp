@@ -22,9 +22,21 @@ json regionsJson(const RegionMap& regions, bool withShared) {
     if (auto v = s.total.get()) r["total_bytes"] = *v;
     if (withShared)
       if (auto v = s.shared.get()) r["shared_bytes"] = *v;
+    r["class"] = devices::memoryClassName(s.cls);
     out[name] = r;
   }
   return out;
+}
+
+// GPU memory by the lease meter's rule (report/gpu_memory.h): device and
+// host-uncharged regions, shared buffers once; absent with the reason.
+void putCounted(json& j, const GpuMemory& g) {
+  if (g.bytes) {
+    j["counted_bytes"] = *g.bytes;
+  } else {
+    j["counted_bytes"] = nullptr;
+    j["counted_unknown"] = g.unknown.value_or("unknown");
+  }
 }
 
 json workloadJson(const std::optional<attribution::Workload>& w) {
@@ -65,6 +77,7 @@ json clientJson(const scanner::Scan& scan, const Aggregate& agg, std::size_t i, 
     if (r.active) regions[name]["active_bytes"] = *r.active;
   }
   j["regions"] = regions;
+  putCounted(j, agg.clientCounted[i]);
   json engines = json::object();
   for (const auto& [name, e] : c.info.engines) {
     json ej = json::object();
@@ -139,6 +152,9 @@ json gpuJson(const scanner::Scan& scan, const Aggregate& agg, const HostFacts& h
     doc["scope"] = {{"kind", "cgroup"}, {"path", *scan.scopeCgroup}};
   else
     doc["scope"] = {{"kind", "host"}};
+  // Every client of the scope once: for a cgroup scope, the figure a lease
+  // on that cgroup is metered at.
+  putCounted(doc["scope"], agg.scopeCounted);
   if (scan.devices.devices.empty()) {
     doc["status"] = "no-drm-devices";
     doc["status_reason"] = "no DRM device (card*/renderD*) under <sys>/class/drm";
@@ -229,6 +245,7 @@ json gpuJson(const scanner::Scan& scan, const Aggregate& agg, const HostFacts& h
     j["clients"] = clients;
     j["regions"] = regionsJson(agg.processRegions[i], false);
     j["regions_source"] = "drm-fdinfo";
+    putCounted(j, agg.processCounted[i]);
     j["holds_kfd"] = p.holdsKfd;
     if (!p.kfdVram.empty()) j["kfd"] = kfdJson(p);
     procs.push_back(j);
@@ -240,6 +257,7 @@ json gpuJson(const scanner::Scan& scan, const Aggregate& agg, const HostFacts& h
     json j = {{"path", g.path}, {"container", workloadJson(g.workload)}, {"pids", g.pids}};
     j["regions"] = regionsJson(g.regions, false);
     j["regions_source"] = "drm-fdinfo";
+    putCounted(j, g.counted);
     j["clients"] = g.ownedClients.size();
     if (g.kfdVramBytes) j["kfd_vram_bytes"] = *g.kfdVramBytes;
     cgs.push_back(j);
@@ -254,6 +272,7 @@ json gpuJson(const scanner::Scan& scan, const Aggregate& agg, const HostFacts& h
               {"pids", c.pids}};
     j["regions"] = regionsJson(c.regions, false);
     j["regions_source"] = "drm-fdinfo";
+    putCounted(j, c.counted);
     j["clients"] = c.clients;
     if (c.kfdVramBytes) j["kfd_vram_bytes"] = *c.kfdVramBytes;
     ctrs.push_back(j);

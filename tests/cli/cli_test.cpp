@@ -8,6 +8,8 @@
 #include <cstdio>
 #include <nlohmann/json.hpp>
 
+#include "cgroup/cgroup.h"
+#include "lease/meter.h"
 #include "support/fake_host.h"
 #include "support/process.h"
 #include "support/scenario.h"
@@ -120,6 +122,61 @@ TEST_F(Cli, GpuCgroupScope) {
   ASSERT_EQ(doc["processes"].size(), 2u);
   EXPECT_EQ(doc["processes"][0]["regions"]["gtt"]["resident_bytes"], 4 * kGiB + 1 * kMiB);
   EXPECT_EQ(doc["processes"][1]["cgroup"], "/system.slice/llama.service/worker");
+}
+
+// Each region is classed by the driver that printed it, and counted_bytes
+// (per client, process, cgroup and scope) follows the classes: xe's vram0 and
+// gtt count; i915's system0 is shmem, already in memory.current, and does not.
+TEST_F(Cli, CountedBytesFollowEachDriversMemoryClasses) {
+  host.addDevice({"0000:00:02.0", "i915", {3, 130}, {}, true});
+  FakeProcess igpu{900, "glxgears", "/user.slice/igpu.scope", "", 90, {}, 1000, {}, false};
+  igpu.fds = {{3, 130u, "",
+               readFile(std::string(TALLY_FIXTURE_DIR) + "/fdinfo/i915-manpages-patch.fdinfo"),
+               false}};
+  host.addProcess(igpu);
+  auto r = runTally("gpu --json " + roots());
+  ASSERT_EQ(r.status, 0) << r.out;
+  auto doc = json::parse(r.out);
+  const auto& p200 = byKey(doc["processes"], "pid", 200);
+  const json* xe = nullptr;
+  for (const auto& c : p200["clients"])
+    if (c["driver"] == "xe") xe = &c;
+  ASSERT_NE(xe, nullptr);
+  EXPECT_EQ((*xe)["regions"]["vram0"]["class"], "device");
+  EXPECT_EQ((*xe)["regions"]["gtt"]["class"], "host-uncharged");
+  EXPECT_EQ((*xe)["regions"]["system"]["class"], "host-uncharged");
+  EXPECT_EQ((*xe)["regions"]["stolen"]["class"], "other");
+  EXPECT_EQ((*xe)["counted_bytes"], (23992 + 192) * kKiB);            // vram0 + gtt
+  EXPECT_EQ(p200["counted_bytes"], 2 * kGiB + (23992 + 192) * kKiB);  // its amdgpu GTT too
+
+  const auto& p900 = byKey(doc["processes"], "pid", 900);
+  EXPECT_EQ(p900["regions"]["system0"]["resident_bytes"], 6044 * kKiB);  // shown
+  EXPECT_EQ(p900["regions"]["system0"]["class"], "host-charged");
+  EXPECT_EQ(p900["regions"]["stolen-system0"]["class"], "other");
+  EXPECT_EQ(p900["counted_bytes"], 0);  // not added: memory.current already has it
+  EXPECT_EQ(byKey(doc["cgroups"], "path", "/user.slice/igpu.scope")["counted_bytes"], 0);
+}
+
+// The lease meter and `tally gpu` give one number for one cgroup: the same
+// function counts both (report/gpu_memory.h).
+TEST_F(Cli, TheLeaseMeterAndTallyGpuAgreeOnACgroup) {
+  const std::string lease = "/system.slice/llama.service";
+  writeFile(host.cgroupRoot() + lease + "/memory.current", "4096\n");
+  auto r = runTally("gpu --json --cgroup " + lease + " " + roots());
+  ASSERT_EQ(r.status, 0) << r.out;
+  auto doc = json::parse(r.out);
+  auto proc = fs::Root::open(host.procRoot());
+  auto sys = fs::Root::open(host.sysRoot());
+  auto cgRoot = fs::Root::open(host.cgroupRoot());
+  ASSERT_TRUE(proc && sys && cgRoot);
+  auto cg = cgroup::Cgroup::open(*cgRoot, lease);
+  ASSERT_TRUE(cg) << cg.error().message;
+  lease::LeaseMeter meter(*proc, *sys, *cgRoot, *cg, std::nullopt);
+  meter.sample();
+  ASSERT_TRUE(meter.gpu().lastBytes) << meter.gpu().lastError.value_or("");
+  // llama-server's two amdgpu clients (amd#10 shared with the worker, amd#11).
+  EXPECT_EQ(*meter.gpu().lastBytes, 4 * kGiB + 1 * kMiB + 512 * kMiB);
+  EXPECT_EQ(doc["scope"]["counted_bytes"], *meter.gpu().lastBytes);
 }
 
 TEST_F(Cli, GpuTables) {

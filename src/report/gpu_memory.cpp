@@ -1,20 +1,24 @@
-#include "lease/gpu_usage.h"
+#include "report/gpu_memory.h"
+
+#include <fmt/format.h>
 
 #include <algorithm>
 
-#include "lease/meter.h"
+namespace tally::report {
 
-namespace tally::lease {
-
-LeaseGpu leaseGpuUsage(const std::vector<report::RegionMap>& clients,
-                       std::optional<std::uint64_t> kfdVramBytes) {
+GpuMemory countGpuMemory(const std::vector<const RegionMap*>& clients,
+                         std::optional<std::uint64_t> kfdVramBytes) {
   struct Acc {
     std::uint64_t resident = 0, shared = 0, maxShared = 0, maxResident = 0;
     bool complete = true;
   };
+  GpuMemory out;
   std::map<std::string, Acc> acc;
-  for (const auto& client : clients) {
-    for (const auto& [region, sums] : client) {
+  for (const RegionMap* client : clients) {
+    for (const auto& [region, sums] : *client) {
+      auto [cls, inserted] = out.classes.try_emplace(region, sums.cls);
+      // One name, two meanings (two drivers disagree): not counted, said as unknown.
+      if (!inserted && cls->second != sums.cls) cls->second = devices::MemoryClass::Unknown;
       Acc& a = acc[region];
       auto resident = sums.resident.get();
       if (!resident) {
@@ -30,13 +34,11 @@ LeaseGpu leaseGpuUsage(const std::vector<report::RegionMap>& clients,
       a.maxShared = std::max(a.maxShared, shared);
     }
   }
-  LeaseGpu out;
   out.source = "drm-fdinfo";
-  std::uint64_t sum = 0;
-  bool complete = true;
+  std::vector<std::string> incomplete;
   for (const auto& [region, a] : acc) {
     if (!a.complete) {  // a partial region figure would be an undercount
-      complete = complete && !countsAsGpuMemory(region);
+      if (devices::countedAsGpuMemory(out.classes[region])) incomplete.push_back(region);
       continue;
     }
     std::uint64_t again = a.shared - a.maxShared;
@@ -48,14 +50,23 @@ LeaseGpu leaseGpuUsage(const std::vector<report::RegionMap>& clients,
     auto it = out.regions.find("vram");
     if (it == out.regions.end() || *kfdVramBytes > it->second) {
       out.regions["vram"] = *kfdVramBytes;
+      out.classes["vram"] = devices::MemoryClass::Device;
       out.source = "drm-fdinfo+kfd-sysfs";
     }
   }
+  std::uint64_t sum = 0;
   for (const auto& [region, bytes] : out.regions) {
-    if (countsAsGpuMemory(region)) sum += bytes;
+    devices::MemoryClass c = out.classes[region];
+    if (!devices::countedAsGpuMemory(c)) continue;
+    sum += bytes;
+    if (c == devices::MemoryClass::HostUncharged) out.hostUncharged += bytes;
   }
-  if (complete) out.bytes = sum;
+  if (incomplete.empty())
+    out.bytes = sum;
+  else
+    out.unknown =
+        fmt::format("a client printed {} without a resident figure", fmt::join(incomplete, ", "));
   return out;
 }
 
-}  // namespace tally::lease
+}  // namespace tally::report
