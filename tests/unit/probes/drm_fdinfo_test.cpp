@@ -5,6 +5,7 @@
 
 #include <string>
 
+#include "devices/memory_class.h"
 #include "support/fake_host.h"
 
 namespace tally::probes {
@@ -153,6 +154,95 @@ TEST(DrmFdinfo, I915SampleExact) {
   EXPECT_EQ(f.engine("video")->capacity, 2u);
   EXPECT_EQ(f.engine("video-enhance")->busyNs, 0u);
   EXPECT_EQ(f.engines.size(), 4u);
+}
+
+// drm_print_memory_stats prints whole MiB as MiB: one file mixes MiB, KiB and bare bytes.
+TEST(DrmFdinfo, AmdgpuMibUnitsSampleExact) {
+  auto f = parseDrmFdinfo(fixture("amdgpu-2024-tursulin-v1-mib.fdinfo"));
+  EXPECT_TRUE(f.rejected.empty());
+  EXPECT_EQ(f.driver, "amdgpu");
+  EXPECT_EQ(f.clientId, 30u);
+  EXPECT_EQ(f.pdev, "0000:04:00.0");
+  EXPECT_EQ(f.pasid, 32785u);
+  ASSERT_EQ(f.regions.size(), 3u);
+  EXPECT_EQ(region(f, "cpu").total, 0u);
+  EXPECT_EQ(region(f, "cpu").resident, 0u);
+  EXPECT_EQ(region(f, "cpu").memory, 0u);
+  const auto& gtt = region(f, "gtt");
+  EXPECT_EQ(gtt.total, 22 * MiB);
+  EXPECT_EQ(gtt.shared, 0u);
+  EXPECT_EQ(gtt.active, 10 * MiB);
+  EXPECT_EQ(gtt.resident, 22 * MiB);
+  EXPECT_EQ(gtt.memory, 22528 * KiB);  // the legacy key says the same in KiB
+  EXPECT_EQ(*gtt.memory, *gtt.resident);
+  const auto& vram = region(f, "vram");
+  EXPECT_EQ(vram.total, 544428 * KiB);
+  EXPECT_EQ(vram.shared, 13584 * KiB);
+  EXPECT_EQ(vram.active, 260356 * KiB);
+  EXPECT_EQ(vram.resident, 544428 * KiB);
+  EXPECT_EQ(vram.memory, 544428 * KiB);
+  EXPECT_EQ(amd(f, "amd-requested-visible-vram"), 90112 * KiB);
+  EXPECT_EQ(amd(f, "amd-requested-gtt"), 22528 * KiB);
+  EXPECT_EQ(f.engine("gfx")->busyNs, 39456116802u);
+  EXPECT_EQ(devices::classifyRegion(f.driver, "gtt"), devices::MemoryClass::HostUncharged);
+  EXPECT_EQ(devices::classifyRegion(f.driver, "cpu"), devices::MemoryClass::HostUncharged);
+  EXPECT_EQ(devices::classifyRegion(f.driver, "vram"), devices::MemoryClass::Device);
+}
+
+// v3d: one shmem `memory` region, no client id (so no deduplication key).
+TEST(DrmFdinfo, V3dPartialSampleExact) {
+  auto f = parseDrmFdinfo(fixture("v3d-rpi5-glances3611.partial.fdinfo"));
+  EXPECT_TRUE(f.rejected.empty());
+  EXPECT_EQ(f.driver, "v3d");
+  EXPECT_FALSE(f.clientId.has_value());
+  ASSERT_EQ(f.regions.size(), 1u);
+  EXPECT_EQ(region(f, "memory").total, 3772 * KiB);
+  EXPECT_EQ(region(f, "memory").resident, 3520 * KiB);
+  EXPECT_EQ(devices::classifyRegion(f.driver, "memory"), devices::MemoryClass::HostCharged);
+}
+
+// amdxdna, the Strix Halo NPU on /dev/accel: the same drm-* keys, bare zeros.
+TEST(DrmFdinfo, AmdxdnaAccelSampleExact) {
+  auto f = parseDrmFdinfo(fixture("amdxdna-xdna-driver324.fdinfo"));
+  EXPECT_TRUE(f.rejected.empty());
+  EXPECT_TRUE(f.hasUsageStats);
+  EXPECT_EQ(f.driver, "amdxdna_accel_driver");
+  EXPECT_EQ(f.clientId, 76u);
+  EXPECT_EQ(f.pdev, "0000:c5:00.1");
+  ASSERT_EQ(f.regions.size(), 1u);
+  EXPECT_EQ(region(f, "memory").total, 0u);
+  EXPECT_EQ(region(f, "memory").shared, 0u);
+  EXPECT_EQ(region(f, "memory").active, 0u);
+  EXPECT_FALSE(region(f, "memory").resident.has_value());  // not printed: absent
+  ASSERT_NE(f.engine("npu-amdxdna"), nullptr);
+  EXPECT_EQ(f.engine("npu-amdxdna")->busyNs, 0u);
+  EXPECT_EQ(devices::classifyRegion(f.driver, "memory"), devices::MemoryClass::HostCharged);
+}
+
+// Every region of the kernel's samples has a class; none is unknown.
+TEST(DrmFdinfo, EverySampleRegionHasItsDriversClass) {
+  using devices::MemoryClass;
+  struct Want {
+    const char* file;
+    const char* region;
+    MemoryClass cls;
+  };
+  for (const Want& w : std::initializer_list<Want>{
+           {"amdgpu-2024-tursulin-patch.fdinfo", "gtt", MemoryClass::HostUncharged},
+           {"amdgpu-2024-tursulin-patch.fdinfo", "cpu", MemoryClass::HostUncharged},
+           {"amdgpu-2024-tursulin-patch.fdinfo", "vram", MemoryClass::Device},
+           {"amdgpu-2024-amdgpu_top-issue87.fdinfo", "gtt", MemoryClass::HostUncharged},
+           {"xe-kernel-doc.fdinfo", "system", MemoryClass::HostUncharged},
+           {"xe-kernel-doc.fdinfo", "gtt", MemoryClass::HostUncharged},
+           {"xe-kernel-doc.fdinfo", "vram0", MemoryClass::Device},
+           {"xe-kernel-doc.fdinfo", "stolen", MemoryClass::Other},
+           {"i915-manpages-patch.fdinfo", "system0", MemoryClass::HostCharged},
+           {"i915-manpages-patch.fdinfo", "stolen-system0", MemoryClass::Other},
+       }) {
+    auto f = parseDrmFdinfo(fixture(w.file));
+    ASSERT_NE(f.region(w.region), nullptr) << w.file << " " << w.region;
+    EXPECT_EQ(devices::classifyRegion(f.driver, w.region), w.cls) << w.file << " " << w.region;
+  }
 }
 
 TEST(DrmFdinfo, Amdgpu514Format) {
