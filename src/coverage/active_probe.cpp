@@ -114,7 +114,7 @@ ProbeResult runActiveProbe(const fs::Root& proc, const fs::Root& cgroupRoot,
     seen.push_back(fmt::format("{} ({})", d.key, d.driver.empty() ? "no driver" : d.driver));
     if (dev || !hasProbe(probeDriver(d))) continue;
     for (const auto& n : d.nodes) {
-      if (n.minor >= 128) {
+      if (n.isRender()) {
         dev = &d;
         node = fmt::format("{}/{}", o.devDir, n.name);
         break;

@@ -1,6 +1,9 @@
-// DRM devices as sysfs shows them: which minors (card*, renderD*) belong to
-// which device, the device's driver and PCI address, and the amdgpu memory
-// counters (mem_info_*), all read relative to the sys root.
+// DRM devices as sysfs shows them: which nodes (card*, renderD* on the DRM
+// major; accel* on the compute-accelerator major, e.g. the Strix Halo NPU)
+// belong to which device, the device's driver and PCI address, and the
+// amdgpu memory counters (mem_info_*), all read relative to the sys root.
+// Accel devices are DRM devices to the kernel (drivers/accel is built on the
+// DRM core) and print the same drm-* fdinfo keys.
 #pragma once
 
 #include <cstdint>
@@ -12,11 +15,14 @@
 
 namespace tally::devices {
 
-inline constexpr std::uint32_t kDrmMajor = 226;  // DRM_MAJOR, include/drm/drm_ioctl.h
+inline constexpr std::uint32_t kDrmMajor = 226;    // DRM_MAJOR, include/drm/drm_ioctl.h
+inline constexpr std::uint32_t kAccelMajor = 261;  // ACCEL_MAJOR, include/drm/drm_accel.h
 
 struct DrmNode {
+  std::uint32_t major = kDrmMajor;
   std::uint32_t minor = 0;
-  std::string name;  // card0, renderD128
+  std::string name;  // card0, renderD128, accel0
+  bool isRender() const { return major == kDrmMajor && minor >= 128; }
 };
 
 // One device memory region's sysfs figures (bytes). Absent = not exported.
@@ -32,7 +38,7 @@ struct DrmDevice {
   std::string key;
   std::optional<std::string> pdev;   // set only for PCI devices
   std::string driver;                // basename of device/driver; empty if unbound
-  std::vector<DrmNode> nodes;        // sorted by minor
+  std::vector<DrmNode> nodes;        // sorted by (major, minor)
   std::vector<DeviceMemory> memory;  // regions whose mem_info_* files exist
 
   const DeviceMemory* region(std::string_view name) const;
@@ -43,17 +49,19 @@ struct DrmDevice {
 
 struct DeviceMap {
   std::vector<DrmDevice> devices;  // sorted by key
-  // Index into `devices`, or nullopt if no device has that minor.
-  std::optional<std::size_t> byMinor(std::uint32_t minor) const;
+  // Index into `devices`, or nullopt if no device has that node.
+  std::optional<std::size_t> byNode(std::uint32_t major, std::uint32_t minor) const;
   const DrmDevice* byKey(std::string_view key) const;
 };
 
-// Every DRM device under <sys>/class/drm. An absent class/drm (no DRM core
-// loaded, the case on a GPU-less host) gives an empty map, not an error.
+// Every DRM device under <sys>/class/drm and <sys>/class/accel. An absent
+// class directory (no DRM core loaded, the case on a GPU-less host) gives an
+// empty map, not an error.
 Result<DeviceMap> discoverDrmDevices(const fs::Root& sys);
 
-// A minor seen in an fd but missing from the map (hot-plugged since
-// discovery): resolve it through <sys>/dev/char/226:<minor> and add it.
-std::optional<std::size_t> resolveMinor(const fs::Root& sys, DeviceMap& map, std::uint32_t minor);
+// A node seen in an fd but missing from the map (hot-plugged since
+// discovery): resolve it through <sys>/dev/char/<major>:<minor> and add it.
+std::optional<std::size_t> resolveNode(const fs::Root& sys, DeviceMap& map, std::uint32_t major,
+                                       std::uint32_t minor);
 
 }  // namespace tally::devices

@@ -54,6 +54,7 @@ json clientJson(const scanner::Scan& scan, const Aggregate& agg, std::size_t i, 
     j["pdev"] = *c.info.pdev;
   else
     j["pdev"] = nullptr;
+  j["major"] = c.major;
   j["minor"] = c.minor;
   if (c.info.clientId)
     j["client_id"] = *c.info.clientId;
@@ -104,10 +105,14 @@ json kfdJson(const scanner::Process& p) {
   for (const auto& k : p.kfdVram) {
     sum += k.bytes;
     json g = {{"gpu_id", k.gpuId}, {"vram_bytes", k.bytes}};
+    if (k.context) g["context"] = *k.context;
     if (k.pdev) g["pdev"] = *k.pdev;
     gpus.push_back(g);
   }
-  return {{"vram_bytes", sum}, {"gpus", gpus}, {"source", "kfd-sysfs"}};
+  return {{"vram_bytes", sum},
+          {"gpus", gpus},
+          {"source", "kfd-sysfs"},
+          {"counts", "VRAM-flagged KFD allocations only, every context; not GTT"}};
 }
 
 }  // namespace

@@ -59,11 +59,11 @@ void readTopology(const fs::Root& sys, KfdIndex& index) {
 
 }  // namespace
 
-std::vector<KfdVramEntry> readKfdVram(const fs::Root& sys, KfdIndex& index, pid_t pid) {
-  std::vector<KfdVramEntry> out;
-  std::string dir = "class/kfd/kfd/proc/" + std::to_string(pid);
+// The vram_<gpuid> files of one context directory.
+void readVramFiles(const fs::Root& sys, KfdIndex& index, const std::string& dir,
+                   std::optional<std::uint64_t> context, std::vector<KfdVramEntry>& out) {
   auto names = sys.list(dir);
-  if (!names) return out;
+  if (!names) return;
   std::sort(names->begin(), names->end());
   for (const auto& n : *names) {
     if (n.rfind("vram_", 0) != 0) continue;
@@ -73,10 +73,24 @@ std::vector<KfdVramEntry> readKfdVram(const fs::Root& sys, KfdIndex& index, pid_
     auto bytes = probes::parseSysfsU64(*value);
     if (!bytes) continue;
     if (!index.topologyRead) readTopology(sys, index);
-    KfdVramEntry e{*gpuId, std::nullopt, *bytes};
+    KfdVramEntry e{*gpuId, context, std::nullopt, *bytes};
     for (const auto& [id, pdev] : index.gpuPdev)
       if (id == *gpuId) e.pdev = pdev;
     out.push_back(std::move(e));
+  }
+}
+
+std::vector<KfdVramEntry> readKfdVram(const fs::Root& sys, KfdIndex& index, pid_t pid) {
+  std::vector<KfdVramEntry> out;
+  std::string dir = "class/kfd/kfd/proc/" + std::to_string(pid);
+  readVramFiles(sys, index, dir, std::nullopt, out);
+  auto names = sys.list(dir);
+  if (!names) return out;
+  std::sort(names->begin(), names->end());
+  for (const auto& n : *names) {
+    if (n.rfind("context_", 0) != 0) continue;
+    if (auto id = text::parseU64(std::string_view(n).substr(8)))
+      readVramFiles(sys, index, dir + "/" + n, *id, out);
   }
   return out;
 }

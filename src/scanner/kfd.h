@@ -1,5 +1,9 @@
 // KFD (ROCm compute) sysfs: which device number /dev/kfd has, which processes
-// KFD knows, and their per-GPU VRAM (/sys/class/kfd/kfd/proc/<pid>/vram_<gpuid>).
+// KFD knows, and their per-GPU VRAM: /sys/class/kfd/kfd/proc/<pid>/vram_<gpuid>
+// for the process's primary context and, on newer kernels, .../context_<id>/
+// vram_<gpuid> for each secondary one. vram_<gpuid> counts the allocations
+// flagged VRAM only: GTT that ROCm allocates is not in it (it shows in the
+// render node's fdinfo, drm-*-gtt, when KFD uses that node's VM).
 #pragma once
 
 #include <sys/types.h>
@@ -30,6 +34,7 @@ KfdIndex readKfdIndex(const fs::Root& sys);
 
 struct KfdVramEntry {
   std::uint64_t gpuId = 0;
+  std::optional<std::uint64_t> context;  // absent: the primary context
   std::optional<std::string> pdev;
   std::uint64_t bytes = 0;
 };

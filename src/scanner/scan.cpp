@@ -38,9 +38,10 @@ std::string permissionReason(int err, const char* what, pid_t pid) {
   return r;
 }
 
+// An fd on a DRM or accel node.
 struct DrmFd {
   int fd;
-  std::uint32_t minor;
+  std::uint32_t major, minor;
 };
 
 // What one process yielded before it is committed to the scan: a process that
@@ -48,11 +49,14 @@ struct DrmFd {
 struct Pending {
   Process process;
   std::vector<std::pair<int, probes::DrmFdinfo>> fdinfos;  // fd -> parsed
-  std::vector<std::uint32_t> minors;                       // parallel to fdinfos
+  std::vector<std::pair<std::uint32_t, std::uint32_t>>
+      nodes;  // (major, minor), parallel to fdinfos
 };
 
-std::string clientKey(const probes::DrmFdinfo& info, std::uint32_t minor, pid_t pid, int fd) {
-  std::string key = info.pdev ? *info.pdev : "minor:" + std::to_string(minor);
+std::string clientKey(const probes::DrmFdinfo& info, std::uint32_t major, std::uint32_t minor,
+                      pid_t pid, int fd) {
+  std::string key =
+      info.pdev ? *info.pdev : "node:" + std::to_string(major) + ":" + std::to_string(minor);
   if (info.clientId) return key + "#" + std::to_string(*info.clientId);
   return key + "#pid" + std::to_string(pid) + "fd" + std::to_string(fd);
 }
@@ -174,8 +178,8 @@ int walkFds(int fdDir, const std::optional<probes::DevNumber>& kfdDev, FdWalk& o
     // path the process's mount namespace gave it.
     if (::fstatat(fdDir, name.data(), &st, 0) != 0 || !S_ISCHR(st.st_mode)) return true;
     const auto maj = major(st.st_rdev), min = minor(st.st_rdev);
-    if (maj == devices::kDrmMajor) {
-      if (auto fd = text::parseU64(name)) out.drm.push_back({static_cast<int>(*fd), min});
+    if (maj == devices::kDrmMajor || maj == devices::kAccelMajor) {
+      if (auto fd = text::parseU64(name)) out.drm.push_back({static_cast<int>(*fd), maj, min});
     } else if (kfdDev && maj == kfdDev->major && min == kfdDev->minor) {
       out.holdsKfd = true;
     }
@@ -220,13 +224,14 @@ void commit(const fs::Root& sys, Scan& scan,
   const pid_t pid = p.process.pid;
   for (std::size_t i = 0; i < p.fdinfos.size(); ++i) {
     auto& [fd, info] = p.fdinfos[i];
-    const std::uint32_t minor = p.minors[i];
+    const auto [major, minor] = p.nodes[i];
     auto [it, inserted] =
-        clientIndex.try_emplace(clientKey(info, minor, pid, fd), scan.clients.size());
+        clientIndex.try_emplace(clientKey(info, major, minor, pid, fd), scan.clients.size());
     if (inserted) {
       Client c;
+      c.major = major;
       c.minor = minor;
-      c.device = devices::resolveMinor(sys, scan.devices, minor);
+      c.device = devices::resolveNode(sys, scan.devices, major, minor);
       c.undeduplicated = !info.clientId.has_value();
       c.info = std::move(info);
       scan.clients.push_back(std::move(c));
@@ -294,7 +299,7 @@ Result<Scan> Scanner::run(const std::vector<Candidate>& candidates, bool readCgr
         break;
       }
       p.fdinfos.emplace_back(d.fd, probes::parseDrmFdinfo(*text));
-      p.minors.push_back(d.minor);
+      p.nodes.emplace_back(d.major, d.minor);
     }
     if (unreadable) continue;
     // Every DRM fd closed since the walk, and no KFD: no longer a GPU process.
@@ -313,13 +318,13 @@ Result<Scan> Scanner::run(const std::vector<Candidate>& candidates, bool readCgr
     if (!readCgroupFile) p.process.cgroup = candidate.cgroup;
     if (kfdKnown) {
       for (auto& e : readKfdVram(sys_, kfd, pid))
-        p.process.kfdVram.push_back({e.gpuId, std::move(e.pdev), e.bytes});
+        p.process.kfdVram.push_back({e.gpuId, e.context, std::move(e.pdev), e.bytes});
     }
     commit(sys_, scan, clientIndex, std::move(p));
   }
 
-  // Device indices may have shifted if resolveMinor() inserted a device.
-  for (auto& c : scan.clients) c.device = scan.devices.byMinor(c.minor);
+  // Device indices may have shifted if resolveNode() inserted a device.
+  for (auto& c : scan.clients) c.device = scan.devices.byNode(c.major, c.minor);
   canonicalise(scan);
   assignOwners(scan);
   return scan;
@@ -336,7 +341,7 @@ void canonicalise(Scan& scan) {
   for (std::size_t i = 0; i < order.size(); ++i) order[i] = i;
   auto rank = [&](std::size_t i) {
     const Client& c = scan.clients[i];
-    return std::tuple(c.minor, c.info.clientId.value_or(UINT64_MAX), c.holders.front().pid,
+    return std::tuple(c.major, c.minor, c.info.clientId.value_or(UINT64_MAX), c.holders.front().pid,
                       c.holders.front().fd);
   };
   std::sort(order.begin(), order.end(),

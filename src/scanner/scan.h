@@ -25,6 +25,7 @@ struct FdHolder {
 
 // One DRM client (one struct drm_file), however many fds and processes hold it.
 struct Client {
+  std::uint32_t major = devices::kDrmMajor;  // or kAccelMajor: an NPU's /dev/accel node
   std::uint32_t minor = 0;
   std::optional<std::size_t> device;  // index into Scan::devices.devices
   probes::DrmFdinfo info;             // as read from the first holder's fdinfo
@@ -39,7 +40,8 @@ struct Client {
 
 struct KfdVram {
   std::uint64_t gpuId = 0;
-  std::optional<std::string> pdev;  // from the KFD topology, when it maps
+  std::optional<std::uint64_t> context;  // a secondary KFD context; absent: the primary
+  std::optional<std::string> pdev;       // from the KFD topology, when it maps
   std::uint64_t bytes = 0;
 };
 

@@ -104,6 +104,15 @@ void FakeHost::addDevice(const FakeDevice& d) {
     makeSymlink("../../" + devRel + "/drm/" + name, sys + fmt::format("/dev/char/226:{}", minor));
     devNode(226, minor);
   }
+  for (unsigned minor : d.accelMinors) {
+    std::string name = fmt::format("accel{}", minor);
+    std::string nodeDir = devDir + "/accel/" + name;
+    writeFile(nodeDir + "/dev", fmt::format("261:{}\n", minor));
+    makeSymlink("../../../" + d.bdf, nodeDir + "/device");
+    makeSymlink("../../" + devRel + "/accel/" + name, sys + "/class/accel/" + name);
+    makeSymlink("../../" + devRel + "/accel/" + name, sys + fmt::format("/dev/char/261:{}", minor));
+    devNode(261, minor);
+  }
 }
 
 void FakeHost::addProcess(const FakeProcess& p) {

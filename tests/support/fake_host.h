@@ -62,6 +62,7 @@ struct FakeDevice {
   std::vector<unsigned> minors = {1, 128};
   std::map<std::string, std::uint64_t> memInfo;  // "gtt_total" -> bytes (mem_info_<key>)
   bool pci = true;
+  std::vector<unsigned> accelMinors = {};  // accel<N> nodes (major 261): an NPU
 };
 
 class FakeHost {

@@ -90,11 +90,11 @@ TEST_F(ScannerTest, ClientsDeduplicatedAcrossFdsAndProcesses) {
   const Client* c11 = client(*scan, kAmdBdf, 11);
   ASSERT_NE(c11, nullptr);
   EXPECT_EQ(c11->minor, 1u);  // card1: same device as renderD128
-  EXPECT_EQ(c11->device, scan->devices.byMinor(128));
+  EXPECT_EQ(c11->device, scan->devices.byNode(devices::kDrmMajor, 128));
   EXPECT_FALSE(c11->sharedAcrossProcesses);
   const Client* xe = client(*scan, kXeBdf, 3);
   ASSERT_NE(xe, nullptr);
-  EXPECT_EQ(xe->device, scan->devices.byMinor(129));
+  EXPECT_EQ(xe->device, scan->devices.byNode(devices::kDrmMajor, 129));
   int undeduplicated = 0;
   for (const auto& c : scan->clients) undeduplicated += c.undeduplicated;
   EXPECT_EQ(undeduplicated, 2);  // 5.14 format: no client id, once per fd
@@ -118,6 +118,60 @@ TEST_F(ScannerTest, PerProcessCgroupAndNamespaceFacts) {
   EXPECT_EQ(rocm->kfdVram[0].bytes, kGiB);
   EXPECT_EQ(rocm->kfdVram[0].pdev, kAmdBdf);
   EXPECT_TRUE(rocm->clients.empty());
+}
+
+// Newer kernels give a process's secondary KFD contexts their own
+// directory; each context's VRAM is the process's too.
+TEST_F(ScannerTest, KfdSecondaryContextsAreRead) {
+  writeFile(host.sysRoot() + "/class/kfd/kfd/proc/800/context_3/vram_1234", "268435456\n");
+  writeFile(host.sysRoot() + "/class/kfd/kfd/proc/800/context_3/pasid", "32781\n");
+  writeFile(host.sysRoot() + "/class/kfd/kfd/proc/800/context_x/vram_1234", "1\n");  // not an id
+  Scanner scanner(*proc, *sys);
+  auto scan = scanner.scanHost();
+  ASSERT_TRUE(scan);
+  const Process* rocm = process(*scan, 800);
+  ASSERT_NE(rocm, nullptr);
+  ASSERT_EQ(rocm->kfdVram.size(), 2u);
+  EXPECT_FALSE(rocm->kfdVram[0].context);
+  EXPECT_EQ(rocm->kfdVram[1].context, 3u);
+  EXPECT_EQ(rocm->kfdVram[1].bytes, 256 * kMiB);
+  EXPECT_EQ(rocm->kfdVram[1].pdev, kAmdBdf);
+  EXPECT_EQ(report::kfdVramBytes(*rocm), kGiB + 256 * kMiB);
+}
+
+// The Strix Halo NPU (amdxdna) is on /dev/accel, major 261: found in
+// class/accel, scanned like a render node, its regions classed by its driver.
+TEST_F(ScannerTest, AccelNodesAreScannedLikeRenderNodes) {
+  host.addDevice({"0000:c5:00.1", "amdxdna", {}, {}, true, {0}});
+  FakeProcess npu{950, "npu-app", "/system.slice/npu.service", "", 95, {}, 0, {}, false};
+  FakeFd fd;
+  fd.fd = 5;
+  fd.other = "char:261:0";
+  fd.fdinfo = readFile(std::string(TALLY_FIXTURE_DIR) + "/fdinfo/amdxdna-xdna-driver324.fdinfo");
+  npu.fds = {fd};
+  host.addProcess(npu);
+  Scanner scanner(*proc, *sys);
+  auto scan = scanner.scanHost();
+  ASSERT_TRUE(scan);
+  const Process* p = process(*scan, 950);
+  ASSERT_NE(p, nullptr);
+  ASSERT_EQ(p->clients.size(), 1u);
+  const Client& c = scan->clients[p->clients[0]];
+  EXPECT_EQ(c.major, devices::kAccelMajor);
+  EXPECT_EQ(c.minor, 0u);
+  EXPECT_EQ(c.info.driver, "amdxdna_accel_driver");
+  EXPECT_EQ(c.info.clientId, 76u);
+  ASSERT_TRUE(c.device);
+  const auto& dev = scan->devices.devices[*c.device];
+  EXPECT_EQ(dev.key, "0000:c5:00.1");
+  EXPECT_EQ(dev.driver, "amdxdna");
+  ASSERT_EQ(dev.nodes.size(), 1u);
+  EXPECT_EQ(dev.nodes[0].name, "accel0");
+  EXPECT_FALSE(dev.nodes[0].isRender());
+  auto regions = report::clientRegions(*scan, c);
+  EXPECT_EQ(regions["memory"].cls, devices::MemoryClass::HostCharged);
+  // DRM minor 0 (card0 of no device here) is not accel minor 0.
+  EXPECT_FALSE(scan->devices.byNode(devices::kDrmMajor, 0));
 }
 
 TEST_F(ScannerTest, AggregateExactFigures) {
