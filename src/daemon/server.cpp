@@ -352,8 +352,12 @@ void Server::flush(Conn& c) {
     }
     if (n < 0 && errno == EINTR) continue;
     if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) break;
-    c.out.clear();  // the peer is gone; the read side will notice
-    break;
+    // The peer is gone (EPIPE, ECONNRESET): nothing it asked for can reach
+    // it, so the lines it left waiting go with the connection. Handling them
+    // would be work for no one: a client that sends 64 KiB of `metrics` and
+    // hangs up once cost a thousand renders.
+    closeConn(c.id, true);
+    return;
   }
   if (c.out.size() < before) c.lastActiveUs = clock::monotonicUs();
   // Drained below the pause: its waiting lines get their turn again.
