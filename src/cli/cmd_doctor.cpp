@@ -199,7 +199,18 @@ int runDoctor(const fs::RootPaths& paths, const DoctorOptions& opts) {
   }
   auto a = coverage::assess(roots->proc, roots->sys, cgRoot, devmap, layout.kernel,
                             coverage::ownCgroup(roots->proc), probe);
-  if (!a.signs.dmemRegions.empty()) dmem["regions"] = a.signs.dmemRegions;
+  if (!a.signs.dmem.empty()) {
+    json regions = json::array();
+    for (const auto& r : a.signs.dmem)
+      regions.push_back(
+          {{"name", r.name}, {"bytes", r.bytes}, {"kind", coverage::dmemKindName(r.kind)}});
+    dmem["regions"] = regions;
+    dmem["what_it_is"] = "a per-cgroup kernel limit tally could set (dmem.max), not memcg charging";
+  }
+  if (a.signs.gpuActiveBytes) {
+    doc["gpu_active_bytes"] = *a.signs.gpuActiveBytes;
+    if (a.signs.gpuReclaimBytes) doc["gpu_reclaim_bytes"] = *a.signs.gpuReclaimBytes;
+  }
   doc["dmem"] = dmem;
   json cov;
   cov["static_signs"] = coverage::signsJson(a.signs);
@@ -266,10 +277,17 @@ int runDoctor(const fs::RootPaths& paths, const DoctorOptions& opts) {
   if (!dmem["present"].get<bool>()) {
     fmt::print("dmem         absent ({})\n", dmem["evidence"].get<std::string>());
   } else {
+    std::vector<std::string> regions;
+    for (const auto& r : a.signs.dmem)
+      regions.push_back(fmt::format("{} {} ({})", r.name, units::humanBytes(r.bytes),
+                                    r.kind == coverage::DmemKind::Vram  ? "device VRAM"
+                                    : r.kind == coverage::DmemKind::Gtt ? "would bound GTT"
+                                                                        : "unknown kind"));
     fmt::print("dmem         regions: {}\n",
-               a.signs.dmemRegions.empty()
-                   ? "none"
-                   : fmt::format("{}", fmt::join(a.signs.dmemRegions, ", ")));
+               regions.empty() ? "none" : fmt::format("{}", fmt::join(regions, ", ")));
+    if (!regions.empty())
+      fmt::print(
+          "             a per-cgroup limit tally could set (dmem.max), not memcg charging\n");
     for (const auto& l : dmem["chain"]) {
       fmt::print("             dmem in {}: available {}, enabled for children {}\n",
                  l["cgroup"].get<std::string>(), yesNo(l["available"]),

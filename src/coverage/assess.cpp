@@ -17,7 +17,7 @@ Assessment assess(const fs::Root& proc, const fs::Root& sys, const fs::Root* cgr
                   const std::string& statCgroup, const std::optional<ProbeOptions>& probe) {
   Assessment a;
   a.kernel = kernel;
-  a.signs = readStaticSigns(proc, sys, cgroupRoot, statCgroup);
+  a.signs = readStaticSigns(proc, sys, cgroupRoot, statCgroup, devices::readTtmModules(sys));
   for (const auto& d : devices.devices) {
     if (d.region("gtt") || hasProbe(probeDriver(d))) a.gpuPresent = true;
   }

@@ -17,35 +17,65 @@ bool StaticSigns::suggestsCharging() const {
   return false;
 }
 
-namespace {
-
-Sign moduleParam(const fs::Root& sys, const std::string& module) {
-  Sign s{module + ".ttm_memcg", false, "", true};
-  std::string rel = "module/" + module + "/parameters/ttm_memcg";
-  auto v = sys.read(rel, 64);
-  if (!v) {
-    s.evidence = fmt::format("{} absent (no memcg integration in {})", sys.describe(rel), module);
-    return s;
-  }
-  std::string value(text::trim(*v));
-  s.present = value == "Y" || value == "1";
-  s.evidence = fmt::format("{} = {}", sys.describe(rel), value);
-  return s;
+std::vector<std::string> StaticSigns::dmemGttRegions() const {
+  std::vector<std::string> out;
+  for (const auto& r : dmem)
+    if (r.kind == DmemKind::Gtt) out.push_back(r.name);
+  return out;
 }
 
-bool isVramRegion(std::string_view name) {
+DmemKind classifyDmemRegion(std::string_view name) {
   auto slash = name.rfind('/');
   std::string_view last = slash == std::string_view::npos ? name : name.substr(slash + 1);
-  return text::startsWith(last, "vram");
+  if (text::startsWith(last, "vram")) return DmemKind::Vram;
+  for (std::string_view word : {"gtt", "system", "sysmem"})
+    if (last.find(word) != std::string_view::npos) return DmemKind::Gtt;
+  return DmemKind::Unknown;
+}
+
+const char* dmemKindName(DmemKind k) {
+  switch (k) {
+    case DmemKind::Vram:
+      return "vram";
+    case DmemKind::Gtt:
+      return "gtt";
+    case DmemKind::Unknown:
+      return "unknown";
+  }
+  return "unknown";
+}
+
+namespace {
+
+// The ttm_memcg option of one TTM module: the module-option patch of the
+// posted (unmerged) TTM memcg series. Its absence says only that this
+// kernel's module lacks the option.
+Sign ttmMemcg(const fs::Root& sys, const devices::TtmModule& m) {
+  Sign s{m.name + ".ttm_memcg", false, "", true};
+  std::string rel = "module/" + m.name + "/parameters/ttm_memcg";
+  if (!m.ttmMemcg) {
+    s.evidence = fmt::format(
+        "{} absent: this kernel's {} has no ttm_memcg option (it comes with the posted TTM memcg "
+        "series, not merged)",
+        sys.describe(rel), m.name);
+    return s;
+  }
+  s.present = *m.ttmMemcg == "Y" || *m.ttmMemcg == "1";
+  s.evidence = fmt::format("{} = {}", sys.describe(rel), *m.ttmMemcg);
+  return s;
 }
 
 }  // namespace
 
 StaticSigns readStaticSigns(const fs::Root& proc, const fs::Root& sys, const fs::Root* cgroupRoot,
-                            const std::string& statCgroup) {
+                            const std::string& statCgroup, const devices::TtmModules& ttm) {
   StaticSigns out;
   namespace file = cgroup::file;
+  // memory.stat keys: gpu_active (the TTM memcg series) and dmem (the
+  // proposed dmem -> memcg route). Either proves the kernel can charge,
+  // not that a driver does: only the probe proves that.
   Sign stat{fmt::format("{} gpu_active", file::kMemoryStat), std::nullopt, "", true};
+  Sign statDmem{fmt::format("{} dmem", file::kMemoryStat), std::nullopt, "", true};
   std::optional<cgroup::Cgroup> root;
   std::string rootError = "no cgroup v2 root";
   if (cgroupRoot) {
@@ -55,54 +85,89 @@ StaticSigns readStaticSigns(const fs::Root& proc, const fs::Root& sys, const fs:
       rootError = r.error().message;
   }
   if (!cgroupRoot) {
-    stat.evidence = rootError;
+    stat.evidence = statDmem.evidence = rootError;
   } else if (auto cg = cgroup::Cgroup::open(*cgroupRoot, statCgroup.empty() ? "/" : statCgroup);
              !cg) {
-    stat.evidence = fmt::format("{}: {}", statCgroup, cg.error().message);
+    stat.evidence = statDmem.evidence = fmt::format("{}: {}", statCgroup, cg.error().message);
   } else if (auto parsed = cg->memoryStat(); !parsed) {
-    stat.evidence = fmt::format("{}: {}", cg->describe(file::kMemoryStat), parsed.error().message);
+    stat.evidence = statDmem.evidence =
+        fmt::format("{}: {}", cg->describe(file::kMemoryStat), parsed.error().message);
   } else {
-    stat.present = parsed->get("gpu_active").has_value();
-    stat.evidence = *stat.present
-                        ? fmt::format("{} has gpu_active {}", cg->describe(file::kMemoryStat),
-                                      *parsed->get("gpu_active"))
-                        : fmt::format("{} has no gpu_active key", cg->describe(file::kMemoryStat));
+    auto where = cg->describe(file::kMemoryStat);
+    for (auto [sign, key] : {std::pair{&stat, "gpu_active"}, std::pair{&statDmem, "dmem"}}) {
+      auto v = parsed->get(key);
+      sign->present = v.has_value();
+      sign->evidence = v ? fmt::format(
+                               "{} has {} {}: the kernel can charge these pages to memcg (support, "
+                               "not proof a driver does)",
+                               where, key, *v)
+                         : fmt::format("{} has no {} key", where, key);
+    }
   }
   out.signs.push_back(stat);
-  out.signs.push_back(moduleParam(sys, "ttm"));
-  out.signs.push_back(moduleParam(sys, "amdttm"));
+  out.signs.push_back(statDmem);
+  for (const auto& m : ttm.loaded) out.signs.push_back(ttmMemcg(sys, m));
+  if (ttm.loaded.empty())
+    out.signs.push_back({"ttm_memcg", std::nullopt, "no TTM module is loaded", true});
 
-  Sign dmem{"dmem GTT region", std::nullopt, "", true};
+  // dmem.memcg: the root file of the proposed dmem -> memcg route.
+  Sign dmemMemcg{std::string(file::kDmemMemcg), std::nullopt, "", true};
+  // The dmem regions: kernel limits tally could set, not memcg charging.
+  Sign dmem{"dmem regions", std::nullopt, "", false};
   if (!root) {
-    dmem.evidence = rootError;
-  } else if (auto cap = root->read(file::kDmemCapacity); !cap) {
-    dmem.present = false;
-    dmem.evidence =
-        fmt::format("{} absent (no dmem controller)", root->describe(file::kDmemCapacity));
-  } else if (auto regions = probes::parseDmemCapacity(*cap); !regions) {
-    dmem.evidence = fmt::format("{} unparsable", root->describe(file::kDmemCapacity));
+    dmemMemcg.evidence = dmem.evidence = rootError;
   } else {
-    for (const auto& r : *regions) {
-      out.dmemRegions.push_back(fmt::format("{} {}", r.name, r.bytes));
-      if (!isVramRegion(r.name)) out.dmemGttRegions.push_back(r.name);
+    if (auto v = root->read(file::kDmemMemcg)) {
+      dmemMemcg.present = true;
+      dmemMemcg.evidence = fmt::format("{} reads '{}'", root->describe(file::kDmemMemcg),
+                                       text::truncateUtf8(text::trim(*v), 200));
+    } else {
+      dmemMemcg.present = false;
+      dmemMemcg.evidence = fmt::format("{} absent", root->describe(file::kDmemMemcg));
     }
-    dmem.present = !out.dmemGttRegions.empty();
-    dmem.evidence = regions->empty()
-                        ? fmt::format("{} lists no region", root->describe(file::kDmemCapacity))
-                        : fmt::format("{}: {}", root->describe(file::kDmemCapacity),
-                                      fmt::join(out.dmemRegions, ", "));
+    if (auto cap = root->read(file::kDmemCapacity); !cap) {
+      dmem.present = false;
+      dmem.evidence =
+          fmt::format("{} absent (no dmem controller)", root->describe(file::kDmemCapacity));
+    } else if (auto regions = probes::parseDmemCapacity(*cap); !regions) {
+      dmem.evidence = fmt::format("{} unparsable", root->describe(file::kDmemCapacity));
+    } else {
+      std::vector<std::string> shown;
+      for (const auto& r : *regions) {
+        DmemKind k = classifyDmemRegion(r.name);
+        out.dmem.push_back({r.name, r.bytes, k});
+        shown.push_back(fmt::format("{} {} ({})", r.name, r.bytes,
+                                    k == DmemKind::Vram  ? "device VRAM"
+                                    : k == DmemKind::Gtt ? "would bound GTT"
+                                                         : "unknown kind"));
+      }
+      dmem.present = !regions->empty();
+      dmem.evidence =
+          regions->empty()
+              ? fmt::format("{} lists no region", root->describe(file::kDmemCapacity))
+              : fmt::format(
+                    "{}: {}; a per-cgroup limit tally could set ({}), not "
+                    "memcg charging",
+                    root->describe(file::kDmemCapacity), fmt::join(shown, ", "), file::kDmemMax);
+    }
   }
+  out.signs.push_back(dmemMemcg);
   out.signs.push_back(dmem);
 
   // GPUActive is global (v7.1+): the kernel counts GPU pages, not per cgroup.
   Sign meminfo{"/proc/meminfo GPUActive", std::nullopt, "", false};
   if (auto text = proc.read("meminfo", 64 * 1024)) {
     auto mi = probes::parseMemInfo(*text);
+    out.gpuActiveBytes = mi.gpuActive;
+    out.gpuReclaimBytes = mi.gpuReclaim;
     meminfo.present = mi.gpuActive.has_value();
     meminfo.evidence =
-        mi.gpuActive ? fmt::format("GPUActive {} bytes (global GPU page counter, not per cgroup)",
-                                   *mi.gpuActive)
-                     : "no GPUActive line (kernel before 7.1)";
+        mi.gpuActive
+            ? fmt::format(
+                  "GPUActive {} bytes, GPUReclaim {}: every TTM page the host's GPUs hold "
+                  "(global, not per cgroup)",
+                  *mi.gpuActive, mi.gpuReclaim ? fmt::format("{} bytes", *mi.gpuReclaim) : "absent")
+            : "no GPUActive line (kernel before 7.1)";
   } else {
     meminfo.evidence = fmt::format("{}: {}", proc.describe("meminfo"), text.error().message);
   }
@@ -182,11 +247,11 @@ CoverageVerdict decide(const StaticSigns& signs, const std::optional<ProbeResult
   } else if (!probe) {
     why.push_back("no sign that this kernel charges GTT to memcg");
   }
-  if (!signs.dmemGttRegions.empty()) {
+  if (auto gtt = signs.dmemGttRegions(); !gtt.empty()) {
     why.push_back(
-        fmt::format("a dmem region for GTT exists ({}): {} could bound GTT per cgroup; tally does "
-                    "not use it yet",
-                    fmt::join(signs.dmemGttRegions, ", "), cgroup::file::kDmemMax));
+        fmt::format("a dmem region for GTT exists ({}): {} could bound GTT per cgroup (a kernel "
+                    "limit, not memcg charging); tally does not set it yet",
+                    fmt::join(gtt, ", "), cgroup::file::kDmemMax));
   }
   why.push_back(gpuPresent ? "tally bounds GTT itself (gpu_memory_max, from DRM fdinfo)"
                            : "no GPU here: nothing uncharged to bound");

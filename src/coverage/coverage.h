@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "devices/ttm.h"
 #include "fs/root.h"
 
 namespace tally::coverage {
@@ -28,18 +29,39 @@ struct Sign {
   bool suggestsCharging = false;
 };
 
+// A dmem region (dmem.capacity) by the last part of its name: what a dmem.max
+// on it would bound. A dmem region is a kernel limit tally could set per
+// cgroup (dmem.max), a separate counter from memcg: never memcg charging.
+enum class DmemKind {
+  Vram,     // vram, vram0, ...: device memory
+  Gtt,      // a name with gtt, system or sysmem in it: would bound GTT (none is registered today)
+  Unknown,  // anything else (the cgroup-v2 documentation's own example: stolen)
+};
+DmemKind classifyDmemRegion(std::string_view name);  // "drm/<bdf>/<region>"
+const char* dmemKindName(DmemKind k);                // "vram", "gtt", "unknown"
+
+struct DmemRegion {
+  std::string name;  // "drm/0000:c6:00.0/vram"
+  std::uint64_t bytes = 0;
+  DmemKind kind = DmemKind::Unknown;
+};
+
 struct StaticSigns {
   std::vector<Sign> signs;
-  std::vector<std::string> dmemRegions;     // every line of dmem.capacity: "<region> <bytes>"
-  std::vector<std::string> dmemGttRegions;  // regions not named vram*: a dmem GTT region
+  std::vector<DmemRegion> dmem;  // every region of the root's dmem.capacity
+  // /proc/meminfo GPUActive and GPUReclaim (Linux 7.1+): every TTM page the
+  // host's GPUs hold, global, not per cgroup.
+  std::optional<std::uint64_t> gpuActiveBytes, gpuReclaimBytes;
   bool suggestsCharging() const;
+  std::vector<std::string> dmemGttRegions() const;
 };
 
 // Reads the signs: `statCgroup`'s memory.stat (a non-root cgroup; the root
-// has no memory.stat on older kernels), /sys/module/{ttm,amdttm}/parameters/
-// ttm_memcg, the root's dmem.capacity, /proc/meminfo GPUActive.
+// has no memory.stat on older kernels) for gpu_active and dmem, the
+// ttm_memcg option of each loaded TTM module, the root's dmem.capacity and
+// dmem.memcg, /proc/meminfo GPUActive.
 StaticSigns readStaticSigns(const fs::Root& proc, const fs::Root& sys, const fs::Root* cgroupRoot,
-                            const std::string& statCgroup);
+                            const std::string& statCgroup, const devices::TtmModules& ttm);
 
 enum class ProbeOutcome { Charged, NotCharged, Inconclusive, NoProbe, Failed };
 const char* probeOutcomeName(

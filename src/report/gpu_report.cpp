@@ -173,6 +173,23 @@ json gpuJson(const scanner::Scan& scan, const Aggregate& agg, const HostFacts& h
   else
     hostJ["mem_available_unknown"] = host.meminfoError.value_or("no MemAvailable in meminfo");
   hostJ["page_size_bytes"] = host.pageSize;
+  // GPUActive (7.1+): the kernel's own count of every TTM page the host's
+  // GPUs hold, a second figure beside the clients' fdinfo. What no client
+  // shows is kernel buffers, or processes this scan could not read.
+  if (host.meminfo.gpuActive) {
+    hostJ["gpu_active_bytes"] = *host.meminfo.gpuActive;
+    if (host.meminfo.gpuReclaim) hostJ["gpu_reclaim_bytes"] = *host.meminfo.gpuReclaim;
+    hostJ["gpu_active_source"] = "/proc/meminfo GPUActive (Linux 7.1+, global)";
+    if (!scan.scopeCgroup) {
+      std::uint64_t clients = agg.scopeCounted.hostUncharged;
+      hostJ["clients_host_uncharged_bytes"] = clients;
+      hostJ["gpu_active_outside_clients_bytes"] =
+          static_cast<std::int64_t>(*host.meminfo.gpuActive) - static_cast<std::int64_t>(clients);
+      if (!scan.unreadable.empty())
+        hostJ["gpu_active_outside_clients_note"] =
+            "includes the GPU memory of processes whose fds could not be read";
+    }
+  }
   json ttm = json::array();
   for (const auto& m : host.ttm.loaded) {
     json t = {{"module", m.name}};
@@ -350,6 +367,17 @@ std::string gpuTable(const scanner::Scan& scan, const Aggregate& agg, const Host
     if (s.gttHeadroomBytes)
       out += fmt::format("  GTT headroom {} (against the {} ceiling, within MemAvailable)\n",
                          units::humanBytes(*s.gttHeadroomBytes), s.gttHeadroomCeiling);
+  }
+  if (host.meminfo.gpuActive && !scan.scopeCgroup) {
+    std::int64_t outside = static_cast<std::int64_t>(*host.meminfo.gpuActive) -
+                           static_cast<std::int64_t>(agg.scopeCounted.hostUncharged);
+    out += fmt::format(
+        "GPUActive {} (the kernel's count, all GPUs); the clients' GTT and kin {}; {}{} outside "
+        "any client (kernel buffers{})\n",
+        units::humanBytes(*host.meminfo.gpuActive),
+        units::humanBytes(agg.scopeCounted.hostUncharged), outside < 0 ? "-" : "",
+        units::humanBytes(static_cast<std::uint64_t>(outside < 0 ? -outside : outside)),
+        scan.unreadable.empty() ? "" : ", or processes not read");
   }
   if (auto w = devices::gttsizeAdvice(host.gttsize, host.ttm, host.pageSize))
     out += "warning: " + *w + "\n";

@@ -179,6 +179,32 @@ TEST_F(Cli, TheLeaseMeterAndTallyGpuAgreeOnACgroup) {
   EXPECT_EQ(doc["scope"]["counted_bytes"], *meter.gpu().lastBytes);
 }
 
+// GPUActive (7.1+) is the kernel's own count of GPU pages: tally gpu puts it
+// beside what every client's fdinfo shows, and says what no client holds.
+TEST_F(Cli, GpuActiveIsShownBesideTheClientsFigure) {
+  writeFile(host.procRoot() + "/meminfo",
+            fmt::format("MemTotal:       131072000 kB\nMemAvailable:   {} kB\n"
+                        "GPUActive:      16777216 kB\nGPUReclaim:     1024 kB\n",
+                        kMemAvailable / 1024));
+  auto r = runTally("gpu --json " + roots());
+  ASSERT_EQ(r.status, 0) << r.out;
+  auto host_ = json::parse(r.out)["host"];
+  EXPECT_EQ(host_["gpu_active_bytes"], 16 * kGiB);
+  EXPECT_EQ(host_["gpu_reclaim_bytes"], 1 * kMiB);
+  // Every client's GTT once (amdgpu as in GpuJsonExactFigures, xe's 192 KiB).
+  const std::uint64_t clients = 4 * kGiB + 1 * kMiB + 2 * kGiB + 8 * kMiB + 4 * kMiB + 192 * kKiB;
+  EXPECT_EQ(host_["clients_host_uncharged_bytes"], clients);
+  EXPECT_EQ(host_["gpu_active_outside_clients_bytes"],
+            static_cast<std::int64_t>(16 * kGiB) - static_cast<std::int64_t>(clients));
+  auto table = runTally("gpu " + roots());
+  EXPECT_NE(table.out.find("GPUActive 16.0 GiB (the kernel's count, all GPUs)"), std::string::npos)
+      << table.out;
+  // Without the line (before 7.1): absent, never 0.
+  host.setMemAvailable(kMemAvailable);
+  auto old = json::parse(runTally("gpu --json " + roots()).out)["host"];
+  EXPECT_FALSE(old.contains("gpu_active_bytes"));
+}
+
 TEST_F(Cli, GpuTables) {
   auto r = runTally("gpu " + roots());
   ASSERT_EQ(r.status, 0);

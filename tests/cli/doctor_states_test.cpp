@@ -1,4 +1,4 @@
-// `tally doctor` on fixture trees for four kernel states (docs/coverage.md):
+// `tally doctor` on fixture trees for the kernel states of docs/coverage.md:
 // each tree is built here, and its full report must equal the expected one in
 // tests/fixtures/doctor/<state>.txt (the temp root printed as <root>), with
 // the exit status the docs promise. TALLY_UPDATE_GOLDEN=1 rewrites the files
@@ -64,6 +64,14 @@ void strixHalo(FakeHost& host, const std::string& kernel, const std::string& roo
   host.setModuleParam("ttm", "pages_limit", "29360128");  // 112 GiB in 4 KiB pages
 }
 
+// A static sign by name from `tally doctor --json`.
+nlohmann::json sign(const nlohmann::json& doc, const std::string& name) {
+  for (const auto& s : doc["gtt_memcg_coverage"]["static_signs"])
+    if (s["name"] == name) return s;
+  ADD_FAILURE() << "no sign " << name;
+  return nullptr;
+}
+
 void check(const std::string& state, const Out& r, int status) {
   std::string path = std::string(TALLY_SOURCE_DIR) + "/tests/fixtures/doctor/" + state + ".txt";
   if (std::getenv("TALLY_UPDATE_GOLDEN")) writeFile(path, r.out);
@@ -98,7 +106,10 @@ TEST(DoctorStates, Linux71DmemVramAtRootOnly) {
   check("v7.1-dmem-vram", doctor(host, ""), 1);
   auto j = nlohmann::json::parse(doctor(host, "--json").out);
   EXPECT_EQ(j["dmem"]["present"], true);
-  EXPECT_EQ(j["dmem"]["regions"][0], "drm/0000:c6:00.0/vram 1073741824");
+  EXPECT_EQ(j["dmem"]["regions"][0],
+            nlohmann::json({{"name", "drm/0000:c6:00.0/vram"}, {"bytes", GiB}, {"kind", "vram"}}));
+  EXPECT_EQ(j["gpu_active_bytes"], 1553180ULL * 1024);
+  EXPECT_EQ(sign(j, "/proc/meminfo GPUActive")["suggests_charging"], false);
   EXPECT_EQ(j["dmem"]["chain"][0]["available"], true);
   EXPECT_EQ(j["dmem"]["chain"][0]["enabled_for_children"], false);
   EXPECT_EQ(j["dmem"]["reaches_leases"], false);
@@ -118,8 +129,8 @@ TEST(DoctorStates, FutureKernelWithGpuActiveAndTtmMemcgIsUnverifiedWithoutThePro
       "MemTotal:       131072000 kB\nMemAvailable:   65536000 kB\nGPUActive:       1553180 kB\n");
   check("future-gpu-active", doctor(host, ""), 1);
   auto j = nlohmann::json::parse(doctor(host, "--json").out);
-  EXPECT_EQ(j["gtt_memcg_coverage"]["static_signs"][0]["present"], true);
-  EXPECT_EQ(j["gtt_memcg_coverage"]["static_signs"][1]["present"], true);
+  EXPECT_EQ(sign(j, "memory.stat gpu_active")["present"], true);
+  EXPECT_EQ(sign(j, "ttm.ttm_memcg")["present"], true);
   EXPECT_EQ(j["gtt_memcg_coverage"]["coverage"], "host");  // a sign is not proof
   EXPECT_EQ(j["dmem"]["reaches_leases"], true);
 }
@@ -132,10 +143,38 @@ TEST(DoctorStates, DmemGttRegionIsReportedAsADifferentPath) {
             "drm/0000:c6:00.0/vram 1073741824\ndrm/0000:c6:00.0/gtt 120259084288\n");
   check("dmem-gtt", doctor(host, ""), 1);
   auto j = nlohmann::json::parse(doctor(host, "--json").out);
-  EXPECT_EQ(j["gtt_memcg_coverage"]["static_signs"][3]["name"], "dmem GTT region");
-  EXPECT_EQ(j["gtt_memcg_coverage"]["static_signs"][3]["present"], true);
-  EXPECT_NE(j["gtt_memcg_coverage"]["basis"].get<std::string>().find("drm/0000:c6:00.0/gtt"),
-            std::string::npos);
+  // A dmem GTT region is a limit tally could set, never a sign of memcg charging.
+  EXPECT_EQ(sign(j, "dmem regions")["present"], true);
+  EXPECT_EQ(sign(j, "dmem regions")["suggests_charging"], false);
+  EXPECT_EQ(j["dmem"]["regions"][1]["kind"], "gtt");
+  const std::string basis = j["gtt_memcg_coverage"]["basis"];
+  EXPECT_NE(basis.find("drm/0000:c6:00.0/gtt"), std::string::npos);
+  EXPECT_EQ(basis.find("suggest"), std::string::npos) << basis;
+}
+
+// The cgroup-v2 documentation's own example region, stolen, is neither VRAM
+// nor GTT: it is shown as of unknown kind, and nothing says GTT of it. AMD's
+// DKMS driver is loaded beside the in-tree ttm: each module's option is read.
+TEST(DoctorStates, DmemStolenRegionIsNeverGtt) {
+  FakeHost host;
+  strixHalo(host, "6.15.0-1-amd64", "cpuset cpu io memory hugetlb pids rdma misc dmem",
+            "cpuset cpu io memory pids dmem");
+  writeFile(host.cgroupRoot() + "/dmem.capacity",
+            "drm/0000:03:00.0/vram0 8514437120\ndrm/0000:03:00.0/stolen 67108864\n");
+  host.setModuleParam("amdttm", "pages_limit", "29360128");
+  host.addModuleHolder("amdttm", "amdgpu");
+  check("dmem-stolen", doctor(host, ""), 1);
+  auto j = nlohmann::json::parse(doctor(host, "--json").out);
+  EXPECT_EQ(j["dmem"]["regions"][1],
+            nlohmann::json(
+                {{"name", "drm/0000:03:00.0/stolen"}, {"bytes", 67108864}, {"kind", "unknown"}}));
+  EXPECT_EQ(sign(j, "dmem regions")["suggests_charging"], false);
+  EXPECT_EQ(sign(j, "amdttm.ttm_memcg")["present"], false);
+  const std::string basis = j["gtt_memcg_coverage"]["basis"];
+  EXPECT_EQ(basis,
+            "no sign that this kernel charges GTT to memcg; tally bounds GTT itself "
+            "(gpu_memory_max, from DRM fdinfo)");
+  EXPECT_EQ(j["gpu_devices"][0]["gtt_ceiling"]["ttm_module"], "amdttm");
 }
 
 TEST(DoctorStates, NoGpuAndFullContainmentIsNotDegraded) {

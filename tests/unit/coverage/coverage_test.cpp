@@ -58,3 +58,25 @@ TEST(Coverage, OnlyAChargedProbeHandsOver) {
 
 }  // namespace
 }  // namespace tally
+
+namespace tally {
+namespace {
+
+// What a dmem.max on a region would bound, by the last part of its name.
+TEST(DmemRegions, KindsByName) {
+  using coverage::DmemKind;
+  EXPECT_EQ(coverage::classifyDmemRegion("drm/0000:c6:00.0/vram"), DmemKind::Vram);
+  EXPECT_EQ(coverage::classifyDmemRegion("drm/0000:03:00.0/vram0"), DmemKind::Vram);
+  EXPECT_EQ(coverage::classifyDmemRegion("drm/0000:03:00.0/vram1"), DmemKind::Vram);
+  EXPECT_EQ(coverage::classifyDmemRegion("drm/0000:c6:00.0/gtt"), DmemKind::Gtt);
+  EXPECT_EQ(coverage::classifyDmemRegion("drm/0000:03:00.0/system"), DmemKind::Gtt);
+  EXPECT_EQ(coverage::classifyDmemRegion("drm/0000:03:00.0/sysmem"), DmemKind::Gtt);
+  EXPECT_EQ(coverage::classifyDmemRegion("drm/0000:03:00.0/stolen"), DmemKind::Unknown);
+  EXPECT_EQ(coverage::classifyDmemRegion("drm/0000:03:00.0/mapped"), DmemKind::Unknown);
+  EXPECT_EQ(coverage::classifyDmemRegion(""), DmemKind::Unknown);
+  EXPECT_EQ(coverage::classifyDmemRegion("vram"), DmemKind::Vram);  // no slash at all
+  EXPECT_STREQ(coverage::dmemKindName(DmemKind::Gtt), "gtt");
+}
+
+}  // namespace
+}  // namespace tally
