@@ -20,9 +20,18 @@ TtmModules readTtmModules(const fs::Root& sys) {
     std::string limit = dir + "/parameters/pages_limit";
     if (auto v = sys.read(limit, 64)) {
       m.pagesLimit = probes::parseSysfsU64(*v);
-      if (!m.pagesLimit)
+      if (!m.pagesLimit) {
         m.pagesLimitUnknown =
             fmt::format("{} reads '{}', not a page count", sys.describe(limit), text::trim(*v));
+      } else if (*m.pagesLimit == 0) {
+        // 0 is "not set yet", never a ceiling: TTM fills in its default (half of
+        // RAM) when the first device that uses it initialises (ttm_tt_mgr_init).
+        m.pagesLimit.reset();
+        m.pagesLimitUnknown = fmt::format(
+            "{} reads 0: no device using {} has initialised yet (the kernel sets the default, "
+            "half of RAM, then)",
+            sys.describe(limit), name);
+      }
     } else {
       m.pagesLimitUnknown = fmt::format("{}: {}", sys.describe(limit), v.error().message);
     }

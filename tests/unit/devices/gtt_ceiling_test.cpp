@@ -150,6 +150,23 @@ TEST_F(GttCeilingTest, UnreadablePagesLimitIsSaidNotGuessed) {
   EXPECT_EQ(c.compute.unknown, "pages_limit x page size overflows");
 }
 
+// Found on every kernel of the VM matrix: ttm.pages_limit reads 0 until the
+// first device using TTM initialises (ttm_tt_mgr_init fills in the default).
+// 0 is "not set yet", never a ceiling of 0 bytes.
+TEST_F(GttCeilingTest, PagesLimitZeroIsNotYetSetNeverACeiling) {
+  host.setModuleParam("ttm", "pages_limit", "0");
+  apu(96 * GiB, 0);
+  auto ttm = readTtmModules(*sys);
+  EXPECT_FALSE(ttm.loaded[0].pagesLimit);
+  EXPECT_NE(
+      ttm.loaded[0].pagesLimitUnknown->find("reads 0: no device using ttm has initialised yet"),
+      std::string::npos)
+      << *ttm.loaded[0].pagesLimitUnknown;
+  auto c = gttCeilings(device(), ttm, kPage);
+  EXPECT_FALSE(c.compute.bytes);
+  EXPECT_EQ(c.forConsumer(GttConsumer::Smaller), 96 * GiB);  // graphics, the only one known
+}
+
 // Other drivers have no KFD: only the graphics ceiling, when sysfs has one.
 TEST_F(GttCeilingTest, NonAmdDevicesHaveNoComputeCeiling) {
   host.setModuleParam("ttm", "pages_limit", "4194304");
