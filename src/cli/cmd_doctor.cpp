@@ -331,8 +331,8 @@ int runDoctor(const fs::RootPaths& paths, const DoctorOptions& opts) {
     const auto& p = *a.probe;
     fmt::print("probe        {}: {}\n", coverage::probeOutcomeName(p.outcome), p.detail);
     if (p.deltaMemoryCurrent && p.deltaDrmTotalGtt) {
-      fmt::print("             {} {} in {}: memory.current +{} bytes, drm-total-gtt +{} bytes{}\n",
-                 p.driver, p.device, p.cgroup, *p.deltaMemoryCurrent, *p.deltaDrmTotalGtt,
+      fmt::print("             {} {} in {}: memory.current +{} bytes, {} +{} bytes{}\n", p.driver,
+                 p.device, p.cgroup, *p.deltaMemoryCurrent, p.gttKey, *p.deltaDrmTotalGtt,
                  p.deltaGpuActive ? fmt::format(", gpu_active +{} bytes", *p.deltaGpuActive) : "");
     }
   } else {

@@ -26,14 +26,40 @@ namespace {
 
 constexpr const char* kTestDrm = "tally_testdrm";
 
-// In the child: one GTT buffer of `bytes`, resident and touched.
+// amdgpu before its runtime-stats rework (~6.14) counts in drm-total-gtt only the
+// buffers on a VM list: a buffer never mapped into the GPU's address space would
+// leave fdinfo unmoved and the probe inconclusive. So the probe maps it, at the
+// bottom of the VM's user range (the address need only be valid, never used).
+int mapIntoGpuVm(int fd, std::uint32_t handle, std::uint64_t bytes) {
+  drm_amdgpu_info_device info{};
+  drm_amdgpu_info request{};
+  request.return_pointer = reinterpret_cast<std::uintptr_t>(&info);
+  request.return_size = sizeof info;
+  request.query = AMDGPU_INFO_DEV_INFO;
+  if (::ioctl(fd, DRM_IOCTL_AMDGPU_INFO, &request) != 0) return -errno;
+  drm_amdgpu_gem_va va{};
+  va.handle = handle;
+  va.operation = AMDGPU_VA_OP_MAP;
+  va.flags = AMDGPU_VM_PAGE_READABLE | AMDGPU_VM_PAGE_WRITEABLE;
+  va.va_address = info.virtual_address_offset;
+  va.offset_in_bo = 0;
+  va.map_size = bytes;
+  return ::ioctl(fd, DRM_IOCTL_AMDGPU_GEM_VA, &va) == 0 ? 0 : -errno;
+}
+
+// In the child: one GTT buffer of `bytes`, resident, touched and mapped into the
+// GPU's address space.
 int allocateGtt(int fd, const std::string& driver, std::uint64_t bytes) {
   if (driver == kTestDrm) {
     tally_testdrm_create c{bytes, TALLY_TESTDRM_REGION_GTT, 0};  // pages allocated at creation
-    return ::ioctl(fd, DRM_IOCTL_TALLY_TESTDRM_CREATE, &c) == 0 ? 0 : -errno;
+    if (::ioctl(fd, DRM_IOCTL_TALLY_TESTDRM_CREATE, &c) != 0) return -errno;
+    tally_testdrm_map m{c.handle, 0};
+    return ::ioctl(fd, DRM_IOCTL_TALLY_TESTDRM_MAP, &m) == 0 ? 0 : -errno;
   }
-  // amdgpu: create in the GTT domain, map, write every page (TTM populates on
-  // first touch; the charge, if any, lands on the task that populates).
+  // amdgpu: create in the GTT domain, write every page through a CPU mapping (TTM
+  // populates on first touch; the charge, if any, lands on the task that
+  // populates), then map it into the GPU VM.
+  bytes = (bytes + 4095) & ~std::uint64_t{4095};
   drm_amdgpu_gem_create create{};
   create.in.bo_size = bytes;
   create.in.alignment = 4096;
@@ -46,7 +72,7 @@ int allocateGtt(int fd, const std::string& driver, std::uint64_t bytes) {
                    static_cast<off_t>(map.out.addr_ptr));
   if (p == MAP_FAILED) return -errno;
   std::memset(p, 0x5a, bytes);
-  return 0;
+  return mapIntoGpuVm(fd, create.out.handle, bytes);
 }
 
 [[noreturn]] void child(int in, int out, const std::string& node, const std::string& driver,
@@ -73,6 +99,7 @@ std::optional<std::int32_t> await(int fd, int timeoutMs) {
 
 struct Reading {
   std::optional<std::uint64_t> current, gtt, gpuActive;
+  std::string gttKey;  // the fdinfo key gtt came from
 };
 
 Reading readNow(const fs::Root& proc, const cgroup::Cgroup& cg, pid_t pid, int fd) {
@@ -81,7 +108,16 @@ Reading readNow(const fs::Root& proc, const cgroup::Cgroup& cg, pid_t pid, int f
   if (auto s = cg.memoryStat()) r.gpuActive = s->get("gpu_active");
   if (auto t = proc.read(fmt::format("{}/fdinfo/{}", pid, fd), 64 * 1024)) {
     auto info = probes::parseDrmFdinfo(*t);
-    if (const auto* g = info.region("gtt")) r.gtt = g->total;
+    // drm-total-gtt since 6.5's common helper; amdgpu printed drm-memory-gtt before.
+    if (const auto* g = info.region("gtt")) {
+      if (g->total) {
+        r.gtt = g->total;
+        r.gttKey = "drm-total-gtt";
+      } else if (g->memory) {
+        r.gtt = g->memory;
+        r.gttKey = "drm-memory-gtt";
+      }
+    }
   }
   return r;
 }
@@ -187,19 +223,20 @@ ProbeResult runActiveProbe(const fs::Root& proc, const fs::Root& cgroupRoot,
     Reading before = readNow(proc, *probeCg, pid, *fd);
     auto rc = (send('a'), await(in.get(), o.stepTimeoutMs));
     if (!rc || *rc != 0) {
-      fail(rc ? fmt::format("allocating {} bytes of GTT on {}: {}", o.bytes, node,
+      fail(rc ? fmt::format("allocating and mapping {} bytes of GTT on {}: {}", o.bytes, node,
                             std::strerror(-*rc))
               : "the probe child did not answer");
     } else {
       Reading after = readNow(proc, *probeCg, pid, *fd);
       r.deltaMemoryCurrent = delta(before.current, after.current);
       r.deltaDrmTotalGtt = delta(before.gtt, after.gtt);
+      r.gttKey = after.gttKey;
       r.deltaGpuActive = delta(before.gpuActive, after.gpuActive);
       if (!r.deltaMemoryCurrent || !r.deltaDrmTotalGtt) {
-        fail(fmt::format("could not read {} ({}{}) and the probe's fdinfo (drm-total-gtt{})",
-                         r.cgroup, cgroup::file::kMemoryCurrent,
-                         r.deltaMemoryCurrent ? " ok" : " missing",
-                         r.deltaDrmTotalGtt ? " ok" : " missing"));
+        fail(fmt::format(
+            "could not read {} ({}{}) and the probe's fdinfo (drm-total-gtt or drm-memory-gtt{})",
+            r.cgroup, cgroup::file::kMemoryCurrent, r.deltaMemoryCurrent ? " ok" : " missing",
+            r.deltaDrmTotalGtt ? " ok" : " missing"));
       } else {
         r.outcome = judgeProbe(o.bytes, *r.deltaMemoryCurrent, *r.deltaDrmTotalGtt, r.detail);
       }

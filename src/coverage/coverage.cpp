@@ -276,16 +276,18 @@ nlohmann::ordered_json probeJson(const ProbeResult& p) {
   auto opt = [](const std::optional<std::int64_t>& v) {
     return v ? nlohmann::ordered_json(*v) : nlohmann::ordered_json(nullptr);
   };
-  return {{"outcome", probeOutcomeName(p.outcome)},
-          {"kernel", p.kernel},
-          {"driver", p.driver},
-          {"device", p.device},
-          {"cgroup", p.cgroup},
-          {"requested_bytes", p.requestedBytes},
-          {"delta_memory_current_bytes", opt(p.deltaMemoryCurrent)},
-          {"delta_drm_total_gtt_bytes", opt(p.deltaDrmTotalGtt)},
-          {"delta_gpu_active_bytes", opt(p.deltaGpuActive)},
-          {"detail", p.detail}};
+  return {
+      {"outcome", probeOutcomeName(p.outcome)},
+      {"kernel", p.kernel},
+      {"driver", p.driver},
+      {"device", p.device},
+      {"cgroup", p.cgroup},
+      {"requested_bytes", p.requestedBytes},
+      {"delta_memory_current_bytes", opt(p.deltaMemoryCurrent)},
+      {"delta_drm_total_gtt_bytes", opt(p.deltaDrmTotalGtt)},
+      {"gtt_key", p.gttKey.empty() ? nlohmann::ordered_json() : nlohmann::ordered_json(p.gttKey)},
+      {"delta_gpu_active_bytes", opt(p.deltaGpuActive)},
+      {"detail", p.detail}};
 }
 
 }  // namespace tally::coverage

@@ -76,8 +76,9 @@ struct ProbeResult {
   std::uint64_t requestedBytes = 0;
   std::optional<std::int64_t> deltaMemoryCurrent;  // bytes
   std::optional<std::int64_t> deltaDrmTotalGtt;    // bytes, of the probe's own DRM client
-  std::optional<std::int64_t> deltaGpuActive;      // memory.stat gpu_active, when the key exists
-  std::string detail;                              // the judgement in words, or what failed
+  std::string gttKey;  // drm-total-gtt, or drm-memory-gtt where amdgpu printed only that (<6.5)
+  std::optional<std::int64_t> deltaGpuActive;  // memory.stat gpu_active, when the key exists
+  std::string detail;                          // the judgement in words, or what failed
 };
 
 // Judges the deltas. Pure. GTT is "charged" when memory.current grew by at
