@@ -16,7 +16,9 @@ packages=(
   # tests: a real HTTP client for GET /metrics
   libcpp-httplib-dev
   # the real-kernel VM harness (vm/): QEMU, the initramfs, kernel module tools
-  qemu-system-x86 busybox-static cpio kmod xz-utils make
+  qemu-system-x86 busybox-static cpio kmod xz-utils zstd make
+  # the 7.x guest kernel's test driver is built in a trixie chroot
+  debootstrap
   # what the guest boots: the host's own systemd, D-Bus and PAM session support
   systemd dbus libpam-systemd
   # tests and benchmarks

@@ -2,7 +2,8 @@
 # The whole test suite: unit, CLI and live tests (default build), the same
 # under ASan + UBSan, every parser's fuzzer for a bounded time, and a smoke
 # run of the benchmark, and the system tests inside the project's VM harness
-# (real systemd, real cgroup v2 memory controller, the test DRM driver).
+# (real systemd, real cgroup v2 memory controller, the test DRM driver) on
+# Debian's 6.12, 6.1 and 7.x kernels.
 # Needs root (mknod'ed device nodes, PID namespaces, QEMU's 9p export of /).
 #   FUZZ_SECONDS=20 per fuzzer (default)
 set -euo pipefail
@@ -65,8 +66,14 @@ ctest --preset asan -j "$jobs"
 step "tests: default build"
 ctest --preset default -j "$jobs"
 
-step "vm: system tests against a real systemd 252 + cgroup v2 (QEMU TCG, one boot; vm/run.sh)"
-# One boot: the system tests, then the observability live tests again where
-# journald listens (on the host their lifecycle lines go to stderr).
-vm/run.sh --timeout 900 --env TALLY_TEST_JOURNALD=required -- \
+# The VM suite on each kernel of the matrix (docs/vm-harness.md): Debian 12's
+# backports 6.12 (with the observability live tests again, where journald
+# listens: on the host their lifecycle lines go to stderr), Debian 12's own 6.1,
+# and trixie-backports' 7.x. One boot each.
+step "vm: system tests on Debian's 6.12 kernel, real systemd 252 + cgroup v2 (QEMU TCG; vm/run.sh)"
+vm/run.sh --kernel 6.12 --timeout 900 --env TALLY_TEST_JOURNALD=required -- \
   sh -c 'build/default/tests/tally_vm_tests && build/default/tests/tally_live_daemon_tests --gtest_filter="ObservabilityLive.*"'
+for kernel in 6.1 7; do
+  step "vm: system tests on Debian's $kernel kernel"
+  vm/run.sh --kernel "$kernel" --timeout 900 -- build/default/tests/tally_vm_tests
+done

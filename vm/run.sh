@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
-# tally's real-kernel test harness: boot Debian's 6.12 kernel under QEMU (TCG) with
-# the host's root read-only over 9p and the host's systemd as PID 1 on a pure
-# cgroup v2 hierarchy, run one command inside, and hand back its output and status.
+# tally's real-kernel test harness: boot one of Debian's kernels (6.12 by default;
+# 6.1 and 7.x with --kernel) under QEMU (TCG) with the host's root read-only over
+# 9p and the host's systemd as PID 1 on a pure cgroup v2 hierarchy, run one
+# command inside, and hand back its output and status.
 #
-#   vm/run.sh [--timeout SECONDS] [--env NAME=VALUE]... [--keep] -- COMMAND [ARGS...]
+#   vm/run.sh [--kernel 6.1|6.12|7] [--timeout SECONDS] [--env NAME=VALUE]... [--keep]
+#             -- COMMAND [ARGS...]
 #
 # The command runs as root in the guest, from the caller's working directory (the
 # host tree is visible at the same paths, read-only; /tmp is a fresh tmpfs, into
@@ -17,15 +19,17 @@
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 timeout_s=300
+series=${TALLY_VM_KERNEL:-6.12}
 keep=
 envs=()
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --timeout) timeout_s=$2; shift 2 ;;
+    --kernel) series=$2; shift 2 ;;
     --env) envs+=("$2"); shift 2 ;;
     --keep) keep=1; shift ;;
     --) shift; break ;;
-    -h|--help) sed -n '2,17p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,19p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "vm/run.sh: unknown option $1 (see --help)" >&2; exit 2 ;;
   esac
 done
@@ -34,27 +38,41 @@ done
 vmfail() { echo "vm: $*" >&2; exit 125; }
 command -v qemu-system-x86_64 >/dev/null || vmfail "qemu-system-x86_64 missing; run scripts/install-deps.sh"
 
-kdir=$("$here/fetch-kernel.sh") || vmfail "could not prepare the guest kernel"
+kdir=$("$here/fetch-kernel.sh" "$series") || vmfail "could not prepare the $series guest kernel"
 kver=$(cat "$kdir/version")
 ko=$("$here/build-testdrm.sh" "$kdir") || vmfail "could not build the test DRM driver"
 
-# The initramfs: static busybox, the decompressed modules for 9p and overlayfs.
-modules="netfs 9pnet 9pnet_virtio 9p overlay"
-initrd_key=$(cat "$here/init" "$0" | sha256sum | cut -c1-16)
+# The initramfs: static busybox, and the modules 9p over virtio and overlayfs
+# need, in load order (virtio_pci is a module on 6.1, built in later; netfs
+# comes in as 9p's dependency where 9p has one).
+mapfile -t modpaths < <(for m in virtio_pci 9pnet_virtio 9p overlay; do
+                           modprobe -d "$kdir/root" -S "$kver" --show-depends "$m"
+                         done | awk '$1 == "insmod" {print $2}')
+[[ ${#modpaths[@]} -gt 0 ]] || vmfail "no module list for 9p and overlay in the $kver tree"
+modules=
+for p in "${modpaths[@]}"; do
+  m=$(basename "$p"); m=${m%%.ko*}
+  [[ " $modules " == *" $m "* ]] || modules+="${modules:+ }$m"
+done
+initrd_key=$( (cat "$here/init" "$0"; echo "$modules") | sha256sum | cut -c1-16)
 initrd="$kdir/initramfs-$initrd_key.cpio"
 if [[ ! -e "$initrd" ]]; then
   stage=$(mktemp -d)
   mkdir -p "$stage"/{bin,dev,proc,sys,modules}
   cp /bin/busybox "$stage/bin/busybox"
-  for m in $modules; do
-    f=$(find "$kdir/root/lib/modules/$kver" -name "$m.ko*" | head -n1)
-    [[ -n "$f" ]] || vmfail "module $m not in the guest kernel"
-    case "$f" in *.xz) xz -dc "$f" > "$stage/modules/$m.ko" ;; *) cp "$f" "$stage/modules/$m.ko" ;; esac
+  for f in "${modpaths[@]}"; do
+    m=$(basename "$f"); m=${m%%.ko*}
+    [[ -e "$stage/modules/$m.ko" ]] && continue
+    case "$f" in
+      *.xz) xz -dc "$f" > "$stage/modules/$m.ko" ;;
+      *.zst) zstd -qdc "$f" > "$stage/modules/$m.ko" ;;
+      *) cp "$f" "$stage/modules/$m.ko" ;;
+    esac
   done
   cp "$here/init" "$stage/init" && chmod +x "$stage/init"
   cat > "$stage/tally-vm.conf" <<CONF
 KVER=$kver
-MODDIR=$kdir/root/lib/modules/$kver
+MODDIR=$(readlink -f "$kdir/modules")
 MODULES="$modules"
 MASK_UNITS="apt-daily.timer apt-daily-upgrade.timer dpkg-db-backup.timer e2scrub_all.timer fstrim.timer man-db.timer systemd-tmpfiles-clean.timer systemd-timesyncd.service systemd-journal-flush.service systemd-binfmt.service proc-sys-fs-binfmt_misc.automount systemd-sysusers.service systemd-random-seed.service systemd-update-utmp.service systemd-update-utmp-runlevel.service systemd-pstore.service systemd-remount-fs.service kmod-static-nodes.service sys-kernel-debug.mount sys-kernel-tracing.mount sys-kernel-config.mount sys-fs-fuse-connections.mount systemd-firstboot.service ldconfig.service systemd-hwdb-update.service systemd-udevd.service systemd-udev-trigger.service cron.service ssh.service postgresql.service"
 MASK_GENERATORS="postgresql-generator systemd-getty-generator systemd-sysv-generator systemd-gpt-auto-generator systemd-fstab-generator systemd-cryptsetup-generator systemd-hibernate-resume-generator systemd-integritysetup-generator systemd-veritysetup-generator"
@@ -83,7 +101,7 @@ set +e
 timeout -k 10 $((timeout_s + 120)) qemu-system-x86_64 \
   -accel tcg,thread=multi -cpu max -smp 2 -m 2048 \
   -nographic -no-reboot -monitor none -serial "file:$xfer/console.log" \
-  -kernel "$kdir/root/boot/vmlinuz-$kver" -initrd "$initrd" \
+  -kernel "$kdir/vmlinuz" -initrd "$initrd" \
   -append "console=ttyS0 quiet panic=-1 systemd.unified_cgroup_hierarchy=1 systemd.show_status=error systemd.unit=tally-vm.target$bind" \
   -fsdev local,id=hostroot,path=/,security_model=none,readonly=on,multidevs=remap \
   -device virtio-9p-pci,fsdev=hostroot,mount_tag=hostroot \

@@ -2,18 +2,31 @@
 /*
  * tally_testdrm: a minimal GEM driver for tally's VM tests.
  *
- * Buffers live in one of two named regions ("gtt", "vram"); the DRM core prints
- * their totals through drm_show_fdinfo() exactly as it does for amdgpu. Pages come
- * from alloc_page(): with charge_memcg=0 (today's amdgpu GTT) they are not charged
- * to any memory cgroup; with charge_memcg=1 (a kernel that charges GTT) they carry
- * __GFP_ACCOUNT and count in the allocating task's memory.current.
- * The parameter is read at allocation time, so a test may flip it between buffers
- * through /sys/module/tally_testdrm/parameters/charge_memcg.
+ * Buffers live in one of two regions; the DRM core prints their totals through
+ * drm_show_fdinfo() exactly as it does for a real driver (on kernels before 6.5,
+ * which have no such helper, the driver prints the keys itself in the format
+ * amdgpu used then). Pages come from alloc_page(): with charge_memcg=0 (today's
+ * amdgpu GTT) they are not charged to any memory cgroup; with charge_memcg=1 (a
+ * kernel that charges GTT, or a shmem-backed driver) they carry __GFP_ACCOUNT and
+ * count in the allocating task's memory.current. The parameter is read at
+ * allocation time, so a test may flip it between buffers through
+ * /sys/module/tally_testdrm/parameters/charge_memcg.
+ *
+ * personality= (at load) makes it print another driver's name and region names,
+ * so tally's per-driver memory classes are exercised on a real kernel:
+ *   tally_testdrm, amdgpu  gtt, vram
+ *   xe                     gtt, vram0
+ *   i915                   system0, local0
+ *   v3d                    memory (no second region)
+ * count_unmapped=0 counts a buffer only once mapped (TALLY_TESTDRM_MAP), as amdgpu
+ * did before its runtime-stats rework: an unmapped buffer is on no VM list.
  */
 #include <linux/module.h>
 #include <linux/platform_device.h>
 #include <linux/slab.h>
 #include <linux/mm.h>
+#include <linux/seq_file.h>
+#include <linux/version.h>
 #include <drm/drm_drv.h>
 #include <drm/drm_file.h>
 #include <drm/drm_gem.h>
@@ -22,9 +35,36 @@
 
 #include "tally_testdrm_uapi.h"
 
+/* drm_show_fdinfo(), drm_print_memory_stats() and drm_driver.show_fdinfo: 6.5. */
+#define TESTDRM_CORE_FDINFO (LINUX_VERSION_CODE >= KERNEL_VERSION(6, 5, 0))
+
 static bool charge_memcg;
 module_param(charge_memcg, bool, 0644);
 MODULE_PARM_DESC(charge_memcg, "charge buffer pages to the allocator's memory cgroup");
+
+static bool count_unmapped = true;
+module_param(count_unmapped, bool, 0644);
+MODULE_PARM_DESC(count_unmapped, "show unmapped buffers in fdinfo (0: only mapped ones, as amdgpu before ~6.14)");
+
+static char *personality = "tally_testdrm";
+module_param(personality, charp, 0444);
+MODULE_PARM_DESC(personality, "the driver to play: tally_testdrm, amdgpu, xe, i915, v3d");
+
+struct testdrm_personality {
+	const char *name;
+	const char *regions[2]; /* NULL: the driver has no such region */
+};
+
+static const struct testdrm_personality personalities[] = {
+	{ "tally_testdrm", { "gtt", "vram" } },
+	{ "amdgpu", { "gtt", "vram" } },
+	{ "xe", { "gtt", "vram0" } },
+	{ "i915", { "system0", "local0" } },
+	{ "v3d", { "memory", NULL } },
+};
+
+static const struct testdrm_personality *played;
+static char played_name[32]; /* drm_driver.name is not const on every kernel */
 
 /* Refuse absurd sizes before allocating a page array for them. */
 #define TESTDRM_MAX_BYTES (4ULL << 30)
@@ -32,6 +72,7 @@ MODULE_PARM_DESC(charge_memcg, "charge buffer pages to the allocator's memory cg
 struct testdrm_bo {
 	struct drm_gem_object base;
 	u32 region;
+	bool mapped;
 	unsigned long npages;
 	struct page **pages;
 };
@@ -66,7 +107,7 @@ static int testdrm_create_ioctl(struct drm_device *dev, void *data, struct drm_f
 	unsigned long i;
 	int ret;
 
-	if (args->region > TALLY_TESTDRM_REGION_VRAM)
+	if (args->region > TALLY_TESTDRM_REGION_VRAM || !played->regions[args->region])
 		return -EINVAL;
 	if (args->size == 0 || args->size > TESTDRM_MAX_BYTES)
 		return -EINVAL;
@@ -101,12 +142,29 @@ put:
 	return ret;
 }
 
-static void testdrm_show_fdinfo(struct drm_printer *p, struct drm_file *file)
+static int testdrm_map_ioctl(struct drm_device *dev, void *data, struct drm_file *file)
 {
-	struct drm_memory_stats stats[2] = {};
-	static const char *const names[2] = { "gtt", "vram" };
+	struct tally_testdrm_map *args = data;
+	struct drm_gem_object *obj = drm_gem_object_lookup(file, args->handle);
+
+	if (!obj)
+		return -ENOENT;
+	if (obj->funcs == &testdrm_bo_funcs)
+		WRITE_ONCE(to_bo(obj)->mapped, true);
+	drm_gem_object_put(obj);
+	return 0;
+}
+
+struct testdrm_stats {
+	u64 shared, private, resident;
+};
+
+/* Per region, what the client's buffers hold (mapped ones only when asked). */
+static void testdrm_collect(struct drm_file *file, struct testdrm_stats stats[2])
+{
+	bool unmapped_too = READ_ONCE(count_unmapped);
 	struct drm_gem_object *obj;
-	int id, r;
+	int id;
 
 	spin_lock(&file->table_lock);
 	idr_for_each_entry(&file->object_idr, obj, id) {
@@ -115,6 +173,8 @@ static void testdrm_show_fdinfo(struct drm_printer *p, struct drm_file *file)
 		if (obj->funcs != &testdrm_bo_funcs)
 			continue;
 		bo = to_bo(obj);
+		if (!unmapped_too && !READ_ONCE(bo->mapped))
+			continue;
 		if (obj->handle_count > 1)
 			stats[bo->region].shared += obj->size;
 		else
@@ -122,27 +182,88 @@ static void testdrm_show_fdinfo(struct drm_printer *p, struct drm_file *file)
 		stats[bo->region].resident += obj->size;
 	}
 	spin_unlock(&file->table_lock);
-
-	for (r = 0; r < 2; r++)
-		drm_print_memory_stats(p, &stats[r], DRM_GEM_OBJECT_RESIDENT, names[r]);
 }
+
+#if TESTDRM_CORE_FDINFO
+static void testdrm_show_fdinfo(struct drm_printer *p, struct drm_file *file)
+{
+	struct testdrm_stats stats[2] = {};
+	int r;
+
+	testdrm_collect(file, stats);
+	for (r = 0; r < 2; r++) {
+		struct drm_memory_stats s = {
+			.shared = stats[r].shared,
+			.private = stats[r].private,
+			.resident = stats[r].resident,
+		};
+
+		if (played->regions[r])
+			drm_print_memory_stats(p, &s, DRM_GEM_OBJECT_RESIDENT, played->regions[r]);
+	}
+}
+#else
+/* Before 6.5 every driver printed its own keys; amdgpu printed these. */
+static atomic64_t testdrm_client_ids = ATOMIC64_INIT(0);
+
+static int testdrm_open(struct drm_device *dev, struct drm_file *file)
+{
+	file->driver_priv = (void *)(uintptr_t)atomic64_inc_return(&testdrm_client_ids);
+	return 0;
+}
+
+static void testdrm_fops_show_fdinfo(struct seq_file *m, struct file *f)
+{
+	struct drm_file *file = f->private_data;
+	struct testdrm_stats stats[2] = {};
+	int r;
+
+	testdrm_collect(file, stats);
+	seq_printf(m, "drm-driver:\t%s\n", played->name);
+	seq_printf(m, "drm-client-id:\t%llu\n", (u64)(uintptr_t)file->driver_priv);
+	for (r = 0; r < 2; r++) {
+		const char *name = played->regions[r];
+		u64 total = stats[r].shared + stats[r].private;
+
+		if (!name)
+			continue;
+		if (!strcmp(played->name, "amdgpu") || !strcmp(played->name, "tally_testdrm")) {
+			seq_printf(m, "drm-memory-%s: \t%llu KiB\n", name, total / 1024);
+			continue;
+		}
+		seq_printf(m, "drm-total-%s:\t%llu KiB\n", name, total / 1024);
+		seq_printf(m, "drm-shared-%s:\t%llu KiB\n", name, stats[r].shared / 1024);
+		seq_printf(m, "drm-resident-%s:\t%llu KiB\n", name, stats[r].resident / 1024);
+	}
+}
+#endif
 
 static const struct drm_ioctl_desc testdrm_ioctls[] = {
 	DRM_IOCTL_DEF_DRV(TALLY_TESTDRM_CREATE, testdrm_create_ioctl, DRM_RENDER_ALLOW),
+	DRM_IOCTL_DEF_DRV(TALLY_TESTDRM_MAP, testdrm_map_ioctl, DRM_RENDER_ALLOW),
 };
 
 static const struct file_operations testdrm_fops = {
 	.owner = THIS_MODULE,
 	DRM_GEM_FOPS,
+#if TESTDRM_CORE_FDINFO
 	.show_fdinfo = drm_show_fdinfo,
+#else
+	.show_fdinfo = testdrm_fops_show_fdinfo,
+#endif
 };
 
-static const struct drm_driver testdrm_driver = {
+/* Not const: its name is the personality's, set at load. */
+static struct drm_driver testdrm_driver = {
 	.driver_features = DRIVER_GEM | DRIVER_RENDER,
 	.fops = &testdrm_fops,
 	.ioctls = testdrm_ioctls,
 	.num_ioctls = ARRAY_SIZE(testdrm_ioctls),
+#if TESTDRM_CORE_FDINFO
 	.show_fdinfo = testdrm_show_fdinfo,
+#else
+	.open = testdrm_open,
+#endif
 	.name = "tally_testdrm",
 	.desc = "tally test DRM driver",
 	.major = 1,
@@ -154,7 +275,18 @@ static struct drm_device *testdrm_drm;
 
 static int __init testdrm_init(void)
 {
+	size_t i;
 	int ret;
+
+	for (i = 0; i < ARRAY_SIZE(personalities); i++)
+		if (!strcmp(personality, personalities[i].name))
+			played = &personalities[i];
+	if (!played) {
+		pr_err("tally_testdrm: unknown personality '%s'\n", personality);
+		return -EINVAL;
+	}
+	strscpy(played_name, played->name, sizeof(played_name));
+	testdrm_driver.name = played_name;
 
 	testdrm_pdev = platform_device_register_simple("tally_testdrm", -1, NULL, 0);
 	if (IS_ERR(testdrm_pdev))
@@ -184,6 +316,10 @@ static void __exit testdrm_exit(void)
 
 module_init(testdrm_init);
 module_exit(testdrm_exit);
-MODULE_DESCRIPTION("tally test DRM driver: fdinfo regions gtt/vram, optional memcg charging");
+MODULE_DESCRIPTION("tally test DRM driver: fdinfo regions of several drivers, optional memcg charging");
 MODULE_LICENSE("GPL");
+#if LINUX_VERSION_CODE >= KERNEL_VERSION(6, 13, 0)
+MODULE_IMPORT_NS("DMA_BUF");
+#else
 MODULE_IMPORT_NS(DMA_BUF);
+#endif
