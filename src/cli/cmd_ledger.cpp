@@ -96,7 +96,9 @@ void addLedgerCommand(CLI::App& app, LedgerOptions& o) {
       "(granted, started, adopted, readopted, released) and the outcome. Rows are never rewritten "
       "and\n"
       "form a hash chain; 'tally ledger verify' names any edited, deleted or reordered row.\n"
-      "Exit status: 0 ok, 1 verify found a broken chain, 3 the ledger cannot be opened.");
+      "Reading never creates anything: with no ledger at the state dir, the command says so.\n"
+      "Exit status: 0 ok, 1 verify found a broken chain, 3 no ledger there or it cannot be "
+      "opened.");
   cmd->add_flag("--json", o.json, "print the full outcome records as a JSON array");
   cmd->add_option("--limit", o.limit, "how many of the newest rows")->default_str("20");
   cmd->add_option("--state-dir", o.stateDir, kStateDirHelp);
@@ -108,7 +110,8 @@ void addLedgerCommand(CLI::App& app, LedgerOptions& o) {
   o.verify->add_option("--config", o.config, "read the state dir from this daemon config");
   o.verify->footer(
       "Prints the head (last seq and hash): keep it elsewhere to detect a truncated tail later.\n"
-      "Exit status: 0 intact, 1 broken (each problem names its row), 3 cannot open the ledger.");
+      "Exit status: 0 intact, 1 broken (each problem names its row), 3 no ledger there (none is\n"
+      "created) or it cannot be opened.");
   o.exportCmd = cmd->add_subcommand(
       "export", "Every chain row (lifecycle and outcomes) as JSON, with hashes");
   o.exportCmd->add_flag("--json", o.json, "JSON (the only format; accepted for symmetry)");
@@ -119,7 +122,7 @@ void addLedgerCommand(CLI::App& app, LedgerOptions& o) {
 int runLedger(const LedgerOptions& o) {
   auto dir = stateDirOf(o);
   if (!dir) return kExitDegraded;
-  auto db = ledger::Ledger::open(*dir);
+  auto db = ledger::Ledger::openExisting(*dir);
   if (!db) {
     fmt::print(stderr, "tally ledger: {}\n", db.error().message);
     return kExitEnvironment;

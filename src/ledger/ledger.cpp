@@ -7,6 +7,7 @@
 
 #include <cerrno>
 #include <cstdlib>
+#include <cstring>
 #include <nlohmann/json.hpp>
 #include <utility>
 
@@ -208,13 +209,31 @@ Result<std::vector<std::string>> Ledger::damage() {
   return out;
 }
 
+Result<Ledger> Ledger::openExisting(const std::string& stateDir) {
+  std::string path = stateDir + "/ledger.sqlite";
+  struct stat st {};
+  if (::stat(stateDir.c_str(), &st) != 0)
+    return Error{errno, fmt::format("no ledger at {}: the state directory {} does not exist "
+                                    "(nothing was recorded there; pass --state-dir or --config "
+                                    "to read another)",
+                                    path, stateDir)};
+  if (::stat(path.c_str(), &st) != 0)
+    return Error{errno, fmt::format("no ledger at {}: {} (nothing was recorded there; pass "
+                                    "--state-dir or --config to read another)",
+                                    path, std::strerror(errno))};
+  return openFile(path, false);
+}
+
 Result<Ledger> Ledger::open(const std::string& stateDir) {
   if (auto s = mkdirs(stateDir); !s) return s.error();
-  std::string path = stateDir + "/ledger.sqlite";
+  return openFile(stateDir + "/ledger.sqlite", true);
+}
+
+Result<Ledger> Ledger::openFile(const std::string& path, bool create) {
   sqlite3* db = nullptr;
-  int rc =
-      sqlite3_open_v2(path.c_str(), &db,
-                      SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_FULLMUTEX, nullptr);
+  int rc = sqlite3_open_v2(
+      path.c_str(), &db,
+      SQLITE_OPEN_READWRITE | (create ? SQLITE_OPEN_CREATE : 0) | SQLITE_OPEN_FULLMUTEX, nullptr);
   Ledger ledger(db, path);
   if (rc != SQLITE_OK)
     return dbError(db, fmt::format("open ledger {} (pass --state-dir to put it elsewhere)", path));

@@ -80,8 +80,11 @@ inline constexpr const char* kGenesisHash =
 
 class Ledger {
  public:
-  // Creates the directory (0700) and the database as needed.
+  // Creates the directory (0700) and the database as needed: for writers.
   static Result<Ledger> open(const std::string& stateDir);
+  // Opens a ledger that exists, creating nothing: for readers (`tally ledger`,
+  // verify, export). A missing directory or file is an error naming the path.
+  static Result<Ledger> openExisting(const std::string& stateDir);
   Ledger(Ledger&& o) noexcept;
   Ledger& operator=(Ledger&&) = delete;
   ~Ledger();
@@ -119,6 +122,7 @@ class Ledger {
 
  private:
   Ledger(sqlite3* db, std::string path) : db_(db), path_(std::move(path)) {}
+  static Result<Ledger> openFile(const std::string& path, bool create);
   sqlite3* db_ = nullptr;
   std::string path_;
 };

@@ -2,6 +2,7 @@
 // --cgroup-root give the exact per-process, per-cgroup and per-device figures.
 #include <fmt/format.h>
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -370,16 +371,43 @@ TEST(ConfigCheckCli, ShippedExampleIsValidAndProblemsAreLineNumbered) {
   EXPECT_NE(daemon.err.find("tally config check"), std::string::npos) << daemon.err;
 }
 
-TEST(LedgerCli, VerifyAndExportOnAFreshLedger) {
+// Read-only commands never create state: a missing ledger (or state dir) is
+// exit 3 with its path, and neither is created. Once a lease has been
+// recorded, the same commands read it.
+TEST(LedgerCli, ReadersNeverCreateALedger) {
   TempDir dir;
-  auto v = runProgram({TALLY_BINARY, "ledger", "verify", "--state-dir", dir.path(), "--json"});
+  std::string state = dir.path() + "/state";
+  auto exists = [](const std::string& path) { return ::access(path.c_str(), F_OK) == 0; };
+  for (std::vector<std::string> args : {std::vector<std::string>{"ledger"},
+                                        {"ledger", "--json"},
+                                        {"ledger", "verify"},
+                                        {"ledger", "verify", "--json"},
+                                        {"ledger", "export"}}) {
+    args.insert(args.begin(), TALLY_BINARY);
+    args.insert(args.end(), {"--state-dir", state});
+    auto r = runProgram(args);
+    EXPECT_EQ(r.exitCode(), 3) << args[2] << "\n" << r.err;
+    EXPECT_NE(r.err.find("no ledger at " + state + "/ledger.sqlite"), std::string::npos) << r.err;
+    EXPECT_EQ(r.out.find("intact"), std::string::npos) << r.out;
+    EXPECT_FALSE(exists(state)) << "tally " << args[1] << " created the state directory";
+  }
+  ::mkdir(state.c_str(), 0700);  // a directory without a ledger: still nothing to read
+  auto empty = runProgram({TALLY_BINARY, "ledger", "verify", "--state-dir", state});
+  EXPECT_EQ(empty.exitCode(), 3) << empty.err;
+  EXPECT_FALSE(exists(state + "/ledger.sqlite"));
+
+  // A refused run records its outcome (and so creates the ledger).
+  auto run = runProgram({TALLY_BINARY, "run", "--state-dir", state, "--cgroupfs", "--cgroup-parent",
+                         "/tally-no-such-parent", "--", "true"});
+  EXPECT_EQ(run.exitCode(), 125) << run.err;
+  auto v = runProgram({TALLY_BINARY, "ledger", "verify", "--state-dir", state, "--json"});
   ASSERT_EQ(v.exitCode(), 0) << v.err;
   auto doc = nlohmann::json::parse(v.out);
   EXPECT_TRUE(doc["intact"]);
-  EXPECT_EQ(doc["rows"], 0);
-  auto e = runProgram({TALLY_BINARY, "ledger", "export", "--json", "--state-dir", dir.path()});
+  EXPECT_EQ(doc["rows"], 1);
+  auto e = runProgram({TALLY_BINARY, "ledger", "export", "--json", "--state-dir", state});
   ASSERT_EQ(e.exitCode(), 0);
-  EXPECT_EQ(nlohmann::json::parse(e.out), nlohmann::json::array());
+  EXPECT_EQ(nlohmann::json::parse(e.out).size(), 1u);
 }
 
 }  // namespace

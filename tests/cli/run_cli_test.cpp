@@ -69,9 +69,11 @@ TEST_F(RunCli, BadSizesAndOptionsAreUsageErrors) {
                                                         << r.err;
     EXPECT_TRUE(r.out.empty());
   }
-  // Usage errors happen before anything: no ledger row.
-  auto rows = json::parse(tally({"ledger", "--json"}).out);
-  EXPECT_TRUE(rows.empty());
+  // Usage errors happen before anything: not even a ledger.
+  auto rows = tally({"ledger", "--json"});
+  EXPECT_EQ(rows.exitCode(), 3);
+  EXPECT_NE(rows.err.find("no ledger at " + state.path() + "/ledger.sqlite"), std::string::npos)
+      << rows.err;
 }
 
 TEST_F(RunCli, RefusalNamesTheCauseNeverRunsAndIsRecorded) {
