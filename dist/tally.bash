@@ -44,9 +44,9 @@ _tally() {
                --state-dir --json --socket --pool --priority --queue-timeout --reconnect-timeout --help" ;;
     daemon) opts="--config --metrics-textfile --metrics-listen --help" ;;
     attach) opts="--unit --cgroup --pid --pool --memory-max --gpu-memory-max --gpu-memory-high --gpu-memory-action
-                  --gpu-over-samples --name --attr --priority --queue-timeout --json --socket --help" ;;
-    seats|leases|pools) opts="--json --socket --help" ;;
-    metrics) opts="--socket --help" ;;
+                  --gpu-over-samples --name --attr --priority --queue-timeout --json --socket --timeout --help" ;;
+    seats|leases|pools) opts="--json --socket --timeout --help" ;;
+    metrics) opts="--socket --timeout --help" ;;
     top) opts="--interval --once --socket --help" ;;
     events) opts="--count --timeout --json --socket --help" ;;
     doctor) opts="--json --active --probe-size --probe-cgroup --help" ;;
@@ -59,7 +59,7 @@ _tally() {
         COMPREPLY=($(compgen -W "$(tally leases --json 2>/dev/null | sed -n 's/.*"lease": "\([0-9a-f]\{12\}\)".*/\1/p')" -- "$cur"))
         return
       fi
-      opts="--json --socket --help" ;;
+      opts="--json --socket --timeout --help" ;;
     ledger)
       if [[ $cword -eq $((i + 1)) && "$cur" != -* ]]; then COMPREPLY=($(compgen -W "verify export" -- "$cur")); return; fi
       opts="--json --limit --state-dir --config --help" ;;

@@ -36,10 +36,26 @@ std::string ageText(const json& ns) {
   return fmt::format("{}h", s / 3600);
 }
 
+// --timeout as milliseconds for rpc::Client::call; nullopt after a usage error.
+std::optional<int> replyTimeoutMs(const char* cmd, const ClientOptions& o) {
+  std::optional<std::uint64_t> us;
+  if (!durationOption(cmd, "--timeout", o.replyTimeout, us)) return std::nullopt;
+  if (!us || *us == 0 || *us > 3'600'000'000u) {
+    fmt::print(stderr, "tally {}: --timeout must be between 1ms and 1h (default 10s)\n", cmd);
+    return std::nullopt;
+  }
+  return static_cast<int>(*us / 1000);
+}
+
 // One call; errors printed with the command's name. Exit code in `rc`.
 std::optional<rpc::Message> callDaemon(const char* cmd, const ClientOptions& o,
                                        const std::string& method, const json& params, int& rc,
                                        const rpc::Client::EventFn& onEvent = {}) {
+  auto timeoutMs = replyTimeoutMs(cmd, o);
+  if (!timeoutMs) {
+    rc = kExitUsage;
+    return std::nullopt;
+  }
   std::string path = socketPath(o.socket);
   auto client = rpc::Client::connect(path);
   if (!client) {
@@ -47,7 +63,7 @@ std::optional<rpc::Message> callDaemon(const char* cmd, const ClientOptions& o,
     rc = kExitEnvironment;
     return std::nullopt;
   }
-  auto m = client->call(method, params, onEvent);
+  auto m = client->call(method, params, onEvent, *timeoutMs);
   if (!m) {
     fmt::print(stderr, "tally {}: {}\n", cmd, m.error().message);
     rc = kExitEnvironment;
@@ -111,11 +127,20 @@ void addSocketOption(CLI::App* cmd, std::string& socket) {
                   "/etc/tally/tally.toml, else /run/tally/tally.sock)");
 }
 
+void addReplyTimeoutOption(CLI::App* cmd, std::string& timeout) {
+  cmd->add_option("--timeout", timeout,
+                  "how long the daemon has to answer (exit 3 if it does not; a queued request\n"
+                  "then waits for its grant under the queue's own timeout)")
+      ->default_str("10s");
+}
+
 ClientCommands addClientCommands(CLI::App& app, ClientOptions& o) {
   ClientCommands c;
   c.leases = app.add_subcommand("leases", "Live and queued leases of the daemon");
-  c.leases->footer("Exit status: 0 ok, 3 the daemon cannot be reached.");
+  c.leases->footer(
+      "Exit status: 0 ok, 3 the daemon cannot be reached or did not answer within --timeout.");
   addSocketOption(c.leases, o.socket);
+  addReplyTimeoutOption(c.leases, o.replyTimeout);
   c.leases->add_flag("--json", o.json, "print the leases as JSON");
 
   auto* lease = app.add_subcommand("lease", "One lease: show it, or release it");
@@ -125,17 +150,20 @@ ClientCommands addClientCommands(CLI::App& app, ClientOptions& o) {
   c.leaseShow->add_option("ID", o.leaseId, "the lease id")->required();
   c.leaseShow->add_flag("--json", o.json, "print as JSON");
   addSocketOption(c.leaseShow, o.socket);
+  addReplyTimeoutOption(c.leaseShow, o.replyTimeout);
   c.leaseRelease = lease->add_subcommand("release", "End a lease (its owner or root)");
   c.leaseRelease->footer(
       "A queued request is cancelled. A granted lease that never started is withdrawn. An "
       "attached\n"
       "lease ends now with its final counters recorded; the workload goes on outside the lease.\n"
       "A running 'tally run' lease is stopped: SIGTERM to its processes, SIGKILL after 10 s; its\n"
-      "client records the outcome. Exit status: 0 ok, 3 no daemon, 5 refused (not yours, not "
+      "client records the outcome. Exit status: 0 ok, 3 no daemon or no answer, 5 refused (not "
+      "yours, not "
       "found).");
   c.leaseRelease->add_option("ID", o.leaseId, "the lease id")->required();
   c.leaseRelease->add_flag("--json", o.json, "print the reply as JSON");
   addSocketOption(c.leaseRelease, o.socket);
+  addReplyTimeoutOption(c.leaseRelease, o.replyTimeout);
 
   c.pools = app.add_subcommand("pools",
                                "Pools: holders, queue, budgets declared/used, measured headroom");
@@ -144,6 +172,7 @@ ClientCommands addClientCommands(CLI::App& app, ClientOptions& o) {
       "do not use yet;\n"
       "it can delay a grant, never allow one past a budget. '-' = not measurable here.");
   addSocketOption(c.pools, o.socket);
+  addReplyTimeoutOption(c.pools, o.replyTimeout);
   c.pools->add_flag("--json", o.json, "print the pools as JSON");
 
   c.attach = app.add_subcommand(
@@ -163,7 +192,8 @@ ClientCommands addClientCommands(CLI::App& app, ClientOptions& o) {
       "  tally attach --pid $(pidof ollama) --pool gpu --gpu-memory-max 20G\n"
       "  tally attach --cgroup /machine.slice/libpod-3f2a.scope --pool gpu --memory-max 16G "
       "--gpu-memory-max 16G\n"
-      "Exit status: 0 attached (the lease id is printed), 2 usage, 3 no daemon, 5 refused or timed "
+      "Exit status: 0 attached (the lease id is printed), 2 usage, 3 no daemon or no answer, 5 "
+      "refused or timed "
       "out.");
   auto* unit = c.attach->add_option(
       "--unit", o.unit, "a running systemd unit (.service, .scope, .slice) of the system manager");
@@ -204,6 +234,7 @@ ClientCommands addClientCommands(CLI::App& app, ClientOptions& o) {
                        "give up waiting after this long (e.g. 30s; default: the daemon's)");
   c.attach->add_flag("--json", o.json, "print the lease as JSON");
   addSocketOption(c.attach, o.socket);
+  addReplyTimeoutOption(c.attach, o.replyTimeout);
 
   c.events = app.add_subcommand(
       "events", "Follow the daemon's events: GPU bound (high, kill, report) and coverage");
@@ -231,10 +262,11 @@ ClientCommands addClientCommands(CLI::App& app, ClientOptions& o) {
       "A row not sampled within 2 x sample_interval is stale: it shows no figures at all ('-'),\n"
       "never the last value as if it were current. The JSON rows are the daemon's 'seats' RPC "
       "reply.\n"
-      "Exit status: 0 ok, 3 the daemon cannot be reached.");
+      "Exit status: 0 ok, 3 the daemon cannot be reached or did not answer within --timeout.");
   c.seats->add_flag("--json", o.json,
                     "print the rows as JSON (with observed_at_ns and sample_interval_us)");
   addSocketOption(c.seats, o.socket);
+  addReplyTimeoutOption(c.seats, o.replyTimeout);
 
   c.metrics =
       app.add_subcommand("metrics", "Print the daemon's metrics in the Prometheus text format");
@@ -247,8 +279,9 @@ ClientCommands addClientCommands(CLI::App& app, ClientOptions& o) {
       "The daemon can also keep a node_exporter textfile (--metrics-textfile) and serve GET "
       "/metrics on\n"
       "loopback (--metrics-listen 127.0.0.1:9464). Check: tally metrics | promtool check metrics\n"
-      "Exit status: 0 ok, 3 the daemon cannot be reached.");
+      "Exit status: 0 ok, 3 the daemon cannot be reached or did not answer within --timeout.");
   addSocketOption(c.metrics, o.socket);
+  addReplyTimeoutOption(c.metrics, o.replyTimeout);
   return c;
 }
 
@@ -265,7 +298,7 @@ int followEvents(const ClientOptions& o) {
     fmt::print(stderr, "tally events: {}\n", client.error().message);
     return kExitEnvironment;
   }
-  auto sub = client->call("subscribe", json::object(), {}, 10'000);
+  auto sub = client->call("subscribe", json::object(), {}, 10'000);  // the default reply timeout
   if (!sub || !sub->ok) {
     fmt::print(stderr, "tally events: {}\n", sub ? sub->error.message : sub.error().message);
     return kExitEnvironment;

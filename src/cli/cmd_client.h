@@ -9,7 +9,8 @@
 namespace tally::cli {
 
 struct ClientOptions {
-  std::string socket;  // "" = socketPath("")
+  std::string socket;                // "" = socketPath("")
+  std::string replyTimeout = "10s";  // --timeout: how long the daemon has to answer
   bool json = false;
   std::string leaseId;
   // attach
@@ -42,5 +43,7 @@ int runClientCommand(const ClientCommands& cmds, const ClientOptions& opts);
 
 // "--socket PATH (default: $TALLY_SOCKET, else ...)" for every client command.
 void addSocketOption(CLI::App* cmd, std::string& socket);
+// "--timeout DURATION": how long the daemon has to answer (default 10s).
+void addReplyTimeoutOption(CLI::App* cmd, std::string& timeout);
 
 }  // namespace tally::cli

@@ -10,6 +10,7 @@
 #include <cstring>
 
 #include "util/clock.h"
+#include "util/units.h"
 
 namespace tally::rpc {
 
@@ -52,7 +53,10 @@ Result<Message> Client::call(const std::string& method, const json& params, cons
     if (deadline) {
       std::uint64_t now = clock::monotonicUs();
       if (now >= deadline)
-        return Error{ETIMEDOUT, fmt::format("the tally daemon did not answer {} in time", method)};
+        return Error{ETIMEDOUT,
+                     fmt::format("the daemon at {} did not answer in {} (request '{}')", path_,
+                                 units::humanDuration(static_cast<std::uint64_t>(timeoutMs) * 1000),
+                                 method)};
       wait = static_cast<int>((deadline - now) / 1000 + 1);
     }
     auto m = next(wait, extraFd);
@@ -61,7 +65,10 @@ Result<Message> Client::call(const std::string& method, const json& params, cons
       return m.error();
     }
     if (m->event) {
-      if (onEvent && m->id == json(id)) onEvent(*m);
+      if (m->id == json(id)) {
+        deadline = 0;  // answered: what follows is the queue's wait
+        if (onEvent) onEvent(*m);
+      }
       continue;
     }
     if (m->id == json(id)) return m;

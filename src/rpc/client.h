@@ -20,7 +20,11 @@ class Client {
   using EventFn = std::function<void(const Message&)>;
   // Sends one request and waits for its reply; events for it go to onEvent.
   // `extraFd` (e.g. a signalfd) becoming readable ends the wait early with
-  // an error of code EINTR. timeoutMs < 0 waits forever.
+  // an error of code EINTR. timeoutMs bounds the wait for the daemon's first
+  // word on this request (its reply, or an event such as "queued"): once it
+  // has answered, a queued request waits for its grant without that bound (the
+  // queue has its own timeout). timeoutMs < 0 waits forever. A timeout is
+  // ETIMEDOUT: "the daemon at PATH did not answer in 10s".
   Result<Message> call(const std::string& method, const json& params, const EventFn& onEvent = {},
                        int timeoutMs = -1, int extraFd = -1);
   // The next message the daemon sends (a reply or an event), e.g. the

@@ -21,7 +21,7 @@ Result<std::string> DaemonLease::acquire(const rpc::api::Acquire& request, int s
                    ev.raw.value("lease", "?"), ev.raw.value("position", 0),
                    ev.raw.value("queued", 0), ev.raw.value("waiting_for", "?"));
       },
-      -1, signalFd);
+      10'000, signalFd);  // the daemon's first word (reply or "queued"); then the queue's wait
   if (!m) {
     if (m.error().code == EINTR)
       return Error{EINTR, "a stop signal arrived while queued; the request was cancelled"};

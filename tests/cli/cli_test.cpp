@@ -2,10 +2,13 @@
 // --cgroup-root give the exact per-process, per-cgroup and per-device figures.
 #include <fmt/format.h>
 #include <gtest/gtest.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdio>
 #include <nlohmann/json.hpp>
 
@@ -408,6 +411,45 @@ TEST(LedgerCli, ReadersNeverCreateALedger) {
   auto e = runProgram({TALLY_BINARY, "ledger", "export", "--json", "--state-dir", state});
   ASSERT_EQ(e.exitCode(), 0);
   EXPECT_EQ(nlohmann::json::parse(e.out).size(), 1u);
+}
+
+// A daemon that accepts connections and never answers (hung, or stopped with
+// SIGSTOP): every client command gives up after --timeout with the socket's
+// path, exit 3, instead of hanging the operator's shell.
+TEST(ClientCli, EveryCommandGivesUpOnASilentDaemon) {
+  TempDir dir;
+  std::string path = dir.path() + "/silent.sock";
+  int listener = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  ASSERT_GE(listener, 0);
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  std::snprintf(addr.sun_path, sizeof addr.sun_path, "%s", path.c_str());
+  ASSERT_EQ(::bind(listener, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
+  ASSERT_EQ(::listen(listener, 64), 0);  // connections complete in the backlog; none is read
+  for (std::vector<std::string> args : {std::vector<std::string>{"leases"},
+                                        {"pools"},
+                                        {"seats"},
+                                        {"metrics"},
+                                        {"lease", "show", "abc"},
+                                        {"lease", "release", "abc"},
+                                        {"attach", "--pool", "gpu", "--pid", "1"}}) {
+    args.insert(args.begin(), TALLY_BINARY);
+    args.insert(args.end(), {"--socket", path, "--timeout", "300ms"});
+    auto started = std::chrono::steady_clock::now();
+    auto r = runProgram(args);
+    auto took = std::chrono::steady_clock::now() - started;
+    EXPECT_EQ(r.exitCode(), 3) << args[1] << "\n" << r.err;
+    EXPECT_NE(r.err.find("the daemon at " + path + " did not answer in 300 ms"), std::string::npos)
+        << r.err;
+    EXPECT_LT(took, std::chrono::seconds(5)) << args[1];
+  }
+  auto bad = runProgram({TALLY_BINARY, "leases", "--socket", path, "--timeout", "0"});
+  EXPECT_EQ(bad.exitCode(), 2) << bad.err;
+  EXPECT_NE(bad.err.find("--timeout must be between 1ms and 1h"), std::string::npos) << bad.err;
+  auto help = runProgram({TALLY_BINARY, "pools", "--help"});
+  EXPECT_NE(help.out.find("--timeout"), std::string::npos);
+  EXPECT_NE(help.out.find("10s"), std::string::npos) << help.out;
+  ::close(listener);
 }
 
 }  // namespace
