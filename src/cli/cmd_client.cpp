@@ -232,6 +232,11 @@ ClientCommands addClientCommands(CLI::App& app, ClientOptions& o) {
       ->default_str("0");
   c.attach->add_option("--queue-timeout", o.queueTimeout,
                        "give up waiting after this long (e.g. 30s; default: the daemon's)");
+  c.attach->add_flag(
+      "--force", o.force,
+      "attach even when the workload already uses more than a declared limit: without it such\n"
+      "an attach is refused with the figures (exit 2); with it, the workload is killed if it\n"
+      "stays over");
   c.attach->add_flag("--json", o.json, "print the lease as JSON");
   addSocketOption(c.attach, o.socket);
   addReplyTimeoutOption(c.attach, o.replyTimeout);
@@ -454,6 +459,7 @@ int runClientCommand(const ClientCommands& c, const ClientOptions& o) {
     if (!o.name.empty()) d.name = o.name;
     d.priority = o.priority;
     if (!attributesOption("attach", o.attrs, d.attributes)) return kExitUsage;
+    request.force = o.force;
     json p = rpc::api::encode(request);
     auto m = callDaemon("attach", o, "attach", p, rc, [](const rpc::Message& ev) {
       fmt::print(stderr, "tally attach: queued: position {} ({})\n", ev.raw.value("position", 0),

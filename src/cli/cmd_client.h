@@ -19,6 +19,7 @@ struct ClientOptions {
   std::vector<std::string> pools;
   std::string memoryMax, gpuMemoryMax, gpuMemoryHigh, name, queueTimeout;
   std::string gpuAction = "kill";
+  bool force = false;  // attach: even when already over a declared limit
   unsigned gpuOverSamples = 2;
   int priority = 0;
   std::vector<std::string> attrs;  // --attr KEY=VALUE

@@ -1,12 +1,15 @@
 #include "daemon/placement.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "cgroup/path.h"
 #include "contain/verify.h"
+#include "lease/meter.h"
 #include "probes/proc_cgroup.h"
 #include "rpc/protocol.h"
 #include "util/text.h"
+#include "util/units.h"
 
 namespace tally::daemon {
 
@@ -108,6 +111,32 @@ std::optional<Denial> placeAttach(const PlacementEnv& env, const LeaseBook& book
     l.countersCg = std::make_unique<cgroup::Cgroup>(std::move(*counters));
   l.cg = std::make_unique<cgroup::Cgroup>(std::move(*cg));
   return std::nullopt;
+}
+
+std::optional<Denial> refuseOverOnArrival(const PlacementEnv& env, const Lease& l, bool force) {
+  if (force || !l.cg) return std::nullopt;
+  std::vector<std::string> over;
+  if (l.req.memoryMax) {
+    if (auto now = l.cg->memoryCurrent(); now && *now > *l.req.memoryMax)
+      over.push_back(fmt::format("memory {} now ({}), over --memory-max {}",
+                                 units::humanBytes(*now), cgroup::file::kMemoryCurrent,
+                                 units::humanBytes(*l.req.memoryMax)));
+  }
+  // Only a bound that kills can kill on arrival; a report-only one just reports.
+  if (l.req.gpuMemoryMax && l.bound.action == enforce::Action::Kill && env.sys && env.cgroupRoot) {
+    lease::LeaseMeter meter(env.proc, *env.sys, *env.cgroupRoot, *l.cg, l.req.gpuMemoryMax);
+    meter.sample();
+    if (auto now = meter.gpu().lastBytes; now && *now > *l.req.gpuMemoryMax)
+      over.push_back(fmt::format("GPU memory {} now (DRM fdinfo), over --gpu-memory-max {}",
+                                 units::humanBytes(*now), units::humanBytes(*l.req.gpuMemoryMax)));
+  }
+  if (over.empty()) return std::nullopt;
+  std::string what = l.unit.empty() ? "cgroup " + l.cgroup : "unit " + l.unit;
+  return Denial{
+      code::kInvalidParams,
+      fmt::format("{} uses {}: attaching would kill it on arrival. Declare limits above what it "
+                  "uses, or pass --force to attach anyway (it is then killed if it stays over)",
+                  what, fmt::join(over, "; "))};
 }
 
 Status adopt(const PlacementEnv& env, Lease& l) {

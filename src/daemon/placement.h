@@ -34,6 +34,7 @@ struct PlacementEnv {
   const fs::Root* cgroupRoot;
   Units* units;
   std::uint64_t pageSize;
+  const fs::Root* sys = nullptr;  // for measuring a workload's GPU memory on arrival
 };
 
 // Where the workload lives (l.cgroup, l.inode, l.cg, l.unit, l.target are
@@ -42,6 +43,13 @@ struct PlacementEnv {
 // lease holds the cgroup.
 std::optional<Denial> placeAttach(const PlacementEnv& env, const LeaseBook& book, const Peer& peer,
                                   const rpc::api::Attach& a, Lease& l);
+
+// Measure before granting: an attached workload already over a declared
+// limit would be killed on arrival (the kernel OOM-kills under a MemoryMax
+// below memory.current; tally kills GPU memory over gpu_memory_max after K
+// samples). Refused with the figures unless `force`. A figure that cannot be
+// measured refuses nothing (the meter then says why). After placeAttach.
+std::optional<Denial> refuseOverOnArrival(const PlacementEnv& env, const Lease& l, bool force);
 
 // At the grant: the declared MemoryMax applied and read back, the OOM kills
 // so far remembered (the outcome counts those after adoption). The error

@@ -152,8 +152,9 @@ void Service::onAcquire(std::uint64_t conn, const Peer& peer, const json& id,
               "\"memory_max\" {} is below one page ({} bytes); the kernel would round it to 0",
               *d.memoryMax, env_.pageSize));
     }
-    PlacementEnv aenv{env_.proc, env_.cgroupRoot, env_.units, env_.pageSize};
+    PlacementEnv aenv{env_.proc, env_.cgroupRoot, env_.units, env_.pageSize, &env_.sys};
     if (auto denied = placeAttach(aenv, book_, peer, *attach, *l)) return deny(conn, id, *denied);
+    if (auto denied = refuseOverOnArrival(aenv, *l, attach->force)) return deny(conn, id, *denied);
   }
   l->pending = true;
   l->pendingId = id;

@@ -69,6 +69,12 @@ class Fields {
     if (n > max) return bad(key, fmt::format("must be at most {}", max));
     return std::optional<std::uint64_t>(n);
   }
+  Result<bool> boolean(const char* key) {
+    const json* v = get(key);
+    if (!v) return false;
+    if (!v->is_boolean()) return bad(key, "must be true or false");
+    return v->get<bool>();
+  }
   Result<std::optional<std::int64_t>> i64(const char* key, std::int64_t lo, std::int64_t hi) {
     const json* v = get(key);
     if (!v) return std::optional<std::int64_t>();
@@ -277,6 +283,7 @@ json encode(const Attach& a) {
     p["cgroup"] = a.target.cgroup;
   else if (a.target.pid)
     p["pid"] = *a.target.pid;
+  if (a.force) p["force"] = true;
   return p;
 }
 
@@ -337,6 +344,9 @@ Result<Attach> decodeAttach(const json& params) {
     if (**pid == 0) return f.bad("pid", "must be a process id (1..4194304)");
     a.target.pid = static_cast<pid_t>(**pid);
   }
+  auto force = f.boolean("force");
+  if (!force) return force.error();
+  a.force = *force;
   if (auto s = f.unknown(); !s) return s.error();
   return a;
 }

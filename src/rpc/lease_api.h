@@ -80,6 +80,10 @@ struct Acquire {
 struct Attach {
   Declared declared;
   lease::AttachTarget target;
+  // Attach even when the workload is already over a declared limit (the
+  // daemon would kill it if it stays over); without it such an attach is
+  // refused with the figures.
+  bool force = false;
 };
 
 // A run lease's client says where the lease runs (paths canonical).

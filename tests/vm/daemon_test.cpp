@@ -446,8 +446,22 @@ TEST_F(VmDaemon, AttachedUnitOverGpuMemoryMaxIsKilledByTheDaemon) {
   // Subscribed before the lease exists: `tally events` says so on stderr.
   ASSERT_TRUE(eventually(
       [&] { return readFile(events.errPath).find("following the daemon") != std::string::npos; }));
+  // Measured before it is granted: already over, so refused with the figures
+  // (exit 2), and the service runs on untouched.
+  auto refused = tally({"attach", "--unit", server, "--pool", "gpu", "--memory-max", "256M",
+                        "--gpu-memory-max", "48M"});
+  EXPECT_EQ(refused.exitCode(), 2) << refused.err;
+  EXPECT_NE(refused.err.find("unit " + server +
+                             " uses GPU memory 64.0 MiB now (DRM fdinfo), over --gpu-memory-max "
+                             "48.0 MiB: attaching would kill it on arrival"),
+            std::string::npos)
+      << refused.err;
+  EXPECT_EQ(shOut("systemctl is-active " + server), "active");
+  EXPECT_EQ(shOut("systemctl show -P MemoryMax " + server), "infinity")
+      << "a refused attach must change nothing";
+  // --force: the operator means it; killed once it stays over.
   auto a = tally({"attach", "--unit", server, "--pool", "gpu", "--memory-max", "256M",
-                  "--gpu-memory-max", "48M"});
+                  "--gpu-memory-max", "48M", "--force"});
   ASSERT_EQ(a.exitCode(), 0) << a.err;
   std::string lease = a.out.substr(0, 12);
   ASSERT_TRUE(eventually([&] { return kinds(lease).back() == "outcome"; }, 15s));

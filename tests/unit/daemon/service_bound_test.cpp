@@ -20,7 +20,8 @@ TEST_F(ServiceBoundTest,
                    {"cgroup", "/machine.slice/hog.scope"},
                    {"gpu_memory_max", 3 * GiB},
                    {"gpu_memory_high", 2 * GiB},
-                   {"name", "hog"}});
+                   {"name", "hog"},
+                   {"force", true}});  // already over: attached only because the operator insists
   ASSERT_TRUE(hog["ok"]) << hog;
   json sib = call(2, 0, "attach",
                   {{"pools", {"gpu"}},
@@ -78,7 +79,8 @@ TEST_F(ServiceBoundTest, AUnitIsKilledThroughSystemdAndReportModeNeverKills) {
                    {{"pools", {"gpu"}},
                     {"unit", "llama.service"},
                     {"gpu_memory_max", GiB},
-                    {"gpu_over_samples", 1}});
+                    {"gpu_over_samples", 1},
+                    {"force", true}});
   ASSERT_TRUE(unit["ok"]) << unit;
   json rep = call(2, 0, "attach",
                   {{"pools", {"gpu"}},
@@ -172,7 +174,8 @@ TEST_F(ServiceBoundTest, WithGttChargedTheBoundIsAdvisoryAndNoByteCountsTwice) {
                 {{"pools", {"gpu"}},
                  {"cgroup", "/machine.slice/charged.scope"},
                  {"gpu_memory_max", 3 * GiB},
-                 {"memory_max", 2 * GiB}});
+                 {"memory_max", 2 * GiB},
+                 {"force", true}});  // memory.current 5 GiB is over memory_max 2 GiB
   ASSERT_TRUE(r["ok"]) << r;
   EXPECT_EQ(r["result"]["coverage"], "host+gtt");
   EXPECT_EQ(r["result"]["budget_figures"]["host_bytes"], GiB);
@@ -194,14 +197,82 @@ TEST_F(ServiceBoundTest, OperatorMayKeepGpuMemoryMaxEnforcedAfterTheHandOver) {
   reopen();
   service->setCoverage(assessment(coverage::Coverage::HostAndGtt, "7.3.0"));
   gpuWorkload("/machine.slice/kept.scope", 5006, 16, 4);
-  json r = call(
-      1, 0, "attach",
-      {{"pools", {"gpu"}}, {"cgroup", "/machine.slice/kept.scope"}, {"gpu_memory_max", 3 * GiB}});
+  json r = call(1, 0, "attach",
+                {{"pools", {"gpu"}},
+                 {"cgroup", "/machine.slice/kept.scope"},
+                 {"gpu_memory_max", 3 * GiB},
+                 {"force", true}});
   ASSERT_TRUE(r["ok"]) << r;
   EXPECT_EQ(r["result"]["gpu_bound"]["advisory"], false);
   service->sample();
   service->sample();
   EXPECT_TRUE(killed("/machine.slice/kept.scope"));
+}
+
+// Measure before granting: a workload already over a declared limit would be
+// killed on arrival (tally's GPU bound after K samples, the kernel under a
+// MemoryMax below memory.current). The attach is refused with the figures,
+// nothing is written or queued, and --force (or a report-only bound) attaches.
+TEST_F(ServiceBoundTest, AnAttachAlreadyOverItsLimitsIsRefusedWithTheFiguresUnlessForced) {
+  gpuWorkload("/machine.slice/big.scope", 5007, 17, 4);
+  writeFile(host.cgroupRoot() + "/machine.slice/big.scope/memory.current",
+            std::to_string(6 * GiB) + "\n");
+  json gpu = call(
+      1, 0, "attach",
+      {{"pools", {"gpu"}}, {"cgroup", "/machine.slice/big.scope"}, {"gpu_memory_max", 3 * GiB}});
+  ASSERT_FALSE(gpu["ok"]) << gpu;
+  EXPECT_EQ(gpu["error"]["code"], "invalid-params");
+  EXPECT_EQ(gpu["error"]["message"],
+            "cgroup /machine.slice/big.scope uses GPU memory 4.0 GiB now (DRM fdinfo), over "
+            "--gpu-memory-max 3.0 GiB: attaching would kill it on arrival. Declare limits above "
+            "what it uses, or pass --force to attach anyway (it is then killed if it stays over)");
+  json mem = call(2, 0, "attach",
+                  {{"pools", {"gpu"}},
+                   {"cgroup", "/machine.slice/big.scope"},
+                   {"memory_max", 2 * GiB},
+                   {"gpu_memory_max", 8 * GiB}});
+  ASSERT_FALSE(mem["ok"]) << mem;
+  EXPECT_NE(mem["error"]["message"].get<std::string>().find(
+                "memory 6.0 GiB now (memory.current), over --memory-max 2.0 GiB"),
+            std::string::npos)
+      << mem;
+  EXPECT_EQ(service->liveLeases(), 0u);
+  EXPECT_TRUE(ledgerDb->events()->empty());  // refused before anything was recorded
+  EXPECT_EQ(readFile(host.cgroupRoot() + "/machine.slice/big.scope/memory.max"), "max\n");
+
+  // A report-only bound cannot kill: nothing to refuse.
+  json report = call(3, 0, "attach",
+                     {{"pools", {"gpu"}},
+                      {"cgroup", "/machine.slice/big.scope"},
+                      {"gpu_memory_max", 3 * GiB},
+                      {"gpu_memory_action", "report"}});
+  ASSERT_TRUE(report["ok"]) << report;
+  EXPECT_EQ(call(4, 0, "release", {{"lease", report["result"]["lease"]}})["ok"], true);
+
+  // Under its limits: attached.
+  json fits = call(5, 0, "attach",
+                   {{"pools", {"gpu"}},
+                    {"cgroup", "/machine.slice/big.scope"},
+                    {"memory_max", 8 * GiB},
+                    {"gpu_memory_max", 5 * GiB}});
+  ASSERT_TRUE(fits["ok"]) << fits;
+  EXPECT_EQ(call(6, 0, "release", {{"lease", fits["result"]["lease"]}})["ok"], true);
+
+  // --force: attached, and killed once it stays over.
+  json forced = call(7, 0, "attach",
+                     {{"pools", {"gpu"}},
+                      {"cgroup", "/machine.slice/big.scope"},
+                      {"gpu_memory_max", 3 * GiB},
+                      {"force", true}});
+  ASSERT_TRUE(forced["ok"]) << forced;
+  service->sample();
+  service->sample();
+  EXPECT_TRUE(killed("/machine.slice/big.scope"));
+  EXPECT_EQ(call(8, 0, "attach",
+                 {{"pools", {"gpu"}},
+                  {"cgroup", "/machine.slice/x"},
+                  {"force", "yes"}})["error"]["message"],
+            "\"force\" must be true or false");
 }
 
 }  // namespace
