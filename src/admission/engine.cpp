@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <set>
 
+#include "util/units.h"
+
 namespace tally::admission {
 
 const char* waitName(Wait w) {
@@ -35,7 +37,7 @@ const PoolUsage& Engine::usage(const std::string& pool) const {
   return it == usage_.end() ? kNone : it->second;
 }
 
-Status Engine::check(const Request& r) const {
+Status Engine::check(const Request& r, const TotalsFn& totals) const {
   if (r.pools.empty()) return Error{0, "no pool requested: name one with --pool"};
   std::set<std::string> seen;
   for (const auto& name : r.pools) {
@@ -72,6 +74,21 @@ Status Engine::check(const Request& r) const {
           0,
           fmt::format("--gpu-memory-max {} is larger than pool '{}''s whole GPU memory budget {}",
                       *r.gpuMemoryMax, name, *p.gpuMemoryBudget)};
+    }
+    if (!totals || (!p.memoryBudget && !p.gpuMemoryBudget)) continue;
+    Totals t = totals(p);
+    if (p.memoryBudget && t.hostBytes && *r.memoryMax > *t.hostBytes) {
+      return Error{0, fmt::format("--memory-max {} ({} bytes) is more than this host's memory "
+                                  "(MemTotal {}): it could never be granted",
+                                  units::humanBytes(*r.memoryMax), *r.memoryMax,
+                                  units::humanBytes(*t.hostBytes))};
+    }
+    if (p.gpuMemoryBudget && t.gpuBytes && *r.gpuMemoryMax > *t.gpuBytes) {
+      return Error{
+          0, fmt::format("--gpu-memory-max {} ({} bytes) is more than pool '{}''s devices hold "
+                         "(GTT ceiling + VRAM: {}): it could never be granted",
+                         units::humanBytes(*r.gpuMemoryMax), *r.gpuMemoryMax, name,
+                         units::humanBytes(*t.gpuBytes))};
     }
   }
   return Ok{};

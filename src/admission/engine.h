@@ -7,6 +7,9 @@
 //    memory_max / gpu_memory_max of its holders never sum above its budgets;
 //  - a request for a budgeted pool must declare that limit (refused otherwise),
 //    and one larger than the budget on its own is refused, not queued forever;
+//    so is one larger than what the host or the pool's devices hold in all
+//    (measured totals: MemTotal; GTT ceiling + VRAM), which headroom could
+//    never free;
 //  - queue order is priority (higher first), then arrival; a waiting request
 //    reserves its pools, so no later request of the same or lower priority
 //    that needs any of them overtakes it (no starvation by small requests);
@@ -49,6 +52,15 @@ struct Headroom {
 };
 using HeadroomFn = std::function<Headroom(const config::Pool&)>;
 
+// What the host and a pool's devices hold in all, measured: a budgeted
+// request above either waits for headroom that can never come, so it is
+// refused. Absent = unknown: refuses nothing.
+struct Totals {
+  std::optional<std::uint64_t> hostBytes;  // MemTotal
+  std::optional<std::uint64_t> gpuBytes;   // Σ devices: the pool's GTT ceiling + VRAM total
+};
+using TotalsFn = std::function<Totals(const config::Pool&)>;
+
 // Why a queued request is still waiting (the first reason found).
 enum class Wait { Capacity, MemoryBudget, GpuBudget, HostHeadroom, GpuHeadroom, Behind };
 const char* waitName(Wait w);
@@ -64,7 +76,7 @@ class Engine {
   explicit Engine(std::vector<config::Pool> pools);
 
   // Whether a request can ever be granted; the error says what to change.
-  Status check(const Request& r) const;
+  Status check(const Request& r, const TotalsFn& totals = {}) const;
   // Queues a checked request (arrival order is the call order).
   void enqueue(Request r);
   // Removes a waiting request; false if it is not waiting.

@@ -34,7 +34,9 @@ struct Daemon {
   std::optional<std::string> socketGroup;  // group owning the 0660 socket; default: the daemon's
   std::string stateDir;                    // default: ledger::defaultStateDir()
   std::uint64_t sampleIntervalUs = 1'000'000;
-  std::uint64_t queueTimeoutUs = 0;  // default for requests that give none; 0 = wait forever
+  // Default for requests that give none: a queue that can never be served
+  // ends. 0 (wait forever) only when the config says "0".
+  std::uint64_t queueTimeoutUs = 3'600'000'000;               // 1h
   std::uint64_t samplesFullResolutionUs = 3'600'000'000ULL;   // every sample kept this long
   std::uint64_t samplesMaxAgeUs = 30ULL * 86'400'000'000ULL;  // one per minute kept until then
   std::uint64_t samplesMaxRows = 1'000'000;                   // hard cap, oldest dropped first

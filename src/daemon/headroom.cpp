@@ -30,6 +30,28 @@ std::optional<std::uint64_t> deviceFree(const config::Pool& pool, const HostFigu
   return free;
 }
 
+admission::Totals poolTotals(const config::Pool& pool, const HostFigures& host) {
+  admission::Totals t;
+  t.hostBytes = host.memTotal;
+  std::optional<std::uint64_t> gpu;
+  for (const auto& d : host.devices.devices) {
+    if (!pool.devices.empty() && (!d.pdev || std::find(pool.devices.begin(), pool.devices.end(),
+                                                       *d.pdev) == pool.devices.end())) {
+      continue;
+    }
+    const devices::DeviceMemory* gtt = d.region("gtt");
+    const devices::DeviceMemory* vram = d.region("vram");
+    if (!gtt && !vram) continue;  // no memory figures: not a device headroom counts either
+    auto ceiling = devices::gttCeilings(d, host.ttm, host.pageSize).forConsumer(pool.gttCeiling);
+    // A region whose size is unknown makes the whole total unknown: an
+    // undercount would refuse a request that fits.
+    if ((gtt && !ceiling) || (vram && !vram->totalBytes)) return t;
+    gpu = gpu.value_or(0) + ceiling.value_or(0) + (vram ? *vram->totalBytes : 0);
+  }
+  t.gpuBytes = gpu;
+  return t;
+}
+
 admission::Headroom poolHeadroom(const config::Pool& pool, const HostFigures& host,
                                  const std::vector<HolderUse>& holders) {
   admission::Headroom h;

@@ -30,6 +30,7 @@ struct HolderUse {
 };
 
 struct HostFigures {
+  std::optional<std::uint64_t> memTotal;
   std::optional<std::uint64_t> memAvailable;
   devices::DeviceMap devices;
   devices::TtmModules ttm;
@@ -39,6 +40,11 @@ struct HostFigures {
 // The GPU memory free on the pool's devices (all devices with mem_info_*
 // when the pool names none); absent when no such device exports the figures.
 std::optional<std::uint64_t> deviceFree(const config::Pool& pool, const HostFigures& host);
+
+// What the host and the pool's devices hold in all: MemTotal, and Σ over the
+// pool's devices of (its GTT ceiling as the pool chooses + VRAM total); a
+// device without both figures leaves the GPU total unknown.
+admission::Totals poolTotals(const config::Pool& pool, const HostFigures& host);
 
 admission::Headroom poolHeadroom(const config::Pool& pool, const HostFigures& host,
                                  const std::vector<HolderUse>& holders);

@@ -29,7 +29,9 @@ class LeaseBook {
   const std::map<std::string, std::unique_ptr<Lease>>& all() const { return leases_; }
 
   // Whether a request can ever be granted; the error says what to change.
-  Status check(const admission::Request& r) const { return engine_.check(r); }
+  Status check(const admission::Request& r, const admission::TotalsFn& totals = {}) const {
+    return engine_.check(r, totals);
+  }
   // Takes a new lease into the queue and judges its arrival (only it can
   // have changed: admission::Engine::grantArrival). Returns the ids granted.
   std::vector<std::string> enqueue(std::unique_ptr<Lease> l, const admission::HeadroomFn& headroom);

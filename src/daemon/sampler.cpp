@@ -91,8 +91,12 @@ const HostFigures& Sampler::host() {
   if (hostReadAtUs_ && now - hostReadAtUs_ <= 100'000) return host_;
   hostReadAtUs_ = now;
   host_.memAvailable.reset();
-  if (auto t = env_.proc.read("meminfo", 64 * 1024))
-    host_.memAvailable = probes::parseMemInfo(*t).memAvailable;
+  host_.memTotal.reset();
+  if (auto t = env_.proc.read("meminfo", 64 * 1024)) {
+    auto m = probes::parseMemInfo(*t);
+    host_.memAvailable = m.memAvailable;
+    host_.memTotal = m.memTotal;
+  }
   if (auto d = devices::discoverDrmDevices(env_.sys))
     host_.devices = std::move(*d);
   else

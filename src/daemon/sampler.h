@@ -54,6 +54,8 @@ class Sampler {
   const HostFigures& host();
   // What is free for one more grant in `pool` (daemon/headroom.h).
   admission::Headroom headroomFor(const config::Pool& pool);
+  // What the host and the pool's devices hold in all (daemon/headroom.h).
+  admission::Totals totalsFor(const config::Pool& pool) { return poolTotals(pool, host()); }
   // A lease's host memory without its GPU memory (coverage::Handover::hostOnly).
   std::optional<std::uint64_t> hostOnly(const Lease& l) const;
 

@@ -142,7 +142,9 @@ void Service::onAcquire(std::uint64_t conn, const Peer& peer, const json& id,
     return fail(conn, id, code::kBusy, room.error().message);
   auto kind = attach ? lease::LeaseKind::Attach : lease::LeaseKind::Run;
   auto l = newLease(kind, peer.uid, peer.pid, conn, d, cfg_.daemon, env_.limits, handover_);
-  if (auto s = book_.check(l->req); !s) return fail(conn, id, code::kRefused, s.error().message);
+  auto totals = [this](const config::Pool& pool) { return sampler_.totalsFor(pool); };
+  if (auto s = book_.check(l->req, totals); !s)
+    return fail(conn, id, code::kRefused, s.error().message);
   if (attach) {
     if (d.memoryMax && *d.memoryMax < env_.pageSize) {
       // memory.max counts pages: below one, the kernel reads 0 and OOM-kills the workload.

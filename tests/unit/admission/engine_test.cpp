@@ -48,6 +48,30 @@ TEST(Admission, RefusesWhatCanNeverBeGrantedAndSaysWhichFlag) {
   EXPECT_TRUE(e.check(req("a", {"cpu"})));  // no budget: no limit needed
 }
 
+// Budgets above what the box holds: a request over MemTotal or over the pool's
+// devices' total GPU memory would wait for headroom that never comes.
+TEST(Admission, RefusesWhatTheHostOrItsDevicesCanNeverHold) {
+  Engine e(pools());
+  admission::TotalsFn small = [](const config::Pool&) {
+    return admission::Totals{48 * GiB, 40 * GiB};
+  };
+  EXPECT_TRUE(e.check(req("a", {"gpu"}, 48 * GiB, 40 * GiB), small));  // exactly all: fits
+  auto host = e.check(req("a", {"gpu"}, 49 * GiB, 8 * GiB), small);
+  ASSERT_FALSE(host);
+  EXPECT_EQ(host.error().message,
+            "--memory-max 49.0 GiB (52613349376 bytes) is more than this host's memory (MemTotal "
+            "48.0 GiB): it could never be granted");
+  auto gpu = e.check(req("a", {"gpu"}, 8 * GiB, 41 * GiB), small);
+  ASSERT_FALSE(gpu);
+  EXPECT_EQ(gpu.error().message,
+            "--gpu-memory-max 41.0 GiB (44023414784 bytes) is more than pool 'gpu''s devices hold "
+            "(GTT ceiling + VRAM: 40.0 GiB): it could never be granted");
+  // Unknown totals refuse nothing; a pool without budgets has no headroom wait to fear.
+  admission::TotalsFn unknown = [](const config::Pool&) { return admission::Totals{}; };
+  EXPECT_TRUE(e.check(req("a", {"gpu"}, 60 * GiB, 90 * GiB), unknown));
+  EXPECT_TRUE(e.check(req("a", {"cpu"}, 500 * GiB), small));
+}
+
 TEST(Admission, CapacityQueuesAndReleaseGrantsInOrder) {
   Engine e(pools());
   e.enqueue(req("a", {"one"}));

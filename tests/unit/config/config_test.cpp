@@ -61,8 +61,14 @@ TEST(Config, DefaultsNeedOnlyAPool) {
   ASSERT_TRUE(p.config);
   EXPECT_EQ(p.config->daemon.socket, config::kSystemSocket);
   EXPECT_EQ(p.config->daemon.sampleIntervalUs, 1'000'000u);
-  EXPECT_EQ(p.config->daemon.queueTimeoutUs, 0u);
+  // A queue that can never be served ends: an hour unless the config says otherwise.
+  EXPECT_EQ(p.config->daemon.queueTimeoutUs, 3'600'000'000u);
   EXPECT_TRUE(p.config->daemon.stateDir.empty());
+  // Waiting forever is a choice written down, never a default.
+  auto forever =
+      config::parse("[daemon]\nqueue_timeout = \"0\"\n[pools.one]\ncapacity = 1\n", "t.toml");
+  ASSERT_TRUE(forever.config);
+  EXPECT_EQ(forever.config->daemon.queueTimeoutUs, 0u);
 }
 
 TEST(Config, EveryProblemHasItsLine) {

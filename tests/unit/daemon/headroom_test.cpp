@@ -72,5 +72,33 @@ TEST(Headroom, GttFreeIsMeasuredAgainstTheCeilingThePoolsWorkloadsUse) {
   EXPECT_EQ(daemon::deviceFree(pool, host), 0u);
 }
 
+// What a pool's devices hold in all: the pool's GTT ceiling plus VRAM, per
+// device; a device whose GTT ceiling or VRAM size is unknown leaves the total
+// unknown (an undercount would refuse a request that fits).
+TEST(Headroom, TotalsAreMemTotalAndEachDevicesCeilingPlusVram) {
+  constexpr std::uint64_t GiB = 1ULL << 30;
+  daemon::HostFigures host;
+  host.memTotal = 128 * GiB;
+  host.pageSize = 4096;
+  devices::DrmDevice apu;
+  apu.driver = "amdgpu";
+  apu.key = "0000:c6:00.0";
+  apu.pdev = apu.key;
+  apu.memory = {{"gtt", 96 * GiB, 10 * GiB}, {"vram", 512 * (GiB >> 10), 0}};
+  host.devices.devices = {apu};
+  host.ttm.loaded = {{"ttm", 64 * 262144, std::nullopt, {"amdgpu"}, std::nullopt}};  // 64 GiB
+  config::Pool pool{"gpu", 4, std::nullopt, 96 * GiB, {}};
+  auto t = daemon::poolTotals(pool, host);
+  EXPECT_EQ(t.hostBytes, 128 * GiB);
+  EXPECT_EQ(t.gpuBytes, 64 * GiB + 512 * (GiB >> 10));  // the smaller GTT ceiling: compute
+  pool.gttCeiling = devices::GttConsumer::Graphics;
+  EXPECT_EQ(daemon::poolTotals(pool, host).gpuBytes, 96 * GiB + 512 * (GiB >> 10));
+  host.devices.devices[0].memory = {{"vram", std::nullopt, std::nullopt},
+                                    {"gtt", 96 * GiB, 10 * GiB}};
+  EXPECT_FALSE(daemon::poolTotals(pool, host).gpuBytes);
+  config::Pool elsewhere{"gpu", 4, std::nullopt, 96 * GiB, {"0000:03:00.0"}};
+  EXPECT_FALSE(daemon::poolTotals(elsewhere, host).gpuBytes);  // no device of the pool here
+}
+
 }  // namespace
 }  // namespace tally
