@@ -102,7 +102,7 @@ void Engine::enqueue(Request r) {
                              [](int p, const Waiting& w) { return p > w.req.priority; });
   changedAt(static_cast<std::size_t>(at - queue_.begin()));
   countWaiting(r, true);
-  queue_.insert(at, Waiting{std::move(r), nextSeq_++, std::nullopt});
+  queue_.insert(at, Waiting{std::move(r), nextSeq_++, std::nullopt, {}});
 }
 
 void Engine::countWaiting(const Request& r, bool add) {
@@ -124,7 +124,9 @@ std::vector<std::string> Engine::grantArrival(const std::string& id, const Headr
     auto it = waitingPools_.find(p);
     return it != waitingPools_.end() && it->second > 1;
   });
-  w.reason = behind ? std::optional<Wait>(Wait::Behind) : fits(w.req, headroom);
+  w.pool.clear();
+  w.reason = behind ? std::optional<Wait>(Wait::Behind) : fits(w.req, headroom, &w.pool);
+  if (w.reason == Wait::Behind) w.pool.clear();
   if (w.reason) return {};
   add(w.req);
   countWaiting(w.req, false);
@@ -195,8 +197,10 @@ bool Engine::release(const std::string& id) {
   return true;
 }
 
-std::optional<Wait> Engine::fits(const Request& r, const HeadroomFn& headroom) const {
+std::optional<Wait> Engine::fits(const Request& r, const HeadroomFn& headroom,
+                                 std::string* blocking) const {
   for (const auto& name : r.pools) {
+    if (blocking) *blocking = name;
     const config::Pool* p = nullptr;
     for (const auto& q : pools_) {
       if (q.name == name) p = &q;
@@ -222,11 +226,14 @@ std::optional<Wait> Engine::fits(const Request& r, const HeadroomFn& headroom) c
 
 std::vector<std::string> Engine::grant(const HeadroomFn& headroom) {
   std::vector<std::string> granted;
+  reasonChanged_.clear();          // indexes of this pass only
   std::set<std::string> reserved;  // pools an earlier waiting request still needs
   for (auto it = queue_.begin(); it != queue_.end();) {
     bool behind = std::any_of(it->req.pools.begin(), it->req.pools.end(),
                               [&](const std::string& p) { return reserved.count(p) != 0; });
-    std::optional<Wait> why = behind ? std::optional<Wait>(Wait::Behind) : fits(it->req, headroom);
+    std::string pool;
+    std::optional<Wait> why =
+        behind ? std::optional<Wait>(Wait::Behind) : fits(it->req, headroom, &pool);
     if (!why) {
       add(it->req);
       granted.push_back(it->req.id);
@@ -235,11 +242,72 @@ std::vector<std::string> Engine::grant(const HeadroomFn& headroom) {
       it = queue_.erase(it);
       continue;
     }
-    it->reason = why;
+    judged(static_cast<std::size_t>(it - queue_.begin()), why, std::move(pool));
     for (const auto& p : it->req.pools) reserved.insert(p);
     ++it;
   }
   return granted;
+}
+
+void Engine::judged(std::size_t index, std::optional<Wait> why, std::string pool) {
+  Waiting& w = queue_[index];
+  if (why == Wait::Behind) pool.clear();
+  if (w.reason == why && w.pool == pool) return;
+  // A waiter never judged before is new: its arrival already tells it.
+  if (w.reason) reasonChanged_.push_back(index);
+  w.reason = why;
+  w.pool = std::move(pool);
+}
+
+WaitFigures waitFigures(const Request& r, Wait w, const config::Pool& p, const PoolUsage& u,
+                        const Headroom& h) {
+  using units::humanBytes;
+  auto left = [](std::optional<std::uint64_t> budget, std::uint64_t declared) {
+    return budget && *budget > declared ? *budget - declared : 0;
+  };
+  WaitFigures f;
+  switch (w) {
+    case Wait::Capacity:
+      f.unit = "leases";
+      f.needed = 1;
+      f.free = p.capacity > u.holders.size() ? p.capacity - u.holders.size() : 0;
+      f.detail = fmt::format("pool {} is full: {} of {} leases hold it", p.name, u.holders.size(),
+                             p.capacity);
+      break;
+    case Wait::MemoryBudget:
+      f.needed = r.memoryMax.value_or(0);
+      f.free = left(p.memoryBudget, u.memoryDeclared);
+      f.detail = fmt::format("pool {}'s memory budget: needs {}, {} of {} left", p.name,
+                             humanBytes(*f.needed), humanBytes(*f.free),
+                             humanBytes(p.memoryBudget.value_or(0)));
+      break;
+    case Wait::GpuBudget:
+      f.needed = r.gpuMemoryMax.value_or(0);
+      f.free = left(p.gpuMemoryBudget, u.gpuMemoryDeclared);
+      f.detail = fmt::format("pool {}'s GPU memory budget: needs {}, {} of {} left", p.name,
+                             humanBytes(*f.needed), humanBytes(*f.free),
+                             humanBytes(p.gpuMemoryBudget.value_or(0)));
+      break;
+    case Wait::HostHeadroom:
+      f.needed = r.memoryMax.value_or(0);
+      f.free = h.hostBytes;
+      f.detail = fmt::format(
+          "host memory: needs {}, {} free (MemAvailable less holders' unused declarations)",
+          humanBytes(*f.needed), f.free ? humanBytes(*f.free) : std::string("unknown"));
+      break;
+    case Wait::GpuHeadroom:
+      f.needed = r.gpuMemoryMax.value_or(0);
+      f.free = h.gpuBytes;
+      f.detail =
+          fmt::format("GPU memory on pool {}'s devices: needs {}, {} free", p.name,
+                      humanBytes(*f.needed), f.free ? humanBytes(*f.free) : std::string("unknown"));
+      break;
+    case Wait::Behind:
+      f.unit = "leases";
+      f.detail = "behind an earlier request for the same pool (no overtaking)";
+      break;
+  }
+  return f;
 }
 
 std::vector<std::string> Engine::expire(std::uint64_t nowUs) {

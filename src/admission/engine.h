@@ -27,6 +27,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "config/config.h"
@@ -71,6 +72,18 @@ struct PoolUsage {
   std::uint64_t gpuMemoryDeclared = 0;
 };
 
+// The numbers behind a wait, as its client is told them: what the request
+// needs and what is free now, in bytes (leases for capacity), and one line
+// saying so. Absent figures were not measured. Pure: the caller passes the
+// pool that blocked, its usage and its headroom.
+struct WaitFigures {
+  std::optional<std::uint64_t> needed, free;
+  const char* unit = "bytes";  // or "leases"
+  std::string detail;
+};
+WaitFigures waitFigures(const Request& r, Wait w, const config::Pool& pool, const PoolUsage& usage,
+                        const Headroom& headroom);
+
 class Engine {
  public:
   explicit Engine(std::vector<config::Pool> pools);
@@ -102,6 +115,8 @@ class Engine {
   // 1-based place in the queue, and why it waits (after the last grant()).
   std::optional<std::size_t> position(const std::string& id) const;
   std::optional<Wait> waitReason(const std::string& id) const;
+  // The pool whose rule holds a waiter back ("" when it is behind another).
+  const std::string& waitPool(std::size_t index) const { return queue_[index].pool; }
 
   const std::vector<config::Pool>& pools() const { return pools_; }
   const PoolUsage& usage(const std::string& pool) const;
@@ -121,14 +136,21 @@ class Engine {
   // The caller tells waiters their new positions from there on, not all of them.
   std::size_t positionsChangedFrom() const { return changedFrom_; }
   void positionsSeen() { changedFrom_ = queue_.size(); }
+  // Queue indexes whose wait reason (or blocking pool) changed in the last
+  // grant pass; taken once. A waiter is told when it stops waiting for one
+  // thing and starts waiting for another, not only when it moves.
+  std::vector<std::size_t> takeReasonChanges() { return std::exchange(reasonChanged_, {}); }
 
  private:
   struct Waiting {
     Request req;
     std::uint64_t seq = 0;
     std::optional<Wait> reason;
+    std::string pool;  // the pool whose rule holds it back
   };
-  std::optional<Wait> fits(const Request& r, const HeadroomFn& headroom) const;
+  std::optional<Wait> fits(const Request& r, const HeadroomFn& headroom,
+                           std::string* pool = nullptr) const;
+  void judged(std::size_t index, std::optional<Wait> why, std::string pool);
   void add(const Request& r);
   void changedAt(std::size_t index) { changedFrom_ = std::min(changedFrom_, index); }
 
@@ -140,6 +162,7 @@ class Engine {
   std::vector<Waiting> queue_;  // kept sorted: priority desc, seq asc
   std::uint64_t nextSeq_ = 0;
   std::size_t changedFrom_ = 0;
+  std::vector<std::size_t> reasonChanged_;
 };
 
 }  // namespace tally::admission

@@ -462,8 +462,9 @@ int runClientCommand(const ClientCommands& c, const ClientOptions& o) {
     request.force = o.force;
     json p = rpc::api::encode(request);
     auto m = callDaemon("attach", o, "attach", p, rc, [](const rpc::Message& ev) {
-      fmt::print(stderr, "tally attach: queued: position {} ({})\n", ev.raw.value("position", 0),
-                 ev.raw.value("waiting_for", "?"));
+      auto q = rpc::api::decodeQueued(ev.raw);
+      fmt::print(stderr, "tally attach: queued as lease {}: {}\n", q.lease.empty() ? "?" : q.lease,
+                 rpc::api::describe(q));
     });
     if (!m) return rc;
     if (o.json)

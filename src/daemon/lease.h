@@ -58,6 +58,7 @@ struct Lease {
   bool releaseRequested = false;
   bool recovered = false;                   // re-adopted after a daemon restart
   std::optional<std::size_t> lastPosition;  // the queue position its client was last told
+  std::uint64_t lastToldUs = 0;             // monotonic: when its client was last told why it waits
 
   // The GPU bound: enforced by the daemon for attached leases; a run lease's
   // client enforces it and reports what happened ("bound").

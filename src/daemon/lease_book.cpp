@@ -4,6 +4,9 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <set>
+
+#include "util/clock.h"
 
 namespace tally::daemon {
 
@@ -115,19 +118,63 @@ const Lease* LeaseBook::ofCgroup(const std::string& cgroup, std::uint64_t inode)
   return nullptr;
 }
 
-std::vector<LeaseBook::Move> LeaseBook::moves() {
-  // Only the waiters whose place changed: a request appended to the queue
-  // tells itself, not the 10,000 ahead of it.
+LeaseBook::Move LeaseBook::moveAt(std::size_t index, const admission::HeadroomFn& headroom,
+                                  std::uint64_t nowUs) {
+  auto q = engine_.at(index);
+  Lease* l = find(q.req->id);
+  Move m{l, index + 1, engine_.queued(), q.reason, engine_.waitPool(index), {}};
+  if (q.reason) {
+    const config::Pool* pool = nullptr;
+    for (const auto& p : engine_.pools())
+      if (p.name == m.pool) pool = &p;
+    if (pool || *q.reason == admission::Wait::Behind) {
+      static const config::Pool kNone{};
+      bool measured =
+          *q.reason == admission::Wait::HostHeadroom || *q.reason == admission::Wait::GpuHeadroom;
+      admission::Headroom h =
+          measured && pool && headroom ? headroom(*pool) : admission::Headroom{};
+      m.figures = admission::waitFigures(*q.req, *q.reason, pool ? *pool : kNone,
+                                         engine_.usage(pool ? pool->name : std::string()), h);
+    }
+  }
+  if (l) {
+    l->lastPosition = index + 1;
+    l->lastToldUs = nowUs;
+  }
+  return m;
+}
+
+std::vector<LeaseBook::Move> LeaseBook::moves(const admission::HeadroomFn& headroom) {
+  // Only the waiters whose place or reason changed: a request appended to the
+  // queue tells itself, not the 10,000 ahead of it.
   std::vector<Move> out;
+  std::uint64_t now = clock::monotonicUs();
   std::size_t from = engine_.positionsChangedFrom();
   engine_.positionsSeen();
   std::size_t total = engine_.queued();
+  std::set<std::size_t> told;
   for (std::size_t i = from; i < total; ++i) {
-    auto q = engine_.at(i);
-    Lease* l = find(q.req->id);
+    Lease* l = find(engine_.at(i).req->id);
     if (!l || !l->pending || l->lastPosition == i + 1) continue;
-    l->lastPosition = i + 1;
-    out.push_back({l, i + 1, total, q.reason});
+    out.push_back(moveAt(i, headroom, now));
+    told.insert(i);
+  }
+  for (std::size_t i : engine_.takeReasonChanges()) {
+    if (i >= total || told.count(i)) continue;
+    Lease* l = find(engine_.at(i).req->id);
+    if (!l || !l->pending) continue;
+    out.push_back(moveAt(i, headroom, now));
+  }
+  return out;
+}
+
+std::vector<LeaseBook::Move> LeaseBook::due(std::uint64_t nowUs, std::uint64_t everyUs,
+                                            const admission::HeadroomFn& headroom) {
+  std::vector<Move> out;
+  for (std::size_t i = 0; i < engine_.queued(); ++i) {
+    Lease* l = find(engine_.at(i).req->id);
+    if (!l || !l->pending || nowUs - l->lastToldUs < everyUs) continue;
+    out.push_back(moveAt(i, headroom, nowUs));
   }
   return out;
 }

@@ -66,16 +66,28 @@ class LeaseBook {
   // The live lease (queued attach included) holding this cgroup, by path or inode.
   const Lease* ofCgroup(const std::string& cgroup, std::uint64_t inode) const;
 
-  // Waiters whose place changed since the last call, with their new place.
+  // Waiters whose place or reason changed since the last call, with their
+  // new place and what they wait for, in numbers (admission::waitFigures).
   struct Move {
     Lease* lease;
     std::size_t position;  // 1-based
     std::size_t queued;    // the queue's length
     std::optional<admission::Wait> reason;
+    std::string pool;  // the pool that holds it back ("" behind another request)
+    admission::WaitFigures figures;
   };
-  std::vector<Move> moves();
+  std::vector<Move> moves(const admission::HeadroomFn& headroom);
+  // Waiters not told anything for `everyUs`: told again (one pass over the
+  // queue, once per daemon tick), so a client always knows its wait is alive.
+  std::vector<Move> due(std::uint64_t nowUs, std::uint64_t everyUs,
+                        const admission::HeadroomFn& headroom);
 
   const admission::Engine& engine() const { return engine_; }
+
+ private:
+  Move moveAt(std::size_t index, const admission::HeadroomFn& headroom, std::uint64_t nowUs);
+
+ public:
   std::size_t live() const;  // granted or running
   std::size_t queued() const { return engine_.queued(); }
 

@@ -112,12 +112,18 @@ void LeaseEvents::coverageAtStart(const coverage::Assessment& a,
 
 void LeaseEvents::positions(const std::vector<LeaseBook::Move>& moves) {
   for (const auto& mv : moves) {
+    if (!mv.lease) continue;
     const char* waitingFor = mv.reason ? admission::waitName(*mv.reason) : "grant";
-    outbox_.send(mv.lease->conn, rpc::encodeEvent(mv.lease->pendingId, "queued",
-                                                  {{"lease", mv.lease->id},
-                                                   {"position", mv.position},
-                                                   {"queued", mv.queued},
-                                                   {"waiting_for", waitingFor}}));
+    json ev = {{"lease", mv.lease->id},
+               {"position", mv.position},
+               {"queued", mv.queued},
+               {"waiting_for", waitingFor}};
+    if (!mv.pool.empty()) ev["pool"] = mv.pool;
+    if (mv.figures.needed) ev["needed"] = *mv.figures.needed;
+    if (mv.figures.free) ev["free"] = *mv.figures.free;
+    if (mv.figures.needed || mv.figures.free) ev["unit"] = mv.figures.unit;
+    if (!mv.figures.detail.empty()) ev["detail"] = mv.figures.detail;
+    outbox_.send(mv.lease->conn, rpc::encodeEvent(mv.lease->pendingId, "queued", ev));
   }
 }
 

@@ -45,6 +45,10 @@ struct Limits {
   // per `boundRefillUs`. More are answered "rate-limited" and counted.
   unsigned boundBurst = 20;
   std::uint64_t boundRefillUs = 1'000'000;
+  // A queued request hears what it waits for whenever its place or reason
+  // changes, and at least this often (so its client can tell a long wait
+  // from a dead daemon).
+  std::uint64_t queueStatusEveryUs = 30'000'000;
 };
 
 }  // namespace tally::daemon

@@ -164,7 +164,8 @@ void Service::onAcquire(std::uint64_t conn, const Peer& peer, const json& id,
   for (const auto& gid : book_.enqueue(std::move(l), headroom())) {
     if (Lease* g = book_.find(gid)) granted(*g);  // may refuse and forget the new lease
   }
-  events_.positions(book_.moves());  // only the waiters whose place changed (the new one, at least)
+  // Only the waiters whose place or reason changed (the new one, at least).
+  events_.positions(book_.moves(headroom()));
 }
 
 void Service::tryGrant() {
@@ -172,7 +173,7 @@ void Service::tryGrant() {
   for (const auto& id : book_.grant(headroom())) {
     if (Lease* l = book_.find(id)) granted(*l);
   }
-  events_.positions(book_.moves());
+  events_.positions(book_.moves(headroom()));
 }
 
 void Service::granted(Lease& l) {
@@ -383,6 +384,13 @@ void Service::tick() {
   // Grants happen when something is released; the tick only retries the
   // requests that wait on measured headroom, which changes by itself.
   if (changed || book_.waitsOnMeasuredHeadroom()) tryGrant();
+  // A waiter told nothing for a while hears again what it waits for (a pass
+  // over the queue, so once a second, not every tick).
+  std::uint64_t every = env_.limits.queueStatusEveryUs;
+  if (book_.queued() && now - lastStatusPassUs_ >= std::min<std::uint64_t>(every, 1'000'000)) {
+    lastStatusPassUs_ = now;
+    events_.positions(book_.due(now, every, headroom()));
+  }
 }
 
 void Service::sample() {

@@ -138,6 +138,7 @@ class Service {
   Sampler sampler_;
   Endings endings_;
   Views views_;
+  std::uint64_t lastStatusPassUs_ = 0;  // the last pass telling waiters their status
 };
 
 }  // namespace tally::daemon

@@ -451,4 +451,33 @@ Status decodeEmpty(const json& params) {
   return Fields(params).unknown();
 }
 
+Queued decodeQueued(const json& event) {
+  Queued q;
+  if (!event.is_object()) return q;
+  auto text = [&](const char* key, std::size_t max) {
+    auto it = event.find(key);
+    return it != event.end() && it->is_string()
+               ? text::truncateUtf8(it->get_ref<const std::string&>(), max)
+               : std::string();
+  };
+  auto count = [&](const char* key) -> std::uint64_t {
+    auto it = event.find(key);
+    return it != event.end() && it->is_number_unsigned() ? it->get<std::uint64_t>() : 0;
+  };
+  q.lease = text("lease", kMaxLeaseId);
+  q.position = count("position");
+  q.queued = count("queued");
+  q.waitingFor = text("waiting_for", 64);
+  q.pool = text("pool", 64);
+  q.detail = text("detail", 512);
+  return q;
+}
+
+std::string describe(const Queued& q) {
+  std::string where = q.position ? fmt::format("position {} of {}", q.position, q.queued)
+                                 : std::string("position unknown");
+  if (!q.detail.empty()) return fmt::format("{}: {}", where, q.detail);
+  return fmt::format("{} (waiting for {})", where, q.waitingFor.empty() ? "?" : q.waitingFor);
+}
+
 }  // namespace tally::rpc::api

@@ -17,9 +17,9 @@ Result<std::string> DaemonLease::acquire(const rpc::api::Acquire& request, int s
   auto m = client_->call(
       "acquire", rpc::api::encode(request),
       [](const rpc::Message& ev) {
-        fmt::print(stderr, "tally run: queued as lease {}: position {} of {} (waiting for {})\n",
-                   ev.raw.value("lease", "?"), ev.raw.value("position", 0),
-                   ev.raw.value("queued", 0), ev.raw.value("waiting_for", "?"));
+        auto q = rpc::api::decodeQueued(ev.raw);
+        fmt::print(stderr, "tally run: queued as lease {}: {}\n", q.lease.empty() ? "?" : q.lease,
+                   rpc::api::describe(q));
       },
       10'000, signalFd);  // the daemon's first word (reply or "queued"); then the queue's wait
   if (!m) {

@@ -176,7 +176,9 @@ TEST_F(VmDaemon, TwoRunsOnACapacityOnePoolSerialise) {
   auto rb = waitProgram(b);
   ASSERT_EQ(ra.exitCode(), 0) << ra.err;
   ASSERT_EQ(rb.exitCode(), 0) << rb.err;
-  EXPECT_NE(rb.err.find("position 1 of 1 (waiting for capacity)"), std::string::npos) << rb.err;
+  EXPECT_NE(rb.err.find("position 1 of 1: pool one is full: 1 of 1 leases hold it"),
+            std::string::npos)
+      << rb.err;
   // The intervals do not overlap: start, end, start, end.
   std::ifstream in(log);
   std::vector<std::pair<std::string, unsigned long long>> ev;
@@ -223,7 +225,9 @@ TEST_F(VmDaemon, BudgetRefusalsSayWhatToDeclare) {
   auto waiter = tally({"run", "--pool", "gpu", "--memory-max", "600M", "--gpu-memory-max", "4G",
                        "--queue-timeout", "1s", "--", "true"});
   EXPECT_EQ(waiter.exitCode(), 125);
-  EXPECT_NE(waiter.err.find("waiting for memory-budget"), std::string::npos) << waiter.err;
+  EXPECT_NE(waiter.err.find("position 1 of 1: pool gpu's memory budget: needs 600.0 MiB"),
+            std::string::npos)
+      << waiter.err;
   EXPECT_NE(waiter.err.find("no grant within the queue timeout"), std::string::npos) << waiter.err;
   writeFile(go, "");
   EXPECT_EQ(waitProgram(holder).exitCode(), 0);

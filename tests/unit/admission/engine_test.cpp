@@ -72,6 +72,38 @@ TEST(Admission, RefusesWhatTheHostOrItsDevicesCanNeverHold) {
   EXPECT_TRUE(e.check(req("a", {"cpu"}, 500 * GiB), small));
 }
 
+// A waiter whose reason changes without moving (the budget frees, headroom
+// now holds it) is reported once by takeReasonChanges(), with the pool and
+// the numbers its client is told.
+TEST(Admission, AReasonChangeIsReportedOnceWithItsFigures) {
+  Engine e(pools());
+  admission::Headroom plenty{1000 * GiB, 1000 * GiB}, tight{1000 * GiB, 4 * GiB};
+  admission::Headroom now = plenty;
+  admission::HeadroomFn headroom = [&](const config::Pool&) { return now; };
+  e.enqueue(req("a", {"gpu"}, 8 * GiB, 90 * GiB));
+  EXPECT_EQ(e.grant(headroom), std::vector<std::string>{"a"});
+  e.enqueue(req("b", {"gpu"}, 8 * GiB, 16 * GiB));
+  EXPECT_TRUE(e.grant(headroom).empty());
+  EXPECT_EQ(e.waitReason("b"), admission::Wait::GpuBudget);
+  EXPECT_TRUE(e.takeReasonChanges().empty());  // its first judgement: its arrival tells it
+  auto f = admission::waitFigures(*e.request("b"), admission::Wait::GpuBudget, pools()[0],
+                                  e.usage("gpu"), now);
+  EXPECT_EQ(f.needed, 16 * GiB);
+  EXPECT_EQ(f.free, 6 * GiB);
+  EXPECT_EQ(f.detail, "pool gpu's GPU memory budget: needs 16.0 GiB, 6.0 GiB of 96.0 GiB left");
+  now = tight;
+  e.release("a");
+  EXPECT_TRUE(e.grant(headroom).empty());
+  EXPECT_EQ(e.waitReason("b"), admission::Wait::GpuHeadroom);
+  EXPECT_EQ(e.takeReasonChanges(), std::vector<std::size_t>{0});
+  EXPECT_EQ(e.waitPool(0), "gpu");
+  f = admission::waitFigures(*e.request("b"), admission::Wait::GpuHeadroom, pools()[0],
+                             e.usage("gpu"), now);
+  EXPECT_EQ(f.detail, "GPU memory on pool gpu's devices: needs 16.0 GiB, 4.0 GiB free");
+  EXPECT_TRUE(e.grant(headroom).empty());  // the same reason again: nothing to tell
+  EXPECT_TRUE(e.takeReasonChanges().empty());
+}
+
 TEST(Admission, CapacityQueuesAndReleaseGrantsInOrder) {
   Engine e(pools());
   e.enqueue(req("a", {"one"}));

@@ -111,7 +111,7 @@ class ServiceTest : public ::testing::Test {
     proc.emplace(std::move(*fs::Root::open(host.procRoot())));
     sys.emplace(std::move(*fs::Root::open(host.sysRoot())));
     cgroup.emplace(std::move(*fs::Root::open(host.cgroupRoot())));
-    daemon::ServiceEnv env{*proc, *sys, &*cgroup, outbox, watches, &units, 4096, &journal};
+    daemon::ServiceEnv env{*proc, *sys, &*cgroup, outbox, watches, &units, 4096, &journal, limits};
     service = std::make_unique<daemon::Service>(cfg, *ledgerDb, env);
   }
   json call(std::uint64_t conn, std::uint32_t uid, const std::string& method, json params) {
@@ -145,6 +145,7 @@ class ServiceTest : public ::testing::Test {
   FakeHost host;
   TempDir state;
   config::Config cfg;
+  daemon::Limits limits;
   FakeOutbox outbox;
   FakeWatches watches;
   FakeUnits units;

@@ -32,6 +32,29 @@ TEST_F(ServiceTest, CapacityOneSerialisesAndTheQueueSeesItsPosition) {
   EXPECT_TRUE(ledgerDb->verify()->problems.empty());
 }
 
+// A waiter is told again what it waits for when nothing has moved for a while
+// (30 s by default; 0 here: every tick), so its client can tell a long wait
+// from a dead daemon. Nobody else is told anything.
+TEST_F(ServiceTest, AWaiterHearsWhatItWaitsForAgainWhenNothingMoves) {
+  limits.queueStatusEveryUs = 0;
+  reopen();
+  ASSERT_TRUE(call(1, 1000, "acquire", {{"pools", {"one"}}})["ok"]);
+  call(2, 1000, "acquire", {{"pools", {"one"}}, {"name", "waiter"}});
+  std::size_t told = outbox.sent[2].size();
+  std::size_t holderMessages = outbox.sent[1].size();
+  service->tick();
+  ASSERT_EQ(outbox.sent[2].size(), told + 1);
+  json again = outbox.last(2);
+  EXPECT_EQ(again["event"], "queued");
+  EXPECT_EQ(again["position"], 1);
+  EXPECT_EQ(again["waiting_for"], "capacity");
+  EXPECT_EQ(again["detail"], "pool one is full: 1 of 1 leases hold it");
+  EXPECT_EQ(again["needed"], 1);
+  EXPECT_EQ(again["free"], 0);
+  EXPECT_EQ(again["unit"], "leases");
+  EXPECT_EQ(outbox.sent[1].size(), holderMessages);
+}
+
 TEST_F(ServiceTest, BudgetedPoolRefusesAnUndeclaredRequest) {
   json r = call(1, 1000, "acquire", {{"pools", {"gpu"}}});
   EXPECT_FALSE(r["ok"]);
@@ -43,7 +66,15 @@ TEST_F(ServiceTest, BudgetedPoolRefusesAnUndeclaredRequest) {
   EXPECT_TRUE(call(1, 1000, "acquire", {{"pools", {"gpu"}}, {"gpu_memory_max", 48 * GiB}})["ok"]);
   EXPECT_TRUE(call(2, 1000, "acquire", {{"pools", {"gpu"}}, {"gpu_memory_max", 40 * GiB}})["ok"]);
   call(3, 1000, "acquire", {{"pools", {"gpu"}}, {"gpu_memory_max", 16 * GiB}});
-  EXPECT_EQ(outbox.last(3)["waiting_for"], "gpu-memory-budget");
+  // What it waits for, in numbers: the pool, what it needs, what is left.
+  json waiting = outbox.last(3);
+  EXPECT_EQ(waiting["waiting_for"], "gpu-memory-budget");
+  EXPECT_EQ(waiting["pool"], "gpu");
+  EXPECT_EQ(waiting["needed"], 16 * GiB);
+  EXPECT_EQ(waiting["free"], 8 * GiB);
+  EXPECT_EQ(waiting["unit"], "bytes");
+  EXPECT_EQ(waiting["detail"],
+            "pool gpu's GPU memory budget: needs 16.0 GiB, 8.0 GiB of 96.0 GiB left");
   json pools = call(4, 1000, "pools", json::object());
   const json& gpu = pools["result"]["pools"][0];
   EXPECT_EQ(gpu["gpu_memory_declared"], 88 * GiB);
