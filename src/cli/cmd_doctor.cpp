@@ -55,13 +55,16 @@ void addDoctorCommand(CLI::App& app, DoctorOptions& opts) {
       "a dmem GTT region, GPUActive) and, with --active, a probe that allocates a GTT buffer in a\n"
       "throw-away cgroup and compares memory.current with the client's drm-total-gtt (root only).\n"
       "The last line is the verdict: what a lease's MemoryMax covers on this kernel.\n\n"
-      "Exit status: 0 every check ran and a lease is fully bounded by the kernel, 1 degraded "
-      "(leases\n"
-      "cannot be contained, memory is not delegated where they live, or GTT on this GPU host is "
-      "not\n"
-      "covered by MemoryMax and tally bounds it itself), 2 a check could not run (the probe "
-      "failed,\n"
-      "/proc or /sys unreadable) or a usage error. docs/coverage.md explains each.");
+      "Exit status (a health check: docs/doctor.md): 0 leases can be contained and metered "
+      "here,\n"
+      "whoever bounds GTT (the kernel, or tally from DRM fdinfo: today's normal AMD state); 1\n"
+      "degraded (leases cannot be contained: no cgroup v2 memory controller, memory not "
+      "delegated\n"
+      "where they live, no systemd and no delegated subtree); 2 a check could not run (the "
+      "probe\n"
+      "failed, /proc or /sys unreadable) or a usage error. The coverage verdict is reported, "
+      "never\n"
+      "an error.");
   doctor->add_flag("--json", opts.json, "print the report as JSON");
   doctor->add_flag("--active", opts.active,
                    "run the active GTT -> memcg probe (root; allocates --probe-size of GTT)");
@@ -227,9 +230,6 @@ int runDoctor(const fs::RootPaths& paths, const DoctorOptions& opts) {
   std::vector<std::string> degraded = layout.problems;
   if (layout.containable() && cgRoot && layout.v2Root && !memoryDelegated)
     degraded.push_back(cg.value("memory_hint", "memory not delegated"));
-  if (a.verdict.degraded)
-    degraded.push_back(
-        "GTT is not covered by a lease's MemoryMax; tally bounds it from DRM fdinfo");
   doc["degraded"] = degraded;
   doc["verdict"] = a.verdict.line;
   int rc = errors ? kExitCheckFailed : degraded.empty() ? kExitOk : kExitDegraded;

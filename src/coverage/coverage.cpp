@@ -256,7 +256,6 @@ CoverageVerdict decide(const StaticSigns& signs, const std::optional<ProbeResult
   why.push_back(gpuPresent ? "tally bounds GTT itself (gpu_memory_max, from DRM fdinfo)"
                            : "no GPU here: nothing uncharged to bound");
   v.basis = fmt::format("{}", fmt::join(why, "; "));
-  v.degraded = gpuPresent;
   return v;
 }
 

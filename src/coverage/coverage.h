@@ -96,7 +96,6 @@ struct CoverageVerdict {
   std::string basis;  // why, in words
   std::string line;   // "A lease's MemoryMax covers: host memory only"
   // Degraded: GTT exists here (a GPU) and MemoryMax does not cover it.
-  bool degraded = false;
 };
 
 CoverageVerdict decide(const StaticSigns& signs, const std::optional<ProbeResult>& probe,

@@ -44,16 +44,16 @@ TEST(Coverage, OnlyAChargedProbeHandsOver) {
   EXPECT_EQ(v.coverage, coverage::Coverage::HostAndGtt);
   EXPECT_EQ(v.line,
             "A lease's MemoryMax covers: host memory + GTT (verified by active probe on 7.3.0)");
-  EXPECT_FALSE(v.degraded);
   // Signs without a probe, or an inconclusive probe: host only, and tally keeps its own bound.
   auto unverified = coverage::decide(signs, std::nullopt, "7.3.0", true);
   EXPECT_EQ(unverified.coverage, coverage::Coverage::HostOnly);
-  EXPECT_TRUE(unverified.degraded);
+  EXPECT_NE(unverified.basis.find("tally bounds GTT itself"), std::string::npos);
   EXPECT_NE(unverified.basis.find("run tally doctor --active"), std::string::npos);
   charged.outcome = ProbeOutcome::Inconclusive;
   EXPECT_EQ(coverage::decide(signs, charged, "7.3.0", true).coverage, coverage::Coverage::HostOnly);
-  // No GPU: nothing uncharged to bound, not degraded.
-  EXPECT_FALSE(coverage::decide({}, std::nullopt, "6.1.0", false).degraded);
+  // No GPU: nothing uncharged to bound.
+  EXPECT_NE(coverage::decide({}, std::nullopt, "6.1.0", false).basis.find("no GPU here"),
+            std::string::npos);
 }
 
 }  // namespace
