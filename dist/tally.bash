@@ -41,7 +41,7 @@ _tally() {
     "") opts="$commands --help --version"; COMPREPLY=($(compgen -W "$opts" -- "$cur")); return ;;
     run) opts="--name --attr --memory-max --memory-high --memory-swap-max --oom-policy --gpu-memory-max --gpu-memory-high
                --gpu-memory-action --gpu-over-samples --sample-interval --slice --user --system --cgroupfs --cgroup-parent
-               --state-dir --json --socket --pool --priority --queue-timeout --reconnect-timeout --help" ;;
+               --state-dir --json --quiet --socket --pool --priority --queue-timeout --reconnect-timeout --help" ;;
     daemon) opts="--config --metrics-textfile --metrics-listen --help" ;;
     attach) opts="--unit --cgroup --pid --pool --memory-max --gpu-memory-max --gpu-memory-high --gpu-memory-action
                   --gpu-over-samples --name --attr --priority --queue-timeout --force --json --socket --timeout --help" ;;

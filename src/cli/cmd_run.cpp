@@ -181,6 +181,9 @@ void addRunCommand(CLI::App& app, RunOptions& o) {
                   "where the ledger lives (default: $TALLY_STATE_DIR, /var/lib/tally for root, "
                   "else ~/.local/state/tally)");
   run->add_flag("--json", o.json, "print the outcome record (JSON) on stdout");
+  run->add_flag("--quiet,-q", o.quiet,
+                "do not print the start line ('tally: lease ID running as UNIT (limits)') on "
+                "stderr");
   auto* pool = run->add_option("--pool", o.pools,
                                "acquire the lease from the tally daemon first, holding this pool "
                                "(repeat for several);\n"
@@ -311,7 +314,14 @@ int runRun(const fs::RootPaths& paths, const RunOptions& opts) {
                   cgroupRoot,
                   signalFd.get(),
                   page > 0 ? static_cast<std::uint64_t>(page) : 4096,
-                  daemonLease ? static_cast<run::LeaseObserver*>(&*daemonLease) : &journalObserver};
+                  daemonLease ? static_cast<run::LeaseObserver*>(&*daemonLease) : &journalObserver,
+                  {}};
+  if (!opts.quiet) {
+    env.onStart = [](const lease::LeaseRecord& r) {
+      fmt::print(stderr, "{}\n", lease::startLine(r));
+      std::fflush(stderr);  // before the workload writes anything
+    };
+  }
   auto record = run::runLease(*spec, env, choice.lease.get(), choice.refusal);
   choice.lease.reset();
 

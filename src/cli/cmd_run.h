@@ -18,7 +18,7 @@ struct RunOptions {
   std::string slice = "tally.slice";
   std::string cgroupParent;
   std::string stateDir;
-  bool user = false, system = false, cgroupfs = false, json = false;
+  bool user = false, system = false, cgroupfs = false, json = false, quiet = false;
   // Daemon mode (--pool): acquire the lease from the daemon first.
   std::vector<std::string> pools;
   int priority = 0;

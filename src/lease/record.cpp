@@ -164,6 +164,23 @@ json recordJson(const LeaseRecord& r) {
   return j;
 }
 
+std::string startLine(const LeaseRecord& r) {
+  std::vector<std::string> limits;
+  auto add = [&](const char* name, const std::optional<std::uint64_t>& v) {
+    if (v) limits.push_back(fmt::format("{}={}", name, units::humanBytes(*v)));
+  };
+  add("MemoryMax", r.spec.memoryMax);
+  add("MemoryHigh", r.spec.memoryHigh);
+  add("MemorySwapMax", r.spec.memorySwapMax);
+  add("gpu_memory_max", r.spec.gpuMemoryMax);
+  add("gpu_memory_high", r.spec.gpuMemoryHigh);
+  std::string where =
+      r.unit.empty() ? fmt::format("in cgroup {}", r.cgroup) : fmt::format("as {}", r.unit);
+  return fmt::format("tally: lease {} running {} ({})", r.spec.id, where,
+                     limits.empty() ? std::string("no limits declared")
+                                    : fmt::format("{}", fmt::join(limits, ", ")));
+}
+
 std::string summaryLine(const LeaseRecord& r) {
   std::string line = fmt::format("tally: lease {} ({}) {}: {}", r.spec.id, r.spec.name,
                                  outcomeClassName(r.outcome.cls), r.outcome.summary);

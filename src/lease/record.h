@@ -34,5 +34,8 @@ struct LeaseRecord {
 
 nlohmann::ordered_json recordJson(const LeaseRecord& r);
 std::string summaryLine(const LeaseRecord& r);
+// Said when the workload is released, like systemd-run's "Running as unit":
+// "tally: lease ID running as tally-ID.scope (MemoryMax=48.0 GiB, gpu_memory_max=40.0 GiB)".
+std::string startLine(const LeaseRecord& r);
 
 }  // namespace tally::lease

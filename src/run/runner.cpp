@@ -157,6 +157,7 @@ LeaseRecord runLease(const LeaseSpec& spec, const RunEnv& env, contain::LeaseCgr
                           spec.gpuConsecutive, spec.sampleIntervalUs};
   enforce::GpuBoundState boundState;
   rec.startedAtNs = clock::realtimeNs();
+  if (env.onStart) env.onStart(rec);
   if (int execErr = child->release(); execErr != 0) {
     facts.ending = Ending{Ending::Kind::ExecFailed, 0, 0, execErr};
     (void)child->reap();

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -37,6 +38,9 @@ struct RunEnv {
   int signalFd = -1;  // signalfd for SIGINT, SIGTERM, SIGHUP (blocked by the caller)
   std::uint64_t pageSize = 4096;
   LeaseObserver* observer = nullptr;
+  // Called once the lease is placed and verified, just before the workload
+  // is released (the start line; absent: nothing is said).
+  std::function<void(const LeaseRecord&)> onStart;
 };
 
 // `lease` null means containment was refused before anything was created;

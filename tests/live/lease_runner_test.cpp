@@ -123,8 +123,11 @@ struct Runner : ::testing::Test {
     spec.name = "t";
     spec.sampleIntervalUs = 20'000;
   }
+  std::vector<std::string> startLines;  // the start lines said, in order
   lease::LeaseRecord run(FakeLease& lease, int signalFd = -1) {
-    run::RunEnv env{proc, sys, &cg, signalFd, 4096};
+    run::RunEnv env{proc, sys, &cg, signalFd, 4096, nullptr, [this](const lease::LeaseRecord& r) {
+                      startLines.push_back(lease::startLine(r));
+                    }};
     return run::runLease(spec, env, &lease, "");
   }
 };
@@ -146,6 +149,35 @@ TEST_F(Runner, ExitCodeMirrorsAndEveryStepRuns) {
   EXPECT_EQ(r.gpu.peakBytes, 0u) << "a measured zero: the scan ran and found no DRM client";
   EXPECT_EQ(r.manager, "fake");
   EXPECT_EQ(r.unit, "fake.scope");
+  EXPECT_EQ(startLines,
+            std::vector<std::string>{"tally: lease test running as fake.scope (no limits "
+                                     "declared)"});
+}
+
+// The start line is said once the lease is verified and before the workload
+// is released (a workload that writes at once never comes first), with the
+// limits it runs under; never for a lease whose containment was refused.
+TEST_F(Runner, TheStartLineComesBeforeTheWorkloadWithItsLimits) {
+  std::string marker = tree.path() + "/ran";
+  spec.command = {"touch", marker};
+  spec.gpuMemoryMax = 40ULL << 30;
+  FakeLease lease(tree.path(), "max", "oom 0\noom_kill 0\n");
+  bool ranBefore = true;
+  run::RunEnv env{proc, sys, &cg, -1, 4096, nullptr, [&](const lease::LeaseRecord& r) {
+                    ranBefore = exists(marker);
+                    startLines.push_back(lease::startLine(r));
+                  }};
+  auto r = run::runLease(spec, env, &lease, "");
+  EXPECT_EQ(r.outcome.cls, lease::OutcomeClass::Exited);
+  EXPECT_FALSE(ranBefore) << "the workload ran before the start line";
+  EXPECT_TRUE(exists(marker));
+  EXPECT_EQ(startLines, std::vector<std::string>{
+                            "tally: lease test running as fake.scope (gpu_memory_max=40.0 GiB)"});
+  spec.memoryMax = 64 << 20;
+  FakeLease refused(tree.path(), "max", "");  // reads back "max": refused
+  startLines.clear();
+  run(refused);
+  EXPECT_TRUE(startLines.empty());
 }
 
 TEST_F(Runner, ReadBackMismatchKillsTheHeldChildBeforeExec) {
@@ -177,7 +209,7 @@ TEST_F(Runner, PlacementFailureNeverExecs) {
 
 TEST_F(Runner, NoLeaseMeansNoFork) {
   spec.command = {"true"};
-  run::RunEnv env{proc, sys, &cg, -1, 4096};
+  run::RunEnv env{proc, sys, &cg, -1, 4096, nullptr, {}};
   auto r = run::runLease(spec, env, nullptr,
                          "no systemd (PID 1 is x); memory controller is on cgroup v1");
   EXPECT_EQ(r.outcome.cls, lease::OutcomeClass::ContainmentRefused);

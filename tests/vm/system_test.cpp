@@ -125,6 +125,14 @@ TEST_F(VmSystem, WorkloadWithinBoundsExitsZeroWithPeakRecorded) {
       st["pgfault"].get<std::uint64_t>() + 512 * st.value("thp_fault_alloc", std::uint64_t{0}),
       4096u)
       << describe(t);
+  // Said as the workload is released, like systemd-run's "Running as unit".
+  std::string id = t.record["lease"]["id"];
+  EXPECT_NE(t.result.err.find("tally: lease " + id + " running as tally-" + id +
+                              ".scope (MemoryMax=64.0 MiB)\n"),
+            std::string::npos)
+      << t.result.err;
+  auto quiet = run({"--quiet"}, {"true"});
+  EXPECT_EQ(quiet.result.err.find("running as"), std::string::npos) << quiet.result.err;
 }
 
 TEST_F(VmSystem, UndeclaredLimitsReadBackAsMax) {
