@@ -78,7 +78,7 @@ std::set<std::string> helpOptions(const std::vector<std::string>& cmd) {
   argv.push_back("--help");
   std::string out = runProgram(argv).out;
   std::set<std::string> opts;
-  static const std::regex re("^  (?:-h,)?(--[a-z][a-z-]+)");
+  static const std::regex re("^  (?:-[a-z],)?(--[a-z][a-z-]+)");  // "-h,--help", "-q,--quiet"
   std::istringstream lines(out);
   for (std::string l; std::getline(lines, l);) {
     std::smatch m;
