@@ -2,7 +2,9 @@
 #include <fmt/format.h>
 
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <exception>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -16,10 +18,59 @@
 #include "cli/cmd_top.h"
 #include "cli/exit_codes.h"
 
+namespace {
+
+// Levenshtein distance, for "did you mean": small strings only.
+std::size_t distance(std::string_view a, std::string_view b) {
+  std::vector<std::size_t> row(b.size() + 1);
+  for (std::size_t j = 0; j <= b.size(); ++j) row[j] = j;
+  for (std::size_t i = 1; i <= a.size(); ++i) {
+    std::size_t diag = row[0];
+    row[0] = i;
+    for (std::size_t j = 1; j <= b.size(); ++j) {
+      std::size_t up = row[j];
+      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diag + (a[i - 1] == b[j - 1] ? 0 : 1)});
+      diag = up;
+    }
+  }
+  return row[b.size()];
+}
+
+// The first word that is not an option must be a command: an unknown one is
+// named, with the nearest command, before anything else is parsed.
+std::optional<std::string> unknownCommand(const CLI::App& app, int argc, char** argv) {
+  for (int i = 1; i < argc; ++i) {
+    std::string_view word = argv[i];
+    if (word.empty() || word[0] == '-') {
+      if (word.find('=') == std::string_view::npos &&
+          (word == "--proc-root" || word == "--sys-root" || word == "--cgroup-root"))
+        ++i;  // a root option's value
+      continue;
+    }
+    std::string best;
+    std::size_t bestDistance = 3;  // further than two edits is no suggestion
+    for (const auto* sub : app.get_subcommands({})) {
+      if (sub->get_name() == word) return std::nullopt;
+      std::size_t d = distance(word, sub->get_name());
+      if (d < bestDistance) {
+        bestDistance = d;
+        best = sub->get_name();
+      }
+    }
+    std::string shown(word.substr(0, 64));
+    return best.empty() ? fmt::format("unknown command '{}' (tally --help lists them)", shown)
+                        : fmt::format("unknown command '{}' (did you mean {}?)", shown, best);
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
 int main(int argc, char** argv) {
   using namespace tally;
-  CLI::App app{"tally: per-lease memory bounds and GPU memory meters for shared GPU workers"};
-  app.set_version_flag("--version", "tally 0.1.0");
+  CLI::App app{"tally: per-lease memory bounds and GPU memory meters for shared GPU workers",
+               "tally"};
+  app.set_version_flag("--version", fmt::format("tally {} ({})", TALLY_VERSION, TALLY_COMMIT));
   app.require_subcommand(1);
   app.fallthrough();  // root options work after the subcommand too: tally gpu --proc-root X
   fs::RootPaths roots;
@@ -72,6 +123,10 @@ int main(int argc, char** argv) {
       }
     }
     break;
+  }
+  if (auto unknown = unknownCommand(app, parsedArgc, argv)) {
+    fmt::print(stderr, "tally: {}\n", *unknown);
+    return cli::kExitUsage;
   }
   try {
     app.parse(parsedArgc, argv);

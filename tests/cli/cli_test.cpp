@@ -456,5 +456,30 @@ TEST(ClientCli, EveryCommandGivesUpOnASilentDaemon) {
   ::close(listener);
 }
 
+// A mistyped command is named with the nearest one, before any parsing or
+// lookup; help shows "tally", not the binary's path; --version names the commit.
+TEST(MessagesCli, UnknownCommandsHelpAndVersionReadLikeATool) {
+  auto typo = runProgram({TALLY_BINARY, "gpuu"});
+  EXPECT_EQ(typo.exitCode(), 2);
+  EXPECT_EQ(typo.err, "tally: unknown command 'gpuu' (did you mean gpu?)\n");
+  auto rooted = runProgram({TALLY_BINARY, "--proc-root", "/proc", "dcotor", "--json"});
+  EXPECT_EQ(rooted.err, "tally: unknown command 'dcotor' (did you mean doctor?)\n");
+  auto nothing = runProgram({TALLY_BINARY, "xyzzy"});
+  EXPECT_EQ(nothing.err, "tally: unknown command 'xyzzy' (tally --help lists them)\n");
+  // The workload's own words are never taken for a command.
+  auto workload = runProgram({TALLY_BINARY, "run", "--memory-max", "lots", "--", "gpuu"});
+  EXPECT_EQ(workload.err.find("unknown command"), std::string::npos) << workload.err;
+  auto help = runProgram({TALLY_BINARY, "gpu", "--help"});
+  EXPECT_EQ(help.exitCode(), 0);
+  EXPECT_NE(help.out.find("Usage: tally gpu"), std::string::npos) << help.out;
+  EXPECT_EQ(help.out.find(TALLY_BINARY), std::string::npos) << help.out;
+  auto version = runProgram({TALLY_BINARY, "--version"});
+  EXPECT_EQ(version.exitCode(), 0);
+  EXPECT_EQ(version.out.rfind("tally 0.1.0 (", 0), 0u) << version.out;
+  EXPECT_TRUE(version.out.find("(commit ") != std::string::npos ||
+              version.out.find("(unknown commit)") != std::string::npos)
+      << version.out;
+}
+
 }  // namespace
 }  // namespace tally
