@@ -3,8 +3,10 @@
 
 #include <fmt/format.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <nlohmann/json.hpp>
 
 #include "cli/exit_codes.h"
@@ -12,15 +14,18 @@
 #include "config/config.h"
 #include "contain/host_layout.h"
 #include "coverage/assess.h"
+#include "daemon/headroom.h"
 #include "daemon/metrics_publisher.h"
 #include "daemon/server.h"
 #include "daemon/service.h"
 #include "daemon/systemd_units.h"
 #include "devices/drm_devices.h"
+#include "devices/ttm.h"
 #include "fs/secure_dir.h"
 #include "journal/journal.h"
 #include "ledger/ledger.h"
 #include "metrics/tally_metrics.h"
+#include "probes/meminfo.h"
 #include "report/gpu_report.h"
 #include "util/clock.h"
 #include "util/units.h"
@@ -174,7 +179,10 @@ int runDaemon(const fs::RootPaths& paths, const DaemonOptions& o) {
   if (!listenAt.empty()) {
     auto at = daemon::parseListenAddress(listenAt);
     if (!at) {
-      fmt::print(stderr, "tally daemon: {}\n", at.error().message);
+      // Named as the operator set it: the flag, or the config key (checked at load already).
+      fmt::print(stderr, "tally daemon: {} {}\n",
+                 o.metricsListen.empty() ? "daemon.metrics_listen" : "--metrics-listen",
+                 at.error().message);
       return kExitUsage;
     }
     auto started = daemon::MetricsHttp::start(server.event(), *at);
@@ -229,8 +237,11 @@ void addConfigCommand(CLI::App& app, ConfigCheckOptions& o) {
   auto* check = cfg->add_subcommand(
       "check", "Validate a config: every problem with its line; unknown keys are errors");
   check->footer(
-      "Exit status: 0 valid (the effective settings are printed), 1 problems found (one per line "
-      "as FILE:LINE: ...).\n\n"
+      "Besides the file itself, what the daemon would find on this host: the metrics textfile's\n"
+      "directory must exist (a problem); pool devices not on this host and budgets above the\n"
+      "host's memory or the devices' total are warnings.\n"
+      "Exit status: 0 valid (every effective setting is printed; warnings on stderr), 1 problems\n"
+      "found (one per line as FILE:LINE: ...).\n\n"
       "Example config:\n"
       "  [daemon]\n"
       "  socket = \"/run/tally/tally.sock\"\n"
@@ -246,7 +257,70 @@ void addConfigCommand(CLI::App& app, ConfigCheckOptions& o) {
   check->add_flag("--json", o.json, "print the effective config (or the problems) as JSON");
 }
 
-int runConfigCheck(const ConfigCheckOptions& o) {
+namespace {
+
+// What the daemon would find on this host: problems it would refuse to start
+// with, and warnings about settings that cannot mean what they say here.
+struct HostFindings {
+  std::vector<std::string> problems, warnings;
+};
+
+HostFindings checkOnHost(const config::Config& c, const fs::RootPaths& roots) {
+  HostFindings f;
+  if (!c.daemon.metricsTextfile.empty()) {
+    const std::string& file = c.daemon.metricsTextfile;
+    std::string dir = file.substr(0, std::max<std::size_t>(file.rfind('/'), 1));
+    struct stat st {};
+    if (::stat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode))
+      f.problems.push_back(fmt::format(
+          "daemon.metrics_textfile: the directory {} does not exist; create it (e.g. install -d -m "
+          "0755 {}) or change the path: the daemon would not start",
+          dir, dir));
+  }
+  daemon::HostFigures host;
+  auto proc = fs::Root::open(roots.proc);
+  auto sys = fs::Root::open(roots.sys);
+  if (proc) {
+    if (auto t = proc->read("meminfo", 64 * 1024))
+      host.memTotal = probes::parseMemInfo(*t).memTotal;
+  }
+  std::vector<std::string> here;
+  if (sys) {
+    if (auto d = devices::discoverDrmDevices(*sys)) host.devices = std::move(*d);
+    host.ttm = devices::readTtmModules(*sys);
+  }
+  long page = ::sysconf(_SC_PAGESIZE);
+  host.pageSize = page > 0 ? static_cast<std::uint64_t>(page) : 4096;
+  for (const auto& d : host.devices.devices)
+    if (d.pdev) here.push_back(*d.pdev);
+  for (const auto& p : c.pools) {
+    for (const auto& dev : p.devices) {
+      if (std::find(here.begin(), here.end(), dev) == here.end())
+        f.warnings.push_back(fmt::format(
+            "pools.{}.devices: {} is not a DRM device on this host ({}); its GPU headroom cannot "
+            "be measured here",
+            p.name, dev,
+            here.empty() ? std::string("none here")
+                         : fmt::format("here: {}", fmt::join(here, ", "))));
+    }
+    auto totals = daemon::poolTotals(p, host);
+    if (p.memoryBudget && totals.hostBytes && *p.memoryBudget > *totals.hostBytes)
+      f.warnings.push_back(fmt::format(
+          "pools.{}.memory_budget {} is more than this host's memory (MemTotal {}): holders "
+          "will be bounded by headroom first",
+          p.name, units::humanBytes(*p.memoryBudget), units::humanBytes(*totals.hostBytes)));
+    if (p.gpuMemoryBudget && totals.gpuBytes && *p.gpuMemoryBudget > *totals.gpuBytes)
+      f.warnings.push_back(fmt::format(
+          "pools.{}.gpu_memory_budget {} is more than the pool's devices hold (GTT ceiling + "
+          "VRAM: {})",
+          p.name, units::humanBytes(*p.gpuMemoryBudget), units::humanBytes(*totals.gpuBytes)));
+  }
+  return f;
+}
+
+}  // namespace
+
+int runConfigCheck(const fs::RootPaths& roots, const ConfigCheckOptions& o) {
   auto parsed = config::load(o.file);
   using json = nlohmann::ordered_json;
   if (!parsed.config) {
@@ -261,7 +335,11 @@ int runConfigCheck(const ConfigCheckOptions& o) {
     return kExitDegraded;
   }
   const auto& c = *parsed.config;
+  HostFindings host = checkOnHost(c, roots);
+  bool valid = host.problems.empty();
   auto opt = [](const std::optional<std::uint64_t>& v) { return v ? json(*v) : json(nullptr); };
+  const auto& d = c.daemon;
+  std::string stateDir = d.stateDir.empty() ? ledger::defaultStateDir() : d.stateDir;
   if (o.json) {
     json pools = json::array();
     for (const auto& p : c.pools) {
@@ -272,30 +350,76 @@ int runConfigCheck(const ConfigCheckOptions& o) {
                        {"devices", p.devices},
                        {"gtt_ceiling", devices::gttConsumerName(p.gttCeiling)}});
     }
-    json d = {
-        {"socket", c.daemon.socket},
-        {"state_dir", c.daemon.stateDir.empty() ? ledger::defaultStateDir() : c.daemon.stateDir},
-        {"sample_interval_us", c.daemon.sampleIntervalUs},
-        {"queue_timeout_us", c.daemon.queueTimeoutUs},
-        {"samples_full_resolution_us", c.daemon.samplesFullResolutionUs},
-        {"samples_max_age_us", c.daemon.samplesMaxAgeUs},
-        {"samples_max_rows", c.daemon.samplesMaxRows},
-        {"client_grace_us", c.daemon.clientGraceUs}};
-    fmt::print("{}\n",
-               json{{"file", o.file}, {"valid", true}, {"daemon", d}, {"pools", pools}}.dump(2));
-    return kExitOk;
+    json dj = {
+        {"socket", d.socket},
+        {"socket_group", d.socketGroup ? json(*d.socketGroup) : json(nullptr)},
+        {"state_dir", stateDir},
+        {"sample_interval_us", d.sampleIntervalUs},
+        {"queue_timeout_us", d.queueTimeoutUs},
+        {"samples_full_resolution_us", d.samplesFullResolutionUs},
+        {"samples_max_age_us", d.samplesMaxAgeUs},
+        {"samples_max_rows", d.samplesMaxRows},
+        {"client_grace_us", d.clientGraceUs},
+        {"coverage_probe", d.coverageProbe},
+        {"coverage_probe_size_bytes", d.coverageProbeBytes},
+        {"keep_gpu_memory_max", d.keepGpuMemoryMax},
+        {"metrics_textfile", d.metricsTextfile.empty() ? json(nullptr) : json(d.metricsTextfile)},
+        {"metrics_listen", d.metricsListen.empty() ? json(nullptr) : json(d.metricsListen)},
+        {"max_connections", d.maxConnections},
+        {"max_connections_per_uid", d.maxConnectionsPerUid},
+        {"max_queued", d.maxQueued},
+        {"max_queued_per_connection", d.maxQueuedPerConnection},
+        {"idle_timeout_us", d.idleTimeoutUs},
+        {"request_timeout_us", d.requestTimeoutUs}};
+    fmt::print("{}\n", json{{"file", o.file},
+                            {"valid", valid},
+                            {"problems", host.problems},
+                            {"warnings", host.warnings},
+                            {"daemon", dj},
+                            {"pools", pools}}
+                           .dump(2));
+    return valid ? kExitOk : kExitDegraded;
   }
+  for (const auto& p : host.problems) fmt::print(stderr, "{}: {}\n", o.file, p);
+  for (const auto& w : host.warnings) fmt::print(stderr, "{}: warning: {}\n", o.file, w);
+  if (!valid) return kExitDegraded;
+  auto dur = [](std::uint64_t us) { return units::humanDuration(us); };
   fmt::print("{}: valid\n", o.file);
-  fmt::print("daemon: socket {}, state_dir {}, sample_interval {} ms\n", c.daemon.socket,
-             c.daemon.stateDir.empty() ? ledger::defaultStateDir() : c.daemon.stateDir,
-             c.daemon.sampleIntervalUs / 1000);
+  fmt::print("[daemon]\n");
+  fmt::print("  socket                    {} (group {})\n", d.socket,
+             d.socketGroup.value_or("the daemon's"));
+  fmt::print("  state_dir                 {}\n", stateDir);
+  fmt::print("  sample_interval           {}\n", dur(d.sampleIntervalUs));
+  fmt::print("  queue_timeout             {}\n",
+             d.queueTimeoutUs ? dur(d.queueTimeoutUs) : std::string("0 (until granted)"));
+  fmt::print("  samples_full_resolution   {}\n", dur(d.samplesFullResolutionUs));
+  fmt::print("  samples_max_age           {}\n", dur(d.samplesMaxAgeUs));
+  fmt::print("  samples_max_rows          {}\n", d.samplesMaxRows);
+  fmt::print("  client_grace              {}\n", dur(d.clientGraceUs));
+  fmt::print("  coverage_probe            {} ({})\n", d.coverageProbe ? "on" : "off",
+             units::humanBytes(d.coverageProbeBytes));
+  fmt::print("  keep_gpu_memory_max       {}\n", d.keepGpuMemoryMax ? "yes" : "no");
+  fmt::print("  metrics_textfile          {}\n",
+             d.metricsTextfile.empty() ? std::string("off") : d.metricsTextfile);
+  fmt::print("  metrics_listen            {}\n",
+             d.metricsListen.empty() ? std::string("off") : d.metricsListen);
+  fmt::print("  max_connections           {} ({} per uid)\n", d.maxConnections,
+             d.maxConnectionsPerUid);
+  fmt::print("  max_queued                {} ({} per connection)\n", d.maxQueued,
+             d.maxQueuedPerConnection);
+  fmt::print("  idle_timeout              {}\n", dur(d.idleTimeoutUs));
+  fmt::print("  request_timeout           {}\n", dur(d.requestTimeoutUs));
   for (const auto& p : c.pools) {
-    fmt::print(
-        "pool {}: capacity {}, memory budget {}, GPU memory budget {}{}, GTT ceiling {}\n", p.name,
-        p.capacity, p.memoryBudget ? units::humanBytes(*p.memoryBudget) : std::string("none"),
-        p.gpuMemoryBudget ? units::humanBytes(*p.gpuMemoryBudget) : std::string("none"),
-        p.devices.empty() ? std::string() : fmt::format(" on {}", fmt::join(p.devices, ", ")),
-        devices::gttConsumerName(p.gttCeiling));
+    fmt::print("[pools.{}]\n", p.name);
+    fmt::print("  capacity                  {}\n", p.capacity);
+    fmt::print("  memory_budget             {}\n",
+               p.memoryBudget ? units::humanBytes(*p.memoryBudget) : std::string("none"));
+    fmt::print("  gpu_memory_budget         {}\n",
+               p.gpuMemoryBudget ? units::humanBytes(*p.gpuMemoryBudget) : std::string("none"));
+    fmt::print("  devices                   {}\n",
+               p.devices.empty() ? std::string("every GPU with mem_info_*")
+                                 : fmt::format("{}", fmt::join(p.devices, ", ")));
+    fmt::print("  gtt_ceiling               {}\n", devices::gttConsumerName(p.gttCeiling));
   }
   return kExitOk;
 }

@@ -22,6 +22,7 @@ struct ConfigCheckOptions {
 void addDaemonCommand(CLI::App& app, DaemonOptions& opts);
 int runDaemon(const fs::RootPaths& paths, const DaemonOptions& opts);
 void addConfigCommand(CLI::App& app, ConfigCheckOptions& opts);
-int runConfigCheck(const ConfigCheckOptions& opts);
+// Needs the roots: it checks the config against this host too.
+int runConfigCheck(const fs::RootPaths& roots, const ConfigCheckOptions& opts);
 
 }  // namespace tally::cli

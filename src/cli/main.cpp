@@ -144,7 +144,7 @@ int main(int argc, char** argv) {
     if (app.got_subcommand("doctor")) return cli::runDoctor(roots, doctor);
     if (app.got_subcommand("ledger")) return cli::runLedger(ledger);
     if (app.got_subcommand("daemon")) return cli::runDaemon(roots, daemonOpts);
-    if (app.got_subcommand("config")) return cli::runConfigCheck(configOpts);
+    if (app.got_subcommand("config")) return cli::runConfigCheck(roots, configOpts);
     if (app.got_subcommand("top")) return cli::runTop(topOpts);
     if (app.got_subcommand("leases") || app.got_subcommand("lease") ||
         app.got_subcommand("pools") || app.got_subcommand("attach") ||

@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "config/listen_address.h"
 #include "util/unique_fd.h"
 #include "util/units.h"
 
@@ -190,8 +191,12 @@ void readDaemon(Reader& r, const toml::table& t, Daemon& d) {
     else
       d.metricsTextfile = *s;
   }
-  if (auto s = r.string(t, "metrics_listen", "daemon"))
-    d.metricsListen = *s;  // checked (loopback only) when the daemon binds it
+  if (auto s = r.string(t, "metrics_listen", "daemon")) {
+    if (auto at = parseListenAddress(*s); !at)
+      r.problem(*t.get("metrics_listen"), "daemon.metrics_listen " + at.error().message);
+    else
+      d.metricsListen = *s;
+  }
   if (auto v = r.count(t, "max_connections", "daemon", 16, 1'000'000)) d.maxConnections = *v;
   if (auto v = r.count(t, "max_connections_per_uid", "daemon", 4, 1'000'000))
     d.maxConnectionsPerUid = *v;

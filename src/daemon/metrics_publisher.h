@@ -22,10 +22,14 @@
 #include <string>
 #include <string_view>
 
+#include "config/listen_address.h"
 #include "util/result.h"
 #include "util/unique_fd.h"
 
 namespace tally::daemon {
+
+using config::ListenAddress;
+using config::parseListenAddress;
 
 class Textfile {
  public:
@@ -42,16 +46,6 @@ class Textfile {
   UniqueFd dir_;
   std::string path_, name_;
 };
-
-struct ListenAddress {
-  std::string host;  // "127.0.0.1", "::1"
-  std::uint16_t port = 0;
-};
-
-// "127.0.0.1:9464", "[::1]:9464", "localhost:9464". Only loopback: the
-// metrics name every lease and workload on the box, and tally has no
-// authentication to put in front of them.
-Result<ListenAddress> parseListenAddress(std::string_view text);
 
 struct HttpLimits {
   std::size_t maxConnections = 64;

@@ -378,6 +378,58 @@ TEST(ConfigCheckCli, ShippedExampleIsValidAndProblemsAreLineNumbered) {
   EXPECT_NE(daemon.err.find("tally config check"), std::string::npos) << daemon.err;
 }
 
+// config check catches what the daemon would refuse on this host (a textfile
+// directory that does not exist), warns about what cannot mean what it says
+// here (a device not on this host, budgets above what the host or its devices
+// hold), and prints every effective setting.
+TEST_F(Cli, ConfigCheckJudgesTheConfigAgainstThisHost) {
+  TempDir dir;
+  std::string file = dir.path() + "/tally.toml";
+  writeFile(file,
+            fmt::format("[daemon]\nmetrics_textfile = \"{}/missing/tally.prom\"\n"
+                        "[pools.gpu]\ncapacity = 2\nmemory_budget = \"200GiB\"\n"
+                        "gpu_memory_budget = \"900GiB\"\ndevices = [\"{}\", \"0000:99:00.0\"]\n",
+                        dir.path(), kAmdBdf));
+  auto check = [&](std::vector<std::string> extra) {
+    std::vector<std::string> argv{TALLY_BINARY,    "config",         "check",      file,
+                                  "--proc-root",   host.procRoot(),  "--sys-root", host.sysRoot(),
+                                  "--cgroup-root", host.cgroupRoot()};
+    argv.insert(argv.end(), extra.begin(), extra.end());
+    return runProgram(argv);
+  };
+  auto bad = check({});
+  EXPECT_EQ(bad.exitCode(), 1) << bad.err;
+  EXPECT_NE(bad.err.find("daemon.metrics_textfile: the directory " + dir.path() +
+                         "/missing does not exist"),
+            std::string::npos)
+      << bad.err;
+  ::mkdir((dir.path() + "/missing").c_str(), 0755);
+  auto ok = check({});
+  EXPECT_EQ(ok.exitCode(), 0) << ok.err;
+  EXPECT_NE(ok.err.find("warning: pools.gpu.devices: 0000:99:00.0 is not a DRM device on this "
+                        "host (here: 0000:03:00.0, " +
+                        std::string(kAmdBdf) + ")"),
+            std::string::npos)
+      << ok.err;
+  EXPECT_NE(ok.err.find("warning: pools.gpu.memory_budget 200.0 GiB is more than this host's "
+                        "memory (MemTotal 125.0 GiB)"),
+            std::string::npos)
+      << ok.err;
+  EXPECT_NE(ok.err.find("warning: pools.gpu.gpu_memory_budget 900.0 GiB is more than the pool's "
+                        "devices hold"),
+            std::string::npos)
+      << ok.err;
+  for (const char* key : {"socket", "state_dir", "queue_timeout", "metrics_textfile",
+                          "max_connections", "request_timeout", "gtt_ceiling"})
+    EXPECT_NE(ok.out.find(key), std::string::npos) << key << "\n" << ok.out;
+  auto j = check({"--json"});
+  auto doc = json::parse(j.out);
+  EXPECT_EQ(doc["valid"], true);
+  EXPECT_EQ(doc["warnings"].size(), 3u) << doc.dump(2);
+  EXPECT_EQ(doc["daemon"]["queue_timeout_us"], 3'600'000'000u);
+  EXPECT_EQ(doc["daemon"]["metrics_textfile"], dir.path() + "/missing/tally.prom");
+}
+
 // Read-only commands never create state: a missing ledger (or state dir) is
 // exit 3 with its path, and neither is created. Once a lease has been
 // recorded, the same commands read it.

@@ -213,8 +213,25 @@ TEST_F(ObservabilityLive, MetricsListenRefusesANonLoopbackAddress) {
                         "--cgroup-root", host.cgroupRoot()});
   auto r = runProgram({TALLY_BINARY, "--proc-root", host.procRoot(), "--sys-root", host.sysRoot(),
                        "--cgroup-root", host.cgroupRoot(), "daemon", "--config", open.config()});
-  EXPECT_EQ(r.exitCode(), 2);
-  EXPECT_NE(r.err.find("loopback only"), std::string::npos) << r.err;
+  // Refused when the config is read, like every other config problem (exit 1), naming the key.
+  EXPECT_EQ(r.exitCode(), 1);
+  EXPECT_NE(r.err.find("daemon.metrics_listen '0.0.0.0:9464': tally serves metrics on loopback "
+                       "only"),
+            std::string::npos)
+      << r.err;
+  auto check = runProgram({TALLY_BINARY, "config", "check", open.config()});
+  EXPECT_EQ(check.exitCode(), 1);
+  EXPECT_NE(check.err.find("daemon.metrics_listen '0.0.0.0:9464'"), std::string::npos) << check.err;
+  // From the flag, the flag is named (a usage error, exit 2).
+  TempDir third;
+  DaemonUnderTest plain(third.path(), "[pools.gpu]\ncapacity = 1\n", {});
+  auto flag = runProgram({TALLY_BINARY, "--proc-root", host.procRoot(), "--sys-root",
+                          host.sysRoot(), "--cgroup-root", host.cgroupRoot(), "daemon", "--config",
+                          plain.config(), "--metrics-listen", "192.168.1.5:9464"});
+  EXPECT_EQ(flag.exitCode(), 2);
+  EXPECT_NE(flag.err.find("--metrics-listen '192.168.1.5:9464': tally serves metrics on loopback"),
+            std::string::npos)
+      << flag.err;
 }
 
 TEST_F(ObservabilityLive, TopIsAPlainListingThroughAPipe) {

@@ -21,26 +21,26 @@ using namespace tally::testing;
 constexpr std::uint64_t GiB = 1ULL << 30;
 
 TEST(MetricsListen, LoopbackOnly) {
-  auto v4 = daemon::parseListenAddress("127.0.0.1:9464");
+  auto v4 = config::parseListenAddress("127.0.0.1:9464");
   ASSERT_TRUE(v4);
   EXPECT_EQ(v4->host, "127.0.0.1");
   EXPECT_EQ(v4->port, 9464);
-  auto v6 = daemon::parseListenAddress("[::1]:9464");
+  auto v6 = config::parseListenAddress("[::1]:9464");
   ASSERT_TRUE(v6);
   EXPECT_EQ(v6->host, "::1");
-  EXPECT_EQ(daemon::parseListenAddress("localhost:0")->host, "127.0.0.1");
-  EXPECT_TRUE(daemon::parseListenAddress("127.1.2.3:1"));
-  auto open = daemon::parseListenAddress("0.0.0.0:9464");
+  EXPECT_EQ(config::parseListenAddress("localhost:0")->host, "127.0.0.1");
+  EXPECT_TRUE(config::parseListenAddress("127.1.2.3:1"));
+  auto open = config::parseListenAddress("0.0.0.0:9464");
   ASSERT_FALSE(open);
   EXPECT_NE(open.error().message.find("loopback only"), std::string::npos) << open.error().message;
-  EXPECT_FALSE(daemon::parseListenAddress("192.168.1.5:9464"));
-  EXPECT_FALSE(daemon::parseListenAddress("[::]:9464"));
-  EXPECT_FALSE(daemon::parseListenAddress("127.0.0.1"));
-  EXPECT_FALSE(daemon::parseListenAddress("127.0.0.1:65536"));
-  EXPECT_FALSE(daemon::parseListenAddress("127.0.0.1:99999999999999999999"));
-  EXPECT_FALSE(daemon::parseListenAddress("127.0.0.1:-1"));
-  EXPECT_FALSE(daemon::parseListenAddress("example.com:80"));
-  EXPECT_FALSE(daemon::parseListenAddress("[::1:80"));
+  EXPECT_FALSE(config::parseListenAddress("192.168.1.5:9464"));
+  EXPECT_FALSE(config::parseListenAddress("[::]:9464"));
+  EXPECT_FALSE(config::parseListenAddress("127.0.0.1"));
+  EXPECT_FALSE(config::parseListenAddress("127.0.0.1:65536"));
+  EXPECT_FALSE(config::parseListenAddress("127.0.0.1:99999999999999999999"));
+  EXPECT_FALSE(config::parseListenAddress("127.0.0.1:-1"));
+  EXPECT_FALSE(config::parseListenAddress("example.com:80"));
+  EXPECT_FALSE(config::parseListenAddress("[::1:80"));
 }
 
 TEST(MetricsTextfile, ReplacedWholeAndErrorsNameTheFile) {
