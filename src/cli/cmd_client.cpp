@@ -242,10 +242,13 @@ ClientCommands addClientCommands(CLI::App& app, ClientOptions& o) {
   addReplyTimeoutOption(c.attach, o.replyTimeout);
 
   c.events = app.add_subcommand(
-      "events", "Follow the daemon's events: GPU bound (high, kill, report) and coverage");
+      "events",
+      "Follow the daemon's events: leases (queued, granted, started, ended with the outcome), GPU "
+      "bound (high, kill, report) and coverage");
   c.events->footer(
       "Subscribes to the daemon and prints each event as it happens, one line each (JSON with "
       "--json):\n"
+      "  lease 1f0c2a9b3e7d (llama): granted in gpu\n"
       "  gpu-memory-kill lease 1f0c2a9b3e7d (llama): killed by tally: GPU memory 41.2 GiB over "
       "...\n"
       "Exit status: 0 done (interrupted, --count reached or --timeout passed), 1 --timeout passed "
@@ -334,13 +337,21 @@ int followEvents(const ClientOptions& o) {
     } else if (e.value("event", "") == "gpu-bound") {
       fmt::print("{} lease {} ({}): {}\n", e.value("kind", "?"), e.value("lease", "?"),
                  e.value("name", "?"), e.value("summary", ""));
+    } else if (e.value("event", "") == "lease" && e.contains("message") &&
+               e["message"].is_string()) {
+      fmt::print("{}\n", text::truncateUtf8(e["message"].get<std::string>(), 1024));
     } else {
       fmt::print("{}: {}\n", e.value("event", "?"), e.value("verdict", e.dump()));
     }
     std::fflush(stdout);
   }
-  // A timeout before --count events: say so in the exit status.
-  return o.count && seen < o.count ? kExitDegraded : kExitOk;
+  // A timeout before --count events: said, and in the exit status.
+  if (o.count && seen < o.count) {
+    fmt::print(stderr, "tally events: --timeout {} passed after {} of {} events\n", o.eventsTimeout,
+               seen, o.count);
+    return kExitDegraded;
+  }
+  return kExitOk;
 }
 
 }  // namespace

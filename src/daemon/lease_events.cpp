@@ -136,6 +136,24 @@ void LeaseEvents::broadcast(const std::string& event, const json& fields) {
 void LeaseEvents::announce(const Lease& l, const std::string& kind, const json& body) {
   auto entry = journal::lifecycleEntry(kind, l.id, l.name, l.req.pools, body);
   note(entry.priority, entry.message, entry.fields);
+  // Subscribers see the same lifecycle as the journal, one "lease" event per row.
+  json ev = {{"kind", kind},
+             {"lease", l.id},
+             {"name", l.name},
+             {"pools", l.req.pools},
+             {"message", entry.message}};
+  for (const auto& [field, value] : entry.fields)
+    if (field == "TALLY_OUTCOME") ev["outcome"] = value;
+  broadcast("lease", ev);
+}
+
+void LeaseEvents::queued(const Lease& l) {
+  broadcast("lease", {{"kind", "queued"},
+                      {"lease", l.id},
+                      {"name", l.name},
+                      {"pools", l.req.pools},
+                      {"message", fmt::format("lease {} ({}): queued for {}", l.id, l.name,
+                                              fmt::join(l.req.pools, ","))}});
 }
 
 void LeaseEvents::note(int priority, const std::string& message,

@@ -55,6 +55,8 @@ class LeaseEvents {
   // what tally now does differently.
   void coverageAtStart(const coverage::Assessment& a, const coverage::Handover& handover);
   // Each waiter whose place in the queue changed hears its new place.
+  // A request joins the queue: subscribers hear it ("lease" event, kind "queued").
+  void queued(const Lease& l);
   void positions(const std::vector<LeaseBook::Move>& moves);
   // An operator-facing message: the journal (stderr without journald).
   void note(int priority, const std::string& message,

@@ -160,8 +160,13 @@ void Service::onAcquire(std::uint64_t conn, const Peer& peer, const json& id,
   }
   l->pending = true;
   l->pendingId = id;
+  std::string arrival = l->id;
   // Only the new arrival's fate can have changed: no walk of a long queue.
-  for (const auto& gid : book_.enqueue(std::move(l), headroom())) {
+  auto grants = book_.enqueue(std::move(l), headroom());
+  if (std::find(grants.begin(), grants.end(), arrival) == grants.end()) {
+    if (const Lease* waiting = book_.find(arrival)) events_.queued(*waiting);
+  }
+  for (const auto& gid : grants) {
     if (Lease* g = book_.find(gid)) granted(*g);  // may refuse and forget the new lease
   }
   // Only the waiters whose place or reason changed (the new one, at least).

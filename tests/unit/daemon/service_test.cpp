@@ -55,6 +55,29 @@ TEST_F(ServiceTest, AWaiterHearsWhatItWaitsForAgainWhenNothingMoves) {
   EXPECT_EQ(outbox.sent[1].size(), holderMessages);
 }
 
+// Subscribers follow every lease's life, like `docker events`: queued,
+// granted, released, ended, each with the journal's line.
+TEST_F(ServiceTest, SubscribersSeeTheLeaseLifecycle) {
+  EXPECT_TRUE(call(9, 0, "subscribe", json::object())["ok"]);
+  std::string first =
+      call(1, 1000, "acquire", {{"pools", {"one"}}, {"name", "a"}})["result"]["lease"];
+  call(2, 1000, "acquire", {{"pools", {"one"}}, {"name", "b"}});
+  std::string second = outbox.last(2)["lease"];
+  call(1, 1000, "release", {{"lease", first}});
+  std::vector<std::string> seen;
+  for (const json& e : outbox.sent[9]) {
+    if (e.value("event", "") != "lease") continue;
+    seen.push_back(e["lease"].get<std::string>() + " " + e["kind"].get<std::string>() +
+                   (e.contains("outcome") ? " " + e["outcome"].get<std::string>() : ""));
+  }
+  EXPECT_EQ(seen,
+            (std::vector<std::string>{first + " granted", second + " queued", first + " released",
+                                      first + " withdrawn withdrawn", second + " granted"}));
+  json last = outbox.last(9);
+  EXPECT_EQ(last["message"], "lease " + second + " (b): granted in one");
+  EXPECT_EQ(last["pools"], json::array({"one"}));
+}
+
 TEST_F(ServiceTest, BudgetedPoolRefusesAnUndeclaredRequest) {
   json r = call(1, 1000, "acquire", {{"pools", {"gpu"}}});
   EXPECT_FALSE(r["ok"]);
