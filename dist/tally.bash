@@ -26,13 +26,14 @@ _tally() {
       COMPREPLY=($(compgen -W "$(tally pools --json 2>/dev/null | sed -n 's/.*"pool": "\([^"]*\)".*/\1/p')" -- "$cur"))
       return ;;
     --by) COMPREPLY=($(compgen -W "process cgroup container" -- "$cur")); return ;;
+    --outcome) COMPREPLY=($(compgen -W "exited killed-by-signal oom-killed killed-by-tally stopped exec-failed containment-refused ended released lost withdrawn unknown" -- "$cur")); return ;;
     --gpu-memory-action) COMPREPLY=($(compgen -W "kill report" -- "$cur")); return ;;
     --oom-policy) COMPREPLY=($(compgen -W "kill stop continue" -- "$cur")); return ;;
     --memory-max|--memory-high|--memory-swap-max|--gpu-memory-max|--gpu-memory-high|--probe-size)
       COMPREPLY=($(compgen -W "512M 1G 4G 16G 32G 48G 64G" -- "$cur")); return ;;
     --interval|--sample-interval|--queue-timeout|--timeout|--reconnect-timeout)
       COMPREPLY=($(compgen -W "250ms 500ms 1s 2s 5s 30s" -- "$cur")); return ;;
-    --attr|--name|--priority|--count|--gpu-over-samples|--metrics-listen|--probe-cgroup|--limit|--cgroup|--slice)
+    --attr|--name|--priority|--count|--gpu-over-samples|--metrics-listen|--probe-cgroup|--limit|--last|--since|--until|--lease|--cgroup|--slice)
       return ;;
   esac
 
@@ -62,7 +63,7 @@ _tally() {
       opts="--json --socket --timeout --help" ;;
     ledger)
       if [[ $cword -eq $((i + 1)) && "$cur" != -* ]]; then COMPREPLY=($(compgen -W "verify export" -- "$cur")); return; fi
-      opts="--json --limit --state-dir --config --help" ;;
+      opts="--json --last --since --until --name --outcome --lease --utc --state-dir --config --help" ;;
     config)
       if [[ $cword -eq $((i + 1)) ]]; then COMPREPLY=($(compgen -W "check" -- "$cur")); return; fi
       if [[ "$cur" != -* ]]; then _filedir toml; return; fi

@@ -4,11 +4,16 @@
 #include <fmt/format.h>
 #include <time.h>
 
+#include <cstdint>
 #include <nlohmann/json.hpp>
+#include <optional>
+#include <tuple>
 
 #include "cli/exit_codes.h"
 #include "config/config.h"
 #include "ledger/ledger.h"
+#include "report/ledger_view.h"
+#include "util/clock.h"
 
 namespace tally::cli {
 
@@ -100,7 +105,16 @@ void addLedgerCommand(CLI::App& app, LedgerOptions& o) {
       "Exit status: 0 ok, 1 verify found a broken chain, 3 no ledger there or it cannot be "
       "opened.");
   cmd->add_flag("--json", o.json, "print the full outcome records as a JSON array");
-  cmd->add_option("--limit", o.limit, "how many of the newest rows")->default_str("20");
+  cmd->add_option("--last,--limit", o.limit, "the newest N rows that match (0: all)")
+      ->default_str("20");
+  cmd->add_option("--since", o.since,
+                  "leases started at or after: 2026-11-30, '2026-11-30 14:05', or ago: 2h, 3d");
+  cmd->add_option("--until", o.until, "leases started at or before (same forms as --since)");
+  cmd->add_option("--name", o.name, "only leases with this name");
+  cmd->add_option("--outcome", o.outcome,
+                  "only this outcome class (exited, oom-killed, killed-by-tally, ...)");
+  cmd->add_option("--lease", o.lease, "only this lease (an id or its first characters)");
+  cmd->add_flag("--utc", o.utc, "times in UTC (default: local time)");
   cmd->add_option("--state-dir", o.stateDir, kStateDirHelp);
   cmd->add_option("--config", o.config, "read the state dir from this daemon config");
   o.verify = cmd->add_subcommand(
@@ -129,11 +143,31 @@ int runLedger(const LedgerOptions& o) {
   }
   if (o.verify && o.verify->parsed()) return runVerify(*db, o);
   if (o.exportCmd && o.exportCmd->parsed()) return runExport(*db);
-  auto rows = db->recent(o.limit);
-  if (!rows) {
-    fmt::print(stderr, "tally ledger: {}\n", rows.error().message);
+  report::LedgerFilter filter;
+  filter.name = o.name;
+  filter.outcome = o.outcome;
+  filter.lease = o.lease;
+  filter.last = o.limit;
+  std::uint64_t now = clock::realtimeNs();
+  for (auto [flag, text, out] : {std::tuple{"--since", &o.since, &filter.sinceNs},
+                                 std::tuple{"--until", &o.until, &filter.untilNs}}) {
+    if (text->empty()) continue;
+    auto t = report::parseWhen(*text, now, o.utc);
+    if (!t) {
+      fmt::print(stderr, "tally ledger: {} {}\n", flag, t.error().message);
+      return kExitUsage;
+    }
+    *out = *t;
+  }
+  bool filtered =
+      filter.sinceNs || filter.untilNs || !o.name.empty() || !o.outcome.empty() || !o.lease.empty();
+  // Filters look at every row; without them only the newest are read.
+  auto all = db->recent(filtered || o.limit == 0 ? SIZE_MAX : o.limit);
+  if (!all) {
+    fmt::print(stderr, "tally ledger: {}\n", all.error().message);
     return kExitEnvironment;
   }
+  auto rows = std::optional(report::filterRows(*all, filter));
   if (o.json) {
     auto out = nlohmann::ordered_json::array();
     for (const auto& r : *rows) {
@@ -143,18 +177,7 @@ int runLedger(const LedgerOptions& o) {
     fmt::print("{}\n", out.dump(2));
     return kExitOk;
   }
-  fmt::print("{:>5}  {:<20}  {:<12}  {:<16}  {:<9}  {:<20}  {}\n", "SEQ", "STARTED (UTC)", "LEASE",
-             "NAME", "MANAGER", "OUTCOME", "EXIT");
-  for (const auto& r : *rows) {
-    time_t secs = static_cast<time_t>(r.entry.startedAtNs / 1000000000u);
-    tm utc{};
-    gmtime_r(&secs, &utc);
-    char when[32];
-    strftime(when, sizeof when, "%Y-%m-%d %H:%M:%S", &utc);
-    fmt::print("{:>5}  {:<20}  {:<12}  {:<16}  {:<9}  {:<20}  {}\n", r.seq, when, r.entry.leaseId,
-               r.entry.name, r.entry.manager, r.entry.outcomeClass,
-               r.entry.exitStatus ? std::to_string(*r.entry.exitStatus) : std::string("-"));
-  }
+  for (const auto& line : report::ledgerTable(*rows, o.utc)) fmt::print("{}\n", line);
   return kExitOk;
 }
 

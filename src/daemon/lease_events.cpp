@@ -9,6 +9,15 @@
 
 namespace tally::daemon {
 
+namespace {
+// The pools a lease held, in its outcome record: the ledger's table shows them.
+nlohmann::json withPools(const Lease& l, nlohmann::json body) {
+  if (!l.req.pools.empty() && body.contains("lease") && body["lease"].is_object())
+    body["lease"]["pools"] = l.req.pools;
+  return body;
+}
+}  // namespace
+
 LeaseEvents::LeaseEvents(ledger::Ledger& ledger, Outbox& outbox, journal::Journal* journal)
     : ledger_(ledger), outbox_(outbox), journal_(journal), startedAtNs_(clock::realtimeNs()) {
   // Every kind is exported from the start: a counter that appears only after
@@ -30,8 +39,9 @@ Result<ledger::Event> LeaseEvents::record(const Lease& l, const char* kind, cons
   return ev;
 }
 
-void LeaseEvents::recordEnd(const Lease& l, const char* kind, const json& body,
+void LeaseEvents::recordEnd(const Lease& l, const char* kind, const json& original,
                             const std::string& cls) {
+  json body = withPools(l, original);
   std::string text = body.dump(-1, ' ', false, json::error_handler_t::replace);
   if (auto ev = ledger_.appendEvent(l.id, kind, text); !ev) {
     // Nothing lost: the row goes to the log when the ledger refuses it.
@@ -42,8 +52,9 @@ void LeaseEvents::recordEnd(const Lease& l, const char* kind, const json& body,
   announce(l, kind, body);
 }
 
-Result<ledger::Event> LeaseEvents::recordOutcome(const Lease& l, const json& record,
+Result<ledger::Event> LeaseEvents::recordOutcome(const Lease& l, const json& original,
                                                  const std::string& cls) {
+  json record = withPools(l, original);
   auto ev = ledger_.appendEvent(l.id, ledger::kOutcome,
                                 record.dump(-1, ' ', false, json::error_handler_t::replace));
   if (!ev) return ev;

@@ -1,0 +1,157 @@
+#include "report/ledger_view.h"
+
+#include <fmt/format.h>
+#include <time.h>
+
+#include <algorithm>
+#include <nlohmann/json.hpp>
+
+#include "util/text.h"
+#include "util/units.h"
+
+namespace tally::report {
+namespace {
+
+using json = nlohmann::json;
+
+// Cut to `width` display columns (UTF-8 aware for what tally writes: ASCII
+// names and the ellipsis), padding to exactly `width`.
+std::string fit(std::string_view s, std::size_t width) {
+  std::string out;
+  if (s.size() <= width) {
+    out.assign(s);
+  } else {
+    out = text::truncateUtf8(s, width - 1) + "…";
+    return out;  // width columns: width-1 bytes of ASCII and one ellipsis
+  }
+  out.append(width - out.size(), ' ');
+  return out;
+}
+
+std::string when(std::uint64_t ns, bool utc) {
+  if (!ns) return "-";
+  time_t secs = static_cast<time_t>(ns / 1000000000u);
+  tm t{};
+  if (utc)
+    gmtime_r(&secs, &t);
+  else
+    localtime_r(&secs, &t);
+  char buf[32];
+  strftime(buf, sizeof buf, "%Y-%m-%d %H:%M:%S", &t);
+  return buf;
+}
+
+std::string duration(std::uint64_t startNs, std::uint64_t endNs) {
+  if (!startNs || endNs < startNs) return "-";
+  std::uint64_t s = (endNs - startNs) / 1000000000u;
+  if (s < 60) return fmt::format("{}s", s);
+  if (s < 3600) return fmt::format("{}m{:02}s", s / 60, s % 60);
+  if (s < 86400) return fmt::format("{}h{:02}m", s / 3600, s % 3600 / 60);
+  return fmt::format("{}d{:02}h", s / 86400, s % 86400 / 3600);
+}
+
+std::string bytes(const json& v) {
+  return v.is_number_unsigned() ? units::humanBytes(v.get<std::uint64_t>()) : std::string("-");
+}
+
+const json& at(const json& j, std::initializer_list<const char*> path) {
+  static const json kNull;
+  const json* cur = &j;
+  for (const char* k : path) {
+    if (!cur->is_object()) return kNull;
+    auto it = cur->find(k);
+    if (it == cur->end()) return kNull;
+    cur = &*it;
+  }
+  return *cur;
+}
+
+}  // namespace
+
+Result<std::uint64_t> parseWhen(std::string_view text, std::uint64_t nowNs, bool utc) {
+  auto bad = [&] {
+    return Error{0, fmt::format("'{}' is not a time: use 2026-11-30, '2026-11-30 14:05[:09]' ({}) "
+                                "or a duration ago such as 90m, 2h, 3d",
+                                text::truncateUtf8(text, 64), utc ? "UTC" : "local time")};
+  };
+  if (!text.empty() && text.find('-') == std::string_view::npos) {
+    if (auto us = units::parseDurationUs(text)) {
+      std::uint64_t ago = *us * 1000;
+      return nowNs > ago ? nowNs - ago : 0;
+    }
+    // Days are not a duration unit elsewhere: "3d" here only.
+    if (text.size() > 1 && text.back() == 'd') {
+      auto n = text::parseU64(text.substr(0, text.size() - 1));
+      if (n && *n < 100000) {
+        std::uint64_t ago = *n * 86400ULL * 1000000000ULL;
+        return nowNs > ago ? nowNs - ago : 0;
+      }
+    }
+    return bad();
+  }
+  std::string s(text);
+  std::replace(s.begin(), s.end(), 'T', ' ');
+  tm t{};
+  const char* end = nullptr;
+  for (const char* format : {"%Y-%m-%d %H:%M:%S", "%Y-%m-%d %H:%M", "%Y-%m-%d"}) {
+    t = tm{};
+    end = strptime(s.c_str(), format, &t);
+    if (end && *end == '\0') break;
+    end = nullptr;
+  }
+  if (!end) return bad();
+  t.tm_isdst = -1;
+  time_t secs = utc ? timegm(&t) : mktime(&t);
+  if (secs < 0) return bad();
+  return static_cast<std::uint64_t>(secs) * 1000000000ULL;
+}
+
+std::vector<ledger::Row> filterRows(const std::vector<ledger::Row>& rows, const LedgerFilter& f) {
+  std::vector<ledger::Row> out;
+  for (const auto& r : rows) {
+    const auto& e = r.entry;
+    if (f.sinceNs && e.startedAtNs < *f.sinceNs) continue;
+    if (f.untilNs && e.startedAtNs > *f.untilNs) continue;
+    if (!f.name.empty() && e.name != f.name) continue;
+    if (!f.outcome.empty() && e.outcomeClass != f.outcome) continue;
+    if (!f.lease.empty() && e.leaseId.rfind(f.lease, 0) != 0) continue;
+    out.push_back(r);
+  }
+  if (f.last && out.size() > f.last)
+    out.erase(out.begin(), out.end() - static_cast<std::ptrdiff_t>(f.last));
+  return out;
+}
+
+std::vector<std::string> ledgerTable(const std::vector<ledger::Row>& rows, bool utc) {
+  std::vector<std::string> lines;
+  constexpr const char* kRow = "{:>6}  {:<19}  {:>8}  {:<12}  {}  {}  {}  {:>4}  {:>9}  {:>9}";
+  lines.push_back(fmt::format(kRow, "SEQ", utc ? "STARTED (UTC)" : "STARTED", "DURATION", "LEASE",
+                              fit("NAME", 16), fit("POOL", 8), fit("OUTCOME", 19), "EXIT",
+                              "MEM PEAK", "GPU PEAK"));
+  bool gaps = false;
+  for (std::size_t i = 0; i < rows.size(); ++i) {
+    const auto& r = rows[i];
+    const auto& e = r.entry;
+    if (i && !r.legacy && !rows[i - 1].legacy && r.seq != rows[i - 1].seq + 1) gaps = true;
+    json rec = json::parse(e.recordJson, nullptr, false);
+    std::string pools;
+    const json& p = at(rec, {"lease", "pools"});
+    if (p.is_array()) {
+      for (const auto& v : p)
+        if (v.is_string()) pools += (pools.empty() ? "" : ",") + v.get<std::string>();
+    }
+    lines.push_back(fmt::format(
+        kRow, r.legacy ? fmt::format("({})", r.seq) : std::to_string(r.seq),
+        when(e.startedAtNs, utc), duration(e.startedAtNs, e.endedAtNs), e.leaseId, fit(e.name, 16),
+        fit(pools.empty() ? "-" : pools, 8), fit(e.outcomeClass, 19),
+        e.exitStatus ? std::to_string(*e.exitStatus) : std::string("-"),
+        bytes(at(rec, {"memory", "peak_bytes"})), bytes(at(rec, {"gpu", "peak_bytes"}))));
+  }
+  if (gaps)
+    lines.push_back(
+        "(SEQ numbers the ledger's hash chain: the rows between are lifecycle rows, granted, "
+        "started, released; 'tally ledger export' shows them all)");
+  return lines;
+}
+
+}  // namespace tally::report
