@@ -69,7 +69,7 @@ JournalEntry lifecycleEntry(const std::string& kind, const std::string& lease,
   put("TALLY_OOM_KILLS", get(outcome, "oom_kill"));
   std::string summary =
       get(outcome, "summary").is_string() ? text(outcome, "summary") : text(body, "reason");
-  e.message = fmt::format("{}: {}{}", who, cls, summary.empty() ? "" : ": " + summary);
+  e.message = fmt::format("{}: {}", who, lease::outcomeWords(cls, summary));
   // A clean end is info; a non-zero exit or a stop a notice; a kill, an OOM, a loss a warning.
   const nlohmann::json& code = get(outcome, "exit_code");
   using lease::OutcomeClass;

@@ -4,6 +4,7 @@
 #include <signal.h>
 #include <string.h>
 
+#include <algorithm>
 #include <cerrno>
 
 #include "cgroup/cgroup.h"
@@ -187,6 +188,14 @@ Outcome classifyAttached(const AttachedFacts& f) {
   o.summary = fmt::format("the workload's cgroup emptied ({} populated 0){}", cgroup::file::kEvents,
                           oomText);
   return o;
+}
+
+std::string outcomeWords(std::string_view cls, std::string_view summary) {
+  if (summary.empty()) return std::string(cls);
+  std::string words(cls);
+  std::replace(words.begin(), words.end(), '-', ' ');
+  if (summary.substr(0, words.size()) == words) return std::string(summary);
+  return fmt::format("{}: {}", cls, summary);
 }
 
 }  // namespace tally::lease

@@ -40,6 +40,9 @@ enum class OutcomeClass {
 };
 const char* outcomeClassName(OutcomeClass c);  // "exited", "killed-by-signal", "oom-killed", ...
 std::optional<OutcomeClass> parseOutcomeClass(std::string_view name);
+// "class: summary", unless the summary already says the class in words
+// ("killed by tally: ..." for killed-by-tally): said once, not twice.
+std::string outcomeWords(std::string_view cls, std::string_view summary);
 inline constexpr OutcomeClass kAllOutcomeClasses[] = {
     OutcomeClass::Exited,     OutcomeClass::KilledBySignal,
     OutcomeClass::OomKilled,  OutcomeClass::Stopped,

@@ -182,8 +182,8 @@ std::string startLine(const LeaseRecord& r) {
 }
 
 std::string summaryLine(const LeaseRecord& r) {
-  std::string line = fmt::format("tally: lease {} ({}) {}: {}", r.spec.id, r.spec.name,
-                                 outcomeClassName(r.outcome.cls), r.outcome.summary);
+  std::string line = fmt::format("tally: lease {} ({}) {}", r.spec.id, r.spec.name,
+                                 outcomeWords(outcomeClassName(r.outcome.cls), r.outcome.summary));
   if (r.outcome.cls == OutcomeClass::ContainmentRefused) return line;
   if (r.counters.memoryPeak)
     line += fmt::format("; memory peak {}", units::humanBytes(*r.counters.memoryPeak));
