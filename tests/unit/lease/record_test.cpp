@@ -145,3 +145,20 @@ TEST(Record, TheGpuPeakIsNamedSampledWithItsCadence) {
 
 }  // namespace
 }  // namespace tally
+
+namespace tally {
+namespace {
+
+// An outcome whose summary already says its class in words is said once.
+TEST(OutcomeWords, TheClassIsNotRepeatedWhenTheSummarySaysIt) {
+  EXPECT_EQ(
+      lease::outcomeWords("killed-by-tally", "killed by tally: GPU memory 4.0 GiB over 3.0 GiB"),
+      "killed by tally: GPU memory 4.0 GiB over 3.0 GiB");
+  EXPECT_EQ(lease::outcomeWords("oom-killed", "killed by the kernel OOM killer"),
+            "oom-killed: killed by the kernel OOM killer");
+  EXPECT_EQ(lease::outcomeWords("exited", "exited with code 3"), "exited with code 3");
+  EXPECT_EQ(lease::outcomeWords("lost", ""), "lost");
+}
+
+}  // namespace
+}  // namespace tally
