@@ -8,6 +8,7 @@
 #include <cerrno>
 
 #include "cgroup/cgroup.h"
+#include "util/units.h"
 
 namespace tally::lease {
 namespace {
@@ -15,7 +16,7 @@ namespace {
 std::string limitText(const std::optional<probes::MemoryLimit>& max) {
   if (!max) return "MemoryMax unknown";
   if (max->unlimited) return "no MemoryMax (max)";
-  return fmt::format("MemoryMax={}", max->bytes);
+  return fmt::format("MemoryMax={}", units::humanBytes(max->bytes));
 }
 
 }  // namespace

@@ -235,7 +235,7 @@ TEST_F(Runner, SigkillWithOomKillInTheCountersIsAnOom) {
   EXPECT_EQ(r.outcome.cls, lease::OutcomeClass::OomKilled);
   EXPECT_EQ(r.outcome.exitStatus, 137);
   EXPECT_EQ(r.outcome.summary,
-            "killed by the kernel OOM killer: cgroup memory.events oom_kill=2, MemoryMax=67108864");
+            "killed by the kernel OOM killer: cgroup memory.events oom_kill=2, MemoryMax=64.0 MiB");
 }
 
 TEST_F(Runner, StopSignalStopsTheLeaseAndIsNamed) {

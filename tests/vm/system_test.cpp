@@ -101,7 +101,7 @@ TEST_F(VmSystem, AllocationOverMemoryMaxIsOomKilledAndNamed) {
   EXPECT_EQ(t.record["applied"]["memory_oom_group"], 1);
   EXPECT_EQ(t.record["lease"]["manager"], "system");
   EXPECT_GE(t.record["memory"]["events"]["oom_kill"].get<int>(), 1);
-  EXPECT_NE(t.record["outcome"]["summary"].get<std::string>().find("MemoryMax=67108864"),
+  EXPECT_NE(t.record["outcome"]["summary"].get<std::string>().find("MemoryMax=64.0 MiB"),
             std::string::npos);
   // The lease's scope and slice are gone afterwards.
   std::string slice = t.record["lease"]["slice"];

@@ -42,7 +42,7 @@ TEST(Classify, OomKillNamesCounterAndLimit) {
   EXPECT_EQ(o.exitStatus, 137);
   EXPECT_EQ(o.oomKills, 4u);
   EXPECT_EQ(o.summary,
-            "killed by the kernel OOM killer: cgroup memory.events oom_kill=4, MemoryMax=67108864");
+            "killed by the kernel OOM killer: cgroup memory.events oom_kill=4, MemoryMax=64.0 MiB");
 }
 
 TEST(Classify, SigkillWithoutOomKillIsNotAnOom) {

@@ -69,7 +69,7 @@ TEST(Record, AbsentFiguresCarryAReasonNeverZero) {
   EXPECT_EQ(lease::summaryLine(r),
             "tally: lease 0123456789ab (job) oom-killed: killed by the kernel OOM killer: cgroup "
             "memory.events "
-            "oom_kill=4, MemoryMax=67108864");
+            "oom_kill=4, MemoryMax=64.0 MiB");
 }
 
 TEST(Record, AMappedMemoryMaxKeepsWhatWasDeclared) {
