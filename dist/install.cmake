@@ -19,13 +19,31 @@ configure_file(${dist}/tally-user.service.in ${gen}/user/tally.service @ONLY)
 configure_file(${dist}/tally.1.in ${gen}/tally.1 @ONLY)
 
 install(TARGETS tally RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
+# The installed binary is stripped (the build tree keeps its symbols).
+install(CODE "execute_process(COMMAND ${CMAKE_STRIP} --strip-unneeded
+  \"\$ENV{DESTDIR}\${CMAKE_INSTALL_PREFIX}/${CMAKE_INSTALL_BINDIR}/tally\")")
+# zsh and fish completion come from the binary's own command-line model.
+add_custom_command(OUTPUT ${gen}/_tally ${gen}/tally.fish
+  COMMAND tally completion zsh ${gen}/_tally
+  COMMAND tally completion fish ${gen}/tally.fish
+  DEPENDS tally COMMENT "Writing zsh and fish completion" VERBATIM)
+add_custom_target(tally_completions ALL DEPENDS ${gen}/_tally ${gen}/tally.fish)
+install(FILES ${gen}/_tally DESTINATION ${CMAKE_INSTALL_DATADIR}/zsh/vendor-completions)
+install(FILES ${gen}/tally.fish DESTINATION ${CMAKE_INSTALL_DATADIR}/fish/vendor_completions.d)
 install(FILES ${gen}/tally.service DESTINATION ${TALLY_UNITDIR})
 install(FILES ${gen}/user/tally.service DESTINATION ${TALLY_USERUNITDIR})
 install(FILES ${gen}/tally.1 DESTINATION ${CMAKE_INSTALL_MANDIR}/man1)
 install(FILES ${dist}/tally.bash DESTINATION ${CMAKE_INSTALL_DATADIR}/bash-completion/completions RENAME tally)
 install(FILES ${dist}/tally.toml DESTINATION ${CMAKE_INSTALL_DOCDIR}/examples)
 install(FILES ${PROJECT_SOURCE_DIR}/README.md DESTINATION ${CMAKE_INSTALL_DOCDIR})
-install(DIRECTORY ${PROJECT_SOURCE_DIR}/docs/ DESTINATION ${CMAKE_INSTALL_DOCDIR} FILES_MATCHING PATTERN "*.md")
+# Operators' docs only: the guide and the reference it links to; the
+# developers' (testing, the VM harness, performance) stay in the source tree.
+install(DIRECTORY ${PROJECT_SOURCE_DIR}/docs/guide DESTINATION ${CMAKE_INSTALL_DOCDIR}
+  FILES_MATCHING PATTERN "*.md")
+install(FILES ${PROJECT_SOURCE_DIR}/docs/run.md ${PROJECT_SOURCE_DIR}/docs/daemon.md
+  ${PROJECT_SOURCE_DIR}/docs/gpu.md ${PROJECT_SOURCE_DIR}/docs/coverage.md
+  ${PROJECT_SOURCE_DIR}/docs/enforcement.md ${PROJECT_SOURCE_DIR}/docs/doctor.md
+  DESTINATION ${CMAKE_INSTALL_DOCDIR})
 
 # The staging root tests check (tests/cli/package_test.cpp, and in the VM
 # tests/vm/package_test.cpp with systemd-analyze verify): exactly what
@@ -37,4 +55,4 @@ add_custom_target(tally_stage
           > ${PROJECT_BINARY_DIR}/stage.log
   COMMENT "Installing into the staging root ${TALLY_STAGE_DIR}"
   VERBATIM)
-add_dependencies(tally_stage tally)
+add_dependencies(tally_stage tally tally_completions)

@@ -3,6 +3,7 @@
 
 #include <CLI/CLI.hpp>
 #include <algorithm>
+#include <cstdio>
 #include <exception>
 #include <optional>
 #include <string>
@@ -16,6 +17,7 @@
 #include "cli/cmd_ledger.h"
 #include "cli/cmd_run.h"
 #include "cli/cmd_top.h"
+#include "cli/completion.h"
 #include "cli/exit_codes.h"
 
 namespace {
@@ -108,6 +110,13 @@ int main(int argc, char** argv) {
   auto clientCmds = cli::addClientCommands(app, clientOpts);
   cli::TopOptions topOpts;
   cli::addTopCommand(app, topOpts);
+  // Hidden: the build writes the zsh and fish completion with it (dist/install.cmake).
+  std::string completionShell, completionFile;
+  auto* completion = app.add_subcommand("completion", "Write zsh or fish completion")->group("");
+  completion->add_option("SHELL", completionShell, "zsh or fish")
+      ->required()
+      ->check(CLI::IsMember({"zsh", "fish"}));
+  completion->add_option("FILE", completionFile, "where to write it (default: stdout)");
 
   // `tally run [options] -- CMD ARGS...`: everything after the first "--"
   // following "run" belongs to the workload and never reaches the parser.
@@ -146,6 +155,22 @@ int main(int argc, char** argv) {
     if (app.got_subcommand("daemon")) return cli::runDaemon(roots, daemonOpts);
     if (app.got_subcommand("config")) return cli::runConfigCheck(roots, configOpts);
     if (app.got_subcommand("top")) return cli::runTop(topOpts);
+    if (app.got_subcommand("completion")) {
+      std::string text =
+          completionShell == "zsh" ? cli::zshCompletion(app) : cli::fishCompletion(app);
+      if (completionFile.empty()) {
+        fmt::print("{}", text);
+        return cli::kExitOk;
+      }
+      std::FILE* f = std::fopen(completionFile.c_str(), "w");
+      bool ok = f && std::fwrite(text.data(), 1, text.size(), f) == text.size();
+      if (f) ok = std::fclose(f) == 0 && ok;
+      if (!ok) {
+        fmt::print(stderr, "tally completion: cannot write {}\n", completionFile);
+        return cli::kExitEnvironment;
+      }
+      return cli::kExitOk;
+    }
     if (app.got_subcommand("leases") || app.got_subcommand("lease") ||
         app.got_subcommand("pools") || app.got_subcommand("attach") ||
         app.got_subcommand("events") || app.got_subcommand("seats") ||

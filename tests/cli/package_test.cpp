@@ -49,6 +49,49 @@ TEST(Package, InstallsTheBinaryUnitsManPageCompletionAndExample) {
   EXPECT_EQ(check.exitCode(), 0) << check.out << check.err;
 }
 
+// A stripped binary, operators' docs only, and zsh and fish completion that
+// offer every subcommand and every option --help lists (they are written from
+// the same command-line model, so this holds by construction; the test keeps it so).
+TEST(Package, AStrippedBinaryUserDocsAndZshAndFishCompletion) {
+  auto sections = runProgram({"readelf", "-S", "-W", kPrefix + "/bin/tally"});
+  ASSERT_EQ(sections.exitCode(), 0) << sections.err;
+  EXPECT_EQ(sections.out.find(".symtab"), std::string::npos)
+      << "the installed binary is not stripped";
+  EXPECT_EQ(sections.out.find(".debug_info"), std::string::npos);
+  for (const char* doc : {"/share/doc/tally/run.md", "/share/doc/tally/doctor.md",
+                          "/share/doc/tally/guide/install.md"})
+    EXPECT_TRUE(exists(kPrefix + doc)) << doc;
+  for (const char* dev : {"/share/doc/tally/PERFORMANCE.md", "/share/doc/tally/testing.md",
+                          "/share/doc/tally/vm-harness.md"})
+    EXPECT_FALSE(exists(kPrefix + dev)) << dev << " is for developers, not installed";
+  EXPECT_NE(readFile(std::string(TALLY_STAGE_DIR) + "/../CMakeCache.txt")
+                .find("\nTALLY_BENCH:BOOL=OFF\n"),
+            std::string::npos)
+      << "the default build builds no benchmark (the release preset does)";
+  std::string zsh = readFile(kPrefix + "/share/zsh/vendor-completions/_tally");
+  std::string fish = readFile(kPrefix + "/share/fish/vendor_completions.d/tally.fish");
+  EXPECT_EQ(zsh.rfind("#compdef tally\n", 0), 0u);
+  for (const char* cmd : {"run", "attach", "ledger", "doctor", "gpu", "top", "events"}) {
+    EXPECT_NE(zsh.find(std::string("'") + cmd + ":"), std::string::npos) << cmd;
+    EXPECT_NE(fish.find(std::string("-a ") + cmd + " "), std::string::npos) << cmd;
+  }
+  for (const char* opt : {"memory-max", "gpu-memory-max", "quiet", "force", "since", "timeout"}) {
+    EXPECT_NE(zsh.find(std::string("'--") + opt + "["), std::string::npos) << opt;
+    EXPECT_NE(fish.find(std::string(" -l ") + opt + " "), std::string::npos) << opt;
+  }
+  // Each shell parses its file (scripts/install-deps.sh installs both).
+  auto zshOk = runProgram({"zsh", "-n", kPrefix + "/share/zsh/vendor-completions/_tally"});
+  EXPECT_EQ(zshOk.exitCode(), 0) << zshOk.err;
+  auto fishOk =
+      runProgram({"fish", "--no-execute", kPrefix + "/share/fish/vendor_completions.d/tally.fish"});
+  EXPECT_EQ(fishOk.exitCode(), 0) << fishOk.err;
+  // fish loads it and completes an option of `tally run`.
+  auto offered = runProgram({"fish", "-c",
+                             "source " + kPrefix + "/share/fish/vendor_completions.d/tally.fish; " +
+                                 "complete -C 'tally run --memory-m'"});
+  EXPECT_NE(offered.out.find("--memory-max"), std::string::npos) << offered.out << offered.err;
+}
+
 TEST(Package, TheManPageRendersWithoutWarnings) {
   auto r = runProgram({"man", "--warnings", "-l", kPrefix + "/share/man/man1/tally.1"},
                       {"MANWIDTH=80", "MAN_KEEP_FORMATTING=0"});
