@@ -340,18 +340,44 @@ std::string cell(const RegionMap& regions, const std::string& region) {
 
 }  // namespace
 
+namespace {
+// Exactly `width` columns: cut at the end (names) or at the start (paths,
+// whose end says most) with "…". Names and paths here are ASCII or cut at a
+// UTF-8 boundary.
+std::string fitRight(const std::string& s, std::size_t width) {
+  if (s.size() <= width) return s + std::string(width - s.size(), ' ');
+  return text::truncateUtf8(s, width - 1) + "…";
+}
+std::string fitLeft(const std::string& s, std::size_t width) {
+  if (s.size() <= width) return s + std::string(width - s.size(), ' ');
+  std::size_t from = s.size() - (width - 1);
+  while (from < s.size() && (static_cast<unsigned char>(s[from]) & 0xC0) == 0x80) ++from;
+  std::string tail = "…" + s.substr(from);
+  return tail + std::string(width - 1 - (s.size() - from), ' ');
+}
+}  // namespace
+
 std::string gpuTable(const scanner::Scan& scan, const Aggregate& agg, const HostFacts& host,
                      GroupBy by) {
   std::string out;
   if (scan.devices.devices.empty()) {
     out += "No DRM devices: nothing under /sys/class/drm (no GPU, or its driver is not loaded).\n";
   }
+  // The driver as sysfs names it, else as its clients' fdinfo does (a platform
+  // device may have no driver link), else "?".
+  auto driverOf = [&](const devices::DrmDevice& d) -> std::string {
+    if (!d.driver.empty()) return d.driver;
+    for (const auto& c : scan.clients) {
+      if (c.device && scan.devices.devices[*c.device].key == d.key && !c.info.driver.empty())
+        return c.info.driver + " (from fdinfo)";
+    }
+    return "?";
+  };
   for (const auto& s : agg.devices) {
     const auto& d = *s.device;
     std::string nodes;
     for (const auto& n : d.nodes) nodes += (nodes.empty() ? "" : " ") + n.name;
-    out +=
-        fmt::format("device {} driver {} ({})\n", d.key, d.driver.empty() ? "?" : d.driver, nodes);
+    out += fmt::format("device {} driver {} ({})\n", d.key, driverOf(d), nodes);
     for (const auto& m : d.memory) {
       out += fmt::format("  {:<9} used {:>10} of {:>10}", m.region,
                          m.usedBytes ? units::humanBytes(*m.usedBytes) : "?",
@@ -404,6 +430,7 @@ std::string gpuTable(const scanner::Scan& scan, const Aggregate& agg, const Host
   if (by == GroupBy::kProcess) header += "  CGROUP";
   out += "\n" + header + "\n";
 
+  bool anyShared = false;
   auto row = [&](std::string lead, const RegionMap& regions, std::size_t clients,
                  const std::string& tail) {
     for (const auto& c : columns) lead += fmt::format(" {:>11}", cell(regions, c));
@@ -417,21 +444,35 @@ std::string gpuTable(const scanner::Scan& scan, const Aggregate& agg, const Host
         const auto& p = scan.processes[i];
         const auto& w = agg.processWorkloads[i];
         std::size_t owned = 0;
-        for (auto ci : p.clients) owned += scan.clients[ci].owner == p.pid;
-        std::string comm = p.comm.value_or("?");
+        bool shared = false;
+        for (auto ci : p.clients) {
+          owned += scan.clients[ci].owner == p.pid;
+          shared = shared || scan.clients[ci].sharedAcrossProcesses;
+        }
+        anyShared = anyShared || shared;
+        std::string comm = (shared ? "*" : "") + p.comm.value_or("?");
         if (p.holdsKfd) comm += " [kfd]";
-        row(fmt::format("{:>8} {:<16} {:<24}", p.pid, comm, w ? w->name : "-"),
+        row(fmt::format("{:>8} {} {}", p.pid, fitRight(comm, 16), fitRight(w ? w->name : "-", 24)),
             agg.processRegions[i], owned, p.cgroup.value_or("?"));
       }
       break;
     case GroupBy::kCgroup:
       for (const auto& g : agg.cgroups)
-        row(fmt::format("{:<48}", g.path), g.regions, g.ownedClients.size(), "");
+        row(fitLeft(g.path, 48), g.regions, g.ownedClients.size(), "");
       break;
     case GroupBy::kContainer:
-      for (const auto& c : agg.containers)
-        row(fmt::format("{:<32}", c.name), c.regions, c.clients, "");
+      for (const auto& c : agg.containers) row(fitRight(c.name, 32), c.regions, c.clients, "");
       break;
+  }
+  // One total per device: every client on it, once, whoever owns it.
+  if (!scan.processes.empty()) {
+    for (const auto& s : agg.devices) {
+      std::string what = fmt::format("TOTAL {}", s.device->key);
+      std::string lead = by == GroupBy::kProcess  ? fmt::format("{:>8} {}", "", fitRight(what, 41))
+                         : by == GroupBy::kCgroup ? fitRight(what, 48)
+                                                  : fitRight(what, 32);
+      row(lead, s.attributed, s.clients, "");
+    }
   }
   if (scan.processes.empty()) {
     out += "(no process holds a DRM or KFD device)\n";
@@ -441,6 +482,10 @@ std::string gpuTable(const scanner::Scan& scan, const Aggregate& agg, const Host
         "owns;\n"
         "'-' = region not reported, '?' = reported without a resident figure. [kfd] = holds "
         "/dev/kfd.\n";
+    if (anyShared)
+      out +=
+          "* = holds a DRM client shared with another process (counted once, in its owner's "
+          "row).\n";
   }
   // Unreadable processes are never silently dropped; a non-root run on a busy
   // host has hundreds, so the table names a few and counts the rest.

@@ -11,6 +11,7 @@
 #include <chrono>
 #include <cstdio>
 #include <nlohmann/json.hpp>
+#include <sstream>
 
 #include "cgroup/cgroup.h"
 #include "lease/meter.h"
@@ -225,6 +226,47 @@ TEST_F(Cli, GpuTables) {
   r = runTally("gpu --by cgroup " + roots());
   ASSERT_EQ(r.status, 0);
   EXPECT_NE(r.out.find("/system.slice/systemd-logind.service"), std::string::npos);
+}
+
+// The table an operator reads: a TOTAL row per device, '*' on a process whose
+// client is shared with another (counted once, in its owner's row), and long
+// names and cgroup paths cut with '…' so the columns stay where the header is.
+TEST_F(Cli, GpuTableTotalsSharedMarksAndAlignedColumns) {
+  std::string deep = "/machine.slice/libpod-" + std::string(64, 'e') + ".scope/container/app";
+  FakeProcess longOne{950, "a-process-with-a-long-name", deep, "", 95, {}, 1000, {}, false};
+  longOne.fds = {{3, 128u, "",
+                  "drm-driver:\tamdgpu\ndrm-pdev:\t0000:c6:00.0\ndrm-client-id:\t99\n"
+                  "drm-resident-gtt:\t1024 KiB\n",
+                  false}};
+  host.addProcess(longOne);
+  auto r = runTally("gpu " + roots());
+  ASSERT_EQ(r.status, 0) << r.out;
+  std::istringstream lines(r.out);
+  std::vector<std::string> rows;
+  std::string header;
+  for (std::string l; std::getline(lines, l);) {
+    if (l.rfind("     PID", 0) == 0) header = l;
+    if (!header.empty() && l != header && !l.empty() && l[0] == ' ') rows.push_back(l);
+  }
+  ASSERT_FALSE(header.empty()) << r.out;
+  std::size_t clientsEnd = header.find("CLIENTS") + 7;
+  bool sawTotal = false, sawShared = false;
+  for (const auto& l : rows) {
+    // Every row's CLIENTS figure ends under the header's (in display columns).
+    std::size_t columns = 0, i = 0;
+    for (; i < l.size() && columns < clientsEnd; ++i)
+      columns += (static_cast<unsigned char>(l[i]) & 0xC0) != 0x80;
+    EXPECT_TRUE(i == l.size() || l[i] == ' ') << "misaligned row:\n" << header << "\n" << l;
+    sawTotal = sawTotal || l.find("TOTAL " + std::string(kAmdBdf)) != std::string::npos;
+    sawShared = sawShared || l.find("*llama-server") != std::string::npos;
+  }
+  EXPECT_TRUE(sawTotal) << r.out;
+  EXPECT_TRUE(sawShared) << r.out;
+  EXPECT_NE(r.out.find("a-process-with-…"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("* = holds a DRM client shared with another process"), std::string::npos);
+  auto byCgroup = runTally("gpu --by cgroup " + roots());
+  EXPECT_NE(byCgroup.out.find("…" + deep.substr(deep.size() - 47)), std::string::npos)
+      << byCgroup.out;
 }
 
 TEST_F(Cli, NoDrmDevicesIsAStateNotAnError) {
