@@ -60,7 +60,7 @@ _tally() {
         COMPREPLY=($(compgen -W "$(tally leases --json 2>/dev/null | sed -n 's/.*"lease": "\([0-9a-f]\{12\}\)".*/\1/p')" -- "$cur"))
         return
       fi
-      opts="--json --socket --timeout --help" ;;
+      opts="--json --socket --timeout --state-dir --help" ;;
     ledger)
       if [[ $cword -eq $((i + 1)) && "$cur" != -* ]]; then COMPREPLY=($(compgen -W "verify export" -- "$cur")); return; fi
       opts="--json --last --since --until --name --outcome --lease --utc --state-dir --config --help" ;;

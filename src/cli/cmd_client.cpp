@@ -6,6 +6,7 @@
 #include "cli/exit_codes.h"
 #include "cli/option_values.h"
 #include "cli/socket_path.h"
+#include "ledger/ledger.h"
 #include "report/gpu_report.h"
 #include "rpc/client.h"
 #include "rpc/lease_api.h"
@@ -149,6 +150,17 @@ ClientCommands addClientCommands(CLI::App& app, ClientOptions& o) {
       lease->add_subcommand("show", "A lease's state, meters and ledger rows (live or ended)");
   c.leaseShow->add_option("ID", o.leaseId, "the lease id")->required();
   c.leaseShow->add_flag("--json", o.json, "print as JSON");
+  c.leaseShow->add_option("--state-dir", o.stateDir,
+                          "the ledger to read when no daemon answers (default: $TALLY_STATE_DIR, "
+                          "/var/lib/tally for root, else ~/.local/state/tally)");
+  c.leaseShow->footer(
+      "A live lease: its state, pools, declared limits, attributes, age and meters. An ended "
+      "one:\n"
+      "its outcome, limits and peaks from the ledger, through the daemon or, when none answers, "
+      "from\n"
+      "the local ledger (a standalone 'tally run' lease too). Exit status: 0 ok, 3 neither a "
+      "daemon\n"
+      "nor a ledger has it, 5 not found.");
   addSocketOption(c.leaseShow, o.socket);
   addReplyTimeoutOption(c.leaseShow, o.replyTimeout);
   c.leaseRelease = lease->add_subcommand("release", "End a lease (its owner or root)");
@@ -356,6 +368,115 @@ int followEvents(const ClientOptions& o) {
 
 }  // namespace
 
+namespace {
+
+// A lease from the local ledger: its rows, as the daemon's "lease" reply has them.
+std::optional<std::pair<json, std::string>> leaseFromLedger(const ClientOptions& o) {
+  std::string dir = o.stateDir.empty() ? ledger::defaultStateDir() : o.stateDir;
+  auto db = ledger::Ledger::openExisting(dir);
+  if (!db) return std::nullopt;
+  auto events = db->events(o.leaseId);
+  if (!events || events->empty()) {
+    fmt::print(stderr, "tally lease show: no lease {} in the ledger at {} either\n", o.leaseId,
+               db->path());
+    return std::nullopt;
+  }
+  json rows = json::array();
+  for (const auto& e : *events) {
+    rows.push_back({{"seq", e.seq},
+                    {"at_ns", e.atNs},
+                    {"kind", e.kind},
+                    {"body", json::parse(e.body, nullptr, false)},
+                    {"hash", e.hash}});
+  }
+  return std::pair{json{{"lease", o.leaseId}, {"state", "ended"}, {"ledger", rows}}, db->path()};
+}
+
+std::string limitsText(const json& declared) {
+  std::vector<std::string> parts;
+  for (auto [key, name] :
+       {std::pair{"memory_max", "MemoryMax"}, std::pair{"memory_high", "MemoryHigh"},
+        std::pair{"gpu_memory_max", "gpu_memory_max"},
+        std::pair{"gpu_memory_high", "gpu_memory_high"}}) {
+    if (declared.is_object() && declared.contains(key) && declared[key].is_number_unsigned())
+      parts.push_back(fmt::format("{}={}", name, bytesText(declared[key])));
+  }
+  return parts.empty() ? "no limits declared" : fmt::format("{}", fmt::join(parts, ", "));
+}
+
+}  // namespace
+
+std::vector<std::string> leaseShowLines(const json& r) {
+  std::vector<std::string> out;
+  // An ended lease: what its outcome record says.
+  const json* outcome = nullptr;
+  if (r.contains("ledger") && r["ledger"].is_array()) {
+    for (const auto& e : r["ledger"])
+      if (e.value("kind", "") == "outcome" && e["body"].is_object()) outcome = &e["body"];
+  }
+  std::string name = r.value("name", "");
+  std::string kind = r.value("kind", "");
+  if (outcome && name.empty() && (*outcome)["lease"].is_object())
+    name = (*outcome)["lease"].value("name", "-");
+  if (outcome && kind.empty() && (*outcome)["lease"].is_object())
+    kind = (*outcome)["lease"].value("kind", "run");
+  out.push_back(fmt::format("lease {} ({}, {}): {}", r.value("lease", ""),
+                            name.empty() ? "-" : name, kind.empty() ? "-" : kind,
+                            r.value("state", "?")));
+  if (r.contains("pools") && r["pools"].is_array() && !r["pools"].empty()) {
+    std::vector<std::string> pools;
+    for (const auto& p : r["pools"]) pools.push_back(p.is_string() ? p.get<std::string>() : "?");
+    out.push_back(fmt::format(
+        "  pools {}; {}; age {}", fmt::join(pools, ","),
+        limitsText(r.value("declared", json::object())),
+        ageText(r.contains("started_at_ns") ? r["started_at_ns"] : r["requested_at_ns"])));
+  }
+  if (r.contains("attributes") && r["attributes"].is_object() && !r["attributes"].empty()) {
+    std::vector<std::string> attrs;
+    for (const auto& [k, v] : r["attributes"].items())
+      attrs.push_back(fmt::format("{}={}", k, v.is_string() ? v.get<std::string>() : v.dump()));
+    out.push_back(fmt::format("  attributes {}", fmt::join(attrs, " ")));
+  }
+  if (r.contains("cgroup") && r["cgroup"].is_string())
+    out.push_back(fmt::format("  cgroup {}{}", r["cgroup"].get<std::string>(),
+                              r.contains("unit") && r["unit"].is_string()
+                                  ? fmt::format(" (unit {})", r["unit"].get<std::string>())
+                                  : ""));
+  if (r.contains("memory"))
+    out.push_back(fmt::format("  memory now {}, sampled peak {} (cgroup)",
+                              bytesText(r["memory"]["current_bytes"]),
+                              bytesText(r["memory"]["peak_sampled_bytes"])));
+  if (r.contains("gpu"))
+    out.push_back(fmt::format("  GPU memory now {}, peak {} (drm-fdinfo)",
+                              bytesText(r["gpu"]["current_bytes"]),
+                              bytesText(r["gpu"]["peak_bytes"])));
+  if (outcome) {
+    const json& rec = *outcome;
+    const json& oc = rec.value("outcome", json::object());
+    out.push_back(fmt::format("  outcome {}: {}", oc.value("class", "?"), oc.value("summary", "")));
+    std::uint64_t start = rec.value("started_at_ns", std::uint64_t{0});
+    std::uint64_t end = rec.value("ended_at_ns", std::uint64_t{0});
+    json declared = json::object();
+    if (rec.contains("declared") && rec["declared"].is_object()) declared = rec["declared"];
+    out.push_back(fmt::format(
+        "  ran {} s; {}; memory peak {}; GPU peak {}",
+        end > start && start ? (end - start) / 1000000000u : 0, limitsText(declared),
+        bytesText(rec.contains("memory") ? rec["memory"].value("peak_bytes", json()) : json()),
+        bytesText(rec.contains("gpu") ? rec["gpu"].value("peak_bytes", json()) : json())));
+  }
+  if (r.contains("ledger") && r["ledger"].is_array()) {
+    for (const auto& e : r["ledger"]) {
+      std::string extra;
+      if (e["body"].is_object() && e["body"].contains("outcome") &&
+          e["body"]["outcome"].is_object())
+        extra = ": " + e["body"]["outcome"].value("summary", "");
+      out.push_back(fmt::format("  ledger #{} {}{}", e.value("seq", std::int64_t{0}),
+                                e.value("kind", "?"), extra));
+    }
+  }
+  return out;
+}
+
 int runClientCommand(const ClientCommands& c, const ClientOptions& o) {
   int rc = kExitOk;
   if (c.events->parsed()) return followEvents(o);
@@ -369,35 +490,25 @@ int runClientCommand(const ClientCommands& c, const ClientOptions& o) {
     return kExitOk;
   }
   if (c.leaseShow->parsed()) {
-    auto m =
-        callDaemon("lease show", o, "lease", rpc::api::encode(rpc::api::LeaseRef{o.leaseId}), rc);
-    if (!m) return rc;
+    // The daemon knows live leases and its ledger's; without a daemon the
+    // local ledger still has every ended lease (a standalone tally run's too).
+    json r;
+    if (auto m = callDaemon("lease show", o, "lease",
+                            rpc::api::encode(rpc::api::LeaseRef{o.leaseId}), rc)) {
+      r = m->result;
+    } else if (rc == kExitEnvironment || rc == kExitRefused) {
+      auto fromLedger = leaseFromLedger(o);
+      if (!fromLedger) return rc;
+      fmt::print(stderr, "tally lease show: read from the ledger at {}\n", fromLedger->second);
+      r = std::move(fromLedger->first);
+    } else {
+      return rc;
+    }
     if (o.json) {
-      fmt::print("{}\n", m->result.dump(2));
+      fmt::print("{}\n", r.dump(2));
       return kExitOk;
     }
-    const json& r = m->result;
-    fmt::print("lease {} ({}, {}): {}\n", r.value("lease", ""), r.value("name", "-"),
-               r.value("kind", "-"), r.value("state", "?"));
-    if (r.contains("cgroup"))
-      fmt::print("  cgroup {}{}\n", r["cgroup"].get<std::string>(),
-                 r.contains("unit") ? fmt::format(" (unit {})", r["unit"].get<std::string>()) : "");
-    if (r.contains("memory"))
-      fmt::print("  memory now {}, sampled peak {} (cgroup)\n",
-                 bytesText(r["memory"]["current_bytes"]),
-                 bytesText(r["memory"]["peak_sampled_bytes"]));
-    if (r.contains("gpu"))
-      fmt::print("  GPU memory now {}, peak {} (drm-fdinfo)\n",
-                 bytesText(r["gpu"]["current_bytes"]), bytesText(r["gpu"]["peak_bytes"]));
-    if (r.contains("ledger")) {
-      for (const auto& e : r["ledger"]) {
-        std::string extra;
-        if (e["body"].is_object() && e["body"].contains("outcome"))
-          extra = ": " + e["body"]["outcome"].value("summary", "");
-        fmt::print("  ledger #{} {}{}\n", e["seq"].get<std::int64_t>(),
-                   e["kind"].get<std::string>(), extra);
-      }
-    }
+    for (const auto& line : leaseShowLines(r)) fmt::print("{}\n", line);
     return kExitOk;
   }
   if (c.leaseRelease->parsed()) {

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
@@ -10,6 +11,7 @@ namespace tally::cli {
 
 struct ClientOptions {
   std::string socket;                // "" = socketPath("")
+  std::string stateDir;              // lease show: the ledger to read when no daemon answers
   std::string replyTimeout = "10s";  // --timeout: how long the daemon has to answer
   bool json = false;
   std::string leaseId;
@@ -41,6 +43,10 @@ struct ClientCommands {
 
 ClientCommands addClientCommands(CLI::App& app, ClientOptions& opts);
 int runClientCommand(const ClientCommands& cmds, const ClientOptions& opts);
+
+// `tally lease show`'s lines for the daemon's "lease" reply (or the same shape
+// read from the ledger): live state and limits, or the ended lease's outcome.
+std::vector<std::string> leaseShowLines(const nlohmann::json& lease);
 
 // "--socket PATH (default: $TALLY_SOCKET, else ...)" for every client command.
 void addSocketOption(CLI::App* cmd, std::string& socket);

@@ -14,6 +14,7 @@
 #include <sstream>
 
 #include "cgroup/cgroup.h"
+#include "cli/cmd_client.h"
 #include "lease/meter.h"
 #include "support/fake_host.h"
 #include "support/process.h"
@@ -470,6 +471,51 @@ TEST_F(Cli, ConfigCheckJudgesTheConfigAgainstThisHost) {
   EXPECT_EQ(doc["warnings"].size(), 3u) << doc.dump(2);
   EXPECT_EQ(doc["daemon"]["queue_timeout_us"], 3'600'000'000u);
   EXPECT_EQ(doc["daemon"]["metrics_textfile"], dir.path() + "/missing/tally.prom");
+}
+
+// An ended lease is shown from the ledger when no daemon answers (a
+// standalone run's is only there): name, kind, outcome, limits and peaks.
+TEST(LeaseShowCli, AnEndedLeaseIsReadFromTheLedgerWithoutADaemon) {
+  TempDir dir;
+  std::string state = dir.path() + "/state";
+  auto run = runProgram({TALLY_BINARY, "run", "--json", "--state-dir", state, "--name", "probe",
+                         "--memory-max", "64M", "--cgroupfs", "--cgroup-parent", "/tally-no-such",
+                         "--", "true"});
+  ASSERT_EQ(run.exitCode(), 125) << run.err;
+  std::string id = nlohmann::json::parse(run.out)["lease"]["id"];
+  auto r = runProgram({TALLY_BINARY, "lease", "show", id, "--state-dir", state, "--socket",
+                       dir.path() + "/no-daemon.sock"});
+  ASSERT_EQ(r.exitCode(), 0) << r.err;
+  EXPECT_NE(r.err.find("read from the ledger at " + state + "/ledger.sqlite"), std::string::npos)
+      << r.err;
+  EXPECT_NE(r.out.find("lease " + id + " (probe, run): ended"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("  outcome containment-refused: the workload never ran"), std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("MemoryMax=64.0 MiB"), std::string::npos) << r.out;
+  auto missing = runProgram({TALLY_BINARY, "lease", "show", "000000000000", "--state-dir", state,
+                             "--socket", dir.path() + "/no-daemon.sock"});
+  EXPECT_EQ(missing.exitCode(), 3);
+  EXPECT_NE(missing.err.find("no lease 000000000000 in the ledger"), std::string::npos)
+      << missing.err;
+}
+
+// A live lease as the daemon describes it: pools, declared limits, attributes, age.
+TEST(LeaseShowCli, ALiveLeaseShowsItsPoolsLimitsAndAttributes) {
+  auto lines = cli::leaseShowLines(nlohmann::json::parse(R"({
+    "lease": "1f0c2a9b3e7d", "name": "llama", "kind": "attach", "state": "running",
+    "pools": ["gpu"], "declared": {"memory_max": 51539607552, "gpu_memory_max": 42949672960},
+    "attributes": {"model": "qwen3-32b"}, "started_at_ns": 1,
+    "cgroup": "/system.slice/llama.service", "unit": "llama.service",
+    "memory": {"current_bytes": 1073741824, "peak_sampled_bytes": 2147483648},
+    "gpu": {"current_bytes": 4294967296, "peak_bytes": 4294967296}})"));
+  ASSERT_GE(lines.size(), 6u);
+  EXPECT_EQ(lines[0], "lease 1f0c2a9b3e7d (llama, attach): running");
+  EXPECT_EQ(lines[1].rfind("  pools gpu; MemoryMax=48.0 GiB, gpu_memory_max=40.0 GiB; age ", 0), 0u)
+      << lines[1];
+  EXPECT_EQ(lines[2], "  attributes model=qwen3-32b");
+  EXPECT_EQ(lines[3], "  cgroup /system.slice/llama.service (unit llama.service)");
+  EXPECT_EQ(lines[4], "  memory now 1.0 GiB, sampled peak 2.0 GiB (cgroup)");
+  EXPECT_EQ(lines[5], "  GPU memory now 4.0 GiB, peak 4.0 GiB (drm-fdinfo)");
 }
 
 // Read-only commands never create state: a missing ledger (or state dir) is
