@@ -3,12 +3,15 @@
 // `systemd-analyze verify`, and the hardened tally.service, installed onto
 // the VM's throw-away root, starts as Type=notify, serves, meters an attached
 // unit through D-Bus and cgroupfs, and stops. VM harness only.
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <nlohmann/json.hpp>
 #include <thread>
@@ -45,13 +48,19 @@ class VmPackage : public ::testing::Test {
     ASSERT_EQ(::stat((kStage + "/usr/local/bin/tally").c_str(), &st), 0)
         << "no staging root at " << kStage
         << "; build the tally_stage target (cmake --build --preset default)";
+    // The suite's own GPU: whichever suite runs first (or alone, with a filter).
+    if (::access("/sys/module/tally_testdrm", F_OK) != 0) {
+      const char* ko = std::getenv("TALLY_TESTDRM_KO");
+      ASSERT_NE(ko, nullptr);
+      ASSERT_EQ(sh(std::string("modprobe drm && insmod ") + ko).exitCode(), 0);
+    }
   }
 };
 
 TEST_F(VmPackage, StagedUnitsPassSystemdAnalyzeVerify) {
   // The binary the units name must exist where they name it: install the
   // stage onto the VM's root (an overlay thrown away at power-off).
-  ASSERT_EQ(sh("cp -a " + kStage + "/. /").exitCode(), 0);
+  ASSERT_EQ(sh("cp -a --remove-destination " + kStage + "/. /").exitCode(), 0);
   std::vector<std::string> env = {"MANPATH=" + kStage + "/usr/local/share/man"};
   auto system =
       sh("systemd-analyze verify " + kStage + "/usr/local/lib/systemd/system/tally.service", env);
@@ -80,7 +89,7 @@ TEST_F(VmPackage, StagedUnitsPassSystemdAnalyzeVerify) {
 }
 
 TEST_F(VmPackage, TheHardenedServiceStartsServesAndMetersAnAttachedUnit) {
-  ASSERT_EQ(sh("cp -a " + kStage + "/. /").exitCode(), 0);
+  ASSERT_EQ(sh("cp -a --remove-destination " + kStage + "/. /").exitCode(), 0);
   ASSERT_EQ(sh("mkdir -p /etc/tally && cat > /etc/tally/tally.toml "
                "<<'EOF'\n[daemon]\nsample_interval = \"200ms\"\n"
                "metrics_textfile = \"/var/lib/prometheus/node-exporter/tally.prom\"\n"
@@ -131,6 +140,38 @@ TEST_F(VmPackage, TheHardenedServiceStartsServesAndMetersAnAttachedUnit) {
   ASSERT_EQ(sh("systemctl stop tally.service").exitCode(), 0);
   EXPECT_EQ(trimmed(sh("systemctl show -p Result --value tally.service").out), "success");
   sh("systemctl reset-failed " + server + " 2>/dev/null; rm -rf /etc/tally /run/tally");
+}
+
+// The guide cannot drift from the tool: every command block marked
+// "```sh runnable" in docs/guide/ runs, as written, on the installed package in
+// a real systemd (sudo is the identity here: the VM runs as root), and must
+// succeed. Blocks run in file order; what they start is stopped afterwards.
+TEST_F(VmPackage, TheGuidesRunnableBlocksRunAsWritten) {
+  ASSERT_EQ(sh("cp -a --remove-destination " + kStage + "/. /").exitCode(), 0);
+  std::vector<std::pair<std::string, std::string>> blocks;  // (where, text)
+  for (const char* page : {"README.md", "concepts.md", "strix-halo.md", "observability.md",
+                           "install.md", "troubleshooting.md"}) {
+    std::string path = std::string(TALLY_SOURCE_DIR) + "/docs/guide/" + page;
+    std::string text = readFile(path);
+    std::size_t at = 0;
+    while ((at = text.find("```sh runnable\n", at)) != std::string::npos) {
+      std::size_t begin = at + 15, end = text.find("\n```", begin);
+      ASSERT_NE(end, std::string::npos) << path << ": an unterminated block";
+      auto line = std::count(text.begin(), text.begin() + static_cast<std::ptrdiff_t>(at), '\n');
+      blocks.emplace_back(fmt::format("docs/guide/{}:{}", page, line + 2),
+                          text.substr(begin, end - begin + 1));
+      at = end;
+    }
+  }
+  ASSERT_GE(blocks.size(), 3u) << "the guide marks its runnable blocks with ```sh runnable";
+  for (const auto& [where, block] : blocks) {
+    auto r = sh("set -e; sudo() { \"$@\"; }; " + block,
+                {"PATH=/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "HOME=/root"});
+    std::printf("[ guide %s ]\n%s%s[ exit %d ]\n", where.c_str(), r.out.c_str(), r.err.c_str(),
+                r.exitCode());
+    EXPECT_EQ(r.exitCode(), 0) << where << ":\n" << block << r.out << r.err;
+  }
+  sh("systemctl disable --now tally.service; rm -f /etc/tally/tally.toml");
 }
 
 }  // namespace
