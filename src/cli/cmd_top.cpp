@@ -135,7 +135,10 @@ void addTopCommand(CLI::App& app, TopOptions& o) {
       "holders, queue and budgets, DRM devices with GTT/VRAM used, and the GPU memory no lease "
       "accounts\n"
       "for. A lease not sampled within 2 x sample_interval shows 'stale' and no figures.\n"
-      "Keys: q quits. Resizes follow the terminal. Works over SSH (plain VT100 sequences).\n"
+      "Keys: q quits; m, g, n sort by memory, GPU memory, name (l: the daemon's order).\n"
+      "Over a limit red, within 10% of it yellow, stale dim (NO_COLOR=1 turns colour off).\n"
+      "Resizes follow the terminal: less important columns go first. Works over SSH (plain VT100 "
+      "sequences).\n"
       "Not a terminal (a pipe, a file): prints one plain listing and exits; so does --once.\n"
       "Exit status: 0 quit, 2 usage, 3 the daemon cannot be reached (--once or not a terminal).");
   top->add_option("--interval", o.interval, "time between refreshes (100ms..1h)")
@@ -155,6 +158,10 @@ int runTop(const TopOptions& o) {
   top::ViewOptions view;
   view.refreshMs = *intervalUs / 1000;
   bool tty = isatty(STDOUT_FILENO) && isatty(STDIN_FILENO);
+  // Colour only where it can be seen and is wanted (https://no-color.org).
+  const char* term = std::getenv("TERM");
+  view.colour =
+      tty && !o.once && !std::getenv("NO_COLOR") && !(term && std::string_view(term) == "dumb");
   if (!tty || o.once) {
     std::string error;
     auto overview = fetcher.fetch(error);
@@ -185,11 +192,14 @@ int runTop(const TopOptions& o) {
     for (bool running = true; running;) {
       std::uint64_t now = clock::monotonicUs();
       if (now >= nextFetchUs) {
-        if (auto ov = fetcher.fetch(view.status))
+        if (auto ov = fetcher.fetch(view.status)) {
           last = std::move(*ov);
-        else
+          view.daemonGone = false;
+        } else {
           view.status =
               "cannot reach the daemon: " + view.status + " (retrying; 'tally daemon' must run)";
+          view.daemonGone = true;  // what is on screen is no longer current
+        }
         nextFetchUs = now + *intervalUs;
       }
       Size size = terminalSize(STDOUT_FILENO);
@@ -205,7 +215,26 @@ int runTop(const TopOptions& o) {
         char keys[64];
         ssize_t n = ::read(STDIN_FILENO, keys, sizeof keys);
         for (ssize_t i = 0; i < n; ++i) {
-          if (keys[i] == 'q' || keys[i] == 'Q') running = false;
+          switch (keys[i]) {
+            case 'q':
+            case 'Q':
+              running = false;
+              break;
+            case 'm':  // htop's keys: sort by memory, GPU, name; l: the daemon's order
+              view.sort = top::SortKey::Memory;
+              break;
+            case 'g':
+              view.sort = top::SortKey::Gpu;
+              break;
+            case 'n':
+              view.sort = top::SortKey::Name;
+              break;
+            case 'l':
+              view.sort = top::SortKey::Lease;
+              break;
+            default:
+              break;
+          }
         }
       }
       if (fds[1].revents & POLLIN) {

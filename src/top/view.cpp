@@ -2,7 +2,9 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <ctime>
+#include <functional>
 #include <optional>
 
 #include "util/json_view.h"
@@ -27,14 +29,6 @@ std::string pair(const json& a, const json& b) {
   return bytes(a) + "/" + bytes(b);
 }
 
-// "41.2 GiB/48.0 GiB 86%": used against a limit, the share when both are known.
-std::string against(const json& used, const json& limit) {
-  std::string s = pair(used, limit);
-  if (count(used) && count(limit) && *count(limit) > 0)
-    s += fmt::format(" {:>3}%", *count(used) * 100 / *count(limit));
-  return s;
-}
-
 std::string runningText(const json& row) {
   const json& r = get(row, "running");
   return r.is_boolean() ? (r.get<bool>() ? "yes" : "no") : "?";
@@ -56,29 +50,6 @@ std::string attributes(const json& row) {
       out += fmt::format("{}{}={}", out.empty() ? "" : " ", k, v.get<std::string>());
   }
   return out;
-}
-
-constexpr const char* kSeatHeader =
-    "{:<12} {:<14} {:<8} {:<3} {:<5} {:>21} {:>10} {:>10} {:>10} {:>26}  {}";
-
-std::string seatLine(const json& s) {
-  bool fresh = get(s, "fresh").is_boolean() && s["fresh"].get<bool>();
-  const json& host = get(s, "host");
-  const json& gpu = get(s, "gpu");
-  const json& regions = get(gpu, "regions");
-  std::string state = str(s, "state");
-  if (state == "running" && !fresh) state = "stale";
-  // Declared attributes first: "which model runs in this lane" is what a seat meter reads.
-  std::string extra = attributes(s);
-  extra += (extra.empty() ? "" : "  ") + workload(s);
-  return fmt::format(fmt::runtime(kSeatHeader), str(s, "lease"), str(s, "name"), state,
-                     runningText(s), fresh ? "yes" : "no",
-                     fresh ? against(get(host, "current_bytes"), get(host, "max_bytes")) : "-",
-                     fresh ? bytes(get(host, "peak_bytes")) : "-",
-                     fresh ? bytes(get(get(regions, "gtt"), "current_bytes")) : "-",
-                     fresh ? bytes(get(get(regions, "vram"), "current_bytes")) : "-",
-                     fresh ? against(get(gpu, "current_bytes"), get(gpu, "limit_bytes")) : "-",
-                     extra);
 }
 
 std::string clockText(std::uint64_t ns) {
@@ -110,16 +81,201 @@ std::string fit(const std::string& line, std::size_t width) {
   return out;
 }
 
-std::vector<std::string> seatTable(const json& seats, std::size_t width) {
-  std::vector<std::string> lines;
-  lines.push_back(fit(fmt::format(fmt::runtime(kSeatHeader), "LEASE", "NAME", "STATE", "RUN",
-                                  "FRESH", "MEMORY NOW/MAX", "MEM PEAK", "GTT", "VRAM",
-                                  "GPU NOW/LIMIT", "DECLARED  WORKLOAD"),
-                      width));
-  if (seats.is_array()) {
-    for (const auto& s : seats) lines.push_back(fit(seatLine(s), width));
+namespace {
+
+// "41.2G": a size in at most 6 columns, for a table that must fit 80.
+std::string compact(const json& v) {
+  auto n = count(v);
+  if (!n) return "-";
+  static const char* kUnits[] = {"B", "K", "M", "G", "T", "P"};
+  double x = static_cast<double>(*n);
+  std::size_t u = 0;
+  while (x >= 1024 && u + 1 < std::size(kUnits)) {
+    x /= 1024;
+    ++u;
   }
-  if (lines.size() == 1) lines.push_back(fit("(no leases)", width));
+  if (u == 0) return fmt::format("{}B", *n);
+  return x < 100 ? fmt::format("{:.1f}{}", x, kUnits[u]) : fmt::format("{:.0f}{}", x, kUnits[u]);
+}
+
+std::optional<std::uint64_t> percent(const json& used, const json& limit) {
+  if (!count(used) || !count(limit) || *count(limit) == 0) return std::nullopt;
+  return *count(used) * 100 / *count(limit);
+}
+
+// "41.2G/48.0G  86%"
+std::string compactAgainst(const json& used, const json& limit) {
+  if (!count(used) && !count(limit)) return "-";
+  std::string s = compact(used) + "/" + compact(limit);
+  if (auto p = percent(used, limit)) s += fmt::format(" {:>3}%", *p);
+  return s;
+}
+
+struct SeatColumn {
+  const char* header;
+  std::size_t width;  // 0: the rest of the line
+  int drop;           // dropped first when the line is too narrow: higher first; 0 never
+  bool right;
+  std::function<std::string(const json& seat, bool fresh)> value;
+};
+
+const std::vector<SeatColumn>& seatColumns() {
+  static const std::vector<SeatColumn> columns = {
+      {"LEASE", 12, 0, false, [](const json& s, bool) { return str(s, "lease"); }},
+      {"NAME", 12, 0, false, [](const json& s, bool) { return str(s, "name"); }},
+      {"STATE", 7, 0, false,
+       [](const json& s, bool fresh) {
+         std::string state = str(s, "state");
+         return state == "running" && !fresh ? std::string("stale") : state;
+       }},
+      {"MEM NOW/MAX", 16, 0, true,
+       [](const json& s, bool fresh) {
+         const json& h = get(s, "host");
+         return fresh ? compactAgainst(get(h, "current_bytes"), get(h, "max_bytes")) : "-";
+       }},
+      {"GPU NOW/LIMIT", 16, 0, true,
+       [](const json& s, bool fresh) {
+         const json& g = get(s, "gpu");
+         return fresh ? compactAgainst(get(g, "current_bytes"), get(g, "limit_bytes")) : "-";
+       }},
+      {"MEM PEAK", 8, 3, true,
+       [](const json& s, bool fresh) {
+         return fresh ? compact(get(get(s, "host"), "peak_bytes")) : "-";
+       }},
+      {"GTT", 7, 4, true,
+       [](const json& s, bool fresh) {
+         return fresh ? compact(get(get(get(get(s, "gpu"), "regions"), "gtt"), "current_bytes"))
+                      : "-";
+       }},
+      {"VRAM", 7, 4, true,
+       [](const json& s, bool fresh) {
+         return fresh ? compact(get(get(get(get(s, "gpu"), "regions"), "vram"), "current_bytes"))
+                      : "-";
+       }},
+      {"RUN", 3, 5, false, [](const json& s, bool) { return runningText(s); }},
+      {"DECLARED  WORKLOAD", 0, 2, false,
+       [](const json& s, bool) {
+         // Declared attributes first: "which model runs in this lane" is what a seat meter reads.
+         std::string extra = attributes(s);
+         return extra + (extra.empty() ? "" : "  ") + workload(s);
+       }},
+  };
+  return columns;
+}
+
+// The columns that fit `width`: the least important go first, the rest line up.
+std::vector<const SeatColumn*> fittingColumns(std::size_t width) {
+  std::vector<const SeatColumn*> shown;
+  for (const auto& c : seatColumns()) shown.push_back(&c);
+  auto fixed = [&] {
+    std::size_t w = 0;
+    for (const auto* c : shown) w += c->width + 1;
+    return w;
+  };
+  for (;;) {
+    bool restShown = !shown.empty() && shown.back()->width == 0;
+    std::size_t need = fixed() + (restShown ? 12 : 0);  // the rest needs room to say something
+    if (need <= width + 1) break;
+    auto victim = std::max_element(shown.begin(), shown.end(),
+                                   [](const auto* a, const auto* b) { return a->drop < b->drop; });
+    if ((*victim)->drop == 0) break;  // only the essentials left: they are cut at the edge
+    shown.erase(victim);
+  }
+  return shown;
+}
+
+// One cell, exactly its column's width: a long value cut with "…", figures right-aligned.
+std::string cell(const SeatColumn& c, const std::string& text) {
+  if (c.width == 0) return text;
+  std::string t = text.size() > c.width ? fit(text, c.width - 1) + "…" : text;
+  if (c.right && t.size() < c.width) return std::string(c.width - t.size(), ' ') + t;
+  return fit(t, c.width);
+}
+
+std::string seatLine(const std::vector<const SeatColumn*>& columns, const json& s, bool fresh,
+                     std::size_t width) {
+  std::string line;
+  for (const auto* c : columns) {
+    if (!line.empty()) line += ' ';
+    line += cell(*c, c->value(s, fresh));
+  }
+  return fit(line, width);
+}
+
+enum class Tone { Plain, Near, Over, Stale };
+
+Tone toneOf(const json& s, bool fresh) {
+  if (str(s, "state") == "running" && !fresh) return Tone::Stale;
+  std::uint64_t worst = 0;
+  const json& h = get(s, "host");
+  const json& g = get(s, "gpu");
+  for (auto p : {percent(get(h, "current_bytes"), get(h, "max_bytes")),
+                 percent(get(g, "current_bytes"), get(g, "limit_bytes"))})
+    worst = std::max(worst, p.value_or(0));
+  return worst >= 100 ? Tone::Over : worst >= 90 ? Tone::Near : Tone::Plain;
+}
+
+std::string paint(const std::string& line, Tone t) {
+  switch (t) {
+    case Tone::Over:
+      return "\x1b[31m" + line + "\x1b[0m";
+    case Tone::Near:
+      return "\x1b[33m" + line + "\x1b[0m";
+    case Tone::Stale:
+      return "\x1b[2m" + line + "\x1b[0m";
+    case Tone::Plain:
+      break;
+  }
+  return line;
+}
+
+}  // namespace
+
+std::vector<std::string> seatTable(const json& seats, std::size_t width) {
+  ViewOptions o;
+  o.width = width;
+  return seatTable(seats, o);
+}
+
+std::vector<std::string> seatTable(const json& seats, const ViewOptions& o) {
+  auto columns = fittingColumns(o.width);
+  std::vector<std::string> lines;
+  std::string header;
+  for (const auto* c : columns) {
+    if (!header.empty()) header += ' ';
+    header += c->right ? fmt::format("{:>{}}", c->header, c->width)
+                       : (c->width ? fit(c->header, c->width) : std::string(c->header));
+  }
+  lines.push_back(fit(header, o.width));
+  std::vector<const json*> rows;
+  if (seats.is_array())
+    for (const auto& s : seats) rows.push_back(&s);
+  auto now = [](const json& s, const char* what) {
+    return count(get(get(s, what), "current_bytes")).value_or(0);
+  };
+  switch (o.sort) {
+    case SortKey::Memory:
+      std::stable_sort(rows.begin(), rows.end(),
+                       [&](auto* a, auto* b) { return now(*a, "host") > now(*b, "host"); });
+      break;
+    case SortKey::Gpu:
+      std::stable_sort(rows.begin(), rows.end(),
+                       [&](auto* a, auto* b) { return now(*a, "gpu") > now(*b, "gpu"); });
+      break;
+    case SortKey::Name:
+      std::stable_sort(rows.begin(), rows.end(),
+                       [](auto* a, auto* b) { return str(*a, "name") < str(*b, "name"); });
+      break;
+    case SortKey::Lease:
+      break;
+  }
+  for (const json* s : rows) {
+    // The daemon gone: nothing shown is current, so every row is stale.
+    bool fresh = !o.daemonGone && get(*s, "fresh").is_boolean() && (*s)["fresh"].get<bool>();
+    std::string line = seatLine(columns, *s, fresh, o.width);
+    lines.push_back(o.colour ? paint(line, toneOf(*s, fresh)) : line);
+  }
+  if (lines.size() == 1) lines.push_back(fit("(no leases)", o.width));
   return lines;
 }
 
@@ -131,17 +287,22 @@ std::vector<std::string> render(const json& o, const ViewOptions& opts) {
   const json& daemon = get(o, "daemon");
   std::string when =
       count(get(o, "observed_at_ns")) ? clockText(*count(get(o, "observed_at_ns"))) : "--:--:--";
-  head.push_back(fit(
-      fmt::format("tally top  {}  every {} ms  coverage: MemoryMax covers {}  host MemAvailable {} "
-                  " leases {} queued {}  [q quits]",
-                  when, opts.refreshMs, str(cov, "state", "?"),
-                  bytes(get(host, "mem_available_bytes")),
-                  get(daemon, "leases_live").is_number() ? get(daemon, "leases_live").dump() : "?",
-                  get(daemon, "queued").is_number() ? get(daemon, "queued").dump() : "?"),
-      w));
+  std::string live =
+      get(daemon, "leases_live").is_number() ? get(daemon, "leases_live").dump() : "?";
+  std::string queued = get(daemon, "queued").is_number() ? get(daemon, "queued").dump() : "?";
+  std::string wide = fmt::format(
+      "tally top  {}  every {} ms  coverage: MemoryMax covers {}  host MemAvailable {}  leases {} "
+      "queued {}  [q quits, m/g/n sort]",
+      when, opts.refreshMs, str(cov, "state", "?"), bytes(get(host, "mem_available_bytes")), live,
+      queued);
+  // A narrow terminal gets the same facts, shorter, rather than a cut line.
+  std::string narrow =
+      fmt::format("tally top {}  covers {}  MemAvail {}  {} leases, {} queued  q quits", when,
+                  str(cov, "state", "?"), compact(get(host, "mem_available_bytes")), live, queued);
+  head.push_back(fit(wide.size() <= w ? wide : narrow, w));
   if (!opts.status.empty()) head.push_back(fit("! " + opts.status, w));
   head.push_back(fit("", w));
-  leases = seatTable(get(o, "seats"), w);
+  leases = seatTable(get(o, "seats"), opts);
 
   rest.push_back(fit("", w));
   rest.push_back(fit(fmt::format("{:<12} {:>7} {:>6} {:>23} {:>23} {:>10} {:>10}  {}", "POOL",

@@ -29,7 +29,7 @@ TEST(TopView, TheScreenFitsTheTerminalAndSaysWhatItLeftOut) {
   for (const auto& l : lines) all += l + "\n";
   EXPECT_NE(all.find("coverage: MemoryMax covers host"), std::string::npos) << all;
   EXPECT_NE(all.find("llama"), std::string::npos);
-  EXPECT_NE(all.find("41.0 GiB/48.0 GiB  85%"), std::string::npos) << all;
+  EXPECT_NE(all.find("41.0G/48.0G  85%"), std::string::npos) << all;
   EXPECT_NE(all.find("0000:c6:00.0"), std::string::npos);
   EXPECT_NE(all.find("gtt 16.0 GiB"), std::string::npos);
   EXPECT_NE(all.find("vram - (no device exports mem_info_vram_used)"), std::string::npos);
@@ -53,7 +53,7 @@ TEST(TopView, TheScreenFitsTheTerminalAndSaysWhatItLeftOut) {
   stale["fresh"] = false;
   auto rows = top::seatTable(json::array({stale}), 200);
   EXPECT_NE(rows[1].find("stale"), std::string::npos);
-  EXPECT_EQ(rows[1].find("41.0 GiB"), std::string::npos) << rows[1];
+  EXPECT_EQ(rows[1].find("41.0G"), std::string::npos) << rows[1];
   // A UTF-8 character is never split by the cut.
   EXPECT_EQ(top::fit("ab\xc3\xa9z", 3), "ab\xc3\xa9");
   EXPECT_EQ(top::fit("ab", 4), "ab  ");
@@ -61,6 +61,58 @@ TEST(TopView, TheScreenFitsTheTerminalAndSaysWhatItLeftOut) {
   EXPECT_FALSE(top::render(json::array(), v).empty());
   EXPECT_FALSE(
       top::render(json{{"seats", 7}, {"pools", "x"}, {"devices", json::array({1, 2})}}, v).empty());
+}
+
+// The seat table fits 80 and 120 columns by dropping the least important
+// columns first; over or near a limit is red or yellow on a colour terminal,
+// stale dim; the daemon gone makes every row stale; htop's sort keys.
+TEST(TopView, SeatColumnsFitTheTerminalAndRowsSayHowCloseTheyAre) {
+  json fresh = freshSeat();
+  auto header = [](const std::vector<std::string>& t) { return t.at(0); };
+  auto at80 = top::seatTable(json::array({fresh}), 80);
+  EXPECT_EQ(
+      header(at80).rfind("LEASE        NAME         STATE        MEM NOW/MAX    GPU NOW/LIMIT", 0),
+      0u)
+      << header(at80);
+  EXPECT_EQ(header(at80).find("GTT"), std::string::npos) << header(at80);
+  EXPECT_NE(at80[1].find("41.0G/48.0G  85%"), std::string::npos) << at80[1];
+  for (const auto& l : at80) EXPECT_EQ(l.size(), 80u) << l;
+  auto at120 = top::seatTable(json::array({fresh}), 120);
+  for (const char* col : {"MEM PEAK", "GTT", "VRAM", "RUN"})
+    EXPECT_NE(header(at120).find(col), std::string::npos) << col << "\n" << header(at120);
+
+  top::ViewOptions o;
+  o.width = 120;
+  o.colour = true;
+  json near = freshSeat(), over = freshSeat(), stale = freshSeat();
+  near["gpu"]["current_bytes"] = 44 * GiB;  // 91% of 48 GiB
+  over["gpu"]["current_bytes"] = 49 * GiB;
+  stale["fresh"] = false;
+  auto painted = top::seatTable(json::array({fresh, near, over, stale}), o);
+  EXPECT_EQ(painted[1].find("\x1b["), std::string::npos) << "85% is no alarm";
+  EXPECT_EQ(painted[2].rfind("\x1b[33m", 0), 0u) << painted[2];
+  EXPECT_EQ(painted[3].rfind("\x1b[31m", 0), 0u) << painted[3];
+  EXPECT_EQ(painted[4].rfind("\x1b[2m", 0), 0u) << painted[4];
+  o.colour = false;
+  EXPECT_EQ(top::seatTable(json::array({over}), o)[1].find("\x1b["), std::string::npos);
+
+  o.daemonGone = true;  // the last fetch failed: nothing shown is current
+  auto gone = top::seatTable(json::array({fresh}), o);
+  EXPECT_NE(gone[1].find("stale"), std::string::npos) << gone[1];
+  EXPECT_EQ(gone[1].find("41.0G"), std::string::npos) << gone[1];
+  o.daemonGone = false;
+
+  json a = freshSeat(), b = freshSeat();
+  a["name"] = "zeta";
+  a["gpu"]["current_bytes"] = 1 * GiB;
+  b["name"] = "alpha";
+  b["gpu"]["current_bytes"] = 2 * GiB;
+  o.sort = top::SortKey::Name;
+  EXPECT_NE(top::seatTable(json::array({a, b}), o)[1].find("alpha"), std::string::npos);
+  o.sort = top::SortKey::Gpu;
+  EXPECT_NE(top::seatTable(json::array({a, b}), o)[1].find("alpha"), std::string::npos);
+  o.sort = top::SortKey::Lease;
+  EXPECT_NE(top::seatTable(json::array({a, b}), o)[1].find("zeta"), std::string::npos);
 }
 
 }  // namespace
