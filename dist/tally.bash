@@ -15,7 +15,7 @@ _tally() {
   done
 
   case "$prev" in
-    --config|--metrics-textfile|--state-dir|--socket|--cgroup-parent|--proc-root|--sys-root|--cgroup-root)
+    --config|--metrics-textfile|--state-dir|--socket|--svg|--cgroup-parent|--proc-root|--sys-root|--cgroup-root)
       _filedir; return ;;
     --unit)
       COMPREPLY=($(compgen -W "$(systemctl list-units --type=service,scope --state=running --no-legend --plain 2>/dev/null | awk '{print $1}')" -- "$cur"))
@@ -60,7 +60,7 @@ _tally() {
         COMPREPLY=($(compgen -W "$(tally leases --json 2>/dev/null | sed -n 's/.*"lease": "\([0-9a-f]\{12\}\)".*/\1/p')" -- "$cur"))
         return
       fi
-      opts="--json --socket --timeout --state-dir --help" ;;
+      opts="--json --socket --timeout --state-dir --svg --help" ;;
     ledger)
       if [[ $cword -eq $((i + 1)) && "$cur" != -* ]]; then COMPREPLY=($(compgen -W "verify export" -- "$cur")); return; fi
       opts="--json --last --since --until --name --outcome --lease --utc --state-dir --config --help" ;;

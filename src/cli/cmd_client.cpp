@@ -3,11 +3,15 @@
 #include <fmt/format.h>
 #include <time.h>
 
+#include <cstdio>
+
 #include "cli/exit_codes.h"
 #include "cli/option_values.h"
 #include "cli/socket_path.h"
 #include "ledger/ledger.h"
+#include "ledger/rows.h"
 #include "report/gpu_report.h"
+#include "report/timeline.h"
 #include "rpc/client.h"
 #include "rpc/lease_api.h"
 #include "top/view.h"
@@ -150,6 +154,9 @@ ClientCommands addClientCommands(CLI::App& app, ClientOptions& o) {
       lease->add_subcommand("show", "A lease's state, meters and ledger rows (live or ended)");
   c.leaseShow->add_option("ID", o.leaseId, "the lease id")->required();
   c.leaseShow->add_flag("--json", o.json, "print as JSON");
+  c.leaseShow->add_option("--svg", o.svg,
+                          "also write the memory timeline (host and GPU against their limits) "
+                          "as an SVG image");
   c.leaseShow->add_option("--state-dir", o.stateDir,
                           "the ledger to read when no daemon answers (default: $TALLY_STATE_DIR, "
                           "/var/lib/tally for root, else ~/.local/state/tally)");
@@ -389,7 +396,11 @@ std::optional<std::pair<json, std::string>> leaseFromLedger(const ClientOptions&
                     {"body", json::parse(e.body, nullptr, false)},
                     {"hash", e.hash}});
   }
-  return std::pair{json{{"lease", o.leaseId}, {"state", "ended"}, {"ledger", rows}}, db->path()};
+  return std::pair{json{{"lease", o.leaseId},
+                        {"state", "ended"},
+                        {"ledger", rows},
+                        {"samples", ledger::chartSamplesJson(*db, o.leaseId)}},
+                   db->path()};
 }
 
 std::string limitsText(const json& declared) {
@@ -404,7 +415,61 @@ std::string limitsText(const json& declared) {
   return parts.empty() ? "no limits declared" : fmt::format("{}", fmt::join(parts, ", "));
 }
 
+// The declared limits: the live lease's, else its granted row's, else its record's.
+json declaredOf(const json& r) {
+  if (r.contains("declared") && r["declared"].is_object()) return r["declared"];
+  if (r.contains("ledger") && r["ledger"].is_array()) {
+    for (const auto& e : r["ledger"]) {
+      const json& body = e.contains("body") ? e["body"] : json();
+      if (body.is_object() && body.contains("declared") && body["declared"].is_object())
+        return body["declared"];
+    }
+  }
+  return json::object();
+}
+
+std::optional<std::uint64_t> u64Of(const json& j, const char* key) {
+  if (j.is_object() && j.contains(key) && j[key].is_number_unsigned())
+    return j[key].get<std::uint64_t>();
+  return std::nullopt;
+}
+
 }  // namespace
+
+LeaseTimeline leaseTimeline(const json& r) {
+  LeaseTimeline t;
+  json declared = declaredOf(r);
+  t.host.label = "host memory (cgroup memory.current)";
+  t.host.limit = u64Of(declared, "memory_max");
+  t.host.limitName = "MemoryMax";
+  t.gpu.label = "GPU memory (device + host-uncharged, DRM fdinfo)";
+  t.gpu.limit = u64Of(declared, "gpu_memory_max");
+  t.gpu.limitName = "gpu_memory_max";
+  if (r.contains("samples") && r["samples"].is_array()) {
+    for (const auto& s : r["samples"]) {
+      auto at = u64Of(s, "at_ns");
+      if (!at) continue;
+      t.host.points.push_back({*at, u64Of(s, "memory_bytes")});
+      t.gpu.points.push_back({*at, u64Of(s, "gpu_bytes")});
+    }
+  }
+  if (r.contains("ledger") && r["ledger"].is_array()) {
+    for (const auto& e : r["ledger"]) {
+      const json& body = e.contains("body") ? e["body"] : json();
+      std::string kind = e.value("kind", "");
+      if (kind == "gpu-bound" && body.is_object()) {
+        std::string what = body.value("kind", "gpu-bound");
+        if (what == "gpu-memory-high-cleared") continue;
+        t.marks.push_back({u64Of(body, "at_ns").value_or(u64Of(e, "at_ns").value_or(0)), what});
+      } else if (kind == "outcome" && body.is_object() && body.contains("outcome") &&
+                 body["outcome"].is_object()) {
+        t.marks.push_back({u64Of(body, "ended_at_ns").value_or(u64Of(e, "at_ns").value_or(0)),
+                           body["outcome"].value("class", "ended")});
+      }
+    }
+  }
+  return t;
+}
 
 std::vector<std::string> leaseShowLines(const json& r) {
   std::vector<std::string> out;
@@ -509,6 +574,28 @@ int runClientCommand(const ClientCommands& c, const ClientOptions& o) {
       return kExitOk;
     }
     for (const auto& line : leaseShowLines(r)) fmt::print("{}\n", line);
+    // The memory timeline from the ledger's samples (the daemon's; a standalone
+    // run keeps only its peaks), against the limits, with its events marked.
+    auto t = leaseTimeline(r);
+    if (!t.host.points.empty()) {
+      for (const auto* s : {&t.host, &t.gpu}) {
+        fmt::print("\n");
+        for (const auto& line : report::timelineText(*s, t.marks, 80, 6)) fmt::print("{}\n", line);
+      }
+    } else {
+      fmt::print("  (no samples in the ledger: a standalone 'tally run' records its peaks only)\n");
+    }
+    if (!o.svg.empty()) {
+      std::FILE* f = std::fopen(o.svg.c_str(), "w");
+      std::string svg = report::timelineSvg({t.host, t.gpu}, t.marks);
+      bool ok = f && std::fwrite(svg.data(), 1, svg.size(), f) == svg.size();
+      if (f) ok = std::fclose(f) == 0 && ok;
+      if (!ok) {
+        fmt::print(stderr, "tally lease show: cannot write {}\n", o.svg);
+        return kExitEnvironment;
+      }
+      fmt::print(stderr, "tally lease show: the timeline is in {}\n", o.svg);
+    }
     return kExitOk;
   }
   if (c.leaseRelease->parsed()) {

@@ -7,11 +7,14 @@
 #include <string>
 #include <vector>
 
+#include "report/timeline.h"
+
 namespace tally::cli {
 
 struct ClientOptions {
   std::string socket;                // "" = socketPath("")
   std::string stateDir;              // lease show: the ledger to read when no daemon answers
+  std::string svg;                   // lease show: write the timeline here too
   std::string replyTimeout = "10s";  // --timeout: how long the daemon has to answer
   bool json = false;
   std::string leaseId;
@@ -47,6 +50,14 @@ int runClientCommand(const ClientCommands& cmds, const ClientOptions& opts);
 // `tally lease show`'s lines for the daemon's "lease" reply (or the same shape
 // read from the ledger): live state and limits, or the ended lease's outcome.
 std::vector<std::string> leaseShowLines(const nlohmann::json& lease);
+
+// The lease's memory over time from that reply's samples, its limits and its
+// events (GPU bound, the outcome), for report::timelineText/timelineSvg.
+struct LeaseTimeline {
+  report::TimelineSeries host, gpu;
+  std::vector<report::TimelineMark> marks;
+};
+LeaseTimeline leaseTimeline(const nlohmann::json& lease);
 
 // "--socket PATH (default: $TALLY_SOCKET, else ...)" for every client command.
 void addSocketOption(CLI::App* cmd, std::string& socket);

@@ -124,6 +124,7 @@ json Views::leaseWithRows(const std::string& id) {
           {{"seq", e.seq}, {"at_ns", e.atNs}, {"kind", e.kind}, {"body", body}, {"hash", e.hash}});
     }
     r["ledger"] = rows;
+    r["samples"] = ledger::chartSamplesJson(ledger_, id);
     if (!r.contains("state")) {
       r["lease"] = id;
       r["state"] = "ended";

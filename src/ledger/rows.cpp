@@ -249,4 +249,26 @@ std::optional<CoverageRow> lastCoverage(Ledger& ledger) {
   return std::nullopt;
 }
 
+// A lease's samples for a chart: at most kChartPoints, each the highest
+// figures of its span of time (a spike is never averaged away).
+json chartSamplesJson(Ledger& ledger, const std::string& id) {
+  constexpr std::size_t kChartPoints = 240;
+  json out = json::array();
+  auto samples = ledger.samples(id);
+  if (!samples || samples->empty()) return out;
+  std::size_t per = (samples->size() + kChartPoints - 1) / kChartPoints;
+  auto opt = [](const std::optional<std::uint64_t>& v) { return v ? json(*v) : json(nullptr); };
+  for (std::size_t i = 0; i < samples->size(); i += per) {
+    const auto& first = (*samples)[i];
+    std::optional<std::uint64_t> mem, gpu;
+    for (std::size_t j = i; j < std::min(samples->size(), i + per); ++j) {
+      const auto& s = (*samples)[j];
+      if (s.memoryCurrent) mem = std::max(mem.value_or(0), *s.memoryCurrent);
+      if (s.gpuBytes) gpu = std::max(gpu.value_or(0), *s.gpuBytes);
+    }
+    out.push_back({{"at_ns", first.atNs}, {"memory_bytes", opt(mem)}, {"gpu_bytes", opt(gpu)}});
+  }
+  return out;
+}
+
 }  // namespace tally::ledger

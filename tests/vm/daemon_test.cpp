@@ -504,6 +504,21 @@ TEST_F(VmDaemon, AttachedUnitOverGpuMemoryMaxIsKilledByTheDaemon) {
   EXPECT_NE(journal.find("killed by tally: GPU memory 64.0 MiB over gpu_memory_max 48.0 MiB"),
             std::string::npos)
       << journal;
+  // The ended lease's timeline from the daemon's samples: drawn against its
+  // limits with the kill marked, and the same as an SVG image.
+  auto show = tally({"lease", "show", lease, "--svg", dir + "/timeline.svg"});
+  ASSERT_EQ(show.exitCode(), 0) << show.err;
+  std::printf("[ lease show with its timeline ]\n%s[ end ]\n", show.out.c_str());
+  EXPECT_NE(show.out.find("GPU memory (device + host-uncharged, DRM fdinfo) against gpu_memory_max "
+                          "48.0 MiB"),
+            std::string::npos)
+      << show.out;
+  EXPECT_NE(show.out.find("▲"), std::string::npos) << show.out;
+  EXPECT_NE(show.out.find("gpu-memory-kill"), std::string::npos) << show.out;
+  std::string svg = readFile(dir + "/timeline.svg");
+  EXPECT_EQ(svg.rfind("<svg ", 0), 0u);
+  EXPECT_NE(svg.find("class=\"series\""), std::string::npos);
+  EXPECT_NE(svg.find("class=\"limit\""), std::string::npos);
   sh("systemctl stop " + bystander + " " + server + "; systemctl reset-failed " + server +
      " 2>/dev/null");
   expectChainIntact();
