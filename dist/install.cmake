@@ -35,6 +35,7 @@ install(FILES ${gen}/user/tally.service DESTINATION ${TALLY_USERUNITDIR})
 install(FILES ${gen}/tally.1 DESTINATION ${CMAKE_INSTALL_MANDIR}/man1)
 install(FILES ${dist}/tally.bash DESTINATION ${CMAKE_INSTALL_DATADIR}/bash-completion/completions RENAME tally)
 install(FILES ${dist}/tally.toml DESTINATION ${CMAKE_INSTALL_DOCDIR}/examples)
+install(FILES ${dist}/grafana/tally.json DESTINATION ${CMAKE_INSTALL_DOCDIR}/examples/grafana)
 install(FILES ${PROJECT_SOURCE_DIR}/README.md DESTINATION ${CMAKE_INSTALL_DOCDIR})
 # Operators' docs only: the guide and the reference it links to; the
 # developers' (testing, the VM harness, performance) stay in the source tree.

@@ -8,8 +8,12 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <regex>
+#include <set>
+
 #include "support/fake_host.h"
 #include "support/overview_sample.h"
+#include "support/process.h"
 
 namespace tally {
 namespace {
@@ -64,6 +68,57 @@ TEST(Metrics, AFreshLeaseExportsItsFiguresAStaleOneOnlyWhatIsDeclared) {
       for (const auto& [k, v] : s.labels) EXPECT_TRUE(metrics::validLabelName(k)) << k;
     }
   }
+}
+
+}  // namespace
+}  // namespace tally
+
+namespace tally {
+namespace {
+
+// The shipped Grafana dashboard (dist/grafana/tally.json) asks only for what
+// tally exports: every tally_* name in every query is a family `tally metrics`
+// writes, and promtool parses every query as PromQL.
+TEST(GrafanaDashboard, EveryQueryNamesAMetricTallyExportsAndParses) {
+  auto dash =
+      nlohmann::json::parse(readFile(std::string(TALLY_SOURCE_DIR) + "/dist/grafana/tally.json"));
+  std::string text = metrics::renderOverview(overviewWith(freshSeat()));
+  std::vector<std::string> queries;
+  for (const auto& p : dash["panels"])
+    for (const auto& t : p["targets"]) queries.push_back(t["expr"].get<std::string>());
+  for (const auto& v : dash["templating"]["list"])
+    if (v.value("type", "") == "query") queries.push_back(v["query"].get<std::string>());
+  ASSERT_GE(queries.size(), 10u);
+  std::set<std::string> used;
+  std::regex name("tally_[a-z_]+");
+  for (const auto& q : queries)
+    for (auto it = std::sregex_iterator(q.begin(), q.end(), name); it != std::sregex_iterator();
+         ++it)
+      used.insert(it->str());
+  for (const auto& n : used)
+    EXPECT_NE(text.find("# TYPE " + n + " "), std::string::npos) << n << " is not exported";
+  // Lease memory, pools, devices, outside leases, outcomes and bound events are all there.
+  for (const char* want : {"tally_lease_memory_bytes", "tally_lease_gpu_memory_counted_bytes",
+                           "tally_pool_gpu_memory_budget_bytes", "tally_device_memory_used_bytes",
+                           "tally_gpu_memory_outside_leases_bytes", "tally_lease_outcomes_total",
+                           "tally_gpu_bound_events_total"})
+    EXPECT_TRUE(used.count(want)) << want;
+  // PromQL: promtool checks each as a recording rule's expression.
+  TempDir dir;
+  std::string rules = "groups:\n- name: tally_dashboard\n  rules:\n";
+  int i = 0;
+  for (auto q : queries) {
+    if (q.rfind("label_values(", 0) == 0) continue;  // Grafana's own function, not PromQL
+    std::string escaped;
+    for (char c : q) escaped += c == '\'' ? std::string("''") : std::string(1, c);
+    // Grafana's variables, as Grafana substitutes them.
+    for (std::size_t at; (at = escaped.find("$instance")) != std::string::npos;)
+      escaped.replace(at, 9, ".*");
+    rules += fmt::format("  - record: tally_dashboard_{}\n    expr: '{}'\n", i++, escaped);
+  }
+  writeFile(dir.path() + "/rules.yml", rules);
+  auto check = runProgram({"promtool", "check", "rules", dir.path() + "/rules.yml"});
+  EXPECT_EQ(check.exitCode(), 0) << check.out << check.err << rules;
 }
 
 }  // namespace
