@@ -41,6 +41,9 @@ std::string ageText(const json& ns) {
   return fmt::format("{}h", s / 3600);
 }
 
+// How long a queued attach waits for a restarted daemon to come back.
+constexpr std::uint64_t kAttachReconnectUs = 60'000'000;
+
 // --timeout as milliseconds for rpc::Client::call; nullopt after a usage error.
 std::optional<int> replyTimeoutMs(const char* cmd, const ClientOptions& o) {
   std::optional<std::uint64_t> us;
@@ -670,12 +673,30 @@ int runClientCommand(const ClientCommands& c, const ClientOptions& o) {
     if (!attributesOption("attach", o.attrs, d.attributes)) return kExitUsage;
     request.force = o.force;
     json p = rpc::api::encode(request);
-    auto m = callDaemon("attach", o, "attach", p, rc, [](const rpc::Message& ev) {
-      auto q = rpc::api::decodeQueued(ev.raw);
-      fmt::print(stderr, "tally attach: queued as lease {}: {}\n", q.lease.empty() ? "?" : q.lease,
-                 rpc::api::describe(q));
-    });
-    if (!m) return rc;
+    auto timeoutMs = replyTimeoutMs("attach", o);
+    if (!timeoutMs) return kExitUsage;
+    // A queued attach outlives a daemon restart: it is sent again once the
+    // daemon is back (its queue did not survive; the request joins its end).
+    auto waited = rpc::callWaiting(
+        socketPath(o.socket), "attach", p,
+        [](const rpc::Message& ev) {
+          auto q = rpc::api::decodeQueued(ev.raw);
+          fmt::print(stderr, "tally attach: queued as lease {}: {}\n",
+                     q.lease.empty() ? "?" : q.lease, rpc::api::describe(q));
+        },
+        *timeoutMs, kAttachReconnectUs, -1,
+        [](const std::string& what) { fmt::print(stderr, "tally attach: {}\n", what); });
+    if (!waited) {
+      fmt::print(stderr, "tally attach: {}\n", waited.error().message);
+      return kExitEnvironment;
+    }
+    std::optional<rpc::Message> m = std::move(waited->reply);
+    if (!m->ok) {
+      fmt::print(stderr, "tally attach: {} ({})\n", m->error.message, m->error.code);
+      return m->error.code == rpc::code::kBadRequest || m->error.code == rpc::code::kInvalidParams
+                 ? kExitUsage
+                 : kExitRefused;
+    }
     if (o.json)
       fmt::print("{}\n", m->result.dump(2));
     else

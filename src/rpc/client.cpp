@@ -8,6 +8,7 @@
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
 
 #include "util/clock.h"
 #include "util/units.h"
@@ -103,6 +104,50 @@ Result<Message> Client::next(int timeoutMs, int extraFd) {
     if (got <= 0)
       return Error{ECONNRESET, fmt::format("the tally daemon at {} closed the connection", path_)};
     reader_.feed(std::string_view(buf, static_cast<std::size_t>(got)));
+  }
+}
+
+Result<WaitedCall> callWaiting(const std::string& path, const std::string& method,
+                               const json& params, const Client::EventFn& onEvent,
+                               int firstAnswerMs, std::uint64_t reconnectUs, int signalFd,
+                               const std::function<void(const std::string&)>& say) {
+  bool queued = false;
+  std::uint64_t deadline = 0;  // set when the daemon went away with the request waiting
+  Error last{0, "no attempt"};
+  for (;;) {
+    if (deadline) {
+      if (clock::monotonicUs() >= deadline)
+        return Error{last.code, fmt::format("{}; the daemon did not come back in {}", last.message,
+                                            units::humanDuration(reconnectUs))};
+      pollfd p{signalFd, POLLIN, 0};
+      if (::poll(&p, signalFd >= 0 ? 1 : 0, 500) > 0)
+        return Error{EINTR, "a stop signal arrived while waiting for the daemon"};
+    }
+    auto c = Client::connect(path);
+    if (!c) {
+      if (!deadline) return c.error();
+      last = c.error();
+      continue;
+    }
+    auto m = c->call(
+        method, params,
+        [&](const Message& ev) {
+          queued = true;
+          if (onEvent) onEvent(ev);
+        },
+        firstAnswerMs, signalFd);
+    if (m) return WaitedCall{std::move(*c), std::move(*m)};
+    int code = m.error().code;
+    bool lost = code == ECONNRESET || code == EPIPE;
+    if (!lost || (!queued && !deadline)) return m.error();
+    last = m.error();
+    if (!deadline)
+      say(
+          fmt::format("the daemon at {} went away while the request waited ({}); it is queued "
+                      "again when the daemon is back (up to {})",
+                      path, m.error().message, units::humanDuration(reconnectUs)));
+    deadline = clock::monotonicUs() + reconnectUs;
+    queued = false;
   }
 }
 

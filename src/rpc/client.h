@@ -42,4 +42,19 @@ class Client {
   std::uint64_t nextId_ = 1;
 };
 
+// A request that may wait in the daemon's queue (acquire, attach): sent, and
+// when the daemon goes away after saying "queued" (a restart loses its queue),
+// sent again on a new connection once it is back, every 500 ms for up to
+// `reconnectUs`. `say` tells the operator what happens. The daemon cannot tell
+// a re-sent request from a new one after a restart: it joins the queue's end.
+// EINTR when `signalFd` becomes readable.
+struct WaitedCall {
+  Client client;  // the connection the answer came on (a run lease keeps it)
+  Message reply;
+};
+Result<WaitedCall> callWaiting(const std::string& path, const std::string& method,
+                               const json& params, const Client::EventFn& onEvent,
+                               int firstAnswerMs, std::uint64_t reconnectUs, int signalFd,
+                               const std::function<void(const std::string&)>& say);
+
 }  // namespace tally::rpc

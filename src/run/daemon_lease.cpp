@@ -11,27 +11,28 @@ namespace tally::run {
 using json = nlohmann::json;
 
 Result<std::string> DaemonLease::acquire(const rpc::api::Acquire& request, int signalFd) {
-  auto c = rpc::Client::connect(socket_);
-  if (!c) return c.error();
-  client_.emplace(std::move(*c));
-  auto m = client_->call(
-      "acquire", rpc::api::encode(request),
+  auto m = rpc::callWaiting(
+      socket_, "acquire", rpc::api::encode(request),
       [](const rpc::Message& ev) {
         auto q = rpc::api::decodeQueued(ev.raw);
         fmt::print(stderr, "tally run: queued as lease {}: {}\n", q.lease.empty() ? "?" : q.lease,
                    rpc::api::describe(q));
       },
-      10'000, signalFd);  // the daemon's first word (reply or "queued"); then the queue's wait
+      10'000,  // the daemon's first word (reply or "queued"); then the queue's wait
+      reconnectUs_, signalFd,
+      [](const std::string& what) { fmt::print(stderr, "tally run: {}\n", what); });
   if (!m) {
     if (m.error().code == EINTR)
       return Error{EINTR, "a stop signal arrived while queued; the request was cancelled"};
     return m.error();
   }
-  if (!m->ok)
-    return Error{
-        0, fmt::format("the daemon refused the lease: {} ({})", m->error.message, m->error.code)};
-  leaseId_ = m->result.value("lease", "");
-  grant_ = m->result;
+  client_.emplace(std::move(m->client));
+  const rpc::Message& reply = m->reply;
+  if (!reply.ok)
+    return Error{0, fmt::format("the daemon refused the lease: {} ({})", reply.error.message,
+                                reply.error.code)};
+  leaseId_ = reply.result.value("lease", "");
+  grant_ = reply.result;
   return leaseId_;
 }
 

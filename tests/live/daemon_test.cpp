@@ -192,6 +192,38 @@ TEST_F(DaemonLive, Kill9MidLeaseReadoptsAndRecordsTheOutcomeOnce) {
   EXPECT_NE(verify.out.find("intact"), std::string::npos);
 }
 
+// A queued request outlives a daemon restart: its client sees the daemon go,
+// sends the request again once it is back (the restarted daemon re-adopts the
+// holder, so the request waits again), and is granted when the holder leaves.
+TEST_F(DaemonLive, AQueuedAttachIsQueuedAgainAfterADaemonRestart) {
+  workload("/system.slice/first.service", true);
+  workload("/system.slice/second.service", true);
+  auto first = tally({"attach", "--cgroup", "/system.slice/first.service", "--pool", "one"});
+  ASSERT_EQ(first.exitCode(), 0) << first.err;
+  std::string holder(text::trim(first.out));
+  auto waiting = spawnProgram(
+      {TALLY_BINARY, "attach", "--cgroup", "/system.slice/second.service", "--pool", "one"},
+      {"TALLY_SOCKET=" + daemon->socket()});
+  auto timesQueued = [&] {
+    std::string err = readFile(waiting.errPath);
+    std::size_t n = 0;
+    for (std::size_t at = 0; (at = err.find("queued as lease", at)) != std::string::npos; ++at) ++n;
+    return n;
+  };
+  ASSERT_TRUE(eventually([&] { return timesQueued() >= 1; })) << readFile(waiting.errPath);
+  daemon->kill9();
+  ASSERT_TRUE(daemon->start());
+  ASSERT_TRUE(eventually([&] { return timesQueued() >= 2; })) << readFile(waiting.errPath);
+  EXPECT_NE(readFile(waiting.errPath).find("went away while the request waited"), std::string::npos)
+      << readFile(waiting.errPath);
+  ASSERT_EQ(tally({"lease", "release", holder}).exitCode(), 0);
+  auto granted = waitProgram(waiting);
+  EXPECT_EQ(granted.exitCode(), 0) << granted.err;
+  std::string lease(text::trim(granted.out));
+  EXPECT_EQ(lease.size(), 12u) << granted.out;
+  EXPECT_EQ(rows(lease).front().kind, "granted");
+}
+
 TEST_F(DaemonLive, LedgerSurvivesTheDaemonKilledMidWrite) {
   // Clients acquire and release as fast as they can while the daemon is
   // killed with SIGKILL three times; every row that made it must verify.
