@@ -28,6 +28,7 @@
 #include "probes/meminfo.h"
 #include "report/gpu_report.h"
 #include "util/clock.h"
+#include "util/text.h"
 #include "util/units.h"
 
 namespace tally::cli {
@@ -216,12 +217,13 @@ int runDaemon(const fs::RootPaths& paths, const DaemonOptions& o) {
   }
   if (auto v = db->verify(); v && !v->problems.empty()) {
     fmt::print(stderr,
-               "tally daemon: WARNING: the ledger's hash chain is broken ({} problem(s)); run "
+               "tally daemon: WARNING: the ledger's hash chain is broken ({}); run "
                "'tally ledger verify'\n",
-               v->problems.size());
+               text::counted(v->problems.size(), "problem", "problems"));
   }
-  fmt::print(stderr, "tally daemon: serving {} pool(s) on {}; ledger {}; {}\n", cfg.pools.size(),
-             cfg.daemon.socket, db->path(), service.statusLine());
+  fmt::print(stderr, "tally daemon: serving {} on {}; ledger {}; {}\n",
+             text::counted(cfg.pools.size(), "pool", "pools"), cfg.daemon.socket, db->path(),
+             service.statusLine());
   int rc = server.run(service);
   fmt::print(
       stderr,

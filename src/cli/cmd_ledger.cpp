@@ -14,6 +14,7 @@
 #include "ledger/ledger.h"
 #include "report/ledger_view.h"
 #include "util/clock.h"
+#include "util/text.h"
 
 namespace tally::cli {
 
@@ -56,14 +57,15 @@ int runVerify(ledger::Ledger& db, const LedgerOptions& o) {
                              {"problems", rep->problems}}
                            .dump(2));
   } else if (rep->problems.empty()) {
-    fmt::print("{}: intact: {} rows, head #{} {}\n", db.path(), rep->rows, rep->headSeq,
-               rep->headHash.empty() ? "(empty)" : rep->headHash);
+    fmt::print("{}: intact: {}, head #{} {}\n", db.path(), text::counted(rep->rows, "row", "rows"),
+               rep->headSeq, rep->headHash.empty() ? "(empty)" : rep->headHash);
     if (rep->legacyRows)
       fmt::print("({} schema-1 rows predate the chain and are not covered by it)\n",
                  rep->legacyRows);
   } else {
-    fmt::print("{}: BROKEN: {} problem(s) in {} rows\n", db.path(), rep->problems.size(),
-               rep->rows);
+    fmt::print("{}: BROKEN: {} in {}\n", db.path(),
+               text::counted(rep->problems.size(), "problem", "problems"),
+               text::counted(rep->rows, "row", "rows"));
     for (const auto& p : rep->problems) fmt::print("  {}\n", p);
   }
   return rep->problems.empty() ? kExitOk : kExitDegraded;

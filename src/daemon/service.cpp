@@ -41,8 +41,8 @@ void Service::fail(std::uint64_t conn, const json& id, const char* c, const std:
 }
 
 std::string Service::statusLine() const {
-  return fmt::format("{} lease(s) held, {} queued, {} pool(s)", book_.live(), book_.queued(),
-                     cfg_.pools.size());
+  return fmt::format("{} held, {} queued, {}", text::counted(book_.live(), "lease", "leases"),
+                     book_.queued(), text::counted(cfg_.pools.size(), "pool", "pools"));
 }
 
 Lease* Service::owned(std::uint64_t conn, const Peer& peer, const json& id,

@@ -8,6 +8,7 @@
 #include <optional>
 
 #include "util/json_view.h"
+#include "util/text.h"
 #include "util/units.h"
 
 namespace tally::top {
@@ -296,9 +297,10 @@ std::vector<std::string> render(const json& o, const ViewOptions& opts) {
       when, opts.refreshMs, str(cov, "state", "?"), bytes(get(host, "mem_available_bytes")), live,
       queued);
   // A narrow terminal gets the same facts, shorter, rather than a cut line.
-  std::string narrow =
-      fmt::format("tally top {}  covers {}  MemAvail {}  {} leases, {} queued  q quits", when,
-                  str(cov, "state", "?"), compact(get(host, "mem_available_bytes")), live, queued);
+  std::string narrow = fmt::format(
+      "tally top {}  covers {}  MemAvail {}  {}, {} queued  q quits", when, str(cov, "state", "?"),
+      compact(get(host, "mem_available_bytes")),
+      live == "?" ? "? leases" : text::counted(std::stoull(live), "lease", "leases"), queued);
   head.push_back(fit(wide.size() <= w ? wide : narrow, w));
   if (!opts.status.empty()) head.push_back(fit("! " + opts.status, w));
   head.push_back(fit("", w));
@@ -358,8 +360,9 @@ std::vector<std::string> render(const json& o, const ViewOptions& opts) {
                            : 0;
     std::size_t hidden = leases.size() - 1 - std::min(room, leases.size() - 1);
     leases.resize(1 + std::min(room, leases.size() - 1));
-    leases.push_back(fit(
-        fmt::format("... {} more lease(s); enlarge the terminal or use 'tally seats'", hidden), w));
+    leases.push_back(fit(fmt::format("... {} not shown; enlarge the terminal or use 'tally seats'",
+                                     text::counted(hidden, "lease", "leases")),
+                         w));
   }
   std::vector<std::string> all = head;
   all.insert(all.end(), leases.begin(), leases.end());

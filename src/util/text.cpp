@@ -80,4 +80,8 @@ std::string truncateUtf8(std::string_view s, std::size_t maxBytes) {
   return std::string(s.substr(0, cut));
 }
 
+std::string counted(std::uint64_t n, std::string_view one, std::string_view many) {
+  return std::to_string(n) + " " + std::string(n == 1 ? one : many);
+}
+
 }  // namespace tally::text

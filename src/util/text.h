@@ -41,6 +41,9 @@ bool hasWord(std::string_view list, std::string_view word, char sep = ' ');
 // JSON). Input that is not valid UTF-8 is cut at `maxBytes` as bytes.
 std::string truncateUtf8(std::string_view s, std::size_t maxBytes);
 
+// "1 lease", "3 leases": a count with its noun in the right number.
+std::string counted(std::uint64_t n, std::string_view one, std::string_view many);
+
 // Iterate lines of a buffer: `while (auto line = lines.next())`.
 class LineReader {
  public:
