@@ -3,6 +3,9 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 #include <sys/uio.h>
+// The journal entries are the operator's: no CODE_FILE/CODE_LINE/CODE_FUNC of
+// this source tree (sd_journal_sendv adds them unless told not to).
+#define SD_JOURNAL_SUPPRESS_LOCATION 1
 #include <systemd/sd-journal.h>
 #include <unistd.h>
 

@@ -153,6 +153,12 @@ TEST_F(ObservabilityLive, SeatRowsShowTheLaneAsMeasuredAndDeclared) {
     EXPECT_NE(journal.find(granted), std::string::npos) << journal;
     EXPECT_EQ(daemon->log().find(granted), std::string::npos)
         << "journald listens, yet the lifecycle went to stderr";
+    // An operator's journal carries no build paths (no CODE_FILE of the source tree).
+    std::string fields = runProgram({"journalctl", "--no-pager", "-o", "export", "-t", "tally",
+                                     "TALLY_LEASE=" + lease})
+                             .out;
+    EXPECT_EQ(fields.find("CODE_FILE="), std::string::npos) << fields;
+    EXPECT_EQ(fields.find("CODE_FUNC="), std::string::npos) << fields;
   }
   // A bad --attr is a usage error before anything reaches the daemon.
   auto bad = tally({"attach", "--cgroup", "/x", "--pool", "gpu", "--attr", "Model=x"});
