@@ -262,10 +262,16 @@ void Engine::judged(std::size_t index, std::optional<Wait> why, std::string pool
 WaitFigures waitFigures(const Request& r, Wait w, const config::Pool& p, const PoolUsage& u,
                         const Headroom& h) {
   using units::humanBytes;
-  auto left = [](std::optional<std::uint64_t> budget, std::uint64_t declared) {
-    return budget && *budget > declared ? *budget - declared : 0;
-  };
   WaitFigures f;
+  // A budget's wait: what the request declares against what the holders left of it.
+  auto budget = [&](const char* what, std::optional<std::uint64_t> declared,
+                    std::optional<std::uint64_t> total, std::uint64_t held) {
+    f.needed = declared.value_or(0);
+    f.free = total && *total > held ? *total - held : 0;
+    f.detail =
+        fmt::format("pool {}'s {} budget: needs {}, {} of {} left", p.name, what,
+                    humanBytes(*f.needed), humanBytes(*f.free), humanBytes(total.value_or(0)));
+  };
   switch (w) {
     case Wait::Capacity:
       f.unit = "leases";
@@ -275,18 +281,10 @@ WaitFigures waitFigures(const Request& r, Wait w, const config::Pool& p, const P
                              p.capacity);
       break;
     case Wait::MemoryBudget:
-      f.needed = r.memoryMax.value_or(0);
-      f.free = left(p.memoryBudget, u.memoryDeclared);
-      f.detail = fmt::format("pool {}'s memory budget: needs {}, {} of {} left", p.name,
-                             humanBytes(*f.needed), humanBytes(*f.free),
-                             humanBytes(p.memoryBudget.value_or(0)));
+      budget("memory", r.memoryMax, p.memoryBudget, u.memoryDeclared);
       break;
     case Wait::GpuBudget:
-      f.needed = r.gpuMemoryMax.value_or(0);
-      f.free = left(p.gpuMemoryBudget, u.gpuMemoryDeclared);
-      f.detail = fmt::format("pool {}'s GPU memory budget: needs {}, {} of {} left", p.name,
-                             humanBytes(*f.needed), humanBytes(*f.free),
-                             humanBytes(p.gpuMemoryBudget.value_or(0)));
+      budget("GPU memory", r.gpuMemoryMax, p.gpuMemoryBudget, u.gpuMemoryDeclared);
       break;
     case Wait::HostHeadroom:
       f.needed = r.memoryMax.value_or(0);
