@@ -43,6 +43,7 @@ json Views::lease(const Lease& l, const admission::Engine::Queued* queued, std::
   j["priority"] = l.req.priority;
   j["declared"] = {{"memory_max", opt(l.req.memoryMax)},
                    {"gpu_memory_max", opt(l.req.gpuMemoryMax)}};
+  if (!l.attributes.empty()) j["attributes"] = lease::attributesJson(l.attributes);
   j["requested_at_ns"] = l.requestedAtNs;
   if (l.state == Lease::State::Queued) {
     const auto& engine = book_.engine();

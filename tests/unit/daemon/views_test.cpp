@@ -42,6 +42,9 @@ TEST_F(ServiceViewsTest, ASeatRowIsMeasuredDeclaredOrAbsentWithTheReason) {
   EXPECT_TRUE(s["declared"]["memory_max"].is_null());
   EXPECT_EQ(s["declared"]["attributes"],
             json({{"context_window", "32768"}, {"model", "qwen3-32b"}}));
+  // `tally lease show` reads the same attributes from the lease view.
+  json shown = call(7, 0, "lease", {{"lease", id}})["result"];
+  EXPECT_EQ(shown["attributes"], json({{"context_window", "32768"}, {"model", "qwen3-32b"}}));
 
   // Three intervals later with no sample in between: stale, and no figure at all.
   std::uint64_t observed = s["observed_at_ns"];
