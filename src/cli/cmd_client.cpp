@@ -527,8 +527,10 @@ std::vector<std::string> leaseShowLines(const json& r) {
     json declared = json::object();
     if (rec.contains("declared") && rec["declared"].is_object()) declared = rec["declared"];
     out.push_back(fmt::format(
-        "  ran {} s; {}; memory peak {}; GPU peak {}",
-        end > start && start ? (end - start) / 1000000000u : 0, limitsText(declared),
+        "  ran {}; {}; memory peak {}; GPU peak {}",
+        end >= start && start ? fmt::format("{} s", (end - start) / 1000000000u)
+                              : std::string("for an unknown time"),
+        limitsText(declared),
         bytesText(rec.contains("memory") ? rec["memory"].value("peak_bytes", json()) : json()),
         bytesText(rec.contains("gpu") ? rec["gpu"].value("peak_bytes", json()) : json())));
   }
