@@ -391,17 +391,9 @@ std::optional<std::pair<json, std::string>> leaseFromLedger(const ClientOptions&
                db->path());
     return std::nullopt;
   }
-  json rows = json::array();
-  for (const auto& e : *events) {
-    rows.push_back({{"seq", e.seq},
-                    {"at_ns", e.atNs},
-                    {"kind", e.kind},
-                    {"body", json::parse(e.body, nullptr, false)},
-                    {"hash", e.hash}});
-  }
   return std::pair{json{{"lease", o.leaseId},
                         {"state", "ended"},
-                        {"ledger", rows},
+                        {"ledger", ledger::eventRowsJson(*events)},
                         {"samples", ledger::chartSamplesJson(*db, o.leaseId)}},
                    db->path()};
 }

@@ -118,13 +118,7 @@ json Views::leaseWithRows(const std::string& id) {
   if (const Lease* l = book_.find(id)) r = lease(*l);
   auto events = ledger_.events(id);
   if (events && !events->empty()) {
-    json rows = json::array();
-    for (const auto& e : *events) {
-      json body = json::parse(e.body, nullptr, false);
-      rows.push_back(
-          {{"seq", e.seq}, {"at_ns", e.atNs}, {"kind", e.kind}, {"body", body}, {"hash", e.hash}});
-    }
-    r["ledger"] = rows;
+    r["ledger"] = ledger::eventRowsJson(*events);
     r["samples"] = ledger::chartSamplesJson(ledger_, id);
     if (!r.contains("state")) {
       r["lease"] = id;

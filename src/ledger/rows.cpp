@@ -271,4 +271,16 @@ json chartSamplesJson(Ledger& ledger, const std::string& id) {
   return out;
 }
 
+json eventRowsJson(const std::vector<Event>& events) {
+  json rows = json::array();
+  for (const auto& e : events) {
+    rows.push_back({{"seq", e.seq},
+                    {"at_ns", e.atNs},
+                    {"kind", e.kind},
+                    {"body", json::parse(e.body, nullptr, false)},
+                    {"hash", e.hash}});
+  }
+  return rows;
+}
+
 }  // namespace tally::ledger

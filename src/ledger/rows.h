@@ -26,6 +26,7 @@
 namespace tally::ledger {
 
 class Ledger;
+struct Event;
 
 // granted: who asked for what, and how its GPU bound is enforced.
 struct GrantedRow {
@@ -99,5 +100,8 @@ std::optional<CoverageRow> lastCoverage(Ledger& ledger);
 // each the highest figures of its span of time (a spike is never averaged
 // away): [{"at_ns", "memory_bytes", "gpu_bytes"}], null where not read.
 nlohmann::json chartSamplesJson(Ledger& ledger, const std::string& leaseId);
+
+// A lease's chain rows as `lease show` has them: [{"seq", "at_ns", "kind", "body", "hash"}].
+nlohmann::json eventRowsJson(const std::vector<Event>& events);
 
 }  // namespace tally::ledger
