@@ -19,6 +19,10 @@ configure_file(${dist}/tally-user.service.in ${gen}/user/tally.service @ONLY)
 configure_file(${dist}/tally.1.in ${gen}/tally.1 @ONLY)
 
 install(TARGETS tally RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
+# The Slurm plugin, in Debian's PluginDir: plugstack.conf may name it without a path.
+if(TARGET tally_spank)
+  install(TARGETS tally_spank LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}/slurm-wlm)
+endif()
 # The installed binary is stripped (the build tree keeps its symbols).
 install(CODE "execute_process(COMMAND ${CMAKE_STRIP} --strip-unneeded
   \"\$ENV{DESTDIR}\${CMAKE_INSTALL_PREFIX}/${CMAKE_INSTALL_BINDIR}/tally\")")

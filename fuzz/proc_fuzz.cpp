@@ -3,6 +3,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
+#include <string>
 #include <string_view>
 
 #include "attribution/container.h"
@@ -14,6 +15,7 @@
 #include "probes/proc_stat.h"
 #include "probes/proc_status.h"
 #include "probes/sysfs_value.h"
+#include "slurm/gres.h"
 #include "util/units.h"
 
 using namespace tally;
@@ -64,6 +66,16 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     for (const auto& region : *r) {
       if (region.name.empty()) std::abort();
     }
+  }
+#elif TALLY_FUZZ_TARGET == 11
+  // slurmctld's GRES/TRES strings: a count or a named error, and a count
+  // found in one list is found again when another GRES is put before it.
+  auto n = slurm::gresCount(text, "gpumem");
+  if (!n && n.error().message.empty()) std::abort();
+  if (n && *n && text.find_first_of(",;") == std::string_view::npos) {
+    std::string longer = "gres:gpu:2," + std::string(text);
+    auto again = slurm::gresCount(longer, "gpumem");
+    if (!again || *again != *n) std::abort();
   }
 #else
 #error "TALLY_FUZZ_TARGET must name a parser"

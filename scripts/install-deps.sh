@@ -27,6 +27,10 @@ packages=(
   prometheus tmux bash-completion
   # the zsh and fish completion are syntax-checked by their own shells
   zsh fish
+  # the Slurm plugin (slurm/spank.h) and its VM tests' one-node cluster; the
+  # services stay idle on the host: slurmd and slurmctld start only with a
+  # /etc/slurm/slurm.conf, which only the VM guest writes
+  libslurm-dev slurmd slurmctld slurm-client munge
 )
 
 missing=()

@@ -145,7 +145,7 @@ void LeaseEvents::broadcast(const std::string& event, const json& fields) {
 }
 
 void LeaseEvents::announce(const Lease& l, const std::string& kind, const json& body) {
-  auto entry = journal::lifecycleEntry(kind, l.id, l.name, l.req.pools, body);
+  auto entry = journal::lifecycleEntry(kind, l.id, l.name, l.req.pools, body, l.attributes);
   note(entry.priority, entry.message, entry.fields);
   // Subscribers see the same lifecycle as the journal, one "lease" event per row.
   json ev = {{"kind", kind},

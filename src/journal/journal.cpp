@@ -29,7 +29,8 @@ JournalEntry boundEventEntry(const std::string& lease, const std::string& name,
 
 JournalEntry lifecycleEntry(const std::string& kind, const std::string& lease,
                             const std::string& name, const std::vector<std::string>& pools,
-                            const nlohmann::json& body) {
+                            const nlohmann::json& body,
+                            const std::map<std::string, std::string>& attributes) {
   using jsonview::get;
   using jsonview::text;
   JournalEntry e;
@@ -37,6 +38,12 @@ JournalEntry lifecycleEntry(const std::string& kind, const std::string& lease,
   e.fields = {{"TALLY_EVENT", "lease-" + kind}, {"TALLY_LEASE", lease}, {"TALLY_LEASE_NAME", name}};
   std::string poolList = fmt::format("{}", fmt::join(pools, ","));
   if (!poolList.empty()) e.fields.emplace_back("TALLY_POOL", poolList);
+  for (const auto& [key, value] : attributes) {
+    // Keys are [a-z][a-z0-9_]*: upper-cased, a valid journal field name.
+    std::string field = "TALLY_ATTR_";
+    for (char c : key) field += static_cast<char>(c >= 'a' && c <= 'z' ? c - 'a' + 'A' : c);
+    e.fields.emplace_back(std::move(field), value);
+  }
   // A started/adopted row names the cgroup at top level; a record nests it under "lease".
   const nlohmann::json& where = get(body, "lease").is_object() ? body["lease"] : body;
   if (auto u = text(where, "unit"); !u.empty()) e.fields.emplace_back("TALLY_UNIT", u);

@@ -4,6 +4,7 @@
 // a host without systemd, a test run), and the entries both write.
 #pragma once
 
+#include <map>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <utility>
@@ -43,10 +44,13 @@ JournalEntry boundEventEntry(const std::string& lease, const std::string& name,
 // could be read, TALLY_MEMORY_PEAK_SAMPLED_BYTES, the samples' peak, instead),
 // TALLY_GPU_PEAK_BYTES, TALLY_OOM_KILLS. A figure
 // the record lacks is left out, never sent as 0. An end other than a clean
-// exit is a warning.
+// exit is a warning. Each operator-declared attribute is a field of every entry,
+// TALLY_ATTR_<KEY> (upper case), so `journalctl TALLY_ATTR_SLURM_JOB_ID=42`
+// finds a Slurm job's leases.
 JournalEntry lifecycleEntry(const std::string& kind, const std::string& lease,
                             const std::string& name, const std::vector<std::string>& pools,
-                            const nlohmann::json& body);
+                            const nlohmann::json& body,
+                            const std::map<std::string, std::string>& attributes = {});
 
 class SdJournal final : public Journal {
  public:

@@ -1,8 +1,9 @@
 // The workloads the VM system tests run under `tally run`:
 //   hog MIB [HOLD_MS [READY]]    allocate and touch MIB of anonymous memory, then hold it
-//   gpu REGION MIB N HOLD_MS [READY]
+//   gpu REGION MIB N HOLD_MS [READY [RELEASE]]
 //                                N buffers of MIB each in "gtt" or "vram" through the test
-//                                DRM driver (vm/testdrm), held for HOLD_MS
+//                                DRM driver (vm/testdrm), held for HOLD_MS, or until
+//                                RELEASE exists when given (HOLD_MS at most)
 // READY, when given, is created once the memory is allocated: the test's
 // barrier ("the workload holds its memory now"), never a sleep.
 //   tree PIDFILE                 fork a grandchild; write "<child> <grandchild>" to PIDFILE; sleep
@@ -60,7 +61,8 @@ int openTestDrm() {
   return -1;
 }
 
-int gpu(const char* region, unsigned long mib, int count, long holdMs, const char* readyPath) {
+int gpu(const char* region, unsigned long mib, int count, long holdMs, const char* readyPath,
+        const char* releasePath) {
   int fd = openTestDrm();
   if (fd < 0) return std::fprintf(stderr, "no tally_testdrm render node (insmod the driver)\n"), 1;
   unsigned r =
@@ -70,6 +72,12 @@ int gpu(const char* region, unsigned long mib, int count, long holdMs, const cha
     if (::ioctl(fd, DRM_IOCTL_TALLY_TESTDRM_CREATE, &c) != 0) return std::perror("create"), 1;
   }
   ready(readyPath);
+  if (releasePath) {
+    // Held until the test says so (or HOLD_MS at most): the test's barrier, not a guess.
+    for (long waited = 0; waited < holdMs && ::access(releasePath, F_OK) != 0; waited += 10)
+      ::usleep(10'000);
+    return 0;
+  }
   ::usleep(static_cast<useconds_t>(holdMs * 1000));
   return 0;
 }
@@ -101,14 +109,14 @@ int main(int argc, char** argv) {
     return hog(std::strtoul(argv[2], nullptr, 10), argc > 3 ? std::atol(argv[3]) : 0,
                argc > 4 ? argv[4] : nullptr);
   }
-  if (cmd == "gpu" && (argc == 6 || argc == 7)) {
+  if (cmd == "gpu" && argc >= 6 && argc <= 8) {
     return gpu(argv[2], std::strtoul(argv[3], nullptr, 10), std::atoi(argv[4]), std::atol(argv[5]),
-               argc == 7 ? argv[6] : nullptr);
+               argc >= 7 ? argv[6] : nullptr, argc == 8 ? argv[7] : nullptr);
   }
   if (cmd == "tree" && argc == 3) return tree(argv[2]);
   if (cmd == "marker" && argc == 3) return marker(argv[2]);
   std::fprintf(stderr,
                "usage: tally_vm_workload hog MIB [HOLD_MS [READY]] | gpu REGION MIB N HOLD_MS "
-               "[READY] | tree PIDFILE | marker PATH\n");
+               "[READY [RELEASE]] | tree PIDFILE | marker PATH\n");
   return 2;
 }

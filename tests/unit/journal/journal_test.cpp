@@ -62,6 +62,13 @@ TEST(LifecycleJournal, AnOutcomeCarriesItsFiguresAndLeavesOutWhatItLacks) {
   std::map<std::string, std::string> g(granted.fields.begin(), granted.fields.end());
   EXPECT_EQ(g.count("TALLY_POOL"), 0u);  // a standalone lease has no pool
   EXPECT_EQ(g.count("TALLY_OUTCOME"), 0u);
+  // Declared attributes (a Slurm step's ids) are fields of every entry of the lease.
+  auto slurm = journal::lifecycleEntry("outcome", "0123456789ab", "slurm-42.0", {"slurm"}, record,
+                                       {{"slurm_job_id", "42"}, {"slurm_step_id", "0"}});
+  std::map<std::string, std::string> sf(slurm.fields.begin(), slurm.fields.end());
+  EXPECT_EQ(sf["TALLY_ATTR_SLURM_JOB_ID"], "42");
+  EXPECT_EQ(sf["TALLY_ATTR_SLURM_STEP_ID"], "0");
+  EXPECT_EQ(g.count("TALLY_ATTR_SLURM_JOB_ID"), 0u);  // none declared, none sent
   auto lost = journal::lifecycleEntry("lost", "0123456789ab", "train", {"gpu"},
                                       json{{"outcome", "not an object"}});
   std::map<std::string, std::string> l(lost.fields.begin(), lost.fields.end());

@@ -1,0 +1,10 @@
+#!/usr/bin/env bash
+# The Slurm plugin's cost per step start, measured inside the VM harness against
+# `srun true` without it in the same run (docs/PERFORMANCE.md).
+#   ROUNDS=15 (default)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+cmake --preset release >/dev/null
+cmake --build --preset release --target tally tally_spank >/dev/null
+vm/run.sh --timeout 1200 -- sh vm/bench-slurm.sh "$PWD/build/release/src/tally" \
+  "$PWD/build/release/src/tally_spank.so" "${ROUNDS:-15}"

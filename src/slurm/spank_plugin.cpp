@@ -1,0 +1,393 @@
+// tally_spank.so: each Slurm step that declares GPU memory becomes a tally
+// lease on its node. The rules are in slurm/step.h; this file is the glue to
+// SPANK and to slurmctld, and every path out of it says what happened.
+//
+// Contexts (spank_context):
+// - local (srun) and allocator (sbatch/salloc): the options are checked before
+//   anything is allocated; repeated --tally-attr values travel to the remote
+//   side in the step's environment (SPANK forwards only an option's last value).
+// - remote (slurmstepd, root): at the first task's post-fork, when the task is
+//   in its cgroup and has not exec'd, the step's user cgroup is attached to the
+//   node's daemon. A step that declared a bound and is not leased never runs:
+//   its tasks are killed before exec. The callback then returns success on
+//   purpose: Slurm ignores an `optional` plugin's failure, and under
+//   `required` a failed post-fork is a "launch failure" after which srun 22.05
+//   exits 0; a task killed before exec makes srun say "Killed" and exit
+//   non-zero under both (tests/vm/slurm_test.cpp). At the step's
+//   end the plugin waits (end_wait) for the daemon's outcome row, so the final
+//   counters are read before slurmstepd removes the cgroup.
+//
+// Slurm's API (slurm_get_job_steps, slurm_load_job) and SPANK's functions are
+// resolved from the process that loads the plugin (srun, slurmstepd), as for
+// Slurm's own plugins: the plugin links no Slurm library of its own.
+#include <fcntl.h>
+#include <fmt/format.h>
+#include <pwd.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "rpc/client.h"
+#include "slurm/gres.h"
+#include "slurm/step.h"
+#include "util/units.h"
+
+extern "C" {
+#include <slurm/slurm.h>
+#include <slurm/spank.h>
+}
+
+#define TALLY_EXPORT __attribute__((visibility("default")))
+
+extern "C" {
+TALLY_EXPORT extern const char plugin_name[] = "tally";
+TALLY_EXPORT extern const char plugin_type[] = "spank";
+TALLY_EXPORT extern const unsigned int plugin_version = SLURM_VERSION_NUMBER;
+}
+
+namespace {
+
+using namespace tally;
+
+// The environment variable that carries every --tally-attr to slurmstepd,
+// joined by an ASCII unit separator (attribute values hold no control characters).
+constexpr const char* kAttrsEnv = "TALLY_SPANK_ATTRS";
+constexpr char kAttrSep = '\x1f';
+
+// One step per slurmstepd: these live for that step.
+slurm::StepOptions g_options;
+slurm::PluginArgs g_args;
+bool g_attempted = false;   // the first task's post-fork ran
+bool g_failed = false;      // a declared step could not be leased: no task may run
+std::string g_failure;      // why, for the later tasks' stderr
+std::string g_lease;        // the lease id once attached
+std::string g_configError;  // plugstack.conf's arguments did not parse
+
+int optGpuMax(int, const char* arg, int) { return (g_options.gpuMemoryMax = arg ? arg : ""), 0; }
+int optGpuHigh(int, const char* arg, int) { return (g_options.gpuMemoryHigh = arg ? arg : ""), 0; }
+int optPool(int, const char* arg, int) { return (g_options.pool = arg ? arg : ""), 0; }
+int optAttr(int, const char* arg, int) { return g_options.attrs.emplace_back(arg ? arg : ""), 0; }
+
+struct spank_option g_table[] = {
+    {const_cast<char*>("gpu-memory-max"), const_cast<char*>("SIZE"),
+     const_cast<char*>("tally: kill the step when its GPU memory (GTT + VRAM, DRM fdinfo) stays "
+                       "over SIZE (default: the job's gpumem GRES on the node)"),
+     1, 0, optGpuMax},
+    {const_cast<char*>("gpu-memory-high"), const_cast<char*>("SIZE"),
+     const_cast<char*>("tally: report (never kill) when the step's GPU memory is over SIZE"), 1, 0,
+     optGpuHigh},
+    {const_cast<char*>("tally-pool"), const_cast<char*>("NAME"),
+     const_cast<char*>("tally: the pool the step's lease joins (default: the plugin's pool=)"), 1,
+     0, optPool},
+    {const_cast<char*>("tally-attr"), const_cast<char*>("KEY=VALUE"),
+     const_cast<char*>("tally: a label on the step's lease (repeatable)"), 1, 0, optAttr},
+};
+
+std::string joinAttrs(const std::vector<std::string>& attrs) {
+  std::string s;
+  for (const auto& a : attrs) {
+    if (!s.empty()) s += kAttrSep;
+    s += a;
+  }
+  return s;
+}
+
+std::vector<std::string> splitAttrs(const std::string& s) {
+  std::vector<std::string> out;
+  std::size_t start = 0;
+  while (start <= s.size()) {
+    auto cut = s.find(kAttrSep, start);
+    out.push_back(s.substr(start, cut == std::string::npos ? std::string::npos : cut - start));
+    if (cut == std::string::npos) break;
+    start = cut + 1;
+  }
+  return out;
+}
+
+std::string getenvOf(spank_t sp, const char* name) {
+  std::vector<char> buf(4096);
+  if (spank_getenv(sp, name, buf.data(), static_cast<int>(buf.size())) != ESPANK_SUCCESS) return "";
+  return std::string(buf.data());
+}
+
+// The job's GRES `name` on this node, in bytes: the step's own request first
+// (tres_per_node), else the job's allocation on this node (gres_detail_str),
+// else the job's per-node request. An error when slurmctld cannot be asked.
+tally::Result<std::optional<std::uint64_t>> gresOnNode(std::uint32_t job, std::uint32_t step,
+                                                       std::uint32_t nodeId,
+                                                       const std::string& name) {
+  job_step_info_response_msg_t* steps = nullptr;
+  if (slurm_get_job_steps(0, job, step, &steps, SHOW_ALL) == SLURM_SUCCESS && steps) {
+    tally::Result<std::optional<std::uint64_t>> r = std::optional<std::uint64_t>{};
+    for (std::uint32_t i = 0; i < steps->job_step_count; ++i) {
+      const auto& s = steps->job_steps[i];
+      if (s.step_id.step_id != step || !s.tres_per_node) continue;
+      r = slurm::gresCount(s.tres_per_node, name);
+    }
+    slurm_free_job_step_info_response_msg(steps);
+    if (!r || *r) return r;
+  }
+  job_info_msg_t* jobs = nullptr;
+  if (slurm_load_job(&jobs, job, SHOW_DETAIL) != SLURM_SUCCESS || !jobs) {
+    return tally::Error{errno, fmt::format("slurmctld did not answer for job {}'s GRES: {}", job,
+                                           slurm_strerror(slurm_get_errno()))};
+  }
+  tally::Result<std::optional<std::uint64_t>> r = std::optional<std::uint64_t>{};
+  for (std::uint32_t i = 0; i < jobs->record_count; ++i) {
+    const auto& j = jobs->job_array[i];
+    if (j.job_id != job) continue;
+    if (nodeId < j.gres_detail_cnt && j.gres_detail_str && j.gres_detail_str[nodeId])
+      r = slurm::gresCount(j.gres_detail_str[nodeId], name);
+    if (r && !*r && j.tres_per_node) r = slurm::gresCount(j.tres_per_node, name);
+  }
+  slurm_free_job_info_msg(jobs);
+  return r;
+}
+
+std::string readText(const std::string& path) {
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return "";
+  char buf[4096];
+  ssize_t n = ::read(fd, buf, sizeof buf);
+  ::close(fd);
+  return n > 0 ? std::string(buf, static_cast<std::size_t>(n)) : "";
+}
+
+// A refusal reaches the user: slurmstepd's log, and the task's own stderr
+// (which srun prints) before the task is killed unexec'd.
+void refuseTask(pid_t task, const std::string& why) {
+  slurm_error("%s", why.c_str());
+  std::string fd2 = fmt::format("/proc/{}/fd/2", task);
+  int fd = ::open(fd2.c_str(), O_WRONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
+  if (fd >= 0) {
+    std::string line = why + "\n";
+    [[maybe_unused]] auto n = ::write(fd, line.data(), line.size());
+    ::close(fd);
+  }
+  ::kill(task, SIGKILL);
+}
+
+std::string describeBound(const slurm::StepOptions& o, std::optional<std::uint64_t> gres,
+                          const std::string& gresName) {
+  if (o.gpuMemoryMax) return fmt::format("--gpu-memory-max={}", *o.gpuMemoryMax);
+  if (gres && *gres) return fmt::format("--gres={}:{}", gresName, units::humanBytes(*gres));
+  return "tally options";
+}
+
+// The first task: lease the step, or make sure it never runs.
+int attachStep(spank_t sp, pid_t task) {
+  std::uint32_t job = 0, step = 0, nodeId = 0;
+  spank_get_item(sp, S_JOB_ID, &job);
+  spank_get_item(sp, S_JOB_STEPID, &step);
+  spank_get_item(sp, S_JOB_NODEID, &nodeId);
+  std::string where = fmt::format("tally: step {}.{}", job, slurm::stepName(step));
+  if (std::string all = getenvOf(sp, kAttrsEnv); !all.empty()) g_options.attrs = splitAttrs(all);
+  auto fail = [&](const std::string& why) {
+    g_failed = true;
+    g_failure = why;
+    refuseTask(task, why);
+    return 0;  // the task is dead before exec; see the file's comment for why not -1
+  };
+  if (auto s = slurm::checkOptions(g_options); !s) return fail(where + ": " + s.error().message);
+
+  auto gres = gresOnNode(job, step, nodeId, g_args.gres);
+  if (!gres) {
+    // Unknown is not "none": a step that may have asked for GPU memory is not run unbounded.
+    return fail(
+        fmt::format("{}: cannot tell whether it asked for GRES {}: {}; the step does not "
+                    "start",
+                    where, g_args.gres, gres.error().message));
+  }
+  if (!slurm::declaresAnything(g_options, *gres)) return 0;  // nothing declared: untouched
+  if (!g_configError.empty()) {
+    return fail(
+        fmt::format("{}: tally_spank.so is misconfigured in plugstack.conf ({}); the step "
+                    "does not start",
+                    where, g_configError));
+  }
+
+  slurm::StepFacts facts;
+  facts.jobId = job;
+  facts.stepId = step;
+  facts.gresBytes = *gres;
+  facts.user = getenvOf(sp, "SLURM_JOB_USER");
+  if (facts.user.empty()) {
+    uid_t uid = 0;
+    if (spank_get_item(sp, S_JOB_UID, &uid) == ESPANK_SUCCESS) {
+      struct passwd pw, *found = nullptr;
+      char buf[1024];
+      facts.user = getpwuid_r(uid, &pw, buf, sizeof buf, &found) == 0 && found
+                       ? std::string(pw.pw_name)
+                       : std::to_string(uid);
+    }
+  }
+  facts.partition = getenvOf(sp, "SLURM_JOB_PARTITION");
+  auto cg = slurm::stepCgroup(readText(fmt::format("/proc/{}/cgroup", task)));
+  if (!cg) return fail(fmt::format("{}: {}; the step does not start", where, cg.error().message));
+  facts.cgroup = *cg;
+
+  auto request = slurm::stepRequest(g_args, g_options, facts);
+  if (!request) return fail(where + ": " + request.error().message);
+  std::string bound = describeBound(g_options, *gres, g_args.gres);
+
+  auto client = rpc::Client::connect(g_args.socket);
+  if (!client) {
+    return fail(fmt::format("{} declared {}, but {}; the step does not start", where, bound,
+                            client.error().message));
+  }
+  int timeoutMs = static_cast<int>(std::min<std::uint64_t>(g_args.timeoutUs / 1000, 1u << 30));
+  auto reply = client->call(
+      "attach", rpc::api::encode(*request),
+      [&](const rpc::Message& ev) {
+        auto q = rpc::api::decodeQueued(ev.raw);
+        slurm_info("%s: queued as lease %s: %s", where.c_str(), q.lease.c_str(),
+                   rpc::api::describe(q).c_str());
+      },
+      timeoutMs);
+  if (!reply) {
+    return fail(
+        fmt::format("{} declared {} but the tally daemon at {} did not lease it ({}); the "
+                    "step does not start",
+                    where, bound, g_args.socket, reply.error().message));
+  }
+  if (!reply->ok) {
+    return fail(
+        fmt::format("{}: the tally daemon refused the lease: {} ({}); the step does not "
+                    "start",
+                    where, reply->error.message, reply->error.code));
+  }
+  g_lease = reply->result.value("lease", "");
+  slurm_info("%s is tally lease %s on %s (%s)", where.c_str(), g_lease.c_str(),
+             facts.cgroup.c_str(),
+             request->declared.gpuMemoryMax
+                 ? ("gpu_memory_max " + units::humanBytes(*request->declared.gpuMemoryMax)).c_str()
+                 : "metered, no GPU bound");
+  return 0;
+}
+
+bool terminalKind(const std::string& k) {
+  return k == "outcome" || k == "lost" || k == "withdrawn" || k == "released";
+}
+
+// The step's tasks are gone: wait for the daemon to record the outcome, which
+// it reads from the cgroup slurmstepd is about to remove.
+void awaitOutcome() {
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::microseconds(g_args.endWaitUs);
+  auto left = [&] {
+    auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                  deadline - std::chrono::steady_clock::now())
+                  .count();
+    return static_cast<int>(std::max<long long>(ms, 0));
+  };
+  auto client = rpc::Client::connect(g_args.socket);
+  if (!client) {
+    slurm_error(
+        "tally: lease %s: the daemon at %s is gone at the step's end (%s); it records the "
+        "outcome when it is back",
+        g_lease.c_str(), g_args.socket.c_str(), client.error().message.c_str());
+    return;
+  }
+  bool ended = false;
+  auto watch = [&](const rpc::Message& ev) {
+    if (ev.event == "lease" && ev.raw.value("lease", "") == g_lease &&
+        terminalKind(ev.raw.value("kind", "")))
+      ended = true;
+  };
+  if (auto s = client->call("subscribe", nlohmann::json::object(), watch, left()); !s || !s->ok)
+    return;
+  // Subscribed first, then asked: an ending between the two is not missed.
+  auto now = client->call("lease", rpc::api::encode(rpc::api::LeaseRef{g_lease}), watch, left());
+  if (now && now->ok && now->result.value("state", "") == "ended") ended = true;
+  while (!ended && left() > 0) {
+    auto ev = client->next(left());
+    if (!ev) break;
+    watch(*ev);
+  }
+  if (!ended) {
+    slurm_error(
+        "tally: lease %s: no outcome from the daemon within end_wait; it is recorded when "
+        "the daemon sees the cgroup empty",
+        g_lease.c_str());
+  }
+}
+
+}  // namespace
+
+extern "C" {
+
+TALLY_EXPORT int slurm_spank_init(spank_t sp, int ac, char** av) {
+  std::vector<std::string> args(av, av + ac);
+  auto parsed = slurm::parsePluginArgs(args);
+  if (!parsed) {
+    // Remembered, not only returned: an `optional` plugin's failure is ignored,
+    // and a step that declares a bound must still not run unbounded.
+    g_configError = parsed.error().message;
+    slurm_error("tally: %s", g_configError.c_str());
+  } else {
+    g_args = *parsed;
+  }
+  spank_context_t ctx = spank_context();
+  if (ctx == S_CTX_LOCAL || ctx == S_CTX_ALLOCATOR || ctx == S_CTX_REMOTE) {
+    for (auto& opt : g_table) {
+      if (spank_option_register(sp, &opt) != ESPANK_SUCCESS) {
+        slurm_error("tally: could not register --%s", opt.name);
+        return -1;
+      }
+    }
+  }
+  return g_configError.empty() ? 0 : -1;
+}
+
+TALLY_EXPORT int slurm_spank_init_post_opt(spank_t, int, char**) {
+  spank_context_t ctx = spank_context();
+  if (ctx != S_CTX_LOCAL && ctx != S_CTX_ALLOCATOR) return 0;
+  // A typo is refused before anything is allocated.
+  if (auto s = slurm::checkOptions(g_options); !s) {
+    slurm_error("tally: %s", s.error().message.c_str());
+    return -1;
+  }
+  // srun and sbatch hand their environment to the step (Slurm's default
+  // --export=ALL); SPANK's own forwarding keeps only an option's last value.
+  if (g_options.attrs.size() > 1 &&
+      ::setenv(kAttrsEnv, joinAttrs(g_options.attrs).c_str(), 1) != 0) {
+    slurm_error("tally: could not pass --tally-attr to the step: %s", std::strerror(errno));
+    return -1;
+  }
+  return 0;
+}
+
+TALLY_EXPORT int slurm_spank_task_post_fork(spank_t sp, int, char**) {
+  if (!spank_remote(sp)) return 0;
+  pid_t task = 0;
+  if (spank_get_item(sp, S_TASK_PID, &task) != ESPANK_SUCCESS || task <= 0) return 0;
+  if (g_failed) {
+    refuseTask(task, g_failure);  // every task of a refused step
+    return 0;
+  }
+  if (g_attempted) return 0;
+  g_attempted = true;
+  try {
+    return attachStep(sp, task);
+  } catch (const std::exception& e) {  // nothing is thrown across into slurmstepd
+    g_failed = true;
+    g_failure = fmt::format("tally: {}; the step does not start", e.what());
+    refuseTask(task, g_failure);
+    return 0;
+  }
+}
+
+TALLY_EXPORT int slurm_spank_exit(spank_t sp, int, char**) {
+  if (!spank_remote(sp) || g_lease.empty()) return 0;
+  try {
+    awaitOutcome();
+  } catch (const std::exception& e) {
+    slurm_error("tally: lease %s: %s", g_lease.c_str(), e.what());
+  }
+  return 0;
+}
+
+}  // extern "C"

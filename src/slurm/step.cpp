@@ -1,0 +1,194 @@
+#include "slurm/step.h"
+
+#include <fmt/format.h>
+
+#include "lease/attributes.h"
+#include "lease/spec.h"
+#include "probes/proc_cgroup.h"
+#include "util/text.h"
+#include "util/units.h"
+
+namespace tally::slurm {
+
+namespace {
+
+bool validPool(std::string_view s) {
+  if (s.empty() || s.size() > rpc::api::kMaxPoolName) return false;
+  for (char c : s) {
+    bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+              c == '-' || c == '_';
+    if (!ok) return false;
+  }
+  return true;
+}
+
+Error optionError(std::string_view option, std::string_view value, const Error& why) {
+  return Error{EINVAL,
+               fmt::format("--{}={}: {}", option, text::truncateUtf8(value, 64), why.message)};
+}
+
+// Our own attributes: the step's Slurm ids, set by the plugin, never by the user.
+constexpr std::string_view kSlurmKeys[] = {"slurm_job_id", "slurm_step_id", "slurm_user",
+                                           "slurm_partition"};
+
+}  // namespace
+
+Result<PluginArgs> parsePluginArgs(const std::vector<std::string>& args) {
+  PluginArgs a;
+  for (const auto& arg : args) {
+    auto eq = arg.find('=');
+    if (eq == std::string::npos) {
+      return Error{EINVAL,
+                   fmt::format("plugstack.conf argument '{}' is not KEY=VALUE (keys: socket, "
+                               "pool, gres, timeout, queue_timeout, end_wait)",
+                               text::truncateUtf8(arg, 64))};
+    }
+    std::string_view key(arg.data(), eq), value(arg.data() + eq + 1, arg.size() - eq - 1);
+    auto bad = [&](const std::string& why) {
+      return Error{EINVAL, fmt::format("plugstack.conf argument {}: {}", key, why)};
+    };
+    if (key == "socket") {
+      if (value.empty() || value[0] != '/') return bad("must be an absolute path");
+      a.socket = std::string(value);
+    } else if (key == "pool") {
+      if (!validPool(value)) return bad("must be a pool name, 1-64 of [A-Za-z0-9_-]");
+      a.pool = std::string(value);
+    } else if (key == "gres") {
+      if (value.empty() || value.size() > 64 ||
+          value.find_first_of(":,;=/() ") != std::string_view::npos)
+        return bad("must be a GRES name such as gpumem");
+      a.gres = std::string(value);
+    } else if (key == "timeout" || key == "queue_timeout" || key == "end_wait") {
+      auto us = units::parseDurationUs(value);
+      if (!us) return bad(us.error().message);
+      if (key == "timeout") {
+        if (*us == 0) return bad("must be more than 0");
+        a.timeoutUs = *us;
+      } else if (key == "end_wait") {
+        a.endWaitUs = *us;
+      } else {
+        a.queueTimeoutUs = *us;
+      }
+    } else {
+      return bad("unknown (keys: socket, pool, gres, timeout, queue_timeout, end_wait)");
+    }
+  }
+  return a;
+}
+
+Status checkOptions(const StepOptions& o) {
+  for (auto [flag, v] : {std::pair{"gpu-memory-max", &o.gpuMemoryMax},
+                         std::pair{"gpu-memory-high", &o.gpuMemoryHigh}}) {
+    if (!*v) continue;
+    auto n = units::parseSize(**v);
+    if (!n) return optionError(flag, **v, n.error());
+    if (*n == 0) return optionError(flag, **v, Error{EINVAL, "must be more than 0"});
+  }
+  if (o.gpuMemoryMax && o.gpuMemoryHigh &&
+      *units::parseSize(*o.gpuMemoryHigh) > *units::parseSize(*o.gpuMemoryMax))
+    return Error{EINVAL, fmt::format("--gpu-memory-high={} is above --gpu-memory-max={}",
+                                     *o.gpuMemoryHigh, *o.gpuMemoryMax)};
+  if (o.pool && !validPool(*o.pool))
+    return optionError("tally-pool", *o.pool, Error{EINVAL, "must be 1-64 of [A-Za-z0-9_-]"});
+  if (o.attrs.size() + std::size(kSlurmKeys) > lease::kMaxAttributes) {
+    return Error{EINVAL,
+                 fmt::format("--tally-attr: at most {} (the plugin adds the {} slurm_* ids)",
+                             lease::kMaxAttributes - std::size(kSlurmKeys), std::size(kSlurmKeys))};
+  }
+  for (const auto& a : o.attrs) {
+    auto kv = lease::parseAttribute(a);
+    if (!kv) return optionError("tally-attr", a, kv.error());
+    for (auto k : kSlurmKeys) {
+      if (kv->first == k)
+        return optionError("tally-attr", a, Error{EINVAL, "slurm_* ids are set by the plugin"});
+    }
+  }
+  return Ok{};
+}
+
+std::string stepName(std::uint32_t step) {
+  if (step == kBatchStep) return "batch";
+  if (step == kExternStep) return "extern";
+  return std::to_string(step);
+}
+
+std::string leaseName(std::uint32_t job, std::uint32_t step) {
+  return fmt::format("slurm-{}.{}", job, stepName(step));
+}
+
+bool declaresAnything(const StepOptions& o, std::optional<std::uint64_t> gresBytes) {
+  return o.gpuMemoryMax || o.gpuMemoryHigh || o.pool || !o.attrs.empty() ||
+         (gresBytes && *gresBytes > 0);
+}
+
+Result<rpc::api::Attach> stepRequest(const PluginArgs& args, const StepOptions& o,
+                                     const StepFacts& f) {
+  rpc::api::Attach req;
+  rpc::api::Declared& d = req.declared;
+  d.pools = {o.pool ? *o.pool : args.pool};
+  d.name = leaseName(f.jobId, f.stepId);
+  if (o.gpuMemoryMax) {
+    auto n = units::parseSize(*o.gpuMemoryMax);
+    if (!n) return optionError("gpu-memory-max", *o.gpuMemoryMax, n.error());
+    d.gpuMemoryMax = *n;
+  } else if (f.gresBytes && *f.gresBytes > 0) {
+    d.gpuMemoryMax = *f.gresBytes;
+  }
+  if (o.gpuMemoryHigh) {
+    auto n = units::parseSize(*o.gpuMemoryHigh);
+    if (!n) return optionError("gpu-memory-high", *o.gpuMemoryHigh, n.error());
+    d.gpuMemoryHigh = *n;
+  }
+  d.timeoutUs = args.queueTimeoutUs;
+  for (const auto& a : o.attrs) {
+    auto kv = lease::parseAttribute(a);
+    if (!kv) return optionError("tally-attr", a, kv.error());
+    d.attributes[kv->first] = kv->second;
+  }
+  d.attributes["slurm_job_id"] = std::to_string(f.jobId);
+  d.attributes["slurm_step_id"] = stepName(f.stepId);
+  if (!f.user.empty())
+    d.attributes["slurm_user"] = text::truncateUtf8(f.user, lease::kMaxAttributeValue);
+  if (!f.partition.empty())
+    d.attributes["slurm_partition"] = text::truncateUtf8(f.partition, lease::kMaxAttributeValue);
+  for (const auto& [k, v] : d.attributes) {
+    if (auto s = lease::checkAttribute(k, v); !s) return s.error();
+  }
+  req.target.cgroup = f.cgroup;
+  return req;
+}
+
+Result<std::string> stepCgroup(std::string_view procCgroupText) {
+  auto cg = probes::parseProcCgroup(procCgroupText);
+  if (!cg) {
+    return Error{ENOENT,
+                 "the task has no cgroup v2 membership (a cgroup v1 host?); tally needs "
+                 "CgroupPlugin=cgroup/v2 in cgroup.conf on a unified hierarchy"};
+  }
+  if (cg->deleted) return Error{ESRCH, fmt::format("the task's cgroup {} is deleted", cg->path)};
+  std::string_view p = cg->path;
+  auto slash = p.rfind('/');
+  std::string_view leaf = slash == std::string_view::npos ? p : p.substr(slash + 1);
+  std::string_view parent =
+      slash == std::string_view::npos ? std::string_view{} : p.substr(0, slash);
+  auto pslash = parent.rfind('/');
+  std::string_view parentLeaf =
+      pslash == std::string_view::npos ? parent : parent.substr(pslash + 1);
+  auto gslash =
+      pslash == std::string_view::npos ? std::string_view::npos : parent.rfind('/', pslash - 1);
+  std::string_view stepLeaf =
+      pslash == std::string_view::npos || pslash == 0
+          ? std::string_view{}
+          : parent.substr(gslash == std::string_view::npos ? 0 : gslash + 1,
+                          pslash - (gslash == std::string_view::npos ? 0 : gslash + 1));
+  if (!text::startsWith(leaf, "task_") || parentLeaf != "user" ||
+      !text::startsWith(stepLeaf, "step_")) {
+    return Error{EINVAL, fmt::format("the task's cgroup {} is not Slurm's cgroup/v2 layout "
+                                     "(.../job_J/step_S/user/task_T); set CgroupPlugin=cgroup/v2 "
+                                     "and ProctrackType=proctrack/cgroup",
+                                     text::truncateUtf8(p, 200))};
+  }
+  return std::string(parent);
+}
+
+}  // namespace tally::slurm

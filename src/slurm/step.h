@@ -1,0 +1,80 @@
+// One Slurm step as one tally lease: what the SPANK plugin (spank_plugin.cpp)
+// asks the node's daemon, decided here without Slurm or a socket so every rule
+// is a unit test.
+//
+// Rules (docs/slurm.md):
+// - A step declares a GPU bound with --gpu-memory-max, else with the job's
+//   `gpumem` GRES on this node (count = bytes): one request both places and bounds.
+// - A step that declares nothing tally-related (no bound, no GRES, no
+//   --tally-pool, no --tally-attr) is not leased: the plugin adds no limit
+//   nobody asked for.
+// - A step that declared something and cannot be leased does not start.
+// - The lease is the step's `user` cgroup (cgroup/v2: .../job_J/step_S/user,
+//   above task_*), so every task is metered and a kill takes the tasks, never
+//   slurmstepd (in .../step_S/slurm).
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "rpc/lease_api.h"
+#include "util/result.h"
+
+namespace tally::slurm {
+
+// plugstack.conf arguments: `optional tally_spank.so socket=/run/tally/tally.sock pool=slurm`.
+struct PluginArgs {
+  std::string socket = "/run/tally/tally.sock";
+  std::string pool = "slurm";                   // the pool every step's lease joins
+  std::string gres = "gpumem";                  // the count-only GRES that means GPU memory bytes
+  std::uint64_t timeoutUs = 10'000'000;         // the daemon's first answer
+  std::optional<std::uint64_t> queueTimeoutUs;  // absent: the daemon's queue_timeout
+  std::uint64_t endWaitUs = 10'000'000;         // at step end: wait for the outcome row
+};
+// Each argument is KEY=VALUE of the keys above (socket, pool, gres, timeout,
+// queue_timeout, end_wait); an unknown key or bad value is an error naming it.
+Result<PluginArgs> parsePluginArgs(const std::vector<std::string>& args);
+
+// The step's own words (srun/sbatch options), raw as Slurm hands them over.
+struct StepOptions {
+  std::optional<std::string> gpuMemoryMax, gpuMemoryHigh, pool;
+  std::vector<std::string> attrs;  // KEY=VALUE, repeatable
+};
+// Checks every option (sizes, pool name, attributes) so srun refuses a typo
+// before it allocates anything.
+Status checkOptions(const StepOptions& o);
+
+// Slurm's step ids for the batch script and the extern step (slurm.h's
+// SLURM_BATCH_SCRIPT and SLURM_EXTERN_CONT).
+inline constexpr std::uint32_t kBatchStep = 0xfffffffb, kExternStep = 0xfffffffc;
+std::string stepName(std::uint32_t step);  // "0", "batch", "extern"
+
+// What slurmstepd knows of the step.
+struct StepFacts {
+  std::uint32_t jobId = 0, stepId = 0;
+  std::string user, partition;
+  // The job's GRES on this node in bytes, when the step asked for it; unknown
+  // when Slurm could not be asked (then only --gpu-memory-max can bound it).
+  std::optional<std::uint64_t> gresBytes;
+  std::string cgroup;  // the step's user cgroup (stepCgroup)
+};
+
+// Whether the step declared anything tally-related: only then is it leased.
+bool declaresAnything(const StepOptions& o, std::optional<std::uint64_t> gresBytes);
+
+// The attach request for the step; its options were checked (checkOptions).
+Result<rpc::api::Attach> stepRequest(const PluginArgs& args, const StepOptions& o,
+                                     const StepFacts& f);
+
+// The step's user cgroup from a task's /proc/<pid>/cgroup text:
+// ".../job_1/step_0/user/task_0" -> ".../job_1/step_0/user". Anything else
+// (cgroup v1, another layout) is an error saying what to configure.
+Result<std::string> stepCgroup(std::string_view procCgroupText);
+
+// The lease's name: "slurm-<job>.<step>".
+std::string leaseName(std::uint32_t job, std::uint32_t step);
+
+}  // namespace tally::slurm

@@ -1,0 +1,164 @@
+// One Slurm step as one lease: which steps are leased, with what, on which
+// cgroup, and what a misconfiguration says.
+#include "slurm/step.h"
+
+#include <gtest/gtest.h>
+
+namespace tally::slurm {
+namespace {
+
+constexpr std::uint64_t MiB = 1ULL << 20;
+
+StepFacts facts() {
+  StepFacts f;
+  f.jobId = 42;
+  f.stepId = 0;
+  f.user = "alice";
+  f.partition = "gpu";
+  f.cgroup = "/system.slice/node1_slurmstepd.scope/job_42/step_0/user";
+  return f;
+}
+
+TEST(SlurmStep, TheGresBoundsTheStepWhenNoFlagDoes) {
+  StepFacts f = facts();
+  f.gresBytes = 64 * MiB;
+  auto r = stepRequest(PluginArgs{}, StepOptions{}, f);
+  ASSERT_TRUE(r) << r.error().message;
+  const auto& d = r->declared;
+  EXPECT_EQ(d.gpuMemoryMax, 64 * MiB);
+  EXPECT_EQ(d.gpuMemoryHigh, std::nullopt);
+  EXPECT_EQ(d.memoryMax, std::nullopt) << "host memory is Slurm's to bound, never the plugin's";
+  EXPECT_EQ(d.pools, std::vector<std::string>{"slurm"});
+  EXPECT_EQ(d.name, "slurm-42.0");
+  EXPECT_EQ(r->target.cgroup, f.cgroup);
+  EXPECT_EQ(d.attributes.at("slurm_job_id"), "42");
+  EXPECT_EQ(d.attributes.at("slurm_step_id"), "0");
+  EXPECT_EQ(d.attributes.at("slurm_user"), "alice");
+  EXPECT_EQ(d.attributes.at("slurm_partition"), "gpu");
+  // What goes on the wire is what the daemon's decoder accepts.
+  auto back = rpc::api::decodeAttach(rpc::api::encode(*r));
+  ASSERT_TRUE(back) << back.error().message;
+  EXPECT_EQ(back->declared.gpuMemoryMax, 64 * MiB);
+  EXPECT_EQ(back->target.cgroup, f.cgroup);
+}
+
+TEST(SlurmStep, TheFlagWinsOverTheGresAndOptionsCarryThrough) {
+  StepFacts f = facts();
+  f.gresBytes = 64 * MiB;
+  f.stepId = kBatchStep;
+  StepOptions o;
+  o.gpuMemoryMax = "48M";
+  o.gpuMemoryHigh = "32M";
+  o.pool = "big";
+  o.attrs = {"model=qwen3-32b", "team=ml"};
+  PluginArgs a;
+  a.queueTimeoutUs = 5'000'000;
+  ASSERT_TRUE(checkOptions(o));
+  auto r = stepRequest(a, o, f);
+  ASSERT_TRUE(r) << r.error().message;
+  EXPECT_EQ(r->declared.gpuMemoryMax, 48 * MiB);
+  EXPECT_EQ(r->declared.gpuMemoryHigh, 32 * MiB);
+  EXPECT_EQ(r->declared.pools, std::vector<std::string>{"big"});
+  EXPECT_EQ(r->declared.timeoutUs, 5'000'000u);
+  EXPECT_EQ(r->declared.name, "slurm-42.batch");
+  EXPECT_EQ(r->declared.attributes.at("slurm_step_id"), "batch");
+  EXPECT_EQ(r->declared.attributes.at("model"), "qwen3-32b");
+  EXPECT_EQ(r->declared.attributes.at("team"), "ml");
+}
+
+TEST(SlurmStep, OnlyAStepThatDeclaredSomethingIsLeased) {
+  EXPECT_FALSE(declaresAnything(StepOptions{}, std::nullopt));
+  EXPECT_FALSE(declaresAnything(StepOptions{}, 0u)) << "gpumem:0 declares no bound";
+  EXPECT_TRUE(declaresAnything(StepOptions{}, 1u));
+  StepOptions pool;
+  pool.pool = "slurm";
+  EXPECT_TRUE(declaresAnything(pool, std::nullopt));
+  StepOptions attr;
+  attr.attrs = {"model=x"};
+  EXPECT_TRUE(declaresAnything(attr, std::nullopt));
+  StepOptions high;
+  high.gpuMemoryHigh = "1G";
+  EXPECT_TRUE(declaresAnything(high, std::nullopt));
+  // A metered step without a bound: no GPU limit is invented.
+  auto r = stepRequest(PluginArgs{}, attr, facts());
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->declared.gpuMemoryMax, std::nullopt);
+}
+
+TEST(SlurmStep, OptionTyposAreRefusedWithTheOptionNamed) {
+  auto refused = [](StepOptions o, std::string_view says) {
+    auto s = checkOptions(o);
+    ASSERT_FALSE(s);
+    EXPECT_NE(s.error().message.find(says), std::string::npos) << s.error().message;
+  };
+  StepOptions o;
+  o.gpuMemoryMax = "lots";
+  refused(o, "--gpu-memory-max=lots");
+  o.gpuMemoryMax = "0";
+  refused(o, "must be more than 0");
+  o = {};
+  o.gpuMemoryMax = "1G";
+  o.gpuMemoryHigh = "2G";
+  refused(o, "--gpu-memory-high=2G is above --gpu-memory-max=1G");
+  o = {};
+  o.pool = "a b";
+  refused(o, "--tally-pool=a b");
+  o = {};
+  o.attrs = {"Model=x"};
+  refused(o, "--tally-attr=Model=x");
+  o.attrs = {"slurm_job_id=7"};
+  refused(o, "set by the plugin");
+  o.attrs = std::vector<std::string>(13, "k=v");
+  refused(o, "at most 12");
+}
+
+TEST(SlurmStep, PlugstackArgumentsAreCheckedByName) {
+  auto a = parsePluginArgs({"socket=/run/t/t.sock", "pool=gpu", "gres=vram", "timeout=2s",
+                            "queue_timeout=10m", "end_wait=500ms"});
+  ASSERT_TRUE(a) << a.error().message;
+  EXPECT_EQ(a->socket, "/run/t/t.sock");
+  EXPECT_EQ(a->pool, "gpu");
+  EXPECT_EQ(a->gres, "vram");
+  EXPECT_EQ(a->timeoutUs, 2'000'000u);
+  EXPECT_EQ(a->queueTimeoutUs, 600'000'000u);
+  EXPECT_EQ(a->endWaitUs, 500'000u);
+  auto d = parsePluginArgs({});
+  ASSERT_TRUE(d);
+  EXPECT_EQ(d->socket, "/run/tally/tally.sock");
+  EXPECT_EQ(d->pool, "slurm");
+  EXPECT_EQ(d->gres, "gpumem");
+  EXPECT_EQ(d->queueTimeoutUs, std::nullopt) << "absent: the daemon's own queue_timeout";
+  for (auto [arg, says] : {std::pair{"sock=/x", "unknown"}, std::pair{"socket=rel", "absolute"},
+                           std::pair{"timeout=0", "more than 0"}, std::pair{"pool=", "pool name"},
+                           std::pair{"gres=gpu:2", "GRES name"}, std::pair{"verbose", "KEY=VALUE"},
+                           std::pair{"timeout=soon", "timeout"}}) {
+    auto r = parsePluginArgs({arg});
+    ASSERT_FALSE(r) << arg;
+    EXPECT_NE(r.error().message.find(says), std::string::npos) << r.error().message;
+  }
+}
+
+TEST(SlurmStep, TheLeaseIsTheStepsUserCgroupNeverSlurmstepd) {
+  // As the VM's Slurm 22.05 places a task (cgroup/v2 under systemd 252).
+  auto c = stepCgroup("0::/system.slice/vm_slurmstepd.scope/job_1/step_0/user/task_special\n");
+  ASSERT_TRUE(c) << c.error().message;
+  EXPECT_EQ(*c, "/system.slice/vm_slurmstepd.scope/job_1/step_0/user");
+  auto t = stepCgroup("0::/system.slice/n_slurmstepd.scope/job_7/step_batch/user/task_0\n");
+  ASSERT_TRUE(t);
+  EXPECT_EQ(*t, "/system.slice/n_slurmstepd.scope/job_7/step_batch/user");
+  // A hybrid host's v1 lines come first; the v2 line is what counts.
+  auto h = stepCgroup("12:memory:/slurm/uid_0/job_1\n0::/s.scope/job_1/step_0/user/task_0\n");
+  ASSERT_TRUE(h);
+  EXPECT_EQ(*h, "/s.scope/job_1/step_0/user");
+  for (const char* bad : {"0::/system.slice/vm_slurmstepd.scope/job_1/step_0/slurm\n",
+                          "0::/user.slice/user-0.slice/session-1.scope\n", "0::/\n", "0::/task_0\n",
+                          "0::/user/task_0\n", "12:memory:/slurm/uid_0/job_1\n", "",
+                          "0::/a/job_1/step_0/user/task_0 (deleted)\n"}) {
+    auto r = stepCgroup(bad);
+    EXPECT_FALSE(r) << bad << " -> " << (r ? *r : "");
+  }
+  EXPECT_NE(stepCgroup("").error().message.find("CgroupPlugin=cgroup/v2"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace tally::slurm

@@ -1,0 +1,280 @@
+// The Slurm plugin (tally_spank.so) on a one-node Slurm 22.05 cluster inside
+// the VM: munge, slurmctld and slurmd under the guest's systemd with
+// cgroup/v2, a `gpumem` GRES of 1 GiB, the test DRM driver and the tally
+// daemon. Each srun step is a lease: bounded by its GRES, killed by tally when
+// over, recorded with its Slurm ids; a step that declared a bound never runs
+// without the daemon; a step that declared nothing is untouched; Slurm places
+// two 768 MiB jobs on a 1 GiB node one after the other. The plugin is loaded
+// `optional`, the weaker setting: the step still fails closed. VM harness only.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "support/fake_host.h"
+#include "support/process.h"
+#include "support/raw_client.h"
+
+namespace tally {
+namespace {
+
+using json = nlohmann::json;
+using namespace tally::testing;
+using namespace std::chrono_literals;
+
+const std::string kTally = TALLY_BINARY;
+const std::string kWorkload = TALLY_VM_WORKLOAD;
+const std::string kPlugin = TALLY_SPANK_PLUGIN;
+constexpr std::uint64_t kMiB = 1 << 20;
+const std::string kDir = "/tmp/vm-slurm";
+const std::string kSocket = kDir + "/tally.sock";
+const std::string kConfig = kDir + "/tally.toml";
+const std::string kDaemonUnit = "tally-slurm-daemon.service";
+
+int sh(const std::string& cmd) {
+  int st = std::system(cmd.c_str());
+  return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+std::string shOut(const std::string& cmd) {
+  auto r = runProgram({"sh", "-c", cmd});
+  std::string s = r.out;
+  while (!s.empty() && (s.back() == '\n' || s.back() == ' ')) s.pop_back();
+  return s;
+}
+
+class VmSlurm : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    ASSERT_NE(std::getenv("TALLY_IN_VM"), nullptr)
+        << "these tests need the VM harness: vm/run.sh -- tally_vm_tests";
+    ASSERT_FALSE(kPlugin.empty())
+        << "tally was built without slurm/spank.h: run scripts/install-deps.sh (libslurm-dev)";
+    ASSERT_EQ(::access("/usr/sbin/slurmd", X_OK), 0)
+        << "slurmd missing: run scripts/install-deps.sh";
+    const char* ko = std::getenv("TALLY_TESTDRM_KO");
+    ASSERT_NE(ko, nullptr);
+    if (::access("/sys/module/tally_testdrm", F_OK) != 0) {
+      ASSERT_EQ(sh("modprobe drm && insmod " + std::string(ko)), 0);
+    }
+    sh("rm -rf " + kDir);
+    makeDirs(kDir);
+    writeFile(kConfig,
+              "[daemon]\nsocket = \"" + kSocket + "\"\nstate_dir = \"" + kDir +
+                  "/state\"\nsample_interval = \"200ms\"\n\n"
+                  "# The same number as the node's gpumem GRES: Slurm places, tally "
+                  "enforces.\n[pools.slurm]\ncapacity = 8\ngpu_memory_budget = \"1GiB\"\n");
+    std::string source = TALLY_SOURCE_DIR;
+    auto node = runProgram({source + "/vm/slurm-node.sh",
+                            "optional " + kPlugin + " socket=" + kSocket + " end_wait=20s"});
+    ASSERT_EQ(node.exitCode(), 0) << node.out << node.err;
+  }
+  void SetUp() override { startDaemon(); }
+  void TearDown() override {
+    sh("systemctl stop " + kDaemonUnit + " 2>/dev/null; systemctl reset-failed " + kDaemonUnit +
+       " 2>/dev/null");
+  }
+  static void startDaemon() {
+    ASSERT_EQ(sh("systemctl is-active --quiet " + kDaemonUnit + " || systemd-run --quiet --unit=" +
+                 kDaemonUnit + " -p Type=notify " + kTally + " daemon --config " + kConfig),
+              0);
+  }
+  static ProgramResult tally(std::vector<std::string> args) {
+    args.insert(args.begin(), kTally);
+    return runProgram(args, {"TALLY_SOCKET=" + kSocket});
+  }
+  // Every ledger row of the lease named `name`, in order.
+  static json rowsNamed(const std::string& leaseName) {
+    json all = json::parse(tally({"ledger", "export", "--config", kConfig}).out, nullptr, false);
+    std::string id;
+    json out = json::array();
+    if (!all.is_array()) return out;
+    for (const auto& row : all) {
+      if (row.value("kind", "") == "granted" && row["body"].value("name", "") == leaseName)
+        id = row.value("lease", "");
+      if (!id.empty() && row.value("lease", "") == id) out.push_back(row);
+    }
+    return out;
+  }
+  static json terminal(const json& rows) {
+    for (const auto& r : rows) {
+      std::string k = r.value("kind", "");
+      if (k == "outcome" || k == "lost" || k == "withdrawn") return r;
+    }
+    return json();
+  }
+  // srun's job id, written by the step itself before it allocates.
+  static std::string jobIdFrom(const std::string& path) {
+    std::string s = readFile(path);
+    while (!s.empty() && (s.back() == '\n' || s.back() == ' ')) s.pop_back();
+    return s;
+  }
+};
+
+TEST_F(VmSlurm, AStepOverItsGresIsKilledByTallyAndRecordedWithItsSlurmIds) {
+  std::string idFile = kDir + "/a.job";
+  auto r = runProgram(
+      {"srun", "--gres=gpumem:64M", "sh", "-c",
+       "echo $SLURM_JOB_ID > " + idFile + "; exec " + kWorkload + " gpu gtt 128 1 60000"});
+  std::printf("[ srun ]\n%s%s[ end ]\n", r.out.c_str(), r.err.c_str());
+  EXPECT_NE(r.exitCode(), 0) << "Slurm must see the step fail";
+  EXPECT_NE(r.err.find("task 0: Killed"), std::string::npos) << r.err;
+  std::string job = jobIdFrom(idFile);
+  ASSERT_FALSE(job.empty());
+  json rows = rowsNamed("slurm-" + job + ".0");
+  ASSERT_GE(rows.size(), 2u) << "no lease for step " << job << ".0";
+  json granted = rows[0]["body"];
+  EXPECT_EQ(granted["declared"]["gpu_memory_max"], 64 * kMiB)
+      << "the GRES (count = bytes) is the bound";
+  EXPECT_EQ(granted["declared"]["memory_max"], nullptr) << "the plugin adds no host limit";
+  EXPECT_EQ(granted["declared"]["attributes"]["slurm_job_id"], job);
+  EXPECT_EQ(granted["declared"]["attributes"]["slurm_step_id"], "0");
+  EXPECT_EQ(granted["declared"]["attributes"]["slurm_user"], "root");
+  EXPECT_EQ(granted["declared"]["attributes"]["slurm_partition"], "gpu");
+  EXPECT_NE(granted["target"].value("cgroup", "").find("/job_" + job + "/step_0/user"),
+            std::string::npos)
+      << granted.dump(2);
+  json end = terminal(rows);
+  ASSERT_TRUE(end.is_object()) << rows.dump(2);
+  EXPECT_EQ(end["body"]["outcome"]["class"], "killed-by-tally") << end.dump(2);
+  EXPECT_EQ(end["body"]["outcome"]["summary"].get<std::string>().rfind(
+                "killed by tally: GPU memory 128.0 MiB over gpu_memory_max 64.0 MiB", 0),
+            0u)
+      << end.dump(2);
+  // Slurm's own record of the job says it failed.
+  std::string state = shOut("scontrol show job " + job + " | grep -o 'JobState=[A-Z_]*'");
+  EXPECT_TRUE(state == "JobState=FAILED" || state == "JobState=CANCELLED") << state;
+  // The journal finds the step by its Slurm job id.
+  std::string journal =
+      shOut("journalctl --no-pager -o cat -t tally TALLY_ATTR_SLURM_JOB_ID=" + job);
+  EXPECT_NE(journal.find("killed by tally: GPU memory 128.0 MiB"), std::string::npos) << journal;
+}
+
+TEST_F(VmSlurm, AStepWithinItsBoundRunsShowsItsIdsLiveAndRecordsItsGpuPeak) {
+  std::string ready = kDir + "/b.ready", release = kDir + "/b.release", idFile = kDir + "/b.job";
+  auto srun = spawnProgram({"srun", "--gres=gpumem:256M", "--tally-attr=model=llama-70b",
+                            "--tally-attr=team=ml", "sh", "-c",
+                            "echo $SLURM_JOB_ID > " + idFile + "; exec " + kWorkload +
+                                " gpu gtt 64 1 60000 " + ready + " " + release});
+  ASSERT_TRUE(eventually([&] { return ::access(ready.c_str(), F_OK) == 0; }, 60s))
+      << readFile(srun.errPath);
+  std::string job = jobIdFrom(idFile);
+  std::string name = "slurm-" + job + ".0";
+  // Live: leases, seats, metrics and top name the step.
+  json seat;
+  ASSERT_TRUE(eventually(
+      [&] {
+        json seats = json::parse(tally({"seats", "--json"}).out, nullptr, false);
+        if (!seats.is_object()) return false;
+        for (const auto& s : seats["seats"]) {
+          if (s.value("name", "") == name && s["gpu"].is_object() &&
+              s["gpu"].value("current_bytes", std::uint64_t{0}) > 0)
+            seat = s;
+        }
+        return seat.is_object();
+      },
+      30s));
+  EXPECT_EQ(seat["declared"]["attributes"]["slurm_job_id"], job) << seat.dump(2);
+  EXPECT_EQ(seat["declared"]["attributes"]["model"], "llama-70b") << "repeated --tally-attr";
+  EXPECT_EQ(seat["declared"]["attributes"]["team"], "ml");
+  EXPECT_EQ(seat["gpu"]["regions"]["gtt"]["current_bytes"], 64 * kMiB) << seat.dump(2);
+  std::string leases = tally({"leases"}).out;
+  EXPECT_NE(leases.find(name), std::string::npos) << leases;
+  std::string metrics = tally({"metrics"}).out;
+  EXPECT_NE(metrics.find("tally_lease_declared_info{lease=\"" + seat.value("lease", "") +
+                         "\",key=\"slurm_job_id\",value=\"" + job + "\"} 1"),
+            std::string::npos)
+      << metrics;
+  auto top = tally({"top", "--once"});
+  EXPECT_NE(top.out.find(name), std::string::npos) << top.out << top.err;
+
+  writeFile(release, "");
+  auto r = waitProgram(srun);
+  EXPECT_EQ(r.exitCode(), 0) << r.err;
+  json end = terminal(rowsNamed(name));
+  ASSERT_TRUE(end.is_object());
+  EXPECT_EQ(end["body"]["outcome"]["class"], "ended") << end.dump(2);
+  EXPECT_EQ(end["body"]["gpu"]["peak_bytes"], 64 * kMiB) << end.dump(2);
+  // Read before slurmstepd removed the cgroup: the plugin waits for the outcome row.
+  EXPECT_TRUE(end["body"]["memory"].contains("peak_bytes")) << end.dump(2);
+}
+
+TEST_F(VmSlurm, WithTheDaemonStoppedAStepThatDeclaredABoundNeverRuns) {
+  ASSERT_EQ(sh("systemctl stop " + kDaemonUnit), 0);
+  std::string marker = kDir + "/c.marker";
+  auto refused = [&](const std::string& ask, const std::string& says) {
+    ::unlink(marker.c_str());
+    auto r = runProgram({"srun", ask, kWorkload, "marker", marker});
+    std::printf("[ srun %s ]\n%s%s[ end ]\n", ask.c_str(), r.out.c_str(), r.err.c_str());
+    EXPECT_NE(r.exitCode(), 0) << "a script's `srun ... && next` must not go on";
+    EXPECT_NE(::access(marker.c_str(), F_OK), 0) << "the step ran without its bound";
+    EXPECT_NE(r.err.find(says), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find("the step does not start"), std::string::npos) << r.err;
+  };
+  // plugstack.conf is read at every srun: both settings, the same answer.
+  for (std::string mode : {"optional", "required"}) {
+    writeFile("/etc/slurm/plugstack.conf",
+              mode + " " + kPlugin + " socket=" + kSocket + " end_wait=20s\n");
+    for (std::string ask : {"--gres=gpumem:64M", "--gpu-memory-max=64M"})
+      refused(ask, "cannot reach the tally daemon at " + kSocket);
+  }
+  // A plugstack.conf typo under `optional` (Slurm ignores the plugin's
+  // failure) still never lets a declared step run unbounded.
+  writeFile("/etc/slurm/plugstack.conf", "optional " + kPlugin + " socket=tally.sock\n");
+  refused("--gres=gpumem:64M", "misconfigured in plugstack.conf");
+  writeFile("/etc/slurm/plugstack.conf",
+            "optional " + kPlugin + " socket=" + kSocket + " end_wait=20s\n");
+}
+
+TEST_F(VmSlurm, WithTheDaemonStoppedAStepThatDeclaredNothingRunsUntouched) {
+  ASSERT_EQ(sh("systemctl stop " + kDaemonUnit), 0);
+  std::string marker = kDir + "/d.marker";
+  auto r = runProgram({"srun", kWorkload, "marker", marker});
+  EXPECT_EQ(r.exitCode(), 0) << r.err;
+  EXPECT_EQ(::access(marker.c_str(), F_OK), 0);
+  EXPECT_EQ(r.err.find("tally"), std::string::npos) << r.err;
+}
+
+TEST_F(VmSlurm, SlurmPlacesTwoJobsThatDoNotFitTogetherOneAfterTheOther) {
+  std::string ready1 = kDir + "/e1.ready", release1 = kDir + "/e1.release";
+  std::string ready2 = kDir + "/e2.ready", idFile1 = kDir + "/e1.job", idFile2 = kDir + "/e2.job";
+  auto first = spawnProgram({"srun", "--gres=gpumem:768M", "sh", "-c",
+                             "echo $SLURM_JOB_ID > " + idFile1 + "; exec " + kWorkload +
+                                 " gpu gtt 512 1 60000 " + ready1 + " " + release1});
+  ASSERT_TRUE(eventually([&] { return ::access(ready1.c_str(), F_OK) == 0; }, 60s))
+      << readFile(first.errPath);
+  auto second = spawnProgram({"srun", "--gres=gpumem:768M", "sh", "-c",
+                              "echo $SLURM_JOB_ID > " + idFile2 + "; exec " + kWorkload +
+                                  " gpu gtt 512 1 2000 " + ready2});
+  // Slurm holds the second job for the node's GRES; its step has not started.
+  ASSERT_TRUE(eventually(
+      [&] { return shOut("squeue -h -t PENDING -o %r").find("Resources") != std::string::npos; },
+      30s))
+      << shOut("squeue");
+  EXPECT_NE(::access(ready2.c_str(), F_OK), 0);
+  writeFile(release1, "");
+  auto r1 = waitProgram(first);
+  auto r2 = waitProgram(second);
+  EXPECT_EQ(r1.exitCode(), 0) << r1.err;
+  EXPECT_EQ(r2.exitCode(), 0) << r2.err;
+  json rows1 = rowsNamed("slurm-" + jobIdFrom(idFile1) + ".0");
+  json rows2 = rowsNamed("slurm-" + jobIdFrom(idFile2) + ".0");
+  ASSERT_FALSE(rows1.empty());
+  ASSERT_FALSE(rows2.empty());
+  for (const json* rows : {&rows1, &rows2}) {
+    EXPECT_EQ((*rows)[0]["body"]["declared"]["gpu_memory_max"], 768 * kMiB);
+    json end = terminal(*rows);
+    ASSERT_TRUE(end.is_object());
+    EXPECT_EQ(end["body"]["outcome"]["class"], "ended") << end.dump(2);
+    EXPECT_EQ(end["body"]["gpu"]["peak_bytes"], 512 * kMiB) << end.dump(2);
+  }
+  // One after the other: the second lease was granted after the first ended.
+  EXPECT_LT(terminal(rows1)["at_ns"].get<std::uint64_t>(), rows2[0]["at_ns"].get<std::uint64_t>());
+}
+
+}  // namespace
+}  // namespace tally
