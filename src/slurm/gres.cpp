@@ -52,26 +52,35 @@ Result<std::uint64_t> slurmCount(std::string_view text) {
 
 namespace {
 
-// One entry without its "gres:"/"gres/" prefix and "(IDX:…)" tail, split at
-// the first '=' or ':' after the name.
+// One entry: its "gres:"/"gres/" prefix and "(…)" detail set apart, then the
+// count after the name: ":count", ":type:count", "=count" (tres_alloc_str), or
+// in the detail, "(CNT:count)" (a count-only GRES in a job's per-node detail).
 Result<std::optional<std::uint64_t>> entryCount(std::string_view entry, std::string_view name) {
   std::string_view e = text::trim(entry);
   if (text::startsWith(e, "gres:") || text::startsWith(e, "gres/")) e.remove_prefix(5);
-  if (auto paren = e.find('('); paren != std::string_view::npos) e = e.substr(0, paren);
+  std::string_view detail;
+  if (auto paren = e.find('('); paren != std::string_view::npos) {
+    detail = e.substr(paren + 1);
+    detail = detail.substr(0, detail.find(')'));
+    e = e.substr(0, paren);
+  }
   if (!text::startsWith(e, name)) return std::optional<std::uint64_t>{};
   std::string_view rest = e.substr(name.size());
-  if (rest.empty()) return std::optional<std::uint64_t>{1};  // "gres:gpumem": one
-  if (rest[0] == '=')
-    rest.remove_prefix(1);  // tres_alloc_str: exact count
-  else if (rest[0] == ':') {
-    rest.remove_prefix(1);
-    // "type:count": the count is after the last ':' ("gres:gpumem:amd:64M").
-    if (auto colon = rest.rfind(':'); colon != std::string_view::npos)
-      rest = rest.substr(colon + 1);
+  std::string_view count;
+  if (rest.empty()) {
+    if (!text::startsWith(detail, "CNT:")) return std::optional<std::uint64_t>{1};  // a bare name
+    count = detail.substr(4);
+    count = count.substr(0, count.find(','));
+  } else if (rest[0] == '=') {
+    count = rest.substr(1);
+  } else if (rest[0] == ':') {
+    count = rest.substr(1);
+    if (auto colon = count.rfind(':'); colon != std::string_view::npos)
+      count = count.substr(colon + 1);
   } else {
     return std::optional<std::uint64_t>{};  // another GRES whose name starts with ours
   }
-  auto n = slurmCount(rest);
+  auto n = slurmCount(count);
   if (!n) {
     return Error{n.error().code,
                  fmt::format("GRES entry '{}': {}", text::truncateUtf8(text::trim(entry), 128),

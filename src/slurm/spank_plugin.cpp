@@ -8,12 +8,18 @@
 //   side in the step's environment (SPANK forwards only an option's last value).
 // - remote (slurmstepd, root): at the first task's post-fork, when the task is
 //   in its cgroup and has not exec'd, the step's user cgroup is attached to the
-//   node's daemon. A step that declared a bound and is not leased never runs:
-//   its tasks are killed before exec. The callback then returns success on
-//   purpose: Slurm ignores an `optional` plugin's failure, and under
-//   `required` a failed post-fork is a "launch failure" after which srun 22.05
-//   exits 0; a task killed before exec makes srun say "Killed" and exit
-//   non-zero under both (tests/vm/slurm_test.cpp). At the step's
+//   node's daemon. A step that declared a bound and is not leased never runs.
+//   slurmstepd forks every task, calls each post-fork, and only then lets the
+//   tasks go on to exec; each task calls task_init just before its execve. So
+//   the verdict goes into a page shared by slurmstepd and its forked tasks
+//   (mapped at init, before any fork), and each task reads it in task_init:
+//   refused, it prints the reason on its own stderr (which srun and a batch
+//   job's output file show) and exits 1 without exec'ing. The task exits
+//   itself rather than relying on Slurm: an `optional` plugin's failure is
+//   ignored, and under `required` a failed post-fork is a "launch failure"
+//   after which srun 22.05 exits 0; a task killed from outside loses its
+//   stderr when srun exits first. (Should the page be unavailable, the task is
+//   killed before exec instead.) At the step's
 //   end the plugin waits (end_wait) for the daemon's outcome row, so the final
 //   counters are read before slurmstepd removes the cgroup.
 //
@@ -24,6 +30,7 @@
 #include <fmt/format.h>
 #include <pwd.h>
 #include <signal.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -61,9 +68,19 @@ constexpr char kAttrSep = '\x1f';
 // One step per slurmstepd: these live for that step.
 slurm::StepOptions g_options;
 slurm::PluginArgs g_args;
-bool g_attempted = false;   // the first task's post-fork ran
-bool g_failed = false;      // a declared step could not be leased: no task may run
-std::string g_failure;      // why, for the later tasks' stderr
+bool g_attempted = false;  // the first task's post-fork ran
+bool g_failed = false;     // a declared step could not be leased: no task may run
+std::string g_failure;     // why
+
+// The step's verdict, shared with the forked tasks (MAP_SHARED, mapped before
+// they exist). Written by slurmstepd in post-fork; read by each task after
+// slurmstepd unblocked it, which orders the write before the read.
+struct Verdict {
+  enum : std::uint32_t { kUndecided = 0, kProceed = 1, kRefused = 2 };
+  std::uint32_t state;
+  char reason[3072];
+};
+Verdict* g_verdict = nullptr;
 std::string g_lease;        // the lease id once attached
 std::string g_configError;  // plugstack.conf's arguments did not parse
 
@@ -157,18 +174,18 @@ std::string readText(const std::string& path) {
   return n > 0 ? std::string(buf, static_cast<std::size_t>(n)) : "";
 }
 
-// A refusal reaches the user: slurmstepd's log, and the task's own stderr
-// (which srun prints) before the task is killed unexec'd.
+// A refusal reaches slurmd's log here and the user through the task itself
+// (task_init); without the shared page the task is killed before exec.
 void refuseTask(pid_t task, const std::string& why) {
   slurm_error("%s", why.c_str());
-  std::string fd2 = fmt::format("/proc/{}/fd/2", task);
-  int fd = ::open(fd2.c_str(), O_WRONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
-  if (fd >= 0) {
-    std::string line = why + "\n";
-    [[maybe_unused]] auto n = ::write(fd, line.data(), line.size());
-    ::close(fd);
+  if (g_verdict) {
+    std::size_t n = std::min(why.size(), sizeof g_verdict->reason - 1);
+    std::memcpy(g_verdict->reason, why.data(), n);
+    g_verdict->reason[n] = '\0';
+    g_verdict->state = Verdict::kRefused;
+  } else {
+    ::kill(task, SIGKILL);
   }
-  ::kill(task, SIGKILL);
 }
 
 std::string describeBound(const slurm::StepOptions& o, std::optional<std::uint64_t> gres,
@@ -190,7 +207,7 @@ int attachStep(spank_t sp, pid_t task) {
     g_failed = true;
     g_failure = why;
     refuseTask(task, why);
-    return 0;  // the task is dead before exec; see the file's comment for why not -1
+    return 0;  // the task refuses itself before exec; see the file's comment for why not -1
   };
   if (auto s = slurm::checkOptions(g_options); !s) return fail(where + ": " + s.error().message);
 
@@ -331,6 +348,12 @@ TALLY_EXPORT int slurm_spank_init(spank_t sp, int ac, char** av) {
     g_args = *parsed;
   }
   spank_context_t ctx = spank_context();
+  if (ctx == S_CTX_REMOTE && !g_verdict) {
+    // Before slurmstepd forks the tasks: they inherit the mapping, shared.
+    void* page =
+        ::mmap(nullptr, sizeof(Verdict), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    if (page != MAP_FAILED) g_verdict = static_cast<Verdict*>(page);  // zeroed: undecided
+  }
   if (ctx == S_CTX_LOCAL || ctx == S_CTX_ALLOCATOR || ctx == S_CTX_REMOTE) {
     for (auto& opt : g_table) {
       if (spank_option_register(sp, &opt) != ESPANK_SUCCESS) {
@@ -371,13 +394,23 @@ TALLY_EXPORT int slurm_spank_task_post_fork(spank_t sp, int, char**) {
   if (g_attempted) return 0;
   g_attempted = true;
   try {
-    return attachStep(sp, task);
+    attachStep(sp, task);
   } catch (const std::exception& e) {  // nothing is thrown across into slurmstepd
     g_failed = true;
     g_failure = fmt::format("tally: {}; the step does not start", e.what());
     refuseTask(task, g_failure);
-    return 0;
   }
+  if (!g_failed && g_verdict) g_verdict->state = Verdict::kProceed;
+  return 0;
+}
+
+// In each task, as the user, after slurmstepd unblocked it and just before its
+// execve: a refused step's task says why and exits without running anything.
+TALLY_EXPORT int slurm_spank_task_init(spank_t sp, int, char**) {
+  if (!spank_remote(sp) || !g_verdict || g_verdict->state != Verdict::kRefused) return 0;
+  std::string line = std::string(g_verdict->reason) + "\n";
+  [[maybe_unused]] auto n = ::write(STDERR_FILENO, line.data(), line.size());
+  ::_exit(1);  // not a return: Slurm ignores an `optional` plugin's -1 here
 }
 
 TALLY_EXPORT int slurm_spank_exit(spank_t sp, int, char**) {

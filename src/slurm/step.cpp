@@ -40,7 +40,7 @@ Result<PluginArgs> parsePluginArgs(const std::vector<std::string>& args) {
     if (eq == std::string::npos) {
       return Error{EINVAL,
                    fmt::format("plugstack.conf argument '{}' is not KEY=VALUE (keys: socket, "
-                               "pool, gres, timeout, queue_timeout, end_wait)",
+                               "pool, batch_pool, gres, timeout, queue_timeout, end_wait)",
                                text::truncateUtf8(arg, 64))};
     }
     std::string_view key(arg.data(), eq), value(arg.data() + eq + 1, arg.size() - eq - 1);
@@ -50,9 +50,9 @@ Result<PluginArgs> parsePluginArgs(const std::vector<std::string>& args) {
     if (key == "socket") {
       if (value.empty() || value[0] != '/') return bad("must be an absolute path");
       a.socket = std::string(value);
-    } else if (key == "pool") {
+    } else if (key == "pool" || key == "batch_pool") {
       if (!validPool(value)) return bad("must be a pool name, 1-64 of [A-Za-z0-9_-]");
-      a.pool = std::string(value);
+      (key == "pool" ? a.pool : a.batchPool) = std::string(value);
     } else if (key == "gres") {
       if (value.empty() || value.size() > 64 ||
           value.find_first_of(":,;=/() ") != std::string_view::npos)
@@ -70,7 +70,8 @@ Result<PluginArgs> parsePluginArgs(const std::vector<std::string>& args) {
         a.queueTimeoutUs = *us;
       }
     } else {
-      return bad("unknown (keys: socket, pool, gres, timeout, queue_timeout, end_wait)");
+      return bad(
+          "unknown (keys: socket, pool, batch_pool, gres, timeout, queue_timeout, end_wait)");
     }
   }
   return a;
@@ -125,7 +126,7 @@ Result<rpc::api::Attach> stepRequest(const PluginArgs& args, const StepOptions& 
                                      const StepFacts& f) {
   rpc::api::Attach req;
   rpc::api::Declared& d = req.declared;
-  d.pools = {o.pool ? *o.pool : args.pool};
+  d.pools = {o.pool ? *o.pool : f.stepId == kBatchStep ? args.batchPool : args.pool};
   d.name = leaseName(f.jobId, f.stepId);
   if (o.gpuMemoryMax) {
     auto n = units::parseSize(*o.gpuMemoryMax);

@@ -28,14 +28,18 @@ namespace tally::slurm {
 // plugstack.conf arguments: `optional tally_spank.so socket=/run/tally/tally.sock pool=slurm`.
 struct PluginArgs {
   std::string socket = "/run/tally/tally.sock";
-  std::string pool = "slurm";                   // the pool every step's lease joins
+  std::string pool = "slurm";  // the pool a step's lease joins
+  // The pool of a batch script's own step. Not `pool`: the script's srun steps
+  // hold the job's GRES again, and one job must not fill a budget set to the
+  // node's GRES count twice (the batch lease is bounded, not counted there).
+  std::string batchPool = "slurm-batch";
   std::string gres = "gpumem";                  // the count-only GRES that means GPU memory bytes
   std::uint64_t timeoutUs = 10'000'000;         // the daemon's first answer
   std::optional<std::uint64_t> queueTimeoutUs;  // absent: the daemon's queue_timeout
   std::uint64_t endWaitUs = 10'000'000;         // at step end: wait for the outcome row
 };
-// Each argument is KEY=VALUE of the keys above (socket, pool, gres, timeout,
-// queue_timeout, end_wait); an unknown key or bad value is an error naming it.
+// Each argument is KEY=VALUE of the keys above (socket, pool, batch_pool, gres,
+// timeout, queue_timeout, end_wait); an unknown key or bad value is an error naming it.
 Result<PluginArgs> parsePluginArgs(const std::vector<std::string>& args);
 
 // The step's own words (srun/sbatch options), raw as Slurm hands them over.

@@ -67,7 +67,9 @@ class VmSlurm : public ::testing::Test {
               "[daemon]\nsocket = \"" + kSocket + "\"\nstate_dir = \"" + kDir +
                   "/state\"\nsample_interval = \"200ms\"\n\n"
                   "# The same number as the node's gpumem GRES: Slurm places, tally "
-                  "enforces.\n[pools.slurm]\ncapacity = 8\ngpu_memory_budget = \"1GiB\"\n");
+                  "enforces.\n[pools.slurm]\ncapacity = 8\ngpu_memory_budget = \"1GiB\"\n\n"
+                  "# Batch scripts' own steps: bounded, not counted twice.\n"
+                  "[pools.slurm-batch]\ncapacity = 8\n");
     std::string source = TALLY_SOURCE_DIR;
     auto node = runProgram({source + "/vm/slurm-node.sh",
                             "optional " + kPlugin + " socket=" + kSocket + " end_wait=20s"});
@@ -214,6 +216,10 @@ TEST_F(VmSlurm, WithTheDaemonStoppedAStepThatDeclaredABoundNeverRuns) {
     EXPECT_NE(::access(marker.c_str(), F_OK), 0) << "the step ran without its bound";
     EXPECT_NE(r.err.find(says), std::string::npos) << r.err;
     EXPECT_NE(r.err.find("the step does not start"), std::string::npos) << r.err;
+    // Said by the task itself on its own stderr (not only slurmstepd's log
+    // line), so it reaches srun and a batch job's output file every time.
+    EXPECT_NE(("\n" + r.err).find("\ntally: step "), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find("task 0: Exited with exit code 1"), std::string::npos) << r.err;
   };
   // plugstack.conf is read at every srun: both settings, the same answer.
   for (std::string mode : {"optional", "required"}) {
@@ -274,6 +280,33 @@ TEST_F(VmSlurm, SlurmPlacesTwoJobsThatDoNotFitTogetherOneAfterTheOther) {
   }
   // One after the other: the second lease was granted after the first ended.
   EXPECT_LT(terminal(rows1)["at_ns"].get<std::uint64_t>(), rows2[0]["at_ns"].get<std::uint64_t>());
+}
+
+TEST_F(VmSlurm, ABatchScriptAndItsSrunStepAreBothBoundedAndTheGresIsCountedOnce) {
+  // 768 MiB of a 1 GiB budget: counted twice, the srun step would wait in
+  // tally's queue behind its own batch script forever.
+  std::string idFile = kDir + "/f.job";
+  auto r = runProgram(
+      {"sbatch", "--wait", "--gres=gpumem:768M", "--chdir=" + kDir, "--output=" + kDir + "/f.out",
+       "--wrap", "echo $SLURM_JOB_ID > " + idFile + "; srun " + kWorkload + " gpu gtt 512 1 300"});
+  EXPECT_EQ(r.exitCode(), 0) << r.out << r.err << readFile(kDir + "/f.out");
+  std::string job = jobIdFrom(idFile);
+  ASSERT_FALSE(job.empty()) << readFile(kDir + "/f.out");
+  json batch = rowsNamed("slurm-" + job + ".batch");
+  json step = rowsNamed("slurm-" + job + ".0");
+  ASSERT_FALSE(batch.empty());
+  ASSERT_FALSE(step.empty());
+  EXPECT_EQ(batch[0]["body"]["pools"], json::array({"slurm-batch"}));
+  EXPECT_EQ(batch[0]["body"]["declared"]["gpu_memory_max"], 768 * kMiB);
+  EXPECT_EQ(batch[0]["body"]["declared"]["attributes"]["slurm_step_id"], "batch");
+  EXPECT_EQ(step[0]["body"]["pools"], json::array({"slurm"}));
+  EXPECT_EQ(step[0]["body"]["declared"]["gpu_memory_max"], 768 * kMiB) << "the job's GRES";
+  json stepEnd = terminal(step);
+  ASSERT_TRUE(stepEnd.is_object());
+  EXPECT_EQ(stepEnd["body"]["outcome"]["class"], "ended") << stepEnd.dump(2);
+  EXPECT_EQ(stepEnd["body"]["gpu"]["peak_bytes"], 512 * kMiB) << stepEnd.dump(2);
+  ASSERT_TRUE(terminal(batch).is_object());
+  EXPECT_EQ(terminal(batch)["body"]["outcome"]["class"], "ended");
 }
 
 }  // namespace

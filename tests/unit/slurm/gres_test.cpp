@@ -23,9 +23,13 @@ TEST(SlurmGres, ReadsEveryShapeSlurmPrints) {
   EXPECT_EQ(count("gres/gpumem:64M"), 64 * MiB);        // the TRES spelling
   EXPECT_EQ(count("gres/gpumem=67108864"), 64 * MiB);   // tres_alloc_str: exact
   EXPECT_EQ(count("gpumem:768M(IDX:N/A)"), 768 * MiB);  // gres_detail_str per node
-  EXPECT_EQ(count("gres:gpumem:amd:1G"), GiB);          // typed
-  EXPECT_EQ(count("gres:gpumem"), 1u);                  // a bare name is one
-  EXPECT_EQ(count("gres:gpumem:96g"), 96 * GiB);        // suffix case
+  // What Slurm 22.05 really prints for a count-only GRES in a job's per-node
+  // detail (`scontrol show job -d`: "GRES=gpumem(CNT:805306368)").
+  EXPECT_EQ(count("gpumem(CNT:805306368)"), 768 * MiB);
+  EXPECT_EQ(count("gpu:2,gpumem(CNT:1024,IDX:0)"), 1024u);
+  EXPECT_EQ(count("gres:gpumem:amd:1G"), GiB);    // typed
+  EXPECT_EQ(count("gres:gpumem"), 1u);            // a bare name is one
+  EXPECT_EQ(count("gres:gpumem:96g"), 96 * GiB);  // suffix case
   EXPECT_EQ(count("cpu=2,mem=1500M,node=1,billing=2,gres/gpumem=1073741824"), GiB);
   EXPECT_EQ(count("gres:gpu:2,gres:gpumem:24G"), 24 * GiB);
   EXPECT_EQ(count("gres:gpu:2;gres:gpumem:24G"), 24 * GiB);
@@ -43,9 +47,10 @@ TEST(SlurmGres, OtherResourcesAreNotOurs) {
 }
 
 TEST(SlurmGres, AMalformedCountOfOursIsAnErrorNeverAGuess) {
-  for (const char* bad : {"gres:gpumem:", "gres:gpumem:64X", "gres:gpumem:-1", "gres:gpumem:M",
-                          "gres/gpumem=", "gres:gpumem:18446744073709551616",
-                          "gres:gpumem:17179869184G" /* 2^34 GiB: over 2^64 */}) {
+  for (const char* bad :
+       {"gres:gpumem:", "gres:gpumem:64X", "gpumem(CNT:)", "gpumem(CNT:lots)", "gres:gpumem:-1",
+        "gres:gpumem:M", "gres/gpumem=", "gres:gpumem:18446744073709551616",
+        "gres:gpumem:17179869184G" /* 2^34 GiB: over 2^64 */}) {
     auto r = gresCount(bad, "gpumem");
     EXPECT_FALSE(r) << bad;
     if (!r) {

@@ -66,6 +66,23 @@ TEST(SlurmStep, TheFlagWinsOverTheGresAndOptionsCarryThrough) {
   EXPECT_EQ(r->declared.attributes.at("team"), "ml");
 }
 
+TEST(SlurmStep, ABatchScriptsOwnStepIsBoundedButNotCountedInTheStepsBudget) {
+  // sbatch --gres=gpumem:768M: the script's step and its srun step each hold
+  // the job's GRES; only the srun step is counted in the budgeted pool.
+  StepFacts f = facts();
+  f.gresBytes = 768 * MiB;
+  f.stepId = kBatchStep;
+  auto batch = stepRequest(PluginArgs{}, StepOptions{}, f);
+  ASSERT_TRUE(batch);
+  EXPECT_EQ(batch->declared.pools, std::vector<std::string>{"slurm-batch"});
+  EXPECT_EQ(batch->declared.gpuMemoryMax, 768 * MiB);
+  f.stepId = 0;
+  auto step = stepRequest(PluginArgs{}, StepOptions{}, f);
+  ASSERT_TRUE(step);
+  EXPECT_EQ(step->declared.pools, std::vector<std::string>{"slurm"});
+  EXPECT_EQ(step->declared.gpuMemoryMax, 768 * MiB);
+}
+
 TEST(SlurmStep, OnlyAStepThatDeclaredSomethingIsLeased) {
   EXPECT_FALSE(declaresAnything(StepOptions{}, std::nullopt));
   EXPECT_FALSE(declaresAnything(StepOptions{}, 0u)) << "gpumem:0 declares no bound";
@@ -122,11 +139,15 @@ TEST(SlurmStep, PlugstackArgumentsAreCheckedByName) {
   EXPECT_EQ(a->timeoutUs, 2'000'000u);
   EXPECT_EQ(a->queueTimeoutUs, 600'000'000u);
   EXPECT_EQ(a->endWaitUs, 500'000u);
+  auto b = parsePluginArgs({"batch_pool=scripts"});
+  ASSERT_TRUE(b);
+  EXPECT_EQ(b->batchPool, "scripts");
   auto d = parsePluginArgs({});
   ASSERT_TRUE(d);
   EXPECT_EQ(d->socket, "/run/tally/tally.sock");
   EXPECT_EQ(d->pool, "slurm");
   EXPECT_EQ(d->gres, "gpumem");
+  EXPECT_EQ(d->batchPool, "slurm-batch");
   EXPECT_EQ(d->queueTimeoutUs, std::nullopt) << "absent: the daemon's own queue_timeout";
   for (auto [arg, says] : {std::pair{"sock=/x", "unknown"}, std::pair{"socket=rel", "absolute"},
                            std::pair{"timeout=0", "more than 0"}, std::pair{"pool=", "pool name"},
