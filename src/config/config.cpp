@@ -135,6 +135,8 @@ void readDaemon(Reader& r, const toml::table& t, Daemon& d) {
               "socket_group",
               "state_dir",
               "sample_interval",
+              "near_bound_margin",
+              "near_bound_interval",
               "queue_timeout",
               "samples_full_resolution",
               "samples_max_age",
@@ -170,6 +172,15 @@ void readDaemon(Reader& r, const toml::table& t, Daemon& d) {
     else
       d.sampleIntervalUs = *v;
   }
+  if (auto v = r.count(t, "near_bound_margin", "daemon", 0, 100))
+    d.nearBoundMarginPercent = static_cast<unsigned>(*v);
+  if (auto v = r.duration(t, "near_bound_interval", "daemon")) {
+    if (*v < 10'000)
+      r.problem(*t.get("near_bound_interval"), "daemon.near_bound_interval must be at least 10ms");
+    else
+      d.nearBoundIntervalUs = *v;
+  }
+  if (d.nearBoundIntervalUs > d.sampleIntervalUs) d.nearBoundIntervalUs = d.sampleIntervalUs;
   if (auto v = r.duration(t, "queue_timeout", "daemon")) d.queueTimeoutUs = *v;
   if (auto v = r.duration(t, "samples_full_resolution", "daemon")) d.samplesFullResolutionUs = *v;
   if (auto v = r.duration(t, "samples_max_age", "daemon")) d.samplesMaxAgeUs = *v;

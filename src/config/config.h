@@ -34,6 +34,10 @@ struct Daemon {
   std::optional<std::string> socketGroup;  // group owning the 0660 socket; default: the daemon's
   std::string stateDir;                    // default: ledger::defaultStateDir()
   std::uint64_t sampleIntervalUs = 1'000'000;
+  // A lease within this percent of its gpu_memory_max (or rising fast toward
+  // it) is sampled every nearBoundIntervalUs instead (enforce/cadence.h).
+  unsigned nearBoundMarginPercent = 10;
+  std::uint64_t nearBoundIntervalUs = 50'000;
   // Default for requests that give none: a queue that can never be served
   // ends. 0 (wait forever) only when the config says "0".
   std::uint64_t queueTimeoutUs = 3'600'000'000;               // 1h

@@ -64,6 +64,11 @@ struct Lease {
   // client enforces it and reports what happened ("bound").
   enforce::GpuBound bound;
   enforce::GpuBoundState boundState;
+  // Its sampling cadence (enforce/cadence.h), monotonic µs: the next sample
+  // is due at nextSampleUs; near its bound it comes every near_bound_interval.
+  std::uint64_t lastSampleUs = 0, nextSampleUs = 0, lastRowUs = 0;
+  std::optional<std::uint64_t> previousGpuBytes;
+  bool nearBound = false;
   std::vector<enforce::BoundEvent> boundEvents;
   std::optional<std::string> tallyKill;  // the kill's summary, once tally killed it
   bool advisory = false;                 // the kernel charges GTT: gpu_memory_max reports only

@@ -5,6 +5,7 @@
 
 #include "devices/drm_devices.h"
 #include "probes/meminfo.h"
+#include "scanner/scan.h"
 #include "util/clock.h"
 
 namespace tally::daemon {
@@ -13,6 +14,12 @@ void Sampler::startMetering(Lease& l) {
   l.meter = std::make_unique<lease::LeaseMeter>(env_.proc, env_.sys, *env_.cgroupRoot, *l.cg,
                                                 l.req.gpuMemoryMax);
   l.meter->sample();
+  l.lastSampleUs = now();
+  l.previousGpuBytes = l.meter->gpu().lastBytes;
+  l.nearBound = l.isAttach() && enforce::nearBound(cadence(), l.bound.max, l.meter->gpu().lastBytes,
+                                                   std::nullopt, 0);
+  l.nextSampleUs =
+      l.lastSampleUs + (l.nearBound ? cfg_.nearBoundIntervalUs : cfg_.sampleIntervalUs);
   std::string events = fmt::format("{}/{}", env_.cgroupRoot->path(),
                                    fs::joinPath(l.countersCgroup, cgroup::file::kEvents));
   if (auto s = env_.watches.watch(l.id, events); !s) {
@@ -22,15 +29,48 @@ void Sampler::startMetering(Lease& l) {
 }
 
 std::vector<std::string> Sampler::sample() {
+  const std::uint64_t mono = this->now();
   std::uint64_t now = clock::realtimeNs();
+  // A timer fires up to its accuracy (10 ms) late, never early; a lease due
+  // within a few ms is sampled now rather than on a timer of its own.
+  constexpr std::uint64_t kSlackUs = 5'000;
+  const enforce::Cadence cad = cadence();
   std::vector<std::string> ended;
   std::vector<ledger::Sample> batch;
+  // Devices and the KFD index once per tick for every lease's scan, read at
+  // the first running lease (an idle daemon reads nothing).
+  std::optional<scanner::TickShared> shared;
+  bool sharedRead = false;
   for (const auto& [id, lp] : book_.all()) {
     Lease& l = *lp;
     if (l.state != Lease::State::Running || !l.meter) continue;
-    l.meter->sample();
+    if (l.nextSampleUs > mono + kSlackUs) continue;  // not due
+    if (!sharedRead) {
+      sharedRead = true;
+      if (auto s = scanner::readTickShared(env_.sys)) shared = std::move(*s);
+    }
+    l.meter->sample(shared ? &*shared : nullptr);
     const auto& h = l.meter->host();
     const auto& g = l.meter->gpu();
+    // The cadence: only the daemon's own bound (attached leases) is sampled
+    // faster; a run lease's client enforces its bound itself.
+    const std::uint64_t spacingUs = mono - l.lastSampleUs;
+    l.nearBound = l.isAttach() &&
+                  enforce::nearBound(cad, l.bound.max, g.lastBytes, l.previousGpuBytes, spacingUs);
+    l.previousGpuBytes = g.lastBytes;
+    l.lastSampleUs = mono;
+    l.nextSampleUs = mono + (l.nearBound ? cad.nearUs : cad.normalUs);
+    // The bound's message names the spacing its samples really had.
+    l.bound.sampleIntervalUs = std::max<std::uint64_t>(spacingUs / 1000, 1) * 1000;  // in ms
+    if (l.isAttach() && l.bound.any()) enforceBound(l, now);
+    // A missed inotify event (or none possible) is caught here.
+    if (l.isAttach()) {
+      auto p = l.countersCg ? l.countersCg->populated() : Result<bool>(false);
+      if (!p || !*p) ended.push_back(id);
+    }
+    // Stored rows keep sample_interval's resolution however fast it was sampled.
+    if (l.lastRowUs != 0 && mono + kSlackUs < l.lastRowUs + cad.normalUs) continue;
+    l.lastRowUs = mono;
     ledger::Sample s{id, now, h.last, g.lastBytes, std::nullopt, std::nullopt};
     if (g.lastBytes) {
       auto get = [&](const char* r) -> std::optional<std::uint64_t> {
@@ -41,16 +81,22 @@ std::vector<std::string> Sampler::sample() {
       s.vramBytes = get("vram");
     }
     batch.push_back(std::move(s));
-    if (l.isAttach() && l.bound.any()) enforceBound(l, now);
-    // A missed inotify event (or none possible) is caught here.
-    if (l.isAttach()) {
-      auto p = l.countersCg ? l.countersCg->populated() : Result<bool>(false);
-      if (!p || !*p) ended.push_back(id);
-    }
   }
+  if (batch.empty()) return ended;  // only fast samples this time: nothing to store
   if (auto st = ledger_.appendSamples(batch); !st)
     fmt::print(stderr, "tally daemon: {}\n", st.error().message);
   return ended;
+}
+
+std::uint64_t Sampler::nextSampleDelayUs() const {
+  const std::uint64_t mono = now();
+  std::uint64_t delay = cfg_.sampleIntervalUs;
+  for (const auto& [id, lp] : book_.all()) {
+    const Lease& l = *lp;
+    if (l.state != Lease::State::Running || !l.meter) continue;
+    delay = std::min(delay, l.nextSampleUs > mono ? l.nextSampleUs - mono : 0);
+  }
+  return delay;
 }
 
 void Sampler::prune() {

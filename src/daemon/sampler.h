@@ -19,8 +19,10 @@
 #include "daemon/lease_book.h"
 #include "daemon/lease_events.h"
 #include "daemon/seams.h"
+#include "enforce/cadence.h"
 #include "fs/root.h"
 #include "ledger/ledger.h"
+#include "util/clock.h"
 
 namespace tally::daemon {
 
@@ -30,7 +32,8 @@ struct SamplerEnv {
   const fs::Root* cgroupRoot;
   Watches& watches;
   Units* units;
-  std::uint64_t pageSize;  // what TTM's pages_limit counts in
+  std::uint64_t pageSize;                    // what TTM's pages_limit counts in
+  std::uint64_t (*monotonicUs)() = nullptr;  // the cadence's clock; null: the real one
 };
 
 class Sampler {
@@ -42,16 +45,25 @@ class Sampler {
   // A lease starts being metered: its meter (on its held cgroup), a first
   // sample, and an inotify watch on its cgroup.events for its end.
   void startMetering(Lease& l);
-  // Meters every running lease once, stores the samples, takes attached
-  // leases' GPU bound step. Returns the attached leases whose cgroup emptied
-  // (caught here when an inotify event was missed).
+  // Meters every running lease that is due (each has its own cadence:
+  // enforce/cadence.h), stores a sample row per lease at most once per
+  // sample_interval, takes attached leases' GPU bound step. Returns the
+  // attached leases whose cgroup emptied (caught here when an inotify event
+  // was missed).
   std::vector<std::string> sample();
+  // How long until the next lease is due: sample_interval when none is near
+  // its bound (or none runs).
+  std::uint64_t nextSampleDelayUs() const;
   // Sample retention (samples_full_resolution, samples_max_age, samples_max_rows).
   void prune();
 
   // MemAvailable and the DRM devices, read at most every 100 ms however many
   // requests ask.
   const HostFigures& host();
+  std::uint64_t now() const { return env_.monotonicUs ? env_.monotonicUs() : clock::monotonicUs(); }
+  enforce::Cadence cadence() const {
+    return {cfg_.sampleIntervalUs, cfg_.nearBoundIntervalUs, cfg_.nearBoundMarginPercent};
+  }
   // What is free for one more grant in `pool` (daemon/headroom.h).
   admission::Headroom headroomFor(const config::Pool& pool);
   // What the host and the pool's devices hold in all (daemon/headroom.h).

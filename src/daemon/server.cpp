@@ -172,7 +172,9 @@ int Server::onTimer(sd_event_source* s, uint64_t, void* self) {
   if (s == srv->sampleTimer_) {
     srv->service_->sample();
     if (srv->afterSample_) srv->afterSample_();
-    sd_event_source_set_time_relative(s, srv->cfg_.daemon.sampleIntervalUs);
+    // The next lease due: sample_interval, or sooner for one near its bound.
+    sd_event_source_set_time_relative(
+        s, std::max<std::uint64_t>(srv->service_->nextSampleDelayUs(), 1'000));
   } else if (s == srv->tickTimer_) {
     srv->service_->tick();
     sd_event_source_set_time_relative(s, 250'000);

@@ -62,6 +62,9 @@ struct ServiceEnv {
   std::uint64_t pageSize = 4096;
   journal::Journal* journal = nullptr;  // null: messages go to stderr
   Limits limits = {};
+  // CLOCK_MONOTONIC in µs, for each lease's sampling cadence: a seam, so a
+  // test can step time (null: the real clock).
+  std::uint64_t (*monotonicUs)() = nullptr;
 };
 
 class Service {
@@ -88,6 +91,7 @@ class Service {
   void tick();
   // Meters every running lease once and stores the samples.
   void sample();
+  std::uint64_t nextSampleDelayUs() const { return sampler_.nextSampleDelayUs(); }
   // Sample retention, run every minute or so.
   void prune();
 

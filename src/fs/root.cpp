@@ -55,8 +55,13 @@ std::string joinPath(std::string_view dir, std::string_view name) {
   return out;
 }
 
-int forEachEntry(int dirFd, const std::function<bool(std::string_view, unsigned char)>& fn) {
+namespace {
+
+int listEntries(int dirFd, const std::function<bool(std::string_view, unsigned char)>& fn,
+                bool greedy) {
   alignas(LinuxDirent64) std::array<char, 32768> buf;
+  // More than the largest entry (a 255-byte name in a 280-byte record).
+  constexpr long kRoomForMore = 512;
   for (;;) {
     long n = ::syscall(SYS_getdents64, dirFd, buf.data(), buf.size());
     if (n < 0) return errno;
@@ -69,7 +74,18 @@ int forEachEntry(int dirFd, const std::function<bool(std::string_view, unsigned 
       if (name == "." || name == "..") continue;
       if (!fn(name, d->d_type)) return 0;
     }
+    if (greedy && static_cast<long>(buf.size()) - n >= kRoomForMore) return 0;
   }
+}
+
+}  // namespace
+
+int forEachEntry(int dirFd, const std::function<bool(std::string_view, unsigned char)>& fn) {
+  return listEntries(dirFd, fn, false);
+}
+
+int forEachEntryGreedy(int dirFd, const std::function<bool(std::string_view, unsigned char)>& fn) {
+  return listEntries(dirFd, fn, true);
 }
 
 Result<std::string_view> readAt(int dirFd, const char* rel, std::span<char> buf,

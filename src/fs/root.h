@@ -29,6 +29,12 @@ inline constexpr const char* kCgroupRoot = "/sys/fs/cgroup";
 // Returns 0 or an errno. `fn` returns false to stop early.
 int forEachEntry(int dirFd,
                  const std::function<bool(std::string_view name, unsigned char type)>& fn);
+// The same for a directory read from its start (a fresh or rewound fd) that a
+// filesystem fills greedily, as procfs does: a getdents64 batch that leaves
+// room for more entries was the whole listing, so the second call, which
+// would return 0, is not made.
+int forEachEntryGreedy(int dirFd,
+                       const std::function<bool(std::string_view name, unsigned char type)>& fn);
 
 // Read a file at dirFd/rel into `buf` with a single read() when it fits (the
 // fdinfo and sysfs case); only a file that fills the buffer is read on into

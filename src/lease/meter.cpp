@@ -16,10 +16,10 @@ LeaseMeter::LeaseMeter(const fs::Root& proc, const fs::Root& sys, const fs::Root
                        const cgroup::Cgroup& cg, std::optional<std::uint64_t> gpuMemoryMax)
     : proc_(proc), sys_(sys), cgroupRoot_(cgroupRoot), cgroup_(cg), gpuMemoryMax_(gpuMemoryMax) {}
 
-void LeaseMeter::sample() {
+void LeaseMeter::sample(scanner::TickShared* shared) {
   std::uint64_t now = clock::realtimeNs();
   sampleHost(now);
-  sampleGpu(now);
+  sampleGpu(now, shared);
   sampledAtNs_ = now;
 }
 
@@ -39,13 +39,15 @@ void LeaseMeter::sampleHost(std::uint64_t nowNs) {
   }
 }
 
-void LeaseMeter::sampleGpu(std::uint64_t nowNs) {
+void LeaseMeter::sampleGpu(std::uint64_t nowNs, scanner::TickShared* shared) {
   gpu_.lastBytes.reset();
   gpu_.lastHostUncharged.reset();
   gpu_.lastRegions.clear();
   gpu_.lastClasses.clear();
   gpu_.lastDevices.clear();
   scanner::Scanner scanner(proc_, sys_);
+  scanner.useHandles(&handles_);
+  scanner.useTickShared(shared);
   auto scan = scanner.scanCgroup(cgroupRoot_, cgroup_.path());
   if (!scan) {
     gpu_.lastError = scan.error().message;

@@ -14,6 +14,7 @@
 #include "devices/memory_class.h"
 #include "fs/root.h"
 #include "probes/cgroup_memory.h"
+#include "scanner/scan.h"
 
 namespace tally::lease {
 
@@ -64,7 +65,9 @@ class LeaseMeter {
   // its subtree's processes are scanned below `cgroupRoot`.
   LeaseMeter(const fs::Root& proc, const fs::Root& sys, const fs::Root& cgroupRoot,
              const cgroup::Cgroup& cg, std::optional<std::uint64_t> gpuMemoryMax);
-  void sample();
+  // `shared`: the sampler tick's devices and KFD index (read once for all
+  // leases); without it the scan reads its own.
+  void sample(scanner::TickShared* shared = nullptr);
   const HostMeter& host() const { return host_; }
   const GpuMeter& gpu() const { return gpu_; }
   // CLOCK_REALTIME of the latest sample(); absent before the first.
@@ -72,7 +75,7 @@ class LeaseMeter {
 
  private:
   void sampleHost(std::uint64_t nowNs);
-  void sampleGpu(std::uint64_t nowNs);
+  void sampleGpu(std::uint64_t nowNs, scanner::TickShared* shared);
   const fs::Root& proc_;
   const fs::Root& sys_;
   const fs::Root& cgroupRoot_;
@@ -81,6 +84,8 @@ class LeaseMeter {
   HostMeter host_;
   GpuMeter gpu_;
   std::optional<std::uint64_t> sampledAtNs_;
+  // The lease's processes held open between samples (scanner/scan.h).
+  scanner::ProcHandles handles_;
 };
 
 }  // namespace tally::lease

@@ -2,7 +2,9 @@
 
 #include <dirent.h>
 #include <fcntl.h>
+#include <linux/magic.h>
 #include <sys/stat.h>
+#include <sys/statfs.h>
 #include <sys/sysmacros.h>
 #include <time.h>
 
@@ -73,7 +75,7 @@ Result<Scan> Scanner::scanHost() {
     return true;
   });
   if (rc != 0) return errnoError(rc, "cannot list " + proc_.path());
-  return run(candidates, true);
+  return run(candidates, true, nullptr);
 }
 
 namespace {
@@ -130,7 +132,7 @@ Result<Scan> Scanner::scanCgroup(const fs::Root& cgroupRoot, std::string_view pa
   std::vector<Candidate> candidates;
   candidates.reserve(found.size());
   for (auto& [pid, cg] : found) candidates.push_back({pid, std::move(cg)});
-  auto scan = run(candidates, false);
+  auto scan = run(candidates, false, handles_);
   if (scan) scan->scopeCgroup = display;
   return scan;
 }
@@ -146,6 +148,14 @@ class ProcReader {
   Result<std::string_view> read(pid_t pid, const char* file) {
     std::snprintf(path_, sizeof path_, "%d/%s", pid, file);
     return fs::readAt(procFd_, path_, buf_, spill_);
+  }
+  // Through a held /proc/<pid> directory: no path walk, and never another process.
+  Result<std::string_view> readIn(int pidDir, const char* file) {
+    return fs::readAt(pidDir, file, buf_, spill_);
+  }
+  Result<std::string_view> readFdinfoIn(int pidDir, int fd) {
+    std::snprintf(path_, sizeof path_, "fdinfo/%d", fd);
+    return fs::readAt(pidDir, path_, buf_, spill_);
   }
   Result<std::string_view> readFdinfo(pid_t pid, int fd) {
     std::snprintf(path_, sizeof path_, "%d/fdinfo/%d", pid, fd);
@@ -169,9 +179,10 @@ struct FdWalk {
 };
 
 // One fstatat per fd; no other syscall for a process that holds no GPU device.
+// procfs fills getdents64 greedily: one call lists a process's fds.
 int walkFds(int fdDir, const std::optional<probes::DevNumber>& kfdDev, FdWalk& out,
             ScanStats& stats) {
-  return fs::forEachEntry(fdDir, [&](std::string_view name, unsigned char) {
+  return fs::forEachEntryGreedy(fdDir, [&](std::string_view name, unsigned char) {
     ++stats.fdsStatted;
     struct stat st;
     // stat, not readlink: the magic link follows to the real inode, whatever
@@ -190,8 +201,12 @@ int walkFds(int fdDir, const std::optional<probes::DevNumber>& kfdDev, FdWalk& o
 // comm, NSpid, uid, start time and (host scope) the cgroup of a GPU process.
 // 0, or the errno of the read that failed (ENOENT/ESRCH: the process exited),
 // or EINVAL with `why` when the kernel's text did not parse.
-int readMetadata(ProcReader& reader, Process& p, bool readCgroupFile, std::string& why) {
-  auto statText = reader.read(p.pid, "stat");
+int readMetadata(ProcReader& reader, int pidDir, Process& p, bool readCgroupFile,
+                 std::string& why) {
+  auto read = [&](const char* file) {
+    return pidDir >= 0 ? reader.readIn(pidDir, file) : reader.read(p.pid, file);
+  };
+  auto statText = read("stat");
   if (!statText) return statText.error().code;
   auto stat = probes::parseProcStat(*statText);
   if (!stat) {
@@ -199,14 +214,14 @@ int readMetadata(ProcReader& reader, Process& p, bool readCgroupFile, std::strin
     return EINVAL;
   }
   p.startTimeTicks = stat->startTimeTicks;
-  auto statusText = reader.read(p.pid, "status");
+  auto statusText = read("status");
   if (!statusText) return statusText.error().code;
   auto status = probes::parseProcStatus(*statusText);
   p.comm = std::move(status.name);
   p.nspid = std::move(status.nspid);
   p.uid = status.uidReal;
   if (!readCgroupFile) return 0;
-  auto cgText = reader.read(p.pid, "cgroup");
+  auto cgText = read("cgroup");
   if (!cgText) return cgText.error().code;
   if (auto cg = probes::parseProcCgroup(*cgText)) {
     p.cgroup = std::move(cg->path);
@@ -243,41 +258,138 @@ void commit(const fs::Root& sys, Scan& scan,
   scan.processes.push_back(std::move(p.process));
 }
 
+// Whether `fd` is a procfs directory: there a held /proc/<pid> fails every
+// read once its process exited (the inode pins the process's struct pid, and
+// a reused pid number has another), so its fd listing is the liveness check.
+bool isProcfs(int fd) {
+  struct statfs fs;
+  return ::fstatfs(fd, &fs) == 0 && fs.f_type == PROC_SUPER_MAGIC;
+}
+
+// The held handles of `pid`: kept while they are still that process, opened
+// afresh when the pid is new or names another process now. On procfs a held
+// directory of an exited process fails its next listing (the caller drops
+// it); elsewhere (fixture trees) the /proc/<pid> inode is compared. nullptr
+// with `err` when the process cannot be opened.
+ProcHandles::Held* hold(ProcHandles& handles, int procFd, bool procfs, pid_t pid, int& err) {
+  char name[16];
+  std::snprintf(name, sizeof name, "%d", pid);
+  auto it = handles.held.find(pid);
+  if (it != handles.held.end() && procfs) return &it->second;
+  if (it != handles.held.end()) {
+    struct stat now;
+    if (::fstatat(procFd, name, &now, 0) != 0) {
+      err = errno;
+      handles.held.erase(it);
+      return nullptr;
+    }
+    if (it->second.ino == now.st_ino) return &it->second;
+    handles.held.erase(it);  // the pid was reused: nothing of the old process is kept
+  }
+  ProcHandles::Held h;
+  h.pidDir = UniqueFd(::openat(procFd, name, O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  struct stat opened;
+  if (!h.pidDir.valid() || ::fstat(h.pidDir.get(), &opened) != 0) {
+    err = errno;
+    return nullptr;
+  }
+  h.ino = opened.st_ino;  // the inode actually opened, not the one looked up before
+  h.fdDir = UniqueFd(::openat(h.pidDir.get(), "fd", O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  if (!h.fdDir.valid()) {
+    err = errno;
+    return nullptr;
+  }
+  return &(handles.held[pid] = std::move(h));
+}
+
+// A process's fds listed through a fresh open of /proc/<pid>/fd (host scans).
+int walkFreshImpl(ProcReader& reader, pid_t pid, const std::optional<probes::DevNumber>& kfdDev,
+                  FdWalk& walk, ScanStats& stats, const char*& failed) {
+  UniqueFd fdDir(reader.openFdDir(pid));
+  if (!fdDir.valid()) {
+    failed = "cannot open fd directory";
+    return errno;
+  }
+  failed = "cannot list fds";
+  return walkFds(fdDir.get(), kfdDev, walk, stats);
+}
+
+// A process's fds listed through its held fd directory (a meter's scans),
+// rewound. When what was held exited, the pid may already name a new process
+// of the lease: it is opened afresh and metered now, not a sample later.
+int walkHeldImpl(ProcHandles& handles, ProcReader& reader, int procFd, bool procfs, pid_t pid,
+                 const std::optional<probes::DevNumber>& kfdDev, FdWalk& walk, ScanStats& stats,
+                 ProcHandles::Held*& held, const char*& failed) {
+  const bool wasHeld = handles.held.count(pid) != 0;
+  if (!wasHeld && handles.held.size() >= handles.maxHeld)
+    return walkFreshImpl(reader, pid, kfdDev, walk, stats, failed);
+  for (int attempt = 0; attempt < 2; ++attempt) {
+    int err = 0;
+    held = hold(handles, procFd, procfs, pid, err);
+    if (!held && (err == EMFILE || err == ENFILE))
+      return walkFreshImpl(reader, pid, kfdDev, walk, stats, failed);
+    if (!held) {
+      failed = "cannot open fd directory";
+      return err;
+    }
+    failed = "cannot list fds";
+    walk.drm.clear();
+    walk.holdsKfd = false;
+    int rc = ::lseek(held->fdDir.get(), 0, SEEK_SET) == 0
+                 ? walkFds(held->fdDir.get(), kfdDev, walk, stats)
+                 : errno;
+    if (rc == 0) return 0;
+    handles.held.erase(pid);  // never read through it again
+    held = nullptr;
+    if (!(wasHeld && attempt == 0 && vanished(rc))) return rc;
+  }
+  return ESRCH;
+}
+
 }  // namespace
 
-Result<Scan> Scanner::run(const std::vector<Candidate>& candidates, bool readCgroupFile) {
+Result<Scan> Scanner::run(const std::vector<Candidate>& candidates, bool readCgroupFile,
+                          ProcHandles* handles) {
   stats_ = {};
   Scan scan;
   scan.observedAtNs = clock::realtimeNs();
-  auto devices = devices::discoverDrmDevices(sys_);
-  if (!devices) return devices.error();
-  scan.devices = std::move(*devices);
-  KfdIndex kfd = readKfdIndex(sys_);
+  KfdIndex ownKfd;
+  KfdIndex* kfdIndex = &ownKfd;
+  if (shared_) {
+    scan.devices = shared_->devices;  // a copy: resolveNode may add a hot-plugged node
+    kfdIndex = &shared_->kfd;
+  } else {
+    auto devices = devices::discoverDrmDevices(sys_);
+    if (!devices) return devices.error();
+    scan.devices = std::move(*devices);
+    ownKfd = readKfdIndex(sys_);
+  }
+  KfdIndex& kfd = *kfdIndex;
   std::unordered_map<std::string, std::size_t> clientIndex;
   ProcReader reader(proc_.fd());
   FdWalk walk;
+  if (handles) ++handles->generation;
+  const bool procfs = handles && isProcfs(proc_.fd());
   if (hook_) hook_(ScanPoint::Listed, 0);
 
   for (const auto& candidate : candidates) {
     const pid_t pid = candidate.pid;
     ++stats_.pidsVisited;
-    UniqueFd fdDir(reader.openFdDir(pid));
-    if (!fdDir.valid()) {
-      if (vanished(errno))
-        ++stats_.pidsVanished;
-      else
-        scan.unreadable.push_back({pid, permissionReason(errno, "cannot open fd directory", pid)});
-      continue;
-    }
+    ProcHandles::Held* held = nullptr;
     walk.drm.clear();
     walk.holdsKfd = false;
-    if (int rc = walkFds(fdDir.get(), kfd.dev, walk, stats_); rc != 0) {
+    const char* failed = nullptr;  // which step, for an unreadable process's reason
+    if (int rc = handles ? walkHeldImpl(*handles, reader, proc_.fd(), procfs, pid, kfd.dev, walk,
+                                        stats_, held, failed)
+                         : walkFreshImpl(reader, pid, kfd.dev, walk, stats_, failed);
+        rc != 0) {
       if (vanished(rc))
         ++stats_.pidsVanished;
       else
-        scan.unreadable.push_back({pid, permissionReason(rc, "cannot list fds", pid)});
+        scan.unreadable.push_back({pid, permissionReason(rc, failed, pid)});
       continue;
     }
+    if (held) held->generation = handles->generation;
     if (hook_) hook_(ScanPoint::FdsWalked, pid);
     const bool kfdKnown = kfd.hasPid(pid);
     if (walk.drm.empty() && !walk.holdsKfd && !kfdKnown)
@@ -290,7 +402,8 @@ Result<Scan> Scanner::run(const std::vector<Candidate>& candidates, bool readCgr
     p.process.holdsKfd = walk.holdsKfd;
     bool unreadable = false;
     for (const auto& d : walk.drm) {
-      auto text = reader.readFdinfo(pid, d.fd);
+      auto text =
+          held ? reader.readFdinfoIn(held->pidDir.get(), d.fd) : reader.readFdinfo(pid, d.fd);
       if (!text) {
         if (vanished(text.error().code)) continue;  // fd closed since the walk
         scan.unreadable.push_back(
@@ -306,7 +419,15 @@ Result<Scan> Scanner::run(const std::vector<Candidate>& candidates, bool readCgr
     if (p.fdinfos.empty() && !walk.holdsKfd && !kfdKnown) continue;
     // Metadata only for GPU processes (igt's lazy stat: most processes never get here).
     std::string why;
-    if (int rc = readMetadata(reader, p.process, readCgroupFile, why); rc != 0) {
+    if (held && held->metadataRead) {
+      // Read when the process was first held; the held directory is still it.
+      p.process.startTimeTicks = held->metadata.startTimeTicks;
+      p.process.comm = held->metadata.comm;
+      p.process.nspid = held->metadata.nspid;
+      p.process.uid = held->metadata.uid;
+    } else if (int rc = readMetadata(reader, held ? held->pidDir.get() : -1, p.process,
+                                     readCgroupFile, why);
+               rc != 0) {
       if (vanished(rc))
         ++stats_.pidsVanished;
       else
@@ -314,6 +435,10 @@ Result<Scan> Scanner::run(const std::vector<Candidate>& candidates, bool readCgr
             {pid,
              !why.empty() ? why : permissionReason(rc, "cannot read stat, status or cgroup", pid)});
       continue;
+    }
+    if (held && !held->metadataRead) {
+      held->metadata = p.process;
+      held->metadataRead = true;
     }
     if (!readCgroupFile) p.process.cgroup = candidate.cgroup;
     if (kfdKnown) {
@@ -323,6 +448,11 @@ Result<Scan> Scanner::run(const std::vector<Candidate>& candidates, bool readCgr
     commit(sys_, scan, clientIndex, std::move(p));
   }
 
+  if (handles) {
+    // Processes gone from the scope since the last sample: let them go.
+    std::erase_if(handles->held,
+                  [&](const auto& e) { return e.second.generation != handles->generation; });
+  }
   // Device indices may have shifted if resolveNode() inserted a device.
   for (auto& c : scan.clients) c.device = scan.devices.byNode(c.major, c.minor);
   canonicalise(scan);
@@ -387,6 +517,16 @@ void assignOwners(Scan& scan) {
     }
     c.owner = owner != nullptr ? owner->pid : 0;
   }
+}
+
+}  // namespace tally::scanner
+
+namespace tally::scanner {
+
+Result<TickShared> readTickShared(const fs::Root& sys) {
+  auto devices = devices::discoverDrmDevices(sys);
+  if (!devices) return devices.error();
+  return TickShared{std::move(*devices), readKfdIndex(sys)};
 }
 
 }  // namespace tally::scanner

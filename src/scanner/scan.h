@@ -10,11 +10,14 @@
 #include <functional>
 #include <optional>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "devices/drm_devices.h"
 #include "fs/root.h"
 #include "probes/drm_fdinfo.h"
+#include "scanner/kfd.h"
+#include "util/unique_fd.h"
 
 namespace tally::scanner {
 
@@ -85,6 +88,39 @@ struct ScanStats {
   std::uint64_t pidsVanished = 0;
 };
 
+// What every scan of one sampler tick shares: the DRM devices (with their
+// mem_info_* figures) and the KFD index, read once per tick rather than once
+// per lease. A node that appears within the tick is still resolved
+// (devices::resolveNode), so a hot-plugged device is never missed.
+struct TickShared {
+  devices::DeviceMap devices;
+  KfdIndex kfd;
+};
+Result<TickShared> readTickShared(const fs::Root& sys);
+
+// The processes one meter saw at its last sample, held open across samples:
+// /proc/<pid> as a directory fd, its fd directory, and the metadata (start
+// time, comm, NSpid, uid) read once. A held /proc/<pid> is the process, not
+// the number: once it exits, procfs fails every read through it, and a new
+// process that reuses the pid has another /proc/<pid> inode, which is checked
+// (one fstatat) before anything held is trusted. So a reused pid is never
+// metered as the old process. Entries for pids gone from the scope are closed.
+struct ProcHandles {
+  struct Held {
+    UniqueFd pidDir, fdDir;
+    ino_t ino = 0;  // of the /proc/<pid> directory held
+    bool metadataRead = false;
+    Process metadata;  // pid, startTimeTicks, comm, nspid, uid
+    std::uint64_t generation = 0;
+  };
+  std::unordered_map<pid_t, Held> held;
+  std::uint64_t generation = 0;  // the scan that last saw a held process
+  // Two fds per held process: past this many, a lease's further processes are
+  // read through fresh opens (as a host scan does), and so is any process
+  // when the daemon is out of fds: holding is a saving, never a limit.
+  std::size_t maxHeld = 1024;
+};
+
 // Where a process can exit under a scan. A seam for tests: the hook runs at
 // each point, so a test can make a process exit exactly there.
 enum class ScanPoint {
@@ -106,6 +142,12 @@ class Scanner {
 
   const ScanStats& stats() const { return stats_; }
 
+  // A sampler tick's shared devices and KFD index (not read again here), and
+  // a meter's held process handles (reused and updated); both optional, both
+  // outlive the scan. scanHost() uses neither.
+  void useTickShared(TickShared* shared) { shared_ = shared; }
+  void useHandles(ProcHandles* handles) { handles_ = handles; }
+
   using Hook = std::function<void(ScanPoint, pid_t)>;
   void setHookForTests(Hook hook) { hook_ = std::move(hook); }
 
@@ -114,10 +156,13 @@ class Scanner {
     pid_t pid;
     std::optional<std::string> cgroup;  // known up front in a cgroup scan
   };
-  Result<Scan> run(const std::vector<Candidate>& candidates, bool readCgroupFile);
+  Result<Scan> run(const std::vector<Candidate>& candidates, bool readCgroupFile,
+                   ProcHandles* handles);
 
   const fs::Root& proc_;
   const fs::Root& sys_;
+  TickShared* shared_ = nullptr;
+  ProcHandles* handles_ = nullptr;
   ScanStats stats_;
   Hook hook_;
 };

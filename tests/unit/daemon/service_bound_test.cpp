@@ -277,3 +277,62 @@ TEST_F(ServiceBoundTest, AnAttachAlreadyOverItsLimitsIsRefusedWithTheFiguresUnle
 
 }  // namespace
 }  // namespace tally
+
+namespace tally {
+namespace {
+
+// The cadence (enforce/cadence.h) in the daemon: a lease near its bound is
+// sampled every near_bound_interval, one far from it every sample_interval;
+// stored sample rows keep sample_interval's resolution; the kill names the
+// spacing its samples really had.
+TEST_F(ServiceBoundTest, ALeaseNearItsBoundIsSampledFasterAndOnlyIt) {
+  gpuWorkload("/machine.slice/near.scope", 710, 71, 38);  // 38 of 40 GiB: within 10 %
+  gpuWorkload("/machine.slice/far.scope", 711, 72, 4);    // 4 of 40 GiB
+  clockStep = 0;                                          // this test moves the clock itself
+  struct Restore {
+    ~Restore() { ServiceTest::clockStep = 1'000'000; }
+  } restore;
+  for (auto [cg, name] : {std::pair{"/machine.slice/near.scope", "near"},
+                          std::pair{"/machine.slice/far.scope", "far"}}) {
+    json r =
+        call(2, 0, "attach",
+             {{"pools", {"gpu"}}, {"cgroup", cg}, {"gpu_memory_max", 40 * GiB}, {"name", name}});
+    ASSERT_TRUE(r["ok"]) << r;
+  }
+  auto samples = [&](const std::string& name) {
+    json l = call(2, 0, "leases", json::object());
+    for (const auto& e : l["result"]["leases"])
+      if (e["name"] == name) return e["gpu"]["samples"].get<std::uint64_t>();
+    return std::uint64_t{0};
+  };
+  // Both were sampled once at attach. 50 ms later only the near one is due.
+  EXPECT_EQ(service->nextSampleDelayUs(), 50'000u);
+  clockUs += 50'000;
+  service->sample();
+  EXPECT_EQ(samples("near"), 2u);
+  EXPECT_EQ(samples("far"), 1u) << "a lease far from its bound is sampled at sample_interval";
+  // It goes over: two more fast samples, the second kills, 50 ms apart.
+  writeFile(host.procRoot() + "/710/fdinfo/3",
+            amdgpuFdinfo(71, "0000:c6:00.0", 41 * 1024 * 1024, 0));
+  clockUs += 50'000;
+  service->sample();
+  EXPECT_FALSE(killed("/machine.slice/near.scope"));
+  clockUs += 50'000;
+  service->sample();
+  EXPECT_TRUE(killed("/machine.slice/near.scope")) << "killed 100 ms after it crossed";
+  ASSERT_FALSE(journal.notes.empty());
+  EXPECT_NE(journal.notes.back().message.find(
+                "killed by tally: GPU memory 41.0 GiB over gpu_memory_max 40.0 GiB (drm-fdinfo, 2 "
+                "samples at 50 ms)"),
+            std::string::npos)
+      << journal.notes.back().message;
+  EXPECT_FALSE(killed("/machine.slice/far.scope"));
+  EXPECT_EQ(samples("far"), 1u);
+  // A full interval on: the far lease is due again.
+  clockUs += 1'000'000;
+  service->sample();
+  EXPECT_EQ(samples("far"), 2u);
+}
+
+}  // namespace
+}  // namespace tally

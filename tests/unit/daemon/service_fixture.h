@@ -112,8 +112,15 @@ class ServiceTest : public ::testing::Test {
     sys.emplace(std::move(*fs::Root::open(host.sysRoot())));
     cgroup.emplace(std::move(*fs::Root::open(host.cgroupRoot())));
     daemon::ServiceEnv env{*proc, *sys, &*cgroup, outbox, watches, &units, 4096, &journal, limits};
+    env.monotonicUs = &fakeMonotonicUs;
     service = std::make_unique<daemon::Service>(cfg, *ledgerDb, env);
   }
+  // The sampler's clock. By default every reading is 1 s after the last, so
+  // each sample() finds every lease due, as a real tick of sample_interval
+  // would; a test of the cadence sets `clockStep` to 0 and moves `clockUs`.
+  static inline std::uint64_t clockUs = 1'000'000'000;
+  static inline std::uint64_t clockStep = 1'000'000;
+  static std::uint64_t fakeMonotonicUs() { return clockUs += clockStep; }
   json call(std::uint64_t conn, std::uint32_t uid, const std::string& method, json params) {
     rpc::Request r{json(next), method, std::move(params)};
     ++next;

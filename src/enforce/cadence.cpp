@@ -1,0 +1,27 @@
+#include "enforce/cadence.h"
+
+namespace tally::enforce {
+
+bool nearBound(const Cadence& c, std::optional<std::uint64_t> max,
+               std::optional<std::uint64_t> last, std::optional<std::uint64_t> previous,
+               std::uint64_t elapsedUs) {
+  if (!max || !last || c.marginPercent == 0) return false;
+  // The line: max less the margin, in integers (no overflow: max / 100 first).
+  const std::uint64_t margin = *max / 100 * c.marginPercent + *max % 100 * c.marginPercent / 100;
+  const std::uint64_t line = *max > margin ? *max - margin : 0;
+  if (*last >= line) return true;
+  if (!previous || *last <= *previous || elapsedUs == 0) return false;
+  // Rising: at this rate, how far by the next normal sample? (long double:
+  // a rate times an interval may pass 2^64 for a huge jump.)
+  const long double rate = static_cast<long double>(*last - *previous) / elapsedUs;
+  const long double projected = static_cast<long double>(*last) + rate * c.normalUs;
+  return projected >= static_cast<long double>(line);
+}
+
+std::uint64_t nextSampleDelayUs(const Cadence& c, std::optional<std::uint64_t> max,
+                                std::optional<std::uint64_t> last,
+                                std::optional<std::uint64_t> previous, std::uint64_t elapsedUs) {
+  return nearBound(c, max, last, previous, elapsedUs) ? c.nearUs : c.normalUs;
+}
+
+}  // namespace tally::enforce

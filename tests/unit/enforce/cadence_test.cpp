@@ -1,0 +1,56 @@
+// When the daemon samples a lease again: near its bound (or rising fast toward
+// it) every near_bound_interval, otherwise every sample_interval.
+#include "enforce/cadence.h"
+
+#include <gtest/gtest.h>
+
+namespace tally::enforce {
+namespace {
+
+constexpr std::uint64_t MiB = 1ULL << 20;
+const Cadence kDefault{1'000'000, 50'000, 10};
+
+TEST(Cadence, WithinTheMarginOrOverIsNear) {
+  const std::uint64_t max = 100 * MiB;
+  EXPECT_FALSE(nearBound(kDefault, max, 89 * MiB, std::nullopt, 0));
+  EXPECT_TRUE(nearBound(kDefault, max, 90 * MiB, std::nullopt, 0));  // the line is max - 10 %
+  EXPECT_TRUE(nearBound(kDefault, max, 100 * MiB, std::nullopt, 0));
+  EXPECT_TRUE(nearBound(kDefault, max, 500 * MiB, std::nullopt, 0));  // over: near until killed
+  EXPECT_EQ(nextSampleDelayUs(kDefault, max, 95 * MiB, std::nullopt, 0), 50'000u);
+  EXPECT_EQ(nextSampleDelayUs(kDefault, max, 10 * MiB, std::nullopt, 0), 1'000'000u);
+}
+
+TEST(Cadence, RisingFastTowardTheLineIsNear) {
+  const std::uint64_t max = 100 * MiB;
+  // 40 -> 60 MiB in 1 s: 80 MiB by the next sample, short of the 90 MiB line.
+  EXPECT_FALSE(nearBound(kDefault, max, 60 * MiB, 40 * MiB, 1'000'000));
+  // 40 -> 70 MiB in 1 s: 100 MiB by the next sample.
+  EXPECT_TRUE(nearBound(kDefault, max, 70 * MiB, 40 * MiB, 1'000'000));
+  // 5 MiB in 100 ms is 50 MiB/s: 95 MiB by the next sample; 2 MiB in 100 ms is not.
+  EXPECT_TRUE(nearBound(kDefault, max, 45 * MiB, 40 * MiB, 100'000));
+  EXPECT_FALSE(nearBound(kDefault, max, 42 * MiB, 40 * MiB, 100'000));
+  // Falling or flat is never "rising fast".
+  EXPECT_FALSE(nearBound(kDefault, max, 40 * MiB, 70 * MiB, 1'000'000));
+  EXPECT_FALSE(nearBound(kDefault, max, 40 * MiB, 40 * MiB, 1'000'000));
+  EXPECT_FALSE(nearBound(kDefault, max, 70 * MiB, 40 * MiB, 0)) << "no spacing, no rate";
+  // A jump as large as the address space does not overflow into "far".
+  EXPECT_TRUE(nearBound(kDefault, UINT64_MAX, UINT64_MAX / 2, 0, 1));
+}
+
+TEST(Cadence, NothingReadOrNothingToBeNearIsNormal) {
+  EXPECT_FALSE(nearBound(kDefault, std::nullopt, 500 * MiB, std::nullopt, 0)) << "no bound";
+  EXPECT_FALSE(nearBound(kDefault, 100 * MiB, std::nullopt, 50 * MiB, 1'000'000))
+      << "an unread sample is not near (never a made-up figure)";
+  Cadence off = kDefault;
+  off.marginPercent = 0;
+  EXPECT_FALSE(nearBound(off, 100 * MiB, 100 * MiB, std::nullopt, 0)) << "margin 0 turns it off";
+  Cadence all = kDefault;
+  all.marginPercent = 100;
+  EXPECT_TRUE(nearBound(all, 100 * MiB, 0, std::nullopt, 0)) << "margin 100: always near";
+  // The margin of a tiny bound rounds down, never below zero.
+  EXPECT_TRUE(nearBound(kDefault, 7, 7, std::nullopt, 0));
+  EXPECT_FALSE(nearBound(kDefault, 7, 6, std::nullopt, 0));
+}
+
+}  // namespace
+}  // namespace tally::enforce
