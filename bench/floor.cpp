@@ -11,6 +11,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <string>
 
 namespace tally::bench {
 namespace {
@@ -70,6 +71,46 @@ FloorResult floorScan(int procFd) {
     ::close(fdDir);
   });
   ::close(dir);
+  return r;
+}
+
+FloorResult cgroupFloorScan(int procFd, int cgroupDirFd) {
+  FloorResult r;
+  int procs = ::openat(cgroupDirFd, "cgroup.procs", O_RDONLY | O_CLOEXEC);
+  if (procs < 0) return r;
+  std::string text;
+  char chunk[65536];
+  for (ssize_t n; (n = ::read(procs, chunk, sizeof chunk)) > 0;)
+    text.append(chunk, static_cast<std::size_t>(n));
+  ::close(procs);
+  char path[64];
+  char buf[8192];
+  std::size_t at = 0;
+  while (at < text.size()) {
+    std::size_t end = text.find('\n', at);
+    if (end == std::string::npos) end = text.size();
+    std::string pid = text.substr(at, end - at);
+    at = end + 1;
+    if (pid.empty()) continue;
+    ++r.pids;
+    std::snprintf(path, sizeof path, "%s/fd", pid.c_str());
+    int fdDir = ::openat(procFd, path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fdDir < 0) continue;
+    entries(fdDir, [&](const char* fd) {
+      ++r.fds;
+      struct stat st;
+      if (::fstatat(fdDir, fd, &st, 0) != 0 || !S_ISCHR(st.st_mode) || major(st.st_rdev) != 226)
+        return;
+      ++r.drmFds;
+      std::snprintf(path, sizeof path, "%s/fdinfo/%s", pid.c_str(), fd);
+      int f = ::openat(procFd, path, O_RDONLY | O_CLOEXEC);
+      if (f < 0) return;
+      ssize_t n = ::read(f, buf, sizeof buf);
+      if (n > 0) r.bytes += static_cast<std::uint64_t>(n);
+      ::close(f);
+    });
+    ::close(fdDir);
+  }
   return r;
 }
 

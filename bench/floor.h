@@ -16,6 +16,9 @@ struct FloorResult {
 };
 
 FloorResult floorScan(int procFd);
+// The same irreducible syscalls for one cgroup's processes (a lease's sample):
+// read <cgroup>/cgroup.procs, then per pid what floorScan does.
+FloorResult cgroupFloorScan(int procFd, int cgroupDirFd);
 FloorResult naiveScan(const std::string& procRoot);
 
 }  // namespace tally::bench

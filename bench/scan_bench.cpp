@@ -5,6 +5,8 @@
 // After the run it prints each scanner's median time as a ratio to the floor
 // (scripts/bench.sh records them in docs/PERFORMANCE.md).
 #include <benchmark/benchmark.h>
+#include <fcntl.h>
+#include <unistd.h>
 
 #include <cstdio>
 #include <cstdlib>
@@ -88,6 +90,24 @@ void BM_Naive(benchmark::State& state) {
   state.counters["pids"] = static_cast<double>(r.pids);
   state.counters["fds"] = static_cast<double>(r.fds);
   state.counters["drm_fds"] = static_cast<double>(r.drmFds);
+}
+
+void BM_CgroupFloor(benchmark::State& state) {
+  if (!roots().cgroup) {
+    state.SkipWithError("no TALLY_BENCH_CGROUP/TALLY_BENCH_LEASE");
+    return;
+  }
+  std::string rel = roots().lease;
+  while (!rel.empty() && rel.front() == '/') rel.erase(0, 1);
+  int dir = ::openat(roots().cgroup->fd(), rel.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  tally::bench::FloorResult r;
+  for (auto _ : state) {
+    r = tally::bench::cgroupFloorScan(roots().proc.fd(), dir);
+    benchmark::DoNotOptimize(r);
+  }
+  ::close(dir);
+  state.counters["pids"] = static_cast<double>(r.pids);
+  state.counters["fds"] = static_cast<double>(r.fds);
 }
 
 void BM_TallyCgroupScan(benchmark::State& state) {
@@ -195,6 +215,7 @@ void BM_LeaseSampleWithMetrics(benchmark::State& state) {
 BENCHMARK(BM_Floor)->Unit(benchmark::kMillisecond)->MinTime(0.5);
 BENCHMARK(BM_TallyHostScan)->Unit(benchmark::kMillisecond)->MinTime(0.5);
 BENCHMARK(BM_Naive)->Unit(benchmark::kMillisecond)->MinTime(0.5);
+BENCHMARK(BM_CgroupFloor)->Unit(benchmark::kMicrosecond)->MinTime(0.5);
 BENCHMARK(BM_TallyCgroupScan)->Unit(benchmark::kMicrosecond)->MinTime(0.5);
 BENCHMARK(BM_LeaseSample)->Unit(benchmark::kMicrosecond)->MinTime(0.5);
 BENCHMARK(BM_LeaseSampleWithBound)->Unit(benchmark::kMicrosecond)->MinTime(0.5);
@@ -213,6 +234,8 @@ class RatioReporter : public benchmark::ConsoleReporter {
       if (median || single) {
         std::string name = run.run_name.function_name;
         medianNs[name] = run.GetAdjustedRealTime() * unitToNs(run.time_unit);
+        if (auto it = run.counters.find("pids"); it != run.counters.end())
+          pids[name] = it->second.value;
       }
     }
   }
@@ -230,6 +253,7 @@ class RatioReporter : public benchmark::ConsoleReporter {
     return 1;
   }
   std::map<std::string, double> medianNs;
+  std::map<std::string, double> pids;
 };
 
 }  // namespace
@@ -246,8 +270,17 @@ int main(int argc, char** argv) {
   ratio("BM_TallyHostScan", "BM_Floor");
   ratio("BM_Naive", "BM_TallyHostScan");
   ratio("BM_TallyCgroupScan", "BM_TallyHostScan");
+  ratio("BM_TallyCgroupScan", "BM_CgroupFloor");
+  ratio("BM_LeaseSample", "BM_CgroupFloor");
   ratio("BM_LeaseSampleWithBound", "BM_LeaseSample");
   ratio("BM_LeaseSampleWithMetrics", "BM_LeaseSample");
+  // Per process, for the scale run (scripts/bench-scale.sh): flat means linear.
+  for (const char* name :
+       {"BM_Floor", "BM_TallyHostScan", "BM_CgroupFloor", "BM_TallyCgroupScan"}) {
+    if (m.count(name) && reporter.pids.count(name) && reporter.pids[name] > 0)
+      std::printf("per-process %s = %.0f ns (%.0f processes)\n", name,
+                  m[name] / reporter.pids[name], reporter.pids[name]);
+  }
   benchmark::Shutdown();
   return 0;
 }

@@ -25,6 +25,8 @@ packages=(
   libgtest-dev libbenchmark-dev
   # metrics validation (promtool), the tally top test (tmux), bash completion
   prometheus tmux bash-completion
+  # the VM reaction benchmark reads the ledger export with jq
+  jq
   # the zsh and fish completion are syntax-checked by their own shells
   zsh fish
   # the Slurm plugin (slurm/spank.h) and its VM tests' one-node cluster; the

@@ -357,6 +357,8 @@ int runConfigCheck(const fs::RootPaths& roots, const ConfigCheckOptions& o) {
         {"socket_group", d.socketGroup ? json(*d.socketGroup) : json(nullptr)},
         {"state_dir", stateDir},
         {"sample_interval_us", d.sampleIntervalUs},
+        {"near_bound_margin_percent", d.nearBoundMarginPercent},
+        {"near_bound_interval_us", d.nearBoundIntervalUs},
         {"queue_timeout_us", d.queueTimeoutUs},
         {"samples_full_resolution_us", d.samplesFullResolutionUs},
         {"samples_max_age_us", d.samplesMaxAgeUs},

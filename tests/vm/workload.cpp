@@ -6,11 +6,14 @@
 //                                RELEASE exists when given (HOLD_MS at most)
 // READY, when given, is created once the memory is allocated: the test's
 // barrier ("the workload holds its memory now"), never a sleep.
+//   step REGION MIB1 MIB2 READY GO CROSSED HOLD_MS
+//                                near a bound, then over it (the reaction benchmark)
 //   tree PIDFILE                 fork a grandchild; write "<child> <grandchild>" to PIDFILE; sleep
 //   marker PATH                  create PATH and exit 0 (proves the workload ran)
 #include <fcntl.h>
 #include <sys/ioctl.h>
 #include <sys/mman.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <cstdio>
@@ -82,6 +85,33 @@ int gpu(const char* region, unsigned long mib, int count, long holdMs, const cha
   return 0;
 }
 
+// Near a bound, then over it: MIB1 allocated, READY created; once GO exists,
+// MIB2 more; CROSSED gets the CLOCK_REALTIME ns at which the second buffer
+// existed (the moment the lease crossed), then held for HOLD_MS.
+int step(const char* region, unsigned long mib1, unsigned long mib2, const char* readyPath,
+         const char* goPath, const char* crossedPath, long holdMs) {
+  int fd = openTestDrm();
+  if (fd < 0) return std::fprintf(stderr, "no tally_testdrm render node (insmod the driver)\n"), 1;
+  unsigned r =
+      std::strcmp(region, "vram") == 0 ? TALLY_TESTDRM_REGION_VRAM : TALLY_TESTDRM_REGION_GTT;
+  tally_testdrm_create first{static_cast<__u64>(mib1) << 20, r, 0};
+  if (::ioctl(fd, DRM_IOCTL_TALLY_TESTDRM_CREATE, &first) != 0) return std::perror("create"), 1;
+  ready(readyPath);
+  while (::access(goPath, F_OK) != 0) ::usleep(1000);
+  tally_testdrm_create second{static_cast<__u64>(mib2) << 20, r, 0};
+  if (::ioctl(fd, DRM_IOCTL_TALLY_TESTDRM_CREATE, &second) != 0) return std::perror("create"), 1;
+  timespec ts{};
+  ::clock_gettime(CLOCK_REALTIME, &ts);
+  std::string tmp = std::string(crossedPath) + ".tmp";
+  if (FILE* f = std::fopen(tmp.c_str(), "w")) {
+    std::fprintf(f, "%lld\n", static_cast<long long>(ts.tv_sec) * 1000000000LL + ts.tv_nsec);
+    std::fclose(f);
+    ::rename(tmp.c_str(), crossedPath);
+  }
+  ::usleep(static_cast<useconds_t>(holdMs * 1000));
+  return 0;
+}
+
 int tree(const char* pidfile) {
   pid_t child = ::fork();
   if (child == 0) {
@@ -113,10 +143,15 @@ int main(int argc, char** argv) {
     return gpu(argv[2], std::strtoul(argv[3], nullptr, 10), std::atoi(argv[4]), std::atol(argv[5]),
                argc >= 7 ? argv[6] : nullptr, argc == 8 ? argv[7] : nullptr);
   }
+  if (cmd == "step" && argc == 9) {
+    return step(argv[2], std::strtoul(argv[3], nullptr, 10), std::strtoul(argv[4], nullptr, 10),
+                argv[5], argv[6], argv[7], std::atol(argv[8]));
+  }
   if (cmd == "tree" && argc == 3) return tree(argv[2]);
   if (cmd == "marker" && argc == 3) return marker(argv[2]);
   std::fprintf(stderr,
                "usage: tally_vm_workload hog MIB [HOLD_MS [READY]] | gpu REGION MIB N HOLD_MS "
-               "[READY [RELEASE]] | tree PIDFILE | marker PATH\n");
+               "[READY [RELEASE]] | step REGION MIB1 MIB2 READY GO CROSSED HOLD_MS | tree PIDFILE "
+               "| marker PATH\n");
   return 2;
 }

@@ -153,3 +153,40 @@ TEST(Config, HostileInputIsAProblemNotACrash) {
 
 }  // namespace
 }  // namespace tally
+
+namespace tally {
+namespace {
+
+TEST(Config, NearBoundSamplingHasDefaultsLimitsAndNeverOutrunsTheNormalCadence) {
+  auto defaults = config::parse("[pools.gpu]\ncapacity = 1\n", "t.toml");
+  ASSERT_TRUE(defaults.config);
+  EXPECT_EQ(defaults.config->daemon.nearBoundMarginPercent, 10u);
+  EXPECT_EQ(defaults.config->daemon.nearBoundIntervalUs, 50'000u);
+  auto set = config::parse(
+      "[daemon]\nnear_bound_margin = 0\nnear_bound_interval = \"20ms\"\n[pools.gpu]\ncapacity = "
+      "1\n",
+      "t.toml");
+  ASSERT_TRUE(set.config) << config::formatProblems(set, "t.toml");
+  EXPECT_EQ(set.config->daemon.nearBoundMarginPercent, 0u);
+  EXPECT_EQ(set.config->daemon.nearBoundIntervalUs, 20'000u);
+  // Never slower than sample_interval: a "near" cadence that is slower is the normal one.
+  auto slow = config::parse(
+      "[daemon]\nsample_interval = \"200ms\"\nnear_bound_interval = \"1s\"\n[pools.gpu]\ncapacity "
+      "= 1\n",
+      "t.toml");
+  ASSERT_TRUE(slow.config);
+  EXPECT_EQ(slow.config->daemon.nearBoundIntervalUs, 200'000u);
+  auto bad = config::parse(
+      "[daemon]\nnear_bound_margin = 101\nnear_bound_interval = \"1ms\"\n[pools.gpu]\ncapacity = "
+      "1\n",
+      "t.toml");
+  ASSERT_FALSE(bad.config);
+  std::string all = config::formatProblems(bad, "t.toml");
+  EXPECT_NE(all.find("t.toml:2: daemon.near_bound_margin"), std::string::npos) << all;
+  EXPECT_NE(all.find("t.toml:3: daemon.near_bound_interval must be at least 10ms"),
+            std::string::npos)
+      << all;
+}
+
+}  // namespace
+}  // namespace tally
