@@ -42,33 +42,37 @@ bool numeric(const char* s) {
   return true;
 }
 
+// One process: its fd listing, one fstatat per fd, each DRM fd's fdinfo read.
+void floorProcess(int procFd, const char* pid, FloorResult& r) {
+  char path[64];
+  char buf[8192];
+  ++r.pids;
+  std::snprintf(path, sizeof path, "%s/fd", pid);
+  int fdDir = ::openat(procFd, path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fdDir < 0) return;
+  entries(fdDir, [&](const char* fd) {
+    ++r.fds;
+    struct stat st;
+    if (::fstatat(fdDir, fd, &st, 0) != 0 || !S_ISCHR(st.st_mode) || major(st.st_rdev) != 226)
+      return;
+    ++r.drmFds;
+    std::snprintf(path, sizeof path, "%s/fdinfo/%s", pid, fd);
+    int f = ::openat(procFd, path, O_RDONLY | O_CLOEXEC);
+    if (f < 0) return;
+    ssize_t n = ::read(f, buf, sizeof buf);
+    if (n > 0) r.bytes += static_cast<std::uint64_t>(n);
+    ::close(f);
+  });
+  ::close(fdDir);
+}
+
 }  // namespace
 
 FloorResult floorScan(int procFd) {
   FloorResult r;
   int dir = ::openat(procFd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  char path[64];
-  char buf[8192];
   entries(dir, [&](const char* pid) {
-    if (!numeric(pid)) return;
-    ++r.pids;
-    std::snprintf(path, sizeof path, "%s/fd", pid);
-    int fdDir = ::openat(procFd, path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (fdDir < 0) return;
-    entries(fdDir, [&](const char* fd) {
-      ++r.fds;
-      struct stat st;
-      if (::fstatat(fdDir, fd, &st, 0) != 0 || !S_ISCHR(st.st_mode) || major(st.st_rdev) != 226)
-        return;
-      ++r.drmFds;
-      std::snprintf(path, sizeof path, "%s/fdinfo/%s", pid, fd);
-      int f = ::openat(procFd, path, O_RDONLY | O_CLOEXEC);
-      if (f < 0) return;
-      ssize_t n = ::read(f, buf, sizeof buf);
-      if (n > 0) r.bytes += static_cast<std::uint64_t>(n);
-      ::close(f);
-    });
-    ::close(fdDir);
+    if (numeric(pid)) floorProcess(procFd, pid, r);
   });
   ::close(dir);
   return r;
@@ -83,33 +87,13 @@ FloorResult cgroupFloorScan(int procFd, int cgroupDirFd) {
   for (ssize_t n; (n = ::read(procs, chunk, sizeof chunk)) > 0;)
     text.append(chunk, static_cast<std::size_t>(n));
   ::close(procs);
-  char path[64];
-  char buf[8192];
   std::size_t at = 0;
   while (at < text.size()) {
     std::size_t end = text.find('\n', at);
     if (end == std::string::npos) end = text.size();
     std::string pid = text.substr(at, end - at);
     at = end + 1;
-    if (pid.empty()) continue;
-    ++r.pids;
-    std::snprintf(path, sizeof path, "%s/fd", pid.c_str());
-    int fdDir = ::openat(procFd, path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (fdDir < 0) continue;
-    entries(fdDir, [&](const char* fd) {
-      ++r.fds;
-      struct stat st;
-      if (::fstatat(fdDir, fd, &st, 0) != 0 || !S_ISCHR(st.st_mode) || major(st.st_rdev) != 226)
-        return;
-      ++r.drmFds;
-      std::snprintf(path, sizeof path, "%s/fdinfo/%s", pid.c_str(), fd);
-      int f = ::openat(procFd, path, O_RDONLY | O_CLOEXEC);
-      if (f < 0) return;
-      ssize_t n = ::read(f, buf, sizeof buf);
-      if (n > 0) r.bytes += static_cast<std::uint64_t>(n);
-      ::close(f);
-    });
-    ::close(fdDir);
+    if (!pid.empty()) floorProcess(procFd, pid.c_str(), r);
   }
   return r;
 }

@@ -58,4 +58,15 @@ ProgramResult runProgram(const std::vector<std::string>& argv,
   return waitProgram(spawnProgram(argv, env));
 }
 
+int shell(const std::string& cmd) {
+  int st = std::system(cmd.c_str());
+  return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+std::string shellOut(const std::string& cmd) {
+  std::string s = runProgram({"sh", "-c", cmd}).out;
+  while (!s.empty() && (s.back() == '\n' || s.back() == ' ')) s.pop_back();
+  return s;
+}
+
 }  // namespace tally::testing

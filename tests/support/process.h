@@ -27,4 +27,9 @@ ProgramResult waitProgram(const Spawned& s);
 ProgramResult runProgram(const std::vector<std::string>& argv,
                          const std::vector<std::string>& env = {});
 
+// `sh -c CMD`: its exit status (-1 when it did not exit), and its stdout with
+// trailing newlines and spaces cut. For the VM tests' systemctl and journalctl.
+int shell(const std::string& cmd);
+std::string shellOut(const std::string& cmd);
+
 }  // namespace tally::testing

@@ -32,18 +32,6 @@ const std::string kTally = TALLY_BINARY;
 const std::string kWorkload = TALLY_VM_WORKLOAD;
 constexpr std::uint64_t kMiB = 1 << 20;
 
-int sh(const std::string& cmd) {
-  int st = std::system(cmd.c_str());
-  return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-}
-
-std::string shOut(const std::string& cmd) {
-  auto r = runProgram({"sh", "-c", cmd});
-  std::string s = r.out;
-  while (!s.empty() && (s.back() == '\n' || s.back() == ' ')) s.pop_back();
-  return s;
-}
-
 class VmDaemon : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
@@ -52,13 +40,13 @@ class VmDaemon : public ::testing::Test {
     const char* ko = std::getenv("TALLY_TESTDRM_KO");
     ASSERT_NE(ko, nullptr);
     if (::access("/sys/module/tally_testdrm", F_OK) != 0) {
-      ASSERT_EQ(sh("modprobe drm && insmod " + std::string(ko)), 0);
+      ASSERT_EQ(shell("modprobe drm && insmod " + std::string(ko)), 0);
     }
   }
   void SetUp() override {
     name = ::testing::UnitTest::GetInstance()->current_test_info()->name();
     dir = "/tmp/vmd-" + name;
-    sh("rm -rf " + dir);
+    shell("rm -rf " + dir);
     makeDirs(dir);
     socket = dir + "/tally.sock";
     config = dir + "/tally.toml";
@@ -72,14 +60,15 @@ class VmDaemon : public ::testing::Test {
             "gpu_memory_budget = \"96GiB\"\nmemory_budget = \"1GiB\"\n");
   }
   void TearDown() override {
-    sh("systemctl stop " + unit + " 2>/dev/null; systemctl reset-failed " + unit + " 2>/dev/null");
+    shell("systemctl stop " + unit + " 2>/dev/null; systemctl reset-failed " + unit +
+          " 2>/dev/null");
   }
   // The daemon as systemd runs it in production: Type=notify, a watchdog,
   // restarted by systemd when it dies. systemd-run returns once READY=1.
   void startDaemon() {
-    ASSERT_EQ(sh("systemd-run --quiet --unit=" + unit +
-                 " -p Type=notify -p WatchdogSec=20s -p Restart=always -p RestartSec=300ms " +
-                 kTally + " daemon --config " + config),
+    ASSERT_EQ(shell("systemd-run --quiet --unit=" + unit +
+                    " -p Type=notify -p WatchdogSec=20s -p Restart=always -p RestartSec=300ms " +
+                    kTally + " daemon --config " + config),
               0);
   }
   ProgramResult tally(std::vector<std::string> args) {
@@ -143,8 +132,8 @@ class VmDaemon : public ::testing::Test {
 
 TEST_F(VmDaemon, RunsAsANotifyServiceAndReportsStatus) {
   startDaemon();
-  EXPECT_EQ(shOut("systemctl show -p ActiveState --value " + unit), "active");
-  std::string status = shOut("systemctl show -p StatusText --value " + unit);
+  EXPECT_EQ(shellOut("systemctl show -p ActiveState --value " + unit), "active");
+  std::string status = shellOut("systemctl show -p StatusText --value " + unit);
   EXPECT_NE(status.find("0 leases held, 0 queued, 2 pools"), std::string::npos) << status;
   struct stat st {};
   ASSERT_EQ(::stat(socket.c_str(), &st), 0);
@@ -154,8 +143,8 @@ TEST_F(VmDaemon, RunsAsANotifyServiceAndReportsStatus) {
   json p = json::parse(pools.out);
   EXPECT_TRUE(p[1]["headroom"]["host_bytes"].is_number_unsigned()) << p;  // MemAvailable of the VM
   // SIGTERM (systemctl stop) ends it cleanly.
-  EXPECT_EQ(sh("systemctl stop " + unit), 0);
-  EXPECT_EQ(shOut("systemctl show -p Result --value " + unit), "success");
+  EXPECT_EQ(shell("systemctl stop " + unit), 0);
+  EXPECT_EQ(shellOut("systemctl show -p Result --value " + unit), "success");
 }
 
 TEST_F(VmDaemon, TwoRunsOnACapacityOnePoolSerialise) {
@@ -238,9 +227,9 @@ TEST_F(VmDaemon, AttachToARunningServiceMetersItAndEndsWithIt) {
   // A "server": 48 MiB of host memory and a 16 MiB GTT buffer through the test driver.
   std::string server = "tally-vm-server-" + std::to_string(::getpid()) + ".service";
   std::string hogReady = dir + "/hog.ready", gpuReady = dir + "/gpu.ready";
-  ASSERT_EQ(sh("systemd-run --quiet --unit=" + server + " -p Type=exec sh -c '" + kWorkload +
-               " hog 48 60000 " + hogReady + " & " + kWorkload + " gpu gtt 16 1 60000 " + gpuReady +
-               " & wait'"),
+  ASSERT_EQ(shell("systemd-run --quiet --unit=" + server + " -p Type=exec sh -c '" + kWorkload +
+                  " hog 48 60000 " + hogReady + " & " + kWorkload + " gpu gtt 16 1 60000 " +
+                  gpuReady + " & wait'"),
             0);
   ASSERT_TRUE(ready(hogReady) && ready(gpuReady));
   auto a = tally({"attach", "--unit", server, "--pool", "gpu", "--memory-max", "256M",
@@ -248,8 +237,8 @@ TEST_F(VmDaemon, AttachToARunningServiceMetersItAndEndsWithIt) {
   ASSERT_EQ(a.exitCode(), 0) << a.err;
   std::string lease = a.out.substr(0, 12);
   // MemoryMax went through systemd and reads back from the cgroup.
-  EXPECT_EQ(shOut("systemctl show -p MemoryMax --value " + server), "268435456");
-  EXPECT_EQ(shOut("cat /sys/fs/cgroup/system.slice/" + server + "/memory.max"), "268435456");
+  EXPECT_EQ(shellOut("systemctl show -p MemoryMax --value " + server), "268435456");
+  EXPECT_EQ(shellOut("cat /sys/fs/cgroup/system.slice/" + server + "/memory.max"), "268435456");
   json s = leaseWhen(
       lease, [](const json& l) { return l.contains("gpu") && l["gpu"].value("samples", 0) >= 2; });
   EXPECT_EQ(s["state"], "running");
@@ -260,7 +249,7 @@ TEST_F(VmDaemon, AttachToARunningServiceMetersItAndEndsWithIt) {
   auto pools = json::parse(tally({"pools", "--json"}).out);
   EXPECT_EQ(pools[1]["gpu_memory_declared"], 1ULL << 30);
   // The service stops: its cgroup empties, inotify ends the lease.
-  ASSERT_EQ(sh("systemctl stop " + server), 0);
+  ASSERT_EQ(shell("systemctl stop " + server), 0);
   EXPECT_TRUE(eventually([&] { return kinds(lease).size() >= 3; }, 10s));
   EXPECT_EQ(kinds(lease), (std::vector<std::string>{"granted", "adopted", "outcome"}));
   json outcome = ledgerRows(lease).back()["body"];
@@ -274,21 +263,21 @@ TEST_F(VmDaemon, AttachToARunningServiceMetersItAndEndsWithIt) {
 TEST_F(VmDaemon, AttachToAProcesssCgroupWritesMemoryMaxAndEndsOnExit) {
   startDaemon();
   std::string cg = "/sys/fs/cgroup/vmd-pid-" + std::to_string(::getpid());
-  ASSERT_EQ(sh("mkdir -p " + cg), 0);
+  ASSERT_EQ(shell("mkdir -p " + cg), 0);
   // The process joins the cgroup before it allocates: memory is charged to
   // the cgroup it was touched in and does not move with the process.
   auto worker = spawnProgram(
       {"sh", "-c", "echo $$ > " + cg + "/cgroup.procs && exec " + kWorkload + " hog 24 4000"});
   std::string inCgroup = "0::" + cg.substr(std::string("/sys/fs/cgroup").size());
   ASSERT_TRUE(eventually(
-      [&] { return shOut("cat /proc/" + std::to_string(worker.pid) + "/cgroup") == inCgroup; }));
+      [&] { return shellOut("cat /proc/" + std::to_string(worker.pid) + "/cgroup") == inCgroup; }));
   auto a = tally({"attach", "--pid", std::to_string(worker.pid), "--pool", "one", "--memory-max",
                   "128M", "--json"});
   ASSERT_EQ(a.exitCode(), 0) << a.err;
   json l = json::parse(a.out);
   std::string lease = l["lease"];
   EXPECT_EQ(l["cgroup"], cg.substr(std::string("/sys/fs/cgroup").size()));
-  EXPECT_EQ(shOut("cat " + cg + "/memory.max"),
+  EXPECT_EQ(shellOut("cat " + cg + "/memory.max"),
             "134217728");  // no unit: written directly, read back
   EXPECT_EQ(waitProgram(worker).exitCode(), 0);
   EXPECT_TRUE(eventually([&] { return kinds(lease).size() >= 3; }, 10s));
@@ -296,7 +285,7 @@ TEST_F(VmDaemon, AttachToAProcesssCgroupWritesMemoryMaxAndEndsOnExit) {
   json outcome = ledgerRows(lease).back()["body"];
   EXPECT_EQ(outcome["outcome"]["class"], "ended");
   EXPECT_GE(outcome["memory"]["peak_bytes"].get<std::uint64_t>(), 24 * kMiB) << outcome.dump(2);
-  sh("rmdir " + cg);
+  shell("rmdir " + cg);
 }
 
 TEST_F(VmDaemon, Kill9MidLeaseReadoptsAndRecordsTheOutcomeOnce) {
@@ -306,14 +295,14 @@ TEST_F(VmDaemon, Kill9MidLeaseReadoptsAndRecordsTheOutcomeOnce) {
                              {"TALLY_SOCKET=" + socket});
   std::string lease = leaseNamed("survivor", "running");
   ASSERT_FALSE(lease.empty());
-  std::string mainPid = shOut("systemctl show -p MainPID --value " + unit);
-  ASSERT_EQ(sh("systemctl kill -s KILL " + unit), 0);
+  std::string mainPid = shellOut("systemctl show -p MainPID --value " + unit);
+  ASSERT_EQ(shell("systemctl kill -s KILL " + unit), 0);
   // systemd restarts it; the new daemon re-adopts the lease from the ledger.
   std::string newPid;
   ASSERT_TRUE(eventually([&] {
-    newPid = shOut("systemctl show -p MainPID --value " + unit);
+    newPid = shellOut("systemctl show -p MainPID --value " + unit);
     return newPid != mainPid && newPid != "0" &&
-           shOut("systemctl show -p ActiveState --value " + unit) == "active";
+           shellOut("systemctl show -p ActiveState --value " + unit) == "active";
   }));
   auto shown = json::parse(tally({"lease", "show", lease, "--json"}).out, nullptr, false);
   EXPECT_EQ(shown["readopted_after_restart"], true) << shown.dump(2);
@@ -343,15 +332,15 @@ TEST_F(VmDaemon, AKilledClientsSliceIsStoppedWhenItsLeaseIsLost) {
   std::string lease = leaseNamed("orphan", "running");
   ASSERT_FALSE(lease.empty());
   std::string slice = "tally-" + lease + ".slice";
-  EXPECT_EQ(shOut("systemctl is-active " + slice), "active");
+  EXPECT_EQ(shellOut("systemctl is-active " + slice), "active");
   ::kill(client.pid, SIGKILL);
   waitProgram(client);
   writeFile(go, "");  // the workload ends with nobody to report it
   ASSERT_TRUE(
       eventually([&] { return !kinds(lease).empty() && kinds(lease).back() == "lost"; }, 30s))
       << lease;
-  EXPECT_TRUE(eventually([&] { return shOut("systemctl is-active " + slice) != "active"; }, 10s))
-      << shOut("systemctl status --no-pager " + slice);
+  EXPECT_TRUE(eventually([&] { return shellOut("systemctl is-active " + slice) != "active"; }, 10s))
+      << shellOut("systemctl status --no-pager " + slice);
   expectChainIntact();
 }
 
@@ -394,8 +383,8 @@ TEST_F(VmDaemon, RecordedCoverageFollowsTheKernelAndNothingCountsTwice) {
 
   std::string server = "tally-vm-charged-" + std::to_string(::getpid()) + ".service";
   std::string gpuReady = dir + "/charged.ready";
-  ASSERT_EQ(sh("systemd-run --quiet --unit=" + server + " -p Type=exec " + kWorkload +
-               " gpu gtt 32 2 60000 " + gpuReady),
+  ASSERT_EQ(shell("systemd-run --quiet --unit=" + server + " -p Type=exec " + kWorkload +
+                  " gpu gtt 32 2 60000 " + gpuReady),
             0);
   ASSERT_TRUE(ready(gpuReady));
   auto a = tally({"attach", "--unit", server, "--pool", "gpu", "--memory-max", "256M",
@@ -413,15 +402,15 @@ TEST_F(VmDaemon, RecordedCoverageFollowsTheKernelAndNothingCountsTwice) {
   EXPECT_EQ(f["host_bytes"].get<std::uint64_t>() + 64 * kMiB, current) << s.dump(2);
   EXPECT_EQ(f["total_bytes"], current) << "GTT counted in host memory and GPU memory both";
   EXPECT_EQ(s["gpu_bound"]["advisory"], true);
-  EXPECT_EQ(shOut("systemctl is-active " + server), "active")
+  EXPECT_EQ(shellOut("systemctl is-active " + server), "active")
       << "an advisory bound killed the workload";
   EXPECT_EQ(kinds(lease).back(), "gpu-bound");
   EXPECT_EQ(ledgerRows(lease).back()["body"]["kind"], "gpu-memory-max-exceeded");
-  sh("systemctl stop " + server);
+  shell("systemctl stop " + server);
 
   // The driver stops charging; the daemon restarts and says what changed.
   setCharging(false);
-  sh("systemctl stop " + unit);
+  shell("systemctl stop " + unit);
   startDaemon();
   rows = ledgerRows("");
   cov = rows.back()["body"];
@@ -438,11 +427,11 @@ TEST_F(VmDaemon, AttachedUnitOverGpuMemoryMaxIsKilledByTheDaemon) {
   startDaemon();
   std::string server = "tally-vm-greedy-" + std::to_string(::getpid()) + ".service";
   std::string bystander = "tally-vm-bystander-" + std::to_string(::getpid()) + ".service";
-  ASSERT_EQ(sh("systemd-run --quiet --unit=" + bystander + " -p Type=exec " + kWorkload +
-               " gpu gtt 32 2 60000 " + dir + "/b.ready"),
+  ASSERT_EQ(shell("systemd-run --quiet --unit=" + bystander + " -p Type=exec " + kWorkload +
+                  " gpu gtt 32 2 60000 " + dir + "/b.ready"),
             0);
-  ASSERT_EQ(sh("systemd-run --quiet --unit=" + server + " -p Type=exec " + kWorkload +
-               " gpu gtt 32 2 60000 " + dir + "/s.ready"),
+  ASSERT_EQ(shell("systemd-run --quiet --unit=" + server + " -p Type=exec " + kWorkload +
+                  " gpu gtt 32 2 60000 " + dir + "/s.ready"),
             0);
   ASSERT_TRUE(ready(dir + "/b.ready") && ready(dir + "/s.ready"));
   auto events = spawnProgram({kTally, "events", "--json", "--count", "4", "--timeout", "30s"},
@@ -460,8 +449,8 @@ TEST_F(VmDaemon, AttachedUnitOverGpuMemoryMaxIsKilledByTheDaemon) {
                              "48.0 MiB: attaching would kill it on arrival"),
             std::string::npos)
       << refused.err;
-  EXPECT_EQ(shOut("systemctl is-active " + server), "active");
-  EXPECT_EQ(shOut("systemctl show -P MemoryMax " + server), "infinity")
+  EXPECT_EQ(shellOut("systemctl is-active " + server), "active");
+  EXPECT_EQ(shellOut("systemctl show -P MemoryMax " + server), "infinity")
       << "a refused attach must change nothing";
   // --force: the operator means it; killed once it stays over.
   auto a = tally({"attach", "--unit", server, "--pool", "gpu", "--memory-max", "256M",
@@ -483,7 +472,7 @@ TEST_F(VmDaemon, AttachedUnitOverGpuMemoryMaxIsKilledByTheDaemon) {
   EXPECT_LE(kill["at_ns"].get<std::uint64_t>() - kill["first_over_ns"].get<std::uint64_t>(),
             300'000'000u)
       << outcome.dump(2);
-  EXPECT_EQ(shOut("systemctl is-active " + bystander), "active")
+  EXPECT_EQ(shellOut("systemctl is-active " + bystander), "active")
       << "a unit outside the lease was killed";
   // Subscribers saw it as it happened, and so did the journal.
   // The lease's whole life, in order: the refused attach never became one.
@@ -502,7 +491,7 @@ TEST_F(VmDaemon, AttachedUnitOverGpuMemoryMaxIsKilledByTheDaemon) {
             (std::vector<std::string>{"lease/granted", "lease/adopted", "gpu-bound/gpu-memory-kill",
                                       "lease/outcome/killed-by-tally"}))
       << ev.out;
-  std::string journal = shOut("journalctl --no-pager -o cat -t tally TALLY_LEASE=" + lease);
+  std::string journal = shellOut("journalctl --no-pager -o cat -t tally TALLY_LEASE=" + lease);
   EXPECT_NE(journal.find("killed by tally: GPU memory 64.0 MiB over gpu_memory_max 48.0 MiB"),
             std::string::npos)
       << journal;
@@ -521,8 +510,8 @@ TEST_F(VmDaemon, AttachedUnitOverGpuMemoryMaxIsKilledByTheDaemon) {
   EXPECT_EQ(svg.rfind("<svg ", 0), 0u);
   EXPECT_NE(svg.find("class=\"series\""), std::string::npos);
   EXPECT_NE(svg.find("class=\"limit\""), std::string::npos);
-  sh("systemctl stop " + bystander + " " + server + "; systemctl reset-failed " + server +
-     " 2>/dev/null");
+  shell("systemctl stop " + bystander + " " + server + "; systemctl reset-failed " + server +
+        " 2>/dev/null");
   expectChainIntact();
 }
 
@@ -549,9 +538,9 @@ TEST_F(VmDaemon, LifecycleReachesTheJournalAndSeatsAndMetricsAreLive) {
   setCharging(false);
   startDaemon();
   std::string server = "tally-vm-lane-" + std::to_string(::getpid()) + ".service";
-  ASSERT_EQ(sh("systemd-run --quiet --unit=" + server + " -p Type=exec sh -c '" + kWorkload +
-               " hog 48 60000 " + dir + "/h.ready & " + kWorkload + " gpu gtt 16 1 60000 " + dir +
-               "/g.ready & wait'"),
+  ASSERT_EQ(shell("systemd-run --quiet --unit=" + server + " -p Type=exec sh -c '" + kWorkload +
+                  " hog 48 60000 " + dir + "/h.ready & " + kWorkload + " gpu gtt 16 1 60000 " +
+                  dir + "/g.ready & wait'"),
             0);
   ASSERT_TRUE(ready(dir + "/h.ready") && ready(dir + "/g.ready"));
   auto a = tally({"attach", "--unit", server, "--pool", "gpu", "--memory-max", "256M",
@@ -577,7 +566,7 @@ TEST_F(VmDaemon, LifecycleReachesTheJournalAndSeatsAndMetricsAreLive) {
                              {"TALLY_SOCKET=" + socket});
   EXPECT_EQ(promtool.exitCode(), 0) << promtool.out << promtool.err;
 
-  ASSERT_EQ(sh("systemctl stop " + server), 0);
+  ASSERT_EQ(shell("systemctl stop " + server), 0);
   auto attached = journalOf(lease, "lease-outcome");
   ASSERT_TRUE(attached.count("lease-granted")) << lease;
   EXPECT_EQ(attached["lease-granted"]["TALLY_POOL"], "gpu");

@@ -35,18 +35,6 @@ const std::string kSocket = kDir + "/tally.sock";
 const std::string kConfig = kDir + "/tally.toml";
 const std::string kDaemonUnit = "tally-slurm-daemon.service";
 
-int sh(const std::string& cmd) {
-  int st = std::system(cmd.c_str());
-  return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-}
-
-std::string shOut(const std::string& cmd) {
-  auto r = runProgram({"sh", "-c", cmd});
-  std::string s = r.out;
-  while (!s.empty() && (s.back() == '\n' || s.back() == ' ')) s.pop_back();
-  return s;
-}
-
 class VmSlurm : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
@@ -59,9 +47,9 @@ class VmSlurm : public ::testing::Test {
     const char* ko = std::getenv("TALLY_TESTDRM_KO");
     ASSERT_NE(ko, nullptr);
     if (::access("/sys/module/tally_testdrm", F_OK) != 0) {
-      ASSERT_EQ(sh("modprobe drm && insmod " + std::string(ko)), 0);
+      ASSERT_EQ(shell("modprobe drm && insmod " + std::string(ko)), 0);
     }
-    sh("rm -rf " + kDir);
+    shell("rm -rf " + kDir);
     makeDirs(kDir);
     writeFile(kConfig,
               "[daemon]\nsocket = \"" + kSocket + "\"\nstate_dir = \"" + kDir +
@@ -77,12 +65,13 @@ class VmSlurm : public ::testing::Test {
   }
   void SetUp() override { startDaemon(); }
   void TearDown() override {
-    sh("systemctl stop " + kDaemonUnit + " 2>/dev/null; systemctl reset-failed " + kDaemonUnit +
-       " 2>/dev/null");
+    shell("systemctl stop " + kDaemonUnit + " 2>/dev/null; systemctl reset-failed " + kDaemonUnit +
+          " 2>/dev/null");
   }
   static void startDaemon() {
-    ASSERT_EQ(sh("systemctl is-active --quiet " + kDaemonUnit + " || systemd-run --quiet --unit=" +
-                 kDaemonUnit + " -p Type=notify " + kTally + " daemon --config " + kConfig),
+    ASSERT_EQ(shell("systemctl is-active --quiet " + kDaemonUnit +
+                    " || systemd-run --quiet --unit=" + kDaemonUnit + " -p Type=notify " + kTally +
+                    " daemon --config " + kConfig),
               0);
   }
   static ProgramResult tally(std::vector<std::string> args) {
@@ -148,11 +137,11 @@ TEST_F(VmSlurm, AStepOverItsGresIsKilledByTallyAndRecordedWithItsSlurmIds) {
             0u)
       << end.dump(2);
   // Slurm's own record of the job says it failed.
-  std::string state = shOut("scontrol show job " + job + " | grep -o 'JobState=[A-Z_]*'");
+  std::string state = shellOut("scontrol show job " + job + " | grep -o 'JobState=[A-Z_]*'");
   EXPECT_TRUE(state == "JobState=FAILED" || state == "JobState=CANCELLED") << state;
   // The journal finds the step by its Slurm job id.
   std::string journal =
-      shOut("journalctl --no-pager -o cat -t tally TALLY_ATTR_SLURM_JOB_ID=" + job);
+      shellOut("journalctl --no-pager -o cat -t tally TALLY_ATTR_SLURM_JOB_ID=" + job);
   EXPECT_NE(journal.find("killed by tally: GPU memory 128.0 MiB"), std::string::npos) << journal;
 }
 
@@ -206,7 +195,7 @@ TEST_F(VmSlurm, AStepWithinItsBoundRunsShowsItsIdsLiveAndRecordsItsGpuPeak) {
 }
 
 TEST_F(VmSlurm, WithTheDaemonStoppedAStepThatDeclaredABoundNeverRuns) {
-  ASSERT_EQ(sh("systemctl stop " + kDaemonUnit), 0);
+  ASSERT_EQ(shell("systemctl stop " + kDaemonUnit), 0);
   std::string marker = kDir + "/c.marker";
   auto refused = [&](const std::string& ask, const std::string& says) {
     ::unlink(marker.c_str());
@@ -237,7 +226,7 @@ TEST_F(VmSlurm, WithTheDaemonStoppedAStepThatDeclaredABoundNeverRuns) {
 }
 
 TEST_F(VmSlurm, WithTheDaemonStoppedAStepThatDeclaredNothingRunsUntouched) {
-  ASSERT_EQ(sh("systemctl stop " + kDaemonUnit), 0);
+  ASSERT_EQ(shell("systemctl stop " + kDaemonUnit), 0);
   std::string marker = kDir + "/d.marker";
   auto r = runProgram({"srun", kWorkload, "marker", marker});
   EXPECT_EQ(r.exitCode(), 0) << r.err;
@@ -258,9 +247,9 @@ TEST_F(VmSlurm, SlurmPlacesTwoJobsThatDoNotFitTogetherOneAfterTheOther) {
                                   " gpu gtt 512 1 2000 " + ready2});
   // Slurm holds the second job for the node's GRES; its step has not started.
   ASSERT_TRUE(eventually(
-      [&] { return shOut("squeue -h -t PENDING -o %r").find("Resources") != std::string::npos; },
+      [&] { return shellOut("squeue -h -t PENDING -o %r").find("Resources") != std::string::npos; },
       30s))
-      << shOut("squeue");
+      << shellOut("squeue");
   EXPECT_NE(::access(ready2.c_str(), F_OK), 0);
   writeFile(release1, "");
   auto r1 = waitProgram(first);

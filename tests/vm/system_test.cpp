@@ -42,11 +42,6 @@ bool processGone(pid_t pid) {
   return eventually([&] { return ::kill(pid, 0) != 0 && errno == ESRCH; }, 5s);
 }
 
-int sh(const std::string& cmd) {
-  int st = std::system(cmd.c_str());
-  return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-}
-
 struct Tally {
   ProgramResult result;
   json record;
@@ -61,7 +56,7 @@ class VmSystem : public ::testing::Test {
     const char* ko = std::getenv("TALLY_TESTDRM_KO");
     ASSERT_NE(ko, nullptr);
     if (!exists("/sys/module/tally_testdrm")) {
-      ASSERT_EQ(sh("modprobe drm && insmod " + std::string(ko)), 0)
+      ASSERT_EQ(shell("modprobe drm && insmod " + std::string(ko)), 0)
           << "cannot load the test DRM driver";
     }
   }
@@ -105,7 +100,7 @@ TEST_F(VmSystem, AllocationOverMemoryMaxIsOomKilledAndNamed) {
             std::string::npos);
   // The lease's scope and slice are gone afterwards.
   std::string slice = t.record["lease"]["slice"];
-  EXPECT_NE(sh("systemctl is-active --quiet " + slice), 0);
+  EXPECT_NE(shell("systemctl is-active --quiet " + slice), 0);
 }
 
 TEST_F(VmSystem, WorkloadWithinBoundsExitsZeroWithPeakRecorded) {
@@ -182,7 +177,7 @@ TEST_F(VmSystem, UserModeRefusedWithoutUserManagerThenRunsThroughUserAt0) {
   std::vector<std::string> env{"XDG_RUNTIME_DIR=/run/user/0",
                                "DBUS_SESSION_BUS_ADDRESS=unix:path=/run/user/0/bus"};
   std::string marker = "/tmp/tally-marker-no-user-manager";
-  ASSERT_NE(sh("systemctl is-active --quiet user@0.service"), 0) << "user@0 must not run yet";
+  ASSERT_NE(shell("systemctl is-active --quiet user@0.service"), 0) << "user@0 must not run yet";
   auto refused = run({"--user"}, {kWorkload, "marker", marker}, env);
   EXPECT_EQ(refused.result.exitCode(), 125) << describe(refused);
   EXPECT_EQ(refused.record["outcome"]["class"], "containment-refused");
@@ -191,7 +186,7 @@ TEST_F(VmSystem, UserModeRefusedWithoutUserManagerThenRunsThroughUserAt0) {
       << describe(refused);
   EXPECT_FALSE(exists(marker));
 
-  ASSERT_EQ(sh("systemctl start user@0.service"), 0);
+  ASSERT_EQ(shell("systemctl start user@0.service"), 0);
   auto t = run({"--user", "--memory-max", "64M"}, {kWorkload, "hog", "200"}, env);
   EXPECT_EQ(t.result.exitCode(), 137) << describe(t);
   EXPECT_EQ(t.record["lease"]["manager"], "user");
@@ -258,8 +253,8 @@ class VmCgroupfs : public VmSystem {
  protected:
   static constexpr const char* kParent = "/sys/fs/cgroup/tallydeleg";
   void SetUp() override {
-    sh(std::string("mkdir -p ") + kParent + "/runner");
-    ASSERT_EQ(sh(std::string("echo +memory > ") + kParent + "/cgroup.subtree_control"), 0);
+    shell(std::string("mkdir -p ") + kParent + "/runner");
+    ASSERT_EQ(shell(std::string("echo +memory > ") + kParent + "/cgroup.subtree_control"), 0);
   }
 };
 
@@ -292,7 +287,7 @@ TEST_F(VmCgroupfs, NoManagerReachableFallsBackToTheDelegatedParent) {
 }
 
 TEST_F(VmCgroupfs, UndelegatedParentIsRefused) {
-  sh(std::string("mkdir -p ") + kParent + "/plain");
+  shell(std::string("mkdir -p ") + kParent + "/plain");
   std::string marker = "/tmp/tally-marker-undelegated";
   auto t =
       run({"--cgroupfs", "--cgroup-parent", "/tallydeleg/plain"}, {kWorkload, "marker", marker});
@@ -525,7 +520,7 @@ class VmKernel : public VmSystem {
 
   static void reload(const std::string& parameters) {
     std::string ko = std::getenv("TALLY_TESTDRM_KO");
-    ASSERT_EQ(sh("rmmod tally_testdrm && insmod " + ko + " " + parameters), 0)
+    ASSERT_EQ(shell("rmmod tally_testdrm && insmod " + ko + " " + parameters), 0)
         << "cannot reload the test DRM driver with '" << parameters << "'";
   }
 
@@ -620,7 +615,7 @@ TEST_F(VmKernel, TheProbeMapsItsBufferSoOlderAccountingStillSeesIt) {
 // so instead of a 0-byte ceiling. Set, it is the compute (ROCm) GTT ceiling. A
 // missing ttm_memcg option is said as exactly that.
 TEST_F(VmKernel, TheKernelsOwnTtmModuleIsReadAsItIs) {
-  ASSERT_EQ(sh("modprobe ttm"), 0) << "this kernel's module tree lacks ttm";
+  ASSERT_EQ(shell("modprobe ttm"), 0) << "this kernel's module tree lacks ttm";
   auto ttmEntry = [](const json& gpu) {
     for (const auto& m : gpu["host"]["ttm_modules"])
       if (m["module"] == "ttm") return m;
@@ -632,7 +627,7 @@ TEST_F(VmKernel, TheKernelsOwnTtmModuleIsReadAsItIs) {
   std::ofstream("/sys/module/ttm/parameters/pages_limit") << "1048576";
   json after = json::parse(runProgram({kTally, "gpu", "--json"}).out, nullptr, false);
   auto d = runProgram({kTally, "doctor", "--json"});
-  sh("rmmod ttm");
+  shell("rmmod ttm");
 
   EXPECT_EQ(unset, "0") << "this kernel sets pages_limit with no TTM device";
   json t0 = ttmEntry(before);
