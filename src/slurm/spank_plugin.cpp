@@ -211,7 +211,10 @@ int attachStep(spank_t sp, pid_t task) {
   };
   if (auto s = slurm::checkOptions(g_options); !s) return fail(where + ": " + s.error().message);
 
-  auto gres = gresOnNode(job, step, nodeId, g_args.gres);
+  // --gpu-memory-max wins over the GRES: then slurmctld need not be asked.
+  auto gres = g_options.gpuMemoryMax
+                  ? tally::Result<std::optional<std::uint64_t>>(std::optional<std::uint64_t>{})
+                  : gresOnNode(job, step, nodeId, g_args.gres);
   if (!gres) {
     // Unknown is not "none": a step that may have asked for GPU memory is not run unbounded.
     return fail(
