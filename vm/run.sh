@@ -121,6 +121,12 @@ if [[ -e "$xfer/status" ]]; then
   [[ "$rc" == 124 ]] && echo "vm: the command timed out after ${timeout_s}s" >&2
   exit "$rc"
 fi
+# A panic's tail shows the last oops; the cause is usually the first one.
+first=$(grep -n -m1 -E 'BUG:|Oops|general protection fault|WARNING: CPU|Kernel panic' "$xfer/console.log" 2>/dev/null | cut -d: -f1)
+if [[ -n "$first" ]]; then
+  echo "vm: the guest kernel's first report, at console line $first:" >&2
+  sed -n "$((first > 5 ? first - 5 : 1)),$((first + 45))p" "$xfer/console.log" >&2
+fi
 echo "vm: the VM did not complete the command (qemu exit $qemu_rc after ${elapsed}s); console tail:" >&2
 tail -n 40 "$xfer/console.log" >&2 || true
 cat "$xfer/qemu.log" >&2 || true
