@@ -369,7 +369,8 @@ Result<Scan> Scanner::run(const std::vector<Candidate>& candidates, bool readCgr
   ProcReader reader(proc_.fd());
   FdWalk walk;
   if (handles) ++handles->generation;
-  const bool procfs = handles && isProcfs(proc_.fd());
+  if (handles && handles->procfs < 0) handles->procfs = isProcfs(proc_.fd()) ? 1 : 0;
+  const bool procfs = handles && handles->procfs == 1;
   if (hook_) hook_(ScanPoint::Listed, 0);
 
   for (const auto& candidate : candidates) {

@@ -119,6 +119,7 @@ struct ProcHandles {
   // read through fresh opens (as a host scan does), and so is any process
   // when the daemon is out of fds: holding is a saving, never a limit.
   std::size_t maxHeld = 1024;
+  int procfs = -1;  // whether the proc root is procfs: -1 until the first scan asks
 };
 
 // Where a process can exit under a scan. A seam for tests: the hook runs at

@@ -20,6 +20,7 @@
 #include "report/regions.h"
 #include "scanner/scan.h"
 #include "support/fake_host.h"
+#include "support/raw_client.h"
 
 namespace tally {
 namespace {
@@ -65,7 +66,8 @@ pid_t holder(unsigned mib, const std::string& ready) {
             ready.c_str(), static_cast<char*>(nullptr));
     ::_exit(127);
   }
-  for (int i = 0; i < 3000 && ::access(ready.c_str(), F_OK) != 0; ++i) ::usleep(10'000);
+  // The workload's READY file is the barrier: it holds its buffer now.
+  eventually([&] { return ::access(ready.c_str(), F_OK) == 0; }, std::chrono::seconds(30));
   return p;
 }
 

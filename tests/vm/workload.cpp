@@ -11,6 +11,8 @@
 //   tree PIDFILE                 fork a grandchild; write "<child> <grandchild>" to PIDFILE; sleep
 //   marker PATH                  create PATH and exit 0 (proves the workload ran)
 #include <fcntl.h>
+#include <poll.h>
+#include <sys/inotify.h>
 #include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <time.h>
@@ -31,6 +33,36 @@ void ready(const char* path) {
   int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
   if (fd >= 0) ::close(fd);
   ::rename(tmp.c_str(), path);
+}
+
+// Blocks until PATH exists (the test's barrier, by inotify on its directory,
+// no polling) or timeoutMs passes; true when it exists.
+bool waitForFile(const char* path, long timeoutMs) {
+  std::string p(path);
+  auto slash = p.rfind('/');
+  std::string dir = slash == std::string::npos ? "." : (slash == 0 ? "/" : p.substr(0, slash));
+  int in = ::inotify_init1(IN_CLOEXEC);
+  if (in < 0) return false;
+  ::inotify_add_watch(in, dir.c_str(), IN_CREATE | IN_MOVED_TO);
+  bool found = false;
+  timespec start{};
+  ::clock_gettime(CLOCK_MONOTONIC, &start);
+  // Checked after the watch exists: a file created before is seen here, one
+  // created after wakes the poll.
+  while (!(found = ::access(path, F_OK) == 0)) {
+    timespec now{};
+    ::clock_gettime(CLOCK_MONOTONIC, &now);
+    long left =
+        timeoutMs - ((now.tv_sec - start.tv_sec) * 1000 + (now.tv_nsec - start.tv_nsec) / 1000000);
+    if (left <= 0) break;
+    pollfd pfd{in, POLLIN, 0};
+    if (::poll(&pfd, 1, static_cast<int>(left)) > 0) {
+      char buf[4096];
+      [[maybe_unused]] auto n = ::read(in, buf, sizeof buf);
+    }
+  }
+  ::close(in);
+  return found;
 }
 
 int hog(unsigned long mib, long holdMs, const char* readyPath) {
@@ -77,8 +109,7 @@ int gpu(const char* region, unsigned long mib, int count, long holdMs, const cha
   ready(readyPath);
   if (releasePath) {
     // Held until the test says so (or HOLD_MS at most): the test's barrier, not a guess.
-    for (long waited = 0; waited < holdMs && ::access(releasePath, F_OK) != 0; waited += 10)
-      ::usleep(10'000);
+    waitForFile(releasePath, holdMs);
     return 0;
   }
   ::usleep(static_cast<useconds_t>(holdMs * 1000));
@@ -97,7 +128,7 @@ int step(const char* region, unsigned long mib1, unsigned long mib2, const char*
   tally_testdrm_create first{static_cast<__u64>(mib1) << 20, r, 0};
   if (::ioctl(fd, DRM_IOCTL_TALLY_TESTDRM_CREATE, &first) != 0) return std::perror("create"), 1;
   ready(readyPath);
-  while (::access(goPath, F_OK) != 0) ::usleep(1000);
+  if (!waitForFile(goPath, 600'000)) return std::fprintf(stderr, "no %s\n", goPath), 1;
   tally_testdrm_create second{static_cast<__u64>(mib2) << 20, r, 0};
   if (::ioctl(fd, DRM_IOCTL_TALLY_TESTDRM_CREATE, &second) != 0) return std::perror("create"), 1;
   timespec ts{};
