@@ -138,8 +138,7 @@ void leaseSample(benchmark::State& state, bool bound) {
     state.SkipWithError(leaseCg.error().message.c_str());
     return;
   }
-  tally::lease::LeaseMeter meter(roots().proc, roots().sys, *roots().cgroup, *leaseCg,
-                                 std::nullopt);
+  tally::lease::LeaseMeter meter(roots().proc, roots().sys, *leaseCg, std::nullopt);
   tally::enforce::GpuBound b{std::uint64_t{1} << 50, std::uint64_t{1} << 49,
                              tally::enforce::Action::Kill, 2, 1000000};
   tally::enforce::GpuBoundState st;
@@ -172,7 +171,7 @@ void BM_LeaseSampleWithMetrics(benchmark::State& state) {
     return;
   }
   const tally::cgroup::Cgroup& cg = *leaseCg;
-  tally::lease::LeaseMeter meter(roots().proc, roots().sys, *roots().cgroup, cg, std::nullopt);
+  tally::lease::LeaseMeter meter(roots().proc, roots().sys, cg, std::nullopt);
   std::size_t bytes = 0;
   for (auto _ : state) {
     meter.sample();

@@ -9,6 +9,7 @@
 #include "attribution/container.h"
 #include "probes/cgroup_memory.h"
 #include "probes/dmem.h"
+#include "probes/kernel_release.h"
 #include "probes/meminfo.h"
 #include "probes/mountinfo.h"
 #include "probes/proc_cgroup.h"
@@ -30,6 +31,9 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     if (c->path.empty() || c->path.front() != '/') std::abort();
     if (c->path.find('\0') != std::string::npos) std::abort();
   }
+  // /proc/cgroups: every controller parsed has a name without blanks.
+  for (const auto& c : probes::parseProcCgroups(text))
+    if (c.name.empty() || c.name.find_first_of(" \t\n") != std::string::npos) std::abort();
 #elif TALLY_FUZZ_TARGET == 3
   (void)probes::parseProcStat(text);
 #elif TALLY_FUZZ_TARGET == 4
@@ -41,6 +45,13 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   (void)probes::parseSysfsU64(text);
   (void)probes::parseSysfsI64(text);
   (void)probes::parseDevNumber(text);
+  // /proc/sys/kernel/osrelease: a release parsed once parses the same again
+  // from the text it kept.
+  if (auto r = probes::parseKernelRelease(text)) {
+    auto again = probes::parseKernelRelease(r->text);
+    if (r->text.size() > 64 || !again || again->major != r->major || again->minor != r->minor)
+      std::abort();
+  }
 #elif TALLY_FUZZ_TARGET == 7
   if (auto w = attribution::classifyCgroup(text))
     if (w->name.empty()) std::abort();

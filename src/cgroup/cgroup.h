@@ -44,6 +44,20 @@ inline constexpr const char* kDmemMax = "dmem.max";
 inline constexpr const char* kDmemMemcg = "dmem.memcg";
 }  // namespace file
 
+// Bounds on a walk of a cgroup's subtree: a user can make her own cgroup
+// tree as deep and wide as she likes (mkdir needs no privilege below a
+// delegated cgroup); no walk tally makes follows her further than this.
+struct SubtreeLimits {
+  std::size_t maxDepth = 64;        // levels below the cgroup itself
+  std::size_t maxCgroups = 16'384;  // directories visited, the cgroup included
+};
+
+// The processes of a subtree, each with the cgroup it was listed in.
+struct SubtreeProc {
+  pid_t pid = 0;
+  std::string cgroup;  // path from the cgroup v2 root, as Cgroup::path() names it
+};
+
 class Cgroup {
  public:
   // `path` from the cgroup v2 root ("/" is the root itself), opened below
@@ -78,6 +92,12 @@ class Cgroup {
   Result<bool> populated() const;
   // cgroup.procs; a removed cgroup has none.
   Result<std::vector<pid_t>> procs() const;
+  // cgroup.procs of this cgroup and every descendant, read through the held
+  // directory (never by path): iterative, depth-first in name order, within
+  // `limits`. A cgroup removed under the handle is an error (ENOENT: it is
+  // gone, and one re-created under its name is another cgroup); past a limit,
+  // an error that names it (E2BIG). A child removed mid-walk is simply gone.
+  Result<std::vector<SubtreeProc>> subtreeProcs(const SubtreeLimits& limits = {}) const;
   // Whether `controller` is in cgroup.controllers (available here), and in
   // cgroup.subtree_control (enabled for its children).
   Result<bool> hasController(std::string_view controller) const;

@@ -279,20 +279,11 @@ HostFindings checkOnHost(const config::Config& c, const fs::RootPaths& roots) {
           "0755 {}) or change the path: the daemon would not start",
           dir, dir));
   }
-  daemon::HostFigures host;
   auto proc = fs::Root::open(roots.proc);
   auto sys = fs::Root::open(roots.sys);
-  if (proc) {
-    if (auto t = proc->read("meminfo", 64 * 1024))
-      host.memTotal = probes::parseMemInfo(*t).memTotal;
-  }
+  host::Snapshot host;
+  if (proc && sys) host = host::readSnapshot(*proc, *sys);
   std::vector<std::string> here;
-  if (sys) {
-    if (auto d = devices::discoverDrmDevices(*sys)) host.devices = std::move(*d);
-    host.ttm = devices::readTtmModules(*sys);
-  }
-  long page = ::sysconf(_SC_PAGESIZE);
-  host.pageSize = page > 0 ? static_cast<std::uint64_t>(page) : 4096;
   for (const auto& d : host.devices.devices)
     if (d.pdev) here.push_back(*d.pdev);
   for (const auto& p : c.pools) {

@@ -12,13 +12,14 @@
 #include "cgroup/cgroup.h"
 #include "cgroup/chain.h"
 #include "cli/exit_codes.h"
-#include "cli/host_facts.h"
 #include "cli/roots.h"
 #include "contain/host_layout.h"
 #include "contain/placement.h"
 #include "contain/systemd_lease.h"
 #include "coverage/assess.h"
 #include "devices/drm_devices.h"
+#include "devices/memory_class.h"
+#include "host/snapshot.h"
 #include "report/gpu_report.h"
 #include "util/text.h"
 #include "util/units.h"
@@ -101,7 +102,11 @@ int runDoctor(const fs::RootPaths& paths, const DoctorOptions& opts) {
   cg["cgroup2_mounts"] = layout.v2Mounts;
   cg["memory_v1_mounts"] = layout.memoryV1Mounts;
   cg["memory_controller"] = layout.memoryController();
-  cg["leases_live_under"] = leaseParent;
+  // Where leases would live, only where one can be made at all.
+  if (layout.containable())
+    cg["leases_live_under"] = leaseParent;
+  else
+    cg["leases_live_under"] = nullptr;
   bool memoryDelegated = false;
   if (cgRoot && layout.v2Root) {
     // systemd enables memory on the slices it makes; what it needs is the
@@ -164,28 +169,37 @@ int runDoctor(const fs::RootPaths& paths, const DoctorOptions& opts) {
       dmem["evidence"] = fmt::format("{}: {}", where, cap.error().message);
     }
   } else {
-    dmem["present"] = false;
-    dmem["evidence"] = "no cgroup v2 root";
+    // No cgroup2 root here: dmem.capacity cannot exist, so its absence says nothing.
+    dmem["present"] = nullptr;
+    dmem["evidence"] = fmt::format("{} is not a cgroup v2 root: unknown there", paths.cgroup);
   }
 
-  auto devices = devices::discoverDrmDevices(roots->sys);
-  if (!devices) {
+  auto host = host::readSnapshot(roots->proc, roots->sys);
+  if (host.devicesError) {
     errors = true;
-    doc["gpu_error"] = devices.error().message;
+    doc["gpu_error"] = *host.devicesError;
   }
-  devices::DeviceMap devmap = devices ? *devices : devices::DeviceMap{};
-  auto host = readHostFacts(roots->proc, roots->sys);
+  const devices::DeviceMap& devmap = host.devices;
   std::vector<devices::GttCeilings> ceilings;
+  std::vector<std::string> silent;  // devices whose driver prints no memory figure
   json devs = json::array();
   for (const auto& d : devmap.devices) {
-    ceilings.push_back(devices::gttCeilings(d, host.ttm, host.pageSize));
-    devs.push_back({{"key", d.key},
-                    {"driver", d.driver},
-                    {"memory", report::deviceMemoryJson(d)},
-                    {"gtt_ceiling", report::gttCeilingsJson(ceilings.back())}});
+    ceilings.push_back(host.ceilings(d));
+    json dj = {{"key", d.key},
+               {"driver", d.driver},
+               {"memory", report::deviceMemoryJson(d)},
+               {"gtt_ceiling", report::gttCeilingsJson(ceilings.back())}};
+    if (d.driver == "amdgpu") dj["rocm_device_memory"] = report::rocmPlacementJson(host.rocm(d));
+    if (devices::driverFigures(d.driver) == devices::DriverFigures::None) {
+      dj["memory_figures"] = "none: the driver prints no memory figure in fdinfo";
+      silent.push_back(d.key);
+    }
+    devs.push_back(dj);
   }
   doc["gpu_devices"] = devs;
-  auto gttsizeWarning = devices::gttsizeAdvice(host.gttsize, host.ttm, host.pageSize);
+  doc["gpu_devices_without_figures"] = silent;
+  doc["kfd_limits_era"] = host.kfdLimits.era;
+  auto gttsizeWarning = devices::gttAdvice(host.amdgpu, host.ttm, host.kfdLimits, host.pageSize);
   doc["gtt_warnings"] = gttsizeWarning ? json::array({*gttsizeWarning}) : json::array();
   if (host.meminfo.memAvailable) doc["mem_available_bytes"] = *host.meminfo.memAvailable;
 
@@ -214,6 +228,7 @@ int runDoctor(const fs::RootPaths& paths, const DoctorOptions& opts) {
     doc["gpu_active_bytes"] = *a.signs.gpuActiveBytes;
     if (a.signs.gpuReclaimBytes) doc["gpu_reclaim_bytes"] = *a.signs.gpuReclaimBytes;
   }
+  if (a.signs.dmemCompiledIn) dmem["compiled_in"] = *a.signs.dmemCompiledIn;
   doc["dmem"] = dmem;
   json cov;
   cov["static_signs"] = coverage::signsJson(a.signs);
@@ -255,7 +270,10 @@ int runDoctor(const fs::RootPaths& paths, const DoctorOptions& opts) {
              layout.memoryV1Mounts.empty()
                  ? ""
                  : fmt::format(" ({})", fmt::join(layout.memoryV1Mounts, ", ")));
-  fmt::print("leases       live under {}\n", leaseParent);
+  if (layout.containable())
+    fmt::print("leases       live under {}\n", leaseParent);
+  else
+    fmt::print("leases       none can be made here ({})\n", fmt::join(layout.problems, "; "));
   if (cg.contains("memory_chain")) {
     for (const auto& l : cg["memory_chain"]) {
       fmt::print("             memory in {}: available {}, enabled for children {}\n",
@@ -274,8 +292,14 @@ int runDoctor(const fs::RootPaths& paths, const DoctorOptions& opts) {
   else
     fmt::print("systemd      PID 1 is {}; no manager reachable: {}\n",
                layout.pid1.empty() ? "?" : layout.pid1, sd["error"].get<std::string>());
-  if (!dmem["present"].get<bool>()) {
-    fmt::print("dmem         absent ({})\n", dmem["evidence"].get<std::string>());
+  std::string built = !a.signs.dmemCompiledIn ? ""
+                      : *a.signs.dmemCompiledIn
+                          ? "; the kernel has the dmem controller (/proc/cgroups)"
+                          : "; this kernel has no dmem controller (/proc/cgroups)";
+  if (dmem["present"].is_null()) {
+    fmt::print("dmem         unknown ({}){}\n", dmem["evidence"].get<std::string>(), built);
+  } else if (!dmem["present"].get<bool>()) {
+    fmt::print("dmem         absent ({}){}\n", dmem["evidence"].get<std::string>(), built);
   } else {
     std::vector<std::string> regions;
     for (const auto& r : a.signs.dmem)
@@ -315,11 +339,22 @@ int runDoctor(const fs::RootPaths& paths, const DoctorOptions& opts) {
                      : fmt::format("unknown ({})", x.unknown.value_or("?"));
     };
     fmt::print("gtt ceiling  {} graphics: {}\n", devmap.devices[i].key, one(c.graphics));
-    if (c.compute.bytes || devmap.devices[i].driver == "amdgpu")
+    if (c.compute.bytes || devmap.devices[i].driver == "amdgpu") {
       fmt::print("             {} compute (ROCm): {}\n", devmap.devices[i].key, one(c.compute));
+      for (const auto& line : report::computeTermLines(c))
+        fmt::print("               cap: {}\n", line);
+      auto rocm = host.rocm(devmap.devices[i]);
+      fmt::print("             {} ROCm device memory (hipMalloc): {} ({})\n", devmap.devices[i].key,
+                 report::rocmWhereName(rocm.where), rocm.evidence);
+    }
     if (auto choice = c.smallerInWords(); !choice.empty())
       fmt::print("             headroom uses {}; TTM: {}\n", choice, c.ttmHow);
   }
+  for (const auto& key : silent)
+    fmt::print(
+        "gpu          {}: its driver prints no memory figure in fdinfo: its clients' GPU memory is "
+        "unknown, and a lease declaring gpu_memory_max there is refused\n",
+        key);
   if (gttsizeWarning) fmt::print("warning      {}\n", *gttsizeWarning);
   if (host.meminfo.memAvailable)
     fmt::print("host         MemAvailable {}\n", units::humanBytes(*host.meminfo.memAvailable));

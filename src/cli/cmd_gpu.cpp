@@ -3,8 +3,8 @@
 #include <fmt/format.h>
 
 #include "cli/exit_codes.h"
-#include "cli/host_facts.h"
 #include "cli/roots.h"
+#include "host/snapshot.h"
 #include "report/gpu_report.h"
 #include "scanner/scan.h"
 
@@ -39,7 +39,10 @@ void addGpuCommand(CLI::App& app, GpuOptions& opts) {
 int runGpu(const fs::RootPaths& paths, const GpuOptions& opts) {
   auto roots = openRoots(paths);
   if (!roots) return kExitEnvironment;
+  // One snapshot of the host for the scan and the report alike.
+  auto host = host::readSnapshot(roots->proc, roots->sys);
   scanner::Scanner scanner(roots->proc, roots->sys);
+  scanner.useHost(&host.devices, &host.kfd);
   Result<scanner::Scan> scan = [&]() -> Result<scanner::Scan> {
     if (opts.cgroup.empty()) return scanner.scanHost();
     if (!roots->cgroup) return Error{ENOENT, *roots->cgroupError + " (check --cgroup-root)"};
@@ -49,7 +52,6 @@ int runGpu(const fs::RootPaths& paths, const GpuOptions& opts) {
     fmt::print(stderr, "tally gpu: {}\n", scan.error().message);
     return kExitEnvironment;
   }
-  auto host = readHostFacts(roots->proc, roots->sys);
   auto agg = report::aggregate(*scan, host);
   if (opts.json) {
     fmt::print("{}\n", report::gpuJson(*scan, agg, host).dump(2));

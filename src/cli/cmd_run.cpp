@@ -13,6 +13,8 @@
 #include "contain/choose.h"
 #include "contain/host_layout.h"
 #include "coverage/handover.h"
+#include "devices/unmeterable.h"
+#include "host/snapshot.h"
 #include "lease/outcome.h"
 #include "lease/record.h"
 #include "ledger/ledger.h"
@@ -305,7 +307,13 @@ int runRun(const fs::RootPaths& paths, const RunOptions& opts) {
       spec->gpuAction = enforce::Action::Report;
   }
 
-  auto choice = contain::chooseContainment(*spec, roots->proc, cgroupRoot, layout);
+  // Fail closed: a standalone bound on a device whose driver prints no memory
+  // figure would never fire (a pool lease is checked by the daemon).
+  std::optional<std::string> unmeterable;
+  if (spec->gpuMemoryMax && !daemonLease)
+    unmeterable = devices::gpuBoundRefusal(host::readSnapshot(roots->proc, roots->sys).devices, {});
+  auto choice = unmeterable ? contain::Choice{nullptr, *unmeterable, ""}
+                            : contain::chooseContainment(*spec, roots->proc, cgroupRoot, layout);
   if (!choice.note.empty()) fmt::print(stderr, "tally run: {}\n", choice.note);
   long page = sysconf(_SC_PAGESIZE);
   run::JournalObserver journalObserver(spec->id, spec->name);

@@ -6,6 +6,7 @@
 #include "probes/cgroup_memory.h"
 #include "probes/dmem.h"
 #include "probes/meminfo.h"
+#include "probes/proc_cgroup.h"
 #include "util/text.h"
 
 namespace tally::coverage {
@@ -79,12 +80,17 @@ StaticSigns readStaticSigns(const fs::Root& proc, const fs::Root& sys, const fs:
   std::optional<cgroup::Cgroup> root;
   std::string rootError = "no cgroup v2 root";
   if (cgroupRoot) {
-    if (auto r = cgroup::Cgroup::open(*cgroupRoot, "/"))
-      root.emplace(std::move(*r));
-    else
+    if (auto r = cgroup::Cgroup::open(*cgroupRoot, "/"); !r) {
       rootError = r.error().message;
+    } else if (auto c = r->read(file::kControllers, 4096); !c) {
+      // A v1 or tmpfs mount there: no cgroup2 file can exist, so its absence says nothing.
+      rootError = fmt::format("{} is not a cgroup v2 root (no {}): unknown there",
+                              cgroupRoot->path(), file::kControllers);
+    } else {
+      root.emplace(std::move(*r));
+    }
   }
-  if (!cgroupRoot) {
+  if (!root) {
     stat.evidence = statDmem.evidence = rootError;
   } else if (auto cg = cgroup::Cgroup::open(*cgroupRoot, statCgroup.empty() ? "/" : statCgroup);
              !cg) {
@@ -97,6 +103,7 @@ StaticSigns readStaticSigns(const fs::Root& proc, const fs::Root& sys, const fs:
     for (auto [sign, key] : {std::pair{&stat, "gpu_active"}, std::pair{&statDmem, "dmem"}}) {
       auto v = parsed->get(key);
       sign->present = v.has_value();
+      if (v) out.statNamesGpu = true;
       sign->evidence = v ? fmt::format(
                                "{} has {} {}: the kernel can charge these pages to memcg (support, "
                                "not proof a driver does)",
@@ -153,6 +160,26 @@ StaticSigns readStaticSigns(const fs::Root& proc, const fs::Root& sys, const fs:
   }
   out.signs.push_back(dmemMemcg);
   out.signs.push_back(dmem);
+
+  // Whether this kernel has the dmem controller at all (CONFIG_CGROUP_DMEM),
+  // whatever is mounted where: /proc/cgroups lists every controller built in.
+  Sign built{"dmem controller (/proc/cgroups)", std::nullopt, "", false};
+  if (auto text = proc.read("cgroups", 64 * 1024)) {
+    built.present = false;
+    for (const auto& c : probes::parseProcCgroups(*text))
+      if (c.name == "dmem") built.present = true;
+    built.evidence = *built.present
+                         ? fmt::format("{} lists dmem: the kernel has the dmem controller",
+                                       proc.describe("cgroups"))
+                         : fmt::format(
+                               "{} has no dmem line: this kernel has no dmem controller "
+                               "(CONFIG_CGROUP_DMEM unset, or before 6.14)",
+                               proc.describe("cgroups"));
+  } else {
+    built.evidence = fmt::format("{}: {}", proc.describe("cgroups"), text.error().message);
+  }
+  out.dmemCompiledIn = built.present;
+  out.signs.push_back(built);
 
   // GPUActive is global (v7.1+): the kernel counts GPU pages, not per cgroup.
   Sign meminfo{"/proc/meminfo GPUActive", std::nullopt, "", false};

@@ -52,6 +52,11 @@ struct StaticSigns {
   // /proc/meminfo GPUActive and GPUReclaim (Linux 7.1+): every TTM page the
   // host's GPUs hold, global, not per cgroup.
   std::optional<std::uint64_t> gpuActiveBytes, gpuReclaimBytes;
+  // memory.stat has gpu_active or dmem: the kernel names GPU bytes it charged
+  // (coverage::Handover::statNamesGpu).
+  bool statNamesGpu = false;
+  // /proc/cgroups lists dmem; absent when /proc/cgroups is unreadable.
+  std::optional<bool> dmemCompiledIn;
   bool suggestsCharging() const;
   std::vector<std::string> dmemGttRegions() const;
 };

@@ -14,6 +14,10 @@ namespace tally::coverage {
 struct Handover {
   Coverage coverage = Coverage::HostOnly;
   bool keepGpuMemoryMax = false;  // [daemon] keep_gpu_memory_max
+  // memory.stat names GPU bytes it charged (gpu_active: the TTM memcg series;
+  // dmem: the dmem -> memcg route): a lease's meter reads memory.stat each
+  // sample, and hostOnly() takes exactly those bytes off memory.current.
+  bool statNamesGpu = false;
 
   bool gttCharged() const { return coverage == Coverage::HostAndGtt; }
 
@@ -33,17 +37,26 @@ struct Handover {
     return gttCharged() && !keepGpuMemoryMax && hasGpuMemoryMax;
   }
 
-  // A lease's host memory without its GPU memory: memory.current, less the
-  // host-uncharged GPU memory (GTT and its kin, report/gpu_memory.h) the
-  // kernel charged into it when it charges GTT: those bytes are the lease's
-  // GPU memory; counting them in both would count them twice. Host-charged
-  // regions (shmem) never enter the GPU figure, so nothing is taken for them.
-  // Absent when the split is unknown.
+  // A lease's host memory without its GPU memory: memory.current less the
+  // GPU bytes the kernel charged into it, so no byte is counted in both.
+  // Where memory.stat names them (`statGpuBytes`: gpu_active + dmem), exactly
+  // those -- VRAM the kernel charges through dmem included, which the GPU
+  // figure counts as device memory. Otherwise, once the kernel charges GTT,
+  // the lease's host-uncharged GPU memory (GTT and its kin,
+  // report/gpu_memory.h). Host-charged regions (shmem) never enter the GPU
+  // figure, so nothing is taken for them. Absent when the split is unknown.
   std::optional<std::uint64_t> hostOnly(std::optional<std::uint64_t> memoryCurrent,
+                                        std::optional<std::uint64_t> statGpuBytes,
                                         std::optional<std::uint64_t> hostUnchargedGpu) const {
-    if (!memoryCurrent || !gttCharged()) return memoryCurrent;
+    if (!memoryCurrent) return std::nullopt;
+    auto minus = [&](std::uint64_t b) { return *memoryCurrent > b ? *memoryCurrent - b : 0; };
+    if (statNamesGpu) {
+      if (!statGpuBytes) return std::nullopt;
+      return minus(*statGpuBytes);
+    }
+    if (!gttCharged()) return memoryCurrent;
     if (!hostUnchargedGpu) return std::nullopt;
-    return *memoryCurrent > *hostUnchargedGpu ? *memoryCurrent - *hostUnchargedGpu : 0;
+    return minus(*hostUnchargedGpu);
   }
 
   // What tally does differently on this coverage, in a sentence (the

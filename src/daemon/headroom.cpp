@@ -16,23 +16,23 @@ std::uint64_t minus(std::uint64_t a, std::uint64_t b) { return a > b ? a - b : 0
 
 }  // namespace
 
-std::optional<std::uint64_t> deviceFree(const config::Pool& pool, const HostFigures& host) {
+std::optional<std::uint64_t> deviceFree(const config::Pool& pool, const host::Snapshot& host) {
   std::optional<std::uint64_t> free;
   for (const auto& d : host.devices.devices) {
     if (!pool.devices.empty() && (!d.pdev || std::find(pool.devices.begin(), pool.devices.end(),
                                                        *d.pdev) == pool.devices.end())) {
       continue;
     }
-    auto ceilings = devices::gttCeilings(d, host.ttm, host.pageSize);
+    auto ceilings = host.ceilings(d);
     if (auto f = devices::gttFree(d, ceilings, pool.gttCeiling)) free = free.value_or(0) + *f;
     if (auto f = d.regionFree("vram")) free = free.value_or(0) + *f;
   }
   return free;
 }
 
-admission::Totals poolTotals(const config::Pool& pool, const HostFigures& host) {
+admission::Totals poolTotals(const config::Pool& pool, const host::Snapshot& host) {
   admission::Totals t;
-  t.hostBytes = host.memTotal;
+  t.hostBytes = host.meminfo.memTotal;
   std::optional<std::uint64_t> gpu;
   for (const auto& d : host.devices.devices) {
     if (!pool.devices.empty() && (!d.pdev || std::find(pool.devices.begin(), pool.devices.end(),
@@ -42,7 +42,7 @@ admission::Totals poolTotals(const config::Pool& pool, const HostFigures& host) 
     const devices::DeviceMemory* gtt = d.region("gtt");
     const devices::DeviceMemory* vram = d.region("vram");
     if (!gtt && !vram) continue;  // no memory figures: not a device headroom counts either
-    auto ceiling = devices::gttCeilings(d, host.ttm, host.pageSize).forConsumer(pool.gttCeiling);
+    auto ceiling = host.ceilings(d).forConsumer(pool.gttCeiling);
     // A region whose size is unknown makes the whole total unknown: an
     // undercount would refuse a request that fits.
     if ((gtt && !ceiling) || (vram && !vram->totalBytes)) return t;
@@ -52,7 +52,7 @@ admission::Totals poolTotals(const config::Pool& pool, const HostFigures& host) 
   return t;
 }
 
-admission::Headroom poolHeadroom(const config::Pool& pool, const HostFigures& host,
+admission::Headroom poolHeadroom(const config::Pool& pool, const host::Snapshot& host,
                                  const std::vector<HolderUse>& holders) {
   admission::Headroom h;
   std::uint64_t hostPromised = 0, gpuPromised = 0;
@@ -60,9 +60,10 @@ admission::Headroom poolHeadroom(const config::Pool& pool, const HostFigures& ho
     hostPromised += unused(u.memoryMax, u.memoryInUse);
     gpuPromised += unused(u.gpuMemoryMax, u.gpuInUse);
   }
-  if (host.memAvailable) h.hostBytes = minus(*host.memAvailable, hostPromised);
+  const auto& memAvailable = host.meminfo.memAvailable;
+  if (memAvailable) h.hostBytes = minus(*memAvailable, hostPromised);
   if (auto free = deviceFree(pool, host)) {
-    std::uint64_t f = host.memAvailable ? std::min(*free, *host.memAvailable) : *free;
+    std::uint64_t f = memAvailable ? std::min(*free, *memAvailable) : *free;
     h.gpuBytes = minus(f, gpuPromised);
   }
   return h;

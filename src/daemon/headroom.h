@@ -18,9 +18,7 @@
 #include <vector>
 
 #include "admission/engine.h"
-#include "devices/drm_devices.h"
-#include "devices/gtt_ceiling.h"
-#include "devices/ttm.h"
+#include "host/snapshot.h"
 
 namespace tally::daemon {
 
@@ -29,24 +27,16 @@ struct HolderUse {
   std::optional<std::uint64_t> gpuMemoryMax, gpuInUse;
 };
 
-struct HostFigures {
-  std::optional<std::uint64_t> memTotal;
-  std::optional<std::uint64_t> memAvailable;
-  devices::DeviceMap devices;
-  devices::TtmModules ttm;
-  std::uint64_t pageSize = 4096;
-};
-
 // The GPU memory free on the pool's devices (all devices with mem_info_*
 // when the pool names none); absent when no such device exports the figures.
-std::optional<std::uint64_t> deviceFree(const config::Pool& pool, const HostFigures& host);
+std::optional<std::uint64_t> deviceFree(const config::Pool& pool, const host::Snapshot& host);
 
 // What the host and the pool's devices hold in all: MemTotal, and Σ over the
 // pool's devices of (its GTT ceiling as the pool chooses + VRAM total); a
 // device without both figures leaves the GPU total unknown.
-admission::Totals poolTotals(const config::Pool& pool, const HostFigures& host);
+admission::Totals poolTotals(const config::Pool& pool, const host::Snapshot& host);
 
-admission::Headroom poolHeadroom(const config::Pool& pool, const HostFigures& host,
+admission::Headroom poolHeadroom(const config::Pool& pool, const host::Snapshot& host,
                                  const std::vector<HolderUse>& holders);
 
 }  // namespace tally::daemon

@@ -124,7 +124,7 @@ std::optional<Denial> refuseOverOnArrival(const PlacementEnv& env, const Lease& 
   }
   // Only a bound that kills can kill on arrival; a report-only one just reports.
   if (l.req.gpuMemoryMax && l.bound.action == enforce::Action::Kill && env.sys && env.cgroupRoot) {
-    lease::LeaseMeter meter(env.proc, *env.sys, *env.cgroupRoot, *l.cg, l.req.gpuMemoryMax);
+    lease::LeaseMeter meter(env.proc, *env.sys, *l.cg, l.req.gpuMemoryMax);
     meter.sample();
     if (auto now = meter.gpu().lastBytes; now && *now > *l.req.gpuMemoryMax)
       over.push_back(fmt::format("GPU memory {} now (DRM fdinfo), over --gpu-memory-max {}",

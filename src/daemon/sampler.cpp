@@ -3,17 +3,14 @@
 #include <fmt/format.h>
 #include <signal.h>
 
-#include "devices/drm_devices.h"
-#include "probes/meminfo.h"
-#include "scanner/scan.h"
 #include "util/clock.h"
 
 namespace tally::daemon {
 
 void Sampler::startMetering(Lease& l) {
-  l.meter = std::make_unique<lease::LeaseMeter>(env_.proc, env_.sys, *env_.cgroupRoot, *l.cg,
-                                                l.req.gpuMemoryMax);
-  l.meter->sample();
+  l.meter = std::make_unique<lease::LeaseMeter>(env_.proc, env_.sys, *l.cg, l.req.gpuMemoryMax);
+  l.meter->readStatGpu(handover_.statNamesGpu);
+  l.meter->sample(&freshHost());
   l.lastSampleUs = now();
   l.previousGpuBytes = l.meter->gpu().lastBytes;
   l.nearBound = l.isAttach() && enforce::nearBound(cadence(), l.bound.max, l.meter->gpu().lastBytes,
@@ -37,19 +34,15 @@ std::vector<std::string> Sampler::sample() {
   const enforce::Cadence cad = cadence();
   std::vector<std::string> ended;
   std::vector<ledger::Sample> batch;
-  // Devices and the KFD index once per tick for every lease's scan, read at
-  // the first running lease (an idle daemon reads nothing).
-  std::optional<scanner::TickShared> shared;
-  bool sharedRead = false;
+  // One host snapshot per tick for every lease's scan, read at the first
+  // lease due (an idle daemon reads nothing).
+  host::Snapshot* snapshot = nullptr;
   for (const auto& [id, lp] : book_.all()) {
     Lease& l = *lp;
     if (l.state != Lease::State::Running || !l.meter) continue;
     if (l.nextSampleUs > mono + kSlackUs) continue;  // not due
-    if (!sharedRead) {
-      sharedRead = true;
-      if (auto s = scanner::readTickShared(env_.sys)) shared = std::move(*s);
-    }
-    l.meter->sample(shared ? &*shared : nullptr);
+    if (!snapshot) snapshot = &freshHost();
+    l.meter->sample(snapshot);
     const auto& h = l.meter->host();
     const auto& g = l.meter->gpu();
     // The cadence: only the daemon's own bound (attached leases) is sampled
@@ -132,28 +125,18 @@ void Sampler::enforceBound(Lease& l, std::uint64_t nowNs) {
   }
 }
 
-const HostFigures& Sampler::host() {
-  std::uint64_t now = clock::monotonicUs();
-  if (hostReadAtUs_ && now - hostReadAtUs_ <= 100'000) return host_;
-  hostReadAtUs_ = now;
-  host_.memAvailable.reset();
-  host_.memTotal.reset();
-  if (auto t = env_.proc.read("meminfo", 64 * 1024)) {
-    auto m = probes::parseMemInfo(*t);
-    host_.memAvailable = m.memAvailable;
-    host_.memTotal = m.memTotal;
-  }
-  if (auto d = devices::discoverDrmDevices(env_.sys))
-    host_.devices = std::move(*d);
-  else
-    host_.devices = {};
-  host_.ttm = devices::readTtmModules(env_.sys);
-  host_.pageSize = env_.pageSize;
-  return host_;
+host::Snapshot& Sampler::freshHost() {
+  host_.emplace(host::readSnapshot(env_.proc, env_.sys, env_.pageSize));
+  return *host_;
+}
+
+const host::Snapshot& Sampler::host() {
+  if (host_ && clock::monotonicUs() - host_->readAtUs <= 100'000) return *host_;
+  return freshHost();
 }
 
 admission::Headroom Sampler::headroomFor(const config::Pool& pool) {
-  const HostFigures& h = host();
+  const host::Snapshot& h = host();
   std::vector<HolderUse> holders;
   for (const auto& id : book_.engine().usage(pool.name).holders) {
     const Lease* l = book_.find(id);
@@ -175,7 +158,8 @@ std::optional<std::uint64_t> Sampler::hostOnly(const Lease& l) const {
   // What the kernel charges once it charges GTT: the host-uncharged regions
   // (gtt, amdgpu's cpu, xe's system), not host-charged shmem, which
   // memory.current always held and the GPU figure never counts.
-  return handover_.hostOnly(l.meter->host().last, l.meter->gpu().lastHostUncharged);
+  return handover_.hostOnly(l.meter->host().last, l.meter->host().lastStatGpu,
+                            l.meter->gpu().lastHostUncharged);
 }
 
 }  // namespace tally::daemon

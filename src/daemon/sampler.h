@@ -21,6 +21,7 @@
 #include "daemon/seams.h"
 #include "enforce/cadence.h"
 #include "fs/root.h"
+#include "host/snapshot.h"
 #include "ledger/ledger.h"
 #include "util/clock.h"
 
@@ -57,9 +58,10 @@ class Sampler {
   // Sample retention (samples_full_resolution, samples_max_age, samples_max_rows).
   void prune();
 
-  // MemAvailable and the DRM devices, read at most every 100 ms however many
-  // requests ask.
-  const HostFigures& host();
+  // The host snapshot (host/snapshot.h) the meters, headroom and views use:
+  // the one this tick read, or, between ticks, one at most 100 ms old
+  // however many requests ask.
+  const host::Snapshot& host();
   std::uint64_t now() const { return env_.monotonicUs ? env_.monotonicUs() : clock::monotonicUs(); }
   enforce::Cadence cadence() const {
     return {cfg_.sampleIntervalUs, cfg_.nearBoundIntervalUs, cfg_.nearBoundMarginPercent};
@@ -73,6 +75,7 @@ class Sampler {
 
  private:
   void enforceBound(Lease& l, std::uint64_t nowNs);
+  host::Snapshot& freshHost();
 
   const config::Daemon& cfg_;
   SamplerEnv env_;
@@ -80,8 +83,7 @@ class Sampler {
   LeaseBook& book_;
   LeaseEvents& events_;
   const coverage::Handover& handover_;
-  std::uint64_t hostReadAtUs_ = 0;
-  HostFigures host_;
+  std::optional<host::Snapshot> host_;
 };
 
 }  // namespace tally::daemon

@@ -8,6 +8,7 @@
 #include "cgroup/path.h"
 #include "daemon/lease_rows.h"
 #include "daemon/recovery.h"
+#include "devices/unmeterable.h"
 #include "lease/spec.h"
 #include "ledger/rows.h"
 #include "util/clock.h"
@@ -131,6 +132,16 @@ void Service::handle(std::uint64_t conn, const Peer& peer, const rpc::Request& r
   }
 }
 
+std::vector<std::string> Service::poolDevices(const std::vector<std::string>& pools) const {
+  std::vector<std::string> out;
+  for (const auto& name : pools) {
+    const config::Pool* p = cfg_.pool(name);
+    if (!p || p->devices.empty()) return {};  // a pool of every device: the lease may use any
+    out.insert(out.end(), p->devices.begin(), p->devices.end());
+  }
+  return out;
+}
+
 admission::HeadroomFn Service::headroom() {
   return [this](const config::Pool& pool) { return sampler_.headroomFor(pool); };
 }
@@ -146,6 +157,11 @@ void Service::onAcquire(std::uint64_t conn, const Peer& peer, const json& id,
   auto totals = [this](const config::Pool& pool) { return sampler_.totalsFor(pool); };
   if (auto s = book_.check(l->req, totals); !s)
     return fail(conn, id, code::kRefused, s.error().message);
+  // Fail closed: a bound on a device whose driver prints no figure would never fire.
+  if (l->req.gpuMemoryMax) {
+    if (auto why = devices::gpuBoundRefusal(sampler_.host().devices, poolDevices(l->req.pools)))
+      return fail(conn, id, code::kRefused, *why);
+  }
   if (attach) {
     if (d.memoryMax && *d.memoryMax < env_.pageSize) {
       // memory.max counts pages: below one, the kernel reads 0 and OOM-kills the workload.
@@ -412,6 +428,7 @@ Result<std::vector<std::string>> Service::recover() {
 
 void Service::setCoverage(const coverage::Assessment& a) {
   handover_.coverage = a.verdict.coverage;
+  handover_.statNamesGpu = a.signs.statNamesGpu;
   coverageKernel_ = a.kernel;
   events_.coverageAtStart(a, handover_);
 }

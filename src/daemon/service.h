@@ -131,6 +131,9 @@ class Service {
   void tryGrant();
   void granted(Lease& l);
   admission::HeadroomFn headroom();
+  // The devices a lease in `pools` may use: the pools' named devices, or
+  // none named (every device) when any pool names none.
+  std::vector<std::string> poolDevices(const std::vector<std::string>& pools) const;
 
   config::Config cfg_;
   ledger::Ledger& ledger_;

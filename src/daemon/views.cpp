@@ -250,7 +250,7 @@ json Views::seats(std::uint64_t nowNs) {
 // gpu`, which is what no process's fdinfo accounts for). Only when every
 // running lease's figure is fresh and known.
 json Views::devices(json& outsideLeases) {
-  const HostFigures& host = sampler_.host();
+  const host::Snapshot& host = sampler_.host();
   json list = json::array();
   std::map<std::string, std::optional<std::uint64_t>>
       used;  // region -> sum over devices exporting it
@@ -332,7 +332,7 @@ json Views::overview(std::uint64_t nowNs) {
   json outside;
   o["devices"] = devices(outside);
   o["outside_leases"] = outside;
-  o["host"] = {{"mem_available_bytes", opt(sampler_.host().memAvailable)},
+  o["host"] = {{"mem_available_bytes", opt(sampler_.host().meminfo.memAvailable)},
                {"source", "/proc/meminfo MemAvailable"}};
   o["coverage"] = {{"state", coverage::coverageName(handover_.coverage)},
                    {"kernel", coverageKernel_}};

@@ -6,8 +6,7 @@
 namespace tally::devices {
 namespace {
 
-// "vram" followed by digits only (xe's vram0, vram1), or the bare prefix when
-// `bare` is allowed.
+// `prefix` followed by one or more digits only (xe's vram0, i915's local1).
 bool indexed(std::string_view region, std::string_view prefix) {
   if (region.substr(0, prefix.size()) != prefix || region.size() == prefix.size()) return false;
   return std::all_of(region.begin() + static_cast<std::ptrdiff_t>(prefix.size()), region.end(),
@@ -24,9 +23,17 @@ bool oneOf(std::string_view s, std::initializer_list<std::string_view> names) {
 
 // Drivers whose GEM objects are shmem-backed and print drm_show_memory_stats'
 // single `memory` region: those pages are charged to the memory cgroup of the
-// task that faults them in.
-constexpr std::array<std::string_view, 5> kShmemDrivers = {"msm", "v3d", "panfrost", "lima",
-                                                           "amdxdna_accel_driver"};
+// task that faults them in (drm_gem_shmem_helper; ivpu's fdinfo memory since
+// late 2025).
+constexpr std::array<std::string_view, 8> kShmemDrivers = {
+    "msm", "v3d", "panfrost", "panthor", "lima", "etnaviv", "amdxdna_accel_driver", "intel_vpu"};
+
+// Drivers that print no memory figure in fdinfo (KERNEL-FACTS §10).
+constexpr std::array<std::string_view, 3> kNoFigureDrivers = {"nouveau", "virtio_gpu", "vmwgfx"};
+
+bool in(std::string_view s, const auto& list) {
+  return std::find(list.begin(), list.end(), s) != list.end();
+}
 
 }  // namespace
 
@@ -36,6 +43,8 @@ const char* memoryClassName(MemoryClass c) {
       return "device";
     case MemoryClass::HostUncharged:
       return "host-uncharged";
+    case MemoryClass::HostMixed:
+      return "host-mixed";
     case MemoryClass::HostCharged:
       return "host-charged";
     case MemoryClass::Other:
@@ -46,7 +55,8 @@ const char* memoryClassName(MemoryClass c) {
   return "unknown";
 }
 
-MemoryClass classifyRegion(std::string_view driver, std::string_view region) {
+MemoryClass classifyRegion(std::string_view driver, std::string_view region,
+                           bool withDeviceRegions) {
   if (driver == "amdgpu" || driver == "tally_testdrm") {
     if (region == "vram") return MemoryClass::Device;
     if (oneOf(region, {"gtt", "cpu"})) return MemoryClass::HostUncharged;
@@ -61,13 +71,21 @@ MemoryClass classifyRegion(std::string_view driver, std::string_view region) {
   }
   if (driver == "i915") {
     if (indexed(region, "local")) return MemoryClass::Device;
-    if (indexed(region, "system")) return MemoryClass::HostCharged;
+    if (indexed(region, "system"))
+      return withDeviceRegions ? MemoryClass::HostMixed : MemoryClass::HostCharged;
     if (startsWith(region, "stolen-")) return MemoryClass::Other;
     return MemoryClass::Unknown;
   }
-  if (std::find(kShmemDrivers.begin(), kShmemDrivers.end(), driver) != kShmemDrivers.end())
+  if (in(driver, kShmemDrivers))
     return region == "memory" ? MemoryClass::HostCharged : MemoryClass::Unknown;
   return MemoryClass::Unknown;
+}
+
+DriverFigures driverFigures(std::string_view driver) {
+  if (in(driver, kNoFigureDrivers)) return DriverFigures::None;
+  if (oneOf(driver, {"amdgpu", "tally_testdrm", "xe", "i915"}) || in(driver, kShmemDrivers))
+    return DriverFigures::Printed;
+  return DriverFigures::Unknown;
 }
 
 }  // namespace tally::devices

@@ -1,13 +1,21 @@
 // What a DRM memory region's bytes are, by the driver that printed them
 // (docs/gpu.md, "Memory classes"). A region name alone does not say it:
-// i915's system0 is shmem (already in the cgroup's memory.current), xe's
-// system is TTM pages (not); amdgpu's gtt is system RAM, xe's vram0 is not.
+// i915's system0 is shmem (already in the cgroup's memory.current) on an
+// integrated part and partly TTM pages on a discrete one; xe's system is TTM
+// pages (not charged); amdgpu's gtt is system RAM, xe's vram0 is not.
 //
 //   device          memory on the device: amdgpu vram, xe vram0.., i915 local0..
 //   host-uncharged  TTM pages in system RAM, not charged to the memory cgroup:
 //                   amdgpu gtt, cpu; xe gtt, system
-//   host-charged    shmem pages, already in memory.current: i915 system0..;
-//                   msm, v3d, panfrost, lima and the amdxdna NPU's `memory`
+//   host-mixed      i915's system0.. on a discrete part (the client also prints
+//                   local* regions): smem-only cached objects are shmem
+//                   (charged), LMEM|SMEM objects placed or evicted to system
+//                   use TTM pool pages (not charged; i915_gem_ttm_system_setup).
+//                   Counted as GPU memory (the bound and budgets see it) and
+//                   flagged: part of it may be in memory.current as well.
+//   host-charged    shmem pages, already in memory.current: i915 system0.. on an
+//                   integrated part; the `memory` region of msm, v3d, panfrost,
+//                   panthor, lima, etnaviv, the amdxdna NPU and intel_vpu
 //   other           not memory a workload grows: stolen*, gds, gws, oa,
 //                   doorbell, mmioremap
 //   unknown         a (driver, region) pair not in the table
@@ -17,26 +25,37 @@
 // that driver; as itself it is amdgpu-shaped: gtt and vram.
 //
 // GPU memory (the lease meter, gpu_memory_max, budgets, headroom) counts
-// device + host-uncharged: host-charged bytes are already in the host
-// figure, and unknown ones are shown, never guessed into a sum. Pure.
+// device, host-uncharged and host-mixed: host-charged bytes are already in
+// the host figure, and unknown ones are shown, never guessed into a sum. Pure.
 #pragma once
 
 #include <string_view>
 
 namespace tally::devices {
 
-enum class MemoryClass { Device, HostUncharged, HostCharged, Other, Unknown };
+enum class MemoryClass { Device, HostUncharged, HostMixed, HostCharged, Other, Unknown };
 
-// "device", "host-uncharged", "host-charged", "other", "unknown".
+// "device", "host-uncharged", "host-mixed", "host-charged", "other", "unknown".
 const char* memoryClassName(MemoryClass c);
 
 // `driver` as fdinfo's drm-driver prints it ("amdgpu", "xe", "i915", "v3d",
-// "amdxdna_accel_driver", ...); `region` as in drm-total-<region>.
-MemoryClass classifyRegion(std::string_view driver, std::string_view region);
+// "amdxdna_accel_driver", ...); `region` as in drm-total-<region>;
+// `withDeviceRegions`: the same client also printed a device-memory region
+// (i915's local*: a discrete part, where system0 is host-mixed).
+MemoryClass classifyRegion(std::string_view driver, std::string_view region,
+                           bool withDeviceRegions = false);
 
-// Whether GPU memory figures count the class: device and host-uncharged.
+// Whether GPU memory figures count the class: device, host-uncharged and
+// host-mixed.
 inline bool countedAsGpuMemory(MemoryClass c) {
-  return c == MemoryClass::Device || c == MemoryClass::HostUncharged;
+  return c == MemoryClass::Device || c == MemoryClass::HostUncharged || c == MemoryClass::HostMixed;
 }
+
+// Whether a driver's fdinfo carries memory figures at all. DRM_GEM_FOPS
+// sets no show_fdinfo, and nouveau, virtio_gpu and vmwgfx (debugfs only)
+// print no drm-*-memory key: their clients' GPU memory is unknown, never 0
+// (KERNEL-FACTS §10).
+enum class DriverFigures { Printed, None, Unknown };
+DriverFigures driverFigures(std::string_view driver);
 
 }  // namespace tally::devices

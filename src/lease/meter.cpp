@@ -12,19 +12,22 @@
 
 namespace tally::lease {
 
-LeaseMeter::LeaseMeter(const fs::Root& proc, const fs::Root& sys, const fs::Root& cgroupRoot,
-                       const cgroup::Cgroup& cg, std::optional<std::uint64_t> gpuMemoryMax)
-    : proc_(proc), sys_(sys), cgroupRoot_(cgroupRoot), cgroup_(cg), gpuMemoryMax_(gpuMemoryMax) {}
+LeaseMeter::LeaseMeter(const fs::Root& proc, const fs::Root& sys, const cgroup::Cgroup& cg,
+                       std::optional<std::uint64_t> gpuMemoryMax)
+    : proc_(proc), sys_(sys), cgroup_(cg), gpuMemoryMax_(gpuMemoryMax) {}
 
-void LeaseMeter::sample(scanner::TickShared* shared) {
+void LeaseMeter::sample(host::Snapshot* host) {
   std::uint64_t now = clock::realtimeNs();
+  std::optional<host::Snapshot> own;
+  if (!host) host = &own.emplace(host::readSnapshot(proc_, sys_));
   sampleHost(now);
-  sampleGpu(now, shared);
+  sampleGpu(now, *host);
   sampledAtNs_ = now;
 }
 
 void LeaseMeter::sampleHost(std::uint64_t nowNs) {
   host_.last.reset();
+  host_.lastStatGpu.reset();
   auto current = cgroup_.memoryCurrent();
   if (!current) {
     host_.lastError = current.error().message;
@@ -32,23 +35,34 @@ void LeaseMeter::sampleHost(std::uint64_t nowNs) {
   }
   ++host_.samples;
   host_.last = *current;
+  std::optional<probes::FlatKeyed> stat;
+  if (readStatGpu_) {
+    if (auto st = cgroup_.memoryStat()) {
+      host_.lastStatGpu = st->get("gpu_active").value_or(0) + st->get("dmem").value_or(0);
+      stat = std::move(*st);
+    }
+  }
   if (!host_.peakCurrent || *current > *host_.peakCurrent) {
     host_.peakCurrent = *current;
     host_.peakAtNs = nowNs;
-    if (auto stat = cgroup_.memoryStat()) host_.statAtPeak = std::move(*stat);
+    if (!stat)
+      if (auto st = cgroup_.memoryStat()) stat = std::move(*st);
+    if (stat) host_.statAtPeak = std::move(*stat);
   }
 }
 
-void LeaseMeter::sampleGpu(std::uint64_t nowNs, scanner::TickShared* shared) {
+void LeaseMeter::sampleGpu(std::uint64_t nowNs, host::Snapshot& host) {
   gpu_.lastBytes.reset();
   gpu_.lastHostUncharged.reset();
+  gpu_.lastUnknown.reset();
+  gpu_.lastKfdBytes.reset();
   gpu_.lastRegions.clear();
   gpu_.lastClasses.clear();
   gpu_.lastDevices.clear();
   scanner::Scanner scanner(proc_, sys_);
   scanner.useHandles(&handles_);
-  scanner.useTickShared(shared);
-  auto scan = scanner.scanCgroup(cgroupRoot_, cgroup_.path());
+  scanner.useHost(&host.devices, &host.kfd);
+  auto scan = scanner.scanCgroup(cgroup_);
   if (!scan) {
     gpu_.lastError = scan.error().message;
     return;
@@ -59,7 +73,7 @@ void LeaseMeter::sampleGpu(std::uint64_t nowNs, scanner::TickShared* shared) {
     gpu_.lastUnreadable =
         fmt::format("pid {}: {}", scan->unreadable.front().pid, scan->unreadable.front().reason);
   }
-  std::vector<report::RegionMap> clients;
+  std::vector<report::ClientRegions> clients;
   clients.reserve(scan->clients.size());
   for (const auto& c : scan->clients) {
     clients.push_back(report::clientRegions(*scan, c));
@@ -71,11 +85,10 @@ void LeaseMeter::sampleGpu(std::uint64_t nowNs, scanner::TickShared* shared) {
     }
   }
   std::sort(gpu_.lastDevices.begin(), gpu_.lastDevices.end());
-  std::optional<std::uint64_t> kfd;
-  for (const auto& p : scan->processes) {
-    if (auto v = report::kfdVramBytes(p)) kfd = kfd.value_or(0) + *v;
-  }
-  std::vector<const report::RegionMap*> maps;
+  std::optional<report::KfdFigure> kfd;
+  for (const auto& p : scan->processes)
+    report::addInto(kfd, report::kfdFigure(p, scan->devices, host.kernel));
+  std::vector<const report::ClientRegions*> maps;
   for (const auto& c : clients) maps.push_back(&c);
   report::GpuMemory usage = report::countGpuMemory(maps, kfd);
   for (const auto& [region, cls] : usage.classes) gpu_.classesSeen[region] = cls;
@@ -85,8 +98,10 @@ void LeaseMeter::sampleGpu(std::uint64_t nowNs, scanner::TickShared* shared) {
   }
   gpu_.maxClients = std::max<std::uint64_t>(gpu_.maxClients, scan->clients.size());
   gpu_.lastSource = usage.source;
+  if (kfd) gpu_.lastKfdBytes = kfd->bytes;
   if (!usage.bytes) {
     ++gpu_.samplesIncomplete;
+    gpu_.lastUnknown = usage.unknown;
     return;
   }
   std::uint64_t sum = *usage.bytes;

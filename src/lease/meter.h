@@ -1,7 +1,9 @@
 // A lease's meter: every sample reads the lease cgroup's memory.current (and,
 // on a new peak, its memory.stat) and the GPU memory of the processes in the
-// cgroup subtree (the scanner's cgroup scope, DRM fdinfo + KFD). Peaks are of
-// what was sampled; a figure no sample saw is absent, never 0 (doctrine 1).
+// cgroup subtree, listed through the cgroup's held directory fd (the
+// scanner's cgroup scope, DRM fdinfo + KFD, counted by report/gpu_memory.h).
+// Peaks are of what was sampled; a figure no sample saw is absent, never 0
+// (doctrine 1).
 #pragma once
 
 #include <cstdint>
@@ -13,6 +15,7 @@
 #include "cgroup/cgroup.h"
 #include "devices/memory_class.h"
 #include "fs/root.h"
+#include "host/snapshot.h"
 #include "probes/cgroup_memory.h"
 #include "scanner/scan.h"
 
@@ -26,6 +29,9 @@ struct HostMeter {
   std::optional<std::string> lastError;
   // The latest sample, absent when the latest read failed (stale is absent).
   std::optional<std::uint64_t> last;
+  // memory.stat's GPU keys (gpu_active + dmem) at the latest sample, read
+  // only when the meter is told the kernel has them (readStatGpu).
+  std::optional<std::uint64_t> lastStatGpu;
 };
 
 struct GpuMeter {
@@ -47,6 +53,9 @@ struct GpuMeter {
   std::uint64_t samplesIncomplete = 0;
   std::optional<std::string> lastUnreadable;
   std::optional<std::string> lastError;
+  // Why the latest sample's sum is unknown (a driver that prints no memory
+  // figures, a region without a resident figure); absent when it is known.
+  std::optional<std::string> lastUnknown;
   // The latest sample's counted sum, its host-uncharged part (GTT and kin:
   // what memory.current holds too once the kernel charges GTT), and every
   // region's figure with its class; absent/empty when the latest scan failed
@@ -55,19 +64,23 @@ struct GpuMeter {
   std::optional<std::uint64_t> lastHostUncharged;
   std::map<std::string, std::uint64_t> lastRegions;
   std::map<std::string, devices::MemoryClass> lastClasses;
-  std::string lastSource = "drm-fdinfo";  // or "drm-fdinfo+kfd-sysfs" (report/gpu_memory.h)
-  std::vector<std::string> lastDevices;   // device keys (PCI BDF) the latest scan's clients use
+  std::string lastSource = "drm-fdinfo";      // or "drm-fdinfo+kfd-sysfs" (report/gpu_memory.h)
+  std::optional<std::uint64_t> lastKfdBytes;  // KFD's VRAM-flagged figure, shown beside
+  std::vector<std::string> lastDevices;       // device keys (PCI BDF) the latest scan's clients use
 };
 
 class LeaseMeter {
  public:
   // `cg` is the lease's cgroup, held open by the caller for the meter's life;
-  // its subtree's processes are scanned below `cgroupRoot`.
-  LeaseMeter(const fs::Root& proc, const fs::Root& sys, const fs::Root& cgroupRoot,
-             const cgroup::Cgroup& cg, std::optional<std::uint64_t> gpuMemoryMax);
-  // `shared`: the sampler tick's devices and KFD index (read once for all
-  // leases); without it the scan reads its own.
-  void sample(scanner::TickShared* shared = nullptr);
+  // its subtree's processes are listed through it, never by path.
+  LeaseMeter(const fs::Root& proc, const fs::Root& sys, const cgroup::Cgroup& cg,
+             std::optional<std::uint64_t> gpuMemoryMax);
+  // `host`: the sampler tick's snapshot (devices, KFD index, kernel: read
+  // once for all leases); without it the sample reads its own.
+  void sample(host::Snapshot* host = nullptr);
+  // The kernel's memory.stat names the GPU bytes it charged (gpu_active,
+  // dmem: coverage::Handover::statNamesGpu): read them every sample.
+  void readStatGpu(bool on) { readStatGpu_ = on; }
   const HostMeter& host() const { return host_; }
   const GpuMeter& gpu() const { return gpu_; }
   // CLOCK_REALTIME of the latest sample(); absent before the first.
@@ -75,11 +88,11 @@ class LeaseMeter {
 
  private:
   void sampleHost(std::uint64_t nowNs);
-  void sampleGpu(std::uint64_t nowNs, scanner::TickShared* shared);
+  void sampleGpu(std::uint64_t nowNs, host::Snapshot& host);
   const fs::Root& proc_;
   const fs::Root& sys_;
-  const fs::Root& cgroupRoot_;
   const cgroup::Cgroup& cgroup_;
+  bool readStatGpu_ = false;
   std::optional<std::uint64_t> gpuMemoryMax_;
   HostMeter host_;
   GpuMeter gpu_;

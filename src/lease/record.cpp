@@ -128,12 +128,12 @@ json recordJson(const LeaseRecord& r) {
   json gpu;
   gpu["source"] = "drm-fdinfo";
   gpu["samples"] = r.gpu.samples;
-  // What the peak counts: device and host-uncharged regions; the rest shown only.
+  // What the peak counts (report/gpu_memory.h); the rest shown only.
   json classes = json::object();
   for (const auto& [region, cls] : r.gpu.classesSeen)
     classes[region] = devices::memoryClassName(cls);
   gpu["region_classes"] = classes;
-  gpu["counts"] = "device and host-uncharged regions";
+  gpu["counts"] = "device, host-uncharged and host-mixed regions; KFD a floor, never added";
   if (r.gpu.peakBytes) {
     gpu["peak_bytes"] = *r.gpu.peakBytes;
     gpu["peak_at_ns"] = r.gpu.peakAtNs;
@@ -141,7 +141,9 @@ json recordJson(const LeaseRecord& r) {
     gpu["region_peaks"] = r.gpu.regionPeaks;
     gpu["max_clients"] = r.gpu.maxClients;
   } else {
-    gpu["peak_unknown"] = r.gpu.lastError.value_or("no sample was taken while the workload ran");
+    gpu["peak_unknown"] =
+        r.gpu.lastUnknown ? "no sample's figure was known: " + *r.gpu.lastUnknown
+                          : r.gpu.lastError.value_or("no sample was taken while the workload ran");
   }
   if (r.gpu.samplesIncomplete) gpu["samples_incomplete"] = r.gpu.samplesIncomplete;
   if (r.gpu.samplesWithUnreadable) {

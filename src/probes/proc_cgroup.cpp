@@ -26,4 +26,27 @@ std::optional<ProcCgroup> parseProcCgroup(std::string_view input) {
   return std::nullopt;
 }
 
+std::vector<CgroupController> parseProcCgroups(std::string_view input) {
+  std::vector<CgroupController> out;
+  text::LineReader lines(input);
+  while (auto l = lines.next()) {
+    std::string_view line = text::trim(*l);
+    if (line.empty() || line.front() == '#') continue;
+    std::string_view fields[4];
+    std::size_t n = 0;
+    while (!line.empty() && n < 4) {
+      auto end = line.find_first_of(" \t");
+      fields[n++] = line.substr(0, end);
+      line = end == std::string_view::npos ? std::string_view{} : text::trimLeft(line.substr(end));
+    }
+    if (n != 4 || !line.empty()) continue;
+    auto hierarchy = text::parseU64(fields[1]);
+    auto num = text::parseU64(fields[2]);
+    auto enabled = text::parseU64(fields[3]);
+    if (!hierarchy || !num || !enabled || *enabled > 1 || fields[0].size() > 64) continue;
+    out.push_back({std::string(fields[0]), *hierarchy, *num, *enabled == 1});
+  }
+  return out;
+}
+
 }  // namespace tally::probes

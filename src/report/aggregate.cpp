@@ -5,22 +5,13 @@
 
 namespace tally::report {
 
-namespace {
-
-void addOpt(std::optional<std::uint64_t>& into, std::optional<std::uint64_t> v) {
-  if (!v) return;
-  into = into.value_or(0) + *v;
-}
-
-}  // namespace
-
-Aggregate aggregate(const scanner::Scan& scan, const HostFacts& host) {
+Aggregate aggregate(const scanner::Scan& scan, const host::Snapshot& host) {
   Aggregate a;
   for (const auto& c : scan.clients) a.clientRegions.push_back(clientRegions(scan, c));
   for (const auto& r : a.clientRegions)
     a.clientCounted.push_back(countGpuMemory({&r}, std::nullopt));
-  auto counted = [&](const std::vector<std::size_t>& clients, std::optional<std::uint64_t> kfd) {
-    std::vector<const RegionMap*> maps;
+  auto counted = [&](const std::vector<std::size_t>& clients, const std::optional<KfdFigure>& kfd) {
+    std::vector<const ClientRegions*> maps;
     for (auto i : clients) maps.push_back(&a.clientRegions[i]);
     return countGpuMemory(maps, kfd);
   };
@@ -28,25 +19,27 @@ Aggregate aggregate(const scanner::Scan& scan, const HostFacts& host) {
   std::map<std::string, CgroupGroup> cgroups;
   std::vector<std::size_t> allClients(scan.clients.size());
   for (std::size_t i = 0; i < allClients.size(); ++i) allClients[i] = i;
-  std::optional<std::uint64_t> allKfd;
+  std::optional<KfdFigure> allKfd;
   for (const auto& p : scan.processes) {
     RegionMap owned;
     std::vector<std::size_t> ownedIdx;
     for (auto i : p.clients) {
       if (scan.clients[i].owner != p.pid) continue;
-      addInto(owned, a.clientRegions[i]);
+      addInto(owned, a.clientRegions[i].regions);
       ownedIdx.push_back(i);
     }
+    auto kfd = kfdFigure(p, scan.devices, host.kernel);
     a.processRegions.push_back(owned);
-    a.processCounted.push_back(counted(ownedIdx, kfdVramBytes(p)));
-    addOpt(allKfd, kfdVramBytes(p));
+    a.processCounted.push_back(counted(ownedIdx, kfd));
+    a.processKfd.push_back(kfd);
+    addInto(allKfd, kfd);
     if (!p.cgroup) continue;
     CgroupGroup& g = cgroups[*p.cgroup];
     g.path = *p.cgroup;
     g.pids.push_back(p.pid);
     g.ownedClients.insert(g.ownedClients.end(), ownedIdx.begin(), ownedIdx.end());
     addInto(g.regions, owned);
-    addOpt(g.kfdVramBytes, kfdVramBytes(p));
+    addInto(g.kfd, kfd);
   }
   std::map<std::string, ContainerGroup> containers;
   for (auto& [path, g] : cgroups) g.workload = attribution::classifyCgroup(path);
@@ -61,16 +54,16 @@ Aggregate aggregate(const scanner::Scan& scan, const HostFacts& host) {
     c.pids.insert(c.pids.end(), g.pids.begin(), g.pids.end());
     addInto(c.regions, g.regions);
     c.clients += g.ownedClients.size();
-    addOpt(c.kfdVramBytes, g.kfdVramBytes);
+    addInto(c.kfd, g.kfd);
     a.cgroups.push_back(g);
   }
-  for (auto& g : a.cgroups) g.counted = counted(g.ownedClients, g.kfdVramBytes);
+  for (auto& g : a.cgroups) g.counted = counted(g.ownedClients, g.kfd);
   for (auto& [name, c] : containers) {
     std::vector<std::size_t> owned;
     for (const auto& g : a.cgroups)
       if (std::find(c.cgroups.begin(), c.cgroups.end(), g.path) != c.cgroups.end())
         owned.insert(owned.end(), g.ownedClients.begin(), g.ownedClients.end());
-    c.counted = counted(owned, c.kfdVramBytes);
+    c.counted = counted(owned, c.kfd);
     a.containers.push_back(std::move(c));
   }
   a.scopeCounted = counted(allClients, allKfd);
@@ -83,8 +76,10 @@ Aggregate aggregate(const scanner::Scan& scan, const HostFacts& host) {
     for (std::size_t i = 0; i < scan.clients.size(); ++i) {
       if (scan.clients[i].device != d) continue;
       ++s.clients;
-      addInto(s.attributed, a.clientRegions[i]);
+      addInto(s.attributed, a.clientRegions[i].regions);
+      if (a.clientRegions[i].noFigures()) s.silent = true;
     }
+    if (devices::driverFigures(dev.driver) == devices::DriverFigures::None) s.silent = true;
     if (!hostScope) {
       s.unattributedNote = "cgroup-scoped scan: clients outside the cgroup are not seen";
     } else {
@@ -104,7 +99,8 @@ Aggregate aggregate(const scanner::Scan& scan, const HostFacts& host) {
       if (!scan.unreadable.empty())
         s.unattributedNote = "includes the memory of processes whose fds could not be read";
     }
-    s.gttCeilings = devices::gttCeilings(dev, host.ttm, host.pageSize);
+    s.gttCeilings = host.ceilings(dev);
+    s.rocm = host.rocm(dev);
     s.gttHeadroomBytes = devices::gttHeadroom(dev, s.gttCeilings, devices::GttConsumer::Smaller,
                                               host.meminfo.memAvailable);
     if (s.gttHeadroomBytes) {

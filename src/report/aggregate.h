@@ -11,23 +11,12 @@
 
 #include "attribution/container.h"
 #include "devices/gtt_ceiling.h"
-#include "devices/ttm.h"
-#include "probes/meminfo.h"
+#include "host/snapshot.h"
 #include "report/gpu_memory.h"
 #include "report/regions.h"
 #include "scanner/scan.h"
 
 namespace tally::report {
-
-// What the host says beside the scan: MemAvailable, the TTM modules and
-// amdgpu.gttsize (the GTT ceilings), the page size pages_limit counts in.
-struct HostFacts {
-  probes::MemInfo meminfo;
-  std::optional<std::string> meminfoError;
-  devices::TtmModules ttm;
-  devices::AmdgpuGttsize gttsize;
-  std::uint64_t pageSize = 4096;
-};
 
 struct CgroupGroup {
   std::string path;
@@ -35,7 +24,7 @@ struct CgroupGroup {
   std::vector<pid_t> pids;
   std::vector<std::size_t> ownedClients;
   RegionMap regions;
-  std::optional<std::uint64_t> kfdVramBytes;
+  std::optional<KfdFigure> kfd;
   GpuMemory counted;  // the owned clients and KFD, by the lease meter's rule
 };
 
@@ -46,7 +35,7 @@ struct ContainerGroup {
   std::vector<pid_t> pids;
   RegionMap regions;
   std::size_t clients = 0;
-  std::optional<std::uint64_t> kfdVramBytes;
+  std::optional<KfdFigure> kfd;
   GpuMemory counted;
 };
 
@@ -59,20 +48,25 @@ struct DeviceSummary {
   std::map<std::string, std::int64_t> unattributed;
   std::optional<std::string> unattributedNote;  // why figures are absent or partial
   devices::GttCeilings gttCeilings;
+  devices::RocmPlacement rocm;  // where ROCm's VRAM-flagged memory lives on it
+  // The driver prints no memory figure (devices::driverFigures): its clients'
+  // GPU memory is unknown, and no gpu_memory_max can be checked on it.
+  bool silent = false;
   std::optional<std::uint64_t> gttHeadroomBytes;  // against the smaller ceiling
   const char* gttHeadroomCeiling = nullptr;       // "graphics" or "compute"
   std::optional<std::string> gttHeadroomUnknown;
 };
 
 struct Aggregate {
-  std::vector<RegionMap> clientRegions;   // parallel to scan.clients
-  std::vector<RegionMap> processRegions;  // parallel to scan.processes (owned clients)
+  std::vector<ClientRegions> clientRegions;  // parallel to scan.clients
+  std::vector<RegionMap> processRegions;     // parallel to scan.processes (owned clients)
   // GPU memory by the one counting rule (report/gpu_memory.h), the same the
   // lease meter uses: each client alone, each process's owned clients and
   // KFD, and every client of the scan once (for a cgroup-scoped scan, what a
   // lease on that cgroup is metered at).
-  std::vector<GpuMemory> clientCounted;   // parallel to scan.clients
-  std::vector<GpuMemory> processCounted;  // parallel to scan.processes
+  std::vector<GpuMemory> clientCounted;              // parallel to scan.clients
+  std::vector<GpuMemory> processCounted;             // parallel to scan.processes
+  std::vector<std::optional<KfdFigure>> processKfd;  // parallel to scan.processes
   GpuMemory scopeCounted;
   // parallel to scan.processes: the workload of each process's cgroup,
   // recognised once per cgroup and shared by every output.
@@ -82,6 +76,6 @@ struct Aggregate {
   std::vector<DeviceSummary> devices;      // parallel to scan.devices.devices
 };
 
-Aggregate aggregate(const scanner::Scan& scan, const HostFacts& host);
+Aggregate aggregate(const scanner::Scan& scan, const host::Snapshot& host);
 
 }  // namespace tally::report

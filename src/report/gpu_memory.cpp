@@ -3,19 +3,26 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <set>
 
 namespace tally::report {
 
-GpuMemory countGpuMemory(const std::vector<const RegionMap*>& clients,
-                         std::optional<std::uint64_t> kfdVramBytes) {
+GpuMemory countGpuMemory(const std::vector<const ClientRegions*>& clients,
+                         const std::optional<KfdFigure>& kfd) {
   struct Acc {
     std::uint64_t resident = 0, shared = 0, maxShared = 0, maxResident = 0;
     bool complete = true;
   };
   GpuMemory out;
+  out.kfd = kfd;
   std::map<std::string, Acc> acc;
-  for (const RegionMap* client : clients) {
-    for (const auto& [region, sums] : *client) {
+  std::set<std::string> silentDrivers;
+  for (const ClientRegions* client : clients) {
+    if (client->noFigures()) {
+      silentDrivers.insert(client->driver.empty() ? "an unnamed driver" : client->driver);
+      continue;
+    }
+    for (const auto& [region, sums] : client->regions) {
       auto [cls, inserted] = out.classes.try_emplace(region, sums.cls);
       // One name, two meanings (two drivers disagree): not counted, said as unknown.
       if (!inserted && cls->second != sums.cls) cls->second = devices::MemoryClass::Unknown;
@@ -46,26 +53,34 @@ GpuMemory countGpuMemory(const std::vector<const RegionMap*>& clients,
     out.sharedCountedOnce += a.resident - bytes;
     out.regions[region] = bytes;
   }
-  if (kfdVramBytes) {
-    auto it = out.regions.find("vram");
-    if (it == out.regions.end() || *kfdVramBytes > it->second) {
-      out.regions["vram"] = *kfdVramBytes;
-      out.classes["vram"] = devices::MemoryClass::Device;
-      out.source = "drm-fdinfo+kfd-sysfs";
-    }
-  }
   std::uint64_t sum = 0;
   for (const auto& [region, bytes] : out.regions) {
     devices::MemoryClass c = out.classes[region];
     if (!devices::countedAsGpuMemory(c)) continue;
     sum += bytes;
     if (c == devices::MemoryClass::HostUncharged) out.hostUncharged += bytes;
+    if (c == devices::MemoryClass::HostMixed) out.hostMixed += bytes;
   }
-  if (incomplete.empty())
-    out.bytes = sum;
-  else
-    out.unknown =
-        fmt::format("a client printed {} without a resident figure", fmt::join(incomplete, ", "));
+  std::vector<std::string> why;
+  if (!silentDrivers.empty())
+    why.push_back(
+        fmt::format("a client of {} prints no memory figures", fmt::join(silentDrivers, " and ")));
+  if (!incomplete.empty())
+    why.push_back(
+        fmt::format("a client printed {} without a resident figure", fmt::join(incomplete, ", ")));
+  if (!why.empty()) {
+    out.unknown = fmt::format("{}", fmt::join(why, "; "));
+    return out;
+  }
+  out.fdinfoBytes = sum;
+  out.bytes = sum;
+  // KFD as a floor: it raises the figure only past the whole fdinfo sum.
+  if (kfd && kfd->bytes > sum) {
+    out.kfdAbove = kfd->bytes - sum;
+    out.bytes = kfd->bytes;
+    out.hostUncharged += std::min(out.kfdAbove, kfd->inGttBytes);
+    out.source = "drm-fdinfo+kfd-sysfs";
+  }
   return out;
 }
 

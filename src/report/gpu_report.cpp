@@ -33,10 +33,28 @@ json regionsJson(const RegionMap& regions, bool withShared) {
 void putCounted(json& j, const GpuMemory& g) {
   if (g.bytes) {
     j["counted_bytes"] = *g.bytes;
+    j["counted_source"] = g.source;
+    if (g.hostMixed)
+      j["counted_host_mixed_bytes"] = g.hostMixed;  // flagged: may be in memory.current too
+    if (g.kfdAbove) j["counted_kfd_above_fdinfo_bytes"] = g.kfdAbove;
   } else {
     j["counted_bytes"] = nullptr;
     j["counted_unknown"] = g.unknown.value_or("unknown");
   }
+}
+
+// KFD's figure, labelled: what it counts and, per device, where it lives.
+json kfdJson(const std::optional<KfdFigure>& f, const std::vector<json>& gpus) {
+  json j = {{"vram_flagged_bytes", f ? f->bytes : 0}, {"source", "kfd-sysfs"}};
+  if (!gpus.empty()) j["gpus"] = gpus;
+  if (f && f->inGttBytes) j["in_gtt_bytes"] = f->inGttBytes;
+  j["counts"] = f && f->inGttBytes == f->bytes && f->bytes
+                    ? "VRAM-flagged KFD allocations, every context; on this APU ROCm places them "
+                      "in GTT, so fdinfo's gtt shows the same bytes: a floor on the counted "
+                      "figure, never added to it"
+                    : "VRAM-flagged KFD allocations, every context, whatever domain they land "
+                      "in: a floor on the counted figure, never added to it";
+  return j;
 }
 
 json workloadJson(const std::optional<attribution::Workload>& w) {
@@ -70,7 +88,8 @@ json clientJson(const scanner::Scan& scan, const Aggregate& agg, std::size_t i, 
   if (c.sharedAcrossProcesses) j["shared_across_processes"] = true;
   if (c.sharedAcrossCgroups) j["shared_across_cgroups"] = true;
   if (c.undeduplicated) j["deduplication"] = "none: no drm-client-id, counted once per fd";
-  json regions = regionsJson(agg.clientRegions[i], true);
+  json regions = regionsJson(agg.clientRegions[i].regions, true);
+  if (agg.clientRegions[i].noFigures()) j["memory_figures"] = "none: the driver prints none";
   for (const auto& [name, r] : c.info.regions) {
     if (auto res = probes::residentOf(r))
       regions[name]["resident_source"] = probes::toString(res->source);
@@ -99,23 +118,53 @@ json clientJson(const scanner::Scan& scan, const Aggregate& agg, std::size_t i, 
   return j;
 }
 
-json kfdJson(const scanner::Process& p) {
-  std::uint64_t sum = 0;
-  json gpus = json::array();
+json processKfdJson(const scanner::Process& p, const std::optional<KfdFigure>& f,
+                    const Aggregate& agg) {
+  std::vector<json> gpus;
   for (const auto& k : p.kfdVram) {
-    sum += k.bytes;
-    json g = {{"gpu_id", k.gpuId}, {"vram_bytes", k.bytes}};
+    json g = {{"gpu_id", k.gpuId}, {"vram_flagged_bytes", k.bytes}};
     if (k.context) g["context"] = *k.context;
-    if (k.pdev) g["pdev"] = *k.pdev;
+    if (k.pdev) {
+      g["pdev"] = *k.pdev;
+      for (const auto& d : agg.devices)
+        if (d.device->key == *k.pdev) g["placed_in"] = rocmWhereName(d.rocm.where);
+    }
     gpus.push_back(g);
   }
-  return {{"vram_bytes", sum},
-          {"gpus", gpus},
-          {"source", "kfd-sysfs"},
-          {"counts", "VRAM-flagged KFD allocations only, every context; not GTT"}};
+  return kfdJson(f, gpus);
 }
 
 }  // namespace
+
+const char* rocmWhereName(devices::RocmPlacement::Where w) {
+  switch (w) {
+    case devices::RocmPlacement::Where::Gtt:
+      return "gtt";
+    case devices::RocmPlacement::Where::Vram:
+      return "vram";
+    case devices::RocmPlacement::Where::Unknown:
+      return "unknown";
+  }
+  return "unknown";
+}
+
+json rocmPlacementJson(const devices::RocmPlacement& p) {
+  return {{"where", rocmWhereName(p.where)}, {"evidence", p.evidence}};
+}
+
+std::vector<std::string> computeTermLines(const devices::GttCeilings& c) {
+  std::vector<std::string> out;
+  for (const auto& t : c.computeTerms) {
+    if (!t.applies)
+      out.push_back(fmt::format("{}: {}", t.name, t.value.source));
+    else if (t.value.bytes)
+      out.push_back(
+          fmt::format("{} {} ({})", t.name, units::humanBytes(*t.value.bytes), t.value.source));
+    else
+      out.push_back(fmt::format("{} unknown ({})", t.name, t.value.unknown.value_or("?")));
+  }
+  return out;
+}
 
 json gttCeilingsJson(const devices::GttCeilings& c) {
   auto one = [](const devices::Ceiling& x) {
@@ -129,7 +178,19 @@ json gttCeilingsJson(const devices::GttCeilings& c) {
     }
     return j;
   };
-  json j = {{"graphics", one(c.graphics)}, {"compute", one(c.compute)}};
+  json compute = one(c.compute);
+  if (!c.computeTerms.empty()) {
+    json terms = json::array();
+    for (const auto& t : c.computeTerms) {
+      json tj = one(t.value);
+      tj["name"] = t.name;
+      tj["applies"] = t.applies;
+      if (!t.applies) tj["source"] = t.value.source;
+      terms.push_back(tj);
+    }
+    compute["terms"] = terms;
+  }
+  json j = {{"graphics", one(c.graphics)}, {"compute", compute}};
   j["ttm_module"] = c.ttmModule.empty() ? json(nullptr) : json(c.ttmModule);
   j["ttm_module_how"] = c.ttmHow;
   const char* which = nullptr;
@@ -149,7 +210,7 @@ json deviceMemoryJson(const devices::DrmDevice& d) {
   return mem;
 }
 
-json gpuJson(const scanner::Scan& scan, const Aggregate& agg, const HostFacts& host) {
+json gpuJson(const scanner::Scan& scan, const Aggregate& agg, const host::Snapshot& host) {
   json doc;
   doc["schema"] = 1;
   doc["observed_at_ns"] = scan.observedAtNs;
@@ -173,6 +234,12 @@ json gpuJson(const scanner::Scan& scan, const Aggregate& agg, const HostFacts& h
   else
     hostJ["mem_available_unknown"] = host.meminfoError.value_or("no MemAvailable in meminfo");
   hostJ["page_size_bytes"] = host.pageSize;
+  if (host.meminfo.memTotal) hostJ["mem_total_bytes"] = *host.meminfo.memTotal;
+  if (host.kernel)
+    hostJ["kernel_release"] = host.kernel->text;
+  else
+    hostJ["kernel_release_unknown"] = host.kernelError.value_or("unknown");
+  hostJ["kfd_limits_era"] = host.kfdLimits.era;
   // GPUActive (7.1+): the kernel's own count of every TTM page the host's
   // GPUs hold, a second figure beside the clients' fdinfo. What no client
   // shows is kernel buffers, or processes this scan could not read.
@@ -204,10 +271,13 @@ json gpuJson(const scanner::Scan& scan, const Aggregate& agg, const HostFacts& h
     ttm.push_back(t);
   }
   hostJ["ttm_modules"] = ttm;
-  if (host.gttsize.mib) hostJ["amdgpu_gttsize_mib"] = *host.gttsize.mib;
-  if (host.gttsize.unreadable) hostJ["amdgpu_gttsize_unreadable"] = *host.gttsize.unreadable;
+  if (host.amdgpu.gttsizeMib) hostJ["amdgpu_gttsize_mib"] = *host.amdgpu.gttsizeMib;
+  if (host.amdgpu.gttsizeUnreadable)
+    hostJ["amdgpu_gttsize_unreadable"] = *host.amdgpu.gttsizeUnreadable;
+  if (host.amdgpu.noSystemMemLimit)
+    hostJ["amdgpu_no_system_mem_limit"] = *host.amdgpu.noSystemMemLimit;
   json warnings = json::array();
-  if (auto w = devices::gttsizeAdvice(host.gttsize, host.ttm, host.pageSize))
+  if (auto w = devices::gttAdvice(host.amdgpu, host.ttm, host.kfdLimits, host.pageSize))
     warnings.push_back(*w);
   hostJ["warnings"] = warnings;
   doc["host"] = hostJ;
@@ -238,6 +308,11 @@ json gpuJson(const scanner::Scan& scan, const Aggregate& agg, const HostFacts& h
     j["unattributed"] = un;
     if (s.unattributedNote) j["unattributed_note"] = *s.unattributedNote;
     j["gtt_ceiling"] = gttCeilingsJson(s.gttCeilings);
+    if (d.driver == "amdgpu") j["rocm_device_memory"] = rocmPlacementJson(s.rocm);
+    if (s.silent)
+      j["memory_figures"] =
+          "none: this driver prints no memory figure in fdinfo; its clients' GPU memory is "
+          "unknown and no gpu_memory_max can be checked on it";
     if (s.gttHeadroomBytes) {
       j["gtt_headroom_bytes"] = *s.gttHeadroomBytes;
       j["gtt_headroom_ceiling"] = s.gttHeadroomCeiling;
@@ -269,7 +344,7 @@ json gpuJson(const scanner::Scan& scan, const Aggregate& agg, const HostFacts& h
     j["regions_source"] = "drm-fdinfo";
     putCounted(j, agg.processCounted[i]);
     j["holds_kfd"] = p.holdsKfd;
-    if (!p.kfdVram.empty()) j["kfd"] = kfdJson(p);
+    if (!p.kfdVram.empty()) j["kfd"] = processKfdJson(p, agg.processKfd[i], agg);
     procs.push_back(j);
   }
   doc["processes"] = procs;
@@ -281,7 +356,7 @@ json gpuJson(const scanner::Scan& scan, const Aggregate& agg, const HostFacts& h
     j["regions_source"] = "drm-fdinfo";
     putCounted(j, g.counted);
     j["clients"] = g.ownedClients.size();
-    if (g.kfdVramBytes) j["kfd_vram_bytes"] = *g.kfdVramBytes;
+    if (g.kfd) j["kfd"] = kfdJson(g.kfd, {});
     cgs.push_back(j);
   }
   doc["cgroups"] = cgs;
@@ -296,7 +371,7 @@ json gpuJson(const scanner::Scan& scan, const Aggregate& agg, const HostFacts& h
     j["regions_source"] = "drm-fdinfo";
     putCounted(j, c.counted);
     j["clients"] = c.clients;
-    if (c.kfdVramBytes) j["kfd_vram_bytes"] = *c.kfdVramBytes;
+    if (c.kfd) j["kfd"] = kfdJson(c.kfd, {});
     ctrs.push_back(j);
   }
   doc["containers"] = ctrs;
@@ -313,7 +388,7 @@ namespace {
 std::vector<std::string> regionColumns(const Aggregate& agg) {
   std::set<std::string> all;
   for (const auto& r : agg.clientRegions)
-    for (const auto& [name, s] : r) all.insert(name);
+    for (const auto& [name, s] : r.regions) all.insert(name);
   std::vector<std::string> out;
   for (const char* first : {"gtt", "vram"})
     if (all.erase(first)) out.emplace_back(first);
@@ -321,14 +396,16 @@ std::vector<std::string> regionColumns(const Aggregate& agg) {
   return out;
 }
 
-std::string gttCeilingLine(const devices::GttCeilings& c) {
-  if (!c.graphics.bytes && !c.compute.bytes) return "";
+std::string gttCeilingLines(const devices::GttCeilings& c) {
+  if (!c.graphics.bytes && !c.compute.bytes && c.computeTerms.empty()) return "";
   auto one = [](const char* name, const devices::Ceiling& x) {
     return x.bytes ? fmt::format("{} {} ({})", name, units::humanBytes(*x.bytes), x.source)
-                   : fmt::format("{} -", name);
+                   : fmt::format("{} unknown", name);
   };
-  return fmt::format("  GTT ceiling: {}; {}\n", one("graphics", c.graphics),
-                     one("compute (ROCm)", c.compute));
+  std::string out = fmt::format("  GTT ceiling: {}; {}\n", one("graphics", c.graphics),
+                                one("compute (ROCm)", c.compute));
+  for (const auto& line : computeTermLines(c)) out += "    compute cap: " + line + "\n";
+  return out;
 }
 
 std::string cell(const RegionMap& regions, const std::string& region) {
@@ -357,7 +434,7 @@ std::string fitLeft(const std::string& s, std::size_t width) {
 }
 }  // namespace
 
-std::string gpuTable(const scanner::Scan& scan, const Aggregate& agg, const HostFacts& host,
+std::string gpuTable(const scanner::Scan& scan, const Aggregate& agg, const host::Snapshot& host,
                      GroupBy by) {
   std::string out;
   if (scan.devices.devices.empty()) {
@@ -389,7 +466,17 @@ std::string gpuTable(const scanner::Scan& scan, const Aggregate& agg, const Host
       }
       out += "\n";
     }
-    out += gttCeilingLine(s.gttCeilings);
+    out += gttCeilingLines(s.gttCeilings);
+    if (d.driver == "amdgpu")
+      out += fmt::format("  ROCm device memory (hipMalloc): {} ({})\n",
+                         s.rocm.where == devices::RocmPlacement::Where::Gtt    ? "GTT"
+                         : s.rocm.where == devices::RocmPlacement::Where::Vram ? "VRAM"
+                                                                               : "unknown",
+                         s.rocm.evidence);
+    if (s.silent)
+      out +=
+          "  memory: this driver prints no memory figure in fdinfo: its clients' GPU memory is "
+          "unknown, and no gpu_memory_max can be checked on it\n";
     if (s.gttHeadroomBytes)
       out += fmt::format("  GTT headroom {} (against the {} ceiling, within MemAvailable)\n",
                          units::humanBytes(*s.gttHeadroomBytes), s.gttHeadroomCeiling);
@@ -405,7 +492,7 @@ std::string gpuTable(const scanner::Scan& scan, const Aggregate& agg, const Host
         units::humanBytes(static_cast<std::uint64_t>(outside < 0 ? -outside : outside)),
         scan.unreadable.empty() ? "" : ", or processes not read");
   }
-  if (auto w = devices::gttsizeAdvice(host.gttsize, host.ttm, host.pageSize))
+  if (auto w = devices::gttAdvice(host.amdgpu, host.ttm, host.kfdLimits, host.pageSize))
     out += "warning: " + *w + "\n";
 
   auto columns = regionColumns(agg);

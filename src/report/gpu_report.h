@@ -4,9 +4,10 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "devices/drm_devices.h"
-#include "probes/meminfo.h"
+#include "host/snapshot.h"
 #include "report/aggregate.h"
 #include "scanner/scan.h"
 
@@ -15,17 +16,21 @@ namespace tally::report {
 enum class GroupBy { kProcess, kCgroup, kContainer };
 
 nlohmann::ordered_json gpuJson(const scanner::Scan& scan, const Aggregate& agg,
-                               const HostFacts& host);
-std::string gpuTable(const scanner::Scan& scan, const Aggregate& agg, const HostFacts& host,
+                               const host::Snapshot& host);
+std::string gpuTable(const scanner::Scan& scan, const Aggregate& agg, const host::Snapshot& host,
                      GroupBy by);
 
-// A device's two GTT ceilings (graphics, compute), the TTM module serving it,
-// and which ceiling headroom uses.
+// A device's two GTT ceilings (graphics, compute: each of the compute
+// ceiling's caps), the TTM module serving it, and which ceiling headroom uses.
 nlohmann::ordered_json gttCeilingsJson(const devices::GttCeilings& c);
+// The compute ceiling's caps in words, one line each ("KFD system limit
+// 121.4 GiB (MemTotal ...)"), for the table and the doctor.
+std::vector<std::string> computeTermLines(const devices::GttCeilings& c);
+// Where ROCm's VRAM-flagged memory lives on a device: {"where", "evidence"}.
+nlohmann::ordered_json rocmPlacementJson(const devices::RocmPlacement& p);
+const char* rocmWhereName(devices::RocmPlacement::Where w);  // "gtt", "vram", "unknown"
 
 // A device's sysfs memory figures: {"gtt": {"total_bytes", "used_bytes", "source"}, ...}.
 nlohmann::ordered_json deviceMemoryJson(const devices::DrmDevice& d);
-
-// 1536 -> "1.5 KiB"; exact bytes below 1 KiB.
 
 }  // namespace tally::report

@@ -1,5 +1,9 @@
 #include "report/regions.h"
 
+#include <algorithm>
+
+#include "devices/gtt_ceiling.h"
+
 namespace tally::report {
 
 void Sum::add(const std::optional<std::uint64_t>& v) {
@@ -16,18 +20,24 @@ std::optional<std::uint64_t> Sum::get() const {
   return value;
 }
 
-RegionMap clientRegions(const scanner::Scan& scan, const scanner::Client& c) {
-  std::string_view driver = c.info.driver;
-  if (driver.empty() && c.device) driver = scan.devices.devices[*c.device].driver;
-  RegionMap out;
+ClientRegions clientRegions(const scanner::Scan& scan, const scanner::Client& c) {
+  ClientRegions out;
+  out.driver = c.info.driver;
+  if (out.driver.empty() && c.device) out.driver = scan.devices.devices[*c.device].driver;
+  // i915 prints every region of its device: a local* region beside system0
+  // says the part is discrete, where system0 is host-mixed.
+  const bool withDeviceRegions =
+      std::any_of(c.info.regions.begin(), c.info.regions.end(), [&](const auto& r) {
+        return devices::classifyRegion(out.driver, r.first) == devices::MemoryClass::Device;
+      });
   for (const auto& [name, r] : c.info.regions) {
     RegionSums s;
-    s.cls = devices::classifyRegion(driver, name);
+    s.cls = devices::classifyRegion(out.driver, name, withDeviceRegions);
     auto res = probes::residentOf(r);
     s.resident.add(res ? std::optional<std::uint64_t>(res->bytes) : std::nullopt);
     s.total.add(r.total);
     s.shared.add(r.shared);
-    out.emplace(name, s);
+    out.regions.emplace(name, s);
   }
   return out;
 }
@@ -47,11 +57,24 @@ void addInto(RegionMap& into, const RegionMap& from) {
   }
 }
 
-std::optional<std::uint64_t> kfdVramBytes(const scanner::Process& p) {
+std::optional<KfdFigure> kfdFigure(const scanner::Process& p, const devices::DeviceMap& devices,
+                                   const std::optional<probes::KernelRelease>& kernel) {
   if (p.kfdVram.empty()) return std::nullopt;
-  std::uint64_t sum = 0;
-  for (const auto& k : p.kfdVram) sum += k.bytes;
-  return sum;
+  KfdFigure f;
+  for (const auto& k : p.kfdVram) {
+    f.bytes += k.bytes;
+    const devices::DrmDevice* d = k.pdev ? devices.byKey(*k.pdev) : nullptr;
+    if (d && devices::rocmPlacement(*d, kernel).where == devices::RocmPlacement::Where::Gtt)
+      f.inGttBytes += k.bytes;
+  }
+  return f;
+}
+
+void addInto(std::optional<KfdFigure>& into, const std::optional<KfdFigure>& from) {
+  if (!from) return;
+  if (!into) into = KfdFigure{};
+  into->bytes += from->bytes;
+  into->inGttBytes += from->inGttBytes;
 }
 
 }  // namespace tally::report

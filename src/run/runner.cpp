@@ -152,7 +152,7 @@ LeaseRecord runLease(const LeaseSpec& spec, const RunEnv& env, contain::LeaseCgr
   if (env.observer) {
     if (auto s = env.observer->placed(rec, *lease); !s) return refuseAfterFork(s.error());
   }
-  LeaseMeter meter(env.proc, env.sys, *env.cgroupRoot, *cg, spec.gpuMemoryMax);
+  LeaseMeter meter(env.proc, env.sys, *cg, spec.gpuMemoryMax);
   enforce::GpuBound bound{spec.gpuMemoryMax, spec.gpuMemoryHigh, spec.gpuAction,
                           spec.gpuConsecutive, spec.sampleIntervalUs};
   enforce::GpuBoundState boundState;

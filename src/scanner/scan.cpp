@@ -78,62 +78,34 @@ Result<Scan> Scanner::scanHost() {
   return run(candidates, true, nullptr);
 }
 
-namespace {
-
-// Collect PIDs from cgroup.procs of `rel` and every descendant.
-int walkCgroup(int parentFd, const std::string& rel, const std::string& display,
-               std::vector<std::pair<pid_t, std::string>>& out, bool top) {
-  UniqueFd dir(::openat(parentFd, rel.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
-  if (!dir.valid()) return top ? errno : 0;  // a child removed mid-walk is simply gone
-  std::array<char, 8192> buf;
-  std::string spill;
-  auto procs = fs::readAt(dir.get(), cgroup::file::kProcs, buf, spill);
-  if (!procs) {
-    if (top) return procs.error().code;
-  } else {
-    text::LineReader lines(*procs);
-    while (auto l = lines.next())
-      if (auto pid = text::parseU64(text::trim(*l)); pid && *pid > 0 && *pid < (1u << 30))
-        out.emplace_back(static_cast<pid_t>(*pid), display);
-  }
-  std::vector<std::string> children;
-  fs::forEachEntry(dir.get(), [&](std::string_view name, unsigned char type) {
-    if (type == DT_DIR) children.emplace_back(name);
-    return true;
-  });
-  std::sort(children.begin(), children.end());
-  for (const auto& c : children) {
-    std::string childDisplay = display == "/" ? "/" + c : display + "/" + c;
-    walkCgroup(dir.get(), c, childDisplay, out, false);
-  }
-  return 0;
-}
-
-}  // namespace
-
 Result<Scan> Scanner::scanCgroup(const fs::Root& cgroupRoot, std::string_view path) {
-  std::string rel(path);
-  while (!rel.empty() && rel.front() == '/') rel.erase(0, 1);
-  while (!rel.empty() && rel.back() == '/') rel.pop_back();
-  std::string display = "/" + rel;
   // A lease names a cgroup below the root; ".." would read outside it.
-  for (std::string_view rest = rel; !rest.empty();) {
+  for (std::string_view rest = path; !rest.empty();) {
     auto slash = rest.find('/');
     if (rest.substr(0, slash) == "..")
       return Error{EINVAL,
                    "cgroup path " + std::string(path) + " climbs out of the cgroup root with '..'"};
     rest = slash == std::string_view::npos ? std::string_view{} : rest.substr(slash + 1);
   }
-  std::vector<std::pair<pid_t, std::string>> found;
-  int rc = walkCgroup(cgroupRoot.fd(), rel.empty() ? "." : rel, display, found, true);
-  if (rc != 0)
-    return errnoError(rc, "cannot read cgroup " + display + " under " + cgroupRoot.path() +
-                              " (is --cgroup-root a cgroup v2 mount, and does the cgroup exist?)");
+  std::string display(path);
+  while (display.size() > 1 && display.back() == '/') display.pop_back();
+  if (display.empty() || display.front() != '/') display.insert(0, "/");
+  auto cg = cgroup::Cgroup::open(cgroupRoot, display);
+  if (!cg)
+    return errnoError(cg.error().code,
+                      "cannot read cgroup " + display + " under " + cgroupRoot.path() +
+                          " (is --cgroup-root a cgroup v2 mount, and does the cgroup exist?)");
+  return scanCgroup(*cg);
+}
+
+Result<Scan> Scanner::scanCgroup(const cgroup::Cgroup& cg) {
+  auto found = cg.subtreeProcs();
+  if (!found) return found.error();
   std::vector<Candidate> candidates;
-  candidates.reserve(found.size());
-  for (auto& [pid, cg] : found) candidates.push_back({pid, std::move(cg)});
+  candidates.reserve(found->size());
+  for (auto& p : *found) candidates.push_back({p.pid, std::move(p.cgroup)});
   auto scan = run(candidates, false, handles_);
-  if (scan) scan->scopeCgroup = display;
+  if (scan) scan->scopeCgroup = cg.path();
   return scan;
 }
 
@@ -354,16 +326,15 @@ Result<Scan> Scanner::run(const std::vector<Candidate>& candidates, bool readCgr
   Scan scan;
   scan.observedAtNs = clock::realtimeNs();
   KfdIndex ownKfd;
-  KfdIndex* kfdIndex = &ownKfd;
-  if (shared_) {
-    scan.devices = shared_->devices;  // a copy: resolveNode may add a hot-plugged node
-    kfdIndex = &shared_->kfd;
+  KfdIndex* kfdIndex = kfd_ ? kfd_ : &ownKfd;
+  if (devices_) {
+    scan.devices = *devices_;  // a copy: resolveNode may add a hot-plugged node
   } else {
     auto devices = devices::discoverDrmDevices(sys_);
     if (!devices) return devices.error();
     scan.devices = std::move(*devices);
-    ownKfd = readKfdIndex(sys_);
   }
+  if (!kfd_) ownKfd = readKfdIndex(sys_);
   KfdIndex& kfd = *kfdIndex;
   std::unordered_map<std::string, std::size_t> clientIndex;
   ProcReader reader(proc_.fd());
@@ -518,16 +489,6 @@ void assignOwners(Scan& scan) {
     }
     c.owner = owner != nullptr ? owner->pid : 0;
   }
-}
-
-}  // namespace tally::scanner
-
-namespace tally::scanner {
-
-Result<TickShared> readTickShared(const fs::Root& sys) {
-  auto devices = devices::discoverDrmDevices(sys);
-  if (!devices) return devices.error();
-  return TickShared{std::move(*devices), readKfdIndex(sys)};
 }
 
 }  // namespace tally::scanner

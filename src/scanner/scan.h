@@ -13,6 +13,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "cgroup/cgroup.h"
 #include "devices/drm_devices.h"
 #include "fs/root.h"
 #include "probes/drm_fdinfo.h"
@@ -88,16 +89,6 @@ struct ScanStats {
   std::uint64_t pidsVanished = 0;
 };
 
-// What every scan of one sampler tick shares: the DRM devices (with their
-// mem_info_* figures) and the KFD index, read once per tick rather than once
-// per lease. A node that appears within the tick is still resolved
-// (devices::resolveNode), so a hot-plugged device is never missed.
-struct TickShared {
-  devices::DeviceMap devices;
-  KfdIndex kfd;
-};
-Result<TickShared> readTickShared(const fs::Root& sys);
-
 // The processes one meter saw at its last sample, held open across samples:
 // /proc/<pid> as a directory fd, its fd directory, and the metadata (start
 // time, comm, NSpid, uid) read once. A held /proc/<pid> is the process, not
@@ -137,16 +128,23 @@ class Scanner {
   // /proc/<pid>/cgroup.
   Result<Scan> scanHost();
 
-  // The processes of `path` (relative to `cgroupRoot`) and its descendants,
-  // from cgroup.procs; each process's cgroup is the directory it was listed in.
+  // The processes of a held cgroup and its descendants, listed through its
+  // directory fd (cgroup::Cgroup::subtreeProcs: bounded, never by path);
+  // each process's cgroup is the directory it was listed in. A cgroup
+  // removed under the handle is an error, never an empty lease.
+  Result<Scan> scanCgroup(const cgroup::Cgroup& cg);
+  // The same for `path` (relative to `cgroupRoot`), opened first (tally gpu --cgroup).
   Result<Scan> scanCgroup(const fs::Root& cgroupRoot, std::string_view path);
 
   const ScanStats& stats() const { return stats_; }
 
-  // A sampler tick's shared devices and KFD index (not read again here), and
-  // a meter's held process handles (reused and updated); both optional, both
-  // outlive the scan. scanHost() uses neither.
-  void useTickShared(TickShared* shared) { shared_ = shared; }
+  // A host snapshot's devices and KFD index (not read again here), and a
+  // meter's held process handles (reused and updated); all optional, all
+  // outlive the scan. scanHost() uses no handles.
+  void useHost(const devices::DeviceMap* devices, KfdIndex* kfd) {
+    devices_ = devices;
+    kfd_ = kfd;
+  }
   void useHandles(ProcHandles* handles) { handles_ = handles; }
 
   using Hook = std::function<void(ScanPoint, pid_t)>;
@@ -162,7 +160,8 @@ class Scanner {
 
   const fs::Root& proc_;
   const fs::Root& sys_;
-  TickShared* shared_ = nullptr;
+  const devices::DeviceMap* devices_ = nullptr;
+  KfdIndex* kfd_ = nullptr;
   ProcHandles* handles_ = nullptr;
   ScanStats stats_;
   Hook hook_;

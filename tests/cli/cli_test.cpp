@@ -88,9 +88,17 @@ TEST_F(Cli, GpuJsonExactFigures) {
             static_cast<std::int64_t>(kVramUsed - vram));
   EXPECT_EQ(amd["gtt_ceiling"]["graphics"],
             json({{"bytes", 96 * kGiB}, {"source", "mem_info_gtt_total (bytes)"}}));
-  EXPECT_EQ(
-      amd["gtt_ceiling"]["compute"],
-      json({{"bytes", 96 * kGiB}, {"source", "ttm.pages_limit = 25165824 pages of 4096 bytes"}}));
+  // ROCm's caps: the GTT manager (96 GiB), KFD's TTM limit (pages_limit, 96
+  // GiB) and KFD's system limit on this 125 GiB host (MemTotal 131072000 kB:
+  // 125 GiB - 125 GiB/64 - 1.5 GiB = 130509963264 bytes); the first of the
+  // two smallest names it.
+  const auto& compute = amd["gtt_ceiling"]["compute"];
+  EXPECT_EQ(compute["bytes"], 96 * kGiB);
+  EXPECT_EQ(compute["source"], "GTT manager: mem_info_gtt_total (bytes)");
+  ASSERT_EQ(compute["terms"].size(), 3u);
+  EXPECT_EQ(compute["terms"][1]["source"], "ttm.pages_limit = 25165824 pages of 4096 bytes");
+  EXPECT_EQ(compute["terms"][2]["bytes"], 130509963264u);
+  EXPECT_EQ(amd["rocm_device_memory"]["where"], "gtt");  // 4 GiB carve-out < 96 GiB GTT
   EXPECT_EQ(amd["gtt_ceiling"]["ttm_module"], "ttm");
   EXPECT_EQ(amd["gtt_headroom_bytes"], kMemAvailable);  // min(86 GiB free GTT, MemAvailable)
   EXPECT_EQ(amd["gtt_headroom_ceiling"], "graphics");   // equal ceilings: graphics
@@ -177,7 +185,7 @@ TEST_F(Cli, TheLeaseMeterAndTallyGpuAgreeOnACgroup) {
   ASSERT_TRUE(proc && sys && cgRoot);
   auto cg = cgroup::Cgroup::open(*cgRoot, lease);
   ASSERT_TRUE(cg) << cg.error().message;
-  lease::LeaseMeter meter(*proc, *sys, *cgRoot, *cg, std::nullopt);
+  lease::LeaseMeter meter(*proc, *sys, *cg, std::nullopt);
   meter.sample();
   ASSERT_TRUE(meter.gpu().lastBytes) << meter.gpu().lastError.value_or("");
   // llama-server's two amdgpu clients (amd#10 shared with the worker, amd#11).
@@ -217,7 +225,14 @@ TEST_F(Cli, GpuTables) {
   EXPECT_NE(r.out.find("llama-server"), std::string::npos);
   EXPECT_NE(r.out.find("4.0 GiB"), std::string::npos);
   EXPECT_NE(r.out.find("  GTT ceiling: graphics 96.0 GiB (mem_info_gtt_total (bytes)); compute "
-                       "(ROCm) 96.0 GiB (ttm.pages_limit = 25165824 pages of 4096 bytes)\n"),
+                       "(ROCm) 96.0 GiB (GTT manager: mem_info_gtt_total (bytes))\n"
+                       "    compute cap: GTT manager 96.0 GiB (mem_info_gtt_total (bytes))\n"
+                       "    compute cap: KFD TTM limit 96.0 GiB (ttm.pages_limit = 25165824 pages "
+                       "of 4096 bytes)\n"
+                       "    compute cap: KFD system limit 121.5 GiB (MemTotal 125.0 GiB - "
+                       "MemTotal/64 - 1.5 GiB, KFD 6.7 and later)\n"
+                       "  ROCm device memory (hipMalloc): GTT (mem_info_vram_total 4.0 GiB < "
+                       "mem_info_gtt_total 96.0 GiB"),
             std::string::npos)
       << r.out;
   r = runTally("gpu --by container " + roots());
@@ -331,8 +346,10 @@ TEST_F(Cli, DoctorOnV2HostWithSystemd) {
 }
 
 // amdgpu.gttsize=131072 with TTM's default pages_limit (RAM/2, here 64 GiB):
-// sysfs shows 128 GiB of GTT, ROCm gets 64. Both commands give the compute
-// ceiling from pages_limit, measure headroom against it, and say why.
+// sysfs shows 128 GiB of GTT, ROCm gets 64 (the smallest of its three caps).
+// Both commands give the compute ceiling, measure headroom against it, and
+// advise a pages_limit no higher than KFD's system limit (121.5 GiB here:
+// 31,862,784 pages, not the 33,554,432 of 128 GiB).
 TEST_F(Cli, GttsizeAloneIsNotRocmsCeilingAndBothCommandsSaySo) {
   writeFile(host.sysRoot() + "/devices/pci0000:00/" + kAmdBdf + "/mem_info_gtt_total",
             fmt::format("{}\n", 128 * kGiB));
@@ -350,9 +367,12 @@ TEST_F(Cli, GttsizeAloneIsNotRocmsCeilingAndBothCommandsSaySo) {
   EXPECT_EQ(doc["host"]["amdgpu_gttsize_mib"], 131072);
   ASSERT_EQ(doc["host"]["warnings"].size(), 1u);
   const std::string warning = doc["host"]["warnings"][0];
-  EXPECT_NE(warning.find("ROCm does not see it: ROCm's GTT ceiling is 64.0 GiB"), std::string::npos)
+  EXPECT_NE(warning.find("It sizes the GTT manager (mem_info_gtt_total), which caps graphics and "
+                         "ROCm alike; ROCm is also capped by the KFD TTM limit (64.0 GiB"),
+            std::string::npos)
       << warning;
-  EXPECT_NE(warning.find("ttm.pages_limit=33554432"), std::string::npos) << warning;
+  EXPECT_NE(warning.find("ttm.pages_limit=31862784"), std::string::npos) << warning;
+  EXPECT_EQ(warning.find("33554432"), std::string::npos) << warning;
   auto table = runTally("gpu " + roots());
   EXPECT_NE(table.out.find("GTT headroom 54.0 GiB (against the compute ceiling"), std::string::npos)
       << table.out;
@@ -361,12 +381,13 @@ TEST_F(Cli, GttsizeAloneIsNotRocmsCeilingAndBothCommandsSaySo) {
   auto d = runTally("doctor --json " + roots());
   auto dd = json::parse(d.out);
   EXPECT_EQ(byKey(dd["gpu_devices"], "key", kAmdBdf)["gtt_ceiling"]["compute"]["source"],
-            "ttm.pages_limit = 16777216 pages of 4096 bytes");
+            "KFD TTM limit: ttm.pages_limit = 16777216 pages of 4096 bytes");
   EXPECT_EQ(dd["gtt_warnings"], json::array({warning}));
   auto text = runTally("doctor " + roots());
   EXPECT_NE(text.out.find(fmt::format("gtt ceiling  {} graphics: 128.0 GiB (mem_info_gtt_total "
                                       "(bytes))\n             {} compute (ROCm): 64.0 GiB "
-                                      "(ttm.pages_limit = 16777216 pages of 4096 bytes)\n",
+                                      "(KFD TTM limit: ttm.pages_limit = 16777216 pages of 4096 "
+                                      "bytes)\n",
                                       kAmdBdf, kAmdBdf)),
             std::string::npos)
       << text.out;

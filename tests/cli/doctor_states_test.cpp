@@ -62,6 +62,13 @@ void strixHalo(FakeHost& host, const std::string& kernel, const std::string& roo
                  {"vram_used", 1006202880}};
   host.addDevice(apu);
   host.setModuleParam("ttm", "pages_limit", "29360128");  // 112 GiB in 4 KiB pages
+  // /proc/cgroups: every controller the kernel was built with (dmem only
+  // where the root offers it, as on the kernels these states stand for).
+  std::string builtIn =
+      "#subsys_name\thierarchy\tnum_cgroups\tenabled\ncpuset\t0\t80\t1\n"
+      "cpu\t0\t80\t1\nio\t0\t80\t1\nmemory\t0\t80\t1\npids\t0\t80\t1\n";
+  if (rootControllers.find("dmem") != std::string::npos) builtIn += "dmem\t0\t80\t1\n";
+  writeFile(host.procRoot() + "/cgroups", builtIn);
 }
 
 // A static sign by name from `tally doctor --json`.
@@ -89,8 +96,13 @@ TEST(DoctorStates, Bookworm61NoDmemHostMemoryOnly) {
   EXPECT_EQ(j["gtt_memcg_coverage"]["coverage"], "host");
   EXPECT_EQ(j["dmem"]["present"], false);
   EXPECT_EQ(j["cgroup"]["memory_delegated"], true);
+  EXPECT_EQ(j["dmem"]["compiled_in"], false);
   EXPECT_EQ(j["gpu_devices"][0]["gtt_ceiling"]["graphics"]["bytes"], 112 * GiB);
-  EXPECT_EQ(j["gpu_devices"][0]["gtt_ceiling"]["compute"]["bytes"], 112 * GiB);
+  // Before 6.5 KFD's TTM limit was 3/8 of the RAM free when amdgpu loaded:
+  // unknowable now, so the compute ceiling is unknown, never pages_limit.
+  EXPECT_TRUE(j["gpu_devices"][0]["gtt_ceiling"]["compute"]["bytes"].is_null());
+  EXPECT_EQ(j["gpu_devices"][0]["rocm_device_memory"]["where"], "vram");
+  EXPECT_EQ(j["kfd_limits_era"], "before 6.5");
   // GTT not charged and bounded by tally: today's normal AMD state, healthy.
   EXPECT_EQ(j["exit_status"], 0);
   EXPECT_EQ(j["degraded"], nlohmann::json::array());
@@ -115,7 +127,48 @@ TEST(DoctorStates, Linux71DmemVramAtRootOnly) {
   EXPECT_EQ(j["dmem"]["chain"][0]["available"], true);
   EXPECT_EQ(j["dmem"]["chain"][0]["enabled_for_children"], false);
   EXPECT_EQ(j["dmem"]["reaches_leases"], false);
+  EXPECT_EQ(j["dmem"]["compiled_in"], true);
   EXPECT_EQ(j["gtt_memcg_coverage"]["coverage"], "host");
+  // KFD's caps on a 125 GiB host: the GTT manager and pages_limit (112 GiB),
+  // its system limit 125 GiB - 125 GiB/64 - 1.5 GiB = 130509963264 bytes.
+  const auto& compute = j["gpu_devices"][0]["gtt_ceiling"]["compute"];
+  EXPECT_EQ(compute["bytes"], 112 * GiB);
+  EXPECT_EQ(compute["terms"][2]["bytes"], 130509963264u);
+  EXPECT_EQ(j["gpu_devices"][0]["rocm_device_memory"]["where"], "gtt");
+}
+
+// This machine's own state: /sys/fs/cgroup is not a cgroup2 root (a v1 or
+// tmpfs mount). dmem cannot be judged from files that cannot exist there
+// (unknown, never "absent"), /proc/cgroups still says whether the kernel has
+// dmem at all, and no lease placement is printed where none can be made.
+TEST(DoctorStates, NoCgroup2RootLeavesDmemUnknownAndPlacesNoLease) {
+  FakeHost host;
+  writeFile(host.procRoot() + "/1/comm", "process_api\n");
+  writeFile(host.procRoot() + "/sys/kernel/osrelease", "6.1.0-28-amd64\n");
+  writeFile(host.procRoot() + "/self/mountinfo",
+            "41 30 0:38 / /sys/fs/cgroup/memory rw,relatime - cgroup cgroup rw,memory\n");
+  writeFile(host.procRoot() + "/cgroups",
+            "#subsys_name\thierarchy\tnum_cgroups\tenabled\nmemory\t4\t80\t1\n");
+  auto r = doctor(host, "");
+  EXPECT_EQ(r.status, 1) << r.out;
+  EXPECT_NE(r.out.find("leases       none can be made here (no systemd (PID 1 is process_api); "),
+            std::string::npos)
+      << r.out;
+  EXPECT_EQ(r.out.find("live under"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("dmem         unknown (<root>/cgroup is not a cgroup v2 root: unknown "
+                       "there); this kernel has no dmem controller (/proc/cgroups)\n"),
+            std::string::npos)
+      << r.out;
+  auto j = nlohmann::json::parse(doctor(host, "--json").out);
+  EXPECT_TRUE(j["dmem"]["present"].is_null());
+  EXPECT_EQ(j["dmem"]["compiled_in"], false);
+  EXPECT_TRUE(j["cgroup"]["leases_live_under"].is_null());
+  for (const char* name : {"dmem regions", "dmem.memcg", "memory.stat gpu_active"}) {
+    EXPECT_TRUE(sign(j, name)["present"].is_null()) << name;
+    EXPECT_NE(sign(j, name)["evidence"].get<std::string>().find("is not a cgroup v2 root"),
+              std::string::npos)
+        << name;
+  }
 }
 
 TEST(DoctorStates, FutureKernelWithGpuActiveAndTtmMemcgIsUnverifiedWithoutTheProbe) {

@@ -95,6 +95,24 @@ TEST_F(RunCli, RefusalNamesTheCauseNeverRunsAndIsRecorded) {
   EXPECT_NE(table.out.find("containment-refused"), std::string::npos) << table.out;
 }
 
+// A host whose GPU's driver prints no memory figure (nouveau): a bound
+// declared there could never fire, so the lease never starts, says why, and
+// is recorded as refused.
+TEST_F(RunCli, AGpuBoundOnADeviceWithoutFiguresIsRefusedAtStart) {
+  FakeHost host;
+  host.addDevice({"0000:01:00.0", "nouveau", {0, 128}, {}, true});
+  auto r = tally({"run", "--json", "--sys-root", host.sysRoot(), "--gpu-memory-max", "1G", "--",
+                  "touch", marker()});
+  EXPECT_EQ(r.exitCode(), 125) << r.err;
+  EXPECT_FALSE(markerExists());
+  auto rec = json::parse(r.out);
+  EXPECT_EQ(rec["outcome"]["class"], "containment-refused");
+  EXPECT_NE(rec["outcome"]["summary"].get<std::string>().find(
+                "gpu_memory_max cannot be checked on 0000:01:00.0 (nouveau)"),
+            std::string::npos)
+      << rec;
+}
+
 TEST_F(RunCli, UndelegatedFakeSubtreeIsRefusedWithTheFix) {
   TempDir cg;
   writeFile(cg.path() + "/cgroup.controllers", "cpu memory pids\n");

@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
@@ -74,6 +75,8 @@ FakeHost::FakeHost() {
   makeDirs(sysRoot());
   makeDirs(cgroupRoot());
   writeFile(procRoot() + "/meminfo", "MemTotal:       131072000 kB\nMemAvailable:   65536000 kB\n");
+  // The kernel release decides which of KFD's limits apply (devices/gtt_ceiling.h).
+  writeFile(procRoot() + "/sys/kernel/osrelease", "6.12.117+deb12-amd64\n");
 }
 
 std::string FakeHost::devNode(unsigned major, unsigned minor) {
@@ -177,6 +180,22 @@ void FakeHost::addCgroup(const std::string& path, const std::vector<pid_t>& pids
   std::string content;
   for (auto p : pids) content += fmt::format("{}\n", p);
   writeFile(cgroupRoot() + "/" + path + "/cgroup.procs", content);
+}
+
+void FakeHost::addKfd(pid_t pid, std::uint64_t gpuId, const std::string& bdf,
+                      std::uint64_t vramBytes) {
+  std::string kfd = sysRoot() + "/class/kfd/kfd";
+  writeFile(kfd + "/dev", "240:0\n");
+  writeFile(fmt::format("{}/proc/{}/vram_{}", kfd, pid, gpuId), fmt::format("{}\n", vramBytes));
+  writeFile(kfd + "/topology/nodes/0/gpu_id", "0\n");  // the CPU node
+  // location_id = bus << 8 | device << 3 | function, as the kernel prints it.
+  unsigned domain = 0, bus = 0, device = 0, function = 0;
+  std::sscanf(bdf.c_str(), "%x:%x:%x.%x", &domain, &bus, &device, &function);
+  std::string node = fmt::format("{}/topology/nodes/{}", kfd, gpuId % 1000 + 1);
+  writeFile(node + "/gpu_id", fmt::format("{}\n", gpuId));
+  writeFile(node + "/properties",
+            fmt::format("cpu_cores_count 0\nsimd_count 80\nlocation_id {}\ndomain {}\n",
+                        bus << 8 | device << 3 | function, domain));
 }
 
 std::string amdgpuFdinfo(std::uint64_t clientId, const std::string& pdev, std::uint64_t gttKiB,

@@ -83,6 +83,11 @@ class FakeHost {
   void addModuleHolder(const std::string& module, const std::string& holder);
   // cgroup v2 tree: <cgroup>/<path>/cgroup.procs
   void addCgroup(const std::string& path, const std::vector<pid_t>& pids);
+  // KFD as amdkfd shows it: /dev/kfd (240:0), the topology node mapping
+  // `gpuId` to the PCI device `bdf`, and the process's
+  // /sys/class/kfd/kfd/proc/<pid>/vram_<gpuid> (VRAM-flagged bytes). The
+  // process itself holds /dev/kfd when it is given an fd on "char:240:0".
+  void addKfd(pid_t pid, std::uint64_t gpuId, const std::string& bdf, std::uint64_t vramBytes);
 
  private:
   std::string devNode(unsigned major, unsigned minor);

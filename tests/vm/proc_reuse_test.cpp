@@ -50,7 +50,7 @@ Seen sampleOnce(const fs::Root& proc, const fs::Root& sys, const fs::Root& cg,
   s.processes = scan->processes.size();
   if (!scan->processes.empty()) s.pid = scan->processes[0].pid;
   for (const auto& c : scan->clients) {
-    auto regions = report::clientRegions(*scan, c);
+    auto regions = report::clientRegions(*scan, c).regions;
     if (auto it = regions.find("gtt"); it != regions.end() && it->second.resident.get())
       s.gtt += *it->second.resident.get();
   }

@@ -550,17 +550,23 @@ class VmKernel : public VmSystem {
 };
 
 // Each played driver's region names, on this kernel's own fdinfo, land in the
-// class tally's table gives them, and only device and host-uncharged bytes count.
+// class tally's table gives them, and only device, host-uncharged and
+// host-mixed bytes count: i915's system0 is shmem on an integrated part
+// (host-charged) and host-mixed on a discrete one (a client printing local0).
 TEST_F(VmKernel, EachDriversRegionsAreCountedByTheirClass) {
   struct Case {
-    std::string personality, region, name, cls;
+    std::string personality, driver, region, name, cls;
     bool counted;
   };
   const std::vector<Case> cases{
-      {"amdgpu", "gtt", "gtt", "host-uncharged", true},  {"amdgpu", "vram", "vram", "device", true},
-      {"xe", "gtt", "gtt", "host-uncharged", true},      {"xe", "vram", "vram0", "device", true},
-      {"i915", "gtt", "system0", "host-charged", false}, {"i915", "vram", "local0", "device", true},
-      {"v3d", "gtt", "memory", "host-charged", false},
+      {"amdgpu", "amdgpu", "gtt", "gtt", "host-uncharged", true},
+      {"amdgpu", "amdgpu", "vram", "vram", "device", true},
+      {"xe", "xe", "gtt", "gtt", "host-uncharged", true},
+      {"xe", "xe", "vram", "vram0", "device", true},
+      {"i915", "i915", "gtt", "system0", "host-charged", false},
+      {"i915-discrete", "i915", "gtt", "system0", "host-mixed", true},
+      {"i915-discrete", "i915", "vram", "local0", "device", true},
+      {"v3d", "v3d", "gtt", "memory", "host-charged", false},
   };
   for (const auto& c : cases) {
     SCOPED_TRACE(c.personality + " " + c.name);
@@ -568,7 +574,7 @@ TEST_F(VmKernel, EachDriversRegionsAreCountedByTheirClass) {
     json p = processSeenByTallyGpu(c.region, 8, 2);
     ASSERT_TRUE(p.is_object());
     ASSERT_EQ(p["clients"].size(), 1u) << p.dump(2);
-    EXPECT_EQ(p["clients"][0]["driver"], c.personality) << p.dump(2);
+    EXPECT_EQ(p["clients"][0]["driver"], c.driver) << p.dump(2);
     EXPECT_EQ(p["regions"][c.name]["resident_bytes"], 16 * kMiB) << p.dump(2);
     EXPECT_EQ(p["regions"][c.name]["class"], c.cls) << p.dump(2);
     EXPECT_EQ(p["counted_bytes"], c.counted ? 16 * kMiB : 0) << p.dump(2);
@@ -587,6 +593,24 @@ TEST_F(VmKernel, HostChargedRegionsAreBoundByMemoryMaxNotCountedTwice) {
   EXPECT_EQ(t.record["gpu"]["region_classes"]["system0"], "host-charged") << describe(t);
   EXPECT_EQ(t.record["gpu"]["peak_bytes"], 0) << describe(t);
   EXPECT_GE(t.record["memory"]["peak_bytes"].get<std::uint64_t>(), 48 * kMiB) << describe(t);
+}
+
+// A driver that prints no memory key (nouveau, virtio_gpu, vmwgfx): the real
+// kernel's fdinfo has drm-driver and the client id only. Its client's figure
+// is unknown with the driver named, never 0, and a lease's bound on it never
+// kills on a figure nobody read (its GPU peak is unknown, not 0 B).
+TEST_F(VmKernel, ADriverWithoutMemoryFiguresIsUnknownNeverZero) {
+  reload("personality=nouveau");
+  json p = processSeenByTallyGpu("gtt", 8, 2);
+  ASSERT_TRUE(p.is_object());
+  EXPECT_EQ(p["clients"][0]["driver"], "nouveau") << p.dump(2);
+  EXPECT_TRUE(p["counted_bytes"].is_null()) << p.dump(2);
+  EXPECT_EQ(p["counted_unknown"], "a client of nouveau prints no memory figures") << p.dump(2);
+  auto t = run({"--sample-interval", "100ms", "--gpu-memory-max", "8M"},
+               {kWorkload, "gpu", "gtt", "16", "3", "1500"});
+  EXPECT_EQ(t.result.exitCode(), 0) << describe(t);
+  EXPECT_EQ(t.record["outcome"]["class"], "exited") << describe(t);
+  EXPECT_TRUE(t.record["gpu"]["peak_bytes"].is_null()) << describe(t);
 }
 
 // amdgpu before its runtime-stats rework counted only buffers on a VM list. The

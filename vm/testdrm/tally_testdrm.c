@@ -16,8 +16,11 @@
  * so tally's per-driver memory classes are exercised on a real kernel:
  *   tally_testdrm, amdgpu  gtt, vram
  *   xe                     gtt, vram0
- *   i915                   system0, local0
+ *   i915                   system0 (an integrated part: no second region)
+ *   i915-discrete          system0, local0, printed as i915 (a DG1/DG2)
  *   v3d                    memory (no second region)
+ *   nouveau                gtt, vram allocated, no memory key printed (as nouveau,
+ *                          virtio_gpu and vmwgfx: drm-driver and client id only)
  * count_unmapped=0 counts a buffer only once mapped (TALLY_TESTDRM_MAP), as amdgpu
  * did before its runtime-stats rework: an unmapped buffer is on no VM list.
  */
@@ -48,19 +51,24 @@ MODULE_PARM_DESC(count_unmapped, "show unmapped buffers in fdinfo (0: only mappe
 
 static char *personality = "tally_testdrm";
 module_param(personality, charp, 0444);
-MODULE_PARM_DESC(personality, "the driver to play: tally_testdrm, amdgpu, xe, i915, v3d");
+MODULE_PARM_DESC(personality,
+		 "the driver to play: tally_testdrm, amdgpu, xe, i915, i915-discrete, v3d, nouveau");
 
 struct testdrm_personality {
-	const char *name;
+	const char *param; /* what personality= names */
+	const char *name;  /* the driver name it prints */
 	const char *regions[2]; /* NULL: the driver has no such region */
+	bool silent;       /* allocates, but prints no memory key */
 };
 
 static const struct testdrm_personality personalities[] = {
-	{ "tally_testdrm", { "gtt", "vram" } },
-	{ "amdgpu", { "gtt", "vram" } },
-	{ "xe", { "gtt", "vram0" } },
-	{ "i915", { "system0", "local0" } },
-	{ "v3d", { "memory", NULL } },
+	{ "tally_testdrm", "tally_testdrm", { "gtt", "vram" }, false },
+	{ "amdgpu", "amdgpu", { "gtt", "vram" }, false },
+	{ "xe", "xe", { "gtt", "vram0" }, false },
+	{ "i915", "i915", { "system0", NULL }, false },
+	{ "i915-discrete", "i915", { "system0", "local0" }, false },
+	{ "v3d", "v3d", { "memory", NULL }, false },
+	{ "nouveau", "nouveau", { "gtt", "vram" }, true },
 };
 
 static const struct testdrm_personality *played;
@@ -190,6 +198,8 @@ static void testdrm_show_fdinfo(struct drm_printer *p, struct drm_file *file)
 	struct testdrm_stats stats[2] = {};
 	int r;
 
+	if (played->silent)
+		return;
 	testdrm_collect(file, stats);
 	for (r = 0; r < 2; r++) {
 		struct drm_memory_stats s = {
@@ -221,6 +231,8 @@ static void testdrm_fops_show_fdinfo(struct seq_file *m, struct file *f)
 	testdrm_collect(file, stats);
 	seq_printf(m, "drm-driver:\t%s\n", played->name);
 	seq_printf(m, "drm-client-id:\t%llu\n", (u64)(uintptr_t)file->driver_priv);
+	if (played->silent)
+		return;
 	for (r = 0; r < 2; r++) {
 		const char *name = played->regions[r];
 		u64 total = stats[r].shared + stats[r].private;
@@ -279,7 +291,7 @@ static int __init testdrm_init(void)
 	int ret;
 
 	for (i = 0; i < ARRAY_SIZE(personalities); i++)
-		if (!strcmp(personality, personalities[i].name))
+		if (!strcmp(personality, personalities[i].param))
 			played = &personalities[i];
 	if (!played) {
 		pr_err("tally_testdrm: unknown personality '%s'\n", personality);

@@ -14,7 +14,7 @@ TEST(Handover, NotChargedChangesNothing) {
   Handover h{Coverage::HostOnly, false};
   EXPECT_FALSE(h.memoryMaxWithGpu(8, 40));
   EXPECT_FALSE(h.gpuBoundAdvisory(true));
-  EXPECT_EQ(h.hostOnly(100, 30), 100u);
+  EXPECT_EQ(h.hostOnly(100, std::nullopt, 30), 100u);
   EXPECT_NE(h.whatTallyDoes().find("gpu_memory_max kills"), std::string::npos);
 }
 
@@ -25,13 +25,27 @@ TEST(Handover, ChargedGttIsBoundedByMemoryMaxAndCountedOnce) {
   EXPECT_FALSE(h.memoryMaxWithGpu(std::nullopt, 40));
   EXPECT_TRUE(h.gpuBoundAdvisory(true));
   EXPECT_FALSE(h.gpuBoundAdvisory(false));
-  EXPECT_EQ(h.hostOnly(100, 30), 70u);
-  EXPECT_EQ(h.hostOnly(10, 30), 0u);
-  EXPECT_FALSE(h.hostOnly(100, std::nullopt)) << "the split is unknown without the GTT figure";
-  EXPECT_FALSE(h.hostOnly(std::nullopt, 30));
+  EXPECT_EQ(h.hostOnly(100, std::nullopt, 30), 70u);
+  EXPECT_EQ(h.hostOnly(10, std::nullopt, 30), 0u);
+  EXPECT_FALSE(h.hostOnly(100, std::nullopt, std::nullopt))
+      << "the split is unknown without the GTT figure";
+  EXPECT_FALSE(h.hostOnly(std::nullopt, std::nullopt, 30));
   Handover kept{Coverage::HostAndGtt, true};
   EXPECT_FALSE(kept.gpuBoundAdvisory(true));
   EXPECT_NE(kept.whatTallyDoes().find("still kills"), std::string::npos);
+}
+
+// A kernel whose memory.stat names the GPU bytes it charged (gpu_active from
+// the TTM memcg series, dmem from the dmem -> memcg route): exactly those
+// bytes come off memory.current, whatever the GTT verdict -- VRAM charged
+// through dmem included, which a GTT-only rule would leave in the host figure.
+TEST(Handover, MemoryStatsOwnGpuKeysAreSubtractedExactly) {
+  Handover vramOnly{Coverage::HostOnly, false, true};
+  EXPECT_EQ(vramOnly.hostOnly(1000, 256, 700), 744u) << "dmem (VRAM) charged, GTT not";
+  EXPECT_FALSE(vramOnly.hostOnly(1000, std::nullopt, 700)) << "memory.stat unread: unknown";
+  EXPECT_EQ(vramOnly.hostOnly(100, 300, 0), 0u);
+  Handover both{Coverage::HostAndGtt, false, true};
+  EXPECT_EQ(both.hostOnly(1000, 600, 900), 400u) << "the stat's figure, not the fdinfo GTT";
 }
 
 }  // namespace

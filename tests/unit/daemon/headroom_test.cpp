@@ -9,11 +9,18 @@ namespace {
 
 using rpc::LineReader;
 
+// A host snapshot as readSnapshot() would make it on a 6.12 kernel: KFD's
+// limits follow from the TTM modules and MemTotal set afterwards.
+void settle(host::Snapshot& h) {
+  h.kernel = probes::parseKernelRelease("6.12.117+deb12-amd64");
+  h.kfdLimits = devices::kfdLimits({h.kernel, h.meminfo.memTotal, &h.ttm, &h.amdgpu, h.pageSize});
+}
+
 TEST(Headroom, HoldersUnusedDeclarationsAreStillPromised) {
   constexpr std::uint64_t GiB = 1ULL << 30;
   config::Pool pool{"gpu", 4, 64 * GiB, 96 * GiB, {"0000:c6:00.0"}};
-  daemon::HostFigures host;
-  host.memAvailable = 100 * GiB;
+  host::Snapshot host;
+  host.meminfo.memAvailable = 100 * GiB;
   devices::DrmDevice apu;
   apu.key = "0000:c6:00.0";
   apu.pdev = "0000:c6:00.0";
@@ -34,7 +41,7 @@ TEST(Headroom, HoldersUnusedDeclarationsAreStillPromised) {
   h = daemon::poolHeadroom(pool, host, holders);
   EXPECT_EQ(h.gpuBytes, 0u);
   // No figures: absent, never 0.
-  daemon::HostFigures none;
+  host::Snapshot none;
   auto unknown = daemon::poolHeadroom(pool, none, {});
   EXPECT_FALSE(unknown.hostBytes);
   EXPECT_FALSE(unknown.gpuBytes);
@@ -49,8 +56,8 @@ TEST(Headroom, HoldersUnusedDeclarationsAreStillPromised) {
 // consumer; ttm and amdttm both loaded, only amdttm serves amdgpu.
 TEST(Headroom, GttFreeIsMeasuredAgainstTheCeilingThePoolsWorkloadsUse) {
   constexpr std::uint64_t GiB = 1ULL << 30;
-  daemon::HostFigures host;
-  host.memAvailable = 100 * GiB;
+  host::Snapshot host;
+  host.meminfo.memAvailable = 100 * GiB;
   host.pageSize = 4096;
   devices::DrmDevice apu;
   apu.driver = "amdgpu";
@@ -60,6 +67,8 @@ TEST(Headroom, GttFreeIsMeasuredAgainstTheCeilingThePoolsWorkloadsUse) {
   host.devices.devices = {apu};
   host.ttm.loaded = {{"ttm", 8 * 262144, std::nullopt, {"drm_ttm_helper"}, std::nullopt},
                      {"amdttm", 16384000, std::nullopt, {"amdgpu"}, std::nullopt}};
+  host.meminfo.memTotal = 128 * GiB;  // KFD's system limit 124.5 GiB: not the smallest
+  settle(host);
   config::Pool pool{"gpu", 4, std::nullopt, 96 * GiB, {}};
   EXPECT_EQ(daemon::deviceFree(pool, host), 62 * GiB + 512 * (GiB >> 10) - 50 * GiB);
   pool.gttCeiling = devices::GttConsumer::Graphics;
@@ -77,8 +86,8 @@ TEST(Headroom, GttFreeIsMeasuredAgainstTheCeilingThePoolsWorkloadsUse) {
 // unknown (an undercount would refuse a request that fits).
 TEST(Headroom, TotalsAreMemTotalAndEachDevicesCeilingPlusVram) {
   constexpr std::uint64_t GiB = 1ULL << 30;
-  daemon::HostFigures host;
-  host.memTotal = 128 * GiB;
+  host::Snapshot host;
+  host.meminfo.memTotal = 128 * GiB;
   host.pageSize = 4096;
   devices::DrmDevice apu;
   apu.driver = "amdgpu";
@@ -87,6 +96,7 @@ TEST(Headroom, TotalsAreMemTotalAndEachDevicesCeilingPlusVram) {
   apu.memory = {{"gtt", 96 * GiB, 10 * GiB}, {"vram", 512 * (GiB >> 10), 0}};
   host.devices.devices = {apu};
   host.ttm.loaded = {{"ttm", 64 * 262144, std::nullopt, {"amdgpu"}, std::nullopt}};  // 64 GiB
+  settle(host);
   config::Pool pool{"gpu", 4, std::nullopt, 96 * GiB, {}};
   auto t = daemon::poolTotals(pool, host);
   EXPECT_EQ(t.hostBytes, 128 * GiB);

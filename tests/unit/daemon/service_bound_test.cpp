@@ -334,5 +334,53 @@ TEST_F(ServiceBoundTest, ALeaseNearItsBoundIsSampledFasterAndOnlyIt) {
   EXPECT_EQ(samples("far"), 2u);
 }
 
+// ROCm on the fixture's APU (carve-out 512 MiB < GTT 120 GiB: ROCm's
+// VRAM-flagged memory lands in GTT): 30 GiB of hipMalloc shows as 30 GiB of
+// fdinfo gtt and as KFD's vram_<gpuid> 30 GiB. Attached under a 40 GiB
+// gpu_memory_max it is metered at 30 GiB and never killed; the rule that
+// added the two (60 GiB) would have killed it at half its declaration.
+TEST_F(ServiceBoundTest, RocmOnAnApuIsMeteredOnceAndNotKilledUnderItsBound) {
+  gpuWorkload("/machine.slice/rocm.scope", 5101, 31, 30);
+  host.addKfd(5101, 44257, "0000:c6:00.0", 30 * GiB);
+  json r = call(1, 0, "attach",
+                {{"pools", {"gpu"}},
+                 {"cgroup", "/machine.slice/rocm.scope"},
+                 {"gpu_memory_max", 40 * GiB},
+                 {"name", "rocm"}});
+  ASSERT_TRUE(r["ok"]) << r;
+  for (int i = 0; i < 4; ++i) service->sample();
+  EXPECT_FALSE(killed("/machine.slice/rocm.scope"));
+  json seats = call(2, 0, "seats", json::object());
+  ASSERT_TRUE(seats["ok"]) << seats;
+  EXPECT_EQ(seats["result"]["seats"][0]["gpu"]["current_bytes"], 30 * GiB) << seats;
+}
+
+// A pool of every device on a host with a nouveau card: a lease declaring
+// gpu_memory_max is refused before it waits or adopts anything, the device
+// named; a pool naming only the APU, or a lease without the bound, is not.
+TEST_F(ServiceBoundTest, AGpuBoundWhereADriverPrintsNoFiguresIsRefusedAtStart) {
+  host.addDevice({"0000:01:00.0", "nouveau", {2, 130}, {}, true});
+  cfg.pools.push_back(config::Pool{"apu", 4, std::nullopt, 96 * GiB, {"0000:c6:00.0"}});
+  reopen();
+  gpuWorkload("/machine.slice/a.scope", 5201, 41, 1);
+  json r =
+      call(1, 0, "attach",
+           {{"pools", {"gpu"}}, {"cgroup", "/machine.slice/a.scope"}, {"gpu_memory_max", GiB}});
+  ASSERT_FALSE(r["ok"]) << r;
+  EXPECT_EQ(r["error"]["code"], "refused");
+  EXPECT_EQ(r["error"]["message"],
+            "gpu_memory_max cannot be checked on 0000:01:00.0 (nouveau): the driver prints no "
+            "memory figure in fdinfo, so the lease's GPU memory there would be unknown and its "
+            "bound would never fire. Run it in a pool whose devices = [...] leave it out, or "
+            "declare no gpu_memory_max");
+  json apu =
+      call(2, 0, "attach",
+           {{"pools", {"apu"}}, {"cgroup", "/machine.slice/a.scope"}, {"gpu_memory_max", 2 * GiB}});
+  EXPECT_TRUE(apu["ok"]) << apu;
+  gpuWorkload("/machine.slice/b.scope", 5202, 42, 1);
+  json plain = call(3, 0, "attach", {{"pools", {"one"}}, {"cgroup", "/machine.slice/b.scope"}});
+  EXPECT_TRUE(plain["ok"]) << plain;
+}
+
 }  // namespace
 }  // namespace tally

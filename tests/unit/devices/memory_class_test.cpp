@@ -40,6 +40,9 @@ TEST(MemoryClass, TheDocumentedTable) {
            {"panfrost", "memory", MemoryClass::HostCharged},
            {"lima", "memory", MemoryClass::HostCharged},
            {"amdxdna_accel_driver", "memory", MemoryClass::HostCharged},
+           {"panthor", "memory", MemoryClass::HostCharged},
+           {"etnaviv", "memory", MemoryClass::HostCharged},
+           {"intel_vpu", "memory", MemoryClass::HostCharged},
            {"v3d", "gtt", MemoryClass::Unknown},
            {"tally_testdrm", "gtt", MemoryClass::HostUncharged},
            {"tally_testdrm", "vram", MemoryClass::Device},
@@ -50,9 +53,29 @@ TEST(MemoryClass, TheDocumentedTable) {
   }
 }
 
-TEST(MemoryClass, OnlyDeviceAndHostUnchargedCount) {
+// i915's system region is shmem on an integrated part and partly TTM pages on
+// a discrete one (a client that also prints local* regions): host-mixed.
+TEST(MemoryClass, I915SystemOnADiscretePartIsItsOwnClass) {
+  EXPECT_EQ(classifyRegion("i915", "system0", true), MemoryClass::HostMixed);
+  EXPECT_EQ(classifyRegion("i915", "system0", false), MemoryClass::HostCharged);
+  EXPECT_EQ(classifyRegion("i915", "local0", true), MemoryClass::Device);
+  EXPECT_EQ(classifyRegion("amdgpu", "gtt", true), MemoryClass::HostUncharged);
+  EXPECT_STREQ(memoryClassName(MemoryClass::HostMixed), "host-mixed");
+}
+
+TEST(MemoryClass, DriversThatPrintNoMemoryFigures) {
+  for (const char* d : {"nouveau", "virtio_gpu", "vmwgfx"})
+    EXPECT_EQ(driverFigures(d), DriverFigures::None) << d;
+  for (const char* d : {"amdgpu", "xe", "i915", "v3d", "panthor", "intel_vpu", "tally_testdrm"})
+    EXPECT_EQ(driverFigures(d), DriverFigures::Printed) << d;
+  EXPECT_EQ(driverFigures("foodrm"), DriverFigures::Unknown);
+  EXPECT_EQ(driverFigures(""), DriverFigures::Unknown);
+}
+
+TEST(MemoryClass, DeviceHostUnchargedAndHostMixedCount) {
   EXPECT_TRUE(countedAsGpuMemory(MemoryClass::Device));
   EXPECT_TRUE(countedAsGpuMemory(MemoryClass::HostUncharged));
+  EXPECT_TRUE(countedAsGpuMemory(MemoryClass::HostMixed));
   EXPECT_FALSE(countedAsGpuMemory(MemoryClass::HostCharged));
   EXPECT_FALSE(countedAsGpuMemory(MemoryClass::Other));
   EXPECT_FALSE(countedAsGpuMemory(MemoryClass::Unknown));

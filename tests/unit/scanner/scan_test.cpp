@@ -136,7 +136,9 @@ TEST_F(ScannerTest, KfdSecondaryContextsAreRead) {
   EXPECT_EQ(rocm->kfdVram[1].context, 3u);
   EXPECT_EQ(rocm->kfdVram[1].bytes, 256 * kMiB);
   EXPECT_EQ(rocm->kfdVram[1].pdev, kAmdBdf);
-  EXPECT_EQ(report::kfdVramBytes(*rocm), kGiB + 256 * kMiB);
+  auto kfd = report::kfdFigure(*rocm, scan->devices, probes::parseKernelRelease("6.12.0"));
+  ASSERT_TRUE(kfd);
+  EXPECT_EQ(kfd->bytes, kGiB + 256 * kMiB);
 }
 
 // The Strix Halo NPU (amdxdna) is on /dev/accel, major 261: found in
@@ -169,7 +171,7 @@ TEST_F(ScannerTest, AccelNodesAreScannedLikeRenderNodes) {
   EXPECT_EQ(dev.nodes[0].name, "accel0");
   EXPECT_FALSE(dev.nodes[0].isRender());
   auto regions = report::clientRegions(*scan, c);
-  EXPECT_EQ(regions["memory"].cls, devices::MemoryClass::HostCharged);
+  EXPECT_EQ(regions.regions["memory"].cls, devices::MemoryClass::HostCharged);
   // DRM minor 0 (card0 of no device here) is not accel minor 0.
   EXPECT_FALSE(scan->devices.byNode(devices::kDrmMajor, 0));
 }
@@ -178,7 +180,7 @@ TEST_F(ScannerTest, AggregateExactFigures) {
   Scanner scanner(*proc, *sys);
   auto scan = scanner.scanHost();
   ASSERT_TRUE(scan);
-  report::HostFacts facts;
+  host::Snapshot facts;
   facts.meminfo.memAvailable = kMemAvailable;
   auto agg = report::aggregate(*scan, facts);
 
@@ -210,7 +212,7 @@ TEST_F(ScannerTest, AggregateExactFigures) {
   ASSERT_TRUE(group(kPodCgroup).workload);
   EXPECT_EQ(group(kPodCgroup).workload->kind, attribution::WorkloadKind::kPodman);
   EXPECT_EQ(resident(group("/system.slice/systemd-logind.service").regions, "gtt"), 8 * kMiB);
-  EXPECT_EQ(group("/system.slice/rocm.service").kfdVramBytes, kGiB);
+  EXPECT_EQ(group("/system.slice/rocm.service").kfd->bytes, kGiB);
 
   // Device: every client once, whoever owns it.
   const report::DeviceSummary* amd = nullptr;
@@ -246,7 +248,7 @@ TEST_F(ScannerTest, CgroupScopedScan) {
   EXPECT_EQ(scan->processes[0].cgroup, "/system.slice/llama.service");
   EXPECT_EQ(scan->processes[1].cgroup, "/system.slice/llama.service/worker");
   EXPECT_EQ(scanner.stats().pidsVisited, 2u);  // nothing outside the subtree is touched
-  auto agg = report::aggregate(*scan, report::HostFacts{});
+  auto agg = report::aggregate(*scan, host::Snapshot{});
   report::RegionMap lease;
   for (const auto& g : agg.cgroups) report::addInto(lease, g.regions);
   EXPECT_EQ(resident(lease, "gtt"), 4 * kGiB + 1 * kMiB);
@@ -470,7 +472,7 @@ TEST_F(ScannerTest, JsonDocumentCarriesSourcesAndOwnership) {
   Scanner scanner(*proc, *sys);
   auto scan = scanner.scanHost();
   ASSERT_TRUE(scan);
-  report::HostFacts facts;
+  host::Snapshot facts;
   facts.meminfo.memAvailable = kMemAvailable;
   auto agg = report::aggregate(*scan, facts);
   auto doc = report::gpuJson(*scan, agg, facts);
@@ -491,7 +493,7 @@ TEST_F(ScannerTest, JsonDocumentCarriesSourcesAndOwnership) {
   EXPECT_EQ(p400["clients"][0]["regions"]["gtt"]["resident_source"], "amdgpu-5.14");
   EXPECT_FALSE(p400["clients"][0]["regions"]["gtt"].contains("total_bytes"));  // absent, never 0
   EXPECT_TRUE(p400["clients"][0]["client_id"].is_null());
-  EXPECT_EQ(doc["processes"][6]["kfd"]["vram_bytes"], kGiB);
+  EXPECT_EQ(doc["processes"][6]["kfd"]["vram_flagged_bytes"], kGiB);
   EXPECT_EQ(doc["processes"][6]["kfd"]["source"], "kfd-sysfs");
   EXPECT_FALSE(doc["processes"][0].contains("kfd"));  // not a KFD process: no figure at all
 }

@@ -1,0 +1,91 @@
+// Cgroup::subtreeProcs: the walk every meter makes of a lease's subtree.
+// No recursion (a 1,500-level chain must not overflow the stack), each
+// level's directory opened relative to its parent's fd, bounded in depth
+// and in the directories visited.
+#include <dirent.h>
+#include <fcntl.h>
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <array>
+#include <memory>
+
+#include "cgroup/cgroup.h"
+#include "util/text.h"
+
+namespace tally::cgroup {
+namespace {
+
+struct Pending {
+  std::shared_ptr<UniqueFd> parent;  // null for the top: the held directory itself
+  std::string name;                  // below `parent`
+  std::string path;
+  std::size_t depth = 0;
+};
+
+std::string childPath(const std::string& parent, std::string_view name) {
+  return parent == "/" ? "/" + std::string(name) : parent + "/" + std::string(name);
+}
+
+}  // namespace
+
+Result<std::vector<SubtreeProc>> Cgroup::subtreeProcs(const SubtreeLimits& limits) const {
+  std::vector<SubtreeProc> out;
+  std::vector<Pending> stack;
+  stack.push_back({nullptr, ".", path_, 0});
+  std::size_t visited = 0;
+  auto tooMany = [&] {
+    return Error{E2BIG, fmt::format("the cgroup tree under {} has more than {} cgroups; tally "
+                                    "does not walk trees that large",
+                                    path_, limits.maxCgroups)};
+  };
+  std::array<char, 8192> buf;
+  std::string spill;
+  while (!stack.empty()) {
+    Pending p = std::move(stack.back());
+    stack.pop_back();
+    const bool top = !p.parent;
+    auto dir =
+        std::make_shared<UniqueFd>(::openat(top ? dir_.fd() : p.parent->get(), p.name.c_str(),
+                                            O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW));
+    if (!dir->valid()) {
+      if (!top) continue;  // a child removed mid-walk is simply gone
+      return errnoError(errno, "cannot open cgroup " + path_);
+    }
+    if (++visited > limits.maxCgroups) return tooMany();
+    auto procs = fs::readAt(dir->get(), file::kProcs, buf, spill);
+    if (!procs && top) {
+      if (procs.error().code == ENOENT)
+        return Error{ENOENT, fmt::format("cgroup {} is gone (removed; a cgroup made again under "
+                                         "its name is another one)",
+                                         path_)};
+      return errnoError(procs.error().code, "cannot read " + describe(file::kProcs));
+    }
+    // A descendant whose cgroup.procs is gone mid-walk lists none; its own
+    // children are still walked.
+    text::LineReader lines(procs ? *procs : std::string_view{});
+    while (auto l = lines.next())
+      if (auto pid = text::parseU64(text::trim(*l)); pid && *pid > 0 && *pid < (1u << 30))
+        out.push_back({static_cast<pid_t>(*pid), p.path});
+    std::vector<std::string> children;
+    fs::forEachEntry(dir->get(), [&](std::string_view name, unsigned char type) {
+      if (type == DT_DIR) children.emplace_back(name);
+      return true;
+    });
+    if (children.empty()) continue;
+    if (visited + stack.size() + children.size() > limits.maxCgroups) return tooMany();
+    if (p.depth + 1 > limits.maxDepth)
+      return Error{E2BIG, fmt::format("the cgroup tree under {} is deeper than {} levels; tally "
+                                      "does not walk trees that deep",
+                                      path_, limits.maxDepth)};
+    // Pushed in reverse so the stack pops them in name order.
+    std::sort(children.begin(), children.end(), std::greater<>());
+    for (auto& c : children) {
+      std::string path = childPath(p.path, c);
+      stack.push_back({dir, std::move(c), std::move(path), p.depth + 1});
+    }
+  }
+  return out;
+}
+
+}  // namespace tally::cgroup
