@@ -11,13 +11,13 @@
 #include "ledger/ledger.h"
 #include "ledger/rows.h"
 #include "report/gpu_report.h"
-#include "report/timeline.h"
 #include "rpc/client.h"
 #include "rpc/lease_api.h"
-#include "top/view.h"
 #include "util/clock.h"
 #include "util/text.h"
 #include "util/units.h"
+#include "views/timeline.h"
+#include "views/top.h"
 
 namespace tally::cli {
 namespace {
@@ -577,14 +577,14 @@ int runClientCommand(const ClientCommands& c, const ClientOptions& o) {
     if (!t.host.points.empty()) {
       for (const auto* s : {&t.host, &t.gpu}) {
         fmt::print("\n");
-        for (const auto& line : report::timelineText(*s, t.marks, 80, 6)) fmt::print("{}\n", line);
+        for (const auto& line : views::timelineText(*s, t.marks, 80, 6)) fmt::print("{}\n", line);
       }
     } else {
       fmt::print("  (no samples in the ledger: a standalone 'tally run' records its peaks only)\n");
     }
     if (!o.svg.empty()) {
       std::FILE* f = std::fopen(o.svg.c_str(), "w");
-      std::string svg = report::timelineSvg({t.host, t.gpu}, t.marks);
+      std::string svg = views::timelineSvg({t.host, t.gpu}, t.marks);
       bool ok = f && std::fwrite(svg.data(), 1, svg.size(), f) == svg.size();
       if (f) ok = std::fclose(f) == 0 && ok;
       if (!ok) {
@@ -621,7 +621,7 @@ int runClientCommand(const ClientCommands& c, const ClientOptions& o) {
       fmt::print("{}\n", m->result.dump(2));
       return kExitOk;
     }
-    for (const auto& line : top::seatTable(m->result["seats"], 1000))
+    for (const auto& line : views::seatTable(m->result["seats"], 1000))
       fmt::print("{}\n", text::trimRight(line));
     return kExitOk;
   }

@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "report/timeline.h"
+#include "views/timeline.h"
 
 namespace tally::cli {
 
@@ -52,10 +52,10 @@ int runClientCommand(const ClientCommands& cmds, const ClientOptions& opts);
 std::vector<std::string> leaseShowLines(const nlohmann::json& lease);
 
 // The lease's memory over time from that reply's samples, its limits and its
-// events (GPU bound, the outcome), for report::timelineText/timelineSvg.
+// events (GPU bound, the outcome), for views::timelineText/timelineSvg.
 struct LeaseTimeline {
-  report::TimelineSeries host, gpu;
-  std::vector<report::TimelineMark> marks;
+  views::TimelineSeries host, gpu;
+  std::vector<views::TimelineMark> marks;
 };
 LeaseTimeline leaseTimeline(const nlohmann::json& lease);
 

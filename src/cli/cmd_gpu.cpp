@@ -52,7 +52,7 @@ int runGpu(const fs::RootPaths& paths, const GpuOptions& opts) {
     fmt::print(stderr, "tally gpu: {}\n", scan.error().message);
     return kExitEnvironment;
   }
-  auto agg = report::aggregate(*scan, host);
+  auto agg = gpumem::aggregate(*scan, host);
   if (opts.json) {
     fmt::print("{}\n", report::gpuJson(*scan, agg, host).dump(2));
   } else {

@@ -12,9 +12,9 @@
 #include "cli/exit_codes.h"
 #include "config/config.h"
 #include "ledger/ledger.h"
-#include "report/ledger_view.h"
 #include "util/clock.h"
 #include "util/text.h"
+#include "views/ledger_view.h"
 
 namespace tally::cli {
 
@@ -145,7 +145,7 @@ int runLedger(const LedgerOptions& o) {
   }
   if (o.verify && o.verify->parsed()) return runVerify(*db, o);
   if (o.exportCmd && o.exportCmd->parsed()) return runExport(*db);
-  report::LedgerFilter filter;
+  views::LedgerFilter filter;
   filter.name = o.name;
   filter.outcome = o.outcome;
   filter.lease = o.lease;
@@ -154,7 +154,7 @@ int runLedger(const LedgerOptions& o) {
   for (auto [flag, text, out] : {std::tuple{"--since", &o.since, &filter.sinceNs},
                                  std::tuple{"--until", &o.until, &filter.untilNs}}) {
     if (text->empty()) continue;
-    auto t = report::parseWhen(*text, now, o.utc);
+    auto t = views::parseWhen(*text, now, o.utc);
     if (!t) {
       fmt::print(stderr, "tally ledger: {} {}\n", flag, t.error().message);
       return kExitUsage;
@@ -169,7 +169,7 @@ int runLedger(const LedgerOptions& o) {
     fmt::print(stderr, "tally ledger: {}\n", all.error().message);
     return kExitEnvironment;
   }
-  auto rows = std::optional(report::filterRows(*all, filter));
+  auto rows = std::optional(views::filterRows(*all, filter));
   if (o.json) {
     auto out = nlohmann::ordered_json::array();
     for (const auto& r : *rows) {
@@ -179,7 +179,7 @@ int runLedger(const LedgerOptions& o) {
     fmt::print("{}\n", out.dump(2));
     return kExitOk;
   }
-  for (const auto& line : report::ledgerTable(*rows, o.utc)) fmt::print("{}\n", line);
+  for (const auto& line : views::ledgerTable(*rows, o.utc)) fmt::print("{}\n", line);
   return kExitOk;
 }
 

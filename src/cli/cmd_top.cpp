@@ -20,9 +20,9 @@
 #include "cli/option_values.h"
 #include "cli/socket_path.h"
 #include "rpc/client.h"
-#include "top/view.h"
 #include "util/clock.h"
 #include "util/unique_fd.h"
+#include "views/top.h"
 
 namespace tally::cli {
 namespace {
@@ -155,7 +155,7 @@ int runTop(const TopOptions& o) {
     return kExitUsage;
   }
   Fetcher fetcher(socketPath(o.socket));
-  top::ViewOptions view;
+  views::ViewOptions view;
   view.refreshMs = *intervalUs / 1000;
   bool tty = isatty(STDOUT_FILENO) && isatty(STDIN_FILENO);
   // Colour only where it can be seen and is wanted (https://no-color.org).
@@ -170,7 +170,7 @@ int runTop(const TopOptions& o) {
       return kExitEnvironment;
     }
     view.width = terminalSize(STDOUT_FILENO).width;
-    for (const auto& line : top::render(*overview, view)) {
+    for (const auto& line : views::render(*overview, view)) {
       std::string_view l = line;
       while (!l.empty() && l.back() == ' ') l.remove_suffix(1);
       fmt::print("{}\n", l);
@@ -205,7 +205,7 @@ int runTop(const TopOptions& o) {
       Size size = terminalSize(STDOUT_FILENO);
       view.width = size.width;
       view.height = size.height;
-      screen.draw(top::render(last, view));
+      screen.draw(views::render(last, view));
       pollfd fds[2] = {{STDIN_FILENO, POLLIN, 0}, {sigFd.get(), POLLIN, 0}};
       std::uint64_t after = clock::monotonicUs();
       int waitMs = nextFetchUs > after ? static_cast<int>((nextFetchUs - after) / 1000 + 1) : 0;
@@ -221,16 +221,16 @@ int runTop(const TopOptions& o) {
               running = false;
               break;
             case 'm':  // htop's keys: sort by memory, GPU, name; l: the daemon's order
-              view.sort = top::SortKey::Memory;
+              view.sort = views::SortKey::Memory;
               break;
             case 'g':
-              view.sort = top::SortKey::Gpu;
+              view.sort = views::SortKey::Gpu;
               break;
             case 'n':
-              view.sort = top::SortKey::Name;
+              view.sort = views::SortKey::Name;
               break;
             case 'l':
-              view.sort = top::SortKey::Lease;
+              view.sort = views::SortKey::Lease;
               break;
             default:
               break;

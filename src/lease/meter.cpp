@@ -4,8 +4,8 @@
 
 #include <algorithm>
 
-#include "report/gpu_memory.h"
-#include "report/regions.h"
+#include "gpumem/gpu_memory.h"
+#include "gpumem/regions.h"
 #include "scanner/scan.h"
 #include "util/clock.h"
 #include "util/text.h"
@@ -73,10 +73,10 @@ void LeaseMeter::sampleGpu(std::uint64_t nowNs, host::Snapshot& host) {
     gpu_.lastUnreadable =
         fmt::format("pid {}: {}", scan->unreadable.front().pid, scan->unreadable.front().reason);
   }
-  std::vector<report::ClientRegions> clients;
+  std::vector<gpumem::ClientRegions> clients;
   clients.reserve(scan->clients.size());
   for (const auto& c : scan->clients) {
-    clients.push_back(report::clientRegions(*scan, c));
+    clients.push_back(gpumem::clientRegions(*scan, c));
     if (c.device) {
       const std::string& key = scan->devices.devices[*c.device].key;
       if (std::find(gpu_.lastDevices.begin(), gpu_.lastDevices.end(), key) ==
@@ -85,12 +85,12 @@ void LeaseMeter::sampleGpu(std::uint64_t nowNs, host::Snapshot& host) {
     }
   }
   std::sort(gpu_.lastDevices.begin(), gpu_.lastDevices.end());
-  std::optional<report::KfdFigure> kfd;
+  std::optional<gpumem::KfdFigure> kfd;
   for (const auto& p : scan->processes)
-    report::addInto(kfd, report::kfdFigure(p, scan->devices, host.kernel));
-  std::vector<const report::ClientRegions*> maps;
+    gpumem::addInto(kfd, gpumem::kfdFigure(p, scan->devices, host.kernel));
+  std::vector<const gpumem::ClientRegions*> maps;
   for (const auto& c : clients) maps.push_back(&c);
-  report::GpuMemory usage = report::countGpuMemory(maps, kfd);
+  gpumem::GpuMemory usage = gpumem::countGpuMemory(maps, kfd);
   for (const auto& [region, cls] : usage.classes) gpu_.classesSeen[region] = cls;
   for (const auto& [region, bytes] : usage.regions) {
     auto& peak = gpu_.regionPeaks[region];
@@ -102,6 +102,7 @@ void LeaseMeter::sampleGpu(std::uint64_t nowNs, host::Snapshot& host) {
   if (!usage.bytes) {
     ++gpu_.samplesIncomplete;
     gpu_.lastUnknown = usage.unknown;
+    gpu_.unknownSeen = usage.unknown;
     return;
   }
   std::uint64_t sum = *usage.bytes;

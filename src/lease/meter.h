@@ -56,6 +56,7 @@ struct GpuMeter {
   // Why the latest sample's sum is unknown (a driver that prints no memory
   // figures, a region without a resident figure); absent when it is known.
   std::optional<std::string> lastUnknown;
+  std::optional<std::string> unknownSeen;  // the latest such reason any sample had
   // The latest sample's counted sum, its host-uncharged part (GTT and kin:
   // what memory.current holds too once the kernel charges GTT), and every
   // region's figure with its class; absent/empty when the latest scan failed

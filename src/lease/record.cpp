@@ -142,10 +142,18 @@ json recordJson(const LeaseRecord& r) {
     gpu["max_clients"] = r.gpu.maxClients;
   } else {
     gpu["peak_unknown"] =
-        r.gpu.lastUnknown ? "no sample's figure was known: " + *r.gpu.lastUnknown
+        r.gpu.unknownSeen ? "no sample's figure was known: " + *r.gpu.unknownSeen
                           : r.gpu.lastError.value_or("no sample was taken while the workload ran");
   }
-  if (r.gpu.samplesIncomplete) gpu["samples_incomplete"] = r.gpu.samplesIncomplete;
+  if (r.gpu.samplesIncomplete) {
+    gpu["samples_incomplete"] = r.gpu.samplesIncomplete;
+    // A peak of the known samples only: say what it leaves out.
+    if (r.gpu.peakBytes)
+      gpu["peak_covers"] = fmt::format("{} of {} samples; {} had an unknown figure{}",
+                                       r.gpu.samples - r.gpu.samplesIncomplete, r.gpu.samples,
+                                       r.gpu.samplesIncomplete,
+                                       r.gpu.unknownSeen ? " (" + *r.gpu.unknownSeen + ")" : "");
+  }
   if (r.gpu.samplesWithUnreadable) {
     gpu["samples_with_unreadable_processes"] = r.gpu.samplesWithUnreadable;
     gpu["unreadable_example"] = r.gpu.lastUnreadable.value_or("");

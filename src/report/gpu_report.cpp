@@ -10,6 +10,8 @@
 #include "util/units.h"
 
 namespace tally::report {
+
+using namespace gpumem;
 namespace {
 
 using json = nlohmann::ordered_json;

@@ -7,11 +7,13 @@
 #include <vector>
 
 #include "devices/drm_devices.h"
+#include "gpumem/aggregate.h"
 #include "host/snapshot.h"
-#include "report/aggregate.h"
 #include "scanner/scan.h"
 
 namespace tally::report {
+
+using gpumem::Aggregate;
 
 enum class GroupBy { kProcess, kCgroup, kContainer };
 

@@ -16,8 +16,8 @@
 #include <cstdlib>
 #include <string>
 
-#include "report/gpu_memory.h"
-#include "report/regions.h"
+#include "gpumem/gpu_memory.h"
+#include "gpumem/regions.h"
 #include "scanner/scan.h"
 #include "support/fake_host.h"
 #include "support/raw_client.h"
@@ -50,7 +50,7 @@ Seen sampleOnce(const fs::Root& proc, const fs::Root& sys, const fs::Root& cg,
   s.processes = scan->processes.size();
   if (!scan->processes.empty()) s.pid = scan->processes[0].pid;
   for (const auto& c : scan->clients) {
-    auto regions = report::clientRegions(*scan, c).regions;
+    auto regions = gpumem::clientRegions(*scan, c).regions;
     if (auto it = regions.find("gtt"); it != regions.end() && it->second.resident.get())
       s.gtt += *it->second.resident.get();
   }

@@ -9,7 +9,7 @@
 
 #include <algorithm>
 
-#include "report/aggregate.h"
+#include "gpumem/aggregate.h"
 #include "report/gpu_report.h"
 #include "support/scenario.h"
 
@@ -41,7 +41,7 @@ struct ScannerTest : ::testing::Test {
       if (c.info.pdev == pdev && c.info.clientId == id) return &c;
     return nullptr;
   }
-  static std::optional<std::uint64_t> resident(const report::RegionMap& m,
+  static std::optional<std::uint64_t> resident(const gpumem::RegionMap& m,
                                                const std::string& region) {
     auto it = m.find(region);
     if (it == m.end()) return std::nullopt;
@@ -136,7 +136,7 @@ TEST_F(ScannerTest, KfdSecondaryContextsAreRead) {
   EXPECT_EQ(rocm->kfdVram[1].context, 3u);
   EXPECT_EQ(rocm->kfdVram[1].bytes, 256 * kMiB);
   EXPECT_EQ(rocm->kfdVram[1].pdev, kAmdBdf);
-  auto kfd = report::kfdFigure(*rocm, scan->devices, probes::parseKernelRelease("6.12.0"));
+  auto kfd = gpumem::kfdFigure(*rocm, scan->devices, probes::parseKernelRelease("6.12.0"));
   ASSERT_TRUE(kfd);
   EXPECT_EQ(kfd->bytes, kGiB + 256 * kMiB);
 }
@@ -170,7 +170,7 @@ TEST_F(ScannerTest, AccelNodesAreScannedLikeRenderNodes) {
   ASSERT_EQ(dev.nodes.size(), 1u);
   EXPECT_EQ(dev.nodes[0].name, "accel0");
   EXPECT_FALSE(dev.nodes[0].isRender());
-  auto regions = report::clientRegions(*scan, c);
+  auto regions = gpumem::clientRegions(*scan, c);
   EXPECT_EQ(regions.regions["memory"].cls, devices::MemoryClass::HostCharged);
   // DRM minor 0 (card0 of no device here) is not accel minor 0.
   EXPECT_FALSE(scan->devices.byNode(devices::kDrmMajor, 0));
@@ -182,9 +182,9 @@ TEST_F(ScannerTest, AggregateExactFigures) {
   ASSERT_TRUE(scan);
   host::Snapshot facts;
   facts.meminfo.memAvailable = kMemAvailable;
-  auto agg = report::aggregate(*scan, facts);
+  auto agg = gpumem::aggregate(*scan, facts);
 
-  auto procRegions = [&](pid_t pid) -> const report::RegionMap& {
+  auto procRegions = [&](pid_t pid) -> const gpumem::RegionMap& {
     for (std::size_t i = 0; i < scan->processes.size(); ++i)
       if (scan->processes[i].pid == pid) return agg.processRegions[i];
     throw std::runtime_error("no pid");
@@ -200,7 +200,7 @@ TEST_F(ScannerTest, AggregateExactFigures) {
   EXPECT_EQ(resident(procRegions(400), "vram"), 2 * kMiB);
 
   ASSERT_EQ(agg.cgroups.size(), 7u);
-  auto group = [&](const std::string& path) -> const report::CgroupGroup& {
+  auto group = [&](const std::string& path) -> const gpumem::CgroupGroup& {
     for (const auto& g : agg.cgroups)
       if (g.path == path) return g;
     throw std::runtime_error("no cgroup " + path);
@@ -215,7 +215,7 @@ TEST_F(ScannerTest, AggregateExactFigures) {
   EXPECT_EQ(group("/system.slice/rocm.service").kfd->bytes, kGiB);
 
   // Device: every client once, whoever owns it.
-  const report::DeviceSummary* amd = nullptr;
+  const gpumem::DeviceSummary* amd = nullptr;
   for (const auto& d : agg.devices)
     if (d.device->key == kAmdBdf) amd = &d;
   ASSERT_NE(amd, nullptr);
@@ -230,7 +230,7 @@ TEST_F(ScannerTest, AggregateExactFigures) {
   EXPECT_EQ(amd->gttHeadroomBytes, std::min(kGttTotal - kGttUsed, kMemAvailable));
   // The 5.14 clients print no drm-total: the device's total sum is unknown, not short.
   EXPECT_FALSE(amd->attributed.at("gtt").total.get().has_value());
-  const report::DeviceSummary* xe = nullptr;
+  const gpumem::DeviceSummary* xe = nullptr;
   for (const auto& d : agg.devices)
     if (d.device->key == kXeBdf) xe = &d;
   ASSERT_NE(xe, nullptr);
@@ -248,9 +248,9 @@ TEST_F(ScannerTest, CgroupScopedScan) {
   EXPECT_EQ(scan->processes[0].cgroup, "/system.slice/llama.service");
   EXPECT_EQ(scan->processes[1].cgroup, "/system.slice/llama.service/worker");
   EXPECT_EQ(scanner.stats().pidsVisited, 2u);  // nothing outside the subtree is touched
-  auto agg = report::aggregate(*scan, host::Snapshot{});
-  report::RegionMap lease;
-  for (const auto& g : agg.cgroups) report::addInto(lease, g.regions);
+  auto agg = gpumem::aggregate(*scan, host::Snapshot{});
+  gpumem::RegionMap lease;
+  for (const auto& g : agg.cgroups) gpumem::addInto(lease, g.regions);
   EXPECT_EQ(resident(lease, "gtt"), 4 * kGiB + 1 * kMiB);
   EXPECT_EQ(resident(lease, "vram"), 512 * kMiB);
   for (const auto& d : agg.devices) EXPECT_TRUE(d.unattributed.empty());
@@ -474,7 +474,7 @@ TEST_F(ScannerTest, JsonDocumentCarriesSourcesAndOwnership) {
   ASSERT_TRUE(scan);
   host::Snapshot facts;
   facts.meminfo.memAvailable = kMemAvailable;
-  auto agg = report::aggregate(*scan, facts);
+  auto agg = gpumem::aggregate(*scan, facts);
   auto doc = report::gpuJson(*scan, agg, facts);
   EXPECT_EQ(doc["schema"], 1);
   EXPECT_EQ(doc["status"], "ok");

@@ -12,7 +12,7 @@
 #include "probes/kernel_release.h"
 #include "scanner/scan.h"
 
-namespace tally::report {
+namespace tally::gpumem {
 
 // A sum that is stated only if every contributor reported its part: a client
 // that printed a region but not, say, its total makes the group's total
@@ -60,4 +60,4 @@ std::optional<KfdFigure> kfdFigure(const scanner::Process& p, const devices::Dev
                                    const std::optional<probes::KernelRelease>& kernel);
 void addInto(std::optional<KfdFigure>& into, const std::optional<KfdFigure>& from);
 
-}  // namespace tally::report
+}  // namespace tally::gpumem

@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-namespace tally::top {
+namespace tally::views {
 
 // How the lease rows are ordered (htop's keys: m, g, n; l back to the daemon's order).
 enum class SortKey { Lease, Memory, Gpu, Name };
@@ -40,4 +40,4 @@ std::vector<std::string> render(const nlohmann::json& overview, const ViewOption
 // multi-byte character is never split).
 std::string fit(const std::string& line, std::size_t width);
 
-}  // namespace tally::top
+}  // namespace tally::views

@@ -12,7 +12,7 @@
 #include "ledger/ledger.h"
 #include "util/result.h"
 
-namespace tally::report {
+namespace tally::views {
 
 struct LedgerFilter {
   std::optional<std::uint64_t> sinceNs, untilNs;  // on the lease's start time
@@ -35,4 +35,4 @@ std::vector<ledger::Row> filterRows(const std::vector<ledger::Row>& rows, const 
 // why SEQ has gaps when it has (the chain's lifecycle rows lie between).
 std::vector<std::string> ledgerTable(const std::vector<ledger::Row>& rows, bool utc);
 
-}  // namespace tally::report
+}  // namespace tally::views

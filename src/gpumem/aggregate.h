@@ -11,12 +11,12 @@
 
 #include "attribution/container.h"
 #include "devices/gtt_ceiling.h"
+#include "gpumem/gpu_memory.h"
+#include "gpumem/regions.h"
 #include "host/snapshot.h"
-#include "report/gpu_memory.h"
-#include "report/regions.h"
 #include "scanner/scan.h"
 
-namespace tally::report {
+namespace tally::gpumem {
 
 struct CgroupGroup {
   std::string path;
@@ -78,4 +78,4 @@ struct Aggregate {
 
 Aggregate aggregate(const scanner::Scan& scan, const host::Snapshot& host);
 
-}  // namespace tally::report
+}  // namespace tally::gpumem

@@ -2,7 +2,7 @@
 // buffers, KFD as a floor (never added, never replacing a region), clients
 // whose driver prints no figure (unknown, never 0), incomplete clients, and
 // the memory classes each driver's regions belong to (devices/memory_class).
-#include "report/gpu_memory.h"
+#include "gpumem/gpu_memory.h"
 
 #include <gtest/gtest.h>
 
@@ -16,15 +16,15 @@ constexpr std::uint64_t MiB = 1ULL << 20;
 using Region = std::tuple<const char*, std::optional<std::uint64_t>, std::optional<std::uint64_t>>;
 
 // One client's regions as `driver` printed them (amdgpu unless named), each
-// classed as report::clientRegions classes them.
-report::ClientRegions client(std::initializer_list<Region> regions, const char* driver = "amdgpu") {
-  report::ClientRegions c;
+// classed as gpumem::clientRegions classes them.
+gpumem::ClientRegions client(std::initializer_list<Region> regions, const char* driver = "amdgpu") {
+  gpumem::ClientRegions c;
   c.driver = driver;
   bool withDevice = false;
   for (const auto& [name, resident, shared] : regions)
     withDevice = withDevice || devices::classifyRegion(driver, name) == MemoryClass::Device;
   for (const auto& [name, resident, shared] : regions) {
-    report::RegionSums s;
+    gpumem::RegionSums s;
     s.resident.add(resident);
     s.shared.add(shared);
     s.cls = devices::classifyRegion(driver, name, withDevice);
@@ -33,14 +33,14 @@ report::ClientRegions client(std::initializer_list<Region> regions, const char* 
   return c;
 }
 
-report::GpuMemory count(const std::vector<report::ClientRegions>& clients,
-                        std::optional<report::KfdFigure> kfd) {
-  std::vector<const report::ClientRegions*> maps;
+gpumem::GpuMemory count(const std::vector<gpumem::ClientRegions>& clients,
+                        std::optional<gpumem::KfdFigure> kfd) {
+  std::vector<const gpumem::ClientRegions*> maps;
   for (const auto& c : clients) maps.push_back(&c);
-  return report::countGpuMemory(maps, kfd);
+  return gpumem::countGpuMemory(maps, kfd);
 }
 
-report::KfdFigure kfd(std::uint64_t bytes, std::uint64_t inGtt) { return {bytes, inGtt}; }
+gpumem::KfdFigure kfd(std::uint64_t bytes, std::uint64_t inGtt) { return {bytes, inGtt}; }
 
 TEST(GpuMemory, ABufferSharedBetweenTwoClientsOfTheLeaseCountsOnce) {
   // Client A: 6 GiB GTT of which 2 GiB exported; client B imported those 2 GiB and has 1 GiB of its
@@ -209,8 +209,8 @@ TEST(GpuMemory, TwoDriversDisagreeingOnANameMakeItUnknown) {
   EXPECT_EQ(u.classes["memory"], MemoryClass::Unknown);
   EXPECT_EQ(u.regions["memory"], 2 * GiB);  // shown
   EXPECT_EQ(u.bytes, 0u);                   // not counted
-  report::RegionMap merged = a.regions;
-  report::addInto(merged, b.regions);
+  gpumem::RegionMap merged = a.regions;
+  gpumem::addInto(merged, b.regions);
   EXPECT_EQ(merged["memory"].cls, MemoryClass::Unknown);
 }
 

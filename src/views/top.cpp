@@ -1,4 +1,4 @@
-#include "top/view.h"
+#include "views/top.h"
 
 #include <fmt/format.h>
 
@@ -11,7 +11,7 @@
 #include "util/text.h"
 #include "util/units.h"
 
-namespace tally::top {
+namespace tally::views {
 namespace {
 
 using json = nlohmann::json;
@@ -371,4 +371,4 @@ std::vector<std::string> render(const json& o, const ViewOptions& opts) {
   return all;
 }
 
-}  // namespace tally::top
+}  // namespace tally::views

@@ -1,9 +1,9 @@
-#include "report/aggregate.h"
+#include "gpumem/aggregate.h"
 
 #include <algorithm>
 #include <limits>
 
-namespace tally::report {
+namespace tally::gpumem {
 
 Aggregate aggregate(const scanner::Scan& scan, const host::Snapshot& host) {
   Aggregate a;
@@ -116,4 +116,4 @@ Aggregate aggregate(const scanner::Scan& scan, const host::Snapshot& host) {
   return a;
 }
 
-}  // namespace tally::report
+}  // namespace tally::gpumem

@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-namespace tally::report {
+namespace tally::views {
 
 struct TimelinePoint {
   std::uint64_t atNs = 0;
@@ -40,4 +40,4 @@ std::vector<std::string> timelineText(const TimelineSeries& series,
 std::string timelineSvg(const std::vector<TimelineSeries>& series,
                         const std::vector<TimelineMark>& marks);
 
-}  // namespace tally::report
+}  // namespace tally::views

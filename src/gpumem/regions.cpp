@@ -1,10 +1,10 @@
-#include "report/regions.h"
+#include "gpumem/regions.h"
 
 #include <algorithm>
 
 #include "devices/gtt_ceiling.h"
 
-namespace tally::report {
+namespace tally::gpumem {
 
 void Sum::add(const std::optional<std::uint64_t>& v) {
   any = true;
@@ -77,4 +77,4 @@ void addInto(std::optional<KfdFigure>& into, const std::optional<KfdFigure>& fro
   into->inGttBytes += from->inGttBytes;
 }
 
-}  // namespace tally::report
+}  // namespace tally::gpumem

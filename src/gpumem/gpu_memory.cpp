@@ -1,11 +1,11 @@
-#include "report/gpu_memory.h"
+#include "gpumem/gpu_memory.h"
 
 #include <fmt/format.h>
 
 #include <algorithm>
 #include <set>
 
-namespace tally::report {
+namespace tally::gpumem {
 
 GpuMemory countGpuMemory(const std::vector<const ClientRegions*>& clients,
                          const std::optional<KfdFigure>& kfd) {
@@ -84,4 +84,4 @@ GpuMemory countGpuMemory(const std::vector<const ClientRegions*>& clients,
   return out;
 }
 
-}  // namespace tally::report
+}  // namespace tally::gpumem

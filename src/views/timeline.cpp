@@ -1,4 +1,4 @@
-#include "report/timeline.h"
+#include "views/timeline.h"
 
 #include <fmt/format.h>
 #include <time.h>
@@ -7,7 +7,7 @@
 
 #include "util/units.h"
 
-namespace tally::report {
+namespace tally::views {
 namespace {
 
 struct Range {
@@ -200,4 +200,4 @@ std::string timelineSvg(const std::vector<TimelineSeries>& series,
   return svg;
 }
 
-}  // namespace tally::report
+}  // namespace tally::views

@@ -1,4 +1,4 @@
-#include "report/ledger_view.h"
+#include "views/ledger_view.h"
 
 #include <fmt/format.h>
 #include <time.h>
@@ -9,7 +9,7 @@
 #include "util/text.h"
 #include "util/units.h"
 
-namespace tally::report {
+namespace tally::views {
 namespace {
 
 using json = nlohmann::json;
@@ -154,4 +154,4 @@ std::vector<std::string> ledgerTable(const std::vector<ledger::Row>& rows, bool 
   return lines;
 }
 
-}  // namespace tally::report
+}  // namespace tally::views

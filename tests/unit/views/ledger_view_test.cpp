@@ -1,7 +1,7 @@
 // `tally ledger`'s table and filters: exact lines for known rows, every
 // filter, the time forms an operator types, and a long name that must not
 // push the columns out of line.
-#include "report/ledger_view.h"
+#include "views/ledger_view.h"
 
 #include <gtest/gtest.h>
 
@@ -41,7 +41,7 @@ std::vector<ledger::Row> sample() {
 }
 
 TEST(LedgerView, TheTableHasEveryColumnAlignedAndSaysWhySeqHasGaps) {
-  auto lines = report::ledgerTable(sample(), true);
+  auto lines = views::ledgerTable(sample(), true);
   ASSERT_EQ(lines.size(), 5u);
   EXPECT_EQ(lines[0],
             "   SEQ  STARTED (UTC)        DURATION  LEASE         NAME              POOL      "
@@ -67,29 +67,29 @@ TEST(LedgerView, TheTableHasEveryColumnAlignedAndSaysWhySeqHasGaps) {
   auto rows = sample();
   rows.pop_back();
   rows[1].seq = 4;
-  EXPECT_EQ(report::ledgerTable(rows, true).size(), 3u);
+  EXPECT_EQ(views::ledgerTable(rows, true).size(), 3u);
 }
 
 TEST(LedgerView, FiltersSelectAndLastKeepsTheNewest) {
-  report::LedgerFilter f;
+  views::LedgerFilter f;
   f.last = 0;
-  EXPECT_EQ(report::filterRows(sample(), f).size(), 3u);
+  EXPECT_EQ(views::filterRows(sample(), f).size(), 3u);
   f.name = "llama";
-  EXPECT_EQ(report::filterRows(sample(), f).size(), 2u);
+  EXPECT_EQ(views::filterRows(sample(), f).size(), 2u);
   f.outcome = "exited";
-  ASSERT_EQ(report::filterRows(sample(), f).size(), 1u);
-  EXPECT_EQ(report::filterRows(sample(), f)[0].seq, 3);
+  ASSERT_EQ(views::filterRows(sample(), f).size(), 1u);
+  EXPECT_EQ(views::filterRows(sample(), f)[0].seq, 3);
   f = {};
   f.lease = "bbbb";
-  EXPECT_EQ(report::filterRows(sample(), f).size(), 2u);
+  EXPECT_EQ(views::filterRows(sample(), f).size(), 2u);
   f = {};
   f.sinceNs = kNoon + 1;
   f.untilNs = kNoon + 3600 * kSec;
-  ASSERT_EQ(report::filterRows(sample(), f).size(), 1u);
-  EXPECT_EQ(report::filterRows(sample(), f)[0].seq, 7);
+  ASSERT_EQ(views::filterRows(sample(), f).size(), 1u);
+  EXPECT_EQ(views::filterRows(sample(), f)[0].seq, 7);
   f = {};
   f.last = 2;
-  auto newest = report::filterRows(sample(), f);
+  auto newest = views::filterRows(sample(), f);
   ASSERT_EQ(newest.size(), 2u);
   EXPECT_EQ(newest[0].seq, 7);
   EXPECT_EQ(newest[1].seq, 8);
@@ -97,14 +97,14 @@ TEST(LedgerView, FiltersSelectAndLastKeepsTheNewest) {
 
 TEST(LedgerView, TimesAreDatesOrDurationsAgo) {
   std::uint64_t now = kNoon;
-  EXPECT_EQ(*report::parseWhen("2026-11-30", now, true), kNoon - 12 * 3600 * kSec);
-  EXPECT_EQ(*report::parseWhen("2026-11-30 12:00", now, true), kNoon);
-  EXPECT_EQ(*report::parseWhen("2026-11-30T12:00:05", now, true), kNoon + 5 * kSec);
-  EXPECT_EQ(*report::parseWhen("2h", now, true), kNoon - 7200 * kSec);
-  EXPECT_EQ(*report::parseWhen("90m", now, true), kNoon - 5400 * kSec);
-  EXPECT_EQ(*report::parseWhen("3d", now, true), kNoon - 3 * 86400 * kSec);
+  EXPECT_EQ(*views::parseWhen("2026-11-30", now, true), kNoon - 12 * 3600 * kSec);
+  EXPECT_EQ(*views::parseWhen("2026-11-30 12:00", now, true), kNoon);
+  EXPECT_EQ(*views::parseWhen("2026-11-30T12:00:05", now, true), kNoon + 5 * kSec);
+  EXPECT_EQ(*views::parseWhen("2h", now, true), kNoon - 7200 * kSec);
+  EXPECT_EQ(*views::parseWhen("90m", now, true), kNoon - 5400 * kSec);
+  EXPECT_EQ(*views::parseWhen("3d", now, true), kNoon - 3 * 86400 * kSec);
   for (const char* bad : {"", "yesterday", "2026-13-45", "2026-11-30 25:00", "3w", "-2h"}) {
-    auto r = report::parseWhen(bad, now, true);
+    auto r = views::parseWhen(bad, now, true);
     ASSERT_FALSE(r) << bad;
     EXPECT_NE(r.error().message.find("or a duration ago such as 90m, 2h, 3d"), std::string::npos);
   }

@@ -37,9 +37,9 @@
 #include <vector>
 
 #include "devices/memory_class.h"
-#include "report/regions.h"
+#include "gpumem/regions.h"
 
-namespace tally::report {
+namespace tally::gpumem {
 
 struct GpuMemory {
   // The counted figure; absent (see `unknown`) when a part of it is unknown.
@@ -66,4 +66,4 @@ struct GpuMemory {
 GpuMemory countGpuMemory(const std::vector<const ClientRegions*>& clients,
                          const std::optional<KfdFigure>& kfd);
 
-}  // namespace tally::report
+}  // namespace tally::gpumem

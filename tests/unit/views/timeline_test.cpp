@@ -1,6 +1,6 @@
 // The memory timeline a person reads in `tally lease show` and its SVG: the
 // limit drawn, a gap left a gap, events marked, and an SVG a parser accepts.
-#include "report/timeline.h"
+#include "views/timeline.h"
 
 #include <gtest/gtest.h>
 
@@ -16,8 +16,8 @@ namespace {
 constexpr std::uint64_t kSec = 1'000'000'000ULL;
 constexpr std::uint64_t GiB = 1ULL << 30;
 
-report::TimelineSeries gpuSeries() {
-  report::TimelineSeries s;
+views::TimelineSeries gpuSeries() {
+  views::TimelineSeries s;
   s.label = "GPU memory";
   s.limit = 40 * GiB;
   s.limitName = "gpu_memory_max";
@@ -40,8 +40,8 @@ std::size_t columns(const std::string& s) {
 
 TEST(Timeline, TheTextChartDrawsTheLimitTheGapAndTheMarks) {
   auto s = gpuSeries();
-  std::vector<report::TimelineMark> marks{{s.points[9].atNs, "gpu-memory-kill"}};
-  auto lines = report::timelineText(s, marks, 31, 4);  // 11 for labels, 20 for the plot
+  std::vector<views::TimelineMark> marks{{s.points[9].atNs, "gpu-memory-kill"}};
+  auto lines = views::timelineText(s, marks, 31, 4);  // 11 for labels, 20 for the plot
   ASSERT_EQ(lines.size(), 1u + 4 + 1 + 1 + 1);
   EXPECT_EQ(lines[0], "GPU memory against gpu_memory_max 40.0 GiB");
   for (std::size_t i = 1; i <= 4; ++i) EXPECT_EQ(columns(lines[i]), 31u) << lines[i];
@@ -64,16 +64,16 @@ TEST(Timeline, TheTextChartDrawsTheLimitTheGapAndTheMarks) {
   EXPECT_EQ(lines[5].substr(lines[5].size() - 3), "▲");
   EXPECT_NE(lines[7].find("gpu-memory-kill"), std::string::npos);
   // Nothing sampled: said, no empty chart.
-  report::TimelineSeries empty;
+  views::TimelineSeries empty;
   empty.label = "host memory";
-  auto none = report::timelineText(empty, {}, 80, 6);
+  auto none = views::timelineText(empty, {}, 80, 6);
   ASSERT_EQ(none.size(), 2u);
   EXPECT_EQ(none[0], "host memory (no limit declared)");
   EXPECT_EQ(none[1], "  (no samples with this figure in the ledger)");
 }
 
 TEST(Timeline, TheSvgIsWellFormedWithAGapBetweenTwoLines) {
-  auto svg = report::timelineSvg({gpuSeries()}, {{gpuSeries().points[9].atNs, "gpu-memory-kill"}});
+  auto svg = views::timelineSvg({gpuSeries()}, {{gpuSeries().points[9].atNs, "gpu-memory-kill"}});
   EXPECT_EQ(svg.rfind("<svg xmlns=\"http://www.w3.org/2000/svg\"", 0), 0u);
   // Every element opened is closed, in order (a small XML check: no attribute holds '<' or '>').
   std::vector<std::string> open;

@@ -1,7 +1,7 @@
 // The pure parts behind seats, metrics, top and the journal: attributes,
 // freshness, the exposition format, the top screen, lifecycle journal
 // entries, the loopback listen address and the atomic textfile.
-#include "top/view.h"
+#include "views/top.h"
 
 #include <fmt/format.h>
 #include <gtest/gtest.h>
@@ -20,11 +20,11 @@ constexpr std::uint64_t GiB = 1ULL << 30;
 
 TEST(TopView, TheScreenFitsTheTerminalAndSaysWhatItLeftOut) {
   json o = overviewWith(freshSeat());
-  top::ViewOptions v;
+  views::ViewOptions v;
   v.width = 80;
-  for (const auto& l : top::render(o, v)) EXPECT_EQ(l.size(), 80u) << l;
+  for (const auto& l : views::render(o, v)) EXPECT_EQ(l.size(), 80u) << l;
   v.width = 170;
-  auto lines = top::render(o, v);
+  auto lines = views::render(o, v);
   std::string all;
   for (const auto& l : lines) all += l + "\n";
   EXPECT_NE(all.find("coverage: MemoryMax covers host"), std::string::npos) << all;
@@ -42,7 +42,7 @@ TEST(TopView, TheScreenFitsTheTerminalAndSaysWhatItLeftOut) {
   }
   o["seats"] = many;
   v.height = 20;
-  lines = top::render(o, v);
+  lines = views::render(o, v);
   EXPECT_EQ(lines.size(), 20u);
   all.clear();
   for (const auto& l : lines) all += l + "\n";
@@ -51,16 +51,17 @@ TEST(TopView, TheScreenFitsTheTerminalAndSaysWhatItLeftOut) {
   // A stale lease shows no figures.
   json stale = freshSeat();
   stale["fresh"] = false;
-  auto rows = top::seatTable(json::array({stale}), 200);
+  auto rows = views::seatTable(json::array({stale}), 200);
   EXPECT_NE(rows[1].find("stale"), std::string::npos);
   EXPECT_EQ(rows[1].find("41.0G"), std::string::npos) << rows[1];
   // A UTF-8 character is never split by the cut.
-  EXPECT_EQ(top::fit("ab\xc3\xa9z", 3), "ab\xc3\xa9");
-  EXPECT_EQ(top::fit("ab", 4), "ab  ");
+  EXPECT_EQ(views::fit("ab\xc3\xa9z", 3), "ab\xc3\xa9");
+  EXPECT_EQ(views::fit("ab", 4), "ab  ");
   // A broken overview (an older daemon, garbage) draws, with '-' and '?'.
-  EXPECT_FALSE(top::render(json::array(), v).empty());
+  EXPECT_FALSE(views::render(json::array(), v).empty());
   EXPECT_FALSE(
-      top::render(json{{"seats", 7}, {"pools", "x"}, {"devices", json::array({1, 2})}}, v).empty());
+      views::render(json{{"seats", 7}, {"pools", "x"}, {"devices", json::array({1, 2})}}, v)
+          .empty());
 }
 
 // The seat table fits 80 and 120 columns by dropping the least important
@@ -69,7 +70,7 @@ TEST(TopView, TheScreenFitsTheTerminalAndSaysWhatItLeftOut) {
 TEST(TopView, SeatColumnsFitTheTerminalAndRowsSayHowCloseTheyAre) {
   json fresh = freshSeat();
   auto header = [](const std::vector<std::string>& t) { return t.at(0); };
-  auto at80 = top::seatTable(json::array({fresh}), 80);
+  auto at80 = views::seatTable(json::array({fresh}), 80);
   EXPECT_EQ(
       header(at80).rfind("LEASE        NAME         STATE        MEM NOW/MAX    GPU NOW/LIMIT", 0),
       0u)
@@ -77,27 +78,27 @@ TEST(TopView, SeatColumnsFitTheTerminalAndRowsSayHowCloseTheyAre) {
   EXPECT_EQ(header(at80).find("GTT"), std::string::npos) << header(at80);
   EXPECT_NE(at80[1].find("41.0G/48.0G  85%"), std::string::npos) << at80[1];
   for (const auto& l : at80) EXPECT_EQ(l.size(), 80u) << l;
-  auto at120 = top::seatTable(json::array({fresh}), 120);
+  auto at120 = views::seatTable(json::array({fresh}), 120);
   for (const char* col : {"MEM PEAK", "GTT", "VRAM", "RUN"})
     EXPECT_NE(header(at120).find(col), std::string::npos) << col << "\n" << header(at120);
 
-  top::ViewOptions o;
+  views::ViewOptions o;
   o.width = 120;
   o.colour = true;
   json near = freshSeat(), over = freshSeat(), stale = freshSeat();
   near["gpu"]["current_bytes"] = 44 * GiB;  // 91% of 48 GiB
   over["gpu"]["current_bytes"] = 49 * GiB;
   stale["fresh"] = false;
-  auto painted = top::seatTable(json::array({fresh, near, over, stale}), o);
+  auto painted = views::seatTable(json::array({fresh, near, over, stale}), o);
   EXPECT_EQ(painted[1].find("\x1b["), std::string::npos) << "85% is no alarm";
   EXPECT_EQ(painted[2].rfind("\x1b[33m", 0), 0u) << painted[2];
   EXPECT_EQ(painted[3].rfind("\x1b[31m", 0), 0u) << painted[3];
   EXPECT_EQ(painted[4].rfind("\x1b[2m", 0), 0u) << painted[4];
   o.colour = false;
-  EXPECT_EQ(top::seatTable(json::array({over}), o)[1].find("\x1b["), std::string::npos);
+  EXPECT_EQ(views::seatTable(json::array({over}), o)[1].find("\x1b["), std::string::npos);
 
   o.daemonGone = true;  // the last fetch failed: nothing shown is current
-  auto gone = top::seatTable(json::array({fresh}), o);
+  auto gone = views::seatTable(json::array({fresh}), o);
   EXPECT_NE(gone[1].find("stale"), std::string::npos) << gone[1];
   EXPECT_EQ(gone[1].find("41.0G"), std::string::npos) << gone[1];
   o.daemonGone = false;
@@ -107,12 +108,12 @@ TEST(TopView, SeatColumnsFitTheTerminalAndRowsSayHowCloseTheyAre) {
   a["gpu"]["current_bytes"] = 1 * GiB;
   b["name"] = "alpha";
   b["gpu"]["current_bytes"] = 2 * GiB;
-  o.sort = top::SortKey::Name;
-  EXPECT_NE(top::seatTable(json::array({a, b}), o)[1].find("alpha"), std::string::npos);
-  o.sort = top::SortKey::Gpu;
-  EXPECT_NE(top::seatTable(json::array({a, b}), o)[1].find("alpha"), std::string::npos);
-  o.sort = top::SortKey::Lease;
-  EXPECT_NE(top::seatTable(json::array({a, b}), o)[1].find("zeta"), std::string::npos);
+  o.sort = views::SortKey::Name;
+  EXPECT_NE(views::seatTable(json::array({a, b}), o)[1].find("alpha"), std::string::npos);
+  o.sort = views::SortKey::Gpu;
+  EXPECT_NE(views::seatTable(json::array({a, b}), o)[1].find("alpha"), std::string::npos);
+  o.sort = views::SortKey::Lease;
+  EXPECT_NE(views::seatTable(json::array({a, b}), o)[1].find("zeta"), std::string::npos);
 }
 
 }  // namespace
