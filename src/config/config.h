@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "devices/gtt_consumer.h"
+#include "enforce/cadence.h"
 #include "util/result.h"
 
 namespace tally::config {
@@ -36,8 +37,8 @@ struct Daemon {
   std::uint64_t sampleIntervalUs = 1'000'000;
   // A lease within this percent of its gpu_memory_max (or rising fast toward
   // it) is sampled every nearBoundIntervalUs instead (enforce/cadence.h).
-  unsigned nearBoundMarginPercent = 10;
-  std::uint64_t nearBoundIntervalUs = 50'000;
+  unsigned nearBoundMarginPercent = enforce::Cadence{}.marginPercent;
+  std::uint64_t nearBoundIntervalUs = enforce::Cadence{}.nearUs;
   // Default for requests that give none: a queue that can never be served
   // ends. 0 (wait forever) only when the config says "0".
   std::uint64_t queueTimeoutUs = 3'600'000'000;               // 1h

@@ -15,6 +15,7 @@
 #include "cgroup/cgroup.h"
 #include "cgroup/limits.h"
 #include "daemon/limits.h"
+#include "enforce/cadence.h"
 #include "enforce/gpu_bound.h"
 #include "lease/attributes.h"
 #include "lease/kind.h"
@@ -64,11 +65,10 @@ struct Lease {
   // client enforces it and reports what happened ("bound").
   enforce::GpuBound bound;
   enforce::GpuBoundState boundState;
-  // Its sampling cadence (enforce/cadence.h), monotonic µs: the next sample
-  // is due at nextSampleUs; near its bound it comes every near_bound_interval.
-  std::uint64_t lastSampleUs = 0, nextSampleUs = 0, lastRowUs = 0;
-  std::optional<std::uint64_t> previousGpuBytes;
-  bool nearBound = false;
+  // Its sampling cadence (enforce/cadence.h); near its bound it is sampled
+  // every near_bound_interval. lastRowUs: when a sample row was last stored.
+  enforce::Pace pace;
+  std::uint64_t lastRowUs = 0;
   std::vector<enforce::BoundEvent> boundEvents;
   std::optional<std::string> tallyKill;  // the kill's summary, once tally killed it
   bool advisory = false;                 // the kernel charges GTT: gpu_memory_max reports only

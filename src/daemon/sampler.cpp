@@ -11,12 +11,8 @@ void Sampler::startMetering(Lease& l) {
   l.meter = std::make_unique<lease::LeaseMeter>(env_.proc, env_.sys, *l.cg, l.req.gpuMemoryMax);
   l.meter->readStatGpu(handover_.statNamesGpu);
   l.meter->sample(&freshHost());
-  l.lastSampleUs = now();
-  l.previousGpuBytes = l.meter->gpu().lastBytes;
-  l.nearBound = l.isAttach() && enforce::nearBound(cadence(), l.bound.max, l.meter->gpu().lastBytes,
-                                                   std::nullopt, 0);
-  l.nextSampleUs =
-      l.lastSampleUs + (l.nearBound ? cfg_.nearBoundIntervalUs : cfg_.sampleIntervalUs);
+  l.pace = {};
+  l.pace.sampled(cadence(), paced(l), l.meter->gpu().lastBytes, now());
   std::string events = fmt::format("{}/{}", env_.cgroupRoot->path(),
                                    fs::joinPath(l.countersCgroup, cgroup::file::kEvents));
   if (auto s = env_.watches.watch(l.id, events); !s) {
@@ -40,21 +36,13 @@ std::vector<std::string> Sampler::sample() {
   for (const auto& [id, lp] : book_.all()) {
     Lease& l = *lp;
     if (l.state != Lease::State::Running || !l.meter) continue;
-    if (l.nextSampleUs > mono + kSlackUs) continue;  // not due
+    if (l.pace.nextUs > mono + kSlackUs) continue;  // not due
     if (!snapshot) snapshot = &freshHost();
     l.meter->sample(snapshot);
     const auto& h = l.meter->host();
     const auto& g = l.meter->gpu();
-    // The cadence: only the daemon's own bound (attached leases) is sampled
-    // faster; a run lease's client enforces its bound itself.
-    const std::uint64_t spacingUs = mono - l.lastSampleUs;
-    l.nearBound = l.isAttach() &&
-                  enforce::nearBound(cad, l.bound.max, g.lastBytes, l.previousGpuBytes, spacingUs);
-    l.previousGpuBytes = g.lastBytes;
-    l.lastSampleUs = mono;
-    l.nextSampleUs = mono + (l.nearBound ? cad.nearUs : cad.normalUs);
     // The bound's message names the spacing its samples really had.
-    l.bound.sampleIntervalUs = std::max<std::uint64_t>(spacingUs / 1000, 1) * 1000;  // in ms
+    l.bound.sampleIntervalUs = l.pace.sampled(cad, paced(l), g.lastBytes, mono);
     if (l.isAttach() && l.bound.any()) enforceBound(l, now);
     // A missed inotify event (or none possible) is caught here.
     if (l.isAttach()) {
@@ -87,7 +75,7 @@ std::uint64_t Sampler::nextSampleDelayUs() const {
   for (const auto& [id, lp] : book_.all()) {
     const Lease& l = *lp;
     if (l.state != Lease::State::Running || !l.meter) continue;
-    delay = std::min(delay, l.nextSampleUs > mono ? l.nextSampleUs - mono : 0);
+    delay = std::min(delay, l.pace.nextUs > mono ? l.pace.nextUs - mono : 0);
   }
   return delay;
 }
@@ -104,25 +92,20 @@ void Sampler::prune() {
 // cgroup.kill), then record.
 void Sampler::enforceBound(Lease& l, std::uint64_t nowNs) {
   const auto& g = l.meter->gpu();
-  auto step = enforce::step(l.bound, l.boundState, g.lastBytes, g.lastSource, nowNs);
-  bool killFailed = false;
-  if (step.kill) {
-    Status s = !l.unit.empty() && env_.units ? env_.units->killUnit(l.unit, SIGKILL) : l.cg->kill();
-    if (s) {
-      l.tallyKill = step.killSummary;
-    } else {
-      enforce::killFailed(l.boundState);  // try again next sample
-      killFailed = true;
-      events_.note(3,
-                   fmt::format("lease {} ({}): could not kill it over its gpu_memory_max: {}", l.id,
-                               l.name, s.error().message),
-                   {{"TALLY_LEASE", l.id}});
-    }
-  }
-  for (const auto& e : step.events) {
-    if (killFailed && e.kind == enforce::Verdict::Kill) continue;  // not done: not recorded as done
-    events_.bound(l, e, g.lastSource);
-  }
+  auto killed = enforce::drive(
+      l.bound, l.boundState, g.lastBytes, g.lastSource, nowNs,
+      {[&] {
+         return !l.unit.empty() && env_.units ? env_.units->killUnit(l.unit, SIGKILL)
+                                              : l.cg->kill();
+       },
+       [&](const enforce::BoundEvent& e) { events_.bound(l, e, g.lastSource); },
+       [&](const std::string& why) {
+         events_.note(3,
+                      fmt::format("lease {} ({}): could not kill it over its gpu_memory_max: {}",
+                                  l.id, l.name, why),
+                      {{"TALLY_LEASE", l.id}});
+       }});
+  if (killed) l.tallyKill = *killed;
 }
 
 host::Snapshot& Sampler::freshHost() {
@@ -151,6 +134,12 @@ admission::Headroom Sampler::headroomFor(const config::Pool& pool) {
     holders.push_back(u);
   }
   return poolHeadroom(pool, h, holders);
+}
+
+std::optional<std::uint64_t> Sampler::paced(const Lease& l) const {
+  // Only the daemon's own bound (attached leases) is sampled faster near its
+  // line; a run lease's client enforces its bound, at the same cadence.
+  return l.isAttach() ? l.bound.max : std::nullopt;
 }
 
 std::optional<std::uint64_t> Sampler::hostOnly(const Lease& l) const {

@@ -75,6 +75,9 @@ class Sampler {
 
  private:
   void enforceBound(Lease& l, std::uint64_t nowNs);
+  // The bound a lease's cadence comes near to: its gpu_memory_max where the
+  // daemon enforces it (attached leases), none where its client does.
+  std::optional<std::uint64_t> paced(const Lease& l) const;
   host::Snapshot& freshHost();
 
   const config::Daemon& cfg_;

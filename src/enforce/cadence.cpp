@@ -1,5 +1,7 @@
 #include "enforce/cadence.h"
 
+#include <algorithm>
+
 namespace tally::enforce {
 
 bool nearBound(const Cadence& c, std::optional<std::uint64_t> max,
@@ -22,6 +24,16 @@ std::uint64_t nextSampleDelayUs(const Cadence& c, std::optional<std::uint64_t> m
                                 std::optional<std::uint64_t> last,
                                 std::optional<std::uint64_t> previous, std::uint64_t elapsedUs) {
   return nearBound(c, max, last, previous, elapsedUs) ? c.nearUs : c.normalUs;
+}
+
+std::uint64_t Pace::sampled(const Cadence& c, std::optional<std::uint64_t> max,
+                            std::optional<std::uint64_t> bytes, std::uint64_t nowUs) {
+  const std::uint64_t elapsed = lastUs ? nowUs - lastUs : 0;
+  near = nearBound(c, max, bytes, previousBytes, elapsed);
+  previousBytes = bytes;
+  lastUs = nowUs;
+  nextUs = nowUs + (near ? c.nearUs : c.normalUs);
+  return elapsed ? std::max<std::uint64_t>(elapsed / 1000, 1) * 1000 : c.normalUs;
 }
 
 }  // namespace tally::enforce

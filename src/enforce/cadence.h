@@ -27,6 +27,21 @@ bool nearBound(const Cadence& c, std::optional<std::uint64_t> max,
                std::optional<std::uint64_t> last, std::optional<std::uint64_t> previous,
                std::uint64_t elapsedUs);
 
+// A lease's sampling clock, for tally run and the daemon alike: when it was
+// last sampled (monotonic µs), its figure then, and when it is due again.
+struct Pace {
+  std::uint64_t lastUs = 0;  // 0: never sampled
+  std::uint64_t nextUs = 0;
+  std::optional<std::uint64_t> previousBytes;
+  bool near = false;
+  // A sample was taken at `nowUs` with figure `bytes` against `max` (absent:
+  // no bound to be near): the next is due nearUs or normalUs later. Returns
+  // the spacing this sample had, as a bound's message names it (whole ms, at
+  // least 1; the normal interval for the first sample).
+  std::uint64_t sampled(const Cadence& c, std::optional<std::uint64_t> max,
+                        std::optional<std::uint64_t> bytes, std::uint64_t nowUs);
+};
+
 // The delay to the lease's next sample: nearUs when nearBound, else normalUs.
 std::uint64_t nextSampleDelayUs(const Cadence& c, std::optional<std::uint64_t> max,
                                 std::optional<std::uint64_t> last,

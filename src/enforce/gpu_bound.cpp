@@ -112,4 +112,26 @@ Step step(const GpuBound& bound, GpuBoundState& state, std::optional<std::uint64
   return s;
 }
 
+std::optional<std::string> drive(const GpuBound& bound, GpuBoundState& state,
+                                 std::optional<std::uint64_t> bytes, const std::string& source,
+                                 std::uint64_t nowNs, const BoundSeams& seams) {
+  auto s = step(bound, state, bytes, source, nowNs);
+  std::optional<std::string> killed;
+  bool killFailedNow = false;
+  if (s.kill) {
+    if (Status k = seams.kill(); k) {
+      killed = s.killSummary;
+    } else {
+      killFailed(state);
+      killFailedNow = true;
+      if (seams.killFailed) seams.killFailed(k.error().message);
+    }
+  }
+  for (const auto& e : s.events) {
+    if (killFailedNow && e.kind == Verdict::Kill) continue;  // not done: not recorded as done
+    seams.record(e);
+  }
+  return killed;
+}
+
 }  // namespace tally::enforce

@@ -12,10 +12,13 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <vector>
+
+#include "util/result.h"
 
 namespace tally::enforce {
 
@@ -98,5 +101,22 @@ Step step(const GpuBound& bound, GpuBoundState& state, std::optional<std::uint64
           const std::string& source, std::uint64_t nowNs);
 // The kill could not be done: the bound acts again at the next sample over it.
 inline void killFailed(GpuBoundState& state) { state.acted = false; }
+
+// What an enforcer does with a step, behind seams a test can observe: kill
+// the lease's whole cgroup, record one event (record, ledger, journal,
+// subscribers), say that a kill failed.
+struct BoundSeams {
+  std::function<Status()> kill;
+  std::function<void(const BoundEvent&)> record;
+  std::function<void(const std::string& why)> killFailed;
+};
+// The one bound driver, for tally run and the daemon alike: one sample
+// through step(), the kill first (a slow recorder never delays it), then the
+// events in order; a kill that failed is neither recorded as done nor
+// counted as acted (it is tried again at the next sample over). Returns the
+// kill's summary (the outcome's words) when the lease was killed.
+std::optional<std::string> drive(const GpuBound& bound, GpuBoundState& state,
+                                 std::optional<std::uint64_t> bytes, const std::string& source,
+                                 std::uint64_t nowNs, const BoundSeams& seams);
 
 }  // namespace tally::enforce

@@ -14,6 +14,7 @@
 #include "contain/held_child.h"
 #include "contain/systemd_lease.h"
 #include "contain/verify.h"
+#include "enforce/cadence.h"
 #include "util/clock.h"
 #include "util/text.h"
 
@@ -32,32 +33,27 @@ void warnIf(LeaseRecord& rec, const Status& s, const char* what) {
   if (!s) rec.warnings.push_back(fmt::format("{}: {}", what, s.error().message));
 }
 
-// One sample through the GPU bound: events go to the record and to stderr at
-// once (the operator sees them while the workload runs); a kill ends the
-// whole lease cgroup (KillUnit for a scope, cgroup.kill otherwise) and names
-// itself in the outcome.
+// One sample through the GPU bound (enforce::drive): events go to the
+// record and to stderr at once (the operator sees them while the workload
+// runs); a kill ends the whole lease cgroup (KillUnit for a scope,
+// cgroup.kill otherwise) and names itself in the outcome.
 void enforceGpuBound(LeaseRecord& rec, OutcomeFacts& facts, contain::LeaseCgroup& lease,
                      const enforce::GpuBound& bound, enforce::GpuBoundState& state,
                      const LeaseMeter& meter, LeaseObserver* observer) {
-  auto s = enforce::step(bound, state, meter.gpu().lastBytes, meter.gpu().lastSource,
-                         clock::realtimeNs());
-  bool killFailed = false;
-  if (s.kill) {
-    if (auto k = lease.killAll(); k) {
-      facts.tallyKill = s.killSummary;
-    } else {
-      warnIf(rec, k, "killing the lease over its gpu_memory_max");
-      enforce::killFailed(state);  // tried again at the next sample over
-      killFailed = true;
-    }
-  }
-  for (auto& e : s.events) {
-    if (killFailed && e.kind == enforce::Verdict::Kill) continue;  // not done: not recorded as done
-    fmt::print(stderr, "tally: lease {}: {}\n", rec.spec.id, e.summary);
-    rec.gpuBound.push_back(e);
-    if (observer) observer->bound(e);  // after the kill: a slow daemon never delays it
-  }
+  auto killed = enforce::drive(
+      bound, state, meter.gpu().lastBytes, meter.gpu().lastSource, clock::realtimeNs(),
+      {[&] { return lease.killAll(); },
+       [&](const enforce::BoundEvent& e) {
+         fmt::print(stderr, "tally: lease {}: {}\n", rec.spec.id, e.summary);
+         rec.gpuBound.push_back(e);
+         if (observer) observer->bound(e);  // after the kill: a slow daemon never delays it
+       },
+       [&](const std::string& why) {
+         rec.warnings.push_back("killing the lease over its gpu_memory_max: " + why);
+       }});
+  if (killed) facts.tallyKill = *killed;
 }
+
 bool stillPopulated(const cgroup::Cgroup& cg) {
   auto p = cg.populated();
   return p && *p;  // gone or unreadable: nothing is left to wait for
@@ -162,14 +158,23 @@ LeaseRecord runLease(const LeaseSpec& spec, const RunEnv& env, contain::LeaseCgr
     facts.ending = Ending{Ending::Kind::ExecFailed, 0, 0, execErr};
     (void)child->reap();
   } else {
-    meter.sample();
-    if (bound.any()) enforceGpuBound(rec, facts, *lease, bound, boundState, meter, env.observer);
-    std::uint64_t nextSample = clock::monotonicUs() + spec.sampleIntervalUs;
+    // The daemon's cadence (enforce::Pace): every near_bound_interval within
+    // the margin of gpu_memory_max, else every sample interval.
+    const enforce::Cadence cadence{spec.sampleIntervalUs,
+                                   std::min(enforce::Cadence{}.nearUs, spec.sampleIntervalUs),
+                                   enforce::Cadence{}.marginPercent};
+    enforce::Pace pace;
+    auto sampleAndBound = [&](std::uint64_t nowUs) {
+      meter.sample();
+      bound.sampleIntervalUs = pace.sampled(cadence, bound.max, meter.gpu().lastBytes, nowUs);
+      if (bound.any()) enforceGpuBound(rec, facts, *lease, bound, boundState, meter, env.observer);
+    };
+    sampleAndBound(clock::monotonicUs());
     std::uint64_t killDeadline = 0;  // after a stop: SIGKILL everything if still alive
     bool stopRequested = false, oomStopSent = false;
     for (;;) {
       std::uint64_t now = clock::monotonicUs();
-      std::uint64_t wake = nextSample;
+      std::uint64_t wake = pace.nextUs;
       if (killDeadline && killDeadline < wake) wake = killDeadline;
       int timeoutMs = wake > now ? static_cast<int>((wake - now + 999) / 1000) : 0;
       pollfd fds[2] = {{child->pidfd(), POLLIN, 0}, {env.signalFd, POLLIN, 0}};
@@ -198,17 +203,14 @@ LeaseRecord runLease(const LeaseSpec& spec, const RunEnv& env, contain::LeaseCgr
         warnIf(rec, lease->killAll(), "killing the lease after the stop grace");
         killDeadline = 0;
       }
-      if (now >= nextSample) {
-        meter.sample();
-        if (bound.any())
-          enforceGpuBound(rec, facts, *lease, bound, boundState, meter, env.observer);
+      if (now >= pace.nextUs) {
+        sampleAndBound(now);
         // OOMPolicy=stop has no kernel knob: without systemd tally enforces it.
         if (spec.oomPolicy == OomPolicy::Stop && !oomStopSent &&
             std::string(lease->manager()) == "cgroupfs" && oomKillsNow(*cg) > 0) {
           oomStopSent = true;
           warnIf(rec, lease->stop(), "stopping the lease after an OOM kill (OOMPolicy=stop)");
         }
-        nextSample = now + spec.sampleIntervalUs;
       }
     }
     auto status = child->reap();

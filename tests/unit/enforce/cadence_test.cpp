@@ -52,5 +52,22 @@ TEST(Cadence, NothingReadOrNothingToBeNearIsNormal) {
   EXPECT_FALSE(nearBound(kDefault, 7, 6, std::nullopt, 0));
 }
 
+// A lease's pace (tally run and the daemon): the first sample's spacing is
+// the normal interval, later ones the real one in whole ms; near the line the
+// next sample comes nearUs later.
+TEST(Cadence, APaceSchedulesTheNextSampleAndNamesTheSpacing) {
+  Cadence c{1'000'000, 50'000, 10};
+  Pace p;
+  EXPECT_EQ(p.sampled(c, 100u, 10u, 5'000'000), 1'000'000u);
+  EXPECT_FALSE(p.near);
+  EXPECT_EQ(p.nextUs, 6'000'000u);
+  EXPECT_EQ(p.sampled(c, 100u, 95u, 6'000'400), 1'000'000u);  // 1,000.4 ms -> 1,000 ms
+  EXPECT_TRUE(p.near);
+  EXPECT_EQ(p.nextUs, 6'050'400u);
+  EXPECT_EQ(p.sampled(c, 100u, 96u, 6'050'900), 50'000u);
+  EXPECT_EQ(p.sampled(c, std::nullopt, 96u, 6'050'950), 1'000u);  // under 1 ms: 1 ms
+  EXPECT_FALSE(p.near) << "no bound: nothing to be near";
+}
+
 }  // namespace
 }  // namespace tally::enforce

@@ -111,5 +111,38 @@ TEST(GpuBound, ActionSpellings) {
   EXPECT_FALSE(enforce::parseAction(""));
 }
 
+// The one driver both enforcers use: kill first, then record; a failed kill
+// is said, not recorded as done, and tried again at the next sample over.
+TEST(GpuBound, TheDriverKillsFirstAndRetriesAFailedKill) {
+  enforce::GpuBound b{4 * GiB, 3 * GiB, Action::Kill, 1, 1'000'000};
+  enforce::GpuBoundState st;
+  std::vector<std::string> seen;
+  bool killWorks = false;
+  enforce::BoundSeams seams{
+      [&]() -> Status {
+        seen.push_back("kill");
+        if (killWorks) return Ok{};
+        return Error{EPERM, "cgroup.kill: Permission denied"};
+      },
+      [&](const enforce::BoundEvent& e) { seen.push_back(enforce::verdictName(e.kind)); },
+      [&](const std::string& why) { seen.push_back("failed: " + why); }};
+  auto killed = enforce::drive(b, st, 5 * GiB, "drm-fdinfo", 1, seams);
+  EXPECT_FALSE(killed);
+  EXPECT_EQ(seen, (std::vector<std::string>{"kill", "failed: cgroup.kill: Permission denied",
+                                            "gpu-memory-high"}));
+  seen.clear();
+  killWorks = true;
+  killed = enforce::drive(b, st, 5 * GiB, "drm-fdinfo", 2, seams);
+  ASSERT_TRUE(killed);
+  EXPECT_EQ(*killed,
+            "killed by tally: GPU memory 5.0 GiB over gpu_memory_max 4.0 GiB (drm-fdinfo, 2 "
+            "samples at 1 s)");
+  EXPECT_EQ(seen,
+            (std::vector<std::string>{"kill", "gpu-memory-kill"}));  // the act, then its event
+  seen.clear();
+  EXPECT_FALSE(enforce::drive(b, st, 6 * GiB, "drm-fdinfo", 3, seams));  // once per lease
+  EXPECT_TRUE(seen.empty());
+}
+
 }  // namespace
 }  // namespace tally
