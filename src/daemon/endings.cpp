@@ -24,24 +24,25 @@ lease::LeaseRecord baseRecord(const Lease& l) {
   rec.spec.name = l.name;
   rec.spec.memoryMax = l.req.memoryMax;
   rec.spec.gpuMemoryMax = l.req.gpuMemoryMax;
-  rec.unit = l.unit;
-  rec.cgroup = l.cgroup;
-  rec.startedAtNs = l.startedAtNs;
+  rec.unit = l.place.unit;
+  rec.cgroup = l.place.cgroup;
+  rec.startedAtNs = l.startedAtNs();
   rec.endedAtNs = clock::realtimeNs();
   return rec;
 }
 
 cgroup::FinalCounters finalCounters(const fs::Root* root, const Lease& l) {
-  if (l.countersCg) return cgroup::readFinalCounters(*l.countersCg);
-  if (root && !l.countersCgroup.empty()) return cgroup::readFinalCounters(*root, l.countersCgroup);
+  if (l.place.countersCg) return cgroup::readFinalCounters(*l.place.countersCg);
+  if (root && !l.place.countersCgroup.empty())
+    return cgroup::readFinalCounters(*root, l.place.countersCgroup);
   return {};
 }
 
 }  // namespace
 
 bool Endings::populated(const Lease& l) {
-  if (!l.countersCg) return false;
-  auto p = l.countersCg->populated();
+  if (!l.place.countersCg) return false;
+  auto p = l.place.countersCg->populated();
   return p && *p;  // unreadable counts as not running, as a vanished cgroup does
 }
 
@@ -55,23 +56,23 @@ void Endings::end(Lease& l, const char* kind, const json& body, const std::strin
 
 void Endings::finishAttached(Lease& l, bool released) {
   lease::LeaseRecord rec = baseRecord(l);
-  rec.spec.gpuMemoryHigh = l.bound.high;
-  rec.spec.gpuAction = l.bound.action;
-  rec.spec.gpuConsecutive = l.bound.consecutive;
+  rec.spec.gpuMemoryHigh = l.metering.bound.high;
+  rec.spec.gpuAction = l.metering.bound.action;
+  rec.spec.gpuConsecutive = l.metering.bound.consecutive;
   rec.spec.sampleIntervalUs = cfg_.sampleIntervalUs;
-  rec.gpuBound = l.boundEvents;
+  rec.gpuBound = l.metering.boundEvents;
   rec.manager = "attached";
-  rec.applied = l.applied;
-  if (l.meter) {
-    l.meter->sample();
-    rec.host = l.meter->host();
-    rec.gpu = l.meter->gpu();
+  rec.applied = l.place.applied;
+  if (l.metering.meter) {
+    l.metering.meter->sample();
+    rec.host = l.metering.meter->host();
+    rec.gpu = l.metering.meter->gpu();
   }
   lease::AttachedFacts f;
   f.released = released;
-  f.oomKillsAtAdoption = l.oomKillsAtAdoption;
-  f.tallyKill = l.tallyKill;
-  if (l.applied) f.memoryMax = l.applied->memoryMax;
+  f.oomKillsAtAdoption = l.place.oomKillsAtAdoption;
+  f.tallyKill = l.ending.tallyKill;
+  if (l.place.applied) f.memoryMax = l.place.applied->memoryMax;
   rec.counters = finalCounters(env_.cgroupRoot, l);
   f.memoryEvents = rec.counters.events;
   f.memoryEventsUnknown = rec.counters.eventsUnknown;
@@ -79,17 +80,17 @@ void Endings::finishAttached(Lease& l, bool released) {
   json body = lease::recordJson(rec);
   body["lease"]["kind"] = lease::kindName(l.kind);
   if (l.target && !l.target->empty()) body["lease"]["target"] = ledger::targetJson(*l.target);
-  if (l.recovered) body["daemon"] = {{"readopted_after_restart", true}};
+  if (l.ending.recovered) body["daemon"] = {{"readopted_after_restart", true}};
   end(l, ledger::kOutcome, body, lease::outcomeClassName(rec.outcome.cls));
 }
 
 void Endings::lost(Lease& l, const std::string& why) {
   lease::LeaseRecord rec = baseRecord(l);
   rec.manager = l.isAttach() ? "attached" : "client";
-  if (l.meter) {
-    rec.host = l.meter->host();
-    rec.gpu = l.meter->gpu();
-  } else if (l.recovered) {
+  if (l.metering.meter) {
+    rec.host = l.metering.meter->host();
+    rec.gpu = l.metering.meter->gpu();
+  } else if (l.ending.recovered) {
     // This daemon never metered it; the samples taken before the restart
     // are summarised from the ledger below ("ledger_samples").
     rec.host.lastError = "not sampled since the daemon restarted; see ledger_samples";
@@ -128,9 +129,12 @@ void Endings::withdraw(Lease& l, const std::string& reason) {
 // behind, active and empty. Only that slice is stopped: its name carries the
 // lease id and it is the parent of the lease's cgroup.
 void Endings::stopLeaseSlice(const Lease& l) {
-  if (!l.isRun() || !env_.units || l.countersCgroup.empty() || l.countersCgroup == l.cgroup) return;
-  std::string slice(fs::baseName(l.countersCgroup));
-  if (!text::endsWith(slice, l.id + ".slice") || fs::parentPath(l.cgroup) != l.countersCgroup)
+  if (!l.isRun() || !env_.units || l.place.countersCgroup.empty() ||
+      l.place.countersCgroup == l.place.cgroup)
+    return;
+  std::string slice(fs::baseName(l.place.countersCgroup));
+  if (!text::endsWith(slice, l.id + ".slice") ||
+      fs::parentPath(l.place.cgroup) != l.place.countersCgroup)
     return;
   if (auto s = env_.units->stopUnit(slice); !s) {
     events_.note(
@@ -142,22 +146,22 @@ void Endings::stopLeaseSlice(const Lease& l) {
 void Endings::requestStop(Lease& l) {
   // The scope's processes get SIGTERM now and SIGKILL (cgroup.kill) after the
   // same grace systemd gives a stopping scope.
-  if (l.cg) {
-    if (auto procs = l.cg->procs()) {
+  if (l.place.cg) {
+    if (auto procs = l.place.cg->procs()) {
       for (pid_t pid : *procs) {
         if (pid > 1) ::kill(pid, SIGTERM);
       }
     }
   }
-  l.killDeadlineUs = clock::monotonicUs() + 10'000'000;
+  l.requestKill(clock::monotonicUs());
 }
 
 void Endings::expireStops(std::uint64_t nowUs) {
   for (const auto& [id, l] : book_.all()) {
-    if (!l->killDeadlineUs || nowUs < l->killDeadlineUs) continue;
-    l->killDeadlineUs = 0;
-    if (l->cg && populated(*l)) {
-      if (auto s = l->cg->kill(); !s)
+    if (!l->killDue(nowUs)) continue;
+    l->killSent();
+    if (l->place.cg && populated(*l)) {
+      if (auto s = l->place.cg->kill(); !s)
         fmt::print(stderr, "tally daemon: lease {}: {}\n", id, s.error().message);
     }
   }
@@ -166,13 +170,13 @@ void Endings::expireStops(std::uint64_t nowUs) {
 void Endings::expireGraces(std::uint64_t nowUs) {
   std::vector<std::string> lostIds, stuck;
   for (const auto& [id, l] : book_.all()) {
-    if (!l->graceDeadlineUs || nowUs < l->graceDeadlineUs || l->conn) continue;
-    if (l->state == Lease::State::Granted)
+    if (!l->graceOver(nowUs)) continue;
+    if (l->state() == Lease::State::Granted)
       stuck.push_back(id);
-    else if (l->state == Lease::State::Running && (!l->isRun() || !populated(*l)))
+    else if (l->state() == Lease::State::Running && (!l->isRun() || !populated(*l)))
       lostIds.push_back(id);
     else
-      l->graceDeadlineUs = 0;  // still running without its client: it may resume later
+      l->endGrace();  // still running without its client: it may resume later
   }
   for (const auto& id : stuck) {
     if (Lease* l = book_.find(id)) withdraw(*l, "the client went away before the workload started");

@@ -69,4 +69,27 @@ admission::Headroom poolHeadroom(const config::Pool& pool, const host::Snapshot&
   return h;
 }
 
+admission::Headroom PoolMeasures::headroomFor(const config::Pool& pool) {
+  std::vector<HolderUse> holders;
+  for (const auto& id : book_.engine().usage(pool.name).holders) {
+    const Lease* l = book_.find(id);
+    if (!l) continue;
+    HolderUse u;
+    u.memoryMax = l->req.memoryMax;
+    u.gpuMemoryMax = l->req.gpuMemoryMax;
+    if (l->metering.meter) {
+      u.memoryInUse = hostOnly(*l);
+      u.gpuInUse = l->metering.meter->gpu().lastBytes;
+    }
+    holders.push_back(u);
+  }
+  return poolHeadroom(pool, host_.recent(), holders);
+}
+
+std::optional<std::uint64_t> PoolMeasures::hostOnly(const Lease& l) const {
+  if (!l.metering.meter) return std::nullopt;
+  const auto& m = *l.metering.meter;
+  return handover_.hostOnly(m.host().last, m.host().lastStatGpu, m.gpu().lastHostUncharged);
+}
+
 }  // namespace tally::daemon

@@ -18,6 +18,8 @@
 #include <vector>
 
 #include "admission/engine.h"
+#include "coverage/handover.h"
+#include "daemon/lease_book.h"
 #include "host/snapshot.h"
 
 namespace tally::daemon {
@@ -38,5 +40,24 @@ admission::Totals poolTotals(const config::Pool& pool, const host::Snapshot& hos
 
 admission::Headroom poolHeadroom(const config::Pool& pool, const host::Snapshot& host,
                                  const std::vector<HolderUse>& holders);
+
+// The measured figures admission and the views judge pools on, from the
+// leases' meters and the host snapshot.
+class PoolMeasures {
+ public:
+  PoolMeasures(const LeaseBook& book, host::SnapshotCache& host, const coverage::Handover& handover)
+      : book_(book), host_(host), handover_(handover) {}
+  // What is free for one more grant in `pool`.
+  admission::Headroom headroomFor(const config::Pool& pool);
+  // What the host and the pool's devices hold in all.
+  admission::Totals totalsFor(const config::Pool& pool) { return poolTotals(pool, host_.recent()); }
+  // A lease's host memory without its GPU memory (coverage::Handover::hostOnly).
+  std::optional<std::uint64_t> hostOnly(const Lease& l) const;
+
+ private:
+  const LeaseBook& book_;
+  host::SnapshotCache& host_;
+  const coverage::Handover& handover_;
+};
 
 }  // namespace tally::daemon

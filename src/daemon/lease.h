@@ -1,5 +1,16 @@
-// One lease as the daemon holds it: passive data. The LeaseBook owns every
-// Lease; the other parts of the daemon read and change them through it.
+// One lease as the daemon holds it. The LeaseBook owns every Lease; its
+// parts are split by the part of the daemon that owns them (placement,
+// metering, the client, the ending), and its state changes only through the
+// transitions below, each written once:
+//
+//   queued --markGranted--> granted --markRunning--> running
+//                                   (markRecovered: running again after a restart)
+//
+//   the client grace   a run lease without its client (and a granted one whose
+//                      client never started it) waits client_grace for it:
+//                      awaitClient() starts it, clientBack() ends it
+//   the stop grace     a released run lease gets SIGTERM, then SIGKILL after
+//                      kStopGraceUs: requestKill() starts it, killDue() says when
 #pragma once
 
 #include <sys/types.h>
@@ -24,61 +35,122 @@
 
 namespace tally::daemon {
 
+// How long a released run lease's processes have between SIGTERM and
+// SIGKILL: the grace systemd gives a stopping scope.
+inline constexpr std::uint64_t kStopGraceUs = 10'000'000;
+
 struct Lease {
   enum class State { Queued, Granted, Running };
 
+  // Who asked for what: set when the request arrives, never changed.
   std::string id, name;
   lease::LeaseKind kind = lease::LeaseKind::Run;
   uid_t owner = 0;
   pid_t peerPid = 0;
   admission::Request req;
-  State state = State::Queued;
-  std::uint64_t conn = 0;  // the client bound to the lease; 0 = none
-  bool pending = false;    // an acquire/attach waits for its reply on `conn`
-  nlohmann::json pendingId;
   // attach: what the operator named (on the heap: only attach leases have one).
   std::unique_ptr<lease::AttachTarget> target;
   lease::Attributes attributes;  // operator-declared (--attr), shown in seat rows as "declared"
-  std::uint64_t requestedAtNs = 0, grantedAtNs = 0, startedAtNs = 0;
+  std::uint64_t requestedAtNs = 0;
 
-  // Where it runs, once it runs. The cgroups are held open (a re-created
-  // cgroup of the same name is never read as this one): `cg` is the lease's,
-  // `countersCg` where its final counters live (the same, or its slice). On
-  // the heap: a queued request has neither, and 10,000 of them waiting
-  // should not carry two empty handles each.
-  std::string unit, cgroup, countersCgroup;
-  std::uint64_t inode = 0;
-  std::unique_ptr<cgroup::Cgroup> cg, countersCg;
-  std::unique_ptr<lease::LeaseMeter> meter;  // reads `cg`; declared after it, destroyed before it
-  std::optional<cgroup::AppliedLimits> applied;
-  std::optional<std::uint64_t> oomKillsAtAdoption;
+  // Where it runs, once it runs (daemon/placement.h, recovery). The cgroups
+  // are held open (a re-created cgroup of the same name is never read as
+  // this one): `cg` is the lease's, `countersCg` where its final counters
+  // live (the same, or its slice). On the heap: a queued request has
+  // neither, and 10,000 of them waiting should not carry two empty handles each.
+  struct Placement {
+    std::string unit, cgroup, countersCgroup;
+    std::uint64_t inode = 0;
+    std::unique_ptr<cgroup::Cgroup> cg, countersCg;
+    std::optional<cgroup::AppliedLimits> applied;
+    std::optional<std::uint64_t> oomKillsAtAdoption;
+  } place;
 
-  // Endings.
-  std::uint64_t graceDeadlineUs = 0;  // a run lease without its client is closed as lost after this
-  std::uint64_t killDeadlineUs = 0;   // release of a run lease: SIGKILL the rest after this
-  bool releaseRequested = false;
-  bool recovered = false;                   // re-adopted after a daemon restart
-  std::optional<std::size_t> lastPosition;  // the queue position its client was last told
-  std::uint64_t lastToldUs = 0;             // monotonic: when its client was last told why it waits
+  // Its meter and GPU bound (daemon/sampler.h). Declared after `place`: the
+  // meter reads place.cg, so it is destroyed first.
+  struct Metering {
+    std::unique_ptr<lease::LeaseMeter> meter;
+    // Its sampling cadence (enforce/cadence.h); near its bound it is sampled
+    // every near_bound_interval. lastRowUs: when a sample row was last stored.
+    enforce::Pace pace;
+    std::uint64_t lastRowUs = 0;
+    // The GPU bound: enforced by the daemon for attached leases; a run lease's
+    // client enforces it and reports what happened ("bound").
+    enforce::GpuBound bound;
+    enforce::GpuBoundState boundState;
+    std::vector<enforce::BoundEvent> boundEvents;
+    bool advisory = false;  // the kernel charges GTT: gpu_memory_max reports only
+    // Bound events a run lease's client may report (Limits::boundBurst at
+    // once, one more per Limits::boundRefillUs), and how many were refused.
+    TokenBucket boundReports{Limits{}.boundBurst, Limits{}.boundRefillUs};
+    std::uint64_t boundRefused = 0;
+  } metering;
 
-  // The GPU bound: enforced by the daemon for attached leases; a run lease's
-  // client enforces it and reports what happened ("bound").
-  enforce::GpuBound bound;
-  enforce::GpuBoundState boundState;
-  // Its sampling cadence (enforce/cadence.h); near its bound it is sampled
-  // every near_bound_interval. lastRowUs: when a sample row was last stored.
-  enforce::Pace pace;
-  std::uint64_t lastRowUs = 0;
-  std::vector<enforce::BoundEvent> boundEvents;
-  std::optional<std::string> tallyKill;  // the kill's summary, once tally killed it
-  bool advisory = false;                 // the kernel charges GTT: gpu_memory_max reports only
-  // Bound events a run lease's client may report (Limits::boundBurst at
-  // once, one more per Limits::boundRefillUs), and how many were refused.
-  TokenBucket boundReports{Limits{}.boundBurst, Limits{}.boundRefillUs};
-  std::uint64_t boundRefused = 0;
+  // Its client: the connection a waiting request or a run lease is bound to.
+  struct Client {
+    std::uint64_t conn = 0;  // 0 = none
+    bool pending = false;    // an acquire/attach waits for its reply on `conn`
+    nlohmann::json pendingId;
+    std::optional<std::size_t> lastPosition;  // the queue position it was last told
+    std::uint64_t lastToldUs = 0;             // monotonic: when it was last told why it waits
+    std::uint64_t graceDeadlineUs = 0;        // monotonic; 0: no grace running
+  } client;
 
+  // How it ends (daemon/endings.h).
+  struct Ending {
+    std::uint64_t killDeadlineUs = 0;  // monotonic; 0: no stop in progress
+    bool releaseRequested = false;
+    bool recovered = false;                // re-adopted after a daemon restart
+    std::optional<std::string> tallyKill;  // the kill's summary, once tally killed it
+  } ending;
+
+  State state() const { return state_; }
+  std::uint64_t grantedAtNs() const { return grantedAtNs_; }
+  std::uint64_t startedAtNs() const { return startedAtNs_; }
   bool isRun() const { return kind == lease::LeaseKind::Run; }
   bool isAttach() const { return kind == lease::LeaseKind::Attach; }
+
+  // The state machine (CLOCK_REALTIME ns).
+  void markGranted(std::uint64_t nowNs) {
+    state_ = State::Granted;
+    grantedAtNs_ = nowNs;
+  }
+  void markRunning(std::uint64_t nowNs) {
+    state_ = State::Running;
+    startedAtNs_ = nowNs;
+  }
+  // Rebuilt from its rows after a restart: granted, or running since `startedNs`.
+  void markRecovered(State s, std::uint64_t grantedNs, std::uint64_t startedNs) {
+    state_ = s;
+    grantedAtNs_ = grantedNs;
+    startedAtNs_ = startedNs;
+    ending.recovered = true;
+  }
+
+  // The client grace (CLOCK_MONOTONIC µs).
+  void awaitClient(std::uint64_t nowUs, std::uint64_t graceUs) {
+    client.graceDeadlineUs = nowUs + graceUs;
+  }
+  void clientBack(std::uint64_t conn) {
+    client.conn = conn;
+    client.graceDeadlineUs = 0;
+  }
+  bool graceOver(std::uint64_t nowUs) const {
+    return client.graceDeadlineUs && nowUs >= client.graceDeadlineUs && !client.conn;
+  }
+  // The grace ended and the workload still runs: it may resume any time later.
+  void endGrace() { client.graceDeadlineUs = 0; }
+
+  // The stop grace (CLOCK_MONOTONIC µs).
+  void requestKill(std::uint64_t nowUs) { ending.killDeadlineUs = nowUs + kStopGraceUs; }
+  bool killDue(std::uint64_t nowUs) const {
+    return ending.killDeadlineUs && nowUs >= ending.killDeadlineUs;
+  }
+  void killSent() { ending.killDeadlineUs = 0; }
+
+ private:
+  State state_ = State::Queued;
+  std::uint64_t grantedAtNs_ = 0, startedAtNs_ = 0;
 };
 
 const char* stateName(Lease::State s);  // "queued", "granted", "running"

@@ -59,20 +59,20 @@ std::vector<std::string> LeaseBook::enqueue(std::unique_ptr<Lease> l,
                                             const admission::HeadroomFn& headroom) {
   std::string id = l->id;
   engine_.enqueue(l->req);
-  if (l->conn) ++queuedPerConn_[l->conn];
+  if (l->client.conn) ++queuedPerConn_[l->client.conn];
   leases_[id] = std::move(l);
   return engine_.grantArrival(id, headroom);
 }
 
 void LeaseBook::leftQueue(const Lease& l) {
-  auto it = queuedPerConn_.find(l.conn);
+  auto it = queuedPerConn_.find(l.client.conn);
   if (it == queuedPerConn_.end()) return;
   if (--it->second == 0) queuedPerConn_.erase(it);
 }
 
 void LeaseBook::markGranted(Lease& l) {
   leftQueue(l);
-  l.state = Lease::State::Granted;
+  l.markGranted(clock::realtimeNs());
 }
 
 void LeaseBook::cancel(Lease& l) {
@@ -90,7 +90,7 @@ Status LeaseBook::hold(std::unique_ptr<Lease> l) {
 void LeaseBook::forget(const std::string& id) {
   auto it = leases_.find(id);
   if (it == leases_.end()) return;
-  if (it->second->state == Lease::State::Queued) {
+  if (it->second->state() == Lease::State::Queued) {
     engine_.cancel(id);
     leftQueue(*it->second);
   } else {
@@ -107,13 +107,13 @@ std::size_t LeaseBook::queuedOn(std::uint64_t conn) const {
 bool LeaseBook::holdsConnection(std::uint64_t conn) const {
   if (queuedOn(conn)) return true;
   return std::any_of(leases_.begin(), leases_.end(),
-                     [&](const auto& kv) { return kv.second->conn == conn; });
+                     [&](const auto& kv) { return kv.second->client.conn == conn; });
 }
 
 const Lease* LeaseBook::ofCgroup(const std::string& cgroup, std::uint64_t inode) const {
   for (const auto& [id, other] : leases_) {
-    if (other->cgroup.empty()) continue;
-    if (other->cgroup == cgroup || (inode && other->inode == inode)) return other.get();
+    if (other->place.cgroup.empty()) continue;
+    if (other->place.cgroup == cgroup || (inode && other->place.inode == inode)) return other.get();
   }
   return nullptr;
 }
@@ -138,8 +138,8 @@ LeaseBook::Move LeaseBook::moveAt(std::size_t index, const admission::HeadroomFn
     }
   }
   if (l) {
-    l->lastPosition = index + 1;
-    l->lastToldUs = nowUs;
+    l->client.lastPosition = index + 1;
+    l->client.lastToldUs = nowUs;
   }
   return m;
 }
@@ -155,14 +155,14 @@ std::vector<LeaseBook::Move> LeaseBook::moves(const admission::HeadroomFn& headr
   std::set<std::size_t> told;
   for (std::size_t i = from; i < total; ++i) {
     Lease* l = find(engine_.at(i).req->id);
-    if (!l || !l->pending || l->lastPosition == i + 1) continue;
+    if (!l || !l->client.pending || l->client.lastPosition == i + 1) continue;
     out.push_back(moveAt(i, headroom, now));
     told.insert(i);
   }
   for (std::size_t i : engine_.takeReasonChanges()) {
     if (i >= total || told.count(i)) continue;
     Lease* l = find(engine_.at(i).req->id);
-    if (!l || !l->pending) continue;
+    if (!l || !l->client.pending) continue;
     out.push_back(moveAt(i, headroom, now));
   }
   return out;
@@ -173,7 +173,7 @@ std::vector<LeaseBook::Move> LeaseBook::due(std::uint64_t nowUs, std::uint64_t e
   std::vector<Move> out;
   for (std::size_t i = 0; i < engine_.queued(); ++i) {
     Lease* l = find(engine_.at(i).req->id);
-    if (!l || !l->pending || nowUs - l->lastToldUs < everyUs) continue;
+    if (!l || !l->client.pending || nowUs - l->client.lastToldUs < everyUs) continue;
     out.push_back(moveAt(i, headroom, nowUs));
   }
   return out;
@@ -181,7 +181,7 @@ std::vector<LeaseBook::Move> LeaseBook::due(std::uint64_t nowUs, std::uint64_t e
 
 std::size_t LeaseBook::live() const {
   return static_cast<std::size_t>(std::count_if(leases_.begin(), leases_.end(), [](const auto& kv) {
-    return kv.second->state != Lease::State::Queued;
+    return kv.second->state() != Lease::State::Queued;
   }));
 }
 

@@ -64,7 +64,7 @@ Result<ledger::Event> LeaseEvents::recordOutcome(const Lease& l, const json& ori
 }
 
 void LeaseEvents::bound(Lease& l, const enforce::BoundEvent& e, const std::string& source) {
-  l.boundEvents.push_back(e);
+  l.metering.boundEvents.push_back(e);
   ++boundCounts_[enforce::verdictName(e.kind)];
   json body = ledger::encode(ledger::BoundRow{e, source});
   if (auto r =
@@ -83,8 +83,8 @@ void LeaseEvents::bound(Lease& l, const enforce::BoundEvent& e, const std::strin
 }
 
 Status LeaseEvents::clientBound(Lease& l, enforce::BoundEvent e, const Limits& limits) {
-  if (!l.boundReports.take(clock::monotonicUs())) {
-    if (l.boundRefused++ == 0) {
+  if (!l.metering.boundReports.take(clock::monotonicUs())) {
+    if (l.metering.boundRefused++ == 0) {
       note(4,
            fmt::format("lease {} ({}): its client reports GPU bound events faster than {} at once "
                        "and one per {} ms; the excess is refused and counted in the outcome",
@@ -93,11 +93,11 @@ Status LeaseEvents::clientBound(Lease& l, enforce::BoundEvent e, const Limits& l
     }
     return Error{EAGAIN, fmt::format("too many GPU bound events for lease {}; this one was not "
                                      "recorded ({} refused so far)",
-                                     l.id, l.boundRefused)};
+                                     l.id, l.metering.boundRefused)};
   }
   e.atNs = clock::realtimeNs();
-  if (e.kind == enforce::Verdict::Kill) l.tallyKill = e.summary;
-  bound(l, e, l.meter ? l.meter->gpu().lastSource : "drm-fdinfo");
+  if (e.kind == enforce::Verdict::Kill) l.ending.tallyKill = e.summary;
+  bound(l, e, l.metering.meter ? l.metering.meter->gpu().lastSource : "drm-fdinfo");
   return Ok{};
 }
 
@@ -134,7 +134,7 @@ void LeaseEvents::positions(const std::vector<LeaseBook::Move>& moves) {
     if (mv.figures.free) ev["free"] = *mv.figures.free;
     if (mv.figures.needed || mv.figures.free) ev["unit"] = mv.figures.unit;
     if (!mv.figures.detail.empty()) ev["detail"] = mv.figures.detail;
-    outbox_.send(mv.lease->conn, rpc::encodeEvent(mv.lease->pendingId, "queued", ev));
+    outbox_.send(mv.lease->client.conn, rpc::encodeEvent(mv.lease->client.pendingId, "queued", ev));
   }
 }
 

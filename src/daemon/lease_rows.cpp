@@ -9,6 +9,12 @@ namespace tally::daemon {
 
 using json = nlohmann::json;
 
+void setBound(Lease& l, const enforce::GpuBound& declared, const coverage::Handover& handover) {
+  l.metering.bound = declared;
+  l.metering.advisory = handover.gpuBoundAdvisory(declared.max.has_value());
+  if (l.metering.advisory) l.metering.bound.action = enforce::Action::Report;
+}
+
 std::unique_ptr<Lease> newLease(lease::LeaseKind kind, uid_t owner, pid_t peerPid,
                                 std::uint64_t conn, const rpc::api::Declared& d,
                                 const config::Daemon& cfg, const Limits& limits,
@@ -19,7 +25,7 @@ std::unique_ptr<Lease> newLease(lease::LeaseKind kind, uid_t owner, pid_t peerPi
   l->name = d.name.value_or(lease::kindName(kind));
   l->owner = owner;
   l->peerPid = peerPid;
-  l->conn = conn;
+  l->client.conn = conn;
   l->requestedAtNs = clock::realtimeNs();
   l->req.id = l->id;
   l->req.pools = d.pools;
@@ -28,15 +34,12 @@ std::unique_ptr<Lease> newLease(lease::LeaseKind kind, uid_t owner, pid_t peerPi
   l->req.priority = d.priority;
   std::uint64_t waitUs = d.timeoutUs.value_or(cfg.queueTimeoutUs);
   if (waitUs) l->req.deadlineUs = clock::monotonicUs() + waitUs;
-  l->bound = enforce::GpuBound{
-      d.gpuMemoryMax, d.gpuMemoryHigh, d.gpuAction.value_or(enforce::Action::Kill),
-      d.gpuOverSamples.value_or(enforce::kDefaultConsecutive), cfg.sampleIntervalUs};
-  if (handover.gpuBoundAdvisory(d.gpuMemoryMax.has_value())) {
-    l->bound.action = enforce::Action::Report;
-    l->advisory = true;
-  }
+  setBound(*l,
+           {d.gpuMemoryMax, d.gpuMemoryHigh, d.gpuAction.value_or(enforce::Action::Kill),
+            d.gpuOverSamples.value_or(enforce::kDefaultConsecutive), cfg.sampleIntervalUs},
+           handover);
   l->attributes = d.attributes;
-  l->boundReports = TokenBucket(limits.boundBurst, limits.boundRefillUs);
+  l->metering.boundReports = TokenBucket(limits.boundBurst, limits.boundRefillUs);
   return l;
 }
 
@@ -50,11 +53,11 @@ ledger::GrantedRow grantedRow(const Lease& l) {
   row.priority = l.req.priority;
   row.memoryMax = l.req.memoryMax;
   row.gpuMemoryMax = l.req.gpuMemoryMax;
-  row.gpuMemoryHigh = l.bound.high;
+  row.gpuMemoryHigh = l.metering.bound.high;
   row.attributes = l.attributes;
-  if (l.bound.any()) {
-    row.boundAction = l.bound.action;
-    row.boundConsecutive = l.bound.consecutive;
+  if (l.metering.bound.any()) {
+    row.boundAction = l.metering.bound.action;
+    row.boundConsecutive = l.metering.bound.consecutive;
   }
   row.requestedAtNs = l.requestedAtNs;
   if (l.target) row.target = *l.target;
@@ -78,12 +81,13 @@ ledger::CoverageRow coverageRow(const coverage::Assessment& a, const coverage::H
 }
 
 ledger::PlacedRow placedRow(const Lease& l) {
-  return {l.unit,
-          l.cgroup,
-          l.inode,
-          l.countersCgroup,
-          l.oomKillsAtAdoption,
-          l.applied ? std::optional<probes::MemoryLimit>(l.applied->memoryMax) : std::nullopt};
+  return {l.place.unit,
+          l.place.cgroup,
+          l.place.inode,
+          l.place.countersCgroup,
+          l.place.oomKillsAtAdoption,
+          l.place.applied ? std::optional<probes::MemoryLimit>(l.place.applied->memoryMax)
+                          : std::nullopt};
 }
 
 // The lease its granted row describes, with what later rows add.
@@ -93,7 +97,7 @@ Result<std::unique_ptr<Lease>> rebuildLease(const std::vector<ledger::Event>& ev
                                             std::optional<ledger::PlacedRow>& placed) {
   auto l = std::make_unique<Lease>();
   l->id = events.front().leaseId;
-  l->recovered = true;
+  std::uint64_t grantedNs = 0, startedNs = 0;
   for (const auto& e : events) {
     json body = json::parse(e.body, nullptr, false);
     if (e.kind == ledger::kGranted) {
@@ -103,42 +107,38 @@ Result<std::unique_ptr<Lease>> rebuildLease(const std::vector<ledger::Event>& ev
       l->name = g->name;
       l->owner = g->owner;
       l->peerPid = g->peerPid;
-      l->grantedAtNs = e.atNs;
+      grantedNs = e.atNs;
       l->requestedAtNs = g->requestedAtNs;
       l->req.id = l->id;
       l->req.pools = g->pools;
       l->req.priority = g->priority;
       l->req.memoryMax = g->memoryMax;
       l->req.gpuMemoryMax = g->gpuMemoryMax;
-      l->bound.max = g->gpuMemoryMax;
-      l->bound.high = g->gpuMemoryHigh;
-      l->bound.sampleIntervalUs = cfg.sampleIntervalUs;
-      if (g->boundAction) l->bound.action = *g->boundAction;
-      l->bound.consecutive = g->boundConsecutive;
-      if (handover.gpuBoundAdvisory(l->bound.max.has_value())) {
-        l->bound.action = enforce::Action::Report;
-        l->advisory = true;
-      }
+      setBound(*l,
+               {g->gpuMemoryMax, g->gpuMemoryHigh, g->boundAction.value_or(enforce::Action::Kill),
+                g->boundConsecutive, cfg.sampleIntervalUs},
+               handover);
       l->attributes = g->attributes;
       if (!g->target.empty()) l->target = std::make_unique<lease::AttachTarget>(g->target);
     } else if (e.kind == ledger::kStarted || e.kind == ledger::kAdopted) {
       auto p = ledger::decodePlaced(body);
       if (!p) return Error{0, fmt::format("lease {}: {}", l->id, p.error().message)};
       placed = *p;
-      l->startedAtNs = e.atNs;
-      if (p->oomKillsAtAdoption) l->oomKillsAtAdoption = p->oomKillsAtAdoption;
+      startedNs = e.atNs;
+      if (p->oomKillsAtAdoption) l->place.oomKillsAtAdoption = p->oomKillsAtAdoption;
     } else if (e.kind == ledger::kReleased) {
-      l->releaseRequested = true;
+      l->ending.releaseRequested = true;
     } else if (e.kind == ledger::kGpuBound) {
       auto b = ledger::decodeBound(body);
       if (!b) return Error{0, fmt::format("lease {}: {}", l->id, b.error().message)};
       if (b->event.kind == enforce::Verdict::Kill) {
         // Killed before the restart: the outcome still names it, and it is not killed twice.
-        l->tallyKill = b->event.summary;
-        l->boundState.acted = true;
+        l->ending.tallyKill = b->event.summary;
+        l->metering.boundState.acted = true;
       }
     }
   }
+  l->markRecovered(placed ? Lease::State::Running : Lease::State::Granted, grantedNs, startedNs);
   return l;
 }
 

@@ -20,6 +20,10 @@ namespace tally::daemon {
 
 // A new queued lease for an acquire (run) or attach request by `owner`,
 // with its bound made advisory when the kernel already bounds GTT.
+// The lease's GPU bound as declared, advisory (report only) once the kernel
+// charges GTT unless keep_gpu_memory_max (coverage::Handover).
+void setBound(Lease& l, const enforce::GpuBound& declared, const coverage::Handover& handover);
+
 std::unique_ptr<Lease> newLease(lease::LeaseKind kind, uid_t owner, pid_t peerPid,
                                 std::uint64_t conn, const rpc::api::Declared& d,
                                 const config::Daemon& cfg, const Limits& limits,

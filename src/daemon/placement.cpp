@@ -45,7 +45,7 @@ std::optional<Denial> placeAttach(const PlacementEnv& env, const LeaseBook& book
       return Denial{code::kRefused,
                     fmt::format("unit {} has no control group; is it running?", unit)};
     path = *cg;
-    l.unit = unit;
+    l.place.unit = unit;
   } else if (!a.target.cgroup.empty()) {
     path = a.target.cgroup;
   } else {
@@ -104,34 +104,35 @@ std::optional<Denial> placeAttach(const PlacementEnv& env, const LeaseBook& book
     return Denial{code::kRefused, fmt::format("cgroup {} has no processes ({} populated 0)", cgPath,
                                               cgroup::file::kEvents)};
   }
-  l.cgroup = l.countersCgroup = cgPath;
-  l.inode = cg->inode();
+  l.place.cgroup = l.place.countersCgroup = cgPath;
+  l.place.inode = cg->inode();
   // An attached workload's counters are its own cgroup's (a second handle on it).
   if (auto counters = cgroup::Cgroup::open(*env.cgroupRoot, cgPath))
-    l.countersCg = std::make_unique<cgroup::Cgroup>(std::move(*counters));
-  l.cg = std::make_unique<cgroup::Cgroup>(std::move(*cg));
+    l.place.countersCg = std::make_unique<cgroup::Cgroup>(std::move(*counters));
+  l.place.cg = std::make_unique<cgroup::Cgroup>(std::move(*cg));
   return std::nullopt;
 }
 
 std::optional<Denial> refuseOverOnArrival(const PlacementEnv& env, const Lease& l, bool force) {
-  if (force || !l.cg) return std::nullopt;
+  if (force || !l.place.cg) return std::nullopt;
   std::vector<std::string> over;
   if (l.req.memoryMax) {
-    if (auto now = l.cg->memoryCurrent(); now && *now > *l.req.memoryMax)
+    if (auto now = l.place.cg->memoryCurrent(); now && *now > *l.req.memoryMax)
       over.push_back(fmt::format("memory {} now ({}), over --memory-max {}",
                                  units::humanBytes(*now), cgroup::file::kMemoryCurrent,
                                  units::humanBytes(*l.req.memoryMax)));
   }
   // Only a bound that kills can kill on arrival; a report-only one just reports.
-  if (l.req.gpuMemoryMax && l.bound.action == enforce::Action::Kill && env.sys && env.cgroupRoot) {
-    lease::LeaseMeter meter(env.proc, *env.sys, *l.cg, l.req.gpuMemoryMax);
+  if (l.req.gpuMemoryMax && l.metering.bound.action == enforce::Action::Kill && env.sys &&
+      env.cgroupRoot) {
+    lease::LeaseMeter meter(env.proc, *env.sys, *l.place.cg, l.req.gpuMemoryMax);
     meter.sample();
     if (auto now = meter.gpu().lastBytes; now && *now > *l.req.gpuMemoryMax)
       over.push_back(fmt::format("GPU memory {} now (DRM fdinfo), over --gpu-memory-max {}",
                                  units::humanBytes(*now), units::humanBytes(*l.req.gpuMemoryMax)));
   }
   if (over.empty()) return std::nullopt;
-  std::string what = l.unit.empty() ? "cgroup " + l.cgroup : "unit " + l.unit;
+  std::string what = l.place.unit.empty() ? "cgroup " + l.place.cgroup : "unit " + l.place.unit;
   return Denial{
       code::kInvalidParams,
       fmt::format("{} uses {}: attaching would kill it on arrival. Declare limits above what it "
@@ -140,15 +141,15 @@ std::optional<Denial> refuseOverOnArrival(const PlacementEnv& env, const Lease& 
 }
 
 Status adopt(const PlacementEnv& env, Lease& l) {
-  const cgroup::Cgroup& cg = *l.cg;
+  const cgroup::Cgroup& cg = *l.place.cg;
   if (l.req.memoryMax) {
     // A cgroup that is a systemd unit's (a podman scope, a service found by
     // --pid) gets its limit through systemd, which would otherwise undo a
     // direct write; it counts as the unit's only when systemd says so.
-    std::string unit = l.unit;
-    if (unit.empty() && env.units && unitInterface(std::string(fs::baseName(l.cgroup)))) {
-      std::string candidate(fs::baseName(l.cgroup));
-      if (auto owner = env.units->controlGroup(candidate); owner && *owner == l.cgroup)
+    std::string unit = l.place.unit;
+    if (unit.empty() && env.units && unitInterface(std::string(fs::baseName(l.place.cgroup)))) {
+      std::string candidate(fs::baseName(l.place.cgroup));
+      if (auto owner = env.units->controlGroup(candidate); owner && *owner == l.place.cgroup)
         unit = candidate;
     }
     if (!unit.empty()) {
@@ -158,7 +159,7 @@ Status adopt(const PlacementEnv& env, Lease& l) {
         return Error{0, fmt::format("SetUnitProperties({}, MemoryMax={}): {}", unit,
                                     *l.req.memoryMax, s.error().message)};
       }
-      l.unit = unit;
+      l.place.unit = unit;
     } else if (auto s = cg.setMemoryMax(*l.req.memoryMax); !s) {
       return Error{s.error().code, s.error().message + " (to set --memory-max)"};
     }
@@ -169,11 +170,11 @@ Status adopt(const PlacementEnv& env, Lease& l) {
   expected.onlyDeclared = true;
   auto applied = contain::verifyLimits(cg, expected, env.pageSize, "");
   if (applied) {
-    l.applied = *applied;
+    l.place.applied = *applied;
   } else if (l.req.memoryMax || applied.error().code != ENOENT) {
     return Error{applied.error().code, applied.error().message + "; refusing the lease"};
   }
-  if (auto ev = cg.memoryEvents()) l.oomKillsAtAdoption = ev->get("oom_kill");
+  if (auto ev = cg.memoryEvents()) l.place.oomKillsAtAdoption = ev->get("oom_kill");
   return Ok{};
 }
 
@@ -223,12 +224,12 @@ std::optional<Denial> placeRun(const PlacementEnv& env, const LeaseBook& book, c
     return Denial{code::kConflict,
                   fmt::format("cgroup {} is already leased by {}", p.cgroup, other->id)};
   }
-  l.unit = p.unit;
-  l.cgroup = p.cgroup;
-  l.countersCgroup = counters;
-  l.inode = cg->inode();
-  l.cg = std::make_unique<cgroup::Cgroup>(std::move(*cg));
-  l.countersCg = std::make_unique<cgroup::Cgroup>(std::move(*countersCg));
+  l.place.unit = p.unit;
+  l.place.cgroup = p.cgroup;
+  l.place.countersCgroup = counters;
+  l.place.inode = cg->inode();
+  l.place.cg = std::make_unique<cgroup::Cgroup>(std::move(*cg));
+  l.place.countersCg = std::make_unique<cgroup::Cgroup>(std::move(*countersCg));
   return std::nullopt;
 }
 

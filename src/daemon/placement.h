@@ -37,7 +37,7 @@ struct PlacementEnv {
   const fs::Root* sys = nullptr;  // for measuring a workload's GPU memory on arrival
 };
 
-// Where the workload lives (l.cgroup, l.inode, l.cg, l.unit, l.target are
+// Where the workload lives (l.place.cgroup, l.place.inode, l.place.cg, l.place.unit, l.target are
 // set), and whether `peer` may lease it with these limits: the directory is
 // theirs, a --memory-max is one they could write themselves, and no other
 // lease holds the cgroup.
@@ -56,8 +56,8 @@ std::optional<Denial> refuseOverOnArrival(const PlacementEnv& env, const Lease& 
 // refuses the lease.
 Status adopt(const PlacementEnv& env, Lease& l);
 
-// A run lease's `started`: the cgroups are checked and opened (l.cgroup,
-// l.countersCgroup, l.inode, l.cg, l.countersCg, l.unit are set).
+// A run lease's `started`: the cgroups are checked and opened (l.place.cgroup,
+// l.place.countersCgroup, l.place.inode, l.place.cg, l.place.countersCg, l.place.unit are set).
 std::optional<Denial> placeRun(const PlacementEnv& env, const LeaseBook& book, const Peer& peer,
                                const rpc::api::Started& p, Lease& l);
 

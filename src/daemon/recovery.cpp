@@ -2,97 +2,82 @@
 
 #include <fmt/format.h>
 
-#include <algorithm>
-
 #include "daemon/lease_rows.h"
-#include "ledger/rows.h"
 #include "util/clock.h"
 
 namespace tally::daemon {
 
-using json = nlohmann::json;
-
-Result<std::vector<std::string>> recover(const config::Daemon& cfg, RecoveryEnv env,
-                                         ledger::Ledger& ledger, LeaseBook& book,
-                                         LeaseEvents& events, Endings& endings, Sampler& sampler,
-                                         const coverage::Handover& handover) {
+Result<std::vector<std::string>> Recovery::run() {
   std::vector<std::string> log;
-  auto open = ledger.openLeases();
+  auto open = ledger_.openLeases();
   if (!open)
     return Error{
         0, fmt::format("cannot read the open leases from the ledger: {}", open.error().message)};
   for (const auto& rows : *open) {
     std::optional<ledger::PlacedRow> placed;
-    auto rebuilt = rebuildLease(rows, cfg, handover, placed);
+    auto rebuilt = rebuildLease(rows, cfg_, handover_, placed);
     if (!rebuilt)
       return Error{0, fmt::format("cannot read the open leases from the ledger: {}",
                                   rebuilt.error().message)};
     std::string id = (*rebuilt)->id;
-    if (auto s = book.hold(std::move(*rebuilt)); !s)
+    if (auto s = book_.hold(std::move(*rebuilt)); !s)
       log.push_back(
           fmt::format("lease {}: re-admitted over its pools' limits: {}", id, s.error().message));
-    Lease& ref = *book.find(id);
+    Lease& l = *book_.find(id);
     if (!placed) {
       // Granted, never started: a run lease's client may still be setting up.
-      ref.state = Lease::State::Granted;
-      ref.graceDeadlineUs = clock::monotonicUs() + cfg.clientGraceUs;
-      log.push_back(
-          fmt::format("lease {} ({}): granted, not started; waiting for its client to resume",
-                      ref.id, ref.name));
+      l.awaitClient(clock::monotonicUs(), cfg_.clientGraceUs);
+      log.push_back(fmt::format(
+          "lease {} ({}): granted, not started; waiting for its client to resume", l.id, l.name));
       continue;
     }
-    ref.unit = placed->unit;
-    ref.cgroup = placed->cgroup;
-    ref.countersCgroup = placed->countersCgroup;
-    ref.inode = placed->inode;
-    ref.state = Lease::State::Running;
-    // Same identity: the unit still has this cgroup, and the directory is the
-    // very one (inode), not a new cgroup of the same name.
-    std::string why;
-    if (!env.cgroupRoot) {
-      why = "the daemon has no cgroup v2 root";
-    } else if (auto cg = cgroup::Cgroup::open(*env.cgroupRoot, ref.cgroup); !cg) {
-      why = fmt::format("its cgroup {} is gone", ref.cgroup);
-    } else if (cg->inode() != ref.inode) {
-      why = fmt::format("cgroup {} was re-created (inode {} is not the recorded {})", ref.cgroup,
-                        cg->inode(), ref.inode);
-    } else {
-      if (ref.isAttach() && !ref.unit.empty() && env.units) {
-        auto unitCg = env.units->controlGroup(ref.unit);
-        if (unitCg && *unitCg != ref.cgroup)
-          why = fmt::format("unit {} now has cgroup '{}'", ref.unit, *unitCg);
-      }
-      if (why.empty()) {
-        ref.cg = std::make_unique<cgroup::Cgroup>(std::move(*cg));
-        if (ref.countersCgroup == ref.cgroup) {
-          if (auto again = cgroup::Cgroup::open(*env.cgroupRoot, ref.cgroup))
-            ref.countersCg = std::make_unique<cgroup::Cgroup>(std::move(*again));
-        } else if (auto counters = cgroup::Cgroup::open(*env.cgroupRoot, ref.countersCgroup)) {
-          ref.countersCg = std::make_unique<cgroup::Cgroup>(std::move(*counters));
-        }
-      }
-    }
-    if (why.empty() && ref.isAttach() && !Endings::populated(ref))
-      why = fmt::format("cgroup {} emptied while the daemon was down", ref.cgroup);
-    if (!why.empty() && ref.isAttach()) {
-      log.push_back(fmt::format("lease {} ({}): lost: {}", ref.id, ref.name, why));
-      endings.lost(ref, why + " (the daemon was not running)");
-      continue;
-    }
-    if (!why.empty()) {
-      // A run lease's client holds the outcome; it may still report it.
-      log.push_back(fmt::format("lease {} ({}): {}; waiting for its client to report", ref.id,
-                                ref.name, why));
-      ref.graceDeadlineUs = clock::monotonicUs() + cfg.clientGraceUs;
-      continue;
-    }
-    (void)events.record(ref, ledger::kReadopted, ledger::encode(placedRow(ref)));
-    sampler.startMetering(ref);
-    if (ref.target && ref.target->pid) (void)env.watches.watchPid(ref.id, *ref.target->pid);
-    if (ref.isRun()) ref.graceDeadlineUs = clock::monotonicUs() + cfg.clientGraceUs;
-    log.push_back(fmt::format("lease {} ({}): re-adopted {}", ref.id, ref.name, ref.cgroup));
+    log.push_back(resume(l, *placed));
   }
   return log;
+}
+
+std::optional<std::string> Recovery::reopen(Lease& l, const ledger::PlacedRow& placed) {
+  l.place.unit = placed.unit;
+  l.place.cgroup = placed.cgroup;
+  l.place.countersCgroup = placed.countersCgroup;
+  l.place.inode = placed.inode;
+  if (!env_.cgroupRoot) return "the daemon has no cgroup v2 root";
+  // Same identity: the unit still has this cgroup, and the directory is the
+  // very one (inode), not a new cgroup of the same name.
+  auto cg = cgroup::Cgroup::open(*env_.cgroupRoot, l.place.cgroup);
+  if (!cg) return fmt::format("its cgroup {} is gone", l.place.cgroup);
+  if (cg->inode() != l.place.inode)
+    return fmt::format("cgroup {} was re-created (inode {} is not the recorded {})", l.place.cgroup,
+                       cg->inode(), l.place.inode);
+  if (l.isAttach() && !l.place.unit.empty() && env_.units) {
+    auto unitCg = env_.units->controlGroup(l.place.unit);
+    if (unitCg && *unitCg != l.place.cgroup)
+      return fmt::format("unit {} now has cgroup '{}'", l.place.unit, *unitCg);
+  }
+  l.place.cg = std::make_unique<cgroup::Cgroup>(std::move(*cg));
+  if (auto counters = cgroup::Cgroup::open(*env_.cgroupRoot, l.place.countersCgroup))
+    l.place.countersCg = std::make_unique<cgroup::Cgroup>(std::move(*counters));
+  if (l.isAttach() && !Endings::populated(l))
+    return fmt::format("cgroup {} emptied while the daemon was down", l.place.cgroup);
+  return std::nullopt;
+}
+
+std::string Recovery::resume(Lease& l, const ledger::PlacedRow& placed) {
+  if (auto why = reopen(l, placed)) {
+    if (l.isAttach()) {
+      std::string line = fmt::format("lease {} ({}): lost: {}", l.id, l.name, *why);
+      endings_.lost(l, *why + " (the daemon was not running)");  // frees l
+      return line;
+    }
+    // A run lease's client holds the outcome; it may still report it.
+    l.awaitClient(clock::monotonicUs(), cfg_.clientGraceUs);
+    return fmt::format("lease {} ({}): {}; waiting for its client to report", l.id, l.name, *why);
+  }
+  (void)events_.record(l, ledger::kReadopted, ledger::encode(placedRow(l)));
+  sampler_.startMetering(l);
+  if (l.target && l.target->pid) (void)env_.watches.watchPid(l.id, *l.target->pid);
+  if (l.isRun()) l.awaitClient(clock::monotonicUs(), cfg_.clientGraceUs);
+  return fmt::format("lease {} ({}): re-adopted {}", l.id, l.name, l.place.cgroup);
 }
 
 }  // namespace tally::daemon

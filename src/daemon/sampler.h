@@ -1,9 +1,9 @@
-// Metering the daemon's running leases, and what it measures the host with:
-// every sample_interval each running lease's meter reads its cgroup and the
-// DRM fdinfo of its processes, the samples go to the ledger in one
-// transaction, and an attached lease's GPU bound takes its step (the same
-// enforce::step tally run takes; the daemon kills through systemd or
-// cgroup.kill). The one owner of the host-figure cache headroom is judged on.
+// Metering the daemon's running leases: at each lease's pace (every
+// sample_interval, faster near a bound) its meter reads its cgroup and the DRM
+// fdinfo of its processes against one host snapshot per tick, the samples go
+// to the ledger in one transaction, and an attached lease's GPU bound takes
+// its step (enforce::drive, as tally run's does; the daemon kills through
+// systemd or cgroup.kill).
 #pragma once
 
 #include <cstdint>
@@ -14,7 +14,6 @@
 #include "admission/engine.h"
 #include "config/config.h"
 #include "coverage/handover.h"
-#include "daemon/headroom.h"
 #include "daemon/lease.h"
 #include "daemon/lease_book.h"
 #include "daemon/lease_events.h"
@@ -33,15 +32,20 @@ struct SamplerEnv {
   const fs::Root* cgroupRoot;
   Watches& watches;
   Units* units;
-  std::uint64_t pageSize;                    // what TTM's pages_limit counts in
   std::uint64_t (*monotonicUs)() = nullptr;  // the cadence's clock; null: the real one
 };
 
 class Sampler {
  public:
   Sampler(const config::Daemon& cfg, SamplerEnv env, ledger::Ledger& ledger, LeaseBook& book,
-          LeaseEvents& events, const coverage::Handover& handover)
-      : cfg_(cfg), env_(env), ledger_(ledger), book_(book), events_(events), handover_(handover) {}
+          LeaseEvents& events, host::SnapshotCache& host, const coverage::Handover& handover)
+      : cfg_(cfg),
+        env_(env),
+        ledger_(ledger),
+        book_(book),
+        events_(events),
+        host_(host),
+        handover_(handover) {}
 
   // A lease starts being metered: its meter (on its held cgroup), a first
   // sample, and an inotify watch on its cgroup.events for its end.
@@ -55,38 +59,24 @@ class Sampler {
   // How long until the next lease is due: sample_interval when none is near
   // its bound (or none runs).
   std::uint64_t nextSampleDelayUs() const;
-  // Sample retention (samples_full_resolution, samples_max_age, samples_max_rows).
-  void prune();
-
-  // The host snapshot (host/snapshot.h) the meters, headroom and views use:
-  // the one this tick read, or, between ticks, one at most 100 ms old
-  // however many requests ask.
-  const host::Snapshot& host();
   std::uint64_t now() const { return env_.monotonicUs ? env_.monotonicUs() : clock::monotonicUs(); }
   enforce::Cadence cadence() const {
     return {cfg_.sampleIntervalUs, cfg_.nearBoundIntervalUs, cfg_.nearBoundMarginPercent};
   }
-  // What is free for one more grant in `pool` (daemon/headroom.h).
-  admission::Headroom headroomFor(const config::Pool& pool);
-  // What the host and the pool's devices hold in all (daemon/headroom.h).
-  admission::Totals totalsFor(const config::Pool& pool) { return poolTotals(pool, host()); }
-  // A lease's host memory without its GPU memory (coverage::Handover::hostOnly).
-  std::optional<std::uint64_t> hostOnly(const Lease& l) const;
 
  private:
   void enforceBound(Lease& l, std::uint64_t nowNs);
   // The bound a lease's cadence comes near to: its gpu_memory_max where the
   // daemon enforces it (attached leases), none where its client does.
   std::optional<std::uint64_t> paced(const Lease& l) const;
-  host::Snapshot& freshHost();
 
   const config::Daemon& cfg_;
   SamplerEnv env_;
   ledger::Ledger& ledger_;
   LeaseBook& book_;
   LeaseEvents& events_;
+  host::SnapshotCache& host_;
   const coverage::Handover& handover_;
-  std::optional<host::Snapshot> host_;
 };
 
 }  // namespace tally::daemon

@@ -26,13 +26,15 @@ Service::Service(const config::Config& cfg, ledger::Ledger& ledger, ServiceEnv e
       handover_{coverage::Coverage::HostOnly, cfg_.daemon.keepGpuMemoryMax},
       book_(cfg_.pools),
       events_(ledger, env.outbox, env.journal),
-      sampler_(cfg_.daemon,
-               SamplerEnv{env.proc, env.sys, env.cgroupRoot, env.watches, env.units, env.pageSize,
-                          env.monotonicUs},
-               ledger, book_, events_, handover_),
+      host_(env.proc, env.sys, env.pageSize),
+      measures_(book_, host_, handover_),
+      sampler_(
+          cfg_.daemon,
+          SamplerEnv{env.proc, env.sys, env.cgroupRoot, env.watches, env.units, env.monotonicUs},
+          ledger, book_, events_, host_, handover_),
       endings_(cfg_.daemon, EndingsEnv{env.cgroupRoot, env.watches, env.units}, ledger, book_,
                events_, [this] { tryGrant(); }),
-      views_(cfg_, ledger, book_, sampler_, events_, handover_, coverageKernel_) {}
+      views_(cfg_, ledger, book_, measures_, host_, events_, handover_, coverageKernel_) {}
 
 void Service::reply(std::uint64_t conn, const json& id, const json& result) {
   if (conn) env_.outbox.send(conn, rpc::encodeReply(id, result));
@@ -143,7 +145,7 @@ std::vector<std::string> Service::poolDevices(const std::vector<std::string>& po
 }
 
 admission::HeadroomFn Service::headroom() {
-  return [this](const config::Pool& pool) { return sampler_.headroomFor(pool); };
+  return [this](const config::Pool& pool) { return measures_.headroomFor(pool); };
 }
 
 // acquire (a run lease: the client will run the scope) and attach (the daemon
@@ -154,12 +156,12 @@ void Service::onAcquire(std::uint64_t conn, const Peer& peer, const json& id,
     return fail(conn, id, code::kBusy, room.error().message);
   auto kind = attach ? lease::LeaseKind::Attach : lease::LeaseKind::Run;
   auto l = newLease(kind, peer.uid, peer.pid, conn, d, cfg_.daemon, env_.limits, handover_);
-  auto totals = [this](const config::Pool& pool) { return sampler_.totalsFor(pool); };
+  auto totals = [this](const config::Pool& pool) { return measures_.totalsFor(pool); };
   if (auto s = book_.check(l->req, totals); !s)
     return fail(conn, id, code::kRefused, s.error().message);
   // Fail closed: a bound on a device whose driver prints no figure would never fire.
   if (l->req.gpuMemoryMax) {
-    if (auto why = devices::gpuBoundRefusal(sampler_.host().devices, poolDevices(l->req.pools)))
+    if (auto why = devices::gpuBoundRefusal(host_.recent().devices, poolDevices(l->req.pools)))
       return fail(conn, id, code::kRefused, *why);
   }
   if (attach) {
@@ -175,8 +177,8 @@ void Service::onAcquire(std::uint64_t conn, const Peer& peer, const json& id,
     if (auto denied = placeAttach(aenv, book_, peer, *attach, *l)) return deny(conn, id, *denied);
     if (auto denied = refuseOverOnArrival(aenv, *l, attach->force)) return deny(conn, id, *denied);
   }
-  l->pending = true;
-  l->pendingId = id;
+  l->client.pending = true;
+  l->client.pendingId = id;
   std::string arrival = l->id;
   // Only the new arrival's fate can have changed: no walk of a long queue.
   auto grants = book_.enqueue(std::move(l), headroom());
@@ -200,12 +202,11 @@ void Service::tryGrant() {
 
 void Service::granted(Lease& l) {
   book_.markGranted(l);
-  l.grantedAtNs = clock::realtimeNs();
-  if (auto ev = events_.record(l, ledger::kGranted, ledger::encode(grantedRow(l)), l.grantedAtNs);
+  if (auto ev = events_.record(l, ledger::kGranted, ledger::encode(grantedRow(l)), l.grantedAtNs());
       !ev) {
     // Fail closed: a lease the ledger cannot record is not granted.
-    if (l.pending)
-      fail(l.conn, l.pendingId, code::kInternal,
+    if (l.client.pending)
+      fail(l.client.conn, l.client.pendingId, code::kInternal,
            fmt::format("the lease could not be recorded: {}", ev.error().message));
     book_.forget(std::string(l.id));
     return;
@@ -214,43 +215,41 @@ void Service::granted(Lease& l) {
     PlacementEnv aenv{env_.proc, env_.cgroupRoot, env_.units, env_.pageSize};
     Status s = adopt(aenv, l);
     if (s) {
-      l.state = Lease::State::Running;
-      l.startedAtNs = clock::realtimeNs();
+      l.markRunning(clock::realtimeNs());
       if (auto ev =
-              events_.record(l, ledger::kAdopted, ledger::encode(placedRow(l)), l.startedAtNs);
+              events_.record(l, ledger::kAdopted, ledger::encode(placedRow(l)), l.startedAtNs());
           !ev)
         s = ev.error();
     }
     if (!s) {
-      fail(l.conn, l.pendingId, code::kRefused, s.error().message);
+      fail(l.client.conn, l.client.pendingId, code::kRefused, s.error().message);
       endings_.withdraw(l, s.error().message);  // frees l
       return;
     }
     sampler_.startMetering(l);
     if (l.target && l.target->pid) (void)env_.watches.watchPid(l.id, *l.target->pid);
   }
-  if (l.pending) {
-    reply(l.conn, l.pendingId, views_.lease(l));
-    l.pending = false;
+  if (l.client.pending) {
+    reply(l.client.conn, l.client.pendingId, views_.lease(l));
+    l.client.pending = false;
   }
-  if (l.isAttach()) l.conn = 0;  // an attached lease lives on without its client
+  if (l.isAttach()) l.client.conn = 0;  // an attached lease lives on without its client
 }
 
 void Service::onStarted(std::uint64_t conn, const Peer& peer, const json& id,
                         const rpc::api::Started& p) {
   Lease* l = owned(conn, peer, id, p.lease);
   if (!l) return;
-  if (!l->isRun() || l->state != Lease::State::Granted) {
+  if (!l->isRun() || l->state() != Lease::State::Granted) {
     return fail(conn, id, code::kConflict,
                 fmt::format("lease {} is not a granted run lease waiting to start", l->id));
   }
   PlacementEnv penv{env_.proc, env_.cgroupRoot, env_.units, env_.pageSize};
   if (auto denied = placeRun(penv, book_, peer, p, *l)) return deny(conn, id, *denied);
-  l->state = Lease::State::Running;
-  l->startedAtNs = clock::realtimeNs();
-  l->conn = conn;
-  l->graceDeadlineUs = 0;
-  if (auto ev = events_.record(*l, ledger::kStarted, ledger::encode(placedRow(*l)), l->startedAtNs);
+  l->markRunning(clock::realtimeNs());
+  l->clientBack(conn);
+  if (auto ev =
+          events_.record(*l, ledger::kStarted, ledger::encode(placedRow(*l)), l->startedAtNs());
       !ev) {
     return fail(conn, id, code::kInternal,
                 fmt::format("the start could not be recorded: {}", ev.error().message));
@@ -267,13 +266,13 @@ void Service::onComplete(std::uint64_t conn, const Peer& peer, const json& id,
     return fail(conn, id, code::kConflict, "only run leases are completed by their client");
   // An outcome exists only for a workload that started: a queued request or
   // a grant that never started has nothing to report (release withdraws it).
-  if (l->state != Lease::State::Running) {
+  if (l->state() != Lease::State::Running) {
     return fail(
         conn, id, code::kConflict,
         fmt::format("lease {} is {}, not running: there is no outcome to record (release it to "
                     "withdraw it)",
                     l->id,
-                    l->state == Lease::State::Queued ? "queued" : "granted but never started"));
+                    l->state() == Lease::State::Queued ? "queued" : "granted but never started"));
   }
   json& record = p.record;
   record["daemon"] =
@@ -296,11 +295,10 @@ void Service::onResume(std::uint64_t conn, const Peer& peer, const json& id,
   if (!l) return;
   if (!l->isRun())
     return fail(conn, id, code::kConflict, "only run leases have a client to resume");
-  if (l->state == Lease::State::Queued)
+  if (l->state() == Lease::State::Queued)
     return fail(conn, id, code::kConflict,
                 fmt::format("lease {} is still queued; there is nothing to resume", l->id));
-  l->conn = conn;
-  l->graceDeadlineUs = 0;
+  l->clientBack(conn);
   reply(conn, id, views_.lease(*l));
 }
 
@@ -309,10 +307,10 @@ void Service::onRelease(std::uint64_t conn, const Peer& peer, const json& reqId,
   Lease* l = owned(conn, peer, reqId, lease);
   if (!l) return;
   std::string id = l->id;
-  if (l->state == Lease::State::Queued) {
-    fail(l->conn, l->pendingId, code::kCancelled,
+  if (l->state() == Lease::State::Queued) {
+    fail(l->client.conn, l->client.pendingId, code::kCancelled,
          fmt::format("request {} was cancelled by uid {}", id, peer.uid));
-    if (l->conn != conn) reply(conn, reqId, {{"lease", id}, {"state", "cancelled"}});
+    if (l->client.conn != conn) reply(conn, reqId, {{"lease", id}, {"state", "cancelled"}});
     book_.forget(id);
     tryGrant();
     return;
@@ -322,7 +320,7 @@ void Service::onRelease(std::uint64_t conn, const Peer& peer, const json& reqId,
                 fmt::format("lease {} is no longer queued; use release", id));
   (void)events_.record(*l, ledger::kReleased,
                        ledger::encode(ledger::ReleasedRow{peer.uid, peer.pid}));
-  if (l->state == Lease::State::Granted) {
+  if (l->state() == Lease::State::Granted) {
     endings_.withdraw(*l, fmt::format("released by uid {} before it started", peer.uid));
     return reply(conn, reqId, {{"lease", id}, {"state", "withdrawn"}});
   }
@@ -331,9 +329,9 @@ void Service::onRelease(std::uint64_t conn, const Peer& peer, const json& reqId,
     return reply(conn, reqId, {{"lease", id}, {"state", "released"}});
   }
   // A running run lease: its workload is stopped; the client reports the outcome.
-  l->releaseRequested = true;
+  l->ending.releaseRequested = true;
   endings_.requestStop(*l);
-  if (!l->conn) l->graceDeadlineUs = clock::monotonicUs() + cfg_.daemon.clientGraceUs;
+  if (!l->client.conn) l->awaitClient(clock::monotonicUs(), cfg_.daemon.clientGraceUs);
   reply(conn, reqId, {{"lease", id}, {"state", "stopping"}});
 }
 
@@ -341,7 +339,7 @@ void Service::onBound(std::uint64_t conn, const Peer& peer, const json& id,
                       const rpc::api::Bound& p) {
   Lease* l = owned(conn, peer, id, p.lease);
   if (!l) return;
-  if (!l->isRun() || l->state != Lease::State::Running) {
+  if (!l->isRun() || l->state() != Lease::State::Running) {
     return fail(conn, id, code::kConflict,
                 fmt::format("lease {} is not a running run lease; only its client reports GPU "
                             "bound events, while it runs",
@@ -358,32 +356,32 @@ bool Service::connectionInUse(std::uint64_t conn) const {
 
 void Service::cgroupChanged(const std::string& leaseId) {
   Lease* l = book_.find(leaseId);
-  if (!l || l->state != Lease::State::Running) return;
+  if (!l || l->state() != Lease::State::Running) return;
   if (Endings::populated(*l)) return;
   if (l->isAttach()) return endings_.finishAttached(*l, false);
   // A run lease's workload ended: its client reports the outcome; without a
   // client the lease is lost after the grace.
-  if (!l->conn && !l->graceDeadlineUs)
-    l->graceDeadlineUs = clock::monotonicUs() + cfg_.daemon.clientGraceUs;
+  if (!l->client.conn && !l->client.graceDeadlineUs)
+    l->awaitClient(clock::monotonicUs(), cfg_.daemon.clientGraceUs);
 }
 
 void Service::disconnected(std::uint64_t conn) {
   events_.unsubscribe(conn);
   std::vector<std::string> ids;
   for (const auto& [id, l] : book_.all()) {
-    if (l->conn == conn) ids.push_back(id);
+    if (l->client.conn == conn) ids.push_back(id);
   }
   for (const auto& id : ids) {
     Lease* l = book_.find(id);
     if (!l) continue;
-    if (l->state == Lease::State::Queued) {
+    if (l->state() == Lease::State::Queued) {
       book_.forget(id);  // the waiter went away: its request goes with it
       continue;
     }
-    l->conn = 0;
-    l->pending = false;
+    l->client.conn = 0;
+    l->client.pending = false;
     // A run lease's client may come back (resume); until the grace ends the lease stays.
-    if (l->isRun()) l->graceDeadlineUs = clock::monotonicUs() + cfg_.daemon.clientGraceUs;
+    if (l->isRun()) l->awaitClient(clock::monotonicUs(), cfg_.daemon.clientGraceUs);
   }
   book_.connectionGone(conn);
   if (!ids.empty()) tryGrant();
@@ -396,9 +394,9 @@ void Service::tick() {
     changed = true;
     Lease* l = book_.find(id);
     if (!l) continue;
-    fail(l->conn, l->pendingId, code::kTimeout,
+    fail(l->client.conn, l->client.pendingId, code::kTimeout,
          fmt::format("no grant within the queue timeout (position {} of {})",
-                     l->lastPosition.value_or(0), book_.queued() + 1));
+                     l->client.lastPosition.value_or(0), book_.queued() + 1));
     book_.forget(id);
   }
   endings_.expireStops(now);
@@ -419,11 +417,17 @@ void Service::sample() {
   for (const auto& id : sampler_.sample()) cgroupChanged(id);
 }
 
-void Service::prune() { sampler_.prune(); }
+void Service::prune() {
+  const auto& c = cfg_.daemon;
+  auto r = ledger_.pruneSamples(clock::realtimeNs(), c.samplesFullResolutionUs * 1000,
+                                c.samplesMaxAgeUs * 1000, c.samplesMaxRows);
+  if (!r) fmt::print(stderr, "tally daemon: sample retention: {}\n", r.error().message);
+}
 
 Result<std::vector<std::string>> Service::recover() {
-  return daemon::recover(cfg_.daemon, RecoveryEnv{env_.cgroupRoot, env_.watches, env_.units},
-                         ledger_, book_, events_, endings_, sampler_, handover_);
+  return Recovery(cfg_.daemon, RecoveryEnv{env_.cgroupRoot, env_.watches, env_.units}, ledger_,
+                  book_, events_, endings_, sampler_, handover_)
+      .run();
 }
 
 void Service::setCoverage(const coverage::Assessment& a) {

@@ -4,7 +4,8 @@
 //
 //   LeaseBook    the leases and the admission engine (daemon/lease_book.h)
 //   LeaseEvents  ledger rows, the journal, subscribers, counters (lease_events.h)
-//   Sampler      metering, the GPU bound of attached leases, host figures (sampler.h)
+//   Sampler      metering and the GPU bound of attached leases (sampler.h)
+//   PoolMeasures headroom and totals from the meters and the host snapshot (headroom.h)
 //   Endings      how a lease ends (endings.h)
 //   placement    where a lease runs: an attach target resolved and adopted,
 //                a run lease's cgroup checked (placement.h)
@@ -38,6 +39,7 @@
 #include "coverage/assess.h"
 #include "coverage/handover.h"
 #include "daemon/endings.h"
+#include "daemon/headroom.h"
 #include "daemon/lease_book.h"
 #include "daemon/lease_events.h"
 #include "daemon/limits.h"
@@ -46,6 +48,7 @@
 #include "daemon/seams.h"
 #include "daemon/views.h"
 #include "fs/root.h"
+#include "host/snapshot.h"
 #include "ledger/ledger.h"
 #include "rpc/lease_api.h"
 #include "rpc/protocol.h"
@@ -142,6 +145,8 @@ class Service {
   std::string coverageKernel_;
   LeaseBook book_;
   LeaseEvents events_;
+  host::SnapshotCache host_;
+  PoolMeasures measures_;
   Sampler sampler_;
   Endings endings_;
   Views views_;

@@ -37,7 +37,7 @@ json Views::lease(const Lease& l, const admission::Engine::Queued* queued, std::
   j["lease"] = l.id;
   j["name"] = l.name;
   j["kind"] = lease::kindName(l.kind);
-  j["state"] = stateName(l.state);
+  j["state"] = stateName(l.state());
   j["owner_uid"] = l.owner;
   j["pools"] = l.req.pools;
   j["priority"] = l.req.priority;
@@ -45,28 +45,28 @@ json Views::lease(const Lease& l, const admission::Engine::Queued* queued, std::
                    {"gpu_memory_max", opt(l.req.gpuMemoryMax)}};
   if (!l.attributes.empty()) j["attributes"] = lease::attributesJson(l.attributes);
   j["requested_at_ns"] = l.requestedAtNs;
-  if (l.state == Lease::State::Queued) {
+  if (l.state() == Lease::State::Queued) {
     const auto& engine = book_.engine();
     auto position = queued ? std::optional<std::size_t>(index + 1) : engine.position(l.id);
     auto why = queued ? queued->reason : engine.waitReason(l.id);
     j["position"] = position ? json(*position) : json(nullptr);
     j["waiting_for"] = why ? json(admission::waitName(*why)) : json(nullptr);
   } else {
-    j["granted_at_ns"] = l.grantedAtNs;
+    j["granted_at_ns"] = l.grantedAtNs();
   }
   if (l.target && !l.target->empty()) j["target"] = ledger::targetJson(*l.target);
-  if (!l.unit.empty()) j["unit"] = l.unit;
-  if (!l.cgroup.empty()) {
-    j["cgroup"] = l.cgroup;
-    j["cgroup_inode"] = l.inode;
-    j["started_at_ns"] = l.startedAtNs;
+  if (!l.place.unit.empty()) j["unit"] = l.place.unit;
+  if (!l.place.cgroup.empty()) {
+    j["cgroup"] = l.place.cgroup;
+    j["cgroup_inode"] = l.place.inode;
+    j["started_at_ns"] = l.startedAtNs();
   }
-  j["client_connected"] = l.conn != 0;
-  if (l.recovered) j["readopted_after_restart"] = true;
-  if (l.releaseRequested) j["release_requested"] = true;
-  if (l.meter) {
-    const auto& h = l.meter->host();
-    const auto& g = l.meter->gpu();
+  j["client_connected"] = l.client.conn != 0;
+  if (l.ending.recovered) j["readopted_after_restart"] = true;
+  if (l.ending.releaseRequested) j["release_requested"] = true;
+  if (l.metering.meter) {
+    const auto& h = l.metering.meter->host();
+    const auto& g = l.metering.meter->gpu();
     j["memory"] = {{"current_bytes", opt(h.last)},
                    {"peak_sampled_bytes", opt(h.peakCurrent)},
                    {"samples", h.samples},
@@ -81,18 +81,18 @@ json Views::lease(const Lease& l, const admission::Engine::Queued* queued, std::
       j["gpu"]["unknown"] = g.lastError.value_or(
           g.samplesIncomplete ? "a client printed no resident figure" : "not sampled");
     // What budgets and headroom count: host and GPU memory, each byte once.
-    auto host = sampler_.hostOnly(l);
+    auto host = measures_.hostOnly(l);
     j["budget_figures"] = {
         {"coverage", coverage::coverageName(handover_.coverage)},
         {"host_bytes", opt(host)},
         {"gpu_bytes", opt(g.lastBytes)},
         {"total_bytes", host && g.lastBytes ? json(*host + *g.lastBytes) : json(nullptr)}};
   }
-  if (l.bound.any()) {
-    j["gpu_bound"] = {{"action", enforce::actionName(l.bound.action)},
-                      {"consecutive_samples", l.bound.consecutive},
-                      {"advisory", l.advisory},
-                      {"acted", l.boundState.acted}};
+  if (l.metering.bound.any()) {
+    j["gpu_bound"] = {{"action", enforce::actionName(l.metering.bound.action)},
+                      {"consecutive_samples", l.metering.bound.consecutive},
+                      {"advisory", l.metering.advisory},
+                      {"acted", l.metering.boundState.acted}};
   }
   // The kernel bounds GTT in MemoryMax now: a run lease's MemoryMax must hold both.
   if (auto both = handover_.memoryMaxWithGpu(l.req.memoryMax, l.req.gpuMemoryMax))
@@ -104,7 +104,7 @@ json Views::lease(const Lease& l, const admission::Engine::Queued* queued, std::
 json Views::leases() {
   json list = json::array();
   for (const auto& [id, l] : book_.all()) {
-    if (l->state != Lease::State::Queued) list.push_back(lease(*l));
+    if (l->state() != Lease::State::Queued) list.push_back(lease(*l));
   }
   auto view = book_.engine().queueView();
   for (std::size_t i = 0; i < view.size(); ++i) {
@@ -130,22 +130,22 @@ json Views::leaseWithRows(const std::string& id) {
 
 json Views::daemonSaw(const Lease& l) {
   json seen;
-  if (l.meter) {
-    const auto& h = l.meter->host();
-    const auto& g = l.meter->gpu();
+  if (l.metering.meter) {
+    const auto& h = l.metering.meter->host();
+    const auto& g = l.metering.meter->gpu();
     seen["samples"] = h.samples;
     seen["memory_peak_sampled_bytes"] = opt(h.peakCurrent);
     seen["gpu_samples"] = g.samples;
     seen["gpu_peak_bytes"] = opt(g.peakBytes);
     seen["source"] = "cgroup, drm-fdinfo";
   }
-  if (l.countersCg) {
-    auto counters = cgroup::readFinalCounters(*l.countersCg);
+  if (l.place.countersCg) {
+    auto counters = cgroup::readFinalCounters(*l.place.countersCg);
     if (counters.memoryPeak) seen["memory_peak_bytes"] = *counters.memoryPeak;
     if (counters.events) seen["oom_kill"] = opt(counters.events->get("oom_kill"));
   }
-  if (l.boundRefused) seen["bound_events_refused"] = l.boundRefused;
-  if (l.recovered) seen["readopted_after_restart"] = true;
+  if (l.metering.boundRefused) seen["bound_events_refused"] = l.metering.boundRefused;
+  if (l.ending.recovered) seen["readopted_after_restart"] = true;
   return seen;
 }
 
@@ -169,7 +169,7 @@ json Views::pools() {
     j["gpu_memory_budget"] = opt(p.gpuMemoryBudget);
     j["gpu_memory_declared"] = u.gpuMemoryDeclared;
     j["devices"] = p.devices;
-    auto h = sampler_.headroomFor(p);
+    auto h = measures_.headroomFor(p);
     j["headroom"] = {
         {"host_bytes", opt(h.hostBytes)},
         {"gpu_bytes", opt(h.gpuBytes)},
@@ -188,37 +188,38 @@ seats::SeatFacts Views::seatFacts(const Lease& l) const {
   f.lease = l.id;
   f.name = l.name;
   f.kind = lease::kindName(l.kind);
-  f.state = stateName(l.state);
+  f.state = stateName(l.state());
   f.pools = l.req.pools;
-  f.unit = l.unit;
-  f.cgroup = l.cgroup;
-  if (!l.cgroup.empty()) {
-    if (auto w = attribution::classifyCgroup(l.cgroup);
+  f.unit = l.place.unit;
+  f.cgroup = l.place.cgroup;
+  if (!l.place.cgroup.empty()) {
+    if (auto w = attribution::classifyCgroup(l.place.cgroup);
         w && w->kind != attribution::WorkloadKind::kSystemdUnit)
       f.container = w->name;
   }
   f.memoryMax = l.req.memoryMax;
   f.gpuMemoryMax = l.req.gpuMemoryMax;
-  f.gpuMemoryHigh = l.bound.high;
+  f.gpuMemoryHigh = l.metering.bound.high;
   f.attributes = l.attributes;
-  if (!l.countersCg) {
+  if (!l.place.countersCg) {
     f.populated = false;  // queued or granted: no cgroup, nothing runs in the lease
-  } else if (auto p = l.countersCg->populated()) {
+  } else if (auto p = l.place.countersCg->populated()) {
     f.populated = *p;
   } else {
     f.populatedUnknown = p.error().message;
   }
-  if (!l.meter) return f;
-  f.observedAtNs = l.meter->sampledAtNs();
-  const auto& h = l.meter->host();
-  const auto& g = l.meter->gpu();
+  if (!l.metering.meter) return f;
+  f.observedAtNs = l.metering.meter->sampledAtNs();
+  const auto& h = l.metering.meter->host();
+  const auto& g = l.metering.meter->gpu();
   f.hostCurrent = seats::Figure::of(
       h.last, h.lastError.value_or(std::string(cgroup::file::kMemoryCurrent) + " not read"));
-  f.hostPeak = figure(l.countersCg->memoryPeak());
-  f.hostMax = limitFigure(l.cg->memoryMax(), cgroup::file::kMemoryMax);
-  if (!f.hostMax.bytes && l.countersCgroup != l.cgroup) {
+  f.hostPeak = figure(l.place.countersCg->memoryPeak());
+  f.hostMax = limitFigure(l.place.cg->memoryMax(), cgroup::file::kMemoryMax);
+  if (!f.hostMax.bytes && l.place.countersCgroup != l.place.cgroup) {
     // A run lease's MemoryMax may sit on its slice rather than its scope.
-    if (auto slice = limitFigure(l.countersCg->memoryMax(), cgroup::file::kMemoryMax); slice.bytes)
+    if (auto slice = limitFigure(l.place.countersCg->memoryMax(), cgroup::file::kMemoryMax);
+        slice.bytes)
       f.hostMax = slice;
   }
   for (const auto& [region, bytes] : g.lastRegions) f.gpuRegions[region].currentBytes = bytes;
@@ -235,7 +236,7 @@ seats::SeatFacts Views::seatFacts(const Lease& l) const {
 json Views::seats(std::uint64_t nowNs) {
   json rows = json::array();
   for (const auto& [id, l] : book_.all()) {
-    if (l->state != Lease::State::Queued)
+    if (l->state() != Lease::State::Queued)
       rows.push_back(seats::seatRow(seatFacts(*l), nowNs, cfg_.daemon.sampleIntervalUs));
   }
   for (const auto* r : book_.engine().queue()) {
@@ -250,7 +251,7 @@ json Views::seats(std::uint64_t nowNs) {
 // gpu`, which is what no process's fdinfo accounts for). Only when every
 // running lease's figure is fresh and known.
 json Views::devices(json& outsideLeases) {
-  const host::Snapshot& host = sampler_.host();
+  const host::Snapshot& host = host_.recent();
   json list = json::array();
   std::map<std::string, std::optional<std::uint64_t>>
       used;  // region -> sum over devices exporting it
@@ -270,13 +271,15 @@ json Views::devices(json& outsideLeases) {
   std::optional<std::string> leaseUnknown;
   std::map<std::string, std::uint64_t> leased;
   for (const auto& [id, l] : book_.all()) {
-    if (l->state != Lease::State::Running) continue;
-    if (!l->meter || !seats::isFresh(l->meter->sampledAtNs(), now, cfg_.daemon.sampleIntervalUs) ||
-        !l->meter->gpu().lastBytes) {
+    if (l->state() != Lease::State::Running) continue;
+    if (!l->metering.meter ||
+        !seats::isFresh(l->metering.meter->sampledAtNs(), now, cfg_.daemon.sampleIntervalUs) ||
+        !l->metering.meter->gpu().lastBytes) {
       leaseUnknown = fmt::format("lease {} has no fresh GPU figure", id);
       continue;
     }
-    for (const auto& [region, bytes] : l->meter->gpu().lastRegions) leased[region] += bytes;
+    for (const auto& [region, bytes] : l->metering.meter->gpu().lastRegions)
+      leased[region] += bytes;
   }
   outsideLeases = json::object();
   for (const char* region : {"gtt", "vram"}) {
@@ -332,7 +335,7 @@ json Views::overview(std::uint64_t nowNs) {
   json outside;
   o["devices"] = devices(outside);
   o["outside_leases"] = outside;
-  o["host"] = {{"mem_available_bytes", opt(sampler_.host().meminfo.memAvailable)},
+  o["host"] = {{"mem_available_bytes", opt(host_.recent().meminfo.memAvailable)},
                {"source", "/proc/meminfo MemAvailable"}};
   o["coverage"] = {{"state", coverage::coverageName(handover_.coverage)},
                    {"kernel", coverageKernel_}};

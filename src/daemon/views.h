@@ -11,10 +11,11 @@
 #include "admission/engine.h"
 #include "config/config.h"
 #include "coverage/handover.h"
+#include "daemon/headroom.h"
 #include "daemon/lease.h"
 #include "daemon/lease_book.h"
 #include "daemon/lease_events.h"
-#include "daemon/sampler.h"
+#include "host/snapshot.h"
 #include "rpc/lease_api.h"
 #include "seats/seat.h"
 
@@ -23,13 +24,14 @@ namespace tally::daemon {
 class Views {
  public:
   using json = nlohmann::json;
-  Views(const config::Config& cfg, ledger::Ledger& ledger, LeaseBook& book, Sampler& sampler,
-        const LeaseEvents& events, const coverage::Handover& handover,
+  Views(const config::Config& cfg, ledger::Ledger& ledger, LeaseBook& book, PoolMeasures& measures,
+        host::SnapshotCache& host, const LeaseEvents& events, const coverage::Handover& handover,
         const std::string& coverageKernel)
       : cfg_(cfg),
         ledger_(ledger),
         book_(book),
-        sampler_(sampler),
+        measures_(measures),
+        host_(host),
         events_(events),
         handover_(handover),
         coverageKernel_(coverageKernel) {}
@@ -61,7 +63,8 @@ class Views {
   const config::Config& cfg_;
   ledger::Ledger& ledger_;
   LeaseBook& book_;
-  Sampler& sampler_;
+  PoolMeasures& measures_;
+  host::SnapshotCache& host_;
   const LeaseEvents& events_;
   const coverage::Handover& handover_;
   const std::string& coverageKernel_;

@@ -31,4 +31,14 @@ Snapshot readSnapshot(const fs::Root& proc, const fs::Root& sys, std::uint64_t p
   return s;
 }
 
+Snapshot& SnapshotCache::fresh() {
+  last_.emplace(readSnapshot(proc_, sys_, pageSize_));
+  return *last_;
+}
+
+const Snapshot& SnapshotCache::recent() {
+  if (last_ && clock::monotonicUs() - last_->readAtUs <= 100'000) return *last_;
+  return fresh();
+}
+
 }  // namespace tally::host

@@ -46,4 +46,20 @@ struct Snapshot {
 // `pageSize` 0: the running kernel's (sysconf), the unit of pages_limit.
 Snapshot readSnapshot(const fs::Root& proc, const fs::Root& sys, std::uint64_t pageSize = 0);
 
+// The daemon's one snapshot: read fresh at each sampler tick, and between
+// ticks reused while it is at most 100 ms old however many requests ask.
+class SnapshotCache {
+ public:
+  SnapshotCache(const fs::Root& proc, const fs::Root& sys, std::uint64_t pageSize)
+      : proc_(proc), sys_(sys), pageSize_(pageSize) {}
+  Snapshot& fresh();
+  const Snapshot& recent();
+
+ private:
+  const fs::Root& proc_;
+  const fs::Root& sys_;
+  std::uint64_t pageSize_;
+  std::optional<Snapshot> last_;
+};
+
 }  // namespace tally::host
