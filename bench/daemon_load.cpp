@@ -74,6 +74,12 @@ double rssMiB(pid_t pid, const char* key = "VmRSS:") {
   return std::stod(statusKb(pid, key)) / 1024.0;
 }
 
+tally::rpc::api::Acquire acquire(const char* pool) {
+  tally::rpc::api::Acquire a;
+  a.declared.pools = {pool};
+  return a;
+}
+
 Client connectRetry(const std::string& sock) {
   for (int i = 0; i < 200; ++i) {
     if (auto c = Client::connect(sock)) return std::move(*c);
@@ -162,21 +168,23 @@ int main(int argc, char** argv) {
 
   // 1. Round trips: hello (the floor) and acquire+release (3 fsync'd ledger rows).
   auto t0 = Clock::now();
-  for (int i = 0; i < roundtrips; ++i) (void)c.call("hello", json::object());
+  for (int i = 0; i < roundtrips; ++i) (void)c.call(tally::rpc::api::Hello{});
   double helloPerSec = roundtrips / secondsSince(t0);
   t0 = Clock::now();
   for (int i = 0; i < roundtrips; ++i) {
-    auto m = c.call("acquire", {{"pools", {"bench"}}});
+    auto m = c.call(acquire("bench"));
     if (!m || !m->ok) return std::fprintf(stderr, "acquire failed\n"), 1;
-    (void)c.call("release", {{"lease", m->result["lease"]}});
+    (void)c.call(tally::rpc::api::Release{{m->result["lease"].get<std::string>()}});
   }
   double acqPerSec = roundtrips / secondsSince(t0);
   double afterRoundtripsRss = rssMiB(daemon);
 
   // 2. 8 attached leases, sampled at 1 Hz for SECONDS.
   for (int l = 0; l < leases; ++l) {
-    auto m = c.call("attach", {{"pools", {"leases"}},
-                               {"cgroup", fmt::format("/load.slice/lease{}.service", l)}});
+    tally::rpc::api::Attach a;
+    a.declared.pools = {"leases"};
+    a.target.cgroup = fmt::format("/load.slice/lease{}.service", l);
+    auto m = c.call(a);
     if (!m || !m->ok)
       return std::fprintf(stderr, "attach failed: %s\n",
                           m ? m->error.message.c_str() : m.error().message.c_str()),
@@ -190,7 +198,7 @@ int main(int argc, char** argv) {
   double cpuPct = 100.0 * static_cast<double>(cpuNs(daemon) - cpu0) / 1e9 / window;
   double leasesRss = rssMiB(daemon);
   double leasesAnon = rssMiB(daemon, "RssAnon:");
-  auto shown = c.call("leases", json::object());
+  auto shown = c.call(tally::rpc::api::ListLeases{});
   std::uint64_t samplesPerLease =
       shown && shown->ok && !shown->result["leases"].empty()
           ? shown->result["leases"][0]["memory"]["samples"].get<std::uint64_t>()
@@ -204,7 +212,7 @@ int main(int argc, char** argv) {
     std::vector<double> ms;
     for (int i = 0; i < n; ++i) {
       auto t = Clock::now();
-      auto m = c.call("hello", json::object());
+      auto m = c.call(tally::rpc::api::Hello{});
       ms.push_back(secondsSince(t) * 1000.0);
       if (!m || !m->ok) {
         std::fprintf(stderr,
@@ -219,7 +227,7 @@ int main(int argc, char** argv) {
 
   // 3. QUEUED requests on a capacity-1 pool: 64 per connection (the
   // per-connection limit), each connection's requests sent in one write.
-  auto holder = c.call("acquire", {{"pools", {"one"}}});
+  auto holder = c.call(acquire("one"));
   std::vector<Client> waiters;
   int perConn = 64;
   waiters.reserve(static_cast<std::size_t>(queued / perConn + 1));
@@ -236,7 +244,7 @@ int main(int argc, char** argv) {
   json leasesNow;
   bool allQueued = false;
   for (int i = 0; i < 400 && !allQueued; ++i) {
-    auto l = c.call("pools", json::object());
+    auto l = c.call(tally::rpc::api::ListPools{});
     allQueued =
         l && l->ok && l->result["pools"][1]["queue"].size() == static_cast<std::size_t>(queued);
     if (!allQueued) ::usleep(25'000);
@@ -253,7 +261,8 @@ int main(int argc, char** argv) {
   double hwm = rssMiB(daemon, "VmHWM:");
   // Releasing the holder moves every waiter up one place: one grant, QUEUED-1 position events.
   t0 = Clock::now();
-  if (holder && holder->ok) (void)c.call("release", {{"lease", holder->result["lease"]}});
+  if (holder && holder->ok)
+    (void)c.call(tally::rpc::api::Release{{holder->result["lease"].get<std::string>()}});
   double releaseMs = secondsSince(t0) * 1000.0;
 
   fmt::print(

@@ -1,7 +1,8 @@
-// libFuzzer targets for what the daemon reads from others: RPC bytes from
-// any local peer (framing + request envelope; the whole request path is
-// request_fuzz.cpp), the TOML config, and GET /metrics request heads.
-// TALLY_FUZZ_TARGET picks one per binary.
+// libFuzzer targets for what the daemon and its clients read from others:
+// RPC bytes both ways (framing, the request envelope and every method's typed
+// decoder; the daemon's replies and events through every client decoder; the
+// whole request path is request_fuzz.cpp), the TOML config, and GET /metrics
+// request heads. TALLY_FUZZ_TARGET picks one per binary.
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
@@ -10,6 +11,8 @@
 #include "cgroup/path.h"
 #include "config/config.h"
 #include "metrics/http_request.h"
+#include "rpc/lease_api.h"
+#include "rpc/messages.h"
 #include "rpc/protocol.h"
 
 using namespace tally;
@@ -27,15 +30,45 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     if (line->text.size() > 4096) std::abort();
     auto parsed = rpc::parseRequest(line->text);
     if (parsed.request) {
-      if (!parsed.request->params.is_object()) std::abort();
-      (void)rpc::paramStrings(parsed.request->params, "pools");
-      (void)rpc::paramU64(parsed.request->params, "memory_max");
-      (void)rpc::paramString(parsed.request->params, "lease", true);
+      const auto& params = parsed.request->params;
+      if (!params.is_object()) std::abort();
+      // Every method's decoder: a refusal names what it refused.
+      auto named = [](const auto& r) {
+        if (!r && r.error().message.empty()) std::abort();
+      };
+      named(rpc::api::decodeAcquire(params));
+      named(rpc::api::decodeAttach(params));
+      named(rpc::api::decodeStarted(params));
+      named(rpc::api::decodeComplete(params));
+      named(rpc::api::decodeBound(params));
+      named(rpc::api::decodeLeaseRef(params));
+      // An accepted request encodes back to one its decoder accepts again.
+      if (auto a = rpc::api::decodeAttach(params)) {
+        if (!rpc::api::decodeAttach(rpc::api::encode(*a))) std::abort();
+      }
       std::string reply = rpc::encodeReply(parsed.request->id, parsed.request->params);
       if (reply.empty() || reply.back() != '\n') std::abort();
     } else {
       if (parsed.error.code.empty()) std::abort();
       (void)rpc::encodeError(parsed.id, parsed.error);
+    }
+    // The same line as the daemon's word to a client: every reply and event decoder.
+    if (auto m = rpc::parseMessage(line->text)) {
+      const auto& r = m->result;
+      auto named = [](const auto& d) {
+        if (!d && d.error().message.empty()) std::abort();
+      };
+      named(rpc::api::decodeHelloReply(r));
+      named(rpc::api::decodeLeaseReply(r));
+      named(rpc::api::decodeReleaseReply(r));
+      named(rpc::api::decodeCompleteReply(r));
+      named(rpc::api::decodeBoundReply(r));
+      named(rpc::api::decodeSubscribeReply(r));
+      named(rpc::api::decodeMetricsReply(r));
+      named(rpc::api::decodeDocument(r, "leases"));
+      named(rpc::api::decodeLeaseEvent(m->raw));
+      named(rpc::api::decodeGpuBoundEvent(m->raw));
+      (void)rpc::api::describe(rpc::api::decodeQueued(m->raw));
     }
   }
   // The cgroup path canonicaliser on the same bytes: canonical is a fixed point.

@@ -13,6 +13,7 @@
 #include "report/gpu_report.h"
 #include "rpc/client.h"
 #include "rpc/lease_api.h"
+#include "rpc/messages.h"
 #include "util/clock.h"
 #include "util/text.h"
 #include "util/units.h"
@@ -56,8 +57,9 @@ std::optional<int> replyTimeoutMs(const char* cmd, const ClientOptions& o) {
 }
 
 // One call; errors printed with the command's name. Exit code in `rc`.
+template <class Params>
 std::optional<rpc::Message> callDaemon(const char* cmd, const ClientOptions& o,
-                                       const std::string& method, const json& params, int& rc,
+                                       const Params& params, int& rc,
                                        const rpc::Client::EventFn& onEvent = {}) {
   auto timeoutMs = replyTimeoutMs(cmd, o);
   if (!timeoutMs) {
@@ -71,7 +73,7 @@ std::optional<rpc::Message> callDaemon(const char* cmd, const ClientOptions& o,
     rc = kExitEnvironment;
     return std::nullopt;
   }
-  auto m = client->call(method, params, onEvent, *timeoutMs);
+  auto m = client->call(params, onEvent, *timeoutMs);
   if (!m) {
     fmt::print(stderr, "tally {}: {}\n", cmd, m.error().message);
     rc = kExitEnvironment;
@@ -86,6 +88,14 @@ std::optional<rpc::Message> callDaemon(const char* cmd, const ClientOptions& o,
   }
   rc = kExitOk;
   return std::move(*m);
+}
+
+// A reply that does not decode: the daemon and this client disagree.
+int badReply(const char* cmd, const Error& e) {
+  fmt::print(stderr,
+             "tally {}: the daemon's reply is malformed ({}); is it another tally version?\n", cmd,
+             e.message);
+  return kExitEnvironment;
 }
 
 void printLeases(const json& leases) {
@@ -328,7 +338,7 @@ int followEvents(const ClientOptions& o) {
     fmt::print(stderr, "tally events: {}\n", client.error().message);
     return kExitEnvironment;
   }
-  auto sub = client->call("subscribe", json::object(), {}, 10'000);  // the default reply timeout
+  auto sub = client->call(rpc::api::Subscribe{}, {}, 10'000);  // the default reply timeout
   if (!sub || !sub->ok) {
     fmt::print(stderr, "tally events: {}\n", sub ? sub->error.message : sub.error().message);
     return kExitEnvironment;
@@ -356,12 +366,13 @@ int followEvents(const ClientOptions& o) {
     const json& e = m->raw;
     if (o.json) {
       fmt::print("{}\n", e.dump());
-    } else if (e.value("event", "") == "gpu-bound") {
-      fmt::print("{} lease {} ({}): {}\n", e.value("kind", "?"), e.value("lease", "?"),
-                 e.value("name", "?"), e.value("summary", ""));
-    } else if (e.value("event", "") == "lease" && e.contains("message") &&
-               e["message"].is_string()) {
-      fmt::print("{}\n", text::truncateUtf8(e["message"].get<std::string>(), 1024));
+    } else if (auto b = m->event == "gpu-bound" ? rpc::api::decodeGpuBoundEvent(e)
+                                                : Result<rpc::api::GpuBoundEvent>(Error{0, ""})) {
+      fmt::print("{} lease {} ({}): {}\n", enforce::verdictName(b->event.kind), b->lease, b->name,
+                 b->event.summary);
+    } else if (auto l = m->event == "lease" ? rpc::api::decodeLeaseEvent(e)
+                                            : Result<rpc::api::LeaseEvent>(Error{0, ""})) {
+      fmt::print("{}\n", text::truncateUtf8(l->message, 1024));
     } else {
       fmt::print("{}: {}\n", e.value("event", "?"), e.value("verdict", e.dump()));
     }
@@ -543,20 +554,21 @@ int runClientCommand(const ClientCommands& c, const ClientOptions& o) {
   int rc = kExitOk;
   if (c.events->parsed()) return followEvents(o);
   if (c.leases->parsed()) {
-    auto m = callDaemon("leases", o, "leases", json::object(), rc);
+    auto m = callDaemon("leases", o, rpc::api::ListLeases{}, rc);
     if (!m) return rc;
+    auto doc = rpc::api::decodeDocument(m->result, "leases");
+    if (!doc) return badReply("leases", doc.error());
     if (o.json)
-      fmt::print("{}\n", m->result["leases"].dump(2));
+      fmt::print("{}\n", (*doc)["leases"].dump(2));
     else
-      printLeases(m->result["leases"]);
+      printLeases((*doc)["leases"]);
     return kExitOk;
   }
   if (c.leaseShow->parsed()) {
     // The daemon knows live leases and its ledger's; without a daemon the
     // local ledger still has every ended lease (a standalone tally run's too).
     json r;
-    if (auto m = callDaemon("lease show", o, "lease",
-                            rpc::api::encode(rpc::api::LeaseRef{o.leaseId}), rc)) {
+    if (auto m = callDaemon("lease show", o, rpc::api::LeaseQuery{{o.leaseId}}, rc)) {
       r = m->result;
     } else if (rc == kExitEnvironment || rc == kExitRefused) {
       auto fromLedger = leaseFromLedger(o);
@@ -596,27 +608,32 @@ int runClientCommand(const ClientCommands& c, const ClientOptions& o) {
     return kExitOk;
   }
   if (c.leaseRelease->parsed()) {
-    auto m = callDaemon("lease release", o, "release",
-                        rpc::api::encode(rpc::api::LeaseRef{o.leaseId}), rc);
+    auto m = callDaemon("lease release", o, rpc::api::Release{{o.leaseId}}, rc);
     if (!m) return rc;
+    auto r = rpc::api::decodeReleaseReply(m->result);
+    if (!r) return badReply("lease release", r.error());
     if (o.json)
       fmt::print("{}\n", m->result.dump(2));
     else
-      fmt::print("lease {}: {}\n", o.leaseId, m->result.value("state", "released"));
+      fmt::print("lease {}: {}\n", r->lease, r->state);
     return kExitOk;
   }
   if (c.pools->parsed()) {
-    auto m = callDaemon("pools", o, "pools", json::object(), rc);
+    auto m = callDaemon("pools", o, rpc::api::ListPools{}, rc);
     if (!m) return rc;
+    auto doc = rpc::api::decodeDocument(m->result, "pools");
+    if (!doc) return badReply("pools", doc.error());
     if (o.json)
-      fmt::print("{}\n", m->result["pools"].dump(2));
+      fmt::print("{}\n", (*doc)["pools"].dump(2));
     else
-      printPools(m->result["pools"]);
+      printPools((*doc)["pools"]);
     return kExitOk;
   }
   if (c.seats->parsed()) {
-    auto m = callDaemon("seats", o, "seats", json::object(), rc);
+    auto m = callDaemon("seats", o, rpc::api::Seats{}, rc);
     if (!m) return rc;
+    if (auto doc = rpc::api::decodeDocument(m->result, "seats"); !doc)
+      return badReply("seats", doc.error());
     if (o.json) {
       fmt::print("{}\n", m->result.dump(2));
       return kExitOk;
@@ -626,14 +643,11 @@ int runClientCommand(const ClientCommands& c, const ClientOptions& o) {
     return kExitOk;
   }
   if (c.metrics->parsed()) {
-    auto m = callDaemon("metrics", o, "metrics", json::object(), rc);
+    auto m = callDaemon("metrics", o, rpc::api::Metrics{}, rc);
     if (!m) return rc;
-    if (!m->result.contains("text") || !m->result["text"].is_string()) {
-      fmt::print(stderr,
-                 "tally metrics: the daemon's reply has no metrics text; is it an older tally?\n");
-      return kExitEnvironment;
-    }
-    fmt::print("{}", m->result["text"].get<std::string>());
+    auto r = rpc::api::decodeMetricsReply(m->result);
+    if (!r) return badReply("metrics", r.error());
+    fmt::print("{}", r->text);
     return kExitOk;
   }
   if (c.attach->parsed()) {
@@ -666,13 +680,12 @@ int runClientCommand(const ClientCommands& c, const ClientOptions& o) {
     d.priority = o.priority;
     if (!attributesOption("attach", o.attrs, d.attributes)) return kExitUsage;
     request.force = o.force;
-    json p = rpc::api::encode(request);
     auto timeoutMs = replyTimeoutMs("attach", o);
     if (!timeoutMs) return kExitUsage;
     // A queued attach outlives a daemon restart: it is sent again once the
     // daemon is back (its queue did not survive; the request joins its end).
     auto waited = rpc::callWaiting(
-        socketPath(o.socket), "attach", p,
+        socketPath(o.socket), request,
         [](const rpc::Message& ev) {
           auto q = rpc::api::decodeQueued(ev.raw);
           fmt::print(stderr, "tally attach: queued as lease {}: {}\n",
@@ -691,12 +704,14 @@ int runClientCommand(const ClientCommands& c, const ClientOptions& o) {
                  ? kExitUsage
                  : kExitRefused;
     }
+    auto r = rpc::api::decodeLeaseReply(m->result);
+    if (!r) return badReply("attach", r.error());
     if (o.json)
       fmt::print("{}\n", m->result.dump(2));
     else
-      fmt::print("{}\n", m->result.value("lease", ""));
-    fmt::print(stderr, "tally attach: lease {} on {} ({})\n", m->result.value("lease", ""),
-               m->result.value("cgroup", "?"), m->result.value("state", "?"));
+      fmt::print("{}\n", r->lease);
+    fmt::print(stderr, "tally attach: lease {} on {} ({})\n", r->lease, r->cgroup.value_or("?"),
+               r->state);
     return kExitOk;
   }
   return kExitUsage;

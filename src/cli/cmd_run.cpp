@@ -295,16 +295,15 @@ int runRun(const fs::RootPaths& paths, const RunOptions& opts) {
     // coverage::Handover::memoryMaxWithGpu, in its grant), and the daemon
     // may have made gpu_memory_max advisory.
     const auto& g = daemonLease->grant();
-    if (g.contains("memory_max_effective") && g["memory_max_effective"].is_number_unsigned()) {
+    if (g.memoryMaxEffective) {
       spec->declaredMemoryMax = spec->memoryMax;
-      spec->memoryMax = g["memory_max_effective"].get<std::uint64_t>();
+      spec->memoryMax = *g.memoryMaxEffective;
       fmt::print(stderr,
                  "tally run: this kernel charges GTT to memcg (coverage {}): MemoryMax = "
                  "--memory-max + --gpu-memory-max = {}\n",
-                 g.value("coverage", "?"), *spec->memoryMax);
+                 g.coverage, *spec->memoryMax);
     }
-    if (g.contains("gpu_bound") && g["gpu_bound"].value("advisory", false))
-      spec->gpuAction = enforce::Action::Report;
+    if (g.gpuBoundAdvisory) spec->gpuAction = enforce::Action::Report;
   }
 
   // Fail closed: a standalone bound on a device whose driver prints no memory

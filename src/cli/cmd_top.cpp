@@ -20,6 +20,7 @@
 #include "cli/option_values.h"
 #include "cli/socket_path.h"
 #include "rpc/client.h"
+#include "rpc/messages.h"
 #include "util/clock.h"
 #include "util/unique_fd.h"
 #include "views/top.h"
@@ -106,15 +107,20 @@ class Fetcher {
       }
       client_.emplace(std::move(*c));
     }
-    auto m = client_->call("overview", json::object(), {},
-                           2000);  // a hung daemon must not freeze the keys for long
+    // A hung daemon must not freeze the keys for long.
+    auto m = client_->call(rpc::api::Overview{}, {}, 2000);
     if (!m || !m->ok) {
       error = m ? m->error.message : m.error().message;
       client_.reset();  // reconnect next time (the daemon restarted, or went away)
       return std::nullopt;
     }
+    auto doc = rpc::api::decodeDocument(m->result, "seats");
+    if (!doc) {
+      error = doc.error().message;
+      return std::nullopt;
+    }
     error.clear();
-    return std::move(m->result);
+    return std::move(*doc);
   }
 
  private:

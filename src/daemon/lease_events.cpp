@@ -4,6 +4,7 @@
 
 #include "admission/engine.h"
 #include "daemon/lease_rows.h"
+#include "rpc/messages.h"
 #include "rpc/protocol.h"
 #include "util/clock.h"
 
@@ -74,10 +75,7 @@ void LeaseEvents::bound(Lease& l, const enforce::BoundEvent& e, const std::strin
     fmt::print(stderr, "tally daemon: lease {}: the ledger refused a gpu-bound row: {}\n", l.id,
                r.error().message);
   }
-  json fields = body;
-  fields["lease"] = l.id;
-  fields["name"] = l.name;
-  broadcast("gpu-bound", fields);
+  broadcast("gpu-bound", rpc::api::encode(rpc::api::GpuBoundEvent{l.id, l.name, source, e}));
   auto entry = journal::boundEventEntry(l.id, l.name, e);
   note(entry.priority, entry.message, entry.fields);
 }
@@ -148,23 +146,18 @@ void LeaseEvents::announce(const Lease& l, const std::string& kind, const json& 
   auto entry = journal::lifecycleEntry(kind, l.id, l.name, l.req.pools, body, l.attributes);
   note(entry.priority, entry.message, entry.fields);
   // Subscribers see the same lifecycle as the journal, one "lease" event per row.
-  json ev = {{"kind", kind},
-             {"lease", l.id},
-             {"name", l.name},
-             {"pools", l.req.pools},
-             {"message", entry.message}};
+  rpc::api::LeaseEvent ev{l.id, kind, l.name, l.req.pools, entry.message, std::nullopt};
   for (const auto& [field, value] : entry.fields)
-    if (field == "TALLY_OUTCOME") ev["outcome"] = value;
-  broadcast("lease", ev);
+    if (field == "TALLY_OUTCOME") ev.outcome = value;
+  broadcast("lease", rpc::api::encode(ev));
 }
 
 void LeaseEvents::queued(const Lease& l) {
-  broadcast("lease", {{"kind", "queued"},
-                      {"lease", l.id},
-                      {"name", l.name},
-                      {"pools", l.req.pools},
-                      {"message", fmt::format("lease {} ({}): queued for {}", l.id, l.name,
-                                              fmt::join(l.req.pools, ","))}});
+  broadcast("lease",
+            rpc::api::encode(rpc::api::LeaseEvent{l.id, "queued", l.name, l.req.pools,
+                                                  fmt::format("lease {} ({}): queued for {}", l.id,
+                                                              l.name, fmt::join(l.req.pools, ",")),
+                                                  std::nullopt}));
 }
 
 void LeaseEvents::note(int priority, const std::string& message,

@@ -11,6 +11,7 @@
 #include "devices/unmeterable.h"
 #include "lease/spec.h"
 #include "ledger/rows.h"
+#include "rpc/messages.h"
 #include "util/clock.h"
 #include "util/text.h"
 
@@ -114,15 +115,14 @@ void Service::handle(std::uint64_t conn, const Peer& peer, const rpc::Request& r
     case Method::Hello:
       return with(rpc::api::decodeEmpty(params), [&](auto&) {
         reply(conn, id,
-              {{"protocol", rpc::kProtocolVersion},
-               {"daemon_pid", ::getpid()},
-               {"uid", peer.uid},
-               {"state_dir", cfg_.daemon.stateDir}});
+              rpc::api::encode(rpc::api::HelloReply{rpc::kProtocolVersion, ::getpid(), peer.uid,
+                                                    cfg_.daemon.stateDir}));
       });
     case Method::Subscribe:
       return with(rpc::api::decodeEmpty(params), [&](auto&) {
         events_.subscribe(conn, id);
-        reply(conn, id, {{"subscribed", {"gpu-bound", "coverage"}}});
+        reply(conn, id,
+              rpc::api::encode(rpc::api::SubscribeReply{{"lease", "gpu-bound", "coverage"}}));
       });
     case Method::Leases:
     case Method::Pools:
@@ -230,7 +230,7 @@ void Service::granted(Lease& l) {
     if (l.target && l.target->pid) (void)env_.watches.watchPid(l.id, *l.target->pid);
   }
   if (l.client.pending) {
-    reply(l.client.conn, l.client.pendingId, views_.lease(l));
+    reply(l.client.conn, l.client.pendingId, rpc::api::encode(views_.leaseReply(l)));
     l.client.pending = false;
   }
   if (l.isAttach()) l.client.conn = 0;  // an attached lease lives on without its client
@@ -255,7 +255,7 @@ void Service::onStarted(std::uint64_t conn, const Peer& peer, const json& id,
                 fmt::format("the start could not be recorded: {}", ev.error().message));
   }
   sampler_.startMetering(*l);
-  reply(conn, id, views_.lease(*l));
+  reply(conn, id, rpc::api::encode(views_.leaseReply(*l)));
 }
 
 void Service::onComplete(std::uint64_t conn, const Peer& peer, const json& id,
@@ -281,7 +281,7 @@ void Service::onComplete(std::uint64_t conn, const Peer& peer, const json& id,
   if (!ev)
     return fail(conn, id, ev.error().code == EEXIST ? code::kConflict : code::kInternal,
                 ev.error().message);
-  json r = {{"lease", l->id}, {"seq", ev->seq}, {"hash", ev->hash}};
+  json r = rpc::api::encode(rpc::api::CompleteReply{l->id, ev->seq, ev->hash});
   std::string leaseId = l->id;
   env_.watches.unwatch(leaseId);
   book_.forget(leaseId);
@@ -299,7 +299,7 @@ void Service::onResume(std::uint64_t conn, const Peer& peer, const json& id,
     return fail(conn, id, code::kConflict,
                 fmt::format("lease {} is still queued; there is nothing to resume", l->id));
   l->clientBack(conn);
-  reply(conn, id, views_.lease(*l));
+  reply(conn, id, rpc::api::encode(views_.leaseReply(*l)));
 }
 
 void Service::onRelease(std::uint64_t conn, const Peer& peer, const json& reqId,
@@ -310,7 +310,8 @@ void Service::onRelease(std::uint64_t conn, const Peer& peer, const json& reqId,
   if (l->state() == Lease::State::Queued) {
     fail(l->client.conn, l->client.pendingId, code::kCancelled,
          fmt::format("request {} was cancelled by uid {}", id, peer.uid));
-    if (l->client.conn != conn) reply(conn, reqId, {{"lease", id}, {"state", "cancelled"}});
+    if (l->client.conn != conn)
+      reply(conn, reqId, rpc::api::encode(rpc::api::ReleaseReply{id, "cancelled"}));
     book_.forget(id);
     tryGrant();
     return;
@@ -322,17 +323,17 @@ void Service::onRelease(std::uint64_t conn, const Peer& peer, const json& reqId,
                        ledger::encode(ledger::ReleasedRow{peer.uid, peer.pid}));
   if (l->state() == Lease::State::Granted) {
     endings_.withdraw(*l, fmt::format("released by uid {} before it started", peer.uid));
-    return reply(conn, reqId, {{"lease", id}, {"state", "withdrawn"}});
+    return reply(conn, reqId, rpc::api::encode(rpc::api::ReleaseReply{id, "withdrawn"}));
   }
   if (l->isAttach()) {
     endings_.finishAttached(*l, true);
-    return reply(conn, reqId, {{"lease", id}, {"state", "released"}});
+    return reply(conn, reqId, rpc::api::encode(rpc::api::ReleaseReply{id, "released"}));
   }
   // A running run lease: its workload is stopped; the client reports the outcome.
   l->ending.releaseRequested = true;
   endings_.requestStop(*l);
   if (!l->client.conn) l->awaitClient(clock::monotonicUs(), cfg_.daemon.clientGraceUs);
-  reply(conn, reqId, {{"lease", id}, {"state", "stopping"}});
+  reply(conn, reqId, rpc::api::encode(rpc::api::ReleaseReply{id, "stopping"}));
 }
 
 void Service::onBound(std::uint64_t conn, const Peer& peer, const json& id,
@@ -347,7 +348,7 @@ void Service::onBound(std::uint64_t conn, const Peer& peer, const json& id,
   }
   if (auto s = events_.clientBound(*l, p.event, env_.limits); !s)
     return fail(conn, id, code::kRateLimited, s.error().message);
-  reply(conn, id, {{"recorded", true}});
+  reply(conn, id, rpc::api::encode(rpc::api::BoundReply{true}));
 }
 
 bool Service::connectionInUse(std::uint64_t conn) const {

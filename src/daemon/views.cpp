@@ -9,6 +9,7 @@
 #include "attribution/container.h"
 #include "ledger/rows.h"
 #include "metrics/tally_metrics.h"
+#include "rpc/messages.h"
 #include "util/clock.h"
 
 namespace tally::daemon {
@@ -99,6 +100,22 @@ json Views::lease(const Lease& l, const admission::Engine::Queued* queued, std::
     j["memory_max_effective"] = *both;
   j["coverage"] = coverage::coverageName(handover_.coverage);
   return j;
+}
+
+rpc::api::LeaseReply Views::leaseReply(const Lease& l) {
+  rpc::api::LeaseReply r;
+  r.lease = l.id;
+  r.name = l.name;
+  r.kind = lease::kindName(l.kind);
+  r.state = stateName(l.state());
+  r.pools = l.req.pools;
+  if (!l.place.unit.empty()) r.unit = l.place.unit;
+  if (!l.place.cgroup.empty()) r.cgroup = l.place.cgroup;
+  r.memoryMaxEffective = handover_.memoryMaxWithGpu(l.req.memoryMax, l.req.gpuMemoryMax);
+  r.coverage = coverage::coverageName(handover_.coverage);
+  r.gpuBoundAdvisory = l.metering.advisory;
+  r.view = lease(l);
+  return r;
 }
 
 json Views::leases() {
@@ -319,8 +336,7 @@ json Views::answer(rpc::api::Method m, std::uint64_t nowNs) {
     case Method::Overview:
       return overview(nowNs);
     case Method::Metrics:
-      return {{"text", metrics::renderOverview(overview(nowNs))},
-              {"content_type", "text/plain; version=0.0.4"}};
+      return rpc::api::encode(rpc::api::MetricsReply{metrics::renderOverview(overview(nowNs))});
     default:
       return json::object();
   }

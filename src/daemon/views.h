@@ -17,6 +17,7 @@
 #include "daemon/lease_events.h"
 #include "host/snapshot.h"
 #include "rpc/lease_api.h"
+#include "rpc/messages.h"
 #include "seats/seat.h"
 
 namespace tally::daemon {
@@ -41,6 +42,8 @@ class Views {
   // the caller has it, else it is looked up.
   json lease(const Lease& l, const admission::Engine::Queued* queued = nullptr,
              std::size_t index = 0);
+  // The reply of acquire, attach, resume and started: the same, typed.
+  rpc::api::LeaseReply leaseReply(const Lease& l);
   // Live leases, then the queue in grant order.
   json leases();
   // One lease, live or ended, with its ledger rows; null when there is no such lease.

@@ -36,7 +36,7 @@ Result<Client> Client::connect(const std::string& path) {
   return Client(std::move(fd), path);
 }
 
-Result<Message> Client::call(const std::string& method, const json& params, const EventFn& onEvent,
+Result<Message> Client::send(const std::string& method, const json& params, const EventFn& onEvent,
                              int timeoutMs, int extraFd) {
   std::uint64_t id = nextId_++;
   std::string line = encodeRequest(id, method, params);
@@ -107,9 +107,9 @@ Result<Message> Client::next(int timeoutMs, int extraFd) {
   }
 }
 
-Result<WaitedCall> callWaiting(const std::string& path, const std::string& method,
-                               const json& params, const Client::EventFn& onEvent,
-                               int firstAnswerMs, std::uint64_t reconnectUs, int signalFd,
+Result<WaitedCall> sendWaiting(const std::string& path, const char* method, const json& params,
+                               const Client::EventFn& onEvent, int firstAnswerMs,
+                               std::uint64_t reconnectUs, int signalFd,
                                const std::function<void(const std::string&)>& say) {
   bool queued = false;
   std::uint64_t deadline = 0;  // set when the daemon went away with the request waiting
@@ -129,7 +129,7 @@ Result<WaitedCall> callWaiting(const std::string& path, const std::string& metho
       last = c.error();
       continue;
     }
-    auto m = c->call(
+    auto m = c->send(
         method, params,
         [&](const Message& ev) {
           queued = true;

@@ -6,10 +6,13 @@
 #include <functional>
 #include <string>
 
+#include "rpc/lease_api.h"
 #include "rpc/protocol.h"
 #include "util/unique_fd.h"
 
 namespace tally::rpc {
+
+struct WaitedCall;
 
 class Client {
  public:
@@ -18,15 +21,19 @@ class Client {
   Client& operator=(Client&&) = default;
 
   using EventFn = std::function<void(const Message&)>;
-  // Sends one request and waits for its reply; events for it go to onEvent.
+  // Sends one request, its params typed (rpc/lease_api.h: each carries its
+  // method), and waits for its reply; events for it go to onEvent.
   // `extraFd` (e.g. a signalfd) becoming readable ends the wait early with
   // an error of code EINTR. timeoutMs bounds the wait for the daemon's first
   // word on this request (its reply, or an event such as "queued"): once it
   // has answered, a queued request waits for its grant without that bound (the
   // queue has its own timeout). timeoutMs < 0 waits forever. A timeout is
   // ETIMEDOUT: "the daemon at PATH did not answer in 10s".
-  Result<Message> call(const std::string& method, const json& params, const EventFn& onEvent = {},
-                       int timeoutMs = -1, int extraFd = -1);
+  template <class Params>
+  Result<Message> call(const Params& params, const EventFn& onEvent = {}, int timeoutMs = -1,
+                       int extraFd = -1) {
+    return send(api::methodName(Params::kMethod), api::encode(params), onEvent, timeoutMs, extraFd);
+  }
   // The next message the daemon sends (a reply or an event), e.g. the
   // events after "subscribe". ETIMEDOUT after timeoutMs; EINTR when extraFd
   // becomes readable.
@@ -36,6 +43,11 @@ class Client {
 
  private:
   Client(UniqueFd fd, std::string path) : fd_(std::move(fd)), path_(std::move(path)) {}
+  friend Result<WaitedCall> sendWaiting(const std::string&, const char*, const json&,
+                                        const EventFn&, int, std::uint64_t, int,
+                                        const std::function<void(const std::string&)>&);
+  Result<Message> send(const std::string& method, const json& params, const EventFn& onEvent,
+                       int timeoutMs, int extraFd);
   UniqueFd fd_;
   std::string path_;
   LineReader reader_{16u << 20};
@@ -52,9 +64,17 @@ struct WaitedCall {
   Client client;  // the connection the answer came on (a run lease keeps it)
   Message reply;
 };
-Result<WaitedCall> callWaiting(const std::string& path, const std::string& method,
-                               const json& params, const Client::EventFn& onEvent,
-                               int firstAnswerMs, std::uint64_t reconnectUs, int signalFd,
+Result<WaitedCall> sendWaiting(const std::string& path, const char* method, const json& params,
+                               const Client::EventFn& onEvent, int firstAnswerMs,
+                               std::uint64_t reconnectUs, int signalFd,
                                const std::function<void(const std::string&)>& say);
+template <class Params>
+Result<WaitedCall> callWaiting(const std::string& path, const Params& params,
+                               const Client::EventFn& onEvent, int firstAnswerMs,
+                               std::uint64_t reconnectUs, int signalFd,
+                               const std::function<void(const std::string&)>& say) {
+  return sendWaiting(path, api::methodName(Params::kMethod), api::encode(params), onEvent,
+                     firstAnswerMs, reconnectUs, signalFd, say);
+}
 
 }  // namespace tally::rpc

@@ -72,12 +72,16 @@ struct Declared {
   lease::Attributes attributes;
 };
 
+// Each request's params carry their method: Client::call(params) sends them
+// under it, so no call site names a method as a free string.
 struct Acquire {
+  static constexpr Method kMethod = Method::Acquire;
   Declared declared;
 };
 
 // Exactly one of unit, cgroup (canonical, cgroup::canonicalPath) and pid.
 struct Attach {
+  static constexpr Method kMethod = Method::Attach;
   Declared declared;
   lease::AttachTarget target;
   // Attach even when the workload is already over a declared limit (the
@@ -88,6 +92,7 @@ struct Attach {
 
 // A run lease's client says where the lease runs (paths canonical).
 struct Started {
+  static constexpr Method kMethod = Method::Started;
   std::string lease;
   std::string unit;  // "" for a cgroupfs lease
   std::string cgroup;
@@ -98,12 +103,14 @@ struct Started {
 // The fields the daemon and the ledger's readers use are checked by type;
 // the whole record is at most kMaxRecordBytes.
 struct Complete {
+  static constexpr Method kMethod = Method::Complete;
   std::string lease;
   json record;
 };
 
 // A run lease's client reports what its GPU bound noticed or did.
 struct Bound {
+  static constexpr Method kMethod = Method::Bound;
   std::string lease;
   enforce::BoundEvent event;  // atNs is the daemon's receipt time, not the client's
 };
@@ -112,6 +119,27 @@ struct Bound {
 struct LeaseRef {
   std::string lease;
 };
+template <Method M>
+struct LeaseRefOf : LeaseRef {
+  static constexpr Method kMethod = M;
+};
+using Resume = LeaseRefOf<Method::Resume>;
+using Release = LeaseRefOf<Method::Release>;
+using Cancel = LeaseRefOf<Method::Cancel>;
+using LeaseQuery = LeaseRefOf<Method::Lease>;
+
+// Methods without params: any field is refused (decodeEmpty).
+template <Method M>
+struct NoParams {
+  static constexpr Method kMethod = M;
+};
+using Hello = NoParams<Method::Hello>;
+using Subscribe = NoParams<Method::Subscribe>;
+using ListLeases = NoParams<Method::Leases>;
+using ListPools = NoParams<Method::Pools>;
+using Seats = NoParams<Method::Seats>;
+using Overview = NoParams<Method::Overview>;
+using Metrics = NoParams<Method::Metrics>;
 
 json encode(const Acquire& a);
 json encode(const Attach& a);
@@ -119,6 +147,10 @@ json encode(const Started& s);
 json encode(const Complete& c);
 json encode(const Bound& b);
 json encode(const LeaseRef& r);
+template <Method M>
+json encode(const NoParams<M>&) {
+  return json::object();
+}
 
 Result<Acquire> decodeAcquire(const json& params);
 Result<Attach> decodeAttach(const json& params);

@@ -144,36 +144,6 @@ std::string encodeRequest(const json& id, const std::string& method, const json&
   return line(json{{"v", kProtocolVersion}, {"id", id}, {"method", method}, {"params", params}});
 }
 
-Result<std::string> paramString(const json& params, const char* key, bool required) {
-  if (!params.contains(key) || params[key].is_null()) {
-    if (required) return Error{0, fmt::format("\"{}\" is required", key)};
-    return std::string();
-  }
-  if (!params[key].is_string()) return Error{0, fmt::format("\"{}\" must be a string", key)};
-  return params[key].get<std::string>();
-}
-
-Result<std::optional<std::uint64_t>> paramU64(const json& params, const char* key) {
-  if (!params.contains(key) || params[key].is_null()) return std::optional<std::uint64_t>();
-  const json& v = params[key];
-  if (v.is_number_unsigned()) return std::optional<std::uint64_t>(v.get<std::uint64_t>());
-  if (v.is_number_integer() && v.get<std::int64_t>() >= 0)
-    return std::optional<std::uint64_t>(static_cast<std::uint64_t>(v.get<std::int64_t>()));
-  return Error{0, fmt::format("\"{}\" must be a non-negative integer (bytes or µs)", key)};
-}
-
-Result<std::vector<std::string>> paramStrings(const json& params, const char* key) {
-  std::vector<std::string> out;
-  if (!params.contains(key) || params[key].is_null()) return out;
-  if (!params[key].is_array())
-    return Error{0, fmt::format("\"{}\" must be an array of strings", key)};
-  for (const auto& e : params[key]) {
-    if (!e.is_string()) return Error{0, fmt::format("\"{}\" must be an array of strings", key)};
-    out.push_back(e.get<std::string>());
-  }
-  return out;
-}
-
 Result<Message> parseMessage(std::string_view text) {
   if (nestsDeeperThan(text, kMaxDepth))
     return Error{0, "the daemon sent a message nested deeper than the protocol allows"};

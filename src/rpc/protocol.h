@@ -106,11 +106,6 @@ std::string encodeError(const json& id, const RpcError& e);
 std::string encodeEvent(const json& id, const std::string& event, json fields);
 std::string encodeRequest(const json& id, const std::string& method, const json& params);
 
-// Typed reads of params, with messages naming the field.
-Result<std::string> paramString(const json& params, const char* key, bool required);
-Result<std::optional<std::uint64_t>> paramU64(const json& params, const char* key);
-Result<std::vector<std::string>> paramStrings(const json& params, const char* key);
-
 // A reply or event line from the daemon, as a client sees it.
 struct Message {
   json id;

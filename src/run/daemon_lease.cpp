@@ -12,7 +12,7 @@ using json = nlohmann::json;
 
 Result<std::string> DaemonLease::acquire(const rpc::api::Acquire& request, int signalFd) {
   auto m = rpc::callWaiting(
-      socket_, "acquire", rpc::api::encode(request),
+      socket_, request,
       [](const rpc::Message& ev) {
         auto q = rpc::api::decodeQueued(ev.raw);
         fmt::print(stderr, "tally run: queued as lease {}: {}\n", q.lease.empty() ? "?" : q.lease,
@@ -31,17 +31,18 @@ Result<std::string> DaemonLease::acquire(const rpc::api::Acquire& request, int s
   if (!reply.ok)
     return Error{0, fmt::format("the daemon refused the lease: {} ({})", reply.error.message,
                                 reply.error.code)};
-  leaseId_ = reply.result.value("lease", "");
-  grant_ = reply.result;
+  auto grant = rpc::api::decodeLeaseReply(reply.result);
+  if (!grant)
+    return Error{0, fmt::format("the daemon's grant is malformed: {}", grant.error().message)};
+  grant_ = std::move(*grant);
+  leaseId_ = grant_.lease;
   return leaseId_;
 }
 
-// A call that survives a daemon restart: on a broken connection it
-// reconnects (every 500 ms, up to the reconnect timeout), resumes the lease
-// and repeats the call once.
-Result<rpc::Message> DaemonLease::callResuming(const std::string& method, const json& params) {
+Result<rpc::Message> DaemonLease::resuming(
+    const std::function<Result<rpc::Message>(rpc::Client&)>& call) {
   if (client_) {
-    auto m = client_->call(method, params, {}, 30'000);
+    auto m = call(*client_);
     if (m) return m;
     fmt::print(stderr, "tally run: {}; reconnecting to resume lease {}\n", m.error().message,
                leaseId_);
@@ -52,10 +53,10 @@ Result<rpc::Message> DaemonLease::callResuming(const std::string& method, const 
   while (clock::monotonicUs() < deadline) {
     auto c = rpc::Client::connect(socket_);
     if (c) {
-      auto r = c->call("resume", rpc::api::encode(rpc::api::LeaseRef{leaseId_}), {}, 30'000);
+      auto r = c->call(rpc::api::Resume{{leaseId_}}, {}, 30'000);
       if (r && r->ok) {
         client_.emplace(std::move(*c));
-        return client_->call(method, params, {}, 30'000);
+        return call(*client_);
       }
       if (r && !r->ok) return r;  // the daemon is back but no longer knows the lease
       last = r ? Error{0, "resume refused"} : r.error();
@@ -70,8 +71,7 @@ Result<rpc::Message> DaemonLease::callResuming(const std::string& method, const 
 
 Status DaemonLease::placed(const lease::LeaseRecord& rec, const contain::LeaseCgroup& lease) {
   auto m =
-      callResuming("started", rpc::api::encode(rpc::api::Started{leaseId_, rec.unit, lease.cgroup(),
-                                                                 lease.countersCgroup()}));
+      callResuming(rpc::api::Started{leaseId_, rec.unit, lease.cgroup(), lease.countersCgroup()});
   if (!m)
     return Error{0, fmt::format("the daemon could not be told where lease {} runs: {}", leaseId_,
                                 m.error().message)};
@@ -82,9 +82,8 @@ Status DaemonLease::placed(const lease::LeaseRecord& rec, const contain::LeaseCg
 }
 
 void DaemonLease::finished(lease::LeaseRecord& rec) {
-  auto m = callResuming(
-      "complete", rpc::api::encode(rpc::api::Complete{leaseId_, json(lease::recordJson(rec))}));
-  if (m && m->ok) {
+  auto m = callResuming(rpc::api::Complete{leaseId_, json(lease::recordJson(rec))});
+  if (m && m->ok && rpc::api::decodeCompleteReply(m->result)) {
     recorded_ = true;
     return;
   }
@@ -96,7 +95,7 @@ void DaemonLease::finished(lease::LeaseRecord& rec) {
 // daemon that is down (the event is in the record `complete` sends anyway).
 void DaemonLease::bound(const enforce::BoundEvent& e) {
   if (!client_) return;
-  auto m = client_->call("bound", rpc::api::encode(rpc::api::Bound{leaseId_, e}), {}, 2'000);
+  auto m = client_->call(rpc::api::Bound{leaseId_, e}, {}, 2'000);
   if (!m || !m->ok)
     fmt::print(stderr, "tally run: the daemon did not record a GPU bound event: {}\n",
                m ? m->error.message : m.error().message);
@@ -104,7 +103,7 @@ void DaemonLease::bound(const enforce::BoundEvent& e) {
 
 void DaemonLease::withdraw() {
   if (leaseId_.empty()) return;
-  auto m = callResuming("release", rpc::api::encode(rpc::api::LeaseRef{leaseId_}));
+  auto m = callResuming(rpc::api::Release{{leaseId_}});
   if (!m || !m->ok)
     fmt::print(stderr, "tally run: could not withdraw lease {} from the daemon\n", leaseId_);
 }

@@ -9,12 +9,14 @@
 // "lost" (docs/daemon.md, "Recovery").
 #pragma once
 
+#include <functional>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 
 #include "rpc/client.h"
 #include "rpc/lease_api.h"
+#include "rpc/messages.h"
 #include "run/runner.h"
 
 namespace tally::run {
@@ -33,17 +35,25 @@ class DaemonLease final : public LeaseObserver {
   // The lease ended without ever starting (containment refused): withdraw it.
   void withdraw();
   bool recorded() const { return recorded_; }
-  // The daemon's grant (its lease JSON: coverage, memory_max_effective, gpu_bound).
-  const nlohmann::json& grant() const { return grant_; }
+  // The daemon's grant: the hand-over's MemoryMax, the coverage, whether the
+  // GPU bound is advisory.
+  const rpc::api::LeaseReply& grant() const { return grant_; }
 
  private:
-  Result<rpc::Message> callResuming(const std::string& method, const nlohmann::json& params);
+  // A call that survives a daemon restart: on a broken connection it
+  // reconnects (every 500 ms, up to the reconnect timeout), resumes the lease
+  // and repeats the call once.
+  template <class Params>
+  Result<rpc::Message> callResuming(const Params& params) {
+    return resuming([&](rpc::Client& c) { return c.call(params, {}, 30'000); });
+  }
+  Result<rpc::Message> resuming(const std::function<Result<rpc::Message>(rpc::Client&)>& call);
   std::string socket_;
   std::uint64_t reconnectUs_;
   std::optional<rpc::Client> client_;
   std::string leaseId_;
   bool recorded_ = false;
-  nlohmann::json grant_;
+  rpc::api::LeaseReply grant_;
 };
 
 }  // namespace tally::run

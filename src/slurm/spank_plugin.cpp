@@ -39,6 +39,7 @@
 #include <vector>
 
 #include "rpc/client.h"
+#include "rpc/messages.h"
 #include "slurm/gres.h"
 #include "slurm/step.h"
 #include "util/units.h"
@@ -261,7 +262,7 @@ int attachStep(spank_t sp, pid_t task) {
   }
   int timeoutMs = static_cast<int>(std::min<std::uint64_t>(g_args.timeoutUs / 1000, 1u << 30));
   auto reply = client->call(
-      "attach", rpc::api::encode(*request),
+      *request,
       [&](const rpc::Message& ev) {
         auto q = rpc::api::decodeQueued(ev.raw);
         slurm_info("%s: queued as lease %s: %s", where.c_str(), q.lease.c_str(),
@@ -280,17 +281,18 @@ int attachStep(spank_t sp, pid_t task) {
                     "start",
                     where, reply->error.message, reply->error.code));
   }
-  g_lease = reply->result.value("lease", "");
+  auto granted = rpc::api::decodeLeaseReply(reply->result);
+  if (!granted)
+    return fail(
+        fmt::format("{}: the tally daemon's grant is malformed ({}); the step does not start",
+                    where, granted.error().message));
+  g_lease = granted->lease;
   slurm_info("%s is tally lease %s on %s (%s)", where.c_str(), g_lease.c_str(),
              facts.cgroup.c_str(),
              request->declared.gpuMemoryMax
                  ? ("gpu_memory_max " + units::humanBytes(*request->declared.gpuMemoryMax)).c_str()
                  : "metered, no GPU bound");
   return 0;
-}
-
-bool terminalKind(const std::string& k) {
-  return k == "outcome" || k == "lost" || k == "withdrawn" || k == "released";
 }
 
 // The step's tasks are gone: wait for the daemon to record the outcome, which
@@ -312,15 +314,16 @@ void awaitOutcome() {
     return;
   }
   bool ended = false;
+  // The lease's terminal ledger row (ledger::isTerminal: outcome, lost,
+  // withdrawn); a "released" row is a request to end, not the end.
   auto watch = [&](const rpc::Message& ev) {
-    if (ev.event == "lease" && ev.raw.value("lease", "") == g_lease &&
-        terminalKind(ev.raw.value("kind", "")))
-      ended = true;
+    if (ev.event != "lease") return;
+    auto e = rpc::api::decodeLeaseEvent(ev.raw);
+    if (e && e->lease == g_lease && e->terminal()) ended = true;
   };
-  if (auto s = client->call("subscribe", nlohmann::json::object(), watch, left()); !s || !s->ok)
-    return;
+  if (auto s = client->call(rpc::api::Subscribe{}, watch, left()); !s || !s->ok) return;
   // Subscribed first, then asked: an ending between the two is not missed.
-  auto now = client->call("lease", rpc::api::encode(rpc::api::LeaseRef{g_lease}), watch, left());
+  auto now = client->call(rpc::api::LeaseQuery{{g_lease}}, watch, left());
   if (now && now->ok && now->result.value("state", "") == "ended") ended = true;
   while (!ended && left() > 0) {
     auto ev = client->next(left());

@@ -233,9 +233,12 @@ TEST_F(DaemonLive, LedgerSurvivesTheDaemonKilledMidWrite) {
     while (!stop) {
       auto c = rpc::Client::connect(daemon->socket());
       if (!c) continue;  // the daemon is restarting
-      auto m = c->call("acquire", {{"pools", {"gpu"}}, {"gpu_memory_max", 1 << 30}}, {}, 2000);
+      rpc::api::Acquire a;
+      a.declared.pools = {"gpu"};
+      a.declared.gpuMemoryMax = 1 << 30;
+      auto m = c->call(a, {}, 2000);
       if (m && m->ok) {
-        (void)c->call("release", {{"lease", m->result["lease"]}}, {}, 2000);
+        (void)c->call(rpc::api::Release{{m->result["lease"].get<std::string>()}}, {}, 2000);
         ++cycles;
       }
     }

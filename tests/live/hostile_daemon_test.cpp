@@ -437,13 +437,13 @@ TEST_F(HostileDaemon, ADamagedLedgerIsSeenAndTheDaemonFailsClosed) {
   start();
   for (int i = 0; i < 200; ++i) {
     auto c = daemon->client();
-    auto m = c.call("acquire",
-                    {{"pools", {"gpu"}},
-                     {"gpu_memory_max", GiB},
-                     {"attributes", {{"pad", std::string(200, 'p')}}}},
-                    {}, 2000);
+    rpc::api::Acquire a;
+    a.declared.pools = {"gpu"};
+    a.declared.gpuMemoryMax = GiB;
+    a.declared.attributes = {{"pad", std::string(200, 'p')}};
+    auto m = c.call(a, {}, 2000);
     ASSERT_TRUE(m && m->ok);
-    ASSERT_TRUE(c.call("release", {{"lease", m->result["lease"]}}, {}, 2000));
+    ASSERT_TRUE(c.call(rpc::api::Release{{m->result["lease"].get<std::string>()}}, {}, 2000));
   }
   ASSERT_EQ(daemon->stop().exitCode(), 0);
   auto ok = runProgram({TALLY_BINARY, "ledger", "verify", "--config", daemon->config()});

@@ -31,7 +31,7 @@ bool DaemonUnderTest::start() {
   running_ = true;
   for (int i = 0; i < 200; ++i) {
     if (auto c = rpc::Client::connect(socket_)) {
-      if (auto m = c->call("hello", nlohmann::json::object(), {}, 2000); m && m->ok) return true;
+      if (auto m = c->call(rpc::api::Hello{}, {}, 2000); m && m->ok) return true;
     }
     int status = 0;
     if (::waitpid(spawned_.pid, &status, WNOHANG) == spawned_.pid) {

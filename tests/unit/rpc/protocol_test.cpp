@@ -79,22 +79,6 @@ TEST(RpcRequest, ValidatesTheEnvelope) {
   EXPECT_EQ(rpc::parseRequest(R"({"v":9,"id":"abc","method":"x"})").id, "abc");
 }
 
-TEST(RpcRequest, TypedParams) {
-  nlohmann::json p = {
-      {"s", "x"},  {"n", 5}, {"neg", -1}, {"f", 1.5}, {"a", nlohmann::json::array({"p", "q"})},
-      {"bad", {1}}};
-  EXPECT_EQ(*rpc::paramString(p, "s", true), "x");
-  EXPECT_FALSE(rpc::paramString(p, "missing", true));
-  EXPECT_EQ(*rpc::paramString(p, "missing", false), "");
-  EXPECT_FALSE(rpc::paramString(p, "n", false));
-  EXPECT_EQ(**rpc::paramU64(p, "n"), 5u);
-  EXPECT_FALSE(rpc::paramU64(p, "neg"));
-  EXPECT_FALSE(rpc::paramU64(p, "f"));
-  EXPECT_FALSE(*rpc::paramU64(p, "missing"));
-  EXPECT_EQ(*rpc::paramStrings(p, "a"), (std::vector<std::string>{"p", "q"}));
-  EXPECT_FALSE(rpc::paramStrings(p, "bad"));
-}
-
 TEST(RpcEncoding, RepliesAndEventsRoundTrip) {
   auto reply = rpc::parseMessage(rpc::encodeReply(3, {{"lease", "abc"}}));
   ASSERT_TRUE(reply);

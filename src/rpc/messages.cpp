@@ -1,0 +1,229 @@
+#include "rpc/messages.h"
+
+#include "ledger/kinds.h"
+#include "ledger/rows.h"
+#include "rpc/fields.h"
+
+namespace tally::rpc::api {
+namespace {
+
+Status isObject(const json& j, const char* what) {
+  if (!j.is_object()) return Error{0, fmt::format("the daemon's {} is not a JSON object", what)};
+  return Ok{};
+}
+
+// A required string field of a reply or event.
+Status need(Fields& f, const char* key, std::string& out, std::size_t maxBytes = 4096) {
+  auto v = f.required(key, maxBytes);
+  if (!v) return v.error();
+  out = std::move(*v);
+  return Ok{};
+}
+
+Status strings(Fields& f, const char* key, std::vector<std::string>& out) {
+  const json* v = f.get(key);
+  if (!v) return Ok{};
+  if (!v->is_array()) return f.bad(key, "must be an array of strings");
+  for (const auto& s : *v) {
+    if (!s.is_string()) return f.bad(key, "must be an array of strings");
+    out.push_back(s.get<std::string>());
+  }
+  return Ok{};
+}
+
+}  // namespace
+
+json encode(const HelloReply& r) {
+  return {{"protocol", r.protocol},
+          {"daemon_pid", r.daemonPid},
+          {"uid", r.uid},
+          {"state_dir", r.stateDir}};
+}
+
+Result<HelloReply> decodeHelloReply(const json& result) {
+  if (auto s = isObject(result, "hello reply"); !s) return s.error();
+  Fields f(result);
+  HelloReply r;
+  auto protocol = f.i64("protocol", 0, 1 << 20);
+  if (!protocol) return protocol.error();
+  if (!*protocol) return f.bad("protocol", "is required");
+  r.protocol = static_cast<int>(**protocol);
+  auto pid = f.i64("daemon_pid", 0, 1 << 30);
+  if (!pid) return pid.error();
+  r.daemonPid = pid->value_or(0);
+  auto uid = f.u64("uid", UINT32_MAX);
+  if (!uid) return uid.error();
+  r.uid = static_cast<std::uint32_t>(uid->value_or(0));
+  auto dir = f.str("state_dir", 4096);
+  if (!dir) return dir.error();
+  r.stateDir = dir->value_or("");
+  return r;
+}
+
+json encode(const LeaseReply& r) {
+  json j = r.view;
+  j["lease"] = r.lease;
+  j["name"] = r.name;
+  j["kind"] = r.kind;
+  j["state"] = r.state;
+  j["pools"] = r.pools;
+  if (r.unit) j["unit"] = *r.unit;
+  if (r.cgroup) j["cgroup"] = *r.cgroup;
+  if (r.memoryMaxEffective) j["memory_max_effective"] = *r.memoryMaxEffective;
+  j["coverage"] = r.coverage;
+  if (r.view.contains("gpu_bound")) j["gpu_bound"]["advisory"] = r.gpuBoundAdvisory;
+  return j;
+}
+
+Result<LeaseReply> decodeLeaseReply(const json& result) {
+  if (auto s = isObject(result, "lease reply"); !s) return s.error();
+  Fields f(result);
+  LeaseReply r;
+  for (auto [key, out] : {std::pair{"lease", &r.lease}, std::pair{"state", &r.state}})
+    if (auto s = need(f, key, *out); !s) return s.error();
+  for (auto [key, out] : {std::pair{"name", &r.name}, std::pair{"kind", &r.kind},
+                          std::pair{"coverage", &r.coverage}}) {
+    auto v = f.str(key, 4096);
+    if (!v) return v.error();
+    *out = v->value_or("");
+  }
+  if (auto s = strings(f, "pools", r.pools); !s) return s.error();
+  for (auto [key, out] : {std::pair{"unit", &r.unit}, std::pair{"cgroup", &r.cgroup}}) {
+    auto v = f.str(key, 4096);
+    if (!v) return v.error();
+    *out = *v;
+  }
+  auto effective = f.u64("memory_max_effective");
+  if (!effective) return effective.error();
+  r.memoryMaxEffective = *effective;
+  if (const json* bound = f.get("gpu_bound")) {
+    if (!bound->is_object()) return f.bad("gpu_bound", "must be an object");
+    Fields b(*bound, "gpu_bound.");
+    auto advisory = b.boolean("advisory");
+    if (!advisory) return advisory.error();
+    r.gpuBoundAdvisory = *advisory;
+  }
+  r.view = result;
+  return r;
+}
+
+json encode(const ReleaseReply& r) { return {{"lease", r.lease}, {"state", r.state}}; }
+
+Result<ReleaseReply> decodeReleaseReply(const json& result) {
+  if (auto s = isObject(result, "release reply"); !s) return s.error();
+  Fields f(result);
+  ReleaseReply r;
+  for (auto [key, out] : {std::pair{"lease", &r.lease}, std::pair{"state", &r.state}})
+    if (auto s = need(f, key, *out); !s) return s.error();
+  return r;
+}
+
+json encode(const CompleteReply& r) {
+  return {{"lease", r.lease}, {"seq", r.seq}, {"hash", r.hash}};
+}
+
+Result<CompleteReply> decodeCompleteReply(const json& result) {
+  if (auto s = isObject(result, "complete reply"); !s) return s.error();
+  Fields f(result);
+  CompleteReply r;
+  for (auto [key, out] : {std::pair{"lease", &r.lease}, std::pair{"hash", &r.hash}})
+    if (auto s = need(f, key, *out); !s) return s.error();
+  auto seq = f.i64("seq", 1, INT64_MAX);
+  if (!seq) return seq.error();
+  if (!*seq) return f.bad("seq", "is required");
+  r.seq = **seq;
+  return r;
+}
+
+json encode(const BoundReply& r) { return {{"recorded", r.recorded}}; }
+
+Result<BoundReply> decodeBoundReply(const json& result) {
+  if (auto s = isObject(result, "bound reply"); !s) return s.error();
+  Fields f(result);
+  auto recorded = f.boolean("recorded");
+  if (!recorded) return recorded.error();
+  return BoundReply{*recorded};
+}
+
+json encode(const SubscribeReply& r) { return {{"subscribed", r.events}}; }
+
+Result<SubscribeReply> decodeSubscribeReply(const json& result) {
+  if (auto s = isObject(result, "subscribe reply"); !s) return s.error();
+  Fields f(result);
+  SubscribeReply r;
+  if (auto s = strings(f, "subscribed", r.events); !s) return s.error();
+  return r;
+}
+
+json encode(const MetricsReply& r) { return {{"text", r.text}}; }
+
+Result<MetricsReply> decodeMetricsReply(const json& result) {
+  if (auto s = isObject(result, "metrics reply"); !s) return s.error();
+  Fields f(result);
+  auto text = f.str("text", std::size_t{64} << 20);
+  if (!text) return text.error();
+  if (!*text) return f.bad("text", "is required (is the daemon an older tally?)");
+  return MetricsReply{std::move(**text)};
+}
+
+Result<json> decodeDocument(const json& result, const char* key) {
+  if (auto s = isObject(result, "reply"); !s) return s.error();
+  if (!result.contains(key))
+    return Error{0, fmt::format("the daemon's reply has no \"{}\" (is it an older tally?)", key)};
+  return result;
+}
+
+bool LeaseEvent::terminal() const { return ledger::isTerminal(kind); }
+
+json encode(const LeaseEvent& e) {
+  json j = {{"kind", e.kind},
+            {"lease", e.lease},
+            {"name", e.name},
+            {"pools", e.pools},
+            {"message", e.message}};
+  if (e.outcome) j["outcome"] = *e.outcome;
+  return j;
+}
+
+Result<LeaseEvent> decodeLeaseEvent(const json& event) {
+  if (auto s = isObject(event, "lease event"); !s) return s.error();
+  Fields f(event);
+  LeaseEvent e;
+  for (auto [key, out] : {std::pair{"lease", &e.lease}, std::pair{"kind", &e.kind}})
+    if (auto s = need(f, key, *out); !s) return s.error();
+  for (auto [key, out] : {std::pair{"name", &e.name}, std::pair{"message", &e.message}}) {
+    auto v = f.str(key, 64 * 1024);
+    if (!v) return v.error();
+    *out = v->value_or("");
+  }
+  if (auto s = strings(f, "pools", e.pools); !s) return s.error();
+  auto outcome = f.str("outcome", 64);
+  if (!outcome) return outcome.error();
+  e.outcome = *outcome;
+  return e;
+}
+
+json encode(const GpuBoundEvent& e) {
+  json j = ledger::encode(ledger::BoundRow{e.event, e.source});
+  j["lease"] = e.lease;
+  j["name"] = e.name;
+  return j;
+}
+
+Result<GpuBoundEvent> decodeGpuBoundEvent(const json& event) {
+  if (auto s = isObject(event, "gpu-bound event"); !s) return s.error();
+  auto row = ledger::decodeBound(event);
+  if (!row) return row.error();
+  GpuBoundEvent e;
+  e.event = row->event;
+  e.source = row->source;
+  e.lease = event.contains("lease") && event["lease"].is_string()
+                ? event["lease"].get<std::string>()
+                : "";
+  e.name =
+      event.contains("name") && event["name"].is_string() ? event["name"].get<std::string>() : "";
+  if (e.lease.empty()) return Error{0, "\"lease\" is required"};
+  return e;
+}
+
+}  // namespace tally::rpc::api

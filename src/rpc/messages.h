@@ -1,0 +1,113 @@
+// The daemon's replies and events as types, typed both ways: the daemon
+// encodes each reply and event from one of these structs, and a client
+// decodes it through the same struct (rpc/fields.h: each field checked,
+// what is missing or mistyped is an error naming the field, never a guess).
+// The views a person reads (leases, pools, seats, overview: the daemon's
+// documents, shaped by docs/daemon.md) travel as documents under one checked
+// key; what a client acts on is typed here.
+#pragma once
+
+#include <cstdint>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "enforce/gpu_bound.h"
+#include "util/result.h"
+
+namespace tally::rpc::api {
+
+using json = nlohmann::json;
+
+// hello
+struct HelloReply {
+  int protocol = 0;
+  std::int64_t daemonPid = 0;
+  std::uint32_t uid = 0;
+  std::string stateDir;
+};
+json encode(const HelloReply& r);
+Result<HelloReply> decodeHelloReply(const json& result);
+
+// acquire, attach, resume, started (and lease, for a live lease): the lease
+// as the daemon holds it. The fields a client acts on are typed; the rest of
+// the daemon's view of it (meters, declarations, times) rides in `view`.
+struct LeaseReply {
+  std::string lease, name, kind, state;
+  std::vector<std::string> pools;
+  std::optional<std::string> unit, cgroup;
+  // The hand-over (docs/coverage.md): the MemoryMax a run lease's scope must
+  // have where the kernel charges GTT (--memory-max + --gpu-memory-max).
+  std::optional<std::uint64_t> memoryMaxEffective;
+  std::string coverage;           // "host" or "host+gtt"
+  bool gpuBoundAdvisory = false;  // gpu_memory_max only reports (the kernel bounds GTT)
+  json view = json::object();
+};
+json encode(const LeaseReply& r);
+Result<LeaseReply> decodeLeaseReply(const json& result);
+
+// release and cancel: what became of the lease ("released", "withdrawn",
+// "stopping", "cancelled").
+struct ReleaseReply {
+  std::string lease, state;
+};
+json encode(const ReleaseReply& r);
+Result<ReleaseReply> decodeReleaseReply(const json& result);
+
+// complete: the outcome's ledger row, on disk.
+struct CompleteReply {
+  std::string lease;
+  std::int64_t seq = 0;
+  std::string hash;
+};
+json encode(const CompleteReply& r);
+Result<CompleteReply> decodeCompleteReply(const json& result);
+
+// bound: the event is recorded.
+struct BoundReply {
+  bool recorded = false;
+};
+json encode(const BoundReply& r);
+Result<BoundReply> decodeBoundReply(const json& result);
+
+// subscribe: the event kinds that follow.
+struct SubscribeReply {
+  std::vector<std::string> events;
+};
+json encode(const SubscribeReply& r);
+Result<SubscribeReply> decodeSubscribeReply(const json& result);
+
+// metrics: the Prometheus exposition.
+struct MetricsReply {
+  std::string text;
+};
+json encode(const MetricsReply& r);
+Result<MetricsReply> decodeMetricsReply(const json& result);
+
+// leases, pools, seats, overview, lease (an ended one): a document for people
+// (docs/daemon.md), checked to be an object carrying `key` ("leases",
+// "pools", "seats", "seats" again for overview, "lease").
+Result<json> decodeDocument(const json& result, const char* key);
+
+// Event "lease": a lease's lifecycle, one per ledger row (queued, granted,
+// started, adopted, readopted, released, outcome, lost, withdrawn).
+struct LeaseEvent {
+  std::string lease, kind, name;
+  std::vector<std::string> pools;
+  std::string message;
+  std::optional<std::string> outcome;  // the outcome's class, on an outcome
+  bool terminal() const;               // the lease's last row (ledger::isTerminal)
+};
+json encode(const LeaseEvent& e);
+Result<LeaseEvent> decodeLeaseEvent(const json& event);
+
+// Event "gpu-bound": what a lease's GPU bound noticed or did.
+struct GpuBoundEvent {
+  std::string lease, name, source;
+  enforce::BoundEvent event;
+};
+json encode(const GpuBoundEvent& e);
+Result<GpuBoundEvent> decodeGpuBoundEvent(const json& event);
+
+}  // namespace tally::rpc::api

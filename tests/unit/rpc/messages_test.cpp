@@ -1,0 +1,126 @@
+// The daemon's replies and events, typed both ways: what the daemon encodes
+// a client decodes to the same values; what is missing or mistyped is an
+// error naming the field, never a guess.
+#include "rpc/messages.h"
+
+#include <gtest/gtest.h>
+
+#include "rpc/client.h"
+
+namespace tally::rpc::api {
+namespace {
+
+TEST(RpcMessages, RepliesRoundTrip) {
+  auto hello = decodeHelloReply(encode(HelloReply{1, 4242, 1000, "/var/lib/tally"}));
+  ASSERT_TRUE(hello) << hello.error().message;
+  EXPECT_EQ(hello->protocol, 1);
+  EXPECT_EQ(hello->daemonPid, 4242);
+  EXPECT_EQ(hello->uid, 1000u);
+  EXPECT_EQ(hello->stateDir, "/var/lib/tally");
+
+  LeaseReply l;
+  l.lease = "0123456789ab";
+  l.name = "llama";
+  l.kind = "run";
+  l.state = "granted";
+  l.pools = {"gpu"};
+  l.memoryMaxEffective = 48u << 30;
+  l.coverage = "host+gtt";
+  l.gpuBoundAdvisory = true;
+  l.view = {{"priority", 3}, {"gpu_bound", {{"action", "report"}}}};
+  json wire = encode(l);
+  EXPECT_EQ(wire["priority"], 3) << "the view rides along";
+  auto back = decodeLeaseReply(wire);
+  ASSERT_TRUE(back) << back.error().message;
+  EXPECT_EQ(back->lease, l.lease);
+  EXPECT_EQ(back->state, "granted");
+  EXPECT_EQ(back->pools, l.pools);
+  EXPECT_EQ(back->memoryMaxEffective, l.memoryMaxEffective);
+  EXPECT_EQ(back->coverage, "host+gtt");
+  EXPECT_TRUE(back->gpuBoundAdvisory);
+  EXPECT_FALSE(back->cgroup);
+
+  auto rel = decodeReleaseReply(encode(ReleaseReply{"abc", "stopping"}));
+  ASSERT_TRUE(rel);
+  EXPECT_EQ(rel->state, "stopping");
+  auto done = decodeCompleteReply(encode(CompleteReply{"abc", 17, "9f3a"}));
+  ASSERT_TRUE(done);
+  EXPECT_EQ(done->seq, 17);
+  EXPECT_TRUE(decodeBoundReply(encode(BoundReply{true}))->recorded);
+  EXPECT_EQ(decodeSubscribeReply(encode(SubscribeReply{{"lease", "gpu-bound"}}))->events,
+            (std::vector<std::string>{"lease", "gpu-bound"}));
+  EXPECT_EQ(decodeMetricsReply(encode(MetricsReply{"# HELP x\n"}))->text, "# HELP x\n");
+}
+
+TEST(RpcMessages, AMalformedReplyIsAnErrorNamingTheField) {
+  EXPECT_EQ(decodeLeaseReply(json{{"state", "granted"}}).error().message, "\"lease\" is required");
+  EXPECT_EQ(decodeLeaseReply(json{{"lease", "a"}, {"state", "x"}, {"memory_max_effective", -1}})
+                .error()
+                .message,
+            "\"memory_max_effective\" must be a non-negative integer");
+  EXPECT_EQ(decodeLeaseReply(json{{"lease", "a"}, {"state", "x"}, {"pools", {1}}}).error().message,
+            "\"pools\" must be an array of strings");
+  EXPECT_EQ(decodeLeaseReply(json::array()).error().message,
+            "the daemon's lease reply is not a JSON object");
+  EXPECT_EQ(decodeCompleteReply(json{{"lease", "a"}, {"hash", "h"}}).error().message,
+            "\"seq\" is required");
+  EXPECT_EQ(decodeMetricsReply(json::object()).error().message,
+            "\"text\" is required (is the daemon an older tally?)");
+  EXPECT_EQ(decodeDocument(json{{"pools", json::array()}}, "leases").error().message,
+            "the daemon's reply has no \"leases\" (is it an older tally?)");
+  EXPECT_EQ(decodeHelloReply(json{{"protocol", "1"}}).error().message,
+            "\"protocol\" must be an integer in 0..1048576");
+}
+
+// A lease's end is its terminal ledger row (outcome, lost, withdrawn); a
+// "released" row asks for the end and is not it (the Slurm plugin waits for
+// the end, not the request).
+TEST(RpcMessages, LeaseEventsAndWhichAreTheEnd) {
+  LeaseEvent e{"abc", "outcome", "llama", {"gpu"}, "lease abc (llama): exited 0", "exited"};
+  auto back = decodeLeaseEvent(encode(e));
+  ASSERT_TRUE(back);
+  EXPECT_EQ(back->outcome, "exited");
+  EXPECT_EQ(back->message, e.message);
+  for (const char* kind : {"outcome", "lost", "withdrawn"}) {
+    e.kind = kind;
+    EXPECT_TRUE(e.terminal()) << kind;
+  }
+  for (const char* kind : {"released", "granted", "started", "queued", "readopted"}) {
+    e.kind = kind;
+    EXPECT_FALSE(e.terminal()) << kind;
+  }
+  EXPECT_EQ(decodeLeaseEvent(json{{"kind", "outcome"}}).error().message, "\"lease\" is required");
+}
+
+TEST(RpcMessages, GpuBoundEventsCarryTheBoundsEvent) {
+  enforce::BoundEvent b;
+  b.atNs = 77;
+  b.kind = enforce::Verdict::Kill;
+  b.bytes = 5u << 30;
+  b.limit = 4u << 30;
+  b.summary = "killed by tally: ...";
+  auto back = decodeGpuBoundEvent(encode(GpuBoundEvent{"abc", "hog", "drm-fdinfo", b}));
+  ASSERT_TRUE(back) << back.error().message;
+  EXPECT_EQ(back->lease, "abc");
+  EXPECT_EQ(back->event.kind, enforce::Verdict::Kill);
+  EXPECT_EQ(back->event.bytes, b.bytes);
+  EXPECT_EQ(back->event.summary, b.summary);
+  EXPECT_EQ(back->source, "drm-fdinfo");
+}
+
+// Each request's params carry their method: the typed call cannot send them
+// under another name.
+TEST(RpcMessages, ParamsCarryTheirMethod) {
+  EXPECT_STREQ(methodName(Acquire::kMethod), "acquire");
+  EXPECT_STREQ(methodName(Attach::kMethod), "attach");
+  EXPECT_STREQ(methodName(Release::kMethod), "release");
+  EXPECT_STREQ(methodName(Cancel::kMethod), "cancel");
+  EXPECT_STREQ(methodName(Resume::kMethod), "resume");
+  EXPECT_STREQ(methodName(LeaseQuery::kMethod), "lease");
+  EXPECT_STREQ(methodName(Overview::kMethod), "overview");
+  EXPECT_EQ(encode(Hello{}), json::object());
+  EXPECT_EQ(encode(Release{{"abc"}}), (json{{"lease", "abc"}}));
+}
+
+}  // namespace
+}  // namespace tally::rpc::api
