@@ -51,6 +51,46 @@ nlohmann::ordered_json boundEventJson(const BoundEvent& e) {
   return j;
 }
 
+Result<BoundEvent> boundEventFromJson(const nlohmann::json& j) {
+  if (!j.is_object()) return Error{0, "a GPU bound event must be an object"};
+  BoundEvent e;
+  auto text = [&](const char* key, std::string& out) -> Status {
+    auto it = j.find(key);
+    if (it == j.end() || it->is_null()) return Ok{};
+    if (!it->is_string()) return Error{0, fmt::format("\"{}\" is not a string", key)};
+    out = it->get<std::string>();
+    return Ok{};
+  };
+  auto count = [&](const char* key, std::uint64_t& out) -> Status {
+    auto it = j.find(key);
+    if (it == j.end() || it->is_null()) return Ok{};
+    if (!it->is_number_unsigned())
+      return Error{0, fmt::format("\"{}\" is not a non-negative integer", key)};
+    out = it->get<std::uint64_t>();
+    return Ok{};
+  };
+  std::string kind;
+  if (auto s = text("kind", kind); !s) return s.error();
+  bool known = false;
+  for (auto v : {Verdict::HighCrossed, Verdict::HighCleared, Verdict::Kill, Verdict::Report}) {
+    if (kind == verdictName(v)) {
+      e.kind = v;
+      known = true;
+    }
+  }
+  if (!known) return Error{0, "\"kind\" is not a GPU bound event kind"};
+  std::uint64_t samples = 0;
+  for (auto [key, out] : {std::pair{"at_ns", &e.atNs}, std::pair{"bytes", &e.bytes},
+                          std::pair{"limit", &e.limit}, std::pair{"first_over_ns", &e.firstOverNs},
+                          std::pair{"samples", &samples}}) {
+    if (auto s = count(key, *out); !s) return s.error();
+  }
+  if (samples > 1'000'000) return Error{0, "\"samples\" is implausibly large"};
+  e.samples = static_cast<unsigned>(samples);
+  if (auto s = text("summary", e.summary); !s) return s.error();
+  return e;
+}
+
 nlohmann::ordered_json boundEventsJson(const std::vector<BoundEvent>& events) {
   auto a = nlohmann::ordered_json::array();
   for (const auto& e : events) a.push_back(boundEventJson(e));

@@ -83,6 +83,10 @@ std::vector<BoundEvent> eventsOf(const Decision& d, std::uint64_t nowNs);
 // {"at_ns", "kind", "bytes", "limit", "samples", "first_over_ns", "summary", "source":
 // "drm-fdinfo"}.
 nlohmann::ordered_json boundEventJson(const BoundEvent& e);
+// The one reader of that shape (the ledger's gpu-bound rows, the daemon's
+// gpu-bound events): "kind" must name a recorded event; the error names the
+// field.
+Result<BoundEvent> boundEventFromJson(const nlohmann::json& j);
 nlohmann::ordered_json boundEventsJson(const std::vector<BoundEvent>& events);
 
 Decision observe(const GpuBound& bound, GpuBoundState& state, std::optional<std::uint64_t> bytes,

@@ -197,23 +197,10 @@ Result<BoundRow> decodeBound(const json& body) {
   if (!body.is_object()) return Error{0, "the ledger's gpu-bound row is not a JSON object"};
   Fields f(body, kGpuBound);
   BoundRow r;
-  std::string kind;
-  if (auto s = f.str(body, "kind", kind); !s) return s.error();
-  for (auto v : {enforce::Verdict::HighCrossed, enforce::Verdict::HighCleared,
-                 enforce::Verdict::Kill, enforce::Verdict::Report}) {
-    if (kind == enforce::verdictName(v)) r.event.kind = v;
-  }
-  if (auto s = f.str(body, "summary", r.event.summary); !s) return s.error();
+  auto e = enforce::boundEventFromJson(body);
+  if (!e) return Error{0, fmt::format("the ledger's {} row: {}", kGpuBound, e.error().message)};
+  r.event = std::move(*e);
   if (auto s = f.str(body, "source", r.source); !s) return s.error();
-  std::optional<std::uint64_t> v;
-  if (auto s = f.u64(body, "bytes", v); !s) return s.error();
-  r.event.bytes = v.value_or(0);
-  v.reset();
-  if (auto s = f.u64(body, "limit", v); !s) return s.error();
-  r.event.limit = v.value_or(0);
-  v.reset();
-  if (auto s = f.u64(body, "at_ns", v); !s) return s.error();
-  r.event.atNs = v.value_or(0);
   return r;
 }
 

@@ -1,7 +1,6 @@
 #include "rpc/messages.h"
 
 #include "ledger/kinds.h"
-#include "ledger/rows.h"
 #include "rpc/fields.h"
 
 namespace tally::rpc::api {
@@ -204,7 +203,8 @@ Result<LeaseEvent> decodeLeaseEvent(const json& event) {
 }
 
 json encode(const GpuBoundEvent& e) {
-  json j = ledger::encode(ledger::BoundRow{e.event, e.source});
+  json j = enforce::boundEventJson(e.event);
+  j["source"] = e.source;
   j["lease"] = e.lease;
   j["name"] = e.name;
   return j;
@@ -212,17 +212,17 @@ json encode(const GpuBoundEvent& e) {
 
 Result<GpuBoundEvent> decodeGpuBoundEvent(const json& event) {
   if (auto s = isObject(event, "gpu-bound event"); !s) return s.error();
-  auto row = ledger::decodeBound(event);
-  if (!row) return row.error();
+  auto bound = enforce::boundEventFromJson(event);
+  if (!bound) return bound.error();
   GpuBoundEvent e;
-  e.event = row->event;
-  e.source = row->source;
-  e.lease = event.contains("lease") && event["lease"].is_string()
-                ? event["lease"].get<std::string>()
-                : "";
-  e.name =
-      event.contains("name") && event["name"].is_string() ? event["name"].get<std::string>() : "";
-  if (e.lease.empty()) return Error{0, "\"lease\" is required"};
+  e.event = std::move(*bound);
+  Fields f(event);
+  if (auto s = need(f, "lease", e.lease); !s) return s.error();
+  for (auto [key, out] : {std::pair{"name", &e.name}, std::pair{"source", &e.source}}) {
+    auto v = f.str(key, 4096);
+    if (!v) return v.error();
+    *out = v->value_or("");
+  }
   return e;
 }
 
