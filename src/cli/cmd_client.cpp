@@ -15,6 +15,7 @@
 #include "rpc/lease_api.h"
 #include "rpc/messages.h"
 #include "util/clock.h"
+#include "util/json_view.h"
 #include "util/text.h"
 #include "util/units.h"
 #include "views/timeline.h"
@@ -25,21 +26,12 @@ namespace {
 
 using json = nlohmann::json;
 
-std::string bytesText(const json& v) {
-  return v.is_number_unsigned() ? units::humanBytes(v.get<std::uint64_t>()) : std::string("-");
-}
+using jsonview::bytesOrDash;
 
+// How long ago `ns` was (CLOCK_REALTIME), or "-".
 std::string ageText(const json& ns) {
-  if (!ns.is_number_unsigned()) return "-";
-  timespec now{};
-  clock_gettime(CLOCK_REALTIME, &now);
-  auto nowNs = static_cast<std::uint64_t>(now.tv_sec) * 1000000000u +
-               static_cast<std::uint64_t>(now.tv_nsec);
-  std::uint64_t s =
-      nowNs > ns.get<std::uint64_t>() ? (nowNs - ns.get<std::uint64_t>()) / 1000000000u : 0;
-  if (s < 120) return fmt::format("{}s", s);
-  if (s < 7200) return fmt::format("{}m", s / 60);
-  return fmt::format("{}h", s / 3600);
+  auto then = jsonview::count(ns);
+  return then ? jsonview::spanText(*then, clock::realtimeNs()) : std::string("-");
 }
 
 // How long a queued attach waits for a restarted daemon to come back.
@@ -116,8 +108,8 @@ void printLeases(const json& leases) {
     json gpu = l.contains("gpu") ? l["gpu"]["current_bytes"] : json();
     fmt::print("{:<12}  {:<16}  {:<7}  {:<8}  {:<14}  {:>10}  {:>10}  {:>10}  {:>10}  {}\n",
                l.value("lease", ""), l.value("name", ""), l.value("kind", ""), state, pools,
-               bytesText(l["declared"]["memory_max"]), bytesText(mem),
-               bytesText(l["declared"]["gpu_memory_max"]), bytesText(gpu), where);
+               bytesOrDash(l["declared"]["memory_max"]), bytesOrDash(mem),
+               bytesOrDash(l["declared"]["gpu_memory_max"]), bytesOrDash(gpu), where);
   }
 }
 
@@ -127,13 +119,13 @@ void printPools(const json& pools) {
   for (const auto& p : pools) {
     auto pair = [](const json& declared, const json& budget) {
       if (!budget.is_number_unsigned()) return std::string("- (no budget)");
-      return fmt::format("{}/{}", bytesText(declared), bytesText(budget));
+      return fmt::format("{}/{}", bytesOrDash(declared), bytesOrDash(budget));
     };
     fmt::print("{:<12}  {:>9}  {:>6}  {:>21}  {:>21}  {:>10}  {:>10}\n", p.value("pool", ""),
                fmt::format("{}/{}", p["holders"].size(), p.value("capacity", 0)), p["queue"].size(),
                pair(p["memory_declared"], p["memory_budget"]),
                pair(p["gpu_memory_declared"], p["gpu_memory_budget"]),
-               bytesText(p["headroom"]["host_bytes"]), bytesText(p["headroom"]["gpu_bytes"]));
+               bytesOrDash(p["headroom"]["host_bytes"]), bytesOrDash(p["headroom"]["gpu_bytes"]));
   }
 }
 
@@ -416,7 +408,7 @@ std::string limitsText(const json& declared) {
         std::pair{"gpu_memory_max", "gpu_memory_max"},
         std::pair{"gpu_memory_high", "gpu_memory_high"}}) {
     if (declared.is_object() && declared.contains(key) && declared[key].is_number_unsigned())
-      parts.push_back(fmt::format("{}={}", name, bytesText(declared[key])));
+      parts.push_back(fmt::format("{}={}", name, bytesOrDash(declared[key])));
   }
   return parts.empty() ? "no limits declared" : fmt::format("{}", fmt::join(parts, ", "));
 }
@@ -515,12 +507,12 @@ std::vector<std::string> leaseShowLines(const json& r) {
                                   : ""));
   if (r.contains("memory"))
     out.push_back(fmt::format("  memory now {}, sampled peak {} (cgroup)",
-                              bytesText(r["memory"]["current_bytes"]),
-                              bytesText(r["memory"]["peak_sampled_bytes"])));
+                              bytesOrDash(r["memory"]["current_bytes"]),
+                              bytesOrDash(r["memory"]["peak_sampled_bytes"])));
   if (r.contains("gpu"))
     out.push_back(fmt::format("  GPU memory now {}, peak {} (drm-fdinfo)",
-                              bytesText(r["gpu"]["current_bytes"]),
-                              bytesText(r["gpu"]["peak_bytes"])));
+                              bytesOrDash(r["gpu"]["current_bytes"]),
+                              bytesOrDash(r["gpu"]["peak_bytes"])));
   if (outcome) {
     const json& rec = *outcome;
     const json& oc = rec.value("outcome", json::object());
@@ -534,8 +526,8 @@ std::vector<std::string> leaseShowLines(const json& r) {
         end >= start && start ? fmt::format("{} s", (end - start) / 1000000000u)
                               : std::string("for an unknown time"),
         limitsText(declared),
-        bytesText(rec.contains("memory") ? rec["memory"].value("peak_bytes", json()) : json()),
-        bytesText(rec.contains("gpu") ? rec["gpu"].value("peak_bytes", json()) : json())));
+        bytesOrDash(rec.contains("memory") ? rec["memory"].value("peak_bytes", json()) : json()),
+        bytesOrDash(rec.contains("gpu") ? rec["gpu"].value("peak_bytes", json()) : json())));
   }
   if (r.contains("ledger") && r["ledger"].is_array()) {
     for (const auto& e : r["ledger"]) {

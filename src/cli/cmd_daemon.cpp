@@ -28,6 +28,7 @@
 #include "probes/meminfo.h"
 #include "report/gpu_report.h"
 #include "util/clock.h"
+#include "util/json_view.h"
 #include "util/text.h"
 #include "util/units.h"
 
@@ -330,7 +331,6 @@ int runConfigCheck(const fs::RootPaths& roots, const ConfigCheckOptions& o) {
   const auto& c = *parsed.config;
   HostFindings host = checkOnHost(c, roots);
   bool valid = host.problems.empty();
-  auto opt = [](const std::optional<std::uint64_t>& v) { return v ? json(*v) : json(nullptr); };
   const auto& d = c.daemon;
   std::string stateDir = d.stateDir.empty() ? ledger::defaultStateDir() : d.stateDir;
   if (o.json) {
@@ -338,8 +338,8 @@ int runConfigCheck(const fs::RootPaths& roots, const ConfigCheckOptions& o) {
     for (const auto& p : c.pools) {
       pools.push_back({{"name", p.name},
                        {"capacity", p.capacity},
-                       {"memory_budget", opt(p.memoryBudget)},
-                       {"gpu_memory_budget", opt(p.gpuMemoryBudget)},
+                       {"memory_budget", jsonview::orNull(p.memoryBudget)},
+                       {"gpu_memory_budget", jsonview::orNull(p.gpuMemoryBudget)},
                        {"devices", p.devices},
                        {"gtt_ceiling", devices::gttConsumerName(p.gttCeiling)}});
     }

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "devices/gtt_consumer.h"
@@ -29,6 +30,11 @@ struct Pool {
 };
 
 inline constexpr const char* kSystemSocket = "/run/tally/tally.sock";
+
+// A pool's name: 1-64 of [A-Za-z0-9_-], wherever one is named (the config's
+// [pools.<name>], a request's "pools", the Slurm plugin's --tally-pool).
+inline constexpr std::size_t kMaxPoolName = 64;
+bool validPoolName(std::string_view name);
 
 struct Daemon {
   std::string socket = kSystemSocket;

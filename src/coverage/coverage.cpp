@@ -7,6 +7,7 @@
 #include "probes/dmem.h"
 #include "probes/meminfo.h"
 #include "probes/proc_cgroup.h"
+#include "util/json_view.h"
 #include "util/text.h"
 
 namespace tally::coverage {
@@ -300,7 +301,7 @@ nlohmann::ordered_json signsJson(const StaticSigns& s) {
 
 nlohmann::ordered_json probeJson(const ProbeResult& p) {
   auto opt = [](const std::optional<std::int64_t>& v) {
-    return v ? nlohmann::ordered_json(*v) : nlohmann::ordered_json(nullptr);
+    return jsonview::orNull<nlohmann::ordered_json>(v);
   };
   return {
       {"outcome", probeOutcomeName(p.outcome)},

@@ -7,6 +7,7 @@
 #include "lease/record.h"
 #include "ledger/rows.h"
 #include "util/clock.h"
+#include "util/json_view.h"
 #include "util/text.h"
 
 namespace tally::daemon {
@@ -14,8 +15,6 @@ namespace tally::daemon {
 using json = nlohmann::json;
 
 namespace {
-
-json opt(const std::optional<std::uint64_t>& v) { return v ? json(*v) : json(nullptr); }
 
 // The record's part every daemon-side ending shares.
 lease::LeaseRecord baseRecord(const Lease& l) {
@@ -111,8 +110,8 @@ void Endings::lost(Lease& l, const std::string& why) {
       if (s.gpuBytes && (!gpu || *s.gpuBytes > *gpu)) gpu = s.gpuBytes;
     }
     body["ledger_samples"] = {{"count", samples->size()},
-                              {"memory_current_peak_bytes", opt(mem)},
-                              {"gpu_peak_bytes", opt(gpu)},
+                              {"memory_current_peak_bytes", jsonview::orNull(mem)},
+                              {"gpu_peak_bytes", jsonview::orNull(gpu)},
                               {"first_at_ns", samples->front().atNs},
                               {"last_at_ns", samples->back().atNs}};
   }

@@ -11,14 +11,13 @@
 #include "metrics/tally_metrics.h"
 #include "rpc/messages.h"
 #include "util/clock.h"
+#include "util/json_view.h"
 
 namespace tally::daemon {
 
 using json = nlohmann::json;
 
 namespace {
-
-json opt(const std::optional<std::uint64_t>& v) { return v ? json(*v) : json(nullptr); }
 
 // A byte count read from the cgroup, or absent with the reason ("max" is no limit).
 seats::Figure figure(const Result<std::uint64_t>& v) {
@@ -42,8 +41,8 @@ json Views::lease(const Lease& l, const admission::Engine::Queued* queued, std::
   j["owner_uid"] = l.owner;
   j["pools"] = l.req.pools;
   j["priority"] = l.req.priority;
-  j["declared"] = {{"memory_max", opt(l.req.memoryMax)},
-                   {"gpu_memory_max", opt(l.req.gpuMemoryMax)}};
+  j["declared"] = {{"memory_max", jsonview::orNull(l.req.memoryMax)},
+                   {"gpu_memory_max", jsonview::orNull(l.req.gpuMemoryMax)}};
   if (!l.attributes.empty()) j["attributes"] = lease::attributesJson(l.attributes);
   j["requested_at_ns"] = l.requestedAtNs;
   if (l.state() == Lease::State::Queued) {
@@ -68,13 +67,13 @@ json Views::lease(const Lease& l, const admission::Engine::Queued* queued, std::
   if (l.metering.meter) {
     const auto& h = l.metering.meter->host();
     const auto& g = l.metering.meter->gpu();
-    j["memory"] = {{"current_bytes", opt(h.last)},
-                   {"peak_sampled_bytes", opt(h.peakCurrent)},
+    j["memory"] = {{"current_bytes", jsonview::orNull(h.last)},
+                   {"peak_sampled_bytes", jsonview::orNull(h.peakCurrent)},
                    {"samples", h.samples},
                    {"source", "cgroup"}};
     if (!h.last && h.lastError) j["memory"]["unknown"] = *h.lastError;
-    j["gpu"] = {{"current_bytes", opt(g.lastBytes)},
-                {"peak_bytes", opt(g.peakBytes)},
+    j["gpu"] = {{"current_bytes", jsonview::orNull(g.lastBytes)},
+                {"peak_bytes", jsonview::orNull(g.peakBytes)},
                 {"regions", g.lastRegions},
                 {"samples", g.samples},
                 {"source", "drm-fdinfo"}};
@@ -85,8 +84,8 @@ json Views::lease(const Lease& l, const admission::Engine::Queued* queued, std::
     auto host = measures_.hostOnly(l);
     j["budget_figures"] = {
         {"coverage", coverage::coverageName(handover_.coverage)},
-        {"host_bytes", opt(host)},
-        {"gpu_bytes", opt(g.lastBytes)},
+        {"host_bytes", jsonview::orNull(host)},
+        {"gpu_bytes", jsonview::orNull(g.lastBytes)},
         {"total_bytes", host && g.lastBytes ? json(*host + *g.lastBytes) : json(nullptr)}};
   }
   if (l.metering.bound.any()) {
@@ -151,15 +150,15 @@ json Views::daemonSaw(const Lease& l) {
     const auto& h = l.metering.meter->host();
     const auto& g = l.metering.meter->gpu();
     seen["samples"] = h.samples;
-    seen["memory_peak_sampled_bytes"] = opt(h.peakCurrent);
+    seen["memory_peak_sampled_bytes"] = jsonview::orNull(h.peakCurrent);
     seen["gpu_samples"] = g.samples;
-    seen["gpu_peak_bytes"] = opt(g.peakBytes);
+    seen["gpu_peak_bytes"] = jsonview::orNull(g.peakBytes);
     seen["source"] = "cgroup, drm-fdinfo";
   }
   if (l.place.countersCg) {
     auto counters = cgroup::readFinalCounters(*l.place.countersCg);
     if (counters.memoryPeak) seen["memory_peak_bytes"] = *counters.memoryPeak;
-    if (counters.events) seen["oom_kill"] = opt(counters.events->get("oom_kill"));
+    if (counters.events) seen["oom_kill"] = jsonview::orNull(counters.events->get("oom_kill"));
   }
   if (l.metering.boundRefused) seen["bound_events_refused"] = l.metering.boundRefused;
   if (l.ending.recovered) seen["readopted_after_restart"] = true;
@@ -181,15 +180,15 @@ json Views::pools() {
         queued.push_back(r->id);
     }
     j["queue"] = queued;
-    j["memory_budget"] = opt(p.memoryBudget);
+    j["memory_budget"] = jsonview::orNull(p.memoryBudget);
     j["memory_declared"] = u.memoryDeclared;
-    j["gpu_memory_budget"] = opt(p.gpuMemoryBudget);
+    j["gpu_memory_budget"] = jsonview::orNull(p.gpuMemoryBudget);
     j["gpu_memory_declared"] = u.gpuMemoryDeclared;
     j["devices"] = p.devices;
     auto h = measures_.headroomFor(p);
     j["headroom"] = {
-        {"host_bytes", opt(h.hostBytes)},
-        {"gpu_bytes", opt(h.gpuBytes)},
+        {"host_bytes", jsonview::orNull(h.hostBytes)},
+        {"gpu_bytes", jsonview::orNull(h.gpuBytes)},
         {"source",
          "meminfo MemAvailable, sysfs-device mem_info_*, minus holders' unused declarations"}};
     if (!h.hostBytes) j["headroom"]["host_unknown"] = "MemAvailable not readable";
@@ -275,7 +274,8 @@ json Views::devices(json& outsideLeases) {
   for (const auto& d : host.devices.devices) {
     json regions = json::object();
     for (const auto& m : d.memory) {
-      regions[m.region] = {{"used_bytes", opt(m.usedBytes)}, {"total_bytes", opt(m.totalBytes)}};
+      regions[m.region] = {{"used_bytes", jsonview::orNull(m.usedBytes)},
+                           {"total_bytes", jsonview::orNull(m.totalBytes)}};
       if (m.usedBytes && (m.region == "gtt" || m.region == "vram"))
         used[m.region] = used[m.region].value_or(0) + *m.usedBytes;
     }
@@ -351,7 +351,7 @@ json Views::overview(std::uint64_t nowNs) {
   json outside;
   o["devices"] = devices(outside);
   o["outside_leases"] = outside;
-  o["host"] = {{"mem_available_bytes", opt(host_.recent().meminfo.memAvailable)},
+  o["host"] = {{"mem_available_bytes", jsonview::orNull(host_.recent().meminfo.memAvailable)},
                {"source", "/proc/meminfo MemAvailable"}};
   o["coverage"] = {{"state", coverage::coverageName(handover_.coverage)},
                    {"kernel", coverageKernel_}};

@@ -80,9 +80,9 @@ Result<BoundEvent> boundEventFromJson(const nlohmann::json& j) {
   }
   if (!known) return Error{0, "\"kind\" is not a GPU bound event kind"};
   std::uint64_t samples = 0;
-  for (auto [key, out] : {std::pair{"at_ns", &e.atNs}, std::pair{"bytes", &e.bytes},
-                          std::pair{"limit", &e.limit}, std::pair{"first_over_ns", &e.firstOverNs},
-                          std::pair{"samples", &samples}}) {
+  for (auto [key, out] :
+       {std::pair{"at_ns", &e.atNs}, std::pair{"bytes", &e.bytes}, std::pair{"limit", &e.limit},
+        std::pair{"first_over_ns", &e.firstOverNs}, std::pair{"samples", &samples}}) {
     if (auto s = count(key, *out); !s) return s.error();
   }
   if (samples > 1'000'000) return Error{0, "\"samples\" is implausibly large"};

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include "util/json_view.h"
 #include "util/units.h"
 
 namespace tally::lease {
@@ -9,7 +10,6 @@ namespace {
 
 using json = nlohmann::ordered_json;
 
-json optBytes(const std::optional<std::uint64_t>& v) { return v ? json(*v) : json(nullptr); }
 json limitJson(const probes::MemoryLimit& l) { return l.unlimited ? json("max") : json(l.bytes); }
 
 // The memory.stat figures worth keeping per lease (the file has ~70 keys).
@@ -39,12 +39,12 @@ json recordJson(const LeaseRecord& r) {
   if (!r.slice.empty()) j["lease"]["slice"] = r.slice;
   if (!r.cgroup.empty()) j["lease"]["cgroup"] = r.cgroup;
   j["declared"] = {
-      {"memory_max", optBytes(s.declaredMemoryMax ? s.declaredMemoryMax : s.memoryMax)},
-      {"memory_high", optBytes(s.memoryHigh)},
-      {"memory_swap_max", optBytes(s.memorySwapMax)},
+      {"memory_max", jsonview::orNull(s.declaredMemoryMax ? s.declaredMemoryMax : s.memoryMax)},
+      {"memory_high", jsonview::orNull(s.memoryHigh)},
+      {"memory_swap_max", jsonview::orNull(s.memorySwapMax)},
       {"oom_policy", oomPolicyName(s.oomPolicy)},
-      {"gpu_memory_max", optBytes(s.gpuMemoryMax)},
-      {"gpu_memory_high", optBytes(s.gpuMemoryHigh)},
+      {"gpu_memory_max", jsonview::orNull(s.gpuMemoryMax)},
+      {"gpu_memory_high", jsonview::orNull(s.gpuMemoryHigh)},
       {"sample_interval_us", s.sampleIntervalUs},
       {"source", "declared"}};
   if (!s.attributes.empty()) {
@@ -54,7 +54,7 @@ json recordJson(const LeaseRecord& r) {
   }
   if (s.declaredMemoryMax) {
     // The hand-over: GTT is charged to memcg here, so MemoryMax holds both.
-    j["declared"]["memory_max_with_gpu"] = optBytes(s.memoryMax);
+    j["declared"]["memory_max_with_gpu"] = jsonview::orNull(s.memoryMax);
     j["declared"]["gtt_charged_to_memcg"] = true;
   }
   if (r.applied) {
@@ -161,8 +161,8 @@ json recordJson(const LeaseRecord& r) {
   if (r.gpu.samples) gpu["source"] = r.gpu.lastSource;
   if (s.gpuMemoryMax || s.gpuMemoryHigh) {
     json bound;
-    bound["gpu_memory_max"] = optBytes(s.gpuMemoryMax);
-    bound["gpu_memory_high"] = optBytes(s.gpuMemoryHigh);
+    bound["gpu_memory_max"] = jsonview::orNull(s.gpuMemoryMax);
+    bound["gpu_memory_high"] = jsonview::orNull(s.gpuMemoryHigh);
     bound["action"] = enforce::actionName(s.gpuAction);
     bound["consecutive_samples"] = s.gpuConsecutive;
     if (s.gpuMemoryMax) bound["samples_over_gpu_memory_max"] = r.gpu.samplesOverBudget;

@@ -5,13 +5,12 @@
 #include <algorithm>
 
 #include "ledger/ledger.h"
+#include "util/json_view.h"
 
 namespace tally::ledger {
 namespace {
 
 using json = nlohmann::json;
-
-json opt(const std::optional<std::uint64_t>& v) { return v ? json(*v) : json(nullptr); }
 
 // Reads one row body's fields: absent is the default, a wrong type an error
 // naming the field.
@@ -68,9 +67,9 @@ json encode(const GrantedRow& r) {
   b["peer_pid"] = r.peerPid;
   b["pools"] = r.pools;
   b["priority"] = r.priority;
-  b["declared"] = {{"memory_max", opt(r.memoryMax)},
-                   {"gpu_memory_max", opt(r.gpuMemoryMax)},
-                   {"gpu_memory_high", opt(r.gpuMemoryHigh)},
+  b["declared"] = {{"memory_max", jsonview::orNull(r.memoryMax)},
+                   {"gpu_memory_max", jsonview::orNull(r.gpuMemoryMax)},
+                   {"gpu_memory_high", jsonview::orNull(r.gpuMemoryHigh)},
                    {"source", "declared"}};
   if (!r.attributes.empty()) b["declared"]["attributes"] = lease::attributesJson(r.attributes);
   if (r.boundAction) {
@@ -149,7 +148,7 @@ json encode(const PlacedRow& r) {
             {"cgroup_inode", r.inode},
             {"counters_cgroup", r.countersCgroup.empty() ? r.cgroup : r.countersCgroup}};
   if (r.oomKillsAtAdoption || r.appliedMemoryMax)
-    b["oom_kill_at_adoption"] = opt(r.oomKillsAtAdoption);
+    b["oom_kill_at_adoption"] = jsonview::orNull(r.oomKillsAtAdoption);
   if (r.appliedMemoryMax) {
     b["applied"] = {{"memory_max",
                      r.appliedMemoryMax->unlimited ? json("max") : json(r.appliedMemoryMax->bytes)},
@@ -244,7 +243,6 @@ json chartSamplesJson(Ledger& ledger, const std::string& id) {
   auto samples = ledger.samples(id);
   if (!samples || samples->empty()) return out;
   std::size_t per = (samples->size() + kChartPoints - 1) / kChartPoints;
-  auto opt = [](const std::optional<std::uint64_t>& v) { return v ? json(*v) : json(nullptr); };
   for (std::size_t i = 0; i < samples->size(); i += per) {
     const auto& first = (*samples)[i];
     std::optional<std::uint64_t> mem, gpu;
@@ -253,7 +251,9 @@ json chartSamplesJson(Ledger& ledger, const std::string& id) {
       if (s.memoryCurrent) mem = std::max(mem.value_or(0), *s.memoryCurrent);
       if (s.gpuBytes) gpu = std::max(gpu.value_or(0), *s.gpuBytes);
     }
-    out.push_back({{"at_ns", first.atNs}, {"memory_bytes", opt(mem)}, {"gpu_bytes", opt(gpu)}});
+    out.push_back({{"at_ns", first.atNs},
+                   {"memory_bytes", jsonview::orNull(mem)},
+                   {"gpu_bytes", jsonview::orNull(gpu)}});
   }
   return out;
 }

@@ -5,6 +5,7 @@
 #include <set>
 
 #include "cgroup/path.h"
+#include "config/config.h"
 #include "lease/outcome.h"
 #include "lease/spec.h"
 #include "rpc/fields.h"
@@ -62,10 +63,9 @@ Status decodeDeclared(Fields& f, Declared& d) {
     return f.bad("pools", fmt::format("names {} pools; at most {}", pools->size(), kMaxPools));
   for (std::size_t i = 0; i < pools->size(); ++i) {
     const json& p = (*pools)[i];
-    if (!p.is_string() || p.get_ref<const std::string&>().empty() ||
-        p.get_ref<const std::string&>().size() > kMaxPoolName) {
-      return Error{0,
-                   fmt::format("\"pools\"[{}] must be a pool name of 1-{} bytes", i, kMaxPoolName)};
+    if (!p.is_string() || !config::validPoolName(p.get_ref<const std::string&>())) {
+      return Error{0, fmt::format("\"pools\"[{}] must be a pool name, 1-{} of [A-Za-z0-9_-]", i,
+                                  config::kMaxPoolName)};
     }
     d.pools.push_back(p.get<std::string>());
   }

@@ -28,7 +28,6 @@ using json = nlohmann::json;
 
 // Sizes a request may carry (docs/daemon.md, "Limits").
 inline constexpr std::size_t kMaxPools = 16;
-inline constexpr std::size_t kMaxPoolName = 64;
 inline constexpr std::size_t kMaxLeaseId = 64;
 inline constexpr std::size_t kMaxUnitName = 256;  // systemd's own limit
 inline constexpr std::size_t kMaxSummary = 512;   // a bound event's summary (cut, not refused)

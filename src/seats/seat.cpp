@@ -3,17 +3,16 @@
 #include <fmt/format.h>
 
 #include "cgroup/cgroup.h"
+#include "util/json_view.h"
 
 namespace tally::seats {
 namespace {
 
 using json = nlohmann::json;
 
-json opt(const std::optional<std::uint64_t>& v) { return v ? json(*v) : json(nullptr); }
-
 // {"bytes": N} or {"bytes": null, "unknown": "why"}.
 void put(json& into, const char* key, const Figure& f) {
-  into[key] = opt(f.bytes);
+  into[key] = jsonview::orNull(f.bytes);
   if (!f.bytes) into[std::string(key) + "_unknown"] = f.unknown;
 }
 
@@ -47,13 +46,13 @@ json seatRow(const SeatFacts& f, std::uint64_t nowNs, std::uint64_t intervalUs) 
   }
   r["running_source"] = f.cgroup.empty() ? "no cgroup yet: nothing runs in the lease"
                                          : std::string(cgroup::file::kEvents) + " populated";
-  r["observed_at_ns"] = opt(f.observedAtNs);
+  r["observed_at_ns"] = jsonview::orNull(f.observedAtNs);
   r["sample_interval_us"] = intervalUs;
   bool fresh = isFresh(f.observedAtNs, nowNs, intervalUs);
   r["fresh"] = fresh;
-  json declared = {{"memory_max", opt(f.memoryMax)},
-                   {"gpu_memory_max", opt(f.gpuMemoryMax)},
-                   {"gpu_memory_high", opt(f.gpuMemoryHigh)},
+  json declared = {{"memory_max", jsonview::orNull(f.memoryMax)},
+                   {"gpu_memory_max", jsonview::orNull(f.gpuMemoryMax)},
+                   {"gpu_memory_high", jsonview::orNull(f.gpuMemoryHigh)},
                    {"attributes", lease::attributesJson(f.attributes)}};
   r["declared"] = declared;
   r["devices"] = f.devices;
@@ -75,12 +74,13 @@ json seatRow(const SeatFacts& f, std::uint64_t nowNs, std::uint64_t intervalUs) 
   json gpu;
   json regions = json::object();
   for (const auto& [name, g] : f.gpuRegions)
-    regions[name] = {{"current_bytes", opt(g.currentBytes)}, {"peak_bytes", opt(g.peakBytes)}};
+    regions[name] = {{"current_bytes", jsonview::orNull(g.currentBytes)},
+                     {"peak_bytes", jsonview::orNull(g.peakBytes)}};
   gpu["regions"] = regions;
   put(gpu, "current_bytes", f.gpuCurrent);
-  gpu["peak_bytes"] = opt(f.gpuPeakBytes);
+  gpu["peak_bytes"] = jsonview::orNull(f.gpuPeakBytes);
   // gpu_memory_max bounds gtt + vram together; no region has a limit of its own.
-  gpu["limit_bytes"] = opt(f.gpuMemoryMax);
+  gpu["limit_bytes"] = jsonview::orNull(f.gpuMemoryMax);
   if (!f.gpuMemoryMax) gpu["limit_unknown"] = "no gpu_memory_max declared";
   gpu["source"] = f.gpuSource;
   r["gpu"] = gpu;

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include "config/config.h"
 #include "lease/attributes.h"
 #include "lease/spec.h"
 #include "probes/proc_cgroup.h"
@@ -11,16 +12,6 @@
 namespace tally::slurm {
 
 namespace {
-
-bool validPool(std::string_view s) {
-  if (s.empty() || s.size() > rpc::api::kMaxPoolName) return false;
-  for (char c : s) {
-    bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-              c == '-' || c == '_';
-    if (!ok) return false;
-  }
-  return true;
-}
 
 Error optionError(std::string_view option, std::string_view value, const Error& why) {
   return Error{EINVAL,
@@ -51,7 +42,7 @@ Result<PluginArgs> parsePluginArgs(const std::vector<std::string>& args) {
       if (value.empty() || value[0] != '/') return bad("must be an absolute path");
       a.socket = std::string(value);
     } else if (key == "pool" || key == "batch_pool") {
-      if (!validPool(value)) return bad("must be a pool name, 1-64 of [A-Za-z0-9_-]");
+      if (!config::validPoolName(value)) return bad("must be a pool name, 1-64 of [A-Za-z0-9_-]");
       (key == "pool" ? a.pool : a.batchPool) = std::string(value);
     } else if (key == "gres") {
       if (value.empty() || value.size() > 64 ||
@@ -89,7 +80,7 @@ Status checkOptions(const StepOptions& o) {
       *units::parseSize(*o.gpuMemoryHigh) > *units::parseSize(*o.gpuMemoryMax))
     return Error{EINVAL, fmt::format("--gpu-memory-high={} is above --gpu-memory-max={}",
                                      *o.gpuMemoryHigh, *o.gpuMemoryMax)};
-  if (o.pool && !validPool(*o.pool))
+  if (o.pool && !config::validPoolName(*o.pool))
     return optionError("tally-pool", *o.pool, Error{EINVAL, "must be 1-64 of [A-Za-z0-9_-]"});
   if (o.attrs.size() + std::size(kSlurmKeys) > lease::kMaxAttributes) {
     return Error{EINVAL,

@@ -31,6 +31,20 @@ inline std::optional<std::uint64_t> count(const nlohmann::json& v) {
   return std::nullopt;
 }
 
+// A figure that may be absent, as JSON: the value or null (never 0).
+template <class Json = nlohmann::json, class T>
+Json orNull(const std::optional<T>& v) {
+  return v ? Json(*v) : Json(nullptr);
+}
+
+// "12.0 GiB", or "-" for an absent (or non-count) figure: how every table
+// shows bytes.
+std::string bytesOrDash(const nlohmann::json& v);
+
+// A span of time as tables show it ("45s", "3m05s", "2h10m", "4d03h"), or "-"
+// when either end is unknown or the end comes first.
+std::string spanText(std::uint64_t startNs, std::uint64_t endNs);
+
 // The strings of an array, comma-separated ("gpu,batch").
 inline std::string joined(const nlohmann::json& arr) {
   std::string out;

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <nlohmann/json.hpp>
 
+#include "util/json_view.h"
 #include "util/text.h"
 #include "util/units.h"
 
@@ -39,19 +40,6 @@ std::string when(std::uint64_t ns, bool utc) {
   char buf[32];
   strftime(buf, sizeof buf, "%Y-%m-%d %H:%M:%S", &t);
   return buf;
-}
-
-std::string duration(std::uint64_t startNs, std::uint64_t endNs) {
-  if (!startNs || endNs < startNs) return "-";
-  std::uint64_t s = (endNs - startNs) / 1000000000u;
-  if (s < 60) return fmt::format("{}s", s);
-  if (s < 3600) return fmt::format("{}m{:02}s", s / 60, s % 60);
-  if (s < 86400) return fmt::format("{}h{:02}m", s / 3600, s % 3600 / 60);
-  return fmt::format("{}d{:02}h", s / 86400, s % 86400 / 3600);
-}
-
-std::string bytes(const json& v) {
-  return v.is_number_unsigned() ? units::humanBytes(v.get<std::uint64_t>()) : std::string("-");
 }
 
 const json& at(const json& j, std::initializer_list<const char*> path) {
@@ -142,10 +130,11 @@ std::vector<std::string> ledgerTable(const std::vector<ledger::Row>& rows, bool 
     }
     lines.push_back(fmt::format(
         kRow, r.legacy ? fmt::format("({})", r.seq) : std::to_string(r.seq),
-        when(e.startedAtNs, utc), duration(e.startedAtNs, e.endedAtNs), e.leaseId, fit(e.name, 16),
-        fit(pools.empty() ? "-" : pools, 8), fit(e.outcomeClass, 19),
+        when(e.startedAtNs, utc), jsonview::spanText(e.startedAtNs, e.endedAtNs), e.leaseId,
+        fit(e.name, 16), fit(pools.empty() ? "-" : pools, 8), fit(e.outcomeClass, 19),
         e.exitStatus ? std::to_string(*e.exitStatus) : std::string("-"),
-        bytes(at(rec, {"memory", "peak_bytes"})), bytes(at(rec, {"gpu", "peak_bytes"}))));
+        jsonview::bytesOrDash(at(rec, {"memory", "peak_bytes"})),
+        jsonview::bytesOrDash(at(rec, {"gpu", "peak_bytes"}))));
   }
   if (gaps)
     lines.push_back(

@@ -23,7 +23,7 @@ std::string str(const json& j, const char* key, const char* dflt = "-") {
   return jsonview::text(j, key, dflt);
 }
 
-std::string bytes(const json& v) { return count(v) ? units::humanBytes(*count(v)) : "-"; }
+std::string bytes(const json& v) { return jsonview::bytesOrDash(v); }
 
 std::string pair(const json& a, const json& b) {
   if (!count(a) && !count(b)) return "-";
