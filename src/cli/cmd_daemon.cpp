@@ -10,27 +10,12 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/exit_codes.h"
-#include "cli/roots.h"
 #include "config/config.h"
-#include "contain/host_layout.h"
-#include "coverage/assess.h"
-#include "daemon/headroom.h"
-#include "daemon/metrics_publisher.h"
-#include "daemon/server.h"
-#include "daemon/service.h"
-#include "daemon/systemd_units.h"
-#include "devices/drm_devices.h"
-#include "devices/ttm.h"
-#include "fs/secure_dir.h"
-#include "journal/journal.h"
+#include "config/listing.h"
+#include "daemon/host_check.h"
+#include "daemon/startup.h"
+#include "host/snapshot.h"
 #include "ledger/ledger.h"
-#include "metrics/tally_metrics.h"
-#include "probes/meminfo.h"
-#include "report/gpu_report.h"
-#include "util/clock.h"
-#include "util/json_view.h"
-#include "util/text.h"
-#include "util/units.h"
 
 namespace tally::cli {
 
@@ -63,175 +48,17 @@ void addDaemonCommand(CLI::App& app, DaemonOptions& o) {
 }
 
 int runDaemon(const fs::RootPaths& paths, const DaemonOptions& o) {
-  auto parsed = config::load(o.config);
-  if (!parsed.config) {
-    fmt::print(stderr,
-               "{}tally daemon: fix the config ('tally config check {}' lists every problem)\n",
-               config::formatProblems(parsed, o.config), o.config);
-    return kExitDegraded;
-  }
-  config::Config cfg = *parsed.config;
-  if (cfg.daemon.stateDir.empty()) cfg.daemon.stateDir = ledger::defaultStateDir();
-  // The ledger lives only where nobody but root (or the daemon's user) can
-  // change names: SQLite creates its -wal and -shm files there by name.
-  if (auto s = ledger::createStateDir(cfg.daemon.stateDir); !s) {
-    fmt::print(stderr, "tally daemon: {}\n", s.error().message);
-    return kExitEnvironment;
-  }
-  if (auto s = fs::checkTrustedDir(cfg.daemon.stateDir, "[daemon] state_dir", fs::DirUse::Private);
-      !s) {
-    fmt::print(stderr, "tally daemon: {}\n", s.error().message);
-    return kExitEnvironment;
-  }
-  auto db = ledger::Ledger::open(cfg.daemon.stateDir);
-  if (!db) {
-    fmt::print(stderr, "tally daemon: {}\n", db.error().message);
-    return kExitEnvironment;
-  }
-  // Fail closed: a damaged ledger cannot promise to record what it grants.
-  if (auto damage = db->damage(); !damage || !damage->empty()) {
-    fmt::print(
-        stderr,
-        "tally daemon: the ledger {} is damaged ({}); leases are not granted on a ledger that "
-        "cannot record them. "
-        "Keep a copy (tally ledger export), then restore it from a backup or move it aside\n",
-        db->path(), damage ? fmt::format("{}", fmt::join(*damage, "; ")) : damage.error().message);
-    return kExitEnvironment;
-  }
-  auto roots = openRoots(paths);
-  if (!roots) return kExitEnvironment;
-  if (!roots->cgroup) {
-    fmt::print(stderr, "tally daemon: warning: {}; leases cannot be metered, only admitted\n",
-               roots->cgroupError.value_or("no cgroup v2 root"));
-  }
-  // One fd per client: a thousand waiting clients need more than the
-  // default soft limit of 1024 (the daemon never uses select()).
-  rlimit nofile{};
-  if (getrlimit(RLIMIT_NOFILE, &nofile) == 0 && nofile.rlim_cur < nofile.rlim_max) {
-    nofile.rlim_cur = nofile.rlim_max;
-    (void)setrlimit(RLIMIT_NOFILE, &nofile);
-  }
-  daemon::Server server(cfg, daemon::limitsFromConfig(cfg.daemon));
-  if (auto s = server.listen(); !s) {
-    fmt::print(stderr, "tally daemon: {}\n", s.error().message);
-    return kExitEnvironment;
-  }
-  // The system manager, for attach --unit and MemoryMax on attached units.
-  // Its absence is not fatal: everything else works without systemd.
-  std::unique_ptr<daemon::SystemdUnits> units;
-  if (auto bus = contain::SystemdBus::connect(geteuid() != 0)) {
-    units = std::make_unique<daemon::SystemdUnits>(std::move(*bus));
-    sd_bus_attach_event(units->bus(), server.event(), SD_EVENT_PRIORITY_NORMAL);
-  } else {
-    fmt::print(stderr,
-               "tally daemon: note: no systemd manager ({}); attach --unit is unavailable\n",
-               bus.error().message);
-  }
-  long page = sysconf(_SC_PAGESIZE);
-  journal::SdJournal journal;
-  daemon::ServiceEnv env{roots->proc,
-                         roots->sys,
-                         roots->cgroup ? &*roots->cgroup : nullptr,
-                         server,
-                         server,
-                         units.get(),
-                         page > 0 ? static_cast<std::uint64_t>(page) : 4096,
-                         &journal,
-                         daemon::limitsFromConfig(cfg.daemon)};
-  daemon::Service service(cfg, *db, env);
-  {
-    // GTT -> memcg coverage on this kernel, before any lease is admitted.
-    auto devs = devices::discoverDrmDevices(roots->sys);
-    std::optional<coverage::ProbeOptions> probe;
-    if (cfg.daemon.coverageProbe) {
-      probe = coverage::ProbeOptions{};
-      probe->bytes = cfg.daemon.coverageProbeBytes;
-    }
-    auto a =
-        coverage::assess(roots->proc, roots->sys, roots->cgroup ? &*roots->cgroup : nullptr,
-                         devs ? *devs : devices::DeviceMap{}, contain::kernelRelease(roots->proc),
-                         coverage::ownCgroup(roots->proc), probe);
-    fmt::print(stderr, "tally daemon: {} ({})\n", a.verdict.line, a.verdict.basis);
-    service.setCoverage(a);
-  }
-  auto recovered = service.recover();
-  if (!recovered) {
-    // The open leases run somewhere with bounds the daemon must keep: without
-    // them it would grant their pools twice.
-    fmt::print(stderr, "tally daemon: {}; not starting (the leases it cannot read may still run)\n",
-               recovered.error().message);
-    return kExitEnvironment;
-  }
-  for (const auto& line : *recovered) fmt::print(stderr, "tally daemon: recovery: {}\n", line);
-
-  // Metrics: rendered after every sample round, from the same overview as `tally metrics`.
-  std::string textfilePath =
-      o.metricsTextfile.empty() ? cfg.daemon.metricsTextfile : o.metricsTextfile;
-  std::optional<daemon::Textfile> textfile;
-  if (!textfilePath.empty()) {
-    auto t = daemon::Textfile::open(textfilePath);
-    if (!t) {
-      fmt::print(stderr, "tally daemon: {}\n", t.error().message);
-      return kExitEnvironment;
-    }
-    textfile.emplace(std::move(*t));
-  }
-  std::string listenAt = o.metricsListen.empty() ? cfg.daemon.metricsListen : o.metricsListen;
-  std::unique_ptr<daemon::MetricsHttp> http;
-  if (!listenAt.empty()) {
-    auto at = daemon::parseListenAddress(listenAt);
-    if (!at) {
-      // Named as the operator set it: the flag, or the config key (checked at load already).
-      fmt::print(stderr, "tally daemon: {} {}\n",
-                 o.metricsListen.empty() ? "daemon.metrics_listen" : "--metrics-listen",
-                 at.error().message);
+  switch (daemon::serve({o.config, o.metricsTextfile, o.metricsListen, paths})) {
+    case daemon::Ended::Stopped:
+      return kExitOk;
+    case daemon::Ended::ConfigProblems:
+      return kExitDegraded;
+    case daemon::Ended::Usage:
       return kExitUsage;
-    }
-    auto started = daemon::MetricsHttp::start(server.event(), *at);
-    if (!started) {
-      fmt::print(stderr, "tally daemon: {}\n", started.error().message);
+    case daemon::Ended::Environment:
       return kExitEnvironment;
-    }
-    http = std::move(*started);
-    fmt::print(stderr, "tally daemon: metrics on http://{}:{}/metrics\n",
-               at->host.find(':') == std::string::npos ? at->host : "[" + at->host + "]",
-               http->port());
   }
-  if (textfile || http) {
-    // The lambda outlives this block (the loop calls it): it owns its state.
-    auto publish = [&service, &http, &textfile, textfileFailing = false]() mutable {
-      std::string text = metrics::renderOverview(service.overview(clock::realtimeNs()));
-      if (textfile) {
-        auto s = textfile->write(text);
-        // Said once when it starts failing and once when it recovers, not every second.
-        if (!s && !textfileFailing)
-          fmt::print(stderr, "tally daemon: {}; retrying every sample\n", s.error().message);
-        if (s && textfileFailing)
-          fmt::print(stderr, "tally daemon: metrics textfile {} written again\n", textfile->path());
-        textfileFailing = !s;
-      }
-      if (http) http->publish(std::move(text));
-    };
-    publish();
-    server.afterSample(publish);
-    if (textfile) fmt::print(stderr, "tally daemon: metrics textfile {}\n", textfile->path());
-  }
-  if (auto v = db->verify(); v && !v->problems.empty()) {
-    fmt::print(stderr,
-               "tally daemon: WARNING: the ledger's hash chain is broken ({}); run "
-               "'tally ledger verify'\n",
-               text::counted(v->problems.size(), "problem", "problems"));
-  }
-  fmt::print(stderr, "tally daemon: serving {} on {}; ledger {}; {}\n",
-             text::counted(cfg.pools.size(), "pool", "pools"), cfg.daemon.socket, db->path(),
-             service.statusLine());
-  int rc = server.run(service);
-  fmt::print(
-      stderr,
-      "tally daemon: stopping; {} (live leases stay in the ledger and are re-adopted on restart)\n",
-      service.statusLine());
-  if (units) sd_bus_detach_event(units->bus());
-  return rc;
+  return kExitEnvironment;
 }
 
 void addConfigCommand(CLI::App& app, ConfigCheckOptions& o) {
@@ -260,60 +87,6 @@ void addConfigCommand(CLI::App& app, ConfigCheckOptions& o) {
   check->add_flag("--json", o.json, "print the effective config (or the problems) as JSON");
 }
 
-namespace {
-
-// What the daemon would find on this host: problems it would refuse to start
-// with, and warnings about settings that cannot mean what they say here.
-struct HostFindings {
-  std::vector<std::string> problems, warnings;
-};
-
-HostFindings checkOnHost(const config::Config& c, const fs::RootPaths& roots) {
-  HostFindings f;
-  if (!c.daemon.metricsTextfile.empty()) {
-    const std::string& file = c.daemon.metricsTextfile;
-    std::string dir = file.substr(0, std::max<std::size_t>(file.rfind('/'), 1));
-    struct stat st {};
-    if (::stat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode))
-      f.problems.push_back(fmt::format(
-          "daemon.metrics_textfile: the directory {} does not exist; create it (e.g. install -d -m "
-          "0755 {}) or change the path: the daemon would not start",
-          dir, dir));
-  }
-  auto proc = fs::Root::open(roots.proc);
-  auto sys = fs::Root::open(roots.sys);
-  host::Snapshot host;
-  if (proc && sys) host = host::readSnapshot(*proc, *sys);
-  std::vector<std::string> here;
-  for (const auto& d : host.devices.devices)
-    if (d.pdev) here.push_back(*d.pdev);
-  for (const auto& p : c.pools) {
-    for (const auto& dev : p.devices) {
-      if (std::find(here.begin(), here.end(), dev) == here.end())
-        f.warnings.push_back(fmt::format(
-            "pools.{}.devices: {} is not a DRM device on this host ({}); its GPU headroom cannot "
-            "be measured here",
-            p.name, dev,
-            here.empty() ? std::string("none here")
-                         : fmt::format("here: {}", fmt::join(here, ", "))));
-    }
-    auto totals = daemon::poolTotals(p, host);
-    if (p.memoryBudget && totals.hostBytes && *p.memoryBudget > *totals.hostBytes)
-      f.warnings.push_back(fmt::format(
-          "pools.{}.memory_budget {} is more than this host's memory (MemTotal {}): holders "
-          "will be bounded by headroom first",
-          p.name, units::humanBytes(*p.memoryBudget), units::humanBytes(*totals.hostBytes)));
-    if (p.gpuMemoryBudget && totals.gpuBytes && *p.gpuMemoryBudget > *totals.gpuBytes)
-      f.warnings.push_back(fmt::format(
-          "pools.{}.gpu_memory_budget {} is more than the pool's devices hold (GTT ceiling + "
-          "VRAM: {})",
-          p.name, units::humanBytes(*p.gpuMemoryBudget), units::humanBytes(*totals.gpuBytes)));
-  }
-  return f;
-}
-
-}  // namespace
-
 int runConfigCheck(const fs::RootPaths& roots, const ConfigCheckOptions& o) {
   auto parsed = config::load(o.file);
   using json = nlohmann::ordered_json;
@@ -329,93 +102,27 @@ int runConfigCheck(const fs::RootPaths& roots, const ConfigCheckOptions& o) {
     return kExitDegraded;
   }
   const auto& c = *parsed.config;
-  HostFindings host = checkOnHost(c, roots);
+  host::Snapshot snapshot;
+  auto proc = fs::Root::open(roots.proc);
+  auto sys = fs::Root::open(roots.sys);
+  if (proc && sys) snapshot = host::readSnapshot(*proc, *sys);
+  auto host = daemon::checkOnHost(c, snapshot);
   bool valid = host.problems.empty();
-  const auto& d = c.daemon;
-  std::string stateDir = d.stateDir.empty() ? ledger::defaultStateDir() : d.stateDir;
+  std::string stateDir = c.daemon.stateDir.empty() ? ledger::defaultStateDir() : c.daemon.stateDir;
   if (o.json) {
-    json pools = json::array();
-    for (const auto& p : c.pools) {
-      pools.push_back({{"name", p.name},
-                       {"capacity", p.capacity},
-                       {"memory_budget", jsonview::orNull(p.memoryBudget)},
-                       {"gpu_memory_budget", jsonview::orNull(p.gpuMemoryBudget)},
-                       {"devices", p.devices},
-                       {"gtt_ceiling", devices::gttConsumerName(p.gttCeiling)}});
-    }
-    json dj = {
-        {"socket", d.socket},
-        {"socket_group", d.socketGroup ? json(*d.socketGroup) : json(nullptr)},
-        {"state_dir", stateDir},
-        {"sample_interval_us", d.sampleIntervalUs},
-        {"near_bound_margin_percent", d.nearBoundMarginPercent},
-        {"near_bound_interval_us", d.nearBoundIntervalUs},
-        {"queue_timeout_us", d.queueTimeoutUs},
-        {"samples_full_resolution_us", d.samplesFullResolutionUs},
-        {"samples_max_age_us", d.samplesMaxAgeUs},
-        {"samples_max_rows", d.samplesMaxRows},
-        {"client_grace_us", d.clientGraceUs},
-        {"coverage_probe", d.coverageProbe},
-        {"coverage_probe_size_bytes", d.coverageProbeBytes},
-        {"keep_gpu_memory_max", d.keepGpuMemoryMax},
-        {"metrics_textfile", d.metricsTextfile.empty() ? json(nullptr) : json(d.metricsTextfile)},
-        {"metrics_listen", d.metricsListen.empty() ? json(nullptr) : json(d.metricsListen)},
-        {"max_connections", d.maxConnections},
-        {"max_connections_per_uid", d.maxConnectionsPerUid},
-        {"max_queued", d.maxQueued},
-        {"max_queued_per_connection", d.maxQueuedPerConnection},
-        {"idle_timeout_us", d.idleTimeoutUs},
-        {"request_timeout_us", d.requestTimeoutUs}};
-    fmt::print("{}\n", json{{"file", o.file},
-                            {"valid", valid},
-                            {"problems", host.problems},
-                            {"warnings", host.warnings},
-                            {"daemon", dj},
-                            {"pools", pools}}
-                           .dump(2));
+    json doc = {{"file", o.file},
+                {"valid", valid},
+                {"problems", host.problems},
+                {"warnings", host.warnings}};
+    doc.update(config::effectiveJson(c, stateDir));
+    fmt::print("{}\n", doc.dump(2));
     return valid ? kExitOk : kExitDegraded;
   }
   for (const auto& p : host.problems) fmt::print(stderr, "{}: {}\n", o.file, p);
   for (const auto& w : host.warnings) fmt::print(stderr, "{}: warning: {}\n", o.file, w);
   if (!valid) return kExitDegraded;
-  auto dur = [](std::uint64_t us) { return units::humanDuration(us); };
   fmt::print("{}: valid\n", o.file);
-  fmt::print("[daemon]\n");
-  fmt::print("  socket                    {} (group {})\n", d.socket,
-             d.socketGroup.value_or("the daemon's"));
-  fmt::print("  state_dir                 {}\n", stateDir);
-  fmt::print("  sample_interval           {}\n", dur(d.sampleIntervalUs));
-  fmt::print("  queue_timeout             {}\n",
-             d.queueTimeoutUs ? dur(d.queueTimeoutUs) : std::string("0 (until granted)"));
-  fmt::print("  samples_full_resolution   {}\n", dur(d.samplesFullResolutionUs));
-  fmt::print("  samples_max_age           {}\n", dur(d.samplesMaxAgeUs));
-  fmt::print("  samples_max_rows          {}\n", d.samplesMaxRows);
-  fmt::print("  client_grace              {}\n", dur(d.clientGraceUs));
-  fmt::print("  coverage_probe            {} ({})\n", d.coverageProbe ? "on" : "off",
-             units::humanBytes(d.coverageProbeBytes));
-  fmt::print("  keep_gpu_memory_max       {}\n", d.keepGpuMemoryMax ? "yes" : "no");
-  fmt::print("  metrics_textfile          {}\n",
-             d.metricsTextfile.empty() ? std::string("off") : d.metricsTextfile);
-  fmt::print("  metrics_listen            {}\n",
-             d.metricsListen.empty() ? std::string("off") : d.metricsListen);
-  fmt::print("  max_connections           {} ({} per uid)\n", d.maxConnections,
-             d.maxConnectionsPerUid);
-  fmt::print("  max_queued                {} ({} per connection)\n", d.maxQueued,
-             d.maxQueuedPerConnection);
-  fmt::print("  idle_timeout              {}\n", dur(d.idleTimeoutUs));
-  fmt::print("  request_timeout           {}\n", dur(d.requestTimeoutUs));
-  for (const auto& p : c.pools) {
-    fmt::print("[pools.{}]\n", p.name);
-    fmt::print("  capacity                  {}\n", p.capacity);
-    fmt::print("  memory_budget             {}\n",
-               p.memoryBudget ? units::humanBytes(*p.memoryBudget) : std::string("none"));
-    fmt::print("  gpu_memory_budget         {}\n",
-               p.gpuMemoryBudget ? units::humanBytes(*p.gpuMemoryBudget) : std::string("none"));
-    fmt::print("  devices                   {}\n",
-               p.devices.empty() ? std::string("every GPU with mem_info_*")
-                                 : fmt::format("{}", fmt::join(p.devices, ", ")));
-    fmt::print("  gtt_ceiling               {}\n", devices::gttConsumerName(p.gttCeiling));
-  }
+  for (const auto& line : config::effectiveText(c, stateDir)) fmt::print("{}\n", line);
   return kExitOk;
 }
 

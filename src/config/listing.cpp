@@ -1,0 +1,97 @@
+#include "config/listing.h"
+
+#include <fmt/format.h>
+
+#include "devices/gtt_consumer.h"
+#include "util/json_view.h"
+#include "util/units.h"
+
+namespace tally::config {
+
+using json = nlohmann::ordered_json;
+
+json effectiveJson(const Config& c, const std::string& stateDir) {
+  const auto& d = c.daemon;
+  json pools = json::array();
+  for (const auto& p : c.pools) {
+    pools.push_back({{"name", p.name},
+                     {"capacity", p.capacity},
+                     {"memory_budget", jsonview::orNull<json>(p.memoryBudget)},
+                     {"gpu_memory_budget", jsonview::orNull<json>(p.gpuMemoryBudget)},
+                     {"devices", p.devices},
+                     {"gtt_ceiling", devices::gttConsumerName(p.gttCeiling)}});
+  }
+  json dj = {
+      {"socket", d.socket},
+      {"socket_group", d.socketGroup ? json(*d.socketGroup) : json(nullptr)},
+      {"state_dir", stateDir},
+      {"sample_interval_us", d.sampleIntervalUs},
+      {"near_bound_margin_percent", d.nearBoundMarginPercent},
+      {"near_bound_interval_us", d.nearBoundIntervalUs},
+      {"queue_timeout_us", d.queueTimeoutUs},
+      {"samples_full_resolution_us", d.samplesFullResolutionUs},
+      {"samples_max_age_us", d.samplesMaxAgeUs},
+      {"samples_max_rows", d.samplesMaxRows},
+      {"client_grace_us", d.clientGraceUs},
+      {"coverage_probe", d.coverageProbe},
+      {"coverage_probe_size_bytes", d.coverageProbeBytes},
+      {"keep_gpu_memory_max", d.keepGpuMemoryMax},
+      {"metrics_textfile", d.metricsTextfile.empty() ? json(nullptr) : json(d.metricsTextfile)},
+      {"metrics_listen", d.metricsListen.empty() ? json(nullptr) : json(d.metricsListen)},
+      {"max_connections", d.maxConnections},
+      {"max_connections_per_uid", d.maxConnectionsPerUid},
+      {"max_queued", d.maxQueued},
+      {"max_queued_per_connection", d.maxQueuedPerConnection},
+      {"idle_timeout_us", d.idleTimeoutUs},
+      {"request_timeout_us", d.requestTimeoutUs}};
+  return {{"daemon", dj}, {"pools", pools}};
+}
+
+std::vector<std::string> effectiveText(const Config& c, const std::string& stateDir) {
+  const auto& d = c.daemon;
+  std::vector<std::string> out;
+  auto dur = [](std::uint64_t us) { return units::humanDuration(us); };
+  out.push_back(fmt::format("[daemon]"));
+  out.push_back(fmt::format("  socket                    {} (group {})", d.socket,
+                            d.socketGroup.value_or("the daemon's")));
+  out.push_back(fmt::format("  state_dir                 {}", stateDir));
+  out.push_back(fmt::format("  sample_interval           {}", dur(d.sampleIntervalUs)));
+  out.push_back(
+      fmt::format("  queue_timeout             {}",
+                  d.queueTimeoutUs ? dur(d.queueTimeoutUs) : std::string("0 (until granted)")));
+  out.push_back(fmt::format("  samples_full_resolution   {}", dur(d.samplesFullResolutionUs)));
+  out.push_back(fmt::format("  samples_max_age           {}", dur(d.samplesMaxAgeUs)));
+  out.push_back(fmt::format("  samples_max_rows          {}", d.samplesMaxRows));
+  out.push_back(fmt::format("  client_grace              {}", dur(d.clientGraceUs)));
+  out.push_back(fmt::format("  coverage_probe            {} ({})", d.coverageProbe ? "on" : "off",
+                            units::humanBytes(d.coverageProbeBytes)));
+  out.push_back(fmt::format("  keep_gpu_memory_max       {}", d.keepGpuMemoryMax ? "yes" : "no"));
+  out.push_back(fmt::format("  metrics_textfile          {}",
+                            d.metricsTextfile.empty() ? std::string("off") : d.metricsTextfile));
+  out.push_back(fmt::format("  metrics_listen            {}",
+                            d.metricsListen.empty() ? std::string("off") : d.metricsListen));
+  out.push_back(fmt::format("  max_connections           {} ({} per uid)", d.maxConnections,
+                            d.maxConnectionsPerUid));
+  out.push_back(fmt::format("  max_queued                {} ({} per connection)", d.maxQueued,
+                            d.maxQueuedPerConnection));
+  out.push_back(fmt::format("  idle_timeout              {}", dur(d.idleTimeoutUs)));
+  out.push_back(fmt::format("  request_timeout           {}", dur(d.requestTimeoutUs)));
+  for (const auto& p : c.pools) {
+    out.push_back(fmt::format("[pools.{}]", p.name));
+    out.push_back(fmt::format("  capacity                  {}", p.capacity));
+    out.push_back(
+        fmt::format("  memory_budget             {}",
+                    p.memoryBudget ? units::humanBytes(*p.memoryBudget) : std::string("none")));
+    out.push_back(fmt::format(
+        "  gpu_memory_budget         {}",
+        p.gpuMemoryBudget ? units::humanBytes(*p.gpuMemoryBudget) : std::string("none")));
+    out.push_back(fmt::format("  devices                   {}",
+                              p.devices.empty() ? std::string("every GPU with mem_info_*")
+                                                : fmt::format("{}", fmt::join(p.devices, ", "))));
+    out.push_back(
+        fmt::format("  gtt_ceiling               {}", devices::gttConsumerName(p.gttCeiling)));
+  }
+  return out;
+}
+
+}  // namespace tally::config

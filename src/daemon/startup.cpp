@@ -1,0 +1,209 @@
+// tally daemon's start-up, in order: the config, the state directory and
+// the ledger (fail closed on damage), the roots, the socket, the systemd
+// manager, GTT -> memcg coverage, recovery of the open leases, the metrics
+// outputs, then the event loop until SIGTERM/SIGINT.
+#include "daemon/startup.h"
+
+#include <fmt/format.h>
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include <memory>
+#include <optional>
+
+#include "config/config.h"
+#include "contain/host_layout.h"
+#include "contain/systemd_lease.h"
+#include "coverage/assess.h"
+#include "daemon/metrics_publisher.h"
+#include "daemon/server.h"
+#include "daemon/service.h"
+#include "daemon/systemd_units.h"
+#include "devices/drm_devices.h"
+#include "fs/secure_dir.h"
+#include "journal/journal.h"
+#include "ledger/ledger.h"
+#include "metrics/tally_metrics.h"
+#include "util/clock.h"
+#include "util/text.h"
+
+namespace tally::daemon {
+
+Ended serve(const StartOptions& o) {
+  auto parsed = config::load(o.config);
+  if (!parsed.config) {
+    fmt::print(stderr,
+               "{}tally daemon: fix the config ('tally config check {}' lists every problem)\n",
+               config::formatProblems(parsed, o.config), o.config);
+    return Ended::ConfigProblems;
+  }
+  config::Config cfg = *parsed.config;
+  if (cfg.daemon.stateDir.empty()) cfg.daemon.stateDir = ledger::defaultStateDir();
+  // The ledger lives only where nobody but root (or the daemon's user) can
+  // change names: SQLite creates its -wal and -shm files there by name.
+  if (auto s = ledger::createStateDir(cfg.daemon.stateDir); !s) {
+    fmt::print(stderr, "tally daemon: {}\n", s.error().message);
+    return Ended::Environment;
+  }
+  if (auto s = fs::checkTrustedDir(cfg.daemon.stateDir, "[daemon] state_dir", fs::DirUse::Private);
+      !s) {
+    fmt::print(stderr, "tally daemon: {}\n", s.error().message);
+    return Ended::Environment;
+  }
+  auto db = ledger::Ledger::open(cfg.daemon.stateDir);
+  if (!db) {
+    fmt::print(stderr, "tally daemon: {}\n", db.error().message);
+    return Ended::Environment;
+  }
+  // Fail closed: a damaged ledger cannot promise to record what it grants.
+  if (auto damage = db->damage(); !damage || !damage->empty()) {
+    fmt::print(
+        stderr,
+        "tally daemon: the ledger {} is damaged ({}); leases are not granted on a ledger that "
+        "cannot record them. "
+        "Keep a copy (tally ledger export), then restore it from a backup or move it aside\n",
+        db->path(), damage ? fmt::format("{}", fmt::join(*damage, "; ")) : damage.error().message);
+    return Ended::Environment;
+  }
+  auto proc = fs::Root::open(o.roots.proc);
+  auto sys = fs::Root::open(o.roots.sys);
+  if (!proc || !sys) {
+    fmt::print(stderr, "tally daemon: {}\n", (!proc ? proc : sys).error().message);
+    return Ended::Environment;
+  }
+  std::optional<fs::Root> cgroupRoot;
+  if (auto cg = fs::Root::open(o.roots.cgroup))
+    cgroupRoot.emplace(std::move(*cg));
+  else
+    fmt::print(stderr, "tally daemon: warning: {}; leases cannot be metered, only admitted\n",
+               cg.error().message);
+  const fs::Root* cgRoot = cgroupRoot ? &*cgroupRoot : nullptr;
+  // One fd per client: a thousand waiting clients need more than the
+  // default soft limit of 1024 (the daemon never uses select()).
+  rlimit nofile{};
+  if (getrlimit(RLIMIT_NOFILE, &nofile) == 0 && nofile.rlim_cur < nofile.rlim_max) {
+    nofile.rlim_cur = nofile.rlim_max;
+    (void)setrlimit(RLIMIT_NOFILE, &nofile);
+  }
+  daemon::Server server(cfg, daemon::limitsFromConfig(cfg.daemon));
+  if (auto s = server.listen(); !s) {
+    fmt::print(stderr, "tally daemon: {}\n", s.error().message);
+    return Ended::Environment;
+  }
+  // The system manager, for attach --unit and MemoryMax on attached units.
+  // Its absence is not fatal: everything else works without systemd.
+  std::unique_ptr<daemon::SystemdUnits> units;
+  if (auto bus = contain::SystemdBus::connect(geteuid() != 0)) {
+    units = std::make_unique<daemon::SystemdUnits>(std::move(*bus));
+    sd_bus_attach_event(units->bus(), server.event(), SD_EVENT_PRIORITY_NORMAL);
+  } else {
+    fmt::print(stderr,
+               "tally daemon: note: no systemd manager ({}); attach --unit is unavailable\n",
+               bus.error().message);
+  }
+  long page = sysconf(_SC_PAGESIZE);
+  journal::SdJournal journal;
+  daemon::ServiceEnv env{*proc,
+                         *sys,
+                         cgRoot,
+                         server,
+                         server,
+                         units.get(),
+                         page > 0 ? static_cast<std::uint64_t>(page) : 4096,
+                         &journal,
+                         daemon::limitsFromConfig(cfg.daemon)};
+  daemon::Service service(cfg, *db, env);
+  {
+    // GTT -> memcg coverage on this kernel, before any lease is admitted.
+    auto devs = devices::discoverDrmDevices(*sys);
+    std::optional<coverage::ProbeOptions> probe;
+    if (cfg.daemon.coverageProbe) {
+      probe = coverage::ProbeOptions{};
+      probe->bytes = cfg.daemon.coverageProbeBytes;
+    }
+    auto a = coverage::assess(*proc, *sys, cgRoot, devs ? *devs : devices::DeviceMap{},
+                              contain::kernelRelease(*proc), coverage::ownCgroup(*proc), probe);
+    fmt::print(stderr, "tally daemon: {} ({})\n", a.verdict.line, a.verdict.basis);
+    service.setCoverage(a);
+  }
+  auto recovered = service.recover();
+  if (!recovered) {
+    // The open leases run somewhere with bounds the daemon must keep: without
+    // them it would grant their pools twice.
+    fmt::print(stderr, "tally daemon: {}; not starting (the leases it cannot read may still run)\n",
+               recovered.error().message);
+    return Ended::Environment;
+  }
+  for (const auto& line : *recovered) fmt::print(stderr, "tally daemon: recovery: {}\n", line);
+
+  // Metrics: rendered after every sample round, from the same overview as `tally metrics`.
+  std::string textfilePath =
+      o.metricsTextfile.empty() ? cfg.daemon.metricsTextfile : o.metricsTextfile;
+  std::optional<daemon::Textfile> textfile;
+  if (!textfilePath.empty()) {
+    auto t = daemon::Textfile::open(textfilePath);
+    if (!t) {
+      fmt::print(stderr, "tally daemon: {}\n", t.error().message);
+      return Ended::Environment;
+    }
+    textfile.emplace(std::move(*t));
+  }
+  std::string listenAt = o.metricsListen.empty() ? cfg.daemon.metricsListen : o.metricsListen;
+  std::unique_ptr<daemon::MetricsHttp> http;
+  if (!listenAt.empty()) {
+    auto at = daemon::parseListenAddress(listenAt);
+    if (!at) {
+      // Named as the operator set it: the flag, or the config key (checked at load already).
+      fmt::print(stderr, "tally daemon: {} {}\n",
+                 o.metricsListen.empty() ? "daemon.metrics_listen" : "--metrics-listen",
+                 at.error().message);
+      return Ended::Usage;
+    }
+    auto started = daemon::MetricsHttp::start(server.event(), *at);
+    if (!started) {
+      fmt::print(stderr, "tally daemon: {}\n", started.error().message);
+      return Ended::Environment;
+    }
+    http = std::move(*started);
+    fmt::print(stderr, "tally daemon: metrics on http://{}:{}/metrics\n",
+               at->host.find(':') == std::string::npos ? at->host : "[" + at->host + "]",
+               http->port());
+  }
+  if (textfile || http) {
+    // The lambda outlives this block (the loop calls it): it owns its state.
+    auto publish = [&service, &http, &textfile, textfileFailing = false]() mutable {
+      std::string text = metrics::renderOverview(service.overview(clock::realtimeNs()));
+      if (textfile) {
+        auto s = textfile->write(text);
+        // Said once when it starts failing and once when it recovers, not every second.
+        if (!s && !textfileFailing)
+          fmt::print(stderr, "tally daemon: {}; retrying every sample\n", s.error().message);
+        if (s && textfileFailing)
+          fmt::print(stderr, "tally daemon: metrics textfile {} written again\n", textfile->path());
+        textfileFailing = !s;
+      }
+      if (http) http->publish(std::move(text));
+    };
+    publish();
+    server.afterSample(publish);
+    if (textfile) fmt::print(stderr, "tally daemon: metrics textfile {}\n", textfile->path());
+  }
+  if (auto v = db->verify(); v && !v->problems.empty()) {
+    fmt::print(stderr,
+               "tally daemon: WARNING: the ledger's hash chain is broken ({}); run "
+               "'tally ledger verify'\n",
+               text::counted(v->problems.size(), "problem", "problems"));
+  }
+  fmt::print(stderr, "tally daemon: serving {} on {}; ledger {}; {}\n",
+             text::counted(cfg.pools.size(), "pool", "pools"), cfg.daemon.socket, db->path(),
+             service.statusLine());
+  int rc = server.run(service);
+  fmt::print(
+      stderr,
+      "tally daemon: stopping; {} (live leases stay in the ledger and are re-adopted on restart)\n",
+      service.statusLine());
+  if (units) sd_bus_detach_event(units->bus());
+  return rc == 0 ? Ended::Stopped : Ended::Environment;
+}
+
+}  // namespace tally::daemon

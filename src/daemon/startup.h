@@ -1,0 +1,28 @@
+// tally daemon from its config to its event loop (daemon/startup.cpp says the
+// order). The CLI parses the command line, calls serve(), and maps how it
+// ended to an exit status.
+#pragma once
+
+#include <string>
+
+#include "fs/root.h"
+
+namespace tally::daemon {
+
+struct StartOptions {
+  std::string config;  // the TOML file
+  // Override [daemon] metrics_textfile / metrics_listen ("" = the config's).
+  std::string metricsTextfile, metricsListen;
+  fs::RootPaths roots;
+};
+
+enum class Ended {
+  Stopped,         // SIGTERM/SIGINT: live leases stay in the ledger, re-adopted on restart
+  ConfigProblems,  // the config does not load (every problem printed)
+  Usage,           // a command-line value is wrong (--metrics-listen)
+  Environment,     // the state directory, ledger, roots or socket cannot be used
+};
+
+Ended serve(const StartOptions& o);
+
+}  // namespace tally::daemon
