@@ -4,7 +4,9 @@
 
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "views/timeline.h"
@@ -58,6 +60,14 @@ struct LeaseTimeline {
   std::vector<views::TimelineMark> marks;
 };
 LeaseTimeline leaseTimeline(const nlohmann::json& lease);
+
+// The pieces of the client commands that live in their own files.
+int followEvents(const ClientOptions& o);  // tally events (cli/cmd_events.cpp)
+// A lease from the local ledger, as the daemon's "lease" reply has it, and
+// the ledger's path; nullopt after saying why (cli/lease_show.cpp).
+std::optional<std::pair<nlohmann::json, std::string>> leaseFromLedger(const ClientOptions& o);
+// How long ago `ns` was (CLOCK_REALTIME), or "-".
+std::string ageText(const nlohmann::json& ns);
 
 // "--socket PATH (default: $TALLY_SOCKET, else ...)" for every client command.
 void addSocketOption(CLI::App* cmd, std::string& socket);

@@ -111,18 +111,6 @@ class Reader {
   }
 };
 
-}  // namespace
-
-bool validPoolName(std::string_view s) {
-  if (s.empty() || s.size() > kMaxPoolName) return false;
-  return std::all_of(s.begin(), s.end(), [](char c) {
-    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-' ||
-           c == '_';
-  });
-}
-
-namespace {
-
 // A PCI address as sysfs and fdinfo's drm-pdev print it: 0000:c6:00.0.
 bool validBdf(std::string_view s) {
   if (s.size() != 12 || s[4] != ':' || s[7] != ':' || s[10] != '.') return false;
