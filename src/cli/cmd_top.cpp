@@ -1,5 +1,5 @@
 // `tally top`: fetch the daemon's overview every interval and draw it
-// (top/view.h). On a terminal: the alternate screen, no echo, redrawn in
+// (views/top.h). On a terminal: the alternate screen, no echo, redrawn in
 // place, resized on SIGWINCH, 'q' quits and the terminal is restored on every
 // exit path. Not a terminal (a pipe, a log): one plain listing, then exit.
 #include "cli/cmd_top.h"

@@ -43,7 +43,7 @@ struct Handover {
   // those -- VRAM the kernel charges through dmem included, which the GPU
   // figure counts as device memory. Otherwise, once the kernel charges GTT,
   // the lease's host-uncharged GPU memory (GTT and its kin,
-  // report/gpu_memory.h). Host-charged regions (shmem) never enter the GPU
+  // gpumem/gpu_memory.h). Host-charged regions (shmem) never enter the GPU
   // figure, so nothing is taken for them. Absent when the split is unknown.
   std::optional<std::uint64_t> hostOnly(std::optional<std::uint64_t> memoryCurrent,
                                         std::optional<std::uint64_t> statGpuBytes,

@@ -2,7 +2,7 @@
 // each meter sample goes in, what to do comes out; the caller does it (kill
 // through a seam, events to the ledger, the journal and subscribers).
 //
-// gpu_memory_max: the lease's GPU memory (lease/gpu_usage.h) above the limit
+// gpu_memory_max: the lease's GPU memory (gpumem/gpu_memory.h) above the limit
 // for `consecutive` samples in a row -> the action (kill the lease's cgroup,
 // or only report). An absent sample (a process unreadable, a scan failed)
 // neither counts nor breaks the run: tally never kills on a figure it did not

@@ -60,7 +60,7 @@ struct DeviceSummary {
 struct Aggregate {
   std::vector<ClientRegions> clientRegions;  // parallel to scan.clients
   std::vector<RegionMap> processRegions;     // parallel to scan.processes (owned clients)
-  // GPU memory by the one counting rule (report/gpu_memory.h), the same the
+  // GPU memory by the one counting rule (gpumem/gpu_memory.h), the same the
   // lease meter uses: each client alone, each process's owned clients and
   // KFD, and every client of the scan once (for a cgroup-scoped scan, what a
   // lease on that cgroup is metered at).

@@ -1,7 +1,7 @@
 // A lease's meter: every sample reads the lease cgroup's memory.current (and,
 // on a new peak, its memory.stat) and the GPU memory of the processes in the
 // cgroup subtree, listed through the cgroup's held directory fd (the
-// scanner's cgroup scope, DRM fdinfo + KFD, counted by report/gpu_memory.h).
+// scanner's cgroup scope, DRM fdinfo + KFD, counted by gpumem/gpu_memory.h).
 // Peaks are of what was sampled; a figure no sample saw is absent, never 0
 // (doctrine 1).
 #pragma once
@@ -37,7 +37,7 @@ struct HostMeter {
 struct GpuMeter {
   std::uint64_t samples = 0;  // completed scans
   // max over samples of the counted sum (device + host-uncharged regions,
-  // report/gpu_memory.h)
+  // gpumem/gpu_memory.h)
   std::optional<std::uint64_t> peakBytes;
   std::uint64_t peakAtNs = 0;
   std::map<std::string, std::uint64_t> atPeak;       // per region, at that sample
@@ -65,7 +65,7 @@ struct GpuMeter {
   std::optional<std::uint64_t> lastHostUncharged;
   std::map<std::string, std::uint64_t> lastRegions;
   std::map<std::string, devices::MemoryClass> lastClasses;
-  std::string lastSource = "drm-fdinfo";      // or "drm-fdinfo+kfd-sysfs" (report/gpu_memory.h)
+  std::string lastSource = "drm-fdinfo";      // or "drm-fdinfo+kfd-sysfs" (gpumem/gpu_memory.h)
   std::optional<std::uint64_t> lastKfdBytes;  // KFD's VRAM-flagged figure, shown beside
   std::vector<std::string> lastDevices;       // device keys (PCI BDF) the latest scan's clients use
 };

@@ -128,7 +128,7 @@ json recordJson(const LeaseRecord& r) {
   json gpu;
   gpu["source"] = "drm-fdinfo";
   gpu["samples"] = r.gpu.samples;
-  // What the peak counts (report/gpu_memory.h); the rest shown only.
+  // What the peak counts (gpumem/gpu_memory.h); the rest shown only.
   json classes = json::object();
   for (const auto& [region, cls] : r.gpu.classesSeen)
     classes[region] = devices::memoryClassName(cls);

@@ -30,7 +30,7 @@ json regionsJson(const RegionMap& regions, bool withShared) {
   return out;
 }
 
-// GPU memory by the lease meter's rule (report/gpu_memory.h): device and
+// GPU memory by the lease meter's rule (gpumem/gpu_memory.h): device and
 // host-uncharged regions, shared buffers once; absent with the reason.
 void putCounted(json& j, const GpuMemory& g) {
   if (g.bytes) {

@@ -172,7 +172,7 @@ TEST_F(Cli, CountedBytesFollowEachDriversMemoryClasses) {
 }
 
 // The lease meter and `tally gpu` give one number for one cgroup: the same
-// function counts both (report/gpu_memory.h).
+// function counts both (gpumem/gpu_memory.h).
 TEST_F(Cli, TheLeaseMeterAndTallyGpuAgreeOnACgroup) {
   const std::string lease = "/system.slice/llama.service";
   writeFile(host.cgroupRoot() + lease + "/memory.current", "4096\n");

@@ -1,4 +1,4 @@
-// The one counting rule (report/gpu_memory): exact bytes for shared
+// The one counting rule (gpumem/gpu_memory): exact bytes for shared
 // buffers, KFD as a floor (never added, never replacing a region), clients
 // whose driver prints no figure (unknown, never 0), incomplete clients, and
 // the memory classes each driver's regions belong to (devices/memory_class).

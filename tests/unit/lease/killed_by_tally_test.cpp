@@ -1,5 +1,5 @@
 // The GPU bound (enforce/gpu_bound) and the figure it is decided on
-// (lease/gpu_usage): exact decisions for sample sequences, exact bytes for
+// (gpumem/gpu_memory): exact decisions for sample sequences, exact bytes for
 // shared buffers, KFD and incomplete clients.
 #include <gtest/gtest.h>
 #include <signal.h>
