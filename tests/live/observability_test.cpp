@@ -264,9 +264,9 @@ class Tmux {
     return runProgram(args);
   }
   std::string capture() { return run({"capture-pane", "-p", "-t", "top"}).out; }
-  // Waits (up to 5 s) for the pane to show `text`.
+  // Waits for the pane to show `text` (a bound on the event, not a speed: 30 s).
   bool waitFor(const std::string& text) {
-    for (int i = 0; i < 100; ++i) {
+    for (int i = 0; i < 600; ++i) {
       if (capture().find(text) != std::string::npos) return true;
       ::usleep(50'000);
     }

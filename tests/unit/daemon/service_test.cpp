@@ -154,8 +154,10 @@ TEST_F(ServiceTest, DisconnectingWhileQueuedCancelsTheRequest) {
 
 TEST_F(ServiceTest, QueueTimeoutRepliesTimeout) {
   call(1, 0, "acquire", {{"pools", {"one"}}});
+  std::uint64_t sent = clock::monotonicUs();
   call(2, 0, "acquire", {{"pools", {"one"}}, {"timeout_us", 1}});
-  ::usleep(2000);
+  while (clock::monotonicUs() <= sent + 1) {
+  }  // the barrier: the 1 µs deadline has passed on the clock the daemon reads
   service->tick();
   EXPECT_EQ(outbox.last(2)["error"]["code"], "timeout");
   EXPECT_EQ(service->queuedRequests(), 0u);
