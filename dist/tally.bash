@@ -45,7 +45,7 @@ _tally() {
                --state-dir --json --quiet --socket --pool --priority --queue-timeout --reconnect-timeout --help" ;;
     daemon) opts="--config --metrics-textfile --metrics-listen --help" ;;
     attach) opts="--unit --cgroup --pid --pool --memory-max --gpu-memory-max --gpu-memory-high --gpu-memory-action
-                  --gpu-over-samples --name --attr --priority --queue-timeout --force --json --socket --timeout --help" ;;
+                  --gpu-over-samples --name --attr --priority --wait --queue-timeout --force --json --socket --timeout --help" ;;
     seats|leases|pools) opts="--json --socket --timeout --help" ;;
     metrics) opts="--socket --timeout --help" ;;
     top) opts="--interval --once --socket --help" ;;

@@ -196,8 +196,11 @@ ClientCommands addClientCommands(CLI::App& app, ClientOptions& o) {
       "declared (e.g. --attr model=qwen3-32b --attr context_window=32768); repeatable, up to 16");
   c.attach->add_option("--priority", o.priority, "queue priority, -100..100 (higher first)")
       ->default_str("0");
+  c.attach->add_flag("--wait", o.wait,
+                     "when the pool cannot grant it now, queue for it (the workload runs unmetered "
+                     "meanwhile);\nwithout it such an attach is refused at once with the reason");
   c.attach->add_option("--queue-timeout", o.queueTimeout,
-                       "give up waiting after this long (e.g. 30s; default: the daemon's)");
+                       "queue for at most this long (e.g. 30s; implies --wait)");
   c.attach->add_flag(
       "--force", o.force,
       "attach even when the workload already uses more than a declared limit: without it such\n"
@@ -385,6 +388,8 @@ int runClientCommand(const ClientCommands& c, const ClientOptions& o) {
     }
     if (!durationOption("attach", "--queue-timeout", o.queueTimeout, d.timeoutUs))
       return kExitUsage;
+    // A running workload goes unmetered while its attach waits: never by surprise.
+    d.noWait = !o.wait && !d.timeoutUs;
     if (!o.name.empty()) d.name = o.name;
     d.priority = o.priority;
     if (!attributesOption("attach", o.attrs, d.attributes)) return kExitUsage;

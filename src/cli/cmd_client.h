@@ -27,6 +27,7 @@ struct ClientOptions {
   std::string memoryMax, gpuMemoryMax, gpuMemoryHigh, name, queueTimeout;
   std::string gpuAction = "kill";
   bool force = false;  // attach: even when already over a declared limit
+  bool wait = false;   // attach: queue when the pool cannot grant it now
   unsigned gpuOverSamples = 2;
   int priority = 0;
   std::vector<std::string> attrs;  // --attr KEY=VALUE

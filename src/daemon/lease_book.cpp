@@ -179,6 +179,27 @@ std::vector<LeaseBook::Move> LeaseBook::due(std::uint64_t nowUs, std::uint64_t e
   return out;
 }
 
+std::optional<LeaseBook::Move> LeaseBook::waitOf(const std::string& id,
+                                                 const admission::HeadroomFn& headroom) {
+  for (std::size_t i = 0; i < engine_.queued(); ++i)
+    if (engine_.at(i).req->id == id) return moveAt(i, headroom, clock::monotonicUs());
+  return std::nullopt;
+}
+
+const Lease* LeaseBook::overlapping(const std::string& cgroup) const {
+  auto within = [](const std::string& inner, const std::string& outer) {
+    if (outer == "/") return true;
+    return inner.size() > outer.size() && inner.compare(0, outer.size(), outer) == 0 &&
+           inner[outer.size()] == '/';
+  };
+  for (const auto& [id, l] : leases_) {
+    const std::string& other = l->place.cgroup;
+    if (other.empty() || other == cgroup) continue;
+    if (within(cgroup, other) || within(other, cgroup)) return l.get();
+  }
+  return nullptr;
+}
+
 std::size_t LeaseBook::live() const {
   return static_cast<std::size_t>(std::count_if(leases_.begin(), leases_.end(), [](const auto& kv) {
     return kv.second->state() != Lease::State::Queued;

@@ -65,6 +65,9 @@ class LeaseBook {
 
   // The live lease (queued attach included) holding this cgroup, by path or inode.
   const Lease* ofCgroup(const std::string& cgroup, std::uint64_t inode) const;
+  // A live lease whose cgroup holds `cgroup` or lies inside it: one workload,
+  // one lease (a container's scope and its nested cgroup are one workload).
+  const Lease* overlapping(const std::string& cgroup) const;
 
   // Waiters whose place or reason changed since the last call, with their
   // new place and what they wait for, in numbers (admission::waitFigures).
@@ -81,6 +84,9 @@ class LeaseBook {
   // queue, once per daemon tick), so a client always knows its wait is alive.
   std::vector<Move> due(std::uint64_t nowUs, std::uint64_t everyUs,
                         const admission::HeadroomFn& headroom);
+  // One waiter's place and reason now (a request that must not wait is
+  // refused with it); nullopt when `id` is not queued.
+  std::optional<Move> waitOf(const std::string& id, const admission::HeadroomFn& headroom);
 
   const admission::Engine& engine() const { return engine_; }
 

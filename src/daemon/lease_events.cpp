@@ -119,20 +119,26 @@ void LeaseEvents::coverageAtStart(const coverage::Assessment& a,
   broadcast("coverage", body);
 }
 
+rpc::api::Queued LeaseEvents::queuedEvent(const LeaseBook::Move& mv) {
+  rpc::api::Queued q;
+  q.lease = mv.lease ? mv.lease->id : "";
+  q.position = mv.position;
+  q.queued = mv.queued;
+  q.waitingFor = mv.reason ? admission::waitName(*mv.reason) : "grant";
+  q.pool = mv.pool;
+  q.needed = mv.figures.needed;
+  q.free = mv.figures.free;
+  q.unit = mv.figures.unit;
+  q.detail = mv.figures.detail;
+  return q;
+}
+
 void LeaseEvents::positions(const std::vector<LeaseBook::Move>& moves) {
   for (const auto& mv : moves) {
     if (!mv.lease) continue;
-    const char* waitingFor = mv.reason ? admission::waitName(*mv.reason) : "grant";
-    json ev = {{"lease", mv.lease->id},
-               {"position", mv.position},
-               {"queued", mv.queued},
-               {"waiting_for", waitingFor}};
-    if (!mv.pool.empty()) ev["pool"] = mv.pool;
-    if (mv.figures.needed) ev["needed"] = *mv.figures.needed;
-    if (mv.figures.free) ev["free"] = *mv.figures.free;
-    if (mv.figures.needed || mv.figures.free) ev["unit"] = mv.figures.unit;
-    if (!mv.figures.detail.empty()) ev["detail"] = mv.figures.detail;
-    outbox_.send(mv.lease->client.conn, rpc::encodeEvent(mv.lease->client.pendingId, "queued", ev));
+    outbox_.send(mv.lease->client.conn,
+                 rpc::encodeEvent(mv.lease->client.pendingId, "queued",
+                                  rpc::api::encode(queuedEvent(mv))));
   }
 }
 

@@ -19,6 +19,7 @@
 #include "journal/journal.h"
 #include "lease/outcome.h"
 #include "ledger/ledger.h"
+#include "rpc/messages.h"
 #include "ledger/rows.h"
 
 namespace tally::daemon {
@@ -54,9 +55,11 @@ class LeaseEvents {
   // one (a new kernel, a new module option) is said in the journal too, with
   // what tally now does differently.
   void coverageAtStart(const coverage::Assessment& a, const coverage::Handover& handover);
-  // Each waiter whose place in the queue changed hears its new place.
   // A request joins the queue: subscribers hear it ("lease" event, kind "queued").
   void queued(const Lease& l);
+  // A waiter's place and what holds it back, as its "queued" event says it.
+  static rpc::api::Queued queuedEvent(const LeaseBook::Move& mv);
+  // Each waiter whose place in the queue changed hears its new place.
   void positions(const std::vector<LeaseBook::Move>& moves);
   // An operator-facing message: the journal (stderr without journald).
   void note(int priority, const std::string& message,

@@ -181,8 +181,19 @@ void Service::onAcquire(std::uint64_t conn, const Peer& peer, const json& id,
   l->client.pendingId = id;
   std::string arrival = l->id;
   // Only the new arrival's fate can have changed: no walk of a long queue.
+  const bool noWait = d.noWait;
   auto grants = book_.enqueue(std::move(l), headroom());
   if (std::find(grants.begin(), grants.end(), arrival) == grants.end()) {
+    // It would wait. A request that must not is refused now, with the reason.
+    if (noWait) {
+      auto wait = book_.waitOf(arrival, headroom());
+      std::string why = wait ? rpc::api::waitWords(LeaseEvents::queuedEvent(*wait)) : "it waits";
+      book_.forget(arrival);  // leaves the queue as if it never came
+      return fail(conn, id, code::kRefused,
+                  fmt::format("it cannot be granted now: {}. Retry when that frees, or pass --wait "
+                              "(or --queue-timeout) to queue for it",
+                              why));
+    }
     if (const Lease* waiting = book_.find(arrival)) events_.queued(*waiting);
   }
   for (const auto& gid : grants) {

@@ -101,6 +101,9 @@ Status decodeDeclared(Fields& f, Declared& d) {
   auto priority = f.i64("priority", kMinPriority, kMaxPriority);
   if (!priority) return priority.error();
   d.priority = static_cast<int>(priority->value_or(0));
+  auto noWait = f.boolean("no_wait");
+  if (!noWait) return noWait.error();
+  d.noWait = *noWait;
   if (const json* attrs = f.get("attributes")) {
     auto a = lease::attributesFromJson(*attrs);
     if (!a) return Error{0, fmt::format("\"attributes\": {}", a.error().message)};
@@ -119,6 +122,7 @@ json encodeDeclared(const Declared& d) {
   if (d.gpuOverSamples) p["gpu_over_samples"] = *d.gpuOverSamples;
   if (d.timeoutUs) p["timeout_us"] = *d.timeoutUs;
   if (!d.attributes.empty()) p["attributes"] = lease::attributesJson(d.attributes);
+  if (d.noWait) p["no_wait"] = true;
   return p;
 }
 
@@ -373,35 +377,6 @@ Result<LeaseRef> decodeLeaseRef(const json& params) {
 Status decodeEmpty(const json& params) {
   if (auto s = paramsObject(params); !s) return s.error();
   return Fields(params).unknown();
-}
-
-Queued decodeQueued(const json& event) {
-  Queued q;
-  if (!event.is_object()) return q;
-  auto text = [&](const char* key, std::size_t max) {
-    auto it = event.find(key);
-    return it != event.end() && it->is_string()
-               ? text::truncateUtf8(it->get_ref<const std::string&>(), max)
-               : std::string();
-  };
-  auto count = [&](const char* key) -> std::uint64_t {
-    auto it = event.find(key);
-    return it != event.end() && it->is_number_unsigned() ? it->get<std::uint64_t>() : 0;
-  };
-  q.lease = text("lease", kMaxLeaseId);
-  q.position = count("position");
-  q.queued = count("queued");
-  q.waitingFor = text("waiting_for", 64);
-  q.pool = text("pool", 64);
-  q.detail = text("detail", 512);
-  return q;
-}
-
-std::string describe(const Queued& q) {
-  std::string where = q.position ? fmt::format("position {} of {}", q.position, q.queued)
-                                 : std::string("position unknown");
-  if (!q.detail.empty()) return fmt::format("{}: {}", where, q.detail);
-  return fmt::format("{} (waiting for {})", where, q.waitingFor.empty() ? "?" : q.waitingFor);
 }
 
 }  // namespace tally::rpc::api

@@ -69,6 +69,10 @@ struct Declared {
   std::optional<std::uint64_t> timeoutUs;  // the queue wait; absent = the daemon's queue_timeout
   int priority = 0;                        // kMinPriority..kMaxPriority
   lease::Attributes attributes;
+  // Refuse at once, with the reason, rather than queue when the lease cannot
+  // be granted now (tally attach without --wait: a running workload must not
+  // go unmetered while it waits).
+  bool noWait = false;
 };
 
 // Each request's params carry their method: Client::call(params) sends them
@@ -157,19 +161,6 @@ Result<Started> decodeStarted(const json& params);
 Result<Complete> decodeComplete(const json& params);
 Result<Bound> decodeBound(const json& params);
 Result<LeaseRef> decodeLeaseRef(const json& params);
-// The daemon's "queued" event for a waiting acquire or attach, as its client
-// reads it: where it stands and what it waits for, in numbers (the daemon
-// sends it when either changes, and at least every 30 s). Decoded field by
-// field; what is missing or mistyped is left empty, never guessed.
-struct Queued {
-  std::string lease;
-  std::uint64_t position = 0, queued = 0;
-  std::string waitingFor, pool, detail;
-};
-Queued decodeQueued(const json& event);
-// "position 2 of 3: pool gpu's GPU memory budget: needs 40.0 GiB, 16.0 GiB of 96.0 GiB left"
-std::string describe(const Queued& q);
-
 // Methods without params (hello, leases, pools, subscribe, seats, overview,
 // metrics): any field is refused.
 Status decodeEmpty(const json& params);

@@ -2,6 +2,7 @@
 
 #include "ledger/kinds.h"
 #include "rpc/fields.h"
+#include "rpc/lease_api.h"
 
 namespace tally::rpc::api {
 namespace {
@@ -170,6 +171,57 @@ Result<json> decodeDocument(const json& result, const char* key) {
   if (!result.contains(key))
     return Error{0, fmt::format("the daemon's reply has no \"{}\" (is it an older tally?)", key)};
   return result;
+}
+
+json encode(const Queued& q) {
+  json ev = {{"lease", q.lease},
+             {"position", q.position},
+             {"queued", q.queued},
+             {"waiting_for", q.waitingFor}};
+  if (!q.pool.empty()) ev["pool"] = q.pool;
+  if (q.needed) ev["needed"] = *q.needed;
+  if (q.free) ev["free"] = *q.free;
+  if (q.needed || q.free) ev["unit"] = q.unit;
+  if (!q.detail.empty()) ev["detail"] = q.detail;
+  return ev;
+}
+
+Queued decodeQueued(const json& event) {
+  Queued q;
+  if (!event.is_object()) return q;
+  auto text = [&](const char* key, std::size_t max) {
+    auto it = event.find(key);
+    return it != event.end() && it->is_string()
+               ? text::truncateUtf8(it->get_ref<const std::string&>(), max)
+               : std::string();
+  };
+  auto count = [&](const char* key) -> std::optional<std::uint64_t> {
+    auto it = event.find(key);
+    if (it != event.end() && it->is_number_unsigned()) return it->get<std::uint64_t>();
+    return std::nullopt;
+  };
+  q.lease = text("lease", kMaxLeaseId);
+  q.position = count("position").value_or(0);
+  q.queued = count("queued").value_or(0);
+  q.waitingFor = text("waiting_for", 64);
+  q.pool = text("pool", 64);
+  q.detail = text("detail", 512);
+  q.needed = count("needed");
+  q.free = count("free");
+  q.unit = text("unit", 16);
+  return q;
+}
+
+std::string waitWords(const Queued& q) {
+  if (!q.detail.empty()) return q.detail;
+  return fmt::format("waiting for {}", q.waitingFor.empty() ? "?" : q.waitingFor);
+}
+
+std::string describe(const Queued& q) {
+  std::string where = q.position ? fmt::format("position {} of {}", q.position, q.queued)
+                                 : std::string("position unknown");
+  if (!q.detail.empty()) return fmt::format("{}: {}", where, q.detail);
+  return fmt::format("{} (waiting for {})", where, q.waitingFor.empty() ? "?" : q.waitingFor);
 }
 
 bool LeaseEvent::terminal() const { return ledger::isTerminal(kind); }

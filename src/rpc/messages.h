@@ -90,6 +90,24 @@ Result<MetricsReply> decodeMetricsReply(const json& result);
 // "pools", "seats", "seats" again for overview, "lease").
 Result<json> decodeDocument(const json& result, const char* key);
 
+// Event "queued" (to a waiting acquire or attach's own client): where it
+// stands and what it waits for, in numbers (the daemon sends it when either
+// changes, and at least every 30 s). Decoded field by field, leniently: what
+// is missing or mistyped is left empty, never guessed.
+struct Queued {
+  std::string lease;
+  std::uint64_t position = 0, queued = 0;
+  std::string waitingFor, pool, detail;
+  std::optional<std::uint64_t> needed, free;
+  std::string unit;  // of needed and free: "bytes" or "leases"
+};
+json encode(const Queued& q);
+Queued decodeQueued(const json& event);
+// "position 2 of 3: pool gpu's GPU memory budget: needs 40.0 GiB, 16.0 GiB of 96.0 GiB left"
+std::string describe(const Queued& q);
+// What it waits for, without its place: "pool gpu's capacity: 4 of 4 held".
+std::string waitWords(const Queued& q);
+
 // Event "lease": a lease's lifecycle, one per ledger row (queued, granted,
 // started, adopted, readopted, released, outcome, lost, withdrawn).
 struct LeaseEvent {

@@ -201,8 +201,16 @@ TEST_F(DaemonLive, AQueuedAttachIsQueuedAgainAfterADaemonRestart) {
   auto first = tally({"attach", "--cgroup", "/system.slice/first.service", "--pool", "one"});
   ASSERT_EQ(first.exitCode(), 0) << first.err;
   std::string holder(text::trim(first.out));
+  // Into the full pool without --wait: refused at once, the reason named.
+  auto refused = tally({"attach", "--cgroup", "/system.slice/second.service", "--pool", "one"});
+  EXPECT_EQ(refused.exitCode(), 5) << refused.err;
+  EXPECT_NE(refused.err.find("it cannot be granted now: pool one"), std::string::npos)
+      << refused.err;
+  EXPECT_NE(refused.err.find("pass --wait (or --queue-timeout) to queue for it"), std::string::npos)
+      << refused.err;
   auto waiting = spawnProgram(
-      {TALLY_BINARY, "attach", "--cgroup", "/system.slice/second.service", "--pool", "one"},
+      {TALLY_BINARY, "attach", "--cgroup", "/system.slice/second.service", "--pool", "one",
+       "--wait"},
       {"TALLY_SOCKET=" + daemon->socket()});
   auto timesQueued = [&] {
     std::string err = readFile(waiting.errPath);

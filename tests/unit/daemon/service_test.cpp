@@ -286,6 +286,41 @@ TEST_F(ServiceTest, AttachRefusals) {
       call(1, 1000, "attach", {{"pools", {"one"}}, {"cgroup", "/user.slice/mine.scope"}})["ok"]);
 }
 
+// One workload, one lease: a podman container is its libpod-<id>.scope and
+// the nested .../container cgroup its processes run in. Either may be leased,
+// never both: the second is refused with both leases named, whichever order.
+TEST_F(ServiceTest, ACgroupInsideOrAboveAnotherLeasesIsRefused) {
+  const std::string scope = "/machine.slice/libpod-4f2a9c1e8b7d.scope";
+  workloadCgroup(scope, true);
+  workloadCgroup(scope + "/container", true);
+  json outer =
+      call(1, 0, "attach",
+           {{"pools", {"gpu"}}, {"gpu_memory_max", GiB}, {"cgroup", scope}, {"name", "qwen"}});
+  ASSERT_TRUE(outer["ok"]) << outer;
+  std::string id = outer["result"]["lease"];
+  json inner =
+      call(2, 0, "attach",
+           {{"pools", {"gpu"}}, {"gpu_memory_max", GiB}, {"cgroup", scope + "/container"}});
+  ASSERT_FALSE(inner["ok"]) << inner;
+  EXPECT_EQ(inner["error"]["code"], "conflict");
+  EXPECT_EQ(inner["error"]["message"],
+            fmt::format("cgroup {}/container is inside {}, which lease {} (qwen) already holds: "
+                        "one workload, one lease (its memory would be counted twice). Release {} "
+                        "first, or attach the workload it holds",
+                        scope, scope, id, id));
+  EXPECT_TRUE(call(3, 0, "release", {{"lease", id}})["ok"]);
+  json nested =
+      call(4, 0, "attach",
+           {{"pools", {"gpu"}}, {"gpu_memory_max", GiB}, {"cgroup", scope + "/container"}});
+  ASSERT_TRUE(nested["ok"]) << nested;
+  json above =
+      call(5, 0, "attach", {{"pools", {"gpu"}}, {"gpu_memory_max", GiB}, {"cgroup", scope}});
+  ASSERT_FALSE(above["ok"]);
+  EXPECT_NE(above["error"]["message"].get<std::string>().find(" is above " + scope + "/container"),
+            std::string::npos)
+      << above;
+}
+
 TEST_F(ServiceTest, AttachByPidFollowsItsCgroup) {
   workloadCgroup("/system.slice/ollama.service", true);
   FakeProcess p;
