@@ -1,27 +1,42 @@
 # `cmake --install`: the binary, the systemd units (a hardened system
 # tally.service, Type=notify, and a user unit), an example config, the man
 # page, bash completion and the docs. Units and the man page name the
-# installed paths, so they are configured for the prefix.
+# installed paths, so they are written at install time for the prefix being
+# installed to: `cmake --install build/release` gives /usr/local paths,
+# `--prefix /usr` (scripts/build-deb.sh) /usr paths, from the same build.
 include(GNUInstallDirs)
 
-set(TALLY_BINDIR ${CMAKE_INSTALL_FULL_BINDIR})
 # /etc whatever the prefix: the binary reads /etc/tally/tally.toml by default (cli/cmd_daemon.h).
 set(TALLY_SYSCONFDIR /etc CACHE PATH "where the units look for tally/tally.toml")
-set(TALLY_DOCDIR ${CMAKE_INSTALL_FULL_DOCDIR})
 # systemd looks in /usr/lib/systemd and /usr/local/lib/systemd: the prefix's lib/, never lib64/.
 set(TALLY_UNITDIR lib/systemd/system CACHE STRING "system unit directory, relative to the prefix")
 set(TALLY_USERUNITDIR lib/systemd/user CACHE STRING "user unit directory, relative to the prefix")
 
 set(dist ${PROJECT_SOURCE_DIR}/dist)
 set(gen ${PROJECT_BINARY_DIR}/dist)
-configure_file(${dist}/tally.service.in ${gen}/tally.service @ONLY)
-configure_file(${dist}/tally-user.service.in ${gen}/user/tally.service @ONLY)
-configure_file(${dist}/tally.1.in ${gen}/tally.1 @ONLY)
+install(CODE "
+  set(PROJECT_VERSION ${PROJECT_VERSION})
+  set(TALLY_SYSCONFDIR ${TALLY_SYSCONFDIR})
+  set(TALLY_BINDIR \${CMAKE_INSTALL_PREFIX}/${CMAKE_INSTALL_BINDIR})
+  set(TALLY_DOCDIR \${CMAKE_INSTALL_PREFIX}/${CMAKE_INSTALL_DOCDIR})
+  configure_file(${dist}/tally.service.in ${gen}/tally.service @ONLY)
+  configure_file(${dist}/tally-user.service.in ${gen}/user/tally.service @ONLY)
+  configure_file(${dist}/tally.1.in ${gen}/tally.1 @ONLY)")
 
 install(TARGETS tally RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
-# The Slurm plugin, in Debian's PluginDir: plugstack.conf may name it without a path.
+# The Slurm plugin goes where Slurm looks, whatever tally's prefix: its PluginDir
+# (`scontrol show config | grep PluginDir`; Debian's slurm-wlm uses the multiarch
+# /usr/lib/<triplet>/slurm-wlm), so plugstack.conf may name it without a path.
+# Under a prefix's lib/slurm-wlm Slurm would never find it, and with `required`
+# a plugin it cannot find stops every step on the node.
+if(CMAKE_LIBRARY_ARCHITECTURE)
+  set(slurm_plugindir /usr/lib/${CMAKE_LIBRARY_ARCHITECTURE}/slurm-wlm)
+else()
+  set(slurm_plugindir /usr/lib/slurm-wlm)
+endif()
+set(TALLY_SLURM_PLUGINDIR ${slurm_plugindir} CACHE PATH "Slurm's PluginDir (absolute), where tally_spank.so is installed")
 if(TARGET tally_spank)
-  install(TARGETS tally_spank LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}/slurm-wlm)
+  install(TARGETS tally_spank LIBRARY DESTINATION ${TALLY_SLURM_PLUGINDIR} COMPONENT slurm)
 endif()
 # The installed binary is stripped (the build tree keeps its symbols).
 install(CODE "execute_process(COMMAND ${CMAKE_STRIP} --strip-unneeded
@@ -32,11 +47,23 @@ add_custom_command(OUTPUT ${gen}/_tally ${gen}/tally.fish
   COMMAND tally completion fish ${gen}/tally.fish
   DEPENDS tally COMMENT "Writing zsh and fish completion" VERBATIM)
 add_custom_target(tally_completions ALL DEPENDS ${gen}/_tally ${gen}/tally.fish)
+
+# Everything the install rules below name, and nothing else (no tests): what
+# scripts/setup.sh and scripts/build-deb.sh build before `cmake --install`.
+add_custom_target(tally_installable)
+add_dependencies(tally_installable tally tally_completions)
+if(TARGET tally_spank)
+  add_dependencies(tally_installable tally_spank)
+endif()
 install(FILES ${gen}/_tally DESTINATION ${CMAKE_INSTALL_DATADIR}/zsh/vendor-completions)
 install(FILES ${gen}/tally.fish DESTINATION ${CMAKE_INSTALL_DATADIR}/fish/vendor_completions.d)
 install(FILES ${gen}/tally.service DESTINATION ${TALLY_UNITDIR})
 install(FILES ${gen}/user/tally.service DESTINATION ${TALLY_USERUNITDIR})
 install(FILES ${gen}/tally.1 DESTINATION ${CMAKE_INSTALL_MANDIR}/man1)
+# The `tally` group owning the socket, and the state directory. systemd reads
+# both from /usr/lib and /usr/local/lib (systemd-sysusers, systemd-tmpfiles --create).
+install(FILES ${dist}/tally.sysusers DESTINATION lib/sysusers.d RENAME tally.conf)
+install(FILES ${dist}/tally.tmpfiles DESTINATION lib/tmpfiles.d RENAME tally.conf)
 install(FILES ${dist}/tally.bash DESTINATION ${CMAKE_INSTALL_DATADIR}/bash-completion/completions RENAME tally)
 install(FILES ${dist}/tally.toml DESTINATION ${CMAKE_INSTALL_DOCDIR}/examples)
 install(FILES ${dist}/grafana/tally.json DESTINATION ${CMAKE_INSTALL_DOCDIR}/examples/grafana)
@@ -60,4 +87,4 @@ add_custom_target(tally_stage
           > ${PROJECT_BINARY_DIR}/stage.log
   COMMENT "Installing into the staging root ${TALLY_STAGE_DIR}"
   VERBATIM)
-add_dependencies(tally_stage tally tally_completions)
+add_dependencies(tally_stage tally_installable)

@@ -27,6 +27,8 @@ packages=(
   prometheus tmux bash-completion
   # the VM reaction benchmark reads the ledger export with jq
   jq
+  # the Debian package (scripts/build-deb.sh): its checker
+  lintian
   # the zsh and fish completion are syntax-checked by their own shells
   zsh fish
   # the Slurm plugin (slurm/spank.h) and its VM tests' one-node cluster; the

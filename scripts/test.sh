@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The whole test suite: unit, CLI and live tests (default build), the same
-# under ASan + UBSan, every parser's fuzzer for a bounded time, and a smoke
-# run of the benchmark, and the system tests inside the project's VM harness
+# under ASan + UBSan, every parser's fuzzer for a bounded time, a smoke run
+# of the benchmark, the Debian packages (built, lintian-checked, and installed
+# in the VM), and the system tests inside the project's VM harness
 # (real systemd, real cgroup v2 memory controller, the test DRM driver) on
 # Debian's 6.12, 6.1 and 7.x kernels.
 # Needs root (mknod'ed device nodes, PID namespaces, QEMU's 9p export of /).
@@ -59,6 +60,9 @@ build/release/bench/tally_bench_synth "$smoke/tree" 50 5 5 >/dev/null
 TALLY_BENCH_PROC="$smoke/tree/proc" TALLY_BENCH_SYS="$smoke/tree/sys" TALLY_BENCH_CGROUP="$smoke/tree/cgroup" \
   TALLY_BENCH_LEASE=/lease.scope build/release/bench/tally_bench --benchmark_min_time=0.01 | grep ratio
 rm -rf "$smoke"
+
+step "package: the Debian packages from the release build, lintian clean (scripts/build-deb.sh; the VM installs them)"
+scripts/build-deb.sh
 
 step "tests: asan + ubsan"
 ctest --preset asan -j "$jobs"

@@ -136,9 +136,8 @@ rpc::api::Queued LeaseEvents::queuedEvent(const LeaseBook::Move& mv) {
 void LeaseEvents::positions(const std::vector<LeaseBook::Move>& moves) {
   for (const auto& mv : moves) {
     if (!mv.lease) continue;
-    outbox_.send(mv.lease->client.conn,
-                 rpc::encodeEvent(mv.lease->client.pendingId, "queued",
-                                  rpc::api::encode(queuedEvent(mv))));
+    outbox_.send(mv.lease->client.conn, rpc::encodeEvent(mv.lease->client.pendingId, "queued",
+                                                         rpc::api::encode(queuedEvent(mv))));
   }
 }
 

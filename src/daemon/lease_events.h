@@ -19,8 +19,8 @@
 #include "journal/journal.h"
 #include "lease/outcome.h"
 #include "ledger/ledger.h"
-#include "rpc/messages.h"
 #include "ledger/rows.h"
+#include "rpc/messages.h"
 
 namespace tally::daemon {
 

@@ -96,20 +96,20 @@ std::optional<Denial> placeAttach(const PlacementEnv& env, const LeaseBook& book
     }
   }
   if (const Lease* other = book.ofCgroup(cgPath, cg->inode())) {
-    return Denial{code::kConflict,
-                  fmt::format("cgroup {} is already leased by {} ({})", cgPath, other->id,
-                              other->name)};
+    return Denial{code::kConflict, fmt::format("cgroup {} is already leased by {} ({})", cgPath,
+                                               other->id, other->name)};
   }
   // One workload, one lease: a cgroup inside or above another lease's (a
   // container's scope and its nested cgroup) would count its memory twice.
   if (const Lease* other = book.overlapping(cgPath)) {
     bool inside = cgPath.size() > other->place.cgroup.size();
-    return Denial{code::kConflict,
-                  fmt::format("cgroup {} is {} {}, which lease {} ({}) already holds: one workload, "
-                              "one lease (its memory would be counted twice). Release {} first, or "
-                              "attach the workload it holds",
-                              cgPath, inside ? "inside" : "above", other->place.cgroup, other->id,
-                              other->name, other->id)};
+    return Denial{
+        code::kConflict,
+        fmt::format("cgroup {} is {} {}, which lease {} ({}) already holds: one workload, "
+                    "one lease (its memory would be counted twice). Release {} first, or "
+                    "attach the workload it holds",
+                    cgPath, inside ? "inside" : "above", other->place.cgroup, other->id,
+                    other->name, other->id)};
   }
   auto populated = cg->populated();
   if (!populated || !*populated) {

@@ -224,8 +224,9 @@ std::optional<std::string> gttAdvice(const AmdgpuParams& amdgpu, const TtmModule
   std::string how;
   const TtmModule* m = ttm.serving("amdgpu", how);
   const std::string module = m ? m->name : "ttm";
-  const std::optional<std::uint64_t> systemLimit =
-      kfd.system.applies ? kfd.system.value.bytes : std::nullopt;
+  // Not a conditional expression: g++ 12 -O2 sees an uninitialised optional in it.
+  std::optional<std::uint64_t> systemLimit;
+  if (kfd.system.applies) systemLimit = kfd.system.value.bytes;
   auto setLine = [&](std::uint64_t pages) {
     return fmt::format(
         "set {}.pages_limit={} on the kernel command line (or 'options {} pages_limit={}' in "

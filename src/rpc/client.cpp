@@ -10,6 +10,7 @@
 #include <cstring>
 #include <functional>
 
+#include "rpc/socket_access.h"
 #include "util/clock.h"
 #include "util/units.h"
 
@@ -28,7 +29,7 @@ Result<Client> Client::connect(const std::string& path) {
     std::string hint =
         e == ENOENT || e == ECONNREFUSED
             ? "; is the daemon running? (systemctl start tally, or tally daemon --config FILE)"
-        : e == EACCES ? "; the socket is 0660: join its group or use sudo"
+        : e == EACCES ? socketAccessHint(socketAccessFacts(path))
                       : "";
     return Error{
         e, fmt::format("cannot reach the tally daemon at {}: {}{}", path, std::strerror(e), hint)};

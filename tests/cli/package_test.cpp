@@ -49,6 +49,18 @@ TEST(Package, InstallsTheBinaryUnitsManPageCompletionAndExample) {
   EXPECT_EQ(check.exitCode(), 0) << check.out << check.err;
 }
 
+// The Slurm plugin lands in Slurm's own PluginDir whatever tally's prefix
+// (Slurm never looks under /usr/local/lib/slurm-wlm), next to Slurm's own plugins.
+TEST(Package, TheSlurmPluginGoesWhereSlurmLooks) {
+  const std::string pluginDir = "/usr/lib/x86_64-linux-gnu/slurm-wlm";
+  ASSERT_TRUE(exists(pluginDir + "/proctrack_cgroup.so"))
+      << "Slurm's plugins are not where this test expects: install slurmd "
+         "(scripts/install-deps.sh)";
+  EXPECT_TRUE(exists(kStage + pluginDir + "/tally_spank.so"));
+  EXPECT_FALSE(exists(kPrefix + "/lib/slurm-wlm/tally_spank.so"));
+  EXPECT_FALSE(exists(kPrefix + "/lib/x86_64-linux-gnu/slurm-wlm/tally_spank.so"));
+}
+
 // A stripped binary, operators' docs only, and zsh and fish completion that
 // offer every subcommand and every option --help lists (they are written from
 // the same command-line model, so this holds by construction; the test keeps it so).

@@ -208,10 +208,9 @@ TEST_F(DaemonLive, AQueuedAttachIsQueuedAgainAfterADaemonRestart) {
       << refused.err;
   EXPECT_NE(refused.err.find("pass --wait (or --queue-timeout) to queue for it"), std::string::npos)
       << refused.err;
-  auto waiting = spawnProgram(
-      {TALLY_BINARY, "attach", "--cgroup", "/system.slice/second.service", "--pool", "one",
-       "--wait"},
-      {"TALLY_SOCKET=" + daemon->socket()});
+  auto waiting = spawnProgram({TALLY_BINARY, "attach", "--cgroup", "/system.slice/second.service",
+                               "--pool", "one", "--wait"},
+                              {"TALLY_SOCKET=" + daemon->socket()});
   auto timesQueued = [&] {
     std::string err = readFile(waiting.errPath);
     std::size_t n = 0;

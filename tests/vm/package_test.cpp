@@ -55,6 +55,12 @@ class VmPackage : public ::testing::Test {
       ASSERT_EQ(sh(std::string("modprobe drm && insmod ") + ko).exitCode(), 0);
     }
   }
+  // What the stage put on the VM's root goes, so a later suite (VmDeb) finds
+  // only what it installs: systemd prefers /usr/local's tally.service to /usr's.
+  static void TearDownTestSuite() {
+    sh("systemctl disable --now tally.service 2>/dev/null; cd " + kStage +
+       " && find . ! -type d -exec sh -c 'rm -f \"/$1\"' _ {} \\; ; systemctl daemon-reload");
+  }
 };
 
 TEST_F(VmPackage, StagedUnitsPassSystemdAnalyzeVerify) {

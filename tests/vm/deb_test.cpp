@@ -1,0 +1,184 @@
+// The Debian packages (scripts/build-deb.sh) on a real systemd 252, installed
+// as an operator installs them: `apt install ./tally_*.deb`. The daemon starts
+// from the package's own conffile; a member of group `tally` uses it without
+// sudo (a pool lease through their user manager, seats, top, metrics); a user
+// outside the group is told how to join; Slurm finds the plugin by name in its
+// own PluginDir; purge removes what install made and keeps the ledger unless
+// told otherwise. VM harness only: the VM's root is a throw-away overlay.
+#include <fmt/format.h>
+#include <glob.h>
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <nlohmann/json.hpp>
+
+#include "support/fake_host.h"
+#include "support/process.h"
+#include "support/raw_client.h"
+
+namespace tally {
+namespace {
+
+using json = nlohmann::json;
+using namespace tally::testing;
+using namespace std::chrono_literals;
+
+const std::string kDebDir = std::string(TALLY_SOURCE_DIR) + "/build/deb";
+
+ProgramResult sh(const std::string& cmd) { return runProgram({"sh", "-c", cmd}); }
+
+std::string trimmed(std::string s) {
+  while (!s.empty() && (s.back() == '\n' || s.back() == ' ')) s.pop_back();
+  return s;
+}
+
+std::string onlyMatch(const std::string& pattern) {
+  glob_t g{};
+  std::string found;
+  if (::glob(pattern.c_str(), 0, nullptr, &g) == 0 && g.gl_pathc == 1) found = g.gl_pathv[0];
+  ::globfree(&g);
+  return found;
+}
+
+bool exists(const std::string& p) {
+  struct stat st {};
+  return ::lstat(p.c_str(), &st) == 0;
+}
+
+// As `user`, with the groups the group database gives them (a fresh login),
+// or none but their own (`clearGroups`: a session older than their joining).
+ProgramResult as(const std::string& user, const std::string& cmd, bool clearGroups = false) {
+  std::string uid = trimmed(sh("id -u " + user).out);
+  return sh(fmt::format(
+      "setpriv --reuid {} --regid {} {} env HOME=/home/{} XDG_RUNTIME_DIR=/run/user/{} sh -c '{}'",
+      user, user, clearGroups ? "--clear-groups" : "--init-groups", user, uid, cmd));
+}
+
+class VmDeb : public ::testing::Test {
+ protected:
+  static inline std::string tallyDeb, pluginDeb;
+
+  static void SetUpTestSuite() {
+    ASSERT_NE(std::getenv("TALLY_IN_VM"), nullptr)
+        << "these tests need the VM harness: vm/run.sh -- tally_vm_tests";
+    tallyDeb = onlyMatch(kDebDir + "/tally_*.deb");
+    pluginDeb = onlyMatch(kDebDir + "/tally-slurm-plugin_*.deb");
+    ASSERT_FALSE(tallyDeb.empty()) << "no single package in " << kDebDir
+                                   << ": run scripts/build-deb.sh (scripts/test.sh does)";
+    ASSERT_FALSE(pluginDeb.empty()) << "no plugin package in " << kDebDir;
+    // The build machine is a container whose policy-rc.d forbids starting
+    // services, and whose man-db rebuilds its index over 9p for minutes; a
+    // real box has neither. Both are the VM overlay's copies.
+    ASSERT_EQ(sh("rm -f /usr/sbin/policy-rc.d /var/lib/man-db/auto-update").exitCode(), 0);
+    ASSERT_FALSE(exists("/usr/local/lib/systemd/system/tally.service"))
+        << "a staged tally.service (VmPackage) would shadow the package's";
+    auto install = sh("DEBIAN_FRONTEND=noninteractive apt-get install -y -q " + tallyDeb + " " +
+                      pluginDeb + " 2>&1");
+    ASSERT_EQ(install.exitCode(), 0) << install.out;
+    std::printf("---- apt-get install ----\n%s", install.out.c_str());
+    ASSERT_EQ(sh("id alice >/dev/null 2>&1 || (useradd -m alice && usermod -aG tally alice); "
+                 "id bob >/dev/null 2>&1 || useradd -m bob; "
+                 "systemctl start user@$(id -u alice).service")
+                  .exitCode(),
+              0);
+  }
+};
+
+TEST_F(VmDeb, TheDaemonRunsFromThePackagesOwnConfigWithTheSocketInGroupTally) {
+  EXPECT_EQ(trimmed(sh("systemctl is-active tally.service").out), "active")
+      << sh("journalctl -u tally --no-pager").out;
+  EXPECT_EQ(trimmed(sh("systemctl is-enabled tally.service").out), "enabled");
+  EXPECT_EQ(trimmed(sh("dpkg-query -W -f='${Conffiles}' tally").out).find("/etc/tally/tally.toml"),
+            1u);
+  EXPECT_EQ(sh("getent group tally").exitCode(), 0) << "sysusers.d made no group";
+  EXPECT_EQ(trimmed(sh("stat -c '%U:%G %a' /run/tally/tally.sock").out), "root:tally 660");
+  EXPECT_EQ(trimmed(sh("stat -c '%U:%G %a' /var/lib/tally").out), "root:root 700");
+  EXPECT_EQ(trimmed(sh("man -w tally").out), "/usr/share/man/man1/tally.1.gz");
+  EXPECT_TRUE(exists("/usr/share/bash-completion/completions/tally"));
+}
+
+TEST_F(VmDeb, AMemberOfGroupTallyUsesTheDaemonWithoutSudo) {
+  auto run = as("alice", "tally run --pool batch --name pkg -- cat /proc/self/cgroup");
+  ASSERT_EQ(run.exitCode(), 0) << run.out << run.err;
+  // Contained by alice's own user manager, in the lease's own scope.
+  EXPECT_NE(run.out.find("/user.slice/user-" + trimmed(sh("id -u alice").out) + ".slice/user@"),
+            std::string::npos)
+      << run.out;
+  EXPECT_NE(run.err.find("exited with code 0"), std::string::npos) << run.err;
+  auto seats = as("alice", "tally seats --json");
+  ASSERT_EQ(seats.exitCode(), 0) << seats.err;
+  EXPECT_TRUE(json::parse(seats.out, nullptr, false).is_object()) << seats.out;
+  auto top = as("alice", "tally top --once");
+  ASSERT_EQ(top.exitCode(), 0) << top.err;
+  EXPECT_NE(top.out.find("batch"), std::string::npos) << top.out;
+  auto metrics = as("alice", "tally metrics");
+  ASSERT_EQ(metrics.exitCode(), 0) << metrics.err;
+  EXPECT_NE(metrics.out.find("tally_pool_capacity{pool=\"batch\"} 8"), std::string::npos)
+      << metrics.out.substr(0, 2000);
+  // The lease is in the system ledger, read through the daemon.
+  auto ledger = sh("tally ledger --name pkg --json");
+  ASSERT_EQ(ledger.exitCode(), 0) << ledger.err;
+  json rows = json::parse(ledger.out, nullptr, false);
+  ASSERT_TRUE(rows.is_array() && rows.size() == 1u) << ledger.out;
+  EXPECT_EQ(rows[0]["record"]["outcome"]["class"], "exited") << ledger.out;
+}
+
+TEST_F(VmDeb, OutsideTheGroupTheRefusalSaysHowToJoin) {
+  auto bob = as("bob", "tally seats");
+  EXPECT_EQ(bob.exitCode(), 3);
+  EXPECT_EQ(trimmed(bob.err),
+            "tally seats: cannot reach the tally daemon at /run/tally/tally.sock: Permission "
+            "denied; the socket is group tally's (mode 0660): ask an administrator to add you "
+            "(sudo usermod -aG tally bob), then log in again; or use sudo");
+  // Joined, but this session predates it.
+  auto stale = as("alice", "tally seats", /*clearGroups=*/true);
+  EXPECT_EQ(stale.exitCode(), 3);
+  EXPECT_NE(stale.err.find("you are in group tally but this session started before you joined "
+                           "it: log out and in again (or run `newgrp tally`)"),
+            std::string::npos)
+      << stale.err;
+}
+
+TEST_F(VmDeb, SlurmFindsThePluginByNameInItsPluginDir) {
+  auto node = runProgram({std::string(TALLY_SOURCE_DIR) + "/vm/slurm-node.sh",
+                          "optional tally_spank.so socket=/run/tally/tally.sock"});
+  ASSERT_EQ(node.exitCode(), 0) << node.out << node.err;
+  auto help = sh("srun --help 2>&1");
+  EXPECT_NE(help.out.find("--gpu-memory-max=SIZE   tally:"), std::string::npos) << help.out;
+  // The packaged daemon answers the step (its config has no `slurm` pool, so
+  // the step is refused by name: the plugin reached the daemon, and fails closed).
+  auto step = sh("srun --gpu-memory-max=64M true");
+  EXPECT_EQ(step.exitCode(), 1);
+  EXPECT_NE(step.err.find("the tally daemon refused the lease: no pool 'slurm' (configured: gpu, "
+                          "batch)"),
+            std::string::npos)
+      << step.err;
+  sh("systemctl stop slurmd slurmctld; rm -f /etc/slurm/slurm.conf /etc/slurm/plugstack.conf");
+}
+
+TEST_F(VmDeb, PurgeRemovesWhatInstallMadeAndKeepsTheLedgerUnlessTold) {
+  ASSERT_TRUE(exists("/var/lib/tally/ledger.sqlite"));
+  auto purge =
+      sh("DEBIAN_FRONTEND=noninteractive apt-get purge -y -q tally-slurm-plugin tally 2>&1");
+  ASSERT_EQ(purge.exitCode(), 0) << purge.out;
+  EXPECT_NE(purge.out.find("tally: the ledger in /var/lib/tally is kept"), std::string::npos)
+      << purge.out;
+  EXPECT_NE(trimmed(sh("systemctl is-active tally.service").out), "active");
+  EXPECT_EQ(sh("getent group tally").exitCode(), 2) << "the group outlived the purge";
+  for (const char* gone :
+       {"/etc/tally", "/usr/bin/tally", "/usr/lib/systemd/system/tally.service",
+        "/etc/systemd/system/multi-user.target.wants/tally.service", "/run/tally/tally.sock",
+        "/usr/lib/x86_64-linux-gnu/slurm-wlm/tally_spank.so"})
+    EXPECT_FALSE(exists(gone)) << gone << " outlived the purge";
+  EXPECT_TRUE(exists("/var/lib/tally/ledger.sqlite")) << "purge took the ledger unasked";
+  // Asked: install again, purge with TALLY_PURGE_LEDGER=yes.
+  ASSERT_EQ(sh("dpkg -i " + tallyDeb + " >/dev/null").exitCode(), 0);
+  ASSERT_EQ(sh("TALLY_PURGE_LEDGER=yes dpkg --purge tally >/dev/null").exitCode(), 0);
+  EXPECT_FALSE(exists("/var/lib/tally")) << "TALLY_PURGE_LEDGER=yes kept the ledger";
+}
+
+}  // namespace
+}  // namespace tally
