@@ -286,6 +286,120 @@ void readPool(Reader& r, const std::string& name, const toml::node& node, Config
   c.pools.push_back(std::move(p));
 }
 
+// Units whose runs a declaration can follow: a service (podman quadlet and
+// `podman generate systemd` make services) or a scope started again by name.
+bool followableUnit(std::string_view unit) {
+  return unit.size() > 8 && (unit.substr(unit.size() - 8) == ".service" ||
+                             (unit.size() > 6 && unit.substr(unit.size() - 6) == ".scope"));
+}
+
+// [leases.<name>]: the table becomes the params of an attach request (sizes
+// in bytes, as a client sends them), which the RPC's decoder then judges.
+void readDeclaredLease(Reader& r, const std::string& name, const toml::node& node, Config& c) {
+  std::string where = fmt::format("leases.{}", name);
+  const toml::table* t = node.as_table();
+  if (!t) {
+    r.problem(node, fmt::format("{} must be a table: [leases.{}]", where, name));
+    return;
+  }
+  std::size_t before = r.problems.size();
+  r.onlyKeys(*t, fmt::format("[{}]", where),
+             {"unit", "pools", "name", "memory_max", "gpu_memory_max", "gpu_memory_high",
+              "gpu_memory_action", "gpu_over_samples", "priority", "attributes"});
+  nlohmann::json params = nlohmann::json::object();
+  auto unit = r.string(*t, "unit", where);
+  if (!t->get("unit")) {
+    r.problem(node, fmt::format("{}.unit is missing (the systemd unit leased each time it starts, "
+                                "e.g. \"llama-server.service\")",
+                                where));
+  } else if (unit && !followableUnit(*unit)) {
+    r.problem(*t->get("unit"),
+              fmt::format("{}.unit '{}' must be a .service or .scope unit of the system manager",
+                          where, *unit));
+  } else if (unit) {
+    params["unit"] = *unit;
+  }
+  if (const toml::node* pn = t->get("pools")) {
+    const toml::array* a = pn->as_array();
+    if (!a || a->empty()) {
+      r.problem(*pn, fmt::format("{}.pools must be a non-empty array of pool names", where));
+    } else {
+      for (const auto& e : *a) {
+        auto p = e.value<std::string>();
+        if (!p)
+          r.problem(e, fmt::format("{}.pools holds a non-string", where));
+        else
+          params["pools"].push_back(*p);
+      }
+    }
+  } else {
+    r.problem(node, fmt::format("{}.pools is missing (the pools its lease holds)", where));
+  }
+  params["name"] = name;
+  if (auto n = r.string(*t, "name", where)) params["name"] = *n;
+  for (const char* key : {"memory_max", "gpu_memory_max", "gpu_memory_high"}) {
+    if (auto v = r.size(*t, key, where)) params[key] = *v;
+  }
+  if (auto a = r.string(*t, "gpu_memory_action", where)) params["gpu_memory_action"] = *a;
+  if (auto v = r.count(*t, "gpu_over_samples", where, 1, 100)) params["gpu_over_samples"] = *v;
+  if (const toml::node* pn = t->get("priority")) {
+    if (auto i = pn->value<std::int64_t>())
+      params["priority"] = *i;
+    else
+      r.problem(*pn, fmt::format("{}.priority must be an integer", where));
+  }
+  if (const toml::node* an = t->get("attributes")) {
+    const toml::table* at = an->as_table();
+    if (!at) {
+      r.problem(*an, fmt::format("{}.attributes must be a table of strings, e.g. attributes = "
+                                 "{{ model = \"qwen3-32b\" }}",
+                                 where));
+    } else {
+      params["attributes"] = nlohmann::json::object();
+      for (const auto& [k, v] : *at) {
+        if (auto sv = v.value<std::string>())
+          params["attributes"][std::string(k.str())] = *sv;
+        else
+          r.problem(v, fmt::format("{}.attributes.{} must be a string", where, k.str()));
+      }
+    }
+  }
+  if (r.problems.size() != before) return;
+  // A declared lease is never queued behind a surprise: it is leased when it
+  // can be, and said in the journal while it cannot.
+  params["no_wait"] = true;
+  auto decoded = rpc::api::decodeAttach(params);
+  if (!decoded) {
+    r.problem(node, fmt::format("{}: {}", where, decoded.error().message));
+    return;
+  }
+  c.leases.push_back(DeclaredLease{name, lineOf(node), std::move(*decoded)});
+}
+
+// What only the whole file can say: every pool a declaration names exists,
+// and no unit is declared twice.
+void checkDeclaredLeases(Reader& r, const Config& c) {
+  for (std::size_t i = 0; i < c.leases.size(); ++i) {
+    const DeclaredLease& d = c.leases[i];
+    for (const auto& p : d.attach.declared.pools) {
+      if (!c.pool(p)) {
+        std::string known;
+        for (const auto& pool : c.pools)
+          known += fmt::format("{}{}", known.empty() ? "" : ", ", pool.name);
+        r.problems.push_back({d.line, fmt::format("leases.{}.pools: no pool '{}' (configured: {})",
+                                                  d.name, p, known)});
+      }
+    }
+    for (std::size_t j = 0; j < i; ++j) {
+      if (c.leases[j].unit() == d.unit())
+        r.problems.push_back(
+            {d.line, fmt::format("leases.{} declares unit {} again (leases.{} at "
+                                 "line {}): one unit, one declaration",
+                                 d.name, d.unit(), c.leases[j].name, c.leases[j].line)});
+    }
+  }
+}
+
 }  // namespace
 
 const Pool* Config::pool(std::string_view name) const {
@@ -307,7 +421,7 @@ Parsed parse(std::string_view text, const std::string& path) {
   Reader r;
   Config c;
   c.path = path;
-  r.onlyKeys(root, "the top level", {"daemon", "pools"});
+  r.onlyKeys(root, "the top level", {"daemon", "pools", "leases"});
   if (const toml::node* d = root.get("daemon")) {
     if (const toml::table* t = d->as_table())
       readDaemon(r, *t, c.daemon);
@@ -321,9 +435,19 @@ Parsed parse(std::string_view text, const std::string& path) {
       r.problem(*p, "pools must be tables: [pools.<name>]");
     }
   }
-  // toml++ keeps tables sorted by key; pools are listed in file order.
+  if (const toml::node* l = root.get("leases")) {
+    if (const toml::table* t = l->as_table()) {
+      for (const auto& [key, node] : *t) readDeclaredLease(r, std::string(key.str()), node, c);
+    } else {
+      r.problem(*l, "leases must be tables: [leases.<name>]");
+    }
+  }
+  // toml++ keeps tables sorted by key; pools and leases are listed in file order.
   std::stable_sort(c.pools.begin(), c.pools.end(),
                    [](const Pool& a, const Pool& b) { return a.line < b.line; });
+  std::stable_sort(c.leases.begin(), c.leases.end(),
+                   [](const DeclaredLease& a, const DeclaredLease& b) { return a.line < b.line; });
+  checkDeclaredLeases(r, c);
   if (c.pools.empty() && r.problems.empty()) {
     r.problems.push_back({0, "no pools: add at least one [pools.<name>] table with a capacity"});
   }

@@ -12,6 +12,7 @@
 
 #include "devices/gtt_consumer.h"
 #include "enforce/cadence.h"
+#include "rpc/lease_api.h"
 #include "util/result.h"
 
 namespace tally::config {
@@ -83,10 +84,23 @@ struct Daemon {
 // mistaken path such as /dev/zero fails at once, not after gigabytes).
 inline constexpr std::size_t kMaxConfigBytes = 1u << 20;
 
+// A workload leased every time it runs ([leases.<name>]): each start of the
+// unit becomes a lease, as if root had run `tally attach --unit` with these
+// declarations, across unit and daemon restarts (daemon/declared_leases.h).
+struct DeclaredLease {
+  std::string name;  // the table's name; the lease's name unless `name` is given
+  std::size_t line = 0;
+  // The attach request, decoded by the RPC's own decoder: a declaration
+  // means exactly what the same `tally attach` would.
+  rpc::api::Attach attach;
+  const std::string& unit() const { return attach.target.unit; }
+};
+
 struct Config {
   std::string path;  // where it was read from, for messages
   Daemon daemon;
-  std::vector<Pool> pools;  // in file order
+  std::vector<Pool> pools;            // in file order
+  std::vector<DeclaredLease> leases;  // in file order
   const Pool* pool(std::string_view name) const;
 };
 

@@ -44,7 +44,20 @@ json effectiveJson(const Config& c, const std::string& stateDir) {
       {"max_queued_per_connection", d.maxQueuedPerConnection},
       {"idle_timeout_us", d.idleTimeoutUs},
       {"request_timeout_us", d.requestTimeoutUs}};
-  return {{"daemon", dj}, {"pools", pools}};
+  json leases = json::array();
+  for (const auto& l : c.leases) {
+    const auto& want = l.attach.declared;
+    leases.push_back({{"name", l.name},
+                      {"unit", l.unit()},
+                      {"pools", want.pools},
+                      {"lease_name", want.name.value_or(l.name)},
+                      {"memory_max", jsonview::orNull<json>(want.memoryMax)},
+                      {"gpu_memory_max", jsonview::orNull<json>(want.gpuMemoryMax)},
+                      {"gpu_memory_high", jsonview::orNull<json>(want.gpuMemoryHigh)},
+                      {"priority", want.priority},
+                      {"attributes", want.attributes}});
+  }
+  return {{"daemon", dj}, {"pools", pools}, {"leases", leases}};
 }
 
 std::vector<std::string> effectiveText(const Config& c, const std::string& stateDir) {
@@ -90,6 +103,19 @@ std::vector<std::string> effectiveText(const Config& c, const std::string& state
                                                 : fmt::format("{}", fmt::join(p.devices, ", "))));
     out.push_back(
         fmt::format("  gtt_ceiling               {}", devices::gttConsumerName(p.gttCeiling)));
+  }
+  auto bytesOr = [](const std::optional<std::uint64_t>& b) {
+    return b ? units::humanBytes(*b) : std::string("none");
+  };
+  for (const auto& l : c.leases) {
+    const auto& want = l.attach.declared;
+    out.push_back(fmt::format("[leases.{}]  (leased at every run of its unit)", l.name));
+    out.push_back(fmt::format("  unit                      {}", l.unit()));
+    out.push_back(fmt::format("  pools                     {}", fmt::join(want.pools, ", ")));
+    out.push_back(fmt::format("  memory_max                {}", bytesOr(want.memoryMax)));
+    out.push_back(fmt::format("  gpu_memory_max            {}", bytesOr(want.gpuMemoryMax)));
+    if (want.gpuMemoryHigh)
+      out.push_back(fmt::format("  gpu_memory_high           {}", bytesOr(want.gpuMemoryHigh)));
   }
   return out;
 }

@@ -53,7 +53,7 @@ void Endings::end(Lease& l, const char* kind, const json& body, const std::strin
   freed_();
 }
 
-void Endings::finishAttached(Lease& l, bool released) {
+void Endings::finishAttached(Lease& l, bool released, std::optional<std::string> unitEnding) {
   lease::LeaseRecord rec = baseRecord(l);
   rec.spec.gpuMemoryHigh = l.metering.bound.high;
   rec.spec.gpuAction = l.metering.bound.action;
@@ -71,6 +71,7 @@ void Endings::finishAttached(Lease& l, bool released) {
   f.released = released;
   f.oomKillsAtAdoption = l.place.oomKillsAtAdoption;
   f.tallyKill = l.ending.tallyKill;
+  f.unitEnding = std::move(unitEnding);
   if (l.place.applied) f.memoryMax = l.place.applied->memoryMax;
   rec.counters = finalCounters(env_.cgroupRoot, l);
   f.memoryEvents = rec.counters.events;

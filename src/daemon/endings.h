@@ -38,7 +38,9 @@ class Endings {
 
   // An attached workload's cgroup emptied (`released` false) or the lease was
   // released: the final counters and meters become its outcome record.
-  void finishAttached(Lease& l, bool released);
+  // `unitEnding`: how the unit's run ended, when the lease held one.
+  void finishAttached(Lease& l, bool released,
+                      std::optional<std::string> unitEnding = std::nullopt);
   // It ended unseen (the daemon was down, the client gone): the facts still
   // readable (the counters, the samples the ledger kept) are recorded, the
   // ending is not guessed. A run lease's slice its client never removed is stopped.

@@ -60,6 +60,7 @@ struct Lease {
   // neither, and 10,000 of them waiting should not carry two empty handles each.
   struct Placement {
     std::string unit, cgroup, countersCgroup;
+    std::string invocation;  // the unit's InvocationID when adopted: the run this lease holds
     std::uint64_t inode = 0;
     std::unique_ptr<cgroup::Cgroup> cg, countersCg;
     std::optional<cgroup::AppliedLimits> applied;

@@ -54,6 +54,10 @@ std::optional<std::string> Recovery::reopen(Lease& l, const ledger::PlacedRow& p
     if (unitCg && *unitCg != l.place.cgroup)
       return fmt::format("unit {} now has cgroup '{}'", l.place.unit, *unitCg);
   }
+  if (l.isAttach() && !l.place.unit.empty() && env_.units) {
+    // The same cgroup directory is the same run: its invocation is today's.
+    if (auto run = env_.units->run(l.place.unit)) l.place.invocation = run->invocation;
+  }
   l.place.cg = std::make_unique<cgroup::Cgroup>(std::move(*cg));
   if (auto counters = cgroup::Cgroup::open(*env_.cgroupRoot, l.place.countersCgroup))
     l.place.countersCg = std::make_unique<cgroup::Cgroup>(std::move(*counters));

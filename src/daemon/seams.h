@@ -12,6 +12,7 @@
 #include <utility>
 #include <vector>
 
+#include "daemon/unit_runs.h"
 #include "journal/journal.h"
 #include "util/result.h"
 
@@ -58,6 +59,11 @@ class Units {
   // StopUnit(unit, "replace"), not waited for: a run lease's slice that its
   // client (killed) never removed.
   virtual Status stopUnit(const std::string& unit) = 0;
+  // The unit's state and run now (loading it if systemd had unloaded it).
+  virtual Result<UnitRun> run(const std::string& unit) = 0;
+  // Calls the service's unitChanged(unit) whenever systemd signals a change
+  // of the unit (PropertiesChanged after Manager.Subscribe): no polling.
+  virtual Status watchUnit(const std::string& unit) = 0;
 };
 
 }  // namespace tally::daemon

@@ -1,6 +1,7 @@
 #include "daemon/service.h"
 
 #include <fmt/format.h>
+#include <syslog.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -152,32 +153,40 @@ admission::HeadroomFn Service::headroom() {
 // adopts a workload that already runs) share admission.
 void Service::onAcquire(std::uint64_t conn, const Peer& peer, const json& id,
                         const rpc::api::Declared& d, const rpc::api::Attach* attach) {
+  if (auto a = admit(conn, peer, id, d, attach); a.denial) deny(conn, id, *a.denial);
+}
+
+Service::Admission Service::admit(std::uint64_t conn, const Peer& peer, const json& id,
+                                  const rpc::api::Declared& d, const rpc::api::Attach* attach) {
+  auto refused = [](const char* c, std::string message) {
+    return Admission{Denial{c, std::move(message)}, false};
+  };
   if (auto room = book_.roomToWait(conn, env_.limits); !room)
-    return fail(conn, id, code::kBusy, room.error().message);
+    return refused(code::kBusy, room.error().message);
   auto kind = attach ? lease::LeaseKind::Attach : lease::LeaseKind::Run;
   auto l = newLease(kind, peer.uid, peer.pid, conn, d, cfg_.daemon, env_.limits, handover_);
   auto totals = [this](const config::Pool& pool) { return measures_.totalsFor(pool); };
-  if (auto s = book_.check(l->req, totals); !s)
-    return fail(conn, id, code::kRefused, s.error().message);
+  if (auto s = book_.check(l->req, totals); !s) return refused(code::kRefused, s.error().message);
   // Fail closed: a bound on a device whose driver prints no figure would never fire.
   if (l->req.gpuMemoryMax) {
     if (auto why = devices::gpuBoundRefusal(host_.recent().devices, poolDevices(l->req.pools)))
-      return fail(conn, id, code::kRefused, *why);
+      return refused(code::kRefused, *why);
   }
   if (attach) {
     if (d.memoryMax && *d.memoryMax < env_.pageSize) {
       // memory.max counts pages: below one, the kernel reads 0 and OOM-kills the workload.
-      return fail(
-          conn, id, code::kInvalidParams,
+      return refused(
+          code::kInvalidParams,
           fmt::format(
               "\"memory_max\" {} is below one page ({} bytes); the kernel would round it to 0",
               *d.memoryMax, env_.pageSize));
     }
     PlacementEnv aenv{env_.proc, env_.cgroupRoot, env_.units, env_.pageSize, &env_.sys};
-    if (auto denied = placeAttach(aenv, book_, peer, *attach, *l)) return deny(conn, id, *denied);
-    if (auto denied = refuseOverOnArrival(aenv, *l, attach->force)) return deny(conn, id, *denied);
+    if (auto denied = placeAttach(aenv, book_, peer, *attach, *l)) return {*denied, false};
+    if (auto denied = refuseOverOnArrival(aenv, *l, attach->force)) return {*denied, false};
   }
-  l->client.pending = true;
+  // A declared lease (no connection) has nobody to reply to.
+  l->client.pending = conn != 0;
   l->client.pendingId = id;
   std::string arrival = l->id;
   // Only the new arrival's fate can have changed: no walk of a long queue.
@@ -189,18 +198,25 @@ void Service::onAcquire(std::uint64_t conn, const Peer& peer, const json& id,
       auto wait = book_.waitOf(arrival, headroom());
       std::string why = wait ? rpc::api::waitWords(LeaseEvents::queuedEvent(*wait)) : "it waits";
       book_.forget(arrival);  // leaves the queue as if it never came
-      return fail(conn, id, code::kRefused,
-                  fmt::format("it cannot be granted now: {}. Retry when that frees, or pass --wait "
-                              "(or --queue-timeout) to queue for it",
-                              why));
+      return {Denial{code::kRefused,
+                     fmt::format("it cannot be granted now: {}. Retry when that frees, or pass "
+                                 "--wait (or --queue-timeout) to queue for it",
+                                 why)},
+              true};
     }
     if (const Lease* waiting = book_.find(arrival)) events_.queued(*waiting);
   }
+  std::optional<Denial> arrivalRefused;
   for (const auto& gid : grants) {
-    if (Lease* g = book_.find(gid)) granted(*g);  // may refuse and forget the new lease
+    Lease* g = book_.find(gid);
+    if (!g) continue;
+    // May refuse and forget the new lease; a client waiting was told by granted().
+    auto why = granted(*g);
+    if (why && gid == arrival && conn == 0) arrivalRefused = Denial{code::kRefused, *why};
   }
   // Only the waiters whose place or reason changed (the new one, at least).
   events_.positions(book_.moves(headroom()));
+  return {arrivalRefused, false};
 }
 
 void Service::tryGrant() {
@@ -211,7 +227,7 @@ void Service::tryGrant() {
   events_.positions(book_.moves(headroom()));
 }
 
-void Service::granted(Lease& l) {
+std::optional<std::string> Service::granted(Lease& l) {
   book_.markGranted(l);
   if (auto ev = events_.record(l, ledger::kGranted, ledger::encode(grantedRow(l)), l.grantedAtNs());
       !ev) {
@@ -219,8 +235,9 @@ void Service::granted(Lease& l) {
     if (l.client.pending)
       fail(l.client.conn, l.client.pendingId, code::kInternal,
            fmt::format("the lease could not be recorded: {}", ev.error().message));
+    std::string why = fmt::format("the lease could not be recorded: {}", ev.error().message);
     book_.forget(std::string(l.id));
-    return;
+    return why;
   }
   if (l.isAttach()) {
     PlacementEnv aenv{env_.proc, env_.cgroupRoot, env_.units, env_.pageSize};
@@ -233,9 +250,14 @@ void Service::granted(Lease& l) {
         s = ev.error();
     }
     if (!s) {
-      fail(l.client.conn, l.client.pendingId, code::kRefused, s.error().message);
-      endings_.withdraw(l, s.error().message);  // frees l
-      return;
+      std::string why = s.error().message;
+      if (l.client.pending) fail(l.client.conn, l.client.pendingId, code::kRefused, why);
+      endings_.withdraw(l, why);  // frees l
+      return why;
+    }
+    // The unit's run this lease holds: its end is told from a restart by it.
+    if (!l.place.unit.empty() && env_.units) {
+      if (auto run = env_.units->run(l.place.unit)) l.place.invocation = run->invocation;
     }
     sampler_.startMetering(l);
     if (l.target && l.target->pid) (void)env_.watches.watchPid(l.id, *l.target->pid);
@@ -245,6 +267,7 @@ void Service::granted(Lease& l) {
     l.client.pending = false;
   }
   if (l.isAttach()) l.client.conn = 0;  // an attached lease lives on without its client
+  return std::nullopt;
 }
 
 void Service::onStarted(std::uint64_t conn, const Peer& peer, const json& id,
@@ -370,11 +393,129 @@ void Service::cgroupChanged(const std::string& leaseId) {
   Lease* l = book_.find(leaseId);
   if (!l || l->state() != Lease::State::Running) return;
   if (Endings::populated(*l)) return;
-  if (l->isAttach()) return endings_.finishAttached(*l, false);
+  if (l->isAttach()) {
+    std::string unit = l->place.unit;
+    endAttached(*l);  // frees l
+    if (const config::DeclaredLease* d = declarationOf(unit)) leaseDeclared(*d);
+    return;
+  }
   // A run lease's workload ended: its client reports the outcome; without a
   // client the lease is lost after the grace.
   if (!l->client.conn && !l->client.graceDeadlineUs)
     l->awaitClient(clock::monotonicUs(), cfg_.daemon.clientGraceUs);
+}
+
+Lease* Service::leaseOfUnit(const std::string& unit) {
+  for (const auto& [id, l] : book_.all()) {
+    if (l->isAttach() && (l->place.unit == unit || (l->target && l->target->unit == unit)))
+      return l.get();
+  }
+  return nullptr;
+}
+
+const config::DeclaredLease* Service::declarationOf(const std::string& unit) const {
+  if (unit.empty()) return nullptr;
+  for (const auto& d : cfg_.leases) {
+    if (d.unit() == unit) return &d;
+  }
+  return nullptr;
+}
+
+void Service::endAttached(Lease& l) {
+  std::optional<std::string> words;
+  const std::string unit = l.place.unit;
+  if (!unit.empty() && env_.units) {
+    if (auto run = env_.units->run(unit)) {
+      RunEnding e = runEnding(unit, l.place.invocation, *run);
+      if (const config::DeclaredLease* d = declarationOf(unit)) {
+        words =
+            e.words +
+            (e.restart ? "; its next run is leased again" : "; leased again when it next starts") +
+            fmt::format(" ([leases.{}])", d->name);
+      } else if (e.restart) {
+        words = e.words + fmt::format(
+                              "; its next run is not leased: tally attach --unit {} again, or "
+                              "declare it in [leases.NAME] to lease every run",
+                              unit);
+      } else {
+        words = e.words;
+      }
+    }
+  }
+  endings_.finishAttached(l, false, std::move(words));
+}
+
+void Service::unitChanged(const std::string& unit) {
+  if (!env_.units) return;
+  if (Lease* l = leaseOfUnit(unit)) {
+    // The lease's cgroup (held open) still has processes: its run goes on.
+    if (l->state() != Lease::State::Running || Endings::populated(*l)) return;
+    endAttached(*l);  // frees l
+  }
+  if (const config::DeclaredLease* d = declarationOf(unit)) leaseDeclared(*d);
+}
+
+void Service::leaseDeclared(const config::DeclaredLease& d) {
+  if (!env_.units || leaseOfUnit(d.unit())) return;
+  DeclaredRun& st = declared_[d.unit()];
+  auto run = env_.units->run(d.unit());
+  if (!run) return noteDeclared(d, st, run.error().message);
+  if (!runLeasable(*run)) {
+    st.waitsForRoom = false;  // not running: leased when systemd says it started
+    return;
+  }
+  // One lease per run: a run whose lease ended (released, or refused past
+  // admission) is not leased again; its next run is.
+  if (!run->invocation.empty() &&
+      (run->invocation == st.leasedInvocation || run->invocation == st.refusedInvocation))
+    return;
+  rpc::api::Attach attach = d.attach;
+  auto a = admit(0, Peer{0, 0, 0}, json(), attach.declared, &attach);
+  if (a.denial) {
+    st.waitsForRoom = a.wouldWait;
+    if (!a.wouldWait) st.refusedInvocation = run->invocation;
+    return noteDeclared(d, st, a.denial->message);
+  }
+  st = DeclaredRun{};
+  st.leasedInvocation = run->invocation;
+}
+
+void Service::noteDeclared(const config::DeclaredLease& d, DeclaredRun& st,
+                           const std::string& why) {
+  if (st.refusedWhy == why) return;  // said once per distinct reason, not every retry
+  st.refusedWhy = why;
+  events_.note(LOG_WARNING,
+               fmt::format("[leases.{}] {} runs unleased (unmetered, unbounded): {}{}", d.name,
+                           d.unit(), why, st.waitsForRoom ? "; tried again as room frees" : ""),
+               {{"TALLY_DECLARED", d.name}, {"TALLY_UNIT", d.unit()}});
+}
+
+std::vector<std::string> Service::startDeclared() {
+  std::vector<std::string> log;
+  for (const auto& d : cfg_.leases) {
+    if (!env_.units) {
+      log.push_back(fmt::format("[leases.{}] {}: not followed: no systemd manager is reachable",
+                                d.name, d.unit()));
+      continue;
+    }
+    if (auto s = env_.units->watchUnit(d.unit()); !s) {
+      log.push_back(
+          fmt::format("[leases.{}] {}: not followed: {}", d.name, d.unit(), s.error().message));
+      continue;
+    }
+    leaseDeclared(d);
+    if (const Lease* l = leaseOfUnit(d.unit())) {
+      log.push_back(fmt::format("[leases.{}] {}: leased ({})", d.name, d.unit(), l->id));
+    } else if (auto it = declared_.find(d.unit());
+               it != declared_.end() && !it->second.refusedWhy.empty()) {
+      log.push_back(fmt::format("[leases.{}] {}: runs unleased: {}", d.name, d.unit(),
+                                it->second.refusedWhy));
+    } else {
+      log.push_back(
+          fmt::format("[leases.{}] {}: not running; leased when it starts", d.name, d.unit()));
+    }
+  }
+  return log;
 }
 
 void Service::disconnected(std::uint64_t conn) {
@@ -416,6 +557,15 @@ void Service::tick() {
   // Grants happen when something is released; the tick only retries the
   // requests that wait on measured headroom, which changes by itself.
   if (changed || book_.waitsOnMeasuredHeadroom()) tryGrant();
+  // A declared unit that runs unleased for want of room is tried again once
+  // a second (admission only: its unit's state comes from systemd's signals).
+  if (now - lastDeclaredPassUs_ >= 1'000'000) {
+    lastDeclaredPassUs_ = now;
+    for (const auto& d : cfg_.leases) {
+      if (auto it = declared_.find(d.unit()); it != declared_.end() && it->second.waitsForRoom)
+        leaseDeclared(d);
+    }
+  }
   // A waiter told nothing for a while hears again what it waits for (a pass
   // over the queue, so once a second, not every tick).
   std::uint64_t every = env_.limits.queueStatusEveryUs;

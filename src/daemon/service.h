@@ -30,6 +30,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -90,6 +91,12 @@ class Service {
   bool connectionInUse(std::uint64_t conn) const;
   // inotify on a lease's cgroup.events fired (or its pidfd).
   void cgroupChanged(const std::string& leaseId);
+  // systemd signalled a change of a watched unit: a lease whose run is over
+  // ends saying how, and a declared unit's new run is leased.
+  void unitChanged(const std::string& unit);
+  // After recover(): watches every declared unit ([leases.*]) and leases
+  // those that run now. One line per declaration, for the log.
+  std::vector<std::string> startDeclared();
   // Housekeeping: queue timeouts, client grace, stop escalation, grants.
   void tick();
   // Meters every running lease once and stores the samples.
@@ -123,6 +130,14 @@ class Service {
 
   void onAcquire(std::uint64_t conn, const Peer& peer, const json& id, const rpc::api::Declared& d,
                  const rpc::api::Attach* attach);
+  // The admission both share, and a declared lease's too (conn 0: nobody
+  // to reply to). `wouldWait`: refused only because it would have waited.
+  struct Admission {
+    std::optional<Denial> denial;
+    bool wouldWait = false;
+  };
+  Admission admit(std::uint64_t conn, const Peer& peer, const json& id, const rpc::api::Declared& d,
+                  const rpc::api::Attach* attach);
   void onStarted(std::uint64_t conn, const Peer& peer, const json& id, const rpc::api::Started& p);
   void onComplete(std::uint64_t conn, const Peer& peer, const json& id, rpc::api::Complete& p);
   void onResume(std::uint64_t conn, const Peer& peer, const json& id, const std::string& lease);
@@ -132,7 +147,22 @@ class Service {
 
   // Grants what fits now (a full pass) and tells waiters their new places.
   void tryGrant();
-  void granted(Lease& l);
+  // Why it was refused after all (recorded, adoption failed), or nothing.
+  std::optional<std::string> granted(Lease& l);
+
+  // Declared leases ([leases.*]), followed by unit (daemon/unit_runs.h).
+  struct DeclaredRun {
+    std::string leasedInvocation;   // the run that got its lease
+    std::string refusedInvocation;  // a run refused past admission: not tried again
+    std::string refusedWhy;         // the last reason said in the journal
+    bool waitsForRoom = false;      // refused for want of room: retried each second
+  };
+  Lease* leaseOfUnit(const std::string& unit);
+  const config::DeclaredLease* declarationOf(const std::string& unit) const;
+  void leaseDeclared(const config::DeclaredLease& d);
+  void noteDeclared(const config::DeclaredLease& d, DeclaredRun& st, const std::string& why);
+  // An attached lease whose cgroup emptied: its outcome says how its unit's run ended.
+  void endAttached(Lease& l);
   admission::HeadroomFn headroom();
   // The devices a lease in `pools` may use: the pools' named devices, or
   // none named (every device) when any pool names none.
@@ -150,7 +180,9 @@ class Service {
   Sampler sampler_;
   Endings endings_;
   Views views_;
-  std::uint64_t lastStatusPassUs_ = 0;  // the last pass telling waiters their status
+  std::uint64_t lastStatusPassUs_ = 0;           // the last pass telling waiters their status
+  std::map<std::string, DeclaredRun> declared_;  // by unit
+  std::uint64_t lastDeclaredPassUs_ = 0;
 };
 
 }  // namespace tally::daemon

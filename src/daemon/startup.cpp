@@ -135,6 +135,10 @@ Ended serve(const StartOptions& o) {
     return Ended::Environment;
   }
   for (const auto& line : *recovered) fmt::print(stderr, "tally daemon: recovery: {}\n", line);
+  // Declared leases ([leases.*]): systemd's unit signals reach the service.
+  if (units) units->onChange([&service](const std::string& unit) { service.unitChanged(unit); });
+  for (const auto& line : service.startDeclared())
+    fmt::print(stderr, "tally daemon: declared lease {}\n", line);
 
   // Metrics: rendered after every sample round, from the same overview as `tally metrics`.
   std::string textfilePath =

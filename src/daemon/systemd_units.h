@@ -2,7 +2,10 @@
 // daemon's event loop.
 #pragma once
 
+#include <functional>
+#include <map>
 #include <memory>
+#include <string>
 
 #include "contain/systemd_lease.h"
 #include "daemon/seams.h"
@@ -18,10 +21,25 @@ class SystemdUnits final : public Units {
     return bus_->killUnit(unit, signal);
   }
   Status stopUnit(const std::string& unit) override { return bus_->stopUnit(unit, false); }
+  Result<UnitRun> run(const std::string& unit) override;
+  Status watchUnit(const std::string& unit) override;
+  // Where watchUnit's signals go (the composition root sets the service's).
+  void onChange(std::function<void(const std::string&)> f) { changed_ = std::move(f); }
   sd_bus* bus() const { return bus_->bus(); }
 
  private:
+  static int propertiesChanged(sd_bus_message* m, void* self, sd_bus_error* error);
+
   std::unique_ptr<contain::SystemdBus> bus_;
+  std::function<void(const std::string&)> changed_;
+  bool subscribed_ = false;
+  // One match per watched unit, by its object path (the signal names the path).
+  struct Slot {
+    sd_bus_slot* slot = nullptr;
+    ~Slot() { sd_bus_slot_unref(slot); }
+  };
+  std::map<std::string, std::string> unitOfPath_;
+  std::map<std::string, std::unique_ptr<Slot>> slots_;
 };
 
 }  // namespace tally::daemon

@@ -186,8 +186,9 @@ Outcome classifyAttached(const AttachedFacts& f) {
     return o;
   }
   o.cls = kills && *kills > 0 ? OutcomeClass::OomKilled : OutcomeClass::Ended;
-  o.summary = fmt::format("the workload's cgroup emptied ({} populated 0){}", cgroup::file::kEvents,
-                          oomText);
+  o.summary = f.unitEnding ? *f.unitEnding + oomText
+                           : fmt::format("the workload's cgroup emptied ({} populated 0){}",
+                                         cgroup::file::kEvents, oomText);
   return o;
 }
 

@@ -93,6 +93,10 @@ struct AttachedFacts {
   std::optional<std::uint64_t> oomKillsAtAdoption;
   std::optional<probes::MemoryLimit> memoryMax;
   std::optional<std::string> tallyKill;  // tally killed the lease: the enforcer's summary
+  // How its systemd unit's run ended, when the lease held one ("unit
+  // llama.service restarted (...); its next run is ..."): said instead of
+  // the bare "cgroup emptied".
+  std::optional<std::string> unitEnding;
 };
 Outcome classifyAttached(const AttachedFacts& facts);
 

@@ -442,6 +442,34 @@ TEST(ConfigCheckCli, ShippedExampleIsValidAndProblemsAreLineNumbered) {
   EXPECT_NE(daemon.err.find("tally config check"), std::string::npos) << daemon.err;
 }
 
+// A declared lease is listed as the daemon will follow it; its mistakes are
+// the attach request's own.
+TEST(ConfigCheckCli, DeclaredLeasesAreListedAndTheirMistakesNamed) {
+  TempDir dir;
+  writeFile(dir.path() + "/t.toml",
+            "[pools.gpu]\ncapacity = 2\n\n[leases.llama]\nunit = \"llama-server.service\"\n"
+            "pools = [\"gpu\"]\nmemory_max = \"8GiB\"\ngpu_memory_max = \"64GiB\"\n");
+  auto ok = runProgram({TALLY_BINARY, "config", "check", dir.path() + "/t.toml"});
+  ASSERT_EQ(ok.exitCode(), 0) << ok.err;
+  EXPECT_NE(ok.out.find("[leases.llama]  (leased at every run of its unit)\n"
+                        "  unit                      llama-server.service\n"
+                        "  pools                     gpu\n"
+                        "  memory_max                8.0 GiB\n"
+                        "  gpu_memory_max            64.0 GiB\n"),
+            std::string::npos)
+      << ok.out;
+  auto asJson = runProgram({TALLY_BINARY, "config", "check", dir.path() + "/t.toml", "--json"});
+  auto doc = nlohmann::json::parse(asJson.out);
+  EXPECT_EQ(doc["leases"][0]["unit"], "llama-server.service");
+  EXPECT_EQ(doc["leases"][0]["gpu_memory_max"], 64ULL << 30);
+  writeFile(dir.path() + "/bad.toml",
+            "[pools.gpu]\ncapacity = 2\n\n[leases.llama]\nunit = \"llama-server.service\"\n"
+            "pools = [\"gpu\"]\ngpu_memory_action = \"explode\"\n");
+  auto bad = runProgram({TALLY_BINARY, "config", "check", dir.path() + "/bad.toml"});
+  EXPECT_EQ(bad.exitCode(), 1);
+  EXPECT_NE(bad.err.find(dir.path() + "/bad.toml:4: leases.llama: "), std::string::npos) << bad.err;
+}
+
 // config check catches what the daemon would refuse on this host (a textfile
 // directory that does not exist), warns about what cannot mean what it says
 // here (a device not on this host, budgets above what the host or its devices

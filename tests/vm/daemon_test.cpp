@@ -14,6 +14,7 @@
 #include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <set>
 #include <sstream>
 #include <thread>
 
@@ -603,6 +604,140 @@ TEST_F(VmDaemon, LifecycleReachesTheJournalAndSeatsAndMetricsAreLive) {
   EXPECT_GE(std::stoull(ran["lease-outcome"].value("TALLY_MEMORY_PEAK_BYTES", "0")), 32 * kMiB)
       << ran["lease-outcome"].dump(2);
   expectChainIntact();
+}
+
+}  // namespace
+}  // namespace tally
+
+namespace tally {
+namespace {
+
+// A unit file as an operator writes one (llama-server, or podman quadlet's
+// generated service): each start removes its READY barrier and holds 16 MiB
+// of GTT until stopped.
+std::string installService(const std::string& service, const std::string& readyPath) {
+  writeFile("/run/systemd/system/" + service, "[Service]\nType=exec\nExecStartPre=/bin/rm -f " +
+                                                  readyPath + "\nExecStart=" + kWorkload +
+                                                  " gpu gtt 16 1 600000 " + readyPath + "\n");
+  shell("systemctl daemon-reload");
+  return service;
+}
+
+void removeService(const std::string& service) {
+  shell("systemctl stop " + service + " 2>/dev/null; rm -f /run/systemd/system/" + service +
+        "; systemctl daemon-reload");
+}
+
+std::string summaryOf(const json& rows) {
+  return rows.empty() ? "" : rows.back()["body"]["outcome"].value("summary", "");
+}
+
+// [leases.llama]: every run of the unit is leased by the daemon itself, one
+// lease (and one row set) per run, across `systemctl restart` of the unit and
+// a restart of the daemon.
+TEST_F(VmDaemon, ADeclaredUnitIsLeasedAtEveryRunAcrossUnitAndDaemonRestarts) {
+  setCharging(false);
+  std::string server = installService(
+      "tally-vm-declared-" + std::to_string(::getpid()) + ".service", dir + "/declared.ready");
+  writeFile(config, readFile(config) + "\n[leases.llama]\nunit = \"" + server +
+                        "\"\npools = [\"gpu\"]\nmemory_max = \"256MiB\"\n"
+                        "gpu_memory_max = \"1GiB\"\nattributes = { model = \"vm\" }\n");
+  ASSERT_EQ(shell("systemctl start " + server), 0);
+  ASSERT_TRUE(ready(dir + "/declared.ready"));
+  startDaemon();
+  std::string first = leaseNamed("llama", "running");
+  ASSERT_FALSE(first.empty()) << shellOut("journalctl -u " + unit + " --no-pager | tail -20");
+  EXPECT_EQ(shellOut("systemctl show -p MemoryMax --value " + server), "268435456");
+  json s = leaseWhen(
+      first, [](const json& l) { return l.contains("gpu") && l["gpu"].value("samples", 0) >= 1; });
+  EXPECT_EQ(s["gpu"]["current_bytes"], 16 * kMiB) << s.dump(2);
+
+  // The unit restarts: its run's lease ends saying so; the new run is leased.
+  ASSERT_EQ(shell("systemctl restart " + server), 0);
+  std::string second;
+  ASSERT_TRUE(eventually(
+      [&] {
+        second = leaseNamed("llama", "running");
+        return !second.empty() && second != first;
+      },
+      30s));
+  EXPECT_EQ(kinds(first), (std::vector<std::string>{"granted", "adopted", "outcome"}));
+  std::string said = summaryOf(ledgerRows(first));
+  EXPECT_EQ(said.rfind("unit " + server, 0), 0u) << said;
+  EXPECT_TRUE(said.find(" restarted (a new run") != std::string::npos ||
+              said.find(" is restarting") != std::string::npos)
+      << said;
+  EXPECT_NE(said.find("its next run is leased again ([leases.llama])"), std::string::npos) << said;
+
+  // The daemon restarts: the run's lease is re-adopted, not leased twice.
+  ASSERT_EQ(shell("systemctl restart " + unit), 0);
+  ASSERT_TRUE(eventually([&] { return kinds(second).size() >= 3; }, 30s));
+  EXPECT_EQ(kinds(second), (std::vector<std::string>{"granted", "adopted", "readopted"}));
+  EXPECT_EQ(leaseNamed("llama", "running"), second);
+
+  // The unit stops: the lease ends; nothing is leased until it starts again.
+  ASSERT_EQ(shell("systemctl stop " + server), 0);
+  ASSERT_TRUE(eventually([&] { return kinds(second).back() == "outcome"; }, 15s));
+  // (followed by what is known of the OOM killer: systemd may have removed
+  // the cgroup, and its memory.events, before the daemon read them)
+  std::string stopped = summaryOf(ledgerRows(second));
+  EXPECT_EQ(
+      stopped.rfind(
+          "unit " + server + " stopped; leased again when it next starts ([leases.llama])", 0),
+      0u)
+      << stopped;
+  ASSERT_EQ(shell("systemctl start " + server), 0);
+  std::string third;
+  ASSERT_TRUE(eventually(
+      [&] {
+        third = leaseNamed("llama", "running");
+        return !third.empty() && third != second;
+      },
+      30s));
+  // One lease per run: three runs, three leases.
+  auto all = json::parse(tally({"ledger", "export", "--config", config}).out);
+  std::set<std::string> granted;
+  for (const auto& row : all)
+    if (row["kind"] == "granted") granted.insert(row["lease"].get<std::string>());
+  EXPECT_EQ(granted, (std::set<std::string>{first, second, third}));
+  removeService(server);
+  expectChainIntact();
+}
+
+// An attached unit nothing declares restarts: its lease ends with an outcome
+// that says the next run is not leased, in the ledger, `tally events` and
+// the journal.
+TEST_F(VmDaemon, AnUndeclaredAttachedUnitThatRestartsSaysItsNextRunIsNotLeased) {
+  setCharging(false);
+  std::string server = installService(
+      "tally-vm-undeclared-" + std::to_string(::getpid()) + ".service", dir + "/u.ready");
+  ASSERT_EQ(shell("systemctl start " + server), 0);
+  ASSERT_TRUE(ready(dir + "/u.ready"));
+  startDaemon();
+  auto a = tally({"attach", "--unit", server, "--pool", "gpu", "--memory-max", "256M",
+                  "--gpu-memory-max", "1G"});
+  ASSERT_EQ(a.exitCode(), 0) << a.err;
+  std::string lease = a.out.substr(0, 12);
+  auto events = spawnProgram({kTally, "events", "--json", "--count", "1", "--timeout", "30s"},
+                             {"TALLY_SOCKET=" + socket});
+  ASSERT_TRUE(eventually(
+      [&] { return readFile(events.errPath).find("following the daemon") != std::string::npos; }));
+  ASSERT_EQ(shell("systemctl restart " + server), 0);
+  ASSERT_TRUE(eventually([&] { return kinds(lease).back() == "outcome"; }, 15s));
+  std::string said = summaryOf(ledgerRows(lease));
+  EXPECT_NE(said.find("its next run is not leased: tally attach --unit " + server +
+                      " again, or declare it in [leases.NAME]"),
+            std::string::npos)
+      << said;
+  auto ev = waitProgram(events);
+  EXPECT_EQ(ev.exitCode(), 0) << ev.err;
+  EXPECT_NE(ev.out.find("its next run is not leased"), std::string::npos) << ev.out;
+  auto journal =
+      runProgram({"journalctl", "--no-pager", "-o", "cat", "-t", "tally", "TALLY_LEASE=" + lease});
+  EXPECT_NE(journal.out.find("its next run is not leased"), std::string::npos) << journal.out;
+  EXPECT_EQ(shellOut("systemctl is-active " + server),
+            "active");  // it runs on, unleased, and says so
+  removeService(server);
 }
 
 }  // namespace

@@ -190,3 +190,96 @@ TEST(Config, NearBoundSamplingHasDefaultsLimitsAndNeverOutrunsTheNormalCadence) 
 
 }  // namespace
 }  // namespace tally
+
+namespace tally {
+namespace {
+
+// [leases.*]: each becomes the attach request `tally attach --unit` would
+// send, judged by the RPC's own decoder.
+constexpr const char* kDeclared = R"([pools.gpu]
+capacity = 2
+
+[pools.batch]
+capacity = 4
+
+[leases.llama]
+unit = "llama-server.service"
+pools = ["gpu"]
+memory_max = "8GiB"
+gpu_memory_max = "64GiB"
+gpu_memory_high = "60GiB"
+gpu_memory_action = "kill"
+gpu_over_samples = 3
+priority = 5
+attributes = { model = "qwen3-32b", owner = "ml" }
+
+[leases.comfy]
+unit = "container-comfyui.service"
+pools = ["gpu", "batch"]
+name = "comfyui"
+)";
+
+TEST(ConfigLeases, ADeclarationIsTheAttachRequestOfItsUnitInFileOrder) {
+  auto p = config::parse(kDeclared, "t.toml");
+  ASSERT_TRUE(p.config) << config::formatProblems(p, "t.toml");
+  const auto& l = p.config->leases;
+  ASSERT_EQ(l.size(), 2u);
+  EXPECT_EQ(l[0].name, "llama");  // file order, not toml++'s sorted keys
+  EXPECT_EQ(l[0].line, 7u);
+  EXPECT_EQ(l[0].unit(), "llama-server.service");
+  const auto& d = l[0].attach.declared;
+  EXPECT_EQ(d.pools, std::vector<std::string>{"gpu"});
+  EXPECT_EQ(d.name, "llama");  // the table's name names the lease
+  EXPECT_EQ(d.memoryMax, 8ULL << 30);
+  EXPECT_EQ(d.gpuMemoryMax, 64ULL << 30);
+  EXPECT_EQ(d.gpuMemoryHigh, 60ULL << 30);
+  EXPECT_EQ(d.gpuAction, enforce::Action::Kill);
+  EXPECT_EQ(d.gpuOverSamples, 3u);
+  EXPECT_EQ(d.priority, 5);
+  EXPECT_EQ(d.attributes, (lease::Attributes{{"model", "qwen3-32b"}, {"owner", "ml"}}));
+  EXPECT_TRUE(d.noWait);  // never queued behind a surprise
+  EXPECT_EQ(l[1].name, "comfy");
+  EXPECT_EQ(l[1].attach.declared.name, "comfyui");
+  EXPECT_EQ(l[1].attach.declared.pools, (std::vector<std::string>{"gpu", "batch"}));
+  EXPECT_FALSE(l[1].attach.declared.memoryMax);  // no limit nobody declared
+}
+
+std::string problemsOf(const std::string& text) {
+  auto p = config::parse(text, "t.toml");
+  EXPECT_FALSE(p.config) << text;
+  return config::formatProblems(p, "t.toml");
+}
+
+TEST(ConfigLeases, EveryMistakeIsNamedWithItsLine) {
+  const std::string pool = "[pools.gpu]\ncapacity = 1\n";
+  EXPECT_NE(problemsOf(pool + "[leases.x]\npools = [\"gpu\"]\n").find("leases.x.unit is missing"),
+            std::string::npos);
+  EXPECT_NE(
+      problemsOf(pool + "[leases.x]\nunit = \"x.service\"\n").find("leases.x.pools is missing"),
+      std::string::npos);
+  EXPECT_NE(problemsOf(pool + "[leases.x]\nunit = \"x.timer\"\npools = [\"gpu\"]\n")
+                .find("leases.x.unit 'x.timer' must be a .service or .scope unit"),
+            std::string::npos);
+  EXPECT_NE(problemsOf(pool + "[leases.x]\nunit = \"x.service\"\npools = [\"cpu\"]\n")
+                .find("t.toml:3: leases.x.pools: no pool 'cpu' (configured: gpu)"),
+            std::string::npos);
+  EXPECT_NE(problemsOf(pool + "[leases.x]\nunit = \"x.service\"\npools = [\"gpu\"]\n"
+                              "[leases.y]\nunit = \"x.service\"\npools = [\"gpu\"]\n")
+                .find("leases.y declares unit x.service again (leases.x at line 3)"),
+            std::string::npos);
+  EXPECT_NE(
+      problemsOf(pool + "[leases.x]\nunit = \"x.service\"\npools = [\"gpu\"]\nmemroy_max = 1\n")
+          .find("memroy_max"),
+      std::string::npos);
+  EXPECT_NE(problemsOf(pool + "[leases.x]\nunit = \"x.service\"\npools = [\"gpu\"]\n"
+                              "attributes = { Model = \"a\" }\n")
+                .find("leases.x"),
+            std::string::npos);
+  EXPECT_NE(problemsOf("leases = 3\n" + pool).find("leases must be tables"), std::string::npos);
+  EXPECT_NE(problemsOf(pool + "[leases.x]\nunit = \"x.service\"\npools = []\n")
+                .find("leases.x.pools must be a non-empty array"),
+            std::string::npos);
+}
+
+}  // namespace
+}  // namespace tally

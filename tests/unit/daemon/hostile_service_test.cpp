@@ -222,6 +222,8 @@ struct ThrowingUnits : daemon::Units {
   Status setMemoryMax(const std::string&, std::uint64_t) override { return Ok{}; }
   Status killUnit(const std::string&, int) override { return Ok{}; }
   Status stopUnit(const std::string&) override { return Ok{}; }
+  Result<daemon::UnitRun> run(const std::string&) override { throw std::runtime_error("boom"); }
+  Status watchUnit(const std::string&) override { return Ok{}; }
 };
 
 TEST_F(HostileServiceTest, AnExceptionIsAnsweredInternalAndTheDaemonGoesOn) {

@@ -72,6 +72,21 @@ struct FakeUnits : daemon::Units {
     stops.push_back(unit);
     return Ok{};
   }
+  // run(): a unit in `runs` says that; one only in `cgroups` is active with
+  // a fixed invocation; any other is inactive (a unit file never started).
+  std::map<std::string, daemon::UnitRun> runs;
+  Result<daemon::UnitRun> run(const std::string& unit) override {
+    if (auto it = runs.find(unit); it != runs.end()) return it->second;
+    if (auto it = cgroups.find(unit); it != cgroups.end())
+      return daemon::UnitRun{"active", "running", "00000000000000000000000000000001", it->second,
+                             ""};
+    return daemon::UnitRun{"inactive", "dead", "", "", ""};
+  }
+  std::vector<std::string> watched;
+  Status watchUnit(const std::string& unit) override {
+    watched.push_back(unit);
+    return Ok{};
+  }
 };
 
 struct FakeJournal : journal::Journal {
