@@ -22,6 +22,10 @@ _tally() {
       return ;;
     --pid)
       _pids; return ;;
+    --container)
+      COMPREPLY=($(compgen -W "$( (podman ps --format '{{.Names}}' || docker ps --format '{{.Names}}') 2>/dev/null)" -- "$cur"))
+      return ;;
+    --engine) COMPREPLY=($(compgen -W "podman docker" -- "$cur")); return ;;
     --pool)
       COMPREPLY=($(compgen -W "$(tally pools --json 2>/dev/null | sed -n 's/.*"pool": "\([^"]*\)".*/\1/p')" -- "$cur"))
       return ;;
@@ -44,7 +48,7 @@ _tally() {
                --gpu-memory-action --gpu-over-samples --sample-interval --slice --user --system --cgroupfs --cgroup-parent
                --state-dir --json --quiet --socket --pool --priority --queue-timeout --reconnect-timeout --help" ;;
     daemon) opts="--config --metrics-textfile --metrics-listen --help" ;;
-    attach) opts="--unit --cgroup --pid --pool --memory-max --gpu-memory-max --gpu-memory-high --gpu-memory-action
+    attach) opts="--unit --container --engine --cgroup --pid --pool --memory-max --gpu-memory-max --gpu-memory-high --gpu-memory-action
                   --gpu-over-samples --name --attr --priority --wait --queue-timeout --force --json --socket --timeout --help" ;;
     seats|leases|pools) opts="--json --socket --timeout --help" ;;
     metrics) opts="--socket --timeout --help" ;;

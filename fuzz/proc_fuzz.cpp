@@ -7,6 +7,7 @@
 #include <string_view>
 
 #include "attribution/container.h"
+#include "attribution/container_inspect.h"
 #include "probes/cgroup_memory.h"
 #include "probes/dmem.h"
 #include "probes/kernel_release.h"
@@ -55,6 +56,12 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
 #elif TALLY_FUZZ_TARGET == 7
   if (auto w = attribution::classifyCgroup(text))
     if (w->name.empty()) std::abort();
+  // A container's whole cgroup is a leading part of the path it was found in.
+  constexpr std::string_view kId =
+      "3f2a9c0d1b2e4f5a6b7c8d9e0f1a2b3c4d5e6f7a8b9c0d1e2f3a4b5c6d7e8f9a";
+  if (auto c = attribution::containerCgroup(text, kId)) {
+    if (c->empty() || c->front() != '/' || c->find(kId) == std::string::npos) std::abort();
+  }
 #elif TALLY_FUZZ_TARGET == 8
   // memory.events / memory.stat / cgroup.events and the limit files.
   if (auto f = probes::parseFlatKeyed(text)) {
@@ -87,6 +94,14 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     std::string longer = "gres:gpu:2," + std::string(text);
     auto again = slurm::gresCount(longer, "gpumem");
     if (!again || *again != *n) std::abort();
+  }
+#elif TALLY_FUZZ_TARGET == 12
+  // podman/docker container inspect: one running container, or a named error.
+  for (std::string_view engine : {"podman", "docker"}) {
+    auto c = attribution::decodeContainerInspect(text, engine);
+    if (c && (c->id.size() != 64 || c->pid <= 0 || !attribution::validContainerName(c->name)))
+      std::abort();
+    if (!c && c.error().message.empty()) std::abort();
   }
 #else
 #error "TALLY_FUZZ_TARGET must name a parser"

@@ -128,4 +128,20 @@ std::optional<Workload> classifyCgroup(std::string_view path) {
   return std::nullopt;
 }
 
+std::optional<std::string> containerCgroup(std::string_view path, std::string_view id) {
+  if (id.size() != 64 || !isHexId(id)) return std::nullopt;
+  auto parts = components(path);
+  std::string out;
+  for (std::size_t i = 0; i < parts.size(); ++i) {
+    out += "/";
+    out += parts[i];
+    std::string_view c = parts[i];
+    bool named = (scopeId(c, "libpod-") == id && !startsWith(c, "libpod-conmon-")) ||
+                 scopeId(c, "docker-") == id || (c == id && i > 0 && parts[i - 1] == "docker") ||
+                 c == "libpod-" + std::string(id);  // podman's cgroupfs manager
+    if (named) return out;
+  }
+  return std::nullopt;
+}
+
 }  // namespace tally::attribution

@@ -30,4 +30,11 @@ struct Workload {
 // nullopt for a cgroup no recogniser claims (e.g. "/" or "/user.slice").
 std::optional<Workload> classifyCgroup(std::string_view path);
 
+// The whole cgroup of the container `id` (full 64-hex id) that `path` is in
+// or below: podman's /machine.slice/libpod-<id>.scope (also when its
+// processes sit in a nested .../container cgroup), docker's
+// /system.slice/docker-<id>.scope or cgroupfs /docker/<id>. nullopt when
+// `path` is not that container's (its monitor, libpod-conmon-<id>, is not).
+std::optional<std::string> containerCgroup(std::string_view path, std::string_view id);
+
 }  // namespace tally::attribution

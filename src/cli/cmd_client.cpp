@@ -5,10 +5,12 @@
 
 #include <cstdio>
 
+#include "cli/container_engine.h"
 #include "cli/daemon_call.h"
 #include "cli/exit_codes.h"
 #include "cli/option_values.h"
 #include "cli/socket_path.h"
+#include "lease/spec.h"
 #include "ledger/ledger.h"
 #include "ledger/rows.h"
 #include "report/gpu_report.h"
@@ -141,8 +143,9 @@ ClientCommands addClientCommands(CLI::App& app, ClientOptions& o) {
   addReplyTimeoutOption(c.pools, o.replyTimeout);
   c.pools->add_flag("--json", o.json, "print the pools as JSON");
 
-  c.attach = app.add_subcommand(
-      "attach", "Lease a workload that already runs: a unit, a cgroup or a process's cgroup");
+  c.attach = app.add_subcommand("attach",
+                                "Lease a workload that already runs: a unit, a container, a "
+                                "cgroup or a process's cgroup");
   c.attach->footer(
       "The daemon admits the lease like any other (pools, budgets, queue), then meters the "
       "workload's\n"
@@ -155,6 +158,7 @@ ClientCommands addClientCommands(CLI::App& app, ClientOptions& o) {
       "cgroup.events) or on 'tally lease release ID', with the final counters recorded.\n\n"
       "Examples:\n"
       "  tally attach --unit llama-server.service --pool gpu --gpu-memory-max 48GiB --name llama\n"
+      "  tally attach --container comfyui --pool gpu --gpu-memory-max 24G\n"
       "  tally attach --pid $(pidof ollama) --pool gpu --gpu-memory-max 20G\n"
       "  tally attach --cgroup /machine.slice/libpod-3f2a.scope --pool gpu --memory-max 16G "
       "--gpu-memory-max 16G\n"
@@ -166,8 +170,18 @@ ClientCommands addClientCommands(CLI::App& app, ClientOptions& o) {
   auto* cgroup = c.attach->add_option("--cgroup", o.cgroup,
                                       "a cgroup v2 path, e.g. /system.slice/llama.service");
   auto* pid = c.attach->add_option("--pid", o.pid, "a process: its cgroup is leased");
-  unit->excludes(cgroup)->excludes(pid);
-  cgroup->excludes(pid);
+  auto* container = c.attach->add_option(
+      "--container", o.container,
+      "a running podman or docker container, by name or id: its whole cgroup is leased and\n"
+      "its name recorded (the engine is asked as you: a rootless container is its owner's)");
+  c.attach
+      ->add_option("--engine", o.engine,
+                   "the engine --container asks (default: podman, then docker)")
+      ->check(CLI::IsMember({"podman", "docker"}))
+      ->needs(container);
+  unit->excludes(cgroup)->excludes(pid)->excludes(container);
+  cgroup->excludes(pid)->excludes(container);
+  pid->excludes(container);
   c.attach
       ->add_option("--pool", o.pools, "a pool to hold (repeat for several; granted all at once)")
       ->required();
@@ -372,8 +386,19 @@ int runClientCommand(const ClientCommands& c, const ClientOptions& o) {
       request.target.cgroup = o.cgroup;
     else if (o.pid)
       request.target.pid = static_cast<pid_t>(o.pid);
-    else {
-      fmt::print(stderr, "tally attach: name the workload with --unit, --cgroup or --pid\n");
+    else if (!o.container.empty()) {
+      auto found = inspectContainer(o.container, o.engine);
+      if (!found) {
+        fmt::print(stderr, "tally attach: {}\n", found.error().message);
+        return kExitRefused;
+      }
+      request.target.pid = found->pid;
+      request.target.container = lease::Container{found->engine, found->id, found->name};
+      // Named as the engine names it, unless --name says otherwise.
+      if (o.name.empty() && lease::validLeaseName(found->name)) request.declared.name = found->name;
+    } else {
+      fmt::print(stderr,
+                 "tally attach: name the workload with --unit, --container, --cgroup or --pid\n");
       return kExitUsage;
     }
     if (!memoryLimitOption("attach", "--memory-max", o.memoryMax, d.memoryMax)) return kExitUsage;

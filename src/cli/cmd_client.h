@@ -21,7 +21,7 @@ struct ClientOptions {
   bool json = false;
   std::string leaseId;
   // attach
-  std::string unit, cgroup;
+  std::string unit, cgroup, container, engine;
   std::uint64_t pid = 0;
   std::vector<std::string> pools;
   std::string memoryMax, gpuMemoryMax, gpuMemoryHigh, name, queueTimeout;

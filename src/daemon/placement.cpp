@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include "attribution/container.h"
 #include "cgroup/path.h"
 #include "contain/verify.h"
 #include "lease/meter.h"
@@ -59,6 +60,20 @@ std::optional<Denial> placeAttach(const PlacementEnv& env, const LeaseBook& book
                     fmt::format("process {} has no live cgroup v2 path the daemon can see", pid)};
     }
     path = parsed->path;
+    if (const auto& c = a.target.container) {
+      // The container's whole cgroup (its processes may sit in a nested
+      // .../container cgroup below it), and only if it is that container's:
+      // the engine's answer is checked against what the kernel says.
+      auto whole = attribution::containerCgroup(path, c->id);
+      if (!whole) {
+        return Denial{code::kRefused,
+                      fmt::format("process {} is in cgroup {}, which is not {} container {} ({}); "
+                                  "did it restart? Run tally attach --container {} again",
+                                  pid, text::truncateUtf8(path, 256), c->engine, c->name,
+                                  c->id.substr(0, 12), c->name)};
+      }
+      path = *whole;
+    }
   }
   // One spelling per cgroup: every rule below sees the canonical path, and
   // the directory opened is that path's, reached through no symlink.

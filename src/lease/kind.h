@@ -20,11 +20,21 @@ constexpr std::optional<LeaseKind> parseKind(std::string_view s) {
   return std::nullopt;
 }
 
-// Exactly one of unit, cgroup (canonical) and pid.
+// A container as its engine names it (tally attach --container).
+struct Container {
+  std::string engine;  // "podman" or "docker"
+  std::string id;      // 64 hex
+  std::string name;
+};
+
+// Exactly one of unit, cgroup (canonical) and pid. A container is named by
+// its init process (pid) and the engine's id and name; the daemon leases the
+// container's whole cgroup and checks that it is that container's.
 struct AttachTarget {
   std::string unit;
   std::string cgroup;
   std::optional<pid_t> pid;
+  std::optional<Container> container;  // with pid only
   bool empty() const { return unit.empty() && cgroup.empty() && !pid; }
 };
 

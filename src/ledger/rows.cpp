@@ -85,6 +85,10 @@ json encode(const GrantedRow& r) {
 json targetJson(const lease::AttachTarget& t) {
   if (!t.unit.empty()) return {{"unit", t.unit}};
   if (!t.cgroup.empty()) return {{"cgroup", t.cgroup}};
+  if (t.pid && t.container) {
+    const auto& c = *t.container;
+    return {{"pid", *t.pid}, {"container", {{"engine", c.engine}, {"id", c.id}, {"name", c.name}}}};
+  }
   if (t.pid) return {{"pid", *t.pid}};
   return nullptr;
 }
@@ -138,6 +142,13 @@ Result<GrantedRow> decodeGranted(const json& body) {
     std::optional<std::uint64_t> pid;
     if (auto s = f.u64(*t, "pid", pid); !s) return s.error();
     if (pid) r.target.pid = static_cast<pid_t>(*pid);
+    if (const json* c = f.get(*t, "container")) {
+      lease::Container ctr;
+      if (auto s = f.str(*c, "engine", ctr.engine); !s) return s.error();
+      if (auto s = f.str(*c, "id", ctr.id); !s) return s.error();
+      if (auto s = f.str(*c, "name", ctr.name); !s) return s.error();
+      r.target.container = std::move(ctr);
+    }
   }
   return r;
 }

@@ -4,6 +4,7 @@
 
 #include <set>
 
+#include "attribution/container_inspect.h"
 #include "cgroup/path.h"
 #include "config/config.h"
 #include "lease/outcome.h"
@@ -211,6 +212,10 @@ json encode(const Attach& a) {
     p["cgroup"] = a.target.cgroup;
   else if (a.target.pid)
     p["pid"] = *a.target.pid;
+  if (a.target.container) {
+    const auto& c = *a.target.container;
+    p["container"] = {{"engine", c.engine}, {"id", c.id}, {"name", c.name}};
+  }
   if (a.force) p["force"] = true;
   return p;
 }
@@ -271,6 +276,29 @@ Result<Attach> decodeAttach(const json& params) {
   if (*pid) {
     if (**pid == 0) return f.bad("pid", "must be a process id (1..4194304)");
     a.target.pid = static_cast<pid_t>(**pid);
+  }
+  if (const json* c = f.get("container")) {
+    if (!a.target.pid) return f.bad("container", "names a container by its \"pid\": give both");
+    if (!c->is_object()) return f.bad("container", "must be {\"engine\", \"id\", \"name\"}");
+    Fields cf(*c, "container.");
+    lease::Container ctr;
+    auto engine = cf.required("engine", 16);
+    if (!engine) return engine.error();
+    if (*engine != "podman" && *engine != "docker")
+      return cf.bad("engine", "must be podman or docker");
+    ctr.engine = *engine;
+    auto id = cf.required("id", 64);
+    if (!id) return id.error();
+    if (id->size() != 64 || id->find_first_not_of("0123456789abcdef") != std::string::npos)
+      return cf.bad("id", "must be the container's 64-hex id");
+    ctr.id = *id;
+    auto name = cf.required("name", 253);
+    if (!name) return name.error();
+    if (!attribution::validContainerName(*name))
+      return cf.bad("name", "must be a container name ([A-Za-z0-9][A-Za-z0-9_.-]*)");
+    ctr.name = *name;
+    if (auto s = cf.unknown(); !s) return s.error();
+    a.target.container = std::move(ctr);
   }
   auto force = f.boolean("force");
   if (!force) return force.error();

@@ -312,3 +312,84 @@ TEST_F(DaemonLive, ClientCommandsAndTheirExitCodes) {
 
 }  // namespace
 }  // namespace tally
+
+namespace tally {
+namespace {
+
+using namespace tally::testing;
+
+// tally attach --container: the engine's own CLI names the container (here
+// scripts standing in for podman and docker, printing their inspect JSON);
+// the daemon leases its whole cgroup under its name.
+class ContainerLive : public DaemonLive {
+ protected:
+  static constexpr const char* kId =
+      "3f2a9c0d1b2e4f5a6b7c8d9e0f1a2b3c4d5e6f7a8b9c0d1e2f3a4b5c6d7e8f9a";
+  // An engine that knows one container, `name`, whose init is `pid`.
+  void engine(const std::string& bin, const std::string& exe, const std::string& name, pid_t pid) {
+    std::string said = readFile(std::string(TALLY_FIXTURE_DIR) + "/containers/podman-running.json");
+    said.replace(said.find("\"Pid\": 5010"), 11, "\"Pid\": " + std::to_string(pid));
+    said.replace(said.find("\"Name\": \"comfyui\""), 17, "\"Name\": \"" + name + "\"");
+    writeFile(bin + "/" + exe + ".json", said);
+    writeFile(bin + "/" + exe, "#!/bin/sh\n[ \"$1 $2 $3\" = \"container inspect " + name +
+                                   "\" ] && exec cat " + bin + "/" + exe +
+                                   ".json\necho \"Error: no such container $3\" >&2\nexit 125\n");
+    ASSERT_EQ(::chmod((bin + "/" + exe).c_str(), 0755), 0);
+  }
+  ProgramResult tallyWithPath(const std::string& path, std::vector<std::string> args) {
+    args.insert(args.begin(), TALLY_BINARY);
+    // Only the fake engines: the host's own podman or docker must not answer.
+    return runProgram(args,
+                      {"TALLY_SOCKET=" + daemon->socket(), "PATH=" + path + ":/usr/bin:/bin"});
+  }
+  void container(pid_t pid) {
+    std::string scope = std::string("/machine.slice/libpod-") + kId + ".scope";
+    workload(scope, true);
+    workload(scope + "/container", true);
+    FakeProcess init;
+    init.pid = pid;
+    init.cgroup = scope + "/container";
+    host.addProcess(init);
+  }
+};
+
+TEST_F(ContainerLive, AttachByNameLeasesTheWholeContainerUnderItsName) {
+  container(5010);
+  std::string podman = dir.path() + "/podman-bin";
+  makeDirs(podman);
+  engine(podman, "podman", "comfyui", 5010);
+  auto a = tallyWithPath(podman, {"attach", "--container", "comfyui", "--pool", "gpu",
+                                  "--gpu-memory-max", "1G", "--json"});
+  ASSERT_EQ(a.exitCode(), 0) << a.err;
+  json lease = json::parse(a.out);
+  EXPECT_EQ(lease["name"], "comfyui");
+  EXPECT_EQ(lease["cgroup"], std::string("/machine.slice/libpod-") + kId + ".scope");
+  auto shown = json::parse(tally({"lease", "show", lease["lease"], "--json"}).out);
+  EXPECT_EQ(shown["target"]["container"]["name"], "comfyui") << shown.dump(2);
+  EXPECT_EQ(shown["target"]["container"]["engine"], "podman");
+  // Unknown to the engine: refused with what it said and what to do.
+  auto missing = tallyWithPath(podman, {"attach", "--container", "nope", "--engine", "podman",
+                                        "--pool", "gpu", "--gpu-memory-max", "1G"});
+  EXPECT_EQ(missing.exitCode(), 5);
+  EXPECT_EQ(missing.err,
+            "tally attach: no container 'nope' (podman: Error: no such container nope). A "
+            "rootless container is seen only by its owner's engine: run tally as that user\n");
+}
+
+TEST_F(ContainerLive, WithoutPodmanDockerIsAsked) {
+  container(6120);
+  std::string docker = dir.path() + "/docker-bin";
+  makeDirs(docker);
+  engine(docker, "docker", "ollama", 6120);
+  auto a = tallyWithPath(docker, {"attach", "--container", "ollama", "--pool", "gpu",
+                                  "--gpu-memory-max", "1G", "--json"});
+  ASSERT_EQ(a.exitCode(), 0) << a.err;
+  EXPECT_EQ(json::parse(a.out)["name"], "ollama");
+  auto none = tallyWithPath(dir.path() + "/empty", {"attach", "--container", "x", "--pool", "gpu"});
+  EXPECT_EQ(none.exitCode(), 5);
+  EXPECT_NE(none.err.find("(podman is not installed; docker is not installed)"), std::string::npos)
+      << none.err;
+}
+
+}  // namespace
+}  // namespace tally

@@ -445,3 +445,62 @@ TEST_F(ServiceTest, RecoveryReadoptsLiveLeasesAndClosesVanishedOnesOnce) {
 
 }  // namespace
 }  // namespace tally
+
+namespace tally::testing {
+namespace {
+
+// tally attach --container: the client sends the engine's answer (its init
+// pid, id and name); the daemon leases the container's whole cgroup after
+// checking the kernel puts that pid in it, and records the name.
+TEST_F(ServiceTest, AContainerIsLeasedWholeByItsInitPidAndNamed) {
+  const std::string id = "3f2a9c0d1b2e4f5a6b7c8d9e0f1a2b3c4d5e6f7a8b9c0d1e2f3a4b5c6d7e8f9a";
+  const std::string scope = "/machine.slice/libpod-" + id + ".scope";
+  workloadCgroup(scope, true);
+  workloadCgroup(scope + "/container", true);
+  FakeProcess init;
+  init.pid = 5010;
+  init.cgroup = scope + "/container";
+  host.addProcess(init);
+  json container = {{"engine", "podman"}, {"id", id}, {"name", "comfyui"}};
+  json r = call(1, 0, "attach",
+                {{"pools", {"gpu"}},
+                 {"gpu_memory_max", GiB},
+                 {"pid", 5010},
+                 {"container", container},
+                 {"name", "comfyui"}});
+  ASSERT_TRUE(r["ok"]) << r;
+  std::string lease = r["result"]["lease"];
+  EXPECT_EQ(r["result"]["cgroup"], scope);  // the whole container, not its nested part
+  json granted = json::parse(rows(lease)[0].body);
+  EXPECT_EQ(granted["target"]["container"], container) << granted.dump(2);
+  EXPECT_EQ(granted["target"]["pid"], 5010);
+  // The same container by its scope: one workload, one lease.
+  json twice =
+      call(2, 0, "attach", {{"pools", {"gpu"}}, {"gpu_memory_max", GiB}, {"cgroup", scope}});
+  EXPECT_EQ(twice["error"]["code"], "conflict") << twice;
+  EXPECT_NE(twice["error"]["message"].get<std::string>().find(lease + " (comfyui)"),
+            std::string::npos)
+      << twice;
+  // A pid that is not in the container the engine named (it restarted, or
+  // the answer is stale) is refused, naming both.
+  FakeProcess other;
+  other.pid = 5020;
+  other.cgroup = "/system.slice/llama.service";
+  host.addProcess(other);
+  workloadCgroup("/system.slice/llama.service", true);
+  json wrong =
+      call(3, 0, "attach",
+           {{"pools", {"gpu"}}, {"gpu_memory_max", GiB}, {"pid", 5020}, {"container", container}});
+  EXPECT_EQ(wrong["error"]["code"], "refused") << wrong;
+  EXPECT_EQ(wrong["error"]["message"],
+            "process 5020 is in cgroup /system.slice/llama.service, which is not podman container "
+            "comfyui (3f2a9c0d1b2e); did it restart? Run tally attach --container comfyui again");
+  // A container without its pid is a malformed request.
+  EXPECT_EQ(
+      call(4, 0, "attach",
+           {{"pools", {"gpu"}}, {"cgroup", scope}, {"container", container}})["error"]["code"],
+      "invalid-params");
+}
+
+}  // namespace
+}  // namespace tally::testing

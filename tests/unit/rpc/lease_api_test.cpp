@@ -103,5 +103,43 @@ TEST(LeaseApi, MethodsAreNamedOnce) {
   EXPECT_FALSE(api::parseMethod("frobnicate"));
 }
 
+// --container travels as the engine's answer: the init pid plus the
+// engine, its 64-hex id and its name, each checked.
+TEST(LeaseApi, AContainerTravelsWithItsPidAndIsChecked) {
+  const std::string id(64, 'c');
+  api::Attach a;
+  a.declared.pools = {"gpu"};
+  a.target.pid = 5010;
+  a.target.container = lease::Container{"docker", id, "ollama"};
+  auto back = api::decodeAttach(api::encode(a));
+  ASSERT_TRUE(back) << back.error().message;
+  ASSERT_TRUE(back->target.container);
+  EXPECT_EQ(back->target.container->engine, "docker");
+  EXPECT_EQ(back->target.container->id, id);
+  EXPECT_EQ(back->target.container->name, "ollama");
+  EXPECT_EQ(back->target.pid, 5010);
+  auto bad = [&](nlohmann::json container, nlohmann::json extra = nlohmann::json::object()) {
+    nlohmann::json p = {{"pools", {"gpu"}}, {"pid", 5010}, {"container", container}};
+    p.update(extra);
+    auto r = api::decodeAttach(p);
+    return r ? std::string() : r.error().message;
+  };
+  EXPECT_EQ(bad({{"engine", "lxc"}, {"id", id}, {"name", "x"}}),
+            "\"container.engine\" must be podman or docker");
+  EXPECT_EQ(bad({{"engine", "podman"}, {"id", "3f2a"}, {"name", "x"}}),
+            "\"container.id\" must be the container's 64-hex id");
+  EXPECT_EQ(bad({{"engine", "podman"}, {"id", id}, {"name", "../x"}}),
+            "\"container.name\" must be a container name ([A-Za-z0-9][A-Za-z0-9_.-]*)");
+  EXPECT_EQ(bad({{"engine", "podman"}, {"id", id}, {"name", "x"}, {"extra", 1}}),
+            "unknown field \"container.extra\"");
+  EXPECT_EQ(bad("podman:x"), "\"container\" must be {\"engine\", \"id\", \"name\"}");
+  EXPECT_EQ(api::decodeAttach({{"pools", {"gpu"}},
+                               {"cgroup", "/x.scope"},
+                               {"container", {{"engine", "podman"}, {"id", id}, {"name", "x"}}}})
+                .error()
+                .message,
+            "\"container\" names a container by its \"pid\": give both");
+}
+
 }  // namespace
 }  // namespace tally
