@@ -4,7 +4,7 @@ _tally() {
   local cur prev words cword
   _init_completion || return
 
-  local commands="run daemon attach seats metrics top leases lease pools events doctor gpu ledger config"
+  local commands="run daemon attach seats metrics top leases lease logs pools events doctor gpu ledger config"
   local cmd="" i
   for ((i = 1; i < cword; i++)); do
     case "${words[i]}" in
@@ -37,7 +37,7 @@ _tally() {
       COMPREPLY=($(compgen -W "512M 1G 4G 16G 32G 48G 64G" -- "$cur")); return ;;
     --interval|--sample-interval|--queue-timeout|--timeout|--reconnect-timeout)
       COMPREPLY=($(compgen -W "250ms 500ms 1s 2s 5s 30s" -- "$cur")); return ;;
-    --attr|--name|--priority|--count|--gpu-over-samples|--metrics-listen|--probe-cgroup|--limit|--last|--since|--until|--lease|--cgroup|--slice)
+    --attr|--name|--priority|--count|--lines|--gpu-over-samples|--metrics-listen|--probe-cgroup|--limit|--last|--since|--until|--lease|--cgroup|--slice)
       return ;;
   esac
 
@@ -46,7 +46,7 @@ _tally() {
     "") opts="$commands --help --version"; COMPREPLY=($(compgen -W "$opts" -- "$cur")); return ;;
     run) opts="--name --attr --memory-max --memory-high --memory-swap-max --oom-policy --gpu-memory-max --gpu-memory-high
                --gpu-memory-action --gpu-over-samples --sample-interval --slice --user --system --cgroupfs --cgroup-parent
-               --state-dir --json --quiet --socket --pool --priority --queue-timeout --reconnect-timeout --help" ;;
+               --state-dir --json --quiet --socket --pool --priority --queue-timeout --detach --reconnect-timeout --help" ;;
     daemon) opts="--config --metrics-textfile --metrics-listen --help" ;;
     attach) opts="--unit --container --engine --cgroup --pid --pool --memory-max --gpu-memory-max --gpu-memory-high --gpu-memory-action
                   --gpu-over-samples --name --attr --priority --wait --queue-timeout --force --json --socket --timeout --help" ;;
@@ -54,6 +54,7 @@ _tally() {
     metrics) opts="--socket --timeout --help" ;;
     top) opts="--interval --once --socket --help" ;;
     events) opts="--count --timeout --json --socket --help" ;;
+    logs) opts="--follow --lines --socket --timeout --help" ;;
     doctor) opts="--json --active --probe-size --probe-cgroup --help" ;;
     gpu) opts="--json --by --cgroup --help" ;;
     lease)

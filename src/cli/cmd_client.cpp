@@ -2,8 +2,10 @@
 
 #include <fmt/format.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <cstdio>
+#include <cstring>
 
 #include "cli/container_engine.h"
 #include "cli/daemon_call.h"
@@ -119,6 +121,17 @@ ClientCommands addClientCommands(CLI::App& app, ClientOptions& o) {
       "nor a ledger has it, 5 not found.");
   addSocketOption(c.leaseShow, o.socket);
   addReplyTimeoutOption(c.leaseShow, o.replyTimeout);
+  c.logs = app.add_subcommand("logs", "A detached job's output, from the journal");
+  c.logs->add_option("ID", o.leaseId, "the lease id tally run --detach printed")->required();
+  c.logs->add_flag("--follow,-f", o.follow, "keep printing new lines as they come");
+  c.logs->add_option("--lines,-n", o.lines, "only the last N lines");
+  c.logs->footer(
+      "A 'tally run --pool --detach' job runs as a transient service (tally-job-<token>.service);\n"
+      "its output is that unit's journal. tally logs asks the daemon which unit the lease's job\n"
+      "ran as (live or ended) and runs journalctl on it (--user for a user manager's job).\n"
+      "Exit status: journalctl's; 3 no daemon, 5 not a detached job or no such lease.");
+  addSocketOption(c.logs, o.socket);
+  addReplyTimeoutOption(c.logs, o.replyTimeout);
   c.leaseRelease = lease->add_subcommand("release", "End a lease (its owner or root)");
   c.leaseRelease->footer(
       "A queued request is cancelled. A granted lease that never started is withdrawn. An "
@@ -289,6 +302,41 @@ int runClientCommand(const ClientCommands& c, const ClientOptions& o) {
     else
       printLeases((*doc)["leases"]);
     return kExitOk;
+  }
+  if (c.logs->parsed()) {
+    auto m = callDaemon("logs", o, rpc::api::LeaseQuery{{o.leaseId}}, rc);
+    if (!m) return rc;
+    // Live: the lease's attributes; ended: those its granted row recorded.
+    json attrs = m->result.value("attributes", json::object());
+    if (attrs.empty() && m->result.contains("ledger")) {
+      for (const auto& row : m->result["ledger"]) {
+        if (row.value("kind", "") == "granted" && row["body"].is_object())
+          attrs = row["body"].value("declared", json::object()).value("attributes", json::object());
+      }
+    }
+    std::string unit = attrs.is_object() ? attrs.value("job_unit", "") : "";
+    std::string manager = attrs.is_object() ? attrs.value("job_manager", "system") : "system";
+    if (unit.empty() || !text::startsWith(unit, "tally-job-") ||
+        !text::endsWith(unit, ".service")) {
+      fmt::print(stderr,
+                 "tally logs: lease {} is not a detached job: its output went where the tally run "
+                 "that held it wrote (a terminal, or its unit's journal). Jobs started with "
+                 "tally run --pool P --detach have their output here\n",
+                 o.leaseId);
+      return kExitRefused;
+    }
+    std::vector<std::string> args = {"journalctl", "--no-pager"};
+    if (manager == "user") args.push_back("--user");
+    args.insert(args.end(), {"-u", unit});
+    if (o.follow) args.push_back("--follow");
+    if (o.lines) args.insert(args.end(), {"--lines", std::to_string(o.lines)});
+    std::vector<char*> argv;
+    for (auto& a : args) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    std::fflush(stdout);
+    ::execvp(argv[0], argv.data());
+    fmt::print(stderr, "tally logs: cannot run journalctl: {}\n", std::strerror(errno));
+    return kExitEnvironment;
   }
   if (c.leaseShow->parsed()) {
     // The daemon knows live leases and its ledger's; without a daemon the

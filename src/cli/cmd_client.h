@@ -31,6 +31,9 @@ struct ClientOptions {
   unsigned gpuOverSamples = 2;
   int priority = 0;
   std::vector<std::string> attrs;  // --attr KEY=VALUE
+  // logs
+  bool follow = false;
+  std::uint64_t lines = 0;  // 0: all of them
   // events
   std::uint64_t count = 0;  // 0 = until interrupted
   std::string eventsTimeout;
@@ -45,6 +48,7 @@ struct ClientCommands {
   CLI::App* events = nullptr;
   CLI::App* seats = nullptr;
   CLI::App* metrics = nullptr;
+  CLI::App* logs = nullptr;
 };
 
 ClientCommands addClientCommands(CLI::App& app, ClientOptions& opts);

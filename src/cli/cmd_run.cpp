@@ -2,8 +2,10 @@
 #include "cli/cmd_run.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <signal.h>
 #include <sys/signalfd.h>
+#include <systemd/sd-daemon.h>
 #include <unistd.h>
 
 #include "cli/cmd_client.h"
@@ -11,6 +13,7 @@
 #include "cli/roots.h"
 #include "cli/socket_path.h"
 #include "contain/choose.h"
+#include "contain/detached_job.h"
 #include "contain/host_layout.h"
 #include "coverage/handover.h"
 #include "devices/unmeterable.h"
@@ -98,6 +101,96 @@ std::optional<lease::LeaseSpec> buildSpec(const RunOptions& o) {
   return spec;
 }
 
+// The attributes a detached job's lease carries: where its output is
+// (tally logs reads them back).
+constexpr const char* kJobUnitAttr = "job_unit";
+constexpr const char* kJobManagerAttr = "job_manager";
+
+// tally run --pool P --detach: the same tally run, as a transient service
+// (contain/detached_job.h); this client returns once the daemon has the lease.
+int runDetached(const RunOptions& o, const lease::LeaseSpec& spec) {
+  if (o.pools.empty()) {
+    fmt::print(stderr,
+               "tally run: --detach needs --pool: a detached job's lease is held through the "
+               "daemon (tally run --pool P --detach -- CMD)\n");
+    return kRunExitUsage;
+  }
+  if (o.cgroupfs) {
+    fmt::print(stderr, "tally run: --detach runs the job as a systemd service; drop --cgroupfs\n");
+    return kRunExitUsage;
+  }
+  // The same manager a lease's scope would use: the system's for root, the caller's own otherwise.
+  const bool user = o.user || (!o.system && ::geteuid() != 0);
+  auto bus = contain::SystemdBus::connect(user);
+  if (!bus) {
+    fmt::print(stderr, "tally run: --detach needs a systemd manager: {}; the command was not run\n",
+               bus.error().message);
+    return kRunExitRefused;
+  }
+  char exe[4096];
+  ssize_t n = ::readlink("/proc/self/exe", exe, sizeof exe - 1);
+  if (n <= 0) {
+    fmt::print(stderr, "tally run: cannot find this tally binary (/proc/self/exe): {}\n",
+               std::strerror(errno));
+    return kRunExitRefused;
+  }
+  exe[n] = '\0';
+  contain::DetachedJob job;
+  job.unit = contain::detachedUnitName();
+  const std::string manager = user ? "user" : "system";
+  job.argv = {exe,      "run",
+              "--attr", fmt::format("{}={}", kJobUnitAttr, job.unit),
+              "--attr", fmt::format("{}={}", kJobManagerAttr, manager)};
+  for (const auto& w : o.optionWords)
+    if (w != "--detach") job.argv.push_back(w);
+  job.argv.push_back("--");
+  job.argv.insert(job.argv.end(), spec.command.begin(), spec.command.end());
+  job.description = text::truncateUtf8(
+      fmt::format("tally job {}: {}", spec.name, fmt::join(spec.command, " ")), 200);
+  job.environment = {fmt::format("{}=1", contain::kDetachedEnv),
+                     "TALLY_SOCKET=" + socketPath(o.socket)};
+  if (const char* sd = std::getenv("TALLY_STATE_DIR"))
+    job.environment.push_back(std::string("TALLY_STATE_DIR=") + sd);
+  char cwd[4096];
+  if (::getcwd(cwd, sizeof cwd)) job.workingDirectory = cwd;
+  if (user) {
+    // Without lingering the user manager, and every job in it, stops at the
+    // last logout: the very thing --detach is for.
+    const char* name = std::getenv("USER");
+    if (!name || ::access(fmt::format("/var/lib/systemd/linger/{}", name).c_str(), F_OK) != 0) {
+      fmt::print(stderr,
+                 "tally run: warning: your user manager stops when your last session ends, and "
+                 "this job with it; to keep it running after you log out: loginctl enable-linger "
+                 "{} (as root)\n",
+                 name ? name : "$USER");
+    }
+  }
+  auto started = contain::startDetached(**bus, job, 120'000'000);
+  if (!started) {
+    fmt::print(stderr, "tally run: {}; the command was not run\n", started.error().message);
+    return kRunExitRefused;
+  }
+  if (!started->ready) {
+    fmt::print(stderr, "tally run: the detached job did not start: {}\n", started->status);
+    return kRunExitRefused;
+  }
+  // STATUS=lease <id> granted (...) | lease <id> queued: ...
+  std::string id;
+  if (text::startsWith(started->status, "lease ")) id = started->status.substr(6, 12);
+  std::string journal = fmt::format("journalctl {}-u {} -f", user ? "--user " : "", job.unit);
+  fmt::print(stderr, "tally run: {}; detached as {}\n", started->status, job.unit);
+  fmt::print(stderr, "tally run: output: tally logs {} (or {})\n", id.empty() ? "ID" : id, journal);
+  if (!id.empty()) fmt::print(stderr, "tally run: stop it: tally lease release {}\n", id);
+  if (!id.empty()) fmt::print("{}\n", id);
+  return 0;
+}
+
+// A detached job's tally run tells systemd (Type=notify) when the daemon
+// knows its lease, or why it has none; outside one, nothing is sent.
+void notifySystemd(bool detached, const std::string& state) {
+  if (detached) (void)sd_notify(0, state.c_str());
+}
+
 }  // namespace
 
 void addRunCommand(CLI::App& app, RunOptions& o) {
@@ -136,7 +229,13 @@ void addRunCommand(CLI::App& app, RunOptions& o) {
       "in\n"
       "its ledger. No daemon reachable with --pool: exit 125, nothing runs. Without --pool tally "
       "run\n"
-      "works standalone, with no daemon at all.");
+      "works standalone, with no daemon at all.\n\n"
+      "A --pool job lives as long as this tally run: a lost terminal (SIGHUP) stops it. With\n"
+      "--detach it runs as a transient service instead (tally-job-<token>.service: the system\n"
+      "manager for root, your user manager otherwise), which holds the lease; tally returns once\n"
+      "the daemon has the lease, output goes to the journal (tally logs ID), and\n"
+      "'tally lease release ID' stops it:\n"
+      "  tally run --pool batch --detach --name train -- python train.py");
   run->add_option("--name", o.name, "label for the lease (default: the command's basename)");
   run->add_option("--attr", o.attrs,
                   "KEY=VALUE the operator declares about the workload (e.g. model=qwen3-32b), "
@@ -198,6 +297,9 @@ void addRunCommand(CLI::App& app, RunOptions& o) {
   run->add_option("--queue-timeout", o.queueTimeout,
                   "give up when not granted within this long (default: the daemon's)")
       ->group("Daemon (pools)");
+  run->add_flag("--detach", o.detach,
+                "with --pool: run as a transient service that outlives this terminal; output "
+                "in the journal (tally logs ID)");
   run->add_option("--reconnect-timeout", o.reconnectTimeout,
                   "how long to wait for a restarted daemon before printing the outcome instead")
       ->default_str("60s")
@@ -214,6 +316,13 @@ void addRunCommand(CLI::App& app, RunOptions& o) {
 int runRun(const fs::RootPaths& paths, const RunOptions& opts) {
   auto spec = buildSpec(opts);
   if (!spec) return kRunExitUsage;
+  if (opts.detach) return runDetached(opts, *spec);
+  const bool detachedJob = std::getenv(contain::kDetachedEnv) != nullptr;
+  if (!opts.pools.empty() && !detachedJob && !opts.quiet) {
+    fmt::print(stderr,
+               "tally run: this job ends if this terminal goes (SIGHUP); to let it run on "
+               "without one, add --detach (its output goes to the journal: tally logs ID)\n");
+  }
 
   // Standalone leases are recorded in the local ledger; pool leases by the daemon.
   std::optional<ledger::Ledger> ledger;
@@ -283,13 +392,20 @@ int runRun(const fs::RootPaths& paths, const RunOptions& opts) {
     }
     d.timeoutUs = queueTimeout;
     d.attributes = spec->attributes;
-    auto id = daemonLease->acquire(request, signalFd.get());
+    auto id = daemonLease->acquire(
+        request, signalFd.get(), [detachedJob](const std::string& lease, const std::string& words) {
+          notifySystemd(detachedJob,
+                        fmt::format("READY=1\nSTATUS=lease {} queued: {}", lease, words));
+        });
     if (!id) {
       fmt::print(stderr, "tally run: {}; the command was not run\n", id.error().message);
+      notifySystemd(detachedJob, "STATUS=" + id.error().message);
       return kRunExitRefused;
     }
     spec->id = *id;
     fmt::print(stderr, "tally run: lease {} granted ({})\n", *id, fmt::join(opts.pools, ", "));
+    notifySystemd(detachedJob, fmt::format("READY=1\nSTATUS=lease {} granted ({})", *id,
+                                           fmt::join(opts.pools, ", ")));
     // The hand-over (docs/coverage.md): where the kernel charges GTT to
     // memcg, MemoryMax must hold host memory and GTT both (the daemon's
     // coverage::Handover::memoryMaxWithGpu, in its grant), and the daemon

@@ -24,7 +24,9 @@ struct RunOptions {
   int priority = 0;
   std::string queueTimeout, socket;
   std::string reconnectTimeout = "60s";
-  std::vector<std::string> attrs;  // --attr KEY=VALUE
+  std::vector<std::string> attrs;        // --attr KEY=VALUE
+  bool detach = false;                   // --detach: a transient service runs this tally run
+  std::vector<std::string> optionWords;  // run's own words before "--", as typed (for --detach)
   std::vector<std::string> command;
 };
 

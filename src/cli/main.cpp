@@ -131,6 +131,7 @@ int main(int argc, char** argv) {
         break;
       }
     }
+    run.optionWords.assign(argv + i + 1, argv + parsedArgc);
     break;
   }
   if (auto unknown = unknownCommand(app, parsedArgc, argv)) {
@@ -174,7 +175,7 @@ int main(int argc, char** argv) {
     if (app.got_subcommand("leases") || app.got_subcommand("lease") ||
         app.got_subcommand("pools") || app.got_subcommand("attach") ||
         app.got_subcommand("events") || app.got_subcommand("seats") ||
-        app.got_subcommand("metrics")) {
+        app.got_subcommand("metrics") || app.got_subcommand("logs")) {
       return cli::runClientCommand(clientCmds, clientOpts);
     }
     if (app.got_subcommand("run")) {

@@ -9,6 +9,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "contain/sd_bus_handles.h"
 #include "fs/root.h"
 #include "util/clock.h"
 #include "util/text.h"
@@ -16,28 +17,13 @@
 namespace tally::contain {
 namespace {
 
-constexpr const char* kDest = "org.freedesktop.systemd1";
-constexpr const char* kPath = "/org/freedesktop/systemd1";
-constexpr const char* kManager = "org.freedesktop.systemd1.Manager";
-constexpr std::uint64_t kCallTimeoutUs = 30'000'000;
-
-// "Invalid slice name (org.freedesktop.DBus.Error.InvalidArgs)", or strerror.
-std::string busErrorText(const sd_bus_error& e, int r) {
-  if (sd_bus_error_is_set(&e)) {
-    return fmt::format("{} ({})", e.message ? e.message : "no message", e.name ? e.name : "?");
-  }
-  return std::strerror(-r);
-}
-
-// RAII for the C handles.
-struct BusError {
-  sd_bus_error e{nullptr, nullptr, 0};  // SD_BUS_ERROR_NULL is a C compound literal
-  ~BusError() { sd_bus_error_free(&e); }
-};
-struct Msg {
-  sd_bus_message* m = nullptr;
-  ~Msg() { sd_bus_message_unref(m); }
-};
+using bus::kCallTimeoutUs;
+using bus::kDest;
+using bus::kManager;
+using bus::kPath;
+using BusError = bus::Error;
+using bus::Msg;
+std::string busErrorText(const sd_bus_error& e, int r) { return bus::errorText(e, r); }
 
 std::string userBusHint() {
   const char* rt = std::getenv("XDG_RUNTIME_DIR");

@@ -10,13 +10,17 @@ namespace tally::run {
 
 using json = nlohmann::json;
 
-Result<std::string> DaemonLease::acquire(const rpc::api::Acquire& request, int signalFd) {
+Result<std::string> DaemonLease::acquire(
+    const rpc::api::Acquire& request, int signalFd,
+    std::function<void(const std::string&, const std::string&)> onQueued) {
   auto m = rpc::callWaiting(
       socket_, request,
-      [](const rpc::Message& ev) {
+      [&onQueued](const rpc::Message& ev) {
         auto q = rpc::api::decodeQueued(ev.raw);
+        std::string words = rpc::api::describe(q);
         fmt::print(stderr, "tally run: queued as lease {}: {}\n", q.lease.empty() ? "?" : q.lease,
-                   rpc::api::describe(q));
+                   words);
+        if (onQueued && !q.lease.empty()) onQueued(q.lease, words);
       },
       10'000,  // the daemon's first word (reply or "queued"); then the queue's wait
       reconnectUs_, signalFd,

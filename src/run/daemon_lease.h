@@ -28,7 +28,10 @@ class DaemonLease final : public LeaseObserver {
 
   // Waits for the grant. Returns the lease id, or an error (printed by the caller).
   // `signalFd` readable (SIGINT/SIGTERM/SIGHUP) cancels the wait.
-  Result<std::string> acquire(const rpc::api::Acquire& request, int signalFd);
+  // `onQueued(lease, words)`: the daemon queued it (before the grant).
+  Result<std::string> acquire(
+      const rpc::api::Acquire& request, int signalFd,
+      std::function<void(const std::string&, const std::string&)> onQueued = {});
   Status placed(const lease::LeaseRecord& rec, const contain::LeaseCgroup& lease) override;
   void finished(lease::LeaseRecord& rec) override;
   void bound(const enforce::BoundEvent& e) override;

@@ -671,3 +671,50 @@ TEST(MessagesCli, UnknownCommandsHelpAndVersionReadLikeATool) {
 
 }  // namespace
 }  // namespace tally
+
+namespace tally {
+namespace {
+
+using namespace tally::testing;
+
+// A --pool job in the foreground says at start that it ends with its
+// terminal, and how not to; --detach without a pool is a usage error.
+TEST(DetachCli, AForegroundPoolJobSaysALostTerminalEndsItAndHowToDetach) {
+  TempDir dir;
+  auto fg = runProgram(
+      {TALLY_BINARY, "run", "--pool", "batch", "--socket", dir.path() + "/no.sock", "--", "true"});
+  EXPECT_EQ(fg.exitCode(), 125) << fg.err;  // no daemon: nothing ran
+  EXPECT_EQ(fg.err.rfind("tally run: this job ends if this terminal goes (SIGHUP); to let it run "
+                         "on without one, add --detach (its output goes to the journal: tally "
+                         "logs ID)\n",
+                         0),
+            0u)
+      << fg.err;
+  auto quiet = runProgram({TALLY_BINARY, "run", "--quiet", "--pool", "batch", "--socket",
+                           dir.path() + "/no.sock", "--", "true"});
+  EXPECT_EQ(quiet.err.find("this terminal goes"), std::string::npos) << quiet.err;
+  auto alone = runProgram({TALLY_BINARY, "run", "--detach", "--", "true"});
+  EXPECT_EQ(alone.exitCode(), 2);
+  EXPECT_EQ(alone.err,
+            "tally run: --detach needs --pool: a detached job's lease is held through the daemon "
+            "(tally run --pool P --detach -- CMD)\n");
+  // No daemon: refused, nothing left running. Without systemd (this build
+  // host) it is the manager that is missing; with one, the job's own tally
+  // run finds no daemon and its service fails before READY.
+  auto noDaemon = runProgram({TALLY_BINARY, "run", "--system", "--detach", "--pool", "batch",
+                              "--socket", dir.path() + "/no.sock", "--", "true"});
+  EXPECT_EQ(noDaemon.exitCode(), 125);
+  EXPECT_TRUE(noDaemon.err.find("tally run: --detach needs a systemd manager: ") !=
+                  std::string::npos ||
+              noDaemon.err.find("tally run: the detached job did not start: ") != std::string::npos)
+      << noDaemon.err;
+}
+
+TEST(DetachCli, LogsWithoutADaemonSaysSo) {
+  TempDir dir;
+  auto r = runProgram({TALLY_BINARY, "logs", "1f0c2a9b3e7d", "--socket", dir.path() + "/no.sock"});
+  EXPECT_EQ(r.exitCode(), 3) << r.err;
+}
+
+}  // namespace
+}  // namespace tally

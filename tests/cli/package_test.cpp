@@ -176,6 +176,7 @@ TEST(Package, BashCompletionOffersEveryOptionHelpLists) {
                                              {"leases"},
                                              {"pools"},
                                              {"events"},
+                                             {"logs"},
                                              {"doctor"},
                                              {"gpu"},
                                              {"lease", "show"},

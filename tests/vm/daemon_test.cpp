@@ -21,6 +21,7 @@
 #include "support/fake_host.h"
 #include "support/process.h"
 #include "support/raw_client.h"
+#include "util/text.h"
 
 namespace tally {
 namespace {
@@ -738,6 +739,67 @@ TEST_F(VmDaemon, AnUndeclaredAttachedUnitThatRestartsSaysItsNextRunIsNotLeased) 
   EXPECT_EQ(shellOut("systemctl is-active " + server),
             "active");  // it runs on, unleased, and says so
   removeService(server);
+}
+
+}  // namespace
+}  // namespace tally
+
+namespace tally {
+namespace {
+
+// tally run --pool --detach: the job outlives its client (a transient
+// service holds its lease), its output is in the journal (tally logs), and
+// release, lease show and the ledger work as for any lease.
+TEST_F(VmDaemon, ADetachedJobOutlivesItsClientLogsToTheJournalAndIsReleased) {
+  startDaemon();
+  std::string go = dir + "/go";
+  auto started = tally({"run", "--pool", "one", "--detach", "--name", "detached", "--", "sh", "-c",
+                        "echo hello-from-the-job; while [ ! -e " + go +
+                            " ]; do sleep 0.1; done; echo bye-from-the-job"});
+  ASSERT_EQ(started.exitCode(), 0) << started.err;
+  std::string lease(text::trim(started.out));
+  ASSERT_EQ(lease.size(), 12u) << started.out << started.err;
+  EXPECT_NE(
+      started.err.find("tally run: lease " + lease + " granted (one); detached as tally-job-"),
+      std::string::npos)
+      << started.err;
+  EXPECT_NE(
+      started.err.find("tally run: output: tally logs " + lease + " (or journalctl -u tally-job-"),
+      std::string::npos)
+      << started.err;
+  // The client has exited; the job runs on, as its own service.
+  json s = leaseWhen(lease, [](const json& l) { return l.value("state", "") == "running"; });
+  EXPECT_EQ(s["state"], "running") << s.dump(2);
+  std::string jobUnit = s["attributes"]["job_unit"];
+  EXPECT_EQ(shellOut("systemctl is-active " + jobUnit), "active");
+  ASSERT_TRUE(eventually([&] {
+    return tally({"logs", lease}).out.find("hello-from-the-job") != std::string::npos;
+  }));
+  writeFile(go, "");
+  ASSERT_TRUE(eventually([&] { return kinds(lease).back() == "outcome"; }, 30s));
+  json outcome = ledgerRows(lease).back()["body"];
+  EXPECT_EQ(outcome["outcome"]["class"], "exited") << outcome.dump(2);
+  EXPECT_EQ(outcome["outcome"]["exit_code"], 0) << outcome.dump(2);
+  ASSERT_TRUE(eventually([&] {
+    return tally({"logs", lease}).out.find("bye-from-the-job") != std::string::npos;
+  }));  // an ended job's output stays readable by its lease id
+
+  // Release stops a detached job like any run lease; its service goes too.
+  auto second = tally({"run", "--pool", "one", "--detach", "--", "sleep", "600"});
+  ASSERT_EQ(second.exitCode(), 0) << second.err;
+  std::string id(text::trim(second.out));
+  json t = leaseWhen(id, [](const json& l) { return l.value("state", "") == "running"; });
+  std::string unit2 = t["attributes"]["job_unit"];
+  ASSERT_EQ(tally({"lease", "release", id}).exitCode(), 0);
+  ASSERT_TRUE(eventually([&] { return kinds(id).back() == "outcome"; }, 30s));
+  EXPECT_EQ(ledgerRows(id).back()["body"]["outcome"]["class"], "stopped");
+  EXPECT_TRUE(eventually([&] { return shellOut("systemctl is-active " + unit2) != "active"; }));
+
+  // Not a detached job: said, not guessed.
+  auto fg = tally({"run", "--pool", "one", "--", "true"});
+  ASSERT_EQ(fg.exitCode(), 0) << fg.err;
+  EXPECT_NE(fg.err.find("this job ends if this terminal goes"), std::string::npos) << fg.err;
+  expectChainIntact();
 }
 
 }  // namespace

@@ -504,3 +504,42 @@ TEST_F(ServiceTest, AContainerIsLeasedWholeByItsInitPidAndNamed) {
 
 }  // namespace
 }  // namespace tally::testing
+
+namespace tally::testing {
+namespace {
+
+// tally lease release on a running run lease (a detached job's too): the
+// daemon's SIGTERM ends the workload, and the outcome names who stopped it.
+TEST_F(ServiceTest, AReleasedRunLeasesOutcomeSaysTheReleaseStoppedIt) {
+  std::string id = call(1, 1000, "acquire", {{"pools", {"one"}}})["result"]["lease"];
+  std::string slice = "/tally.slice/tally-" + id + ".slice";
+  std::string scope = slice + "/tally-" + id + ".scope";
+  workloadCgroup(slice, true, 1000);
+  workloadCgroup(scope, true, 1000);
+  ASSERT_TRUE(call(1, 1000, "started",
+                   {{"lease", id}, {"cgroup", scope}, {"counters_cgroup", slice}})["ok"]);
+  EXPECT_EQ(call(2, 1000, "release", {{"lease", id}})["result"]["state"], "stopping");
+  json record = {{"schema", 1},
+                 {"lease", {{"id", id}}},
+                 {"outcome", {{"class", "killed-by-signal"}, {"summary", "killed by SIGTERM"}}}};
+  ASSERT_TRUE(call(1, 1000, "complete", {{"lease", id}, {"record", record}})["ok"]);
+  json stored = json::parse(rows(id).back().body);
+  EXPECT_EQ(stored["outcome"]["class"], "stopped");
+  EXPECT_EQ(stored["outcome"]["summary"], "stopped by tally lease release: killed by SIGTERM");
+  EXPECT_EQ(stored["daemon"]["client_class"], "killed-by-signal");
+  // Not released: the client's word stands.
+  std::string other = call(1, 1000, "acquire", {{"pools", {"one"}}})["result"]["lease"];
+  std::string slice2 = "/tally.slice/tally-" + other + ".slice";
+  workloadCgroup(slice2, true, 1000);
+  workloadCgroup(slice2 + "/tally-" + other + ".scope", true, 1000);
+  ASSERT_TRUE(call(1, 1000, "started",
+                   {{"lease", other},
+                    {"cgroup", slice2 + "/tally-" + other + ".scope"},
+                    {"counters_cgroup", slice2}})["ok"]);
+  record["lease"]["id"] = other;
+  ASSERT_TRUE(call(1, 1000, "complete", {{"lease", other}, {"record", record}})["ok"]);
+  EXPECT_EQ(json::parse(rows(other).back().body)["outcome"]["class"], "killed-by-signal");
+}
+
+}  // namespace
+}  // namespace tally::testing
