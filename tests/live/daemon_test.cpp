@@ -323,24 +323,25 @@ using namespace tally::testing;
 // the daemon leases its whole cgroup under its name.
 class ContainerLive : public DaemonLive {
  protected:
+  // The id in the captured podman output.
   static constexpr const char* kId =
-      "3f2a9c0d1b2e4f5a6b7c8d9e0f1a2b3c4d5e6f7a8b9c0d1e2f3a4b5c6d7e8f9a";
+      "b6d73dc354ad63f3bc8c37851ae49bc4fcaa584ef1bf07ee711f27e59ebac82a";
   // An engine that knows one container, `name`, whose init is `pid`.
   void engine(const std::string& bin, const std::string& exe, const std::string& name, pid_t pid) {
-    std::string said = readFile(std::string(TALLY_FIXTURE_DIR) + "/containers/podman-running.json");
-    said.replace(said.find("\"Pid\": 5010"), 11, "\"Pid\": " + std::to_string(pid));
+    std::string said =
+        readFile(std::string(TALLY_FIXTURE_DIR) + "/containers/podman-4.3.1-running.json");
+    said.replace(said.find("\"Pid\": 245"), 10, "\"Pid\": " + std::to_string(pid));
     said.replace(said.find("\"Name\": \"comfyui\""), 17, "\"Name\": \"" + name + "\"");
     writeFile(bin + "/" + exe + ".json", said);
     writeFile(bin + "/" + exe, "#!/bin/sh\n[ \"$1 $2 $3\" = \"container inspect " + name +
-                                   "\" ] && exec cat " + bin + "/" + exe +
+                                   "\" ] && exec /bin/cat " + bin + "/" + exe +
                                    ".json\necho \"Error: no such container $3\" >&2\nexit 125\n");
     ASSERT_EQ(::chmod((bin + "/" + exe).c_str(), 0755), 0);
   }
   ProgramResult tallyWithPath(const std::string& path, std::vector<std::string> args) {
     args.insert(args.begin(), TALLY_BINARY);
     // Only the fake engines: the host's own podman or docker must not answer.
-    return runProgram(args,
-                      {"TALLY_SOCKET=" + daemon->socket(), "PATH=" + path + ":/usr/bin:/bin"});
+    return runProgram(args, {"TALLY_SOCKET=" + daemon->socket(), "PATH=" + path});
   }
   void container(pid_t pid) {
     std::string scope = std::string("/machine.slice/libpod-") + kId + ".scope";

@@ -804,3 +804,80 @@ TEST_F(VmDaemon, ADetachedJobOutlivesItsClientLogsToTheJournalAndIsReleased) {
 
 }  // namespace
 }  // namespace tally
+
+namespace tally {
+namespace {
+
+// A real podman container (podman 4.3.1, no image: --rootfs over the VM's
+// own /usr) holding a GTT buffer: its processes sit in podman's nested
+// .../libpod-<id>.scope/container cgroup. tally attach --container leases
+// the whole scope by name; the issue's pair (its scope by --cgroup, its
+// process by --pid) can no longer lease it twice.
+TEST_F(VmDaemon, APodmanContainerIsLeasedOnceByNameNeverTwiceByPath) {
+  setCharging(false);
+  ASSERT_EQ(shell("command -v podman >/dev/null"), 0)
+      << "podman is missing: scripts/install-deps.sh installs it";
+  // Image-less storage the VM's overlay root can hold.
+  writeFile("/etc/containers/storage.conf",
+            "[storage]\ndriver = \"vfs\"\nrunroot = \"/run/containers/storage\"\n"
+            "graphroot = \"/var/lib/containers/storage\"\n");
+  std::string root = dir + "/ctr-root";
+  ASSERT_EQ(shell("mkdir -p " + root + "/usr " + root + "/etc " + root + "/work " + root + "/dev " +
+                  root + "/proc " + root + "/sys " + root + "/tmp " + root + "/run " + root + dir +
+                  " && ln -s usr/lib " + root + "/lib && ln -s usr/lib64 " + root +
+                  "/lib64 && ln -s usr/bin " + root + "/bin"),
+            0);
+  std::string ctr = "comfyui-" + std::to_string(::getpid());
+  auto cleanup = [&] { shell("podman rm -f -t 0 " + ctr + " >/dev/null 2>&1"); };
+  ASSERT_EQ(shell("podman run -d --name " + ctr +
+                  " --network none --device /dev/dri/renderD128 -v /usr:/usr:ro -v /work:/work:ro "
+                  "-v /etc:/etc:ro -v " +
+                  dir + ":" + dir + " --rootfs " + root + " " + kWorkload +
+                  " gpu gtt 16 1 600000 " + dir + "/ctr.ready >/dev/null"),
+            0);
+  ASSERT_TRUE(ready(dir + "/ctr.ready"));
+  std::string pid = shellOut("podman inspect -f '{{.State.Pid}}' " + ctr);
+  std::string id = shellOut("podman inspect -f '{{.Id}}' " + ctr);
+  std::string scope = "/machine.slice/libpod-" + id + ".scope";
+  EXPECT_EQ(shellOut("cat /proc/" + pid + "/cgroup"), "0::" + scope + "/container");
+  startDaemon();
+
+  auto a = tally({"attach", "--container", ctr, "--pool", "gpu", "--memory-max", "256M",
+                  "--gpu-memory-max", "1G", "--json"});
+  ASSERT_EQ(a.exitCode(), 0) << a.err;
+  json lease = json::parse(a.out);
+  std::string leaseId = lease["lease"];
+  EXPECT_EQ(lease["name"], ctr);      // named as podman names it
+  EXPECT_EQ(lease["cgroup"], scope);  // the whole container, not its nested part
+  EXPECT_EQ(lease["target"]["container"]["id"], id) << lease.dump(2);
+  json s = leaseWhen(leaseId, [](const json& l) {
+    return l.contains("gpu") && l["gpu"].value("samples", 0) >= 1;
+  });
+  EXPECT_EQ(s["gpu"]["current_bytes"], 16 * kMiB) << s.dump(2);
+  EXPECT_EQ(shellOut("cat /sys/fs/cgroup" + scope + "/memory.max"), "268435456");
+
+  // The pair the issue found: its process (in .../container) and its scope.
+  auto byPid = tally(
+      {"attach", "--pid", pid, "--pool", "gpu", "--gpu-memory-max", "1G", "--memory-max", "256M"});
+  EXPECT_EQ(byPid.exitCode(), 5) << byPid.err;
+  EXPECT_NE(byPid.err.find("is inside " + scope + ", which lease " + leaseId + " (" + ctr +
+                           ") already holds"),
+            std::string::npos)
+      << byPid.err;
+  auto byScope = tally({"attach", "--cgroup", scope, "--pool", "gpu", "--gpu-memory-max", "1G",
+                        "--memory-max", "256M"});
+  EXPECT_EQ(byScope.exitCode(), 5) << byScope.err;
+  EXPECT_NE(byScope.err.find(leaseId), std::string::npos) << byScope.err;
+
+  // podman stop: the container's cgroup empties, the lease ends.
+  ASSERT_EQ(shell("podman stop -t 1 " + ctr + " >/dev/null"), 0);
+  ASSERT_TRUE(eventually([&] { return kinds(leaseId).back() == "outcome"; }, 30s));
+  json outcome = ledgerRows(leaseId).back()["body"];
+  EXPECT_EQ(outcome["outcome"]["class"], "ended") << outcome.dump(2);
+  EXPECT_EQ(outcome["gpu"]["peak_bytes"], 16 * kMiB);
+  cleanup();
+  expectChainIntact();
+}
+
+}  // namespace
+}  // namespace tally

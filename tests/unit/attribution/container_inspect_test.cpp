@@ -14,16 +14,17 @@ std::string fixture(const std::string& name) {
   return readFile(std::string(TALLY_FIXTURE_DIR) + "/containers/" + name);
 }
 
+// podman 4.3.1 (Debian 12) in the project's VM: `podman container inspect comfyui`.
 constexpr const char* kPodmanId =
-    "3f2a9c0d1b2e4f5a6b7c8d9e0f1a2b3c4d5e6f7a8b9c0d1e2f3a4b5c6d7e8f9a";
+    "b6d73dc354ad63f3bc8c37851ae49bc4fcaa584ef1bf07ee711f27e59ebac82a";
 
 TEST(ContainerInspect, PodmanAndDockerNameTheirRunningContainer) {
-  auto p = decodeContainerInspect(fixture("podman-running.json"), "podman");
+  auto p = decodeContainerInspect(fixture("podman-4.3.1-running.json"), "podman");
   ASSERT_TRUE(p) << p.error().message;
   EXPECT_EQ(p->engine, "podman");
   EXPECT_EQ(p->id, kPodmanId);
   EXPECT_EQ(p->name, "comfyui");
-  EXPECT_EQ(p->pid, 5010);
+  EXPECT_EQ(p->pid, 245);
   auto d = decodeContainerInspect(fixture("docker-running.json"), "docker");
   ASSERT_TRUE(d) << d.error().message;
   EXPECT_EQ(d->name, "ollama");  // docker's "/ollama"
@@ -31,7 +32,7 @@ TEST(ContainerInspect, PodmanAndDockerNameTheirRunningContainer) {
 }
 
 TEST(ContainerInspect, AStoppedContainerIsRefusedWithWhatToDo) {
-  auto s = decodeContainerInspect(fixture("podman-stopped.json"), "podman");
+  auto s = decodeContainerInspect(fixture("podman-4.3.1-exited.json"), "podman");
   ASSERT_FALSE(s);
   EXPECT_EQ(s.error().message,
             "container comfyui is not running (podman says State.Running false): start it, then "
