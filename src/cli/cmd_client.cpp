@@ -127,8 +127,9 @@ ClientCommands addClientCommands(CLI::App& app, ClientOptions& o) {
   c.logs->add_option("--lines,-n", o.lines, "only the last N lines");
   c.logs->footer(
       "A 'tally run --pool --detach' job runs as a transient service (tally-job-<token>.service);\n"
-      "its output is that unit's journal. tally logs asks the daemon which unit the lease's job\n"
-      "ran as (live or ended) and runs journalctl on it (--user for a user manager's job).\n"
+      "its output is in the journal: tally run's lines under that unit, the workload's under the\n"
+      "lease's scope (tally-<id>.scope). tally logs asks the daemon which unit the job ran as\n"
+      "(live or ended) and runs journalctl on both (--user for a user manager's job).\n"
       "Exit status: journalctl's; 3 no daemon, 5 not a detached job or no such lease.");
   addSocketOption(c.logs, o.socket);
   addReplyTimeoutOption(c.logs, o.replyTimeout);
@@ -325,9 +326,14 @@ int runClientCommand(const ClientCommands& c, const ClientOptions& o) {
                  o.leaseId);
       return kExitRefused;
     }
+    // journald files each line under the unit of the process that wrote it:
+    // tally run's own under the job's service, the workload's under the
+    // lease's scope (where the workload runs). Both, in time order.
+    std::string scope = m->result.value("unit", "");
+    if (scope.empty()) scope = fmt::format("tally-{}.scope", o.leaseId);
     std::vector<std::string> args = {"journalctl", "--no-pager"};
     if (manager == "user") args.push_back("--user");
-    args.insert(args.end(), {"-u", unit});
+    args.insert(args.end(), {"-u", unit, "-u", scope});
     if (o.follow) args.push_back("--follow");
     if (o.lines) args.insert(args.end(), {"--lines", std::to_string(o.lines)});
     std::vector<char*> argv;

@@ -177,7 +177,10 @@ int runDetached(const RunOptions& o, const lease::LeaseSpec& spec) {
   // STATUS=lease <id> granted (...) | lease <id> queued: ...
   std::string id;
   if (text::startsWith(started->status, "lease ")) id = started->status.substr(6, 12);
-  std::string journal = fmt::format("journalctl {}-u {} -f", user ? "--user " : "", job.unit);
+  // The workload's own lines are filed under the lease's scope, tally run's under the service.
+  std::string journal =
+      fmt::format("journalctl {}-u {}{} -f", user ? "--user " : "", job.unit,
+                  id.empty() ? std::string() : fmt::format(" -u tally-{}.scope", id));
   fmt::print(stderr, "tally run: {}; detached as {}\n", started->status, job.unit);
   fmt::print(stderr, "tally run: output: tally logs {} (or {})\n", id.empty() ? "ID" : id, journal);
   if (!id.empty()) fmt::print(stderr, "tally run: stop it: tally lease release {}\n", id);
