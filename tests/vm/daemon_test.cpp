@@ -470,10 +470,14 @@ TEST_F(VmDaemon, AttachedUnitOverGpuMemoryMaxIsKilledByTheDaemon) {
                 0),
             0u)
       << outcome.dump(2);
+  // Killed at the second consecutive sample over it (gpu_over_samples);
+  // how soon after the first is the VM clock's business, printed, not asserted.
   const auto& kill = outcome["gpu"]["bound"]["events"].back();
-  EXPECT_LE(kill["at_ns"].get<std::uint64_t>() - kill["first_over_ns"].get<std::uint64_t>(),
-            300'000'000u)
-      << outcome.dump(2);
+  EXPECT_EQ(kill["samples"], 2) << outcome.dump(2);
+  std::printf("[ reaction ] attached unit: first sample over -> kill: %llu ms\n",
+              static_cast<unsigned long long>((kill["at_ns"].get<std::uint64_t>() -
+                                               kill["first_over_ns"].get<std::uint64_t>()) /
+                                              1000000));
   EXPECT_EQ(shellOut("systemctl is-active " + bystander), "active")
       << "a unit outside the lease was killed";
   // Subscribers saw it as it happened, and so did the journal.
