@@ -42,7 +42,8 @@ class DeclaredLeaseTest : public ServiceTest {
   }
   std::vector<std::string> leaseIds() {
     std::vector<std::string> ids;
-    for (const auto& e : *ledgerDb->events())
+    auto events = ledgerDb->events();  // held: a range-for over *temporary would dangle
+    for (const auto& e : *events)
       if (e.kind == "granted") ids.push_back(e.leaseId);
     return ids;
   }
