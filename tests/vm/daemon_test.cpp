@@ -756,10 +756,11 @@ namespace {
 // release, lease show and the ledger work as for any lease.
 TEST_F(VmDaemon, ADetachedJobOutlivesItsClientLogsToTheJournalAndIsReleased) {
   startDaemon();
+  // The barrier: the job blocks reading a FIFO until the test writes to it.
   std::string go = dir + "/go";
+  ASSERT_EQ(::mkfifo(go.c_str(), 0600), 0);
   auto started = tally({"run", "--pool", "one", "--detach", "--name", "detached", "--", "sh", "-c",
-                        "echo hello-from-the-job; while [ ! -e " + go +
-                            " ]; do sleep 0.1; done; echo bye-from-the-job"});
+                        "echo hello-from-the-job; read line < " + go + "; echo bye-from-the-job"});
   ASSERT_EQ(started.exitCode(), 0) << started.err;
   std::string lease(text::trim(started.out));
   ASSERT_EQ(lease.size(), 12u) << started.out << started.err;
@@ -779,7 +780,7 @@ TEST_F(VmDaemon, ADetachedJobOutlivesItsClientLogsToTheJournalAndIsReleased) {
   ASSERT_TRUE(eventually([&] {
     return tally({"logs", lease}).out.find("hello-from-the-job") != std::string::npos;
   }));
-  writeFile(go, "");
+  writeFile(go, "go\n");  // opens once the job reads: it is waiting there
   ASSERT_TRUE(eventually([&] { return kinds(lease).back() == "outcome"; }, 30s));
   json outcome = ledgerRows(lease).back()["body"];
   EXPECT_EQ(outcome["outcome"]["class"], "exited") << outcome.dump(2);
