@@ -128,8 +128,10 @@ std::optional<Workload> classifyCgroup(std::string_view path) {
   return std::nullopt;
 }
 
+bool isContainerId(std::string_view id) { return id.size() == 64 && isHexId(id); }
+
 std::optional<std::string> containerCgroup(std::string_view path, std::string_view id) {
-  if (id.size() != 64 || !isHexId(id)) return std::nullopt;
+  if (!isContainerId(id)) return std::nullopt;
   auto parts = components(path);
   std::string out;
   for (std::size_t i = 0; i < parts.size(); ++i) {

@@ -30,6 +30,9 @@ struct Workload {
 // nullopt for a cgroup no recogniser claims (e.g. "/" or "/user.slice").
 std::optional<Workload> classifyCgroup(std::string_view path);
 
+// A full container id: 64 lowercase hex digits (podman's and docker's).
+bool isContainerId(std::string_view id);
+
 // The whole cgroup of the container `id` (full 64-hex id) that `path` is in
 // or below: podman's /machine.slice/libpod-<id>.scope (also when its
 // processes sit in a nested .../container cgroup), docker's

@@ -4,18 +4,9 @@
 
 #include <nlohmann/json.hpp>
 
+#include "attribution/container.h"
+
 namespace tally::attribution {
-
-namespace {
-
-bool hex64(std::string_view s) {
-  if (s.size() != 64) return false;
-  for (char c : s)
-    if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'))) return false;
-  return true;
-}
-
-}  // namespace
 
 bool validContainerName(std::string_view n) {
   if (n.empty() || n.size() > 253) return false;
@@ -51,7 +42,7 @@ Result<InspectedContainer> decodeContainerInspect(std::string_view text, std::st
     return it != c.end() && it->is_string() ? it->get_ptr<const std::string*>() : nullptr;
   };
   const std::string* id = str("Id");
-  if (!id || !hex64(*id))
+  if (!id || !isContainerId(*id))
     return Error{0, fmt::format("{} inspect: \"Id\" is not a 64-hex container id", engine)};
   out.id = *id;
   const std::string* name = str("Name");

@@ -10,6 +10,7 @@
 #include <cstring>
 
 #include "config/listen_address.h"
+#include "util/text.h"
 #include "util/unique_fd.h"
 #include "util/units.h"
 
@@ -289,8 +290,8 @@ void readPool(Reader& r, const std::string& name, const toml::node& node, Config
 // Units whose runs a declaration can follow: a service (podman quadlet and
 // `podman generate systemd` make services) or a scope started again by name.
 bool followableUnit(std::string_view unit) {
-  return unit.size() > 8 && (unit.substr(unit.size() - 8) == ".service" ||
-                             (unit.size() > 6 && unit.substr(unit.size() - 6) == ".scope"));
+  return (text::endsWith(unit, ".service") && unit.size() > 8) ||
+         (text::endsWith(unit, ".scope") && unit.size() > 6);
 }
 
 // [leases.<name>]: the table becomes the params of an attach request (sizes

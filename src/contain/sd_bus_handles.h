@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <cstring>
 #include <string>
+#include <string_view>
 
 namespace tally::contain::bus {
 
@@ -22,6 +23,18 @@ inline std::string errorText(const sd_bus_error& e, int r) {
     return fmt::format("{} ({})", e.message ? e.message : "no message", e.name ? e.name : "?");
   }
   return std::strerror(-r);
+}
+
+// The D-Bus interface holding a unit's ControlGroup: .service, .scope or
+// .slice; nullptr for any other name (not a unit a cgroup can be leased by).
+inline const char* unitInterface(std::string_view unit) {
+  auto endsWith = [unit](std::string_view suffix) {
+    return unit.size() >= suffix.size() && unit.substr(unit.size() - suffix.size()) == suffix;
+  };
+  if (endsWith(".service")) return "org.freedesktop.systemd1.Service";
+  if (endsWith(".scope")) return "org.freedesktop.systemd1.Scope";
+  if (endsWith(".slice")) return "org.freedesktop.systemd1.Slice";
+  return nullptr;
 }
 
 struct Error {

@@ -5,6 +5,7 @@
 
 #include "attribution/container.h"
 #include "cgroup/path.h"
+#include "contain/sd_bus_handles.h"
 #include "contain/verify.h"
 #include "lease/meter.h"
 #include "probes/proc_cgroup.h"
@@ -16,12 +17,7 @@ namespace tally::daemon {
 
 namespace code = rpc::code;
 
-const char* unitInterface(const std::string& unit) {
-  if (text::endsWith(unit, ".service")) return "org.freedesktop.systemd1.Service";
-  if (text::endsWith(unit, ".scope")) return "org.freedesktop.systemd1.Scope";
-  if (text::endsWith(unit, ".slice")) return "org.freedesktop.systemd1.Slice";
-  return nullptr;
-}
+using contain::bus::unitInterface;
 
 std::optional<Denial> placeAttach(const PlacementEnv& env, const LeaseBook& book, const Peer& peer,
                                   const rpc::api::Attach& a, Lease& l) {

@@ -61,7 +61,4 @@ Status adopt(const PlacementEnv& env, Lease& l);
 std::optional<Denial> placeRun(const PlacementEnv& env, const LeaseBook& book, const Peer& peer,
                                const rpc::api::Started& p, Lease& l);
 
-// ".service", ".scope", ".slice": the D-Bus interface of a unit name, null otherwise.
-const char* unitInterface(const std::string& unit);
-
 }  // namespace tally::daemon

@@ -480,8 +480,7 @@ void Service::leaseDeclared(const config::DeclaredLease& d) {
   if (!run->invocation.empty() &&
       (run->invocation == st.leasedInvocation || run->invocation == st.refusedInvocation))
     return;
-  rpc::api::Attach attach = d.attach;
-  auto a = admit(0, Peer{0, 0, 0}, json(), attach.declared, &attach);
+  auto a = admit(0, Peer{0, 0, 0}, json(), d.attach.declared, &d.attach);
   if (a.denial) {
     st.waitsForRoom = a.wouldWait;
     if (!a.wouldWait) st.refusedInvocation = run->invocation;

@@ -4,6 +4,7 @@
 
 #include <set>
 
+#include "attribution/container.h"
 #include "attribution/container_inspect.h"
 #include "cgroup/path.h"
 #include "config/config.h"
@@ -289,8 +290,7 @@ Result<Attach> decodeAttach(const json& params) {
     ctr.engine = *engine;
     auto id = cf.required("id", 64);
     if (!id) return id.error();
-    if (id->size() != 64 || id->find_first_not_of("0123456789abcdef") != std::string::npos)
-      return cf.bad("id", "must be the container's 64-hex id");
+    if (!attribution::isContainerId(*id)) return cf.bad("id", "must be the container's 64-hex id");
     ctr.id = *id;
     auto name = cf.required("name", 253);
     if (!name) return name.error();
