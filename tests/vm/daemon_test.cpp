@@ -11,6 +11,7 @@
 
 #include <chrono>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
@@ -827,18 +828,19 @@ TEST_F(VmDaemon, APodmanContainerIsLeasedOnceByNameNeverTwiceByPath) {
             "[storage]\ndriver = \"vfs\"\nrunroot = \"/run/containers/storage\"\n"
             "graphroot = \"/var/lib/containers/storage\"\n");
   std::string root = dir + "/ctr-root";
-  ASSERT_EQ(shell("mkdir -p " + root + "/usr " + root + "/etc " + root + "/work " + root + "/dev " +
-                  root + "/proc " + root + "/sys " + root + "/tmp " + root + "/run " + root + dir +
-                  " && ln -s usr/lib " + root + "/lib && ln -s usr/lib64 " + root +
+  // The workload is mounted where the build put it (CI's checkout is not under /work).
+  std::string bin = std::filesystem::path(kWorkload).parent_path().string();
+  ASSERT_EQ(shell("mkdir -p " + root + "/usr " + root + "/etc " + root + bin + " " + root +
+                  "/dev " + root + "/proc " + root + "/sys " + root + "/tmp " + root + "/run " +
+                  root + dir + " && ln -s usr/lib " + root + "/lib && ln -s usr/lib64 " + root +
                   "/lib64 && ln -s usr/bin " + root + "/bin"),
             0);
   std::string ctr = "comfyui-" + std::to_string(::getpid());
   auto cleanup = [&] { shell("podman rm -f -t 0 " + ctr + " >/dev/null 2>&1"); };
   ASSERT_EQ(shell("podman run -d --name " + ctr +
-                  " --network none --device /dev/dri/renderD128 -v /usr:/usr:ro -v /work:/work:ro "
-                  "-v /etc:/etc:ro -v " +
-                  dir + ":" + dir + " --rootfs " + root + " " + kWorkload +
-                  " gpu gtt 16 1 600000 " + dir + "/ctr.ready >/dev/null"),
+                  " --network none --device /dev/dri/renderD128 -v /usr:/usr:ro -v " + bin + ":" +
+                  bin + ":ro -v /etc:/etc:ro -v " + dir + ":" + dir + " --rootfs " + root + " " +
+                  kWorkload + " gpu gtt 16 1 600000 " + dir + "/ctr.ready >/dev/null"),
             0);
   ASSERT_TRUE(ready(dir + "/ctr.ready"));
   std::string pid = shellOut("podman inspect -f '{{.State.Pid}}' " + ctr);
