@@ -8,6 +8,7 @@
 
 #include "attribution/container.h"
 #include "attribution/container_inspect.h"
+#include "ledger/head_witness.h"
 #include "probes/cgroup_memory.h"
 #include "probes/dmem.h"
 #include "probes/kernel_release.h"
@@ -102,6 +103,13 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     if (c && (c->id.size() != 64 || c->pid <= 0 || !attribution::validContainerName(c->name)))
       std::abort();
     if (!c && c.error().message.empty()) std::abort();
+  }
+#elif TALLY_FUZZ_TARGET == 13
+  // The ledger's head witness: what decodes encodes back to the same bytes.
+  if (auto h = ledger::decodeHead(text)) {
+    if (ledger::encodeHead(*h) != text) std::abort();
+  } else if (h.error().message.empty()) {
+    std::abort();
   }
 #else
 #error "TALLY_FUZZ_TARGET must name a parser"

@@ -3,7 +3,9 @@
 
 #include <fmt/format.h>
 #include <time.h>
+#include <unistd.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -47,6 +49,8 @@ int runVerify(ledger::Ledger& db, const LedgerOptions& o) {
     fmt::print(stderr, "tally ledger verify: {}\n", rep.error().message);
     return kExitEnvironment;
   }
+  std::vector<std::string> accepted;
+  if (auto a = db.acknowledgedDamage()) accepted = *a;
   if (o.json) {
     fmt::print("{}\n", ojson{{"ledger", db.path()},
                              {"intact", rep->problems.empty()},
@@ -54,7 +58,9 @@ int runVerify(ledger::Ledger& db, const LedgerOptions& o) {
                              {"head_seq", rep->headSeq},
                              {"head_hash", rep->headHash},
                              {"legacy_rows", rep->legacyRows},
-                             {"problems", rep->problems}}
+                             {"witness_seq", rep->witnessSeq ? ojson(*rep->witnessSeq) : ojson()},
+                             {"problems", rep->problems},
+                             {"acknowledged", accepted}}
                            .dump(2));
   } else if (rep->problems.empty()) {
     fmt::print("{}: intact: {}, head #{} {}\n", db.path(), text::counted(rep->rows, "row", "rows"),
@@ -66,7 +72,11 @@ int runVerify(ledger::Ledger& db, const LedgerOptions& o) {
     fmt::print("{}: BROKEN: {} in {}\n", db.path(),
                text::counted(rep->problems.size(), "problem", "problems"),
                text::counted(rep->rows, "row", "rows"));
-    for (const auto& p : rep->problems) fmt::print("  {}\n", p);
+    for (const auto& p : rep->problems)
+      fmt::print("  {}{}\n", p,
+                 std::find(accepted.begin(), accepted.end(), p) != accepted.end()
+                     ? " (acknowledged)"
+                     : "");
   }
   return rep->problems.empty() ? kExitOk : kExitDegraded;
 }
@@ -89,6 +99,46 @@ int runExport(ledger::Ledger& db) {
                    {"hash", e.hash}});
   }
   fmt::print("{}\n", out.dump(2));
+  return kExitOk;
+}
+
+// An operator's decision on damage verify() found: shown first, recorded
+// only with --yes. The daemon grants again (after a restart) while the
+// damage is no more than what was accepted.
+int runAcknowledge(ledger::Ledger& db, const LedgerOptions& o) {
+  auto rep = db.verify();
+  if (!rep) {
+    fmt::print(stderr, "tally ledger acknowledge: {}\n", rep.error().message);
+    return kExitEnvironment;
+  }
+  auto accepted = db.acknowledgedDamage();
+  auto open =
+      ledger::unacknowledged(rep->problems, accepted ? *accepted : std::vector<std::string>{});
+  if (open.empty()) {
+    fmt::print("{}: nothing to acknowledge: {}\n", db.path(),
+               rep->problems.empty() ? "the chain is intact"
+                                     : "every problem found was acknowledged before");
+    return kExitOk;
+  }
+  fmt::print("{}: {} no operator accepted:\n", db.path(),
+             text::counted(open.size(), "problem", "problems"));
+  for (const auto& p : open) fmt::print("  {}\n", p);
+  if (!o.yes) {
+    fmt::print(
+        "Nothing written. Keep a copy first (tally ledger export > ledger-before.json; restore "
+        "from a backup if you have one). To accept the chain as it is, run again with --yes, "
+        "then restart the daemon (systemctl restart tally).\n");
+    return kExitDegraded;
+  }
+  auto ev = db.acknowledgeDamage(rep->problems, static_cast<std::uint32_t>(::geteuid()));
+  if (!ev) {
+    fmt::print(stderr, "tally ledger acknowledge: {}\n", ev.error().message);
+    return kExitEnvironment;
+  }
+  fmt::print(
+      "acknowledged as row #{} ({}); restart the daemon so it grants again "
+      "(systemctl restart tally)\n",
+      ev->seq, ledger::kDamageAcknowledged);
   return kExitOk;
 }
 
@@ -125,9 +175,25 @@ void addLedgerCommand(CLI::App& app, LedgerOptions& o) {
   o.verify->add_option("--state-dir", o.stateDir, kStateDirHelp);
   o.verify->add_option("--config", o.config, "read the state dir from this daemon config");
   o.verify->footer(
-      "Prints the head (last seq and hash): keep it elsewhere to detect a truncated tail later.\n"
+      "Rows lost at the end (a lost write-ahead log) are found through the head witness, a\n"
+      "file beside the database moved on after every committed row; the head printed here\n"
+      "(last seq and hash), kept elsewhere, finds them even when the witness went too.\n"
+      "Problems an operator accepted (tally ledger acknowledge) are marked so.\n"
       "Exit status: 0 intact, 1 broken (each problem names its row), 3 no ledger there (none is\n"
       "created) or it cannot be opened.");
+  o.acknowledge = cmd->add_subcommand("acknowledge",
+                                      "Accept the damage verify found, so the daemon grants again");
+  o.acknowledge->add_flag("--yes", o.yes, "write the acknowledgement (without it: only show it)");
+  o.acknowledge->add_option("--state-dir", o.stateDir, kStateDirHelp);
+  o.acknowledge->add_option("--config", o.config, "read the state dir from this daemon config");
+  o.acknowledge->footer(
+      "A damaged ledger (an edited or lost row, a lost write-ahead log) stops the daemon from\n"
+      "granting new leases: its record of what it granted cannot be trusted. Running leases stay\n"
+      "bounded. Restore the ledger from a backup, or accept the chain as it is: this appends a\n"
+      "damage-acknowledged row listing every problem (who accepted it, when) and moves the head\n"
+      "witness to it. New damage after that stops grants again.\n"
+      "Exit status: 0 acknowledged (or nothing to), 1 shown but not written (no --yes), 3 no\n"
+      "ledger there or it cannot be written.");
   o.exportCmd = cmd->add_subcommand(
       "export", "Every chain row (lifecycle and outcomes) as JSON, with hashes");
   o.exportCmd->add_flag("--json", o.json, "JSON (the only format; accepted for symmetry)");
@@ -145,6 +211,7 @@ int runLedger(const LedgerOptions& o) {
   }
   if (o.verify && o.verify->parsed()) return runVerify(*db, o);
   if (o.exportCmd && o.exportCmd->parsed()) return runExport(*db);
+  if (o.acknowledge && o.acknowledge->parsed()) return runAcknowledge(*db, o);
   views::LedgerFilter filter;
   filter.name = o.name;
   filter.outcome = o.outcome;

@@ -15,6 +15,8 @@ struct LedgerOptions {
   std::string config;  // the daemon's config: its [daemon] state_dir
   CLI::App* verify = nullptr;
   CLI::App* exportCmd = nullptr;
+  CLI::App* acknowledge = nullptr;
+  bool yes = false;  // acknowledge: write the row, not only show what it would accept
 };
 
 void addLedgerCommand(CLI::App& app, LedgerOptions& opts);

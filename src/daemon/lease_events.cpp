@@ -1,6 +1,7 @@
 #include "daemon/lease_events.h"
 
 #include <fmt/format.h>
+#include <syslog.h>
 
 #include "admission/engine.h"
 #include "daemon/lease_rows.h"
@@ -163,6 +164,23 @@ void LeaseEvents::queued(const Lease& l) {
                                                   fmt::format("lease {} ({}): queued for {}", l.id,
                                                               l.name, fmt::join(l.req.pools, ",")),
                                                   std::nullopt}));
+}
+
+void LeaseEvents::ledgerHealth() {
+  auto failure = ledger_.writeFailure();
+  if (failure == writeFailureSaid_) return;
+  if (failure) {
+    note(LOG_ERR,
+         fmt::format("the ledger {} cannot write: {}. Running leases stay metered and bounded; "
+                     "new leases and releases are refused until it writes again (free space "
+                     "or fix the state directory)",
+                     ledger_.path(), *failure),
+         {{"TALLY_LEDGER", ledger_.path()}});
+  } else {
+    note(LOG_NOTICE, fmt::format("the ledger {} writes again", ledger_.path()),
+         {{"TALLY_LEDGER", ledger_.path()}});
+  }
+  writeFailureSaid_ = failure;
 }
 
 void LeaseEvents::note(int priority, const std::string& message,

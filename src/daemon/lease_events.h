@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -61,6 +62,10 @@ class LeaseEvents {
   static rpc::api::Queued queuedEvent(const LeaseBook::Move& mv);
   // Each waiter whose place in the queue changed hears its new place.
   void positions(const std::vector<LeaseBook::Move>& moves);
+  // Whether the ledger writes: a failure is said once when it appears (what
+  // it stops: new grants, releases) and once when it clears, never at every
+  // sample. Called each tick and after each sample.
+  void ledgerHealth();
   // An operator-facing message: the journal (stderr without journald).
   void note(int priority, const std::string& message,
             const std::vector<std::pair<std::string, std::string>>& fields);
@@ -84,6 +89,7 @@ class LeaseEvents {
   std::map<std::uint64_t, json> subscribers_;  // conn -> the subscribe request's id
   std::map<std::string, std::uint64_t> boundCounts_, outcomeCounts_;
   std::uint64_t startedAtNs_ = 0;
+  std::optional<std::string> writeFailureSaid_;  // the ledger's write failure, as last said
 };
 
 }  // namespace tally::daemon

@@ -161,6 +161,17 @@ Service::Admission Service::admit(std::uint64_t conn, const Peer& peer, const js
   auto refused = [](const char* c, std::string message) {
     return Admission{Denial{c, std::move(message)}, false};
   };
+  // Fail closed: damage in the ledger no operator accepted means its record
+  // of what was granted cannot be trusted, so nothing new is granted.
+  if (!ledgerDamage_.empty()) {
+    return refused(
+        code::kUnavailable,
+        fmt::format("no lease is granted while the ledger {} holds damage no operator accepted "
+                    "({}). An operator runs 'tally ledger verify', then restores the ledger from "
+                    "a backup or accepts the damage with 'tally ledger acknowledge' and restarts "
+                    "the daemon",
+                    ledger_.path(), fmt::join(ledgerDamage_, "; ")));
+  }
   if (auto room = book_.roomToWait(conn, env_.limits); !room)
     return refused(code::kBusy, room.error().message);
   auto kind = attach ? lease::LeaseKind::Attach : lease::LeaseKind::Run;
@@ -232,10 +243,11 @@ std::optional<std::string> Service::granted(Lease& l) {
   if (auto ev = events_.record(l, ledger::kGranted, ledger::encode(grantedRow(l)), l.grantedAtNs());
       !ev) {
     // Fail closed: a lease the ledger cannot record is not granted.
-    if (l.client.pending)
-      fail(l.client.conn, l.client.pendingId, code::kInternal,
-           fmt::format("the lease could not be recorded: {}", ev.error().message));
-    std::string why = fmt::format("the lease could not be recorded: {}", ev.error().message);
+    std::string why = fmt::format(
+        "not granted: the ledger could not record the grant ({}); nothing was granted. Retry "
+        "once the ledger writes (tally daemon's journal says when)",
+        ev.error().message);
+    if (l.client.pending) fail(l.client.conn, l.client.pendingId, code::kUnavailable, why);
     book_.forget(std::string(l.id));
     return why;
   }
@@ -364,8 +376,17 @@ void Service::onRelease(std::uint64_t conn, const Peer& peer, const json& reqId,
   if (cancelOnly)
     return fail(conn, reqId, code::kConflict,
                 fmt::format("lease {} is no longer queued; use release", id));
-  (void)events_.record(*l, ledger::kReleased,
-                       ledger::encode(ledger::ReleasedRow{peer.uid, peer.pid}));
+  // Acknowledge only what is on disk: a release the ledger cannot record
+  // changes nothing (a restarted daemon would re-adopt the lease and bound it).
+  if (auto ev = events_.record(*l, ledger::kReleased,
+                               ledger::encode(ledger::ReleasedRow{peer.uid, peer.pid}));
+      !ev) {
+    return fail(conn, reqId, code::kUnavailable,
+                fmt::format("lease {} is not released: the ledger could not record the release "
+                            "({}). The lease is unchanged and still bounded; release it again "
+                            "once the ledger writes (tally daemon's journal says when)",
+                            id, ev.error().message));
+  }
   if (l->state() == Lease::State::Granted) {
     endings_.withdraw(*l, fmt::format("released by uid {} before it started", peer.uid));
     return reply(conn, reqId, rpc::api::encode(rpc::api::ReleaseReply{id, "withdrawn"}));
@@ -551,6 +572,7 @@ void Service::disconnected(std::uint64_t conn) {
 }
 
 void Service::tick() {
+  events_.ledgerHealth();
   std::uint64_t now = clock::monotonicUs();
   bool changed = false;
   for (const auto& id : book_.expire(now)) {
@@ -587,6 +609,7 @@ void Service::tick() {
 
 void Service::sample() {
   for (const auto& id : sampler_.sample()) cgroupChanged(id);
+  events_.ledgerHealth();
 }
 
 void Service::prune() {

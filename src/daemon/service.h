@@ -108,6 +108,10 @@ class Service {
   // GTT -> memcg coverage found at start: recorded in the ledger (a change
   // from the last start is said), and used by admission, headroom and bounds.
   void setCoverage(const coverage::Assessment& a);
+  // The ledger's damage no operator accepted (ledger::unacknowledged), found
+  // at start: while there is any, nothing new is granted ("unavailable");
+  // running leases stay metered and bounded.
+  void setLedgerDamage(std::vector<std::string> problems) { ledgerDamage_ = std::move(problems); }
   coverage::Coverage coverage() const { return handover_.coverage; }
 
   // The seat rows (one per lease) and the whole picture tally top and the
@@ -183,6 +187,7 @@ class Service {
   std::uint64_t lastStatusPassUs_ = 0;           // the last pass telling waiters their status
   std::map<std::string, DeclaredRun> declared_;  // by unit
   std::uint64_t lastDeclaredPassUs_ = 0;
+  std::vector<std::string> ledgerDamage_;
 };
 
 }  // namespace tally::daemon

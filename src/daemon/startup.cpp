@@ -192,11 +192,19 @@ Ended serve(const StartOptions& o) {
     server.afterSample(publish);
     if (textfile) fmt::print(stderr, "tally daemon: metrics textfile {}\n", textfile->path());
   }
-  if (auto v = db->verify(); v && !v->problems.empty()) {
-    fmt::print(stderr,
-               "tally daemon: WARNING: the ledger's hash chain is broken ({}); run "
-               "'tally ledger verify'\n",
-               text::counted(v->problems.size(), "problem", "problems"));
+  // Fail closed on damage nobody accepted: running leases stay bounded, new
+  // ones wait for an operator's decision (docs/daemon.md, "Ledger").
+  {
+    auto open = db->unacceptedDamage();
+    if (!open.empty()) {
+      fmt::print(stderr,
+                 "tally daemon: the ledger {} is damaged ({}): {}. No new lease is granted until "
+                 "an operator runs 'tally ledger verify' and restores the ledger or accepts the "
+                 "damage ('tally ledger acknowledge'); running leases stay bounded\n",
+                 db->path(), text::counted(open.size(), "problem", "problems"),
+                 fmt::join(open, "; "));
+    }
+    service.setLedgerDamage(std::move(open));
   }
   fmt::print(stderr, "tally daemon: serving {} on {}; ledger {}; {}\n",
              text::counted(cfg.pools.size(), "pool", "pools"), cfg.daemon.socket, db->path(),

@@ -16,6 +16,9 @@ inline constexpr const char* kGpuBound =
     "gpu-bound";  // the GPU bound noticed or did something (enforce/)
 // Host-level rows (lease id ""): what the daemon found this kernel does.
 inline constexpr const char* kCoverage = "coverage";  // GTT -> memcg coverage at daemon start
+// An operator accepted the damage verify() found (`tally ledger acknowledge`):
+// the daemon grants again while the damage is no more than what was accepted.
+inline constexpr const char* kDamageAcknowledged = "damage-acknowledged";
 // Terminal: each lease has at most one, and then no more rows.
 inline constexpr const char* kOutcome = "outcome";      // how it ended, with the record
 inline constexpr const char* kLost = "lost";            // it ended unseen; facts still readable

@@ -5,12 +5,14 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
 #include <nlohmann/json.hpp>
 #include <utility>
 
+#include "ledger/head_witness.h"
 #include "util/clock.h"
 #include "util/sha256.h"
 
@@ -257,7 +259,10 @@ Result<Ledger> Ledger::openFile(const std::string& path, bool create) {
 }
 
 Ledger::Ledger(Ledger&& o) noexcept
-    : db_(std::exchange(o.db_, nullptr)), path_(std::move(o.path_)) {}
+    : db_(std::exchange(o.db_, nullptr)),
+      path_(std::move(o.path_)),
+      eventFailure_(std::move(o.eventFailure_)),
+      sampleFailure_(std::move(o.sampleFailure_)) {}
 
 Ledger::~Ledger() {
   if (db_) sqlite3_close_v2(db_);
@@ -268,12 +273,15 @@ Result<Event> Ledger::appendEvent(const std::string& leaseId, std::string_view k
   // IMMEDIATE takes the write lock before reading the head, so no other
   // writer can append between the read and the insert.
   if (sqlite3_exec(db_, "BEGIN IMMEDIATE", nullptr, nullptr, nullptr) != SQLITE_OK) {
-    return dbError(db_, fmt::format("ledger {}: begin", path_));
+    Error err = dbError(db_, fmt::format("ledger {}: begin", path_));
+    eventFailure_ = err.message;
+    return err;
   }
   auto rollback = [&](const std::string& what) {
     Error e = dbError(
         db_, fmt::format("append {} of lease {} to ledger {}: {}", kind, leaseId, path_, what));
     sqlite3_exec(db_, "ROLLBACK", nullptr, nullptr, nullptr);
+    eventFailure_ = e.message;
     return e;
   };
   Event e;
@@ -322,7 +330,68 @@ Result<Event> Ledger::appendEvent(const std::string& leaseId, std::string_view k
   }
   if (sqlite3_exec(db_, "COMMIT", nullptr, nullptr, nullptr) != SQLITE_OK)
     return rollback("commit");
+  // The row is on disk whatever the witness does; a witness that cannot move
+  // only narrows what verify() can see, and is said as a write failure.
+  if (auto w = advanceHead(path_, Head{e.seq, e.hash}); !w)
+    eventFailure_ =
+        fmt::format("the ledger's head witness was not moved on: {}", w.error().message);
+  else
+    eventFailure_.reset();
   return e;
+}
+
+Result<std::vector<std::string>> Ledger::acknowledgedDamage() {
+  Stmt q(db_, "SELECT seq, body FROM events WHERE kind = ?1 ORDER BY seq DESC LIMIT 1");
+  if (!q.ok()) return dbError(db_, fmt::format("ledger {}: acknowledged damage", path_));
+  q.text(1, kDamageAcknowledged);
+  int rc = q.step();
+  if (rc == SQLITE_DONE) return std::vector<std::string>{};
+  if (rc != SQLITE_ROW) return dbError(db_, fmt::format("ledger {}: acknowledged damage", path_));
+  std::int64_t seq = q.colI64(0);
+  auto body = nlohmann::json::parse(q.col(1), nullptr, false);
+  std::vector<std::string> out;
+  if (body.is_object() && body.contains("problems") && body["problems"].is_array()) {
+    for (const auto& p : body["problems"]) {
+      if (!p.is_string()) break;
+      out.push_back(p.get<std::string>());
+    }
+    if (out.size() == body["problems"].size()) return out;
+  }
+  return Error{EINVAL, fmt::format("ledger {}: row {} ({}) does not list its problems as text; "
+                                   "acknowledge the damage again",
+                                   path_, seq, kDamageAcknowledged)};
+}
+
+Result<Event> Ledger::acknowledgeDamage(const std::vector<std::string>& problems,
+                                        std::uint32_t uid) {
+  nlohmann::json body = {{"problems", problems}, {"uid", uid}};
+  auto ev = appendEvent("", kDamageAcknowledged,
+                        body.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
+  if (!ev) return ev;
+  if (auto w = resetHead(path_, Head{ev->seq, ev->hash}); !w) return w.error();
+  return ev;
+}
+
+std::vector<std::string> Ledger::unacceptedDamage() {
+  std::vector<std::string> found, accepted;
+  if (auto v = verify())
+    found = v->problems;
+  else
+    found.push_back("the chain could not be verified: " + v.error().message);
+  if (auto a = acknowledgedDamage())
+    accepted = *a;
+  else
+    found.push_back(a.error().message);
+  return unacknowledged(found, accepted);
+}
+
+std::vector<std::string> unacknowledged(const std::vector<std::string>& found,
+                                        const std::vector<std::string>& acknowledged) {
+  std::vector<std::string> out;
+  for (const auto& p : found)
+    if (std::find(acknowledged.begin(), acknowledged.end(), p) == acknowledged.end())
+      out.push_back(p);
+  return out;
 }
 
 Status Ledger::appendOutcome(const std::string& leaseId, const std::string& recordJson) {
@@ -408,6 +477,12 @@ Result<VerifyReport> Ledger::verify() {
     Stmt n(db_, "SELECT count(*) FROM lease_outcomes");
     if (n.ok() && n.step() == SQLITE_ROW) rep.legacyRows = static_cast<std::uint64_t>(n.colI64(0));
   }
+  std::optional<Head> witness;
+  std::string witnessedHash;
+  if (auto w = readHead(path_); !w)
+    rep.problems.push_back(w.error().message);
+  else
+    witness = *w;
   // Read by rowid order as stored, not by seq: a reordered table shows up as
   // seq going backwards.
   Stmt q(db_,
@@ -442,12 +517,31 @@ Result<VerifyReport> Ledger::verify() {
           "was edited, deleted or moved",
           e.seq));
     }
+    if (witness && e.seq == witness->seq) witnessedHash = e.hash;
     prev = e.hash;
     expectSeq = e.seq + 1;
     rep.headSeq = e.seq;
     rep.headHash = e.hash;
   }
   if (rc != SQLITE_DONE) return dbError(db_, "ledger verify");
+  // Rows lost at the end leave a chain that verifies: the witness says so.
+  if (witness) {
+    rep.witnessSeq = witness->seq;
+    if (witness->seq > rep.headSeq) {
+      rep.problems.push_back(fmt::format(
+          "{} at the end {} missing: the chain ends at row {} but its head witness ({}, moved on "
+          "after every committed row) names row {} (a lost or older write-ahead log?)",
+          witness->seq == rep.headSeq + 1
+              ? fmt::format("row {}", witness->seq)
+              : fmt::format("rows {}..{}", rep.headSeq + 1, witness->seq),
+          witness->seq == rep.headSeq + 1 ? "is" : "are", rep.headSeq, headWitnessPath(path_),
+          witness->seq));
+    } else if (witnessedHash != witness->hash) {
+      rep.problems.push_back(fmt::format(
+          "row {} is not the row its head witness ({}) names: rows from it on were replaced",
+          witness->seq, headWitnessPath(path_)));
+    }
+  }
   return rep;
 }
 
@@ -468,6 +562,15 @@ Status Ledger::appendSample(const Sample& s) {
 }
 
 Status Ledger::appendSamples(const std::vector<Sample>& samples) {
+  Status st = appendSamplesOnce(samples);
+  if (st)
+    sampleFailure_.reset();
+  else
+    sampleFailure_ = st.error().message;
+  return st;
+}
+
+Status Ledger::appendSamplesOnce(const std::vector<Sample>& samples) {
   if (samples.empty()) return Ok{};
   // Samples are meter readings, not ledger facts: their commit is not
   // fsync'd (WAL + synchronous=NORMAL stays consistent; a power cut may drop

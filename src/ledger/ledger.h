@@ -69,7 +69,8 @@ struct VerifyReport {
   std::uint64_t legacyRows = 0;  // schema-1 rows, not covered by the chain
   std::string headHash;          // the last row's hash ("" for an empty chain)
   std::int64_t headSeq = 0;
-  std::vector<std::string> problems;  // empty: the chain is intact
+  std::optional<std::int64_t> witnessSeq;  // the head witness's row (head_witness.h); none: absent
+  std::vector<std::string> problems;       // empty: the chain is intact
 };
 
 // The hash of one chain row (hex SHA-256), as verify() recomputes it.
@@ -107,8 +108,25 @@ class Ledger {
   // The hash chain row by row, after SQLite's own integrity_check of every
   // page (a damaged page is a problem even where the chain rows still read).
   Result<VerifyReport> verify();
+  // The problems the newest damage-acknowledged row accepted (none: empty).
+  Result<std::vector<std::string>> acknowledgedDamage();
+  // verify()'s problems no damage-acknowledged row accepted: what stops the
+  // daemon's grants. A verify or acknowledgement that cannot be read is one.
+  std::vector<std::string> unacceptedDamage();
+  // Records that `uid` accepted `problems` (verify()'s, as they read now) and
+  // sets the head witness to that row: from here on the chain as it is is
+  // the chain (rows lost before it stay named by the acknowledgement).
+  Result<Event> acknowledgeDamage(const std::vector<std::string>& problems, std::uint32_t uid);
   // SQLite's quick_check: "ok", or the damage it found (one line each, at most 10).
   Result<std::vector<std::string>> damage();
+
+  // Why the last chain row or the last samples could not be written (a full
+  // disk, say), until a write of the same kind succeeds again; nullopt while
+  // writes succeed. The daemon says it once when it appears and once when it
+  // goes, not at every sample.
+  std::optional<std::string> writeFailure() const {
+    return eventFailure_ ? eventFailure_ : sampleFailure_;
+  }
 
   Status appendSample(const Sample& s);
   // One tick's samples in one transaction (one fsync, not one per lease).
@@ -123,9 +141,17 @@ class Ledger {
  private:
   Ledger(sqlite3* db, std::string path) : db_(db), path_(std::move(path)) {}
   static Result<Ledger> openFile(const std::string& path, bool create);
+  Status appendSamplesOnce(const std::vector<Sample>& samples);
   sqlite3* db_ = nullptr;
   std::string path_;
+  std::optional<std::string> eventFailure_;
+  std::optional<std::string> sampleFailure_;
 };
+
+// The problems in `found` that `acknowledged` does not list: the damage an
+// operator has not accepted, which stops grants (docs/daemon.md, "Ledger").
+std::vector<std::string> unacknowledged(const std::vector<std::string>& found,
+                                        const std::vector<std::string>& acknowledged);
 
 // Creates the state directory (0700, parents as needed). The daemon calls it
 // and checks the directory (fs::checkTrustedDir) before opening the ledger in it.

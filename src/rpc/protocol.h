@@ -50,6 +50,9 @@ inline constexpr const char* kRefused = "refused";
 inline constexpr const char* kTimeout = "timeout";
 inline constexpr const char* kCancelled = "cancelled";
 inline constexpr const char* kConflict = "conflict";
+// The daemon cannot keep its promise now (its ledger cannot write, or holds
+// damage no operator accepted): nothing changed; retry once that is fixed.
+inline constexpr const char* kUnavailable = "unavailable";
 inline constexpr const char* kInternal = "internal";
 }  // namespace code
 

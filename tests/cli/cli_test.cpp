@@ -10,6 +10,7 @@
 
 #include <chrono>
 #include <cstdio>
+#include <filesystem>
 #include <nlohmann/json.hpp>
 #include <sstream>
 
@@ -604,6 +605,49 @@ TEST(LedgerCli, ReadersNeverCreateALedger) {
   auto e = runProgram({TALLY_BINARY, "ledger", "export", "--json", "--state-dir", state});
   ASSERT_EQ(e.exitCode(), 0);
   EXPECT_EQ(nlohmann::json::parse(e.out).size(), 1u);
+}
+
+// An operator's decision on a lost tail: shown without --yes (nothing
+// written, exit 1), recorded with it; verify then marks it acknowledged.
+TEST(LedgerCli, AcknowledgeShowsTheDamageAndWritesOnlyWithYes) {
+  TempDir dir;
+  std::string state = dir.path() + "/state";
+  auto refusedRun = [&] {
+    return runProgram({TALLY_BINARY, "run", "--state-dir", state, "--cgroupfs", "--cgroup-parent",
+                       "/tally-no-such-parent", "--", "true"});
+  };
+  ASSERT_EQ(refusedRun().exitCode(), 125);
+  std::filesystem::copy_file(state + "/ledger.sqlite", dir.path() + "/older.sqlite");
+  ASSERT_EQ(refusedRun().exitCode(), 125);
+  ASSERT_EQ(refusedRun().exitCode(), 125);
+  // A crash that lost the WAL: the database as it was after row 1.
+  std::filesystem::copy_file(dir.path() + "/older.sqlite", state + "/ledger.sqlite",
+                             std::filesystem::copy_options::overwrite_existing);
+  std::filesystem::remove(state + "/ledger.sqlite-wal");
+  std::filesystem::remove(state + "/ledger.sqlite-shm");
+
+  auto v = runProgram({TALLY_BINARY, "ledger", "verify", "--state-dir", state});
+  EXPECT_EQ(v.exitCode(), 1) << v.out << v.err;
+  EXPECT_NE(v.out.find("rows 2..3 at the end are missing: the chain ends at row 1"),
+            std::string::npos)
+      << v.out;
+  auto shown = runProgram({TALLY_BINARY, "ledger", "acknowledge", "--state-dir", state});
+  EXPECT_EQ(shown.exitCode(), 1) << shown.out << shown.err;
+  EXPECT_NE(shown.out.find("1 problem no operator accepted:"), std::string::npos) << shown.out;
+  EXPECT_NE(shown.out.find("Nothing written."), std::string::npos) << shown.out;
+  auto yes = runProgram({TALLY_BINARY, "ledger", "acknowledge", "--yes", "--state-dir", state});
+  EXPECT_EQ(yes.exitCode(), 0) << yes.out << yes.err;
+  EXPECT_NE(yes.out.find("acknowledged as row #2 (damage-acknowledged)"), std::string::npos)
+      << yes.out;
+  auto again = runProgram({TALLY_BINARY, "ledger", "verify", "--state-dir", state, "--json"});
+  auto doc = nlohmann::json::parse(again.out);
+  EXPECT_EQ(doc["acknowledged"].size(), 1u) << again.out;
+  EXPECT_EQ(doc["witness_seq"], 2) << again.out;
+  EXPECT_TRUE(doc["problems"].empty()) << again.out;  // the witness names the acknowledgement
+  auto nothing = runProgram({TALLY_BINARY, "ledger", "acknowledge", "--state-dir", state});
+  EXPECT_EQ(nothing.exitCode(), 0);
+  EXPECT_NE(nothing.out.find("nothing to acknowledge: the chain is intact"), std::string::npos)
+      << nothing.out;
 }
 
 // A daemon that accepts connections and never answers (hung, or stopped with

@@ -2,11 +2,13 @@
 
 #include <fmt/format.h>
 #include <gtest/gtest.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -31,6 +33,24 @@ TempDir::TempDir() {
   if (::mkdtemp(tmpl.data()) == nullptr) fail("mkdtemp");
   ::chmod(tmpl.c_str(), 0755);  // readable by the unprivileged child of the EACCES tests
   path_ = tmpl;
+}
+
+FileSizeLimit::FileSizeLimit(std::uint64_t bytes) {
+  struct rlimit r {};
+  if (::getrlimit(RLIMIT_FSIZE, &r) != 0) throw std::runtime_error("getrlimit(RLIMIT_FSIZE)");
+  savedCur_ = r.rlim_cur;
+  savedMax_ = r.rlim_max;
+  savedHandler_ = std::signal(SIGXFSZ, SIG_IGN);
+  r.rlim_cur = bytes;
+  if (::setrlimit(RLIMIT_FSIZE, &r) != 0) throw std::runtime_error("setrlimit(RLIMIT_FSIZE)");
+}
+
+FileSizeLimit::~FileSizeLimit() {
+  struct rlimit r {};
+  r.rlim_cur = savedCur_;
+  r.rlim_max = savedMax_;
+  (void)::setrlimit(RLIMIT_FSIZE, &r);
+  std::signal(SIGXFSZ, savedHandler_);
 }
 
 TempDir::~TempDir() {

@@ -26,6 +26,21 @@ class TempDir {
   std::string path_;
 };
 
+// A full disk, for this process, while it lives: every write past `bytes`
+// of a regular file fails with EFBIG (RLIMIT_FSIZE; SIGXFSZ ignored), as a
+// write to a full filesystem fails with ENOSPC. No mount is touched.
+class FileSizeLimit {
+ public:
+  explicit FileSizeLimit(std::uint64_t bytes);
+  ~FileSizeLimit();
+  FileSizeLimit(const FileSizeLimit&) = delete;
+  FileSizeLimit& operator=(const FileSizeLimit&) = delete;
+
+ private:
+  std::uint64_t savedCur_ = 0, savedMax_ = 0;
+  void (*savedHandler_)(int) = nullptr;
+};
+
 // Filesystem helpers; each creates missing parent directories and aborts the
 // test (ADD_FAILURE + throw) when the filesystem refuses.
 void writeFile(const std::string& path, const std::string& content);

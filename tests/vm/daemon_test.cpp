@@ -293,9 +293,13 @@ TEST_F(VmDaemon, AttachToAProcesssCgroupWritesMemoryMaxAndEndsOnExit) {
 
 TEST_F(VmDaemon, Kill9MidLeaseReadoptsAndRecordsTheOutcomeOnce) {
   startDaemon();
-  auto client = spawnProgram({kTally, "run", "--pool", "one", "--memory-max", "64M", "--name",
-                              "survivor", "--", kWorkload, "hog", "8", "5000"},
-                             {"TALLY_SOCKET=" + socket});
+  // The workload holds until the test says (a barrier): a busy machine's
+  // restart must not outlast it.
+  std::string release = dir + "/survivor.release";
+  auto client = spawnProgram(
+      {kTally, "run", "--pool", "one", "--memory-max", "64M", "--name", "survivor", "--", kWorkload,
+       "gpu", "gtt", "1", "1", "600000", dir + "/survivor.ready", release},
+      {"TALLY_SOCKET=" + socket});
   std::string lease = leaseNamed("survivor", "running");
   ASSERT_FALSE(lease.empty());
   std::string mainPid = shellOut("systemctl show -p MainPID --value " + unit);
@@ -309,6 +313,7 @@ TEST_F(VmDaemon, Kill9MidLeaseReadoptsAndRecordsTheOutcomeOnce) {
   }));
   auto shown = json::parse(tally({"lease", "show", lease, "--json"}).out, nullptr, false);
   EXPECT_EQ(shown["readopted_after_restart"], true) << shown.dump(2);
+  writeFile(release, "");
   auto r = waitProgram(client);
   EXPECT_EQ(r.exitCode(), 0) << r.err;
   EXPECT_NE(r.err.find("reconnecting to resume lease"), std::string::npos) << r.err;

@@ -4,6 +4,9 @@
 #include <sqlite3.h>
 #include <sys/stat.h>
 
+#include <filesystem>
+
+#include "ledger/head_witness.h"
 #include "support/fake_host.h"
 
 namespace tally {
@@ -278,6 +281,139 @@ TEST(LedgerSamples, RetentionThinsWithAgeAndCapsRows) {
   after = db->samples("l1");
   ASSERT_EQ(after->size(), 100u);
   EXPECT_EQ(after->back().atNs, now - 10 * s);  // the newest are kept
+}
+
+}  // namespace
+}  // namespace tally
+
+namespace tally {
+namespace {
+
+using namespace tally::testing;
+
+TEST(LedgerHead, TheWitnessReadsBackExactlyAndRefusesAnythingElse) {
+  ledger::Head h{692, std::string(64, 'a')};
+  auto back = ledger::decodeHead(ledger::encodeHead(h));
+  ASSERT_TRUE(back) << back.error().message;
+  EXPECT_EQ(back->seq, 692);
+  EXPECT_EQ(back->hash, h.hash);
+  EXPECT_EQ(ledger::encodeHead(h), "tally-ledger-head 1 692 " + std::string(64, 'a') + "\n");
+  const std::string hash(64, 'b');
+  for (const std::string& bad : std::vector<std::string>{
+           std::string(), std::string("tally-ledger-head 1 692 ") + hash,  // no newline
+           "tally-ledger-head 2 692 " + hash + "\n", "tally-ledger-head 1 0 " + hash + "\n",
+           "tally-ledger-head 1 -3 " + hash + "\n", "tally-ledger-head 1 009 " + hash + "\n",
+           "tally-ledger-head 1 +3 " + hash + "\n",
+           "tally-ledger-head 1 99999999999999999999 " + hash + "\n",
+           "tally-ledger-head 1 7 " + std::string(64, 'B') + "\n",
+           "tally-ledger-head 1 7 " + std::string(63, 'b') + "\n",
+           "tally-ledger-head 1 7 " + hash + " extra\n", std::string("tally-ledger-head 1 7\n"),
+           "tally-ledger-head 1 7 " + hash + "\n\n", std::string("\x1b[2Jtally\0", 10)}) {
+    EXPECT_FALSE(ledger::decodeHead(bad)) << bad;
+  }
+}
+
+// The chain's own links cannot show rows lost at its end (a lost WAL, an
+// older copy restored): every row left verifies. The head witness can.
+class LedgerLostTail : public LedgerTamper {  // rows 1..5 written and checkpointed
+ protected:
+  void append(int from, int to, const std::string& cls = "exited") {
+    auto db = ledger::Ledger::open(dir.path());
+    ASSERT_TRUE(db);
+    for (int i = from; i <= to; ++i)
+      ASSERT_TRUE(db->appendEvent("l" + std::to_string(i), ledger::kOutcome,
+                                  record("l" + std::to_string(i), cls, i)));
+  }
+  // What a crash that loses the WAL leaves: the database as it was at `copy`.
+  void restore(const std::string& copy) {
+    std::filesystem::copy_file(copy, path, std::filesystem::copy_options::overwrite_existing);
+    std::filesystem::remove(path + "-wal");
+    std::filesystem::remove(path + "-shm");
+  }
+  std::string snapshot() {
+    std::string copy = dir.path() + "/older.sqlite";
+    std::filesystem::copy_file(path, copy);
+    return copy;
+  }
+};
+
+TEST_F(LedgerLostTail, RowsLostAtTheEndAreNamedThroughTheWitness) {
+  std::string older = snapshot();
+  append(6, 8);
+  EXPECT_TRUE(problems().empty());
+  restore(older);
+  auto p = problems();
+  ASSERT_EQ(p.size(), 1u);
+  EXPECT_NE(p[0].find("rows 6..8 at the end are missing: the chain ends at row 5 but its head "
+                      "witness"),
+            std::string::npos)
+      << p[0];
+}
+
+TEST_F(LedgerLostTail, ATailWrittenAgainOverLostRowsIsNamed) {
+  std::string older = snapshot();
+  append(6, 8);
+  restore(older);
+  {
+    // A writer that did not look: the witness stays at the lost row 8.
+    append(6, 8, "oom-killed");
+  }
+  auto p = problems();
+  ASSERT_EQ(p.size(), 1u);
+  EXPECT_NE(p[0].find("row 8 is not the row its head witness"), std::string::npos) << p[0];
+}
+
+TEST_F(LedgerLostTail, AnAcknowledgementAcceptsTheDamageItListsAndNoMore) {
+  std::string older = snapshot();
+  append(6, 8);
+  restore(older);
+  auto db = ledger::Ledger::open(dir.path());
+  ASSERT_TRUE(db);
+  auto open = db->unacceptedDamage();
+  ASSERT_EQ(open.size(), 1u);
+  auto ack = db->acknowledgeDamage(open, 0);
+  ASSERT_TRUE(ack) << ack.error().message;
+  EXPECT_EQ(ack->seq, 6);
+  EXPECT_EQ(ack->kind, ledger::kDamageAcknowledged);
+  // The witness now names the acknowledgement: nothing is open, the chain
+  // goes on and new rows are witnessed.
+  EXPECT_TRUE(db->unacceptedDamage().empty());
+  ASSERT_TRUE(db->appendEvent("l9", ledger::kOutcome, record("l9", "exited", 0)));
+  EXPECT_TRUE(db->unacceptedDamage().empty());
+  auto accepted = db->acknowledgedDamage();
+  ASSERT_TRUE(accepted);
+  EXPECT_EQ(*accepted, open);
+  // Damage after the acknowledgement is not accepted by it.
+  sql(db->path(), std::string(kDropGuards) + "UPDATE events SET at_ns = 1 WHERE seq = 2;");
+  auto now = db->unacceptedDamage();
+  ASSERT_EQ(now.size(), 1u);
+  EXPECT_NE(now[0].find("row 2 (lease l2, outcome) was edited"), std::string::npos) << now[0];
+}
+
+// A write the disk refuses (RLIMIT_FSIZE stands in for a full disk: every
+// write past the first byte of a file fails with EFBIG) is remembered until
+// a write of the same kind succeeds.
+TEST(LedgerWrites, AFailedWriteIsRememberedUntilOneSucceeds) {
+  TempDir dir;
+  auto db = ledger::Ledger::open(dir.path());
+  ASSERT_TRUE(db);
+  ASSERT_TRUE(db->appendEvent("a", ledger::kOutcome, record("a", "exited", 0)));
+  EXPECT_FALSE(db->writeFailure());
+  {
+    FileSizeLimit full(1);
+    auto ev = db->appendEvent("b", ledger::kOutcome, record("b", "exited", 0));
+    EXPECT_FALSE(ev);
+    ASSERT_TRUE(db->writeFailure());
+    EXPECT_FALSE(
+        db->appendSamples({ledger::Sample{"a", 1, 5, std::nullopt, std::nullopt, std::nullopt}}));
+  }
+  EXPECT_TRUE(db->writeFailure());  // still said: nothing has written since
+  ASSERT_TRUE(db->appendEvent("b", ledger::kOutcome, record("b", "exited", 0)));
+  EXPECT_TRUE(db->writeFailure());  // the samples' failure stands until samples write
+  ASSERT_TRUE(
+      db->appendSamples({ledger::Sample{"a", 2, 5, std::nullopt, std::nullopt, std::nullopt}}));
+  EXPECT_FALSE(db->writeFailure());
+  EXPECT_TRUE(db->verify()->problems.empty());
 }
 
 }  // namespace
