@@ -461,6 +461,7 @@ int runClientCommand(const ClientCommands& c, const ClientOptions& o) {
           std::tuple{"--gpu-memory-high", &o.gpuMemoryHigh, &d.gpuMemoryHigh}}) {
       if (!sizeOption("attach", flag, *text, *out)) return kExitUsage;
     }
+    if (!gpuLimitsOption("attach", d.gpuMemoryMax, d.gpuMemoryHigh)) return kExitUsage;
     if (d.gpuMemoryMax || d.gpuMemoryHigh) {
       d.gpuAction = enforce::parseAction(o.gpuAction);
       d.gpuOverSamples = o.gpuOverSamples;

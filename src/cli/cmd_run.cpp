@@ -58,7 +58,8 @@ std::optional<lease::LeaseSpec> buildSpec(const RunOptions& o) {
       !memoryLimitOption("run", "--memory-high", o.memoryHigh, spec.memoryHigh) ||
       !sizeOption("run", "--memory-swap-max", o.memorySwapMax, spec.memorySwapMax) ||
       !sizeOption("run", "--gpu-memory-max", o.gpuMemoryMax, spec.gpuMemoryMax) ||
-      !sizeOption("run", "--gpu-memory-high", o.gpuMemoryHigh, spec.gpuMemoryHigh)) {
+      !sizeOption("run", "--gpu-memory-high", o.gpuMemoryHigh, spec.gpuMemoryHigh) ||
+      !gpuLimitsOption("run", spec.gpuMemoryMax, spec.gpuMemoryHigh)) {
     return std::nullopt;
   }
   spec.gpuAction = enforce::parseAction(o.gpuAction).value_or(enforce::Action::Kill);

@@ -1,8 +1,8 @@
 #include "cli/option_values.h"
 
 #include <fmt/format.h>
-#include <unistd.h>
 
+#include "lease/limits_rule.h"
 #include "util/units.h"
 
 namespace tally::cli {
@@ -32,16 +32,18 @@ bool sizeOption(std::string_view cmd, std::string_view flag, const std::string& 
 bool memoryLimitOption(std::string_view cmd, std::string_view flag, const std::string& text,
                        std::optional<std::uint64_t>& out) {
   if (!sizeOption(cmd, flag, text, out)) return false;
-  long page = ::sysconf(_SC_PAGESIZE);
-  auto min = static_cast<std::uint64_t>(page > 0 ? page : 4096);
-  if (out && *out < min) {
-    // memory.max counts in pages: the kernel reads 1 as 0 and the workload is
-    // OOM-killed before it can exec. Refused, not applied.
-    fmt::print(stderr,
-               "tally {}: {} {} is below one page ({} bytes): the kernel would round it down to 0 "
-               "and kill the workload "
-               "before it starts; give at least {} (e.g. 64M)\n",
-               cmd, flag, text, min, min);
+  // Refused, not applied: the kernel would kill the workload before it starts.
+  if (auto s = lease::checkLimits({out, std::nullopt, std::nullopt}, {flag, "", ""}); !s) {
+    fmt::print(stderr, "tally {}: {}\n", cmd, s.error().message);
+    return false;
+  }
+  return true;
+}
+
+bool gpuLimitsOption(std::string_view cmd, const std::optional<std::uint64_t>& max,
+                     const std::optional<std::uint64_t>& high) {
+  if (auto s = lease::checkLimits({std::nullopt, max, high}, lease::kCliLimitNames); !s) {
+    fmt::print(stderr, "tally {}: {}\n", cmd, s.error().message);
     return false;
   }
   return true;

@@ -19,6 +19,9 @@ bool sizeOption(std::string_view cmd, std::string_view flag, const std::string& 
 // A memory limit (--memory-max, --memory-high): a size of at least one page.
 bool memoryLimitOption(std::string_view cmd, std::string_view flag, const std::string& text,
                        std::optional<std::uint64_t>& out);
+// --gpu-memory-max and --gpu-memory-high together (lease/limits_rule.h); a refusal is printed.
+bool gpuLimitsOption(std::string_view cmd, const std::optional<std::uint64_t>& max,
+                     const std::optional<std::uint64_t>& high);
 bool durationOption(std::string_view cmd, std::string_view flag, const std::string& text,
                     std::optional<std::uint64_t>& out);
 // Every --attr KEY=VALUE (lease/attributes.h) into `out`; a bad one is printed and returns false.

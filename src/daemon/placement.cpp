@@ -127,6 +127,15 @@ std::optional<Denial> placeAttach(const PlacementEnv& env, const LeaseBook& book
     return Denial{code::kRefused, fmt::format("cgroup {} has no processes ({} populated 0)", cgPath,
                                               cgroup::file::kEvents)};
   }
+  // A tree too deep or too wide to walk is refused now, with the limit named,
+  // not found at the first sample (where the meter could not count it).
+  if (auto walk = cg->subtreeProcs(); !walk && walk.error().code == E2BIG) {
+    return Denial{code::kRefused,
+                  fmt::format("{}. Attach the cgroup that holds the workload itself, or keep "
+                              "its tree within {} levels and {} cgroups",
+                              walk.error().message, cgroup::SubtreeLimits{}.maxDepth,
+                              cgroup::SubtreeLimits{}.maxCgroups)};
+  }
   l.place.cgroup = l.place.countersCgroup = cgPath;
   l.place.inode = cg->inode();
   // An attached workload's counters are its own cgroup's (a second handle on it).

@@ -184,14 +184,6 @@ Service::Admission Service::admit(std::uint64_t conn, const Peer& peer, const js
       return refused(code::kRefused, *why);
   }
   if (attach) {
-    if (d.memoryMax && *d.memoryMax < env_.pageSize) {
-      // memory.max counts pages: below one, the kernel reads 0 and OOM-kills the workload.
-      return refused(
-          code::kInvalidParams,
-          fmt::format(
-              "\"memory_max\" {} is below one page ({} bytes); the kernel would round it to 0",
-              *d.memoryMax, env_.pageSize));
-    }
     PlacementEnv aenv{env_.proc, env_.cgroupRoot, env_.units, env_.pageSize, &env_.sys};
     if (auto denied = placeAttach(aenv, book_, peer, *attach, *l)) return {*denied, false};
     if (auto denied = refuseOverOnArrival(aenv, *l, attach->force)) return {*denied, false};

@@ -8,6 +8,7 @@
 #include "attribution/container_inspect.h"
 #include "cgroup/path.h"
 #include "config/config.h"
+#include "lease/limits_rule.h"
 #include "lease/outcome.h"
 #include "lease/spec.h"
 #include "rpc/fields.h"
@@ -84,6 +85,10 @@ Status decodeDeclared(Fields& f, Declared& d) {
     if (!v) return v.error();
     *out = *v;
   }
+  if (auto s =
+          lease::checkLimits({d.memoryMax, d.gpuMemoryMax, d.gpuMemoryHigh}, lease::kRpcLimitNames);
+      !s)
+    return Error{0, s.error().message};
   auto action = f.str("gpu_memory_action", 16);
   if (!action) return action.error();
   if (*action) {

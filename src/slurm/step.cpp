@@ -4,6 +4,7 @@
 
 #include "config/config.h"
 #include "lease/attributes.h"
+#include "lease/limits_rule.h"
 #include "lease/spec.h"
 #include "probes/proc_cgroup.h"
 #include "util/text.h"
@@ -68,18 +69,21 @@ Result<PluginArgs> parsePluginArgs(const std::vector<std::string>& args) {
   return a;
 }
 
+// The plugin's own spelling of the limits (srun --gpu-memory-max=...).
+constexpr lease::LimitNames kSlurmLimitNames{"--memory-max", "--gpu-memory-max",
+                                             "--gpu-memory-high"};
+
 Status checkOptions(const StepOptions& o) {
   for (auto [flag, v] : {std::pair{"gpu-memory-max", &o.gpuMemoryMax},
                          std::pair{"gpu-memory-high", &o.gpuMemoryHigh}}) {
     if (!*v) continue;
     auto n = units::parseSize(**v);
     if (!n) return optionError(flag, **v, n.error());
-    if (*n == 0) return optionError(flag, **v, Error{EINVAL, "must be more than 0"});
   }
-  if (o.gpuMemoryMax && o.gpuMemoryHigh &&
-      *units::parseSize(*o.gpuMemoryHigh) > *units::parseSize(*o.gpuMemoryMax))
-    return Error{EINVAL, fmt::format("--gpu-memory-high={} is above --gpu-memory-max={}",
-                                     *o.gpuMemoryHigh, *o.gpuMemoryMax)};
+  lease::DeclaredLimits limits;
+  if (o.gpuMemoryMax) limits.gpuMemoryMax = *units::parseSize(*o.gpuMemoryMax);
+  if (o.gpuMemoryHigh) limits.gpuMemoryHigh = *units::parseSize(*o.gpuMemoryHigh);
+  if (auto s = lease::checkLimits(limits, kSlurmLimitNames); !s) return s;
   if (o.pool && !config::validPoolName(*o.pool))
     return optionError("tally-pool", *o.pool, Error{EINVAL, "must be 1-64 of [A-Za-z0-9_-]"});
   if (o.attrs.size() + std::size(kSlurmKeys) > lease::kMaxAttributes) {

@@ -35,11 +35,17 @@ TEST_F(RunCli, BadSizesAndOptionsAreUsageErrors) {
   } cases[] = {
       {{"run", "--memory-max", "64X", "--", "true"}, "--memory-max '64X': unknown size unit 'X'"},
       {{"run", "--memory-high", "1.5G", "--", "true"}, "--memory-high"},
-      // memory.max counts pages: 1 byte would read back as 0 and kill the workload before exec.
-      {{"run", "--memory-max", "1", "--", "true"}, "--memory-max 1 is below one page (4096 bytes)"},
-      {{"run", "--memory-high", "4095", "--", "true"}, "below one page"},
+      // No program starts below 1 MiB (lease/limits_rule.h): refused, never applied.
+      {{"run", "--memory-max", "1", "--", "true"},
+       "tally run: --memory-max 1 bytes is below 1 MiB: no program starts in that"},
+      {{"run", "--memory-high", "1048575", "--", "true"}, "--memory-high 1048575 bytes is below"},
       {{"attach", "--pool", "gpu", "--pid", "1", "--memory-max", "1", "--socket", "/nonexistent"},
-       "tally attach: --memory-max 1 is below one page"},
+       "tally attach: --memory-max 1 bytes is below 1 MiB"},
+      {{"run", "--gpu-memory-max", "0", "--", "true"},
+       "tally run: --gpu-memory-max 0 would act on the lease at its first sample"},
+      {{"attach", "--pool", "gpu", "--pid", "1", "--gpu-memory-max", "1G", "--gpu-memory-high",
+        "2G", "--socket", "/nonexistent"},
+       "tally attach: --gpu-memory-high 2.0 GiB is above --gpu-memory-max 1.0 GiB"},
       {{"run", "--memory-swap-max", "99999999999T", "--", "true"}, "too large"},
       {{"run", "--gpu-memory-max", "lots", "--", "true"}, "--gpu-memory-max 'lots' is not a size"},
       {{"run", "--sample-interval", "1ms", "--", "true"}, "below the 10ms minimum"},

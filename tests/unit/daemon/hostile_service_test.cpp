@@ -1,5 +1,7 @@
 // The attacks of "the daemon survives every client" that reach the service,
 // each answered with an error naming the field or the state, never a crash.
+#include <fcntl.h>
+
 #include "daemon/service_fixture.h"
 
 namespace tally {
@@ -188,19 +190,43 @@ TEST_F(HostileServiceTest, QueuedRequestsAreCappedPerConnectionAndInTotal) {
   EXPECT_EQ(outbox.last(20)["event"], "queued");
 }
 
-// Why 12: a memory limit below one page is refused (the kernel would make it 0).
-TEST_F(HostileServiceTest, AMemoryMaxBelowOnePageIsRefused) {
+// Why 12 (and issue 25): limits no workload can live with are refused, in
+// the one rule every way in shares (lease/limits_rule.h), and never applied.
+TEST_F(HostileServiceTest, LimitsNoWorkloadCanLiveWithAreRefused) {
   workloadCgroup("/system.slice/x.service", true);
-  json r = call(1, 0, "attach",
-                {{"pools", {"one"}}, {"cgroup", "/system.slice/x.service"}, {"memory_max", 1}});
-  EXPECT_EQ(r["error"]["code"], "invalid-params");
-  EXPECT_NE(r["error"]["message"].get<std::string>().find("below one page"), std::string::npos)
-      << r;
+  auto attach = [&](json extra) {
+    json p = {{"pools", {"one"}}, {"cgroup", "/system.slice/x.service"}};
+    p.update(extra);
+    return call(1, 0, "attach", p);
+  };
+  struct Case {
+    json params;
+    std::string says;
+  } cases[] = {
+      {{{"memory_max", 0}}, "\"memory_max\" 0 bytes is below 1 MiB"},
+      {{{"memory_max", 1}}, "\"memory_max\" 1 bytes is below 1 MiB"},
+      {{{"memory_max", (1 << 20) - 1}}, "\"memory_max\" 1048575 bytes is below 1 MiB"},
+      {{{"gpu_memory_max", 0}}, "\"gpu_memory_max\" 0 would act on the lease at its first sample"},
+      {{{"gpu_memory_high", 0}}, "\"gpu_memory_high\" 0 would act"},
+      {{{"gpu_memory_max", GiB}, {"gpu_memory_high", 2 * GiB}},
+       "\"gpu_memory_high\" 2.0 GiB is above \"gpu_memory_max\" 1.0 GiB"},
+  };
+  for (const auto& c : cases) {
+    json r = attach(c.params);
+    EXPECT_EQ(r["error"]["code"], "invalid-params") << r;
+    EXPECT_NE(r["error"]["message"].get<std::string>().find(c.says), std::string::npos) << r;
+    json acquire = {{"pools", {"one"}}};
+    acquire.update(c.params);
+    EXPECT_EQ(call(2, 1000, "acquire", acquire)["error"]["code"], "invalid-params") << acquire;
+  }
   EXPECT_EQ(readFile(host.cgroupRoot() + "/system.slice/x.service/memory.max"), "max\n");
+  EXPECT_EQ(service->liveLeases(), 0u);
+  // The floor itself passes the rule (then arrival: it uses more than that now).
+  EXPECT_NE(attach({{"memory_max", 1 << 20}})["error"]["message"].get<std::string>().find(
+                "attaching would kill it on arrival"),
+            std::string::npos);
 }
 
-// Why 12: a run lease whose client was killed leaves its slice; the daemon,
-// closing the lease as lost, stops that slice and nothing else.
 TEST_F(HostileServiceTest, ALostRunLeasesSliceIsStopped) {
   std::string id = runningLease(1, 0, "one");
   std::string scope = "/tally.slice/tally-" + id + ".slice/tally-" + id + ".scope";
@@ -225,6 +251,51 @@ struct ThrowingUnits : daemon::Units {
   Result<daemon::UnitRun> run(const std::string&) override { throw std::runtime_error("boom"); }
   Status watchUnit(const std::string&) override { return Ok{}; }
 };
+
+// Her own cgroup, 1,500 levels deep (once a SIGSEGV in a recursive walk, at
+// every restart): refused at attach with the limit named; a tree that grows
+// that deep after attach leaves the lease's GPU figure unknown with the
+// reason, and the daemon samples on.
+void chain(const std::string& top, int levels) {
+  makeDirs(top);
+  int back = ::open(".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  ASSERT_EQ(::chdir(top.c_str()), 0);  // relative mkdirs: no PATH_MAX on the way down
+  for (int i = 0; i < levels; ++i) {
+    ASSERT_EQ(::mkdir("c", 0755), 0) << i;
+    ASSERT_EQ(::chdir("c"), 0);
+  }
+  ASSERT_EQ(::fchdir(back), 0);
+  ::close(back);
+}
+
+TEST_F(HostileServiceTest, ATreeTooDeepToWalkIsRefusedAtAttachAndNeverCrashesASample) {
+  workloadCgroup("/user.slice/deep.scope", true, 1000);
+  host.addCgroup("/user.slice/deep.scope", {4242});
+  chain(host.cgroupRoot() + "/user.slice/deep.scope", 1500);
+  json r = call(1, 1000, "attach", {{"pools", {"one"}}, {"cgroup", "/user.slice/deep.scope"}});
+  ASSERT_FALSE(r["ok"]) << r;
+  EXPECT_EQ(r["error"]["code"], "refused");
+  EXPECT_EQ(r["error"]["message"],
+            "the cgroup tree under /user.slice/deep.scope is deeper than 64 levels; tally does not "
+            "walk trees that deep. Attach the cgroup that holds the workload itself, or keep its "
+            "tree within 64 levels and 16384 cgroups");
+  EXPECT_EQ(service->liveLeases(), 0u);
+
+  // A lease whose workload deepens its tree afterwards.
+  std::string id = runningLease(2, 1000);
+  std::string scope = "/tally.slice/tally-" + id + ".slice/tally-" + id + ".scope";
+  host.addCgroup(scope, {4243});
+  service->sample();
+  chain(host.cgroupRoot() + scope, 1500);
+  service->sample();
+  service->sample();
+  json shown = call(3, 1000, "lease", {{"lease", id}});
+  ASSERT_TRUE(shown["ok"]) << shown;
+  EXPECT_EQ(shown["result"]["state"], "running");
+  EXPECT_NE(shown["result"]["gpu"].value("unknown", "").find("deeper than 64 levels"),
+            std::string::npos)
+      << shown.dump(2);
+}
 
 TEST_F(HostileServiceTest, AnExceptionIsAnsweredInternalAndTheDaemonGoesOn) {
   ThrowingUnits throwing;

@@ -112,11 +112,11 @@ TEST(SlurmStep, OptionTyposAreRefusedWithTheOptionNamed) {
   o.gpuMemoryMax = "lots";
   refused(o, "--gpu-memory-max=lots");
   o.gpuMemoryMax = "0";
-  refused(o, "must be more than 0");
+  refused(o, "--gpu-memory-max 0 would act on the lease at its first sample");
   o = {};
   o.gpuMemoryMax = "1G";
   o.gpuMemoryHigh = "2G";
-  refused(o, "--gpu-memory-high=2G is above --gpu-memory-max=1G");
+  refused(o, "--gpu-memory-high 2.0 GiB is above --gpu-memory-max 1.0 GiB");
   o = {};
   o.pool = "a b";
   refused(o, "--tally-pool=a b");
