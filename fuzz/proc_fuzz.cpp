@@ -19,6 +19,7 @@
 #include "probes/proc_status.h"
 #include "probes/sysfs_value.h"
 #include "slurm/gres.h"
+#include "util/clean_text.h"
 #include "util/units.h"
 
 using namespace tally;
@@ -111,6 +112,12 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   } else if (h.error().message.empty()) {
     std::abort();
   }
+#elif TALLY_FUZZ_TARGET == 14
+  // Text others read: whatever comes in, what is shown is clean text and
+  // stays so when shown again; clean text is shown as it is.
+  std::string shown = text::printable(text);
+  if (text::cleanTextProblem(shown) || text::printable(shown) != shown) std::abort();
+  if (!text::cleanTextProblem(text) && shown != text) std::abort();
 #else
 #error "TALLY_FUZZ_TARGET must name a parser"
 #endif

@@ -11,6 +11,7 @@
 #include "cli/daemon_call.h"
 #include "cli/exit_codes.h"
 #include "cli/option_values.h"
+#include "cli/print_line.h"
 #include "cli/socket_path.h"
 #include "lease/spec.h"
 #include "ledger/ledger.h"
@@ -52,10 +53,11 @@ void printLeases(const json& leases) {
             : ageText(l.contains("started_at_ns") ? l["started_at_ns"] : l["granted_at_ns"]);
     json mem = l.contains("memory") ? l["memory"]["current_bytes"] : json();
     json gpu = l.contains("gpu") ? l["gpu"]["current_bytes"] : json();
-    fmt::print("{:<12}  {:<16}  {:<7}  {:<8}  {:<14}  {:>10}  {:>10}  {:>10}  {:>10}  {}\n",
-               l.value("lease", ""), l.value("name", ""), l.value("kind", ""), state, pools,
-               bytesOrDash(l["declared"]["memory_max"]), bytesOrDash(mem),
-               bytesOrDash(l["declared"]["gpu_memory_max"]), bytesOrDash(gpu), where);
+    printLine(
+        fmt::format("{:<12}  {:<16}  {:<7}  {:<8}  {:<14}  {:>10}  {:>10}  {:>10}  {:>10}  {}",
+                    l.value("lease", ""), l.value("name", ""), l.value("kind", ""), state, pools,
+                    bytesOrDash(l["declared"]["memory_max"]), bytesOrDash(mem),
+                    bytesOrDash(l["declared"]["gpu_memory_max"]), bytesOrDash(gpu), where));
   }
 }
 
@@ -362,14 +364,14 @@ int runClientCommand(const ClientCommands& c, const ClientOptions& o) {
       fmt::print("{}\n", r.dump(2));
       return kExitOk;
     }
-    for (const auto& line : leaseShowLines(r)) fmt::print("{}\n", line);
+    for (const auto& line : leaseShowLines(r)) printLine(line);
     // The memory timeline from the ledger's samples (the daemon's; a standalone
     // run keeps only its peaks), against the limits, with its events marked.
     auto t = leaseTimeline(r);
     if (!t.host.points.empty()) {
       for (const auto* s : {&t.host, &t.gpu}) {
         fmt::print("\n");
-        for (const auto& line : views::timelineText(*s, t.marks, 80, 6)) fmt::print("{}\n", line);
+        for (const auto& line : views::timelineText(*s, t.marks, 80, 6)) printLine(line);
       }
     } else {
       fmt::print("  (no samples in the ledger: a standalone 'tally run' records its peaks only)\n");
@@ -419,7 +421,7 @@ int runClientCommand(const ClientCommands& c, const ClientOptions& o) {
       return kExitOk;
     }
     for (const auto& line : views::seatTable(m->result["seats"], 1000))
-      fmt::print("{}\n", text::trimRight(line));
+      printLine(text::trimRight(line));
     return kExitOk;
   }
   if (c.metrics->parsed()) {

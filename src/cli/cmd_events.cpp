@@ -4,6 +4,7 @@
 #include "cli/cmd_client.h"
 #include "cli/exit_codes.h"
 #include "cli/option_values.h"
+#include "cli/print_line.h"
 #include "cli/socket_path.h"
 #include "rpc/client.h"
 #include "rpc/messages.h"
@@ -54,13 +55,13 @@ int followEvents(const ClientOptions& o) {
       fmt::print("{}\n", e.dump());
     } else if (auto b = m->event == "gpu-bound" ? rpc::api::decodeGpuBoundEvent(e)
                                                 : Result<rpc::api::GpuBoundEvent>(Error{0, ""})) {
-      fmt::print("{} lease {} ({}): {}\n", enforce::verdictName(b->event.kind), b->lease, b->name,
-                 b->event.summary);
+      printLine(fmt::format("{} lease {} ({}): {}", enforce::verdictName(b->event.kind), b->lease,
+                            b->name, b->event.summary));
     } else if (auto l = m->event == "lease" ? rpc::api::decodeLeaseEvent(e)
                                             : Result<rpc::api::LeaseEvent>(Error{0, ""})) {
-      fmt::print("{}\n", text::truncateUtf8(l->message, 1024));
+      printLine(text::truncateUtf8(l->message, 1024));
     } else {
-      fmt::print("{}: {}\n", e.value("event", "?"), e.value("verdict", e.dump()));
+      printLine(fmt::format("{}: {}", e.value("event", "?"), e.value("verdict", e.dump())));
     }
     std::fflush(stdout);
   }

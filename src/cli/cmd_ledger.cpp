@@ -12,6 +12,7 @@
 #include <tuple>
 
 #include "cli/exit_codes.h"
+#include "cli/print_line.h"
 #include "config/config.h"
 #include "ledger/ledger.h"
 #include "util/clock.h"
@@ -73,7 +74,7 @@ int runVerify(ledger::Ledger& db, const LedgerOptions& o) {
                text::counted(rep->problems.size(), "problem", "problems"),
                text::counted(rep->rows, "row", "rows"));
     for (const auto& p : rep->problems)
-      fmt::print("  {}{}\n", p,
+      fmt::print("  {}{}\n", text::printable(p),
                  std::find(accepted.begin(), accepted.end(), p) != accepted.end()
                      ? " (acknowledged)"
                      : "");
@@ -246,7 +247,7 @@ int runLedger(const LedgerOptions& o) {
     fmt::print("{}\n", out.dump(2));
     return kExitOk;
   }
-  for (const auto& line : views::ledgerTable(*rows, o.utc)) fmt::print("{}\n", line);
+  for (const auto& line : views::ledgerTable(*rows, o.utc)) printLine(line);
   return kExitOk;
 }
 

@@ -177,7 +177,7 @@ int runTop(const TopOptions& o) {
     }
     view.width = terminalSize(STDOUT_FILENO).width;
     for (const auto& line : views::render(*overview, view)) {
-      std::string_view l = line;
+      std::string_view l = line;  // printable already (views/top.cpp: fit)
       while (!l.empty() && l.back() == ' ') l.remove_suffix(1);
       fmt::print("{}\n", l);
     }

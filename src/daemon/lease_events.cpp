@@ -7,6 +7,7 @@
 #include "daemon/lease_rows.h"
 #include "rpc/messages.h"
 #include "rpc/protocol.h"
+#include "util/clean_text.h"
 #include "util/clock.h"
 
 namespace tally::daemon {
@@ -188,7 +189,7 @@ void LeaseEvents::note(int priority, const std::string& message,
   if (journal_)
     journal_->note(priority, message, fields);
   else
-    fmt::print(stderr, "tally daemon: {}\n", message);
+    fmt::print(stderr, "tally daemon: {}\n", text::printable(message));
 }
 
 }  // namespace tally::daemon

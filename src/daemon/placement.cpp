@@ -10,6 +10,7 @@
 #include "lease/meter.h"
 #include "probes/proc_cgroup.h"
 #include "rpc/protocol.h"
+#include "util/clean_text.h"
 #include "util/text.h"
 #include "util/units.h"
 
@@ -80,6 +81,13 @@ std::optional<Denial> placeAttach(const PlacementEnv& env, const LeaseBook& book
   const std::string& cgPath = *canonical;
   if (cgPath == "/")
     return Denial{code::kRefused, "the root cgroup is the whole host, not a workload"};
+  // Its path reaches terminals, the journal and metric labels: clean text only.
+  if (auto why = text::cleanTextProblem(cgPath)) {
+    return Denial{code::kRefused,
+                  fmt::format("cgroup {} has a path that {}; tally leases only cgroups whose "
+                              "paths print as they are (rename it, or attach a parent)",
+                              text::printable(text::truncateUtf8(cgPath, 256)), *why)};
+  }
   auto cg = cgroup::Cgroup::open(*env.cgroupRoot, cgPath);
   if (!cg) return Denial{code::kNotFound, fmt::format("cgroup {}: {}", cgPath, cg.error().message)};
   if (peer.uid != 0 && cg->owner() != peer.uid) {

@@ -11,6 +11,7 @@
 
 #include "lease/outcome.h"
 #include "ledger/kinds.h"
+#include "util/clean_text.h"
 #include "util/json_view.h"
 
 namespace tally::journal {
@@ -97,10 +98,13 @@ void SdJournal::note(int priority, const std::string& message,
                      const std::vector<std::pair<std::string, std::string>>& fields) {
   std::vector<std::string> lines;
   lines.reserve(fields.size() + 3);
-  lines.push_back("MESSAGE=" + prefix_ + message);
+  // Names, units, paths and summaries in a message or a field come from
+  // clients and the kernel: journalctl shows them on a terminal, printable.
+  const std::string shown = text::printable(message);
+  lines.push_back("MESSAGE=" + prefix_ + shown);
   lines.push_back(fmt::format("PRIORITY={}", priority));
   lines.push_back("SYSLOG_IDENTIFIER=tally");
-  for (const auto& [key, value] : fields) lines.push_back(key + "=" + value);
+  for (const auto& [key, value] : fields) lines.push_back(key + "=" + text::printable(value));
   std::vector<iovec> iov;
   iov.reserve(lines.size());
   for (auto& l : lines) iov.push_back({l.data(), l.size()});
@@ -110,7 +114,7 @@ void SdJournal::note(int priority, const std::string& message,
   static const bool journald = ::access("/run/systemd/journal/socket", W_OK) == 0;
   if ((!journald || sd_journal_sendv(iov.data(), static_cast<int>(iov.size())) < 0) &&
       stderrFallback_) {
-    fmt::print(stderr, "{}{}\n", prefix_, message);
+    fmt::print(stderr, "{}{}\n", prefix_, shown);
   }
 }
 

@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include "util/clean_text.h"
+
 namespace tally::lease {
 
 Status checkAttribute(std::string_view key, std::string_view value) {
@@ -17,11 +19,8 @@ Status checkAttribute(std::string_view key, std::string_view value) {
     return Error{0, fmt::format("attribute '{}' is {} bytes; values are at most {}", key,
                                 value.size(), kMaxAttributeValue)};
   }
-  for (char ch : value) {
-    auto c = static_cast<unsigned char>(ch);
-    if (c < 0x20 || c == 0x7f)
-      return Error{0, fmt::format("attribute '{}' contains a control character", key)};
-  }
+  if (auto why = text::cleanTextProblem(value))
+    return Error{0, fmt::format("attribute '{}' {}", key, *why)};
   return Ok{};
 }
 

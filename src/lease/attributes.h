@@ -20,7 +20,7 @@ inline constexpr std::size_t kMaxAttributeKey = 32;
 inline constexpr std::size_t kMaxAttributeValue = 256;
 
 // KEY=VALUE, KEY 1-32 of [a-z0-9_] starting with a letter, VALUE 0-256
-// printable UTF-8 without control characters.
+// bytes of clean text (util/clean_text.h: UTF-8, no control or bidi characters).
 Result<std::pair<std::string, std::string>> parseAttribute(std::string_view text);
 Status checkAttribute(std::string_view key, std::string_view value);
 

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include "util/clean_text.h"
 #include "util/json_view.h"
 #include "util/units.h"
 
@@ -79,7 +80,7 @@ json recordJson(const LeaseRecord& r) {
     o["signal_name"] = signalName(*r.outcome.signal);
   }
   if (r.outcome.oomKills) o["oom_kill"] = *r.outcome.oomKills;
-  o["summary"] = r.outcome.summary;
+  o["summary"] = text::printable(r.outcome.summary);  // it names kernel text (cgroup paths)
   // Only a workload tally ran has an exit status; an attached or lost one has none.
   if (r.outcome.hasExitStatus) o["tally_exit_status"] = r.outcome.exitStatus;
   j["outcome"] = o;

@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include "util/clean_text.h"
+
 namespace tally::metrics {
 namespace {
 
@@ -38,7 +40,10 @@ bool validLabelName(const std::string& name) {
   return validName(name, false) && name.rfind("__", 0) != 0;
 }
 
-std::string escapeLabelValue(const std::string& v) {
+std::string escapeLabelValue(const std::string& raw) {
+  // Prometheus refuses the whole exposition over one byte that is not UTF-8
+  // (a cgroup name is any bytes): printable first, then the format's escapes.
+  const std::string v = text::printable(raw);
   std::string out;
   out.reserve(v.size());
   for (char c : v) {

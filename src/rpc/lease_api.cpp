@@ -12,6 +12,7 @@
 #include "lease/outcome.h"
 #include "lease/spec.h"
 #include "rpc/fields.h"
+#include "util/clean_text.h"
 #include "util/text.h"
 
 namespace tally::rpc::api {
@@ -239,7 +240,7 @@ json encode(const Bound& b) {
   json e = {{"kind", enforce::verdictName(b.event.kind)},
             {"bytes", b.event.bytes},
             {"limit", b.event.limit},
-            {"summary", text::truncateUtf8(b.event.summary, kMaxSummary)}};
+            {"summary", text::truncateUtf8(text::printable(b.event.summary), kMaxSummary)}};
   if (b.event.samples) e["samples"] = b.event.samples;
   if (b.event.firstOverNs) e["first_over_ns"] = b.event.firstOverNs;
   if (b.event.atNs) e["at_ns"] = b.event.atNs;
@@ -272,10 +273,10 @@ Result<Attach> decodeAttach(const json& params) {
   if (targets != 1) return Error{0, "attach needs exactly one of \"unit\", \"cgroup\", \"pid\""};
   if (*unit) {
     const std::string& u = **unit;
-    for (char c : u) {
-      if (static_cast<unsigned char>(c) < 0x20 || c == '/' || c == 0x7f)
-        return f.bad("unit", "must be a unit name (no '/', no control characters)");
-    }
+    if (u.find('/') != std::string::npos || text::cleanTextProblem(u))
+      return f.bad("unit",
+                   "must be a unit name (no '/', clean text: UTF-8 without control or "
+                   "bidi characters)");
     a.target.unit = u;
   }
   a.target.cgroup = std::move(*cg);
@@ -343,10 +344,15 @@ Result<Complete> decodeComplete(const json& params) {
   if (!record) return f.bad("record", "is required (the lease's outcome record)");
   if (auto s = checkRecord(*record, c.lease); !s) return s.error();
   c.record = *record;
-  // The summary is shown in listings and the journal: cut, never refused.
+  // The summary is shown in listings, terminals and the journal: clean text
+  // or refused (the client makes its own printable), then cut to 1 KiB.
   auto& o = c.record["outcome"];
-  if (o.contains("summary"))
-    o["summary"] = text::truncateUtf8(o["summary"].get_ref<const std::string&>(), 1024);
+  if (o.contains("summary")) {
+    const auto& text = o["summary"].get_ref<const std::string&>();
+    if (auto why = text::cleanTextProblem(text))
+      return Error{0, fmt::format("\"record.outcome.summary\" {}", *why)};
+    o["summary"] = text::truncateUtf8(text, 1024);
+  }
   if (auto s = f.unknown(); !s) return s.error();
   return c;
 }
@@ -384,6 +390,7 @@ Result<Bound> decodeBound(const json& params) {
   auto summary = e.str("summary", kMaxRecordBytes);
   if (!summary) return summary.error();
   if (!*summary) return e.bad("summary", "is required");
+  if (auto why = text::cleanTextProblem(**summary)) return e.bad("summary", *why);
   b.event.summary = text::truncateUtf8(**summary, kMaxSummary);
   auto samples = e.u64("samples", 1'000'000);
   if (!samples) return samples.error();

@@ -7,6 +7,7 @@
 #include <functional>
 #include <optional>
 
+#include "util/clean_text.h"
 #include "util/json_view.h"
 #include "util/text.h"
 #include "util/units.h"
@@ -64,7 +65,11 @@ std::string clockText(std::uint64_t ns) {
 
 }  // namespace
 
-std::string fit(const std::string& line, std::size_t width) {
+// Every line tally top shows goes through here: made printable first (names,
+// units, cgroup paths and attributes come from clients and the kernel; a
+// terminal must show them, never obey them), then cut to the width.
+std::string fit(const std::string& raw, std::size_t width) {
+  const std::string line = text::printable(raw);
   std::string out;
   std::size_t cols = 0;
   for (std::size_t i = 0; i < line.size() && cols < width;) {

@@ -3,6 +3,7 @@
 #include <fcntl.h>
 
 #include "daemon/service_fixture.h"
+#include "util/clean_text.h"
 
 namespace tally {
 namespace {
@@ -295,6 +296,53 @@ TEST_F(HostileServiceTest, ATreeTooDeepToWalkIsRefusedAtAttachAndNeverCrashesASa
   EXPECT_NE(shown["result"]["gpu"].value("unknown", "").find("deeper than 64 levels"),
             std::string::npos)
       << shown.dump(2);
+}
+
+// Text others read is clean on the way in: an attribute, a bound event's
+// or an outcome's summary, a unit name with ESC, CSI, OSC, C1 or a bidi
+// override is refused naming the field; a cgroup whose path is not clean
+// text is refused with the path shown, never obeyed.
+TEST_F(HostileServiceTest, TextOthersReadIsRefusedUnlessClean) {
+  for (std::string bad : {std::string("\x1b]0;ALL GPU LEASES HEALTHY\x07"), std::string("\x1b[2J"),
+                          std::string("c1\xc2\x9b"), std::string("evil\xe2\x80\xaegnp")}) {
+    json r = call(1, 1000, "acquire", {{"pools", {"gpu"}}, {"attributes", {{"model", bad}}}});
+    EXPECT_EQ(r["error"]["code"], "invalid-params") << r;
+    EXPECT_NE(r["error"]["message"].get<std::string>().find("attribute 'model' contains a"),
+              std::string::npos)
+        << r;
+    r = call(1, 0, "attach", {{"pools", {"one"}}, {"unit", "x" + bad + ".service"}});
+    EXPECT_EQ(r["error"]["code"], "invalid-params") << r;
+  }
+  std::string id = runningLease(2, 1000);
+  json r = call(2, 1000, "bound",
+                {{"lease", id},
+                 {"event",
+                  {{"kind", "gpu-memory-high"},
+                   {"bytes", 2 * GiB},
+                   {"limit", GiB},
+                   {"summary", "over\x1b]0;fine\x07"}}}});
+  EXPECT_EQ(r["error"]["code"], "invalid-params") << r;
+  EXPECT_NE(r["error"]["message"].get<std::string>().find("contains a control character (U+001B)"),
+            std::string::npos)
+      << r;
+  json record = {{"lease", {{"id", id}}},
+                 {"outcome", {{"class", "exited"}, {"summary", "done\xe2\x80\xae"}}}};
+  r = call(2, 1000, "complete", {{"lease", id}, {"record", record}});
+  EXPECT_EQ(r["error"]["code"], "invalid-params") << r;
+  EXPECT_EQ(kinds(id), (std::vector<std::string>{"granted", "started"}));  // nothing recorded
+
+  // A cgroup is any bytes its owner chose: its path is shown, not obeyed.
+  std::string evil = "/user.slice/x\x1b[2J\xff.scope";
+  workloadCgroup(evil, true, 1000);
+  r = call(3, 1000, "attach", {{"pools", {"one"}}, {"cgroup", evil}});
+  EXPECT_EQ(r["error"]["code"], "refused")
+      << r.dump(-1, ' ', false, json::error_handler_t::replace);
+  std::string msg = r["error"]["message"];
+  EXPECT_NE(msg.find("cgroup /user.slice/x\\u{001B}[2J\\xff.scope has a path that contains a "
+                     "control character (U+001B)"),
+            std::string::npos)
+      << msg;
+  EXPECT_EQ(text::cleanTextProblem(msg), std::nullopt);
 }
 
 TEST_F(HostileServiceTest, AnExceptionIsAnsweredInternalAndTheDaemonGoesOn) {

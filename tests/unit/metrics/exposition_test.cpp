@@ -26,7 +26,11 @@ TEST(Exposition, NamesEscapesAndValues) {
   EXPECT_FALSE(metrics::validMetricName("a-b"));
   EXPECT_FALSE(metrics::validLabelName("a:b"));
   EXPECT_FALSE(metrics::validLabelName("__reserved"));
-  EXPECT_EQ(metrics::escapeLabelValue("a\"b\\c\nd"), "a\\\"b\\\\c\\nd");
+  // The format's escapes, after the text is made printable (util/clean_text.h):
+  // a newline is shown, not obeyed; bytes that are not UTF-8 never reach Prometheus.
+  EXPECT_EQ(metrics::escapeLabelValue("a\"b\\c\nd"), "a\\\"b\\\\c\\\\u{000A}d");
+  EXPECT_EQ(metrics::escapeLabelValue("/user.slice/\xff\x1b]0;x\x07"),
+            "/user.slice/\\\\xff\\\\u{001B}]0;x\\\\u{0007}");
   std::vector<metrics::Family> f = {
       {"x_bytes",
        "help with \\ and\nnewline",

@@ -14,6 +14,7 @@
 #include "support/fake_host.h"
 #include "support/overview_sample.h"
 #include "support/process.h"
+#include "views/top.h"
 
 namespace tally {
 namespace {
@@ -119,6 +120,55 @@ TEST(GrafanaDashboard, EveryQueryNamesAMetricTallyExportsAndParses) {
   writeFile(dir.path() + "/rules.yml", rules);
   auto check = runProgram({"promtool", "check", "rules", dir.path() + "/rules.yml"});
   EXPECT_EQ(check.exitCode(), 0) << check.out << check.err << rules;
+}
+
+}  // namespace
+}  // namespace tally
+
+namespace tally {
+namespace {
+
+using namespace tally::testing;
+
+// What a client or the kernel names (a cgroup is any bytes a user mkdir'ed)
+// never breaks what others read: ESC, CSI, OSC, C1, bidi overrides and bytes
+// that are not UTF-8 are shown, never obeyed, and promtool takes the whole
+// exposition; tally top's lines carry none of them.
+TEST(HostileText, EveryOutputShowsItAndNothingObeysIt) {
+  const std::string esc = "\x1b]0;ALL GPU LEASES HEALTHY\x07\x1b[2J";
+  json seat = freshSeat();
+  seat["name"] = "llama" + esc;
+  seat["workload"]["unit"] =
+      "evil\xe2\x80\xae"
+      "ecivres.service";
+  seat["workload"]["cgroup"] =
+      "/user.slice/\xff\xfe\xc2\x9b"
+      "31m";
+  seat["declared"]["attributes"]["model"] = "q\x1b[31mred";
+  std::string text = metrics::renderOverview(overviewWith(seat));
+  auto clean = [](const std::string& out) {
+    return out.find('\x1b') == std::string::npos && out.find('\x07') == std::string::npos &&
+           out.find('\xff') == std::string::npos && out.find("\xc2\x9b") == std::string::npos &&
+           out.find("\xe2\x80\xae") == std::string::npos;
+  };
+  EXPECT_TRUE(clean(text));
+  EXPECT_NE(text.find("/user.slice/\\\\xff\\\\xfe\\\\u{009B}31m"), std::string::npos) << text;
+  TempDir dir;
+  writeFile(dir.path() + "/tally.prom", text);
+  auto check =
+      runProgram({"sh", "-c", "promtool check metrics < \"$0\"", dir.path() + "/tally.prom"});
+  EXPECT_EQ(check.exitCode(), 0) << check.out << check.err;
+
+  views::ViewOptions view;
+  view.width = 400;
+  for (const auto& line : views::render(overviewWith(seat), view)) {
+    EXPECT_TRUE(clean(line)) << line;
+  }
+  std::string all;
+  for (const auto& line : views::render(overviewWith(seat), view)) all += line + "\n";
+  EXPECT_NE(all.find(" llama\\u{001… "), std::string::npos) << all;  // NAME is 12 columns
+  EXPECT_NE(all.find("model=q\\u{001B}[31mred  evil\\u{202E}ecivres.service"), std::string::npos)
+      << all;
 }
 
 }  // namespace

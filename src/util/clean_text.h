@@ -1,0 +1,28 @@
+// Text others read: a string from a client or the kernel (a lease's name, a
+// unit, a cgroup path, a summary, an attribute) reaches terminals, the
+// journal and Prometheus. A terminal obeys escape sequences (ESC, CSI, OSC
+// retitle a tmux pane, C1 controls act like ESC [), bidi overrides reorder
+// what is shown, and Prometheus refuses a whole exposition over one byte that
+// is not UTF-8. So text is checked on the way in (refused when not clean)
+// and made printable on the way out (whatever got in, or came from the kernel).
+#pragma once
+
+#include <optional>
+#include <string>
+#include <string_view>
+
+namespace tally::text {
+
+// Why `s` is not clean text, or nullopt: not UTF-8 (overlong forms and
+// surrogates included), a C0 control or DEL, a C1 control (U+0080..U+009F),
+// or a bidirectional formatting character (U+061C, U+200E, U+200F,
+// U+202A..U+202E, U+2066..U+2069).
+std::optional<std::string> cleanTextProblem(std::string_view s);
+
+// `s` with every byte that is not UTF-8 written \xNN and every character
+// cleanTextProblem() names written \u{XXXX}; anything else unchanged. The
+// result is always clean text, and printable(printable(s)) == printable(s):
+// a renderer may apply it to a cell and again to the line.
+std::string printable(std::string_view s);
+
+}  // namespace tally::text
