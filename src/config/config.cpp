@@ -144,6 +144,8 @@ void readDaemon(Reader& r, const toml::table& t, Daemon& d) {
               "max_connections_per_uid",
               "max_queued",
               "max_queued_per_connection",
+              "max_queued_per_uid",
+              "priority_group",
               "idle_timeout",
               "request_timeout"});
   if (auto s = r.string(t, "socket", "daemon")) {
@@ -207,6 +209,8 @@ void readDaemon(Reader& r, const toml::table& t, Daemon& d) {
   if (auto v = r.count(t, "max_queued", "daemon", 1, 10'000'000)) d.maxQueued = *v;
   if (auto v = r.count(t, "max_queued_per_connection", "daemon", 1, 1'000'000))
     d.maxQueuedPerConnection = *v;
+  if (auto v = r.count(t, "max_queued_per_uid", "daemon", 1, 10'000'000)) d.maxQueuedPerUid = *v;
+  if (auto s = r.string(t, "priority_group", "daemon")) d.priorityGroup = *s;
   if (auto v = r.duration(t, "idle_timeout", "daemon")) {
     if (*v < 1'000'000)
       r.problem(*t.get("idle_timeout"), "daemon.idle_timeout must be at least 1s");

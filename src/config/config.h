@@ -76,6 +76,9 @@ struct Daemon {
   std::uint64_t maxConnectionsPerUid = 64;
   std::uint64_t maxQueued = 16384;
   std::uint64_t maxQueuedPerConnection = 64;
+  std::uint64_t maxQueuedPerUid = 256;
+  // Priorities above 0 are root's, and this group's members' (none: root's only).
+  std::optional<std::string> priorityGroup;
   std::uint64_t idleTimeoutUs = 60'000'000;
   std::uint64_t requestTimeoutUs = 10'000'000;  // a request line must arrive whole within this
 };

@@ -42,6 +42,8 @@ json effectiveJson(const Config& c, const std::string& stateDir) {
       {"max_connections_per_uid", d.maxConnectionsPerUid},
       {"max_queued", d.maxQueued},
       {"max_queued_per_connection", d.maxQueuedPerConnection},
+      {"max_queued_per_uid", d.maxQueuedPerUid},
+      {"priority_group", d.priorityGroup ? json(*d.priorityGroup) : json(nullptr)},
       {"idle_timeout_us", d.idleTimeoutUs},
       {"request_timeout_us", d.requestTimeoutUs}};
   json leases = json::array();

@@ -10,7 +10,17 @@
 
 namespace tally::daemon {
 
-Status LeaseBook::roomToWait(std::uint64_t conn, const Limits& limits) const {
+Status LeaseBook::roomToWait(std::uint64_t conn, uid_t uid, const Limits& limits) const {
+  // One user's queue never fills everyone's: root (the operator) is not counted.
+  if (uid != 0) {
+    auto it = queuedPerUid_.find(uid);
+    if (it != queuedPerUid_.end() && it->second >= limits.maxQueuedPerUid) {
+      return Error{EBUSY,
+                   fmt::format("uid {} already has {} requests waiting (max_queued_per_uid); "
+                               "wait for a grant or cancel one",
+                               uid, limits.maxQueuedPerUid)};
+    }
+  }
   if (conn && queuedOn(conn) >= limits.maxQueuedPerConnection) {
     return Error{EBUSY, fmt::format("this connection already has {} requests waiting (the limit); "
                                     "wait for a grant or cancel one",
@@ -60,11 +70,14 @@ std::vector<std::string> LeaseBook::enqueue(std::unique_ptr<Lease> l,
   std::string id = l->id;
   engine_.enqueue(l->req);
   if (l->client.conn) ++queuedPerConn_[l->client.conn];
+  ++queuedPerUid_[l->owner];
   leases_[id] = std::move(l);
   return engine_.grantArrival(id, headroom);
 }
 
 void LeaseBook::leftQueue(const Lease& l) {
+  if (auto u = queuedPerUid_.find(l.owner); u != queuedPerUid_.end() && --u->second == 0)
+    queuedPerUid_.erase(u);
   auto it = queuedPerConn_.find(l.client.conn);
   if (it == queuedPerConn_.end()) return;
   if (--it->second == 0) queuedPerConn_.erase(it);

@@ -55,7 +55,7 @@ class LeaseBook {
   std::size_t queuedOn(std::uint64_t conn) const;
   // Whether one more request of `conn` may wait: what one connection, and
   // everyone together, may keep queued (Limits). The error says which limit.
-  Status roomToWait(std::uint64_t conn, const Limits& limits) const;
+  Status roomToWait(std::uint64_t conn, uid_t uid, const Limits& limits) const;
   // Whether a waiter waits on measured headroom, which moves by itself (the
   // other reasons change only when a lease ends).
   bool waitsOnMeasuredHeadroom() const;
@@ -102,6 +102,7 @@ class LeaseBook {
   std::map<std::string, std::unique_ptr<Lease>> leases_;
   admission::Engine engine_;
   std::map<std::uint64_t, std::size_t> queuedPerConn_;
+  std::map<uid_t, std::size_t> queuedPerUid_;
 };
 
 }  // namespace tally::daemon

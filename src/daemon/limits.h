@@ -40,6 +40,9 @@ struct Limits {
   // `hello` under 100 ms: docs/PERFORMANCE.md).
   std::size_t maxQueuedPerConnection = 64;
   std::size_t maxQueued = 16384;
+  // Per user (root not counted): one user's requests never fill the queue
+  // for everyone, whatever connections she opens.
+  std::size_t maxQueuedPerUid = 256;
 
   // GPU bound events a run lease's client may report: a burst, then one
   // per `boundRefillUs`. More are answered "rate-limited" and counted.

@@ -1,6 +1,8 @@
 #include "daemon/service.h"
 
 #include <fmt/format.h>
+#include <grp.h>
+#include <pwd.h>
 #include <syslog.h>
 #include <unistd.h>
 
@@ -172,8 +174,19 @@ Service::Admission Service::admit(std::uint64_t conn, const Peer& peer, const js
                     "the daemon",
                     ledger_.path(), fmt::join(ledgerDamage_, "; ")));
   }
-  if (auto room = book_.roomToWait(conn, env_.limits); !room)
+  if (auto room = book_.roomToWait(conn, peer.uid, env_.limits); !room)
     return refused(code::kBusy, room.error().message);
+  // Ahead of everyone is the operator's call, not each user's own.
+  if (d.priority > 0 && !mayPrioritise(peer)) {
+    return refused(
+        code::kForbidden,
+        fmt::format("priority {} puts this request ahead of everyone else's; only root{} "
+                    "may ask for a priority above 0. Ask without --priority",
+                    d.priority,
+                    cfg_.daemon.priorityGroup
+                        ? " and members of group " + *cfg_.daemon.priorityGroup
+                        : std::string()));
+  }
   auto kind = attach ? lease::LeaseKind::Attach : lease::LeaseKind::Run;
   auto l = newLease(kind, peer.uid, peer.pid, conn, d, cfg_.daemon, env_.limits, handover_);
   auto totals = [this](const config::Pool& pool) { return measures_.totalsFor(pool); };
@@ -220,6 +233,25 @@ Service::Admission Service::admit(std::uint64_t conn, const Peer& peer, const js
   // Only the waiters whose place or reason changed (the new one, at least).
   events_.positions(book_.moves(headroom()));
   return {arrivalRefused, false};
+}
+
+bool Service::mayPrioritise(const Peer& peer) const {
+  if (peer.uid == 0) return true;
+  if (!cfg_.daemon.priorityGroup) return false;
+  const group* g = ::getgrnam(cfg_.daemon.priorityGroup->c_str());
+  if (!g) return false;
+  if (peer.gid == g->gr_gid) return true;
+  const passwd* pw = ::getpwuid(peer.uid);
+  if (!pw) return false;
+  std::vector<gid_t> groups(64);
+  int n = static_cast<int>(groups.size());
+  gid_t want = g->gr_gid;
+  if (::getgrouplist(pw->pw_name, pw->pw_gid, groups.data(), &n) < 0) {
+    groups.resize(static_cast<std::size_t>(n));
+    if (::getgrouplist(pw->pw_name, pw->pw_gid, groups.data(), &n) < 0) return false;
+  }
+  groups.resize(static_cast<std::size_t>(n));
+  return std::find(groups.begin(), groups.end(), want) != groups.end();
 }
 
 void Service::tryGrant() {

@@ -149,6 +149,8 @@ class Service {
                  bool cancelOnly);
   void onBound(std::uint64_t conn, const Peer& peer, const json& id, const rpc::api::Bound& p);
 
+  // Root, or a member of [daemon] priority_group: may ask for a priority above 0.
+  bool mayPrioritise(const Peer& peer) const;
   // Grants what fits now (a full pass) and tells waiters their new places.
   void tryGrant();
   // Why it was refused after all (recorded, adoption failed), or nothing.

@@ -345,6 +345,56 @@ TEST_F(HostileServiceTest, TextOthersReadIsRefusedUnlessClean) {
   EXPECT_EQ(text::cleanTextProblem(msg), std::nullopt);
 }
 
+// One user degrades no one: her waiting requests are capped per uid however
+// many connections she opens (root and other users are not counted), and a
+// priority above 0 is root's, or a member's of [daemon] priority_group.
+TEST_F(HostileServiceTest, OneUsersQueueAndPriorityAreHerOwn) {
+  limits.maxQueuedPerUid = 3;
+  reopen();
+  ASSERT_TRUE(call(1, 1000, "acquire", {{"pools", {"one"}}})["ok"]);  // holds the one slot
+  for (std::uint64_t conn = 10; conn < 13; ++conn) {
+    call(conn, 1000, "acquire", {{"pools", {"one"}}});
+    EXPECT_EQ(outbox.last(conn)["event"], "queued");
+  }
+  json r = call(13, 1000, "acquire", {{"pools", {"one"}}});
+  EXPECT_EQ(r["error"]["code"], "busy") << r;
+  EXPECT_EQ(r["error"]["message"],
+            "uid 1000 already has 3 requests waiting (max_queued_per_uid); wait for a grant or "
+            "cancel one");
+  call(20, 1001, "acquire", {{"pools", {"one"}}});
+  EXPECT_EQ(outbox.last(20)["event"], "queued");  // another user still queues
+  call(21, 0, "acquire", {{"pools", {"one"}}});
+  EXPECT_EQ(outbox.last(21)["event"], "queued");  // and root
+  EXPECT_EQ(service->queuedRequests(), 5u);
+
+  json p =
+      call(30, 1001, "acquire", {{"pools", {"gpu"}}, {"gpu_memory_max", GiB}, {"priority", 100}});
+  EXPECT_EQ(p["error"]["code"], "forbidden") << p;
+  EXPECT_EQ(p["error"]["message"],
+            "priority 100 puts this request ahead of everyone else's; only root may ask for a "
+            "priority above 0. Ask without --priority");
+  EXPECT_TRUE(call(31, 1001, "acquire",
+                   {{"pools", {"gpu"}}, {"gpu_memory_max", GiB}, {"priority", -5}})["ok"]);
+  EXPECT_TRUE(call(32, 0, "acquire",
+                   {{"pools", {"gpu"}}, {"gpu_memory_max", GiB}, {"priority", 100}})["ok"]);
+  // A configured group's members may (Debian's base-passwd has "users", gid 100).
+  cfg.daemon.priorityGroup = "users";
+  reopen();
+  auto asMember = [&](std::uint64_t conn, gid_t gid) {
+    rpc::Request req{
+        json(next++), "acquire", {{"pools", {"gpu"}}, {"gpu_memory_max", GiB}, {"priority", 10}}};
+    service->handle(conn, daemon::Peer{1000, 1001, gid}, req);
+    return outbox.last(conn);
+  };
+  EXPECT_TRUE(asMember(40, 100)["ok"]);
+  json other = asMember(41, 1001);
+  EXPECT_EQ(other["error"]["code"], "forbidden") << other;
+  EXPECT_NE(
+      other["error"]["message"].get<std::string>().find("only root and members of group users may"),
+      std::string::npos)
+      << other;
+}
+
 TEST_F(HostileServiceTest, AnExceptionIsAnsweredInternalAndTheDaemonGoesOn) {
   ThrowingUnits throwing;
   daemon::ServiceEnv env{*proc, *sys, &*cgroup, outbox, watches, &throwing, 4096, &journal};
