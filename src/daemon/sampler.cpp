@@ -106,8 +106,15 @@ void Sampler::enforceBound(Lease& l, std::uint64_t nowNs) {
 
 std::optional<std::uint64_t> Sampler::paced(const Lease& l) const {
   // Only the daemon's own bound (attached leases) is sampled faster near its
-  // line; a run lease's client enforces its bound, at the same cadence.
-  return l.isAttach() ? l.metering.bound.max : std::nullopt;
+  // line; a run lease's client enforces its bound, at the same cadence. Fast
+  // sampling exists to kill sooner: a bound that will not kill (report-only,
+  // or its kill already asked) is sampled at sample_interval, however long
+  // the lease sits at or over it (3,000 child cgroups walked every 50 ms
+  // forever once held a core).
+  if (!l.isAttach()) return std::nullopt;
+  const auto& b = l.metering.bound;
+  if (b.action != enforce::Action::Kill || l.metering.boundState.acted) return std::nullopt;
+  return b.max;
 }
 
 }  // namespace tally::daemon

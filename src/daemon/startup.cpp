@@ -175,9 +175,11 @@ Ended serve(const StartOptions& o) {
   }
   if (textfile || http) {
     // The lambda outlives this block (the loop calls it): it owns its state.
-    auto publish = [&service, &http, &textfile, textfileFailing = false]() mutable {
+    auto publish = [&service, &http, &textfile, textfileFailing = false,
+                    lastWritten = std::string()]() mutable {
       std::string text = metrics::renderOverview(service.overview(clock::realtimeNs()));
-      if (textfile) {
+      // Rewritten only when it changed (node_exporter reads it on its own clock).
+      if (textfile && (text != lastWritten || textfileFailing)) {
         auto s = textfile->write(text);
         // Said once when it starts failing and once when it recovers, not every second.
         if (!s && !textfileFailing)
@@ -185,6 +187,7 @@ Ended serve(const StartOptions& o) {
         if (s && textfileFailing)
           fmt::print(stderr, "tally daemon: metrics textfile {} written again\n", textfile->path());
         textfileFailing = !s;
+        if (s) lastWritten = text;
       }
       if (http) http->publish(std::move(text));
     };

@@ -334,6 +334,31 @@ TEST_F(ServiceBoundTest, ALeaseNearItsBoundIsSampledFasterAndOnlyIt) {
   EXPECT_EQ(samples("far"), 2u);
 }
 
+// Fast sampling is there to kill sooner: a lease at or over a bound that
+// will not kill (report-only here) is sampled at sample_interval, not every
+// near_bound_interval for as long as it stays there.
+TEST_F(ServiceBoundTest, ALeaseOverABoundThatWillNotKillIsNotSampledFast) {
+  gpuWorkload("/machine.slice/report.scope", 720, 73, 41);  // over its 40 GiB from the start
+  clockStep = 0;
+  struct Restore {
+    ~Restore() { ServiceTest::clockStep = 1'000'000; }
+  } restore;
+  json r = call(2, 0, "attach",
+                {{"pools", {"gpu"}},
+                 {"cgroup", "/machine.slice/report.scope"},
+                 {"gpu_memory_max", 40 * GiB},
+                 {"gpu_memory_action", "report"},
+                 {"name", "report"}});
+  ASSERT_TRUE(r["ok"]) << r;
+  EXPECT_EQ(service->nextSampleDelayUs(), 1'000'000u);
+  clockUs += 1'000'000;
+  service->sample();
+  clockUs += 1'000'000;
+  service->sample();  // the report fires at its second sample over
+  EXPECT_EQ(service->nextSampleDelayUs(), 1'000'000u);
+  EXPECT_FALSE(killed("/machine.slice/report.scope"));
+}
+
 // ROCm on the fixture's APU (carve-out 512 MiB < GTT 120 GiB: ROCm's
 // VRAM-flagged memory lands in GTT): 30 GiB of hipMalloc shows as 30 GiB of
 // fdinfo gtt and as KFD's vram_<gpuid> 30 GiB. Attached under a 40 GiB
