@@ -150,7 +150,8 @@ void LeaseEvents::broadcast(const std::string& event, const json& fields) {
 }
 
 void LeaseEvents::announce(const Lease& l, const std::string& kind, const json& body) {
-  auto entry = journal::lifecycleEntry(kind, l.id, l.name, l.req.pools, body, l.attributes);
+  auto entry = journal::lifecycleEntry(kind, l.id, l.name, l.req.pools, body, l.attributes,
+                                       {l.place.unit, l.place.cgroup});
   note(entry.priority, entry.message, entry.fields);
   // Subscribers see the same lifecycle as the journal, one "lease" event per row.
   rpc::api::LeaseEvent ev{l.id, kind, l.name, l.req.pools, entry.message, std::nullopt};

@@ -230,6 +230,15 @@ std::optional<Denial> placeRun(const PlacementEnv& env, const LeaseBook& book, c
                   fmt::format("cgroup {} is not lease {}'s (its name must contain the lease id)",
                               p.cgroup, l.id)};
   }
+  // The unit, when named, is the one whose cgroup this is (systemd names a
+  // unit's cgroup after it): a client cannot have its lease journalled and
+  // shown as another unit (TALLY_UNIT=llama-server.service).
+  if (!p.unit.empty() && p.unit != fs::baseName(p.cgroup)) {
+    return Denial{code::kForbidden,
+                  fmt::format("unit {} is not the unit of cgroup {} (systemd names a unit's "
+                              "cgroup after it)",
+                              p.unit, p.cgroup)};
+  }
   auto cg = cgroup::Cgroup::open(*env.cgroupRoot, p.cgroup);
   if (!cg)
     return Denial{code::kNotFound, fmt::format("cgroup {}: {}", p.cgroup, cg.error().message)};

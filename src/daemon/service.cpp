@@ -12,6 +12,7 @@
 #include "daemon/lease_rows.h"
 #include "daemon/recovery.h"
 #include "devices/unmeterable.h"
+#include "lease/attributes.h"
 #include "lease/spec.h"
 #include "ledger/rows.h"
 #include "rpc/messages.h"
@@ -176,6 +177,11 @@ Service::Admission Service::admit(std::uint64_t conn, const Peer& peer, const js
   }
   if (auto room = book_.roomToWait(conn, peer.uid, env_.limits); !room)
     return refused(code::kBusy, room.error().message);
+  // Provenance is the daemon's: no user's lease poses as a Slurm step.
+  if (peer.uid != 0) {
+    if (auto why = lease::rootOnlyDeclaration(d.name.value_or(""), d.attributes))
+      return refused(code::kForbidden, *why);
+  }
   // Ahead of everyone is the operator's call, not each user's own.
   if (d.priority > 0 && !mayPrioritise(peer)) {
     return refused(

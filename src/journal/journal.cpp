@@ -31,7 +31,8 @@ JournalEntry boundEventEntry(const std::string& lease, const std::string& name,
 JournalEntry lifecycleEntry(const std::string& kind, const std::string& lease,
                             const std::string& name, const std::vector<std::string>& pools,
                             const nlohmann::json& body,
-                            const std::map<std::string, std::string>& attributes) {
+                            const std::map<std::string, std::string>& attributes,
+                            const VerifiedPlace& place) {
   using jsonview::get;
   using jsonview::text;
   JournalEntry e;
@@ -45,16 +46,15 @@ JournalEntry lifecycleEntry(const std::string& kind, const std::string& lease,
     for (char c : key) field += static_cast<char>(c >= 'a' && c <= 'z' ? c - 'a' + 'A' : c);
     e.fields.emplace_back(std::move(field), value);
   }
-  // A started/adopted row names the cgroup at top level; a record nests it under "lease".
-  const nlohmann::json& where = get(body, "lease").is_object() ? body["lease"] : body;
-  if (auto u = text(where, "unit"); !u.empty()) e.fields.emplace_back("TALLY_UNIT", u);
-  if (auto c = text(where, "cgroup"); !c.empty()) e.fields.emplace_back("TALLY_CGROUP", c);
+  if (!place.unit.empty()) e.fields.emplace_back("TALLY_UNIT", place.unit);
+  if (!place.cgroup.empty()) e.fields.emplace_back("TALLY_CGROUP", place.cgroup);
   std::string who = fmt::format("lease {} ({})", lease, name);
   if (!ledger::isTerminal(kind)) {
     if (kind == ledger::kGranted)
       e.message = fmt::format("{}: granted{}", who, poolList.empty() ? "" : " in " + poolList);
     else if (kind == ledger::kStarted || kind == ledger::kAdopted || kind == ledger::kReadopted)
-      e.message = fmt::format("{}: {} in {}", who, kind, text(where, "cgroup", "?"));
+      e.message = fmt::format("{}: {} in {}", who, kind,
+                              place.cgroup.empty() ? std::string("?") : place.cgroup);
     else
       e.message = fmt::format("{}: {}", who, kind);
     return e;

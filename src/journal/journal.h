@@ -47,10 +47,17 @@ JournalEntry boundEventEntry(const std::string& lease, const std::string& name,
 // exit is a warning. Each operator-declared attribute is a field of every entry,
 // TALLY_ATTR_<KEY> (upper case), so `journalctl TALLY_ATTR_SLURM_JOB_ID=42`
 // finds a Slurm job's leases.
+// TALLY_UNIT and TALLY_CGROUP are where the daemon verified the lease runs
+// (`place`), never what a row's body or a client's record says: a user's
+// outcome cannot be journalled as another unit's.
+struct VerifiedPlace {
+  std::string unit, cgroup;
+};
 JournalEntry lifecycleEntry(const std::string& kind, const std::string& lease,
                             const std::string& name, const std::vector<std::string>& pools,
                             const nlohmann::json& body,
-                            const std::map<std::string, std::string>& attributes = {});
+                            const std::map<std::string, std::string>& attributes = {},
+                            const VerifiedPlace& place = {});
 
 class SdJournal final : public Journal {
  public:

@@ -24,6 +24,22 @@ Status checkAttribute(std::string_view key, std::string_view value) {
   return Ok{};
 }
 
+std::optional<std::string> rootOnlyDeclaration(std::string_view name, const Attributes& a) {
+  if (name.substr(0, 6) == "slurm-")
+    return fmt::format(
+        "the name '{}' is a Slurm step's (slurm-<job>.<step>), which only the "
+        "Slurm plugin declares; choose another name",
+        name);
+  for (const auto& [key, value] : a) {
+    if (key.substr(0, 6) == "slurm_")
+      return fmt::format(
+          "attribute '{}' is one the Slurm plugin sets from the job it verified; "
+          "declare your own under another key",
+          key);
+  }
+  return std::nullopt;
+}
+
 Result<std::pair<std::string, std::string>> parseAttribute(std::string_view text) {
   auto eq = text.find('=');
   if (eq == std::string_view::npos)

@@ -6,6 +6,7 @@
 
 #include <map>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -23,6 +24,12 @@ inline constexpr std::size_t kMaxAttributeValue = 256;
 // bytes of clean text (util/clean_text.h: UTF-8, no control or bidi characters).
 Result<std::pair<std::string, std::string>> parseAttribute(std::string_view text);
 Status checkAttribute(std::string_view key, std::string_view value);
+
+// What only root may declare, because tally's own parts set it from what
+// they verified: the Slurm plugin (root, in slurmstepd) names its leases
+// slurm-<job>.<step> and sets the slurm_* attributes. Nobody else may pose as
+// a Slurm step. Returns why, or nullopt.
+std::optional<std::string> rootOnlyDeclaration(std::string_view name, const Attributes& a);
 
 // From a request's "attributes" object (absent = none); every entry checked.
 Result<Attributes> attributesFromJson(const nlohmann::json& j);

@@ -3,8 +3,9 @@
 namespace tally::run {
 
 Status JournalObserver::placed(const LeaseRecord&, const contain::LeaseCgroup& cg) {
+  place_ = {cg.unitName(), cg.cgroup()};  // its own: this run made it
   send(journal::lifecycleEntry("started", id_, name_, {},
-                               {{"unit", cg.unitName()}, {"cgroup", cg.cgroup()}}));
+                               {{"unit", cg.unitName()}, {"cgroup", cg.cgroup()}}, {}, place_));
   return Ok{};
 }
 
@@ -13,7 +14,8 @@ void JournalObserver::bound(const enforce::BoundEvent& e) {
 }
 
 void JournalObserver::ended(const nlohmann::ordered_json& record) {
-  send(journal::lifecycleEntry("outcome", id_, name_, {}, nlohmann::json::parse(record.dump())));
+  send(journal::lifecycleEntry("outcome", id_, name_, {}, nlohmann::json::parse(record.dump()), {},
+                               place_));
 }
 
 }  // namespace tally::run

@@ -22,6 +22,7 @@ class JournalObserver final : public LeaseObserver {
  private:
   void send(const journal::JournalEntry& e) { journal_.note(e.priority, e.message, e.fields); }
   std::string id_, name_;
+  journal::VerifiedPlace place_;
   journal::SdJournal journal_{false, "tally run: "};
 };
 

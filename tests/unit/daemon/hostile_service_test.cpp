@@ -395,6 +395,44 @@ TEST_F(HostileServiceTest, OneUsersQueueAndPriorityAreHerOwn) {
       << other;
 }
 
+// Provenance is the daemon's: a user's lease cannot pose as a Slurm step
+// (its name or the slurm_* attributes the plugin sets, as root, from the job
+// it verified), and a user's outcome is journalled under the unit and cgroup
+// the daemon verified, whatever the record claims.
+TEST_F(HostileServiceTest, AUsersLeaseCannotPoseAsAnotherOrAsSlurm) {
+  json r = call(1, 1000, "acquire", {{"pools", {"one"}}, {"name", "slurm-4242.0"}});
+  EXPECT_EQ(r["error"]["code"], "forbidden") << r;
+  EXPECT_NE(r["error"]["message"].get<std::string>().find("is a Slurm step's"), std::string::npos);
+  r = call(1, 1000, "acquire", {{"pools", {"one"}}, {"attributes", {{"slurm_user", "bob"}}}});
+  EXPECT_EQ(r["error"]["code"], "forbidden") << r;
+  EXPECT_TRUE(call(2, 0, "acquire",
+                   {{"pools", {"one"}},
+                    {"name", "slurm-4242.0"},
+                    {"attributes", {{"slurm_job_id", "4242"}}}})["ok"]);  // the plugin, as root
+
+  // Its scope claimed as someone else's unit: refused.
+  json g = call(4, 1000, "acquire", {{"pools", {"gpu"}}, {"gpu_memory_max", GiB}});
+  std::string posing = g["result"]["lease"];
+  std::string scope = "/tally.slice/tally-" + posing + ".scope";
+  workloadCgroup(scope, true, 1000);
+  json st = call(4, 1000, "started",
+                 {{"lease", posing}, {"cgroup", scope}, {"unit", "llama-server.service"}});
+  EXPECT_EQ(st["error"]["code"], "forbidden") << st;
+  EXPECT_NE(st["error"]["message"].get<std::string>().find(
+                "unit llama-server.service is not the unit of cgroup " + scope),
+            std::string::npos)
+      << st;
+
+  std::string id = runningLease(3, 1000, "gpu");
+  json record = {{"lease", {{"id", id}, {"unit", "llama-server.service"}, {"cgroup", "/x"}}},
+                 {"outcome", {{"class", "exited"}, {"exit_code", 0}, {"summary", "exited 0"}}}};
+  ASSERT_TRUE(call(3, 1000, "complete", {{"lease", id}, {"record", record}})["ok"]);
+  const auto& end = journal.notes.back();
+  std::map<std::string, std::string> f(end.fields.begin(), end.fields.end());
+  EXPECT_EQ(f.count("TALLY_UNIT"), 0u);  // no unit claimed: none journalled, not the record's
+  EXPECT_EQ(f["TALLY_CGROUP"], "/tally.slice/tally-" + id + ".slice/tally-" + id + ".scope");
+}
+
 TEST_F(HostileServiceTest, AnExceptionIsAnsweredInternalAndTheDaemonGoesOn) {
   ThrowingUnits throwing;
   daemon::ServiceEnv env{*proc, *sys, &*cgroup, outbox, watches, &throwing, 4096, &journal};

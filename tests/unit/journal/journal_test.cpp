@@ -31,7 +31,8 @@ TEST(LifecycleJournal, AnOutcomeCarriesItsFiguresAndLeavesOutWhatItLacks) {
                    {"summary", "the kernel OOM-killed it"}}},
                  {"memory", {{"peak_bytes", 4 * GiB}}},
                  {"gpu", {{"samples", 3}}}};
-  auto e = journal::lifecycleEntry("outcome", "0123456789ab", "train", {"gpu", "big"}, record);
+  auto e = journal::lifecycleEntry("outcome", "0123456789ab", "train", {"gpu", "big"}, record, {},
+                                   {"tally-0123456789ab.scope", "/tally.slice/x.scope"});
   EXPECT_EQ(e.priority, 4);
   EXPECT_EQ(e.message, "lease 0123456789ab (train): oom-killed: the kernel OOM-killed it");
   std::map<std::string, std::string> f(e.fields.begin(), e.fields.end());
@@ -42,6 +43,13 @@ TEST(LifecycleJournal, AnOutcomeCarriesItsFiguresAndLeavesOutWhatItLacks) {
   EXPECT_EQ(f["TALLY_OOM_KILLS"], "1");
   EXPECT_EQ(f["TALLY_MEMORY_PEAK_BYTES"], "4294967296");
   EXPECT_EQ(f["TALLY_UNIT"], "tally-0123456789ab.scope");
+  EXPECT_EQ(f["TALLY_CGROUP"], "/tally.slice/x.scope");
+  // A record that claims another unit is not believed: the fields are the
+  // daemon's verified place, or none.
+  json posing = record;
+  posing["lease"]["unit"] = "llama-server.service";
+  auto p = journal::lifecycleEntry("outcome", "0123456789ab", "train", {}, posing);
+  for (const auto& [k, v] : p.fields) EXPECT_NE(k, "TALLY_UNIT") << v;
   EXPECT_EQ(f.count("TALLY_GPU_PEAK_BYTES"), 0u);  // the record has no GPU peak: no field, not 0
   EXPECT_EQ(f.count("TALLY_MEMORY_PEAK_SAMPLED_BYTES"), 0u);  // the kernel's peak was read
 
