@@ -273,6 +273,21 @@ std::optional<Denial> placeRun(const PlacementEnv& env, const LeaseBook& book, c
     return Denial{code::kConflict,
                   fmt::format("cgroup {} is already leased by {}", p.cgroup, other->id)};
   }
+  // The daemon's own word, not the client's: the declared memory.max is read
+  // back from the cgroup the client made before the lease counts as started.
+  if (l.req.memoryMax) {
+    cgroup::ExpectedLimits expected;
+    expected.memoryMax = l.req.memoryMax;
+    expected.onlyDeclared = true;
+    auto applied = contain::verifyLimits(*cg, expected, env.pageSize, "");
+    if (!applied) {
+      return Denial{code::kRefused,
+                    fmt::format("lease {} declared memory_max {} but its cgroup {} does not hold "
+                                "it: {}",
+                                l.id, *l.req.memoryMax, p.cgroup, applied.error().message)};
+    }
+    l.place.applied = *applied;
+  }
   l.place.unit = p.unit;
   l.place.cgroup = p.cgroup;
   l.place.countersCgroup = counters;

@@ -433,6 +433,27 @@ TEST_F(HostileServiceTest, AUsersLeaseCannotPoseAsAnotherOrAsSlurm) {
   EXPECT_EQ(f["TALLY_CGROUP"], "/tally.slice/tally-" + id + ".slice/tally-" + id + ".scope");
 }
 
+// A run lease's memory_max is the daemon's own reading, not the client's
+// word: a scope that does not hold it is no start.
+TEST_F(HostileServiceTest, ARunLeasesMemoryMaxIsReadBackBeforeItStarts) {
+  json a = call(1, 1000, "acquire", {{"pools", {"one"}}, {"memory_max", 64 << 20}});
+  ASSERT_TRUE(a["ok"]) << a;
+  std::string id = a["result"]["lease"];
+  std::string scope = "/tally.slice/tally-" + id + ".scope";
+  workloadCgroup(scope, true, 1000);  // memory.max "max": the client never applied it
+  json r = call(1, 1000, "started", {{"lease", id}, {"cgroup", scope}});
+  EXPECT_EQ(r["error"]["code"], "refused") << r;
+  EXPECT_NE(r["error"]["message"].get<std::string>().find(
+                "declared memory_max 67108864 but its cgroup " + scope + " does not hold it"),
+            std::string::npos)
+      << r;
+  EXPECT_EQ(kinds(id), (std::vector<std::string>{"granted"}));
+  writeFile(host.cgroupRoot() + scope + "/memory.max", "67108864\n");
+  r = call(1, 1000, "started", {{"lease", id}, {"cgroup", scope}});
+  EXPECT_TRUE(r["ok"]) << r;
+  EXPECT_EQ(kinds(id), (std::vector<std::string>{"granted", "started"}));
+}
+
 TEST_F(HostileServiceTest, AnExceptionIsAnsweredInternalAndTheDaemonGoesOn) {
   ThrowingUnits throwing;
   daemon::ServiceEnv env{*proc, *sys, &*cgroup, outbox, watches, &throwing, 4096, &journal};
