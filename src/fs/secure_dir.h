@@ -22,7 +22,9 @@ enum class DirUse {
   SharedSticky,
 };
 
-// `dir` and each of its ancestors (symlinks in the path resolved first) is
+// Every symlink on the way to `dir` (links in links' targets too) is owned
+// by root or the daemon's effective uid, and `dir` and each of its ancestors
+// (symlinks in the path resolved first) is
 // owned by root or the daemon's effective uid, and is not writable by group
 // or others unless sticky (an ancestor always may be sticky, /tmp). The
 // error names `what` (the config key), the directory, the owner or mode
