@@ -150,8 +150,8 @@ void Engine::add(const Request& r) {
   for (const auto& name : r.pools) {
     PoolUsage& u = usage_[name];
     u.holders.push_back(r.id);
-    u.memoryDeclared += r.memoryMax.value_or(0);
-    u.gpuMemoryDeclared += r.gpuMemoryMax.value_or(0);
+    u.memoryDeclared.add(r.memoryMax.value_or(0));
+    u.gpuMemoryDeclared.add(r.gpuMemoryMax.value_or(0));
   }
   holders_[r.id] = r;
 }
@@ -170,11 +170,11 @@ Status Engine::hold(Request r) {
     const PoolUsage& u = usage_[name];
     if (u.holders.size() + 1 > p->capacity)
       over += fmt::format("; pool '{}' is over capacity {}", name, p->capacity);
-    if (p->memoryBudget && u.memoryDeclared + r.memoryMax.value_or(0) > *p->memoryBudget) {
+    if (p->memoryBudget && u.memoryDeclared.over(r.memoryMax.value_or(0), *p->memoryBudget)) {
       over += fmt::format("; pool '{}' is over its memory budget", name);
     }
     if (p->gpuMemoryBudget &&
-        u.gpuMemoryDeclared + r.gpuMemoryMax.value_or(0) > *p->gpuMemoryBudget) {
+        u.gpuMemoryDeclared.over(r.gpuMemoryMax.value_or(0), *p->gpuMemoryBudget)) {
       over += fmt::format("; pool '{}' is over its GPU memory budget", name);
     }
   }
@@ -190,8 +190,8 @@ bool Engine::release(const std::string& id) {
   for (const auto& name : it->second.pools) {
     PoolUsage& u = usage_[name];
     u.holders.erase(std::remove(u.holders.begin(), u.holders.end(), id), u.holders.end());
-    u.memoryDeclared -= it->second.memoryMax.value_or(0);
-    u.gpuMemoryDeclared -= it->second.gpuMemoryMax.value_or(0);
+    u.memoryDeclared.remove(it->second.memoryMax.value_or(0));
+    u.gpuMemoryDeclared.remove(it->second.gpuMemoryMax.value_or(0));
   }
   holders_.erase(it);
   return true;
@@ -208,10 +208,10 @@ std::optional<Wait> Engine::fits(const Request& r, const HeadroomFn& headroom,
     if (!p) return Wait::Capacity;  // unreachable for checked requests
     const PoolUsage& u = usage(name);
     if (u.holders.size() >= p->capacity) return Wait::Capacity;
-    if (p->memoryBudget && u.memoryDeclared + r.memoryMax.value_or(0) > *p->memoryBudget)
+    if (p->memoryBudget && u.memoryDeclared.over(r.memoryMax.value_or(0), *p->memoryBudget))
       return Wait::MemoryBudget;
     if (p->gpuMemoryBudget &&
-        u.gpuMemoryDeclared + r.gpuMemoryMax.value_or(0) > *p->gpuMemoryBudget)
+        u.gpuMemoryDeclared.over(r.gpuMemoryMax.value_or(0), *p->gpuMemoryBudget))
       return Wait::GpuBudget;
     if (headroom && (p->memoryBudget || p->gpuMemoryBudget)) {
       Headroom h = headroom(*p);
@@ -281,10 +281,10 @@ WaitFigures waitFigures(const Request& r, Wait w, const config::Pool& p, const P
                              p.capacity);
       break;
     case Wait::MemoryBudget:
-      budget("memory", r.memoryMax, p.memoryBudget, u.memoryDeclared);
+      budget("memory", r.memoryMax, p.memoryBudget, u.memoryDeclared.value());
       break;
     case Wait::GpuBudget:
-      budget("GPU memory", r.gpuMemoryMax, p.gpuMemoryBudget, u.gpuMemoryDeclared);
+      budget("GPU memory", r.gpuMemoryMax, p.gpuMemoryBudget, u.gpuMemoryDeclared.value());
       break;
     case Wait::HostHeadroom:
       f.needed = r.memoryMax.value_or(0);

@@ -66,10 +66,28 @@ using TotalsFn = std::function<Totals(const config::Pool&)>;
 enum class Wait { Capacity, MemoryBudget, GpuBudget, HostHeadroom, GpuHeadroom, Behind };
 const char* waitName(Wait w);
 
+// A pool's declared bytes, summed exactly: each lease may declare up to
+// 2^64 - 1, so a 64-bit sum (and sum + request against a budget) could wrap
+// and let a request past its budget. Read saturated at UINT64_MAX.
+class DeclaredSum {
+ public:
+  void add(std::uint64_t v) { sum_ += v; }
+  void remove(std::uint64_t v) { sum_ -= v; }
+  std::uint64_t value() const {
+    return sum_ > UINT64_MAX ? UINT64_MAX : static_cast<std::uint64_t>(sum_);
+  }
+  // Whether adding `extra` would go past `budget`.
+  bool over(std::uint64_t extra, std::uint64_t budget) const { return sum_ + extra > budget; }
+
+ private:
+  __extension__ using Exact = unsigned __int128;  // GCC and clang; no wrap below 2^128
+  Exact sum_ = 0;
+};
+
 struct PoolUsage {
   std::vector<std::string> holders;  // lease ids, in grant order
-  std::uint64_t memoryDeclared = 0;
-  std::uint64_t gpuMemoryDeclared = 0;
+  DeclaredSum memoryDeclared;
+  DeclaredSum gpuMemoryDeclared;
 };
 
 // The numbers behind a wait, as its client is told them: what the request

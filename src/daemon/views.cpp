@@ -181,9 +181,9 @@ json Views::pools() {
     }
     j["queue"] = queued;
     j["memory_budget"] = jsonview::orNull(p.memoryBudget);
-    j["memory_declared"] = u.memoryDeclared;
+    j["memory_declared"] = u.memoryDeclared.value();
     j["gpu_memory_budget"] = jsonview::orNull(p.gpuMemoryBudget);
-    j["gpu_memory_declared"] = u.gpuMemoryDeclared;
+    j["gpu_memory_declared"] = u.gpuMemoryDeclared.value();
     j["devices"] = p.devices;
     auto h = measures_.headroomFor(p);
     j["headroom"] = {

@@ -122,6 +122,26 @@ TEST(Admission, CapacityQueuesAndReleaseGrantsInOrder) {
   EXPECT_EQ(e.queued(), 0u);
 }
 
+// Declared sums are exact: a request declaring nearly 2^64 bytes cannot
+// wrap the pool's sum past its budget, and an unbudgeted pool's sum reads
+// saturated, never wrapped to a small number.
+TEST(Admission, DeclaredSumsNeverWrap) {
+  Engine e(pools());
+  e.enqueue(req("a", {"gpu"}, 8 * GiB, 48 * GiB));
+  e.enqueue(req("huge", {"gpu"}, 8 * GiB, UINT64_MAX - 40 * GiB));  // 48 GiB + this wraps to 8 GiB
+  EXPECT_EQ(e.grant({}), (std::vector<std::string>{"a"}));
+  EXPECT_EQ(e.waitReason("huge"), admission::Wait::GpuBudget);
+  admission::DeclaredSum sum;
+  sum.add(UINT64_MAX);
+  sum.add(UINT64_MAX);
+  EXPECT_EQ(sum.value(), UINT64_MAX);
+  sum.remove(UINT64_MAX);
+  EXPECT_EQ(sum.value(), UINT64_MAX);
+  sum.remove(1);
+  EXPECT_EQ(sum.value(), UINT64_MAX - 1);
+  EXPECT_TRUE(sum.over(2, UINT64_MAX));
+}
+
 TEST(Admission, BudgetsBindBeforeCapacity) {
   Engine e(pools());
   e.enqueue(req("a", {"gpu"}, 8 * GiB, 48 * GiB));
@@ -129,10 +149,10 @@ TEST(Admission, BudgetsBindBeforeCapacity) {
   e.enqueue(req("c", {"gpu"}, 8 * GiB, 16 * GiB));  // 48+40+16 = 104 > 96
   EXPECT_EQ(e.grant({}), (std::vector<std::string>{"a", "b"}));
   EXPECT_EQ(e.waitReason("c"), admission::Wait::GpuBudget);
-  EXPECT_EQ(e.usage("gpu").gpuMemoryDeclared, 88 * GiB);
+  EXPECT_EQ(e.usage("gpu").gpuMemoryDeclared.value(), 88 * GiB);
   e.release("b");
   EXPECT_EQ(e.grant({}), std::vector<std::string>{"c"});
-  EXPECT_EQ(e.usage("gpu").gpuMemoryDeclared, 64 * GiB);
+  EXPECT_EQ(e.usage("gpu").gpuMemoryDeclared.value(), 64 * GiB);
 }
 
 TEST(Admission, AtomicOverThePoolSet) {
@@ -244,8 +264,9 @@ TEST(AdmissionProperty, RandomSequencesKeepEveryInvariant) {
       for (const auto& p : e.pools()) {
         const auto& u = e.usage(p.name);
         ASSERT_LE(u.holders.size(), p.capacity) << "seed " << seed;
-        ASSERT_LE(u.memoryDeclared, p.memoryBudget.value_or(UINT64_MAX)) << "seed " << seed;
-        ASSERT_LE(u.gpuMemoryDeclared, p.gpuMemoryBudget.value_or(UINT64_MAX)) << "seed " << seed;
+        ASSERT_LE(u.memoryDeclared.value(), p.memoryBudget.value_or(UINT64_MAX)) << "seed " << seed;
+        ASSERT_LE(u.gpuMemoryDeclared.value(), p.gpuMemoryBudget.value_or(UINT64_MAX))
+            << "seed " << seed;
       }
       for (const auto& id : granted) {
         const Request* r = e.request(id);
