@@ -219,7 +219,8 @@ Status adopt(const PlacementEnv& env, Lease& l) {
 }
 
 std::optional<Denial> placeRun(const PlacementEnv& env, const LeaseBook& book, const Peer& peer,
-                               const rpc::api::Started& p, Lease& l) {
+                               const rpc::api::Started& p, Lease& l,
+                               const coverage::Handover& handover) {
   if (!env.cgroupRoot)
     return Denial{code::kRefused, "the daemon has no cgroup v2 root to meter the lease in"};
   // The cgroup must be this lease's own (its name carries the lease id) and
@@ -276,15 +277,17 @@ std::optional<Denial> placeRun(const PlacementEnv& env, const LeaseBook& book, c
   // The daemon's own word, not the client's: the declared memory.max is read
   // back from the cgroup the client made before the lease counts as started.
   if (l.req.memoryMax) {
+    // Where the kernel charges GTT, MemoryMax holds both declarations.
     cgroup::ExpectedLimits expected;
-    expected.memoryMax = l.req.memoryMax;
+    expected.memoryMax =
+        handover.memoryMaxWithGpu(l.req.memoryMax, l.req.gpuMemoryMax).value_or(*l.req.memoryMax);
     expected.onlyDeclared = true;
     auto applied = contain::verifyLimits(*cg, expected, env.pageSize, "");
     if (!applied) {
       return Denial{code::kRefused,
                     fmt::format("lease {} declared memory_max {} but its cgroup {} does not hold "
                                 "it: {}",
-                                l.id, *l.req.memoryMax, p.cgroup, applied.error().message)};
+                                l.id, *expected.memoryMax, p.cgroup, applied.error().message)};
     }
     l.place.applied = *applied;
   }

@@ -15,6 +15,7 @@
 #include <optional>
 #include <string>
 
+#include "coverage/handover.h"
 #include "daemon/lease.h"
 #include "daemon/lease_book.h"
 #include "daemon/seams.h"
@@ -59,6 +60,7 @@ Status adopt(const PlacementEnv& env, Lease& l);
 // A run lease's `started`: the cgroups are checked and opened (l.place.cgroup,
 // l.place.countersCgroup, l.place.inode, l.place.cg, l.place.countersCg, l.place.unit are set).
 std::optional<Denial> placeRun(const PlacementEnv& env, const LeaseBook& book, const Peer& peer,
-                               const rpc::api::Started& p, Lease& l);
+                               const rpc::api::Started& p, Lease& l,
+                               const coverage::Handover& handover);
 
 }  // namespace tally::daemon

@@ -321,7 +321,7 @@ void Service::onStarted(std::uint64_t conn, const Peer& peer, const json& id,
                 fmt::format("lease {} is not a granted run lease waiting to start", l->id));
   }
   PlacementEnv penv{env_.proc, env_.cgroupRoot, env_.units, env_.pageSize};
-  if (auto denied = placeRun(penv, book_, peer, p, *l)) return deny(conn, id, *denied);
+  if (auto denied = placeRun(penv, book_, peer, p, *l, handover_)) return deny(conn, id, *denied);
   l->markRunning(clock::realtimeNs());
   l->clientBack(conn);
   if (auto ev =

@@ -164,6 +164,27 @@ TEST_F(ServiceBoundTest, CoverageIsRecordedAndAChangeBetweenStartsIsSaid) {
   EXPECT_TRUE(ledgerDb->verify()->problems.empty());
 }
 
+// Where the kernel charges GTT, a run lease's MemoryMax holds both
+// declarations (memory_max_effective): that is what the daemon reads back.
+TEST_F(ServiceBoundTest, ARunLeasesMemoryMaxIsReadBackAsTheKernelCountsIt) {
+  service->setCoverage(assessment(coverage::Coverage::HostAndGtt, "7.3.0"));
+  json a = call(1, 1000, "acquire",
+                {{"pools", {"gpu"}}, {"memory_max", 64 << 20}, {"gpu_memory_max", 64 << 20}});
+  ASSERT_TRUE(a["ok"]) << a;
+  EXPECT_EQ(a["result"]["memory_max_effective"], 128 << 20);
+  std::string id = a["result"]["lease"];
+  std::string scope = "/tally.slice/tally-" + id + ".scope";
+  workloadCgroup(scope, true, 1000);
+  writeFile(host.cgroupRoot() + scope + "/memory.max", "67108864\n");  // memory_max alone
+  json r = call(1, 1000, "started", {{"lease", id}, {"cgroup", scope}});
+  EXPECT_EQ(r["error"]["code"], "refused") << r;
+  EXPECT_NE(r["error"]["message"].get<std::string>().find("declared memory_max 134217728"),
+            std::string::npos)
+      << r;
+  writeFile(host.cgroupRoot() + scope + "/memory.max", "134217728\n");
+  EXPECT_TRUE(call(1, 1000, "started", {{"lease", id}, {"cgroup", scope}})["ok"]);
+}
+
 TEST_F(ServiceBoundTest, WithGttChargedTheBoundIsAdvisoryAndNoByteCountsTwice) {
   service->setCoverage(assessment(coverage::Coverage::HostAndGtt, "7.3.0"));
   gpuWorkload("/machine.slice/charged.scope", 5005, 15, 4);
