@@ -6,11 +6,11 @@
 # (real systemd, real cgroup v2 memory controller, the test DRM driver) on
 # Debian's 6.12 (whole), 6.1 and 7.x (the kernel-facing suites) kernels.
 # Needs root (mknod'ed device nodes, PID namespaces, QEMU's 9p export of /).
-#   FUZZ_SECONDS=10 per fuzzer (default: a regression smoke within CI's 45
+#   FUZZ_SECONDS=6 per fuzzer (default: a regression smoke within CI's 45
 #   minutes; longer runs: FUZZ_SECONDS=600 scripts/test.sh, or a fuzzer by hand)
 set -euo pipefail
 cd "$(dirname "$0")/.."
-FUZZ_SECONDS=${FUZZ_SECONDS:-10}
+FUZZ_SECONDS=${FUZZ_SECONDS:-6}
 jobs=$(nproc)
 
 scripts/install-deps.sh
