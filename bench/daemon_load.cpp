@@ -21,6 +21,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <string>
@@ -136,7 +137,7 @@ int main(int argc, char** argv) {
   const int leases = 8;
   for (int l = 0; l < leases; ++l) {
     std::string d = fmt::format("{}/load.slice/lease{}.service", cg, l);
-    ::system(fmt::format("mkdir -p {}", d).c_str());
+    std::filesystem::create_directories(d);
     std::string pids;
     for (int k = 0; k < perLease && l * perLease + k < procs; ++k)
       pids += fmt::format("{}\n", sleepers[static_cast<std::size_t>(l * perLease + k)]);
@@ -304,6 +305,6 @@ int main(int argc, char** argv) {
   ::waitpid(daemon, nullptr, 0);
   for (pid_t p : sleepers) ::kill(p, SIGKILL);
   for (pid_t p : sleepers) ::waitpid(p, nullptr, 0);
-  ::system(fmt::format("rm -rf {}", dir).c_str());
+  std::filesystem::remove_all(dir);
   return 0;
 }

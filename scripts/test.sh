@@ -61,7 +61,7 @@ done
 
 step "bench smoke: the benchmark runs (numbers: scripts/bench.sh, docs/PERFORMANCE.md)"
 cmake --preset release >/dev/null
-cmake --build --preset release -j "$jobs" --target tally_bench tally_bench_synth
+cmake --build --preset release -j "$jobs" --target tally_bench tally_bench_synth tally_daemon_load
 smoke=$(mktemp -d /tmp/tally-smoke.XXXXXX)
 build/release/bench/tally_bench_synth "$smoke/tree" 50 5 5 >/dev/null
 TALLY_BENCH_PROC="$smoke/tree/proc" TALLY_BENCH_SYS="$smoke/tree/sys" TALLY_BENCH_CGROUP="$smoke/tree/cgroup" \

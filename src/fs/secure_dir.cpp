@@ -42,10 +42,12 @@ Status checkLinksOnTheWay(const std::string& dir, const std::string& what, uid_t
     if (part == ".") continue;
     if (part == "..") {
       auto slash = at.rfind('/');
-      at = slash == 0 ? "/" : at.substr(0, slash);
+      at.resize(slash == 0 ? 1 : slash);
       continue;
     }
-    std::string next = at == "/" ? "/" + part : at + "/" + part;
+    std::string next = at;  // appended, not "/" + part: GCC 12's -O2 -Wrestrict false positive
+    if (next.back() != '/') next += '/';
+    next += part;
     struct stat st {};
     if (::lstat(next.c_str(), &st) != 0)
       return errnoError(errno, fmt::format("{}: cannot stat {}", what, next));
@@ -64,7 +66,7 @@ Status checkLinksOnTheWay(const std::string& dir, const std::string& what, uid_t
     ssize_t n = ::readlink(next.c_str(), target, sizeof target - 1);
     if (n < 0) return errnoError(errno, fmt::format("{}: cannot read link {}", what, next));
     std::string_view t(target, static_cast<std::size_t>(n));
-    if (!t.empty() && t[0] == '/') at = "/";
+    if (!t.empty() && t[0] == '/') at.resize(1);  // back to "/" (at always starts with it)
     push(t, true);
   }
   return Ok{};
