@@ -19,10 +19,11 @@ namespace tally::text {
 // U+202A..U+202E, U+2066..U+2069).
 std::optional<std::string> cleanTextProblem(std::string_view s);
 
-// `s` with every byte that is not UTF-8 written \xNN and every character
-// cleanTextProblem() names written \u{XXXX}; anything else unchanged. The
-// result is always clean text, and printable(printable(s)) == printable(s):
-// a renderer may apply it to a cell and again to the line.
+// `s` with every byte that is not UTF-8 written as its hex value (0xff reads
+// \xff) and every character cleanTextProblem() names written as its code
+// point (ESC reads \u{001B}); anything else unchanged. The result is always
+// clean text, and printable(printable(s)) == printable(s): a renderer may
+// apply it to a cell and again to the line.
 std::string printable(std::string_view s);
 
 }  // namespace tally::text
