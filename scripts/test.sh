@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The whole test suite: unit, CLI and live tests under ASan + UBSan, the live
-# daemon tests in the plain build, every parser's fuzzer for a bounded time, a smoke run
+# daemon tests in the release build (what ships), every parser's fuzzer for a bounded time, a smoke run
 # of the benchmark, the Debian packages (built, lintian-checked, and installed
 # in the VM), and the system tests inside the project's VM harness
 # (real systemd, real cgroup v2 memory controller, the test DRM driver) on
@@ -22,14 +22,16 @@ step() { echo; echo "==== $* ==== (previous step: $((SECONDS - laststep)) s; tot
 step "format: the tree matches .clang-format (scripts/format.sh --fix rewrites it)"
 scripts/format.sh
 
-# The default build is what the VM runs (the binary, the plugin, the VM suite)
-# and the live daemon tests in a plain build; the unit and CLI tests run
-# under ASan + UBSan below (the same -O0 code with the sanitizers on).
-step "build: default, what the VM suite runs (warnings are errors)"
-cmake --preset default >/dev/null
-cmake --build --preset default -j "$jobs" --target tally_vm_tests tally_live_daemon_tests
+# The release build is what operators run, what the packages carry, and what
+# the VM suite and the plain live daemon tests run; the unit and CLI tests run
+# under ASan + UBSan below. One optimised build serves all three (a separate
+# -O0 build for the VM cost CI six minutes and tested a binary nobody ships).
+step "build: release, what ships and what the VM suite runs (warnings are errors)"
+cmake --preset release >/dev/null
+cmake --build --preset release -j "$jobs" --target tally_installable tally_vm_tests tally_live_daemon_tests \
+  tally_bench tally_bench_synth tally_daemon_load
 
-step "build: asan + ubsan (what ctest runs; the VM suite runs the default build)"
+step "build: asan + ubsan (what ctest runs)"
 cmake --preset asan >/dev/null
 cmake --build --preset asan -j "$jobs" --target tally_unit_tests tally_cli_tests tally_live_tests \
   tally_live_lease_tests tally_live_daemon_tests
@@ -60,8 +62,6 @@ for target in "${fuzzers[@]}"; do
 done
 
 step "bench smoke: the benchmark runs (numbers: scripts/bench.sh, docs/PERFORMANCE.md)"
-cmake --preset release >/dev/null
-cmake --build --preset release -j "$jobs" --target tally_bench tally_bench_synth tally_daemon_load
 smoke=$(mktemp -d /tmp/tally-smoke.XXXXXX)
 build/release/bench/tally_bench_synth "$smoke/tree" 50 5 5 >/dev/null
 TALLY_BENCH_PROC="$smoke/tree/proc" TALLY_BENCH_SYS="$smoke/tree/sys" TALLY_BENCH_CGROUP="$smoke/tree/cgroup" \
@@ -75,8 +75,8 @@ step "tests: asan + ubsan"
 ctest --preset asan -j "$jobs"
 
 # Resident-set bounds mean something only without ASan's quarantine and shadow.
-step "tests: the live daemon tests in the plain build (resident-set bounds checked)"
-build/default/tests/tally_live_daemon_tests
+step "tests: the live daemon tests in the release build (resident-set bounds checked)"
+build/release/tests/tally_live_daemon_tests
 
 # The VM suite on each kernel of the matrix (docs/vm-harness.md): Debian 12's
 # backports 6.12, the whole suite (with the observability live tests again,
@@ -84,14 +84,14 @@ build/default/tests/tally_live_daemon_tests
 # Debian 12's own 6.1 and trixie-backports' 7.x. One boot each.
 step "vm: system tests on Debian's 6.12 kernel, real systemd 252 + cgroup v2 (QEMU TCG; vm/run.sh)"
 vm/run.sh --kernel 6.12 --timeout 900 --env TALLY_TEST_JOURNALD=required -- \
-  sh -c 'build/default/tests/tally_vm_tests && build/default/tests/tally_live_daemon_tests --gtest_filter="ObservabilityLive.*"'
+  sh -c 'build/release/tests/tally_vm_tests && build/release/tests/tally_live_daemon_tests --gtest_filter="ObservabilityLive.*"'
 # On 6.1 and 7 the suites that meet the kernel: cgroup v2 and memcg, procfs
 # handles, the DRM driver's fdinfo, pidfds and inotify under the daemon. The
 # packages (dpkg, systemd-analyze, the guide) and Slurm's userspace are the
 # same on every kernel and run once, on 6.12: CI stays within its 45 minutes.
 for kernel in 6.1 7; do
   step "vm: kernel-facing system tests on Debian's $kernel kernel"
-  vm/run.sh --kernel "$kernel" --timeout 900 -- build/default/tests/tally_vm_tests \
+  vm/run.sh --kernel "$kernel" --timeout 900 -- build/release/tests/tally_vm_tests \
     --gtest_filter='VmSystem.*:VmCgroupfs.*:VmKernel.*:VmDaemon.*:VmProcHandles.*:VmCgroupHandle.*'
 done
 step "done"

@@ -84,6 +84,95 @@ void Endings::finishAttached(Lease& l, bool released, std::optional<std::string>
   end(l, ledger::kOutcome, body, lease::outcomeClassName(rec.outcome.cls));
 }
 
+namespace {
+
+// What only a run lease's client saw: the wait status it reaped.
+lease::Ending clientEnding(const json& outcome, std::optional<std::string>& unknownWhy) {
+  using jsonview::count;
+  using jsonview::get;
+  if (auto code = count(get(outcome, "exit_code")); code && *code <= 255)
+    return {lease::Ending::Kind::Exited, static_cast<int>(*code), 0, 0};
+  if (auto sig = count(get(outcome, "signal")); sig && *sig >= 1 && *sig <= 64)
+    return {lease::Ending::Kind::Signaled, 0, static_cast<int>(*sig), 0};
+  unknownWhy = "its client reported no wait status";
+  return {lease::Ending::Kind::Unknown, 0, 0, 0};
+}
+
+std::optional<std::uint64_t> declaredBytes(const json& declared, const char* key) {
+  return jsonview::count(jsonview::get(declared, key));
+}
+
+}  // namespace
+
+json Endings::runOutcome(Lease& l, const json& client) {
+  using jsonview::get;
+  using jsonview::text;
+  lease::LeaseRecord rec = baseRecord(l);
+  const json& declared = get(client, "declared");
+  // Declared by the client alone (the daemon applies none of them itself;
+  // what the kernel holds is "applied", read back by the daemon).
+  rec.spec.memoryHigh = declaredBytes(declared, "memory_high");
+  rec.spec.memorySwapMax = declaredBytes(declared, "memory_swap_max");
+  const std::string policy = text(declared, "oom_policy");
+  rec.spec.oomPolicy = policy == "stop"       ? lease::OomPolicy::Stop
+                       : policy == "continue" ? lease::OomPolicy::Continue
+                                              : lease::OomPolicy::Kill;
+  for (const auto& arg : get(get(client, "lease"), "command")) {
+    if (arg.is_string()) rec.spec.command.push_back(arg.get<std::string>());
+  }
+  rec.spec.attributes = l.attributes;
+  rec.spec.gpuMemoryHigh = l.metering.bound.high;
+  rec.spec.gpuAction = l.metering.bound.action;
+  rec.spec.gpuConsecutive = l.metering.bound.consecutive;
+  rec.spec.sampleIntervalUs = cfg_.sampleIntervalUs;
+  rec.gpuBound = l.metering.boundEvents;
+  rec.manager = "client";
+  rec.applied = l.place.applied;
+  if (l.metering.meter) {
+    l.metering.meter->sample();
+    rec.host = l.metering.meter->host();
+    rec.gpu = l.metering.meter->gpu();
+  }
+  rec.counters = finalCounters(env_.cgroupRoot, l);
+
+  const json& said = get(client, "outcome");
+  lease::OutcomeFacts f;
+  f.ending = clientEnding(said, f.endingUnknown);
+  f.policy = rec.spec.oomPolicy;
+  f.memoryEvents = rec.counters.events;
+  f.memoryEventsUnknown = rec.counters.eventsUnknown;
+  if (l.place.applied) f.memoryMax = l.place.applied->memoryMax;
+  f.tallyKill = l.ending.tallyKill;
+  if (l.ending.releaseRequested) f.stopSignal = SIGTERM;
+  rec.outcome = lease::classify(f);
+  const std::string claimed = text(said, "class");
+  const std::string claimedSummary = text(said, "summary");
+  if (l.ending.releaseRequested && rec.outcome.cls == lease::OutcomeClass::Stopped) {
+    rec.outcome.summary = "stopped by tally lease release: " + claimedSummary;
+  } else if (!l.ending.releaseRequested &&
+             (rec.outcome.cls == lease::OutcomeClass::Exited ||
+              rec.outcome.cls == lease::OutcomeClass::KilledBySignal ||
+              rec.outcome.cls == lease::OutcomeClass::Unknown) &&
+             (claimed == "stopped" || claimed == "exec-failed")) {
+    // Its own stop signal and a command that could not run are what only
+    // the client saw; the daemon's evidence (a kill, an OOM) outranks them.
+    rec.outcome.cls = *lease::parseOutcomeClass(claimed);
+    rec.outcome.summary = claimedSummary;
+  }
+  if (l.ending.tallyKill && rec.outcome.cls != lease::OutcomeClass::KilledByTally) {
+    // tally killed it (the daemon did, or saw it over the limit its client
+    // killed it at): that is how it ended, whatever wait status is claimed.
+    rec.outcome.cls = lease::OutcomeClass::KilledByTally;
+    rec.outcome.summary = *l.ending.tallyKill + "; its client reported: " +
+                          (claimedSummary.empty() ? claimed : claimedSummary);
+  }
+  json body = lease::recordJson(rec);
+  body["lease"]["kind"] = lease::kindName(l.kind);
+  body["outcome"]["wait_status_from"] = "client";
+  body["client"] = client;
+  return body;
+}
+
 void Endings::lost(Lease& l, const std::string& why) {
   lease::LeaseRecord rec = baseRecord(l);
   rec.manager = l.isAttach() ? "attached" : "client";

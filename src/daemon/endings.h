@@ -41,6 +41,13 @@ class Endings {
   // `unitEnding`: how the unit's run ended, when the lease held one.
   void finishAttached(Lease& l, bool released,
                       std::optional<std::string> unitEnding = std::nullopt);
+  // A run lease's outcome in the daemon's own word: its figures from the
+  // daemon's samples and the cgroup's final counters, the kill the daemon
+  // did or saw, the memory limits it read back; only what the client alone
+  // saw (the wait status it reaped, its own stop, its declared command and
+  // soft limits) comes from the client's record, which is kept whole as
+  // "client". The ending is not recorded here (Service::onComplete does).
+  nlohmann::json runOutcome(Lease& l, const nlohmann::json& client);
   // It ended unseen (the daemon was down, the client gone): the facts still
   // readable (the counters, the samples the ledger kept) are recorded, the
   // ending is not guessed. A run lease's slice its client never removed is stopped.

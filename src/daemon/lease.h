@@ -103,6 +103,10 @@ struct Lease {
     bool releaseRequested = false;
     bool recovered = false;                // re-adopted after a daemon restart
     std::optional<std::string> tallyKill;  // the kill's summary, once tally killed it
+    // The bound's action (a kill, or a report) is in the journal: a run
+    // lease's client and the daemon both enforce its bound, and one act is
+    // said once, whoever saw it first (the ledger keeps both rows).
+    bool actSaid = false;
   } ending;
 
   State state() const { return state_; }

@@ -78,6 +78,9 @@ void LeaseEvents::bound(Lease& l, const enforce::BoundEvent& e, const std::strin
                r.error().message);
   }
   broadcast("gpu-bound", rpc::api::encode(rpc::api::GpuBoundEvent{l.id, l.name, source, e}));
+  bool act = e.kind == enforce::Verdict::Kill || e.kind == enforce::Verdict::Report;
+  if (act && l.ending.actSaid) return;
+  if (act) l.ending.actSaid = true;
   auto entry = journal::boundEventEntry(l.id, l.name, e);
   note(entry.priority, entry.message, entry.fields);
 }
@@ -96,8 +99,14 @@ Status LeaseEvents::clientBound(Lease& l, enforce::BoundEvent e, const Limits& l
                                      l.id, l.metering.boundRefused)};
   }
   e.atNs = clock::realtimeNs();
-  if (e.kind == enforce::Verdict::Kill) l.ending.tallyKill = e.summary;
-  bound(l, e, l.metering.meter ? l.metering.meter->gpu().lastSource : "drm-fdinfo");
+  // The client's kill names the outcome only where the daemon's own samples
+  // saw the lease over that limit: a client's word alone never makes its
+  // workload's end "killed by tally".
+  const auto peak = l.metering.meter ? l.metering.meter->gpu().peakBytes : std::nullopt;
+  if (e.kind == enforce::Verdict::Kill && !l.ending.tallyKill && peak && *peak > e.limit &&
+      l.req.gpuMemoryMax && e.limit == *l.req.gpuMemoryMax)
+    l.ending.tallyKill = e.summary;
+  bound(l, e, "client");
   return Ok{};
 }
 

@@ -44,7 +44,7 @@ std::vector<std::string> Sampler::sample() {
     const auto& g = l.metering.meter->gpu();
     // The bound's message names the spacing its samples really had.
     l.metering.bound.sampleIntervalUs = l.metering.pace.sampled(cad, paced(l), g.lastBytes, mono);
-    if (l.isAttach() && l.metering.bound.any()) enforceBound(l, now);
+    if (l.metering.bound.any()) enforceBound(l, now);
     // A missed inotify event (or none possible) is caught here.
     if (l.isAttach()) {
       auto p = l.place.countersCg ? l.place.countersCg->populated() : Result<bool>(false);
@@ -82,10 +82,12 @@ std::uint64_t Sampler::nextSampleDelayUs() const {
   return delay;
 }
 
-// One sample of an attached lease through its GPU bound: kill first (the
-// lease's cgroup and nothing else: KillUnit when systemd owns it, which
-// would otherwise restart or mis-account a unit killed behind its back; else
-// cgroup.kill), then record.
+// One sample of a lease through its GPU bound: kill first (the lease's
+// cgroup and nothing else: KillUnit when systemd owns it, which would
+// otherwise restart or mis-account a unit killed behind its back; else
+// cgroup.kill), then record. A run lease's client enforces the same bound;
+// the daemon enforces it too, so a client that does not (an old or a hostile
+// one) holds no more than it declared.
 void Sampler::enforceBound(Lease& l, std::uint64_t nowNs) {
   const auto& g = l.metering.meter->gpu();
   auto killed = enforce::drive(
@@ -105,13 +107,10 @@ void Sampler::enforceBound(Lease& l, std::uint64_t nowNs) {
 }
 
 std::optional<std::uint64_t> Sampler::paced(const Lease& l) const {
-  // Only the daemon's own bound (attached leases) is sampled faster near its
-  // line; a run lease's client enforces its bound, at the same cadence. Fast
-  // sampling exists to kill sooner: a bound that will not kill (report-only,
-  // or its kill already asked) is sampled at sample_interval, however long
-  // the lease sits at or over it (3,000 child cgroups walked every 50 ms
-  // forever once held a core).
-  if (!l.isAttach()) return std::nullopt;
+  // Fast sampling exists to kill sooner: a bound that will not kill
+  // (report-only, or its kill already asked) is sampled at sample_interval,
+  // however long the lease sits at or over it (3,000 child cgroups walked
+  // every 50 ms forever once held a core).
   const auto& b = l.metering.bound;
   if (b.action != enforce::Action::Kill || l.metering.boundState.acted) return std::nullopt;
   return b.max;

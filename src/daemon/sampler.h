@@ -1,9 +1,9 @@
 // Metering the daemon's running leases: at each lease's pace (every
 // sample_interval, faster near a bound) its meter reads its cgroup and the DRM
 // fdinfo of its processes against one host snapshot per tick, the samples go
-// to the ledger in one transaction, and an attached lease's GPU bound takes
-// its step (enforce::drive, as tally run's does; the daemon kills through
-// systemd or cgroup.kill).
+// to the ledger in one transaction, and each lease's GPU bound takes its step
+// (enforce::drive, as tally run's does; the daemon kills through systemd or
+// cgroup.kill, for run leases as for attached ones).
 #pragma once
 
 #include <cstdint>
@@ -52,7 +52,7 @@ class Sampler {
   void startMetering(Lease& l);
   // Meters every running lease that is due (each has its own cadence:
   // enforce/cadence.h), stores a sample row per lease at most once per
-  // sample_interval, takes attached leases' GPU bound step. Returns the
+  // sample_interval, takes each lease's GPU bound step. Returns the
   // attached leases whose cgroup emptied (caught here when an inotify event
   // was missed).
   std::vector<std::string> sample();
@@ -66,8 +66,8 @@ class Sampler {
 
  private:
   void enforceBound(Lease& l, std::uint64_t nowNs);
-  // The bound a lease's cadence comes near to: its gpu_memory_max where the
-  // daemon enforces it (attached leases), none where its client does.
+  // The bound a lease's cadence comes near to: its gpu_memory_max while a
+  // kill over it is still to come.
   std::optional<std::uint64_t> paced(const Lease& l) const;
 
   const config::Daemon& cfg_;

@@ -350,20 +350,9 @@ void Service::onComplete(std::uint64_t conn, const Peer& peer, const json& id,
                     l->id,
                     l->state() == Lease::State::Queued ? "queued" : "granted but never started"));
   }
-  json& record = p.record;
-  record["daemon"] =
-      views_.daemonSaw(*l);  // what the daemon saw itself, beside what the client reports
-  // Released: the daemon sent the SIGTERM its client saw end the workload.
-  // The outcome names who stopped it (the client's own class is kept).
-  if (l->ending.releaseRequested && record.contains("outcome") && record["outcome"].is_object()) {
-    json& o = record["outcome"];
-    std::string cls = o.value("class", "");
-    if (cls == "killed-by-signal" || cls == "exited") {
-      record["daemon"]["client_class"] = cls;
-      o["class"] = "stopped";
-      o["summary"] = "stopped by tally lease release: " + o.value("summary", "");
-    }
-  }
+  // The daemon's record; the client's, as it sent it, inside as "client".
+  json record = endings_.runOutcome(*l, p.record);
+  record["daemon"] = views_.daemonSaw(*l);
   auto ev = events_.recordOutcome(*l, record, record["outcome"].value("class", "unknown"));
   if (!ev)
     return fail(conn, id, ev.error().code == EEXIST ? code::kConflict : code::kInternal,

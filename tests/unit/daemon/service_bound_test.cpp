@@ -129,6 +129,89 @@ TEST_F(ServiceBoundTest, ARunLeasesClientReportsItsBoundEvents) {
   EXPECT_TRUE(ledgerDb->verify()->problems.empty());
 }
 
+// A run lease's bound is the daemon's too: a client that enforces nothing and
+// reports a tidy outcome still gets its workload killed over its
+// gpu_memory_max, and the outcome's figures are what the daemon measured.
+TEST_F(ServiceBoundTest, ARunLeaseOverItsGpuMemoryMaxIsKilledByTheDaemonWhateverItsClientSays) {
+  json a = call(1, 1000, "acquire",
+                {{"pools", {"gpu"}}, {"gpu_memory_max", GiB}, {"name", "quiet"}});
+  ASSERT_TRUE(a["ok"]) << a;
+  std::string id = a["result"]["lease"];
+  std::string scope = "/tally.slice/tally-" + id + ".scope";
+  gpuWorkload(scope, 5020, 31, 4);  // 4 GiB of GTT against 1 GiB declared
+  ASSERT_EQ(::chown((host.cgroupRoot() + scope).c_str(), 1000, 1000), 0);
+  ASSERT_TRUE(call(1, 1000, "started", {{"lease", id}, {"cgroup", scope}})["ok"]);
+  service->sample();  // over once: not yet
+  EXPECT_FALSE(killed(scope));
+  service->sample();  // twice in a row: killed by the daemon (no systemd unit: cgroup.kill)
+  EXPECT_TRUE(killed(scope));
+  EXPECT_EQ(kinds(id), (std::vector<std::string>{"granted", "started", "gpu-bound"}));
+  // The client reports its own kill of the same crossing: a row, not a second
+  // journal line.
+  json ev = {{"kind", "gpu-memory-kill"},
+             {"bytes", 4 * GiB},
+             {"limit", GiB},
+             {"samples", 2},
+             {"summary", "killed by tally: client's words"}};
+  ASSERT_TRUE(call(1, 1000, "bound", {{"lease", id}, {"event", ev}})["ok"]);
+  int killLines = 0;
+  for (const auto& n : journal.notes) {
+    for (const auto& [k, v] : n.fields) killLines += k == "TALLY_EVENT" && v == "gpu-memory-kill";
+  }
+  EXPECT_EQ(killLines, 1);
+  // The client claims a clean exit and no GPU memory at all.
+  json claimed = {{"schema", 1},
+                  {"lease", {{"id", id}, {"command", {"llama-server"}}}},
+                  {"declared", {{"memory_high", 1 << 20}, {"oom_policy", "continue"}}},
+                  {"gpu", {{"peak_bytes", 0}, {"samples", 9}}},
+                  {"outcome", {{"class", "exited"}, {"exit_code", 0}, {"summary", "exited"}}}};
+  ASSERT_TRUE(call(1, 1000, "complete", {{"lease", id}, {"record", claimed}})["ok"]);
+  json stored = json::parse(rows(id).back().body);
+  EXPECT_EQ(stored["outcome"]["class"], "killed-by-tally");
+  EXPECT_EQ(stored["outcome"]["summary"].get<std::string>().rfind(
+                "killed by tally: GPU memory 4.0 GiB over gpu_memory_max 1.0 GiB", 0),
+            0u)
+      << stored["outcome"];
+  EXPECT_NE(stored["outcome"]["summary"].get<std::string>().find("its client reported: exited"),
+            std::string::npos);
+  EXPECT_EQ(stored["outcome"]["wait_status_from"], "client");
+  EXPECT_EQ(stored["gpu"]["peak_bytes"], 4 * GiB);  // the daemon's samples, not the claim
+  EXPECT_GE(stored["gpu"]["samples"].get<int>(), 2);
+  EXPECT_EQ(stored["memory"]["peak_bytes"], 2 * GiB);  // the cgroup's memory.peak
+  EXPECT_EQ(stored["declared"]["gpu_memory_max"], GiB);
+  EXPECT_EQ(stored["declared"]["memory_high"], 1 << 20);  // declared by the client alone
+  EXPECT_EQ(stored["declared"]["oom_policy"], "continue");
+  EXPECT_EQ(stored["lease"]["command"], json({"llama-server"}));
+  EXPECT_EQ(stored["client"], claimed);  // the client's word, whole, as its own
+  EXPECT_TRUE(ledgerDb->verify()->problems.empty());
+}
+
+// A client's word alone never makes an ending "killed by tally": the daemon
+// saw nothing over the limit it claims to have killed at.
+TEST_F(ServiceBoundTest, AClientsKillTheDaemonNeverSawIsKeptAsTheClientsWordOnly) {
+  json a = call(1, 1000, "acquire", {{"pools", {"gpu"}}, {"gpu_memory_max", GiB}});
+  ASSERT_TRUE(a["ok"]) << a;
+  std::string id = a["result"]["lease"];
+  std::string scope = "/tally.slice/tally-" + id + ".scope";
+  workloadCgroup(scope, true, 1000);  // no DRM client: 0 B of GPU memory
+  ASSERT_TRUE(call(1, 1000, "started", {{"lease", id}, {"cgroup", scope}})["ok"]);
+  json ev = {{"kind", "gpu-memory-kill"},
+             {"bytes", 2 * GiB},
+             {"limit", GiB},
+             {"samples", 2},
+             {"summary", "killed by tally: GPU memory 2.0 GiB over gpu_memory_max 1.0 GiB"}};
+  ASSERT_TRUE(call(1, 1000, "bound", {{"lease", id}, {"event", ev}})["ok"]);
+  json claimed = {{"lease", {{"id", id}}},
+                  {"outcome", {{"class", "killed-by-tally"}, {"signal", 9}, {"summary", "x"}}}};
+  ASSERT_TRUE(call(1, 1000, "complete", {{"lease", id}, {"record", claimed}})["ok"]);
+  json stored = json::parse(rows(id).back().body);
+  // SIGKILL, and the cgroup's memory.events has oom_kill 1: the kernel's
+  // OOM killer is the evidence the daemon has.
+  EXPECT_EQ(stored["outcome"]["class"], "oom-killed") << stored["outcome"];
+  EXPECT_EQ(stored["client"]["outcome"]["class"], "killed-by-tally");
+  EXPECT_FALSE(killed(scope));
+}
+
 coverage::Assessment assessment(coverage::Coverage c, const std::string& kernel) {
   coverage::Assessment a;
   a.kernel = kernel;

@@ -521,13 +521,14 @@ TEST_F(ServiceTest, AReleasedRunLeasesOutcomeSaysTheReleaseStoppedIt) {
   EXPECT_EQ(call(2, 1000, "release", {{"lease", id}})["result"]["state"], "stopping");
   json record = {{"schema", 1},
                  {"lease", {{"id", id}}},
-                 {"outcome", {{"class", "killed-by-signal"}, {"summary", "killed by SIGTERM"}}}};
+                 {"outcome",
+                  {{"class", "killed-by-signal"}, {"signal", 15}, {"summary", "killed by SIGTERM"}}}};
   ASSERT_TRUE(call(1, 1000, "complete", {{"lease", id}, {"record", record}})["ok"]);
   json stored = json::parse(rows(id).back().body);
   EXPECT_EQ(stored["outcome"]["class"], "stopped");
   EXPECT_EQ(stored["outcome"]["summary"], "stopped by tally lease release: killed by SIGTERM");
-  EXPECT_EQ(stored["daemon"]["client_class"], "killed-by-signal");
-  // Not released: the client's word stands.
+  EXPECT_EQ(stored["client"]["outcome"]["class"], "killed-by-signal");  // its word, kept
+  // Not released: the wait status the client reaped names it.
   std::string other = call(1, 1000, "acquire", {{"pools", {"one"}}})["result"]["lease"];
   std::string slice2 = "/tally.slice/tally-" + other + ".slice";
   workloadCgroup(slice2, true, 1000);
