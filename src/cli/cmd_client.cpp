@@ -292,6 +292,17 @@ ClientCommands addClientCommands(CLI::App& app, ClientOptions& o) {
   return c;
 }
 
+// A listing names the first queued requests only (daemon/views.h): the rest
+// are counted, on stderr so --json stays one document.
+static void notListed(const nlohmann::json& result) {
+  const auto& q = jsonview::get(result, "queued");
+  auto total = jsonview::count(jsonview::get(q, "total"));
+  auto listed = jsonview::count(jsonview::get(q, "listed"));
+  if (total && listed && *total > *listed)
+    fmt::print(stderr, "{} more queued requests are not listed (the first {}, in grant order, are)\n",
+               *total - *listed, *listed);
+}
+
 int runClientCommand(const ClientCommands& c, const ClientOptions& o) {
   int rc = kExitOk;
   if (c.events->parsed()) return followEvents(o);
@@ -304,6 +315,7 @@ int runClientCommand(const ClientCommands& c, const ClientOptions& o) {
       fmt::print("{}\n", (*doc)["leases"].dump(2));
     else
       printLeases((*doc)["leases"]);
+    notListed(m->result);
     return kExitOk;
   }
   if (c.logs->parsed()) {
@@ -422,6 +434,7 @@ int runClientCommand(const ClientCommands& c, const ClientOptions& o) {
     }
     for (const auto& line : views::seatTable(m->result["seats"], 1000))
       printLine(text::trimRight(line));
+    notListed(m->result);
     return kExitOk;
   }
   if (c.metrics->parsed()) {

@@ -145,6 +145,7 @@ void readDaemon(Reader& r, const toml::table& t, Daemon& d) {
               "max_queued",
               "max_queued_per_connection",
               "max_queued_per_uid",
+              "ledger_rows_per_minute_per_uid",
               "priority_group",
               "idle_timeout",
               "request_timeout"});
@@ -210,6 +211,8 @@ void readDaemon(Reader& r, const toml::table& t, Daemon& d) {
   if (auto v = r.count(t, "max_queued_per_connection", "daemon", 1, 1'000'000))
     d.maxQueuedPerConnection = *v;
   if (auto v = r.count(t, "max_queued_per_uid", "daemon", 1, 10'000'000)) d.maxQueuedPerUid = *v;
+  if (auto v = r.count(t, "ledger_rows_per_minute_per_uid", "daemon", 10, 10'000'000))
+    d.ledgerRowsPerMinutePerUid = *v;
   if (auto s = r.string(t, "priority_group", "daemon")) d.priorityGroup = *s;
   if (auto v = r.duration(t, "idle_timeout", "daemon")) {
     if (*v < 1'000'000)

@@ -43,6 +43,7 @@ json effectiveJson(const Config& c, const std::string& stateDir) {
       {"max_queued", d.maxQueued},
       {"max_queued_per_connection", d.maxQueuedPerConnection},
       {"max_queued_per_uid", d.maxQueuedPerUid},
+      {"ledger_rows_per_minute_per_uid", d.ledgerRowsPerMinutePerUid},
       {"priority_group", d.priorityGroup ? json(*d.priorityGroup) : json(nullptr)},
       {"idle_timeout_us", d.idleTimeoutUs},
       {"request_timeout_us", d.requestTimeoutUs}};

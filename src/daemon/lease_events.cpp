@@ -38,7 +38,10 @@ Result<ledger::Event> LeaseEvents::record(const Lease& l, const char* kind, cons
                                           std::uint64_t atNs) {
   auto ev = ledger_.appendEvent(l.id, kind,
                                 body.dump(-1, ' ', false, json::error_handler_t::replace), atNs);
-  if (ev) announce(l, kind, body);
+  if (ev) {
+    rows_.charge(l.owner, clock::monotonicUs());
+    announce(l, kind, body);
+  }
   return ev;
 }
 
@@ -46,6 +49,7 @@ void LeaseEvents::recordEnd(const Lease& l, const char* kind, const json& origin
                             const std::string& cls) {
   json body = withPools(l, original);
   std::string text = body.dump(-1, ' ', false, json::error_handler_t::replace);
+  rows_.charge(l.owner, clock::monotonicUs());
   if (auto ev = ledger_.appendEvent(l.id, kind, text); !ev) {
     // Nothing lost: the row goes to the log when the ledger refuses it.
     fmt::print(stderr, "tally daemon: lease {}: {}; the {} row follows\n{}\n", l.id,
@@ -61,6 +65,7 @@ Result<ledger::Event> LeaseEvents::recordOutcome(const Lease& l, const json& ori
   auto ev = ledger_.appendEvent(l.id, ledger::kOutcome,
                                 record.dump(-1, ' ', false, json::error_handler_t::replace));
   if (!ev) return ev;
+  rows_.charge(l.owner, clock::monotonicUs());
   ++outcomeCounts_[cls];
   announce(l, ledger::kOutcome, record);
   return ev;
@@ -69,6 +74,7 @@ Result<ledger::Event> LeaseEvents::recordOutcome(const Lease& l, const json& ori
 void LeaseEvents::bound(Lease& l, const enforce::BoundEvent& e, const std::string& source) {
   l.metering.boundEvents.push_back(e);
   ++boundCounts_[enforce::verdictName(e.kind)];
+  rows_.charge(l.owner, clock::monotonicUs());
   json body = ledger::encode(ledger::BoundRow{e, source});
   if (auto r =
           ledger_.appendEvent(l.id, ledger::kGpuBound,

@@ -15,6 +15,7 @@
 #include "coverage/handover.h"
 #include "daemon/lease.h"
 #include "daemon/lease_book.h"
+#include "daemon/row_budget.h"
 #include "daemon/seams.h"
 #include "enforce/gpu_bound.h"
 #include "journal/journal.h"
@@ -79,6 +80,9 @@ class LeaseEvents {
   const std::map<std::string, std::uint64_t>& outcomeCounts() const { return outcomeCounts_; }
   std::uint64_t sinceNs() const { return startedAtNs_; }
 
+  // Every row a lease writes is charged to its owner (daemon/row_budget.h).
+  RowBudget& rowBudget() { return rows_; }
+
  private:
   void announce(const Lease& l, const std::string& kind, const json& body);
   void broadcast(const std::string& event, const json& fields);
@@ -88,6 +92,7 @@ class LeaseEvents {
   journal::Journal* journal_;
   std::map<std::uint64_t, json> subscribers_;  // conn -> the subscribe request's id
   std::map<std::string, std::uint64_t> boundCounts_, outcomeCounts_;
+  RowBudget rows_;
   std::uint64_t startedAtNs_ = 0;
   std::optional<std::string> writeFailureSaid_;  // the ledger's write failure, as last said
 };

@@ -44,6 +44,11 @@ struct Limits {
   // for everyone, whatever connections she opens.
   std::size_t maxQueuedPerUid = 256;
 
+  // Ledger rows a user's leases write, per minute (daemon/row_budget.h): a
+  // new lease waits ("rate-limited") while its owner's are spent; rows of
+  // leases that exist are always written. Root is not counted.
+  std::uint64_t ledgerRowsPerMinutePerUid = 600;
+
   // GPU bound events a run lease's client may report: a burst, then one
   // per `boundRefillUs`. More are answered "rate-limited" and counted.
   unsigned boundBurst = 20;

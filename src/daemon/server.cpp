@@ -28,6 +28,7 @@ Limits limitsFromConfig(const config::Daemon& d) {
   l.maxQueued = static_cast<std::size_t>(d.maxQueued);
   l.maxQueuedPerConnection = static_cast<std::size_t>(d.maxQueuedPerConnection);
   l.maxQueuedPerUid = static_cast<std::size_t>(d.maxQueuedPerUid);
+  l.ledgerRowsPerMinutePerUid = d.ledgerRowsPerMinutePerUid;
   l.idleTimeoutUs = d.idleTimeoutUs;
   l.partialLineTimeoutUs = d.requestTimeoutUs;
   return l;

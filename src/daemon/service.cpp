@@ -39,7 +39,9 @@ Service::Service(const config::Config& cfg, ledger::Ledger& ledger, ServiceEnv e
           ledger, book_, events_, host_, handover_),
       endings_(cfg_.daemon, EndingsEnv{env.cgroupRoot, env.watches, env.units}, ledger, book_,
                events_, [this] { tryGrant(); }),
-      views_(cfg_, ledger, book_, measures_, host_, events_, handover_, coverageKernel_) {}
+      views_(cfg_, ledger, book_, measures_, host_, events_, handover_, coverageKernel_) {
+  events_.rowBudget() = RowBudget(env.limits.ledgerRowsPerMinutePerUid);
+}
 
 void Service::reply(std::uint64_t conn, const json& id, const json& result) {
   if (conn) env_.outbox.send(conn, rpc::encodeReply(id, result));
@@ -177,6 +179,14 @@ Service::Admission Service::admit(std::uint64_t conn, const Peer& peer, const js
   }
   if (auto room = book_.roomToWait(conn, peer.uid, env_.limits); !room)
     return refused(code::kBusy, room.error().message);
+  if (auto wait = events_.rowBudget().waitUs(peer.uid, clock::monotonicUs())) {
+    return refused(
+        code::kRateLimited,
+        fmt::format("uid {}'s leases wrote more than {} ledger rows in the last minute "
+                    "(ledger_rows_per_minute_per_uid); ask for a new lease again in {} s. Leases "
+                    "that exist go on and are recorded",
+                    peer.uid, events_.rowBudget().perMinute(), (*wait + 999'999) / 1'000'000));
+  }
   // Provenance is the daemon's: no user's lease poses as a Slurm step.
   if (peer.uid != 0) {
     if (auto why = lease::rootOnlyDeclaration(d.name.value_or(""), d.attributes))
@@ -395,6 +405,9 @@ void Service::onRelease(std::uint64_t conn, const Peer& peer, const json& reqId,
   if (cancelOnly)
     return fail(conn, reqId, code::kConflict,
                 fmt::format("lease {} is no longer queued; use release", id));
+  // Asked already: its stop is under way; a second release writes nothing.
+  if (l->ending.releaseRequested)
+    return reply(conn, reqId, rpc::api::encode(rpc::api::ReleaseReply{id, "stopping"}));
   // Acknowledge only what is on disk: a release the ledger cannot record
   // changes nothing (a restarted daemon would re-adopt the lease and bound it).
   if (auto ev = events_.record(*l, ledger::kReleased,

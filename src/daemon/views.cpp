@@ -123,10 +123,15 @@ json Views::leases() {
     if (l->state() != Lease::State::Queued) list.push_back(lease(*l));
   }
   auto view = book_.engine().queueView();
-  for (std::size_t i = 0; i < view.size(); ++i) {
+  for (std::size_t i = 0; i < view.size() && i < kQueuedListed; ++i) {
     if (const Lease* l = book_.find(view[i].req->id)) list.push_back(lease(*l, &view[i], i));
   }
   return list;
+}
+
+json Views::queuedCounts() const {
+  std::size_t total = book_.queued();
+  return {{"total", total}, {"listed", std::min(total, kQueuedListed)}};
 }
 
 json Views::leaseWithRows(const std::string& id) {
@@ -175,11 +180,13 @@ json Views::pools() {
     j["capacity"] = p.capacity;
     j["holders"] = u.holders;
     json queued = json::array();
+    std::size_t waiting = 0;
     for (const auto* r : engine.queue()) {
-      if (std::find(r->pools.begin(), r->pools.end(), p.name) != r->pools.end())
-        queued.push_back(r->id);
+      if (std::find(r->pools.begin(), r->pools.end(), p.name) == r->pools.end()) continue;
+      if (++waiting <= kQueuedListed) queued.push_back(r->id);
     }
-    j["queue"] = queued;
+    j["queue"] = queued;  // the first kQueuedListed, in grant order
+    j["queue_length"] = waiting;
     j["memory_budget"] = jsonview::orNull(p.memoryBudget);
     j["memory_declared"] = u.memoryDeclared.value();
     j["gpu_memory_budget"] = jsonview::orNull(p.gpuMemoryBudget);
@@ -255,7 +262,9 @@ json Views::seats(std::uint64_t nowNs) {
     if (l->state() != Lease::State::Queued)
       rows.push_back(seats::seatRow(seatFacts(*l), nowNs, cfg_.daemon.sampleIntervalUs));
   }
+  std::size_t listed = 0;
   for (const auto* r : book_.engine().queue()) {
+    if (listed++ == kQueuedListed) break;
     if (const Lease* l = book_.find(r->id))
       rows.push_back(seats::seatRow(seatFacts(*l), nowNs, cfg_.daemon.sampleIntervalUs));
   }
@@ -326,11 +335,12 @@ json Views::answer(rpc::api::Method m, std::uint64_t nowNs) {
   using rpc::api::Method;
   switch (m) {
     case Method::Leases:
-      return {{"leases", leases()}};
+      return {{"leases", leases()}, {"queued", queuedCounts()}};
     case Method::Pools:
       return {{"pools", pools()}};
     case Method::Seats:
       return {{"seats", seats(nowNs)},
+              {"queued", queuedCounts()},
               {"observed_at_ns", nowNs},
               {"sample_interval_us", cfg_.daemon.sampleIntervalUs}};
     case Method::Overview:
@@ -347,6 +357,7 @@ json Views::overview(std::uint64_t nowNs) {
   o["observed_at_ns"] = nowNs;
   o["sample_interval_us"] = cfg_.daemon.sampleIntervalUs;
   o["seats"] = seats(nowNs);
+  o["queued"] = queuedCounts();
   o["pools"] = pools();
   json outside;
   o["devices"] = devices(outside);

@@ -44,8 +44,15 @@ class Views {
              std::size_t index = 0);
   // The reply of acquire, attach, resume and started: the same, typed.
   rpc::api::LeaseReply leaseReply(const Lease& l);
-  // Live leases, then the queue in grant order.
+  // Listing replies name at most this many queued requests (the next to be
+  // granted, in grant order) and count the rest: 4,032 queued requests with
+  // attributes once made `leases`, `seats`, `overview` and `metrics` replies
+  // pass the 4 MiB a reply may be, and they failed for everyone.
+  static constexpr std::size_t kQueuedListed = 256;
+  // Live leases, then the queue in grant order (the first kQueuedListed).
   json leases();
+  // {"total": queued requests, "listed": how many a listing names}.
+  json queuedCounts() const;
   // One lease, live or ended, with its ledger rows; null when there is no such lease.
   json leaseWithRows(const std::string& id);
   // What the daemon itself saw of a run lease, beside its client's outcome record.

@@ -395,6 +395,89 @@ TEST_F(HostileServiceTest, OneUsersQueueAndPriorityAreHerOwn) {
       << other;
 }
 
+// An acquire/release loop grew the ledger without limit: every row a user's
+// leases write is charged to her, and past the budget her new leases wait
+// while her existing ones are still recorded, and other users are untouched.
+TEST_F(HostileServiceTest, OneUsersAcquireReleaseLoopIsBoundedInLedgerRows) {
+  limits.ledgerRowsPerMinutePerUid = 10;
+  reopen();
+  std::string held = runningLease(1, 1000);  // granted + started: 2 rows
+  int cycles = 0;
+  json r;
+  for (; cycles < 100; ++cycles) {
+    r = call(2, 1000, "acquire", {{"pools", {"gpu"}}, {"gpu_memory_max", GiB}});
+    if (!r["ok"]) break;
+    ASSERT_TRUE(call(2, 1000, "release", {{"lease", r["result"]["lease"]}})["ok"]);  // 2 rows
+  }
+  // 2 + 3 per cycle: the fourth cycle spends the last of the 10.
+  EXPECT_EQ(cycles, 3);
+  EXPECT_EQ(r["error"]["code"], "rate-limited") << r;
+  EXPECT_NE(r["error"]["message"].get<std::string>().find(
+                "uid 1000's leases wrote more than 10 ledger rows in the last minute "
+                "(ledger_rows_per_minute_per_uid); ask for a new lease again in"),
+            std::string::npos)
+      << r;
+  // A refusal writes nothing.
+  const auto rowsBefore = ledgerDb->verify()->rows;
+  EXPECT_EQ(call(2, 1000, "attach", {{"pools", {"gpu"}}, {"cgroup", "/x"}})["error"]["code"],
+            "rate-limited");
+  EXPECT_EQ(ledgerDb->verify()->rows, rowsBefore);
+  // Her running lease is still recorded: a release (a second one writes
+  // nothing more), its outcome.
+  EXPECT_EQ(call(1, 1000, "release", {{"lease", held}})["result"]["state"], "stopping");
+  EXPECT_EQ(call(1, 1000, "release", {{"lease", held}})["result"]["state"], "stopping");
+  EXPECT_EQ(kinds(held), (std::vector<std::string>{"granted", "started", "released"}));
+  json record = {{"lease", {{"id", held}}}, {"outcome", {{"class", "exited"}, {"exit_code", 0}}}};
+  ASSERT_TRUE(call(1, 1000, "complete", {{"lease", held}, {"record", record}})["ok"]);
+  EXPECT_EQ(kinds(held).back(), "outcome");
+  // Another user and root are not held back by her.
+  EXPECT_TRUE(call(3, 1001, "acquire", {{"pools", {"gpu"}}, {"gpu_memory_max", GiB}})["ok"]);
+  EXPECT_TRUE(call(4, 0, "acquire", {{"pools", {"gpu"}}, {"gpu_memory_max", GiB}})["ok"]);
+}
+
+// 4,032 queued requests with attributes made every listing reply pass the
+// 4 MiB a reply may be, for every user: listings name the first 256 queued
+// (in grant order) and count the rest.
+TEST_F(HostileServiceTest, AFullQueueNeverBreaksAnyonesListing) {
+  limits.maxQueuedPerUid = 100'000;
+  limits.maxQueuedPerConnection = 100'000;
+  limits.ledgerRowsPerMinutePerUid = 0;  // not what this test is about
+  reopen();
+  ASSERT_TRUE(call(1, 1000, "acquire", {{"pools", {"one"}}})["ok"]);  // holds the one slot
+  json attrs = json::object();
+  for (int i = 0; i < 16; ++i) attrs[fmt::format("k{:02}", i)] = std::string(200, static_cast<char>('a' + i));
+  for (int i = 0; i < 4032; ++i)
+    call(2, 1000, "acquire", {{"pools", {"one"}}, {"attributes", attrs}});
+  ASSERT_EQ(service->queuedRequests(), 4032u);
+  for (const char* method : {"leases", "seats", "overview", "pools", "metrics"}) {
+    json r = call(3, 1001, method, json::object());
+    ASSERT_TRUE(r["ok"]) << method << ": " << r.dump().substr(0, 300);
+    EXPECT_LT(r.dump().size(), 2u << 20) << method;  // well under a reply's 4 MiB
+  }
+  json leases = call(3, 1001, "leases", json::object())["result"];
+  EXPECT_EQ(leases["leases"].size(), 1u + 256u);
+  EXPECT_EQ(leases["queued"], json({{"total", 4032}, {"listed", 256}}));
+  EXPECT_EQ(leases["leases"][256]["position"], 256);  // the next to be granted, in order
+  json pools = call(3, 1001, "pools", json::object())["result"]["pools"];
+  EXPECT_EQ(pools[1]["queue"].size(), 256u);
+  EXPECT_EQ(pools[1]["queue_length"], 4032);
+}
+
+TEST(RowBudget, RefillsAtItsRatePerMinuteAndForgetsFullAccounts) {
+  daemon::RowBudget b(60);  // one row a second
+  const std::uint64_t t0 = 1'000'000'000;
+  EXPECT_FALSE(b.waitUs(1000, t0));
+  b.charge(1000, t0, 61);  // one past the budget
+  EXPECT_EQ(b.waitUs(1000, t0), 2'000'001u);  // back to 1 row after 2 s
+  EXPECT_TRUE(b.waitUs(1000, t0 + 1'999'999));
+  EXPECT_FALSE(b.waitUs(1000, t0 + 2'000'000));
+  b.charge(0, t0, 1'000'000);  // root is not counted
+  EXPECT_FALSE(b.waitUs(0, t0));
+  EXPECT_EQ(b.accounts(), 1u);
+  b.prune(t0 + 61'000'000);  // a minute later it is full again: forgotten
+  EXPECT_EQ(b.accounts(), 0u);
+}
+
 // Provenance is the daemon's: a user's lease cannot pose as a Slurm step
 // (its name or the slurm_* attributes the plugin sets, as root, from the job
 // it verified), and a user's outcome is journalled under the unit and cgroup
