@@ -37,7 +37,10 @@ class Textfile {
   static Result<Textfile> open(const std::string& path);
   // PATH.<random>.tmp, written, fsynced, mode 0644, renamed over PATH: a
   // reader (node_exporter) sees the old file or the new one, never half.
+  // An exposition over kMaxBytes is refused (the old file stays): a 21.5 MB
+  // textfile once was rewritten every second.
   Status write(std::string_view text) const;
+  static constexpr std::size_t kMaxBytes = 4u << 20;
   const std::string& path() const { return path_; }
 
  private:

@@ -34,10 +34,21 @@ std::vector<std::string> Sampler::sample() {
   // One host snapshot per tick for every lease's scan, read at the first
   // lease due (an idle daemon reads nothing).
   host::Snapshot* snapshot = nullptr;
+  std::size_t early = 0;
   for (const auto& [id, lp] : book_.all()) {
     Lease& l = *lp;
     if (l.state() != Lease::State::Running || !l.metering.meter) continue;
     if (l.metering.pace.nextUs > mono + kSlackUs) continue;  // not due
+    // Due before its sample_interval because it is near its bound: at most
+    // kEarlySamplesPerRound such leases per round; the rest keep
+    // sample_interval this once, so many leases near their bounds cost a
+    // bounded amount per round and none is sampled less than normally.
+    auto& pace = l.metering.pace;
+    if (pace.lastUs && mono + kSlackUs < pace.lastUs + cad.normalUs &&
+        early++ >= kEarlySamplesPerRound) {
+      pace.nextUs = pace.lastUs + cad.normalUs;
+      continue;
+    }
     if (!snapshot) snapshot = &host_.fresh();
     l.metering.meter->sample(snapshot);
     const auto& h = l.metering.meter->host();

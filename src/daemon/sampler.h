@@ -59,6 +59,8 @@ class Sampler {
   // How long until the next lease is due: sample_interval when none is near
   // its bound (or none runs).
   std::uint64_t nextSampleDelayUs() const;
+  // Leases sampled before their sample_interval (near a bound) per round.
+  static constexpr std::size_t kEarlySamplesPerRound = 16;
   std::uint64_t now() const { return env_.monotonicUs ? env_.monotonicUs() : clock::monotonicUs(); }
   enforce::Cadence cadence() const {
     return {cfg_.sampleIntervalUs, cfg_.nearBoundIntervalUs, cfg_.nearBoundMarginPercent};

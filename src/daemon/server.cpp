@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "fs/secure_dir.h"
+#include "daemon/line_clock.h"
 #include "util/clock.h"
 
 namespace tally::daemon {
@@ -42,7 +43,7 @@ struct Server::Conn {
   Peer peer;
   rpc::LineReader reader;
   std::size_t counted = 0;           // reader.buffered() as counted in inputBytes_
-  std::uint64_t partialSinceUs = 0;  // when the unfinished line began (0: none)
+  LineClock partial;                 // request_timeout: an unfinished line's wait
   std::uint64_t lastActiveUs = 0;    // last byte in or out
   std::string out;
 };
@@ -267,10 +268,7 @@ void Server::readFrom(Conn& c) {
   // Partial lines held, all connections together, stay under the budget.
   inputBytes_ = inputBytes_ - c.counted + c.reader.buffered();
   c.counted = c.reader.buffered();
-  if (c.counted == 0)
-    c.partialSinceUs = 0;
-  else if (!c.partialSinceUs)
-    c.partialSinceUs = now;
+  c.partial.received(c.counted != 0, now);
   if (inputBytes_ > limits_.maxInputBytes) {
     return closeWith(id, rpc::code::kBusy,
                      "the daemon holds too many unfinished requests; closing this connection");
@@ -328,6 +326,7 @@ int Server::onPending(sd_event_source* s, void* self) {
 // reads its replies; write when there is something to write.
 void Server::updateInterest(Conn& c) {
   bool canRead = !c.reader.hasLines() && c.out.size() <= limits_.pauseReadingBytes;
+  c.partial.reading(canRead, clock::monotonicUs());
   std::uint32_t events = (canRead ? EPOLLIN : 0u) | (c.out.empty() ? 0u : EPOLLOUT);
   sd_event_source_set_io_events(c.src, events);
 }
@@ -399,7 +398,7 @@ void Server::sweep() {
   std::uint64_t now = clock::monotonicUs();
   std::vector<std::pair<std::uint64_t, std::string>> drop;
   for (const auto& [id, c] : conns_) {
-    if (c->partialSinceUs && now - c->partialSinceUs > limits_.partialLineTimeoutUs) {
+    if (c->partial.expired(now, limits_.partialLineTimeoutUs)) {
       drop.emplace_back(id, fmt::format("a request line was not completed within {} s; closing",
                                         limits_.partialLineTimeoutUs / 1'000'000));
     } else if (c->out.empty() && !c->reader.hasLines() &&

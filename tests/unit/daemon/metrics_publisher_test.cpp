@@ -56,6 +56,13 @@ TEST(MetricsTextfile, ReplacedWholeAndErrorsNameTheFile) {
   EXPECT_EQ(st.st_mode & 0777, 0644u);
   auto names = fs::Root::open(dir.path())->list("");
   EXPECT_EQ(*names, std::vector<std::string>{"tally.prom"});  // no temporary left behind
+  // Over its size bound: refused, the last one stays.
+  auto big = t->write(std::string(daemon::Textfile::kMaxBytes + 1, '#'));
+  ASSERT_FALSE(big);
+  EXPECT_NE(big.error().message.find("over the textfile's 4 MiB"), std::string::npos)
+      << big.error().message;
+  EXPECT_EQ(readFile(path), "b 2\n");
+  EXPECT_EQ(*fs::Root::open(dir.path())->list(""), std::vector<std::string>{"tally.prom"});
   auto bad = daemon::Textfile::open(dir.path() + "/missing/tally.prom");
   ASSERT_FALSE(bad);
   EXPECT_NE(bad.error().message.find("missing"), std::string::npos) << bad.error().message;

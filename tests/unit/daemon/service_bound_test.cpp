@@ -438,6 +438,38 @@ TEST_F(ServiceBoundTest, ALeaseNearItsBoundIsSampledFasterAndOnlyIt) {
   EXPECT_EQ(samples("far"), 2u);
 }
 
+// Many leases near their bounds at once cost a bounded amount per round: at
+// most 16 are sampled early; the others keep sample_interval, never less.
+TEST_F(ServiceBoundTest, EarlySamplesAreCappedPerRoundAndNoLeaseFallsBelowItsInterval) {
+  clockStep = 0;
+  struct Restore {
+    ~Restore() { ServiceTest::clockStep = 1'000'000; }
+  } restore;
+  cfg.pools = {config::Pool{"gpu", 40, std::nullopt, std::nullopt, {}}};
+  reopen();
+  for (int i = 0; i < 20; ++i) {
+    std::string cg = fmt::format("/machine.slice/near{:02}.scope", i);
+    gpuWorkload(cg, 800 + i, static_cast<std::uint64_t>(80 + i), 38);  // 38 of 40 GiB
+    json r = call(2, 0, "attach",
+                  {{"pools", {"gpu"}}, {"cgroup", cg}, {"gpu_memory_max", 40 * GiB}});
+    ASSERT_TRUE(r["ok"]) << r;
+  }
+  auto sampledTwice = [&] {
+    int n = 0;
+    json leases = call(2, 0, "leases", json::object());
+    for (const auto& e : leases["result"]["leases"])
+      n += e["gpu"]["samples"].get<std::uint64_t>() >= 2;
+    return n;
+  };
+  clockUs += 50'000;
+  service->sample();
+  EXPECT_EQ(sampledTwice(), 16);
+  // The four left out are due at their normal interval, and are sampled then.
+  clockUs += 950'000;
+  service->sample();
+  EXPECT_EQ(sampledTwice(), 20);
+}
+
 // Fast sampling is there to kill sooner: a lease at or over a bound that
 // will not kill (report-only here) is sampled at sample_interval, not every
 // near_bound_interval for as long as it stays there.
