@@ -299,7 +299,8 @@ static void notListed(const nlohmann::json& result) {
   auto total = jsonview::count(jsonview::get(q, "total"));
   auto listed = jsonview::count(jsonview::get(q, "listed"));
   if (total && listed && *total > *listed)
-    fmt::print(stderr, "{} more queued requests are not listed (the first {}, in grant order, are)\n",
+    fmt::print(stderr,
+               "{} more queued requests are not listed (the first {}, in grant order, are)\n",
                *total - *listed, *listed);
 }
 

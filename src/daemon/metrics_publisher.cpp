@@ -37,9 +37,10 @@ Result<Textfile> Textfile::open(const std::string& path) {
 
 Status Textfile::write(std::string_view text) const {
   if (text.size() > kMaxBytes)
-    return Error{EFBIG, fmt::format("the metrics exposition is {} bytes, over the textfile's "
-                                    "{} MiB; {} keeps its last content (GET /metrics serves it whole)",
-                                    text.size(), kMaxBytes >> 20, path_)};
+    return Error{EFBIG,
+                 fmt::format("the metrics exposition is {} bytes, over the textfile's "
+                             "{} MiB; {} keeps its last content (GET /metrics serves it whole)",
+                             text.size(), kMaxBytes >> 20, path_)};
   // node_exporter reads only *.prom: the temporary name is never collected.
   // A fresh random name each time, created exclusively and never through a
   // symlink: a name someone planted makes this write try another, nothing more.

@@ -16,8 +16,8 @@
 #include <cstring>
 #include <vector>
 
-#include "fs/secure_dir.h"
 #include "daemon/line_clock.h"
+#include "fs/secure_dir.h"
 #include "util/clock.h"
 
 namespace tally::daemon {
@@ -42,9 +42,9 @@ struct Server::Conn {
   sd_event_source* src = nullptr;
   Peer peer;
   rpc::LineReader reader;
-  std::size_t counted = 0;           // reader.buffered() as counted in inputBytes_
-  LineClock partial;                 // request_timeout: an unfinished line's wait
-  std::uint64_t lastActiveUs = 0;    // last byte in or out
+  std::size_t counted = 0;         // reader.buffered() as counted in inputBytes_
+  LineClock partial;               // request_timeout: an unfinished line's wait
+  std::uint64_t lastActiveUs = 0;  // last byte in or out
   std::string out;
 };
 

@@ -445,7 +445,8 @@ TEST_F(HostileServiceTest, AFullQueueNeverBreaksAnyonesListing) {
   reopen();
   ASSERT_TRUE(call(1, 1000, "acquire", {{"pools", {"one"}}})["ok"]);  // holds the one slot
   json attrs = json::object();
-  for (int i = 0; i < 16; ++i) attrs[fmt::format("k{:02}", i)] = std::string(200, static_cast<char>('a' + i));
+  for (int i = 0; i < 16; ++i)
+    attrs[fmt::format("k{:02}", i)] = std::string(200, static_cast<char>('a' + i));
   for (int i = 0; i < 4032; ++i)
     call(2, 1000, "acquire", {{"pools", {"one"}}, {"attributes", attrs}});
   ASSERT_EQ(service->queuedRequests(), 4032u);
@@ -467,7 +468,7 @@ TEST(RowBudget, RefillsAtItsRatePerMinuteAndForgetsFullAccounts) {
   daemon::RowBudget b(60);  // one row a second
   const std::uint64_t t0 = 1'000'000'000;
   EXPECT_FALSE(b.waitUs(1000, t0));
-  b.charge(1000, t0, 61);  // one past the budget
+  b.charge(1000, t0, 61);                     // one past the budget
   EXPECT_EQ(b.waitUs(1000, t0), 2'000'001u);  // back to 1 row after 2 s
   EXPECT_TRUE(b.waitUs(1000, t0 + 1'999'999));
   EXPECT_FALSE(b.waitUs(1000, t0 + 2'000'000));

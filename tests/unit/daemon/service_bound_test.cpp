@@ -133,8 +133,8 @@ TEST_F(ServiceBoundTest, ARunLeasesClientReportsItsBoundEvents) {
 // reports a tidy outcome still gets its workload killed over its
 // gpu_memory_max, and the outcome's figures are what the daemon measured.
 TEST_F(ServiceBoundTest, ARunLeaseOverItsGpuMemoryMaxIsKilledByTheDaemonWhateverItsClientSays) {
-  json a = call(1, 1000, "acquire",
-                {{"pools", {"gpu"}}, {"gpu_memory_max", GiB}, {"name", "quiet"}});
+  json a =
+      call(1, 1000, "acquire", {{"pools", {"gpu"}}, {"gpu_memory_max", GiB}, {"name", "quiet"}});
   ASSERT_TRUE(a["ok"]) << a;
   std::string id = a["result"]["lease"];
   std::string scope = "/tally.slice/tally-" + id + ".scope";
@@ -450,8 +450,8 @@ TEST_F(ServiceBoundTest, EarlySamplesAreCappedPerRoundAndNoLeaseFallsBelowItsInt
   for (int i = 0; i < 20; ++i) {
     std::string cg = fmt::format("/machine.slice/near{:02}.scope", i);
     gpuWorkload(cg, 800 + i, static_cast<std::uint64_t>(80 + i), 38);  // 38 of 40 GiB
-    json r = call(2, 0, "attach",
-                  {{"pools", {"gpu"}}, {"cgroup", cg}, {"gpu_memory_max", 40 * GiB}});
+    json r =
+        call(2, 0, "attach", {{"pools", {"gpu"}}, {"cgroup", cg}, {"gpu_memory_max", 40 * GiB}});
     ASSERT_TRUE(r["ok"]) << r;
   }
   auto sampledTwice = [&] {

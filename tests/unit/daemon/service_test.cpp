@@ -519,10 +519,11 @@ TEST_F(ServiceTest, AReleasedRunLeasesOutcomeSaysTheReleaseStoppedIt) {
   ASSERT_TRUE(call(1, 1000, "started",
                    {{"lease", id}, {"cgroup", scope}, {"counters_cgroup", slice}})["ok"]);
   EXPECT_EQ(call(2, 1000, "release", {{"lease", id}})["result"]["state"], "stopping");
-  json record = {{"schema", 1},
-                 {"lease", {{"id", id}}},
-                 {"outcome",
-                  {{"class", "killed-by-signal"}, {"signal", 15}, {"summary", "killed by SIGTERM"}}}};
+  json record = {
+      {"schema", 1},
+      {"lease", {{"id", id}}},
+      {"outcome",
+       {{"class", "killed-by-signal"}, {"signal", 15}, {"summary", "killed by SIGTERM"}}}};
   ASSERT_TRUE(call(1, 1000, "complete", {{"lease", id}, {"record", record}})["ok"]);
   json stored = json::parse(rows(id).back().body);
   EXPECT_EQ(stored["outcome"]["class"], "stopped");
