@@ -166,6 +166,10 @@ json Endings::runOutcome(Lease& l, const json& client) {
     rec.outcome.summary = *l.ending.tallyKill + "; its client reported: " +
                           (claimedSummary.empty() ? claimed : claimedSummary);
   }
+  if (!l.ending.tallyKill && l.ending.clientKill) {
+    rec.outcome.summary += "; its client reports killing it (" + *l.ending.clientKill +
+                           "), over a limit the daemon's samples never saw it cross";
+  }
   json body = lease::recordJson(rec);
   body["lease"]["kind"] = lease::kindName(l.kind);
   body["outcome"]["wait_status_from"] = "client";

@@ -103,6 +103,9 @@ struct Lease {
     bool releaseRequested = false;
     bool recovered = false;                // re-adopted after a daemon restart
     std::optional<std::string> tallyKill;  // the kill's summary, once tally killed it
+    // A kill its client reported that the daemon's samples never saw over
+    // the limit: the client's word, said as such in the outcome.
+    std::optional<std::string> clientKill;
     // The bound's action (a kill, or a report) is in the journal: a run
     // lease's client and the daemon both enforce its bound, and one act is
     // said once, whoever saw it first (the ledger keeps both rows).

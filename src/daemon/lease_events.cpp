@@ -108,10 +108,15 @@ Status LeaseEvents::clientBound(Lease& l, enforce::BoundEvent e, const Limits& l
   // The client's kill names the outcome only where the daemon's own samples
   // saw the lease over that limit: a client's word alone never makes its
   // workload's end "killed by tally".
-  const auto peak = l.metering.meter ? l.metering.meter->gpu().peakBytes : std::nullopt;
-  if (e.kind == enforce::Verdict::Kill && !l.ending.tallyKill && peak && *peak > e.limit &&
-      l.req.gpuMemoryMax && e.limit == *l.req.gpuMemoryMax)
-    l.ending.tallyKill = e.summary;
+  const std::uint64_t declared = l.req.gpuMemoryMax.value_or(0);
+  const bool sawOver = declared != 0 && e.limit == declared && l.metering.meter &&
+                       l.metering.meter->gpu().peakBytes.value_or(0) > declared;
+  if (e.kind == enforce::Verdict::Kill && !l.ending.tallyKill) {
+    if (sawOver)
+      l.ending.tallyKill = e.summary;
+    else
+      l.ending.clientKill = e.summary;
+  }
   bound(l, e, "client");
   return Ok{};
 }

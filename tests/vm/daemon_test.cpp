@@ -891,5 +891,126 @@ TEST_F(VmDaemon, APodmanContainerIsLeasedOnceByNameNeverTwiceByPath) {
   expectChainIntact();
 }
 
+// The red team's attacks on a real daemon under systemd (issue 25's "Why"),
+// kept as tests so they stay fixed. A suite of its own: it runs on 6.12 with
+// the whole VM suite (scripts/test.sh), the kernel-facing suites on every kernel.
+class VmRedTeam : public VmDaemon {};
+
+// A run lease's client that enforces nothing and reports a tidy ending: the
+// daemon kills the workload over its gpu_memory_max itself, the outcome is
+// the daemon's (its figures, its kill), the client's claim is kept as the
+// client's, and the kill is one journal entry however many report it.
+TEST_F(VmRedTeam, ARunLeaseWhoseClientEnforcesNothingIsKilledByTheDaemonAndRecordedAsItWas) {
+  setCharging(false);
+  startDaemon();
+  Raw client(socket);
+  ASSERT_TRUE(client.connected());
+  json a = client.call(
+      {{"v", 1},
+       {"id", 1},
+       {"method", "acquire"},
+       {"params", {{"pools", {"gpu"}}, {"gpu_memory_max", 16 * kMiB}, {"name", "liar"}}}});
+  ASSERT_TRUE(a.value("ok", false)) << a;
+  std::string lease = a["result"]["lease"];
+  std::string cg = "/tally-" + lease + ".scope";
+  ASSERT_EQ(::mkdir(("/sys/fs/cgroup" + cg).c_str(), 0755), 0);
+  // 64 MiB of GTT against 16 MiB declared; held a minute unless killed.
+  auto workload = spawnProgram({"sh", "-c",
+                                "echo $$ > /sys/fs/cgroup" + cg + "/cgroup.procs && exec " +
+                                    kWorkload + " gpu gtt 32 2 60000 " + dir + "/w.ready"});
+  ASSERT_TRUE(ready(dir + "/w.ready"));
+  json started = client.call(
+      {{"v", 1}, {"id", 2}, {"method", "started"}, {"params", {{"lease", lease}, {"cgroup", cg}}}});
+  ASSERT_TRUE(started.value("ok", false)) << started;
+  auto ended = waitProgram(workload);  // the daemon's kill, or a minute
+  ASSERT_TRUE(WIFSIGNALED(ended.waitStatus)) << "the workload was not killed: " << ended.err;
+  EXPECT_EQ(WTERMSIG(ended.waitStatus), SIGKILL);
+  // The client reports the same kill after the fact, then a clean exit.
+  json kill = {{"kind", "gpu-memory-kill"},
+               {"bytes", 64 * kMiB},
+               {"limit", 16 * kMiB},
+               {"samples", 2},
+               {"summary", "killed by tally: the client's words"}};
+  EXPECT_TRUE(client
+                  .call({{"v", 1},
+                         {"id", 3},
+                         {"method", "bound"},
+                         {"params", {{"lease", lease}, {"event", kill}}}})
+                  .value("ok", false));
+  json claimed = {
+      {"schema", 1},
+      {"lease", {{"id", lease}}},
+      {"gpu", {{"peak_bytes", 0}}},
+      {"outcome", {{"class", "exited"}, {"exit_code", 0}, {"summary", "exited with code 0"}}}};
+  json done = client.call({{"v", 1},
+                           {"id", 4},
+                           {"method", "complete"},
+                           {"params", {{"lease", lease}, {"record", claimed}}}});
+  ASSERT_TRUE(done.value("ok", false)) << done;
+  json outcome = ledgerRows(lease).back()["body"];
+  EXPECT_EQ(outcome["outcome"]["class"], "killed-by-tally") << outcome.dump(2);
+  EXPECT_EQ(outcome["outcome"]["summary"].get<std::string>().rfind(
+                "killed by tally: GPU memory 64.0 MiB over gpu_memory_max 16.0 MiB", 0),
+            0u)
+      << outcome.dump(2);
+  EXPECT_EQ(outcome["gpu"]["peak_bytes"], 64 * kMiB) << "the daemon's samples, not the claim";
+  EXPECT_EQ(outcome["client"]["outcome"]["class"], "exited");
+  EXPECT_EQ(outcome["outcome"]["wait_status_from"], "client");
+  std::string kills = shellOut("journalctl --no-pager -o cat TALLY_LEASE=" + lease +
+                               " TALLY_EVENT=gpu-memory-kill | wc -l");
+  EXPECT_EQ(kills, "1") << "one kill, one journal entry";
+  ::rmdir(("/sys/fs/cgroup" + cg).c_str());
+  expectChainIntact();
+}
+
+// The crash that outlived restarts: a cgroup chain 1,500 levels deep under
+// an attached lease once overflowed the scanner's stack, and every restart
+// re-adopted it and crashed again. Refused at attach, naming the limit; one
+// that grows after attach leaves the GPU figure unknown and the daemon runs on.
+TEST_F(VmRedTeam, AFifteenHundredLevelCgroupChainNeverCrashesTheDaemon) {
+  startDaemon();
+  const std::string top = "/redteam-" + std::to_string(::getpid());
+  const std::string root = "/sys/fs/cgroup" + top;
+  std::string chain = root;
+  for (int i = 0; i < 1500; ++i) chain += "/d";
+  ASSERT_EQ(shell("mkdir -p " + chain), 0);
+  auto holder = spawnProgram({"sh", "-c", "echo $$ > " + root + "/cgroup.procs && exec sleep 600"});
+  ASSERT_TRUE(eventually([&] { return readFile(root + "/cgroup.procs").size() > 1; }));
+  const std::string pid = shellOut("systemctl show -P MainPID " + unit);
+  auto refused = tally({"attach", "--cgroup", top, "--pool", "gpu", "--gpu-memory-max", "1G"});
+  EXPECT_NE(refused.exitCode(), 0);
+  EXPECT_NE(refused.err.find("is deeper than 64 levels"), std::string::npos) << refused.err;
+  // Grown after attach: the lease stays, its GPU figure is unknown with the reason.
+  const std::string shallow = top + "-grows";
+  ASSERT_EQ(shell("mkdir /sys/fs/cgroup" + shallow), 0);
+  auto grower = spawnProgram(
+      {"sh", "-c", "echo $$ > /sys/fs/cgroup" + shallow + "/cgroup.procs && exec sleep 600"});
+  ASSERT_TRUE(eventually(
+      [&] { return readFile("/sys/fs/cgroup" + shallow + "/cgroup.procs").size() > 1; }));
+  auto a = tally({"attach", "--cgroup", shallow, "--pool", "gpu", "--gpu-memory-max", "1G"});
+  ASSERT_EQ(a.exitCode(), 0) << a.err;
+  std::string lease = a.out.substr(0, 12);
+  std::string deep = "/sys/fs/cgroup" + shallow;
+  for (int i = 0; i < 1500; ++i) deep += "/d";
+  ASSERT_EQ(shell("mkdir -p " + deep), 0);
+  json seen = leaseWhen(lease, [](const json& l) {
+    return l.value("gpu", json::object()).value("unknown", "").find("deeper than 64 levels") !=
+           std::string::npos;
+  });
+  EXPECT_NE(seen.dump().find("deeper than 64 levels"), std::string::npos) << seen.dump(2);
+  // The same daemon, never restarted, still answering.
+  EXPECT_EQ(shellOut("systemctl show -P MainPID " + unit), pid);
+  EXPECT_EQ(shellOut("systemctl show -P NRestarts " + unit), "0");
+  EXPECT_EQ(tally({"leases"}).exitCode(), 0);
+  ::kill(holder.pid, SIGKILL);
+  ::kill(grower.pid, SIGKILL);
+  waitProgram(holder);
+  waitProgram(grower);
+  ASSERT_TRUE(eventually([&] { return kinds(lease).back() == "outcome"; }, 30s));
+  shell("find " + root + " /sys/fs/cgroup" + shallow +
+        " -depth -type d -exec rmdir {} + 2>/dev/null");
+  expectChainIntact();
+}
+
 }  // namespace
 }  // namespace tally
