@@ -905,15 +905,19 @@ TEST_F(VmRedTeam, ARunLeaseWhoseClientEnforcesNothingIsKilledByTheDaemonAndRecor
   startDaemon();
   Raw client(socket);
   ASSERT_TRUE(client.connected());
-  json a = client.call(
-      {{"v", 1},
-       {"id", 1},
-       {"method", "acquire"},
-       {"params", {{"pools", {"gpu"}}, {"gpu_memory_max", 16 * kMiB}, {"name", "liar"}}}});
+  json a = client.call({{"v", 1},
+                        {"id", 1},
+                        {"method", "acquire"},
+                        {"params",
+                         {{"pools", {"gpu"}},
+                          {"memory_max", 256 * kMiB},
+                          {"gpu_memory_max", 16 * kMiB},
+                          {"name", "liar"}}}});
   ASSERT_TRUE(a.value("ok", false)) << a;
   std::string lease = a["result"]["lease"];
   std::string cg = "/tally-" + lease + ".scope";
   ASSERT_EQ(::mkdir(("/sys/fs/cgroup" + cg).c_str(), 0755), 0);
+  writeFile("/sys/fs/cgroup" + cg + "/memory.max", std::to_string(256 * kMiB));  // as declared
   // 64 MiB of GTT against 16 MiB declared; held a minute unless killed.
   auto workload = spawnProgram({"sh", "-c",
                                 "echo $$ > /sys/fs/cgroup" + cg + "/cgroup.procs && exec " +
@@ -977,7 +981,8 @@ TEST_F(VmRedTeam, AFifteenHundredLevelCgroupChainNeverCrashesTheDaemon) {
   auto holder = spawnProgram({"sh", "-c", "echo $$ > " + root + "/cgroup.procs && exec sleep 600"});
   ASSERT_TRUE(eventually([&] { return readFile(root + "/cgroup.procs").size() > 1; }));
   const std::string pid = shellOut("systemctl show -P MainPID " + unit);
-  auto refused = tally({"attach", "--cgroup", top, "--pool", "gpu", "--gpu-memory-max", "1G"});
+  auto refused = tally({"attach", "--cgroup", top, "--pool", "gpu", "--memory-max", "256M",
+                        "--gpu-memory-max", "1G"});
   EXPECT_NE(refused.exitCode(), 0);
   EXPECT_NE(refused.err.find("is deeper than 64 levels"), std::string::npos) << refused.err;
   // Grown after attach: the lease stays, its GPU figure is unknown with the reason.
@@ -987,7 +992,8 @@ TEST_F(VmRedTeam, AFifteenHundredLevelCgroupChainNeverCrashesTheDaemon) {
       {"sh", "-c", "echo $$ > /sys/fs/cgroup" + shallow + "/cgroup.procs && exec sleep 600"});
   ASSERT_TRUE(eventually(
       [&] { return readFile("/sys/fs/cgroup" + shallow + "/cgroup.procs").size() > 1; }));
-  auto a = tally({"attach", "--cgroup", shallow, "--pool", "gpu", "--gpu-memory-max", "1G"});
+  auto a = tally({"attach", "--cgroup", shallow, "--pool", "gpu", "--memory-max", "256M",
+                  "--gpu-memory-max", "1G"});
   ASSERT_EQ(a.exitCode(), 0) << a.err;
   std::string lease = a.out.substr(0, 12);
   std::string deep = "/sys/fs/cgroup" + shallow;
