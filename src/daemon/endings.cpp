@@ -53,27 +53,32 @@ void Endings::end(Lease& l, const char* kind, const json& body, const std::strin
   freed_();
 }
 
-void Endings::finishAttached(Lease& l, bool released, std::optional<std::string> unitEnding) {
+lease::LeaseRecord Endings::meteredRecord(Lease& l, const char* manager) {
   lease::LeaseRecord rec = baseRecord(l);
   rec.spec.gpuMemoryHigh = l.metering.bound.high;
   rec.spec.gpuAction = l.metering.bound.action;
   rec.spec.gpuConsecutive = l.metering.bound.consecutive;
   rec.spec.sampleIntervalUs = cfg_.sampleIntervalUs;
   rec.gpuBound = l.metering.boundEvents;
-  rec.manager = "attached";
+  rec.manager = manager;
   rec.applied = l.place.applied;
   if (l.metering.meter) {
     l.metering.meter->sample();
     rec.host = l.metering.meter->host();
     rec.gpu = l.metering.meter->gpu();
   }
+  rec.counters = finalCounters(env_.cgroupRoot, l);
+  return rec;
+}
+
+void Endings::finishAttached(Lease& l, bool released, std::optional<std::string> unitEnding) {
+  lease::LeaseRecord rec = meteredRecord(l, "attached");
   lease::AttachedFacts f;
   f.released = released;
   f.oomKillsAtAdoption = l.place.oomKillsAtAdoption;
   f.tallyKill = l.ending.tallyKill;
   f.unitEnding = std::move(unitEnding);
   if (l.place.applied) f.memoryMax = l.place.applied->memoryMax;
-  rec.counters = finalCounters(env_.cgroupRoot, l);
   f.memoryEvents = rec.counters.events;
   f.memoryEventsUnknown = rec.counters.eventsUnknown;
   rec.outcome = lease::classifyAttached(f);
@@ -107,7 +112,7 @@ std::optional<std::uint64_t> declaredBytes(const json& declared, const char* key
 json Endings::runOutcome(Lease& l, const json& client) {
   using jsonview::get;
   using jsonview::text;
-  lease::LeaseRecord rec = baseRecord(l);
+  lease::LeaseRecord rec = meteredRecord(l, "client");
   const json& declared = get(client, "declared");
   // Declared by the client alone (the daemon applies none of them itself;
   // what the kernel holds is "applied", read back by the daemon).
@@ -121,19 +126,6 @@ json Endings::runOutcome(Lease& l, const json& client) {
     if (arg.is_string()) rec.spec.command.push_back(arg.get<std::string>());
   }
   rec.spec.attributes = l.attributes;
-  rec.spec.gpuMemoryHigh = l.metering.bound.high;
-  rec.spec.gpuAction = l.metering.bound.action;
-  rec.spec.gpuConsecutive = l.metering.bound.consecutive;
-  rec.spec.sampleIntervalUs = cfg_.sampleIntervalUs;
-  rec.gpuBound = l.metering.boundEvents;
-  rec.manager = "client";
-  rec.applied = l.place.applied;
-  if (l.metering.meter) {
-    l.metering.meter->sample();
-    rec.host = l.metering.meter->host();
-    rec.gpu = l.metering.meter->gpu();
-  }
-  rec.counters = finalCounters(env_.cgroupRoot, l);
 
   const json& said = get(client, "outcome");
   lease::OutcomeFacts f;

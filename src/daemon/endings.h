@@ -15,6 +15,7 @@
 #include "daemon/lease_events.h"
 #include "daemon/seams.h"
 #include "fs/root.h"
+#include "lease/record.h"
 #include "ledger/ledger.h"
 
 namespace tally::daemon {
@@ -67,6 +68,10 @@ class Endings {
   static bool populated(const Lease& l);
 
  private:
+  // What the daemon itself knows of a lease at its end: its declaration and
+  // bound, what it verified, a last sample and the cgroup's final counters.
+  lease::LeaseRecord meteredRecord(Lease& l, const char* manager);
+
   void end(Lease& l, const char* kind, const nlohmann::json& body, const std::string& cls);
   void stopLeaseSlice(const Lease& l);
 
