@@ -81,6 +81,10 @@ MemoryClass classifyRegion(std::string_view driver, std::string_view region,
   return MemoryClass::Unknown;
 }
 
+bool objectsUnchargedByMemcg(std::string_view driver) {
+  return oneOf(driver, {"amdgpu", "tally_testdrm", "xe", "radeon", "nouveau"});
+}
+
 DriverFigures driverFigures(std::string_view driver) {
   if (in(driver, kNoFigureDrivers)) return DriverFigures::None;
   if (oneOf(driver, {"amdgpu", "tally_testdrm", "xe", "i915"}) || in(driver, kShmemDrivers))

@@ -51,6 +51,14 @@ inline bool countedAsGpuMemory(MemoryClass c) {
   return c == MemoryClass::Device || c == MemoryClass::HostUncharged || c == MemoryClass::HostMixed;
 }
 
+// Whether the buffer objects a driver creates are memory the memory cgroup
+// does not charge, so the in-kernel charge (bpf/) counts them: the TTM
+// drivers (amdgpu, xe, radeon, nouveau; tally_testdrm as amdgpu). Not the
+// shmem drivers (charged already) nor i915, whose objects are shmem on an
+// integrated part (on a discrete one only the fdinfo meter sees its TTM
+// pages), nor a driver not in the table.
+bool objectsUnchargedByMemcg(std::string_view driver);
+
 // Whether a driver's fdinfo carries memory figures at all. DRM_GEM_FOPS
 // sets no show_fdinfo, and nouveau, virtio_gpu and vmwgfx (debugfs only)
 // print no drm-*-memory key: their clients' GPU memory is unknown, never 0

@@ -18,8 +18,9 @@ using json = nlohmann::json;
 struct RunCli : ::testing::Test {
   TempDir state;
   ProgramResult tally(std::vector<std::string> args) {
-    args.insert(args.begin(), TALLY_BINARY);
-    return runProgram(args, {"TALLY_STATE_DIR=" + state.path()});
+    std::vector<std::string> argv{TALLY_BINARY};
+    argv.insert(argv.end(), args.begin(), args.end());
+    return runProgram(argv, {"TALLY_STATE_DIR=" + state.path()});
   }
   std::string marker() const { return state.path() + "/marker"; }
   bool markerExists() const {

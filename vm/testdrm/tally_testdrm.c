@@ -23,8 +23,16 @@
  *                          virtio_gpu and vmwgfx: drm-driver and client id only)
  * count_unmapped=0 counts a buffer only once mapped (TALLY_TESTDRM_MAP), as amdgpu
  * did before its runtime-stats rework: an unmapped buffer is on no VM list.
+ *
+ * Allocation ioctls, with the encodings of the drivers it plays (tally's
+ * in-kernel charge decodes them): its own CREATE, amdgpu's GEM_CREATE (union
+ * drm_amdgpu_gem_create) and, with personality=amdgpu, /dev/kfd answering
+ * KFD's ALLOC_MEMORY_OF_GPU / FREE_MEMORY_OF_GPU with their real structs.
  */
 #include <linux/module.h>
+#include <linux/miscdevice.h>
+#include <linux/uaccess.h>
+#include <linux/xarray.h>
 #include <linux/platform_device.h>
 #include <linux/slab.h>
 #include <linux/mm.h>
@@ -107,47 +115,86 @@ static const struct drm_gem_object_funcs testdrm_bo_funcs = {
 	.free = testdrm_bo_free,
 };
 
-static int testdrm_create_ioctl(struct drm_device *dev, void *data, struct drm_file *file)
+/* A buffer object with all its pages, holding one reference (the caller's);
+ * initialised through drm_gem_private_object_init() as every driver's are. */
+static struct drm_gem_object *testdrm_bo_new(struct drm_device *dev, u32 region, u64 size)
 {
-	struct tally_testdrm_create *args = data;
 	gfp_t gfp = GFP_KERNEL | __GFP_NOWARN | __GFP_ZERO;
 	struct testdrm_bo *bo;
 	unsigned long i;
-	int ret;
 
-	if (args->region > TALLY_TESTDRM_REGION_VRAM || !played->regions[args->region])
-		return -EINVAL;
-	if (args->size == 0 || args->size > TESTDRM_MAX_BYTES)
-		return -EINVAL;
+	if (region > TALLY_TESTDRM_REGION_VRAM || !played->regions[region])
+		return ERR_PTR(-EINVAL);
+	if (size == 0 || size > TESTDRM_MAX_BYTES)
+		return ERR_PTR(-EINVAL);
 	if (READ_ONCE(charge_memcg))
 		gfp |= __GFP_ACCOUNT;
 
 	bo = kzalloc(sizeof(*bo), GFP_KERNEL);
 	if (!bo)
-		return -ENOMEM;
-	bo->region = args->region;
+		return ERR_PTR(-ENOMEM);
+	bo->region = region;
 	bo->base.funcs = &testdrm_bo_funcs;
-	drm_gem_private_object_init(dev, &bo->base, PAGE_ALIGN(args->size));
+	drm_gem_private_object_init(dev, &bo->base, PAGE_ALIGN(size));
 	bo->npages = bo->base.size >> PAGE_SHIFT;
 	bo->pages = kvcalloc(bo->npages, sizeof(*bo->pages), GFP_KERNEL);
 	if (!bo->pages) {
 		bo->npages = 0;
-		ret = -ENOMEM;
-		goto put;
+		goto fail;
 	}
 	for (i = 0; i < bo->npages; i++) {
 		bo->pages[i] = alloc_page(gfp);
-		if (!bo->pages[i]) {
-			ret = -ENOMEM;
-			goto put;
-		}
+		if (!bo->pages[i])
+			goto fail;
 		cond_resched();
 	}
-	ret = drm_gem_handle_create(file, &bo->base, &args->handle);
-put:
+	return &bo->base;
+fail:
+	drm_gem_object_put(&bo->base); /* frees it */
+	return ERR_PTR(-ENOMEM);
+}
+
+static int testdrm_handle_new(struct drm_device *dev, struct drm_file *file, u32 region,
+			      u64 size, u32 *handle)
+{
+	struct drm_gem_object *obj = testdrm_bo_new(dev, region, size);
+	int ret;
+
+	if (IS_ERR(obj))
+		return PTR_ERR(obj);
+	ret = drm_gem_handle_create(file, obj, handle);
 	/* On success the handle holds the reference; on failure this frees the bo. */
-	drm_gem_object_put(&bo->base);
+	drm_gem_object_put(obj);
 	return ret;
+}
+
+static int testdrm_create_ioctl(struct drm_device *dev, void *data, struct drm_file *file)
+{
+	struct tally_testdrm_create *args = data;
+
+	return testdrm_handle_new(dev, file, args->region, args->size, &args->handle);
+}
+
+static int testdrm_amdgpu_gem_create_ioctl(struct drm_device *dev, void *data,
+					   struct drm_file *file)
+{
+	union tally_testdrm_amdgpu_gem_create *args = data;
+	u64 domains = args->in.domains, size = args->in.bo_size;
+	u32 region, handle;
+	int ret;
+
+	if (domains & TALLY_TESTDRM_AMDGPU_DOMAIN_VRAM)
+		region = TALLY_TESTDRM_REGION_VRAM;
+	else if (domains & TALLY_TESTDRM_AMDGPU_DOMAIN_GTT)
+		region = TALLY_TESTDRM_REGION_GTT;
+	else
+		return -EINVAL;
+	ret = testdrm_handle_new(dev, file, region, size, &handle);
+	if (ret)
+		return ret;
+	memset(args, 0, sizeof(*args));
+	args->out.handle = handle;
+	return 0;
 }
 
 static int testdrm_map_ioctl(struct drm_device *dev, void *data, struct drm_file *file)
@@ -251,8 +298,10 @@ static void testdrm_fops_show_fdinfo(struct seq_file *m, struct file *f)
 #endif
 
 static const struct drm_ioctl_desc testdrm_ioctls[] = {
-	DRM_IOCTL_DEF_DRV(TALLY_TESTDRM_CREATE, testdrm_create_ioctl, DRM_RENDER_ALLOW),
+	DRM_IOCTL_DEF_DRV(TALLY_TESTDRM_AMDGPU_GEM_CREATE, testdrm_amdgpu_gem_create_ioctl,
+			  DRM_RENDER_ALLOW),
 	DRM_IOCTL_DEF_DRV(TALLY_TESTDRM_MAP, testdrm_map_ioctl, DRM_RENDER_ALLOW),
+	DRM_IOCTL_DEF_DRV(TALLY_TESTDRM_CREATE, testdrm_create_ioctl, DRM_RENDER_ALLOW),
 };
 
 static const struct file_operations testdrm_fops = {
@@ -285,6 +334,97 @@ static struct drm_driver testdrm_driver = {
 static struct platform_device *testdrm_pdev;
 static struct drm_device *testdrm_drm;
 
+/* /dev/kfd (personality=amdgpu): each open file holds its buffers by handle. */
+struct testkfd_file {
+	struct xarray bos;
+};
+
+static int testkfd_open(struct inode *inode, struct file *f)
+{
+	struct testkfd_file *ctx = kzalloc(sizeof(*ctx), GFP_KERNEL);
+
+	if (!ctx)
+		return -ENOMEM;
+	xa_init_flags(&ctx->bos, XA_FLAGS_ALLOC1);
+	f->private_data = ctx;
+	return 0;
+}
+
+static int testkfd_release(struct inode *inode, struct file *f)
+{
+	struct testkfd_file *ctx = f->private_data;
+	struct drm_gem_object *obj;
+	unsigned long id;
+
+	xa_for_each(&ctx->bos, id, obj)
+		drm_gem_object_put(obj);
+	xa_destroy(&ctx->bos);
+	kfree(ctx);
+	return 0;
+}
+
+static long testkfd_ioctl(struct file *f, unsigned int cmd, unsigned long arg)
+{
+	struct testkfd_file *ctx = f->private_data;
+	void __user *uarg = (void __user *)arg;
+
+	if (cmd == AMDKFD_IOC_TALLY_ALLOC_MEMORY_OF_GPU) {
+		struct tally_testkfd_alloc_memory_of_gpu a;
+		struct drm_gem_object *obj;
+		u32 region, id;
+		int ret;
+
+		if (copy_from_user(&a, uarg, sizeof(a)))
+			return -EFAULT;
+		if (a.flags & TALLY_TESTKFD_ALLOC_VRAM)
+			region = TALLY_TESTDRM_REGION_VRAM;
+		else if (a.flags & TALLY_TESTKFD_ALLOC_GTT)
+			region = TALLY_TESTDRM_REGION_GTT;
+		else
+			return -EINVAL;
+		obj = testdrm_bo_new(testdrm_drm, region, a.size);
+		if (IS_ERR(obj))
+			return PTR_ERR(obj);
+		ret = xa_alloc(&ctx->bos, &id, obj, xa_limit_32b, GFP_KERNEL);
+		if (ret) {
+			drm_gem_object_put(obj);
+			return ret;
+		}
+		a.handle = id;
+		if (copy_to_user(uarg, &a, sizeof(a)))
+			return -EFAULT; /* the buffer stays until the file closes */
+		return 0;
+	}
+	if (cmd == AMDKFD_IOC_TALLY_FREE_MEMORY_OF_GPU) {
+		struct tally_testkfd_free_memory_of_gpu a;
+		struct drm_gem_object *obj;
+
+		if (copy_from_user(&a, uarg, sizeof(a)))
+			return -EFAULT;
+		obj = a.handle <= U32_MAX ? xa_erase(&ctx->bos, (unsigned long)a.handle) : NULL;
+		if (!obj)
+			return -EINVAL;
+		drm_gem_object_put(obj);
+		return 0;
+	}
+	return -ENOTTY;
+}
+
+static const struct file_operations testkfd_fops = {
+	.owner = THIS_MODULE,
+	.open = testkfd_open,
+	.release = testkfd_release,
+	.unlocked_ioctl = testkfd_ioctl,
+};
+
+static struct miscdevice testkfd_misc = {
+	.minor = MISC_DYNAMIC_MINOR,
+	.name = "kfd",
+	.fops = &testkfd_fops,
+	.mode = 0666,
+};
+static bool testkfd_registered;
+
 static int __init testdrm_init(void)
 {
 	size_t i;
@@ -311,7 +451,15 @@ static int __init testdrm_init(void)
 	ret = drm_dev_register(testdrm_drm, 0);
 	if (ret)
 		goto put_drm;
+	if (!strcmp(played->param, "amdgpu")) {
+		ret = misc_register(&testkfd_misc);
+		if (ret)
+			goto unregister_drm;
+		testkfd_registered = true;
+	}
 	return 0;
+unregister_drm:
+	drm_dev_unregister(testdrm_drm);
 put_drm:
 	drm_dev_put(testdrm_drm);
 unregister_pdev:
@@ -321,6 +469,8 @@ unregister_pdev:
 
 static void __exit testdrm_exit(void)
 {
+	if (testkfd_registered)
+		misc_deregister(&testkfd_misc);
 	drm_dev_unregister(testdrm_drm);
 	drm_dev_put(testdrm_drm);
 	platform_device_unregister(testdrm_pdev);

@@ -1,0 +1,203 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * tally's in-kernel GPU memory charge and bound (docs/enforcement.md, "In the
+ * kernel").
+ *
+ * Charge. Every GEM buffer object, whatever the driver, is initialised by
+ * drm_gem_private_object_init() (drm_gem_object_init() calls it for shmem
+ * objects; amdgpu_bo_create, xe_bo_init and TTM-based drivers call it
+ * directly) and released by drm_gem_object_release() from the driver's free
+ * path. Both are exported (EXPORT_SYMBOL), so the fentry points exist on
+ * every kernel and are called across module boundaries, never inlined away.
+ * At init the object is charged to the lease of the creating task (the
+ * innermost of its cgroup's ancestors that the daemon armed); at release it
+ * is uncharged from that lease, whoever holds its handles or fds by then. So
+ * a lease's figure follows creation, not fd tables: no fd trick hides it and
+ * a buffer passed to another lease stays its creator's.
+ *
+ * Refuse. The BPF LSM's file_ioctl hook sees every ioctl before the driver
+ * does. On a device the daemon registered, the allocation ioctls it decodes
+ * (gpu_ioctl.h) are refused with -ENOMEM when the lease's charge plus the
+ * request would exceed its bound; the program that asked sees the driver's
+ * own out-of-memory error. The hook also notes, per thread, ioctls whose
+ * objects are not memory to charge (a PRIME import, a userptr, GDS), which
+ * the init hook then leaves uncharged.
+ *
+ * What it cannot see is in docs/enforcement.md: objects made outside any
+ * ioctl of the creating thread after such a note, memory a driver allocates
+ * without a GEM object (KFD's doorbells and queues, page tables of some
+ * drivers), allocations racing in threads of one lease (each may pass the
+ * check before the other's object exists), and memory whose creator lease
+ * has ended.
+ */
+#include "bpf/kernel_types.h"
+
+#include <linux/bpf.h>
+#include <bpf/bpf_helpers.h>
+#include <bpf/bpf_tracing.h>
+#include <bpf/bpf_core_read.h>
+
+#include "bpf/gpu_charge_abi.h"
+#include "bpf/gpu_ioctl.h"
+
+#define ENOMEM 12
+#define S_IFMT 00170000
+#define S_IFCHR 0020000
+
+char LICENSE[] SEC("license") = "GPL";
+
+struct {
+  __uint(type, BPF_MAP_TYPE_HASH);
+  __uint(max_entries, 256);
+  __type(key, __u32);
+  __type(value, struct tally_device);
+  __uint(pinning, LIBBPF_PIN_BY_NAME);
+} tally_devices SEC(".maps");
+
+struct {
+  __uint(type, BPF_MAP_TYPE_HASH);
+  __uint(max_entries, 16384);
+  __type(key, __u64);
+  __type(value, struct tally_charge);
+  __uint(pinning, LIBBPF_PIN_BY_NAME);
+} tally_charges SEC(".maps");
+
+struct {
+  __uint(type, BPF_MAP_TYPE_HASH);
+  __uint(max_entries, 16384);
+  __type(key, __u64);
+  __type(value, struct tally_bound);
+  __uint(pinning, LIBBPF_PIN_BY_NAME);
+} tally_bounds SEC(".maps");
+
+struct {
+  __uint(type, BPF_MAP_TYPE_HASH);
+  __uint(map_flags, BPF_F_NO_PREALLOC);
+  __uint(max_entries, 1 << 20);
+  __type(key, __u64);
+  __type(value, struct tally_object);
+  __uint(pinning, LIBBPF_PIN_BY_NAME);
+} tally_objects SEC(".maps");
+
+/* Per thread: 1 while its current ioctl creates objects not to charge. */
+struct {
+  __uint(type, BPF_MAP_TYPE_TASK_STORAGE);
+  __uint(map_flags, BPF_F_NO_PREALLOC);
+  __type(key, int);
+  __type(value, __u32);
+} tally_uncounted SEC(".maps");
+
+struct {
+  __uint(type, BPF_MAP_TYPE_RINGBUF);
+  __uint(max_entries, 64 * 1024);
+  __uint(pinning, LIBBPF_PIN_BY_NAME);
+} tally_refusals SEC(".maps");
+
+/* The innermost armed lease of the current task's cgroup: its key, or 0. */
+static __always_inline __u64 current_lease(void) {
+  struct task_struct* task = bpf_get_current_task_btf();
+  struct cgroup* cg = BPF_CORE_READ(task, cgroups, dfl_cgrp);
+  for (int i = 0; i < TALLY_MAX_CGROUP_DEPTH && cg; i++) {
+    __u64 id = BPF_CORE_READ(cg, kn, id);
+    if (bpf_map_lookup_elem(&tally_charges, &id)) return id;
+    cg = (struct cgroup*)BPF_CORE_READ(cg, self.parent);
+  }
+  return 0;
+}
+
+static __always_inline struct tally_device* device_of(struct drm_device* dev) {
+  __u32 devt = BPF_CORE_READ(dev, primary, kdev, devt);
+  struct tally_device* d = devt ? bpf_map_lookup_elem(&tally_devices, &devt) : 0;
+  if (d) return d;
+  devt = BPF_CORE_READ(dev, render, kdev, devt);
+  return devt ? bpf_map_lookup_elem(&tally_devices, &devt) : 0;
+}
+
+SEC("fentry/drm_gem_private_object_init")
+int BPF_PROG(tally_charge_object, struct drm_device* dev, struct drm_gem_object* obj, __u64 size) {
+  struct tally_device* d = device_of(dev);
+  if (!d || !d->charged) return 0;
+  __u32* uncounted = bpf_task_storage_get(&tally_uncounted, bpf_get_current_task_btf(), 0, 0);
+  if (uncounted && *uncounted) return 0;
+  __u64 lease = current_lease();
+  if (!lease) return 0;
+  __u64 key = (__u64)obj;
+  struct tally_object o = {.lease = lease, .bytes = size};
+  /* Charged once: a second program (the daemon's next start, attached
+   * before the old one is detached) finds the object there already. */
+  if (bpf_map_update_elem(&tally_objects, &key, &o, BPF_NOEXIST) != 0) return 0;
+  struct tally_charge* c = bpf_map_lookup_elem(&tally_charges, &lease);
+  if (!c) {
+    bpf_map_delete_elem(&tally_objects, &key);
+    return 0;
+  }
+  __u64 now = __sync_add_and_fetch(&c->bytes, size);
+  __sync_fetch_and_add(&c->objects, 1);
+  if (now > c->peak_bytes) c->peak_bytes = now;
+  return 0;
+}
+
+SEC("fentry/drm_gem_object_release")
+int BPF_PROG(tally_uncharge_object, struct drm_gem_object* obj) {
+  __u64 key = (__u64)obj;
+  struct tally_object* o = bpf_map_lookup_elem(&tally_objects, &key);
+  if (!o) return 0;
+  __u64 lease = o->lease, bytes = o->bytes;
+  /* Uncharged once, by whoever deletes it. */
+  if (bpf_map_delete_elem(&tally_objects, &key) != 0) return 0;
+  struct tally_charge* c = bpf_map_lookup_elem(&tally_charges, &lease);
+  if (!c) return 0; /* its lease ended: charged to no one since */
+  __sync_fetch_and_sub(&c->bytes, bytes);
+  __sync_fetch_and_sub(&c->objects, 1);
+  return 0;
+}
+
+SEC("lsm/file_ioctl")
+int BPF_PROG(tally_refuse_crossing, struct file* file, unsigned int cmd, unsigned long arg, int ret) {
+  if (ret) return ret;
+  struct inode* inode = BPF_CORE_READ(file, f_inode);
+  if ((BPF_CORE_READ(inode, i_mode) & S_IFMT) != S_IFCHR) return 0;
+  __u32 rdev = BPF_CORE_READ(inode, i_rdev);
+  struct tally_device* d = bpf_map_lookup_elem(&tally_devices, &rdev);
+  if (!d) return 0;
+  __u32 kind = d->kind;
+
+  __u8 buf[TALLY_IOCTL_MAX_ARG] = {};
+  __u32 need = tally_ioctl_arg_size(kind, cmd);
+  __u32 len = 0;
+  if (need > 0 && need <= TALLY_IOCTL_MAX_ARG &&
+      bpf_probe_read_user(buf, need & 0x3f, (const void*)arg) == 0)
+    len = need;
+  __u64 bytes = 0;
+  enum tally_ioctl_op op = tally_ioctl_decode(kind, cmd, buf, len, &bytes);
+
+  /* The note for the init hook: this thread's objects, until its next
+   * ioctl on a registered device, are (not) to be charged. */
+  __u32* uncounted = bpf_task_storage_get(&tally_uncounted, bpf_get_current_task_btf(), 0,
+                                          op == TALLY_IOCTL_UNCOUNTED ? BPF_LOCAL_STORAGE_GET_F_CREATE : 0);
+  if (uncounted) *uncounted = op == TALLY_IOCTL_UNCOUNTED;
+  if (op != TALLY_IOCTL_ALLOC) return 0;
+
+  __u64 lease = current_lease();
+  if (!lease) return 0;
+  struct tally_bound* b = bpf_map_lookup_elem(&tally_bounds, &lease);
+  if (!b) return 0;
+  struct tally_charge* c = bpf_map_lookup_elem(&tally_charges, &lease);
+  if (!c) return 0;
+  __u64 held = c->bytes;
+  if (held + bytes <= b->max_bytes && held + bytes >= held) return 0;
+
+  __sync_fetch_and_add(&c->refused, 1);
+  __sync_fetch_and_add(&c->refused_bytes, bytes);
+  struct tally_refusal* r = bpf_ringbuf_reserve(&tally_refusals, sizeof(*r), 0);
+  if (r) {
+    r->lease = lease;
+    r->requested_bytes = bytes;
+    r->charged_bytes = held;
+    r->max_bytes = b->max_bytes;
+    r->pid = bpf_get_current_pid_tgid() >> 32;
+    r->cmd = cmd;
+    bpf_ringbuf_submit(r, 0);
+  }
+  return -ENOMEM;
+}

@@ -1,0 +1,136 @@
+/* SPDX-License-Identifier: GPL-2.0 OR MIT */
+/*
+ * The GPU allocation ioctls tally decodes, from their real encodings (the
+ * uapi headers: libdrm's amdgpu_drm.h, linux/kfd_ioctl.h, the kernel's
+ * xe_drm.h, vm/testdrm's own). Pure C over the ioctl's argument bytes: the
+ * BPF program runs it in the kernel, the unit tests and the fuzzer run it
+ * here. Anything not recognised is TALLY_IOCTL_PASS: never refused.
+ */
+#ifndef TALLY_BPF_GPU_IOCTL_H
+#define TALLY_BPF_GPU_IOCTL_H
+
+#include <linux/types.h>
+
+#include "bpf/gpu_charge_abi.h"
+
+/* _IOC as asm-generic/ioctl.h encodes it: dir:2 size:14 type:8 nr:8. */
+#define TALLY_IOC(dir, type, nr, size) \
+  ((__u32)(((dir) << 30) | ((size) << 16) | ((type) << 8) | (nr)))
+#define TALLY_IOC_WRITE 1u
+#define TALLY_IOC_READ 2u
+#define TALLY_IOWR(type, nr, size) TALLY_IOC(TALLY_IOC_READ | TALLY_IOC_WRITE, type, nr, size)
+
+/* DRM: DRM_IOCTL_BASE 'd', DRM_COMMAND_BASE 0x40. */
+#define TALLY_DRM_IOWR(nr, size) TALLY_IOWR(0x64u, nr, size)
+/* union drm_amdgpu_gem_create: in { u64 bo_size, alignment, domains, domain_flags } */
+#define TALLY_AMDGPU_GEM_CREATE TALLY_DRM_IOWR(0x40u + 0x00u, 32u)
+/* struct drm_amdgpu_gem_userptr { u64 addr, size; u32 flags, handle } */
+#define TALLY_AMDGPU_GEM_USERPTR TALLY_DRM_IOWR(0x40u + 0x11u, 24u)
+#define TALLY_AMDGPU_DOMAIN_CPU 0x1u
+#define TALLY_AMDGPU_DOMAIN_GTT 0x2u
+#define TALLY_AMDGPU_DOMAIN_VRAM 0x4u
+/* struct drm_xe_gem_create { u64 extensions, size; u32 placement, flags, vm_id,
+ * handle; u16 cpu_caching, pad[3]; u64 reserved[2] } */
+#define TALLY_XE_GEM_CREATE TALLY_DRM_IOWR(0x40u + 0x01u, 56u)
+/* struct drm_prime_handle { u32 handle, flags; s32 fd }: an import makes a
+ * second object for memory another object already holds. */
+#define TALLY_DRM_PRIME_FD_TO_HANDLE TALLY_DRM_IOWR(0x2eu, 12u)
+/* vm/testdrm: struct tally_testdrm_create { u64 size; u32 region, handle } */
+#define TALLY_TESTDRM_CREATE TALLY_DRM_IOWR(0x40u + 0x02u, 16u)
+/* KFD: AMDKFD_IOCTL_BASE 'K'. struct kfd_ioctl_alloc_memory_of_gpu_args
+ * { u64 va_addr, size, handle, mmap_offset; u32 gpu_id, flags } */
+#define TALLY_KFD_ALLOC_MEMORY_OF_GPU TALLY_IOWR(0x4bu, 0x16u, 40u)
+/* struct kfd_ioctl_import_dmabuf_args { u64 va_addr, handle; u32 gpu_id, dmabuf_fd } */
+#define TALLY_KFD_IMPORT_DMABUF TALLY_IOWR(0x4bu, 0x1du, 24u)
+#define TALLY_KFD_ALLOC_VRAM (1u << 0)
+#define TALLY_KFD_ALLOC_GTT (1u << 1)
+#define TALLY_KFD_ALLOC_USERPTR (1u << 2)
+#define TALLY_KFD_ALLOC_DOORBELL (1u << 3)
+#define TALLY_KFD_ALLOC_MMIO_REMAP (1u << 4)
+
+/* The largest argument decoded: what the program copies from user space. */
+#define TALLY_IOCTL_MAX_ARG 56u
+
+enum tally_ioctl_op {
+  TALLY_IOCTL_PASS = 0,      /* not an allocation tally knows: passes, charges as it comes */
+  TALLY_IOCTL_ALLOC = 1,     /* creates `bytes` of memory the lease is charged for */
+  TALLY_IOCTL_UNCOUNTED = 2, /* creates objects over memory already counted elsewhere
+                                (an import, a userptr: anonymous pages memcg charges)
+                                or that are not memory (GDS, doorbells): not charged */
+};
+
+/* How many argument bytes the decoder needs for `cmd` on a device of `kind`
+ * (0: none, the ioctl is not one it decodes). */
+static inline __u32 tally_ioctl_arg_size(__u32 kind, __u32 cmd) {
+  switch (kind) {
+    case TALLY_DEVICE_AMDGPU:
+      return cmd == TALLY_AMDGPU_GEM_CREATE ? 32u : 0u;
+    case TALLY_DEVICE_XE:
+      return cmd == TALLY_XE_GEM_CREATE ? 56u : 0u;
+    case TALLY_DEVICE_TESTDRM:
+      return cmd == TALLY_TESTDRM_CREATE ? 16u : 0u;
+    case TALLY_DEVICE_KFD:
+      return cmd == TALLY_KFD_ALLOC_MEMORY_OF_GPU ? 40u : 0u;
+    default:
+      return 0u;
+  }
+}
+
+static inline __u64 tally_le64(const __u8* p) {
+  __u64 v = 0;
+  for (int i = 7; i >= 0; i--) v = (v << 8) | p[i];
+  return v;
+}
+
+static inline __u32 tally_le32(const __u8* p) {
+  return (__u32)p[0] | ((__u32)p[1] << 8) | ((__u32)p[2] << 16) | ((__u32)p[3] << 24);
+}
+
+#define TALLY_PAGE_ALIGN(n) (((n) + 4095ull) & ~4095ull)
+
+/* What `cmd` on a device of `kind` does, given its first `len` argument
+ * bytes; `*bytes` is the page-aligned size an ALLOC creates. Too few bytes
+ * for the struct: PASS (the kernel would refuse it as malformed anyway). */
+static inline enum tally_ioctl_op tally_ioctl_decode(__u32 kind, __u32 cmd, const __u8* arg,
+                                                     __u32 len, __u64* bytes) {
+  *bytes = 0;
+  if (cmd == TALLY_DRM_PRIME_FD_TO_HANDLE && kind != TALLY_DEVICE_KFD) return TALLY_IOCTL_UNCOUNTED;
+  if (kind == TALLY_DEVICE_AMDGPU && cmd == TALLY_AMDGPU_GEM_USERPTR) return TALLY_IOCTL_UNCOUNTED;
+  if (kind == TALLY_DEVICE_KFD && cmd == TALLY_KFD_IMPORT_DMABUF) return TALLY_IOCTL_UNCOUNTED;
+  __u32 need = tally_ioctl_arg_size(kind, cmd);
+  if (need == 0u || len < need) return TALLY_IOCTL_PASS;
+  __u64 size = 0;
+  switch (kind) {
+    case TALLY_DEVICE_AMDGPU: {
+      __u64 domains = tally_le64(arg + 16);
+      /* GDS, GWS, OA and doorbell domains are not memory a workload grows. */
+      if (!(domains &
+            (TALLY_AMDGPU_DOMAIN_CPU | TALLY_AMDGPU_DOMAIN_GTT | TALLY_AMDGPU_DOMAIN_VRAM)))
+        return TALLY_IOCTL_UNCOUNTED;
+      size = tally_le64(arg);
+      break;
+    }
+    case TALLY_DEVICE_XE:
+      size = tally_le64(arg + 8);
+      break;
+    case TALLY_DEVICE_TESTDRM:
+      size = tally_le64(arg);
+      break;
+    case TALLY_DEVICE_KFD: {
+      __u32 flags = tally_le32(arg + 36);
+      if (flags & (TALLY_KFD_ALLOC_USERPTR | TALLY_KFD_ALLOC_DOORBELL | TALLY_KFD_ALLOC_MMIO_REMAP))
+        return TALLY_IOCTL_UNCOUNTED;
+      if (!(flags & (TALLY_KFD_ALLOC_VRAM | TALLY_KFD_ALLOC_GTT))) return TALLY_IOCTL_PASS;
+      size = tally_le64(arg + 8);
+      break;
+    }
+    default:
+      return TALLY_IOCTL_PASS;
+  }
+  /* A size so large it wraps when aligned is the driver's to refuse. */
+  if (size > ~0ull - 4095ull) return TALLY_IOCTL_PASS;
+  *bytes = TALLY_PAGE_ALIGN(size);
+  return TALLY_IOCTL_ALLOC;
+}
+
+#endif

@@ -1,0 +1,54 @@
+// The in-kernel charge over libbpf: loads gpu_charge.bpf.c (its skeleton is
+// generated at build time), attaches it, and pins its maps and links under
+// a bpffs directory so the charges and the bound outlive the daemon: a
+// kill -9 or a restart leaves every lease charged and bounded, and the next
+// daemon reuses the same maps.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "bpf/availability.h"
+#include "bpf/kernel_charge.h"
+#include "fs/root.h"
+
+namespace tally::bpf {
+
+// A device the programs watch: its character node (as stat's st_rdev splits
+// it), what its allocation ioctls are (gpu_charge_abi.h's tally_device_kind)
+// and whether its objects are charged (memory memcg does not see).
+struct DeviceRule {
+  std::uint32_t major = 0, minor = 0;
+  std::uint32_t kind = 0;
+  bool charged = false;
+};
+
+struct LoadOptions {
+  std::string pinDir = "/sys/fs/bpf/tally";
+  bool refuse = true;  // load the LSM program (only where the BPF LSM is active)
+  std::vector<DeviceRule> devices;
+};
+
+// The facts availability.h judges, read from this host: `sys` is /sys.
+HostFacts readHostFacts(const fs::Root& sys);
+
+// Loads, attaches and pins (replacing the links an earlier daemon pinned;
+// the maps it pinned are reused, their charges kept). The error says what
+// the kernel or libbpf refused.
+Result<std::unique_ptr<KernelCharge>> loadKernelCharge(const LoadOptions& o);
+
+// What the daemon does at start: judge the host, load what it allows, and
+// say what came of it (the verdict's why when something is off).
+struct Started {
+  std::unique_ptr<KernelCharge> charge;  // null: off
+  Verdict verdict;
+};
+Started startKernelCharge(const fs::Root& sys, LoadOptions o);
+
+// The devices to register, from the host's DRM devices (the driver each
+// one's DRM_IOCTL_VERSION names) and /dev/kfd.
+std::vector<DeviceRule> discoverDeviceRules(const fs::Root& sys);
+
+}  // namespace tally::bpf

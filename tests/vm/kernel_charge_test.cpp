@@ -1,0 +1,420 @@
+// The in-kernel charge on a real kernel (6.1, 6.12, 7.x in the harness): the
+// BPF programs loaded by tally's own loader, leases armed by cgroup id, and
+// buffers made through the test DRM driver's real allocation ioctls
+// (its own CREATE, amdgpu's GEM_CREATE, KFD's ALLOC_MEMORY_OF_GPU) by
+// children that each do one step per command, so every assertion follows
+// the step it checks (pipes are the barriers). VM harness only.
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <sys/ioctl.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+
+#include "bpf/gpu_charge_abi.h"
+#include "bpf/kernel_charge_bpf.h"
+#include "support/fake_host.h"
+#include "tally_testdrm_uapi.h"
+
+namespace tally {
+namespace {
+
+using namespace tally::testing;
+
+constexpr std::uint64_t kMiB = 1u << 20;
+
+std::string testDrmKo() {
+  const char* ko = std::getenv("TALLY_TESTDRM_KO");
+  return ko ? ko : "";
+}
+
+// Loads the test driver with `params` (reloading it when it is loaded).
+void loadDriver(const std::string& params) {
+  ASSERT_FALSE(testDrmKo().empty());
+  if (::access("/sys/module/tally_testdrm", F_OK) == 0) {
+    ASSERT_EQ(std::system("rmmod tally_testdrm"), 0) << "a process still holds the test driver";
+  }
+  ASSERT_EQ(std::system(("modprobe drm && insmod " + testDrmKo() + " " + params).c_str()), 0);
+}
+
+void removePins() { ASSERT_EQ(std::system("rm -rf /sys/fs/bpf/tally-test"), 0); }
+
+std::uint64_t cgroupId(const std::string& dir) {
+  struct stat st {};
+  if (::stat(dir.c_str(), &st) != 0) return 0;
+  return st.st_ino;
+}
+
+std::string makeCgroup(const std::string& name) {
+  std::string dir = "/sys/fs/cgroup/" + name;
+  ::rmdir(dir.c_str());
+  EXPECT_EQ(::mkdir(dir.c_str(), 0755), 0) << dir;
+  return dir;
+}
+
+// A child that does one thing per command and answers with its result (0,
+// a handle, or -errno): the test's barrier for every step.
+class Allocator {
+ public:
+  enum Op : char {
+    Open = 'o',
+    OpenKfd = 'k',
+    Create = 'c',
+    Amdgpu = 'a',
+    Kfd = 'K',
+    Close = 'x',
+    SendFd = 's',
+    RecvFd = 'r',
+    Quit = 'q'
+  };
+  // `sock`: one end of a socketpair for passing fds between two allocators.
+  explicit Allocator(const std::string& cgroup, int sock = -1) {
+    int toChild[2], toParent[2];
+    EXPECT_EQ(::pipe(toChild), 0);
+    EXPECT_EQ(::pipe(toParent), 0);
+    pid_ = ::fork();
+    if (pid_ == 0) {
+      ::close(toChild[1]);
+      ::close(toParent[0]);
+      serve(toChild[0], toParent[1], sock);
+      ::_exit(0);
+    }
+    ::close(toChild[0]);
+    ::close(toParent[1]);
+    cmd_ = toChild[1];
+    reply_ = toParent[0];
+    writeFile(cgroup + "/cgroup.procs", std::to_string(pid_) + "\n");
+  }
+  ~Allocator() {
+    (void)call(Quit);
+    ::close(cmd_);
+    ::close(reply_);
+    ::waitpid(pid_, nullptr, 0);
+  }
+  pid_t pid() const { return pid_; }
+  std::int64_t call(Op op, std::uint64_t bytes = 0, std::uint32_t region = 0) {
+    Cmd c{op, region, bytes};
+    if (::write(cmd_, &c, sizeof c) != sizeof c) return -EPIPE;
+    std::int64_t r = -EPIPE;
+    if (::read(reply_, &r, sizeof r) != sizeof r) return -EPIPE;
+    return r;
+  }
+
+ private:
+  struct Cmd {
+    char op;
+    std::uint32_t region;
+    std::uint64_t bytes;
+  };
+
+  static std::int64_t result(int rc) { return rc == 0 ? 0 : -errno; }
+
+  static void serve(int in, int out, int sock) {
+    int drm = -1, kfd = -1;
+    Cmd c{};
+    while (::read(in, &c, sizeof c) == sizeof c) {
+      std::int64_t r = 0;
+      switch (c.op) {
+        case Open:
+          drm = ::open("/dev/dri/renderD128", O_RDWR | O_CLOEXEC);
+          r = drm < 0 ? -errno : 0;
+          break;
+        case OpenKfd:
+          kfd = ::open("/dev/kfd", O_RDWR | O_CLOEXEC);
+          r = kfd < 0 ? -errno : 0;
+          break;
+        case Create: {
+          tally_testdrm_create a{c.bytes, c.region, 0};
+          r = result(::ioctl(drm, DRM_IOCTL_TALLY_TESTDRM_CREATE, &a));
+          break;
+        }
+        case Amdgpu: {
+          tally_testdrm_amdgpu_gem_create a{};
+          a.in.bo_size = c.bytes;
+          a.in.domains = c.region == TALLY_TESTDRM_REGION_VRAM ? TALLY_TESTDRM_AMDGPU_DOMAIN_VRAM
+                                                               : TALLY_TESTDRM_AMDGPU_DOMAIN_GTT;
+          r = result(::ioctl(drm, DRM_IOCTL_TALLY_TESTDRM_AMDGPU_GEM_CREATE, &a));
+          break;
+        }
+        case Kfd: {
+          tally_testkfd_alloc_memory_of_gpu a{};
+          a.size = c.bytes;
+          a.flags = TALLY_TESTKFD_ALLOC_GTT;
+          r = result(::ioctl(kfd, AMDKFD_IOC_TALLY_ALLOC_MEMORY_OF_GPU, &a));
+          break;
+        }
+        case Close:
+          r = result(::close(drm));
+          drm = -1;
+          break;
+        case SendFd: {  // parks the DRM fd in the socket, then closes its own
+          char byte = 'f';
+          iovec iov{&byte, 1};
+          alignas(cmsghdr) char ctl[CMSG_SPACE(sizeof(int))] = {};
+          msghdr m{};
+          m.msg_iov = &iov;
+          m.msg_iovlen = 1;
+          m.msg_control = ctl;
+          m.msg_controllen = sizeof ctl;
+          cmsghdr* cm = CMSG_FIRSTHDR(&m);
+          if (!cm) {
+            r = -EINVAL;
+            break;
+          }
+          cm->cmsg_level = SOL_SOCKET;
+          cm->cmsg_type = SCM_RIGHTS;
+          cm->cmsg_len = CMSG_LEN(sizeof(int));
+          std::memcpy(CMSG_DATA(cm), &drm, sizeof(int));
+          r = ::sendmsg(sock, &m, 0) == 1 ? 0 : -errno;
+          ::close(drm);
+          drm = -1;
+          break;
+        }
+        case RecvFd: {
+          char byte = 0;
+          iovec iov{&byte, 1};
+          alignas(cmsghdr) char ctl[CMSG_SPACE(sizeof(int))] = {};
+          msghdr m{};
+          m.msg_iov = &iov;
+          m.msg_iovlen = 1;
+          m.msg_control = ctl;
+          m.msg_controllen = sizeof ctl;
+          if (::recvmsg(sock, &m, 0) != 1) {
+            r = -errno;
+            break;
+          }
+          cmsghdr* cm = CMSG_FIRSTHDR(&m);
+          if (!cm || cm->cmsg_type != SCM_RIGHTS) {
+            r = -EPROTO;
+            break;
+          }
+          std::memcpy(&drm, CMSG_DATA(cm), sizeof(int));
+          r = 0;
+          break;
+        }
+        case Quit:
+          if (::write(out, &r, sizeof r) != sizeof r) {
+          }  // the test is gone: nothing to tell
+          return;
+        default:
+          r = -EINVAL;
+      }
+      if (::write(out, &r, sizeof r) != sizeof r) return;
+    }
+  }
+
+  pid_t pid_ = -1;
+  int cmd_ = -1, reply_ = -1;
+};
+
+class VmKernelCharge : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ASSERT_NE(std::getenv("TALLY_IN_VM"), nullptr)
+        << "this test needs the VM harness: vm/run.sh -- tally_vm_tests";
+    loadDriver("");
+    removePins();
+    load();
+  }
+  void TearDown() override {
+    charge_.reset();
+    removePins();
+    for (auto d = cgroups_.rbegin(); d != cgroups_.rend(); ++d)
+      ::rmdir(d->c_str());  // children first
+  }
+  void load() {
+    auto sys = fs::Root::open("/sys");
+    ASSERT_TRUE(sys);
+    bpf::LoadOptions o;
+    o.pinDir = "/sys/fs/bpf/tally-test";
+    o.devices = bpf::discoverDeviceRules(*sys);
+    auto st = bpf::startKernelCharge(*sys, o);
+    ASSERT_TRUE(st.charge) << bpf::describe(st.verdict);
+    EXPECT_TRUE(st.verdict.can.refusing) << bpf::describe(st.verdict);
+    charge_ = std::move(st.charge);
+  }
+  std::string cgroup(const std::string& name) {
+    cgroups_.push_back(makeCgroup(name));
+    return cgroups_.back();
+  }
+  bpf::LeaseCharge read(std::uint64_t id) {
+    auto c = charge_->read(id);
+    EXPECT_TRUE(c) << "cgroup " << id << " is not armed";
+    return c.value_or(bpf::LeaseCharge{});
+  }
+
+  std::unique_ptr<bpf::KernelCharge> charge_;
+  std::vector<std::string> cgroups_;
+};
+
+TEST_F(VmKernelCharge, TheDevicesAreRegisteredAsTheDriverTheyPlay) {
+  auto sys = fs::Root::open("/sys");
+  ASSERT_TRUE(sys);
+  auto rules = bpf::discoverDeviceRules(*sys);
+  ASSERT_FALSE(rules.empty());
+  for (const auto& r : rules) {
+    EXPECT_EQ(r.kind, TALLY_DEVICE_TESTDRM) << r.major << ":" << r.minor;
+    EXPECT_TRUE(r.charged);
+  }
+}
+
+TEST_F(VmKernelCharge, AnAllocationThatWouldCrossTheBoundIsRefusedAndTheLeaseKeepsRunning) {
+  std::string dir = cgroup("vm-kc-bound");
+  std::uint64_t id = cgroupId(dir);
+  ASSERT_TRUE(charge_->arm(id, 16 * kMiB));
+  Allocator a(dir);
+  ASSERT_EQ(a.call(Allocator::Open), 0);
+  EXPECT_EQ(a.call(Allocator::Create, 8 * kMiB), 0);
+  EXPECT_EQ(read(id).bytes, 8 * kMiB);
+  EXPECT_EQ(a.call(Allocator::Create, 8 * kMiB), 0) << "exactly at the bound is allowed";
+  EXPECT_EQ(read(id).bytes, 16 * kMiB);
+  EXPECT_EQ(a.call(Allocator::Create, 1), -ENOMEM) << "one byte more (a page) would cross";
+  EXPECT_EQ(a.call(Allocator::Create, 4 * kMiB, TALLY_TESTDRM_REGION_VRAM), -ENOMEM);
+  auto c = read(id);
+  EXPECT_EQ(c.bytes, 16 * kMiB) << "a refused allocation is never charged";
+  EXPECT_EQ(c.peakBytes, 16 * kMiB);
+  EXPECT_EQ(c.objects, 2u);
+  EXPECT_EQ(c.refused, 2u);
+  EXPECT_EQ(c.refusedBytes, 4096 + 4 * kMiB);
+  auto refusals = charge_->refusals();
+  ASSERT_EQ(refusals.size(), 2u);
+  EXPECT_EQ(refusals[0].lease, id);
+  EXPECT_EQ(refusals[0].requestedBytes, 4096u);
+  EXPECT_EQ(refusals[0].chargedBytes, 16 * kMiB);
+  EXPECT_EQ(refusals[0].maxBytes, 16 * kMiB);
+  EXPECT_EQ(refusals[0].pid, static_cast<std::uint32_t>(a.pid()));
+  EXPECT_TRUE(charge_->refusals().empty()) << "drained once";
+  // It keeps running: freeing makes room again.
+  ASSERT_EQ(a.call(Allocator::Close), 0);
+  EXPECT_EQ(read(id).bytes, 0u) << "uncharged when the objects are freed";
+  EXPECT_EQ(read(id).objects, 0u);
+  ASSERT_EQ(a.call(Allocator::Open), 0);
+  EXPECT_EQ(a.call(Allocator::Create, 12 * kMiB), 0);
+  EXPECT_EQ(read(id).peakBytes, 16 * kMiB);
+}
+
+TEST_F(VmKernelCharge, NothingOutsideALeaseAndNoLeaseWithoutABoundIsEverRefused) {
+  std::string outside = cgroup("vm-kc-outside");
+  std::string unbounded = cgroup("vm-kc-unbounded");
+  std::uint64_t id = cgroupId(unbounded);
+  ASSERT_TRUE(charge_->arm(id, std::nullopt));
+  Allocator out(outside);
+  Allocator free(unbounded);
+  ASSERT_EQ(out.call(Allocator::Open), 0);
+  ASSERT_EQ(free.call(Allocator::Open), 0);
+  for (int i = 0; i < 4; i++) {
+    EXPECT_EQ(out.call(Allocator::Create, 32 * kMiB), 0);
+    EXPECT_EQ(free.call(Allocator::Create, 32 * kMiB), 0);
+  }
+  EXPECT_EQ(read(id).bytes, 128 * kMiB) << "charged, never refused";
+  EXPECT_EQ(read(id).refused, 0u);
+  EXPECT_FALSE(charge_->read(cgroupId(outside))) << "a cgroup no lease holds is never armed";
+  EXPECT_TRUE(charge_->refusals().empty());
+}
+
+TEST_F(VmKernelCharge, AChildInASubCgroupIsChargedToTheLease) {
+  std::string dir = cgroup("vm-kc-parent");
+  std::string sub = dir + "/worker";
+  ASSERT_EQ(::mkdir(sub.c_str(), 0755), 0);
+  cgroups_.push_back(sub);
+  std::uint64_t id = cgroupId(dir);
+  ASSERT_TRUE(charge_->arm(id, 24 * kMiB));
+  Allocator a(sub);
+  ASSERT_EQ(a.call(Allocator::Open), 0);
+  EXPECT_EQ(a.call(Allocator::Create, 16 * kMiB), 0);
+  EXPECT_EQ(a.call(Allocator::Create, 16 * kMiB), -ENOMEM);
+  EXPECT_EQ(read(id).bytes, 16 * kMiB);
+}
+
+TEST_F(VmKernelCharge, ABufferPassedToAnotherLeaseStaysChargedToItsCreator) {
+  std::string dirA = cgroup("vm-kc-creator");
+  std::string dirB = cgroup("vm-kc-receiver");
+  std::uint64_t a = cgroupId(dirA), b = cgroupId(dirB);
+  ASSERT_TRUE(charge_->arm(a, 64 * kMiB));
+  ASSERT_TRUE(charge_->arm(b, 16 * kMiB));
+  int sv[2];
+  ASSERT_EQ(::socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
+  auto creator = std::make_unique<Allocator>(dirA, sv[0]);
+  Allocator receiver(dirB, sv[1]);
+  ASSERT_EQ(creator->call(Allocator::Open), 0);
+  ASSERT_EQ(creator->call(Allocator::Create, 48 * kMiB), 0);
+  ASSERT_EQ(creator->call(Allocator::SendFd), 0) << "the fd parked in the socket, its own closed";
+  ASSERT_EQ(receiver.call(Allocator::RecvFd), 0);
+  creator.reset();  // the creator exits; the receiver holds its 48 MiB
+  EXPECT_EQ(read(a).bytes, 48 * kMiB) << "still its creator's";
+  EXPECT_EQ(read(b).bytes, 0u) << "never the receiver's";
+  EXPECT_EQ(receiver.call(Allocator::Create, 8 * kMiB), 0)
+      << "the receiver's own bound is untouched by what it was passed";
+  EXPECT_EQ(read(b).bytes, 8 * kMiB);
+  ASSERT_EQ(receiver.call(Allocator::Close), 0);
+  EXPECT_EQ(read(a).bytes, 0u) << "uncharged from its creator when freed, whoever freed it";
+  EXPECT_EQ(read(b).bytes, 0u);
+}
+
+TEST_F(VmKernelCharge, TheChargeAndTheBoundOutliveTheDaemonAndAreFoundAgain) {
+  std::string dir = cgroup("vm-kc-restart");
+  std::uint64_t id = cgroupId(dir);
+  ASSERT_TRUE(charge_->arm(id, 16 * kMiB));
+  Allocator a(dir);
+  ASSERT_EQ(a.call(Allocator::Open), 0);
+  ASSERT_EQ(a.call(Allocator::Create, 12 * kMiB), 0);
+  charge_.reset();  // the daemon is gone (kill -9 leaves the same: pins hold the programs)
+  EXPECT_EQ(a.call(Allocator::Create, 8 * kMiB), -ENOMEM) << "bounded with no daemon";
+  EXPECT_EQ(a.call(Allocator::Create, 4 * kMiB), 0);
+  load();
+  auto armed = charge_->armed();
+  EXPECT_NE(std::find(armed.begin(), armed.end(), id), armed.end());
+  ASSERT_TRUE(charge_->arm(id, 16 * kMiB)) << "re-armed: the charge is kept";
+  auto c = read(id);
+  EXPECT_EQ(c.bytes, 16 * kMiB);
+  EXPECT_EQ(c.refused, 1u);
+  EXPECT_EQ(charge_->refusals().size(), 1u)
+      << "the refusal made while no daemon ran is still queued";
+  EXPECT_EQ(a.call(Allocator::Create, 4096), -ENOMEM);
+  ASSERT_EQ(a.call(Allocator::Close), 0);
+  EXPECT_EQ(read(id).bytes, 0u) << "objects charged by the old programs are uncharged by the new";
+}
+
+TEST_F(VmKernelCharge, AmdgpuGemCreateAndKfdAllocationsAreDecodedFromTheirRealStructs) {
+  charge_.reset();
+  removePins();
+  loadDriver("personality=amdgpu");
+  load();
+  auto sys = fs::Root::open("/sys");
+  ASSERT_TRUE(sys);
+  auto rules = bpf::discoverDeviceRules(*sys);
+  bool kfd = false, amdgpu = false;
+  for (const auto& r : rules) {
+    kfd = kfd || r.kind == TALLY_DEVICE_KFD;
+    amdgpu = amdgpu || (r.kind == TALLY_DEVICE_AMDGPU && r.charged);
+  }
+  EXPECT_TRUE(kfd && amdgpu);
+  std::string dir = cgroup("vm-kc-amdgpu");
+  std::uint64_t id = cgroupId(dir);
+  ASSERT_TRUE(charge_->arm(id, 32 * kMiB));
+  auto a = std::make_unique<Allocator>(dir);
+  ASSERT_EQ(a->call(Allocator::Open), 0);
+  ASSERT_EQ(a->call(Allocator::OpenKfd), 0);
+  EXPECT_EQ(a->call(Allocator::Amdgpu, 16 * kMiB), 0);
+  EXPECT_EQ(a->call(Allocator::Kfd, 8 * kMiB), 0);
+  EXPECT_EQ(read(id).bytes, 24 * kMiB) << "GEM_CREATE and KFD's buffers, both charged";
+  EXPECT_EQ(a->call(Allocator::Kfd, 16 * kMiB), -ENOMEM);
+  EXPECT_EQ(a->call(Allocator::Amdgpu, 16 * kMiB, TALLY_TESTDRM_REGION_VRAM), -ENOMEM);
+  EXPECT_EQ(a->call(Allocator::Amdgpu, 8 * kMiB, TALLY_TESTDRM_REGION_VRAM), 0);
+  EXPECT_EQ(read(id).refused, 2u);
+  EXPECT_EQ(read(id).bytes, 32 * kMiB);
+  a.reset();
+  EXPECT_EQ(read(id).bytes, 0u) << "KFD's buffers are freed when /dev/kfd closes, and uncharged";
+  charge_.reset();
+  loadDriver("");  // the driver as the other tests know it
+}
+
+}  // namespace
+}  // namespace tally
