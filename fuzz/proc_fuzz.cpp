@@ -3,11 +3,13 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
+#include <cstring>
 #include <string>
 #include <string_view>
 
 #include "attribution/container.h"
 #include "attribution/container_inspect.h"
+#include "bpf/gpu_ioctl.h"
 #include "ledger/head_witness.h"
 #include "probes/cgroup_memory.h"
 #include "probes/dmem.h"
@@ -118,6 +120,18 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   std::string shown = text::printable(text);
   if (text::cleanTextProblem(shown) || text::printable(shown) != shown) std::abort();
   if (!text::cleanTextProblem(text) && shown != text) std::abort();
+#elif TALLY_FUZZ_TARGET == 15
+  // The in-kernel bound's ioctl decoder: kind, cmd, then the argument bytes.
+  if (size < 8) return 0;
+  __u32 kind = 0, cmd = 0;
+  std::memcpy(&kind, data, 4);
+  std::memcpy(&cmd, data + 4, 4);
+  kind %= 6;
+  __u64 bytes = 1;
+  auto op = tally_ioctl_decode(kind, cmd, data + 8, static_cast<__u32>(size - 8), &bytes);
+  if (op == TALLY_IOCTL_ALLOC && bytes % 4096 != 0) std::abort();
+  if (op != TALLY_IOCTL_ALLOC && bytes != 0) std::abort();
+  if (op == TALLY_IOCTL_ALLOC && size - 8 < tally_ioctl_arg_size(kind, cmd)) std::abort();
 #else
 #error "TALLY_FUZZ_TARGET must name a parser"
 #endif

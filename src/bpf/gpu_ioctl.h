@@ -14,8 +14,7 @@
 #include "bpf/gpu_charge_abi.h"
 
 /* _IOC as asm-generic/ioctl.h encodes it: dir:2 size:14 type:8 nr:8. */
-#define TALLY_IOC(dir, type, nr, size) \
-  ((__u32)(((dir) << 30) | ((size) << 16) | ((type) << 8) | (nr)))
+#define TALLY_IOC(dir, type, nr, size) (((dir) << 30) | ((size) << 16) | ((type) << 8) | (nr))
 #define TALLY_IOC_WRITE 1u
 #define TALLY_IOC_READ 2u
 #define TALLY_IOWR(type, nr, size) TALLY_IOC(TALLY_IOC_READ | TALLY_IOC_WRITE, type, nr, size)
@@ -78,12 +77,20 @@ static inline __u32 tally_ioctl_arg_size(__u32 kind, __u32 cmd) {
 
 static inline __u64 tally_le64(const __u8* p) {
   __u64 v = 0;
-  for (int i = 7; i >= 0; i--) v = (v << 8) | p[i];
+  for (int i = 7; i >= 0; i--) {
+    __u64 b = p[i];
+    v = (v << 8) | b;
+  }
   return v;
 }
 
 static inline __u32 tally_le32(const __u8* p) {
-  return (__u32)p[0] | ((__u32)p[1] << 8) | ((__u32)p[2] << 16) | ((__u32)p[3] << 24);
+  __u32 v = 0;
+  for (int i = 3; i >= 0; i--) {
+    __u32 b = p[i];
+    v = (v << 8) | b;
+  }
+  return v;
 }
 
 #define TALLY_PAGE_ALIGN(n) (((n) + 4095ull) & ~4095ull)
