@@ -155,6 +155,38 @@ void leaseSample(benchmark::State& state, bool bound) {
 void BM_LeaseSample(benchmark::State& state) { leaseSample(state, false); }
 void BM_LeaseSampleWithBound(benchmark::State& state) { leaseSample(state, true); }
 
+// The same lease metered from the in-kernel charge (bpf/), holding steady:
+// the charge is read every sample, fdinfo walked every
+// LeaseMeter::kFdinfoEvery samples. The map read is a stand-in here (this
+// host cannot load the programs); its real cost is one bpf(2) lookup.
+struct SteadyCharge : tally::bpf::KernelCharge {
+  tally::bpf::Capabilities capabilities() const override { return {true, true}; }
+  tally::Status arm(std::uint64_t, std::optional<std::uint64_t>) override { return tally::Ok{}; }
+  void disarm(std::uint64_t) override {}
+  std::optional<tally::bpf::LeaseCharge> read(std::uint64_t) const override {
+    return tally::bpf::LeaseCharge{std::uint64_t{64} << 20, std::uint64_t{64} << 20, 4, 0, 0};
+  }
+  std::vector<std::uint64_t> armed() const override { return {}; }
+  std::vector<tally::bpf::Refusal> refusals(std::size_t) override { return {}; }
+};
+
+void BM_LeaseSampleKernelCharge(benchmark::State& state) {
+  if (!roots().cgroup) {
+    state.SkipWithError("no TALLY_BENCH_CGROUP/TALLY_BENCH_LEASE");
+    return;
+  }
+  auto leaseCg = tally::cgroup::Cgroup::open(*roots().cgroup, roots().lease);
+  if (!leaseCg) {
+    state.SkipWithError(leaseCg.error().message.c_str());
+    return;
+  }
+  SteadyCharge charge;
+  tally::lease::LeaseMeter meter(roots().proc, roots().sys, *leaseCg, std::nullopt);
+  meter.useKernelCharge(&charge, 1, false);
+  for (auto _ : state) meter.sample();
+  state.counters["gpu_bytes"] = static_cast<double>(meter.gpu().lastBytes.value_or(0));
+}
+
 // One sample round of a one-lease daemon that also publishes metrics: the
 // sample, then what the overview adds for it (cgroup.events, memory.peak and
 // memory.max of the lease, its seat row, the DRM device walk of sysfs) and
@@ -218,6 +250,7 @@ BENCHMARK(BM_CgroupFloor)->Unit(benchmark::kMicrosecond)->MinTime(0.5);
 BENCHMARK(BM_TallyCgroupScan)->Unit(benchmark::kMicrosecond)->MinTime(0.5);
 BENCHMARK(BM_LeaseSample)->Unit(benchmark::kMicrosecond)->MinTime(0.5);
 BENCHMARK(BM_LeaseSampleWithBound)->Unit(benchmark::kMicrosecond)->MinTime(0.5);
+BENCHMARK(BM_LeaseSampleKernelCharge)->Unit(benchmark::kMicrosecond)->MinTime(0.5);
 BENCHMARK(BM_LeaseSampleWithMetrics)->Unit(benchmark::kMicrosecond)->MinTime(0.5);
 
 // Records the median real time of each benchmark to print ratios at the end.
@@ -271,6 +304,7 @@ int main(int argc, char** argv) {
   ratio("BM_TallyCgroupScan", "BM_TallyHostScan");
   ratio("BM_TallyCgroupScan", "BM_CgroupFloor");
   ratio("BM_LeaseSample", "BM_CgroupFloor");
+  ratio("BM_LeaseSampleKernelCharge", "BM_LeaseSample");
   ratio("BM_LeaseSampleWithBound", "BM_LeaseSample");
   ratio("BM_LeaseSampleWithMetrics", "BM_LeaseSample");
   // Per process, for the scale run (scripts/bench-scale.sh): flat means linear.

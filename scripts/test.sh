@@ -115,6 +115,6 @@ vm/run.sh --kernel 6.12 --timeout 900 --env TALLY_TEST_JOURNALD=required -- \
 for kernel in 6.1 7; do
   step "vm: kernel-facing system tests on Debian's $kernel kernel"
   vm/run.sh --kernel "$kernel" --timeout 900 -- build/release/tests/tally_vm_tests \
-    --gtest_filter='VmSystem.*:VmCgroupfs.*:VmKernel.*:VmDaemon.*:VmProcHandles.*:VmCgroupHandle.*'
+    --gtest_filter='VmSystem.*:VmCgroupfs.*:VmKernel.*:VmDaemon.*:VmProcHandles.*:VmCgroupHandle.*:VmKernelCharge.*:VmRedTeam.TheHidingTricks*'
 done
 step "done"

@@ -31,7 +31,8 @@ Verdict assess(const HostFacts& f) {
   if (!f.capBpf || !f.capPerfmon) {
     v.why = fmt::format(
         "the daemon lacks {}: add CAP_BPF CAP_PERFMON to the unit's CapabilityBoundingSet (the "
-        "shipped tally.service has them) or run it as root",
+        "shipped tally.service loads the programs in its privileged ExecStartPre and keeps "
+        "CAP_BPF) or run it as root",
         !f.capBpf && !f.capPerfmon ? "CAP_BPF and CAP_PERFMON"
         : !f.capBpf                ? "CAP_BPF"
                                    : "CAP_PERFMON");

@@ -93,16 +93,18 @@ struct {
   __uint(pinning, LIBBPF_PIN_BY_NAME);
 } tally_refusals SEC(".maps");
 
-/* The innermost armed lease of the current task's cgroup: its key, or 0. */
+/* The innermost armed lease among the current task's cgroup ancestors: its
+ * key, or 0. Walked from the root down by level (the kernel keeps each
+ * cgroup's ancestors in an array), so a task nested however deep under its
+ * lease is found: leases sit in the first TALLY_MAX_CGROUP_DEPTH levels. */
 static __always_inline __u64 current_lease(void) {
-  struct task_struct* task = bpf_get_current_task_btf();
-  struct cgroup* cg = BPF_CORE_READ(task, cgroups, dfl_cgrp);
-  for (int i = 0; i < TALLY_MAX_CGROUP_DEPTH && cg; i++) {
-    __u64 id = BPF_CORE_READ(cg, kn, id);
-    if (bpf_map_lookup_elem(&tally_charges, &id)) return id;
-    cg = (struct cgroup*)BPF_CORE_READ(cg, self.parent);
+  __u64 found = 0;
+  for (int level = 1; level <= TALLY_MAX_CGROUP_DEPTH; level++) {
+    __u64 id = bpf_get_current_ancestor_cgroup_id(level);
+    if (!id) break; /* deeper than the task's own cgroup */
+    if (bpf_map_lookup_elem(&tally_charges, &id)) found = id;
   }
-  return 0;
+  return found;
 }
 
 static __always_inline struct tally_device* device_of(struct drm_device* dev) {

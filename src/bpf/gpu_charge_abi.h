@@ -61,8 +61,8 @@ struct tally_refusal {
   __u32 cmd; /* the ioctl */
 };
 
-/* The cgroup depth the lease lookup walks up to (tally's leases sit a few
- * levels down; a deeper task is looked up through its first 64 ancestors). */
+/* The cgroup levels the lease lookup walks from the root (tally's leases sit
+ * a few levels down; a task below them is found at any depth). */
 #define TALLY_MAX_CGROUP_DEPTH 64
 
 #endif

@@ -20,6 +20,7 @@
 #include "devices/drm_devices.h"
 #include "devices/memory_class.h"
 #include "gpu_charge.skel.h"
+#include "util/text.h"
 #include "util/unique_fd.h"
 
 namespace tally::bpf {
@@ -54,11 +55,24 @@ int keepLibbpfWarnings(enum libbpf_print_level level, const char* format, va_lis
   return 0;
 }
 
+// libbpf's words on the failure: its first line that names what failed (a
+// map, a program, an attach) and its last, joined.
 std::string lastSaid() {
-  std::string s = libbpfSaid;
-  while (!s.empty() && (s.back() == '\n' || s.back() == ' ')) s.pop_back();
-  auto nl = s.rfind('\n');
-  return nl == std::string::npos ? s : s.substr(nl + 1);
+  std::vector<std::string> lines;
+  std::string_view rest = libbpfSaid;
+  while (!rest.empty()) {
+    auto nl = rest.find('\n');
+    std::string line(rest.substr(0, nl));
+    if (!line.empty()) lines.push_back(line);
+    if (nl == std::string_view::npos) break;
+    rest.remove_prefix(nl + 1);
+  }
+  if (lines.empty()) return "";
+  std::string first;
+  for (const auto& l : lines)
+    if (first.empty() && l.find("fail") != std::string::npos) first = l;
+  if (first.empty() || first == lines.back()) return lines.back();
+  return first + "; " + lines.back();
 }
 
 Error bpfError(int err, std::string what) {
@@ -69,10 +83,15 @@ Error bpfError(int err, std::string what) {
 
 class BpfCharge final : public KernelCharge {
  public:
-  BpfCharge(tally_gpu_charge* skel, Capabilities can) : skel_(skel), can_(can) {}
+  // The maps by fd: the skeleton's (this process loaded the programs; it
+  // owns `skel`), or the pinned ones another process loaded (`skel` null).
+  struct Maps {
+    int charges = -1, bounds = -1, refusals = -1;
+  };
+  BpfCharge(tally_gpu_charge* skel, Maps maps, std::vector<UniqueFd> owned, Capabilities can)
+      : skel_(skel), maps_(maps), owned_(std::move(owned)), can_(can) {}
   Status openRefusals() {
-    rb_ = ring_buffer__new(bpf_map__fd(skel_->maps.tally_refusals), &BpfCharge::onRefusal, this,
-                           nullptr);
+    rb_ = ring_buffer__new(maps_.refusals, &BpfCharge::onRefusal, this, nullptr);
     if (!rb_) return bpfError(errno, "cannot read the refusals' ring buffer");
     return Ok{};
   }
@@ -80,40 +99,35 @@ class BpfCharge final : public KernelCharge {
     // The pinned links and maps stay: the charges and the bound outlive
     // this process (its links are dropped, their pins keep them attached).
     if (rb_) ring_buffer__free(rb_);
-    tally_gpu_charge__destroy(skel_);
+    if (skel_) tally_gpu_charge__destroy(skel_);
   }
 
   Capabilities capabilities() const override { return can_; }
 
   Status arm(std::uint64_t cgroupId, std::optional<std::uint64_t> boundBytes) override {
     tally_charge zero{};
-    if (bpf_map__update_elem(skel_->maps.tally_charges, &cgroupId, sizeof cgroupId, &zero,
-                             sizeof zero, BPF_NOEXIST) != 0 &&
-        errno != EEXIST)
+    if (bpf_map_update_elem(maps_.charges, &cgroupId, &zero, BPF_NOEXIST) != 0 && errno != EEXIST)
       return errnoError(errno,
                         fmt::format("cannot arm cgroup {} for the in-kernel charge", cgroupId));
     if (boundBytes) {
       tally_bound b{*boundBytes};
-      if (bpf_map__update_elem(skel_->maps.tally_bounds, &cgroupId, sizeof cgroupId, &b, sizeof b,
-                               BPF_ANY) != 0)
+      if (bpf_map_update_elem(maps_.bounds, &cgroupId, &b, BPF_ANY) != 0)
         return errnoError(errno,
                           fmt::format("cannot set cgroup {}'s bound in the kernel", cgroupId));
     } else {
-      (void)bpf_map__delete_elem(skel_->maps.tally_bounds, &cgroupId, sizeof cgroupId, 0);
+      (void)bpf_map_delete_elem(maps_.bounds, &cgroupId);
     }
     return Ok{};
   }
 
   void disarm(std::uint64_t cgroupId) override {
-    (void)bpf_map__delete_elem(skel_->maps.tally_bounds, &cgroupId, sizeof cgroupId, 0);
-    (void)bpf_map__delete_elem(skel_->maps.tally_charges, &cgroupId, sizeof cgroupId, 0);
+    (void)bpf_map_delete_elem(maps_.bounds, &cgroupId);
+    (void)bpf_map_delete_elem(maps_.charges, &cgroupId);
   }
 
   std::optional<LeaseCharge> read(std::uint64_t cgroupId) const override {
     tally_charge c{};
-    if (bpf_map__lookup_elem(skel_->maps.tally_charges, &cgroupId, sizeof cgroupId, &c, sizeof c,
-                             0) != 0)
-      return std::nullopt;
+    if (bpf_map_lookup_elem(maps_.charges, &cgroupId, &c) != 0) return std::nullopt;
     return LeaseCharge{c.bytes, c.peak_bytes, c.objects, c.refused, c.refused_bytes};
   }
 
@@ -121,7 +135,7 @@ class BpfCharge final : public KernelCharge {
     std::vector<std::uint64_t> ids;
     std::uint64_t key = 0, next = 0;
     const void* prev = nullptr;
-    while (bpf_map__get_next_key(skel_->maps.tally_charges, prev, &next, sizeof next) == 0) {
+    while (bpf_map_get_next_key(maps_.charges, prev, &next) == 0) {
       ids.push_back(next);
       key = next;
       prev = &key;
@@ -149,6 +163,8 @@ class BpfCharge final : public KernelCharge {
 
  private:
   tally_gpu_charge* skel_;
+  Maps maps_;
+  std::vector<UniqueFd> owned_;  // the pinned maps' fds, when opened from pins
   ring_buffer* rb_ = nullptr;
   Capabilities can_;
   std::vector<Refusal> pending_;
@@ -239,24 +255,71 @@ Result<std::unique_ptr<KernelCharge>> loadKernelCharge(const LoadOptions& o) {
       return fail(bpfError(errno, fmt::format("cannot attach {}", bpf_program__name(a.prog))));
     if (auto s = pinReplacing(*a.link, pin); !s) return fail(s.error());
   }
-  auto charge = std::make_unique<BpfCharge>(skel, Capabilities{true, o.refuse});
+  BpfCharge::Maps maps{bpf_map__fd(skel->maps.tally_charges), bpf_map__fd(skel->maps.tally_bounds),
+                       bpf_map__fd(skel->maps.tally_refusals)};
+  auto charge = std::make_unique<BpfCharge>(skel, maps, std::vector<UniqueFd>{},
+                                            Capabilities{true, o.refuse});
   if (auto s = charge->openRefusals(); !s) return s.error();
   return std::unique_ptr<KernelCharge>(std::move(charge));
 }
 
-Started startKernelCharge(const fs::Root& sys, LoadOptions o) {
+Result<std::unique_ptr<KernelCharge>> openPinnedKernelCharge(const std::string& pinDir) {
+  auto link = fmt::format("{}/link_charge", pinDir);
+  if (::access(link.c_str(), F_OK) != 0)
+    return Error{ENOENT, fmt::format("no programs are attached ({} is absent)", link)};
+  std::vector<UniqueFd> fds;
+  auto open = [&](const char* name) -> int {
+    int fd = bpf_obj_get(fmt::format("{}/{}", pinDir, name).c_str());
+    if (fd >= 0) fds.emplace_back(fd);
+    return fd;
+  };
+  BpfCharge::Maps maps{open("tally_charges"), open("tally_bounds"), open("tally_refusals")};
+  if (maps.charges < 0 || maps.bounds < 0 || maps.refusals < 0)
+    return errnoError(errno, fmt::format("cannot open the maps pinned under {}", pinDir));
+  bool refusing = ::access(fmt::format("{}/link_refuse", pinDir).c_str(), F_OK) == 0;
+  auto charge =
+      std::make_unique<BpfCharge>(nullptr, maps, std::move(fds), Capabilities{true, refusing});
+  if (auto s = charge->openRefusals(); !s) return s.error();
+  return std::unique_ptr<KernelCharge>(std::move(charge));
+}
+
+Started startKernelCharge(const fs::Root& sys, LoadOptions o, bool loadOnly) {
   Started st;
   HostFacts facts = readHostFacts(sys);
   st.verdict = assess(facts);
-  if (!st.verdict.can.charging) return st;
-  o.refuse = st.verdict.can.refusing;
-  auto loaded = loadKernelCharge(o);
-  if (!loaded) {
-    facts.loadError = loaded.error().message;
-    st.verdict = assess(facts);
+  // Programs another process attached for this daemon (the hardened unit's
+  // privileged ExecStartPre, `tally daemon load-kernel-charge`): their
+  // maps need CAP_BPF alone. Loading here needs CAP_SYS_ADMIN besides
+  // (libbpf lists the kernel's module BTF to attach to drm's functions).
+  auto usePinned = [&]() -> bool {
+    if (loadOnly || !facts.capBpf || !facts.btf || !facts.bpffs) return false;
+    auto pinned = openPinnedKernelCharge(o.pinDir);
+    if (!pinned) return false;
+    st.charge = std::move(*pinned);
+    st.verdict.can = st.charge->capabilities();
+    st.verdict.why = st.verdict.can.refusing
+                         ? ""
+                         : "refusing off: the programs attached for this daemon do not refuse (" +
+                               (facts.lsmList && !lsmListHasBpf(*facts.lsmList)
+                                    ? std::string("the BPF LSM is not active: add lsm=") +
+                                          std::string(text::trim(*facts.lsmList)) +
+                                          ",bpf to the kernel command line)"
+                                    : std::string("see the journal of its ExecStartPre)"));
+    return true;
+  };
+  if (!st.verdict.can.charging) {
+    usePinned();
     return st;
   }
-  st.charge = std::move(*loaded);
+  o.refuse = st.verdict.can.refusing;
+  auto loaded = loadKernelCharge(o);
+  if (loaded) {
+    st.charge = std::move(*loaded);
+    return st;
+  }
+  if (usePinned()) return st;
+  facts.loadError = loaded.error().message;
+  st.verdict = assess(facts);
   return st;
 }
 

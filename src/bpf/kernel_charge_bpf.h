@@ -39,13 +39,20 @@ HostFacts readHostFacts(const fs::Root& sys);
 // the kernel or libbpf refused.
 Result<std::unique_ptr<KernelCharge>> loadKernelCharge(const LoadOptions& o);
 
-// What the daemon does at start: judge the host, load what it allows, and
-// say what came of it (the verdict's why when something is off).
+// The maps of programs another process loaded and pinned under `pinDir` (the
+// unit's privileged ExecStartPre, `tally daemon load-kernel-charge`): a
+// hardened daemon uses them with CAP_BPF alone.
+Result<std::unique_ptr<KernelCharge>> openPinnedKernelCharge(const std::string& pinDir);
+
+// What the daemon does at start: judge the host, load what it allows (or use
+// what was loaded for it), and say what came of it (the verdict's why when
+// something is off).
 struct Started {
   std::unique_ptr<KernelCharge> charge;  // null: off
   Verdict verdict;
 };
-Started startKernelCharge(const fs::Root& sys, LoadOptions o);
+// `loadOnly`: load and pin, never fall back to pins (the ExecStartPre).
+Started startKernelCharge(const fs::Root& sys, LoadOptions o, bool loadOnly = false);
 
 // The devices to register, from the host's DRM devices (the driver each
 // one's DRM_IOCTL_VERSION names) and /dev/kfd.

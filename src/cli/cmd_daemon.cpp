@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <nlohmann/json.hpp>
 
+#include "bpf/kernel_charge_bpf.h"
 #include "cli/exit_codes.h"
 #include "config/config.h"
 #include "config/listing.h"
@@ -45,9 +46,34 @@ void addDaemonCommand(CLI::App& app, DaemonOptions& o) {
   cmd->add_option(
       "--metrics-listen", o.metricsListen,
       "serve GET /metrics on this loopback HOST:PORT (e.g. 127.0.0.1:9464); off by default");
+  auto* load = cmd->add_subcommand(
+      "load-kernel-charge",
+      "Load and attach the in-kernel GPU memory charge and bound (BPF) for a hardened daemon");
+  load->footer(
+      "Loads the programs (docs/enforcement.md, \"In the kernel\") and pins them under\n"
+      "/sys/fs/bpf/tally, replacing what an earlier start pinned; the daemon then uses their maps\n"
+      "with CAP_BPF alone. Loading needs CAP_SYS_ADMIN besides CAP_BPF and CAP_PERFMON (libbpf\n"
+      "lists the kernel's module BTF to attach to drm's functions): the shipped tally.service "
+      "runs\n"
+      "it as its privileged ExecStartPre=+. It prints what is on, or why not, and exits 0 either\n"
+      "way: the daemon starts without it and says so.\n"
+      "Example: tally daemon load-kernel-charge");
+  load->callback([&o] { o.loadKernelCharge = true; });
 }
 
 int runDaemon(const fs::RootPaths& paths, const DaemonOptions& o) {
+  if (o.loadKernelCharge) {
+    auto sys = fs::Root::open(paths.sys);
+    if (!sys) {
+      fmt::print(stderr, "tally daemon load-kernel-charge: {}\n", sys.error().message);
+      return kExitEnvironment;
+    }
+    bpf::LoadOptions lo;
+    lo.devices = bpf::discoverDeviceRules(*sys);
+    auto st = bpf::startKernelCharge(*sys, lo, true);
+    fmt::print("tally: in-kernel GPU memory charge: {}\n", bpf::describe(st.verdict));
+    return kExitOk;
+  }
   switch (daemon::serve({o.config, o.metricsTextfile, o.metricsListen, paths})) {
     case daemon::Ended::Stopped:
       return kExitOk;

@@ -10,6 +10,7 @@ namespace tally::cli {
 inline constexpr const char* kDefaultConfig = "/etc/tally/tally.toml";
 
 struct DaemonOptions {
+  bool loadKernelCharge = false;  // `tally daemon load-kernel-charge`
   std::string config = kDefaultConfig;
   std::string metricsTextfile,
       metricsListen;  // override [daemon] metrics_textfile / metrics_listen

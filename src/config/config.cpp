@@ -138,6 +138,7 @@ void readDaemon(Reader& r, const toml::table& t, Daemon& d) {
               "coverage_probe",
               "coverage_probe_size",
               "keep_gpu_memory_max",
+              "kernel_charge",
               "metrics_textfile",
               "metrics_listen",
               "max_connections",
@@ -190,6 +191,7 @@ void readDaemon(Reader& r, const toml::table& t, Daemon& d) {
       d.coverageProbeBytes = *v;
   }
   if (auto v = r.boolean(t, "keep_gpu_memory_max", "daemon")) d.keepGpuMemoryMax = *v;
+  if (auto v = r.boolean(t, "kernel_charge", "daemon")) d.kernelCharge = *v;
   if (auto s = r.string(t, "metrics_textfile", "daemon")) {
     if (s->empty() || (*s)[0] != '/')
       r.problem(*t.get("metrics_textfile"),

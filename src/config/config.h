@@ -65,6 +65,10 @@ struct Daemon {
   // (root; allocates coverageProbeBytes of GTT in a throw-away cgroup), and
   // whether gpu_memory_max still kills once the kernel charges GTT.
   bool coverageProbe = false;
+  // The in-kernel GPU memory charge and bound (bpf/, docs/enforcement.md):
+  // loaded where the kernel allows (true), or never (false: fdinfo meters
+  // and the sampled kill bounds, as on a kernel without BPF).
+  bool kernelCharge = true;
   std::uint64_t coverageProbeBytes = 64ULL << 20;
   bool keepGpuMemoryMax = false;
   // Metrics besides `tally metrics`: a node_exporter textfile, and GET

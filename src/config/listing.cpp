@@ -36,6 +36,7 @@ json effectiveJson(const Config& c, const std::string& stateDir) {
       {"coverage_probe", d.coverageProbe},
       {"coverage_probe_size_bytes", d.coverageProbeBytes},
       {"keep_gpu_memory_max", d.keepGpuMemoryMax},
+      {"kernel_charge", d.kernelCharge},
       {"metrics_textfile", d.metricsTextfile.empty() ? json(nullptr) : json(d.metricsTextfile)},
       {"metrics_listen", d.metricsListen.empty() ? json(nullptr) : json(d.metricsListen)},
       {"max_connections", d.maxConnections},
@@ -82,6 +83,8 @@ std::vector<std::string> effectiveText(const Config& c, const std::string& state
   out.push_back(fmt::format("  coverage_probe            {} ({})", d.coverageProbe ? "on" : "off",
                             units::humanBytes(d.coverageProbeBytes)));
   out.push_back(fmt::format("  keep_gpu_memory_max       {}", d.keepGpuMemoryMax ? "yes" : "no"));
+  out.push_back(fmt::format("  kernel_charge             {}",
+                            d.kernelCharge ? "on where the kernel allows" : "off"));
   out.push_back(fmt::format("  metrics_textfile          {}",
                             d.metricsTextfile.empty() ? std::string("off") : d.metricsTextfile));
   out.push_back(fmt::format("  metrics_listen            {}",

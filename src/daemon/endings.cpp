@@ -54,6 +54,7 @@ void Endings::end(Lease& l, const char* kind, const json& body, const std::strin
 }
 
 lease::LeaseRecord Endings::meteredRecord(Lease& l, const char* manager) {
+  if (beforeRecord_) beforeRecord_(l);
   lease::LeaseRecord rec = baseRecord(l);
   rec.spec.gpuMemoryHigh = l.metering.bound.high;
   rec.spec.gpuAction = l.metering.bound.action;

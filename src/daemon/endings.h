@@ -37,6 +37,10 @@ class Endings {
         events_(events),
         freed_(std::move(freed)) {}
 
+  // Called with a lease just before its final record is made: what is still
+  // unsaid about it is said first (the kernel's refusals, in order).
+  void beforeRecord(std::function<void(Lease&)> f) { beforeRecord_ = std::move(f); }
+
   // An attached workload's cgroup emptied (`released` false) or the lease was
   // released: the final counters and meters become its outcome record.
   // `unitEnding`: how the unit's run ended, when the lease held one.
@@ -81,6 +85,7 @@ class Endings {
   LeaseBook& book_;
   LeaseEvents& events_;
   std::function<void()> freed_;
+  std::function<void(Lease&)> beforeRecord_;
 };
 
 }  // namespace tally::daemon

@@ -85,6 +85,14 @@ struct Lease {
     // once, one more per Limits::boundRefillUs), and how many were refused.
     TokenBucket boundReports{Limits{}.boundBurst, Limits{}.boundRefillUs};
     std::uint64_t boundRefused = 0;
+    // Armed in the kernel's charge (bpf/): its cgroup id, 0 when not.
+    std::uint64_t kernelArmed = 0;
+    // Allocations the kernel refused and no event has said yet, the last of
+    // them, and when refusals were last said (monotonic µs).
+    std::uint64_t refusalsUnsaid = 0, refusedBytesUnsaid = 0;
+    std::uint64_t lastRefusalSaidUs = 0;
+    std::uint64_t lastRefusedAsked = 0, lastRefusedHeld = 0;
+    std::uint32_t lastRefusedPid = 0;
   } metering;
 
   // Its client: the connection a waiting request or a run lease is bound to.

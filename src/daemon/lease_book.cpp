@@ -109,6 +109,7 @@ void LeaseBook::forget(const std::string& id) {
   } else {
     engine_.release(id);
   }
+  if (onForget_) onForget_(*it->second);
   leases_.erase(it);
 }
 

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -50,6 +51,9 @@ class LeaseBook {
   Status hold(std::unique_ptr<Lease> l);
   // The lease ends: its pools are free and it is gone from the book.
   void forget(const std::string& id);
+  // Called with each lease forget() ends, before it goes (the in-kernel
+  // charge is disarmed there): once per lease, whichever way it ended.
+  void onForget(std::function<void(const Lease&)> f) { onForget_ = std::move(f); }
 
   // Waiting requests of one connection; the connection went away.
   std::size_t queuedOn(std::uint64_t conn) const;
@@ -100,6 +104,7 @@ class LeaseBook {
  private:
   void leftQueue(const Lease& l);
   std::map<std::string, std::unique_ptr<Lease>> leases_;
+  std::function<void(const Lease&)> onForget_;
   admission::Engine engine_;
   std::map<std::uint64_t, std::size_t> queuedPerConn_;
   std::map<uid_t, std::size_t> queuedPerUid_;

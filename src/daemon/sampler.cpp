@@ -4,6 +4,7 @@
 #include <signal.h>
 
 #include "util/clock.h"
+#include "util/units.h"
 
 namespace tally::daemon {
 
@@ -11,7 +12,26 @@ void Sampler::startMetering(Lease& l) {
   l.metering.meter =
       std::make_unique<lease::LeaseMeter>(env_.proc, env_.sys, *l.place.cg, l.req.gpuMemoryMax);
   l.metering.meter->readStatGpu(handover_.statNamesGpu);
+  if (env_.charge && l.place.inode) {
+    // Buffers made before the lease was armed (an attached workload's, or a
+    // run lease's whose client started it early) are in no charge: only
+    // fdinfo sees them, so its figure is the lease's floor unless the first
+    // sample after arming shows the lease held none (then the charge alone
+    // is its figure, and a buffer passed in from elsewhere never counts).
+    if (auto s = env_.charge->arm(l.place.inode, kernelBound(l)); s) {
+      l.metering.kernelArmed = l.place.inode;
+      l.metering.meter->useKernelCharge(env_.charge, l.place.inode, true);
+    } else {
+      events_.note(4,
+                   fmt::format("lease {} ({}): not charged in the kernel ({}); its GPU memory is "
+                               "metered from fdinfo and bounded by the sampled kill",
+                               l.id, l.name, s.error().message),
+                   {{"TALLY_LEASE", l.id}});
+    }
+  }
   l.metering.meter->sample(&host_.fresh());
+  if (l.metering.kernelArmed && l.metering.meter->gpu().lastFdinfoBytes == std::uint64_t{0})
+    l.metering.meter->setFdinfoFloor(false);
   l.metering.pace = {};
   l.metering.pace.sampled(cadence(), paced(l), l.metering.meter->gpu().lastBytes, now());
   std::string events = fmt::format("{}/{}", env_.cgroupRoot->path(),
@@ -35,6 +55,7 @@ std::vector<std::string> Sampler::sample() {
   // lease due (an idle daemon reads nothing).
   host::Snapshot* snapshot = nullptr;
   std::size_t early = 0;
+  if (env_.charge) noteRefusals(mono, now);
   for (const auto& [id, lp] : book_.all()) {
     Lease& l = *lp;
     if (l.state() != Lease::State::Running || !l.metering.meter) continue;
@@ -115,6 +136,57 @@ void Sampler::enforceBound(Lease& l, std::uint64_t nowNs) {
                       {{"TALLY_LEASE", l.id}});
        }});
   if (killed) l.ending.tallyKill = *killed;
+}
+
+std::optional<std::uint64_t> Sampler::kernelBound(const Lease& l) {
+  const auto& b = l.metering.bound;
+  if (!b.max || b.action != enforce::Action::Kill || l.metering.advisory) return std::nullopt;
+  return b.max;
+}
+
+void Sampler::noteRefusals(std::uint64_t mono, std::uint64_t nowNs) {
+  std::vector<bpf::Refusal> refusals = env_.charge->refusals();
+  for (const bpf::Refusal& r : refusals) {
+    for (const auto& [id, lp] : book_.all()) {
+      Lease& l = *lp;
+      if (l.metering.kernelArmed != r.lease) continue;
+      ++l.metering.refusalsUnsaid;
+      l.metering.refusedBytesUnsaid += r.requestedBytes;
+      l.metering.lastRefusedAsked = r.requestedBytes;
+      l.metering.lastRefusedHeld = r.chargedBytes;
+      l.metering.lastRefusedPid = r.pid;
+      break;
+    }
+  }
+  for (const auto& [id, lp] : book_.all())
+    if (lp->metering.refusalsUnsaid) sayRefusals(*lp, mono, nowNs);
+}
+
+void Sampler::finalRefusals(Lease& l) {
+  if (!env_.charge || !l.metering.kernelArmed) return;
+  const std::uint64_t mono = now(), nowNs = clock::realtimeNs();
+  noteRefusals(mono, nowNs);
+  if (l.metering.refusalsUnsaid) sayRefusals(l, mono, nowNs, true);
+}
+
+void Sampler::sayRefusals(Lease& l, std::uint64_t mono, std::uint64_t nowNs, bool now) {
+  auto& m = l.metering;
+  if (!now && m.lastRefusalSaidUs && mono < m.lastRefusalSaidUs + kRefusalEventUs) return;
+  enforce::BoundEvent e;
+  e.atNs = nowNs;
+  e.kind = enforce::Verdict::Refused;
+  e.bytes = m.refusedBytesUnsaid;
+  e.limit = m.bound.max.value_or(0);
+  e.samples = static_cast<unsigned>(std::min<std::uint64_t>(m.refusalsUnsaid, 1'000'000));
+  e.summary = fmt::format(
+      "{} GPU allocation{} ({}) refused in the kernel at gpu_memory_max {}: the last asked {} "
+      "with {} held (pid {}); the lease runs on",
+      m.refusalsUnsaid, m.refusalsUnsaid == 1 ? "" : "s", units::humanBytes(m.refusedBytesUnsaid),
+      units::humanBytes(e.limit), units::humanBytes(m.lastRefusedAsked),
+      units::humanBytes(m.lastRefusedHeld), m.lastRefusedPid);
+  m.refusalsUnsaid = m.refusedBytesUnsaid = 0;
+  m.lastRefusalSaidUs = mono;
+  events_.bound(l, e, "kernel-charge");
 }
 
 std::optional<std::uint64_t> Sampler::paced(const Lease& l) const {

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "admission/engine.h"
+#include "bpf/kernel_charge.h"
 #include "config/config.h"
 #include "coverage/handover.h"
 #include "daemon/lease.h"
@@ -33,6 +34,7 @@ struct SamplerEnv {
   Watches& watches;
   Units* units;
   std::uint64_t (*monotonicUs)() = nullptr;  // the cadence's clock; null: the real one
+  bpf::KernelCharge* charge = nullptr;       // the in-kernel charge; null: off
 };
 
 class Sampler {
@@ -59,6 +61,16 @@ class Sampler {
   // How long until the next lease is due: sample_interval when none is near
   // its bound (or none runs).
   std::uint64_t nextSampleDelayUs() const;
+  // Refusals of one lease said (ledger, journal, subscribers) at most once
+  // per this long, each event carrying the count since the last: a program
+  // retrying an allocation in a loop writes a row a minute, not a row each.
+  static constexpr std::uint64_t kRefusalEventUs = 60'000'000;
+  // The bound the kernel holds for a lease: its gpu_memory_max, unless it
+  // only reports (or the kernel charges GTT itself: advisory).
+  static std::optional<std::uint64_t> kernelBound(const Lease& l);
+  // A lease ends: the refusals the kernel queued for it are said now,
+  // whatever the minute's rate says (its outcome comes next).
+  void finalRefusals(Lease& l);
   // Leases sampled before their sample_interval (near a bound) per round.
   static constexpr std::size_t kEarlySamplesPerRound = 16;
   std::uint64_t now() const { return env_.monotonicUs ? env_.monotonicUs() : clock::monotonicUs(); }
@@ -68,6 +80,10 @@ class Sampler {
 
  private:
   void enforceBound(Lease& l, std::uint64_t nowNs);
+  // The kernel's refusals since the last round, onto their leases; each
+  // lease's unsaid ones said when due (kRefusalEventUs).
+  void noteRefusals(std::uint64_t mono, std::uint64_t nowNs);
+  void sayRefusals(Lease& l, std::uint64_t mono, std::uint64_t nowNs, bool now = false);
   // The bound a lease's cadence comes near to: its gpu_memory_max while a
   // kill over it is still to come.
   std::optional<std::uint64_t> paced(const Lease& l) const;

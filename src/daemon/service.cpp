@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <set>
 
 #include "cgroup/path.h"
 #include "daemon/lease_rows.h"
@@ -33,14 +34,22 @@ Service::Service(const config::Config& cfg, ledger::Ledger& ledger, ServiceEnv e
       events_(ledger, env.outbox, env.journal),
       host_(env.proc, env.sys, env.pageSize),
       measures_(book_, host_, handover_),
-      sampler_(
-          cfg_.daemon,
-          SamplerEnv{env.proc, env.sys, env.cgroupRoot, env.watches, env.units, env.monotonicUs},
-          ledger, book_, events_, host_, handover_),
+      sampler_(cfg_.daemon,
+               SamplerEnv{env.proc, env.sys, env.cgroupRoot, env.watches, env.units,
+                          env.monotonicUs, env.kernelCharge},
+               ledger, book_, events_, host_, handover_),
       endings_(cfg_.daemon, EndingsEnv{env.cgroupRoot, env.watches, env.units}, ledger, book_,
                events_, [this] { tryGrant(); }),
       views_(cfg_, ledger, book_, measures_, host_, events_, handover_, coverageKernel_) {
   events_.rowBudget() = RowBudget(env.limits.ledgerRowsPerMinutePerUid);
+  endings_.beforeRecord([this](Lease& l) { sampler_.finalRefusals(l); });
+  // A lease that ends leaves the kernel's charge: its record has the final
+  // figures by then, and buffers it made that outlive it are charged to no one.
+  if (env.kernelCharge) {
+    book_.onForget([charge = env.kernelCharge](const Lease& l) {
+      if (l.metering.kernelArmed) charge->disarm(l.metering.kernelArmed);
+    });
+  }
 }
 
 void Service::reply(std::uint64_t conn, const json& id, const json& result) {
@@ -652,9 +661,18 @@ void Service::prune() {
 }
 
 Result<std::vector<std::string>> Service::recover() {
-  return Recovery(cfg_.daemon, RecoveryEnv{env_.cgroupRoot, env_.watches, env_.units}, ledger_,
-                  book_, events_, endings_, sampler_, handover_)
-      .run();
+  auto lines = Recovery(cfg_.daemon, RecoveryEnv{env_.cgroupRoot, env_.watches, env_.units},
+                        ledger_, book_, events_, endings_, sampler_, handover_)
+                   .run();
+  if (lines && env_.kernelCharge) {
+    // The kernel kept every lease's charge across the restart; those no
+    // re-adopted lease claims (it ended while no daemon ran) are forgotten.
+    std::set<std::uint64_t> claimed;
+    for (const auto& [id, l] : book_.all()) claimed.insert(l->metering.kernelArmed);
+    for (std::uint64_t cg : env_.kernelCharge->armed())
+      if (!claimed.count(cg)) env_.kernelCharge->disarm(cg);
+  }
+  return lines;
 }
 
 void Service::setCoverage(const coverage::Assessment& a) {

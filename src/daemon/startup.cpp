@@ -11,6 +11,7 @@
 #include <memory>
 #include <optional>
 
+#include "bpf/kernel_charge_bpf.h"
 #include "config/config.h"
 #include "contain/host_layout.h"
 #include "contain/systemd_lease.h"
@@ -101,6 +102,19 @@ Ended serve(const StartOptions& o) {
                "tally daemon: note: no systemd manager ({}); attach --unit is unavailable\n",
                bus.error().message);
   }
+  // The in-kernel charge and bound (bpf/): loaded where the kernel and the
+  // unit allow, its maps and links pinned so it outlives this process; the
+  // line says what is on and, where something is off, why and what to do.
+  bpf::LoadOptions chargeOptions;
+  chargeOptions.devices = bpf::discoverDeviceRules(*sys);
+  bpf::Started kernelCharge;
+  if (cfg.daemon.kernelCharge) {
+    kernelCharge = bpf::startKernelCharge(*sys, chargeOptions);
+  } else {
+    kernelCharge.verdict.why = "daemon.kernel_charge = false in the config";
+  }
+  fmt::print(stderr, "tally daemon: in-kernel GPU memory charge: {}\n",
+             bpf::describe(kernelCharge.verdict));
   long page = sysconf(_SC_PAGESIZE);
   journal::SdJournal journal;
   daemon::ServiceEnv env{*proc,
@@ -112,7 +126,9 @@ Ended serve(const StartOptions& o) {
                          page > 0 ? static_cast<std::uint64_t>(page) : 4096,
                          &journal,
                          daemon::limitsFromConfig(cfg.daemon)};
+  env.kernelCharge = kernelCharge.charge.get();
   daemon::Service service(cfg, *db, env);
+  service.setKernelCharge(kernelCharge.verdict);
   {
     // GTT -> memcg coverage on this kernel, before any lease is admitted.
     auto devs = devices::discoverDrmDevices(*sys);

@@ -7,6 +7,7 @@
 #include <map>
 
 #include "attribution/container.h"
+#include "bpf/availability.h"
 #include "ledger/rows.h"
 #include "metrics/tally_metrics.h"
 #include "rpc/messages.h"
@@ -252,6 +253,12 @@ seats::SeatFacts Views::seatFacts(const Lease& l) const {
                                                             : "not sampled"));
   f.gpuPeakBytes = g.peakBytes;
   f.gpuSource = g.lastSource;
+  if (g.kernel) {
+    f.kernelCharged = true;
+    f.gpuFdinfoBytes = g.lastFdinfoBytes;
+    f.gpuRefused = g.kernel->refused;
+    f.gpuRefusedBytes = g.kernel->refusedBytes;
+  }
   f.devices = g.lastDevices;
   return f;
 }
@@ -366,6 +373,10 @@ json Views::overview(std::uint64_t nowNs) {
                {"source", "/proc/meminfo MemAvailable"}};
   o["coverage"] = {{"state", coverage::coverageName(handover_.coverage)},
                    {"kernel", coverageKernel_}};
+  o["kernel_charge"] = {{"charging", kernelCharge_.can.charging},
+                        {"refusing", kernelCharge_.can.refusing},
+                        {"line", bpf::describe(kernelCharge_)},
+                        {"why", kernelCharge_.why.empty() ? json() : json(kernelCharge_.why)}};
   json bound = json::object(), outcomes = json::object();
   for (const auto& [k, v] : events_.boundCounts()) bound[k] = v;
   for (const auto& [k, v] : events_.outcomeCounts()) outcomes[k] = v;

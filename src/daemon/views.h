@@ -9,6 +9,7 @@
 #include <string>
 
 #include "admission/engine.h"
+#include "bpf/availability.h"
 #include "config/config.h"
 #include "coverage/handover.h"
 #include "daemon/headroom.h"
@@ -65,7 +66,11 @@ class Views {
   // The reply to a read-only request: leases, pools, seats, overview, metrics.
   json answer(rpc::api::Method m, std::uint64_t nowNs);
 
+  // What the in-kernel charge does on this host (the daemon's verdict at start).
+  void setKernelCharge(bpf::Verdict v) { kernelCharge_ = std::move(v); }
+
  private:
+  bpf::Verdict kernelCharge_{{}, "not loaded (a daemon without the in-kernel charge)"};
   seats::SeatFacts seatFacts(const Lease& l) const;
   // Devices with their regions, and GPU memory in use outside every lease.
   json devices(json& outsideLeases);

@@ -1,6 +1,8 @@
 #include <fmt/format.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
+#include "bpf/kernel_charge_bpf.h"
 #include "cgroup/cgroup.h"
 #include "contain/placement.h"
 #include "contain/systemd_lease.h"
@@ -89,6 +91,10 @@ Result<Report> examine(const fs::RootPaths& paths, const Options& o) {
   }
 
   r.host = host::readSnapshot(*proc, *sys);
+  r.kernelCharge.facts = bpf::readHostFacts(*sys);
+  r.kernelCharge.verdict = bpf::assess(r.kernelCharge.facts);
+  struct stat pin {};
+  r.kernelCharge.pinned = ::fstatat(sys->fd(), "fs/bpf/tally/link_charge", &pin, 0) == 0;
   if (r.host.devicesError) r.checkFailed = true;
   for (const auto& d : r.host.devices.devices) {
     r.ceilings.push_back(r.host.ceilings(d));

@@ -3,6 +3,7 @@
 
 #include "doctor/report.h"
 #include "report/gpu_report.h"
+#include "util/text.h"
 #include "util/units.h"
 
 namespace tally::doctor {
@@ -124,6 +125,14 @@ json renderJson(const Report& r) {
   }
   if (a.signs.dmemCompiledIn) dmem["compiled_in"] = *a.signs.dmemCompiledIn;
   doc["dmem"] = dmem;
+  const auto& kc = r.kernelCharge;
+  doc["kernel_charge"] = {
+      {"charging", kc.verdict.can.charging},
+      {"refusing", kc.verdict.can.refusing},
+      {"why", kc.verdict.why.empty() ? json(nullptr) : json(kc.verdict.why)},
+      {"lsm", kc.facts.lsmList ? json(std::string(text::trim(*kc.facts.lsmList))) : json(nullptr)},
+      {"btf", kc.facts.btf},
+      {"attached_now", kc.pinned}};
   json cov;
   cov["static_signs"] = coverage::signsJson(a.signs);
   cov["active_probe"] = a.probe ? json(coverage::probeJson(*a.probe)) : json(nullptr);
@@ -175,6 +184,11 @@ std::string renderText(const Report& r) {
                       : *a.signs.dmemCompiledIn
                           ? "; the kernel has the dmem controller (/proc/cgroups)"
                           : "; this kernel has no dmem controller (/proc/cgroups)";
+  line(fmt::format("kernel bound {}", bpf::describe(r.kernelCharge.verdict)));
+  line(
+      fmt::format("             attached now: {} (the daemon's programs pinned under "
+                  "/sys/fs/bpf/tally; capabilities judged as this process has them)",
+                  r.kernelCharge.pinned ? "yes" : "no"));
   if (!r.dmem.present) {
     line(fmt::format("dmem         unknown ({}){}", r.dmem.evidence, built));
   } else if (!*r.dmem.present) {

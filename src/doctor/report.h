@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "bpf/availability.h"
 #include "cgroup/chain.h"
 #include "contain/host_layout.h"
 #include "coverage/active_probe.h"
@@ -34,6 +35,15 @@ struct Dmem {
   std::optional<cgroup::Chain> chain;  // down to where leases live, when present
 };
 
+// The in-kernel GPU memory charge and bound (bpf/): what this host allows,
+// judged as the daemon judges it at start, and whether a daemon has the
+// programs attached now (their pins under /sys/fs/bpf/tally).
+struct KernelCharge {
+  bpf::HostFacts facts;  // capabilities are this process's: run it as the daemon runs
+  bpf::Verdict verdict;
+  bool pinned = false;
+};
+
 // What the doctor concludes, as its exit status says it (docs/doctor.md).
 enum class Health { Ok, Degraded, CheckFailed };
 
@@ -47,6 +57,7 @@ struct Report {
   std::optional<std::string> memoryHint;
   Systemd systemd;
   Dmem dmem;
+  KernelCharge kernelCharge;
   host::Snapshot host;
   std::vector<devices::GttCeilings> ceilings;  // parallel to host.devices.devices
   std::vector<std::string> silentDevices;      // their driver prints no memory figure

@@ -28,6 +28,8 @@ const char* verdictName(Verdict v) {
       return "gpu-memory-kill";
     case Verdict::Report:
       return "gpu-memory-max-exceeded";
+    case Verdict::Refused:
+      return "refused";
   }
   return "?";
 }
@@ -72,7 +74,8 @@ Result<BoundEvent> boundEventFromJson(const nlohmann::json& j) {
   std::string kind;
   if (auto s = text("kind", kind); !s) return s.error();
   bool known = false;
-  for (auto v : {Verdict::HighCrossed, Verdict::HighCleared, Verdict::Kill, Verdict::Report}) {
+  for (auto v : {Verdict::HighCrossed, Verdict::HighCleared, Verdict::Kill, Verdict::Report,
+                 Verdict::Refused}) {
     if (kind == verdictName(v)) {
       e.kind = v;
       known = true;

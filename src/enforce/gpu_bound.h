@@ -51,6 +51,7 @@ enum class Verdict {
   Over,         // above max, not yet for `consecutive` samples
   Kill,         // act: kill the lease
   Report,       // act: report only (action = report)
+  Refused,      // the kernel refused allocations that would have crossed max (bpf/)
 };
 const char* verdictName(Verdict v);
 

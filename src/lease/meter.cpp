@@ -52,6 +52,50 @@ void LeaseMeter::sampleHost(std::uint64_t nowNs) {
 }
 
 void LeaseMeter::sampleGpu(std::uint64_t nowNs, host::Snapshot& host) {
+  // Absent: not armed (its lease ended) or unreadable; fdinfo's figure stands.
+  std::optional<bpf::LeaseCharge> charge;
+  if (kernel_) charge = kernel_->read(kernelCgroup_);
+  // Where the charge alone is the lease's figure, fdinfo (the per-region
+  // breakdown, shown beside it) is walked every kFdinfoEvery samples while
+  // the two agree and the charge holds still: a lease holding steady costs
+  // no per-process walk (it was most of the daemon's CPU). One that
+  // allocates, or whose fdinfo does not (yet) show what it was charged (a
+  // buffer is charged before its handle exists), is walked every sample.
+  bool steady = charge && !fdinfoFloor_ && charge->bytes == chargeAtWalk_ && walkAgreed_;
+  if (!steady || ++samplesSinceFdinfo_ >= kFdinfoEvery) {
+    samplesSinceFdinfo_ = 0;
+    sampleFdinfo(host);
+    if (kernel_) gpu_.lastFdinfoBytes = gpu_.lastBytes;
+    if (charge) {
+      chargeAtWalk_ = charge->bytes;
+      walkAgreed_ = gpu_.lastBytes == charge->bytes;
+    }
+  }
+  std::uint64_t peak = gpu_.lastBytes.value_or(0);
+  if (charge) {
+    gpu_.kernel = *charge;
+    std::uint64_t bytes = charge->bytes;
+    // Named after whichever figure is the lease's: fdinfo's only where it is
+    // the floor and the larger.
+    if (fdinfoFloor_ && gpu_.lastBytes && *gpu_.lastBytes > bytes) {
+      bytes = *gpu_.lastBytes;
+    } else {
+      gpu_.lastSource = "kernel-charge";
+    }
+    gpu_.lastBytes = bytes;
+    // The kernel's peak is exact: it moves with every allocation, between samples too.
+    peak = std::max(bytes, charge->peakBytes);
+  }
+  if (!gpu_.lastBytes) return;
+  if (gpuMemoryMax_ && *gpu_.lastBytes > *gpuMemoryMax_) ++gpu_.samplesOverBudget;
+  if (!gpu_.peakBytes || peak > *gpu_.peakBytes) {
+    gpu_.peakBytes = peak;
+    gpu_.peakAtNs = nowNs;
+    gpu_.atPeak = gpu_.lastRegions;
+  }
+}
+
+void LeaseMeter::sampleFdinfo(host::Snapshot& host) {
   gpu_.lastBytes.reset();
   gpu_.lastHostUncharged.reset();
   gpu_.lastUnknown.reset();
@@ -110,12 +154,6 @@ void LeaseMeter::sampleGpu(std::uint64_t nowNs, host::Snapshot& host) {
   gpu_.lastHostUncharged = usage.hostUncharged;
   gpu_.lastRegions = std::move(usage.regions);
   gpu_.lastClasses = std::move(usage.classes);
-  if (gpuMemoryMax_ && sum > *gpuMemoryMax_) ++gpu_.samplesOverBudget;
-  if (!gpu_.peakBytes || sum > *gpu_.peakBytes) {
-    gpu_.peakBytes = sum;
-    gpu_.peakAtNs = nowNs;
-    gpu_.atPeak = gpu_.lastRegions;  // copied on a new peak only
-  }
 }
 
 }  // namespace tally::lease

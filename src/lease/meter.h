@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "bpf/kernel_charge.h"
 #include "cgroup/cgroup.h"
 #include "devices/memory_class.h"
 #include "fs/root.h"
@@ -68,6 +69,11 @@ struct GpuMeter {
   std::string lastSource = "drm-fdinfo";      // or "drm-fdinfo+kfd-sysfs" (gpumem/gpu_memory.h)
   std::optional<std::uint64_t> lastKfdBytes;  // KFD's VRAM-flagged figure, shown beside
   std::vector<std::string> lastDevices;       // device keys (PCI BDF) the latest scan's clients use
+  // The in-kernel charge (bpf/), where the daemon armed the lease: the
+  // latest reading, and the fdinfo sum shown beside it (absent when that
+  // sample's sum was unknown). With a reading, lastBytes is the charge.
+  std::optional<bpf::LeaseCharge> kernel;
+  std::optional<std::uint64_t> lastFdinfoBytes;
 };
 
 class LeaseMeter {
@@ -82,6 +88,21 @@ class LeaseMeter {
   // The kernel's memory.stat names the GPU bytes it charged (gpu_active,
   // dmem: coverage::Handover::statNamesGpu): read them every sample.
   void readStatGpu(bool on) { readStatGpu_ = on; }
+  // The lease's GPU figure is the kernel's charge of cgroup `cgroupId`
+  // (buffers its tasks created, whoever holds them): no fd trick hides it
+  // and a buffer passed in is its creator's, not this lease's. fdinfo stays
+  // the second source, shown beside it. `fdinfoFloor`: the lease adopted
+  // processes that ran before it was armed, whose earlier buffers only
+  // fdinfo sees, so its figure is the larger of the two.
+  void useKernelCharge(const bpf::KernelCharge* charge, std::uint64_t cgroupId, bool fdinfoFloor) {
+    kernel_ = charge;
+    kernelCgroup_ = cgroupId;
+    fdinfoFloor_ = fdinfoFloor;
+  }
+  void setFdinfoFloor(bool on) { fdinfoFloor_ = on; }
+  // With the charge alone as its figure and holding steady, fdinfo is read
+  // every this many samples.
+  static constexpr unsigned kFdinfoEvery = 10;
   const HostMeter& host() const { return host_; }
   const GpuMeter& gpu() const { return gpu_; }
   // CLOCK_REALTIME of the latest sample(); absent before the first.
@@ -90,10 +111,17 @@ class LeaseMeter {
  private:
   void sampleHost(std::uint64_t nowNs);
   void sampleGpu(std::uint64_t nowNs, host::Snapshot& host);
+  void sampleFdinfo(host::Snapshot& host);  // the DRM fdinfo (and KFD) sum
   const fs::Root& proc_;
   const fs::Root& sys_;
   const cgroup::Cgroup& cgroup_;
   bool readStatGpu_ = false;
+  const bpf::KernelCharge* kernel_ = nullptr;
+  std::uint64_t kernelCgroup_ = 0;
+  bool fdinfoFloor_ = false;
+  unsigned samplesSinceFdinfo_ = 0;
+  std::uint64_t chargeAtWalk_ = 0;  // the charge when fdinfo was last walked
+  bool walkAgreed_ = false;         // ... and whether fdinfo's sum equalled it
   std::optional<std::uint64_t> gpuMemoryMax_;
   HostMeter host_;
   GpuMeter gpu_;

@@ -159,7 +159,16 @@ json recordJson(const LeaseRecord& r) {
     gpu["samples_with_unreadable_processes"] = r.gpu.samplesWithUnreadable;
     gpu["unreadable_example"] = r.gpu.lastUnreadable.value_or("");
   }
-  if (r.gpu.samples) gpu["source"] = r.gpu.lastSource;
+  if (r.gpu.samples || r.gpu.kernel) gpu["source"] = r.gpu.lastSource;
+  if (r.gpu.kernel) {
+    const bpf::LeaseCharge& k = *r.gpu.kernel;
+    gpu["kernel_charge"] = {{"bytes", k.bytes},
+                            {"peak_bytes", k.peakBytes},
+                            {"objects", k.objects},
+                            {"allocations_refused", k.refused},
+                            {"refused_bytes", k.refusedBytes}};
+    gpu["fdinfo_bytes"] = jsonview::orNull(r.gpu.lastFdinfoBytes);
+  }
   if (s.gpuMemoryMax || s.gpuMemoryHigh) {
     json bound;
     bound["gpu_memory_max"] = jsonview::orNull(s.gpuMemoryMax);
@@ -198,7 +207,18 @@ std::string summaryLine(const LeaseRecord& r) {
   if (r.outcome.cls == OutcomeClass::ContainmentRefused) return line;
   if (r.counters.memoryPeak)
     line += fmt::format("; memory peak {}", units::humanBytes(*r.counters.memoryPeak));
-  if (r.gpu.peakBytes) {
+  if (r.gpu.peakBytes && r.gpu.kernel) {
+    // The kernel's own high-water mark: every allocation moved it.
+    const bpf::LeaseCharge& k = *r.gpu.kernel;
+    line += fmt::format("; GPU peak {} (charged in the kernel to the buffers it created)",
+                        units::humanBytes(*r.gpu.peakBytes));
+    if (k.refused)
+      line += fmt::format("; {} GPU allocation{} refused at its bound ({})", k.refused,
+                          k.refused == 1 ? "" : "s", units::humanBytes(k.refusedBytes));
+    if (r.spec.gpuMemoryMax && *r.gpu.peakBytes <= *r.spec.gpuMemoryMax)
+      line +=
+          fmt::format(", never over gpu_memory_max {}", units::humanBytes(*r.spec.gpuMemoryMax));
+  } else if (r.gpu.peakBytes) {
     // Sampled, not a kernel high-water mark: a spike between two samples is
     // not seen, so the line says what it is and how often it looked.
     line += fmt::format(

@@ -70,6 +70,14 @@ void declareAll(Builder& b) {
            "The lease's GTT + VRAM at the last sample: the figure gpu_memory_max bounds");
   b.family("tally_lease_gpu_memory_counted_peak_bytes",
            "Peak of the lease's GTT + VRAM over its samples");
+  b.family("tally_lease_gpu_allocations_refused_total",
+           "GPU allocations the kernel refused the lease at its gpu_memory_max (in-kernel bound)",
+           Type::Counter);
+  b.family("tally_lease_gpu_allocations_refused_bytes_total",
+           "Bytes those refused allocations asked for", Type::Counter);
+  b.family("tally_kernel_charge_active",
+           "1 when GPU memory is charged to leases in the kernel (mode=charging) and allocations "
+           "past a bound are refused there (mode=refusing), else 0");
   b.family("tally_lease_declared_memory_max_bytes", "memory_max the lease declared");
   b.family("tally_lease_declared_gpu_memory_max_bytes",
            "gpu_memory_max the lease declared (bounds GTT + VRAM together)");
@@ -151,6 +159,8 @@ void seat(Builder& b, const json& s) {
   }
   b.bytes("tally_lease_gpu_memory_counted_bytes", "", id, get(gpu, "current_bytes"));
   b.bytes("tally_lease_gpu_memory_counted_peak_bytes", "", id, get(gpu, "peak_bytes"));
+  b.bytes("tally_lease_gpu_allocations_refused_total", "", id, get(gpu, "allocations_refused"));
+  b.bytes("tally_lease_gpu_allocations_refused_bytes_total", "", id, get(gpu, "refused_bytes"));
 }
 
 void pool(Builder& b, const json& p) {
@@ -205,6 +215,9 @@ std::vector<Family> fromOverview(const json& o) {
     b.family("tally_memcg_charges_gtt", "")
         .samples.push_back({{}, std::uint64_t{state == "host+gtt" ? 1u : 0u}});
   }
+  const json& kc = get(o, "kernel_charge");
+  b.flag("tally_kernel_charge_active", "", {{"mode", "charging"}}, get(kc, "charging"));
+  b.flag("tally_kernel_charge_active", "", {{"mode", "refusing"}}, get(kc, "refusing"));
   const json& enf = get(o, "enforcement");
   for (const auto& [key, fam] : {std::pair{"gpu_bound_events", "tally_gpu_bound_events_total"},
                                  std::pair{"outcomes", "tally_lease_outcomes_total"}}) {

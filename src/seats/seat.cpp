@@ -83,6 +83,11 @@ json seatRow(const SeatFacts& f, std::uint64_t nowNs, std::uint64_t intervalUs) 
   gpu["limit_bytes"] = jsonview::orNull(f.gpuMemoryMax);
   if (!f.gpuMemoryMax) gpu["limit_unknown"] = "no gpu_memory_max declared";
   gpu["source"] = f.gpuSource;
+  if (f.kernelCharged) {
+    gpu["fdinfo_bytes"] = jsonview::orNull(f.gpuFdinfoBytes);
+    gpu["allocations_refused"] = f.gpuRefused;
+    gpu["refused_bytes"] = f.gpuRefusedBytes;
+  }
   r["gpu"] = gpu;
   return r;
 }

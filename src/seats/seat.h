@@ -46,6 +46,11 @@ struct SeatFacts {
   Figure gpuCurrent;                                // gtt + vram, the figure gpu_memory_max bounds
   std::optional<std::uint64_t> gpuPeakBytes;
   std::string gpuSource = "drm-fdinfo";
+  // The in-kernel charge (bpf/), where the lease is armed: fdinfo's sum shown
+  // beside the charge, and the allocations refused at its bound.
+  bool kernelCharged = false;
+  std::optional<std::uint64_t> gpuFdinfoBytes;
+  std::uint64_t gpuRefused = 0, gpuRefusedBytes = 0;
   std::vector<std::string> devices;  // device keys (PCI BDF) the lease's DRM clients use
   // Declared by the operator.
   std::optional<std::uint64_t> memoryMax, gpuMemoryMax, gpuMemoryHigh;

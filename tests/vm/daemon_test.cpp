@@ -15,6 +15,7 @@
 #include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <regex>
 #include <set>
 #include <sstream>
 #include <thread>
@@ -967,11 +968,63 @@ TEST_F(VmRedTeam, ARunLeaseWhoseClientEnforcesNothingIsKilledByTheDaemonAndRecor
   expectChainIntact();
 }
 
+// What a procfs meter cannot see, the kernel's charge does: a thread with its
+// own fd table, a leader that exited, a DRM fd parked in a socket. Each run
+// lease asks for 4 x 32 MiB of GTT under gpu_memory_max 64 MiB: two buffers
+// are made, the two that would cross are refused (ENOMEM) and the workload
+// runs on; the daemon's figure is the 64 MiB it holds, never more, never 0.
+TEST_F(VmRedTeam, TheHidingTricksAreChargedInFullAndRefusedAtTheBound) {
+  setCharging(false);
+  startDaemon();
+  for (std::string trick : {"own-fd-table", "exited-leader", "parked-fd"}) {
+    SCOPED_TRACE(trick);
+    std::string ready = dir + "/" + trick + ".ready", release = dir + "/" + trick + ".release";
+    auto run = spawnProgram(
+        {kTally, "run", "--pool", "gpu", "--memory-max", "256M", "--gpu-memory-max", "64M",
+         "--name", "hide-" + trick, "--", kWorkload, "hide", trick, "32", "4", ready, release},
+        {"TALLY_SOCKET=" + socket});
+    ASSERT_TRUE(this->ready(ready)) << readFile(run.errPath);
+    EXPECT_EQ(readFile(ready), "created=2 refused=2") << "the crossing allocations are refused";
+    std::string lease = leaseNamed("hide-" + trick, "running");
+    ASSERT_FALSE(lease.empty());
+    json seen = leaseWhen(lease, [](const json& s) {
+      return s.dump().find("\"allocations_refused\":2") != std::string::npos;
+    });
+    std::string shown = seen.dump();
+    EXPECT_NE(shown.find("\"current_bytes\":" + std::to_string(64 * kMiB)), std::string::npos)
+        << seen.dump(2);
+    EXPECT_NE(shown.find("\"source\":\"kernel-charge\""), std::string::npos) << seen.dump(2);
+    writeFile(release, "");
+    auto ended = waitProgram(run);
+    EXPECT_EQ(ended.exitCode(), 0) << ended.err;
+    ASSERT_TRUE(eventually([&] { return kinds(lease).back() == "outcome"; }, 15s));
+    json outcome = ledgerRows(lease).back()["body"];
+    EXPECT_EQ(outcome["outcome"]["class"], "exited") << outcome.dump(2);
+    EXPECT_EQ(outcome["gpu"]["peak_bytes"], 64 * kMiB) << outcome.dump(2);
+    EXPECT_EQ(outcome["gpu"]["kernel_charge"]["allocations_refused"], 2) << outcome.dump(2);
+    EXPECT_EQ(outcome["gpu"]["kernel_charge"]["refused_bytes"], 64 * kMiB) << outcome.dump(2);
+    bool refusedRow = false;
+    for (const auto& r : ledgerRows(lease))
+      refusedRow = refusedRow || (r["kind"] == "gpu-bound" && r["body"]["kind"] == "refused");
+    EXPECT_TRUE(refusedRow) << "the refusal is a gpu-bound event of kind refused";
+  }
+  std::string journal = shellOut("journalctl --no-pager -o cat TALLY_EVENT=refused | wc -l");
+  EXPECT_EQ(journal, "3") << "one journal line per lease's refusals";
+  auto metrics = tally({"metrics"});
+  EXPECT_NE(metrics.out.find("tally_kernel_charge_active{mode=\"refusing\"} 1"), std::string::npos)
+      << metrics.out;
+  expectChainIntact();
+}
+
 // The crash that outlived restarts: a cgroup chain 1,500 levels deep under
 // an attached lease once overflowed the scanner's stack, and every restart
 // re-adopted it and crashed again. Refused at attach, naming the limit; one
 // that grows after attach leaves the GPU figure unknown and the daemon runs on.
 TEST_F(VmRedTeam, AFifteenHundredLevelCgroupChainNeverCrashesTheDaemon) {
+  // The procfs meter's own depth rule is under test: the kernel's charge
+  // (which keeps the figure known at any depth) is off.
+  writeFile(config, std::regex_replace(readFile(config), std::regex("\\[daemon\\]\\n"),
+                                       "[daemon]\nkernel_charge = false\n"));
   startDaemon();
   const std::string top = "/redteam-" + std::to_string(::getpid());
   const std::string root = "/sys/fs/cgroup" + top;

@@ -10,6 +10,7 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -66,6 +67,7 @@ class Allocator {
   enum Op : char {
     Open = 'o',
     OpenKfd = 'k',
+    Loop = 'l',
     Create = 'c',
     Amdgpu = 'a',
     Kfd = 'K',
@@ -197,6 +199,24 @@ class Allocator {
           }
           std::memcpy(&drm, CMSG_DATA(cm), sizeof(int));
           r = 0;
+          break;
+        }
+        case Loop: {  // `bytes` times: create a page, close its handle; answers ns per pair
+          timespec t0{}, t1{};
+          ::clock_gettime(CLOCK_MONOTONIC, &t0);
+          for (std::uint64_t i = 0; i < c.bytes; ++i) {
+            tally_testdrm_create a{4096, 0, 0};
+            if (::ioctl(drm, DRM_IOCTL_TALLY_TESTDRM_CREATE, &a) != 0) {
+              r = -errno;
+              break;
+            }
+            std::uint32_t closeArgs[2] = {a.handle, 0};  // struct drm_gem_close
+            (void)::ioctl(drm, _IOW('d', 0x09, std::uint64_t), closeArgs);
+          }
+          ::clock_gettime(CLOCK_MONOTONIC, &t1);
+          if (r == 0)
+            r = ((t1.tv_sec - t0.tv_sec) * 1'000'000'000 + (t1.tv_nsec - t0.tv_nsec)) /
+                static_cast<std::int64_t>(c.bytes);
           break;
         }
         case Quit:
@@ -333,6 +353,23 @@ TEST_F(VmKernelCharge, AChildInASubCgroupIsChargedToTheLease) {
   EXPECT_EQ(read(id).bytes, 16 * kMiB);
 }
 
+TEST_F(VmKernelCharge, ATaskNestedHundredsOfLevelsBelowItsLeaseIsStillCharged) {
+  std::string dir = cgroup("vm-kc-deep");
+  std::string deep = dir;
+  for (int i = 0; i < 300; ++i) deep += "/d";
+  ASSERT_EQ(std::system(("mkdir -p " + deep).c_str()), 0);
+  std::uint64_t id = cgroupId(dir);
+  ASSERT_TRUE(charge_->arm(id, 16 * kMiB));
+  {
+    Allocator a(deep);
+    ASSERT_EQ(a.call(Allocator::Open), 0);
+    EXPECT_EQ(a.call(Allocator::Create, 16 * kMiB), 0);
+    EXPECT_EQ(a.call(Allocator::Create, 4096), -ENOMEM);
+    EXPECT_EQ(read(id).bytes, 16 * kMiB);
+  }
+  ASSERT_EQ(std::system(("find " + dir + "/d -depth -type d -exec rmdir {} +").c_str()), 0);
+}
+
 TEST_F(VmKernelCharge, ABufferPassedToAnotherLeaseStaysChargedToItsCreator) {
   std::string dirA = cgroup("vm-kc-creator");
   std::string dirB = cgroup("vm-kc-receiver");
@@ -414,6 +451,49 @@ TEST_F(VmKernelCharge, AmdgpuGemCreateAndKfdAllocationsAreDecodedFromTheirRealSt
   EXPECT_EQ(read(id).bytes, 0u) << "KFD's buffers are freed when /dev/kfd closes, and uncharged";
   charge_.reset();
   loadDriver("");  // the driver as the other tests know it
+}
+
+// docs/PERFORMANCE.md: what the programs add to one allocation, as a ratio
+// in one run (pairs alternate: without, with, ...), and the overshoot past a
+// bound (bytes held beyond it at any moment: the charge's own peak). Prints;
+// asserts only that the loops ran (no wall-clock threshold in a test).
+TEST_F(VmKernelCharge, BenchCreateCloseWithAndWithoutTheProgramsAndTheOvershoot) {
+  std::string dir = cgroup("vm-kc-bench");
+  std::uint64_t id = cgroupId(dir);
+  Allocator a(dir);
+  ASSERT_EQ(a.call(Allocator::Open), 0);
+  constexpr std::uint64_t kPairs = 20000;
+  std::vector<double> ratios;
+  for (int round = 0; round < 5; ++round) {
+    charge_.reset();
+    removePins();
+    std::int64_t without = a.call(Allocator::Loop, kPairs);
+    load();
+    ASSERT_TRUE(charge_->arm(id, 1ull << 30));
+    std::int64_t with = a.call(Allocator::Loop, kPairs);
+    ASSERT_GT(without, 0);
+    ASSERT_GT(with, 0);
+    ratios.push_back(static_cast<double>(with) / static_cast<double>(without));
+    std::printf(
+        "[ bench ] create+close of a page: %lld ns without, %lld ns with (armed, bounded): %.3fx\n",
+        static_cast<long long>(without), static_cast<long long>(with), ratios.back());
+  }
+  std::sort(ratios.begin(), ratios.end());
+  std::printf("[ bench ] median ratio over %zu rounds: %.3fx\n", ratios.size(),
+              ratios[ratios.size() / 2]);
+  // The overshoot: 1 MiB at a time against a 64 MiB bound.
+  ASSERT_TRUE(charge_->arm(id, 64 * kMiB));
+  ASSERT_EQ(a.call(Allocator::Close), 0);
+  ASSERT_EQ(a.call(Allocator::Open), 0);
+  int made = 0, refused = 0;
+  for (int i = 0; i < 80; ++i) (a.call(Allocator::Create, kMiB) == 0 ? made : refused)++;
+  auto c = read(id);
+  EXPECT_EQ(made, 64);
+  EXPECT_EQ(refused, 16);
+  EXPECT_EQ(c.peakBytes, 64 * kMiB);
+  std::printf("[ bench ] overshoot past a 64 MiB bound in 1 MiB steps: %llu bytes (peak %llu)\n",
+              static_cast<unsigned long long>(c.peakBytes - 64 * kMiB),
+              static_cast<unsigned long long>(c.peakBytes));
 }
 
 }  // namespace

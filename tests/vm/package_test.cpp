@@ -142,9 +142,40 @@ TEST_F(VmPackage, TheHardenedServiceStartsServesAndMetersAnAttachedUnit) {
   // The textfile under the sandbox's one writable path outside its state.
   auto check = sh("promtool check metrics < /var/lib/prometheus/node-exporter/tally.prom");
   EXPECT_EQ(check.exitCode(), 0) << check.out << check.err;
+  // The in-kernel charge runs under the hardening: two capabilities and bpf(2) added.
+  std::string log = sh("journalctl -u tally --no-pager -o cat").out;
+  EXPECT_NE(log.find("in-kernel GPU memory charge: charging and refusing in the kernel (BPF)"),
+            std::string::npos)
+      << log;
+  EXPECT_NE(readFile("/var/lib/prometheus/node-exporter/tally.prom")
+                .find("tally_kernel_charge_active{mode=\"refusing\"} 1"),
+            std::string::npos);
   sh("systemctl stop " + server);
   ASSERT_EQ(sh("systemctl stop tally.service").exitCode(), 0);
   EXPECT_EQ(trimmed(sh("systemctl show -p Result --value tally.service").out), "success");
+  // A unit without those capabilities: the daemon serves on and says why.
+  ASSERT_EQ(sh("mkdir -p /run/systemd/system/tally.service.d && printf '[Service]\\n"
+               "CapabilityBoundingSet=~CAP_BPF CAP_PERFMON\\n' > "
+               "/run/systemd/system/tally.service.d/nobpf.conf && systemctl daemon-reload && "
+               "journalctl --rotate >/dev/null 2>&1; systemctl start tally.service")
+                .exitCode(),
+            0);
+  EXPECT_EQ(sh("/usr/local/bin/tally pools --json").exitCode(), 0);
+  std::string why;
+  eventually(
+      [&] {
+        why = sh("journalctl -u tally --no-pager -o cat | grep 'in-kernel GPU memory charge' | "
+                 "tail -n 1")
+                  .out;
+        return why.find("lacks CAP_BPF") != std::string::npos;
+      },
+      10s);
+  EXPECT_NE(why.find("off: the daemon lacks CAP_BPF and CAP_PERFMON: add CAP_BPF CAP_PERFMON to "
+                     "the unit's CapabilityBoundingSet"),
+            std::string::npos)
+      << why;
+  ASSERT_EQ(sh("systemctl stop tally.service").exitCode(), 0);
+  sh("rm -rf /run/systemd/system/tally.service.d /sys/fs/bpf/tally && systemctl daemon-reload");
   sh("systemctl reset-failed " + server + " 2>/dev/null; rm -rf /etc/tally /run/tally");
 }
 

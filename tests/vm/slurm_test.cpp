@@ -106,14 +106,17 @@ class VmSlurm : public ::testing::Test {
   }
 };
 
-TEST_F(VmSlurm, AStepOverItsGresIsKilledByTallyAndRecordedWithItsSlurmIds) {
+// The allocation that would take a step over its GRES is refused in the
+// kernel (ENOMEM to the program, which fails as it would on a full GPU); the
+// sampled kill stays the backstop (VmDaemon and VmRedTeam test that path).
+TEST_F(VmSlurm, AStepOverItsGresIsRefusedInTheKernelAndRecordedWithItsSlurmIds) {
   std::string idFile = kDir + "/a.job";
   auto r = runProgram(
       {"srun", "--gres=gpumem:64M", "sh", "-c",
        "echo $SLURM_JOB_ID > " + idFile + "; exec " + kWorkload + " gpu gtt 128 1 60000"});
   std::printf("[ srun ]\n%s%s[ end ]\n", r.out.c_str(), r.err.c_str());
   EXPECT_NE(r.exitCode(), 0) << "Slurm must see the step fail";
-  EXPECT_NE(r.err.find("task 0: Killed"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("create: Cannot allocate memory"), std::string::npos) << r.err;
   std::string job = jobIdFrom(idFile);
   ASSERT_FALSE(job.empty());
   json rows = rowsNamed("slurm-" + job + ".0");
@@ -131,18 +134,25 @@ TEST_F(VmSlurm, AStepOverItsGresIsKilledByTallyAndRecordedWithItsSlurmIds) {
       << granted.dump(2);
   json end = terminal(rows);
   ASSERT_TRUE(end.is_object()) << rows.dump(2);
-  EXPECT_EQ(end["body"]["outcome"]["class"], "killed-by-tally") << end.dump(2);
-  EXPECT_EQ(end["body"]["outcome"]["summary"].get<std::string>().rfind(
-                "killed by tally: GPU memory 128.0 MiB over gpu_memory_max 64.0 MiB", 0),
-            0u)
-      << end.dump(2);
+  EXPECT_EQ(end["body"]["gpu"]["kernel_charge"]["allocations_refused"], 1) << end.dump(2);
+  EXPECT_EQ(end["body"]["gpu"]["kernel_charge"]["refused_bytes"], 128 * kMiB) << end.dump(2);
+  EXPECT_LE(end["body"]["gpu"]["kernel_charge"]["peak_bytes"].get<std::uint64_t>(), 64 * kMiB)
+      << "never over its bound";
+  bool refusedRow = false;
+  for (const auto& row : rows)
+    refusedRow = refusedRow || (row["kind"] == "gpu-bound" && row["body"]["kind"] == "refused");
+  EXPECT_TRUE(refusedRow) << rows.dump(2);
   // Slurm's own record of the job says it failed.
   std::string state = shellOut("scontrol show job " + job + " | grep -o 'JobState=[A-Z_]*'");
   EXPECT_TRUE(state == "JobState=FAILED" || state == "JobState=CANCELLED") << state;
   // The journal finds the step by its Slurm job id.
   std::string journal =
-      shellOut("journalctl --no-pager -o cat -t tally TALLY_ATTR_SLURM_JOB_ID=" + job);
-  EXPECT_NE(journal.find("killed by tally: GPU memory 128.0 MiB"), std::string::npos) << journal;
+      shellOut("journalctl --no-pager -o cat -t tally TALLY_EVENT=refused TALLY_LEASE=" +
+               rows[0].value("lease", ""));
+  EXPECT_NE(journal.find("1 GPU allocation (128.0 MiB) refused in the kernel at gpu_memory_max "
+                         "64.0 MiB"),
+            std::string::npos)
+      << journal;
 }
 
 TEST_F(VmSlurm, AStepWithinItsBoundRunsShowsItsIdsLiveAndRecordsItsGpuPeak) {

@@ -10,14 +10,25 @@
 //                                near a bound, then over it (the reaction benchmark)
 //   tree PIDFILE                 fork a grandchild; write "<child> <grandchild>" to PIDFILE; sleep
 //   marker PATH                  create PATH and exit 0 (proves the workload ran)
+//   hide TRICK MIB N READY RELEASE
+//                                N GTT buffers of MIB each, made where a procfs meter does not
+//                                look: TRICK "own-fd-table" (a thread that unshared its fd
+//                                table), "exited-leader" (a thread; the leader exits),
+//                                "parked-fd" (the fd sent into a socket nobody reads, its own
+//                                closed). READY gets "created=K refused=R" (refused: ENOMEM);
+//                                held until RELEASE exists (60 s at most)
 #include <fcntl.h>
 #include <poll.h>
+#include <pthread.h>
+#include <sched.h>
 #include <sys/inotify.h>
 #include <sys/ioctl.h>
 #include <sys/mman.h>
+#include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -162,6 +173,67 @@ int marker(const char* path) {
   return fd < 0 ? 1 : (::close(fd), 0);
 }
 
+struct Hidden {
+  std::string trick, readyPath, releasePath;
+  unsigned long mib = 0;
+  int count = 0;
+};
+
+// Makes the buffers, says how many the kernel let it make, holds them.
+void* hideBuffers(void* arg) {
+  auto* h = static_cast<Hidden*>(arg);
+  if (h->trick == "own-fd-table" && ::unshare(CLONE_FILES) != 0) std::perror("unshare");
+  int fd = openTestDrm();
+  int created = 0, refused = 0;
+  for (int i = 0; fd >= 0 && i < h->count; ++i) {
+    tally_testdrm_create c{static_cast<__u64>(h->mib) << 20, TALLY_TESTDRM_REGION_GTT, 0};
+    if (::ioctl(fd, DRM_IOCTL_TALLY_TESTDRM_CREATE, &c) == 0)
+      ++created;
+    else if (errno == ENOMEM)
+      ++refused;
+  }
+  int sv[2] = {-1, -1};
+  if (h->trick == "parked-fd" && fd >= 0 && ::socketpair(AF_UNIX, SOCK_DGRAM, 0, sv) == 0) {
+    char byte = 'f';
+    iovec iov{&byte, 1};
+    alignas(cmsghdr) char ctl[CMSG_SPACE(sizeof(int))] = {};
+    msghdr m{};
+    m.msg_iov = &iov;
+    m.msg_iovlen = 1;
+    m.msg_control = ctl;
+    m.msg_controllen = sizeof ctl;
+    if (cmsghdr* cm = CMSG_FIRSTHDR(&m)) {
+      cm->cmsg_level = SOL_SOCKET;
+      cm->cmsg_type = SCM_RIGHTS;
+      cm->cmsg_len = CMSG_LEN(sizeof(int));
+      std::memcpy(CMSG_DATA(cm), &fd, sizeof(int));
+      if (::sendmsg(sv[0], &m, 0) == 1) {
+        ::close(fd);  // only the message in flight holds it now
+        ::close(sv[0]);
+      }
+    }
+  }
+  std::string said = "created=" + std::to_string(created) + " refused=" + std::to_string(refused);
+  int out = ::open((h->readyPath + ".tmp").c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  if (out >= 0) {
+    if (::write(out, said.data(), said.size()) < 0) std::perror("write");
+    ::close(out);
+    ::rename((h->readyPath + ".tmp").c_str(), h->readyPath.c_str());
+  }
+  waitForFile(h->releasePath.c_str(), 60000);
+  return nullptr;
+}
+
+int hide(Hidden h) {
+  pthread_t t;
+  auto* held = new Hidden(std::move(h));  // outlives the leader when it exits first
+  if (pthread_create(&t, nullptr, hideBuffers, held) != 0) return 1;
+  // The leader leaves its thread running: /proc/<pid>/fd of a dead leader is empty.
+  if (held->trick == "exited-leader") pthread_exit(nullptr);
+  pthread_join(t, nullptr);
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -180,9 +252,12 @@ int main(int argc, char** argv) {
   }
   if (cmd == "tree" && argc == 3) return tree(argv[2]);
   if (cmd == "marker" && argc == 3) return marker(argv[2]);
+  if (cmd == "hide" && argc == 7)
+    return hide(
+        {argv[2], argv[5], argv[6], std::strtoul(argv[3], nullptr, 10), std::atoi(argv[4])});
   std::fprintf(stderr,
                "usage: tally_vm_workload hog MIB [HOLD_MS [READY]] | gpu REGION MIB N HOLD_MS "
                "[READY [RELEASE]] | step REGION MIB1 MIB2 READY GO CROSSED HOLD_MS | tree PIDFILE "
-               "| marker PATH\n");
+               "| marker PATH | hide TRICK MIB N READY RELEASE\n");
   return 2;
 }

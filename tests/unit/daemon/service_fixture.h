@@ -128,6 +128,7 @@ class ServiceTest : public ::testing::Test {
     cgroup.emplace(std::move(*fs::Root::open(host.cgroupRoot())));
     daemon::ServiceEnv env{*proc, *sys, &*cgroup, outbox, watches, &units, 4096, &journal, limits};
     env.monotonicUs = &fakeMonotonicUs;
+    env.kernelCharge = kernelCharge;
     service = std::make_unique<daemon::Service>(cfg, *ledgerDb, env);
   }
   // The sampler's clock. By default every reading is 1 s after the last, so
@@ -175,6 +176,7 @@ class ServiceTest : public ::testing::Test {
   std::optional<ledger::Ledger> ledgerDb;
   std::optional<fs::Root> proc, sys, cgroup;
   std::unique_ptr<daemon::Service> service;
+  bpf::KernelCharge* kernelCharge = nullptr;  // the in-kernel charge a test gives the daemon
   int next = 1;
 };
 

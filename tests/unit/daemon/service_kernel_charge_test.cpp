@@ -1,0 +1,208 @@
+// The daemon over the in-kernel charge (bpf/kernel_charge.h), in memory: each
+// lease armed with its bound at its start and disarmed at its end, its GPU
+// figure the kernel's charge, refusals said as gpu-bound events (at most one
+// per lease per minute), and leases nobody claims after a restart forgotten.
+#include <sys/stat.h>
+
+#include <map>
+
+#include "bpf/kernel_charge.h"
+#include "daemon/service_fixture.h"
+#include "util/clock.h"
+
+namespace tally {
+namespace {
+
+using namespace tally::testing;
+using json = nlohmann::json;
+constexpr std::uint64_t GiB = 1ULL << 30;
+constexpr std::uint64_t MiB = 1ULL << 20;
+
+// What the kernel holds, as the programs would leave it; every call observed.
+struct FakeCharge : bpf::KernelCharge {
+  std::map<std::uint64_t, std::optional<std::uint64_t>> bounds;
+  std::map<std::uint64_t, bpf::LeaseCharge> charges;
+  std::vector<bpf::Refusal> queued;
+  std::vector<std::uint64_t> disarmed;
+  bpf::Capabilities capabilities() const override { return {true, true}; }
+  Status arm(std::uint64_t id, std::optional<std::uint64_t> bound) override {
+    bounds[id] = bound;
+    charges.emplace(id, bpf::LeaseCharge{});  // a charge already there is kept
+    return Ok{};
+  }
+  void disarm(std::uint64_t id) override {
+    bounds.erase(id);
+    charges.erase(id);
+    disarmed.push_back(id);
+  }
+  std::optional<bpf::LeaseCharge> read(std::uint64_t id) const override {
+    auto it = charges.find(id);
+    if (it == charges.end()) return std::nullopt;
+    return it->second;
+  }
+  std::vector<std::uint64_t> armed() const override {
+    std::vector<std::uint64_t> ids;
+    for (const auto& [id, c] : charges) ids.push_back(id);
+    return ids;
+  }
+  std::vector<bpf::Refusal> refusals(std::size_t) override { return std::exchange(queued, {}); }
+};
+
+class ServiceKernelChargeTest : public ServiceBoundTest {
+ protected:
+  void SetUp() override {
+    kernelCharge = &charge;
+    ServiceBoundTest::SetUp();
+  }
+  std::uint64_t inode(const std::string& path) {
+    struct stat st {};
+    EXPECT_EQ(::stat((host.cgroupRoot() + path).c_str(), &st), 0) << path;
+    return st.st_ino;
+  }
+  json seat(const std::string& lease) {
+    json s = service->overview(clock::realtimeNs())["seats"];
+    for (const auto& r : s)
+      if (r["lease"] == lease) return r;
+    return json();
+  }
+  static std::string scopeOf(const std::string& lease) {
+    return "/tally.slice/tally-" + lease + ".scope";
+  }
+  // A run lease started in its scope with nothing on the GPU yet; `scope` is set to it.
+  std::string startedRun(std::string& scope, std::uint64_t gpuMax) {
+    json a = call(1, 1000, "acquire",
+                  {{"pools", {"gpu"}}, {"gpu_memory_max", gpuMax}, {"name", "model"}});
+    EXPECT_TRUE(a["ok"]) << a;
+    std::string id = a["result"]["lease"];
+    scope = scopeOf(id);
+    workloadCgroup(scope, true, 1000);
+    host.addCgroup(scope, {});  // its processes: none with a DRM fd yet
+    json st = call(1, 1000, "started", {{"lease", id}, {"cgroup", scope}});
+    EXPECT_TRUE(st["ok"]) << st;
+    return id;
+  }
+  FakeCharge charge;
+};
+
+TEST_F(ServiceKernelChargeTest, ARunLeaseIsArmedWithItsBoundAndMeteredFromTheCharge) {
+  std::string scope;
+  std::string id = startedRun(scope, GiB);
+  std::uint64_t cg = inode(scope);
+  ASSERT_EQ(charge.bounds.count(cg), 1u) << "armed at its start";
+  EXPECT_EQ(charge.bounds[cg], GiB);
+  // Buffers the kernel charged it that no fd of its processes shows.
+  charge.charges[cg] = {512 * MiB, 900 * MiB, 3, 0, 0};
+  service->sample();
+  json s = seat(id);
+  EXPECT_EQ(s["gpu"]["current_bytes"], 512 * MiB) << s.dump(2);
+  EXPECT_EQ(s["gpu"]["peak_bytes"], 900 * MiB) << "the kernel's own peak, between samples too";
+  EXPECT_EQ(s["gpu"]["source"], "kernel-charge");
+  EXPECT_EQ(s["gpu"]["fdinfo_bytes"], 0u) << "fdinfo's sum, shown beside it";
+  EXPECT_EQ(s["gpu"]["allocations_refused"], 0u);
+  // Over the bound in the charge (an allocation no decoded ioctl made):
+  // the sampled kill stays the backstop.
+  writeFile(host.cgroupRoot() + scope + "/cgroup.kill", "");
+  charge.charges[cg].bytes = 2 * GiB;
+  service->sample();
+  service->sample();
+  EXPECT_TRUE(killed(scope));
+  json rows = json::array();
+  for (const auto& r : this->rows(id)) rows.push_back(r.kind);
+  EXPECT_EQ(rows.back(), "gpu-bound") << rows;
+  EXPECT_NE(json::parse(this->rows(id).back().body)["summary"].get<std::string>().find(
+                "(kernel-charge, 2 samples"),
+            std::string::npos);
+}
+
+TEST_F(ServiceKernelChargeTest, RefusalsAreSaidAsEventsAtMostOncePerLeasePerMinute) {
+  std::string scope;
+  std::string id = startedRun(scope, GiB);
+  std::uint64_t cg = inode(scope);
+  EXPECT_TRUE(call(9, 0, "subscribe", json::object())["ok"]);
+  charge.charges[cg] = {GiB - 4 * MiB, GiB - 4 * MiB, 2, 3, 48 * MiB};
+  for (int i = 0; i < 3; ++i)
+    charge.queued.push_back({cg, 16 * MiB, GiB - 4 * MiB, GiB, 4242, 0xc0206440});
+  charge.queued.push_back({999, 4096, 0, 4096, 1, 1});  // no lease's: dropped
+  service->sample();
+  ASSERT_EQ(kinds(id), (std::vector<std::string>{"granted", "started", "gpu-bound"}));
+  json row = json::parse(rows(id).back().body);
+  EXPECT_EQ(row["kind"], "refused");
+  EXPECT_EQ(row["samples"], 3);
+  EXPECT_EQ(row["bytes"], 48 * MiB);
+  EXPECT_EQ(row["limit"], GiB);
+  EXPECT_EQ(row["summary"],
+            "3 GPU allocations (48.0 MiB) refused in the kernel at gpu_memory_max 1.0 GiB: the "
+            "last asked 16.0 MiB with 1020.0 MiB held (pid 4242); the lease runs on");
+  EXPECT_EQ(outbox.last(9)["kind"], "refused");
+  ASSERT_FALSE(journal.notes.empty());
+  EXPECT_NE(journal.notes.back().message.find("3 GPU allocations (48.0 MiB) refused"),
+            std::string::npos);
+  // A program retrying in a loop: counted, said again only a minute later.
+  charge.queued.push_back({cg, 16 * MiB, GiB - 4 * MiB, GiB, 4242, 0xc0206440});
+  charge.queued.push_back({cg, 16 * MiB, GiB - 4 * MiB, GiB, 4242, 0xc0206440});
+  service->sample();
+  EXPECT_EQ(kinds(id).size(), 3u) << "within the minute: no row";
+  clockUs += 61'000'000;
+  service->sample();
+  ASSERT_EQ(kinds(id).size(), 4u);
+  EXPECT_EQ(json::parse(rows(id).back().body)["samples"], 2);
+  json s = seat(id);
+  EXPECT_EQ(s["gpu"]["allocations_refused"], 3u) << "the kernel's own count";
+  EXPECT_EQ(s["gpu"]["refused_bytes"], 48 * MiB);
+  // The end: the outcome carries the kernel's figures, and the lease is disarmed.
+  json record = {{"schema", 1},
+                 {"lease", {{"id", id}}},
+                 {"outcome", {{"class", "exited"}, {"exit_code", 0}, {"summary", "exited"}}}};
+  ASSERT_TRUE(call(1, 1000, "complete", {{"lease", id}, {"record", record}})["ok"]);
+  json outcome = json::parse(rows(id).back().body);
+  EXPECT_EQ(outcome["gpu"]["kernel_charge"]["allocations_refused"], 3u) << outcome.dump(2);
+  EXPECT_EQ(outcome["gpu"]["kernel_charge"]["refused_bytes"], 48 * MiB);
+  EXPECT_EQ(charge.disarmed, (std::vector<std::uint64_t>{cg}));
+  EXPECT_TRUE(charge.charges.empty());
+}
+
+TEST_F(ServiceKernelChargeTest, ABufferPassedInNeverCountsButOneMadeBeforeArmingDoes) {
+  // Nothing on the GPU at its start: the charge alone is its figure, so a
+  // buffer another lease passed in (fdinfo shows 4 GiB) never gets it killed.
+  std::string clean;
+  std::string a = startedRun(clean, GiB);
+  gpuWorkload(clean, 5030, 41, 4);
+  // Its charge holds steady: fdinfo, shown beside it, is walked again within
+  // kFdinfoEvery samples.
+  for (unsigned i = 0; i < lease::LeaseMeter::kFdinfoEvery; ++i) service->sample();
+  EXPECT_FALSE(killed(clean));
+  EXPECT_EQ(seat(a)["gpu"]["current_bytes"], 0u);
+  EXPECT_EQ(seat(a)["gpu"]["fdinfo_bytes"], 4 * GiB);
+  // Attached to a workload already holding 4 GiB: made before it was armed,
+  // in no charge; fdinfo is its floor, and it is bounded by it.
+  std::string early = "/machine.slice/early.scope";
+  gpuWorkload(early, 5031, 42, 4);
+  json b = call(2, 0, "attach",
+                {{"pools", {"gpu"}}, {"cgroup", early}, {"gpu_memory_max", GiB}, {"force", true}});
+  ASSERT_TRUE(b["ok"]) << b;
+  std::string bid = b["result"]["lease"];
+  service->sample();
+  service->sample();
+  EXPECT_EQ(seat(bid)["gpu"]["source"], "drm-fdinfo");
+  EXPECT_TRUE(killed(early));
+}
+
+TEST_F(ServiceKernelChargeTest, AfterARestartTheLeasesChargesAreKeptAndUnclaimedOnesForgotten) {
+  std::string scope;
+  std::string id = startedRun(scope, GiB);
+  std::uint64_t cg = inode(scope);
+  charge.charges[cg] = {256 * MiB, 300 * MiB, 1, 1, 8 * MiB};
+  charge.charges[777] = {64 * MiB, 64 * MiB, 1, 0, 0};  // a lease that ended while no daemon ran
+  reopen();
+  auto lines = service->recover();
+  ASSERT_TRUE(lines) << lines.error().message;
+  EXPECT_EQ(charge.charges.count(777), 0u) << "no lease claims it";
+  ASSERT_EQ(charge.charges.count(cg), 1u);
+  EXPECT_EQ(charge.charges[cg].refused, 1u) << "re-armed with its charge intact";
+  EXPECT_EQ(charge.bounds[cg], GiB);
+  service->sample();
+  EXPECT_EQ(seat(id)["gpu"]["current_bytes"], 256 * MiB);
+}
+
+}  // namespace
+}  // namespace tally
