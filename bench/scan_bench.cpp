@@ -160,11 +160,12 @@ void BM_LeaseSampleWithBound(benchmark::State& state) { leaseSample(state, true)
 // LeaseMeter::kFdinfoEvery samples. The map read is a stand-in here (this
 // host cannot load the programs); its real cost is one bpf(2) lookup.
 struct SteadyCharge : tally::bpf::KernelCharge {
+  std::uint64_t bytes = 0;  // what the kernel charged: the lease's fdinfo sum (they agree)
   tally::bpf::Capabilities capabilities() const override { return {true, true}; }
   tally::Status arm(std::uint64_t, std::optional<std::uint64_t>) override { return tally::Ok{}; }
   void disarm(std::uint64_t) override {}
   std::optional<tally::bpf::LeaseCharge> read(std::uint64_t) const override {
-    return tally::bpf::LeaseCharge{std::uint64_t{64} << 20, std::uint64_t{64} << 20, 4, 0, 0};
+    return tally::bpf::LeaseCharge{bytes, bytes, 4, 0, 0};
   }
   std::vector<std::uint64_t> armed() const override { return {}; }
   std::vector<tally::bpf::Refusal> refusals(std::size_t) override { return {}; }
@@ -181,6 +182,11 @@ void BM_LeaseSampleKernelCharge(benchmark::State& state) {
     return;
   }
   SteadyCharge charge;
+  {
+    tally::lease::LeaseMeter probe(roots().proc, roots().sys, *leaseCg, std::nullopt);
+    probe.sample();
+    charge.bytes = probe.gpu().lastBytes.value_or(0);
+  }
   tally::lease::LeaseMeter meter(roots().proc, roots().sys, *leaseCg, std::nullopt);
   meter.useKernelCharge(&charge, 1, false);
   for (auto _ : state) meter.sample();

@@ -987,13 +987,21 @@ TEST_F(VmRedTeam, TheHidingTricksAreChargedInFullAndRefusedAtTheBound) {
     EXPECT_EQ(readFile(ready), "created=2 refused=2") << "the crossing allocations are refused";
     std::string lease = leaseNamed("hide-" + trick, "running");
     ASSERT_FALSE(lease.empty());
-    json seen = leaseWhen(lease, [](const json& s) {
-      return s.dump().find("\"allocations_refused\":2") != std::string::npos;
-    });
-    std::string shown = seen.dump();
-    EXPECT_NE(shown.find("\"current_bytes\":" + std::to_string(64 * kMiB)), std::string::npos)
-        << seen.dump(2);
-    EXPECT_NE(shown.find("\"source\":\"kernel-charge\""), std::string::npos) << seen.dump(2);
+    // The daemon's seat for it: the charge, fdinfo's 0 beside it, the refusals.
+    json seat;
+    eventually(
+        [&] {
+          json all = json::parse(tally({"seats", "--json"}).out, nullptr, false);
+          if (!all.is_object()) return false;
+          for (const auto& st : all["seats"])
+            if (st.value("lease", "") == lease) seat = st;
+          return seat.is_object() && seat["gpu"].value("allocations_refused", 0) == 2;
+        },
+        30s);
+    ASSERT_TRUE(seat.is_object());
+    EXPECT_EQ(seat["gpu"]["allocations_refused"], 2) << seat.dump(2);
+    EXPECT_EQ(seat["gpu"]["current_bytes"], 64 * kMiB) << seat.dump(2);
+    EXPECT_EQ(seat["gpu"]["source"], "kernel-charge") << seat.dump(2);
     writeFile(release, "");
     auto ended = waitProgram(run);
     EXPECT_EQ(ended.exitCode(), 0) << ended.err;

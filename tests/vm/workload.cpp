@@ -35,6 +35,7 @@
 #include <string>
 
 #include "../../vm/testdrm/tally_testdrm_uapi.h"
+#include "../support/scm_rights.h"
 
 namespace {
 
@@ -193,25 +194,10 @@ void* hideBuffers(void* arg) {
       ++refused;
   }
   int sv[2] = {-1, -1};
-  if (h->trick == "parked-fd" && fd >= 0 && ::socketpair(AF_UNIX, SOCK_DGRAM, 0, sv) == 0) {
-    char byte = 'f';
-    iovec iov{&byte, 1};
-    alignas(cmsghdr) char ctl[CMSG_SPACE(sizeof(int))] = {};
-    msghdr m{};
-    m.msg_iov = &iov;
-    m.msg_iovlen = 1;
-    m.msg_control = ctl;
-    m.msg_controllen = sizeof ctl;
-    if (cmsghdr* cm = CMSG_FIRSTHDR(&m)) {
-      cm->cmsg_level = SOL_SOCKET;
-      cm->cmsg_type = SCM_RIGHTS;
-      cm->cmsg_len = CMSG_LEN(sizeof(int));
-      std::memcpy(CMSG_DATA(cm), &fd, sizeof(int));
-      if (::sendmsg(sv[0], &m, 0) == 1) {
-        ::close(fd);  // only the message in flight holds it now
-        ::close(sv[0]);
-      }
-    }
+  if (h->trick == "parked-fd" && fd >= 0 && ::socketpair(AF_UNIX, SOCK_DGRAM, 0, sv) == 0 &&
+      tally::testing::sendFd(sv[0], fd) == 0) {
+    ::close(fd);  // only the message in flight holds it now
+    ::close(sv[0]);
   }
   std::string said = "created=" + std::to_string(created) + " refused=" + std::to_string(refused);
   int out = ::open((h->readyPath + ".tmp").c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
