@@ -12,6 +12,7 @@
 #include <sys/sysmacros.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdarg>
 #include <cstring>
@@ -309,6 +310,16 @@ Started startKernelCharge(const fs::Root& sys, LoadOptions o, bool loadOnly) {
   };
   if (!st.verdict.can.charging) {
     usePinned();
+    return st;
+  }
+  // Nothing to charge: programs attached to every ioctl of the host would
+  // watch no device. Loaded when a GPU is there (a restart after hot-plug).
+  if (std::none_of(o.devices.begin(), o.devices.end(),
+                   [](const DeviceRule& d) { return d.charged || d.kind == TALLY_DEVICE_KFD; })) {
+    st.verdict.can = {};
+    st.verdict.why =
+        "no GPU device here whose buffers the memory cgroup does not charge (amdgpu, xe, ...): "
+        "nothing to charge; restart the daemon once one is present";
     return st;
   }
   o.refuse = st.verdict.can.refusing;
