@@ -215,7 +215,10 @@ Result<std::unique_ptr<KernelCharge>> loadKernelCharge(const LoadOptions& o) {
   libbpf_set_print(keepLibbpfWarnings);
   if (::mkdir(o.pinDir.c_str(), 0700) != 0 && errno != EEXIST)
     return errnoError(errno, fmt::format("cannot make {}", o.pinDir));
-  LIBBPF_OPTS(bpf_object_open_opts, opts, .pin_root_path = o.pinDir.c_str());
+  // Spelled out: LIBBPF_OPTS is a GNU statement expression, which -Wpedantic refuses.
+  bpf_object_open_opts opts{};
+  opts.sz = sizeof opts;
+  opts.pin_root_path = o.pinDir.c_str();
   tally_gpu_charge* skel = tally_gpu_charge__open_opts(&opts);
   if (!skel) return bpfError(errno, "cannot open the in-kernel charge's BPF object");
   auto fail = [&](Error e) -> Result<std::unique_ptr<KernelCharge>> {
