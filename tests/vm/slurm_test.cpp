@@ -172,8 +172,13 @@ TEST_F(VmSlurm, AStepWithinItsBoundRunsShowsItsIdsLiveAndRecordsItsGpuPeak) {
         json seats = json::parse(tally({"seats", "--json"}).out, nullptr, false);
         if (!seats.is_object()) return false;
         for (const auto& s : seats["seats"]) {
+          // The region breakdown is fdinfo's: the kernel charges a buffer
+          // before its handle exists, so fdinfo can trail the charge a sample.
           if (s.value("name", "") == name && s["gpu"].is_object() &&
-              s["gpu"].value("current_bytes", std::uint64_t{0}) > 0)
+              s["gpu"].value("current_bytes", std::uint64_t{0}) > 0 &&
+              s["gpu"]["regions"]
+                      .value("gtt", json::object())
+                      .value("current_bytes", std::uint64_t{0}) > 0)
             seat = s;
         }
         return seat.is_object();
