@@ -125,19 +125,27 @@ void BM_TallyCgroupScan(benchmark::State& state) {
   state.counters["drm_fds"] = static_cast<double>(scanner.stats().drmFds);
 }
 
+// The lease cgroup the lease benchmarks sample (TALLY_BENCH_CGROUP +
+// TALLY_BENCH_LEASE); absent, the benchmark is skipped with the reason.
+std::optional<tally::cgroup::Cgroup> benchLease(benchmark::State& state) {
+  if (!roots().cgroup) {
+    state.SkipWithError("no TALLY_BENCH_CGROUP/TALLY_BENCH_LEASE");
+    return std::nullopt;
+  }
+  auto cg = tally::cgroup::Cgroup::open(*roots().cgroup, roots().lease);
+  if (!cg) {
+    state.SkipWithError(cg.error().message.c_str());
+    return std::nullopt;
+  }
+  return std::move(*cg);
+}
+
 // One sample of a lease's meter (memory.current + the cgroup-scoped DRM scan
 // + the lease's GPU figure), without and with the GPU bound evaluated on it:
 // the bound's cost is the difference (docs/PERFORMANCE.md).
 void leaseSample(benchmark::State& state, bool bound) {
-  if (!roots().cgroup) {
-    state.SkipWithError("no TALLY_BENCH_CGROUP/TALLY_BENCH_LEASE");
-    return;
-  }
-  auto leaseCg = tally::cgroup::Cgroup::open(*roots().cgroup, roots().lease);
-  if (!leaseCg) {
-    state.SkipWithError(leaseCg.error().message.c_str());
-    return;
-  }
+  auto leaseCg = benchLease(state);
+  if (!leaseCg) return;
   tally::lease::LeaseMeter meter(roots().proc, roots().sys, *leaseCg, std::nullopt);
   tally::enforce::GpuBound b{std::uint64_t{1} << 50, std::uint64_t{1} << 49,
                              tally::enforce::Action::Kill, 2, 1000000};
@@ -172,15 +180,8 @@ struct SteadyCharge : tally::bpf::KernelCharge {
 };
 
 void BM_LeaseSampleKernelCharge(benchmark::State& state) {
-  if (!roots().cgroup) {
-    state.SkipWithError("no TALLY_BENCH_CGROUP/TALLY_BENCH_LEASE");
-    return;
-  }
-  auto leaseCg = tally::cgroup::Cgroup::open(*roots().cgroup, roots().lease);
-  if (!leaseCg) {
-    state.SkipWithError(leaseCg.error().message.c_str());
-    return;
-  }
+  auto leaseCg = benchLease(state);
+  if (!leaseCg) return;
   SteadyCharge charge;
   {
     tally::lease::LeaseMeter probe(roots().proc, roots().sys, *leaseCg, std::nullopt);
@@ -199,15 +200,8 @@ void BM_LeaseSampleKernelCharge(benchmark::State& state) {
 // the Prometheus text rendered from it. Against BM_LeaseSample: the cost of
 // keeping the textfile / GET /metrics current (docs/PERFORMANCE.md).
 void BM_LeaseSampleWithMetrics(benchmark::State& state) {
-  if (!roots().cgroup) {
-    state.SkipWithError("no TALLY_BENCH_CGROUP/TALLY_BENCH_LEASE");
-    return;
-  }
-  auto leaseCg = tally::cgroup::Cgroup::open(*roots().cgroup, roots().lease);
-  if (!leaseCg) {
-    state.SkipWithError(leaseCg.error().message.c_str());
-    return;
-  }
+  auto leaseCg = benchLease(state);
+  if (!leaseCg) return;
   const tally::cgroup::Cgroup& cg = *leaseCg;
   tally::lease::LeaseMeter meter(roots().proc, roots().sys, cg, std::nullopt);
   std::size_t bytes = 0;
