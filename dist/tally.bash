@@ -31,7 +31,7 @@ _tally() {
       return ;;
     --by) COMPREPLY=($(compgen -W "process cgroup container" -- "$cur")); return ;;
     --outcome) COMPREPLY=($(compgen -W "exited killed-by-signal oom-killed killed-by-tally stopped exec-failed containment-refused ended released lost withdrawn unknown" -- "$cur")); return ;;
-    --gpu-memory-action) COMPREPLY=($(compgen -W "kill report" -- "$cur")); return ;;
+    --gpu-memory-action) COMPREPLY=($(compgen -W "refuse kill report" -- "$cur")); return ;;
     --oom-policy) COMPREPLY=($(compgen -W "kill stop continue" -- "$cur")); return ;;
     --memory-max|--memory-high|--memory-swap-max|--gpu-memory-max|--gpu-memory-high|--probe-size)
       COMPREPLY=($(compgen -W "512M 1G 4G 16G 32G 48G 64G" -- "$cur")); return ;;

@@ -211,9 +211,11 @@ ClientCommands addClientCommands(CLI::App& app, ClientOptions& o) {
                        "GPU memory level that raises an event when crossed; never kills");
   c.attach
       ->add_option("--gpu-memory-action", o.gpuAction,
-                   "what --gpu-memory-max does: kill the cgroup, or report only")
-      ->check(CLI::IsMember({"kill", "report"}))
-      ->default_str("kill");
+                   "what --gpu-memory-max does: refuse = the kernel fails the allocation that\n"
+                   "would cross it (ENOMEM) where the daemon's in-kernel charge is active, the\n"
+                   "sampled kill as backstop; kill = the sampled kill only; report = events only")
+      ->check(CLI::IsMember({"refuse", "kill", "report"}))
+      ->default_str("refuse");
   c.attach
       ->add_option("--gpu-over-samples", o.gpuOverSamples,
                    "consecutive daemon samples over --gpu-memory-max before acting")

@@ -25,7 +25,7 @@ struct ClientOptions {
   std::uint64_t pid = 0;
   std::vector<std::string> pools;
   std::string memoryMax, gpuMemoryMax, gpuMemoryHigh, name, queueTimeout;
-  std::string gpuAction = "kill";
+  std::string gpuAction = "refuse";
   bool force = false;  // attach: even when already over a declared limit
   bool wait = false;   // attach: queue when the pool cannot grant it now
   unsigned gpuOverSamples = 2;

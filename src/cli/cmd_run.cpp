@@ -62,7 +62,7 @@ std::optional<lease::LeaseSpec> buildSpec(const RunOptions& o) {
       !gpuLimitsOption("run", spec.gpuMemoryMax, spec.gpuMemoryHigh)) {
     return std::nullopt;
   }
-  spec.gpuAction = enforce::parseAction(o.gpuAction).value_or(enforce::Action::Kill);
+  spec.gpuAction = enforce::parseAction(o.gpuAction).value_or(enforce::Action::Refuse);
   spec.gpuConsecutive = o.gpuOverSamples;
   if (o.oomPolicy == "kill")
     spec.oomPolicy = lease::OomPolicy::Kill;
@@ -260,9 +260,12 @@ void addRunCommand(CLI::App& app, RunOptions& o) {
   run->add_option("--gpu-memory-high", o.gpuMemoryHigh,
                   "GPU memory level that raises an event when crossed; never kills");
   run->add_option("--gpu-memory-action", o.gpuAction,
-                  "what --gpu-memory-max does: kill the lease, or report only")
-      ->check(CLI::IsMember({"kill", "report"}))
-      ->default_str("kill");
+                  "what --gpu-memory-max does: refuse = the kernel fails the allocation that\n"
+                  "would cross it (ENOMEM) where the daemon's in-kernel charge is active, with\n"
+                  "the sampled kill as backstop (the kill alone elsewhere); kill = the sampled\n"
+                  "kill only; report = events only (`tally doctor` says if refusal is active)")
+      ->check(CLI::IsMember({"refuse", "kill", "report"}))
+      ->default_str("refuse");
   run->add_option("--gpu-over-samples", o.gpuOverSamples,
                   "consecutive samples over --gpu-memory-max before acting")
       ->check(CLI::Range(1u, 100u))

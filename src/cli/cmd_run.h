@@ -11,7 +11,7 @@ namespace tally::cli {
 struct RunOptions {
   std::string name;
   std::string memoryMax, memoryHigh, memorySwapMax, gpuMemoryMax, gpuMemoryHigh;
-  std::string gpuAction = "kill";
+  std::string gpuAction = "refuse";
   unsigned gpuOverSamples = 2;
   std::string oomPolicy = "kill";
   std::string sampleInterval = "1s";

@@ -150,10 +150,21 @@ std::vector<std::string> leaseShowLines(const json& r) {
     out.push_back(fmt::format("  memory now {}, sampled peak {} (cgroup)",
                               bytesOrDash(r["memory"]["current_bytes"]),
                               bytesOrDash(r["memory"]["peak_sampled_bytes"])));
-  if (r.contains("gpu"))
-    out.push_back(fmt::format("  GPU memory now {}, peak {} (drm-fdinfo)",
-                              bytesOrDash(r["gpu"]["current_bytes"]),
-                              bytesOrDash(r["gpu"]["peak_bytes"])));
+  if (r.contains("gpu") && r["gpu"].is_object()) {
+    const json& g = r["gpu"];
+    std::string line = fmt::format("  GPU memory now {}, peak {} ({})",
+                                   bytesOrDash(g.value("current_bytes", json())),
+                                   bytesOrDash(g.value("peak_bytes", json())),
+                                   g.value("source", std::string("drm-fdinfo")));
+    // Where the kernel charges the lease: fdinfo beside it, and what it refused.
+    if (g.contains("allocations_refused"))
+      line += fmt::format("; fdinfo {}; {} allocation{} refused ({})",
+                          bytesOrDash(g.value("fdinfo_bytes", json())),
+                          g.value("allocations_refused", std::uint64_t{0}),
+                          g.value("allocations_refused", std::uint64_t{0}) == 1 ? "" : "s",
+                          bytesOrDash(g.value("refused_bytes", json())));
+    out.push_back(line);
+  }
   if (outcome) {
     const json& rec = *outcome;
     const json& oc = rec.value("outcome", json::object());

@@ -35,7 +35,7 @@ std::unique_ptr<Lease> newLease(lease::LeaseKind kind, uid_t owner, pid_t peerPi
   std::uint64_t waitUs = d.timeoutUs.value_or(cfg.queueTimeoutUs);
   if (waitUs) l->req.deadlineUs = clock::monotonicUs() + waitUs;
   setBound(*l,
-           {d.gpuMemoryMax, d.gpuMemoryHigh, d.gpuAction.value_or(enforce::Action::Kill),
+           {d.gpuMemoryMax, d.gpuMemoryHigh, d.gpuAction.value_or(enforce::Action::Refuse),
             d.gpuOverSamples.value_or(enforce::kDefaultConsecutive), cfg.sampleIntervalUs},
            handover);
   l->attributes = d.attributes;
@@ -115,7 +115,7 @@ Result<std::unique_ptr<Lease>> rebuildLease(const std::vector<ledger::Event>& ev
       l->req.memoryMax = g->memoryMax;
       l->req.gpuMemoryMax = g->gpuMemoryMax;
       setBound(*l,
-               {g->gpuMemoryMax, g->gpuMemoryHigh, g->boundAction.value_or(enforce::Action::Kill),
+               {g->gpuMemoryMax, g->gpuMemoryHigh, g->boundAction.value_or(enforce::Action::Refuse),
                 g->boundConsecutive, cfg.sampleIntervalUs},
                handover);
       l->attributes = g->attributes;

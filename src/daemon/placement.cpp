@@ -163,7 +163,7 @@ std::optional<Denial> refuseOverOnArrival(const PlacementEnv& env, const Lease& 
                                  units::humanBytes(*l.req.memoryMax)));
   }
   // Only a bound that kills can kill on arrival; a report-only one just reports.
-  if (l.req.gpuMemoryMax && l.metering.bound.action == enforce::Action::Kill && env.sys &&
+  if (l.req.gpuMemoryMax && enforce::killsOverBound(l.metering.bound.action) && env.sys &&
       env.cgroupRoot) {
     lease::LeaseMeter meter(env.proc, *env.sys, *l.place.cg, l.req.gpuMemoryMax);
     meter.sample();

@@ -140,7 +140,7 @@ void Sampler::enforceBound(Lease& l, std::uint64_t nowNs) {
 
 std::optional<std::uint64_t> Sampler::kernelBound(const Lease& l) {
   const auto& b = l.metering.bound;
-  if (!b.max || b.action != enforce::Action::Kill || l.metering.advisory) return std::nullopt;
+  if (!b.max || !enforce::refusesInKernel(b.action) || l.metering.advisory) return std::nullopt;
   return b.max;
 }
 
@@ -195,7 +195,7 @@ std::optional<std::uint64_t> Sampler::paced(const Lease& l) const {
   // however long the lease sits at or over it (3,000 child cgroups walked
   // every 50 ms forever once held a core).
   const auto& b = l.metering.bound;
-  if (b.action != enforce::Action::Kill || l.metering.boundState.acted) return std::nullopt;
+  if (!enforce::killsOverBound(b.action) || l.metering.boundState.acted) return std::nullopt;
   return b.max;
 }
 

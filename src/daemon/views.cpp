@@ -77,7 +77,12 @@ json Views::lease(const Lease& l, const admission::Engine::Queued* queued, std::
                 {"peak_bytes", jsonview::orNull(g.peakBytes)},
                 {"regions", g.lastRegions},
                 {"samples", g.samples},
-                {"source", "drm-fdinfo"}};
+                {"source", g.lastSource}};
+    if (g.kernel) {
+      j["gpu"]["fdinfo_bytes"] = jsonview::orNull(g.lastFdinfoBytes);
+      j["gpu"]["allocations_refused"] = g.kernel->refused;
+      j["gpu"]["refused_bytes"] = g.kernel->refusedBytes;
+    }
     if (!g.lastBytes)
       j["gpu"]["unknown"] = g.lastError.value_or(
           g.samplesIncomplete ? "a client printed no resident figure" : "not sampled");

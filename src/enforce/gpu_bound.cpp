@@ -6,9 +6,20 @@
 
 namespace tally::enforce {
 
-const char* actionName(Action a) { return a == Action::Kill ? "kill" : "report"; }
+const char* actionName(Action a) {
+  switch (a) {
+    case Action::Refuse:
+      return "refuse";
+    case Action::Kill:
+      return "kill";
+    case Action::Report:
+      return "report";
+  }
+  return "report";
+}
 
 std::optional<Action> parseAction(const std::string& text) {
+  if (text == "refuse") return Action::Refuse;
   if (text == "kill") return Action::Kill;
   if (text == "report") return Action::Report;
   return std::nullopt;
@@ -137,8 +148,8 @@ Decision observe(const GpuBound& bound, GpuBoundState& state, std::optional<std:
       fmt::format("GPU memory {} over gpu_memory_max {} ({}, {} sample{} at {})",
                   units::humanBytes(*bytes), units::humanBytes(*bound.max), source, state.overRun,
                   state.overRun == 1 ? "" : "s", units::humanDuration(bound.sampleIntervalUs));
-  d.verdict = bound.action == Action::Kill ? Verdict::Kill : Verdict::Report;
-  d.summary = bound.action == Action::Kill ? "killed by tally: " + figures
+  d.verdict = killsOverBound(bound.action) ? Verdict::Kill : Verdict::Report;
+  d.summary = killsOverBound(bound.action) ? "killed by tally: " + figures
                                            : "over its GPU memory bound (report only): " + figures;
   return d;
 }

@@ -22,16 +22,23 @@
 
 namespace tally::enforce {
 
-enum class Action { Kill, Report };
-const char* actionName(Action a);                            // "kill", "report"
+// What gpu_memory_max does. Refuse: where the in-kernel charge is active
+// (bpf/), the allocation that would cross is refused (ENOMEM) and the sampled
+// kill stays the backstop for memory no creation path shows; elsewhere it is
+// the sampled kill. Kill: the sampled kill only (the kernel still meters).
+// Report: neither; events only.
+enum class Action { Refuse, Kill, Report };
+const char* actionName(Action a);                            // "refuse", "kill", "report"
 std::optional<Action> parseAction(const std::string& text);  // the same spellings
+inline bool killsOverBound(Action a) { return a != Action::Report; }
+inline bool refusesInKernel(Action a) { return a == Action::Refuse; }
 
 inline constexpr unsigned kDefaultConsecutive = 2;
 
 struct GpuBound {
   std::optional<std::uint64_t> max;
   std::optional<std::uint64_t> high;
-  Action action = Action::Kill;
+  Action action = Action::Refuse;
   unsigned consecutive = kDefaultConsecutive;  // >= 1
   std::uint64_t sampleIntervalUs = 1000000;    // for the message only
   bool any() const { return max || high; }

@@ -41,7 +41,7 @@ struct LeaseSpec {
   // only raises an event.
   std::optional<std::uint64_t> gpuMemoryMax;
   std::optional<std::uint64_t> gpuMemoryHigh;
-  enforce::Action gpuAction = enforce::Action::Kill;
+  enforce::Action gpuAction = enforce::Action::Refuse;
   unsigned gpuConsecutive = enforce::kDefaultConsecutive;
   std::uint64_t sampleIntervalUs = 1000000;
   std::string slice = "tally.slice";  // parent slice of the lease's own slice

@@ -94,7 +94,7 @@ Status decodeDeclared(Fields& f, Declared& d) {
   if (!action) return action.error();
   if (*action) {
     auto a = enforce::parseAction(**action);
-    if (!a) return f.bad("gpu_memory_action", "must be \"kill\" or \"report\"");
+    if (!a) return f.bad("gpu_memory_action", "must be \"refuse\", \"kill\" or \"report\"");
     d.gpuAction = *a;
   }
   auto over = f.u64("gpu_over_samples", kMaxOverSamples);

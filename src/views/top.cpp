@@ -158,6 +158,12 @@ const std::vector<SeatColumn>& seatColumns() {
          return fresh ? compact(get(get(get(get(s, "gpu"), "regions"), "vram"), "current_bytes"))
                       : "-";
        }},
+      // Allocations the kernel refused at the bound ("-": no in-kernel charge here).
+      {"REFUSED", 7, 4, true,
+       [](const json& s, bool) {
+         const json& n = get(get(s, "gpu"), "allocations_refused");
+         return count(n) ? std::to_string(*count(n)) : std::string("-");
+       }},
       {"RUN", 3, 5, false, [](const json& s, bool) { return runningText(s); }},
       {"DECLARED  WORKLOAD", 0, 2, false,
        [](const json& s, bool) {

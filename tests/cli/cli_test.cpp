@@ -566,6 +566,15 @@ TEST(LeaseShowCli, ALiveLeaseShowsItsPoolsLimitsAndAttributes) {
   EXPECT_EQ(lines[3], "  cgroup /system.slice/llama.service (unit llama.service)");
   EXPECT_EQ(lines[4], "  memory now 1.0 GiB, sampled peak 2.0 GiB (cgroup)");
   EXPECT_EQ(lines[5], "  GPU memory now 4.0 GiB, peak 4.0 GiB (drm-fdinfo)");
+  // Where the kernel charges it: the charge is the figure, fdinfo and refusals beside it.
+  auto charged = cli::leaseShowLines(nlohmann::json::parse(R"({
+    "lease": "1f0c2a9b3e7d", "name": "llama", "kind": "run", "state": "running",
+    "gpu": {"current_bytes": 4294967296, "peak_bytes": 6442450944, "source": "kernel-charge",
+            "fdinfo_bytes": 1073741824, "allocations_refused": 3, "refused_bytes": 2147483648}})"));
+  ASSERT_EQ(charged.size(), 2u);
+  EXPECT_EQ(charged[1],
+            "  GPU memory now 4.0 GiB, peak 6.0 GiB (kernel-charge); fdinfo 1.0 GiB; "
+            "3 allocations refused (2.0 GiB)");
 }
 
 // Read-only commands never create state: a missing ledger (or state dir) is

@@ -198,7 +198,7 @@ TEST(Package, BashCompletionOffersEveryOptionHelpLists) {
                        "/share/bash-completion/completions/tally'; COMP_WORDS=(tally run "
                        "--gpu-memory-action ''); COMP_CWORD=3; _tally; "
                        "printf '%s\\n' \"${COMPREPLY[@]}\"";
-  EXPECT_EQ(runProgram({"bash", "-c", script}).out, "kill\nreport\n");
+  EXPECT_EQ(runProgram({"bash", "-c", script}).out, "refuse\nkill\nreport\n");
 }
 
 }  // namespace

@@ -67,7 +67,7 @@ TEST_F(ServiceBoundTest,
   EXPECT_EQ(outcome["outcome"]["class"], "killed-by-tally");
   EXPECT_EQ(outcome["outcome"]["summary"].get<std::string>().rfind(summary, 0), 0u);
   EXPECT_EQ(outcome["gpu"]["bound"]["events"].size(), 2u);
-  EXPECT_EQ(outcome["gpu"]["bound"]["action"], "kill");
+  EXPECT_EQ(outcome["gpu"]["bound"]["action"], "refuse") << "the default";
   EXPECT_EQ(service->liveLeases(), 1u);  // the sibling runs on
 }
 

@@ -69,9 +69,11 @@ class ServiceKernelChargeTest : public ServiceBoundTest {
     return "/tally.slice/tally-" + lease + ".scope";
   }
   // A run lease started in its scope with nothing on the GPU yet; `scope` is set to it.
-  std::string startedRun(std::string& scope, std::uint64_t gpuMax) {
-    json a = call(1, 1000, "acquire",
-                  {{"pools", {"gpu"}}, {"gpu_memory_max", gpuMax}, {"name", "model"}});
+  std::string startedRun(std::string& scope, std::uint64_t gpuMax,
+                         const char* action = nullptr) {
+    json params = {{"pools", {"gpu"}}, {"gpu_memory_max", gpuMax}, {"name", "model"}};
+    if (action) params["gpu_memory_action"] = action;
+    json a = call(1, 1000, "acquire", params);
     EXPECT_TRUE(a["ok"]) << a;
     std::string id = a["result"]["lease"];
     scope = scopeOf(id);
@@ -112,6 +114,30 @@ TEST_F(ServiceKernelChargeTest, ARunLeaseIsArmedWithItsBoundAndMeteredFromTheCha
   EXPECT_NE(json::parse(this->rows(id).back().body)["summary"].get<std::string>().find(
                 "(kernel-charge, 2 samples"),
             std::string::npos);
+}
+
+// --gpu-memory-action: only `refuse` (the default) gives the kernel the bound;
+// `kill` and `report` leases are still charged (the meter stays true) but
+// never refused, and only `report` never kills.
+TEST_F(ServiceKernelChargeTest, OnlyARefusingLeaseGivesTheKernelItsBound) {
+  std::string refuseScope, killScope, reportScope;
+  startedRun(refuseScope, GiB, "refuse");
+  std::string killer = startedRun(killScope, GiB, "kill");
+  std::string reporter = startedRun(reportScope, GiB, "report");
+  EXPECT_EQ(charge.bounds.at(inode(refuseScope)), GiB);
+  ASSERT_EQ(charge.bounds.count(inode(killScope)), 1u) << "charged all the same";
+  EXPECT_EQ(charge.bounds.at(inode(killScope)), std::nullopt);
+  EXPECT_EQ(charge.bounds.at(inode(reportScope)), std::nullopt);
+  for (const auto& scope : {killScope, reportScope}) {
+    writeFile(host.cgroupRoot() + scope + "/cgroup.kill", "");
+    charge.charges[inode(scope)].bytes = 2 * GiB;
+  }
+  service->sample();
+  service->sample();
+  EXPECT_TRUE(killed(killScope)) << "kill: the sampled kill";
+  EXPECT_FALSE(killed(reportScope)) << "report: events only";
+  EXPECT_EQ(json::parse(rows(killer).back().body)["kind"], "gpu-memory-kill");
+  EXPECT_EQ(json::parse(rows(reporter).back().body)["kind"], "gpu-memory-max-exceeded");
 }
 
 TEST_F(ServiceKernelChargeTest, RefusalsAreSaidAsEventsAtMostOncePerLeasePerMinute) {

@@ -105,10 +105,27 @@ TEST(GpuBound, HighAndMaxTogetherBothSpeak) {
 }
 
 TEST(GpuBound, ActionSpellings) {
+  for (Action a : {Action::Refuse, Action::Kill, Action::Report})
+    EXPECT_EQ(enforce::parseAction(enforce::actionName(a)), a);
+  EXPECT_EQ(enforce::parseAction("refuse"), Action::Refuse);
   EXPECT_EQ(enforce::parseAction("kill"), Action::Kill);
   EXPECT_EQ(enforce::parseAction("report"), Action::Report);
   EXPECT_FALSE(enforce::parseAction("Kill"));
   EXPECT_FALSE(enforce::parseAction(""));
+}
+
+// Refuse is the kernel's first; over the bound in a sample anyway (memory no
+// creation path showed, or no in-kernel charge here) it kills as Kill does.
+TEST(GpuBound, ARefusingBoundStillKillsAsTheBackstop) {
+  enforce::GpuBound b;
+  EXPECT_EQ(b.action, Action::Refuse) << "the default";
+  b.max = GiB;
+  b.consecutive = 2;
+  enforce::GpuBoundState st;
+  EXPECT_EQ(enforce::observe(b, st, 2 * GiB, "fdinfo", 1).verdict, Verdict::Over);
+  auto d = enforce::observe(b, st, 2 * GiB, "fdinfo", 2);
+  EXPECT_EQ(d.verdict, Verdict::Kill);
+  EXPECT_EQ(d.summary.rfind("killed by tally: ", 0), 0u) << d.summary;
 }
 
 // The one driver both enforcers use: kill first, then record; a failed kill

@@ -103,7 +103,7 @@ TEST(Record, GpuBoundIsRecordedWithItsActionAndEvents) {
   EXPECT_EQ(j["gpu"]["peak_bytes"], 48 * kMiB);
   EXPECT_EQ(j["gpu"]["at_peak"]["gtt"], 48 * kMiB);
   EXPECT_EQ(j["gpu"]["bound"]["samples_over_gpu_memory_max"], 3);
-  EXPECT_EQ(j["gpu"]["bound"]["action"], "kill");
+  EXPECT_EQ(j["gpu"]["bound"]["action"], "refuse");
   EXPECT_EQ(j["gpu"]["bound"]["consecutive_samples"], 2);
   EXPECT_TRUE(j["gpu"]["bound"]["gpu_memory_high"].is_null());
   EXPECT_TRUE(j["gpu"]["bound"]["events"].empty());
