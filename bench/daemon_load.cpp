@@ -10,6 +10,12 @@
 // The leases' cgroups are a synthetic tree (this host has no cgroup v2 memory
 // controller) whose cgroup.procs list real processes, so every sample reads
 // real /proc/<pid>/fd and fdinfo; /proc and /sys are the live ones.
+//
+// TALLY_LOAD_KERNEL_CHARGE=on|off sets the daemon's `kernel_charge` (default:
+// the daemon's default). With it on, where the programs load (the VM harness:
+// a charged GPU device, BTF, bpffs), the leases are metered from the in-kernel
+// charge and fdinfo is walked only every 10th sample; the line "GPU source"
+// says which meter the leases had.
 #include <fcntl.h>
 #include <fmt/format.h>
 #include <signal.h>
@@ -109,6 +115,9 @@ int main(int argc, char** argv) {
   nofile.rlim_cur = nofile.rlim_max;
   setrlimit(RLIMIT_NOFILE, &nofile);
 
+  std::string kernelCharge;
+  if (const char* kc = std::getenv("TALLY_LOAD_KERNEL_CHARGE"))
+    kernelCharge = fmt::format("kernel_charge = {}\n", std::string(kc) == "on");
   char tmpl[] = "/tmp/tally-load.XXXXXX";
   std::string dir = ::mkdtemp(tmpl);
   std::string sock = dir + "/tally.sock", cg = dir + "/cgroup";
@@ -118,10 +127,10 @@ int main(int argc, char** argv) {
                   // The control connection holds nothing while the leases are sampled
                   // (attached leases live on without their client): without this the
                   // daemon's idle_timeout (60 s) would close it mid-run.
-                  "idle_timeout = \"1h\"\n"
+                  "idle_timeout = \"1h\"\n{}"
                   "[pools.bench]\ncapacity = 1000000\n[pools.one]\ncapacity = 1\n"
                   "[pools.leases]\ncapacity = 8\n",
-                  sock, dir));
+                  sock, dir, kernelCharge));
 
   // The 1,000-process host: sleepers of ours.
   std::vector<pid_t> sleepers;
@@ -204,6 +213,9 @@ int main(int argc, char** argv) {
       shown && shown->ok && !shown->result["leases"].empty()
           ? shown->result["leases"][0]["memory"]["samples"].get<std::uint64_t>()
           : 0;
+  std::string gpuSource = shown && shown->ok && !shown->result["leases"].empty()
+                              ? shown->result["leases"][0]["gpu"].value("source", "?")
+                              : "?";
 
   if (samplesPerLease == 0)
     return std::fprintf(stderr, "the leases were never sampled: no CPU figure to report\n"), 1;
@@ -281,6 +293,7 @@ int main(int argc, char** argv) {
              cpuPct, samplesPerLease);
   fmt::print("  RSS with 8 leases              {:10.1f} MiB (private RssAnon {:.1f} MiB)\n",
              leasesRss, leasesAnon);
+  fmt::print("  GPU source of the leases       {}\n", gpuSource);
   fmt::print("  enqueue {} requests          {:10.2f} s ({} connections x {})\n", queued,
              enqueueSec, waiters.size(), perConn);
   fmt::print(

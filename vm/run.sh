@@ -4,13 +4,15 @@
 # 9p and the host's systemd as PID 1 on a pure cgroup v2 hierarchy, run one
 # command inside, and hand back its output and status.
 #
-#   vm/run.sh [--kernel 6.1|6.12|7] [--timeout SECONDS] [--env NAME=VALUE]... [--keep]
-#             -- COMMAND [ARGS...]
+#   vm/run.sh [--kernel 6.1|6.12|7] [--timeout SECONDS] [--env NAME=VALUE]...
+#             [--append KERNEL-ARGS] [--keep] -- COMMAND [ARGS...]
 #
 # The command runs as root in the guest, from the caller's working directory (the
 # host tree is visible at the same paths, read-only; /tmp is a fresh tmpfs, into
 # which the working directory is bound when it lives under /tmp).
 # TALLY_TESTDRM_KO names the test DRM driver built for the guest kernel.
+# --append adds to the guest kernel's command line (e.g. an lsm= list without
+# bpf, to test what tally does on a kernel whose BPF LSM is off).
 #
 # Exit status: the command's own status when the VM completed it;
 #   124  the command or the VM timed out;
@@ -21,15 +23,17 @@ here=$(cd "$(dirname "$0")" && pwd)
 timeout_s=300
 series=${TALLY_VM_KERNEL:-6.12}
 keep=
+extra_args=
 envs=()
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --timeout) timeout_s=$2; shift 2 ;;
     --kernel) series=$2; shift 2 ;;
     --env) envs+=("$2"); shift 2 ;;
+    --append) extra_args+=" $2"; shift 2 ;;
     --keep) keep=1; shift ;;
     --) shift; break ;;
-    -h|--help) sed -n '2,19p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,20p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "vm/run.sh: unknown option $1 (see --help)" >&2; exit 2 ;;
   esac
 done
@@ -99,10 +103,10 @@ case "$PWD" in /tmp/*) bind=" tally_bind=$PWD" ;; esac
 start=$(date +%s%N)
 set +e
 timeout -k 10 $((timeout_s + 120)) qemu-system-x86_64 \
-  -accel tcg,thread=multi -cpu max -smp 2 -m 2048 \
+  -accel tcg,thread=${TALLY_VM_TCG_THREAD:-multi} -cpu max -smp 2 -m 2048 \
   -nographic -no-reboot -monitor none -serial "file:$xfer/console.log" \
   -kernel "$kdir/vmlinuz" -initrd "$initrd" \
-  -append "console=ttyS0 quiet panic=-1 systemd.unified_cgroup_hierarchy=1 systemd.show_status=error systemd.unit=tally-vm.target$bind" \
+  -append "console=ttyS0 quiet panic=-1 systemd.unified_cgroup_hierarchy=1 systemd.show_status=error systemd.unit=tally-vm.target$bind$extra_args" \
   -fsdev local,id=hostroot,path=/,security_model=none,readonly=on,multidevs=remap \
   -device virtio-9p-pci,fsdev=hostroot,mount_tag=hostroot \
   -fsdev local,id=vmxfer,path="$xfer",security_model=none,multidevs=remap \

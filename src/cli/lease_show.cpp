@@ -152,10 +152,9 @@ std::vector<std::string> leaseShowLines(const json& r) {
                               bytesOrDash(r["memory"]["peak_sampled_bytes"])));
   if (r.contains("gpu") && r["gpu"].is_object()) {
     const json& g = r["gpu"];
-    std::string line = fmt::format("  GPU memory now {}, peak {} ({})",
-                                   bytesOrDash(g.value("current_bytes", json())),
-                                   bytesOrDash(g.value("peak_bytes", json())),
-                                   g.value("source", std::string("drm-fdinfo")));
+    std::string line = fmt::format(
+        "  GPU memory now {}, peak {} ({})", bytesOrDash(g.value("current_bytes", json())),
+        bytesOrDash(g.value("peak_bytes", json())), g.value("source", std::string("drm-fdinfo")));
     // Where the kernel charges the lease: fdinfo beside it, and what it refused.
     if (g.contains("allocations_refused"))
       line += fmt::format("; fdinfo {}; {} allocation{} refused ({})",

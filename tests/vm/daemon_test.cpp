@@ -1024,6 +1024,127 @@ TEST_F(VmRedTeam, TheHidingTricksAreChargedInFullAndRefusedAtTheBound) {
   expectChainIntact();
 }
 
+// kill -9 of the daemon while leases hold charged buffers: systemd restarts
+// it, every lease is re-armed with the charge the kernel kept (a hidden
+// 64 MiB is still 64 MiB, not the 0 fdinfo shows), and the bound holds
+// through the gap and after it: the crossing allocation made after the
+// restart is refused and recorded by the new daemon.
+TEST_F(VmRedTeam, Kill9OfTheDaemonReArmsEveryLeaseWithItsChargeIntact) {
+  setCharging(false);
+  startDaemon();
+  std::string hiddenReady = dir + "/hidden.ready", hiddenRelease = dir + "/hidden.release";
+  auto hidden = spawnProgram(
+      {kTally, "run", "--pool", "gpu", "--memory-max", "256M", "--gpu-memory-max", "64M", "--name",
+       "hidden", "--", kWorkload, "hide", "exited-leader", "32", "2", hiddenReady, hiddenRelease},
+      {"TALLY_SOCKET=" + socket});
+  std::string stepReady = dir + "/step.ready", go = dir + "/step.go";
+  auto stepper = spawnProgram(
+      {kTally, "run",    "--pool",  "gpu", "--memory-max",   "256M", "--gpu-memory-max",
+       "64M",  "--name", "stepper", "--",  kWorkload,        "step", "gtt",
+       "48",   "32",     stepReady, go,    dir + "/crossed", "0"},
+      {"TALLY_SOCKET=" + socket});
+  ASSERT_TRUE(ready(hiddenReady)) << readFile(hidden.errPath);
+  EXPECT_EQ(readFile(hiddenReady), "created=2 refused=0");
+  ASSERT_TRUE(ready(stepReady)) << readFile(stepper.errPath);
+  std::string hiddenLease = leaseNamed("hidden", "running");
+  std::string stepLease = leaseNamed("stepper", "running");
+  ASSERT_FALSE(hiddenLease.empty());
+  ASSERT_FALSE(stepLease.empty());
+  auto figure = [&](const std::string& lease, std::uint64_t bytes) {
+    return leaseWhen(lease, [&](const json& l) {
+      return l.value("readopted_after_restart", false) && l.contains("gpu") &&
+             l["gpu"].value("current_bytes", json()) == bytes;
+    });
+  };
+
+  std::string mainPid = shellOut("systemctl show -p MainPID --value " + unit);
+  ASSERT_EQ(shell("systemctl kill -s KILL " + unit), 0);
+  ASSERT_TRUE(eventually([&] {
+    std::string now = shellOut("systemctl show -p MainPID --value " + unit);
+    return now != mainPid && now != "0" &&
+           shellOut("systemctl show -p ActiveState --value " + unit) == "active";
+  }));
+  json h = figure(hiddenLease, 64 * kMiB);
+  EXPECT_EQ(h["gpu"]["current_bytes"], 64 * kMiB) << "the kernel kept the charge\n" << h.dump(2);
+  EXPECT_EQ(h["gpu"]["source"], "kernel-charge") << h.dump(2);
+  EXPECT_EQ(h["gpu"]["fdinfo_bytes"], 0) << "fdinfo sees nothing of an exited leader's buffers";
+  json st = figure(stepLease, 48 * kMiB);
+  EXPECT_EQ(st["gpu"]["source"], "kernel-charge") << st.dump(2);
+
+  // After the restart, the re-armed bound refuses the crossing allocation.
+  writeFile(go, "");
+  auto stepped = waitProgram(stepper);
+  EXPECT_NE(stepped.exitCode(), 0) << "its second buffer was refused";
+  EXPECT_NE(stepped.err.find("create: Cannot allocate memory"), std::string::npos) << stepped.err;
+  ASSERT_TRUE(eventually([&] { return kinds(stepLease).back() == "outcome"; }, 15s));
+  bool refusedRow = false;
+  for (const auto& r : ledgerRows(stepLease))
+    refusedRow = refusedRow || (r["kind"] == "gpu-bound" && r["body"]["kind"] == "refused" &&
+                                r["body"].value("bytes", 0) == 32 * kMiB);
+  EXPECT_TRUE(refusedRow) << ledgerRows(stepLease).dump(2);
+  json outcome = ledgerRows(stepLease).back()["body"];
+  EXPECT_EQ(outcome["gpu"]["peak_bytes"], 48 * kMiB) << "never over its bound\n" << outcome.dump(2);
+  writeFile(hiddenRelease, "");
+  EXPECT_EQ(waitProgram(hidden).exitCode(), 0);
+  expectChainIntact();
+}
+
+// A kernel booted without the BPF LSM (lsm= leaves bpf out; scripts/test.sh
+// boots one for this suite alone): the charge still meters (fentry needs no
+// LSM), nothing is refused, the sampled kill bounds the lease on the
+// kernel's figure, and doctor and the metrics say why refusing is off.
+class VmNoBpfLsm : public VmDaemon {
+ protected:
+  void SetUp() override {
+    if (readFile("/sys/kernel/security/lsm").find("bpf") != std::string::npos)
+      GTEST_SKIP() << "needs a boot whose lsm= leaves bpf out: vm/run.sh --append "
+                      "lsm=capability,yama -- tally_vm_tests --gtest_filter='VmNoBpfLsm.*' "
+                      "(scripts/test.sh runs it)";
+    VmDaemon::SetUp();
+  }
+};
+
+TEST_F(VmNoBpfLsm, TheSampledKillBoundsTheLeaseOnTheKernelsChargeAndDoctorSaysWhy) {
+  auto doctor = tally({"doctor"});
+  EXPECT_NE(doctor.out.find("refusing off: the BPF LSM is not active"), std::string::npos)
+      << doctor.out;
+  EXPECT_NE(doctor.out.find(",bpf to the kernel command line"), std::string::npos) << doctor.out;
+  setCharging(false);
+  startDaemon();
+  // Four 32 MiB buffers under 64 MiB, none refused: the daemon kills the
+  // lease on the kernel's figure (fdinfo sees nothing through the own fd table).
+  auto run = spawnProgram({kTally, "run", "--pool", "gpu", "--memory-max", "256M",
+                           "--gpu-memory-max", "64M", "--name", "unrefused", "--", kWorkload,
+                           "hide", "own-fd-table", "32", "4", dir + "/ready", dir + "/release"},
+                          {"TALLY_SOCKET=" + socket});
+  auto ended = waitProgram(run);
+  EXPECT_EQ(ended.exitCode(), 137) << ended.err;
+  std::string lease;
+  ASSERT_TRUE(eventually([&] {
+    json all = json::parse(tally({"ledger", "export", "--config", config}).out, nullptr, false);
+    for (const auto& row : all)
+      if (row["kind"] == "outcome" && row["body"]["lease"].value("name", "") == "unrefused")
+        lease = row["lease"];
+    return !lease.empty();
+  }));
+  json outcome = ledgerRows(lease).back()["body"];
+  EXPECT_EQ(outcome["outcome"]["class"], "killed-by-tally") << outcome.dump(2);
+  EXPECT_NE(outcome["outcome"]["summary"].get<std::string>().find(
+                "over gpu_memory_max 64.0 MiB (kernel-charge"),
+            std::string::npos)
+      << "the hidden buffers are seen all the same\n"
+      << outcome.dump(2);
+  EXPECT_GT(outcome["gpu"]["peak_bytes"].get<std::uint64_t>(), 64 * kMiB)
+      << "nothing refused the crossing allocation\n"
+      << outcome.dump(2);
+  EXPECT_EQ(outcome["gpu"]["kernel_charge"]["allocations_refused"], 0) << outcome.dump(2);
+  auto metrics = tally({"metrics"});
+  EXPECT_NE(metrics.out.find("tally_kernel_charge_active{mode=\"charging\"} 1"), std::string::npos)
+      << metrics.out;
+  EXPECT_NE(metrics.out.find("tally_kernel_charge_active{mode=\"refusing\"} 0"), std::string::npos)
+      << metrics.out;
+}
+
 // The crash that outlived restarts: a cgroup chain 1,500 levels deep under
 // an attached lease once overflowed the scanner's stack, and every restart
 // re-adopted it and crashed again. Refused at attach, naming the limit; one

@@ -4,6 +4,7 @@
 // (its own CREATE, amdgpu's GEM_CREATE, KFD's ALLOC_MEMORY_OF_GPU) by
 // children that each do one step per command, so every assertion follows
 // the step it checks (pipes are the barriers). VM harness only.
+#include <bpf/bpf.h>
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <sys/ioctl.h>
@@ -59,6 +60,32 @@ std::string makeCgroup(const std::string& name) {
   ::rmdir(dir.c_str());
   EXPECT_EQ(::mkdir(dir.c_str(), 0755), 0) << dir;
   return dir;
+}
+
+// One program's runs and time in them, from the kernel's own BPF run-time
+// statistics (counted while bpf_enable_stats' fd is open), found through
+// the link the loader pinned.
+struct ProgramTime {
+  std::uint64_t runs = 0, ns = 0;
+};
+ProgramTime programTime(const std::string& linkPin) {
+  ProgramTime t;
+  int link = bpf_obj_get(linkPin.c_str());
+  if (link < 0) return t;
+  bpf_link_info li{};
+  __u32 len = sizeof li;
+  if (bpf_obj_get_info_by_fd(link, &li, &len) == 0) {
+    int prog = bpf_prog_get_fd_by_id(li.prog_id);
+    bpf_prog_info pi{};
+    len = sizeof pi;
+    if (prog >= 0 && bpf_obj_get_info_by_fd(prog, &pi, &len) == 0) {
+      t.runs = pi.run_cnt;
+      t.ns = pi.run_time_ns;
+    }
+    if (prog >= 0) ::close(prog);
+  }
+  ::close(link);
+  return t;
 }
 
 // A child that does one thing per command and answers with its result (0,
@@ -440,7 +467,29 @@ TEST_F(VmKernelCharge, BenchCreateCloseWithAndWithoutTheProgramsAndTheOvershoot)
       std::int64_t without = a.call(Allocator::Loop, pairs, pages);
       load();
       ASSERT_TRUE(charge_->arm(id, 1ull << 30));
+      int stats = std::getenv("TALLY_BENCH_BPF_STATS") ? bpf_enable_stats(BPF_STATS_RUN_TIME) : -1;
+      ProgramTime before[3], after[3];
+      const char* links[3] = {"link_charge", "link_uncharge", "link_refuse"};
+      for (int p = 0; p < 3; ++p)
+        before[p] = programTime("/sys/fs/bpf/tally-test/" + std::string(links[p]));
       std::int64_t with = a.call(Allocator::Loop, pairs, pages);
+      for (int p = 0; p < 3; ++p)
+        after[p] = programTime("/sys/fs/bpf/tally-test/" + std::string(links[p]));
+      if (stats >= 0) ::close(stats);
+      // The programs' own time per pair (the refuse hook runs on both ioctls).
+      double own = 0;
+      for (int p = 0; p < 3; ++p) own += static_cast<double>(after[p].ns - before[p].ns);
+      own /= static_cast<double>(pairs);
+      auto perRun = [&](int p) {
+        std::uint64_t runs = after[p].runs - before[p].runs;
+        return runs ? static_cast<double>(after[p].ns - before[p].ns) / static_cast<double>(runs)
+                    : 0.0;
+      };
+      std::printf(
+          "[ bench ] %u KiB: the programs' own time per pair %.0f ns (%.3f of the pair "
+          "without them): charge %.0f ns a run, uncharge %.0f, refuse %.0f (twice)\n",
+          pages * 4, own, without > 0 ? own / static_cast<double>(without) : 0.0, perRun(0),
+          perRun(1), perRun(2));
       ASSERT_GT(without, 0);
       ASSERT_GT(with, 0);
       ratios.push_back(static_cast<double>(with) / static_cast<double>(without));

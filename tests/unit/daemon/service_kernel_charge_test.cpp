@@ -69,8 +69,7 @@ class ServiceKernelChargeTest : public ServiceBoundTest {
     return "/tally.slice/tally-" + lease + ".scope";
   }
   // A run lease started in its scope with nothing on the GPU yet; `scope` is set to it.
-  std::string startedRun(std::string& scope, std::uint64_t gpuMax,
-                         const char* action = nullptr) {
+  std::string startedRun(std::string& scope, std::uint64_t gpuMax, const char* action = nullptr) {
     json params = {{"pools", {"gpu"}}, {"gpu_memory_max", gpuMax}, {"name", "model"}};
     if (action) params["gpu_memory_action"] = action;
     json a = call(1, 1000, "acquire", params);
