@@ -13,6 +13,7 @@
 # TALLY_TESTDRM_KO names the test DRM driver built for the guest kernel.
 # --append adds to the guest kernel's command line (e.g. an lsm= list without
 # bpf, to test what tally does on a kernel whose BPF LSM is off).
+# TALLY_VM_TCG_THREAD=single runs the vCPUs on one host thread (docs/vm-harness.md).
 #
 # Exit status: the command's own status when the VM completed it;
 #   124  the command or the VM timed out;
@@ -33,7 +34,7 @@ while [[ $# -gt 0 ]]; do
     --append) extra_args+=" $2"; shift 2 ;;
     --keep) keep=1; shift ;;
     --) shift; break ;;
-    -h|--help) sed -n '2,20p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,21p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "vm/run.sh: unknown option $1 (see --help)" >&2; exit 2 ;;
   esac
 done
