@@ -116,7 +116,7 @@ if [ "$have_plugin" = 1 ]; then
     "Section: admin" "Priority: optional" \
     "Description: Slurm SPANK plugin for tally: a step's GPU memory bounded per lease" \
     " Loaded through plugstack.conf (optional tally_spank.so socket=...), it turns a" \
-    " step's gpumem GRES or --gpu-memory-max into a tally lease on the node: Slurm" \
+    " step's tallymem GRES or --gpu-memory-max into a tally lease on the node: Slurm" \
     " places the job, tally meters and bounds its GPU memory and records the outcome" \
     " with the job's Slurm ids."
   fakeroot dpkg-deb --build --root-owner-group -Zxz "$root" "$out/tally-slurm-plugin_${version}_${arch}.deb" >/dev/null

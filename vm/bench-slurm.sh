@@ -26,14 +26,14 @@ time_one() { s=$(ms); "$@" >/dev/null 2>&1 || { echo "bench-slurm: '$*' failed" 
 plug() { echo "$1" > /etc/slurm/plugstack.conf; }
 : > $dir/a; : > $dir/b; : > $dir/c; : > $dir/d
 # One warm-up of each, not counted.
-plug ""; srun true; srun --gres=gpumem:64M true
-plug "$with"; srun true; srun --gres=gpumem:64M true
+plug ""; srun true; srun --gres=tallymem:64M true
+plug "$with"; srun true; srun --gres=tallymem:64M true
 i=0
 while [ $i -lt "$rounds" ]; do
   plug "";      time_one srun true >> $dir/a
   plug "$with"; time_one srun true >> $dir/b
-  plug "";      time_one srun --gres=gpumem:64M true >> $dir/c
-  plug "$with"; time_one srun --gres=gpumem:64M true >> $dir/d
+  plug "";      time_one srun --gres=tallymem:64M true >> $dir/c
+  plug "$with"; time_one srun --gres=tallymem:64M true >> $dir/d
   i=$((i + 1))
 done
 median() { sort -n "$1" | awk '{a[NR]=$1} END {print (NR%2) ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2}'; }
@@ -41,7 +41,7 @@ a=$(median $dir/a); b=$(median $dir/b); c=$(median $dir/c); d=$(median $dir/d)
 echo "rounds=$rounds (medians, ms, one-node Slurm 22.05 under QEMU TCG)"
 echo "srun true, no plugin:                                 $a"
 echo "srun true, tally_spank.so (declares nothing):         $b"
-echo "srun --gres=gpumem:64M true, no plugin:               $c"
-echo "srun --gres=gpumem:64M true, tally_spank.so (leased): $d"
+echo "srun --gres=tallymem:64M true, no plugin:               $c"
+echo "srun --gres=tallymem:64M true, tally_spank.so (leased): $d"
 awk -v a="$a" -v b="$b" -v c="$c" -v d="$d" 'BEGIN { printf "ratio with/without the plugin: %.2f (nothing declared), %.2f (a lease per step)\n", b/a, d/c }'
 "$tally" ledger --config $dir/tally.toml | tail -3

@@ -1,7 +1,7 @@
 #!/bin/sh
 # Make the VM guest a one-node Slurm cluster (Debian 12's Slurm 22.05): munge,
 # slurmctld and slurmd under the guest's systemd, cgroup/v2, a count-only
-# `gpumem` GRES of 1 GiB, and PLUGSTACK as plugstack.conf's only line.
+# `tallymem` GRES of 1 GiB, and PLUGSTACK as plugstack.conf's only line.
 # Run as root inside vm/run.sh (the guest's /etc is a throw-away overlay).
 #
 #   vm/slurm-node.sh 'optional /path/tally_spank.so socket=/tmp/t/tally.sock'
@@ -12,7 +12,7 @@
 # the daemons' journal when the node does not come up idle.
 set -eu
 plugstack=${1?usage: vm/slurm-node.sh PLUGSTACK_LINE (may be empty)}
-gres_count=${TALLY_SLURM_GPUMEM:-1G}
+gres_count=${TALLY_SLURM_TALLYMEM:-1G}
 node=$(hostname -s)
 ip addr show dev lo | grep -q '192.0.2.1/32' || ip addr add 192.0.2.1/32 dev lo
 grep -q "^192.0.2.1 $node\$" /etc/hosts || echo "192.0.2.1 $node" >> /etc/hosts
@@ -28,12 +28,12 @@ StateSaveLocation=/var/spool/slurmctld
 SlurmdSpoolDir=/var/spool/slurmd
 SelectType=select/cons_tres
 SchedulerParameters=sched_interval=1
-GresTypes=gpumem
-NodeName=$node NodeAddr=192.0.2.1 CPUs=$(nproc) RealMemory=1024 Gres=gpumem:$gres_count State=UNKNOWN
+GresTypes=tallymem
+NodeName=$node NodeAddr=192.0.2.1 CPUs=$(nproc) RealMemory=1024 Gres=tallymem:$gres_count State=UNKNOWN
 PartitionName=gpu Nodes=$node Default=YES MaxTime=INFINITE State=UP
 CONF
 echo "CgroupPlugin=cgroup/v2" > /etc/slurm/cgroup.conf
-echo "NodeName=$node Name=gpumem Count=$gres_count" > /etc/slurm/gres.conf
+echo "NodeName=$node Name=tallymem Count=$gres_count" > /etc/slurm/gres.conf
 echo "$plugstack" > /etc/slurm/plugstack.conf
 systemctl start munge
 systemctl start slurmctld slurmd

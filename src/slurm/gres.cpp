@@ -108,4 +108,14 @@ Result<std::optional<std::uint64_t>> gresCount(std::string_view list, std::strin
   return total;
 }
 
+Result<std::optional<GresFound>> firstGres(std::string_view list,
+                                           const std::vector<std::string>& names) {
+  for (const auto& name : names) {
+    auto n = gresCount(list, name);
+    if (!n) return n.error();
+    if (*n) return std::optional<GresFound>(GresFound{name, **n});
+  }
+  return std::optional<GresFound>{};
+}
+
 }  // namespace tally::slurm

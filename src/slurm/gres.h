@@ -1,5 +1,5 @@
 // Slurm's words for a job's or a step's generic resources, read without Slurm:
-// the count of one count-only GRES (tally's `gpumem`) in the strings slurmctld
+// the count of one count-only GRES (tally's `tallymem`) in the strings slurmctld
 // hands out. Pure: the Slurm plugin fetches the text, this reads it.
 //
 // The shapes Slurm 22.05 prints (a list separated by ',' or ';'):
@@ -13,7 +13,9 @@
 
 #include <cstdint>
 #include <optional>
+#include <string>
 #include <string_view>
+#include <vector>
 
 #include "util/result.h"
 
@@ -23,6 +25,15 @@ namespace tally::slurm {
 // A malformed count of that GRES (not a number, an unknown suffix, more than
 // 2^64 - 1) is an error naming the entry: a bound is never guessed.
 Result<std::optional<std::uint64_t>> gresCount(std::string_view list, std::string_view name);
+
+// The first of `names` that `list` names, with its count: a plugin reading
+// several names (tallymem,gpumem while a cluster moves) counts one of them.
+struct GresFound {
+  std::string name;
+  std::uint64_t count = 0;
+};
+Result<std::optional<GresFound>> firstGres(std::string_view list,
+                                           const std::vector<std::string>& names);
 
 // "64M" -> 67108864: digits and an optional K/M/G/T/P (case-insensitive).
 Result<std::uint64_t> slurmCount(std::string_view text);

@@ -135,16 +135,16 @@ std::string getenvOf(spank_t sp, const char* name) {
 // The job's GRES `name` on this node, in bytes: the step's own request first
 // (tres_per_node), else the job's allocation on this node (gres_detail_str),
 // else the job's per-node request. An error when slurmctld cannot be asked.
-tally::Result<std::optional<std::uint64_t>> gresOnNode(std::uint32_t job, std::uint32_t step,
-                                                       std::uint32_t nodeId,
-                                                       const std::string& name) {
+using GresOnNode = tally::Result<std::optional<slurm::GresFound>>;
+GresOnNode gresOnNode(std::uint32_t job, std::uint32_t step, std::uint32_t nodeId,
+                      const std::vector<std::string>& names) {
   job_step_info_response_msg_t* steps = nullptr;
   if (slurm_get_job_steps(0, job, step, &steps, SHOW_ALL) == SLURM_SUCCESS && steps) {
-    tally::Result<std::optional<std::uint64_t>> r = std::optional<std::uint64_t>{};
+    GresOnNode r = std::optional<slurm::GresFound>{};
     for (std::uint32_t i = 0; i < steps->job_step_count; ++i) {
       const auto& s = steps->job_steps[i];
       if (s.step_id.step_id != step || !s.tres_per_node) continue;
-      r = slurm::gresCount(s.tres_per_node, name);
+      r = slurm::firstGres(s.tres_per_node, names);
     }
     slurm_free_job_step_info_response_msg(steps);
     if (!r || *r) return r;
@@ -154,13 +154,13 @@ tally::Result<std::optional<std::uint64_t>> gresOnNode(std::uint32_t job, std::u
     return tally::Error{errno, fmt::format("slurmctld did not answer for job {}'s GRES: {}", job,
                                            slurm_strerror(slurm_get_errno()))};
   }
-  tally::Result<std::optional<std::uint64_t>> r = std::optional<std::uint64_t>{};
+  GresOnNode r = std::optional<slurm::GresFound>{};
   for (std::uint32_t i = 0; i < jobs->record_count; ++i) {
     const auto& j = jobs->job_array[i];
     if (j.job_id != job) continue;
     if (nodeId < j.gres_detail_cnt && j.gres_detail_str && j.gres_detail_str[nodeId])
-      r = slurm::gresCount(j.gres_detail_str[nodeId], name);
-    if (r && !*r && j.tres_per_node) r = slurm::gresCount(j.tres_per_node, name);
+      r = slurm::firstGres(j.gres_detail_str[nodeId], names);
+    if (r && !*r && j.tres_per_node) r = slurm::firstGres(j.tres_per_node, names);
   }
   slurm_free_job_info_msg(jobs);
   return r;
@@ -189,11 +189,18 @@ void refuseTask(pid_t task, const std::string& why) {
   }
 }
 
-std::string describeBound(const slurm::StepOptions& o, std::optional<std::uint64_t> gres,
-                          const std::string& gresName) {
+std::string describeBound(const slurm::StepOptions& o,
+                          const std::optional<slurm::GresFound>& gres) {
   if (o.gpuMemoryMax) return fmt::format("--gpu-memory-max={}", *o.gpuMemoryMax);
-  if (gres && *gres) return fmt::format("--gres={}:{}", gresName, units::humanBytes(*gres));
+  if (gres && gres->count)
+    return fmt::format("--gres={}:{}", gres->name, units::humanBytes(gres->count));
   return "tally options";
+}
+
+std::string joined(const std::vector<std::string>& names) {
+  std::string s;
+  for (const auto& n : names) s += (s.empty() ? "" : ",") + n;
+  return s;
 }
 
 // The first task: lease the step, or make sure it never runs.
@@ -213,17 +220,18 @@ int attachStep(spank_t sp, pid_t task) {
   if (auto s = slurm::checkOptions(g_options); !s) return fail(where + ": " + s.error().message);
 
   // --gpu-memory-max wins over the GRES: then slurmctld need not be asked.
-  auto gres = g_options.gpuMemoryMax
-                  ? tally::Result<std::optional<std::uint64_t>>(std::optional<std::uint64_t>{})
-                  : gresOnNode(job, step, nodeId, g_args.gres);
+  auto gres = g_options.gpuMemoryMax ? GresOnNode(std::optional<slurm::GresFound>{})
+                                     : gresOnNode(job, step, nodeId, g_args.gres);
   if (!gres) {
     // Unknown is not "none": a step that may have asked for GPU memory is not run unbounded.
     return fail(
         fmt::format("{}: cannot tell whether it asked for GRES {}: {}; the step does not "
                     "start",
-                    where, g_args.gres, gres.error().message));
+                    where, joined(g_args.gres), gres.error().message));
   }
-  if (!slurm::declaresAnything(g_options, *gres)) return 0;  // nothing declared: untouched
+  std::optional<std::uint64_t> gresBytes;
+  if (*gres) gresBytes = (*gres)->count;
+  if (!slurm::declaresAnything(g_options, gresBytes)) return 0;  // nothing declared: untouched
   if (!g_configError.empty()) {
     return fail(
         fmt::format("{}: tally_spank.so is misconfigured in plugstack.conf ({}); the step "
@@ -234,7 +242,7 @@ int attachStep(spank_t sp, pid_t task) {
   slurm::StepFacts facts;
   facts.jobId = job;
   facts.stepId = step;
-  facts.gresBytes = *gres;
+  facts.gresBytes = gresBytes;
   facts.user = getenvOf(sp, "SLURM_JOB_USER");
   if (facts.user.empty()) {
     uid_t uid = 0;
@@ -253,7 +261,7 @@ int attachStep(spank_t sp, pid_t task) {
 
   auto request = slurm::stepRequest(g_args, g_options, facts);
   if (!request) return fail(where + ": " + request.error().message);
-  std::string bound = describeBound(g_options, *gres, g_args.gres);
+  std::string bound = describeBound(g_options, *gres);
 
   auto client = rpc::Client::connect(g_args.socket);
   if (!client) {
@@ -354,6 +362,9 @@ TALLY_EXPORT int slurm_spank_init(spank_t sp, int ac, char** av) {
     g_args = *parsed;
   }
   spank_context_t ctx = spank_context();
+  // Said once per node, by slurmd, not on every step.
+  if (ctx == S_CTX_SLURMD)
+    for (const auto& w : slurm::gresNameWarnings(g_args.gres)) slurm_error("tally: %s", w.c_str());
   if (ctx == S_CTX_REMOTE && !g_verdict) {
     // Before slurmstepd forks the tasks: they inherit the mapping, shared.
     void* page =

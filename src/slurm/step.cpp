@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+
 #include "config/config.h"
 #include "lease/attributes.h"
 #include "lease/limits_rule.h"
@@ -46,10 +48,20 @@ Result<PluginArgs> parsePluginArgs(const std::vector<std::string>& args) {
       if (!config::validPoolName(value)) return bad("must be a pool name, 1-64 of [A-Za-z0-9_-]");
       (key == "pool" ? a.pool : a.batchPool) = std::string(value);
     } else if (key == "gres") {
-      if (value.empty() || value.size() > 64 ||
-          value.find_first_of(":,;=/() ") != std::string_view::npos)
-        return bad("must be a GRES name such as gpumem");
-      a.gres = std::string(value);
+      std::vector<std::string> names;
+      for (std::size_t at = 0; at <= value.size();) {
+        std::size_t comma = std::min(value.find(',', at), value.size());
+        std::string_view name = value.substr(at, comma - at);
+        at = comma + 1;
+        if (name.empty() || name.size() > 64 ||
+            name.find_first_of(":;=/() ") != std::string_view::npos)
+          return bad(
+              "must be GRES names separated by commas, such as tallymem or "
+              "tallymem,gpumem");
+        names.emplace_back(name);
+      }
+      if (names.empty() || names.size() > 4) return bad("must name 1 to 4 GRES");
+      a.gres = std::move(names);
     } else if (key == "timeout" || key == "queue_timeout" || key == "end_wait") {
       auto us = units::parseDurationUs(value);
       if (!us) return bad(us.error().message);
@@ -100,6 +112,31 @@ Status checkOptions(const StepOptions& o) {
     }
   }
   return Ok{};
+}
+
+std::vector<std::string> gresNameWarnings(const std::vector<std::string>& names) {
+  // Slurm's own GRES/TRES names (slurm.conf(5) GresTypes, AccountingStorageTRES).
+  constexpr std::string_view kSlurmOwn[] = {"gpu", "gpumem", "gpuutil", "mps", "shard", "nic"};
+  std::vector<std::string> said;
+  for (const auto& n : names) {
+    bool own = false;
+    for (auto o : kSlurmOwn) own = own || n == o;
+    if (own) {
+      said.push_back(fmt::format(
+          "gres={}: Slurm has its own gres/{} (since 23.02 it adds gres/gpumem and "
+          "gres/gpuutil whenever gres/gpu is accounted, filled from gpu/rsmi or gpu/nvml): sacct "
+          "would mix tally's bytes with Slurm's readings. Name tally's GRES tallymem "
+          "(GresTypes=tallymem, AccountingStorageTRES=gres/tallymem; docs/slurm.md), keeping {} "
+          "after it in gres= while jobs still ask for it",
+          n, n, n));
+    } else if (n.rfind("gpu", 0) == 0) {
+      said.push_back(fmt::format(
+          "gres={}: names starting with gpu are Slurm's GPU family (its accounting and --gpus "
+          "options treat them as GPUs); name tally's GRES tallymem",
+          n));
+    }
+  }
+  return said;
 }
 
 std::string stepName(std::uint32_t step) {

@@ -4,7 +4,7 @@
 //
 // Rules (docs/slurm.md):
 // - A step declares a GPU bound with --gpu-memory-max, else with the job's
-//   `gpumem` GRES on this node (count = bytes): one request both places and bounds.
+//   `tallymem` GRES on this node (count = bytes): one request both places and bounds.
 // - A step that declares nothing tally-related (no bound, no GRES, no
 //   --tally-pool, no --tally-attr) is not leased: the plugin adds no limit
 //   nobody asked for.
@@ -33,7 +33,10 @@ struct PluginArgs {
   // hold the job's GRES again, and one job must not fill a budget set to the
   // node's GRES count twice (the batch lease is bounded, not counted there).
   std::string batchPool = "slurm-batch";
-  std::string gres = "gpumem";                  // the count-only GRES that means GPU memory bytes
+  // The count-only GRES that means GPU memory bytes: tally's own name by
+  // default; a comma list is read in order (the first the job holds counts),
+  // so a cluster can move from an older name without a flag day.
+  std::vector<std::string> gres = {"tallymem"};
   std::uint64_t timeoutUs = 10'000'000;         // the daemon's first answer
   std::optional<std::uint64_t> queueTimeoutUs;  // absent: the daemon's queue_timeout
   std::uint64_t endWaitUs = 10'000'000;         // at step end: wait for the outcome row
@@ -41,6 +44,13 @@ struct PluginArgs {
 // Each argument is KEY=VALUE of the keys above (socket, pool, batch_pool, gres,
 // timeout, queue_timeout, end_wait); an unknown key or bad value is an error naming it.
 Result<PluginArgs> parsePluginArgs(const std::vector<std::string>& args);
+
+// What slurmd's log should say at init about the GRES names: one sentence per
+// name Slurm already means something by (its own TRES such as gres/gpumem,
+// which 23.02+ adds and fills from gpu/rsmi whenever gres/gpu is accounted)
+// or that starts with `gpu` (Slurm's GPU family: its accounting and
+// --gpus options treat such names as GPUs). Empty when all is well.
+std::vector<std::string> gresNameWarnings(const std::vector<std::string>& names);
 
 // The step's own words (srun/sbatch options), raw as Slurm hands them over.
 struct StepOptions {

@@ -1,6 +1,6 @@
 // The Slurm plugin (tally_spank.so) on a one-node Slurm 22.05 cluster inside
 // the VM: munge, slurmctld and slurmd under the guest's systemd with
-// cgroup/v2, a `gpumem` GRES of 1 GiB, the test DRM driver and the tally
+// cgroup/v2, a `tallymem` GRES of 1 GiB, the test DRM driver and the tally
 // daemon. Each srun step is a lease: bounded by its GRES, killed by tally when
 // over, recorded with its Slurm ids; a step that declared a bound never runs
 // without the daemon; a step that declared nothing is untouched; Slurm places
@@ -54,13 +54,14 @@ class VmSlurm : public ::testing::Test {
     writeFile(kConfig,
               "[daemon]\nsocket = \"" + kSocket + "\"\nstate_dir = \"" + kDir +
                   "/state\"\nsample_interval = \"200ms\"\n\n"
-                  "# The same number as the node's gpumem GRES: Slurm places, tally "
+                  "# The same number as the node's tallymem GRES: Slurm places, tally "
                   "enforces.\n[pools.slurm]\ncapacity = 8\ngpu_memory_budget = \"1GiB\"\n\n"
                   "# Batch scripts' own steps: bounded, not counted twice.\n"
                   "[pools.slurm-batch]\ncapacity = 8\n");
     std::string source = TALLY_SOURCE_DIR;
-    auto node = runProgram({source + "/vm/slurm-node.sh",
-                            "optional " + kPlugin + " socket=" + kSocket + " end_wait=20s"});
+    auto node =
+        runProgram({source + "/vm/slurm-node.sh", "optional " + kPlugin + " socket=" + kSocket +
+                                                      " end_wait=20s gres=tallymem,gpumem"});
     ASSERT_EQ(node.exitCode(), 0) << node.out << node.err;
   }
   void SetUp() override { startDaemon(); }
@@ -112,7 +113,7 @@ class VmSlurm : public ::testing::Test {
 TEST_F(VmSlurm, AStepOverItsGresIsRefusedInTheKernelAndRecordedWithItsSlurmIds) {
   std::string idFile = kDir + "/a.job";
   auto r = runProgram(
-      {"srun", "--gres=gpumem:64M", "sh", "-c",
+      {"srun", "--gres=tallymem:64M", "sh", "-c",
        "echo $SLURM_JOB_ID > " + idFile + "; exec " + kWorkload + " gpu gtt 128 1 60000"});
   std::printf("[ srun ]\n%s%s[ end ]\n", r.out.c_str(), r.err.c_str());
   EXPECT_NE(r.exitCode(), 0) << "Slurm must see the step fail";
@@ -157,7 +158,7 @@ TEST_F(VmSlurm, AStepOverItsGresIsRefusedInTheKernelAndRecordedWithItsSlurmIds) 
 
 TEST_F(VmSlurm, AStepWithinItsBoundRunsShowsItsIdsLiveAndRecordsItsGpuPeak) {
   std::string ready = kDir + "/b.ready", release = kDir + "/b.release", idFile = kDir + "/b.job";
-  auto srun = spawnProgram({"srun", "--gres=gpumem:256M", "--tally-attr=model=llama-70b",
+  auto srun = spawnProgram({"srun", "--gres=tallymem:256M", "--tally-attr=model=llama-70b",
                             "--tally-attr=team=ml", "sh", "-c",
                             "echo $SLURM_JOB_ID > " + idFile + "; exec " + kWorkload +
                                 " gpu gtt 64 1 60000 " + ready + " " + release});
@@ -229,13 +230,13 @@ TEST_F(VmSlurm, WithTheDaemonStoppedAStepThatDeclaredABoundNeverRuns) {
   for (std::string mode : {"optional", "required"}) {
     writeFile("/etc/slurm/plugstack.conf",
               mode + " " + kPlugin + " socket=" + kSocket + " end_wait=20s\n");
-    for (std::string ask : {"--gres=gpumem:64M", "--gpu-memory-max=64M"})
+    for (std::string ask : {"--gres=tallymem:64M", "--gpu-memory-max=64M"})
       refused(ask, "cannot reach the tally daemon at " + kSocket);
   }
   // A plugstack.conf typo under `optional` (Slurm ignores the plugin's
   // failure) still never lets a declared step run unbounded.
   writeFile("/etc/slurm/plugstack.conf", "optional " + kPlugin + " socket=tally.sock\n");
-  refused("--gres=gpumem:64M", "misconfigured in plugstack.conf");
+  refused("--gres=tallymem:64M", "misconfigured in plugstack.conf");
   writeFile("/etc/slurm/plugstack.conf",
             "optional " + kPlugin + " socket=" + kSocket + " end_wait=20s\n");
 }
@@ -249,15 +250,24 @@ TEST_F(VmSlurm, WithTheDaemonStoppedAStepThatDeclaredNothingRunsUntouched) {
   EXPECT_EQ(r.err.find("tally"), std::string::npos) << r.err;
 }
 
+// plugstack.conf here reads gres=tallymem,gpumem (a cluster moving off the
+// old name): slurmd says once, at its start, that gpumem is Slurm's own.
+TEST_F(VmSlurm, SlurmdSaysAtStartWhenTallysGresNameIsSlurmsOwn) {
+  std::string log = shellOut("journalctl --no-pager -o cat -u slurmd");
+  EXPECT_NE(log.find("tally: gres=gpumem: Slurm has its own gres/gpumem"), std::string::npos)
+      << log;
+  EXPECT_EQ(log.find("tally: gres=tallymem"), std::string::npos) << "tally's own name is fine";
+}
+
 TEST_F(VmSlurm, SlurmPlacesTwoJobsThatDoNotFitTogetherOneAfterTheOther) {
   std::string ready1 = kDir + "/e1.ready", release1 = kDir + "/e1.release";
   std::string ready2 = kDir + "/e2.ready", idFile1 = kDir + "/e1.job", idFile2 = kDir + "/e2.job";
-  auto first = spawnProgram({"srun", "--gres=gpumem:768M", "sh", "-c",
+  auto first = spawnProgram({"srun", "--gres=tallymem:768M", "sh", "-c",
                              "echo $SLURM_JOB_ID > " + idFile1 + "; exec " + kWorkload +
                                  " gpu gtt 512 1 60000 " + ready1 + " " + release1});
   ASSERT_TRUE(eventually([&] { return ::access(ready1.c_str(), F_OK) == 0; }, 60s))
       << readFile(first.errPath);
-  auto second = spawnProgram({"srun", "--gres=gpumem:768M", "sh", "-c",
+  auto second = spawnProgram({"srun", "--gres=tallymem:768M", "sh", "-c",
                               "echo $SLURM_JOB_ID > " + idFile2 + "; exec " + kWorkload +
                                   " gpu gtt 512 1 2000 " + ready2});
   // Slurm holds the second job for the node's GRES; its step has not started.
@@ -291,7 +301,7 @@ TEST_F(VmSlurm, ABatchScriptAndItsSrunStepAreBothBoundedAndTheGresIsCountedOnce)
   // tally's queue behind its own batch script forever.
   std::string idFile = kDir + "/f.job";
   auto r = runProgram(
-      {"sbatch", "--wait", "--gres=gpumem:768M", "--chdir=" + kDir, "--output=" + kDir + "/f.out",
+      {"sbatch", "--wait", "--gres=tallymem:768M", "--chdir=" + kDir, "--output=" + kDir + "/f.out",
        "--wrap", "echo $SLURM_JOB_ID > " + idFile + "; srun " + kWorkload + " gpu gtt 512 1 300"});
   EXPECT_EQ(r.exitCode(), 0) << r.out << r.err << readFile(kDir + "/f.out");
   std::string job = jobIdFrom(idFile);

@@ -63,6 +63,23 @@ TEST(SlurmGres, AMalformedCountOfOursIsAnErrorNeverAGuess) {
   EXPECT_EQ(count("gres:gpu:lots,gres:gpumem:1G"), GiB);
 }
 
+// Several names (a cluster moving from gpumem to tallymem): the first the list names counts.
+TEST(SlurmGres, TheFirstOfSeveralNamesCounts) {
+  auto both = firstGres("gres:tallymem:2G,gres:gpumem:1G", {"tallymem", "gpumem"});
+  ASSERT_TRUE(both) << both.error().message;
+  ASSERT_TRUE(*both);
+  EXPECT_EQ((*both)->name, "tallymem");
+  EXPECT_EQ((*both)->count, 2 * GiB);
+  auto old = firstGres("gres:gpumem:1G", {"tallymem", "gpumem"});
+  ASSERT_TRUE(old && *old);
+  EXPECT_EQ((*old)->name, "gpumem");
+  EXPECT_EQ((*old)->count, GiB);
+  auto none = firstGres("gres:gpu:2", {"tallymem", "gpumem"});
+  ASSERT_TRUE(none);
+  EXPECT_FALSE(*none);
+  EXPECT_FALSE(firstGres("gres:tallymem:lots", {"tallymem", "gpumem"})) << "never guessed";
+}
+
 TEST(SlurmGres, SlurmCountsAreBinary) {
   EXPECT_EQ(*slurmCount("1K"), 1024u);
   EXPECT_EQ(*slurmCount("1P"), 1ULL << 50);

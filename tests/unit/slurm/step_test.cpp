@@ -135,7 +135,7 @@ TEST(SlurmStep, PlugstackArgumentsAreCheckedByName) {
   ASSERT_TRUE(a) << a.error().message;
   EXPECT_EQ(a->socket, "/run/t/t.sock");
   EXPECT_EQ(a->pool, "gpu");
-  EXPECT_EQ(a->gres, "vram");
+  EXPECT_EQ(a->gres, std::vector<std::string>{"vram"});
   EXPECT_EQ(a->timeoutUs, 2'000'000u);
   EXPECT_EQ(a->queueTimeoutUs, 600'000'000u);
   EXPECT_EQ(a->endWaitUs, 500'000u);
@@ -146,17 +146,37 @@ TEST(SlurmStep, PlugstackArgumentsAreCheckedByName) {
   ASSERT_TRUE(d);
   EXPECT_EQ(d->socket, "/run/tally/tally.sock");
   EXPECT_EQ(d->pool, "slurm");
-  EXPECT_EQ(d->gres, "gpumem");
+  EXPECT_EQ(d->gres, std::vector<std::string>{"tallymem"}) << "a name of tally's own";
+  auto moving = parsePluginArgs({"gres=tallymem,gpumem"});
+  ASSERT_TRUE(moving) << moving.error().message;
+  EXPECT_EQ(moving->gres, (std::vector<std::string>{"tallymem", "gpumem"}));
   EXPECT_EQ(d->batchPool, "slurm-batch");
   EXPECT_EQ(d->queueTimeoutUs, std::nullopt) << "absent: the daemon's own queue_timeout";
-  for (auto [arg, says] : {std::pair{"sock=/x", "unknown"}, std::pair{"socket=rel", "absolute"},
-                           std::pair{"timeout=0", "more than 0"}, std::pair{"pool=", "pool name"},
-                           std::pair{"gres=gpu:2", "GRES name"}, std::pair{"verbose", "KEY=VALUE"},
-                           std::pair{"timeout=soon", "timeout"}}) {
+  for (auto [arg, says] :
+       {std::pair{"sock=/x", "unknown"}, std::pair{"socket=rel", "absolute"},
+        std::pair{"timeout=0", "more than 0"}, std::pair{"pool=", "pool name"},
+        std::pair{"gres=gpu:2", "GRES names"}, std::pair{"gres=a,,b", "GRES names"},
+        std::pair{"gres=", "GRES names"}, std::pair{"gres=a,b,c,d,e", "1 to 4"},
+        std::pair{"verbose", "KEY=VALUE"}, std::pair{"timeout=soon", "timeout"}}) {
     auto r = parsePluginArgs({arg});
     ASSERT_FALSE(r) << arg;
     EXPECT_NE(r.error().message.find(says), std::string::npos) << r.error().message;
   }
+}
+
+// slurmd says at init when tally's GRES name is one Slurm means something by.
+TEST(SlurmStep, AGresNameSlurmOwnsIsWarnedAbout) {
+  EXPECT_TRUE(gresNameWarnings({"tallymem"}).empty());
+  EXPECT_TRUE(gresNameWarnings({"vram"}).empty());
+  auto own = gresNameWarnings({"tallymem", "gpumem"});
+  ASSERT_EQ(own.size(), 1u);
+  EXPECT_EQ(own[0].rfind("gres=gpumem: Slurm has its own gres/gpumem", 0), 0u) << own[0];
+  EXPECT_NE(own[0].find("AccountingStorageTRES=gres/tallymem"), std::string::npos) << own[0];
+  auto family = gresNameWarnings({"gpu_bytes"});
+  ASSERT_EQ(family.size(), 1u);
+  EXPECT_NE(family[0].find("names starting with gpu are Slurm's GPU family"), std::string::npos)
+      << family[0];
+  EXPECT_EQ(gresNameWarnings({"gpu", "shard", "mps"}).size(), 3u);
 }
 
 TEST(SlurmStep, TheLeaseIsTheStepsUserCgroupNeverSlurmstepd) {
