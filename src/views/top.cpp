@@ -117,6 +117,8 @@ std::string compactAgainst(const json& used, const json& limit) {
   return s;
 }
 
+constexpr const char* kRefusedHeader = "REFUSED";
+
 struct SeatColumn {
   const char* header;
   std::size_t width;  // 0: the rest of the line
@@ -158,8 +160,9 @@ const std::vector<SeatColumn>& seatColumns() {
          return fresh ? compact(get(get(get(get(s, "gpu"), "regions"), "vram"), "current_bytes"))
                       : "-";
        }},
-      // Allocations the kernel refused at the bound ("-": no in-kernel charge here).
-      {"REFUSED", 7, 4, true,
+      // Allocations the kernel refused at the bound: a column only where some
+      // lease is charged in the kernel ("-" for one that is not).
+      {kRefusedHeader, 7, 4, true,
        [](const json& s, bool) {
          const json& n = get(get(s, "gpu"), "allocations_refused");
          return count(n) ? std::to_string(*count(n)) : std::string("-");
@@ -176,9 +179,10 @@ const std::vector<SeatColumn>& seatColumns() {
 }
 
 // The columns that fit `width`: the least important go first, the rest line up.
-std::vector<const SeatColumn*> fittingColumns(std::size_t width) {
+std::vector<const SeatColumn*> fittingColumns(std::size_t width, bool kernelCharged) {
   std::vector<const SeatColumn*> shown;
-  for (const auto& c : seatColumns()) shown.push_back(&c);
+  for (const auto& c : seatColumns())
+    if (kernelCharged || c.header != kRefusedHeader) shown.push_back(&c);
   auto fixed = [&] {
     std::size_t w = 0;
     for (const auto* c : shown) w += c->width + 1;
@@ -250,7 +254,11 @@ std::vector<std::string> seatTable(const json& seats, std::size_t width) {
 }
 
 std::vector<std::string> seatTable(const json& seats, const ViewOptions& o) {
-  auto columns = fittingColumns(o.width);
+  bool kernelCharged = false;
+  if (seats.is_array())
+    for (const auto& s : seats)
+      kernelCharged = kernelCharged || get(get(s, "gpu"), "allocations_refused").is_number();
+  auto columns = fittingColumns(o.width, kernelCharged);
   std::vector<std::string> lines;
   std::string header;
   for (const auto* c : columns) {
