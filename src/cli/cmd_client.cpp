@@ -511,7 +511,10 @@ int runClientCommand(const ClientCommands& c, const ClientOptions& o) {
     }
     std::optional<rpc::Message> m = std::move(waited->reply);
     if (!m->ok) {
-      fmt::print(stderr, "tally attach: {} ({})\n", m->error.message, m->error.code);
+      std::string hint;
+      if (d.noWait && m->error.message.rfind(rpc::api::kCannotBeGrantedNow, 0) == 0)
+        hint = ". Retry when that frees, or pass --wait (or --queue-timeout) to queue for it";
+      fmt::print(stderr, "tally attach: {}{} ({})\n", m->error.message, hint, m->error.code);
       return m->error.code == rpc::code::kBadRequest || m->error.code == rpc::code::kInvalidParams
                  ? kExitUsage
                  : kExitRefused;

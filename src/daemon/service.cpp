@@ -239,10 +239,9 @@ Service::Admission Service::admit(std::uint64_t conn, const Peer& peer, const js
       auto wait = book_.waitOf(arrival, headroom());
       std::string why = wait ? rpc::api::waitWords(LeaseEvents::queuedEvent(*wait)) : "it waits";
       book_.forget(arrival);  // leaves the queue as if it never came
-      return {Denial{code::kRefused,
-                     fmt::format("it cannot be granted now: {}. Retry when that frees, or pass "
-                                 "--wait (or --queue-timeout) to queue for it",
-                                 why)},
+      // What to do next is the client's to say: `tally attach` can --wait, a
+      // Slurm step cannot (Slurm placed it; it is refused and Slurm reports it).
+      return {Denial{code::kRefused, fmt::format("{}{}", rpc::api::kCannotBeGrantedNow, why)},
               true};
     }
     if (const Lease* waiting = book_.find(arrival)) events_.queued(*waiting);

@@ -107,6 +107,8 @@ Queued decodeQueued(const json& event);
 std::string describe(const Queued& q);
 // What it waits for, without its place: "pool gpu's capacity: 4 of 4 held".
 std::string waitWords(const Queued& q);
+// How a refusal of a request that must not wait (no_wait) begins; the rest is waitWords.
+inline constexpr const char* kCannotBeGrantedNow = "it cannot be granted now: ";
 
 // Event "lease": a lease's lifecycle, one per ledger row (queued, granted,
 // started, adopted, readopted, released, outcome, lost, withdrawn).

@@ -92,15 +92,16 @@ int optAttr(int, const char* arg, int) { return g_options.attrs.emplace_back(arg
 
 struct spank_option g_table[] = {
     {const_cast<char*>("gpu-memory-max"), const_cast<char*>("SIZE"),
-     const_cast<char*>("tally: kill the step when its GPU memory (GTT + VRAM, DRM fdinfo) stays "
-                       "over SIZE (default: the job's gpumem GRES on the node)"),
+     const_cast<char*>("tally: cap the step's GPU memory (GTT + VRAM) at SIZE, below the job's "
+                       "tallymem GRES (default: the GRES on the node)"),
      1, 0, optGpuMax},
     {const_cast<char*>("gpu-memory-high"), const_cast<char*>("SIZE"),
      const_cast<char*>("tally: report (never kill) when the step's GPU memory is over SIZE"), 1, 0,
      optGpuHigh},
     {const_cast<char*>("tally-pool"), const_cast<char*>("NAME"),
-     const_cast<char*>("tally: the pool the step's lease joins (default: the plugin's pool=)"), 1,
-     0, optPool},
+     const_cast<char*>("tally: the pool the step's lease joins (the plugin's pool= or one of its "
+                       "allowed_pools=)"),
+     1, 0, optPool},
     {const_cast<char*>("tally-attr"), const_cast<char*>("KEY=VALUE"),
      const_cast<char*>("tally: a label on the step's lease (repeatable)"), 1, 0, optAttr},
 };
@@ -191,9 +192,13 @@ void refuseTask(pid_t task, const std::string& why) {
 
 std::string describeBound(const slurm::StepOptions& o,
                           const std::optional<slurm::GresFound>& gres) {
+  std::string g = gres && gres->count
+                      ? fmt::format("--gres={}:{}", gres->name, units::humanBytes(gres->count))
+                      : "";
+  if (o.gpuMemoryMax && !g.empty())
+    return fmt::format("{} --gpu-memory-max={}", g, *o.gpuMemoryMax);
   if (o.gpuMemoryMax) return fmt::format("--gpu-memory-max={}", *o.gpuMemoryMax);
-  if (gres && gres->count)
-    return fmt::format("--gres={}:{}", gres->name, units::humanBytes(gres->count));
+  if (!g.empty()) return g;
   return "tally options";
 }
 
@@ -219,9 +224,8 @@ int attachStep(spank_t sp, pid_t task) {
   };
   if (auto s = slurm::checkOptions(g_options); !s) return fail(where + ": " + s.error().message);
 
-  // --gpu-memory-max wins over the GRES: then slurmctld need not be asked.
-  auto gres = g_options.gpuMemoryMax ? GresOnNode(std::optional<slurm::GresFound>{})
-                                     : gresOnNode(job, step, nodeId, g_args.gres);
+  // The GRES is asked for even with --gpu-memory-max: the flag only caps it.
+  auto gres = gresOnNode(job, step, nodeId, g_args.gres);
   if (!gres) {
     // Unknown is not "none": a step that may have asked for GPU memory is not run unbounded.
     return fail(
@@ -260,7 +264,8 @@ int attachStep(spank_t sp, pid_t task) {
   facts.cgroup = *cg;
 
   auto request = slurm::stepRequest(g_args, g_options, facts);
-  if (!request) return fail(where + ": " + request.error().message);
+  if (!request)
+    return fail(fmt::format("{}: {}; the step does not start", where, request.error().message));
   std::string bound = describeBound(g_options, *gres);
 
   auto client = rpc::Client::connect(g_args.socket);
@@ -363,8 +368,13 @@ TALLY_EXPORT int slurm_spank_init(spank_t sp, int ac, char** av) {
   }
   spank_context_t ctx = spank_context();
   // Said once per node, by slurmd, not on every step.
-  if (ctx == S_CTX_SLURMD)
+  if (ctx == S_CTX_SLURMD) {
     for (const auto& w : slurm::gresNameWarnings(g_args.gres)) slurm_error("tally: %s", w.c_str());
+    if (g_args.queueTimeoutUs)
+      slurm_info(
+          "tally: queue_timeout= in plugstack.conf is ignored: a step is granted at once "
+          "or refused, never queued behind tally (Slurm has placed it)");
+  }
   if (ctx == S_CTX_REMOTE && !g_verdict) {
     // Before slurmstepd forks the tasks: they inherit the mapping, shared.
     void* page =

@@ -32,10 +32,11 @@ Result<PluginArgs> parsePluginArgs(const std::vector<std::string>& args) {
   for (const auto& arg : args) {
     auto eq = arg.find('=');
     if (eq == std::string::npos) {
-      return Error{EINVAL,
-                   fmt::format("plugstack.conf argument '{}' is not KEY=VALUE (keys: socket, "
-                               "pool, batch_pool, gres, timeout, queue_timeout, end_wait)",
-                               text::truncateUtf8(arg, 64))};
+      return Error{
+          EINVAL,
+          fmt::format("plugstack.conf argument '{}' is not KEY=VALUE (keys: socket, "
+                      "pool, batch_pool, allowed_pools, gres, timeout, queue_timeout, end_wait)",
+                      text::truncateUtf8(arg, 64))};
     }
     std::string_view key(arg.data(), eq), value(arg.data() + eq + 1, arg.size() - eq - 1);
     auto bad = [&](const std::string& why) {
@@ -47,6 +48,16 @@ Result<PluginArgs> parsePluginArgs(const std::vector<std::string>& args) {
     } else if (key == "pool" || key == "batch_pool") {
       if (!config::validPoolName(value)) return bad("must be a pool name, 1-64 of [A-Za-z0-9_-]");
       (key == "pool" ? a.pool : a.batchPool) = std::string(value);
+    } else if (key == "allowed_pools") {
+      a.allowedPools.clear();
+      for (std::size_t at = 0; at <= value.size();) {
+        std::size_t comma = std::min(value.find(',', at), value.size());
+        std::string_view name = value.substr(at, comma - at);
+        at = comma + 1;
+        if (!config::validPoolName(name))
+          return bad("must be pool names separated by commas, each 1-64 of [A-Za-z0-9_-]");
+        a.allowedPools.emplace_back(name);
+      }
     } else if (key == "gres") {
       std::vector<std::string> names;
       for (std::size_t at = 0; at <= value.size();) {
@@ -75,7 +86,8 @@ Result<PluginArgs> parsePluginArgs(const std::vector<std::string>& args) {
       }
     } else {
       return bad(
-          "unknown (keys: socket, pool, batch_pool, gres, timeout, queue_timeout, end_wait)");
+          "unknown (keys: socket, pool, batch_pool, allowed_pools, gres, timeout, "
+          "queue_timeout, end_wait)");
     }
   }
   return a;
@@ -158,13 +170,33 @@ Result<rpc::api::Attach> stepRequest(const PluginArgs& args, const StepOptions& 
                                      const StepFacts& f) {
   rpc::api::Attach req;
   rpc::api::Declared& d = req.declared;
+  if (o.pool && *o.pool != args.pool &&
+      std::find(args.allowedPools.begin(), args.allowedPools.end(), *o.pool) ==
+          args.allowedPools.end()) {
+    std::string allowed = args.pool;
+    for (const auto& p : args.allowedPools) allowed += ", " + p;
+    return optionError("tally-pool", *o.pool,
+                       Error{EPERM, fmt::format("not a pool steps may join on this node ({}: "
+                                                "plugstack.conf's pool= and allowed_pools=)",
+                                                allowed)});
+  }
   d.pools = {o.pool ? *o.pool : f.stepId == kBatchStep ? args.batchPool : args.pool};
   d.name = leaseName(f.jobId, f.stepId);
+  const bool gres = f.gresBytes && *f.gresBytes > 0;
   if (o.gpuMemoryMax) {
     auto n = units::parseSize(*o.gpuMemoryMax);
     if (!n) return optionError("gpu-memory-max", *o.gpuMemoryMax, n.error());
-    d.gpuMemoryMax = *n;
-  } else if (f.gresBytes && *f.gresBytes > 0) {
+    // Slurm placed the job by its GRES; the flag can only ask for less.
+    if (!gres) {
+      return optionError(
+          "gpu-memory-max", *o.gpuMemoryMax,
+          Error{EINVAL, fmt::format("the job holds no {} GRES on this node, and Slurm places GPU "
+                                    "memory by that GRES: --gpu-memory-max only caps what it "
+                                    "gives. Ask for it: --gres={}:{}",
+                                    args.gres.front(), args.gres.front(), *o.gpuMemoryMax)});
+    }
+    d.gpuMemoryMax = std::min(*n, *f.gresBytes);
+  } else if (gres) {
     d.gpuMemoryMax = *f.gresBytes;
   }
   if (o.gpuMemoryHigh) {
@@ -172,7 +204,9 @@ Result<rpc::api::Attach> stepRequest(const PluginArgs& args, const StepOptions& 
     if (!n) return optionError("gpu-memory-high", *o.gpuMemoryHigh, n.error());
     d.gpuMemoryHigh = *n;
   }
-  d.timeoutUs = args.queueTimeoutUs;
+  // Slurm has placed the step and slurmstepd waits on this answer: granted
+  // now or refused with the daemon's reason, never queued.
+  d.noWait = true;
   for (const auto& a : o.attrs) {
     auto kv = lease::parseAttribute(a);
     if (!kv) return optionError("tally-attr", a, kv.error());

@@ -3,8 +3,12 @@
 // is a unit test.
 //
 // Rules (docs/slurm.md):
-// - A step declares a GPU bound with --gpu-memory-max, else with the job's
-//   `tallymem` GRES on this node (count = bytes): one request both places and bounds.
+// - Placement is Slurm's: a step's GPU bound is the job's `tallymem` GRES on
+//   this node (count = bytes; one request both places and bounds);
+//   --gpu-memory-max only caps it (the smaller counts) and without a GRES is
+//   refused; --tally-pool reaches only the pools plugstack.conf allows; a
+//   step is granted now or refused with the daemon's reason, never queued
+//   behind tally while slurmstepd waits (Slurm has placed it already).
 // - A step that declares nothing tally-related (no bound, no GRES, no
 //   --tally-pool, no --tally-attr) is not leased: the plugin adds no limit
 //   nobody asked for.
@@ -37,12 +41,17 @@ struct PluginArgs {
   // default; a comma list is read in order (the first the job holds counts),
   // so a cluster can move from an older name without a flag day.
   std::vector<std::string> gres = {"tallymem"};
-  std::uint64_t timeoutUs = 10'000'000;         // the daemon's first answer
-  std::optional<std::uint64_t> queueTimeoutUs;  // absent: the daemon's queue_timeout
-  std::uint64_t endWaitUs = 10'000'000;         // at step end: wait for the outcome row
+  std::uint64_t timeoutUs = 10'000'000;  // the daemon's first answer
+  // Pools a step may name with --tally-pool besides `pool` (allowed_pools=a,b).
+  std::vector<std::string> allowedPools;
+  // queue_timeout= is still read (a plugstack line written for an older
+  // plugin must not stop every step) but a step never waits: it is ignored.
+  std::optional<std::uint64_t> queueTimeoutUs;
+  std::uint64_t endWaitUs = 10'000'000;  // at step end: wait for the outcome row
 };
-// Each argument is KEY=VALUE of the keys above (socket, pool, batch_pool, gres,
-// timeout, queue_timeout, end_wait); an unknown key or bad value is an error naming it.
+// Each argument is KEY=VALUE of the keys above (socket, pool, batch_pool,
+// allowed_pools, gres, timeout, queue_timeout, end_wait); an unknown key or
+// bad value is an error naming it.
 Result<PluginArgs> parsePluginArgs(const std::vector<std::string>& args);
 
 // What slurmd's log should say at init about the GRES names: one sentence per

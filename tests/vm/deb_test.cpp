@@ -150,7 +150,7 @@ TEST_F(VmDeb, SlurmFindsThePluginByNameInItsPluginDir) {
   EXPECT_NE(help.out.find("--gpu-memory-max=SIZE   tally:"), std::string::npos) << help.out;
   // The packaged daemon answers the step (its config has no `slurm` pool, so
   // the step is refused by name: the plugin reached the daemon, and fails closed).
-  auto step = sh("srun --gpu-memory-max=64M true");
+  auto step = sh("srun --gres=tallymem:64M true");
   EXPECT_EQ(step.exitCode(), 1);
   EXPECT_NE(step.err.find("the tally daemon refused the lease: no pool 'slurm' (configured: gpu, "
                           "batch)"),

@@ -230,8 +230,9 @@ TEST_F(VmSlurm, WithTheDaemonStoppedAStepThatDeclaredABoundNeverRuns) {
   for (std::string mode : {"optional", "required"}) {
     writeFile("/etc/slurm/plugstack.conf",
               mode + " " + kPlugin + " socket=" + kSocket + " end_wait=20s\n");
-    for (std::string ask : {"--gres=tallymem:64M", "--gpu-memory-max=64M"})
-      refused(ask, "cannot reach the tally daemon at " + kSocket);
+    refused("--gres=tallymem:64M", "cannot reach the tally daemon at " + kSocket);
+    // The flag alone never bounds a step: Slurm places by the GRES.
+    refused("--gpu-memory-max=64M", "the job holds no tallymem GRES on this node");
   }
   // A plugstack.conf typo under `optional` (Slurm ignores the plugin's
   // failure) still never lets a declared step run unbounded.
@@ -239,6 +240,36 @@ TEST_F(VmSlurm, WithTheDaemonStoppedAStepThatDeclaredABoundNeverRuns) {
   refused("--gres=tallymem:64M", "misconfigured in plugstack.conf");
   writeFile("/etc/slurm/plugstack.conf",
             "optional " + kPlugin + " socket=" + kSocket + " end_wait=20s\n");
+}
+
+// Placement is Slurm's: --gpu-memory-max caps the GRES (never raises it or
+// stands without one) and --tally-pool names only the pools plugstack.conf allows.
+TEST_F(VmSlurm, TheFlagOnlyCapsTheGresAndPoolsAreTheOperators) {
+  auto boundOf = [&](std::vector<std::string> args) {
+    std::string idFile = kDir + "/cap.job";
+    ::unlink(idFile.c_str());
+    args.insert(args.begin(), "srun");
+    args.insert(args.end(), {"sh", "-c", "echo $SLURM_JOB_ID > " + idFile});
+    auto r = runProgram(args);
+    EXPECT_EQ(r.exitCode(), 0) << r.err;
+    json end = terminal(rowsNamed("slurm-" + jobIdFrom(idFile) + ".0"));
+    EXPECT_TRUE(end.is_object()) << r.err;
+    return end.is_object() ? end["body"]["declared"].value("gpu_memory_max", json()) : json();
+  };
+  EXPECT_EQ(boundOf({"--gres=tallymem:64M", "--gpu-memory-max=32M"}), 32 * kMiB);
+  EXPECT_EQ(boundOf({"--gres=tallymem:64M", "--gpu-memory-max=96M"}), 64 * kMiB)
+      << "the GRES caps the flag";
+  auto alone = runProgram({"srun", "--gpu-memory-max=96M", "true"});
+  EXPECT_NE(alone.exitCode(), 0);
+  EXPECT_NE(alone.err.find("--gpu-memory-max=96M: the job holds no tallymem GRES on this node"),
+            std::string::npos)
+      << alone.err;
+  EXPECT_NE(alone.err.find("Ask for it: --gres=tallymem:96M"), std::string::npos) << alone.err;
+  auto pool = runProgram({"srun", "--gres=tallymem:64M", "--tally-pool=slurm-batch", "true"});
+  EXPECT_NE(pool.exitCode(), 0);
+  EXPECT_NE(pool.err.find("--tally-pool=slurm-batch: not a pool steps may join on this node"),
+            std::string::npos)
+      << pool.err;
 }
 
 TEST_F(VmSlurm, WithTheDaemonStoppedAStepThatDeclaredNothingRunsUntouched) {

@@ -42,7 +42,7 @@ TEST(SlurmStep, TheGresBoundsTheStepWhenNoFlagDoes) {
   EXPECT_EQ(back->target.cgroup, f.cgroup);
 }
 
-TEST(SlurmStep, TheFlagWinsOverTheGresAndOptionsCarryThrough) {
+TEST(SlurmStep, TheFlagCapsTheGresAndOptionsCarryThrough) {
   StepFacts f = facts();
   f.gresBytes = 64 * MiB;
   f.stepId = kBatchStep;
@@ -52,14 +52,16 @@ TEST(SlurmStep, TheFlagWinsOverTheGresAndOptionsCarryThrough) {
   o.pool = "big";
   o.attrs = {"model=qwen3-32b", "team=ml"};
   PluginArgs a;
+  a.allowedPools = {"big"};
   a.queueTimeoutUs = 5'000'000;
   ASSERT_TRUE(checkOptions(o));
   auto r = stepRequest(a, o, f);
   ASSERT_TRUE(r) << r.error().message;
-  EXPECT_EQ(r->declared.gpuMemoryMax, 48 * MiB);
+  EXPECT_EQ(r->declared.gpuMemoryMax, 48 * MiB) << "under the GRES: the flag counts";
   EXPECT_EQ(r->declared.gpuMemoryHigh, 32 * MiB);
   EXPECT_EQ(r->declared.pools, std::vector<std::string>{"big"});
-  EXPECT_EQ(r->declared.timeoutUs, 5'000'000u);
+  EXPECT_TRUE(r->declared.noWait) << "Slurm placed it: granted now or refused, never queued";
+  EXPECT_EQ(r->declared.timeoutUs, std::nullopt) << "queue_timeout= is ignored";
   EXPECT_EQ(r->declared.name, "slurm-42.batch");
   EXPECT_EQ(r->declared.attributes.at("slurm_step_id"), "batch");
   EXPECT_EQ(r->declared.attributes.at("model"), "qwen3-32b");
@@ -81,6 +83,44 @@ TEST(SlurmStep, ABatchScriptsOwnStepIsBoundedButNotCountedInTheStepsBudget) {
   ASSERT_TRUE(step);
   EXPECT_EQ(step->declared.pools, std::vector<std::string>{"slurm"});
   EXPECT_EQ(step->declared.gpuMemoryMax, 768 * MiB);
+}
+
+// Placement is Slurm's: the flag never takes more than the GRES gives, nor
+// anything without one, and a pool is one the operator allowed.
+TEST(SlurmStep, TheFlagNeverOverrulesPlacementNorThePoolTheOperator) {
+  StepFacts f = facts();
+  f.gresBytes = 64 * MiB;
+  StepOptions above;
+  above.gpuMemoryMax = "96M";
+  auto capped = stepRequest(PluginArgs{}, above, f);
+  ASSERT_TRUE(capped) << capped.error().message;
+  EXPECT_EQ(capped->declared.gpuMemoryMax, 64 * MiB) << "the GRES caps the flag";
+  f.gresBytes = std::nullopt;
+  auto alone = stepRequest(PluginArgs{}, above, f);
+  ASSERT_FALSE(alone);
+  EXPECT_EQ(alone.error().message,
+            "--gpu-memory-max=96M: the job holds no tallymem GRES on this node, and Slurm places "
+            "GPU memory by that GRES: --gpu-memory-max only caps what it gives. Ask for it: "
+            "--gres=tallymem:96M");
+  f.gresBytes = 0u;
+  EXPECT_FALSE(stepRequest(PluginArgs{}, above, f)) << "a GRES of 0 gives nothing to cap";
+  f.gresBytes = 64 * MiB;
+  StepOptions pool;
+  pool.pool = "batch";
+  auto refused = stepRequest(PluginArgs{}, pool, f);
+  ASSERT_FALSE(refused);
+  EXPECT_EQ(refused.error().message,
+            "--tally-pool=batch: not a pool steps may join on this node (slurm: plugstack.conf's "
+            "pool= and allowed_pools=)");
+  pool.pool = "slurm";
+  EXPECT_TRUE(stepRequest(PluginArgs{}, pool, f)) << "the plugin's own pool by name";
+  auto args = parsePluginArgs({"allowed_pools=batch,big"});
+  ASSERT_TRUE(args) << args.error().message;
+  EXPECT_EQ(args->allowedPools, (std::vector<std::string>{"batch", "big"}));
+  pool.pool = "batch";
+  EXPECT_TRUE(stepRequest(*args, pool, f));
+  EXPECT_FALSE(parsePluginArgs({"allowed_pools=a,,b"}));
+  EXPECT_FALSE(parsePluginArgs({"allowed_pools=a b"}));
 }
 
 TEST(SlurmStep, OnlyAStepThatDeclaredSomethingIsLeased) {
