@@ -31,6 +31,8 @@ cmake --preset release >/dev/null
 cmake --build --preset release -j "$jobs" --target tally_installable tally_vm_tests tally_live_daemon_tests \
   tally_bench tally_bench_synth tally_daemon_load
 
+# Its -g1 (CMakePresets.json) is the line tables and function names an ASan
+# report needs, in less compile time than full debug info.
 step "build: asan + ubsan (the unit, cli and live suites)"
 cmake --preset asan >/dev/null
 cmake --build --preset asan -j "$jobs" --target tally_unit_tests tally_cli_tests tally_live_tests \
