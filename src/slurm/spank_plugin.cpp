@@ -28,6 +28,7 @@
 // Slurm's own plugins: the plugin links no Slurm library of its own.
 #include <fcntl.h>
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <pwd.h>
 #include <signal.h>
 #include <sys/mman.h>
@@ -202,12 +203,6 @@ std::string describeBound(const slurm::StepOptions& o,
   return "tally options";
 }
 
-std::string joined(const std::vector<std::string>& names) {
-  std::string s;
-  for (const auto& n : names) s += (s.empty() ? "" : ",") + n;
-  return s;
-}
-
 // The first task: lease the step, or make sure it never runs.
 int attachStep(spank_t sp, pid_t task) {
   std::uint32_t job = 0, step = 0, nodeId = 0;
@@ -231,7 +226,7 @@ int attachStep(spank_t sp, pid_t task) {
     return fail(
         fmt::format("{}: cannot tell whether it asked for GRES {}: {}; the step does not "
                     "start",
-                    where, joined(g_args.gres), gres.error().message));
+                    where, fmt::join(g_args.gres, ","), gres.error().message));
   }
   std::optional<std::uint64_t> gresBytes;
   if (*gres) gresBytes = (*gres)->count;

@@ -1,6 +1,7 @@
 #include "slurm/step.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
 
@@ -24,6 +25,17 @@ Error optionError(std::string_view option, std::string_view value, const Error& 
 // Our own attributes: the step's Slurm ids, set by the plugin, never by the user.
 constexpr std::string_view kSlurmKeys[] = {"slurm_job_id", "slurm_step_id", "slurm_user",
                                            "slurm_partition"};
+
+// "a,b,c" -> {"a", "b", "c"}; an empty item stays (the caller refuses it).
+std::vector<std::string_view> commaList(std::string_view value) {
+  std::vector<std::string_view> items;
+  for (std::size_t at = 0; at <= value.size();) {
+    std::size_t comma = std::min(value.find(',', at), value.size());
+    items.push_back(value.substr(at, comma - at));
+    at = comma + 1;
+  }
+  return items;
+}
 
 }  // namespace
 
@@ -50,20 +62,14 @@ Result<PluginArgs> parsePluginArgs(const std::vector<std::string>& args) {
       (key == "pool" ? a.pool : a.batchPool) = std::string(value);
     } else if (key == "allowed_pools") {
       a.allowedPools.clear();
-      for (std::size_t at = 0; at <= value.size();) {
-        std::size_t comma = std::min(value.find(',', at), value.size());
-        std::string_view name = value.substr(at, comma - at);
-        at = comma + 1;
+      for (std::string_view name : commaList(value)) {
         if (!config::validPoolName(name))
           return bad("must be pool names separated by commas, each 1-64 of [A-Za-z0-9_-]");
         a.allowedPools.emplace_back(name);
       }
     } else if (key == "gres") {
       std::vector<std::string> names;
-      for (std::size_t at = 0; at <= value.size();) {
-        std::size_t comma = std::min(value.find(',', at), value.size());
-        std::string_view name = value.substr(at, comma - at);
-        at = comma + 1;
+      for (std::string_view name : commaList(value)) {
         if (name.empty() || name.size() > 64 ||
             name.find_first_of(":;=/() ") != std::string_view::npos)
           return bad(
@@ -131,9 +137,7 @@ std::vector<std::string> gresNameWarnings(const std::vector<std::string>& names)
   constexpr std::string_view kSlurmOwn[] = {"gpu", "gpumem", "gpuutil", "mps", "shard", "nic"};
   std::vector<std::string> said;
   for (const auto& n : names) {
-    bool own = false;
-    for (auto o : kSlurmOwn) own = own || n == o;
-    if (own) {
+    if (std::find(std::begin(kSlurmOwn), std::end(kSlurmOwn), n) != std::end(kSlurmOwn)) {
       said.push_back(fmt::format(
           "gres={}: Slurm has its own gres/{} (since 23.02 it adds gres/gpumem and "
           "gres/gpuutil whenever gres/gpu is accounted, filled from gpu/rsmi or gpu/nvml): sacct "
@@ -173,12 +177,12 @@ Result<rpc::api::Attach> stepRequest(const PluginArgs& args, const StepOptions& 
   if (o.pool && *o.pool != args.pool &&
       std::find(args.allowedPools.begin(), args.allowedPools.end(), *o.pool) ==
           args.allowedPools.end()) {
-    std::string allowed = args.pool;
-    for (const auto& p : args.allowedPools) allowed += ", " + p;
+    std::vector<std::string> allowed{args.pool};
+    allowed.insert(allowed.end(), args.allowedPools.begin(), args.allowedPools.end());
     return optionError("tally-pool", *o.pool,
                        Error{EPERM, fmt::format("not a pool steps may join on this node ({}: "
                                                 "plugstack.conf's pool= and allowed_pools=)",
-                                                allowed)});
+                                                fmt::join(allowed, ", "))});
   }
   d.pools = {o.pool ? *o.pool : f.stepId == kBatchStep ? args.batchPool : args.pool};
   d.name = leaseName(f.jobId, f.stepId);
