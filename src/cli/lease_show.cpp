@@ -157,11 +157,11 @@ std::vector<std::string> leaseShowLines(const json& r) {
         bytesOrDash(g.value("peak_bytes", json())), g.value("source", std::string("drm-fdinfo")));
     // Where the kernel charges the lease: fdinfo beside it, and what it refused.
     if (g.contains("allocations_refused"))
-      line += fmt::format("; fdinfo {}; {} allocation{} refused ({})",
-                          bytesOrDash(g.value("fdinfo_bytes", json())),
-                          g.value("allocations_refused", std::uint64_t{0}),
-                          g.value("allocations_refused", std::uint64_t{0}) == 1 ? "" : "s",
-                          bytesOrDash(g.value("refused_bytes", json())));
+      line +=
+          fmt::format("; fdinfo {}; {} refused ({})", bytesOrDash(g.value("fdinfo_bytes", json())),
+                      text::counted(g.value("allocations_refused", std::uint64_t{0}), "allocation",
+                                    "allocations"),
+                      bytesOrDash(g.value("refused_bytes", json())));
     out.push_back(line);
   }
   if (outcome) {
