@@ -26,10 +26,13 @@ scripts/format.sh
 # the VM suite and the plain live daemon tests run; the unit and CLI tests run
 # under ASan + UBSan below. One optimised build serves all three (a separate
 # -O0 build for the VM cost CI six minutes and tested a binary nobody ships).
-step "build: release, what ships and what the VM suite runs (warnings are errors)"
-cmake --preset release >/dev/null
+# The SPANK plugin is built against every Slurm release sites run (Debian 12's
+# 22.05 installed here, Debian 13's 24.11 and sid's 26.05 fetched by
+# scripts/slurm-headers.sh): SPANK loads only a plugin of its own major.minor.
+step "build: release, what ships and what the VM suite runs, the plugin for each Slurm (warnings are errors)"
+cmake --preset release -DTALLY_SLURM_HEADERS="$(scripts/slurm-headers.sh)" >/dev/null
 cmake --build --preset release -j "$jobs" --target tally_installable tally_vm_tests tally_live_daemon_tests \
-  tally_bench tally_bench_synth tally_daemon_load
+  tally_bench tally_bench_synth tally_daemon_load tally_spank_all
 
 # Its -g1 (CMakePresets.json) is the line tables and function names an ASan
 # report needs, in less compile time than full debug info.

@@ -134,6 +134,34 @@ std::string getenvOf(spank_t sp, const char* name) {
   return std::string(buf.data());
 }
 
+// The two controller calls, as each Slurm release spells them: 25.11 names a
+// step by slurm_step_id_t in slurm_get_job_steps, 26.05 in slurm_load_job
+// too (its C header picks either form with _Generic, which C++ lacks).
+// slurm_get_errno() is gone since 24.11: Slurm's API sets errno.
+int loadStep(std::uint32_t job, std::uint32_t step, job_step_info_response_msg_t** steps) {
+#if SLURM_VERSION_NUMBER >= SLURM_VERSION_NUM(25, 11, 0)
+  slurm_step_id_t id{};
+  id.job_id = job;
+  id.step_het_comp = NO_VAL;
+  id.step_id = step;
+  return slurm_get_job_steps(&id, steps, SHOW_ALL);
+#else
+  return slurm_get_job_steps(0, job, step, steps, SHOW_ALL);
+#endif
+}
+
+int loadJob(std::uint32_t job, job_info_msg_t** jobs) {
+#if SLURM_VERSION_NUMBER >= SLURM_VERSION_NUM(26, 5, 0)
+  slurm_step_id_t id{};
+  id.job_id = job;
+  id.step_het_comp = NO_VAL;
+  id.step_id = NO_VAL;
+  return slurm_load_job(jobs, id, SHOW_DETAIL);
+#else
+  return slurm_load_job(jobs, job, SHOW_DETAIL);
+#endif
+}
+
 // The job's GRES `name` on this node, in bytes: the step's own request first
 // (tres_per_node), else the job's allocation on this node (gres_detail_str),
 // else the job's per-node request. An error when slurmctld cannot be asked.
@@ -141,7 +169,7 @@ using GresOnNode = tally::Result<std::optional<slurm::GresFound>>;
 GresOnNode gresOnNode(std::uint32_t job, std::uint32_t step, std::uint32_t nodeId,
                       const std::vector<std::string>& names) {
   job_step_info_response_msg_t* steps = nullptr;
-  if (slurm_get_job_steps(0, job, step, &steps, SHOW_ALL) == SLURM_SUCCESS && steps) {
+  if (loadStep(job, step, &steps) == SLURM_SUCCESS && steps) {
     GresOnNode r = std::optional<slurm::GresFound>{};
     for (std::uint32_t i = 0; i < steps->job_step_count; ++i) {
       const auto& s = steps->job_steps[i];
@@ -152,9 +180,10 @@ GresOnNode gresOnNode(std::uint32_t job, std::uint32_t step, std::uint32_t nodeI
     if (!r || *r) return r;
   }
   job_info_msg_t* jobs = nullptr;
-  if (slurm_load_job(&jobs, job, SHOW_DETAIL) != SLURM_SUCCESS || !jobs) {
-    return tally::Error{errno, fmt::format("slurmctld did not answer for job {}'s GRES: {}", job,
-                                           slurm_strerror(slurm_get_errno()))};
+  if (loadJob(job, &jobs) != SLURM_SUCCESS || !jobs) {
+    int err = errno;
+    return tally::Error{err, fmt::format("slurmctld did not answer for job {}'s GRES: {}", job,
+                                         slurm_strerror(err))};
   }
   GresOnNode r = std::optional<slurm::GresFound>{};
   for (std::uint32_t i = 0; i < jobs->record_count; ++i) {
