@@ -29,7 +29,7 @@ void Sampler::startMetering(Lease& l) {
                    {{"TALLY_LEASE", l.id}});
     }
   }
-  l.metering.meter->sample(&host_.fresh());
+  l.metering.meter->sample([this]() -> host::Snapshot& { return host_.fresh(); });
   if (l.metering.kernelArmed && l.metering.meter->gpu().lastFdinfoBytes == std::uint64_t{0})
     l.metering.meter->setFdinfoFloor(false);
   l.metering.pace = {};
@@ -52,8 +52,13 @@ std::vector<std::string> Sampler::sample() {
   std::vector<std::string> ended;
   std::vector<ledger::Sample> batch;
   // One host snapshot per tick for every lease's scan, read at the first
-  // lease due (an idle daemon reads nothing).
+  // scan (an idle daemon, or one whose leases' charges hold still, reads
+  // nothing).
   host::Snapshot* snapshot = nullptr;
+  auto tickSnapshot = [&]() -> host::Snapshot& {
+    if (!snapshot) snapshot = &host_.fresh();
+    return *snapshot;
+  };
   std::size_t early = 0;
   if (env_.charge) noteRefusals(mono, now);
   for (const auto& [id, lp] : book_.all()) {
@@ -70,8 +75,7 @@ std::vector<std::string> Sampler::sample() {
       pace.nextUs = pace.lastUs + cad.normalUs;
       continue;
     }
-    if (!snapshot) snapshot = &host_.fresh();
-    l.metering.meter->sample(snapshot);
+    l.metering.meter->sample(tickSnapshot);
     const auto& h = l.metering.meter->host();
     const auto& g = l.metering.meter->gpu();
     // The bound's message names the spacing its samples really had.

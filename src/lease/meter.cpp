@@ -16,12 +16,15 @@ LeaseMeter::LeaseMeter(const fs::Root& proc, const fs::Root& sys, const cgroup::
                        std::optional<std::uint64_t> gpuMemoryMax)
     : proc_(proc), sys_(sys), cgroup_(cg), gpuMemoryMax_(gpuMemoryMax) {}
 
-void LeaseMeter::sample(host::Snapshot* host) {
+void LeaseMeter::sample(const SnapshotSource& host) {
   std::uint64_t now = clock::realtimeNs();
   std::optional<host::Snapshot> own;
-  if (!host) host = &own.emplace(host::readSnapshot(proc_, sys_));
+  SnapshotSource ownSource = [&]() -> host::Snapshot& {
+    if (!own) own.emplace(host::readSnapshot(proc_, sys_));
+    return *own;
+  };
   sampleHost(now);
-  sampleGpu(now, *host);
+  sampleGpu(now, host ? host : ownSource);
   sampledAtNs_ = now;
 }
 
@@ -51,24 +54,30 @@ void LeaseMeter::sampleHost(std::uint64_t nowNs) {
   }
 }
 
-void LeaseMeter::sampleGpu(std::uint64_t nowNs, host::Snapshot& host) {
+void LeaseMeter::sampleGpu(std::uint64_t nowNs, const SnapshotSource& host) {
   // Absent: not armed (its lease ended) or unreadable; fdinfo's figure stands.
   std::optional<bpf::LeaseCharge> charge;
   if (kernel_) charge = kernel_->read(kernelCgroup_);
   // Where the charge alone is the lease's figure, fdinfo (the per-region
-  // breakdown, shown beside it) is walked every kFdinfoEvery samples while
-  // the two agree and the charge holds still: a lease holding steady costs
-  // no per-process walk (it was most of the daemon's CPU). One that
-  // allocates, or whose fdinfo does not (yet) show what it was charged (a
-  // buffer is charged before its handle exists), is walked every sample.
-  bool steady = charge && !fdinfoFloor_ && charge->bytes == chargeAtWalk_ && walkAgreed_;
-  if (!steady || ++samplesSinceFdinfo_ >= kFdinfoEvery) {
-    samplesSinceFdinfo_ = 0;
-    sampleFdinfo(host);
+  // breakdown, shown beside it) is walked when the charge moved, on a few
+  // samples after while the two disagree (a buffer is charged before its
+  // handle exists), and once a minute or so otherwise: a lease holding
+  // still costs no per-process walk (it was most of the daemon's CPU).
+  // One whose fdinfo is its floor is walked always.
+  bool walk = !charge || fdinfoFloor_ || charge->bytes != chargeAtWalk_ ||
+              (disagreeingWalks_ > 0 && disagreeingWalks_ <= kWalksWhileDisagreeing) ||
+              ++samplesSinceWalk_ >= kSteadyWalkEvery;
+  if (walk) {
+    samplesSinceWalk_ = 0;
+    sampleFdinfo(host());
     if (kernel_) gpu_.lastFdinfoBytes = gpu_.lastBytes;
     if (charge) {
+      bool moved = charge->bytes != chargeAtWalk_;
       chargeAtWalk_ = charge->bytes;
-      walkAgreed_ = gpu_.lastBytes == charge->bytes;
+      if (gpu_.lastBytes == charge->bytes)
+        disagreeingWalks_ = 0;
+      else
+        disagreeingWalks_ = moved ? 1 : disagreeingWalks_ + 1;
     }
   }
   std::uint64_t peak = gpu_.lastBytes.value_or(0);

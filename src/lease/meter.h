@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <optional>
 #include <string>
@@ -82,9 +83,12 @@ class LeaseMeter {
   // its subtree's processes are listed through it, never by path.
   LeaseMeter(const fs::Root& proc, const fs::Root& sys, const cgroup::Cgroup& cg,
              std::optional<std::uint64_t> gpuMemoryMax);
-  // `host`: the sampler tick's snapshot (devices, KFD index, kernel: read
-  // once for all leases); without it the sample reads its own.
-  void sample(host::Snapshot* host = nullptr);
+  // The sampler tick's snapshot (devices, KFD index, kernel: read once for
+  // all leases), asked for only when this sample walks fdinfo (a lease
+  // metered by a steady charge needs none); without it the sample reads its
+  // own.
+  using SnapshotSource = std::function<host::Snapshot&()>;
+  void sample(const SnapshotSource& host = {});
   // The kernel's memory.stat names the GPU bytes it charged (gpu_active,
   // dmem: coverage::Handover::statNamesGpu): read them every sample.
   void readStatGpu(bool on) { readStatGpu_ = on; }
@@ -100,9 +104,13 @@ class LeaseMeter {
     fdinfoFloor_ = fdinfoFloor;
   }
   void setFdinfoFloor(bool on) { fdinfoFloor_ = on; }
-  // With the charge alone as its figure and holding steady, fdinfo is read
-  // every this many samples.
-  static constexpr unsigned kFdinfoEvery = 10;
+  // With the charge alone as its figure, fdinfo is walked when the charge
+  // moves, again on up to kWalksWhileDisagreeing following samples while the
+  // two disagree (a buffer is charged before its handle shows in fdinfo),
+  // and otherwise once in kSteadyWalkEvery samples (a buffer passed in shows
+  // in the breakdown within a minute at the default 1 s).
+  static constexpr unsigned kWalksWhileDisagreeing = 3;
+  static constexpr unsigned kSteadyWalkEvery = 60;
   const HostMeter& host() const { return host_; }
   const GpuMeter& gpu() const { return gpu_; }
   // CLOCK_REALTIME of the latest sample(); absent before the first.
@@ -110,7 +118,7 @@ class LeaseMeter {
 
  private:
   void sampleHost(std::uint64_t nowNs);
-  void sampleGpu(std::uint64_t nowNs, host::Snapshot& host);
+  void sampleGpu(std::uint64_t nowNs, const SnapshotSource& host);
   void sampleFdinfo(host::Snapshot& host);  // the DRM fdinfo (and KFD) sum
   const fs::Root& proc_;
   const fs::Root& sys_;
@@ -119,9 +127,9 @@ class LeaseMeter {
   const bpf::KernelCharge* kernel_ = nullptr;
   std::uint64_t kernelCgroup_ = 0;
   bool fdinfoFloor_ = false;
-  unsigned samplesSinceFdinfo_ = 0;
-  std::uint64_t chargeAtWalk_ = 0;  // the charge when fdinfo was last walked
-  bool walkAgreed_ = false;         // ... and whether fdinfo's sum equalled it
+  std::optional<std::uint64_t> chargeAtWalk_;  // the charge when fdinfo was last walked
+  unsigned disagreeingWalks_ = 0;              // consecutive walks since whose sum differed from it
+  unsigned samplesSinceWalk_ = 0;
   std::optional<std::uint64_t> gpuMemoryMax_;
   HostMeter host_;
   GpuMeter gpu_;

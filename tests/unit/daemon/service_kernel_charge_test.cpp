@@ -193,8 +193,8 @@ TEST_F(ServiceKernelChargeTest, ABufferPassedInNeverCountsButOneMadeBeforeArming
   std::string a = startedRun(clean, GiB);
   gpuWorkload(clean, 5030, 41, 4);
   // Its charge holds steady: fdinfo, shown beside it, is walked again within
-  // kFdinfoEvery samples.
-  for (unsigned i = 0; i < lease::LeaseMeter::kFdinfoEvery; ++i) service->sample();
+  // the slow refresh.
+  for (unsigned i = 0; i < lease::LeaseMeter::kSteadyWalkEvery; ++i) service->sample();
   EXPECT_FALSE(killed(clean));
   EXPECT_EQ(seat(a)["gpu"]["current_bytes"], 0u);
   EXPECT_EQ(seat(a)["gpu"]["fdinfo_bytes"], 4 * GiB);
@@ -210,6 +210,49 @@ TEST_F(ServiceKernelChargeTest, ABufferPassedInNeverCountsButOneMadeBeforeArming
   service->sample();
   EXPECT_EQ(seat(bid)["gpu"]["source"], "drm-fdinfo");
   EXPECT_TRUE(killed(early));
+}
+
+// A lease metered by its charge is walked (fdinfo, the breakdown beside the
+// charge) only when the charge moves, and on a few samples after while the
+// two disagree; holding still it costs no per-process walk however long.
+TEST_F(ServiceKernelChargeTest, FdinfoIsWalkedWhenTheChargeMovesNotWhileItHoldsStill) {
+  std::string scope;
+  std::string id = startedRun(scope, 16 * GiB);
+  std::uint64_t cg = inode(scope);
+  service->sample();
+  EXPECT_EQ(seat(id)["gpu"]["fdinfo_bytes"], 0u);
+  // fdinfo changes behind a charge that holds still (a buffer passed in):
+  // not walked until the charge moves or the slow refresh comes round.
+  gpuWorkload(scope, 5040, 43, 1);
+  const unsigned rechecks = lease::LeaseMeter::kWalksWhileDisagreeing;
+  service->sample();
+  EXPECT_EQ(seat(id)["gpu"]["fdinfo_bytes"], 0u) << "the charge held still and agreed: no walk";
+  // The charge moves: walked at once.
+  charge.charges[cg].bytes = 2 * GiB;
+  service->sample();
+  EXPECT_EQ(seat(id)["gpu"]["fdinfo_bytes"], GiB);
+  EXPECT_EQ(seat(id)["gpu"]["current_bytes"], 2 * GiB);
+  // They disagree (the new buffer's handle is not in fdinfo yet): walked on
+  // the next samples, which see it.
+  gpuWorkload(scope, 5041, 44, 2);  // the cgroup's one process now
+  service->sample();
+  EXPECT_EQ(seat(id)["gpu"]["fdinfo_bytes"], 2 * GiB);
+  // Moved again, and fdinfo never catches up: rechecked `rechecks` times, then left.
+  charge.charges[cg].bytes = 3 * GiB;
+  service->sample();
+  for (unsigned i = 0; i < rechecks; ++i) service->sample();
+  gpuWorkload(scope, 5042, 45, 4);
+  for (unsigned i = 0; i < 5; ++i) service->sample();
+  EXPECT_EQ(seat(id)["gpu"]["fdinfo_bytes"], 2 * GiB) << "past its rechecks: not walked";
+  charge.charges[cg].bytes = 4 * GiB;
+  service->sample();
+  EXPECT_EQ(seat(id)["gpu"]["fdinfo_bytes"], 4 * GiB) << "the next move walks it";
+  // Holding still and agreeing: walked once in the slow refresh's samples.
+  gpuWorkload(scope, 5043, 46, 5);
+  for (unsigned i = 1; i < lease::LeaseMeter::kSteadyWalkEvery; ++i) service->sample();
+  EXPECT_EQ(seat(id)["gpu"]["fdinfo_bytes"], 4 * GiB);
+  service->sample();
+  EXPECT_EQ(seat(id)["gpu"]["fdinfo_bytes"], 5 * GiB);
 }
 
 TEST_F(ServiceKernelChargeTest, AfterARestartTheLeasesChargesAreKeptAndUnclaimedOnesForgotten) {
