@@ -168,6 +168,10 @@ int main(int argc, char** argv) {
     ::_exit(127);
   }
   Client c = connectRetry(sock);
+  // The socket accepts before the daemon has finished starting (loading and
+  // attaching the BPF programs among it); its first answer comes after.
+  if (auto h = c.call(tally::rpc::api::Hello{}); !h || !h->ok)
+    return std::fprintf(stderr, "the daemon did not answer hello\n"), 1;
   double idleRss = rssMiB(daemon);
   // 0. Idle: no lease, no request, the loop's own timers only.
   unsigned long long idle0 = cpuNs(daemon);

@@ -61,7 +61,7 @@ void LeaseMeter::sampleGpu(std::uint64_t nowNs, const SnapshotSource& host) {
   // Where the charge alone is the lease's figure, fdinfo (the per-region
   // breakdown, shown beside it) is walked when the charge moved, on a few
   // samples after while the two disagree (a buffer is charged before its
-  // handle exists), and once a minute or so otherwise: a lease holding
+  // handle exists), and once in kSteadyWalkEvery samples otherwise: a lease holding
   // still costs no per-process walk (it was most of the daemon's CPU).
   // One whose fdinfo is its floor is walked always.
   bool walk = !charge || fdinfoFloor_ || charge->bytes != chargeAtWalk_ ||

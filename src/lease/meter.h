@@ -108,9 +108,10 @@ class LeaseMeter {
   // moves, again on up to kWalksWhileDisagreeing following samples while the
   // two disagree (a buffer is charged before its handle shows in fdinfo),
   // and otherwise once in kSteadyWalkEvery samples (a buffer passed in shows
-  // in the breakdown within a minute at the default 1 s).
+  // in the breakdown within ten minutes at the default 1 s; a walk costs what
+  // 500 steady samples do, docs/PERFORMANCE.md).
   static constexpr unsigned kWalksWhileDisagreeing = 3;
-  static constexpr unsigned kSteadyWalkEvery = 60;
+  static constexpr unsigned kSteadyWalkEvery = 600;
   const HostMeter& host() const { return host_; }
   const GpuMeter& gpu() const { return gpu_; }
   // CLOCK_REALTIME of the latest sample(); absent before the first.
