@@ -59,14 +59,18 @@ void LeaseMeter::sampleGpu(std::uint64_t nowNs, const SnapshotSource& host) {
   std::optional<bpf::LeaseCharge> charge;
   if (kernel_) charge = kernel_->read(kernelCgroup_);
   // Where the charge alone is the lease's figure, fdinfo (the per-region
-  // breakdown, shown beside it) is walked when the charge moved, on a few
-  // samples after while the two disagree (a buffer is charged before its
-  // handle exists), and once in kSteadyWalkEvery samples otherwise: a lease holding
-  // still costs no per-process walk (it was most of the daemon's CPU).
+  // breakdown, shown beside it) is walked when the charge moved; while the
+  // two disagree after that (a buffer is charged before its handle exists,
+  // and a busy host can hold the creator between the two), again after 1,
+  // 2, 4, ... samples; otherwise once in kSteadyWalkEvery samples. A lease
+  // holding still costs no per-process walk (it was most of the daemon's
+  // CPU), and one whose fdinfo never agrees costs a walk per doubling.
   // One whose fdinfo is its floor is walked always.
-  bool walk = !charge || fdinfoFloor_ || charge->bytes != chargeAtWalk_ ||
-              (disagreeingWalks_ > 0 && disagreeingWalks_ <= kWalksWhileDisagreeing) ||
-              ++samplesSinceWalk_ >= kSteadyWalkEvery;
+  ++samplesSinceWalk_;
+  unsigned due = disagreeingWalks_ == 0
+                     ? kSteadyWalkEvery
+                     : std::min(1u << std::min(disagreeingWalks_ - 1, 16u), kSteadyWalkEvery);
+  bool walk = !charge || fdinfoFloor_ || charge->bytes != chargeAtWalk_ || samplesSinceWalk_ >= due;
   if (walk) {
     samplesSinceWalk_ = 0;
     sampleFdinfo(host());

@@ -105,12 +105,11 @@ class LeaseMeter {
   }
   void setFdinfoFloor(bool on) { fdinfoFloor_ = on; }
   // With the charge alone as its figure, fdinfo is walked when the charge
-  // moves, again on up to kWalksWhileDisagreeing following samples while the
-  // two disagree (a buffer is charged before its handle shows in fdinfo),
-  // and otherwise once in kSteadyWalkEvery samples (a buffer passed in shows
-  // in the breakdown within ten minutes at the default 1 s; a walk costs what
-  // 500 steady samples do, docs/PERFORMANCE.md).
-  static constexpr unsigned kWalksWhileDisagreeing = 3;
+  // moves, after 1, 2, 4, ... samples while the two disagree (a buffer is
+  // charged before its handle shows in fdinfo), and otherwise once in
+  // kSteadyWalkEvery samples (a buffer passed in shows in the breakdown
+  // within ten minutes at the default 1 s; a walk costs what ~250 steady
+  // samples do, docs/PERFORMANCE.md).
   static constexpr unsigned kSteadyWalkEvery = 600;
   const HostMeter& host() const { return host_; }
   const GpuMeter& gpu() const { return gpu_; }
@@ -129,7 +128,7 @@ class LeaseMeter {
   std::uint64_t kernelCgroup_ = 0;
   bool fdinfoFloor_ = false;
   std::optional<std::uint64_t> chargeAtWalk_;  // the charge when fdinfo was last walked
-  unsigned disagreeingWalks_ = 0;              // consecutive walks since whose sum differed from it
+  unsigned disagreeingWalks_ = 0;  // walks since the charge moved whose sum differed from it
   unsigned samplesSinceWalk_ = 0;
   std::optional<std::uint64_t> gpuMemoryMax_;
   HostMeter host_;

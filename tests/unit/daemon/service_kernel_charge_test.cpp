@@ -224,7 +224,6 @@ TEST_F(ServiceKernelChargeTest, FdinfoIsWalkedWhenTheChargeMovesNotWhileItHoldsS
   // fdinfo changes behind a charge that holds still (a buffer passed in):
   // not walked until the charge moves or the slow refresh comes round.
   gpuWorkload(scope, 5040, 43, 1);
-  const unsigned rechecks = lease::LeaseMeter::kWalksWhileDisagreeing;
   service->sample();
   EXPECT_EQ(seat(id)["gpu"]["fdinfo_bytes"], 0u) << "the charge held still and agreed: no walk";
   // The charge moves: walked at once.
@@ -237,13 +236,21 @@ TEST_F(ServiceKernelChargeTest, FdinfoIsWalkedWhenTheChargeMovesNotWhileItHoldsS
   gpuWorkload(scope, 5041, 44, 2);  // the cgroup's one process now
   service->sample();
   EXPECT_EQ(seat(id)["gpu"]["fdinfo_bytes"], 2 * GiB);
-  // Moved again, and fdinfo never catches up: rechecked `rechecks` times, then left.
+  // Moved again, and fdinfo trails: walked again after 1, 2, 4, ... samples.
   charge.charges[cg].bytes = 3 * GiB;
+  service->sample();  // the move: walked (2 GiB)
+  service->sample();  // 1 sample on: walked (2 GiB)
   service->sample();
-  for (unsigned i = 0; i < rechecks; ++i) service->sample();
-  gpuWorkload(scope, 5042, 45, 4);
-  for (unsigned i = 0; i < 5; ++i) service->sample();
-  EXPECT_EQ(seat(id)["gpu"]["fdinfo_bytes"], 2 * GiB) << "past its rechecks: not walked";
+  service->sample();  // 2 samples on: walked (2 GiB)
+  gpuWorkload(scope, 5042, 45, 3);
+  for (unsigned i = 0; i < 3; ++i) service->sample();
+  EXPECT_EQ(seat(id)["gpu"]["fdinfo_bytes"], 2 * GiB) << "the next walk is 4 samples on";
+  service->sample();
+  EXPECT_EQ(seat(id)["gpu"]["fdinfo_bytes"], 3 * GiB);
+  // Agreeing now: not walked again until the charge moves.
+  gpuWorkload(scope, 5044, 47, 4);
+  for (unsigned i = 0; i < 20; ++i) service->sample();
+  EXPECT_EQ(seat(id)["gpu"]["fdinfo_bytes"], 3 * GiB) << "holding still and agreeing: not walked";
   charge.charges[cg].bytes = 4 * GiB;
   service->sample();
   EXPECT_EQ(seat(id)["gpu"]["fdinfo_bytes"], 4 * GiB) << "the next move walks it";
