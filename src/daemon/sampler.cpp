@@ -166,6 +166,12 @@ void Sampler::noteRefusals(std::uint64_t mono, std::uint64_t nowNs) {
     if (lp->metering.refusalsUnsaid) sayRefusals(*lp, mono, nowNs);
 }
 
+void Sampler::refreshCharge(Lease& l) {
+  if (!env_.charge || !l.metering.kernelArmed || !l.metering.meter) return;
+  noteRefusals(now(), clock::realtimeNs());
+  l.metering.meter->readKernelCharge();
+}
+
 void Sampler::finalRefusals(Lease& l) {
   if (!env_.charge || !l.metering.kernelArmed) return;
   const std::uint64_t mono = now(), nowNs = clock::realtimeNs();

@@ -121,6 +121,9 @@ void Service::handle(std::uint64_t conn, const Peer& peer, const rpc::Request& r
                   [&](auto& p) { onRelease(conn, peer, id, p.lease, *m == Method::Cancel); });
     case Method::Lease:
       return with(rpc::api::decodeLeaseRef(params), [&](auto& p) {
+        // The kernel's counters and refusals as of now, not the last sample:
+        // the Slurm plugin asks as the step's tasks end.
+        if (Lease* l = book_.find(p.lease)) sampler_.refreshCharge(*l);
         json r = views_.leaseWithRows(p.lease);
         if (r.is_null())
           return fail(conn, id, code::kNotFound,

@@ -104,6 +104,12 @@ class LeaseMeter {
     fdinfoFloor_ = fdinfoFloor;
   }
   void setFdinfoFloor(bool on) { fdinfoFloor_ = on; }
+  // Between samples: the charge's counters (refusals, peak) read now; the
+  // figures the bound acts on change only at a sample.
+  void readKernelCharge() {
+    if (!kernel_) return;
+    if (auto c = kernel_->read(kernelCgroup_)) gpu_.kernel = *c;
+  }
   // With the charge alone as its figure, fdinfo is walked when the charge
   // moves, after 1, 2, 4, ... samples while the two disagree (a buffer is
   // charged before its handle shows in fdinfo), and otherwise once in

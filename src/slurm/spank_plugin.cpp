@@ -36,6 +36,7 @@
 
 #include <chrono>
 #include <cstring>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -83,8 +84,10 @@ struct Verdict {
   char reason[3072];
 };
 Verdict* g_verdict = nullptr;
-std::string g_lease;        // the lease id once attached
-std::string g_configError;  // plugstack.conf's arguments did not parse
+std::string g_lease;                  // the lease id once attached
+std::uint32_t g_job = 0, g_step = 0;  // its Slurm ids
+std::uint32_t g_tasksExited = 0;      // this node's tasks of the step that have exited
+std::string g_configError;            // plugstack.conf's arguments did not parse
 
 int optGpuMax(int, const char* arg, int) { return (g_options.gpuMemoryMax = arg ? arg : ""), 0; }
 int optGpuHigh(int, const char* arg, int) { return (g_options.gpuMemoryHigh = arg ? arg : ""), 0; }
@@ -271,17 +274,23 @@ int attachStep(spank_t sp, pid_t task) {
   facts.jobId = job;
   facts.stepId = step;
   facts.gresBytes = gresBytes;
-  facts.user = getenvOf(sp, "SLURM_JOB_USER");
-  if (facts.user.empty()) {
-    uid_t uid = 0;
-    if (spank_get_item(sp, S_JOB_UID, &uid) == ESPANK_SUCCESS) {
-      struct passwd pw, *found = nullptr;
-      char buf[1024];
-      facts.user = getpwuid_r(uid, &pw, buf, sizeof buf, &found) == 0 && found
-                       ? std::string(pw.pw_name)
-                       : std::to_string(uid);
-    }
+  // The user from the job's uid (slurmstepd's own item), not an environment
+  // variable a job could have set.
+  uid_t uid = 0;
+  if (spank_get_item(sp, S_JOB_UID, &uid) == ESPANK_SUCCESS) {
+    struct passwd pw, *found = nullptr;
+    char buf[1024];
+    facts.user = getpwuid_r(uid, &pw, buf, sizeof buf, &found) == 0 && found
+                     ? std::string(pw.pw_name)
+                     : std::to_string(uid);
   }
+  std::uint32_t arrayJob = 0, arrayTask = 0;
+  if (spank_get_item(sp, S_JOB_ARRAY_ID, &arrayJob) == ESPANK_SUCCESS && arrayJob != 0 &&
+      spank_get_item(sp, S_JOB_ARRAY_TASK_ID, &arrayTask) == ESPANK_SUCCESS) {
+    facts.arrayJobId = arrayJob;
+    facts.arrayTaskId = arrayTask;
+  }
+  facts.account = getenvOf(sp, "SLURM_JOB_ACCOUNT");
   facts.partition = getenvOf(sp, "SLURM_JOB_PARTITION");
   auto cg = slurm::stepCgroup(readText(fmt::format("/proc/{}/cgroup", task)));
   if (!cg) return fail(fmt::format("{}: {}; the step does not start", where, cg.error().message));
@@ -324,6 +333,8 @@ int attachStep(spank_t sp, pid_t task) {
         fmt::format("{}: the tally daemon's grant is malformed ({}); the step does not start",
                     where, granted.error().message));
   g_lease = granted->lease;
+  g_job = job;
+  g_step = step;
   slurm_info("%s is tally lease %s on %s (%s)", where.c_str(), g_lease.c_str(),
              facts.cgroup.c_str(),
              request->declared.gpuMemoryMax
@@ -373,6 +384,26 @@ void awaitOutcome() {
         "the daemon sees the cgroup empty",
         g_lease.c_str());
   }
+}
+
+// The step's last task has exited: say on the step's stderr what its GPU
+// bound did, as Slurm says "Detected 1 oom_kill event" there. Here, not at
+// slurm_spank_exit: by then slurmstepd has closed the step's output. The
+// daemon's answer is current: a kill's row is written as it kills, and the
+// query drains the kernel's refusals first.
+void sayWhatTheBoundDid() {
+  auto client = rpc::Client::connect(g_args.socket);
+  if (!client) return;  // the end wait says the daemon is gone
+  int timeoutMs = static_cast<int>(std::min<std::uint64_t>(g_args.timeoutUs / 1000, 1u << 30));
+  auto reply = client->call(rpc::api::LeaseQuery{{g_lease}}, {}, timeoutMs);
+  if (!reply || !reply->ok) return;
+  auto bound = slurm::stepBoundFromLease(reply->result);
+  if (!bound) {
+    slurm_error("tally: lease %s: the daemon's view of it is malformed (%s)", g_lease.c_str(),
+                bound.error().message.c_str());
+    return;
+  }
+  for (const auto& line : slurm::boundLines(g_job, g_step, *bound)) slurm_error("%s", line.c_str());
 }
 
 }  // namespace
@@ -462,6 +493,19 @@ TALLY_EXPORT int slurm_spank_task_init(spank_t sp, int, char**) {
   std::string line = std::string(g_verdict->reason) + "\n";
   [[maybe_unused]] auto n = ::write(STDERR_FILENO, line.data(), line.size());
   ::_exit(1);  // not a return: Slurm ignores an `optional` plugin's -1 here
+}
+
+TALLY_EXPORT int slurm_spank_task_exit(spank_t sp, int, char**) {
+  if (!spank_remote(sp) || g_lease.empty()) return 0;
+  std::uint32_t local = 0;
+  if (spank_get_item(sp, S_JOB_LOCAL_TASK_COUNT, &local) != ESPANK_SUCCESS) return 0;
+  if (++g_tasksExited != local) return 0;
+  try {
+    sayWhatTheBoundDid();
+  } catch (const std::exception& e) {
+    slurm_error("tally: lease %s: %s", g_lease.c_str(), e.what());
+  }
+  return 0;
 }
 
 TALLY_EXPORT int slurm_spank_exit(spank_t sp, int, char**) {

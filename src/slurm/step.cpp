@@ -22,9 +22,13 @@ Error optionError(std::string_view option, std::string_view value, const Error& 
                fmt::format("--{}={}: {}", option, text::truncateUtf8(value, 64), why.message)};
 }
 
-// Our own attributes: the step's Slurm ids, set by the plugin, never by the user.
-constexpr std::string_view kSlurmKeys[] = {"slurm_job_id", "slurm_step_id", "slurm_user",
-                                           "slurm_partition"};
+// Our own attributes: the step's Slurm ids, set by the plugin, never by the
+// user. Every key starting slurm_ is the plugin's (a user's --tally-attr never
+// does), so a reader tells Slurm's facts from the user's words by the prefix.
+constexpr std::string_view kSlurmKeys[] = {
+    "slurm_job_id",  "slurm_step_id",      "slurm_user",         "slurm_partition",
+    "slurm_account", "slurm_array_job_id", "slurm_array_task_id"};
+constexpr std::string_view kSlurmPrefix = "slurm_";
 
 // "a,b,c" -> {"a", "b", "c"}; an empty item stays (the caller refuses it).
 std::vector<std::string_view> commaList(std::string_view value) {
@@ -124,10 +128,9 @@ Status checkOptions(const StepOptions& o) {
   for (const auto& a : o.attrs) {
     auto kv = lease::parseAttribute(a);
     if (!kv) return optionError("tally-attr", a, kv.error());
-    for (auto k : kSlurmKeys) {
-      if (kv->first == k)
-        return optionError("tally-attr", a, Error{EINVAL, "slurm_* ids are set by the plugin"});
-    }
+    if (kv->first.starts_with(kSlurmPrefix))
+      return optionError("tally-attr", a,
+                         Error{EINVAL, "slurm_* keys are the plugin's (Slurm's own ids)"});
   }
   return Ok{};
 }
@@ -222,11 +225,75 @@ Result<rpc::api::Attach> stepRequest(const PluginArgs& args, const StepOptions& 
     d.attributes["slurm_user"] = text::truncateUtf8(f.user, lease::kMaxAttributeValue);
   if (!f.partition.empty())
     d.attributes["slurm_partition"] = text::truncateUtf8(f.partition, lease::kMaxAttributeValue);
+  if (!f.account.empty())
+    d.attributes["slurm_account"] = text::truncateUtf8(f.account, lease::kMaxAttributeValue);
+  if (f.arrayJobId) d.attributes["slurm_array_job_id"] = std::to_string(*f.arrayJobId);
+  if (f.arrayTaskId) d.attributes["slurm_array_task_id"] = std::to_string(*f.arrayTaskId);
   for (const auto& [k, v] : d.attributes) {
     if (auto s = lease::checkAttribute(k, v); !s) return s.error();
   }
   req.target.cgroup = f.cgroup;
   return req;
+}
+
+Result<StepBound> stepBoundFromLease(const nlohmann::json& lease) {
+  if (!lease.is_object()) return Error{EPROTO, "the lease reply is not an object"};
+  StepBound b;
+  auto count = [](const nlohmann::json& obj, const char* key, std::uint64_t& out) -> Status {
+    if (!obj.is_object()) return Ok{};
+    auto it = obj.find(key);
+    if (it == obj.end() || it->is_null()) return Ok{};
+    if (!it->is_number_unsigned()) return Error{EPROTO, fmt::format("{} is not a count", key)};
+    out = it->get<std::uint64_t>();
+    return Ok{};
+  };
+  auto at = [](const nlohmann::json& obj, const char* key) -> const nlohmann::json& {
+    static const nlohmann::json none;
+    if (!obj.is_object()) return none;
+    auto it = obj.find(key);
+    return it == obj.end() ? none : *it;
+  };
+  // Live, the lease's own view; ended (the daemon recorded it before the
+  // question came), its granted and outcome rows say the same.
+  std::uint64_t max = 0;
+  if (auto s = count(at(lease, "gpu"), "allocations_refused", b.refused); !s) return s.error();
+  if (auto s = count(at(lease, "gpu"), "refused_bytes", b.refusedBytes); !s) return s.error();
+  if (auto s = count(at(lease, "declared"), "gpu_memory_max", max); !s) return s.error();
+  const auto& rows = at(lease, "ledger");
+  if (rows.is_array()) {
+    for (const auto& row : rows) {
+      std::string kind = row.is_object() ? row.value("kind", "") : "";
+      const auto& body = at(row, "body");
+      if (kind == "granted" && !max) {
+        if (auto s = count(at(body, "declared"), "gpu_memory_max", max); !s) return s.error();
+      } else if (kind == "outcome" && !at(lease, "gpu").is_object()) {
+        const auto& charged = at(at(body, "gpu"), "kernel_charge");
+        if (auto s = count(charged, "allocations_refused", b.refused); !s) return s.error();
+        if (auto s = count(charged, "refused_bytes", b.refusedBytes); !s) return s.error();
+      } else if (kind == "gpu-bound") {
+        auto e = enforce::boundEventFromJson(body);
+        if (!e) return Error{EPROTO, "a gpu-bound row: " + e.error().message};
+        if (e->kind == enforce::Verdict::Kill) b.kill = std::move(*e);
+      }
+    }
+  }
+  if (max) b.max = max;
+  return b;
+}
+
+std::vector<std::string> boundLines(std::uint32_t job, std::uint32_t step, const StepBound& b) {
+  std::string id = fmt::format("StepId={}.{}", job, stepName(step));
+  std::vector<std::string> lines;
+  if (b.refused)
+    lines.push_back(fmt::format(
+        "tally: {}: {} refused in the kernel at gpu_memory_max {} ({} asked)", id,
+        text::counted(b.refused, "GPU allocation", "GPU allocations"),
+        b.max ? units::humanBytes(*b.max) : std::string("-"), units::humanBytes(b.refusedBytes)));
+  if (b.kill)
+    lines.push_back(fmt::format("tally: {} killed: GPU memory {} over gpu_memory_max {}", id,
+                                units::humanBytes(b.kill->bytes),
+                                units::humanBytes(b.kill->limit)));
+  return lines;
 }
 
 Result<std::string> stepCgroup(std::string_view procCgroupText) {

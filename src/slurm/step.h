@@ -19,11 +19,13 @@
 #pragma once
 
 #include <cstdint>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
 
+#include "enforce/gpu_bound.h"
 #include "rpc/lease_api.h"
 #include "util/result.h"
 
@@ -78,7 +80,10 @@ std::string stepName(std::uint32_t step);  // "0", "batch", "extern"
 // What slurmstepd knows of the step.
 struct StepFacts {
   std::uint32_t jobId = 0, stepId = 0;
-  std::string user, partition;
+  std::string user;  // from the job's uid (S_JOB_UID), never from the environment
+  std::string partition, account;
+  // A job array's master id and this job's index in it; absent outside an array.
+  std::optional<std::uint32_t> arrayJobId, arrayTaskId;
   // The job's GRES on this node in bytes, when the step asked for it; unknown
   // when Slurm could not be asked (then only --gpu-memory-max can bound it).
   std::optional<std::uint64_t> gresBytes;
@@ -96,6 +101,26 @@ Result<rpc::api::Attach> stepRequest(const PluginArgs& args, const StepOptions& 
 // ".../job_1/step_0/user/task_0" -> ".../job_1/step_0/user". Anything else
 // (cgroup v1, another layout) is an error saying what to configure.
 Result<std::string> stepCgroup(std::string_view procCgroupText);
+
+// What the step's GPU bound did, from the daemon's view of its lease (the
+// `lease` query's reply: the kernel's refusal counters under gpu, the bound
+// under declared, the ledger's gpu-bound rows).
+struct StepBound {
+  std::optional<enforce::BoundEvent> kill;  // the gpu-bound kill row, if any
+  std::uint64_t refused = 0, refusedBytes = 0;
+  std::optional<std::uint64_t> max;  // declared gpu_memory_max
+};
+// The one reader of that reply for the plugin; a malformed field is an error
+// naming it (the plugin then says nothing rather than something wrong).
+Result<StepBound> stepBoundFromLease(const nlohmann::json& lease);
+
+// The lines slurmstepd prints on the step's stderr as its tasks end, where
+// Slurm prints its own "Detected 1 oom_kill event": the allocations the
+// kernel refused ("tally: StepId=42.0: 3 GPU allocations refused in the
+// kernel at gpu_memory_max 64.0 MiB (384.0 MiB asked)") and a kill ("tally:
+// StepId=42.0 killed: GPU memory 128.0 MiB over gpu_memory_max 64.0 MiB").
+// None when the bound did neither.
+std::vector<std::string> boundLines(std::uint32_t job, std::uint32_t step, const StepBound& b);
 
 // The lease's name: "slurm-<job>.<step>".
 std::string leaseName(std::uint32_t job, std::uint32_t step);

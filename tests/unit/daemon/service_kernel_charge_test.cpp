@@ -212,6 +212,26 @@ TEST_F(ServiceKernelChargeTest, ABufferPassedInNeverCountsButOneMadeBeforeArming
   EXPECT_TRUE(killed(early));
 }
 
+// The Slurm plugin asks for the lease as the step's tasks end, between
+// samples: the reply carries the kernel's counters as of the question, and
+// the refusal waiting in the kernel is already a ledger row.
+TEST_F(ServiceKernelChargeTest, ALeaseQueryBetweenSamplesSeesTheKernelsRefusalsNow) {
+  std::string scope;
+  std::string id = startedRun(scope, 64 * MiB);
+  std::uint64_t cg = inode(scope);
+  service->sample();
+  charge.charges[cg] = {0, 0, 0, 1, 128 * MiB};
+  charge.queued.push_back({cg, 128 * MiB, 0, 64 * MiB, 4242, 0xc0106442});
+  json r = call(3, 0, "lease", {{"lease", id}});
+  ASSERT_TRUE(r["ok"]) << r;
+  EXPECT_EQ(r["result"]["gpu"]["allocations_refused"], 1u) << r.dump(2);
+  EXPECT_EQ(r["result"]["gpu"]["refused_bytes"], 128 * MiB);
+  bool refusedRow = false;
+  for (const auto& row : r["result"]["ledger"])
+    refusedRow = refusedRow || (row["kind"] == "gpu-bound" && row["body"]["kind"] == "refused");
+  EXPECT_TRUE(refusedRow) << r["result"]["ledger"].dump(2);
+}
+
 // A lease metered by its charge is walked (fdinfo, the breakdown beside the
 // charge) only when the charge moves, and on a few samples after while the
 // two disagree; holding still it costs no per-process walk however long.

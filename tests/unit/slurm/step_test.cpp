@@ -35,11 +35,99 @@ TEST(SlurmStep, TheGresBoundsTheStepWhenNoFlagDoes) {
   EXPECT_EQ(d.attributes.at("slurm_step_id"), "0");
   EXPECT_EQ(d.attributes.at("slurm_user"), "alice");
   EXPECT_EQ(d.attributes.at("slurm_partition"), "gpu");
+  EXPECT_EQ(d.attributes.count("slurm_account"), 0u) << "none given: none made up";
+  EXPECT_EQ(d.attributes.count("slurm_array_job_id"), 0u);
   // What goes on the wire is what the daemon's decoder accepts.
   auto back = rpc::api::decodeAttach(rpc::api::encode(*r));
   ASSERT_TRUE(back) << back.error().message;
   EXPECT_EQ(back->declared.gpuMemoryMax, 64 * MiB);
   EXPECT_EQ(back->target.cgroup, f.cgroup);
+}
+
+// An array task's step carries the array's ids and the job's account, so a
+// sweep's leases are found by the array's id (journalctl TALLY_ATTR_...).
+TEST(SlurmStep, AnArrayTaskCarriesTheArraysIdsAndTheAccount) {
+  StepFacts f = facts();
+  f.gresBytes = 64 * MiB;
+  f.account = "ml-research";
+  f.arrayJobId = 40;
+  f.arrayTaskId = 2;
+  auto r = stepRequest(PluginArgs{}, StepOptions{}, f);
+  ASSERT_TRUE(r) << r.error().message;
+  EXPECT_EQ(r->declared.attributes.at("slurm_account"), "ml-research");
+  EXPECT_EQ(r->declared.attributes.at("slurm_array_job_id"), "40");
+  EXPECT_EQ(r->declared.attributes.at("slurm_array_task_id"), "2");
+  EXPECT_EQ(r->declared.attributes.at("slurm_job_id"), "42");
+}
+
+// What the step's stderr gets as its tasks end, beside Slurm's own lines:
+// the kernel's refusal count and the kill, read from the daemon's view of
+// the lease.
+TEST(SlurmStep, TheStepsEndLinesSayWhatTheBoundDid) {
+  nlohmann::json view = {
+      {"lease", "b7ced5edfc02"},
+      {"declared", {{"memory_max", nullptr}, {"gpu_memory_max", 64 * MiB}}},
+      {"gpu", {{"current_bytes", 0u}, {"allocations_refused", 3u}, {"refused_bytes", 384 * MiB}}},
+      {"ledger",
+       {{{"seq", 1u}, {"kind", "granted"}, {"body", {{"name", "slurm-42.0"}}}},
+        {{"seq", 2u},
+         {"kind", "gpu-bound"},
+         {"body",
+          {{"at_ns", 5u}, {"kind", "gpu-memory-high"}, {"bytes", 40 * MiB}, {"limit", 32 * MiB}}}},
+        {{"seq", 3u},
+         {"kind", "gpu-bound"},
+         {"body",
+          {{"at_ns", 9u},
+           {"kind", "gpu-memory-kill"},
+           {"bytes", 130 * MiB},
+           {"limit", 64 * MiB},
+           {"samples", 2u},
+           {"summary", "killed by tally: GPU memory 130.0 MiB over gpu_memory_max 64.0 MiB"}}}}}}};
+  auto b = stepBoundFromLease(view);
+  ASSERT_TRUE(b) << b.error().message;
+  EXPECT_EQ(boundLines(42, 0, *b),
+            (std::vector<std::string>{
+                "tally: StepId=42.0: 3 GPU allocations refused in the kernel at gpu_memory_max "
+                "64.0 MiB (384.0 MiB asked)",
+                "tally: StepId=42.0 killed: GPU memory 130.0 MiB over gpu_memory_max 64.0 MiB"}));
+  // Ended before the question came: the granted and outcome rows say it.
+  nlohmann::json ended = {
+      {"lease", "5f58ac00d1e4"},
+      {"state", "ended"},
+      {"ledger",
+       {{{"kind", "granted"}, {"body", {{"declared", {{"gpu_memory_max", 64 * MiB}}}}}},
+        {{"kind", "gpu-bound"},
+         {"body", {{"at_ns", 3u}, {"kind", "refused"}, {"bytes", 128 * MiB}, {"samples", 1u}}}},
+        {{"kind", "outcome"},
+         {"body",
+          {{"gpu",
+            {{"kernel_charge", {{"allocations_refused", 1u}, {"refused_bytes", 128 * MiB}}}}}}}}}}};
+  auto e = stepBoundFromLease(ended);
+  ASSERT_TRUE(e) << e.error().message;
+  EXPECT_EQ(boundLines(42, 1, *e),
+            (std::vector<std::string>{"tally: StepId=42.1: 1 GPU allocation refused in the "
+                                      "kernel at gpu_memory_max 64.0 MiB (128.0 MiB asked)"}));
+  // Nothing refused, nothing killed (a lease not charged in the kernel has
+  // no counters at all): nothing said.
+  nlohmann::json quiet = {{"declared", {{"gpu_memory_max", 64 * MiB}}},
+                          {"gpu", {{"source", "drm-fdinfo"}}}};
+  auto q = stepBoundFromLease(quiet);
+  ASSERT_TRUE(q) << q.error().message;
+  EXPECT_TRUE(boundLines(7, kBatchStep, *q).empty());
+  StepBound one;
+  one.refused = 1;
+  one.refusedBytes = 128 * MiB;
+  one.max = 64 * MiB;
+  EXPECT_EQ(boundLines(7, kBatchStep, one),
+            (std::vector<std::string>{"tally: StepId=7.batch: 1 GPU allocation refused in the "
+                                      "kernel at gpu_memory_max 64.0 MiB (128.0 MiB asked)"}));
+  // A reply that lies about its types is refused, never read as zero.
+  for (const char* bad :
+       {R"({"gpu": {"allocations_refused": -1}})", R"({"gpu": {"refused_bytes": "lots"}})",
+        R"({"declared": {"gpu_memory_max": 1.5}})",
+        R"({"ledger": [{"kind": "gpu-bound", "body": {"kind": 7}}]})", R"([])"}) {
+    EXPECT_FALSE(stepBoundFromLease(nlohmann::json::parse(bad))) << bad;
+  }
 }
 
 TEST(SlurmStep, TheFlagCapsTheGresAndOptionsCarryThrough) {
@@ -164,9 +252,11 @@ TEST(SlurmStep, OptionTyposAreRefusedWithTheOptionNamed) {
   o.attrs = {"Model=x"};
   refused(o, "--tally-attr=Model=x");
   o.attrs = {"slurm_job_id=7"};
-  refused(o, "set by the plugin");
-  o.attrs = std::vector<std::string>(13, "k=v");
-  refused(o, "at most 12");
+  refused(o, "slurm_* keys are the plugin's");
+  o.attrs = {"slurm_qos=high"};  // not a key the plugin sets today: still its namespace
+  refused(o, "slurm_* keys are the plugin's");
+  o.attrs = std::vector<std::string>(10, "k=v");
+  refused(o, "at most 9 (the plugin adds the 7 slurm_* ids)");
 }
 
 TEST(SlurmStep, PlugstackArgumentsAreCheckedByName) {
