@@ -24,17 +24,8 @@ install(CODE "
   configure_file(${dist}/tally.1.in ${gen}/tally.1 @ONLY)")
 
 install(TARGETS tally RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
-# The Slurm plugin goes where Slurm looks, whatever tally's prefix: its PluginDir
-# (`scontrol show config | grep PluginDir`; Debian's slurm-wlm uses the multiarch
-# /usr/lib/<triplet>/slurm-wlm), so plugstack.conf may name it without a path.
-# Under a prefix's lib/slurm-wlm Slurm would never find it, and with `required`
-# a plugin it cannot find stops every step on the node.
-if(CMAKE_LIBRARY_ARCHITECTURE)
-  set(slurm_plugindir /usr/lib/${CMAKE_LIBRARY_ARCHITECTURE}/slurm-wlm)
-else()
-  set(slurm_plugindir /usr/lib/slurm-wlm)
-endif()
-set(TALLY_SLURM_PLUGINDIR ${slurm_plugindir} CACHE PATH "Slurm's PluginDir (absolute), where tally_spank.so is installed")
+# The Slurm plugin goes where Slurm looks (TALLY_SLURM_PLUGINDIR, set in the
+# top-level CMakeLists.txt: `tally doctor --slurm` looks there too).
 if(TARGET tally_spank)
   install(TARGETS tally_spank LIBRARY DESTINATION ${TALLY_SLURM_PLUGINDIR} COMPONENT slurm)
 endif()

@@ -21,6 +21,8 @@
 #include "probes/proc_status.h"
 #include "probes/sysfs_value.h"
 #include "slurm/gres.h"
+#include "slurm/node_text.h"
+#include "slurm/plugin_version.h"
 #include "util/clean_text.h"
 #include "util/units.h"
 
@@ -132,6 +134,24 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   if (op == TALLY_IOCTL_ALLOC && bytes % 4096 != 0) std::abort();
   if (op != TALLY_IOCTL_ALLOC && bytes != 0) std::abort();
   if (op == TALLY_IOCTL_ALLOC && size - 8 < tally_ioctl_arg_size(kind, cmd)) std::abort();
+#elif TALLY_FUZZ_TARGET == 16
+  // A node's own words (plugstack.conf, slurmd -V, slurmd -G): a tally line
+  // has a path naming tally_spank; a version is digits.digits; a GRES count
+  // is a sum of the lines' counts or a named error.
+  auto p = slurm::parsePlugstack(text);
+  if (p.tally && p.tally->path.find("tally_spank") == std::string::npos) std::abort();
+  if (auto v = slurm::releaseOfSlurmd(text)) {
+    auto dot = v->find('.');
+    if (dot == std::string::npos || dot == 0 || dot + 1 == v->size()) std::abort();
+  }
+  auto g = slurm::gresOfSlurmd(text, "tallymem");
+  if (!g && g.error().message.empty()) std::abort();
+  if (g && *g && text.find("tallymem") == std::string_view::npos) std::abort();
+#elif TALLY_FUZZ_TARGET == 17
+  // A plugin file: a version or a named error, never a read past the image
+  // (ASan's job here).
+  auto v = slurm::elfExportedU32(text, "plugin_version");
+  if (!v && v.error().message.empty()) std::abort();
 #else
 #error "TALLY_FUZZ_TARGET must name a parser"
 #endif

@@ -46,7 +46,8 @@ cmake --preset fuzz >/dev/null
 # Only the fuzzers: the parser targets link the parsers library; fuzz_request links
 # the daemon itself (the whole request path, on fakes).
 fuzzers=(fdinfo proc_status proc_cgroup proc_stat meminfo mountinfo sysfs_value cgroup_path cgroup_memory units dmem slurm_gres rpc config
-         http_head request container_inspect ledger_head clean_text gpu_ioctl)
+         http_head request container_inspect ledger_head clean_text gpu_ioctl slurm_node
+         plugin_version)
 cmake --build --preset fuzz -j "$jobs" --target "${fuzzers[@]/#/fuzz_}"
 
 step "fuzz: ${FUZZ_SECONDS}s per parser, $jobs at a time, corpus seeded from the real samples"

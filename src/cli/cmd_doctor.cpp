@@ -32,12 +32,25 @@ void addDoctorCommand(CLI::App& app, DoctorOptions& opts) {
       "probe\n"
       "failed, /proc or /sys unreadable) or a usage error. The coverage verdict is reported, "
       "never\n"
-      "an error.");
+      "an error.\n\n"
+      "--slurm checks what a Slurm node needs of tally, each with its evidence: plugstack.conf\n"
+      "loads tally_spank.so with arguments that parse; the plugin was built for the Slurm\n"
+      "release slurmd runs (slurmd -V); the daemon answers at its socket=; the pool's\n"
+      "gpu_memory_budget equals the node's GRES count (slurmd -G). Exit 0 all hold, 1 one\n"
+      "failed (drain the node: docs/slurm.md has the NHC and HealthCheckProgram lines), 2 none\n"
+      "could be judged. Run it as root, as slurmd runs.");
   doctor->add_flag("--json", opts.json, "print the report as JSON");
   doctor->add_flag("--active", opts.active,
                    "run the active GTT -> memcg probe (root; allocates --probe-size of GTT)");
   doctor->add_option("--probe-size", opts.probeSize, "GTT buffer the probe allocates")
       ->default_str("64MiB");
+  doctor->add_flag("--slurm", opts.slurm,
+                   "check this node as its Slurm expects it instead (a health check: exit 1 "
+                   "drains; see below)");
+  doctor->add_option("--plugstack", opts.plugstack, "with --slurm: Slurm's plugstack.conf")
+      ->default_str("/etc/slurm/plugstack.conf");
+  doctor->add_option("--plugin-dir", opts.pluginDir,
+                     "with --slurm: Slurm's PluginDir, where a plugstack path without a '/' is");
   doctor
       ->add_option("--probe-cgroup", opts.probeCgroup,
                    "parent of the probe's throw-away cgroup (needs +memory in its subtree_control)")
@@ -45,6 +58,7 @@ void addDoctorCommand(CLI::App& app, DoctorOptions& opts) {
 }
 
 int runDoctor(const fs::RootPaths& paths, const DoctorOptions& opts) {
+  if (opts.slurm) return runDoctorSlurm(opts);
   doctor::Options o;
   o.queryManager = paths.proc == "/proc" && paths.sys == "/sys";
   if (opts.active) {

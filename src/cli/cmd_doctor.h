@@ -11,9 +11,14 @@ struct DoctorOptions {
   bool active = false;
   std::string probeSize = "64MiB";
   std::string probeCgroup = "/";
+  // --slurm: the node as its Slurm expects it (slurm/health.h)
+  bool slurm = false;
+  std::string plugstack = "/etc/slurm/plugstack.conf";
+  std::string pluginDir;  // "" = where the package installs the plugin
 };
 
 void addDoctorCommand(CLI::App& app, DoctorOptions& opts);
 int runDoctor(const fs::RootPaths& roots, const DoctorOptions& opts);
+int runDoctorSlurm(const DoctorOptions& opts);  // cmd_doctor_slurm.cpp
 
 }  // namespace tally::cli

@@ -120,6 +120,13 @@ TEST_F(VmSlurm, AStepOverItsGresIsRefusedInTheKernelAndRecordedWithItsSlurmIds) 
   EXPECT_NE(r.err.find("create: Cannot allocate memory"), std::string::npos) << r.err;
   std::string job = jobIdFrom(idFile);
   ASSERT_FALSE(job.empty());
+  // Where Slurm prints its OOM line, the step's stderr says what tally did.
+  EXPECT_NE(r.err.find("tally: StepId=" + job +
+                       ".0: 1 GPU allocation refused in the kernel at gpu_memory_max 64.0 MiB "
+                       "(128.0 MiB asked)"),
+            std::string::npos)
+      << r.err << "\nslurmstepd's log: "
+      << shellOut("journalctl --no-pager -o cat | grep -a 'tally' | tail -5");
   json rows = rowsNamed("slurm-" + job + ".0");
   ASSERT_GE(rows.size(), 2u) << "no lease for step " << job << ".0";
   json granted = rows[0]["body"];
@@ -167,10 +174,11 @@ TEST_F(VmSlurm, AStepWithinItsBoundRunsShowsItsIdsLiveAndRecordsItsGpuPeak) {
   std::string job = jobIdFrom(idFile);
   std::string name = "slurm-" + job + ".0";
   // Live: leases, seats, metrics and top name the step.
-  json seat;
+  json seat, seen;
   ASSERT_TRUE(eventually(
       [&] {
         json seats = json::parse(tally({"seats", "--json"}).out, nullptr, false);
+        seen = seats;
         if (!seats.is_object()) return false;
         for (const auto& s : seats["seats"]) {
           // The region breakdown is fdinfo's: the kernel charges a buffer
@@ -184,7 +192,8 @@ TEST_F(VmSlurm, AStepWithinItsBoundRunsShowsItsIdsLiveAndRecordsItsGpuPeak) {
         }
         return seat.is_object();
       },
-      30s));
+      30s))
+      << seen.dump(2);
   EXPECT_EQ(seat["declared"]["attributes"]["slurm_job_id"], job) << seat.dump(2);
   EXPECT_EQ(seat["declared"]["attributes"]["model"], "llama-70b") << "repeated --tally-attr";
   EXPECT_EQ(seat["declared"]["attributes"]["team"], "ml");
@@ -330,10 +339,12 @@ TEST_F(VmSlurm, SlurmPlacesTwoJobsThatDoNotFitTogetherOneAfterTheOther) {
 TEST_F(VmSlurm, ABatchScriptAndItsSrunStepAreBothBoundedAndTheGresIsCountedOnce) {
   // 768 MiB of a 1 GiB budget: counted twice, the srun step would wait in
   // tally's queue behind its own batch script forever.
-  std::string idFile = kDir + "/f.job";
-  auto r = runProgram(
-      {"sbatch", "--wait", "--gres=tallymem:768M", "--chdir=" + kDir, "--output=" + kDir + "/f.out",
-       "--wrap", "echo $SLURM_JOB_ID > " + idFile + "; srun " + kWorkload + " gpu gtt 512 1 300"});
+  // An array of one task: its leases carry the array's ids.
+  std::string idFile = kDir + "/f.job", arrayFile = kDir + "/f.array";
+  auto r = runProgram({"sbatch", "--wait", "--array=5", "--gres=tallymem:768M", "--chdir=" + kDir,
+                       "--output=" + kDir + "/f.out", "--wrap",
+                       "echo $SLURM_JOB_ID > " + idFile + "; echo $SLURM_ARRAY_JOB_ID > " +
+                           arrayFile + "; srun " + kWorkload + " gpu gtt 512 1 300"});
   EXPECT_EQ(r.exitCode(), 0) << r.out << r.err << readFile(kDir + "/f.out");
   std::string job = jobIdFrom(idFile);
   ASSERT_FALSE(job.empty()) << readFile(kDir + "/f.out");
@@ -346,12 +357,52 @@ TEST_F(VmSlurm, ABatchScriptAndItsSrunStepAreBothBoundedAndTheGresIsCountedOnce)
   EXPECT_EQ(batch[0]["body"]["declared"]["attributes"]["slurm_step_id"], "batch");
   EXPECT_EQ(step[0]["body"]["pools"], json::array({"slurm"}));
   EXPECT_EQ(step[0]["body"]["declared"]["gpu_memory_max"], 768 * kMiB) << "the job's GRES";
+  for (const json* rows : {&batch, &step}) {
+    const json& attrs = (*rows)[0]["body"]["declared"]["attributes"];
+    EXPECT_EQ(attrs.value("slurm_array_job_id", ""), jobIdFrom(arrayFile)) << attrs;
+    EXPECT_EQ(attrs.value("slurm_array_task_id", ""), "5") << attrs;
+  }
   json stepEnd = terminal(step);
   ASSERT_TRUE(stepEnd.is_object());
   EXPECT_EQ(stepEnd["body"]["outcome"]["class"], "ended") << stepEnd.dump(2);
   EXPECT_EQ(stepEnd["body"]["gpu"]["peak_bytes"], 512 * kMiB) << stepEnd.dump(2);
   ASSERT_TRUE(terminal(batch).is_object());
   EXPECT_EQ(terminal(batch)["body"]["outcome"]["class"], "ended");
+}
+
+// tally doctor --slurm as the node's health check: passes on the VM's node
+// (plugstack line, a plugin of slurmd's own release, the daemon, the pool's
+// budget equal to the tallymem GRES), fails when the daemon is down and when
+// plugstack.conf names a plugin built for another Slurm (CI builds 24.11's).
+TEST_F(VmSlurm, DoctorSlurmPassesOnThisNodeAndFailsWhenTheDaemonIsDownOrThePluginIsStale) {
+  auto ok = tally({"doctor", "--slurm"});
+  std::printf("[ tally doctor --slurm ]\n%s%s[ end ]\n", ok.out.c_str(), ok.err.c_str());
+  EXPECT_EQ(ok.exitCode(), 0) << ok.out << ok.err;
+  EXPECT_NE(ok.out.find("budget     ok       pool slurm's gpu_memory_budget = the node's tallymem "
+                        "GRES, 1.0 GiB"),
+            std::string::npos)
+      << ok.out;
+  EXPECT_NE(ok.out.find("built for Slurm 22.05, as slurmd"), std::string::npos) << ok.out;
+
+  std::string stale = kPlugin.substr(0, kPlugin.rfind('/')) + "/tally_spank_24.11.so";
+  ASSERT_EQ(::access(stale.c_str(), R_OK), 0)
+      << stale << " missing: configure with -DTALLY_SLURM_HEADERS=\"$(scripts/slurm-headers.sh)\" "
+      << "and build tally_spank_all (scripts/test.sh does)";
+  writeFile(kDir + "/stale-plugstack.conf", "required " + stale + " socket=" + kSocket + "\n");
+  auto wrong = tally({"doctor", "--slurm", "--plugstack", kDir + "/stale-plugstack.conf"});
+  EXPECT_EQ(wrong.exitCode(), 1) << wrong.out << wrong.err;
+  EXPECT_NE(wrong.out.find("is built for Slurm 24.11, and slurmd here is 22.05"), std::string::npos)
+      << wrong.out;
+
+  ASSERT_EQ(shell("systemctl stop " + kDaemonUnit), 0);
+  auto down = tally({"doctor", "--slurm", "--json"});
+  EXPECT_EQ(down.exitCode(), 1) << down.out << down.err;
+  json checks = json::parse(down.out, nullptr, false);
+  ASSERT_TRUE(checks.is_array()) << down.out;
+  bool daemonFailed = false;
+  for (const auto& c : checks)
+    daemonFailed = daemonFailed || (c["check"] == "daemon" && c["state"] == "FAILED");
+  EXPECT_TRUE(daemonFailed) << checks.dump(2);
 }
 
 }  // namespace

@@ -1,0 +1,152 @@
+// `tally doctor --slurm`: the I/O edge of slurm/health.h. Reads
+// plugstack.conf (and what it includes), reads the plugin's plugin_version,
+// runs `slurmd -V` and `slurmd -G`, and asks the daemon; health.h judges.
+#include <fmt/format.h>
+#include <glob.h>
+#include <sys/wait.h>
+
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "cli/capture.h"
+#include "cli/cmd_doctor.h"
+#include "cli/exit_codes.h"
+#include "rpc/client.h"
+#include "rpc/lease_api.h"
+#include "rpc/messages.h"
+#include "slurm/health.h"
+#include "slurm/plugin_version.h"
+#include "slurm/step.h"
+#include "util/text.h"
+
+namespace tally::cli {
+namespace {
+
+Result<std::string> readWhole(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return Error{errno, std::strerror(errno)};
+  std::ostringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+// plugstack.conf, then each file its `include` lines name (a glob, as Slurm
+// reads them), one level deep: where the tally line is.
+void readPlugstack(const std::string& path, slurm::SlurmFacts& f) {
+  f.plugstackPath = path;
+  auto text = readWhole(path);
+  if (!text) {
+    f.plugstackError = text.error().message;
+    return;
+  }
+  slurm::Plugstack p = slurm::parsePlugstack(*text);
+  for (const auto& pattern : p.includes) {
+    if (p.tally) break;
+    glob_t g{};
+    if (::glob(pattern.c_str(), 0, nullptr, &g) == 0) {
+      for (std::size_t i = 0; i < g.gl_pathc && !p.tally; ++i) {
+        if (auto more = readWhole(g.gl_pathv[i])) {
+          p.tally = slurm::parsePlugstack(*more).tally;
+          if (p.tally) f.plugstackPath = fmt::format("{} (via {})", g.gl_pathv[i], path);
+        }
+      }
+    }
+    ::globfree(&g);
+  }
+  f.plugstack = std::move(p);
+}
+
+// The plugin's SLURM_VERSION_NUMBER, the plugin_version SPANK checks, read
+// from the file (slurm/plugin_version.h: loading it here would fail).
+void readPlugin(const std::string& pluginDir, slurm::SlurmFacts& f) {
+  const auto& path = f.plugstack->tally->path;
+  f.pluginPath = path.find('/') == std::string::npos ? pluginDir + "/" + path : path;
+  auto bytes = readWhole(f.pluginPath);
+  if (!bytes) {
+    f.pluginError = bytes.error().message;
+    return;
+  }
+  auto v = slurm::elfExportedU32(*bytes, "plugin_version");
+  if (!v) {
+    f.pluginError = v.error().message;
+    return;
+  }
+  f.pluginVersion = *v;
+}
+
+void runSlurmd(slurm::SlurmFacts& f) {
+  for (auto [flag, out] : {std::pair{"-V", &f.slurmdVersion}, std::pair{"-G", &f.slurmdGres}}) {
+    auto r = capture({"slurmd", flag}, 1u << 20, 30'000);
+    if (!r) {
+      f.slurmdError = fmt::format("slurmd {}: {}", flag, r.error().message);
+      return;
+    }
+    if (!WIFEXITED(r->status) || WEXITSTATUS(r->status) != 0) {
+      f.slurmdError = fmt::format("slurmd {} failed: {}", flag,
+                                  text::truncateUtf8(text::trim(r->err + r->out), 300));
+      return;
+    }
+    // slurmd -G logs its GRES lines on stderr.
+    *out = r->out + r->err;
+  }
+}
+
+void askDaemon(const std::string& socket, const std::string& pool, slurm::SlurmFacts& f) {
+  auto c = rpc::Client::connect(socket);
+  if (!c) {
+    f.daemonError = c.error().message;
+    return;
+  }
+  auto pools = c->call(rpc::api::ListPools{}, {}, 10'000);
+  if (!pools || !pools->ok) {
+    f.daemonError = pools ? pools->error.message : pools.error().message;
+    return;
+  }
+  f.daemonAnswered = true;
+  auto doc = rpc::api::decodeDocument(pools->result, "pools");
+  if (!doc) return;
+  for (const auto& p : (*doc)["pools"]) {
+    if (!p.is_object() || p.value("pool", "") != pool) continue;
+    f.poolFound = true;
+    if (auto b = p.find("gpu_memory_budget"); b != p.end() && b->is_number_unsigned())
+      f.poolBudget = b->get<std::uint64_t>();
+  }
+}
+
+}  // namespace
+
+int runDoctorSlurm(const DoctorOptions& opts) {
+  slurm::SlurmFacts f;
+  readPlugstack(opts.plugstack, f);
+  std::string pluginDir = opts.pluginDir.empty() ? TALLY_SLURM_PLUGINDIR : opts.pluginDir;
+  slurm::PluginArgs args;
+  if (f.plugstack && f.plugstack->tally) {
+    readPlugin(pluginDir, f);
+    if (auto a = slurm::parsePluginArgs(f.plugstack->tally->args)) args = *a;
+  }
+  runSlurmd(f);
+  askDaemon(args.socket, args.pool, f);
+  auto checks = slurm::judgeSlurm(f);
+
+  bool failed = false, judged = false;
+  for (const auto& c : checks) {
+    failed = failed || c.state == slurm::CheckState::Failed;
+    judged = judged || c.state != slurm::CheckState::Unknown;
+  }
+  if (opts.json) {
+    nlohmann::ordered_json j = nlohmann::ordered_json::array();
+    for (const auto& c : checks)
+      j.push_back({{"check", c.name}, {"state", slurm::checkStateName(c.state)}, {"said", c.said}});
+    fmt::print("{}\n", j.dump(2));
+  } else {
+    for (const auto& c : checks)
+      fmt::print("{:<10} {:<8} {}\n", c.name, slurm::checkStateName(c.state), c.said);
+  }
+  if (failed) return kExitDegraded;
+  return judged ? kExitOk : kExitCheckFailed;
+}
+
+}  // namespace tally::cli

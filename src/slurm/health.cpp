@@ -1,0 +1,149 @@
+#include "slurm/health.h"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include "slurm/gres.h"
+#include "slurm/step.h"
+#include "util/text.h"
+#include "util/units.h"
+
+namespace tally::slurm {
+
+const char* checkStateName(CheckState s) {
+  switch (s) {
+    case CheckState::Ok:
+      return "ok";
+    case CheckState::Failed:
+      return "FAILED";
+    case CheckState::Unknown:
+      return "unknown";
+  }
+  return "unknown";
+}
+
+std::vector<SlurmCheck> judgeSlurm(const SlurmFacts& f) {
+  std::vector<SlurmCheck> out;
+  auto add = [&](std::string name, CheckState s, std::string said) {
+    out.push_back({std::move(name), s, std::move(said)});
+  };
+
+  // 1. The plugstack.conf line and its arguments.
+  std::optional<PluginArgs> args;
+  if (f.plugstackError) {
+    add("plugstack", CheckState::Failed,
+        fmt::format("cannot read {}: {}; without tally_spank.so there a step's GPU memory is "
+                    "unbounded",
+                    f.plugstackPath, *f.plugstackError));
+  } else if (!f.plugstack || !f.plugstack->tally) {
+    add("plugstack", CheckState::Failed,
+        fmt::format("{} (with its includes) loads no tally_spank.so: steps run without tally. "
+                    "Add: required tally_spank.so socket=/run/tally/tally.sock (docs/slurm.md)",
+                    f.plugstackPath));
+  } else {
+    const auto& t = *f.plugstack->tally;
+    auto parsed = parsePluginArgs(t.args);
+    std::string line = fmt::format("{} {}{}{}", t.required ? "required" : "optional", t.path,
+                                   t.args.empty() ? "" : " ", fmt::join(t.args, " "));
+    if (!parsed) {
+      add("plugstack", CheckState::Failed,
+          fmt::format("{}: {}; every step that declares GPU memory is refused until it is fixed",
+                      line, parsed.error().message));
+    } else {
+      args = *parsed;
+      add("plugstack", CheckState::Ok,
+          t.required ? line
+                     : line +
+                           " (optional: if the plugin fails to load, Slurm runs every step "
+                           "without it; docs/slurm.md prefers required)");
+    }
+  }
+
+  // 2. The plugin built for the Slurm that runs here.
+  auto running = f.slurmdVersion ? releaseOfSlurmd(*f.slurmdVersion) : std::nullopt;
+  if (f.plugstack && f.plugstack->tally) {
+    if (f.pluginError) {
+      add("plugin", CheckState::Failed,
+          fmt::format("{}: {}; SPANK cannot load it, so no step here is leased", f.pluginPath,
+                      *f.pluginError));
+    } else if (!f.pluginVersion) {
+      add("plugin", CheckState::Unknown, fmt::format("{}: its version was not read", f.pluginPath));
+    } else if (!running) {
+      add("plugin", CheckState::Unknown,
+          fmt::format("{} is built for Slurm {}; slurmd's version is unknown ({})", f.pluginPath,
+                      releaseOfNumber(*f.pluginVersion), f.slurmdError.value_or("slurmd -V")));
+    } else if (releaseOfNumber(*f.pluginVersion) != *running) {
+      add("plugin", CheckState::Failed,
+          fmt::format("{} is built for Slurm {}, and slurmd here is {}: SPANK loads only a plugin "
+                      "of its own release, so no step here is leased. Install the build for {} "
+                      "(docs/slurm.md, Slurm releases)",
+                      f.pluginPath, releaseOfNumber(*f.pluginVersion), *running, *running));
+    } else {
+      add("plugin", CheckState::Ok,
+          fmt::format("{} built for Slurm {}, as slurmd", f.pluginPath, *running));
+    }
+  }
+
+  // 3. The daemon answers.
+  std::string socket = args ? args->socket : PluginArgs{}.socket;
+  if (f.daemonAnswered) {
+    add("daemon", CheckState::Ok, fmt::format("answers at {}", socket));
+  } else {
+    // The client's error names the socket and how to start the daemon.
+    add("daemon", CheckState::Failed,
+        fmt::format("{}; every step that declares GPU memory is refused until it answers",
+                    f.daemonError.value_or("no answer at " + socket)));
+  }
+
+  // 4. The pool's budget is the node's GRES count: Slurm places, tally enforces.
+  if (args && f.daemonAnswered) {
+    std::optional<GresFound> gres;
+    std::optional<std::string> gresError;
+    if (!f.slurmdGres) {
+      gresError = f.slurmdError.value_or("slurmd -G gave nothing");
+    } else {
+      for (const auto& name : args->gres) {
+        auto c = gresOfSlurmd(*f.slurmdGres, name);
+        if (!c) {
+          gresError = c.error().message;
+          break;
+        }
+        if (*c) {
+          gres = GresFound{name, **c};
+          break;
+        }
+      }
+    }
+    if (gresError) {
+      add("budget", CheckState::Unknown, "the node's GRES is unknown: " + *gresError);
+    } else if (!gres) {
+      add("budget", CheckState::Failed,
+          fmt::format("slurmd -G names no {} GRES on this node: Slurm places no GPU memory here. "
+                      "Add Gres={}:<bytes> to the node in slurm.conf and gres.conf",
+                      fmt::join(args->gres, " or "), args->gres.front()));
+    } else if (!f.poolFound) {
+      add("budget", CheckState::Failed,
+          fmt::format("the daemon has no pool {} (plugstack.conf pool=): every leased step is "
+                      "refused. Add [pools.{}] with gpu_memory_budget = {}",
+                      args->pool, args->pool, gres->count));
+    } else if (!f.poolBudget) {
+      add("budget", CheckState::Failed,
+          fmt::format("pool {} has no gpu_memory_budget; set it to the node's {} GRES, {} ({})",
+                      args->pool, gres->name, gres->count, units::humanBytes(gres->count)));
+    } else if (*f.poolBudget != gres->count) {
+      add("budget", CheckState::Failed,
+          fmt::format("pool {}'s gpu_memory_budget {} ({}) is not the node's {} GRES {} ({}): "
+                      "Slurm places by one and tally grants by the other. Set gpu_memory_budget "
+                      "= {}",
+                      args->pool, *f.poolBudget, units::humanBytes(*f.poolBudget), gres->name,
+                      gres->count, units::humanBytes(gres->count), gres->count));
+    } else {
+      add("budget", CheckState::Ok,
+          fmt::format("pool {}'s gpu_memory_budget = the node's {} GRES, {}", args->pool,
+                      gres->name, units::humanBytes(gres->count)));
+    }
+  }
+  return out;
+}
+
+}  // namespace tally::slurm

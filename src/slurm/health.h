@@ -1,0 +1,44 @@
+// `tally doctor --slurm`: is this node's tally what its Slurm expects? The
+// plugstack.conf line, the plugin built for the Slurm that runs here, the
+// daemon answering, and the pool's GPU budget equal to the node's GRES count. Pure:
+// cli/cmd_doctor.cpp reads the files, runs slurmd and scontrol, loads the
+// plugin's version and asks the daemon; this reads their texts and judges.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "slurm/node_text.h"
+#include "util/result.h"
+
+namespace tally::slurm {
+
+// What the doctor read; each absent figure carries why in its *Error.
+struct SlurmFacts {
+  std::string plugstackPath;
+  std::optional<Plugstack> plugstack;
+  std::optional<std::string> plugstackError;
+  std::string pluginPath;                 // resolved against PluginDir
+  std::optional<unsigned> pluginVersion;  // its plugin_version symbol
+  std::optional<std::string> pluginError;
+  std::optional<std::string> slurmdVersion, slurmdGres;  // slurmd -V, slurmd -G output
+  std::optional<std::string> slurmdError;
+  bool daemonAnswered = false;
+  std::optional<std::string> daemonError;
+  std::optional<std::uint64_t> poolBudget;  // the plugin's pool's gpu_memory_budget
+  bool poolFound = false;
+};
+
+enum class CheckState { Ok, Failed, Unknown };
+struct SlurmCheck {
+  std::string name;
+  CheckState state = CheckState::Unknown;
+  std::string said;  // the evidence, or what is wrong and what to do
+};
+std::vector<SlurmCheck> judgeSlurm(const SlurmFacts& f);
+const char* checkStateName(CheckState s);  // "ok", "FAILED", "unknown"
+
+}  // namespace tally::slurm

@@ -1,0 +1,118 @@
+// `tally doctor --slurm`: the node's own words read exactly (the texts are
+// what Debian 12's Slurm 22.05 printed in the VM harness), and each way a
+// node can be wrong for tally judged FAILED with the figures and the fix.
+#include "slurm/health.h"
+
+#include <gtest/gtest.h>
+
+#include "slurm/node_samples.h"
+
+namespace tally::slurm {
+namespace {
+
+constexpr std::uint64_t GiB = 1ULL << 30;
+
+using samples::kSlurmdG;
+using samples::kSlurmdV;
+constexpr unsigned k2205 = 0x160508, k2411 = 0x180b05;
+
+SlurmFacts healthy() {
+  SlurmFacts f;
+  f.plugstackPath = "/etc/slurm/plugstack.conf";
+  f.plugstack = parsePlugstack("required tally_spank.so socket=/run/tally/tally.sock pool=slurm\n");
+  f.pluginPath = "/usr/lib/x86_64-linux-gnu/slurm-wlm/tally_spank.so";
+  f.pluginVersion = k2205;
+  f.slurmdVersion = kSlurmdV;
+  f.slurmdGres = kSlurmdG;
+  f.daemonAnswered = true;
+  f.poolFound = true;
+  f.poolBudget = GiB;
+  return f;
+}
+
+const SlurmCheck* find(const std::vector<SlurmCheck>& checks, const std::string& name) {
+  for (const auto& c : checks)
+    if (c.name == name) return &c;
+  return nullptr;
+}
+
+// The named check's verdict on `f`, by value; absent when it was not judged.
+std::optional<SlurmCheck> judged(const SlurmFacts& f, const std::string& name) {
+  auto checks = judgeSlurm(f);
+  if (const SlurmCheck* c = find(checks, name)) return *c;
+  return std::nullopt;
+}
+
+TEST(SlurmHealth, AHealthyNodePassesEveryCheckWithItsEvidence) {
+  auto checks = judgeSlurm(healthy());
+  ASSERT_EQ(checks.size(), 4u);
+  for (const auto& c : checks) EXPECT_EQ(c.state, CheckState::Ok) << c.name << ": " << c.said;
+  EXPECT_EQ(find(checks, "budget")->said,
+            "pool slurm's gpu_memory_budget = the node's tallymem GRES, 1.0 GiB");
+  EXPECT_EQ(find(checks, "plugin")->said,
+            "/usr/lib/x86_64-linux-gnu/slurm-wlm/tally_spank.so built for Slurm 22.05, as slurmd");
+}
+
+TEST(SlurmHealth, EachWayANodeIsWrongForTallyFailsWithTheFix) {
+  // A plugin built for 24.11 on a 22.05 node: SPANK refuses it.
+  auto f = healthy();
+  f.pluginVersion = k2411;
+  auto c = judged(f, "plugin");
+  ASSERT_TRUE(c);
+  EXPECT_EQ(c->state, CheckState::Failed);
+  EXPECT_NE(c->said.find("built for Slurm 24.11, and slurmd here is 22.05"), std::string::npos)
+      << c->said;
+  // The pool's budget is not the GRES: Slurm places by one, tally grants by the other.
+  f = healthy();
+  f.poolBudget = 2 * GiB;
+  c = judged(f, "budget");
+  EXPECT_EQ(c->state, CheckState::Failed);
+  EXPECT_NE(c->said.find("Set gpu_memory_budget = 1073741824"), std::string::npos) << c->said;
+  f.poolBudget.reset();
+  EXPECT_EQ(judged(f, "budget")->state, CheckState::Failed) << "no budget at all";
+  f = healthy();
+  f.poolFound = false;
+  EXPECT_NE(judged(f, "budget")->said.find("the daemon has no pool slurm"), std::string::npos);
+  // No GRES on the node: Slurm places no GPU memory here.
+  f = healthy();
+  f.slurmdGres = "";
+  c = judged(f, "budget");
+  EXPECT_EQ(c->state, CheckState::Failed);
+  EXPECT_NE(c->said.find("slurmd -G names no tallymem GRES"), std::string::npos) << c->said;
+  // The daemon down: named with the socket; its budget cannot be judged.
+  f = healthy();
+  f.daemonAnswered = false;
+  f.daemonError = "connect /run/tally/tally.sock: No such file or directory";
+  auto checks = judgeSlurm(f);
+  EXPECT_EQ(find(checks, "daemon")->state, CheckState::Failed);
+  EXPECT_EQ(find(checks, "budget"), nullptr);
+  // No tally line: the node runs steps without tally.
+  f = healthy();
+  f.plugstack = parsePlugstack("include /etc/slurm/plugstack.conf.d/*.conf\n");
+  checks = judgeSlurm(f);
+  EXPECT_EQ(find(checks, "plugstack")->state, CheckState::Failed);
+  EXPECT_EQ(find(checks, "plugin"), nullptr);
+  // A typo in its arguments.
+  f = healthy();
+  f.plugstack = parsePlugstack("required tally_spank.so socket=relative.sock\n");
+  c = judged(f, "plugstack");
+  EXPECT_EQ(c->state, CheckState::Failed);
+  EXPECT_NE(c->said.find("socket"), std::string::npos) << c->said;
+  // optional: passes, and says what optional costs.
+  f = healthy();
+  f.plugstack = parsePlugstack("optional tally_spank.so\n");
+  c = judged(f, "plugstack");
+  EXPECT_EQ(c->state, CheckState::Ok);
+  EXPECT_NE(c->said.find("Slurm runs every step without it"), std::string::npos);
+  // slurmd not answering: the version is unknown, not a failure.
+  f = healthy();
+  f.slurmdVersion.reset();
+  f.slurmdGres.reset();
+  f.slurmdError = "slurmd -V: No such file or directory";
+  checks = judgeSlurm(f);
+  EXPECT_EQ(find(checks, "plugin")->state, CheckState::Unknown);
+  EXPECT_EQ(find(checks, "budget")->state, CheckState::Unknown);
+}
+
+}  // namespace
+}  // namespace tally::slurm
