@@ -15,7 +15,7 @@ _tally() {
   done
 
   case "$prev" in
-    --config|--metrics-textfile|--state-dir|--socket|--svg|--cgroup-parent|--proc-root|--sys-root|--cgroup-root)
+    --config|--metrics-textfile|--state-dir|--socket|--svg|--cgroup-parent|--proc-root|--sys-root|--cgroup-root|--plugstack|--plugin-dir)
       _filedir; return ;;
     --unit)
       COMPREPLY=($(compgen -W "$(systemctl list-units --type=service,scope --state=running --no-legend --plain 2>/dev/null | awk '{print $1}')" -- "$cur"))
@@ -55,7 +55,7 @@ _tally() {
     top) opts="--interval --once --socket --help" ;;
     events) opts="--count --timeout --json --socket --help" ;;
     logs) opts="--follow --lines --socket --timeout --help" ;;
-    doctor) opts="--json --active --probe-size --probe-cgroup --help" ;;
+    doctor) opts="--json --active --probe-size --probe-cgroup --slurm --plugstack --plugin-dir --help" ;;
     gpu) opts="--json --by --cgroup --help" ;;
     lease)
       if [[ $cword -eq $((i + 1)) ]]; then
