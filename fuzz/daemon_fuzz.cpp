@@ -42,9 +42,13 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
       named(rpc::api::decodeComplete(params));
       named(rpc::api::decodeBound(params));
       named(rpc::api::decodeLeaseRef(params));
+      named(rpc::api::decodeExited(params));
       // An accepted request encodes back to one its decoder accepts again.
       if (auto a = rpc::api::decodeAttach(params)) {
         if (!rpc::api::decodeAttach(rpc::api::encode(*a))) std::abort();
+      }
+      if (auto e = rpc::api::decodeExited(params)) {
+        if (!rpc::api::decodeExited(rpc::api::encode(*e))) std::abort();
       }
       std::string reply = rpc::encodeReply(parsed.request->id, parsed.request->params);
       if (reply.empty() || reply.back() != '\n') std::abort();

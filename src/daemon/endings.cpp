@@ -78,6 +78,7 @@ void Endings::finishAttached(Lease& l, bool released, std::optional<std::string>
   f.released = released;
   f.oomKillsAtAdoption = l.place.oomKillsAtAdoption;
   f.tallyKill = l.ending.tallyKill;
+  f.reported = l.ending.reported;
   f.unitEnding = std::move(unitEnding);
   if (l.place.applied) f.memoryMax = l.place.applied->memoryMax;
   f.memoryEvents = rec.counters.events;

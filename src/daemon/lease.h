@@ -31,6 +31,7 @@
 #include "lease/attributes.h"
 #include "lease/kind.h"
 #include "lease/meter.h"
+#include "lease/outcome.h"
 #include "util/token_bucket.h"
 
 namespace tally::daemon {
@@ -114,6 +115,11 @@ struct Lease {
     // A kill its client reported that the daemon's samples never saw over
     // the limit: the client's word, said as such in the outcome.
     std::optional<std::string> clientKill;
+    // How the workload's own processes ended, as its attacher reported
+    // (exited: the Slurm plugin, for a step's tasks).
+    std::optional<lease::Ending> reported;
+    bool awaitsReport = false;           // the attacher said it will report (reports_exit)
+    std::uint64_t reportDeadlineUs = 0;  // monotonic; set when the cgroup emptied unreported
     // The bound's action (a kill, or a report) is in the journal: a run
     // lease's client and the daemon both enforce its bound, and one act is
     // said once, whoever saw it first (the ledger keeps both rows).

@@ -112,6 +112,8 @@ void Service::handle(std::uint64_t conn, const Peer& peer, const rpc::Request& r
                   [&](auto& p) { onComplete(conn, peer, id, p); });
     case Method::Bound:
       return with(rpc::api::decodeBound(params), [&](auto& p) { onBound(conn, peer, id, p); });
+    case Method::Exited:
+      return with(rpc::api::decodeExited(params), [&](auto& p) { onExited(conn, peer, id, p); });
     case Method::Resume:
       return with(rpc::api::decodeLeaseRef(params),
                   [&](auto& p) { onResume(conn, peer, id, p.lease); });
@@ -228,6 +230,7 @@ Service::Admission Service::admit(std::uint64_t conn, const Peer& peer, const js
     PlacementEnv aenv{env_.proc, env_.cgroupRoot, env_.units, env_.pageSize, &env_.sys};
     if (auto denied = placeAttach(aenv, book_, peer, *attach, *l)) return {*denied, false};
     if (auto denied = refuseOverOnArrival(aenv, *l, attach->force)) return {*denied, false};
+    l->ending.awaitsReport = attach->reportsExit;
   }
   // A declared lease (no connection) has nobody to reply to.
   l->client.pending = conn != 0;
@@ -460,6 +463,24 @@ void Service::onBound(std::uint64_t conn, const Peer& peer, const json& id,
   reply(conn, id, rpc::api::encode(rpc::api::BoundReply{true}));
 }
 
+void Service::onExited(std::uint64_t conn, const Peer& peer, const json& id,
+                       const rpc::api::Exited& p) {
+  Lease* l = owned(conn, peer, id, p.lease);
+  if (!l) return;
+  if (!l->isAttach() || l->state() != Lease::State::Running) {
+    return fail(conn, id, code::kConflict,
+                fmt::format("lease {} is not a running attach lease; a run lease's client "
+                            "reports its wait status in complete",
+                            l->id));
+  }
+  l->ending.reported =
+      p.exitCode ? lease::Ending{lease::Ending::Kind::Exited, *p.exitCode, 0, 0}
+                 : lease::Ending{lease::Ending::Kind::Signaled, 0, p.signal.value_or(0), 0};
+  reply(conn, id, rpc::api::encode(rpc::api::BoundReply{true}));
+  // Its cgroup emptied before the word came: it ends now, with it.
+  cgroupChanged(p.lease);
+}
+
 bool Service::connectionInUse(std::uint64_t conn) const {
   return events_.subscribed(conn) || book_.holdsConnection(conn);
 }
@@ -469,6 +490,14 @@ void Service::cgroupChanged(const std::string& leaseId) {
   if (!l || l->state() != Lease::State::Running) return;
   if (Endings::populated(*l)) return;
   if (l->isAttach()) {
+    // Its attacher said it reports how the processes ended: the outcome
+    // waits for that word (onExited), or for the deadline (tick).
+    if (l->ending.awaitsReport && !l->ending.reported) {
+      std::uint64_t now = env_.monotonicUs ? env_.monotonicUs() : clock::monotonicUs();
+      if (!l->ending.reportDeadlineUs)
+        l->ending.reportDeadlineUs = now + rpc::api::kExitReportWaitUs;
+      if (now < l->ending.reportDeadlineUs) return;
+    }
     std::string unit = l->place.unit;
     endAttached(*l);  // frees l
     if (const config::DeclaredLease* d = declarationOf(unit)) leaseDeclared(*d);
@@ -629,6 +658,17 @@ void Service::tick() {
   }
   endings_.expireStops(now);
   endings_.expireGraces(now);
+  // An attach lease whose attacher promised an exit report that never came
+  // ends without it at its deadline.
+  std::vector<std::string> unreported;
+  std::uint64_t reportNow = env_.monotonicUs ? env_.monotonicUs() : now;
+  for (const auto& [lid, l] : book_.all())
+    if (l->ending.reportDeadlineUs && reportNow >= l->ending.reportDeadlineUs)
+      unreported.push_back(lid);
+  for (const auto& lid : unreported) {
+    if (Lease* l = book_.find(lid)) l->ending.awaitsReport = false;
+    cgroupChanged(lid);
+  }
   // Grants happen when something is released; the tick only retries the
   // requests that wait on measured headroom, which changes by itself.
   if (changed || book_.waitsOnMeasuredHeadroom()) tryGrant();

@@ -66,8 +66,9 @@ struct ServiceEnv {
   std::uint64_t pageSize = 4096;
   journal::Journal* journal = nullptr;  // null: messages go to stderr
   Limits limits = {};
-  // CLOCK_MONOTONIC in µs, for each lease's sampling cadence: a seam, so a
-  // test can step time (null: the real clock).
+  // CLOCK_MONOTONIC in µs, for each lease's sampling cadence and an attach
+  // lease's wait for its exit report: a seam, so a test can step time (null:
+  // the real clock).
   std::uint64_t (*monotonicUs)() = nullptr;
   // The in-kernel charge and bound (bpf/), loaded by the daemon at start
   // where the kernel allows; null: off (fdinfo meters, the sampled kill bounds).
@@ -153,6 +154,7 @@ class Service {
   void onRelease(std::uint64_t conn, const Peer& peer, const json& id, const std::string& lease,
                  bool cancelOnly);
   void onBound(std::uint64_t conn, const Peer& peer, const json& id, const rpc::api::Bound& p);
+  void onExited(std::uint64_t conn, const Peer& peer, const json& id, const rpc::api::Exited& p);
 
   // Root, or a member of [daemon] priority_group: may ask for a priority above 0.
   bool mayPrioritise(const Peer& peer) const;

@@ -175,6 +175,16 @@ Outcome classifyAttached(const AttachedFacts& f) {
         f.memoryEventsUnknown.value_or(fmt::format(
             "{} has no oom_kill, or it was not read at adoption", cgroup::file::kMemoryEvents)));
   }
+  std::string reportedText;
+  if (f.reported && f.reported->kind == Ending::Kind::Exited) {
+    o.exitCode = f.reported->exitCode;
+    reportedText = fmt::format("; its tasks exited with code {} (its attacher's report)",
+                               f.reported->exitCode);
+  } else if (f.reported && f.reported->kind == Ending::Kind::Signaled) {
+    o.signal = f.reported->signal;
+    reportedText = fmt::format("; its tasks were killed by {} (its attacher's report)",
+                               signalName(f.reported->signal));
+  }
   if (f.released) {
     o.cls = OutcomeClass::Released;
     o.summary = "released; the workload goes on outside the lease" + oomText;
@@ -182,13 +192,14 @@ Outcome classifyAttached(const AttachedFacts& f) {
   }
   if (f.tallyKill) {
     o.cls = OutcomeClass::KilledByTally;
-    o.summary = *f.tallyKill + oomText;
+    o.summary = *f.tallyKill + reportedText + oomText;
     return o;
   }
   o.cls = kills && *kills > 0 ? OutcomeClass::OomKilled : OutcomeClass::Ended;
-  o.summary = f.unitEnding ? *f.unitEnding + oomText
-                           : fmt::format("the workload's cgroup emptied ({} populated 0){}",
-                                         cgroup::file::kEvents, oomText);
+  o.summary = (f.unitEnding ? *f.unitEnding
+                            : fmt::format("the workload's cgroup emptied ({} populated 0)",
+                                          cgroup::file::kEvents)) +
+              reportedText + oomText;
   return o;
 }
 

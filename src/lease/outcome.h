@@ -97,6 +97,10 @@ struct AttachedFacts {
   // llama.service restarted (...); its next run is ..."): said instead of
   // the bare "cgroup emptied".
   std::optional<std::string> unitEnding;
+  // How its own processes ended, as its attacher reported (the Slurm
+  // plugin: the step's tasks); recorded as exit_code or signal, said as
+  // the attacher's word.
+  std::optional<Ending> reported;
 };
 Outcome classifyAttached(const AttachedFacts& facts);
 

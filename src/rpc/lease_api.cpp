@@ -27,6 +27,7 @@ constexpr std::pair<Method, const char*> kMethods[] = {
     {Method::Pools, "pools"},         {Method::Bound, "bound"},
     {Method::Subscribe, "subscribe"}, {Method::Seats, "seats"},
     {Method::Overview, "overview"},   {Method::Metrics, "metrics"},
+    {Method::Exited, "exited"},
 };
 
 Status paramsObject(const json& params) {
@@ -224,6 +225,7 @@ json encode(const Attach& a) {
     p["container"] = {{"engine", c.engine}, {"id", c.id}, {"name", c.name}};
   }
   if (a.force) p["force"] = true;
+  if (a.reportsExit) p["reports_exit"] = true;
   return p;
 }
 
@@ -248,6 +250,13 @@ json encode(const Bound& b) {
 }
 
 json encode(const LeaseRef& r) { return {{"lease", r.lease}}; }
+
+json encode(const Exited& e) {
+  json j = {{"lease", e.lease}};
+  if (e.exitCode) j["exit_code"] = *e.exitCode;
+  if (e.signal) j["signal"] = *e.signal;
+  return j;
+}
 
 Result<Acquire> decodeAcquire(const json& params) {
   if (auto s = paramsObject(params); !s) return s.error();
@@ -309,6 +318,9 @@ Result<Attach> decodeAttach(const json& params) {
   auto force = f.boolean("force");
   if (!force) return force.error();
   a.force = *force;
+  auto reports = f.boolean("reports_exit");
+  if (!reports) return reports.error();
+  a.reportsExit = *reports;
   if (auto s = f.unknown(); !s) return s.error();
   return a;
 }
@@ -403,6 +415,26 @@ Result<Bound> decodeBound(const json& params) {
   if (auto s = e.unknown(); !s) return s.error();
   if (auto s = f.unknown(); !s) return s.error();
   return b;
+}
+
+Result<Exited> decodeExited(const json& params) {
+  if (auto s = paramsObject(params); !s) return s.error();
+  Fields f(params);
+  Exited e;
+  auto id = leaseId(f);
+  if (!id) return id.error();
+  e.lease = std::move(*id);
+  auto code = f.u64("exit_code", 255);
+  if (!code) return code.error();
+  auto sig = f.u64("signal", 64);
+  if (!sig) return sig.error();
+  if (code->has_value() == sig->has_value())
+    return f.bad("exit_code", "exactly one of exit_code (0..255) and signal (1..64) is required");
+  if (*sig && **sig == 0) return f.bad("signal", "must be 1..64");
+  if (*code) e.exitCode = static_cast<int>(**code);
+  if (*sig) e.signal = static_cast<int>(**sig);
+  if (auto s = f.unknown(); !s) return s.error();
+  return e;
 }
 
 Result<LeaseRef> decodeLeaseRef(const json& params) {

@@ -54,6 +54,7 @@ enum class Method {
   Seats,
   Overview,
   Metrics,
+  Exited,
 };
 std::optional<Method> parseMethod(std::string_view name);
 const char* methodName(Method m);
@@ -91,7 +92,12 @@ struct Attach {
   // daemon would kill it if it stays over); without it such an attach is
   // refused with the figures.
   bool force = false;
+  // The attacher will report how the workload's processes end (exited):
+  // when its cgroup empties, the outcome waits for that word, up to
+  // kExitReportWaitUs, so the row carries it.
+  bool reportsExit = false;
 };
+inline constexpr std::uint64_t kExitReportWaitUs = 5'000'000;
 
 // A run lease's client says where the lease runs (paths canonical).
 struct Started {
@@ -116,6 +122,16 @@ struct Bound {
   static constexpr Method kMethod = Method::Bound;
   std::string lease;
   enforce::BoundEvent event;  // atNs is the daemon's receipt time, not the client's
+};
+
+// An attach lease's attacher reports how the workload's own processes ended
+// (the Slurm plugin: the step's tasks' wait status, which only slurmstepd
+// reaps), so the outcome row carries it. Exactly one of the two.
+struct Exited {
+  static constexpr Method kMethod = Method::Exited;
+  std::string lease;
+  std::optional<int> exitCode;  // 0..255
+  std::optional<int> signal;    // 1..64
 };
 
 // release, cancel, resume, lease: one lease by id.
@@ -148,6 +164,7 @@ json encode(const Acquire& a);
 json encode(const Attach& a);
 json encode(const Started& s);
 json encode(const Complete& c);
+json encode(const Exited& e);
 json encode(const Bound& b);
 json encode(const LeaseRef& r);
 template <Method M>
@@ -160,6 +177,7 @@ Result<Attach> decodeAttach(const json& params);
 Result<Started> decodeStarted(const json& params);
 Result<Complete> decodeComplete(const json& params);
 Result<Bound> decodeBound(const json& params);
+Result<Exited> decodeExited(const json& params);
 Result<LeaseRef> decodeLeaseRef(const json& params);
 // Methods without params (hello, leases, pools, subscribe, seats, overview,
 // metrics): any field is refused.

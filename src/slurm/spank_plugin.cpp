@@ -87,6 +87,7 @@ Verdict* g_verdict = nullptr;
 std::string g_lease;                  // the lease id once attached
 std::uint32_t g_job = 0, g_step = 0;  // its Slurm ids
 std::uint32_t g_tasksExited = 0;      // this node's tasks of the step that have exited
+std::vector<int> g_taskStatuses;      // ... and their wait statuses
 std::string g_configError;            // plugstack.conf's arguments did not parse
 
 int optGpuMax(int, const char* arg, int) { return (g_options.gpuMemoryMax = arg ? arg : ""), 0; }
@@ -406,6 +407,20 @@ void sayWhatTheBoundDid() {
   for (const auto& line : slurm::boundLines(g_job, g_step, *bound)) slurm_error("%s", line.c_str());
 }
 
+// The tasks' wait status, for the outcome row: the daemon holds the outcome
+// for it (reports_exit), so it is sent even when the cgroup already emptied.
+void reportExit() {
+  auto exit = slurm::stepExit(g_lease, g_taskStatuses);
+  if (!exit) return;
+  auto client = rpc::Client::connect(g_args.socket);
+  if (!client) return;  // the daemon records the outcome without it after its wait
+  int timeoutMs = static_cast<int>(std::min<std::uint64_t>(g_args.timeoutUs / 1000, 1u << 30));
+  auto reply = client->call(*exit, {}, timeoutMs);
+  if (reply && !reply->ok)
+    slurm_info("tally: lease %s: the daemon did not take the tasks' exit status: %s",
+               g_lease.c_str(), reply->error.message.c_str());
+}
+
 }  // namespace
 
 extern "C" {
@@ -499,9 +514,13 @@ TALLY_EXPORT int slurm_spank_task_exit(spank_t sp, int, char**) {
   if (!spank_remote(sp) || g_lease.empty()) return 0;
   std::uint32_t local = 0;
   if (spank_get_item(sp, S_JOB_LOCAL_TASK_COUNT, &local) != ESPANK_SUCCESS) return 0;
+  int status = 0;
+  if (spank_get_item(sp, S_TASK_EXIT_STATUS, &status) == ESPANK_SUCCESS)
+    g_taskStatuses.push_back(status);
   if (++g_tasksExited != local) return 0;
   try {
     sayWhatTheBoundDid();
+    reportExit();
   } catch (const std::exception& e) {
     slurm_error("tally: lease %s: %s", g_lease.c_str(), e.what());
   }

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
+#include <sys/wait.h>
 
 #include <algorithm>
 
@@ -233,6 +234,8 @@ Result<rpc::api::Attach> stepRequest(const PluginArgs& args, const StepOptions& 
     if (auto s = lease::checkAttribute(k, v); !s) return s.error();
   }
   req.target.cgroup = f.cgroup;
+  // slurmstepd reaps the tasks: the plugin reports their wait status (exited).
+  req.reportsExit = true;
   return req;
 }
 
@@ -294,6 +297,23 @@ std::vector<std::string> boundLines(std::uint32_t job, std::uint32_t step, const
                                 units::humanBytes(b.kill->bytes),
                                 units::humanBytes(b.kill->limit)));
   return lines;
+}
+
+std::optional<rpc::api::Exited> stepExit(const std::string& lease,
+                                         const std::vector<int>& statuses) {
+  if (statuses.empty()) return std::nullopt;
+  rpc::api::Exited e;
+  e.lease = lease;
+  int code = 0;
+  for (int st : statuses) {
+    if (WIFSIGNALED(st)) {
+      e.signal = WTERMSIG(st);
+      return e;
+    }
+    if (WIFEXITED(st)) code = std::max(code, WEXITSTATUS(st));
+  }
+  e.exitCode = code;
+  return e;
 }
 
 Result<std::string> stepCgroup(std::string_view procCgroupText) {

@@ -122,6 +122,12 @@ Result<StepBound> stepBoundFromLease(const nlohmann::json& lease);
 // None when the bound did neither.
 std::vector<std::string> boundLines(std::uint32_t job, std::uint32_t step, const StepBound& b);
 
+// The step's wait status as one: the first task killed by a signal, else
+// the highest exit code (what sacct's ExitCode shows). `statuses` are
+// waitpid statuses (S_TASK_EXIT_STATUS); empty: absent.
+std::optional<rpc::api::Exited> stepExit(const std::string& lease,
+                                         const std::vector<int>& statuses);
+
 // The lease's name: "slurm-<job>.<step>".
 std::string leaseName(std::uint32_t job, std::uint32_t step);
 

@@ -142,6 +142,7 @@ TEST_F(VmSlurm, AStepOverItsGresIsRefusedInTheKernelAndRecordedWithItsSlurmIds) 
       << granted.dump(2);
   json end = terminal(rows);
   ASSERT_TRUE(end.is_object()) << rows.dump(2);
+  EXPECT_EQ(end["body"]["outcome"]["exit_code"], 1) << "the task's own status, from slurmstepd";
   EXPECT_EQ(end["body"]["gpu"]["kernel_charge"]["allocations_refused"], 1) << end.dump(2);
   EXPECT_EQ(end["body"]["gpu"]["kernel_charge"]["refused_bytes"], 128 * kMiB) << end.dump(2);
   EXPECT_LE(end["body"]["gpu"]["kernel_charge"]["peak_bytes"].get<std::uint64_t>(), 64 * kMiB)
@@ -214,6 +215,7 @@ TEST_F(VmSlurm, AStepWithinItsBoundRunsShowsItsIdsLiveAndRecordsItsGpuPeak) {
   json end = terminal(rowsNamed(name));
   ASSERT_TRUE(end.is_object());
   EXPECT_EQ(end["body"]["outcome"]["class"], "ended") << end.dump(2);
+  EXPECT_EQ(end["body"]["outcome"]["exit_code"], 0) << end.dump(2);
   EXPECT_EQ(end["body"]["gpu"]["peak_bytes"], 64 * kMiB) << end.dump(2);
   // Read before slurmstepd removed the cgroup: the plugin waits for the outcome row.
   EXPECT_TRUE(end["body"]["memory"].contains("peak_bytes")) << end.dump(2);

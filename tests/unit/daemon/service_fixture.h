@@ -105,6 +105,7 @@ struct FakeJournal : journal::Journal {
 class ServiceTest : public ::testing::Test {
  protected:
   void SetUp() override {
+    clockStep = 1'000'000;  // a test that moves the clock itself set it to 0
     host.setMemAvailable(100 * GiB);
     FakeDevice apu;
     apu.memInfo = {{"gtt_total", 120 * GiB},

@@ -225,6 +225,51 @@ TEST_F(ServiceTest, AttachToACgroupMetersItAndEndsWhenItEmpties) {
   EXPECT_TRUE(watches.paths.empty());
 }
 
+// An attacher that reaps the workload itself (the Slurm plugin: slurmstepd
+// reaps a step's tasks) promises its wait status: the outcome waits for it
+// when the cgroup empties, records it, and ends without it at the deadline.
+TEST_F(ServiceTest, AnAttachersExitReportIsWaitedForAndRecorded) {
+  auto attachReporting = [&](const std::string& cg, pid_t pid) {
+    workloadCgroup(cg, true);
+    host.addCgroup(cg, {pid});
+    json r =
+        call(1, 0, "attach",
+             {{"pools", {"gpu"}}, {"cgroup", cg}, {"gpu_memory_max", GiB}, {"reports_exit", true}});
+    EXPECT_TRUE(r["ok"]) << r;
+    writeFile(host.cgroupRoot() + cg + "/cgroup.events", "populated 0\nfrozen 0\n");
+    return r["result"].value("lease", "");
+  };
+  clockStep = 0;
+  std::string id = attachReporting("/system.slice/slurmstepd.scope/job_7/step_0/user", 4300);
+  service->cgroupChanged(id);
+  EXPECT_EQ(kinds(id), (std::vector<std::string>{"granted", "adopted"})) << "waits for the word";
+  json ack = call(2, 0, "exited", {{"lease", id}, {"signal", 9}});
+  ASSERT_TRUE(ack["ok"]) << ack;
+  ASSERT_EQ(kinds(id).back(), "outcome") << "the word came: it ends now";
+  json outcome = json::parse(rows(id).back().body);
+  EXPECT_EQ(outcome["outcome"]["signal"], 9);
+  EXPECT_EQ(outcome["outcome"]["signal_name"], "SIGKILL");
+  EXPECT_NE(outcome["outcome"]["summary"].get<std::string>().find(
+                "its tasks were killed by SIGKILL (its attacher's report)"),
+            std::string::npos)
+      << outcome.dump(2);
+  EXPECT_FALSE(outcome["outcome"].contains("tally_exit_status")) << "tally ran nothing";
+  // The word never comes: it ends at the deadline, without a made-up status.
+  std::string silent = attachReporting("/system.slice/slurmstepd.scope/job_8/step_0/user", 4301);
+  service->cgroupChanged(silent);
+  service->tick();
+  EXPECT_EQ(kinds(silent).size(), 2u);
+  clockUs += rpc::api::kExitReportWaitUs;
+  service->tick();
+  ASSERT_EQ(kinds(silent).back(), "outcome");
+  json quiet = json::parse(rows(silent).back().body);
+  EXPECT_FALSE(quiet["outcome"].contains("exit_code"));
+  EXPECT_FALSE(quiet["outcome"].contains("signal"));
+  // Only for a live attach lease, and only its owner or root.
+  EXPECT_EQ(call(3, 0, "exited", {{"lease", silent}, {"exit_code", 0}})["error"]["code"],
+            "not-found");
+}
+
 TEST_F(ServiceTest, AttachToAUnitSetsMemoryMaxThroughSystemdAndReadsItBack) {
   workloadCgroup("/system.slice/llama.service", true);
   units.cgroups["llama.service"] = "/system.slice/llama.service";

@@ -139,5 +139,23 @@ TEST(Classify, SignalNames) {
   EXPECT_EQ(lease::signalName(63), "signal 63");
 }
 
+// An attached lease's attacher reported how its processes ended (the Slurm
+// plugin): recorded as its exit code, said as the attacher's word; tally
+// still ran nothing, so no tally exit status.
+TEST(Outcome, AnAttachersReportedExitIsRecordedAsItsWord) {
+  lease::AttachedFacts f;
+  f.memoryEvents = probes::parseFlatKeyed("oom 0\noom_kill 0\n");
+  f.oomKillsAtAdoption = 0;
+  f.reported = lease::Ending{lease::Ending::Kind::Exited, 3, 0, 0};
+  auto o = lease::classifyAttached(f);
+  EXPECT_EQ(o.cls, lease::OutcomeClass::Ended);
+  EXPECT_EQ(o.exitCode, 3);
+  EXPECT_EQ(o.signal, std::nullopt);
+  EXPECT_FALSE(o.hasExitStatus);
+  EXPECT_EQ(o.summary,
+            "the workload's cgroup emptied (cgroup.events populated 0); its tasks exited with "
+            "code 3 (its attacher's report)");
+}
+
 }  // namespace
 }  // namespace tally

@@ -143,3 +143,29 @@ TEST(LeaseApi, AContainerTravelsWithItsPidAndIsChecked) {
 
 }  // namespace
 }  // namespace tally
+
+namespace tally::rpc::api {
+namespace {
+
+// exited: exactly one of an exit code and a signal, each in its range.
+TEST(LeaseApi, AnExitReportCarriesExactlyOneStatus) {
+  auto code = decodeExited({{"lease", "0123456789ab"}, {"exit_code", 3}});
+  ASSERT_TRUE(code) << code.error().message;
+  EXPECT_EQ(code->exitCode, 3);
+  EXPECT_EQ(code->signal, std::nullopt);
+  auto sig = decodeExited(encode(Exited{"0123456789ab", std::nullopt, 9}));
+  ASSERT_TRUE(sig) << sig.error().message;
+  EXPECT_EQ(sig->signal, 9);
+  for (const char* bad :
+       {R"({"lease": "0123456789ab"})", R"({"lease": "0123456789ab", "exit_code": 0, "signal": 9})",
+        R"({"lease": "0123456789ab", "exit_code": 256})",
+        R"({"lease": "0123456789ab", "signal": 0})", R"({"lease": "0123456789ab", "signal": 65})",
+        R"({"lease": "0123456789ab", "exit_code": -1})",
+        R"({"lease": "0123456789ab", "exit_code": 0, "extra": 1})", R"({"exit_code": 0})"}) {
+    EXPECT_FALSE(decodeExited(json::parse(bad))) << bad;
+  }
+  EXPECT_EQ(parseMethod("exited"), Method::Exited);
+}
+
+}  // namespace
+}  // namespace tally::rpc::api

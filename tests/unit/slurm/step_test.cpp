@@ -130,6 +130,24 @@ TEST(SlurmStep, TheStepsEndLinesSayWhatTheBoundDid) {
   }
 }
 
+// The step's tasks' wait statuses as the one the daemon records: a signal
+// first (the step was killed), else the highest exit code, as sacct shows.
+TEST(SlurmStep, TheTasksWaitStatusesAreReportedAsOne) {
+  auto w = [](int code) { return code << 8; };  // WIFEXITED status
+  EXPECT_EQ(stepExit("l", {}), std::nullopt) << "no task reaped: nothing reported";
+  auto ok = stepExit("l", {w(0), w(0)});
+  ASSERT_TRUE(ok);
+  EXPECT_EQ(ok->exitCode, 0);
+  auto worst = stepExit("l", {w(0), w(3), w(1)});
+  EXPECT_EQ(worst->exitCode, 3);
+  auto killed = stepExit("l", {w(0), 9, w(2)});  // WIFSIGNALED: SIGKILL
+  EXPECT_EQ(killed->signal, 9);
+  EXPECT_EQ(killed->exitCode, std::nullopt);
+  EXPECT_EQ(killed->lease, "l");
+  // What the plugin sends is what the daemon's decoder takes.
+  EXPECT_TRUE(rpc::api::decodeExited(rpc::api::encode(*killed)));
+}
+
 TEST(SlurmStep, TheFlagCapsTheGresAndOptionsCarryThrough) {
   StepFacts f = facts();
   f.gresBytes = 64 * MiB;
