@@ -36,7 +36,6 @@
 
 #include <chrono>
 #include <cstring>
-#include <map>
 #include <string>
 #include <vector>
 
@@ -136,6 +135,11 @@ std::string getenvOf(spank_t sp, const char* name) {
   std::vector<char> buf(4096);
   if (spank_getenv(sp, name, buf.data(), static_cast<int>(buf.size())) != ESPANK_SUCCESS) return "";
   return std::string(buf.data());
+}
+
+// How long the daemon may take to answer one call (plugstack.conf timeout=).
+int daemonTimeoutMs() {
+  return static_cast<int>(std::min<std::uint64_t>(g_args.timeoutUs / 1000, 1u << 30));
 }
 
 // The two controller calls, as each Slurm release spells them: 25.11 names a
@@ -307,7 +311,7 @@ int attachStep(spank_t sp, pid_t task) {
     return fail(fmt::format("{} declared {}, but {}; the step does not start", where, bound,
                             client.error().message));
   }
-  int timeoutMs = static_cast<int>(std::min<std::uint64_t>(g_args.timeoutUs / 1000, 1u << 30));
+  int timeoutMs = daemonTimeoutMs();
   auto reply = client->call(
       *request,
       [&](const rpc::Message& ev) {
@@ -392,11 +396,8 @@ void awaitOutcome() {
 // slurm_spank_exit: by then slurmstepd has closed the step's output. The
 // daemon's answer is current: a kill's row is written as it kills, and the
 // query drains the kernel's refusals first.
-void sayWhatTheBoundDid() {
-  auto client = rpc::Client::connect(g_args.socket);
-  if (!client) return;  // the end wait says the daemon is gone
-  int timeoutMs = static_cast<int>(std::min<std::uint64_t>(g_args.timeoutUs / 1000, 1u << 30));
-  auto reply = client->call(rpc::api::LeaseQuery{{g_lease}}, {}, timeoutMs);
+void sayWhatTheBoundDid(rpc::Client& client) {
+  auto reply = client.call(rpc::api::LeaseQuery{{g_lease}}, {}, daemonTimeoutMs());
   if (!reply || !reply->ok) return;
   auto bound = slurm::stepBoundFromLease(reply->result);
   if (!bound) {
@@ -409,13 +410,10 @@ void sayWhatTheBoundDid() {
 
 // The tasks' wait status, for the outcome row: the daemon holds the outcome
 // for it (reports_exit), so it is sent even when the cgroup already emptied.
-void reportExit() {
+void reportExit(rpc::Client& client) {
   auto exit = slurm::stepExit(g_lease, g_taskStatuses);
   if (!exit) return;
-  auto client = rpc::Client::connect(g_args.socket);
-  if (!client) return;  // the daemon records the outcome without it after its wait
-  int timeoutMs = static_cast<int>(std::min<std::uint64_t>(g_args.timeoutUs / 1000, 1u << 30));
-  auto reply = client->call(*exit, {}, timeoutMs);
+  auto reply = client.call(*exit, {}, daemonTimeoutMs());
   if (reply && !reply->ok)
     slurm_info("tally: lease %s: the daemon did not take the tasks' exit status: %s",
                g_lease.c_str(), reply->error.message.c_str());
@@ -519,8 +517,12 @@ TALLY_EXPORT int slurm_spank_task_exit(spank_t sp, int, char**) {
     g_taskStatuses.push_back(status);
   if (++g_tasksExited != local) return 0;
   try {
-    sayWhatTheBoundDid();
-    reportExit();
+    // Without the daemon the end wait says so; the outcome is recorded
+    // without the exit status after the daemon's wait.
+    if (auto client = rpc::Client::connect(g_args.socket)) {
+      sayWhatTheBoundDid(*client);
+      reportExit(*client);
+    }
   } catch (const std::exception& e) {
     slurm_error("tally: lease %s: %s", g_lease.c_str(), e.what());
   }
