@@ -37,7 +37,7 @@ _tally() {
       COMPREPLY=($(compgen -W "512M 1G 4G 16G 32G 48G 64G" -- "$cur")); return ;;
     --interval|--sample-interval|--queue-timeout|--timeout|--reconnect-timeout)
       COMPREPLY=($(compgen -W "250ms 500ms 1s 2s 5s 30s" -- "$cur")); return ;;
-    --attr|--name|--priority|--count|--lines|--gpu-over-samples|--metrics-listen|--probe-cgroup|--limit|--last|--since|--until|--lease|--cgroup|--slice)
+    --attr|--name|--priority|--count|--lines|--gpu-over-samples|--metrics-listen|--probe-cgroup|--limit|--last|--since|--until|--lease|--parent|--cgroup|--slice)
       return ;;
   esac
 
@@ -48,7 +48,7 @@ _tally() {
                --gpu-memory-action --gpu-over-samples --sample-interval --slice --user --system --cgroupfs --cgroup-parent
                --state-dir --json --quiet --socket --pool --priority --queue-timeout --detach --reconnect-timeout --help" ;;
     daemon) opts="--config --metrics-textfile --metrics-listen --help" ;;
-    attach) opts="--unit --container --engine --cgroup --pid --pool --memory-max --gpu-memory-max --gpu-memory-high --gpu-memory-action
+    attach) opts="--unit --container --engine --cgroup --pid --pool --parent --memory-max --gpu-memory-max --gpu-memory-high --gpu-memory-action
                   --gpu-over-samples --name --attr --priority --wait --queue-timeout --force --json --socket --timeout --help" ;;
     seats|leases|pools) opts="--json --socket --timeout --help" ;;
     metrics) opts="--socket --timeout --help" ;;

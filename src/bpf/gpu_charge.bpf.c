@@ -10,8 +10,9 @@
  * path. Both are exported (EXPORT_SYMBOL), so the fentry points exist on
  * every kernel and are called across module boundaries, never inlined away.
  * At init the object is charged to the lease of the creating task (the
- * innermost of its cgroup's ancestors that the daemon armed); at release it
- * is uncharged from that lease, whoever holds its handles or fds by then. So
+ * innermost of its cgroup's ancestors that the daemon armed, and that lease's
+ * parent too when it is a child lease); at release it is uncharged from
+ * them, whoever holds its handles or fds by then. So
  * a lease's figure follows creation, not fd tables: no fd trick hides it and
  * a buffer passed to another lease stays its creator's.
  *
@@ -19,7 +20,8 @@
  * does. On a device the daemon registered, the allocation ioctls it decodes
  * (gpu_ioctl.h) are refused with -ENOMEM when the lease's charge plus the
  * request would exceed its bound; the program that asked sees the driver's
- * own out-of-memory error. The hook also notes, per thread, ioctls whose
+ * own out-of-memory error. A child lease is refused at its own bound and at
+ * its parent's, which holds all its children together. The hook also notes, per thread, ioctls whose
  * objects are not memory to charge (a PRIME import, a userptr, GDS), which
  * the init hook then leaves uncharged.
  *
@@ -93,18 +95,42 @@ struct {
   __uint(pinning, LIBBPF_PIN_BY_NAME);
 } tally_refusals SEC(".maps");
 
-/* The innermost armed lease among the current task's cgroup ancestors: its
- * key, or 0. Walked from the root down by level (the kernel keeps each
- * cgroup's ancestors in an array), so a task nested however deep under its
- * lease is found: leases sit in the first TALLY_MAX_CGROUP_DEPTH levels. */
-static __always_inline __u64 current_lease(void) {
-  __u64 found = 0;
+/* The armed leases among the current task's cgroup ancestors: the innermost
+ * and, when it is a child lease (the daemon nests one level: a Slurm step in
+ * its job), the outermost, its parent. Walked from the root down by level
+ * (the kernel keeps each cgroup's ancestors in an array), so a task nested
+ * however deep under its lease is found: leases sit in the first
+ * TALLY_MAX_CGROUP_DEPTH levels. */
+struct tally_leases {
+  __u64 inner, outer; /* 0: none; outer 0 when inner has no parent */
+};
+
+static __always_inline struct tally_leases current_leases(void) {
+  struct tally_leases l = {};
   for (int level = 1; level <= TALLY_MAX_CGROUP_DEPTH; level++) {
     __u64 id = bpf_get_current_ancestor_cgroup_id(level);
     if (!id) break; /* deeper than the task's own cgroup */
-    if (bpf_map_lookup_elem(&tally_charges, &id)) found = id;
+    if (!bpf_map_lookup_elem(&tally_charges, &id)) continue;
+    if (!l.outer) l.outer = id;
+    l.inner = id;
   }
-  return found;
+  if (l.outer == l.inner) l.outer = 0;
+  return l;
+}
+
+static __always_inline void charge(__u64 lease, __u64 size) {
+  struct tally_charge* c = bpf_map_lookup_elem(&tally_charges, &lease);
+  if (!c) return;
+  __u64 now = __sync_add_and_fetch(&c->bytes, size);
+  __sync_fetch_and_add(&c->objects, 1);
+  if (now > c->peak_bytes) c->peak_bytes = now;
+}
+
+static __always_inline void uncharge(__u64 lease, __u64 size) {
+  struct tally_charge* c = bpf_map_lookup_elem(&tally_charges, &lease);
+  if (!c) return; /* that lease ended: charged to no one since */
+  __sync_fetch_and_sub(&c->bytes, size);
+  __sync_fetch_and_sub(&c->objects, 1);
 }
 
 static __always_inline struct tally_device* device_of(struct drm_device* dev) {
@@ -121,21 +147,17 @@ int BPF_PROG(tally_charge_object, struct drm_device* dev, struct drm_gem_object*
   if (!d || !d->charged) return 0;
   __u32* uncounted = bpf_task_storage_get(&tally_uncounted, bpf_get_current_task_btf(), 0, 0);
   if (uncounted && *uncounted) return 0;
-  __u64 lease = current_lease();
-  if (!lease) return 0;
+  struct tally_leases l = current_leases();
+  if (!l.inner) return 0;
   __u64 key = (__u64)obj;
-  struct tally_object o = {.lease = lease, .bytes = size};
+  /* A child lease's object counts in its parent too (as memcg charges a
+   * cgroup's ancestors): the parent's bound holds its children together. */
+  struct tally_object o = {.lease = l.inner, .bytes = size, .parent = l.outer};
   /* Charged once: a second program (the daemon's next start, attached
    * before the old one is detached) finds the object there already. */
   if (bpf_map_update_elem(&tally_objects, &key, &o, BPF_NOEXIST) != 0) return 0;
-  struct tally_charge* c = bpf_map_lookup_elem(&tally_charges, &lease);
-  if (!c) {
-    bpf_map_delete_elem(&tally_objects, &key);
-    return 0;
-  }
-  __u64 now = __sync_add_and_fetch(&c->bytes, size);
-  __sync_fetch_and_add(&c->objects, 1);
-  if (now > c->peak_bytes) c->peak_bytes = now;
+  charge(l.inner, size);
+  if (l.outer) charge(l.outer, size);
   return 0;
 }
 
@@ -144,14 +166,37 @@ int BPF_PROG(tally_uncharge_object, struct drm_gem_object* obj) {
   __u64 key = (__u64)obj;
   struct tally_object* o = bpf_map_lookup_elem(&tally_objects, &key);
   if (!o) return 0;
-  __u64 lease = o->lease, bytes = o->bytes;
+  __u64 lease = o->lease, parent = o->parent, bytes = o->bytes;
   /* Uncharged once, by whoever deletes it. */
   if (bpf_map_delete_elem(&tally_objects, &key) != 0) return 0;
-  struct tally_charge* c = bpf_map_lookup_elem(&tally_charges, &lease);
-  if (!c) return 0; /* its lease ended: charged to no one since */
-  __sync_fetch_and_sub(&c->bytes, bytes);
-  __sync_fetch_and_sub(&c->objects, 1);
+  uncharge(lease, bytes);
+  if (parent) uncharge(parent, bytes);
   return 0;
+}
+
+/* Whether `bytes` more would take `lease` past its bound; if so the refusal
+ * is counted and sent to the daemon. */
+static __always_inline int refuse_past_bound(__u64 lease, __u64 bytes, unsigned int cmd) {
+  struct tally_bound* b = bpf_map_lookup_elem(&tally_bounds, &lease);
+  if (!b) return 0;
+  struct tally_charge* c = bpf_map_lookup_elem(&tally_charges, &lease);
+  if (!c) return 0;
+  __u64 held = c->bytes;
+  if (held + bytes <= b->max_bytes && held + bytes >= held) return 0;
+
+  __sync_fetch_and_add(&c->refused, 1);
+  __sync_fetch_and_add(&c->refused_bytes, bytes);
+  struct tally_refusal* r = bpf_ringbuf_reserve(&tally_refusals, sizeof(*r), 0);
+  if (r) {
+    r->lease = lease;
+    r->requested_bytes = bytes;
+    r->charged_bytes = held;
+    r->max_bytes = b->max_bytes;
+    r->pid = bpf_get_current_pid_tgid() >> 32;
+    r->cmd = cmd;
+    bpf_ringbuf_submit(r, 0);
+  }
+  return 1;
 }
 
 SEC("lsm/file_ioctl")
@@ -180,26 +225,10 @@ int BPF_PROG(tally_refuse_crossing, struct file* file, unsigned int cmd, unsigne
   if (uncounted) *uncounted = op == TALLY_IOCTL_UNCOUNTED;
   if (op != TALLY_IOCTL_ALLOC) return 0;
 
-  __u64 lease = current_lease();
-  if (!lease) return 0;
-  struct tally_bound* b = bpf_map_lookup_elem(&tally_bounds, &lease);
-  if (!b) return 0;
-  struct tally_charge* c = bpf_map_lookup_elem(&tally_charges, &lease);
-  if (!c) return 0;
-  __u64 held = c->bytes;
-  if (held + bytes <= b->max_bytes && held + bytes >= held) return 0;
-
-  __sync_fetch_and_add(&c->refused, 1);
-  __sync_fetch_and_add(&c->refused_bytes, bytes);
-  struct tally_refusal* r = bpf_ringbuf_reserve(&tally_refusals, sizeof(*r), 0);
-  if (r) {
-    r->lease = lease;
-    r->requested_bytes = bytes;
-    r->charged_bytes = held;
-    r->max_bytes = b->max_bytes;
-    r->pid = bpf_get_current_pid_tgid() >> 32;
-    r->cmd = cmd;
-    bpf_ringbuf_submit(r, 0);
-  }
-  return -ENOMEM;
+  struct tally_leases l = current_leases();
+  if (!l.inner) return 0;
+  /* The child's own bound first, then its parent's: either refuses. */
+  if (refuse_past_bound(l.inner, bytes, cmd)) return -ENOMEM;
+  if (l.outer && refuse_past_bound(l.outer, bytes, cmd)) return -ENOMEM;
+  return 0;
 }

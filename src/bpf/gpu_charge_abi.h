@@ -49,6 +49,7 @@ struct tally_charge {
 struct tally_object {
   __u64 lease;
   __u64 bytes;
+  __u64 parent; /* the lease's parent lease, charged too; 0: none */
 };
 
 /* One refusal, as the ring buffer carries it. */

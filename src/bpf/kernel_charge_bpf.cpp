@@ -4,6 +4,7 @@
 #include <bpf/libbpf.h>
 #include <fcntl.h>
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <linux/capability.h>
 #include <sys/ioctl.h>
 #include <sys/stat.h>
@@ -176,6 +177,27 @@ class BpfCharge final : public KernelCharge {
 // new program is attached before the old one goes, so no allocation passes
 // unseen in between (both charging at once is harmless: an object is
 // charged once, by whichever inserts it first).
+// Maps an older tally pinned with another value layout (tally_object grew a
+// parent for nested leases) cannot be reused: libbpf would refuse the load
+// and leave the old programs running. They go, with their pins; the charges
+// start from zero (objects made before are seen by fdinfo until freed).
+// Returns what it removed, for the journal.
+std::vector<std::string> unpinOlderLayout(const std::string& pinDir) {
+  std::vector<std::string> removed;
+  UniqueFd objects(bpf_obj_get(fmt::format("{}/tally_objects", pinDir).c_str()));
+  if (objects.get() < 0) return removed;
+  bpf_map_info info{};
+  __u32 len = sizeof info;
+  if (bpf_obj_get_info_by_fd(objects.get(), &info, &len) != 0 ||
+      info.value_size == sizeof(tally_object))
+    return removed;
+  for (const char* name :
+       {"tally_objects", "tally_charges", "tally_bounds", "tally_devices", "tally_refusals"}) {
+    if (::unlink(fmt::format("{}/{}", pinDir, name).c_str()) == 0) removed.emplace_back(name);
+  }
+  return removed;
+}
+
 Status pinReplacing(bpf_link* link, const std::string& path) {
   bpf_link* old = bpf_link__open(path.c_str());
   if (old) ::unlink(path.c_str());
@@ -215,6 +237,13 @@ Result<std::unique_ptr<KernelCharge>> loadKernelCharge(const LoadOptions& o) {
   libbpf_set_print(keepLibbpfWarnings);
   if (::mkdir(o.pinDir.c_str(), 0700) != 0 && errno != EEXIST)
     return errnoError(errno, fmt::format("cannot make {}", o.pinDir));
+  if (auto gone = unpinOlderLayout(o.pinDir); !gone.empty()) {
+    fmt::print(stderr,
+               "tally: the BPF maps pinned under {} had an older tally's layout and were removed "
+               "({}): the in-kernel charges start from zero; buffers made before show in DRM "
+               "fdinfo until freed\n",
+               o.pinDir, fmt::join(gone, ", "));
+  }
   // Spelled out: LIBBPF_OPTS is a GNU statement expression, which -Wpedantic refuses.
   bpf_object_open_opts opts{};
   opts.sz = sizeof opts;

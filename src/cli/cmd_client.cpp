@@ -198,9 +198,14 @@ ClientCommands addClientCommands(CLI::App& app, ClientOptions& o) {
   unit->excludes(cgroup)->excludes(pid)->excludes(container);
   cgroup->excludes(pid)->excludes(container);
   pid->excludes(container);
-  c.attach
-      ->add_option("--pool", o.pools, "a pool to hold (repeat for several; granted all at once)")
-      ->required();
+  auto* pool = c.attach->add_option("--pool", o.pools,
+                                    "a pool to hold (repeat for several; granted all at once)");
+  auto* parent = c.attach->add_option(
+      "--parent", o.parent,
+      "a running lease (its id) whose cgroup holds this one: a child lease, holding no pool\n"
+      "(the parent's count it), bounded by the smaller of its own --gpu-memory-max and the\n"
+      "parent's, ended with the parent if not before (a Slurm step in its job)");
+  pool->excludes(parent);
   c.attach->add_option("--memory-max", o.memoryMax,
                        "declared host memory (counts against memory_budget; applied as MemoryMax)");
   c.attach->add_option(
@@ -452,6 +457,13 @@ int runClientCommand(const ClientCommands& c, const ClientOptions& o) {
     rpc::api::Attach request;
     rpc::api::Declared& d = request.declared;
     d.pools = o.pools;
+    request.parent = o.parent;
+    if (d.pools.empty() && o.parent.empty()) {
+      fmt::print(stderr,
+                 "tally attach: name the pool the lease holds with --pool (or, for a child "
+                 "lease inside a running lease, that lease with --parent)\n");
+      return kExitUsage;
+    }
     if (!o.unit.empty())
       request.target.unit = o.unit;
     else if (!o.cgroup.empty())

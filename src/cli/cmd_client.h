@@ -22,6 +22,7 @@ struct ClientOptions {
   std::string leaseId;
   // attach
   std::string unit, cgroup, container, engine;
+  std::string parent;  // attach: the lease this one nests in (a child lease)
   std::uint64_t pid = 0;
   std::vector<std::string> pools;
   std::string memoryMax, gpuMemoryMax, gpuMemoryHigh, name, queueTimeout;

@@ -46,11 +46,27 @@ bool Endings::populated(const Lease& l) {
 }
 
 void Endings::end(Lease& l, const char* kind, const json& body, const std::string& cls) {
+  endChildren(l);
   std::string id = l.id;
   events_.recordEnd(l, kind, body, cls);
   env_.watches.unwatch(id);
   book_.forget(id);  // frees l
   freed_();
+}
+
+void Endings::endChildren(const Lease& parent) {
+  std::vector<std::string> children;
+  for (const auto& [id, l] : book_.all())
+    if (l->parent == parent.id) children.push_back(id);
+  for (const auto& id : children) {
+    Lease* c = book_.find(id);
+    if (!c) continue;
+    // Still running: released with its parent (the workload goes on, no
+    // longer leased); else it emptied with it, and says so.
+    bool running = populated(*c);
+    if (running) c->ending.parentEnded = fmt::format("{} ({})", parent.id, parent.name);
+    finishAttached(*c, running);
+  }
 }
 
 lease::LeaseRecord Endings::meteredRecord(Lease& l, const char* manager) {
@@ -79,6 +95,7 @@ void Endings::finishAttached(Lease& l, bool released, std::optional<std::string>
   f.oomKillsAtAdoption = l.place.oomKillsAtAdoption;
   f.tallyKill = l.ending.tallyKill;
   f.reported = l.ending.reported;
+  f.parentEnded = l.ending.parentEnded;
   f.unitEnding = std::move(unitEnding);
   if (l.place.applied) f.memoryMax = l.place.applied->memoryMax;
   f.memoryEvents = rec.counters.events;

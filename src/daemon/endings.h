@@ -76,7 +76,10 @@ class Endings {
   // bound, what it verified, a last sample and the cgroup's final counters.
   lease::LeaseRecord meteredRecord(Lease& l, const char* manager);
 
+  // Every ending goes through here: its child leases end first (a child
+  // never outlives its parent), then its row, then the book forgets it.
   void end(Lease& l, const char* kind, const nlohmann::json& body, const std::string& cls);
+  void endChildren(const Lease& parent);
   void stopLeaseSlice(const Lease& l);
 
   const config::Daemon& cfg_;

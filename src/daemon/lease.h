@@ -53,6 +53,11 @@ struct Lease {
   std::unique_ptr<lease::AttachTarget> target;
   lease::Attributes attributes;  // operator-declared (--attr), shown in seat rows as "declared"
   std::uint64_t requestedAtNs = 0;
+  // A child lease's parent (its id; "" = none): the child's cgroup lies in
+  // the parent's, it holds no pool (the parent's count it, once), its GPU
+  // bound is the smaller of its own and the parent's, and it ends with the
+  // parent if not before. One level: a parent is never itself a child.
+  std::string parent;
 
   // Where it runs, once it runs (daemon/placement.h, recovery). The cgroups
   // are held open (a re-created cgroup of the same name is never read as
@@ -118,6 +123,8 @@ struct Lease {
     // How the workload's own processes ended, as its attacher reported
     // (exited: the Slurm plugin, for a step's tasks).
     std::optional<lease::Ending> reported;
+    // Ended because its parent lease ended while it still ran ("<id> (<name>)").
+    std::optional<std::string> parentEnded;
     bool awaitsReport = false;           // the attacher said it will report (reports_exit)
     std::uint64_t reportDeadlineUs = 0;  // monotonic; set when the cgroup emptied unreported
     // The bound's action (a kill, or a report) is in the journal: a run

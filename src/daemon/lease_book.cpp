@@ -6,6 +6,7 @@
 #include <cerrno>
 #include <set>
 
+#include "cgroup/path.h"
 #include "util/clock.h"
 
 namespace tally::daemon {
@@ -200,15 +201,14 @@ std::optional<LeaseBook::Move> LeaseBook::waitOf(const std::string& id,
   return std::nullopt;
 }
 
-const Lease* LeaseBook::overlapping(const std::string& cgroup) const {
+const Lease* LeaseBook::overlapping(const std::string& cgroup, const std::string& parent) const {
+  // Equal paths are ofCgroup's to find; here one holds the other.
   auto within = [](const std::string& inner, const std::string& outer) {
-    if (outer == "/") return true;
-    return inner.size() > outer.size() && inner.compare(0, outer.size(), outer) == 0 &&
-           inner[outer.size()] == '/';
+    return cgroup::isWithin(inner, outer);
   };
   for (const auto& [id, l] : leases_) {
     const std::string& other = l->place.cgroup;
-    if (other.empty() || other == cgroup) continue;
+    if (other.empty() || other == cgroup || id == parent) continue;
     if (within(cgroup, other) || within(other, cgroup)) return l.get();
   }
   return nullptr;

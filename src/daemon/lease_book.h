@@ -71,7 +71,8 @@ class LeaseBook {
   const Lease* ofCgroup(const std::string& cgroup, std::uint64_t inode) const;
   // A live lease whose cgroup holds `cgroup` or lies inside it: one workload,
   // one lease (a container's scope and its nested cgroup are one workload).
-  const Lease* overlapping(const std::string& cgroup) const;
+  // `parent`: the lease a child lease nests in, the one overlap allowed.
+  const Lease* overlapping(const std::string& cgroup, const std::string& parent = {}) const;
 
   // Waiters whose place or reason changed since the last call, with their
   // new place and what they wait for, in numbers (admission::waitFigures).

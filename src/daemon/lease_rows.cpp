@@ -55,6 +55,7 @@ ledger::GrantedRow grantedRow(const Lease& l) {
   row.gpuMemoryMax = l.req.gpuMemoryMax;
   row.gpuMemoryHigh = l.metering.bound.high;
   row.attributes = l.attributes;
+  row.parent = l.parent;
   if (l.metering.bound.any()) {
     row.boundAction = l.metering.bound.action;
     row.boundConsecutive = l.metering.bound.consecutive;
@@ -119,6 +120,7 @@ Result<std::unique_ptr<Lease>> rebuildLease(const std::vector<ledger::Event>& ev
                 g->boundConsecutive, cfg.sampleIntervalUs},
                handover);
       l->attributes = g->attributes;
+      l->parent = g->parent;
       if (!g->target.empty()) l->target = std::make_unique<lease::AttachTarget>(g->target);
     } else if (e.kind == ledger::kStarted || e.kind == ledger::kAdopted) {
       auto p = ledger::decodePlaced(body);

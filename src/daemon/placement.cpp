@@ -20,6 +20,62 @@ namespace code = rpc::code;
 
 using contain::bus::unitInterface;
 
+namespace {
+
+// The lease a child lease asks to nest in (attach "parent"), if it may:
+// running, not itself a child (one level), the caller's (or root's), and
+// holding the child's cgroup strictly inside its own.
+std::optional<Denial> parentFor(const LeaseBook& book, const Peer& peer, const std::string& id,
+                                const std::string& cgPath, const Lease*& parent) {
+  parent = book.find(id);
+  if (!parent)
+    return Denial{code::kNotFound,
+                  fmt::format("no lease {}: a child lease nests in a running lease (tally leases "
+                              "lists them)",
+                              id)};
+  if (parent->state() != Lease::State::Running || parent->place.cgroup.empty())
+    return Denial{code::kRefused,
+                  fmt::format("lease {} ({}) is {}, not running: a child lease nests in a running "
+                              "lease",
+                              id, parent->name, stateName(parent->state()))};
+  if (!parent->parent.empty())
+    return Denial{code::kRefused,
+                  fmt::format("lease {} ({}) is itself a child of lease {}: tally nests one level; "
+                              "attach under {}",
+                              id, parent->name, parent->parent, parent->parent)};
+  if (peer.uid != 0 && parent->owner != peer.uid)
+    return Denial{code::kForbidden,
+                  fmt::format("lease {} belongs to uid {}; only root or its owner may nest a lease "
+                              "in it",
+                              id, parent->owner)};
+  if (cgPath == parent->place.cgroup || !cgroup::isWithin(cgPath, parent->place.cgroup))
+    return Denial{code::kRefused,
+                  fmt::format("cgroup {} is not inside lease {}'s cgroup {}: a child lease's "
+                              "cgroup lies below its parent's",
+                              cgPath, id, parent->place.cgroup)};
+  return std::nullopt;
+}
+
+// A child's GPU bound is the smaller of its own and its parent's (a child
+// that declared none is held to the parent's, with the parent's action).
+void nestIn(const Lease& parent, Lease& child) {
+  child.parent = parent.id;
+  const auto& pb = parent.metering.bound;
+  auto& cb = child.metering.bound;
+  if (pb.max && (!cb.max || *pb.max < *cb.max)) {
+    if (!cb.max) {
+      cb.action = pb.action;
+      cb.consecutive = pb.consecutive;
+    }
+    cb.max = pb.max;
+    child.req.gpuMemoryMax = pb.max;
+    child.metering.advisory = parent.metering.advisory;
+    if (child.metering.advisory) cb.action = enforce::Action::Report;
+  }
+}
+
+}  // namespace
+
 std::optional<Denial> placeAttach(const PlacementEnv& env, const LeaseBook& book, const Peer& peer,
                                   const rpc::api::Attach& a, Lease& l) {
   if (!env.cgroupRoot)
@@ -118,9 +174,15 @@ std::optional<Denial> placeAttach(const PlacementEnv& env, const LeaseBook& book
     return Denial{code::kConflict, fmt::format("cgroup {} is already leased by {} ({})", cgPath,
                                                other->id, other->name)};
   }
+  const Lease* parent = nullptr;
+  if (!a.parent.empty()) {
+    if (auto denied = parentFor(book, peer, a.parent, cgPath, parent)) return denied;
+  }
   // One workload, one lease: a cgroup inside or above another lease's (a
   // container's scope and its nested cgroup) would count its memory twice.
-  if (const Lease* other = book.overlapping(cgPath)) {
+  // A child lease is the one exception, inside its parent: it is counted in
+  // the parent's pools once, and only bounded on its own.
+  if (const Lease* other = book.overlapping(cgPath, parent ? parent->id : std::string())) {
     bool inside = cgPath.size() > other->place.cgroup.size();
     return Denial{
         code::kConflict,
@@ -144,6 +206,7 @@ std::optional<Denial> placeAttach(const PlacementEnv& env, const LeaseBook& book
                               walk.error().message, cgroup::SubtreeLimits{}.maxDepth,
                               cgroup::SubtreeLimits{}.maxCgroups)};
   }
+  if (parent) nestIn(*parent, l);
   l.place.cgroup = l.place.countersCgroup = cgPath;
   l.place.inode = cg->inode();
   // An attached workload's counters are its own cgroup's (a second handle on it).

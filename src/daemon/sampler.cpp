@@ -124,11 +124,24 @@ std::uint64_t Sampler::nextSampleDelayUs() const {
 // cgroup.kill), then record. A run lease's client enforces the same bound;
 // the daemon enforces it too, so a client that does not (an old or a hostile
 // one) holds no more than it declared.
+//
+// A lease with child leases kills its children's cgroups, not its own: a
+// Slurm job's cgroup holds slurmstepd beside the steps' tasks, and the
+// workload is in the steps.
 void Sampler::enforceBound(Lease& l, std::uint64_t nowNs) {
   const auto& g = l.metering.meter->gpu();
+  std::vector<Lease*> children;
+  for (const auto& [id, c] : book_.all())
+    if (c->parent == l.id && c->place.cg) children.push_back(c.get());
   auto killed = enforce::drive(
       l.metering.bound, l.metering.boundState, g.lastBytes, g.lastSource, nowNs,
-      {[&] {
+      {[&]() -> Status {
+         if (!children.empty()) {
+           Status all = Ok{};
+           for (Lease* c : children)
+             if (auto s = c->place.cg->kill(); !s && all) all = s;
+           return all;
+         }
          return !l.place.unit.empty() && env_.units ? env_.units->killUnit(l.place.unit, SIGKILL)
                                                     : l.place.cg->kill();
        },
@@ -139,7 +152,11 @@ void Sampler::enforceBound(Lease& l, std::uint64_t nowNs) {
                                   l.id, l.name, why),
                       {{"TALLY_LEASE", l.id}});
        }});
-  if (killed) l.ending.tallyKill = *killed;
+  if (!killed) return;
+  l.ending.tallyKill = *killed;
+  for (Lease* c : children)
+    c->ending.tallyKill =
+        fmt::format("killed with its parent lease {} ({}): {}", l.id, l.name, *killed);
 }
 
 std::optional<std::uint64_t> Sampler::kernelBound(const Lease& l) {

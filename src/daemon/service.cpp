@@ -172,7 +172,23 @@ admission::HeadroomFn Service::headroom() {
 // adopts a workload that already runs) share admission.
 void Service::onAcquire(std::uint64_t conn, const Peer& peer, const json& id,
                         const rpc::api::Declared& d, const rpc::api::Attach* attach) {
+  if (attach && attach->join && joined(conn, peer, id, *attach)) return;
   if (auto a = admit(conn, peer, id, d, attach); a.denial) deny(conn, id, *a.denial);
+}
+
+// Attach-or-join: the cgroup's running lease, when its caller holds it in
+// the same place (same owner, same parent), is the answer, said as joined.
+// Anything else takes the attach path, which refuses a second lease of it.
+bool Service::joined(std::uint64_t conn, const Peer& peer, const json& id,
+                     const rpc::api::Attach& a) {
+  const Lease* l = book_.ofCgroup(a.target.cgroup, 0);
+  if (!l || !l->isAttach() || l->state() != Lease::State::Running || l->owner != peer.uid ||
+      l->parent != a.parent)
+    return false;
+  auto r = views_.leaseReply(*l);
+  r.view["joined"] = true;
+  reply(conn, id, rpc::api::encode(r));
+  return true;
 }
 
 Service::Admission Service::admit(std::uint64_t conn, const Peer& peer, const json& id,
@@ -219,16 +235,29 @@ Service::Admission Service::admit(std::uint64_t conn, const Peer& peer, const js
   }
   auto kind = attach ? lease::LeaseKind::Attach : lease::LeaseKind::Run;
   auto l = newLease(kind, peer.uid, peer.pid, conn, d, cfg_.daemon, env_.limits, handover_);
+  // A child lease holds no pool: its parent's count it (placeAttach checks the parent).
+  const bool child = attach && !attach->parent.empty();
   auto totals = [this](const config::Pool& pool) { return measures_.totalsFor(pool); };
-  if (auto s = book_.check(l->req, totals); !s) return refused(code::kRefused, s.error().message);
+  if (!child) {
+    if (auto s = book_.check(l->req, totals); !s) return refused(code::kRefused, s.error().message);
+  }
   // Fail closed: a bound on a device whose driver prints no figure would never fire.
-  if (l->req.gpuMemoryMax) {
-    if (auto why = devices::gpuBoundRefusal(host_.recent().devices, poolDevices(l->req.pools)))
-      return refused(code::kRefused, *why);
+  auto boundUnseen = [&]() -> std::optional<std::string> {
+    if (!l->req.gpuMemoryMax) return std::nullopt;
+    const Lease* parent = child ? book_.find(l->parent) : nullptr;
+    return devices::gpuBoundRefusal(host_.recent().devices,
+                                    poolDevices(parent ? parent->req.pools : l->req.pools));
+  };
+  if (!child) {
+    if (auto why = boundUnseen()) return refused(code::kRefused, *why);
   }
   if (attach) {
     PlacementEnv aenv{env_.proc, env_.cgroupRoot, env_.units, env_.pageSize, &env_.sys};
     if (auto denied = placeAttach(aenv, book_, peer, *attach, *l)) return {*denied, false};
+    // A child's bound is known once it is placed (it may be its parent's).
+    if (child) {
+      if (auto why = boundUnseen()) return refused(code::kRefused, *why);
+    }
     if (auto denied = refuseOverOnArrival(aenv, *l, attach->force)) return {*denied, false};
     l->ending.awaitsReport = attach->reportsExit;
   }

@@ -148,6 +148,7 @@ class Service {
   };
   Admission admit(std::uint64_t conn, const Peer& peer, const json& id, const rpc::api::Declared& d,
                   const rpc::api::Attach* attach);
+  bool joined(std::uint64_t conn, const Peer& peer, const json& id, const rpc::api::Attach& a);
   void onStarted(std::uint64_t conn, const Peer& peer, const json& id, const rpc::api::Started& p);
   void onComplete(std::uint64_t conn, const Peer& peer, const json& id, rpc::api::Complete& p);
   void onResume(std::uint64_t conn, const Peer& peer, const json& id, const std::string& lease);

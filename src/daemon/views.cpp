@@ -45,6 +45,7 @@ json Views::lease(const Lease& l, const admission::Engine::Queued* queued, std::
   j["declared"] = {{"memory_max", jsonview::orNull(l.req.memoryMax)},
                    {"gpu_memory_max", jsonview::orNull(l.req.gpuMemoryMax)}};
   if (!l.attributes.empty()) j["attributes"] = lease::attributesJson(l.attributes);
+  if (!l.parent.empty()) j["parent"] = l.parent;
   j["requested_at_ns"] = l.requestedAtNs;
   if (l.state() == Lease::State::Queued) {
     const auto& engine = book_.engine();
@@ -219,6 +220,7 @@ seats::SeatFacts Views::seatFacts(const Lease& l) const {
   f.kind = lease::kindName(l.kind);
   f.state = stateName(l.state());
   f.pools = l.req.pools;
+  f.parent = l.parent;
   f.unit = l.place.unit;
   f.cgroup = l.place.cgroup;
   if (!l.place.cgroup.empty()) {
@@ -309,7 +311,8 @@ json Views::devices(json& outsideLeases) {
   std::optional<std::string> leaseUnknown;
   std::map<std::string, std::uint64_t> leased;
   for (const auto& [id, l] : book_.all()) {
-    if (l->state() != Lease::State::Running) continue;
+    // A child's memory is its parent's too: counted there, once.
+    if (l->state() != Lease::State::Running || !l->parent.empty()) continue;
     if (!l->metering.meter ||
         !seats::isFresh(l->metering.meter->sampledAtNs(), now, cfg_.daemon.sampleIntervalUs) ||
         !l->metering.meter->gpu().lastBytes) {

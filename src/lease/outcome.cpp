@@ -187,7 +187,9 @@ Outcome classifyAttached(const AttachedFacts& f) {
   }
   if (f.released) {
     o.cls = OutcomeClass::Released;
-    o.summary = "released; the workload goes on outside the lease" + oomText;
+    o.summary = (f.parentEnded ? fmt::format("released with its parent lease {}", *f.parentEnded)
+                               : std::string("released")) +
+                "; the workload goes on outside the lease" + oomText;
     return o;
   }
   if (f.tallyKill) {

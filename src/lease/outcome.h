@@ -101,6 +101,8 @@ struct AttachedFacts {
   // plugin: the step's tasks); recorded as exit_code or signal, said as
   // the attacher's word.
   std::optional<Ending> reported;
+  // Released because its parent lease ended while it ran ("<id> (<name>)").
+  std::optional<std::string> parentEnded;
 };
 Outcome classifyAttached(const AttachedFacts& facts);
 

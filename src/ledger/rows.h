@@ -43,6 +43,7 @@ struct GrantedRow {
   unsigned boundConsecutive = enforce::kDefaultConsecutive;
   std::uint64_t requestedAtNs = 0;
   lease::AttachTarget target;  // attach only
+  std::string parent;          // a child lease's parent lease id ("" = none)
 };
 nlohmann::json encode(const GrantedRow& r);
 // {"unit": ...} | {"cgroup": ...} | {"pid": ...}; null when empty.

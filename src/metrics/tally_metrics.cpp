@@ -45,7 +45,8 @@ std::string str(const json& j, const char* key) { return jsonview::text(j, key);
 void declareAll(Builder& b) {
   // Declared up front so every family appears (HELP/TYPE) even with no lease.
   b.family("tally_lease_info",
-           "A lease of the daemon: its name, kind, state, pools and workload (value 1)");
+           "A lease of the daemon: its name, kind, state, pools, workload and parent lease (a "
+           "child lease's; value 1)");
   b.family("tally_lease_declared_info",
            "An operator-declared attribute of a lease, e.g. model or context_window (value 1; "
            "declared, not measured)");
@@ -122,7 +123,8 @@ void seat(Builder& b, const json& s) {
   Labels info{{"lease", str(s, "lease")},         {"name", str(s, "name")},
               {"kind", str(s, "kind")},           {"state", str(s, "state")},
               {"pools", joined(get(s, "pools"))}, {"unit", str(w, "unit")},
-              {"cgroup", str(w, "cgroup")},       {"container", str(w, "container")}};
+              {"cgroup", str(w, "cgroup")},       {"container", str(w, "container")},
+              {"parent", str(s, "parent")}};
   b.family("tally_lease_info", "").samples.push_back({info, std::uint64_t{1}});
   const json& declared = get(s, "declared");
   if (const json& attrs = get(declared, "attributes"); attrs.is_object()) {

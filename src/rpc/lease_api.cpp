@@ -35,17 +35,19 @@ Status paramsObject(const json& params) {
   return Ok{};
 }
 
-Result<std::string> leaseId(Fields& f) {
-  auto id = f.required("lease", kMaxLeaseId);
+Result<std::string> leaseIdField(Fields& f, const char* key) {
+  auto id = f.required(key, kMaxLeaseId);
   if (!id) return id.error();
   for (char c : *id) {
     if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '-' ||
           c == '_')) {
-      return f.bad("lease", "must be a lease id ([A-Za-z0-9_-])");
+      return f.bad(key, "must be a lease id ([A-Za-z0-9_-])");
     }
   }
   return std::move(*id);
 }
+
+Result<std::string> leaseId(Fields& f) { return leaseIdField(f, "lease"); }
 
 Result<std::string> cgroupField(Fields& f, const char* key, bool required) {
   auto s = f.str(key, cgroup::kMaxPathBytes);
@@ -59,14 +61,21 @@ Result<std::string> cgroupField(Fields& f, const char* key, bool required) {
   return std::move(*c);
 }
 
-Status decodeDeclared(Fields& f, Declared& d) {
+// `child`: the lease is a child of another (attach "parent"), which holds no
+// pool of its own: its parent's pools count it already.
+Status decodeDeclared(Fields& f, Declared& d, bool child = false) {
   const json* pools = f.get("pools");
-  if (!pools || !pools->is_array())
+  if (child) {
+    if (pools && !(pools->is_array() && pools->empty()))
+      return f.bad("pools",
+                   "names pools for a child lease; a child holds none (its parent's pools count "
+                   "it): leave \"pools\" out");
+  } else if (!pools || !pools->is_array())
     return f.bad("pools", "must be an array of pool names (at least one)");
-  if (pools->empty()) return f.bad("pools", "must name at least one pool");
-  if (pools->size() > kMaxPools)
+  if (!child && pools->empty()) return f.bad("pools", "must name at least one pool");
+  if (!child && pools->size() > kMaxPools)
     return f.bad("pools", fmt::format("names {} pools; at most {}", pools->size(), kMaxPools));
-  for (std::size_t i = 0; i < pools->size(); ++i) {
+  for (std::size_t i = 0; !child && i < pools->size(); ++i) {
     const json& p = (*pools)[i];
     if (!p.is_string() || !config::validPoolName(p.get_ref<const std::string&>())) {
       return Error{0, fmt::format("\"pools\"[{}] must be a pool name, 1-{} of [A-Za-z0-9_-]", i,
@@ -122,7 +131,8 @@ Status decodeDeclared(Fields& f, Declared& d) {
 }
 
 json encodeDeclared(const Declared& d) {
-  json p = {{"pools", d.pools}, {"priority", d.priority}};
+  json p = {{"priority", d.priority}};
+  if (!d.pools.empty()) p["pools"] = d.pools;
   if (d.name) p["name"] = *d.name;
   if (d.memoryMax) p["memory_max"] = *d.memoryMax;
   if (d.gpuMemoryMax) p["gpu_memory_max"] = *d.gpuMemoryMax;
@@ -226,6 +236,8 @@ json encode(const Attach& a) {
   }
   if (a.force) p["force"] = true;
   if (a.reportsExit) p["reports_exit"] = true;
+  if (!a.parent.empty()) p["parent"] = a.parent;
+  if (a.join) p["join"] = true;
   return p;
 }
 
@@ -271,7 +283,12 @@ Result<Attach> decodeAttach(const json& params) {
   if (auto s = paramsObject(params); !s) return s.error();
   Fields f(params);
   Attach a;
-  if (auto s = decodeDeclared(f, a.declared); !s) return s.error();
+  if (f.get("parent")) {
+    auto parent = leaseIdField(f, "parent");
+    if (!parent) return parent.error();
+    a.parent = std::move(*parent);
+  }
+  if (auto s = decodeDeclared(f, a.declared, !a.parent.empty()); !s) return s.error();
   auto unit = f.str("unit", kMaxUnitName);
   if (!unit) return unit.error();
   auto cg = cgroupField(f, "cgroup", false);
@@ -321,6 +338,11 @@ Result<Attach> decodeAttach(const json& params) {
   auto reports = f.boolean("reports_exit");
   if (!reports) return reports.error();
   a.reportsExit = *reports;
+  auto join = f.boolean("join");
+  if (!join) return join.error();
+  a.join = *join;
+  if (a.join && a.target.cgroup.empty())
+    return f.bad("join", "joins the lease of a \"cgroup\": name the cgroup");
   if (auto s = f.unknown(); !s) return s.error();
   return a;
 }

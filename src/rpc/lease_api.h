@@ -96,6 +96,15 @@ struct Attach {
   // when its cgroup empties, the outcome waits for that word, up to
   // kExitReportWaitUs, so the row carries it.
   bool reportsExit = false;
+  // A child lease of the running lease `parent` (its id): the cgroup lies
+  // inside the parent's, holds no pool (the parent's pools count it), and is
+  // bounded by the smaller of its own and the parent's gpu_memory_max. It
+  // ends with its parent, if not before.
+  std::string parent;
+  // The cgroup is already leased by its caller: that lease is the answer
+  // (attach-or-join: a Slurm job's lease, asked for by each of its steps
+  // when no extern step made it). Only with a "cgroup" target.
+  bool join = false;
 };
 inline constexpr std::uint64_t kExitReportWaitUs = 5'000'000;
 

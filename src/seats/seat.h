@@ -32,6 +32,7 @@ struct RegionFigures {
 struct SeatFacts {
   std::string lease, name, kind, state;  // kind run|attach; state queued|granted|running
   std::vector<std::string> pools;
+  std::string parent;  // a child lease's parent lease id ("" = none)
   // The workload: the unit systemd runs it as, its cgroup, and the container
   // recognised from the cgroup path (podman:…, docker:…, k8s-pod:…).
   std::string unit, cgroup;

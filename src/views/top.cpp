@@ -6,6 +6,7 @@
 #include <ctime>
 #include <functional>
 #include <optional>
+#include <set>
 
 #include "util/clean_text.h"
 #include "util/json_view.h"
@@ -130,7 +131,11 @@ struct SeatColumn {
 const std::vector<SeatColumn>& seatColumns() {
   static const std::vector<SeatColumn> columns = {
       {"LEASE", 12, 0, false, [](const json& s, bool) { return str(s, "lease"); }},
-      {"NAME", 12, 0, false, [](const json& s, bool) { return str(s, "name"); }},
+      // A child lease (a Slurm step in its job) under its parent, as ps draws a forest.
+      {"NAME", 12, 0, false,
+       [](const json& s, bool) {
+         return str(s, "parent", "").empty() ? str(s, "name") : "\\_ " + str(s, "name");
+       }},
       {"STATE", 7, 0, false,
        [](const json& s, bool fresh) {
          std::string state = str(s, "state");
@@ -253,6 +258,24 @@ std::vector<std::string> seatTable(const json& seats, std::size_t width) {
   return seatTable(seats, o);
 }
 
+// Each child lease right below its parent, in the order sorted; a child
+// whose parent is not listed stays where it is.
+static std::vector<const json*> parentsThenChildren(const std::vector<const json*>& rows) {
+  std::set<std::string> listed;
+  auto parentOf = [](const json& s) { return str(s, "parent", ""); };
+  for (const json* s : rows) listed.insert(str(*s, "lease", ""));
+  listed.erase("");
+  std::vector<const json*> out;
+  for (const json* s : rows) {
+    if (listed.count(parentOf(*s))) continue;  // placed under its parent below
+    out.push_back(s);
+    std::string id = str(*s, "lease", "");
+    for (const json* c : rows)
+      if (!id.empty() && parentOf(*c) == id) out.push_back(c);
+  }
+  return out;
+}
+
 std::vector<std::string> seatTable(const json& seats, const ViewOptions& o) {
   bool kernelCharged = false;
   if (seats.is_array())
@@ -289,6 +312,7 @@ std::vector<std::string> seatTable(const json& seats, const ViewOptions& o) {
     case SortKey::Lease:
       break;
   }
+  rows = parentsThenChildren(rows);
   for (const json* s : rows) {
     // The daemon gone: nothing shown is current, so every row is stale.
     bool fresh = !o.daemonGone && get(*s, "fresh").is_boolean() && (*s)["fresh"].get<bool>();

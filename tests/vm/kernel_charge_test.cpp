@@ -347,6 +347,50 @@ TEST_F(VmKernelCharge, AChildInASubCgroupIsChargedToTheLease) {
   EXPECT_EQ(read(id).bytes, 16 * kMiB);
 }
 
+// A child lease (a Slurm step in its job's lease): its objects are charged
+// to it and to its parent; an allocation is refused at its own bound and at
+// the parent's, which holds all its children together; a freed object leaves
+// both; a child's end leaves the parent's charge right.
+TEST_F(VmKernelCharge, AChildLeaseIsChargedToItselfAndItsParentAndRefusedAtEitherBound) {
+  std::string job = cgroup("vm-kc-job");
+  std::string step0 = job + "/step_0", step1 = job + "/step_1";
+  for (const auto& d : {step0, step1}) {
+    ASSERT_EQ(::mkdir(d.c_str(), 0755), 0);
+    cgroups_.push_back(d);
+  }
+  std::uint64_t jobId = cgroupId(job), id0 = cgroupId(step0), id1 = cgroupId(step1);
+  ASSERT_TRUE(charge_->arm(jobId, 24 * kMiB));
+  ASSERT_TRUE(charge_->arm(id0, 16 * kMiB));
+  ASSERT_TRUE(charge_->arm(id1, 24 * kMiB));
+  Allocator a(step0), b(step1);
+  ASSERT_EQ(a.call(Allocator::Open), 0);
+  ASSERT_EQ(b.call(Allocator::Open), 0);
+  EXPECT_EQ(a.call(Allocator::Create, 16 * kMiB), 0);
+  EXPECT_EQ(a.call(Allocator::Create, 4 * kMiB), -ENOMEM) << "the step's own 16 MiB";
+  EXPECT_EQ(b.call(Allocator::Create, 8 * kMiB), 0);
+  EXPECT_EQ(b.call(Allocator::Create, 4 * kMiB), -ENOMEM) << "the job's 24 MiB, held by both";
+  EXPECT_EQ(read(id0).bytes, 16 * kMiB);
+  EXPECT_EQ(read(id1).bytes, 8 * kMiB);
+  EXPECT_EQ(read(jobId).bytes, 24 * kMiB) << "the job holds its steps' objects, once";
+  EXPECT_EQ(read(jobId).refused, 1u) << "the job's bound refused step 1's";
+  EXPECT_EQ(read(id0).refused, 1u) << "step 0's own bound refused its own";
+  auto refusals = charge_->refusals();
+  ASSERT_EQ(refusals.size(), 2u);
+  EXPECT_EQ(refusals[0].lease, id0);
+  EXPECT_EQ(refusals[1].lease, jobId);
+  EXPECT_EQ(refusals[1].chargedBytes, 24 * kMiB);
+  // Step 0 ends: its objects freed leave the job too.
+  ASSERT_EQ(a.call(Allocator::Close), 0);
+  EXPECT_EQ(read(jobId).bytes, 8 * kMiB);
+  EXPECT_EQ(read(id0).bytes, 0u);
+  // Step 1's lease ends (disarmed) while its object lives: when it is freed
+  // the job is uncharged all the same.
+  charge_->disarm(id1);
+  ASSERT_EQ(b.call(Allocator::Close), 0);
+  EXPECT_EQ(read(jobId).bytes, 0u) << "never charged for an object gone";
+  EXPECT_EQ(read(jobId).peakBytes, 24 * kMiB);
+}
+
 TEST_F(VmKernelCharge, ATaskNestedHundredsOfLevelsBelowItsLeaseIsStillCharged) {
   std::string dir = cgroup("vm-kc-deep");
   std::string deep = dir;

@@ -29,7 +29,8 @@ TEST(Metrics, AFreshLeaseExportsItsFiguresAStaleOneOnlyWhatIsDeclared) {
   EXPECT_TRUE(
       has("tally_lease_info{lease=\"0123456789ab\",name=\"llama\",kind=\"attach\",state="
           "\"running\",pools=\"gpu\","
-          "unit=\"llama.service\",cgroup=\"/system.slice/llama.service\",container=\"\"} 1"))
+          "unit=\"llama.service\",cgroup=\"/system.slice/"
+          "llama.service\",container=\"\",parent=\"\"} 1"))
       << text;
   EXPECT_TRUE(
       has("tally_lease_declared_info{lease=\"0123456789ab\",key=\"model\",value=\"qwen3 "

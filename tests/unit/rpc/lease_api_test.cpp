@@ -167,5 +167,38 @@ TEST(LeaseApi, AnExitReportCarriesExactlyOneStatus) {
   EXPECT_EQ(parseMethod("exited"), Method::Exited);
 }
 
+// A child lease names its parent and no pool; join names the cgroup it joins.
+TEST(LeaseApi, AChildLeaseNamesItsParentAndNoPool) {
+  auto child = decodeAttach(
+      {{"cgroup", "/job_7/step_0/user"}, {"parent", "0123456789ab"}, {"gpu_memory_max", 1024u}});
+  ASSERT_TRUE(child) << child.error().message;
+  EXPECT_EQ(child->parent, "0123456789ab");
+  EXPECT_TRUE(child->declared.pools.empty());
+  auto back = decodeAttach(encode(*child));
+  ASSERT_TRUE(back) << back.error().message;
+  EXPECT_EQ(back->parent, "0123456789ab");
+  EXPECT_FALSE(encode(*child).contains("pools")) << "none to send";
+  auto join = decodeAttach({{"cgroup", "/job_7"}, {"pools", {"slurm"}}, {"join", true}});
+  ASSERT_TRUE(join) << join.error().message;
+  EXPECT_TRUE(join->join);
+  EXPECT_TRUE(decodeAttach(encode(*join))->join);
+  for (const char* bad : {
+           R"({"cgroup": "/a/b", "parent": "0123456789ab", "pools": ["gpu"]})",
+           R"({"cgroup": "/a/b", "parent": "../x"})",
+           R"({"cgroup": "/a/b", "parent": 7})",
+           R"({"cgroup": "/a/b"})",
+           R"({"pid": 7, "pools": ["gpu"], "join": true})",
+           R"({"cgroup": "/a", "pools": ["gpu"], "join": "yes"})",
+       }) {
+    auto r = decodeAttach(json::parse(bad));
+    EXPECT_FALSE(r) << bad;
+  }
+  auto named = decodeAttach(
+      json::parse(R"({"cgroup": "/a/b", "parent": "0123456789ab", "pools": ["gpu"]})"));
+  ASSERT_FALSE(named);
+  EXPECT_NE(named.error().message.find("a child holds none"), std::string::npos)
+      << named.error().message;
+}
+
 }  // namespace
 }  // namespace tally::rpc::api

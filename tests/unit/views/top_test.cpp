@@ -126,5 +126,37 @@ TEST(TopView, SeatColumnsFitTheTerminalAndRowsSayHowCloseTheyAre) {
   EXPECT_NE(views::seatTable(json::array({a, b}), o)[1].find("zeta"), std::string::npos);
 }
 
+// A Slurm job's lease with its steps as child leases: each child right below
+// its parent, drawn as ps draws a forest, whatever the sort put first.
+TEST(TopView, ChildLeasesAreDrawnUnderTheirParent) {
+  json job = freshSeat(), step0 = freshSeat(), step1 = freshSeat(), other = freshSeat();
+  job["lease"] = "aaaaaaaaaaaa";
+  job["name"] = "slurm-7";
+  job["gpu"]["current_bytes"] = 3 * GiB;
+  step0["lease"] = "bbbbbbbbbbbb";
+  step0["name"] = "slurm-7.0";
+  step0["parent"] = "aaaaaaaaaaaa";
+  step0["gpu"]["current_bytes"] = 1 * GiB;
+  step1["lease"] = "cccccccccccc";
+  step1["name"] = "slurm-7.1";
+  step1["parent"] = "aaaaaaaaaaaa";
+  step1["gpu"]["current_bytes"] = 2 * GiB;
+  other["lease"] = "dddddddddddd";
+  other["name"] = "llama";
+  other["gpu"]["current_bytes"] = 9 * GiB;
+  views::ViewOptions o;
+  o.width = 100;
+  o.sort = views::SortKey::Gpu;
+  auto t = views::seatTable(json::array({step0, job, other, step1}), o);
+  ASSERT_EQ(t.size(), 5u);
+  EXPECT_NE(t[1].find("llama"), std::string::npos) << t[1];
+  EXPECT_NE(t[2].find("slurm-7 "), std::string::npos) << t[2];
+  EXPECT_NE(t[3].find("\\_ slurm-7.1"), std::string::npos) << "the larger child first: " << t[3];
+  EXPECT_NE(t[4].find("\\_ slurm-7.0"), std::string::npos) << t[4];
+  // A child whose parent is not listed stays a row of its own.
+  auto alone = views::seatTable(json::array({step0}), o);
+  EXPECT_NE(alone[1].find("\\_ slurm-7.0"), std::string::npos) << alone[1];
+}
+
 }  // namespace
 }  // namespace tally

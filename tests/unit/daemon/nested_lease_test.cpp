@@ -1,0 +1,172 @@
+// Child leases (attach "parent"): a Slurm job's lease with its steps inside.
+// A child nests in a running lease's cgroup, holds no pool, is bounded by the
+// smaller of its own and its parent's bound, is not counted again in the
+// parent's figures, and ends with its parent if not before.
+#include <gtest/gtest.h>
+
+#include "daemon/service_fixture.h"
+
+namespace tally {
+namespace {
+
+using namespace tally::testing;
+using json = nlohmann::json;
+
+class NestedLeaseTest : public ServiceBoundTest {
+ protected:
+  static constexpr const char* kJob = "/system.slice/slurmstepd.scope/job_7";
+  static std::string step(int s) { return fmt::format("{}/step_{}/user", kJob, s); }
+
+  // The job's cgroup and two steps' inside it, each step holding `stepGiB` of GTT.
+  std::string attachJob(std::uint64_t boundGiB, std::uint64_t stepGiB = 2) {
+    gpuWorkload(step(0), 5100, 31, stepGiB);
+    gpuWorkload(step(1), 5101, 32, stepGiB);
+    workloadCgroup(kJob, true);
+    host.addCgroup(kJob, {});
+    json r = call(1, 0, "attach",
+                  {{"pools", {"gpu"}},
+                   {"cgroup", kJob},
+                   {"gpu_memory_max", boundGiB * GiB},
+                   {"name", "job_7"},
+                   {"no_wait", true}});
+    EXPECT_TRUE(r["ok"]) << r;
+    return r["result"].value("lease", "");
+  }
+  json attachStep(const std::string& parent, int s, std::optional<std::uint64_t> boundGiB,
+                  std::uint32_t uid = 0) {
+    json p = {{"cgroup", step(s)}, {"parent", parent}, {"name", fmt::format("7.{}", s)}};
+    if (boundGiB) p["gpu_memory_max"] = *boundGiB * GiB;
+    return call(2, uid, "attach", p);
+  }
+  json lease(const std::string& id) {
+    json all = call(3, 0, "leases", json::object());
+    for (const auto& l : all["result"]["leases"])
+      if (l["lease"] == id) return l;
+    return json();
+  }
+};
+
+TEST_F(NestedLeaseTest, StepsNestInTheirJobHoldNoPoolAndAreBoundedByTheSmallerBound) {
+  std::string job = attachJob(8);
+  json s0 = attachStep(job, 0, 16);
+  ASSERT_TRUE(s0["ok"]) << s0;
+  json s1 = attachStep(job, 1, 2);
+  ASSERT_TRUE(s1["ok"]) << s1;
+  std::string a = s0["result"]["lease"], b = s1["result"]["lease"];
+  EXPECT_EQ(s0["result"]["state"], "running") << "a child never waits in a queue";
+  EXPECT_EQ(s0["result"]["pools"], json::array());
+  EXPECT_EQ(s0["result"]["parent"], job);
+  // 16 GiB asked, the job holds 8: the smaller bounds the step; 2 stays 2.
+  EXPECT_EQ(lease(a)["declared"]["gpu_memory_max"], 8 * GiB);
+  EXPECT_EQ(lease(b)["declared"]["gpu_memory_max"], 2 * GiB);
+  // The pool holds the job once: its 8 GiB of 96, three leases running.
+  json gpu, overview = service->overview(clock::realtimeNs());
+  for (const auto& p : overview["pools"])
+    if (p["pool"] == "gpu") gpu = p;
+  EXPECT_EQ(gpu["holders"], json::array({job})) << gpu.dump(2);
+  EXPECT_EQ(gpu["gpu_memory_declared"], 8 * GiB) << gpu.dump(2);
+  // The job's meter holds both steps' memory; each step its own.
+  service->sample();
+  EXPECT_EQ(lease(job)["gpu"]["current_bytes"], 4 * GiB);
+  EXPECT_EQ(lease(a)["gpu"]["current_bytes"], 2 * GiB);
+  // The granted row names the parent: a restarted daemon rebuilds the tree.
+  json granted = json::parse(rows(a).front().body);
+  EXPECT_EQ(granted["parent"], job);
+  EXPECT_FALSE(granted.contains("pools") && !granted["pools"].empty());
+}
+
+TEST_F(NestedLeaseTest, AStepThatDeclaredNoBoundIsHeldToItsJobs) {
+  std::string job = attachJob(8);
+  json s = attachStep(job, 0, std::nullopt);
+  ASSERT_TRUE(s["ok"]) << s;
+  EXPECT_EQ(lease(s["result"]["lease"])["declared"]["gpu_memory_max"], 8 * GiB);
+}
+
+TEST_F(NestedLeaseTest, AChildIsRefusedWithTheReasonWhenItCannotNestThere) {
+  std::string job = attachJob(8);
+  auto refusal = [&](const json& r) {
+    EXPECT_FALSE(r["ok"]) << r;
+    return r["error"]["message"].get<std::string>();
+  };
+  // Not inside the parent's cgroup.
+  gpuWorkload("/system.slice/other.service", 5200, 41, 1);
+  json outside = call(2, 0, "attach", {{"cgroup", "/system.slice/other.service"}, {"parent", job}});
+  EXPECT_NE(refusal(outside).find("is not inside lease " + job), std::string::npos);
+  // The parent's own cgroup is not a child of it.
+  json same = call(2, 0, "attach", {{"cgroup", kJob}, {"parent", job}});
+  EXPECT_EQ(same["error"]["code"], "conflict") << same;
+  // No such parent.
+  json none = call(2, 0, "attach", {{"cgroup", step(0)}, {"parent", "000000000000"}});
+  EXPECT_EQ(none["error"]["code"], "not-found") << none;
+  // Another user's job.
+  json theirs = attachStep(job, 0, 1, 1000);
+  EXPECT_EQ(theirs["error"]["code"], "forbidden") << theirs;
+  // One level: a child's child is refused, naming where to attach.
+  json s0 = attachStep(job, 0, 4);
+  ASSERT_TRUE(s0["ok"]) << s0;
+  gpuWorkload(step(0) + "/task_0", 5102, 33, 1);
+  json deeper =
+      call(2, 0, "attach", {{"cgroup", step(0) + "/task_0"}, {"parent", s0["result"]["lease"]}});
+  EXPECT_NE(refusal(deeper).find("tally nests one level; attach under " + job), std::string::npos);
+  // A child names no pool: its parent's count it.
+  json pooled = call(2, 0, "attach", {{"cgroup", step(1)}, {"parent", job}, {"pools", {"gpu"}}});
+  EXPECT_EQ(pooled["error"]["code"], "invalid-params") << pooled;
+  // Without "parent" a cgroup inside a lease's is still one workload, one lease.
+  json plain =
+      call(2, 0, "attach", {{"cgroup", step(1)}, {"pools", {"gpu"}}, {"gpu_memory_max", GiB}});
+  EXPECT_EQ(plain["error"]["code"], "conflict") << plain;
+}
+
+TEST_F(NestedLeaseTest, AttachOrJoinAnswersWithTheLeaseThatIsThere) {
+  std::string job = attachJob(8);
+  json again = call(4, 0, "attach",
+                    {{"pools", {"gpu"}},
+                     {"cgroup", kJob},
+                     {"gpu_memory_max", 8 * GiB},
+                     {"join", true},
+                     {"no_wait", true}});
+  ASSERT_TRUE(again["ok"]) << again;
+  EXPECT_EQ(again["result"]["lease"], job);
+  EXPECT_EQ(again["result"]["joined"], true);
+  EXPECT_EQ(kinds(job), (std::vector<std::string>{"granted", "adopted"})) << "no second grant";
+  // Someone else's lease of it is not theirs to join.
+  json other =
+      call(5, 1000, "attach",
+           {{"pools", {"gpu"}}, {"cgroup", kJob}, {"gpu_memory_max", GiB}, {"join", true}});
+  EXPECT_FALSE(other["ok"]) << other;
+}
+
+TEST_F(NestedLeaseTest, ChildrenEndWithTheirParentAndBeforeIt) {
+  std::string job = attachJob(8);
+  std::string s0 = attachStep(job, 0, std::nullopt)["result"]["lease"];
+  std::string s1 = attachStep(job, 1, std::nullopt)["result"]["lease"];
+  // Step 0 ends on its own.
+  writeFile(host.cgroupRoot() + step(0) + "/cgroup.events", "populated 0\nfrozen 0\n");
+  service->cgroupChanged(s0);
+  EXPECT_EQ(kinds(s0).back(), "outcome");
+  EXPECT_NE(lease(job), json()) << "the job goes on";
+  // The job is released while step 1 runs: step 1 is released with it, first.
+  json rel = call(1, 0, "release", {{"lease", job}});
+  ASSERT_TRUE(rel["ok"]) << rel;
+  ASSERT_EQ(kinds(s1).back(), "outcome");
+  json out = json::parse(rows(s1).back().body);
+  EXPECT_EQ(out["outcome"]["class"], "released");
+  EXPECT_NE(out["outcome"]["summary"].get<std::string>().find("released with its parent lease " +
+                                                              job + " (job_7)"),
+            std::string::npos)
+      << out.dump(2);
+  EXPECT_LT(rows(s1).back().seq, rows(job).back().seq) << "the child's row comes first";
+  EXPECT_EQ(service->liveLeases(), 0u);
+}
+
+TEST_F(NestedLeaseTest, GpuMemoryOutsideLeasesCountsAChildOnce) {
+  std::string job = attachJob(8);
+  ASSERT_TRUE(attachStep(job, 0, std::nullopt)["ok"]);
+  service->sample();
+  json o = service->overview(clock::realtimeNs());
+  // The device says 20 GiB GTT used; the job (both steps) holds 4: 16 outside.
+  EXPECT_EQ(o["outside_leases"]["gtt"]["bytes"], 16 * GiB) << o.dump(2);
+}
+
+}  // namespace
+}  // namespace tally
