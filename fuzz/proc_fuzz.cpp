@@ -23,6 +23,7 @@
 #include "slurm/gres.h"
 #include "slurm/node_text.h"
 #include "slurm/plugin_version.h"
+#include "slurm/step.h"
 #include "util/clean_text.h"
 #include "util/units.h"
 
@@ -147,6 +148,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   auto g = slurm::gresOfSlurmd(text, "tallymem");
   if (!g && g.error().message.empty()) std::abort();
   if (g && *g && text.find("tallymem") == std::string_view::npos) std::abort();
+  // The job's prolog record: what it reads back is what writing it gives.
+  if (auto c = slurm::parseJobCache(text); c && slurm::jobCacheText(*c) != text) std::abort();
 #elif TALLY_FUZZ_TARGET == 17
   // A plugin file: a version or a named error, never a read past the image
   // (ASan's job here).

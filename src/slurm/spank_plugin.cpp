@@ -32,9 +32,11 @@
 #include <pwd.h>
 #include <signal.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdlib>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -170,22 +172,32 @@ int loadJob(std::uint32_t job, job_info_msg_t** jobs) {
 #endif
 }
 
-// The job's GRES `name` on this node, in bytes: the step's own request first
-// (tres_per_node), else the job's allocation on this node (gres_detail_str),
-// else the job's per-node request. An error when slurmctld cannot be asked.
-using GresOnNode = tally::Result<std::optional<slurm::GresFound>>;
-GresOnNode gresOnNode(std::uint32_t job, std::uint32_t step, std::uint32_t nodeId,
-                      const std::vector<std::string>& names) {
+// What the controller says of the GPU memory GRES (the first of `names`):
+// the job's on this node, and the step's own request per node.
+struct GresHere {
+  std::optional<slurm::GresFound> job, step;
+};
+
+// The job's allocation on this node is gres_detail_str at the node's index in
+// the job's node list, found by the node's name (S_JOB_NODEID counts from the
+// step's nodes, which may be a subset of the job's); else the job's per-node
+// request. An error when slurmctld cannot be asked.
+tally::Result<GresHere> gresHere(std::uint32_t job, std::optional<std::uint32_t> step,
+                                 const std::string& node, const std::vector<std::string>& names) {
+  GresHere g;
   job_step_info_response_msg_t* steps = nullptr;
-  if (loadStep(job, step, &steps) == SLURM_SUCCESS && steps) {
-    GresOnNode r = std::optional<slurm::GresFound>{};
+  if (step && loadStep(job, *step, &steps) == SLURM_SUCCESS && steps) {
     for (std::uint32_t i = 0; i < steps->job_step_count; ++i) {
       const auto& s = steps->job_steps[i];
-      if (s.step_id.step_id != step || !s.tres_per_node) continue;
-      r = slurm::firstGres(s.tres_per_node, names);
+      if (s.step_id.step_id != *step || !s.tres_per_node) continue;
+      auto found = slurm::firstGres(s.tres_per_node, names);
+      if (!found) {
+        slurm_free_job_step_info_response_msg(steps);
+        return found.error();
+      }
+      g.step = *found;
     }
     slurm_free_job_step_info_response_msg(steps);
-    if (!r || *r) return r;
   }
   job_info_msg_t* jobs = nullptr;
   if (loadJob(job, &jobs) != SLURM_SUCCESS || !jobs) {
@@ -193,16 +205,31 @@ GresOnNode gresOnNode(std::uint32_t job, std::uint32_t step, std::uint32_t nodeI
     return tally::Error{err, fmt::format("slurmctld did not answer for job {}'s GRES: {}", job,
                                          slurm_strerror(err))};
   }
-  GresOnNode r = std::optional<slurm::GresFound>{};
-  for (std::uint32_t i = 0; i < jobs->record_count; ++i) {
+  tally::Status bad = tally::Ok{};
+  for (std::uint32_t i = 0; i < jobs->record_count && bad; ++i) {
     const auto& j = jobs->job_array[i];
     if (j.job_id != job) continue;
-    if (nodeId < j.gres_detail_cnt && j.gres_detail_str && j.gres_detail_str[nodeId])
-      r = slurm::firstGres(j.gres_detail_str[nodeId], names);
-    if (r && !*r && j.tres_per_node) r = slurm::firstGres(j.tres_per_node, names);
+    int index = -1;
+    if (j.nodes && !node.empty()) {
+      auto hl = slurm_hostlist_create(j.nodes);
+      if (hl) {
+        index = slurm_hostlist_find(hl, node.c_str());
+        slurm_hostlist_destroy(hl);
+      }
+    }
+    Result<std::optional<slurm::GresFound>> found = std::optional<slurm::GresFound>{};
+    if (index >= 0 && static_cast<std::uint32_t>(index) < j.gres_detail_cnt && j.gres_detail_str &&
+        j.gres_detail_str[index])
+      found = slurm::firstGres(j.gres_detail_str[index], names);
+    if (found && !*found && j.tres_per_node) found = slurm::firstGres(j.tres_per_node, names);
+    if (!found)
+      bad = found.error();
+    else
+      g.job = *found;
   }
   slurm_free_job_info_msg(jobs);
-  return r;
+  if (!bad) return bad.error();
+  return g;
 }
 
 std::string readText(const std::string& path) {
@@ -212,6 +239,38 @@ std::string readText(const std::string& path) {
   ssize_t n = ::read(fd, buf, sizeof buf);
   ::close(fd);
   return n > 0 ? std::string(buf, static_cast<std::size_t>(n)) : "";
+}
+
+// The job's GRES on this node as its prolog kept it (slurm::jobCacheText);
+// absent when the prolog did not run or could not ask: then the step asks.
+std::optional<std::optional<std::uint64_t>> cachedJobGres(std::uint32_t job) {
+  std::string path = slurm::jobCachePath(g_args, job);
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+  if (fd < 0) return std::nullopt;
+  struct stat st {};
+  char buf[128];
+  ssize_t n = -1;
+  // Root's own file, or not trusted: a user must not plant a job's count.
+  if (::fstat(fd, &st) == 0 && st.st_uid == 0 && S_ISREG(st.st_mode) && !(st.st_mode & 022))
+    n = ::read(fd, buf, sizeof buf);
+  ::close(fd);
+  if (n <= 0) return std::nullopt;
+  auto parsed = slurm::parseJobCache(std::string_view(buf, static_cast<std::size_t>(n)));
+  if (!parsed) {
+    slurm_error("tally: %s: %s; asking slurmctld", path.c_str(), parsed.error().message.c_str());
+    return std::nullopt;
+  }
+  return *parsed;
+}
+
+// The job's GRES here for one of its steps: the prolog's record, else slurmctld.
+tally::Result<GresHere> jobGres(spank_t sp, std::uint32_t job, std::optional<std::uint32_t> step) {
+  if (auto cached = cachedJobGres(job)) {
+    GresHere g;
+    if (*cached) g.job = slurm::GresFound{g_args.gres.front(), **cached};
+    return g;
+  }
+  return gresHere(job, step, getenvOf(sp, "SLURMD_NODENAME"), g_args.gres);
 }
 
 // A refusal reaches slurmd's log here and the user through the task itself
@@ -240,47 +299,13 @@ std::string describeBound(const slurm::StepOptions& o,
   return "tally options";
 }
 
-// The first task: lease the step, or make sure it never runs.
-int attachStep(spank_t sp, pid_t task) {
-  std::uint32_t job = 0, step = 0, nodeId = 0;
-  spank_get_item(sp, S_JOB_ID, &job);
-  spank_get_item(sp, S_JOB_STEPID, &step);
-  spank_get_item(sp, S_JOB_NODEID, &nodeId);
-  std::string where = fmt::format("tally: step {}.{}", job, slurm::stepName(step));
-  if (std::string all = getenvOf(sp, kAttrsEnv); !all.empty()) g_options.attrs = splitAttrs(all);
-  auto fail = [&](const std::string& why) {
-    g_failed = true;
-    g_failure = why;
-    refuseTask(task, why);
-    return 0;  // the task refuses itself before exec; see the file's comment for why not -1
-  };
-  if (auto s = slurm::checkOptions(g_options); !s) return fail(where + ": " + s.error().message);
-
-  // The GRES is asked for even with --gpu-memory-max: the flag only caps it.
-  auto gres = gresOnNode(job, step, nodeId, g_args.gres);
-  if (!gres) {
-    // Unknown is not "none": a step that may have asked for GPU memory is not run unbounded.
-    return fail(
-        fmt::format("{}: cannot tell whether it asked for GRES {}: {}; the step does not "
-                    "start",
-                    where, fmt::join(g_args.gres, ","), gres.error().message));
-  }
-  std::optional<std::uint64_t> gresBytes;
-  if (*gres) gresBytes = (*gres)->count;
-  if (!slurm::declaresAnything(g_options, gresBytes)) return 0;  // nothing declared: untouched
-  if (!g_configError.empty()) {
-    return fail(
-        fmt::format("{}: tally_spank.so is misconfigured in plugstack.conf ({}); the step "
-                    "does not start",
-                    where, g_configError));
-  }
-
+// Slurm's facts of the step as slurmstepd holds them; the user from the
+// job's uid (slurmstepd's own item), not an environment variable a job could
+// have set.
+slurm::StepFacts factsOf(spank_t sp, std::uint32_t job, std::uint32_t step) {
   slurm::StepFacts facts;
   facts.jobId = job;
   facts.stepId = step;
-  facts.gresBytes = gresBytes;
-  // The user from the job's uid (slurmstepd's own item), not an environment
-  // variable a job could have set.
   uid_t uid = 0;
   if (spank_get_item(sp, S_JOB_UID, &uid) == ESPANK_SUCCESS) {
     struct passwd pw, *found = nullptr;
@@ -297,54 +322,162 @@ int attachStep(spank_t sp, pid_t task) {
   }
   facts.account = getenvOf(sp, "SLURM_JOB_ACCOUNT");
   facts.partition = getenvOf(sp, "SLURM_JOB_PARTITION");
-  auto cg = slurm::stepCgroup(readText(fmt::format("/proc/{}/cgroup", task)));
+  return facts;
+}
+
+// One attach call on `client`: the lease reply, or why not.
+tally::Result<rpc::api::LeaseReply> lease(rpc::Client& client, const rpc::api::Attach& request,
+                                          const std::string& where) {
+  auto reply = client.call(
+      request,
+      [&](const rpc::Message& ev) {
+        auto q = rpc::api::decodeQueued(ev.raw);
+        slurm_info("%s: queued as lease %s: %s", where.c_str(), q.lease.c_str(),
+                   rpc::api::describe(q).c_str());
+      },
+      daemonTimeoutMs());
+  if (!reply)
+    return tally::Error{0, fmt::format("the tally daemon at {} did not lease it ({})",
+                                       g_args.socket, reply.error().message)};
+  if (!reply->ok)
+    return tally::Error{0, fmt::format("the tally daemon refused the lease: {} ({})",
+                                       reply->error.message, reply->error.code)};
+  auto granted = rpc::api::decodeLeaseReply(reply->result);
+  if (!granted)
+    return tally::Error{
+        0, fmt::format("the tally daemon's grant is malformed ({})", granted.error().message)};
+  return std::move(*granted);
+}
+
+// The job's lease on this node, made by the extern step (PrologFlags=Contain)
+// as the job starts here, so the job's GRES is held from its first moment and
+// the extern step's processes (pam_slurm_adopt's ssh sessions) are inside it.
+// Nothing to refuse here (the extern step has no task of the user's): a
+// failure is logged, and each step asks again and is refused if it fails.
+void leaseJobAtExtern(spank_t sp) {
+  std::uint32_t job = 0;
+  spank_get_item(sp, S_JOB_ID, &job);
+  std::string where = fmt::format("tally: job {}", job);
+  auto gres = jobGres(sp, job, std::nullopt);
+  if (!gres) {
+    slurm_error("%s: cannot tell whether it holds GRES %s here: %s; its steps ask again",
+                where.c_str(), fmt::format("{}", fmt::join(g_args.gres, ",")).c_str(),
+                gres.error().message.c_str());
+    return;
+  }
+  if (!gres->job || !gres->job->count || !g_configError.empty()) return;
+  slurm::StepFacts facts = factsOf(sp, job, slurm::kExternStep);
+  facts.gresBytes = gres->job->count;
+  auto cg = slurm::jobCgroup(readText("/proc/self/cgroup"));
+  if (!cg) {
+    slurm_error("%s: %s", where.c_str(), cg.error().message.c_str());
+    return;
+  }
+  facts.jobCgroup = *cg;
+  auto request = slurm::jobRequest(g_args, slurm::StepOptions{}, facts);
+  if (!request) return;
+  auto client = rpc::Client::connect(g_args.socket);
+  if (!client) {
+    slurm_error("%s: %s; its steps ask again", where.c_str(), client.error().message.c_str());
+    return;
+  }
+  auto granted = lease(*client, *request, where);
+  if (!granted) {
+    slurm_error("%s: %s; its steps ask again", where.c_str(), granted.error().message.c_str());
+    return;
+  }
+  slurm_info("%s is tally lease %s on %s (gpu_memory_max %s)", where.c_str(),
+             granted->lease.c_str(), facts.jobCgroup.c_str(),
+             units::humanBytes(facts.gresBytes.value_or(0)).c_str());
+}
+
+// The first task: lease the step (inside its job's lease when the job holds
+// the GRES here), or make sure it never runs.
+int attachStep(spank_t sp, pid_t task) {
+  std::uint32_t job = 0, step = 0;
+  spank_get_item(sp, S_JOB_ID, &job);
+  spank_get_item(sp, S_JOB_STEPID, &step);
+  std::string where = fmt::format("tally: step {}.{}", job, slurm::stepName(step));
+  if (std::string all = getenvOf(sp, kAttrsEnv); !all.empty()) g_options.attrs = splitAttrs(all);
+  auto fail = [&](const std::string& why) {
+    g_failed = true;
+    g_failure = why;
+    refuseTask(task, why);
+    return 0;  // the task refuses itself before exec; see the file's comment for why not -1
+  };
+  if (auto s = slurm::checkOptions(g_options); !s) return fail(where + ": " + s.error().message);
+
+  // The GRES is asked for even with --gpu-memory-max: the flag only caps it.
+  // The job's prolog kept it for its steps; without that record, slurmctld
+  // is asked (the step's own GRES request too, then).
+  auto gres = jobGres(sp, job, step);
+  if (!gres) {
+    // Unknown is not "none": a step that may have asked for GPU memory is not run unbounded.
+    return fail(
+        fmt::format("{}: cannot tell whether it asked for GRES {}: {}; the step does not "
+                    "start",
+                    where, fmt::join(g_args.gres, ","), gres.error().message));
+  }
+  std::optional<std::uint64_t> gresBytes;
+  if (gres->job) gresBytes = gres->job->count;
+  if (!slurm::declaresAnything(g_options, gresBytes)) return 0;  // nothing declared: untouched
+  if (!g_configError.empty()) {
+    return fail(
+        fmt::format("{}: tally_spank.so is misconfigured in plugstack.conf ({}); the step "
+                    "does not start",
+                    where, g_configError));
+  }
+
+  slurm::StepFacts facts = factsOf(sp, job, step);
+  facts.gresBytes = gresBytes;
+  if (gres->step) facts.stepGresBytes = gres->step->count;
+  std::string procCgroup = readText(fmt::format("/proc/{}/cgroup", task));
+  auto cg = slurm::stepCgroup(procCgroup);
   if (!cg) return fail(fmt::format("{}: {}; the step does not start", where, cg.error().message));
   facts.cgroup = *cg;
-
-  auto request = slurm::stepRequest(g_args, g_options, facts);
-  if (!request)
-    return fail(fmt::format("{}: {}; the step does not start", where, request.error().message));
-  std::string bound = describeBound(g_options, *gres);
+  std::string bound = describeBound(g_options, gres->job);
+  // What the step asks is checked before the daemon is (a flag without a
+  // GRES is refused for that, whether or not the daemon answers).
+  if (auto checked = slurm::stepRequest(g_args, g_options, facts); !checked)
+    return fail(fmt::format("{}: {}; the step does not start", where, checked.error().message));
 
   auto client = rpc::Client::connect(g_args.socket);
   if (!client) {
     return fail(fmt::format("{} declared {}, but {}; the step does not start", where, bound,
                             client.error().message));
   }
-  int timeoutMs = daemonTimeoutMs();
-  auto reply = client->call(
-      *request,
-      [&](const rpc::Message& ev) {
-        auto q = rpc::api::decodeQueued(ev.raw);
-        slurm_info("%s: queued as lease %s: %s", where.c_str(), q.lease.c_str(),
-                   rpc::api::describe(q).c_str());
-      },
-      timeoutMs);
-  if (!reply) {
-    return fail(
-        fmt::format("{} declared {} but the tally daemon at {} did not lease it ({}); the "
-                    "step does not start",
-                    where, bound, g_args.socket, reply.error().message));
+  // The job's lease first (the extern step made it, or this step makes or
+  // joins it), then the step's inside it.
+  if (gresBytes && *gresBytes) {
+    auto jobCg = slurm::jobCgroup(procCgroup);
+    if (!jobCg)
+      return fail(fmt::format("{}: {}; the step does not start", where, jobCg.error().message));
+    facts.jobCgroup = *jobCg;
+    auto jobReq = slurm::jobRequest(g_args, g_options, facts);
+    if (!jobReq)
+      return fail(fmt::format("{}: {}; the step does not start", where, jobReq.error().message));
+    auto jobLease = lease(*client, *jobReq, where);
+    if (!jobLease)
+      return fail(fmt::format("{} declared {}, but its job's lease: {}; the step does not start",
+                              where, bound, jobLease.error().message));
+    facts.jobLease = jobLease->lease;
   }
-  if (!reply->ok) {
-    return fail(
-        fmt::format("{}: the tally daemon refused the lease: {} ({}); the step does not "
-                    "start",
-                    where, reply->error.message, reply->error.code));
-  }
-  auto granted = rpc::api::decodeLeaseReply(reply->result);
+  auto request = slurm::stepRequest(g_args, g_options, facts);
+  if (!request)
+    return fail(fmt::format("{}: {}; the step does not start", where, request.error().message));
+  auto granted = lease(*client, *request, where);
   if (!granted)
-    return fail(
-        fmt::format("{}: the tally daemon's grant is malformed ({}); the step does not start",
-                    where, granted.error().message));
+    return fail(fmt::format("{} declared {}, but {}; the step does not start", where, bound,
+                            granted.error().message));
   g_lease = granted->lease;
   g_job = job;
   g_step = step;
+  std::string what = request->declared.gpuMemoryMax
+                         ? "gpu_memory_max " + units::humanBytes(*request->declared.gpuMemoryMax)
+                         : std::string("metered, no GPU bound");
+  if (!facts.jobLease.empty()) what += ", in job lease " + facts.jobLease;
   slurm_info("%s is tally lease %s on %s (%s)", where.c_str(), g_lease.c_str(),
-             facts.cgroup.c_str(),
-             request->declared.gpuMemoryMax
-                 ? ("gpu_memory_max " + units::humanBytes(*request->declared.gpuMemoryMax)).c_str()
-                 : "metered, no GPU bound");
+             facts.cgroup.c_str(), what.c_str());
   return 0;
 }
 
@@ -438,6 +571,10 @@ TALLY_EXPORT int slurm_spank_init(spank_t sp, int ac, char** av) {
   // Said once per node, by slurmd, not on every step.
   if (ctx == S_CTX_SLURMD) {
     for (const auto& w : slurm::gresNameWarnings(g_args.gres)) slurm_error("tally: %s", w.c_str());
+    if (g_args.batchPoolIgnored)
+      slurm_info(
+          "tally: batch_pool= in plugstack.conf is ignored: the batch script's step is a child "
+          "of its job's lease like every step, and the job's GRES counts once in pool=");
     if (g_args.queueTimeoutUs)
       slurm_info(
           "tally: queue_timeout= in plugstack.conf is ignored: a step is granted at once "
@@ -479,7 +616,20 @@ TALLY_EXPORT int slurm_spank_init_post_opt(spank_t, int, char**) {
 }
 
 TALLY_EXPORT int slurm_spank_task_post_fork(spank_t sp, int, char**) {
-  if (!spank_remote(sp)) return 0;
+  if (!spank_remote(sp) || !g_args.enforce) return 0;
+  std::uint32_t step = 0;
+  if (spank_get_item(sp, S_JOB_STEPID, &step) == ESPANK_SUCCESS && step == slurm::kExternStep) {
+    // slurmstepd calls this once for the extern step, with no task, after
+    // forking its sleep (taskid -1).
+    if (g_attempted) return 0;
+    g_attempted = true;
+    try {
+      leaseJobAtExtern(sp);
+    } catch (const std::exception& e) {
+      slurm_error("tally: job lease at the extern step: %s", e.what());
+    }
+    return 0;
+  }
   pid_t task = 0;
   if (spank_get_item(sp, S_TASK_PID, &task) != ESPANK_SUCCESS || task <= 0) return 0;
   if (g_failed) {
@@ -526,6 +676,44 @@ TALLY_EXPORT int slurm_spank_task_exit(spank_t sp, int, char**) {
   } catch (const std::exception& e) {
     slurm_error("tally: lease %s: %s", g_lease.c_str(), e.what());
   }
+  return 0;
+}
+
+// The job's prolog on each of its nodes (as root, before its first step
+// here): the job's GRES on this node, asked of slurmctld once for all its
+// steps, kept root-only for them. It never fails the prolog (a failed
+// prolog drains the node): without the record each step asks itself.
+TALLY_EXPORT int slurm_spank_job_prolog(spank_t sp, int, char**) {
+  if (!g_args.enforce || !g_configError.empty()) return 0;
+  try {
+    std::uint32_t job = 0;
+    if (spank_get_item(sp, S_JOB_ID, &job) != ESPANK_SUCCESS || !job) return 0;
+    const char* node = std::getenv("SLURMD_NODENAME");
+    auto gres = gresHere(job, std::nullopt, node ? node : "", g_args.gres);
+    if (!gres) {
+      slurm_info("tally: job %u: its GRES here is unknown (%s); each step asks slurmctld", job,
+                 gres.error().message.c_str());
+      return 0;
+    }
+    if (::mkdir(g_args.jobCacheDir.c_str(), 0700) != 0 && errno != EEXIST) return 0;
+    std::string path = slurm::jobCachePath(g_args, job), tmp = path + ".new";
+    std::string text = slurm::jobCacheText(
+        gres->job ? std::optional<std::uint64_t>(gres->job->count) : std::nullopt);
+    int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
+    if (fd < 0) return 0;
+    bool ok = ::write(fd, text.data(), text.size()) == static_cast<ssize_t>(text.size());
+    ::close(fd);
+    if (!ok || ::rename(tmp.c_str(), path.c_str()) != 0) ::unlink(tmp.c_str());
+  } catch (const std::exception& e) {
+    slurm_error("tally: job prolog: %s", e.what());
+  }
+  return 0;
+}
+
+TALLY_EXPORT int slurm_spank_job_epilog(spank_t sp, int, char**) {
+  std::uint32_t job = 0;
+  if (spank_get_item(sp, S_JOB_ID, &job) == ESPANK_SUCCESS && job)
+    ::unlink(slurm::jobCachePath(g_args, job).c_str());
   return 0;
 }
 

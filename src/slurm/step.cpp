@@ -51,9 +51,10 @@ Result<PluginArgs> parsePluginArgs(const std::vector<std::string>& args) {
     if (eq == std::string::npos) {
       return Error{
           EINVAL,
-          fmt::format("plugstack.conf argument '{}' is not KEY=VALUE (keys: socket, "
-                      "pool, batch_pool, allowed_pools, gres, timeout, queue_timeout, end_wait)",
-                      text::truncateUtf8(arg, 64))};
+          fmt::format(
+              "plugstack.conf argument '{}' is not KEY=VALUE (keys: socket, "
+              "pool, allowed_pools, gres, timeout, queue_timeout, end_wait, enforce, job_cache)",
+              text::truncateUtf8(arg, 64))};
     }
     std::string_view key(arg.data(), eq), value(arg.data() + eq + 1, arg.size() - eq - 1);
     auto bad = [&](const std::string& why) {
@@ -62,9 +63,11 @@ Result<PluginArgs> parsePluginArgs(const std::vector<std::string>& args) {
     if (key == "socket") {
       if (value.empty() || value[0] != '/') return bad("must be an absolute path");
       a.socket = std::string(value);
-    } else if (key == "pool" || key == "batch_pool") {
+    } else if (key == "pool") {
       if (!config::validPoolName(value)) return bad("must be a pool name, 1-64 of [A-Za-z0-9_-]");
-      (key == "pool" ? a.pool : a.batchPool) = std::string(value);
+      a.pool = std::string(value);
+    } else if (key == "batch_pool") {
+      a.batchPoolIgnored = true;
     } else if (key == "allowed_pools") {
       a.allowedPools.clear();
       for (std::string_view name : commaList(value)) {
@@ -95,10 +98,16 @@ Result<PluginArgs> parsePluginArgs(const std::vector<std::string>& args) {
       } else {
         a.queueTimeoutUs = *us;
       }
+    } else if (key == "enforce") {
+      if (value != "on" && value != "off") return bad("must be on or off");
+      a.enforce = value == "on";
+    } else if (key == "job_cache") {
+      if (value.size() < 2 || value[0] != '/') return bad("must be an absolute directory");
+      a.jobCacheDir = std::string(value);
     } else {
       return bad(
-          "unknown (keys: socket, pool, batch_pool, allowed_pools, gres, timeout, "
-          "queue_timeout, end_wait)");
+          "unknown (keys: socket, pool, allowed_pools, gres, timeout, "
+          "queue_timeout, end_wait, enforce, job_cache)");
     }
   }
   return a;
@@ -169,28 +178,108 @@ std::string leaseName(std::uint32_t job, std::uint32_t step) {
   return fmt::format("slurm-{}.{}", job, stepName(step));
 }
 
+std::string jobLeaseName(std::uint32_t job) { return fmt::format("slurm-{}", job); }
+
+std::string jobCacheText(std::optional<std::uint64_t> gresBytes) {
+  return gresBytes ? fmt::format("gres_bytes={}\n", *gresBytes) : std::string("gres_bytes=none\n");
+}
+
+Result<std::optional<std::uint64_t>> parseJobCache(std::string_view text) {
+  constexpr std::string_view key = "gres_bytes=";
+  if (text.size() > 64 || !text::startsWith(text, key) || text.back() != '\n')
+    return Error{EPROTO, "not a job cache line (gres_bytes=N or none)"};
+  std::string_view v = text.substr(key.size(), text.size() - key.size() - 1);
+  if (v == "none") return std::optional<std::uint64_t>{};
+  if (v.empty() || v.size() > 20 || (v.size() > 1 && v[0] == '0') ||
+      !std::all_of(v.begin(), v.end(), [](char ch) { return ch >= '0' && ch <= '9'; }))
+    return Error{EPROTO, "gres_bytes is not a count"};
+  std::uint64_t n = 0;
+  for (char ch : v) {
+    auto d = static_cast<std::uint64_t>(ch - '0');
+    if (n > (UINT64_MAX - d) / 10) return Error{EPROTO, "gres_bytes is larger than 2^64 - 1"};
+    n = n * 10 + d;
+  }
+  return std::optional<std::uint64_t>{n};
+}
+
+std::string jobCachePath(const PluginArgs& args, std::uint32_t job) {
+  return fmt::format("{}/job_{}", args.jobCacheDir, job);
+}
+
 bool declaresAnything(const StepOptions& o, std::optional<std::uint64_t> gresBytes) {
   return o.gpuMemoryMax || o.gpuMemoryHigh || o.pool || !o.attrs.empty() ||
          (gresBytes && *gresBytes > 0);
+}
+
+namespace {
+
+// The pool a lease of this job joins: plugstack.conf's, or one the step named
+// that plugstack.conf allows.
+Result<std::string> poolOf(const PluginArgs& args, const StepOptions& o) {
+  if (!o.pool || *o.pool == args.pool) return args.pool;
+  if (std::find(args.allowedPools.begin(), args.allowedPools.end(), *o.pool) !=
+      args.allowedPools.end())
+    return *o.pool;
+  std::vector<std::string> allowed{args.pool};
+  allowed.insert(allowed.end(), args.allowedPools.begin(), args.allowedPools.end());
+  return optionError("tally-pool", *o.pool,
+                     Error{EPERM, fmt::format("not a pool steps may join on this node ({}: "
+                                              "plugstack.conf's pool= and allowed_pools=)",
+                                              fmt::join(allowed, ", "))});
+}
+
+// Slurm's facts as attributes: the job's (every lease of it) and the step's.
+Status slurmAttributes(const StepFacts& f, bool step, lease::Attributes& a) {
+  a["slurm_job_id"] = std::to_string(f.jobId);
+  if (step) a["slurm_step_id"] = stepName(f.stepId);
+  if (!f.user.empty()) a["slurm_user"] = text::truncateUtf8(f.user, lease::kMaxAttributeValue);
+  if (!f.partition.empty())
+    a["slurm_partition"] = text::truncateUtf8(f.partition, lease::kMaxAttributeValue);
+  if (!f.account.empty())
+    a["slurm_account"] = text::truncateUtf8(f.account, lease::kMaxAttributeValue);
+  if (f.arrayJobId) a["slurm_array_job_id"] = std::to_string(*f.arrayJobId);
+  if (f.arrayTaskId) a["slurm_array_task_id"] = std::to_string(*f.arrayTaskId);
+  for (const auto& [k, v] : a) {
+    if (auto s = lease::checkAttribute(k, v); !s) return s.error();
+  }
+  return Ok{};
+}
+
+}  // namespace
+
+Result<rpc::api::Attach> jobRequest(const PluginArgs& args, const StepOptions& o,
+                                    const StepFacts& f) {
+  if (!f.gresBytes || !*f.gresBytes)
+    return Error{EINVAL, "the job holds no GPU memory GRES on this node: it has no job lease"};
+  rpc::api::Attach req;
+  rpc::api::Declared& d = req.declared;
+  auto pool = poolOf(args, o);
+  if (!pool) return pool.error();
+  d.pools = {*pool};
+  d.name = jobLeaseName(f.jobId);
+  d.gpuMemoryMax = *f.gresBytes;
+  d.noWait = true;  // Slurm placed the job: granted now or refused, never queued
+  if (auto s = slurmAttributes(f, false, d.attributes); !s) return s.error();
+  req.target.cgroup = f.jobCgroup;
+  req.join = true;  // the extern step made it, or an earlier step of the job
+  return req;
 }
 
 Result<rpc::api::Attach> stepRequest(const PluginArgs& args, const StepOptions& o,
                                      const StepFacts& f) {
   rpc::api::Attach req;
   rpc::api::Declared& d = req.declared;
-  if (o.pool && *o.pool != args.pool &&
-      std::find(args.allowedPools.begin(), args.allowedPools.end(), *o.pool) ==
-          args.allowedPools.end()) {
-    std::vector<std::string> allowed{args.pool};
-    allowed.insert(allowed.end(), args.allowedPools.begin(), args.allowedPools.end());
-    return optionError("tally-pool", *o.pool,
-                       Error{EPERM, fmt::format("not a pool steps may join on this node ({}: "
-                                                "plugstack.conf's pool= and allowed_pools=)",
-                                                fmt::join(allowed, ", "))});
-  }
-  d.pools = {o.pool ? *o.pool : f.stepId == kBatchStep ? args.batchPool : args.pool};
+  auto pool = poolOf(args, o);
+  if (!pool) return pool.error();
+  const bool child = !f.jobLease.empty();
+  if (child)
+    req.parent = f.jobLease;  // the job's pools count it; it holds none
+  else
+    d.pools = {*pool};
   d.name = leaseName(f.jobId, f.stepId);
   const bool gres = f.gresBytes && *f.gresBytes > 0;
+  // The step's own ask: its GRES request, capped by --gpu-memory-max.
+  std::optional<std::uint64_t> own = f.stepGresBytes;
   if (o.gpuMemoryMax) {
     auto n = units::parseSize(*o.gpuMemoryMax);
     if (!n) return optionError("gpu-memory-max", *o.gpuMemoryMax, n.error());
@@ -203,10 +292,10 @@ Result<rpc::api::Attach> stepRequest(const PluginArgs& args, const StepOptions& 
                                     "gives. Ask for it: --gres={}:{}",
                                     args.gres.front(), args.gres.front(), *o.gpuMemoryMax)});
     }
-    d.gpuMemoryMax = std::min(*n, *f.gresBytes);
-  } else if (gres) {
-    d.gpuMemoryMax = *f.gresBytes;
+    own = own ? std::min(*own, *n) : *n;
   }
+  // Never above the job's count (the daemon holds a child to its parent's too).
+  if (gres) d.gpuMemoryMax = own ? std::min(*own, *f.gresBytes) : *f.gresBytes;
   if (o.gpuMemoryHigh) {
     auto n = units::parseSize(*o.gpuMemoryHigh);
     if (!n) return optionError("gpu-memory-high", *o.gpuMemoryHigh, n.error());
@@ -220,19 +309,7 @@ Result<rpc::api::Attach> stepRequest(const PluginArgs& args, const StepOptions& 
     if (!kv) return optionError("tally-attr", a, kv.error());
     d.attributes[kv->first] = kv->second;
   }
-  d.attributes["slurm_job_id"] = std::to_string(f.jobId);
-  d.attributes["slurm_step_id"] = stepName(f.stepId);
-  if (!f.user.empty())
-    d.attributes["slurm_user"] = text::truncateUtf8(f.user, lease::kMaxAttributeValue);
-  if (!f.partition.empty())
-    d.attributes["slurm_partition"] = text::truncateUtf8(f.partition, lease::kMaxAttributeValue);
-  if (!f.account.empty())
-    d.attributes["slurm_account"] = text::truncateUtf8(f.account, lease::kMaxAttributeValue);
-  if (f.arrayJobId) d.attributes["slurm_array_job_id"] = std::to_string(*f.arrayJobId);
-  if (f.arrayTaskId) d.attributes["slurm_array_task_id"] = std::to_string(*f.arrayTaskId);
-  for (const auto& [k, v] : d.attributes) {
-    if (auto s = lease::checkAttribute(k, v); !s) return s.error();
-  }
+  if (auto s = slurmAttributes(f, true, d.attributes); !s) return s.error();
   req.target.cgroup = f.cgroup;
   // slurmstepd reaps the tasks: the plugin reports their wait status (exited).
   req.reportsExit = true;
@@ -347,6 +424,32 @@ Result<std::string> stepCgroup(std::string_view procCgroupText) {
                                      text::truncateUtf8(p, 200))};
   }
   return std::string(parent);
+}
+
+Result<std::string> jobCgroup(std::string_view procCgroupText) {
+  auto cg = probes::parseProcCgroup(procCgroupText);
+  if (!cg) {
+    return Error{ENOENT,
+                 "slurmstepd has no cgroup v2 membership (a cgroup v1 host?); tally needs "
+                 "CgroupPlugin=cgroup/v2 in cgroup.conf on a unified hierarchy"};
+  }
+  if (cg->deleted) return Error{ESRCH, fmt::format("the cgroup {} is deleted", cg->path)};
+  // The last ".../job_<digits>" component with a step_ cgroup below it.
+  std::string_view p = cg->path;
+  for (std::size_t at = p.rfind("/job_"); at != std::string_view::npos;
+       at = at ? p.rfind("/job_", at - 1) : std::string_view::npos) {
+    std::size_t end = p.find('/', at + 1);
+    std::string_view id = p.substr(at + 5, end == std::string_view::npos ? end : end - at - 5);
+    bool digits = !id.empty() &&
+                  std::all_of(id.begin(), id.end(), [](char c) { return c >= '0' && c <= '9'; });
+    if (digits && end != std::string_view::npos && text::startsWith(p.substr(end + 1), "step_"))
+      return std::string(p.substr(0, end));
+    if (at == 0) break;
+  }
+  return Error{EINVAL, fmt::format("the cgroup {} is not in Slurm's cgroup/v2 layout "
+                                   "(.../job_J/step_S/...); set CgroupPlugin=cgroup/v2 and "
+                                   "ProctrackType=proctrack/cgroup",
+                                   text::truncateUtf8(p, 200))};
 }
 
 }  // namespace tally::slurm

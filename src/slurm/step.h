@@ -3,12 +3,19 @@
 // is a unit test.
 //
 // Rules (docs/slurm.md):
-// - Placement is Slurm's: a step's GPU bound is the job's `tallymem` GRES on
-//   this node (count = bytes; one request both places and bounds);
-//   --gpu-memory-max only caps it (the smaller counts) and without a GRES is
-//   refused; --tally-pool reaches only the pools plugstack.conf allows; a
-//   step is granted now or refused with the daemon's reason, never queued
-//   behind tally while slurmstepd waits (Slurm has placed it already).
+// - Slurm gives GRES to the job on each node, and every step of the job holds
+//   all of it: so the job is the lease that counts. One lease per job per
+//   node (its cgroup .../job_J), in the pool, bounded by the job's `tallymem`
+//   GRES on this node (count = bytes), made by the extern step
+//   (PrologFlags=Contain) or else by the job's first step on the node
+//   (attach-or-join: each step asks, the first makes it). Each step is a
+//   child lease of it: no pool, bounded by the smaller of the job's count
+//   and its own request (its own GRES, --gpu-memory-max). Overlapping,
+//   interactive and parallel steps so count the job's GRES once.
+// - Placement is Slurm's: --gpu-memory-max only caps the GRES (the smaller
+//   counts) and without a GRES is refused; --tally-pool reaches only the
+//   pools plugstack.conf allows; a lease is granted now or refused with the
+//   daemon's reason, never queued behind tally while slurmstepd waits.
 // - A step that declares nothing tally-related (no bound, no GRES, no
 //   --tally-pool, no --tally-attr) is not leased: the plugin adds no limit
 //   nobody asked for.
@@ -35,10 +42,10 @@ namespace tally::slurm {
 struct PluginArgs {
   std::string socket = "/run/tally/tally.sock";
   std::string pool = "slurm";  // the pool a step's lease joins
-  // The pool of a batch script's own step. Not `pool`: the script's srun steps
-  // hold the job's GRES again, and one job must not fill a budget set to the
-  // node's GRES count twice (the batch lease is bounded, not counted there).
-  std::string batchPool = "slurm-batch";
+  // batch_pool= is still read (a plugstack line written for an older plugin
+  // must not stop slurmd) but ignored: the batch step is a child of the job's
+  // lease like any other step, counted once with it.
+  bool batchPoolIgnored = false;
   // The count-only GRES that means GPU memory bytes: tally's own name by
   // default; a comma list is read in order (the first the job holds counts),
   // so a cluster can move from an older name without a flag day.
@@ -50,10 +57,16 @@ struct PluginArgs {
   // plugin must not stop every step) but a step never waits: it is ignored.
   std::optional<std::uint64_t> queueTimeoutUs;
   std::uint64_t endWaitUs = 10'000'000;  // at step end: wait for the outcome row
+  // enforce=off: a node without the GRES (a login or CPU node sharing
+  // plugstack.conf): the options are accepted, nothing is asked or leased.
+  bool enforce = true;
+  // Where the job's prolog keeps the job's GRES on this node for its steps
+  // (root-only): read once per job per node, so no step asks slurmctld.
+  std::string jobCacheDir = "/run/tally-spank";
 };
-// Each argument is KEY=VALUE of the keys above (socket, pool, batch_pool,
-// allowed_pools, gres, timeout, queue_timeout, end_wait); an unknown key or
-// bad value is an error naming it.
+// Each argument is KEY=VALUE of the keys above (socket, pool,
+// allowed_pools, gres, timeout, queue_timeout, end_wait, enforce,
+// job_cache); an unknown key or bad value is an error naming it.
 Result<PluginArgs> parsePluginArgs(const std::vector<std::string>& args);
 
 // What slurmd's log should say at init about the GRES names: one sentence per
@@ -84,16 +97,28 @@ struct StepFacts {
   std::string partition, account;
   // A job array's master id and this job's index in it; absent outside an array.
   std::optional<std::uint32_t> arrayJobId, arrayTaskId;
-  // The job's GRES on this node in bytes, when the step asked for it; unknown
-  // when Slurm could not be asked (then only --gpu-memory-max can bound it).
+  // The job's GRES on this node in bytes, when it holds it.
   std::optional<std::uint64_t> gresBytes;
-  std::string cgroup;  // the step's user cgroup (stepCgroup)
+  // The step's own GRES request per node, when it made one (a step may ask
+  // for less than its job holds).
+  std::optional<std::uint64_t> stepGresBytes;
+  std::string cgroup;     // the step's user cgroup (stepCgroup)
+  std::string jobCgroup;  // the job's cgroup on this node (jobCgroup)
+  std::string jobLease;   // the job's lease on this node, once made or joined
 };
 
 // Whether the step declared anything tally-related: only then is it leased.
 bool declaresAnything(const StepOptions& o, std::optional<std::uint64_t> gresBytes);
 
+// The attach-or-join request for the job's lease on this node (the job holds
+// the GRES here): its cgroup, the pool, bounded by the job's count.
+Result<rpc::api::Attach> jobRequest(const PluginArgs& args, const StepOptions& o,
+                                    const StepFacts& f);
+
 // The attach request for the step; its options were checked (checkOptions).
+// With f.jobLease, a child of the job's lease (no pool; bounded by the
+// smaller of the job's count and the step's own request); without (the job
+// holds no GRES here), a lease of its own in the pool.
 Result<rpc::api::Attach> stepRequest(const PluginArgs& args, const StepOptions& o,
                                      const StepFacts& f);
 
@@ -128,7 +153,20 @@ std::vector<std::string> boundLines(std::uint32_t job, std::uint32_t step, const
 std::optional<rpc::api::Exited> stepExit(const std::string& lease,
                                          const std::vector<int>& statuses);
 
-// The lease's name: "slurm-<job>.<step>".
+// The job's GRES on this node as its prolog found it, kept for its steps:
+// one line, "gres_bytes=<count>" or "gres_bytes=none". Anything else is an
+// error (the step then asks slurmctld itself).
+std::string jobCacheText(std::optional<std::uint64_t> gresBytes);
+Result<std::optional<std::uint64_t>> parseJobCache(std::string_view text);
+std::string jobCachePath(const PluginArgs& args, std::uint32_t job);
+
+// The lease's name: "slurm-<job>.<step>"; the job's: "slurm-<job>".
 std::string leaseName(std::uint32_t job, std::uint32_t step);
+std::string jobLeaseName(std::uint32_t job);
+
+// The job's cgroup from any of its processes' /proc/<pid>/cgroup text
+// (a task's, or slurmstepd's own): ".../job_1/step_0/user/task_0" and
+// ".../job_1/step_extern/slurm" -> ".../job_1".
+Result<std::string> jobCgroup(std::string_view procCgroupText);
 
 }  // namespace tally::slurm

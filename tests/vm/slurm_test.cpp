@@ -56,7 +56,7 @@ class VmSlurm : public ::testing::Test {
                   "/state\"\nsample_interval = \"200ms\"\n\n"
                   "# The same number as the node's tallymem GRES: Slurm places, tally "
                   "enforces.\n[pools.slurm]\ncapacity = 8\ngpu_memory_budget = \"1GiB\"\n\n"
-                  "# Batch scripts' own steps: bounded, not counted twice.\n"
+                  "# A pool steps may not name (plugstack.conf allows only slurm).\n"
                   "[pools.slurm-batch]\ncapacity = 8\n");
     std::string source = TALLY_SOURCE_DIR;
     auto node =
@@ -245,6 +245,16 @@ TEST_F(VmSlurm, WithTheDaemonStoppedAStepThatDeclaredABoundNeverRuns) {
     // The flag alone never bounds a step: Slurm places by the GRES.
     refused("--gpu-memory-max=64M", "the job holds no tallymem GRES on this node");
   }
+  // A step of four tasks is one lease; refused, none of its tasks runs.
+  {
+    std::string marks = kDir + "/c4";
+    shell("rm -rf " + marks + " && mkdir -p " + marks);
+    auto r = runProgram({"srun", "-n", "4", "-O", "--gres=tallymem:64M", "sh", "-c",
+                         "touch " + marks + "/$SLURM_PROCID"});
+    EXPECT_NE(r.exitCode(), 0);
+    EXPECT_EQ(shellOut("ls " + marks + " | wc -l"), "0") << "a task ran without its bound";
+    EXPECT_NE(r.err.find("tasks 0-3: Exited with exit code 1"), std::string::npos) << r.err;
+  }
   // A plugstack.conf typo under `optional` (Slurm ignores the plugin's
   // failure) still never lets a declared step run unbounded.
   writeFile("/etc/slurm/plugstack.conf", "optional " + kPlugin + " socket=tally.sock\n");
@@ -338,9 +348,10 @@ TEST_F(VmSlurm, SlurmPlacesTwoJobsThatDoNotFitTogetherOneAfterTheOther) {
   EXPECT_LT(terminal(rows1)["at_ns"].get<std::uint64_t>(), rows2[0]["at_ns"].get<std::uint64_t>());
 }
 
-TEST_F(VmSlurm, ABatchScriptAndItsSrunStepAreBothBoundedAndTheGresIsCountedOnce) {
-  // 768 MiB of a 1 GiB budget: counted twice, the srun step would wait in
-  // tally's queue behind its own batch script forever.
+// The job is the lease (Slurm gives GRES to the job per node): its batch
+// script's step and its srun step are children of it, each bounded by the
+// job's count, the pool holding the job's 768 MiB of 1 GiB once.
+TEST_F(VmSlurm, ABatchScriptAndItsSrunStepAreChildrenOfOneJobLease) {
   // An array of one task: its leases carry the array's ids.
   std::string idFile = kDir + "/f.job", arrayFile = kDir + "/f.array";
   auto r = runProgram({"sbatch", "--wait", "--array=5", "--gres=tallymem:768M", "--chdir=" + kDir,
@@ -350,26 +361,172 @@ TEST_F(VmSlurm, ABatchScriptAndItsSrunStepAreBothBoundedAndTheGresIsCountedOnce)
   EXPECT_EQ(r.exitCode(), 0) << r.out << r.err << readFile(kDir + "/f.out");
   std::string job = jobIdFrom(idFile);
   ASSERT_FALSE(job.empty()) << readFile(kDir + "/f.out");
+  json jobRows = rowsNamed("slurm-" + job);
   json batch = rowsNamed("slurm-" + job + ".batch");
   json step = rowsNamed("slurm-" + job + ".0");
+  ASSERT_FALSE(jobRows.empty());
   ASSERT_FALSE(batch.empty());
   ASSERT_FALSE(step.empty());
-  EXPECT_EQ(batch[0]["body"]["pools"], json::array({"slurm-batch"}));
-  EXPECT_EQ(batch[0]["body"]["declared"]["gpu_memory_max"], 768 * kMiB);
-  EXPECT_EQ(batch[0]["body"]["declared"]["attributes"]["slurm_step_id"], "batch");
-  EXPECT_EQ(step[0]["body"]["pools"], json::array({"slurm"}));
-  EXPECT_EQ(step[0]["body"]["declared"]["gpu_memory_max"], 768 * kMiB) << "the job's GRES";
+  std::string jobLease = jobRows[0].value("lease", "");
+  EXPECT_EQ(jobRows[0]["body"]["pools"], json::array({"slurm"}));
+  EXPECT_EQ(jobRows[0]["body"]["declared"]["gpu_memory_max"], 768 * kMiB);
+  EXPECT_NE(jobRows[0]["body"]["target"].value("cgroup", "").find("/job_" + job),
+            std::string::npos);
   for (const json* rows : {&batch, &step}) {
-    const json& attrs = (*rows)[0]["body"]["declared"]["attributes"];
+    const json& granted = (*rows)[0]["body"];
+    EXPECT_EQ(granted["parent"], jobLease) << granted.dump(2);
+    EXPECT_EQ(granted["pools"], json::array()) << "counted once, in the job's lease";
+    EXPECT_EQ(granted["declared"]["gpu_memory_max"], 768 * kMiB) << "the job's GRES";
+    const json& attrs = granted["declared"]["attributes"];
     EXPECT_EQ(attrs.value("slurm_array_job_id", ""), jobIdFrom(arrayFile)) << attrs;
     EXPECT_EQ(attrs.value("slurm_array_task_id", ""), "5") << attrs;
   }
+  EXPECT_EQ(batch[0]["body"]["declared"]["attributes"]["slurm_step_id"], "batch");
   json stepEnd = terminal(step);
   ASSERT_TRUE(stepEnd.is_object());
   EXPECT_EQ(stepEnd["body"]["outcome"]["class"], "ended") << stepEnd.dump(2);
   EXPECT_EQ(stepEnd["body"]["gpu"]["peak_bytes"], 512 * kMiB) << stepEnd.dump(2);
   ASSERT_TRUE(terminal(batch).is_object());
   EXPECT_EQ(terminal(batch)["body"]["outcome"]["class"], "ended");
+  ASSERT_TRUE(eventually([&] { return terminal(rowsNamed("slurm-" + job)).is_object(); }, 30s))
+      << "the job's lease ends with the job";
+  std::printf("[ tally ledger --last 3 ]\n%s[ end ]\n",
+              tally({"ledger", "--config", kConfig, "--last", "3"}).out.c_str());
+}
+
+// Every step of a job holds all its GRES: two --overlap steps running at
+// once count the job's 768 MiB once (as two leases they would need 1.5 GiB
+// of a 1 GiB budget), are each bounded by it, and together by it in the
+// kernel. With PrologFlags=Contain the extern step makes the job's lease as
+// the job starts on the node.
+TEST_F(VmSlurm, OverlappingStepsCountTheJobsGresOnceAndTheJobBoundsThemTogether) {
+  ASSERT_EQ(shell("grep -q '^PrologFlags=Contain' /etc/slurm/slurm.conf || "
+                  "echo PrologFlags=Contain >> /etc/slurm/slurm.conf; "
+                  "systemctl restart slurmctld slurmd"),
+            0);
+  ASSERT_TRUE(
+      eventually([&] { return shellOut("sinfo -h -o %T").find("idle") != std::string::npos; }, 60s))
+      << shellOut("sinfo; journalctl --no-pager -u slurmd | tail -20");
+  std::string idFile = kDir + "/o.job";
+  std::string ready1 = kDir + "/o1.ready", ready2 = kDir + "/o2.ready";
+  std::string release = kDir + "/o.release";
+  // Two steps of 256 MiB at once, then a third that asks for 512 MiB while
+  // they hold theirs: 1 GiB > 768 MiB, refused in the kernel by the job's bound.
+  auto r = runProgram({"sbatch", "--wait", "--gres=tallymem:768M", "--chdir=" + kDir,
+                       "--output=" + kDir + "/o.out", "--wrap",
+                       "echo $SLURM_JOB_ID > " + idFile + "; srun --overlap " + kWorkload +
+                           " gpu gtt 256 1 60000 " + ready1 + " " + release + " & srun --overlap " +
+                           kWorkload + " gpu gtt 256 1 60000 " + ready2 + " " + release +
+                           " & while [ ! -e " + ready1 + " ] || [ ! -e " + ready2 +
+                           " ]; do sleep 0.2; done; srun --overlap " + kWorkload +
+                           " gpu gtt 512 1 100; echo third=$?; touch " + release + "; wait"});
+  std::string out = readFile(kDir + "/o.out");
+  EXPECT_EQ(r.exitCode(), 0) << r.out << r.err << out;
+  std::string job = jobIdFrom(idFile);
+  ASSERT_FALSE(job.empty()) << out;
+  EXPECT_NE(out.find("third=1"), std::string::npos) << out;
+  EXPECT_NE(out.find("create: Cannot allocate memory"), std::string::npos) << out;
+  json jobRows = rowsNamed("slurm-" + job);
+  ASSERT_FALSE(jobRows.empty());
+  std::string jobLease = jobRows[0].value("lease", "");
+  // The extern step made it: granted before any step's lease.
+  json s0 = rowsNamed("slurm-" + job + ".0"), s1 = rowsNamed("slurm-" + job + ".1");
+  ASSERT_FALSE(s0.empty());
+  ASSERT_FALSE(s1.empty());
+  EXPECT_LT(jobRows[0]["seq"].get<std::int64_t>(), s0[0]["seq"].get<std::int64_t>());
+  for (const json* rows : {&s0, &s1}) {
+    EXPECT_EQ((*rows)[0]["body"]["parent"], jobLease);
+    json end = terminal(*rows);
+    ASSERT_TRUE(end.is_object());
+    EXPECT_EQ(end["body"]["outcome"]["exit_code"], 0) << end.dump(2);
+    EXPECT_EQ(end["body"]["gpu"]["peak_bytes"], 256 * kMiB) << end.dump(2);
+  }
+  ASSERT_TRUE(eventually([&] { return terminal(rowsNamed("slurm-" + job)).is_object(); }, 30s));
+  json jobEnd = terminal(rowsNamed("slurm-" + job));
+  // Both steps' 256 MiB at once (and any page the driver made beside them),
+  // never past the job's 768 MiB.
+  auto peak = jobEnd["body"]["gpu"]["kernel_charge"]["peak_bytes"].get<std::uint64_t>();
+  EXPECT_GE(peak, 512 * kMiB) << jobEnd.dump(2);
+  EXPECT_LE(peak, 768 * kMiB) << jobEnd.dump(2);
+  EXPECT_GE(jobEnd["body"]["gpu"]["kernel_charge"]["allocations_refused"].get<std::uint64_t>(), 1u)
+      << jobEnd.dump(2);
+  ASSERT_EQ(shell("sed -i '/^PrologFlags=Contain/d' /etc/slurm/slurm.conf; "
+                  "systemctl restart slurmctld slurmd"),
+            0);
+  ASSERT_TRUE(eventually(
+      [&] { return shellOut("sinfo -h -o %T").find("idle") != std::string::npos; }, 60s));
+}
+
+// scancel ends the job's steps: the step's row says how (its tasks'
+// signal, as slurmstepd reaped them), and the job's lease ends with the job.
+TEST_F(VmSlurm, ACancelledJobsLeasesEndWithTheSignalInTheLedger) {
+  std::string ready = kDir + "/s.ready", idFile = kDir + "/s.job";
+  auto srun = spawnProgram({"srun", "--gres=tallymem:64M", "sh", "-c",
+                            "echo $SLURM_JOB_ID > " + idFile + "; exec " + kWorkload +
+                                " gpu gtt 32 1 600000 " + ready + " " + kDir + "/s.never"});
+  ASSERT_TRUE(eventually([&] { return ::access(ready.c_str(), F_OK) == 0; }, 60s))
+      << readFile(srun.errPath);
+  std::string job = jobIdFrom(idFile);
+  ASSERT_EQ(shell("scancel " + job), 0);
+  (void)waitProgram(srun);
+  ASSERT_TRUE(eventually([&] { return terminal(rowsNamed("slurm-" + job)).is_object(); }, 60s));
+  json step = terminal(rowsNamed("slurm-" + job + ".0"));
+  ASSERT_TRUE(step.is_object());
+  EXPECT_TRUE(step["body"]["outcome"].contains("signal")) << step.dump(2);
+  EXPECT_EQ(step["body"]["gpu"]["peak_bytes"], 32 * kMiB) << step.dump(2);
+}
+
+// --export=NONE keeps the step's environment from it: the repeated
+// --tally-attr values that travel there are lost and only the last one SPANK
+// forwards itself arrives (docs/slurm.md says so); the slurm_* ids never
+// depend on the environment.
+TEST_F(VmSlurm, UnderExportNoneOnlyTheLastAttributeArrives) {
+  std::string idFile = kDir + "/x.job";
+  auto r = runProgram({"srun", "--export=NONE", "--gres=tallymem:64M", "--tally-attr=team=ml",
+                       "--tally-attr=model=llama", "/bin/sh", "-c",
+                       "echo $SLURM_JOB_ID > " + idFile});
+  ASSERT_EQ(r.exitCode(), 0) << r.err;
+  json rows = rowsNamed("slurm-" + jobIdFrom(idFile) + ".0");
+  ASSERT_FALSE(rows.empty());
+  const json& attrs = rows[0]["body"]["declared"]["attributes"];
+  EXPECT_EQ(attrs.value("model", ""), "llama") << attrs;
+  EXPECT_FALSE(attrs.contains("team")) << attrs;
+  EXPECT_EQ(attrs.value("slurm_job_id", ""), jobIdFrom(idFile)) << attrs;
+}
+
+// No controller on the step path: the job's prolog asks slurmctld for the
+// job's GRES on this node once and keeps it for the job's steps; three steps
+// then ask it nothing (sdiag counts the controller's RPCs by type), and the
+// record goes with the job.
+TEST_F(VmSlurm, TheJobsGresIsAskedOncePerJobAndItsStepsAskTheControllerNothing) {
+  std::string idFile = kDir + "/p.job", done = kDir + "/p.done", seen = kDir + "/p.cache";
+  ::unlink(done.c_str());
+  ASSERT_EQ(shell("sdiag -r >/dev/null"), 0);
+  auto r = runProgram(
+      {"sbatch", "--gres=tallymem:64M", "--chdir=" + kDir, "--output=" + kDir + "/p.out", "--wrap",
+       "echo $SLURM_JOB_ID > " + idFile + "; cat /run/tally-spank/job_$SLURM_JOB_ID > " + seen +
+           "; srun true; srun true; srun " + kWorkload + " gpu gtt 32 1 100; touch " + done});
+  ASSERT_EQ(r.exitCode(), 0) << r.err;
+  ASSERT_TRUE(eventually([&] { return ::access(done.c_str(), F_OK) == 0; }, 120s))
+      << readFile(kDir + "/p.out");
+  std::string job = jobIdFrom(idFile);
+  EXPECT_EQ(readFile(seen), "gres_bytes=67108864\n") << "the prolog's record, root-only";
+  // The controller's own count of what it was asked (sdiag, since the reset).
+  std::string stats = shellOut("sdiag");
+  auto countOf = [&](const std::string& type) -> long {
+    auto at = stats.find(type + " ");
+    if (at == std::string::npos) return 0;
+    auto c = stats.find("count:", at);
+    return c == std::string::npos ? -1 : std::stol(stats.substr(c + 6));
+  };
+  EXPECT_EQ(countOf("REQUEST_JOB_STEP_INFO"), 0) << "no step asked for its GRES\n" << stats;
+  EXPECT_LE(countOf("REQUEST_JOB_INFO_SINGLE"), 1) << "the prolog, once\n" << stats;
+  json step = rowsNamed("slurm-" + job + ".2");
+  ASSERT_FALSE(step.empty()) << readFile(kDir + "/p.out");
+  EXPECT_EQ(step[0]["body"]["declared"]["gpu_memory_max"], 64 * kMiB);
+  ASSERT_TRUE(
+      eventually([&] { return ::access(("/run/tally-spank/job_" + job).c_str(), F_OK) != 0; }, 60s))
+      << "the epilog removes the record";
 }
 
 // tally doctor --slurm as the node's health check: passes on the VM's node

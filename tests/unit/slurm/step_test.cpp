@@ -174,21 +174,89 @@ TEST(SlurmStep, TheFlagCapsTheGresAndOptionsCarryThrough) {
   EXPECT_EQ(r->declared.attributes.at("team"), "ml");
 }
 
-TEST(SlurmStep, ABatchScriptsOwnStepIsBoundedButNotCountedInTheStepsBudget) {
-  // sbatch --gres=gpumem:768M: the script's step and its srun step each hold
-  // the job's GRES; only the srun step is counted in the budgeted pool.
+// The job is the unit Slurm gives GRES to: one lease of the job's cgroup in
+// the pool, bounded by the job's count here, asked for as attach-or-join; each
+// step (the batch script's too) is a child of it holding no pool.
+TEST(SlurmStep, TheJobIsLeasedOnceAndEachStepIsItsChild) {
   StepFacts f = facts();
   f.gresBytes = 768 * MiB;
   f.stepId = kBatchStep;
-  auto batch = stepRequest(PluginArgs{}, StepOptions{}, f);
-  ASSERT_TRUE(batch);
-  EXPECT_EQ(batch->declared.pools, std::vector<std::string>{"slurm-batch"});
-  EXPECT_EQ(batch->declared.gpuMemoryMax, 768 * MiB);
-  f.stepId = 0;
-  auto step = stepRequest(PluginArgs{}, StepOptions{}, f);
-  ASSERT_TRUE(step);
-  EXPECT_EQ(step->declared.pools, std::vector<std::string>{"slurm"});
-  EXPECT_EQ(step->declared.gpuMemoryMax, 768 * MiB);
+  f.jobCgroup = "/system.slice/node1_slurmstepd.scope/job_42";
+  auto job = jobRequest(PluginArgs{}, StepOptions{}, f);
+  ASSERT_TRUE(job) << job.error().message;
+  EXPECT_EQ(job->target.cgroup, f.jobCgroup);
+  EXPECT_EQ(job->declared.pools, std::vector<std::string>{"slurm"});
+  EXPECT_EQ(job->declared.gpuMemoryMax, 768 * MiB);
+  EXPECT_EQ(job->declared.name, "slurm-42");
+  EXPECT_TRUE(job->join);
+  EXPECT_TRUE(job->declared.noWait);
+  EXPECT_FALSE(job->reportsExit) << "the job's cgroup holds slurmstepd; no task status is its";
+  EXPECT_EQ(job->declared.attributes.count("slurm_step_id"), 0u);
+  EXPECT_EQ(job->declared.attributes.at("slurm_job_id"), "42");
+  auto wire = rpc::api::decodeAttach(rpc::api::encode(*job));
+  ASSERT_TRUE(wire) << wire.error().message;
+  EXPECT_TRUE(wire->join);
+
+  f.jobLease = "0123456789ab";
+  for (std::uint32_t step : {kBatchStep, 0u, 1u}) {
+    f.stepId = step;
+    auto s = stepRequest(PluginArgs{}, StepOptions{}, f);
+    ASSERT_TRUE(s) << s.error().message;
+    EXPECT_EQ(s->parent, "0123456789ab");
+    EXPECT_TRUE(s->declared.pools.empty()) << "counted once, in the job's lease";
+    EXPECT_EQ(s->declared.gpuMemoryMax, 768 * MiB);
+    auto back = rpc::api::decodeAttach(rpc::api::encode(*s));
+    ASSERT_TRUE(back) << back.error().message;
+    EXPECT_EQ(back->parent, "0123456789ab");
+    EXPECT_TRUE(back->declared.pools.empty());
+  }
+  // A step that asked for less than its job holds is bounded by its own ask.
+  f.stepGresBytes = 256 * MiB;
+  EXPECT_EQ(stepRequest(PluginArgs{}, StepOptions{}, f)->declared.gpuMemoryMax, 256 * MiB);
+  StepOptions less;
+  less.gpuMemoryMax = "128M";
+  EXPECT_EQ(stepRequest(PluginArgs{}, less, f)->declared.gpuMemoryMax, 128 * MiB);
+  // No GRES here: no job lease.
+  f.gresBytes = std::nullopt;
+  EXPECT_FALSE(jobRequest(PluginArgs{}, StepOptions{}, f));
+}
+
+// The prolog's record of the job's GRES on this node, read back by its steps
+// (no step asks slurmctld); anything else is refused and the step asks.
+TEST(SlurmStep, TheJobsGresRecordReadsBackExactly) {
+  EXPECT_EQ(jobCacheText(768 * MiB), "gres_bytes=805306368\n");
+  EXPECT_EQ(jobCacheText(std::nullopt), "gres_bytes=none\n");
+  EXPECT_EQ(*parseJobCache("gres_bytes=805306368\n"), std::optional<std::uint64_t>(768 * MiB));
+  EXPECT_EQ(*parseJobCache("gres_bytes=none\n"), std::nullopt);
+  EXPECT_EQ(*parseJobCache("gres_bytes=18446744073709551615\n"),
+            std::optional<std::uint64_t>(UINT64_MAX));
+  for (const char* bad : {"", "gres_bytes=\n", "gres_bytes=12", "gres_bytes=007\n",
+                          "gres_bytes=-1\n", "gres_bytes=18446744073709551616\n", "gres_bytes=1 \n",
+                          "bytes=5\n", "gres_bytes=5\ngres_bytes=6\n"}) {
+    EXPECT_FALSE(parseJobCache(bad)) << bad;
+  }
+  PluginArgs a;
+  EXPECT_EQ(jobCachePath(a, 42), "/run/tally-spank/job_42");
+  auto moved = parsePluginArgs({"job_cache=/run/x", "enforce=off"});
+  ASSERT_TRUE(moved) << moved.error().message;
+  EXPECT_EQ(jobCachePath(*moved, 7), "/run/x/job_7");
+  EXPECT_FALSE(moved->enforce);
+  EXPECT_TRUE(parsePluginArgs({})->enforce);
+  EXPECT_FALSE(parsePluginArgs({"enforce=no"}));
+  EXPECT_FALSE(parsePluginArgs({"job_cache=rel"}));
+}
+
+TEST(SlurmStep, TheJobsCgroupIsFoundFromAnyOfItsProcesses) {
+  EXPECT_EQ(*jobCgroup("0::/system.slice/slurmstepd.scope/job_7/step_0/user/task_0\n"),
+            "/system.slice/slurmstepd.scope/job_7");
+  EXPECT_EQ(*jobCgroup("0::/system.slice/slurmstepd.scope/job_7/step_extern/slurm\n"),
+            "/system.slice/slurmstepd.scope/job_7");
+  EXPECT_EQ(*jobCgroup("0::/a/job_1/b/job_12/step_batch/user/task_0\n"), "/a/job_1/b/job_12");
+  for (const char* bad : {"0::/system.slice/job_7\n", "0::/job_x/step_0\n", "0::/\n",
+                          "1:memory:/job_7/step_0\n", ""}) {
+    auto r = jobCgroup(bad);
+    EXPECT_FALSE(r) << bad;
+  }
 }
 
 // Placement is Slurm's: the flag never takes more than the GRES gives, nor
@@ -287,9 +355,10 @@ TEST(SlurmStep, PlugstackArgumentsAreCheckedByName) {
   EXPECT_EQ(a->timeoutUs, 2'000'000u);
   EXPECT_EQ(a->queueTimeoutUs, 600'000'000u);
   EXPECT_EQ(a->endWaitUs, 500'000u);
+  // An older plugstack line's batch_pool= never stops slurmd: read, ignored.
   auto b = parsePluginArgs({"batch_pool=scripts"});
   ASSERT_TRUE(b);
-  EXPECT_EQ(b->batchPool, "scripts");
+  EXPECT_TRUE(b->batchPoolIgnored);
   auto d = parsePluginArgs({});
   ASSERT_TRUE(d);
   EXPECT_EQ(d->socket, "/run/tally/tally.sock");
@@ -298,7 +367,7 @@ TEST(SlurmStep, PlugstackArgumentsAreCheckedByName) {
   auto moving = parsePluginArgs({"gres=tallymem,gpumem"});
   ASSERT_TRUE(moving) << moving.error().message;
   EXPECT_EQ(moving->gres, (std::vector<std::string>{"tallymem", "gpumem"}));
-  EXPECT_EQ(d->batchPool, "slurm-batch");
+  EXPECT_FALSE(d->batchPoolIgnored);
   EXPECT_EQ(d->queueTimeoutUs, std::nullopt) << "absent: the daemon's own queue_timeout";
   for (auto [arg, says] :
        {std::pair{"sock=/x", "unknown"}, std::pair{"socket=rel", "absolute"},
