@@ -58,12 +58,21 @@ class Reader {
   }
 
   // A size: an integer (bytes) or a string with a unit ("96GiB").
+  static constexpr std::uint64_t kMinBareSize = 1ULL << 20;
   std::optional<std::uint64_t> size(const toml::table& t, std::string_view key,
                                     std::string_view where) {
     const toml::node* n = t.get(key);
     if (!n) return std::nullopt;
     if (auto i = n->value<std::int64_t>()) {
-      if (*i > 0) return static_cast<std::uint64_t>(*i);
+      // A bare number is bytes; one below a MiB is a unit left out ("96"
+      // meant 96 GiB), never a size a workload fits in: refused with the fix.
+      if (*i >= static_cast<std::int64_t>(kMinBareSize)) return static_cast<std::uint64_t>(*i);
+      if (*i > 0) {
+        problem(*n, fmt::format("{}.{} = {} is {} bytes, too small to be meant: a bare number is "
+                                "bytes. Write a size string, e.g. \"{}GiB\"",
+                                where, key, *i, *i, *i));
+        return std::nullopt;
+      }
       problem(*n, fmt::format("{}.{} must be positive", where, key));
       return std::nullopt;
     }

@@ -16,28 +16,59 @@ struct Unit {
 };
 
 // One number with a unit suffix from `units`, matched case-insensitively.
-// The three messages name the quantity and the accepted forms.
+// The messages name the quantity and the accepted forms.
 struct Scale {
   std::initializer_list<Unit> units;
   const char* notANumber;   // "'{}' is not a ..."
   const char* unknownUnit;  // "'{}': unknown ... unit '{}' ..."
   const char* overflow;     // "'{}' is too ..."
+  // Suffixes refused with their own sentence ("'{}': ... '{}' ..."): a
+  // spelling that means two things to the people who write it.
+  std::initializer_list<std::string_view> ambiguous = {};
+  const char* ambiguousWhy = nullptr;
+  // A decimal fraction ("1.5G", as systemd's MemoryMax= reads it) of a unit
+  // larger than 1; rounded down to a whole count.
+  bool fractions = false;
 };
+
+constexpr unsigned kMaxFractionDigits = 9;
 
 Result<std::uint64_t> parseScaled(std::string_view text, const Scale& scale) {
   std::string_view t = text::trim(text);
   std::size_t i = 0;
   while (i < t.size() && t[i] >= '0' && t[i] <= '9') ++i;
   if (i == 0) return Error{0, fmt::format(fmt::runtime(scale.notANumber), text)};
+  std::string_view whole = t.substr(0, i), fraction;
+  if (scale.fractions && i < t.size() && t[i] == '.') {
+    std::size_t f = ++i;
+    while (i < t.size() && t[i] >= '0' && t[i] <= '9') ++i;
+    fraction = t.substr(f, i - f);
+    if (fraction.empty() || fraction.size() > kMaxFractionDigits)
+      return Error{0, fmt::format(fmt::runtime(scale.notANumber), text)};
+  }
   std::string_view suffix = text::trim(t.substr(i));
   std::string lower(suffix);
   for (auto& c : lower) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  for (std::string_view a : scale.ambiguous) {
+    if (a == lower) return Error{0, fmt::format(fmt::runtime(scale.ambiguousWhy), text, suffix)};
+  }
   for (const Unit& u : scale.units) {
     if (u.suffix != lower) continue;
-    auto n = text::parseU64(t.substr(0, i));
+    auto n = text::parseU64(whole);
     auto v = n ? text::mulU64(*n, u.factor) : std::nullopt;
     if (!v) return Error{0, fmt::format(fmt::runtime(scale.overflow), text)};
-    return *v;
+    if (fraction.empty()) return *v;
+    if (u.factor == 1)
+      return Error{
+          0, fmt::format("'{}': a byte count is whole (a fraction needs K, M, G or T)", text)};
+    // factor * digits / 10^d, exact in 128 bits: factor <= 2^40, digits < 10^9.
+    __extension__ using Wide = unsigned __int128;
+    std::uint64_t digits = *text::parseU64(fraction), scale10 = 1;
+    for (std::size_t k = 0; k < fraction.size(); ++k) scale10 *= 10;
+    Wide part = static_cast<Wide>(u.factor) * digits / scale10;
+    Wide total = static_cast<Wide>(*v) + part;
+    if (total > UINT64_MAX) return Error{0, fmt::format(fmt::runtime(scale.overflow), text)};
+    return static_cast<std::uint64_t>(total);
   }
   return Error{0, fmt::format(fmt::runtime(scale.unknownUnit), text, suffix)};
 }
@@ -47,28 +78,31 @@ constexpr std::uint64_t KiB = 1ull << 10, MiB = 1ull << 20, GiB = 1ull << 30, Ti
 }  // namespace
 
 Result<std::uint64_t> parseSize(std::string_view text) {
+  // K, M, G, T are 1024-based, as systemd's MemoryMax= reads them; "GB" is
+  // refused: half the people who write it mean 10^9.
   return parseScaled(
       text, {{{"", 1},
               {"b", 1},
               {"k", KiB},
-              {"kb", KiB},
               {"ki", KiB},
               {"kib", KiB},
               {"m", MiB},
-              {"mb", MiB},
               {"mi", MiB},
               {"mib", MiB},
               {"g", GiB},
-              {"gb", GiB},
               {"gi", GiB},
               {"gib", GiB},
               {"t", TiB},
-              {"tb", TiB},
               {"ti", TiB},
               {"tib", TiB}},
-             "'{}' is not a size: give bytes or a number with K, M, G or T (1024-based), e.g. 64M",
+             "'{}' is not a size: give bytes or a number with K, M, G or T (1024-based), e.g. 64M "
+             "or 1.5G",
              "'{}': unknown size unit '{}' (use K, M, G or T, 1024-based; KiB spellings work too)",
-             "'{}' is too large for a 64-bit byte count"});
+             "'{}' is too large for a 64-bit byte count",
+             {"kb", "mb", "gb", "tb"},
+             "'{}': '{}' could mean powers of 1000 or of 1024; tally reads sizes as systemd's "
+             "MemoryMax= does, 1024-based: write K, M, G or T (or KiB, MiB, GiB, TiB)",
+             true});
 }
 
 Result<std::uint64_t> parseDurationUs(std::string_view text) {

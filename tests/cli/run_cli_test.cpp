@@ -35,7 +35,8 @@ TEST_F(RunCli, BadSizesAndOptionsAreUsageErrors) {
     const char* message;
   } cases[] = {
       {{"run", "--memory-max", "64X", "--", "true"}, "--memory-max '64X': unknown size unit 'X'"},
-      {{"run", "--memory-high", "1.5G", "--", "true"}, "--memory-high"},
+      {{"run", "--memory-high", "96GB", "--", "true"},
+       "--memory-high '96GB': 'GB' could mean powers of 1000 or of 1024"},
       // No program starts below 1 MiB (lease/limits_rule.h): refused, never applied.
       {{"run", "--memory-max", "1", "--", "true"},
        "tally run: --memory-max 1 bytes is below 1 MiB: no program starts in that"},

@@ -108,6 +108,33 @@ gtt_ceiling = "rocm"
     EXPECT_LE(p.problems[i - 1].line, p.problems[i].line);
 }
 
+// Sizes as systemd reads MemoryMax=: a fraction is fine, "GB" is refused
+// with the sentence, and a bare number too small to be meant (a unit left
+// out) is refused with the fix.
+TEST(Config, SizesReadAsSystemdReadsThem) {
+  auto ok = config::parse(
+      "[pools.gpu]\ncapacity = 2\ngpu_memory_budget = \"1.5G\"\n"
+      "memory_budget = 1073741824\n",
+      "t.toml");
+  ASSERT_TRUE(ok.config) << config::formatProblems(ok, "t.toml");
+  EXPECT_EQ(ok.config->pools.at(0).gpuMemoryBudget, 1610612736u);
+  EXPECT_EQ(ok.config->pools.at(0).memoryBudget, 1ULL << 30);
+  auto bad = config::parse(
+      "[pools.gpu]\ncapacity = 2\ngpu_memory_budget = 96\n"
+      "memory_budget = \"96GB\"\n",
+      "t.toml");
+  ASSERT_FALSE(bad.config);
+  std::string all = config::formatProblems(bad, "t.toml");
+  EXPECT_NE(all.find("t.toml:3: pools.gpu.gpu_memory_budget = 96 is 96 bytes, too small to be "
+                     "meant: a bare number is bytes. Write a size string, e.g. \"96GiB\""),
+            std::string::npos)
+      << all;
+  EXPECT_NE(all.find("t.toml:4: pools.gpu.memory_budget: '96GB': 'GB' could mean powers of 1000 "
+                     "or of 1024"),
+            std::string::npos)
+      << all;
+}
+
 TEST(Config, SyntaxErrorsAndStructuralMistakes) {
   auto syntax = config::parse("[pools.a]\ncapacity = = 3\n", "t.toml");
   ASSERT_EQ(syntax.problems.size(), 1u);
