@@ -523,8 +523,10 @@ void Service::cgroupChanged(const std::string& leaseId) {
     // waits for that word (onExited), or for the deadline (tick).
     if (l->ending.awaitsReport && !l->ending.reported) {
       std::uint64_t now = env_.monotonicUs ? env_.monotonicUs() : clock::monotonicUs();
-      if (!l->ending.reportDeadlineUs)
+      if (!l->ending.reportDeadlineUs) {
         l->ending.reportDeadlineUs = now + rpc::api::kExitReportWaitUs;
+        awaitingReport_.insert(l->id);
+      }
       if (now < l->ending.reportDeadlineUs) return;
     }
     std::string unit = l->place.unit;
@@ -689,11 +691,20 @@ void Service::tick() {
   endings_.expireGraces(now);
   // An attach lease whose attacher promised an exit report that never came
   // ends without it at its deadline.
+  // Only those that wait are looked at, not every lease at every tick.
   std::vector<std::string> unreported;
   std::uint64_t reportNow = env_.monotonicUs ? env_.monotonicUs() : now;
-  for (const auto& [lid, l] : book_.all())
-    if (l->ending.reportDeadlineUs && reportNow >= l->ending.reportDeadlineUs)
-      unreported.push_back(lid);
+  for (auto it = awaitingReport_.begin(); it != awaitingReport_.end();) {
+    const Lease* l = book_.find(*it);
+    if (!l || !l->ending.reportDeadlineUs) {
+      it = awaitingReport_.erase(it);  // ended meanwhile (its word came, or it was released)
+    } else if (reportNow >= l->ending.reportDeadlineUs) {
+      unreported.push_back(*it);
+      it = awaitingReport_.erase(it);
+    } else {
+      ++it;
+    }
+  }
   for (const auto& lid : unreported) {
     if (Lease* l = book_.find(lid)) l->ending.awaitsReport = false;
     cgroupChanged(lid);

@@ -33,6 +33,7 @@
 #include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -197,6 +198,10 @@ class Service {
   std::uint64_t lastStatusPassUs_ = 0;           // the last pass telling waiters their status
   std::map<std::string, DeclaredRun> declared_;  // by unit
   std::uint64_t lastDeclaredPassUs_ = 0;
+  // Attach leases whose cgroup emptied and whose attacher's exit report is
+  // awaited until a deadline (Lease::Ending::reportDeadlineUs): the tick looks
+  // at these only.
+  std::set<std::string> awaitingReport_;
   std::vector<std::string> ledgerDamage_;
 };
 
