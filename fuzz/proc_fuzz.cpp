@@ -148,6 +148,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   auto g = slurm::gresOfSlurmd(text, "tallymem");
   if (!g && g.error().message.empty()) std::abort();
   if (g && *g && text.find("tallymem") == std::string_view::npos) std::abort();
+  if (auto m = slurm::realMemoryOfScontrol(text); m && *m % (1ULL << 20) != 0) std::abort();
   // The job's prolog record: what it reads back is what writing it gives.
   if (auto c = slurm::parseJobCache(text); c && slurm::jobCacheText(*c) != text) std::abort();
 #elif TALLY_FUZZ_TARGET == 17

@@ -18,6 +18,8 @@ ip addr show dev lo | grep -q '192.0.2.1/32' || ip addr add 192.0.2.1/32 dev lo
 grep -q "^192.0.2.1 $node\$" /etc/hosts || echo "192.0.2.1 $node" >> /etc/hosts
 mkdir -p /etc/slurm /var/spool/slurmd /var/spool/slurmctld /var/log/slurm
 chown slurm /var/spool/slurmctld /var/log/slurm
+# RealMemory 512 MiB + the 1 GiB GRES (GTT: host RAM) within the guest's 2 GiB:
+# Slurm never places the same RAM twice (tally doctor --slurm checks it).
 cat > /etc/slurm/slurm.conf <<CONF
 ClusterName=tally
 SlurmctldHost=$node
@@ -29,7 +31,7 @@ SlurmdSpoolDir=/var/spool/slurmd
 SelectType=select/cons_tres
 SchedulerParameters=sched_interval=1
 GresTypes=tallymem
-NodeName=$node NodeAddr=192.0.2.1 CPUs=$(nproc) RealMemory=1024 Gres=tallymem:$gres_count State=UNKNOWN
+NodeName=$node NodeAddr=192.0.2.1 CPUs=$(nproc) RealMemory=512 Gres=tallymem:$gres_count State=UNKNOWN
 PartitionName=gpu Nodes=$node Default=YES MaxTime=INFINITE State=UP
 CONF
 echo "CgroupPlugin=cgroup/v2" > /etc/slurm/cgroup.conf

@@ -1,9 +1,11 @@
 // `tally doctor --slurm`: the I/O edge of slurm/health.h. Reads
 // plugstack.conf (and what it includes), reads the plugin's plugin_version,
-// runs `slurmd -V` and `slurmd -G`, and asks the daemon; health.h judges.
+// runs `slurmd -V`, `slurmd -G` and `scontrol show node`, reads MemTotal, and
+// asks the daemon; health.h judges.
 #include <fmt/format.h>
 #include <glob.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <cerrno>
 #include <cstring>
@@ -14,6 +16,7 @@
 #include "cli/capture.h"
 #include "cli/cmd_doctor.h"
 #include "cli/exit_codes.h"
+#include "probes/meminfo.h"
 #include "rpc/client.h"
 #include "rpc/lease_api.h"
 #include "rpc/messages.h"
@@ -114,6 +117,58 @@ void askDaemon(const std::string& socket, const std::string& pool, slurm::SlurmF
     if (auto b = p.find("gpu_memory_budget"); b != p.end() && b->is_number_unsigned())
       f.poolBudget = b->get<std::uint64_t>();
   }
+  // The devices' VRAM, as the daemon reads sysfs: the GRES beyond it is GTT.
+  auto overview = c->call(rpc::api::Overview{}, {}, 10'000);
+  if (!overview || !overview->ok || !overview->result.is_object()) {
+    f.vramError = "the daemon's overview did not answer";
+    return;
+  }
+  std::uint64_t vram = 0;
+  bool any = false;
+  const auto& devices = overview->result.value("devices", nlohmann::json::array());
+  for (const auto& d : devices.is_array() ? devices : nlohmann::json::array()) {
+    const auto& total = d.value("regions", nlohmann::json::object())
+                            .value("vram", nlohmann::json::object())
+                            .value("total_bytes", nlohmann::json());
+    if (total.is_number_unsigned()) {
+      vram += total.get<std::uint64_t>();
+      any = true;
+    }
+  }
+  if (any)
+    f.vramTotalBytes = vram;
+  else
+    f.vramError = "no device exports mem_info_vram_total";
+}
+
+// What Slurm hands out here (scontrol's RealMemory for this node) and what
+// the host has (MemTotal).
+void readMemory(slurm::SlurmFacts& f) {
+  if (auto m = readWhole("/proc/meminfo")) {
+    f.memTotalBytes = probes::parseMemInfo(*m).memTotal;
+    if (!f.memTotalBytes) f.memTotalError = "/proc/meminfo has no MemTotal";
+  } else {
+    f.memTotalError = "/proc/meminfo: " + m.error().message;
+  }
+  char host[256] = {};
+  if (::gethostname(host, sizeof host - 1) != 0) {
+    f.realMemoryError = "gethostname failed";
+    return;
+  }
+  std::string node(host);
+  node = node.substr(0, node.find('.'));
+  auto r = capture({"scontrol", "show", "node", node, "-o"}, 1u << 20, 30'000);
+  if (!r || !WIFEXITED(r->status) || WEXITSTATUS(r->status) != 0) {
+    f.realMemoryError =
+        fmt::format("scontrol show node {}: {}", node,
+                    r ? text::truncateUtf8(text::trim(r->err + r->out), 200) : r.error().message);
+    return;
+  }
+  auto bytes = slurm::realMemoryOfScontrol(r->out);
+  if (bytes)
+    f.realMemoryBytes = *bytes;
+  else
+    f.realMemoryError = bytes.error().message;
 }
 
 }  // namespace
@@ -129,6 +184,7 @@ int runDoctorSlurm(const DoctorOptions& opts) {
   }
   runSlurmd(f);
   askDaemon(args.socket, args.pool, f);
+  readMemory(f);
   auto checks = slurm::judgeSlurm(f);
 
   bool failed = false, judged = false;

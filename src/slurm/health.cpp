@@ -95,10 +95,10 @@ std::vector<SlurmCheck> judgeSlurm(const SlurmFacts& f) {
                     f.daemonError.value_or("no answer at " + socket)));
   }
 
-  // 4. The pool's budget is the node's GRES count: Slurm places, tally enforces.
-  if (args && f.daemonAnswered) {
-    std::optional<GresFound> gres;
-    std::optional<std::string> gresError;
+  // The node's GRES, as slurmd counts it.
+  std::optional<GresFound> gres;
+  std::optional<std::string> gresError;
+  if (args) {
     if (!f.slurmdGres) {
       gresError = f.slurmdError.value_or("slurmd -G gave nothing");
     } else {
@@ -114,6 +114,10 @@ std::vector<SlurmCheck> judgeSlurm(const SlurmFacts& f) {
         }
       }
     }
+  }
+
+  // 4. The pool's budget is the node's GRES count: Slurm places, tally enforces.
+  if (args && f.daemonAnswered) {
     if (gresError) {
       add("budget", CheckState::Unknown, "the node's GRES is unknown: " + *gresError);
     } else if (!gres) {
@@ -141,6 +145,41 @@ std::vector<SlurmCheck> judgeSlurm(const SlurmFacts& f) {
       add("budget", CheckState::Ok,
           fmt::format("pool {}'s gpu_memory_budget = the node's {} GRES, {}", args->pool,
                       gres->name, units::humanBytes(gres->count)));
+    }
+  }
+
+  // 5. Memory is not handed out twice: the GRES beyond the devices' VRAM is
+  // GTT, system RAM (all of it on an APU), so RealMemory + that part must fit
+  // in the host's RAM, or Slurm places the same bytes as memory and as GPU memory.
+  if (args && gres) {
+    if (!f.realMemoryBytes || !f.memTotalBytes) {
+      add("memory", CheckState::Unknown,
+          fmt::format("whether RealMemory and the {} GRES fit in RAM is unknown: {}", gres->name,
+                      f.realMemoryBytes ? f.memTotalError.value_or("MemTotal unread")
+                                        : f.realMemoryError.value_or("RealMemory unread")));
+    } else {
+      std::uint64_t vram = f.vramTotalBytes.value_or(0);
+      std::uint64_t gtt = gres->count > vram ? gres->count - vram : 0;
+      std::uint64_t need = *f.realMemoryBytes + gtt;
+      std::string vramWords =
+          f.vramTotalBytes ? fmt::format("beyond the devices' {} of VRAM", units::humanBytes(vram))
+                           : std::string("(VRAM unknown, counted as none)");
+      if (need > *f.memTotalBytes) {
+        std::uint64_t fits = *f.memTotalBytes > gtt ? (*f.memTotalBytes - gtt) >> 20 : 0;
+        add("memory", CheckState::Failed,
+            fmt::format("RealMemory {} + the {} of {} GRES {} (GTT: host RAM) = {}, more than "
+                        "this host's MemTotal {}: Slurm can place the same RAM as memory and as "
+                        "GPU memory. Set RealMemory to at most {} (MiB), less what the OS needs, "
+                        "or lower the GRES",
+                        units::humanBytes(*f.realMemoryBytes), units::humanBytes(gtt), gres->name,
+                        vramWords, units::humanBytes(need), units::humanBytes(*f.memTotalBytes),
+                        fits));
+      } else {
+        add("memory", CheckState::Ok,
+            fmt::format("RealMemory {} + the {} of {} GRES {} fit in MemTotal {}",
+                        units::humanBytes(*f.realMemoryBytes), units::humanBytes(gtt), gres->name,
+                        vramWords, units::humanBytes(*f.memTotalBytes)));
+      }
     }
   }
   return out;

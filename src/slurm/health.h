@@ -1,6 +1,7 @@
 // `tally doctor --slurm`: is this node's tally what its Slurm expects? The
 // plugstack.conf line, the plugin built for the Slurm that runs here, the
-// daemon answering, and the pool's GPU budget equal to the node's GRES count. Pure:
+// daemon answering, the pool's GPU budget equal to the node's GRES count, and
+// RealMemory plus the GRES's host-RAM part (GTT) within the host's RAM. Pure:
 // cli/cmd_doctor.cpp reads the files, runs slurmd and scontrol, loads the
 // plugin's version and asks the daemon; this reads their texts and judges.
 #pragma once
@@ -30,6 +31,10 @@ struct SlurmFacts {
   std::optional<std::string> daemonError;
   std::optional<std::uint64_t> poolBudget;  // the plugin's pool's gpu_memory_budget
   bool poolFound = false;
+  // Host memory: what Slurm hands out (scontrol's RealMemory), what the host
+  // has (MemTotal), and the devices' VRAM (the GRES beyond it is GTT: host RAM).
+  std::optional<std::uint64_t> realMemoryBytes, memTotalBytes, vramTotalBytes;
+  std::optional<std::string> realMemoryError, memTotalError, vramError;
 };
 
 enum class CheckState { Ok, Failed, Unknown };

@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+
 #include "slurm/gres.h"
 #include "util/text.h"
 
@@ -95,6 +97,22 @@ Result<std::optional<std::uint64_t>> gresOfSlurmd(std::string_view slurmdG, std:
     total = total.value_or(0) + *n;
   }
   return total;
+}
+
+Result<std::uint64_t> realMemoryOfScontrol(std::string_view text) {
+  text::LineReader lines(text);
+  while (auto line = lines.next()) {
+    auto mib = field(words(*line), "RealMemory");
+    if (!mib) continue;
+    if (mib->empty() || mib->size() > 12 ||
+        !std::all_of(mib->begin(), mib->end(), [](char c) { return c >= '0' && c <= '9'; }))
+      return Error{EINVAL, fmt::format("scontrol: RealMemory={} is not a count of MiB",
+                                       text::truncateUtf8(*mib, 32))};
+    std::uint64_t n = 0;
+    for (char c : *mib) n = n * 10 + static_cast<std::uint64_t>(c - '0');
+    return n << 20;
+  }
+  return Error{ENOENT, "scontrol names no RealMemory for the node"};
 }
 
 }  // namespace tally::slurm

@@ -37,4 +37,8 @@ std::string releaseOfNumber(unsigned versionNumber);
 // is an error.
 Result<std::optional<std::uint64_t>> gresOfSlurmd(std::string_view slurmdG, std::string_view name);
 
+// The memory Slurm hands out on the node, in bytes, from `scontrol show node
+// NAME -o`'s "RealMemory=<MiB>". An error when it names none or a malformed one.
+Result<std::uint64_t> realMemoryOfScontrol(std::string_view text);
+
 }  // namespace tally::slurm

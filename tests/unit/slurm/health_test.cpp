@@ -27,6 +27,9 @@ SlurmFacts healthy() {
   f.daemonAnswered = true;
   f.poolFound = true;
   f.poolBudget = GiB;
+  f.realMemoryBytes = *realMemoryOfScontrol(samples::kScontrolNode);
+  f.memTotalBytes = 2 * GiB;
+  f.vramTotalBytes = 0;
   return f;
 }
 
@@ -45,12 +48,50 @@ std::optional<SlurmCheck> judged(const SlurmFacts& f, const std::string& name) {
 
 TEST(SlurmHealth, AHealthyNodePassesEveryCheckWithItsEvidence) {
   auto checks = judgeSlurm(healthy());
-  ASSERT_EQ(checks.size(), 4u);
+  ASSERT_EQ(checks.size(), 5u);
   for (const auto& c : checks) EXPECT_EQ(c.state, CheckState::Ok) << c.name << ": " << c.said;
   EXPECT_EQ(find(checks, "budget")->said,
             "pool slurm's gpu_memory_budget = the node's tallymem GRES, 1.0 GiB");
   EXPECT_EQ(find(checks, "plugin")->said,
             "/usr/lib/x86_64-linux-gnu/slurm-wlm/tally_spank.so built for Slurm 22.05, as slurmd");
+  EXPECT_EQ(find(checks, "memory")->said,
+            "RealMemory 512.0 MiB + the 1.0 GiB of tallymem GRES beyond the devices' 0 B of VRAM "
+            "fit in MemTotal 2.0 GiB");
+}
+
+// On an APU the GRES is GTT, system RAM: docs/slurm.md's old RealMemory=120000
+// with Gres=tallymem:96G on a 128 GiB box places the same RAM twice.
+TEST(SlurmHealth, RealMemoryAndTheGresGttPartMustFitInRam) {
+  auto f = healthy();
+  f.slurmdGres = "slurmd-halo: Gres Name=tallymem Type=(null) Count=103079215104 ID=1 (null)\n";
+  f.poolBudget = 96 * GiB;
+  f.realMemoryBytes = 120000ULL << 20;
+  f.memTotalBytes = 126 * GiB;
+  f.vramTotalBytes = 512ULL << 20;
+  auto c = judged(f, "memory");
+  ASSERT_TRUE(c);
+  EXPECT_EQ(c->state, CheckState::Failed);
+  EXPECT_NE(c->said.find("RealMemory 117.2 GiB + the 95.5 GiB of tallymem GRES beyond the "
+                         "devices' 512.0 MiB of VRAM (GTT: host RAM) = 212.7 GiB, more than this "
+                         "host's MemTotal 126.0 GiB"),
+            std::string::npos)
+      << c->said;
+  EXPECT_NE(c->said.find("Set RealMemory to at most 31232 (MiB)"), std::string::npos) << c->said;
+  f.realMemoryBytes = 30000ULL << 20;
+  EXPECT_EQ(judged(f, "memory")->state, CheckState::Ok);
+  // A dGPU whose VRAM holds the whole GRES: nothing of it is host RAM.
+  f.realMemoryBytes = 120000ULL << 20;
+  f.vramTotalBytes = 192 * GiB;
+  EXPECT_EQ(judged(f, "memory")->state, CheckState::Ok);
+  // VRAM unknown: counted as none (the stricter reading), and said so.
+  f.vramTotalBytes.reset();
+  EXPECT_NE(judged(f, "memory")->said.find("(VRAM unknown, counted as none)"), std::string::npos);
+  // RealMemory unknown (slurmctld down): unknown, never ok.
+  f.realMemoryBytes.reset();
+  f.realMemoryError = "scontrol show node halo: Unable to contact slurm controller";
+  c = judged(f, "memory");
+  EXPECT_EQ(c->state, CheckState::Unknown);
+  EXPECT_NE(c->said.find("Unable to contact slurm controller"), std::string::npos);
 }
 
 TEST(SlurmHealth, EachWayANodeIsWrongForTallyFailsWithTheFix) {

@@ -8,5 +8,16 @@ namespace tally::slurm::samples {
 inline constexpr const char* kSlurmdV = "slurm-wlm 22.05.8\n";
 inline constexpr const char* kSlurmdG =
     "slurmd-vm: Gres Name=tallymem Type=(null) Count=1073741824 ID=3654405869 (null)\n";
+// scontrol show node vm -o, as the VM printed it (RealMemory=512 in
+// vm/slurm-node.sh's slurm.conf).
+inline constexpr const char* kScontrolNode =
+    "NodeName=vm Arch=x86_64 CoresPerSocket=1  CPUAlloc=0 CPUEfctv=2 CPUTot=2 CPULoad=0.13 Av"
+    "ailableFeatures=(null) ActiveFeatures=(null) Gres=tallymem:1G NodeAddr=192.0.2.1 NodeHos"
+    "tName=vm Version=22.05.8 OS=Linux 6.12.117+deb12-amd64 #1 SMP PREEMPT_DYNAMIC Debian 6.1"
+    "2.117-1~deb12u1 (2026-11-14)  RealMemory=512 AllocMem=0 FreeMem=1889 Sockets=2 Boards=1 "
+    "State=IDLE ThreadsPerCore=1 TmpDisk=0 Weight=1 Owner=N/A MCS_label=N/A Partitions=gpu  B"
+    "ootTime=2026-12-02T12:28:55 SlurmdStartTime=2026-12-02T12:29:10 LastBusyTime=2026-12-02T"
+    "12:30:07 CfgTRES=cpu=2,mem=512M,billing=2 AllocTRES= CapWatts=n/a CurrentWatts=0 AveWatt"
+    "s=0 ExtSensorsJoules=n/s ExtSensorsWatts=0 ExtSensorsTemp=n/s\n";
 
 }  // namespace tally::slurm::samples

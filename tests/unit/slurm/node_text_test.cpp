@@ -57,5 +57,15 @@ TEST(SlurmNodeText, VersionsAndTheNodesGresReadExactly) {
   EXPECT_FALSE(gresOfSlurmd("slurmd-h: Gres Name=tallymem Count=lots\n", "tallymem"));
 }
 
+TEST(SlurmNodeText, TheNodesRealMemoryReadsInMiB) {
+  auto m = realMemoryOfScontrol(samples::kScontrolNode);
+  ASSERT_TRUE(m) << m.error().message;
+  EXPECT_EQ(*m, 512ULL << 20);
+  EXPECT_EQ(*realMemoryOfScontrol("NodeName=h RealMemory=120000 AllocMem=0\n"), 120000ULL << 20);
+  for (const char* bad : {"", "NodeName=h AllocMem=0\n", "RealMemory=\n", "RealMemory=12G\n",
+                          "RealMemory=-1\n", "RealMemory=99999999999999\n"})
+    EXPECT_FALSE(realMemoryOfScontrol(bad)) << bad;
+}
+
 }  // namespace
 }  // namespace tally::slurm
