@@ -483,7 +483,7 @@ int attachStep(spank_t sp, pid_t task) {
 
 // The step's tasks are gone: wait for the daemon to record the outcome, which
 // it reads from the cgroup slurmstepd is about to remove.
-void awaitOutcome() {
+void awaitOutcome(const std::string& lease) {
   auto deadline = std::chrono::steady_clock::now() + std::chrono::microseconds(g_args.endWaitUs);
   auto left = [&] {
     auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(
@@ -496,7 +496,7 @@ void awaitOutcome() {
     slurm_error(
         "tally: lease %s: the daemon at %s is gone at the step's end (%s); it records the "
         "outcome when it is back",
-        g_lease.c_str(), g_args.socket.c_str(), client.error().message.c_str());
+        lease.c_str(), g_args.socket.c_str(), client.error().message.c_str());
     return;
   }
   bool ended = false;
@@ -505,11 +505,11 @@ void awaitOutcome() {
   auto watch = [&](const rpc::Message& ev) {
     if (ev.event != "lease") return;
     auto e = rpc::api::decodeLeaseEvent(ev.raw);
-    if (e && e->lease == g_lease && e->terminal()) ended = true;
+    if (e && e->lease == lease && e->terminal()) ended = true;
   };
   if (auto s = client->call(rpc::api::Subscribe{}, watch, left()); !s || !s->ok) return;
   // Subscribed first, then asked: an ending between the two is not missed.
-  auto now = client->call(rpc::api::LeaseQuery{{g_lease}}, watch, left());
+  auto now = client->call(rpc::api::LeaseQuery{{lease}}, watch, left());
   if (now && now->ok && now->result.value("state", "") == "ended") ended = true;
   while (!ended && left() > 0) {
     auto ev = client->next(left());
@@ -520,7 +520,7 @@ void awaitOutcome() {
     slurm_error(
         "tally: lease %s: no outcome from the daemon within end_wait; it is recorded when "
         "the daemon sees the cgroup empty",
-        g_lease.c_str());
+        lease.c_str());
   }
 }
 
@@ -550,6 +550,18 @@ void reportExit(rpc::Client& client) {
   if (reply && !reply->ok)
     slurm_info("tally: lease %s: the daemon did not take the tasks' exit status: %s",
                g_lease.c_str(), reply->error.message.c_str());
+}
+
+// The job's prolog and epilog run in a process of their own, where SPANK
+// calls no slurm_spank_init: the plugstack.conf arguments come with the call.
+bool argsOfJobScript(int ac, char** av) {
+  auto parsed = slurm::parsePluginArgs(std::vector<std::string>(av, av + ac));
+  if (!parsed) {
+    slurm_error("tally: %s", parsed.error().message.c_str());
+    return false;
+  }
+  g_args = *parsed;
+  return true;
 }
 
 }  // namespace
@@ -683,8 +695,8 @@ TALLY_EXPORT int slurm_spank_task_exit(spank_t sp, int, char**) {
 // here): the job's GRES on this node, asked of slurmctld once for all its
 // steps, kept root-only for them. It never fails the prolog (a failed
 // prolog drains the node): without the record each step asks itself.
-TALLY_EXPORT int slurm_spank_job_prolog(spank_t sp, int, char**) {
-  if (!g_args.enforce || !g_configError.empty()) return 0;
+TALLY_EXPORT int slurm_spank_job_prolog(spank_t sp, int ac, char** av) {
+  if (!argsOfJobScript(ac, av) || !g_args.enforce) return 0;
   try {
     std::uint32_t job = 0;
     if (spank_get_item(sp, S_JOB_ID, &job) != ESPANK_SUCCESS || !job) return 0;
@@ -710,7 +722,10 @@ TALLY_EXPORT int slurm_spank_job_prolog(spank_t sp, int, char**) {
   return 0;
 }
 
-TALLY_EXPORT int slurm_spank_job_epilog(spank_t sp, int, char**) {
+// The job's end on each of its nodes (as root, after its steps): its record
+// goes. Never fails the epilog (that would drain the node).
+TALLY_EXPORT int slurm_spank_job_epilog(spank_t sp, int ac, char** av) {
+  if (!argsOfJobScript(ac, av)) return 0;
   std::uint32_t job = 0;
   if (spank_get_item(sp, S_JOB_ID, &job) == ESPANK_SUCCESS && job)
     ::unlink(slurm::jobCachePath(g_args, job).c_str());
@@ -720,7 +735,7 @@ TALLY_EXPORT int slurm_spank_job_epilog(spank_t sp, int, char**) {
 TALLY_EXPORT int slurm_spank_exit(spank_t sp, int, char**) {
   if (!spank_remote(sp) || g_lease.empty()) return 0;
   try {
-    awaitOutcome();
+    awaitOutcome(g_lease);
   } catch (const std::exception& e) {
     slurm_error("tally: lease %s: %s", g_lease.c_str(), e.what());
   }

@@ -354,13 +354,17 @@ TEST_F(VmSlurm, SlurmPlacesTwoJobsThatDoNotFitTogetherOneAfterTheOther) {
 TEST_F(VmSlurm, ABatchScriptAndItsSrunStepAreChildrenOfOneJobLease) {
   // An array of one task: its leases carry the array's ids.
   std::string idFile = kDir + "/f.job", arrayFile = kDir + "/f.array";
-  auto r = runProgram({"sbatch", "--wait", "--array=5", "--gres=tallymem:768M", "--chdir=" + kDir,
-                       "--output=" + kDir + "/f.out", "--wrap",
-                       "echo $SLURM_JOB_ID > " + idFile + "; echo $SLURM_ARRAY_JOB_ID > " +
-                           arrayFile + "; srun " + kWorkload + " gpu gtt 512 1 300"});
+  auto r =
+      runProgram({"sbatch", "--wait", "--array=5", "--gres=tallymem:768M", "--chdir=" + kDir,
+                  "--output=" + kDir + "/f.out", "--wrap",
+                  "echo $SLURM_JOB_ID > " + idFile + "; echo $SLURM_ARRAY_JOB_ID > " + arrayFile +
+                      "; srun " + kWorkload + " gpu gtt 512 1 300; ls /run/tally-spank"});
   EXPECT_EQ(r.exitCode(), 0) << r.out << r.err << readFile(kDir + "/f.out");
   std::string job = jobIdFrom(idFile);
   ASSERT_FALSE(job.empty()) << readFile(kDir + "/f.out");
+  // The prolog's record of the job's GRES, kept for its steps.
+  EXPECT_NE(readFile(kDir + "/f.out").find("job_" + job), std::string::npos)
+      << readFile(kDir + "/f.out");
   json jobRows = rowsNamed("slurm-" + job);
   json batch = rowsNamed("slurm-" + job + ".batch");
   json step = rowsNamed("slurm-" + job + ".0");
@@ -482,9 +486,9 @@ TEST_F(VmSlurm, ACancelledJobsLeasesEndWithTheSignalInTheLedger) {
 // depend on the environment.
 TEST_F(VmSlurm, UnderExportNoneOnlyTheLastAttributeArrives) {
   std::string idFile = kDir + "/x.job";
-  auto r = runProgram({"srun", "--export=NONE", "--gres=tallymem:64M", "--tally-attr=team=ml",
-                       "--tally-attr=model=llama", "/bin/sh", "-c",
-                       "echo $SLURM_JOB_ID > " + idFile});
+  auto r =
+      runProgram({"srun", "--export=NONE", "--gres=tallymem:64M", "--tally-attr=team=ml",
+                  "--tally-attr=model=llama", "/bin/sh", "-c", "echo $SLURM_JOB_ID > " + idFile});
   ASSERT_EQ(r.exitCode(), 0) << r.err;
   json rows = rowsNamed("slurm-" + jobIdFrom(idFile) + ".0");
   ASSERT_FALSE(rows.empty());
@@ -542,6 +546,11 @@ TEST_F(VmSlurm, DoctorSlurmPassesOnThisNodeAndFailsWhenTheDaemonIsDownOrThePlugi
             std::string::npos)
       << ok.out;
   EXPECT_NE(ok.out.find("built for Slurm 22.05, as slurmd"), std::string::npos) << ok.out;
+  // RealMemory + the GRES's GTT part fit in the guest's RAM (vm/slurm-node.sh).
+  EXPECT_NE(ok.out.find("memory     ok       RealMemory 512.0 MiB + the "), std::string::npos)
+      << ok.out;
+  std::printf("[ scontrol show node -o ]\n%s\n[ end ]\n",
+              shellOut("scontrol show node \"$(hostname -s)\" -o").c_str());
 
   std::string stale = kPlugin.substr(0, kPlugin.rfind('/')) + "/tally_spank_24.11.so";
   ASSERT_EQ(::access(stale.c_str(), R_OK), 0)
