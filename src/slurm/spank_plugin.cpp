@@ -241,38 +241,6 @@ std::string readText(const std::string& path) {
   return n > 0 ? std::string(buf, static_cast<std::size_t>(n)) : "";
 }
 
-// The job's GRES on this node as its prolog kept it (slurm::jobCacheText);
-// absent when the prolog did not run or could not ask: then the step asks.
-std::optional<std::optional<std::uint64_t>> cachedJobGres(std::uint32_t job) {
-  std::string path = slurm::jobCachePath(g_args, job);
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
-  if (fd < 0) return std::nullopt;
-  struct stat st {};
-  char buf[128];
-  ssize_t n = -1;
-  // Root's own file, or not trusted: a user must not plant a job's count.
-  if (::fstat(fd, &st) == 0 && st.st_uid == 0 && S_ISREG(st.st_mode) && !(st.st_mode & 022))
-    n = ::read(fd, buf, sizeof buf);
-  ::close(fd);
-  if (n <= 0) return std::nullopt;
-  auto parsed = slurm::parseJobCache(std::string_view(buf, static_cast<std::size_t>(n)));
-  if (!parsed) {
-    slurm_error("tally: %s: %s; asking slurmctld", path.c_str(), parsed.error().message.c_str());
-    return std::nullopt;
-  }
-  return *parsed;
-}
-
-// The job's GRES here for one of its steps: the prolog's record, else slurmctld.
-tally::Result<GresHere> jobGres(spank_t sp, std::uint32_t job, std::optional<std::uint32_t> step) {
-  if (auto cached = cachedJobGres(job)) {
-    GresHere g;
-    if (*cached) g.job = slurm::GresFound{g_args.gres.front(), **cached};
-    return g;
-  }
-  return gresHere(job, step, getenvOf(sp, "SLURMD_NODENAME"), g_args.gres);
-}
-
 // A refusal reaches slurmd's log here and the user through the task itself
 // (task_init); without the shared page the task is killed before exec.
 void refuseTask(pid_t task, const std::string& why) {
@@ -358,7 +326,7 @@ void leaseJobAtExtern(spank_t sp) {
   std::uint32_t job = 0;
   spank_get_item(sp, S_JOB_ID, &job);
   std::string where = fmt::format("tally: job {}", job);
-  auto gres = jobGres(sp, job, std::nullopt);
+  auto gres = gresHere(job, std::nullopt, getenvOf(sp, "SLURMD_NODENAME"), g_args.gres);
   if (!gres) {
     slurm_error("%s: cannot tell whether it holds GRES %s here: %s; its steps ask again",
                 where.c_str(), fmt::format("{}", fmt::join(g_args.gres, ",")).c_str(),
@@ -408,9 +376,7 @@ int attachStep(spank_t sp, pid_t task) {
   if (auto s = slurm::checkOptions(g_options); !s) return fail(where + ": " + s.error().message);
 
   // The GRES is asked for even with --gpu-memory-max: the flag only caps it.
-  // The job's prolog kept it for its steps; without that record, slurmctld
-  // is asked (the step's own GRES request too, then).
-  auto gres = jobGres(sp, job, step);
+  auto gres = gresHere(job, step, getenvOf(sp, "SLURMD_NODENAME"), g_args.gres);
   if (!gres) {
     // Unknown is not "none": a step that may have asked for GPU memory is not run unbounded.
     return fail(
@@ -552,18 +518,6 @@ void reportExit(rpc::Client& client) {
                g_lease.c_str(), reply->error.message.c_str());
 }
 
-// The job's prolog and epilog run in a process of their own, where SPANK
-// calls no slurm_spank_init: the plugstack.conf arguments come with the call.
-bool argsOfJobScript(int ac, char** av) {
-  auto parsed = slurm::parsePluginArgs(std::vector<std::string>(av, av + ac));
-  if (!parsed) {
-    slurm_error("tally: %s", parsed.error().message.c_str());
-    return false;
-  }
-  g_args = *parsed;
-  return true;
-}
-
 }  // namespace
 
 extern "C" {
@@ -688,47 +642,6 @@ TALLY_EXPORT int slurm_spank_task_exit(spank_t sp, int, char**) {
   } catch (const std::exception& e) {
     slurm_error("tally: lease %s: %s", g_lease.c_str(), e.what());
   }
-  return 0;
-}
-
-// The job's prolog on each of its nodes (as root, before its first step
-// here): the job's GRES on this node, asked of slurmctld once for all its
-// steps, kept root-only for them. It never fails the prolog (a failed
-// prolog drains the node): without the record each step asks itself.
-TALLY_EXPORT int slurm_spank_job_prolog(spank_t sp, int ac, char** av) {
-  if (!argsOfJobScript(ac, av) || !g_args.enforce) return 0;
-  try {
-    std::uint32_t job = 0;
-    if (spank_get_item(sp, S_JOB_ID, &job) != ESPANK_SUCCESS || !job) return 0;
-    const char* node = std::getenv("SLURMD_NODENAME");
-    auto gres = gresHere(job, std::nullopt, node ? node : "", g_args.gres);
-    if (!gres) {
-      slurm_info("tally: job %u: its GRES here is unknown (%s); each step asks slurmctld", job,
-                 gres.error().message.c_str());
-      return 0;
-    }
-    if (::mkdir(g_args.jobCacheDir.c_str(), 0700) != 0 && errno != EEXIST) return 0;
-    std::string path = slurm::jobCachePath(g_args, job), tmp = path + ".new";
-    std::string text = slurm::jobCacheText(
-        gres->job ? std::optional<std::uint64_t>(gres->job->count) : std::nullopt);
-    int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
-    if (fd < 0) return 0;
-    bool ok = ::write(fd, text.data(), text.size()) == static_cast<ssize_t>(text.size());
-    ::close(fd);
-    if (!ok || ::rename(tmp.c_str(), path.c_str()) != 0) ::unlink(tmp.c_str());
-  } catch (const std::exception& e) {
-    slurm_error("tally: job prolog: %s", e.what());
-  }
-  return 0;
-}
-
-// The job's end on each of its nodes (as root, after its steps): its record
-// goes. Never fails the epilog (that would drain the node).
-TALLY_EXPORT int slurm_spank_job_epilog(spank_t sp, int ac, char** av) {
-  if (!argsOfJobScript(ac, av)) return 0;
-  std::uint32_t job = 0;
-  if (spank_get_item(sp, S_JOB_ID, &job) == ESPANK_SUCCESS && job)
-    ::unlink(slurm::jobCachePath(g_args, job).c_str());
   return 0;
 }
 

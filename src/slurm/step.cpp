@@ -51,10 +51,9 @@ Result<PluginArgs> parsePluginArgs(const std::vector<std::string>& args) {
     if (eq == std::string::npos) {
       return Error{
           EINVAL,
-          fmt::format(
-              "plugstack.conf argument '{}' is not KEY=VALUE (keys: socket, "
-              "pool, allowed_pools, gres, timeout, queue_timeout, end_wait, enforce, job_cache)",
-              text::truncateUtf8(arg, 64))};
+          fmt::format("plugstack.conf argument '{}' is not KEY=VALUE (keys: socket, "
+                      "pool, allowed_pools, gres, timeout, queue_timeout, end_wait, enforce)",
+                      text::truncateUtf8(arg, 64))};
     }
     std::string_view key(arg.data(), eq), value(arg.data() + eq + 1, arg.size() - eq - 1);
     auto bad = [&](const std::string& why) {
@@ -101,13 +100,10 @@ Result<PluginArgs> parsePluginArgs(const std::vector<std::string>& args) {
     } else if (key == "enforce") {
       if (value != "on" && value != "off") return bad("must be on or off");
       a.enforce = value == "on";
-    } else if (key == "job_cache") {
-      if (value.size() < 2 || value[0] != '/') return bad("must be an absolute directory");
-      a.jobCacheDir = std::string(value);
     } else {
       return bad(
           "unknown (keys: socket, pool, allowed_pools, gres, timeout, "
-          "queue_timeout, end_wait, enforce, job_cache)");
+          "queue_timeout, end_wait, enforce)");
     }
   }
   return a;
@@ -179,32 +175,6 @@ std::string leaseName(std::uint32_t job, std::uint32_t step) {
 }
 
 std::string jobLeaseName(std::uint32_t job) { return fmt::format("slurm-{}", job); }
-
-std::string jobCacheText(std::optional<std::uint64_t> gresBytes) {
-  return gresBytes ? fmt::format("gres_bytes={}\n", *gresBytes) : std::string("gres_bytes=none\n");
-}
-
-Result<std::optional<std::uint64_t>> parseJobCache(std::string_view text) {
-  constexpr std::string_view key = "gres_bytes=";
-  if (text.size() > 64 || !text::startsWith(text, key) || text.back() != '\n')
-    return Error{EPROTO, "not a job cache line (gres_bytes=N or none)"};
-  std::string_view v = text.substr(key.size(), text.size() - key.size() - 1);
-  if (v == "none") return std::optional<std::uint64_t>{};
-  if (v.empty() || v.size() > 20 || (v.size() > 1 && v[0] == '0') ||
-      !std::all_of(v.begin(), v.end(), [](char ch) { return ch >= '0' && ch <= '9'; }))
-    return Error{EPROTO, "gres_bytes is not a count"};
-  std::uint64_t n = 0;
-  for (char ch : v) {
-    auto d = static_cast<std::uint64_t>(ch - '0');
-    if (n > (UINT64_MAX - d) / 10) return Error{EPROTO, "gres_bytes is larger than 2^64 - 1"};
-    n = n * 10 + d;
-  }
-  return std::optional<std::uint64_t>{n};
-}
-
-std::string jobCachePath(const PluginArgs& args, std::uint32_t job) {
-  return fmt::format("{}/job_{}", args.jobCacheDir, job);
-}
 
 bool declaresAnything(const StepOptions& o, std::optional<std::uint64_t> gresBytes) {
   return o.gpuMemoryMax || o.gpuMemoryHigh || o.pool || !o.attrs.empty() ||
@@ -393,15 +363,28 @@ std::optional<rpc::api::Exited> stepExit(const std::string& lease,
   return e;
 }
 
-Result<std::string> stepCgroup(std::string_view procCgroupText) {
+namespace {
+
+// A Slurm process's live cgroup v2 path from its /proc/<pid>/cgroup text, or
+// what to configure (`who`: "the task", "slurmstepd").
+Result<std::string> liveCgroup(std::string_view procCgroupText, const char* who) {
   auto cg = probes::parseProcCgroup(procCgroupText);
   if (!cg) {
-    return Error{ENOENT,
-                 "the task has no cgroup v2 membership (a cgroup v1 host?); tally needs "
-                 "CgroupPlugin=cgroup/v2 in cgroup.conf on a unified hierarchy"};
+    return Error{ENOENT, fmt::format("{} has no cgroup v2 membership (a cgroup v1 host?); tally "
+                                     "needs CgroupPlugin=cgroup/v2 in cgroup.conf on a unified "
+                                     "hierarchy",
+                                     who)};
   }
-  if (cg->deleted) return Error{ESRCH, fmt::format("the task's cgroup {} is deleted", cg->path)};
-  std::string_view p = cg->path;
+  if (cg->deleted) return Error{ESRCH, fmt::format("{}'s cgroup {} is deleted", who, cg->path)};
+  return std::move(cg->path);
+}
+
+}  // namespace
+
+Result<std::string> stepCgroup(std::string_view procCgroupText) {
+  auto path = liveCgroup(procCgroupText, "the task");
+  if (!path) return path.error();
+  std::string_view p = *path;
   auto slash = p.rfind('/');
   std::string_view leaf = slash == std::string_view::npos ? p : p.substr(slash + 1);
   std::string_view parent =
@@ -427,15 +410,10 @@ Result<std::string> stepCgroup(std::string_view procCgroupText) {
 }
 
 Result<std::string> jobCgroup(std::string_view procCgroupText) {
-  auto cg = probes::parseProcCgroup(procCgroupText);
-  if (!cg) {
-    return Error{ENOENT,
-                 "slurmstepd has no cgroup v2 membership (a cgroup v1 host?); tally needs "
-                 "CgroupPlugin=cgroup/v2 in cgroup.conf on a unified hierarchy"};
-  }
-  if (cg->deleted) return Error{ESRCH, fmt::format("the cgroup {} is deleted", cg->path)};
+  auto path = liveCgroup(procCgroupText, "slurmstepd");
+  if (!path) return path.error();
   // The last ".../job_<digits>" component with a step_ cgroup below it.
-  std::string_view p = cg->path;
+  std::string_view p = *path;
   for (std::size_t at = p.rfind("/job_"); at != std::string_view::npos;
        at = at ? p.rfind("/job_", at - 1) : std::string_view::npos) {
     std::size_t end = p.find('/', at + 1);

@@ -60,13 +60,10 @@ struct PluginArgs {
   // enforce=off: a node without the GRES (a login or CPU node sharing
   // plugstack.conf): the options are accepted, nothing is asked or leased.
   bool enforce = true;
-  // Where the job's prolog keeps the job's GRES on this node for its steps
-  // (root-only): read once per job per node, so no step asks slurmctld.
-  std::string jobCacheDir = "/run/tally-spank";
 };
 // Each argument is KEY=VALUE of the keys above (socket, pool,
-// allowed_pools, gres, timeout, queue_timeout, end_wait, enforce,
-// job_cache); an unknown key or bad value is an error naming it.
+// allowed_pools, gres, timeout, queue_timeout, end_wait, enforce); an
+// unknown key or bad value is an error naming it.
 Result<PluginArgs> parsePluginArgs(const std::vector<std::string>& args);
 
 // What slurmd's log should say at init about the GRES names: one sentence per
@@ -152,13 +149,6 @@ std::vector<std::string> boundLines(std::uint32_t job, std::uint32_t step, const
 // waitpid statuses (S_TASK_EXIT_STATUS); empty: absent.
 std::optional<rpc::api::Exited> stepExit(const std::string& lease,
                                          const std::vector<int>& statuses);
-
-// The job's GRES on this node as its prolog found it, kept for its steps:
-// one line, "gres_bytes=<count>" or "gres_bytes=none". Anything else is an
-// error (the step then asks slurmctld itself).
-std::string jobCacheText(std::optional<std::uint64_t> gresBytes);
-Result<std::optional<std::uint64_t>> parseJobCache(std::string_view text);
-std::string jobCachePath(const PluginArgs& args, std::uint32_t job);
 
 // The lease's name: "slurm-<job>.<step>"; the job's: "slurm-<job>".
 std::string leaseName(std::uint32_t job, std::uint32_t step);

@@ -354,17 +354,13 @@ TEST_F(VmSlurm, SlurmPlacesTwoJobsThatDoNotFitTogetherOneAfterTheOther) {
 TEST_F(VmSlurm, ABatchScriptAndItsSrunStepAreChildrenOfOneJobLease) {
   // An array of one task: its leases carry the array's ids.
   std::string idFile = kDir + "/f.job", arrayFile = kDir + "/f.array";
-  auto r =
-      runProgram({"sbatch", "--wait", "--array=5", "--gres=tallymem:768M", "--chdir=" + kDir,
-                  "--output=" + kDir + "/f.out", "--wrap",
-                  "echo $SLURM_JOB_ID > " + idFile + "; echo $SLURM_ARRAY_JOB_ID > " + arrayFile +
-                      "; srun " + kWorkload + " gpu gtt 512 1 300; ls /run/tally-spank"});
+  auto r = runProgram({"sbatch", "--wait", "--array=5", "--gres=tallymem:768M", "--chdir=" + kDir,
+                       "--output=" + kDir + "/f.out", "--wrap",
+                       "echo $SLURM_JOB_ID > " + idFile + "; echo $SLURM_ARRAY_JOB_ID > " +
+                           arrayFile + "; srun " + kWorkload + " gpu gtt 512 1 300"});
   EXPECT_EQ(r.exitCode(), 0) << r.out << r.err << readFile(kDir + "/f.out");
   std::string job = jobIdFrom(idFile);
   ASSERT_FALSE(job.empty()) << readFile(kDir + "/f.out");
-  // The prolog's record of the job's GRES, kept for its steps.
-  EXPECT_NE(readFile(kDir + "/f.out").find("job_" + job), std::string::npos)
-      << readFile(kDir + "/f.out");
   json jobRows = rowsNamed("slurm-" + job);
   json batch = rowsNamed("slurm-" + job + ".batch");
   json step = rowsNamed("slurm-" + job + ".0");
@@ -496,41 +492,6 @@ TEST_F(VmSlurm, UnderExportNoneOnlyTheLastAttributeArrives) {
   EXPECT_EQ(attrs.value("model", ""), "llama") << attrs;
   EXPECT_FALSE(attrs.contains("team")) << attrs;
   EXPECT_EQ(attrs.value("slurm_job_id", ""), jobIdFrom(idFile)) << attrs;
-}
-
-// No controller on the step path: the job's prolog asks slurmctld for the
-// job's GRES on this node once and keeps it for the job's steps; three steps
-// then ask it nothing (sdiag counts the controller's RPCs by type), and the
-// record goes with the job.
-TEST_F(VmSlurm, TheJobsGresIsAskedOncePerJobAndItsStepsAskTheControllerNothing) {
-  std::string idFile = kDir + "/p.job", done = kDir + "/p.done", seen = kDir + "/p.cache";
-  ::unlink(done.c_str());
-  ASSERT_EQ(shell("sdiag -r >/dev/null"), 0);
-  auto r = runProgram(
-      {"sbatch", "--gres=tallymem:64M", "--chdir=" + kDir, "--output=" + kDir + "/p.out", "--wrap",
-       "echo $SLURM_JOB_ID > " + idFile + "; cat /run/tally-spank/job_$SLURM_JOB_ID > " + seen +
-           "; srun true; srun true; srun " + kWorkload + " gpu gtt 32 1 100; touch " + done});
-  ASSERT_EQ(r.exitCode(), 0) << r.err;
-  ASSERT_TRUE(eventually([&] { return ::access(done.c_str(), F_OK) == 0; }, 120s))
-      << readFile(kDir + "/p.out");
-  std::string job = jobIdFrom(idFile);
-  EXPECT_EQ(readFile(seen), "gres_bytes=67108864\n") << "the prolog's record, root-only";
-  // The controller's own count of what it was asked (sdiag, since the reset).
-  std::string stats = shellOut("sdiag");
-  auto countOf = [&](const std::string& type) -> long {
-    auto at = stats.find(type + " ");
-    if (at == std::string::npos) return 0;
-    auto c = stats.find("count:", at);
-    return c == std::string::npos ? -1 : std::stol(stats.substr(c + 6));
-  };
-  EXPECT_EQ(countOf("REQUEST_JOB_STEP_INFO"), 0) << "no step asked for its GRES\n" << stats;
-  EXPECT_LE(countOf("REQUEST_JOB_INFO_SINGLE"), 1) << "the prolog, once\n" << stats;
-  json step = rowsNamed("slurm-" + job + ".2");
-  ASSERT_FALSE(step.empty()) << readFile(kDir + "/p.out");
-  EXPECT_EQ(step[0]["body"]["declared"]["gpu_memory_max"], 64 * kMiB);
-  ASSERT_TRUE(
-      eventually([&] { return ::access(("/run/tally-spank/job_" + job).c_str(), F_OK) != 0; }, 60s))
-      << "the epilog removes the record";
 }
 
 // tally doctor --slurm as the node's health check: passes on the VM's node

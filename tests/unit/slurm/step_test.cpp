@@ -221,29 +221,14 @@ TEST(SlurmStep, TheJobIsLeasedOnceAndEachStepIsItsChild) {
   EXPECT_FALSE(jobRequest(PluginArgs{}, StepOptions{}, f));
 }
 
-// The prolog's record of the job's GRES on this node, read back by its steps
-// (no step asks slurmctld); anything else is refused and the step asks.
-TEST(SlurmStep, TheJobsGresRecordReadsBackExactly) {
-  EXPECT_EQ(jobCacheText(768 * MiB), "gres_bytes=805306368\n");
-  EXPECT_EQ(jobCacheText(std::nullopt), "gres_bytes=none\n");
-  EXPECT_EQ(*parseJobCache("gres_bytes=805306368\n"), std::optional<std::uint64_t>(768 * MiB));
-  EXPECT_EQ(*parseJobCache("gres_bytes=none\n"), std::nullopt);
-  EXPECT_EQ(*parseJobCache("gres_bytes=18446744073709551615\n"),
-            std::optional<std::uint64_t>(UINT64_MAX));
-  for (const char* bad : {"", "gres_bytes=\n", "gres_bytes=12", "gres_bytes=007\n",
-                          "gres_bytes=-1\n", "gres_bytes=18446744073709551616\n", "gres_bytes=1 \n",
-                          "bytes=5\n", "gres_bytes=5\ngres_bytes=6\n"}) {
-    EXPECT_FALSE(parseJobCache(bad)) << bad;
-  }
-  PluginArgs a;
-  EXPECT_EQ(jobCachePath(a, 42), "/run/tally-spank/job_42");
-  auto moved = parsePluginArgs({"job_cache=/run/x", "enforce=off"});
-  ASSERT_TRUE(moved) << moved.error().message;
-  EXPECT_EQ(jobCachePath(*moved, 7), "/run/x/job_7");
-  EXPECT_FALSE(moved->enforce);
+// enforce=off: a node without the GRES sharing plugstack.conf.
+TEST(SlurmStep, EnforceOffIsReadAndAnythingElseRefused) {
+  auto off = parsePluginArgs({"enforce=off"});
+  ASSERT_TRUE(off) << off.error().message;
+  EXPECT_FALSE(off->enforce);
   EXPECT_TRUE(parsePluginArgs({})->enforce);
+  EXPECT_TRUE(parsePluginArgs({"enforce=on"})->enforce);
   EXPECT_FALSE(parsePluginArgs({"enforce=no"}));
-  EXPECT_FALSE(parsePluginArgs({"job_cache=rel"}));
 }
 
 TEST(SlurmStep, TheJobsCgroupIsFoundFromAnyOfItsProcesses) {
