@@ -130,12 +130,13 @@ std::uint64_t Sampler::nextSampleDelayUs() const {
 // workload is in the steps.
 void Sampler::enforceBound(Lease& l, std::uint64_t nowNs) {
   const auto& g = l.metering.meter->gpu();
+  // Looked up only when the bound kills (not at every sample of every lease).
   std::vector<Lease*> children;
-  for (const auto& [id, c] : book_.all())
-    if (c->parent == l.id && c->place.cg) children.push_back(c.get());
   auto killed = enforce::drive(
       l.metering.bound, l.metering.boundState, g.lastBytes, g.lastSource, nowNs,
       {[&]() -> Status {
+         for (const auto& [id, c] : book_.all())
+           if (c->parent == l.id && c->place.cg) children.push_back(c.get());
          if (!children.empty()) {
            Status all = Ok{};
            for (Lease* c : children)

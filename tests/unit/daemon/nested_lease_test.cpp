@@ -3,6 +3,7 @@
 // smaller of its own and its parent's bound, is not counted again in the
 // parent's figures, and ends with its parent if not before.
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include "daemon/service_fixture.h"
 
@@ -157,6 +158,40 @@ TEST_F(NestedLeaseTest, ChildrenEndWithTheirParentAndBeforeIt) {
       << out.dump(2);
   EXPECT_LT(rows(s1).back().seq, rows(job).back().seq) << "the child's row comes first";
   EXPECT_EQ(service->liveLeases(), 0u);
+}
+
+// Over the job's bound, the daemon kills the steps' cgroups, never the job's
+// (it holds slurmstepd), and each step's outcome names its parent's kill.
+TEST_F(NestedLeaseTest, AParentOverItsBoundKillsItsChildrenNotItself) {
+  gpuWorkload(step(0), 5100, 31, 2);
+  gpuWorkload(step(1), 5101, 32, 2);
+  workloadCgroup(kJob, true);
+  host.addCgroup(kJob, {});
+  json r = call(1, 0, "attach",
+                {{"pools", {"gpu"}},
+                 {"cgroup", kJob},
+                 {"gpu_memory_max", 3 * GiB},
+                 {"gpu_memory_action", "kill"},
+                 {"force", true},
+                 {"name", "job_7"}});
+  ASSERT_TRUE(r["ok"]) << r;
+  std::string job = r["result"]["lease"];
+  std::string s0 = attachStep(job, 0, std::nullopt)["result"]["lease"];
+  std::string s1 = attachStep(job, 1, std::nullopt)["result"]["lease"];
+  for (int i = 0; i < 3; ++i) service->sample();  // 4 GiB over 3: two samples, then the kill
+  EXPECT_TRUE(killed(step(0)));
+  EXPECT_TRUE(killed(step(1)));
+  EXPECT_NE(::access((host.cgroupRoot() + kJob + "/cgroup.kill").c_str(), F_OK), 0)
+      << "never the job's cgroup";
+  writeFile(host.cgroupRoot() + step(0) + "/cgroup.events", "populated 0\nfrozen 0\n");
+  service->cgroupChanged(s0);
+  ASSERT_EQ(kinds(s0).back(), "outcome");
+  json out = json::parse(rows(s0).back().body);
+  EXPECT_EQ(out["outcome"]["class"], "killed-by-tally") << out.dump(2);
+  EXPECT_NE(out["outcome"]["summary"].get<std::string>().find("killed with its parent lease " +
+                                                              job + " (job_7)"),
+            std::string::npos)
+      << out.dump(2);
 }
 
 TEST_F(NestedLeaseTest, GpuMemoryOutsideLeasesCountsAChildOnce) {
