@@ -105,8 +105,8 @@ struct spank_option g_table[] = {
      const_cast<char*>("tally: report (never kill) when the step's GPU memory is over SIZE"), 1, 0,
      optGpuHigh},
     {const_cast<char*>("tally-pool"), const_cast<char*>("NAME"),
-     const_cast<char*>("tally: the pool the step's lease joins (the plugin's pool= or one of its "
-                       "allowed_pools=)"),
+     const_cast<char*>("tally: the pool the job's lease joins, set by the step that makes it "
+                       "(the plugin's pool= or one of its allowed_pools=)"),
      1, 0, optPool},
     {const_cast<char*>("tally-attr"), const_cast<char*>("KEY=VALUE"),
      const_cast<char*>("tally: a label on the step's lease (repeatable)"), 1, 0, optAttr},

@@ -1,7 +1,8 @@
 // The Slurm plugin (tally_spank.so) on a one-node Slurm 22.05 cluster inside
 // the VM: munge, slurmctld and slurmd under the guest's systemd with
 // cgroup/v2, a `tallymem` GRES of 1 GiB, the test DRM driver and the tally
-// daemon. Each srun step is a lease: bounded by its GRES, killed by tally when
+// daemon. Each job is a lease on the node and each of its steps a child lease
+// of it (one level): bounded by its GRES, refused or killed by tally when
 // over, recorded with its Slurm ids; a step that declared a bound never runs
 // without the daemon; a step that declared nothing is untouched; Slurm places
 // two 768 MiB jobs on a 1 GiB node one after the other. The plugin is loaded
