@@ -21,6 +21,7 @@
 #include "probes/proc_status.h"
 #include "probes/sysfs_value.h"
 #include "slurm/gres.h"
+#include "slurm/job_record.h"
 #include "slurm/node_text.h"
 #include "slurm/plugin_version.h"
 #include "util/clean_text.h"
@@ -101,6 +102,11 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     auto again = slurm::gresCount(longer, "gpumem");
     if (!again || *again != *n) std::abort();
   }
+  // The kept job record: a record or a named error; one that reads writes
+  // back the same text.
+  auto record = slurm::decodeJobRecord(text);
+  if (!record && record.error().message.empty()) std::abort();
+  if (record && slurm::encodeJobRecord(*record) != text) std::abort();
 #elif TALLY_FUZZ_TARGET == 12
   // podman/docker container inspect: one running container, or a named error.
   for (std::string_view engine : {"podman", "docker"}) {

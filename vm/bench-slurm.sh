@@ -24,10 +24,12 @@ here=$(cd "$(dirname "$0")" && pwd)
 "$here/slurm-node.sh" "" >/dev/null
 with="optional $plugin socket=$dir/tally.sock"
 old="optional $baseline socket=$dir/tally.sock"
+# Loaded but idle (enforce=off): what dlopen of the plugin and its libraries costs alone.
+idle="optional $plugin socket=$dir/tally.sock enforce=off"
 ms() { echo $(( $(date +%s%N) / 1000000 )); }
 time_one() { s=$(ms); "$@" >/dev/null 2>&1 || { echo "bench-slurm: '$*' failed" >&2; exit 1; }; echo $(( $(ms) - s )); }
 plug() { echo "$1" > /etc/slurm/plugstack.conf; }
-: > $dir/a; : > $dir/b; : > $dir/c; : > $dir/d; : > $dir/e; : > $dir/f
+: > $dir/a; : > $dir/b; : > $dir/c; : > $dir/d; : > $dir/e; : > $dir/f; : > $dir/g
 # One warm-up of each, not counted.
 plug ""; srun true; srun --gres=tallymem:64M true
 plug "$with"; srun true; srun --gres=tallymem:64M true
@@ -36,6 +38,7 @@ i=0
 while [ $i -lt "$rounds" ]; do
   plug "";      time_one srun true >> $dir/a
   plug "$with"; time_one srun true >> $dir/b
+  plug "$idle"; time_one srun true >> $dir/g
   plug "";      time_one srun --gres=tallymem:64M true >> $dir/c
   plug "$with"; time_one srun --gres=tallymem:64M true >> $dir/d
   if [ -n "$baseline" ]; then
@@ -44,14 +47,44 @@ while [ $i -lt "$rounds" ]; do
   fi
   i=$((i + 1))
 done
+# Steps of a running job (the usual case: a batch script's srun steps), after
+# its first step: the plugin then reads the job's GRES from its record here
+# (job_cache=) instead of asking slurmctld. One job without GRES and one with.
+plug "$with"
+# One CPU and a little memory each, so both run at once on the 2-CPU node.
+j0=$(sbatch --parsable -c 1 --mem=16M --wrap 'sleep 3600')
+j1=$(sbatch --parsable -c 1 --mem=16M --gres=tallymem:64M --wrap 'sleep 3600')
+t=0
+until [ "$(squeue -h -j "$j0,$j1" -t R | wc -l)" = 2 ]; do
+  t=$((t + 1)); [ $t -lt 120 ] || { echo "bench-slurm: jobs $j0 $j1 never ran" >&2; squeue >&2; exit 1; }
+  sleep 0.5
+done
+srun --jobid="$j0" --overlap true; srun --jobid="$j1" --overlap true
+: > $dir/h; : > $dir/i; : > $dir/j; : > $dir/k
+i=0
+while [ $i -lt "$rounds" ]; do
+  plug "";      time_one srun --jobid="$j0" --overlap true >> $dir/h
+  plug "$with"; time_one srun --jobid="$j0" --overlap true >> $dir/i
+  plug "";      time_one srun --jobid="$j1" --overlap true >> $dir/j
+  plug "$with"; time_one srun --jobid="$j1" --overlap true >> $dir/k
+  i=$((i + 1))
+done
+scancel "$j0" "$j1"
 median() { sort -n "$1" | awk '{a[NR]=$1} END {print (NR%2) ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2}'; }
-a=$(median $dir/a); b=$(median $dir/b); c=$(median $dir/c); d=$(median $dir/d)
+a=$(median $dir/a); b=$(median $dir/b); c=$(median $dir/c); d=$(median $dir/d); g=$(median $dir/g)
 echo "rounds=$rounds (medians, ms, one-node Slurm 22.05 under QEMU TCG)"
 echo "srun true, no plugin:                                 $a"
 echo "srun true, tally_spank.so (declares nothing):         $b"
+echo "srun true, tally_spank.so enforce=off (loaded, idle):   $g"
 echo "srun --gres=tallymem:64M true, no plugin:               $c"
 echo "srun --gres=tallymem:64M true, tally_spank.so (leased): $d"
-awk -v a="$a" -v b="$b" -v c="$c" -v d="$d" 'BEGIN { printf "ratio with/without the plugin: %.2f (nothing declared), %.2f (a lease per step)\n", b/a, d/c }'
+awk -v a="$a" -v b="$b" -v c="$c" -v d="$d" -v g="$g" 'BEGIN { printf "ratio with/without the plugin: %.2f (nothing declared), %.2f (a lease per step), %.2f (loaded, enforce=off)\n", b/a, d/c, g/a }'
+h=$(median $dir/h); i=$(median $dir/i); j=$(median $dir/j); k=$(median $dir/k)
+echo "a step of a running job, no plugin (job without GRES):  $h"
+echo "a step of a running job, tally_spank.so (not leased):    $i"
+echo "a step of a running job, no plugin (job with GRES):      $j"
+echo "a step of a running job, tally_spank.so (leased child):  $k"
+awk -v h="$h" -v i="$i" -v j="$j" -v k="$k" 'BEGIN { printf "ratio with/without the plugin, a running job'"'"'s step: %.2f (nothing declared), %.2f (leased)\n", i/h, k/j }'
 if [ -n "$baseline" ]; then
   e=$(median $dir/e); f=$(median $dir/f)
   echo "srun true, baseline plugin:                           $e"

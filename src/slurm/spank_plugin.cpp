@@ -43,7 +43,9 @@
 
 #include "rpc/client.h"
 #include "rpc/messages.h"
+#include "fs/root.h"
 #include "slurm/gres.h"
+#include "slurm/job_store.h"
 #include "slurm/step.h"
 #include "util/units.h"
 
@@ -172,41 +174,21 @@ int loadJob(std::uint32_t job, job_info_msg_t** jobs) {
 #endif
 }
 
-// What the controller says of the GPU memory GRES (the first of `names`):
-// the job's on this node, and the step's own request per node.
-struct GresHere {
-  std::optional<slurm::GresFound> job, step;
-};
-
 // The job's allocation on this node is gres_detail_str at the node's index in
 // the job's node list, found by the node's name (S_JOB_NODEID counts from the
 // step's nodes, which may be a subset of the job's); else the job's per-node
-// request. An error when slurmctld cannot be asked.
-tally::Result<GresHere> gresHere(std::uint32_t job, std::optional<std::uint32_t> step,
-                                 const std::string& node, const std::vector<std::string>& names) {
-  GresHere g;
-  job_step_info_response_msg_t* steps = nullptr;
-  if (step && loadStep(job, *step, &steps) == SLURM_SUCCESS && steps) {
-    for (std::uint32_t i = 0; i < steps->job_step_count; ++i) {
-      const auto& s = steps->job_steps[i];
-      if (s.step_id.step_id != *step || !s.tres_per_node) continue;
-      auto found = slurm::firstGres(s.tres_per_node, names);
-      if (!found) {
-        slurm_free_job_step_info_response_msg(steps);
-        return found.error();
-      }
-      g.step = *found;
-    }
-    slurm_free_job_step_info_response_msg(steps);
-  }
+// request. The GPU memory GRES is the first of `names` it holds. An error when
+// slurmctld cannot be asked.
+tally::Result<std::optional<slurm::GresFound>> jobGresFromSlurmctld(
+    std::uint32_t job, const std::string& node, const std::vector<std::string>& names) {
   job_info_msg_t* jobs = nullptr;
   if (loadJob(job, &jobs) != SLURM_SUCCESS || !jobs) {
     int err = errno;
     return tally::Error{err, fmt::format("slurmctld did not answer for job {}'s GRES: {}", job,
                                          slurm_strerror(err))};
   }
-  tally::Status bad = tally::Ok{};
-  for (std::uint32_t i = 0; i < jobs->record_count && bad; ++i) {
+  tally::Result<std::optional<slurm::GresFound>> gres = std::optional<slurm::GresFound>{};
+  for (std::uint32_t i = 0; i < jobs->record_count && gres; ++i) {
     const auto& j = jobs->job_array[i];
     if (j.job_id != job) continue;
     int index = -1;
@@ -217,19 +199,56 @@ tally::Result<GresHere> gresHere(std::uint32_t job, std::optional<std::uint32_t>
         slurm_hostlist_destroy(hl);
       }
     }
-    Result<std::optional<slurm::GresFound>> found = std::optional<slurm::GresFound>{};
     if (index >= 0 && static_cast<std::uint32_t>(index) < j.gres_detail_cnt && j.gres_detail_str &&
         j.gres_detail_str[index])
-      found = slurm::firstGres(j.gres_detail_str[index], names);
-    if (found && !*found && j.tres_per_node) found = slurm::firstGres(j.tres_per_node, names);
+      gres = slurm::firstGres(j.gres_detail_str[index], names);
+    if (gres && !*gres && j.tres_per_node) gres = slurm::firstGres(j.tres_per_node, names);
+  }
+  slurm_free_job_info_msg(jobs);
+  return gres;
+}
+
+// The step's own GRES request per node, when it made one (a step may ask for
+// less than its job holds); none when slurmctld does not say (the job's count
+// then bounds the step).
+tally::Result<std::optional<slurm::GresFound>> stepGresFromSlurmctld(
+    std::uint32_t job, std::uint32_t step, const std::vector<std::string>& names) {
+  std::optional<slurm::GresFound> own;
+  job_step_info_response_msg_t* steps = nullptr;
+  if (loadStep(job, step, &steps) != SLURM_SUCCESS || !steps) return own;
+  tally::Status bad = tally::Ok{};
+  for (std::uint32_t i = 0; i < steps->job_step_count && bad; ++i) {
+    const auto& s = steps->job_steps[i];
+    if (s.step_id.step_id != step || !s.tres_per_node) continue;
+    auto found = slurm::firstGres(s.tres_per_node, names);
     if (!found)
       bad = found.error();
     else
-      g.job = *found;
+      own = *found;
   }
-  slurm_free_job_info_msg(jobs);
+  slurm_free_job_step_info_response_msg(steps);
   if (!bad) return bad.error();
-  return g;
+  return own;
+}
+
+// The job's GRES on this node: as an earlier step of the job here (or its
+// extern step) kept it, else from slurmctld, then kept for the job's other
+// steps (job_cache=): a job's allocation on a node does not change while it
+// runs, so only its first step here waits on the controller.
+tally::Result<std::optional<slurm::GresFound>> jobGresHere(std::uint32_t job,
+                                                           const std::string& node,
+                                                           std::string_view procCgroup) {
+  if (auto kept = slurm::findJobRecord(g_args.jobCache, job, g_args.gres)) return kept->gres;
+  auto asked = jobGresFromSlurmctld(job, node, g_args.gres);
+  if (!asked || g_args.jobCache.empty()) return asked;
+  std::string jobsDir;  // where the job_J cgroups are: a gone job's record goes
+  if (auto cg = slurm::jobCgroup(procCgroup); cg && cg->rfind('/') != std::string::npos)
+    jobsDir = std::string(tally::fs::kCgroupRoot) + cg->substr(0, cg->rfind('/'));
+  if (auto kept = slurm::keepJobRecord(g_args.jobCache, {job, g_args.gres, *asked}, jobsDir);
+      !kept)
+    slurm_info("tally: %s; the job's other steps ask slurmctld again",
+               kept.error().message.c_str());
+  return asked;
 }
 
 std::string readText(const std::string& path) {
@@ -326,17 +345,18 @@ void leaseJobAtExtern(spank_t sp) {
   std::uint32_t job = 0;
   spank_get_item(sp, S_JOB_ID, &job);
   std::string where = fmt::format("tally: job {}", job);
-  auto gres = gresHere(job, std::nullopt, getenvOf(sp, "SLURMD_NODENAME"), g_args.gres);
+  std::string procCgroup = readText("/proc/self/cgroup");
+  auto gres = jobGresHere(job, getenvOf(sp, "SLURMD_NODENAME"), procCgroup);
   if (!gres) {
     slurm_error("%s: cannot tell whether it holds GRES %s here: %s; its steps ask again",
                 where.c_str(), fmt::format("{}", fmt::join(g_args.gres, ",")).c_str(),
                 gres.error().message.c_str());
     return;
   }
-  if (!gres->job || !gres->job->count || !g_configError.empty()) return;
+  if (!*gres || !(*gres)->count || !g_configError.empty()) return;
   slurm::StepFacts facts = factsOf(sp, job, slurm::kExternStep);
-  facts.gresBytes = gres->job->count;
-  auto cg = slurm::jobCgroup(readText("/proc/self/cgroup"));
+  facts.gresBytes = (*gres)->count;
+  auto cg = slurm::jobCgroup(procCgroup);
   if (!cg) {
     slurm_error("%s: %s", where.c_str(), cg.error().message.c_str());
     return;
@@ -376,7 +396,8 @@ int attachStep(spank_t sp, pid_t task) {
   if (auto s = slurm::checkOptions(g_options); !s) return fail(where + ": " + s.error().message);
 
   // The GRES is asked for even with --gpu-memory-max: the flag only caps it.
-  auto gres = gresHere(job, step, getenvOf(sp, "SLURMD_NODENAME"), g_args.gres);
+  std::string procCgroup = readText(fmt::format("/proc/{}/cgroup", task));
+  auto gres = jobGresHere(job, getenvOf(sp, "SLURMD_NODENAME"), procCgroup);
   if (!gres) {
     // Unknown is not "none": a step that may have asked for GPU memory is not run unbounded.
     return fail(
@@ -385,7 +406,7 @@ int attachStep(spank_t sp, pid_t task) {
                     where, fmt::join(g_args.gres, ","), gres.error().message));
   }
   std::optional<std::uint64_t> gresBytes;
-  if (gres->job) gresBytes = gres->job->count;
+  if (*gres) gresBytes = (*gres)->count;
   if (!slurm::declaresAnything(g_options, gresBytes)) return 0;  // nothing declared: untouched
   if (!g_configError.empty()) {
     return fail(
@@ -396,12 +417,18 @@ int attachStep(spank_t sp, pid_t task) {
 
   slurm::StepFacts facts = factsOf(sp, job, step);
   facts.gresBytes = gresBytes;
-  if (gres->step) facts.stepGresBytes = gres->step->count;
-  std::string procCgroup = readText(fmt::format("/proc/{}/cgroup", task));
+  // The step's own request matters only inside a job's count.
+  if (gresBytes && *gresBytes) {
+    auto own = stepGresFromSlurmctld(job, step, g_args.gres);
+    if (!own)
+      return fail(fmt::format("{}: cannot read its own GRES request: {}; the step does not start",
+                              where, own.error().message));
+    if (*own) facts.stepGresBytes = (*own)->count;
+  }
   auto cg = slurm::stepCgroup(procCgroup);
   if (!cg) return fail(fmt::format("{}: {}; the step does not start", where, cg.error().message));
   facts.cgroup = *cg;
-  std::string bound = describeBound(g_options, gres->job);
+  std::string bound = describeBound(g_options, *gres);
   // What the step asks is checked before the daemon is (a flag without a
   // GRES is refused for that, whether or not the daemon answers).
   if (auto checked = slurm::stepRequest(g_args, g_options, facts); !checked)
@@ -646,7 +673,16 @@ TALLY_EXPORT int slurm_spank_task_exit(spank_t sp, int, char**) {
 }
 
 TALLY_EXPORT int slurm_spank_exit(spank_t sp, int, char**) {
-  if (!spank_remote(sp) || g_lease.empty()) return 0;
+  if (!spank_remote(sp)) return 0;
+  std::uint32_t step = 0, job = 0;
+  if (g_args.enforce && spank_get_item(sp, S_JOB_STEPID, &step) == ESPANK_SUCCESS &&
+      step == slurm::kExternStep) {
+    // The job ends on this node: its kept GRES goes with it.
+    if (spank_get_item(sp, S_JOB_ID, &job) == ESPANK_SUCCESS)
+      slurm::forgetJobRecord(g_args.jobCache, job);
+    return 0;
+  }
+  if (g_lease.empty()) return 0;
   try {
     awaitOutcome(g_lease);
   } catch (const std::exception& e) {

@@ -52,7 +52,7 @@ Result<PluginArgs> parsePluginArgs(const std::vector<std::string>& args) {
       return Error{
           EINVAL,
           fmt::format("plugstack.conf argument '{}' is not KEY=VALUE (keys: socket, "
-                      "pool, allowed_pools, gres, timeout, queue_timeout, end_wait, enforce)",
+                      "pool, allowed_pools, gres, timeout, queue_timeout, end_wait, enforce, job_cache)",
                       text::truncateUtf8(arg, 64))};
     }
     std::string_view key(arg.data(), eq), value(arg.data() + eq + 1, arg.size() - eq - 1);
@@ -97,13 +97,21 @@ Result<PluginArgs> parsePluginArgs(const std::vector<std::string>& args) {
       } else {
         a.queueTimeoutUs = *us;
       }
+    } else if (key == "job_cache") {
+      if (value == "off") {
+        a.jobCache.clear();
+      } else if (value.empty() || value[0] != '/' || value == "/") {
+        return bad("must be an absolute directory path (root-only, made as needed) or off");
+      } else {
+        a.jobCache = std::string(value);
+      }
     } else if (key == "enforce") {
       if (value != "on" && value != "off") return bad("must be on or off");
       a.enforce = value == "on";
     } else {
       return bad(
           "unknown (keys: socket, pool, allowed_pools, gres, timeout, "
-          "queue_timeout, end_wait, enforce)");
+          "queue_timeout, end_wait, enforce, job_cache)");
     }
   }
   return a;

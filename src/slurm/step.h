@@ -19,6 +19,9 @@
 // - A step that declares nothing tally-related (no bound, no GRES, no
 //   --tally-pool, no --tally-attr) is not leased: the plugin adds no limit
 //   nobody asked for.
+// - A job's allocation on this node is asked of slurmctld once, by its extern
+//   or first step here, and kept for its other steps (slurm/job_store.h): a
+//   step of a job that holds no GRES here asks the controller nothing.
 // - A step that declared something and cannot be leased does not start.
 // - The lease is the step's `user` cgroup (cgroup/v2: .../job_J/step_S/user,
 //   above task_*), so every task is metered and a kill takes the tasks, never
@@ -60,9 +63,13 @@ struct PluginArgs {
   // enforce=off: a node without the GRES (a login or CPU node sharing
   // plugstack.conf): the options are accepted, nothing is asked or leased.
   bool enforce = true;
+  // Where a job's GRES on this node is kept for its other steps (root-only,
+  // one file per job: slurm/job_record.h), so only a job's first step here
+  // asks slurmctld; empty (job_cache=off): every step asks.
+  std::string jobCache = "/run/tally-slurm";
 };
 // Each argument is KEY=VALUE of the keys above (socket, pool,
-// allowed_pools, gres, timeout, queue_timeout, end_wait, enforce); an
+// allowed_pools, gres, timeout, queue_timeout, end_wait, enforce, job_cache); an
 // unknown key or bad value is an error naming it.
 Result<PluginArgs> parsePluginArgs(const std::vector<std::string>& args);
 

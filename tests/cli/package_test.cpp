@@ -57,6 +57,21 @@ TEST(Package, TheSlurmPluginGoesWhereSlurmLooks) {
       << "Slurm's plugins are not where this test expects: install slurmd "
          "(scripts/install-deps.sh)";
   EXPECT_TRUE(exists(kStage + pluginDir + "/tally_spank.so"));
+  // It loads no C++ runtime (libstdc++, libgcc_s, libfmt) into srun and
+  // slurmstepd (C programs) at every step: C's libraries and the loader only
+  // (src/CMakeLists.txt says why).
+  auto dynamic = runProgram({"readelf", "-d", "-W", kStage + pluginDir + "/tally_spank.so"});
+  ASSERT_EQ(dynamic.exitCode(), 0) << dynamic.err;
+  std::set<std::string> needed;
+  std::istringstream lines(dynamic.out);
+  static const std::regex kNeeded(R"(\(NEEDED\)\s+Shared library: \[([^\]]+)\])");
+  for (std::string line; std::getline(lines, line);)
+    if (std::smatch m; std::regex_search(line, m, kNeeded)) needed.insert(m[1]);
+  EXPECT_TRUE(needed.count("libc.so.6"));
+  // A sanitized build's runtimes aside: the shipped build has none.
+  const std::set<std::string> allowed = {"libc.so.6", "libm.so.6", "ld-linux-x86-64.so.2",
+                                         "libasan.so.8", "libubsan.so.1"};
+  for (const auto& lib : needed) EXPECT_TRUE(allowed.count(lib)) << "tally_spank.so needs " << lib;
   EXPECT_FALSE(exists(kPrefix + "/lib/slurm-wlm/tally_spank.so"));
   EXPECT_FALSE(exists(kPrefix + "/lib/x86_64-linux-gnu/slurm-wlm/tally_spank.so"));
 }

@@ -8,6 +8,7 @@
 // two 768 MiB jobs on a 1 GiB node one after the other. The plugin is loaded
 // `optional`, the weaker setting: the step still fails closed. VM harness only.
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -493,6 +494,64 @@ TEST_F(VmSlurm, UnderExportNoneOnlyTheLastAttributeArrives) {
   EXPECT_EQ(attrs.value("model", ""), "llama") << attrs;
   EXPECT_FALSE(attrs.contains("team")) << attrs;
   EXPECT_EQ(attrs.value("slurm_job_id", ""), jobIdFrom(idFile)) << attrs;
+}
+
+// How many RPCs of `type` sdiag counted since `sdiag -r` ("REQUEST_JOB_STEP_INFO
+// ( 5003) count:4 ave_time:..."); -1 when it lists none of that type.
+int rpcCount(const std::string& sdiag, const std::string& type) {
+  std::istringstream lines(sdiag);
+  for (std::string line; std::getline(lines, line);) {
+    auto at = line.find(type + " ");
+    auto count = line.find("count:");
+    if (at == std::string::npos || count == std::string::npos) continue;
+    if (at > 0 && line[at - 1] != ' ' && line[at - 1] != '\t') continue;
+    return std::atoi(line.c_str() + count + 6);
+  }
+  return -1;
+}
+
+// A job's GRES on the node is asked of slurmctld once, by its first step here,
+// and kept for its other steps (plugstack.conf job_cache=, root-only): a job
+// of a batch step and three srun steps loads the job once; each leased step
+// still asks for its own request (a step may ask for less than its job). Without
+// PrologFlags=Contain no extern step removes the record at the job's end: the
+// next job's record does, once the job's cgroup is gone.
+TEST_F(VmSlurm, AJobsStepsAskSlurmctldForItsGresOnceAndTheRecordGoesWithTheJob) {
+  std::string idFile = kDir + "/k.job", done = kDir + "/k.done";
+  ASSERT_EQ(shell("sdiag -r >/dev/null"), 0);
+  ASSERT_EQ(shell("sbatch --gres=tallymem:64M --chdir=" + kDir + " --output=" + kDir +
+                  "/k.out --wrap 'echo $SLURM_JOB_ID > " + idFile +
+                  "; srun true; srun true; srun true; touch " + done + "' >/dev/null"),
+            0);
+  ASSERT_TRUE(eventually([&] { return ::access(done.c_str(), F_OK) == 0; }, 120s))
+      << readFile(kDir + "/k.out");
+  std::string sdiag = shellOut("sdiag");
+  std::string job = jobIdFrom(idFile);
+  std::printf("[ sdiag: RPCs by type for one job of 4 steps ]\n%s[ end ]\n",
+              sdiag.substr(sdiag.find("Remote Procedure Call statistics by message type")).c_str());
+  EXPECT_EQ(rpcCount(sdiag, "REQUEST_JOB_INFO_SINGLE"), 1) << sdiag;
+  EXPECT_EQ(rpcCount(sdiag, "REQUEST_JOB_STEP_INFO"), 4) << sdiag;
+  // asked= is plugstack.conf's gres= as the tests before left it.
+  std::string record = readFile("/run/tally-slurm/job_" + job);
+  EXPECT_EQ(record.rfind("tally-slurm-job 1 job=" + job + " asked=tallymem", 0), 0u) << record;
+  EXPECT_TRUE(record.ends_with(" gres=tallymem:67108864\n")) << record;
+  for (const char* s : {".batch", ".0", ".1", ".2"})
+    EXPECT_FALSE(rowsNamed("slurm-" + job + s).empty()) << s << " was leased";
+
+  ASSERT_TRUE(eventually(
+      [&] { return shellOut("find /sys/fs/cgroup -maxdepth 4 -name job_" + job).empty(); }, 60s));
+  std::string nextFile = kDir + "/k2.job";
+  auto next = runProgram({"srun", "sh", "-c", "echo $SLURM_JOB_ID > " + nextFile});
+  ASSERT_EQ(next.exitCode(), 0) << next.err;
+  EXPECT_NE(::access(("/run/tally-slurm/job_" + job).c_str(), F_OK), 0) << "the ended job's record";
+  record = readFile("/run/tally-slurm/job_" + jobIdFrom(nextFile));
+  EXPECT_EQ(record.rfind("tally-slurm-job 1 job=" + jobIdFrom(nextFile) + " asked=tallymem", 0), 0u)
+      << record;
+  EXPECT_TRUE(record.ends_with(" gres=none\n")) << record;
+  struct stat st {};
+  ASSERT_EQ(::stat("/run/tally-slurm", &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0700u);
+  EXPECT_EQ(st.st_uid, 0u);
 }
 
 // tally doctor --slurm as the node's health check: passes on the VM's node

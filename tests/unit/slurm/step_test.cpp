@@ -231,6 +231,20 @@ TEST(SlurmStep, EnforceOffIsReadAndAnythingElseRefused) {
   EXPECT_FALSE(parsePluginArgs({"enforce=no"}));
 }
 
+// job_cache: where a job's GRES is kept for its other steps; off: every step asks.
+TEST(SlurmStep, JobCacheIsADirectoryOrOff) {
+  EXPECT_EQ(parsePluginArgs({})->jobCache, "/run/tally-slurm");
+  EXPECT_EQ(parsePluginArgs({"job_cache=/var/run/ts"})->jobCache, "/var/run/ts");
+  EXPECT_EQ(parsePluginArgs({"job_cache=off"})->jobCache, "");
+  for (const char* bad : {"job_cache=", "job_cache=relative", "job_cache=/"}) {
+    auto r = parsePluginArgs({bad});
+    ASSERT_FALSE(r) << bad;
+    EXPECT_NE(r.error().message.find("job_cache: must be an absolute directory path"),
+              std::string::npos)
+        << r.error().message;
+  }
+}
+
 TEST(SlurmStep, TheJobsCgroupIsFoundFromAnyOfItsProcesses) {
   EXPECT_EQ(*jobCgroup("0::/system.slice/slurmstepd.scope/job_7/step_0/user/task_0\n"),
             "/system.slice/slurmstepd.scope/job_7");

@@ -1,0 +1,42 @@
+// What a node learnt of a job's GPU memory GRES here, kept for the job's other
+// steps so that only its first step (or its extern step) asks slurmctld: a job's
+// GRES on a node cannot change while it runs. The plugin keeps one small file per
+// job in a root-only directory (slurm/spank_plugin.cpp); this is that file's
+// text, encoded and decoded without I/O (fuzzed: fuzz_slurm_gres).
+//
+//   tally-slurm-job 1 job=4242 asked=tallymem gres=tallymem:67108864
+//   tally-slurm-job 1 job=4243 asked=tallymem,gpumem gres=none
+//
+// `asked` is the plugin's GRES names (gres=) the answer is about: "none" means
+// none of those, so a record asked with other names is not an answer.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "slurm/gres.h"
+#include "util/result.h"
+
+namespace tally::slurm {
+
+struct JobRecord {
+  std::uint32_t job = 0;
+  std::vector<std::string> asked;  // the GRES names slurmctld was asked about, in order
+  std::optional<GresFound> gres;   // none: the job holds none of `asked` here
+};
+
+std::string encodeJobRecord(const JobRecord& r);
+// One line as encodeJobRecord writes it; anything else (another version, a
+// field missing or malformed, trailing bytes) is an error: the plugin then
+// asks slurmctld, never guesses.
+Result<JobRecord> decodeJobRecord(std::string_view text);
+
+// The file's name in the directory: "job_4242".
+std::string jobRecordName(std::uint32_t job);
+// The job id a directory entry is the record of; absent for any other name.
+std::optional<std::uint32_t> jobOfRecordName(std::string_view name);
+
+}  // namespace tally::slurm

@@ -1,0 +1,122 @@
+#include "slurm/job_store.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <fmt/format.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+namespace tally::slurm {
+
+namespace {
+
+// A descriptor closed on every path out.
+struct Fd {
+  int fd = -1;
+  explicit Fd(int f) : fd(f) {}
+  Fd(const Fd&) = delete;
+  Fd& operator=(const Fd&) = delete;
+  ~Fd() {
+    if (fd >= 0) ::close(fd);
+  }
+};
+
+// Owned by this process's user, writable by no one else: only then is what
+// it holds the plugin's own word.
+bool ownOnly(int fd, mode_t type) {
+  struct stat st {};
+  return ::fstat(fd, &st) == 0 && (st.st_mode & S_IFMT) == type && st.st_uid == ::geteuid() &&
+         (st.st_mode & 022) == 0;
+}
+
+Fd openDir(const std::string& dir) {
+  return Fd(::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+}
+
+// The records (and leftovers of an interrupted write, ".job_J.PID") of jobs
+// whose cgroup is gone from `jobsCgroupDir`.
+void pruneGone(int dir, std::uint32_t keep, const std::string& jobsCgroupDir) {
+  struct stat st {};
+  if (jobsCgroupDir.empty() || ::stat(jobsCgroupDir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode))
+    return;  // no place to tell a gone job from a live one: remove nothing
+  int listed = ::dup(dir);
+  if (listed < 0) return;
+  DIR* d = ::fdopendir(listed);
+  if (!d) {
+    ::close(listed);
+    return;
+  }
+  while (struct dirent* e = ::readdir(d)) {
+    std::string_view name = e->d_name;
+    std::string_view recordName = name;
+    if (name.size() > 1 && name[0] == '.') recordName = name.substr(1, name.find('.', 1) - 1);
+    auto job = jobOfRecordName(recordName);
+    if (!job || *job == keep) continue;
+    std::string cgroup = fmt::format("{}/{}", jobsCgroupDir, jobRecordName(*job));
+    if (::access(cgroup.c_str(), F_OK) != 0 && errno == ENOENT) ::unlinkat(dir, e->d_name, 0);
+  }
+  ::closedir(d);
+}
+
+}  // namespace
+
+std::optional<JobRecord> findJobRecord(const std::string& dir, std::uint32_t job,
+                                       const std::vector<std::string>& names) {
+  if (dir.empty()) return std::nullopt;
+  Fd d = openDir(dir);
+  if (d.fd < 0 || !ownOnly(d.fd, S_IFDIR)) return std::nullopt;
+  Fd f(::openat(d.fd, jobRecordName(job).c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC));
+  if (f.fd < 0 || !ownOnly(f.fd, S_IFREG)) return std::nullopt;
+  char buf[512];
+  ssize_t n = ::read(f.fd, buf, sizeof buf);
+  if (n <= 0) return std::nullopt;
+  auto r = decodeJobRecord(std::string_view(buf, static_cast<std::size_t>(n)));
+  if (!r || r->job != job || r->asked != names) return std::nullopt;
+  return std::move(*r);
+}
+
+Status keepJobRecord(const std::string& dir, const JobRecord& r, const std::string& jobsCgroupDir) {
+  auto fail = [&](const char* what) {
+    int err = errno;
+    return Error{err, fmt::format("cannot keep job {}'s GRES in {}: {}: {}", r.job, dir, what,
+                                  std::strerror(err))};
+  };
+  if (::mkdir(dir.c_str(), 0700) != 0 && errno != EEXIST) return fail("mkdir");
+  Fd d = openDir(dir);
+  if (d.fd < 0) return fail("open");
+  if (!ownOnly(d.fd, S_IFDIR)) {
+    errno = EPERM;
+    return fail("the directory is not this user's alone (chown it to root, chmod 0700)");
+  }
+  std::string aside = fmt::format(".{}.{}", jobRecordName(r.job), ::getpid());
+  std::string text = encodeJobRecord(r);
+  {
+    Fd f(::openat(d.fd, aside.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600));
+    if (f.fd < 0) return fail("create");
+    if (::write(f.fd, text.data(), text.size()) != static_cast<ssize_t>(text.size())) {
+      int err = errno;
+      ::unlinkat(d.fd, aside.c_str(), 0);
+      errno = err ? err : EIO;
+      return fail("write");
+    }
+  }
+  if (::renameat(d.fd, aside.c_str(), d.fd, jobRecordName(r.job).c_str()) != 0) {
+    int err = errno;
+    ::unlinkat(d.fd, aside.c_str(), 0);
+    errno = err;
+    return fail("rename");
+  }
+  pruneGone(d.fd, r.job, jobsCgroupDir);
+  return Ok{};
+}
+
+void forgetJobRecord(const std::string& dir, std::uint32_t job) {
+  if (dir.empty()) return;
+  Fd d = openDir(dir);
+  if (d.fd >= 0 && ownOnly(d.fd, S_IFDIR)) ::unlinkat(d.fd, jobRecordName(job).c_str(), 0);
+}
+
+}  // namespace tally::slurm

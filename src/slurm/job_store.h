@@ -1,0 +1,35 @@
+// Where the Slurm plugin keeps each job's GRES on this node for the job's other
+// steps (slurm/job_record.h): one file per job in a directory only the plugin's
+// user (root, in slurmstepd) may write, since a record decides whether a step is
+// leased and a user must not plant one. Files go when the job's extern step ends
+// (PrologFlags=Contain) or, at the latest, when a later job's record is kept and
+// the job's cgroup is gone. A record that cannot be read is no record: the step
+// asks slurmctld.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "slurm/job_record.h"
+#include "util/result.h"
+
+namespace tally::slurm {
+
+// The record of `job` in `dir`, when there is one, whole, asked about `names`,
+// in a directory and a file owned by this process's user that no one else may
+// write. Absent otherwise (the caller asks slurmctld).
+std::optional<JobRecord> findJobRecord(const std::string& dir, std::uint32_t job,
+                                       const std::vector<std::string>& names);
+
+// Keeps `r` in `dir` (made 0700 as needed; written aside and renamed, so a
+// reader sees a whole record or none), then removes the records of jobs with
+// no cgroup left in `jobsCgroupDir` (the directory holding the job_J cgroups;
+// empty: none removed). An error says why nothing was kept.
+Status keepJobRecord(const std::string& dir, const JobRecord& r, const std::string& jobsCgroupDir);
+
+// Removes the record of `job`, if any (the job's extern step ends).
+void forgetJobRecord(const std::string& dir, std::uint32_t job);
+
+}  // namespace tally::slurm

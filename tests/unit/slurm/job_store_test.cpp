@@ -1,0 +1,119 @@
+// The plugin's kept job records on a real directory: found only when whole,
+// asked about the same names and the plugin's own; gone with the job.
+#include "slurm/job_store.h"
+
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "support/fake_host.h"
+
+namespace tally::slurm {
+namespace {
+
+using tally::testing::makeDirs;
+using tally::testing::makeSymlink;
+using tally::testing::readFile;
+using tally::testing::TempDir;
+using tally::testing::writeFile;
+
+const std::vector<std::string> kNames = {"tallymem"};
+
+bool exists(const std::string& p) {
+  struct stat st {};
+  return ::lstat(p.c_str(), &st) == 0;
+}
+
+TEST(JobStore, AKeptRecordIsFoundByItsJobAndNames) {
+  TempDir t;
+  const std::string dir = t.path() + "/jobs";
+  ASSERT_TRUE(keepJobRecord(dir, {42, kNames, GresFound{"tallymem", 64 << 20}}, ""));
+  ASSERT_TRUE(keepJobRecord(dir, {43, kNames, std::nullopt}, ""));
+  struct stat st {};
+  ASSERT_EQ(::stat(dir.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0700u);
+  EXPECT_EQ(readFile(dir + "/job_42"), "tally-slurm-job 1 job=42 asked=tallymem gres=tallymem:67108864\n");
+
+  auto r = findJobRecord(dir, 42, kNames);
+  ASSERT_TRUE(r);
+  ASSERT_TRUE(r->gres);
+  EXPECT_EQ(r->gres->count, 64u << 20);
+  auto none = findJobRecord(dir, 43, kNames);
+  ASSERT_TRUE(none);
+  EXPECT_FALSE(none->gres);  // "holds none here" is an answer too
+  EXPECT_FALSE(findJobRecord(dir, 44, kNames));
+  // Asked about other names (plugstack.conf changed): not an answer.
+  EXPECT_FALSE(findJobRecord(dir, 43, {"tallymem", "gpumem"}));
+  EXPECT_FALSE(findJobRecord("", 42, kNames));  // job_cache=off
+
+  forgetJobRecord(dir, 42);
+  EXPECT_FALSE(exists(dir + "/job_42"));
+  EXPECT_FALSE(findJobRecord(dir, 42, kNames));
+}
+
+// A record decides whether a step is leased: one anyone else could have
+// written, or that is not a whole record, is no record.
+TEST(JobStore, ARecordOthersCouldWriteOrThatIsNotWholeIsNone) {
+  TempDir t;
+  const std::string dir = t.path() + "/jobs";
+  ASSERT_TRUE(keepJobRecord(dir, {42, kNames, std::nullopt}, ""));
+  ASSERT_TRUE(findJobRecord(dir, 42, kNames));
+
+  ASSERT_EQ(::chmod((dir + "/job_42").c_str(), 0622), 0);
+  EXPECT_FALSE(findJobRecord(dir, 42, kNames)) << "a file others may write";
+  ASSERT_EQ(::chmod((dir + "/job_42").c_str(), 0600), 0);
+  ASSERT_TRUE(findJobRecord(dir, 42, kNames));
+
+  ASSERT_EQ(::chmod(dir.c_str(), 0777), 0);
+  EXPECT_FALSE(findJobRecord(dir, 42, kNames)) << "a directory others may write";
+  auto refused = keepJobRecord(dir, {43, kNames, std::nullopt}, "");
+  ASSERT_FALSE(refused);
+  EXPECT_NE(refused.error().message.find("is not this user's alone (chown it to root, chmod 0700)"),
+            std::string::npos)
+      << refused.error().message;
+  ASSERT_EQ(::chmod(dir.c_str(), 0700), 0);
+
+  writeFile(t.path() + "/elsewhere", "tally-slurm-job 1 job=44 asked=tallymem gres=none\n");
+  ASSERT_EQ(::chmod((t.path() + "/elsewhere").c_str(), 0600), 0);
+  makeSymlink(t.path() + "/elsewhere", dir + "/job_44");
+  EXPECT_FALSE(findJobRecord(dir, 44, kNames)) << "a symlink";
+
+  writeFile(dir + "/job_45", "tally-slurm-job 1 job=45 asked=tallymem gres=no");
+  ASSERT_EQ(::chmod((dir + "/job_45").c_str(), 0600), 0);
+  EXPECT_FALSE(findJobRecord(dir, 45, kNames)) << "cut short";
+  writeFile(dir + "/job_46", "tally-slurm-job 1 job=47 asked=tallymem gres=none\n");
+  ASSERT_EQ(::chmod((dir + "/job_46").c_str(), 0600), 0);
+  EXPECT_FALSE(findJobRecord(dir, 46, kNames)) << "another job's record";
+
+  makeSymlink(dir, t.path() + "/link");
+  EXPECT_FALSE(findJobRecord(t.path() + "/link", 42, kNames)) << "a symlinked directory";
+}
+
+// Without PrologFlags=Contain no extern step removes a job's record: the next
+// record kept removes those whose job has no cgroup left, and leftovers of an
+// interrupted write with them.
+TEST(JobStore, RecordsOfJobsWhoseCgroupIsGoneAreRemoved) {
+  TempDir t;
+  const std::string dir = t.path() + "/jobs", cgroups = t.path() + "/slurmstepd.scope";
+  makeDirs(cgroups + "/job_7");
+  for (std::uint32_t job : {7u, 8u})
+    ASSERT_TRUE(keepJobRecord(dir, {job, kNames, std::nullopt}, ""));
+  writeFile(dir + "/.job_8.123", "tally-slurm-job 1 job=8 asked=tallymem gres=no");
+  writeFile(dir + "/.job_7.124", "tally-slurm-job 1 job=7 asked=tallymem gres=no");
+  writeFile(dir + "/notes", "not ours to remove");
+
+  ASSERT_TRUE(keepJobRecord(dir, {9, kNames, std::nullopt}, cgroups));
+  EXPECT_TRUE(exists(dir + "/job_7"));  // job 7 still runs here
+  EXPECT_TRUE(exists(dir + "/.job_7.124"));
+  EXPECT_FALSE(exists(dir + "/job_8"));
+  EXPECT_FALSE(exists(dir + "/.job_8.123"));
+  EXPECT_TRUE(exists(dir + "/job_9"));  // the one just kept, whatever its cgroup
+  EXPECT_TRUE(exists(dir + "/notes"));
+
+  // No jobs directory to look in: nothing is removed.
+  ASSERT_TRUE(keepJobRecord(dir, {10, kNames, std::nullopt}, t.path() + "/absent"));
+  EXPECT_TRUE(exists(dir + "/job_9"));
+}
+
+}  // namespace
+}  // namespace tally::slurm
