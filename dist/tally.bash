@@ -31,6 +31,7 @@ _tally() {
       return ;;
     --by) COMPREPLY=($(compgen -W "process cgroup container" -- "$cur")); return ;;
     --outcome) COMPREPLY=($(compgen -W "exited killed-by-signal oom-killed killed-by-tally stopped exec-failed containment-refused ended released lost withdrawn unknown" -- "$cur")); return ;;
+    --kind) COMPREPLY=($(compgen -W "queued granted started adopted readopted released outcome lost withdrawn gpu-memory-high gpu-memory-high-cleared gpu-memory-kill gpu-memory-max-exceeded refused coverage" -- "$cur")); return ;;
     --gpu-memory-action) COMPREPLY=($(compgen -W "refuse kill report" -- "$cur")); return ;;
     --oom-policy) COMPREPLY=($(compgen -W "kill stop continue" -- "$cur")); return ;;
     --memory-max|--memory-high|--memory-swap-max|--gpu-memory-max|--gpu-memory-high|--probe-size)
@@ -53,7 +54,7 @@ _tally() {
     seats|leases|pools) opts="--json --socket --timeout --help" ;;
     metrics) opts="--socket --timeout --help" ;;
     top) opts="--interval --once --socket --help" ;;
-    events) opts="--count --timeout --json --socket --help" ;;
+    events) opts="--count --timeout --since --until --lease --pool --kind --utc --json --socket --help" ;;
     logs) opts="--follow --lines --socket --timeout --help" ;;
     doctor) opts="--json --active --probe-size --probe-cgroup --slurm --plugstack --plugin-dir --help" ;;
     gpu) opts="--json --by --cgroup --help" ;;

@@ -38,6 +38,9 @@ struct ClientOptions {
   // events
   std::uint64_t count = 0;  // 0 = until interrupted
   std::string eventsTimeout;
+  std::string since, until;  // parseWhen's forms
+  std::vector<std::string> eventLeases, eventPools, eventKinds;
+  bool utc = false;
 };
 
 struct ClientCommands {

@@ -1,5 +1,10 @@
-// tally events: subscribe, then print each event as it comes.
+// tally events: subscribe (replaying the ledger's rows from --since), then
+// print each event as it comes; across a daemon restart, reconnect and replay
+// what the ledger recorded meanwhile.
 #include <fmt/format.h>
+
+#include <chrono>
+#include <thread>
 
 #include "cli/cmd_client.h"
 #include "cli/exit_codes.h"
@@ -9,64 +14,152 @@
 #include "rpc/client.h"
 #include "rpc/messages.h"
 #include "util/clock.h"
-#include "util/text.h"
+#include "views/event_line.h"
+#include "views/ledger_view.h"
 
 namespace tally::cli {
 
 using json = nlohmann::json;
 
+namespace {
+
+// How often a follower whose daemon went away tries again.
+constexpr auto kReconnectEvery = std::chrono::milliseconds(500);
+
+std::optional<std::uint64_t> u64Field(const json& e, const char* key) {
+  auto it = e.find(key);
+  if (it == e.end() || !it->is_number_unsigned()) return std::nullopt;
+  return it->get<std::uint64_t>();
+}
+
+std::string rows(std::uint64_t n, bool more) {
+  return fmt::format("{} row{}{}", n, n == 1 ? "" : "s", more ? " and more after them" : "");
+}
+
+}  // namespace
+
 int followEvents(const ClientOptions& o) {
   std::optional<std::uint64_t> timeoutUs;
   if (!durationOption("events", "--timeout", o.eventsTimeout, timeoutUs))
     return kExitUsage;  // before connecting
-  std::string path = socketPath(o.socket);
-  auto client = rpc::Client::connect(path);
-  if (!client) {
-    fmt::print(stderr, "tally events: {}\n", client.error().message);
-    return kExitEnvironment;
-  }
-  auto sub = client->call(rpc::api::Subscribe{}, {}, 10'000);  // the default reply timeout
-  if (!sub || !sub->ok) {
-    fmt::print(stderr, "tally events: {}\n", sub ? sub->error.message : sub.error().message);
-    return kExitEnvironment;
-  }
-  // Said once subscribed: from here on no event is missed (a script can wait for this line).
-  fmt::print(stderr, "tally events: following the daemon at {}\n", path);
-  std::fflush(stderr);
-  std::uint64_t deadline = timeoutUs ? clock::monotonicUs() + *timeoutUs : 0;
-  std::uint64_t seen = 0;
-  while (o.count == 0 || seen < o.count) {
-    int wait = -1;
-    if (deadline) {
-      std::uint64_t now = clock::monotonicUs();
-      if (now >= deadline) break;
-      wait = static_cast<int>((deadline - now) / 1000 + 1);
+  std::optional<std::uint64_t> sinceNs, untilNs;
+  const std::uint64_t startNs = clock::realtimeNs();
+  for (auto [flag, text, out] :
+       {std::tuple{"--since", &o.since, &sinceNs}, std::tuple{"--until", &o.until, &untilNs}}) {
+    if (text->empty()) continue;
+    auto t = views::parseWhen(*text, startNs, o.utc);
+    if (!t) {
+      fmt::print(stderr, "tally events: {} {}\n", flag, t.error().message);
+      return kExitUsage;
     }
-    auto m = client->next(wait);
-    if (!m) {
-      if (m.error().code == ETIMEDOUT) break;
-      fmt::print(stderr, "tally events: {}\n", m.error().message);
+    *out = *t;
+  }
+  views::EventFilter filter{o.eventLeases, o.eventPools, o.eventKinds};
+  if (auto s = views::checkFilter(filter); !s) {
+    fmt::print(stderr, "tally events: {}\n", s.error().message);
+    return kExitUsage;
+  }
+  // Following ends at --timeout, or at --until once the replay is through.
+  const std::uint64_t startUs = clock::monotonicUs();
+  const std::uint64_t timeoutAt = timeoutUs ? startUs + *timeoutUs : 0;
+  const std::uint64_t untilAt =
+      untilNs ? startUs + (*untilNs > startNs ? (*untilNs - startNs) / 1000 : 0) : 0;
+  auto waitMs = [&](bool replaying) -> std::optional<int> {  // nullopt: a deadline passed
+    std::uint64_t at = timeoutAt;
+    if (untilAt && !replaying) at = at ? std::min(at, untilAt) : untilAt;
+    if (!at) return -1;
+    std::uint64_t now = clock::monotonicUs();
+    if (now >= at) return std::nullopt;
+    return static_cast<int>((at - now) / 1000 + 1);
+  };
+
+  std::string path = socketPath(o.socket);
+  std::optional<std::int64_t> lastSeq;  // the newest ledger row seen: a reconnect asks after it
+  std::uint64_t lostAtNs = 0;           // when the daemon went away (0: never)
+  bool followed = false, saidLost = false, more = false;
+  std::uint64_t seen = 0;
+  auto done = [&] { return o.count != 0 && seen >= o.count; };
+  bool finished = false;  // --until passed
+  while (!done() && !finished) {
+    if (!waitMs(true)) break;
+    auto client = rpc::Client::connect(path);
+    rpc::api::Subscribe sub;
+    if (lastSeq)
+      sub.afterSeq = *lastSeq;
+    else if (lostAtNs || sinceNs)
+      sub.sinceNs = lostAtNs ? (sinceNs ? std::min(*sinceNs, lostAtNs) : lostAtNs) : *sinceNs;
+    Result<rpc::Message> reply = client ? client->call(sub, {}, 10'000)  // the reply timeout
+                                        : Result<rpc::Message>(client.error());
+    if (reply && !reply->ok) {
+      fmt::print(stderr, "tally events: the daemon refused to subscribe: {}\n",
+                 reply->error.message);
       return kExitEnvironment;
     }
-    if (!m->event) continue;
-    ++seen;
-    const json& e = m->raw;
-    if (o.json) {
-      fmt::print("{}\n", e.dump());
-    } else if (auto b = m->event == "gpu-bound" ? rpc::api::decodeGpuBoundEvent(e)
-                                                : Result<rpc::api::GpuBoundEvent>(Error{0, ""})) {
-      printLine(fmt::format("{} lease {} ({}): {}", enforce::verdictName(b->event.kind), b->lease,
-                            b->name, b->event.summary));
-    } else if (auto l = m->event == "lease" ? rpc::api::decodeLeaseEvent(e)
-                                            : Result<rpc::api::LeaseEvent>(Error{0, ""})) {
-      printLine(text::truncateUtf8(l->message, 1024));
-    } else {
-      printLine(fmt::format("{}: {}", e.value("event", "?"), e.value("verdict", e.dump())));
+    auto answer = reply ? rpc::api::decodeSubscribeReply(reply->result)
+                        : Result<rpc::api::SubscribeReply>(reply.error());
+    if (!answer) {
+      if (!followed) {
+        fmt::print(stderr, "tally events: {}\n", answer.error().message);
+        return kExitEnvironment;
+      }
+      std::this_thread::sleep_for(kReconnectEvery);  // the daemon is not back yet
+      continue;
     }
-    std::fflush(stdout);
+    if (!followed) {
+      // Said once subscribed: from here on no event is missed (a script can wait for this line).
+      fmt::print(stderr, "tally events: following the daemon at {}{}\n", path,
+                 sub.sinceNs ? fmt::format(" (first the ledger's {} since then)",
+                                           rows(answer->replayed, answer->truncated))
+                             : "");
+    } else if (saidLost) {
+      fmt::print(stderr,
+                 "tally events: reconnected to the daemon at {}; first the ledger's {} from "
+                 "while it was away\n",
+                 path, rows(answer->replayed, answer->truncated));
+      saidLost = false;
+    }
+    std::fflush(stderr);
+    followed = true;
+    more = answer->truncated;  // the rest of the replay: asked again after the last row
+    std::uint64_t replayLeft = answer->replayed;
+    while (!done()) {
+      if (replayLeft == 0 && more) break;
+      auto wait = waitMs(replayLeft != 0 || more);
+      if (!wait) {
+        finished = untilAt != 0 && clock::monotonicUs() >= untilAt;
+        break;
+      }
+      auto m = client->next(*wait);
+      if (!m) {
+        if (m.error().code == ETIMEDOUT) break;
+        fmt::print(stderr, "tally events: {}; reconnecting\n", m.error().message);
+        std::fflush(stderr);
+        saidLost = true;
+        lostAtNs = clock::realtimeNs();
+        break;
+      }
+      if (!m->event) continue;
+      const json& e = m->raw;
+      if (replayLeft) --replayLeft;
+      if (auto seq = u64Field(e, "seq")) {
+        auto s = static_cast<std::int64_t>(*seq);
+        if (lastSeq && s <= *lastSeq) continue;  // heard before the daemon went away
+        lastSeq = s;
+      }
+      if (auto at = u64Field(e, "at_ns"); untilNs && at && *at > *untilNs) {
+        finished = true;  // past --until: done
+        break;
+      }
+      if (!views::matches(filter, e)) continue;
+      ++seen;
+      printLine(o.json ? e.dump() : views::eventLine(e, o.utc));
+      std::fflush(stdout);
+    }
+    if (finished || (!saidLost && !more)) break;  // --timeout, --until or --count: done
+    if (saidLost) std::this_thread::sleep_for(kReconnectEvery);
   }
   // A timeout before --count events: said, and in the exit status.
-  if (o.count && seen < o.count) {
+  if (o.count && seen < o.count && !untilNs) {
     fmt::print(stderr, "tally events: --timeout {} passed after {} of {} events\n", o.eventsTimeout,
                seen, o.count);
     return kExitDegraded;

@@ -13,12 +13,36 @@
 namespace tally::daemon {
 
 namespace {
+
+using json = nlohmann::json;
 // The pools a lease held, in its outcome record: the ledger's table shows them.
 nlohmann::json withPools(const Lease& l, nlohmann::json body) {
   if (!l.req.pools.empty() && body.contains("lease") && body["lease"].is_object())
     body["lease"]["pools"] = l.req.pools;
   return body;
 }
+// A lifecycle row as subscribers hear it: the journal's line and outcome
+// class, the same for a live row and a replayed one.
+json lifecycleEvent(const std::string& kind, const std::string& lease, const std::string& name,
+                    const std::vector<std::string>& pools, const json& body,
+                    const lease::Attributes& attributes, const journal::VerifiedPlace& place) {
+  auto entry = journal::lifecycleEntry(kind, lease, name, pools, body, attributes, place);
+  rpc::api::LeaseEvent ev{lease, kind, name, pools, entry.message, std::nullopt};
+  for (const auto& [field, value] : entry.fields)
+    if (field == "TALLY_OUTCOME") ev.outcome = value;
+  return rpc::api::encode(ev);
+}
+
+// When and which row: a follower orders by seq and asks again after the last.
+void stamp(json& fields, const ledger::Event* row) {
+  if (row) {
+    fields["at_ns"] = row->atNs;
+    fields["seq"] = row->seq;
+  } else {
+    fields["at_ns"] = clock::realtimeNs();  // the ledger refused it: the event still happened
+  }
+}
+
 }  // namespace
 
 LeaseEvents::LeaseEvents(ledger::Ledger& ledger, Outbox& outbox, journal::Journal* journal)
@@ -40,7 +64,7 @@ Result<ledger::Event> LeaseEvents::record(const Lease& l, const char* kind, cons
                                 body.dump(-1, ' ', false, json::error_handler_t::replace), atNs);
   if (ev) {
     rows_.charge(l.owner, clock::monotonicUs());
-    announce(l, kind, body);
+    announce(l, kind, body, ev ? &*ev : nullptr);
   }
   return ev;
 }
@@ -50,13 +74,14 @@ void LeaseEvents::recordEnd(const Lease& l, const char* kind, const json& origin
   json body = withPools(l, original);
   std::string text = body.dump(-1, ' ', false, json::error_handler_t::replace);
   rows_.charge(l.owner, clock::monotonicUs());
-  if (auto ev = ledger_.appendEvent(l.id, kind, text); !ev) {
+  auto ev = ledger_.appendEvent(l.id, kind, text);
+  if (!ev) {
     // Nothing lost: the row goes to the log when the ledger refuses it.
     fmt::print(stderr, "tally daemon: lease {}: {}; the {} row follows\n{}\n", l.id,
                ev.error().message, kind, text);
   }
   ++outcomeCounts_[cls];
-  announce(l, kind, body);
+  announce(l, kind, body, ev ? &*ev : nullptr);
 }
 
 Result<ledger::Event> LeaseEvents::recordOutcome(const Lease& l, const json& original,
@@ -67,7 +92,7 @@ Result<ledger::Event> LeaseEvents::recordOutcome(const Lease& l, const json& ori
   if (!ev) return ev;
   rows_.charge(l.owner, clock::monotonicUs());
   ++outcomeCounts_[cls];
-  announce(l, ledger::kOutcome, record);
+  announce(l, ledger::kOutcome, record, &*ev);
   return ev;
 }
 
@@ -76,14 +101,14 @@ void LeaseEvents::bound(Lease& l, const enforce::BoundEvent& e, const std::strin
   ++boundCounts_[enforce::verdictName(e.kind)];
   rows_.charge(l.owner, clock::monotonicUs());
   json body = ledger::encode(ledger::BoundRow{e, source});
-  if (auto r =
-          ledger_.appendEvent(l.id, ledger::kGpuBound,
-                              body.dump(-1, ' ', false, json::error_handler_t::replace), e.atNs);
-      !r) {
+  auto r = ledger_.appendEvent(l.id, ledger::kGpuBound,
+                               body.dump(-1, ' ', false, json::error_handler_t::replace), e.atNs);
+  if (!r) {
     fmt::print(stderr, "tally daemon: lease {}: the ledger refused a gpu-bound row: {}\n", l.id,
                r.error().message);
   }
-  broadcast("gpu-bound", rpc::api::encode(rpc::api::GpuBoundEvent{l.id, l.name, source, e}));
+  broadcast("gpu-bound", rpc::api::encode(rpc::api::GpuBoundEvent{l.id, l.name, source, e}),
+            r ? &*r : nullptr);
   bool act = e.kind == enforce::Verdict::Kill || e.kind == enforce::Verdict::Report;
   if (act && l.ending.actSaid) return;
   if (act) l.ending.actSaid = true;
@@ -134,11 +159,12 @@ void LeaseEvents::coverageAtStart(const coverage::Assessment& a,
           {"TALLY_KERNEL", a.kernel}});
   }
   json body = ledger::encode(row);
-  if (auto r = ledger_.appendEvent("", ledger::kCoverage, body.dump()); !r) {
+  auto r = ledger_.appendEvent("", ledger::kCoverage, body.dump());
+  if (!r) {
     fmt::print(stderr, "tally daemon: the ledger refused the coverage row: {}\n",
                r.error().message);
   }
-  broadcast("coverage", body);
+  broadcast("coverage", body, r ? &*r : nullptr);
 }
 
 rpc::api::Queued LeaseEvents::queuedEvent(const LeaseBook::Move& mv) {
@@ -163,21 +189,85 @@ void LeaseEvents::positions(const std::vector<LeaseBook::Move>& moves) {
   }
 }
 
-void LeaseEvents::broadcast(const std::string& event, const json& fields) {
+void LeaseEvents::broadcast(const std::string& event, json fields, const ledger::Event* row) {
+  stamp(fields, row);
   // A copy: a send may drop a subscriber that stopped reading (and unsubscribe it).
   auto to = subscribers_;
   for (const auto& [conn, id] : to) outbox_.send(conn, rpc::encodeEvent(id, event, fields));
 }
 
-void LeaseEvents::announce(const Lease& l, const std::string& kind, const json& body) {
-  auto entry = journal::lifecycleEntry(kind, l.id, l.name, l.req.pools, body, l.attributes,
-                                       {l.place.unit, l.place.cgroup});
+void LeaseEvents::announce(const Lease& l, const std::string& kind, const json& body,
+                           const ledger::Event* row) {
+  journal::VerifiedPlace place{l.place.unit, l.place.cgroup};
+  auto entry = journal::lifecycleEntry(kind, l.id, l.name, l.req.pools, body, l.attributes, place);
   note(entry.priority, entry.message, entry.fields);
   // Subscribers see the same lifecycle as the journal, one "lease" event per row.
-  rpc::api::LeaseEvent ev{l.id, kind, l.name, l.req.pools, entry.message, std::nullopt};
-  for (const auto& [field, value] : entry.fields)
-    if (field == "TALLY_OUTCOME") ev.outcome = value;
-  broadcast("lease", rpc::api::encode(ev));
+  broadcast("lease", lifecycleEvent(kind, l.id, l.name, l.req.pools, body, l.attributes, place),
+            row);
+}
+
+Result<LeaseEvents::Replay> LeaseEvents::replay(const rpc::api::Subscribe& s) {
+  Replay out;
+  if (!s.sinceNs && !s.afterSeq) return out;
+  auto rows = ledger_.eventsFrom(s.sinceNs.value_or(0), s.afterSeq.value_or(0),
+                                 rpc::api::kMaxReplayed + 1);
+  if (!rows) return rows.error();
+  if (rows->size() > rpc::api::kMaxReplayed) {
+    rows->pop_back();
+    out.truncated = true;
+  }
+  // What each lease's granted row declared (its name, pools, attributes) and
+  // where it was last placed: the words its later rows were announced with.
+  struct Facts {
+    ledger::GrantedRow granted;
+    journal::VerifiedPlace place;
+  };
+  std::map<std::string, std::optional<Facts>> facts;
+  auto factsOf = [&](const std::string& lease) -> std::optional<Facts>& {
+    auto [it, fresh] = facts.try_emplace(lease);
+    if (!fresh) return it->second;
+    auto own = ledger_.events(lease);
+    if (!own) return it->second;
+    for (const auto& row : *own) {
+      if (row.kind != ledger::kGranted) continue;
+      json body = json::parse(row.body, nullptr, false);
+      if (auto g = ledger::decodeGranted(body)) it->second = Facts{std::move(*g), {}};
+      break;
+    }
+    return it->second;
+  };
+  for (const auto& row : *rows) {
+    json body = json::parse(row.body, nullptr, false);
+    if (body.is_discarded()) continue;
+    std::pair<std::string, json> ev;
+    if (row.kind == ledger::kCoverage) {
+      ev = {"coverage", std::move(body)};
+    } else if (row.leaseId.empty()) {
+      continue;
+    } else if (auto& f = factsOf(row.leaseId); !f) {
+      continue;  // a lease whose granted row cannot be read: nothing to say it with
+    } else if (row.kind == ledger::kGpuBound) {
+      auto b = ledger::decodeBound(body);
+      if (!b) continue;
+      ev = {"gpu-bound", rpc::api::encode(rpc::api::GpuBoundEvent{row.leaseId, f->granted.name,
+                                                                  b->source, b->event})};
+    } else if (row.kind == ledger::kGranted || row.kind == ledger::kStarted ||
+               row.kind == ledger::kAdopted || row.kind == ledger::kReadopted ||
+               row.kind == ledger::kReleased || ledger::isTerminal(row.kind)) {
+      if (row.kind == ledger::kStarted || row.kind == ledger::kAdopted ||
+          row.kind == ledger::kReadopted) {
+        if (auto p = ledger::decodePlaced(body)) f->place = {p->unit, p->cgroup};
+      }
+      ev = {"lease", lifecycleEvent(row.kind, row.leaseId, f->granted.name, f->granted.pools, body,
+                                    f->granted.attributes, f->place)};
+    } else {
+      continue;
+    }
+    stamp(ev.second, &row);
+    ev.second["replayed"] = true;
+    out.events.push_back(std::move(ev));
+  }
+  return out;
 }
 
 void LeaseEvents::queued(const Lease& l) {
@@ -185,7 +275,8 @@ void LeaseEvents::queued(const Lease& l) {
             rpc::api::encode(rpc::api::LeaseEvent{l.id, "queued", l.name, l.req.pools,
                                                   fmt::format("lease {} ({}): queued for {}", l.id,
                                                               l.name, fmt::join(l.req.pools, ",")),
-                                                  std::nullopt}));
+                                                  std::nullopt}),
+            nullptr);
 }
 
 void LeaseEvents::ledgerHealth() {

@@ -71,6 +71,15 @@ class LeaseEvents {
   void note(int priority, const std::string& message,
             const std::vector<std::pair<std::string, std::string>>& fields);
 
+  // The ledger's rows written since `s.sinceNs` / after row `s.afterSeq`, as
+  // the events subscribers heard when they were written (marked "replayed"),
+  // at most rpc::api::kMaxReplayed: what a subscriber is sent before the live
+  // events. Rows no event stood for (notes, acknowledgements) are left out.
+  struct Replay {
+    std::vector<std::pair<std::string, json>> events;  // (event, fields)
+    bool truncated = false;
+  };
+  Result<Replay> replay(const rpc::api::Subscribe& s);
   void subscribe(std::uint64_t conn, const json& requestId) { subscribers_[conn] = requestId; }
   void unsubscribe(std::uint64_t conn) { subscribers_.erase(conn); }
   bool subscribed(std::uint64_t conn) const { return subscribers_.count(conn) != 0; }
@@ -84,8 +93,11 @@ class LeaseEvents {
   RowBudget& rowBudget() { return rows_; }
 
  private:
-  void announce(const Lease& l, const std::string& kind, const json& body);
-  void broadcast(const std::string& event, const json& fields);
+  // `row`: the ledger row the event stands for, its seq and time sent with it
+  // (none: the ledger refused it, or no row stands for it, as for "queued").
+  void announce(const Lease& l, const std::string& kind, const json& body,
+                const ledger::Event* row);
+  void broadcast(const std::string& event, json fields, const ledger::Event* row);
 
   ledger::Ledger& ledger_;
   Outbox& outbox_;

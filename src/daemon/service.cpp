@@ -139,10 +139,20 @@ void Service::handle(std::uint64_t conn, const Peer& peer, const rpc::Request& r
                                                     cfg_.daemon.stateDir}));
       });
     case Method::Subscribe:
-      return with(rpc::api::decodeEmpty(params), [&](auto&) {
-        events_.subscribe(conn, id);
+      return with(rpc::api::decodeSubscribe(params), [&](auto& p) {
+        // The reply, the ledger's rows since then, then the live events: all
+        // sent before this handler returns, so nothing comes between them.
+        auto replay = events_.replay(p);
+        if (!replay)
+          return fail(conn, id, code::kInternal,
+                      fmt::format("cannot read the ledger's rows to replay: {}",
+                                  replay.error().message));
         reply(conn, id,
-              rpc::api::encode(rpc::api::SubscribeReply{{"lease", "gpu-bound", "coverage"}}));
+              rpc::api::encode(rpc::api::SubscribeReply{
+                  {"lease", "gpu-bound", "coverage"}, replay->events.size(), replay->truncated}));
+        for (const auto& [event, fields] : replay->events)
+          env_.outbox.send(conn, rpc::encodeEvent(id, event, fields));
+        events_.subscribe(conn, id);
       });
     case Method::Leases:
     case Method::Pools:

@@ -439,6 +439,22 @@ Result<std::vector<Event>> Ledger::events(const std::optional<std::string>& leas
   return out;
 }
 
+Result<std::vector<Event>> Ledger::eventsFrom(std::uint64_t sinceNs, std::int64_t afterSeq,
+                                              std::size_t limit) {
+  Stmt q(db_,
+         "SELECT seq, at_ns, lease_id, kind, body, prev_hash, hash FROM events WHERE at_ns >= ?1 "
+         "AND seq > ?2 ORDER BY seq LIMIT ?3");
+  if (!q.ok()) return dbError(db_, "ledger query");
+  q.i64(1, static_cast<std::int64_t>(std::min<std::uint64_t>(sinceNs, INT64_MAX)));
+  q.i64(2, afterSeq);
+  q.i64(3, static_cast<std::int64_t>(std::min<std::size_t>(limit, INT64_MAX)));
+  std::vector<Event> out;
+  int rc;
+  while ((rc = q.step()) == SQLITE_ROW) out.push_back(eventFrom(q));
+  if (rc != SQLITE_DONE) return dbError(db_, "ledger query");
+  return out;
+}
+
 Result<std::vector<std::vector<Event>>> Ledger::openLeases() {
   std::string sql = fmt::format(
       "SELECT seq, at_ns, lease_id, kind, body, prev_hash, hash FROM events WHERE lease_id IN ("

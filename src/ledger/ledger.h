@@ -103,6 +103,11 @@ class Ledger {
   Result<std::vector<Row>> recent(std::size_t limit);
   // Every chain row, or one lease's, in seq order.
   Result<std::vector<Event>> events(const std::optional<std::string>& leaseId = std::nullopt);
+  // Chain rows written at or after `sinceNs` and after row `afterSeq`, in seq
+  // order, at most `limit` (what `tally events --since` and a reconnecting
+  // follower replay).
+  Result<std::vector<Event>> eventsFrom(std::uint64_t sinceNs, std::int64_t afterSeq,
+                                        std::size_t limit);
   // Leases with a "granted" row and no terminal row, each with its rows.
   Result<std::vector<std::vector<Event>>> openLeases();
   // The hash chain row by row, after SQLite's own integrity_check of every

@@ -270,6 +270,13 @@ json encode(const Exited& e) {
   return j;
 }
 
+json encode(const Subscribe& s) {
+  json j = json::object();
+  if (s.sinceNs) j["since_ns"] = *s.sinceNs;
+  if (s.afterSeq) j["after_seq"] = *s.afterSeq;
+  return j;
+}
+
 Result<Acquire> decodeAcquire(const json& params) {
   if (auto s = paramsObject(params); !s) return s.error();
   Fields f(params);
@@ -466,6 +473,20 @@ Result<LeaseRef> decodeLeaseRef(const json& params) {
   if (!id) return id.error();
   if (auto s = f.unknown(); !s) return s.error();
   return LeaseRef{std::move(*id)};
+}
+
+Result<Subscribe> decodeSubscribe(const json& params) {
+  if (auto s = paramsObject(params); !s) return s.error();
+  Fields f(params);
+  Subscribe sub;
+  auto since = f.u64("since_ns");
+  if (!since) return since.error();
+  sub.sinceNs = *since;
+  auto after = f.u64("after_seq", INT64_MAX);
+  if (!after) return after.error();
+  if (*after) sub.afterSeq = static_cast<std::int64_t>(**after);
+  if (auto s = f.unknown(); !s) return s.error();
+  return sub;
 }
 
 Status decodeEmpty(const json& params) {

@@ -162,7 +162,16 @@ struct NoParams {
   static constexpr Method kMethod = M;
 };
 using Hello = NoParams<Method::Hello>;
-using Subscribe = NoParams<Method::Subscribe>;
+
+// subscribe: the events from now on; with since_ns or after_seq the ledger's
+// rows written since that time or after that row are sent first, as the events
+// they were when written (each marked "replayed"), so a follower that
+// reconnects, or asks for the last hour, misses nothing the ledger holds.
+struct Subscribe {
+  static constexpr Method kMethod = Method::Subscribe;
+  std::optional<std::uint64_t> sinceNs;  // realtime ns
+  std::optional<std::int64_t> afterSeq;  // a ledger row's seq (the last one seen)
+};
 using ListLeases = NoParams<Method::Leases>;
 using ListPools = NoParams<Method::Pools>;
 using Seats = NoParams<Method::Seats>;
@@ -176,6 +185,7 @@ json encode(const Complete& c);
 json encode(const Exited& e);
 json encode(const Bound& b);
 json encode(const LeaseRef& r);
+json encode(const Subscribe& s);
 template <Method M>
 json encode(const NoParams<M>&) {
   return json::object();
@@ -188,8 +198,9 @@ Result<Complete> decodeComplete(const json& params);
 Result<Bound> decodeBound(const json& params);
 Result<Exited> decodeExited(const json& params);
 Result<LeaseRef> decodeLeaseRef(const json& params);
-// Methods without params (hello, leases, pools, subscribe, seats, overview,
-// metrics): any field is refused.
+Result<Subscribe> decodeSubscribe(const json& params);
+// Methods without params (hello, leases, pools, seats, overview, metrics):
+// any field is refused.
 Status decodeEmpty(const json& params);
 
 }  // namespace tally::rpc::api

@@ -145,13 +145,21 @@ Result<BoundReply> decodeBoundReply(const json& result) {
   return BoundReply{*recorded};
 }
 
-json encode(const SubscribeReply& r) { return {{"subscribed", r.events}}; }
+json encode(const SubscribeReply& r) {
+  return {{"subscribed", r.events}, {"replayed", r.replayed}, {"truncated", r.truncated}};
+}
 
 Result<SubscribeReply> decodeSubscribeReply(const json& result) {
   if (auto s = isObject(result, "subscribe reply"); !s) return s.error();
   Fields f(result);
   SubscribeReply r;
   if (auto s = strings(f, "subscribed", r.events); !s) return s.error();
+  auto replayed = f.u64("replayed", kMaxReplayed);  // absent: an older daemon replays nothing
+  if (!replayed) return replayed.error();
+  r.replayed = replayed->value_or(0);
+  auto truncated = f.boolean("truncated");
+  if (!truncated) return truncated.error();
+  r.truncated = *truncated;
   return r;
 }
 

@@ -71,10 +71,15 @@ struct BoundReply {
 json encode(const BoundReply& r);
 Result<BoundReply> decodeBoundReply(const json& result);
 
-// subscribe: the event kinds that follow.
+// subscribe: the event kinds that follow, and how many ledger rows are
+// replayed before the live events (since_ns / after_seq), at most
+// kMaxReplayed: `truncated` when more matched (ask again after the last seq).
 struct SubscribeReply {
   std::vector<std::string> events;
+  std::uint64_t replayed = 0;
+  bool truncated = false;
 };
+inline constexpr std::size_t kMaxReplayed = 10000;
 json encode(const SubscribeReply& r);
 Result<SubscribeReply> decodeSubscribeReply(const json& result);
 

@@ -29,7 +29,9 @@ std::string fit(std::string_view s, std::size_t width) {
   return out;
 }
 
-std::string when(std::uint64_t ns, bool utc) {
+}  // namespace
+
+std::string wallTime(std::uint64_t ns, bool utc) {
   if (!ns) return "-";
   time_t secs = static_cast<time_t>(ns / 1000000000u);
   tm t{};
@@ -41,6 +43,8 @@ std::string when(std::uint64_t ns, bool utc) {
   strftime(buf, sizeof buf, "%Y-%m-%d %H:%M:%S", &t);
   return buf;
 }
+
+namespace {
 
 const json& at(const json& j, std::initializer_list<const char*> path) {
   static const json kNull;
@@ -130,7 +134,7 @@ std::vector<std::string> ledgerTable(const std::vector<ledger::Row>& rows, bool 
     }
     lines.push_back(fmt::format(
         kRow, r.legacy ? fmt::format("({})", r.seq) : std::to_string(r.seq),
-        when(e.startedAtNs, utc), jsonview::spanText(e.startedAtNs, e.endedAtNs), e.leaseId,
+        wallTime(e.startedAtNs, utc), jsonview::spanText(e.startedAtNs, e.endedAtNs), e.leaseId,
         fit(e.name, 16), fit(pools.empty() ? "-" : pools, 8), fit(e.outcomeClass, 19),
         e.exitStatus ? std::to_string(*e.exitStatus) : std::string("-"),
         jsonview::bytesOrDash(at(rec, {"memory", "peak_bytes"})),

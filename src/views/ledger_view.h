@@ -27,6 +27,9 @@ struct LedgerFilter {
 // accepted.
 Result<std::uint64_t> parseWhen(std::string_view text, std::uint64_t nowNs, bool utc);
 
+// "2026-11-30 14:05:09" in local time (or UTC with `utc`); "-" for 0.
+std::string wallTime(std::uint64_t ns, bool utc);
+
 std::vector<ledger::Row> filterRows(const std::vector<ledger::Row>& rows, const LedgerFilter& f);
 
 // Header and one line per row: SEQ, STARTED, DURATION, LEASE, NAME, POOL,

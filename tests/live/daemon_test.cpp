@@ -16,6 +16,8 @@
 #include <atomic>
 #include <cstring>
 #include <map>
+#include <regex>
+#include <sstream>
 #include <thread>
 
 #include "ledger/ledger.h"
@@ -112,6 +114,57 @@ TEST_F(DaemonLive, HostileRequestsGetErrorsAndTheDaemonStaysUp) {
   EXPECT_TRUE(leases["result"]["leases"].empty()) << leases;
   ASSERT_FALSE(rows(granted).empty());
   EXPECT_EQ(rows(granted).back().kind, "withdrawn");
+}
+
+// `tally events` as `docker events` is read: each line with its time; --since
+// replays the ledger's rows first; when the daemon restarts, events says so,
+// reconnects and replays what the ledger recorded while it was away (here the
+// coverage row each daemon start writes); filters pick the kinds.
+TEST_F(DaemonLive, EventsReplaySinceAndReconnectAcrossADaemonRestart) {
+  {
+    Raw first(daemon->socket());
+    json a = first.call({{"v", 1},
+                         {"id", 1},
+                         {"method", "acquire"},
+                         {"params", {{"pools", {"one"}}, {"name", "before"}}}});
+    ASSERT_EQ(a.value("ok", false), true) << a;
+  }
+  auto events = spawnProgram({TALLY_BINARY, "events", "--since", "10m", "--kind", "granted",
+                              "--kind", "coverage", "--count", "4", "--timeout", "60s"},
+                             {"TALLY_SOCKET=" + daemon->socket()});
+  auto said = [&](const char* what) {
+    return eventually(
+        [&] { return readFile(events.errPath).find(what) != std::string::npos; },
+        std::chrono::seconds(30));
+  };
+  ASSERT_TRUE(said("following the daemon at")) << readFile(events.errPath);
+  daemon->stop();
+  ASSERT_TRUE(said("reconnecting")) << readFile(events.errPath);
+  ASSERT_TRUE(daemon->start());
+  ASSERT_TRUE(said("reconnected to the daemon at")) << readFile(events.errPath);
+  Raw second(daemon->socket());
+  json b = second.call({{"v", 1},
+                        {"id", 1},
+                        {"method", "acquire"},
+                        {"params", {{"pools", {"gpu"}}, {"name", "after"}, {"gpu_memory_max", GiB}}}});
+  ASSERT_EQ(b.value("ok", false), true) << b;
+  auto r = waitProgram(events);
+  EXPECT_EQ(r.exitCode(), 0) << r.err;
+  std::printf("[ tally events --since 10m --kind granted --kind coverage ]\n%s%s[ end ]\n",
+              r.err.c_str(), r.out.c_str());
+  std::vector<std::string> lines;
+  std::istringstream in(r.out);
+  for (std::string line; std::getline(in, line);) lines.push_back(line);
+  ASSERT_EQ(lines.size(), 4u) << r.out << r.err;
+  const std::regex when(R"(^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d{3}  )");
+  for (const auto& line : lines) EXPECT_TRUE(std::regex_search(line, when)) << line;
+  EXPECT_NE(lines[0].find("  coverage: "), std::string::npos) << r.out;  // the first start's
+  EXPECT_NE(lines[1].find(" (before): granted in one"), std::string::npos) << r.out;
+  EXPECT_NE(lines[2].find("  coverage: "), std::string::npos) << r.out;  // written while away
+  EXPECT_NE(lines[3].find(" (after): granted in gpu"), std::string::npos) << r.out;
+  EXPECT_NE(r.err.find("(first the ledger's 2 rows since then)"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("; first the ledger's 1 row from while it was away"), std::string::npos)
+      << r.err;
 }
 
 TEST_F(DaemonLive, SocketIsMode0660AndPeersAreIdentifiedByTheKernel) {

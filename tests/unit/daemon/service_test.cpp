@@ -78,6 +78,65 @@ TEST_F(ServiceTest, SubscribersSeeTheLeaseLifecycle) {
   EXPECT_EQ(last["pools"], json::array({"one"}));
 }
 
+// `tally events --since` and a reconnecting follower: the ledger's rows since
+// a time (or after a row) come first, as the events they were when written
+// (kind, message, pools, seq, time), marked replayed, then the live ones. A
+// "queued" event stands for no row and is not replayed.
+TEST_F(ServiceTest, ASubscriberHearsTheLedgersRowsSinceATimeAsTheEventsTheyWere) {
+  EXPECT_TRUE(call(9, 0, "subscribe", json::object())["ok"]);
+  std::string first =
+      call(1, 1000, "acquire", {{"pools", {"one"}}, {"name", "a"}})["result"]["lease"];
+  call(2, 1000, "acquire", {{"pools", {"one"}}, {"name", "b"}});
+  call(1, 1000, "release", {{"lease", first}});
+  std::vector<json> live;
+  for (const json& e : outbox.sent[9]) {
+    if (!e.contains("event")) continue;
+    ASSERT_TRUE(e.contains("at_ns")) << e;
+    json ev = e;
+    ev.erase("id");  // the subscribe request's id: each subscriber's own
+    if (ev.contains("seq"))
+      live.push_back(ev);
+    else
+      EXPECT_EQ(ev["kind"], "queued") << ev;
+  }
+  ASSERT_EQ(live.size(), 4u);  // a granted, released, withdrawn; b granted
+
+  auto replayedOn = [&](std::uint64_t conn, const json& params) {
+    call(conn, 0, "subscribe", params);
+    std::vector<json> got;
+    json reply;
+    for (json e : outbox.sent[conn]) {
+      if (e.contains("result")) {
+        reply = e["result"];
+        continue;
+      }
+      EXPECT_EQ(e["replayed"], true) << e;
+      e.erase("replayed");
+      e.erase("id");
+      got.push_back(e);
+    }
+    EXPECT_EQ(reply["replayed"], got.size()) << reply;
+    EXPECT_EQ(reply["truncated"], false);
+    return got;
+  };
+  EXPECT_EQ(replayedOn(8, {{"since_ns", 0}}), live);
+  std::int64_t secondSeq = live[1]["seq"];
+  EXPECT_EQ(replayedOn(7, {{"after_seq", secondSeq}}), std::vector<json>(live.begin() + 2, live.end()));
+  std::uint64_t lastAt = live.back()["at_ns"];
+  auto fromLast = replayedOn(6, {{"since_ns", lastAt}});
+  ASSERT_FALSE(fromLast.empty());
+  EXPECT_EQ(fromLast.back(), live.back());
+  EXPECT_TRUE(replayedOn(5, json::object()).empty()) << "no since: the live events only";
+
+  // Then the live ones, to the replayed subscribers too.
+  std::size_t before = outbox.sent[8].size();
+  call(2, 1000, "release", {{"lease", live.back()["lease"]}});
+  ASSERT_EQ(outbox.sent[8].size(), before + 2);  // released, withdrawn: it never started
+  EXPECT_EQ(outbox.sent[8][before]["kind"], "released");
+  EXPECT_FALSE(outbox.sent[8][before].contains("replayed"));
+  EXPECT_EQ(outbox.sent[8][before]["seq"], live.back()["seq"].get<std::int64_t>() + 1);
+}
+
 TEST_F(ServiceTest, BudgetedPoolRefusesAnUndeclaredRequest) {
   json r = call(1, 1000, "acquire", {{"pools", {"gpu"}}});
   EXPECT_FALSE(r["ok"]);

@@ -202,3 +202,33 @@ TEST(LeaseApi, AChildLeaseNamesItsParentAndNoPool) {
 
 }  // namespace
 }  // namespace tally::rpc::api
+
+namespace tally {
+namespace {
+
+namespace api = rpc::api;
+
+// subscribe: from now on, or the ledger's rows since a time or after a row
+// first; anything else is refused by name.
+TEST(LeaseApi, SubscribeTakesASinceTimeOrALastRowAndNothingElse) {
+  auto none = api::decodeSubscribe(nlohmann::json::object());
+  ASSERT_TRUE(none);
+  EXPECT_FALSE(none->sinceNs);
+  EXPECT_FALSE(none->afterSeq);
+  api::Subscribe s;
+  s.sinceNs = 1764687001123000000ull;
+  s.afterSeq = 42;
+  auto back = api::decodeSubscribe(api::encode(s));
+  ASSERT_TRUE(back) << back.error().message;
+  EXPECT_EQ(back->sinceNs, s.sinceNs);
+  EXPECT_EQ(back->afterSeq, 42);
+  EXPECT_EQ(api::encode(api::Subscribe{}), nlohmann::json::object());
+  for (const char* bad : {R"({"since_ns": -1})", R"({"since_ns": "10m"})",
+                          R"({"after_seq": 9223372036854775808})", R"({"follow": true})"}) {
+    auto r = api::decodeSubscribe(nlohmann::json::parse(bad));
+    EXPECT_FALSE(r) << bad;
+  }
+}
+
+}  // namespace
+}  // namespace tally

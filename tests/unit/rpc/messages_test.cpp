@@ -49,6 +49,16 @@ TEST(RpcMessages, RepliesRoundTrip) {
   EXPECT_TRUE(decodeBoundReply(encode(BoundReply{true}))->recorded);
   EXPECT_EQ(decodeSubscribeReply(encode(SubscribeReply{{"lease", "gpu-bound"}}))->events,
             (std::vector<std::string>{"lease", "gpu-bound"}));
+  auto replay = decodeSubscribeReply(encode(SubscribeReply{{"lease"}, 7, true}));
+  ASSERT_TRUE(replay);
+  EXPECT_EQ(replay->replayed, 7u);
+  EXPECT_TRUE(replay->truncated);
+  // An older daemon replays nothing and says nothing of it.
+  auto older = decodeSubscribeReply(json{{"subscribed", {"lease"}}});
+  ASSERT_TRUE(older);
+  EXPECT_EQ(older->replayed, 0u);
+  EXPECT_FALSE(older->truncated);
+  EXPECT_FALSE(decodeSubscribeReply(json{{"subscribed", {"lease"}}, {"replayed", 10001}}));
   EXPECT_EQ(decodeMetricsReply(encode(MetricsReply{"# HELP x\n"}))->text, "# HELP x\n");
 }
 

@@ -1,0 +1,99 @@
+#include "views/event_line.h"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <algorithm>
+
+#include "rpc/messages.h"
+#include "util/text.h"
+#include "views/ledger_view.h"
+
+namespace tally::views {
+
+using json = nlohmann::json;
+
+namespace {
+
+std::string field(const json& e, const char* key) {
+  auto it = e.find(key);
+  return it != e.end() && it->is_string() ? it->get<std::string>() : std::string();
+}
+
+std::string timeOf(const json& e, bool utc) {
+  auto it = e.find("at_ns");
+  if (it == e.end() || !it->is_number_unsigned() || it->get<std::uint64_t>() == 0) return "-";
+  auto ns = it->get<std::uint64_t>();
+  return fmt::format("{}.{:03}", wallTime(ns, utc), ns / 1000000u % 1000u);
+}
+
+}  // namespace
+
+std::string eventKind(const json& event) {
+  std::string ev = field(event, "event");
+  if (ev == "coverage") return "coverage";
+  return field(event, "kind");
+}
+
+const std::vector<std::string>& eventKinds() {
+  static const std::vector<std::string> kKinds = {
+      "queued",         "granted",          "started",
+      "adopted",        "readopted",        "released",
+      "outcome",        "lost",             "withdrawn",
+      "gpu-memory-high", "gpu-memory-high-cleared", "gpu-memory-kill",
+      "gpu-memory-max-exceeded", "refused", "coverage"};
+  return kKinds;
+}
+
+Status checkFilter(const EventFilter& f) {
+  for (const auto& k : f.kinds) {
+    if (std::find(eventKinds().begin(), eventKinds().end(), k) == eventKinds().end())
+      return Error{EINVAL, fmt::format("--kind {}: not a kind of event; the kinds are {}",
+                                       text::truncateUtf8(k, 64), fmt::join(eventKinds(), ", "))};
+  }
+  return Ok{};
+}
+
+bool matches(const EventFilter& f, const json& event) {
+  if (!f.kinds.empty() &&
+      std::find(f.kinds.begin(), f.kinds.end(), eventKind(event)) == f.kinds.end())
+    return false;
+  if (!f.leases.empty()) {
+    std::string id = field(event, "lease"), name = field(event, "name");
+    bool any = std::any_of(f.leases.begin(), f.leases.end(), [&](const std::string& l) {
+      return !l.empty() && ((!id.empty() && id.rfind(l, 0) == 0) || l == name);
+    });
+    if (!any) return false;
+  }
+  if (!f.pools.empty()) {
+    const json& pools = event.contains("pools") ? event["pools"] : json();
+    bool any = false;
+    for (std::size_t i = 0; pools.is_array() && i < pools.size() && !any; ++i) {
+      any = pools[i].is_string() && std::find(f.pools.begin(), f.pools.end(),
+                                              pools[i].get<std::string>()) != f.pools.end();
+    }
+    if (!any) return false;
+  }
+  return true;
+}
+
+std::string eventLine(const json& e, bool utc) {
+  std::string what;
+  std::string ev = field(e, "event");
+  if (auto b = ev == "gpu-bound" ? rpc::api::decodeGpuBoundEvent(e)
+                                 : Result<rpc::api::GpuBoundEvent>(Error{0, ""})) {
+    what = fmt::format("{} lease {} ({}): {}", enforce::verdictName(b->event.kind), b->lease,
+                       b->name, b->event.summary);
+  } else if (auto l = ev == "lease" ? rpc::api::decodeLeaseEvent(e)
+                                    : Result<rpc::api::LeaseEvent>(Error{0, ""})) {
+    what = text::truncateUtf8(l->message, 1024);
+  } else if (ev == "coverage") {
+    what = fmt::format("coverage: {} on kernel {}: {}", field(e, "coverage"), field(e, "kernel"),
+                       field(e, "tally_does"));
+  } else {
+    what = fmt::format("{}: {}", ev.empty() ? "?" : ev, text::truncateUtf8(e.dump(), 1024));
+  }
+  return fmt::format("{}  {}", timeOf(e, utc), what);
+}
+
+}  // namespace tally::views
