@@ -150,6 +150,7 @@ void readDaemon(Reader& r, const toml::table& t, Daemon& d) {
               "kernel_charge",
               "metrics_textfile",
               "metrics_listen",
+              "metrics_beyond_loopback",
               "max_connections",
               "max_connections_per_uid",
               "max_queued",
@@ -209,8 +210,9 @@ void readDaemon(Reader& r, const toml::table& t, Daemon& d) {
     else
       d.metricsTextfile = *s;
   }
+  if (auto v = r.boolean(t, "metrics_beyond_loopback", "daemon")) d.metricsBeyondLoopback = *v;
   if (auto s = r.string(t, "metrics_listen", "daemon")) {
-    if (auto at = parseListenAddress(*s); !at)
+    if (auto at = parseListenAddress(*s, d.metricsBeyondLoopback); !at)
       r.problem(*t.get("metrics_listen"), "daemon.metrics_listen " + at.error().message);
     else
       d.metricsListen = *s;

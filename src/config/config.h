@@ -75,6 +75,8 @@ struct Daemon {
   // /metrics on a loopback HOST:PORT. Empty = off (the default).
   std::string metricsTextfile;
   std::string metricsListen;
+  // metrics_listen may be a non-loopback address (config/listen_address.h).
+  bool metricsBeyondLoopback = false;
   // Client limits (daemon/limits.h has every limit and its default).
   std::uint64_t maxConnections = 1024;
   std::uint64_t maxConnectionsPerUid = 64;

@@ -8,7 +8,14 @@
 
 namespace tally::config {
 
-Result<ListenAddress> parseListenAddress(std::string_view text) {
+bool isLoopback(const ListenAddress& at) {
+  in_addr v4{};
+  in6_addr v6{};
+  if (inet_pton(AF_INET, at.host.c_str(), &v4) == 1) return (ntohl(v4.s_addr) >> 24) == 127;
+  return inet_pton(AF_INET6, at.host.c_str(), &v6) == 1 && IN6_IS_ADDR_LOOPBACK(&v6);
+}
+
+Result<ListenAddress> parseListenAddress(std::string_view text, bool beyondLoopback) {
   auto bad = [&](const std::string& why) {
     return Error{0, fmt::format("'{}': {} (e.g. 127.0.0.1:9464 or [::1]:9464)",
                                 text::truncateUtf8(text, 80), why)};
@@ -36,19 +43,21 @@ Result<ListenAddress> parseListenAddress(std::string_view text) {
   if (host == "localhost") host = "127.0.0.1";
   in_addr v4{};
   in6_addr v6{};
-  if (inet_pton(AF_INET, host.c_str(), &v4) == 1) {
-    if ((ntohl(v4.s_addr) >> 24) != 127) {
-      return bad(
-          "tally serves metrics on loopback only (they name every lease and workload, with no "
-          "authentication); "
-          "use 127.0.0.1 and a reverse proxy, or metrics_textfile with node_exporter");
-    }
-  } else if (inet_pton(AF_INET6, host.c_str(), &v6) == 1) {
-    if (!IN6_IS_ADDR_LOOPBACK(&v6)) return bad("tally serves metrics on loopback only; use [::1]");
-  } else {
-    return bad("the host must be a loopback IP address (127.0.0.1, ::1) or localhost");
+  if (inet_pton(AF_INET, host.c_str(), &v4) != 1 && inet_pton(AF_INET6, host.c_str(), &v6) != 1) {
+    return bad(beyondLoopback ? "the host must be an IP address or localhost (no names: no DNS "
+                                "at start)"
+                              : "the host must be a loopback IP address (127.0.0.1, ::1) or "
+                                "localhost");
   }
-  return ListenAddress{host, static_cast<std::uint16_t>(port)};
+  ListenAddress at{host, static_cast<std::uint16_t>(port)};
+  if (!beyondLoopback && !isLoopback(at)) {
+    return bad(
+        "tally serves metrics on loopback unless daemon.metrics_beyond_loopback = true (they "
+        "name every lease and workload, with no authentication); use 127.0.0.1 with a reverse "
+        "proxy or metrics_textfile with node_exporter, or set it and firewall the port to your "
+        "Prometheus");
+  }
+  return at;
 }
 
 }  // namespace tally::config

@@ -171,7 +171,7 @@ Ended serve(const StartOptions& o) {
   std::string listenAt = o.metricsListen.empty() ? cfg.daemon.metricsListen : o.metricsListen;
   std::unique_ptr<daemon::MetricsHttp> http;
   if (!listenAt.empty()) {
-    auto at = daemon::parseListenAddress(listenAt);
+    auto at = daemon::parseListenAddress(listenAt, cfg.daemon.metricsBeyondLoopback);
     if (!at) {
       // Named as the operator set it: the flag, or the config key (checked at load already).
       fmt::print(stderr, "tally daemon: {} {}\n",
@@ -185,9 +185,14 @@ Ended serve(const StartOptions& o) {
       return Ended::Environment;
     }
     http = std::move(*started);
-    fmt::print(stderr, "tally daemon: metrics on http://{}:{}/metrics\n",
+    fmt::print(stderr, "tally daemon: metrics on http://{}:{}/metrics{}\n",
                at->host.find(':') == std::string::npos ? at->host : "[" + at->host + "]",
-               http->port());
+               http->port(),
+               config::isLoopback(*at)
+                   ? ""
+                   : " (beyond loopback, as daemon.metrics_beyond_loopback allows: anyone who "
+                     "reaches this port reads every lease's name, attributes and figures; "
+                     "firewall it to your Prometheus)");
   }
   if (textfile || http) {
     // The lambda outlives this block (the loop calls it): it owns its state.

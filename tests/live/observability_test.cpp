@@ -211,7 +211,9 @@ TEST_F(ObservabilityLive, PromtoolAcceptsTheCliTheTextfileAndHttpAndTheyAgree) {
             std::string::npos);
 }
 
-TEST_F(ObservabilityLive, MetricsListenRefusesANonLoopbackAddress) {
+// Beyond loopback only when the config says so in so many words; then the
+// daemon serves there and its log says what that exposes.
+TEST_F(ObservabilityLive, MetricsListenRefusesANonLoopbackAddressUnlessTheConfigSaysSo) {
   TempDir other;
   DaemonUnderTest open(other.path(),
                        "metrics_listen = \"0.0.0.0:9464\"\n[pools.gpu]\ncapacity = 1\n",
@@ -222,7 +224,7 @@ TEST_F(ObservabilityLive, MetricsListenRefusesANonLoopbackAddress) {
   // Refused when the config is read, like every other config problem (exit 1), naming the key.
   EXPECT_EQ(r.exitCode(), 1);
   EXPECT_NE(r.err.find("daemon.metrics_listen '0.0.0.0:9464': tally serves metrics on loopback "
-                       "only"),
+                       "unless daemon.metrics_beyond_loopback = true"),
             std::string::npos)
       << r.err;
   auto check = runProgram({TALLY_BINARY, "config", "check", open.config()});
@@ -238,6 +240,19 @@ TEST_F(ObservabilityLive, MetricsListenRefusesANonLoopbackAddress) {
   EXPECT_NE(flag.err.find("--metrics-listen '192.168.1.5:9464': tally serves metrics on loopback"),
             std::string::npos)
       << flag.err;
+  // Said in the config: served on every address (an ephemeral port here), and said so.
+  TempDir fourth;
+  DaemonUnderTest fleet(fourth.path(),
+                        "metrics_listen = \"0.0.0.0:0\"\nmetrics_beyond_loopback = true\n"
+                        "[pools.gpu]\ncapacity = 1\n",
+                        {"--proc-root", host.procRoot(), "--sys-root", host.sysRoot(),
+                         "--cgroup-root", host.cgroupRoot()});
+  ASSERT_TRUE(fleet.start()) << fleet.log();
+  EXPECT_TRUE(eventually([&] {
+    return fleet.log().find("metrics on http://0.0.0.0:") != std::string::npos &&
+           fleet.log().find("(beyond loopback, as daemon.metrics_beyond_loopback allows: anyone "
+                            "who reaches this port reads every lease's name") != std::string::npos;
+  })) << fleet.log();
 }
 
 TEST_F(ObservabilityLive, TopIsAPlainListingThroughAPipe) {

@@ -71,6 +71,28 @@ TEST(Config, DefaultsNeedOnlyAPool) {
   EXPECT_EQ(forever.config->daemon.queueTimeoutUs, 0u);
 }
 
+// metrics_listen beyond loopback: only with metrics_beyond_loopback = true,
+// and the refusal names that key.
+TEST(Config, MetricsBeyondLoopbackIsAnExplicitChoice) {
+  auto open = config::parse(
+      "[daemon]\nmetrics_listen = \"0.0.0.0:9464\"\nmetrics_beyond_loopback = true\n"
+      "[pools.one]\ncapacity = 1\n",
+      "t.toml");
+  ASSERT_TRUE(open.config) << config::formatProblems(open, "t.toml");
+  EXPECT_EQ(open.config->daemon.metricsListen, "0.0.0.0:9464");
+  EXPECT_TRUE(open.config->daemon.metricsBeyondLoopback);
+  auto refused = config::parse(
+      "[daemon]\nmetrics_listen = \"0.0.0.0:9464\"\n[pools.one]\ncapacity = 1\n", "t.toml");
+  ASSERT_FALSE(refused.config);
+  std::string problems = config::formatProblems(refused, "t.toml");
+  EXPECT_NE(problems.find("t.toml:2: daemon.metrics_listen '0.0.0.0:9464': tally serves metrics on "
+                          "loopback unless daemon.metrics_beyond_loopback = true"),
+            std::string::npos)
+      << problems;
+  auto defaults = config::parse("[pools.one]\ncapacity = 1\n", "t.toml");
+  EXPECT_FALSE(defaults.config->daemon.metricsBeyondLoopback);
+}
+
 TEST(Config, EveryProblemHasItsLine) {
   auto p = config::parse(R"([daemon]
 sockt = "/x"

@@ -1,6 +1,5 @@
-// The pure parts behind seats, metrics, top and the journal: attributes,
-// freshness, the exposition format, the top screen, lifecycle journal
-// entries, the loopback listen address and the atomic textfile.
+// Where the metrics go: the listen address (loopback unless the config says
+// otherwise) and the textfile, replaced whole.
 #include "daemon/metrics_publisher.h"
 
 #include <fmt/format.h>
@@ -32,7 +31,8 @@ TEST(MetricsListen, LoopbackOnly) {
   EXPECT_TRUE(config::parseListenAddress("127.1.2.3:1"));
   auto open = config::parseListenAddress("0.0.0.0:9464");
   ASSERT_FALSE(open);
-  EXPECT_NE(open.error().message.find("loopback only"), std::string::npos) << open.error().message;
+  EXPECT_NE(open.error().message.find("tally serves metrics on loopback unless"), std::string::npos)
+      << open.error().message;
   EXPECT_FALSE(config::parseListenAddress("192.168.1.5:9464"));
   EXPECT_FALSE(config::parseListenAddress("[::]:9464"));
   EXPECT_FALSE(config::parseListenAddress("127.0.0.1"));
@@ -41,6 +41,30 @@ TEST(MetricsListen, LoopbackOnly) {
   EXPECT_FALSE(config::parseListenAddress("127.0.0.1:-1"));
   EXPECT_FALSE(config::parseListenAddress("example.com:80"));
   EXPECT_FALSE(config::parseListenAddress("[::1:80"));
+}
+
+// A fleet's Prometheus scraping every node: only when the config says so in
+// so many words, and the refusal says how.
+TEST(MetricsListen, BeyondLoopbackOnlyWhenTheConfigSaysSo) {
+  auto refused = config::parseListenAddress("192.0.2.7:9464");
+  ASSERT_FALSE(refused);
+  EXPECT_NE(refused.error().message.find("daemon.metrics_beyond_loopback = true"),
+            std::string::npos)
+      << refused.error().message;
+  for (const char* at : {"0.0.0.0:9464", "192.0.2.7:9464", "[::]:9464", "[2001:db8::7]:9464",
+                         "127.0.0.1:9464", "localhost:9464"}) {
+    auto ok = config::parseListenAddress(at, true);
+    ASSERT_TRUE(ok) << at << ": " << ok.error().message;
+  }
+  EXPECT_EQ(config::parseListenAddress("0.0.0.0:9464", true)->host, "0.0.0.0");
+  EXPECT_FALSE(config::isLoopback(*config::parseListenAddress("0.0.0.0:9464", true)));
+  EXPECT_TRUE(config::isLoopback(*config::parseListenAddress("[::1]:1", true)));
+  auto name = config::parseListenAddress("node7.example.com:9464", true);
+  ASSERT_FALSE(name);
+  EXPECT_NE(name.error().message.find("no names: no DNS at start"), std::string::npos)
+      << name.error().message;
+  EXPECT_FALSE(config::parseListenAddress("0.0.0.0", true));
+  EXPECT_FALSE(config::parseListenAddress("0.0.0.0:65536", true));
 }
 
 TEST(MetricsTextfile, ReplacedWholeAndErrorsNameTheFile) {
