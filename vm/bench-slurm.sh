@@ -34,19 +34,24 @@ plug() { echo "$1" > /etc/slurm/plugstack.conf; }
 plug ""; srun true; srun --gres=tallymem:64M true
 plug "$with"; srun true; srun --gres=tallymem:64M true
 [ -z "$baseline" ] || { plug "$old"; srun true; srun --gres=tallymem:64M true; }
-i=0
-while [ $i -lt "$rounds" ]; do
-  plug "";      time_one srun true >> $dir/a
-  plug "$with"; time_one srun true >> $dir/b
-  plug "$idle"; time_one srun true >> $dir/g
-  plug "";      time_one srun --gres=tallymem:64M true >> $dir/c
-  plug "$with"; time_one srun --gres=tallymem:64M true >> $dir/d
-  if [ -n "$baseline" ]; then
-    plug "$old"; time_one srun true >> $dir/e
-    plug "$old"; time_one srun --gres=tallymem:64M true >> $dir/f
-  fi
-  i=$((i + 1))
-done
+# Each variant is one letter (its file); a round runs them in order, the next
+# round in reverse, so a variant's place in the round biases none.
+a() { plug "";      time_one srun true >> $dir/a; }
+b() { plug "$with"; time_one srun true >> $dir/b; }
+g() { plug "$idle"; time_one srun true >> $dir/g; }
+c() { plug "";      time_one srun --gres=tallymem:64M true >> $dir/c; }
+d() { plug "$with"; time_one srun --gres=tallymem:64M true >> $dir/d; }
+e() { plug "$old";  time_one srun true >> $dir/e; }
+f() { plug "$old";  time_one srun --gres=tallymem:64M true >> $dir/f; }
+rounds_of() {  # rounds_of "a b c": every round, alternating the order
+  order=$1 reverse=$(echo "$1" | awk '{for (i = NF; i > 0; i--) printf "%s ", $i}')
+  i=0
+  while [ $i -lt "$rounds" ]; do
+    if [ $((i % 2)) = 0 ]; then for v in $order; do $v; done; else for v in $reverse; do $v; done; fi
+    i=$((i + 1))
+  done
+}
+rounds_of "a b g c d${baseline:+ e f}"
 # Steps of a running job (the usual case: a batch script's srun steps), after
 # its first step: the plugin then reads the job's GRES from its record here
 # (job_cache=) instead of asking slurmctld. One job without GRES and one with.
@@ -61,14 +66,11 @@ until [ "$(squeue -h -j "$j0,$j1" -t R | wc -l)" = 2 ]; do
 done
 srun --jobid="$j0" --overlap true; srun --jobid="$j1" --overlap true
 : > $dir/h; : > $dir/i; : > $dir/j; : > $dir/k
-i=0
-while [ $i -lt "$rounds" ]; do
-  plug "";      time_one srun --jobid="$j0" --overlap true >> $dir/h
-  plug "$with"; time_one srun --jobid="$j0" --overlap true >> $dir/i
-  plug "";      time_one srun --jobid="$j1" --overlap true >> $dir/j
-  plug "$with"; time_one srun --jobid="$j1" --overlap true >> $dir/k
-  i=$((i + 1))
-done
+h() { plug "";      time_one srun --jobid="$j0" --overlap true >> $dir/h; }
+i() { plug "$with"; time_one srun --jobid="$j0" --overlap true >> $dir/i; }
+j() { plug "";      time_one srun --jobid="$j1" --overlap true >> $dir/j; }
+k() { plug "$with"; time_one srun --jobid="$j1" --overlap true >> $dir/k; }
+rounds_of "h i j k"
 scancel "$j0" "$j1"
 median() { sort -n "$1" | awk '{a[NR]=$1} END {print (NR%2) ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2}'; }
 a=$(median $dir/a); b=$(median $dir/b); c=$(median $dir/c); d=$(median $dir/d); g=$(median $dir/g)

@@ -120,16 +120,17 @@ std::string compactAgainst(const json& used, const json& limit) {
 
 constexpr const char* kRefusedHeader = "REFUSED";
 
-struct SeatColumn {
+// A column of one of top's tables (leases, pools, devices).
+struct Column {
   const char* header;
   std::size_t width;  // 0: the rest of the line
   int drop;           // dropped first when the line is too narrow: higher first; 0 never
   bool right;
-  std::function<std::string(const json& seat, bool fresh)> value;
+  std::function<std::string(const json& row, bool fresh)> value;
 };
 
-const std::vector<SeatColumn>& seatColumns() {
-  static const std::vector<SeatColumn> columns = {
+const std::vector<Column>& seatColumns() {
+  static const std::vector<Column> columns = {
       {"LEASE", 12, 0, false, [](const json& s, bool) { return str(s, "lease"); }},
       // A child lease (a Slurm step in its job) under its parent, as ps draws a forest.
       {"NAME", 12, 0, false,
@@ -183,11 +184,9 @@ const std::vector<SeatColumn>& seatColumns() {
   return columns;
 }
 
-// The columns that fit `width`: the least important go first, the rest line up.
-std::vector<const SeatColumn*> fittingColumns(std::size_t width, bool kernelCharged) {
-  std::vector<const SeatColumn*> shown;
-  for (const auto& c : seatColumns())
-    if (kernelCharged || c.header != kRefusedHeader) shown.push_back(&c);
+// The columns that fit `width`: the least important go whole, first (a
+// column is never cut mid-word), the rest line up.
+std::vector<const Column*> fittingColumns(std::vector<const Column*> shown, std::size_t width) {
   auto fixed = [&] {
     std::size_t w = 0;
     for (const auto* c : shown) w += c->width + 1;
@@ -206,21 +205,114 @@ std::vector<const SeatColumn*> fittingColumns(std::size_t width, bool kernelChar
 }
 
 // One cell, exactly its column's width: a long value cut with "…", figures right-aligned.
-std::string cell(const SeatColumn& c, const std::string& text) {
+std::string cell(const Column& c, const std::string& text) {
   if (c.width == 0) return text;
   std::string t = text.size() > c.width ? fit(text, c.width - 1) + "…" : text;
   if (c.right && t.size() < c.width) return std::string(c.width - t.size(), ' ') + t;
   return fit(t, c.width);
 }
 
-std::string seatLine(const std::vector<const SeatColumn*>& columns, const json& s, bool fresh,
-                     std::size_t width) {
+std::string headerLine(const std::vector<const Column*>& columns, std::size_t width) {
+  std::string header;
+  for (const auto* c : columns) {
+    if (!header.empty()) header += ' ';
+    header += c->right ? fmt::format("{:>{}}", c->header, c->width)
+                       : (c->width ? fit(c->header, c->width) : std::string(c->header));
+  }
+  return fit(header, width);
+}
+
+std::string rowLine(const std::vector<const Column*>& columns, const json& s, bool fresh,
+                    std::size_t width) {
   std::string line;
   for (const auto* c : columns) {
     if (!line.empty()) line += ' ';
     line += cell(*c, c->value(s, fresh));
   }
   return fit(line, width);
+}
+
+// The pools table: the daemon's live state (holders, queue, declarations,
+// headroom) is "-" when it is not current; the budgets are the config's.
+const std::vector<Column>& poolColumns() {
+  static const std::vector<Column> columns = {
+      {"POOL", 12, 0, false, [](const json& p, bool) { return str(p, "pool"); }},
+      {"HOLDERS", 7, 0, true,
+       [](const json& p, bool fresh) {
+         std::string cap = get(p, "capacity").is_number() ? get(p, "capacity").dump() : "?";
+         return fresh && get(p, "holders").is_array()
+                    ? fmt::format("{}/{}", get(p, "holders").size(), cap)
+                    : "-/" + cap;
+       }},
+      {"QUEUE", 5, 1, true,
+       [](const json& p, bool fresh) {
+         return fresh && get(p, "queue").is_array() ? std::to_string(get(p, "queue").size())
+                                                    : std::string("-");
+       }},
+      {"MEMORY DECLARED/BUDGET", 23, 3, true,
+       [](const json& p, bool fresh) {
+         return fresh ? pair(get(p, "memory_declared"), get(p, "memory_budget"))
+                      : "-/" + bytes(get(p, "memory_budget"));
+       }},
+      {"GPU DECLARED/BUDGET", 23, 0, true,
+       [](const json& p, bool fresh) {
+         return fresh ? pair(get(p, "gpu_memory_declared"), get(p, "gpu_memory_budget"))
+                      : "-/" + bytes(get(p, "gpu_memory_budget"));
+       }},
+      {"HOST ROOM", 10, 2, true,
+       [](const json& p, bool fresh) {
+         return fresh ? bytes(get(get(p, "headroom"), "host_bytes")) : std::string("-");
+       }},
+      {"GPU ROOM", 10, 0, true,
+       [](const json& p, bool fresh) {
+         return fresh ? bytes(get(get(p, "headroom"), "gpu_bytes")) : std::string("-");
+       }},
+      {"DEVICES", 0, 4, false,
+       [](const json& p, bool) {
+         return joined(get(p, "devices")).empty() ? std::string("all") : joined(get(p, "devices"));
+       }},
+  };
+  return columns;
+}
+
+const std::vector<Column>& deviceColumns() {
+  static const std::vector<Column> columns = {
+      {"DEVICE", 14, 0, false, [](const json& d, bool) { return str(d, "device"); }},
+      {"DRIVER", 8, 2, false, [](const json& d, bool) { return str(d, "driver"); }},
+      {"GTT USED/TOTAL", 23, 0, true,
+       [](const json& d, bool fresh) {
+         const json& r = get(get(d, "regions"), "gtt");
+         return fresh ? pair(get(r, "used_bytes"), get(r, "total_bytes"))
+                      : "-/" + bytes(get(r, "total_bytes"));
+       }},
+      {"VRAM USED/TOTAL", 23, 0, true,
+       [](const json& d, bool fresh) {
+         const json& r = get(get(d, "regions"), "vram");
+         return fresh ? pair(get(r, "used_bytes"), get(r, "total_bytes"))
+                      : "-/" + bytes(get(r, "total_bytes"));
+       }},
+  };
+  return columns;
+}
+
+// A table of `rows` in the columns that fit `width`.
+std::vector<std::string> table(const std::vector<Column>& columns, const json& rows, bool fresh,
+                               std::size_t width) {
+  std::vector<const Column*> all;
+  for (const auto& c : columns) all.push_back(&c);
+  auto shown = fittingColumns(all, width);
+  std::vector<std::string> lines{headerLine(shown, width)};
+  if (rows.is_array())
+    for (const auto& r : rows) lines.push_back(rowLine(shown, r, fresh, width));
+  return lines;
+}
+
+// A sentence cut at a word when it is wider than `width`, ending "…".
+std::string fitWords(const std::string& line, std::size_t width) {
+  if (line.size() <= width) return fit(line, width);
+  std::size_t cut = line.rfind(' ', width > 1 ? width - 1 : 0);
+  if (cut == std::string::npos || cut == 0) cut = width > 1 ? width - 1 : 0;
+  return fit(line.substr(0, cut) + "…", width);
 }
 
 enum class Tone { Plain, Near, Over, Stale };
@@ -281,15 +373,12 @@ std::vector<std::string> seatTable(const json& seats, const ViewOptions& o) {
   if (seats.is_array())
     for (const auto& s : seats)
       kernelCharged = kernelCharged || get(get(s, "gpu"), "allocations_refused").is_number();
-  auto columns = fittingColumns(o.width, kernelCharged);
+  std::vector<const Column*> all;
+  for (const auto& c : seatColumns())
+    if (kernelCharged || c.header != kRefusedHeader) all.push_back(&c);
+  auto columns = fittingColumns(all, o.width);
   std::vector<std::string> lines;
-  std::string header;
-  for (const auto* c : columns) {
-    if (!header.empty()) header += ' ';
-    header += c->right ? fmt::format("{:>{}}", c->header, c->width)
-                       : (c->width ? fit(c->header, c->width) : std::string(c->header));
-  }
-  lines.push_back(fit(header, o.width));
+  lines.push_back(headerLine(columns, o.width));
   std::vector<const json*> rows;
   if (seats.is_array())
     for (const auto& s : seats) rows.push_back(&s);
@@ -316,7 +405,7 @@ std::vector<std::string> seatTable(const json& seats, const ViewOptions& o) {
   for (const json* s : rows) {
     // The daemon gone: nothing shown is current, so every row is stale.
     bool fresh = !o.daemonGone && get(*s, "fresh").is_boolean() && (*s)["fresh"].get<bool>();
-    std::string line = seatLine(columns, *s, fresh, o.width);
+    std::string line = rowLine(columns, *s, fresh, o.width);
     lines.push_back(o.colour ? paint(line, toneOf(*s, fresh)) : line);
   }
   if (lines.size() == 1) lines.push_back(fit("(no leases)", o.width));
@@ -334,67 +423,51 @@ std::vector<std::string> render(const json& o, const ViewOptions& opts) {
   std::string live =
       get(daemon, "leases_live").is_number() ? get(daemon, "leases_live").dump() : "?";
   std::string queued = get(daemon, "queued").is_number() ? get(daemon, "queued").dump() : "?";
-  std::string wide = fmt::format(
-      "tally top  {}  every {} ms  coverage: MemoryMax covers {}  host MemAvailable {}  leases {} "
-      "queued {}  [q quits, m/g/n sort]",
-      when, opts.refreshMs, str(cov, "state", "?"), bytes(get(host, "mem_available_bytes")), live,
-      queued);
-  // A narrow terminal gets the same facts, shorter, rather than a cut line.
-  std::string narrow = fmt::format(
-      "tally top {}  covers {}  MemAvail {}  {}, {} queued  q quits", when, str(cov, "state", "?"),
-      compact(get(host, "mem_available_bytes")),
-      live == "?" ? "? leases" : text::counted(std::stoull(live), "lease", "leases"), queued);
-  head.push_back(fit(wide.size() <= w ? wide : narrow, w));
-  if (!opts.status.empty()) head.push_back(fit("! " + opts.status, w));
+  static constexpr const char* kSortNames[] = {"lease", "memory", "gpu", "name"};
+  const char* sortedBy = kSortNames[static_cast<int>(opts.sort)];
+  const bool fresh = !opts.daemonGone;
+  if (opts.daemonGone) {
+    // Nothing below is current: said first, and every measured figure is "-".
+    head.push_back(fitWords(
+        fmt::format("tally top  STALE: no answer from the daemon since {}; nothing below is "
+                    "current  [q quits]",
+                    when),
+        w));
+  } else {
+    std::string wide = fmt::format(
+        "tally top  {}  every {} ms  coverage: MemoryMax covers {}  host MemAvailable {}  leases "
+        "{} queued {}  [q quits; sorted by {}: m/g/n/l]",
+        when, opts.refreshMs, str(cov, "state", "?"), bytes(get(host, "mem_available_bytes")), live,
+        queued, sortedBy);
+    // A narrow terminal gets the same facts, shorter, rather than a cut line.
+    std::string narrow = fmt::format(
+        "tally top {}  covers {}  MemAvail {}  {}, {} queued  by {}", when, str(cov, "state", "?"),
+        compact(get(host, "mem_available_bytes")),
+        live == "?" ? "? leases" : text::counted(std::stoull(live), "lease", "leases"), queued,
+        sortedBy);
+    head.push_back(wide.size() <= w ? fit(wide, w) : fitWords(narrow, w));
+  }
+  if (!opts.status.empty()) head.push_back(fitWords("! " + opts.status, w));
   head.push_back(fit("", w));
   leases = seatTable(get(o, "seats"), opts);
 
   rest.push_back(fit("", w));
-  rest.push_back(fit(fmt::format("{:<12} {:>7} {:>6} {:>23} {:>23} {:>10} {:>10}  {}", "POOL",
-                                 "HOLDERS", "QUEUE", "MEMORY DECLARED/BUDGET",
-                                 "GPU DECLARED/BUDGET", "HOST ROOM", "GPU ROOM", "DEVICES"),
-                     w));
-  if (const json& pools = get(o, "pools"); pools.is_array()) {
-    for (const auto& p : pools) {
-      const json& h = get(p, "headroom");
-      std::string holders =
-          fmt::format("{}/{}", get(p, "holders").is_array() ? get(p, "holders").size() : 0,
-                      get(p, "capacity").is_number() ? get(p, "capacity").dump() : "?");
-      rest.push_back(
-          fit(fmt::format("{:<12} {:>7} {:>6} {:>23} {:>23} {:>10} {:>10}  {}", str(p, "pool"),
-                          holders, get(p, "queue").is_array() ? get(p, "queue").size() : 0,
-                          pair(get(p, "memory_declared"), get(p, "memory_budget")),
-                          pair(get(p, "gpu_memory_declared"), get(p, "gpu_memory_budget")),
-                          bytes(get(h, "host_bytes")), bytes(get(h, "gpu_bytes")),
-                          joined(get(p, "devices")).empty() ? "all" : joined(get(p, "devices"))),
-              w));
-    }
-  }
+  for (auto& line : table(poolColumns(), get(o, "pools"), fresh, w)) rest.push_back(line);
   rest.push_back(fit("", w));
-  rest.push_back(fit(fmt::format("{:<14} {:<8} {:>23} {:>23}", "DEVICE", "DRIVER", "GTT USED/TOTAL",
-                                 "VRAM USED/TOTAL"),
-                     w));
   const json& devices = get(o, "devices");
-  if (devices.is_array()) {
-    for (const auto& d : devices) {
-      const json& r = get(d, "regions");
-      rest.push_back(fit(
-          fmt::format("{:<14} {:<8} {:>23} {:>23}", str(d, "device"), str(d, "driver"),
-                      pair(get(get(r, "gtt"), "used_bytes"), get(get(r, "gtt"), "total_bytes")),
-                      pair(get(get(r, "vram"), "used_bytes"), get(get(r, "vram"), "total_bytes"))),
-          w));
-    }
-  }
+  for (auto& line : table(deviceColumns(), devices, fresh, w)) rest.push_back(line);
   if (!devices.is_array() || devices.empty()) rest.push_back(fit("(no DRM device)", w));
   const json& outside = get(o, "outside_leases");
-  std::string outsideLine = "GPU memory outside leases (devices' used minus leases'):";
+  std::string outsideLine = w >= 100 ? "GPU memory outside leases (devices' used minus leases'):"
+                                     : "GPU memory outside leases:";
   for (const char* region : {"gtt", "vram"}) {
     const json& u = get(outside, region);
-    outsideLine += fmt::format(
-        "  {} {}", region,
-        count(get(u, "bytes")) ? bytes(u["bytes"]) : "- (" + str(u, "unknown", "?") + ")");
+    outsideLine += fmt::format("  {} {}", region,
+                               !fresh                   ? std::string("-")
+                               : count(get(u, "bytes")) ? bytes(u["bytes"])
+                                                        : "- (" + str(u, "unknown", "?") + ")");
   }
-  rest.push_back(fit(outsideLine, w));
+  rest.push_back(fitWords(outsideLine, w));
 
   if (opts.height && head.size() + leases.size() + rest.size() > opts.height) {
     // Cut the lease rows (keeping the header row) and say how many are hidden.

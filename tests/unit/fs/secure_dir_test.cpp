@@ -1,6 +1,5 @@
-// The pure parts behind seats, metrics, top and the journal: attributes,
-// freshness, the exposition format, the top screen, lifecycle journal
-// entries, the loopback listen address and the atomic textfile.
+// Trusted directories: the state dir is root's or the daemon's alone, and a
+// user's symlink on the way is refused.
 #include "fs/secure_dir.h"
 
 #include <fmt/format.h>

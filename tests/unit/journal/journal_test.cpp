@@ -1,6 +1,5 @@
-// The pure parts behind seats, metrics, top and the journal: attributes,
-// freshness, the exposition format, the top screen, lifecycle journal
-// entries, the loopback listen address and the atomic textfile.
+// The journal's lifecycle entries: each outcome's message and fields, with
+// what the record lacks left out, never sent as 0.
 #include "journal/journal.h"
 
 #include <fmt/format.h>

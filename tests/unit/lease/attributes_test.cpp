@@ -1,6 +1,5 @@
-// The pure parts behind seats, metrics, top and the journal: attributes,
-// freshness, the exposition format, the top screen, lifecycle journal
-// entries, the loopback listen address and the atomic textfile.
+// Operator-declared attributes (--attr KEY=VALUE): their shape is checked,
+// never their meaning.
 #include "lease/attributes.h"
 
 #include <fmt/format.h>

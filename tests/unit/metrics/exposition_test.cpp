@@ -1,6 +1,4 @@
-// The pure parts behind seats, metrics, top and the journal: attributes,
-// freshness, the exposition format, the top screen, lifecycle journal
-// entries, the loopback listen address and the atomic textfile.
+// The Prometheus text exposition: names, label escapes and values.
 #include "metrics/exposition.h"
 
 #include <fmt/format.h>

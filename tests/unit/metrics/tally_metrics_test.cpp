@@ -1,6 +1,6 @@
-// The pure parts behind seats, metrics, top and the journal: attributes,
-// freshness, the exposition format, the top screen, lifecycle journal
-// entries, the loopback listen address and the atomic textfile.
+// tally's metric families: a fresh lease's figures, a stale one's declarations
+// only; every dashboard query names a family tally exports; hostile text shown,
+// never obeyed.
 #include "metrics/tally_metrics.h"
 
 #include <fmt/format.h>

@@ -1,6 +1,5 @@
-// The pure parts behind seats, metrics, top and the journal: attributes,
-// freshness, the exposition format, the top screen, lifecycle journal
-// entries, the loopback listen address and the atomic textfile.
+// Seat rows: fresh within two sample intervals, a figure that cannot be read
+// shown absent with the reason.
 #include "seats/seat.h"
 
 #include <fmt/format.h>

@@ -1,6 +1,5 @@
-// The pure parts behind seats, metrics, top and the journal: attributes,
-// freshness, the exposition format, the top screen, lifecycle journal
-// entries, the loopback listen address and the atomic textfile.
+// The `tally top` screen: it fits the terminal, says what it left out, and
+// draws child leases under their parent.
 #include "views/top.h"
 
 #include <fmt/format.h>
@@ -18,11 +17,18 @@ using json = nlohmann::json;
 using namespace tally::testing;
 constexpr std::uint64_t GiB = 1ULL << 30;
 
+// Display columns of a line: its bytes less UTF-8 continuation bytes ("…").
+std::size_t columns(const std::string& line) {
+  std::size_t n = 0;
+  for (char c : line) n += (static_cast<unsigned char>(c) & 0xc0) != 0x80;
+  return n;
+}
+
 TEST(TopView, TheScreenFitsTheTerminalAndSaysWhatItLeftOut) {
   json o = overviewWith(freshSeat());
   views::ViewOptions v;
   v.width = 80;
-  for (const auto& l : views::render(o, v)) EXPECT_EQ(l.size(), 80u) << l;
+  for (const auto& l : views::render(o, v)) EXPECT_EQ(columns(l), 80u) << l;
   v.width = 170;
   auto lines = views::render(o, v);
   std::string all;
@@ -62,6 +68,55 @@ TEST(TopView, TheScreenFitsTheTerminalAndSaysWhatItLeftOut) {
   EXPECT_FALSE(
       views::render(json{{"seats", 7}, {"pools", "x"}, {"devices", json::array({1, 2})}}, v)
           .empty());
+}
+
+// With the daemon gone nothing on screen is current, and the screen says so
+// first: the header, and every measured figure of every table is "-" (the
+// budgets and totals are the config's and the devices', kept). At 80 columns
+// the pools and devices drop whole columns, never cut a word; the sort key shows.
+TEST(TopView, StaleIsNeverShownAsCurrentAndNarrowTablesDropWholeColumns) {
+  json o = overviewWith(freshSeat());
+  views::ViewOptions v;
+  v.width = 170;
+  v.daemonGone = true;
+  auto gone = views::render(o, v);
+  std::string all;
+  for (const auto& l : gone) all += l + "\n";
+  EXPECT_EQ(gone[0].rfind("tally top  STALE: no answer from the daemon since ", 0), 0u) << gone[0];
+  EXPECT_NE(gone[0].find("nothing below is current"), std::string::npos) << gone[0];
+  EXPECT_EQ(all.find("64.0 GiB"), std::string::npos) << "the pool's headroom\n" << all;
+  EXPECT_EQ(all.find("20.0 GiB/"), std::string::npos) << "the device's GTT used\n" << all;
+  EXPECT_EQ(all.find("16.0 GiB"), std::string::npos) << "outside leases\n" << all;
+  EXPECT_NE(all.find("-/96.0 GiB"), std::string::npos) << "the budget is the config's\n" << all;
+  EXPECT_NE(all.find("-/120.0 GiB"), std::string::npos) << "the GTT total\n" << all;
+  EXPECT_NE(all.find("GPU memory outside leases (devices' used minus leases'):  gtt -  vram -"),
+            std::string::npos)
+      << all;
+
+  v.daemonGone = false;
+  v.width = 80;
+  auto narrow = views::render(o, v);
+  all.clear();
+  for (const auto& l : narrow) {
+    EXPECT_EQ(columns(l), 80u) << l;
+    all += l + "\n";
+  }
+  // Whole columns: each header ends with a whole column name.
+  EXPECT_NE(all.find("POOL         HOLDERS QUEUE     GPU DECLARED/BUDGET  HOST ROOM   GPU ROOM  "),
+            std::string::npos)
+      << all;
+  EXPECT_EQ(all.find("MEMORY DECLARED"), std::string::npos) << all;
+  EXPECT_NE(all.find("DEVICE         DRIVER            GTT USED/TOTAL         VRAM USED/TOTAL"),
+            std::string::npos)
+      << all;
+  EXPECT_NE(all.find("GPU memory outside leases:  gtt 16.0 GiB  vram - (no device exports…"),
+            std::string::npos)
+      << all;
+  EXPECT_NE(narrow[0].find(" by lease"), std::string::npos) << narrow[0];
+  v.width = 170;
+  v.sort = views::SortKey::Gpu;
+  EXPECT_NE(views::render(o, v)[0].find("[q quits; sorted by gpu: m/g/n/l]"), std::string::npos)
+      << views::render(o, v)[0];
 }
 
 // The seat table fits 80 and 120 columns by dropping the least important
