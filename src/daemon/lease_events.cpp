@@ -209,8 +209,8 @@ void LeaseEvents::announce(const Lease& l, const std::string& kind, const json& 
 Result<LeaseEvents::Replay> LeaseEvents::replay(const rpc::api::Subscribe& s) {
   Replay out;
   if (!s.sinceNs && !s.afterSeq) return out;
-  auto rows = ledger_.eventsFrom(s.sinceNs.value_or(0), s.afterSeq.value_or(0),
-                                 rpc::api::kMaxReplayed + 1);
+  auto rows =
+      ledger_.eventsFrom(s.sinceNs.value_or(0), s.afterSeq.value_or(0), rpc::api::kMaxReplayed + 1);
   if (!rows) return rows.error();
   if (rows->size() > rpc::api::kMaxReplayed) {
     rows->pop_back();

@@ -144,9 +144,9 @@ void Service::handle(std::uint64_t conn, const Peer& peer, const rpc::Request& r
         // sent before this handler returns, so nothing comes between them.
         auto replay = events_.replay(p);
         if (!replay)
-          return fail(conn, id, code::kInternal,
-                      fmt::format("cannot read the ledger's rows to replay: {}",
-                                  replay.error().message));
+          return fail(
+              conn, id, code::kInternal,
+              fmt::format("cannot read the ledger's rows to replay: {}", replay.error().message));
         reply(conn, id,
               rpc::api::encode(rpc::api::SubscribeReply{
                   {"lease", "gpu-bound", "coverage"}, replay->events.size(), replay->truncated}));

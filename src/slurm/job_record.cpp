@@ -71,7 +71,8 @@ Result<JobRecord> decodeJobRecord(std::string_view text) {
   r.job = *job;
   for (std::size_t at = 0;;) {
     auto comma = askedText->find(',', at);
-    std::string_view name = askedText->substr(at, comma == std::string_view::npos ? comma : comma - at);
+    std::string_view name =
+        askedText->substr(at, comma == std::string_view::npos ? comma : comma - at);
     if (!validName(name) || r.asked.size() == 4) return bad("asked= is not 1 to 4 GRES names");
     r.asked.emplace_back(name);
     if (comma == std::string_view::npos) break;

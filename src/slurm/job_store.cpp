@@ -94,7 +94,8 @@ Status keepJobRecord(const std::string& dir, const JobRecord& r, const std::stri
   std::string aside = fmt::format(".{}.{}", jobRecordName(r.job), ::getpid());
   std::string text = encodeJobRecord(r);
   {
-    Fd f(::openat(d.fd, aside.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600));
+    Fd f(
+        ::openat(d.fd, aside.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600));
     if (f.fd < 0) return fail("create");
     if (::write(f.fd, text.data(), text.size()) != static_cast<ssize_t>(text.size())) {
       int err = errno;

@@ -41,9 +41,9 @@
 #include <string>
 #include <vector>
 
+#include "fs/root.h"
 #include "rpc/client.h"
 #include "rpc/messages.h"
-#include "fs/root.h"
 #include "slurm/gres.h"
 #include "slurm/job_store.h"
 #include "slurm/step.h"
@@ -244,8 +244,7 @@ tally::Result<std::optional<slurm::GresFound>> jobGresHere(std::uint32_t job,
   std::string jobsDir;  // where the job_J cgroups are: a gone job's record goes
   if (auto cg = slurm::jobCgroup(procCgroup); cg && cg->rfind('/') != std::string::npos)
     jobsDir = std::string(tally::fs::kCgroupRoot) + cg->substr(0, cg->rfind('/'));
-  if (auto kept = slurm::keepJobRecord(g_args.jobCache, {job, g_args.gres, *asked}, jobsDir);
-      !kept)
+  if (auto kept = slurm::keepJobRecord(g_args.jobCache, {job, g_args.gres, *asked}, jobsDir); !kept)
     slurm_info("tally: %s; the job's other steps ask slurmctld again",
                kept.error().message.c_str());
   return asked;

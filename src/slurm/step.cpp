@@ -51,9 +51,10 @@ Result<PluginArgs> parsePluginArgs(const std::vector<std::string>& args) {
     if (eq == std::string::npos) {
       return Error{
           EINVAL,
-          fmt::format("plugstack.conf argument '{}' is not KEY=VALUE (keys: socket, "
-                      "pool, allowed_pools, gres, timeout, queue_timeout, end_wait, enforce, job_cache)",
-                      text::truncateUtf8(arg, 64))};
+          fmt::format(
+              "plugstack.conf argument '{}' is not KEY=VALUE (keys: socket, "
+              "pool, allowed_pools, gres, timeout, queue_timeout, end_wait, enforce, job_cache)",
+              text::truncateUtf8(arg, 64))};
     }
     std::string_view key(arg.data(), eq), value(arg.data() + eq + 1, arg.size() - eq - 1);
     auto bad = [&](const std::string& why) {

@@ -36,12 +36,21 @@ std::string eventKind(const json& event) {
 }
 
 const std::vector<std::string>& eventKinds() {
-  static const std::vector<std::string> kKinds = {
-      "queued",         "granted",          "started",
-      "adopted",        "readopted",        "released",
-      "outcome",        "lost",             "withdrawn",
-      "gpu-memory-high", "gpu-memory-high-cleared", "gpu-memory-kill",
-      "gpu-memory-max-exceeded", "refused", "coverage"};
+  static const std::vector<std::string> kKinds = {"queued",
+                                                  "granted",
+                                                  "started",
+                                                  "adopted",
+                                                  "readopted",
+                                                  "released",
+                                                  "outcome",
+                                                  "lost",
+                                                  "withdrawn",
+                                                  "gpu-memory-high",
+                                                  "gpu-memory-high-cleared",
+                                                  "gpu-memory-kill",
+                                                  "gpu-memory-max-exceeded",
+                                                  "refused",
+                                                  "coverage"};
   return kKinds;
 }
 
@@ -69,8 +78,8 @@ bool matches(const EventFilter& f, const json& event) {
     const json& pools = event.contains("pools") ? event["pools"] : json();
     bool any = false;
     for (std::size_t i = 0; pools.is_array() && i < pools.size() && !any; ++i) {
-      any = pools[i].is_string() && std::find(f.pools.begin(), f.pools.end(),
-                                              pools[i].get<std::string>()) != f.pools.end();
+      any = pools[i].is_string() &&
+            std::find(f.pools.begin(), f.pools.end(), pools[i].get<std::string>()) != f.pools.end();
     }
     if (!any) return false;
   }

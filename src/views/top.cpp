@@ -440,11 +440,11 @@ std::vector<std::string> render(const json& o, const ViewOptions& opts) {
         when, opts.refreshMs, str(cov, "state", "?"), bytes(get(host, "mem_available_bytes")), live,
         queued, sortedBy);
     // A narrow terminal gets the same facts, shorter, rather than a cut line.
-    std::string narrow = fmt::format(
-        "tally top {}  covers {}  MemAvail {}  {}, {} queued  by {}", when, str(cov, "state", "?"),
-        compact(get(host, "mem_available_bytes")),
-        live == "?" ? "? leases" : text::counted(std::stoull(live), "lease", "leases"), queued,
-        sortedBy);
+    std::string narrow =
+        fmt::format("tally top {}  covers {}  MemAvail {}  {}, {} queued  by {}", when,
+                    str(cov, "state", "?"), compact(get(host, "mem_available_bytes")),
+                    live == "?" ? "? leases" : text::counted(std::stoull(live), "lease", "leases"),
+                    queued, sortedBy);
     head.push_back(wide.size() <= w ? fit(wide, w) : fitWords(narrow, w));
   }
   if (!opts.status.empty()) head.push_back(fitWords("! " + opts.status, w));

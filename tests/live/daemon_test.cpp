@@ -133,9 +133,8 @@ TEST_F(DaemonLive, EventsReplaySinceAndReconnectAcrossADaemonRestart) {
                               "--kind", "coverage", "--count", "4", "--timeout", "60s"},
                              {"TALLY_SOCKET=" + daemon->socket()});
   auto said = [&](const char* what) {
-    return eventually(
-        [&] { return readFile(events.errPath).find(what) != std::string::npos; },
-        std::chrono::seconds(30));
+    return eventually([&] { return readFile(events.errPath).find(what) != std::string::npos; },
+                      std::chrono::seconds(30));
   };
   ASSERT_TRUE(said("following the daemon at")) << readFile(events.errPath);
   daemon->stop();
@@ -143,10 +142,11 @@ TEST_F(DaemonLive, EventsReplaySinceAndReconnectAcrossADaemonRestart) {
   ASSERT_TRUE(daemon->start());
   ASSERT_TRUE(said("reconnected to the daemon at")) << readFile(events.errPath);
   Raw second(daemon->socket());
-  json b = second.call({{"v", 1},
-                        {"id", 1},
-                        {"method", "acquire"},
-                        {"params", {{"pools", {"gpu"}}, {"name", "after"}, {"gpu_memory_max", GiB}}}});
+  json b =
+      second.call({{"v", 1},
+                   {"id", 1},
+                   {"method", "acquire"},
+                   {"params", {{"pools", {"gpu"}}, {"name", "after"}, {"gpu_memory_max", GiB}}}});
   ASSERT_EQ(b.value("ok", false), true) << b;
   auto r = waitProgram(events);
   EXPECT_EQ(r.exitCode(), 0) << r.err;

@@ -250,8 +250,9 @@ TEST_F(ObservabilityLive, MetricsListenRefusesANonLoopbackAddressUnlessTheConfig
   ASSERT_TRUE(fleet.start()) << fleet.log();
   EXPECT_TRUE(eventually([&] {
     return fleet.log().find("metrics on http://0.0.0.0:") != std::string::npos &&
-           fleet.log().find("(beyond loopback, as daemon.metrics_beyond_loopback allows: anyone "
-                            "who reaches this port reads every lease's name") != std::string::npos;
+           fleet.log().find(
+               "(beyond loopback, as daemon.metrics_beyond_loopback allows: anyone "
+               "who reaches this port reads every lease's name") != std::string::npos;
   })) << fleet.log();
 }
 

@@ -121,7 +121,8 @@ TEST_F(ServiceTest, ASubscriberHearsTheLedgersRowsSinceATimeAsTheEventsTheyWere)
   };
   EXPECT_EQ(replayedOn(8, {{"since_ns", 0}}), live);
   std::int64_t secondSeq = live[1]["seq"];
-  EXPECT_EQ(replayedOn(7, {{"after_seq", secondSeq}}), std::vector<json>(live.begin() + 2, live.end()));
+  EXPECT_EQ(replayedOn(7, {{"after_seq", secondSeq}}),
+            std::vector<json>(live.begin() + 2, live.end()));
   std::uint64_t lastAt = live.back()["at_ns"];
   auto fromLast = replayedOn(6, {{"since_ns", lastAt}});
   ASSERT_FALSE(fromLast.empty());

@@ -16,7 +16,8 @@ TEST(JobRecord, ReadsBackWhatItWrote) {
   for (const JobRecord& r :
        {JobRecord{1, {"tallymem"}, std::nullopt},
         JobRecord{4294967295u, {"tallymem"}, GresFound{"tallymem", 0}},
-        JobRecord{7, {"a", "b", "gpu-mem.v2", "d"}, GresFound{"gpu-mem.v2", 18446744073709551615ull}}}) {
+        JobRecord{
+            7, {"a", "b", "gpu-mem.v2", "d"}, GresFound{"gpu-mem.v2", 18446744073709551615ull}}}) {
     auto back = decodeJobRecord(encodeJobRecord(r));
     ASSERT_TRUE(back) << back.error().message;
     EXPECT_EQ(back->job, r.job);
@@ -34,29 +35,29 @@ TEST(JobRecord, ReadsBackWhatItWrote) {
 TEST(JobRecord, RefusesAnythingElse) {
   for (std::string_view text : {
            "",
-           "tally-slurm-job 1 job=4242 asked=tallymem gres=none",        // cut short
-           "tally-slurm-job 2 job=4242 asked=tallymem gres=none\n",      // another version
+           "tally-slurm-job 1 job=4242 asked=tallymem gres=none",    // cut short
+           "tally-slurm-job 2 job=4242 asked=tallymem gres=none\n",  // another version
            "tally-slurm-job 1 job=4242 asked=tallymem gres=none\nmore\n",
            "tally-slurm-job 1 job=4242 asked=tallymem gres=none \n",
-           "tally-slurm-job 1 job=0 asked=tallymem gres=none\n",         // not a job id
+           "tally-slurm-job 1 job=0 asked=tallymem gres=none\n",  // not a job id
            "tally-slurm-job 1 job=-1 asked=tallymem gres=none\n",
            "tally-slurm-job 1 job=4294967296 asked=tallymem gres=none\n",  // past 32 bits
            "tally-slurm-job 1 job=+5 asked=tallymem gres=none\n",
-           "tally-slurm-job 1 job=05 asked=tallymem gres=none\n",        // one spelling per value
+           "tally-slurm-job 1 job=05 asked=tallymem gres=none\n",  // one spelling per value
            "tally-slurm-job 1 job=5 asked=tallymem gres=tallymem:064\n",
-           "tally-slurm-job 1 job=5 gres=none\n",                        // asked= missing
+           "tally-slurm-job 1 job=5 gres=none\n",  // asked= missing
            "tally-slurm-job 1 job=5 asked= gres=none\n",
            "tally-slurm-job 1 job=5 asked=a,,b gres=none\n",
            "tally-slurm-job 1 job=5 asked=a,b,c,d,e gres=none\n",
-           "tally-slurm-job 1 job=5 asked=tallymem\n",                   // gres= missing
+           "tally-slurm-job 1 job=5 asked=tallymem\n",  // gres= missing
            "tally-slurm-job 1 job=5 asked=tallymem gres=\n",
-           "tally-slurm-job 1 job=5 asked=tallymem gres=tallymem\n",     // no count
+           "tally-slurm-job 1 job=5 asked=tallymem gres=tallymem\n",      // no count
            "tally-slurm-job 1 job=5 asked=tallymem gres=tallymem:64M\n",  // bytes, as encode writes
            "tally-slurm-job 1 job=5 asked=tallymem gres=tallymem:18446744073709551616\n",
-           "tally-slurm-job 1 job=5 asked=tallymem gres=gpumem:64\n",    // not one it asked
+           "tally-slurm-job 1 job=5 asked=tallymem gres=gpumem:64\n",  // not one it asked
            "tally-slurm-job 1 job=5 asked=tallymem gres=:64\n",
            "tally-slurm-job 1 job=5 asked=tallymem gres=a/b:64\n",
-           "tally-slurm-job 1 asked=tallymem job=5 gres=none\n",         // out of order
+           "tally-slurm-job 1 asked=tallymem job=5 gres=none\n",  // out of order
        }) {
     auto r = decodeJobRecord(text);
     EXPECT_FALSE(r) << text;

@@ -32,7 +32,8 @@ TEST(JobStore, AKeptRecordIsFoundByItsJobAndNames) {
   struct stat st {};
   ASSERT_EQ(::stat(dir.c_str(), &st), 0);
   EXPECT_EQ(st.st_mode & 0777, 0700u);
-  EXPECT_EQ(readFile(dir + "/job_42"), "tally-slurm-job 1 job=42 asked=tallymem gres=tallymem:67108864\n");
+  EXPECT_EQ(readFile(dir + "/job_42"),
+            "tally-slurm-job 1 job=42 asked=tallymem gres=tallymem:67108864\n");
 
   auto r = findJobRecord(dir, 42, kNames);
   ASSERT_TRUE(r);

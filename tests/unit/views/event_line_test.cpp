@@ -8,23 +8,35 @@ namespace {
 
 using json = nlohmann::json;
 
-const json kGranted = {{"event", "lease"},    {"lease", "1f0c2a9b3e7d"},
-                       {"kind", "granted"},   {"name", "llama"},
-                       {"pools", {"gpu"}},    {"message", "lease 1f0c2a9b3e7d (llama): granted in gpu"},
-                       {"at_ns", 1764687001123456789ull}, {"seq", 12}};
+const json kGranted = {{"event", "lease"},
+                       {"lease", "1f0c2a9b3e7d"},
+                       {"kind", "granted"},
+                       {"name", "llama"},
+                       {"pools", {"gpu"}},
+                       {"message", "lease 1f0c2a9b3e7d (llama): granted in gpu"},
+                       {"at_ns", 1764687001123456789ull},
+                       {"seq", 12}};
 
 TEST(EventLine, SaysWhenAndWhatInOneLine) {
   EXPECT_EQ(eventLine(kGranted, true),
             "2025-12-02 14:50:01.123  lease 1f0c2a9b3e7d (llama): granted in gpu");
-  json kill = {{"event", "gpu-bound"}, {"lease", "1f0c2a9b3e7d"}, {"name", "llama"},
-               {"source", "drm-fdinfo"}, {"kind", "gpu-memory-kill"}, {"bytes", 2u << 30},
-               {"limit", 1u << 30}, {"summary", "killed by tally: GPU memory 2.0 GiB over 1.0 GiB"},
+  json kill = {{"event", "gpu-bound"},
+               {"lease", "1f0c2a9b3e7d"},
+               {"name", "llama"},
+               {"source", "drm-fdinfo"},
+               {"kind", "gpu-memory-kill"},
+               {"bytes", 2u << 30},
+               {"limit", 1u << 30},
+               {"summary", "killed by tally: GPU memory 2.0 GiB over 1.0 GiB"},
                {"at_ns", 1764687002000000000ull}};
   EXPECT_EQ(eventLine(kill, true),
             "2025-12-02 14:50:02.000  gpu-memory-kill lease 1f0c2a9b3e7d (llama): killed by tally: "
             "GPU memory 2.0 GiB over 1.0 GiB");
-  json coverage = {{"event", "coverage"}, {"kernel", "6.12.117"}, {"coverage", "host"},
-                   {"tally_does", "meters and bounds GTT itself"}, {"at_ns", 1764687003000000000ull}};
+  json coverage = {{"event", "coverage"},
+                   {"kernel", "6.12.117"},
+                   {"coverage", "host"},
+                   {"tally_does", "meters and bounds GTT itself"},
+                   {"at_ns", 1764687003000000000ull}};
   EXPECT_EQ(eventLine(coverage, true),
             "2025-12-02 14:50:03.000  coverage: host on kernel 6.12.117: meters and bounds GTT "
             "itself");
