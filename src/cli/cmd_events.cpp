@@ -14,6 +14,7 @@
 #include "rpc/client.h"
 #include "rpc/messages.h"
 #include "util/clock.h"
+#include "util/json_view.h"
 #include "views/event_line.h"
 #include "views/ledger_view.h"
 
@@ -25,12 +26,6 @@ namespace {
 
 // How often a follower whose daemon went away tries again.
 constexpr auto kReconnectEvery = std::chrono::milliseconds(500);
-
-std::optional<std::uint64_t> u64Field(const json& e, const char* key) {
-  auto it = e.find(key);
-  if (it == e.end() || !it->is_number_unsigned()) return std::nullopt;
-  return it->get<std::uint64_t>();
-}
 
 std::string rows(std::uint64_t n, bool more) {
   return fmt::format("{} row{}{}", n, n == 1 ? "" : "s", more ? " and more after them" : "");
@@ -141,12 +136,12 @@ int followEvents(const ClientOptions& o) {
       if (!m->event) continue;
       const json& e = m->raw;
       if (replayLeft) --replayLeft;
-      if (auto seq = u64Field(e, "seq")) {
+      if (auto seq = jsonview::count(jsonview::get(e, "seq"))) {
         auto s = static_cast<std::int64_t>(*seq);
         if (lastSeq && s <= *lastSeq) continue;  // heard before the daemon went away
         lastSeq = s;
       }
-      if (auto at = u64Field(e, "at_ns"); untilNs && at && *at > *untilNs) {
+      if (auto at = jsonview::count(jsonview::get(e, "at_ns")); untilNs && at && *at > *untilNs) {
         finished = true;  // past --until: done
         break;
       }

@@ -6,6 +6,7 @@
 #include <algorithm>
 
 #include "rpc/messages.h"
+#include "util/json_view.h"
 #include "util/text.h"
 #include "views/ledger_view.h"
 
@@ -15,16 +16,12 @@ using json = nlohmann::json;
 
 namespace {
 
-std::string field(const json& e, const char* key) {
-  auto it = e.find(key);
-  return it != e.end() && it->is_string() ? it->get<std::string>() : std::string();
-}
+std::string field(const json& e, const char* key) { return jsonview::text(e, key); }
 
 std::string timeOf(const json& e, bool utc) {
-  auto it = e.find("at_ns");
-  if (it == e.end() || !it->is_number_unsigned() || it->get<std::uint64_t>() == 0) return "-";
-  auto ns = it->get<std::uint64_t>();
-  return fmt::format("{}.{:03}", wallTime(ns, utc), ns / 1000000u % 1000u);
+  auto ns = jsonview::count(jsonview::get(e, "at_ns"));
+  if (!ns || *ns == 0) return "-";
+  return fmt::format("{}.{:03}", wallTime(*ns, utc), *ns / 1000000u % 1000u);
 }
 
 }  // namespace
@@ -75,7 +72,7 @@ bool matches(const EventFilter& f, const json& event) {
     if (!any) return false;
   }
   if (!f.pools.empty()) {
-    const json& pools = event.contains("pools") ? event["pools"] : json();
+    const json& pools = jsonview::get(event, "pools");
     bool any = false;
     for (std::size_t i = 0; pools.is_array() && i < pools.size() && !any; ++i) {
       any = pools[i].is_string() &&
