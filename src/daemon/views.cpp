@@ -394,6 +394,10 @@ json Views::overview(std::uint64_t nowNs) {
                  {"started_at_ns", events_.sinceNs()},
                  {"leases_live", book_.live()},
                  {"queued", book_.queued()}};
+  auto failure = ledger_.writeFailure();
+  o["ledger"] = {{"path", ledger_.path()},
+                 {"writes", !failure.has_value()},
+                 {"failure", failure ? json(*failure) : json()}};
   return o;
 }
 

@@ -115,6 +115,12 @@ void declareAll(Builder& b) {
            Type::Counter);
   b.family("tally_daemon_start_time_seconds", "When the daemon started (Unix time)");
   b.family("tally_sample_interval_seconds", "The daemon's sample interval");
+  b.family("tally_observed_timestamp_seconds",
+           "When the daemon made these figures (Unix time); a textfile whose value stops moving "
+           "was left by a daemon that stopped");
+  b.family("tally_ledger_writes",
+           "1 when the ledger writes, 0 when it cannot (new leases and releases are refused "
+           "until it does)");
 }
 
 void seat(Builder& b, const json& s) {
@@ -235,6 +241,11 @@ std::vector<Family> fromOverview(const json& o) {
     b.family("tally_daemon_start_time_seconds", "")
         .samples.push_back({{}, static_cast<double>(*t) / 1e9});
   }
+  if (auto at = count(get(o, "observed_at_ns"))) {
+    b.family("tally_observed_timestamp_seconds", "")
+        .samples.push_back({{}, static_cast<double>(*at) / 1e9});
+  }
+  b.flag("tally_ledger_writes", "", {}, get(get(o, "ledger"), "writes"));
   if (auto iv = count(get(o, "sample_interval_us"))) {
     b.family("tally_sample_interval_seconds", "")
         .samples.push_back({{}, static_cast<double>(*iv) / 1e6});

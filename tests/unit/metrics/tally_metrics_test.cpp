@@ -46,6 +46,8 @@ TEST(Metrics, AFreshLeaseExportsItsFiguresAStaleOneOnlyWhatIsDeclared) {
   EXPECT_TRUE(has("tally_gpu_bound_events_total{kind=\"gpu-memory-kill\"} 2"));
   EXPECT_TRUE(has("tally_lease_outcomes_total{outcome=\"exited\"} 5"));
   EXPECT_TRUE(has("tally_sample_interval_seconds 1"));
+  EXPECT_TRUE(has("tally_observed_timestamp_seconds 1700000100"));
+  EXPECT_TRUE(has("tally_ledger_writes 1"));
   EXPECT_EQ(text.find("tally_lease_memory_max_bytes{"), std::string::npos);   // absent: no sample
   EXPECT_EQ(text.find("tally_pool_headroom_gpu_bytes{"), std::string::npos);  // absent: no sample
   EXPECT_EQ(text.find("tally_gpu_memory_outside_leases_bytes{region=\"vram\"}"), std::string::npos);
@@ -60,6 +62,14 @@ TEST(Metrics, AFreshLeaseExportsItsFiguresAStaleOneOnlyWhatIsDeclared) {
         "tally_lease_gpu_memory_counted_bytes{", "tally_lease_observed_timestamp_seconds{"}) {
     EXPECT_EQ(text.find(measured), std::string::npos) << measured;
   }
+  // A ledger that cannot write says 0; a view without the ledger's state has no sample.
+  json failing = overviewWith(freshSeat());
+  failing["ledger"] = {{"writes", false}, {"failure", "disk I/O error"}};
+  text = metrics::renderOverview(failing);
+  EXPECT_TRUE(has("tally_ledger_writes 0"));
+  failing.erase("ledger");
+  text = metrics::renderOverview(failing);
+  EXPECT_EQ(text.find("\ntally_ledger_writes "), std::string::npos);
   // Every family is declared even with no lease at all.
   text = metrics::renderOverview(json::object());
   EXPECT_TRUE(has("# TYPE tally_lease_memory_bytes gauge"));
@@ -121,6 +131,97 @@ TEST(GrafanaDashboard, EveryQueryNamesAMetricTallyExportsAndParses) {
   writeFile(dir.path() + "/rules.yml", rules);
   auto check = runProgram({"promtool", "check", "rules", dir.path() + "/rules.yml"});
   EXPECT_EQ(check.exitCode(), 0) << check.out << check.err << rules;
+}
+
+// Every dashboard query that names leases evaluates, in promtool, against a
+// node scraped twice (job tally and job node, a lease whose name changed state
+// between scrapes) and a second node with the same lease id: one sample per
+// lease per node, named by its own node's tally_lease_info. `on(lease)` alone
+// fails here with many-to-many.
+TEST(GrafanaDashboard, LeaseJoinsSurviveADoubleScrapeAndLeaseIdsSharedAcrossNodes) {
+  auto dash =
+      nlohmann::json::parse(readFile(std::string(TALLY_SOURCE_DIR) + "/dist/grafana/tally.json"));
+  std::string tests =
+      "evaluation_interval: 1m\ntests:\n- interval: 1m\n  input_series:\n"
+      "  - {series: 'tally_lease_info{instance=\"n1\",job=\"tally\",lease=\"aaaa\",name=\"llama\","
+      "state=\"running\"}', values: '1x10'}\n"
+      "  - {series: 'tally_lease_info{instance=\"n1\",job=\"tally\",lease=\"aaaa\",name=\"llama\","
+      "state=\"granted\"}', values: '1x10'}\n"
+      "  - {series: 'tally_lease_info{instance=\"n1\",job=\"node\",lease=\"aaaa\",name=\"llama\","
+      "state=\"running\"}', values: '1x10'}\n"
+      "  - {series: 'tally_lease_info{instance=\"n2\",job=\"tally\",lease=\"aaaa\",name=\"batch\","
+      "state=\"running\"}', values: '1x10'}\n";
+  std::set<std::string> names;
+  std::vector<std::string> joins;
+  std::regex leaseFamily("tally_lease_[a-z_]+");
+  for (const auto& p : dash["panels"]) {
+    for (const auto& t : p["targets"]) {
+      std::string q = t["expr"].get<std::string>();
+      if (q.find("tally_lease_info") == std::string::npos) continue;
+      for (std::size_t at; (at = q.find("$instance")) != std::string::npos;) q.replace(at, 9, ".*");
+      joins.push_back(q);
+      for (auto it = std::sregex_iterator(q.begin(), q.end(), leaseFamily);
+           it != std::sregex_iterator(); ++it)
+        if (it->str() != "tally_lease_info") names.insert(it->str());
+    }
+  }
+  ASSERT_GE(joins.size(), 4u);
+  for (const auto& n : names)
+    for (const char* where : {"instance=\"n1\",job=\"tally\"", "instance=\"n1\",job=\"node\"",
+                              "instance=\"n2\",job=\"tally\""})
+      tests += fmt::format("  - {{series: '{}{{{},lease=\"aaaa\"}}', values: '5x10'}}\n", n, where);
+  tests += "  promql_expr_test:\n";
+  for (const auto& q : joins) {
+    // A gauge reads 5; the increase of a counter that stayed at 5 is 0.
+    int value = q.find("increase(") != std::string::npos ? 0 : 5;
+    std::string escaped;
+    for (char c : q) escaped += c == '\'' ? std::string("''") : std::string(1, c);
+    tests += fmt::format(
+        "  - expr: '{}'\n    eval_time: 5m\n    exp_samples:\n"
+        "    - {{labels: '{{instance=\"n1\",lease=\"aaaa\",name=\"llama\"}}', value: {}}}\n"
+        "    - {{labels: '{{instance=\"n2\",lease=\"aaaa\",name=\"batch\"}}', value: {}}}\n",
+        escaped, value, value);
+  }
+  TempDir dir;
+  writeFile(dir.path() + "/joins.test.yml", tests);
+  auto run = runProgram({"promtool", "test", "rules", dir.path() + "/joins.test.yml"});
+  EXPECT_EQ(run.exitCode(), 0) << run.out << run.err << tests;
+}
+
+// The alert rules tally ships (dist/prometheus/tally.rules.yml): promtool
+// checks them and runs their tests (tests/fixtures/prometheus: a node scraped
+// twice alerts once, each alert fires when it should and not before), every
+// alert has a test where it fires, and every tally_* name they read is a
+// family tally exports.
+TEST(AlertRules, PromtoolChecksThemEachFiresInItsTestAndTheyReadOnlyWhatTallyExports) {
+  std::string rulesPath = std::string(TALLY_SOURCE_DIR) + "/dist/prometheus/tally.rules.yml";
+  std::string testsPath =
+      std::string(TALLY_SOURCE_DIR) + "/tests/fixtures/prometheus/tally.rules.test.yml";
+  auto check = runProgram({"promtool", "check", "rules", rulesPath});
+  EXPECT_EQ(check.exitCode(), 0) << check.out << check.err;
+  auto run = runProgram({"promtool", "test", "rules", testsPath});
+  EXPECT_EQ(run.exitCode(), 0) << run.out << run.err;
+
+  std::string rules = readFile(rulesPath), tests = readFile(testsPath);
+  std::regex alert("- alert: ([A-Za-z]+)");
+  std::set<std::string> alerts;
+  for (auto it = std::sregex_iterator(rules.begin(), rules.end(), alert);
+       it != std::sregex_iterator(); ++it)
+    alerts.insert((*it)[1].str());
+  for (const char* want : {"TallyLeaseOverGpuBound", "TallyLeaseNearGpuBound",
+                           "TallyGpuAllocationsRefused", "TallyDaemonDown", "TallyDaemonStale",
+                           "TallyGpuMemoryOutsideLeasesHigh", "TallyLedgerFailing"})
+    EXPECT_TRUE(alerts.count(want)) << want;
+  for (const auto& a : alerts) {
+    std::regex fires("alertname: " + a + "\\n\\s+exp_alerts:\\n\\s+- exp_labels");
+    EXPECT_TRUE(std::regex_search(tests, fires)) << a << " has no test where it fires";
+  }
+  std::string exported = metrics::renderOverview(overviewWith(freshSeat()));
+  std::regex name("tally_[a-z_]+");
+  for (auto it = std::sregex_iterator(rules.begin(), rules.end(), name);
+       it != std::sregex_iterator(); ++it)
+    EXPECT_NE(exported.find("# TYPE " + it->str() + " "), std::string::npos)
+        << it->str() << " is not exported";
 }
 
 }  // namespace
