@@ -32,12 +32,13 @@ endif()
 # The installed binary is stripped (the build tree keeps its symbols).
 install(CODE "execute_process(COMMAND ${CMAKE_STRIP} --strip-unneeded
   \"\$ENV{DESTDIR}\${CMAKE_INSTALL_PREFIX}/${CMAKE_INSTALL_BINDIR}/tally\")")
-# zsh and fish completion come from the binary's own command-line model.
-add_custom_command(OUTPUT ${gen}/_tally ${gen}/tally.fish
+# bash, zsh and fish completion come from the binary's own command-line model.
+add_custom_command(OUTPUT ${gen}/tally.bash ${gen}/_tally ${gen}/tally.fish
+  COMMAND tally completion bash ${gen}/tally.bash
   COMMAND tally completion zsh ${gen}/_tally
   COMMAND tally completion fish ${gen}/tally.fish
-  DEPENDS tally COMMENT "Writing zsh and fish completion" VERBATIM)
-add_custom_target(tally_completions ALL DEPENDS ${gen}/_tally ${gen}/tally.fish)
+  DEPENDS tally COMMENT "Writing bash, zsh and fish completion" VERBATIM)
+add_custom_target(tally_completions ALL DEPENDS ${gen}/tally.bash ${gen}/_tally ${gen}/tally.fish)
 
 # Everything the install rules below name, and nothing else (no tests): what
 # scripts/setup.sh and scripts/build-deb.sh build before `cmake --install`.
@@ -55,9 +56,10 @@ install(FILES ${gen}/tally.1 DESTINATION ${CMAKE_INSTALL_MANDIR}/man1)
 # both from /usr/lib and /usr/local/lib (systemd-sysusers, systemd-tmpfiles --create).
 install(FILES ${dist}/tally.sysusers DESTINATION lib/sysusers.d RENAME tally.conf)
 install(FILES ${dist}/tally.tmpfiles DESTINATION lib/tmpfiles.d RENAME tally.conf)
-install(FILES ${dist}/tally.bash DESTINATION ${CMAKE_INSTALL_DATADIR}/bash-completion/completions RENAME tally)
+install(FILES ${gen}/tally.bash DESTINATION ${CMAKE_INSTALL_DATADIR}/bash-completion/completions RENAME tally)
 install(FILES ${dist}/tally.toml DESTINATION ${CMAKE_INSTALL_DOCDIR}/examples)
 install(FILES ${dist}/grafana/tally.json DESTINATION ${CMAKE_INSTALL_DOCDIR}/examples/grafana)
+install(FILES ${dist}/prometheus/tally.rules.yml DESTINATION ${CMAKE_INSTALL_DOCDIR}/examples/prometheus)
 install(FILES ${PROJECT_SOURCE_DIR}/README.md DESTINATION ${CMAKE_INSTALL_DOCDIR})
 # Operators' docs only: the guide and the reference it links to; the
 # developers' (testing, the VM harness, performance) stay in the source tree.

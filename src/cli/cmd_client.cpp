@@ -95,8 +95,7 @@ void addReplyTimeoutOption(CLI::App* cmd, std::string& timeout) {
 ClientCommands addClientCommands(CLI::App& app, ClientOptions& o) {
   ClientCommands c;
   c.leases = app.add_subcommand("leases", "Live and queued leases of the daemon");
-  c.leases->footer(
-      "Exit status: 0 ok, 3 the daemon cannot be reached or did not answer within --timeout.");
+  c.leases->footer(kReadingExitStatus);
   addSocketOption(c.leases, o.socket);
   addReplyTimeoutOption(c.leases, o.replyTimeout);
   c.leases->add_flag("--json", o.json, "print the leases as JSON");
@@ -178,9 +177,8 @@ ClientCommands addClientCommands(CLI::App& app, ClientOptions& o) {
       "  tally attach --pid $(pidof ollama) --pool gpu --gpu-memory-max 20G\n"
       "  tally attach --cgroup /machine.slice/libpod-3f2a.scope --pool gpu --memory-max 16G "
       "--gpu-memory-max 16G\n"
-      "Exit status: 0 attached (the lease id is printed), 2 usage, 3 no daemon or no answer, 5 "
-      "refused or timed "
-      "out.");
+      "Exit status: 0 attached (the lease id is printed), 2 usage, 3 no daemon or no answer, 5 the "
+      "daemon said no\n(the sentence says why: over a limit, a conflict, not allowed, timed out).");
   auto* unit = c.attach->add_option(
       "--unit", o.unit, "a running systemd unit (.service, .scope, .slice) of the system manager");
   auto* cgroup = c.attach->add_option("--cgroup", o.cgroup,
@@ -295,8 +293,8 @@ ClientCommands addClientCommands(CLI::App& app, ClientOptions& o) {
       "now.\n"
       "A row not sampled within 2 x sample_interval is stale: it shows no figures at all ('-'),\n"
       "never the last value as if it were current. The JSON rows are the daemon's 'seats' RPC "
-      "reply.\n"
-      "Exit status: 0 ok, 3 the daemon cannot be reached or did not answer within --timeout.");
+      "reply.\n" +
+      std::string(kReadingExitStatus));
   c.seats->add_flag("--json", o.json,
                     "print the rows as JSON (with observed_at_ns and sample_interval_us)");
   addSocketOption(c.seats, o.socket);
@@ -312,8 +310,9 @@ ClientCommands addClientCommands(CLI::App& app, ClientOptions& o) {
       "events and lease outcomes. A figure tally did not measure has no sample (never 0).\n"
       "The daemon can also keep a node_exporter textfile (--metrics-textfile) and serve GET "
       "/metrics on\n"
-      "loopback (--metrics-listen 127.0.0.1:9464). Check: tally metrics | promtool check metrics\n"
-      "Exit status: 0 ok, 3 the daemon cannot be reached or did not answer within --timeout.");
+      "loopback (--metrics-listen 127.0.0.1:9464). Check: tally metrics | promtool check "
+      "metrics\n" +
+      std::string(kReadingExitStatus));
   addSocketOption(c.metrics, o.socket);
   addReplyTimeoutOption(c.metrics, o.replyTimeout);
   return c;
@@ -546,10 +545,8 @@ int runClientCommand(const ClientCommands& c, const ClientOptions& o) {
       std::string hint;
       if (d.noWait && m->error.message.rfind(rpc::api::kCannotBeGrantedNow, 0) == 0)
         hint = ". Retry when that frees, or pass --wait (or --queue-timeout) to queue for it";
-      fmt::print(stderr, "tally attach: {}{} ({})\n", m->error.message, hint, m->error.code);
-      return m->error.code == rpc::code::kBadRequest || m->error.code == rpc::code::kInvalidParams
-                 ? kExitUsage
-                 : kExitRefused;
+      fmt::print(stderr, "tally attach: {}{}\n", rpc::errorSentence(m->error), hint);
+      return exitForDaemonError(m->error.code);
     }
     auto r = rpc::api::decodeLeaseReply(m->result);
     if (!r) return badReply("attach", r.error());

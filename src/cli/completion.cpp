@@ -35,7 +35,133 @@ void walk(const CLI::App& app, const std::string& prefix, std::vector<Command>& 
 
 bool takesValue(const CLI::Option* o) { return o->get_expected_min() > 0; }
 
+// The values of an option CLI11 checks against a set ("TEXT:{kill,stop,continue}").
+std::vector<std::string> memberValues(const CLI::Option* o) {
+  std::string type = o->get_type_name();
+  auto open = type.find(":{");
+  if (open == std::string::npos || type.back() != '}') return {};
+  std::vector<std::string> out;
+  std::string body = type.substr(open + 2, type.size() - open - 3);
+  for (std::size_t at = 0; at <= body.size();) {
+    auto comma = body.find(',', at);
+    if (comma == std::string::npos) comma = body.size();
+    out.push_back(body.substr(at, comma - at));
+    at = comma + 1;
+  }
+  return out;
+}
+
+std::string words(const std::vector<std::string>& list) {
+  std::string out;
+  for (const auto& w : list) out += (out.empty() ? "" : " ") + w;
+  return out;
+}
+
+// Values tally can name that no option's model carries: the shell asks the
+// host or the daemon for them when it completes.
+const char* kLeaseIds =
+    "COMPREPLY=($(compgen -W \"$(tally leases --json 2>/dev/null | sed -n 's/.*\"lease\": "
+    "\"\\([0-9a-f]\\{12\\}\\)\".*/\\1/p')\" -- \"$cur\"))";
+std::string bashValues(const std::string& option) {
+  if (option == "unit")
+    return "COMPREPLY=($(compgen -W \"$(systemctl list-units --type=service,scope "
+           "--state=running --no-legend --plain 2>/dev/null | awk '{print $1}')\" -- \"$cur\"))";
+  if (option == "pid") return "_pids";
+  if (option == "container")
+    return "COMPREPLY=($(compgen -W \"$( (podman ps --format '{{.Names}}' || docker ps --format "
+           "'{{.Names}}') 2>/dev/null)\" -- \"$cur\"))";
+  if (option == "pool")
+    return "COMPREPLY=($(compgen -W \"$(tally pools --json 2>/dev/null | sed -n 's/.*\"pool\": "
+           "\"\\([^\"]*\\)\".*/\\1/p')\" -- \"$cur\"))";
+  if (option == "lease" || option == "parent") return kLeaseIds;
+  for (const char* file :
+       {"config", "metrics-textfile", "state-dir", "socket", "svg", "cgroup-parent", "proc-root",
+        "sys-root", "cgroup-root", "plugstack", "plugin-dir"})
+    if (option == file) return "_filedir";
+  return "";
+}
+
 }  // namespace
+
+std::string bashCompletion(const CLI::App& app, const Enumerations& enums) {
+  std::vector<Command> commands;
+  walk(app, "", commands);
+  std::string s =
+      "# bash completion for tally; written by `tally completion bash` from its command-line\n"
+      "# model: every command and option --help lists, the values of options that take one of a\n"
+      "# set, and the pools, lease ids, units, processes and containers the host names.\n"
+      "_tally() {\n"
+      "  local cur prev words cword\n"
+      "  _init_completion || return\n"
+      "  local path=\"\" i w\n"
+      "  for ((i = 1; i < cword; i++)); do\n"
+      "    w=\"${words[i]}\"\n"
+      "    [[ $w == -- ]] && return  # the workload's own arguments\n"
+      "    case \"$path:$w\" in\n";
+  // Options that take a value: the word after them is the value, not a command.
+  std::string valued;
+  for (const auto& c : commands)
+    for (const CLI::Option* o : c.app->get_options())
+      for (const auto& l : o->get_lnames())
+        if (takesValue(o)) valued += fmt::format("|\"{}:--{}\"", c.path, l);
+  if (!valued.empty()) s += fmt::format("      {}) ((i++)) ;;\n", valued.substr(1));
+  for (const auto& c : commands) {
+    std::string last = c.path.substr(c.path.rfind(' ') + 1);
+    std::string parent = c.path.size() > last.size() ? c.path.substr(0, c.path.rfind(' ')) : "";
+    s += fmt::format("      \"{}:{}\") path=\"{}\" ;;\n", parent, last, c.path);
+  }
+  s += "    esac\n  done\n\n  case \"$path:$prev\" in\n";
+  for (const auto& c : commands) {
+    for (const CLI::Option* o : c.app->get_options()) {
+      if (!takesValue(o)) continue;
+      for (const auto& l : o->get_lnames()) {
+        std::vector<std::string> set = memberValues(o);
+        if (auto e = enums.find(l); set.empty() && e != enums.end()) set = e->second;
+        std::string action =
+            set.empty() ? bashValues(l)
+                        : fmt::format("COMPREPLY=($(compgen -W \"{}\" -- \"$cur\"))", words(set));
+        // A value nobody can list (a size, a name): complete nothing rather than options.
+        s += fmt::format("    \"{}:--{}\") {}; return ;;\n", c.path, l,
+                         action.empty() ? ":" : action);
+      }
+    }
+  }
+  s += "  esac\n\n  if [[ $cur != -* ]]; then\n    case \"$path\" in\n";
+  // Where the next word is a subcommand or a positional value tally can name.
+  std::vector<std::string> top;
+  for (const auto& c : commands)
+    if (c.path.find(' ') == std::string::npos) top.push_back(c.path);
+  s += fmt::format("      \"\") COMPREPLY=($(compgen -W \"{}\" -- \"$cur\")); return ;;\n",
+                   words(top));
+  for (const auto& c : commands) {
+    std::vector<std::string> subs;
+    for (const auto& d : commands)
+      if (d.path.rfind(c.path + " ", 0) == 0 &&
+          d.path.find(' ', c.path.size() + 1) == std::string::npos)
+        subs.push_back(d.path.substr(c.path.size() + 1));
+    std::string action;
+    if (!subs.empty()) {
+      action = fmt::format("COMPREPLY=($(compgen -W \"{}\" -- \"$cur\"))", words(subs));
+    } else {
+      for (const CLI::Option* o : c.app->get_options()) {
+        if (!o->get_lnames().empty() || o->get_name().empty()) continue;
+        if (o->get_name() == "ID") action = kLeaseIds;
+        if (o->get_name() == "FILE") action = "_filedir toml";
+      }
+    }
+    if (!action.empty()) s += fmt::format("      \"{}\") {}; return ;;\n", c.path, action);
+  }
+  s += "    esac\n  fi\n\n  local opts=\"\"\n  case \"$path\" in\n";
+  s += "    \"\") opts=\"--help --version\" ;;\n";
+  for (const auto& c : commands) {
+    std::vector<std::string> opts;
+    for (const CLI::Option* o : c.app->get_options())
+      for (const auto& l : o->get_lnames()) opts.push_back("--" + l);
+    s += fmt::format("    \"{}\") opts=\"{}\" ;;\n", c.path, words(opts));
+  }
+  s += "  esac\n  COMPREPLY=($(compgen -W \"$opts\" -- \"$cur\"))\n}\ncomplete -F _tally tally\n";
+  return s;
+}
 
 std::string fishCompletion(const CLI::App& app) {
   std::vector<Command> commands;

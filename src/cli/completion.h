@@ -1,14 +1,21 @@
-// zsh and fish completion, written from the command line's own model (every
-// subcommand, option and help text CLI11 knows), so they cannot drift from
-// --help. bash completion is hand-written (dist/tally.bash): it also completes
-// values the daemon names (pools, lease ids).
+// bash, zsh and fish completion, written from the command line's own model
+// (every subcommand, option and help text CLI11 knows), so they cannot drift
+// from --help. bash also completes the values of options checked against a
+// set, and values the host or the daemon names (units, pools, lease ids).
 #pragma once
 
 #include <CLI/CLI.hpp>
+#include <map>
 #include <string>
+#include <vector>
 
 namespace tally::cli {
 
+// Option values CLI11 does not check itself (the command checks them, with its
+// own words), by long name: "kind" -> the event kinds.
+using Enumerations = std::map<std::string, std::vector<std::string>>;
+
+std::string bashCompletion(const CLI::App& app, const Enumerations& enums);
 std::string fishCompletion(const CLI::App& app);
 std::string zshCompletion(const CLI::App& app);
 

@@ -45,10 +45,8 @@ std::optional<rpc::Message> callDaemon(const char* cmd, const ClientOptions& o,
     return std::nullopt;
   }
   if (!m->ok) {
-    fmt::print(stderr, "tally {}: {} ({})\n", cmd, m->error.message, m->error.code);
-    rc = m->error.code == rpc::code::kBadRequest || m->error.code == rpc::code::kInvalidParams
-             ? kExitUsage
-             : kExitRefused;
+    fmt::print(stderr, "tally {}: {}\n", cmd, rpc::errorSentence(m->error));
+    rc = exitForDaemonError(m->error.code);
     return std::nullopt;
   }
   rc = kExitOk;

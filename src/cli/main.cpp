@@ -19,6 +19,8 @@
 #include "cli/cmd_top.h"
 #include "cli/completion.h"
 #include "cli/exit_codes.h"
+#include "lease/outcome.h"
+#include "views/event_line.h"
 
 namespace {
 
@@ -40,6 +42,17 @@ std::size_t distance(std::string_view a, std::string_view b) {
 
 // The first word that is not an option must be a command: an unknown one is
 // named, with the nearest command, before anything else is parsed.
+// The sets of values commands check themselves (with their own words), for
+// the bash completion: event kinds, and the outcome classes the ledger holds
+// (a queued lease's "withdrawn" beside the classes of lease/outcome.h).
+tally::cli::Enumerations completionValues() {
+  std::vector<std::string> outcomes;
+  for (tally::lease::OutcomeClass c : tally::lease::kAllOutcomeClasses)
+    outcomes.push_back(tally::lease::outcomeClassName(c));
+  outcomes.push_back("withdrawn");
+  return {{"kind", tally::views::eventKinds()}, {"outcome", outcomes}};
+}
+
 std::optional<std::string> unknownCommand(const CLI::App& app, int argc, char** argv) {
   for (int i = 1; i < argc; ++i) {
     std::string_view word = argv[i];
@@ -85,14 +98,9 @@ int main(int argc, char** argv) {
   app.add_option("--cgroup-root", roots.cgroup, "cgroup v2 root to read (diagnostic/testing)")
       ->default_str(fs::kCgroupRoot)
       ->group("Diagnostic/testing");
-  app.footer(
-      "Run 'tally <command> --help' for a command's options.\n"
-      "Exit status: 0 ok, 1 a check found a problem (doctor, config check, ledger verify), 2 usage "
-      "error\n"
-      "(doctor: also a check that could not run), "
-      "3 cannot read /proc, /sys or cgroupfs, or reach the daemon, 4 internal error, 5 the daemon "
-      "refused.\n"
-      "'tally run' mirrors its workload instead (see tally run --help).");
+  app.footer("Run 'tally <command> --help' for a command's options.\n\nExit status:\n" +
+             cli::exitStatusText() +
+             "  'tally run' exits with its workload's status instead (tally run --help).");
 
   cli::GpuOptions gpu;
   cli::addGpuCommand(app, gpu);
@@ -112,10 +120,11 @@ int main(int argc, char** argv) {
   cli::addTopCommand(app, topOpts);
   // Hidden: the build writes the zsh and fish completion with it (dist/install.cmake).
   std::string completionShell, completionFile;
-  auto* completion = app.add_subcommand("completion", "Write zsh or fish completion")->group("");
-  completion->add_option("SHELL", completionShell, "zsh or fish")
+  auto* completion =
+      app.add_subcommand("completion", "Write bash, zsh or fish completion")->group("");
+  completion->add_option("SHELL", completionShell, "bash, zsh or fish")
       ->required()
-      ->check(CLI::IsMember({"zsh", "fish"}));
+      ->check(CLI::IsMember({"bash", "zsh", "fish"}));
   completion->add_option("FILE", completionFile, "where to write it (default: stdout)");
 
   // `tally run [options] -- CMD ARGS...`: everything after the first "--"
@@ -157,8 +166,9 @@ int main(int argc, char** argv) {
     if (app.got_subcommand("config")) return cli::runConfigCheck(roots, configOpts);
     if (app.got_subcommand("top")) return cli::runTop(topOpts);
     if (app.got_subcommand("completion")) {
-      std::string text =
-          completionShell == "zsh" ? cli::zshCompletion(app) : cli::fishCompletion(app);
+      std::string text = completionShell == "zsh"    ? cli::zshCompletion(app)
+                         : completionShell == "fish" ? cli::fishCompletion(app)
+                                                     : cli::bashCompletion(app, completionValues());
       if (completionFile.empty()) {
         fmt::print("{}", text);
         return cli::kExitOk;

@@ -172,4 +172,21 @@ Result<Message> parseMessage(std::string_view text) {
   return m;
 }
 
+bool protocolDisagreement(std::string_view c) {
+  return c == code::kBadJson || c == code::kTooLarge || c == code::kTooDeep ||
+         c == code::kBadRequest || c == code::kVersion || c == code::kUnknownMethod;
+}
+
+std::string errorSentence(const RpcError& e) {
+  std::string said = e.message.empty() ? "no reason given" : e.message;
+  if (protocolDisagreement(e.code))
+    said += fmt::format(
+        ". The daemon could not read this client's request ({}): run the same tally version on "
+        "both sides (tally --version, tally daemon status)",
+        e.code);
+  else if (e.code == code::kInternal)
+    said += ". That is a bug in the daemon: please report it with its journal";
+  return said;
+}
+
 }  // namespace tally::rpc

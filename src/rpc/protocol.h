@@ -120,4 +120,14 @@ struct Message {
 };
 Result<Message> parseMessage(std::string_view line);
 
+// The daemon's "no" as a person reads it: its sentence, never the RPC code
+// alone; for a request the daemon could not read (another version of tally on
+// one side) or its own internal error, what to do about it. Every client that
+// prints a daemon's refusal prints this.
+std::string errorSentence(const RpcError& e);
+
+// True for the codes that mean the daemon could not read the request at all
+// (not a verdict on it): this client and the daemon disagree on the protocol.
+bool protocolDisagreement(std::string_view code);
+
 }  // namespace tally::rpc

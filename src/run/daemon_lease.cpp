@@ -33,8 +33,8 @@ Result<std::string> DaemonLease::acquire(
   client_.emplace(std::move(m->client));
   const rpc::Message& reply = m->reply;
   if (!reply.ok)
-    return Error{0, fmt::format("the daemon refused the lease: {} ({})", reply.error.message,
-                                reply.error.code)};
+    return Error{0,
+                 fmt::format("the daemon refused the lease: {}", rpc::errorSentence(reply.error))};
   auto grant = rpc::api::decodeLeaseReply(reply.result);
   if (!grant)
     return Error{0, fmt::format("the daemon's grant is malformed: {}", grant.error().message)};
@@ -91,7 +91,7 @@ void DaemonLease::finished(lease::LeaseRecord& rec) {
     recorded_ = true;
     return;
   }
-  std::string why = m ? fmt::format("{} ({})", m->error.message, m->error.code) : m.error().message;
+  std::string why = m ? rpc::errorSentence(m->error) : m.error().message;
   rec.warnings.push_back(fmt::format("the daemon did not record the outcome: {}", why));
 }
 

@@ -326,8 +326,8 @@ tally::Result<rpc::api::LeaseReply> lease(rpc::Client& client, const rpc::api::A
     return tally::Error{0, fmt::format("the tally daemon at {} did not lease it ({})",
                                        g_args.socket, reply.error().message)};
   if (!reply->ok)
-    return tally::Error{0, fmt::format("the tally daemon refused the lease: {} ({})",
-                                       reply->error.message, reply->error.code)};
+    return tally::Error{
+        0, fmt::format("the tally daemon refused the lease: {}", rpc::errorSentence(reply->error))};
   auto granted = rpc::api::decodeLeaseReply(reply->result);
   if (!granted)
     return tally::Error{

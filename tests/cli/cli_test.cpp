@@ -11,12 +11,16 @@
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
+#include <map>
 #include <nlohmann/json.hpp>
+#include <regex>
 #include <sstream>
+#include <thread>
 
 #include "cgroup/cgroup.h"
 #include "cli/cmd_client.h"
 #include "lease/meter.h"
+#include "rpc/protocol.h"
 #include "support/fake_host.h"
 #include "support/process.h"
 #include "support/scenario.h"
@@ -695,6 +699,120 @@ TEST(ClientCli, EveryCommandGivesUpOnASilentDaemon) {
   EXPECT_NE(help.out.find("--timeout"), std::string::npos);
   EXPECT_NE(help.out.find("10s"), std::string::npos) << help.out;
   ::close(listener);
+}
+
+// A daemon that answers every request with one error, as the real one words
+// it: each command prints the daemon's sentence (never the RPC code alone) and
+// exits as tally --help's table says.
+class OneAnswerDaemon {
+ public:
+  OneAnswerDaemon(std::string path, rpc::RpcError answer) : path_(std::move(path)) {
+    fd_ = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    sockaddr_un addr{};
+    addr.sun_family = AF_UNIX;
+    std::snprintf(addr.sun_path, sizeof addr.sun_path, "%s", path_.c_str());
+    ok_ = fd_ >= 0 && ::bind(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0 &&
+          ::listen(fd_, 8) == 0;
+    thread_ = std::thread([this, answer] {
+      // One client at a time; shutdown(2) of the listener ends accept().
+      for (int c; (c = ::accept4(fd_, nullptr, nullptr, SOCK_CLOEXEC)) >= 0; ::close(c)) {
+        std::string line;
+        char ch;
+        while (::read(c, &ch, 1) == 1 && ch != '\n') line += ch;
+        auto req = nlohmann::json::parse(line, nullptr, false);
+        std::string reply = rpc::encodeError(req.is_object() ? req["id"] : json(), answer);
+        (void)!::write(c, reply.data(), reply.size());
+      }
+    });
+  }
+  ~OneAnswerDaemon() {
+    ::shutdown(fd_, SHUT_RDWR);
+    thread_.join();
+    ::close(fd_);
+  }
+  bool ok() const { return ok_; }
+
+ private:
+  std::string path_;
+  int fd_ = -1;
+  bool ok_ = false;
+  std::thread thread_;
+};
+
+TEST(ExitStatusCli, TheDaemonsNoIsASentenceAndOneExitCodeAcrossCommands) {
+  struct Case {
+    rpc::RpcError answer;
+    int exit;
+    const char* adds;  // what tally says beyond the daemon's sentence
+  };
+  const std::string kill =
+      "unit llama.service uses GPU memory 64.0 MiB now (DRM fdinfo), over --gpu-memory-max 48.0 "
+      "MiB: attaching would kill it on arrival. Declare limits above what it uses, or pass "
+      "--force to attach anyway (it is then killed if it stays over)";
+  for (const Case& c : {
+           Case{{"invalid-params", kill}, 5, ""},
+           Case{{"refused", "no pool 'gpux' (configured: gpu)"}, 5, ""},
+           Case{{"conflict", "cgroup /a is already leased by 0123456789ab (llama)"}, 5, ""},
+           Case{{"not-found", "no lease abc"}, 5, ""},
+           Case{{"unavailable", "the ledger cannot write: disk full"}, 5, ""},
+           Case{{"unsupported-version", "protocol version 9 is not spoken here"},
+                3,
+                ". The daemon could not read this client's request (unsupported-version): run "
+                "the same tally version on both sides (tally --version, tally daemon status)"},
+           Case{{"internal", "std::bad_alloc"},
+                4,
+                ". That is a bug in the daemon: please report it with its journal"},
+       }) {
+    TempDir dir;
+    OneAnswerDaemon daemon(dir.path() + "/d.sock", c.answer);
+    ASSERT_TRUE(daemon.ok());
+    for (std::vector<std::string> args :
+         {std::vector<std::string>{"attach", "--pool", "gpu", "--pid", "1"},
+          {"leases"},
+          {"lease", "release", "abc"}}) {
+      std::string cmd = args[0] == "lease" ? "lease release" : args[0];
+      args.insert(args.begin(), TALLY_BINARY);
+      args.insert(args.end(), {"--socket", dir.path() + "/d.sock"});
+      auto r = runProgram(args);
+      EXPECT_EQ(r.exitCode(), c.exit) << c.answer.code << " " << cmd << "\n" << r.err;
+      EXPECT_NE(r.err.find("tally " + cmd + ": " + c.answer.message + c.adds + "\n"),
+                std::string::npos)
+          << c.answer.code << " " << cmd << "\n"
+          << r.err;
+      // The code alone is never the message (a protocol disagreement names it as a clue).
+      if (std::string(c.adds).empty()) {
+        EXPECT_EQ(r.err.find("(" + c.answer.code + ")"), std::string::npos) << r.err;
+      }
+    }
+  }
+}
+
+// One table of exit codes: tally --help prints it and the man page carries
+// the same codes with the same words.
+TEST(ExitStatusCli, HelpAndTheManPageCarryTheSameTable) {
+  auto help = runProgram({TALLY_BINARY, "--help"});
+  std::map<int, std::string> fromHelp, fromMan;
+  std::regex helpLine("^  ([0-9])  (.+)$"), continued("^     (\\S.*)$");
+  std::istringstream lines(help.out.substr(help.out.find("Exit status:")));
+  int code = -1;
+  for (std::string l; std::getline(lines, l);) {
+    std::smatch m;
+    EXPECT_LE(l.size(), 80u) << l;
+    if (std::regex_match(l, m, helpLine))
+      fromHelp[code = std::stoi(m[1])] = m[2];
+    else if (code >= 0 && std::regex_match(l, m, continued))
+      fromHelp[code] += " " + m[1].str();
+  }
+  std::string man = readFile(std::string(TALLY_SOURCE_DIR) + "/dist/tally.1.in");
+  std::string section = man.substr(man.find(".SH EXIT STATUS"));
+  section = section.substr(0, section.find(".SH ", 4));
+  std::regex manEntry("\\.TP\n\\.B ([0-9])\n([^\n]+)\n");
+  for (auto it = std::sregex_iterator(section.begin(), section.end(), manEntry);
+       it != std::sregex_iterator(); ++it)
+    fromMan[std::stoi((*it)[1])] = (*it)[2];
+  EXPECT_EQ(fromHelp.size(), 6u) << help.out;
+  EXPECT_EQ(fromHelp, fromMan);
+  EXPECT_NE(help.out.find("'tally run' exits with its workload's status"), std::string::npos);
 }
 
 // A mistyped command is named with the nearest one, before any parsing or

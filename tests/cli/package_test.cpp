@@ -30,7 +30,9 @@ TEST(Package, InstallsTheBinaryUnitsManPageCompletionAndExample) {
   for (const char* f :
        {"/bin/tally", "/lib/systemd/system/tally.service", "/lib/systemd/user/tally.service",
         "/share/man/man1/tally.1", "/share/bash-completion/completions/tally",
-        "/share/doc/tally/examples/tally.toml", "/share/doc/tally/guide/README.md"}) {
+        "/share/doc/tally/examples/tally.toml", "/share/doc/tally/guide/README.md",
+        "/share/doc/tally/examples/grafana/tally.json",
+        "/share/doc/tally/examples/prometheus/tally.rules.yml"}) {
     EXPECT_TRUE(exists(kPrefix + f)) << kPrefix + f;
   }
   std::string unit = readFile(kPrefix + "/lib/systemd/system/tally.service");
@@ -148,11 +150,17 @@ std::set<std::string> helpOptions(const std::vector<std::string>& cmd) {
   argv.push_back("--help");
   std::string out = runProgram(argv).out;
   std::set<std::string> opts;
-  static const std::regex re("^  (?:-[a-z],)?(--[a-z][a-z-]+)");  // "-h,--help", "-q,--quiet"
+  // "-h,--help", "-q,--quiet", "--last,--limit": every long name of the option.
+  static const std::regex re("^  ((?:-[a-z],)?--[a-z][a-z-]+(?:,--[a-z][a-z-]+)*)");
+  static const std::regex name("--[a-z][a-z-]+");
   std::istringstream lines(out);
   for (std::string l; std::getline(lines, l);) {
     std::smatch m;
-    if (std::regex_search(l, m, re)) opts.insert(m[1]);
+    if (!std::regex_search(l, m, re)) continue;
+    std::string names = m[1];
+    for (auto it = std::sregex_iterator(names.begin(), names.end(), name);
+         it != std::sregex_iterator(); ++it)
+      opts.insert(it->str());
   }
   // Root options (fallthrough) are listed under every command; completion offers them only where
   // they matter.
@@ -195,7 +203,9 @@ TEST(Package, BashCompletionOffersEveryOptionHelpLists) {
                                              {"doctor"},
                                              {"gpu"},
                                              {"lease", "show"},
+                                             {"lease", "release"},
                                              {"ledger"},
+                                             {"ledger", "verify"},
                                              {"config", "check"}}) {
     auto help = helpOptions(cmd);
     ASSERT_FALSE(help.empty()) << cmd[0];
@@ -214,6 +224,20 @@ TEST(Package, BashCompletionOffersEveryOptionHelpLists) {
                        "--gpu-memory-action ''); COMP_CWORD=3; _tally; "
                        "printf '%s\\n' \"${COMPREPLY[@]}\"";
   EXPECT_EQ(runProgram({"bash", "-c", script}).out, "refuse\nkill\nreport\n");
+  // Generated from the command line's model: subcommands, the sets commands
+  // check themselves, never the hidden `completion` command.
+  EXPECT_FALSE(top.count("completion"));
+  EXPECT_EQ(completed({"lease"}, ""), (std::set<std::string>{"release", "show"}));
+  EXPECT_EQ(completed({"events", "--kind"}, "gpu-memory-h"),
+            (std::set<std::string>{"gpu-memory-high", "gpu-memory-high-cleared"}));
+  auto outcomes = completed({"ledger", "--outcome"}, "");
+  EXPECT_TRUE(outcomes.count("killed-by-tally") && outcomes.count("withdrawn") &&
+              outcomes.count("oom-killed"))
+      << outcomes.size();
+  // A value nobody can list completes nothing, not the command's options.
+  EXPECT_TRUE(completed({"run", "--memory-max"}, "").empty());
+  // The word after an option that takes a value is that value, not a command.
+  EXPECT_TRUE(completed({"attach", "--name", "lease"}).count("--pool"));
 }
 
 }  // namespace

@@ -449,10 +449,10 @@ TEST_F(VmDaemon, AttachedUnitOverGpuMemoryMaxIsKilledByTheDaemon) {
   ASSERT_TRUE(eventually(
       [&] { return readFile(events.errPath).find("following the daemon") != std::string::npos; }));
   // Measured before it is granted: already over, so refused with the figures
-  // (exit 2), and the service runs on untouched.
+  // (exit 5: the daemon said no), and the service runs on untouched.
   auto refused = tally({"attach", "--unit", server, "--pool", "gpu", "--memory-max", "256M",
                         "--gpu-memory-max", "48M"});
-  EXPECT_EQ(refused.exitCode(), 2) << refused.err;
+  EXPECT_EQ(refused.exitCode(), 5) << refused.err;
   EXPECT_NE(refused.err.find("unit " + server +
                              " uses GPU memory 64.0 MiB now (DRM fdinfo), over --gpu-memory-max "
                              "48.0 MiB: attaching would kill it on arrival"),
