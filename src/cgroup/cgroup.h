@@ -142,6 +142,10 @@ struct FinalCounters {
   // refaults, swap-ins) are hierarchical and survive the scope, unlike the
   // sizes, which are ~0 once the workload is gone.
   std::optional<probes::FlatKeyed> stat;
+  // Set when these were read before the lease ended because its cgroup was
+  // gone by then (systemd removes a stopped unit's): when, and at what.
+  std::uint64_t readBeforeEndAtNs = 0;
+  std::optional<std::string> readBeforeEnd;
 };
 FinalCounters readFinalCounters(const Cgroup& cg);
 // The same, opening `cgroup` below the root first (absent with the reason when it is gone).

@@ -39,6 +39,14 @@ cgroup::FinalCounters finalCounters(const fs::Root* root, const Lease& l) {
 
 }  // namespace
 
+void Endings::noteCounters(Lease& l, bool emptied) {
+  auto c = finalCounters(env_.cgroupRoot, l);
+  if (!c.events && !c.memoryPeak) return;  // gone already: what was read before stays
+  l.ending.lastCounters = std::move(c);
+  l.ending.lastCountersAtNs = clock::realtimeNs();
+  l.ending.lastCountersAtEmpty = emptied;
+}
+
 bool Endings::populated(const Lease& l) {
   if (!l.place.countersCg) return false;
   auto p = l.place.countersCg->populated();
@@ -85,6 +93,16 @@ lease::LeaseRecord Endings::meteredRecord(Lease& l, const char* manager) {
     rec.gpu = l.metering.meter->gpu();
   }
   rec.counters = finalCounters(env_.cgroupRoot, l);
+  if (!rec.counters.events && !rec.counters.memoryPeak && l.ending.lastCounters) {
+    // Removed before its end: the counters read while it existed, said as such.
+    rec.counters = *l.ending.lastCounters;
+    rec.counters.readBeforeEndAtNs = l.ending.lastCountersAtNs;
+    rec.counters.readBeforeEnd =
+        l.ending.lastCountersAtEmpty
+            ? "read when the cgroup emptied, before it was removed"
+            : "read when memory.events last changed, before the cgroup was removed; a later "
+              "change is not seen";
+  }
   return rec;
 }
 
@@ -100,6 +118,7 @@ void Endings::finishAttached(Lease& l, bool released, std::optional<std::string>
   if (l.place.applied) f.memoryMax = l.place.applied->memoryMax;
   f.memoryEvents = rec.counters.events;
   f.memoryEventsUnknown = rec.counters.eventsUnknown;
+  f.memoryEventsReadBeforeEnd = rec.counters.readBeforeEnd;
   rec.outcome = lease::classifyAttached(f);
   json body = lease::recordJson(rec);
   body["lease"]["kind"] = lease::kindName(l.kind);

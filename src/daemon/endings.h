@@ -70,6 +70,10 @@ class Endings {
   // Whether the lease's cgroup still has processes (unreadable counts as not:
   // a vanished cgroup has none).
   static bool populated(const Lease& l);
+  // Reads the lease cgroup's counters while it exists (its cgroup.events or
+  // memory.events changed; `emptied`: it holds no process now) and keeps
+  // them for its record, in case the cgroup is gone by its end.
+  void noteCounters(Lease& l, bool emptied);
 
  private:
   // What the daemon itself knows of a lease at its end: its declaration and

@@ -125,6 +125,14 @@ struct Lease {
     std::optional<lease::Ending> reported;
     // Ended because its parent lease ended while it still ran ("<id> (<name>)").
     std::optional<std::string> parentEnded;
+    // The cgroup's counters as last read while it existed: when it emptied,
+    // and whenever its memory.events changed (an OOM kill notifies). An
+    // attached unit's cgroup may be removed by systemd before the lease
+    // ends (its attacher's report is awaited, or systemd was first); the
+    // record then keeps these and says when they were read.
+    std::optional<cgroup::FinalCounters> lastCounters;
+    std::uint64_t lastCountersAtNs = 0;
+    bool lastCountersAtEmpty = false;    // read once it emptied: they are final
     bool awaitsReport = false;           // the attacher said it will report (reports_exit)
     std::uint64_t reportDeadlineUs = 0;  // monotonic; set when the cgroup emptied unreported
     // The bound's action (a kill, or a report) is in the journal: a run

@@ -40,6 +40,18 @@ void Sampler::startMetering(Lease& l) {
     fmt::print(stderr, "tally daemon: lease {}: cannot watch {}: {}; its end is found by polling\n",
                l.id, events, s.error().message);
   }
+  // An attached workload's cgroup may be removed (by systemd) before its
+  // lease ends: its counters are read at each OOM event too, not only at the end.
+  if (l.isAttach()) {
+    std::string memoryEvents =
+        fmt::format("{}/{}", env_.cgroupRoot->path(),
+                    fs::joinPath(l.place.countersCgroup, cgroup::file::kMemoryEvents));
+    if (auto s = env_.watches.watch(l.id, memoryEvents); !s)
+      fmt::print(stderr,
+                 "tally daemon: lease {}: cannot watch {}: {}; its OOM kills are read at its end "
+                 "only\n",
+                 l.id, memoryEvents, s.error().message);
+  }
 }
 
 std::vector<std::string> Sampler::sample() {

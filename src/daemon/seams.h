@@ -37,7 +37,8 @@ class Outbox {
 class Watches {
  public:
   virtual ~Watches() = default;
-  // Calls the service's cgroupChanged(leaseId) whenever `path` is modified.
+  // Calls the service's cgroupChanged(leaseId) whenever `path` is modified;
+  // a lease may have several watches (its cgroup.events and memory.events).
   virtual Status watch(const std::string& leaseId, const std::string& path) = 0;
   // Also calls cgroupChanged(leaseId) when process `pid` exits (a pidfd in
   // the loop): an attached --pid workload's end is seen at once, even when

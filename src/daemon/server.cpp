@@ -51,6 +51,7 @@ struct Server::Conn {
 struct Server::WatchCtx {
   Server* server = nullptr;
   std::string leaseId;
+  std::string path;  // inotify watches only
   sd_event_source* src = nullptr;
   UniqueFd pidfd;  // pid watches only
 };
@@ -413,14 +414,17 @@ void Server::sweep() {
 }
 
 Status Server::watch(const std::string& leaseId, const std::string& path) {
-  unwatch(leaseId);
+  auto [from, to] = watches_.equal_range(leaseId);
+  for (auto it = from; it != to; ++it)
+    if (it->second->path == path) return Ok{};  // watched already (a lease metered again)
   auto w = std::make_unique<WatchCtx>();
   w->server = this;
   w->leaseId = leaseId;
+  w->path = path;
   int r =
       sd_event_add_inotify(event_, &w->src, path.c_str(), IN_MODIFY, &Server::onInotify, w.get());
   if (r < 0) return errnoError(-r, fmt::format("inotify {}", path));
-  watches_[leaseId] = std::move(w);
+  watches_.emplace(leaseId, std::move(w));
   return Ok{};
 }
 
@@ -437,11 +441,12 @@ bool Server::watchPid(const std::string& leaseId, pid_t pid) {
 }
 
 void Server::unwatch(const std::string& leaseId) {
-  for (auto* map : {&watches_, &pidWatches_}) {
-    auto it = map->find(leaseId);
-    if (it == map->end()) continue;
+  auto [from, to] = watches_.equal_range(leaseId);
+  for (auto it = from; it != to; ++it) sd_event_source_disable_unref(it->second->src);
+  watches_.erase(from, to);
+  if (auto it = pidWatches_.find(leaseId); it != pidWatches_.end()) {
     sd_event_source_disable_unref(it->second->src);
-    map->erase(it);
+    pidWatches_.erase(it);
   }
 }
 

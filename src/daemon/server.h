@@ -98,7 +98,8 @@ class Server final : public Outbox, public Watches {
   std::vector<std::uint64_t> goneLater_;  // closed during a send; the service is told next turn
   void markPending(std::uint64_t id);
   std::size_t inputBytes_ = 0;  // partial request lines held, all connections
-  std::map<std::string, std::unique_ptr<WatchCtx>> watches_, pidWatches_;
+  std::multimap<std::string, std::unique_ptr<WatchCtx>> watches_;
+  std::map<std::string, std::unique_ptr<WatchCtx>> pidWatches_;
   std::uint64_t nextConn_ = 1;
   std::string lastStatus_;
   std::function<void()> afterSample_;

@@ -167,8 +167,12 @@ Outcome classifyAttached(const AttachedFacts& f) {
   if (kills && *kills > 0) {
     oomText = fmt::format(
         "; the kernel OOM killer killed {} process(es) during the lease (cgroup {} oom_kill +{}, "
-        "{})",
-        *kills, cgroup::file::kMemoryEvents, *kills, limitText(f.memoryMax));
+        "{}{})",
+        *kills, cgroup::file::kMemoryEvents, *kills, limitText(f.memoryMax),
+        f.memoryEventsReadBeforeEnd ? "; " + *f.memoryEventsReadBeforeEnd : "");
+  } else if (kills && f.memoryEventsReadBeforeEnd) {
+    oomText = fmt::format("; the kernel OOM killer killed none of its processes ({}: {})",
+                          cgroup::file::kMemoryEvents, *f.memoryEventsReadBeforeEnd);
   } else if (!kills) {
     oomText = fmt::format(
         "; whether the OOM killer acted during the lease is unknown ({})",

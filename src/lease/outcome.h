@@ -90,6 +90,8 @@ struct AttachedFacts {
   bool released = false;  // else: the cgroup emptied
   std::optional<probes::FlatKeyed> memoryEvents;
   std::optional<std::string> memoryEventsUnknown;
+  // memoryEvents were read before the end (the cgroup was gone by then): when.
+  std::optional<std::string> memoryEventsReadBeforeEnd;
   std::optional<std::uint64_t> oomKillsAtAdoption;
   std::optional<probes::MemoryLimit> memoryMax;
   std::optional<std::string> tallyKill;  // tally killed the lease: the enforcer's summary

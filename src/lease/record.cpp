@@ -93,6 +93,9 @@ json recordJson(const LeaseRecord& r) {
   else if (r.counters.memoryPeakUnknown)
     mem["peak_unknown"] = *r.counters.memoryPeakUnknown;
   if (r.counters.swapPeak) mem["swap_peak_bytes"] = *r.counters.swapPeak;
+  if (r.counters.readBeforeEnd)
+    mem["read_before_end"] = {{"at_ns", r.counters.readBeforeEndAtNs},
+                              {"when", *r.counters.readBeforeEnd}};
   if (r.counters.events) {
     json ev;
     for (const auto& [k, v] : r.counters.events->entries) ev[k] = v;
@@ -207,6 +210,10 @@ std::string summaryLine(const LeaseRecord& r) {
   if (r.outcome.cls == OutcomeClass::ContainmentRefused) return line;
   if (r.counters.memoryPeak)
     line += fmt::format("; memory peak {}", units::humanBytes(*r.counters.memoryPeak));
+  else if (r.host.peakCurrent)
+    line += fmt::format("; memory sampled peak {} ({} unreadable: {})",
+                        units::humanBytes(*r.host.peakCurrent), cgroup::file::kMemoryPeak,
+                        r.counters.memoryPeakUnknown.value_or("no reason given"));
   if (r.gpu.peakBytes && r.gpu.kernel) {
     // The kernel's own high-water mark: every allocation moved it.
     const bpf::LeaseCharge& k = *r.gpu.kernel;

@@ -120,7 +120,17 @@ std::vector<std::string> ledgerTable(const std::vector<ledger::Row>& rows, bool 
   lines.push_back(fmt::format(kRow, "SEQ", utc ? "STARTED (UTC)" : "STARTED", "DURATION", "LEASE",
                               fit("NAME", 16), fit("POOL", 8), fit("OUTCOME", 19), "EXIT",
                               "MEM PEAK", "GPU PEAK"));
-  bool gaps = false;
+  bool gaps = false, sampledPeak = false;
+  // memory.peak; where it was gone with the cgroup, the peak of the daemon's
+  // samples of memory.current, marked '~' (measured, but between samples).
+  auto memoryPeak = [&](const json& rec) {
+    if (const json& peak = at(rec, {"memory", "peak_bytes"}); !peak.is_null())
+      return jsonview::bytesOrDash(peak);
+    const json& sampled = at(rec, {"memory", "sampled", "peak_current_bytes"});
+    if (sampled.is_null()) return std::string("-");
+    sampledPeak = true;
+    return "~" + jsonview::bytesOrDash(sampled);
+  };
   for (std::size_t i = 0; i < rows.size(); ++i) {
     const auto& r = rows[i];
     const auto& e = r.entry;
@@ -136,10 +146,13 @@ std::vector<std::string> ledgerTable(const std::vector<ledger::Row>& rows, bool 
         kRow, r.legacy ? fmt::format("({})", r.seq) : std::to_string(r.seq),
         wallTime(e.startedAtNs, utc), jsonview::spanText(e.startedAtNs, e.endedAtNs), e.leaseId,
         fit(e.name, 16), fit(pools.empty() ? "-" : pools, 8), fit(e.outcomeClass, 19),
-        e.exitStatus ? std::to_string(*e.exitStatus) : std::string("-"),
-        jsonview::bytesOrDash(at(rec, {"memory", "peak_bytes"})),
+        e.exitStatus ? std::to_string(*e.exitStatus) : std::string("-"), memoryPeak(rec),
         jsonview::bytesOrDash(at(rec, {"gpu", "peak_bytes"}))));
   }
+  if (sampledPeak)
+    lines.push_back(
+        "(~: the peak of the daemon's samples of memory.current; memory.peak was gone with the "
+        "cgroup when the lease ended)");
   if (gaps)
     lines.push_back(
         "(SEQ numbers the ledger's hash chain: the rows between are lifecycle rows, granted, "

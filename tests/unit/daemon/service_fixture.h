@@ -31,9 +31,11 @@ struct FakeOutbox : daemon::Outbox {
 };
 
 struct FakeWatches : daemon::Watches {
-  std::map<std::string, std::string> paths;
+  std::map<std::string, std::string> paths;  // each lease's cgroup.events watch
+  std::map<std::string, std::vector<std::string>> all;
   Status watch(const std::string& id, const std::string& path) override {
-    paths[id] = path;
+    if (path.ends_with("/cgroup.events")) paths[id] = path;
+    all[id].push_back(path);
     return Ok{};
   }
   std::map<std::string, pid_t> pids;
@@ -43,6 +45,7 @@ struct FakeWatches : daemon::Watches {
   }
   void unwatch(const std::string& id) override {
     paths.erase(id);
+    all.erase(id);
     pids.erase(id);
   }
 };

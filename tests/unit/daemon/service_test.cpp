@@ -1,6 +1,9 @@
 // The lease service: admission, access, attach, run leases, recovery. Every
 // reply, event and ledger row is asserted.
+#include <filesystem>
+
 #include "daemon/service_fixture.h"
+#include "views/ledger_view.h"
 
 namespace tally {
 namespace {
@@ -328,6 +331,86 @@ TEST_F(ServiceTest, AnAttachersExitReportIsWaitedForAndRecorded) {
   // Only for a live attach lease, and only its owner or root.
   EXPECT_EQ(call(3, 0, "exited", {{"lease", silent}, {"exit_code", 0}})["error"]["code"],
             "not-found");
+}
+
+// systemd removes a stopped unit's cgroup, often before the lease ends (its
+// attacher's report is awaited, or systemd is first): the record keeps the
+// counters the daemon read while the cgroup existed (when it emptied, or at
+// its last memory.events change, which an OOM kill notifies) and says when;
+// with none, the sampled peak stands in for memory.peak, marked as such.
+TEST_F(ServiceTest, ACgroupRemovedBeforeTheLeaseEndsKeepsTheCountersReadWhileItExisted) {
+  auto attach = [&](const std::string& cg, pid_t pid, bool reports) {
+    workloadCgroup(cg, true);
+    host.addCgroup(cg, {pid});
+    json r = call(1, 0, "attach",
+                  {{"pools", {"gpu"}},
+                   {"cgroup", cg},
+                   {"gpu_memory_max", GiB},
+                   {"memory_max", 3 * GiB},
+                   {"reports_exit", reports}});
+    EXPECT_TRUE(r["ok"]) << r;
+    return r["result"].value("lease", "");
+  };
+  auto remove = [&](const std::string& cg) { std::filesystem::remove_all(host.cgroupRoot() + cg); };
+  // Read when it emptied; removed while its attacher's word was awaited.
+  const std::string a = "/system.slice/slurmstepd.scope/job_9/step_0/user";
+  std::string emptied = attach(a, 4400, true);
+  EXPECT_EQ(watches.all[emptied].back(), host.cgroupRoot() + a + "/memory.events")
+      << "an OOM kill notifies memory.events: the daemon reads the counters then too";
+  writeFile(host.cgroupRoot() + a + "/memory.events", "oom 2\noom_kill 2\n");
+  writeFile(host.cgroupRoot() + a + "/cgroup.events", "populated 0\nfrozen 0\n");
+  service->cgroupChanged(emptied);
+  remove(a);
+  ASSERT_TRUE(call(2, 0, "exited", {{"lease", emptied}, {"signal", 9}})["ok"]);
+  json one = json::parse(rows(emptied).back().body);
+  EXPECT_EQ(one["outcome"]["class"], "oom-killed") << one.dump(2);
+  EXPECT_EQ(one["outcome"]["oom_kill"], 1);
+  EXPECT_EQ(one["memory"]["peak_bytes"], 2 * GiB);
+  EXPECT_EQ(one["memory"]["read_before_end"]["when"],
+            "read when the cgroup emptied, before it was removed");
+  EXPECT_NE(one["outcome"]["summary"].get<std::string>().find(
+                "oom_kill +1, MemoryMax=3.0 GiB; read when the cgroup emptied, before it was "
+                "removed)"),
+            std::string::npos)
+      << one["outcome"]["summary"];
+
+  // Read at its last memory.events change (still running then); removed
+  // before any cgroup.events word: the sample finds it gone.
+  const std::string b = "/system.slice/llama.service";
+  std::string changed = attach(b, 4401, false);
+  writeFile(host.cgroupRoot() + b + "/memory.events", "oom 1\noom_kill 1\n");
+  service->cgroupChanged(changed);  // memory.events changed: no OOM kill since adoption
+  EXPECT_EQ(kinds(changed).size(), 2u) << "still running: nothing ends";
+  remove(b);
+  service->sample();
+  ASSERT_EQ(kinds(changed).back(), "outcome");
+  json two = json::parse(rows(changed).back().body);
+  EXPECT_EQ(two["outcome"]["class"], "ended") << two.dump(2);
+  EXPECT_EQ(two["outcome"]["oom_kill"], 0);
+  EXPECT_NE(two["outcome"]["summary"].get<std::string>().find(
+                "the kernel OOM killer killed none of its processes (memory.events: read when "
+                "memory.events last changed, before the cgroup was removed; a later change is "
+                "not seen)"),
+            std::string::npos)
+      << two["outcome"]["summary"];
+
+  // Never read before it was gone: memory.peak is unknown with its reason,
+  // and the sampled peak is what the ledger shows, marked '~'.
+  const std::string c = "/system.slice/gone.service";
+  std::string never = attach(c, 4402, false);
+  remove(c);
+  service->sample();
+  ASSERT_EQ(kinds(never).back(), "outcome");
+  json three = json::parse(rows(never).back().body);
+  EXPECT_FALSE(three["memory"].contains("peak_bytes"));
+  EXPECT_TRUE(three["memory"].contains("peak_unknown")) << three["memory"].dump(2);
+  EXPECT_EQ(three["memory"]["sampled"]["peak_current_bytes"], GiB);
+  auto table = views::ledgerTable(*ledgerDb->recent(1), true);
+  ASSERT_EQ(table.size(), 3u);
+  EXPECT_NE(table[1].find("~1.0 GiB"), std::string::npos) << table[1];
+  EXPECT_EQ(table[2],
+            "(~: the peak of the daemon's samples of memory.current; memory.peak was gone with "
+            "the cgroup when the lease ended)");
 }
 
 TEST_F(ServiceTest, AttachToAUnitSetsMemoryMaxThroughSystemdAndReadsItBack) {
