@@ -29,7 +29,6 @@ Range rangeOf(const TimelineSeries& s, const std::vector<TimelineMark>& marks) {
   }
   for (const auto& m : marks) see(m.atNs);
   if (s.limit) r.top = std::max(r.top, *s.limit);
-  r.top += r.top / 20;  // a little room above the limit line
   if (r.top == 0) r.top = 1;
   if (r.to == r.from) r.to = r.from + 1;
   return r;
@@ -70,6 +69,7 @@ std::vector<std::string> timelineText(const TimelineSeries& s,
   }
   std::size_t columns = width - kLabel;
   Range r = rangeOf(s, marks);
+  r.top += r.top / 20;  // a little room above the limit line
   // The highest figure sampled in each column's span of time; a column no
   // sample fell in stays empty (a gap, not a zero).
   std::vector<std::optional<std::uint64_t>> peak(columns);
@@ -89,6 +89,8 @@ std::vector<std::string> timelineText(const TimelineSeries& s,
       label = "max";
     else if (row == height - 1)
       label = units::humanBytes(r.top);
+    else if (row == 0)
+      label = "0 B";  // the bars stand on zero
     std::string line = fmt::format("{:>{}} ", label, kLabel - 2) + "┤";
     for (std::size_t c = 0; c < columns; ++c) {
       std::size_t level = 0;
@@ -118,86 +120,238 @@ std::vector<std::string> timelineText(const TimelineSeries& s,
   return out;
 }
 
+namespace {
+
+// SVG geometry. Text is measured by an estimate (no font metrics in a pure
+// function): 0.62 em per character is wider than sans-serif's average, so a
+// label given that much room never runs into the next.
+constexpr double kSvgWidth = 800, kLeft = 76, kRight = 24, kPlotH = 180;
+constexpr double kFont = 12, kEm = 0.62;
+// Labels drawn over lines keep a white outline, so a line crossing them never
+// makes them unreadable.
+constexpr const char* kHalo = "stroke=\"white\" stroke-width=\"3\" paint-order=\"stroke\"";
+
+double textWidth(const std::string& t, double font = kFont) {
+  std::size_t chars = 0;
+  for (char c : t) chars += (static_cast<unsigned char>(c) & 0xC0) != 0x80;
+  return static_cast<double>(chars) * font * kEm;
+}
+
+std::string escapeXml(const std::string& t) {
+  std::string o;
+  for (char c : t) {
+    if (c == '<')
+      o += "&lt;";
+    else if (c == '>')
+      o += "&gt;";
+    else if (c == '&')
+      o += "&amp;";
+    else if (c == '"')
+      o += "&quot;";
+    else
+      o += c;
+  }
+  return o;
+}
+
+// A round step for the byte axis: a power of two, so the ticks read as
+// whole binary units (0, 16 GiB, 32 GiB, 48 GiB), at most five above zero.
+std::uint64_t byteStep(std::uint64_t top) {
+  std::uint64_t step = 1;
+  while (step < (std::uint64_t{1} << 62) && (top + step - 1) / step > 5) step *= 2;
+  return step;
+}
+
+// A round step for the time axis: the smallest whose labels (HH:MM:SS) stay
+// kMinGapPx apart across the plot.
+std::uint64_t timeStepNs(std::uint64_t spanNs, double plotW) {
+  constexpr double kMinGapPx = 96;
+  constexpr std::uint64_t kSteps[] = {1,   2,   5,    10,   15,   30,    60,    120,   300,
+                                      600, 900, 1800, 3600, 7200, 10800, 21600, 43200, 86400};
+  auto fits = static_cast<std::uint64_t>(plotW / kMinGapPx);
+  for (std::uint64_t s : kSteps)
+    if (spanNs / (s * 1'000'000'000ULL) + 1 <= std::max<std::uint64_t>(fits, 1))
+      return s * 1'000'000'000ULL;
+  return spanNs + 1;  // longer than days: the two ends only
+}
+
+struct Box {
+  double x0, y0, x1, y1;
+  bool overlaps(const Box& o) const { return x0 < o.x1 && o.x0 < x1 && y0 < o.y1 && o.y0 < y1; }
+};
+
+// Every text drawn, with its box: a label is placed where it overlaps none.
+struct Texts {
+  std::vector<Box> taken;
+  std::string svg;
+  Box boxOf(double x, double baseline, const std::string& t, const char* anchor, double font) {
+    double w = textWidth(t, font);
+    double x0 = std::string_view(anchor) == "end"      ? x - w
+                : std::string_view(anchor) == "middle" ? x - w / 2
+                                                       : x;
+    return {x0, baseline - font, x0 + w, baseline + font * 0.25};
+  }
+  bool fits(const Box& b) const {
+    if (b.x0 < 0 || b.x1 > kSvgWidth || b.y0 < 0) return false;
+    return std::none_of(taken.begin(), taken.end(), [&](const Box& o) { return o.overlaps(b); });
+  }
+  void put(double x, double baseline, const std::string& t, const char* anchor,
+           const std::string& attrs = "", double font = kFont) {
+    taken.push_back(boxOf(x, baseline, t, anchor, font));
+    svg += fmt::format(
+        "<text x=\"{:.1f}\" y=\"{:.1f}\" text-anchor=\"{}\" font-size=\"{}\"{}>{}</text>\n", x,
+        baseline, anchor, font, attrs.empty() ? "" : " " + attrs, escapeXml(t));
+  }
+};
+
+}  // namespace
+
 std::string timelineSvg(const std::vector<TimelineSeries>& series,
                         const std::vector<TimelineMark>& marks) {
-  constexpr double kWidth = 800, kPanel = 180, kLeft = 90, kRight = 20, kTop = 30;
-  double height = kTop + static_cast<double>(series.size()) * (kPanel + 40) + 20;
-  std::string svg = fmt::format(
-      "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{0}\" height=\"{1}\" viewBox=\"0 0 {0} "
-      "{1}\" font-family=\"sans-serif\" font-size=\"12\">\n"
-      "<rect width=\"{0}\" height=\"{1}\" fill=\"white\"/>\n",
-      kWidth, height);
-  double plotW = kWidth - kLeft - kRight;
-  for (std::size_t i = 0; i < series.size(); ++i) {
-    const auto& s = series[i];
+  const double plotW = kSvgWidth - kLeft - kRight;
+  Texts texts;
+  std::string shapes;
+  double y = 8;  // the top of the next panel
+  for (const auto& s : series) {
     Range r = rangeOf(s, marks);
-    double y0 = kTop + static_cast<double>(i) * (kPanel + 40);
-    auto x = [&](std::uint64_t t) {
+    std::uint64_t step = byteStep(r.top);
+    std::uint64_t axisTop = (r.top + step - 1) / step * step;  // the next tick up
+    texts.put(kLeft, y + 14, s.label, "start", "font-weight=\"bold\"", 13);
+    const double plotTop = y + 26, plotBottom = plotTop + kPlotH;
+    auto xAt = [&](std::uint64_t t) {
       return kLeft + plotW * static_cast<double>(t - r.from) / static_cast<double>(r.to - r.from);
     };
-    auto y = [&](std::uint64_t b) {
-      return y0 + kPanel - kPanel * static_cast<double>(b) / static_cast<double>(r.top);
+    auto yAt = [&](std::uint64_t b) {
+      return plotBottom - kPlotH * static_cast<double>(b) / static_cast<double>(axisTop);
     };
-    auto escape = [](const std::string& t) {
-      std::string o;
-      for (char c : t) {
-        if (c == '<')
-          o += "&lt;";
-        else if (c == '>')
-          o += "&gt;";
-        else if (c == '&')
-          o += "&amp;";
-        else
-          o += c;
+    shapes += fmt::format(
+        "<rect class=\"plot\" x=\"{}\" y=\"{:.1f}\" width=\"{}\" height=\"{}\" fill=\"none\" "
+        "stroke=\"#888\"/>\n",
+        kLeft, plotTop, plotW, kPlotH);
+    // The byte axis from zero, a gridline at each tick.
+    for (std::uint64_t v = 0; v <= axisTop; v += step) {
+      double ty = yAt(v);
+      if (v != 0 && v != axisTop)
+        shapes += fmt::format(
+            "<line class=\"grid\" x1=\"{}\" x2=\"{}\" y1=\"{:.1f}\" y2=\"{:.1f}\" "
+            "stroke=\"#ddd\"/>\n",
+            kLeft, kLeft + plotW, ty, ty);
+      texts.put(kLeft - 6, ty + 4, units::humanBytes(v), "end", "class=\"ytick\"");
+      if (axisTop - v < step) break;  // no overflow at the largest steps
+    }
+    // The time axis: round ticks inside the span, their labels kept apart.
+    std::uint64_t tstep = timeStepNs(r.to - r.from, plotW);
+    std::uint64_t first = (r.from + tstep - 1) / tstep * tstep;
+    if (r.to - r.from < tstep) first = r.from;  // a span shorter than a step: its start
+    for (std::uint64_t t = first; t <= r.to; t += tstep) {
+      double tx = xAt(t);
+      shapes += fmt::format(
+          "<line class=\"xtick\" x1=\"{0:.1f}\" x2=\"{0:.1f}\" y1=\"{1:.1f}\" y2=\"{2:.1f}\" "
+          "stroke=\"#888\"/>\n",
+          tx, plotBottom, plotBottom + 4);
+      // Centred under its tick, else beside it (at an edge, or clear of "0 B").
+      for (const char* anchor : {"middle", "start", "end"}) {
+        if (!texts.fits(texts.boxOf(tx, plotBottom + 17, clock(t), anchor, kFont))) continue;
+        texts.put(tx, plotBottom + 17, clock(t), anchor, "class=\"xlabel\"");
+        break;
       }
-      return o;
-    };
-    svg += fmt::format("<text x=\"{}\" y=\"{}\" font-weight=\"bold\">{}</text>\n", kLeft, y0 - 8,
-                       escape(s.label));
-    svg += fmt::format(
-        "<rect x=\"{}\" y=\"{}\" width=\"{}\" height=\"{}\" fill=\"none\" stroke=\"#888\"/>\n",
-        kLeft, y0, plotW, kPanel);
-    svg += fmt::format("<text x=\"{}\" y=\"{}\" text-anchor=\"end\">{}</text>\n", kLeft - 6,
-                       y0 + 12, units::humanBytes(r.top));
-    // One polyline per unbroken run of samples: a gap stays a gap.
+      if (r.to - t < tstep) break;
+    }
+    // Samples as steps: a figure holds until the next sample; an unread one is a gap.
     std::string points;
     auto flush = [&] {
       if (!points.empty())
-        svg += fmt::format(
+        shapes += fmt::format(
             "<polyline class=\"series\" fill=\"none\" stroke=\"#1f77b4\" stroke-width=\"1.5\" "
             "points=\"{}\"/>\n",
             points);
       points.clear();
     };
-    for (const auto& p : s.points) {
+    for (std::size_t i = 0; i < s.points.size(); ++i) {
+      const auto& p = s.points[i];
       if (!p.bytes) {
         flush();
         continue;
       }
-      points += fmt::format("{}{:.1f},{:.1f}", points.empty() ? "" : " ", x(p.atNs), y(*p.bytes));
+      double py = yAt(*p.bytes);
+      points += fmt::format("{}{:.1f},{:.1f}", points.empty() ? "" : " ", xAt(p.atNs), py);
+      if (i + 1 < s.points.size() && s.points[i + 1].bytes)
+        points += fmt::format(" {:.1f},{:.1f}", xAt(s.points[i + 1].atNs), py);
     }
     flush();
+    // The limit, named at its right end, above the line where there is room.
     if (s.limit) {
-      svg += fmt::format(
+      double ly = yAt(std::min(*s.limit, axisTop));
+      shapes += fmt::format(
           "<line class=\"limit\" x1=\"{0}\" x2=\"{1}\" y1=\"{2:.1f}\" y2=\"{2:.1f}\" "
-          "stroke=\"#d62728\" stroke-dasharray=\"6 4\"/>\n"
-          "<text x=\"{1}\" y=\"{3:.1f}\" text-anchor=\"end\" fill=\"#d62728\">{4} {5}</text>\n",
-          kLeft, kLeft + plotW, y(*s.limit), y(*s.limit) - 4, escape(s.limitName),
-          units::humanBytes(*s.limit));
+          "stroke=\"#d62728\" stroke-dasharray=\"6 4\"/>\n",
+          kLeft, kLeft + plotW, ly);
+      std::string name = fmt::format("{} {}", s.limitName, units::humanBytes(*s.limit));
+      for (double baseline : {ly - 5, ly + 15, ly - 20, ly + 30}) {
+        Box b = texts.boxOf(kLeft + plotW - 4, baseline, name, "end", kFont);
+        if (b.y0 >= plotTop && b.y1 <= plotBottom && texts.fits(b)) {
+          texts.put(kLeft + plotW - 4, baseline, name, "end",
+                    "class=\"limitlabel\" fill=\"#d62728\" " + std::string(kHalo));
+          break;
+        }
+      }
     }
-    for (const auto& m : marks) {
-      svg += fmt::format(
-          "<line class=\"mark\" x1=\"{0:.1f}\" x2=\"{0:.1f}\" y1=\"{1}\" y2=\"{2}\" "
-          "stroke=\"#ff7f0e\"/>\n<text x=\"{0:.1f}\" y=\"{3}\" fill=\"#ff7f0e\">{4}</text>\n",
-          x(m.atNs), y0, y0 + kPanel, y0 + kPanel + 14, escape(m.label));
+    // Marks: a line each, numbered at the top of the plot in the first row
+    // where the number fits; the numbers are explained below the panels.
+    for (std::size_t m = 0; m < marks.size(); ++m) {
+      double mx = xAt(marks[m].atNs);
+      shapes += fmt::format(
+          "<line class=\"mark\" x1=\"{0:.1f}\" x2=\"{0:.1f}\" y1=\"{1:.1f}\" y2=\"{2:.1f}\" "
+          "stroke=\"#ff7f0e\"/>\n",
+          mx, plotTop, plotBottom);
+      std::string n = std::to_string(m + 1);
+      for (double row = 0; row < 12; ++row) {
+        double baseline = plotTop + 14 + row * 14;
+        const char* anchor = mx + 3 + textWidth(n) > kLeft + plotW ? "end" : "start";
+        double at = std::string_view(anchor) == "end" ? mx - 3 : mx + 3;
+        if (texts.fits(texts.boxOf(at, baseline, n, anchor, kFont))) {
+          texts.put(at, baseline, n, anchor,
+                    "class=\"marklabel\" fill=\"#ff7f0e\" " + std::string(kHalo));
+          break;
+        }
+      }
     }
-    svg +=
-        fmt::format("<text x=\"{}\" y=\"{}\">{}</text>\n", kLeft, y0 + kPanel + 28, clock(r.from));
-    svg += fmt::format("<text x=\"{}\" y=\"{}\" text-anchor=\"end\">{}</text>\n", kLeft + plotW,
-                       y0 + kPanel + 28, clock(r.to));
+    // The legend: what each line is.
+    double lx = kLeft, ly = plotBottom + 38;
+    auto legend = [&](const std::string& style, const std::string& label) {
+      double w = 24 + textWidth(label) + 18;
+      if (lx + w > kSvgWidth - kRight && lx > kLeft) {
+        lx = kLeft;
+        ly += 16;
+      }
+      shapes += fmt::format(
+          "<line class=\"legendkey\" x1=\"{:.1f}\" x2=\"{:.1f}\" y1=\"{:.1f}\" y2=\"{:.1f}\" "
+          "{}/>\n",
+          lx, lx + 18, ly - 4, ly - 4, style);
+      texts.put(lx + 24, ly, label, "start", "class=\"legend\"");
+      lx += w;
+    };
+    legend("stroke=\"#1f77b4\" stroke-width=\"1.5\"", "sampled (held until the next sample)");
+    if (s.limit)
+      legend("stroke=\"#d62728\" stroke-dasharray=\"6 4\"",
+             fmt::format("{} {}", s.limitName, units::humanBytes(*s.limit)));
+    if (!marks.empty()) legend("stroke=\"#ff7f0e\"", "event (numbered below)");
+    y = ly + 18;
   }
-  svg += "</svg>\n";
-  return svg;
+  // The events, numbered as on the charts.
+  for (std::size_t m = 0; m < marks.size(); ++m) {
+    y += 16;
+    texts.put(kLeft, y,
+              fmt::format("event {} at {}: {}", m + 1, clock(marks[m].atNs), marks[m].label),
+              "start", "class=\"event\"");
+  }
+  double height = y + 14;
+  return fmt::format(
+             "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{0}\" height=\"{1:.0f}\" "
+             "viewBox=\"0 0 {0} {1:.0f}\" font-family=\"sans-serif\" font-size=\"{2}\">\n"
+             "<rect width=\"{0}\" height=\"{1:.0f}\" fill=\"white\"/>\n",
+             kSvgWidth, height, kFont) +
+         shapes + texts.svg + "</svg>\n";
 }
 
 }  // namespace tally::views

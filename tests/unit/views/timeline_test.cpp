@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <regex>
 #include <sstream>
 #include <vector>
@@ -96,7 +97,7 @@ TEST(Timeline, TheSvgIsWellFormedWithAGapBetweenTwoLines) {
     ++lines;
   EXPECT_EQ(lines, 2u);
   EXPECT_NE(svg.find("class=\"limit\""), std::string::npos);
-  EXPECT_NE(svg.find(">gpu-memory-kill</text>"), std::string::npos);
+  EXPECT_NE(svg.find(": gpu-memory-kill</text>"), std::string::npos);
   // Every point lies inside the 800 px wide image.
   std::regex points("points=\"([^\"]+)\"");
   for (auto it = std::sregex_iterator(svg.begin(), svg.end(), points); it != std::sregex_iterator();
@@ -110,6 +111,152 @@ TEST(Timeline, TheSvgIsWellFormedWithAGapBetweenTwoLines) {
       EXPECT_GE(y, 0);
     }
   }
+}
+
+// The SVG as a picture, checked by its geometry: every text's box (estimated
+// at 0.6 em per character, as wide as sans-serif runs) inside the image and
+// clear of every other; the byte axis from zero in round steps; time labels
+// apart; samples drawn as steps; marks numbered and explained; the limit
+// named. Over a short lease, a long one, marks crowded at one moment and at
+// the edges, no limit, and text that is markup.
+struct SvgText {
+  double x0, y0, x1, y1;
+  std::string cls, text;
+};
+
+std::vector<SvgText> textsOf(const std::string& svg) {
+  std::vector<SvgText> out;
+  std::regex text(
+      "<text x=\"([-0-9.]+)\" y=\"([-0-9.]+)\" text-anchor=\"([a-z]+)\" "
+      "font-size=\"([0-9.]+)\"([^>]*)>"
+      "([^<]*)</text>");
+  for (auto it = std::sregex_iterator(svg.begin(), svg.end(), text); it != std::sregex_iterator();
+       ++it) {
+    const auto& m = *it;
+    double x = std::stod(m[1]), y = std::stod(m[2]), font = std::stod(m[4]);
+    std::string body = m[6];
+    std::size_t chars = 0;
+    for (std::size_t i = 0; i < body.size(); ++i) {
+      if (body[i] == '&') i = body.find(';', i);  // an entity is one character
+      if ((static_cast<unsigned char>(body[i]) & 0xC0) != 0x80) ++chars;
+    }
+    double w = static_cast<double>(chars) * font * 0.6;
+    double x0 = m[3] == "end" ? x - w : m[3] == "middle" ? x - w / 2 : x;
+    std::smatch c;
+    std::string attrs = m[5];
+    std::string cls =
+        std::regex_search(attrs, c, std::regex("class=\"([a-z]+)\"")) ? c[1].str() : "";
+    out.push_back({x0, y - font, x0 + w, y + font * 0.2, cls, body});
+  }
+  return out;
+}
+
+void expectAPicture(const std::string& svg, const std::vector<views::TimelineSeries>& series,
+                    const std::vector<views::TimelineMark>& marks, const std::string& what,
+                    std::size_t timeLabels = 2) {
+  SCOPED_TRACE(what);
+  std::smatch vb;
+  ASSERT_TRUE(std::regex_search(svg, vb, std::regex("viewBox=\"0 0 ([0-9.]+) ([0-9.]+)\"")));
+  double w = std::stod(vb[1]), h = std::stod(vb[2]);
+  auto texts = textsOf(svg);
+  ASSERT_FALSE(texts.empty());
+  for (std::size_t i = 0; i < texts.size(); ++i) {
+    const auto& a = texts[i];
+    EXPECT_TRUE(a.x0 >= 0 && a.x1 <= w && a.y0 >= 0 && a.y1 <= h)
+        << "'" << a.text << "' leaves the " << w << "x" << h << " image: " << a.x0 << ".." << a.x1
+        << ", " << a.y0 << ".." << a.y1;
+    for (std::size_t j = i + 1; j < texts.size(); ++j) {
+      const auto& b = texts[j];
+      bool overlap = a.x0 < b.x1 && b.x0 < a.x1 && a.y0 < b.y1 && b.y0 < a.y1;
+      EXPECT_FALSE(overlap) << "'" << a.text << "' and '" << b.text << "' overlap";
+    }
+  }
+  // Lines and points inside the image.
+  std::regex num("(x1|x2|y1|y2)=\"([-0-9.]+)\"");
+  for (auto it = std::sregex_iterator(svg.begin(), svg.end(), num); it != std::sregex_iterator();
+       ++it) {
+    double v = std::stod((*it)[2]);
+    EXPECT_GE(v, 0);
+    EXPECT_LE(v, (*it)[1].str()[0] == 'x' ? w : h);
+  }
+  std::regex points("points=\"([^\"]+)\"");
+  for (auto it = std::sregex_iterator(svg.begin(), svg.end(), points); it != std::sregex_iterator();
+       ++it) {
+    std::istringstream in((*it)[1].str());
+    std::vector<std::pair<double, double>> pts;
+    for (std::string xy; in >> xy;)
+      pts.emplace_back(std::stod(xy.substr(0, xy.find(','))),
+                       std::stod(xy.substr(xy.find(',') + 1)));
+    for (std::size_t i = 0; i < pts.size(); ++i) {
+      EXPECT_TRUE(pts[i].first >= 0 && pts[i].first <= w && pts[i].second >= 0 &&
+                  pts[i].second <= h);
+      // Steps: each segment is level or upright, never a ramp.
+      if (i) {
+        EXPECT_TRUE(pts[i].first == pts[i - 1].first || pts[i].second == pts[i - 1].second)
+            << "a ramp from " << pts[i - 1].first << "," << pts[i - 1].second << " to "
+            << pts[i].first << "," << pts[i].second;
+      }
+    }
+  }
+  auto all = [&](const std::string& cls) {
+    std::vector<std::string> v;
+    for (const auto& t : texts)
+      if (t.cls == cls) v.push_back(t.text);
+    return v;
+  };
+  // Per panel: the byte axis starts at zero and has round steps above it.
+  auto y = all("ytick");
+  EXPECT_EQ(std::count(y.begin(), y.end(), "0 B"), static_cast<long>(series.size()));
+  EXPECT_GE(y.size(), 3 * series.size());
+  EXPECT_GE(all("xlabel").size(), timeLabels * series.size());
+  // Every mark numbered on every panel and explained once, in order, with its time.
+  EXPECT_EQ(all("marklabel").size(), marks.size() * series.size());
+  auto events = all("event");
+  ASSERT_EQ(events.size(), marks.size());
+  for (std::size_t m = 0; m < marks.size(); ++m)
+    EXPECT_EQ(events[m].rfind("event " + std::to_string(m + 1) + " at ", 0), 0u) << events[m];
+  // The limits named, on the chart and in the legend.
+  for (const auto& s : series) {
+    if (!s.limit) continue;
+    auto named = all("limitlabel");
+    EXPECT_TRUE(std::any_of(named.begin(), named.end(), [&](const std::string& t) {
+      return t.rfind(s.limitName + " ", 0) == 0;
+    })) << s.limitName;
+    auto legend = all("legend");
+    EXPECT_TRUE(std::any_of(legend.begin(), legend.end(), [&](const std::string& t) {
+      return t.rfind(s.limitName + " ", 0) == 0;
+    }));
+  }
+}
+
+TEST(Timeline, TheSvgIsAPictureWhoseLabelsStayInsideAndApart) {
+  constexpr std::uint64_t t0 = 1'796'040'000ULL * kSec;
+  auto host = gpuSeries();
+  host.label = "host memory (cgroup)";
+  host.limit = 48 * GiB;
+  host.limitName = "MemoryMax";
+  auto gpu = gpuSeries();
+  // Ten seconds, the kill at the very end (the right edge) and the outcome with it.
+  std::vector<views::TimelineMark> atEnd{{gpu.points[9].atNs, "gpu-memory-kill"},
+                                         {gpu.points[9].atNs, "killed-by-tally"}};
+  expectAPicture(views::timelineSvg({host, gpu}, atEnd), {host, gpu}, atEnd, "ten seconds");
+  // Five marks in one second, at the start (the left edge).
+  std::vector<views::TimelineMark> crowded;
+  for (int i = 0; i < 5; ++i)
+    crowded.push_back({t0 + static_cast<std::uint64_t>(i) * 1000, "gpu-memory-high <x&y>"});
+  expectAPicture(views::timelineSvg({gpu}, crowded), {gpu}, crowded, "crowded marks");
+  // Three hours of samples every 10 s, no limit, the label long.
+  views::TimelineSeries longRun;
+  longRun.label = "GPU memory (GTT + VRAM, DRM fdinfo, counted as gpu_memory_max counts it)";
+  for (std::uint64_t i = 0; i < 1080; ++i)
+    longRun.points.push_back({t0 + i * 10 * kSec, (i % 97) * GiB / 3});
+  std::vector<views::TimelineMark> one{{t0 + 5000 * kSec, "gpu-memory-high"}};
+  expectAPicture(views::timelineSvg({longRun}, one), {longRun}, one, "three hours");
+  // A tiny lease: two samples of a few KiB, one instant.
+  views::TimelineSeries tiny;
+  tiny.label = "host memory (cgroup)";
+  tiny.points = {{t0, 4096}, {t0, 12288}};
+  expectAPicture(views::timelineSvg({tiny}, {}), {tiny}, {}, "one instant", 1);
 }
 
 // From the daemon's lease reply: samples, declared limits from the granted
