@@ -264,6 +264,38 @@ TEST_F(VmDaemon, AttachToARunningServiceMetersItAndEndsWithIt) {
   expectChainIntact();
 }
 
+// An attached unit whose process the kernel OOM-kills at its MemoryMax:
+// systemd (OOMPolicy=stop) stops the unit and removes its cgroup at once, yet
+// the outcome names the OOM kill (the daemon read memory.events when the kill
+// changed it, and when the cgroup emptied) and a memory peak, never "unknown".
+TEST_F(VmDaemon, AnAttachedUnitsOomKillIsRecordedThoughSystemdRemovesItsCgroup) {
+  startDaemon();
+  std::string oomUnit = "tally-vm-oom-" + std::to_string(::getpid()) + ".service";
+  std::string held = dir + "/oom.ready", go = dir + "/oom.go";
+  // A holder of 24 MiB, and on the word a second process asking for 200 MiB
+  // (over the 64 MiB MemoryMax: the kernel kills it).
+  ASSERT_EQ(shell("systemd-run --quiet --unit=" + oomUnit + " -p Type=exec sh -c '" + kWorkload +
+                  " hog 24 60000 " + held + " & while [ ! -e " + go + " ]; do sleep 0.05; done; " +
+                  kWorkload + " hog 200 0; wait'"),
+            0);
+  ASSERT_TRUE(ready(held));
+  auto a =
+      tally({"attach", "--unit", oomUnit, "--pool", "one", "--memory-max", "64M", "--name", "oom"});
+  ASSERT_EQ(a.exitCode(), 0) << a.err;
+  std::string lease = a.out.substr(0, 12);
+  ASSERT_EQ(shell("touch " + go), 0);
+  // systemd's OOMPolicy=stop: at the kill it stops the whole unit and removes
+  // its cgroup, racing the daemon's read of the counters at the end.
+  EXPECT_TRUE(eventually([&] { return kinds(lease).size() >= 3; }, 10s));
+  json outcome = ledgerRows(lease).back()["body"];
+  EXPECT_EQ(outcome["outcome"]["class"], "oom-killed") << outcome.dump(2);
+  EXPECT_EQ(outcome["outcome"]["oom_kill"], 1) << outcome.dump(2);
+  EXPECT_EQ(outcome["outcome"]["summary"].get<std::string>().find("is unknown"), std::string::npos)
+      << outcome.dump(2);
+  EXPECT_GE(outcome["memory"]["peak_bytes"].get<std::uint64_t>(), 24 * kMiB) << outcome.dump(2);
+  shell("systemctl reset-failed " + oomUnit + " 2>/dev/null");
+}
+
 TEST_F(VmDaemon, AttachToAProcesssCgroupWritesMemoryMaxAndEndsOnExit) {
   startDaemon();
   std::string cg = "/sys/fs/cgroup/vmd-pid-" + std::to_string(::getpid());
