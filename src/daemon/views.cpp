@@ -255,6 +255,8 @@ seats::SeatFacts Views::seatFacts(const Lease& l) const {
   }
   for (const auto& [region, bytes] : g.lastRegions) f.gpuRegions[region].currentBytes = bytes;
   for (const auto& [region, bytes] : g.regionPeaks) f.gpuRegions[region].peakBytes = bytes;
+  for (const auto& [region, cls] : g.classesSeen)
+    if (auto it = f.gpuRegions.find(region); it != f.gpuRegions.end()) it->second.memoryClass = cls;
   f.gpuCurrent = seats::Figure::of(
       g.lastBytes, g.lastError.value_or(g.samplesIncomplete ? "a client printed no resident figure"
                                                             : "not sampled"));

@@ -55,6 +55,22 @@ const char* memoryClassName(MemoryClass c) {
   return "unknown";
 }
 
+const char* notCountedReason(MemoryClass c) {
+  switch (c) {
+    case MemoryClass::HostCharged:
+      return "host-charged: shmem pages the cgroup's memory.current already holds";
+    case MemoryClass::Other:
+      return "other: not memory a workload grows (stolen, doorbell, gds and the like)";
+    case MemoryClass::Unknown:
+      return "unknown: a region of a driver tally has no class for; shown, never summed";
+    case MemoryClass::Device:
+    case MemoryClass::HostUncharged:
+    case MemoryClass::HostMixed:
+      break;
+  }
+  return nullptr;
+}
+
 MemoryClass classifyRegion(std::string_view driver, std::string_view region,
                            bool withDeviceRegions) {
   if (driver == "amdgpu" || driver == "tally_testdrm") {

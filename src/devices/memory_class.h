@@ -50,6 +50,9 @@ MemoryClass classifyRegion(std::string_view driver, std::string_view region,
 inline bool countedAsGpuMemory(MemoryClass c) {
   return c == MemoryClass::Device || c == MemoryClass::HostUncharged || c == MemoryClass::HostMixed;
 }
+// Why a class is not counted as GPU memory, as a reader is told beside the
+// region's bytes; nullptr for a counted class.
+const char* notCountedReason(MemoryClass c);
 
 // Whether the buffer objects a driver creates are memory the memory cgroup
 // does not charge, so the in-kernel charge (bpf/) counts them: the TTM

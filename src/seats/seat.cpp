@@ -74,9 +74,14 @@ json seatRow(const SeatFacts& f, std::uint64_t nowNs, std::uint64_t intervalUs) 
   r["host"] = host;
   json gpu;
   json regions = json::object();
-  for (const auto& [name, g] : f.gpuRegions)
-    regions[name] = {{"current_bytes", jsonview::orNull(g.currentBytes)},
-                     {"peak_bytes", jsonview::orNull(g.peakBytes)}};
+  for (const auto& [name, g] : f.gpuRegions) {
+    json& region = regions[name];
+    region = {{"current_bytes", jsonview::orNull(g.currentBytes)},
+              {"peak_bytes", jsonview::orNull(g.peakBytes)}};
+    if (!g.memoryClass) continue;
+    region["class"] = devices::memoryClassName(*g.memoryClass);
+    if (const char* why = devices::notCountedReason(*g.memoryClass)) region["not_counted"] = why;
+  }
   gpu["regions"] = regions;
   put(gpu, "current_bytes", f.gpuCurrent);
   gpu["peak_bytes"] = jsonview::orNull(f.gpuPeakBytes);

@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "devices/memory_class.h"
 #include "lease/attributes.h"
 
 namespace tally::seats {
@@ -26,6 +27,9 @@ struct Figure {
 
 struct RegionFigures {
   std::optional<std::uint64_t> currentBytes, peakBytes;
+  // What the region's bytes are (devices/memory_class.h); a class GPU
+  // memory does not count is said so, with the reason, beside its bytes.
+  std::optional<devices::MemoryClass> memoryClass;
 };
 
 // Everything a row is built from, gathered by the daemon at one instant.

@@ -409,6 +409,22 @@ std::vector<std::string> seatTable(const json& seats, const ViewOptions& o) {
     lines.push_back(o.colour ? paint(line, toneOf(*s, fresh)) : line);
   }
   if (lines.size() == 1) lines.push_back(fit("(no leases)", o.width));
+  // GPU memory a lease holds in a region GPU memory does not count: its size
+  // and why, so "GPU 0 B" never hides that memory exists there.
+  for (const json* s : rows) {
+    if (o.daemonGone || !get(*s, "fresh").is_boolean() || !(*s)["fresh"].get<bool>()) continue;
+    const json& regions = get(get(*s, "gpu"), "regions");
+    if (!regions.is_object()) continue;
+    for (const auto& [name, r] : regions.items()) {
+      auto bytes = count(get(r, "current_bytes"));
+      if (!bytes || *bytes == 0 || str(r, "not_counted", "").empty()) continue;
+      lines.push_back(
+          fitWords(fmt::format("  {} {}: {} in region {} not counted as GPU memory ({})",
+                               str(*s, "lease"), str(*s, "name"), compact(get(r, "current_bytes")),
+                               name, str(r, "not_counted")),
+                   o.width));
+    }
+  }
   return lines;
 }
 

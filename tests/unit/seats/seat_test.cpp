@@ -49,5 +49,23 @@ TEST(Seat, ARowWithAnUnreadableFigureSaysWhy) {
   EXPECT_EQ(r["gpu"]["limit_unknown"], "no gpu_memory_max declared");
 }
 
+// Each region says its memory class; one GPU memory does not count says why.
+TEST(Seat, ARegionSaysItsClassAndWhyItIsNotCounted) {
+  seats::SeatFacts f;
+  f.lease = "0123456789ab";
+  f.state = "running";
+  f.observedAtNs = 100;
+  f.gpuRegions["gtt"] = {4 * GiB, 4 * GiB, devices::MemoryClass::HostUncharged};
+  f.gpuRegions["memory"] = {GiB, GiB, devices::MemoryClass::HostCharged};
+  f.gpuRegions["odd"] = {1, 1, std::nullopt};
+  json r = seats::seatRow(f, 100, 1'000'000);
+  EXPECT_EQ(r["gpu"]["regions"]["gtt"]["class"], "host-uncharged");
+  EXPECT_FALSE(r["gpu"]["regions"]["gtt"].contains("not_counted"));
+  EXPECT_EQ(r["gpu"]["regions"]["memory"]["class"], "host-charged");
+  EXPECT_EQ(r["gpu"]["regions"]["memory"]["not_counted"],
+            "host-charged: shmem pages the cgroup's memory.current already holds");
+  EXPECT_FALSE(r["gpu"]["regions"]["odd"].contains("class"));
+}
+
 }  // namespace
 }  // namespace tally

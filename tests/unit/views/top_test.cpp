@@ -213,5 +213,36 @@ TEST(TopView, ChildLeasesAreDrawnUnderTheirParent) {
   EXPECT_NE(alone[1].find("\\_ slurm-7.0"), std::string::npos) << alone[1];
 }
 
+// A lease whose GPU memory sits in a region GPU memory does not count (a
+// shmem driver's `memory`, charged to memory.current already) reads "GPU 0 B"
+// in its row; a line below says how much is there and why it is not counted.
+// A counted region, an empty one and a stale row add no such line.
+TEST(TopView, GpuMemoryInARegionNotCountedIsShownWithItsSizeAndWhy) {
+  json v3d = freshSeat();
+  v3d["name"] = "v3d-job";
+  v3d["gpu"]["current_bytes"] = 0;
+  v3d["gpu"]["regions"] = {
+      {"memory",
+       {{"current_bytes", 16 * GiB},
+        {"class", "host-charged"},
+        {"not_counted", "host-charged: shmem pages the cgroup's memory.current already holds"}}},
+      {"stolen", {{"current_bytes", 0}, {"class", "other"}, {"not_counted", "other: ..."}}}};
+  views::ViewOptions o;
+  o.width = 160;
+  auto t = views::seatTable(json::array({v3d, freshSeat()}), o);
+  ASSERT_EQ(t.size(), 4u) << t.back();
+  EXPECT_EQ(t[3].substr(0, t[3].find_last_not_of(' ') + 1),
+            "  0123456789ab v3d-job: 16.0G in region memory not counted as GPU memory "
+            "(host-charged: shmem pages the cgroup's memory.current already holds)");
+  v3d["fresh"] = false;
+  EXPECT_EQ(views::seatTable(json::array({v3d}), o).size(), 2u) << "a stale row says nothing now";
+  o.width = 60;  // cut at a word, never mid-word
+  v3d["fresh"] = true;
+  auto narrow = views::seatTable(json::array({v3d}), o);
+  ASSERT_EQ(narrow.size(), 3u);
+  EXPECT_LE(narrow[2].size(), 60u + 2);
+  EXPECT_EQ(narrow[2].rfind("  0123456789ab v3d-job: 16.0G in region memory", 0), 0u) << narrow[2];
+}
+
 }  // namespace
 }  // namespace tally
