@@ -70,13 +70,31 @@ std::vector<std::string> timelineText(const TimelineSeries& s,
   std::size_t columns = width - kLabel;
   Range r = rangeOf(s, marks);
   r.top += r.top / 20;  // a little room above the limit line
-  // The highest figure sampled in each column's span of time; a column no
-  // sample fell in stays empty (a gap, not a zero).
+  // The highest figure sampled in each column's span of time; a column where
+  // only an unread sample fell is a gap, not a zero.
   std::vector<std::optional<std::uint64_t>> peak(columns);
+  std::vector<bool> unread(columns, false);
   for (const auto& p : s.points) {
-    if (!p.bytes) continue;
-    auto& cell = peak[columnOf(p.atNs, r, columns)];
-    cell = std::max(cell.value_or(0), *p.bytes);
+    std::size_t c = columnOf(p.atNs, r, columns);
+    if (!p.bytes) {
+      unread[c] = true;
+      continue;
+    }
+    peak[c] = std::max(peak[c].value_or(0), *p.bytes);
+  }
+  // Steps, as the SVG draws them: a figure holds until the next sample, so a
+  // column between two samples shows the earlier one; an unread sample
+  // breaks the hold (a gap), and nothing is drawn after the last sample.
+  std::size_t lastSampled = 0;
+  for (std::size_t c = 0; c < columns; ++c)
+    if (peak[c]) lastSampled = c;
+  std::optional<std::uint64_t> held;
+  for (std::size_t c = 0; c <= lastSampled && c < columns; ++c) {
+    if (unread[c] && !peak[c]) held.reset();
+    if (peak[c])
+      held = peak[c];
+    else
+      peak[c] = held;
   }
   double eighthsPerByte = static_cast<double>(height * 8) / static_cast<double>(r.top);
   std::optional<std::size_t> limitRow;  // from the bottom

@@ -64,6 +64,19 @@ TEST(Timeline, TheTextChartDrawsTheLimitTheGapAndTheMarks) {
   EXPECT_NE(lines[5].find("▲"), std::string::npos);
   EXPECT_EQ(lines[5].substr(lines[5].size() - 3), "▲");
   EXPECT_NE(lines[7].find("gpu-memory-kill"), std::string::npos);
+  // Sparse samples (3 over 40 columns) hold until the next, as steps: no
+  // empty column between two read samples, none after the last.
+  views::TimelineSeries sparse;
+  sparse.label = "GPU memory";
+  constexpr std::uint64_t t0 = 1'796'040'000ULL * kSec;
+  sparse.points = {{t0, 8 * GiB}, {t0 + 4 * kSec, 16 * GiB}, {t0 + 10 * kSec, 16 * GiB}};
+  auto steps = views::timelineText(sparse, {}, 51, 2);  // 40 plot columns
+  std::string bottom = steps[2].substr(steps[2].find("┤") + 3);
+  EXPECT_EQ(bottom.find(' '), std::string::npos) << steps[2];
+  sparse.points.insert(sparse.points.begin() + 1, {t0 + 2 * kSec, std::nullopt});
+  steps = views::timelineText(sparse, {}, 51, 2);
+  bottom = steps[2].substr(steps[2].find("┤") + 3);
+  EXPECT_NE(bottom.find(' '), std::string::npos) << "the unread sample is a gap: " << steps[2];
   // Nothing sampled: said, no empty chart.
   views::TimelineSeries empty;
   empty.label = "host memory";
