@@ -92,6 +92,14 @@ void addReplyTimeoutOption(CLI::App* cmd, std::string& timeout) {
       ->default_str("10s");
 }
 
+// An empty ID would match the ledger's rows that belong to no lease.
+const CLI::Validator kNonEmptyLeaseId(
+    [](std::string& id) {
+      return id.empty() ? std::string("a lease id is required (tally leases lists them)")
+                        : std::string();
+    },
+    "");
+
 ClientCommands addClientCommands(CLI::App& app, ClientOptions& o) {
   ClientCommands c;
   c.leases = app.add_subcommand("leases", "Live and queued leases of the daemon");
@@ -104,7 +112,7 @@ ClientCommands addClientCommands(CLI::App& app, ClientOptions& o) {
   lease->require_subcommand(1);
   c.leaseShow =
       lease->add_subcommand("show", "A lease's state, meters and ledger rows (live or ended)");
-  c.leaseShow->add_option("ID", o.leaseId, "the lease id")->required();
+  c.leaseShow->add_option("ID", o.leaseId, "the lease id")->required()->check(kNonEmptyLeaseId);
   c.leaseShow->add_flag("--json", o.json, "print as JSON");
   c.leaseShow->add_option("--svg", o.svg,
                           "also write the memory timeline (host and GPU against their limits) "
@@ -123,7 +131,9 @@ ClientCommands addClientCommands(CLI::App& app, ClientOptions& o) {
   addSocketOption(c.leaseShow, o.socket);
   addReplyTimeoutOption(c.leaseShow, o.replyTimeout);
   c.logs = app.add_subcommand("logs", "A detached job's output, from the journal");
-  c.logs->add_option("ID", o.leaseId, "the lease id tally run --detach printed")->required();
+  c.logs->add_option("ID", o.leaseId, "the lease id tally run --detach printed")
+      ->required()
+      ->check(kNonEmptyLeaseId);
   c.logs->add_flag("--follow,-f", o.follow, "keep printing new lines as they come");
   c.logs->add_option("--lines,-n", o.lines, "only the last N lines");
   c.logs->footer(
@@ -143,7 +153,7 @@ ClientCommands addClientCommands(CLI::App& app, ClientOptions& o) {
       "client records the outcome. Exit status: 0 ok, 3 no daemon or no answer, 5 refused (not "
       "yours, not "
       "found).");
-  c.leaseRelease->add_option("ID", o.leaseId, "the lease id")->required();
+  c.leaseRelease->add_option("ID", o.leaseId, "the lease id")->required()->check(kNonEmptyLeaseId);
   c.leaseRelease->add_flag("--json", o.json, "print the reply as JSON");
   addSocketOption(c.leaseRelease, o.socket);
   addReplyTimeoutOption(c.leaseRelease, o.replyTimeout);
