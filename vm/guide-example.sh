@@ -42,3 +42,23 @@ import json, sys
 for l in sys.stdin:
     e = json.loads(l)
     print(json.dumps({k: e[k] for k in sorted(e) if k.startswith("TALLY_") or k in ("MESSAGE", "PRIORITY")}))'
+
+# A job that grows in steps for the timeline: 16 MiB of host memory, 64 MiB
+# of GTT at 1 s, 32 MiB more at 2 s (96 MiB: at its bound), and a third 32
+# MiB buffer the kernel refuses; the process that asked for it exits 1, the
+# rest of the job runs on to 4 s.
+show "$T" run --pool gpu --name embed --memory-max 256M --gpu-memory-max 96M --sample-interval 250ms \
+  -- sh -c "$W hog 16 4000 & sleep 1; $W gpu gtt 32 2 3000 & sleep 1; $W gpu gtt 32 2 2000; wait" 2>&1 | tail -2
+# Its timeline: the terminal chart, and the SVG printed between markers
+# (docs/guide/images/embed-timeline.svg is this output).
+ID=$("$T" ledger --name embed --json | python3 -c 'import json,sys; print(json.load(sys.stdin)[-1]["record"]["lease"]["id"])')
+show "$T" lease show "$ID" --svg /tmp/embed-timeline.svg
+echo; echo "----- BEGIN embed-timeline.svg -----"; cat /tmp/embed-timeline.svg; echo "----- END embed-timeline.svg -----"
+show "$T" ledger
+# What happened, replayed from the ledger with its time, like docker events.
+show "$T" events --since 10m --timeout 2s
+# The shipped alert rules, checked and tested by the guest's promtool.
+if [ -n "$TALLY_SOURCE" ]; then
+  show promtool check rules "$TALLY_SOURCE/dist/prometheus/tally.rules.yml"
+  (cd "$TALLY_SOURCE/tests/fixtures/prometheus" && show promtool test rules tally.rules.test.yml)
+fi
