@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 
+#include <filesystem>
 #include <regex>
 #include <set>
 #include <sstream>
@@ -238,6 +239,65 @@ TEST(Package, BashCompletionOffersEveryOptionHelpLists) {
   EXPECT_TRUE(completed({"run", "--memory-max"}, "").empty());
   // The word after an option that takes a value is that value, not a command.
   EXPECT_TRUE(completed({"attach", "--name", "lease"}).count("--pool"));
+}
+
+// docs/run.md's synopsis names every option `tally run --help` lists, and
+// nothing it does not: a new option cannot leave the page behind.
+TEST(Docs, RunsSynopsisNamesEveryOptionOfItsHelp) {
+  std::string page = readFile(std::string(TALLY_SOURCE_DIR) + "/docs/run.md");
+  auto at = page.find("```\ntally run [");
+  ASSERT_NE(at, std::string::npos);
+  std::string synopsis = page.substr(at, page.find("```", at + 4) - at);
+  std::set<std::string> named;
+  static const std::regex name("--[a-z][a-z-]+");
+  for (auto it = std::sregex_iterator(synopsis.begin(), synopsis.end(), name);
+       it != std::sregex_iterator(); ++it)
+    named.insert(it->str());
+  auto help = helpOptions({"run"});
+  help.erase("--help");
+  for (const auto& o : help) EXPECT_TRUE(named.count(o)) << "docs/run.md's synopsis lacks " << o;
+  for (const auto& o : named)
+    EXPECT_TRUE(help.count(o)) << "docs/run.md names " << o << ", which tally run lacks";
+}
+
+// Every shell block in README.md and docs/ says what it is: `runnable` (the
+// VM runs it as written: VmPackage.TheGuidesRunnableBlocksRunAsWritten, which
+// reads docs/guide/ only) or `illustrative` (it needs a real GPU, a cluster,
+// or a site's own paths). A block that says neither would drift unnoticed.
+TEST(Docs, EveryShellBlockIsRunnableInTheVmOrMarkedIllustrative) {
+  namespace fs = std::filesystem;
+  std::vector<std::string> pages = {std::string(TALLY_SOURCE_DIR) + "/README.md"};
+  for (const auto& e : fs::recursive_directory_iterator(std::string(TALLY_SOURCE_DIR) + "/docs"))
+    if (e.path().extension() == ".md") pages.push_back(e.path().string());
+  static const std::regex fence("^```(sh|bash|console|shell|zsh)( [a-z]+)?$");
+  std::size_t runnable = 0, blocks = 0;
+  for (const auto& page : pages) {
+    std::istringstream lines(readFile(page));
+    bool inside = false;
+    int n = 0;
+    for (std::string l; std::getline(lines, l);) {
+      ++n;
+      if (l.rfind("```", 0) != 0) continue;
+      if (inside) {
+        inside = l != "```";
+        continue;
+      }
+      inside = true;
+      std::smatch m;
+      if (!std::regex_match(l, m, fence)) continue;
+      ++blocks;
+      std::string mark = m[2].matched ? m[2].str().substr(1) : "";
+      EXPECT_TRUE(mark == "runnable" || mark == "illustrative")
+          << page << ":" << n << ": " << l << " (mark it runnable or illustrative)";
+      if (mark == "runnable") {
+        ++runnable;
+        EXPECT_NE(page.find("/docs/guide/"), std::string::npos)
+            << page << ":" << n << ": the VM runs runnable blocks of docs/guide/ only";
+      }
+    }
+  }
+  EXPECT_GE(blocks, 30u);
+  EXPECT_GE(runnable, 3u);
 }
 
 }  // namespace
