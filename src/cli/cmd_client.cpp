@@ -24,6 +24,7 @@
 #include "util/json_view.h"
 #include "util/text.h"
 #include "util/units.h"
+#include "views/daemon_status.h"
 #include "views/timeline.h"
 #include "views/top.h"
 
@@ -310,6 +311,28 @@ ClientCommands addClientCommands(CLI::App& app, ClientOptions& o) {
   addSocketOption(c.seats, o.socket);
   addReplyTimeoutOption(c.seats, o.replyTimeout);
 
+  // Under `tally daemon` (added before the client commands), served like them.
+  CLI::App* daemon = nullptr;
+  for (CLI::App* sub : app.get_subcommands([](const CLI::App*) { return true; }))
+    if (sub->get_name() == "daemon") daemon = sub;
+  if (daemon) {
+    c.daemonStatus = daemon->add_subcommand(
+        "status",
+        "What the running daemon says of itself: uptime, leases, in-kernel charge, coverage, "
+        "ledger");
+    c.daemonStatus->footer(
+        "The in-kernel charge line says whether GPU memory is charged to the lease that creates "
+        "it and the\ncrossing allocation refused (BPF), and if not exactly why and what to do; "
+        "tally doctor says the\nsame of this host without a daemon.\n"
+        "Exit status: 0 the daemon answers and its ledger writes, 1 its ledger cannot write (new "
+        "leases and\nreleases are refused), 3 the daemon cannot be reached or did not answer.");
+    c.daemonStatus->add_flag("--json", o.json,
+                             "print the daemon, kernel_charge, coverage and ledger objects");
+    c.daemonStatus->add_flag("--utc", o.utc, "times in UTC (default: local time)");
+    addSocketOption(c.daemonStatus, o.socket);
+    addReplyTimeoutOption(c.daemonStatus, o.replyTimeout);
+  }
+
   c.metrics =
       app.add_subcommand("metrics", "Print the daemon's metrics in the Prometheus text format");
   c.metrics->footer(
@@ -473,6 +496,20 @@ int runClientCommand(const ClientCommands& c, const ClientOptions& o) {
       printLine(text::trimRight(line));
     notListed(m->result);
     return kExitOk;
+  }
+  if (c.daemonStatus && c.daemonStatus->parsed()) {
+    auto m = callDaemon("daemon status", o, rpc::api::Overview{}, rc);
+    if (!m) return rc;
+    auto st = views::daemonStatus(m->result, clock::realtimeNs(), o.utc);
+    if (o.json) {
+      nlohmann::json out = nlohmann::json::object();
+      for (const char* k : {"daemon", "sample_interval_us", "kernel_charge", "coverage", "ledger"})
+        if (m->result.contains(k)) out[k] = m->result[k];
+      fmt::print("{}\n", out.dump(2));
+    } else {
+      for (const auto& line : st.lines) printLine(line);
+    }
+    return st.ledgerWrites ? kExitOk : kExitDegraded;
   }
   if (c.metrics->parsed()) {
     auto m = callDaemon("metrics", o, rpc::api::Metrics{}, rc);

@@ -53,6 +53,7 @@ struct ClientCommands {
   CLI::App* seats = nullptr;
   CLI::App* metrics = nullptr;
   CLI::App* logs = nullptr;
+  CLI::App* daemonStatus = nullptr;  // `tally daemon status`
 };
 
 ClientCommands addClientCommands(CLI::App& app, ClientOptions& opts);

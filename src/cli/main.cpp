@@ -162,6 +162,8 @@ int main(int argc, char** argv) {
     if (app.got_subcommand("gpu")) return cli::runGpu(roots, gpu);
     if (app.got_subcommand("doctor")) return cli::runDoctor(roots, doctor);
     if (app.got_subcommand("ledger")) return cli::runLedger(ledger);
+    if (clientCmds.daemonStatus && clientCmds.daemonStatus->parsed())
+      return cli::runClientCommand(clientCmds, clientOpts);
     if (app.got_subcommand("daemon")) return cli::runDaemon(roots, daemonOpts);
     if (app.got_subcommand("config")) return cli::runConfigCheck(roots, configOpts);
     if (app.got_subcommand("top")) return cli::runTop(topOpts);

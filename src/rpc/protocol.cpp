@@ -182,7 +182,7 @@ std::string errorSentence(const RpcError& e) {
   if (protocolDisagreement(e.code))
     said += fmt::format(
         ". The daemon could not read this client's request ({}): run the same tally version on "
-        "both sides (tally --version, tally daemon status)",
+        "both sides (tally --version here; systemctl status tally names the daemon's binary)",
         e.code);
   else if (e.code == code::kInternal)
     said += ". That is a bug in the daemon: please report it with its journal";

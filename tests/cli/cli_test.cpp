@@ -758,7 +758,8 @@ TEST(ExitStatusCli, TheDaemonsNoIsASentenceAndOneExitCodeAcrossCommands) {
            Case{{"unsupported-version", "protocol version 9 is not spoken here"},
                 3,
                 ". The daemon could not read this client's request (unsupported-version): run "
-                "the same tally version on both sides (tally --version, tally daemon status)"},
+                "the same tally version on both sides (tally --version here; systemctl status "
+                "tally names the daemon's binary)"},
            Case{{"internal", "std::bad_alloc"},
                 4,
                 ". That is a bug in the daemon: please report it with its journal"},

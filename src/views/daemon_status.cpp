@@ -1,0 +1,53 @@
+#include "views/daemon_status.h"
+
+#include <fmt/format.h>
+
+#include "util/json_view.h"
+#include "util/units.h"
+#include "views/ledger_view.h"
+
+namespace tally::views {
+
+using json = nlohmann::json;
+using jsonview::count;
+using jsonview::get;
+using jsonview::text;
+
+DaemonStatus daemonStatus(const json& o, std::uint64_t nowNs, bool utc) {
+  DaemonStatus s;
+  const json& d = get(o, "daemon");
+  std::string pid = count(get(d, "pid")) ? std::to_string(*count(get(d, "pid"))) : "?";
+  if (auto since = count(get(d, "started_at_ns")); since && *since <= nowNs)
+    s.lines.push_back(fmt::format("daemon: pid {}, up {} (since {})", pid,
+                                  units::humanDuration((nowNs - *since) / 1000),
+                                  wallTime(*since, utc)));
+  else
+    s.lines.push_back(fmt::format("daemon: pid {}", pid));
+  std::string interval = count(get(o, "sample_interval_us"))
+                             ? units::humanDuration(*count(get(o, "sample_interval_us")))
+                             : "?";
+  s.lines.push_back(fmt::format("leases: {} live, {} queued; sampled every {}",
+                                count(get(d, "leases_live")).value_or(0),
+                                count(get(d, "queued")).value_or(0), interval));
+  const json& kc = get(o, "kernel_charge");
+  std::string charge = text(kc, "line");
+  // The line says why when it is off (bpf::describe): said once.
+  s.lines.push_back("in-kernel charge: " + (charge.empty() ? std::string("not reported") : charge));
+  const json& cov = get(o, "coverage");
+  s.lines.push_back(fmt::format("coverage: MemoryMax covers {} on kernel {}",
+                                text(cov, "state").empty() ? "?" : text(cov, "state"),
+                                text(cov, "kernel").empty() ? "?" : text(cov, "kernel")));
+  const json& ledger = get(o, "ledger");
+  if (get(ledger, "writes").is_boolean() && !get(ledger, "writes").get<bool>()) {
+    s.ledgerWrites = false;
+    s.lines.push_back(fmt::format(
+        "ledger: {} CANNOT WRITE: {}; new leases and releases are refused until it does (free "
+        "space or fix the state directory)",
+        text(ledger, "path"), text(ledger, "failure")));
+  } else if (get(ledger, "writes").is_boolean()) {
+    s.lines.push_back(fmt::format("ledger: {} writes", text(ledger, "path")));
+  }
+  return s;
+}
+
+}  // namespace tally::views
