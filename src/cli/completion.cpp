@@ -1,6 +1,7 @@
 #include "cli/completion.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <string_view>
 #include <vector>
@@ -52,9 +53,7 @@ std::vector<std::string> memberValues(const CLI::Option* o) {
 }
 
 std::string words(const std::vector<std::string>& list) {
-  std::string out;
-  for (const auto& w : list) out += (out.empty() ? "" : " ") + w;
-  return out;
+  return fmt::format("{}", fmt::join(list, " "));
 }
 
 // Values tally can name that no option's model carries: the shell asks the

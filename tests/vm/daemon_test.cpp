@@ -285,17 +285,19 @@ TEST_F(VmDaemon, AnAttachedUnitsOomKillIsRecordedThoughSystemdRemovesItsCgroup) 
   std::string oomUnit = "tally-vm-oom-" + std::to_string(::getpid()) + ".service";
   std::string held = dir + "/oom.ready", go = dir + "/oom.go";
   // A holder of 24 MiB, and on the word a second process asking for 200 MiB
-  // (over the 64 MiB MemoryMax: the kernel kills it).
+  // (over the 64 MiB MemoryMax: the kernel kills it). The word is a FIFO: the
+  // unit's read blocks until the test opens it for writing.
+  ASSERT_EQ(shell("mkfifo " + go), 0);
   ASSERT_EQ(shell("systemd-run --quiet --unit=" + oomUnit + " -p Type=exec sh -c '" + kWorkload +
-                  " hog 24 60000 " + held + " & while [ ! -e " + go + " ]; do sleep 0.05; done; " +
-                  kWorkload + " hog 200 0; wait'"),
+                  " hog 24 60000 " + held + " & read word < " + go + "; " + kWorkload +
+                  " hog 200 0; wait'"),
             0);
   ASSERT_TRUE(ready(held));
   auto a =
       tally({"attach", "--unit", oomUnit, "--pool", "one", "--memory-max", "64M", "--name", "oom"});
   ASSERT_EQ(a.exitCode(), 0) << a.err;
   std::string lease = a.out.substr(0, 12);
-  ASSERT_EQ(shell("touch " + go), 0);
+  ASSERT_EQ(shell("echo go > " + go), 0);
   // systemd's OOMPolicy=stop: at the kill it stops the whole unit and removes
   // its cgroup, racing the daemon's read of the counters at the end.
   EXPECT_TRUE(eventually([&] { return kinds(lease).size() >= 3; }, 10s));
