@@ -26,9 +26,13 @@ DaemonStatus daemonStatus(const json& o, std::uint64_t nowNs, bool utc) {
   std::string interval = count(get(o, "sample_interval_us"))
                              ? units::humanDuration(*count(get(o, "sample_interval_us")))
                              : "?";
+  // A figure the reply lacks is '?', never 0.
+  auto figure = [&](const char* key) {
+    auto n = count(get(d, key));
+    return n ? std::to_string(*n) : std::string("?");
+  };
   s.lines.push_back(fmt::format("leases: {} live, {} queued; sampled every {}",
-                                count(get(d, "leases_live")).value_or(0),
-                                count(get(d, "queued")).value_or(0), interval));
+                                figure("leases_live"), figure("queued"), interval));
   const json& kc = get(o, "kernel_charge");
   std::string charge = text(kc, "line");
   // The line says why when it is off (bpf::describe): said once.

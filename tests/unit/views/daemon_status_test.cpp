@@ -45,6 +45,7 @@ TEST(DaemonStatus, SaysUptimeLeasesTheInKernelChargeCoverageAndTheLedger) {
   // A reply missing its parts says so, never invents them.
   s = views::daemonStatus(json::object(), 0, true);
   EXPECT_EQ(s.lines[0], "daemon: pid ?");
+  EXPECT_EQ(s.lines[1], "leases: ? live, ? queued; sampled every ?");
   EXPECT_EQ(s.lines[2], "in-kernel charge: not reported");
   EXPECT_TRUE(s.ledgerWrites);
 }
