@@ -18,6 +18,7 @@
 #include "ledger/rows.h"
 #include "rpc/messages.h"
 #include "util/clock.h"
+#include "util/json_view.h"
 #include "util/text.h"
 
 namespace tally::daemon {
@@ -420,7 +421,12 @@ void Service::onComplete(std::uint64_t conn, const Peer& peer, const json& id,
   if (!ev)
     return fail(conn, id, ev.error().code == EEXIST ? code::kConflict : code::kInternal,
                 ev.error().message);
-  json r = rpc::api::encode(rpc::api::CompleteReply{l->id, ev->seq, ev->hash});
+  rpc::api::CompleteReply done{l->id, ev->seq, ev->hash, std::nullopt};
+  if (const json& k = jsonview::get(jsonview::get(record, "gpu"), "kernel_charge"); !k.is_null()) {
+    if (auto charge = rpc::api::decodeKernelCharge(k, "gpu.kernel_charge"))
+      done.kernelCharge = *charge;
+  }
+  json r = rpc::api::encode(done);
   std::string leaseId = l->id;
   env_.watches.unwatch(leaseId);
   book_.forget(leaseId);

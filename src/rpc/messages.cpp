@@ -118,8 +118,32 @@ Result<ReleaseReply> decodeReleaseReply(const json& result) {
   return r;
 }
 
+Result<bpf::LeaseCharge> decodeKernelCharge(const json& charge, const std::string& name) {
+  if (!charge.is_object()) return Error{0, fmt::format("\"{}\" must be an object", name)};
+  Fields c(charge, name + ".");
+  bpf::LeaseCharge k;
+  for (auto [key, out] :
+       {std::pair{"bytes", &k.bytes}, std::pair{"peak_bytes", &k.peakBytes},
+        std::pair{"objects", &k.objects}, std::pair{"allocations_refused", &k.refused},
+        std::pair{"refused_bytes", &k.refusedBytes}}) {
+    auto v = c.u64(key);
+    if (!v) return v.error();
+    if (!*v) return c.bad(key, "is required");
+    *out = **v;
+  }
+  return k;
+}
+
 json encode(const CompleteReply& r) {
-  return {{"lease", r.lease}, {"seq", r.seq}, {"hash", r.hash}};
+  json j = {{"lease", r.lease}, {"seq", r.seq}, {"hash", r.hash}};
+  if (const auto& k = r.kernelCharge) {
+    j["kernel_charge"] = {{"bytes", k->bytes},
+                          {"peak_bytes", k->peakBytes},
+                          {"objects", k->objects},
+                          {"allocations_refused", k->refused},
+                          {"refused_bytes", k->refusedBytes}};
+  }
+  return j;
 }
 
 Result<CompleteReply> decodeCompleteReply(const json& result) {
@@ -132,6 +156,11 @@ Result<CompleteReply> decodeCompleteReply(const json& result) {
   if (!seq) return seq.error();
   if (!*seq) return f.bad("seq", "is required");
   r.seq = **seq;
+  if (const json* charge = f.get("kernel_charge")) {
+    auto k = decodeKernelCharge(*charge, "kernel_charge");
+    if (!k) return k.error();
+    r.kernelCharge = *k;
+  }
   return r;
 }
 

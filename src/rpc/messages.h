@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "bpf/kernel_charge.h"
 #include "enforce/gpu_bound.h"
 #include "util/result.h"
 
@@ -55,13 +56,18 @@ struct ReleaseReply {
 json encode(const ReleaseReply& r);
 Result<ReleaseReply> decodeReleaseReply(const json& result);
 
-// complete: the outcome's ledger row, on disk.
+// complete: the outcome's ledger row, on disk. `kernelCharge`: what the
+// kernel charged the lease, where the daemon armed it (its refusals are in no
+// figure the client read itself, so its summary line says them from here).
 struct CompleteReply {
   std::string lease;
   std::int64_t seq = 0;
   std::string hash;
+  std::optional<bpf::LeaseCharge> kernelCharge;
 };
 json encode(const CompleteReply& r);
+// The kernel's figures as a record's gpu.kernel_charge and this reply carry them.
+Result<bpf::LeaseCharge> decodeKernelCharge(const json& charge, const std::string& name);
 Result<CompleteReply> decodeCompleteReply(const json& result);
 
 // bound: the event is recorded.

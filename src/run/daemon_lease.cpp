@@ -3,6 +3,8 @@
 #include <fmt/format.h>
 #include <unistd.h>
 
+#include <algorithm>
+
 #include "lease/record.h"
 #include "util/clock.h"
 
@@ -87,9 +89,17 @@ Status DaemonLease::placed(const lease::LeaseRecord& rec, const contain::LeaseCg
 
 void DaemonLease::finished(lease::LeaseRecord& rec) {
   auto m = callResuming(rpc::api::Complete{leaseId_, json(lease::recordJson(rec))});
-  if (m && m->ok && rpc::api::decodeCompleteReply(m->result)) {
-    recorded_ = true;
-    return;
+  if (m && m->ok) {
+    if (auto done = rpc::api::decodeCompleteReply(m->result)) {
+      recorded_ = true;
+      // What the kernel charged and refused is the daemon's alone (this
+      // client samples fdinfo): the summary line and --json say it from here.
+      if (done->kernelCharge) {
+        rec.gpu.kernel = done->kernelCharge;
+        rec.gpu.peakBytes = std::max(rec.gpu.peakBytes.value_or(0), done->kernelCharge->peakBytes);
+      }
+      return;
+    }
   }
   std::string why = m ? rpc::errorSentence(m->error) : m.error().message;
   rec.warnings.push_back(fmt::format("the daemon did not record the outcome: {}", why));

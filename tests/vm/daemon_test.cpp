@@ -1051,6 +1051,12 @@ TEST_F(VmRedTeam, TheHidingTricksAreChargedInFullAndRefusedAtTheBound) {
     writeFile(release, "");
     auto ended = waitProgram(run);
     EXPECT_EQ(ended.exitCode(), 0) << ended.err;
+    // The client's own line says what only the daemon saw: the kernel's peak and refusals.
+    EXPECT_NE(ended.err.find("; GPU peak 64.0 MiB (charged in the kernel to the buffers it "
+                             "created); 2 GPU allocations refused at its bound (64.0 MiB), never "
+                             "over gpu_memory_max 64.0 MiB"),
+              std::string::npos)
+        << ended.err;
     ASSERT_TRUE(eventually([&] { return kinds(lease).back() == "outcome"; }, 15s));
     json outcome = ledgerRows(lease).back()["body"];
     EXPECT_EQ(outcome["outcome"]["class"], "exited") << outcome.dump(2);

@@ -178,7 +178,12 @@ TEST_F(ServiceKernelChargeTest, RefusalsAreSaidAsEventsAtMostOncePerLeasePerMinu
   json record = {{"schema", 1},
                  {"lease", {{"id", id}}},
                  {"outcome", {{"class", "exited"}, {"exit_code", 0}, {"summary", "exited"}}}};
-  ASSERT_TRUE(call(1, 1000, "complete", {{"lease", id}, {"record", record}})["ok"]);
+  json done = call(1, 1000, "complete", {{"lease", id}, {"record", record}});
+  ASSERT_TRUE(done["ok"]) << done;
+  // The reply says the kernel's figures to the client, which sampled only fdinfo.
+  EXPECT_EQ(done["result"]["kernel_charge"]["allocations_refused"], 3u) << done;
+  EXPECT_EQ(done["result"]["kernel_charge"]["refused_bytes"], 48 * MiB) << done;
+  EXPECT_EQ(done["result"]["kernel_charge"]["peak_bytes"], GiB - 4 * MiB) << done;
   json outcome = json::parse(rows(id).back().body);
   EXPECT_EQ(outcome["gpu"]["kernel_charge"]["allocations_refused"], 3u) << outcome.dump(2);
   EXPECT_EQ(outcome["gpu"]["kernel_charge"]["refused_bytes"], 48 * MiB);

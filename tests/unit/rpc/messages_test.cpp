@@ -43,9 +43,17 @@ TEST(RpcMessages, RepliesRoundTrip) {
   auto rel = decodeReleaseReply(encode(ReleaseReply{"abc", "stopping"}));
   ASSERT_TRUE(rel);
   EXPECT_EQ(rel->state, "stopping");
-  auto done = decodeCompleteReply(encode(CompleteReply{"abc", 17, "9f3a"}));
+  auto done = decodeCompleteReply(encode(CompleteReply{"abc", 17, "9f3a", std::nullopt}));
   ASSERT_TRUE(done);
   EXPECT_EQ(done->seq, 17);
+  EXPECT_FALSE(done->kernelCharge) << "a lease the kernel did not charge";
+  auto charged = decodeCompleteReply(
+      encode(CompleteReply{"abc", 18, "9f3b", bpf::LeaseCharge{0, 64 << 20, 0, 2, 64 << 20}}));
+  ASSERT_TRUE(charged);
+  ASSERT_TRUE(charged->kernelCharge);
+  EXPECT_EQ(charged->kernelCharge->peakBytes, 64u << 20);
+  EXPECT_EQ(charged->kernelCharge->refused, 2u);
+  EXPECT_EQ(charged->kernelCharge->refusedBytes, 64u << 20);
   EXPECT_TRUE(decodeBoundReply(encode(BoundReply{true}))->recorded);
   EXPECT_EQ(decodeSubscribeReply(encode(SubscribeReply{{"lease", "gpu-bound"}}))->events,
             (std::vector<std::string>{"lease", "gpu-bound"}));
@@ -74,6 +82,18 @@ TEST(RpcMessages, AMalformedReplyIsAnErrorNamingTheField) {
             "the daemon's lease reply is not a JSON object");
   EXPECT_EQ(decodeCompleteReply(json{{"lease", "a"}, {"hash", "h"}}).error().message,
             "\"seq\" is required");
+  EXPECT_EQ(decodeCompleteReply(json{{"lease", "a"},
+                                     {"hash", "h"},
+                                     {"seq", 1},
+                                     {"kernel_charge", {{"bytes", 0}, {"peak_bytes", -1}}}})
+                .error()
+                .message,
+            "\"kernel_charge.peak_bytes\" must be a non-negative integer");
+  EXPECT_EQ(decodeCompleteReply(
+                json{{"lease", "a"}, {"hash", "h"}, {"seq", 1}, {"kernel_charge", "2 refused"}})
+                .error()
+                .message,
+            "\"kernel_charge\" must be an object");
   EXPECT_EQ(decodeMetricsReply(json::object()).error().message,
             "\"text\" is required (is the daemon an older tally?)");
   EXPECT_EQ(decodeDocument(json{{"pools", json::array()}}, "leases").error().message,
