@@ -30,6 +30,8 @@ StateSaveLocation=/var/spool/slurmctld
 SlurmdSpoolDir=/var/spool/slurmd
 SelectType=select/cons_tres
 SchedulerParameters=sched_interval=1
+# A time limit's SIGKILL 2 s after its SIGTERM (default 30 s): the tests wait less.
+KillWait=2
 GresTypes=tallymem
 NodeName=$node NodeAddr=192.0.2.1 CPUs=$(nproc) RealMemory=512 Gres=tallymem:$gres_count State=UNKNOWN
 PartitionName=gpu Nodes=$node Default=YES MaxTime=INFINITE State=UP

@@ -54,6 +54,7 @@ ledger::GrantedRow grantedRow(const Lease& l) {
   row.memoryMax = l.req.memoryMax;
   row.gpuMemoryMax = l.req.gpuMemoryMax;
   row.gpuMemoryHigh = l.metering.bound.high;
+  row.reportsExit = l.ending.awaitsReport;
   row.attributes = l.attributes;
   row.parent = l.parent;
   if (l.metering.bound.any()) {
@@ -121,6 +122,7 @@ Result<std::unique_ptr<Lease>> rebuildLease(const std::vector<ledger::Event>& ev
                handover);
       l->attributes = g->attributes;
       l->parent = g->parent;
+      l->ending.awaitsReport = g->reportsExit;
       if (!g->target.empty()) l->target = std::make_unique<lease::AttachTarget>(g->target);
     } else if (e.kind == ledger::kStarted || e.kind == ledger::kAdopted) {
       auto p = ledger::decodePlaced(body);

@@ -61,7 +61,10 @@ std::optional<std::string> Recovery::reopen(Lease& l, const ledger::PlacedRow& p
   l.place.cg = std::make_unique<cgroup::Cgroup>(std::move(*cg));
   if (auto counters = cgroup::Cgroup::open(*env_.cgroupRoot, l.place.countersCgroup))
     l.place.countersCg = std::make_unique<cgroup::Cgroup>(std::move(*counters));
-  if (l.isAttach() && !Endings::populated(l))
+  // Emptied with nobody to say how it ended: lost. Its attacher promised that
+  // word (the Slurm plugin, waiting at the step's end with the cgroup kept):
+  // re-adopted, the outcome waits for it as before the restart.
+  if (l.isAttach() && !Endings::populated(l) && !l.ending.awaitsReport)
     return fmt::format("cgroup {} emptied while the daemon was down", l.place.cgroup);
   return std::nullopt;
 }

@@ -764,6 +764,16 @@ Result<std::vector<std::string>> Service::recover() {
   auto lines = Recovery(cfg_.daemon, RecoveryEnv{env_.cgroupRoot, env_.watches, env_.units},
                         ledger_, book_, events_, endings_, sampler_, handover_)
                    .run();
+  if (lines) {
+    // Re-adopted empty, awaiting its attacher's exit report: the report's
+    // deadline starts now (cgroupChanged), as if the daemon had seen it empty.
+    std::vector<std::string> emptied;
+    for (const auto& [id, l] : book_.all())
+      if (l->isAttach() && l->state() == Lease::State::Running && l->ending.awaitsReport &&
+          !Endings::populated(*l))
+        emptied.push_back(id);
+    for (const auto& id : emptied) cgroupChanged(id);
+  }
   if (lines && env_.kernelCharge) {
     // The kernel kept every lease's charge across the restart; those no
     // re-adopted lease claims (it ended while no daemon ran) are forgotten.

@@ -80,6 +80,7 @@ json encode(const GrantedRow& r) {
   b["requested_at_ns"] = r.requestedAtNs;
   if (!r.target.empty()) b["target"] = targetJson(r.target);
   if (!r.parent.empty()) b["parent"] = r.parent;
+  if (r.reportsExit) b["reports_exit"] = true;
   return b;
 }
 
@@ -138,6 +139,10 @@ Result<GrantedRow> decodeGranted(const json& body) {
   if (auto s = f.u64(body, "requested_at_ns", requested); !s) return s.error();
   r.requestedAtNs = requested.value_or(0);
   if (auto s = f.str(body, "parent", r.parent); !s) return s.error();
+  if (const json* reports = f.get(body, "reports_exit")) {
+    if (!reports->is_boolean()) return f.bad("reports_exit", "true or false");
+    r.reportsExit = reports->get<bool>();
+  }
   if (const json* t = f.get(body, "target")) {
     if (auto s = f.str(*t, "unit", r.target.unit); !s) return s.error();
     if (auto s = f.str(*t, "cgroup", r.target.cgroup); !s) return s.error();

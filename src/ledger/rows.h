@@ -44,6 +44,9 @@ struct GrantedRow {
   std::uint64_t requestedAtNs = 0;
   lease::AttachTarget target;  // attach only
   std::string parent;          // a child lease's parent lease id ("" = none)
+  // attach: its attacher reports how the processes ended (reports_exit); a
+  // restarted daemon still waits for that word rather than calling it lost.
+  bool reportsExit = false;
 };
 nlohmann::json encode(const GrantedRow& r);
 // {"unit": ...} | {"cgroup": ...} | {"pid": ...}; null when empty.

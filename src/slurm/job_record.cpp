@@ -38,7 +38,9 @@ bool validName(std::string_view name) {
 
 std::string encodeJobRecord(const JobRecord& r) {
   std::string gres = r.gres ? fmt::format("{}:{}", r.gres->name, r.gres->count) : "none";
-  return fmt::format("{}job={} asked={} gres={}\n", kMagic, r.job, fmt::join(r.asked, ","), gres);
+  std::string het = r.het ? fmt::format(" het={}+{}", r.het->leader, r.het->offset) : "";
+  return fmt::format("{}job={} asked={} gres={}{}\n", kMagic, r.job, fmt::join(r.asked, ","), gres,
+                     het);
 }
 
 Result<JobRecord> decodeJobRecord(std::string_view text) {
@@ -49,14 +51,16 @@ Result<JobRecord> decodeJobRecord(std::string_view text) {
   text.remove_prefix(kMagic.size());
   if (text.empty() || text.back() != '\n') return bad("not one whole line");
   text.remove_suffix(1);
-  // Exactly three fields, in order, each KEY=VALUE.
-  std::string_view fields[3];
-  for (std::size_t i = 0; i < 3; ++i) {
+  // Three fields, in order, each KEY=VALUE, and het= for a heterogeneous job's component.
+  std::string_view fields[4];
+  std::size_t fieldCount = 0;
+  for (; fieldCount < 4 && !text.empty(); ++fieldCount) {
     auto space = text.find(' ');
-    if ((i < 2) == (space == std::string_view::npos)) return bad("not job=, asked= and gres=");
-    fields[i] = text.substr(0, space);
+    if (space == 0 || space + 1 == text.size()) return bad("not job=, asked= and gres=");
+    fields[fieldCount] = text.substr(0, space);
     text = space == std::string_view::npos ? std::string_view{} : text.substr(space + 1);
   }
+  if (fieldCount < 3 || !text.empty()) return bad("not job=, asked= and gres=");
   auto value = [&](std::size_t i, std::string_view key) -> std::optional<std::string_view> {
     if (fields[i].substr(0, key.size()) != key) return std::nullopt;
     return fields[i].substr(key.size());
@@ -77,6 +81,15 @@ Result<JobRecord> decodeJobRecord(std::string_view text) {
     r.asked.emplace_back(name);
     if (comma == std::string_view::npos) break;
     at = comma + 1;
+  }
+  if (fieldCount == 4) {
+    auto hetText = value(3, "het=");
+    auto plus = hetText ? hetText->find('+') : std::string_view::npos;
+    if (plus == std::string_view::npos) return bad("het= is not LEADER+OFFSET");
+    auto leader = digits<std::uint32_t>(hetText->substr(0, plus));
+    auto offset = digits<std::uint32_t>(hetText->substr(plus + 1));
+    if (!leader || *leader == 0 || !offset) return bad("het= is not LEADER+OFFSET");
+    r.het = HetJob{*leader, *offset};
   }
   if (*gresText == "none") return r;
   auto colon = gresText->find(':');

@@ -6,6 +6,7 @@
 //
 //   tally-slurm-job 1 job=4242 asked=tallymem gres=tallymem:67108864
 //   tally-slurm-job 1 job=4243 asked=tallymem,gpumem gres=none
+//   tally-slurm-job 1 job=4245 asked=tallymem gres=none het=4244+1
 //
 // `asked` is the plugin's GRES names (gres=) the answer is about: "none" means
 // none of those, so a record asked with other names is not an answer.
@@ -22,10 +23,17 @@
 
 namespace tally::slurm {
 
+// A heterogeneous job's component: its leader's job id and its offset (the
+// job record's het_job_id, het_job_offset; no SPANK item carries them).
+struct HetJob {
+  std::uint32_t leader = 0, offset = 0;
+};
+
 struct JobRecord {
   std::uint32_t job = 0;
   std::vector<std::string> asked;  // the GRES names slurmctld was asked about, in order
   std::optional<GresFound> gres;   // none: the job holds none of `asked` here
+  std::optional<HetJob> het;       // absent: not part of a heterogeneous job
 };
 
 std::string encodeJobRecord(const JobRecord& r);

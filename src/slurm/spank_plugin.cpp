@@ -91,6 +91,7 @@ std::string g_lease;                  // the lease id once attached
 std::uint32_t g_job = 0, g_step = 0;  // its Slurm ids
 std::uint32_t g_tasksExited = 0;      // this node's tasks of the step that have exited
 std::vector<int> g_taskStatuses;      // ... and their wait statuses
+bool g_exitTold = false;              // the daemon answered the tasks' exit report
 std::string g_configError;            // plugstack.conf's arguments did not parse
 
 int optGpuMax(int, const char* arg, int) { return (g_options.gpuMemoryMax = arg ? arg : ""), 0; }
@@ -177,20 +178,24 @@ int loadJob(std::uint32_t job, job_info_msg_t** jobs) {
 // The job's allocation on this node is gres_detail_str at the node's index in
 // the job's node list, found by the node's name (S_JOB_NODEID counts from the
 // step's nodes, which may be a subset of the job's); else the job's per-node
-// request. The GPU memory GRES is the first of `names` it holds. An error when
-// slurmctld cannot be asked.
-tally::Result<std::optional<slurm::GresFound>> jobGresFromSlurmctld(
-    std::uint32_t job, const std::string& node, const std::vector<std::string>& names) {
+// request. The GPU memory GRES is the first of `names` it holds. The record
+// also says whether the job is a heterogeneous job's component (no SPANK
+// item does). An error when slurmctld cannot be asked.
+tally::Result<slurm::JobRecord> jobFromSlurmctld(std::uint32_t job, const std::string& node,
+                                                 const std::vector<std::string>& names) {
   job_info_msg_t* jobs = nullptr;
   if (loadJob(job, &jobs) != SLURM_SUCCESS || !jobs) {
     int err = errno;
     return tally::Error{err, fmt::format("slurmctld did not answer for job {}'s GRES: {}", job,
                                          slurm_strerror(err))};
   }
-  tally::Result<std::optional<slurm::GresFound>> gres = std::optional<slurm::GresFound>{};
-  for (std::uint32_t i = 0; i < jobs->record_count && gres; ++i) {
+  slurm::JobRecord record{job, names, std::nullopt, std::nullopt};
+  tally::Status parsed = tally::Ok{};
+  for (std::uint32_t i = 0; i < jobs->record_count && parsed; ++i) {
     const auto& j = jobs->job_array[i];
     if (j.job_id != job) continue;
+    if (j.het_job_id != 0 && j.het_job_id != NO_VAL && j.het_job_offset != NO_VAL)
+      record.het = slurm::HetJob{j.het_job_id, j.het_job_offset};
     int index = -1;
     if (j.nodes && !node.empty()) {
       auto hl = slurm_hostlist_create(j.nodes);
@@ -199,13 +204,19 @@ tally::Result<std::optional<slurm::GresFound>> jobGresFromSlurmctld(
         slurm_hostlist_destroy(hl);
       }
     }
+    tally::Result<std::optional<slurm::GresFound>> gres = std::optional<slurm::GresFound>{};
     if (index >= 0 && static_cast<std::uint32_t>(index) < j.gres_detail_cnt && j.gres_detail_str &&
         j.gres_detail_str[index])
       gres = slurm::firstGres(j.gres_detail_str[index], names);
     if (gres && !*gres && j.tres_per_node) gres = slurm::firstGres(j.tres_per_node, names);
+    if (gres)
+      record.gres = *gres;
+    else
+      parsed = gres.error();
   }
   slurm_free_job_info_msg(jobs);
-  return gres;
+  if (!parsed) return parsed.error();
+  return record;
 }
 
 // The step's own GRES request per node, when it made one (a step may ask for
@@ -235,16 +246,15 @@ tally::Result<std::optional<slurm::GresFound>> stepGresFromSlurmctld(
 // extern step) kept it, else from slurmctld, then kept for the job's other
 // steps (job_cache=): a job's allocation on a node does not change while it
 // runs, so only its first step here waits on the controller.
-tally::Result<std::optional<slurm::GresFound>> jobGresHere(std::uint32_t job,
-                                                           const std::string& node,
-                                                           std::string_view procCgroup) {
-  if (auto kept = slurm::findJobRecord(g_args.jobCache, job, g_args.gres)) return kept->gres;
-  auto asked = jobGresFromSlurmctld(job, node, g_args.gres);
+tally::Result<slurm::JobRecord> jobHere(std::uint32_t job, const std::string& node,
+                                        std::string_view procCgroup) {
+  if (auto kept = slurm::findJobRecord(g_args.jobCache, job, g_args.gres)) return *kept;
+  auto asked = jobFromSlurmctld(job, node, g_args.gres);
   if (!asked || g_args.jobCache.empty()) return asked;
   std::string jobsDir;  // where the job_J cgroups are: a gone job's record goes
   if (auto cg = slurm::jobCgroup(procCgroup); cg && cg->rfind('/') != std::string::npos)
     jobsDir = std::string(tally::fs::kCgroupRoot) + cg->substr(0, cg->rfind('/'));
-  if (auto kept = slurm::keepJobRecord(g_args.jobCache, {job, g_args.gres, *asked}, jobsDir); !kept)
+  if (auto kept = slurm::keepJobRecord(g_args.jobCache, *asked, jobsDir); !kept)
     slurm_info("tally: %s; the job's other steps ask slurmctld again",
                kept.error().message.c_str());
   return asked;
@@ -345,16 +355,17 @@ void leaseJobAtExtern(spank_t sp) {
   spank_get_item(sp, S_JOB_ID, &job);
   std::string where = fmt::format("tally: job {}", job);
   std::string procCgroup = readText("/proc/self/cgroup");
-  auto gres = jobGresHere(job, getenvOf(sp, "SLURMD_NODENAME"), procCgroup);
-  if (!gres) {
+  auto record = jobHere(job, getenvOf(sp, "SLURMD_NODENAME"), procCgroup);
+  if (!record) {
     slurm_error("%s: cannot tell whether it holds GRES %s here: %s; its steps ask again",
                 where.c_str(), fmt::format("{}", fmt::join(g_args.gres, ",")).c_str(),
-                gres.error().message.c_str());
+                record.error().message.c_str());
     return;
   }
-  if (!*gres || !(*gres)->count || !g_configError.empty()) return;
+  if (!record->gres || !record->gres->count || !g_configError.empty()) return;
   slurm::StepFacts facts = factsOf(sp, job, slurm::kExternStep);
-  facts.gresBytes = (*gres)->count;
+  facts.gresBytes = record->gres->count;
+  facts.het = record->het;
   auto cg = slurm::jobCgroup(procCgroup);
   if (!cg) {
     slurm_error("%s: %s", where.c_str(), cg.error().message.c_str());
@@ -396,16 +407,17 @@ int attachStep(spank_t sp, pid_t task) {
 
   // The GRES is asked for even with --gpu-memory-max: the flag only caps it.
   std::string procCgroup = readText(fmt::format("/proc/{}/cgroup", task));
-  auto gres = jobGresHere(job, getenvOf(sp, "SLURMD_NODENAME"), procCgroup);
-  if (!gres) {
+  auto record = jobHere(job, getenvOf(sp, "SLURMD_NODENAME"), procCgroup);
+  if (!record) {
     // Unknown is not "none": a step that may have asked for GPU memory is not run unbounded.
     return fail(
         fmt::format("{}: cannot tell whether it asked for GRES {}: {}; the step does not "
                     "start",
-                    where, fmt::join(g_args.gres, ","), gres.error().message));
+                    where, fmt::join(g_args.gres, ","), record.error().message));
   }
+  const std::optional<slurm::GresFound>& gres = record->gres;
   std::optional<std::uint64_t> gresBytes;
-  if (*gres) gresBytes = (*gres)->count;
+  if (gres) gresBytes = gres->count;
   if (!slurm::declaresAnything(g_options, gresBytes)) return 0;  // nothing declared: untouched
   if (!g_configError.empty()) {
     return fail(
@@ -416,6 +428,7 @@ int attachStep(spank_t sp, pid_t task) {
 
   slurm::StepFacts facts = factsOf(sp, job, step);
   facts.gresBytes = gresBytes;
+  facts.het = record->het;
   // The step's own request matters only inside a job's count.
   if (gresBytes && *gresBytes) {
     auto own = stepGresFromSlurmctld(job, step, g_args.gres);
@@ -427,7 +440,7 @@ int attachStep(spank_t sp, pid_t task) {
   auto cg = slurm::stepCgroup(procCgroup);
   if (!cg) return fail(fmt::format("{}: {}; the step does not start", where, cg.error().message));
   facts.cgroup = *cg;
-  std::string bound = describeBound(g_options, *gres);
+  std::string bound = describeBound(g_options, gres);
   // What the step asks is checked before the daemon is (a flag without a
   // GRES is refused for that, whether or not the daemon answers).
   if (auto checked = slurm::stepRequest(g_args, g_options, facts); !checked)
@@ -473,8 +486,25 @@ int attachStep(spank_t sp, pid_t task) {
   return 0;
 }
 
+// The tasks' wait status, for the outcome row: the daemon holds the outcome
+// for it (reports_exit), so it is sent even when the cgroup already emptied.
+// True once the daemon answered (took it, or said why not); false when the
+// call did not reach it, so it is sent again to a restarted daemon.
+bool reportExit(rpc::Client& client, int timeoutMs) {
+  auto exit = slurm::stepExit(g_lease, g_taskStatuses);
+  if (!exit) return true;
+  auto reply = client.call(*exit, {}, timeoutMs);
+  if (!reply) return false;
+  if (!reply->ok)
+    slurm_info("tally: lease %s: the daemon did not take the tasks' exit status: %s",
+               g_lease.c_str(), reply->error.message.c_str());
+  return true;
+}
+
 // The step's tasks are gone: wait for the daemon to record the outcome, which
-// it reads from the cgroup slurmstepd is about to remove.
+// it reads from the cgroup slurmstepd is about to remove. A daemon restarted
+// meanwhile is reconnected to (it re-adopts the lease and waits for the exit
+// report, which is sent again if the old daemon never answered it).
 void awaitOutcome(const std::string& lease) {
   auto deadline = std::chrono::steady_clock::now() + std::chrono::microseconds(g_args.endWaitUs);
   auto left = [&] {
@@ -483,15 +513,8 @@ void awaitOutcome(const std::string& lease) {
                   .count();
     return static_cast<int>(std::max<long long>(ms, 0));
   };
-  auto client = rpc::Client::connect(g_args.socket);
-  if (!client) {
-    slurm_error(
-        "tally: lease %s: the daemon at %s is gone at the step's end (%s); it records the "
-        "outcome when it is back",
-        lease.c_str(), g_args.socket.c_str(), client.error().message.c_str());
-    return;
-  }
   bool ended = false;
+  std::string lastError;
   // The lease's terminal ledger row (ledger::isTerminal: outcome, lost,
   // withdrawn); a "released" row is a request to end, not the end.
   auto watch = [&](const rpc::Message& ev) {
@@ -499,20 +522,37 @@ void awaitOutcome(const std::string& lease) {
     auto e = rpc::api::decodeLeaseEvent(ev.raw);
     if (e && e->lease == lease && e->terminal()) ended = true;
   };
-  if (auto s = client->call(rpc::api::Subscribe{}, watch, left()); !s || !s->ok) return;
-  // Subscribed first, then asked: an ending between the two is not missed.
-  auto now = client->call(rpc::api::LeaseQuery{{lease}}, watch, left());
-  if (now && now->ok && now->result.value("state", "") == "ended") ended = true;
-  while (!ended && left() > 0) {
-    auto ev = client->next(left());
-    if (!ev) break;
-    watch(*ev);
+  for (bool first = true; !ended && left() > 0; first = false) {
+    if (!first) ::usleep(200'000);  // a restarting daemon: its socket comes back
+    auto client = rpc::Client::connect(g_args.socket);
+    if (!client) {
+      lastError = client.error().message;
+      continue;
+    }
+    if (!g_exitTold) g_exitTold = reportExit(*client, left());
+    if (auto s = client->call(rpc::api::Subscribe{}, watch, left()); !s || !s->ok) {
+      lastError = s ? s->error.message : s.error().message;
+      continue;
+    }
+    // Subscribed first, then asked: an ending between the two is not missed.
+    auto now = client->call(rpc::api::LeaseQuery{{lease}}, watch, left());
+    if (now && now->ok && now->result.value("state", "") == "ended") ended = true;
+    if (now && !now->ok) break;  // the daemon no longer knows it: nothing to wait for
+    while (!ended && left() > 0) {
+      auto ev = client->next(left());
+      if (!ev) {
+        lastError = ev.error().message;
+        break;
+      }
+      watch(*ev);
+    }
   }
   if (!ended) {
     slurm_error(
-        "tally: lease %s: no outcome from the daemon within end_wait; it is recorded when "
-        "the daemon sees the cgroup empty",
-        lease.c_str());
+        "tally: lease %s: no outcome from the daemon at %s within end_wait (%s); it is "
+        "recorded when the daemon sees the cgroup empty",
+        lease.c_str(), g_args.socket.c_str(),
+        lastError.empty() ? "no terminal row yet" : lastError.c_str());
   }
 }
 
@@ -531,17 +571,6 @@ void sayWhatTheBoundDid(rpc::Client& client) {
     return;
   }
   for (const auto& line : slurm::boundLines(g_job, g_step, *bound)) slurm_error("%s", line.c_str());
-}
-
-// The tasks' wait status, for the outcome row: the daemon holds the outcome
-// for it (reports_exit), so it is sent even when the cgroup already emptied.
-void reportExit(rpc::Client& client) {
-  auto exit = slurm::stepExit(g_lease, g_taskStatuses);
-  if (!exit) return;
-  auto reply = client.call(*exit, {}, daemonTimeoutMs());
-  if (reply && !reply->ok)
-    slurm_info("tally: lease %s: the daemon did not take the tasks' exit status: %s",
-               g_lease.c_str(), reply->error.message.c_str());
 }
 
 }  // namespace
@@ -663,7 +692,7 @@ TALLY_EXPORT int slurm_spank_task_exit(spank_t sp, int, char**) {
     // without the exit status after the daemon's wait.
     if (auto client = rpc::Client::connect(g_args.socket)) {
       sayWhatTheBoundDid(*client);
-      reportExit(*client);
+      g_exitTold = reportExit(*client, daemonTimeoutMs());
     }
   } catch (const std::exception& e) {
     slurm_error("tally: lease %s: %s", g_lease.c_str(), e.what());
@@ -677,8 +706,9 @@ TALLY_EXPORT int slurm_spank_exit(spank_t sp, int, char**) {
   if (g_args.enforce && spank_get_item(sp, S_JOB_STEPID, &step) == ESPANK_SUCCESS &&
       step == slurm::kExternStep) {
     // The job ends on this node: its kept GRES goes with it.
-    if (spank_get_item(sp, S_JOB_ID, &job) == ESPANK_SUCCESS)
+    if (spank_get_item(sp, S_JOB_ID, &job) == ESPANK_SUCCESS) {
       slurm::forgetJobRecord(g_args.jobCache, job);
+    }
     return 0;
   }
   if (g_lease.empty()) return 0;

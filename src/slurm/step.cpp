@@ -27,8 +27,9 @@ Error optionError(std::string_view option, std::string_view value, const Error& 
 // user. Every key starting slurm_ is the plugin's (a user's --tally-attr never
 // does), so a reader tells Slurm's facts from the user's words by the prefix.
 constexpr std::string_view kSlurmKeys[] = {
-    "slurm_job_id",  "slurm_step_id",      "slurm_user",         "slurm_partition",
-    "slurm_account", "slurm_array_job_id", "slurm_array_task_id"};
+    "slurm_job_id",        "slurm_step_id",    "slurm_user",
+    "slurm_partition",     "slurm_account",    "slurm_array_job_id",
+    "slurm_array_task_id", "slurm_het_job_id", "slurm_het_job_offset"};
 constexpr std::string_view kSlurmPrefix = "slurm_";
 
 // "a,b,c" -> {"a", "b", "c"}; an empty item stays (the caller refuses it).
@@ -218,6 +219,10 @@ Status slurmAttributes(const StepFacts& f, bool step, lease::Attributes& a) {
     a["slurm_account"] = text::truncateUtf8(f.account, lease::kMaxAttributeValue);
   if (f.arrayJobId) a["slurm_array_job_id"] = std::to_string(*f.arrayJobId);
   if (f.arrayTaskId) a["slurm_array_task_id"] = std::to_string(*f.arrayTaskId);
+  if (f.het) {
+    a["slurm_het_job_id"] = std::to_string(f.het->leader);
+    a["slurm_het_job_offset"] = std::to_string(f.het->offset);
+  }
   for (const auto& [k, v] : a) {
     if (auto s = lease::checkAttribute(k, v); !s) return s.error();
   }
@@ -337,7 +342,40 @@ Result<StepBound> stepBoundFromLease(const nlohmann::json& lease) {
     }
   }
   if (max) b.max = max;
+  std::uint64_t peak = 0;
+  const auto& gpu = at(lease, "gpu");
+  if (gpu.is_object() && gpu.contains("peak_bytes") && !gpu["peak_bytes"].is_null()) {
+    if (auto s = count(gpu, "peak_bytes", peak); !s) return s.error();
+    b.peak = peak;
+  }
   return b;
+}
+
+std::string jobSummary(std::string_view node, const StepBound& job) {
+  std::string line = fmt::format("tally {}: GPU peak {}", node,
+                                 job.peak ? units::humanBytes(*job.peak) : std::string("unknown"));
+  if (job.max) line += fmt::format(" of {}", units::humanBytes(*job.max));
+  if (job.refused)
+    line += fmt::format("; {} refused in the kernel ({} asked)",
+                        text::counted(job.refused, "GPU allocation", "GPU allocations"),
+                        units::humanBytes(job.refusedBytes));
+  return line;
+}
+
+std::string mergeAdminComment(std::string_view existing, std::string_view node,
+                              std::string_view line) {
+  constexpr std::string_view kSep = " | ";
+  std::string mine = fmt::format("tally {}: ", node);
+  std::vector<std::string_view> kept;
+  while (!existing.empty()) {
+    auto cut = existing.find(kSep);
+    std::string_view part = existing.substr(0, cut);
+    if (!part.empty() && part.substr(0, mine.size()) != mine) kept.push_back(part);
+    existing =
+        cut == std::string_view::npos ? std::string_view{} : existing.substr(cut + kSep.size());
+  }
+  kept.push_back(line);
+  return fmt::format("{}", fmt::join(kept, kSep));
 }
 
 std::vector<std::string> boundLines(std::uint32_t job, std::uint32_t step, const StepBound& b) {

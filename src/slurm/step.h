@@ -37,6 +37,7 @@
 
 #include "enforce/gpu_bound.h"
 #include "rpc/lease_api.h"
+#include "slurm/job_record.h"
 #include "util/result.h"
 
 namespace tally::slurm {
@@ -101,6 +102,8 @@ struct StepFacts {
   std::string partition, account;
   // A job array's master id and this job's index in it; absent outside an array.
   std::optional<std::uint32_t> arrayJobId, arrayTaskId;
+  // A heterogeneous job's leader and this component's offset, from the job's record.
+  std::optional<HetJob> het;
   // The job's GRES on this node in bytes, when it holds it.
   std::optional<std::uint64_t> gresBytes;
   // The step's own GRES request per node, when it made one (a step may ask
@@ -137,7 +140,8 @@ Result<std::string> stepCgroup(std::string_view procCgroupText);
 struct StepBound {
   std::optional<enforce::BoundEvent> kill;  // the gpu-bound kill row, if any
   std::uint64_t refused = 0, refusedBytes = 0;
-  std::optional<std::uint64_t> max;  // declared gpu_memory_max
+  std::optional<std::uint64_t> max;   // declared gpu_memory_max
+  std::optional<std::uint64_t> peak;  // the live lease's GPU peak (gpu.peak_bytes), when known
 };
 // The one reader of that reply for the plugin; a malformed field is an error
 // naming it (the plugin then says nothing rather than something wrong).
@@ -150,6 +154,17 @@ Result<StepBound> stepBoundFromLease(const nlohmann::json& lease);
 // StepId=42.0 killed: GPU memory 128.0 MiB over gpu_memory_max 64.0 MiB").
 // None when the bound did neither.
 std::vector<std::string> boundLines(std::uint32_t job, std::uint32_t step, const StepBound& b);
+
+// The job's one line for Slurm's AdminComment from this node, as its job
+// lease stands when the job ends here ("tally node1: GPU peak 512.0 MiB of
+// 768.0 MiB; 2 GPU allocations refused in the kernel (1.0 GiB asked)"); the
+// peak unknown is said, never 0.
+std::string jobSummary(std::string_view node, const StepBound& job);
+
+// AdminComment with this node's line in place of its earlier one (segments
+// " | " apart; what anyone else wrote is kept), so each node of a job adds its own.
+std::string mergeAdminComment(std::string_view existing, std::string_view node,
+                              std::string_view line);
 
 // The step's wait status as one: the first task killed by a signal, else
 // the highest exit code (what sacct's ExitCode shows). `statuses` are

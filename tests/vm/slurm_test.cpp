@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <csignal>
 #include <cstdlib>
 #include <nlohmann/json.hpp>
 #include <sstream>
@@ -100,6 +101,23 @@ class VmSlurm : public ::testing::Test {
       if (k == "outcome" || k == "lost" || k == "withdrawn") return r;
     }
     return json();
+  }
+  // Connections waiting in the daemon's accept queue: a frozen daemon's
+  // callers, queued. /proc/net/unix lists each not yet accepted with the
+  // listener's path and state 02 (SS_CONNECTING); `ss` needs unix_diag.
+  static int acceptQueue() {
+    std::string q =
+        shellOut("awk '$8 == \"" + kSocket + "\" && $6 == \"02\"' /proc/net/unix | wc -l");
+    return q.empty() ? -1 : std::atoi(q.c_str());
+  }
+  // kill -9 of the daemon (frozen or not), then a new one: a crash and systemd's restart.
+  static void restartDaemonHard() {
+    ASSERT_EQ(
+        shell("systemctl kill -s KILL " + kDaemonUnit + "; while systemctl is-active --quiet " +
+              kDaemonUnit + "; do sleep 0.1; done; systemctl reset-failed " + kDaemonUnit +
+              " 2>/dev/null; true"),
+        0);
+    startDaemon();
   }
   // srun's job id, written by the step itself before it allocates.
   static std::string jobIdFrom(const std::string& path) {
@@ -476,6 +494,114 @@ TEST_F(VmSlurm, ACancelledJobsLeasesEndWithTheSignalInTheLedger) {
   ASSERT_TRUE(step.is_object());
   EXPECT_TRUE(step["body"]["outcome"].contains("signal")) << step.dump(2);
   EXPECT_EQ(step["body"]["gpu"]["peak_bytes"], 32 * kMiB) << step.dump(2);
+}
+
+// The daemon dies while a step's attach waits on it (frozen, the plugin's
+// call queued; then kill -9 and a new daemon): the step is refused, never run
+// unbounded, and no lease of it stays open in the new daemon.
+TEST_F(VmSlurm, ADaemonRestartedDuringTheAttachRefusesTheStep) {
+  ASSERT_EQ(shell("systemctl kill -s STOP " + kDaemonUnit), 0);
+  std::string marker = kDir + "/ra.marker", idFile = kDir + "/ra.job";
+  auto srun = spawnProgram({"srun", "--gres=tallymem:64M", "sh", "-c",
+                            "echo $SLURM_JOB_ID > " + idFile + "; touch " + marker});
+  // The step's call is queued at the frozen daemon.
+  ASSERT_TRUE(eventually([&] { return acceptQueue() >= 1; }, 60s))
+      << shellOut("cat /proc/net/unix") << readFile(srun.errPath);
+  restartDaemonHard();
+  auto r = waitProgram(srun);
+  std::printf("[ srun ]\n%s%s[ end ]\n", r.out.c_str(), r.err.c_str());
+  EXPECT_NE(r.exitCode(), 0);
+  EXPECT_NE(::access(marker.c_str(), F_OK), 0) << "the step ran without its bound";
+  EXPECT_NE(r.err.find("the step does not start"), std::string::npos) << r.err;
+  std::string leases = tally({"leases"}).out;
+  EXPECT_EQ(leases.find("slurm-"), std::string::npos) << "nothing of it stays open\n" << leases;
+}
+
+// The daemon dies while the plugin waits at the step's end for the outcome
+// (frozen as the task exits, the plugin's call queued; then kill -9 and a new
+// daemon): the new daemon re-adopts the step's emptied cgroup and waits for
+// the tasks' exit status, which the plugin sends again; the outcome has it
+// and the cgroup's own memory.peak, and srun ends within end_wait.
+TEST_F(VmSlurm, ADaemonRestartedDuringTheEndWaitStillRecordsTheStepsOutcome) {
+  std::string ready = kDir + "/re.ready", release = kDir + "/re.release", idFile = kDir + "/re.job";
+  auto srun = spawnProgram({"srun", "--gres=tallymem:64M", "sh", "-c",
+                            "echo $SLURM_JOB_ID > " + idFile + "; " + kWorkload +
+                                " gpu gtt 32 1 60000 " + ready + " " + release + "; exit 3"});
+  ASSERT_TRUE(eventually([&] { return ::access(ready.c_str(), F_OK) == 0; }, 60s))
+      << readFile(srun.errPath);
+  std::string job = jobIdFrom(idFile);
+  ASSERT_EQ(shell("systemctl kill -s STOP " + kDaemonUnit), 0);
+  writeFile(release, "");
+  // The task exited and the plugin's end-of-step call is queued at the frozen daemon.
+  ASSERT_TRUE(eventually([&] { return acceptQueue() >= 1; }, 60s))
+      << shellOut("cat /proc/net/unix");
+  restartDaemonHard();
+  auto r = waitProgram(srun);
+  std::printf("[ srun ]\n%s%s[ end ]\n", r.out.c_str(), r.err.c_str());
+  EXPECT_EQ(r.exitCode(), 3) << r.err;
+  json rows = rowsNamed("slurm-" + job + ".0");
+  json end = terminal(rows);
+  ASSERT_TRUE(end.is_object()) << rows.dump(2);
+  EXPECT_EQ(end["kind"], "outcome") << end.dump(2);
+  EXPECT_EQ(end["body"]["outcome"]["exit_code"], 3) << "sent again to the new daemon\n"
+                                                    << end.dump(2);
+  EXPECT_EQ(end["body"]["daemon"]["readopted_after_restart"], true) << end.dump(2);
+  EXPECT_TRUE(end["body"]["memory"].contains("peak_bytes")) << end.dump(2);
+  std::printf("[ the step's rows ]\n");
+  for (const auto& row : rows) std::printf("%s\n", row.value("kind", "").c_str());
+  std::printf("[ end ]\n");
+}
+
+// With slurmctld frozen after srun made the step (srun's --prolog runs
+// between the step's creation and its launch), a step that declares nothing
+// runs: its job's record on the node (the batch step asked once) says the
+// job holds no GRES here, and the plugin asks the controller nothing.
+TEST_F(VmSlurm, AStepThatDeclaresNothingRunsWhileSlurmctldIsFrozen) {
+  std::string marker = kDir + "/cf.marker", freeze = kDir + "/cf-freeze.sh";
+  writeFile(freeze, "#!/bin/sh\npkill -STOP -x slurmctld\n");
+  ASSERT_EQ(::chmod(freeze.c_str(), 0755), 0);
+  struct Thaw {
+    ~Thaw() { shell("pkill -CONT -x slurmctld"); }
+  } thaw;
+  auto job = spawnProgram(
+      {"sbatch", "--wait", "--chdir=" + kDir, "--output=" + kDir + "/cf.out", "--wrap",
+       "srun true && srun --prolog=" + freeze + " " + kWorkload + " marker " + marker});
+  ASSERT_TRUE(eventually([&] { return ::access(marker.c_str(), F_OK) == 0; }, 90s))
+      << readFile(kDir + "/cf.out") << readFile(job.errPath);
+  EXPECT_EQ(shellOut("ps -o stat= -C slurmctld").substr(0, 1), "T")
+      << "the step ran while the controller was frozen";
+  shell("pkill -CONT -x slurmctld");
+  auto r = waitProgram(job);
+  EXPECT_EQ(r.exitCode(), 0) << r.err << readFile(kDir + "/cf.out");
+  EXPECT_EQ(readFile(kDir + "/cf.out").find("tally"), std::string::npos)
+      << readFile(kDir + "/cf.out");
+}
+
+// A time limit ends the job: Slurm signals the step's tasks, and the step's
+// row has the signal they died of; the job's lease ends with the job, and
+// Slurm's record says TIMEOUT (KillWait=2 in vm/slurm-node.sh).
+TEST_F(VmSlurm, ATimeLimitEndsTheJobsLeasesWithTheSignalInTheLedger) {
+  std::string idFile = kDir + "/tl.job", ready = kDir + "/tl.ready";
+  auto r = runProgram({"sbatch", "--wait", "--time=1", "--gres=tallymem:64M", "--chdir=" + kDir,
+                       "--output=" + kDir + "/tl.out", "--wrap",
+                       "echo $SLURM_JOB_ID > " + idFile + "; srun " + kWorkload +
+                           " gpu gtt 32 1 600000 " + ready + " " + kDir + "/tl.never"});
+  EXPECT_NE(r.exitCode(), 0) << "a job that ran out of time failed";
+  std::string job = jobIdFrom(idFile);
+  ASSERT_FALSE(job.empty()) << readFile(kDir + "/tl.out");
+  EXPECT_EQ(shellOut("scontrol show job " + job + " | grep -o 'JobState=[A-Z_]*'"),
+            "JobState=TIMEOUT");
+  ASSERT_TRUE(eventually([&] { return terminal(rowsNamed("slurm-" + job)).is_object(); }, 60s));
+  json step = terminal(rowsNamed("slurm-" + job + ".0"));
+  ASSERT_TRUE(step.is_object());
+  EXPECT_EQ(step["kind"], "outcome") << step.dump(2);
+  ASSERT_TRUE(step["body"]["outcome"].contains("signal")) << step.dump(2);
+  int signal = step["body"]["outcome"]["signal"].get<int>();
+  EXPECT_TRUE(signal == SIGTERM || signal == SIGKILL) << step.dump(2);
+  EXPECT_EQ(step["body"]["gpu"]["peak_bytes"], 32 * kMiB) << step.dump(2);
+  EXPECT_TRUE(terminal(rowsNamed("slurm-" + job + ".batch")).is_object()) << "the batch step's too";
+  std::printf("[ tally ledger --last 3 ]\n%s[ end ]\n",
+              tally({"ledger", "--config", kConfig, "--last", "3"}).out.c_str());
 }
 
 // --export=NONE keeps the step's environment from it: the repeated

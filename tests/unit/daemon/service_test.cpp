@@ -631,6 +631,59 @@ TEST_F(ServiceTest, RecoveryReadoptsLiveLeasesAndClosesVanishedOnesOnce) {
   EXPECT_TRUE(ledgerDb->verify()->problems.empty());
 }
 
+// The Slurm plugin waits at a step's end with the cgroup kept for the
+// outcome: a daemon restarted then finds the cgroup empty. Its attacher still
+// reports how the tasks ended, so the lease is re-adopted and the outcome
+// waits for the word (or the deadline) as before the restart; an attach lease
+// nobody reports for is lost, as before.
+TEST_F(ServiceTest, AnEmptiedLeaseWhoseAttacherReportsIsWaitedForAcrossARestart) {
+  clockStep = 0;
+  const std::string stepCg = "/system.slice/slurmstepd.scope/job_11/step_0/user";
+  workloadCgroup(stepCg, true);
+  workloadCgroup("/system.slice/quiet.service", true);
+  json r = call(
+      1, 0, "attach",
+      {{"pools", {"gpu"}}, {"cgroup", stepCg}, {"gpu_memory_max", GiB}, {"reports_exit", true}});
+  ASSERT_TRUE(r["ok"]) << r;
+  std::string step = r["result"]["lease"];
+  EXPECT_EQ(json::parse(rows(step).front().body)["reports_exit"], true)
+      << "the promise is in the granted row, for a restarted daemon";
+  std::string quiet = call(1, 0, "attach",
+                           {{"pools", {"gpu"}},
+                            {"cgroup", "/system.slice/quiet.service"},
+                            {"gpu_memory_max", GiB}})["result"]["lease"];
+  service.reset();  // kill -9; both empty while no daemon runs
+  for (const std::string& cg : {stepCg, std::string("/system.slice/quiet.service")})
+    writeFile(host.cgroupRoot() + cg + "/cgroup.events", "populated 0\nfrozen 0\n");
+  reopen();
+  ASSERT_TRUE(service->recover());
+  EXPECT_EQ(kinds(quiet).back(), "lost");
+  EXPECT_EQ(kinds(step), (std::vector<std::string>{"granted", "adopted", "readopted"}))
+      << "waits for its attacher's word";
+  ASSERT_TRUE(call(2, 0, "exited", {{"lease", step}, {"exit_code", 3}})["ok"]);
+  ASSERT_EQ(kinds(step).back(), "outcome");
+  json outcome = json::parse(rows(step).back().body);
+  EXPECT_EQ(outcome["outcome"]["exit_code"], 3) << outcome.dump(2);
+  EXPECT_EQ(outcome["daemon"]["readopted_after_restart"], true);
+  // The word never comes after a restart: the deadline ends it, as it would have.
+  const std::string silentCg = "/system.slice/slurmstepd.scope/job_12/step_0/user";
+  workloadCgroup(silentCg, true);
+  std::string silent = call(1, 0, "attach",
+                            {{"pools", {"gpu"}},
+                             {"cgroup", silentCg},
+                             {"gpu_memory_max", GiB},
+                             {"reports_exit", true}})["result"]["lease"];
+  service.reset();
+  writeFile(host.cgroupRoot() + silentCg + "/cgroup.events", "populated 0\nfrozen 0\n");
+  reopen();
+  ASSERT_TRUE(service->recover());
+  service->tick();
+  EXPECT_EQ(kinds(silent).back(), "readopted");
+  clockUs += rpc::api::kExitReportWaitUs;
+  service->tick();
+  EXPECT_EQ(kinds(silent).back(), "outcome");
+}
+
 }  // namespace
 }  // namespace tally
 

@@ -25,6 +25,7 @@ TEST(LedgerRows, AGrantedRowReadsBackAsWritten) {
   g.boundConsecutive = 3;
   g.requestedAtNs = 123;
   g.target.unit = "llama.service";
+  g.reportsExit = true;
   json body = ledger::encode(g);
   EXPECT_EQ(body["gpu_bound"]["enforced_by"], "daemon");
   auto r = ledger::decodeGranted(json::parse(body.dump()));
@@ -43,6 +44,7 @@ TEST(LedgerRows, AGrantedRowReadsBackAsWritten) {
   EXPECT_EQ(r->boundConsecutive, 3u);
   EXPECT_EQ(r->requestedAtNs, 123u);
   EXPECT_EQ(r->target.unit, "llama.service");
+  EXPECT_TRUE(r->reportsExit);
 }
 
 TEST(LedgerRows, OlderRowsReadWithDefaultsAndDamageIsNamed) {
@@ -50,10 +52,15 @@ TEST(LedgerRows, OlderRowsReadWithDefaultsAndDamageIsNamed) {
   ASSERT_TRUE(old);
   EXPECT_EQ(old->kind, lease::LeaseKind::Run);
   EXPECT_FALSE(old->boundAction);
+  EXPECT_FALSE(old->reportsExit) << "a row from before reports_exit was kept";
   auto bad = ledger::decodeGranted({{"owner_uid", "root"}});
   ASSERT_FALSE(bad);
   EXPECT_NE(bad.error().message.find("\"owner_uid\""), std::string::npos) << bad.error().message;
   EXPECT_FALSE(ledger::decodeGranted({{"kind", "stolen"}}));
+  auto notBool = ledger::decodeGranted({{"kind", "attach"}, {"reports_exit", "yes"}});
+  ASSERT_FALSE(notBool);
+  EXPECT_NE(notBool.error().message.find("reports_exit"), std::string::npos)
+      << notBool.error().message;
   EXPECT_FALSE(ledger::decodeGranted(json::array()));
 }
 

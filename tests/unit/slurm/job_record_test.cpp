@@ -6,18 +6,24 @@ namespace tally::slurm {
 namespace {
 
 TEST(JobRecord, IsOneLineNamingTheJobAndItsGres) {
-  EXPECT_EQ(encodeJobRecord({4242, {"tallymem"}, GresFound{"tallymem", 67108864}}),
+  EXPECT_EQ(encodeJobRecord({4242, {"tallymem"}, GresFound{"tallymem", 67108864}, std::nullopt}),
             "tally-slurm-job 1 job=4242 asked=tallymem gres=tallymem:67108864\n");
-  EXPECT_EQ(encodeJobRecord({4243, {"tallymem", "gpumem"}, std::nullopt}),
+  EXPECT_EQ(encodeJobRecord({4243, {"tallymem", "gpumem"}, std::nullopt, std::nullopt}),
             "tally-slurm-job 1 job=4243 asked=tallymem,gpumem gres=none\n");
+  EXPECT_EQ(encodeJobRecord({4245, {"tallymem"}, std::nullopt, HetJob{4244, 1}}),
+            "tally-slurm-job 1 job=4245 asked=tallymem gres=none het=4244+1\n");
 }
 
 TEST(JobRecord, ReadsBackWhatItWrote) {
   for (const JobRecord& r :
-       {JobRecord{1, {"tallymem"}, std::nullopt},
-        JobRecord{4294967295u, {"tallymem"}, GresFound{"tallymem", 0}},
-        JobRecord{
-            7, {"a", "b", "gpu-mem.v2", "d"}, GresFound{"gpu-mem.v2", 18446744073709551615ull}}}) {
+       {JobRecord{1, {"tallymem"}, std::nullopt, std::nullopt},
+        JobRecord{4294967295u, {"tallymem"}, GresFound{"tallymem", 0}, std::nullopt},
+        JobRecord{7,
+                  {"a", "b", "gpu-mem.v2", "d"},
+                  GresFound{"gpu-mem.v2", 18446744073709551615ull},
+                  std::nullopt},
+        JobRecord{4244, {"tallymem"}, GresFound{"tallymem", 64}, HetJob{4244, 0}},
+        JobRecord{9, {"tallymem"}, std::nullopt, HetJob{4294967295u, 4294967295u}}}) {
     auto back = decodeJobRecord(encodeJobRecord(r));
     ASSERT_TRUE(back) << back.error().message;
     EXPECT_EQ(back->job, r.job);
@@ -26,6 +32,11 @@ TEST(JobRecord, ReadsBackWhatItWrote) {
     if (r.gres) {
       EXPECT_EQ(back->gres->name, r.gres->name);
       EXPECT_EQ(back->gres->count, r.gres->count);
+    }
+    ASSERT_EQ(back->het.has_value(), r.het.has_value());
+    if (r.het) {
+      EXPECT_EQ(back->het->leader, r.het->leader);
+      EXPECT_EQ(back->het->offset, r.het->offset);
     }
   }
 }
@@ -58,6 +69,16 @@ TEST(JobRecord, RefusesAnythingElse) {
            "tally-slurm-job 1 job=5 asked=tallymem gres=:64\n",
            "tally-slurm-job 1 job=5 asked=tallymem gres=a/b:64\n",
            "tally-slurm-job 1 asked=tallymem job=5 gres=none\n",  // out of order
+           "tally-slurm-job 1 job=5 asked=tallymem gres=none het=\n",
+           "tally-slurm-job 1 job=5 asked=tallymem gres=none het=4\n",
+           "tally-slurm-job 1 job=5 asked=tallymem gres=none het=0+1\n",
+           "tally-slurm-job 1 job=5 asked=tallymem gres=none het=4+\n",
+           "tally-slurm-job 1 job=5 asked=tallymem gres=none het=4+01\n",
+           "tally-slurm-job 1 job=5 asked=tallymem gres=none het=4+1 \n",
+           "tally-slurm-job 1 job=5 asked=tallymem gres=none het=4+1 x=1\n",
+           "tally-slurm-job 1 job=5 asked=tallymem gres=none hat=4+1\n",
+           "tally-slurm-job 1 job=5 asked=tallymem  gres=none\n",
+           "tally-slurm-job 1 job=5 het=4+1 asked=tallymem gres=none\n",
        }) {
     auto r = decodeJobRecord(text);
     EXPECT_FALSE(r) << text;

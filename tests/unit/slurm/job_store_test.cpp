@@ -27,8 +27,8 @@ bool exists(const std::string& p) {
 TEST(JobStore, AKeptRecordIsFoundByItsJobAndNames) {
   TempDir t;
   const std::string dir = t.path() + "/jobs";
-  ASSERT_TRUE(keepJobRecord(dir, {42, kNames, GresFound{"tallymem", 64 << 20}}, ""));
-  ASSERT_TRUE(keepJobRecord(dir, {43, kNames, std::nullopt}, ""));
+  ASSERT_TRUE(keepJobRecord(dir, {42, kNames, GresFound{"tallymem", 64 << 20}, std::nullopt}, ""));
+  ASSERT_TRUE(keepJobRecord(dir, {43, kNames, std::nullopt, std::nullopt}, ""));
   struct stat st {};
   ASSERT_EQ(::stat(dir.c_str(), &st), 0);
   EXPECT_EQ(st.st_mode & 0777, 0700u);
@@ -57,7 +57,7 @@ TEST(JobStore, AKeptRecordIsFoundByItsJobAndNames) {
 TEST(JobStore, ARecordOthersCouldWriteOrThatIsNotWholeIsNone) {
   TempDir t;
   const std::string dir = t.path() + "/jobs";
-  ASSERT_TRUE(keepJobRecord(dir, {42, kNames, std::nullopt}, ""));
+  ASSERT_TRUE(keepJobRecord(dir, {42, kNames, std::nullopt, std::nullopt}, ""));
   ASSERT_TRUE(findJobRecord(dir, 42, kNames));
 
   ASSERT_EQ(::chmod((dir + "/job_42").c_str(), 0622), 0);
@@ -67,7 +67,7 @@ TEST(JobStore, ARecordOthersCouldWriteOrThatIsNotWholeIsNone) {
 
   ASSERT_EQ(::chmod(dir.c_str(), 0777), 0);
   EXPECT_FALSE(findJobRecord(dir, 42, kNames)) << "a directory others may write";
-  auto refused = keepJobRecord(dir, {43, kNames, std::nullopt}, "");
+  auto refused = keepJobRecord(dir, {43, kNames, std::nullopt, std::nullopt}, "");
   ASSERT_FALSE(refused);
   EXPECT_NE(refused.error().message.find("is not this user's alone (chown it to root, chmod 0700)"),
             std::string::npos)
@@ -98,12 +98,12 @@ TEST(JobStore, RecordsOfJobsWhoseCgroupIsGoneAreRemoved) {
   const std::string dir = t.path() + "/jobs", cgroups = t.path() + "/slurmstepd.scope";
   makeDirs(cgroups + "/job_7");
   for (std::uint32_t job : {7u, 8u})
-    ASSERT_TRUE(keepJobRecord(dir, {job, kNames, std::nullopt}, ""));
+    ASSERT_TRUE(keepJobRecord(dir, {job, kNames, std::nullopt, std::nullopt}, ""));
   writeFile(dir + "/.job_8.123", "tally-slurm-job 1 job=8 asked=tallymem gres=no");
   writeFile(dir + "/.job_7.124", "tally-slurm-job 1 job=7 asked=tallymem gres=no");
   writeFile(dir + "/notes", "not ours to remove");
 
-  ASSERT_TRUE(keepJobRecord(dir, {9, kNames, std::nullopt}, cgroups));
+  ASSERT_TRUE(keepJobRecord(dir, {9, kNames, std::nullopt, std::nullopt}, cgroups));
   EXPECT_TRUE(exists(dir + "/job_7"));  // job 7 still runs here
   EXPECT_TRUE(exists(dir + "/.job_7.124"));
   EXPECT_FALSE(exists(dir + "/job_8"));
@@ -112,7 +112,7 @@ TEST(JobStore, RecordsOfJobsWhoseCgroupIsGoneAreRemoved) {
   EXPECT_TRUE(exists(dir + "/notes"));
 
   // No jobs directory to look in: nothing is removed.
-  ASSERT_TRUE(keepJobRecord(dir, {10, kNames, std::nullopt}, t.path() + "/absent"));
+  ASSERT_TRUE(keepJobRecord(dir, {10, kNames, std::nullopt, std::nullopt}, t.path() + "/absent"));
   EXPECT_TRUE(exists(dir + "/job_9"));
 }
 

@@ -58,6 +58,58 @@ TEST(SlurmStep, AnArrayTaskCarriesTheArraysIdsAndTheAccount) {
   EXPECT_EQ(r->declared.attributes.at("slurm_array_job_id"), "40");
   EXPECT_EQ(r->declared.attributes.at("slurm_array_task_id"), "2");
   EXPECT_EQ(r->declared.attributes.at("slurm_job_id"), "42");
+  EXPECT_EQ(r->declared.attributes.count("slurm_het_job_id"), 0u) << "not a heterogeneous job";
+}
+
+// A heterogeneous job's component carries its leader's id and its offset
+// (from the job's record: no SPANK item has them), so sacct's 4244+1 is found.
+TEST(SlurmStep, AHeterogeneousJobsComponentCarriesItsLeaderAndOffset) {
+  StepFacts f = facts();
+  f.gresBytes = 64 * MiB;
+  f.het = HetJob{41, 1};
+  for (bool step : {true, false}) {
+    auto r = step ? stepRequest(PluginArgs{}, StepOptions{}, f)
+                  : jobRequest(PluginArgs{}, StepOptions{}, f);
+    ASSERT_TRUE(r) << r.error().message;
+    EXPECT_EQ(r->declared.attributes.at("slurm_het_job_id"), "41");
+    EXPECT_EQ(r->declared.attributes.at("slurm_het_job_offset"), "1");
+    EXPECT_EQ(r->declared.attributes.at("slurm_job_id"), "42") << "the component's own id";
+  }
+}
+
+// At the job's end on a node, one line for Slurm's AdminComment from its
+// job lease's view; each node replaces only its own line.
+TEST(SlurmStep, TheJobsSummaryIsOneLinePerNodeInAdminComment) {
+  nlohmann::json view = {{"lease", "0cf38ef3790c"},
+                         {"declared", {{"memory_max", nullptr}, {"gpu_memory_max", 768 * MiB}}},
+                         {"gpu",
+                          {{"current_bytes", 0u},
+                           {"peak_bytes", 512 * MiB},
+                           {"allocations_refused", 2u},
+                           {"refused_bytes", 1024 * MiB}}}};
+  auto job = stepBoundFromLease(view);
+  ASSERT_TRUE(job) << job.error().message;
+  EXPECT_EQ(job->peak, 512 * MiB);
+  EXPECT_EQ(jobSummary("node1", *job),
+            "tally node1: GPU peak 512.0 MiB of 768.0 MiB; 2 GPU allocations refused in the "
+            "kernel (1.0 GiB asked)");
+  view["gpu"] = {{"current_bytes", nullptr}, {"peak_bytes", nullptr}};
+  auto unknown = stepBoundFromLease(view);
+  ASSERT_TRUE(unknown);
+  EXPECT_EQ(jobSummary("node1", *unknown), "tally node1: GPU peak unknown of 768.0 MiB")
+      << "never 0";
+  view["gpu"] = {{"peak_bytes", "lots"}};
+  EXPECT_FALSE(stepBoundFromLease(view));
+
+  EXPECT_EQ(mergeAdminComment("", "node1", "tally node1: GPU peak 1.0 GiB"),
+            "tally node1: GPU peak 1.0 GiB");
+  EXPECT_EQ(
+      mergeAdminComment("tally node1: GPU peak 1.0 GiB", "node2", "tally node2: GPU peak 2.0 GiB"),
+      "tally node1: GPU peak 1.0 GiB | tally node2: GPU peak 2.0 GiB");
+  EXPECT_EQ(mergeAdminComment("requeued by ops | tally node1: GPU peak 1.0 GiB | tally node10: x",
+                              "node1", "tally node1: GPU peak 3.0 GiB"),
+            "requeued by ops | tally node10: x | tally node1: GPU peak 3.0 GiB")
+      << "its own line replaced; node10's and the operator's kept";
 }
 
 // What the step's stderr gets as its tasks end, beside Slurm's own lines:
@@ -341,7 +393,7 @@ TEST(SlurmStep, OptionTyposAreRefusedWithTheOptionNamed) {
   o.attrs = {"slurm_qos=high"};  // not a key the plugin sets today: still its namespace
   refused(o, "slurm_* keys are the plugin's");
   o.attrs = std::vector<std::string>(10, "k=v");
-  refused(o, "at most 9 (the plugin adds the 7 slurm_* ids)");
+  refused(o, "at most 7 (the plugin adds the 9 slurm_* ids)");
 }
 
 TEST(SlurmStep, PlugstackArgumentsAreCheckedByName) {
