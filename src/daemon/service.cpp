@@ -18,7 +18,6 @@
 #include "ledger/rows.h"
 #include "rpc/messages.h"
 #include "util/clock.h"
-#include "util/json_view.h"
 #include "util/text.h"
 
 namespace tally::daemon {
@@ -421,11 +420,9 @@ void Service::onComplete(std::uint64_t conn, const Peer& peer, const json& id,
   if (!ev)
     return fail(conn, id, ev.error().code == EEXIST ? code::kConflict : code::kInternal,
                 ev.error().message);
+  // The kernel's figures as the record just took them from the lease's meter.
   rpc::api::CompleteReply done{l->id, ev->seq, ev->hash, std::nullopt};
-  if (const json& k = jsonview::get(jsonview::get(record, "gpu"), "kernel_charge"); !k.is_null()) {
-    if (auto charge = rpc::api::decodeKernelCharge(k, "gpu.kernel_charge"))
-      done.kernelCharge = *charge;
-  }
+  if (l->metering.meter) done.kernelCharge = l->metering.meter->gpu().kernel;
   json r = rpc::api::encode(done);
   std::string leaseId = l->id;
   env_.watches.unwatch(leaseId);
