@@ -116,7 +116,7 @@ std::vector<ledger::Row> filterRows(const std::vector<ledger::Row>& rows, const 
 
 std::vector<std::string> ledgerTable(const std::vector<ledger::Row>& rows, bool utc) {
   std::vector<std::string> lines;
-  constexpr const char* kRow = "{:>6}  {:<19}  {:>8}  {:<12}  {}  {}  {}  {:>4}  {:>9}  {:>9}";
+  constexpr const char* kRow = "{:>6}  {:<19}  {:>8}  {:<12}  {}  {}  {}  {:>9}  {:>9}  {:>9}";
   lines.push_back(fmt::format(kRow, "SEQ", utc ? "STARTED (UTC)" : "STARTED", "DURATION", "LEASE",
                               fit("NAME", 16), fit("POOL", 8), fit("OUTCOME", 19), "EXIT",
                               "MEM PEAK", "GPU PEAK"));
@@ -142,12 +142,22 @@ std::vector<std::string> ledgerTable(const std::vector<ledger::Row>& rows, bool 
       for (const auto& v : p)
         if (v.is_string()) pools += (pools.empty() ? "" : ",") + v.get<std::string>();
     }
+    // tally run's own status where it ran the command; else what the attacher
+    // reported (an attached lease's task: its exit code or the signal's name).
+    std::string exit = "-";
+    if (e.exitStatus) {
+      exit = std::to_string(*e.exitStatus);
+    } else if (const json& code = at(rec, {"outcome", "exit_code"}); code.is_number_unsigned()) {
+      exit = std::to_string(code.get<std::uint64_t>());
+    } else if (const json& sig = at(rec, {"outcome", "signal_name"}); sig.is_string()) {
+      exit = sig.get<std::string>();
+      if (exit.size() > 9) exit = fit(exit, 9);
+    }
     lines.push_back(fmt::format(
         kRow, r.legacy ? fmt::format("({})", r.seq) : std::to_string(r.seq),
         wallTime(e.startedAtNs, utc), jsonview::spanText(e.startedAtNs, e.endedAtNs), e.leaseId,
-        fit(e.name, 16), fit(pools.empty() ? "-" : pools, 8), fit(e.outcomeClass, 19),
-        e.exitStatus ? std::to_string(*e.exitStatus) : std::string("-"), memoryPeak(rec),
-        jsonview::bytesOrDash(at(rec, {"gpu", "peak_bytes"}))));
+        fit(e.name, 16), fit(pools.empty() ? "-" : pools, 8), fit(e.outcomeClass, 19), exit,
+        memoryPeak(rec), jsonview::bytesOrDash(at(rec, {"gpu", "peak_bytes"}))));
   }
   if (sampledPeak)
     lines.push_back(

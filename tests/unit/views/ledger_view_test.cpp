@@ -45,16 +45,16 @@ TEST(LedgerView, TheTableHasEveryColumnAlignedAndSaysWhySeqHasGaps) {
   ASSERT_EQ(lines.size(), 5u);
   EXPECT_EQ(lines[0],
             "   SEQ  STARTED (UTC)        DURATION  LEASE         NAME              POOL      "
-            "OUTCOME              EXIT   MEM PEAK   GPU PEAK");
+            "OUTCOME                   EXIT   MEM PEAK   GPU PEAK");
   EXPECT_EQ(lines[1],
             "     3  2026-11-30 12:00:00     1m35s  aaaaaaaaaaaa  llama             gpu       "
-            "exited                  0    3.0 GiB   40.0 GiB");
+            "exited                       0    3.0 GiB   40.0 GiB");
   EXPECT_EQ(lines[2],
             "     7  2026-11-30 13:00:00     2h01m  bbbbbbbbbbbb  a-very-long-lea…  gpu,bat…  "
-            "killed-by-tally         -          -          -");
+            "killed-by-tally              -          -          -");
   EXPECT_EQ(lines[3],
             "     8  2026-11-30 14:00:00        0s  bbbbcccccccc  llama             -         "
-            "containment-refused     -          -          -");
+            "containment-refused          -          -          -");
   EXPECT_EQ(lines[4].rfind("(SEQ numbers the ledger's hash chain", 0), 0u);
   // Every line, whatever its names, is as wide as the header (in columns).
   auto columns = [](const std::string& s) {
@@ -68,6 +68,24 @@ TEST(LedgerView, TheTableHasEveryColumnAlignedAndSaysWhySeqHasGaps) {
   rows.pop_back();
   rows[1].seq = 4;
   EXPECT_EQ(views::ledgerTable(rows, true).size(), 3u);
+}
+
+TEST(LedgerView, AnAttachedLeasesExitIsTheReportedCodeOrSignal) {
+  // No tally_exit_status (tally ran nothing); the attacher reported the task's end.
+  std::vector<ledger::Row> rows = {
+      row(3, "aaaaaaaaaaaa", "step", "ended", kNoon, 5, {{"outcome", {{"exit_code", 3}}}}),
+      row(4, "bbbbbbbbbbbb", "step", "ended", kNoon, 5,
+          {{"outcome", {{"signal", 15}, {"signal_name", "SIGTERM"}}}}),
+      row(5, "cccccccccccc", "step", "ended", kNoon, 5,
+          {{"outcome", {{"signal", 9}, {"signal_name", "SIGKILL-and-then-some"}}}}),
+      row(6, "dddddddddddd", "step", "ended", kNoon, 5, {{"outcome", {{"exit_code", -1}}}})};
+  auto lines = views::ledgerTable(rows, true);
+  ASSERT_EQ(lines.size(), 5u);
+  auto exitColumn = [&](std::size_t i) { return lines[i].substr(lines[0].find("EXIT") - 5, 9); };
+  EXPECT_EQ(exitColumn(1), "        3");
+  EXPECT_EQ(exitColumn(2), "  SIGTERM");
+  EXPECT_NE(lines[3].find(" SIGKILL-\u2026 "), std::string::npos) << lines[3];  // cut to its column
+  EXPECT_EQ(exitColumn(4), "        -");  // not a status: never shown as one
 }
 
 TEST(LedgerView, FiltersSelectAndLastKeepsTheNewest) {
