@@ -115,7 +115,9 @@ build/release/tests/tally_live_daemon_tests
 # pidfds and inotify under the daemon, the in-kernel charge). The packages
 # (dpkg, systemd-analyze, the guide) and Slurm's userspace are the same on
 # every kernel and run once, on 6.12. Last, one boot whose lsm= leaves bpf
-# out: what tally does where the BPF LSM is off.
+# out: what tally does where the BPF LSM is off. And the Slurm suite again on
+# Debian 13's Slurm 24.11, run from a trixie root (vm/trixie-slurm.sh) with
+# the plugin built for it.
 #
 # Two VMs at a time, each on one host thread (TCG thread=single): a VM keeps
 # about one core busy (216 s of CPU in a 216 s run of the 6.1 suite), so two
@@ -124,13 +126,14 @@ build/release/tests/tally_live_daemon_tests
 # other vCPUs run the patched call sites) as the hardware does; QEMU's
 # multi-threaded TCG crashed on it (an int3 Oops at the fentry site) in 3 of
 # 4 runs of the charge benchmark.
-step "vm: system tests on Debian's 6.12 (whole), 6.1 and 7.x (kernel-facing) kernels and a boot without the BPF LSM, two VMs at a time (QEMU TCG; vm/run.sh)"
+step "vm: system tests on Debian's 6.12 (whole), 6.1 and 7.x (kernel-facing) kernels, a boot without the BPF LSM and Slurm 24.11, two VMs at a time (QEMU TCG; vm/run.sh)"
 export TALLY_VM_TCG_THREAD=single
 # Each kernel and its test driver prepared one after another (downloads, the
 # module build) before the VMs run side by side.
 for kernel in 6.12 6.1 7; do
   vm/build-testdrm.sh "$(vm/fetch-kernel.sh "$kernel")" >/dev/null
 done
+slurm_trixie=$(vm/trixie-slurm.sh)
 vmlogs=$(mktemp -d /tmp/tally-vm-logs.XXXXXX)
 kernel_facing='VmSystem.*:VmCgroupfs.*:VmKernel.*:VmDaemon.*:VmProcHandles.*:VmCgroupHandle.*:VmKernelCharge.*:VmRedTeam.TheHidingTricks*:VmRedTeam.Kill9*'
 vm_one() {  # name, then vm/run.sh's arguments
@@ -146,6 +149,8 @@ vm_one 6.12 --kernel 6.12 --timeout 1500 --env TALLY_TEST_JOURNALD=required -- \
   vm_one 7 --kernel 7 --timeout 900 -- build/release/tests/tally_vm_tests --gtest_filter="$kernel_facing"
   vm_one no-bpf-lsm --kernel 6.12 --timeout 600 --append "lsm=capability,yama" -- \
     build/release/tests/tally_vm_tests --gtest_filter='VmNoBpfLsm.*'
+  vm_one slurm-24.11 --kernel 6.12 --timeout 900 --env TALLY_SLURM_RELEASE=24.11 \
+    --env "TALLY_SLURM_ROOT=$slurm_trixie" -- build/release/tests/tally_vm_tests --gtest_filter='VmSlurm.*'
 ) &
 wait
 vmfailed=

@@ -21,9 +21,10 @@
 //   stderr when srun exits first. (Should the page be unavailable, the task is
 //   killed before exec instead.) At the step's
 //   end the plugin waits (end_wait) for the daemon's outcome row, so the final
-//   counters are read before slurmstepd removes the cgroup.
+//   counters are read before slurmstepd removes the cgroup. As a leased step's
+//   last task exits, the node's line goes into the job's AdminComment.
 //
-// Slurm's API (slurm_get_job_steps, slurm_load_job) and SPANK's functions are
+// Slurm's API (slurm_get_job_steps, slurm_load_job, slurm_update_job) and SPANK's functions are
 // resolved from the process that loads the plugin (srun, slurmstepd), as for
 // Slurm's own plugins: the plugin links no Slurm library of its own.
 #include <fcntl.h>
@@ -89,6 +90,7 @@ struct Verdict {
 Verdict* g_verdict = nullptr;
 std::string g_lease;                  // the lease id once attached
 std::uint32_t g_job = 0, g_step = 0;  // its Slurm ids
+std::string g_jobLease, g_jobNode;    // the step's job lease, and this node's name
 std::uint32_t g_tasksExited = 0;      // this node's tasks of the step that have exited
 std::vector<int> g_taskStatuses;      // ... and their wait statuses
 bool g_exitTold = false;              // the daemon answered the tasks' exit report
@@ -142,6 +144,19 @@ std::string getenvOf(spank_t sp, const char* name) {
   return std::string(buf.data());
 }
 
+// This node's name in Slurm's node lists: SLURMD_NODENAME from the step's
+// environment; the extern step's environment has none, so there the short
+// host name (Slurm's default NodeName; a node named otherwise falls back to
+// the job's per-node request, and its AdminComment line carries the host name).
+std::string nodeName(spank_t sp) {
+  std::string node = getenvOf(sp, "SLURMD_NODENAME");
+  if (!node.empty()) return node;
+  char host[256] = {};
+  if (::gethostname(host, sizeof host - 1) != 0) return "";
+  node = host;
+  return node.substr(0, node.find('.'));
+}
+
 // How long the daemon may take to answer one call (plugstack.conf timeout=).
 int daemonTimeoutMs() {
   return static_cast<int>(std::min<std::uint64_t>(g_args.timeoutUs / 1000, 1u << 30));
@@ -173,6 +188,40 @@ int loadJob(std::uint32_t job, job_info_msg_t** jobs) {
 #else
   return slurm_load_job(jobs, job, SHOW_DETAIL);
 #endif
+}
+
+// The job's AdminComment as slurmctld holds it ("" when it has none); an
+// error when slurmctld cannot be asked.
+tally::Result<std::string> adminCommentOf(std::uint32_t job) {
+  job_info_msg_t* jobs = nullptr;
+  if (loadJob(job, &jobs) != SLURM_SUCCESS || !jobs) {
+    int err = errno;
+    return tally::Error{err, slurm_strerror(err)};
+  }
+  std::string comment;
+  for (std::uint32_t i = 0; i < jobs->record_count; ++i) {
+    const auto& j = jobs->job_array[i];
+    if (j.job_id == job && j.admin_comment) comment = j.admin_comment;
+  }
+  slurm_free_job_info_msg(jobs);
+  return comment;
+}
+
+tally::Status setAdminComment(std::uint32_t job, const std::string& comment) {
+  job_desc_msg_t update;
+  slurm_init_job_desc_msg(&update);
+#if SLURM_VERSION_NUMBER >= SLURM_VERSION_NUM(26, 5, 0)
+  update.step_id.job_id = job;
+#else
+  update.job_id = job;
+#endif
+  std::string text = comment;  // the API takes char*; it does not keep it
+  update.admin_comment = text.data();
+  if (slurm_update_job(&update) != SLURM_SUCCESS) {
+    int err = errno;
+    return tally::Error{err, slurm_strerror(err)};
+  }
+  return tally::Ok{};
 }
 
 // The job's allocation on this node is gres_detail_str at the node's index in
@@ -355,7 +404,7 @@ void leaseJobAtExtern(spank_t sp) {
   spank_get_item(sp, S_JOB_ID, &job);
   std::string where = fmt::format("tally: job {}", job);
   std::string procCgroup = readText("/proc/self/cgroup");
-  auto record = jobHere(job, getenvOf(sp, "SLURMD_NODENAME"), procCgroup);
+  auto record = jobHere(job, nodeName(sp), procCgroup);
   if (!record) {
     slurm_error("%s: cannot tell whether it holds GRES %s here: %s; its steps ask again",
                 where.c_str(), fmt::format("{}", fmt::join(g_args.gres, ",")).c_str(),
@@ -407,7 +456,8 @@ int attachStep(spank_t sp, pid_t task) {
 
   // The GRES is asked for even with --gpu-memory-max: the flag only caps it.
   std::string procCgroup = readText(fmt::format("/proc/{}/cgroup", task));
-  auto record = jobHere(job, getenvOf(sp, "SLURMD_NODENAME"), procCgroup);
+  std::string node = nodeName(sp);
+  auto record = jobHere(job, node, procCgroup);
   if (!record) {
     // Unknown is not "none": a step that may have asked for GPU memory is not run unbounded.
     return fail(
@@ -477,6 +527,8 @@ int attachStep(spank_t sp, pid_t task) {
   g_lease = granted->lease;
   g_job = job;
   g_step = step;
+  g_jobLease = facts.jobLease;
+  g_jobNode = node;
   std::string what = request->declared.gpuMemoryMax
                          ? "gpu_memory_max " + units::humanBytes(*request->declared.gpuMemoryMax)
                          : std::string("metered, no GPU bound");
@@ -554,6 +606,54 @@ void awaitOutcome(const std::string& lease) {
         lease.c_str(), g_args.socket.c_str(),
         lastError.empty() ? "no terminal row yet" : lastError.c_str());
   }
+}
+
+// A leased step's last task here has exited: this node's line in the job's
+// AdminComment, from the job's lease as it stands (its peak so far), so `sacct
+// -o AdminComment` (and `scontrol show job` while slurmctld keeps the job) says
+// how much GPU memory the job used here as of its last step. Here, before
+// slurmstepd tells srun the tasks are gone: after that srun may end the job,
+// and slurmctld refuses updates to a finished job ("Job has already
+// finished"), as it does at the extern step's end. Two controller calls as a
+// step ends, never as one starts; each node replaces only its own line. Best
+// effort: the ledger keeps the full record.
+void summarizeJob(rpc::Client& client, std::uint32_t job, const std::string& node) {
+  std::string where = fmt::format("tally: job {}'s AdminComment", job);
+  if (node.empty()) {
+    slurm_error("%s: this node has no name (no SLURMD_NODENAME, no host name); not written",
+                where.c_str());
+    return;
+  }
+  auto reply = client.call(rpc::api::LeaseQuery{{g_jobLease}}, {}, daemonTimeoutMs());
+  if (!reply || !reply->ok) {
+    slurm_error("%s: the daemon did not say what job lease %s used (%s)", where.c_str(),
+                g_jobLease.c_str(),
+                reply ? reply->error.message.c_str() : reply.error().message.c_str());
+    return;
+  }
+  auto bound = slurm::stepBoundFromLease(reply->result);
+  if (!bound) {
+    slurm_error("%s: the daemon's view of lease %s is malformed (%s)", where.c_str(),
+                g_jobLease.c_str(), bound.error().message.c_str());
+    return;
+  }
+  auto existing = adminCommentOf(job);
+  if (!existing) {
+    slurm_error("%s: slurmctld did not answer (%s); not written", where.c_str(),
+                existing.error().message.c_str());
+    return;
+  }
+  std::string line = slurm::jobSummary(node, *bound);
+  if (auto s = setAdminComment(job, slurm::mergeAdminComment(*existing, node, line)); !s) {
+    if (s.error().code == ESLURM_JOB_FINISHED)
+      slurm_info("%s: the job had already finished; the ledger has its job lease %s", where.c_str(),
+                 g_jobLease.c_str());
+    else
+      slurm_error("%s: slurmctld refused the update (%s)", where.c_str(),
+                  s.error().message.c_str());
+    return;
+  }
+  slurm_info("%s: %s", where.c_str(), line.c_str());
 }
 
 // The step's last task has exited: say on the step's stderr what its GPU
@@ -693,6 +793,7 @@ TALLY_EXPORT int slurm_spank_task_exit(spank_t sp, int, char**) {
     if (auto client = rpc::Client::connect(g_args.socket)) {
       sayWhatTheBoundDid(*client);
       g_exitTold = reportExit(*client, daemonTimeoutMs());
+      if (!g_jobLease.empty()) summarizeJob(*client, g_job, g_jobNode);
     }
   } catch (const std::exception& e) {
     slurm_error("tally: lease %s: %s", g_lease.c_str(), e.what());

@@ -1,12 +1,12 @@
 // The Slurm plugin (tally_spank.so) on a one-node Slurm 22.05 cluster inside
-// the VM: munge, slurmctld and slurmd under the guest's systemd with
-// cgroup/v2, a `tallymem` GRES of 1 GiB, the test DRM driver and the tally
-// daemon. Each job is a lease on the node and each of its steps a child lease
-// of it (one level): bounded by its GRES, refused or killed by tally when
-// over, recorded with its Slurm ids; a step that declared a bound never runs
-// without the daemon; a step that declared nothing is untouched; Slurm places
-// two 768 MiB jobs on a 1 GiB node one after the other. The plugin is loaded
-// `optional`, the weaker setting: the step still fails closed. VM harness only.
+// the VM (or Debian 13's 24.11, run from a trixie root: TALLY_SLURM_RELEASE=24.11
+// and TALLY_SLURM_ROOT from vm/trixie-slurm.sh, the plugin built for it): munge, slurmctld and
+// slurmd under the guest's systemd with cgroup/v2, a `tallymem` GRES of 1 GiB, the test DRM driver
+// and the tally daemon. Each job is a lease on the node and each of its steps a child lease of it
+// (one level): bounded by its GRES, refused or killed by tally when over, recorded with its Slurm
+// ids; a step that declared a bound never runs without the daemon; a step that declared nothing is
+// untouched; Slurm places two 768 MiB jobs on a 1 GiB node one after the other. The plugin is
+// loaded `optional`, the weaker setting: the step still fails closed. VM harness only.
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -31,7 +31,19 @@ using namespace std::chrono_literals;
 
 const std::string kTally = TALLY_BINARY;
 const std::string kWorkload = TALLY_VM_WORKLOAD;
-const std::string kPlugin = TALLY_SPANK_PLUGIN;
+// The Slurm under test: Debian 12's own, or the release of the root in TALLY_SLURM_ROOT.
+std::string slurmRelease() {
+  const char* r = std::getenv("TALLY_SLURM_RELEASE");
+  return r && *r ? r : "22.05";
+}
+const std::string kRelease = slurmRelease();
+// The plugin built for that release (SPANK loads only its own major.minor).
+std::string pluginFor(const std::string& release) {
+  std::string plugin = TALLY_SPANK_PLUGIN;
+  if (release == "22.05" || plugin.empty()) return plugin;
+  return plugin.substr(0, plugin.rfind('/')) + "/tally_spank_" + release + ".so";
+}
+const std::string kPlugin = pluginFor(kRelease);
 constexpr std::uint64_t kMiB = 1 << 20;
 const std::string kDir = "/tmp/vm-slurm";
 const std::string kSocket = kDir + "/tally.sock";
@@ -47,6 +59,15 @@ class VmSlurm : public ::testing::Test {
         << "tally was built without slurm/spank.h: run scripts/install-deps.sh (libslurm-dev)";
     ASSERT_EQ(::access("/usr/sbin/slurmd", X_OK), 0)
         << "slurmd missing: run scripts/install-deps.sh";
+    if (kRelease != "22.05") {
+      const char* root = std::getenv("TALLY_SLURM_ROOT");
+      ASSERT_TRUE(root && *root) << "Slurm " << kRelease << " runs from a trixie root: "
+                                 << "vm/run.sh --env TALLY_SLURM_ROOT=$(vm/trixie-slurm.sh) ...";
+      ASSERT_EQ(::access(kPlugin.c_str(), R_OK), 0)
+          << kPlugin
+          << " missing: configure with -DTALLY_SLURM_HEADERS=\"$(scripts/slurm-headers.sh)\" "
+          << "and build tally_spank_all";
+    }
     const char* ko = std::getenv("TALLY_TESTDRM_KO");
     ASSERT_NE(ko, nullptr);
     if (::access("/sys/module/tally_testdrm", F_OK) != 0) {
@@ -238,6 +259,12 @@ TEST_F(VmSlurm, AStepWithinItsBoundRunsShowsItsIdsLiveAndRecordsItsGpuPeak) {
   EXPECT_EQ(end["body"]["gpu"]["peak_bytes"], 64 * kMiB) << end.dump(2);
   // Read before slurmstepd removed the cgroup: the plugin waits for the outcome row.
   EXPECT_TRUE(end["body"]["memory"].contains("peak_bytes")) << end.dump(2);
+  // The job's line in its AdminComment, written as the step's task exited
+  // (before srun could end the job): a one-step srun job has it too.
+  std::string node = shellOut("hostname -s");
+  EXPECT_EQ(shellOut("scontrol show job " + job + " | grep -o 'AdminComment=.*'"),
+            "AdminComment=tally " + node + ": GPU peak 64.0 MiB of 256.0 MiB")
+      << shellOut("journalctl --no-pager -o cat | grep -a \"job " + job + "'s AdminComment\"");
 }
 
 TEST_F(VmSlurm, WithTheDaemonStoppedAStepThatDeclaredABoundNeverRuns) {
@@ -469,6 +496,17 @@ TEST_F(VmSlurm, OverlappingStepsCountTheJobsGresOnceAndTheJobBoundsThemTogether)
   EXPECT_LE(peak, 768 * kMiB) << jobEnd.dump(2);
   EXPECT_GE(jobEnd["body"]["gpu"]["kernel_charge"]["allocations_refused"].get<std::uint64_t>(), 1u)
       << jobEnd.dump(2);
+  // As each step's tasks end, the node's line goes into the job's
+  // AdminComment (what `sacct -o AdminComment` shows with accounting): the
+  // job's peak through its last step, before the job could finish.
+  std::string node = shellOut("hostname -s");
+  std::string comment = shellOut("scontrol show job " + job + " | grep -o 'AdminComment=.*'");
+  std::printf("[ scontrol show job %s | grep AdminComment ]\n%s\n[ end ]\n", job.c_str(),
+              comment.c_str());
+  EXPECT_EQ(comment.rfind("AdminComment=tally " + node + ": GPU peak ", 0), 0u) << comment;
+  EXPECT_NE(comment.find(" of 768.0 MiB; "), std::string::npos) << comment;
+  EXPECT_NE(comment.find("refused in the kernel ("), std::string::npos) << comment;
+  EXPECT_EQ(comment.find("unknown"), std::string::npos) << "the peak was metered: " << comment;
   ASSERT_EQ(shell("sed -i '/^PrologFlags=Contain/d' /etc/slurm/slurm.conf; "
                   "systemctl restart slurmctld slurmd"),
             0);
@@ -637,8 +675,10 @@ int rpcCount(const std::string& sdiag, const std::string& type) {
 
 // A job's GRES on the node is asked of slurmctld once, by its first step here,
 // and kept for its other steps (plugstack.conf job_cache=, root-only): a job
-// of a batch step and three srun steps loads the job once; each leased step
-// still asks for its own request (a step may ask for less than its job). Without
+// of a batch step and three srun steps loads the job once to start; each leased step
+// still asks for its own request (a step may ask for less than its job). As each
+// leased step ends it reads and writes the job's AdminComment (one load and one
+// update: the node's line; never before a step runs). Without
 // PrologFlags=Contain no extern step removes the record at the job's end: the
 // next job's record does, once the job's cgroup is gone.
 TEST_F(VmSlurm, AJobsStepsAskSlurmctldForItsGresOnceAndTheRecordGoesWithTheJob) {
@@ -650,11 +690,16 @@ TEST_F(VmSlurm, AJobsStepsAskSlurmctldForItsGresOnceAndTheRecordGoesWithTheJob) 
             0);
   ASSERT_TRUE(eventually([&] { return ::access(done.c_str(), F_OK) == 0; }, 120s))
       << readFile(kDir + "/k.out");
-  std::string sdiag = shellOut("sdiag");
   std::string job = jobIdFrom(idFile);
+  // Counted once the job has ended here (the batch step's end is after `done`).
+  ASSERT_TRUE(eventually(
+      [&] { return shellOut("find /sys/fs/cgroup -maxdepth 4 -name job_" + job).empty(); }, 60s));
+  std::string sdiag = shellOut("sdiag");
   std::printf("[ sdiag: RPCs by type for one job of 4 steps ]\n%s[ end ]\n",
               sdiag.substr(sdiag.find("Remote Procedure Call statistics by message type")).c_str());
-  EXPECT_EQ(rpcCount(sdiag, "REQUEST_JOB_INFO_SINGLE"), 1) << sdiag;
+  EXPECT_EQ(rpcCount(sdiag, "REQUEST_JOB_INFO_SINGLE"), 1 + 4) << "the GRES, 4 AdminComments\n"
+                                                               << sdiag;
+  EXPECT_EQ(rpcCount(sdiag, "REQUEST_UPDATE_JOB"), 4) << sdiag;
   EXPECT_EQ(rpcCount(sdiag, "REQUEST_JOB_STEP_INFO"), 4) << sdiag;
   // asked= is plugstack.conf's gres= as the tests before left it.
   std::string record = readFile("/run/tally-slurm/job_" + job);
@@ -663,8 +708,6 @@ TEST_F(VmSlurm, AJobsStepsAskSlurmctldForItsGresOnceAndTheRecordGoesWithTheJob) 
   for (const char* s : {".batch", ".0", ".1", ".2"})
     EXPECT_FALSE(rowsNamed("slurm-" + job + s).empty()) << s << " was leased";
 
-  ASSERT_TRUE(eventually(
-      [&] { return shellOut("find /sys/fs/cgroup -maxdepth 4 -name job_" + job).empty(); }, 60s));
   std::string nextFile = kDir + "/k2.job";
   auto next = runProgram({"srun", "sh", "-c", "echo $SLURM_JOB_ID > " + nextFile});
   ASSERT_EQ(next.exitCode(), 0) << next.err;
@@ -682,7 +725,7 @@ TEST_F(VmSlurm, AJobsStepsAskSlurmctldForItsGresOnceAndTheRecordGoesWithTheJob) 
 // tally doctor --slurm as the node's health check: passes on the VM's node
 // (plugstack line, a plugin of slurmd's own release, the daemon, the pool's
 // budget equal to the tallymem GRES), fails when the daemon is down and when
-// plugstack.conf names a plugin built for another Slurm (CI builds 24.11's).
+// plugstack.conf names a plugin built for another Slurm (CI builds each).
 TEST_F(VmSlurm, DoctorSlurmPassesOnThisNodeAndFailsWhenTheDaemonIsDownOrThePluginIsStale) {
   auto ok = tally({"doctor", "--slurm"});
   std::printf("[ tally doctor --slurm ]\n%s%s[ end ]\n", ok.out.c_str(), ok.err.c_str());
@@ -691,21 +734,24 @@ TEST_F(VmSlurm, DoctorSlurmPassesOnThisNodeAndFailsWhenTheDaemonIsDownOrThePlugi
                         "GRES, 1.0 GiB"),
             std::string::npos)
       << ok.out;
-  EXPECT_NE(ok.out.find("built for Slurm 22.05, as slurmd"), std::string::npos) << ok.out;
+  EXPECT_NE(ok.out.find("built for Slurm " + kRelease + ", as slurmd"), std::string::npos)
+      << ok.out;
   // RealMemory + the GRES's GTT part fit in the guest's RAM (vm/slurm-node.sh).
   EXPECT_NE(ok.out.find("memory     ok       RealMemory 512.0 MiB + the "), std::string::npos)
       << ok.out;
   std::printf("[ scontrol show node -o ]\n%s\n[ end ]\n",
               shellOut("scontrol show node \"$(hostname -s)\" -o").c_str());
 
-  std::string stale = kPlugin.substr(0, kPlugin.rfind('/')) + "/tally_spank_24.11.so";
+  std::string other = kRelease == "24.11" ? "26.05" : "24.11";
+  std::string stale = pluginFor(other);
   ASSERT_EQ(::access(stale.c_str(), R_OK), 0)
       << stale << " missing: configure with -DTALLY_SLURM_HEADERS=\"$(scripts/slurm-headers.sh)\" "
       << "and build tally_spank_all (scripts/test.sh does)";
   writeFile(kDir + "/stale-plugstack.conf", "required " + stale + " socket=" + kSocket + "\n");
   auto wrong = tally({"doctor", "--slurm", "--plugstack", kDir + "/stale-plugstack.conf"});
   EXPECT_EQ(wrong.exitCode(), 1) << wrong.out << wrong.err;
-  EXPECT_NE(wrong.out.find("is built for Slurm 24.11, and slurmd here is 22.05"), std::string::npos)
+  EXPECT_NE(wrong.out.find("is built for Slurm " + other + ", and slurmd here is " + kRelease),
+            std::string::npos)
       << wrong.out;
 
   ASSERT_EQ(shell("systemctl stop " + kDaemonUnit), 0);
