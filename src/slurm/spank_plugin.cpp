@@ -144,17 +144,55 @@ std::string getenvOf(spank_t sp, const char* name) {
   return std::string(buf.data());
 }
 
-// This node's name in Slurm's node lists: SLURMD_NODENAME from the step's
-// environment; the extern step's environment has none, so there the short
-// host name (Slurm's default NodeName; a node named otherwise falls back to
-// the job's per-node request, and its AdminComment line carries the host name).
-std::string nodeName(spank_t sp) {
-  std::string node = getenvOf(sp, "SLURMD_NODENAME");
-  if (!node.empty()) return node;
-  char host[256] = {};
-  if (::gethostname(host, sizeof host - 1) != 0) return "";
-  node = host;
-  return node.substr(0, node.find('.'));
+// Where this node is in the job's node list: by its name, else by its index
+// there. A step's environment names the node in SLURMD_NODENAME only for some
+// steps (a batch script's; an srun step's tasks get it, but not the step's
+// environment SPANK sees, found with two slurmd in the VM), so else the name is
+// the step's own node list (SLURM_STEP_NODELIST) at S_JOB_NODEID, which counts
+// from the step's nodes. The extern step has neither, but it runs on all of the
+// job's nodes, so its S_JOB_NODEID is the node's index in the job's list.
+struct NodeRef {
+  std::string name;
+  int jobIndex = -1;
+};
+std::string nthHost(const std::string& list, std::uint32_t n) {
+  std::string host;
+  auto hl = slurm_hostlist_create(list.c_str());
+  if (!hl) return host;
+  for (std::uint32_t i = 0; i <= n; ++i) {
+    char* h = slurm_hostlist_shift(hl);
+    if (!h) break;
+    if (i == n) host = h;
+    std::free(h);
+  }
+  slurm_hostlist_destroy(hl);
+  return host;
+}
+NodeRef nodeRef(spank_t sp, bool externStep) {
+  NodeRef ref{getenvOf(sp, "SLURMD_NODENAME"), -1};
+  std::uint32_t id = 0;
+  if (!ref.name.empty() || spank_get_item(sp, S_JOB_NODEID, &id) != ESPANK_SUCCESS) return ref;
+  if (externStep) {
+    ref.jobIndex = static_cast<int>(id);
+  } else if (getenvOf(sp, "SLURM_HET_SIZE").empty()) {
+    // (A het job's step lists all its components' nodes there, while its
+    // S_JOB_NODEID counts from its own component's: hetComponentNode.)
+    if (std::string list = getenvOf(sp, "SLURM_STEP_NODELIST"); !list.empty())
+      ref.name = nthHost(list, id);
+  }
+  return ref;
+}
+
+// A heterogeneous job's component: the node at S_JOB_NODEID in the
+// component's own node list (SLURM_JOB_NODELIST_HET_GROUP_<offset>, spelt
+// _PACK_GROUP_ in 22.05), its offset from the job's record.
+std::string hetComponentNode(spank_t sp, std::uint32_t offset) {
+  std::uint32_t id = 0;
+  if (spank_get_item(sp, S_JOB_NODEID, &id) != ESPANK_SUCCESS) return "";
+  for (const char* spelling : {"SLURM_JOB_NODELIST_HET_GROUP_", "SLURM_JOB_NODELIST_PACK_GROUP_"})
+    if (std::string list = getenvOf(sp, (spelling + std::to_string(offset)).c_str()); !list.empty())
+      return nthHost(list, id);
+  return "";
 }
 
 // How long the daemon may take to answer one call (plugstack.conf timeout=).
@@ -225,12 +263,11 @@ tally::Status setAdminComment(std::uint32_t job, const std::string& comment) {
 }
 
 // The job's allocation on this node is gres_detail_str at the node's index in
-// the job's node list, found by the node's name (S_JOB_NODEID counts from the
-// step's nodes, which may be a subset of the job's); else the job's per-node
-// request. The GPU memory GRES is the first of `names` it holds. The record
+// the job's node list, found by the node's name (nodeRef); else the job's
+// per-node request. The GPU memory GRES is the first of `names` it holds. The record
 // also says whether the job is a heterogeneous job's component (no SPANK
 // item does). An error when slurmctld cannot be asked.
-tally::Result<slurm::JobRecord> jobFromSlurmctld(std::uint32_t job, const std::string& node,
+tally::Result<slurm::JobRecord> jobFromSlurmctld(std::uint32_t job, const NodeRef& node,
                                                  const std::vector<std::string>& names) {
   job_info_msg_t* jobs = nullptr;
   if (loadJob(job, &jobs) != SLURM_SUCCESS || !jobs) {
@@ -245,11 +282,11 @@ tally::Result<slurm::JobRecord> jobFromSlurmctld(std::uint32_t job, const std::s
     if (j.job_id != job) continue;
     if (j.het_job_id != 0 && j.het_job_id != NO_VAL && j.het_job_offset != NO_VAL)
       record.het = slurm::HetJob{j.het_job_id, j.het_job_offset};
-    int index = -1;
-    if (j.nodes && !node.empty()) {
+    int index = node.jobIndex;
+    if (j.nodes && !node.name.empty()) {
       auto hl = slurm_hostlist_create(j.nodes);
       if (hl) {
-        index = slurm_hostlist_find(hl, node.c_str());
+        index = slurm_hostlist_find(hl, node.name.c_str());
         slurm_hostlist_destroy(hl);
       }
     }
@@ -295,7 +332,7 @@ tally::Result<std::optional<slurm::GresFound>> stepGresFromSlurmctld(
 // extern step) kept it, else from slurmctld, then kept for the job's other
 // steps (job_cache=): a job's allocation on a node does not change while it
 // runs, so only its first step here waits on the controller.
-tally::Result<slurm::JobRecord> jobHere(std::uint32_t job, const std::string& node,
+tally::Result<slurm::JobRecord> jobHere(std::uint32_t job, const NodeRef& node,
                                         std::string_view procCgroup) {
   if (auto kept = slurm::findJobRecord(g_args.jobCache, job, g_args.gres)) return *kept;
   auto asked = jobFromSlurmctld(job, node, g_args.gres);
@@ -404,7 +441,7 @@ void leaseJobAtExtern(spank_t sp) {
   spank_get_item(sp, S_JOB_ID, &job);
   std::string where = fmt::format("tally: job {}", job);
   std::string procCgroup = readText("/proc/self/cgroup");
-  auto record = jobHere(job, nodeName(sp), procCgroup);
+  auto record = jobHere(job, nodeRef(sp, true), procCgroup);
   if (!record) {
     slurm_error("%s: cannot tell whether it holds GRES %s here: %s; its steps ask again",
                 where.c_str(), fmt::format("{}", fmt::join(g_args.gres, ",")).c_str(),
@@ -456,7 +493,7 @@ int attachStep(spank_t sp, pid_t task) {
 
   // The GRES is asked for even with --gpu-memory-max: the flag only caps it.
   std::string procCgroup = readText(fmt::format("/proc/{}/cgroup", task));
-  std::string node = nodeName(sp);
+  NodeRef node = nodeRef(sp, false);
   auto record = jobHere(job, node, procCgroup);
   if (!record) {
     // Unknown is not "none": a step that may have asked for GPU memory is not run unbounded.
@@ -528,7 +565,8 @@ int attachStep(spank_t sp, pid_t task) {
   g_job = job;
   g_step = step;
   g_jobLease = facts.jobLease;
-  g_jobNode = node;
+  g_jobNode = node.name;
+  if (g_jobNode.empty() && record->het) g_jobNode = hetComponentNode(sp, record->het->offset);
   std::string what = request->declared.gpuMemoryMax
                          ? "gpu_memory_max " + units::humanBytes(*request->declared.gpuMemoryMax)
                          : std::string("metered, no GPU bound");
@@ -620,8 +658,10 @@ void awaitOutcome(const std::string& lease) {
 void summarizeJob(rpc::Client& client, std::uint32_t job, const std::string& node) {
   std::string where = fmt::format("tally: job {}'s AdminComment", job);
   if (node.empty()) {
-    slurm_error("%s: this node has no name (no SLURMD_NODENAME, no host name); not written",
-                where.c_str());
+    slurm_error(
+        "%s: the step's environment names no node (SLURMD_NODENAME, SLURM_STEP_NODELIST); not "
+        "written",
+        where.c_str());
     return;
   }
   auto reply = client.call(rpc::api::LeaseQuery{{g_jobLease}}, {}, daemonTimeoutMs());

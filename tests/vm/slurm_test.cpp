@@ -765,5 +765,102 @@ TEST_F(VmSlurm, DoctorSlurmPassesOnThisNodeAndFailsWhenTheDaemonIsDownOrThePlugi
   EXPECT_TRUE(daemonFailed) << checks.dump(2);
 }
 
+// Two nodes (a second slurmd in the guest, vm/slurm-second-node.sh: its own
+// port, spool and systemd scope, so its jobs are their own cgroup tree under
+// the same daemon, as a second host's would be under its own). A 2-node job is
+// a job lease on each node with that node's step inside it, and each node
+// writes its own line into the job's AdminComment; a heterogeneous job across
+// the two nodes asks each a different count (256 MiB here, 128 MiB there):
+// each component's lease is bounded by its own and carries the het ids. Last
+// in the suite; the second node is removed again.
+TEST_F(VmSlurm, ATwoNodeJobLeasesEachNodeAndAHetJobsComponentsAreBoundedByTheirOwnCounts) {
+  std::string first = shellOut("hostname -s"), second = "vm2";
+  auto add =
+      runProgram({std::string(TALLY_SOURCE_DIR) + "/vm/slurm-second-node.sh", second, "512M"});
+  ASSERT_EQ(add.exitCode(), 0) << add.out << add.err;
+  // Every granted row named `name`, whichever node's.
+  auto granted = [&](const std::string& name) {
+    json all = json::parse(tally({"ledger", "export", "--config", kConfig}).out, nullptr, false);
+    json out = json::array();
+    for (const auto& row : all)
+      if (row.value("kind", "") == "granted" && row["body"].value("name", "") == name)
+        out.push_back(row);
+    return out;
+  };
+  auto cgroupOf = [](const json& row) { return row["body"]["target"].value("cgroup", ""); };
+  auto endOf = [&](const std::string& lease) {
+    json all = json::parse(tally({"ledger", "export", "--config", kConfig}).out, nullptr, false);
+    json mine = json::array();
+    for (const auto& row : all)
+      if (row.value("lease", "") == lease) mine.push_back(row);
+    return terminal(mine);
+  };
+
+  std::string idFile = kDir + "/t.job";
+  auto r =
+      runProgram({"srun", "-N2", "--gres=tallymem:256M", "sh", "-c",
+                  "echo $SLURM_JOB_ID > " + idFile + "; exec " + kWorkload + " gpu gtt 128 1 300"});
+  EXPECT_EQ(r.exitCode(), 0) << r.out << r.err;
+  std::string job = jobIdFrom(idFile);
+  ASSERT_FALSE(job.empty()) << r.err;
+  json jobs = granted("slurm-" + job), steps = granted("slurm-" + job + ".0");
+  ASSERT_EQ(jobs.size(), 2u) << "one job lease per node: " << jobs.dump(2);
+  ASSERT_EQ(steps.size(), 2u) << steps.dump(2);
+  EXPECT_NE(cgroupOf(jobs[0]), cgroupOf(jobs[1]));
+  for (const auto& j : jobs) {
+    EXPECT_TRUE(cgroupOf(j).ends_with("/job_" + job)) << j.dump(2);
+    EXPECT_EQ(j["body"]["declared"]["gpu_memory_max"], 256 * kMiB) << j.dump(2);
+  }
+  for (const auto& st : steps) {
+    // Inside its own node's job lease.
+    const json& parent = cgroupOf(st).starts_with(cgroupOf(jobs[0]) + "/") ? jobs[0] : jobs[1];
+    EXPECT_TRUE(cgroupOf(st).starts_with(cgroupOf(parent) + "/")) << st.dump(2);
+    EXPECT_EQ(st["body"]["parent"], parent.value("lease", "")) << st.dump(2);
+    json end = endOf(st.value("lease", ""));
+    ASSERT_TRUE(end.is_object()) << st.dump(2);
+    EXPECT_EQ(end["body"]["gpu"]["peak_bytes"], 128 * kMiB) << end.dump(2);
+  }
+  std::string comment = shellOut("scontrol show job " + job + " | grep -o 'AdminComment=.*'");
+  std::printf("[ a 2-node job's AdminComment ]\n%s\n[ end ]\n", comment.c_str());
+  for (const std::string& node : {first, second})
+    EXPECT_NE(comment.find("tally " + node + ": GPU peak 128.0 MiB of 256.0 MiB"),
+              std::string::npos)
+        << comment;
+  EXPECT_NE(comment.find(" | "), std::string::npos) << comment;
+
+  // A het job: 256 MiB on the first node, 128 MiB on the second.
+  std::string leaderFile = kDir + "/t.het";
+  auto het = runProgram(
+      {"srun", "--gres=tallymem:256M", "-w", first, "sh", "-c",
+       "echo $SLURM_JOB_ID > " + leaderFile + "; exec " + kWorkload + " gpu gtt 64 1 300", ":",
+       "--gres=tallymem:128M", "-w", second, kWorkload, "gpu", "gtt", "64", "1", "300"});
+  EXPECT_EQ(het.exitCode(), 0) << het.out << het.err;
+  std::string leader = jobIdFrom(leaderFile);
+  ASSERT_FALSE(leader.empty()) << het.err;
+  std::string other = std::to_string(std::stoul(leader) + 1);  // its second component
+  json c0 = granted("slurm-" + leader), c1 = granted("slurm-" + other);
+  ASSERT_EQ(c0.size(), 1u) << c0.dump(2);
+  ASSERT_EQ(c1.size(), 1u) << c1.dump(2);
+  EXPECT_EQ(c0[0]["body"]["declared"]["gpu_memory_max"], 256 * kMiB) << c0.dump(2);
+  EXPECT_EQ(c1[0]["body"]["declared"]["gpu_memory_max"], 128 * kMiB) << c1.dump(2);
+  EXPECT_NE(cgroupOf(c0[0]).substr(0, cgroupOf(c0[0]).rfind('/')),
+            cgroupOf(c1[0]).substr(0, cgroupOf(c1[0]).rfind('/')))
+      << "each component in its own node's tree";
+  const json& a0 = c0[0]["body"]["declared"]["attributes"];
+  const json& a1 = c1[0]["body"]["declared"]["attributes"];
+  EXPECT_EQ(a0.value("slurm_het_job_id", ""), leader) << a0;
+  EXPECT_EQ(a0.value("slurm_het_job_offset", ""), "0") << a0;
+  EXPECT_EQ(a1.value("slurm_het_job_id", ""), leader) << a1;
+  EXPECT_EQ(a1.value("slurm_het_job_offset", ""), "1") << a1;
+  EXPECT_EQ(shellOut("scontrol show job " + other + " | grep -o 'AdminComment=.*'"),
+            "AdminComment=tally " + second + ": GPU peak 64.0 MiB of 128.0 MiB");
+
+  auto removed =
+      runProgram({std::string(TALLY_SOURCE_DIR) + "/vm/slurm-second-node.sh", "--remove", second});
+  EXPECT_EQ(removed.exitCode(), 0) << removed.out << removed.err;
+  ASSERT_TRUE(eventually(
+      [&] { return shellOut("sinfo -h -o %T").find("idle") != std::string::npos; }, 60s));
+}
+
 }  // namespace
 }  // namespace tally
