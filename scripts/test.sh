@@ -154,7 +154,7 @@ vm_one 6.12 --kernel 6.12 --timeout 1500 --env TALLY_TEST_JOURNALD=required -- \
 ) &
 wait
 vmfailed=
-for name in 6.12 6.1 7 no-bpf-lsm; do
+for name in 6.12 6.1 7 no-bpf-lsm slurm-24.11; do
   read -r rc secs <"$vmlogs/$name.rc" || { rc=125; secs=?; }
   if [ "$rc" = 0 ]; then
     echo "vm $name: $(grep -E '^\[  PASSED' "$vmlogs/$name.log" | tr '\n' ' ')in $secs s"

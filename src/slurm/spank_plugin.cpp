@@ -145,12 +145,12 @@ std::string getenvOf(spank_t sp, const char* name) {
 }
 
 // Where this node is in the job's node list: by its name, else by its index
-// there. A step's environment names the node in SLURMD_NODENAME only for some
-// steps (a batch script's; an srun step's tasks get it, but not the step's
-// environment SPANK sees, found with two slurmd in the VM), so else the name is
-// the step's own node list (SLURM_STEP_NODELIST) at S_JOB_NODEID, which counts
-// from the step's nodes. The extern step has neither, but it runs on all of the
-// job's nodes, so its S_JOB_NODEID is the node's index in the job's list.
+// there. The step's environment SPANK sees has no SLURMD_NODENAME (the tasks
+// get it, later; found with two slurmd in the VM), so the name is the step's
+// own node list (SLURM_STEP_NODELIST) at S_JOB_NODEID, which counts from the
+// step's nodes. The extern step has no such list, but it runs on all of the
+// job's nodes, so its S_JOB_NODEID is the node's index in the job's list; the
+// batch script runs on the job's first node.
 struct NodeRef {
   std::string name;
   int jobIndex = -1;
@@ -168,12 +168,14 @@ std::string nthHost(const std::string& list, std::uint32_t n) {
   slurm_hostlist_destroy(hl);
   return host;
 }
-NodeRef nodeRef(spank_t sp, bool externStep) {
+NodeRef nodeRef(spank_t sp, std::uint32_t step) {
   NodeRef ref{getenvOf(sp, "SLURMD_NODENAME"), -1};
   std::uint32_t id = 0;
   if (!ref.name.empty() || spank_get_item(sp, S_JOB_NODEID, &id) != ESPANK_SUCCESS) return ref;
-  if (externStep) {
+  if (step == slurm::kExternStep) {
     ref.jobIndex = static_cast<int>(id);
+  } else if (step == slurm::kBatchStep) {
+    ref.jobIndex = 0;  // the batch script runs on the job's first node (its BatchHost)
   } else if (getenvOf(sp, "SLURM_HET_SIZE").empty()) {
     // (A het job's step lists all its components' nodes there, while its
     // S_JOB_NODEID counts from its own component's: hetComponentNode.)
@@ -228,21 +230,26 @@ int loadJob(std::uint32_t job, job_info_msg_t** jobs) {
 #endif
 }
 
-// The job's AdminComment as slurmctld holds it ("" when it has none); an
-// error when slurmctld cannot be asked.
-tally::Result<std::string> adminCommentOf(std::uint32_t job) {
+// The job's AdminComment as slurmctld holds it ("" when it has none) and the
+// node its batch script runs on; an error when slurmctld cannot be asked.
+struct JobComment {
+  std::string comment, batchHost;
+};
+tally::Result<JobComment> adminCommentOf(std::uint32_t job) {
   job_info_msg_t* jobs = nullptr;
   if (loadJob(job, &jobs) != SLURM_SUCCESS || !jobs) {
     int err = errno;
     return tally::Error{err, slurm_strerror(err)};
   }
-  std::string comment;
+  JobComment found;
   for (std::uint32_t i = 0; i < jobs->record_count; ++i) {
     const auto& j = jobs->job_array[i];
-    if (j.job_id == job && j.admin_comment) comment = j.admin_comment;
+    if (j.job_id != job) continue;
+    if (j.admin_comment) found.comment = j.admin_comment;
+    if (j.batch_host) found.batchHost = j.batch_host;
   }
   slurm_free_job_info_msg(jobs);
-  return comment;
+  return found;
 }
 
 tally::Status setAdminComment(std::uint32_t job, const std::string& comment) {
@@ -441,7 +448,7 @@ void leaseJobAtExtern(spank_t sp) {
   spank_get_item(sp, S_JOB_ID, &job);
   std::string where = fmt::format("tally: job {}", job);
   std::string procCgroup = readText("/proc/self/cgroup");
-  auto record = jobHere(job, nodeRef(sp, true), procCgroup);
+  auto record = jobHere(job, nodeRef(sp, slurm::kExternStep), procCgroup);
   if (!record) {
     slurm_error("%s: cannot tell whether it holds GRES %s here: %s; its steps ask again",
                 where.c_str(), fmt::format("{}", fmt::join(g_args.gres, ",")).c_str(),
@@ -493,7 +500,7 @@ int attachStep(spank_t sp, pid_t task) {
 
   // The GRES is asked for even with --gpu-memory-max: the flag only caps it.
   std::string procCgroup = readText(fmt::format("/proc/{}/cgroup", task));
-  NodeRef node = nodeRef(sp, false);
+  NodeRef node = nodeRef(sp, step);
   auto record = jobHere(job, node, procCgroup);
   if (!record) {
     // Unknown is not "none": a step that may have asked for GPU memory is not run unbounded.
@@ -655,15 +662,8 @@ void awaitOutcome(const std::string& lease) {
 // finished"), as it does at the extern step's end. Two controller calls as a
 // step ends, never as one starts; each node replaces only its own line. Best
 // effort: the ledger keeps the full record.
-void summarizeJob(rpc::Client& client, std::uint32_t job, const std::string& node) {
+void summarizeJob(rpc::Client& client, std::uint32_t job, std::string node) {
   std::string where = fmt::format("tally: job {}'s AdminComment", job);
-  if (node.empty()) {
-    slurm_error(
-        "%s: the step's environment names no node (SLURMD_NODENAME, SLURM_STEP_NODELIST); not "
-        "written",
-        where.c_str());
-    return;
-  }
   auto reply = client.call(rpc::api::LeaseQuery{{g_jobLease}}, {}, daemonTimeoutMs());
   if (!reply || !reply->ok) {
     slurm_error("%s: the daemon did not say what job lease %s used (%s)", where.c_str(),
@@ -683,8 +683,17 @@ void summarizeJob(rpc::Client& client, std::uint32_t job, const std::string& nod
                 existing.error().message.c_str());
     return;
   }
+  // The batch script's environment names no node: it runs on the job's BatchHost.
+  if (node.empty() && g_step == slurm::kBatchStep) node = existing->batchHost;
+  if (node.empty()) {
+    slurm_error(
+        "%s: the step's environment names no node (SLURMD_NODENAME, SLURM_STEP_NODELIST); not "
+        "written",
+        where.c_str());
+    return;
+  }
   std::string line = slurm::jobSummary(node, *bound);
-  if (auto s = setAdminComment(job, slurm::mergeAdminComment(*existing, node, line)); !s) {
+  if (auto s = setAdminComment(job, slurm::mergeAdminComment(existing->comment, node, line)); !s) {
     if (s.error().code == ESLURM_JOB_FINISHED)
       slurm_info("%s: the job had already finished; the ledger has its job lease %s", where.c_str(),
                  g_jobLease.c_str());
