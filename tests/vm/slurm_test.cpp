@@ -818,7 +818,11 @@ TEST_F(VmSlurm, ATwoNodeJobLeasesEachNodeAndAHetJobsComponentsAreBoundedByTheirO
     EXPECT_EQ(st["body"]["parent"], parent.value("lease", "")) << st.dump(2);
     json end = endOf(st.value("lease", ""));
     ASSERT_TRUE(end.is_object()) << st.dump(2);
-    EXPECT_EQ(end["body"]["gpu"]["peak_bytes"], 128 * kMiB) << end.dump(2);
+    // The 128 MiB buffer, and the one 4 KiB page the test driver may make
+    // beside it (seen once in CI on 24.11: 134221824).
+    auto peak = end["body"]["gpu"].value("peak_bytes", std::uint64_t{0});
+    EXPECT_GE(peak, 128 * kMiB) << end.dump(2);
+    EXPECT_LE(peak, 128 * kMiB + 4096) << end.dump(2);
   }
   std::string comment = shellOut("scontrol show job " + job + " | grep -o 'AdminComment=.*'");
   std::printf("[ a 2-node job's AdminComment ]\n%s\n[ end ]\n", comment.c_str());
