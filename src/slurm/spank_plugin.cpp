@@ -230,25 +230,33 @@ int loadJob(std::uint32_t job, job_info_msg_t** jobs) {
 #endif
 }
 
+// slurmctld's record of `job` (slurm_load_job), handed to `use` while it is
+// held; an error (errno's) when slurmctld cannot be asked.
+template <typename Use>
+tally::Status withJob(std::uint32_t job, Use&& use) {
+  job_info_msg_t* jobs = nullptr;
+  if (loadJob(job, &jobs) != SLURM_SUCCESS || !jobs) {
+    int err = errno;
+    return tally::Error{err, slurm_strerror(err)};
+  }
+  for (std::uint32_t i = 0; i < jobs->record_count; ++i)
+    if (jobs->job_array[i].job_id == job) use(jobs->job_array[i]);
+  slurm_free_job_info_msg(jobs);
+  return tally::Ok{};
+}
+
 // The job's AdminComment as slurmctld holds it ("" when it has none) and the
 // node its batch script runs on; an error when slurmctld cannot be asked.
 struct JobComment {
   std::string comment, batchHost;
 };
 tally::Result<JobComment> adminCommentOf(std::uint32_t job) {
-  job_info_msg_t* jobs = nullptr;
-  if (loadJob(job, &jobs) != SLURM_SUCCESS || !jobs) {
-    int err = errno;
-    return tally::Error{err, slurm_strerror(err)};
-  }
   JobComment found;
-  for (std::uint32_t i = 0; i < jobs->record_count; ++i) {
-    const auto& j = jobs->job_array[i];
-    if (j.job_id != job) continue;
+  auto loaded = withJob(job, [&](const slurm_job_info_t& j) {
     if (j.admin_comment) found.comment = j.admin_comment;
     if (j.batch_host) found.batchHost = j.batch_host;
-  }
-  slurm_free_job_info_msg(jobs);
+  });
+  if (!loaded) return loaded.error();
   return found;
 }
 
@@ -276,17 +284,10 @@ tally::Status setAdminComment(std::uint32_t job, const std::string& comment) {
 // item does). An error when slurmctld cannot be asked.
 tally::Result<slurm::JobRecord> jobFromSlurmctld(std::uint32_t job, const NodeRef& node,
                                                  const std::vector<std::string>& names) {
-  job_info_msg_t* jobs = nullptr;
-  if (loadJob(job, &jobs) != SLURM_SUCCESS || !jobs) {
-    int err = errno;
-    return tally::Error{err, fmt::format("slurmctld did not answer for job {}'s GRES: {}", job,
-                                         slurm_strerror(err))};
-  }
   slurm::JobRecord record{job, names, std::nullopt, std::nullopt};
   tally::Status parsed = tally::Ok{};
-  for (std::uint32_t i = 0; i < jobs->record_count && parsed; ++i) {
-    const auto& j = jobs->job_array[i];
-    if (j.job_id != job) continue;
+  auto loaded = withJob(job, [&](const slurm_job_info_t& j) {
+    if (!parsed) return;
     if (j.het_job_id != 0 && j.het_job_id != NO_VAL && j.het_job_offset != NO_VAL)
       record.het = slurm::HetJob{j.het_job_id, j.het_job_offset};
     int index = node.jobIndex;
@@ -306,8 +307,11 @@ tally::Result<slurm::JobRecord> jobFromSlurmctld(std::uint32_t job, const NodeRe
       record.gres = *gres;
     else
       parsed = gres.error();
-  }
-  slurm_free_job_info_msg(jobs);
+  });
+  if (!loaded)
+    return tally::Error{
+        loaded.error().code,
+        fmt::format("slurmctld did not answer for job {}'s GRES: {}", job, loaded.error().message)};
   if (!parsed) return parsed.error();
   return record;
 }
