@@ -34,13 +34,25 @@ bool validName(std::string_view name) {
   return true;
 }
 
+// A lease id as the daemon makes them (lease/spec.h newLeaseId: hex), with
+// room for longer ones; never a character the record's syntax uses.
+bool validLeaseId(std::string_view id) {
+  if (id.empty() || id.size() > 64) return false;
+  for (char c : id)
+    if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-' ||
+          c == '_'))
+      return false;
+  return true;
+}
+
 }  // namespace
 
 std::string encodeJobRecord(const JobRecord& r) {
   std::string gres = r.gres ? fmt::format("{}:{}", r.gres->name, r.gres->count) : "none";
   std::string het = r.het ? fmt::format(" het={}+{}", r.het->leader, r.het->offset) : "";
-  return fmt::format("{}job={} asked={} gres={}{}\n", kMagic, r.job, fmt::join(r.asked, ","), gres,
-                     het);
+  std::string lease = r.jobLease.empty() ? "" : " lease=" + r.jobLease;
+  return fmt::format("{}job={} asked={} gres={}{}{}\n", kMagic, r.job, fmt::join(r.asked, ","),
+                     gres, het, lease);
 }
 
 Result<JobRecord> decodeJobRecord(std::string_view text) {
@@ -51,10 +63,11 @@ Result<JobRecord> decodeJobRecord(std::string_view text) {
   text.remove_prefix(kMagic.size());
   if (text.empty() || text.back() != '\n') return bad("not one whole line");
   text.remove_suffix(1);
-  // Three fields, in order, each KEY=VALUE, and het= for a heterogeneous job's component.
-  std::string_view fields[4];
+  // Three fields, in order, each KEY=VALUE, then het= for a heterogeneous
+  // job's component and lease= once the job's lease is granted, each optional.
+  std::string_view fields[5];
   std::size_t fieldCount = 0;
-  for (; fieldCount < 4 && !text.empty(); ++fieldCount) {
+  for (; fieldCount < 5 && !text.empty(); ++fieldCount) {
     auto space = text.find(' ');
     if (space == 0 || space + 1 == text.size()) return bad("not job=, asked= and gres=");
     fields[fieldCount] = text.substr(0, space);
@@ -82,15 +95,22 @@ Result<JobRecord> decodeJobRecord(std::string_view text) {
     if (comma == std::string_view::npos) break;
     at = comma + 1;
   }
-  if (fieldCount == 4) {
-    auto hetText = value(3, "het=");
-    auto plus = hetText ? hetText->find('+') : std::string_view::npos;
+  std::size_t next = 3;
+  if (next < fieldCount && value(next, "het=")) {
+    auto hetText = value(next++, "het=");
+    auto plus = hetText->find('+');
     if (plus == std::string_view::npos) return bad("het= is not LEADER+OFFSET");
     auto leader = digits<std::uint32_t>(hetText->substr(0, plus));
     auto offset = digits<std::uint32_t>(hetText->substr(plus + 1));
     if (!leader || *leader == 0 || !offset) return bad("het= is not LEADER+OFFSET");
     r.het = HetJob{*leader, *offset};
   }
+  if (next < fieldCount) {
+    auto leaseText = value(next++, "lease=");
+    if (!leaseText || !validLeaseId(*leaseText)) return bad("lease= is not a lease id");
+    r.jobLease = std::string(*leaseText);
+  }
+  if (next != fieldCount) return bad("a field after lease=");
   if (*gresText == "none") return r;
   auto colon = gresText->find(':');
   if (colon == std::string_view::npos) return bad("gres= is neither none nor NAME:BYTES");

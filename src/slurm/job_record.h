@@ -7,9 +7,13 @@
 //   tally-slurm-job 1 job=4242 asked=tallymem gres=tallymem:67108864
 //   tally-slurm-job 1 job=4243 asked=tallymem,gpumem gres=none
 //   tally-slurm-job 1 job=4245 asked=tallymem gres=none het=4244+1
+//   tally-slurm-job 1 job=4246 asked=tallymem gres=tallymem:67108864 lease=ed6397fc3ad5
 //
 // `asked` is the plugin's GRES names (gres=) the answer is about: "none" means
-// none of those, so a record asked with other names is not an answer.
+// none of those, so a record asked with other names is not an answer. `lease`
+// is the job's lease on this node once one is granted: the job's later steps
+// nest in it without asking the daemon for it again (the daemon checks a
+// child's parent, and a stale id sends the step back to attach-or-join).
 #pragma once
 
 #include <cstdint>
@@ -34,6 +38,7 @@ struct JobRecord {
   std::vector<std::string> asked;  // the GRES names slurmctld was asked about, in order
   std::optional<GresFound> gres;   // none: the job holds none of `asked` here
   std::optional<HetJob> het;       // absent: not part of a heterogeneous job
+  std::string jobLease;            // "": no job lease granted here yet
 };
 
 std::string encodeJobRecord(const JobRecord& r);

@@ -3,6 +3,7 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <fmt/format.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -36,8 +37,11 @@ Fd openDir(const std::string& dir) {
   return Fd(::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
 }
 
-// The records (and leftovers of an interrupted write, ".job_J.PID") of jobs
-// whose cgroup is gone from `jobsCgroupDir`.
+std::string saidLineName(std::uint32_t job) { return jobRecordName(job) + ".said"; }
+
+// The records (with their said lines, "job_J.said", and leftovers of an
+// interrupted write, ".job_J.PID") of jobs whose cgroup is gone from
+// `jobsCgroupDir`.
 void pruneGone(int dir, std::uint32_t keep, const std::string& jobsCgroupDir) {
   struct stat st {};
   if (jobsCgroupDir.empty() || ::stat(jobsCgroupDir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode))
@@ -53,6 +57,9 @@ void pruneGone(int dir, std::uint32_t keep, const std::string& jobsCgroupDir) {
     std::string_view name = e->d_name;
     std::string_view recordName = name;
     if (name.size() > 1 && name[0] == '.') recordName = name.substr(1, name.find('.', 1) - 1);
+    constexpr std::string_view kSaid = ".said";
+    if (recordName.size() > kSaid.size() && recordName.ends_with(kSaid))
+      recordName.remove_suffix(kSaid.size());
     auto job = jobOfRecordName(recordName);
     if (!job || *job == keep) continue;
     std::string cgroup = fmt::format("{}/{}", jobsCgroupDir, jobRecordName(*job));
@@ -117,7 +124,51 @@ Status keepJobRecord(const std::string& dir, const JobRecord& r, const std::stri
 void forgetJobRecord(const std::string& dir, std::uint32_t job) {
   if (dir.empty()) return;
   Fd d = openDir(dir);
-  if (d.fd >= 0 && ownOnly(d.fd, S_IFDIR)) ::unlinkat(d.fd, jobRecordName(job).c_str(), 0);
+  if (d.fd < 0 || !ownOnly(d.fd, S_IFDIR)) return;
+  ::unlinkat(d.fd, jobRecordName(job).c_str(), 0);
+  ::unlinkat(d.fd, saidLineName(job).c_str(), 0);
+}
+
+SaidLine::~SaidLine() {
+  if (fd_ >= 0) ::close(fd_);  // and with it the lock
+}
+
+Status SaidLine::remember(const std::string& line) {
+  // Rewritten in place, not renamed: the lock is on this file.
+  if (::ftruncate(fd_, 0) != 0 ||
+      ::pwrite(fd_, line.data(), line.size(), 0) != static_cast<ssize_t>(line.size())) {
+    int err = errno;
+    [[maybe_unused]] int cut = ::ftruncate(fd_, 0);  // half a line is no line
+    return Error{err, fmt::format("cannot keep the AdminComment line: {}", std::strerror(err))};
+  }
+  last_ = line;
+  return Ok{};
+}
+
+Result<SaidLine> lockSaidLine(const std::string& dir, std::uint32_t job) {
+  auto fail = [&](const char* what) {
+    int err = errno;
+    return Error{err, fmt::format("cannot lock job {}'s AdminComment line in {}: {}: {}", job, dir,
+                                  what, std::strerror(err))};
+  };
+  Fd d = openDir(dir);
+  if (d.fd < 0) return fail("open");
+  if (!ownOnly(d.fd, S_IFDIR)) {
+    errno = EPERM;
+    return fail("the directory is not this user's alone");
+  }
+  int fd =
+      ::openat(d.fd, saidLineName(job).c_str(), O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
+  if (fd < 0) return fail("open");
+  SaidLine said(fd, "");
+  while (::flock(fd, LOCK_EX) != 0)
+    if (errno != EINTR) return fail("flock");
+  if (!ownOnly(fd, S_IFREG)) return said;  // someone else's words: as if none were said
+  char buf[1024];
+  ssize_t n = ::pread(fd, buf, sizeof buf, 0);
+  if (n > 0 && static_cast<std::size_t>(n) < sizeof buf)
+    said.last_.assign(buf, static_cast<std::size_t>(n));
+  return said;
 }
 
 }  // namespace tally::slurm

@@ -29,7 +29,36 @@ std::optional<JobRecord> findJobRecord(const std::string& dir, std::uint32_t job
 // empty: none removed). An error says why nothing was kept.
 Status keepJobRecord(const std::string& dir, const JobRecord& r, const std::string& jobsCgroupDir);
 
-// Removes the record of `job`, if any (the job's extern step ends).
+// Removes the record of `job`, and its said line, if any (the job's extern step ends).
 void forgetJobRecord(const std::string& dir, std::uint32_t job);
+
+// This node's line in a job's AdminComment as a step here last wrote it
+// ("job_J.said" beside the job's record), held under an exclusive lock
+// (flock) from lockSaidLine until destroyed: steps of the job ending here at
+// once decide and write in turn, so the file names what slurmctld was last
+// told from here, and a step whose line is the same writes nothing. A file
+// someone else could have written counts as never written.
+class SaidLine {
+ public:
+  SaidLine(SaidLine&& o) noexcept : fd_(o.fd_), last_(std::move(o.last_)) { o.fd_ = -1; }
+  SaidLine& operator=(SaidLine&&) = delete;
+  SaidLine(const SaidLine&) = delete;
+  ~SaidLine();
+
+  const std::string& last() const { return last_; }  // "": none written yet
+  // After slurmctld took `line`.
+  Status remember(const std::string& line);
+
+ private:
+  friend Result<SaidLine> lockSaidLine(const std::string& dir, std::uint32_t job);
+  SaidLine(int fd, std::string last) : fd_(fd), last_(std::move(last)) {}
+  int fd_;
+  std::string last_;
+};
+
+// Opens (making it) and locks `job`'s said line in `dir`, waiting for a step
+// that holds it. An error when `dir` is not the plugin's own or the file
+// cannot be opened: the caller writes as if nothing was said.
+Result<SaidLine> lockSaidLine(const std::string& dir, std::uint32_t job);
 
 }  // namespace tally::slurm

@@ -284,7 +284,7 @@ tally::Status setAdminComment(std::uint32_t job, const std::string& comment) {
 // item does). An error when slurmctld cannot be asked.
 tally::Result<slurm::JobRecord> jobFromSlurmctld(std::uint32_t job, const NodeRef& node,
                                                  const std::vector<std::string>& names) {
-  slurm::JobRecord record{job, names, std::nullopt, std::nullopt};
+  slurm::JobRecord record{job, names, std::nullopt, std::nullopt, ""};
   tally::Status parsed = tally::Ok{};
   auto loaded = withJob(job, [&](const slurm_job_info_t& j) {
     if (!parsed) return;
@@ -357,6 +357,16 @@ tally::Result<slurm::JobRecord> jobHere(std::uint32_t job, const NodeRef& node,
   return asked;
 }
 
+// The job's lease here, kept in its record (job_cache=) for its later steps,
+// which nest in it without asking the daemon for it again.
+void keepJobLease(slurm::JobRecord record, const std::string& jobLease) {
+  if (g_args.jobCache.empty() || record.jobLease == jobLease) return;
+  record.jobLease = jobLease;
+  if (auto kept = slurm::keepJobRecord(g_args.jobCache, record, ""); !kept)
+    slurm_info("tally: %s; the job's other steps ask the daemon for its lease again",
+               kept.error().message.c_str());
+}
+
 std::string readText(const std::string& path) {
   int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) return "";
@@ -418,9 +428,11 @@ slurm::StepFacts factsOf(spank_t sp, std::uint32_t job, std::uint32_t step) {
   return facts;
 }
 
-// One attach call on `client`: the lease reply, or why not.
+// One attach call on `client`: the lease reply, or why not (and in
+// `refusedCode`, when given, the daemon's error code if it answered no).
 tally::Result<rpc::api::LeaseReply> lease(rpc::Client& client, const rpc::api::Attach& request,
-                                          const std::string& where) {
+                                          const std::string& where,
+                                          std::string* refusedCode = nullptr) {
   auto reply = client.call(
       request,
       [&](const rpc::Message& ev) {
@@ -432,9 +444,11 @@ tally::Result<rpc::api::LeaseReply> lease(rpc::Client& client, const rpc::api::A
   if (!reply)
     return tally::Error{0, fmt::format("the tally daemon at {} did not lease it ({})",
                                        g_args.socket, reply.error().message)};
-  if (!reply->ok)
+  if (!reply->ok) {
+    if (refusedCode) *refusedCode = reply->error.code;
     return tally::Error{
         0, fmt::format("the tally daemon refused the lease: {}", rpc::errorSentence(reply->error))};
+  }
   auto granted = rpc::api::decodeLeaseReply(reply->result);
   if (!granted)
     return tally::Error{
@@ -481,6 +495,7 @@ void leaseJobAtExtern(spank_t sp) {
     slurm_error("%s: %s; its steps ask again", where.c_str(), granted.error().message.c_str());
     return;
   }
+  keepJobLease(*record, granted->lease);
   slurm_info("%s is tally lease %s on %s (gpu_memory_max %s)", where.c_str(),
              granted->lease.c_str(), facts.jobCgroup.c_str(),
              units::humanBytes(facts.gresBytes.value_or(0)).c_str());
@@ -550,25 +565,47 @@ int attachStep(spank_t sp, pid_t task) {
                             client.error().message));
   }
   // The job's lease first (the extern step made it, or this step makes or
-  // joins it), then the step's inside it.
-  if (gresBytes && *gresBytes) {
+  // joins it; a step after the job's first here nests in the one its record
+  // keeps), then the step's inside it.
+  const bool inJob = gresBytes && *gresBytes;
+  auto joinJob = [&]() -> std::optional<std::string> {  // why not, if it cannot
+    auto jobReq = slurm::jobRequest(g_args, g_options, facts);
+    if (!jobReq)
+      return fmt::format("{}: {}; the step does not start", where, jobReq.error().message);
+    auto jobLease = lease(*client, *jobReq, where);
+    if (!jobLease)
+      return fmt::format("{} declared {}, but its job's lease: {}; the step does not start", where,
+                         bound, jobLease.error().message);
+    facts.jobLease = jobLease->lease;
+    keepJobLease(*record, facts.jobLease);
+    return std::nullopt;
+  };
+  if (inJob) {
     auto jobCg = slurm::jobCgroup(procCgroup);
     if (!jobCg)
       return fail(fmt::format("{}: {}; the step does not start", where, jobCg.error().message));
     facts.jobCgroup = *jobCg;
-    auto jobReq = slurm::jobRequest(g_args, g_options, facts);
-    if (!jobReq)
-      return fail(fmt::format("{}: {}; the step does not start", where, jobReq.error().message));
-    auto jobLease = lease(*client, *jobReq, where);
-    if (!jobLease)
-      return fail(fmt::format("{} declared {}, but its job's lease: {}; the step does not start",
-                              where, bound, jobLease.error().message));
-    facts.jobLease = jobLease->lease;
+    facts.jobLease = record->jobLease;
+    if (facts.jobLease.empty())
+      if (auto why = joinJob()) return fail(*why);
   }
   auto request = slurm::stepRequest(g_args, g_options, facts);
   if (!request)
     return fail(fmt::format("{}: {}; the step does not start", where, request.error().message));
-  auto granted = lease(*client, *request, where);
+  std::string refused;
+  auto granted = lease(*client, *request, where, &refused);
+  if (!granted && inJob && !record->jobLease.empty() && facts.jobLease == record->jobLease &&
+      (refused == rpc::code::kNotFound || refused == rpc::code::kRefused)) {
+    // The kept job lease is no parent now (its daemon lost it, or it
+    // ended): the job's lease is asked for again, once.
+    slurm_info("%s: %s; asking for its job's lease again", where.c_str(),
+               granted.error().message.c_str());
+    if (auto why = joinJob()) return fail(*why);
+    request = slurm::stepRequest(g_args, g_options, facts);
+    if (!request)
+      return fail(fmt::format("{}: {}; the step does not start", where, request.error().message));
+    granted = lease(*client, *request, where);
+  }
   if (!granted)
     return fail(fmt::format("{} declared {}, but {}; the step does not start", where, bound,
                             granted.error().message));
@@ -664,10 +701,20 @@ void awaitOutcome(const std::string& lease) {
 // slurmstepd tells srun the tasks are gone: after that srun may end the job,
 // and slurmctld refuses updates to a finished job ("Job has already
 // finished"), as it does at the extern step's end. Two controller calls as a
-// step ends, never as one starts; each node replaces only its own line. Best
-// effort: the ledger keeps the full record.
+// step ends, never as one starts, and none when this node's line is what a
+// step here last wrote (job_cache=: the job's steps here decide in turn, under
+// one lock); each node replaces only its own line. Best effort: the ledger
+// keeps the full record.
 void summarizeJob(rpc::Client& client, std::uint32_t job, std::string node) {
   std::string where = fmt::format("tally: job {}'s AdminComment", job);
+  std::optional<slurm::SaidLine> said;
+  if (!g_args.jobCache.empty()) {
+    auto locked = slurm::lockSaidLine(g_args.jobCache, job);
+    if (locked)
+      said.emplace(std::move(*locked));
+    else
+      slurm_info("%s: %s; written without it", where.c_str(), locked.error().message.c_str());
+  }
   auto reply = client.call(rpc::api::LeaseQuery{{g_jobLease}}, {}, daemonTimeoutMs());
   if (!reply || !reply->ok) {
     slurm_error("%s: the daemon did not say what job lease %s used (%s)", where.c_str(),
@@ -681,6 +728,8 @@ void summarizeJob(rpc::Client& client, std::uint32_t job, std::string node) {
                 g_jobLease.c_str(), bound.error().message.c_str());
     return;
   }
+  // The batch script's line names the job's BatchHost, which only slurmctld says.
+  if (said && !node.empty() && said->last() == slurm::jobSummary(node, *bound)) return;
   auto existing = adminCommentOf(job);
   if (!existing) {
     slurm_error("%s: slurmctld did not answer (%s); not written", where.c_str(),
@@ -697,6 +746,7 @@ void summarizeJob(rpc::Client& client, std::uint32_t job, std::string node) {
     return;
   }
   std::string line = slurm::jobSummary(node, *bound);
+  if (said && said->last() == line) return;
   if (auto s = setAdminComment(job, slurm::mergeAdminComment(existing->comment, node, line)); !s) {
     if (s.error().code == ESLURM_JOB_FINISHED)
       slurm_info("%s: the job had already finished; the ledger has its job lease %s", where.c_str(),
@@ -706,6 +756,9 @@ void summarizeJob(rpc::Client& client, std::uint32_t job, std::string node) {
                   s.error().message.c_str());
     return;
   }
+  if (said)
+    if (auto kept = said->remember(line); !kept)
+      slurm_info("%s: %s", where.c_str(), kept.error().message.c_str());
   slurm_info("%s: %s", where.c_str(), line.c_str());
 }
 

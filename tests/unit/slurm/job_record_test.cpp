@@ -6,24 +6,33 @@ namespace tally::slurm {
 namespace {
 
 TEST(JobRecord, IsOneLineNamingTheJobAndItsGres) {
-  EXPECT_EQ(encodeJobRecord({4242, {"tallymem"}, GresFound{"tallymem", 67108864}, std::nullopt}),
-            "tally-slurm-job 1 job=4242 asked=tallymem gres=tallymem:67108864\n");
-  EXPECT_EQ(encodeJobRecord({4243, {"tallymem", "gpumem"}, std::nullopt, std::nullopt}),
+  EXPECT_EQ(
+      encodeJobRecord({4242, {"tallymem"}, GresFound{"tallymem", 67108864}, std::nullopt, ""}),
+      "tally-slurm-job 1 job=4242 asked=tallymem gres=tallymem:67108864\n");
+  EXPECT_EQ(encodeJobRecord({4243, {"tallymem", "gpumem"}, std::nullopt, std::nullopt, ""}),
             "tally-slurm-job 1 job=4243 asked=tallymem,gpumem gres=none\n");
-  EXPECT_EQ(encodeJobRecord({4245, {"tallymem"}, std::nullopt, HetJob{4244, 1}}),
+  EXPECT_EQ(encodeJobRecord({4245, {"tallymem"}, std::nullopt, HetJob{4244, 1}, ""}),
             "tally-slurm-job 1 job=4245 asked=tallymem gres=none het=4244+1\n");
+  // The job's lease here, once granted: its later steps nest in it directly.
+  EXPECT_EQ(
+      encodeJobRecord(
+          {4246, {"tallymem"}, GresFound{"tallymem", 67108864}, std::nullopt, "ed6397fc3ad5"}),
+      "tally-slurm-job 1 job=4246 asked=tallymem gres=tallymem:67108864 lease=ed6397fc3ad5\n");
+  EXPECT_EQ(encodeJobRecord({4245, {"tallymem"}, std::nullopt, HetJob{4244, 1}, "a1"}),
+            "tally-slurm-job 1 job=4245 asked=tallymem gres=none het=4244+1 lease=a1\n");
 }
 
 TEST(JobRecord, ReadsBackWhatItWrote) {
   for (const JobRecord& r :
-       {JobRecord{1, {"tallymem"}, std::nullopt, std::nullopt},
-        JobRecord{4294967295u, {"tallymem"}, GresFound{"tallymem", 0}, std::nullopt},
+       {JobRecord{1, {"tallymem"}, std::nullopt, std::nullopt, ""},
+        JobRecord{4294967295u, {"tallymem"}, GresFound{"tallymem", 0}, std::nullopt, "0"},
         JobRecord{7,
                   {"a", "b", "gpu-mem.v2", "d"},
                   GresFound{"gpu-mem.v2", 18446744073709551615ull},
-                  std::nullopt},
-        JobRecord{4244, {"tallymem"}, GresFound{"tallymem", 64}, HetJob{4244, 0}},
-        JobRecord{9, {"tallymem"}, std::nullopt, HetJob{4294967295u, 4294967295u}}}) {
+                  std::nullopt,
+                  std::string(64, 'f')},
+        JobRecord{4244, {"tallymem"}, GresFound{"tallymem", 64}, HetJob{4244, 0}, "Lease_id-9"},
+        JobRecord{9, {"tallymem"}, std::nullopt, HetJob{4294967295u, 4294967295u}, ""}}) {
     auto back = decodeJobRecord(encodeJobRecord(r));
     ASSERT_TRUE(back) << back.error().message;
     EXPECT_EQ(back->job, r.job);
@@ -38,12 +47,16 @@ TEST(JobRecord, ReadsBackWhatItWrote) {
       EXPECT_EQ(back->het->leader, r.het->leader);
       EXPECT_EQ(back->het->offset, r.het->offset);
     }
+    EXPECT_EQ(back->jobLease, r.jobLease);
   }
 }
 
 // Anything but a whole record is refused, never read as "no GRES": the
 // plugin then asks slurmctld.
 TEST(JobRecord, RefusesAnythingElse) {
+  const std::string tooLong =
+      "tally-slurm-job 1 job=5 asked=tallymem gres=none lease=" + std::string(65, 'a') + "\n";
+  EXPECT_FALSE(decodeJobRecord(tooLong));
   for (std::string_view text : {
            "",
            "tally-slurm-job 1 job=4242 asked=tallymem gres=none",    // cut short
@@ -77,6 +90,15 @@ TEST(JobRecord, RefusesAnythingElse) {
            "tally-slurm-job 1 job=5 asked=tallymem gres=none het=4+1 \n",
            "tally-slurm-job 1 job=5 asked=tallymem gres=none het=4+1 x=1\n",
            "tally-slurm-job 1 job=5 asked=tallymem gres=none hat=4+1\n",
+           "tally-slurm-job 1 job=5 asked=tallymem gres=none lease=\n",  // no id
+           "tally-slurm-job 1 job=5 asked=tallymem gres=none lease=a b\n",
+           "tally-slurm-job 1 job=5 asked=tallymem gres=none lease=a/b\n",
+           "tally-slurm-job 1 job=5 asked=tallymem gres=none lease=a=b\n",
+           "tally-slurm-job 1 job=5 asked=tallymem gres=none lease=a+1\n",
+           "tally-slurm-job 1 job=5 asked=tallymem gres=none lease=a lease=b\n",
+           "tally-slurm-job 1 job=5 asked=tallymem gres=none lease=a het=4+1\n",  // out of order
+           "tally-slurm-job 1 job=5 asked=tallymem gres=none het=4+1 lease=a x=1\n",
+           "tally-slurm-job 1 job=5 asked=tallymem gres=none lease=\xff\n",
            "tally-slurm-job 1 job=5 asked=tallymem  gres=none\n",
            "tally-slurm-job 1 job=5 het=4+1 asked=tallymem gres=none\n",
        }) {

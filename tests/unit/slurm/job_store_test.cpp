@@ -2,7 +2,9 @@
 // asked about the same names and the plugin's own; gone with the job.
 #include "slurm/job_store.h"
 
+#include <fcntl.h>
 #include <gtest/gtest.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -27,8 +29,9 @@ bool exists(const std::string& p) {
 TEST(JobStore, AKeptRecordIsFoundByItsJobAndNames) {
   TempDir t;
   const std::string dir = t.path() + "/jobs";
-  ASSERT_TRUE(keepJobRecord(dir, {42, kNames, GresFound{"tallymem", 64 << 20}, std::nullopt}, ""));
-  ASSERT_TRUE(keepJobRecord(dir, {43, kNames, std::nullopt, std::nullopt}, ""));
+  ASSERT_TRUE(
+      keepJobRecord(dir, {42, kNames, GresFound{"tallymem", 64 << 20}, std::nullopt, ""}, ""));
+  ASSERT_TRUE(keepJobRecord(dir, {43, kNames, std::nullopt, std::nullopt, ""}, ""));
   struct stat st {};
   ASSERT_EQ(::stat(dir.c_str(), &st), 0);
   EXPECT_EQ(st.st_mode & 0777, 0700u);
@@ -57,7 +60,7 @@ TEST(JobStore, AKeptRecordIsFoundByItsJobAndNames) {
 TEST(JobStore, ARecordOthersCouldWriteOrThatIsNotWholeIsNone) {
   TempDir t;
   const std::string dir = t.path() + "/jobs";
-  ASSERT_TRUE(keepJobRecord(dir, {42, kNames, std::nullopt, std::nullopt}, ""));
+  ASSERT_TRUE(keepJobRecord(dir, {42, kNames, std::nullopt, std::nullopt, ""}, ""));
   ASSERT_TRUE(findJobRecord(dir, 42, kNames));
 
   ASSERT_EQ(::chmod((dir + "/job_42").c_str(), 0622), 0);
@@ -67,7 +70,7 @@ TEST(JobStore, ARecordOthersCouldWriteOrThatIsNotWholeIsNone) {
 
   ASSERT_EQ(::chmod(dir.c_str(), 0777), 0);
   EXPECT_FALSE(findJobRecord(dir, 42, kNames)) << "a directory others may write";
-  auto refused = keepJobRecord(dir, {43, kNames, std::nullopt, std::nullopt}, "");
+  auto refused = keepJobRecord(dir, {43, kNames, std::nullopt, std::nullopt, ""}, "");
   ASSERT_FALSE(refused);
   EXPECT_NE(refused.error().message.find("is not this user's alone (chown it to root, chmod 0700)"),
             std::string::npos)
@@ -98,22 +101,76 @@ TEST(JobStore, RecordsOfJobsWhoseCgroupIsGoneAreRemoved) {
   const std::string dir = t.path() + "/jobs", cgroups = t.path() + "/slurmstepd.scope";
   makeDirs(cgroups + "/job_7");
   for (std::uint32_t job : {7u, 8u})
-    ASSERT_TRUE(keepJobRecord(dir, {job, kNames, std::nullopt, std::nullopt}, ""));
+    ASSERT_TRUE(keepJobRecord(dir, {job, kNames, std::nullopt, std::nullopt, ""}, ""));
   writeFile(dir + "/.job_8.123", "tally-slurm-job 1 job=8 asked=tallymem gres=no");
   writeFile(dir + "/.job_7.124", "tally-slurm-job 1 job=7 asked=tallymem gres=no");
   writeFile(dir + "/notes", "not ours to remove");
+  writeFile(dir + "/job_8.said", "tally vm: GPU peak 0 B of 64.0 MiB");
+  writeFile(dir + "/job_7.said", "tally vm: GPU peak 0 B of 64.0 MiB");
+  writeFile(dir + "/job_x.said", "not ours to remove");
 
-  ASSERT_TRUE(keepJobRecord(dir, {9, kNames, std::nullopt, std::nullopt}, cgroups));
+  ASSERT_TRUE(keepJobRecord(dir, {9, kNames, std::nullopt, std::nullopt, ""}, cgroups));
   EXPECT_TRUE(exists(dir + "/job_7"));  // job 7 still runs here
   EXPECT_TRUE(exists(dir + "/.job_7.124"));
   EXPECT_FALSE(exists(dir + "/job_8"));
   EXPECT_FALSE(exists(dir + "/.job_8.123"));
+  EXPECT_FALSE(exists(dir + "/job_8.said"));
+  EXPECT_TRUE(exists(dir + "/job_7.said"));
+  EXPECT_TRUE(exists(dir + "/job_x.said"));
   EXPECT_TRUE(exists(dir + "/job_9"));  // the one just kept, whatever its cgroup
   EXPECT_TRUE(exists(dir + "/notes"));
 
   // No jobs directory to look in: nothing is removed.
-  ASSERT_TRUE(keepJobRecord(dir, {10, kNames, std::nullopt, std::nullopt}, t.path() + "/absent"));
+  ASSERT_TRUE(
+      keepJobRecord(dir, {10, kNames, std::nullopt, std::nullopt, ""}, t.path() + "/absent"));
   EXPECT_TRUE(exists(dir + "/job_9"));
+}
+
+// The line a step here last wrote into the job's AdminComment: read back by
+// the next step, held locked while one step decides, gone with the job.
+TEST(JobStore, TheSaidLineIsReadBackUnderALockAndGoesWithTheJob) {
+  TempDir t;
+  const std::string dir = t.path() + "/jobs";
+  ASSERT_TRUE(keepJobRecord(dir, {42, kNames, std::nullopt, std::nullopt, "ab12"}, ""));
+  auto kept = findJobRecord(dir, 42, kNames);
+  ASSERT_TRUE(kept);
+  EXPECT_EQ(kept->jobLease, "ab12");  // the job's lease here, for its later steps
+  const std::string line = "tally vm: GPU peak 128.0 MiB of 256.0 MiB";
+  {
+    auto said = lockSaidLine(dir, 42);
+    ASSERT_TRUE(said) << said.error().message;
+    EXPECT_EQ(said->last(), "");  // nothing written yet
+    // Held: another step's open of the same file cannot take the lock.
+    int other = ::open((dir + "/job_42.said").c_str(), O_RDWR | O_CLOEXEC);
+    ASSERT_GE(other, 0);
+    EXPECT_NE(::flock(other, LOCK_EX | LOCK_NB), 0);
+    EXPECT_EQ(errno, EWOULDBLOCK);
+    ASSERT_TRUE(said->remember(line + " and more text than the next"));
+    ASSERT_TRUE(said->remember(line));
+    EXPECT_EQ(said->last(), line);
+    ::close(other);
+  }
+  {
+    int other = ::open((dir + "/job_42.said").c_str(), O_RDWR | O_CLOEXEC);
+    ASSERT_GE(other, 0);
+    EXPECT_EQ(::flock(other, LOCK_EX | LOCK_NB), 0) << "released when the holder is gone";
+    ::close(other);
+  }
+  auto again = lockSaidLine(dir, 42);
+  ASSERT_TRUE(again);
+  EXPECT_EQ(again->last(), line);  // rewritten in place, whole
+  EXPECT_EQ(readFile(dir + "/job_42.said"), line);
+  struct stat st {};
+  ASSERT_EQ(::stat((dir + "/job_42.said").c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0600u);
+
+  forgetJobRecord(dir, 42);
+  EXPECT_FALSE(exists(dir + "/job_42"));
+  EXPECT_FALSE(exists(dir + "/job_42.said"));
+  // Not the plugin's own directory: no line to trust or keep.
+  ASSERT_EQ(::chmod(dir.c_str(), 0777), 0);
+  EXPECT_FALSE(lockSaidLine(dir, 43));
+  EXPECT_FALSE(lockSaidLine(t.path() + "/absent", 43));
 }
 
 }  // namespace
