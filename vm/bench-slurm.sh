@@ -70,7 +70,9 @@ h() { plug "";      time_one srun --jobid="$j0" --overlap true >> $dir/h; }
 i() { plug "$with"; time_one srun --jobid="$j0" --overlap true >> $dir/i; }
 j() { plug "";      time_one srun --jobid="$j1" --overlap true >> $dir/j; }
 k() { plug "$with"; time_one srun --jobid="$j1" --overlap true >> $dir/k; }
-rounds_of "h i j k"
+l() { plug "$old";  time_one srun --jobid="$j1" --overlap true >> $dir/l; }
+: > $dir/l
+rounds_of "h i j k${baseline:+ l}"
 scancel "$j0" "$j1"
 median() { sort -n "$1" | awk '{a[NR]=$1} END {print (NR%2) ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2}'; }
 a=$(median $dir/a); b=$(median $dir/b); c=$(median $dir/c); d=$(median $dir/d); g=$(median $dir/g)
@@ -92,5 +94,8 @@ if [ -n "$baseline" ]; then
   echo "srun true, baseline plugin:                           $e"
   echo "srun --gres=tallymem:64M true, baseline plugin:         $f"
   awk -v a="$a" -v c="$c" -v e="$e" -v f="$f" 'BEGIN { printf "ratio baseline/without: %.2f (nothing declared), %.2f (a lease per step)\n", e/a, f/c }'
+  l=$(median $dir/l)
+  echo "a step of a running job, baseline plugin (leased child): $l"
+  awk -v j="$j" -v l="$l" 'BEGIN { printf "ratio baseline/without, a running job'"'"'s leased step: %.2f\n", l/j }'
 fi
 "$tally" ledger --config $dir/tally.toml | tail -3

@@ -23,6 +23,12 @@
 //   end the plugin waits (end_wait) for the daemon's outcome row, so the final
 //   counters are read before slurmstepd removes the cgroup. As a leased step's
 //   last task exits, the node's line goes into the job's AdminComment.
+//   What the step needs of slurmctld (its job's GRES here, its own request)
+//   is asked at slurm_spank_init, in a thread of its own, so the answer comes
+//   while slurmstepd sets the step up (its I/O to srun, its cgroups, the
+//   fork) rather than after; the first post-fork takes it, waiting if it is
+//   still on its way. Slurm's own locks are re-made in a forked child
+//   (pthread_atfork), as slurmstepd forks its tasks beside threads of its own.
 //
 // Slurm's API (slurm_get_job_steps, slurm_load_job, slurm_update_job) and SPANK's functions are
 // resolved from the process that loads the plugin (srun, slurmstepd), as for
@@ -39,6 +45,7 @@
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
+#include <future>
 #include <string>
 #include <vector>
 
@@ -339,22 +346,73 @@ tally::Result<std::optional<slurm::GresFound>> stepGresFromSlurmctld(
   return own;
 }
 
-// The job's GRES on this node: as an earlier step of the job here (or its
-// extern step) kept it, else from slurmctld, then kept for the job's other
-// steps (job_cache=): a job's allocation on a node does not change while it
-// runs, so only its first step here waits on the controller.
-tally::Result<slurm::JobRecord> jobHere(std::uint32_t job, const NodeRef& node,
-                                        std::string_view procCgroup) {
-  if (auto kept = slurm::findJobRecord(g_args.jobCache, job, g_args.gres)) return *kept;
-  auto asked = jobFromSlurmctld(job, node, g_args.gres);
-  if (!asked || g_args.jobCache.empty()) return asked;
+// What a step needs of slurmctld: its job's record here (its GRES: as an
+// earlier step of the job here, or its extern step, kept it, else from
+// slurmctld) and, when the job holds the GRES, the step's own request.
+struct ControllerFacts {
+  tally::Result<slurm::JobRecord> record = tally::Error{0, "not asked"};
+  bool fromSlurmctld = false;  // not kept yet: keepAsked keeps it for the job's other steps
+  std::optional<tally::Result<std::optional<slurm::GresFound>>> own;  // asked with a GRES
+};
+
+// Only the job's first step here waits on the controller for the job: a
+// job's allocation on a node does not change while it runs. No file is
+// written here (askController runs in the prefetch thread): keepAsked does.
+ControllerFacts askController(std::uint32_t job, std::uint32_t step, const NodeRef& node) {
+  ControllerFacts f;
+  if (auto kept = slurm::findJobRecord(g_args.jobCache, job, g_args.gres)) {
+    f.record = std::move(*kept);
+  } else {
+    f.record = jobFromSlurmctld(job, node, g_args.gres);
+    f.fromSlurmctld = static_cast<bool>(f.record);
+  }
+  if (step != slurm::kExternStep && f.record && f.record->gres && f.record->gres->count)
+    f.own = stepGresFromSlurmctld(job, step, g_args.gres);
+  return f;
+}
+
+// A record slurmctld gave is kept (job_cache=) for the job's other steps;
+// records of jobs gone from beside the job's cgroup go with it.
+void keepAsked(const ControllerFacts& f, std::string_view procCgroup) {
+  if (!f.fromSlurmctld || !f.record || g_args.jobCache.empty()) return;
   std::string jobsDir;  // where the job_J cgroups are: a gone job's record goes
   if (auto cg = slurm::jobCgroup(procCgroup); cg && cg->rfind('/') != std::string::npos)
     jobsDir = std::string(tally::fs::kCgroupRoot) + cg->substr(0, cg->rfind('/'));
-  if (auto kept = slurm::keepJobRecord(g_args.jobCache, *asked, jobsDir); !kept)
+  if (auto kept = slurm::keepJobRecord(g_args.jobCache, *f.record, jobsDir); !kept)
     slurm_info("tally: %s; the job's other steps ask slurmctld again",
                kept.error().message.c_str());
-  return asked;
+}
+
+// askController for this step, started at slurm_spank_init (see the file's
+// comment); the first post-fork takes it, and slurm_spank_exit joins it if
+// no task was ever forked.
+std::future<ControllerFacts> g_prefetch;
+
+void startPrefetch(spank_t sp) {
+  std::uint32_t job = 0, step = 0;
+  if (g_prefetch.valid() || spank_get_item(sp, S_JOB_ID, &job) != ESPANK_SUCCESS ||
+      spank_get_item(sp, S_JOB_STEPID, &step) != ESPANK_SUCCESS || step == slurm::kExternStep)
+    return;
+  NodeRef node = nodeRef(sp, step);  // SPANK's handle stays in this thread
+  try {
+    g_prefetch = std::async(std::launch::async, [job, step, node] {
+      try {
+        return askController(job, step, node);
+      } catch (const std::exception& e) {  // nothing is thrown across into slurmstepd
+        ControllerFacts failed;
+        failed.record = tally::Error{0, e.what()};
+        return failed;
+      }
+    });
+  } catch (const std::system_error& e) {  // no thread: the post-fork asks itself
+    slurm_info("tally: step %u.%s: %s; slurmctld is asked at the first task", job,
+               slurm::stepName(step).c_str(), e.what());
+  }
+}
+
+ControllerFacts controllerFacts(std::uint32_t job, std::uint32_t step, const NodeRef& node) {
+  if (g_prefetch.valid()) return g_prefetch.get();
+  return askController(job, step, node);
 }
 
 // The job's lease here, kept in its record (job_cache=) for its later steps,
@@ -466,7 +524,9 @@ void leaseJobAtExtern(spank_t sp) {
   spank_get_item(sp, S_JOB_ID, &job);
   std::string where = fmt::format("tally: job {}", job);
   std::string procCgroup = readText("/proc/self/cgroup");
-  auto record = jobHere(job, nodeRef(sp, slurm::kExternStep), procCgroup);
+  ControllerFacts asked = askController(job, slurm::kExternStep, nodeRef(sp, slurm::kExternStep));
+  keepAsked(asked, procCgroup);
+  auto& record = asked.record;
   if (!record) {
     slurm_error("%s: cannot tell whether it holds GRES %s here: %s; its steps ask again",
                 where.c_str(), fmt::format("{}", fmt::join(g_args.gres, ",")).c_str(),
@@ -520,7 +580,9 @@ int attachStep(spank_t sp, pid_t task) {
   // The GRES is asked for even with --gpu-memory-max: the flag only caps it.
   std::string procCgroup = readText(fmt::format("/proc/{}/cgroup", task));
   NodeRef node = nodeRef(sp, step);
-  auto record = jobHere(job, node, procCgroup);
+  ControllerFacts asked = controllerFacts(job, step, node);
+  keepAsked(asked, procCgroup);
+  auto& record = asked.record;
   if (!record) {
     // Unknown is not "none": a step that may have asked for GPU memory is not run unbounded.
     return fail(
@@ -543,8 +605,8 @@ int attachStep(spank_t sp, pid_t task) {
   facts.gresBytes = gresBytes;
   facts.het = record->het;
   // The step's own request matters only inside a job's count.
-  if (gresBytes && *gresBytes) {
-    auto own = stepGresFromSlurmctld(job, step, g_args.gres);
+  if (asked.own) {
+    const auto& own = *asked.own;
     if (!own)
       return fail(fmt::format("{}: cannot read its own GRES request: {}; the step does not start",
                               where, own.error().message));
@@ -821,6 +883,7 @@ TALLY_EXPORT int slurm_spank_init(spank_t sp, int ac, char** av) {
       }
     }
   }
+  if (ctx == S_CTX_REMOTE && g_configError.empty() && g_args.enforce) startPrefetch(sp);
   return g_configError.empty() ? 0 : -1;
 }
 
@@ -894,11 +957,12 @@ TALLY_EXPORT int slurm_spank_task_exit(spank_t sp, int, char**) {
     g_taskStatuses.push_back(status);
   if (++g_tasksExited != local) return 0;
   try {
-    // Without the daemon the end wait says so; the outcome is recorded
-    // without the exit status after the daemon's wait.
+    // Here only what must come before srun hears the tasks ended: the
+    // step's stderr line and the job's AdminComment. The tasks' wait status
+    // goes with the end wait (slurm_spank_exit, after srun was told): the
+    // daemon holds the outcome for it (kExitReportWaitUs).
     if (auto client = rpc::Client::connect(g_args.socket)) {
       sayWhatTheBoundDid(*client);
-      g_exitTold = reportExit(*client, daemonTimeoutMs());
       if (!g_jobLease.empty()) summarizeJob(*client, g_job, g_jobNode);
     }
   } catch (const std::exception& e) {
@@ -909,6 +973,7 @@ TALLY_EXPORT int slurm_spank_task_exit(spank_t sp, int, char**) {
 
 TALLY_EXPORT int slurm_spank_exit(spank_t sp, int, char**) {
   if (!spank_remote(sp)) return 0;
+  if (g_prefetch.valid()) g_prefetch.wait();  // no task was forked: no thread outlives the plugin
   std::uint32_t step = 0, job = 0;
   if (g_args.enforce && spank_get_item(sp, S_JOB_STEPID, &step) == ESPANK_SUCCESS &&
       step == slurm::kExternStep) {
