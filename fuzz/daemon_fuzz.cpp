@@ -42,6 +42,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
       named(rpc::api::decodeComplete(params));
       named(rpc::api::decodeBound(params));
       named(rpc::api::decodeLeaseRef(params));
+      named(rpc::api::decodeLeaseQuery(params));
       named(rpc::api::decodeExited(params));
       // An accepted request encodes back to one its decoder accepts again.
       if (auto a = rpc::api::decodeAttach(params)) {

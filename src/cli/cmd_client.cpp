@@ -379,7 +379,7 @@ int runClientCommand(const ClientCommands& c, const ClientOptions& o) {
     return kExitOk;
   }
   if (c.logs->parsed()) {
-    auto m = callDaemon("logs", o, rpc::api::LeaseQuery{{o.leaseId}}, rc);
+    auto m = callDaemon("logs", o, rpc::api::LeaseQuery{o.leaseId, false}, rc);
     if (!m) return rc;
     // Live: the lease's attributes; ended: those its granted row recorded.
     json attrs = m->result.value("attributes", json::object());
@@ -422,7 +422,7 @@ int runClientCommand(const ClientCommands& c, const ClientOptions& o) {
     // The daemon knows live leases and its ledger's; without a daemon the
     // local ledger still has every ended lease (a standalone tally run's too).
     json r;
-    if (auto m = callDaemon("lease show", o, rpc::api::LeaseQuery{{o.leaseId}}, rc)) {
+    if (auto m = callDaemon("lease show", o, rpc::api::LeaseQuery{o.leaseId, false}, rc)) {
       r = m->result;
     } else if (rc == kExitEnvironment || rc == kExitRefused) {
       auto fromLedger = leaseFromLedger(o);

@@ -122,11 +122,12 @@ void Service::handle(std::uint64_t conn, const Peer& peer, const rpc::Request& r
       return with(rpc::api::decodeLeaseRef(params),
                   [&](auto& p) { onRelease(conn, peer, id, p.lease, *m == Method::Cancel); });
     case Method::Lease:
-      return with(rpc::api::decodeLeaseRef(params), [&](auto& p) {
+      return with(rpc::api::decodeLeaseQuery(params), [&](auto& p) {
         // The kernel's counters and refusals as of now, not the last sample:
         // the Slurm plugin asks as the step's tasks end.
-        if (Lease* l = book_.find(p.lease)) sampler_.refreshCharge(*l);
-        json r = views_.leaseWithRows(p.lease);
+        Lease* l = book_.find(p.lease);
+        if (l) sampler_.refreshCharge(*l);
+        json r = p.live && l ? views_.lease(*l) : views_.leaseWithRows(p.lease);
         if (r.is_null())
           return fail(conn, id, code::kNotFound,
                       fmt::format("no lease {} (live or in the ledger)", p.lease));

@@ -262,6 +262,11 @@ json encode(const Bound& b) {
 }
 
 json encode(const LeaseRef& r) { return {{"lease", r.lease}}; }
+json encode(const LeaseQuery& q) {
+  json p = {{"lease", q.lease}};
+  if (q.live) p["live"] = true;  // absent: what a daemon before the field reads
+  return p;
+}
 
 json encode(const Exited& e) {
   json j = {{"lease", e.lease}};
@@ -473,6 +478,17 @@ Result<LeaseRef> decodeLeaseRef(const json& params) {
   if (!id) return id.error();
   if (auto s = f.unknown(); !s) return s.error();
   return LeaseRef{std::move(*id)};
+}
+
+Result<LeaseQuery> decodeLeaseQuery(const json& params) {
+  if (auto s = paramsObject(params); !s) return s.error();
+  Fields f(params);
+  auto id = leaseId(f);
+  if (!id) return id.error();
+  auto live = f.boolean("live");
+  if (!live) return live.error();
+  if (auto s = f.unknown(); !s) return s.error();
+  return LeaseQuery{std::move(*id), *live};
 }
 
 Result<Subscribe> decodeSubscribe(const json& params) {

@@ -154,7 +154,16 @@ struct LeaseRefOf : LeaseRef {
 using Resume = LeaseRefOf<Method::Resume>;
 using Release = LeaseRefOf<Method::Release>;
 using Cancel = LeaseRefOf<Method::Cancel>;
-using LeaseQuery = LeaseRefOf<Method::Lease>;
+
+// lease: one lease's view with its ledger rows and a chart of its samples.
+// `live`: a live lease's view alone (an ended lease's rows come either way):
+// what the Slurm plugin reads as each step ends, whose cost must not grow
+// with the age of the step's job (its rows, its samples).
+struct LeaseQuery {
+  static constexpr Method kMethod = Method::Lease;
+  std::string lease;
+  bool live = false;
+};
 
 // Methods without params: any field is refused (decodeEmpty).
 template <Method M>
@@ -185,6 +194,7 @@ json encode(const Complete& c);
 json encode(const Exited& e);
 json encode(const Bound& b);
 json encode(const LeaseRef& r);
+json encode(const LeaseQuery& q);
 json encode(const Subscribe& s);
 template <Method M>
 json encode(const NoParams<M>&) {
@@ -198,6 +208,7 @@ Result<Complete> decodeComplete(const json& params);
 Result<Bound> decodeBound(const json& params);
 Result<Exited> decodeExited(const json& params);
 Result<LeaseRef> decodeLeaseRef(const json& params);
+Result<LeaseQuery> decodeLeaseQuery(const json& params);
 Result<Subscribe> decodeSubscribe(const json& params);
 // Methods without params (hello, leases, pools, seats, overview, metrics):
 // any field is refused.

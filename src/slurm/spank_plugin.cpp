@@ -686,6 +686,17 @@ int attachStep(spank_t sp, pid_t task) {
   return 0;
 }
 
+// A lease as the daemon holds it now (its live view; an ended one's rows);
+// a daemon from before `live` refuses the field and is asked for the whole view.
+tally::Result<rpc::Message> liveLease(rpc::Client& client, const std::string& lease,
+                                      const rpc::Client::EventFn& onEvent = {},
+                                      int timeoutMs = daemonTimeoutMs()) {
+  auto reply = client.call(rpc::api::LeaseQuery{lease, true}, onEvent, timeoutMs);
+  if (reply && !reply->ok && reply->error.code == rpc::code::kInvalidParams)
+    reply = client.call(rpc::api::LeaseQuery{lease, false}, onEvent, timeoutMs);
+  return reply;
+}
+
 // The tasks' wait status, for the outcome row: the daemon holds the outcome
 // for it (reports_exit), so it is sent even when the cgroup already emptied.
 // True once the daemon answered (took it, or said why not); false when the
@@ -735,7 +746,7 @@ void awaitOutcome(const std::string& lease) {
       continue;
     }
     // Subscribed first, then asked: an ending between the two is not missed.
-    auto now = client->call(rpc::api::LeaseQuery{{lease}}, watch, left());
+    auto now = liveLease(*client, lease, watch, left());
     if (now && now->ok && now->result.value("state", "") == "ended") ended = true;
     if (now && !now->ok) break;  // the daemon no longer knows it: nothing to wait for
     while (!ended && left() > 0) {
@@ -777,7 +788,7 @@ void summarizeJob(rpc::Client& client, std::uint32_t job, std::string node) {
     else
       slurm_info("%s: %s; written without it", where.c_str(), locked.error().message.c_str());
   }
-  auto reply = client.call(rpc::api::LeaseQuery{{g_jobLease}}, {}, daemonTimeoutMs());
+  auto reply = liveLease(client, g_jobLease);
   if (!reply || !reply->ok) {
     slurm_error("%s: the daemon did not say what job lease %s used (%s)", where.c_str(),
                 g_jobLease.c_str(),
@@ -830,7 +841,7 @@ void summarizeJob(rpc::Client& client, std::uint32_t job, std::string node) {
 // daemon's answer is current: a kill's row is written as it kills, and the
 // query drains the kernel's refusals first.
 void sayWhatTheBoundDid(rpc::Client& client) {
-  auto reply = client.call(rpc::api::LeaseQuery{{g_lease}}, {}, daemonTimeoutMs());
+  auto reply = liveLease(client, g_lease);
   if (!reply || !reply->ok) return;
   auto bound = slurm::stepBoundFromLease(reply->result);
   if (!bound) {

@@ -235,6 +235,19 @@ TEST_F(ServiceKernelChargeTest, ALeaseQueryBetweenSamplesSeesTheKernelsRefusalsN
   for (const auto& row : r["result"]["ledger"])
     refusedRow = refusedRow || (row["kind"] == "gpu-bound" && row["body"]["kind"] == "refused");
   EXPECT_TRUE(refusedRow) << r["result"]["ledger"].dump(2);
+  EXPECT_FALSE(r["result"]["samples"].is_null());
+
+  // `live` (the plugin at each step's end): the same counters, now, without
+  // the rows and samples whose number grows with the lease's age.
+  charge.charges[cg] = {0, 0, 0, 2, 192 * MiB};
+  charge.queued.push_back({cg, 64 * MiB, 0, 64 * MiB, 4242, 0xc0106442});
+  json live = call(4, 0, "lease", {{"lease", id}, {"live", true}});
+  ASSERT_TRUE(live["ok"]) << live;
+  EXPECT_EQ(live["result"]["gpu"]["allocations_refused"], 2u) << live.dump(2);
+  EXPECT_EQ(live["result"]["gpu"]["refused_bytes"], 192 * MiB);
+  EXPECT_EQ(live["result"]["state"], "running");
+  EXPECT_FALSE(live["result"].contains("ledger")) << live.dump(2);
+  EXPECT_FALSE(live["result"].contains("samples")) << live.dump(2);
 }
 
 // A lease metered by its charge is walked (fdinfo, the breakdown beside the

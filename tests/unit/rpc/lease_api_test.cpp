@@ -84,6 +84,19 @@ TEST(LeaseApi, EveryRefusalNamesItsField) {
   }
   EXPECT_NE(api::decodeLeaseRef({{"lease", "a b"}}).error().message.find("\"lease\""),
             std::string::npos);
+  // lease: `live` is a boolean, absent from what asks for the whole view
+  // (a daemon from before it refuses an unknown field).
+  EXPECT_NE(
+      api::decodeLeaseQuery({{"lease", "ab"}, {"live", "yes"}}).error().message.find("\"live\""),
+      std::string::npos);
+  EXPECT_FALSE(api::decodeLeaseQuery({{"lease", "ab"}, {"rows", false}}));
+  auto live = api::decodeLeaseQuery({{"lease", "ab"}, {"live", true}});
+  ASSERT_TRUE(live);
+  EXPECT_EQ(live->lease, "ab");
+  EXPECT_TRUE(live->live);
+  EXPECT_FALSE(api::decodeLeaseQuery({{"lease", "ab"}})->live);
+  EXPECT_EQ(api::encode(api::LeaseQuery{"ab", false}), json({{"lease", "ab"}}));
+  EXPECT_EQ(api::encode(api::LeaseQuery{"ab", true}), json({{"lease", "ab"}, {"live", true}}));
   EXPECT_FALSE(api::decodeEmpty({{"x", 1}}));
   EXPECT_TRUE(api::decodeEmpty(json::object()));
   auto rec = api::decodeComplete(
