@@ -801,8 +801,10 @@ void summarizeJob(rpc::Client& client, std::uint32_t job, std::string node) {
                 g_jobLease.c_str(), bound.error().message.c_str());
     return;
   }
-  // The batch script's line names the job's BatchHost, which only slurmctld says.
-  if (said && !node.empty() && said->last() == slurm::jobSummary(node, *bound)) return;
+  // Nothing new from here: no controller call. (The batch script's line
+  // names the job's BatchHost, which only slurmctld says: asked first.)
+  auto unchanged = [&] { return said && said->last() == slurm::jobSummary(node, *bound); };
+  if (!node.empty() && unchanged()) return;
   auto existing = adminCommentOf(job);
   if (!existing) {
     slurm_error("%s: slurmctld did not answer (%s); not written", where.c_str(),
@@ -818,8 +820,8 @@ void summarizeJob(rpc::Client& client, std::uint32_t job, std::string node) {
         where.c_str());
     return;
   }
+  if (unchanged()) return;
   std::string line = slurm::jobSummary(node, *bound);
-  if (said && said->last() == line) return;
   if (auto s = setAdminComment(job, slurm::mergeAdminComment(existing->comment, node, line)); !s) {
     if (s.error().code == ESLURM_JOB_FINISHED)
       slurm_info("%s: the job had already finished; the ledger has its job lease %s", where.c_str(),
