@@ -128,6 +128,13 @@ void Service::handle(std::uint64_t conn, const Peer& peer, const rpc::Request& r
         Lease* l = book_.find(p.lease);
         if (l) sampler_.refreshCharge(*l);
         json r = p.live && l ? views_.lease(*l) : views_.leaseWithRows(p.lease);
+        // A child's parent as of now too: the plugin's one question at a step's end.
+        if (p.live && l && !l->parent.empty()) {
+          if (Lease* parent = book_.find(l->parent)) {
+            sampler_.refreshCharge(*parent);
+            r["parent_view"] = views_.lease(*parent);
+          }
+        }
         if (r.is_null())
           return fail(conn, id, code::kNotFound,
                       fmt::format("no lease {} (live or in the ledger)", p.lease));

@@ -156,9 +156,10 @@ using Release = LeaseRefOf<Method::Release>;
 using Cancel = LeaseRefOf<Method::Cancel>;
 
 // lease: one lease's view with its ledger rows and a chart of its samples.
-// `live`: a live lease's view alone (an ended lease's rows come either way):
-// what the Slurm plugin reads as each step ends, whose cost must not grow
-// with the age of the step's job (its rows, its samples).
+// `live`: a live lease's view alone (an ended lease's rows come either way),
+// and a live child's parent's as "parent_view": what the Slurm plugin reads
+// as each step ends (the step and its job in one call), whose cost must not
+// grow with the age of the step's job (its rows, its samples).
 struct LeaseQuery {
   static constexpr Method kMethod = Method::Lease;
   std::string lease;

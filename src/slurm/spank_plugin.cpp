@@ -778,17 +778,31 @@ void awaitOutcome(const std::string& lease) {
 // step here last wrote (job_cache=: the job's steps here decide in turn, under
 // one lock); each node replaces only its own line. Best effort: the ledger
 // keeps the full record.
-void summarizeJob(rpc::Client& client, std::uint32_t job, std::string node) {
+// The line this node last wrote for `job`, locked (see summarizeJob); none
+// without job_cache= or when it cannot be locked (the line is then written).
+std::optional<slurm::SaidLine> lockSaid(std::uint32_t job) {
+  if (g_args.jobCache.empty()) return std::nullopt;
+  auto locked = slurm::lockSaidLine(g_args.jobCache, job);
+  if (locked) return std::move(*locked);
+  slurm_info("tally: job %u's AdminComment: %s; written without it", job,
+             locked.error().message.c_str());
+  return std::nullopt;
+}
+
+// `step` is the daemon's answer about the step's lease, which carries its
+// job's lease as parent_view; a daemon that sends none is asked for it.
+void summarizeJob(rpc::Client& client, std::uint32_t job, std::string node,
+                  const tally::Result<rpc::Message>& step, std::optional<slurm::SaidLine>& said) {
   std::string where = fmt::format("tally: job {}'s AdminComment", job);
-  std::optional<slurm::SaidLine> said;
-  if (!g_args.jobCache.empty()) {
-    auto locked = slurm::lockSaidLine(g_args.jobCache, job);
-    if (locked)
-      said.emplace(std::move(*locked));
-    else
-      slurm_info("%s: %s; written without it", where.c_str(), locked.error().message.c_str());
+  tally::Result<rpc::Message> reply = tally::Error{0, "not asked"};
+  if (step && step->ok && step->result.value("parent", "") == g_jobLease &&
+      step->result.contains("parent_view")) {
+    rpc::Message parent = *step;
+    parent.result = step->result["parent_view"];
+    reply = std::move(parent);
+  } else {
+    reply = liveLease(client, g_jobLease);
   }
-  auto reply = liveLease(client, g_jobLease);
   if (!reply || !reply->ok) {
     slurm_error("%s: the daemon did not say what job lease %s used (%s)", where.c_str(),
                 g_jobLease.c_str(),
@@ -840,10 +854,9 @@ void summarizeJob(rpc::Client& client, std::uint32_t job, std::string node) {
 // The step's last task has exited: say on the step's stderr what its GPU
 // bound did, as Slurm says "Detected 1 oom_kill event" there. Here, not at
 // slurm_spank_exit: by then slurmstepd has closed the step's output. The
-// daemon's answer is current: a kill's row is written as it kills, and the
-// query drains the kernel's refusals first.
-void sayWhatTheBoundDid(rpc::Client& client) {
-  auto reply = liveLease(client, g_lease);
+// daemon's answer (`reply`, about the step's lease) is current: a kill's row
+// is written as it kills, and the query drains the kernel's refusals first.
+void sayWhatTheBoundDid(const tally::Result<rpc::Message>& reply) {
   if (!reply || !reply->ok) return;
   auto bound = slurm::stepBoundFromLease(reply->result);
   if (!bound) {
@@ -975,8 +988,13 @@ TALLY_EXPORT int slurm_spank_task_exit(spank_t sp, int, char**) {
     // goes with the end wait (slurm_spank_exit, after srun was told): the
     // daemon holds the outcome for it (kExitReportWaitUs).
     if (auto client = rpc::Client::connect(g_args.socket)) {
-      sayWhatTheBoundDid(*client);
-      if (!g_jobLease.empty()) summarizeJob(*client, g_job, g_jobNode);
+      // One question for the step and its job, asked under the job's lock:
+      // steps ending here at once write the job's line in the order their
+      // figures were read, so a later step's line is never older.
+      std::optional<slurm::SaidLine> said = g_jobLease.empty() ? std::nullopt : lockSaid(g_job);
+      auto reply = liveLease(*client, g_lease);
+      sayWhatTheBoundDid(reply);
+      if (!g_jobLease.empty()) summarizeJob(*client, g_job, g_jobNode, reply, said);
     }
   } catch (const std::exception& e) {
     slurm_error("tally: lease %s: %s", g_lease.c_str(), e.what());

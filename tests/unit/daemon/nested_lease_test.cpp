@@ -70,6 +70,17 @@ TEST_F(NestedLeaseTest, StepsNestInTheirJobHoldNoPoolAndAreBoundedByTheSmallerBo
   service->sample();
   EXPECT_EQ(lease(job)["gpu"]["current_bytes"], 4 * GiB);
   EXPECT_EQ(lease(a)["gpu"]["current_bytes"], 2 * GiB);
+  // A step's end asks once (lease, live): the step's view carries its job's.
+  json live = call(4, 0, "lease", {{"lease", a}, {"live", true}});
+  ASSERT_TRUE(live["ok"]) << live;
+  EXPECT_EQ(live["result"]["gpu"]["current_bytes"], 2 * GiB);
+  EXPECT_EQ(live["result"]["parent_view"]["lease"], job) << live.dump(2);
+  EXPECT_EQ(live["result"]["parent_view"]["gpu"]["current_bytes"], 4 * GiB);
+  EXPECT_EQ(live["result"]["parent_view"]["declared"]["gpu_memory_max"], 8 * GiB);
+  EXPECT_FALSE(call(5, 0, "lease", {{"lease", a}})["result"].contains("parent_view"))
+      << "the whole view (lease show) stays as it was";
+  EXPECT_FALSE(
+      call(6, 0, "lease", {{"lease", job}, {"live", true}})["result"].contains("parent_view"));
   // The granted row names the parent: a restarted daemon rebuilds the tree.
   json granted = json::parse(rows(a).front().body);
   EXPECT_EQ(granted["parent"], job);
