@@ -767,17 +767,6 @@ void awaitOutcome(const std::string& lease) {
   }
 }
 
-// A leased step's last task here has exited: this node's line in the job's
-// AdminComment, from the job's lease as it stands (its peak so far), so `sacct
-// -o AdminComment` (and `scontrol show job` while slurmctld keeps the job) says
-// how much GPU memory the job used here as of its last step. Here, before
-// slurmstepd tells srun the tasks are gone: after that srun may end the job,
-// and slurmctld refuses updates to a finished job ("Job has already
-// finished"), as it does at the extern step's end. Two controller calls as a
-// step ends, never as one starts, and none when this node's line is what a
-// step here last wrote (job_cache=: the job's steps here decide in turn, under
-// one lock); each node replaces only its own line. Best effort: the ledger
-// keeps the full record.
 // The line this node last wrote for `job`, locked (see summarizeJob); none
 // without job_cache= or when it cannot be locked (the line is then written).
 std::optional<slurm::SaidLine> lockSaid(std::uint32_t job) {
@@ -789,8 +778,19 @@ std::optional<slurm::SaidLine> lockSaid(std::uint32_t job) {
   return std::nullopt;
 }
 
-// `step` is the daemon's answer about the step's lease, which carries its
-// job's lease as parent_view; a daemon that sends none is asked for it.
+// A leased step's last task here has exited: this node's line in the job's
+// AdminComment, from the job's lease as it stands (its peak so far), so `sacct
+// -o AdminComment` (and `scontrol show job` while slurmctld keeps the job) says
+// how much GPU memory the job used here as of its last step. Here, before
+// slurmstepd tells srun the tasks are gone: after that srun may end the job,
+// and slurmctld refuses updates to a finished job ("Job has already
+// finished"), as it does at the extern step's end. Two controller calls as a
+// step ends, never as one starts, and none when this node's line is what a
+// step here last wrote (job_cache=: the job's steps here decide in turn, under
+// one lock); each node replaces only its own line. Best effort: the ledger
+// keeps the full record. `step` is the daemon's answer about the step's
+// lease, which carries its job's lease as parent_view; a daemon that sends
+// none is asked for it.
 void summarizeJob(rpc::Client& client, std::uint32_t job, std::string node,
                   const tally::Result<rpc::Message>& step, std::optional<slurm::SaidLine>& said) {
   std::string where = fmt::format("tally: job {}'s AdminComment", job);
