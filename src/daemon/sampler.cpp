@@ -196,10 +196,14 @@ void Sampler::noteRefusals(std::uint64_t mono, std::uint64_t nowNs) {
     if (lp->metering.refusalsUnsaid) sayRefusals(*lp, mono, nowNs);
 }
 
-void Sampler::refreshCharge(Lease& l) {
-  if (!env_.charge || !l.metering.kernelArmed || !l.metering.meter) return;
+void Sampler::refreshCharge(Lease& l, Lease* parent) {
+  auto armed = [](const Lease* x) {
+    return x && x->metering.kernelArmed && x->metering.meter != nullptr;
+  };
+  if (!env_.charge || (!armed(&l) && !armed(parent))) return;
   noteRefusals(now(), clock::realtimeNs());
-  l.metering.meter->readKernelCharge();
+  for (Lease* x : {&l, parent})
+    if (armed(x)) x->metering.meter->readKernelCharge();
 }
 
 void Sampler::finalRefusals(Lease& l) {

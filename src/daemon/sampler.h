@@ -71,9 +71,10 @@ class Sampler {
   // A lease ends: the refusals the kernel queued for it are said now,
   // whatever the minute's rate says (its outcome comes next).
   void finalRefusals(Lease& l);
-  // The lease's kernel charge read now (its refusal counters current) and
-  // the refusals waiting in the kernel noted (said at most once a minute).
-  void refreshCharge(Lease& l);
+  // The lease's kernel charge read now (its refusal counters current), and
+  // its parent's when one is given, and the refusals waiting in the kernel
+  // noted once (said at most once a minute).
+  void refreshCharge(Lease& l, Lease* parent = nullptr);
   // Leases sampled before their sample_interval (near a bound) per round.
   static constexpr std::size_t kEarlySamplesPerRound = 16;
   std::uint64_t now() const { return env_.monotonicUs ? env_.monotonicUs() : clock::monotonicUs(); }

@@ -122,24 +122,7 @@ void Service::handle(std::uint64_t conn, const Peer& peer, const rpc::Request& r
       return with(rpc::api::decodeLeaseRef(params),
                   [&](auto& p) { onRelease(conn, peer, id, p.lease, *m == Method::Cancel); });
     case Method::Lease:
-      return with(rpc::api::decodeLeaseQuery(params), [&](auto& p) {
-        // The kernel's counters and refusals as of now, not the last sample:
-        // the Slurm plugin asks as the step's tasks end.
-        Lease* l = book_.find(p.lease);
-        if (l) sampler_.refreshCharge(*l);
-        json r = p.live && l ? views_.lease(*l) : views_.leaseWithRows(p.lease);
-        // A child's parent as of now too: the plugin's one question at a step's end.
-        if (p.live && l && !l->parent.empty()) {
-          if (Lease* parent = book_.find(l->parent)) {
-            sampler_.refreshCharge(*parent);
-            r["parent_view"] = views_.lease(*parent);
-          }
-        }
-        if (r.is_null())
-          return fail(conn, id, code::kNotFound,
-                      fmt::format("no lease {} (live or in the ledger)", p.lease));
-        reply(conn, id, r);
-      });
+      return with(rpc::api::decodeLeaseQuery(params), [&](auto& p) { onLeaseQuery(conn, id, p); });
     case Method::Hello:
       return with(rpc::api::decodeEmpty(params), [&](auto&) {
         reply(conn, id,
@@ -529,6 +512,19 @@ void Service::onExited(std::uint64_t conn, const Peer& peer, const json& id,
   reply(conn, id, rpc::api::encode(rpc::api::BoundReply{true}));
   // Its cgroup emptied before the word came: it ends now, with it.
   cgroupChanged(p.lease);
+}
+
+// The kernel's counters and refusals as of now, not the last sample: the
+// Slurm plugin asks as a step's tasks end, for the step and (`live`) its job.
+void Service::onLeaseQuery(std::uint64_t conn, const json& id, const rpc::api::LeaseQuery& p) {
+  Lease* l = book_.find(p.lease);
+  Lease* parent = p.live && l && !l->parent.empty() ? book_.find(l->parent) : nullptr;
+  if (l) sampler_.refreshCharge(*l, parent);
+  json r = p.live && l ? views_.liveLease(*l, parent) : views_.leaseWithRows(p.lease);
+  if (r.is_null())
+    return fail(conn, id, code::kNotFound,
+                fmt::format("no lease {} (live or in the ledger)", p.lease));
+  reply(conn, id, r);
 }
 
 bool Service::connectionInUse(std::uint64_t conn) const {

@@ -157,6 +157,7 @@ class Service {
                  bool cancelOnly);
   void onBound(std::uint64_t conn, const Peer& peer, const json& id, const rpc::api::Bound& p);
   void onExited(std::uint64_t conn, const Peer& peer, const json& id, const rpc::api::Exited& p);
+  void onLeaseQuery(std::uint64_t conn, const json& id, const rpc::api::LeaseQuery& p);
 
   // Root, or a member of [daemon] priority_group: may ask for a priority above 0.
   bool mayPrioritise(const Peer& peer) const;

@@ -141,6 +141,12 @@ json Views::queuedCounts() const {
   return {{"total", total}, {"listed", std::min(total, kQueuedListed)}};
 }
 
+json Views::liveLease(const Lease& l, const Lease* parent) {
+  json r = lease(l);
+  if (parent) r["parent_view"] = lease(*parent);
+  return r;
+}
+
 json Views::leaseWithRows(const std::string& id) {
   json r;
   if (const Lease* l = book_.find(id)) r = lease(*l);

@@ -56,6 +56,10 @@ class Views {
   json queuedCounts() const;
   // One lease, live or ended, with its ledger rows; null when there is no such lease.
   json leaseWithRows(const std::string& id);
+  // A live lease as it is now, without its rows (the `lease` query's `live`),
+  // and a child's parent beside it as "parent_view": the Slurm plugin's one
+  // question at a step's end answers for the step and its job.
+  json liveLease(const Lease& l, const Lease* parent);
   // What the daemon itself saw of a run lease, beside its client's outcome record.
   json daemonSaw(const Lease& l);
   json pools();

@@ -38,12 +38,7 @@ Status paramsObject(const json& params) {
 Result<std::string> leaseIdField(Fields& f, const char* key) {
   auto id = f.required(key, kMaxLeaseId);
   if (!id) return id.error();
-  for (char c : *id) {
-    if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '-' ||
-          c == '_')) {
-      return f.bad(key, "must be a lease id ([A-Za-z0-9_-])");
-    }
-  }
+  if (!lease::validLeaseId(*id)) return f.bad(key, "must be a lease id ([A-Za-z0-9_-])");
   return std::move(*id);
 }
 

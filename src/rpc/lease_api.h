@@ -20,6 +20,7 @@
 #include "enforce/gpu_bound.h"
 #include "lease/attributes.h"
 #include "lease/kind.h"
+#include "lease/lease_id.h"
 #include "util/result.h"
 
 namespace tally::rpc::api {
@@ -28,7 +29,7 @@ using json = nlohmann::json;
 
 // Sizes a request may carry (docs/daemon.md, "Limits").
 inline constexpr std::size_t kMaxPools = 16;
-inline constexpr std::size_t kMaxLeaseId = 64;
+using lease::kMaxLeaseId;
 inline constexpr std::size_t kMaxUnitName = 256;  // systemd's own limit
 inline constexpr std::size_t kMaxSummary = 512;   // a bound event's summary (cut, not refused)
 inline constexpr std::size_t kMaxRecordBytes = 128 * 1024;

@@ -6,6 +6,8 @@
 #include <cerrno>
 #include <charconv>
 
+#include "lease/lease_id.h"
+
 namespace tally::slurm {
 
 namespace {
@@ -25,27 +27,15 @@ std::optional<T> digits(std::string_view s) {
   return v;
 }
 
-// The names parsePluginArgs accepts for gres= (no ":;=/() "), printable.
-bool validName(std::string_view name) {
+}  // namespace
+
+bool validGresName(std::string_view name) {
   if (name.empty() || name.size() > 64 || name.find_first_of(":;=/() ") != std::string_view::npos)
     return false;
   for (char c : name)
     if (static_cast<unsigned char>(c) <= 0x20 || c == 0x7f) return false;
   return true;
 }
-
-// A lease id as the daemon makes them (lease/spec.h newLeaseId: hex), with
-// room for longer ones; never a character the record's syntax uses.
-bool validLeaseId(std::string_view id) {
-  if (id.empty() || id.size() > 64) return false;
-  for (char c : id)
-    if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-' ||
-          c == '_'))
-      return false;
-  return true;
-}
-
-}  // namespace
 
 std::string encodeJobRecord(const JobRecord& r) {
   std::string gres = r.gres ? fmt::format("{}:{}", r.gres->name, r.gres->count) : "none";
@@ -90,7 +80,7 @@ Result<JobRecord> decodeJobRecord(std::string_view text) {
     auto comma = askedText->find(',', at);
     std::string_view name =
         askedText->substr(at, comma == std::string_view::npos ? comma : comma - at);
-    if (!validName(name) || r.asked.size() == 4) return bad("asked= is not 1 to 4 GRES names");
+    if (!validGresName(name) || r.asked.size() == 4) return bad("asked= is not 1 to 4 GRES names");
     r.asked.emplace_back(name);
     if (comma == std::string_view::npos) break;
     at = comma + 1;
@@ -107,7 +97,7 @@ Result<JobRecord> decodeJobRecord(std::string_view text) {
   }
   if (next < fieldCount) {
     auto leaseText = value(next++, "lease=");
-    if (!leaseText || !validLeaseId(*leaseText)) return bad("lease= is not a lease id");
+    if (!leaseText || !lease::validLeaseId(*leaseText)) return bad("lease= is not a lease id");
     r.jobLease = std::string(*leaseText);
   }
   if (next != fieldCount) return bad("a field after lease=");
@@ -116,7 +106,7 @@ Result<JobRecord> decodeJobRecord(std::string_view text) {
   if (colon == std::string_view::npos) return bad("gres= is neither none nor NAME:BYTES");
   auto count = digits<std::uint64_t>(gresText->substr(colon + 1));
   std::string_view name = gresText->substr(0, colon);
-  if (!count || !validName(name)) return bad("gres= is neither none nor NAME:BYTES");
+  if (!count || !validGresName(name)) return bad("gres= is neither none nor NAME:BYTES");
   bool asked = false;
   for (const auto& a : r.asked) asked = asked || a == name;
   if (!asked) return bad("gres= names a GRES asked= does not");

@@ -41,6 +41,11 @@ struct JobRecord {
   std::string jobLease;            // "": no job lease granted here yet
 };
 
+// A GRES name as plugstack.conf's gres= may give one and a record keeps it:
+// 1-64 printable bytes, none of ":;=/() " (Slurm's GRES syntax and the
+// record's own).
+bool validGresName(std::string_view name);
+
 std::string encodeJobRecord(const JobRecord& r);
 // One line as encodeJobRecord writes it; anything else (another version, a
 // field missing or malformed, trailing bytes) is an error: the plugin then

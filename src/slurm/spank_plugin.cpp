@@ -351,13 +351,13 @@ tally::Result<std::optional<slurm::GresFound>> stepGresFromSlurmctld(
 // slurmctld) and, when the job holds the GRES, the step's own request.
 struct ControllerFacts {
   tally::Result<slurm::JobRecord> record = tally::Error{0, "not asked"};
-  bool fromSlurmctld = false;  // not kept yet: keepAsked keeps it for the job's other steps
+  bool fromSlurmctld = false;  // not kept yet: keepRecord keeps it for the job's other steps
   std::optional<tally::Result<std::optional<slurm::GresFound>>> own;  // asked with a GRES
 };
 
 // Only the job's first step here waits on the controller for the job: a
 // job's allocation on a node does not change while it runs. No file is
-// written here (askController runs in the prefetch thread): keepAsked does.
+// written here (askController runs in the prefetch thread): keepRecord does.
 ControllerFacts askController(std::uint32_t job, std::uint32_t step, const NodeRef& node) {
   ControllerFacts f;
   if (auto kept = slurm::findJobRecord(g_args.jobCache, job, g_args.gres)) {
@@ -371,16 +371,23 @@ ControllerFacts askController(std::uint32_t job, std::uint32_t step, const NodeR
   return f;
 }
 
-// A record slurmctld gave is kept (job_cache=) for the job's other steps;
-// records of jobs gone from beside the job's cgroup go with it.
-void keepAsked(const ControllerFacts& f, std::string_view procCgroup) {
-  if (!f.fromSlurmctld || !f.record || g_args.jobCache.empty()) return;
-  std::string jobsDir;  // where the job_J cgroups are: a gone job's record goes
-  if (auto cg = slurm::jobCgroup(procCgroup); cg && cg->rfind('/') != std::string::npos)
+// The job's record here (job_cache=), written once per step at most, as the
+// step's attach ends: what slurmctld gave (the job's first step here) with
+// the job's lease once one is granted, for the job's later steps, which then
+// ask neither slurmctld nor the daemon for the job. Records of jobs gone from
+// beside the job's cgroup go as a new job's is written.
+void keepRecord(const ControllerFacts& f, const std::string& jobLease,
+                std::string_view procCgroup) {
+  if (!f.record || g_args.jobCache.empty()) return;
+  if (!f.fromSlurmctld && f.record->jobLease == jobLease) return;  // kept as it is
+  slurm::JobRecord record = *f.record;
+  record.jobLease = jobLease;
+  std::string jobsDir;
+  if (auto cg = slurm::jobCgroup(procCgroup);
+      f.fromSlurmctld && cg && cg->rfind('/') != std::string::npos)
     jobsDir = std::string(tally::fs::kCgroupRoot) + cg->substr(0, cg->rfind('/'));
-  if (auto kept = slurm::keepJobRecord(g_args.jobCache, *f.record, jobsDir); !kept)
-    slurm_info("tally: %s; the job's other steps ask slurmctld again",
-               kept.error().message.c_str());
+  if (auto kept = slurm::keepJobRecord(g_args.jobCache, record, jobsDir); !kept)
+    slurm_info("tally: %s; the job's other steps here ask again", kept.error().message.c_str());
 }
 
 // askController for this step, started at slurm_spank_init (see the file's
@@ -413,16 +420,6 @@ void startPrefetch(spank_t sp) {
 ControllerFacts controllerFacts(std::uint32_t job, std::uint32_t step, const NodeRef& node) {
   if (g_prefetch.valid()) return g_prefetch.get();
   return askController(job, step, node);
-}
-
-// The job's lease here, kept in its record (job_cache=) for its later steps,
-// which nest in it without asking the daemon for it again.
-void keepJobLease(slurm::JobRecord record, const std::string& jobLease) {
-  if (g_args.jobCache.empty() || record.jobLease == jobLease) return;
-  record.jobLease = jobLease;
-  if (auto kept = slurm::keepJobRecord(g_args.jobCache, record, ""); !kept)
-    slurm_info("tally: %s; the job's other steps ask the daemon for its lease again",
-               kept.error().message.c_str());
 }
 
 std::string readText(const std::string& path) {
@@ -519,14 +516,11 @@ tally::Result<rpc::api::LeaseReply> lease(rpc::Client& client, const rpc::api::A
 // the extern step's processes (pam_slurm_adopt's ssh sessions) are inside it.
 // Nothing to refuse here (the extern step has no task of the user's): a
 // failure is logged, and each step asks again and is refused if it fails.
-void leaseJobAtExtern(spank_t sp) {
-  std::uint32_t job = 0;
-  spank_get_item(sp, S_JOB_ID, &job);
+// The granted lease's id goes in `jobLease`.
+void leaseJob(spank_t sp, std::uint32_t job, std::string_view procCgroup,
+              const ControllerFacts& asked, std::string& jobLease) {
   std::string where = fmt::format("tally: job {}", job);
-  std::string procCgroup = readText("/proc/self/cgroup");
-  ControllerFacts asked = askController(job, slurm::kExternStep, nodeRef(sp, slurm::kExternStep));
-  keepAsked(asked, procCgroup);
-  auto& record = asked.record;
+  const auto& record = asked.record;
   if (!record) {
     slurm_error("%s: cannot tell whether it holds GRES %s here: %s; its steps ask again",
                 where.c_str(), fmt::format("{}", fmt::join(g_args.gres, ",")).c_str(),
@@ -555,18 +549,27 @@ void leaseJobAtExtern(spank_t sp) {
     slurm_error("%s: %s; its steps ask again", where.c_str(), granted.error().message.c_str());
     return;
   }
-  keepJobLease(*record, granted->lease);
+  jobLease = granted->lease;
   slurm_info("%s is tally lease %s on %s (gpu_memory_max %s)", where.c_str(),
              granted->lease.c_str(), facts.jobCgroup.c_str(),
              units::humanBytes(facts.gresBytes.value_or(0)).c_str());
 }
 
-// The first task: lease the step (inside its job's lease when the job holds
-// the GRES here), or make sure it never runs.
-int attachStep(spank_t sp, pid_t task) {
-  std::uint32_t job = 0, step = 0;
+void leaseJobAtExtern(spank_t sp) {
+  std::uint32_t job = 0;
   spank_get_item(sp, S_JOB_ID, &job);
-  spank_get_item(sp, S_JOB_STEPID, &step);
+  std::string procCgroup = readText("/proc/self/cgroup");
+  ControllerFacts asked = askController(job, slurm::kExternStep, nodeRef(sp, slurm::kExternStep));
+  std::string jobLease = asked.record ? asked.record->jobLease : "";
+  leaseJob(sp, job, procCgroup, asked, jobLease);
+  keepRecord(asked, jobLease, procCgroup);
+}
+
+// The first task: lease the step (inside its job's lease when the job holds
+// the GRES here), or make sure it never runs. The job's lease, when this step
+// learns it, goes in `keptLease`.
+int leaseStep(spank_t sp, pid_t task, std::uint32_t job, std::uint32_t step, const NodeRef& node,
+              std::string_view procCgroup, const ControllerFacts& asked, std::string& keptLease) {
   std::string where = fmt::format("tally: step {}.{}", job, slurm::stepName(step));
   if (std::string all = getenvOf(sp, kAttrsEnv); !all.empty()) g_options.attrs = splitAttrs(all);
   auto fail = [&](const std::string& why) {
@@ -577,12 +580,7 @@ int attachStep(spank_t sp, pid_t task) {
   };
   if (auto s = slurm::checkOptions(g_options); !s) return fail(where + ": " + s.error().message);
 
-  // The GRES is asked for even with --gpu-memory-max: the flag only caps it.
-  std::string procCgroup = readText(fmt::format("/proc/{}/cgroup", task));
-  NodeRef node = nodeRef(sp, step);
-  ControllerFacts asked = controllerFacts(job, step, node);
-  keepAsked(asked, procCgroup);
-  auto& record = asked.record;
+  const auto& record = asked.record;
   if (!record) {
     // Unknown is not "none": a step that may have asked for GPU memory is not run unbounded.
     return fail(
@@ -639,7 +637,7 @@ int attachStep(spank_t sp, pid_t task) {
       return fmt::format("{} declared {}, but its job's lease: {}; the step does not start", where,
                          bound, jobLease.error().message);
     facts.jobLease = jobLease->lease;
-    keepJobLease(*record, facts.jobLease);
+    keptLease = facts.jobLease;
     return std::nullopt;
   };
   if (inJob) {
@@ -684,6 +682,22 @@ int attachStep(spank_t sp, pid_t task) {
   slurm_info("%s is tally lease %s on %s (%s)", where.c_str(), g_lease.c_str(),
              facts.cgroup.c_str(), what.c_str());
   return 0;
+}
+
+// The step's first task: its job's facts asked (or taken from the prefetch),
+// the step leased, and the job's record kept once with what it learnt.
+int attachStep(spank_t sp, pid_t task) {
+  std::uint32_t job = 0, step = 0;
+  spank_get_item(sp, S_JOB_ID, &job);
+  spank_get_item(sp, S_JOB_STEPID, &step);
+  // The GRES is asked for even with --gpu-memory-max: the flag only caps it.
+  std::string procCgroup = readText(fmt::format("/proc/{}/cgroup", task));
+  NodeRef node = nodeRef(sp, step);
+  ControllerFacts asked = controllerFacts(job, step, node);
+  std::string jobLease = asked.record ? asked.record->jobLease : "";
+  int rc = leaseStep(sp, task, job, step, node, procCgroup, asked, jobLease);
+  keepRecord(asked, jobLease, procCgroup);
+  return rc;
 }
 
 // A lease as the daemon holds it now (its live view; an ended one's rows);

@@ -11,6 +11,7 @@
 #include "lease/limits_rule.h"
 #include "lease/spec.h"
 #include "probes/proc_cgroup.h"
+#include "slurm/job_record.h"
 #include "util/text.h"
 #include "util/units.h"
 
@@ -79,8 +80,7 @@ Result<PluginArgs> parsePluginArgs(const std::vector<std::string>& args) {
     } else if (key == "gres") {
       std::vector<std::string> names;
       for (std::string_view name : commaList(value)) {
-        if (name.empty() || name.size() > 64 ||
-            name.find_first_of(":;=/() ") != std::string_view::npos)
+        if (!validGresName(name))
           return bad(
               "must be GRES names separated by commas, such as tallymem or "
               "tallymem,gpumem");

@@ -425,7 +425,8 @@ TEST(SlurmStep, PlugstackArgumentsAreCheckedByName) {
         std::pair{"timeout=0", "more than 0"}, std::pair{"pool=", "pool name"},
         std::pair{"gres=gpu:2", "GRES names"}, std::pair{"gres=a,,b", "GRES names"},
         std::pair{"gres=", "GRES names"}, std::pair{"gres=a,b,c,d,e", "1 to 4"},
-        std::pair{"verbose", "KEY=VALUE"}, std::pair{"timeout=soon", "timeout"}}) {
+        std::pair{"gres=a\x01b", "GRES names"}, std::pair{"verbose", "KEY=VALUE"},
+        std::pair{"timeout=soon", "timeout"}}) {
     auto r = parsePluginArgs({arg});
     ASSERT_FALSE(r) << arg;
     EXPECT_NE(r.error().message.find(says), std::string::npos) << r.error().message;
