@@ -24,9 +24,7 @@ nlohmann::json withPools(const Lease& l, nlohmann::json body) {
 // A lifecycle row as subscribers hear it: the journal's line and outcome
 // class, the same for a live row and a replayed one.
 json lifecycleEvent(const std::string& kind, const std::string& lease, const std::string& name,
-                    const std::vector<std::string>& pools, const json& body,
-                    const lease::Attributes& attributes, const journal::VerifiedPlace& place) {
-  auto entry = journal::lifecycleEntry(kind, lease, name, pools, body, attributes, place);
+                    const std::vector<std::string>& pools, const journal::JournalEntry& entry) {
   rpc::api::LeaseEvent ev{lease, kind, name, pools, entry.message, std::nullopt};
   for (const auto& [field, value] : entry.fields)
     if (field == "TALLY_OUTCOME") ev.outcome = value;
@@ -202,8 +200,7 @@ void LeaseEvents::announce(const Lease& l, const std::string& kind, const json& 
   auto entry = journal::lifecycleEntry(kind, l.id, l.name, l.req.pools, body, l.attributes, place);
   note(entry.priority, entry.message, entry.fields);
   // Subscribers see the same lifecycle as the journal, one "lease" event per row.
-  broadcast("lease", lifecycleEvent(kind, l.id, l.name, l.req.pools, body, l.attributes, place),
-            row);
+  broadcast("lease", lifecycleEvent(kind, l.id, l.name, l.req.pools, entry), row);
 }
 
 Result<LeaseEvents::Replay> LeaseEvents::replay(const rpc::api::Subscribe& s) {
@@ -258,8 +255,10 @@ Result<LeaseEvents::Replay> LeaseEvents::replay(const rpc::api::Subscribe& s) {
           row.kind == ledger::kReadopted) {
         if (auto p = ledger::decodePlaced(body)) f->place = {p->unit, p->cgroup};
       }
-      ev = {"lease", lifecycleEvent(row.kind, row.leaseId, f->granted.name, f->granted.pools, body,
-                                    f->granted.attributes, f->place)};
+      auto entry = journal::lifecycleEntry(row.kind, row.leaseId, f->granted.name, f->granted.pools,
+                                           body, f->granted.attributes, f->place);
+      ev = {"lease",
+            lifecycleEvent(row.kind, row.leaseId, f->granted.name, f->granted.pools, entry)};
     } else {
       continue;
     }

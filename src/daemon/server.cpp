@@ -62,7 +62,8 @@ Server::~Server() {
   for (auto& [id, c] : conns_) sd_event_source_disable_unref(c->src);
   for (auto& [id, w] : watches_) sd_event_source_disable_unref(w->src);
   for (auto& [id, w] : pidWatches_) sd_event_source_disable_unref(w->src);
-  for (auto* s : {listenSrc_, sampleTimer_, tickTimer_, pruneTimer_, sweepTimer_, pendingSrc_})
+  for (auto* s :
+       {listenSrc_, sampleTimer_, tickTimer_, pruneTimer_, sweepTimer_, pendingSrc_, turnEndSrc_})
     sd_event_source_disable_unref(s);
   if (listenFd_.valid()) ::unlink(cfg_.daemon.socket.c_str());
   sd_event_unref(event_);
@@ -155,6 +156,10 @@ int Server::run(Service& service) {
   // new connections and other clients' reads behind one client's backlog.
   sd_event_source_set_priority(pendingSrc_, SD_EVENT_PRIORITY_NORMAL + 10);
   sd_event_source_set_enabled(pendingSrc_, SD_EVENT_OFF);
+  // A post source runs after any turn that dispatched something, below every
+  // other source: the replies of that turn are already sent.
+  sd_event_add_post(event_, &turnEndSrc_, &Server::onTurnEnd, this);
+  sd_event_source_set_priority(turnEndSrc_, SD_EVENT_PRIORITY_IDLE);
   notifyStatus();
   sd_notify(0, "READY=1");
   int r = sd_event_loop(event_);
@@ -300,6 +305,12 @@ void Server::markPending(std::uint64_t id) {
 
 // One connection's next share of lines per turn of the loop, round-robin:
 // between two shares the loop reads, accepts and runs its timers.
+int Server::onTurnEnd(sd_event_source*, void* self) {
+  auto* srv = static_cast<Server*>(self);
+  if (srv->service_) srv->service_->endOfTurn();
+  return 0;
+}
+
 int Server::onPending(sd_event_source* s, void* self) {
   auto* srv = static_cast<Server*>(self);
   for (std::vector<std::uint64_t> gone; !srv->goneLater_.empty();) {

@@ -61,6 +61,7 @@ class Server final : public Outbox, public Watches {
   static int onConn(sd_event_source* s, int fd, uint32_t revents, void* conn);
   static int onTimer(sd_event_source* s, uint64_t usec, void* self);
   static int onPending(sd_event_source* s, void* self);
+  static int onTurnEnd(sd_event_source* s, void* self);
   static int onInotify(sd_event_source* s, const struct inotify_event* ev, void* ctx);
   static int onPidfd(sd_event_source* s, int fd, uint32_t revents, void* ctx);
   bool admit(const Peer& peer, int fd);
@@ -87,6 +88,7 @@ class Server final : public Outbox, public Watches {
   sd_event_source* pruneTimer_ = nullptr;
   sd_event_source* sweepTimer_ = nullptr;
   sd_event_source* pendingSrc_ = nullptr;
+  sd_event_source* turnEndSrc_ = nullptr;  // post: Service::endOfTurn
   Service* service_ = nullptr;
   std::unique_ptr<Dispatcher> dispatcher_;
   std::map<std::uint64_t, std::unique_ptr<Conn>> conns_;

@@ -104,6 +104,9 @@ class Service {
   std::vector<std::string> startDeclared();
   // Housekeeping: queue timeouts, client grace, stop escalation, grants.
   void tick();
+  // After each turn of the loop, once its replies are sent: the ledger's
+  // head witness moves to the turn's last row (ledger::Ledger::deferHead).
+  void endOfTurn() { ledger_.flushHead(); }
   // Meters every running lease once and stores the samples.
   void sample();
   std::uint64_t nextSampleDelayUs() const { return sampler_.nextSampleDelayUs(); }

@@ -56,6 +56,7 @@ Ended serve(const StartOptions& o) {
     fmt::print(stderr, "tally daemon: {}\n", db.error().message);
     return Ended::Environment;
   }
+  db->deferHead();  // the witness moves after each turn's replies (Service::endOfTurn)
   // Fail closed: a damaged ledger cannot promise to record what it grants.
   if (auto damage = db->damage(); !damage || !damage->empty()) {
     fmt::print(

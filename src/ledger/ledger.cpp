@@ -262,9 +262,13 @@ Ledger::Ledger(Ledger&& o) noexcept
     : db_(std::exchange(o.db_, nullptr)),
       path_(std::move(o.path_)),
       eventFailure_(std::move(o.eventFailure_)),
-      sampleFailure_(std::move(o.sampleFailure_)) {}
+      sampleFailure_(std::move(o.sampleFailure_)),
+      witnessFailure_(std::move(o.witnessFailure_)),
+      deferHead_(o.deferHead_),
+      unwitnessed_(std::exchange(o.unwitnessed_, std::nullopt)) {}
 
 Ledger::~Ledger() {
+  flushHead();
   if (db_) sqlite3_close_v2(db_);
 }
 
@@ -332,11 +336,9 @@ Result<Event> Ledger::appendEvent(const std::string& leaseId, std::string_view k
     return rollback("commit");
   // The row is on disk whatever the witness does; a witness that cannot move
   // only narrows what verify() can see, and is said as a write failure.
-  if (auto w = advanceHead(path_, Head{e.seq, e.hash}); !w)
-    eventFailure_ =
-        fmt::format("the ledger's head witness was not moved on: {}", w.error().message);
-  else
-    eventFailure_.reset();
+  eventFailure_.reset();
+  unwitnessed_ = Head{e.seq, e.hash};
+  if (!deferHead_) flushHead();
   return e;
 }
 
@@ -362,12 +364,24 @@ Result<std::vector<std::string>> Ledger::acknowledgedDamage() {
                                    path_, seq, kDamageAcknowledged)};
 }
 
+void Ledger::flushHead() {
+  if (!unwitnessed_) return;
+  Head h = std::move(*unwitnessed_);
+  unwitnessed_.reset();
+  if (auto w = advanceHead(path_, h); !w)
+    witnessFailure_ =
+        fmt::format("the ledger's head witness was not moved on: {}", w.error().message);
+  else
+    witnessFailure_.reset();
+}
+
 Result<Event> Ledger::acknowledgeDamage(const std::vector<std::string>& problems,
                                         std::uint32_t uid) {
   nlohmann::json body = {{"problems", problems}, {"uid", uid}};
   auto ev = appendEvent("", kDamageAcknowledged,
                         body.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
   if (!ev) return ev;
+  unwitnessed_.reset();  // the reset names this row
   if (auto w = resetHead(path_, Head{ev->seq, ev->hash}); !w) return w.error();
   return ev;
 }

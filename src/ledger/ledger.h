@@ -20,6 +20,7 @@
 #include <string>
 #include <vector>
 
+#include "ledger/head_witness.h"
 #include "ledger/kinds.h"
 #include "util/result.h"
 
@@ -130,8 +131,19 @@ class Ledger {
   // writes succeed. The daemon says it once when it appears and once when it
   // goes, not at every sample.
   std::optional<std::string> writeFailure() const {
-    return eventFailure_ ? eventFailure_ : sampleFailure_;
+    if (eventFailure_) return eventFailure_;
+    return witnessFailure_ ? witnessFailure_ : sampleFailure_;
   }
+
+  // The daemon's form of the head witness: a chain row's append returns once
+  // the row is committed (the WAL's fsync), and the witness (a second fsync
+  // and a rename) moves once per event-loop turn, in flushHead, for all the
+  // rows that turn committed. A reply still means its row is on disk; a crash
+  // leaves the witness a turn behind the chain, which verify() accepts as it
+  // accepts a crash between a commit and the witness's move.
+  void deferHead() { deferHead_ = true; }
+  // Moves the witness to the newest row committed since it last moved.
+  void flushHead();
 
   Status appendSample(const Sample& s);
   // One tick's samples in one transaction (one fsync, not one per lease).
@@ -151,6 +163,9 @@ class Ledger {
   std::string path_;
   std::optional<std::string> eventFailure_;
   std::optional<std::string> sampleFailure_;
+  std::optional<std::string> witnessFailure_;  // the head witness's last move failed
+  bool deferHead_ = false;
+  std::optional<Head> unwitnessed_;  // deferHead: the newest row the witness does not name yet
 };
 
 // The problems in `found` that `acknowledged` does not list: the damage an

@@ -390,6 +390,36 @@ TEST_F(LedgerLostTail, AnAcknowledgementAcceptsTheDamageItListsAndNoMore) {
   EXPECT_NE(now[0].find("row 2 (lease l2, outcome) was edited"), std::string::npos) << now[0];
 }
 
+// The daemon's form: a row's append returns at its commit, and the witness
+// moves once for the rows a turn of the loop committed. A witness left a
+// turn behind (a crash before the move) is a shorter witnessed chain, never
+// a problem; a move made late still names the newest row.
+TEST_F(LedgerLostTail, ADeferredWitnessMovesOnceAtTheTurnsEndToItsLastRow) {
+  auto witnessSeq = [&]() -> std::int64_t {
+    auto h = ledger::readHead(path);
+    return h && *h ? (*h)->seq : 0;
+  };
+  const std::int64_t before = witnessSeq();
+  ASSERT_EQ(before, 5);
+  {
+    auto db = ledger::Ledger::open(dir.path());
+    ASSERT_TRUE(db);
+    db->deferHead();
+    ASSERT_TRUE(db->appendEvent("l6", ledger::kOutcome, record("l6", "exited", 6)));
+    ASSERT_TRUE(db->appendEvent("l7", ledger::kOutcome, record("l7", "exited", 7)));
+    EXPECT_EQ(witnessSeq(), 5) << "rows 6 and 7 are committed; the witness waits for the turn";
+    EXPECT_TRUE(problems().empty()) << "a witness behind the chain is no damage";
+    db->flushHead();
+    EXPECT_EQ(witnessSeq(), 7);
+    db->flushHead();  // nothing new: nothing moves
+    EXPECT_EQ(witnessSeq(), 7);
+    ASSERT_TRUE(db->appendEvent("l8", ledger::kOutcome, record("l8", "exited", 8)));
+    EXPECT_EQ(witnessSeq(), 7);
+  }
+  EXPECT_EQ(witnessSeq(), 8) << "a ledger closed with a row unwitnessed moves the witness";
+  EXPECT_TRUE(problems().empty());
+}
+
 // A write the disk refuses (RLIMIT_FSIZE stands in for a full disk: every
 // write past the first byte of a file fails with EFBIG) is remembered until
 // a write of the same kind succeeds.
