@@ -104,6 +104,29 @@ FinalCounters readFinalCounters(const fs::Root& cgroupRoot, const std::string& p
   return c;
 }
 
+std::vector<std::string> fillUnread(FinalCounters& c, const FinalCounters& earlier) {
+  std::vector<std::string> filled;
+  if (!c.memoryPeak && earlier.memoryPeak) {
+    c.memoryPeak = earlier.memoryPeak;
+    c.memoryPeakUnknown.reset();
+    filled.emplace_back(file::kMemoryPeak);
+  }
+  if (!c.swapPeak && earlier.swapPeak) {
+    c.swapPeak = earlier.swapPeak;
+    filled.emplace_back(file::kMemorySwapPeak);
+  }
+  if (!c.events && earlier.events) {
+    c.events = earlier.events;
+    c.eventsUnknown.reset();
+    filled.emplace_back(file::kMemoryEvents);
+  }
+  if (!c.stat && earlier.stat) {
+    c.stat = earlier.stat;
+    filled.emplace_back(file::kMemoryStat);
+  }
+  return filled;
+}
+
 FinalCounters readFinalCounters(const Cgroup& cgroup) {
   FinalCounters c;
   c.cgroup = cgroup.path();

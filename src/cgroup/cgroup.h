@@ -146,8 +146,15 @@ struct FinalCounters {
   // gone by then (systemd removes a stopped unit's): when, and at what.
   std::uint64_t readBeforeEndAtNs = 0;
   std::optional<std::string> readBeforeEnd;
+  bool eventsReadBeforeEnd = false;  // memory.events is among them (readBeforeEnd says when)
 };
 FinalCounters readFinalCounters(const Cgroup& cg);
+// A set read as the cgroup was being removed may hold some files and not
+// others (memory.events read, memory.peak gone a moment later). The files `c`
+// lacks are taken from `earlier`, read while the cgroup was whole: counters
+// and peaks only grow, so a figure filled in is a floor, never more than was
+// used. Returns the files filled in.
+std::vector<std::string> fillUnread(FinalCounters& c, const FinalCounters& earlier);
 // The same, opening `cgroup` below the root first (absent with the reason when it is gone).
 FinalCounters readFinalCounters(const fs::Root& cgroupRoot, const std::string& cgroup);
 

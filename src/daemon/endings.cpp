@@ -1,7 +1,10 @@
 #include "daemon/endings.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <signal.h>
+
+#include <algorithm>
 
 #include "lease/outcome.h"
 #include "lease/record.h"
@@ -42,6 +45,8 @@ cgroup::FinalCounters finalCounters(const fs::Root* root, const Lease& l) {
 void Endings::noteCounters(Lease& l, bool emptied) {
   auto c = finalCounters(env_.cgroupRoot, l);
   if (!c.events && !c.memoryPeak) return;  // gone already: what was read before stays
+  // Removed between two of its files: what this read missed, the last had.
+  if (l.ending.lastCounters) cgroup::fillUnread(c, *l.ending.lastCounters);
   l.ending.lastCounters = std::move(c);
   l.ending.lastCountersAtNs = clock::realtimeNs();
   l.ending.lastCountersAtEmpty = emptied;
@@ -93,15 +98,26 @@ lease::LeaseRecord Endings::meteredRecord(Lease& l, const char* manager) {
     rec.gpu = l.metering.meter->gpu();
   }
   rec.counters = finalCounters(env_.cgroupRoot, l);
-  if (!rec.counters.events && !rec.counters.memoryPeak && l.ending.lastCounters) {
-    // Removed before its end: the counters read while it existed, said as such.
-    rec.counters = *l.ending.lastCounters;
-    rec.counters.readBeforeEndAtNs = l.ending.lastCountersAtNs;
-    rec.counters.readBeforeEnd =
-        l.ending.lastCountersAtEmpty
-            ? "read when the cgroup emptied, before it was removed"
-            : "read when memory.events last changed, before the cgroup was removed; a later "
-              "change is not seen";
+  if (l.ending.lastCounters) {
+    // Removed before its end (or between two of its files as it was read):
+    // the counters read while it existed, said as such.
+    const bool noneRead = !rec.counters.events && !rec.counters.memoryPeak;
+    if (noneRead) rec.counters = *l.ending.lastCounters;
+    auto filled = noneRead ? std::vector<std::string>{}
+                           : cgroup::fillUnread(rec.counters, *l.ending.lastCounters);
+    if (noneRead || !filled.empty()) {
+      std::string when =
+          l.ending.lastCountersAtEmpty
+              ? "read when the cgroup emptied, before it was removed"
+              : "read when memory.events last changed, before the cgroup was removed; a later "
+                "change is not seen";
+      rec.counters.readBeforeEndAtNs = l.ending.lastCountersAtNs;
+      rec.counters.readBeforeEnd =
+          noneRead ? when : fmt::format("{} {}", fmt::join(filled, ", "), when);
+      rec.counters.eventsReadBeforeEnd =
+          noneRead ||
+          std::find(filled.begin(), filled.end(), cgroup::file::kMemoryEvents) != filled.end();
+    }
   }
   return rec;
 }
@@ -118,7 +134,7 @@ void Endings::finishAttached(Lease& l, bool released, std::optional<std::string>
   if (l.place.applied) f.memoryMax = l.place.applied->memoryMax;
   f.memoryEvents = rec.counters.events;
   f.memoryEventsUnknown = rec.counters.eventsUnknown;
-  f.memoryEventsReadBeforeEnd = rec.counters.readBeforeEnd;
+  if (rec.counters.eventsReadBeforeEnd) f.memoryEventsReadBeforeEnd = rec.counters.readBeforeEnd;
   rec.outcome = lease::classifyAttached(f);
   json body = lease::recordJson(rec);
   body["lease"]["kind"] = lease::kindName(l.kind);

@@ -555,6 +555,8 @@ void leaseJob(spank_t sp, std::uint32_t job, std::string_view procCgroup,
              units::humanBytes(facts.gresBytes.value_or(0)).c_str());
 }
 
+// The extern step's post-fork: the job's facts asked, its lease made, and
+// the job's record kept once with both.
 void leaseJobAtExtern(spank_t sp) {
   std::uint32_t job = 0;
   spank_get_item(sp, S_JOB_ID, &job);

@@ -89,6 +89,28 @@ TEST_F(CgroupDir, ARemovedCgroupIsEmptyAndItsCountersSaySo) {
       << *counters.memoryPeakUnknown;
 }
 
+// A set torn by the cgroup's removal keeps what it read and takes only what
+// it lacks from the earlier, whole read; a whole set takes nothing.
+TEST(FinalCounters, APartReadSetIsFilledFromTheEarlierWholeOneAndSaysWhich) {
+  cgroup::FinalCounters earlier;
+  earlier.memoryPeak = 300;
+  earlier.swapPeak = 7;
+  earlier.events = probes::parseFlatKeyed("oom 1\noom_kill 1\n").value();
+  earlier.stat = probes::parseFlatKeyed("anon 5\n").value();
+  cgroup::FinalCounters torn;
+  torn.events = probes::parseFlatKeyed("oom 2\noom_kill 2\n").value();
+  torn.memoryPeakUnknown = "gone";
+  auto filled = cgroup::fillUnread(torn, earlier);
+  EXPECT_EQ(filled, (std::vector<std::string>{"memory.peak", "memory.swap.peak", "memory.stat"}));
+  EXPECT_EQ(torn.memoryPeak, 300u);
+  EXPECT_FALSE(torn.memoryPeakUnknown);
+  EXPECT_EQ(torn.events->get("oom_kill"), 2u) << "its own read is newer: kept";
+  cgroup::FinalCounters whole = earlier;
+  EXPECT_TRUE(cgroup::fillUnread(whole, cgroup::FinalCounters{}).empty());
+  EXPECT_TRUE(cgroup::fillUnread(whole, earlier).empty());
+  EXPECT_EQ(whole.memoryPeak, 300u);
+}
+
 TEST_F(CgroupDir, NoSymlinkIsFollowedToReachOne) {
   ASSERT_EQ(::symlink((dir.path() + "/system.slice").c_str(), (dir.path() + "/alias").c_str()), 0);
   root.emplace(std::move(*fs::Root::open(dir.path())));

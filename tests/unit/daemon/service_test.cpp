@@ -394,6 +394,26 @@ TEST_F(ServiceTest, ACgroupRemovedBeforeTheLeaseEndsKeepsTheCountersReadWhileItE
             std::string::npos)
       << two["outcome"]["summary"];
 
+  // Removed between two of its files as the end read them (memory.events
+  // read, memory.peak gone a moment later): the file the end missed comes
+  // from the read made when it emptied, and the record says which and when;
+  // memory.events was read at the end, so the OOM line carries no caveat.
+  const std::string d = "/system.slice/slurmstepd.scope/job_10/step_0/user";
+  std::string torn = attach(d, 4403, true);
+  writeFile(host.cgroupRoot() + d + "/memory.events", "oom 1\noom_kill 1\n");
+  writeFile(host.cgroupRoot() + d + "/cgroup.events", "populated 0\nfrozen 0\n");
+  service->cgroupChanged(torn);
+  std::filesystem::remove(host.cgroupRoot() + d + "/memory.peak");
+  ASSERT_TRUE(call(2, 0, "exited", {{"lease", torn}, {"exit_code", 0}})["ok"]);
+  json four = json::parse(rows(torn).back().body);
+  EXPECT_EQ(four["memory"]["peak_bytes"], 2 * GiB) << four["memory"].dump(2);
+  EXPECT_FALSE(four["memory"].contains("peak_unknown")) << four["memory"].dump(2);
+  EXPECT_EQ(four["memory"]["read_before_end"]["when"],
+            "memory.peak read when the cgroup emptied, before it was removed");
+  EXPECT_EQ(four["outcome"]["oom_kill"], 0);
+  EXPECT_EQ(four["outcome"]["summary"].get<std::string>().find("read when"), std::string::npos)
+      << four["outcome"]["summary"];
+
   // Never read before it was gone: memory.peak is unknown with its reason,
   // and the sampled peak is what the ledger shows, marked '~'.
   const std::string c = "/system.slice/gone.service";
