@@ -303,14 +303,14 @@ void Server::markPending(std::uint64_t id) {
   sd_event_source_set_enabled(pendingSrc_, SD_EVENT_ON);
 }
 
-// One connection's next share of lines per turn of the loop, round-robin:
-// between two shares the loop reads, accepts and runs its timers.
 int Server::onTurnEnd(sd_event_source*, void* self) {
   auto* srv = static_cast<Server*>(self);
   if (srv->service_) srv->service_->endOfTurn();
   return 0;
 }
 
+// One connection's next share of lines per turn of the loop, round-robin:
+// between two shares the loop reads, accepts and runs its timers.
 int Server::onPending(sd_event_source* s, void* self) {
   auto* srv = static_cast<Server*>(self);
   for (std::vector<std::uint64_t> gone; !srv->goneLater_.empty();) {
