@@ -149,13 +149,13 @@ struct FinalCounters {
   bool eventsReadBeforeEnd = false;  // memory.events is among them (readBeforeEnd says when)
 };
 FinalCounters readFinalCounters(const Cgroup& cg);
+// The same, opening `cgroup` below the root first (absent with the reason when it is gone).
+FinalCounters readFinalCounters(const fs::Root& cgroupRoot, const std::string& cgroup);
 // A set read as the cgroup was being removed may hold some files and not
 // others (memory.events read, memory.peak gone a moment later). The files `c`
 // lacks are taken from `earlier`, read while the cgroup was whole: counters
 // and peaks only grow, so a figure filled in is a floor, never more than was
 // used. Returns the files filled in.
 std::vector<std::string> fillUnread(FinalCounters& c, const FinalCounters& earlier);
-// The same, opening `cgroup` below the root first (absent with the reason when it is gone).
-FinalCounters readFinalCounters(const fs::Root& cgroupRoot, const std::string& cgroup);
 
 }  // namespace tally::cgroup
