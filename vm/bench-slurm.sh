@@ -22,6 +22,21 @@ CONF
 systemd-run --quiet --unit=tally-bench -p Type=notify "$tally" daemon --config $dir/tally.toml
 here=$(cd "$(dirname "$0")" && pwd)
 "$here/slurm-node.sh" "" >/dev/null
+# TALLY_BENCH_CONTAIN=1 (CONTAIN=1 scripts/bench-slurm.sh): PrologFlags=Contain,
+# which pam_slurm_adopt needs. Each job then starts with its extern step, with
+# or without the plugin, and the plugin makes the job's lease there, before
+# the job's first step.
+contain=""
+if [ "${TALLY_BENCH_CONTAIN:-}" = 1 ]; then
+  contain=", PrologFlags=Contain"
+  echo PrologFlags=Contain >> /etc/slurm/slurm.conf
+  systemctl restart slurmctld slurmd
+  t=0
+  until sinfo -h -o %T | grep -q idle; do
+    t=$((t + 1)); [ $t -lt 120 ] || { echo "bench-slurm: the node is not idle after the restart" >&2; exit 1; }
+    sleep 0.5
+  done
+fi
 with="optional $plugin socket=$dir/tally.sock"
 old="optional $baseline socket=$dir/tally.sock"
 # Loaded but idle (enforce=off): what dlopen of the plugin and its libraries costs alone.
@@ -76,7 +91,7 @@ rounds_of "h i j k${baseline:+ l}"
 scancel "$j0" "$j1"
 median() { sort -n "$1" | awk '{a[NR]=$1} END {print (NR%2) ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2}'; }
 a=$(median $dir/a); b=$(median $dir/b); c=$(median $dir/c); d=$(median $dir/d); g=$(median $dir/g)
-echo "rounds=$rounds (medians, ms, one-node Slurm 22.05 under QEMU TCG)"
+echo "rounds=$rounds (medians, ms, one-node Slurm 22.05 under QEMU TCG$contain)"
 echo "srun true, no plugin:                                 $a"
 echo "srun true, tally_spank.so (declares nothing):         $b"
 echo "srun true, tally_spank.so enforce=off (loaded, idle):   $g"
