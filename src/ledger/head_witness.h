@@ -1,6 +1,7 @@
 // The ledger's head witness: the seq and hash of the newest committed chain
 // row, in a small file beside the database (ledger.sqlite.head), moved on
-// after every commit.
+// after every commit (by the daemon once per turn of its loop, after that
+// turn's replies: ledger::Ledger::deferHead).
 //
 // Why: SQLite keeps committed rows in its WAL until a checkpoint. A WAL lost
 // after a crash (deleted, or an older copy restored) takes the newest rows
