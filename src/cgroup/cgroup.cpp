@@ -106,24 +106,16 @@ FinalCounters readFinalCounters(const fs::Root& cgroupRoot, const std::string& p
 
 std::vector<std::string> fillUnread(FinalCounters& c, const FinalCounters& earlier) {
   std::vector<std::string> filled;
-  if (!c.memoryPeak && earlier.memoryPeak) {
-    c.memoryPeak = earlier.memoryPeak;
-    c.memoryPeakUnknown.reset();
-    filled.emplace_back(file::kMemoryPeak);
-  }
-  if (!c.swapPeak && earlier.swapPeak) {
-    c.swapPeak = earlier.swapPeak;
-    filled.emplace_back(file::kMemorySwapPeak);
-  }
-  if (!c.events && earlier.events) {
-    c.events = earlier.events;
-    c.eventsUnknown.reset();
-    filled.emplace_back(file::kMemoryEvents);
-  }
-  if (!c.stat && earlier.stat) {
-    c.stat = earlier.stat;
-    filled.emplace_back(file::kMemoryStat);
-  }
+  auto take = [&](auto& mine, const auto& theirs, const char* file) {
+    if (mine || !theirs) return false;
+    mine = theirs;
+    filled.emplace_back(file);
+    return true;
+  };
+  if (take(c.memoryPeak, earlier.memoryPeak, file::kMemoryPeak)) c.memoryPeakUnknown.reset();
+  take(c.swapPeak, earlier.swapPeak, file::kMemorySwapPeak);
+  if (take(c.events, earlier.events, file::kMemoryEvents)) c.eventsUnknown.reset();
+  take(c.stat, earlier.stat, file::kMemoryStat);
   return filled;
 }
 
