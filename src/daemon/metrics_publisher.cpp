@@ -140,7 +140,8 @@ Result<std::unique_ptr<MetricsHttp>> MetricsHttp::start(sd_event* event, const L
       r < 0) {
     return errnoError(-r, "metrics timer");
   }
-  sd_event_source_set_enabled(m->sweepSrc_, SD_EVENT_ON);
+  // Armed while a connection is open (onAccept): no scraper, no wakeup.
+  sd_event_source_set_enabled(m->sweepSrc_, SD_EVENT_OFF);
   return m;
 }
 
@@ -167,6 +168,11 @@ int MetricsHttp::onAccept(sd_event_source*, int fd, uint32_t, void* self) {
         0)
       continue;
     m->conns_.push_back(std::move(c));
+    int on = SD_EVENT_OFF;
+    if (sd_event_source_get_enabled(m->sweepSrc_, &on) >= 0 && on == SD_EVENT_OFF) {
+      sd_event_source_set_time_relative(m->sweepSrc_, 250'000);
+      sd_event_source_set_enabled(m->sweepSrc_, SD_EVENT_ONESHOT);
+    }
   }
   return 0;
 }
@@ -267,6 +273,7 @@ int MetricsHttp::onSweep(sd_event_source* s, uint64_t, void* self) {
     ++it;
     if (now >= c.deadlineUs) m->drop(c);
   }
+  if (m->conns_.empty()) return 0;  // a ONESHOT source is off once run; onAccept re-arms it
   sd_event_source_set_time_relative(s, 250'000);
   sd_event_source_set_enabled(s, SD_EVENT_ONESHOT);
   return 0;

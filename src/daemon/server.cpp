@@ -62,8 +62,7 @@ Server::~Server() {
   for (auto& [id, c] : conns_) sd_event_source_disable_unref(c->src);
   for (auto& [id, w] : watches_) sd_event_source_disable_unref(w->src);
   for (auto& [id, w] : pidWatches_) sd_event_source_disable_unref(w->src);
-  for (auto* s :
-       {listenSrc_, sampleTimer_, tickTimer_, pruneTimer_, sweepTimer_, pendingSrc_, turnEndSrc_})
+  for (auto* s : {listenSrc_, sampleTimer_, tickTimer_, pruneTimer_, pendingSrc_, turnEndSrc_})
     sd_event_source_disable_unref(s);
   if (listenFd_.valid()) ::unlink(cfg_.daemon.socket.c_str());
   sd_event_unref(event_);
@@ -144,11 +143,11 @@ int Server::run(Service& service) {
   sd_event_set_watchdog(event_, 1);  // pings WATCHDOG=1 when WatchdogSec= is set
   sd_event_add_time_relative(event_, &sampleTimer_, CLOCK_MONOTONIC, cfg_.daemon.sampleIntervalUs,
                              10'000, &Server::onTimer, this);
-  sd_event_add_time_relative(event_, &tickTimer_, CLOCK_MONOTONIC, 250'000, 10'000,
+  // The housekeeping tick, connection timeouts included (sweep): every
+  // Service::tickIntervalUs, re-armed sooner by onTurnEnd when work arrives.
+  sd_event_add_time_relative(event_, &tickTimer_, CLOCK_MONOTONIC, Service::kBusyTickUs, 10'000,
                              &Server::onTimer, this);
   sd_event_add_time_relative(event_, &pruneTimer_, CLOCK_MONOTONIC, 60'000'000, 1'000'000,
-                             &Server::onTimer, this);
-  sd_event_add_time_relative(event_, &sweepTimer_, CLOCK_MONOTONIC, 1'000'000, 100'000,
                              &Server::onTimer, this);
   sd_event_add_defer(event_, &pendingSrc_, &Server::onPending, this);
   // Below everything else: a defer source stays pending (and first in line
@@ -186,10 +185,12 @@ int Server::onTimer(sd_event_source* s, uint64_t, void* self) {
         s, std::max<std::uint64_t>(srv->service_->nextSampleDelayUs(), 1'000));
   } else if (s == srv->tickTimer_) {
     srv->service_->tick();
-    sd_event_source_set_time_relative(s, 250'000);
-  } else if (s == srv->sweepTimer_) {
-    srv->sweep();
-    sd_event_source_set_time_relative(s, 1'000'000);
+    std::uint64_t now = clock::monotonicUs();
+    if (now - srv->lastSweepUs_ >= 1'000'000) {
+      srv->lastSweepUs_ = now;
+      srv->sweep();
+    }
+    sd_event_source_set_time_relative(s, srv->service_->tickIntervalUs());
   } else {
     srv->service_->prune();
     sd_event_source_set_time_relative(s, 60'000'000);
@@ -305,7 +306,14 @@ void Server::markPending(std::uint64_t id) {
 
 int Server::onTurnEnd(sd_event_source*, void* self) {
   auto* srv = static_cast<Server*>(self);
-  if (srv->service_) srv->service_->endOfTurn();
+  if (!srv->service_) return 0;
+  srv->service_->endOfTurn();
+  // The turn gave the tick work (a request queued, a grace or a stop begun):
+  // an idle tick, a second away, comes within a busy tick's interval.
+  std::uint64_t at = 0, soon = clock::monotonicUs() + Service::kBusyTickUs;
+  if (sd_event_source_get_time(srv->tickTimer_, &at) >= 0 && at > soon &&
+      srv->service_->tickIntervalUs() == Service::kBusyTickUs)
+    sd_event_source_set_time(srv->tickTimer_, soon);
   return 0;
 }
 

@@ -75,7 +75,7 @@ class Server final : public Outbox, public Watches {
   bool handleLines(Conn& c);
   void flush(Conn& c);
   void updateInterest(Conn& c);
-  void sweep();  // timeouts: partial lines, idle connections
+  void sweep();  // timeouts: partial lines, idle connections; once a second from the tick
   void notifyStatus();
 
   config::Config cfg_;
@@ -86,7 +86,6 @@ class Server final : public Outbox, public Watches {
   sd_event_source* sampleTimer_ = nullptr;
   sd_event_source* tickTimer_ = nullptr;
   sd_event_source* pruneTimer_ = nullptr;
-  sd_event_source* sweepTimer_ = nullptr;
   sd_event_source* pendingSrc_ = nullptr;
   sd_event_source* turnEndSrc_ = nullptr;  // post: Service::endOfTurn
   Service* service_ = nullptr;
@@ -97,6 +96,7 @@ class Server final : public Outbox, public Watches {
   // connection's share per turn of the loop (so reads and accepts come between).
   std::deque<std::uint64_t> pending_;
   std::set<std::uint64_t> inPending_;
+  std::uint64_t lastSweepUs_ = 0;
   std::vector<std::uint64_t> goneLater_;  // closed during a send; the service is told next turn
   void markPending(std::uint64_t id);
   std::size_t inputBytes_ = 0;  // partial request lines held, all connections

@@ -749,6 +749,13 @@ void Service::tick() {
   }
 }
 
+std::uint64_t Service::tickIntervalUs() const {
+  if (book_.queued() || !awaitingReport_.empty()) return kBusyTickUs;
+  for (const auto& [id, l] : book_.all())
+    if (l->ending.killDeadlineUs || l->client.graceDeadlineUs) return kBusyTickUs;
+  return kIdleTickUs;
+}
+
 void Service::sample() {
   for (const auto& id : sampler_.sample()) cgroupChanged(id);
   events_.ledgerHealth();

@@ -104,6 +104,11 @@ class Service {
   std::vector<std::string> startDeclared();
   // Housekeeping: queue timeouts, client grace, stop escalation, grants.
   void tick();
+  // How long the tick may wait: kBusyTickUs while anything it handles is
+  // pending (a queue, a stop's or a client's grace, an awaited exit report),
+  // else kIdleTickUs. An idle daemon wakes once a second, not four times.
+  std::uint64_t tickIntervalUs() const;
+  static constexpr std::uint64_t kBusyTickUs = 250'000, kIdleTickUs = 1'000'000;
   // After each turn of the loop, once its replies are sent: the ledger's
   // head witness moves to the turn's last row (ledger::Ledger::deferHead).
   void endOfTurn() { ledger_.flushHead(); }

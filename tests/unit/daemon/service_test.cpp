@@ -226,6 +226,30 @@ TEST_F(ServiceTest, QueueTimeoutRepliesTimeout) {
   EXPECT_EQ(service->queuedRequests(), 0u);
 }
 
+// The tick wakes the loop four times a second only while something it
+// handles waits for a deadline (a queue, a client's grace); otherwise once a
+// second, so an idle daemon, or one whose leases just run, wakes less.
+TEST_F(ServiceTest, TheTickIsBusyOnlyWhileSomethingItHandlesIsPending) {
+  EXPECT_EQ(service->tickIntervalUs(), daemon::Service::kIdleTickUs);
+  std::string id = call(1, 0, "acquire", {{"pools", {"one"}}})["result"]["lease"];
+  EXPECT_EQ(service->tickIntervalUs(), daemon::Service::kIdleTickUs);  // granted: nothing due
+  call(2, 0, "acquire", {{"pools", {"one"}}});
+  EXPECT_EQ(service->tickIntervalUs(), daemon::Service::kBusyTickUs);  // a queue timeout is due
+  service->disconnected(2);
+  EXPECT_EQ(service->tickIntervalUs(), daemon::Service::kIdleTickUs);
+  std::string scope = "/tally-" + id;
+  workloadCgroup(scope, true);
+  ASSERT_TRUE(call(1, 0, "started", {{"lease", id}, {"cgroup", scope}})["ok"]);
+  EXPECT_EQ(service->tickIntervalUs(), daemon::Service::kIdleTickUs);  // running with its client
+  service->disconnected(1);
+  EXPECT_EQ(service->tickIntervalUs(), daemon::Service::kBusyTickUs);  // its client's grace runs
+  writeFile(host.cgroupRoot() + scope + "/cgroup.events", "populated 0\n");
+  service->cgroupChanged(id);
+  service->tick();
+  EXPECT_EQ(kinds(id), (std::vector<std::string>{"granted", "started", "lost"}));
+  EXPECT_EQ(service->tickIntervalUs(), daemon::Service::kIdleTickUs);
+}
+
 TEST_F(ServiceTest, AttachToACgroupMetersItAndEndsWhenItEmpties) {
   workloadCgroup("/machine.slice/podman-1.scope", true);
   FakeProcess p;
