@@ -95,13 +95,35 @@ Error dbError(sqlite3* db, const std::string& what) {
   return Error{0, fmt::format("{}: {}", what, db ? sqlite3_errmsg(db) : "out of memory")};
 }
 
-// A prepared statement, finalized once.
+// A prepared statement, finalized once; or one of the ledger's kept
+// statements, taken from `kept` while in use (a nested use of the same SQL
+// prepares its own) and reset and put back after.
 class Stmt {
  public:
   Stmt(sqlite3* db, const char* sql) {
     ok_ = sqlite3_prepare_v2(db, sql, -1, &st_, nullptr) == SQLITE_OK;
   }
-  ~Stmt() { sqlite3_finalize(st_); }
+  Stmt(sqlite3* db, std::map<std::string_view, sqlite3_stmt*>& kept, std::string_view sql)
+      : kept_(&kept), sql_(sql) {
+    if (auto it = kept.find(sql); it != kept.end() && it->second) {
+      st_ = std::exchange(it->second, nullptr);
+      ok_ = true;
+      return;
+    }
+    ok_ = sqlite3_prepare_v3(db, sql.data(), static_cast<int>(sql.size()),
+                             SQLITE_PREPARE_PERSISTENT, &st_, nullptr) == SQLITE_OK;
+  }
+  ~Stmt() {
+    if (kept_ && ok_) {
+      sqlite3_reset(st_);
+      sqlite3_clear_bindings(st_);
+      if (auto& slot = (*kept_)[sql_]; !slot) {
+        slot = st_;
+        return;
+      }
+    }
+    sqlite3_finalize(st_);
+  }
   Stmt(const Stmt&) = delete;
   Stmt& operator=(const Stmt&) = delete;
   bool ok() const { return ok_; }
@@ -133,6 +155,8 @@ class Stmt {
  private:
   sqlite3_stmt* st_ = nullptr;
   bool ok_ = false;
+  std::map<std::string_view, sqlite3_stmt*>* kept_ = nullptr;
+  std::string_view sql_;
 };
 
 Event eventFrom(const Stmt& st) {
@@ -265,18 +289,27 @@ Ledger::Ledger(Ledger&& o) noexcept
       sampleFailure_(std::move(o.sampleFailure_)),
       witnessFailure_(std::move(o.witnessFailure_)),
       deferHead_(o.deferHead_),
-      unwitnessed_(std::exchange(o.unwitnessed_, std::nullopt)) {}
+      unwitnessed_(std::exchange(o.unwitnessed_, std::nullopt)),
+      kept_(std::exchange(o.kept_, {})) {}
 
 Ledger::~Ledger() {
   flushHead();
+  for (auto& [sql, st] : kept_) sqlite3_finalize(st);
   if (db_) sqlite3_close_v2(db_);
+}
+
+int Ledger::exec(std::string_view sql) {
+  Stmt st(db_, kept_, sql);
+  if (!st.ok()) return sqlite3_errcode(db_);
+  int rc = st.step();
+  return rc == SQLITE_DONE || rc == SQLITE_ROW ? SQLITE_OK : rc;
 }
 
 Result<Event> Ledger::appendEvent(const std::string& leaseId, std::string_view kind,
                                   const std::string& bodyJson, std::uint64_t atNs) {
   // IMMEDIATE takes the write lock before reading the head, so no other
   // writer can append between the read and the insert.
-  if (sqlite3_exec(db_, "BEGIN IMMEDIATE", nullptr, nullptr, nullptr) != SQLITE_OK) {
+  if (exec("BEGIN IMMEDIATE") != SQLITE_OK) {
     Error err = dbError(db_, fmt::format("ledger {}: begin", path_));
     eventFailure_ = err.message;
     return err;
@@ -284,7 +317,7 @@ Result<Event> Ledger::appendEvent(const std::string& leaseId, std::string_view k
   auto rollback = [&](const std::string& what) {
     Error e = dbError(
         db_, fmt::format("append {} of lease {} to ledger {}: {}", kind, leaseId, path_, what));
-    sqlite3_exec(db_, "ROLLBACK", nullptr, nullptr, nullptr);
+    exec("ROLLBACK");
     eventFailure_ = e.message;
     return e;
   };
@@ -294,7 +327,7 @@ Result<Event> Ledger::appendEvent(const std::string& leaseId, std::string_view k
   e.body = bodyJson;
   e.atNs = atNs ? atNs : clock::realtimeNs();
   {
-    Stmt head(db_, "SELECT seq, hash FROM events ORDER BY seq DESC LIMIT 1");
+    Stmt head(db_, kept_, "SELECT seq, hash FROM events ORDER BY seq DESC LIMIT 1");
     if (!head.ok()) return rollback("read head");
     int rc = head.step();
     if (rc == SQLITE_ROW) {
@@ -309,7 +342,7 @@ Result<Event> Ledger::appendEvent(const std::string& leaseId, std::string_view k
   }
   e.hash = rowHash(e.seq, e.atNs, e.leaseId, e.kind, e.body, e.prevHash);
   {
-    Stmt ins(db_,
+    Stmt ins(db_, kept_,
              "INSERT INTO events (seq, at_ns, lease_id, kind, body, prev_hash, hash) VALUES "
              "(?1,?2,?3,?4,?5,?6,?7)");
     if (!ins.ok()) return rollback("prepare");
@@ -322,7 +355,7 @@ Result<Event> Ledger::appendEvent(const std::string& leaseId, std::string_view k
     ins.text(7, e.hash);
     if (ins.step() != SQLITE_DONE) {
       if (sqlite3_extended_errcode(db_) == SQLITE_CONSTRAINT_UNIQUE && isTerminal(kind)) {
-        sqlite3_exec(db_, "ROLLBACK", nullptr, nullptr, nullptr);
+        exec("ROLLBACK");
         return Error{
             EEXIST,
             fmt::format(
@@ -332,8 +365,7 @@ Result<Event> Ledger::appendEvent(const std::string& leaseId, std::string_view k
       return rollback("insert");
     }
   }
-  if (sqlite3_exec(db_, "COMMIT", nullptr, nullptr, nullptr) != SQLITE_OK)
-    return rollback("commit");
+  if (exec("COMMIT") != SQLITE_OK) return rollback("commit");
   // The row is on disk whatever the witness does; a witness that cannot move
   // only narrows what verify() can see, and is said as a write failure.
   eventFailure_.reset();
@@ -576,7 +608,7 @@ Result<VerifyReport> Ledger::verify() {
 }
 
 Status Ledger::appendSample(const Sample& s) {
-  Stmt ins(db_,
+  Stmt ins(db_, kept_,
            "INSERT INTO samples (lease_id, at_ns, memory_current, gpu_bytes, gtt_bytes, "
            "vram_bytes) VALUES (?1,?2,?3,?4,?5,?6)");
   if (!ins.ok()) return dbError(db_, "sample insert");
@@ -605,22 +637,21 @@ Status Ledger::appendSamplesOnce(const std::vector<Sample>& samples) {
   // Samples are meter readings, not ledger facts: their commit is not
   // fsync'd (WAL + synchronous=NORMAL stays consistent; a power cut may drop
   // the last seconds of samples, never a chain row, which stays FULL).
-  sqlite3_exec(db_, "PRAGMA synchronous=NORMAL", nullptr, nullptr, nullptr);
+  exec("PRAGMA synchronous=NORMAL");
   struct RestoreFull {
-    sqlite3* db;
-    ~RestoreFull() { sqlite3_exec(db, "PRAGMA synchronous=FULL", nullptr, nullptr, nullptr); }
-  } restore{db_};
-  if (sqlite3_exec(db_, "BEGIN IMMEDIATE", nullptr, nullptr, nullptr) != SQLITE_OK)
-    return dbError(db_, "samples: begin");
+    Ledger* ledger;
+    ~RestoreFull() { ledger->exec("PRAGMA synchronous=FULL"); }
+  } restore{this};
+  if (exec("BEGIN IMMEDIATE") != SQLITE_OK) return dbError(db_, "samples: begin");
   for (const auto& s : samples) {
     if (auto st = appendSample(s); !st) {
-      sqlite3_exec(db_, "ROLLBACK", nullptr, nullptr, nullptr);
+      exec("ROLLBACK");
       return st;
     }
   }
-  if (sqlite3_exec(db_, "COMMIT", nullptr, nullptr, nullptr) != SQLITE_OK) {
+  if (exec("COMMIT") != SQLITE_OK) {
     Error e = dbError(db_, "samples: commit");
-    sqlite3_exec(db_, "ROLLBACK", nullptr, nullptr, nullptr);
+    exec("ROLLBACK");
     return e;
   }
   return Ok{};

@@ -16,8 +16,10 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "ledger/head_witness.h"
@@ -25,6 +27,7 @@
 #include "util/result.h"
 
 struct sqlite3;
+struct sqlite3_stmt;
 
 namespace tally::ledger {
 
@@ -159,6 +162,8 @@ class Ledger {
   Ledger(sqlite3* db, std::string path) : db_(db), path_(std::move(path)) {}
   static Result<Ledger> openFile(const std::string& path, bool create);
   Status appendSamplesOnce(const std::vector<Sample>& samples);
+  // Runs one statement of the write paths (BEGIN, COMMIT, a PRAGMA) kept prepared.
+  int exec(std::string_view sql);
   sqlite3* db_ = nullptr;
   std::string path_;
   std::optional<std::string> eventFailure_;
@@ -166,6 +171,10 @@ class Ledger {
   std::optional<std::string> witnessFailure_;  // the head witness's last move failed
   bool deferHead_ = false;
   std::optional<Head> unwitnessed_;  // deferHead: the newest row the witness does not name yet
+  // The write paths' statements, prepared once and reset after each use
+  // rather than parsed at every row, keyed by their SQL and finalized before
+  // the database closes.
+  std::map<std::string_view, sqlite3_stmt*> kept_;
 };
 
 // The problems in `found` that `acknowledged` does not list: the damage an
