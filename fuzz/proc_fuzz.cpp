@@ -140,6 +140,11 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   if (op == TALLY_IOCTL_ALLOC && bytes % 4096 != 0) std::abort();
   if (op != TALLY_IOCTL_ALLOC && bytes != 0) std::abort();
   if (op == TALLY_IOCTL_ALLOC && size - 8 < tally_ioctl_arg_size(kind, cmd)) std::abort();
+  // The hook's first test lets through every command a decoder knows.
+  if (op != TALLY_IOCTL_PASS && !tally_ioctl_decodable(cmd)) std::abort();
+  if (tally_ioctl_user_bytes(kind, cmd) > tally_ioctl_arg_size(kind, cmd) ||
+      tally_ioctl_arg_size(kind, cmd) > TALLY_IOCTL_MAX_ARG)
+    std::abort();
 #elif TALLY_FUZZ_TARGET == 16
   // A node's own words (plugstack.conf, slurmd -V, slurmd -G): a tally line
   // has a path naming tally_spank; a version is digits.digits; a GRES count

@@ -18,6 +18,9 @@
 #define TALLY_IOC_WRITE 1u
 #define TALLY_IOC_READ 2u
 #define TALLY_IOWR(type, nr, size) TALLY_IOC(TALLY_IOC_READ | TALLY_IOC_WRITE, type, nr, size)
+#define TALLY_IOC_NR(cmd) ((cmd)&0xffu)
+#define TALLY_IOC_SIZE(cmd) (((cmd) >> 16) & 0x3fffu)
+#define TALLY_IOC_IN (TALLY_IOC_WRITE << 30) /* the caller passes the struct in */
 
 /* DRM: DRM_IOCTL_BASE 'd', DRM_COMMAND_BASE 0x40. */
 #define TALLY_DRM_IOWR(nr, size) TALLY_IOWR(0x64u, nr, size)
@@ -28,6 +31,8 @@
 #define TALLY_AMDGPU_DOMAIN_CPU 0x1u
 #define TALLY_AMDGPU_DOMAIN_GTT 0x2u
 #define TALLY_AMDGPU_DOMAIN_VRAM 0x4u
+/* GDS 0x8, GWS 0x10, OA 0x20, DOORBELL 0x40: on-chip resources, not memory */
+#define TALLY_AMDGPU_DOMAINS_NOT_MEMORY 0x78u
 /* struct drm_xe_gem_create { u64 extensions, size; u32 placement, flags, vm_id,
  * handle; u16 cpu_caching, pad[3]; u64 reserved[2] } */
 #define TALLY_XE_GEM_CREATE TALLY_DRM_IOWR(0x40u + 0x01u, 56u)
@@ -58,21 +63,63 @@ enum tally_ioctl_op {
                                 or that are not memory (GDS, doorbells): not charged */
 };
 
-/* How many argument bytes the decoder needs for `cmd` on a device of `kind`
- * (0: none, the ioctl is not one it decodes). */
+/* How the drivers read a command (drm_ioctl() in drm_ioctl.c, kfd_ioctl() in
+ * kfd_chardev.c, 6.1 to 7.x): by its number. Neither checks the direction or
+ * the size against its own definition: the argument is the caller's first
+ * _IOC_SIZE(cmd) bytes (DRM: only when the command says IOC_IN; KFD: always),
+ * zero-filled to the driver's struct. DRM refuses a type byte other than
+ * 'd' (-ENOTTY); KFD takes any. So GEM_CREATE with a struct of its size
+ * field alone creates the same buffer as the full one: the decoder keys on
+ * the number (and DRM's type) and reads the argument as the driver will. */
+#define TALLY_IOC_TYPE(cmd) (((cmd) >> 8) & 0xffu)
+
+/* Whether any device kind may decode a command with `cmd`'s number: the
+ * hook's first test, on every ioctl on the box, before it reads the file. */
+static inline int tally_ioctl_decodable(__u32 cmd) {
+  switch (TALLY_IOC_NR(cmd)) {
+    case TALLY_IOC_NR(TALLY_DRM_PRIME_FD_TO_HANDLE):
+    case TALLY_IOC_NR(TALLY_AMDGPU_GEM_CREATE):
+    case TALLY_IOC_NR(TALLY_AMDGPU_GEM_USERPTR):
+    case TALLY_IOC_NR(TALLY_XE_GEM_CREATE):
+    case TALLY_IOC_NR(TALLY_TESTDRM_CREATE):
+    case TALLY_IOC_NR(TALLY_KFD_ALLOC_MEMORY_OF_GPU):
+    case TALLY_IOC_NR(TALLY_KFD_IMPORT_DMABUF):
+      return 1;
+    default:
+      return 0;
+  }
+}
+
+/* Whether `cmd` is, to a device of `kind`, the command `real`. */
+static inline int tally_ioctl_is(__u32 kind, __u32 cmd, __u32 real) {
+  if (TALLY_IOC_NR(cmd) != TALLY_IOC_NR(real)) return 0;
+  return kind == TALLY_DEVICE_KFD || TALLY_IOC_TYPE(cmd) == TALLY_IOC_TYPE(real);
+}
+
+/* The driver's struct for an allocation `cmd` on a device of `kind` (0:
+ * not an allocation it decodes). */
 static inline __u32 tally_ioctl_arg_size(__u32 kind, __u32 cmd) {
   switch (kind) {
     case TALLY_DEVICE_AMDGPU:
-      return cmd == TALLY_AMDGPU_GEM_CREATE ? 32u : 0u;
+      return tally_ioctl_is(kind, cmd, TALLY_AMDGPU_GEM_CREATE) ? 32u : 0u;
     case TALLY_DEVICE_XE:
-      return cmd == TALLY_XE_GEM_CREATE ? 56u : 0u;
+      return tally_ioctl_is(kind, cmd, TALLY_XE_GEM_CREATE) ? 56u : 0u;
     case TALLY_DEVICE_TESTDRM:
-      return cmd == TALLY_TESTDRM_CREATE ? 16u : 0u;
+      return tally_ioctl_is(kind, cmd, TALLY_TESTDRM_CREATE) ? 16u : 0u;
     case TALLY_DEVICE_KFD:
-      return cmd == TALLY_KFD_ALLOC_MEMORY_OF_GPU ? 40u : 0u;
+      return tally_ioctl_is(kind, cmd, TALLY_KFD_ALLOC_MEMORY_OF_GPU) ? 40u : 0u;
     default:
       return 0u;
   }
+}
+
+/* How many of that struct's bytes the driver copies from the caller; the
+ * rest it zero-fills. */
+static inline __u32 tally_ioctl_user_bytes(__u32 kind, __u32 cmd) {
+  __u32 need = tally_ioctl_arg_size(kind, cmd);
+  __u32 given = TALLY_IOC_SIZE(cmd);
+  if (kind != TALLY_DEVICE_KFD && !(cmd & TALLY_IOC_IN)) given = 0u;
+  return given < need ? given : need;
 }
 
 static inline __u64 tally_le64(const __u8* p) {
@@ -95,23 +142,31 @@ static inline __u32 tally_le32(const __u8* p) {
 
 #define TALLY_PAGE_ALIGN(n) (((n) + 4095ull) & ~4095ull)
 
-/* What `cmd` on a device of `kind` does, given its first `len` argument
- * bytes; `*bytes` is the page-aligned size an ALLOC creates. Too few bytes
- * for the struct: PASS (the kernel would refuse it as malformed anyway). */
+/* What `cmd` on a device of `kind` does, given the argument as the driver
+ * will see it (`len` bytes: the caller's first tally_ioctl_user_bytes(),
+ * zero after); `*bytes` is the page-aligned size an ALLOC creates. Fewer
+ * bytes than the struct: PASS (the caller could not read the argument; the
+ * driver's own copy fails the same way). */
 static inline enum tally_ioctl_op tally_ioctl_decode(__u32 kind, __u32 cmd, const __u8* arg,
                                                      __u32 len, __u64* bytes) {
   *bytes = 0;
-  if (cmd == TALLY_DRM_PRIME_FD_TO_HANDLE && kind != TALLY_DEVICE_KFD) return TALLY_IOCTL_UNCOUNTED;
-  if (kind == TALLY_DEVICE_AMDGPU && cmd == TALLY_AMDGPU_GEM_USERPTR) return TALLY_IOCTL_UNCOUNTED;
-  if (kind == TALLY_DEVICE_KFD && cmd == TALLY_KFD_IMPORT_DMABUF) return TALLY_IOCTL_UNCOUNTED;
+  if (kind != TALLY_DEVICE_KFD && tally_ioctl_is(kind, cmd, TALLY_DRM_PRIME_FD_TO_HANDLE))
+    return TALLY_IOCTL_UNCOUNTED;
+  if (kind == TALLY_DEVICE_AMDGPU && tally_ioctl_is(kind, cmd, TALLY_AMDGPU_GEM_USERPTR))
+    return TALLY_IOCTL_UNCOUNTED;
+  if (kind == TALLY_DEVICE_KFD && tally_ioctl_is(kind, cmd, TALLY_KFD_IMPORT_DMABUF))
+    return TALLY_IOCTL_UNCOUNTED;
   __u32 need = tally_ioctl_arg_size(kind, cmd);
   if (need == 0u || len < need) return TALLY_IOCTL_PASS;
   __u64 size = 0;
   switch (kind) {
     case TALLY_DEVICE_AMDGPU: {
       __u64 domains = tally_le64(arg + 16);
-      /* GDS, GWS, OA and doorbell domains are not memory a workload grows. */
-      if (!(domains &
+      /* GDS, GWS, OA and doorbell domains are not memory a workload grows.
+       * No domain at all is: amdgpu_bo_placement_from_domain() places it
+       * in system memory. */
+      if ((domains & TALLY_AMDGPU_DOMAINS_NOT_MEMORY) &&
+          !(domains &
             (TALLY_AMDGPU_DOMAIN_CPU | TALLY_AMDGPU_DOMAIN_GTT | TALLY_AMDGPU_DOMAIN_VRAM)))
         return TALLY_IOCTL_UNCOUNTED;
       size = tally_le64(arg);

@@ -99,6 +99,13 @@ class Allocator {
     Create = 'c',
     Amdgpu = 'a',
     Kfd = 'K',
+    // The same allocations in other encodings: a struct cut short to its
+    // size field (the driver zero-fills the rest), another type byte ('e'
+    // for DRM's 'd', which drm_ioctl refuses; 'L' for KFD's 'K', which
+    // kfd_ioctl takes).
+    CreateSizeOnly = 'h',
+    CreateOtherType = 't',
+    KfdOtherType = 'T',
     Close = 'x',
     SendFd = 's',
     RecvFd = 'r',
@@ -163,6 +170,23 @@ class Allocator {
         case Create: {
           tally_testdrm_create a{c.bytes, c.region, 0};
           r = result(::ioctl(drm, DRM_IOCTL_TALLY_TESTDRM_CREATE, &a));
+          break;
+        }
+        case CreateOtherType: {
+          tally_testdrm_create a{c.bytes, c.region, 0};
+          r = result(::ioctl(drm, _IOWR('e', 0x42, tally_testdrm_create), &a));
+          break;
+        }
+        case CreateSizeOnly: {  // region and handle left to the driver's zeros: GTT
+          std::uint64_t size = c.bytes;
+          r = result(::ioctl(drm, _IOWR('d', 0x42, std::uint64_t), &size));
+          break;
+        }
+        case KfdOtherType: {
+          tally_testkfd_alloc_memory_of_gpu a{};
+          a.size = c.bytes;
+          a.flags = TALLY_TESTKFD_ALLOC_GTT;
+          r = result(::ioctl(kfd, _IOWR('L', 0x16, tally_testkfd_alloc_memory_of_gpu), &a));
           break;
         }
         case Amdgpu: {
@@ -312,6 +336,30 @@ TEST_F(VmKernelCharge, AnAllocationThatWouldCrossTheBoundIsRefusedAndTheLeaseKee
   ASSERT_EQ(a.call(Allocator::Open), 0);
   EXPECT_EQ(a.call(Allocator::Create, 12 * kMiB), 0);
   EXPECT_EQ(read(id).peakBytes, 16 * kMiB);
+}
+
+// The drivers read a command by its number and copy what the caller's size
+// says (drm_ioctl, kfd_ioctl): the same allocation in another encoding makes
+// the same buffer, so it is decoded, charged and refused the same.
+TEST_F(VmKernelCharge, AnAllocationInAnotherEncodingIsRefusedToo) {
+  std::string dir = cgroup("vm-kc-encoding");
+  std::uint64_t id = cgroupId(dir);
+  ASSERT_TRUE(charge_->arm(id, 16 * kMiB));
+  Allocator a(dir);
+  ASSERT_EQ(a.call(Allocator::Open), 0);
+  EXPECT_EQ(a.call(Allocator::CreateSizeOnly, 12 * kMiB), 0) << "the driver takes it";
+  EXPECT_EQ(read(id).bytes, 12 * kMiB);
+  EXPECT_EQ(a.call(Allocator::CreateSizeOnly, 8 * kMiB), -ENOMEM);
+  EXPECT_EQ(a.call(Allocator::CreateOtherType, 8 * kMiB), -ENOTTY)
+      << "DRM checks the type byte: nothing made, nothing to refuse";
+  auto c = read(id);
+  EXPECT_EQ(c.bytes, 12 * kMiB) << "never over the bound";
+  EXPECT_EQ(c.peakBytes, 12 * kMiB);
+  EXPECT_EQ(c.refused, 1u);
+  EXPECT_EQ(c.refusedBytes, 8 * kMiB);
+  EXPECT_EQ(a.call(Allocator::CreateSizeOnly, 4 * kMiB), 0) << "up to the bound";
+  EXPECT_EQ(read(id).bytes, 16 * kMiB);
+  EXPECT_EQ(charge_->refusals().size(), 1u);
 }
 
 TEST_F(VmKernelCharge, NothingOutsideALeaseAndNoLeaseWithoutABoundIsEverRefused) {
@@ -481,9 +529,11 @@ TEST_F(VmKernelCharge, AmdgpuGemCreateAndKfdAllocationsAreDecodedFromTheirRealSt
   EXPECT_EQ(a->call(Allocator::Kfd, 8 * kMiB), 0);
   EXPECT_EQ(read(id).bytes, 24 * kMiB) << "GEM_CREATE and KFD's buffers, both charged";
   EXPECT_EQ(a->call(Allocator::Kfd, 16 * kMiB), -ENOMEM);
+  EXPECT_EQ(a->call(Allocator::KfdOtherType, 16 * kMiB), -ENOMEM)
+      << "KFD reads the command by its number too";
   EXPECT_EQ(a->call(Allocator::Amdgpu, 16 * kMiB, TALLY_TESTDRM_REGION_VRAM), -ENOMEM);
   EXPECT_EQ(a->call(Allocator::Amdgpu, 8 * kMiB, TALLY_TESTDRM_REGION_VRAM), 0);
-  EXPECT_EQ(read(id).refused, 2u);
+  EXPECT_EQ(read(id).refused, 3u);
   EXPECT_EQ(read(id).bytes, 32 * kMiB);
   a.reset();
   EXPECT_EQ(read(id).bytes, 0u) << "KFD's buffers are freed when /dev/kfd closes, and uncharged";

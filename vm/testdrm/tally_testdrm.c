@@ -363,18 +363,28 @@ static int testkfd_release(struct inode *inode, struct file *f)
 	return 0;
 }
 
+/* As kfd_ioctl() reads a command: by its number alone, the caller's first
+ * _IOC_SIZE(cmd) bytes, the rest of the struct zero. */
+static int testkfd_copy_in(void *kdata, size_t size, unsigned int cmd, void __user *uarg)
+{
+	size_t usize = min_t(size_t, _IOC_SIZE(cmd), size);
+
+	memset(kdata, 0, size);
+	return copy_from_user(kdata, uarg, usize) ? -EFAULT : 0;
+}
+
 static long testkfd_ioctl(struct file *f, unsigned int cmd, unsigned long arg)
 {
 	struct testkfd_file *ctx = f->private_data;
 	void __user *uarg = (void __user *)arg;
 
-	if (cmd == AMDKFD_IOC_TALLY_ALLOC_MEMORY_OF_GPU) {
+	if (_IOC_NR(cmd) == _IOC_NR(AMDKFD_IOC_TALLY_ALLOC_MEMORY_OF_GPU)) {
 		struct tally_testkfd_alloc_memory_of_gpu a;
 		struct drm_gem_object *obj;
 		u32 region, id;
 		int ret;
 
-		if (copy_from_user(&a, uarg, sizeof(a)))
+		if (testkfd_copy_in(&a, sizeof(a), cmd, uarg))
 			return -EFAULT;
 		if (a.flags & TALLY_TESTKFD_ALLOC_VRAM)
 			region = TALLY_TESTDRM_REGION_VRAM;
@@ -391,15 +401,15 @@ static long testkfd_ioctl(struct file *f, unsigned int cmd, unsigned long arg)
 			return ret;
 		}
 		a.handle = id;
-		if (copy_to_user(uarg, &a, sizeof(a)))
+		if (copy_to_user(uarg, &a, min_t(size_t, _IOC_SIZE(cmd), sizeof(a))))
 			return -EFAULT; /* the buffer stays until the file closes */
 		return 0;
 	}
-	if (cmd == AMDKFD_IOC_TALLY_FREE_MEMORY_OF_GPU) {
+	if (_IOC_NR(cmd) == _IOC_NR(AMDKFD_IOC_TALLY_FREE_MEMORY_OF_GPU)) {
 		struct tally_testkfd_free_memory_of_gpu a;
 		struct drm_gem_object *obj;
 
-		if (copy_from_user(&a, uarg, sizeof(a)))
+		if (testkfd_copy_in(&a, sizeof(a), cmd, uarg))
 			return -EFAULT;
 		obj = a.handle <= U32_MAX ? xa_erase(&ctx->bos, (unsigned long)a.handle) : NULL;
 		if (!obj)

@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 #include <linux/kfd_ioctl.h>
 
+#include <algorithm>
 #include <cstring>
 #include <vector>
 
@@ -43,6 +44,8 @@ TEST(GpuIoctl, CommandNumbersAreTheRealOnes) {
   EXPECT_EQ(TALLY_AMDGPU_DOMAIN_GTT, AMDGPU_GEM_DOMAIN_GTT);
   EXPECT_EQ(TALLY_AMDGPU_DOMAIN_VRAM, AMDGPU_GEM_DOMAIN_VRAM);
   EXPECT_EQ(TALLY_AMDGPU_DOMAIN_CPU, AMDGPU_GEM_DOMAIN_CPU);
+  EXPECT_EQ(TALLY_AMDGPU_DOMAINS_NOT_MEMORY, AMDGPU_GEM_DOMAIN_GDS | AMDGPU_GEM_DOMAIN_GWS |
+                                                 AMDGPU_GEM_DOMAIN_OA | 0x40u /* DOORBELL */);
   EXPECT_EQ(TALLY_KFD_ALLOC_VRAM, KFD_IOC_ALLOC_MEM_FLAGS_VRAM);
   EXPECT_EQ(TALLY_KFD_ALLOC_GTT, KFD_IOC_ALLOC_MEM_FLAGS_GTT);
   EXPECT_EQ(TALLY_KFD_ALLOC_USERPTR, KFD_IOC_ALLOC_MEM_FLAGS_USERPTR);
@@ -67,6 +70,14 @@ TEST(GpuIoctl, AmdgpuGemCreateIsItsPageAlignedSizeInAnyMemoryDomain) {
   c.in.domains = AMDGPU_GEM_DOMAIN_VRAM | AMDGPU_GEM_DOMAIN_GTT;
   EXPECT_EQ(decode(TALLY_DEVICE_AMDGPU, DRM_IOCTL_AMDGPU_GEM_CREATE, bytesOf(c)).bytes, 8192u);
   c.in.domains = AMDGPU_GEM_DOMAIN_CPU;
+  EXPECT_EQ(decode(TALLY_DEVICE_AMDGPU, DRM_IOCTL_AMDGPU_GEM_CREATE, bytesOf(c)).op,
+            TALLY_IOCTL_ALLOC);
+  // No domain: amdgpu_bo_placement_from_domain() falls back to system memory.
+  c.in.domains = 0;
+  EXPECT_EQ(decode(TALLY_DEVICE_AMDGPU, DRM_IOCTL_AMDGPU_GEM_CREATE, bytesOf(c)).op,
+            TALLY_IOCTL_ALLOC);
+  // A memory domain beside an on-chip one is memory.
+  c.in.domains = AMDGPU_GEM_DOMAIN_GDS | AMDGPU_GEM_DOMAIN_GTT;
   EXPECT_EQ(decode(TALLY_DEVICE_AMDGPU, DRM_IOCTL_AMDGPU_GEM_CREATE, bytesOf(c)).op,
             TALLY_IOCTL_ALLOC);
 }
@@ -134,6 +145,82 @@ TEST(GpuIoctl, TheTestDriversCreate) {
   auto d = decode(TALLY_DEVICE_TESTDRM, DRM_IOCTL_TALLY_TESTDRM_CREATE, bytesOf(c));
   EXPECT_EQ(d.op, TALLY_IOCTL_ALLOC);
   EXPECT_EQ(d.bytes, 8192u);
+}
+
+// What the hook hands the decoder: the argument as the driver copies it (the
+// caller's first tally_ioctl_user_bytes(), zero after, to the struct's size).
+Decoded decodeAsTheDriverReads(__u32 kind, __u32 cmd, const std::vector<__u8>& caller) {
+  std::vector<__u8> view(tally_ioctl_arg_size(kind, cmd), 0);
+  std::size_t given = std::min<std::size_t>(tally_ioctl_user_bytes(kind, cmd), caller.size());
+  std::memcpy(view.data(), caller.data(), given);
+  return decode(kind, cmd, view);
+}
+
+__u32 withType(__u32 cmd, __u32 type) { return (cmd & ~0xff00u) | (type << 8); }
+__u32 withSize(__u32 cmd, __u32 size) { return (cmd & ~(0x3fffu << 16)) | (size << 16); }
+
+TEST(GpuIoctl, CommandsAreKeyedByTheirNumberAsTheDriversDispatchThem) {
+  tally_testdrm_create t{5000, TALLY_TESTDRM_REGION_VRAM, 0};
+  // Another type byte: drm_ioctl() answers -ENOTTY and makes nothing.
+  auto d = decodeAsTheDriverReads(TALLY_DEVICE_TESTDRM,
+                                  withType(DRM_IOCTL_TALLY_TESTDRM_CREATE, 'e'), bytesOf(t));
+  EXPECT_EQ(d.op, TALLY_IOCTL_PASS);
+  // The struct cut to its size field: the driver zero-fills the rest.
+  __u32 sizeOnly = withSize(DRM_IOCTL_TALLY_TESTDRM_CREATE, 8);
+  EXPECT_EQ(tally_ioctl_user_bytes(TALLY_DEVICE_TESTDRM, sizeOnly), 8u);
+  d = decodeAsTheDriverReads(TALLY_DEVICE_TESTDRM, sizeOnly, bytesOf(t));
+  EXPECT_EQ(d.op, TALLY_IOCTL_ALLOC);
+  EXPECT_EQ(d.bytes, 8192u);
+  // A longer struct than the driver's: it reads its own size.
+  EXPECT_EQ(
+      tally_ioctl_user_bytes(TALLY_DEVICE_TESTDRM, withSize(DRM_IOCTL_TALLY_TESTDRM_CREATE, 200)),
+      16u);
+  // Without IOC_IN, DRM copies nothing in: a zero-size buffer.
+  __u32 readOnly = DRM_IOCTL_TALLY_TESTDRM_CREATE & ~(TALLY_IOC_WRITE << 30);
+  EXPECT_EQ(tally_ioctl_user_bytes(TALLY_DEVICE_TESTDRM, readOnly), 0u);
+  d = decodeAsTheDriverReads(TALLY_DEVICE_TESTDRM, readOnly, bytesOf(t));
+  EXPECT_EQ(d.op, TALLY_IOCTL_ALLOC);
+  EXPECT_EQ(d.bytes, 0u);
+
+  union drm_amdgpu_gem_create c {};
+  c.in.bo_size = 3 << 20;
+  c.in.domains = AMDGPU_GEM_DOMAIN_GTT;
+  d = decodeAsTheDriverReads(TALLY_DEVICE_AMDGPU, withSize(DRM_IOCTL_AMDGPU_GEM_CREATE, 24),
+                             bytesOf(c));
+  EXPECT_EQ(d.op, TALLY_IOCTL_ALLOC);
+  EXPECT_EQ(d.bytes, 3u << 20);
+  // Cut before the domains: no domain, which amdgpu places in system memory.
+  d = decodeAsTheDriverReads(TALLY_DEVICE_AMDGPU, withSize(DRM_IOCTL_AMDGPU_GEM_CREATE, 8),
+                             bytesOf(c));
+  EXPECT_EQ(d.op, TALLY_IOCTL_ALLOC);
+  EXPECT_EQ(d.bytes, 3u << 20);
+
+  // KFD takes any type byte and copies the caller's bytes whatever the direction bits say.
+  kfd_ioctl_alloc_memory_of_gpu_args k{};
+  k.size = 1 << 20;
+  k.flags = KFD_IOC_ALLOC_MEM_FLAGS_GTT;
+  __u32 kfdOdd = withType(AMDKFD_IOC_ALLOC_MEMORY_OF_GPU, 'L') & ~(3u << 30);
+  EXPECT_EQ(tally_ioctl_user_bytes(TALLY_DEVICE_KFD, kfdOdd), 40u);
+  d = decodeAsTheDriverReads(TALLY_DEVICE_KFD, kfdOdd, bytesOf(k));
+  EXPECT_EQ(d.op, TALLY_IOCTL_ALLOC);
+  EXPECT_EQ(d.bytes, 1u << 20);
+
+  drm_prime_handle p{};
+  EXPECT_EQ(decode(TALLY_DEVICE_AMDGPU, withSize(DRM_IOCTL_PRIME_FD_TO_HANDLE, 4), bytesOf(p)).op,
+            TALLY_IOCTL_UNCOUNTED);
+}
+
+TEST(GpuIoctl, EveryCommandADecoderKnowsPassesTheHooksFirstTest) {
+  for (__u32 cmd : {TALLY_AMDGPU_GEM_CREATE, TALLY_AMDGPU_GEM_USERPTR, TALLY_XE_GEM_CREATE,
+                    TALLY_TESTDRM_CREATE, TALLY_DRM_PRIME_FD_TO_HANDLE,
+                    TALLY_KFD_ALLOC_MEMORY_OF_GPU, TALLY_KFD_IMPORT_DMABUF}) {
+    EXPECT_TRUE(tally_ioctl_decodable(cmd)) << std::hex << cmd;
+    EXPECT_TRUE(tally_ioctl_decodable(withType(withSize(cmd, 3), 0x11))) << std::hex << cmd;
+  }
+  // What the hook lets go at once: the commands every program makes by the thousand.
+  EXPECT_FALSE(tally_ioctl_decodable(DRM_IOCTL_GEM_CLOSE));
+  EXPECT_FALSE(tally_ioctl_decodable(DRM_IOCTL_AMDGPU_CS));
+  EXPECT_FALSE(tally_ioctl_decodable(0x5401));  // TCGETS
 }
 
 TEST(GpuIoctl, AnythingNotDecodedPasses) {
