@@ -16,10 +16,11 @@
  * a lease's figure follows creation, not fd tables: no fd trick hides it and
  * a buffer passed to another lease stays its creator's.
  *
- * Refuse. The BPF LSM's file_ioctl hook sees every ioctl before the driver
- * does. On a device the daemon registered, the allocation ioctls it decodes
- * (gpu_ioctl.h) are refused with -ENOMEM when the lease's charge plus the
- * request would exceed its bound; the program that asked sees the driver's
+ * Refuse. The BPF LSM's file_ioctl hook (file_ioctl_compat for a 32-bit
+ * process) sees every ioctl before the driver does. On a device the daemon
+ * registered, the allocation ioctls it decodes (gpu_ioctl.h) are refused
+ * with -ENOMEM when the lease's charge plus the request would exceed its
+ * bound; the program that asked sees the driver's
  * own out-of-memory error. A child lease is refused at its own bound and at
  * its parent's, which holds all its children together. The hook also notes, per thread, ioctls whose
  * objects are not memory to charge (a PRIME import, a userptr, GDS), which
@@ -208,9 +209,8 @@ static __always_inline void note_uncounted(int uncounted) {
   if (note) *note = uncounted;
 }
 
-SEC("lsm/file_ioctl")
-int BPF_PROG(tally_refuse_crossing, struct file* file, unsigned int cmd, unsigned long arg, int ret) {
-  if (ret) return ret;
+/* Both ioctl hooks: 0 to let it pass, -ENOMEM to refuse it. */
+static __always_inline int refuse_crossing(struct file* file, unsigned int cmd, unsigned long arg) {
   /* Every ioctl on the box comes here: one whose number no decoder knows
    * leaves before the file is read. */
   if (!tally_ioctl_decodable(cmd)) {
@@ -253,4 +253,22 @@ int BPF_PROG(tally_refuse_crossing, struct file* file, unsigned int cmd, unsigne
   if (refuse_past_bound(l.inner, bytes, cmd)) return -ENOMEM;
   if (l.outer && refuse_past_bound(l.outer, bytes, cmd)) return -ENOMEM;
   return 0;
+}
+
+SEC("lsm/file_ioctl")
+int BPF_PROG(tally_refuse_crossing, struct file* file, unsigned int cmd, unsigned long arg, int ret) {
+  if (ret) return ret;
+  return refuse_crossing(file, cmd, arg);
+}
+
+/* A 32-bit process's ioctl (compat_sys_ioctl) comes here instead of
+ * file_ioctl on kernels with this hook (6.8, and the stable kernels it went
+ * back to: Debian's 6.1 and 6.12 have it). DRM and KFD read it as a 64-bit
+ * one (their allocation structs have one layout), so it is decided the same.
+ * Where the hook is absent, compat ioctls reach file_ioctl. */
+SEC("lsm/file_ioctl_compat")
+int BPF_PROG(tally_refuse_crossing_compat, struct file* file, unsigned int cmd, unsigned long arg,
+             int ret) {
+  if (ret) return ret;
+  return refuse_crossing(file, cmd, arg);
 }

@@ -255,6 +255,9 @@ Result<std::unique_ptr<KernelCharge>> loadKernelCharge(const LoadOptions& o) {
     return e;
   };
   if (!o.refuse) bpf_program__set_autoload(skel->progs.tally_refuse_crossing, false);
+  // The compat hook, where the kernel has it (else 32-bit ioctls reach file_ioctl).
+  if (!o.refuse || libbpf_find_vmlinux_btf_id("file_ioctl_compat", BPF_LSM_MAC) < 0)
+    bpf_program__set_autoload(skel->progs.tally_refuse_crossing_compat, false);
   if (tally_gpu_charge__load(skel) != 0)
     return fail(bpfError(errno, "the kernel did not load the in-kernel charge"));
   for (const DeviceRule& d : o.devices) {
@@ -273,6 +276,8 @@ Result<std::unique_ptr<KernelCharge>> loadKernelCharge(const LoadOptions& o) {
       {skel->progs.tally_charge_object, &skel->links.tally_charge_object, "link_charge"},
       {skel->progs.tally_uncharge_object, &skel->links.tally_uncharge_object, "link_uncharge"},
       {skel->progs.tally_refuse_crossing, &skel->links.tally_refuse_crossing, "link_refuse"},
+      {skel->progs.tally_refuse_crossing_compat, &skel->links.tally_refuse_crossing_compat,
+       "link_refuse_compat"},
   };
   for (Attach& a : attach) {
     std::string pin = fmt::format("{}/{}", o.pinDir, a.pin);

@@ -363,6 +363,44 @@ TEST_F(VmKernelCharge, AnAllocationInAnotherEncodingIsRefusedToo) {
   EXPECT_EQ(charge_->refusals().size(), 1u);
 }
 
+// A 32-bit process's ioctls take compat_sys_ioctl, whose LSM hook is
+// file_ioctl_compat, not file_ioctl (all three kernels of the matrix have
+// it): refused there the same.
+TEST_F(VmKernelCharge, A32BitProcessIsRefusedAtTheBoundToo) {
+  std::string dir = cgroup("vm-kc-compat");
+  std::uint64_t id = cgroupId(dir);
+  ASSERT_TRUE(charge_->arm(id, 16 * kMiB));
+  int out[2];
+  ASSERT_EQ(::pipe(out), 0);
+  std::string procs = dir + "/cgroup.procs";
+  pid_t pid = ::fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    ::dup2(out[1], STDOUT_FILENO);
+    std::string self = std::to_string(::getpid()) + "\n";
+    int fd = ::open(procs.c_str(), O_WRONLY | O_CLOEXEC);
+    if (fd < 0 || ::write(fd, self.data(), self.size()) < 0) ::_exit(3);
+    ::execl(TALLY_VM_COMPAT_CREATE, TALLY_VM_COMPAT_CREATE, "12", "8", "4", nullptr);
+    ::_exit(4);
+  }
+  ::close(out[1]);
+  std::string said;
+  char buf[256];
+  for (ssize_t n; (n = ::read(out[0], buf, sizeof buf)) > 0;)
+    said.append(buf, static_cast<std::size_t>(n));
+  ::close(out[0]);
+  int status = 0;
+  ASSERT_EQ(::waitpid(pid, &status, 0), pid);
+  ASSERT_TRUE(WIFEXITED(status));
+  ASSERT_EQ(WEXITSTATUS(status), 0) << "2: no device, 3: no cgroup, 4: no exec (IA-32 emulation?)";
+  EXPECT_EQ(said, "0\n-12\n0\n") << "a 16 MiB bound: 12 MiB made, 8 MiB refused, 4 MiB made";
+  auto c = read(id);
+  EXPECT_EQ(c.peakBytes, 16 * kMiB) << "never over the bound";
+  EXPECT_EQ(c.refused, 1u);
+  EXPECT_EQ(c.refusedBytes, 8 * kMiB);
+  EXPECT_EQ(c.bytes, 0u) << "its objects were freed as it exited, and uncharged";
+}
+
 TEST_F(VmKernelCharge, NothingOutsideALeaseAndNoLeaseWithoutABoundIsEverRefused) {
   std::string outside = cgroup("vm-kc-outside");
   std::string unbounded = cgroup("vm-kc-unbounded");

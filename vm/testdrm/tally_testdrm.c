@@ -425,6 +425,7 @@ static const struct file_operations testkfd_fops = {
 	.open = testkfd_open,
 	.release = testkfd_release,
 	.unlocked_ioctl = testkfd_ioctl,
+	.compat_ioctl = compat_ptr_ioctl, /* as kfd_fops: one layout for both */
 };
 
 static struct miscdevice testkfd_misc = {
