@@ -246,6 +246,9 @@ static __always_inline int refuse_crossing(struct file* file, unsigned int cmd, 
   enum tally_ioctl_op op = tally_ioctl_decode(kind, cmd, buf, len, &bytes);
   note_uncounted(op == TALLY_IOCTL_UNCOUNTED);
   if (op != TALLY_IOCTL_ALLOC) return 0;
+  /* Memory memcg charges (a shmem driver's dumb buffer) is MemoryMax's to
+   * bound, never the GPU bound's. */
+  if (kind != TALLY_DEVICE_KFD && !d->charged) return 0;
 
   struct tally_leases l = current_leases();
   if (!l.inner) return 0;

@@ -39,6 +39,9 @@
 /* struct drm_prime_handle { u32 handle, flags; s32 fd }: an import makes a
  * second object for memory another object already holds. */
 #define TALLY_DRM_PRIME_FD_TO_HANDLE TALLY_DRM_IOWR(0x2eu, 12u)
+/* struct drm_mode_create_dumb { u32 height, width, bpp, flags, handle, pitch;
+ * u64 size }: a dumb (scan-out) buffer, on a card node to any client. */
+#define TALLY_DRM_MODE_CREATE_DUMB TALLY_DRM_IOWR(0xb2u, 32u)
 /* vm/testdrm: struct tally_testdrm_create { u64 size; u32 region, handle } */
 #define TALLY_TESTDRM_CREATE TALLY_DRM_IOWR(0x40u + 0x02u, 16u)
 /* KFD: AMDKFD_IOCTL_BASE 'K'. struct kfd_ioctl_alloc_memory_of_gpu_args
@@ -78,6 +81,7 @@ enum tally_ioctl_op {
 static inline int tally_ioctl_decodable(__u32 cmd) {
   switch (TALLY_IOC_NR(cmd)) {
     case TALLY_IOC_NR(TALLY_DRM_PRIME_FD_TO_HANDLE):
+    case TALLY_IOC_NR(TALLY_DRM_MODE_CREATE_DUMB):
     case TALLY_IOC_NR(TALLY_AMDGPU_GEM_CREATE):
     case TALLY_IOC_NR(TALLY_AMDGPU_GEM_USERPTR):
     case TALLY_IOC_NR(TALLY_XE_GEM_CREATE):
@@ -99,6 +103,7 @@ static inline int tally_ioctl_is(__u32 kind, __u32 cmd, __u32 real) {
 /* The driver's struct for an allocation `cmd` on a device of `kind` (0:
  * not an allocation it decodes). */
 static inline __u32 tally_ioctl_arg_size(__u32 kind, __u32 cmd) {
+  if (kind != TALLY_DEVICE_KFD && tally_ioctl_is(kind, cmd, TALLY_DRM_MODE_CREATE_DUMB)) return 32u;
   switch (kind) {
     case TALLY_DEVICE_AMDGPU:
       return tally_ioctl_is(kind, cmd, TALLY_AMDGPU_GEM_CREATE) ? 32u : 0u;
@@ -159,6 +164,20 @@ static inline enum tally_ioctl_op tally_ioctl_decode(__u32 kind, __u32 cmd, cons
   __u32 need = tally_ioctl_arg_size(kind, cmd);
   if (need == 0u || len < need) return TALLY_IOCTL_PASS;
   __u64 size = 0;
+  if (kind != TALLY_DEVICE_KFD && tally_ioctl_is(kind, cmd, TALLY_DRM_MODE_CREATE_DUMB)) {
+    /* drm_mode_create_dumb()'s own arithmetic: what it refuses passes (the
+     * driver says why); else height * width * bytes per pixel, at most
+     * 4 GiB. The driver may pad the pitch: this is the least it makes. */
+    __u32 height = tally_le32(arg), width = tally_le32(arg + 4), bpp = tally_le32(arg + 8);
+    if (!height || !width || !bpp || bpp > 0xffffffffu - 8u) return TALLY_IOCTL_PASS;
+    __u32 cpp = (bpp + 7u) / 8u;
+    if (cpp > 0xffffffffu / width) return TALLY_IOCTL_PASS;
+    __u32 stride = cpp * width;
+    if (height > 0xffffffffu / stride) return TALLY_IOCTL_PASS;
+    __u64 rows = height;
+    *bytes = TALLY_PAGE_ALIGN(rows * stride);
+    return TALLY_IOCTL_ALLOC;
+  }
   switch (kind) {
     case TALLY_DEVICE_AMDGPU: {
       __u64 domains = tally_le64(arg + 16);

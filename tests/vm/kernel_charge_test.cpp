@@ -91,6 +91,14 @@ ProgramTime programTime(const std::string& linkPin) {
 
 // A child that does one thing per command and answers with its result (0,
 // a handle, or -errno): the test's barrier for every step.
+// struct drm_mode_create_dumb and DRM_IOCTL_MODE_CREATE_DUMB (drm_mode.h,
+// drm.h), spelled out as the test driver's uapi header spells its own.
+struct drm_mode_create_dumb_args {
+  std::uint32_t height, width, bpp, flags, handle, pitch;
+  std::uint64_t size;
+};
+constexpr unsigned long kCreateDumb = _IOWR('d', 0xb2, drm_mode_create_dumb_args);
+
 class Allocator {
  public:
   enum Op : char {
@@ -107,6 +115,7 @@ class Allocator {
     CreateSizeOnly = 'h',
     CreateOtherType = 't',
     KfdOtherType = 'T',
+    Dumb = 'D',  // a dumb buffer of `bytes` (1024 pixels of 32 bits a row) on the card node
     Close = 'x',
     SendFd = 's',
     RecvFd = 'r',
@@ -155,7 +164,7 @@ class Allocator {
   static std::int64_t result(int rc) { return rc == 0 ? 0 : -errno; }
 
   static void serve(int in, int out, int sock) {
-    int drm = -1, kfd = -1;
+    int drm = -1, kfd = -1, card = -1;
     Cmd c{};
     while (::read(in, &c, sizeof c) == sizeof c) {
       std::int64_t r = 0;
@@ -171,6 +180,15 @@ class Allocator {
         case Create: {
           tally_testdrm_create a{c.bytes, c.region, 0};
           r = result(::ioctl(drm, DRM_IOCTL_TALLY_TESTDRM_CREATE, &a));
+          break;
+        }
+        case Dumb: {
+          if (card < 0) card = ::open("/dev/dri/card0", O_RDWR | O_CLOEXEC);
+          drm_mode_create_dumb_args a{};
+          a.width = 1024;
+          a.bpp = 32;
+          a.height = static_cast<std::uint32_t>(c.bytes / 4096);
+          r = card < 0 ? -errno : result(::ioctl(card, kCreateDumb, &a));
           break;
         }
         case CreateOtherType: {
@@ -361,6 +379,24 @@ TEST_F(VmKernelCharge, AnAllocationInAnotherEncodingIsRefusedToo) {
   EXPECT_EQ(a.call(Allocator::CreateSizeOnly, 4 * kMiB), 0) << "up to the bound";
   EXPECT_EQ(read(id).bytes, 16 * kMiB);
   EXPECT_EQ(charge_->refusals().size(), 1u);
+}
+
+// A dumb buffer, which any client of a card node may make
+// (DRM_IOCTL_MODE_CREATE_DUMB): charged, and refused at the bound.
+TEST_F(VmKernelCharge, ADumbBufferOnTheCardNodeIsChargedAndRefusedToo) {
+  std::string dir = cgroup("vm-kc-dumb");
+  std::uint64_t id = cgroupId(dir);
+  ASSERT_TRUE(charge_->arm(id, 16 * kMiB));
+  Allocator a(dir);
+  EXPECT_EQ(a.call(Allocator::Dumb, 8 * kMiB), 0) << "the driver makes it";
+  EXPECT_EQ(read(id).bytes, 8 * kMiB);
+  EXPECT_EQ(a.call(Allocator::Dumb, 12 * kMiB), -ENOMEM);
+  EXPECT_EQ(a.call(Allocator::Dumb, 8 * kMiB), 0) << "up to the bound";
+  auto c = read(id);
+  EXPECT_EQ(c.bytes, 16 * kMiB);
+  EXPECT_EQ(c.peakBytes, 16 * kMiB) << "never over the bound";
+  EXPECT_EQ(c.refused, 1u);
+  EXPECT_EQ(c.refusedBytes, 12 * kMiB);
 }
 
 // A 32-bit process's ioctls take compat_sys_ioctl, whose LSM hook is

@@ -197,6 +197,17 @@ static int testdrm_amdgpu_gem_create_ioctl(struct drm_device *dev, void *data,
 	return 0;
 }
 
+/* A dumb buffer (DRM_IOCTL_MODE_CREATE_DUMB on the card node, which any
+ * client may ask for): pitch by the width, GTT-like pages, as a KMS driver
+ * makes one. */
+static int testdrm_dumb_create(struct drm_file *file, struct drm_device *dev,
+			       struct drm_mode_create_dumb *args)
+{
+	args->pitch = args->width * DIV_ROUND_UP(args->bpp, 8);
+	args->size = PAGE_ALIGN((u64)args->pitch * args->height);
+	return testdrm_handle_new(dev, file, TALLY_TESTDRM_REGION_GTT, args->size, &args->handle);
+}
+
 static int testdrm_map_ioctl(struct drm_device *dev, void *data, struct drm_file *file)
 {
 	struct tally_testdrm_map *args = data;
@@ -318,6 +329,7 @@ static const struct file_operations testdrm_fops = {
 static struct drm_driver testdrm_driver = {
 	.driver_features = DRIVER_GEM | DRIVER_RENDER,
 	.fops = &testdrm_fops,
+	.dumb_create = testdrm_dumb_create,
 	.ioctls = testdrm_ioctls,
 	.num_ioctls = ARRAY_SIZE(testdrm_ioctls),
 #if TESTDRM_CORE_FDINFO

@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <tuple>
 #include <vector>
 
 #include "tally_testdrm_uapi.h"
@@ -38,6 +39,7 @@ TEST(GpuIoctl, CommandNumbersAreTheRealOnes) {
   EXPECT_EQ(TALLY_AMDGPU_GEM_CREATE, DRM_IOCTL_AMDGPU_GEM_CREATE);
   EXPECT_EQ(TALLY_AMDGPU_GEM_USERPTR, DRM_IOCTL_AMDGPU_GEM_USERPTR);
   EXPECT_EQ(TALLY_DRM_PRIME_FD_TO_HANDLE, DRM_IOCTL_PRIME_FD_TO_HANDLE);
+  EXPECT_EQ(TALLY_DRM_MODE_CREATE_DUMB, DRM_IOCTL_MODE_CREATE_DUMB);
   EXPECT_EQ(TALLY_KFD_ALLOC_MEMORY_OF_GPU, AMDKFD_IOC_ALLOC_MEMORY_OF_GPU);
   EXPECT_EQ(TALLY_KFD_IMPORT_DMABUF, AMDKFD_IOC_IMPORT_DMABUF);
   EXPECT_EQ(TALLY_TESTDRM_CREATE, DRM_IOCTL_TALLY_TESTDRM_CREATE);
@@ -212,7 +214,7 @@ TEST(GpuIoctl, CommandsAreKeyedByTheirNumberAsTheDriversDispatchThem) {
 
 TEST(GpuIoctl, EveryCommandADecoderKnowsPassesTheHooksFirstTest) {
   for (__u32 cmd : {TALLY_AMDGPU_GEM_CREATE, TALLY_AMDGPU_GEM_USERPTR, TALLY_XE_GEM_CREATE,
-                    TALLY_TESTDRM_CREATE, TALLY_DRM_PRIME_FD_TO_HANDLE,
+                    TALLY_TESTDRM_CREATE, TALLY_DRM_PRIME_FD_TO_HANDLE, TALLY_DRM_MODE_CREATE_DUMB,
                     TALLY_KFD_ALLOC_MEMORY_OF_GPU, TALLY_KFD_IMPORT_DMABUF}) {
     EXPECT_TRUE(tally_ioctl_decodable(cmd)) << std::hex << cmd;
     EXPECT_TRUE(tally_ioctl_decodable(withType(withSize(cmd, 3), 0x11))) << std::hex << cmd;
@@ -221,6 +223,44 @@ TEST(GpuIoctl, EveryCommandADecoderKnowsPassesTheHooksFirstTest) {
   EXPECT_FALSE(tally_ioctl_decodable(DRM_IOCTL_GEM_CLOSE));
   EXPECT_FALSE(tally_ioctl_decodable(DRM_IOCTL_AMDGPU_CS));
   EXPECT_FALSE(tally_ioctl_decodable(0x5401));  // TCGETS
+}
+
+TEST(GpuIoctl, ADumbBufferIsItsPixelsOnEveryDrmDevice) {
+  drm_mode_create_dumb c{};
+  c.width = 1920;
+  c.height = 1080;
+  c.bpp = 32;
+  for (__u32 kind :
+       {TALLY_DEVICE_AMDGPU, TALLY_DEVICE_XE, TALLY_DEVICE_TESTDRM, TALLY_DEVICE_OTHER_DRM}) {
+    auto d = decode(kind, DRM_IOCTL_MODE_CREATE_DUMB, bytesOf(c));
+    EXPECT_EQ(d.op, TALLY_IOCTL_ALLOC) << kind;
+    EXPECT_EQ(d.bytes, 1920u * 1080u * 4u) << kind;  // 2025 pages exactly
+  }
+  c.bpp = 24;  // 3 bytes a pixel, then page-aligned
+  EXPECT_EQ(decode(TALLY_DEVICE_AMDGPU, DRM_IOCTL_MODE_CREATE_DUMB, bytesOf(c)).bytes,
+            (1920ull * 1080 * 3 + 4095) / 4096 * 4096);
+  c.bpp = 1;  // a byte a pixel at least
+  EXPECT_EQ(decode(TALLY_DEVICE_AMDGPU, DRM_IOCTL_MODE_CREATE_DUMB, bytesOf(c)).bytes,
+            (1920ull * 1080 + 4095) / 4096 * 4096);
+  // What drm_mode_create_dumb() refuses passes: the driver says why.
+  for (auto [w, h, bpp] : {std::tuple{0u, 1080u, 32u}, std::tuple{1920u, 0u, 32u},
+                           std::tuple{1920u, 1080u, 0u}, std::tuple{65536u, 65536u, 32u},
+                           std::tuple{1u, 1u, 0xfffffff9u}, std::tuple{0x40000000u, 1u, 32u}}) {
+    c.width = w;
+    c.height = h;
+    c.bpp = bpp;
+    auto d = decode(TALLY_DEVICE_AMDGPU, DRM_IOCTL_MODE_CREATE_DUMB, bytesOf(c));
+    EXPECT_EQ(d.op, TALLY_IOCTL_PASS) << w << "x" << h << "x" << bpp;
+    EXPECT_EQ(d.bytes, 0u);
+  }
+  // The largest it makes: just under 4 GiB.
+  c.width = 32767;
+  c.height = 32767;
+  c.bpp = 32;
+  EXPECT_EQ(decode(TALLY_DEVICE_AMDGPU, DRM_IOCTL_MODE_CREATE_DUMB, bytesOf(c)).bytes,
+            (32767ull * 32767 * 4 + 4095) / 4096 * 4096);
+  // KFD has no such command.
+  EXPECT_EQ(decode(TALLY_DEVICE_KFD, DRM_IOCTL_MODE_CREATE_DUMB, bytesOf(c)).op, TALLY_IOCTL_PASS);
 }
 
 TEST(GpuIoctl, AnythingNotDecodedPasses) {
