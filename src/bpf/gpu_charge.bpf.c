@@ -20,9 +20,9 @@
  * process) sees every ioctl before the driver does. On a device the daemon
  * registered, the allocation ioctls it decodes (gpu_ioctl.h) are refused
  * with -ENOMEM when the lease's charge plus the request would exceed its
- * bound; the program that asked sees the driver's
- * own out-of-memory error. A child lease is refused at its own bound and at
- * its parent's, which holds all its children together. The hook also notes, per thread, ioctls whose
+ * bound; the program that asked sees the driver's own out-of-memory error.
+ * A child lease is refused at its own bound and at its parent's, which holds
+ * all its children together. The hook also notes, per thread, ioctls whose
  * objects are not memory to charge (a PRIME import, a userptr, GDS), which
  * the init hook then leaves uncharged.
  *

@@ -89,8 +89,6 @@ ProgramTime programTime(const std::string& linkPin) {
   return t;
 }
 
-// A child that does one thing per command and answers with its result (0,
-// a handle, or -errno): the test's barrier for every step.
 // struct drm_mode_create_dumb and DRM_IOCTL_MODE_CREATE_DUMB (drm_mode.h,
 // drm.h), spelled out as the test driver's uapi header spells its own.
 struct drm_mode_create_dumb_args {
@@ -99,6 +97,8 @@ struct drm_mode_create_dumb_args {
 };
 constexpr unsigned long kCreateDumb = _IOWR('d', 0xb2, drm_mode_create_dumb_args);
 
+// A child that does one thing per command and answers with its result (0,
+// a handle, or -errno): the test's barrier for every step.
 class Allocator {
  public:
   enum Op : char {
