@@ -23,11 +23,12 @@
 //   end the plugin waits (end_wait) for the daemon's outcome row, so the final
 //   counters are read before slurmstepd removes the cgroup. As a leased step's
 //   last task exits, the node's line goes into the job's AdminComment.
-//   What the step needs of slurmctld (its job's GRES here, its own request)
-//   is asked at slurm_spank_init, in a thread of its own, so the answer comes
-//   while slurmstepd sets the step up (its I/O to srun, its cgroups, the
-//   fork) rather than after; the first post-fork takes it, waiting if it is
-//   still on its way. Slurm's own locks are re-made in a forked child
+//   What the step needs of slurmctld (its job's GRES here, its own request),
+//   and on a job's first step here its job's lease from the daemon, is asked
+//   at slurm_spank_init_post_opt, in a thread of its own, so the answer comes
+//   while slurmstepd sets the step up (its I/O to srun, the fork) rather
+//   than after; the first post-fork takes it, waiting if it is still on its
+//   way. Slurm's own locks are re-made in a forked child
 //   (pthread_atfork), as slurmstepd forks its tasks beside threads of its own.
 //
 // Slurm's API (slurm_get_job_steps, slurm_load_job, slurm_update_job) and SPANK's functions are
@@ -45,6 +46,7 @@
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <future>
 #include <string>
 #include <vector>
@@ -353,12 +355,23 @@ struct ControllerFacts {
   tally::Result<slurm::JobRecord> record = tally::Error{0, "not asked"};
   bool fromSlurmctld = false;  // not kept yet: keepRecord keeps it for the job's other steps
   std::optional<tally::Result<std::optional<slurm::GresFound>>> own;  // asked with a GRES
+  // The job's lease, attached or joined beside slurmstepd's setup
+  // (joinJobEarly) for the job's cgroup `cgroup`; absent when not asked there.
+  struct EarlyJobLease {
+    std::string cgroup;
+    tally::Result<std::string> lease;
+  };
+  std::optional<EarlyJobLease> early;
 };
 
 // Only the job's first step here waits on the controller for the job: a
 // job's allocation on a node does not change while it runs. No file is
 // written here (askController runs in the prefetch thread): keepRecord does.
-ControllerFacts askController(std::uint32_t job, std::uint32_t step, const NodeRef& node) {
+// `beside`, when given, runs once the job's record is known, while the
+// step's own request is asked in a thread of its own (the prefetch's job
+// lease: one call to the daemon and one to slurmctld at once).
+ControllerFacts askController(std::uint32_t job, std::uint32_t step, const NodeRef& node,
+                              const std::function<void(ControllerFacts&)>& beside = {}) {
   ControllerFacts f;
   if (auto kept = slurm::findJobRecord(g_args.jobCache, job, g_args.gres)) {
     f.record = std::move(*kept);
@@ -366,8 +379,17 @@ ControllerFacts askController(std::uint32_t job, std::uint32_t step, const NodeR
     f.record = jobFromSlurmctld(job, node, g_args.gres);
     f.fromSlurmctld = static_cast<bool>(f.record);
   }
-  if (step != slurm::kExternStep && f.record && f.record->gres && f.record->gres->count)
-    f.own = stepGresFromSlurmctld(job, step, g_args.gres);
+  const bool askOwn =
+      step != slurm::kExternStep && f.record && f.record->gres && f.record->gres->count;
+  std::future<tally::Result<std::optional<slurm::GresFound>>> own;
+  if (askOwn && beside) {
+    try {
+      own = std::async(std::launch::async, stepGresFromSlurmctld, job, step, g_args.gres);
+    } catch (const std::system_error&) {  // no thread: asked after `beside`
+    }
+  }
+  if (beside) beside(f);
+  if (askOwn) f.own = own.valid() ? own.get() : stepGresFromSlurmctld(job, step, g_args.gres);
   return f;
 }
 
@@ -388,38 +410,6 @@ void keepRecord(const ControllerFacts& f, const std::string& jobLease,
     jobsDir = std::string(tally::fs::kCgroupRoot) + cg->substr(0, cg->rfind('/'));
   if (auto kept = slurm::keepJobRecord(g_args.jobCache, record, jobsDir); !kept)
     slurm_info("tally: %s; the job's other steps here ask again", kept.error().message.c_str());
-}
-
-// askController for this step, started at slurm_spank_init (see the file's
-// comment); the first post-fork takes it, and slurm_spank_exit joins it if
-// no task was ever forked.
-std::future<ControllerFacts> g_prefetch;
-
-void startPrefetch(spank_t sp) {
-  std::uint32_t job = 0, step = 0;
-  if (g_prefetch.valid() || spank_get_item(sp, S_JOB_ID, &job) != ESPANK_SUCCESS ||
-      spank_get_item(sp, S_JOB_STEPID, &step) != ESPANK_SUCCESS || step == slurm::kExternStep)
-    return;
-  NodeRef node = nodeRef(sp, step);  // SPANK's handle stays in this thread
-  try {
-    g_prefetch = std::async(std::launch::async, [job, step, node] {
-      try {
-        return askController(job, step, node);
-      } catch (const std::exception& e) {  // nothing is thrown across into slurmstepd
-        ControllerFacts failed;
-        failed.record = tally::Error{0, e.what()};
-        return failed;
-      }
-    });
-  } catch (const std::system_error& e) {  // no thread: the post-fork asks itself
-    slurm_info("tally: step %u.%s: %s; slurmctld is asked at the first task", job,
-               slurm::stepName(step).c_str(), e.what());
-  }
-}
-
-ControllerFacts controllerFacts(std::uint32_t job, std::uint32_t step, const NodeRef& node) {
-  if (g_prefetch.valid()) return g_prefetch.get();
-  return askController(job, step, node);
 }
 
 std::string readText(const std::string& path) {
@@ -509,6 +499,79 @@ tally::Result<rpc::api::LeaseReply> lease(rpc::Client& client, const rpc::api::A
     return tally::Error{
         0, fmt::format("the tally daemon's grant is malformed ({})", granted.error().message)};
   return std::move(*granted);
+}
+
+// The job's lease on this node, asked in the prefetch thread on the job's
+// first step here when no extern step made it (no PrologFlags=Contain): the
+// job holds the GRES here and no lease of it is kept. slurmstepd is already
+// in the job's cgroup at slurm_spank_init (".../job_J/step_S/slurm"), so the
+// cgroup exists and holds a process, and the daemon's attach runs beside the
+// step's setup instead of on its first task's path. Absent where it cannot
+// be asked here (the post-fork then asks, and says why if it fails); a
+// failure here is the step's, said by the post-fork as if it had asked.
+std::optional<ControllerFacts::EarlyJobLease> joinJobEarly(const ControllerFacts& f,
+                                                           slurm::StepFacts facts,
+                                                           std::string_view procCgroup,
+                                                           const slurm::StepOptions& options) {
+  const auto& record = f.record;
+  if (!record || !record->gres || !record->gres->count || !record->jobLease.empty() ||
+      !g_configError.empty() || !slurm::checkOptions(options))
+    return std::nullopt;
+  auto cg = slurm::jobCgroup(procCgroup);
+  if (!cg || !cg->ends_with(fmt::format("/job_{}", facts.jobId))) return std::nullopt;
+  facts.gresBytes = record->gres->count;
+  facts.het = record->het;
+  facts.jobCgroup = *cg;
+  auto request = slurm::jobRequest(g_args, options, facts);
+  if (!request) return std::nullopt;
+  ControllerFacts::EarlyJobLease early{*cg, tally::Error{0, "not asked"}};
+  auto client = rpc::Client::connect(g_args.socket);
+  if (!client) {
+    early.lease = client.error();
+  } else if (auto granted = lease(*client, *request, fmt::format("tally: job {}", facts.jobId))) {
+    early.lease = granted->lease;
+  } else {
+    early.lease = granted.error();
+  }
+  return early;
+}
+
+// askController for this step (and joinJobEarly), started at
+// slurm_spank_init_post_opt (see the file's comment); the first post-fork
+// takes it, and slurm_spank_exit joins it if no task was ever forked.
+std::future<ControllerFacts> g_prefetch;
+
+void startPrefetch(spank_t sp) {
+  std::uint32_t job = 0, step = 0;
+  if (g_prefetch.valid() || spank_get_item(sp, S_JOB_ID, &job) != ESPANK_SUCCESS ||
+      spank_get_item(sp, S_JOB_STEPID, &step) != ESPANK_SUCCESS || step == slurm::kExternStep)
+    return;
+  // What the thread needs of SPANK's handle is read here: the handle stays in this thread.
+  NodeRef node = nodeRef(sp, step);
+  slurm::StepFacts facts = factsOf(sp, job, step);
+  std::string procCgroup = readText("/proc/self/cgroup");
+  try {
+    g_prefetch =
+        std::async(std::launch::async, [job, step, node, facts, procCgroup, options = g_options] {
+          try {
+            return askController(job, step, node, [&](ControllerFacts& f) {
+              f.early = joinJobEarly(f, facts, procCgroup, options);
+            });
+          } catch (const std::exception& e) {  // nothing is thrown across into slurmstepd
+            ControllerFacts failed;
+            failed.record = tally::Error{0, e.what()};
+            return failed;
+          }
+        });
+  } catch (const std::system_error& e) {  // no thread: the post-fork asks itself
+    slurm_info("tally: step %u.%s: %s; slurmctld is asked at the first task", job,
+               slurm::stepName(step).c_str(), e.what());
+  }
+}
+
+ControllerFacts controllerFacts(std::uint32_t job, std::uint32_t step, const NodeRef& node) {
+  if (g_prefetch.valid()) return g_prefetch.get();
+  return askController(job, step, node);
 }
 
 // The job's lease on this node, made by the extern step (PrologFlags=Contain)
@@ -630,17 +693,21 @@ int leaseStep(spank_t sp, pid_t task, std::uint32_t job, std::uint32_t step, con
   // joins it; a step after the job's first here nests in the one its record
   // keeps), then the step's inside it.
   const bool inJob = gresBytes && *gresBytes;
-  auto joinJob = [&]() -> std::optional<std::string> {  // why not, if it cannot
+  auto joined = [&](const tally::Result<std::string>& jobLease) -> std::optional<std::string> {
+    if (!jobLease)  // why not
+      return fmt::format("{} declared {}, but its job's lease: {}; the step does not start", where,
+                         bound, jobLease.error().message);
+    facts.jobLease = *jobLease;
+    keptLease = facts.jobLease;
+    return std::nullopt;
+  };
+  auto joinJob = [&]() -> std::optional<std::string> {
     auto jobReq = slurm::jobRequest(g_args, g_options, facts);
     if (!jobReq)
       return fmt::format("{}: {}; the step does not start", where, jobReq.error().message);
     auto jobLease = lease(*client, *jobReq, where);
-    if (!jobLease)
-      return fmt::format("{} declared {}, but its job's lease: {}; the step does not start", where,
-                         bound, jobLease.error().message);
-    facts.jobLease = jobLease->lease;
-    keptLease = facts.jobLease;
-    return std::nullopt;
+    if (!jobLease) return joined(jobLease.error());
+    return joined(jobLease->lease);
   };
   if (inJob) {
     auto jobCg = slurm::jobCgroup(procCgroup);
@@ -648,8 +715,11 @@ int leaseStep(spank_t sp, pid_t task, std::uint32_t job, std::uint32_t step, con
       return fail(fmt::format("{}: {}; the step does not start", where, jobCg.error().message));
     facts.jobCgroup = *jobCg;
     facts.jobLease = record->jobLease;
+    // Asked beside slurmstepd's setup for this cgroup (joinJobEarly), or now.
+    const auto& early = asked.early;
     if (facts.jobLease.empty())
-      if (auto why = joinJob()) return fail(*why);
+      if (auto why = early && early->cgroup == facts.jobCgroup ? joined(early->lease) : joinJob())
+        return fail(*why);
   }
   auto request = slurm::stepRequest(g_args, g_options, facts);
   if (!request)
@@ -925,12 +995,14 @@ TALLY_EXPORT int slurm_spank_init(spank_t sp, int ac, char** av) {
       }
     }
   }
-  if (ctx == S_CTX_REMOTE && g_configError.empty() && g_args.enforce) startPrefetch(sp);
   return g_configError.empty() ? 0 : -1;
 }
 
-TALLY_EXPORT int slurm_spank_init_post_opt(spank_t, int, char**) {
+TALLY_EXPORT int slurm_spank_init_post_opt(spank_t sp, int, char**) {
   spank_context_t ctx = spank_context();
+  // slurmstepd: at the same point as slurm_spank_init, once the step's
+  // options are known (the job's lease may be asked with them).
+  if (ctx == S_CTX_REMOTE && g_configError.empty() && g_args.enforce) startPrefetch(sp);
   if (ctx != S_CTX_LOCAL && ctx != S_CTX_ALLOCATOR) return 0;
   // A typo is refused before anything is allocated.
   if (auto s = slurm::checkOptions(g_options); !s) {

@@ -7,14 +7,17 @@
 // ids; a step that declared a bound never runs without the daemon; a step that declared nothing is
 // untouched; Slurm places two 768 MiB jobs on a 1 GiB node one after the other. The plugin is
 // loaded `optional`, the weaker setting: the step still fails closed. VM harness only.
+#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <chrono>
 #include <csignal>
 #include <cstdlib>
+#include <cstring>
 #include <nlohmann/json.hpp>
 #include <sstream>
 
@@ -44,6 +47,12 @@ std::string pluginFor(const std::string& release) {
   return plugin.substr(0, plugin.rfind('/')) + "/tally_spank_" + release + ".so";
 }
 const std::string kPlugin = pluginFor(kRelease);
+// The barrier plugin (tests/vm/spank_gate.cpp) built for the same release, beside it.
+std::string gateFor(const std::string& release) {
+  std::string dir = kPlugin.substr(0, kPlugin.rfind('/'));
+  return dir + (release == "22.05" ? "/tally_test_gate.so" : "/tally_test_gate_" + release + ".so");
+}
+const std::string kGate = gateFor(kRelease);
 constexpr std::uint64_t kMiB = 1 << 20;
 const std::string kDir = "/tmp/vm-slurm";
 const std::string kSocket = kDir + "/tally.sock";
@@ -746,6 +755,67 @@ TEST_F(VmSlurm, AJobsStepsAskSlurmctldForItsGresOnceAndTheRecordGoesWithTheJob) 
   ASSERT_EQ(::stat("/run/tally-slurm", &st), 0);
   EXPECT_EQ(st.st_mode & 0777, 0700u);
   EXPECT_EQ(st.st_uid, 0u);
+}
+
+// Without PrologFlags=Contain a job's first step here makes its job's lease,
+// and asks for it beside slurmstepd's setup (the prefetch the plugin starts at
+// slurm_spank_init_post_opt: slurmstepd is in the job's cgroup by then), not
+// on its first task's path. Held at a barrier after the step's setup and
+// before any task exists (tests/vm/spank_gate.cpp, listed after the plugin),
+// the job already has its lease and the step has none; let go, the step's
+// lease is a child of that one and the step runs.
+TEST_F(VmSlurm, AJobsFirstStepHasItsJobsLeaseBeforeItsFirstTaskExists) {
+  ASSERT_NE(shell("grep -q '^PrologFlags=Contain' /etc/slurm/slurm.conf"), 0)
+      << "with Contain the extern step makes the job's lease: nothing to tell apart";
+  std::string gate = kDir + "/gate.fifo", marker = kDir + "/gate.ran";
+  ASSERT_EQ(::mkfifo(gate.c_str(), 0666), 0);
+  std::string plugstack = readFile("/etc/slurm/plugstack.conf");
+  struct Restore {
+    std::string text;
+    ~Restore() { writeFile("/etc/slurm/plugstack.conf", text); }
+  } restore{plugstack};
+  writeFile("/etc/slurm/plugstack.conf", plugstack + "optional " + kGate + " " + gate + "\n");
+  auto srun = spawnProgram({"srun", "--gres=tallymem:64M", "touch", marker});
+  std::string job;
+  bool held = true;
+  struct Release {  // should an assertion end the test with the step held
+    const std::string& gate;
+    const std::string& job;
+    const bool& held;
+    ~Release() {
+      if (!held) return;
+      int fd = ::open(gate.c_str(), O_RDWR | O_NONBLOCK);  // a writer: the reader returns
+      if (fd >= 0) ::close(fd);
+      if (!job.empty()) shell("scancel " + job);
+    }
+  } release{gate, job, held};
+  ASSERT_TRUE(eventually(
+      [&] {
+        job = shellOut("squeue -h -t R -o %i");
+        while (!job.empty() && (job.back() == '\n' || job.back() == ' ')) job.pop_back();
+        return !job.empty() && !rowsNamed("slurm-" + job).empty();
+      },
+      60s))
+      << "no job lease while the step is held before its tasks\n"
+      << shellOut("squeue") << readFile(srun.errPath);
+  EXPECT_TRUE(rowsNamed("slurm-" + job + ".0").empty()) << "the step's own lease waits for a task";
+  EXPECT_NE(::access(marker.c_str(), F_OK), 0);
+  // Let go once slurmstepd waits at the barrier (until then a writer that
+  // finds no reader fails at once, ENXIO).
+  int fd = -1;
+  ASSERT_TRUE(
+      eventually([&] { return (fd = ::open(gate.c_str(), O_WRONLY | O_NONBLOCK)) >= 0; }, 60s))
+      << "slurmstepd never reached the barrier: " << std::strerror(errno);
+  ::close(fd);
+  auto r = waitProgram(srun);
+  held = false;
+  EXPECT_EQ(r.exitCode(), 0) << r.out << r.err;
+  EXPECT_EQ(::access(marker.c_str(), F_OK), 0) << "the step ran";
+  json jobRows = rowsNamed("slurm-" + job), step = rowsNamed("slurm-" + job + ".0");
+  ASSERT_FALSE(jobRows.empty());
+  ASSERT_FALSE(step.empty());
+  EXPECT_EQ(step[0]["body"]["parent"], jobRows[0].value("lease", "")) << step[0].dump(2);
+  EXPECT_EQ(jobRows[0]["body"]["declared"]["gpu_memory_max"], 64 * kMiB);
 }
 
 // tally doctor --slurm as the node's health check: passes on the VM's node
