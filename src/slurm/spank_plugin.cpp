@@ -501,6 +501,27 @@ tally::Result<rpc::api::LeaseReply> lease(rpc::Client& client, const rpc::api::A
   return std::move(*granted);
 }
 
+// One attach-or-join of the job's lease on this node, on a connection of its
+// own, for the extern step and for a job's first step (joinJobEarly): the
+// granted lease's id, or why not. Absent when no request can be made (the
+// job holds no GRES here, or its pool is not allowed).
+std::optional<tally::Result<std::string>> attachJobLease(slurm::StepFacts facts,
+                                                         const slurm::JobRecord& record,
+                                                         const std::string& jobCgroup,
+                                                         const slurm::StepOptions& options,
+                                                         const std::string& where) {
+  facts.gresBytes = record.gres ? record.gres->count : 0;
+  facts.het = record.het;
+  facts.jobCgroup = jobCgroup;
+  auto request = slurm::jobRequest(g_args, options, facts);
+  if (!request) return std::nullopt;
+  auto client = rpc::Client::connect(g_args.socket);
+  if (!client) return client.error();
+  auto granted = lease(*client, *request, where);
+  if (!granted) return granted.error();
+  return granted->lease;
+}
+
 // The job's lease on this node, asked in the prefetch thread on the job's
 // first step here when no extern step made it (no PrologFlags=Contain): the
 // job holds the GRES here and no lease of it is kept. slurmstepd is already
@@ -519,21 +540,10 @@ std::optional<ControllerFacts::EarlyJobLease> joinJobEarly(const ControllerFacts
     return std::nullopt;
   auto cg = slurm::jobCgroup(procCgroup);
   if (!cg || !cg->ends_with(fmt::format("/job_{}", facts.jobId))) return std::nullopt;
-  facts.gresBytes = record->gres->count;
-  facts.het = record->het;
-  facts.jobCgroup = *cg;
-  auto request = slurm::jobRequest(g_args, options, facts);
-  if (!request) return std::nullopt;
-  ControllerFacts::EarlyJobLease early{*cg, tally::Error{0, "not asked"}};
-  auto client = rpc::Client::connect(g_args.socket);
-  if (!client) {
-    early.lease = client.error();
-  } else if (auto granted = lease(*client, *request, fmt::format("tally: job {}", facts.jobId))) {
-    early.lease = granted->lease;
-  } else {
-    early.lease = granted.error();
-  }
-  return early;
+  std::string where = fmt::format("tally: job {}", facts.jobId);
+  auto granted = attachJobLease(std::move(facts), *record, *cg, options, where);
+  if (!granted) return std::nullopt;
+  return ControllerFacts::EarlyJobLease{*cg, std::move(*granted)};
 }
 
 // askController for this step (and joinJobEarly), started at
@@ -591,31 +601,21 @@ void leaseJob(spank_t sp, std::uint32_t job, std::string_view procCgroup,
     return;
   }
   if (!record->gres || !record->gres->count || !g_configError.empty()) return;
-  slurm::StepFacts facts = factsOf(sp, job, slurm::kExternStep);
-  facts.gresBytes = record->gres->count;
-  facts.het = record->het;
   auto cg = slurm::jobCgroup(procCgroup);
   if (!cg) {
     slurm_error("%s: %s", where.c_str(), cg.error().message.c_str());
     return;
   }
-  facts.jobCgroup = *cg;
-  auto request = slurm::jobRequest(g_args, slurm::StepOptions{}, facts);
-  if (!request) return;
-  auto client = rpc::Client::connect(g_args.socket);
-  if (!client) {
-    slurm_error("%s: %s; its steps ask again", where.c_str(), client.error().message.c_str());
+  auto granted = attachJobLease(factsOf(sp, job, slurm::kExternStep), *record, *cg,
+                                slurm::StepOptions{}, where);
+  if (!granted) return;
+  if (!*granted) {
+    slurm_error("%s: %s; its steps ask again", where.c_str(), granted->error().message.c_str());
     return;
   }
-  auto granted = lease(*client, *request, where);
-  if (!granted) {
-    slurm_error("%s: %s; its steps ask again", where.c_str(), granted.error().message.c_str());
-    return;
-  }
-  jobLease = granted->lease;
-  slurm_info("%s is tally lease %s on %s (gpu_memory_max %s)", where.c_str(),
-             granted->lease.c_str(), facts.jobCgroup.c_str(),
-             units::humanBytes(facts.gresBytes.value_or(0)).c_str());
+  jobLease = **granted;
+  slurm_info("%s is tally lease %s on %s (gpu_memory_max %s)", where.c_str(), jobLease.c_str(),
+             cg->c_str(), units::humanBytes(record->gres->count).c_str());
 }
 
 // The extern step's post-fork: the job's facts asked, its lease made, and
