@@ -1,4 +1,4 @@
-// A SPANK plugin for one VM test (VmSlurm.AJobsFirstStepJoinsItsJobsLease…):
+// A SPANK plugin for one VM test (VmSlurm.AJobsFirstStepHasItsJobsLeaseBefore…):
 // a barrier between a step's setup and its first task. slurmstepd calls
 // slurm_spank_user_init after the step's setup (its I/O, its cgroup) and
 // just before it forks the tasks; here that call opens the FIFO named by the
