@@ -12,18 +12,7 @@ tally=$1
 plugins="$2 ${3:-}"
 steps=${4:-12}
 dir=/tmp/bench-slurm-phases
-mkdir -p $dir
-cat > $dir/tally.toml <<CONF
-[daemon]
-socket = "$dir/tally.sock"
-state_dir = "$dir/state"
-[pools.slurm]
-capacity = 8
-gpu_memory_budget = "1GiB"
-CONF
-systemd-run --quiet --unit=tally-phases -p Type=notify "$tally" daemon --config $dir/tally.toml
-here=$(cd "$(dirname "$0")" && pwd)
-"$here/slurm-node.sh" "" >/dev/null
+"$(cd "$(dirname "$0")" && pwd)/slurm-bench-node.sh" "$tally" $dir tally-phases
 sed -i 's/^SlurmdSyslogDebug=.*/SlurmdSyslogDebug=debug2\nSlurmdDebug=debug2/' /etc/slurm/slurm.conf
 systemctl restart slurmd
 t=0

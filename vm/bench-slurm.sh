@@ -10,18 +10,7 @@ plugin=$2
 rounds=${3:-15}
 baseline=${4:-}
 dir=/tmp/bench-slurm
-mkdir -p $dir
-cat > $dir/tally.toml <<CONF
-[daemon]
-socket = "$dir/tally.sock"
-state_dir = "$dir/state"
-[pools.slurm]
-capacity = 8
-gpu_memory_budget = "1GiB"
-CONF
-systemd-run --quiet --unit=tally-bench -p Type=notify "$tally" daemon --config $dir/tally.toml
-here=$(cd "$(dirname "$0")" && pwd)
-"$here/slurm-node.sh" "" >/dev/null
+"$(cd "$(dirname "$0")" && pwd)/slurm-bench-node.sh" "$tally" $dir tally-bench
 # TALLY_BENCH_CONTAIN=1 (CONTAIN=1 scripts/bench-slurm.sh): PrologFlags=Contain,
 # which pam_slurm_adopt needs. Each job then starts with its extern step, with
 # or without the plugin, and the plugin makes the job's lease there, before
