@@ -5,6 +5,8 @@
 # attach: the prefetch's job record and job lease awaited, then the step's
 # own attach) and "exited with exit code" to "task_exit = 0" (the step's end
 # before srun is told: the daemon's answer and the job's AdminComment line).
+# Inside those, the plugin's own "tally: timing PHASE N us" debug lines say
+# what each call took (a plugin from before them prints none).
 # With a second plugin the two alternate step by step, so drift hits both.
 #   usage: vm/bench-slurm-phases.sh TALLY_BINARY PLUGIN [OTHER_PLUGIN] [STEPS]
 set -eu
@@ -40,11 +42,18 @@ journalctl -o short-unix --no-pager --since "@$since" |
     /task_post_fork = 0/ && start { fork[p] = fork[p] " " int(($1 - start) * 1000); start = 0 }
     /exited with exit code/ { ex = $1 }
     /task_exit = 0/ && ex { exits[p] = exits[p] " " int(($1 - ex) * 1000); ex = 0 }
+    / tally: timing / {
+      for (i = 1; i < NF; i++) if ($i == "timing") break
+      if (!((p, $(i + 1)) in phase)) names[p] = names[p] " " $(i + 1)
+      phase[p, $(i + 1)] = phase[p, $(i + 1)] " " int($(i + 2) / 1000)
+    }
     END {
       for (p in fork) {
         print p
         print "  first task start to post_fork done, ms:" fork[p]
         print "  last task exit to task_exit done, ms:  " exits[p]
+        n = split(names[p], ph, " ")
+        for (k = 1; k <= n; k++) printf "    tally: timing %s, ms:%s\n", ph[k], phase[p, ph[k]]
       }
     }' |
   while IFS= read -r line; do

@@ -206,6 +206,28 @@ std::string hetComponentNode(spank_t sp, std::uint32_t offset) {
   return "";
 }
 
+// Where a step's plugin time goes, one Slurm debug line per phase as it
+// ends ("tally: timing PHASE N us", shown at SlurmdDebug=debug), from
+// whichever thread ran it: vm/bench-slurm-phases.sh reads them, so the
+// figures in docs/PERFORMANCE.md come from the plugin itself.
+class PhaseTimer {
+ public:
+  explicit PhaseTimer(const char* phase)
+      : phase_(phase), start_(std::chrono::steady_clock::now()) {}
+  PhaseTimer(const PhaseTimer&) = delete;
+  PhaseTimer& operator=(const PhaseTimer&) = delete;
+  ~PhaseTimer() {
+    auto us = std::chrono::duration_cast<std::chrono::microseconds>(
+                  std::chrono::steady_clock::now() - start_)
+                  .count();
+    slurm_debug("tally: timing %s %lld us", phase_, static_cast<long long>(us));
+  }
+
+ private:
+  const char* phase_;
+  std::chrono::steady_clock::time_point start_;
+};
+
 // How long the daemon may take to answer one call (plugstack.conf timeout=).
 int daemonTimeoutMs() {
   return static_cast<int>(std::min<std::uint64_t>(g_args.timeoutUs / 1000, 1u << 30));
@@ -227,24 +249,26 @@ int loadStep(std::uint32_t job, std::uint32_t step, job_step_info_response_msg_t
 #endif
 }
 
-int loadJob(std::uint32_t job, job_info_msg_t** jobs) {
+int loadJob(std::uint32_t job, job_info_msg_t** jobs, std::uint16_t show) {
 #if SLURM_VERSION_NUMBER >= SLURM_VERSION_NUM(26, 5, 0)
   slurm_step_id_t id{};
   id.job_id = job;
   id.step_het_comp = NO_VAL;
   id.step_id = NO_VAL;
-  return slurm_load_job(jobs, id, SHOW_DETAIL);
+  return slurm_load_job(jobs, id, show);
 #else
-  return slurm_load_job(jobs, job, SHOW_DETAIL);
+  return slurm_load_job(jobs, job, show);
 #endif
 }
 
 // slurmctld's record of `job` (slurm_load_job), handed to `use` while it is
-// held; an error (errno's) when slurmctld cannot be asked.
+// held; an error (errno's) when slurmctld cannot be asked. `show`: SHOW_DETAIL
+// for the per-node GRES (gres_detail_str); 0 packs the rest, comments
+// included, for less of slurmctld's work.
 template <typename Use>
-tally::Status withJob(std::uint32_t job, Use&& use) {
+tally::Status withJob(std::uint32_t job, std::uint16_t show, Use&& use) {
   job_info_msg_t* jobs = nullptr;
-  if (loadJob(job, &jobs) != SLURM_SUCCESS || !jobs) {
+  if (loadJob(job, &jobs, show) != SLURM_SUCCESS || !jobs) {
     int err = errno;
     return tally::Error{err, slurm_strerror(err)};
   }
@@ -261,7 +285,8 @@ struct JobComment {
 };
 tally::Result<JobComment> adminCommentOf(std::uint32_t job) {
   JobComment found;
-  auto loaded = withJob(job, [&](const slurm_job_info_t& j) {
+  PhaseTimer timer("comment-load");
+  auto loaded = withJob(job, 0, [&](const slurm_job_info_t& j) {
     if (j.admin_comment) found.comment = j.admin_comment;
     if (j.batch_host) found.batchHost = j.batch_host;
   });
@@ -279,6 +304,7 @@ tally::Status setAdminComment(std::uint32_t job, const std::string& comment) {
 #endif
   std::string text = comment;  // the API takes char*; it does not keep it
   update.admin_comment = text.data();
+  PhaseTimer timer("comment-update");
   if (slurm_update_job(&update) != SLURM_SUCCESS) {
     int err = errno;
     return tally::Error{err, slurm_strerror(err)};
@@ -295,7 +321,8 @@ tally::Result<slurm::JobRecord> jobFromSlurmctld(std::uint32_t job, const NodeRe
                                                  const std::vector<std::string>& names) {
   slurm::JobRecord record{job, names, std::nullopt, std::nullopt, ""};
   tally::Status parsed = tally::Ok{};
-  auto loaded = withJob(job, [&](const slurm_job_info_t& j) {
+  PhaseTimer timer("job-record");
+  auto loaded = withJob(job, SHOW_DETAIL, [&](const slurm_job_info_t& j) {
     if (!parsed) return;
     if (j.het_job_id != 0 && j.het_job_id != NO_VAL && j.het_job_offset != NO_VAL)
       record.het = slurm::HetJob{j.het_job_id, j.het_job_offset};
@@ -332,7 +359,10 @@ tally::Result<std::optional<slurm::GresFound>> stepGresFromSlurmctld(
     std::uint32_t job, std::uint32_t step, const std::vector<std::string>& names) {
   std::optional<slurm::GresFound> own;
   job_step_info_response_msg_t* steps = nullptr;
-  if (loadStep(job, step, &steps) != SLURM_SUCCESS || !steps) return own;
+  {
+    PhaseTimer timer("step-request");
+    if (loadStep(job, step, &steps) != SLURM_SUCCESS || !steps) return own;
+  }
   tally::Status bad = tally::Ok{};
   for (std::uint32_t i = 0; i < steps->job_step_count && bad; ++i) {
     const auto& s = steps->job_steps[i];
@@ -515,6 +545,7 @@ std::optional<tally::Result<std::string>> attachJobLease(slurm::StepFacts facts,
   facts.jobCgroup = jobCgroup;
   auto request = slurm::jobRequest(g_args, options, facts);
   if (!request) return std::nullopt;
+  PhaseTimer timer("job-lease");
   auto client = rpc::Client::connect(g_args.socket);
   if (!client) return client.error();
   auto granted = lease(*client, *request, where);
@@ -580,7 +611,10 @@ void startPrefetch(spank_t sp) {
 }
 
 ControllerFacts controllerFacts(std::uint32_t job, std::uint32_t step, const NodeRef& node) {
-  if (g_prefetch.valid()) return g_prefetch.get();
+  if (g_prefetch.valid()) {
+    PhaseTimer timer("prefetch-wait");
+    return g_prefetch.get();
+  }
   return askController(job, step, node);
 }
 
@@ -725,7 +759,10 @@ int leaseStep(spank_t sp, pid_t task, std::uint32_t job, std::uint32_t step, con
   if (!request)
     return fail(fmt::format("{}: {}; the step does not start", where, request.error().message));
   std::string refused;
-  auto granted = lease(*client, *request, where, &refused);
+  auto granted = [&] {
+    PhaseTimer timer("step-lease");
+    return lease(*client, *request, where, &refused);
+  }();
   if (!granted && inJob && !record->jobLease.empty() && facts.jobLease == record->jobLease &&
       (refused == rpc::code::kNotFound || refused == rpc::code::kRefused)) {
     // The kept job lease is no parent now (its daemon lost it, or it
@@ -759,6 +796,7 @@ int leaseStep(spank_t sp, pid_t task, std::uint32_t job, std::uint32_t step, con
 // The step's first task: its job's facts asked (or taken from the prefetch),
 // the step leased, and the job's record kept once with what it learnt.
 int attachStep(spank_t sp, pid_t task) {
+  PhaseTimer timer("first-task-attach");
   std::uint32_t job = 0, step = 0;
   spank_get_item(sp, S_JOB_ID, &job);
   spank_get_item(sp, S_JOB_STEPID, &step);
@@ -1080,7 +1118,10 @@ TALLY_EXPORT int slurm_spank_task_exit(spank_t sp, int, char**) {
       // steps ending here at once write the job's line in the order their
       // figures were read, so a later step's line is never older.
       std::optional<slurm::SaidLine> said = g_jobLease.empty() ? std::nullopt : lockSaid(g_job);
-      auto reply = liveLease(*client, g_lease);
+      auto reply = [&] {
+        PhaseTimer timer("end-query");
+        return liveLease(*client, g_lease);
+      }();
       sayWhatTheBoundDid(reply);
       if (!g_jobLease.empty()) summarizeJob(*client, g_job, g_jobNode, reply, said);
     }

@@ -13,11 +13,14 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <csignal>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <sstream>
 
@@ -816,6 +819,67 @@ TEST_F(VmSlurm, AJobsFirstStepHasItsJobsLeaseBeforeItsFirstTaskExists) {
   ASSERT_FALSE(step.empty());
   EXPECT_EQ(step[0]["body"]["parent"], jobRows[0].value("lease", "")) << step[0].dump(2);
   EXPECT_EQ(jobRows[0]["body"]["declared"]["gpu_memory_max"], 64 * kMiB);
+}
+
+// At SlurmdDebug=debug slurmstepd logs what each of the plugin's calls took
+// (docs/slurm.md; vm/bench-slurm-phases.sh reads them): a job's first leased
+// step makes every one of them, once, and the first post-fork's whole
+// contains the step's own attach.
+TEST_F(VmSlurm, AtDebugAJobsFirstLeasedStepLogsWhatEachCallTook) {
+  auto restartSlurmd = [] {
+    ASSERT_EQ(shell("systemctl restart slurmd"), 0);
+    ASSERT_TRUE(eventually(
+        [&] { return shellOut("sinfo -h -o %T").find("idle") != std::string::npos; }, 60s));
+  };
+  struct Restore {
+    std::function<void()> restart;
+    ~Restore() {
+      shell(
+          "sed -i '/^SlurmdDebug=debug$/d; s/^SlurmdSyslogDebug=debug$/SlurmdSyslogDebug=info/' "
+          "/etc/slurm/slurm.conf");
+      restart();
+    }
+  } restore{restartSlurmd};
+  ASSERT_EQ(shell("grep -q '^SlurmdSyslogDebug=info$' /etc/slurm/slurm.conf && sed -i "
+                  "'s/^SlurmdSyslogDebug=info$/SlurmdSyslogDebug=debug\\nSlurmdDebug=debug/' "
+                  "/etc/slurm/slurm.conf"),
+            0)
+      << shellOut("grep -n Debug /etc/slurm/slurm.conf");
+  restartSlurmd();
+  std::string idFile = kDir + "/t.job";
+  auto r =
+      runProgram({"srun", "--gres=tallymem:64M", "sh", "-c", "echo $SLURM_JOB_ID > " + idFile});
+  ASSERT_EQ(r.exitCode(), 0) << r.out << r.err;
+  std::string job = jobIdFrom(idFile);
+  // Only this test turns the debug level on, so every such line is this
+  // job's (on a repeat, the last of each phase counts); journald takes them
+  // asynchronously.
+  std::map<std::string, long long> took;
+  const std::vector<std::string> phases{"job-record",    "step-request", "job-lease",
+                                        "prefetch-wait", "step-lease",   "first-task-attach",
+                                        "end-query",     "comment-load", "comment-update"};
+  std::string log;
+  bool all = eventually(
+      [&] {
+        log = shellOut("journalctl --no-pager -o cat | grep -a ' tally: timing '");
+        took.clear();
+        std::istringstream lines(log);
+        for (std::string line; std::getline(lines, line);) {
+          auto at = line.find("tally: timing ");
+          std::istringstream words(line.substr(at + 14));
+          std::string phase, unit;
+          long long us = -1;
+          if (words >> phase >> us >> unit && unit == "us" && us >= 0) took[phase] = us;
+        }
+        return std::all_of(phases.begin(), phases.end(),
+                           [&](const std::string& p) { return took.count(p) == 1; });
+      },
+      30s);
+  EXPECT_TRUE(all) << "job " << job << "'s slurmstepd logged:\n" << log;
+  if (all) {
+    EXPECT_GE(took["first-task-attach"], took["step-lease"]) << log;
+  }
+  EXPECT_EQ(took.size(), phases.size()) << "a phase nobody documented:\n" << log;
 }
 
 // tally doctor --slurm as the node's health check: passes on the VM's node
