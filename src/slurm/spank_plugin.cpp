@@ -503,11 +503,13 @@ slurm::StepFacts factsOf(spank_t sp, std::uint32_t job, std::uint32_t step) {
   return facts;
 }
 
-// One attach call on `client`: the lease reply, or why not (and in
-// `refusedCode`, when given, the daemon's error code if it answered no).
+// One attach call on `client`, timed as `phase` (job-lease, step-lease): the
+// lease reply, or why not (and in `refusedCode`, when given, the daemon's
+// error code if it answered no).
 tally::Result<rpc::api::LeaseReply> lease(rpc::Client& client, const rpc::api::Attach& request,
-                                          const std::string& where,
+                                          const std::string& where, const char* phase,
                                           std::string* refusedCode = nullptr) {
+  PhaseTimer timer(phase);
   auto reply = client.call(
       request,
       [&](const rpc::Message& ev) {
@@ -545,10 +547,9 @@ std::optional<tally::Result<std::string>> attachJobLease(slurm::StepFacts facts,
   facts.jobCgroup = jobCgroup;
   auto request = slurm::jobRequest(g_args, options, facts);
   if (!request) return std::nullopt;
-  PhaseTimer timer("job-lease");
   auto client = rpc::Client::connect(g_args.socket);
   if (!client) return client.error();
-  auto granted = lease(*client, *request, where);
+  auto granted = lease(*client, *request, where, "job-lease");
   if (!granted) return granted.error();
   return granted->lease;
 }
@@ -739,7 +740,7 @@ int leaseStep(spank_t sp, pid_t task, std::uint32_t job, std::uint32_t step, con
     auto jobReq = slurm::jobRequest(g_args, g_options, facts);
     if (!jobReq)
       return fmt::format("{}: {}; the step does not start", where, jobReq.error().message);
-    auto jobLease = lease(*client, *jobReq, where);
+    auto jobLease = lease(*client, *jobReq, where, "job-lease");
     if (!jobLease) return joined(jobLease.error());
     return joined(jobLease->lease);
   };
@@ -759,10 +760,7 @@ int leaseStep(spank_t sp, pid_t task, std::uint32_t job, std::uint32_t step, con
   if (!request)
     return fail(fmt::format("{}: {}; the step does not start", where, request.error().message));
   std::string refused;
-  auto granted = [&] {
-    PhaseTimer timer("step-lease");
-    return lease(*client, *request, where, &refused);
-  }();
+  auto granted = lease(*client, *request, where, "step-lease", &refused);
   if (!granted && inJob && !record->jobLease.empty() && facts.jobLease == record->jobLease &&
       (refused == rpc::code::kNotFound || refused == rpc::code::kRefused)) {
     // The kept job lease is no parent now (its daemon lost it, or it
@@ -773,7 +771,7 @@ int leaseStep(spank_t sp, pid_t task, std::uint32_t job, std::uint32_t step, con
     request = slurm::stepRequest(g_args, g_options, facts);
     if (!request)
       return fail(fmt::format("{}: {}; the step does not start", where, request.error().message));
-    granted = lease(*client, *request, where);
+    granted = lease(*client, *request, where, "step-lease");
   }
   if (!granted)
     return fail(fmt::format("{} declared {}, but {}; the step does not start", where, bound,

@@ -151,6 +151,11 @@ class VmSlurm : public ::testing::Test {
               0);
     startDaemon();
   }
+  // The node is back after slurmd (or slurmctld) restarted, or a node was removed.
+  static bool nodeIdle() {
+    return eventually([] { return shellOut("sinfo -h -o %T").find("idle") != std::string::npos; },
+                      60s);
+  }
   // srun's job id, written by the step itself before it allocates.
   static std::string jobIdFrom(const std::string& path) {
     std::string s = readFile(path);
@@ -462,9 +467,7 @@ TEST_F(VmSlurm, OverlappingStepsCountTheJobsGresOnceAndTheJobBoundsThemTogether)
                   "echo PrologFlags=Contain >> /etc/slurm/slurm.conf; "
                   "systemctl restart slurmctld slurmd"),
             0);
-  ASSERT_TRUE(
-      eventually([&] { return shellOut("sinfo -h -o %T").find("idle") != std::string::npos; }, 60s))
-      << shellOut("sinfo; journalctl --no-pager -u slurmd | tail -20");
+  ASSERT_TRUE(nodeIdle()) << shellOut("sinfo; journalctl --no-pager -u slurmd | tail -20");
   std::string idFile = kDir + "/o.job";
   std::string ready1 = kDir + "/o1.ready", ready2 = kDir + "/o2.ready";
   std::string release = kDir + "/o.release";
@@ -522,8 +525,7 @@ TEST_F(VmSlurm, OverlappingStepsCountTheJobsGresOnceAndTheJobBoundsThemTogether)
   ASSERT_EQ(shell("sed -i '/^PrologFlags=Contain/d' /etc/slurm/slurm.conf; "
                   "systemctl restart slurmctld slurmd"),
             0);
-  ASSERT_TRUE(eventually(
-      [&] { return shellOut("sinfo -h -o %T").find("idle") != std::string::npos; }, 60s));
+  ASSERT_TRUE(nodeIdle());
 }
 
 // scancel ends the job's steps: the step's row says how (its tasks'
@@ -828,8 +830,7 @@ TEST_F(VmSlurm, AJobsFirstStepHasItsJobsLeaseBeforeItsFirstTaskExists) {
 TEST_F(VmSlurm, AtDebugAJobsFirstLeasedStepLogsWhatEachCallTook) {
   auto restartSlurmd = [] {
     ASSERT_EQ(shell("systemctl restart slurmd"), 0);
-    ASSERT_TRUE(eventually(
-        [&] { return shellOut("sinfo -h -o %T").find("idle") != std::string::npos; }, 60s));
+    ASSERT_TRUE(nodeIdle());
   };
   struct Restore {
     std::function<void()> restart;
@@ -1022,8 +1023,7 @@ TEST_F(VmSlurm, ATwoNodeJobLeasesEachNodeAndAHetJobsComponentsAreBoundedByTheirO
   auto removed =
       runProgram({std::string(TALLY_SOURCE_DIR) + "/vm/slurm-second-node.sh", "--remove", second});
   EXPECT_EQ(removed.exitCode(), 0) << removed.out << removed.err;
-  ASSERT_TRUE(eventually(
-      [&] { return shellOut("sinfo -h -o %T").find("idle") != std::string::npos; }, 60s));
+  ASSERT_TRUE(nodeIdle());
 }
 
 }  // namespace
