@@ -140,6 +140,10 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   if (op == TALLY_IOCTL_ALLOC && bytes % 4096 != 0) std::abort();
   if (op != TALLY_IOCTL_ALLOC && bytes != 0) std::abort();
   if (op == TALLY_IOCTL_ALLOC && size - 8 < tally_ioctl_arg_size(kind, cmd)) std::abort();
+  // Unreadable only when fewer bytes than the struct came; undecodable only
+  // for an allocation the driver would size.
+  if (op == TALLY_IOCTL_UNREADABLE && size - 8 >= tally_ioctl_arg_size(kind, cmd)) std::abort();
+  if (op == TALLY_IOCTL_UNDECODABLE && tally_ioctl_arg_size(kind, cmd) == 0) std::abort();
   // The hook's first test lets through every command a decoder knows.
   if (op != TALLY_IOCTL_PASS && !tally_ioctl_decodable(cmd)) std::abort();
   if (tally_ioctl_user_bytes(kind, cmd) > tally_ioctl_arg_size(kind, cmd) ||

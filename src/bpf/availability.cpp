@@ -74,4 +74,24 @@ std::string describe(const Verdict& v) {
                      v.why);
 }
 
+const char* reasonName(std::uint32_t reason) {
+  switch (static_cast<RefusalReason>(reason)) {
+    case RefusalReason::Bound:
+      return "bound";
+    case RefusalReason::Objects:
+      return "object-quota";
+    case RefusalReason::MapFull:
+      return "map-full";
+    case RefusalReason::Unreadable:
+      return "unreadable-argument";
+    case RefusalReason::Undecodable:
+      return "undecodable-size";
+    case RefusalReason::Contended:
+      return "contended";
+    case RefusalReason::NoMemory:
+      return "no-memory";
+  }
+  return "unknown";
+}
+
 }  // namespace tally::bpf

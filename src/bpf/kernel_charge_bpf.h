@@ -12,23 +12,18 @@
 
 #include "bpf/availability.h"
 #include "bpf/kernel_charge.h"
+#include "bpf/sizing.h"
 #include "fs/root.h"
 
 namespace tally::bpf {
 
-// A device the programs watch: its character node (as stat's st_rdev splits
-// it), what its allocation ioctls are (gpu_charge_abi.h's tally_device_kind)
-// and whether its objects are charged (memory memcg does not see).
-struct DeviceRule {
-  std::uint32_t major = 0, minor = 0;
-  std::uint32_t kind = 0;
-  bool charged = false;
-};
-
 struct LoadOptions {
   std::string pinDir = "/sys/fs/bpf/tally";
-  bool refuse = true;  // load the LSM program (only where the BPF LSM is active)
+  bool refuse = true;  // load the LSM programs (only where the BPF LSM is active)
   std::vector<DeviceRule> devices;
+  // The maps' room (bpf/sizing.h). Maps already pinned keep the room they
+  // were made with (their charges are reused as they are).
+  Sizing sizing = sizeMaps(std::nullopt, 0, 0);
 };
 
 // The facts availability.h judges, read from this host: `sys` is /sys.
@@ -57,5 +52,9 @@ Started startKernelCharge(const fs::Root& sys, LoadOptions o, bool loadOnly = fa
 // The devices to register, from the host's DRM devices (the driver each
 // one's DRM_IOCTL_VERSION names) and /dev/kfd.
 std::vector<DeviceRule> discoverDeviceRules(const fs::Root& sys);
+
+// Σ GTT + VRAM totals of the host's DRM devices (mem_info_*_total); absent
+// when no device exports them.
+std::optional<std::uint64_t> hostGpuMemory(const fs::Root& sys);
 
 }  // namespace tally::bpf

@@ -67,4 +67,7 @@ struct file {
 
 #pragma clang attribute pop
 
+/* Only passed along (the ioctl syscall's fexit): never read. */
+struct pt_regs;
+
 #endif

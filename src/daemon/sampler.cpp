@@ -18,7 +18,7 @@ void Sampler::startMetering(Lease& l) {
     // fdinfo sees them, so its figure is the lease's floor unless the first
     // sample after arming shows the lease held none (then the charge alone
     // is its figure, and a buffer passed in from elsewhere never counts).
-    if (auto s = env_.charge->arm(l.place.inode, kernelBound(l)); s) {
+    if (auto s = env_.charge->arm(l.place.inode, bpf::ArmSpec{kernelBound(l), 0, 0}); s) {
       l.metering.kernelArmed = l.place.inode;
       l.metering.meter->useKernelCharge(env_.charge, l.place.inode, true);
     } else {

@@ -47,7 +47,7 @@ Service::Service(const config::Config& cfg, ledger::Ledger& ledger, ServiceEnv e
   // figures by then, and buffers it made that outlive it are charged to no one.
   if (env.kernelCharge) {
     book_.onForget([charge = env.kernelCharge](const Lease& l) {
-      if (l.metering.kernelArmed) charge->disarm(l.metering.kernelArmed);
+      if (l.metering.kernelArmed) charge->retire(l.metering.kernelArmed);
     });
   }
 }
@@ -788,7 +788,7 @@ Result<std::vector<std::string>> Service::recover() {
     std::set<std::uint64_t> claimed;
     for (const auto& [id, l] : book_.all()) claimed.insert(l->metering.kernelArmed);
     for (std::uint64_t cg : env_.kernelCharge->armed())
-      if (!claimed.count(cg)) env_.kernelCharge->disarm(cg);
+      if (!claimed.count(cg)) env_.kernelCharge->retire(cg);
   }
   return lines;
 }

@@ -6,7 +6,10 @@
  * where the kernel has IA-32 emulation.
  *
  *   compat_create MIB...   one CREATE of each size on /dev/dri/renderD128;
- *                          prints each result (0 or -errno) on a line
+ *                          prints each result (0 or -errno) on a line. A size
+ *                          written cN passes its struct from a page not yet
+ *                          mapped (written to a memfd, mapped fresh), which
+ *                          the compat hook cannot read without faulting
  * Exit 0, or 2 when the device cannot be opened.
  */
 #include "tally_testdrm_uapi.h"
@@ -17,7 +20,30 @@ static long sys3(long n, long a, long b, long c) {
   return r;
 }
 
-enum { kExit = 1, kWrite = 4, kOpen = 5, kIoctl = 54, kORdwr = 2 };
+/* The sixth argument goes in ebp, which the compiler may use: saved around
+ * the call, loaded from a static (no stack-relative operand survives the push). */
+static long arg6;
+static long sys6(long n, long a, long b, long c, long d, long e, long f) {
+  long r;
+  arg6 = f;
+  __asm__ volatile("push %%ebp\n  mov %7, %%ebp\n  int $0x80\n  pop %%ebp"
+                   : "=a"(r)
+                   : "a"(n), "b"(a), "c"(b), "d"(c), "S"(d), "D"(e), "m"(arg6)
+                   : "memory");
+  return r;
+}
+
+enum {
+  kExit = 1,
+  kWrite = 4,
+  kOpen = 5,
+  kIoctl = 54,
+  kORdwr = 2,
+  kMmap2 = 192,
+  kMemfdCreate = 356,
+  kProtRw = 3,
+  kMapShared = 1
+};
 
 static unsigned long long decimal(const char* s) {
   unsigned long long v = 0;
@@ -41,8 +67,17 @@ __attribute__((used)) static void start(long* sp) {
   long fd = sys3(kOpen, (long)"/dev/dri/renderD128", kORdwr, 0);
   if (fd < 0) sys3(kExit, 2, 0, 0);
   for (int i = 1; i < argc; ++i) {
-    struct tally_testdrm_create c = {decimal(argv[i]) << 20, TALLY_TESTDRM_REGION_GTT, 0};
-    say(sys3(kIoctl, fd, (long)DRM_IOCTL_TALLY_TESTDRM_CREATE, (long)&c));
+    int cold = argv[i][0] == 'c';
+    struct tally_testdrm_create c = {decimal(argv[i] + cold) << 20, TALLY_TESTDRM_REGION_GTT, 0};
+    void* arg = &c;
+    if (cold) {
+      long m = sys3(kMemfdCreate, (long)"cold", 0, 0);
+      if (m < 0 || sys3(kWrite, m, (long)&c, (long)sizeof c) != (long)sizeof c) sys3(kExit, 5, 0, 0);
+      long p = sys6(kMmap2, 0, 4096, kProtRw, kMapShared, m, 0);
+      if (p < 0 && p > -4096) sys3(kExit, 6, 0, 0);
+      arg = (void*)p;
+    }
+    say(sys3(kIoctl, fd, (long)DRM_IOCTL_TALLY_TESTDRM_CREATE, (long)arg));
   }
   sys3(kExit, 0, 0, 0);
 }

@@ -22,7 +22,10 @@ int BPF_PROG(empty_object_init, struct drm_device* dev, struct drm_gem_object* o
 SEC("fentry/drm_gem_object_release")
 int BPF_PROG(empty_object_release, struct drm_gem_object* obj) { return 0; }
 
-SEC("lsm/file_ioctl")
+SEC("lsm.s/file_ioctl")
 int BPF_PROG(empty_file_ioctl, struct file* file, unsigned int cmd, unsigned long arg, int ret) {
   return ret;
 }
+
+SEC("fexit/__x64_sys_ioctl")
+int BPF_PROG(empty_ioctl_done, const struct pt_regs* regs, long ret) { return 0; }

@@ -1,67 +1,15 @@
-// The in-kernel charge on a real kernel (6.1, 6.12, 7.x in the harness): the
-// BPF programs loaded by tally's own loader, leases armed by cgroup id, and
-// buffers made through the test DRM driver's real allocation ioctls
-// (its own CREATE, amdgpu's GEM_CREATE, KFD's ALLOC_MEMORY_OF_GPU) by
-// children that each do one step per command, so every assertion follows
-// the step it checks (pipes are the barriers). VM harness only.
+// The in-kernel charge on a real kernel (6.1, 6.12, 7.x in the harness): what
+// it charges and refuses, through every decoded allocation path, and what it
+// costs (the bench). The fixture: kernel_charge_fixture.h. VM harness only.
 #include <bpf/bpf.h>
-#include <fcntl.h>
-#include <gtest/gtest.h>
-#include <sys/ioctl.h>
-#include <sys/socket.h>
-#include <sys/stat.h>
-#include <sys/wait.h>
-#include <time.h>
-#include <unistd.h>
 
-#include <algorithm>
-#include <cerrno>
-#include <cstdlib>
-#include <cstring>
-#include <string>
-
-#include "bpf/gpu_charge_abi.h"
-#include "bpf/kernel_charge_bpf.h"
 #include "empty_hooks.skel.h"
-#include "support/fake_host.h"
-#include "support/scm_rights.h"
-#include "tally_testdrm_uapi.h"
+#include "kernel_charge_fixture.h"
 
 namespace tally {
 namespace {
 
-using namespace tally::testing;
-
-constexpr std::uint64_t kMiB = 1u << 20;
-
-std::string testDrmKo() {
-  const char* ko = std::getenv("TALLY_TESTDRM_KO");
-  return ko ? ko : "";
-}
-
-// Loads the test driver with `params` (reloading it when it is loaded).
-void loadDriver(const std::string& params) {
-  ASSERT_FALSE(testDrmKo().empty());
-  if (::access("/sys/module/tally_testdrm", F_OK) == 0) {
-    ASSERT_EQ(std::system("rmmod tally_testdrm"), 0) << "a process still holds the test driver";
-  }
-  ASSERT_EQ(std::system(("modprobe drm && insmod " + testDrmKo() + " " + params).c_str()), 0);
-}
-
-void removePins() { ASSERT_EQ(std::system("rm -rf /sys/fs/bpf/tally-test"), 0); }
-
-std::uint64_t cgroupId(const std::string& dir) {
-  struct stat st {};
-  if (::stat(dir.c_str(), &st) != 0) return 0;
-  return st.st_ino;
-}
-
-std::string makeCgroup(const std::string& name) {
-  std::string dir = "/sys/fs/cgroup/" + name;
-  ::rmdir(dir.c_str());
-  EXPECT_EQ(::mkdir(dir.c_str(), 0755), 0) << dir;
-  return dir;
-}
+using namespace tally::vmcharge;
 
 // One program's runs and time in them, from the kernel's own BPF run-time
 // statistics (counted while bpf_enable_stats' fd is open), found through
@@ -89,228 +37,6 @@ ProgramTime programTime(const std::string& linkPin) {
   return t;
 }
 
-// struct drm_mode_create_dumb and DRM_IOCTL_MODE_CREATE_DUMB (drm_mode.h,
-// drm.h), spelled out as the test driver's uapi header spells its own.
-struct drm_mode_create_dumb_args {
-  std::uint32_t height, width, bpp, flags, handle, pitch;
-  std::uint64_t size;
-};
-constexpr unsigned long kCreateDumb = _IOWR('d', 0xb2, drm_mode_create_dumb_args);
-
-// A child that does one thing per command and answers with its result (0,
-// a handle, or -errno): the test's barrier for every step.
-class Allocator {
- public:
-  enum Op : char {
-    Open = 'o',
-    OpenKfd = 'k',
-    Loop = 'l',
-    Create = 'c',
-    Amdgpu = 'a',
-    Kfd = 'K',
-    // The same allocations in other encodings: a struct cut short to its
-    // size field (the driver zero-fills the rest), another type byte ('e'
-    // for DRM's 'd', which drm_ioctl refuses; 'L' for KFD's 'K', which
-    // kfd_ioctl takes).
-    CreateSizeOnly = 'h',
-    CreateOtherType = 't',
-    KfdOtherType = 'T',
-    Dumb = 'D',  // a dumb buffer of `bytes` (1024 pixels of 32 bits a row) on the card node
-    Close = 'x',
-    SendFd = 's',
-    RecvFd = 'r',
-    Quit = 'q'
-  };
-  // `sock`: one end of a socketpair for passing fds between two allocators.
-  explicit Allocator(const std::string& cgroup, int sock = -1) {
-    int toChild[2], toParent[2];
-    EXPECT_EQ(::pipe(toChild), 0);
-    EXPECT_EQ(::pipe(toParent), 0);
-    pid_ = ::fork();
-    if (pid_ == 0) {
-      ::close(toChild[1]);
-      ::close(toParent[0]);
-      serve(toChild[0], toParent[1], sock);
-      ::_exit(0);
-    }
-    ::close(toChild[0]);
-    ::close(toParent[1]);
-    cmd_ = toChild[1];
-    reply_ = toParent[0];
-    writeFile(cgroup + "/cgroup.procs", std::to_string(pid_) + "\n");
-  }
-  ~Allocator() {
-    (void)call(Quit);
-    ::close(cmd_);
-    ::close(reply_);
-    ::waitpid(pid_, nullptr, 0);
-  }
-  pid_t pid() const { return pid_; }
-  std::int64_t call(Op op, std::uint64_t bytes = 0, std::uint32_t region = 0) {
-    Cmd c{op, region, bytes};
-    if (::write(cmd_, &c, sizeof c) != sizeof c) return -EPIPE;
-    std::int64_t r = -EPIPE;
-    if (::read(reply_, &r, sizeof r) != sizeof r) return -EPIPE;
-    return r;
-  }
-
- private:
-  struct Cmd {
-    char op;
-    std::uint32_t region;
-    std::uint64_t bytes;
-  };
-
-  static std::int64_t result(int rc) { return rc == 0 ? 0 : -errno; }
-
-  static void serve(int in, int out, int sock) {
-    int drm = -1, kfd = -1, card = -1;
-    Cmd c{};
-    while (::read(in, &c, sizeof c) == sizeof c) {
-      std::int64_t r = 0;
-      switch (c.op) {
-        case Open:
-          drm = ::open("/dev/dri/renderD128", O_RDWR | O_CLOEXEC);
-          r = drm < 0 ? -errno : 0;
-          break;
-        case OpenKfd:
-          kfd = ::open("/dev/kfd", O_RDWR | O_CLOEXEC);
-          r = kfd < 0 ? -errno : 0;
-          break;
-        case Create: {
-          tally_testdrm_create a{c.bytes, c.region, 0};
-          r = result(::ioctl(drm, DRM_IOCTL_TALLY_TESTDRM_CREATE, &a));
-          break;
-        }
-        case Dumb: {
-          if (card < 0) card = ::open("/dev/dri/card0", O_RDWR | O_CLOEXEC);
-          drm_mode_create_dumb_args a{};
-          a.width = 1024;
-          a.bpp = 32;
-          a.height = static_cast<std::uint32_t>(c.bytes / 4096);
-          r = card < 0 ? -errno : result(::ioctl(card, kCreateDumb, &a));
-          break;
-        }
-        case CreateOtherType: {
-          tally_testdrm_create a{c.bytes, c.region, 0};
-          r = result(::ioctl(drm, _IOWR('e', 0x42, tally_testdrm_create), &a));
-          break;
-        }
-        case CreateSizeOnly: {  // region and handle left to the driver's zeros: GTT
-          std::uint64_t size = c.bytes;
-          r = result(::ioctl(drm, _IOWR('d', 0x42, std::uint64_t), &size));
-          break;
-        }
-        case KfdOtherType: {
-          tally_testkfd_alloc_memory_of_gpu a{};
-          a.size = c.bytes;
-          a.flags = TALLY_TESTKFD_ALLOC_GTT;
-          r = result(::ioctl(kfd, _IOWR('L', 0x16, tally_testkfd_alloc_memory_of_gpu), &a));
-          break;
-        }
-        case Amdgpu: {
-          tally_testdrm_amdgpu_gem_create a{};
-          a.in.bo_size = c.bytes;
-          a.in.domains = c.region == TALLY_TESTDRM_REGION_VRAM ? TALLY_TESTDRM_AMDGPU_DOMAIN_VRAM
-                                                               : TALLY_TESTDRM_AMDGPU_DOMAIN_GTT;
-          r = result(::ioctl(drm, DRM_IOCTL_TALLY_TESTDRM_AMDGPU_GEM_CREATE, &a));
-          break;
-        }
-        case Kfd: {
-          tally_testkfd_alloc_memory_of_gpu a{};
-          a.size = c.bytes;
-          a.flags = TALLY_TESTKFD_ALLOC_GTT;
-          r = result(::ioctl(kfd, AMDKFD_IOC_TALLY_ALLOC_MEMORY_OF_GPU, &a));
-          break;
-        }
-        case Close:
-          r = result(::close(drm));
-          drm = -1;
-          break;
-        case SendFd:  // parks the DRM fd in the socket, then closes its own
-          r = testing::sendFd(sock, drm);
-          ::close(drm);
-          drm = -1;
-          break;
-        case RecvFd: {
-          int fd = testing::recvFd(sock);
-          r = fd < 0 ? fd : 0;
-          if (fd >= 0) drm = fd;
-          break;
-        }
-        case Loop: {  // `bytes` times: create `region` pages (1 at least), close; ns per pair
-          timespec t0{}, t1{};
-          ::clock_gettime(CLOCK_MONOTONIC, &t0);
-          for (std::uint64_t i = 0; i < c.bytes; ++i) {
-            tally_testdrm_create a{4096ull * (c.region ? c.region : 1), 0, 0};
-            if (::ioctl(drm, DRM_IOCTL_TALLY_TESTDRM_CREATE, &a) != 0) {
-              r = -errno;
-              break;
-            }
-            std::uint32_t closeArgs[2] = {a.handle, 0};  // struct drm_gem_close
-            (void)::ioctl(drm, _IOW('d', 0x09, std::uint64_t), closeArgs);
-          }
-          ::clock_gettime(CLOCK_MONOTONIC, &t1);
-          if (r == 0)
-            r = ((t1.tv_sec - t0.tv_sec) * 1'000'000'000 + (t1.tv_nsec - t0.tv_nsec)) /
-                static_cast<std::int64_t>(c.bytes);
-          break;
-        }
-        case Quit:
-          if (::write(out, &r, sizeof r) != sizeof r) {
-          }  // the test is gone: nothing to tell
-          return;
-        default:
-          r = -EINVAL;
-      }
-      if (::write(out, &r, sizeof r) != sizeof r) return;
-    }
-  }
-
-  pid_t pid_ = -1;
-  int cmd_ = -1, reply_ = -1;
-};
-
-class VmKernelCharge : public ::testing::Test {
- protected:
-  void SetUp() override {
-    ASSERT_NE(std::getenv("TALLY_IN_VM"), nullptr)
-        << "this test needs the VM harness: vm/run.sh -- tally_vm_tests";
-    loadDriver("");
-    removePins();
-    load();
-  }
-  void TearDown() override {
-    charge_.reset();
-    removePins();
-    for (auto d = cgroups_.rbegin(); d != cgroups_.rend(); ++d)
-      ::rmdir(d->c_str());  // children first
-  }
-  void load() {
-    auto sys = fs::Root::open("/sys");
-    ASSERT_TRUE(sys);
-    bpf::LoadOptions o;
-    o.pinDir = "/sys/fs/bpf/tally-test";
-    o.devices = bpf::discoverDeviceRules(*sys);
-    auto st = bpf::startKernelCharge(*sys, o);
-    ASSERT_TRUE(st.charge) << bpf::describe(st.verdict);
-    EXPECT_TRUE(st.verdict.can.refusing) << bpf::describe(st.verdict);
-    charge_ = std::move(st.charge);
-  }
-  std::string cgroup(const std::string& name) {
-    cgroups_.push_back(makeCgroup(name));
-    return cgroups_.back();
-  }
-  bpf::LeaseCharge read(std::uint64_t id) {
-    auto c = charge_->read(id);
-    EXPECT_TRUE(c) << "cgroup " << id << " is not armed";
-    return c.value_or(bpf::LeaseCharge{});
-  }
-
-  std::unique_ptr<bpf::KernelCharge> charge_;
-  std::vector<std::string> cgroups_;
-};
-
 TEST_F(VmKernelCharge, TheDevicesAreRegisteredAsTheDriverTheyPlay) {
   auto sys = fs::Root::open("/sys");
   ASSERT_TRUE(sys);
@@ -325,7 +51,7 @@ TEST_F(VmKernelCharge, TheDevicesAreRegisteredAsTheDriverTheyPlay) {
 TEST_F(VmKernelCharge, AnAllocationThatWouldCrossTheBoundIsRefusedAndTheLeaseKeepsRunning) {
   std::string dir = cgroup("vm-kc-bound");
   std::uint64_t id = cgroupId(dir);
-  ASSERT_TRUE(charge_->arm(id, 16 * kMiB));
+  ASSERT_TRUE(charge_->arm(id, bpf::ArmSpec{16 * kMiB}));
   Allocator a(dir);
   ASSERT_EQ(a.call(Allocator::Open), 0);
   EXPECT_EQ(a.call(Allocator::Create, 8 * kMiB), 0);
@@ -363,7 +89,7 @@ TEST_F(VmKernelCharge, AnAllocationThatWouldCrossTheBoundIsRefusedAndTheLeaseKee
 TEST_F(VmKernelCharge, AnAllocationInAnotherEncodingIsRefusedToo) {
   std::string dir = cgroup("vm-kc-encoding");
   std::uint64_t id = cgroupId(dir);
-  ASSERT_TRUE(charge_->arm(id, 16 * kMiB));
+  ASSERT_TRUE(charge_->arm(id, bpf::ArmSpec{16 * kMiB}));
   Allocator a(dir);
   ASSERT_EQ(a.call(Allocator::Open), 0);
   EXPECT_EQ(a.call(Allocator::CreateSizeOnly, 12 * kMiB), 0) << "the driver takes it";
@@ -386,7 +112,7 @@ TEST_F(VmKernelCharge, AnAllocationInAnotherEncodingIsRefusedToo) {
 TEST_F(VmKernelCharge, ADumbBufferOnTheCardNodeIsChargedAndRefusedToo) {
   std::string dir = cgroup("vm-kc-dumb");
   std::uint64_t id = cgroupId(dir);
-  ASSERT_TRUE(charge_->arm(id, 16 * kMiB));
+  ASSERT_TRUE(charge_->arm(id, bpf::ArmSpec{16 * kMiB}));
   Allocator a(dir);
   EXPECT_EQ(a.call(Allocator::Dumb, 8 * kMiB), 0) << "the driver makes it";
   EXPECT_EQ(read(id).bytes, 8 * kMiB);
@@ -405,7 +131,7 @@ TEST_F(VmKernelCharge, ADumbBufferOnTheCardNodeIsChargedAndRefusedToo) {
 TEST_F(VmKernelCharge, A32BitProcessIsRefusedAtTheBoundToo) {
   std::string dir = cgroup("vm-kc-compat");
   std::uint64_t id = cgroupId(dir);
-  ASSERT_TRUE(charge_->arm(id, 16 * kMiB));
+  ASSERT_TRUE(charge_->arm(id, bpf::ArmSpec{16 * kMiB}));
   int out[2];
   ASSERT_EQ(::pipe(out), 0);
   std::string procs = dir + "/cgroup.procs";
@@ -441,7 +167,7 @@ TEST_F(VmKernelCharge, NothingOutsideALeaseAndNoLeaseWithoutABoundIsEverRefused)
   std::string outside = cgroup("vm-kc-outside");
   std::string unbounded = cgroup("vm-kc-unbounded");
   std::uint64_t id = cgroupId(unbounded);
-  ASSERT_TRUE(charge_->arm(id, std::nullopt));
+  ASSERT_TRUE(charge_->arm(id, bpf::ArmSpec{}));
   Allocator out(outside);
   Allocator free(unbounded);
   ASSERT_EQ(out.call(Allocator::Open), 0);
@@ -462,7 +188,7 @@ TEST_F(VmKernelCharge, AChildInASubCgroupIsChargedToTheLease) {
   ASSERT_EQ(::mkdir(sub.c_str(), 0755), 0);
   cgroups_.push_back(sub);
   std::uint64_t id = cgroupId(dir);
-  ASSERT_TRUE(charge_->arm(id, 24 * kMiB));
+  ASSERT_TRUE(charge_->arm(id, bpf::ArmSpec{24 * kMiB}));
   Allocator a(sub);
   ASSERT_EQ(a.call(Allocator::Open), 0);
   EXPECT_EQ(a.call(Allocator::Create, 16 * kMiB), 0);
@@ -482,9 +208,9 @@ TEST_F(VmKernelCharge, AChildLeaseIsChargedToItselfAndItsParentAndRefusedAtEithe
     cgroups_.push_back(d);
   }
   std::uint64_t jobId = cgroupId(job), id0 = cgroupId(step0), id1 = cgroupId(step1);
-  ASSERT_TRUE(charge_->arm(jobId, 24 * kMiB));
-  ASSERT_TRUE(charge_->arm(id0, 16 * kMiB));
-  ASSERT_TRUE(charge_->arm(id1, 24 * kMiB));
+  ASSERT_TRUE(charge_->arm(jobId, bpf::ArmSpec{24 * kMiB}));
+  ASSERT_TRUE(charge_->arm(id0, bpf::ArmSpec{16 * kMiB, jobId}));
+  ASSERT_TRUE(charge_->arm(id1, bpf::ArmSpec{24 * kMiB, jobId}));
   Allocator a(step0), b(step1);
   ASSERT_EQ(a.call(Allocator::Open), 0);
   ASSERT_EQ(b.call(Allocator::Open), 0);
@@ -508,7 +234,7 @@ TEST_F(VmKernelCharge, AChildLeaseIsChargedToItselfAndItsParentAndRefusedAtEithe
   EXPECT_EQ(read(id0).bytes, 0u);
   // Step 1's lease ends (disarmed) while its object lives: when it is freed
   // the job is uncharged all the same.
-  charge_->disarm(id1);
+  charge_->retire(id1);
   ASSERT_EQ(b.call(Allocator::Close), 0);
   EXPECT_EQ(read(jobId).bytes, 0u) << "never charged for an object gone";
   EXPECT_EQ(read(jobId).peakBytes, 24 * kMiB);
@@ -520,7 +246,7 @@ TEST_F(VmKernelCharge, ATaskNestedHundredsOfLevelsBelowItsLeaseIsStillCharged) {
   for (int i = 0; i < 300; ++i) deep += "/d";
   ASSERT_EQ(std::system(("mkdir -p " + deep).c_str()), 0);
   std::uint64_t id = cgroupId(dir);
-  ASSERT_TRUE(charge_->arm(id, 16 * kMiB));
+  ASSERT_TRUE(charge_->arm(id, bpf::ArmSpec{16 * kMiB}));
   {
     Allocator a(deep);
     ASSERT_EQ(a.call(Allocator::Open), 0);
@@ -535,8 +261,8 @@ TEST_F(VmKernelCharge, ABufferPassedToAnotherLeaseStaysChargedToItsCreator) {
   std::string dirA = cgroup("vm-kc-creator");
   std::string dirB = cgroup("vm-kc-receiver");
   std::uint64_t a = cgroupId(dirA), b = cgroupId(dirB);
-  ASSERT_TRUE(charge_->arm(a, 64 * kMiB));
-  ASSERT_TRUE(charge_->arm(b, 16 * kMiB));
+  ASSERT_TRUE(charge_->arm(a, bpf::ArmSpec{64 * kMiB}));
+  ASSERT_TRUE(charge_->arm(b, bpf::ArmSpec{16 * kMiB}));
   int sv[2];
   ASSERT_EQ(::socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
   auto creator = std::make_unique<Allocator>(dirA, sv[0]);
@@ -559,7 +285,7 @@ TEST_F(VmKernelCharge, ABufferPassedToAnotherLeaseStaysChargedToItsCreator) {
 TEST_F(VmKernelCharge, TheChargeAndTheBoundOutliveTheDaemonAndAreFoundAgain) {
   std::string dir = cgroup("vm-kc-restart");
   std::uint64_t id = cgroupId(dir);
-  ASSERT_TRUE(charge_->arm(id, 16 * kMiB));
+  ASSERT_TRUE(charge_->arm(id, bpf::ArmSpec{16 * kMiB}));
   Allocator a(dir);
   ASSERT_EQ(a.call(Allocator::Open), 0);
   ASSERT_EQ(a.call(Allocator::Create, 12 * kMiB), 0);
@@ -569,7 +295,7 @@ TEST_F(VmKernelCharge, TheChargeAndTheBoundOutliveTheDaemonAndAreFoundAgain) {
   load();
   auto armed = charge_->armed();
   EXPECT_NE(std::find(armed.begin(), armed.end(), id), armed.end());
-  ASSERT_TRUE(charge_->arm(id, 16 * kMiB)) << "re-armed: the charge is kept";
+  ASSERT_TRUE(charge_->arm(id, bpf::ArmSpec{16 * kMiB})) << "re-armed: the charge is kept";
   auto c = read(id);
   EXPECT_EQ(c.bytes, 16 * kMiB);
   EXPECT_EQ(c.refused, 1u);
@@ -596,7 +322,7 @@ TEST_F(VmKernelCharge, AmdgpuGemCreateAndKfdAllocationsAreDecodedFromTheirRealSt
   EXPECT_TRUE(kfd && amdgpu);
   std::string dir = cgroup("vm-kc-amdgpu");
   std::uint64_t id = cgroupId(dir);
-  ASSERT_TRUE(charge_->arm(id, 32 * kMiB));
+  ASSERT_TRUE(charge_->arm(id, bpf::ArmSpec{32 * kMiB}));
   auto a = std::make_unique<Allocator>(dir);
   ASSERT_EQ(a->call(Allocator::Open), 0);
   ASSERT_EQ(a->call(Allocator::OpenKfd), 0);
@@ -649,7 +375,7 @@ TEST_F(VmKernelCharge, BenchCreateCloseWithAndWithoutTheProgramsAndTheOvershoot)
       };
       auto timeWith = [&] {
         load();
-        ASSERT_TRUE(charge_->arm(id, 1ull << 30));
+        ASSERT_TRUE(charge_->arm(id, bpf::ArmSpec{1ull << 30}));
         int stats =
             std::getenv("TALLY_BENCH_BPF_STATS") ? bpf_enable_stats(BPF_STATS_RUN_TIME) : -1;
         ProgramTime before[3], after[3];
@@ -708,7 +434,7 @@ TEST_F(VmKernelCharge, BenchCreateCloseWithAndWithoutTheProgramsAndTheOvershoot)
   }
   // The overshoot: 1 MiB at a time against a 64 MiB bound.
   load();
-  ASSERT_TRUE(charge_->arm(id, 64 * kMiB));
+  ASSERT_TRUE(charge_->arm(id, bpf::ArmSpec{64 * kMiB}));
   ASSERT_EQ(a.call(Allocator::Close), 0);
   ASSERT_EQ(a.call(Allocator::Open), 0);
   int made = 0, refused = 0;

@@ -46,8 +46,10 @@ TEST(GpuIoctl, CommandNumbersAreTheRealOnes) {
   EXPECT_EQ(TALLY_AMDGPU_DOMAIN_GTT, AMDGPU_GEM_DOMAIN_GTT);
   EXPECT_EQ(TALLY_AMDGPU_DOMAIN_VRAM, AMDGPU_GEM_DOMAIN_VRAM);
   EXPECT_EQ(TALLY_AMDGPU_DOMAIN_CPU, AMDGPU_GEM_DOMAIN_CPU);
-  EXPECT_EQ(TALLY_AMDGPU_DOMAINS_NOT_MEMORY, AMDGPU_GEM_DOMAIN_GDS | AMDGPU_GEM_DOMAIN_GWS |
-                                                 AMDGPU_GEM_DOMAIN_OA | 0x40u /* DOORBELL */);
+  EXPECT_EQ(TALLY_AMDGPU_DOMAIN_GDS, AMDGPU_GEM_DOMAIN_GDS);
+  EXPECT_EQ(TALLY_AMDGPU_DOMAIN_GWS, AMDGPU_GEM_DOMAIN_GWS);
+  EXPECT_EQ(TALLY_AMDGPU_DOMAIN_OA, AMDGPU_GEM_DOMAIN_OA);
+  EXPECT_EQ(TALLY_AMDGPU_CREATE_VM_ALWAYS_VALID, AMDGPU_GEM_CREATE_VM_ALWAYS_VALID);
   EXPECT_EQ(TALLY_KFD_ALLOC_VRAM, KFD_IOC_ALLOC_MEM_FLAGS_VRAM);
   EXPECT_EQ(TALLY_KFD_ALLOC_GTT, KFD_IOC_ALLOC_MEM_FLAGS_GTT);
   EXPECT_EQ(TALLY_KFD_ALLOC_USERPTR, KFD_IOC_ALLOC_MEM_FLAGS_USERPTR);
@@ -78,7 +80,7 @@ TEST(GpuIoctl, AmdgpuGemCreateIsItsPageAlignedSizeInAnyMemoryDomain) {
   c.in.domains = 0;
   EXPECT_EQ(decode(TALLY_DEVICE_AMDGPU, DRM_IOCTL_AMDGPU_GEM_CREATE, bytesOf(c)).op,
             TALLY_IOCTL_ALLOC);
-  // A memory domain beside an on-chip one is memory.
+  // A memory domain beside an on-chip one is memory (sized as below).
   c.in.domains = AMDGPU_GEM_DOMAIN_GDS | AMDGPU_GEM_DOMAIN_GTT;
   EXPECT_EQ(decode(TALLY_DEVICE_AMDGPU, DRM_IOCTL_AMDGPU_GEM_CREATE, bytesOf(c)).op,
             TALLY_IOCTL_ALLOC);
@@ -97,15 +99,23 @@ TEST(GpuIoctl, WhatIsNotMemoryOrIsCountedElsewhereIsUncounted) {
   for (__u32 kind :
        {TALLY_DEVICE_AMDGPU, TALLY_DEVICE_XE, TALLY_DEVICE_TESTDRM, TALLY_DEVICE_OTHER_DRM})
     EXPECT_EQ(decode(kind, DRM_IOCTL_PRIME_FD_TO_HANDLE, bytesOf(p)).op, TALLY_IOCTL_UNCOUNTED);
+  // Alone, KFD's userptr (anonymous pages memcg charges), doorbell slice and
+  // MMIO remap page are not memory the GPU bound counts.
   kfd_ioctl_alloc_memory_of_gpu_args k{};
   k.size = 1 << 20;
   for (__u32 flag :
        {TALLY_KFD_ALLOC_USERPTR, TALLY_KFD_ALLOC_DOORBELL, TALLY_KFD_ALLOC_MMIO_REMAP}) {
-    k.flags = flag | KFD_IOC_ALLOC_MEM_FLAGS_GTT;
+    k.flags = flag;
     auto d = decode(TALLY_DEVICE_KFD, AMDKFD_IOC_ALLOC_MEMORY_OF_GPU, bytesOf(k));
     EXPECT_EQ(d.op, TALLY_IOCTL_UNCOUNTED) << flag;
     EXPECT_EQ(d.bytes, 0u);
   }
+  // Mapping a buffer on further GPUs attaches it there (kfd_mem_attach(): a
+  // dma-buf import or an SG BO per peer): objects over memory already counted.
+  kfd_ioctl_map_memory_to_gpu_args m{};
+  EXPECT_EQ(decode(TALLY_DEVICE_KFD, AMDKFD_IOC_MAP_MEMORY_TO_GPU, bytesOf(m)).op,
+            TALLY_IOCTL_UNCOUNTED);
+  EXPECT_EQ(TALLY_KFD_MAP_MEMORY_TO_GPU, AMDKFD_IOC_MAP_MEMORY_TO_GPU);
   kfd_ioctl_import_dmabuf_args i{};
   EXPECT_EQ(decode(TALLY_DEVICE_KFD, AMDKFD_IOC_IMPORT_DMABUF, bytesOf(i)).op,
             TALLY_IOCTL_UNCOUNTED);
@@ -124,6 +134,87 @@ TEST(GpuIoctl, KfdAllocationsAreVramOrGttFlaggedSizes) {
   k.flags = 0;  // no memory domain: KFD refuses it; tally lets the driver say so
   EXPECT_EQ(decode(TALLY_DEVICE_KFD, AMDKFD_IOC_ALLOC_MEMORY_OF_GPU, bytesOf(k)).op,
             TALLY_IOCTL_PASS);
+  // kfd_ioctl_alloc_memory_of_gpu(): a size of 0 is refused before anything is made.
+  k.size = 0;
+  k.flags = KFD_IOC_ALLOC_MEM_FLAGS_GTT;
+  EXPECT_EQ(decode(TALLY_DEVICE_KFD, AMDKFD_IOC_ALLOC_MEMORY_OF_GPU, bytesOf(k)).op,
+            TALLY_IOCTL_PASS);
+}
+
+// amdgpu_amdkfd_gpuvm_alloc_memory_of_gpu() tests VRAM, then GTT, and looks
+// at USERPTR, DOORBELL and MMIO_REMAP only in its else branch: any of those
+// beside VRAM or GTT is a plain buffer of the size asked (before: "not
+// memory", 256 MiB held under a 64 MiB bound in the VM).
+TEST(GpuIoctl, KfdFlagsAreDecidedInTheKernelsOrderVramThenGttThenTheRest) {
+  kfd_ioctl_alloc_memory_of_gpu_args k{};
+  k.size = 256u << 20;
+  for (__u32 memory : {TALLY_KFD_ALLOC_VRAM, TALLY_KFD_ALLOC_GTT})
+    for (__u32 other :
+         {TALLY_KFD_ALLOC_USERPTR, TALLY_KFD_ALLOC_DOORBELL, TALLY_KFD_ALLOC_MMIO_REMAP,
+          TALLY_KFD_ALLOC_USERPTR | TALLY_KFD_ALLOC_DOORBELL}) {
+      k.flags = memory | other;
+      auto d = decode(TALLY_DEVICE_KFD, AMDKFD_IOC_ALLOC_MEMORY_OF_GPU, bytesOf(k));
+      EXPECT_EQ(d.op, TALLY_IOCTL_ALLOC) << std::hex << k.flags;
+      EXPECT_EQ(d.bytes, 256u << 20) << std::hex << k.flags;
+    }
+  // AQL queue memory: one BO of half the size, mapped twice (size >>= 1, then PAGE_ALIGN).
+  k.size = (6u << 20) + 2;
+  k.flags = KFD_IOC_ALLOC_MEM_FLAGS_GTT | KFD_IOC_ALLOC_MEM_FLAGS_AQL_QUEUE_MEM;
+  EXPECT_EQ(TALLY_KFD_ALLOC_AQL_QUEUE_MEM, KFD_IOC_ALLOC_MEM_FLAGS_AQL_QUEUE_MEM);
+  auto d = decode(TALLY_DEVICE_KFD, AMDKFD_IOC_ALLOC_MEMORY_OF_GPU, bytesOf(k));
+  EXPECT_EQ(d.op, TALLY_IOCTL_ALLOC);
+  EXPECT_EQ(d.bytes, (3u << 20) + 4096);
+  k.size = 1;  // halved to 0: 6.12 refuses a 0 aligned size
+  EXPECT_EQ(decode(TALLY_DEVICE_KFD, AMDKFD_IOC_ALLOC_MEMORY_OF_GPU, bytesOf(k)).op,
+            TALLY_IOCTL_PASS);
+  // A size that wraps in PAGE_ALIGN: what the kernel would make cannot be predicted.
+  k.size = ~0ull - 1;
+  k.flags = KFD_IOC_ALLOC_MEM_FLAGS_VRAM;
+  EXPECT_EQ(decode(TALLY_DEVICE_KFD, AMDKFD_IOC_ALLOC_MEMORY_OF_GPU, bytesOf(k)).op,
+            TALLY_IOCTL_UNDECODABLE);
+}
+
+// amdgpu_bo_create() sizes the object it initialises in units for GWS and OA
+// (size << PAGE_SHIFT) and GDS (ALIGN(size, 4) << PAGE_SHIFT): beside a memory
+// domain (a kernel without amdgpu_gem_are_domains_valid()) that is the buffer
+// made, so it is what is checked (before: 16 MiB checked, 64 GiB made).
+TEST(GpuIoctl, AmdgpuOnChipDomainsBesideMemoryAreSizedAsAmdgpuBoCreateSizesThem) {
+  union drm_amdgpu_gem_create c {};
+  c.in.bo_size = 16u << 20;
+  c.in.domains = AMDGPU_GEM_DOMAIN_GWS | AMDGPU_GEM_DOMAIN_GTT;
+  auto d = decode(TALLY_DEVICE_AMDGPU, DRM_IOCTL_AMDGPU_GEM_CREATE, bytesOf(c));
+  EXPECT_EQ(d.op, TALLY_IOCTL_ALLOC);
+  EXPECT_EQ(d.bytes, 64ull << 30);
+  c.in.domains = AMDGPU_GEM_DOMAIN_OA | AMDGPU_GEM_DOMAIN_VRAM;
+  c.in.bo_size = 3;  // no alignment for GWS/OA: 3 pages
+  EXPECT_EQ(decode(TALLY_DEVICE_AMDGPU, DRM_IOCTL_AMDGPU_GEM_CREATE, bytesOf(c)).bytes, 3u * 4096);
+  c.in.domains = AMDGPU_GEM_DOMAIN_GDS | AMDGPU_GEM_DOMAIN_CPU;
+  c.in.bo_size = 4097;  // ALIGN(4097, 4) = 4100 pages
+  EXPECT_EQ(decode(TALLY_DEVICE_AMDGPU, DRM_IOCTL_AMDGPU_GEM_CREATE, bytesOf(c)).bytes,
+            4100ull * 4096);
+  // GWS wins over GDS, as the kernel tests it first.
+  c.in.domains = AMDGPU_GEM_DOMAIN_GDS | AMDGPU_GEM_DOMAIN_GWS | AMDGPU_GEM_DOMAIN_GTT;
+  EXPECT_EQ(decode(TALLY_DEVICE_AMDGPU, DRM_IOCTL_AMDGPU_GEM_CREATE, bytesOf(c)).bytes,
+            4097ull * 4096);
+  // The shift would wrap: refused for a bounded lease rather than predicted small.
+  c.in.bo_size = 1ull << 52;
+  c.in.domains = AMDGPU_GEM_DOMAIN_GWS | AMDGPU_GEM_DOMAIN_GTT;
+  EXPECT_EQ(decode(TALLY_DEVICE_AMDGPU, DRM_IOCTL_AMDGPU_GEM_CREATE, bytesOf(c)).op,
+            TALLY_IOCTL_UNDECODABLE);
+  // Refused by amdgpu_gem_create_ioctl() before anything is made: passes (the driver says why).
+  c.in.bo_size = 4096;
+  c.in.domains = 0x80;  // outside AMDGPU_GEM_DOMAIN_MASK
+  EXPECT_EQ(decode(TALLY_DEVICE_AMDGPU, DRM_IOCTL_AMDGPU_GEM_CREATE, bytesOf(c)).op,
+            TALLY_IOCTL_PASS);
+  c.in.domains = AMDGPU_GEM_DOMAIN_GWS;
+  c.in.domain_flags = AMDGPU_GEM_CREATE_VM_ALWAYS_VALID;  // "GDS bo cannot be per-vm-bo"
+  EXPECT_EQ(decode(TALLY_DEVICE_AMDGPU, DRM_IOCTL_AMDGPU_GEM_CREATE, bytesOf(c)).op,
+            TALLY_IOCTL_PASS);
+  // A doorbell BO alone (7.x makes one; 6.12 refuses it) is not memory.
+  c.in.domain_flags = 0;
+  c.in.domains = 0x40;
+  EXPECT_EQ(decode(TALLY_DEVICE_AMDGPU, DRM_IOCTL_AMDGPU_GEM_CREATE, bytesOf(c)).op,
+            TALLY_IOCTL_UNCOUNTED);
 }
 
 TEST(GpuIoctl, XeGemCreateSizeIsReadAtItsOffset) {
@@ -213,9 +304,10 @@ TEST(GpuIoctl, CommandsAreKeyedByTheirNumberAsTheDriversDispatchThem) {
 }
 
 TEST(GpuIoctl, EveryCommandADecoderKnowsPassesTheHooksFirstTest) {
-  for (__u32 cmd : {TALLY_AMDGPU_GEM_CREATE, TALLY_AMDGPU_GEM_USERPTR, TALLY_XE_GEM_CREATE,
-                    TALLY_TESTDRM_CREATE, TALLY_DRM_PRIME_FD_TO_HANDLE, TALLY_DRM_MODE_CREATE_DUMB,
-                    TALLY_KFD_ALLOC_MEMORY_OF_GPU, TALLY_KFD_IMPORT_DMABUF}) {
+  for (__u32 cmd :
+       {TALLY_AMDGPU_GEM_CREATE, TALLY_AMDGPU_GEM_USERPTR, TALLY_XE_GEM_CREATE,
+        TALLY_TESTDRM_CREATE, TALLY_DRM_PRIME_FD_TO_HANDLE, TALLY_DRM_MODE_CREATE_DUMB,
+        TALLY_KFD_ALLOC_MEMORY_OF_GPU, TALLY_KFD_IMPORT_DMABUF, TALLY_KFD_MAP_MEMORY_TO_GPU}) {
     EXPECT_TRUE(tally_ioctl_decodable(cmd)) << std::hex << cmd;
     EXPECT_TRUE(tally_ioctl_decodable(withType(withSize(cmd, 3), 0x11))) << std::hex << cmd;
   }
@@ -274,15 +366,31 @@ TEST(GpuIoctl, AnythingNotDecodedPasses) {
   EXPECT_EQ(decode(TALLY_DEVICE_OTHER_DRM, DRM_IOCTL_AMDGPU_GEM_CREATE, arg).op, TALLY_IOCTL_PASS);
   EXPECT_EQ(decode(77, DRM_IOCTL_AMDGPU_GEM_CREATE, arg).op, TALLY_IOCTL_PASS);
   EXPECT_EQ(decode(TALLY_DEVICE_AMDGPU, DRM_IOCTL_AMDGPU_CS, arg).op, TALLY_IOCTL_PASS);
-  // Too few bytes (the copy from user space failed): passes, the driver judges it.
+  // Too few bytes (the hook's copy from user space failed): unreadable, which
+  // the hook refuses for a bounded lease (the driver's own copy may succeed).
   arg.resize(31);
   auto d = decode(TALLY_DEVICE_AMDGPU, DRM_IOCTL_AMDGPU_GEM_CREATE, arg);
-  EXPECT_EQ(d.op, TALLY_IOCTL_PASS);
+  EXPECT_EQ(d.op, TALLY_IOCTL_UNREADABLE);
   EXPECT_EQ(d.bytes, 0u);
-  // A size that wraps when page-aligned is the driver's to refuse, never a tiny charge.
+  // A size that wraps when page-aligned: never a tiny charge.
   c.in.bo_size = ~0ull - 10;
   d = decode(TALLY_DEVICE_AMDGPU, DRM_IOCTL_AMDGPU_GEM_CREATE, bytesOf(c));
-  EXPECT_EQ(d.op, TALLY_IOCTL_PASS);
+  EXPECT_EQ(d.op, TALLY_IOCTL_UNDECODABLE);
+}
+
+// xe_gem_create_ioctl() refuses a size of 0 or one not page-aligned before
+// it makes anything.
+TEST(GpuIoctl, XeRefusesWhatIsNotPageAligned) {
+  struct XeGemCreate {
+    __u64 extensions, size;
+    __u32 placement, flags, vm_id, handle;
+    __u16 cpu_caching, pad[3];
+    __u64 reserved[2];
+  } x{};
+  for (__u64 size : {0ull, 4097ull}) {
+    x.size = size;
+    EXPECT_EQ(decode(TALLY_DEVICE_XE, TALLY_XE_GEM_CREATE, bytesOf(x)).op, TALLY_IOCTL_PASS);
+  }
 }
 
 }  // namespace

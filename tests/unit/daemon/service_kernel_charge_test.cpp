@@ -20,25 +20,59 @@ constexpr std::uint64_t MiB = 1ULL << 20;
 
 // What the kernel holds, as the programs would leave it; every call observed.
 struct FakeCharge : bpf::KernelCharge {
+  std::map<std::uint64_t, bpf::ArmSpec> specs;
   std::map<std::uint64_t, std::optional<std::uint64_t>> bounds;
   std::map<std::uint64_t, bpf::LeaseCharge> charges;
+  std::map<std::uint64_t, bpf::LeaseCharge> endedCharges;  // retired, buffers alive
   std::vector<bpf::Refusal> queued;
-  std::vector<std::uint64_t> disarmed;
+  std::vector<std::uint64_t> disarmed;  // retired, in order
+  std::vector<bpf::DeviceRule> registered;
+  std::optional<Error> armFails;
+  bpf::Totals counters;
   bpf::Capabilities capabilities() const override { return {true, true}; }
-  Status arm(std::uint64_t id, std::optional<std::uint64_t> bound) override {
-    bounds[id] = bound;
-    charges.emplace(id, bpf::LeaseCharge{});  // a charge already there is kept
+  Status arm(std::uint64_t id, const bpf::ArmSpec& spec) override {
+    if (armFails) return *armFails;
+    specs[id] = spec;
+    bounds[id] = spec.boundBytes;
+    // A charge already there (kept, or an ended lease's of the same cgroup) is carried.
+    if (auto e = endedCharges.find(id); e != endedCharges.end()) {
+      charges[id] = e->second;
+      endedCharges.erase(e);
+    }
+    charges.emplace(id, bpf::LeaseCharge{});
     return Ok{};
   }
-  void disarm(std::uint64_t id) override {
+  void retire(std::uint64_t id) override {
     bounds.erase(id);
-    charges.erase(id);
+    auto it = charges.find(id);
+    if (it != charges.end() && (it->second.bytes || it->second.objects))
+      endedCharges[id] = it->second;
+    if (it != charges.end()) charges.erase(it);
     disarmed.push_back(id);
+  }
+  std::vector<std::uint64_t> reap() override {
+    std::vector<std::uint64_t> gone;
+    for (auto it = endedCharges.begin(); it != endedCharges.end();) {
+      if (it->second.bytes == 0 && it->second.objects == 0) {
+        gone.push_back(it->first);
+        it = endedCharges.erase(it);
+      } else {
+        ++it;
+      }
+    }
+    return gone;
+  }
+  std::vector<bpf::Ended> ended() const override {
+    std::vector<bpf::Ended> out;
+    for (const auto& [id, c] : endedCharges) out.push_back({id, 0, c});
+    return out;
   }
   std::optional<bpf::LeaseCharge> read(std::uint64_t id) const override {
     auto it = charges.find(id);
-    if (it == charges.end()) return std::nullopt;
-    return it->second;
+    if (it != charges.end()) return it->second;
+    it = endedCharges.find(id);
+    if (it != endedCharges.end()) return it->second;
+    return std::nullopt;
   }
   std::vector<std::uint64_t> armed() const override {
     std::vector<std::uint64_t> ids;
@@ -46,6 +80,17 @@ struct FakeCharge : bpf::KernelCharge {
     return ids;
   }
   std::vector<bpf::Refusal> refusals(std::size_t) override { return std::exchange(queued, {}); }
+  bpf::Totals totals() const override { return counters; }
+  Result<std::size_t> addDevices(const std::vector<bpf::DeviceRule>& rules) override {
+    std::size_t added = 0;
+    for (const auto& r : rules)
+      if (std::find(registered.begin(), registered.end(), r) == registered.end()) {
+        registered.push_back(r);
+        ++added;
+      }
+    return added;
+  }
+  std::vector<bpf::DeviceRule> devices() const override { return registered; }
 };
 
 class ServiceKernelChargeTest : public ServiceBoundTest {
