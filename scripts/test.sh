@@ -139,7 +139,9 @@ for kernel in 6.12 6.1 7; do
 done
 slurm_trixie=$(vm/trixie-slurm.sh)
 vmlogs=$(mktemp -d /tmp/tally-vm-logs.XXXXXX)
-kernel_facing='VmSystem.*:VmCgroupfs.*:VmKernel.*:VmDaemon.*:VmProcHandles.*:VmCgroupHandle.*:VmKernelCharge.*:VmRedTeam.TheHidingTricks*:VmRedTeam.Kill9*'
+kernel_facing='VmSystem.*:VmCgroupfs.*:VmKernel.*:VmDaemon.*:VmProcHandles.*:VmCgroupHandle.*:VmKernelCharge.*:VmChargeProbe.*'
+kernel_facing+=':VmRedTeam.TheHidingTricks*:VmRedTeam.Kill9*:VmRedTeam.ALeaseDeeper*:VmRedTeam.ReleaseAndAttach*'
+kernel_facing+=':VmRedTeam.BuffersPassedOn*:VmRedTeam.AProcessMovedIn*'
 vm_one() {  # name, then vm/run.sh's arguments
   local name=$1 start=$SECONDS rc=0
   shift

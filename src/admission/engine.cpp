@@ -174,7 +174,7 @@ Status Engine::hold(Request r) {
       over += fmt::format("; pool '{}' is over its memory budget", name);
     }
     if (p->gpuMemoryBudget &&
-        u.gpuMemoryDeclared.over(r.gpuMemoryMax.value_or(0), *p->gpuMemoryBudget)) {
+        u.gpuMemoryDeclared.over(r.gpuMemoryMax.value_or(0), *p->gpuMemoryBudget, u.gpuResidue)) {
       over += fmt::format("; pool '{}' is over its GPU memory budget", name);
     }
   }
@@ -197,6 +197,17 @@ bool Engine::release(const std::string& id) {
   return true;
 }
 
+bool Engine::setGpuResidue(const std::string& pool, std::uint64_t bytes) {
+  auto it = usage_.find(pool);
+  if (it == usage_.end()) {
+    if (!bytes) return false;
+    it = usage_.emplace(pool, PoolUsage{}).first;
+  }
+  if (it->second.gpuResidue == bytes) return false;
+  it->second.gpuResidue = bytes;
+  return true;
+}
+
 std::optional<Wait> Engine::fits(const Request& r, const HeadroomFn& headroom,
                                  std::string* blocking) const {
   for (const auto& name : r.pools) {
@@ -211,7 +222,7 @@ std::optional<Wait> Engine::fits(const Request& r, const HeadroomFn& headroom,
     if (p->memoryBudget && u.memoryDeclared.over(r.memoryMax.value_or(0), *p->memoryBudget))
       return Wait::MemoryBudget;
     if (p->gpuMemoryBudget &&
-        u.gpuMemoryDeclared.over(r.gpuMemoryMax.value_or(0), *p->gpuMemoryBudget))
+        u.gpuMemoryDeclared.over(r.gpuMemoryMax.value_or(0), *p->gpuMemoryBudget, u.gpuResidue))
       return Wait::GpuBudget;
     if (headroom && (p->memoryBudget || p->gpuMemoryBudget)) {
       Headroom h = headroom(*p);
@@ -283,9 +294,16 @@ WaitFigures waitFigures(const Request& r, Wait w, const config::Pool& p, const P
     case Wait::MemoryBudget:
       budget("memory", r.memoryMax, p.memoryBudget, u.memoryDeclared.value());
       break;
-    case Wait::GpuBudget:
-      budget("GPU memory", r.gpuMemoryMax, p.gpuMemoryBudget, u.gpuMemoryDeclared.value());
+    case Wait::GpuBudget: {
+      std::uint64_t declared = u.gpuMemoryDeclared.value();
+      std::uint64_t held =
+          declared > UINT64_MAX - u.gpuResidue ? UINT64_MAX : declared + u.gpuResidue;
+      budget("GPU memory", r.gpuMemoryMax, p.gpuMemoryBudget, held);
+      if (u.gpuResidue)
+        f.detail += fmt::format(" ({} of it held by buffers of ended leases until they are freed)",
+                                humanBytes(u.gpuResidue));
       break;
+    }
     case Wait::HostHeadroom:
       f.needed = r.memoryMax.value_or(0);
       f.free = h.hostBytes;

@@ -76,8 +76,10 @@ class DeclaredSum {
   std::uint64_t value() const {
     return sum_ > UINT64_MAX ? UINT64_MAX : static_cast<std::uint64_t>(sum_);
   }
-  // Whether adding `extra` would go past `budget`.
-  bool over(std::uint64_t extra, std::uint64_t budget) const { return sum_ + extra > budget; }
+  // Whether adding `extra` (and `also`) would go past `budget`.
+  bool over(std::uint64_t extra, std::uint64_t budget, std::uint64_t also = 0) const {
+    return sum_ + extra + also > budget;
+  }
 
  private:
   __extension__ using Exact = unsigned __int128;  // GCC and clang; no wrap below 2^128
@@ -88,6 +90,10 @@ struct PoolUsage {
   std::vector<std::string> holders;  // lease ids, in grant order
   DeclaredSum memoryDeclared;
   DeclaredSum gpuMemoryDeclared;
+  // GPU bytes that buffers of the pool's ended leases still hold (the
+  // in-kernel charge keeps them counted until freed): they count against the
+  // GPU budget as a holder's declaration would.
+  std::uint64_t gpuResidue = 0;
 };
 
 // The numbers behind a wait, as its client is told them: what the request
@@ -117,6 +123,9 @@ class Engine {
   Status hold(Request r);
   // A holder leaves; false if it held nothing.
   bool release(const std::string& id);
+  // What buffers of the pool's ended leases hold now (PoolUsage::gpuResidue);
+  // true when it changed (a grant pass may then admit more).
+  bool setGpuResidue(const std::string& pool, std::uint64_t bytes);
   // Grants every waiting request that fits now, in queue order; returns them.
   std::vector<std::string> grant(const HeadroomFn& headroom);
   // grant() for the moment right after enqueue() of `id`, with the same

@@ -590,16 +590,9 @@ Started startKernelCharge(const fs::Root& sys, LoadOptions o, bool loadOnly) {
     usePinned();
     return st;
   }
-  // Nothing to charge: programs attached to every ioctl of the host would
-  // watch no device. Loaded when a GPU is there (a restart after hot-plug).
-  if (std::none_of(o.devices.begin(), o.devices.end(),
-                   [](const DeviceRule& d) { return d.charged || d.kind == TALLY_DEVICE_KFD; })) {
-    st.verdict.can = {};
-    st.verdict.why =
-        "no GPU device here whose buffers the memory cgroup does not charge (amdgpu, xe, ...): "
-        "nothing to charge; restart the daemon once one is present";
-    return st;
-  }
+  // Loaded with no GPU device too: one that appears later (an eGPU, a
+  // driver loaded late) is registered by the daemon's rescan, and the
+  // programs cost an ioctl of another device one lookup of its number.
   o.refuse = st.verdict.can.refusing;
   auto loaded = loadKernelCharge(o);
   if (loaded) {
@@ -677,6 +670,15 @@ std::optional<std::uint64_t> hostGpuMemory(const fs::Root& sys) {
       if ((m.region == "gtt" || m.region == "vram") && m.totalBytes)
         sum = sum.value_or(0) + *m.totalBytes;
   return sum;
+}
+
+LoadOptions loadOptionsFor(const fs::Root& sys, const config::Config& cfg) {
+  LoadOptions o;
+  o.devices = discoverDeviceRules(sys);
+  std::uint64_t admitted = cfg.daemon.maxQueued;
+  for (const auto& p : cfg.pools) admitted += p.capacity;
+  o.sizing = sizeMaps(hostGpuMemory(sys), admitted, cfg.daemon.kernelObjectsPerLease);
+  return o;
 }
 
 }  // namespace tally::bpf

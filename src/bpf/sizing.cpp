@@ -8,7 +8,8 @@ Sizing sizeMaps(std::optional<std::uint64_t> gpuMemoryBytes, std::uint64_t admit
                 std::uint64_t objectsPerLease) {
   Sizing s;
   constexpr std::uint64_t GiB = 1ULL << 30;
-  std::uint64_t gib = gpuMemoryBytes ? (*gpuMemoryBytes + GiB - 1) / GiB : 0;
+  std::uint64_t gib =
+      gpuMemoryBytes ? *gpuMemoryBytes / GiB + (*gpuMemoryBytes % GiB != 0 ? 1 : 0) : 0;
   // No overflow: at most 2^34 GiB before the product passes 2^64; clamp first.
   gib = std::min<std::uint64_t>(gib, kMaxObjects);
   s.objects = std::clamp(gib * kObjectsPerGiB, kMinObjects, kMaxObjects);

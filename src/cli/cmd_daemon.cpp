@@ -68,9 +68,17 @@ int runDaemon(const fs::RootPaths& paths, const DaemonOptions& o) {
       fmt::print(stderr, "tally daemon load-kernel-charge: {}\n", sys.error().message);
       return kExitEnvironment;
     }
-    bpf::LoadOptions lo;
-    lo.devices = bpf::discoverDeviceRules(*sys);
-    auto st = bpf::startKernelCharge(*sys, lo, true);
+    // The maps are sized from the host and the config the daemon will read
+    // (its limits); without a readable config, from its defaults.
+    auto parsed = config::load(o.config);
+    config::Config cfg = parsed.config ? *parsed.config : config::Config{};
+    if (!parsed.config)
+      fmt::print(stderr,
+                 "tally daemon load-kernel-charge: {} not used ({}); the maps get the default "
+                 "room\n",
+                 o.config,
+                 parsed.problems.empty() ? "unreadable" : parsed.problems.front().message);
+    auto st = bpf::startKernelCharge(*sys, bpf::loadOptionsFor(*sys, cfg), true);
     fmt::print("tally: in-kernel GPU memory charge: {}\n", bpf::describe(st.verdict));
     return kExitOk;
   }

@@ -148,6 +148,7 @@ void readDaemon(Reader& r, const toml::table& t, Daemon& d) {
               "coverage_probe_size",
               "keep_gpu_memory_max",
               "kernel_charge",
+              "kernel_objects_per_lease",
               "metrics_textfile",
               "metrics_listen",
               "metrics_beyond_loopback",
@@ -202,6 +203,8 @@ void readDaemon(Reader& r, const toml::table& t, Daemon& d) {
   }
   if (auto v = r.boolean(t, "keep_gpu_memory_max", "daemon")) d.keepGpuMemoryMax = *v;
   if (auto v = r.boolean(t, "kernel_charge", "daemon")) d.kernelCharge = *v;
+  if (auto v = r.count(t, "kernel_objects_per_lease", "daemon", 1024, 1ULL << 24))
+    d.kernelObjectsPerLease = *v;
   if (auto s = r.string(t, "metrics_textfile", "daemon")) {
     if (s->empty() || (*s)[0] != '/')
       r.problem(*t.get("metrics_textfile"),

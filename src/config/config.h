@@ -69,6 +69,11 @@ struct Daemon {
   // loaded where the kernel allows (true), or never (false: fdinfo meters
   // and the sampled kill bounds, as on a kernel without BPF).
   bool kernelCharge = true;
+  // Buffer objects one lease may hold in the in-kernel charge's object map
+  // (bpf/sizing.h): past it a bounded lease's allocation is refused, an
+  // unbounded one's object left to fdinfo. It keeps one lease from filling
+  // the map for every other.
+  std::uint64_t kernelObjectsPerLease = 65536;
   std::uint64_t coverageProbeBytes = 64ULL << 20;
   bool keepGpuMemoryMax = false;
   // Metrics besides `tally metrics`: a node_exporter textfile, and GET

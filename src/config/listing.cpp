@@ -37,6 +37,7 @@ json effectiveJson(const Config& c, const std::string& stateDir) {
       {"coverage_probe_size_bytes", d.coverageProbeBytes},
       {"keep_gpu_memory_max", d.keepGpuMemoryMax},
       {"kernel_charge", d.kernelCharge},
+      {"kernel_objects_per_lease", d.kernelObjectsPerLease},
       {"metrics_textfile", d.metricsTextfile.empty() ? json(nullptr) : json(d.metricsTextfile)},
       {"metrics_listen", d.metricsListen.empty() ? json(nullptr) : json(d.metricsListen)},
       {"max_connections", d.maxConnections},
@@ -85,6 +86,7 @@ std::vector<std::string> effectiveText(const Config& c, const std::string& state
   out.push_back(fmt::format("  keep_gpu_memory_max       {}", d.keepGpuMemoryMax ? "yes" : "no"));
   out.push_back(fmt::format("  kernel_charge             {}",
                             d.kernelCharge ? "on where the kernel allows" : "off"));
+  out.push_back(fmt::format("  kernel_objects_per_lease  {}", d.kernelObjectsPerLease));
   out.push_back(fmt::format("  metrics_textfile          {}",
                             d.metricsTextfile.empty() ? std::string("off") : d.metricsTextfile));
   out.push_back(fmt::format("  metrics_listen            {}",

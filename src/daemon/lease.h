@@ -91,14 +91,22 @@ struct Lease {
     // once, one more per Limits::boundRefillUs), and how many were refused.
     TokenBucket boundReports{Limits{}.boundBurst, Limits{}.boundRefillUs};
     std::uint64_t boundRefused = 0;
-    // Armed in the kernel's charge (bpf/): its cgroup id, 0 when not.
+    // Armed in the kernel's charge (bpf/): its cgroup id, 0 when not; and the
+    // charge it carried from an earlier lease of the same cgroup, if any.
     std::uint64_t kernelArmed = 0;
+    std::optional<bpf::LeaseCharge> kernelCarried;
+    // A lasting disagreement between its fdinfo and its charge was said.
+    bool fdinfoAboveSaid = false;
     // Allocations the kernel refused and no event has said yet, the last of
     // them, and when refusals were last said (monotonic µs).
     std::uint64_t refusalsUnsaid = 0, refusedBytesUnsaid = 0;
     std::uint64_t lastRefusalSaidUs = 0;
     std::uint64_t lastRefusedAsked = 0, lastRefusedHeld = 0;
     std::uint32_t lastRefusedPid = 0;
+    // Of the unsaid refusals, those that failed closed rather than met the
+    // bound (bpf::RefusalReason), and the last one's reason.
+    std::uint64_t failsafeUnsaid = 0;
+    std::uint32_t lastFailsafeReason = 0;
   } metering;
 
   // Its client: the connection a waiting request or a run lease is bound to.

@@ -46,6 +46,11 @@ class LeaseBook {
   void cancel(Lease& l);
   // Requests whose queue deadline passed (still in the book; forget() them).
   std::vector<std::string> expire(std::uint64_t nowUs) { return engine_.expire(nowUs); }
+  // What buffers of a pool's ended leases still hold (admission counts it
+  // against the pool's GPU budget); true when it changed.
+  bool setGpuResidue(const std::string& pool, std::uint64_t bytes) {
+    return engine_.setGpuResidue(pool, bytes);
+  }
   // Recovery: a lease that already runs holds its pools without waiting. The
   // error says when that puts a pool over its limits.
   Status hold(std::unique_ptr<Lease> l);

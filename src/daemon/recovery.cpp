@@ -81,6 +81,14 @@ std::string Recovery::resume(Lease& l, const ledger::PlacedRow& placed) {
     return fmt::format("lease {} ({}): {}; waiting for its client to report", l.id, l.name, *why);
   }
   (void)events_.record(l, ledger::kReadopted, ledger::encode(placedRow(l)));
+  // Its charge kept running while no daemon did: armed again with it. A
+  // lease that ran before cannot be refused now; one the charge cannot cover
+  // any more is metered from fdinfo, and said.
+  if (auto s = sampler_.arm(l, true); !s)
+    events_.note(3,
+                 fmt::format("{}; it runs on, metered from fdinfo and bounded by the sampled kill",
+                             s.error().message),
+                 {{"TALLY_LEASE", l.id}});
   sampler_.startMetering(l);
   if (l.target && l.target->pid) (void)env_.watches.watchPid(l.id, *l.target->pid);
   if (l.isRun()) l.awaitClient(clock::monotonicUs(), cfg_.clientGraceUs);

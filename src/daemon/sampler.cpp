@@ -3,35 +3,52 @@
 #include <fmt/format.h>
 #include <signal.h>
 
+#include "bpf/gpu_charge_abi.h"
 #include "util/clock.h"
 #include "util/units.h"
 
 namespace tally::daemon {
 
+Status Sampler::arm(Lease& l, bool recovered) {
+  if (!env_.charge || !l.place.inode) return Ok{};
+  // The programs find a lease among a task's cgroup ancestors by level, in
+  // the first TALLY_MAX_CGROUP_DEPTH levels: one deeper would be armed and
+  // never charged nor refused.
+  std::size_t level = 0;
+  for (char c : l.place.cgroup) level += c == '/';
+  if (l.place.cgroup == "/") level = 0;
+  if (level > TALLY_MAX_CGROUP_DEPTH)
+    return Error{E2BIG, fmt::format("cgroup {} is {} levels deep: the in-kernel GPU charge finds "
+                                    "a lease in the first {} levels only, so its buffers would be "
+                                    "charged to no lease and never refused. Attach the cgroup "
+                                    "that holds the workload nearer the root",
+                                    l.place.cgroup, level, TALLY_MAX_CGROUP_DEPTH)};
+  bpf::ArmSpec spec{kernelBound(l), 0, cfg_.kernelObjectsPerLease};
+  if (!l.parent.empty())
+    if (const Lease* p = book_.find(l.parent)) spec.parent = p->metering.kernelArmed;
+  // A charge already there that is not this lease's own (an earlier lease of
+  // the same cgroup left buffers): its bytes are carried, its counters not.
+  std::optional<bpf::LeaseCharge> carried;
+  if (!recovered) carried = env_.charge->read(l.place.inode);
+  if (auto s = env_.charge->arm(l.place.inode, spec); !s)
+    return Error{s.error().code, fmt::format("lease {} ({}) cannot be charged in the kernel: {}",
+                                             l.id, l.name, s.error().message)};
+  l.metering.kernelArmed = l.place.inode;
+  l.metering.kernelCarried = carried;
+  return Ok{};
+}
+
 void Sampler::startMetering(Lease& l) {
   l.metering.meter =
       std::make_unique<lease::LeaseMeter>(env_.proc, env_.sys, *l.place.cg, l.req.gpuMemoryMax);
   l.metering.meter->readStatGpu(handover_.statNamesGpu);
-  if (env_.charge && l.place.inode) {
-    // Buffers made before the lease was armed (an attached workload's, or a
-    // run lease's whose client started it early) are in no charge: only
-    // fdinfo sees them, so its figure is the lease's floor unless the first
-    // sample after arming shows the lease held none (then the charge alone
-    // is its figure, and a buffer passed in from elsewhere never counts).
-    if (auto s = env_.charge->arm(l.place.inode, bpf::ArmSpec{kernelBound(l), 0, 0}); s) {
-      l.metering.kernelArmed = l.place.inode;
-      l.metering.meter->useKernelCharge(env_.charge, l.place.inode, true);
-    } else {
-      events_.note(4,
-                   fmt::format("lease {} ({}): not charged in the kernel ({}); its GPU memory is "
-                               "metered from fdinfo and bounded by the sampled kill",
-                               l.id, l.name, s.error().message),
-                   {{"TALLY_LEASE", l.id}});
-    }
-  }
+  // Its figure is its charge, with fdinfo (walked as the meter decides) as
+  // the floor: buffers made before it was armed, by a task moved in, or
+  // passed in count as its processes hold them.
+  if (env_.charge && l.metering.kernelArmed)
+    l.metering.meter->useKernelCharge(env_.charge, l.metering.kernelArmed,
+                                      l.metering.kernelCarried);
   l.metering.meter->sample([this]() -> host::Snapshot& { return host_.fresh(); });
-  if (l.metering.kernelArmed && l.metering.meter->gpu().lastFdinfoBytes == std::uint64_t{0})
-    l.metering.meter->setFdinfoFloor(false);
   l.metering.pace = {};
   l.metering.pace.sampled(cadence(), paced(l), l.metering.meter->gpu().lastBytes, now());
   std::string events = fmt::format("{}/{}", env_.cgroupRoot->path(),
@@ -90,6 +107,7 @@ std::vector<std::string> Sampler::sample() {
     l.metering.meter->sample(tickSnapshot);
     const auto& h = l.metering.meter->host();
     const auto& g = l.metering.meter->gpu();
+    noteFdinfoAbove(l);
     // The bound's message names the spacing its samples really had.
     l.metering.bound.sampleIntervalUs = l.metering.pace.sampled(cad, paced(l), g.lastBytes, mono);
     if (l.metering.bound.any()) enforceBound(l, now);
@@ -172,6 +190,23 @@ void Sampler::enforceBound(Lease& l, std::uint64_t nowNs) {
         fmt::format("killed with its parent lease {} ({}): {}", l.id, l.name, *killed);
 }
 
+void Sampler::noteFdinfoAbove(Lease& l) {
+  const auto& g = l.metering.meter->gpu();
+  if (g.walksFdinfoAbove == 0) l.metering.fdinfoAboveSaid = false;
+  if (g.walksFdinfoAbove < kLastingWalks || l.metering.fdinfoAboveSaid || !g.kernel) return;
+  l.metering.fdinfoAboveSaid = true;
+  events_.note(4,
+               fmt::format("lease {} ({}): its processes hold {} of GPU memory by fdinfo, the "
+                           "kernel charged it {}: buffers made outside the lease (before it was "
+                           "armed, by a task moved in, or passed in) count at fdinfo's figure",
+                           l.id, l.name, units::humanBytes(g.lastFdinfoBytes.value_or(0)),
+                           units::humanBytes(g.kernel->bytes)),
+               {{"TALLY_LEASE", l.id},
+                {"TALLY_EVENT", "gpu-fdinfo-above-charge"},
+                {"TALLY_GPU_BYTES", std::to_string(g.lastFdinfoBytes.value_or(0))},
+                {"TALLY_KERNEL_CHARGE_BYTES", std::to_string(g.kernel->bytes)}});
+}
+
 std::optional<std::uint64_t> Sampler::kernelBound(const Lease& l) {
   const auto& b = l.metering.bound;
   if (!b.max || !enforce::refusesInKernel(b.action) || l.metering.advisory) return std::nullopt;
@@ -186,6 +221,10 @@ void Sampler::noteRefusals(std::uint64_t mono, std::uint64_t nowNs) {
       if (l.metering.kernelArmed != r.lease) continue;
       ++l.metering.refusalsUnsaid;
       l.metering.refusedBytesUnsaid += r.requestedBytes;
+      if (r.reason != static_cast<std::uint32_t>(bpf::RefusalReason::Bound)) {
+        ++l.metering.failsafeUnsaid;
+        l.metering.lastFailsafeReason = r.reason;
+      }
       l.metering.lastRefusedAsked = r.requestedBytes;
       l.metering.lastRefusedHeld = r.chargedBytes;
       l.metering.lastRefusedPid = r.pid;
@@ -228,7 +267,12 @@ void Sampler::sayRefusals(Lease& l, std::uint64_t mono, std::uint64_t nowNs, boo
       m.refusalsUnsaid, m.refusalsUnsaid == 1 ? "" : "s", units::humanBytes(m.refusedBytesUnsaid),
       units::humanBytes(e.limit), units::humanBytes(m.lastRefusedAsked),
       units::humanBytes(m.lastRefusedHeld), m.lastRefusedPid);
-  m.refusalsUnsaid = m.refusedBytesUnsaid = 0;
+  if (m.failsafeUnsaid)
+    e.summary += fmt::format(
+        "; {} of them refused failing closed, not at the bound (the last: {}): the kernel could "
+        "not charge them exactly (tally doctor, docs/enforcement.md)",
+        m.failsafeUnsaid, bpf::reasonName(m.lastFailsafeReason));
+  m.refusalsUnsaid = m.refusedBytesUnsaid = m.failsafeUnsaid = 0;
   m.lastRefusalSaidUs = mono;
   events_.bound(l, e, "kernel-charge");
 }

@@ -49,8 +49,15 @@ class Sampler {
         host_(host),
         handover_(handover) {}
 
-  // A lease starts being metered: its meter (on its held cgroup), a first
-  // sample, and an inotify watch on its cgroup.events for its end.
+  // Arms the lease in the kernel's charge once its cgroup is placed, before
+  // it is granted or started: the error says why the kernel's charge cannot
+  // cover it (its cgroup deeper than the lease lookup walks, no room in the
+  // maps), and the lease must not run blind. `recovered`: re-adopted after a
+  // restart (its charge is its own; an earlier lease's carried charge is not).
+  Status arm(Lease& l, bool recovered = false);
+  // A lease starts being metered: its meter (on its held cgroup, from its
+  // kernel charge when armed), a first sample, and an inotify watch on its
+  // cgroup.events for its end.
   void startMetering(Lease& l);
   // Meters every running lease that is due (each has its own cadence:
   // enforce/cadence.h), stores a sample row per lease at most once per
@@ -84,6 +91,10 @@ class Sampler {
 
  private:
   void enforceBound(Lease& l, std::uint64_t nowNs);
+  // A lease whose fdinfo stayed above its charge for kLastingWalks walks is
+  // said once, with both figures (again after they agree and part again).
+  static constexpr unsigned kLastingWalks = 3;
+  void noteFdinfoAbove(Lease& l);
   // The kernel's refusals since the last round, onto their leases; each
   // lease's unsaid ones said when due (kRefusalEventUs).
   void noteRefusals(std::uint64_t mono, std::uint64_t nowNs);

@@ -32,6 +32,7 @@ Service::Service(const config::Config& cfg, ledger::Ledger& ledger, ServiceEnv e
       handover_{coverage::Coverage::HostOnly, cfg_.daemon.keepGpuMemoryMax},
       book_(cfg_.pools),
       events_(ledger, env.outbox, env.journal),
+      upkeep_(env.kernelCharge, env.sys, ledger, events_),
       host_(env.proc, env.sys, env.pageSize),
       measures_(book_, host_, handover_),
       sampler_(cfg_.daemon,
@@ -43,11 +44,16 @@ Service::Service(const config::Config& cfg, ledger::Ledger& ledger, ServiceEnv e
       views_(cfg_, ledger, book_, measures_, host_, events_, handover_, coverageKernel_) {
   events_.rowBudget() = RowBudget(env.limits.ledgerRowsPerMinutePerUid);
   endings_.beforeRecord([this](Lease& l) { sampler_.finalRefusals(l); });
+  views_.setKernelUpkeep(&upkeep_);
   // A lease that ends leaves the kernel's charge: its record has the final
-  // figures by then, and buffers it made that outlive it are charged to no one.
+  // figures by then; buffers it made that outlive it stay counted (in its
+  // parent's charge, against its pools) until freed.
   if (env.kernelCharge) {
-    book_.onForget([charge = env.kernelCharge](const Lease& l) {
-      if (l.metering.kernelArmed) charge->retire(l.metering.kernelArmed);
+    book_.onForget([this](const Lease& l) {
+      const Lease* parent = l.parent.empty() ? nullptr : book_.find(l.parent);
+      upkeep_.retire(l, parent ? parent->metering.kernelArmed : 0);
+      // Counted against its pools before the grant pass its end starts.
+      for (const auto& pool : l.req.pools) book_.setGpuResidue(pool, upkeep_.poolResidue(pool));
     });
   }
 }
@@ -337,7 +343,10 @@ std::optional<std::string> Service::granted(Lease& l) {
   }
   if (l.isAttach()) {
     PlacementEnv aenv{env_.proc, env_.cgroupRoot, env_.units, env_.pageSize};
-    Status s = adopt(aenv, l);
+    // Armed before anything of the workload's is touched: a lease the
+    // kernel's charge cannot cover is refused, never run blind.
+    Status s = sampler_.arm(l);
+    if (s) s = adopt(aenv, l);
     if (s) {
       l.markRunning(clock::realtimeNs());
       if (auto ev =
@@ -376,6 +385,12 @@ void Service::onStarted(std::uint64_t conn, const Peer& peer, const json& id,
   }
   PlacementEnv penv{env_.proc, env_.cgroupRoot, env_.units, env_.pageSize};
   if (auto denied = placeRun(penv, book_, peer, p, *l, handover_)) return deny(conn, id, *denied);
+  // Armed before the workload is let go (the client holds it until this
+  // reply): a lease the kernel's charge cannot cover is refused, never run blind.
+  if (auto s = sampler_.arm(*l); !s) {
+    l->place = Lease::Placement{};
+    return deny(conn, id, Denial{code::kRefused, s.error().message});
+  }
   l->markRunning(clock::realtimeNs());
   l->clientBack(conn);
   if (auto ev =
@@ -758,7 +773,15 @@ std::uint64_t Service::tickIntervalUs() const {
 
 void Service::sample() {
   for (const auto& id : sampler_.sample()) cgroupChanged(id);
+  if (env_.kernelCharge && upkeep_.tick(sampler_.now(), clock::realtimeNs())) residueChanged();
   events_.ledgerHealth();
+}
+
+void Service::residueChanged() {
+  bool changed = false;
+  for (const auto& p : cfg_.pools)
+    changed = book_.setGpuResidue(p.name, upkeep_.poolResidue(p.name)) || changed;
+  if (changed) tryGrant();
 }
 
 void Service::prune() {
@@ -784,11 +807,13 @@ Result<std::vector<std::string>> Service::recover() {
   }
   if (lines && env_.kernelCharge) {
     // The kernel kept every lease's charge across the restart; those no
-    // re-adopted lease claims (it ended while no daemon ran) are forgotten.
-    std::set<std::uint64_t> claimed;
-    for (const auto& [id, l] : book_.all()) claimed.insert(l->metering.kernelArmed);
-    for (std::uint64_t cg : env_.kernelCharge->armed())
-      if (!claimed.count(cg)) env_.kernelCharge->retire(cg);
+    // re-adopted lease claims (it ended while no daemon ran) are retired, and
+    // ended leases whose buffers live on are named again.
+    std::vector<std::uint64_t> claimed;
+    for (const auto& [id, l] : book_.all())
+      if (l->metering.kernelArmed) claimed.push_back(l->metering.kernelArmed);
+    upkeep_.recover(claimed);
+    residueChanged();
   }
   return lines;
 }

@@ -42,6 +42,7 @@
 #include "coverage/handover.h"
 #include "daemon/endings.h"
 #include "daemon/headroom.h"
+#include "daemon/kernel_upkeep.h"
 #include "daemon/lease_book.h"
 #include "daemon/lease_events.h"
 #include "daemon/limits.h"
@@ -188,6 +189,9 @@ class Service {
   // An attached lease whose cgroup emptied: its outcome says how its unit's run ended.
   void endAttached(Lease& l);
   admission::HeadroomFn headroom();
+  // What ended leases' buffers hold changed: each pool's residue to
+  // admission, and a grant pass (freed buffers may admit a waiter).
+  void residueChanged();
   // The devices a lease in `pools` may use: the pools' named devices, or
   // none named (every device) when any pool names none.
   std::vector<std::string> poolDevices(const std::vector<std::string>& pools) const;
@@ -199,6 +203,7 @@ class Service {
   std::string coverageKernel_;
   LeaseBook book_;
   LeaseEvents events_;
+  KernelUpkeep upkeep_;
   host::SnapshotCache host_;
   PoolMeasures measures_;
   Sampler sampler_;

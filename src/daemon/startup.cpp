@@ -106,8 +106,7 @@ Ended serve(const StartOptions& o) {
   // The in-kernel charge and bound (bpf/): loaded where the kernel and the
   // unit allow, its maps and links pinned so it outlives this process; the
   // line says what is on and, where something is off, why and what to do.
-  bpf::LoadOptions chargeOptions;
-  chargeOptions.devices = bpf::discoverDeviceRules(*sys);
+  bpf::LoadOptions chargeOptions = bpf::loadOptionsFor(*sys, cfg);
   bpf::Started kernelCharge;
   if (cfg.daemon.kernelCharge) {
     kernelCharge = bpf::startKernelCharge(*sys, chargeOptions);

@@ -204,6 +204,8 @@ json Views::pools() {
     j["memory_declared"] = u.memoryDeclared.value();
     j["gpu_memory_budget"] = jsonview::orNull(p.gpuMemoryBudget);
     j["gpu_memory_declared"] = u.gpuMemoryDeclared.value();
+    // Held by buffers of the pool's ended leases: counted against its GPU budget.
+    j["gpu_residue_bytes"] = u.gpuResidue;
     j["devices"] = p.devices;
     auto h = measures_.headroomFor(p);
     j["headroom"] = {
@@ -389,10 +391,7 @@ json Views::overview(std::uint64_t nowNs) {
                {"source", "/proc/meminfo MemAvailable"}};
   o["coverage"] = {{"state", coverage::coverageName(handover_.coverage)},
                    {"kernel", coverageKernel_}};
-  o["kernel_charge"] = {{"charging", kernelCharge_.can.charging},
-                        {"refusing", kernelCharge_.can.refusing},
-                        {"line", bpf::describe(kernelCharge_)},
-                        {"why", kernelCharge_.why.empty() ? json() : json(kernelCharge_.why)}};
+  o["kernel_charge"] = kernelChargeState();
   json bound = json::object(), outcomes = json::object();
   for (const auto& [k, v] : events_.boundCounts()) bound[k] = v;
   for (const auto& [k, v] : events_.outcomeCounts()) outcomes[k] = v;
@@ -407,6 +406,42 @@ json Views::overview(std::uint64_t nowNs) {
                  {"writes", !failure.has_value()},
                  {"failure", failure ? json(*failure) : json()}};
   return o;
+}
+
+json Views::kernelChargeState() const {
+  json kc = {{"charging", kernelCharge_.can.charging},
+             {"refusing", kernelCharge_.can.refusing},
+             {"line", bpf::describe(kernelCharge_)},
+             {"why", kernelCharge_.why.empty() ? json() : json(kernelCharge_.why)}};
+  if (!upkeep_) return kc;
+  json ended = json::array();
+  for (const auto& [id, e] : upkeep_->ended()) {
+    ended.push_back({{"lease", e.lease.empty() ? json() : json(e.lease)},
+                     {"name", e.name.empty() ? json() : json(e.name)},
+                     {"pools", e.pools},
+                     {"parent", e.parent.empty() ? json() : json(e.parent)},
+                     {"cgroup_id", e.cgroupId},
+                     {"bytes", e.bytes},
+                     {"objects", e.objects},
+                     {"ended_at_ns", e.endedAtNs ? json(e.endedAtNs) : json()}});
+  }
+  kc["ended_leases"] = ended;
+  if (const auto& t = upkeep_->totals()) {
+    kc["objects"] = t->objects;
+    kc["objects_capacity"] = t->objectsCapacity;
+    kc["objects_per_lease"] = t->objectsPerLease;
+    kc["leases_capacity"] = t->leasesCapacity;
+    json anomalies = json::object();
+    for (const auto& [name, n] : KernelUpkeep::anomalies(*t)) anomalies[name] = n;
+    kc["anomalies"] = anomalies;
+  }
+  json devices = json::array();
+  for (const auto& d : upkeep_->devices())
+    devices.push_back({{"node", fmt::format("{}:{}", d.major, d.minor)},
+                       {"kind", d.kind},
+                       {"charged", d.charged}});
+  kc["devices"] = devices;
+  return kc;
 }
 
 }  // namespace tally::daemon

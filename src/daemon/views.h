@@ -13,6 +13,7 @@
 #include "config/config.h"
 #include "coverage/handover.h"
 #include "daemon/headroom.h"
+#include "daemon/kernel_upkeep.h"
 #include "daemon/lease.h"
 #include "daemon/lease_book.h"
 #include "daemon/lease_events.h"
@@ -72,9 +73,14 @@ class Views {
 
   // What the in-kernel charge does on this host (the daemon's verdict at start).
   void setKernelCharge(bpf::Verdict v) { kernelCharge_ = std::move(v); }
+  // Its upkeep: ended leases' buffers, the programs' counters, the devices.
+  void setKernelUpkeep(const KernelUpkeep* u) { upkeep_ = u; }
 
  private:
   bpf::Verdict kernelCharge_{{}, "not loaded (a daemon without the in-kernel charge)"};
+  const KernelUpkeep* upkeep_ = nullptr;
+  // kernel_charge's counters, room, devices and ended leases (overview).
+  json kernelChargeState() const;
   seats::SeatFacts seatFacts(const Lease& l) const;
   // Devices with their regions, and GPU memory in use outside every lease.
   json devices(json& outsideLeases);

@@ -54,43 +54,69 @@ void LeaseMeter::sampleHost(std::uint64_t nowNs) {
   }
 }
 
+bpf::LeaseCharge LeaseMeter::own(const bpf::LeaseCharge& c) const {
+  if (!carried_) return c;
+  const bpf::LeaseCharge& b = *carried_;
+  auto since = [](std::uint64_t now, std::uint64_t then) { return now > then ? now - then : 0; };
+  bpf::LeaseCharge o = c;
+  // Its peak is the kernel's only once the kernel's rose past the carried one.
+  o.peakBytes = c.peakBytes > b.peakBytes ? c.peakBytes : c.bytes;
+  o.refused = since(c.refused, b.refused);
+  o.refusedBytes = since(c.refusedBytes, b.refusedBytes);
+  o.refusedFailsafe = since(c.refusedFailsafe, b.refusedFailsafe);
+  o.untracked = since(c.untracked, b.untracked);
+  o.underflows = since(c.underflows, b.underflows);
+  o.movedIn = since(c.movedIn, b.movedIn);
+  o.extraBytes = since(c.extraBytes, b.extraBytes);
+  return o;
+}
+
 void LeaseMeter::sampleGpu(std::uint64_t nowNs, const SnapshotSource& host) {
   // Absent: not armed (its lease ended) or unreadable; fdinfo's figure stands.
   std::optional<bpf::LeaseCharge> charge;
-  if (kernel_) charge = kernel_->read(kernelCgroup_);
-  // Where the charge alone is the lease's figure, fdinfo (the per-region
-  // breakdown, shown beside it) is walked when the charge moved; while the
-  // two disagree after that (a buffer is charged before its handle exists,
-  // and a busy host can hold the creator between the two), again after 1,
-  // 2, 4, ... samples; otherwise once in kSteadyWalkEvery samples. A lease
+  if (kernel_)
+    if (auto c = kernel_->read(kernelCgroup_)) charge = own(*c);
+  // Where the charge is the lease's figure, fdinfo (its floor, and the
+  // per-region breakdown shown beside it) is walked when the charge moved or
+  // a task moved in; every sample while the last walk found more than the
+  // charge; after 1, 2, 4, ... samples while it found less (a buffer is
+  // charged before its handle exists, and a busy host can hold the creator
+  // between the two); otherwise once in kSteadyWalkEvery samples. A lease
   // holding still costs no per-process walk (it was most of the daemon's
-  // CPU), and one whose fdinfo never agrees costs a walk per doubling.
-  // One whose fdinfo is its floor is walked always.
+  // CPU), and one whose fdinfo trails costs a walk per doubling.
   ++samplesSinceWalk_;
   unsigned due = disagreeingWalks_ == 0
                      ? kSteadyWalkEvery
                      : std::min(1u << std::min(disagreeingWalks_ - 1, 16u), kSteadyWalkEvery);
-  bool walk = !charge || fdinfoFloor_ || charge->bytes != chargeAtWalk_ || samplesSinceWalk_ >= due;
+  bool walk = !charge || gpu_.walksFdinfoAbove > 0 || charge->bytes != chargeAtWalk_ ||
+              charge->movedIn != movedInAtWalk_ || samplesSinceWalk_ >= due;
+  bool walked = false;
   if (walk) {
     samplesSinceWalk_ = 0;
     sampleFdinfo(host());
+    walked = true;
     if (kernel_) gpu_.lastFdinfoBytes = gpu_.lastBytes;
     if (charge) {
       bool moved = charge->bytes != chargeAtWalk_;
       chargeAtWalk_ = charge->bytes;
-      if (gpu_.lastBytes == charge->bytes)
+      movedInAtWalk_ = charge->movedIn;
+      if (gpu_.lastBytes == charge->bytes || (gpu_.lastBytes && *gpu_.lastBytes > charge->bytes))
         disagreeingWalks_ = 0;
       else
         disagreeingWalks_ = moved ? 1 : disagreeingWalks_ + 1;
+      if (gpu_.lastBytes && *gpu_.lastBytes > charge->bytes)
+        ++gpu_.walksFdinfoAbove;
+      else
+        gpu_.walksFdinfoAbove = 0;
     }
   }
   std::uint64_t peak = gpu_.lastBytes.value_or(0);
   if (charge) {
     gpu_.kernel = *charge;
     std::uint64_t bytes = charge->bytes;
-    // Named after whichever figure is the lease's: fdinfo's only where it is
-    // the floor and the larger.
-    if (fdinfoFloor_ && gpu_.lastBytes && *gpu_.lastBytes > bytes) {
+    // The larger of the two, named after whichever it is: fdinfo's only when
+    // walked now (a figure from an earlier walk is stale) and above.
+    if (walked && gpu_.lastBytes && *gpu_.lastBytes > bytes) {
       bytes = *gpu_.lastBytes;
     } else {
       gpu_.lastSource = "kernel-charge";

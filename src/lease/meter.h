@@ -71,10 +71,17 @@ struct GpuMeter {
   std::optional<std::uint64_t> lastKfdBytes;  // KFD's VRAM-flagged figure, shown beside
   std::vector<std::string> lastDevices;       // device keys (PCI BDF) the latest scan's clients use
   // The in-kernel charge (bpf/), where the daemon armed the lease: the
-  // latest reading, and the fdinfo sum shown beside it (absent when that
-  // sample's sum was unknown). With a reading, lastBytes is the charge.
+  // latest reading (its counters this lease's own: a charge carried from an
+  // earlier lease of the same cgroup counts its bytes, not its refusals), and
+  // the fdinfo sum shown beside it (absent when that sample's sum was
+  // unknown). With a reading, lastBytes is the larger of the charge and the
+  // fdinfo sum walked this sample: never below what the lease's own
+  // processes hold.
   std::optional<bpf::LeaseCharge> kernel;
   std::optional<std::uint64_t> lastFdinfoBytes;
+  // Consecutive walks whose fdinfo sum exceeded the charge (buffers made
+  // outside the lease: before it was armed, by a task moved in, passed in).
+  unsigned walksFdinfoAbove = 0;
 };
 
 class LeaseMeter {
@@ -93,29 +100,30 @@ class LeaseMeter {
   // dmem: coverage::Handover::statNamesGpu): read them every sample.
   void readStatGpu(bool on) { readStatGpu_ = on; }
   // The lease's GPU figure is the kernel's charge of cgroup `cgroupId`
-  // (buffers its tasks created, whoever holds them): no fd trick hides it
-  // and a buffer passed in is its creator's, not this lease's. fdinfo stays
-  // the second source, shown beside it. `fdinfoFloor`: the lease adopted
-  // processes that ran before it was armed, whose earlier buffers only
-  // fdinfo sees, so its figure is the larger of the two.
-  void useKernelCharge(const bpf::KernelCharge* charge, std::uint64_t cgroupId, bool fdinfoFloor) {
+  // (buffers its tasks created, whoever holds them): no fd trick hides it.
+  // fdinfo is the second source and the floor: a sample that walks it takes
+  // the larger of the two. `carried`: the charge as it was when the lease was
+  // armed, when it took over one an earlier lease of the cgroup left (its
+  // refusals and peak are not this lease's).
+  void useKernelCharge(const bpf::KernelCharge* charge, std::uint64_t cgroupId,
+                       std::optional<bpf::LeaseCharge> carried = std::nullopt) {
     kernel_ = charge;
     kernelCgroup_ = cgroupId;
-    fdinfoFloor_ = fdinfoFloor;
+    carried_ = carried;
   }
-  void setFdinfoFloor(bool on) { fdinfoFloor_ = on; }
   // Between samples: the charge's counters (refusals, peak) read now; the
   // figures the bound acts on change only at a sample.
   void readKernelCharge() {
     if (!kernel_) return;
-    if (auto c = kernel_->read(kernelCgroup_)) gpu_.kernel = *c;
+    if (auto c = kernel_->read(kernelCgroup_)) gpu_.kernel = own(*c);
   }
-  // With the charge alone as its figure, fdinfo is walked when the charge
-  // moves, after 1, 2, 4, ... samples while the two disagree (a buffer is
-  // charged before its handle shows in fdinfo), and otherwise once in
-  // kSteadyWalkEvery samples (a buffer passed in shows in the breakdown
-  // within ten minutes at the default 1 s; a walk costs what ~250 steady
-  // samples do, docs/PERFORMANCE.md).
+  // fdinfo is walked when the charge moves or a task moved into the lease,
+  // every sample while the last walk found more than the charge (fdinfo is
+  // then the figure), after 1, 2, 4, ... samples while it found less (a
+  // buffer is charged before its handle shows in fdinfo), and otherwise once
+  // in kSteadyWalkEvery samples (a buffer passed in counts within ten
+  // minutes at the default 1 s; a walk costs what ~250 steady samples do,
+  // docs/PERFORMANCE.md).
   static constexpr unsigned kSteadyWalkEvery = 600;
   const HostMeter& host() const { return host_; }
   const GpuMeter& gpu() const { return gpu_; }
@@ -130,10 +138,13 @@ class LeaseMeter {
   const fs::Root& sys_;
   const cgroup::Cgroup& cgroup_;
   bool readStatGpu_ = false;
+  // The charge as this lease's own: counters net of what was carried.
+  bpf::LeaseCharge own(const bpf::LeaseCharge& c) const;
   const bpf::KernelCharge* kernel_ = nullptr;
   std::uint64_t kernelCgroup_ = 0;
-  bool fdinfoFloor_ = false;
+  std::optional<bpf::LeaseCharge> carried_;
   std::optional<std::uint64_t> chargeAtWalk_;  // the charge when fdinfo was last walked
+  std::uint64_t movedInAtWalk_ = 0;            // the charge's moved-in count then
   unsigned disagreeingWalks_ = 0;  // walks since the charge moved whose sum differed from it
   unsigned samplesSinceWalk_ = 0;
   std::optional<std::uint64_t> gpuMemoryMax_;

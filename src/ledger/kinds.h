@@ -16,6 +16,9 @@ inline constexpr const char* kGpuBound =
     "gpu-bound";  // the GPU bound noticed or did something (enforce/)
 // Host-level rows (lease id ""): what the daemon found this kernel does.
 inline constexpr const char* kCoverage = "coverage";  // GTT -> memcg coverage at daemon start
+// A lease ended holding GPU buffers it created (they stay charged to it, its
+// parent and its pools until freed), and when they are freed.
+inline constexpr const char* kGpuResidue = "gpu-residue";
 // An operator accepted the damage verify() found (`tally ledger acknowledge`):
 // the daemon grants again while the damage is no more than what was accepted.
 inline constexpr const char* kDamageAcknowledged = "damage-acknowledged";

@@ -91,6 +91,19 @@ void declareAll(Builder& b) {
   b.family("tally_pool_memory_declared_bytes", "Sum of memory_max its holders declared");
   b.family("tally_pool_gpu_memory_budget_bytes", "The pool's gpu_memory_budget");
   b.family("tally_pool_gpu_memory_declared_bytes", "Sum of gpu_memory_max its holders declared");
+  b.family("tally_pool_gpu_residue_bytes",
+           "GPU memory buffers of the pool's ended leases still hold (counted against its budget "
+           "until freed)");
+  b.family("tally_kernel_charge_ended_lease_bytes",
+           "GPU memory an ended lease's buffers still hold, charged to it in the kernel");
+  b.family("tally_kernel_charge_objects",
+           "Buffer objects in the in-kernel charge's object map (and reserved for allocations in "
+           "flight)");
+  b.family("tally_kernel_charge_objects_capacity", "The object map's room");
+  b.family("tally_kernel_charge_anomalies_total",
+           "What the in-kernel charge programs could not do exactly, by kind, since their maps "
+           "were made (docs/enforcement.md)",
+           Type::Counter);
   b.family("tally_pool_headroom_host_bytes",
            "Measured host headroom for one more grant (MemAvailable minus holders' unused "
            "declarations)");
@@ -182,6 +195,7 @@ void pool(Builder& b, const json& p) {
   b.bytes("tally_pool_memory_declared_bytes", "", id, get(p, "memory_declared"));
   b.bytes("tally_pool_gpu_memory_budget_bytes", "", id, get(p, "gpu_memory_budget"));
   b.bytes("tally_pool_gpu_memory_declared_bytes", "", id, get(p, "gpu_memory_declared"));
+  b.bytes("tally_pool_gpu_residue_bytes", "", id, get(p, "gpu_residue_bytes"));
   b.bytes("tally_pool_headroom_host_bytes", "", id, get(get(p, "headroom"), "host_bytes"));
   b.bytes("tally_pool_headroom_gpu_bytes", "", id, get(get(p, "headroom"), "gpu_bytes"));
 }
@@ -226,6 +240,20 @@ std::vector<Family> fromOverview(const json& o) {
   const json& kc = get(o, "kernel_charge");
   b.flag("tally_kernel_charge_active", "", {{"mode", "charging"}}, get(kc, "charging"));
   b.flag("tally_kernel_charge_active", "", {{"mode", "refusing"}}, get(kc, "refusing"));
+  if (const json& ended = get(kc, "ended_leases"); ended.is_array())
+    for (const auto& e : ended)
+      b.bytes("tally_kernel_charge_ended_lease_bytes", "",
+              {{"lease", str(e, "lease")},
+               {"name", str(e, "name")},
+               {"cgroup_id", std::to_string(count(get(e, "cgroup_id")).value_or(0))}},
+              get(e, "bytes"));
+  b.bytes("tally_kernel_charge_objects", "", {}, get(kc, "objects"));
+  b.bytes("tally_kernel_charge_objects_capacity", "", {}, get(kc, "objects_capacity"));
+  if (const json& an = get(kc, "anomalies"); an.is_object())
+    for (const auto& [k, v] : an.items())
+      if (auto n = count(v))
+        b.family("tally_kernel_charge_anomalies_total", "", Type::Counter)
+            .samples.push_back({{{"kind", k}}, *n});
   const json& enf = get(o, "enforcement");
   for (const auto& [key, fam] : {std::pair{"gpu_bound_events", "tally_gpu_bound_events_total"},
                                  std::pair{"outcomes", "tally_lease_outcomes_total"}}) {

@@ -59,6 +59,9 @@ void readTopology(const fs::Root& sys, KfdIndex& index) {
 
 }  // namespace
 
+// 4 PiB: more than any device's memory, far below a wrapped 64-bit figure.
+constexpr std::uint64_t kKfdVramPlausibleMax = 1ULL << 52;
+
 // The vram_<gpuid> files of one context directory.
 void readVramFiles(const fs::Root& sys, KfdIndex& index, const std::string& dir,
                    std::optional<std::uint64_t> context, std::vector<KfdVramEntry>& out) {
@@ -72,6 +75,11 @@ void readVramFiles(const fs::Root& sys, KfdIndex& index, const std::string& dir,
     if (!gpuId || !value) continue;
     auto bytes = probes::parseSysfsU64(*value);
     if (!bytes) continue;
+    // KFD keeps the figure in a signed counter that frees can take below
+    // zero (on APUs, when GTT host pools are freed), printed unsigned: a
+    // figure no device could hold is a wrapped one, and as a floor it would
+    // read as exabytes and kill its lease. Left out, as unreadable.
+    if (*bytes > kKfdVramPlausibleMax) continue;
     if (!index.topologyRead) readTopology(sys, index);
     KfdVramEntry e{*gpuId, context, std::nullopt, *bytes};
     for (const auto& [id, pdev] : index.gpuPdev)

@@ -1,6 +1,7 @@
 #include "views/daemon_status.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "util/json_view.h"
 #include "util/units.h"
@@ -37,6 +38,25 @@ DaemonStatus daemonStatus(const json& o, std::uint64_t nowNs, bool utc) {
   std::string charge = text(kc, "line");
   // The line says why when it is off (bpf::describe): said once.
   s.lines.push_back("in-kernel charge: " + (charge.empty() ? std::string("not reported") : charge));
+  // Buffers of ended leases, still counted until freed.
+  for (const auto& e :
+       get(kc, "ended_leases").is_array() ? get(kc, "ended_leases") : json::array()) {
+    std::string who =
+        text(e, "lease").empty()
+            ? fmt::format("an ended lease (cgroup id {})", count(get(e, "cgroup_id")).value_or(0))
+            : fmt::format("ended lease {} ({})", text(e, "lease"), text(e, "name"));
+    auto bytes = count(get(e, "bytes"));
+    s.lines.push_back(fmt::format("  held by buffers of {}: {}", who,
+                                  bytes ? units::humanBytes(*bytes) : std::string("?")));
+  }
+  // What the programs could not do exactly, since their maps were made.
+  std::vector<std::string> odd;
+  if (get(kc, "anomalies").is_object())
+    for (const auto& [name, v] : get(kc, "anomalies").items())
+      if (count(v).value_or(0)) odd.push_back(fmt::format("{} {}", *count(v), name));
+  if (!odd.empty())
+    s.lines.push_back(fmt::format("  not exact: {} (tally doctor says what each means)",
+                                  fmt::format("{}", fmt::join(odd, ", "))));
   const json& cov = get(o, "coverage");
   s.lines.push_back(fmt::format("coverage: MemoryMax covers {} on kernel {}",
                                 text(cov, "state").empty() ? "?" : text(cov, "state"),

@@ -1263,5 +1263,185 @@ TEST_F(VmRedTeam, AFifteenHundredLevelCgroupChainNeverCrashesTheDaemon) {
   expectChainIntact();
 }
 
+// The kernel's lease lookup walks a task's cgroup ancestors in the first 64
+// levels: a lease whose own cgroup sits deeper would be armed and never
+// charged nor refused, so it is refused at grant with the reason (before: a
+// user attached her own cgroup at level 71, and its GPU peak read 0).
+TEST_F(VmRedTeam, ALeaseDeeperThanTheKernelChargeLooksIsRefusedAtGrantWithTheReason) {
+  setCharging(false);
+  startDaemon();
+  const std::string top = "/vmd-deep-" + std::to_string(::getpid());
+  std::string rel = top;
+  for (int i = 0; i < 70; ++i) rel += "/d";  // level 71
+  ASSERT_EQ(shell("mkdir -p /sys/fs/cgroup" + rel), 0);
+  auto holder = spawnProgram(
+      {"sh", "-c", "echo $$ > /sys/fs/cgroup" + rel + "/cgroup.procs && exec sleep 600"});
+  ASSERT_TRUE(
+      eventually([&] { return readFile("/sys/fs/cgroup" + rel + "/cgroup.procs").size() > 1; }));
+  auto a = tally({"attach", "--cgroup", rel, "--pool", "gpu", "--memory-max", "256M",
+                  "--gpu-memory-max", "64M"});
+  EXPECT_EQ(a.exitCode(), 5) << a.out << a.err;
+  EXPECT_NE(a.err.find("71 levels deep: the in-kernel GPU charge finds a lease in the first 64 "
+                       "levels only"),
+            std::string::npos)
+      << a.err;
+  EXPECT_EQ(json::parse(tally({"leases", "--json"}).out, nullptr, false), json::array());
+  ::kill(holder.pid, SIGKILL);
+  waitProgram(holder);
+  shell("find /sys/fs/cgroup" + top + " -depth -type d -exec rmdir {} + 2>/dev/null");
+}
+
+// Release, then attach the same live workload again (the way to change a
+// bound): its charge is carried, so the new lease's figure is what the
+// workload holds, and freeing it afterwards takes the charge to zero, never
+// below (before: the re-attach started from zero, and the free wrapped it).
+TEST_F(VmRedTeam, ReleaseAndAttachAgainCarriesTheChargeAndAFreeNeverWrapsIt) {
+  setCharging(false);
+  startDaemon();
+  const std::string cg = "/vmd-reattach-" + std::to_string(::getpid());
+  ASSERT_EQ(::mkdir(("/sys/fs/cgroup" + cg).c_str(), 0755), 0);
+  auto holder = spawnProgram(
+      {"sh", "-c", "echo $$ > /sys/fs/cgroup" + cg + "/cgroup.procs && exec sleep 600"});
+  ASSERT_TRUE(
+      eventually([&] { return readFile("/sys/fs/cgroup" + cg + "/cgroup.procs").size() > 1; }));
+  auto first = tally({"attach", "--cgroup", cg, "--pool", "gpu", "--memory-max", "256M",
+                      "--gpu-memory-max", "64M", "--name", "model", "--json"});
+  ASSERT_EQ(first.exitCode(), 0) << first.err;
+  std::string lease1 = json::parse(first.out)["lease"];
+  // Buffers made under the lease, hidden from fdinfo (the leader exits).
+  std::string ready = dir + "/hide.ready", release = dir + "/hide.release";
+  auto hider = spawnProgram({"sh", "-c",
+                             "echo $$ > /sys/fs/cgroup" + cg + "/cgroup.procs && exec " +
+                                 kWorkload + " hide exited-leader 16 2 " + ready + " " + release});
+  ASSERT_TRUE(this->ready(ready));
+  EXPECT_EQ(readFile(ready), "created=2 refused=0");
+  json s1 = leaseWhen(lease1, [](const json& l) {
+    return l.contains("gpu") && l["gpu"].value("current_bytes", json()) == 32 * kMiB;
+  });
+  ASSERT_EQ(s1["gpu"]["current_bytes"], 32 * kMiB) << s1.dump(2);
+  ASSERT_EQ(tally({"lease", "release", lease1}).exitCode(), 0);
+  ASSERT_TRUE(eventually([&] { return kinds(lease1).back() == "outcome"; }, 15s));
+  auto second = tally({"attach", "--cgroup", cg, "--pool", "gpu", "--memory-max", "256M",
+                       "--gpu-memory-max", "48M", "--name", "model", "--json"});
+  ASSERT_EQ(second.exitCode(), 0) << second.err;
+  std::string lease2 = json::parse(second.out)["lease"];
+  json s2 = leaseWhen(lease2, [](const json& l) {
+    return l.contains("gpu") && l["gpu"].value("samples", 0) >= 1 &&
+           l["gpu"].value("current_bytes", json()) == 32 * kMiB;
+  });
+  EXPECT_EQ(s2["gpu"]["current_bytes"], 32 * kMiB) << "carried: what the workload holds\n"
+                                                   << s2.dump(2);
+  EXPECT_EQ(s2["gpu"]["source"], "kernel-charge") << s2.dump(2);
+  // Freed: zero, not a wrapped figure that kills the lease.
+  writeFile(release, "");
+  waitProgram(hider);
+  json s3 = leaseWhen(lease2, [](const json& l) {
+    return l.contains("gpu") && l["gpu"].value("current_bytes", json()) == 0;
+  });
+  EXPECT_EQ(s3["gpu"]["current_bytes"], 0) << s3.dump(2);
+  EXPECT_EQ(s3["state"], "running") << "never killed for a wrapped charge";
+  ::kill(holder.pid, SIGKILL);
+  waitProgram(holder);
+  ASSERT_TRUE(eventually([&] { return kinds(lease2).back() == "outcome"; }, 30s));
+  json outcome = ledgerRows(lease2).back()["body"];
+  EXPECT_EQ(outcome["outcome"]["class"], "ended") << outcome.dump(2);
+  EXPECT_LE(outcome["gpu"]["peak_bytes"].get<std::uint64_t>(), 48 * kMiB) << outcome.dump(2);
+  ::rmdir(("/sys/fs/cgroup" + cg).c_str());
+  expectChainIntact();
+}
+
+// A lease's buffers passed to a process outside every lease, the lease then
+// ended: they are said and recorded as held by the ended lease, count against
+// its pool's GPU budget, and are said and recorded again once freed (before:
+// charged to no one).
+TEST_F(VmRedTeam, BuffersPassedOnAndTheCreatorEndedStayCountedUntilFreed) {
+  setCharging(false);
+  startDaemon();
+  std::string sock = dir + "/take.sock", taken = dir + "/take.ready",
+              release = dir + "/take.release";
+  auto taker = spawnProgram({kWorkload, "take", sock, taken, release});
+  ASSERT_TRUE(ready(taken + ".listening"));
+  auto run = tally({"run", "--pool", "gpu", "--memory-max", "256M", "--gpu-memory-max", "64M",
+                    "--name", "giver", "--", kWorkload, "give", sock, "16", "2"});
+  ASSERT_EQ(run.exitCode(), 0) << run.err;
+  ASSERT_TRUE(ready(taken));
+  std::string said = "journalctl --no-pager -o cat TALLY_EVENT=gpu-residue-ended-holding";
+  ASSERT_TRUE(eventually([&] {
+    return shellOut(said).find(
+               "(giver) ended holding 32.0 MiB in 2 GPU "
+               "buffers it created; they stay counted "
+               "against pool gpu's GPU budget") != std::string::npos;
+  })) << shellOut(said);
+  json pools;
+  ASSERT_TRUE(eventually(
+      [&] {
+        pools = json::parse(tally({"pools", "--json"}).out, nullptr, false);
+        return pools.is_array() && !pools.empty() && [&] {
+          for (const auto& p : pools)
+            if (p.value("pool", "") == "gpu") return p.value("gpu_residue_bytes", 0u) == 32 * kMiB;
+          return false;
+        }();
+      },
+      20s))
+      << pools.dump(2);
+  auto status = tally({"daemon", "status"});
+  EXPECT_NE(status.out.find("held by buffers of ended lease"), std::string::npos) << status.out;
+  EXPECT_NE(status.out.find("(giver): 32.0 MiB"), std::string::npos) << status.out;
+  // Freed by whoever held them: said and recorded, the pool's residue gone.
+  writeFile(release, "");
+  waitProgram(taker);
+  ASSERT_TRUE(eventually(
+      [&] {
+        return shellOut("journalctl --no-pager -o cat TALLY_EVENT=gpu-residue-freed")
+                   .find("(giver) created are freed") != std::string::npos;
+      },
+      20s));
+  auto rows = json::parse(tally({"ledger", "export", "--config", config}).out);
+  std::vector<std::string> residue;
+  for (const auto& r : rows)
+    if (r["kind"] == "gpu-residue") residue.push_back(r["body"]["event"]);
+  EXPECT_EQ(residue, (std::vector<std::string>{"ended-holding", "freed"}));
+  expectChainIntact();
+}
+
+// A process that made buffers outside its lease and moved into it: only
+// fdinfo shows them, and the lease's figure is never below what its own
+// processes hold, so it is killed over its bound (the kernel counts the move,
+// and the meter looks at once); a lasting gap is said with both figures.
+TEST_F(VmRedTeam, AProcessMovedInWithBuffersMadeOutsideIsCountedAndKilledOverTheBound) {
+  setCharging(false);
+  startDaemon();
+  const std::string cg = "/vmd-movedin-" + std::to_string(::getpid());
+  const std::string out = cg + "-outside";
+  for (const auto& c : {cg, out}) ASSERT_EQ(::mkdir(("/sys/fs/cgroup" + c).c_str(), 0755), 0);
+  auto holder = spawnProgram(
+      {"sh", "-c", "echo $$ > /sys/fs/cgroup" + cg + "/cgroup.procs && exec sleep 600"});
+  ASSERT_TRUE(
+      eventually([&] { return readFile("/sys/fs/cgroup" + cg + "/cgroup.procs").size() > 1; }));
+  auto a = tally({"attach", "--cgroup", cg, "--pool", "gpu", "--memory-max", "256M",
+                  "--gpu-memory-max", "64M", "--name", "mover", "--json"});
+  ASSERT_EQ(a.exitCode(), 0) << a.err;
+  std::string lease = json::parse(a.out)["lease"];
+  std::string ready = dir + "/moved.ready";
+  auto mover = spawnProgram({"sh", "-c",
+                             "echo $$ > /sys/fs/cgroup" + out + "/cgroup.procs && exec " +
+                                 kWorkload + " gpu gtt 32 3 60000 " + ready});
+  ASSERT_TRUE(this->ready(ready));  // 96 MiB made outside the lease
+  writeFile("/sys/fs/cgroup" + cg + "/cgroup.procs", std::to_string(mover.pid) + "\n");
+  auto ended = waitProgram(mover);
+  EXPECT_TRUE(WIFSIGNALED(ended.waitStatus)) << "killed over its bound";
+  ASSERT_TRUE(eventually([&] { return kinds(lease).back() == "outcome"; }, 30s));
+  json outcome = ledgerRows(lease).back()["body"];
+  EXPECT_EQ(outcome["outcome"]["class"], "killed-by-tally") << outcome.dump(2);
+  EXPECT_NE(outcome["outcome"]["summary"].get<std::string>().find(
+                "GPU memory 96.0 MiB over gpu_memory_max 64.0 MiB (drm-fdinfo"),
+            std::string::npos)
+      << outcome.dump(2);
+  ::kill(holder.pid, SIGKILL);
+  waitProgram(holder);
+  for (const auto& c : {cg, out}) ::rmdir(("/sys/fs/cgroup" + c).c_str());
+  expectChainIntact();
+}
+
 }  // namespace
 }  // namespace tally

@@ -17,6 +17,10 @@
 //                                "parked-fd" (the fd sent into a socket nobody reads, its own
 //                                closed). READY gets "created=K refused=R" (refused: ENOMEM);
 //                                held until RELEASE exists (60 s at most)
+//   give SOCKET MIB N             N GTT buffers of MIB each, their DRM fd sent to the process
+//                                listening on the Unix socket SOCKET (take), then exit 0
+//   take SOCKET READY RELEASE    listen on SOCKET, receive one fd, create READY, hold the fd
+//                                until RELEASE exists (120 s at most)
 #include <fcntl.h>
 #include <poll.h>
 #include <pthread.h>
@@ -25,6 +29,7 @@
 #include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
+#include <sys/un.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -220,6 +225,46 @@ int hide(Hidden h) {
   return 0;
 }
 
+// Buffers made here, held by another process: they outlive this one.
+int give(const char* socketPath, unsigned long mib, int count) {
+  int fd = openTestDrm();
+  if (fd < 0) return std::fprintf(stderr, "no tally_testdrm render node (insmod the driver)\n"), 1;
+  for (int i = 0; i < count; ++i) {
+    tally_testdrm_create c{static_cast<__u64>(mib) << 20, TALLY_TESTDRM_REGION_GTT, 0};
+    if (::ioctl(fd, DRM_IOCTL_TALLY_TESTDRM_CREATE, &c) != 0) return std::perror("create"), 1;
+  }
+  int s = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_un a{};
+  a.sun_family = AF_UNIX;
+  std::snprintf(a.sun_path, sizeof a.sun_path, "%s", socketPath);
+  if (s < 0 || ::connect(s, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0)
+    return std::perror("connect"), 1;
+  if (tally::testing::sendFd(s, fd) != 0) return std::perror("sendmsg"), 1;
+  char ack = 0;
+  if (::read(s, &ack, 1) != 1) return std::fprintf(stderr, "no ack\n"), 1;  // it holds the fd now
+  return 0;
+}
+
+int take(const char* socketPath, const char* readyPath, const char* releasePath) {
+  int s = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_un a{};
+  a.sun_family = AF_UNIX;
+  std::snprintf(a.sun_path, sizeof a.sun_path, "%s", socketPath);
+  ::unlink(socketPath);
+  if (s < 0 || ::bind(s, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0 || ::listen(s, 1) != 0)
+    return std::perror("listen"), 1;
+  ready((std::string(readyPath) + ".listening").c_str());
+  int c = ::accept4(s, nullptr, nullptr, SOCK_CLOEXEC);
+  if (c < 0) return std::perror("accept"), 1;
+  int fd = tally::testing::recvFd(c);
+  if (fd < 0) return std::fprintf(stderr, "recvmsg: %s\n", std::strerror(-fd)), 1;
+  if (::write(c, "k", 1) != 1) return std::perror("ack"), 1;
+  ready(readyPath);
+  waitForFile(releasePath, 120'000);
+  ::close(fd);
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -238,12 +283,16 @@ int main(int argc, char** argv) {
   }
   if (cmd == "tree" && argc == 3) return tree(argv[2]);
   if (cmd == "marker" && argc == 3) return marker(argv[2]);
+  if (cmd == "give" && argc == 5)
+    return give(argv[2], std::strtoul(argv[3], nullptr, 10), std::atoi(argv[4]));
+  if (cmd == "take" && argc == 5) return take(argv[2], argv[3], argv[4]);
   if (cmd == "hide" && argc == 7)
     return hide(
         {argv[2], argv[5], argv[6], std::strtoul(argv[3], nullptr, 10), std::atoi(argv[4])});
   std::fprintf(stderr,
                "usage: tally_vm_workload hog MIB [HOLD_MS [READY]] | gpu REGION MIB N HOLD_MS "
                "[READY [RELEASE]] | step REGION MIB1 MIB2 READY GO CROSSED HOLD_MS | tree PIDFILE "
-               "| marker PATH | hide TRICK MIB N READY RELEASE\n");
+               "| marker PATH | hide TRICK MIB N READY RELEASE | give SOCKET MIB N | take SOCKET "
+               "READY RELEASE\n");
   return 2;
 }

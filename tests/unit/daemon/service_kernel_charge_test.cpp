@@ -6,7 +6,9 @@
 
 #include <map>
 
+#include "bpf/gpu_charge_abi.h"
 #include "bpf/kernel_charge.h"
+#include "daemon/kernel_upkeep.h"
 #include "daemon/service_fixture.h"
 #include "util/clock.h"
 
@@ -236,20 +238,38 @@ TEST_F(ServiceKernelChargeTest, RefusalsAreSaidAsEventsAtMostOncePerLeasePerMinu
   EXPECT_TRUE(charge.charges.empty());
 }
 
-TEST_F(ServiceKernelChargeTest, ABufferPassedInNeverCountsButOneMadeBeforeArmingDoes) {
-  // Nothing on the GPU at its start: the charge alone is its figure, so a
-  // buffer another lease passed in (fdinfo shows 4 GiB) never gets it killed.
+// The meter never reads below what the lease's own processes hold: a buffer
+// passed in (or made before the lease was armed, or by a task moved in) is
+// in no charge of this lease, but its fdinfo counts once a walk sees it, and
+// a lasting disagreement is said with both figures.
+TEST_F(ServiceKernelChargeTest, TheFigureIsNeverBelowWhatTheLeasesOwnProcessesHold) {
   std::string clean;
   std::string a = startedRun(clean, GiB);
-  gpuWorkload(clean, 5030, 41, 4);
-  // Its charge holds steady: fdinfo, shown beside it, is walked again within
-  // the slow refresh.
-  for (unsigned i = 0; i < lease::LeaseMeter::kSteadyWalkEvery; ++i) service->sample();
-  EXPECT_FALSE(killed(clean));
-  EXPECT_EQ(seat(a)["gpu"]["current_bytes"], 0u);
-  EXPECT_EQ(seat(a)["gpu"]["fdinfo_bytes"], 4 * GiB);
+  std::uint64_t cg = inode(clean);
+  gpuWorkload(clean, 5030, 41, 4);  // passed in: 4 GiB its processes hold, none charged
+  service->sample();
+  EXPECT_EQ(seat(a)["gpu"]["current_bytes"], 0u) << "not walked yet: the charge held still";
+  // A task moved into the lease (the kernel counts it): walked at once.
+  charge.charges[cg].movedIn = 1;
+  service->sample();
+  json s = seat(a);
+  EXPECT_EQ(s["gpu"]["current_bytes"], 4 * GiB) << s.dump(2);
+  EXPECT_EQ(s["gpu"]["source"], "drm-fdinfo");
+  EXPECT_EQ(s["gpu"]["fdinfo_bytes"], 4 * GiB);
+  // Over its 1 GiB bound at fdinfo's figure, walked every sample now: killed.
+  service->sample();
+  EXPECT_TRUE(killed(clean));
+  service->sample();
+  // Said once, with both figures, after three walks above the charge.
+  int said = 0;
+  for (const auto& n : journal.notes)
+    if (n.message.find("its processes hold 4.0 GiB of GPU memory by fdinfo, the kernel charged it "
+                       "0 B") != std::string::npos)
+      ++said;
+  EXPECT_EQ(said, 1);
+
   // Attached to a workload already holding 4 GiB: made before it was armed,
-  // in no charge; fdinfo is its floor, and it is bounded by it.
+  // in no charge; fdinfo is its figure from the first sample, and it is bounded by it.
   std::string early = "/machine.slice/early.scope";
   gpuWorkload(early, 5031, 42, 4);
   json b = call(2, 0, "attach",
@@ -360,6 +380,211 @@ TEST_F(ServiceKernelChargeTest, AfterARestartTheLeasesChargesAreKeptAndUnclaimed
   EXPECT_EQ(charge.bounds[cg], GiB);
   service->sample();
   EXPECT_EQ(seat(id)["gpu"]["current_bytes"], 256 * MiB);
+}
+
+// A lease the kernel's charge cannot cover is refused before it runs, with
+// the reason: never armed and blind.
+TEST_F(ServiceKernelChargeTest, ALeaseTheChargeCannotCoverIsRefusedBeforeItRuns) {
+  // No room in the kernel's maps.
+  charge.armFails = Error{E2BIG, "the in-kernel charge has no room for cgroup 7"};
+  gpuWorkload("/machine.slice/full.scope", 5060, 60, 1);
+  json a = call(
+      2, 0, "attach",
+      {{"pools", {"gpu"}}, {"cgroup", "/machine.slice/full.scope"}, {"gpu_memory_max", 2 * GiB}});
+  ASSERT_FALSE(a["ok"]) << a;
+  EXPECT_NE(a["error"]["message"].get<std::string>().find("cannot be charged in the kernel: the "
+                                                          "in-kernel charge has no room"),
+            std::string::npos)
+      << a;
+  EXPECT_EQ(service->liveLeases(), 0u);
+  // A run lease's start is refused the same (its client never lets the workload go).
+  json acq =
+      call(1, 1000, "acquire", {{"pools", {"gpu"}}, {"gpu_memory_max", GiB}, {"name", "model"}});
+  ASSERT_TRUE(acq["ok"]) << acq;
+  std::string id = acq["result"]["lease"];
+  std::string scope = scopeOf(id);
+  workloadCgroup(scope, true, 1000);
+  json st = call(1, 1000, "started", {{"lease", id}, {"cgroup", scope}});
+  ASSERT_FALSE(st["ok"]) << st;
+  EXPECT_EQ(st["error"]["code"], "refused");
+  charge.armFails.reset();
+  json again = call(1, 1000, "started", {{"lease", id}, {"cgroup", scope}});
+  EXPECT_TRUE(again["ok"]) << again;
+
+  // A cgroup deeper than the programs' lease lookup walks (64 levels).
+  std::string deep = "/machine.slice";
+  for (int i = 0; i < 70; ++i) deep += "/d";
+  gpuWorkload(deep, 5061, 61, 1);
+  json d =
+      call(2, 0, "attach", {{"pools", {"gpu"}}, {"cgroup", deep}, {"gpu_memory_max", 2 * GiB}});
+  ASSERT_FALSE(d["ok"]) << d;
+  EXPECT_NE(d["error"]["message"].get<std::string>().find("71 levels deep: the in-kernel GPU "
+                                                          "charge finds a lease in the first 64 "
+                                                          "levels only"),
+            std::string::npos)
+      << d;
+  EXPECT_EQ(charge.specs.count(inode(deep)), 0u) << "never armed";
+}
+
+// Buffers that outlive their lease stay counted: said and recorded when it
+// ends holding them, counted against its pool's GPU budget (a waiter waits)
+// until freed, then said and recorded again.
+TEST_F(ServiceKernelChargeTest, BuffersThatOutliveTheirLeaseCountAgainstItsPoolUntilFreed) {
+  std::string scope;
+  std::string id = startedRun(scope, 8 * GiB);
+  std::uint64_t cg = inode(scope);
+  charge.charges[cg] = {6 * GiB, 6 * GiB, 3};
+  service->sample();
+  json record = {{"schema", 1},
+                 {"lease", {{"id", id}}},
+                 {"outcome", {{"class", "exited"}, {"exit_code", 0}, {"summary", "exited"}}}};
+  ASSERT_TRUE(call(1, 1000, "complete", {{"lease", id}, {"record", record}})["ok"]);
+  ASSERT_EQ(charge.endedCharges.count(cg), 1u) << "retired, its buffers alive";
+  bool said = false;
+  for (const auto& n : journal.notes)
+    said = said || n.message.find(
+                       "ended holding 6.0 GiB in 3 GPU buffers it created; they stay "
+                       "counted against pool gpu's GPU budget until freed") != std::string::npos;
+  EXPECT_TRUE(said);
+  auto residueRows = [&] {
+    std::vector<json> out;
+    auto events = ledgerDb->events(std::string());
+    if (!events) return out;
+    for (const auto& e : *events)
+      if (e.kind == "gpu-residue") out.push_back(json::parse(e.body));
+    return out;
+  };
+  ASSERT_EQ(residueRows().size(), 1u);
+  EXPECT_EQ(residueRows()[0]["event"], "ended-holding");
+  EXPECT_EQ(residueRows()[0]["bytes"], 6 * GiB);
+  EXPECT_EQ(residueRows()[0]["lease"], id);
+  // The pool (96 GiB of GPU budget) sees 6 GiB held: a 92 GiB request waits.
+  clockUs += daemon::KernelUpkeep::kRefreshUs;
+  service->sample();
+  json pools = service->overview(clock::realtimeNs())["pools"];
+  EXPECT_EQ(pools[0]["gpu_residue_bytes"], 6 * GiB) << pools.dump(2);
+  (void)call(3, 1000, "acquire",
+             {{"pools", {"gpu"}}, {"gpu_memory_max", 92 * GiB}, {"name", "big"}});
+  EXPECT_EQ(service->overview(clock::realtimeNs())["queued"]["total"], 1u);
+  json ended = service->overview(clock::realtimeNs())["kernel_charge"]["ended_leases"];
+  ASSERT_EQ(ended.size(), 1u) << ended.dump(2);
+  EXPECT_EQ(ended[0]["lease"], id);
+  EXPECT_EQ(ended[0]["bytes"], 6 * GiB);
+  EXPECT_EQ(service->liveLeases(), 0u) << "the big request waits for the budget";
+  // Freed: said, recorded, and the waiter granted.
+  charge.endedCharges[cg] = {};
+  clockUs += daemon::KernelUpkeep::kRefreshUs;
+  service->sample();
+  ASSERT_EQ(residueRows().size(), 2u);
+  EXPECT_EQ(residueRows()[1]["event"], "freed");
+  EXPECT_EQ(service->overview(clock::realtimeNs())["pools"][0]["gpu_residue_bytes"], 0u);
+  EXPECT_EQ(service->liveLeases(), 1u) << "granted once the buffers were freed";
+}
+
+// Attached again to the same cgroup (to change a bound): the charge its
+// workload holds is carried into the new lease's figure; the earlier
+// lease's refusals are not the new one's.
+TEST_F(ServiceKernelChargeTest, AttachedAgainTheWorkloadsChargeIsCarriedNotItsRefusals) {
+  gpuWorkload("/machine.slice/model.scope", 5070, 70, 0);
+  std::uint64_t cg = inode("/machine.slice/model.scope");
+  json a = call(
+      2, 0, "attach",
+      {{"pools", {"gpu"}}, {"cgroup", "/machine.slice/model.scope"}, {"gpu_memory_max", 4 * GiB}});
+  ASSERT_TRUE(a["ok"]) << a;
+  std::string first = a["result"]["lease"];
+  charge.charges[cg] = {3 * GiB, 3 * GiB + 512 * MiB, 2, 5, 5 * GiB};
+  service->sample();
+  ASSERT_TRUE(call(2, 0, "release", {{"lease", first}})["ok"]);
+  ASSERT_EQ(charge.endedCharges.count(cg), 1u);
+  json b = call(
+      2, 0, "attach",
+      {{"pools", {"gpu"}}, {"cgroup", "/machine.slice/model.scope"}, {"gpu_memory_max", 8 * GiB}});
+  ASSERT_TRUE(b["ok"]) << b;
+  std::string second = b["result"]["lease"];
+  EXPECT_EQ(charge.bounds[cg], 8 * GiB);
+  service->sample();
+  json s = seat(second);
+  EXPECT_EQ(s["gpu"]["current_bytes"], 3 * GiB) << "what its workload holds";
+  EXPECT_EQ(s["gpu"]["allocations_refused"], 0u) << "the first lease's refusals are not its own";
+  charge.charges[cg].refused = 6;
+  charge.charges[cg].refusedBytes = 5 * GiB + 64 * MiB;
+  service->sample();
+  EXPECT_EQ(seat(second)["gpu"]["allocations_refused"], 1u);
+  EXPECT_EQ(seat(second)["gpu"]["refused_bytes"], 64 * MiB);
+}
+
+// A refusal that failed closed (the kernel could not charge it exactly) is
+// said as such, with its reason; what the programs could not do exactly is
+// said when it grows, and exported.
+TEST_F(ServiceKernelChargeTest, RefusalsThatFailedClosedAndTheProgramsMissesAreSaid) {
+  std::string scope;
+  std::string id = startedRun(scope, 64 * MiB);
+  std::uint64_t cg = inode(scope);
+  service->sample();
+  charge.charges[cg] = {0, 0, 0, 1, 8 * MiB, 1};
+  bpf::Refusal r{cg,
+                 8 * MiB,
+                 0,
+                 64 * MiB,
+                 4242,
+                 0xc0106442,
+                 static_cast<std::uint32_t>(bpf::RefusalReason::Unreadable)};
+  charge.queued.push_back(r);
+  service->sample();
+  json row = json::parse(rows(id).back().body);
+  EXPECT_NE(
+      row["summary"].get<std::string>().find(
+          "1 of them refused failing closed, not at the bound (the last: unreadable-argument)"),
+      std::string::npos)
+      << row.dump(2);
+  // The kernel's counters: a baseline at start, then each rise said.
+  clockUs += daemon::KernelUpkeep::kRefreshUs;
+  service->sample();
+  charge.counters.unseenObjects = 2;
+  charge.counters.recursionMisses = 3;
+  clockUs += daemon::KernelUpkeep::kAnomalySayUs;
+  service->sample();
+  bool said = false;
+  for (const auto& n : journal.notes)
+    said = said || (n.message.find("2 unseen-objects") != std::string::npos &&
+                    n.message.find("3 recursion-misses") != std::string::npos);
+  EXPECT_TRUE(said);
+  json kc = service->overview(clock::realtimeNs())["kernel_charge"];
+  EXPECT_EQ(kc["anomalies"]["unseen-objects"], 2u) << kc.dump(2);
+  EXPECT_EQ(kc["anomalies"]["recursion-misses"], 3u);
+}
+
+}  // namespace
+}  // namespace tally
+
+namespace tally {
+namespace {
+
+// A GPU that appears after the daemon started (a hot-plugged eGPU, a driver
+// loaded late) is registered for the kernel's charge at the next look, once.
+TEST_F(ServiceKernelChargeTest, ADeviceThatAppearsLaterIsRegistered) {
+  service->sample();
+  clockUs += daemon::KernelUpkeep::kRefreshUs;
+  service->sample();  // the first look: the listing as it is
+  EXPECT_TRUE(charge.registered.empty());
+  FakeDevice egpu;
+  egpu.bdf = "0000:0a:00.0";
+  egpu.minors = {2, 130};
+  host.addDevice(egpu);
+  clockUs += daemon::KernelUpkeep::kRefreshUs;
+  service->sample();
+  bool card = false, render = false;
+  for (const auto& r : charge.registered) {
+    card = card || (r.major == 226 && r.minor == 2 && r.kind == TALLY_DEVICE_AMDGPU && r.charged);
+    render = render || (r.major == 226 && r.minor == 130 && r.charged);
+  }
+  EXPECT_TRUE(card && render) << charge.registered.size();
+  std::size_t n = charge.registered.size();
+  clockUs += daemon::KernelUpkeep::kRefreshUs;
+  service->sample();
+  EXPECT_EQ(charge.registered.size(), n) << "registered once";
+  json devices = service->overview(clock::realtimeNs())["kernel_charge"]["devices"];
+  EXPECT_EQ(devices.size(), n) << devices.dump(2);
 }
 
 }  // namespace

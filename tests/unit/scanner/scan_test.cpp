@@ -126,6 +126,9 @@ TEST_F(ScannerTest, KfdSecondaryContextsAreRead) {
   writeFile(host.sysRoot() + "/class/kfd/kfd/proc/800/context_3/vram_1234", "268435456\n");
   writeFile(host.sysRoot() + "/class/kfd/kfd/proc/800/context_3/pasid", "32781\n");
   writeFile(host.sysRoot() + "/class/kfd/kfd/proc/800/context_x/vram_1234", "1\n");  // not an id
+  // A counter taken below zero, printed unsigned: -4096, wrapped. Never a floor of exabytes.
+  writeFile(host.sysRoot() + "/class/kfd/kfd/proc/800/context_4/vram_1234",
+            "18446744073709547520\n");
   Scanner scanner(*proc, *sys);
   auto scan = scanner.scanHost();
   ASSERT_TRUE(scan);
