@@ -22,6 +22,12 @@ void addDoctorCommand(CLI::App& app, DoctorOptions& opts) {
       "GTT ceiling), and GTT -> memcg coverage: static signs (memory.stat gpu_active, ttm_memcg,\n"
       "a dmem GTT region, GPUActive) and, with --active, a probe that allocates a GTT buffer in a\n"
       "throw-away cgroup and compares memory.current with the client's drm-total-gtt (root only).\n"
+      "The kernel bound (BPF): each device it covers, what it could not do exactly, what it never\n"
+      "sees; with --active, the charge probe: per allocation path the host has (amdgpu "
+      "GEM_CREATE,\n"
+      "KFD, dumb buffers, xe), N bytes allocated in a throw-away cgroup armed as a lease, the\n"
+      "charge compared with the driver's own figures (fdinfo, mem_info), then one more refused at\n"
+      "the bound. A charge that differs, or an allocation not refused, is degraded (exit 1).\n"
       "The last line is the verdict: what a lease's MemoryMax covers on this kernel.\n\n"
       "Exit status (a health check: docs/doctor.md): 0 leases can be contained and metered "
       "here,\n"
@@ -42,8 +48,13 @@ void addDoctorCommand(CLI::App& app, DoctorOptions& opts) {
   doctor->add_flag("--json", opts.json, "print the report as JSON");
   doctor->add_flag("--active", opts.active,
                    "run the active GTT -> memcg probe (root; allocates --probe-size of GTT)");
-  doctor->add_option("--probe-size", opts.probeSize, "GTT buffer the probe allocates")
+  doctor
+      ->add_option("--probe-size", opts.probeSize,
+                   "GTT buffer the probe allocates (and each charge probe allocation)")
       ->default_str("64MiB");
+  doctor->add_flag("--require-kernel-bound", opts.requireKernelBound,
+                   "with --active: exit 2 unless the kernel bound runs here, refuses, and its "
+                   "probe ran on a path");
   doctor->add_flag("--slurm", opts.slurm,
                    "check this node as its Slurm expects it instead (a health check: exit 1 "
                    "drains; see below)");
@@ -70,6 +81,13 @@ int runDoctor(const fs::RootPaths& paths, const DoctorOptions& opts) {
     o.probe = coverage::ProbeOptions{};
     o.probe->bytes = *size;
     o.probe->cgroupParent = opts.probeCgroup;
+    o.chargeProbe = coverage::ChargeProbeOptions{};
+    o.chargeProbe->bytes = *size;
+    o.chargeProbe->cgroupParent = opts.probeCgroup;
+    o.requireKernelBound = opts.requireKernelBound;
+  } else if (opts.requireKernelBound) {
+    fmt::print(stderr, "tally doctor: --require-kernel-bound needs --active (its probe)\n");
+    return kExitUsage;
   }
   auto report = doctor::examine(paths, o);
   if (!report) {

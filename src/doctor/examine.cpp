@@ -95,6 +95,25 @@ Result<Report> examine(const fs::RootPaths& paths, const Options& o) {
   r.kernelCharge.verdict = bpf::assess(r.kernelCharge.facts);
   struct stat pin {};
   r.kernelCharge.pinned = ::fstatat(sys->fd(), "fs/bpf/tally/link_charge", &pin, 0) == 0;
+  auto& kc = r.kernelCharge;
+  kc.required = o.requireKernelBound;
+  // Which devices the bound covers: the rules are read from this host's
+  // device nodes (/dev/dri, /dev/kfd), so only on its own roots.
+  if (o.queryManager && kc.shown()) {
+    std::optional<std::vector<bpf::DeviceRule>> registered;
+    bool refusing = kc.verdict.can.refusing;
+    if (kc.pinned) {
+      if (auto pins = bpf::openPinnedKernelCharge(sys->describe("fs/bpf/tally"))) {
+        registered = (*pins)->devices();
+        kc.totals = (*pins)->totals();
+        refusing = (*pins)->capabilities().refusing;
+      } else {
+        kc.pinsUnread = pins.error().message;
+      }
+    }
+    kc.devices = judgeDevices(r.host.devices, bpf::discoverDeviceRules(*sys), registered, refusing);
+    kc.devicesRead = true;
+  }
   if (r.host.devicesError) r.checkFailed = true;
   for (const auto& d : r.host.devices.devices) {
     r.ceilings.push_back(r.host.ceilings(d));
@@ -111,6 +130,20 @@ Result<Report> examine(const fs::RootPaths& paths, const Options& o) {
   r.degraded = layout.problems;
   if (layout.containable() && cgRoot && layout.v2Root && !r.memoryDelegated)
     r.degraded.push_back(r.memoryHint.value_or("memory not delegated"));
+
+  // The kernel bound's probe (kernel_bound.h: what it does to the exit status).
+  if (o.chargeProbe) {
+    if (cgRoot) {
+      kc.probe = coverage::runChargeProbe(*proc, *sys, *cgRoot, r.host.devices, kc.facts,
+                                          kc.verdict, *o.chargeProbe);
+    } else {
+      kc.probe = coverage::ChargeProbeResult{};
+      kc.probe->detail = "no cgroup v2 root to make the probe's cgroup in";
+    }
+    auto health = judgeChargeProbe(*kc.probe, o.requireKernelBound);
+    r.degraded.insert(r.degraded.end(), health.degraded.begin(), health.degraded.end());
+    if (health.checkFailed) r.checkFailed = true;
+  }
   return r;
 }
 

@@ -1,6 +1,8 @@
 // The doctor's report as JSON (schema 2) and as text: formatting only.
 #include <fmt/format.h>
 
+#include <functional>
+
 #include "doctor/report.h"
 #include "report/gpu_report.h"
 #include "util/text.h"
@@ -24,6 +26,119 @@ json chainJson(const cgroup::Chain& c) {
 }
 
 std::string yesNo(std::optional<bool> v) { return !v ? "unknown" : *v ? "yes" : "no"; }
+
+json kernelChargeJson(const KernelCharge& kc) {
+  json j = {
+      {"charging", kc.verdict.can.charging},
+      {"refusing", kc.verdict.can.refusing},
+      {"why", kc.verdict.why.empty() ? json(nullptr) : json(kc.verdict.why)},
+      {"lsm", kc.facts.lsmList ? json(std::string(text::trim(*kc.facts.lsmList))) : json(nullptr)},
+      {"btf", kc.facts.btf},
+      {"attached_now", kc.pinned}};
+  if (kc.devicesRead) {
+    json devs = json::array();
+    for (const auto& d : kc.devices)
+      devs.push_back({{"device", d.device},
+                      {"driver", d.driver},
+                      {"nodes", d.nodes},
+                      {"registered", d.registered ? json(*d.registered) : json(nullptr)},
+                      {"coverage", d.coverage},
+                      {"says", d.says}});
+    j["devices"] = devs;
+  }
+  if (kc.pinsUnread) j["attached_maps_unread"] = *kc.pinsUnread;
+  if (kc.totals) {
+    const auto& t = *kc.totals;
+    json c;
+    if (t.recursionMisses)
+      c["recursion_misses"] = *t.recursionMisses;
+    else
+      c["recursion_misses_absent"] = "the tracing programs' info could not be read";
+    c["stale_objects"] = t.staleObjects;
+    c["unseen_objects"] = t.unseenObjects;
+    c["stale_reservations"] = t.staleReservations;
+    c["insert_failed"] = t.insertFailed;
+    c["untracked_full"] = t.untrackedFull;
+    c["orphan_uncharges"] = t.orphanUncharges;
+    c["events_dropped"] = t.eventsDropped;
+    c["contended"] = t.contended;
+    j["counters"] = c;
+    json says = json::array();
+    for (const auto& l : counterLines(t))
+      says.push_back({{"counter", l.name}, {"value", l.value}, {"says", l.says}});
+    j["counters_said"] = says;
+    j["room"] = {{"objects", t.objects},
+                 {"objects_capacity", t.objectsCapacity},
+                 {"objects_per_lease", t.objectsPerLease},
+                 {"leases_capacity", t.leasesCapacity}};
+    if (auto w = roomWarning(t)) j["room_warning"] = *w;
+  }
+  if (kc.shown()) j["not_seen"] = kKernelBoundDoesNotSee;
+  j["probe"] = kc.probe ? coverage::chargeProbeJson(*kc.probe) : json(nullptr);
+  if (kc.required) j["required"] = true;
+  return j;
+}
+
+void kernelChargeText(const KernelCharge& kc, const std::function<void(const std::string&)>& line) {
+  constexpr const char* indent = "             ";
+  line(fmt::format("kernel bound {}", bpf::describe(kc.verdict)));
+  line(
+      fmt::format("{}attached now: {} (the daemon's programs pinned under /sys/fs/bpf/tally; "
+                  "capabilities judged as this process has them)",
+                  indent, kc.pinned ? "yes" : "no"));
+  if (kc.pinsUnread)
+    line(
+        fmt::format("{}what the attached programs registered and counted is unread ({}): run "
+                    "doctor as root",
+                    indent, *kc.pinsUnread));
+  for (const auto& d : kc.devices)
+    line(fmt::format("{}device {} ({}{}): {}{}", indent, d.device, d.driver,
+                     d.nodes.empty() ? "" : fmt::format("; {}", fmt::join(d.nodes, ", ")),
+                     kc.pinned ? "" : "when attached, ", d.says));
+  if (kc.totals) {
+    const auto& t = *kc.totals;
+    auto counters = counterLines(t);
+    if (counters.empty())
+      line(
+          fmt::format("{}missed: nothing (every count of what the programs could not do exactly "
+                      "is 0{})",
+                      indent, t.recursionMisses ? "" : "; recursion misses unread"));
+    for (const auto& c : counters)
+      line(fmt::format("{}{} {}: {}", indent, c.name, c.value, c.says));
+    line(fmt::format("{}room: {}", indent, roomWords(t)));
+    if (auto w = roomWarning(t)) line(fmt::format("{}{}", indent, *w));
+  }
+  if (kc.shown()) line(fmt::format("{}{}", indent, kKernelBoundDoesNotSee));
+
+  const char* required = kc.required ? " (--require-kernel-bound: a check that could not run)" : "";
+  if (!kc.probe) {
+    if (kc.shown()) line("charge probe not run (tally doctor --active runs it)");
+    return;
+  }
+  const auto& p = *kc.probe;
+  switch (p.outcome) {
+    case coverage::ChargeProbeOutcome::Unavailable:
+      line(fmt::format("charge probe not run: {}{}", p.detail, required));
+      return;
+    case coverage::ChargeProbeOutcome::Failed:
+      line(fmt::format("charge probe failed: {}", p.detail));
+      return;
+    case coverage::ChargeProbeOutcome::Ran:
+      break;
+  }
+  if (p.cgroup.empty())
+    line(fmt::format("charge probe {}{}", p.detail, required));
+  else
+    line(fmt::format("charge probe {} bytes per path in {}; programs {}{}", p.bytes, p.cgroup,
+                     p.source,
+                     kc.required && !p.refusing ? fmt::format("; refusing off{}", required) : ""));
+  for (const auto& path : p.paths) {
+    std::string where =
+        path.present ? fmt::format(" on {} ({})", path.device, path.node) : std::string();
+    line(fmt::format("{}{}{}: {}", indent, coverage::chargePathWords(path.path), where,
+                     coverage::pathLine(path)));
+  }
+}
 
 }  // namespace
 
@@ -125,14 +240,7 @@ json renderJson(const Report& r) {
   }
   if (a.signs.dmemCompiledIn) dmem["compiled_in"] = *a.signs.dmemCompiledIn;
   doc["dmem"] = dmem;
-  const auto& kc = r.kernelCharge;
-  doc["kernel_charge"] = {
-      {"charging", kc.verdict.can.charging},
-      {"refusing", kc.verdict.can.refusing},
-      {"why", kc.verdict.why.empty() ? json(nullptr) : json(kc.verdict.why)},
-      {"lsm", kc.facts.lsmList ? json(std::string(text::trim(*kc.facts.lsmList))) : json(nullptr)},
-      {"btf", kc.facts.btf},
-      {"attached_now", kc.pinned}};
+  doc["kernel_charge"] = kernelChargeJson(r.kernelCharge);
   json cov;
   cov["static_signs"] = coverage::signsJson(a.signs);
   cov["active_probe"] = a.probe ? json(coverage::probeJson(*a.probe)) : json(nullptr);
@@ -184,11 +292,7 @@ std::string renderText(const Report& r) {
                       : *a.signs.dmemCompiledIn
                           ? "; the kernel has the dmem controller (/proc/cgroups)"
                           : "; this kernel has no dmem controller (/proc/cgroups)";
-  line(fmt::format("kernel bound {}", bpf::describe(r.kernelCharge.verdict)));
-  line(
-      fmt::format("             attached now: {} (the daemon's programs pinned under "
-                  "/sys/fs/bpf/tally; capabilities judged as this process has them)",
-                  r.kernelCharge.pinned ? "yes" : "no"));
+  kernelChargeText(r.kernelCharge, line);
   if (!r.dmem.present) {
     line(fmt::format("dmem         unknown ({}){}", r.dmem.evidence, built));
   } else if (!*r.dmem.present) {

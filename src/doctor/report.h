@@ -15,7 +15,9 @@
 #include "contain/host_layout.h"
 #include "coverage/active_probe.h"
 #include "coverage/assess.h"
+#include "coverage/charge_probe.h"
 #include "devices/gtt_ceiling.h"
+#include "doctor/kernel_bound.h"
 #include "fs/root.h"
 #include "host/snapshot.h"
 #include "util/result.h"
@@ -36,12 +38,25 @@ struct Dmem {
 };
 
 // The in-kernel GPU memory charge and bound (bpf/): what this host allows,
-// judged as the daemon judges it at start, and whether a daemon has the
-// programs attached now (their pins under /sys/fs/bpf/tally).
+// judged as the daemon judges it at start, whether a daemon has the programs
+// attached now (their pins under /sys/fs/bpf/tally), which devices they cover,
+// what they could not do exactly, and, with --active, the charge probe.
 struct KernelCharge {
   bpf::HostFacts facts;  // capabilities are this process's: run it as the daemon runs
   bpf::Verdict verdict;
   bool pinned = false;
+  // Each DRM device and /dev/kfd (kernel_bound.h); read only on the host's own
+  // roots, when the bound can run here or is attached.
+  std::vector<DeviceCoverage> devices;
+  bool devicesRead = false;
+  // The attached programs' counters and room, when their maps were read.
+  std::optional<bpf::Totals> totals;
+  std::optional<std::string> pinsUnread;  // why the attached programs' maps were not read
+  std::optional<coverage::ChargeProbeResult> probe;
+  bool required = false;  // --require-kernel-bound
+
+  // Whether the section says more than the verdict: the bound can run here, or runs.
+  bool shown() const { return pinned || verdict.can.charging; }
 };
 
 // What the doctor concludes, as its exit status says it (docs/doctor.md).
@@ -70,7 +85,11 @@ struct Report {
 };
 
 struct Options {
-  std::optional<coverage::ProbeOptions> probe;  // run the active probe
+  std::optional<coverage::ProbeOptions> probe;              // run the active probe
+  std::optional<coverage::ChargeProbeOptions> chargeProbe;  // run the kernel bound's probe
+  // The kernel bound must be there and proven (the charge probe): when it
+  // cannot run, or refusing is off, a check could not run (exit 2).
+  bool requireKernelBound = false;
   bool queryManager = true;  // ask systemd (only for the host's own /proc and /sys)
 };
 
