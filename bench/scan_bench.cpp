@@ -165,18 +165,25 @@ void BM_LeaseSampleWithBound(benchmark::State& state) { leaseSample(state, true)
 
 // The same lease metered from the in-kernel charge (bpf/), holding steady:
 // the charge is read every sample, fdinfo walked every
-// LeaseMeter::kFdinfoEvery samples. The map read is a stand-in here (this
+// LeaseMeter::kSteadyWalkEvery samples. The map read is a stand-in here (this
 // host cannot load the programs); its real cost is one bpf(2) lookup.
 struct SteadyCharge : tally::bpf::KernelCharge {
   std::uint64_t bytes = 0;  // what the kernel charged: the lease's fdinfo sum (they agree)
   tally::bpf::Capabilities capabilities() const override { return {true, true}; }
-  tally::Status arm(std::uint64_t, std::optional<std::uint64_t>) override { return tally::Ok{}; }
-  void disarm(std::uint64_t) override {}
+  tally::Status arm(std::uint64_t, const tally::bpf::ArmSpec&) override { return tally::Ok{}; }
+  void retire(std::uint64_t) override {}
+  std::vector<std::uint64_t> reap() override { return {}; }
+  std::vector<tally::bpf::Ended> ended() const override { return {}; }
   std::optional<tally::bpf::LeaseCharge> read(std::uint64_t) const override {
     return tally::bpf::LeaseCharge{bytes, bytes, 4, 0, 0};
   }
   std::vector<std::uint64_t> armed() const override { return {}; }
   std::vector<tally::bpf::Refusal> refusals(std::size_t) override { return {}; }
+  tally::bpf::Totals totals() const override { return {}; }
+  tally::Result<std::size_t> addDevices(const std::vector<tally::bpf::DeviceRule>&) override {
+    return std::size_t{0};
+  }
+  std::vector<tally::bpf::DeviceRule> devices() const override { return {}; }
 };
 
 void BM_LeaseSampleKernelCharge(benchmark::State& state) {
@@ -189,7 +196,7 @@ void BM_LeaseSampleKernelCharge(benchmark::State& state) {
     charge.bytes = probe.gpu().lastBytes.value_or(0);
   }
   tally::lease::LeaseMeter meter(roots().proc, roots().sys, *leaseCg, std::nullopt);
-  meter.useKernelCharge(&charge, 1, false);
+  meter.useKernelCharge(&charge, 1);
   for (auto _ : state) meter.sample();
   state.counters["gpu_bytes"] = static_cast<double>(meter.gpu().lastBytes.value_or(0));
 }

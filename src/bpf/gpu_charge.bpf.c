@@ -135,7 +135,7 @@ struct tally_inflight {
 struct {
   __uint(type, BPF_MAP_TYPE_HASH);
   __uint(map_flags, BPF_F_NO_PREALLOC);
-  __uint(max_entries, 65536);
+  __uint(max_entries, 1 << 18);
   __type(key, __u64);
   __type(value, struct tally_inflight);
   __uint(pinning, LIBBPF_PIN_BY_NAME);
@@ -177,22 +177,36 @@ static __always_inline struct tally_totals* totals(void) {
 static __always_inline void count(__u64* counter) { __sync_fetch_and_add(counter, 1); }
 
 /* Compare-and-swap loops: a counter several CPUs move at once is read, its
- * new value computed, and written only if nobody moved it meanwhile. */
-#define TALLY_CAS_TRIES 16
+ * new value computed, and written only if nobody moved it meanwhile, so no
+ * reader ever sees it past its bound. One that keeps losing its race falls
+ * back to add-then-check, as memcg's page counter does (a reader may see it
+ * over for that instant): never a refusal for contention alone. */
+#define TALLY_CAS_TRIES 32
 
-/* *p += n unless that passes `max`: 0, or why not. */
+/* *p += n unless that passes `max` (TALLY_UNBOUNDED: never refused): 0, or
+ * TALLY_REFUSED_BOUND. */
 static __always_inline int add_within(__u64* p, __u64 n, __u64 max) {
+  if (max == TALLY_UNBOUNDED) {
+    __sync_fetch_and_add(p, n);
+    return 0;
+  }
   for (int i = 0; i < TALLY_CAS_TRIES; i++) {
     __u64 old = *(volatile __u64*)p;
     __u64 want = old + n;
     if (want < old || want > max) return TALLY_REFUSED_BOUND;
     if (__sync_val_compare_and_swap(p, old, want) == old) return 0;
   }
-  return TALLY_REFUSED_CONTENDED;
+  struct tally_totals* t = totals();
+  if (t) count(&t->contended);
+  __u64 now = __sync_add_and_fetch(p, n);
+  if (now < n || now > max) {
+    __sync_fetch_and_sub(p, n);
+    return TALLY_REFUSED_BOUND;
+  }
+  return 0;
 }
 
-/* *p -= n, never below zero: 1 when it would have gone below. A counter that
- * keeps losing its race is left high, never low (counted). */
+/* *p -= n, never below zero: 1 when it would have gone below. */
 static __always_inline int sub_saturating(__u64* p, __u64 n) {
   for (int i = 0; i < TALLY_CAS_TRIES; i++) {
     __u64 old = *(volatile __u64*)p;
@@ -201,7 +215,10 @@ static __always_inline int sub_saturating(__u64* p, __u64 n) {
   }
   struct tally_totals* t = totals();
   if (t) count(&t->contended);
-  return 0;
+  __u64 old = __sync_fetch_and_sub(p, n);
+  if (old >= n) return 0;
+  __sync_fetch_and_add(p, n - old); /* back to zero, never left wrapped */
+  return 1;
 }
 
 static __always_inline void raise_peak(struct tally_charge* c) {
@@ -262,7 +279,7 @@ static __always_inline void release_reservation(struct tally_inflight* f) {
   f->taken = 0;
   if (!bytes && !slot) return;
   uncharge(f->lease, bytes, slot);
-  if (f->parent) uncharge(f->parent, bytes, 0);
+  if (f->parent) uncharge(f->parent, bytes, slot);
   if (slot) return_slot();
 }
 
@@ -287,12 +304,29 @@ static __always_inline void keep_unseen(struct tally_inflight* f) {
     struct tally_charge* pc = bpf_map_lookup_elem(&tally_charges, &f->parent);
     if (pc) {
       __sync_fetch_and_add(&pc->unseen_bytes, bytes);
+      if (sub_saturating(&pc->objects, 1)) count(&pc->underflows);
       raise_peak(pc);
     }
   }
   return_slot();
   struct tally_totals* t = totals();
   if (t) count(&t->unseen_objects);
+}
+
+/* The thread's record at the start of an ioctl belongs to an earlier one
+ * whose end was not seen (the exit program's run skipped): settled now, in the
+ * LSM hook, which the kernel never skips. Whether its allocation made its
+ * object is not known, so an untaken slot is kept as unseen (fail closed);
+ * the rest goes back, and its object-taken and uncounted notes end. */
+static __always_inline void settle_stale(void) {
+  __u64 me = bpf_get_current_pid_tgid();
+  struct tally_inflight* f = bpf_map_lookup_elem(&tally_inflight, &me);
+  if (!f) return;
+  if (f->slot) keep_unseen(f);
+  release_reservation(f);
+  bpf_map_delete_elem(&tally_inflight, &me);
+  struct tally_totals* t = totals();
+  if (t) count(&t->stale_reservations);
 }
 
 static __always_inline struct tally_device* device_of(struct drm_device* dev) {
@@ -351,7 +385,6 @@ int BPF_PROG(tally_charge_object, struct drm_device* dev, struct drm_gem_object*
       __sync_fetch_and_add(&c->extra_bytes, extra);
       if (pc) __sync_fetch_and_add(&pc->bytes, extra);
     }
-    if (pc) __sync_fetch_and_add(&pc->objects, 1);
   } else {
     /* Made outside a decoded allocation (or a second object of one): charged
      * as it comes, within the lease's object quota and the map's room. */
@@ -364,20 +397,26 @@ int BPF_PROG(tally_charge_object, struct drm_device* dev, struct drm_gem_object*
       count(&c->untracked);
       return 0;
     }
+    parent = l->parent;
+    struct tally_lease* pl = parent ? bpf_map_lookup_elem(&tally_leases, &parent) : 0;
+    pc = pl ? bpf_map_lookup_elem(&tally_charges, &parent) : 0;
+    if (!pc) parent = 0;
+    /* A parent's quota holds all its children together: no lease makes
+     * children to fill the map for the others. */
+    if (pc && add_within(&pc->objects, 1, pl->max_objects)) {
+      sub_saturating(&c->objects, 1);
+      count(&c->untracked);
+      return 0;
+    }
     if (add_within(&t->objects, 1, tally_objects_capacity)) {
       sub_saturating(&c->objects, 1);
+      if (pc) sub_saturating(&pc->objects, 1);
       count(&c->untracked);
       count(&t->untracked_full);
       return 0;
     }
-    parent = l->parent;
-    pc = parent ? bpf_map_lookup_elem(&tally_charges, &parent) : 0;
-    if (!pc) parent = 0;
     __sync_fetch_and_add(&c->bytes, size);
-    if (pc) {
-      __sync_fetch_and_add(&pc->bytes, size);
-      __sync_fetch_and_add(&pc->objects, 1);
-    }
+    if (pc) __sync_fetch_and_add(&pc->bytes, size);
   }
 
   struct tally_object o = {.lease = lease, .bytes = size, .parent = pc ? parent : 0};
@@ -419,7 +458,7 @@ int BPF_PROG(tally_uncharge_object, struct drm_gem_object* obj) {
     f->taken_by = 0;
     f->taken = 0;
     uncharge(gone.lease, extra, 0);
-    if (gone.parent) uncharge(gone.parent, extra, 1);
+    if (gone.parent) uncharge(gone.parent, extra, 0);
     return 0;
   }
   uncharge(gone.lease, gone.bytes, 1);
@@ -461,9 +500,11 @@ static __always_inline int refuse(__u64 lease, struct tally_charge* c, const str
  * cannot read is refused rather than passed. */
 static __always_inline int refuse_crossing(struct file* file, unsigned int cmd, unsigned long arg,
                                            int can_fault) {
+  if (!active()) return 0;
+  settle_stale();
   /* Every ioctl on the box comes here: one whose number no decoder knows
    * leaves before the file is read. */
-  if (!tally_ioctl_decodable(cmd) || !active()) return 0;
+  if (!tally_ioctl_decodable(cmd)) return 0;
   struct inode* inode = BPF_CORE_READ(file, f_inode);
   if ((BPF_CORE_READ(inode, i_mode) & S_IFMT) != S_IFCHR) return 0;
   __u32 rdev = BPF_CORE_READ(inode, i_rdev);
@@ -493,7 +534,11 @@ static __always_inline int refuse_crossing(struct file* file, unsigned int cmd, 
   if (op == TALLY_IOCTL_PASS) return 0;
   if (op == TALLY_IOCTL_UNCOUNTED) {
     /* Its objects are imports, userptrs, attachments or not memory: the init
-     * hook leaves them uncharged until this ioctl ends. */
+     * hook leaves them uncharged until this ioctl ends. Only a leased
+     * thread's objects are charged at all, so only it needs the note (a
+     * thread outside every lease never takes room in the map). */
+    struct tally_lease* ul = 0;
+    if (!current_lease(&ul)) return 0;
     struct tally_inflight* f = inflight_made();
     if (f) f->uncounted = 1;
     return 0;
@@ -537,15 +582,6 @@ static __always_inline int refuse_crossing(struct file* file, unsigned int cmd, 
     if (!bounded && !parent_bounded) return 0;
     return refuse(judge, jc, jl, bytes, cmd, TALLY_REFUSED_NO_MEMORY);
   }
-  if (f->bytes || f->slot) {
-    /* An earlier ioctl's reservation whose end was not seen (the exit
-     * program's run skipped): whether it made its object is not known, so an
-     * untaken slot is kept as unseen (fail closed); the rest goes back. */
-    if (f->slot) keep_unseen(f);
-    release_reservation(f);
-    struct tally_totals* t = totals();
-    if (t) count(&t->stale_reservations);
-  }
   f->uncounted = 0;
 
   /* Reserve before admitting: the child's bytes, its parent's, the child's
@@ -559,16 +595,20 @@ static __always_inline int refuse_crossing(struct file* file, unsigned int cmd, 
       return refuse(parent, pc, pl, bytes, cmd, why);
     }
   }
-  why = add_within(&c->objects, 1, l->max_objects);
+  /* The object slot: the child's quota, its parent's (which holds all its
+   * children), the map's room. */
+  why = add_within(&c->objects, 1, l->max_objects) ? TALLY_REFUSED_OBJECTS : 0;
+  if (!why && pc && add_within(&pc->objects, 1, pl->max_objects)) {
+    sub_saturating(&c->objects, 1);
+    why = TALLY_REFUSED_OBJECTS;
+  }
   if (!why) {
     struct tally_totals* t = totals();
-    why = t ? add_within(&t->objects, 1, tally_objects_capacity) : TALLY_REFUSED_MAP_FULL;
-    if (why) {
+    if (!t || add_within(&t->objects, 1, tally_objects_capacity)) {
       sub_saturating(&c->objects, 1);
-      why = why == TALLY_REFUSED_BOUND ? TALLY_REFUSED_MAP_FULL : why;
+      if (pc) sub_saturating(&pc->objects, 1);
+      why = TALLY_REFUSED_MAP_FULL;
     }
-  } else if (why == TALLY_REFUSED_BOUND) {
-    why = TALLY_REFUSED_OBJECTS;
   }
   if (why) {
     uncharge(lease, bytes, 0);
@@ -625,6 +665,10 @@ SEC("fexit/__ia32_compat_sys_ioctl")
 int BPF_PROG(tally_ioctl_done_compat, const struct pt_regs* regs, long ret) {
   return ioctl_done(ret);
 }
+
+/* x32's ioctl (off by default: syscall.x32=y turns it on). */
+SEC("fexit/__x64_compat_sys_ioctl")
+int BPF_PROG(tally_ioctl_done_x32, const struct pt_regs* regs, long ret) { return ioctl_done(ret); }
 
 /* A task moved into a lease's cgroup tree (cgroup.procs, a migration) may
  * bring buffers made outside it that only fdinfo shows: the lease's count

@@ -237,9 +237,17 @@ static inline enum tally_ioctl_op tally_kfd_alloc_memory_of_gpu(const __u8* arg,
   return TALLY_IOCTL_PASS;
 }
 
-/* drm_mode_create_dumb()'s own arithmetic: what it refuses passes (the
- * driver says why); else height * width * bytes per pixel, at most 4 GiB.
- * The driver may pad the pitch: this is the least it makes. */
+/* DRM_IOCTL_MODE_CREATE_DUMB: drm_mode_create_dumb()'s own checks first
+ * (what it refuses passes: the driver says why); then the most any driver
+ * makes of it. Drivers pad the pitch: amdgpu_gem_align_pitch() (and radeon's)
+ * aligns the width to 256, 128 or 64 pixels by bytes per pixel, nouveau the
+ * pitch to 256 bytes, xe (drm_mode_size_dumb()) to 64 bytes and the size to
+ * 64 KiB pages. So width 1 at 8 bpp by 16 Mi rows is 16 MiB of pixels and a
+ * 4 GiB amdgpu buffer. The reservation is the width aligned to 256 pixels or
+ * the pitch to 256 bytes, whichever is larger, by the height, to 64 KiB: the
+ * largest of them. What the driver did not make goes back at the ioctl's
+ * end; a lease near its bound may be refused a dumb buffer that would just
+ * have fit (failing closed, never open). */
 static inline enum tally_ioctl_op tally_drm_mode_create_dumb(const __u8* arg, __u64* bytes) {
   __u32 height = tally_le32(arg), width = tally_le32(arg + 4), bpp = tally_le32(arg + 8);
   if (!height || !width || !bpp || bpp > 0xffffffffu - 8u) return TALLY_IOCTL_PASS;
@@ -247,8 +255,13 @@ static inline enum tally_ioctl_op tally_drm_mode_create_dumb(const __u8* arg, __
   if (cpp > 0xffffffffu / width) return TALLY_IOCTL_PASS;
   __u32 stride = cpp * width;
   if (height > 0xffffffffu / stride) return TALLY_IOCTL_PASS;
-  __u64 rows = height;
-  *bytes = TALLY_PAGE_ALIGN(rows * stride);
+  /* Bounded: cpp * height <= stride * height < 2^32, so the product < 2^41. */
+  __u64 wide = width, row = stride;
+  __u64 byPixels = ((wide + 255u) & ~255ull) * cpp;
+  __u64 byBytes = (row + 255u) & ~255ull;
+  __u64 pitch = byPixels > byBytes ? byPixels : byBytes;
+  __u64 size = pitch * height;
+  *bytes = (size + 65535ull) & ~65535ull;
   return TALLY_IOCTL_ALLOC;
 }
 

@@ -18,6 +18,7 @@
 #include <cstdarg>
 #include <cstring>
 #include <ctime>
+#include <set>
 
 #include "bpf/gpu_charge_abi.h"
 #include "bpf/sizing.h"
@@ -137,6 +138,23 @@ class BpfCharge final : public KernelCharge {
   Capabilities capabilities() const override { return can_; }
 
   Status arm(std::uint64_t cgroupId, const ArmSpec& spec) override {
+    // An ended lease's buffers are counted in its parent: carried into a
+    // lease under another parent, they would be in neither that parent's
+    // charge nor its pools'.
+    tally_lease before{};
+    tally_charge held{};
+    if (bpf_map_lookup_elem(maps_.leases, &cgroupId, &before) == 0 &&
+        bpf_map_lookup_elem(maps_.charges, &cgroupId, &held) == 0 && !holdsNothing(held) &&
+        before.parent != spec.parent)
+      return Error{EBUSY,
+                   fmt::format("cgroup {} still holds {} bytes in {} GPU buffers charged under {} "
+                               "(an earlier lease of it): attach it {} again, or once they are "
+                               "freed",
+                               cgroupId, held.bytes, held.objects,
+                               before.parent ? fmt::format("parent lease cgroup {}", before.parent)
+                                             : std::string("no parent lease"),
+                               before.parent ? "under that parent" : "without a parent")};
+    candidates_.erase(cgroupId);
     // The charge first: the programs take a lease entry to be armed only
     // once its charge exists. One already there is carried.
     tally_charge zero{};
@@ -163,19 +181,28 @@ class BpfCharge final : public KernelCharge {
     l.flags |= TALLY_LEASE_ENDED;
     l.max_bytes = TALLY_UNBOUNDED;
     (void)bpf_map_update_elem(maps_.leases, &cgroupId, &l, BPF_EXIST);
-    tally_charge c{};
-    if (bpf_map_lookup_elem(maps_.charges, &cgroupId, &c) == 0 && holdsNothing(c)) forget(cgroupId);
+    // Never deleted here: a hook that found the lease an instant before may
+    // be reserving on it now. reap() deletes it once seen holding nothing twice.
   }
 
+  // An ended entry holding nothing goes at the second call that sees it so
+  // (the daemon calls every few seconds): no program can still be reserving
+  // on it by then (the hook reserves within microseconds of its lookup).
   std::vector<std::uint64_t> reap() override {
     std::vector<std::uint64_t> gone;
+    std::set<std::uint64_t> seen;
     for (const auto& [id, l] : entries<tally_lease>(maps_.leases)) {
       if (!(l.flags & TALLY_LEASE_ENDED)) continue;
       tally_charge c{};
       if (bpf_map_lookup_elem(maps_.charges, &id, &c) == 0 && !holdsNothing(c)) continue;
+      if (!candidates_.count(id)) {
+        seen.insert(id);
+        continue;
+      }
       forget(id);
       gone.push_back(id);
     }
+    candidates_ = std::move(seen);
     return gone;
   }
 
@@ -184,7 +211,7 @@ class BpfCharge final : public KernelCharge {
     for (const auto& [id, l] : entries<tally_lease>(maps_.leases)) {
       if (!(l.flags & TALLY_LEASE_ENDED)) continue;
       tally_charge c{};
-      if (bpf_map_lookup_elem(maps_.charges, &id, &c) != 0) continue;
+      if (bpf_map_lookup_elem(maps_.charges, &id, &c) != 0 || holdsNothing(c)) continue;
       out.push_back(Ended{id, l.parent, fromKernel(c)});
     }
     return out;
@@ -249,11 +276,14 @@ class BpfCharge final : public KernelCharge {
     for (const DeviceRule& d : rules) {
       std::uint32_t key = kernelDev(d.major, d.minor);
       tally_device v{d.kind, d.charged ? 1u : 0u};
-      if (bpf_map_update_elem(maps_.devices, &key, &v, BPF_NOEXIST) == 0) {
-        ++added;
-      } else if (errno != EEXIST) {
+      // A node number reused by another device (a driver reloaded, an eGPU
+      // where another was) takes the new device's kind.
+      tally_device was{};
+      bool known = bpf_map_lookup_elem(maps_.devices, &key, &was) == 0;
+      if (known && was.kind == v.kind && was.charged == v.charged) continue;
+      if (bpf_map_update_elem(maps_.devices, &key, &v, BPF_ANY) != 0)
         return errnoError(errno, fmt::format("cannot register device {}:{}", d.major, d.minor));
-      }
+      ++added;
     }
     return added;
   }
@@ -304,6 +334,7 @@ class BpfCharge final : public KernelCharge {
   ring_buffer* rb_ = nullptr;
   Capabilities can_;
   Sizing room_;
+  std::set<std::uint64_t> candidates_;  // ended, holding nothing at the last reap()
   std::vector<Refusal> pending_;
   std::size_t max_ = 0;
 };
@@ -369,6 +400,9 @@ Status pinReplacing(bpf_link* link, const std::string& path) {
   if (old) ::unlink(path.c_str());
   int rc = bpf_link__pin(link, path.c_str());
   int err = errno;
+  // Not pinned: the old link goes back where it was (still attached while
+  // this process held it open), so the old programs stay.
+  if (rc != 0 && old) (void)bpf_link__pin(old, path.c_str());
   if (old) bpf_link__destroy(old);
   if (rc != 0) return bpfError(err, fmt::format("cannot pin {}", path));
   return Ok{};
@@ -385,8 +419,9 @@ std::optional<std::uint32_t> linkedProgram(const std::string& pin) {
 }
 
 // The tracing programs' link pins (their runs can be skipped: recursion misses).
-constexpr const char* kTracingLinks[] = {"link_charge", "link_uncharge", "link_ioctl_done",
-                                         "link_ioctl_done_compat", "link_moved_in"};
+constexpr const char* kTracingLinks[] = {"link_charge",         "link_uncharge",
+                                         "link_ioctl_done",     "link_ioctl_done_compat",
+                                         "link_ioctl_done_x32", "link_moved_in"};
 
 bool hasCap(const __user_cap_data_struct (&data)[2], unsigned cap) {
   return (data[cap / 32].effective >> (cap % 32)) & 1u;
@@ -460,6 +495,8 @@ Result<std::unique_ptr<KernelCharge>> loadKernelCharge(const LoadOptions& o) {
     bpf_program__set_autoload(skel->progs.tally_refuse_crossing_compat, false);
   if (libbpf_find_vmlinux_btf_id("__ia32_compat_sys_ioctl", BPF_TRACE_FEXIT) < 0)
     bpf_program__set_autoload(skel->progs.tally_ioctl_done_compat, false);
+  if (libbpf_find_vmlinux_btf_id("__x64_compat_sys_ioctl", BPF_TRACE_FEXIT) < 0)
+    bpf_program__set_autoload(skel->progs.tally_ioctl_done_x32, false);
   if (tally_gpu_charge__load(skel) != 0)
     return fail(bpfError(errno, "the kernel did not load the in-kernel charge"));
   for (const DeviceRule& d : o.devices) {
@@ -480,6 +517,7 @@ Result<std::unique_ptr<KernelCharge>> loadKernelCharge(const LoadOptions& o) {
       {skel->progs.tally_ioctl_done, &skel->links.tally_ioctl_done, "link_ioctl_done"},
       {skel->progs.tally_ioctl_done_compat, &skel->links.tally_ioctl_done_compat,
        "link_ioctl_done_compat"},
+      {skel->progs.tally_ioctl_done_x32, &skel->links.tally_ioctl_done_x32, "link_ioctl_done_x32"},
       {skel->progs.tally_moved_in, &skel->links.tally_moved_in, "link_moved_in"},
       {skel->progs.tally_refuse_crossing, &skel->links.tally_refuse_crossing, "link_refuse"},
       {skel->progs.tally_refuse_crossing_compat, &skel->links.tally_refuse_crossing_compat,
@@ -493,11 +531,20 @@ Result<std::unique_ptr<KernelCharge>> loadKernelCharge(const LoadOptions& o) {
     if (!*a.link)
       return fail(bpfError(errno, fmt::format("cannot attach {}", bpf_program__name(a.prog))));
   }
-  tally_state state{generation};
   std::uint32_t zero = 0;
+  tally_state before{};
+  (void)bpf_map__lookup_elem(skel->maps.tally_state, &zero, sizeof zero, &before, sizeof before, 0);
+  tally_state state{generation};
   if (bpf_map__update_elem(skel->maps.tally_state, &zero, sizeof zero, &state, sizeof state,
                            BPF_ANY) != 0)
     return fail(errnoError(errno, "cannot make the new programs active"));
+  // A pin that fails leaves the old programs pinned and attached: they act
+  // again (this load's links go with it).
+  auto failActive = [&](Error e) {
+    (void)bpf_map__update_elem(skel->maps.tally_state, &zero, sizeof zero, &before, sizeof before,
+                               BPF_ANY);
+    return fail(std::move(e));
+  };
   for (Attach& a : attach) {
     std::string pin = fmt::format("{}/{}", o.pinDir, a.pin);
     if (!bpf_program__autoload(a.prog)) {
@@ -507,7 +554,7 @@ Result<std::unique_ptr<KernelCharge>> loadKernelCharge(const LoadOptions& o) {
       }
       continue;
     }
-    if (auto s = pinReplacing(*a.link, pin); !s) return fail(s.error());
+    if (auto s = pinReplacing(*a.link, pin); !s) return failActive(s.error());
   }
   Maps maps{bpf_map__fd(skel->maps.tally_leases),
             bpf_map__fd(skel->maps.tally_charges),

@@ -116,17 +116,19 @@ void KernelUpkeep::recover(const std::vector<std::uint64_t>& claimed) {
 bool KernelUpkeep::tick(std::uint64_t nowMonoUs, std::uint64_t nowNs) {
   if (!charge_ || nowMonoUs < nextUs_) return false;
   nextUs_ = nowMonoUs + kRefreshUs;
+  // Freed: said for the leases known to have ended holding buffers (a lease
+  // that ended holding none is reaped silently).
   for (std::uint64_t id : charge_->reap()) {
     auto it = ended_.find(id);
-    Ended e;
-    if (it != ended_.end()) e = it->second;
-    e.cgroupId = id;
+    if (it == ended_.end()) continue;
+    Ended e = it->second;
     e.bytes = e.objects = 0;
     say(e, "freed", nowNs);
-    if (it != ended_.end()) ended_.erase(it);
+    ended_.erase(it);
   }
-  // The rest refreshed; an entry armed again meanwhile (a lease attached to
-  // the same cgroup carries its charge) is no longer an ended one.
+  // The rest refreshed. One holding nothing now waits for its reap (above,
+  // at a later tick); one armed again meanwhile (a lease attached to the
+  // same cgroup carries its charge) is no longer an ended one.
   std::set<std::uint64_t> still;
   for (const auto& k : charge_->ended()) {
     still.insert(k.cgroupId);
@@ -136,8 +138,18 @@ bool KernelUpkeep::tick(std::uint64_t nowMonoUs, std::uint64_t nowNs) {
     e.bytes = k.charge.bytes;
     e.objects = k.charge.objects;
   }
-  for (auto it = ended_.begin(); it != ended_.end();)
-    it = still.count(it->first) ? std::next(it) : ended_.erase(it);
+  std::set<std::uint64_t> armedAgain;
+  for (std::uint64_t id : charge_->armed()) armedAgain.insert(id);
+  for (auto it = ended_.begin(); it != ended_.end();) {
+    if (still.count(it->first)) {
+      ++it;
+    } else if (armedAgain.count(it->first) || !charge_->read(it->first)) {
+      it = ended_.erase(it);
+    } else {
+      it->second.bytes = it->second.objects = 0;  // freed: said when reaped
+      ++it;
+    }
+  }
   readAnomalies(nowMonoUs);
   rescanDevices();
   return true;

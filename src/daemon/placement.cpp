@@ -234,6 +234,16 @@ std::optional<Denial> refuseOverOnArrival(const PlacementEnv& env, const Lease& 
       over.push_back(fmt::format("GPU memory {} now (DRM fdinfo), over --gpu-memory-max {}",
                                  units::humanBytes(*now), units::humanBytes(*l.req.gpuMemoryMax)));
   }
+  // Buffers an earlier lease of this cgroup made and the kernel still holds
+  // are carried into this lease's figure: over the bound, they kill it too.
+  if (l.req.gpuMemoryMax && enforce::killsOverBound(l.metering.bound.action) && env.charge &&
+      l.place.inode) {
+    if (auto c = env.charge->read(l.place.inode); c && c->bytes > *l.req.gpuMemoryMax)
+      over.push_back(
+          fmt::format("GPU memory {} charged in the kernel to buffers an earlier lease "
+                      "of it made, over --gpu-memory-max {}",
+                      units::humanBytes(c->bytes), units::humanBytes(*l.req.gpuMemoryMax)));
+  }
   if (over.empty()) return std::nullopt;
   std::string what = l.place.unit.empty() ? "cgroup " + l.place.cgroup : "unit " + l.place.unit;
   return Denial{

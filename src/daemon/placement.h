@@ -15,6 +15,7 @@
 #include <optional>
 #include <string>
 
+#include "bpf/kernel_charge.h"
 #include "coverage/handover.h"
 #include "daemon/lease.h"
 #include "daemon/lease_book.h"
@@ -36,6 +37,9 @@ struct PlacementEnv {
   Units* units;
   std::uint64_t pageSize;
   const fs::Root* sys = nullptr;  // for measuring a workload's GPU memory on arrival
+  // The in-kernel charge, for a charge an earlier lease of the cgroup left
+  // (carried into the new lease's figure) on arrival.
+  const bpf::KernelCharge* charge = nullptr;
 };
 
 // Where the workload lives (l.place.cgroup, l.place.inode, l.place.cg, l.place.unit, l.target are

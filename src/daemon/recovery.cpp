@@ -71,6 +71,10 @@ std::optional<std::string> Recovery::reopen(Lease& l, const ledger::PlacedRow& p
 
 std::string Recovery::resume(Lease& l, const ledger::PlacedRow& placed) {
   if (auto why = reopen(l, placed)) {
+    // Its cgroup is gone but the kernel may still hold buffers it made: the
+    // lease claims its entry, so its end retires it under its own name (said,
+    // and counted against its pools until freed).
+    sampler_.claimCharge(l, placed.inode);
     if (l.isAttach()) {
       std::string line = fmt::format("lease {} ({}): lost: {}", l.id, l.name, *why);
       endings_.lost(l, *why + " (the daemon was not running)");  // frees l

@@ -55,6 +55,11 @@ class Sampler {
   // maps), and the lease must not run blind. `recovered`: re-adopted after a
   // restart (its charge is its own; an earlier lease's carried charge is not).
   Status arm(Lease& l, bool recovered = false);
+  // A lease re-adopted after a restart whose cgroup is gone: the kernel's
+  // entry for `cgroupId`, if any, is its (retired under its name at its end).
+  void claimCharge(Lease& l, std::uint64_t cgroupId) {
+    if (env_.charge && cgroupId && env_.charge->read(cgroupId)) l.metering.kernelArmed = cgroupId;
+  }
   // A lease starts being metered: its meter (on its held cgroup, from its
   // kernel charge when armed), a first sample, and an inotify watch on its
   // cgroup.events for its end.

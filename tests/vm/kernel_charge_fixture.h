@@ -102,6 +102,7 @@ class Allocator {
     Race = 'R',           // wait for the go pipe, then CREATE `bytes` `region` times: how many made
     Self = 'p',           // its pid (to move it between cgroups)
     KfdMapOn = 'M',       // a GTT buffer of `bytes`, mapped on `region` GPUs: MAP's result
+    DumbNarrow = 'N',     // a dumb buffer 1 pixel of 8 bits wide, `bytes` rows tall
     Close = 'x',
     SendFd = 's',
     RecvFd = 'r',
@@ -185,6 +186,15 @@ class Allocator {
           a.width = 1024;
           a.bpp = 32;
           a.height = static_cast<std::uint32_t>(c.bytes / 4096);
+          r = card < 0 ? -errno : result(::ioctl(card, kCreateDumb, &a));
+          break;
+        }
+        case DumbNarrow: {
+          if (card < 0) card = ::open("/dev/dri/card0", O_RDWR | O_CLOEXEC);
+          drm_mode_create_dumb_args a{};
+          a.width = 1;
+          a.bpp = 8;
+          a.height = static_cast<std::uint32_t>(c.bytes);
           r = card < 0 ? -errno : result(::ioctl(card, kCreateDumb, &a));
           break;
         }

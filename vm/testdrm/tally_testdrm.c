@@ -45,6 +45,7 @@
 #include <linux/xarray.h>
 #include <linux/platform_device.h>
 #include <linux/slab.h>
+#include <linux/overflow.h>
 #include <linux/mm.h>
 #include <linux/mutex.h>
 #include <linux/pagemap.h>
@@ -434,11 +435,36 @@ static int testdrm_xe_gem_create(struct drm_device *dev, struct tally_testdrm_xe
 /* A dumb buffer (DRM_IOCTL_MODE_CREATE_DUMB on the card node, which any
  * client may ask for): pitch by the width, GTT-like pages, as a KMS driver
  * makes one. */
+/* A dumb buffer (DRM_IOCTL_MODE_CREATE_DUMB on the card node, which any
+ * client may ask for), pitched as amdgpu_mode_dumb_create() pitches it
+ * (amdgpu_gem_align_pitch(): the width aligned to 256, 128 or 64 pixels for
+ * 1, 2, 3-4 bytes a pixel), so a narrow buffer of many rows is far larger
+ * than its pixels, as on the real driver; GTT-like pages. */
 static int testdrm_dumb_create(struct drm_file *file, struct drm_device *dev,
 			       struct drm_mode_create_dumb *args)
 {
-	args->pitch = args->width * DIV_ROUND_UP(args->bpp, 8);
+	u32 cpp = DIV_ROUND_UP(args->bpp, 8), mask = 0, aligned;
+
+	switch (cpp) {
+	case 1:
+		mask = 255;
+		break;
+	case 2:
+		mask = 127;
+		break;
+	case 3:
+	case 4:
+		mask = 63;
+		break;
+	}
+	if (check_add_overflow(args->width, mask, &aligned))
+		return -EINVAL;
+	aligned &= ~mask;
+	if (check_mul_overflow(aligned, cpp, &args->pitch) || !args->pitch)
+		return -EINVAL;
 	args->size = PAGE_ALIGN((u64)args->pitch * args->height);
+	if (!args->size)
+		return -EINVAL;
 	return testdrm_handle_new(dev, file, TALLY_TESTDRM_REGION_GTT, args->size, &args->handle);
 }
 

@@ -317,7 +317,11 @@ TEST(GpuIoctl, EveryCommandADecoderKnowsPassesTheHooksFirstTest) {
   EXPECT_FALSE(tally_ioctl_decodable(0x5401));  // TCGETS
 }
 
-TEST(GpuIoctl, ADumbBufferIsItsPixelsOnEveryDrmDevice) {
+// A dumb buffer is reserved at the most any driver makes of it: amdgpu
+// aligns the width to 256/128/64 pixels (amdgpu_gem_align_pitch()), nouveau
+// the pitch to 256 bytes, xe the size to 64 KiB. What was not made goes back
+// at the ioctl's end.
+TEST(GpuIoctl, ADumbBufferIsReservedAtTheMostAnyDriverMakesOfIt) {
   drm_mode_create_dumb c{};
   c.width = 1920;
   c.height = 1080;
@@ -326,14 +330,22 @@ TEST(GpuIoctl, ADumbBufferIsItsPixelsOnEveryDrmDevice) {
        {TALLY_DEVICE_AMDGPU, TALLY_DEVICE_XE, TALLY_DEVICE_TESTDRM, TALLY_DEVICE_OTHER_DRM}) {
     auto d = decode(kind, DRM_IOCTL_MODE_CREATE_DUMB, bytesOf(c));
     EXPECT_EQ(d.op, TALLY_IOCTL_ALLOC) << kind;
-    EXPECT_EQ(d.bytes, 1920u * 1080u * 4u) << kind;  // 2025 pages exactly
+    // amdgpu: 1920 aligned to 64 px (4 bytes a pixel) is 1920; 256 px: 2048.
+    EXPECT_EQ(d.bytes, (2048ull * 4 * 1080 + 65535) / 65536 * 65536) << kind;
+    EXPECT_GE(d.bytes, 1920ull * 4 * 1080) << "never less than the pixels";
   }
-  c.bpp = 24;  // 3 bytes a pixel, then page-aligned
+  // The padding attack: 1 pixel of 8 bits, 16 Mi rows. 16 MiB of pixels;
+  // amdgpu makes a 256-byte pitch: 4 GiB. Reserved at that.
+  c.width = 1;
+  c.bpp = 8;
+  c.height = 16u << 20;
+  EXPECT_EQ(decode(TALLY_DEVICE_AMDGPU, DRM_IOCTL_MODE_CREATE_DUMB, bytesOf(c)).bytes, 4ull << 30);
+  // 3 bytes a pixel: the larger of 256 px x 3 and the pitch aligned to 256 bytes.
+  c.width = 1920;
+  c.height = 1080;
+  c.bpp = 24;
   EXPECT_EQ(decode(TALLY_DEVICE_AMDGPU, DRM_IOCTL_MODE_CREATE_DUMB, bytesOf(c)).bytes,
-            (1920ull * 1080 * 3 + 4095) / 4096 * 4096);
-  c.bpp = 1;  // a byte a pixel at least
-  EXPECT_EQ(decode(TALLY_DEVICE_AMDGPU, DRM_IOCTL_MODE_CREATE_DUMB, bytesOf(c)).bytes,
-            (1920ull * 1080 + 4095) / 4096 * 4096);
+            (2048ull * 3 * 1080 + 65535) / 65536 * 65536);
   // What drm_mode_create_dumb() refuses passes: the driver says why.
   for (auto [w, h, bpp] : {std::tuple{0u, 1080u, 32u}, std::tuple{1920u, 0u, 32u},
                            std::tuple{1920u, 1080u, 0u}, std::tuple{65536u, 65536u, 32u},
@@ -345,12 +357,12 @@ TEST(GpuIoctl, ADumbBufferIsItsPixelsOnEveryDrmDevice) {
     EXPECT_EQ(d.op, TALLY_IOCTL_PASS) << w << "x" << h << "x" << bpp;
     EXPECT_EQ(d.bytes, 0u);
   }
-  // The largest it makes: just under 4 GiB.
+  // The largest it makes: just under 4 GiB of pixels, padded.
   c.width = 32767;
   c.height = 32767;
   c.bpp = 32;
   EXPECT_EQ(decode(TALLY_DEVICE_AMDGPU, DRM_IOCTL_MODE_CREATE_DUMB, bytesOf(c)).bytes,
-            (32767ull * 32767 * 4 + 4095) / 4096 * 4096);
+            (32768ull * 4 * 32767 + 65535) / 65536 * 65536);
   // KFD has no such command.
   EXPECT_EQ(decode(TALLY_DEVICE_KFD, DRM_IOCTL_MODE_CREATE_DUMB, bytesOf(c)).op, TALLY_IOCTL_PASS);
 }

@@ -47,7 +47,9 @@ struct FakeCharge : bpf::KernelCharge {
   void retire(std::uint64_t id) override {
     bounds.erase(id);
     auto it = charges.find(id);
-    if (it != charges.end() && (it->second.bytes || it->second.objects))
+    if (it != charges.end() &&
+        (it->second.objects ||
+         it->second.bytes > it->second.unseenBytes))  // as the kernel keeps it
       endedCharges[id] = it->second;
     if (it != charges.end()) charges.erase(it);
     disarmed.push_back(id);
@@ -55,7 +57,7 @@ struct FakeCharge : bpf::KernelCharge {
   std::vector<std::uint64_t> reap() override {
     std::vector<std::uint64_t> gone;
     for (auto it = endedCharges.begin(); it != endedCharges.end();) {
-      if (it->second.bytes == 0 && it->second.objects == 0) {
+      if (it->second.objects == 0 && it->second.bytes <= it->second.unseenBytes) {
         gone.push_back(it->first);
         it = endedCharges.erase(it);
       } else {
@@ -66,7 +68,10 @@ struct FakeCharge : bpf::KernelCharge {
   }
   std::vector<bpf::Ended> ended() const override {
     std::vector<bpf::Ended> out;
-    for (const auto& [id, c] : endedCharges) out.push_back({id, 0, c});
+    for (const auto& [id, c] : endedCharges) {
+      auto spec = specs.find(id);
+      out.push_back({id, spec == specs.end() ? 0 : spec->second.parent, c});
+    }
     return out;
   }
   std::optional<bpf::LeaseCharge> read(std::uint64_t id) const override {
