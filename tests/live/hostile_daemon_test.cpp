@@ -39,8 +39,11 @@ constexpr std::uint64_t GiB = 1ULL << 30;
 
 // Under AddressSanitizer the allocator keeps freed memory in quarantine and
 // adds shadow memory: resident-set bounds are checked in the plain build only.
+// (g++ says __SANITIZE_ADDRESS__, clang __has_feature.)
 #if defined(__SANITIZE_ADDRESS__)
 constexpr bool kRssMeaningful = false;
+#elif defined(__has_feature)
+constexpr bool kRssMeaningful = !__has_feature(address_sanitizer);
 #else
 constexpr bool kRssMeaningful = true;
 #endif

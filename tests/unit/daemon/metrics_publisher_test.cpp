@@ -17,7 +17,6 @@ namespace {
 
 using json = nlohmann::json;
 using namespace tally::testing;
-constexpr std::uint64_t GiB = 1ULL << 30;
 
 TEST(MetricsListen, LoopbackOnly) {
   auto v4 = config::parseListenAddress("127.0.0.1:9464");

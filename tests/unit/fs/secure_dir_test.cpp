@@ -17,7 +17,6 @@ namespace {
 
 using json = nlohmann::json;
 using namespace tally::testing;
-constexpr std::uint64_t GiB = 1ULL << 30;
 
 TEST(TrustedDir, StateDirsAreRootsOrTheDaemonsAlone) {
   TempDir dir;

@@ -16,7 +16,6 @@ namespace {
 
 using json = nlohmann::json;
 using namespace tally::testing;
-constexpr std::uint64_t GiB = 1ULL << 30;
 
 TEST(Attributes, ShapeIsCheckedNotMeaning) {
   auto ok = lease::parseAttribute("context_window=32768");

@@ -12,8 +12,6 @@ namespace {
 
 using enforce::Action;
 using enforce::Verdict;
-constexpr std::uint64_t GiB = 1ULL << 30;
-constexpr std::uint64_t MiB = 1ULL << 20;
 
 TEST(Outcome, ATallyKillNamesItself) {
   lease::OutcomeFacts f;

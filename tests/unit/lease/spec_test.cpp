@@ -19,8 +19,6 @@ using namespace tally::testing;
 using units::parseDurationUs;
 using units::parseSize;
 
-constexpr std::uint64_t kMiB = 1 << 20;
-
 TEST(LeaseNames, SliceNestsUnderTheParentAndIdsHaveNoDash) {
   lease::LeaseSpec s;
   s.id = "0123456789ab";

@@ -15,7 +15,6 @@ namespace {
 
 using json = nlohmann::json;
 using namespace tally::testing;
-constexpr std::uint64_t GiB = 1ULL << 30;
 
 TEST(Exposition, NamesEscapesAndValues) {
   EXPECT_TRUE(metrics::validMetricName("tally_lease_memory_bytes"));

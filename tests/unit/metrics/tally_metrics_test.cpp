@@ -21,7 +21,6 @@ namespace {
 
 using json = nlohmann::json;
 using namespace tally::testing;
-constexpr std::uint64_t GiB = 1ULL << 30;
 
 TEST(Metrics, AFreshLeaseExportsItsFiguresAStaleOneOnlyWhatIsDeclared) {
   std::string text = metrics::renderOverview(overviewWith(freshSeat()));

@@ -18,8 +18,6 @@ using namespace tally::testing;
 using units::parseDurationUs;
 using units::parseSize;
 
-constexpr std::uint64_t kMiB = 1 << 20;
-
 // Real memory.events and memory.stat as read in the VM (kernel 6.12.117).
 constexpr const char* kEvents = "low 0\nhigh 0\nmax 33\noom 1\noom_kill 4\noom_group_kill 1\n";
 

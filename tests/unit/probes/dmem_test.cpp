@@ -11,7 +11,6 @@ namespace tally {
 namespace {
 
 using coverage::ProbeOutcome;
-constexpr std::int64_t MiB = 1 << 20;
 
 TEST(Dmem, ParsesTheStrixHaloSample) {
   auto text =
