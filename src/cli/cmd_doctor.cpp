@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/exit_codes.h"
+#include "cli/print_line.h"
 #include "doctor/report.h"
 #include "util/units.h"
 
@@ -97,7 +98,7 @@ int runDoctor(const fs::RootPaths& paths, const DoctorOptions& opts) {
   if (opts.json)
     fmt::print("{}\n", doctor::renderJson(*report).dump(2));
   else
-    fmt::print("{}", doctor::renderText(*report));
+    printBlock(doctor::renderText(*report));  // device names, probe cgroups: kernel text
   return doctor::exitStatus(report->health());
 }
 

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include "cli/exit_codes.h"
+#include "cli/print_line.h"
 #include "cli/roots.h"
 #include "host/snapshot.h"
 #include "report/gpu_report.h"
@@ -59,7 +60,8 @@ int runGpu(const fs::RootPaths& paths, const GpuOptions& opts) {
     auto by = opts.by == "cgroup"      ? report::GroupBy::kCgroup
               : opts.by == "container" ? report::GroupBy::kContainer
                                        : report::GroupBy::kProcess;
-    fmt::print("{}", report::gpuTable(*scan, agg, host, by));
+    // Process names and cgroup paths are whatever a local user made them.
+    printBlock(report::gpuTable(*scan, agg, host, by));
   }
   return kExitOk;
 }

@@ -157,6 +157,8 @@ void readDaemon(Reader& r, const toml::table& t, Daemon& d) {
               "max_queued",
               "max_queued_per_connection",
               "max_queued_per_uid",
+              "max_leases_per_uid",
+              "max_children_per_lease",
               "ledger_rows_per_minute_per_uid",
               "priority_group",
               "idle_timeout",
@@ -227,6 +229,9 @@ void readDaemon(Reader& r, const toml::table& t, Daemon& d) {
   if (auto v = r.count(t, "max_queued_per_connection", "daemon", 1, 1'000'000))
     d.maxQueuedPerConnection = *v;
   if (auto v = r.count(t, "max_queued_per_uid", "daemon", 1, 10'000'000)) d.maxQueuedPerUid = *v;
+  if (auto v = r.count(t, "max_leases_per_uid", "daemon", 1, 1'000'000)) d.maxLeasesPerUid = *v;
+  if (auto v = r.count(t, "max_children_per_lease", "daemon", 1, 100'000))
+    d.maxChildrenPerLease = *v;
   if (auto v = r.count(t, "ledger_rows_per_minute_per_uid", "daemon", 10, 10'000'000))
     d.ledgerRowsPerMinutePerUid = *v;
   if (auto s = r.string(t, "priority_group", "daemon")) d.priorityGroup = *s;

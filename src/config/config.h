@@ -88,6 +88,8 @@ struct Daemon {
   std::uint64_t maxQueued = 16384;
   std::uint64_t maxQueuedPerConnection = 64;
   std::uint64_t maxQueuedPerUid = 256;
+  std::uint64_t maxLeasesPerUid = 256;
+  std::uint64_t maxChildrenPerLease = 64;
   std::uint64_t ledgerRowsPerMinutePerUid = 600;
   // Priorities above 0 are root's, and this group's members' (none: root's only).
   std::optional<std::string> priorityGroup;

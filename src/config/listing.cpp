@@ -45,6 +45,8 @@ json effectiveJson(const Config& c, const std::string& stateDir) {
       {"max_queued", d.maxQueued},
       {"max_queued_per_connection", d.maxQueuedPerConnection},
       {"max_queued_per_uid", d.maxQueuedPerUid},
+      {"max_leases_per_uid", d.maxLeasesPerUid},
+      {"max_children_per_lease", d.maxChildrenPerLease},
       {"ledger_rows_per_minute_per_uid", d.ledgerRowsPerMinutePerUid},
       {"priority_group", d.priorityGroup ? json(*d.priorityGroup) : json(nullptr)},
       {"idle_timeout_us", d.idleTimeoutUs},

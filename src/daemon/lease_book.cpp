@@ -35,6 +35,40 @@ Status LeaseBook::roomToWait(std::uint64_t conn, uid_t uid, const Limits& limits
   return Ok{};
 }
 
+Status LeaseBook::roomForLease(uid_t uid, const std::string& parent, const Limits& limits) const {
+  if (uid != 0) {
+    auto it = leasesPerUid_.find(uid);
+    if (it != leasesPerUid_.end() && it->second >= limits.maxLeasesPerUid) {
+      return Error{
+          EBUSY, fmt::format("uid {} already has {} leases, waiting or held (max_leases_per_uid); "
+                             "release one, or ask the operator to raise the budget",
+                             uid, limits.maxLeasesPerUid)};
+    }
+  }
+  if (!parent.empty()) {
+    auto it = childrenOf_.find(parent);
+    if (it != childrenOf_.end() && it->second >= limits.maxChildrenPerLease) {
+      return Error{EBUSY, fmt::format("lease {} already has {} child leases "
+                                      "(max_children_per_lease); release one first",
+                                      parent, limits.maxChildrenPerLease)};
+    }
+  }
+  return Ok{};
+}
+
+void LeaseBook::counted(const Lease& l) {
+  ++leasesPerUid_[l.owner];
+  if (!l.parent.empty()) ++childrenOf_[l.parent];
+}
+
+void LeaseBook::uncounted(const Lease& l) {
+  if (auto u = leasesPerUid_.find(l.owner); u != leasesPerUid_.end() && --u->second == 0)
+    leasesPerUid_.erase(u);
+  if (l.parent.empty()) return;
+  if (auto c = childrenOf_.find(l.parent); c != childrenOf_.end() && --c->second == 0)
+    childrenOf_.erase(c);
+}
+
 bool LeaseBook::waitsOnMeasuredHeadroom() const {
   for (std::size_t i = 0, n = queued(); i < n; ++i) {
     auto reason = engine_.at(i).reason;
@@ -72,6 +106,7 @@ std::vector<std::string> LeaseBook::enqueue(std::unique_ptr<Lease> l,
   engine_.enqueue(l->req);
   if (l->client.conn) ++queuedPerConn_[l->client.conn];
   ++queuedPerUid_[l->owner];
+  counted(*l);
   leases_[id] = std::move(l);
   return engine_.grantArrival(id, headroom);
 }
@@ -97,6 +132,7 @@ void LeaseBook::cancel(Lease& l) {
 Status LeaseBook::hold(std::unique_ptr<Lease> l) {
   auto s = engine_.hold(l->req);
   std::string id = l->id;
+  counted(*l);
   leases_[id] = std::move(l);
   return s;
 }
@@ -111,6 +147,7 @@ void LeaseBook::forget(const std::string& id) {
     engine_.release(id);
   }
   if (onForget_) onForget_(*it->second);
+  uncounted(*it->second);
   leases_.erase(it);
 }
 

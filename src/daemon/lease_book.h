@@ -65,6 +65,9 @@ class LeaseBook {
   // Whether one more request of `conn` may wait: what one connection, and
   // everyone together, may keep queued (Limits). The error says which limit.
   Status roomToWait(std::uint64_t conn, uid_t uid, const Limits& limits) const;
+  // Room for one more lease of `uid` (root: always), under `parent` ("" = a
+  // top-level lease): max_leases_per_uid, max_children_per_lease.
+  Status roomForLease(uid_t uid, const std::string& parent, const Limits& limits) const;
   // Whether a waiter waits on measured headroom, which moves by itself (the
   // other reasons change only when a lease ends).
   bool waitsOnMeasuredHeadroom() const;
@@ -114,6 +117,11 @@ class LeaseBook {
   admission::Engine engine_;
   std::map<std::uint64_t, std::size_t> queuedPerConn_;
   std::map<uid_t, std::size_t> queuedPerUid_;
+  // Every lease in leases_, waiting or held, by owner and by parent.
+  std::map<uid_t, std::size_t> leasesPerUid_;
+  std::map<std::string, std::size_t> childrenOf_;
+  void counted(const Lease& l);
+  void uncounted(const Lease& l);
 };
 
 }  // namespace tally::daemon

@@ -43,6 +43,13 @@ struct Limits {
   // Per user (root not counted): one user's requests never fill the queue
   // for everyone, whatever connections she opens.
   std::size_t maxQueuedPerUid = 256;
+  // Leases per user (root not counted), waiting or held, child leases
+  // included: a grant moves a lease from waiting to held and changes no
+  // count, so she never holds more. Each is a row in every listing, a
+  // cgroup the daemon samples and an entry in the kernel charge's maps.
+  std::size_t maxLeasesPerUid = 256;
+  // Child leases under one lease (tally attach --parent), whoever asks.
+  std::size_t maxChildrenPerLease = 64;
 
   // Ledger rows a user's leases write, per minute (daemon/row_budget.h): a
   // new lease waits ("rate-limited") while its owner's are spent; rows of

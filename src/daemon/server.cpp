@@ -29,6 +29,8 @@ Limits limitsFromConfig(const config::Daemon& d) {
   l.maxQueued = static_cast<std::size_t>(d.maxQueued);
   l.maxQueuedPerConnection = static_cast<std::size_t>(d.maxQueuedPerConnection);
   l.maxQueuedPerUid = static_cast<std::size_t>(d.maxQueuedPerUid);
+  l.maxLeasesPerUid = static_cast<std::size_t>(d.maxLeasesPerUid);
+  l.maxChildrenPerLease = static_cast<std::size_t>(d.maxChildrenPerLease);
   l.ledgerRowsPerMinutePerUid = d.ledgerRowsPerMinutePerUid;
   l.idleTimeoutUs = d.idleTimeoutUs;
   l.partialLineTimeoutUs = d.requestTimeoutUs;

@@ -16,6 +16,7 @@
 #include "lease/attributes.h"
 #include "lease/spec.h"
 #include "ledger/rows.h"
+#include "probes/proc_cgroup.h"
 #include "rpc/messages.h"
 #include "util/clock.h"
 #include "util/text.h"
@@ -216,6 +217,10 @@ Service::Admission Service::admit(std::uint64_t conn, const Peer& peer, const js
   }
   if (auto room = book_.roomToWait(conn, peer.uid, env_.limits); !room)
     return refused(code::kBusy, room.error().message);
+  if (auto room =
+          book_.roomForLease(peer.uid, attach ? attach->parent : std::string(), env_.limits);
+      !room)
+    return refused(code::kBusy, room.error().message);
   if (auto wait = events_.rowBudget().waitUs(peer.uid, clock::monotonicUs())) {
     return refused(
         code::kRateLimited,
@@ -227,6 +232,17 @@ Service::Admission Service::admit(std::uint64_t conn, const Peer& peer, const js
   // Provenance is the daemon's: no user's lease poses as a Slurm step.
   if (peer.uid != 0) {
     if (auto why = lease::rootOnlyDeclaration(d.name.value_or(""), d.attributes))
+      return refused(code::kForbidden, *why);
+  }
+  // A detached job's keys only from the job itself (its client asks from
+  // inside the job's service): tally logs trusts them.
+  if (d.attributes.count("job_unit") || d.attributes.count("job_manager")) {
+    std::string asker;
+    if (auto text = env_.proc.read(fmt::format("{}/cgroup", peer.pid), 64 * 1024)) {
+      auto cg = probes::parseProcCgroup(*text);
+      if (cg && !cg->deleted && !cg->outsideNamespace) asker = cg->path;
+    }
+    if (auto why = lease::jobKeysProblem(d.attributes, asker))
       return refused(code::kForbidden, *why);
   }
   // Ahead of everyone is the operator's call, not each user's own.

@@ -40,6 +40,39 @@ std::optional<std::string> rootOnlyDeclaration(std::string_view name, const Attr
   return std::nullopt;
 }
 
+std::optional<std::string> jobKeysProblem(const Attributes& a, std::string_view askerCgroup) {
+  auto unit = a.find("job_unit");
+  auto manager = a.find("job_manager");
+  if (unit == a.end() && manager == a.end()) return std::nullopt;
+  if (unit == a.end())
+    return std::string(
+        "attribute 'job_manager' says which manager runs a detached job's 'job_unit'; "
+        "tally run --detach sets both. Declare your own under another key");
+  const std::string& u = unit->second;
+  constexpr std::string_view kPrefix = "tally-job-", kSuffix = ".service";
+  if (u.size() <= kPrefix.size() + kSuffix.size() || u.compare(0, kPrefix.size(), kPrefix) != 0 ||
+      u.compare(u.size() - kSuffix.size(), kSuffix.size(), kSuffix) != 0)
+    return fmt::format(
+        "attribute 'job_unit' names a detached job's service (tally-job-*.service), which "
+        "tally run --detach sets; '{}' is not one. Declare your own under another key",
+        u);
+  // The asker's own unit is the last component of its cgroup path.
+  std::string_view own = askerCgroup.substr(askerCgroup.rfind('/') + 1);
+  if (askerCgroup.empty() || own != u)
+    return fmt::format(
+        "attribute 'job_unit' = '{}' is the detached job's own word, and the asking process "
+        "is not in that service (its cgroup: '{}'): no lease names another job's output. "
+        "tally run --pool P --detach sets it from inside the job",
+        u, askerCgroup.empty() ? "unreadable" : askerCgroup);
+  const bool userManager = askerCgroup.find("/user@") != std::string_view::npos;
+  const char* expected = userManager ? "user" : "system";
+  if (manager != a.end() && manager->second != expected)
+    return fmt::format(
+        "attribute 'job_manager' = '{}', but {} runs under the {} manager (its cgroup: '{}')",
+        manager->second, u, expected, askerCgroup);
+  return std::nullopt;
+}
+
 Result<std::pair<std::string, std::string>> parseAttribute(std::string_view text) {
   auto eq = text.find('=');
   if (eq == std::string_view::npos)

@@ -31,6 +31,16 @@ Status checkAttribute(std::string_view key, std::string_view value);
 // a Slurm step. Returns why, or nullopt.
 std::optional<std::string> rootOnlyDeclaration(std::string_view name, const Attributes& a);
 
+// A detached job's keys, `job_unit` and `job_manager`, say where a lease's
+// output went: `tally logs` runs journalctl on that unit. Anyone could write
+// them, so they are taken only from the job itself: `tally run --detach`
+// asks from inside its service (tally-job-<hex>.service), so the asking
+// process's cgroup (`askerCgroup`, from /proc/<pid>/cgroup; "" when it
+// could not be read) must end in that unit, and the manager named must be
+// the one whose tree it is in (a user manager's is under user@<uid>.service).
+// Returns why not, or nullopt (also when neither key is declared).
+std::optional<std::string> jobKeysProblem(const Attributes& a, std::string_view askerCgroup);
+
 // From a request's "attributes" object (absent = none); every entry checked.
 Result<Attributes> attributesFromJson(const nlohmann::json& j);
 nlohmann::json attributesJson(const Attributes& a);

@@ -47,6 +47,30 @@ bool isBidi(char32_t cp) {
          (cp >= 0x2066 && cp <= 0x2069);
 }
 
+// Invisible and format characters, bidi ones apart (isBidi names them
+// first): Unicode 15's Default_Ignorable_Code_Point (DerivedCoreProperties.txt),
+// the rest of General_Category=Cf, and Zl/Zp. Sorted, inclusive.
+struct Range {
+  char32_t first, last;
+};
+constexpr Range kInvisible[] = {
+    {0x00AD, 0x00AD},   {0x034F, 0x034F},   {0x0600, 0x0605},   {0x06DD, 0x06DD},
+    {0x070F, 0x070F},   {0x0890, 0x0891},   {0x08E2, 0x08E2},   {0x115F, 0x1160},
+    {0x17B4, 0x17B5},   {0x180B, 0x180F},   {0x200B, 0x200D},   {0x2028, 0x2029},
+    {0x2060, 0x2065},   {0x206A, 0x206F},   {0x3164, 0x3164},   {0xFE00, 0xFE0F},
+    {0xFEFF, 0xFEFF},   {0xFFA0, 0xFFA0},   {0xFFF0, 0xFFFB},   {0x110BD, 0x110BD},
+    {0x110CD, 0x110CD}, {0x13430, 0x1343F}, {0x1BCA0, 0x1BCA3}, {0x1D173, 0x1D17A},
+    {0xE0000, 0xE0FFF},
+};
+
+bool isInvisible(char32_t cp) {
+  for (const Range& r : kInvisible) {
+    if (cp < r.first) return false;
+    if (cp <= r.last) return true;
+  }
+  return false;
+}
+
 }  // namespace
 
 std::optional<std::string> cleanTextProblem(std::string_view s) {
@@ -58,6 +82,9 @@ std::optional<std::string> cleanTextProblem(std::string_view s) {
                          static_cast<std::uint32_t>(d.cp), i);
     if (isBidi(d.cp))
       return fmt::format("contains a bidirectional formatting character (U+{:04X}) at byte {}",
+                         static_cast<std::uint32_t>(d.cp), i);
+    if (isInvisible(d.cp))
+      return fmt::format("contains an invisible or format character (U+{:04X}) at byte {}",
                          static_cast<std::uint32_t>(d.cp), i);
     i += d.len;
   }
@@ -74,7 +101,7 @@ std::string printable(std::string_view s) {
       ++i;
       continue;
     }
-    if (isControl(d.cp) || isBidi(d.cp)) {
+    if (isControl(d.cp) || isBidi(d.cp) || isInvisible(d.cp)) {
       out += fmt::format("\\u{{{:04X}}}", static_cast<std::uint32_t>(d.cp));
     } else {
       out.append(s.substr(i, d.len));

@@ -249,6 +249,36 @@ TEST_F(Cli, GpuTables) {
   EXPECT_NE(r.out.find("/system.slice/systemd-logind.service"), std::string::npos);
 }
 
+// Any local user names her process (prctl, exec) and her cgroups: root's
+// `tally gpu` and `tally doctor` show those names, never obey them (an OSC
+// title, a screen clear, a zero-width joiner that makes one name read as
+// another).
+TEST_F(Cli, GpuTablesShowHostileNamesEscapedNeverObeyed) {
+  FakeProcess p{900,
+                "\x1b]0;pwned\x07\x1b[2J",
+                "/user.slice/e\x1b[31mvil\xe2\x80\x8d.scope",
+                "",
+                80,
+                {},
+                1000,
+                {},
+                false};
+  p.fds = {{3, 128u, "", amdgpuFdinfo(90, kAmdBdf, 1024, 0), false}};
+  host.addProcess(p);
+  for (const char* by : {"", " --by cgroup", " --by container"}) {
+    auto r = runTally(std::string("gpu") + by + " " + roots());
+    ASSERT_EQ(r.status, 0) << by;
+    EXPECT_EQ(r.out.find('\x1b'), std::string::npos) << by << r.out;
+    EXPECT_EQ(r.out.find('\x07'), std::string::npos) << by << r.out;
+    EXPECT_EQ(r.out.find("\xe2\x80\x8d"), std::string::npos) << by << r.out;
+    EXPECT_NE(r.out.find("llama"), std::string::npos) << by << r.out;  // the rest still shown
+  }
+  auto r = runTally("gpu " + roots());
+  EXPECT_NE(r.out.find("\\u{001B}]0;pwned\\u{0007}\\u{001B}[2J"), std::string::npos) << r.out;
+  r = runTally("gpu --by cgroup " + roots());
+  EXPECT_NE(r.out.find("e\\u{001B}[31mvil\\u{200D}.scope"), std::string::npos) << r.out;
+}
+
 // The table an operator reads: a TOTAL row per device, '*' on a process whose
 // client is shared with another (counted once, in its owner's row), and long
 // names and cgroup paths cut with '…' so the columns stay where the header is.

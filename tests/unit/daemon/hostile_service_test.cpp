@@ -435,11 +435,35 @@ TEST_F(HostileServiceTest, OneUsersAcquireReleaseLoopIsBoundedInLedgerRows) {
   EXPECT_TRUE(call(4, 0, "acquire", {{"pools", {"gpu"}}, {"gpu_memory_max", GiB}})["ok"]);
 }
 
+// One user's leases, waiting or held, are budgeted (max_leases_per_uid):
+// two users with ~690 run leases each blinded every listing. A grant moves
+// a lease from waiting to held, so the budget bounds what she holds too.
+TEST_F(HostileServiceTest, OneUsersLeasesAreBudgetedWaitingOrHeld) {
+  limits.maxLeasesPerUid = 3;
+  reopen();
+  ASSERT_TRUE(call(1, 1000, "acquire", {{"pools", {"one"}}})["ok"]);  // held
+  call(2, 1000, "acquire", {{"pools", {"one"}}});
+  EXPECT_EQ(outbox.last(2)["event"], "queued");
+  call(3, 1000, "acquire", {{"pools", {"gpu"}}, {"gpu_memory_max", GiB}});
+  json r = call(4, 1000, "acquire", {{"pools", {"gpu"}}, {"gpu_memory_max", GiB}});
+  EXPECT_EQ(r["error"]["code"], "busy") << r;
+  EXPECT_EQ(r["error"]["message"],
+            "uid 1000 already has 3 leases, waiting or held (max_leases_per_uid); release one, "
+            "or ask the operator to raise the budget");
+  // Others are not held back by her.
+  EXPECT_TRUE(call(5, 1001, "acquire", {{"pools", {"gpu"}}, {"gpu_memory_max", GiB}})["ok"]);
+  EXPECT_TRUE(call(6, 0, "acquire", {{"pools", {"gpu"}}, {"gpu_memory_max", GiB}})["ok"]);
+  // One of hers gone (her waiting request's connection closed): room again.
+  service->disconnected(2);
+  EXPECT_TRUE(call(7, 1000, "acquire", {{"pools", {"gpu"}}, {"gpu_memory_max", GiB}})["ok"]);
+}
+
 // 4,032 queued requests with attributes made every listing reply pass the
 // 4 MiB a reply may be, for every user: listings name the first 256 queued
 // (in grant order) and count the rest.
 TEST_F(HostileServiceTest, AFullQueueNeverBreaksAnyonesListing) {
   limits.maxQueuedPerUid = 100'000;
+  limits.maxLeasesPerUid = 100'000;
   limits.maxQueuedPerConnection = 100'000;
   limits.ledgerRowsPerMinutePerUid = 0;  // not what this test is about
   reopen();
@@ -477,6 +501,33 @@ TEST(RowBudget, RefillsAtItsRatePerMinuteAndForgetsFullAccounts) {
   EXPECT_EQ(b.accounts(), 1u);
   b.prune(t0 + 61'000'000);  // a minute later it is full again: forgotten
   EXPECT_EQ(b.accounts(), 0u);
+}
+
+// `tally logs` runs journalctl on a lease's job_unit: a user who names
+// another's detached job in her lease would show its log to whoever reads
+// hers. The daemon takes the key only from a client inside that service.
+TEST_F(HostileServiceTest, AJobUnitIsTakenOnlyFromInsideThatJob) {
+  const std::string unit = "tally-job-0123456789ab.service";
+  FakeProcess asker;
+  asker.pid = 1000;  // every call's peer (ServiceTest::call)
+  asker.cgroup = "/user.slice/user-1000.slice/session-2.scope";
+  host.addProcess(asker);
+  json r =
+      call(1, 1000, "acquire",
+           {{"pools", {"one"}}, {"attributes", {{"job_unit", unit}, {"job_manager", "system"}}}});
+  EXPECT_EQ(r["error"]["code"], "forbidden") << r;
+  EXPECT_NE(r["error"]["message"].get<std::string>().find("is not in that service"),
+            std::string::npos)
+      << r;
+  r = call(1, 0, "acquire", {{"pools", {"one"}}, {"attributes", {{"job_unit", unit}}}});
+  EXPECT_EQ(r["error"]["code"], "forbidden") << r << " (root's client is checked too)";
+
+  // From inside the job's service, as tally run --detach asks: granted.
+  writeFile(host.procRoot() + "/1000/cgroup", "0::/system.slice/" + unit + "\n");
+  r = call(2, 1000, "acquire",
+           {{"pools", {"one"}}, {"attributes", {{"job_unit", unit}, {"job_manager", "system"}}}});
+  ASSERT_TRUE(r["ok"]) << r;
+  EXPECT_EQ(r["result"]["attributes"]["job_unit"], unit) << r;
 }
 
 // Provenance is the daemon's: a user's lease cannot pose as a Slurm step

@@ -47,6 +47,26 @@ class NestedLeaseTest : public ServiceBoundTest {
   }
 };
 
+// A parent's children are budgeted (max_children_per_lease): 900 children
+// under one lease made every listing too big for anyone to read.
+TEST_F(NestedLeaseTest, AParentsChildrenAreBudgetedAndTheRefusalNamesTheBudget) {
+  limits.maxChildrenPerLease = 1;
+  reopen();
+  std::string job = attachJob(8);
+  ASSERT_FALSE(job.empty());
+  json s0 = attachStep(job, 0, 2);
+  ASSERT_TRUE(s0["ok"]) << s0;
+  json s1 = attachStep(job, 1, 2);
+  EXPECT_EQ(s1["error"]["code"], "busy") << s1;
+  EXPECT_EQ(s1["error"]["message"], "lease " + job +
+                                        " already has 1 child leases (max_children_per_lease); "
+                                        "release one first");
+  // Released, its place is free again.
+  ASSERT_TRUE(call(2, 0, "release", {{"lease", s0["result"]["lease"]}})["ok"]);
+  json again = attachStep(job, 1, 2);
+  EXPECT_TRUE(again["ok"]) << again;
+}
+
 TEST_F(NestedLeaseTest, StepsNestInTheirJobHoldNoPoolAndAreBoundedByTheSmallerBound) {
   std::string job = attachJob(8);
   json s0 = attachStep(job, 0, 16);
