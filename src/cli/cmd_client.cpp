@@ -13,6 +13,7 @@
 #include "cli/option_values.h"
 #include "cli/print_line.h"
 #include "cli/socket_path.h"
+#include "lease/attributes.h"
 #include "lease/spec.h"
 #include "ledger/ledger.h"
 #include "ledger/rows.h"
@@ -389,10 +390,10 @@ int runClientCommand(const ClientCommands& c, const ClientOptions& o) {
           attrs = row["body"].value("declared", json::object()).value("attributes", json::object());
       }
     }
-    std::string unit = attrs.is_object() ? attrs.value("job_unit", "") : "";
-    std::string manager = attrs.is_object() ? attrs.value("job_manager", "system") : "system";
-    if (unit.empty() || !text::startsWith(unit, "tally-job-") ||
-        !text::endsWith(unit, ".service")) {
+    std::string unit = attrs.is_object() ? attrs.value(lease::kJobUnitKey, "") : "";
+    std::string manager =
+        attrs.is_object() ? attrs.value(lease::kJobManagerKey, "system") : "system";
+    if (!lease::isDetachedJobUnit(unit)) {
       fmt::print(stderr,
                  "tally logs: lease {} is not a detached job: its output went where the tally run "
                  "that held it wrote (a terminal, or its unit's journal). Jobs started with "

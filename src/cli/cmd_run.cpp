@@ -18,6 +18,7 @@
 #include "coverage/handover.h"
 #include "devices/unmeterable.h"
 #include "host/snapshot.h"
+#include "lease/attributes.h"
 #include "lease/outcome.h"
 #include "lease/record.h"
 #include "ledger/ledger.h"
@@ -102,11 +103,6 @@ std::optional<lease::LeaseSpec> buildSpec(const RunOptions& o) {
   return spec;
 }
 
-// The attributes a detached job's lease carries: where its output is
-// (tally logs reads them back).
-constexpr const char* kJobUnitAttr = "job_unit";
-constexpr const char* kJobManagerAttr = "job_manager";
-
 // tally run --pool P --detach: the same tally run, as a transient service
 // (contain/detached_job.h); this client returns once the daemon has the lease.
 int runDetached(const RunOptions& o, const lease::LeaseSpec& spec) {
@@ -140,8 +136,8 @@ int runDetached(const RunOptions& o, const lease::LeaseSpec& spec) {
   job.unit = contain::detachedUnitName();
   const std::string manager = user ? "user" : "system";
   job.argv = {exe,      "run",
-              "--attr", fmt::format("{}={}", kJobUnitAttr, job.unit),
-              "--attr", fmt::format("{}={}", kJobManagerAttr, manager)};
+              "--attr", fmt::format("{}={}", lease::kJobUnitKey, job.unit),
+              "--attr", fmt::format("{}={}", lease::kJobManagerKey, manager)};
   for (const auto& w : o.optionWords)
     if (w != "--detach") job.argv.push_back(w);
   job.argv.push_back("--");

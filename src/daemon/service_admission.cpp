@@ -96,7 +96,7 @@ Service::Admission Service::admit(std::uint64_t conn, const Peer& peer, const js
   }
   // A detached job's keys only from the job itself (its client asks from
   // inside the job's service): tally logs trusts them.
-  if (d.attributes.count("job_unit") || d.attributes.count("job_manager")) {
+  if (d.attributes.count(lease::kJobUnitKey) || d.attributes.count(lease::kJobManagerKey)) {
     std::string asker;
     if (auto text = env_.proc.read(fmt::format("{}/cgroup", peer.pid), 64 * 1024)) {
       auto cg = probes::parseProcCgroup(*text);

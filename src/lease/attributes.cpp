@@ -40,18 +40,23 @@ std::optional<std::string> rootOnlyDeclaration(std::string_view name, const Attr
   return std::nullopt;
 }
 
+bool isDetachedJobUnit(std::string_view unit) {
+  constexpr std::string_view kPrefix = "tally-job-", kSuffix = ".service";
+  return unit.size() > kPrefix.size() + kSuffix.size() &&
+         unit.substr(0, kPrefix.size()) == kPrefix &&
+         unit.substr(unit.size() - kSuffix.size()) == kSuffix;
+}
+
 std::optional<std::string> jobKeysProblem(const Attributes& a, std::string_view askerCgroup) {
-  auto unit = a.find("job_unit");
-  auto manager = a.find("job_manager");
+  auto unit = a.find(kJobUnitKey);
+  auto manager = a.find(kJobManagerKey);
   if (unit == a.end() && manager == a.end()) return std::nullopt;
   if (unit == a.end())
     return std::string(
         "attribute 'job_manager' says which manager runs a detached job's 'job_unit'; "
         "tally run --detach sets both. Declare your own under another key");
   const std::string& u = unit->second;
-  constexpr std::string_view kPrefix = "tally-job-", kSuffix = ".service";
-  if (u.size() <= kPrefix.size() + kSuffix.size() || u.compare(0, kPrefix.size(), kPrefix) != 0 ||
-      u.compare(u.size() - kSuffix.size(), kSuffix.size(), kSuffix) != 0)
+  if (!isDetachedJobUnit(u))
     return fmt::format(
         "attribute 'job_unit' names a detached job's service (tally-job-*.service), which "
         "tally run --detach sets; '{}' is not one. Declare your own under another key",

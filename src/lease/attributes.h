@@ -31,6 +31,13 @@ Status checkAttribute(std::string_view key, std::string_view value);
 // a Slurm step. Returns why, or nullopt.
 std::optional<std::string> rootOnlyDeclaration(std::string_view name, const Attributes& a);
 
+// A detached job's keys: where its output went (tally run --detach sets
+// them, tally logs reads them back).
+inline constexpr const char* kJobUnitKey = "job_unit";
+inline constexpr const char* kJobManagerKey = "job_manager";
+// tally-job-<id>.service, the name contain/detached_job.h gives a detached job's service.
+bool isDetachedJobUnit(std::string_view unit);
+
 // A detached job's keys, `job_unit` and `job_manager`, say where a lease's
 // output went: `tally logs` runs journalctl on that unit. Anyone could write
 // them, so they are taken only from the job itself: `tally run --detach`
