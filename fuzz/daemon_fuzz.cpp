@@ -73,6 +73,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
       named(rpc::api::decodeDocument(r, "leases"));
       named(rpc::api::decodeLeaseEvent(m->raw));
       named(rpc::api::decodeGpuBoundEvent(m->raw));
+      named(rpc::api::decodeReplayedEvent(m->raw));
       (void)rpc::api::describe(rpc::api::decodeQueued(m->raw));
     }
   }

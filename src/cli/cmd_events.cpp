@@ -27,10 +27,6 @@ namespace {
 // How often a follower whose daemon went away tries again.
 constexpr auto kReconnectEvery = std::chrono::milliseconds(500);
 
-std::string rows(std::uint64_t n, bool more) {
-  return fmt::format("{} row{}{}", n, n == 1 ? "" : "s", more ? " and more after them" : "");
-}
-
 }  // namespace
 
 int followEvents(const ClientOptions& o) {
@@ -103,23 +99,21 @@ int followEvents(const ClientOptions& o) {
     if (!followed) {
       // Said once subscribed: from here on no event is missed (a script can wait for this line).
       fmt::print(stderr, "tally events: following the daemon at {}{}\n", path,
-                 sub.sinceNs ? fmt::format(" (first the ledger's {} since then)",
-                                           rows(answer->replayed, answer->truncated))
-                             : "");
+                 answer->replaying ? " (first the ledger's rows since then)" : "");
     } else if (saidLost) {
       fmt::print(stderr,
-                 "tally events: reconnected to the daemon at {}; first the ledger's {} from "
+                 "tally events: reconnected to the daemon at {}; first the ledger's rows from "
                  "while it was away\n",
-                 path, rows(answer->replayed, answer->truncated));
+                 path);
       saidLost = false;
     }
     std::fflush(stderr);
     followed = true;
-    more = answer->truncated;  // the rest of the replay: asked again after the last row
-    std::uint64_t replayLeft = answer->replayed;
+    more = false;  // the rest of a truncated replay: asked again after the last row
+    bool replaying = answer->replaying;
     while (!done()) {
-      if (replayLeft == 0 && more) break;
-      auto wait = waitMs(replayLeft != 0 || more);
+      if (!replaying && more) break;
+      auto wait = waitMs(replaying || more);
       if (!wait) {
         finished = untilAt != 0 && clock::monotonicUs() >= untilAt;
         break;
@@ -133,9 +127,32 @@ int followEvents(const ClientOptions& o) {
         lostAtNs = clock::realtimeNs();
         break;
       }
+      if (!m->event &&
+          !m->ok) {  // the daemon dropped this follower (it fell behind): again after the last seq
+        fmt::print(stderr, "tally events: {}; subscribing again\n", m->error.message);
+        std::fflush(stderr);
+        more = true;
+        break;
+      }
       if (!m->event) continue;
       const json& e = m->raw;
-      if (replayLeft) --replayLeft;
+      if (*m->event == "replayed") {  // the replay is over; the live events follow
+        auto end = rpc::api::decodeReplayedEvent(e);
+        if (!end) {
+          fmt::print(stderr, "tally events: {}\n", end.error().message);
+          return kExitEnvironment;
+        }
+        // Said on stderr, as the subscription was: a script can wait for it.
+        fmt::print(stderr, "tally events: {} row{} replayed{}\n", end->rows,
+                   end->rows == 1 ? "" : "s", end->truncated ? ", more after them" : "");
+        if (end->error)
+          fmt::print(stderr, "tally events: the daemon could not replay further: {}\n",
+                     *end->error);
+        std::fflush(stderr);
+        replaying = false;
+        more = end->truncated;
+        continue;
+      }
       if (auto seq = jsonview::count(jsonview::get(e, "seq"))) {
         auto s = static_cast<std::int64_t>(*seq);
         if (lastSeq && s <= *lastSeq) continue;  // heard before the daemon went away

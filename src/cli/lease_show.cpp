@@ -189,6 +189,12 @@ std::vector<std::string> leaseShowLines(const json& r) {
       out.push_back(fmt::format("  ledger #{} {}{}", e.value("seq", std::int64_t{0}),
                                 e.value("kind", "?"), extra));
     }
+    // The daemon sends a lease's first and newest rows, and counts the rest.
+    if (auto omitted = jsonview::count(jsonview::get(r, "ledger_omitted")); omitted && *omitted)
+      out.push_back(
+          fmt::format("  ({} more ledger rows of this lease between its first and its "
+                      "newest are not shown; `tally ledger export` has them all)",
+                      *omitted));
   }
   return out;
 }

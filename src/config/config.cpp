@@ -10,6 +10,7 @@
 #include <cstring>
 
 #include "config/listen_address.h"
+#include "util/clean_text.h"
 #include "util/text.h"
 #include "util/unique_fd.h"
 #include "util/units.h"
@@ -159,7 +160,10 @@ void readDaemon(Reader& r, const toml::table& t, Daemon& d) {
               "max_queued_per_uid",
               "max_leases_per_uid",
               "max_children_per_lease",
+              "max_replays_per_uid",
+              "queries_per_second_per_uid",
               "ledger_rows_per_minute_per_uid",
+              "ledger_bytes_per_minute_per_uid",
               "priority_group",
               "idle_timeout",
               "request_timeout"});
@@ -232,8 +236,14 @@ void readDaemon(Reader& r, const toml::table& t, Daemon& d) {
   if (auto v = r.count(t, "max_leases_per_uid", "daemon", 1, 1'000'000)) d.maxLeasesPerUid = *v;
   if (auto v = r.count(t, "max_children_per_lease", "daemon", 1, 100'000))
     d.maxChildrenPerLease = *v;
+  if (auto v = r.count(t, "max_replays_per_uid", "daemon", 1, 1'000)) d.maxReplaysPerUid = *v;
+  if (auto v = r.count(t, "queries_per_second_per_uid", "daemon", 1, 1'000'000))
+    d.queriesPerSecondPerUid = *v;
   if (auto v = r.count(t, "ledger_rows_per_minute_per_uid", "daemon", 10, 10'000'000))
     d.ledgerRowsPerMinutePerUid = *v;
+  if (auto v = r.count(t, "ledger_bytes_per_minute_per_uid", "daemon", 64 * 1024,
+                       std::uint64_t{1} << 40))
+    d.ledgerBytesPerMinutePerUid = *v;
   if (auto s = r.string(t, "priority_group", "daemon")) d.priorityGroup = *s;
   if (auto v = r.duration(t, "idle_timeout", "daemon")) {
     if (*v < 1'000'000)
@@ -264,7 +274,8 @@ void readPool(Reader& r, const std::string& name, const toml::node& node, Config
   if (!validPoolName(name))
     r.problem(node, fmt::format("pool name '{}' must be 1-64 of [A-Za-z0-9_-]", name));
   r.onlyKeys(*t, fmt::format("[{}]", where),
-             {"capacity", "memory_budget", "gpu_memory_budget", "devices", "gtt_ceiling"});
+             {"capacity", "memory_budget", "gpu_memory_budget", "devices", "gtt_ceiling",
+              "allow_users", "allow_groups"});
   Pool p;
   p.name = name;
   p.line = lineOf(node);
@@ -311,6 +322,25 @@ void readPool(Reader& r, const std::string& name, const toml::node& node, Config
           fmt::format(
               "{}.devices is set but gpu_memory_budget is not; devices only scope the GPU budget",
               where));
+  }
+  for (auto [key, out] :
+       {std::pair{"allow_users", &p.allowUsers}, std::pair{"allow_groups", &p.allowGroups}}) {
+    const toml::node* an = t->get(key);
+    if (!an) continue;
+    const toml::array* a = an->as_array();
+    if (!a) {
+      r.problem(*an, fmt::format("{}.{} must be an array of names or numeric ids, e.g. [\"slurm\"]",
+                                 where, key));
+      continue;
+    }
+    for (const auto& e : *a) {
+      auto s = e.value<std::string>();
+      if (!s || s->empty() || s->size() > 256 || text::cleanTextProblem(*s))
+        r.problem(e, fmt::format("{}.{}: each entry must be a user or group name, or a numeric id",
+                                 where, key));
+      else
+        out->push_back(*s);
+    }
   }
   c.pools.push_back(std::move(p));
 }

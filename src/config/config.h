@@ -28,6 +28,9 @@ struct Pool {
   // the pool's workloads use.
   devices::GttConsumer gttCeiling = devices::GttConsumer::Smaller;
   std::size_t line = 0;  // where its table starts in the file
+  // Who may ask for the pool besides root (allow_users, allow_groups: names
+  // or numeric ids). Both empty: every user who reaches the socket.
+  std::vector<std::string> allowUsers{}, allowGroups{};
 };
 
 inline constexpr const char* kSystemSocket = "/run/tally/tally.sock";
@@ -90,7 +93,10 @@ struct Daemon {
   std::uint64_t maxQueuedPerUid = 256;
   std::uint64_t maxLeasesPerUid = 256;
   std::uint64_t maxChildrenPerLease = 64;
+  std::uint64_t maxReplaysPerUid = 4;
+  std::uint64_t queriesPerSecondPerUid = 20;
   std::uint64_t ledgerRowsPerMinutePerUid = 600;
+  std::uint64_t ledgerBytesPerMinutePerUid = 4u << 20;
   // Priorities above 0 are root's, and this group's members' (none: root's only).
   std::optional<std::string> priorityGroup;
   std::uint64_t idleTimeoutUs = 60'000'000;

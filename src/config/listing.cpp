@@ -19,7 +19,9 @@ json effectiveJson(const Config& c, const std::string& stateDir) {
                      {"memory_budget", jsonview::orNull<json>(p.memoryBudget)},
                      {"gpu_memory_budget", jsonview::orNull<json>(p.gpuMemoryBudget)},
                      {"devices", p.devices},
-                     {"gtt_ceiling", devices::gttConsumerName(p.gttCeiling)}});
+                     {"gtt_ceiling", devices::gttConsumerName(p.gttCeiling)},
+                     {"allow_users", p.allowUsers},
+                     {"allow_groups", p.allowGroups}});
   }
   json dj = {
       {"socket", d.socket},
@@ -47,7 +49,10 @@ json effectiveJson(const Config& c, const std::string& stateDir) {
       {"max_queued_per_uid", d.maxQueuedPerUid},
       {"max_leases_per_uid", d.maxLeasesPerUid},
       {"max_children_per_lease", d.maxChildrenPerLease},
+      {"max_replays_per_uid", d.maxReplaysPerUid},
+      {"queries_per_second_per_uid", d.queriesPerSecondPerUid},
       {"ledger_rows_per_minute_per_uid", d.ledgerRowsPerMinutePerUid},
+      {"ledger_bytes_per_minute_per_uid", d.ledgerBytesPerMinutePerUid},
       {"priority_group", d.priorityGroup ? json(*d.priorityGroup) : json(nullptr)},
       {"idle_timeout_us", d.idleTimeoutUs},
       {"request_timeout_us", d.requestTimeoutUs}};

@@ -11,6 +11,7 @@
 #include "ledger/rows.h"
 #include "util/clock.h"
 #include "util/json_view.h"
+#include "util/sha256.h"
 #include "util/text.h"
 
 namespace tally::daemon {
@@ -161,7 +162,28 @@ std::optional<std::uint64_t> declaredBytes(const json& declared, const char* key
   return jsonview::count(jsonview::get(declared, key));
 }
 
+// The fields of one object in `from` that readers use, copied when present.
+void copyFields(const json& from, const char* object, std::initializer_list<const char*> keys,
+                json& to) {
+  const json& o = jsonview::get(from, object);
+  for (const char* k : keys)
+    if (o.is_object() && o.contains(k)) to[object][k] = o[k];
+}
+
 }  // namespace
+
+json clientDigest(const json& client) {
+  // A run lease's client may send 128 KiB of record; the ledger keeps a
+  // digest of it (the hash of its canonical JSON, its size) and the fields
+  // any reader uses, so a user's outcome row costs a bounded number of
+  // bytes whatever her client sends.
+  std::string canonical = client.dump(-1, ' ', false, json::error_handler_t::replace);
+  json d{{"sha256", sha256::hex(canonical)}, {"bytes", canonical.size()}};
+  copyFields(client, "outcome", {"class", "summary", "exit_code", "signal", "tally_exit_status"},
+             d);
+  copyFields(client, "declared", {"memory_high", "memory_swap_max", "oom_policy"}, d);
+  return d;
+}
 
 json Endings::runOutcome(Lease& l, const json& client) {
   using jsonview::get;
@@ -176,8 +198,18 @@ json Endings::runOutcome(Lease& l, const json& client) {
   rec.spec.oomPolicy = policy == "stop"       ? lease::OomPolicy::Stop
                        : policy == "continue" ? lease::OomPolicy::Continue
                                               : lease::OomPolicy::Kill;
+  // The command as the client ran it, within kCommandBytes (an argv of
+  // 100 KiB is the client's to keep; the row says how many arguments it left out).
+  std::size_t commandBytes = 0, commandOmitted = 0;
   for (const auto& arg : get(get(client, "lease"), "command")) {
-    if (arg.is_string()) rec.spec.command.push_back(arg.get<std::string>());
+    if (!arg.is_string()) continue;
+    const auto& a = arg.get_ref<const std::string&>();
+    if (commandOmitted || commandBytes + a.size() > kCommandBytes) {
+      ++commandOmitted;
+      continue;
+    }
+    commandBytes += a.size();
+    rec.spec.command.push_back(a);
   }
   rec.spec.attributes = l.attributes;
 
@@ -219,7 +251,8 @@ json Endings::runOutcome(Lease& l, const json& client) {
   json body = lease::recordJson(rec);
   body["lease"]["kind"] = lease::kindName(l.kind);
   body["outcome"]["wait_status_from"] = "client";
-  body["client"] = client;
+  if (commandOmitted) body["lease"]["command_omitted"] = commandOmitted;
+  body["client"] = clientDigest(client);
   return body;
 }
 

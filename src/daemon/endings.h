@@ -20,6 +20,12 @@
 
 namespace tally::daemon {
 
+// A run lease's client record as its outcome row keeps it: the SHA-256 of
+// its canonical JSON (nlohmann's dump: sorted keys, no spaces) and its size,
+// and the fields readers use (outcome: class, summary, exit_code, signal,
+// tally_exit_status; declared: memory_high, memory_swap_max, oom_policy).
+nlohmann::json clientDigest(const nlohmann::json& client);
+
 struct EndingsEnv {
   const fs::Root* cgroupRoot;
   Watches& watches;
@@ -50,9 +56,11 @@ class Endings {
   // daemon's samples and the cgroup's final counters, the kill the daemon
   // did or saw, the memory limits it read back; only what the client alone
   // saw (the wait status it reaped, its own stop, its declared command and
-  // soft limits) comes from the client's record, which is kept whole as
-  // "client". The ending is not recorded here (Service::onComplete does).
+  // soft limits) comes from the client's record, which is kept as a bounded
+  // digest (clientDigest) as "client", its command within kCommandBytes.
+  // The ending is not recorded here (Service::onComplete does).
   nlohmann::json runOutcome(Lease& l, const nlohmann::json& client);
+  static constexpr std::size_t kCommandBytes = 4096;
   // It ended unseen (the daemon was down, the client gone): the facts still
   // readable (the counters, the samples the ledger kept) are recorded, the
   // ending is not guessed. A run lease's slice its client never removed is stopped.

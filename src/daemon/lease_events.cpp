@@ -58,10 +58,10 @@ LeaseEvents::LeaseEvents(ledger::Ledger& ledger, Outbox& outbox, journal::Journa
 
 Result<ledger::Event> LeaseEvents::record(const Lease& l, const char* kind, const json& body,
                                           std::uint64_t atNs) {
-  auto ev = ledger_.appendEvent(l.id, kind,
-                                body.dump(-1, ' ', false, json::error_handler_t::replace), atNs);
+  std::string text = body.dump(-1, ' ', false, json::error_handler_t::replace);
+  auto ev = ledger_.appendEvent(l.id, kind, text, atNs);
   if (ev) {
-    rows_.charge(l.owner, clock::monotonicUs());
+    rows_.charge(l.owner, clock::monotonicUs(), text.size());
     announce(l, kind, body, ev ? &*ev : nullptr);
   }
   return ev;
@@ -71,7 +71,7 @@ void LeaseEvents::recordEnd(const Lease& l, const char* kind, const json& origin
                             const std::string& cls) {
   json body = withPools(l, original);
   std::string text = body.dump(-1, ' ', false, json::error_handler_t::replace);
-  rows_.charge(l.owner, clock::monotonicUs());
+  rows_.charge(l.owner, clock::monotonicUs(), text.size());
   auto ev = ledger_.appendEvent(l.id, kind, text);
   if (!ev) {
     // Nothing lost: the row goes to the log when the ledger refuses it.
@@ -85,10 +85,10 @@ void LeaseEvents::recordEnd(const Lease& l, const char* kind, const json& origin
 Result<ledger::Event> LeaseEvents::recordOutcome(const Lease& l, const json& original,
                                                  const std::string& cls) {
   json record = withPools(l, original);
-  auto ev = ledger_.appendEvent(l.id, ledger::kOutcome,
-                                record.dump(-1, ' ', false, json::error_handler_t::replace));
+  std::string text = record.dump(-1, ' ', false, json::error_handler_t::replace);
+  auto ev = ledger_.appendEvent(l.id, ledger::kOutcome, text);
   if (!ev) return ev;
-  rows_.charge(l.owner, clock::monotonicUs());
+  rows_.charge(l.owner, clock::monotonicUs(), text.size());
   ++outcomeCounts_[cls];
   announce(l, ledger::kOutcome, record, &*ev);
   return ev;
@@ -97,10 +97,10 @@ Result<ledger::Event> LeaseEvents::recordOutcome(const Lease& l, const json& ori
 void LeaseEvents::bound(Lease& l, const enforce::BoundEvent& e, const std::string& source) {
   l.metering.boundEvents.push_back(e);
   ++boundCounts_[enforce::verdictName(e.kind)];
-  rows_.charge(l.owner, clock::monotonicUs());
   json body = ledger::encode(ledger::BoundRow{e, source});
-  auto r = ledger_.appendEvent(l.id, ledger::kGpuBound,
-                               body.dump(-1, ' ', false, json::error_handler_t::replace), e.atNs);
+  std::string text = body.dump(-1, ' ', false, json::error_handler_t::replace);
+  rows_.charge(l.owner, clock::monotonicUs(), text.size());
+  auto r = ledger_.appendEvent(l.id, ledger::kGpuBound, text, e.atNs);
   if (!r) {
     fmt::print(stderr, "tally daemon: lease {}: the ledger refused a gpu-bound row: {}\n", l.id,
                r.error().message);
@@ -189,9 +189,26 @@ void LeaseEvents::positions(const std::vector<LeaseBook::Move>& moves) {
 
 void LeaseEvents::broadcast(const std::string& event, json fields, const ledger::Event* row) {
   stamp(fields, row);
-  // A copy: a send may drop a subscriber that stopped reading (and unsubscribe it).
-  auto to = subscribers_;
-  for (const auto& [conn, id] : to) outbox_.send(conn, rpc::encodeEvent(id, event, fields));
+  // The connections first: a send may drop a subscriber that stopped reading
+  // (and unsubscribe it).
+  std::vector<std::uint64_t> to;
+  for (const auto& [conn, f] : subscribers_) to.push_back(conn);
+  for (auto conn : to) {
+    auto it = subscribers_.find(conn);
+    if (it == subscribers_.end()) continue;
+    Follower& f = it->second;
+    if (!f.replay) {
+      outbox_.send(conn, rpc::encodeEvent(f.requestId, event, fields));
+    } else if (f.held.size() < kMaxHeldEvents) {
+      f.held.emplace_back(event, fields);  // after its replay, in order
+    } else {
+      outbox_.send(conn, rpc::encodeError(f.requestId,
+                                          {rpc::code::kBusy,
+                                           "this follower's replay fell behind the live events; "
+                                           "subscribe again after the last seq it heard"}));
+      subscribers_.erase(it);
+    }
+  }
 }
 
 void LeaseEvents::announce(const Lease& l, const std::string& kind, const json& body,
@@ -203,70 +220,135 @@ void LeaseEvents::announce(const Lease& l, const std::string& kind, const json& 
   broadcast("lease", lifecycleEvent(kind, l.id, l.name, l.req.pools, entry), row);
 }
 
-Result<LeaseEvents::Replay> LeaseEvents::replay(const rpc::api::Subscribe& s) {
-  Replay out;
-  if (!s.sinceNs && !s.afterSeq) return out;
-  auto rows =
-      ledger_.eventsFrom(s.sinceNs.value_or(0), s.afterSeq.value_or(0), rpc::api::kMaxReplayed + 1);
-  if (!rows) return rows.error();
-  if (rows->size() > rpc::api::kMaxReplayed) {
-    rows->pop_back();
-    out.truncated = true;
+Status LeaseEvents::follow(std::uint64_t conn, const json& requestId, const rpc::api::Subscribe& s,
+                           uid_t uid, std::size_t maxReplaysPerUid) {
+  Follower f{requestId, uid, std::nullopt, {}};
+  if (s.sinceNs || s.afterSeq) {
+    std::size_t mine = 0;
+    for (const auto& [c, other] : subscribers_)
+      if (c != conn && other.uid == uid && other.replay) ++mine;
+    if (uid != 0 && mine >= maxReplaysPerUid)
+      return Error{0, fmt::format("uid {} already has {} replays of the ledger under way (the "
+                                  "daemon's max_replays_per_uid); wait for one to finish",
+                                  uid, mine)};
+    ReplayCursor c;
+    c.sinceNs = s.sinceNs.value_or(0);
+    c.afterSeq = s.afterSeq.value_or(0);
+    if (s.sinceNs) {
+      auto before = ledger_.seqBefore(*s.sinceNs);
+      if (!before) return before.error();
+      c.afterSeq = std::max(c.afterSeq, *before);
+    }
+    auto head = ledger_.headSeq();
+    if (!head) return head.error();
+    c.uptoSeq = *head;
+    f.replay = std::move(c);
   }
+  subscribers_[conn] = std::move(f);
+  return Ok{};
+}
+
+bool LeaseEvents::replaying() const {
+  for (const auto& [conn, f] : subscribers_)
+    if (f.replay) return true;
+  return false;
+}
+
+bool LeaseEvents::replaySlice() {
+  // The next follower replaying after the one served last, round-robin.
+  auto it = subscribers_.upper_bound(replayTurn_);
+  for (std::size_t looked = 0; looked < subscribers_.size(); ++looked, ++it) {
+    if (it == subscribers_.end()) it = subscribers_.begin();
+    if (it->second.replay) break;
+  }
+  if (it == subscribers_.end() || !it->second.replay) return false;
+  std::uint64_t conn = replayTurn_ = it->first;
+  Follower& f = it->second;
+  ReplayCursor& c = *f.replay;
+  auto rows = ledger_.eventsFrom(c.sinceNs, c.afterSeq, kReplaySliceRows, c.uptoSeq);
+  if (!rows) {
+    endReplay(conn, f, false,
+              fmt::format("cannot read the ledger's rows: {}", rows.error().message));
+    return replaying();
+  }
+  for (const auto& row : *rows) {
+    if (c.sent == rpc::api::kMaxReplayed) {
+      endReplay(conn, f, true, "");  // more rows than a replay holds: ask after the last seq
+      return replaying();
+    }
+    c.afterSeq = row.seq;
+    auto ev = replayed(c, row);
+    if (!ev) continue;
+    ++c.sent;
+    if (!outbox_.send(conn, rpc::encodeEvent(f.requestId, ev->first, ev->second))) {
+      subscribers_.erase(conn);  // it stopped reading and was dropped
+      return replaying();
+    }
+  }
+  if (rows->size() < kReplaySliceRows || c.afterSeq >= c.uptoSeq) endReplay(conn, f, false, "");
+  return replaying();
+}
+
+void LeaseEvents::endReplay(std::uint64_t conn, Follower& f, bool truncated,
+                            const std::string& error) {
+  rpc::api::ReplayedEvent done{f.replay->sent, truncated, std::nullopt};
+  if (!error.empty()) done.error = error;
+  f.replay.reset();
+  auto held = std::move(f.held);
+  json id = f.requestId;
+  if (!outbox_.send(conn, rpc::encodeEvent(id, "replayed", rpc::api::encode(done)))) {
+    subscribers_.erase(conn);
+    return;
+  }
+  for (auto& [event, fields] : held)
+    if (!outbox_.send(conn, rpc::encodeEvent(id, event, fields)))
+      return (void)subscribers_.erase(conn);
+}
+
+std::optional<std::pair<std::string, nlohmann::json>> LeaseEvents::replayed(
+    ReplayCursor& c, const ledger::Event& row) {
   // What each lease's granted row declared (its name, pools, attributes) and
   // where it was last placed: the words its later rows were announced with.
-  struct Facts {
-    ledger::GrantedRow granted;
-    journal::VerifiedPlace place;
-  };
-  std::map<std::string, std::optional<Facts>> facts;
-  auto factsOf = [&](const std::string& lease) -> std::optional<Facts>& {
-    auto [it, fresh] = facts.try_emplace(lease);
+  // One look-up by the lease index per lease, kept for the replay.
+  auto factsOf = [&](const std::string& lease) -> std::optional<ReplayCursor::Facts>& {
+    auto [it, fresh] = c.facts.try_emplace(lease);
     if (!fresh) return it->second;
-    auto own = ledger_.events(lease);
-    if (!own) return it->second;
-    for (const auto& row : *own) {
-      if (row.kind != ledger::kGranted) continue;
-      json body = json::parse(row.body, nullptr, false);
-      if (auto g = ledger::decodeGranted(body)) it->second = Facts{std::move(*g), {}};
-      break;
-    }
+    auto granted = ledger_.firstOfKind(lease, ledger::kGranted);
+    if (!granted || !*granted) return it->second;
+    json body = json::parse((*granted)->body, nullptr, false);
+    if (auto g = ledger::decodeGranted(body)) it->second = ReplayCursor::Facts{std::move(*g), {}};
     return it->second;
   };
-  for (const auto& row : *rows) {
-    json body = json::parse(row.body, nullptr, false);
-    if (body.is_discarded()) continue;
-    std::pair<std::string, json> ev;
-    if (row.kind == ledger::kCoverage) {
-      ev = {"coverage", std::move(body)};
-    } else if (row.leaseId.empty()) {
-      continue;
-    } else if (auto& f = factsOf(row.leaseId); !f) {
-      continue;  // a lease whose granted row cannot be read: nothing to say it with
-    } else if (row.kind == ledger::kGpuBound) {
-      auto b = ledger::decodeBound(body);
-      if (!b) continue;
-      ev = {"gpu-bound", rpc::api::encode(rpc::api::GpuBoundEvent{row.leaseId, f->granted.name,
-                                                                  b->source, b->event})};
-    } else if (row.kind == ledger::kGranted || row.kind == ledger::kStarted ||
-               row.kind == ledger::kAdopted || row.kind == ledger::kReadopted ||
-               row.kind == ledger::kReleased || ledger::isTerminal(row.kind)) {
-      if (row.kind == ledger::kStarted || row.kind == ledger::kAdopted ||
-          row.kind == ledger::kReadopted) {
-        if (auto p = ledger::decodePlaced(body)) f->place = {p->unit, p->cgroup};
-      }
-      auto entry = journal::lifecycleEntry(row.kind, row.leaseId, f->granted.name, f->granted.pools,
-                                           body, f->granted.attributes, f->place);
-      ev = {"lease",
-            lifecycleEvent(row.kind, row.leaseId, f->granted.name, f->granted.pools, entry)};
-    } else {
-      continue;
+  json body = json::parse(row.body, nullptr, false);
+  if (body.is_discarded()) return std::nullopt;
+  std::pair<std::string, json> ev;
+  if (row.kind == ledger::kCoverage) {
+    ev = {"coverage", std::move(body)};
+  } else if (row.leaseId.empty()) {
+    return std::nullopt;
+  } else if (auto& f = factsOf(row.leaseId); !f) {
+    return std::nullopt;  // a lease whose granted row cannot be read: nothing to say it with
+  } else if (row.kind == ledger::kGpuBound) {
+    auto b = ledger::decodeBound(body);
+    if (!b) return std::nullopt;
+    ev = {"gpu-bound", rpc::api::encode(rpc::api::GpuBoundEvent{row.leaseId, f->granted.name,
+                                                                b->source, b->event})};
+  } else if (row.kind == ledger::kGranted || row.kind == ledger::kStarted ||
+             row.kind == ledger::kAdopted || row.kind == ledger::kReadopted ||
+             row.kind == ledger::kReleased || ledger::isTerminal(row.kind)) {
+    if (row.kind == ledger::kStarted || row.kind == ledger::kAdopted ||
+        row.kind == ledger::kReadopted) {
+      if (auto p = ledger::decodePlaced(body)) f->place = {p->unit, p->cgroup};
     }
-    stamp(ev.second, &row);
-    ev.second["replayed"] = true;
-    out.events.push_back(std::move(ev));
+    auto entry = journal::lifecycleEntry(row.kind, row.leaseId, f->granted.name, f->granted.pools,
+                                         body, f->granted.attributes, f->place);
+    ev = {"lease", lifecycleEvent(row.kind, row.leaseId, f->granted.name, f->granted.pools, entry)};
+  } else {
+    return std::nullopt;
   }
-  return out;
+  stamp(ev.second, &row);
+  ev.second["replayed"] = true;
+  return ev;
 }
 
 void LeaseEvents::queued(const Lease& l) {

@@ -71,18 +71,27 @@ class LeaseEvents {
   void note(int priority, const std::string& message,
             const std::vector<std::pair<std::string, std::string>>& fields);
 
-  // The ledger's rows written since `s.sinceNs` / after row `s.afterSeq`, as
-  // the events subscribers heard when they were written (marked "replayed"),
-  // at most rpc::api::kMaxReplayed: what a subscriber is sent before the live
-  // events. Rows no event stood for (notes, acknowledgements) are left out.
-  struct Replay {
-    std::vector<std::pair<std::string, json>> events;  // (event, fields)
-    bool truncated = false;
-  };
-  Result<Replay> replay(const rpc::api::Subscribe& s);
-  void subscribe(std::uint64_t conn, const json& requestId) { subscribers_[conn] = requestId; }
+  // A subscriber follows the events from now on; with `s.sinceNs` or
+  // `s.afterSeq` it first hears the ledger's rows since then, as the events
+  // they were when written (marked "replayed"; rows no event stood for, such
+  // as notes, are left out), at most rpc::api::kMaxReplayed, then a
+  // "replayed" event ({rows, truncated}: ask again after the last seq), then
+  // the live events, held for it meanwhile. The replay is served in slices
+  // (replaySlice), never in the request's turn: 64 followers replaying a
+  // month cost the loop one slice a turn. At most `maxReplaysPerUid` replays
+  // of one user at once (root not counted): more are refused with the budget's name.
+  Status follow(std::uint64_t conn, const json& requestId, const rpc::api::Subscribe& s, uid_t uid,
+                std::size_t maxReplaysPerUid);
   void unsubscribe(std::uint64_t conn) { subscribers_.erase(conn); }
   bool subscribed(std::uint64_t conn) const { return subscribers_.count(conn) != 0; }
+  // One follower's next slice (kReplaySliceRows rows), round-robin over the
+  // followers replaying; true while a replay is left to serve.
+  bool replaySlice();
+  bool replaying() const;
+  static constexpr std::size_t kReplaySliceRows = 256;
+  // Live events held for a follower still replaying; past it the follower
+  // is told it fell behind and is dropped.
+  static constexpr std::size_t kMaxHeldEvents = 4096;
 
   // Since the daemon started: GPU bound events by kind, ended leases by outcome class.
   const std::map<std::string, std::uint64_t>& boundCounts() const { return boundCounts_; }
@@ -102,7 +111,31 @@ class LeaseEvents {
   ledger::Ledger& ledger_;
   Outbox& outbox_;
   journal::Journal* journal_;
-  std::map<std::uint64_t, json> subscribers_;  // conn -> the subscribe request's id
+  // A follower's replay: where it is, up to which row (later rows come
+  // live), and the words its leases' rows are said with.
+  struct ReplayCursor {
+    std::uint64_t sinceNs = 0;
+    std::int64_t afterSeq = 0;
+    std::int64_t uptoSeq = 0;
+    std::size_t sent = 0;
+    struct Facts {
+      ledger::GrantedRow granted;
+      journal::VerifiedPlace place;
+    };
+    std::map<std::string, std::optional<Facts>> facts;
+  };
+  struct Follower {
+    json requestId;
+    uid_t uid = 0;
+    std::optional<ReplayCursor> replay;
+    std::vector<std::pair<std::string, json>> held;  // live events while it replays
+  };
+  // The event a ledger row stood for (none: a row no event stands for).
+  std::optional<std::pair<std::string, json>> replayed(ReplayCursor& c, const ledger::Event& row);
+  // Ends a follower's replay: the "replayed" event, then the events held.
+  void endReplay(std::uint64_t conn, Follower& f, bool truncated, const std::string& error);
+  std::map<std::uint64_t, Follower> subscribers_;  // by connection
+  std::uint64_t replayTurn_ = 0;                   // the connection served a slice last
   std::map<std::string, std::uint64_t> boundCounts_, outcomeCounts_;
   RowBudget rows_;
   std::uint64_t startedAtNs_ = 0;

@@ -55,6 +55,18 @@ struct Limits {
   // new lease waits ("rate-limited") while its owner's are spent; rows of
   // leases that exist are always written. Root is not counted.
   std::uint64_t ledgerRowsPerMinutePerUid = 600;
+  // And their bytes: a row is charged its body's size (a client's outcome
+  // record is a bounded digest, so a row is a few KiB at most).
+  std::uint64_t ledgerBytesPerMinutePerUid = 4u << 20;
+
+  // Listings, metrics and lease histories (leases, pools, seats, overview,
+  // metrics, lease) one user may ask for a second, after a burst of twice
+  // that (daemon/query_budget.h); root is not counted. 0: no budget.
+  std::uint64_t queriesPerSecondPerUid = 20;
+
+  // Ledger replays (subscribe with since_ns / after_seq) one user may have
+  // under way at once (root not counted); each is served in slices, one a turn.
+  std::size_t maxReplaysPerUid = 4;
 
   // GPU bound events a run lease's client may report: a burst, then one
   // per `boundRefillUs`. More are answered "rate-limited" and counted.

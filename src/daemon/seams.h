@@ -25,6 +25,9 @@ struct Peer {
   pid_t pid = 0;
   uid_t uid = 0;
   gid_t gid = 0;
+  // Its supplementary groups as the kernel holds them (SO_PEERGROUPS, read
+  // at accept): membership is decided without an NSS look-up on the loop.
+  std::vector<gid_t> groups{};
 };
 
 class Outbox {
@@ -32,6 +35,9 @@ class Outbox {
   virtual ~Outbox() = default;
   // Queues one line to a connection; false when it is gone.
   virtual bool send(std::uint64_t conn, std::string line) = 0;
+  // Asks the loop for turns of Service::backgroundWork() until it says it
+  // is done (a replay served in slices, between other clients' requests).
+  virtual void wantTurn() = 0;
 };
 
 class Watches {

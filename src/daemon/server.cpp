@@ -31,7 +31,10 @@ Limits limitsFromConfig(const config::Daemon& d) {
   l.maxQueuedPerUid = static_cast<std::size_t>(d.maxQueuedPerUid);
   l.maxLeasesPerUid = static_cast<std::size_t>(d.maxLeasesPerUid);
   l.maxChildrenPerLease = static_cast<std::size_t>(d.maxChildrenPerLease);
+  l.maxReplaysPerUid = static_cast<std::size_t>(d.maxReplaysPerUid);
+  l.queriesPerSecondPerUid = d.queriesPerSecondPerUid;
   l.ledgerRowsPerMinutePerUid = d.ledgerRowsPerMinutePerUid;
+  l.ledgerBytesPerMinutePerUid = d.ledgerBytesPerMinutePerUid;
   l.idleTimeoutUs = d.idleTimeoutUs;
   l.partialLineTimeoutUs = d.requestTimeoutUs;
   return l;
@@ -202,6 +205,24 @@ int Server::onTimer(sd_event_source* s, uint64_t, void* self) {
   return 0;
 }
 
+// The peer's supplementary groups as the kernel holds them (SO_PEERGROUPS,
+// Linux 4.13+): what group checks use, without an NSS look-up. None when
+// unreadable: membership then rests on the primary group alone, which can
+// only refuse more, never admit more.
+static std::vector<gid_t> peerGroups(int fd) {
+  std::vector<gid_t> groups(32);
+  for (int tries = 0; tries < 2; ++tries) {
+    auto len = static_cast<socklen_t>(groups.size() * sizeof(gid_t));
+    if (::getsockopt(fd, SOL_SOCKET, SO_PEERGROUPS, groups.data(), &len) == 0) {
+      groups.resize(len / sizeof(gid_t));
+      return groups;
+    }
+    if (errno != ERANGE) break;
+    groups.resize(len / sizeof(gid_t) + 1);
+  }
+  return {};
+}
+
 // Whether one more connection from this peer fits; a refused peer is told why.
 bool Server::admit(const Peer& peer, int fd) {
   std::string why;
@@ -232,7 +253,7 @@ int Server::onAccept(sd_event_source*, int fd, uint32_t, void* self) {
     socklen_t len = sizeof cred;
     if (::getsockopt(cfd, SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0)
       continue;  // unidentified peers are not served
-    Peer peer{cred.pid, cred.uid, cred.gid};
+    Peer peer{cred.pid, cred.uid, cred.gid, peerGroups(cfd)};
     if (!srv->admit(peer, cfd)) continue;
     auto c = std::make_unique<Conn>();
     c->server = srv;
@@ -338,7 +359,10 @@ int Server::onPending(sd_event_source* s, void* self) {
       if (srv->handleLines(c)) srv->updateInterest(c);  // re-queued at the back if it has more
     }
   }
-  if (srv->pending_.empty() && srv->goneLater_.empty())
+  // One slice of the service's background work per share of requests: a
+  // replay of a month goes at the pace of the loop, never in one turn.
+  if (srv->background_) srv->background_ = srv->service_->backgroundWork();
+  if (srv->pending_.empty() && srv->goneLater_.empty() && !srv->background_)
     sd_event_source_set_enabled(s, SD_EVENT_OFF);
   srv->notifyStatus();
   return 0;
@@ -365,6 +389,11 @@ bool Server::send(std::uint64_t connId, std::string line) {
   }
   flush(c);
   return conns_.count(connId) != 0;
+}
+
+void Server::wantTurn() {
+  background_ = true;
+  if (pendingSrc_) sd_event_source_set_enabled(pendingSrc_, SD_EVENT_ON);
 }
 
 void Server::flush(Conn& c) {

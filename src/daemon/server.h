@@ -50,6 +50,7 @@ class Server final : public Outbox, public Watches {
   void afterSample(std::function<void()> fn) { afterSample_ = std::move(fn); }
 
   bool send(std::uint64_t conn, std::string line) override;
+  void wantTurn() override;
   Status watch(const std::string& leaseId, const std::string& path) override;
   bool watchPid(const std::string& leaseId, pid_t pid) override;
   void unwatch(const std::string& leaseId) override;
@@ -97,6 +98,7 @@ class Server final : public Outbox, public Watches {
   std::deque<std::uint64_t> pending_;
   std::set<std::uint64_t> inPending_;
   std::uint64_t lastSweepUs_ = 0;
+  bool background_ = false;  // the service has work in slices (Service::backgroundWork)
   std::vector<std::uint64_t> goneLater_;  // closed during a send; the service is told next turn
   void markPending(std::uint64_t id);
   std::size_t inputBytes_ = 0;  // partial request lines held, all connections

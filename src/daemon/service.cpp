@@ -1,6 +1,7 @@
 #include "daemon/service.h"
 
 #include <fmt/format.h>
+#include <syslog.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -35,7 +36,16 @@ Service::Service(const config::Config& cfg, ledger::Ledger& ledger, ServiceEnv e
       endings_(cfg_.daemon, EndingsEnv{env.cgroupRoot, env.watches, env.units}, ledger, book_,
                events_, [this] { tryGrant(); }),
       views_(cfg_, ledger, book_, measures_, host_, events_, handover_, coverageKernel_) {
-  events_.rowBudget() = RowBudget(env.limits.ledgerRowsPerMinutePerUid);
+  events_.rowBudget() =
+      RowBudget(env.limits.ledgerRowsPerMinutePerUid, env.limits.ledgerBytesPerMinutePerUid);
+  access_ = resolveAccess(cfg_, env.names ? *env.names : systemLookup());
+  queries_ = QueryBudget(env.limits.queriesPerSecondPerUid, 2 * env.limits.queriesPerSecondPerUid);
+  for (const auto& name : access_.unresolved)
+    events_.note(LOG_WARNING,
+                 fmt::format("{}: it admits nobody until the daemon restarts with it "
+                             "resolvable",
+                             name),
+                 {});
   endings_.beforeRecord([this](Lease& l) { sampler_.finalRefusals(l); });
   views_.setKernelUpkeep(&upkeep_);
   // A lease that ends leaves the kernel's charge: its record has the final
@@ -90,6 +100,16 @@ void Service::handle(std::uint64_t conn, const Peer& peer, const rpc::Request& r
         fmt::format("unknown method '{}' ({})", text::truncateUtf8(text::trim(req.method), 64),
                     rpc::api::methodList()));
   }
+  // A read whose cost grows with the box or a lease's history is budgeted
+  // per user (daemon/query_budget.h); a refusal costs a reply.
+  bool costly = *m == Method::Lease || *m == Method::Leases || *m == Method::Pools ||
+                *m == Method::Seats || *m == Method::Overview || *m == Method::Metrics;
+  if (costly && !queries_.take(peer.uid, clock::monotonicUs())) {
+    return fail(conn, req.id, code::kRateLimited,
+                fmt::format("uid {} asks for listings, metrics and lease histories faster than {} "
+                            "a second (queries_per_second_per_uid); ask again in a second",
+                            peer.uid, queries_.perSecond()));
+  }
   // Every params object goes through its method's decoder; a refusal names the field.
   auto with = [&](auto decoded, auto&& then) {
     if (!decoded) return fail(conn, req.id, code::kInvalidParams, decoded.error().message);
@@ -130,19 +150,18 @@ void Service::handle(std::uint64_t conn, const Peer& peer, const rpc::Request& r
       });
     case Method::Subscribe:
       return with(rpc::api::decodeSubscribe(params), [&](auto& p) {
-        // The reply, the ledger's rows since then, then the live events: all
-        // sent before this handler returns, so nothing comes between them.
-        auto replay = events_.replay(p);
-        if (!replay)
-          return fail(
-              conn, id, code::kInternal,
-              fmt::format("cannot read the ledger's rows to replay: {}", replay.error().message));
+        // The reply, then the ledger's rows since then in slices across
+        // turns (backgroundWork), then the live events: in that order.
+        if (auto s = events_.follow(conn, id, p, peer.uid, env_.limits.maxReplaysPerUid); !s)
+          return fail(conn, id, s.error().code ? code::kInternal : code::kBusy,
+                      s.error().code
+                          ? fmt::format("cannot read the ledger to replay: {}", s.error().message)
+                          : s.error().message);
+        bool replaying = p.sinceNs || p.afterSeq;
         reply(conn, id,
-              rpc::api::encode(rpc::api::SubscribeReply{
-                  {"lease", "gpu-bound", "coverage"}, replay->events.size(), replay->truncated}));
-        for (const auto& [event, fields] : replay->events)
-          env_.outbox.send(conn, rpc::encodeEvent(id, event, fields));
-        events_.subscribe(conn, id);
+              rpc::api::encode(
+                  rpc::api::SubscribeReply{{"lease", "gpu-bound", "coverage"}, replaying}));
+        if (replaying) env_.outbox.wantTurn();
       });
     case Method::Leases:
     case Method::Pools:

@@ -47,6 +47,8 @@
 #include "daemon/lease_events.h"
 #include "daemon/limits.h"
 #include "daemon/placement.h"
+#include "daemon/pool_access.h"
+#include "daemon/query_budget.h"
 #include "daemon/sampler.h"
 #include "daemon/seams.h"
 #include "daemon/views.h"
@@ -75,6 +77,9 @@ struct ServiceEnv {
   // The in-kernel charge and bound (bpf/), loaded by the daemon at start
   // where the kernel allows; null: off (fdinfo meters, the sampled kill bounds).
   bpf::KernelCharge* kernelCharge = nullptr;
+  // How the config's user and group names become ids, once at construction
+  // (daemon/pool_access.h); null: the system's (NSS).
+  const NameLookup* names = nullptr;
 };
 
 class Service {
@@ -110,6 +115,11 @@ class Service {
   // else kIdleTickUs. An idle daemon wakes once a second, not four times.
   std::uint64_t tickIntervalUs() const;
   static constexpr std::uint64_t kBusyTickUs = 250'000, kIdleTickUs = 1'000'000;
+  // Work served in slices across turns of the loop, one slice a call (a
+  // follower's replay of the ledger): true while more is left. The loop
+  // calls it between connections' shares of requests when asked
+  // (Outbox::wantTurn).
+  bool backgroundWork() { return events_.replaySlice(); }
   // After each turn of the loop, once its replies are sent: the ledger's
   // head witness moves to the turn's last row (ledger::Ledger::deferHead).
   void endOfTurn() { ledger_.flushHead(); }
@@ -209,6 +219,8 @@ class Service {
   Sampler sampler_;
   Endings endings_;
   Views views_;
+  PoolAccess access_;  // resolved once at construction
+  QueryBudget queries_;
   std::uint64_t lastStatusPassUs_ = 0;           // the last pass telling waiters their status
   std::map<std::string, DeclaredRun> declared_;  // by unit
   std::uint64_t lastDeclaredPassUs_ = 0;

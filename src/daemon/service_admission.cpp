@@ -81,14 +81,21 @@ Service::Admission Service::admit(std::uint64_t conn, const Peer& peer, const js
           book_.roomForLease(peer.uid, attach ? attach->parent : std::string(), env_.limits);
       !room)
     return refused(code::kBusy, room.error().message);
-  if (auto wait = events_.rowBudget().waitUs(peer.uid, clock::monotonicUs())) {
+  if (auto wait = events_.rowBudget().wait(peer.uid, clock::monotonicUs())) {
+    const auto& b = events_.rowBudget();
     return refused(
         code::kRateLimited,
-        fmt::format("uid {}'s leases wrote more than {} ledger rows in the last minute "
-                    "(ledger_rows_per_minute_per_uid); ask for a new lease again in {} s. Leases "
-                    "that exist go on and are recorded",
-                    peer.uid, events_.rowBudget().perMinute(), (*wait + 999'999) / 1'000'000));
+        fmt::format(
+            "uid {}'s leases wrote more than {} in the last minute ({}); ask for a new "
+            "lease again in {} s. Leases that exist go on and are recorded",
+            peer.uid,
+            wait->bytes ? fmt::format("{} bytes of ledger rows", b.bytesPerMinute())
+                        : fmt::format("{} ledger rows", b.rowsPerMinute()),
+            wait->bytes ? "ledger_bytes_per_minute_per_uid" : "ledger_rows_per_minute_per_uid",
+            (wait->us + 999'999) / 1'000'000));
   }
+  // A pool reserved for some (Slurm's, a declared lease's) is theirs alone.
+  if (auto why = poolRefusal(access_, peer, d.pools)) return refused(code::kForbidden, *why);
   // Provenance is the daemon's: no user's lease poses as a Slurm step.
   if (peer.uid != 0) {
     if (auto why = lease::rootOnlyDeclaration(d.name.value_or(""), d.attributes))
@@ -179,22 +186,10 @@ Service::Admission Service::admit(std::uint64_t conn, const Peer& peer, const js
 }
 
 bool Service::mayPrioritise(const Peer& peer) const {
+  // The group resolved at start, the peer's groups as the kernel gave them
+  // at accept: no NSS look-up per request (an LDAP stall once stalled the loop).
   if (peer.uid == 0) return true;
-  if (!cfg_.daemon.priorityGroup) return false;
-  const group* g = ::getgrnam(cfg_.daemon.priorityGroup->c_str());
-  if (!g) return false;
-  if (peer.gid == g->gr_gid) return true;
-  const passwd* pw = ::getpwuid(peer.uid);
-  if (!pw) return false;
-  std::vector<gid_t> groups(64);
-  int n = static_cast<int>(groups.size());
-  gid_t want = g->gr_gid;
-  if (::getgrouplist(pw->pw_name, pw->pw_gid, groups.data(), &n) < 0) {
-    groups.resize(static_cast<std::size_t>(n));
-    if (::getgrouplist(pw->pw_name, pw->pw_gid, groups.data(), &n) < 0) return false;
-  }
-  groups.resize(static_cast<std::size_t>(n));
-  return std::find(groups.begin(), groups.end(), want) != groups.end();
+  return access_.priorityGid && inGroup(peer, *access_.priorityGid);
 }
 
 void Service::tryGrant() {

@@ -150,9 +150,13 @@ json Views::liveLease(const Lease& l, const Lease* parent) {
 json Views::leaseWithRows(const std::string& id) {
   json r;
   if (const Lease* l = book_.find(id)) r = lease(*l);
-  auto events = ledger_.events(id);
-  if (events && !events->empty()) {
-    r["ledger"] = ledger::eventRowsJson(*events);
+  // A lease's rows are few, except a run lease whose client reports bound
+  // events for a month: the first rows (its grant and start) and the newest
+  // are shown, and how many lie between.
+  auto events = ledger_.leaseRows(id, kLeaseRowsFirst, kLeaseRowsLast);
+  if (events && !events->rows.empty()) {
+    r["ledger"] = ledger::eventRowsJson(events->rows);
+    if (events->omitted) r["ledger_omitted"] = events->omitted;
     r["samples"] = ledger::chartSamplesJson(ledger_, id);
     if (!r.contains("state")) {
       r["lease"] = id;

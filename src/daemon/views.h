@@ -55,7 +55,10 @@ class Views {
   json leases();
   // {"total": queued requests, "listed": how many a listing names}.
   json queuedCounts() const;
-  // One lease, live or ended, with its ledger rows; null when there is no such lease.
+  // One lease, live or ended, with its ledger rows (the first kLeaseRowsFirst
+  // and the last kLeaseRowsLast; `ledger_omitted` counts the rest) and its
+  // chart; null when there is no such lease.
+  static constexpr std::size_t kLeaseRowsFirst = 64, kLeaseRowsLast = 448;
   json leaseWithRows(const std::string& id);
   // A live lease as it is now, without its rows (the `lease` query's `live`),
   // and a child's parent beside it as "parent_view": the Slurm plugin's one

@@ -56,6 +56,7 @@ CREATE TABLE IF NOT EXISTS events (
   hash       TEXT    NOT NULL
 );
 CREATE INDEX IF NOT EXISTS events_by_lease ON events (lease_id, seq);
+CREATE INDEX IF NOT EXISTS events_by_time ON events (at_ns);
 CREATE UNIQUE INDEX IF NOT EXISTS events_one_terminal ON events (lease_id)
   WHERE kind IN (@TERMINAL@);
 CREATE TRIGGER IF NOT EXISTS events_no_update BEFORE UPDATE ON events
@@ -486,18 +487,93 @@ Result<std::vector<Event>> Ledger::events(const std::optional<std::string>& leas
 }
 
 Result<std::vector<Event>> Ledger::eventsFrom(std::uint64_t sinceNs, std::int64_t afterSeq,
-                                              std::size_t limit) {
+                                              std::size_t limit, std::int64_t uptoSeq) {
   Stmt q(db_,
          "SELECT seq, at_ns, lease_id, kind, body, prev_hash, hash FROM events WHERE at_ns >= ?1 "
-         "AND seq > ?2 ORDER BY seq LIMIT ?3");
+         "AND seq > ?2 AND seq <= ?4 ORDER BY seq LIMIT ?3");
   if (!q.ok()) return dbError(db_, "ledger query");
   q.i64(1, static_cast<std::int64_t>(std::min<std::uint64_t>(sinceNs, INT64_MAX)));
   q.i64(2, afterSeq);
   q.i64(3, static_cast<std::int64_t>(std::min<std::size_t>(limit, INT64_MAX)));
+  q.i64(4, uptoSeq);
   std::vector<Event> out;
   int rc;
   while ((rc = q.step()) == SQLITE_ROW) out.push_back(eventFrom(q));
   if (rc != SQLITE_DONE) return dbError(db_, "ledger query");
+  return out;
+}
+
+Result<std::int64_t> Ledger::headSeq() {
+  Stmt q(db_, "SELECT max(seq) FROM events");
+  if (!q.ok() || q.step() != SQLITE_ROW) return dbError(db_, "ledger query");
+  return q.colI64(0);  // NULL (no rows) reads as 0
+}
+
+Result<std::int64_t> Ledger::seqBefore(std::uint64_t atNs) {
+  // The events_by_time index: one look-up, not a scan of the rows before.
+  Stmt q(db_, "SELECT seq FROM events WHERE at_ns >= ?1 ORDER BY at_ns, seq LIMIT 1");
+  if (!q.ok()) return dbError(db_, "ledger query");
+  q.i64(1, static_cast<std::int64_t>(std::min<std::uint64_t>(atNs, INT64_MAX)));
+  int rc = q.step();
+  if (rc == SQLITE_DONE) return headSeq();  // nothing written since then
+  if (rc != SQLITE_ROW) return dbError(db_, "ledger query");
+  return q.colI64(0) - 1;
+}
+
+Result<std::optional<Event>> Ledger::firstOfKind(const std::string& leaseId,
+                                                 std::string_view kind) {
+  Stmt q(db_,
+         "SELECT seq, at_ns, lease_id, kind, body, prev_hash, hash FROM events WHERE lease_id = ?1 "
+         "AND kind = ?2 ORDER BY seq LIMIT 1");
+  if (!q.ok()) return dbError(db_, "ledger query");
+  q.text(1, leaseId);
+  q.text(2, kind);
+  int rc = q.step();
+  if (rc == SQLITE_DONE) return std::optional<Event>();
+  if (rc != SQLITE_ROW) return dbError(db_, "ledger query");
+  return std::optional<Event>(eventFrom(q));
+}
+
+Result<LeaseRows> Ledger::leaseRows(const std::string& leaseId, std::size_t first,
+                                    std::size_t last) {
+  LeaseRows out;
+  Stmt n(db_, "SELECT count(*) FROM events WHERE lease_id = ?1");
+  if (!n.ok()) return dbError(db_, "ledger query");
+  n.text(1, leaseId);
+  if (n.step() != SQLITE_ROW) return dbError(db_, "ledger query");
+  auto total = static_cast<std::uint64_t>(n.colI64(0));
+  auto take = [&](const char* sql, std::size_t limit, std::vector<Event>& into) -> Status {
+    Stmt q(db_, sql);
+    if (!q.ok()) return dbError(db_, "ledger query");
+    q.text(1, leaseId);
+    q.i64(2, static_cast<std::int64_t>(limit));
+    int rc;
+    while ((rc = q.step()) == SQLITE_ROW) into.push_back(eventFrom(q));
+    if (rc != SQLITE_DONE) return dbError(db_, "ledger query");
+    return Ok{};
+  };
+  if (total <= first + last) {
+    if (auto s = take("SELECT seq, at_ns, lease_id, kind, body, prev_hash, hash FROM events "
+                      "WHERE lease_id = ?1 ORDER BY seq LIMIT ?2",
+                      first + last, out.rows);
+        !s)
+      return s.error();
+    return out;
+  }
+  if (auto s = take("SELECT seq, at_ns, lease_id, kind, body, prev_hash, hash FROM events "
+                    "WHERE lease_id = ?1 ORDER BY seq LIMIT ?2",
+                    first, out.rows);
+      !s)
+    return s.error();
+  std::vector<Event> tail;
+  if (auto s = take("SELECT seq, at_ns, lease_id, kind, body, prev_hash, hash FROM events "
+                    "WHERE lease_id = ?1 ORDER BY seq DESC LIMIT ?2",
+                    last, tail);
+      !s)
+    return s.error();
+  out.omitted = total - first - tail.size();
+  out.rows.insert(out.rows.end(), std::make_move_iterator(tail.rbegin()),
+                  std::make_move_iterator(tail.rend()));
   return out;
 }
 
@@ -675,6 +751,32 @@ Result<std::vector<Sample>> Ledger::samples(const std::string& leaseId) {
     s.vramBytes = q.colOptU64(4);
     out.push_back(std::move(s));
   }
+  if (rc != SQLITE_DONE) return dbError(db_, "sample query");
+  return out;
+}
+
+Result<std::vector<ChartPoint>> Ledger::chart(const std::string& leaseId, std::size_t points) {
+  // The span first (both ends from the samples_by_lease index), then one
+  // pass by SQLite over the lease's samples, grouped into `points` equal
+  // spans of time: the reply is `points` rows whatever the history holds.
+  Stmt span(db_, "SELECT min(at_ns), max(at_ns) FROM samples WHERE lease_id = ?1");
+  if (!span.ok()) return dbError(db_, "sample query");
+  span.text(1, leaseId);
+  if (span.step() != SQLITE_ROW) return dbError(db_, "sample query");
+  std::vector<ChartPoint> out;
+  auto from = span.colOptU64(0), to = span.colOptU64(1);
+  if (!from || !to || points == 0) return out;
+  std::uint64_t width = (*to - *from) / points + 1;
+  Stmt q(db_,
+         "SELECT min(at_ns), max(memory_current), max(gpu_bytes) FROM samples WHERE lease_id = ?1 "
+         "GROUP BY (at_ns - ?2) / ?3 ORDER BY 1");
+  if (!q.ok()) return dbError(db_, "sample query");
+  q.text(1, leaseId);
+  q.u64(2, *from);
+  q.u64(3, width);
+  int rc;
+  while ((rc = q.step()) == SQLITE_ROW)
+    out.push_back({static_cast<std::uint64_t>(q.colI64(0)), q.colOptU64(1), q.colOptU64(2)});
   if (rc != SQLITE_DONE) return dbError(db_, "sample query");
   return out;
 }

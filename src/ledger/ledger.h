@@ -68,6 +68,20 @@ struct Sample {
   std::optional<std::uint64_t> vramBytes;
 };
 
+// One point of a lease's chart: the peaks of the samples in its span of
+// time, and when the span's first sample was taken (absent: never read).
+struct ChartPoint {
+  std::uint64_t atNs = 0;
+  std::optional<std::uint64_t> memoryBytes;
+  std::optional<std::uint64_t> gpuBytes;
+};
+
+// A lease's rows, its first and last ones when it has more than a reply shows.
+struct LeaseRows {
+  std::vector<Event> rows;    // in seq order
+  std::uint64_t omitted = 0;  // rows between the first and the last ones, not read
+};
+
 struct VerifyReport {
   std::uint64_t rows = 0;        // chain rows checked
   std::uint64_t legacyRows = 0;  // schema-1 rows, not covered by the chain
@@ -111,7 +125,16 @@ class Ledger {
   // order, at most `limit` (what `tally events --since` and a reconnecting
   // follower replay).
   Result<std::vector<Event>> eventsFrom(std::uint64_t sinceNs, std::int64_t afterSeq,
-                                        std::size_t limit);
+                                        std::size_t limit, std::int64_t uptoSeq = INT64_MAX);
+  // The newest row's seq (0: none).
+  Result<std::int64_t> headSeq();
+  // The seq just before the first row written at or after `atNs` (by the
+  // time index, one look-up): where a replay from `atNs` starts.
+  Result<std::int64_t> seqBefore(std::uint64_t atNs);
+  // A lease's first row of `kind`, if it has one (by the lease index).
+  Result<std::optional<Event>> firstOfKind(const std::string& leaseId, std::string_view kind);
+  // A lease's first `first` and last `last` rows, and how many lie between.
+  Result<LeaseRows> leaseRows(const std::string& leaseId, std::size_t first, std::size_t last);
   // Leases with a "granted" row and no terminal row, each with its rows.
   Result<std::vector<std::vector<Event>>> openLeases();
   // The hash chain row by row, after SQLite's own integrity_check of every
@@ -152,6 +175,9 @@ class Ledger {
   // One tick's samples in one transaction (one fsync, not one per lease).
   Status appendSamples(const std::vector<Sample>& samples);
   Result<std::vector<Sample>> samples(const std::string& leaseId);
+  // A lease's samples as at most `points` points (computed by SQLite, in
+  // equal spans of time, each the peaks of its span).
+  Result<std::vector<ChartPoint>> chart(const std::string& leaseId, std::size_t points);
   // Retention: samples older than `fullResolutionNs` keep one per lease and
   // minute; older than `maxAgeNs` none; then the oldest go until at most
   // `maxRows` remain. Returns how many were removed.

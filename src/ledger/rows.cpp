@@ -256,22 +256,13 @@ std::optional<CoverageRow> lastCoverage(Ledger& ledger) {
 // A lease's samples for a chart: at most kChartPoints, each the highest
 // figures of its span of time (a spike is never averaged away).
 json chartSamplesJson(Ledger& ledger, const std::string& id) {
-  constexpr std::size_t kChartPoints = 240;
   json out = json::array();
-  auto samples = ledger.samples(id);
-  if (!samples || samples->empty()) return out;
-  std::size_t per = (samples->size() + kChartPoints - 1) / kChartPoints;
-  for (std::size_t i = 0; i < samples->size(); i += per) {
-    const auto& first = (*samples)[i];
-    std::optional<std::uint64_t> mem, gpu;
-    for (std::size_t j = i; j < std::min(samples->size(), i + per); ++j) {
-      const auto& s = (*samples)[j];
-      if (s.memoryCurrent) mem = std::max(mem.value_or(0), *s.memoryCurrent);
-      if (s.gpuBytes) gpu = std::max(gpu.value_or(0), *s.gpuBytes);
-    }
-    out.push_back({{"at_ns", first.atNs},
-                   {"memory_bytes", jsonview::orNull(mem)},
-                   {"gpu_bytes", jsonview::orNull(gpu)}});
+  auto points = ledger.chart(id, kChartPoints);
+  if (!points) return out;
+  for (const auto& p : *points) {
+    out.push_back({{"at_ns", p.atNs},
+                   {"memory_bytes", jsonview::orNull(p.memoryBytes)},
+                   {"gpu_bytes", jsonview::orNull(p.gpuBytes)}});
   }
   return out;
 }

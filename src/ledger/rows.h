@@ -100,9 +100,11 @@ nlohmann::json encode(const CoverageRow& r);
 // The newest coverage row (kernel and coverage only), absent when none was recorded.
 std::optional<CoverageRow> lastCoverage(Ledger& ledger);
 
-// A lease's samples for a chart (`tally lease show`): at most 240 points,
-// each the highest figures of its span of time (a spike is never averaged
-// away): [{"at_ns", "memory_bytes", "gpu_bytes"}], null where not read.
+// A lease's samples for a chart (`tally lease show`): at most kChartPoints
+// points, computed by the database (Ledger::chart), each the highest figures
+// of its span of time (a spike is never averaged away):
+// [{"at_ns", "memory_bytes", "gpu_bytes"}], null where not read.
+inline constexpr std::size_t kChartPoints = 240;
 nlohmann::json chartSamplesJson(Ledger& ledger, const std::string& leaseId);
 
 // A lease's chain rows as `lease show` has them: [{"seq", "at_ns", "kind", "body", "hash"}].

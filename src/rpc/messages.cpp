@@ -175,7 +175,7 @@ Result<BoundReply> decodeBoundReply(const json& result) {
 }
 
 json encode(const SubscribeReply& r) {
-  return {{"subscribed", r.events}, {"replayed", r.replayed}, {"truncated", r.truncated}};
+  return {{"subscribed", r.events}, {"replaying", r.replaying}};
 }
 
 Result<SubscribeReply> decodeSubscribeReply(const json& result) {
@@ -183,12 +183,9 @@ Result<SubscribeReply> decodeSubscribeReply(const json& result) {
   Fields f(result);
   SubscribeReply r;
   if (auto s = strings(f, "subscribed", r.events); !s) return s.error();
-  auto replayed = f.u64("replayed", kMaxReplayed);  // absent: an older daemon replays nothing
-  if (!replayed) return replayed.error();
-  r.replayed = replayed->value_or(0);
-  auto truncated = f.boolean("truncated");
-  if (!truncated) return truncated.error();
-  r.truncated = *truncated;
+  auto replaying = f.boolean("replaying");
+  if (!replaying) return replaying.error();
+  r.replaying = *replaying;
   return r;
 }
 
@@ -312,6 +309,28 @@ Result<GpuBoundEvent> decodeGpuBoundEvent(const json& event) {
     if (!v) return v.error();
     *out = v->value_or("");
   }
+  return e;
+}
+
+json encode(const ReplayedEvent& e) {
+  json j{{"rows", e.rows}, {"truncated", e.truncated}};
+  if (e.error) j["error"] = *e.error;
+  return j;
+}
+
+Result<ReplayedEvent> decodeReplayedEvent(const json& event) {
+  if (auto s = isObject(event, "replayed event"); !s) return s.error();
+  Fields f(event);
+  ReplayedEvent e;
+  auto rows = f.u64("rows", kMaxReplayed);
+  if (!rows) return rows.error();
+  e.rows = rows->value_or(0);
+  auto truncated = f.boolean("truncated");
+  if (!truncated) return truncated.error();
+  e.truncated = *truncated;
+  auto error = f.str("error", 4096);
+  if (!error) return error.error();
+  e.error = *error;
   return e;
 }
 

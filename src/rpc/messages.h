@@ -77,13 +77,12 @@ struct BoundReply {
 json encode(const BoundReply& r);
 Result<BoundReply> decodeBoundReply(const json& result);
 
-// subscribe: the event kinds that follow, and how many ledger rows are
-// replayed before the live events (since_ns / after_seq), at most
-// kMaxReplayed: `truncated` when more matched (ask again after the last seq).
+// subscribe: the event kinds that follow, and whether the ledger's rows
+// are replayed first (since_ns / after_seq): then a "replayed" event
+// (ReplayedEvent) ends the replay, before the live events.
 struct SubscribeReply {
   std::vector<std::string> events;
-  std::uint64_t replayed = 0;
-  bool truncated = false;
+  bool replaying = false;
 };
 inline constexpr std::size_t kMaxReplayed = 10000;
 json encode(const SubscribeReply& r);
@@ -140,5 +139,16 @@ struct GpuBoundEvent {
 };
 json encode(const GpuBoundEvent& e);
 Result<GpuBoundEvent> decodeGpuBoundEvent(const json& event);
+
+// Event "replayed": a subscriber's replay is over; `rows` events were
+// replayed, at most kMaxReplayed (`truncated`: more matched, ask again after
+// the last seq). `error`: the ledger could not be read further.
+struct ReplayedEvent {
+  std::uint64_t rows = 0;
+  bool truncated = false;
+  std::optional<std::string> error;
+};
+json encode(const ReplayedEvent& e);
+Result<ReplayedEvent> decodeReplayedEvent(const json& event);
 
 }  // namespace tally::rpc::api

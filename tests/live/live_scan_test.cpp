@@ -87,9 +87,12 @@ TEST_F(LiveScan, SeesOwnChildren) {
     EXPECT_TRUE(p->comm.has_value());
     EXPECT_TRUE(p->cgroup.has_value() || p->cgroupUnknownReason.has_value());
   }
-  ASSERT_EQ(find(*s, a)->kfdVram.size(), 1u);
-  EXPECT_EQ(find(*s, a)->kfdVram[0].bytes, 4096u);
-  EXPECT_TRUE(find(*s, b)->kfdVram.empty());
+  const Process* pa = find(*s, a);
+  const Process* pb = find(*s, b);
+  ASSERT_TRUE(pa && pb);
+  ASSERT_EQ(pa->kfdVram.size(), 1u);
+  EXPECT_EQ(pa->kfdVram[0].bytes, 4096u);
+  EXPECT_TRUE(pb->kfdVram.empty());
   EXPECT_EQ(find(*s, ::getpid()), nullptr);  // the test process holds no such fd
 }
 

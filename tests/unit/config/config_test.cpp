@@ -26,6 +26,8 @@ gtt_ceiling = "compute"
 
 [pools.batch]
 capacity = 8
+allow_users = ["alice", "1002"]
+allow_groups = ["slurm"]
 )";
 
 TEST(Config, ParsesEveryKeyIntoRawUnits) {
@@ -52,6 +54,9 @@ TEST(Config, ParsesEveryKeyIntoRawUnits) {
   EXPECT_EQ(c.pools[1].gttCeiling, devices::GttConsumer::Smaller);  // the default
   EXPECT_FALSE(c.pools[1].memoryBudget);
   EXPECT_FALSE(c.pools[1].gpuMemoryBudget);
+  EXPECT_EQ(c.pools[1].allowUsers, (std::vector<std::string>{"alice", "1002"}));
+  EXPECT_EQ(c.pools[1].allowGroups, std::vector<std::string>{"slurm"});
+  EXPECT_TRUE(c.pools[0].allowUsers.empty() && c.pools[0].allowGroups.empty());  // open to all
   EXPECT_EQ(c.pool("batch"), &c.pools[1]);
   EXPECT_EQ(c.pool("nope"), nullptr);
 }
@@ -104,6 +109,8 @@ gpu_memory_budget = "96 parsecs"
 devices = ["0000:C6:00.0", 7]
 memory_budgt = "1G"
 gtt_ceiling = "rocm"
+allow_users = "alice"
+allow_groups = ["", 7]
 )",
                          "t.toml");
   ASSERT_FALSE(p.config);
@@ -123,6 +130,12 @@ gtt_ceiling = "rocm"
       << all;
   EXPECT_NE(all.find("t.toml:10: pools.gpu.gtt_ceiling must be \"smaller\", \"graphics\" (Mesa, "
                      "Vulkan) or \"compute\" (ROCm)"),
+            std::string::npos)
+      << all;
+  EXPECT_NE(all.find("t.toml:11: pools.gpu.allow_users must be an array of names or numeric ids"),
+            std::string::npos)
+      << all;
+  EXPECT_NE(all.find("t.toml:12: pools.gpu.allow_groups: each entry must be a user or group name"),
             std::string::npos)
       << all;
   // Sorted by line.

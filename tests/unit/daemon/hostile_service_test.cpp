@@ -2,6 +2,7 @@
 // each answered with an error naming the field or the state, never a crash.
 #include <fcntl.h>
 
+#include "daemon/query_budget.h"
 #include "daemon/service_fixture.h"
 #include "util/clean_text.h"
 
@@ -395,6 +396,63 @@ TEST_F(HostileServiceTest, OneUsersQueueAndPriorityAreHerOwn) {
       << other;
 }
 
+// Any group member could fill a pool reserved for Slurm or a declared
+// lease: a pool's allow_users / allow_groups admit only those (root always),
+// decided on ids resolved at start and the peer's groups from the kernel
+// (SO_PEERGROUPS): no NSS look-up per request.
+TEST_F(HostileServiceTest, APoolWithAnAccessListIsTheirsAlone) {
+  cfg.pools.push_back(config::Pool{"slurm", 8, std::nullopt, std::nullopt, {}});
+  cfg.pools.back().allowUsers = {"alice", "1002"};
+  cfg.pools.back().allowGroups = {"gpu-users", "nosuchgroup"};
+  cfg.daemon.priorityGroup = "gpu-users";
+  daemon::NameLookup names;
+  int lookups = 0;
+  names.user = [&](const std::string& n) -> std::optional<uid_t> {
+    ++lookups;
+    if (n == "alice") return 1003;
+    if (n == "1002") return 1002;
+    return std::nullopt;
+  };
+  names.group = [&](const std::string& n) -> std::optional<gid_t> {
+    ++lookups;
+    if (n == "gpu-users") return 500;
+    return std::nullopt;
+  };
+  namesOverride = &names;
+  reopen();
+  const int atStart = lookups;
+  EXPECT_EQ(atStart, 5);  // each name once, at start
+  auto as = [&](std::uint64_t conn, uid_t uid, gid_t gid, std::vector<gid_t> groups, json params) {
+    rpc::Request req{json(next++), "acquire", std::move(params)};
+    service->handle(conn, daemon::Peer{1000, uid, gid, std::move(groups)}, req);
+    return outbox.last(conn);
+  };
+  json slurm = {{"pools", {"slurm"}}};
+  json r = as(1, 1000, 1000, {}, slurm);
+  EXPECT_EQ(r["error"]["code"], "forbidden") << r;
+  EXPECT_EQ(r["error"]["message"],
+            "uid 1000 may not use pool slurm: it is reserved by its allow_users and allow_groups "
+            "in the config; ask the operator to add you, or use another pool");
+  EXPECT_EQ(as(2, 1000, 1000, {}, {{"pools", {"one", "slurm"}}})["error"]["code"], "forbidden")
+      << "every pool asked for is checked";
+  EXPECT_TRUE(as(3, 1003, 1003, {}, slurm)["ok"]) << "alice, by name";
+  EXPECT_TRUE(as(4, 1002, 1002, {}, slurm)["ok"]) << "a numeric id";
+  EXPECT_TRUE(as(5, 1004, 1004, {27, 500}, slurm)["ok"]) << "a supplementary group";
+  EXPECT_TRUE(as(6, 1005, 500, {}, slurm)["ok"]) << "the primary group";
+  EXPECT_TRUE(as(7, 0, 0, {}, slurm)["ok"]) << "root";
+  EXPECT_TRUE(as(8, 1000, 1000, {}, {{"pools", {"one"}}})["ok"]) << "an open pool";
+  // The priority group the same way.
+  json prio = {{"pools", {"gpu"}}, {"gpu_memory_max", GiB}, {"priority", 10}};
+  EXPECT_TRUE(as(9, 1006, 1006, {500}, prio)["ok"]);
+  EXPECT_EQ(as(10, 1006, 1006, {501}, prio)["error"]["code"], "forbidden");
+  EXPECT_EQ(lookups, atStart) << "no look-up per request";
+  // A name that resolves to nothing admits nobody, and is said at start.
+  bool said = false;
+  for (const auto& n : journal.notes)
+    said |= n.message.find("pools.slurm.allow_groups: no group 'nosuchgroup'") != std::string::npos;
+  EXPECT_TRUE(said);
+}
+
 // An acquire/release loop grew the ledger without limit: every row a user's
 // leases write is charged to her, and past the budget her new leases wait
 // while her existing ones are still recorded, and other users are untouched.
@@ -488,18 +546,101 @@ TEST_F(HostileServiceTest, AFullQueueNeverBreaksAnyonesListing) {
   EXPECT_EQ(pools[1]["queue_length"], 4032);
 }
 
-TEST(RowBudget, RefillsAtItsRatePerMinuteAndForgetsFullAccounts) {
-  daemon::RowBudget b(60);  // one row a second
+// Rows are not the whole cost: each row is charged its bytes, and a user
+// whose leases write big rows is held at the bytes budget, named.
+TEST_F(HostileServiceTest, OneUsersLedgerBytesAreBudgetedToo) {
+  limits.ledgerRowsPerMinutePerUid = 100'000;
+  limits.ledgerBytesPerMinutePerUid = 64 * 1024;
+  reopen();
+  json attrs = json::object();
+  for (int i = 0; i < 16; ++i)
+    attrs[fmt::format("k{:02}", i)] = std::string(250, static_cast<char>('a' + i));
+  int granted = 0;
+  json r;
+  for (; granted < 100; ++granted) {
+    r = call(2, 1000, "acquire",
+             {{"pools", {"gpu"}}, {"gpu_memory_max", GiB}, {"attributes", attrs}});
+    if (!r["ok"]) break;
+    ASSERT_TRUE(call(2, 1000, "release", {{"lease", r["result"]["lease"]}})["ok"]);
+  }
+  // A granted row is over 4 KiB of attributes: about 15 of them fill 64 KiB.
+  EXPECT_GE(granted, 10);
+  EXPECT_LE(granted, 16);
+  EXPECT_EQ(r["error"]["code"], "rate-limited") << r;
+  EXPECT_NE(r["error"]["message"].get<std::string>().find(
+                "uid 1000's leases wrote more than 65536 bytes of ledger rows in the last minute "
+                "(ledger_bytes_per_minute_per_uid)"),
+            std::string::npos)
+      << r;
+  EXPECT_TRUE(call(3, 1001, "acquire", {{"pools", {"gpu"}}, {"gpu_memory_max", GiB}})["ok"]);
+}
+
+// 1,024 pipelined `lease` requests for a lease with a month of samples
+// held the loop 20 s: reads that grow with history or the box are budgeted
+// per user, and past the budget each is a cheap refusal naming it.
+TEST_F(HostileServiceTest, OneUsersFloodOfHistoryReadsIsBudgeted) {
+  std::string id = call(1, 1000, "acquire", {{"pools", {"one"}}})["result"]["lease"];
+  int answered = 0, refused = 0;
+  json last;
+  for (int i = 0; i < 1024; ++i) {
+    json r = call(2, 1000, "lease", {{"lease", id}});
+    if (r["ok"]) {
+      ++answered;
+    } else {
+      ++refused;
+      last = r;
+    }
+  }
+  EXPECT_GE(answered, 40);  // the burst (and what refilled while the test ran)
+  EXPECT_LT(answered, 200);
+  EXPECT_EQ(answered + refused, 1024);
+  EXPECT_EQ(last["error"]["code"], "rate-limited");
+  EXPECT_EQ(last["error"]["message"],
+            "uid 1000 asks for listings, metrics and lease histories faster than 20 a second "
+            "(queries_per_second_per_uid); ask again in a second");
+  for (const char* method : {"leases", "seats", "overview", "pools", "metrics"})
+    EXPECT_EQ(call(2, 1000, method, json::object())["error"]["code"], "rate-limited") << method;
+  // Her budget is hers: another user, root, and her own lease's work go on.
+  EXPECT_TRUE(call(3, 1001, "lease", {{"lease", id}})["ok"]);
+  EXPECT_TRUE(call(4, 0, "leases", json::object())["ok"]);
+  EXPECT_TRUE(call(2, 1000, "hello", json::object())["ok"]);
+  EXPECT_EQ(call(1, 1000, "release", {{"lease", id}})["result"]["state"],
+            "withdrawn");  // it never ran
+}
+
+TEST(QueryBudget, ABurstThenASteadyRatePerUser) {
+  daemon::QueryBudget b(10, 20);
+  const std::uint64_t t0 = 5'000'000;
+  for (int i = 0; i < 20; ++i) EXPECT_TRUE(b.take(1000, t0)) << i;
+  EXPECT_FALSE(b.take(1000, t0));
+  EXPECT_FALSE(b.take(1000, t0 + 99'999));
+  EXPECT_TRUE(b.take(1000, t0 + 100'000));  // one every 100 ms
+  EXPECT_FALSE(b.take(1000, t0 + 100'000));
+  EXPECT_TRUE(b.take(1001, t0));                             // each user her own
+  for (int i = 0; i < 100; ++i) EXPECT_TRUE(b.take(0, t0));  // root is not counted
+  EXPECT_TRUE(daemon::QueryBudget(0, 0).take(1000, t0));     // 0: no budget
+}
+
+TEST(RowBudget, RowsAndBytesRefillAtTheirRatePerMinuteAndFullAccountsAreForgotten) {
+  daemon::RowBudget b(60, 6000);  // a row and 100 bytes a second
   const std::uint64_t t0 = 1'000'000'000;
-  EXPECT_FALSE(b.waitUs(1000, t0));
-  b.charge(1000, t0, 61);                     // one past the budget
-  EXPECT_EQ(b.waitUs(1000, t0), 2'000'001u);  // back to 1 row after 2 s
-  EXPECT_TRUE(b.waitUs(1000, t0 + 1'999'999));
-  EXPECT_FALSE(b.waitUs(1000, t0 + 2'000'000));
-  b.charge(0, t0, 1'000'000);  // root is not counted
-  EXPECT_FALSE(b.waitUs(0, t0));
-  EXPECT_EQ(b.accounts(), 1u);
-  b.prune(t0 + 61'000'000);  // a minute later it is full again: forgotten
+  EXPECT_FALSE(b.wait(1000, t0));
+  for (int i = 0; i < 61; ++i) b.charge(1000, t0, 10);  // one row past the budget, 610 bytes
+  auto w = b.wait(1000, t0);
+  ASSERT_TRUE(w);
+  EXPECT_FALSE(w->bytes);
+  EXPECT_EQ(w->us, 2'000'001u);  // back to 1 row after 2 s
+  EXPECT_TRUE(b.wait(1000, t0 + 1'999'999));
+  EXPECT_FALSE(b.wait(1000, t0 + 2'000'000));
+  b.charge(1001, t0, 6100);  // one row of 6,100 bytes: 100 past the bytes budget
+  w = b.wait(1001, t0);
+  ASSERT_TRUE(w);
+  EXPECT_TRUE(w->bytes);
+  EXPECT_EQ(w->us, 1'010'001u);  // 101 bytes at 100 a second
+  b.charge(0, t0, 1'000'000);    // root is not counted
+  EXPECT_FALSE(b.wait(0, t0));
+  EXPECT_EQ(b.accounts(), 2u);
+  b.prune(t0 + 61'000'000);  // a minute later both are full again: forgotten
   EXPECT_EQ(b.accounts(), 0u);
 }
 

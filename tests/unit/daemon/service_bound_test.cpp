@@ -2,6 +2,7 @@
 // over gpu_memory_max through the seams, coverage recorded per start, the
 // bound advisory once the kernel charges GTT.
 #include "daemon/service_fixture.h"
+#include "util/sha256.h"
 
 namespace tally {
 namespace {
@@ -182,8 +183,40 @@ TEST_F(ServiceBoundTest, ARunLeaseOverItsGpuMemoryMaxIsKilledByTheDaemonWhatever
   EXPECT_EQ(stored["declared"]["memory_high"], 1 << 20);  // declared by the client alone
   EXPECT_EQ(stored["declared"]["oom_policy"], "continue");
   EXPECT_EQ(stored["lease"]["command"], json({"llama-server"}));
-  EXPECT_EQ(stored["client"], claimed);  // the client's word, whole, as its own
+  // The client's word as a bounded digest: its hash, its size, the fields read.
+  EXPECT_EQ(stored["client"]["sha256"], sha256::hex(claimed.dump()));
+  EXPECT_EQ(stored["client"]["bytes"], claimed.dump().size());
+  EXPECT_EQ(stored["client"]["outcome"], claimed["outcome"]);
+  EXPECT_EQ(stored["client"]["declared"], claimed["declared"]);
+  EXPECT_FALSE(stored["client"].contains("gpu")) << "only the fields readers use";
   EXPECT_TRUE(ledgerDb->verify()->problems.empty());
+}
+
+// A client's record of 128 KiB once cost the ledger 128 KiB a lease (24 MB
+// a minute per user): the outcome row keeps a digest and a bounded command.
+TEST_F(ServiceBoundTest, AClientsLargeRecordCostsTheLedgerABoundedRow) {
+  json a = call(1, 1000, "acquire", {{"pools", {"gpu"}}, {"gpu_memory_max", GiB}});
+  ASSERT_TRUE(a["ok"]) << a;
+  std::string id = a["result"]["lease"];
+  std::string scope = "/tally.slice/tally-" + id + ".scope";
+  workloadCgroup(scope, true, 1000);
+  ASSERT_TRUE(call(1, 1000, "started", {{"lease", id}, {"cgroup", scope}})["ok"]);
+  json command = json::array();
+  for (int i = 0; i < 1000; ++i) command.push_back(std::string(100, 'x'));
+  json claimed = {{"lease", {{"id", id}, {"command", command}}},
+                  {"padding", std::string(20'000, 'p')},
+                  {"outcome", {{"class", "exited"}, {"exit_code", 3}, {"summary", "exited 3"}}}};
+  ASSERT_GT(claimed.dump().size(), 120'000u);
+  ASSERT_TRUE(call(1, 1000, "complete", {{"lease", id}, {"record", claimed}})["ok"]);
+  auto row = rows(id).back();
+  EXPECT_LT(row.body.size(), 8'192u) << "a bounded row whatever the client sends";
+  json stored = json::parse(row.body);
+  EXPECT_EQ(stored["lease"]["command"].size(), 40u);  // 4 KiB of 100-byte arguments
+  EXPECT_EQ(stored["lease"]["command_omitted"], 960);
+  EXPECT_EQ(stored["client"]["sha256"], sha256::hex(claimed.dump()));
+  EXPECT_EQ(stored["client"]["outcome"]["exit_code"], 3);
+  EXPECT_FALSE(stored["client"].contains("padding"));
+  EXPECT_EQ(stored["outcome"]["exit_code"], 3);
 }
 
 // A client's word alone never makes an ending "killed by tally": the daemon

@@ -28,6 +28,8 @@ struct FakeOutbox : daemon::Outbox {
     return true;
   }
   json last(std::uint64_t conn) { return sent[conn].empty() ? json() : sent[conn].back(); }
+  unsigned turnsWanted = 0;
+  void wantTurn() override { ++turnsWanted; }
 };
 
 struct FakeWatches : daemon::Watches {
@@ -133,6 +135,7 @@ class ServiceTest : public ::testing::Test {
     daemon::ServiceEnv env{*proc, *sys, &*cgroup, outbox, watches, &units, 4096, &journal, limits};
     env.monotonicUs = &fakeMonotonicUs;
     env.kernelCharge = kernelCharge;
+    env.names = namesOverride;
     service = std::make_unique<daemon::Service>(cfg, *ledgerDb, env);
   }
   // The sampler's clock. By default every reading is 1 s after the last, so
@@ -178,6 +181,7 @@ class ServiceTest : public ::testing::Test {
   FakeUnits units;
   FakeJournal journal;
   std::optional<ledger::Ledger> ledgerDb;
+  const daemon::NameLookup* namesOverride = nullptr;  // null: the system's
   std::optional<fs::Root> proc, sys, cgroup;
   std::unique_ptr<daemon::Service> service;
   bpf::KernelCharge* kernelCharge = nullptr;  // the in-kernel charge a test gives the daemon

@@ -105,21 +105,32 @@ TEST_F(ServiceTest, ASubscriberHearsTheLedgersRowsSinceATimeAsTheEventsTheyWere)
   ASSERT_EQ(live.size(), 4u);  // a granted, released, withdrawn; b granted
 
   auto replayedOn = [&](std::uint64_t conn, const json& params) {
-    call(conn, 0, "subscribe", params);
+    json reply = call(conn, 0, "subscribe", params)["result"];
+    // Nothing of the replay in the request's own turn: the loop serves it.
+    EXPECT_EQ(outbox.sent[conn].size(), 1u);
+    while (service->backgroundWork()) {
+    }
     std::vector<json> got;
-    json reply;
+    json end;
     for (json e : outbox.sent[conn]) {
-      if (e.contains("result")) {
-        reply = e["result"];
+      if (e.contains("result")) continue;
+      if (e["event"] == "replayed") {
+        end = e;
         continue;
       }
+      EXPECT_TRUE(end.is_null()) << "after the end of the replay: " << e;
       EXPECT_EQ(e["replayed"], true) << e;
       e.erase("replayed");
       e.erase("id");
       got.push_back(e);
     }
-    EXPECT_EQ(reply["replayed"], got.size()) << reply;
-    EXPECT_EQ(reply["truncated"], false);
+    EXPECT_EQ(reply["replaying"], !params.empty()) << reply;
+    if (!params.empty()) {
+      EXPECT_EQ(end["rows"], got.size()) << end;
+      EXPECT_EQ(end["truncated"], false);
+    } else {
+      EXPECT_TRUE(end.is_null());
+    }
     return got;
   };
   EXPECT_EQ(replayedOn(8, {{"since_ns", 0}}), live);
@@ -139,6 +150,66 @@ TEST_F(ServiceTest, ASubscriberHearsTheLedgersRowsSinceATimeAsTheEventsTheyWere)
   EXPECT_EQ(outbox.sent[8][before]["kind"], "released");
   EXPECT_FALSE(outbox.sent[8][before].contains("replayed"));
   EXPECT_EQ(outbox.sent[8][before]["seq"], live.back()["seq"].get<std::int64_t>() + 1);
+}
+
+// 64 followers replaying a long ledger once stalled the loop 23 s: a
+// replay is served a slice (256 rows) per call of the loop, round-robin, the
+// events that happen meanwhile held and sent after it in order, and one
+// user's replays at once are budgeted (max_replays_per_uid).
+TEST_F(ServiceTest, AReplayIsServedInSlicesAcrossTurnsAndLiveEventsWaitBehindIt) {
+  // 700 rows: a lease granted and released 350 times... a lifecycle of 3 rows each.
+  for (int i = 0; i < 240; ++i) {
+    std::string id = call(1, 0, "acquire", {{"pools", {"one"}}, {"name", "a"}})["result"]["lease"];
+    call(1, 0, "release", {{"lease", id}});
+  }
+  std::size_t rows = ledgerDb->events()->size();
+  ASSERT_GE(rows, 720u);
+  for (std::uint64_t conn : {21u, 22u}) {
+    EXPECT_TRUE(call(conn, 1000, "subscribe", {{"since_ns", 0}})["result"]["replaying"]);
+    EXPECT_EQ(outbox.sent[conn].size(), 1u) << "the reply only";
+  }
+  EXPECT_GE(outbox.turnsWanted, 1u);
+  // One slice: one follower, 256 rows at most.
+  ASSERT_TRUE(service->backgroundWork());
+  std::size_t first = outbox.sent[21].size() + outbox.sent[22].size() - 2;
+  EXPECT_GT(first, 0u);
+  EXPECT_LE(first, daemon::LeaseEvents::kReplaySliceRows);
+  // A live event during the replay waits behind it.
+  std::string late =
+      call(2, 0, "acquire", {{"pools", {"one"}}, {"name", "late"}})["result"]["lease"];
+  for (std::uint64_t conn : {21u, 22u})
+    for (const json& e : outbox.sent[conn]) EXPECT_NE(e.value("lease", ""), late) << e;
+  unsigned slices = 1;
+  while (service->backgroundWork()) ++slices;
+  EXPECT_GE(slices, 2 * ((rows + 255) / 256) - 1);  // both followers, a slice at a time
+  for (std::uint64_t conn : {21u, 22u}) {
+    const auto& got = outbox.sent[conn];
+    std::size_t end = 0;
+    for (std::size_t i = 0; i < got.size(); ++i)
+      if (got[i].value("event", "") == "replayed") end = i;
+    ASSERT_GT(end, 0u);
+    EXPECT_EQ(got[end]["truncated"], false);
+    ASSERT_EQ(got.size(), end + 2) << "the held live event after the end";
+    EXPECT_EQ(got.back()["lease"], late);
+    EXPECT_FALSE(got.back().contains("replayed"));
+    std::int64_t seq = 0;
+    for (std::size_t i = 1; i < end; ++i) {  // in order, each row once
+      EXPECT_GT(got[i]["seq"].get<std::int64_t>(), seq);
+      seq = got[i]["seq"];
+    }
+  }
+  // The budget: 4 replays of one user at once; the fifth is refused naming it.
+  for (std::uint64_t conn = 30; conn < 34; ++conn)
+    EXPECT_TRUE(call(conn, 1000, "subscribe", {{"after_seq", 0}})["ok"]);
+  json r = call(34, 1000, "subscribe", {{"after_seq", 0}});
+  EXPECT_EQ(r["error"]["code"], "busy");
+  EXPECT_NE(r["error"]["message"].get<std::string>().find("max_replays_per_uid"),
+            std::string::npos);
+  EXPECT_TRUE(call(35, 1001, "subscribe", {{"after_seq", 0}})["ok"]) << "another user's own budget";
+  EXPECT_TRUE(call(36, 1000, "subscribe", json::object())["ok"])
+      << "following live is not a replay";
+  service->disconnected(30);
+  EXPECT_TRUE(call(34, 1000, "subscribe", {{"after_seq", 0}})["ok"]);
 }
 
 TEST_F(ServiceTest, BudgetedPoolRefusesAnUndeclaredRequest) {

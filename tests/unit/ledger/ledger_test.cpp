@@ -1,5 +1,6 @@
 #include "ledger/ledger.h"
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 #include <sqlite3.h>
 #include <sys/stat.h>
@@ -254,6 +255,83 @@ TEST(LedgerSamples, OneTicksSamplesGoInTogether) {
   EXPECT_EQ((*db->samples("a"))[0].gttBytes, 2u);
   EXPECT_FALSE((*db->samples("a"))[0].vramBytes);
   EXPECT_EQ((*db->samples("b"))[0].memoryCurrent, 3u);
+}
+
+// A lease's chart is computed by the database in at most `points` equal
+// spans of time, each the peaks of its span: a month of samples is 240
+// points, a one-sample spike is kept, a span never read is absent (not 0).
+TEST(LedgerSamples, AChartIsAtMostItsPointsOfPeaksComputedByTheDatabase) {
+  TempDir dir;
+  auto db = ledger::Ledger::open(dir.path());
+  const std::uint64_t s = 1'000'000'000;
+  std::vector<ledger::Sample> rows;
+  for (std::uint64_t i = 0; i < 24'000; ++i) {
+    std::optional<std::uint64_t> gpu;
+    if (i < 12'000) gpu = 100 + i % 7;  // the second half never read the GPU
+    rows.push_back({"l1", 1000 * s + i * 2 * s, i == 5'000 ? 9'999'999 : 1000 + i % 13, gpu,
+                    std::nullopt, std::nullopt});
+  }
+  rows.push_back({"other", 1000 * s, 1, 1, 1, 1});
+  ASSERT_TRUE(db->appendSamples(rows));
+  auto chart = db->chart("l1", 240);
+  ASSERT_TRUE(chart);
+  ASSERT_EQ(chart->size(), 240u);  // 24,000 samples in 240 spans of 100
+  EXPECT_EQ(chart->front().atNs, 1000 * s);
+  std::uint64_t spikes = 0;
+  for (std::size_t i = 0; i < chart->size(); ++i) {
+    const auto& p = (*chart)[i];
+    if (i) {
+      EXPECT_GT(p.atNs, (*chart)[i - 1].atNs);
+    }
+    if (p.memoryBytes == 9'999'999u) {
+      ++spikes;
+    } else {
+      EXPECT_EQ(p.memoryBytes, 1012u) << i;  // the peak of 1000 + i % 13
+    }
+    if (i < 120) {
+      EXPECT_EQ(p.gpuBytes, 106u) << i;
+    } else {
+      EXPECT_FALSE(p.gpuBytes) << i;  // never read: absent, not 0
+    }
+  }
+  EXPECT_EQ(spikes, 1u);
+  EXPECT_EQ(db->chart("l1", 1000)->size(), 1000u);
+  EXPECT_EQ(db->chart("other", 240)->size(), 1u);
+  EXPECT_TRUE(db->chart("none", 240)->empty());
+}
+
+// A lease's rows in a reply: its first and newest ones, and how many lie
+// between (a client reporting bound events for a month writes millions).
+TEST(Ledger, ALeasesRowsAreItsFirstAndLastAndACountOfTheRest) {
+  TempDir dir;
+  auto db = ledger::Ledger::open(dir.path());
+  for (int i = 0; i < 50; ++i) {
+    ASSERT_TRUE(
+        db->appendEvent("a", i == 0 ? "granted" : "gpu-bound", fmt::format("{{\"i\":{}}}", i)));
+    ASSERT_TRUE(db->appendEvent("b", "gpu-bound", "{}"));
+  }
+  auto few = db->leaseRows("a", 64, 64);
+  ASSERT_TRUE(few);
+  EXPECT_EQ(few->rows.size(), 50u);
+  EXPECT_EQ(few->omitted, 0u);
+  auto some = db->leaseRows("a", 3, 5);
+  ASSERT_TRUE(some);
+  ASSERT_EQ(some->rows.size(), 8u);
+  EXPECT_EQ(some->omitted, 42u);
+  EXPECT_EQ(some->rows[0].kind, "granted");
+  EXPECT_EQ(some->rows[2].body, R"({"i":2})");
+  EXPECT_EQ(some->rows[3].body, R"({"i":45})");
+  EXPECT_EQ(some->rows[7].body, R"({"i":49})");
+  for (const auto& r : some->rows) EXPECT_EQ(r.leaseId, "a");
+  EXPECT_TRUE(db->leaseRows("none", 3, 5)->rows.empty());
+  // The time index: where a replay from a time starts, in one look-up.
+  auto rows = db->events();
+  ASSERT_EQ(*db->headSeq(), rows->back().seq);
+  EXPECT_EQ(*db->seqBefore(0), 0);
+  EXPECT_EQ(*db->seqBefore((*rows)[10].atNs + 1), (*rows)[10].seq) << "rows 0..10 are before it";
+  EXPECT_EQ(*db->seqBefore(rows->back().atNs + 1), rows->back().seq) << "nothing since";
+  EXPECT_EQ(db->firstOfKind("a", "granted")->value().body, R"({"i":0})");
+  EXPECT_FALSE(*db->firstOfKind("b", "granted"));
 }
 
 TEST(LedgerSamples, RetentionThinsWithAgeAndCapsRows) {

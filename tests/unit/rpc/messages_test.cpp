@@ -57,16 +57,19 @@ TEST(RpcMessages, RepliesRoundTrip) {
   EXPECT_TRUE(decodeBoundReply(encode(BoundReply{true}))->recorded);
   EXPECT_EQ(decodeSubscribeReply(encode(SubscribeReply{{"lease", "gpu-bound"}}))->events,
             (std::vector<std::string>{"lease", "gpu-bound"}));
-  auto replay = decodeSubscribeReply(encode(SubscribeReply{{"lease"}, 7, true}));
+  auto replay = decodeSubscribeReply(encode(SubscribeReply{{"lease"}, true}));
   ASSERT_TRUE(replay);
-  EXPECT_EQ(replay->replayed, 7u);
-  EXPECT_TRUE(replay->truncated);
-  // An older daemon replays nothing and says nothing of it.
-  auto older = decodeSubscribeReply(json{{"subscribed", {"lease"}}});
-  ASSERT_TRUE(older);
-  EXPECT_EQ(older->replayed, 0u);
-  EXPECT_FALSE(older->truncated);
-  EXPECT_FALSE(decodeSubscribeReply(json{{"subscribed", {"lease"}}, {"replayed", 10001}}));
+  EXPECT_TRUE(replay->replaying);
+  EXPECT_FALSE(decodeSubscribeReply(json{{"subscribed", {"lease"}}})->replaying);
+  EXPECT_FALSE(decodeSubscribeReply(json{{"subscribed", {"lease"}}, {"replaying", 1}}));
+  auto end = decodeReplayedEvent(encode(ReplayedEvent{7, true, "disk I/O error"}));
+  ASSERT_TRUE(end);
+  EXPECT_EQ(end->rows, 7u);
+  EXPECT_TRUE(end->truncated);
+  EXPECT_EQ(end->error, "disk I/O error");
+  EXPECT_FALSE(decodeReplayedEvent(encode(ReplayedEvent{}))->error);
+  EXPECT_FALSE(decodeReplayedEvent(json{{"rows", 10001}}));
+  EXPECT_FALSE(decodeReplayedEvent(json{{"rows", -1}}));
   EXPECT_EQ(decodeMetricsReply(encode(MetricsReply{"# HELP x\n"}))->text, "# HELP x\n");
 }
 
