@@ -2,11 +2,14 @@
 
 #include <dirent.h>
 #include <fcntl.h>
+#include <linux/kcmp.h>
 #include <linux/magic.h>
 #include <sys/stat.h>
 #include <sys/statfs.h>
+#include <sys/syscall.h>
 #include <sys/sysmacros.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <array>
@@ -40,10 +43,12 @@ std::string permissionReason(int err, const char* what, pid_t pid) {
   return r;
 }
 
-// An fd on a DRM or accel node.
+// An fd on a DRM or accel node, in the thread-group leader's table (tid 0)
+// or in thread `tid`'s own.
 struct DrmFd {
   int fd;
   std::uint32_t major, minor;
+  pid_t tid = 0;
 };
 
 // What one process yielded before it is committed to the scan: a process that
@@ -52,15 +57,21 @@ struct Pending {
   Process process;
   std::vector<std::pair<int, probes::DrmFdinfo>> fdinfos;  // fd -> parsed
   std::vector<std::pair<std::uint32_t, std::uint32_t>>
-      nodes;  // (major, minor), parallel to fdinfos
+      nodes;                // (major, minor), parallel to fdinfos
+  std::vector<pid_t> tids;  // whose table (0: the leader's), parallel to fdinfos
 };
 
+// One client, however many tables and fds hold it: by drm-client-id where the
+// driver says it (a thread's own table, copied from the leader's by
+// unshare(CLONE_FILES), holds the same clients), else by the fd itself.
 std::string clientKey(const probes::DrmFdinfo& info, std::uint32_t major, std::uint32_t minor,
-                      pid_t pid, int fd) {
+                      pid_t pid, pid_t tid, int fd) {
   std::string key =
       info.pdev ? *info.pdev : "node:" + std::to_string(major) + ":" + std::to_string(minor);
   if (info.clientId) return key + "#" + std::to_string(*info.clientId);
-  return key + "#pid" + std::to_string(pid) + "fd" + std::to_string(fd);
+  key += "#pid" + std::to_string(pid);
+  if (tid) key += "tid" + std::to_string(tid);
+  return key + "fd" + std::to_string(fd);
 }
 
 }  // namespace
@@ -125,13 +136,23 @@ class ProcReader {
   Result<std::string_view> readIn(int pidDir, const char* file) {
     return fs::readAt(pidDir, file, buf_, spill_);
   }
-  Result<std::string_view> readFdinfoIn(int pidDir, int fd) {
-    std::snprintf(path_, sizeof path_, "fdinfo/%d", fd);
+  Result<std::string_view> readFdinfoIn(int pidDir, int fd, pid_t tid = 0) {
+    if (tid)
+      std::snprintf(path_, sizeof path_, "task/%d/fdinfo/%d", tid, fd);
+    else
+      std::snprintf(path_, sizeof path_, "fdinfo/%d", fd);
     return fs::readAt(pidDir, path_, buf_, spill_);
   }
-  Result<std::string_view> readFdinfo(pid_t pid, int fd) {
-    std::snprintf(path_, sizeof path_, "%d/fdinfo/%d", pid, fd);
+  Result<std::string_view> readFdinfo(pid_t pid, int fd, pid_t tid = 0) {
+    if (tid)
+      std::snprintf(path_, sizeof path_, "%d/task/%d/fdinfo/%d", pid, tid, fd);
+    else
+      std::snprintf(path_, sizeof path_, "%d/fdinfo/%d", pid, fd);
     return fs::readAt(procFd_, path_, buf_, spill_);
+  }
+  int openTaskDir(pid_t pid) {
+    std::snprintf(path_, sizeof path_, "%d/task", pid);
+    return ::openat(procFd_, path_, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   }
   int openFdDir(pid_t pid) {
     std::snprintf(path_, sizeof path_, "%d/fd", pid);
@@ -153,7 +174,7 @@ struct FdWalk {
 // One fstatat per fd; no other syscall for a process that holds no GPU device.
 // procfs fills getdents64 greedily: one call lists a process's fds.
 int walkFds(int fdDir, const std::optional<probes::DevNumber>& kfdDev, FdWalk& out,
-            ScanStats& stats) {
+            ScanStats& stats, pid_t tid = 0) {
   return fs::forEachEntryGreedy(fdDir, [&](std::string_view name, unsigned char) {
     ++stats.fdsStatted;
     struct stat st;
@@ -162,12 +183,42 @@ int walkFds(int fdDir, const std::optional<probes::DevNumber>& kfdDev, FdWalk& o
     if (::fstatat(fdDir, name.data(), &st, 0) != 0 || !S_ISCHR(st.st_mode)) return true;
     const auto maj = major(st.st_rdev), min = minor(st.st_rdev);
     if (maj == devices::kDrmMajor || maj == devices::kAccelMajor) {
-      if (auto fd = text::parseU64(name)) out.drm.push_back({static_cast<int>(*fd), maj, min});
+      if (auto fd = text::parseU64(name)) out.drm.push_back({static_cast<int>(*fd), maj, min, tid});
     } else if (kfdDev && maj == kfdDev->major && min == kfdDev->minor) {
       out.holdsKfd = true;
     }
     return true;
   });
+}
+
+// Threads with a table of their own: /proc/<pid>/fd lists the thread-group
+// leader's table only, so a DRM fd opened by a thread after
+// unshare(CLONE_FILES) (or created by clone() without CLONE_FILES) was
+// invisible to this meter. Each thread whose table is not the leader's is
+// walked too; on procfs kcmp(KCMP_FILES) says which share it (one syscall
+// a thread, no fd listing), and where it cannot say (no kcmp, no permission,
+// a fixture tree) the thread's table is walked and its clients deduplicated
+// by drm-client-id. Best effort past the leader's table: a thread that
+// exits or cannot be read adds nothing, and the leader's walk stands.
+void walkThreadTables(int taskDir, pid_t pid, bool procfs,
+                      const std::optional<probes::DevNumber>& kfdDev, FdWalk& out,
+                      ScanStats& stats) {
+  std::vector<pid_t> tids;
+  fs::forEachEntryGreedy(taskDir, [&](std::string_view name, unsigned char) {
+    if (auto tid = text::parseU64(name);
+        tid && *tid > 0 && *tid < (1u << 30) && static_cast<pid_t>(*tid) != pid)
+      tids.push_back(static_cast<pid_t>(*tid));
+    return true;
+  });
+  for (pid_t tid : tids) {
+    if (procfs && ::syscall(SYS_kcmp, pid, tid, KCMP_FILES, 0, 0) == 0) continue;  // shared
+    char name[32];
+    std::snprintf(name, sizeof name, "%d/fd", tid);
+    UniqueFd fdDir(::openat(taskDir, name, O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+    if (!fdDir.valid()) continue;
+    ++stats.threadTables;
+    walkFds(fdDir.get(), kfdDev, out, stats, tid);
+  }
 }
 
 // comm, NSpid, uid, start time and (host scope) the cgroup of a GPU process.
@@ -212,8 +263,8 @@ void commit(const fs::Root& sys, Scan& scan,
   for (std::size_t i = 0; i < p.fdinfos.size(); ++i) {
     auto& [fd, info] = p.fdinfos[i];
     const auto [major, minor] = p.nodes[i];
-    auto [it, inserted] =
-        clientIndex.try_emplace(clientKey(info, major, minor, pid, fd), scan.clients.size());
+    auto [it, inserted] = clientIndex.try_emplace(clientKey(info, major, minor, pid, p.tids[i], fd),
+                                                  scan.clients.size());
     if (inserted) {
       Client c;
       c.major = major;
@@ -223,7 +274,11 @@ void commit(const fs::Root& sys, Scan& scan,
       c.info = std::move(info);
       scan.clients.push_back(std::move(c));
     }
-    scan.clients[it->second].holders.push_back({pid, fd});
+    auto& holders = scan.clients[it->second].holders;
+    if (std::find_if(holders.begin(), holders.end(), [&](const FdHolder& h) {
+          return h.pid == pid && h.fd == fd;
+        }) == holders.end())
+      holders.push_back({pid, fd});  // a thread's copy of the leader's fd is the same holder
     auto& mine = p.process.clients;
     if (std::find(mine.begin(), mine.end(), it->second) == mine.end()) mine.push_back(it->second);
   }
@@ -342,6 +397,8 @@ Result<Scan> Scanner::run(const std::vector<Candidate>& candidates, bool readCgr
   if (handles) ++handles->generation;
   if (handles && handles->procfs < 0) handles->procfs = isProcfs(proc_.fd()) ? 1 : 0;
   const bool procfs = handles && handles->procfs == 1;
+  // Whether kcmp can tell which threads share their leader's fd table.
+  const bool kernelProc = handles ? procfs : isProcfs(proc_.fd());
   if (hook_) hook_(ScanPoint::Listed, 0);
 
   for (const auto& candidate : candidates) {
@@ -362,6 +419,12 @@ Result<Scan> Scanner::run(const std::vector<Candidate>& candidates, bool readCgr
       continue;
     }
     if (held) held->generation = handles->generation;
+    {
+      UniqueFd taskDir(
+          held ? ::openat(held->pidDir.get(), "task", O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+               : reader.openTaskDir(pid));
+      if (taskDir.valid()) walkThreadTables(taskDir.get(), pid, kernelProc, kfd.dev, walk, stats_);
+    }
     if (hook_) hook_(ScanPoint::FdsWalked, pid);
     const bool kfdKnown = kfd.hasPid(pid);
     if (walk.drm.empty() && !walk.holdsKfd && !kfdKnown)
@@ -374,8 +437,8 @@ Result<Scan> Scanner::run(const std::vector<Candidate>& candidates, bool readCgr
     p.process.holdsKfd = walk.holdsKfd;
     bool unreadable = false;
     for (const auto& d : walk.drm) {
-      auto text =
-          held ? reader.readFdinfoIn(held->pidDir.get(), d.fd) : reader.readFdinfo(pid, d.fd);
+      auto text = held ? reader.readFdinfoIn(held->pidDir.get(), d.fd, d.tid)
+                       : reader.readFdinfo(pid, d.fd, d.tid);
       if (!text) {
         if (vanished(text.error().code)) continue;  // fd closed since the walk
         scan.unreadable.push_back(
@@ -385,6 +448,7 @@ Result<Scan> Scanner::run(const std::vector<Candidate>& candidates, bool readCgr
       }
       p.fdinfos.emplace_back(d.fd, probes::parseDrmFdinfo(*text));
       p.nodes.emplace_back(d.major, d.minor);
+      p.tids.push_back(d.tid);
     }
     if (unreadable) continue;
     // Every DRM fd closed since the walk, and no KFD: no longer a GPU process.

@@ -87,6 +87,8 @@ struct ScanStats {
   // Listed, then gone before they were read whole: dropped, not reported as
   // unreadable (an exit is not an error) and never half-reported.
   std::uint64_t pidsVanished = 0;
+  // Threads whose fd table is not their leader's, walked as well.
+  std::uint64_t threadTables = 0;
 };
 
 // The processes one meter saw at its last sample, held open across samples:

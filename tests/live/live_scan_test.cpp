@@ -4,6 +4,7 @@
 // reads and the KFD path all run against real kernel files and real PIDs.
 #include <fcntl.h>
 #include <gtest/gtest.h>
+#include <pthread.h>
 #include <sched.h>
 #include <signal.h>
 #include <sys/syscall.h>
@@ -58,12 +59,46 @@ class LiveScan : public ::testing::Test {
     children.push_back(pid);
     return pid;
   }
-  Result<Scan> scan() {
+  // A child whose second thread opens the node, in a table of its own
+  // (`unshare`: unshare(CLONE_FILES) first) or in the process's shared one.
+  pid_t spawnThreadHolder(bool unshare) {
+    int ready[2];
+    EXPECT_EQ(::pipe(ready), 0);
+    pid_t pid = ::fork();
+    if (pid == 0) {
+      ::close(ready[0]);
+      struct Args {
+        const char* node;
+        int ready;
+        bool unshare;
+      } args{node.c_str(), ready[1], unshare};
+      pthread_t t;
+      auto body = [](void* a) -> void* {
+        auto* g = static_cast<Args*>(a);
+        if (g->unshare && ::unshare(CLONE_FILES) != 0) ::_exit(2);
+        int fd = ::open(g->node, O_RDONLY);
+        if (fd < 0 || ::write(g->ready, "x", 1) != 1) ::_exit(1);
+        for (;;) ::pause();
+      };
+      if (::pthread_create(&t, nullptr, body, &args) != 0) ::_exit(3);
+      for (;;) ::pause();
+    }
+    EXPECT_GT(pid, 0);
+    ::close(ready[1]);
+    char c;
+    EXPECT_EQ(::read(ready[0], &c, 1), 1);
+    ::close(ready[0]);
+    children.push_back(pid);
+    return pid;
+  }
+  Result<Scan> scan(ScanStats* stats = nullptr) {
     auto proc = fs::Root::open("/proc");
     auto sys = fs::Root::open(dir.path() + "/sys");
     EXPECT_TRUE(proc && sys);
     Scanner scanner(*proc, *sys);
-    return scanner.scanHost();
+    auto s = scanner.scanHost();
+    if (stats) *stats = scanner.stats();
+    return s;
   }
   static const Process* find(const Scan& s, pid_t pid) {
     for (const auto& p : s.processes)
@@ -71,6 +106,26 @@ class LiveScan : public ::testing::Test {
     return nullptr;
   }
 };
+
+// A thread that unshared its fd table holds a device /proc/<pid>/fd never
+// lists: the scanner walks that thread's table (kcmp says it is its own);
+// a thread that opened it in the shared table is seen through the leader's.
+TEST_F(LiveScan, AThreadWithItsOwnFdTableCannotHideItsDevice) {
+  pid_t hider = spawnThreadHolder(true);
+  pid_t sharer = spawnThreadHolder(false);
+  ScanStats stats;
+  auto s = scan(&stats);
+  ASSERT_TRUE(s) << s.error().message;
+  const Process* h = find(*s, hider);
+  ASSERT_NE(h, nullptr) << "the device opened in the thread's own table is seen";
+  EXPECT_TRUE(h->holdsKfd);
+  const Process* sh = find(*s, sharer);
+  ASSERT_NE(sh, nullptr);
+  EXPECT_TRUE(sh->holdsKfd);
+  // At least the hider's; where kcmp is refused (another container's init,
+  // here) a thread's table is walked too rather than trusted to be shared.
+  EXPECT_GE(stats.threadTables, 1u);
+}
 
 TEST_F(LiveScan, SeesOwnChildren) {
   pid_t a = spawnHolder();

@@ -159,24 +159,33 @@ void FakeHost::addProcess(const FakeProcess& p) {
                         p.comm, p.pid, p.uid, p.uid, p.uid, p.uid, nspid));
   writeFile(dir + "/cgroup", p.cgroupFile.empty() ? "0::" + p.cgroup + "\n" : p.cgroupFile);
   if (p.noFdDir) return;
-  for (const auto& f : p.fds) {
-    std::string target;
-    if (f.drmMinor)
-      target = devNode(226, *f.drmMinor);
-    else if (f.other == "null")
-      target = devNode(1, 3);
-    else if (f.other.rfind("char:", 0) == 0) {
-      unsigned maj = 0, min = 0;
-      std::sscanf(f.other.c_str(), "char:%u:%u", &maj, &min);
-      target = devNode(maj, min);
-    } else {
-      target = root() + "/regular-file";
-      writeFile(target, "x");
+  auto addFds = [&](const std::string& table, const std::vector<FakeFd>& fds) {
+    for (const auto& f : fds) {
+      std::string target;
+      if (f.drmMinor)
+        target = devNode(226, *f.drmMinor);
+      else if (f.other == "null")
+        target = devNode(1, 3);
+      else if (f.other.rfind("char:", 0) == 0) {
+        unsigned maj = 0, min = 0;
+        std::sscanf(f.other.c_str(), "char:%u:%u", &maj, &min);
+        target = devNode(maj, min);
+      } else {
+        target = root() + "/regular-file";
+        writeFile(target, "x");
+      }
+      makeSymlink(target, fmt::format("{}/fd/{}", table, f.fd));
+      if (!f.fdinfoMissing)
+        writeFile(fmt::format("{}/fdinfo/{}", table, f.fd),
+                  f.fdinfo.empty() ? "pos:\t0\nflags:\t02\nmnt_id:\t24\nino:\t1\n" : f.fdinfo);
     }
-    makeSymlink(target, fmt::format("{}/fd/{}", dir, f.fd));
-    if (!f.fdinfoMissing)
-      writeFile(fmt::format("{}/fdinfo/{}", dir, f.fd),
-                f.fdinfo.empty() ? "pos:\t0\nflags:\t02\nmnt_id:\t24\nino:\t1\n" : f.fdinfo);
+  };
+  addFds(dir, p.fds);
+  for (const auto& [tid, fds] : p.threadFds) {
+    std::string task = fmt::format("{}/task/{}", dir, tid);
+    makeDirs(task + "/fd");
+    makeDirs(task + "/fdinfo");
+    addFds(task, fds);
   }
 }
 

@@ -69,6 +69,8 @@ struct FakeProcess {
   std::uint32_t uid = 0;
   std::vector<FakeFd> fds;
   bool noFdDir = false;  // the process vanished between listing and reading
+  // Threads with an fd table of their own (unshare(CLONE_FILES)): task/<tid>/fd.
+  std::map<pid_t, std::vector<FakeFd>> threadFds{};
 };
 
 struct FakeDevice {

@@ -270,6 +270,48 @@ TEST_F(ScannerTest, CgroupScanDropsVanishedPids) {
   EXPECT_EQ(scanner.stats().pidsVanished, 1u);
 }
 
+// /proc/<pid>/fd lists the thread-group leader's table only: a thread that
+// unshared its table (unshare(CLONE_FILES)) and opened the GPU there hid its
+// memory from the fallback meter. Thread tables are walked too, and their
+// clients deduplicated by drm-client-id (a table copied from the leader's
+// holds the leader's clients), in a host scan and in a meter's held scan.
+TEST_F(ScannerTest, AThreadsOwnFdTableIsSeenAndItsCopiesAreOneClient) {
+  FakeProcess p;
+  p.pid = 900;
+  p.comm = "hider";
+  p.cgroup = "/hide";
+  p.fds = {{0, std::nullopt, "null", "", false},
+           {4, 128u, "", amdgpuFdinfo(78, kAmdBdf, 2048, 0), false}};
+  p.threadFds[901] = {{3, 128u, "", amdgpuFdinfo(77, kAmdBdf, 1024 * 1024, 0), false}};
+  // A table copied from the leader's: the same client at the same fd.
+  p.threadFds[902] = {{4, 128u, "", amdgpuFdinfo(78, kAmdBdf, 2048, 0), false}};
+  host.addProcess(p);
+  host.addCgroup("/hide", {900});
+  for (bool held : {false, true}) {
+    SCOPED_TRACE(held ? "a meter's held scan" : "a host scan");
+    Scanner scanner(*proc, *sys);
+    ProcHandles handles;
+    if (held) scanner.useHandles(&handles);
+    auto scan = held ? scanner.scanCgroup(*cgroup, "/hide") : scanner.scanHost();
+    ASSERT_TRUE(scan) << scan.error().message;
+    const Process* hider = process(*scan, 900);
+    ASSERT_NE(hider, nullptr);
+    EXPECT_EQ(hider->clients.size(), 2u);
+    const Client* hidden = client(*scan, kAmdBdf, 77);
+    ASSERT_NE(hidden, nullptr) << "the thread's own table is walked";
+    EXPECT_EQ(hidden->owner, 900);
+    const Client* copied = client(*scan, kAmdBdf, 78);
+    ASSERT_NE(copied, nullptr);
+    EXPECT_EQ(copied->holders.size(), 1u) << "a copied fd is the same holder, counted once";
+    EXPECT_EQ(scanner.stats().threadTables, 2u);
+    auto agg = gpumem::aggregate(*scan, host::Snapshot{});
+    gpumem::RegionMap hiders;
+    for (const auto& g : agg.cgroups)
+      if (g.path == "/hide") gpumem::addInto(hiders, g.regions);
+    EXPECT_EQ(resident(hiders, "gtt"), 1 * kGiB + 2 * kMiB);  // 1 GiB + 2 MiB, never twice
+  }
+}
+
 // An exit is quiet; kernel text that does not parse is not: the process is
 // left out with the reason, never reported with a made-up start time.
 TEST_F(ScannerTest, UnparsableStatIsUnreadableWithTheReason) {
