@@ -364,19 +364,54 @@ static void notListed(const nlohmann::json& result) {
                *total - *listed, *listed);
 }
 
+// Every page of a listing (leases, seats), one request each, the rows of all
+// of them in one document: the first page's reply with every page's rows.
+// A daemon that pages no more (no "page") answered in one.
+template <class Page>
+static std::optional<nlohmann::json> allPages(const char* cmd, const ClientOptions& o, int& rc) {
+  Page page;
+  std::optional<nlohmann::json> all;
+  std::size_t live = 0;  // live rows so far: the queue the first page named stays after them
+  for (std::size_t pages = 0; pages < 100'000; ++pages) {
+    auto m = callDaemon(cmd, o, page, rc);
+    if (!m) return std::nullopt;
+    auto doc = rpc::api::decodeDocument(m->result, cmd);
+    if (!doc) {
+      rc = badReply(cmd, doc.error());
+      return std::nullopt;
+    }
+    const auto& facts = jsonview::get(m->result, "page");
+    auto listed = jsonview::count(jsonview::get(facts, "listed")).value_or(0);
+    if (!all) {
+      all = std::move(*doc);
+    } else {
+      auto& rows = (*all)[cmd];
+      for (auto& row : (*doc)[cmd]) {
+        rows.insert(rows.begin() + static_cast<std::ptrdiff_t>(live), std::move(row));
+        ++live;
+      }
+      listed = 0;  // counted row by row above
+    }
+    live += listed;
+    const auto& next = jsonview::get(facts, "next");
+    if (!next.is_string()) break;
+    page.after = next.template get<std::string>();
+  }
+  if (all) all->erase("page");
+  return all;
+}
+
 int runClientCommand(const ClientCommands& c, const ClientOptions& o) {
   int rc = kExitOk;
   if (c.events->parsed()) return followEvents(o);
   if (c.leases->parsed()) {
-    auto m = callDaemon("leases", o, rpc::api::ListLeases{}, rc);
-    if (!m) return rc;
-    auto doc = rpc::api::decodeDocument(m->result, "leases");
-    if (!doc) return badReply("leases", doc.error());
+    auto all = allPages<rpc::api::ListLeases>("leases", o, rc);
+    if (!all) return rc;
     if (o.json)
-      fmt::print("{}\n", (*doc)["leases"].dump(2));
+      fmt::print("{}\n", (*all)["leases"].dump(2));
     else
-      printLeases((*doc)["leases"]);
-    notListed(m->result);
+      printLeases((*all)["leases"]);
+    notListed(*all);
     return kExitOk;
   }
   if (c.logs->parsed()) {
@@ -485,17 +520,15 @@ int runClientCommand(const ClientCommands& c, const ClientOptions& o) {
     return kExitOk;
   }
   if (c.seats->parsed()) {
-    auto m = callDaemon("seats", o, rpc::api::Seats{}, rc);
-    if (!m) return rc;
-    if (auto doc = rpc::api::decodeDocument(m->result, "seats"); !doc)
-      return badReply("seats", doc.error());
+    auto all = allPages<rpc::api::Seats>("seats", o, rc);
+    if (!all) return rc;
     if (o.json) {
-      fmt::print("{}\n", m->result.dump(2));
+      fmt::print("{}\n", all->dump(2));
       return kExitOk;
     }
-    for (const auto& line : views::seatTable(m->result["seats"], 1000))
+    for (const auto& line : views::seatTable((*all)["seats"], 1000))
       printLine(text::trimRight(line));
-    notListed(m->result);
+    notListed(*all);
     return kExitOk;
   }
   if (c.daemonStatus && c.daemonStatus->parsed()) {

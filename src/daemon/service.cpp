@@ -164,8 +164,12 @@ void Service::handle(std::uint64_t conn, const Peer& peer, const rpc::Request& r
         if (replaying) env_.outbox.wantTurn();
       });
     case Method::Leases:
-    case Method::Pools:
+      return with(rpc::api::decodeListPage(params),
+                  [&](auto& p) { reply(conn, id, views_.leasesReply(p)); });
     case Method::Seats:
+      return with(rpc::api::decodeListPage(params),
+                  [&](auto& p) { reply(conn, id, views_.seatsReply(p, clock::realtimeNs())); });
+    case Method::Pools:
     case Method::Overview:
     case Method::Metrics:
       return with(rpc::api::decodeEmpty(params),

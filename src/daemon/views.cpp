@@ -124,16 +124,59 @@ rpc::api::LeaseReply Views::leaseReply(const Lease& l) {
   return r;
 }
 
-json Views::leases() {
-  json list = json::array();
-  for (const auto& [id, l] : book_.all()) {
-    if (l->state() != Lease::State::Queued) list.push_back(lease(*l));
+template <typename Row>
+Views::Page Views::listing(const rpc::api::ListPage& page, Row row) {
+  Page out;
+  const std::size_t limit = std::min<std::size_t>(page.limit.value_or(rpc::api::kMaxPageLeases),
+                                                  rpc::api::kMaxPageLeases);
+  const auto& all = book_.all();
+  std::size_t live = 0, listed = 0;
+  std::optional<std::string> next;
+  for (const auto& [id, l] : all)
+    if (l->state() != Lease::State::Queued) ++live;
+  for (auto it = page.after ? all.upper_bound(*page.after) : all.begin(); it != all.end(); ++it) {
+    const Lease& l = *it->second;
+    if (l.state() == Lease::State::Queued) continue;
+    if (listed == limit) {
+      next = out.rows.back().value("lease", std::string());
+      break;
+    }
+    out.rows.push_back(row(l, nullptr, 0));
+    ++listed;
   }
-  auto view = book_.engine().queueView();
-  for (std::size_t i = 0; i < view.size() && i < kQueuedListed; ++i) {
-    if (const Lease* l = book_.find(view[i].req->id)) list.push_back(lease(*l, &view[i], i));
+  if (!page.after) {
+    auto view = book_.engine().queueView();
+    for (std::size_t i = 0; i < view.size() && i < kQueuedListed; ++i)
+      if (const Lease* l = book_.find(view[i].req->id)) out.rows.push_back(row(*l, &view[i], i));
   }
-  return list;
+  out.facts = {{"live", live}, {"listed", listed}, {"next", next ? json(*next) : json(nullptr)}};
+  return out;
+}
+
+Views::Page Views::leases(const rpc::api::ListPage& page) {
+  return listing(page, [&](const Lease& l, const admission::Engine::Queued* q, std::size_t i) {
+    return lease(l, q, i);
+  });
+}
+
+Views::Page Views::seatsPage(const rpc::api::ListPage& page, std::uint64_t nowNs) {
+  return listing(page, [&](const Lease& l, const admission::Engine::Queued*, std::size_t) {
+    return seats::seatRow(seatFacts(l), nowNs, cfg_.daemon.sampleIntervalUs);
+  });
+}
+
+json Views::leasesReply(const rpc::api::ListPage& page) {
+  auto p = leases(page);
+  return {{"leases", std::move(p.rows)}, {"queued", queuedCounts()}, {"page", std::move(p.facts)}};
+}
+
+json Views::seatsReply(const rpc::api::ListPage& page, std::uint64_t nowNs) {
+  auto p = seatsPage(page, nowNs);
+  return {{"seats", std::move(p.rows)},
+          {"queued", queuedCounts()},
+          {"page", std::move(p.facts)},
+          {"observed_at_ns", nowNs},
+          {"sample_interval_us", cfg_.daemon.sampleIntervalUs}};
 }
 
 json Views::queuedCounts() const {
@@ -284,21 +327,6 @@ seats::SeatFacts Views::seatFacts(const Lease& l) const {
   return f;
 }
 
-json Views::seats(std::uint64_t nowNs) {
-  json rows = json::array();
-  for (const auto& [id, l] : book_.all()) {
-    if (l->state() != Lease::State::Queued)
-      rows.push_back(seats::seatRow(seatFacts(*l), nowNs, cfg_.daemon.sampleIntervalUs));
-  }
-  std::size_t listed = 0;
-  for (const auto* r : book_.engine().queue()) {
-    if (listed++ == kQueuedListed) break;
-    if (const Lease* l = book_.find(r->id))
-      rows.push_back(seats::seatRow(seatFacts(*l), nowNs, cfg_.daemon.sampleIntervalUs));
-  }
-  return rows;
-}
-
 // GPU memory outside every lease: what the devices say is in use minus what
 // the leases' own clients hold (not the host-wide "unattributed" of `tally
 // gpu`, which is what no process's fdinfo accounts for). Only when every
@@ -364,14 +392,11 @@ json Views::answer(rpc::api::Method m, std::uint64_t nowNs) {
   using rpc::api::Method;
   switch (m) {
     case Method::Leases:
-      return {{"leases", leases()}, {"queued", queuedCounts()}};
+      return leasesReply({});
     case Method::Pools:
       return {{"pools", pools()}};
     case Method::Seats:
-      return {{"seats", seats(nowNs)},
-              {"queued", queuedCounts()},
-              {"observed_at_ns", nowNs},
-              {"sample_interval_us", cfg_.daemon.sampleIntervalUs}};
+      return seatsReply({}, nowNs);
     case Method::Overview:
       return overview(nowNs);
     case Method::Metrics:
@@ -385,7 +410,11 @@ json Views::overview(std::uint64_t nowNs) {
   json o;
   o["observed_at_ns"] = nowNs;
   o["sample_interval_us"] = cfg_.daemon.sampleIntervalUs;
-  o["seats"] = seats(nowNs);
+  // The first page of seats (tally top, the per-lease metrics); "seats_page"
+  // says how many live leases there are beyond it.
+  auto first = seatsPage({}, nowNs);
+  o["seats"] = std::move(first.rows);
+  o["seats_page"] = std::move(first.facts);
   o["queued"] = queuedCounts();
   o["pools"] = pools();
   json outside;

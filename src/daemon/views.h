@@ -51,8 +51,20 @@ class Views {
   // attributes once made `leases`, `seats`, `overview` and `metrics` replies
   // pass the 4 MiB a reply may be, and they failed for everyone.
   static constexpr std::size_t kQueuedListed = 256;
-  // Live leases, then the queue in grant order (the first kQueuedListed).
-  json leases();
+  // One page of the live leases (lease-id order, after `page.after`, at most
+  // rpc::api::kMaxPageLeases), as `leases` rows or `seats` rows; the first
+  // page then names the queue in grant order (the first kQueuedListed).
+  // `page`: {"live": live leases, "listed": on this page, "next": the id to
+  // ask after, or null}. Thousands of leases never make a reply pass the
+  // 4 MiB a reply may be: 900 child leases once did, for everyone.
+  struct Page {
+    json rows = json::array();
+    json facts;
+  };
+  Page leases(const rpc::api::ListPage& page);
+  Page seatsPage(const rpc::api::ListPage& page, std::uint64_t nowNs);
+  json leasesReply(const rpc::api::ListPage& page);
+  json seatsReply(const rpc::api::ListPage& page, std::uint64_t nowNs);
   // {"total": queued requests, "listed": how many a listing names}.
   json queuedCounts() const;
   // One lease, live or ended, with its ledger rows (the first kLeaseRowsFirst
@@ -67,13 +79,19 @@ class Views {
   // What the daemon itself saw of a run lease, beside its client's outcome record.
   json daemonSaw(const Lease& l);
   json pools();
-  // One row per lease; `nowNs` is CLOCK_REALTIME.
-  json seats(std::uint64_t nowNs);
+  // The first page of seat rows; `nowNs` is CLOCK_REALTIME.
+  json seats(std::uint64_t nowNs) { return seatsPage({}, nowNs).rows; }
   // Everything tally top and the metrics are made of.
   json overview(std::uint64_t nowNs);
   // The reply to a read-only request: leases, pools, seats, overview, metrics.
   json answer(rpc::api::Method m, std::uint64_t nowNs);
 
+ private:
+  // The live leases of a page, then (first page) the queued ones, each as `row`.
+  template <typename Row>
+  Page listing(const rpc::api::ListPage& page, Row row);
+
+ public:
   // What the in-kernel charge does on this host (the daemon's verdict at start).
   void setKernelCharge(bpf::Verdict v) { kernelCharge_ = std::move(v); }
   // Its upkeep: ended leases' buffers, the programs' counters, the devices.

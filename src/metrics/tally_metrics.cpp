@@ -131,6 +131,10 @@ void declareAll(Builder& b) {
   b.family("tally_observed_timestamp_seconds",
            "When the daemon made these figures (Unix time); a textfile whose value stops moving "
            "was left by a daemon that stopped");
+  b.family("tally_leases_live", "Live leases (granted or running), all of them");
+  b.family("tally_leases_unlisted",
+           "Live leases past the first page (rpc kMaxPageLeases, in lease-id order) whose "
+           "tally_lease_* series are not exported; tally_pool_* counts them all");
   b.family("tally_ledger_writes",
            "1 when the ledger writes, 0 when it cannot (new leases and releases are refused "
            "until it does)");
@@ -189,7 +193,10 @@ void pool(Builder& b, const json& p) {
   b.bytes("tally_pool_capacity", "", id, get(p, "capacity"));
   if (const json& h = get(p, "holders"); h.is_array())
     b.family("tally_pool_holders", "").samples.push_back({id, std::uint64_t{h.size()}});
-  if (const json& q = get(p, "queue"); q.is_array())
+  // The queue's length, not the names listed (the first 256).
+  if (auto n = count(get(p, "queue_length")))
+    b.family("tally_pool_queued", "").samples.push_back({id, *n});
+  else if (const json& q = get(p, "queue"); q.is_array())
     b.family("tally_pool_queued", "").samples.push_back({id, std::uint64_t{q.size()}});
   b.bytes("tally_pool_memory_budget_bytes", "", id, get(p, "memory_budget"));
   b.bytes("tally_pool_memory_declared_bytes", "", id, get(p, "memory_declared"));
@@ -274,6 +281,12 @@ std::vector<Family> fromOverview(const json& o) {
         .samples.push_back({{}, static_cast<double>(*at) / 1e9});
   }
   b.flag("tally_ledger_writes", "", {}, get(get(o, "ledger"), "writes"));
+  const json& page = get(o, "seats_page");
+  auto live = count(get(page, "live")), listed = count(get(page, "listed"));
+  if (live) b.family("tally_leases_live", "").samples.push_back({{}, *live});
+  if (live && listed)
+    b.family("tally_leases_unlisted", "")
+        .samples.push_back({{}, *live > *listed ? *live - *listed : 0});
   if (auto iv = count(get(o, "sample_interval_us"))) {
     b.family("tally_sample_interval_seconds", "")
         .samples.push_back({{}, static_cast<double>(*iv) / 1e6});

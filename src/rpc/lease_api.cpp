@@ -270,6 +270,13 @@ json encode(const Exited& e) {
   return j;
 }
 
+json encode(const ListPage& p) {
+  json j = json::object();
+  if (p.after) j["after"] = *p.after;
+  if (p.limit) j["limit"] = *p.limit;
+  return j;
+}
+
 json encode(const Subscribe& s) {
   json j = json::object();
   if (s.sinceNs) j["since_ns"] = *s.sinceNs;
@@ -498,6 +505,23 @@ Result<Subscribe> decodeSubscribe(const json& params) {
   if (*after) sub.afterSeq = static_cast<std::int64_t>(**after);
   if (auto s = f.unknown(); !s) return s.error();
   return sub;
+}
+
+Result<ListPage> decodeListPage(const json& params) {
+  if (auto s = paramsObject(params); !s) return s.error();
+  Fields f(params);
+  ListPage p;
+  if (f.get("after")) {
+    auto after = leaseIdField(f, "after");
+    if (!after) return after.error();
+    p.after = std::move(*after);
+  }
+  auto limit = f.u64("limit", kMaxPageLeases);
+  if (!limit) return limit.error();
+  if (*limit && **limit == 0) return f.bad("limit", "must be at least 1");
+  p.limit = *limit;
+  if (auto s = f.unknown(); !s) return s.error();
+  return p;
 }
 
 Status decodeEmpty(const json& params) {

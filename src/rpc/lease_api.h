@@ -183,9 +183,23 @@ struct Subscribe {
   std::optional<std::uint64_t> sinceNs;  // realtime ns
   std::optional<std::int64_t> afterSeq;  // a ledger row's seq (the last one seen)
 };
-using ListLeases = NoParams<Method::Leases>;
+// leases, seats: one page of the live leases, in lease-id order, those after
+// `after` (none: from the first), at most `limit` (default and most
+// kMaxPageLeases); the first page also names the first queued requests.
+// The reply's "page" says how many live leases there are and the id to ask
+// after for the next page (null: this was the last).
+struct ListPage {
+  std::optional<std::string> after;
+  std::optional<std::uint64_t> limit;
+};
+inline constexpr std::size_t kMaxPageLeases = 512;
+struct ListLeases : ListPage {
+  static constexpr Method kMethod = Method::Leases;
+};
 using ListPools = NoParams<Method::Pools>;
-using Seats = NoParams<Method::Seats>;
+struct Seats : ListPage {
+  static constexpr Method kMethod = Method::Seats;
+};
 using Overview = NoParams<Method::Overview>;
 using Metrics = NoParams<Method::Metrics>;
 
@@ -198,6 +212,7 @@ json encode(const Bound& b);
 json encode(const LeaseRef& r);
 json encode(const LeaseQuery& q);
 json encode(const Subscribe& s);
+json encode(const ListPage& p);
 template <Method M>
 json encode(const NoParams<M>&) {
   return json::object();
@@ -212,7 +227,8 @@ Result<Exited> decodeExited(const json& params);
 Result<LeaseRef> decodeLeaseRef(const json& params);
 Result<LeaseQuery> decodeLeaseQuery(const json& params);
 Result<Subscribe> decodeSubscribe(const json& params);
-// Methods without params (hello, leases, pools, seats, overview, metrics):
+Result<ListPage> decodeListPage(const json& params);
+// Methods without params (hello, pools, overview, metrics):
 // any field is refused.
 Status decodeEmpty(const json& params);
 

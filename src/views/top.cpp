@@ -466,6 +466,14 @@ std::vector<std::string> render(const json& o, const ViewOptions& opts) {
   if (!opts.status.empty()) head.push_back(fitWords("! " + opts.status, w));
   head.push_back(fit("", w));
   leases = seatTable(get(o, "seats"), opts);
+  // The daemon sends the first page of live leases; the rest are counted.
+  if (auto liveAll = count(get(get(o, "seats_page"), "live")),
+      listedLive = count(get(get(o, "seats_page"), "listed"));
+      liveAll && listedLive && *liveAll > *listedLive)
+    leases.push_back(
+        fitWords(fmt::format("({} more live leases not shown: tally seats lists them all)",
+                             *liveAll - *listedLive),
+                 w));
 
   rest.push_back(fit("", w));
   for (auto& line : table(poolColumns(), get(o, "pools"), fresh, w)) rest.push_back(line);

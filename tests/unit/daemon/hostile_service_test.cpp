@@ -2,6 +2,9 @@
 // each answered with an error naming the field or the state, never a crash.
 #include <fcntl.h>
 
+#include <set>
+
+#include "daemon/metrics_publisher.h"
 #include "daemon/query_budget.h"
 #include "daemon/service_fixture.h"
 #include "util/clean_text.h"
@@ -619,6 +622,69 @@ TEST(QueryBudget, ABurstThenASteadyRatePerUser) {
   EXPECT_TRUE(b.take(1001, t0));                             // each user her own
   for (int i = 0; i < 100; ++i) EXPECT_TRUE(b.take(0, t0));  // root is not counted
   EXPECT_TRUE(daemon::QueryBudget(0, 0).take(1000, t0));     // 0: no budget
+}
+
+// Two users with ~690 granted leases each once made `leases`, `seats`,
+// `metrics`, `top` and `daemon status` fail for everyone (the reply passed
+// the 4 MiB a reply may be) and froze the metrics textfile. Listings are
+// pages (in lease-id order, every lease exactly once across them), the
+// overview and the metrics name the first page and count the rest.
+TEST_F(HostileServiceTest, ThousandsOfLeasesArePagedAndNoReplyPassesTheCap) {
+  limits.maxLeasesPerUid = 100'000;
+  limits.ledgerRowsPerMinutePerUid = 0;  // budgets are not what this test is about
+  limits.ledgerBytesPerMinutePerUid = 0;
+  limits.queriesPerSecondPerUid = 0;
+  cfg.pools.push_back(config::Pool{"big", 5000, std::nullopt, std::nullopt, {}});
+  reopen();
+  json attrs = json::object();
+  for (int i = 0; i < 16; ++i)
+    attrs[fmt::format("k{:02}", i)] = std::string(240, static_cast<char>('a' + i));
+  std::set<std::string> made;
+  for (int i = 0; i < 1200; ++i) {
+    json r = call(2 + static_cast<std::uint64_t>(i % 2), 1000 + static_cast<std::uint32_t>(i % 2),
+                  "acquire", {{"pools", {"big"}}, {"attributes", attrs}});
+    ASSERT_TRUE(r["ok"]) << r;
+    made.insert(r["result"]["lease"].get<std::string>());
+  }
+  for (const char* method : {"leases", "seats", "overview", "metrics"}) {
+    json r = call(9, 1002, method, json::object());
+    ASSERT_TRUE(r["ok"]) << method;
+    EXPECT_LT(r.dump().size(), 3u << 20) << method << ": under a reply's 4 MiB";
+  }
+  for (const char* method : {"leases", "seats"}) {
+    SCOPED_TRACE(method);
+    std::set<std::string> seen;
+    json params = json::object();
+    int pages = 0;
+    for (;; ++pages) {
+      json r = call(9, 1002, method, params)["result"];
+      const json& page = r["page"];
+      EXPECT_EQ(page["live"], 1200);
+      EXPECT_EQ(page["listed"], r[method].size());
+      std::string last;
+      for (const auto& row : r[method]) {
+        std::string id = row["lease"];
+        EXPECT_GT(id, last) << "in lease-id order";
+        last = id;
+        EXPECT_TRUE(seen.insert(id).second) << id << " listed twice";
+      }
+      if (page["next"].is_null()) break;
+      EXPECT_EQ(page["next"], last);
+      params = {{"after", last}};
+    }
+    EXPECT_EQ(pages + 1, 3);  // 512 + 512 + 176
+    EXPECT_EQ(seen, made);
+  }
+  EXPECT_EQ(call(9, 1002, "leases", {{"limit", 10}})["result"]["leases"].size(), 10u);
+  EXPECT_EQ(call(9, 1002, "leases", {{"limit", 513}})["error"]["code"], "invalid-params");
+  EXPECT_EQ(call(9, 1002, "leases", {{"after", "../x"}})["error"]["code"], "invalid-params");
+  // The metrics: the first page's leases and the count of the rest, under
+  // what the textfile accepts.
+  std::string text = call(9, 1002, "metrics", json::object())["result"]["text"];
+  EXPECT_LT(text.size(), daemon::Textfile::kMaxBytes);
+  EXPECT_NE(text.find("\ntally_leases_live 1200\n"), std::string::npos);
+  EXPECT_NE(text.find("\ntally_leases_unlisted 688\n"), std::string::npos);
+  EXPECT_NE(text.find("tally_pool_holders{pool=\"big\"} 1200"), std::string::npos);
 }
 
 TEST(RowBudget, RowsAndBytesRefillAtTheirRatePerMinuteAndFullAccountsAreForgotten) {
