@@ -52,6 +52,14 @@ struct SubtreeLimits {
   std::size_t maxCgroups = 16'384;  // directories visited, the cgroup included
 };
 
+// How far a subtree walk went: the directories it opened, and whether it
+// stopped at the limit on cgroups (tooMany) or on depth (tooDeep).
+struct SubtreeWalk {
+  std::size_t visited = 0;
+  bool tooMany = false;
+  bool tooDeep = false;
+};
+
 // The processes of a subtree, each with the cgroup it was listed in.
 struct SubtreeProc {
   pid_t pid = 0;
@@ -97,7 +105,9 @@ class Cgroup {
   // `limits`. A cgroup removed under the handle is an error (ENOENT: it is
   // gone, and one re-created under its name is another cgroup); past a limit,
   // an error that names it (E2BIG). A child removed mid-walk is simply gone.
-  Result<std::vector<SubtreeProc>> subtreeProcs(const SubtreeLimits& limits = {}) const;
+  // `walk`, when given, says how far the walk went and which limit stopped it.
+  Result<std::vector<SubtreeProc>> subtreeProcs(const SubtreeLimits& limits = {},
+                                                SubtreeWalk* walk = nullptr) const;
   // Whether `controller` is in cgroup.controllers (available here), and in
   // cgroup.subtree_control (enabled for its children).
   Result<bool> hasController(std::string_view controller) const;

@@ -29,12 +29,17 @@ std::string childPath(const std::string& parent, std::string_view name) {
 
 }  // namespace
 
-Result<std::vector<SubtreeProc>> Cgroup::subtreeProcs(const SubtreeLimits& limits) const {
+Result<std::vector<SubtreeProc>> Cgroup::subtreeProcs(const SubtreeLimits& limits,
+                                                      SubtreeWalk* walkOut) const {
   std::vector<SubtreeProc> out;
   std::vector<Pending> stack;
   stack.push_back({nullptr, ".", path_, 0});
-  std::size_t visited = 0;
+  SubtreeWalk ownWalk;
+  SubtreeWalk& walk = walkOut ? *walkOut : ownWalk;
+  walk = {};
+  std::size_t& visited = walk.visited;
   auto tooMany = [&] {
+    walk.tooMany = true;
     return Error{E2BIG, fmt::format("the cgroup tree under {} has more than {} cgroups; tally "
                                     "does not walk trees that large",
                                     path_, limits.maxCgroups)};
@@ -74,10 +79,12 @@ Result<std::vector<SubtreeProc>> Cgroup::subtreeProcs(const SubtreeLimits& limit
     });
     if (children.empty()) continue;
     if (visited + stack.size() + children.size() > limits.maxCgroups) return tooMany();
-    if (p.depth + 1 > limits.maxDepth)
+    if (p.depth + 1 > limits.maxDepth) {
+      walk.tooDeep = true;
       return Error{E2BIG, fmt::format("the cgroup tree under {} is deeper than {} levels; tally "
                                       "does not walk trees that deep",
                                       path_, limits.maxDepth)};
+    }
     // Pushed in reverse so the stack pops them in name order.
     std::sort(children.begin(), children.end(), std::greater<>());
     for (auto& c : children) {

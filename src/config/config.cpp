@@ -161,6 +161,7 @@ void readDaemon(Reader& r, const toml::table& t, Daemon& d) {
               "max_leases_per_uid",
               "max_children_per_lease",
               "max_replays_per_uid",
+              "max_cgroups_walked_per_uid",
               "queries_per_second_per_uid",
               "ledger_rows_per_minute_per_uid",
               "ledger_bytes_per_minute_per_uid",
@@ -237,6 +238,8 @@ void readDaemon(Reader& r, const toml::table& t, Daemon& d) {
   if (auto v = r.count(t, "max_children_per_lease", "daemon", 1, 100'000))
     d.maxChildrenPerLease = *v;
   if (auto v = r.count(t, "max_replays_per_uid", "daemon", 1, 1'000)) d.maxReplaysPerUid = *v;
+  if (auto v = r.count(t, "max_cgroups_walked_per_uid", "daemon", 64, 10'000'000))
+    d.maxCgroupsWalkedPerUid = *v;
   if (auto v = r.count(t, "queries_per_second_per_uid", "daemon", 1, 1'000'000))
     d.queriesPerSecondPerUid = *v;
   if (auto v = r.count(t, "ledger_rows_per_minute_per_uid", "daemon", 10, 10'000'000))

@@ -94,6 +94,7 @@ struct Daemon {
   std::uint64_t maxLeasesPerUid = 256;
   std::uint64_t maxChildrenPerLease = 64;
   std::uint64_t maxReplaysPerUid = 4;
+  std::uint64_t maxCgroupsWalkedPerUid = 4096;
   std::uint64_t queriesPerSecondPerUid = 20;
   std::uint64_t ledgerRowsPerMinutePerUid = 600;
   std::uint64_t ledgerBytesPerMinutePerUid = 4u << 20;

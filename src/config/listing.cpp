@@ -50,6 +50,7 @@ json effectiveJson(const Config& c, const std::string& stateDir) {
       {"max_leases_per_uid", d.maxLeasesPerUid},
       {"max_children_per_lease", d.maxChildrenPerLease},
       {"max_replays_per_uid", d.maxReplaysPerUid},
+      {"max_cgroups_walked_per_uid", d.maxCgroupsWalkedPerUid},
       {"queries_per_second_per_uid", d.queriesPerSecondPerUid},
       {"ledger_rows_per_minute_per_uid", d.ledgerRowsPerMinutePerUid},
       {"ledger_bytes_per_minute_per_uid", d.ledgerBytesPerMinutePerUid},

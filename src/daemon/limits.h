@@ -50,6 +50,11 @@ struct Limits {
   std::size_t maxLeasesPerUid = 256;
   // Child leases under one lease (tally attach --parent), whoever asks.
   std::size_t maxChildrenPerLease = 64;
+  // Cgroups one user's leases' fdinfo walks may visit per sample round (root
+  // not counted): two leases of 16,000 cgroups each once held the daemon at
+  // 60 % CPU. Past it a lease's GPU figure is not read that round (absent,
+  // with the budget named); with the kernel charge on, the charge stands.
+  std::size_t maxCgroupsWalkedPerUid = 4096;
 
   // Ledger rows a user's leases write, per minute (daemon/row_budget.h): a
   // new lease waits ("rate-limited") while its owner's are spent; rows of

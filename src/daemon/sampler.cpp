@@ -89,6 +89,9 @@ std::vector<std::string> Sampler::sample() {
     return *snapshot;
   };
   std::size_t early = 0;
+  // Cgroups walked this round, per owner (root not counted): a user's wide
+  // trees cost the round a bounded amount, and others' leases are walked.
+  std::map<uid_t, std::size_t> walked;
   if (env_.charge) noteRefusals(mono, now);
   for (const auto& [id, lp] : book_.all()) {
     Lease& l = *lp;
@@ -104,7 +107,14 @@ std::vector<std::string> Sampler::sample() {
       pace.nextUs = pace.lastUs + cad.normalUs;
       continue;
     }
+    const std::size_t budget = env_.cgroupsWalkedPerUid;
+    if (l.owner != 0 && budget) {
+      std::size_t spent = walked[l.owner];
+      l.metering.meter->limitWalk(spent < budget ? budget - spent : 0,
+                                  fmt::format("max_cgroups_walked_per_uid = {}", budget));
+    }
     l.metering.meter->sample(tickSnapshot);
+    if (l.owner != 0) walked[l.owner] += l.metering.meter->cgroupsWalked();
     const auto& h = l.metering.meter->host();
     const auto& g = l.metering.meter->gpu();
     noteFdinfoAbove(l);

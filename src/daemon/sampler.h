@@ -35,6 +35,9 @@ struct SamplerEnv {
   Units* units;
   std::uint64_t (*monotonicUs)() = nullptr;  // the cadence's clock; null: the real one
   bpf::KernelCharge* charge = nullptr;       // the in-kernel charge; null: off
+  // Cgroups one user's leases' fdinfo walks may visit per sample round
+  // (Limits::maxCgroupsWalkedPerUid; 0: no budget).
+  std::size_t cgroupsWalkedPerUid = 0;
 };
 
 class Sampler {

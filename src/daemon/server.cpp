@@ -32,6 +32,7 @@ Limits limitsFromConfig(const config::Daemon& d) {
   l.maxLeasesPerUid = static_cast<std::size_t>(d.maxLeasesPerUid);
   l.maxChildrenPerLease = static_cast<std::size_t>(d.maxChildrenPerLease);
   l.maxReplaysPerUid = static_cast<std::size_t>(d.maxReplaysPerUid);
+  l.maxCgroupsWalkedPerUid = static_cast<std::size_t>(d.maxCgroupsWalkedPerUid);
   l.queriesPerSecondPerUid = d.queriesPerSecondPerUid;
   l.ledgerRowsPerMinutePerUid = d.ledgerRowsPerMinutePerUid;
   l.ledgerBytesPerMinutePerUid = d.ledgerBytesPerMinutePerUid;

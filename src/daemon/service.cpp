@@ -31,7 +31,7 @@ Service::Service(const config::Config& cfg, ledger::Ledger& ledger, ServiceEnv e
       measures_(book_, host_, handover_),
       sampler_(cfg_.daemon,
                SamplerEnv{env.proc, env.sys, env.cgroupRoot, env.watches, env.units,
-                          env.monotonicUs, env.kernelCharge},
+                          env.monotonicUs, env.kernelCharge, env.limits.maxCgroupsWalkedPerUid},
                ledger, book_, events_, host_, handover_),
       endings_(cfg_.daemon, EndingsEnv{env.cgroupRoot, env.watches, env.units}, ledger, book_,
                events_, [this] { tryGrant(); }),

@@ -23,6 +23,7 @@ void LeaseMeter::sample(const SnapshotSource& host) {
     if (!own) own.emplace(host::readSnapshot(proc_, sys_));
     return *own;
   };
+  cgroupsWalked_ = 0;
   sampleHost(now);
   sampleGpu(now, host ? host : ownSource);
   sampledAtNs_ = now;
@@ -145,9 +146,19 @@ void LeaseMeter::sampleFdinfo(host::Snapshot& host) {
   scanner::Scanner scanner(proc_, sys_);
   scanner.useHandles(&handles_);
   scanner.useHost(&host.devices, &host.kfd);
-  auto scan = scanner.scanCgroup(cgroup_);
+  cgroup::SubtreeLimits limits;
+  const bool budgeted = walkLimit_ < limits.maxCgroups;
+  limits.maxCgroups = std::min(limits.maxCgroups, walkLimit_);
+  auto scan = scanner.scanCgroup(cgroup_, limits);
+  const auto& walk = scanner.stats().walk;
+  cgroupsWalked_ = walk.visited;
   if (!scan) {
     gpu_.lastError = scan.error().message;
+    if (budgeted && walk.tooMany)
+      gpu_.lastError = fmt::format(
+          "not walked this round: its owner's leases hold more cgroups than the daemon walks "
+          "for one user per sample round ({}); the GPU figure is not read (absent, not 0)",
+          walkBudget_);
     return;
   }
   ++gpu_.samples;

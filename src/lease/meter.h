@@ -96,6 +96,14 @@ class LeaseMeter {
   // own.
   using SnapshotSource = std::function<host::Snapshot&()>;
   void sample(const SnapshotSource& host = {});
+  // How many cgroups the next fdinfo walk may visit (the daemon's budget of
+  // its owner's walks this round; `budgetName` is what a refusal names), and
+  // how many the last sample's walk visited (0: it did not walk).
+  void limitWalk(std::size_t maxCgroups, std::string budgetName) {
+    walkLimit_ = maxCgroups;
+    walkBudget_ = std::move(budgetName);
+  }
+  std::size_t cgroupsWalked() const { return cgroupsWalked_; }
   // The kernel's memory.stat names the GPU bytes it charged (gpu_active,
   // dmem: coverage::Handover::statNamesGpu): read them every sample.
   void readStatGpu(bool on) { readStatGpu_ = on; }
@@ -138,6 +146,9 @@ class LeaseMeter {
   const fs::Root& sys_;
   const cgroup::Cgroup& cgroup_;
   bool readStatGpu_ = false;
+  std::size_t walkLimit_ = cgroup::SubtreeLimits{}.maxCgroups;
+  std::string walkBudget_;
+  std::size_t cgroupsWalked_ = 0;
   // The charge as this lease's own: counters net of what was carried.
   bpf::LeaseCharge own(const bpf::LeaseCharge& c) const;
   const bpf::KernelCharge* kernel_ = nullptr;

@@ -109,13 +109,19 @@ Result<Scan> Scanner::scanCgroup(const fs::Root& cgroupRoot, std::string_view pa
   return scanCgroup(*cg);
 }
 
-Result<Scan> Scanner::scanCgroup(const cgroup::Cgroup& cg) {
-  auto found = cg.subtreeProcs();
-  if (!found) return found.error();
+Result<Scan> Scanner::scanCgroup(const cgroup::Cgroup& cg, const cgroup::SubtreeLimits& limits) {
+  cgroup::SubtreeWalk walked;
+  auto found = cg.subtreeProcs(limits, &walked);
+  if (!found) {
+    stats_ = {};
+    stats_.walk = walked;
+    return found.error();
+  }
   std::vector<Candidate> candidates;
   candidates.reserve(found->size());
   for (auto& p : *found) candidates.push_back({p.pid, std::move(p.cgroup)});
   auto scan = run(candidates, false, handles_);
+  stats_.walk = walked;
   if (scan) scan->scopeCgroup = cg.path();
   return scan;
 }

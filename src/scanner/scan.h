@@ -89,6 +89,8 @@ struct ScanStats {
   std::uint64_t pidsVanished = 0;
   // Threads whose fd table is not their leader's, walked as well.
   std::uint64_t threadTables = 0;
+  // How far a cgroup-scoped scan's subtree walk went.
+  cgroup::SubtreeWalk walk;
 };
 
 // The processes one meter saw at its last sample, held open across samples:
@@ -134,7 +136,9 @@ class Scanner {
   // directory fd (cgroup::Cgroup::subtreeProcs: bounded, never by path);
   // each process's cgroup is the directory it was listed in. A cgroup
   // removed under the handle is an error, never an empty lease.
-  Result<Scan> scanCgroup(const cgroup::Cgroup& cg);
+  // `limits`: how far the subtree walk may go (the daemon's per-user budget
+  // of cgroups walked); stats().cgroupsWalked says how far it went.
+  Result<Scan> scanCgroup(const cgroup::Cgroup& cg, const cgroup::SubtreeLimits& limits = {});
   // The same for `path` (relative to `cgroupRoot`), opened first (tally gpu --cgroup).
   Result<Scan> scanCgroup(const fs::Root& cgroupRoot, std::string_view path);
 

@@ -2,6 +2,7 @@
 // each answered with an error naming the field or the state, never a crash.
 #include <fcntl.h>
 
+#include <map>
 #include <set>
 
 #include "daemon/metrics_publisher.h"
@@ -685,6 +686,40 @@ TEST_F(HostileServiceTest, ThousandsOfLeasesArePagedAndNoReplyPassesTheCap) {
   EXPECT_NE(text.find("\ntally_leases_live 1200\n"), std::string::npos);
   EXPECT_NE(text.find("\ntally_leases_unlisted 688\n"), std::string::npos);
   EXPECT_NE(text.find("tally_pool_holders{pool=\"big\"} 1200"), std::string::npos);
+}
+
+// Two leases of 16,000 cgroups each (inside the per-lease walk limit) held
+// the daemon at 60 % CPU: one user's walks in a sample round are budgeted.
+// Her first lease is walked, the one past the budget has no GPU figure this
+// round (absent, the budget named, never 0), and another user's is walked.
+TEST_F(HostileServiceTest, OneUsersWideTreesCostABoundedWalkPerRound) {
+  limits.maxCgroupsWalkedPerUid = 400;
+  reopen();
+  std::string a = runningLease(1, 1000), b = runningLease(2, 1000), c = runningLease(3, 1001);
+  for (const auto& id : {a, b, c}) {
+    std::string scope =
+        host.cgroupRoot() + "/tally.slice/tally-" + id + ".slice/tally-" + id + ".scope";
+    writeFile(scope + "/cgroup.procs", "");
+    for (int i = 0; i < 300; ++i) {
+      makeDirs(fmt::format("{}/d{}", scope, i));
+      writeFile(fmt::format("{}/d{}/cgroup.procs", scope, i), "");
+    }
+  }
+  service->sample();
+  std::map<std::string, json> gpu;
+  json seats = call(9, 0, "seats", json::object())["result"]["seats"];
+  for (const auto& row : seats) gpu[row["lease"].get<std::string>()] = row["gpu"];
+  const std::string& first = std::min(a, b);
+  const std::string& second = std::max(a, b);
+  EXPECT_TRUE(gpu[first]["current_bytes"].is_number()) << gpu[first];
+  EXPECT_TRUE(gpu[second]["current_bytes"].is_null()) << gpu[second];
+  EXPECT_NE(gpu[second]
+                .value("current_bytes_unknown", "")
+                .find("its owner's leases hold more cgroups than the daemon walks for one user per "
+                      "sample round (max_cgroups_walked_per_uid = 400)"),
+            std::string::npos)
+      << gpu[second];
+  EXPECT_TRUE(gpu[c]["current_bytes"].is_number()) << "another user's budget is her own";
 }
 
 TEST(RowBudget, RowsAndBytesRefillAtTheirRatePerMinuteAndFullAccountsAreForgotten) {
