@@ -11,6 +11,7 @@
 #include "cgroup/path.h"
 #include "config/config.h"
 #include "metrics/http_request.h"
+#include "metrics/sock_diag.h"
 #include "rpc/lease_api.h"
 #include "rpc/messages.h"
 #include "rpc/protocol.h"
@@ -86,6 +87,10 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     if (!again || *again != *c) std::abort();
   }
   if (rpc::nestsDeeperThan(bytes, rpc::kMaxDepth) != rpc::nestsDeeperThan(bytes, rpc::kMaxDepth))
+    std::abort();
+  // The kernel's inet_diag answer (the metrics listener's peer check): an
+  // error with a message, or a uid, for any bytes.
+  if (auto uid = metrics::decodeSockDiagUid(bytes); !uid && uid.error().message.empty())
     std::abort();
 #elif TALLY_FUZZ_TARGET == 2
   auto parsed = config::parse(bytes, "fuzz.toml");

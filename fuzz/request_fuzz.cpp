@@ -75,6 +75,9 @@ struct Outbox : daemon::Outbox {
     lines.push_back(std::move(line));
     return true;
   }
+  bool turnWanted = false;
+  void wantTurn() override { turnWanted = true; }
+  std::size_t backlog(std::uint64_t) const override { return 0; }
 };
 struct Watches : daemon::Watches {
   Status watch(const std::string&, const std::string&) override { return Ok{}; }
@@ -203,6 +206,9 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
         service.disconnected(conn++);
       else if (line->text == "!peer")
         peer.uid = peer.uid == 0 ? 1000 : 0;
+      else if (line->text == "!turn")  // the loop's turns of work in slices (a replay)
+        for (int turns = 0; turns < 1000 && service.backgroundWork(); ++turns) {
+        }
       else {
         if (!line->overflow)
           line->text = substitute(std::move(line->text), leases, w.dir + "/cgroup");

@@ -4,8 +4,11 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <set>
+#include <thread>
 
 #include "cli/container_engine.h"
 #include "cli/daemon_call.h"
@@ -371,8 +374,12 @@ template <class Page>
 static std::optional<nlohmann::json> allPages(const char* cmd, const ClientOptions& o, int& rc) {
   Page page;
   std::optional<nlohmann::json> all;
-  std::size_t live = 0;  // live rows so far: the queue the first page named stays after them
+  std::size_t live = 0;        // live rows so far: the queue the first page named stays after them
+  std::set<std::string> seen;  // a request queued on the first page and granted since: once
   for (std::size_t pages = 0; pages < 100'000; ++pages) {
+    // Past a burst, at a pace under the daemon's queries_per_second_per_uid
+    // (20 a second by default): 20,000 leases are 40 pages.
+    if (pages >= 30) std::this_thread::sleep_for(std::chrono::milliseconds(60));
     auto m = callDaemon(cmd, o, page, rc);
     if (!m) return std::nullopt;
     auto doc = rpc::api::decodeDocument(m->result, cmd);
@@ -384,9 +391,11 @@ static std::optional<nlohmann::json> allPages(const char* cmd, const ClientOptio
     auto listed = jsonview::count(jsonview::get(facts, "listed")).value_or(0);
     if (!all) {
       all = std::move(*doc);
+      for (const auto& row : (*all)[cmd]) seen.insert(row.value("lease", std::string()));
     } else {
       auto& rows = (*all)[cmd];
       for (auto& row : (*doc)[cmd]) {
+        if (!seen.insert(row.value("lease", std::string())).second) continue;
         rows.insert(rows.begin() + static_cast<std::ptrdiff_t>(live), std::move(row));
         ++live;
       }

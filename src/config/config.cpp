@@ -132,6 +132,28 @@ bool validBdf(std::string_view s) {
   return true;
 }
 
+// A list of user or group names (or numeric ids): resolved by the daemon at
+// start (daemon/pool_access.h), so here only their form is checked.
+void readNames(Reader& r, const toml::table& t, const char* key, const std::string& where,
+               std::vector<std::string>& out) {
+  const toml::node* an = t.get(key);
+  if (!an) return;
+  const toml::array* a = an->as_array();
+  if (!a) {
+    r.problem(*an, fmt::format("{}.{} must be an array of names or numeric ids, e.g. [\"slurm\"]",
+                               where, key));
+    return;
+  }
+  for (const auto& e : *a) {
+    auto s = e.value<std::string>();
+    if (!s || s->empty() || s->size() > 256 || text::cleanTextProblem(*s))
+      r.problem(e, fmt::format("{}.{}: each entry must be a user or group name, or a numeric id",
+                               where, key));
+    else
+      out.push_back(*s);
+  }
+}
+
 void readDaemon(Reader& r, const toml::table& t, Daemon& d) {
   r.onlyKeys(t, "[daemon]",
              {"socket",
@@ -153,6 +175,7 @@ void readDaemon(Reader& r, const toml::table& t, Daemon& d) {
               "metrics_textfile",
               "metrics_listen",
               "metrics_beyond_loopback",
+              "metrics_allow_users",
               "max_connections",
               "max_connections_per_uid",
               "max_queued",
@@ -227,6 +250,12 @@ void readDaemon(Reader& r, const toml::table& t, Daemon& d) {
     else
       d.metricsListen = *s;
   }
+  readNames(r, t, "metrics_allow_users", "daemon", d.metricsAllowUsers);
+  if (!d.metricsAllowUsers.empty() && d.metricsBeyondLoopback)
+    r.problem(*t.get("metrics_allow_users"),
+              "daemon.metrics_allow_users needs a loopback metrics_listen: a peer beyond this "
+              "host has no user the kernel can name (drop metrics_beyond_loopback, or firewall "
+              "the port instead)");
   if (auto v = r.count(t, "max_connections", "daemon", 16, 1'000'000)) d.maxConnections = *v;
   if (auto v = r.count(t, "max_connections_per_uid", "daemon", 4, 1'000'000))
     d.maxConnectionsPerUid = *v;
@@ -326,25 +355,8 @@ void readPool(Reader& r, const std::string& name, const toml::node& node, Config
               "{}.devices is set but gpu_memory_budget is not; devices only scope the GPU budget",
               where));
   }
-  for (auto [key, out] :
-       {std::pair{"allow_users", &p.allowUsers}, std::pair{"allow_groups", &p.allowGroups}}) {
-    const toml::node* an = t->get(key);
-    if (!an) continue;
-    const toml::array* a = an->as_array();
-    if (!a) {
-      r.problem(*an, fmt::format("{}.{} must be an array of names or numeric ids, e.g. [\"slurm\"]",
-                                 where, key));
-      continue;
-    }
-    for (const auto& e : *a) {
-      auto s = e.value<std::string>();
-      if (!s || s->empty() || s->size() > 256 || text::cleanTextProblem(*s))
-        r.problem(e, fmt::format("{}.{}: each entry must be a user or group name, or a numeric id",
-                                 where, key));
-      else
-        out->push_back(*s);
-    }
-  }
+  readNames(r, *t, "allow_users", where, p.allowUsers);
+  readNames(r, *t, "allow_groups", where, p.allowGroups);
   c.pools.push_back(std::move(p));
 }
 

@@ -85,6 +85,9 @@ struct Daemon {
   std::string metricsListen;
   // metrics_listen may be a non-loopback address (config/listen_address.h).
   bool metricsBeyondLoopback = false;
+  // Who may read /metrics besides root (names or numeric ids); empty: every
+  // local user who reaches the address. Loopback only (config.cpp checks).
+  std::vector<std::string> metricsAllowUsers{};
   // Client limits (daemon/limits.h has every limit and its default).
   std::uint64_t maxConnections = 1024;
   std::uint64_t maxConnectionsPerUid = 64;

@@ -42,6 +42,7 @@ json effectiveJson(const Config& c, const std::string& stateDir) {
       {"kernel_objects_per_lease", d.kernelObjectsPerLease},
       {"metrics_textfile", d.metricsTextfile.empty() ? json(nullptr) : json(d.metricsTextfile)},
       {"metrics_listen", d.metricsListen.empty() ? json(nullptr) : json(d.metricsListen)},
+      {"metrics_allow_users", d.metricsAllowUsers},
       {"max_connections", d.maxConnections},
       {"max_connections_per_uid", d.maxConnectionsPerUid},
       {"max_queued", d.maxQueued},

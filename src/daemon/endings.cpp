@@ -162,14 +162,6 @@ std::optional<std::uint64_t> declaredBytes(const json& declared, const char* key
   return jsonview::count(jsonview::get(declared, key));
 }
 
-// The fields of one object in `from` that readers use, copied when present.
-void copyFields(const json& from, const char* object, std::initializer_list<const char*> keys,
-                json& to) {
-  const json& o = jsonview::get(from, object);
-  for (const char* k : keys)
-    if (o.is_object() && o.contains(k)) to[object][k] = o[k];
-}
-
 }  // namespace
 
 json clientDigest(const json& client) {
@@ -177,11 +169,27 @@ json clientDigest(const json& client) {
   // digest of it (the hash of its canonical JSON, its size) and the fields
   // any reader uses, so a user's outcome row costs a bounded number of
   // bytes whatever her client sends.
+  // Each field is copied as the value it must be (a number, a known word, a
+  // summary the decoder already cleaned and cut to 1 KiB), never as the raw
+  // JSON the client sent in its place.
+  using jsonview::get;
   std::string canonical = client.dump(-1, ' ', false, json::error_handler_t::replace);
   json d{{"sha256", sha256::hex(canonical)}, {"bytes", canonical.size()}};
-  copyFields(client, "outcome", {"class", "summary", "exit_code", "signal", "tally_exit_status"},
-             d);
-  copyFields(client, "declared", {"memory_high", "memory_swap_max", "oom_policy"}, d);
+  const json& said = get(client, "outcome");
+  if (const json& c = get(said, "class");
+      c.is_string() && lease::parseOutcomeClass(c.get<std::string>()))
+    d["outcome"]["class"] = c;
+  if (const json& s = get(said, "summary");
+      s.is_string() && s.get_ref<const std::string&>().size() <= 1024)
+    d["outcome"]["summary"] = s;
+  for (const char* k : {"exit_code", "signal", "tally_exit_status"})
+    if (const json& n = get(said, k); n.is_number_integer()) d["outcome"][k] = n;
+  const json& declared = get(client, "declared");
+  for (const char* k : {"memory_high", "memory_swap_max"})
+    if (auto n = jsonview::count(get(declared, k))) d["declared"][k] = *n;
+  if (const json& p = get(declared, "oom_policy");
+      p.is_string() && (p == "kill" || p == "stop" || p == "continue"))
+    d["declared"]["oom_policy"] = p;
   return d;
 }
 
@@ -200,15 +208,18 @@ json Endings::runOutcome(Lease& l, const json& client) {
                                               : lease::OomPolicy::Kill;
   // The command as the client ran it, within kCommandBytes (an argv of
   // 100 KiB is the client's to keep; the row says how many arguments it left out).
+  // Each argument costs its bytes and 8 more (its quotes, comma and escapes
+  // of a short one), so 40,000 empty arguments cost what they take in the row.
   std::size_t commandBytes = 0, commandOmitted = 0;
   for (const auto& arg : get(get(client, "lease"), "command")) {
     if (!arg.is_string()) continue;
     const auto& a = arg.get_ref<const std::string&>();
-    if (commandOmitted || commandBytes + a.size() > kCommandBytes) {
+    if (commandOmitted || commandBytes + a.size() + 8 > kCommandBytes ||
+        rec.spec.command.size() == kCommandArgs) {
       ++commandOmitted;
       continue;
     }
-    commandBytes += a.size();
+    commandBytes += a.size() + 8;
     rec.spec.command.push_back(a);
   }
   rec.spec.attributes = l.attributes;

@@ -60,7 +60,7 @@ class Endings {
   // digest (clientDigest) as "client", its command within kCommandBytes.
   // The ending is not recorded here (Service::onComplete does).
   nlohmann::json runOutcome(Lease& l, const nlohmann::json& client);
-  static constexpr std::size_t kCommandBytes = 4096;
+  static constexpr std::size_t kCommandBytes = 4096, kCommandArgs = 256;
   // It ended unseen (the daemon was down, the client gone): the facts still
   // readable (the counters, the samples the ledger kept) are recorded, the
   // ending is not guessed. A run lease's slice its client never removed is stopped.

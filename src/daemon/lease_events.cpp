@@ -222,15 +222,19 @@ void LeaseEvents::announce(const Lease& l, const std::string& kind, const json& 
 
 Status LeaseEvents::follow(std::uint64_t conn, const json& requestId, const rpc::api::Subscribe& s,
                            uid_t uid, std::size_t maxReplaysPerUid) {
+  if (subscribers_.count(conn))
+    return Error{EEXIST,
+                 "this connection already follows the events (one subscription per "
+                 "connection; open another to subscribe again)"};
   Follower f{requestId, uid, std::nullopt, {}};
   if (s.sinceNs || s.afterSeq) {
     std::size_t mine = 0;
     for (const auto& [c, other] : subscribers_)
       if (c != conn && other.uid == uid && other.replay) ++mine;
     if (uid != 0 && mine >= maxReplaysPerUid)
-      return Error{0, fmt::format("uid {} already has {} replays of the ledger under way (the "
-                                  "daemon's max_replays_per_uid); wait for one to finish",
-                                  uid, mine)};
+      return Error{EBUSY, fmt::format("uid {} already has {} replays of the ledger under way (the "
+                                      "daemon's max_replays_per_uid); wait for one to finish",
+                                      uid, mine)};
     ReplayCursor c;
     c.sinceNs = s.sinceNs.value_or(0);
     c.afterSeq = s.afterSeq.value_or(0);
@@ -250,7 +254,7 @@ Status LeaseEvents::follow(std::uint64_t conn, const json& requestId, const rpc:
 
 bool LeaseEvents::replaying() const {
   for (const auto& [conn, f] : subscribers_)
-    if (f.replay) return true;
+    if (f.replay && outbox_.backlog(conn) <= kReplayBacklogBytes) return true;
   return false;
 }
 
@@ -259,9 +263,11 @@ bool LeaseEvents::replaySlice() {
   auto it = subscribers_.upper_bound(replayTurn_);
   for (std::size_t looked = 0; looked < subscribers_.size(); ++looked, ++it) {
     if (it == subscribers_.end()) it = subscribers_.begin();
-    if (it->second.replay) break;
+    if (it->second.replay && outbox_.backlog(it->first) <= kReplayBacklogBytes) break;
   }
-  if (it == subscribers_.end() || !it->second.replay) return false;
+  if (it == subscribers_.end() || !it->second.replay ||
+      outbox_.backlog(it->first) > kReplayBacklogBytes)
+    return false;  // none, or every one waits for its reader
   std::uint64_t conn = replayTurn_ = it->first;
   Follower& f = it->second;
   ReplayCursor& c = *f.replay;

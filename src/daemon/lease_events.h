@@ -85,9 +85,17 @@ class LeaseEvents {
   void unsubscribe(std::uint64_t conn) { subscribers_.erase(conn); }
   bool subscribed(std::uint64_t conn) const { return subscribers_.count(conn) != 0; }
   // One follower's next slice (kReplaySliceRows rows), round-robin over the
-  // followers replaying; true while a replay is left to serve.
+  // followers replaying whose readers keep up; true while such a replay is
+  // left (one waiting for its reader goes on when the loop sees it read).
   bool replaySlice();
   bool replaying() const;
+  bool replayingFor(std::uint64_t conn) const {
+    auto it = subscribers_.find(conn);
+    return it != subscribers_.end() && it->second.replay.has_value();
+  }
+  // A follower whose client has this much unread is skipped until it reads:
+  // a slow reader's replay waits, it is never queued past the output cap.
+  static constexpr std::size_t kReplayBacklogBytes = 256 * 1024;
   static constexpr std::size_t kReplaySliceRows = 256;
   // Live events held for a follower still replaying; past it the follower
   // is told it fell behind and is dropped.

@@ -16,6 +16,7 @@
 #include "fs/root.h"
 #include "fs/secure_dir.h"
 #include "metrics/http_request.h"
+#include "metrics/peer_uid.h"
 #include "util/clock.h"
 
 namespace tally::daemon {
@@ -151,6 +152,26 @@ int MetricsHttp::onAccept(sd_event_source*, int fd, uint32_t, void* self) {
     int cfd = ::accept4(fd, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
     if (cfd < 0) break;
     UniqueFd owned(cfd);
+    if (const auto& allowed = m->limits_.allowUids) {
+      // Decided at accept, before a byte is read: the kernel names the peer.
+      auto uid = metrics::loopbackPeerUid(cfd);
+      if (!uid || (*uid != 0 && !allowed->count(*uid))) {
+        std::string body =
+            uid ? fmt::format("uid {} may not read tally's metrics (daemon.metrics_allow_users)\n",
+                              *uid)
+                : fmt::format(
+                      "tally's metrics are for the users daemon.metrics_allow_users names; "
+                      "this peer's user is unknown: {}\n",
+                      uid.error().message);
+        std::string reply = fmt::format(
+            "HTTP/1.1 403 Forbidden\r\nContent-Type: text/plain; charset=utf-8\r\n"
+            "Content-Length: {}\r\nConnection: close\r\n\r\n{}",
+            body.size(), body);
+        (void)!::send(cfd, reply.data(), reply.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
+        ++m->refused_;
+        continue;
+      }
+    }
     if (m->conns_.size() >= m->limits_.maxConnections) {
       // Full: the oldest connection that has not finished its request head
       // makes room (a scraper sends its head at once; a slow client does not).

@@ -14,11 +14,14 @@
 // clients cannot keep a scrape out.
 #pragma once
 
+#include <sys/types.h>
 #include <systemd/sd-event.h>
 
 #include <cstdint>
 #include <list>
 #include <memory>
+#include <optional>
+#include <set>
 #include <string>
 #include <string_view>
 
@@ -54,6 +57,11 @@ struct HttpLimits {
   std::size_t maxConnections = 64;
   std::uint64_t headTimeoutUs = 1'000'000;   // the request head must arrive in this
   std::uint64_t writeTimeoutUs = 5'000'000;  // and the reply be taken in this
+  // Who may read (daemon.metrics_allow_users, resolved at start; root
+  // always): each connection's peer is named by the kernel's socket table
+  // (metrics/peer_uid.h) and anyone else is answered 403. None: every local
+  // user who reaches the address, as for the textfile's readers.
+  std::optional<std::set<uid_t>> allowUids;
 };
 
 class MetricsHttp {
@@ -67,6 +75,8 @@ class MetricsHttp {
   void publish(std::string text) { text_ = std::move(text); }
   std::uint16_t port() const { return port_; }
   std::size_t connections() const { return conns_.size(); }
+  // Connections answered 403 (HttpLimits::allowUids).
+  std::uint64_t refused() const { return refused_; }
 
  private:
   struct Conn;
@@ -86,6 +96,7 @@ class MetricsHttp {
   std::list<std::unique_ptr<Conn>> conns_;  // oldest first
   std::uint16_t port_ = 0;
   std::string text_;
+  std::uint64_t refused_ = 0;
 };
 
 }  // namespace tally::daemon

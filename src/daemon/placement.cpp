@@ -199,12 +199,15 @@ std::optional<Denial> placeAttach(const PlacementEnv& env, const LeaseBook& book
   }
   // A tree too deep or too wide to walk is refused now, with the limit named,
   // not found at the first sample (where the meter could not count it).
-  if (auto walk = cg->subtreeProcs(); !walk && walk.error().code == E2BIG) {
+  cgroup::SubtreeLimits limits;
+  const bool budgeted = peer.uid != 0 && env.walkBudget < limits.maxCgroups;
+  if (budgeted) limits.maxCgroups = env.walkBudget;
+  if (auto walk = cg->subtreeProcs(limits); !walk && walk.error().code == E2BIG) {
     return Denial{code::kRefused,
                   fmt::format("{}. Attach the cgroup that holds the workload itself, or keep "
-                              "its tree within {} levels and {} cgroups",
-                              walk.error().message, cgroup::SubtreeLimits{}.maxDepth,
-                              cgroup::SubtreeLimits{}.maxCgroups)};
+                              "its tree within {} levels and {} cgroups{}",
+                              walk.error().message, limits.maxDepth, limits.maxCgroups,
+                              budgeted ? " (max_cgroups_walked_per_uid)" : "")};
   }
   if (parent) nestIn(*parent, l);
   l.place.cgroup = l.place.countersCgroup = cgPath;

@@ -40,6 +40,10 @@ struct PlacementEnv {
   // The in-kernel charge, for a charge an earlier lease of the cgroup left
   // (carried into the new lease's figure) on arrival.
   const bpf::KernelCharge* charge = nullptr;
+  // The widest tree a non-root user's attached lease may have: the cgroups
+  // the sampler walks for one user per round (Limits::maxCgroupsWalkedPerUid),
+  // so a lease admitted is a lease its owner's budget can meter.
+  std::size_t walkBudget = cgroup::SubtreeLimits{}.maxCgroups;
 };
 
 // Where the workload lives (l.place.cgroup, l.place.inode, l.place.cg, l.place.unit, l.target are

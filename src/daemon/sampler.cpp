@@ -93,9 +93,19 @@ std::vector<std::string> Sampler::sample() {
   // trees cost the round a bounded amount, and others' leases are walked.
   std::map<uid_t, std::size_t> walked;
   if (env_.charge) noteRefusals(mono, now);
-  for (const auto& [id, lp] : book_.all()) {
+  // Narrow trees first (by the size each lease's last walk found), so a
+  // user's walk budget meters as many of her leases as it can and one wide
+  // tree never leaves her others unmetered; lease-id order among equals.
+  std::vector<std::pair<const std::string*, Lease*>> order;
+  for (const auto& [id, lp] : book_.all())
+    if (lp->state() == Lease::State::Running && lp->metering.meter)
+      order.emplace_back(&id, lp.get());
+  std::stable_sort(order.begin(), order.end(), [](const auto& a, const auto& b) {
+    return a.second->metering.meter->lastWalkSize() < b.second->metering.meter->lastWalkSize();
+  });
+  for (const auto& [idp, lp] : order) {
+    const std::string& id = *idp;
     Lease& l = *lp;
-    if (l.state() != Lease::State::Running || !l.metering.meter) continue;
     if (l.metering.pace.nextUs > mono + kSlackUs) continue;  // not due
     // Due before its sample_interval because it is near its bound: at most
     // kEarlySamplesPerRound such leases per round; the rest keep

@@ -38,6 +38,9 @@ class Outbox {
   // Asks the loop for turns of Service::backgroundWork() until it says it
   // is done (a replay served in slices, between other clients' requests).
   virtual void wantTurn() = 0;
+  // Bytes queued to a connection and not yet taken by its client: a replay
+  // waits while its reader is behind, rather than fill the daemon for it.
+  virtual std::size_t backlog(std::uint64_t conn) const = 0;
 };
 
 class Watches {

@@ -392,6 +392,11 @@ bool Server::send(std::uint64_t connId, std::string line) {
   return conns_.count(connId) != 0;
 }
 
+std::size_t Server::backlog(std::uint64_t conn) const {
+  auto it = conns_.find(conn);
+  return it == conns_.end() ? 0 : it->second->out.size();
+}
+
 void Server::wantTurn() {
   background_ = true;
   if (pendingSrc_) sd_event_source_set_enabled(pendingSrc_, SD_EVENT_ON);
@@ -415,8 +420,12 @@ void Server::flush(Conn& c) {
     return;
   }
   if (c.out.size() < before) c.lastActiveUs = clock::monotonicUs();
-  // Drained below the pause: its waiting lines get their turn again.
+  // Drained below the pause: its waiting lines get their turn again, and a
+  // replay that waited for it goes on.
   if (c.reader.hasLines() && c.out.size() <= limits_.pauseReadingBytes) markPending(c.id);
+  if (!background_ && service_ && c.out.size() <= limits_.pauseReadingBytes &&
+      service_->replayWaits(c.id))
+    wantTurn();
   updateInterest(c);
 }
 

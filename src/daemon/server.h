@@ -51,6 +51,7 @@ class Server final : public Outbox, public Watches {
 
   bool send(std::uint64_t conn, std::string line) override;
   void wantTurn() override;
+  std::size_t backlog(std::uint64_t conn) const override;
   Status watch(const std::string& leaseId, const std::string& path) override;
   bool watchPid(const std::string& leaseId, pid_t pid) override;
   void unwatch(const std::string& leaseId) override;

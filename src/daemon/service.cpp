@@ -152,11 +152,16 @@ void Service::handle(std::uint64_t conn, const Peer& peer, const rpc::Request& r
       return with(rpc::api::decodeSubscribe(params), [&](auto& p) {
         // The reply, then the ledger's rows since then in slices across
         // turns (backgroundWork), then the live events: in that order.
-        if (auto s = events_.follow(conn, id, p, peer.uid, env_.limits.maxReplaysPerUid); !s)
-          return fail(conn, id, s.error().code ? code::kInternal : code::kBusy,
-                      s.error().code
-                          ? fmt::format("cannot read the ledger to replay: {}", s.error().message)
-                          : s.error().message);
+        if (auto s = events_.follow(conn, id, p, peer.uid, env_.limits.maxReplaysPerUid); !s) {
+          int c = s.error().code;
+          return fail(conn, id,
+                      c == EBUSY    ? code::kBusy
+                      : c == EEXIST ? code::kConflict
+                                    : code::kInternal,
+                      c == EBUSY || c == EEXIST
+                          ? s.error().message
+                          : fmt::format("cannot read the ledger to replay: {}", s.error().message));
+        }
         bool replaying = p.sinceNs || p.afterSeq;
         reply(conn, id,
               rpc::api::encode(

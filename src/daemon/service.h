@@ -120,6 +120,8 @@ class Service {
   // calls it between connections' shares of requests when asked
   // (Outbox::wantTurn).
   bool backgroundWork() { return events_.replaySlice(); }
+  // Whether `conn` has a replay left (served when its reader catches up).
+  bool replayWaits(std::uint64_t conn) const { return events_.replayingFor(conn); }
   // After each turn of the loop, once its replies are sent: the ledger's
   // head witness moves to the turn's last row (ledger::Ledger::deferHead).
   void endOfTurn() { ledger_.flushHead(); }

@@ -142,8 +142,13 @@ Service::Admission Service::admit(std::uint64_t conn, const Peer& peer, const js
     if (auto why = boundUnseen()) return refused(code::kRefused, *why);
   }
   if (attach) {
-    PlacementEnv aenv{env_.proc,     env_.cgroupRoot, env_.units,
-                      env_.pageSize, &env_.sys,       env_.kernelCharge};
+    PlacementEnv aenv{env_.proc,
+                      env_.cgroupRoot,
+                      env_.units,
+                      env_.pageSize,
+                      &env_.sys,
+                      env_.kernelCharge,
+                      env_.limits.maxCgroupsWalkedPerUid};
     if (auto denied = placeAttach(aenv, book_, peer, *attach, *l)) return {*denied, false};
     // A child's bound is known once it is placed (it may be its parent's).
     if (child) {

@@ -5,11 +5,13 @@
 #include "daemon/startup.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <sys/resource.h>
 #include <unistd.h>
 
 #include <memory>
 #include <optional>
+#include <set>
 
 #include "bpf/kernel_charge_bpf.h"
 #include "config/config.h"
@@ -17,6 +19,7 @@
 #include "contain/systemd_lease.h"
 #include "coverage/assess.h"
 #include "daemon/metrics_publisher.h"
+#include "daemon/pool_access.h"
 #include "daemon/server.h"
 #include "daemon/service.h"
 #include "daemon/systemd_units.h"
@@ -179,20 +182,41 @@ Ended serve(const StartOptions& o) {
                  at.error().message);
       return Ended::Usage;
     }
-    auto started = daemon::MetricsHttp::start(server.event(), *at);
+    // Who may read them: said at start, in so many words.
+    daemon::HttpLimits httpLimits;
+    if (!cfg.daemon.metricsAllowUsers.empty()) {
+      auto lookup = daemon::systemLookup();
+      std::set<uid_t> uids;
+      for (const auto& name : cfg.daemon.metricsAllowUsers) {
+        if (auto uid = lookup.user(name))
+          uids.insert(*uid);
+        else
+          fmt::print(stderr,
+                     "tally daemon: daemon.metrics_allow_users: no user '{}'; it reads nothing\n",
+                     name);
+      }
+      httpLimits.allowUids = std::move(uids);
+    }
+    auto started = daemon::MetricsHttp::start(server.event(), *at, httpLimits);
     if (!started) {
       fmt::print(stderr, "tally daemon: {}\n", started.error().message);
       return Ended::Environment;
     }
     http = std::move(*started);
-    fmt::print(stderr, "tally daemon: metrics on http://{}:{}/metrics{}\n",
-               at->host.find(':') == std::string::npos ? at->host : "[" + at->host + "]",
-               http->port(),
-               config::isLoopback(*at)
-                   ? ""
-                   : " (beyond loopback, as daemon.metrics_beyond_loopback allows: anyone who "
-                     "reaches this port reads every lease's name, attributes and figures; "
-                     "firewall it to your Prometheus)");
+    fmt::print(
+        stderr, "tally daemon: metrics on http://{}:{}/metrics{}\n",
+        at->host.find(':') == std::string::npos ? at->host : "[" + at->host + "]", http->port(),
+        !config::isLoopback(*at)
+            ? std::string(" (beyond loopback, as daemon.metrics_beyond_loopback allows: anyone who "
+                          "reaches this port reads every lease's name, attributes and figures; "
+                          "firewall it to your Prometheus)")
+        : cfg.daemon.metricsAllowUsers.empty()
+            ? std::string(
+                  " (every local user can read every lease's name, attributes and figures "
+                  "there, which the socket's group may withhold; daemon.metrics_allow_users "
+                  "restricts it)")
+            : fmt::format(" (root and {} only: daemon.metrics_allow_users)",
+                          fmt::join(cfg.daemon.metricsAllowUsers, ", ")));
   }
   if (textfile || http) {
     // The lambda outlives this block (the loop calls it): it owns its state.

@@ -152,6 +152,7 @@ void LeaseMeter::sampleFdinfo(host::Snapshot& host) {
   auto scan = scanner.scanCgroup(cgroup_, limits);
   const auto& walk = scanner.stats().walk;
   cgroupsWalked_ = walk.visited;
+  lastWalkSize_ = walk.tooMany ? std::max(walk.visited, walkLimit_ + 1) : walk.visited;
   if (!scan) {
     gpu_.lastError = scan.error().message;
     if (budgeted && walk.tooMany)

@@ -104,6 +104,10 @@ class LeaseMeter {
     walkBudget_ = std::move(budgetName);
   }
   std::size_t cgroupsWalked() const { return cgroupsWalked_; }
+  // The size of its tree as its last walk found it (0: never walked): the
+  // sampler walks a user's narrow leases first, so one wide tree cannot
+  // leave her others unmetered.
+  std::size_t lastWalkSize() const { return lastWalkSize_; }
   // The kernel's memory.stat names the GPU bytes it charged (gpu_active,
   // dmem: coverage::Handover::statNamesGpu): read them every sample.
   void readStatGpu(bool on) { readStatGpu_ = on; }
@@ -149,6 +153,7 @@ class LeaseMeter {
   std::size_t walkLimit_ = cgroup::SubtreeLimits{}.maxCgroups;
   std::string walkBudget_;
   std::size_t cgroupsWalked_ = 0;
+  std::size_t lastWalkSize_ = 0;
   // The charge as this lease's own: counters net of what was carried.
   bpf::LeaseCharge own(const bpf::LeaseCharge& c) const;
   const bpf::KernelCharge* kernel_ = nullptr;

@@ -510,13 +510,16 @@ Result<std::int64_t> Ledger::headSeq() {
 }
 
 Result<std::int64_t> Ledger::seqBefore(std::uint64_t atNs) {
-  // The events_by_time index: one look-up, not a scan of the rows before.
-  Stmt q(db_, "SELECT seq FROM events WHERE at_ns >= ?1 ORDER BY at_ns, seq LIMIT 1");
+  // The lowest seq among rows written at or after atNs, by the time index:
+  // it visits the rows since then only, never those before. Not the seq of
+  // the earliest such time: a wall clock stepped back writes a later row
+  // with an earlier time, and every row at or after atNs is replayed.
+  if (atNs == 0) return std::int64_t{0};
+  Stmt q(db_, "SELECT min(seq) FROM events WHERE at_ns >= ?1");
   if (!q.ok()) return dbError(db_, "ledger query");
   q.i64(1, static_cast<std::int64_t>(std::min<std::uint64_t>(atNs, INT64_MAX)));
-  int rc = q.step();
-  if (rc == SQLITE_DONE) return headSeq();  // nothing written since then
-  if (rc != SQLITE_ROW) return dbError(db_, "ledger query");
+  if (q.step() != SQLITE_ROW) return dbError(db_, "ledger query");
+  if (!q.colOptU64(0)) return headSeq();  // nothing written since then
   return q.colI64(0) - 1;
 }
 

@@ -128,8 +128,9 @@ class Ledger {
                                         std::size_t limit, std::int64_t uptoSeq = INT64_MAX);
   // The newest row's seq (0: none).
   Result<std::int64_t> headSeq();
-  // The seq just before the first row written at or after `atNs` (by the
-  // time index, one look-up): where a replay from `atNs` starts.
+  // The seq just before the lowest-numbered row written at or after `atNs`
+  // (by the time index, visiting only the rows since then): where a replay
+  // from `atNs` starts.
   Result<std::int64_t> seqBefore(std::uint64_t atNs);
   // A lease's first row of `kind`, if it has one (by the lease index).
   Result<std::optional<Event>> firstOfKind(const std::string& leaseId, std::string_view kind);

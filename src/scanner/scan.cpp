@@ -57,21 +57,23 @@ struct Pending {
   Process process;
   std::vector<std::pair<int, probes::DrmFdinfo>> fdinfos;  // fd -> parsed
   std::vector<std::pair<std::uint32_t, std::uint32_t>>
-      nodes;                // (major, minor), parallel to fdinfos
-  std::vector<pid_t> tids;  // whose table (0: the leader's), parallel to fdinfos
+      nodes;  // (major, minor), parallel to fdinfos
 };
 
 // One client, however many tables and fds hold it: by drm-client-id where the
 // driver says it (a thread's own table, copied from the leader's by
-// unshare(CLONE_FILES), holds the same clients), else by the fd itself.
+// unshare(CLONE_FILES), holds the same clients), else by the process and fd
+// number, whichever of its tables holds it: a copied table keeps the
+// leader's numbers for the leader's files, so a copy is never counted twice
+// (counting twice could kill a lease for memory it does not hold; an fd a
+// thread opened under a number its leader opened another file under is
+// the rarer miss, and only on a driver that prints no drm-client-id).
 std::string clientKey(const probes::DrmFdinfo& info, std::uint32_t major, std::uint32_t minor,
-                      pid_t pid, pid_t tid, int fd) {
+                      pid_t pid, int fd) {
   std::string key =
       info.pdev ? *info.pdev : "node:" + std::to_string(major) + ":" + std::to_string(minor);
   if (info.clientId) return key + "#" + std::to_string(*info.clientId);
-  key += "#pid" + std::to_string(pid);
-  if (tid) key += "tid" + std::to_string(tid);
-  return key + "fd" + std::to_string(fd);
+  return key + "#pid" + std::to_string(pid) + "fd" + std::to_string(fd);
 }
 
 }  // namespace
@@ -177,7 +179,8 @@ struct FdWalk {
   bool holdsKfd = false;
 };
 
-// One fstatat per fd; no other syscall for a process that holds no GPU device.
+// One fstatat per fd (and, in walkThreadTables, one listing of its threads
+// and a kcmp each); no other syscall for a process that holds no GPU device.
 // procfs fills getdents64 greedily: one call lists a process's fds.
 int walkFds(int fdDir, const std::optional<probes::DevNumber>& kfdDev, FdWalk& out,
             ScanStats& stats, pid_t tid = 0) {
@@ -269,8 +272,8 @@ void commit(const fs::Root& sys, Scan& scan,
   for (std::size_t i = 0; i < p.fdinfos.size(); ++i) {
     auto& [fd, info] = p.fdinfos[i];
     const auto [major, minor] = p.nodes[i];
-    auto [it, inserted] = clientIndex.try_emplace(clientKey(info, major, minor, pid, p.tids[i], fd),
-                                                  scan.clients.size());
+    auto [it, inserted] =
+        clientIndex.try_emplace(clientKey(info, major, minor, pid, fd), scan.clients.size());
     if (inserted) {
       Client c;
       c.major = major;
@@ -297,6 +300,13 @@ void commit(const fs::Root& sys, Scan& scan,
 bool isProcfs(int fd) {
   struct statfs fs;
   return ::fstatfs(fd, &fs) == 0 && fs.f_type == PROC_SUPER_MAGIC;
+}
+
+bool ownPidNamespace(int procFd) {
+  char self[32] = {};
+  ssize_t n = ::readlinkat(procFd, "self", self, sizeof self - 1);
+  return n > 0 && text::parseU64(std::string_view(self, static_cast<std::size_t>(n))) ==
+                      static_cast<std::uint64_t>(::getpid());
 }
 
 // The held handles of `pid`: kept while they are still that process, opened
@@ -403,8 +413,10 @@ Result<Scan> Scanner::run(const std::vector<Candidate>& candidates, bool readCgr
   if (handles) ++handles->generation;
   if (handles && handles->procfs < 0) handles->procfs = isProcfs(proc_.fd()) ? 1 : 0;
   const bool procfs = handles && handles->procfs == 1;
-  // Whether kcmp can tell which threads share their leader's fd table.
-  const bool kernelProc = handles ? procfs : isProcfs(proc_.fd());
+  // Whether kcmp can tell which threads share their leader's fd table: a
+  // procfs of this pid namespace (its "self" is this process), so the pids
+  // it lists are the pids kcmp compares.
+  const bool kernelProc = (handles ? procfs : isProcfs(proc_.fd())) && ownPidNamespace(proc_.fd());
   if (hook_) hook_(ScanPoint::Listed, 0);
 
   for (const auto& candidate : candidates) {
@@ -454,7 +466,6 @@ Result<Scan> Scanner::run(const std::vector<Candidate>& candidates, bool readCgr
       }
       p.fdinfos.emplace_back(d.fd, probes::parseDrmFdinfo(*text));
       p.nodes.emplace_back(d.major, d.minor);
-      p.tids.push_back(d.tid);
     }
     if (unreadable) continue;
     // Every DRM fd closed since the walk, and no KFD: no longer a GPU process.

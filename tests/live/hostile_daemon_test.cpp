@@ -408,6 +408,11 @@ TEST_F(HostileDaemon, SlowHttpClientsDoNotStarveAScrape) {
     port = log.substr(at + 28, log.find('/', at + 28) - at - 28);
     return true;
   }));
+  // Its audience, said at start: without metrics_allow_users, every local user.
+  EXPECT_NE(daemon->log().find("(every local user can read every lease's name, attributes and "
+                               "figures there"),
+            std::string::npos)
+      << daemon->log();
   for (int slowCount : {40, 100}) {
     std::vector<int> slow;
     for (int i = 0; i < slowCount; ++i) {
@@ -435,6 +440,73 @@ TEST_F(HostileDaemon, SlowHttpClientsDoNotStarveAScrape) {
     std::fprintf(stderr, "a scrape beside %d slow clients: %.1f ms\n", slowCount, took);
     for (int fd : slow) ::close(fd);
   }
+  stillServing();
+}
+
+// A loopback metrics_listen served every local user what the socket's
+// group withholds: its audience is said at start, and metrics_allow_users
+// lets only root and the users it names read, each peer named by the
+// kernel's socket table (sock_diag), decided before a byte is read.
+TEST_F(HostileDaemon, TheMetricsListenersAudienceIsSaidAndCanBeRestricted) {
+  start("metrics_listen = \"127.0.0.1:0\"\nmetrics_allow_users = [\"12345\"]\n");
+  std::string port;
+  ASSERT_TRUE(eventually([&] {
+    std::string log = daemon->log();
+    auto at = log.find("metrics on http://127.0.0.1:");
+    if (at == std::string::npos) return false;
+    port = log.substr(at + 28, log.find('/', at + 28) - at - 28);
+    return true;
+  }));
+  EXPECT_NE(daemon->log().find("(root and 12345 only: daemon.metrics_allow_users)"),
+            std::string::npos)
+      << daemon->log();
+  // Root reads them.
+  httplib::Client http("127.0.0.1", std::stoi(port));
+  http.set_read_timeout(5, 0);
+  auto res = http.Get("/metrics");
+  ASSERT_TRUE(res);
+  EXPECT_EQ(res->status, 200);
+  // Another user is refused, named.
+  auto asUser = [&](uid_t uid) {
+    int out[2];
+    EXPECT_EQ(::pipe(out), 0);
+    pid_t child = ::fork();
+    if (child == 0) {
+      ::close(out[0]);
+      if (::setresgid(uid, uid, uid) != 0 || ::setresuid(uid, uid, uid) != 0) ::_exit(2);
+      int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+      sockaddr_in a{};
+      a.sin_family = AF_INET;
+      a.sin_port = htons(static_cast<std::uint16_t>(std::stoi(port)));
+      a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+      if (::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) ::_exit(3);
+      const char req[] = "GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n";
+      (void)!::send(fd, req, sizeof req - 1, MSG_NOSIGNAL);
+      char buf[4096];
+      ssize_t n;
+      while ((n = ::read(fd, buf, sizeof buf)) > 0)
+        (void)!::write(out[1], buf, static_cast<size_t>(n));
+      ::_exit(0);
+    }
+    ::close(out[1]);
+    std::string got;
+    char buf[4096];
+    ssize_t n;
+    while ((n = ::read(out[0], buf, sizeof buf)) > 0) got.append(buf, static_cast<size_t>(n));
+    ::close(out[0]);
+    int status = 0;
+    ::waitpid(child, &status, 0);
+    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
+    return got;
+  };
+  std::string refused = asUser(65534);
+  EXPECT_EQ(refused.rfind("HTTP/1.1 403 Forbidden", 0), 0u) << refused;
+  EXPECT_NE(refused.find("uid 65534 may not read tally's metrics (daemon.metrics_allow_users)"),
+            std::string::npos)
+      << refused;
+  EXPECT_EQ(refused.find("tally_"), std::string::npos) << "not one metric";
+  std::string allowed = asUser(12345);
+  EXPECT_EQ(allowed.rfind("HTTP/1.1 200", 0), 0u) << allowed.substr(0, 200);
   stillServing();
 }
 

@@ -96,6 +96,23 @@ TEST(Config, MetricsBeyondLoopbackIsAnExplicitChoice) {
       << problems;
   auto defaults = config::parse("[pools.one]\ncapacity = 1\n", "t.toml");
   EXPECT_FALSE(defaults.config->daemon.metricsBeyondLoopback);
+  EXPECT_TRUE(defaults.config->daemon.metricsAllowUsers.empty());
+  // Who may read them: loopback only, where the kernel can name a peer's user.
+  auto allowed = config::parse(
+      "[daemon]\nmetrics_listen = \"127.0.0.1:9464\"\nmetrics_allow_users = [\"prometheus\"]\n"
+      "[pools.one]\ncapacity = 1\n",
+      "t.toml");
+  ASSERT_TRUE(allowed.config) << config::formatProblems(allowed, "t.toml");
+  EXPECT_EQ(allowed.config->daemon.metricsAllowUsers, std::vector<std::string>{"prometheus"});
+  auto beyond = config::parse(
+      "[daemon]\nmetrics_listen = \"0.0.0.0:9464\"\nmetrics_beyond_loopback = true\n"
+      "metrics_allow_users = [\"prometheus\"]\n[pools.one]\ncapacity = 1\n",
+      "t.toml");
+  ASSERT_FALSE(beyond.config);
+  EXPECT_NE(config::formatProblems(beyond, "t.toml")
+                .find("t.toml:4: daemon.metrics_allow_users needs a loopback metrics_listen"),
+            std::string::npos)
+      << config::formatProblems(beyond, "t.toml");
 }
 
 TEST(Config, EveryProblemHasItsLine) {

@@ -284,7 +284,7 @@ TEST_F(HostileServiceTest, ATreeTooDeepToWalkIsRefusedAtAttachAndNeverCrashesASa
   EXPECT_EQ(r["error"]["message"],
             "the cgroup tree under /user.slice/deep.scope is deeper than 64 levels; tally does not "
             "walk trees that deep. Attach the cgroup that holds the workload itself, or keep its "
-            "tree within 64 levels and 16384 cgroups");
+            "tree within 64 levels and 4096 cgroups (max_cgroups_walked_per_uid)");
   EXPECT_EQ(service->liveLeases(), 0u);
 
   // A lease whose workload deepens its tree afterwards.
@@ -720,6 +720,37 @@ TEST_F(HostileServiceTest, OneUsersWideTreesCostABoundedWalkPerRound) {
             std::string::npos)
       << gpu[second];
   EXPECT_TRUE(gpu[c]["current_bytes"].is_number()) << "another user's budget is her own";
+
+  // A tree wider than her budget is refused at attach: a lease admitted is
+  // one her budget can meter. Root's is not budgeted.
+  workloadCgroup("/user.slice/wide.scope", true, 1000);
+  host.addCgroup("/user.slice/wide.scope", {4343});
+  for (int i = 0; i < 400; ++i) {
+    makeDirs(fmt::format("{}/user.slice/wide.scope/w{}", host.cgroupRoot(), i));
+    writeFile(fmt::format("{}/user.slice/wide.scope/w{}/cgroup.procs", host.cgroupRoot(), i), "");
+  }
+  json r = call(4, 1000, "attach", {{"pools", {"one"}}, {"cgroup", "/user.slice/wide.scope"}});
+  EXPECT_EQ(r["error"]["code"], "refused") << r;
+  EXPECT_NE(r["error"]["message"].get<std::string>().find(
+                "keep its tree within 64 levels and 400 cgroups (max_cgroups_walked_per_uid)"),
+            std::string::npos)
+      << r;
+
+  // Her first lease's tree grows past the whole budget: it can no longer be
+  // walked, and it no longer keeps her other lease from being walked (narrow
+  // trees go first), whichever id sorts first.
+  std::string wide =
+      host.cgroupRoot() + "/tally.slice/tally-" + first + ".slice/tally-" + first + ".scope";
+  for (int i = 300; i < 500; ++i) {
+    makeDirs(fmt::format("{}/d{}", wide, i));
+    writeFile(fmt::format("{}/d{}/cgroup.procs", wide, i), "");
+  }
+  service->sample();
+  service->sample();
+  seats = call(9, 0, "seats", json::object())["result"]["seats"];
+  for (const auto& row : seats) gpu[row["lease"].get<std::string>()] = row["gpu"];
+  EXPECT_TRUE(gpu[first]["current_bytes"].is_null()) << gpu[first];
+  EXPECT_TRUE(gpu[second]["current_bytes"].is_number()) << gpu[second];
 }
 
 TEST(RowBudget, RowsAndBytesRefillAtTheirRatePerMinuteAndFullAccountsAreForgotten) {

@@ -30,6 +30,11 @@ struct FakeOutbox : daemon::Outbox {
   json last(std::uint64_t conn) { return sent[conn].empty() ? json() : sent[conn].back(); }
   unsigned turnsWanted = 0;
   void wantTurn() override { ++turnsWanted; }
+  std::map<std::uint64_t, std::size_t> unread;  // a client's backlog, as a test sets it
+  std::size_t backlog(std::uint64_t conn) const override {
+    auto it = unread.find(conn);
+    return it == unread.end() ? 0 : it->second;
+  }
 };
 
 struct FakeWatches : daemon::Watches {

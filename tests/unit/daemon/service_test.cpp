@@ -212,6 +212,29 @@ TEST_F(ServiceTest, AReplayIsServedInSlicesAcrossTurnsAndLiveEventsWaitBehindIt)
   EXPECT_TRUE(call(34, 1000, "subscribe", {{"after_seq", 0}})["ok"]);
 }
 
+// A replay goes at its reader's pace: while its client has 256 KiB unread
+// the follower is skipped (not queued past the output cap and dropped),
+// and it goes on when the client reads. One subscription per connection.
+TEST_F(ServiceTest, AReplayWaitsForItsReaderAndAConnectionFollowsOnce) {
+  for (int i = 0; i < 10; ++i) {
+    std::string id = call(1, 0, "acquire", {{"pools", {"one"}}, {"name", "a"}})["result"]["lease"];
+    call(1, 0, "release", {{"lease", id}});
+  }
+  EXPECT_TRUE(call(21, 1000, "subscribe", {{"since_ns", 1}})["ok"]);
+  outbox.unread[21] = 300 * 1024;
+  EXPECT_FALSE(service->backgroundWork()) << "nothing to do while its reader is behind";
+  EXPECT_EQ(outbox.sent[21].size(), 1u);
+  EXPECT_TRUE(service->replayWaits(21));
+  outbox.unread[21] = 0;
+  while (service->backgroundWork()) {
+  }
+  EXPECT_FALSE(service->replayWaits(21));
+  EXPECT_EQ(outbox.sent[21].back()["event"], "replayed");
+  EXPECT_EQ(outbox.sent[21].back()["rows"], 30);
+  json again = call(21, 1000, "subscribe", json::object());
+  EXPECT_EQ(again["error"]["code"], "conflict") << again;
+}
+
 TEST_F(ServiceTest, BudgetedPoolRefusesAnUndeclaredRequest) {
   json r = call(1, 1000, "acquire", {{"pools", {"gpu"}}});
   EXPECT_FALSE(r["ok"]);

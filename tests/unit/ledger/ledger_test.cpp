@@ -330,6 +330,16 @@ TEST(Ledger, ALeasesRowsAreItsFirstAndLastAndACountOfTheRest) {
   EXPECT_EQ(*db->seqBefore(0), 0);
   EXPECT_EQ(*db->seqBefore((*rows)[10].atNs + 1), (*rows)[10].seq) << "rows 0..10 are before it";
   EXPECT_EQ(*db->seqBefore(rows->back().atNs + 1), rows->back().seq) << "nothing since";
+  // A wall clock stepped back: a later row with an earlier time. Every row
+  // at or after the time is replayed, not only those after the earliest.
+  TempDir other;
+  auto stepped = ledger::Ledger::open(other.path());
+  for (std::uint64_t at : {100u, 200u, 300u, 150u})
+    ASSERT_TRUE(stepped->appendEvent("c", "x", "{}", at));
+  auto all = stepped->events();
+  EXPECT_EQ(*stepped->seqBefore(120), (*all)[1].seq - 1)
+      << "from the row at 200, not the one at 150";
+  EXPECT_EQ(*stepped->seqBefore(301), (*all)[3].seq) << "nothing at or after 301";
   EXPECT_EQ(db->firstOfKind("a", "granted")->value().body, R"({"i":0})");
   EXPECT_FALSE(*db->firstOfKind("b", "granted"));
 }

@@ -312,6 +312,32 @@ TEST_F(ScannerTest, AThreadsOwnFdTableIsSeenAndItsCopiesAreOneClient) {
   }
 }
 
+// A driver that prints no drm-client-id: a thread's table copied from the
+// leader's holds the leader's fd under the leader's number, and that is one
+// client, never two (twice the memory could kill a lease for nothing).
+TEST_F(ScannerTest, AThreadsCopyOfAnFdWithoutAClientIdIsCountedOnce) {
+  const std::string legacy =
+      "pos:\t0\nflags:\t02\nmnt_id:\t1\npdev:\t0000:c6:00.0\npasid:\t32769\n"
+      "vram mem:\t0 kB\ngtt mem:\t4096 kB\ncpu mem:\t0 kB\n";
+  FakeProcess p;
+  p.pid = 910;
+  p.cgroup = "/legacy-copy";
+  p.fds = {{5, 128u, "", legacy, false}};
+  p.threadFds[911] = {{5, 128u, "", legacy, false}, {6, 128u, "", legacy, false}};
+  host.addProcess(p);
+  Scanner scanner(*proc, *sys);
+  auto scan = scanner.scanHost();
+  ASSERT_TRUE(scan);
+  const Process* got = process(*scan, 910);
+  ASSERT_NE(got, nullptr);
+  EXPECT_EQ(got->clients.size(), 2u) << "fd 5 (the leader's, copied) and the thread's own fd 6";
+  auto agg = gpumem::aggregate(*scan, host::Snapshot{});
+  gpumem::RegionMap counted;
+  for (const auto& g : agg.cgroups)
+    if (g.path == "/legacy-copy") gpumem::addInto(counted, g.regions);
+  EXPECT_EQ(resident(counted, "gtt"), 8 * kMiB);
+}
+
 // An exit is quiet; kernel text that does not parse is not: the process is
 // left out with the reason, never reported with a made-up start time.
 TEST_F(ScannerTest, UnparsableStatIsUnreadableWithTheReason) {
