@@ -161,6 +161,17 @@ std::optional<Denial> placeAttach(const PlacementEnv& env, const LeaseBook& book
                     "only root may set MemoryMax on a systemd unit through the daemon"};
     }
     auto knob = cg->statFile(cgroup::file::kMemoryMax);
+    if (!knob && knob.error().code == ENOENT) {
+      // No memory.max at all: the memory controller is off here, which no
+      // ownership would change.
+      return Denial{
+          code::kRefused,
+          fmt::format("{} does not exist: the memory controller is not enabled for cgroup {} "
+                      "(its parent's cgroup.subtree_control has no +memory), so --memory-max "
+                      "cannot be set on it. Enable +memory down to it (tally doctor shows the "
+                      "chain), or attach without --memory-max",
+                      cg->describe(cgroup::file::kMemoryMax), cgPath)};
+    }
     if (!knob || knob->st_uid != peer.uid || !S_ISREG(knob->st_mode)) {
       return Denial{
           code::kForbidden,

@@ -753,6 +753,22 @@ TEST_F(HostileServiceTest, OneUsersWideTreesCostABoundedWalkPerRound) {
   EXPECT_TRUE(gpu[second]["current_bytes"].is_number()) << gpu[second];
 }
 
+// A cgroup without the memory controller has no memory.max: the refusal
+// says so and how to enable it, never that the file is someone else's.
+TEST_F(HostileServiceTest, NoMemoryControllerIsNamedNotBlamedOnOwnership) {
+  workloadCgroup("/work/nomem", true, 1000);
+  host.addCgroup("/work/nomem", {4444});
+  ASSERT_EQ(::unlink((host.cgroupRoot() + "/work/nomem/memory.max").c_str()), 0);
+  json r =
+      call(1, 1000, "attach", {{"pools", {"one"}}, {"cgroup", "/work/nomem"}, {"memory_max", GiB}});
+  EXPECT_EQ(r["error"]["code"], "refused") << r;
+  std::string why = r["error"]["message"];
+  EXPECT_NE(why.find("the memory controller is not enabled for cgroup /work/nomem"),
+            std::string::npos)
+      << why;
+  EXPECT_EQ(why.find("not yours"), std::string::npos) << why;
+}
+
 TEST(RowBudget, RowsAndBytesRefillAtTheirRatePerMinuteAndFullAccountsAreForgotten) {
   daemon::RowBudget b(60, 6000);  // a row and 100 bytes a second
   const std::uint64_t t0 = 1'000'000'000;
