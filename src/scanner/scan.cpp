@@ -284,8 +284,9 @@ void commit(const fs::Root& sys, Scan& scan,
       scan.clients.push_back(std::move(c));
     }
     auto& holders = scan.clients[it->second].holders;
+    const int fdNumber = fd;  // a structured binding is not captured (clang 14)
     if (std::find_if(holders.begin(), holders.end(), [&](const FdHolder& h) {
-          return h.pid == pid && h.fd == fd;
+          return h.pid == pid && h.fd == fdNumber;
         }) == holders.end())
       holders.push_back({pid, fd});  // a thread's copy of the leader's fd is the same holder
     auto& mine = p.process.clients;
