@@ -1141,7 +1141,10 @@ TEST_F(VmRedTeam, Kill9OfTheDaemonReArmsEveryLeaseWithItsChargeIntact) {
   json h = figure(hiddenLease, 64 * kMiB);
   EXPECT_EQ(h["gpu"]["current_bytes"], 64 * kMiB) << "the kernel kept the charge\n" << h.dump(2);
   EXPECT_EQ(h["gpu"]["source"], "kernel-charge") << h.dump(2);
-  EXPECT_EQ(h["gpu"]["fdinfo_bytes"], 0) << "fdinfo sees nothing of an exited leader's buffers";
+  // The leader exited; the thread that holds the fd is walked in its own
+  // right (task/<tid>/fd: kcmp cannot compare a zombie leader's table), so
+  // even the fallback meter sees what the kernel charged.
+  EXPECT_EQ(h["gpu"]["fdinfo_bytes"], 64 * kMiB) << h.dump(2);
   json st = figure(stepLease, 48 * kMiB);
   EXPECT_EQ(st["gpu"]["source"], "kernel-charge") << st.dump(2);
 
