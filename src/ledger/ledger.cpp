@@ -13,18 +13,18 @@
 #include <utility>
 
 #include "ledger/head_witness.h"
+#include "ledger/statement.h"
 #include "util/clock.h"
 #include "util/sha256.h"
 
 namespace tally::ledger {
-namespace {
 
-// "'outcome','lost','withdrawn'": the terminal kinds as an SQL list, from ledger/kinds.h.
-std::string terminalKindsSql() {
-  std::string out;
-  for (const char* k : kTerminalKinds) out += fmt::format("{}'{}'", out.empty() ? "" : ",", k);
-  return out;
-}
+using detail::dbError;
+using detail::eventFrom;
+using detail::Stmt;
+using detail::terminalKindsSql;
+
+namespace {
 
 // Outcome-like rows (a terminal row that carries a record), for listings.
 std::string outcomeKindsSql() { return fmt::format("'{}','{}'", kOutcome, kLost); }
@@ -90,86 +90,6 @@ Status mkdirs(const std::string& dir) {
     i = next + 1;
   }
   return Ok{};
-}
-
-Error dbError(sqlite3* db, const std::string& what) {
-  return Error{0, fmt::format("{}: {}", what, db ? sqlite3_errmsg(db) : "out of memory")};
-}
-
-// A prepared statement, finalized once; or one of the ledger's kept
-// statements, taken from `kept` while in use (a nested use of the same SQL
-// prepares its own) and reset and put back after.
-class Stmt {
- public:
-  Stmt(sqlite3* db, const char* sql) {
-    ok_ = sqlite3_prepare_v2(db, sql, -1, &st_, nullptr) == SQLITE_OK;
-  }
-  Stmt(sqlite3* db, std::map<std::string_view, sqlite3_stmt*>& kept, std::string_view sql)
-      : kept_(&kept), sql_(sql) {
-    if (auto it = kept.find(sql); it != kept.end() && it->second) {
-      st_ = std::exchange(it->second, nullptr);
-      ok_ = true;
-      return;
-    }
-    ok_ = sqlite3_prepare_v3(db, sql.data(), static_cast<int>(sql.size()),
-                             SQLITE_PREPARE_PERSISTENT, &st_, nullptr) == SQLITE_OK;
-  }
-  ~Stmt() {
-    if (kept_ && ok_) {
-      sqlite3_reset(st_);
-      sqlite3_clear_bindings(st_);
-      if (auto& slot = (*kept_)[sql_]; !slot) {
-        slot = st_;
-        return;
-      }
-    }
-    sqlite3_finalize(st_);
-  }
-  Stmt(const Stmt&) = delete;
-  Stmt& operator=(const Stmt&) = delete;
-  bool ok() const { return ok_; }
-  sqlite3_stmt* get() const { return st_; }
-  void text(int i, std::string_view s) {
-    sqlite3_bind_text(st_, i, s.data(), static_cast<int>(s.size()), SQLITE_TRANSIENT);
-  }
-  void i64(int i, std::int64_t v) { sqlite3_bind_int64(st_, i, v); }
-  void u64(int i, std::uint64_t v) { sqlite3_bind_int64(st_, i, static_cast<sqlite3_int64>(v)); }
-  void optU64(int i, const std::optional<std::uint64_t>& v) {
-    if (v)
-      u64(i, *v);
-    else
-      sqlite3_bind_null(st_, i);
-  }
-  int step() { return sqlite3_step(st_); }
-  std::string col(int c) const {
-    const unsigned char* t = sqlite3_column_text(st_, c);
-    return t ? std::string(reinterpret_cast<const char*>(t),
-                           static_cast<std::size_t>(sqlite3_column_bytes(st_, c)))
-             : std::string();
-  }
-  std::int64_t colI64(int c) const { return sqlite3_column_int64(st_, c); }
-  std::optional<std::uint64_t> colOptU64(int c) const {
-    if (sqlite3_column_type(st_, c) == SQLITE_NULL) return std::nullopt;
-    return static_cast<std::uint64_t>(sqlite3_column_int64(st_, c));
-  }
-
- private:
-  sqlite3_stmt* st_ = nullptr;
-  bool ok_ = false;
-  std::map<std::string_view, sqlite3_stmt*>* kept_ = nullptr;
-  std::string_view sql_;
-};
-
-Event eventFrom(const Stmt& st) {
-  Event e;
-  e.seq = st.colI64(0);
-  e.atNs = static_cast<std::uint64_t>(st.colI64(1));
-  e.leaseId = st.col(2);
-  e.kind = st.col(3);
-  e.body = st.col(4);
-  e.prevHash = st.col(5);
-  e.hash = st.col(6);
-  return e;
 }
 
 // The listing fields of an outcome-like body (a lease record, schema 1).
@@ -471,135 +391,6 @@ Result<std::vector<Row>> Ledger::recent(std::size_t limit) {
   return rows;
 }
 
-Result<std::vector<Event>> Ledger::events(const std::optional<std::string>& leaseId) {
-  Stmt q(db_,
-         leaseId
-             ? "SELECT seq, at_ns, lease_id, kind, body, prev_hash, hash FROM events WHERE "
-               "lease_id = ?1 ORDER BY seq"
-             : "SELECT seq, at_ns, lease_id, kind, body, prev_hash, hash FROM events ORDER BY seq");
-  if (!q.ok()) return dbError(db_, "ledger query");
-  if (leaseId) q.text(1, *leaseId);
-  std::vector<Event> out;
-  int rc;
-  while ((rc = q.step()) == SQLITE_ROW) out.push_back(eventFrom(q));
-  if (rc != SQLITE_DONE) return dbError(db_, "ledger query");
-  return out;
-}
-
-Result<std::vector<Event>> Ledger::eventsFrom(std::uint64_t sinceNs, std::int64_t afterSeq,
-                                              std::size_t limit, std::int64_t uptoSeq) {
-  Stmt q(db_,
-         "SELECT seq, at_ns, lease_id, kind, body, prev_hash, hash FROM events WHERE at_ns >= ?1 "
-         "AND seq > ?2 AND seq <= ?4 ORDER BY seq LIMIT ?3");
-  if (!q.ok()) return dbError(db_, "ledger query");
-  q.i64(1, static_cast<std::int64_t>(std::min<std::uint64_t>(sinceNs, INT64_MAX)));
-  q.i64(2, afterSeq);
-  q.i64(3, static_cast<std::int64_t>(std::min<std::size_t>(limit, INT64_MAX)));
-  q.i64(4, uptoSeq);
-  std::vector<Event> out;
-  int rc;
-  while ((rc = q.step()) == SQLITE_ROW) out.push_back(eventFrom(q));
-  if (rc != SQLITE_DONE) return dbError(db_, "ledger query");
-  return out;
-}
-
-Result<std::int64_t> Ledger::headSeq() {
-  Stmt q(db_, "SELECT max(seq) FROM events");
-  if (!q.ok() || q.step() != SQLITE_ROW) return dbError(db_, "ledger query");
-  return q.colI64(0);  // NULL (no rows) reads as 0
-}
-
-Result<std::int64_t> Ledger::seqBefore(std::uint64_t atNs) {
-  // The lowest seq among rows written at or after atNs, by the time index:
-  // it visits the rows since then only, never those before. Not the seq of
-  // the earliest such time: a wall clock stepped back writes a later row
-  // with an earlier time, and every row at or after atNs is replayed.
-  if (atNs == 0) return std::int64_t{0};
-  Stmt q(db_, "SELECT min(seq) FROM events WHERE at_ns >= ?1");
-  if (!q.ok()) return dbError(db_, "ledger query");
-  q.i64(1, static_cast<std::int64_t>(std::min<std::uint64_t>(atNs, INT64_MAX)));
-  if (q.step() != SQLITE_ROW) return dbError(db_, "ledger query");
-  if (!q.colOptU64(0)) return headSeq();  // nothing written since then
-  return q.colI64(0) - 1;
-}
-
-Result<std::optional<Event>> Ledger::firstOfKind(const std::string& leaseId,
-                                                 std::string_view kind) {
-  Stmt q(db_,
-         "SELECT seq, at_ns, lease_id, kind, body, prev_hash, hash FROM events WHERE lease_id = ?1 "
-         "AND kind = ?2 ORDER BY seq LIMIT 1");
-  if (!q.ok()) return dbError(db_, "ledger query");
-  q.text(1, leaseId);
-  q.text(2, kind);
-  int rc = q.step();
-  if (rc == SQLITE_DONE) return std::optional<Event>();
-  if (rc != SQLITE_ROW) return dbError(db_, "ledger query");
-  return std::optional<Event>(eventFrom(q));
-}
-
-Result<LeaseRows> Ledger::leaseRows(const std::string& leaseId, std::size_t first,
-                                    std::size_t last) {
-  LeaseRows out;
-  Stmt n(db_, "SELECT count(*) FROM events WHERE lease_id = ?1");
-  if (!n.ok()) return dbError(db_, "ledger query");
-  n.text(1, leaseId);
-  if (n.step() != SQLITE_ROW) return dbError(db_, "ledger query");
-  auto total = static_cast<std::uint64_t>(n.colI64(0));
-  auto take = [&](const char* sql, std::size_t limit, std::vector<Event>& into) -> Status {
-    Stmt q(db_, sql);
-    if (!q.ok()) return dbError(db_, "ledger query");
-    q.text(1, leaseId);
-    q.i64(2, static_cast<std::int64_t>(limit));
-    int rc;
-    while ((rc = q.step()) == SQLITE_ROW) into.push_back(eventFrom(q));
-    if (rc != SQLITE_DONE) return dbError(db_, "ledger query");
-    return Ok{};
-  };
-  if (total <= first + last) {
-    if (auto s = take("SELECT seq, at_ns, lease_id, kind, body, prev_hash, hash FROM events "
-                      "WHERE lease_id = ?1 ORDER BY seq LIMIT ?2",
-                      first + last, out.rows);
-        !s)
-      return s.error();
-    return out;
-  }
-  if (auto s = take("SELECT seq, at_ns, lease_id, kind, body, prev_hash, hash FROM events "
-                    "WHERE lease_id = ?1 ORDER BY seq LIMIT ?2",
-                    first, out.rows);
-      !s)
-    return s.error();
-  std::vector<Event> tail;
-  if (auto s = take("SELECT seq, at_ns, lease_id, kind, body, prev_hash, hash FROM events "
-                    "WHERE lease_id = ?1 ORDER BY seq DESC LIMIT ?2",
-                    last, tail);
-      !s)
-    return s.error();
-  out.omitted = total - first - tail.size();
-  out.rows.insert(out.rows.end(), std::make_move_iterator(tail.rbegin()),
-                  std::make_move_iterator(tail.rend()));
-  return out;
-}
-
-Result<std::vector<std::vector<Event>>> Ledger::openLeases() {
-  std::string sql = fmt::format(
-      "SELECT seq, at_ns, lease_id, kind, body, prev_hash, hash FROM events WHERE lease_id IN ("
-      " SELECT lease_id FROM events WHERE kind = '{}'"
-      " EXCEPT SELECT lease_id FROM events WHERE kind IN ({}))"
-      " ORDER BY lease_id, seq",
-      kGranted, terminalKindsSql());
-  Stmt q(db_, sql.c_str());
-  if (!q.ok()) return dbError(db_, "ledger query");
-  std::vector<std::vector<Event>> out;
-  int rc;
-  while ((rc = q.step()) == SQLITE_ROW) {
-    Event e = eventFrom(q);
-    if (out.empty() || out.back().front().leaseId != e.leaseId) out.emplace_back();
-    out.back().push_back(std::move(e));
-  }
-  if (rc != SQLITE_DONE) return dbError(db_, "ledger query");
-  return out;
-}
-
 Result<VerifyReport> Ledger::verify() {
   VerifyReport rep;
   {
@@ -684,141 +475,6 @@ Result<VerifyReport> Ledger::verify() {
     }
   }
   return rep;
-}
-
-Status Ledger::appendSample(const Sample& s) {
-  Stmt ins(db_, kept_,
-           "INSERT INTO samples (lease_id, at_ns, memory_current, gpu_bytes, gtt_bytes, "
-           "vram_bytes) VALUES (?1,?2,?3,?4,?5,?6)");
-  if (!ins.ok()) return dbError(db_, "sample insert");
-  ins.text(1, s.leaseId);
-  ins.u64(2, s.atNs);
-  ins.optU64(3, s.memoryCurrent);
-  ins.optU64(4, s.gpuBytes);
-  ins.optU64(5, s.gttBytes);
-  ins.optU64(6, s.vramBytes);
-  if (ins.step() != SQLITE_DONE)
-    return dbError(db_, fmt::format("append a sample of lease {}", s.leaseId));
-  return Ok{};
-}
-
-Status Ledger::appendSamples(const std::vector<Sample>& samples) {
-  Status st = appendSamplesOnce(samples);
-  if (st)
-    sampleFailure_.reset();
-  else
-    sampleFailure_ = st.error().message;
-  return st;
-}
-
-Status Ledger::appendSamplesOnce(const std::vector<Sample>& samples) {
-  if (samples.empty()) return Ok{};
-  // Samples are meter readings, not ledger facts: their commit is not
-  // fsync'd (WAL + synchronous=NORMAL stays consistent; a power cut may drop
-  // the last seconds of samples, never a chain row, which stays FULL).
-  exec("PRAGMA synchronous=NORMAL");
-  struct RestoreFull {
-    Ledger* ledger;
-    ~RestoreFull() { ledger->exec("PRAGMA synchronous=FULL"); }
-  } restore{this};
-  if (exec("BEGIN IMMEDIATE") != SQLITE_OK) return dbError(db_, "samples: begin");
-  for (const auto& s : samples) {
-    if (auto st = appendSample(s); !st) {
-      exec("ROLLBACK");
-      return st;
-    }
-  }
-  if (exec("COMMIT") != SQLITE_OK) {
-    Error e = dbError(db_, "samples: commit");
-    exec("ROLLBACK");
-    return e;
-  }
-  return Ok{};
-}
-
-Result<std::vector<Sample>> Ledger::samples(const std::string& leaseId) {
-  Stmt q(db_,
-         "SELECT at_ns, memory_current, gpu_bytes, gtt_bytes, vram_bytes FROM samples WHERE "
-         "lease_id = ?1 ORDER BY at_ns");
-  if (!q.ok()) return dbError(db_, "sample query");
-  q.text(1, leaseId);
-  std::vector<Sample> out;
-  int rc;
-  while ((rc = q.step()) == SQLITE_ROW) {
-    Sample s;
-    s.leaseId = leaseId;
-    s.atNs = static_cast<std::uint64_t>(q.colI64(0));
-    s.memoryCurrent = q.colOptU64(1);
-    s.gpuBytes = q.colOptU64(2);
-    s.gttBytes = q.colOptU64(3);
-    s.vramBytes = q.colOptU64(4);
-    out.push_back(std::move(s));
-  }
-  if (rc != SQLITE_DONE) return dbError(db_, "sample query");
-  return out;
-}
-
-Result<std::vector<ChartPoint>> Ledger::chart(const std::string& leaseId, std::size_t points) {
-  // The span first (both ends from the samples_by_lease index), then one
-  // pass by SQLite over the lease's samples, grouped into `points` equal
-  // spans of time: the reply is `points` rows whatever the history holds.
-  Stmt span(db_, "SELECT min(at_ns), max(at_ns) FROM samples WHERE lease_id = ?1");
-  if (!span.ok()) return dbError(db_, "sample query");
-  span.text(1, leaseId);
-  if (span.step() != SQLITE_ROW) return dbError(db_, "sample query");
-  std::vector<ChartPoint> out;
-  auto from = span.colOptU64(0), to = span.colOptU64(1);
-  if (!from || !to || points == 0) return out;
-  std::uint64_t width = (*to - *from) / points + 1;
-  Stmt q(db_,
-         "SELECT min(at_ns), max(memory_current), max(gpu_bytes) FROM samples WHERE lease_id = ?1 "
-         "GROUP BY (at_ns - ?2) / ?3 ORDER BY 1");
-  if (!q.ok()) return dbError(db_, "sample query");
-  q.text(1, leaseId);
-  q.u64(2, *from);
-  q.u64(3, width);
-  int rc;
-  while ((rc = q.step()) == SQLITE_ROW)
-    out.push_back({static_cast<std::uint64_t>(q.colI64(0)), q.colOptU64(1), q.colOptU64(2)});
-  if (rc != SQLITE_DONE) return dbError(db_, "sample query");
-  return out;
-}
-
-Result<std::uint64_t> Ledger::pruneSamples(std::uint64_t nowNs, std::uint64_t fullResolutionNs,
-                                           std::uint64_t maxAgeNs, std::uint64_t maxRows) {
-  auto cutoff = [&](std::uint64_t age) -> std::int64_t {
-    return static_cast<std::int64_t>(nowNs > age ? nowNs - age : 0);
-  };
-  std::uint64_t removed = 0;
-  auto run = [&](const char* sql, std::int64_t a) -> Status {
-    Stmt st(db_, sql);
-    if (!st.ok()) return dbError(db_, "sample retention");
-    st.i64(1, a);
-    if (st.step() != SQLITE_DONE) return dbError(db_, "sample retention");
-    removed += static_cast<std::uint64_t>(sqlite3_changes(db_));
-    return Ok{};
-  };
-  if (auto s = run("DELETE FROM samples WHERE at_ns < ?1", cutoff(maxAgeNs)); !s) return s.error();
-  // Older than full resolution: keep the first sample of each lease-minute.
-  if (auto s = run("DELETE FROM samples WHERE at_ns < ?1 AND rowid NOT IN ("
-                   " SELECT min(rowid) FROM samples WHERE at_ns < ?1 GROUP BY lease_id, at_ns / "
-                   "60000000000)",
-                   cutoff(fullResolutionNs));
-      !s) {
-    return s.error();
-  }
-  Stmt count(db_, "SELECT count(*) FROM samples");
-  if (!count.ok() || count.step() != SQLITE_ROW) return dbError(db_, "sample retention");
-  auto rows = static_cast<std::uint64_t>(count.colI64(0));
-  if (rows > maxRows) {
-    if (auto s = run("DELETE FROM samples WHERE rowid IN (SELECT rowid FROM samples ORDER BY at_ns "
-                     "LIMIT ?1)",
-                     static_cast<std::int64_t>(rows - maxRows));
-        !s) {
-      return s.error();
-    }
-  }
-  return removed;
 }
 
 }  // namespace tally::ledger
