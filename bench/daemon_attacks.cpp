@@ -35,22 +35,15 @@
 #include <string>
 #include <vector>
 
+#include "daemon_client.h"
 #include "rpc/client.h"
 
 namespace {
 
 using Clock = std::chrono::steady_clock;
+using tally::bench::connectRetry;
 using tally::rpc::Client;
 using json = nlohmann::json;
-
-Client connectRetry(const std::string& sock) {
-  for (int i = 0; i < 200; ++i) {
-    if (auto c = Client::connect(sock)) return std::move(*c);
-    ::usleep(50'000);
-  }
-  std::fprintf(stderr, "daemon did not come up\n");
-  std::exit(1);
-}
 
 // A raw connection for pipelining: requests written back to back, replies
 // read (and discarded) as they come.

@@ -33,11 +33,13 @@
 #include <string>
 #include <vector>
 
+#include "daemon_client.h"
 #include "rpc/client.h"
 
 namespace {
 
 using Clock = std::chrono::steady_clock;
+using tally::bench::connectRetry;
 using tally::rpc::Client;
 using json = nlohmann::json;
 
@@ -85,15 +87,6 @@ tally::rpc::api::Acquire acquire(const char* pool) {
   tally::rpc::api::Acquire a;
   a.declared.pools = {pool};
   return a;
-}
-
-Client connectRetry(const std::string& sock) {
-  for (int i = 0; i < 200; ++i) {
-    if (auto c = Client::connect(sock)) return std::move(*c);
-    ::usleep(50'000);
-  }
-  std::fprintf(stderr, "daemon did not come up\n");
-  std::exit(1);
 }
 
 }  // namespace

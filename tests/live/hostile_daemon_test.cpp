@@ -97,6 +97,19 @@ class OtherUser {
 
 class HostileDaemon : public ::testing::Test {
  protected:
+  // The port the daemon's metrics listener took (metrics_listen = "127.0.0.1:0"),
+  // as its log says; "" when it never said.
+  std::string metricsPort() {
+    std::string port;
+    eventually([&] {
+      std::string log = daemon->log();
+      auto at = log.find("metrics on http://127.0.0.1:");
+      if (at == std::string::npos) return false;
+      port = log.substr(at + 28, log.find('/', at + 28) - at - 28);
+      return true;
+    });
+    return port;
+  }
   void start(const std::string& extraDaemonKeys = "") {
     host.setMemAvailable(64 * GiB);
     makeDirs(host.cgroupRoot());
@@ -400,14 +413,8 @@ TEST_F(HostileDaemon, SlowAndNonReadingClientsCannotGrowTheDaemon) {
 // Why 6: 40 (and 100) slow HTTP clients hold connections; a scrape is served within 1 s.
 TEST_F(HostileDaemon, SlowHttpClientsDoNotStarveAScrape) {
   start("metrics_listen = \"127.0.0.1:0\"\n");
-  std::string port;
-  ASSERT_TRUE(eventually([&] {
-    std::string log = daemon->log();
-    auto at = log.find("metrics on http://127.0.0.1:");
-    if (at == std::string::npos) return false;
-    port = log.substr(at + 28, log.find('/', at + 28) - at - 28);
-    return true;
-  }));
+  std::string port = metricsPort();
+  ASSERT_FALSE(port.empty()) << daemon->log();
   // Its audience, said at start: without metrics_allow_users, every local user.
   EXPECT_NE(daemon->log().find("(every local user can read every lease's name, attributes and "
                                "figures there"),
@@ -449,14 +456,8 @@ TEST_F(HostileDaemon, SlowHttpClientsDoNotStarveAScrape) {
 // kernel's socket table (sock_diag), decided before a byte is read.
 TEST_F(HostileDaemon, TheMetricsListenersAudienceIsSaidAndCanBeRestricted) {
   start("metrics_listen = \"127.0.0.1:0\"\nmetrics_allow_users = [\"12345\"]\n");
-  std::string port;
-  ASSERT_TRUE(eventually([&] {
-    std::string log = daemon->log();
-    auto at = log.find("metrics on http://127.0.0.1:");
-    if (at == std::string::npos) return false;
-    port = log.substr(at + 28, log.find('/', at + 28) - at - 28);
-    return true;
-  }));
+  std::string port = metricsPort();
+  ASSERT_FALSE(port.empty()) << daemon->log();
   EXPECT_NE(daemon->log().find("(root and 12345 only: daemon.metrics_allow_users)"),
             std::string::npos)
       << daemon->log();

@@ -39,6 +39,17 @@ class LiveScan : public ::testing::Test {
       ::waitpid(c, nullptr, 0);
     }
   }
+  // The parent's side of a child that writes a byte to `ready` once it holds
+  // the node: waited for, and the child kept to be killed at TearDown.
+  pid_t awaitReady(pid_t pid, int (&ready)[2]) {
+    EXPECT_GT(pid, 0);
+    ::close(ready[1]);
+    char c;
+    EXPECT_EQ(::read(ready[0], &c, 1), 1);
+    ::close(ready[0]);
+    children.push_back(pid);
+    return pid;
+  }
   // A child that opens the node, reports readiness, and sleeps until killed.
   pid_t spawnHolder(int flags = 0) {
     int ready[2];
@@ -51,13 +62,7 @@ class LiveScan : public ::testing::Test {
       if (fd < 0 || ::write(ready[1], "x", 1) != 1) ::_exit(1);
       for (;;) ::pause();
     }
-    EXPECT_GT(pid, 0);
-    ::close(ready[1]);
-    char c;
-    EXPECT_EQ(::read(ready[0], &c, 1), 1);
-    ::close(ready[0]);
-    children.push_back(pid);
-    return pid;
+    return awaitReady(pid, ready);
   }
   // A child whose second thread opens the node, in a table of its own
   // (`unshare`: unshare(CLONE_FILES) first) or in the process's shared one.
@@ -83,13 +88,7 @@ class LiveScan : public ::testing::Test {
       if (::pthread_create(&t, nullptr, body, &args) != 0) ::_exit(3);
       for (;;) ::pause();
     }
-    EXPECT_GT(pid, 0);
-    ::close(ready[1]);
-    char c;
-    EXPECT_EQ(::read(ready[0], &c, 1), 1);
-    ::close(ready[0]);
-    children.push_back(pid);
-    return pid;
+    return awaitReady(pid, ready);
   }
   Result<Scan> scan(ScanStats* stats = nullptr) {
     auto proc = fs::Root::open("/proc");
