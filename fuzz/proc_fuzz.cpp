@@ -10,6 +10,7 @@
 #include "attribution/container.h"
 #include "attribution/container_inspect.h"
 #include "bpf/gpu_ioctl.h"
+#include "cgroup/inotify_events.h"
 #include "ledger/head_witness.h"
 #include "probes/cgroup_memory.h"
 #include "probes/dmem.h"
@@ -68,6 +69,17 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
       "3f2a9c0d1b2e4f5a6b7c8d9e0f1a2b3c4d5e6f7a8b9c0d1e2f3a4b5c6d7e8f9a";
   if (auto c = attribution::containerCgroup(text, kId)) {
     if (c->empty() || c->front() != '/' || c->find(kId) == std::string::npos) std::abort();
+  }
+  // What read() on the lease trees' inotify fd returns (cgroup/tree_watch.h):
+  // every record decoded lies inside the bytes, names within their record.
+  if (auto events = cgroup::decodeInotify(text)) {
+    for (const auto& e : *events)
+      if (e.name.data() < text.data() ||
+          e.name.data() + e.name.size() > text.data() + text.size() ||
+          e.name.find('\0') != std::string_view::npos)
+        std::abort();
+  } else if (events.error().message.empty()) {
+    std::abort();
   }
 #elif TALLY_FUZZ_TARGET == 8
   // memory.events / memory.stat / cgroup.events and the limit files.

@@ -73,6 +73,8 @@ class Cgroup {
   static Result<Cgroup> open(const fs::Root& root, std::string_view path);
 
   const std::string& path() const { return path_; }
+  // The held directory, for walks below it (never closed by the caller).
+  int dirFd() const { return dir_.fd(); }
   std::uint64_t inode() const { return static_cast<std::uint64_t>(stat_.st_ino); }
   uid_t owner() const { return stat_.st_uid; }
   // "<root>/<path>/<file>" for messages.

@@ -42,6 +42,7 @@ void Sampler::startMetering(Lease& l) {
   l.metering.meter =
       std::make_unique<lease::LeaseMeter>(env_.proc, env_.sys, *l.place.cg, l.req.gpuMemoryMax);
   l.metering.meter->readStatGpu(handover_.statNamesGpu);
+  l.metering.meter->followTree(env_.treeWatcher);
   // Its figure is its charge, with fdinfo (walked as the meter decides) as
   // the floor: buffers made before it was armed, by a task moved in, or
   // passed in count as its processes hold them.
@@ -93,6 +94,8 @@ std::vector<std::string> Sampler::sample() {
   // trees cost the round a bounded amount, and others' leases are walked.
   std::map<uid_t, std::size_t> walked;
   if (env_.charge) noteRefusals(mono, now);
+  // What changed in the leases' trees since the last round, onto their indexes.
+  if (env_.treeWatcher) env_.treeWatcher->drain();
   // Narrow trees first (by the size each lease's last walk found), so a
   // user's walk budget meters as many of her leases as it can and one wide
   // tree never leaves her others unmetered; lease-id order among equals.

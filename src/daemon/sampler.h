@@ -13,6 +13,7 @@
 
 #include "admission/engine.h"
 #include "bpf/kernel_charge.h"
+#include "cgroup/tree_watch.h"
 #include "config/config.h"
 #include "coverage/handover.h"
 #include "daemon/lease.h"
@@ -38,6 +39,9 @@ struct SamplerEnv {
   // Cgroups one user's leases' fdinfo walks may visit per sample round
   // (Limits::maxCgroupsWalkedPerUid; 0: no budget).
   std::size_t cgroupsWalkedPerUid = 0;
+  // The one inotify instance that follows every lease's tree
+  // (cgroup/tree_watch.h); null: each walk is whole.
+  cgroup::TreeWatcher* treeWatcher = nullptr;
 };
 
 class Sampler {

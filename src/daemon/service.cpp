@@ -29,10 +29,11 @@ Service::Service(const config::Config& cfg, ledger::Ledger& ledger, ServiceEnv e
       upkeep_(env.kernelCharge, env.sys, ledger, events_),
       host_(env.proc, env.sys, env.pageSize),
       measures_(book_, host_, handover_),
-      sampler_(cfg_.daemon,
-               SamplerEnv{env.proc, env.sys, env.cgroupRoot, env.watches, env.units,
-                          env.monotonicUs, env.kernelCharge, env.limits.maxCgroupsWalkedPerUid},
-               ledger, book_, events_, host_, handover_),
+      sampler_(
+          cfg_.daemon,
+          SamplerEnv{env.proc, env.sys, env.cgroupRoot, env.watches, env.units, env.monotonicUs,
+                     env.kernelCharge, env.limits.maxCgroupsWalkedPerUid, env.treeWatcher},
+          ledger, book_, events_, host_, handover_),
       endings_(cfg_.daemon, EndingsEnv{env.cgroupRoot, env.watches, env.units}, ledger, book_,
                events_, [this] { tryGrant(); }),
       views_(cfg_, ledger, book_, measures_, host_, events_, handover_, coverageKernel_) {

@@ -80,6 +80,9 @@ struct ServiceEnv {
   // How the config's user and group names become ids, once at construction
   // (daemon/pool_access.h); null: the system's (NSS).
   const NameLookup* names = nullptr;
+  // Follows the leases' cgroup trees by inotify (cgroup/tree_watch.h), so a
+  // wide tree is walked at its changes; null: every walk is whole.
+  cgroup::TreeWatcher* treeWatcher = nullptr;
 };
 
 class Service {

@@ -14,6 +14,7 @@
 #include <set>
 
 #include "bpf/kernel_charge_bpf.h"
+#include "cgroup/tree_watch.h"
 #include "config/config.h"
 #include "contain/host_layout.h"
 #include "contain/systemd_lease.h"
@@ -130,6 +131,21 @@ Ended serve(const StartOptions& o) {
                          &journal,
                          daemon::limitsFromConfig(cfg.daemon)};
   env.kernelCharge = kernelCharge.charge.get();
+  // The leases' cgroup trees followed by inotify: one instance, at most half
+  // the watches root may hold. Without it every walk is whole (as before).
+  std::optional<std::uint64_t> maxUserWatches;
+  if (auto text = proc->read("sys/fs/inotify/max_user_watches", 64))
+    maxUserWatches = text::parseU64(text::trim(*text));
+  auto treeWatcher =
+      cgroup::TreeWatcher::open(cgroup::TreeWatcher::defaultMaxWatches(maxUserWatches));
+  if (treeWatcher) {
+    env.treeWatcher = treeWatcher->get();
+  } else {
+    fmt::print(stderr,
+               "tally daemon: note: {}; each lease's cgroup tree is walked whole at every "
+               "sample\n",
+               treeWatcher.error().message);
+  }
   daemon::Service service(cfg, *db, env);
   service.setKernelCharge(kernelCharge.verdict);
   {

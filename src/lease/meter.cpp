@@ -146,6 +146,13 @@ void LeaseMeter::sampleFdinfo(host::Snapshot& host) {
   scanner::Scanner scanner(proc_, sys_);
   scanner.useHandles(&handles_);
   scanner.useHost(&host.devices, &host.kfd);
+  if (index_) {
+    if (++walksSinceIndexed_ >= kSteadyWalkEvery) {
+      walksSinceIndexed_ = 0;
+      index_->drop(fmt::format("made afresh, as every {} walks", kSteadyWalkEvery));
+    }
+    scanner.useIndex(index_.get());
+  }
   cgroup::SubtreeLimits limits;
   const bool budgeted = walkLimit_ < limits.maxCgroups;
   limits.maxCgroups = std::min(limits.maxCgroups, walkLimit_);

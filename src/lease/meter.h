@@ -9,12 +9,14 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "bpf/kernel_charge.h"
 #include "cgroup/cgroup.h"
+#include "cgroup/tree_watch.h"
 #include "devices/memory_class.h"
 #include "fs/root.h"
 #include "host/snapshot.h"
@@ -108,6 +110,16 @@ class LeaseMeter {
   // sampler walks a user's narrow leases first, so one wide tree cannot
   // leave her others unmetered.
   std::size_t lastWalkSize() const { return lastWalkSize_; }
+  // Follow the lease's tree with the daemon's inotify instance
+  // (cgroup/tree_watch.h): a walk then opens only the cgroups where
+  // something runs and those made since, so a wide tree costs at its
+  // changes. Every kSteadyWalkEvery walks the index is made afresh from
+  // the kernel's state, so nothing it missed outlasts that. Null: every
+  // walk is whole.
+  void followTree(cgroup::TreeWatcher* watcher) {
+    index_ = watcher ? std::make_unique<cgroup::SubtreeIndex>(*watcher, cgroup_) : nullptr;
+  }
+  const cgroup::SubtreeIndex* treeIndex() const { return index_.get(); }
   // The kernel's memory.stat names the GPU bytes it charged (gpu_active,
   // dmem: coverage::Handover::statNamesGpu): read them every sample.
   void readStatGpu(bool on) { readStatGpu_ = on; }
@@ -169,6 +181,8 @@ class LeaseMeter {
   std::optional<std::uint64_t> sampledAtNs_;
   // The lease's processes held open between samples (scanner/scan.h).
   scanner::ProcHandles handles_;
+  std::unique_ptr<cgroup::SubtreeIndex> index_;
+  unsigned walksSinceIndexed_ = 0;
 };
 
 }  // namespace tally::lease

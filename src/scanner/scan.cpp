@@ -113,7 +113,7 @@ Result<Scan> Scanner::scanCgroup(const fs::Root& cgroupRoot, std::string_view pa
 
 Result<Scan> Scanner::scanCgroup(const cgroup::Cgroup& cg, const cgroup::SubtreeLimits& limits) {
   cgroup::SubtreeWalk walked;
-  auto found = cg.subtreeProcs(limits, &walked);
+  auto found = index_ ? index_->procs(limits, &walked) : cg.subtreeProcs(limits, &walked);
   if (!found) {
     stats_ = {};
     stats_.walk = walked;

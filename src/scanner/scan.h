@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "cgroup/cgroup.h"
+#include "cgroup/tree_watch.h"
 #include "devices/drm_devices.h"
 #include "fs/root.h"
 #include "probes/drm_fdinfo.h"
@@ -152,6 +153,9 @@ class Scanner {
     kfd_ = kfd;
   }
   void useHandles(ProcHandles* handles) { handles_ = handles; }
+  // A lease's tree as inotify follows it (cgroup/tree_watch.h): scanCgroup
+  // then reads cgroup.procs only where something runs. Outlives the scan.
+  void useIndex(cgroup::SubtreeIndex* index) { index_ = index; }
 
   using Hook = std::function<void(ScanPoint, pid_t)>;
   void setHookForTests(Hook hook) { hook_ = std::move(hook); }
@@ -169,6 +173,7 @@ class Scanner {
   const devices::DeviceMap* devices_ = nullptr;
   KfdIndex* kfd_ = nullptr;
   ProcHandles* handles_ = nullptr;
+  cgroup::SubtreeIndex* index_ = nullptr;
   ScanStats stats_;
   Hook hook_;
 };

@@ -753,6 +753,62 @@ TEST_F(HostileServiceTest, OneUsersWideTreesCostABoundedWalkPerRound) {
   EXPECT_TRUE(gpu[second]["current_bytes"].is_number()) << gpu[second];
 }
 
+// Followed by inotify (cgroup/tree_watch.h), a wide tree costs its owner's
+// walk budget when it is indexed and at its changes, not every round: the
+// budget that, walked whole, meters one of her two 300-cgroup leases
+// (OneUsersWideTreesCostABoundedWalkPerRound) meters both from the second
+// round on, and a GPU process that enters one of the empty cgroups counts at
+// the next round.
+TEST_F(HostileServiceTest, FollowedTreesCostTheWalkBudgetAtTheirChanges) {
+  limits.maxCgroupsWalkedPerUid = 400;
+  auto w = cgroup::TreeWatcher::open(100'000);
+  ASSERT_TRUE(w) << w.error().message;
+  treeWatcher = std::move(*w);
+  reopen();
+  std::string a = runningLease(1, 1000), b = runningLease(2, 1000);
+  auto scopeOf = [&](const std::string& id) {
+    return host.cgroupRoot() + "/tally.slice/tally-" + id + ".slice/tally-" + id + ".scope";
+  };
+  for (const auto& id : {a, b}) {
+    writeFile(scopeOf(id) + "/cgroup.procs", "");
+    for (int i = 0; i < 300; ++i) {
+      writeFile(fmt::format("{}/d{}/cgroup.procs", scopeOf(id), i), "");
+      writeFile(fmt::format("{}/d{}/cgroup.events", scopeOf(id), i), "populated 0\nfrozen 0\n");
+    }
+  }
+  auto gpuNow = [&] {
+    std::map<std::string, json> gpu;
+    json seats = call(9, 0, "seats", json::object())["result"]["seats"];
+    for (const auto& row : seats) gpu[row["lease"].get<std::string>()] = row["gpu"];
+    return gpu;
+  };
+  const std::string first = std::min(a, b), second = std::max(a, b);
+  service->sample();  // the first tree indexed (301 cgroups); the second past the budget
+  auto gpu = gpuNow();
+  EXPECT_TRUE(gpu[first]["current_bytes"].is_number()) << gpu[first];
+  EXPECT_TRUE(gpu[second]["current_bytes"].is_null()) << gpu[second];
+  service->sample();  // the first costs one cgroup now; the second is indexed
+  gpu = gpuNow();
+  EXPECT_TRUE(gpu[first]["current_bytes"].is_number()) << gpu[first];
+  EXPECT_TRUE(gpu[second]["current_bytes"].is_number()) << gpu[second];
+
+  FakeProcess p;
+  p.pid = 4242;
+  p.uid = 1000;
+  p.cgroup = "/tally.slice/tally-" + second + ".slice/tally-" + second + ".scope/d17";
+  FakeFd fd;
+  fd.drmMinor = 128;
+  fd.fdinfo = amdgpuFdinfo(7, "0000:c6:00.0", 4 * 1024 * 1024, 0);  // 4 GiB GTT
+  p.fds = {fd};
+  host.addProcess(p);
+  writeFile(scopeOf(second) + "/d17/cgroup.procs", "4242\n");
+  writeFile(scopeOf(second) + "/d17/cgroup.events", "populated 1\nfrozen 0\n");
+  service->sample();
+  gpu = gpuNow();
+  EXPECT_EQ(gpu[second]["current_bytes"], 4 * GiB) << gpu[second];
+  EXPECT_TRUE(gpu[first]["current_bytes"].is_number()) << gpu[first];
+}
+
 // A cgroup without the memory controller has no memory.max: the refusal
 // says so and how to enable it, never that the file is someone else's.
 TEST_F(HostileServiceTest, NoMemoryControllerIsNamedNotBlamedOnOwnership) {

@@ -11,6 +11,7 @@
 
 #include <map>
 
+#include "cgroup/tree_watch.h"
 #include "daemon/dispatch.h"
 #include "daemon/service.h"
 #include "support/fake_host.h"
@@ -141,6 +142,7 @@ class ServiceTest : public ::testing::Test {
     env.monotonicUs = &fakeMonotonicUs;
     env.kernelCharge = kernelCharge;
     env.names = namesOverride;
+    env.treeWatcher = treeWatcher.get();
     service = std::make_unique<daemon::Service>(cfg, *ledgerDb, env);
   }
   // The sampler's clock. By default every reading is 1 s after the last, so
@@ -187,6 +189,8 @@ class ServiceTest : public ::testing::Test {
   FakeJournal journal;
   std::optional<ledger::Ledger> ledgerDb;
   const daemon::NameLookup* namesOverride = nullptr;  // null: the system's
+  // Follows the leases' trees by inotify when a test sets it (null: whole walks).
+  std::unique_ptr<cgroup::TreeWatcher> treeWatcher;
   std::optional<fs::Root> proc, sys, cgroup;
   std::unique_ptr<daemon::Service> service;
   bpf::KernelCharge* kernelCharge = nullptr;  // the in-kernel charge a test gives the daemon
