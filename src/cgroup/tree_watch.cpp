@@ -15,8 +15,8 @@
 namespace tally::cgroup {
 namespace {
 
-// A cgroup's directory: children made and removed (cgroup v2 refuses rename,
-// cgroup_rename's EPERM on the default hierarchy; a move is still handled).
+// A cgroup's directory: children made and removed (cgroup v2 has no rename:
+// its kernfs syscall ops lack one; a move is still handled).
 constexpr std::uint32_t kDirMask =
     IN_CREATE | IN_DELETE | IN_MOVED_FROM | IN_MOVED_TO | IN_MOVE_SELF | IN_ONLYDIR;
 // Its cgroup.events: kernfs_notify sends IN_MODIFY when "populated" or
@@ -31,10 +31,6 @@ std::optional<bool> readPopulated(int dirFd, std::array<char, 512>& buf, std::st
   auto ev = probes::parseFlatKeyed(*text);
   if (!ev || !ev->get("populated")) return std::nullopt;
   return *ev->get("populated") != 0;
-}
-
-std::string below(const std::string& parent, std::string_view name) {
-  return parent.empty() ? std::string(name) : parent + "/" + std::string(name);
 }
 
 }  // namespace
@@ -52,32 +48,39 @@ std::size_t TreeWatcher::defaultMaxWatches(const std::optional<std::uint64_t>& m
   return static_cast<std::size_t>(maxUserWatches.value_or(8192) / 2);
 }
 
-Result<int> TreeWatcher::add(int fd, std::uint32_t mask, const Sub& sub) {
+Result<int> TreeWatcher::add(int fd, std::uint32_t mask, const Sub& sub, uid_t owner) {
   if (watches_ >= max_)
     return Error{ENOSPC, fmt::format("the daemon holds {} inotify watches on lease trees, its cap "
                                      "(half of fs.inotify.max_user_watches)",
                                      watches_)};
+  if (owner != 0 && byOwner_[owner] >= max_ / 4)
+    return Error{ENOSPC, fmt::format("uid {}'s lease trees hold {} of the daemon's inotify "
+                                     "watches, a quarter of its cap",
+                                     owner, byOwner_[owner])};
   char path[40];
   std::snprintf(path, sizeof path, "/proc/self/fd/%d", fd);
   int wd = ::inotify_add_watch(fd_.get(), path, mask);
   if (wd < 0) return errnoError(errno, "cannot watch a cgroup in a lease's tree");
   auto& subs = subs_[wd];
-  if (subs.empty()) ++watches_;
+  if (subs.empty() && !retiring_.erase(wd)) ++watches_;  // a retiring one is held again
   subs.push_back(sub);
+  if (owner != 0) ++byOwner_[owner];
   return wd;
 }
 
-void TreeWatcher::remove(int wd, const SubtreeIndex* index) {
+void TreeWatcher::remove(int wd, const SubtreeIndex* index, uid_t owner) {
   auto it = subs_.find(wd);
   if (it == subs_.end()) return;
   auto& subs = it->second;
-  subs.erase(
-      std::remove_if(subs.begin(), subs.end(), [&](const Sub& s) { return s.index == index; }),
-      subs.end());
+  auto gone =
+      std::remove_if(subs.begin(), subs.end(), [&](const Sub& s) { return s.index == index; });
+  if (gone == subs.end()) return;
+  subs.erase(gone, subs.end());
+  if (owner != 0)
+    if (auto o = byOwner_.find(owner); o != byOwner_.end() && --o->second == 0) byOwner_.erase(o);
   if (!subs.empty()) return;
-  ::inotify_rm_watch(fd_.get(), wd);  // EINVAL when the kernel removed it already: the same end
   subs_.erase(it);
-  --watches_;
+  retiring_.insert(wd);  // given back by drain(), a bounded number at a time
 }
 
 void TreeWatcher::drain() {
@@ -85,108 +88,131 @@ void TreeWatcher::drain() {
   alignas(inotify_event) std::array<char, 65536> buf;
   for (;;) {
     ssize_t n = ::read(fd_.get(), buf.data(), buf.size());
-    if (n <= 0) return;  // EAGAIN: nothing more queued
+    if (n <= 0) break;  // EAGAIN: nothing more queued
     auto events = decodeInotify(std::string_view(buf.data(), static_cast<std::size_t>(n)));
     if (!events) {
-      // Not a record boundary: trust nothing queued; every index walks afresh.
-      for (SubtreeIndex* index : indexes_) index->drop(events.error().message);
-      return;
+      // Not a record boundary: trust nothing queued; every index looks again.
+      for (SubtreeIndex* index : indexes_) index->recheck(events.error().message);
+      break;
     }
     for (const auto& e : *events) {
       if (e.mask & IN_Q_OVERFLOW) {
         ++overflows_;
         for (SubtreeIndex* index : indexes_)
-          index->drop("the kernel's inotify queue overflowed (fs.inotify.max_queued_events)");
+          index->recheck("the kernel's inotify queue overflowed (fs.inotify.max_queued_events)");
+        continue;
+      }
+      if ((e.mask & IN_IGNORED) && retiring_.erase(e.wd)) {
+        --watches_;  // the kernel gave it back first (its inode is gone)
         continue;
       }
       auto it = subs_.find(e.wd);
-      if (it == subs_.end()) continue;
+      if (it == subs_.end()) continue;  // given back already
+      // Copied: a note may forget nodes, which edits subs_ (never this
+      // event's other subscribers: one inode is one node per index).
+      auto subs = it->second;
       if (e.mask & IN_IGNORED) {  // its inode is gone: so is the watch
         --watches_;
-        auto subs = std::move(it->second);
-        subs_.erase(it);
-        for (const auto& s : subs) s.index->note(s.path, s.events, e.mask, e.name);
-        continue;
+        subs_.erase(e.wd);
       }
-      // Copied: a note may drop an index, which edits subs_.
-      auto subs = it->second;
       for (const auto& s : subs)
-        if (indexes_.count(s.index)) s.index->note(s.path, s.events, e.mask, e.name);
+        if (indexes_.count(s.index))
+          s.index->note(static_cast<SubtreeIndex::Node*>(s.node), s.events, e.mask, e.name);
     }
+  }
+  for (std::size_t i = 0; i < kRetirePerDrain && !retiring_.empty(); ++i) {
+    int wd = *retiring_.begin();
+    retiring_.erase(retiring_.begin());
+    ::inotify_rm_watch(fd_.get(), wd);  // EINVAL if the kernel removed it: the same end
+    --watches_;
   }
 }
 
-SubtreeIndex::SubtreeIndex(TreeWatcher& watcher, const Cgroup& cg) : watcher_(watcher), cg_(cg) {
+SubtreeIndex::SubtreeIndex(TreeWatcher& watcher, const Cgroup& cg, uid_t owner)
+    : watcher_(watcher), cg_(cg), owner_(owner) {
   watcher_.attach(this);
 }
 
 SubtreeIndex::~SubtreeIndex() {
-  for (auto& [path, n] : nodes_) unwatch(n);
+  if (top_) forget(top_.get());
   watcher_.detach(this);
 }
 
 void SubtreeIndex::unwatch(Node& n) {
-  if (n.dirWd >= 0) watcher_.remove(n.dirWd, this);
-  if (n.eventsWd >= 0) watcher_.remove(n.eventsWd, this);
+  if (n.dirWd >= 0) watcher_.remove(n.dirWd, this, owner_);
+  if (n.eventsWd >= 0) watcher_.remove(n.eventsWd, this, owner_);
   n.dirWd = n.eventsWd = -1;
 }
 
+std::size_t SubtreeIndex::count(const Node& n) const {
+  std::size_t c = 1;
+  for (const auto& [name, child] : n.children) c += count(*child);
+  return c;
+}
+
+void SubtreeIndex::forget(Node* n) {
+  // Iterative: a chain is as deep as the walk let it be (64 levels).
+  std::vector<Node*> stack{n};
+  while (!stack.empty()) {
+    Node* x = stack.back();
+    stack.pop_back();
+    unwatch(*x);
+    --count_;
+    for (auto& [name, child] : x->children) stack.push_back(child.get());
+  }
+  if (!n->parent) {
+    top_.reset();
+    return;
+  }
+  Node* parent = n->parent;
+  parent->toWalk.erase(n->name);
+  parent->children.erase(n->name);  // destroys n and everything below it
+}
+
 void SubtreeIndex::drop(std::string reason) {
-  for (auto& [path, n] : nodes_) unwatch(n);
-  nodes_.clear();
+  if (top_) forget(top_.get());
   lastDrop_ = std::move(reason);
 }
 
-void SubtreeIndex::forget(const std::string& path) {
-  auto first = nodes_.lower_bound(path);
-  auto it = first;
-  const std::string prefix = path.empty() ? "" : path + "/";
-  while (it != nodes_.end() && (it->first == path || it->first.starts_with(prefix))) {
-    unwatch(it->second);
-    ++it;
-  }
-  nodes_.erase(first, it);
+void SubtreeIndex::recheck(std::string reason) {
+  recheck_ = true;
+  lastDrop_ = std::move(reason);
 }
 
-void SubtreeIndex::walkAgain(const std::string& path) {
-  if (path.empty()) return;  // the top is always walked
-  auto slash = path.rfind('/');
-  std::string parent = slash == std::string::npos ? std::string() : path.substr(0, slash);
-  if (auto it = nodes_.find(parent); it != nodes_.end())
-    it->second.toWalk.insert(path.substr(slash == std::string::npos ? 0 : slash + 1));
+void SubtreeIndex::walkAgain(Node* n) {
+  for (; n->parent; n = n->parent)
+    if (!n->parent->toWalk.insert(n->name).second) return;  // its ancestors have it already
 }
 
-void SubtreeIndex::note(const std::string& path, bool events, std::uint32_t mask,
-                        std::string_view name) {
-  auto it = nodes_.find(path);
-  if (it == nodes_.end()) return;
-  Node& n = it->second;
+void SubtreeIndex::note(Node* n, bool events, std::uint32_t mask, std::string_view name) {
   if (mask & IN_IGNORED) {
     // The kernel dropped the watch: the cgroup was removed (rmdir needs it
-    // empty of children, so nothing indexed below it is left either).
-    (events ? n.eventsWd : n.dirWd) = -1;
+    // without children, so nothing indexed below it is left either).
+    (events ? n->eventsWd : n->dirWd) = -1;
     if (!events) {
-      forget(path);
+      forget(n);
     } else {
-      n.reread = true;
-      walkAgain(path);
+      n->reread = true;
+      walkAgain(n);
     }
     return;
   }
   if (mask & (IN_MOVED_FROM | IN_MOVED_TO | IN_MOVE_SELF)) {
-    drop(fmt::format("a cgroup below {} was moved", cg_.path()));
+    recheck(fmt::format("a cgroup below {} was moved", cg_.path()));
     return;
   }
   if (events) {
-    n.reread = true;
-    walkAgain(path);
+    n->reread = true;
+    walkAgain(n);
     return;
   }
-  n.relist = true;
+  n->relist = true;
+  walkAgain(n);
   // A child removed is forgotten now, its watches given back, whether or
   // not this cgroup is walked again soon: kernfs keeps a watched directory's
   // inode, so the child's own watches would never hear of it.
-  if ((mask & IN_DELETE) && !name.empty()) forget(below(path, name));
+  if (mask & IN_DELETE)
+    if (auto c = n->children.find(name); c != n->children.end()) forget(c->second.get());
 }
 
 Result<std::vector<SubtreeProc>> SubtreeIndex::procs(const SubtreeLimits& limits,
@@ -201,14 +227,18 @@ Result<std::vector<SubtreeProc>> SubtreeIndex::procs(const SubtreeLimits& limits
   walk = {};
   struct Pending {
     std::shared_ptr<UniqueFd> parent;  // null for the top: the held directory itself
-    std::string name;                  // below `parent`
-    std::string rel;                   // below the cgroup ("" is the cgroup)
-    std::string parentRel;             // its parent's `rel`
+    Node* node;
+    std::string path;  // from the cgroup root, for what is listed there
     std::size_t depth = 0;
   };
+  if (!top_) {
+    top_ = std::make_unique<Node>();
+    ++count_;
+  }
+  const bool everything = recheck_;
   std::vector<SubtreeProc> out;
   std::vector<Pending> stack;
-  stack.push_back({nullptr, ".", "", "", 0});
+  stack.push_back({nullptr, top_.get(), cg_.path(), 0});
   std::array<char, 8192> buf;
   std::array<char, 512> small;
   std::string spill;
@@ -216,8 +246,8 @@ Result<std::vector<SubtreeProc>> SubtreeIndex::procs(const SubtreeLimits& limits
     walk.tooMany = true;
     return treewalk::tooMany(cg_.path(), limits.maxCgroups);
   };
-  // A watch refused (the cap, the host's limit): this walk and the next
-  // ones are whole, as without an index, and indexing is tried again later.
+  // A watch refused (a cap, the host's limit): this walk and the next ones
+  // are whole, as without an index, and indexing is tried again later.
   auto whole = [&](const Error& why) {
     drop(why.message);
     wholeLeft_ = kWholeWalksAfterRefusal;
@@ -227,94 +257,100 @@ Result<std::vector<SubtreeProc>> SubtreeIndex::procs(const SubtreeLimits& limits
   while (!stack.empty()) {
     Pending p = std::move(stack.back());
     stack.pop_back();
+    Node& n = *p.node;
     const bool top = !p.parent;
-    auto dir =
-        std::make_shared<UniqueFd>(::openat(top ? cg_.dirFd() : p.parent->get(), p.name.c_str(),
-                                            O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW));
+    auto dir = std::make_shared<UniqueFd>(
+        ::openat(top ? cg_.dirFd() : p.parent->get(), top ? "." : n.name.c_str(),
+                 O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW));
     if (!dir->valid()) {
       if (!top) {  // removed mid-walk, or before its parent's IN_DELETE was read
-        forget(p.rel);
+        forget(&n);
         continue;
       }
       return errnoError(errno, "cannot open cgroup " + cg_.path());
     }
     if (++walk.visited > limits.maxCgroups) return tooMany();
-    auto [at, made] = nodes_.try_emplace(p.rel);
-    // An index as large as the largest tree tally walks is refused as that
-    // walk is: a tree that grew past it is not followed.
-    if (made && nodes_.size() > kMaxIndexed) {
-      drop(fmt::format("its tree grew past {} cgroups", kMaxIndexed));
-      return tooMany();
-    }
-    Node& n = at->second;
     // Watched before it is read: a change after the read is queued.
     if (n.dirWd < 0) {
-      auto wd = watcher_.add(dir->get(), kDirMask, {this, p.rel, false});
+      auto wd = watcher_.add(dir->get(), kDirMask, {this, &n, false}, owner_);
       if (!wd) return whole(wd.error());
       n.dirWd = *wd;
-      n.children.reset();
+      n.seen = false;
     }
     if (n.eventsWd < 0) {
       UniqueFd ev(::openat(dir->get(), file::kEvents, O_RDONLY | O_CLOEXEC | O_NOFOLLOW));
-      if (ev.valid()) {  // none (not cgroupfs): never cached as empty
-        auto wd = watcher_.add(ev.get(), kEventsMask, {this, p.rel, true});
+      if (ev.valid()) {  // none (not cgroupfs): never taken for empty
+        auto wd = watcher_.add(ev.get(), kEventsMask, {this, &n, true}, owner_);
         if (!wd) return whole(wd.error());
         n.eventsWd = *wd;
       }
       n.reread = true;
     }
-    if (n.reread) {
+    const bool first = !n.seen || everything;
+    const bool reread = first || n.reread;
+    if (reread) {
       n.populated = n.eventsWd >= 0 ? readPopulated(dir->get(), small, spill) : std::nullopt;
       n.reread = false;
     }
-    const std::string path = p.rel.empty() ? cg_.path() : treewalk::childPath(cg_.path(), p.rel);
-    // The cgroup itself is always read: its removal is an error, never an
-    // empty lease. Below it, an empty subtree is skipped whole.
-    if (!top && n.populated == false) {
-      // Skipped from now on, until its notice (or a relisting) says otherwise;
-      // its children's list stays current: its directory is watched.
-      if (auto parent = nodes_.find(p.parentRel); parent != nodes_.end())
-        parent->second.toWalk.erase(p.name);
-      continue;
+    // The top is always read (its removal is an error, never an empty
+    // lease); an empty cgroup is read once more when it empties or is first
+    // seen, and at every walk while it still lists someone.
+    if (top || reread || n.populated != false || n.lingering) {
+      auto procs = fs::readAt(dir->get(), file::kProcs, buf, spill);
+      if (!procs && top) {
+        if (procs.error().code == ENOENT) return treewalk::gone(cg_.path());
+        return errnoError(procs.error().code, "cannot read " + cg_.describe(file::kProcs));
+      }
+      const std::size_t before = out.size();
+      treewalk::appendPids(procs ? *procs : std::string_view{}, p.path, out);
+      n.lingering = n.populated == false && out.size() > before;
     }
-    auto procs = fs::readAt(dir->get(), file::kProcs, buf, spill);
-    if (!procs && top) {
-      if (procs.error().code == ENOENT) return treewalk::gone(cg_.path());
-      return errnoError(procs.error().code, "cannot read " + cg_.describe(file::kProcs));
-    }
-    treewalk::appendPids(procs ? *procs : std::string_view{}, path, out);
-    if (top && n.populated == false) continue;
-    if (!n.children || n.relist) {
+    if (first || n.relist) {
       std::vector<std::string> names;
       fs::forEachEntry(dir->get(), [&](std::string_view name, unsigned char type) {
         if (type == DT_DIR) names.emplace_back(name);
         return true;
       });
       std::sort(names.begin(), names.end());
-      if (n.children)  // a child gone: its index goes with it
-        for (const auto& old : *n.children)
-          if (!std::binary_search(names.begin(), names.end(), old)) forget(below(p.rel, old));
-      n.children = std::move(names);  // `n` stands: forget() erased other map nodes only
-      n.relist = false;
-      n.toWalk.clear();
-      for (const auto& c : *n.children) {
-        auto it = nodes_.find(below(p.rel, c));
-        if (it == nodes_.end() || it->second.populated != false || it->second.reread ||
-            it->second.eventsWd < 0)
-          n.toWalk.insert(c);
+      std::vector<Node*> goneChildren;
+      for (auto& [name, child] : n.children)
+        if (!std::binary_search(names.begin(), names.end(), name))
+          goneChildren.push_back(child.get());
+      for (Node* c : goneChildren) forget(c);
+      for (auto& name : names) {
+        auto [at, made] = n.children.try_emplace(name);
+        if (made) {
+          at->second = std::make_unique<Node>();
+          at->second->parent = &n;
+          at->second->name = name;
+          // An index as large as the largest tree tally walks is refused as
+          // that walk is: a tree that grew past it is not followed.
+          if (++count_ > kMaxIndexed) {
+            drop(fmt::format("its tree grew past {} cgroups", kMaxIndexed));
+            wholeLeft_ = kWholeWalksAfterRefusal;  // whole walks refuse it before opening it
+            return tooMany();
+          }
+        }
+        if (made || everything) n.toWalk.insert(name);
       }
+      n.relist = false;
     }
-    // Copied: the walk below edits the set as it learns a child is empty.
-    std::vector<std::string> next(n.toWalk.begin(), n.toWalk.end());
-    if (next.empty()) continue;
-    if (walk.visited + stack.size() + next.size() > limits.maxCgroups) return tooMany();
+    n.seen = true;
+    const bool quiet = n.populated == false && !n.lingering && n.toWalk.empty();
+    if (quiet && n.parent) n.parent->toWalk.erase(n.name);  // skipped until a notice
+    if (n.toWalk.empty()) continue;
+    if (walk.visited + stack.size() + n.toWalk.size() > limits.maxCgroups) return tooMany();
     if (p.depth + 1 > limits.maxDepth) {
       walk.tooDeep = true;
       return treewalk::tooDeep(cg_.path(), limits.maxDepth);
     }
-    for (auto c = next.rbegin(); c != next.rend(); ++c)  // popped in name order
-      stack.push_back({dir, *c, below(p.rel, *c), p.rel, p.depth + 1});
+    for (auto c = n.toWalk.rbegin(); c != n.toWalk.rend(); ++c) {  // popped in name order
+      auto child = n.children.find(*c);
+      if (child == n.children.end()) continue;
+      stack.push_back({dir, child->second.get(), treewalk::childPath(p.path, *c), p.depth + 1});
+    }
   }
+  if (everything) recheck_ = false;
   return out;
 }
 

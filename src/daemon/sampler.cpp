@@ -42,7 +42,7 @@ void Sampler::startMetering(Lease& l) {
   l.metering.meter =
       std::make_unique<lease::LeaseMeter>(env_.proc, env_.sys, *l.place.cg, l.req.gpuMemoryMax);
   l.metering.meter->readStatGpu(handover_.statNamesGpu);
-  l.metering.meter->followTree(env_.treeWatcher);
+  l.metering.meter->followTree(env_.treeWatcher, l.owner);
   // Its figure is its charge, with fdinfo (walked as the meter decides) as
   // the floor: buffers made before it was armed, by a task moved in, or
   // passed in count as its processes hold them.

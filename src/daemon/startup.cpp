@@ -6,7 +6,9 @@
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
+#include <sys/epoll.h>
 #include <sys/resource.h>
+#include <systemd/sd-event.h>
 #include <unistd.h>
 
 #include <memory>
@@ -138,8 +140,21 @@ Ended serve(const StartOptions& o) {
     maxUserWatches = text::parseU64(text::trim(*text));
   auto treeWatcher =
       cgroup::TreeWatcher::open(cgroup::TreeWatcher::defaultMaxWatches(maxUserWatches));
+  // Unref'd before the watcher it calls goes (declared after it).
+  struct SourceUnref {
+    void operator()(sd_event_source* s) const { sd_event_source_unref(s); }
+  };
+  std::unique_ptr<sd_event_source, SourceUnref> treeWatchSource;
   if (treeWatcher) {
     env.treeWatcher = treeWatcher->get();
+    auto onTreeChange = [](sd_event_source*, int, uint32_t, void* w) {
+      static_cast<cgroup::TreeWatcher*>(w)->drain();
+      return 0;
+    };
+    sd_event_source* source = nullptr;
+    if (sd_event_add_io(server.event(), &source, env.treeWatcher->fd(), EPOLLIN, onTreeChange,
+                        env.treeWatcher) >= 0)
+      treeWatchSource.reset(source);  // else drained at each sample round only
   } else {
     fmt::print(stderr,
                "tally daemon: note: {}; each lease's cgroup tree is walked whole at every "

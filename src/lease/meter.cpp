@@ -149,7 +149,8 @@ void LeaseMeter::sampleFdinfo(host::Snapshot& host) {
   if (index_) {
     if (++walksSinceIndexed_ >= kSteadyWalkEvery) {
       walksSinceIndexed_ = 0;
-      index_->drop(fmt::format("made afresh, as every {} walks", kSteadyWalkEvery));
+      index_->recheck(
+          fmt::format("every cgroup looked at again, as every {} walks", kSteadyWalkEvery));
     }
     scanner.useIndex(index_.get());
   }

@@ -111,13 +111,13 @@ class LeaseMeter {
   // leave her others unmetered.
   std::size_t lastWalkSize() const { return lastWalkSize_; }
   // Follow the lease's tree with the daemon's inotify instance
-  // (cgroup/tree_watch.h): a walk then opens only the cgroups where
-  // something runs and those made since, so a wide tree costs at its
-  // changes. Every kSteadyWalkEvery walks the index is made afresh from
-  // the kernel's state, so nothing it missed outlasts that. Null: every
-  // walk is whole.
-  void followTree(cgroup::TreeWatcher* watcher) {
-    index_ = watcher ? std::make_unique<cgroup::SubtreeIndex>(*watcher, cgroup_) : nullptr;
+  // (cgroup/tree_watch.h), drawing on `owner`'s share of its watches: a walk
+  // then opens only the cgroups where something runs or changed, so a wide
+  // tree costs at its changes. Every kSteadyWalkEvery walks the index looks
+  // at every cgroup again (cgroup::SubtreeIndex::recheck). Null: every walk
+  // is whole.
+  void followTree(cgroup::TreeWatcher* watcher, uid_t owner) {
+    index_ = watcher ? std::make_unique<cgroup::SubtreeIndex>(*watcher, cgroup_, owner) : nullptr;
   }
   const cgroup::SubtreeIndex* treeIndex() const { return index_.get(); }
   // The kernel's memory.stat names the GPU bytes it charged (gpu_active,

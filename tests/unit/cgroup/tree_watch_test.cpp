@@ -95,25 +95,113 @@ TEST_F(TreeWatch, ACgroupMadeOrRemovedIsFoundAtTheNextWalk) {
   cgroup::SubtreeIndex index(*watcher, *job);
   std::size_t visited = 0;
   pids(index);
-  const std::size_t watches = watcher->watches();
-  EXPECT_EQ(watches, 2 * 302u);
+  EXPECT_EQ(watcher->watches(), 2 * 302u);
   // mkdir -p below the busy child: both levels found, the new processes read.
   cgroupAt(dir.path() + "/job/busy/step", "13\n", true);
   cgroupAt(dir.path() + "/job/busy/step/task", "14\n", true);
   EXPECT_EQ(pids(index, &visited), (std::vector<pid_t>{10, 11, 13, 14}));
   EXPECT_EQ(visited, 4u);
-  // Made below an empty cgroup: nothing runs there, so nothing is opened.
+  // Made below an empty cgroup: seen once (the empty one, listed again, and
+  // the new one), then the empty one once more to learn all below it is
+  // quiet, then neither.
   cgroupAt(dir.path() + "/job/e007/idle", "", false);
   EXPECT_EQ(pids(index, &visited), (std::vector<pid_t>{10, 11, 13, 14}));
+  EXPECT_EQ(visited, 6u);
+  EXPECT_EQ(pids(index, &visited), (std::vector<pid_t>{10, 11, 13, 14}));
+  EXPECT_EQ(visited, 5u);
+  EXPECT_EQ(pids(index, &visited), (std::vector<pid_t>{10, 11, 13, 14}));
   EXPECT_EQ(visited, 4u);
-  // Removed: forgotten, its watches given back.
+  EXPECT_EQ(index.indexed(), 305u);
+  EXPECT_EQ(watcher->watches(), 2 * 305u);
+  // Removed: forgotten, its watches given back (at the next drain).
   std::filesystem::remove_all(dir.path() + "/job/busy/step");
   EXPECT_EQ(pids(index, &visited), (std::vector<pid_t>{10, 11}));
   EXPECT_EQ(visited, 2u);
   std::filesystem::remove_all(dir.path() + "/job/e001");
   pids(index);
-  EXPECT_EQ(index.indexed(), 301u);
-  EXPECT_EQ(watcher->watches(), watches - 2);
+  watcher->drain();
+  EXPECT_EQ(index.indexed(), 302u);
+  EXPECT_EQ(watcher->watches(), 2 * 302u);
+}
+
+// "populated 0" yet listed: a leader that exited while its threads moved on
+// stays in cgroup.procs (the kernel lists a dying leader whose threads live),
+// and the whole walk meters the process through it. So does the index: a
+// cgroup is read when first seen and when it empties, and at every walk
+// while it still lists someone.
+TEST_F(TreeWatch, AnEmptiedCgroupThatStillListsALeaderIsReadUntilItListsNone) {
+  cgroupAt(dir.path() + "/job/e050", "77\n", false);  // so before the index is made
+  cgroup::SubtreeIndex index(*watcher, *job);
+  std::size_t visited = 0;
+  EXPECT_EQ(pids(index), (std::vector<pid_t>{10, 11, 77}));
+  EXPECT_EQ(pids(index, &visited), (std::vector<pid_t>{10, 11, 77}));
+  EXPECT_EQ(visited, 3u);
+  // The busy child empties (its threads moved to e123) but still lists 11.
+  cgroupAt(dir.path() + "/job/e123", "", true);
+  cgroupAt(dir.path() + "/job/busy", "11\n", false);
+  EXPECT_EQ(pids(index, &visited), (std::vector<pid_t>{10, 11, 77}));
+  EXPECT_EQ(pids(index, &visited), (std::vector<pid_t>{10, 11, 77}));
+  EXPECT_EQ(visited, 4u) << "the top, busy and e050 listing leaders, e123 running";
+  // The leaders go: no notice (populated stays 0), yet the next walk lists
+  // none and the one after opens neither.
+  writeFile(dir.path() + "/job/e050/cgroup.procs", "");
+  writeFile(dir.path() + "/job/busy/cgroup.procs", "");
+  EXPECT_EQ(pids(index, &visited), (std::vector<pid_t>{10}));
+  EXPECT_EQ(pids(index, &visited), (std::vector<pid_t>{10}));
+  EXPECT_EQ(visited, 2u) << "the top and e123";
+  auto whole = job->subtreeProcs();
+  ASSERT_TRUE(whole);
+  EXPECT_EQ(whole->size(), 1u);
+}
+
+// Giving watches back queues an IN_IGNORED each: a large tree ending gives
+// them back a bounded number a drain, so it never overflows the queue and
+// sends every other tree to look again.
+TEST_F(TreeWatch, ALargeTreeEndingGivesItsWatchesBackWithoutOverflowingTheQueue) {
+  for (int i = 300; i < 1400; ++i) cgroupAt(fmt::format("{}/job/e{:03}", dir.path(), i), "", false);
+  cgroupAt(dir.path() + "/other", "20\n", true);
+  auto other = cgroup::Cgroup::open(*root, "/other");
+  ASSERT_TRUE(other);
+  cgroup::SubtreeIndex victim(*watcher, *other);
+  pids(victim);
+  {
+    cgroup::SubtreeIndex big(*watcher, *job);
+    pids(big);
+    EXPECT_EQ(watcher->watches(), 2 * 1402u + 2);
+  }
+  EXPECT_EQ(watcher->watches(), 2 * 1402u + 2) << "retiring, not given back yet";
+  std::size_t drains = 0;
+  while (watcher->watches() > 2) {
+    watcher->drain();
+    ++drains;
+    ASSERT_LT(drains, 10u);
+  }
+  EXPECT_EQ(drains, (2 * 1402 + cgroup::TreeWatcher::kRetirePerDrain - 1) /
+                        cgroup::TreeWatcher::kRetirePerDrain);
+  watcher->drain();  // the IN_IGNORED of the last ones
+  EXPECT_EQ(watcher->overflows(), 0u);
+  EXPECT_FALSE(victim.lastDrop());
+  std::size_t visited = 0;
+  EXPECT_EQ(pids(victim, &visited), (std::vector<pid_t>{20}));
+  EXPECT_EQ(visited, 1u);
+}
+
+TEST_F(TreeWatch, OneOwnersTreesHoldAQuarterOfTheWatchesAtMost) {
+  auto w = cgroup::TreeWatcher::open(800);
+  ASSERT_TRUE(w);
+  cgroup::SubtreeIndex index(**w, *job, 1000);
+  cgroup::SubtreeWalk walk;
+  auto procs = index.procs({}, &walk);
+  ASSERT_TRUE(procs) << procs.error().message;
+  EXPECT_EQ(procs->size(), 2u) << "whole, and right";
+  EXPECT_EQ(index.wholeWalks(), 1u);
+  ASSERT_TRUE(index.lastDrop());
+  EXPECT_EQ(
+      *index.lastDrop(),
+      "uid 1000's lease trees hold 200 of the daemon's inotify watches, a quarter of its cap");
+  cgroup::SubtreeIndex roots(**w, *job, 0);
+  ASSERT_TRUE(roots.procs({}, &walk));
+  EXPECT_EQ(roots.wholeWalks(), 0u) << "root's are capped by the whole cap only";
 }
 
 TEST_F(TreeWatch, AWatchPastTheCapMakesTheWalkWholeNeverWrong) {
@@ -130,6 +218,7 @@ TEST_F(TreeWatch, AWatchPastTheCapMakesTheWalkWholeNeverWrong) {
   EXPECT_EQ(*index.lastDrop(),
             "the daemon holds 40 inotify watches on lease trees, its cap (half of "
             "fs.inotify.max_user_watches)");
+  (*small)->drain();
   EXPECT_EQ((*small)->watches(), 0u) << "what it had watched is given back";
   // The next walks are whole too (no watch churn at every sample), and right.
   cgroupAt(dir.path() + "/job/e005", "15\n", true);
@@ -156,9 +245,10 @@ TEST_F(TreeWatch, TreesThatOverlapShareWatchesAndOneLeavingKeepsTheOthers) {
   EXPECT_EQ(pids(parent), (std::vector<pid_t>{10, 11, 16}));
 }
 
-TEST_F(TreeWatch, AnOverflowedQueueDropsEveryIndexAndTheNextWalkIndexesAfresh) {
+TEST_F(TreeWatch, AnOverflowedQueueMakesEveryIndexLookAtEverythingAgain) {
   cgroup::SubtreeIndex index(*watcher, *job);
   pids(index);
+  const std::size_t watches = watcher->watches();
   auto queued = fs::Root::open("/proc/sys/fs/inotify");
   ASSERT_TRUE(queued);
   auto max = queued->read("max_queued_events");
@@ -174,7 +264,8 @@ TEST_F(TreeWatch, AnOverflowedQueueDropsEveryIndexAndTheNextWalkIndexesAfresh) {
   ASSERT_TRUE(index.lastDrop());
   EXPECT_EQ(*index.lastDrop(),
             "the kernel's inotify queue overflowed (fs.inotify.max_queued_events)");
-  EXPECT_EQ(visited, 302u) << "indexed afresh";
+  EXPECT_EQ(visited, 302u) << "every cgroup looked at again";
+  EXPECT_EQ(watcher->watches(), watches) << "with the watches it had";
   EXPECT_EQ(pids(index, &visited), (std::vector<pid_t>{10, 11}));
   EXPECT_EQ(visited, 2u);
 }
