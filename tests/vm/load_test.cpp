@@ -12,7 +12,7 @@
 // on, each attacker's refusals name the budget, and the ledger stays bounded
 // and verifies. Root's `hello` latencies, idle and under each attack, are
 // printed as `[ bench ]` lines: figures, not assertions (docs/PERFORMANCE.md,
-// "Issue 48's attacks in the VM"). VM harness only.
+// "Issue 48's attacks in the VM, the watchdog armed"). VM harness only.
 #include <fcntl.h>
 #include <fmt/format.h>
 #include <grp.h>
@@ -626,12 +626,13 @@ class VmLoad : public ::testing::Test {
   }
 
   // The query budget of the listing and history attacks. The default, 20 a
-  // second, is the native daemon's: under TCG (10-50x slower) one listing of
-  // 513 leases costs the daemon about 230 ms, so two users at 20 a second
-  // ask for more than it can serve and the budget never refuses (the first
-  // run: root's hello p99 378 ms, worst 444 ms, not one refusal). The suite
-  // scales it to the VM, 2 a second; TALLY_VM_LOAD_QPS sets another (then
-  // a refusal is not required, only that any names the budget).
+  // second, counts requests, not their cost: under TCG (10-50x slower than
+  // native) a chart of the history lease costs the daemon tens of ms, so two
+  // users at 20 a second ask for more than it can serve and the budget never
+  // refuses (TALLY_VM_LOAD_QPS=20: not one refusal, root's hello p50 0.84 s
+  // under the history attack; docs/PERFORMANCE.md). The suite scales it to
+  // the VM, 2 a second; TALLY_VM_LOAD_QPS sets another (then a refusal is
+  // not required, only that any names the budget).
   static long queriesPerSecond() {
     const char* v = std::getenv("TALLY_VM_LOAD_QPS");
     return v ? std::strtol(v, nullptr, 10) : 2;
