@@ -186,6 +186,7 @@ void readDaemon(Reader& r, const toml::table& t, Daemon& d) {
               "max_replays_per_uid",
               "max_cgroups_walked_per_uid",
               "queries_per_second_per_uid",
+              "query_time_per_second_per_uid",
               "ledger_rows_per_minute_per_uid",
               "ledger_bytes_per_minute_per_uid",
               "priority_group",
@@ -276,6 +277,14 @@ void readDaemon(Reader& r, const toml::table& t, Daemon& d) {
   if (auto v = r.count(t, "ledger_bytes_per_minute_per_uid", "daemon", 64 * 1024,
                        std::uint64_t{1} << 40))
     d.ledgerBytesPerMinutePerUid = *v;
+  if (auto v = r.duration(t, "query_time_per_second_per_uid", "daemon")) {
+    if (*v < 1'000 || *v > 1'000'000)
+      r.problem(*t.get("query_time_per_second_per_uid"),
+                "daemon.query_time_per_second_per_uid must be 1ms..1s (of the daemon's loop, "
+                "each second, that one user's listings and lease histories may take)");
+    else
+      d.queryTimePerSecondPerUidUs = *v;
+  }
   if (auto s = r.string(t, "priority_group", "daemon")) d.priorityGroup = *s;
   if (auto v = r.duration(t, "idle_timeout", "daemon")) {
     if (*v < 1'000'000)

@@ -99,6 +99,7 @@ struct Daemon {
   std::uint64_t maxReplaysPerUid = 4;
   std::uint64_t maxCgroupsWalkedPerUid = 4096;
   std::uint64_t queriesPerSecondPerUid = 20;
+  std::uint64_t queryTimePerSecondPerUidUs = 100'000;  // of the daemon's loop, per user
   std::uint64_t ledgerRowsPerMinutePerUid = 600;
   std::uint64_t ledgerBytesPerMinutePerUid = 4u << 20;
   // Priorities above 0 are root's, and this group's members' (none: root's only).

@@ -53,6 +53,7 @@ json effectiveJson(const Config& c, const std::string& stateDir) {
       {"max_replays_per_uid", d.maxReplaysPerUid},
       {"max_cgroups_walked_per_uid", d.maxCgroupsWalkedPerUid},
       {"queries_per_second_per_uid", d.queriesPerSecondPerUid},
+      {"query_time_per_second_per_uid_us", d.queryTimePerSecondPerUidUs},
       {"ledger_rows_per_minute_per_uid", d.ledgerRowsPerMinutePerUid},
       {"ledger_bytes_per_minute_per_uid", d.ledgerBytesPerMinutePerUid},
       {"priority_group", d.priorityGroup ? json(*d.priorityGroup) : json(nullptr)},

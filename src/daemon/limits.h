@@ -68,6 +68,10 @@ struct Limits {
   // metrics, lease) one user may ask for a second, after a burst of twice
   // that (daemon/query_budget.h); root is not counted. 0: no budget.
   std::uint64_t queriesPerSecondPerUid = 20;
+  // And the loop time they may take, a second (after a burst of twice
+  // that): the count does not see a query's cost, and a chart over a
+  // month of samples costs the loop tens of ms. 0: no budget.
+  std::uint64_t queryTimePerSecondPerUidUs = 100'000;
 
   // Ledger replays (subscribe with since_ns / after_seq) one user may have
   // under way at once (root not counted); each is served in slices, one a turn.

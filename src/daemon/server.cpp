@@ -34,6 +34,7 @@ Limits limitsFromConfig(const config::Daemon& d) {
   l.maxReplaysPerUid = static_cast<std::size_t>(d.maxReplaysPerUid);
   l.maxCgroupsWalkedPerUid = static_cast<std::size_t>(d.maxCgroupsWalkedPerUid);
   l.queriesPerSecondPerUid = d.queriesPerSecondPerUid;
+  l.queryTimePerSecondPerUidUs = d.queryTimePerSecondPerUidUs;
   l.ledgerRowsPerMinutePerUid = d.ledgerRowsPerMinutePerUid;
   l.ledgerBytesPerMinutePerUid = d.ledgerBytesPerMinutePerUid;
   l.idleTimeoutUs = d.idleTimeoutUs;

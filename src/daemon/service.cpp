@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <optional>
 
 #include "daemon/lease_rows.h"
 #include "daemon/recovery.h"
@@ -40,7 +41,7 @@ Service::Service(const config::Config& cfg, ledger::Ledger& ledger, ServiceEnv e
   events_.rowBudget() =
       RowBudget(env.limits.ledgerRowsPerMinutePerUid, env.limits.ledgerBytesPerMinutePerUid);
   access_ = resolveAccess(cfg_, env.names ? *env.names : systemLookup());
-  queries_ = QueryBudget(env.limits.queriesPerSecondPerUid, 2 * env.limits.queriesPerSecondPerUid);
+  queries_ = QueryBudget(env.limits.queriesPerSecondPerUid, env.limits.queryTimePerSecondPerUidUs);
   for (const auto& name : access_.unresolved)
     events_.note(LOG_WARNING,
                  fmt::format("{}: it admits nobody until the daemon restarts with it "
@@ -105,12 +106,38 @@ void Service::handle(std::uint64_t conn, const Peer& peer, const rpc::Request& r
   // per user (daemon/query_budget.h); a refusal costs a reply.
   bool costly = *m == Method::Lease || *m == Method::Leases || *m == Method::Pools ||
                 *m == Method::Seats || *m == Method::Overview || *m == Method::Metrics;
-  if (costly && !queries_.take(peer.uid, clock::monotonicUs())) {
-    return fail(conn, req.id, code::kRateLimited,
-                fmt::format("uid {} asks for listings, metrics and lease histories faster than {} "
-                            "a second (queries_per_second_per_uid); ask again in a second",
-                            peer.uid, queries_.perSecond()));
+  if (costly) {
+    switch (queries_.take(peer.uid, clock::monotonicUs())) {
+      case QueryBudget::Refusal::None:
+        break;
+      case QueryBudget::Refusal::Count:
+        return fail(conn, req.id, code::kRateLimited,
+                    fmt::format("uid {} asks for listings, metrics and lease histories faster "
+                                "than {} a second (queries_per_second_per_uid); ask again in a "
+                                "second",
+                                peer.uid, queries_.perSecond()));
+      case QueryBudget::Refusal::Time:
+        return fail(conn, req.id, code::kRateLimited,
+                    fmt::format("uid {}'s listings, metrics and lease histories took more than "
+                                "{} ms of the daemon's time a second "
+                                "(query_time_per_second_per_uid); ask again in {} ms",
+                                peer.uid, queries_.timeUsPerSecond() / 1000,
+                                (queries_.timeWaitUs(peer.uid) + 999) / 1000));
+    }
   }
+  // What it costs the loop is charged when it has run (a scope's end: every
+  // case below returns).
+  struct ChargeOnReturn {
+    QueryBudget& budget;
+    uid_t uid;
+    std::uint64_t startUs;
+    ~ChargeOnReturn() {
+      std::uint64_t now = clock::monotonicUs();
+      budget.charge(uid, now - startUs, now);
+    }
+  };
+  std::optional<ChargeOnReturn> charge;
+  if (costly) charge.emplace(ChargeOnReturn{queries_, peer.uid, clock::monotonicUs()});
   // Every params object goes through its method's decoder; a refusal names the field.
   auto with = [&](auto decoded, auto&& then) {
     if (!decoded) return fail(conn, req.id, code::kInvalidParams, decoded.error().message);

@@ -115,6 +115,25 @@ TEST(Config, MetricsBeyondLoopbackIsAnExplicitChoice) {
       << config::formatProblems(beyond, "t.toml");
 }
 
+// The loop time one user's listings and lease histories may take a second:
+// a duration, 1ms..1s, 100 ms when not set.
+TEST(Config, TheQueryTimeBudgetIsADurationWithinASecond) {
+  auto d = config::parse("[daemon]\n[pools.gpu]\ncapacity = 1\n", "t.toml");
+  ASSERT_TRUE(d.config);
+  EXPECT_EQ(d.config->daemon.queryTimePerSecondPerUidUs, 100'000u);
+  auto p = config::parse(
+      "[daemon]\nquery_time_per_second_per_uid = \"50ms\"\n[pools.gpu]\ncapacity = 1\n", "t.toml");
+  ASSERT_TRUE(p.config) << config::formatProblems(p, "t.toml");
+  EXPECT_EQ(p.config->daemon.queryTimePerSecondPerUidUs, 50'000u);
+  auto bad = config::parse(
+      "[daemon]\nquery_time_per_second_per_uid = \"2s\"\n[pools.gpu]\ncapacity = 1\n", "t.toml");
+  ASSERT_FALSE(bad.config);
+  EXPECT_NE(config::formatProblems(bad, "t.toml")
+                .find("t.toml:2: daemon.query_time_per_second_per_uid must be 1ms..1s"),
+            std::string::npos)
+      << config::formatProblems(bad, "t.toml");
+}
+
 TEST(Config, EveryProblemHasItsLine) {
   auto p = config::parse(R"([daemon]
 sockt = "/x"
