@@ -155,7 +155,9 @@ vm_one() {  # name, then vm/run.sh's arguments
 # programs costs each test 3-7 s more than on 6.1 under TCG; Slurm 22.05
 # 338 s, 24.11 about 360 s; the boot without the BPF LSM 20 s). The load
 # suite (VmLoad.*, issue 48's attacks with the watchdog armed) runs on the
-# 6.12 line only, by its filter: 125-155 s more there, within its 1200 s.
+# 6.12 line only, by its filter: 135-140 s more there on a quiet host, 181 s
+# with a build beside it (2026-12-06: that line's tally_vm_tests without
+# VmDeb took 1,054 s so, VmLoad included), within its 1200 s but closer.
 # It is not kernel-facing (it stays out of $kernel_facing, CI's time).
 kernel_facing+=':-VmKernelCharge.Bench*'
 (
