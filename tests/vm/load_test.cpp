@@ -110,28 +110,11 @@ std::string codeOf(const json& m) {
 // back (pipelined), replies read as lines with their size.
 class Conn {
  public:
-  explicit Conn(const std::string& path) {
-    fd_ = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    sockaddr_un a{};
-    a.sun_family = AF_UNIX;
-    std::snprintf(a.sun_path, sizeof a.sun_path, "%s", path.c_str());
-    connected_ = fd_ >= 0 && ::connect(fd_, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0;
-  }
-  ~Conn() {
-    if (fd_ >= 0) ::close(fd_);
-  }
-  Conn(const Conn&) = delete;
-  Conn& operator=(const Conn&) = delete;
-  bool connected() const { return connected_; }
-  bool send(const std::string& bytes) {
-    std::size_t off = 0;
-    while (off < bytes.size()) {
-      ssize_t n = ::send(fd_, bytes.data() + off, bytes.size() - off, MSG_NOSIGNAL);
-      if (n <= 0) return false;
-      off += static_cast<std::size_t>(n);
-    }
-    return true;
-  }
+  // Connected and written as testing::Raw does; read here, where the
+  // attackers need what Raw does not keep: sizes, and long replies unparsed.
+  explicit Conn(const std::string& path) : raw_(path), fd_(raw_.fd()) {}
+  bool connected() const { return raw_.connected(); }
+  bool send(const std::string& bytes) { return raw_.send(bytes); }
   // The next line as text (its newline cut); nullopt after `timeoutMs`
   // without a whole line (0: only what has arrived), or once the daemon
   // closed the connection (closed()).
@@ -198,11 +181,36 @@ class Conn {
   }
 
  private:
-  int fd_ = -1;
-  bool connected_ = false, closed_ = false;
+  Raw raw_;
+  int fd_;
+  bool closed_ = false;
   std::string buf_;
   std::size_t head_ = 0, scanned_ = 0;  // buf_ before head_ was read; no newline before scanned_
   std::int64_t id_ = 0;
+};
+
+// What a run of replies on one connection came to: answered, refused by
+// code (the last refusal's message kept), the biggest reply.
+struct Replies {
+  int answered = 0;
+  std::map<std::string, int> refused;
+  std::string refusal;
+  std::size_t biggest = 0;
+  // The next `n` replies on `c`, counted; false once one does not come.
+  bool read(Conn& c, int n, bool shallow) {
+    for (int i = 0; i < n; ++i) {
+      auto r = c.reply(kAttackerMs, shallow);
+      if (!r) return false;
+      biggest = std::max(biggest, r->bytes);
+      if (r->msg.value("ok", false)) {
+        ++answered;
+      } else {
+        ++refused[codeOf(r->msg)];
+        refusal = r->msg["error"].value("message", "");
+      }
+    }
+    return true;
+  }
 };
 
 // An attacker: a forked child of the test running as `user`. It says when
@@ -698,30 +706,15 @@ TEST_F(VmLoad, ManyLeasesThenWholeListings) {
     for (int i = 0; i < 257; ++i)
       all += request(i, "acquire", {{"pools", {"load"}}, {"attributes", attrs}});
     if (!c.send(all)) return {{"error", "send"}};
-    int granted = 0, timeouts = 0;
-    std::map<std::string, int> refused;
-    std::string refusal;
-    for (int i = 0; i < 257; ++i) {
-      auto r = c.reply(kAttackerMs);
-      if (!r) {
-        ++timeouts;
-        break;
-      }
-      if (r->msg.value("ok", false)) {
-        ++granted;
-      } else {
-        ++refused[codeOf(r->msg)];
-        refusal = r->msg["error"].value("message", "");
-      }
-    }
-    out["granted"] = granted;
-    out["acquire_refused"] = refused;
-    out["acquire_refusal"] = refusal;
+    int timeouts = 0;
+    Replies acquires;
+    if (!acquires.read(c, 257, false)) ++timeouts;
+    out["granted"] = acquires.answered;
+    out["acquire_refused"] = acquires.refused;
+    out["acquire_refusal"] = acquires.refusal;
     sig.ready();
-    std::map<std::string, int> codes;
-    int answered = 0, rounds = 0;
-    std::size_t biggest = 0;
-    std::string limited;
+    Replies listed;
+    int rounds = 0;
     std::int64_t id = 1000;
     while (!sig.stopped() && !timeouts) {
       // Eight `pools` in one write (read in one turn, their replies small:
@@ -732,27 +725,14 @@ TEST_F(VmLoad, ManyLeasesThenWholeListings) {
       for (int i = 0; i < 4; ++i)
         for (const char* m : {"leases", "seats", "overview", "metrics"}) all += request(id++, m);
       if (!c.send(all)) return {{"error", "send listings"}};
-      for (int i = 0; i < 24; ++i) {
-        auto r = c.reply(kAttackerMs, true);
-        if (!r) {
-          ++timeouts;
-          break;
-        }
-        biggest = std::max(biggest, r->bytes);
-        if (r->msg.value("ok", false)) {
-          ++answered;
-        } else {
-          ++codes[codeOf(r->msg)];
-          limited = r->msg["error"].value("message", "");
-        }
-      }
+      if (!listed.read(c, 24, true)) ++timeouts;
       ++rounds;
     }
-    out["listings_ok"] = answered;
-    out["listings_refused"] = codes;
-    out["listings_refusal"] = limited;
+    out["listings_ok"] = listed.answered;
+    out["listings_refused"] = listed.refused;
+    out["listings_refusal"] = listed.refusal;
     out["rounds"] = rounds;
-    out["biggest_reply"] = biggest;
+    out["biggest_reply"] = listed.biggest;
     out["timeouts"] = timeouts;
     return out;
   };
@@ -1049,30 +1029,17 @@ TEST_F(VmLoad, PipelinedQueriesForALongHistory) {
     if (!c.connected()) return {{"error", "connect"}};
     std::string all;
     for (int i = 0; i < 1024; ++i) all += request(i, "lease", {{"lease", history}});
-    int answered = 0, timeouts = 0, rounds = 0;
-    std::map<std::string, int> codes;
-    std::string refusal;
+    int timeouts = 0, rounds = 0;
+    Replies queries;
     while (!sig.stopped() && !timeouts) {
       if (!c.send(all)) return {{"error", "send"}};
       sig.ready();
-      for (int i = 0; i < 1024; ++i) {
-        auto r = c.reply(kAttackerMs, true);
-        if (!r) {
-          ++timeouts;
-          break;
-        }
-        if (r->msg.value("ok", false)) {
-          ++answered;
-        } else {
-          ++codes[codeOf(r->msg)];
-          refusal = r->msg["error"].value("message", "");
-        }
-      }
+      if (!queries.read(c, 1024, true)) ++timeouts;
       ++rounds;
     }
-    return {{"answered", answered},
-            {"refused", codes},
-            {"refusal", refusal},
+    return {{"answered", queries.answered},
+            {"refused", queries.refused},
+            {"refusal", queries.refusal},
             {"timeouts", timeouts},
             {"rounds", rounds}};
   };

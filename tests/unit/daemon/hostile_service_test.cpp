@@ -34,6 +34,26 @@ class HostileServiceTest : public ServiceTest {
     EXPECT_TRUE(s["ok"]) << s;
     return id;
   }
+  // `n` calls of one request: how many were answered, how many refused, and
+  // the last refusal.
+  struct Repeated {
+    int answered = 0, refused = 0;
+    json last;
+  };
+  Repeated repeat(int n, std::uint64_t conn, std::uint32_t uid, const std::string& method,
+                  const json& params) {
+    Repeated out;
+    for (int i = 0; i < n; ++i) {
+      json r = call(conn, uid, method, params);
+      if (r["ok"]) {
+        ++out.answered;
+      } else {
+        ++out.refused;
+        out.last = r;
+      }
+    }
+    return out;
+  }
 };
 
 TEST_F(HostileServiceTest, WrongTypesAreInvalidParamsNamingTheField) {
@@ -588,18 +608,8 @@ TEST_F(HostileServiceTest, OneUsersFloodOfHistoryReadsIsBudgeted) {
   limits.queryTimePerSecondPerUidUs = 0;  // the count is this test's
   reopen();
   std::string id = call(1, 1000, "acquire", {{"pools", {"one"}}})["result"]["lease"];
-  int answered = 0, refused = 0;
-  json last;
   const std::uint64_t startUs = clock::monotonicUs();
-  for (int i = 0; i < 1024; ++i) {
-    json r = call(2, 1000, "lease", {{"lease", id}});
-    if (r["ok"]) {
-      ++answered;
-    } else {
-      ++refused;
-      last = r;
-    }
-  }
+  auto [answered, refused, last] = repeat(1024, 2, 1000, "lease", {{"lease", id}});
   // The burst, and what refilled (20 a second) while the loop ran, however
   // long this machine took: a bound on the budget, not on the speed.
   const double tookS = static_cast<double>(clock::monotonicUs() - startUs) / 1e6;
@@ -635,17 +645,7 @@ TEST_F(HostileServiceTest, CostlyHistoryReadsAreBudgetedByTheLoopTimeTheyTake) {
   for (std::uint64_t i = 0; i < 40'000; ++i)
     rows.push_back({id, 1000 * s + i * s, 1000 + i % 13, 100 + i % 7, std::nullopt, std::nullopt});
   ASSERT_TRUE(ledgerDb->appendSamples(rows));
-  int answered = 0, refused = 0;
-  json last;
-  for (int i = 0; i < 200; ++i) {
-    json r = call(2, 1000, "lease", {{"lease", id}});
-    if (r["ok"]) {
-      ++answered;
-    } else {
-      ++refused;
-      last = r;
-    }
-  }
+  auto [answered, refused, last] = repeat(200, 2, 1000, "lease", {{"lease", id}});
   // A chart of 40,000 samples takes the loop over a millisecond: the burst
   // buys a few, the rest wait for the refill.
   EXPECT_GE(answered, 1);
