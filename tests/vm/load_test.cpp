@@ -1,18 +1,18 @@
 // Issue 48's load suite: each attack of two ordinary users against the daemon
 // as production runs it (systemd-run: Type=notify, WatchdogSec=30s as the
 // shipped unit has it, Restart=always), on a real systemd, a real cgroup v2
-// and the VM's ledger. The attackers are users made here (tally-load-a and
-// tally-load-b, members of the socket's group tally-load; names no host has),
-// forked children of the test that drop to their uids. Root, and a third user
-// who attacks nothing (tally-load-c), ask meanwhile. Asserted: every probe is
-// answered within 10 s (a liveness bound, a third of the watchdog's 30 s,
-// never a speed), root's listings page through every lease with each reply
-// under the 4 MiB a reply may be, the watchdog held (NRestarts 0, the same
-// MainPID, no "Watchdog timeout" in the unit's journal), the daemon sampled
-// on, each attacker's refusals name the budget, and the ledger stays bounded
-// and verifies. Root's `hello` latencies, idle and under each attack, are
-// printed as `[ bench ]` lines: figures, not assertions (docs/PERFORMANCE.md,
-// "Issue 48's attacks in the VM, the watchdog armed"). VM harness only.
+// and the VM's ledger. The attackers are users made here and removed at the
+// end (tally-load-a and tally-load-b, members of the socket's group
+// tally-load; names no host has), forked children of the test that drop to
+// their uids. Root, and a third user who attacks nothing (tally-load-c), ask
+// meanwhile. Asserted: every probe is answered within 10 s (a liveness bound,
+// a third of the watchdog's 30 s, never a speed), root's listings page through
+// every lease with each reply under the 4 MiB a reply may be, the watchdog
+// held (NRestarts 0, the same MainPID, no "Watchdog timeout" in the unit's
+// journal), the daemon sampled on, each attacker's refusals name the budget,
+// and the ledger stays bounded and verifies. Root's `hello` latencies, idle
+// and under each attack, are printed as `[ bench ]` lines: figures, not
+// assertions (docs/PERFORMANCE.md, "The load suite"). VM harness only.
 #include <fcntl.h>
 #include <fmt/format.h>
 #include <grp.h>
