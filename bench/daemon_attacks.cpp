@@ -1,5 +1,5 @@
 // What two ordinary users can do to `tally daemon`'s answers for everyone
-// else (docs/PERFORMANCE.md, "One user cannot stall the daemon"): root's
+// else (docs/PERFORMANCE.md, "Two users' attacks, natively"): root's
 // `hello` latency (p50, p99, worst) while two non-root users, members of
 // the socket's group, run each attack of issue 48, against the same daemon
 // idle in the same run. Ratios, not wall-clock thresholds.

@@ -27,6 +27,11 @@ using namespace tally::testing;
 using namespace std::chrono_literals;
 
 const std::string kDebDir = std::string(TALLY_SOURCE_DIR) + "/build/deb";
+// The suite's own users, made at its start and removed at its end. The VM's
+// root is the host's (overlaid), so a host's own `alice` or `bob`, perhaps
+// already in a group `tally`, would be found instead: hence names no host has.
+const std::string kMember = "tally-deb-member";      // joins group tally
+const std::string kOutsider = "tally-deb-outsider";  // never does
 
 ProgramResult sh(const std::string& cmd) { return runProgram({"sh", "-c", cmd}); }
 
@@ -79,9 +84,21 @@ class VmDeb : public ::testing::Test {
                       pluginDeb + " 2>&1");
     ASSERT_EQ(install.exitCode(), 0) << install.out;
     std::printf("---- apt-get install ----\n%s", install.out.c_str());
-    ASSERT_EQ(sh("id alice >/dev/null 2>&1 || (useradd -m alice && usermod -aG tally alice); "
-                 "id bob >/dev/null 2>&1 || useradd -m bob; "
-                 "systemctl start user@$(id -u alice).service")
+    // Any earlier holder of a name goes first (the overlay is thrown away), so
+    // the users are this suite's, in the groups it gives them and no other.
+    ASSERT_EQ(sh(fmt::format("userdel -r -f {0} 2>/dev/null; userdel -r -f {1} 2>/dev/null; "
+                             "useradd -m {0} && usermod -aG tally {0} && useradd -m {1} && "
+                             "systemctl start user@$(id -u {0}).service",
+                             kMember, kOutsider))
+                  .exitCode(),
+              0);
+  }
+
+  static void TearDownTestSuite() {
+    // The member's user manager holds her uid; it goes before she does.
+    EXPECT_EQ(sh(fmt::format("systemctl stop user@$(id -u {0}).service && userdel -r {0} && "
+                             "userdel -r {1}",
+                             kMember, kOutsider))
                   .exitCode(),
               0);
   }
@@ -101,20 +118,21 @@ TEST_F(VmDeb, TheDaemonRunsFromThePackagesOwnConfigWithTheSocketInGroupTally) {
 }
 
 TEST_F(VmDeb, AMemberOfGroupTallyUsesTheDaemonWithoutSudo) {
-  auto run = as("alice", "tally run --pool batch --name pkg -- cat /proc/self/cgroup");
+  auto run = as(kMember, "tally run --pool batch --name pkg -- cat /proc/self/cgroup");
   ASSERT_EQ(run.exitCode(), 0) << run.out << run.err;
-  // Contained by alice's own user manager, in the lease's own scope.
-  EXPECT_NE(run.out.find("/user.slice/user-" + trimmed(sh("id -u alice").out) + ".slice/user@"),
-            std::string::npos)
+  // Contained by the member's own user manager, in the lease's own scope.
+  EXPECT_NE(
+      run.out.find("/user.slice/user-" + trimmed(sh("id -u " + kMember).out) + ".slice/user@"),
+      std::string::npos)
       << run.out;
   EXPECT_NE(run.err.find("exited with code 0"), std::string::npos) << run.err;
-  auto seats = as("alice", "tally seats --json");
+  auto seats = as(kMember, "tally seats --json");
   ASSERT_EQ(seats.exitCode(), 0) << seats.err;
   EXPECT_TRUE(json::parse(seats.out, nullptr, false).is_object()) << seats.out;
-  auto top = as("alice", "tally top --once");
+  auto top = as(kMember, "tally top --once");
   ASSERT_EQ(top.exitCode(), 0) << top.err;
   EXPECT_NE(top.out.find("batch"), std::string::npos) << top.out;
-  auto metrics = as("alice", "tally metrics");
+  auto metrics = as(kMember, "tally metrics");
   ASSERT_EQ(metrics.exitCode(), 0) << metrics.err;
   EXPECT_NE(metrics.out.find("tally_pool_capacity{pool=\"batch\"} 8"), std::string::npos)
       << metrics.out.substr(0, 2000);
@@ -127,14 +145,15 @@ TEST_F(VmDeb, AMemberOfGroupTallyUsesTheDaemonWithoutSudo) {
 }
 
 TEST_F(VmDeb, OutsideTheGroupTheRefusalSaysHowToJoin) {
-  auto bob = as("bob", "tally seats");
-  EXPECT_EQ(bob.exitCode(), 3);
-  EXPECT_EQ(trimmed(bob.err),
+  auto outsider = as(kOutsider, "tally seats");
+  EXPECT_EQ(outsider.exitCode(), 3);
+  EXPECT_EQ(trimmed(outsider.err),
             "tally seats: cannot reach the tally daemon at /run/tally/tally.sock: Permission "
             "denied; the socket is group tally's (mode 0660): ask an administrator to add you "
-            "(sudo usermod -aG tally bob), then log in again; or use sudo");
+            "(sudo usermod -aG tally " +
+                kOutsider + "), then log in again; or use sudo");
   // Joined, but this session predates it.
-  auto stale = as("alice", "tally seats", /*clearGroups=*/true);
+  auto stale = as(kMember, "tally seats", /*clearGroups=*/true);
   EXPECT_EQ(stale.exitCode(), 3);
   EXPECT_NE(stale.err.find("you are in group tally but this session started before you joined "
                            "it: log out and in again (or run `newgrp tally`)"),

@@ -1,18 +1,18 @@
 // Issue 48's load suite: each attack of two ordinary users against the daemon
 // as production runs it (systemd-run: Type=notify, WatchdogSec=30s as the
 // shipped unit has it, Restart=always), on a real systemd, a real cgroup v2
-// and the VM's ledger. The attackers are users made here (tally-load-a and
-// tally-load-b, members of the socket's group tally-load; names no host has),
-// forked children of the test that drop to their uids. Root, and a third user
-// who attacks nothing (tally-load-c), ask meanwhile. Asserted: every probe is
-// answered within 10 s (a liveness bound, a third of the watchdog's 30 s,
-// never a speed), root's listings page through every lease with each reply
-// under the 4 MiB a reply may be, the watchdog held (NRestarts 0, the same
-// MainPID, no "Watchdog timeout" in the unit's journal), the daemon sampled
-// on, each attacker's refusals name the budget, and the ledger stays bounded
-// and verifies. Root's `hello` latencies, idle and under each attack, are
-// printed as `[ bench ]` lines: figures, not assertions (docs/PERFORMANCE.md,
-// "Issue 48's attacks in the VM, the watchdog armed"). VM harness only.
+// and the VM's ledger. The attackers are users made here and removed at the
+// end (tally-load-a and tally-load-b, members of the socket's group
+// tally-load; names no host has), forked children of the test that drop to
+// their uids. Root, and a third user who attacks nothing (tally-load-c), ask
+// meanwhile. Asserted: every probe is answered within 10 s (a liveness bound,
+// a third of the watchdog's 30 s, never a speed), root's listings page through
+// every lease with each reply under the 4 MiB a reply may be, the watchdog
+// held (NRestarts 0, the same MainPID, no "Watchdog timeout" in the unit's
+// journal), the daemon sampled on, each attacker's refusals name the budget,
+// and the ledger stays bounded and verifies. Root's `hello` latencies, idle
+// and under each attack, are printed as `[ bench ]` lines: figures, not
+// assertions (docs/PERFORMANCE.md, "The load suite"). VM harness only.
 #include <fcntl.h>
 #include <fmt/format.h>
 #include <grp.h>
@@ -61,7 +61,8 @@ constexpr int kAnswerMs = 10'000;
 // An attacker's own wait for a reply: her requests are answered too, later.
 constexpr int kAttackerMs = 60'000;
 constexpr std::size_t kReplyCap = 4u << 20;  // what one reply may be (docs/daemon.md)
-const std::string kGroup = "tally-load";
+const std::string kGroup = "tally-load";     // also the users' prefix: tally-load-a, -b, -c
+constexpr const char* kUsers[] = {"a", "b", "c"};
 constexpr std::uint64_t kSecondNs = 1'000'000'000ULL;
 
 double msSince(Clock::time_point t) {
@@ -348,18 +349,27 @@ class VmLoad : public ::testing::Test {
     if (::access("/sys/module/tally_testdrm", F_OK) != 0) {
       ASSERT_EQ(shell("modprobe drm && insmod " + std::string(ko)), 0);
     }
-    ASSERT_EQ(shell(fmt::format("getent group {0} >/dev/null || groupadd {0}", kGroup)), 0);
+    // The suite's own group and users, made here and removed at its end. Any
+    // earlier holder of a name goes first (the VM's root is the host's,
+    // overlaid and thrown away), so the users are in this group and no other.
     users_.clear();
-    for (const char* who : {"a", "b", "c"}) {
+    for (const char* who : kUsers) shell("userdel -f " + kGroup + "-" + who + " 2>/dev/null");
+    shell("groupdel " + kGroup + " 2>/dev/null");
+    ASSERT_EQ(shell("groupadd " + kGroup), 0);
+    for (const char* who : kUsers) {
       std::string name = kGroup + "-" + who;
-      ASSERT_EQ(shell(fmt::format("id -u {0} >/dev/null 2>&1 || useradd -M -N -g {1} -s "
-                                  "/usr/sbin/nologin {0}",
-                                  name, kGroup)),
+      ASSERT_EQ(shell(fmt::format("useradd -M -N -g {1} -s /usr/sbin/nologin {0}", name, kGroup)),
                 0);
       const passwd* pw = ::getpwnam(name.c_str());
       ASSERT_NE(pw, nullptr) << name;
       users_.push_back({name, pw->pw_uid, pw->pw_gid});
     }
+  }
+  static void TearDownTestSuite() {
+    for (const char* who : kUsers) {
+      EXPECT_EQ(shell("userdel " + kGroup + "-" + who), 0) << kGroup << "-" << who;
+    }
+    EXPECT_EQ(shell("groupdel " + kGroup), 0) << kGroup;
   }
   void SetUp() override {
     started_ = lastPhase_ = Clock::now();
