@@ -719,13 +719,4 @@ std::optional<std::uint64_t> hostGpuMemory(const fs::Root& sys) {
   return sum;
 }
 
-LoadOptions loadOptionsFor(const fs::Root& sys, const config::Config& cfg) {
-  LoadOptions o;
-  o.devices = discoverDeviceRules(sys);
-  std::uint64_t admitted = cfg.daemon.maxQueued;
-  for (const auto& p : cfg.pools) admitted += p.capacity;
-  o.sizing = sizeMaps(hostGpuMemory(sys), admitted, cfg.daemon.kernelObjectsPerLease);
-  return o;
-}
-
 }  // namespace tally::bpf

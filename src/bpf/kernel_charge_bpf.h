@@ -13,7 +13,6 @@
 #include "bpf/availability.h"
 #include "bpf/kernel_charge.h"
 #include "bpf/sizing.h"
-#include "config/config.h"
 #include "fs/root.h"
 
 namespace tally::bpf {
@@ -57,10 +56,5 @@ std::vector<DeviceRule> discoverDeviceRules(const fs::Root& sys);
 // Σ GTT + VRAM totals of the host's DRM devices (mem_info_*_total); absent
 // when no device exports them.
 std::optional<std::uint64_t> hostGpuMemory(const fs::Root& sys);
-
-// What the daemon loads with: the host's devices, and the maps sized from
-// the host's GPU memory and the config's limits (bpf/sizing.h). The daemon
-// and its privileged loader (tally daemon load-kernel-charge) use the same.
-LoadOptions loadOptionsFor(const fs::Root& sys, const config::Config& cfg);
 
 }  // namespace tally::bpf

@@ -78,7 +78,7 @@ int runDaemon(const fs::RootPaths& paths, const DaemonOptions& o) {
                  "room\n",
                  o.config,
                  parsed.problems.empty() ? "unreadable" : parsed.problems.front().message);
-    auto st = bpf::startKernelCharge(*sys, bpf::loadOptionsFor(*sys, cfg), true);
+    auto st = bpf::startKernelCharge(*sys, daemon::kernelChargeLoadOptions(*sys, cfg), true);
     fmt::print("tally: in-kernel GPU memory charge: {}\n", bpf::describe(st.verdict));
     return kExitOk;
   }

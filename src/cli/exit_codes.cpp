@@ -11,6 +11,11 @@ namespace tally::cli {
 
 namespace {
 
+struct ExitStatus {
+  int code;
+  const char* meaning;
+};
+
 constexpr std::array kStatuses{
     ExitStatus{kExitOk, "ok"},
     ExitStatus{kExitDegraded,
@@ -28,8 +33,6 @@ constexpr std::array kStatuses{
 };
 
 }  // namespace
-
-std::span<const ExitStatus> exitStatuses() { return kStatuses; }
 
 std::string exitStatusText() {
   // Wrapped at a word to 80 columns, the continuation under the meaning.

@@ -4,7 +4,6 @@
 // `tally run` exits with its workload's status instead (docs/run.md).
 #pragma once
 
-#include <span>
 #include <string>
 #include <string_view>
 
@@ -22,14 +21,6 @@ inline constexpr int kExitRefused = 5;      // the daemon answered no, with its 
 inline constexpr const char* kReadingExitStatus =
     "Exit status: 0 ok, 3 the daemon cannot be reached or did not answer within --timeout, 5 the "
     "daemon said no\n(tally --help lists every code).";
-
-struct ExitStatus {
-  int code;
-  const char* meaning;
-};
-
-// Every code a tally command other than `tally run` exits with, and what it means.
-std::span<const ExitStatus> exitStatuses();
 
 // The table as `tally --help` shows it, one "  N  meaning" line per code.
 std::string exitStatusText();

@@ -10,6 +10,7 @@
 #include <cstring>
 
 #include "config/listen_address.h"
+#include "lease/pool_name.h"
 #include "util/clean_text.h"
 #include "util/text.h"
 #include "util/unique_fd.h"
@@ -312,7 +313,7 @@ void readPool(Reader& r, const std::string& name, const toml::node& node, Config
     r.problem(node, fmt::format("{} must be a table: [pools.{}]", where, name));
     return;
   }
-  if (!validPoolName(name))
+  if (!lease::validPoolName(name))
     r.problem(node, fmt::format("pool name '{}' must be 1-64 of [A-Za-z0-9_-]", name));
   r.onlyKeys(*t, fmt::format("[{}]", where),
              {"capacity", "memory_budget", "gpu_memory_budget", "devices", "gtt_ceiling",

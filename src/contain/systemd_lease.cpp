@@ -10,6 +10,7 @@
 #include <cstring>
 
 #include "contain/sd_bus_handles.h"
+#include "contain/stop_grace.h"
 #include "fs/root.h"
 #include "util/clock.h"
 #include "util/text.h"
@@ -111,7 +112,7 @@ Status SystemdBus::stopUnit(const std::string& name, bool wait) {
   r = sd_bus_message_read(reply.m, "o", &job);
   if (r < 0) return Error{-r, "StopUnit: malformed reply"};
   if (!wait) return Ok{};
-  auto result = waitJob(job, kStopTimeoutUs + kCallTimeoutUs);
+  auto result = waitJob(job, kStopGraceUs + kCallTimeoutUs);
   if (!result) return result.error();
   if (*result != "done") return Error{0, fmt::format("stopping {} ended '{}'", name, *result)};
   return Ok{};
@@ -191,7 +192,7 @@ Status SystemdLease::place(pid_t pid) {
     r = sd_bus_message_append(m.m, "(sv)", "PIDs", "au", 1, static_cast<std::uint32_t>(pid));
   if (r >= 0)
     r = sd_bus_message_append(m.m, "(sv)", "OOMPolicy", "s", lease::oomPolicyName(spec_.oomPolicy));
-  if (r >= 0) r = sd_bus_message_append(m.m, "(sv)", "TimeoutStopUSec", "t", kStopTimeoutUs);
+  if (r >= 0) r = sd_bus_message_append(m.m, "(sv)", "TimeoutStopUSec", "t", kStopGraceUs);
   // A failed lease scope (OOM kill) is collected at once; its record is tally's.
   if (r >= 0) r = sd_bus_message_append(m.m, "(sv)", "CollectMode", "s", "inactive-or-failed");
   // Only what was declared (doctrine 3): an undeclared limit stays "max".

@@ -76,7 +76,4 @@ class SystemdLease final : public LeaseCgroup {
   bool scopeStopped_ = false;  // endWorkload() saw its stop job done
 };
 
-// How long systemd waits after SIGTERM before SIGKILL when a lease is stopped.
-inline constexpr std::uint64_t kStopTimeoutUs = 10'000'000;
-
 }  // namespace tally::contain

@@ -67,7 +67,8 @@ class Endings {
   void lost(Lease& l, const std::string& why);
   // Granted, but nothing ever ran.
   void withdraw(Lease& l, const std::string& reason);
-  // A running run lease's workload: SIGTERM now, cgroup.kill after kStopGraceUs (expireStops).
+  // A running run lease's workload: SIGTERM now, cgroup.kill after contain::kStopGraceUs
+  // (expireStops).
   void requestStop(Lease& l);
   // The kill deadlines of stopped run leases that passed: SIGKILL what is left.
   void expireStops(std::uint64_t nowUs);

@@ -10,7 +10,7 @@
 //                      client never started it) waits client_grace for it:
 //                      awaitClient() starts it, clientBack() ends it
 //   the stop grace     a released run lease gets SIGTERM, then SIGKILL after
-//                      kStopGraceUs: requestKill() starts it, killDue() says when
+//                      contain::kStopGraceUs: requestKill() starts it, killDue() says when
 #pragma once
 
 #include <sys/types.h>
@@ -25,6 +25,7 @@
 #include "admission/engine.h"
 #include "cgroup/cgroup.h"
 #include "cgroup/limits.h"
+#include "contain/stop_grace.h"
 #include "daemon/limits.h"
 #include "enforce/cadence.h"
 #include "enforce/gpu_bound.h"
@@ -35,10 +36,6 @@
 #include "util/token_bucket.h"
 
 namespace tally::daemon {
-
-// How long a released run lease's processes have between SIGTERM and
-// SIGKILL: the grace systemd gives a stopping scope.
-inline constexpr std::uint64_t kStopGraceUs = 10'000'000;
 
 struct Lease {
   enum class State { Queued, Granted, Running };
@@ -187,7 +184,7 @@ struct Lease {
   void endGrace() { client.graceDeadlineUs = 0; }
 
   // The stop grace (CLOCK_MONOTONIC µs).
-  void requestKill(std::uint64_t nowUs) { ending.killDeadlineUs = nowUs + kStopGraceUs; }
+  void requestKill(std::uint64_t nowUs) { ending.killDeadlineUs = nowUs + contain::kStopGraceUs; }
   bool killDue(std::uint64_t nowUs) const {
     return ending.killDeadlineUs && nowUs >= ending.killDeadlineUs;
   }

@@ -182,8 +182,9 @@ rpc::api::Queued LeaseEvents::queuedEvent(const LeaseBook::Move& mv) {
 void LeaseEvents::positions(const std::vector<LeaseBook::Move>& moves) {
   for (const auto& mv : moves) {
     if (!mv.lease) continue;
-    outbox_.send(mv.lease->client.conn, rpc::encodeEvent(mv.lease->client.pendingId, "queued",
-                                                         rpc::api::encode(queuedEvent(mv))));
+    outbox_.send(mv.lease->client.conn,
+                 rpc::encodeEvent(mv.lease->client.pendingId, rpc::api::kQueuedKind,
+                                  rpc::api::encode(queuedEvent(mv))));
   }
 }
 
@@ -359,7 +360,7 @@ std::optional<std::pair<std::string, nlohmann::json>> LeaseEvents::replayed(
 
 void LeaseEvents::queued(const Lease& l) {
   broadcast("lease",
-            rpc::api::encode(rpc::api::LeaseEvent{l.id, "queued", l.name, l.req.pools,
+            rpc::api::encode(rpc::api::LeaseEvent{l.id, rpc::api::kQueuedKind, l.name, l.req.pools,
                                                   fmt::format("lease {} ({}): queued for {}", l.id,
                                                               l.name, fmt::join(l.req.pools, ",")),
                                                   std::nullopt}),

@@ -36,6 +36,15 @@
 
 namespace tally::daemon {
 
+bpf::LoadOptions kernelChargeLoadOptions(const fs::Root& sys, const config::Config& cfg) {
+  bpf::LoadOptions o;
+  o.devices = bpf::discoverDeviceRules(sys);
+  std::uint64_t admitted = cfg.daemon.maxQueued;
+  for (const auto& p : cfg.pools) admitted += p.capacity;
+  o.sizing = bpf::sizeMaps(bpf::hostGpuMemory(sys), admitted, cfg.daemon.kernelObjectsPerLease);
+  return o;
+}
+
 Ended serve(const StartOptions& o) {
   auto parsed = config::load(o.config);
   if (!parsed.config) {
@@ -112,7 +121,7 @@ Ended serve(const StartOptions& o) {
   // The in-kernel charge and bound (bpf/): loaded where the kernel and the
   // unit allow, its maps and links pinned so it outlives this process; the
   // line says what is on and, where something is off, why and what to do.
-  bpf::LoadOptions chargeOptions = bpf::loadOptionsFor(*sys, cfg);
+  bpf::LoadOptions chargeOptions = kernelChargeLoadOptions(*sys, cfg);
   bpf::Started kernelCharge;
   if (cfg.daemon.kernelCharge) {
     kernelCharge = bpf::startKernelCharge(*sys, chargeOptions);

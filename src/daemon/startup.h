@@ -5,6 +5,8 @@
 
 #include <string>
 
+#include "bpf/kernel_charge_bpf.h"
+#include "config/config.h"
 #include "fs/root.h"
 
 namespace tally::daemon {
@@ -24,5 +26,12 @@ enum class Ended {
 };
 
 Ended serve(const StartOptions& o);
+
+// What the in-kernel charge loads with: the host's devices, and the maps
+// sized from the host's GPU memory and the config's limits (bpf/sizing.h).
+// The daemon and its privileged loader (tally daemon load-kernel-charge) use
+// the same; it lives here, above both the config and bpf/, so neither
+// includes the other.
+bpf::LoadOptions kernelChargeLoadOptions(const fs::Root& sys, const config::Config& cfg);
 
 }  // namespace tally::daemon

@@ -181,13 +181,6 @@ Status Root::write(std::string_view rel, std::string_view value) const {
   return Ok{};
 }
 
-Result<Root> Root::openSub(std::string_view rel) const {
-  std::string r = relative(rel);
-  UniqueFd dir(::openat(fd_.get(), r.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
-  if (!dir.valid()) return errnoError(errno, "cannot open directory " + describe(rel));
-  return Root(std::move(dir), describe(rel));
-}
-
 Result<Root> Root::openDirBeneath(std::string_view rel) const {
   std::string r = relative(rel);
   if (r.empty()) r = ".";

@@ -56,7 +56,6 @@ class Root {
   Result<struct stat> stat(std::string_view rel) const;  // follows symlinks
   bool exists(std::string_view rel) const;
   Result<std::vector<std::string>> list(std::string_view rel) const;
-  Result<Root> openSub(std::string_view rel) const;
   // The directory at `rel`, opened without following any symlink on the way
   // and without leaving this root (openat2 RESOLVE_BENEATH |
   // RESOLVE_NO_SYMLINKS): what a client names is what is opened, never an

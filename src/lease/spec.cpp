@@ -21,20 +21,6 @@ const char* oomPolicyName(OomPolicy p) {
   return "?";
 }
 
-const char* managerName(Manager m) {
-  switch (m) {
-    case Manager::Auto:
-      return "auto";
-    case Manager::System:
-      return "system";
-    case Manager::User:
-      return "user";
-    case Manager::Cgroupfs:
-      return "cgroupfs";
-  }
-  return "?";
-}
-
 std::string leaseSliceName(const LeaseSpec& spec) {
   std::string_view parent = spec.slice;
   if (text::endsWith(parent, ".slice")) parent.remove_suffix(6);

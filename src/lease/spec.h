@@ -23,7 +23,6 @@ enum class Manager {
   User,      // the calling user's systemd --user manager
   Cgroupfs,  // tally creates the cgroup itself in a delegated cgroup v2 subtree
 };
-const char* managerName(Manager m);
 
 struct LeaseSpec {
   std::string id;    // [0-9a-z], no dash: systemd nests "a-b.slice" under "a.slice"

@@ -7,9 +7,9 @@
 #include "attribution/container.h"
 #include "attribution/container_inspect.h"
 #include "cgroup/path.h"
-#include "config/config.h"
 #include "lease/limits_rule.h"
 #include "lease/outcome.h"
+#include "lease/pool_name.h"
 #include "lease/spec.h"
 #include "rpc/fields.h"
 #include "util/clean_text.h"
@@ -72,9 +72,9 @@ Status decodeDeclared(Fields& f, Declared& d, bool child = false) {
     return f.bad("pools", fmt::format("names {} pools; at most {}", pools->size(), kMaxPools));
   for (std::size_t i = 0; !child && i < pools->size(); ++i) {
     const json& p = (*pools)[i];
-    if (!p.is_string() || !config::validPoolName(p.get_ref<const std::string&>())) {
+    if (!p.is_string() || !lease::validPoolName(p.get_ref<const std::string&>())) {
       return Error{0, fmt::format("\"pools\"[{}] must be a pool name, 1-{} of [A-Za-z0-9_-]", i,
-                                  config::kMaxPoolName)};
+                                  lease::kMaxPoolName)};
     }
     d.pools.push_back(p.get<std::string>());
   }
@@ -418,14 +418,17 @@ Result<Bound> decodeBound(const json& params) {
   Fields e(*ev, "event.");
   auto kind = e.required("kind", 64);
   if (!kind) return kind.error();
-  for (auto v : {enforce::Verdict::HighCrossed, enforce::Verdict::HighCleared,
-                 enforce::Verdict::Kill, enforce::Verdict::Report}) {
+  constexpr enforce::Verdict kReported[] = {enforce::Verdict::HighCrossed,
+                                            enforce::Verdict::HighCleared, enforce::Verdict::Kill,
+                                            enforce::Verdict::Report};
+  for (auto v : kReported) {
     if (*kind == enforce::verdictName(v)) b.event.kind = v;
   }
   if (b.event.kind == enforce::Verdict::None) {
     return e.bad("kind",
-                 "must be gpu-memory-high, gpu-memory-high-cleared, gpu-memory-kill or "
-                 "gpu-memory-max-exceeded");
+                 fmt::format("must be {}, {}, {} or {}", enforce::verdictName(kReported[0]),
+                             enforce::verdictName(kReported[1]), enforce::verdictName(kReported[2]),
+                             enforce::verdictName(kReported[3])));
   }
   auto bytes = e.u64("bytes");
   if (!bytes) return bytes.error();

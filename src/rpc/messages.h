@@ -120,8 +120,10 @@ std::string waitWords(const Queued& q);
 // How a refusal of a request that must not wait (no_wait) begins; the rest is waitWords.
 inline constexpr const char* kCannotBeGrantedNow = "it cannot be granted now: ";
 
-// Event "lease": a lease's lifecycle, one per ledger row (queued, granted,
-// started, adopted, readopted, released, outcome, lost, withdrawn).
+// Event "lease": a lease's lifecycle, one per ledger row (granted, started,
+// adopted, readopted, released, outcome, lost, withdrawn: ledger/kinds.h),
+// and kQueuedKind when a request joins the queue (no row stands for it).
+inline constexpr const char* kQueuedKind = "queued";
 struct LeaseEvent {
   std::string lease, kind, name;
   std::vector<std::string> pools;

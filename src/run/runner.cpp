@@ -12,6 +12,7 @@
 
 #include "cgroup/cgroup.h"
 #include "contain/held_child.h"
+#include "contain/stop_grace.h"
 #include "contain/systemd_lease.h"
 #include "contain/verify.h"
 #include "enforce/cadence.h"
@@ -68,7 +69,7 @@ void drainLeftovers(const RunEnv& env, contain::LeaseCgroup& lease, const cgroup
                     LeaseRecord& rec) {
   if (std::string(lease.manager()) == "cgroupfs" || !stillPopulated(cg)) return;
   warnIf(rec, lease.stop(), "stopping what is left of the lease");
-  std::uint64_t deadline = clock::monotonicUs() + contain::kStopTimeoutUs + 2'000'000;
+  std::uint64_t deadline = clock::monotonicUs() + contain::kStopGraceUs + 2'000'000;
   while (stillPopulated(cg)) {
     std::uint64_t now = clock::monotonicUs();
     if (now >= deadline) {
@@ -192,7 +193,7 @@ LeaseRecord runLease(const LeaseSpec& spec, const RunEnv& env, contain::LeaseCgr
             stopRequested = true;
             facts.stopSignal = sig;
             warnIf(rec, lease->stop(), "stopping the lease");
-            killDeadline = clock::monotonicUs() + contain::kStopTimeoutUs + 2'000'000;
+            killDeadline = clock::monotonicUs() + contain::kStopGraceUs + 2'000'000;
           } else {
             warnIf(rec, lease->killAll(), "killing the lease");  // a second signal: no more grace
           }

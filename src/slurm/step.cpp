@@ -6,9 +6,9 @@
 
 #include <algorithm>
 
-#include "config/config.h"
 #include "lease/attributes.h"
 #include "lease/limits_rule.h"
+#include "lease/pool_name.h"
 #include "lease/spec.h"
 #include "probes/proc_cgroup.h"
 #include "slurm/job_record.h"
@@ -66,14 +66,14 @@ Result<PluginArgs> parsePluginArgs(const std::vector<std::string>& args) {
       if (value.empty() || value[0] != '/') return bad("must be an absolute path");
       a.socket = std::string(value);
     } else if (key == "pool") {
-      if (!config::validPoolName(value)) return bad("must be a pool name, 1-64 of [A-Za-z0-9_-]");
+      if (!lease::validPoolName(value)) return bad("must be a pool name, 1-64 of [A-Za-z0-9_-]");
       a.pool = std::string(value);
     } else if (key == "batch_pool") {
       a.batchPoolIgnored = true;
     } else if (key == "allowed_pools") {
       a.allowedPools.clear();
       for (std::string_view name : commaList(value)) {
-        if (!config::validPoolName(name))
+        if (!lease::validPoolName(name))
           return bad("must be pool names separated by commas, each 1-64 of [A-Za-z0-9_-]");
         a.allowedPools.emplace_back(name);
       }
@@ -134,7 +134,7 @@ Status checkOptions(const StepOptions& o) {
   if (o.gpuMemoryMax) limits.gpuMemoryMax = *units::parseSize(*o.gpuMemoryMax);
   if (o.gpuMemoryHigh) limits.gpuMemoryHigh = *units::parseSize(*o.gpuMemoryHigh);
   if (auto s = lease::checkLimits(limits, kSlurmLimitNames); !s) return s;
-  if (o.pool && !config::validPoolName(*o.pool))
+  if (o.pool && !lease::validPoolName(*o.pool))
     return optionError("tally-pool", *o.pool, Error{EINVAL, "must be 1-64 of [A-Za-z0-9_-]"});
   if (o.attrs.size() + std::size(kSlurmKeys) > lease::kMaxAttributes) {
     return Error{EINVAL,

@@ -5,6 +5,8 @@
 
 #include <algorithm>
 
+#include "enforce/gpu_bound.h"
+#include "ledger/kinds.h"
 #include "rpc/messages.h"
 #include "util/json_view.h"
 #include "util/text.h"
@@ -28,26 +30,25 @@ std::string timeOf(const json& e, bool utc) {
 
 std::string eventKind(const json& event) {
   std::string ev = field(event, "event");
-  if (ev == "coverage") return "coverage";
+  if (ev == ledger::kCoverage) return ledger::kCoverage;
   return field(event, "kind");
 }
 
 const std::vector<std::string>& eventKinds() {
-  static const std::vector<std::string> kKinds = {"queued",
-                                                  "granted",
-                                                  "started",
-                                                  "adopted",
-                                                  "readopted",
-                                                  "released",
-                                                  "outcome",
-                                                  "lost",
-                                                  "withdrawn",
-                                                  "gpu-memory-high",
-                                                  "gpu-memory-high-cleared",
-                                                  "gpu-memory-kill",
-                                                  "gpu-memory-max-exceeded",
-                                                  "refused",
-                                                  "coverage"};
+  // Each from its one definition: the queue's word, the ledger row kinds a
+  // subscriber hears, the bound's recorded verdicts, the kernel's coverage.
+  static const std::vector<std::string> kKinds = [] {
+    std::vector<std::string> k{rpc::api::kQueuedKind};
+    for (const char* row :
+         {ledger::kGranted, ledger::kStarted, ledger::kAdopted, ledger::kReadopted,
+          ledger::kReleased, ledger::kOutcome, ledger::kLost, ledger::kWithdrawn})
+      k.emplace_back(row);
+    for (auto v : {enforce::Verdict::HighCrossed, enforce::Verdict::HighCleared,
+                   enforce::Verdict::Kill, enforce::Verdict::Report, enforce::Verdict::Refused})
+      k.emplace_back(enforce::verdictName(v));
+    k.emplace_back(ledger::kCoverage);
+    return k;
+  }();
   return kKinds;
 }
 

@@ -473,9 +473,9 @@ TEST_F(VmSystem, ASecondStopSignalEndsWhatIsLeftAtOnce) {
   auto r = waitProgram(s);
   auto took = std::chrono::steady_clock::now() - t;
   // Without the second signal the lease ends only after the stop grace
-  // (contain::kStopTimeoutUs and 2 s more): well before it means the signal
+  // (contain::kStopGraceUs and 2 s more): well before it means the signal
   // ended it, however slow this machine is.
-  EXPECT_LT(took, std::chrono::microseconds(contain::kStopTimeoutUs))
+  EXPECT_LT(took, std::chrono::microseconds(contain::kStopGraceUs))
       << "the second signal did not end the lease before the stop grace";
   EXPECT_TRUE(processGone(child));
   auto record = json::parse(r.out, nullptr, false);
