@@ -43,9 +43,10 @@ cmake --build --preset release -j "$jobs" --target tally_installable tally_vm_te
 # tests little, and the sources compile once under sanitizers instead of
 # twice (g++ for the tests, clang for the fuzzers: 1,645 + 660 s of compiler
 # CPU in CI, 2026-12-05). At -O0: -O1 took twice the compile time
-# (tests/unit/daemon/service_test.cpp 28.9 s against 14.6 s, src/cli/cmd_client.cpp
-# 20.9 against 12.8) for tests that run in about a minute either way; the
-# fuzzers make fewer runs in their seconds, which a smoke run can spare.
+# (tests/unit/daemon/service_test.cpp 28.9 s against 14.6 s, src/cli/cmd_client.cpp as it
+# was before it became one file per client command, 20.9 against 12.8) for tests that run
+# in about a minute either way; the fuzzers make fewer runs in their seconds, which a smoke
+# run can spare.
 fuzzers=(fdinfo proc_status proc_cgroup proc_stat meminfo mountinfo sysfs_value cgroup_path cgroup_memory units dmem slurm_gres rpc config
          http_head request container_inspect ledger_head clean_text gpu_ioctl slurm_node
          plugin_version)

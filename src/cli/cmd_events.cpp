@@ -1,6 +1,8 @@
 // tally events: subscribe (replaying the ledger's rows from --since), then
 // print each event as it comes; across a daemon restart, reconnect and replay
 // what the ledger recorded meanwhile.
+#include "cli/cmd_events.h"
+
 #include <fmt/format.h>
 
 #include <chrono>
@@ -29,7 +31,49 @@ constexpr auto kReconnectEvery = std::chrono::milliseconds(500);
 
 }  // namespace
 
-int followEvents(const ClientOptions& o) {
+CLI::App* addEventsCommand(CLI::App& app, EventsOptions& o) {
+  auto* events = app.add_subcommand(
+      "events",
+      "Follow the daemon's events, with their time: leases (queued, granted, started, ended with "
+      "the outcome), GPU bound (high, kill, refused, report) and coverage");
+  events->footer(
+      "Subscribes to the daemon and prints each event as it happens, one line each (JSON with "
+      "--json,\n"
+      "which carries at_ns and, for an event the ledger holds, its row's seq):\n"
+      "  2026-12-02 15:30:01.123  lease 1f0c2a9b3e7d (llama): granted in gpu\n"
+      "  2026-12-02 15:31:12.480  gpu-memory-kill lease 1f0c2a9b3e7d (llama): killed by tally: "
+      "GPU memory ...\n"
+      "--since replays the ledger's rows from then first, as the events they were (\"replayed\": "
+      "true);\n"
+      "--until stops at that time (in the past: replay only). When the daemon restarts, events "
+      "says so,\n"
+      "reconnects, and replays what the ledger recorded meanwhile: nothing the ledger holds is "
+      "missed.\n"
+      "Filters (each repeatable; every one given must match): --lease, --pool, --kind.\n"
+      "Exit status: 0 done (interrupted, --count reached, --until or --timeout passed), 1 "
+      "--timeout passed\n"
+      "before --count events, 2 a bad option, 3 no daemon at the start.");
+  events->add_option("--count", o.count,
+                     "exit after this many events (default: follow until interrupted)");
+  events->add_option("--timeout", o.eventsTimeout, "stop following after this long (e.g. 30s)");
+  events->add_option("--since", o.since,
+                     "first replay the ledger's events from then: 2026-12-02, '2026-12-02 "
+                     "14:05', or ago: 10m, 2h");
+  events->add_option("--until", o.until, "stop at this time (same forms as --since)");
+  events->add_option("--lease", o.eventLeases,
+                     "only this lease: its id, the id's first characters, or its name");
+  events->add_option("--pool", o.eventPools, "only leases in this pool");
+  events->add_option("--kind", o.eventKinds,
+                     "only this kind: queued, granted, started, adopted, readopted, released, "
+                     "outcome, lost,\nwithdrawn, gpu-memory-high, gpu-memory-high-cleared, "
+                     "gpu-memory-kill, gpu-memory-max-exceeded,\nrefused, coverage");
+  events->add_flag("--utc", o.utc, "times in UTC (default: local time)");
+  events->add_flag("--json", o.json, "one JSON object per event");
+  addSocketOption(events, o.socket);
+  return events;
+}
+
+int runEvents(const EventsOptions& o) {
   std::optional<std::uint64_t> timeoutUs;
   if (!durationOption("events", "--timeout", o.eventsTimeout, timeoutUs))
     return kExitUsage;  // before connecting

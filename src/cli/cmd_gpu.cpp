@@ -6,7 +6,8 @@
 #include "cli/print_line.h"
 #include "cli/roots.h"
 #include "host/snapshot.h"
-#include "report/gpu_report.h"
+#include "report/gpu_json.h"
+#include "report/gpu_table.h"
 #include "scanner/scan.h"
 
 namespace tally::cli {

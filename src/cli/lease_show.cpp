@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include "cli/cmd_client.h"
+#include "cli/cmd_lease_show.h"
 #include "cli/exit_codes.h"
 #include "ledger/ledger.h"
 #include "ledger/rows.h"
@@ -23,7 +24,7 @@ std::string ageText(const json& ns) {
 }
 
 // A lease from the local ledger: its rows, as the daemon's "lease" reply has them.
-std::optional<std::pair<json, std::string>> leaseFromLedger(const ClientOptions& o) {
+std::optional<std::pair<json, std::string>> leaseFromLedger(const LeaseShowOptions& o) {
   std::string dir = o.stateDir.empty() ? ledger::defaultStateDir() : o.stateDir;
   auto db = ledger::Ledger::openExisting(dir);
   if (!db) return std::nullopt;

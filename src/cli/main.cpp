@@ -10,12 +10,21 @@
 #include <string_view>
 #include <vector>
 
-#include "cli/cmd_client.h"
+#include "cli/cmd_attach.h"
 #include "cli/cmd_daemon.h"
+#include "cli/cmd_daemon_status.h"
 #include "cli/cmd_doctor.h"
+#include "cli/cmd_events.h"
 #include "cli/cmd_gpu.h"
+#include "cli/cmd_lease_release.h"
+#include "cli/cmd_lease_show.h"
+#include "cli/cmd_leases.h"
 #include "cli/cmd_ledger.h"
+#include "cli/cmd_logs.h"
+#include "cli/cmd_metrics.h"
+#include "cli/cmd_pools.h"
 #include "cli/cmd_run.h"
+#include "cli/cmd_seats.h"
 #include "cli/cmd_top.h"
 #include "cli/completion.h"
 #include "cli/exit_codes.h"
@@ -114,8 +123,30 @@ int main(int argc, char** argv) {
   cli::addDaemonCommand(app, daemonOpts);
   cli::ConfigCheckOptions configOpts;
   cli::addConfigCommand(app, configOpts);
-  cli::ClientOptions clientOpts;
-  auto clientCmds = cli::addClientCommands(app, clientOpts);
+  // The daemon's client commands, each with its own options (cli/cmd_client.h).
+  cli::LeasesOptions leasesOpts;
+  auto* leasesCmd = cli::addLeasesCommand(app, leasesOpts);
+  // `tally lease` only groups show and release: one of them runs.
+  auto* lease = app.add_subcommand("lease", "One lease: show it, or release it");
+  lease->require_subcommand(1);
+  cli::LeaseShowOptions leaseShowOpts;
+  auto* leaseShowCmd = cli::addLeaseShowCommand(*lease, leaseShowOpts);
+  cli::LeaseReleaseOptions leaseReleaseOpts;
+  auto* leaseReleaseCmd = cli::addLeaseReleaseCommand(*lease, leaseReleaseOpts);
+  cli::LogsOptions logsOpts;
+  auto* logsCmd = cli::addLogsCommand(app, logsOpts);
+  cli::PoolsOptions poolsOpts;
+  auto* poolsCmd = cli::addPoolsCommand(app, poolsOpts);
+  cli::AttachOptions attachOpts;
+  auto* attachCmd = cli::addAttachCommand(app, attachOpts);
+  cli::EventsOptions eventsOpts;
+  auto* eventsCmd = cli::addEventsCommand(app, eventsOpts);
+  cli::SeatsOptions seatsOpts;
+  auto* seatsCmd = cli::addSeatsCommand(app, seatsOpts);
+  cli::DaemonStatusOptions daemonStatusOpts;
+  auto* daemonStatusCmd = cli::addDaemonStatusCommand(app, daemonStatusOpts);
+  cli::MetricsOptions metricsOpts;
+  auto* metricsCmd = cli::addMetricsCommand(app, metricsOpts);
   cli::TopOptions topOpts;
   cli::addTopCommand(app, topOpts);
   // Hidden: the build writes the zsh and fish completion with it (dist/install.cmake).
@@ -162,8 +193,7 @@ int main(int argc, char** argv) {
     if (app.got_subcommand("gpu")) return cli::runGpu(roots, gpu);
     if (app.got_subcommand("doctor")) return cli::runDoctor(roots, doctor);
     if (app.got_subcommand("ledger")) return cli::runLedger(ledger);
-    if (clientCmds.daemonStatus && clientCmds.daemonStatus->parsed())
-      return cli::runClientCommand(clientCmds, clientOpts);
+    if (daemonStatusCmd && daemonStatusCmd->parsed()) return cli::runDaemonStatus(daemonStatusOpts);
     if (app.got_subcommand("daemon")) return cli::runDaemon(roots, daemonOpts);
     if (app.got_subcommand("config")) return cli::runConfigCheck(roots, configOpts);
     if (app.got_subcommand("top")) return cli::runTop(topOpts);
@@ -184,12 +214,15 @@ int main(int argc, char** argv) {
       }
       return cli::kExitOk;
     }
-    if (app.got_subcommand("leases") || app.got_subcommand("lease") ||
-        app.got_subcommand("pools") || app.got_subcommand("attach") ||
-        app.got_subcommand("events") || app.got_subcommand("seats") ||
-        app.got_subcommand("metrics") || app.got_subcommand("logs")) {
-      return cli::runClientCommand(clientCmds, clientOpts);
-    }
+    if (eventsCmd->parsed()) return cli::runEvents(eventsOpts);
+    if (leasesCmd->parsed()) return cli::runLeases(leasesOpts);
+    if (logsCmd->parsed()) return cli::runLogs(logsOpts);
+    if (leaseShowCmd->parsed()) return cli::runLeaseShow(leaseShowOpts);
+    if (leaseReleaseCmd->parsed()) return cli::runLeaseRelease(leaseReleaseOpts);
+    if (poolsCmd->parsed()) return cli::runPools(poolsOpts);
+    if (seatsCmd->parsed()) return cli::runSeats(seatsOpts);
+    if (metricsCmd->parsed()) return cli::runMetrics(metricsOpts);
+    if (attachCmd->parsed()) return cli::runAttach(attachOpts);
     if (app.got_subcommand("run")) {
       if (!workload.empty()) run.command = workload;
       return cli::runRun(roots, run);

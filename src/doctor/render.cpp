@@ -3,8 +3,9 @@
 
 #include <functional>
 
+#include "cgroup/cgroup.h"
 #include "doctor/report.h"
-#include "report/gpu_report.h"
+#include "report/device_memory.h"
 #include "util/text.h"
 #include "util/units.h"
 

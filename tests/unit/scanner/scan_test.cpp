@@ -10,7 +10,7 @@
 #include <algorithm>
 
 #include "gpumem/aggregate.h"
-#include "report/gpu_report.h"
+#include "report/gpu_json.h"
 #include "support/scenario.h"
 
 namespace tally::scanner {

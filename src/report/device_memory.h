@@ -1,26 +1,16 @@
-// `tally gpu` output: the JSON document (schema 1) and the human table.
+// A DRM device's memory facts as tally gpu (report/gpu_json.h,
+// report/gpu_table.h) and tally doctor both show them; no scan or aggregate,
+// so the doctor includes this without the renderers.
 #pragma once
 
 #include <nlohmann/json.hpp>
-#include <optional>
 #include <string>
 #include <vector>
 
 #include "devices/drm_devices.h"
-#include "gpumem/aggregate.h"
-#include "host/snapshot.h"
-#include "scanner/scan.h"
+#include "devices/gtt_ceiling.h"
 
 namespace tally::report {
-
-using gpumem::Aggregate;
-
-enum class GroupBy { kProcess, kCgroup, kContainer };
-
-nlohmann::ordered_json gpuJson(const scanner::Scan& scan, const Aggregate& agg,
-                               const host::Snapshot& host);
-std::string gpuTable(const scanner::Scan& scan, const Aggregate& agg, const host::Snapshot& host,
-                     GroupBy by);
 
 // A device's two GTT ceilings (graphics, compute: each of the compute
 // ceiling's caps), the TTM module serving it, and which ceiling headroom uses.

@@ -1,0 +1,68 @@
+// `tally leases`: every page of the daemon's listing, as a table or JSON.
+#include "cli/cmd_leases.h"
+
+#include <fmt/format.h>
+
+#include <string>
+
+#include "cli/daemon_call.h"
+#include "cli/exit_codes.h"
+#include "cli/print_line.h"
+#include "rpc/lease_api.h"
+#include "util/json_view.h"
+
+namespace tally::cli {
+namespace {
+
+using json = nlohmann::json;
+
+using jsonview::bytesOrDash;
+
+void printLeases(const json& leases) {
+  fmt::print("{:<12}  {:<16}  {:<7}  {:<8}  {:<14}  {:>10}  {:>10}  {:>10}  {:>10}  {}\n", "LEASE",
+             "NAME", "KIND", "STATE", "POOLS", "MEM-MAX", "MEM-NOW", "GPU-MAX", "GPU-NOW",
+             "AGE/QUEUE");
+  for (const auto& l : leases) {
+    std::string pools;
+    for (const auto& p : l["pools"])
+      pools += fmt::format("{}{}", pools.empty() ? "" : ",", p.get<std::string>());
+    std::string state = l.value("state", "?");
+    std::string where =
+        state == "queued"
+            ? fmt::format("#{} ({})", l["position"].is_number() ? l["position"].dump() : "?",
+                          l["waiting_for"].is_string() ? l["waiting_for"].get<std::string>() : "-")
+            : ageText(l.contains("started_at_ns") ? l["started_at_ns"] : l["granted_at_ns"]);
+    json mem = l.contains("memory") ? l["memory"]["current_bytes"] : json();
+    json gpu = l.contains("gpu") ? l["gpu"]["current_bytes"] : json();
+    printLine(
+        fmt::format("{:<12}  {:<16}  {:<7}  {:<8}  {:<14}  {:>10}  {:>10}  {:>10}  {:>10}  {}",
+                    l.value("lease", ""), l.value("name", ""), l.value("kind", ""), state, pools,
+                    bytesOrDash(l["declared"]["memory_max"]), bytesOrDash(mem),
+                    bytesOrDash(l["declared"]["gpu_memory_max"]), bytesOrDash(gpu), where));
+  }
+}
+
+}  // namespace
+
+CLI::App* addLeasesCommand(CLI::App& app, LeasesOptions& o) {
+  auto* leases = app.add_subcommand("leases", "Live and queued leases of the daemon");
+  leases->footer(kReadingExitStatus);
+  addSocketOption(leases, o.socket);
+  addReplyTimeoutOption(leases, o.replyTimeout);
+  leases->add_flag("--json", o.json, "print the leases as JSON");
+  return leases;
+}
+
+int runLeases(const LeasesOptions& o) {
+  int rc = kExitOk;
+  auto all = allPages<rpc::api::ListLeases>("leases", o, rc);
+  if (!all) return rc;
+  if (o.json)
+    fmt::print("{}\n", (*all)["leases"].dump(2));
+  else
+    printLeases((*all)["leases"]);
+  notListed(*all);
+  return kExitOk;
+}
+
+}  // namespace tally::cli

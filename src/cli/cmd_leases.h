@@ -1,0 +1,17 @@
+// `tally leases`: the daemon's live and queued leases.
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+#include "cli/cmd_client.h"
+
+namespace tally::cli {
+
+struct LeasesOptions : DaemonCallOptions {
+  bool json = false;
+};
+
+CLI::App* addLeasesCommand(CLI::App& app, LeasesOptions& opts);
+int runLeases(const LeasesOptions& opts);
+
+}  // namespace tally::cli
