@@ -1,7 +1,7 @@
 // What a node learnt of a job's GPU memory GRES here, kept for the job's other
 // steps so that only its first step (or its extern step) asks slurmctld: a job's
 // GRES on a node cannot change while it runs. The plugin keeps one small file per
-// job in a root-only directory (slurm/spank_plugin.cpp); this is that file's
+// job in a root-only directory (slurm/spank_job_facts.cpp); this is that file's
 // text, encoded and decoded without I/O (fuzzed: fuzz_slurm_gres).
 //
 //   tally-slurm-job 1 job=4242 asked=tallymem gres=tallymem:67108864

@@ -1,4 +1,4 @@
-// One Slurm step as one tally lease: what the SPANK plugin (spank_plugin.cpp)
+// One Slurm step as one tally lease: what the SPANK plugin (spank_attach.cpp)
 // asks the node's daemon, decided here without Slurm or a socket so every rule
 // is a unit test.
 //
