@@ -2,7 +2,7 @@
 // does the work): leases armed by their cgroup id, each one's charge read
 // back, refusals drained, ended leases kept while their buffers live. An
 // interface, so the daemon's tests run it in memory and observe every arm
-// and retirement; bpf/kernel_charge_bpf.cpp is the real one over libbpf.
+// and retirement; bpf/bpf_charge.cpp is the real one over libbpf.
 #pragma once
 
 #include <cstdint>

@@ -2,7 +2,8 @@
 // generated at build time), attaches it, and pins its maps and links under
 // a bpffs directory so the charges and the bound outlive the daemon: a
 // kill -9 or a restart leaves every lease charged and bounded, and the next
-// daemon reuses the same maps.
+// daemon reuses the same maps. The maps' interface is bpf_charge.h's, the
+// pins' pins.h's; what it registers and sizes by, the host's (host.h).
 #pragma once
 
 #include <cstdint>
@@ -11,6 +12,7 @@
 #include <vector>
 
 #include "bpf/availability.h"
+#include "bpf/host.h"
 #include "bpf/kernel_charge.h"
 #include "bpf/sizing.h"
 #include "fs/root.h"
@@ -25,9 +27,6 @@ struct LoadOptions {
   // were made with (their charges are reused as they are).
   Sizing sizing = sizeMaps(std::nullopt, 0, 0);
 };
-
-// The facts availability.h judges, read from this host: `sys` is /sys.
-HostFacts readHostFacts(const fs::Root& sys);
 
 // Loads, attaches and pins (replacing the links an earlier daemon pinned;
 // the maps it pinned are reused, their charges kept). The error says what
@@ -48,13 +47,5 @@ struct Started {
 };
 // `loadOnly`: load and pin, never fall back to pins (the ExecStartPre).
 Started startKernelCharge(const fs::Root& sys, LoadOptions o, bool loadOnly = false);
-
-// The devices to register, from the host's DRM devices (the driver each
-// one's DRM_IOCTL_VERSION names) and /dev/kfd.
-std::vector<DeviceRule> discoverDeviceRules(const fs::Root& sys);
-
-// Σ GTT + VRAM totals of the host's DRM devices (mem_info_*_total); absent
-// when no device exports them.
-std::optional<std::uint64_t> hostGpuMemory(const fs::Root& sys);
 
 }  // namespace tally::bpf
