@@ -185,7 +185,7 @@ ClientCommands addClientCommands(CLI::App& app, ClientOptions& o) {
                    "would cross it (ENOMEM) where the daemon's in-kernel charge is active, the\n"
                    "sampled kill as backstop; kill = the sampled kill only; report = events only")
       ->check(CLI::IsMember({"refuse", "kill", "report"}))
-      ->default_str("refuse");
+      ->default_str(enforce::actionName(enforce::kDefaultAction));
   c.attach
       ->add_option("--gpu-over-samples", o.gpuOverSamples,
                    "consecutive daemon samples over --gpu-memory-max before acting")

@@ -9,6 +9,7 @@
 #include <utility>
 #include <vector>
 
+#include "enforce/gpu_bound.h"
 #include "views/timeline.h"
 
 namespace tally::cli {
@@ -26,10 +27,10 @@ struct ClientOptions {
   std::uint64_t pid = 0;
   std::vector<std::string> pools;
   std::string memoryMax, gpuMemoryMax, gpuMemoryHigh, name, queueTimeout;
-  std::string gpuAction = "refuse";
+  std::string gpuAction = enforce::actionName(enforce::kDefaultAction);
   bool force = false;  // attach: even when already over a declared limit
   bool wait = false;   // attach: queue when the pool cannot grant it now
-  unsigned gpuOverSamples = 2;
+  unsigned gpuOverSamples = enforce::kDefaultConsecutive;
   int priority = 0;
   std::vector<std::string> attrs;  // --attr KEY=VALUE
   // logs

@@ -782,9 +782,10 @@ int leaseStep(spank_t sp, pid_t task, std::uint32_t job, std::uint32_t step, con
   g_jobLease = facts.jobLease;
   g_jobNode = node.name;
   if (g_jobNode.empty() && record->het) g_jobNode = hetComponentNode(sp, record->het->offset);
-  std::string what = request->declared.gpuMemoryMax
-                         ? "gpu_memory_max " + units::humanBytes(*request->declared.gpuMemoryMax)
-                         : std::string("metered, no GPU bound");
+  std::string what =
+      request->declared.declaration.gpuMemoryMax
+          ? "gpu_memory_max " + units::humanBytes(*request->declared.declaration.gpuMemoryMax)
+          : std::string("metered, no GPU bound");
   if (!facts.jobLease.empty()) what += ", in job lease " + facts.jobLease;
   slurm_info("%s is tally lease %s on %s (%s)", where.c_str(), g_lease.c_str(),
              facts.cgroup.c_str(), what.c_str());
