@@ -51,44 +51,44 @@ Status Engine::check(const Request& r, const TotalsFn& totals) const {
       return Error{0, fmt::format("no pool '{}' (configured: {})", name, known)};
     }
     const config::Pool& p = *it;
-    if (p.memoryBudget && !r.memoryMax) {
+    if (p.memoryBudget && !r.declaration.memoryMax) {
       return Error{
           0,
           fmt::format("pool '{}' has a memory budget; declare this lease's share with --memory-max",
                       name)};
     }
-    if (p.gpuMemoryBudget && !r.gpuMemoryMax) {
+    if (p.gpuMemoryBudget && !r.declaration.gpuMemoryMax) {
       return Error{
           0,
           fmt::format(
               "pool '{}' has a GPU memory budget; declare this lease's share with --gpu-memory-max",
               name)};
     }
-    if (p.memoryBudget && *r.memoryMax > *p.memoryBudget) {
+    if (p.memoryBudget && *r.declaration.memoryMax > *p.memoryBudget) {
       return Error{0,
                    fmt::format("--memory-max {} is larger than pool '{}''s whole memory budget {}",
-                               *r.memoryMax, name, *p.memoryBudget)};
+                               *r.declaration.memoryMax, name, *p.memoryBudget)};
     }
-    if (p.gpuMemoryBudget && *r.gpuMemoryMax > *p.gpuMemoryBudget) {
+    if (p.gpuMemoryBudget && *r.declaration.gpuMemoryMax > *p.gpuMemoryBudget) {
       return Error{
           0,
           fmt::format("--gpu-memory-max {} is larger than pool '{}''s whole GPU memory budget {}",
-                      *r.gpuMemoryMax, name, *p.gpuMemoryBudget)};
+                      *r.declaration.gpuMemoryMax, name, *p.gpuMemoryBudget)};
     }
     if (!totals || (!p.memoryBudget && !p.gpuMemoryBudget)) continue;
     Totals t = totals(p);
-    if (p.memoryBudget && t.hostBytes && *r.memoryMax > *t.hostBytes) {
+    if (p.memoryBudget && t.hostBytes && *r.declaration.memoryMax > *t.hostBytes) {
       return Error{0, fmt::format("--memory-max {} ({} bytes) is more than this host's memory "
                                   "(MemTotal {}): it could never be granted",
-                                  units::humanBytes(*r.memoryMax), *r.memoryMax,
-                                  units::humanBytes(*t.hostBytes))};
+                                  units::humanBytes(*r.declaration.memoryMax),
+                                  *r.declaration.memoryMax, units::humanBytes(*t.hostBytes))};
     }
-    if (p.gpuMemoryBudget && t.gpuBytes && *r.gpuMemoryMax > *t.gpuBytes) {
+    if (p.gpuMemoryBudget && t.gpuBytes && *r.declaration.gpuMemoryMax > *t.gpuBytes) {
       return Error{
           0, fmt::format("--gpu-memory-max {} ({} bytes) is more than pool '{}''s devices hold "
                          "(GTT ceiling + VRAM: {}): it could never be granted",
-                         units::humanBytes(*r.gpuMemoryMax), *r.gpuMemoryMax, name,
-                         units::humanBytes(*t.gpuBytes))};
+                         units::humanBytes(*r.declaration.gpuMemoryMax),
+                         *r.declaration.gpuMemoryMax, name, units::humanBytes(*t.gpuBytes))};
     }
   }
   return Ok{};
@@ -150,8 +150,8 @@ void Engine::add(const Request& r) {
   for (const auto& name : r.pools) {
     PoolUsage& u = usage_[name];
     u.holders.push_back(r.id);
-    u.memoryDeclared.add(r.memoryMax.value_or(0));
-    u.gpuMemoryDeclared.add(r.gpuMemoryMax.value_or(0));
+    u.memoryDeclared.add(r.declaration.memoryMax.value_or(0));
+    u.gpuMemoryDeclared.add(r.declaration.gpuMemoryMax.value_or(0));
   }
   holders_[r.id] = r;
 }
@@ -170,11 +170,12 @@ Status Engine::hold(Request r) {
     const PoolUsage& u = usage_[name];
     if (u.holders.size() + 1 > p->capacity)
       over += fmt::format("; pool '{}' is over capacity {}", name, p->capacity);
-    if (p->memoryBudget && u.memoryDeclared.over(r.memoryMax.value_or(0), *p->memoryBudget)) {
+    if (p->memoryBudget &&
+        u.memoryDeclared.over(r.declaration.memoryMax.value_or(0), *p->memoryBudget)) {
       over += fmt::format("; pool '{}' is over its memory budget", name);
     }
-    if (p->gpuMemoryBudget &&
-        u.gpuMemoryDeclared.over(r.gpuMemoryMax.value_or(0), *p->gpuMemoryBudget, u.gpuResidue)) {
+    if (p->gpuMemoryBudget && u.gpuMemoryDeclared.over(r.declaration.gpuMemoryMax.value_or(0),
+                                                       *p->gpuMemoryBudget, u.gpuResidue)) {
       over += fmt::format("; pool '{}' is over its GPU memory budget", name);
     }
   }
@@ -190,8 +191,8 @@ bool Engine::release(const std::string& id) {
   for (const auto& name : it->second.pools) {
     PoolUsage& u = usage_[name];
     u.holders.erase(std::remove(u.holders.begin(), u.holders.end(), id), u.holders.end());
-    u.memoryDeclared.remove(it->second.memoryMax.value_or(0));
-    u.gpuMemoryDeclared.remove(it->second.gpuMemoryMax.value_or(0));
+    u.memoryDeclared.remove(it->second.declaration.memoryMax.value_or(0));
+    u.gpuMemoryDeclared.remove(it->second.declaration.gpuMemoryMax.value_or(0));
   }
   holders_.erase(it);
   return true;
@@ -219,16 +220,19 @@ std::optional<Wait> Engine::fits(const Request& r, const HeadroomFn& headroom,
     if (!p) return Wait::Capacity;  // unreachable for checked requests
     const PoolUsage& u = usage(name);
     if (u.holders.size() >= p->capacity) return Wait::Capacity;
-    if (p->memoryBudget && u.memoryDeclared.over(r.memoryMax.value_or(0), *p->memoryBudget))
+    if (p->memoryBudget &&
+        u.memoryDeclared.over(r.declaration.memoryMax.value_or(0), *p->memoryBudget))
       return Wait::MemoryBudget;
-    if (p->gpuMemoryBudget &&
-        u.gpuMemoryDeclared.over(r.gpuMemoryMax.value_or(0), *p->gpuMemoryBudget, u.gpuResidue))
+    if (p->gpuMemoryBudget && u.gpuMemoryDeclared.over(r.declaration.gpuMemoryMax.value_or(0),
+                                                       *p->gpuMemoryBudget, u.gpuResidue))
       return Wait::GpuBudget;
     if (headroom && (p->memoryBudget || p->gpuMemoryBudget)) {
       Headroom h = headroom(*p);
-      if (p->memoryBudget && h.hostBytes && r.memoryMax && *r.memoryMax > *h.hostBytes)
+      if (p->memoryBudget && h.hostBytes && r.declaration.memoryMax &&
+          *r.declaration.memoryMax > *h.hostBytes)
         return Wait::HostHeadroom;
-      if (p->gpuMemoryBudget && h.gpuBytes && r.gpuMemoryMax && *r.gpuMemoryMax > *h.gpuBytes)
+      if (p->gpuMemoryBudget && h.gpuBytes && r.declaration.gpuMemoryMax &&
+          *r.declaration.gpuMemoryMax > *h.gpuBytes)
         return Wait::GpuHeadroom;
     }
   }
@@ -292,27 +296,27 @@ WaitFigures waitFigures(const Request& r, Wait w, const config::Pool& p, const P
                              p.capacity);
       break;
     case Wait::MemoryBudget:
-      budget("memory", r.memoryMax, p.memoryBudget, u.memoryDeclared.value());
+      budget("memory", r.declaration.memoryMax, p.memoryBudget, u.memoryDeclared.value());
       break;
     case Wait::GpuBudget: {
       std::uint64_t declared = u.gpuMemoryDeclared.value();
       std::uint64_t held =
           declared > UINT64_MAX - u.gpuResidue ? UINT64_MAX : declared + u.gpuResidue;
-      budget("GPU memory", r.gpuMemoryMax, p.gpuMemoryBudget, held);
+      budget("GPU memory", r.declaration.gpuMemoryMax, p.gpuMemoryBudget, held);
       if (u.gpuResidue)
         f.detail += fmt::format(" ({} of it held by buffers of ended leases until they are freed)",
                                 humanBytes(u.gpuResidue));
       break;
     }
     case Wait::HostHeadroom:
-      f.needed = r.memoryMax.value_or(0);
+      f.needed = r.declaration.memoryMax.value_or(0);
       f.free = h.hostBytes;
       f.detail = fmt::format(
           "host memory: needs {}, {} free (MemAvailable less holders' unused declarations)",
           humanBytes(*f.needed), f.free ? humanBytes(*f.free) : std::string("unknown"));
       break;
     case Wait::GpuHeadroom:
-      f.needed = r.gpuMemoryMax.value_or(0);
+      f.needed = r.declaration.gpuMemoryMax.value_or(0);
       f.free = h.gpuBytes;
       f.detail =
           fmt::format("GPU memory on pool {}'s devices: needs {}, {} free", p.name,

@@ -31,6 +31,7 @@
 #include <vector>
 
 #include "config/config.h"
+#include "lease/declaration.h"
 #include "util/result.h"
 
 namespace tally::admission {
@@ -38,8 +39,9 @@ namespace tally::admission {
 struct Request {
   std::string id;                  // the lease id
   std::vector<std::string> pools;  // distinct pool names
-  std::optional<std::uint64_t> memoryMax;
-  std::optional<std::uint64_t> gpuMemoryMax;
+  // What the lease declares; its memory_max and gpu_memory_max count against
+  // the pools' budgets.
+  lease::Declaration declaration;
   int priority = 0;
   std::uint64_t deadlineUs = 0;  // monotonic µs when the wait ends; 0 = no timeout
 };

@@ -90,7 +90,7 @@ CLI::App* addAttachCommand(CLI::App& app, AttachOptions& o) {
                    "would cross it (ENOMEM) where the daemon's in-kernel charge is active, the\n"
                    "sampled kill as backstop; kill = the sampled kill only; report = events only")
       ->check(CLI::IsMember({"refuse", "kill", "report"}))
-      ->default_str("refuse");
+      ->default_str(enforce::actionName(enforce::kDefaultAction));
   attach
       ->add_option("--gpu-over-samples", o.gpuOverSamples,
                    "consecutive daemon samples over --gpu-memory-max before acting")
@@ -145,29 +145,31 @@ int runAttach(const AttachOptions& o) {
     request.target.pid = found->pid;
     request.target.container = lease::Container{found->engine, found->id, found->name};
     // Named as the engine names it, unless --name says otherwise.
-    if (o.name.empty() && lease::validLeaseName(found->name)) request.declared.name = found->name;
+    if (o.name.empty() && lease::validLeaseName(found->name)) request.declared.declaration.name = found->name;
   } else {
     fmt::print(stderr,
                "tally attach: name the workload with --unit, --container, --cgroup or --pid\n");
     return kExitUsage;
   }
-  if (!memoryLimitOption("attach", "--memory-max", o.memoryMax, d.memoryMax)) return kExitUsage;
+  if (!memoryLimitOption("attach", "--memory-max", o.memoryMax, d.declaration.memoryMax))
+    return kExitUsage;
   for (auto [flag, text, out] :
-       {std::tuple{"--gpu-memory-max", &o.gpuMemoryMax, &d.gpuMemoryMax},
-        std::tuple{"--gpu-memory-high", &o.gpuMemoryHigh, &d.gpuMemoryHigh}}) {
+       {std::tuple{"--gpu-memory-max", &o.gpuMemoryMax, &d.declaration.gpuMemoryMax},
+        std::tuple{"--gpu-memory-high", &o.gpuMemoryHigh, &d.declaration.gpuMemoryHigh}}) {
     if (!sizeOption("attach", flag, *text, *out)) return kExitUsage;
   }
-  if (!gpuLimitsOption("attach", d.gpuMemoryMax, d.gpuMemoryHigh)) return kExitUsage;
-  if (d.gpuMemoryMax || d.gpuMemoryHigh) {
-    d.gpuAction = enforce::parseAction(o.gpuAction);
-    d.gpuOverSamples = o.gpuOverSamples;
+  if (!gpuLimitsOption("attach", d.declaration.gpuMemoryMax, d.declaration.gpuMemoryHigh))
+    return kExitUsage;
+  if (d.declaration.gpuMemoryMax || d.declaration.gpuMemoryHigh) {
+    if (auto a = enforce::parseAction(o.gpuAction)) d.declaration.gpuAction = *a;
+    d.declaration.gpuOverSamples = o.gpuOverSamples;
   }
   if (!durationOption("attach", "--queue-timeout", o.queueTimeout, d.timeoutUs)) return kExitUsage;
   // A running workload goes unmetered while its attach waits: never by surprise.
   d.noWait = !o.wait && !d.timeoutUs;
-  if (!o.name.empty()) d.name = o.name;
+  if (!o.name.empty()) d.declaration.name = o.name;
   d.priority = o.priority;
-  if (!attributesOption("attach", o.attrs, d.attributes)) return kExitUsage;
+  if (!attributesOption("attach", o.attrs, d.declaration.attributes)) return kExitUsage;
   request.force = o.force;
   auto timeoutMs = replyTimeoutMs("attach", o);
   if (!timeoutMs) return kExitUsage;

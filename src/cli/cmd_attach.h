@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "cli/cmd_client.h"
+#include "enforce/gpu_bound.h"
 
 namespace tally::cli {
 
@@ -17,10 +18,10 @@ struct AttachOptions : DaemonCallOptions {
   std::uint64_t pid = 0;
   std::vector<std::string> pools;
   std::string memoryMax, gpuMemoryMax, gpuMemoryHigh, name, queueTimeout;
-  std::string gpuAction = "refuse";
+  std::string gpuAction = enforce::actionName(enforce::kDefaultAction);
   bool force = false;  // even when already over a declared limit
   bool wait = false;   // queue when the pool cannot grant it now
-  unsigned gpuOverSamples = 2;
+  unsigned gpuOverSamples = enforce::kDefaultConsecutive;
   int priority = 0;
   std::vector<std::string> attrs;  // --attr KEY=VALUE
   bool json = false;

@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "enforce/gpu_bound.h"
 #include "views/timeline.h"
 
 namespace tally::cli {

@@ -42,29 +42,30 @@ std::optional<lease::LeaseSpec> buildSpec(const RunOptions& o) {
   lease::LeaseSpec spec;
   spec.id = lease::newLeaseId();
   spec.command = o.command;
-  if (!attributesOption("run", o.attrs, spec.attributes)) return std::nullopt;
+  lease::Declaration& d = spec.declaration;
+  if (!attributesOption("run", o.attrs, d.attributes)) return std::nullopt;
   if (spec.command.empty()) {
     fmt::print(stderr, "tally run: no command given; usage: tally run [options] -- CMD ARGS...\n");
     return std::nullopt;
   }
-  spec.name = o.name.empty() ? std::string(fs::baseName(spec.command.front())) : o.name;
-  if (!lease::validLeaseName(spec.name)) {
+  d.name = o.name.empty() ? std::string(fs::baseName(spec.command.front())) : o.name;
+  if (!lease::validLeaseName(d.name)) {
     if (!o.name.empty()) {
       fmt::print(stderr, "tally run: --name '{}' must be 1-64 of [A-Za-z0-9._-]\n", o.name);
       return std::nullopt;
     }
-    spec.name = "lease";
+    d.name = "lease";
   }
-  if (!memoryLimitOption("run", "--memory-max", o.memoryMax, spec.memoryMax) ||
+  if (!memoryLimitOption("run", "--memory-max", o.memoryMax, d.memoryMax) ||
       !memoryLimitOption("run", "--memory-high", o.memoryHigh, spec.memoryHigh) ||
       !sizeOption("run", "--memory-swap-max", o.memorySwapMax, spec.memorySwapMax) ||
-      !sizeOption("run", "--gpu-memory-max", o.gpuMemoryMax, spec.gpuMemoryMax) ||
-      !sizeOption("run", "--gpu-memory-high", o.gpuMemoryHigh, spec.gpuMemoryHigh) ||
-      !gpuLimitsOption("run", spec.gpuMemoryMax, spec.gpuMemoryHigh)) {
+      !sizeOption("run", "--gpu-memory-max", o.gpuMemoryMax, d.gpuMemoryMax) ||
+      !sizeOption("run", "--gpu-memory-high", o.gpuMemoryHigh, d.gpuMemoryHigh) ||
+      !gpuLimitsOption("run", d.gpuMemoryMax, d.gpuMemoryHigh)) {
     return std::nullopt;
   }
-  spec.gpuAction = enforce::parseAction(o.gpuAction).value_or(enforce::Action::Refuse);
-  spec.gpuConsecutive = o.gpuOverSamples;
+  if (auto action = enforce::parseAction(o.gpuAction)) d.gpuAction = *action;
+  d.gpuOverSamples = o.gpuOverSamples;
   if (o.oomPolicy == "kill")
     spec.oomPolicy = lease::OomPolicy::Kill;
   else if (o.oomPolicy == "stop")
@@ -143,7 +144,7 @@ int runDetached(const RunOptions& o, const lease::LeaseSpec& spec) {
   job.argv.push_back("--");
   job.argv.insert(job.argv.end(), spec.command.begin(), spec.command.end());
   job.description = text::truncateUtf8(
-      fmt::format("tally job {}: {}", spec.name, fmt::join(spec.command, " ")), 200);
+      fmt::format("tally job {}: {}", spec.declaration.name, fmt::join(spec.command, " ")), 200);
   job.environment = {fmt::format("{}=1", contain::kDetachedEnv),
                      "TALLY_SOCKET=" + socketPath(o.socket)};
   if (const char* sd = std::getenv("TALLY_STATE_DIR"))
@@ -261,7 +262,7 @@ void addRunCommand(CLI::App& app, RunOptions& o) {
                   "the sampled kill as backstop (the kill alone elsewhere); kill = the sampled\n"
                   "kill only; report = events only (`tally doctor` says if refusal is active)")
       ->check(CLI::IsMember({"refuse", "kill", "report"}))
-      ->default_str("refuse");
+      ->default_str(enforce::actionName(enforce::kDefaultAction));
   run->add_option("--gpu-over-samples", o.gpuOverSamples,
                   "consecutive samples over --gpu-memory-max before acting")
       ->check(CLI::Range(1u, 100u))
@@ -360,13 +361,13 @@ int runRun(const fs::RootPaths& paths, const RunOptions& opts) {
         rec->coverage == coverage::coverageName(coverage::Coverage::HostAndGtt)) {
       handover.coverage = coverage::Coverage::HostAndGtt;
     }
-    if (auto both = handover.memoryMaxWithGpu(spec->memoryMax, spec->gpuMemoryMax)) {
-      spec->declaredMemoryMax = spec->memoryMax;
-      spec->memoryMax = *both;
+    if (auto both = handover.memoryMaxWithGpu(spec->declaration.memoryMax,
+                                              spec->declaration.gpuMemoryMax)) {
+      spec->appliedMemoryMax = *both;
       fmt::print(stderr,
                  "tally run: the ledger records that kernel {} charges GTT to memcg: MemoryMax = "
                  "--memory-max + --gpu-memory-max = {}\n",
-                 layout.kernel, *spec->memoryMax);
+                 layout.kernel, *spec->appliedMemoryMax);
     }
   }
 
@@ -384,17 +385,9 @@ int runRun(const fs::RootPaths& paths, const RunOptions& opts) {
     rpc::api::Acquire request;
     rpc::api::Declared& d = request.declared;
     d.pools = opts.pools;
-    d.name = spec->name;
+    d.declaration = spec->declaration;
     d.priority = opts.priority;
-    d.memoryMax = spec->memoryMax;
-    d.gpuMemoryMax = spec->gpuMemoryMax;
-    d.gpuMemoryHigh = spec->gpuMemoryHigh;
-    if (spec->gpuMemoryMax || spec->gpuMemoryHigh) {
-      d.gpuAction = spec->gpuAction;
-      d.gpuOverSamples = spec->gpuConsecutive;
-    }
     d.timeoutUs = queueTimeout;
-    d.attributes = spec->attributes;
     auto id = daemonLease->acquire(
         request, signalFd.get(), [detachedJob](const std::string& lease, const std::string& words) {
           notifySystemd(detachedJob,
@@ -415,26 +408,25 @@ int runRun(const fs::RootPaths& paths, const RunOptions& opts) {
     // may have made gpu_memory_max advisory.
     const auto& g = daemonLease->grant();
     if (g.memoryMaxEffective) {
-      spec->declaredMemoryMax = spec->memoryMax;
-      spec->memoryMax = *g.memoryMaxEffective;
+      spec->appliedMemoryMax = *g.memoryMaxEffective;
       fmt::print(stderr,
                  "tally run: this kernel charges GTT to memcg (coverage {}): MemoryMax = "
                  "--memory-max + --gpu-memory-max = {}\n",
-                 g.coverage, *spec->memoryMax);
+                 g.coverage, *spec->appliedMemoryMax);
     }
-    if (g.gpuBoundAdvisory) spec->gpuAction = enforce::Action::Report;
+    spec->gpuBoundAdvisory = g.gpuBoundAdvisory;
   }
 
   // Fail closed: a standalone bound on a device whose driver prints no memory
   // figure would never fire (a pool lease is checked by the daemon).
   std::optional<std::string> unmeterable;
-  if (spec->gpuMemoryMax && !daemonLease)
+  if (spec->declaration.gpuMemoryMax && !daemonLease)
     unmeterable = devices::gpuBoundRefusal(host::readSnapshot(roots->proc, roots->sys).devices, {});
   auto choice = unmeterable ? contain::Choice{nullptr, *unmeterable, ""}
                             : contain::chooseContainment(*spec, roots->proc, cgroupRoot, layout);
   if (!choice.note.empty()) fmt::print(stderr, "tally run: {}\n", choice.note);
   long page = sysconf(_SC_PAGESIZE);
-  run::JournalObserver journalObserver(spec->id, spec->name);
+  run::JournalObserver journalObserver(spec->id, spec->declaration.name);
   run::RunEnv env{roots->proc,
                   roots->sys,
                   cgroupRoot,

@@ -4,6 +4,7 @@
 #include <string>
 #include <vector>
 
+#include "enforce/gpu_bound.h"
 #include "fs/root.h"
 
 namespace tally::cli {
@@ -11,8 +12,8 @@ namespace tally::cli {
 struct RunOptions {
   std::string name;
   std::string memoryMax, memoryHigh, memorySwapMax, gpuMemoryMax, gpuMemoryHigh;
-  std::string gpuAction = "refuse";
-  unsigned gpuOverSamples = 2;
+  std::string gpuAction = enforce::actionName(enforce::kDefaultAction);
+  unsigned gpuOverSamples = enforce::kDefaultConsecutive;
   std::string oomPolicy = "kill";
   std::string sampleInterval = "1s";
   std::string slice = "tally.slice";

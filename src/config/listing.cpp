@@ -62,15 +62,16 @@ json effectiveJson(const Config& c, const std::string& stateDir) {
   json leases = json::array();
   for (const auto& l : c.leases) {
     const auto& want = l.attach.declared;
-    leases.push_back({{"name", l.name},
-                      {"unit", l.unit()},
-                      {"pools", want.pools},
-                      {"lease_name", want.name.value_or(l.name)},
-                      {"memory_max", jsonview::orNull<json>(want.memoryMax)},
-                      {"gpu_memory_max", jsonview::orNull<json>(want.gpuMemoryMax)},
-                      {"gpu_memory_high", jsonview::orNull<json>(want.gpuMemoryHigh)},
-                      {"priority", want.priority},
-                      {"attributes", want.attributes}});
+    leases.push_back(
+        {{"name", l.name},
+         {"unit", l.unit()},
+         {"pools", want.pools},
+         {"lease_name", want.declaration.name.empty() ? l.name : want.declaration.name},
+         {"memory_max", jsonview::orNull<json>(want.declaration.memoryMax)},
+         {"gpu_memory_max", jsonview::orNull<json>(want.declaration.gpuMemoryMax)},
+         {"gpu_memory_high", jsonview::orNull<json>(want.declaration.gpuMemoryHigh)},
+         {"priority", want.priority},
+         {"attributes", want.declaration.attributes}});
   }
   return {{"daemon", dj}, {"pools", pools}, {"leases", leases}};
 }
@@ -130,10 +131,13 @@ std::vector<std::string> effectiveText(const Config& c, const std::string& state
     out.push_back(fmt::format("[leases.{}]  (leased at every run of its unit)", l.name));
     out.push_back(fmt::format("  unit                      {}", l.unit()));
     out.push_back(fmt::format("  pools                     {}", fmt::join(want.pools, ", ")));
-    out.push_back(fmt::format("  memory_max                {}", bytesOr(want.memoryMax)));
-    out.push_back(fmt::format("  gpu_memory_max            {}", bytesOr(want.gpuMemoryMax)));
-    if (want.gpuMemoryHigh)
-      out.push_back(fmt::format("  gpu_memory_high           {}", bytesOr(want.gpuMemoryHigh)));
+    out.push_back(
+        fmt::format("  memory_max                {}", bytesOr(want.declaration.memoryMax)));
+    out.push_back(
+        fmt::format("  gpu_memory_max            {}", bytesOr(want.declaration.gpuMemoryMax)));
+    if (want.declaration.gpuMemoryHigh)
+      out.push_back(
+          fmt::format("  gpu_memory_high           {}", bytesOr(want.declaration.gpuMemoryHigh)));
   }
   return out;
 }

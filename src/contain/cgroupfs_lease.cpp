@@ -85,7 +85,7 @@ Status CgroupfsLease::place(pid_t pid) {
   cg_.emplace(std::move(*cg));
   // Limits before the process moves in, so it never runs unbounded.
   Status s = Ok{};
-  if (spec_.memoryMax) s = cg_->setMemoryMax(*spec_.memoryMax);
+  if (auto max = spec_.memoryMax()) s = cg_->setMemoryMax(*max);
   if (s && spec_.memoryHigh) s = cg_->setMemoryHigh(*spec_.memoryHigh);
   if (s && spec_.memorySwapMax) s = cg_->setMemorySwapMax(*spec_.memorySwapMax);
   // OOMPolicy=kill is memory.oom.group=1; continue and stop leave it 0 (stop

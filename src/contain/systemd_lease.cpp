@@ -183,7 +183,7 @@ Status SystemdLease::place(pid_t pid) {
   sd_bus* bus = bus_->bus();
   int r = sd_bus_message_new_method_call(bus, &m.m, kDest, kPath, kManager, "StartTransientUnit");
   if (r < 0) return Error{-r, "StartTransientUnit: cannot build the call"};
-  std::string description = fmt::format("tally lease {} ({})", spec_.id, spec_.name);
+  std::string description = fmt::format("tally lease {} ({})", spec_.id, spec_.declaration.name);
   r = sd_bus_message_append(m.m, "ss", scope_.c_str(), "fail");
   if (r >= 0) r = sd_bus_message_open_container(m.m, 'a', "(sv)");
   if (r >= 0) r = sd_bus_message_append(m.m, "(sv)", "Description", "s", description.c_str());
@@ -196,8 +196,8 @@ Status SystemdLease::place(pid_t pid) {
   // A failed lease scope (OOM kill) is collected at once; its record is tally's.
   if (r >= 0) r = sd_bus_message_append(m.m, "(sv)", "CollectMode", "s", "inactive-or-failed");
   // Only what was declared (doctrine 3): an undeclared limit stays "max".
-  if (r >= 0 && spec_.memoryMax)
-    r = sd_bus_message_append(m.m, "(sv)", "MemoryMax", "t", *spec_.memoryMax);
+  if (r >= 0 && spec_.memoryMax())
+    r = sd_bus_message_append(m.m, "(sv)", "MemoryMax", "t", *spec_.memoryMax());
   if (r >= 0 && spec_.memoryHigh)
     r = sd_bus_message_append(m.m, "(sv)", "MemoryHigh", "t", *spec_.memoryHigh);
   if (r >= 0 && spec_.memorySwapMax)

@@ -16,7 +16,7 @@ std::string show(const probes::MemoryLimit& l) {
 }  // namespace
 
 cgroup::ExpectedLimits expectedLimits(const lease::LeaseSpec& spec) {
-  return {spec.memoryMax, spec.memoryHigh, spec.memorySwapMax,
+  return {spec.memoryMax(), spec.memoryHigh, spec.memorySwapMax,
           spec.oomPolicy == lease::OomPolicy::Kill};
 }
 

@@ -24,9 +24,7 @@ namespace {
 lease::LeaseRecord baseRecord(const Lease& l) {
   lease::LeaseRecord rec;
   rec.spec.id = l.id;
-  rec.spec.name = l.name;
-  rec.spec.memoryMax = l.req.memoryMax;
-  rec.spec.gpuMemoryMax = l.req.gpuMemoryMax;
+  rec.spec.declaration = l.req.declaration;
   rec.unit = l.place.unit;
   rec.cgroup = l.place.cgroup;
   rec.startedAtNs = l.startedAtNs();
@@ -78,7 +76,7 @@ void Endings::endChildren(const Lease& parent) {
     // Still running: released with its parent (the workload goes on, no
     // longer leased); else it emptied with it, and says so.
     bool running = populated(*c);
-    if (running) c->ending.parentEnded = fmt::format("{} ({})", parent.id, parent.name);
+    if (running) c->ending.parentEnded = fmt::format("{} ({})", parent.id, parent.name());
     finishAttached(*c, running);
   }
 }
@@ -86,9 +84,9 @@ void Endings::endChildren(const Lease& parent) {
 lease::LeaseRecord Endings::meteredRecord(Lease& l, const char* manager) {
   if (beforeRecord_) beforeRecord_(l);
   lease::LeaseRecord rec = baseRecord(l);
-  rec.spec.gpuMemoryHigh = l.metering.bound.high;
-  rec.spec.gpuAction = l.metering.bound.action;
-  rec.spec.gpuConsecutive = l.metering.bound.consecutive;
+  // The bound as enforced: made advisory by the hand-over, or a child's parent's.
+  rec.spec.declaration.gpuAction = l.metering.bound.action;
+  rec.spec.declaration.gpuOverSamples = l.metering.bound.consecutive;
   rec.spec.sampleIntervalUs = cfg_.sampleIntervalUs;
   rec.gpuBound = l.metering.boundEvents;
   rec.manager = manager;
@@ -222,7 +220,6 @@ json Endings::runOutcome(Lease& l, const json& client) {
     commandBytes += a.size() + 8;
     rec.spec.command.push_back(a);
   }
-  rec.spec.attributes = l.attributes;
 
   const json& said = get(client, "outcome");
   lease::OutcomeFacts f;

@@ -75,8 +75,8 @@ admission::Headroom PoolMeasures::headroomFor(const config::Pool& pool) {
     const Lease* l = book_.find(id);
     if (!l) continue;
     HolderUse u;
-    u.memoryMax = l->req.memoryMax;
-    u.gpuMemoryMax = l->req.gpuMemoryMax;
+    u.memoryMax = l->req.declaration.memoryMax;
+    u.gpuMemoryMax = l->req.declaration.gpuMemoryMax;
     if (l->metering.meter) {
       u.memoryInUse = hostOnly(*l);
       u.gpuInUse = l->metering.meter->gpu().lastBytes;

@@ -68,7 +68,7 @@ void KernelUpkeep::retire(const Lease& l, std::uint64_t parentCgroup) {
   auto c = charge_->read(id);
   charge_->retire(id);
   if (!c || holdsNothing(*c)) return;
-  Ended e{id,           l.id,     l.name,     l.req.pools,        l.parent,
+  Ended e{id,           l.id,     l.name(),   l.req.pools,        l.parent,
           parentCgroup, c->bytes, c->objects, clock::realtimeNs()};
   ended_[id] = e;
   say(e, "ended-holding", e.endedAtNs);

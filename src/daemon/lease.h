@@ -40,15 +40,18 @@ namespace tally::daemon {
 struct Lease {
   enum class State { Queued, Granted, Running };
 
-  // Who asked for what: set when the request arrives, never changed.
-  std::string id, name;
+  // Who asked for what: set when the request arrives, never changed (but a
+  // child's gpu_memory_max, held to its parent's when that is smaller).
+  std::string id;
   lease::LeaseKind kind = lease::LeaseKind::Run;
   uid_t owner = 0;
   pid_t peerPid = 0;
+  // Its pools and priority, and its declaration (name, limits, GPU bound,
+  // attributes): what the request declared, the name resolved (its kind's
+  // when none was given).
   admission::Request req;
   // attach: what the operator named (on the heap: only attach leases have one).
   std::unique_ptr<lease::AttachTarget> target;
-  lease::Attributes attributes;  // operator-declared (--attr), shown in seat rows as "declared"
   std::uint64_t requestedAtNs = 0;
   // A child lease's parent (its id; "" = none): the child's cgroup lies in
   // the parent's, it holds no pool (the parent's count it, once), its GPU
@@ -146,6 +149,9 @@ struct Lease {
     bool actSaid = false;
   } ending;
 
+  const std::string& name() const { return req.declaration.name; }
+  // Operator-declared (--attr), shown in seat rows as "declared".
+  const lease::Attributes& attributes() const { return req.declaration.attributes; }
   State state() const { return state_; }
   std::uint64_t grantedAtNs() const { return grantedAtNs_; }
   std::uint64_t startedAtNs() const { return startedAtNs_; }

@@ -105,12 +105,12 @@ void LeaseEvents::bound(Lease& l, const enforce::BoundEvent& e, const std::strin
     fmt::print(stderr, "tally daemon: lease {}: the ledger refused a gpu-bound row: {}\n", l.id,
                r.error().message);
   }
-  broadcast("gpu-bound", rpc::api::encode(rpc::api::GpuBoundEvent{l.id, l.name, source, e}),
+  broadcast("gpu-bound", rpc::api::encode(rpc::api::GpuBoundEvent{l.id, l.name(), source, e}),
             r ? &*r : nullptr);
   bool act = e.kind == enforce::Verdict::Kill || e.kind == enforce::Verdict::Report;
   if (act && l.ending.actSaid) return;
   if (act) l.ending.actSaid = true;
-  auto entry = journal::boundEventEntry(l.id, l.name, e);
+  auto entry = journal::boundEventEntry(l.id, l.name(), e);
   note(entry.priority, entry.message, entry.fields);
 }
 
@@ -120,7 +120,7 @@ Status LeaseEvents::clientBound(Lease& l, enforce::BoundEvent e, const Limits& l
       note(4,
            fmt::format("lease {} ({}): its client reports GPU bound events faster than {} at once "
                        "and one per {} ms; the excess is refused and counted in the outcome",
-                       l.id, l.name, limits.boundBurst, limits.boundRefillUs / 1000),
+                       l.id, l.name(), limits.boundBurst, limits.boundRefillUs / 1000),
            {{"TALLY_LEASE", l.id}});
     }
     return Error{EAGAIN, fmt::format("too many GPU bound events for lease {}; this one was not "
@@ -131,7 +131,7 @@ Status LeaseEvents::clientBound(Lease& l, enforce::BoundEvent e, const Limits& l
   // The client's kill names the outcome only where the daemon's own samples
   // saw the lease over that limit: a client's word alone never makes its
   // workload's end "killed by tally".
-  const std::uint64_t declared = l.req.gpuMemoryMax.value_or(0);
+  const std::uint64_t declared = l.req.declaration.gpuMemoryMax.value_or(0);
   const bool sawOver = declared != 0 && e.limit == declared && l.metering.meter &&
                        l.metering.meter->gpu().peakBytes.value_or(0) > declared;
   if (e.kind == enforce::Verdict::Kill && !l.ending.tallyKill) {
@@ -215,10 +215,11 @@ void LeaseEvents::broadcast(const std::string& event, json fields, const ledger:
 void LeaseEvents::announce(const Lease& l, const std::string& kind, const json& body,
                            const ledger::Event* row) {
   journal::VerifiedPlace place{l.place.unit, l.place.cgroup};
-  auto entry = journal::lifecycleEntry(kind, l.id, l.name, l.req.pools, body, l.attributes, place);
+  auto entry =
+      journal::lifecycleEntry(kind, l.id, l.name(), l.req.pools, body, l.attributes(), place);
   note(entry.priority, entry.message, entry.fields);
   // Subscribers see the same lifecycle as the journal, one "lease" event per row.
-  broadcast("lease", lifecycleEvent(kind, l.id, l.name, l.req.pools, entry), row);
+  broadcast("lease", lifecycleEvent(kind, l.id, l.name(), l.req.pools, entry), row);
 }
 
 Status LeaseEvents::follow(std::uint64_t conn, const json& requestId, const rpc::api::Subscribe& s,
@@ -338,8 +339,8 @@ std::optional<std::pair<std::string, nlohmann::json>> LeaseEvents::replayed(
   } else if (row.kind == ledger::kGpuBound) {
     auto b = ledger::decodeBound(body);
     if (!b) return std::nullopt;
-    ev = {"gpu-bound", rpc::api::encode(rpc::api::GpuBoundEvent{row.leaseId, f->granted.name,
-                                                                b->source, b->event})};
+    ev = {"gpu-bound", rpc::api::encode(rpc::api::GpuBoundEvent{
+                           row.leaseId, f->granted.declaration.name, b->source, b->event})};
   } else if (row.kind == ledger::kGranted || row.kind == ledger::kStarted ||
              row.kind == ledger::kAdopted || row.kind == ledger::kReadopted ||
              row.kind == ledger::kReleased || ledger::isTerminal(row.kind)) {
@@ -347,9 +348,11 @@ std::optional<std::pair<std::string, nlohmann::json>> LeaseEvents::replayed(
         row.kind == ledger::kReadopted) {
       if (auto p = ledger::decodePlaced(body)) f->place = {p->unit, p->cgroup};
     }
-    auto entry = journal::lifecycleEntry(row.kind, row.leaseId, f->granted.name, f->granted.pools,
-                                         body, f->granted.attributes, f->place);
-    ev = {"lease", lifecycleEvent(row.kind, row.leaseId, f->granted.name, f->granted.pools, entry)};
+    auto entry = journal::lifecycleEntry(row.kind, row.leaseId, f->granted.declaration.name,
+                                         f->granted.pools, body, f->granted.declaration.attributes,
+                                         f->place);
+    ev = {"lease", lifecycleEvent(row.kind, row.leaseId, f->granted.declaration.name,
+                                  f->granted.pools, entry)};
   } else {
     return std::nullopt;
   }
@@ -359,12 +362,13 @@ std::optional<std::pair<std::string, nlohmann::json>> LeaseEvents::replayed(
 }
 
 void LeaseEvents::queued(const Lease& l) {
-  broadcast("lease",
-            rpc::api::encode(rpc::api::LeaseEvent{l.id, rpc::api::kQueuedKind, l.name, l.req.pools,
-                                                  fmt::format("lease {} ({}): queued for {}", l.id,
-                                                              l.name, fmt::join(l.req.pools, ",")),
-                                                  std::nullopt}),
-            nullptr);
+  broadcast(
+      "lease",
+      rpc::api::encode(rpc::api::LeaseEvent{
+          l.id, rpc::api::kQueuedKind, l.name(), l.req.pools,
+          fmt::format("lease {} ({}): queued for {}", l.id, l.name(), fmt::join(l.req.pools, ",")),
+          std::nullopt}),
+      nullptr);
 }
 
 void LeaseEvents::ledgerHealth() {

@@ -12,7 +12,7 @@ using json = nlohmann::json;
 void setBound(Lease& l, const enforce::GpuBound& declared, const coverage::Handover& handover) {
   l.metering.bound = declared;
   l.metering.advisory = handover.gpuBoundAdvisory(declared.max.has_value());
-  if (l.metering.advisory) l.metering.bound.action = enforce::Action::Report;
+  l.metering.bound.action = lease::enforcedAction(declared.action, l.metering.advisory);
 }
 
 std::unique_ptr<Lease> newLease(lease::LeaseKind kind, uid_t owner, pid_t peerPid,
@@ -22,23 +22,18 @@ std::unique_ptr<Lease> newLease(lease::LeaseKind kind, uid_t owner, pid_t peerPi
   auto l = std::make_unique<Lease>();
   l->id = lease::newLeaseId();
   l->kind = kind;
-  l->name = d.name.value_or(lease::kindName(kind));
   l->owner = owner;
   l->peerPid = peerPid;
   l->client.conn = conn;
   l->requestedAtNs = clock::realtimeNs();
   l->req.id = l->id;
   l->req.pools = d.pools;
-  l->req.memoryMax = d.memoryMax;
-  l->req.gpuMemoryMax = d.gpuMemoryMax;
+  l->req.declaration = d.declaration;
+  if (l->req.declaration.name.empty()) l->req.declaration.name = lease::kindName(kind);
   l->req.priority = d.priority;
   std::uint64_t waitUs = d.timeoutUs.value_or(cfg.queueTimeoutUs);
   if (waitUs) l->req.deadlineUs = clock::monotonicUs() + waitUs;
-  setBound(*l,
-           {d.gpuMemoryMax, d.gpuMemoryHigh, d.gpuAction.value_or(enforce::Action::Refuse),
-            d.gpuOverSamples.value_or(enforce::kDefaultConsecutive), cfg.sampleIntervalUs},
-           handover);
-  l->attributes = d.attributes;
+  setBound(*l, lease::gpuBound(d.declaration, cfg.sampleIntervalUs, false), handover);
   l->metering.boundReports = TokenBucket(limits.boundBurst, limits.boundRefillUs);
   return l;
 }
@@ -46,16 +41,12 @@ std::unique_ptr<Lease> newLease(lease::LeaseKind kind, uid_t owner, pid_t peerPi
 ledger::GrantedRow grantedRow(const Lease& l) {
   ledger::GrantedRow row;
   row.kind = l.kind;
-  row.name = l.name;
   row.owner = l.owner;
   row.peerPid = l.peerPid;
   row.pools = l.req.pools;
   row.priority = l.req.priority;
-  row.memoryMax = l.req.memoryMax;
-  row.gpuMemoryMax = l.req.gpuMemoryMax;
-  row.gpuMemoryHigh = l.metering.bound.high;
+  row.declaration = l.req.declaration;
   row.reportsExit = l.ending.awaitsReport;
-  row.attributes = l.attributes;
   row.parent = l.parent;
   if (l.metering.bound.any()) {
     row.boundAction = l.metering.bound.action;
@@ -106,7 +97,6 @@ Result<std::unique_ptr<Lease>> rebuildLease(const std::vector<ledger::Event>& ev
       auto g = ledger::decodeGranted(body);
       if (!g) return Error{0, fmt::format("lease {}: {}", l->id, g.error().message)};
       l->kind = g->kind;
-      l->name = g->name;
       l->owner = g->owner;
       l->peerPid = g->peerPid;
       grantedNs = e.atNs;
@@ -114,13 +104,15 @@ Result<std::unique_ptr<Lease>> rebuildLease(const std::vector<ledger::Event>& ev
       l->req.id = l->id;
       l->req.pools = g->pools;
       l->req.priority = g->priority;
-      l->req.memoryMax = g->memoryMax;
-      l->req.gpuMemoryMax = g->gpuMemoryMax;
-      setBound(*l,
-               {g->gpuMemoryMax, g->gpuMemoryHigh, g->boundAction.value_or(enforce::Action::Refuse),
-                g->boundConsecutive, cfg.sampleIntervalUs},
-               handover);
-      l->attributes = g->attributes;
+      l->req.declaration = g->declaration;
+      // The bound as it was enforced before the restart (a child's may be
+      // its parent's), made advisory again or not by this start's hand-over.
+      enforce::GpuBound bound = lease::gpuBound(g->declaration, cfg.sampleIntervalUs, false);
+      if (g->boundAction) {
+        bound.action = *g->boundAction;
+        bound.consecutive = g->boundConsecutive;
+      }
+      setBound(*l, bound, handover);
       l->parent = g->parent;
       l->ending.awaitsReport = g->reportsExit;
       if (!g->target.empty()) l->target = std::make_unique<lease::AttachTarget>(g->target);

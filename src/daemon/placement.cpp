@@ -37,12 +37,12 @@ std::optional<Denial> parentFor(const LeaseBook& book, const Peer& peer, const s
     return Denial{code::kRefused,
                   fmt::format("lease {} ({}) is {}, not running: a child lease nests in a running "
                               "lease",
-                              id, parent->name, stateName(parent->state()))};
+                              id, parent->name(), stateName(parent->state()))};
   if (!parent->parent.empty())
     return Denial{code::kRefused,
                   fmt::format("lease {} ({}) is itself a child of lease {}: tally nests one level; "
                               "attach under {}",
-                              id, parent->name, parent->parent, parent->parent)};
+                              id, parent->name(), parent->parent, parent->parent)};
   if (peer.uid != 0 && parent->owner != peer.uid)
     return Denial{code::kForbidden,
                   fmt::format("lease {} belongs to uid {}; only root or its owner may nest a lease "
@@ -68,9 +68,9 @@ void nestIn(const Lease& parent, Lease& child) {
       cb.consecutive = pb.consecutive;
     }
     cb.max = pb.max;
-    child.req.gpuMemoryMax = pb.max;
+    child.req.declaration.gpuMemoryMax = pb.max;
     child.metering.advisory = parent.metering.advisory;
-    if (child.metering.advisory) cb.action = enforce::Action::Report;
+    cb.action = lease::enforcedAction(cb.action, child.metering.advisory);
   }
 }
 
@@ -152,7 +152,7 @@ std::optional<Denial> placeAttach(const PlacementEnv& env, const LeaseBook& book
         fmt::format("cgroup {} belongs to uid {}; only root or its owner may attach to it", cgPath,
                     cg->owner())};
   }
-  if (peer.uid != 0 && l.req.memoryMax) {
+  if (peer.uid != 0 && l.req.declaration.memoryMax) {
     // The daemon writes for a user only what the user could write: never a
     // systemd unit's limit, and memory.max only where that file is theirs (a
     // delegated cgroup's own limits belong to whoever delegated it).
@@ -183,7 +183,7 @@ std::optional<Denial> placeAttach(const PlacementEnv& env, const LeaseBook& book
   }
   if (const Lease* other = book.ofCgroup(cgPath, cg->inode())) {
     return Denial{code::kConflict, fmt::format("cgroup {} is already leased by {} ({})", cgPath,
-                                               other->id, other->name)};
+                                               other->id, other->name())};
   }
   const Lease* parent = nullptr;
   if (!a.parent.empty()) {
@@ -201,7 +201,7 @@ std::optional<Denial> placeAttach(const PlacementEnv& env, const LeaseBook& book
                     "one lease (its memory would be counted twice). Release {} first, or "
                     "attach the workload it holds",
                     cgPath, inside ? "inside" : "above", other->place.cgroup, other->id,
-                    other->name, other->id)};
+                    other->name(), other->id)};
   }
   auto populated = cg->populated();
   if (!populated || !*populated) {
@@ -233,30 +233,31 @@ std::optional<Denial> placeAttach(const PlacementEnv& env, const LeaseBook& book
 std::optional<Denial> refuseOverOnArrival(const PlacementEnv& env, const Lease& l, bool force) {
   if (force || !l.place.cg) return std::nullopt;
   std::vector<std::string> over;
-  if (l.req.memoryMax) {
-    if (auto now = l.place.cg->memoryCurrent(); now && *now > *l.req.memoryMax)
+  if (l.req.declaration.memoryMax) {
+    if (auto now = l.place.cg->memoryCurrent(); now && *now > *l.req.declaration.memoryMax)
       over.push_back(fmt::format("memory {} now ({}), over --memory-max {}",
                                  units::humanBytes(*now), cgroup::file::kMemoryCurrent,
-                                 units::humanBytes(*l.req.memoryMax)));
+                                 units::humanBytes(*l.req.declaration.memoryMax)));
   }
   // Only a bound that kills can kill on arrival; a report-only one just reports.
-  if (l.req.gpuMemoryMax && enforce::killsOverBound(l.metering.bound.action) && env.sys &&
-      env.cgroupRoot) {
-    lease::LeaseMeter meter(env.proc, *env.sys, *l.place.cg, l.req.gpuMemoryMax);
+  if (l.req.declaration.gpuMemoryMax && enforce::killsOverBound(l.metering.bound.action) &&
+      env.sys && env.cgroupRoot) {
+    lease::LeaseMeter meter(env.proc, *env.sys, *l.place.cg, l.req.declaration.gpuMemoryMax);
     meter.sample();
-    if (auto now = meter.gpu().lastBytes; now && *now > *l.req.gpuMemoryMax)
+    if (auto now = meter.gpu().lastBytes; now && *now > *l.req.declaration.gpuMemoryMax)
       over.push_back(fmt::format("GPU memory {} now (DRM fdinfo), over --gpu-memory-max {}",
-                                 units::humanBytes(*now), units::humanBytes(*l.req.gpuMemoryMax)));
+                                 units::humanBytes(*now),
+                                 units::humanBytes(*l.req.declaration.gpuMemoryMax)));
   }
   // Buffers an earlier lease of this cgroup made and the kernel still holds
   // are carried into this lease's figure: over the bound, they kill it too.
-  if (l.req.gpuMemoryMax && enforce::killsOverBound(l.metering.bound.action) && env.charge &&
-      l.place.inode) {
-    if (auto c = env.charge->read(l.place.inode); c && c->bytes > *l.req.gpuMemoryMax)
-      over.push_back(
-          fmt::format("GPU memory {} charged in the kernel to buffers an earlier lease "
-                      "of it made, over --gpu-memory-max {}",
-                      units::humanBytes(c->bytes), units::humanBytes(*l.req.gpuMemoryMax)));
+  if (l.req.declaration.gpuMemoryMax && enforce::killsOverBound(l.metering.bound.action) &&
+      env.charge && l.place.inode) {
+    if (auto c = env.charge->read(l.place.inode); c && c->bytes > *l.req.declaration.gpuMemoryMax)
+      over.push_back(fmt::format(
+          "GPU memory {} charged in the kernel to buffers an earlier lease "
+          "of it made, over --gpu-memory-max {}",
+          units::humanBytes(c->bytes), units::humanBytes(*l.req.declaration.gpuMemoryMax)));
   }
   if (over.empty()) return std::nullopt;
   std::string what = l.place.unit.empty() ? "cgroup " + l.place.cgroup : "unit " + l.place.unit;
@@ -269,7 +270,7 @@ std::optional<Denial> refuseOverOnArrival(const PlacementEnv& env, const Lease& 
 
 Status adopt(const PlacementEnv& env, Lease& l) {
   const cgroup::Cgroup& cg = *l.place.cg;
-  if (l.req.memoryMax) {
+  if (l.req.declaration.memoryMax) {
     // A cgroup that is a systemd unit's (a podman scope, a service found by
     // --pid) gets its limit through systemd, which would otherwise undo a
     // direct write; it counts as the unit's only when systemd says so.
@@ -282,23 +283,23 @@ Status adopt(const PlacementEnv& env, Lease& l) {
     if (!unit.empty()) {
       if (!env.units)
         return Error{0, "no systemd manager is reachable to set MemoryMax on " + unit};
-      if (auto s = env.units->setMemoryMax(unit, *l.req.memoryMax); !s) {
+      if (auto s = env.units->setMemoryMax(unit, *l.req.declaration.memoryMax); !s) {
         return Error{0, fmt::format("SetUnitProperties({}, MemoryMax={}): {}", unit,
-                                    *l.req.memoryMax, s.error().message)};
+                                    *l.req.declaration.memoryMax, s.error().message)};
       }
       l.place.unit = unit;
-    } else if (auto s = cg.setMemoryMax(*l.req.memoryMax); !s) {
+    } else if (auto s = cg.setMemoryMax(*l.req.declaration.memoryMax); !s) {
       return Error{s.error().code, s.error().message + " (to set --memory-max)"};
     }
   }
   // Read back: the declared MemoryMax, and nothing else is touched or judged.
   cgroup::ExpectedLimits expected;
-  expected.memoryMax = l.req.memoryMax;
+  expected.memoryMax = l.req.declaration.memoryMax;
   expected.onlyDeclared = true;
   auto applied = contain::verifyLimits(cg, expected, env.pageSize, "");
   if (applied) {
     l.place.applied = *applied;
-  } else if (l.req.memoryMax || applied.error().code != ENOENT) {
+  } else if (l.req.declaration.memoryMax || applied.error().code != ENOENT) {
     return Error{applied.error().code, applied.error().message + "; refusing the lease"};
   }
   if (auto ev = cg.memoryEvents()) l.place.oomKillsAtAdoption = ev->get("oom_kill");
@@ -363,11 +364,12 @@ std::optional<Denial> placeRun(const PlacementEnv& env, const LeaseBook& book, c
   }
   // The daemon's own word, not the client's: the declared memory.max is read
   // back from the cgroup the client made before the lease counts as started.
-  if (l.req.memoryMax) {
+  if (l.req.declaration.memoryMax) {
     // Where the kernel charges GTT, MemoryMax holds both declarations.
     cgroup::ExpectedLimits expected;
     expected.memoryMax =
-        handover.memoryMaxWithGpu(l.req.memoryMax, l.req.gpuMemoryMax).value_or(*l.req.memoryMax);
+        handover.memoryMaxWithGpu(l.req.declaration.memoryMax, l.req.declaration.gpuMemoryMax)
+            .value_or(*l.req.declaration.memoryMax);
     expected.onlyDeclared = true;
     auto applied = contain::verifyLimits(*cg, expected, env.pageSize, "");
     if (!applied) {

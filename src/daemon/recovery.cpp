@@ -28,7 +28,7 @@ Result<std::vector<std::string>> Recovery::run() {
       // Granted, never started: a run lease's client may still be setting up.
       l.awaitClient(clock::monotonicUs(), cfg_.clientGraceUs);
       log.push_back(fmt::format(
-          "lease {} ({}): granted, not started; waiting for its client to resume", l.id, l.name));
+          "lease {} ({}): granted, not started; waiting for its client to resume", l.id, l.name()));
       continue;
     }
     log.push_back(resume(l, *placed));
@@ -76,13 +76,13 @@ std::string Recovery::resume(Lease& l, const ledger::PlacedRow& placed) {
     // and counted against its pools until freed).
     sampler_.claimCharge(l, placed.inode);
     if (l.isAttach()) {
-      std::string line = fmt::format("lease {} ({}): lost: {}", l.id, l.name, *why);
+      std::string line = fmt::format("lease {} ({}): lost: {}", l.id, l.name(), *why);
       endings_.lost(l, *why + " (the daemon was not running)");  // frees l
       return line;
     }
     // A run lease's client holds the outcome; it may still report it.
     l.awaitClient(clock::monotonicUs(), cfg_.clientGraceUs);
-    return fmt::format("lease {} ({}): {}; waiting for its client to report", l.id, l.name, *why);
+    return fmt::format("lease {} ({}): {}; waiting for its client to report", l.id, l.name(), *why);
   }
   (void)events_.record(l, ledger::kReadopted, ledger::encode(placedRow(l)));
   // Its charge kept running while no daemon did: armed again with it. A
@@ -96,7 +96,7 @@ std::string Recovery::resume(Lease& l, const ledger::PlacedRow& placed) {
   sampler_.startMetering(l);
   if (l.target && l.target->pid) (void)env_.watches.watchPid(l.id, *l.target->pid);
   if (l.isRun()) l.awaitClient(clock::monotonicUs(), cfg_.clientGraceUs);
-  return fmt::format("lease {} ({}): re-adopted {}", l.id, l.name, l.place.cgroup);
+  return fmt::format("lease {} ({}): re-adopted {}", l.id, l.name(), l.place.cgroup);
 }
 
 }  // namespace tally::daemon

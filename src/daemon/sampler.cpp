@@ -32,15 +32,15 @@ Status Sampler::arm(Lease& l, bool recovered) {
   if (!recovered) carried = env_.charge->read(l.place.inode);
   if (auto s = env_.charge->arm(l.place.inode, spec); !s)
     return Error{s.error().code, fmt::format("lease {} ({}) cannot be charged in the kernel: {}",
-                                             l.id, l.name, s.error().message)};
+                                             l.id, l.name(), s.error().message)};
   l.metering.kernelArmed = l.place.inode;
   l.metering.kernelCarried = carried;
   return Ok{};
 }
 
 void Sampler::startMetering(Lease& l) {
-  l.metering.meter =
-      std::make_unique<lease::LeaseMeter>(env_.proc, env_.sys, *l.place.cg, l.req.gpuMemoryMax);
+  l.metering.meter = std::make_unique<lease::LeaseMeter>(env_.proc, env_.sys, *l.place.cg,
+                                                         l.req.declaration.gpuMemoryMax);
   l.metering.meter->readStatGpu(handover_.statNamesGpu);
   l.metering.meter->followTree(env_.treeWatcher, l.owner);
   // Its figure is its charge, with fdinfo (walked as the meter decides) as
@@ -203,14 +203,14 @@ void Sampler::enforceBound(Lease& l, std::uint64_t nowNs) {
        [&](const std::string& why) {
          events_.note(3,
                       fmt::format("lease {} ({}): could not kill it over its gpu_memory_max: {}",
-                                  l.id, l.name, why),
+                                  l.id, l.name(), why),
                       {{"TALLY_LEASE", l.id}});
        }});
   if (!killed) return;
   l.ending.tallyKill = *killed;
   for (Lease* c : children)
     c->ending.tallyKill =
-        fmt::format("killed with its parent lease {} ({}): {}", l.id, l.name, *killed);
+        fmt::format("killed with its parent lease {} ({}): {}", l.id, l.name(), *killed);
 }
 
 void Sampler::noteFdinfoAbove(Lease& l) {
@@ -222,7 +222,7 @@ void Sampler::noteFdinfoAbove(Lease& l) {
                fmt::format("lease {} ({}): its processes hold {} of GPU memory by fdinfo, the "
                            "kernel charged it {}: buffers made outside the lease (before it was "
                            "armed, by a task moved in, or passed in) count at fdinfo's figure",
-                           l.id, l.name, units::humanBytes(g.lastFdinfoBytes.value_or(0)),
+                           l.id, l.name(), units::humanBytes(g.lastFdinfoBytes.value_or(0)),
                            units::humanBytes(g.kernel->bytes)),
                {{"TALLY_LEASE", l.id},
                 {"TALLY_EVENT", "gpu-fdinfo-above-charge"},

@@ -469,15 +469,7 @@ void Service::tick() {
   // Grants happen when something is released; the tick only retries the
   // requests that wait on measured headroom, which changes by itself.
   if (changed || book_.waitsOnMeasuredHeadroom()) tryGrant();
-  // A declared unit that runs unleased for want of room is tried again once
-  // a second (admission only: its unit's state comes from systemd's signals).
-  if (now - lastDeclaredPassUs_ >= 1'000'000) {
-    lastDeclaredPassUs_ = now;
-    for (const auto& d : cfg_.leases) {
-      if (auto it = declared_.find(d.unit()); it != declared_.end() && it->second.waitsForRoom)
-        leaseDeclared(d);
-    }
-  }
+  retryDeclared(now);
   // A waiter told nothing for a while hears again what it waits for (a pass
   // over the queue, so once a second, not every tick).
   std::uint64_t every = env_.limits.queueStatusEveryUs;

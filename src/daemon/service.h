@@ -11,6 +11,8 @@
 //                a run lease's cgroup checked (placement.h)
 //   recovery     re-adopting open leases after a restart (recovery.h)
 //   Views        what the RPC and the metrics show (views.h)
+//   declared     the config's [leases.*]: each run of a declared unit
+//                leased (declared_leases.h)
 //
 // One instance lives in the event loop; every entry point runs to completion
 // without blocking on a client (replies go through the Outbox).
@@ -40,6 +42,7 @@
 #include "config/config.h"
 #include "coverage/assess.h"
 #include "coverage/handover.h"
+#include "daemon/declared_leases.h"
 #include "daemon/endings.h"
 #include "daemon/headroom.h"
 #include "daemon/kernel_upkeep.h"
@@ -190,17 +193,13 @@ class Service {
   // Why it was refused after all (recorded, adoption failed), or nothing.
   std::optional<std::string> granted(Lease& l);
 
-  // Declared leases ([leases.*]), followed by unit (daemon/unit_runs.h).
-  struct DeclaredRun {
-    std::string leasedInvocation;   // the run that got its lease
-    std::string refusedInvocation;  // a run refused past admission: not tried again
-    std::string refusedWhy;         // the last reason said in the journal
-    bool waitsForRoom = false;      // refused for want of room: retried each second
-  };
+  // Declared leases ([leases.*]), followed by unit (daemon/declared_leases.h).
   Lease* leaseOfUnit(const std::string& unit);
   const config::DeclaredLease* declarationOf(const std::string& unit) const;
   void leaseDeclared(const config::DeclaredLease& d);
   void noteDeclared(const config::DeclaredLease& d, DeclaredRun& st, const std::string& why);
+  // Once a second: the declared units that run unleased for want of room, tried again.
+  void retryDeclared(std::uint64_t nowUs);
   // An attached lease whose cgroup emptied: its outcome says how its unit's run ended.
   void endAttached(Lease& l);
   admission::HeadroomFn headroom();
@@ -226,9 +225,8 @@ class Service {
   Views views_;
   PoolAccess access_;  // resolved once at construction
   QueryBudget queries_;
-  std::uint64_t lastStatusPassUs_ = 0;           // the last pass telling waiters their status
-  std::map<std::string, DeclaredRun> declared_;  // by unit
-  std::uint64_t lastDeclaredPassUs_ = 0;
+  std::uint64_t lastStatusPassUs_ = 0;  // the last pass telling waiters their status
+  DeclaredRuns declared_;
   // Attach leases whose cgroup emptied and whose attacher's exit report is
   // awaited until a deadline (Lease::Ending::reportDeadlineUs): the tick looks
   // at these only.

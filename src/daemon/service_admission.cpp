@@ -98,18 +98,19 @@ Service::Admission Service::admit(std::uint64_t conn, const Peer& peer, const js
   if (auto why = poolRefusal(access_, peer, d.pools)) return refused(code::kForbidden, *why);
   // Provenance is the daemon's: no user's lease poses as a Slurm step.
   if (peer.uid != 0) {
-    if (auto why = lease::rootOnlyDeclaration(d.name.value_or(""), d.attributes))
+    if (auto why = lease::rootOnlyDeclaration(d.declaration.name, d.declaration.attributes))
       return refused(code::kForbidden, *why);
   }
   // A detached job's keys only from the job itself (its client asks from
   // inside the job's service): tally logs trusts them.
-  if (d.attributes.count(lease::kJobUnitKey) || d.attributes.count(lease::kJobManagerKey)) {
+  if (d.declaration.attributes.count(lease::kJobUnitKey) ||
+      d.declaration.attributes.count(lease::kJobManagerKey)) {
     std::string asker;
     if (auto text = env_.proc.read(fmt::format("{}/cgroup", peer.pid), 64 * 1024)) {
       auto cg = probes::parseProcCgroup(*text);
       if (cg && !cg->deleted && !cg->outsideNamespace) asker = cg->path;
     }
-    if (auto why = lease::jobKeysProblem(d.attributes, asker))
+    if (auto why = lease::jobKeysProblem(d.declaration.attributes, asker))
       return refused(code::kForbidden, *why);
   }
   // Ahead of everyone is the operator's call, not each user's own.
@@ -133,7 +134,7 @@ Service::Admission Service::admit(std::uint64_t conn, const Peer& peer, const js
   }
   // Fail closed: a bound on a device whose driver prints no figure would never fire.
   auto boundUnseen = [&]() -> std::optional<std::string> {
-    if (!l->req.gpuMemoryMax) return std::nullopt;
+    if (!l->req.declaration.gpuMemoryMax) return std::nullopt;
     const Lease* parent = child ? book_.find(l->parent) : nullptr;
     return devices::gpuBoundRefusal(host_.recent().devices,
                                     poolDevices(parent ? parent->req.pools : l->req.pools));

@@ -36,15 +36,15 @@ seats::Figure limitFigure(const Result<probes::MemoryLimit>& v, const char* file
 json Views::lease(const Lease& l, const admission::Engine::Queued* queued, std::size_t index) {
   json j;
   j["lease"] = l.id;
-  j["name"] = l.name;
+  j["name"] = l.name();
   j["kind"] = lease::kindName(l.kind);
   j["state"] = stateName(l.state());
   j["owner_uid"] = l.owner;
   j["pools"] = l.req.pools;
   j["priority"] = l.req.priority;
-  j["declared"] = {{"memory_max", jsonview::orNull(l.req.memoryMax)},
-                   {"gpu_memory_max", jsonview::orNull(l.req.gpuMemoryMax)}};
-  if (!l.attributes.empty()) j["attributes"] = lease::attributesJson(l.attributes);
+  j["declared"] = {{"memory_max", jsonview::orNull(l.req.declaration.memoryMax)},
+                   {"gpu_memory_max", jsonview::orNull(l.req.declaration.gpuMemoryMax)}};
+  if (!l.attributes().empty()) j["attributes"] = lease::attributesJson(l.attributes());
   if (!l.parent.empty()) j["parent"] = l.parent;
   j["requested_at_ns"] = l.requestedAtNs;
   if (l.state() == Lease::State::Queued) {
@@ -102,7 +102,8 @@ json Views::lease(const Lease& l, const admission::Engine::Queued* queued, std::
                       {"acted", l.metering.boundState.acted}};
   }
   // The kernel bounds GTT in MemoryMax now: a run lease's MemoryMax must hold both.
-  if (auto both = handover_.memoryMaxWithGpu(l.req.memoryMax, l.req.gpuMemoryMax))
+  if (auto both =
+          handover_.memoryMaxWithGpu(l.req.declaration.memoryMax, l.req.declaration.gpuMemoryMax))
     j["memory_max_effective"] = *both;
   j["coverage"] = coverage::coverageName(handover_.coverage);
   return j;
@@ -111,13 +112,14 @@ json Views::lease(const Lease& l, const admission::Engine::Queued* queued, std::
 rpc::api::LeaseReply Views::leaseReply(const Lease& l) {
   rpc::api::LeaseReply r;
   r.lease = l.id;
-  r.name = l.name;
+  r.name = l.name();
   r.kind = lease::kindName(l.kind);
   r.state = stateName(l.state());
   r.pools = l.req.pools;
   if (!l.place.unit.empty()) r.unit = l.place.unit;
   if (!l.place.cgroup.empty()) r.cgroup = l.place.cgroup;
-  r.memoryMaxEffective = handover_.memoryMaxWithGpu(l.req.memoryMax, l.req.gpuMemoryMax);
+  r.memoryMaxEffective =
+      handover_.memoryMaxWithGpu(l.req.declaration.memoryMax, l.req.declaration.gpuMemoryMax);
   r.coverage = coverage::coverageName(handover_.coverage);
   r.gpuBoundAdvisory = l.metering.advisory;
   r.view = lease(l);
@@ -271,7 +273,7 @@ json Views::pools() {
 seats::SeatFacts Views::seatFacts(const Lease& l) const {
   seats::SeatFacts f;
   f.lease = l.id;
-  f.name = l.name;
+  f.name = l.name();
   f.kind = lease::kindName(l.kind);
   f.state = stateName(l.state());
   f.pools = l.req.pools;
@@ -283,10 +285,10 @@ seats::SeatFacts Views::seatFacts(const Lease& l) const {
         w && w->kind != attribution::WorkloadKind::kSystemdUnit)
       f.container = w->name;
   }
-  f.memoryMax = l.req.memoryMax;
-  f.gpuMemoryMax = l.req.gpuMemoryMax;
+  f.memoryMax = l.req.declaration.memoryMax;
+  f.gpuMemoryMax = l.req.declaration.gpuMemoryMax;
   f.gpuMemoryHigh = l.metering.bound.high;
-  f.attributes = l.attributes;
+  f.attributes = l.attributes();
   if (!l.place.countersCg) {
     f.populated = false;  // queued or granted: no cgroup, nothing runs in the lease
   } else if (auto p = l.place.countersCg->populated()) {

@@ -33,12 +33,15 @@ std::optional<Action> parseAction(const std::string& text);  // the same spellin
 inline bool killsOverBound(Action a) { return a != Action::Report; }
 inline bool refusesInKernel(Action a) { return a == Action::Refuse; }
 
+// What a lease that declares none gets (lease/declaration.h): refuse, and
+// over gpu_memory_max at two consecutive samples.
+inline constexpr Action kDefaultAction = Action::Refuse;
 inline constexpr unsigned kDefaultConsecutive = 2;
 
 struct GpuBound {
   std::optional<std::uint64_t> max;
   std::optional<std::uint64_t> high;
-  Action action = Action::Refuse;
+  Action action = kDefaultAction;
   unsigned consecutive = kDefaultConsecutive;  // >= 1
   std::uint64_t sampleIntervalUs = 1000000;    // for the message only
   bool any() const { return max || high; }

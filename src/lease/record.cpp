@@ -35,27 +35,27 @@ json recordJson(const LeaseRecord& r) {
   const auto& s = r.spec;
   json j;
   j["schema"] = 1;
-  j["lease"] = {{"id", s.id}, {"name", s.name}, {"command", s.command}, {"manager", r.manager}};
+  j["lease"] = {
+      {"id", s.id}, {"name", s.declaration.name}, {"command", s.command}, {"manager", r.manager}};
   if (!r.unit.empty()) j["lease"]["unit"] = r.unit;
   if (!r.slice.empty()) j["lease"]["slice"] = r.slice;
   if (!r.cgroup.empty()) j["lease"]["cgroup"] = r.cgroup;
-  j["declared"] = {
-      {"memory_max", jsonview::orNull(s.declaredMemoryMax ? s.declaredMemoryMax : s.memoryMax)},
-      {"memory_high", jsonview::orNull(s.memoryHigh)},
-      {"memory_swap_max", jsonview::orNull(s.memorySwapMax)},
-      {"oom_policy", oomPolicyName(s.oomPolicy)},
-      {"gpu_memory_max", jsonview::orNull(s.gpuMemoryMax)},
-      {"gpu_memory_high", jsonview::orNull(s.gpuMemoryHigh)},
-      {"sample_interval_us", s.sampleIntervalUs},
-      {"source", "declared"}};
-  if (!s.attributes.empty()) {
+  j["declared"] = {{"memory_max", jsonview::orNull(s.declaration.memoryMax)},
+                   {"memory_high", jsonview::orNull(s.memoryHigh)},
+                   {"memory_swap_max", jsonview::orNull(s.memorySwapMax)},
+                   {"oom_policy", oomPolicyName(s.oomPolicy)},
+                   {"gpu_memory_max", jsonview::orNull(s.declaration.gpuMemoryMax)},
+                   {"gpu_memory_high", jsonview::orNull(s.declaration.gpuMemoryHigh)},
+                   {"sample_interval_us", s.sampleIntervalUs},
+                   {"source", "declared"}};
+  if (!s.declaration.attributes.empty()) {
     json attrs = json::object();
-    for (const auto& [k, v] : s.attributes) attrs[k] = v;
+    for (const auto& [k, v] : s.declaration.attributes) attrs[k] = v;
     j["declared"]["attributes"] = attrs;
   }
-  if (s.declaredMemoryMax) {
+  if (s.appliedMemoryMax) {
     // The hand-over: GTT is charged to memcg here, so MemoryMax holds both.
-    j["declared"]["memory_max_with_gpu"] = jsonview::orNull(s.memoryMax);
+    j["declared"]["memory_max_with_gpu"] = jsonview::orNull(s.appliedMemoryMax);
     j["declared"]["gtt_charged_to_memcg"] = true;
   }
   if (r.applied) {
@@ -172,13 +172,14 @@ json recordJson(const LeaseRecord& r) {
                             {"refused_bytes", k.refusedBytes}};
     gpu["fdinfo_bytes"] = jsonview::orNull(r.gpu.lastFdinfoBytes);
   }
-  if (s.gpuMemoryMax || s.gpuMemoryHigh) {
+  if (s.declaration.gpuBounded()) {
+    const enforce::GpuBound b = s.gpuBound();
     json bound;
-    bound["gpu_memory_max"] = jsonview::orNull(s.gpuMemoryMax);
-    bound["gpu_memory_high"] = jsonview::orNull(s.gpuMemoryHigh);
-    bound["action"] = enforce::actionName(s.gpuAction);
-    bound["consecutive_samples"] = s.gpuConsecutive;
-    if (s.gpuMemoryMax) bound["samples_over_gpu_memory_max"] = r.gpu.samplesOverBudget;
+    bound["gpu_memory_max"] = jsonview::orNull(b.max);
+    bound["gpu_memory_high"] = jsonview::orNull(b.high);
+    bound["action"] = enforce::actionName(b.action);
+    bound["consecutive_samples"] = b.consecutive;
+    if (b.max) bound["samples_over_gpu_memory_max"] = r.gpu.samplesOverBudget;
     bound["events"] = boundEventsJson(r.gpuBound);
     gpu["bound"] = bound;
   }
@@ -192,11 +193,11 @@ std::string startLine(const LeaseRecord& r) {
   auto add = [&](const char* name, const std::optional<std::uint64_t>& v) {
     if (v) limits.push_back(fmt::format("{}={}", name, units::humanBytes(*v)));
   };
-  add("MemoryMax", r.spec.memoryMax);
+  add("MemoryMax", r.spec.memoryMax());
   add("MemoryHigh", r.spec.memoryHigh);
   add("MemorySwapMax", r.spec.memorySwapMax);
-  add("gpu_memory_max", r.spec.gpuMemoryMax);
-  add("gpu_memory_high", r.spec.gpuMemoryHigh);
+  add("gpu_memory_max", r.spec.declaration.gpuMemoryMax);
+  add("gpu_memory_high", r.spec.declaration.gpuMemoryHigh);
   std::string where =
       r.unit.empty() ? fmt::format("in cgroup {}", r.cgroup) : fmt::format("as {}", r.unit);
   return fmt::format("tally: lease {} running {} ({})", r.spec.id, where,
@@ -205,7 +206,7 @@ std::string startLine(const LeaseRecord& r) {
 }
 
 std::string summaryLine(const LeaseRecord& r) {
-  std::string line = fmt::format("tally: lease {} ({}) {}", r.spec.id, r.spec.name,
+  std::string line = fmt::format("tally: lease {} ({}) {}", r.spec.id, r.spec.declaration.name,
                                  outcomeWords(outcomeClassName(r.outcome.cls), r.outcome.summary));
   if (r.outcome.cls == OutcomeClass::ContainmentRefused) return line;
   if (r.counters.memoryPeak)
@@ -222,9 +223,9 @@ std::string summaryLine(const LeaseRecord& r) {
     if (k.refused)
       line += fmt::format("; {} GPU allocation{} refused at its bound ({})", k.refused,
                           k.refused == 1 ? "" : "s", units::humanBytes(k.refusedBytes));
-    if (r.spec.gpuMemoryMax && *r.gpu.peakBytes <= *r.spec.gpuMemoryMax)
-      line +=
-          fmt::format(", never over gpu_memory_max {}", units::humanBytes(*r.spec.gpuMemoryMax));
+    if (r.spec.declaration.gpuMemoryMax && *r.gpu.peakBytes <= *r.spec.declaration.gpuMemoryMax)
+      line += fmt::format(", never over gpu_memory_max {}",
+                          units::humanBytes(*r.spec.declaration.gpuMemoryMax));
   } else if (r.gpu.peakBytes) {
     // Sampled, not a kernel high-water mark: a spike between two samples is
     // not seen, so the line says what it is and how often it looked.
@@ -232,13 +233,13 @@ std::string summaryLine(const LeaseRecord& r) {
         "; GPU sampled peak {} ({} sample{} every {}, drm-fdinfo; shorter spikes are not seen)",
         units::humanBytes(*r.gpu.peakBytes), r.gpu.samples, r.gpu.samples == 1 ? "" : "s",
         units::humanDuration(r.spec.sampleIntervalUs));
-    if (r.spec.gpuMemoryMax && r.gpu.samplesOverBudget &&
+    if (r.spec.declaration.gpuMemoryMax && r.gpu.samplesOverBudget &&
         r.outcome.cls != OutcomeClass::KilledByTally) {
-      line += fmt::format(", over gpu_memory_max {} in {} samples ({})",
-                          units::humanBytes(*r.spec.gpuMemoryMax), r.gpu.samplesOverBudget,
-                          r.spec.gpuAction == enforce::Action::Report
-                              ? "report only"
-                              : "not in a row long enough to act");
+      line += fmt::format(
+          ", over gpu_memory_max {} in {} samples ({})",
+          units::humanBytes(*r.spec.declaration.gpuMemoryMax), r.gpu.samplesOverBudget,
+          r.spec.gpuBound().action == enforce::Action::Report ? "report only"
+                                                              : "not in a row long enough to act");
     }
   }
   return line;

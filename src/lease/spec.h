@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "enforce/gpu_bound.h"
-#include "lease/attributes.h"
+#include "lease/declaration.h"
 
 namespace tally::lease {
 
@@ -25,29 +25,31 @@ enum class Manager {
 };
 
 struct LeaseSpec {
-  std::string id;    // [0-9a-z], no dash: systemd nests "a-b.slice" under "a.slice"
-  std::string name;  // operator's label; defaults to the command's basename
-  std::optional<std::uint64_t> memoryMax;
+  std::string id;  // [0-9a-z], no dash: systemd nests "a-b.slice" under "a.slice"
+  // What the operator declared; its name defaults to the command's basename.
+  Declaration declaration;
   // Set when the hand-over mapped --gpu-memory-max onto MemoryMax (the kernel
-  // charges GTT to memcg): what the operator declared; memoryMax is then the
-  // sum that is applied.
-  std::optional<std::uint64_t> declaredMemoryMax;
+  // charges GTT to memcg): the sum that is applied as MemoryMax, where the
+  // declaration keeps what the operator declared.
+  std::optional<std::uint64_t> appliedMemoryMax;
   std::optional<std::uint64_t> memoryHigh;
   std::optional<std::uint64_t> memorySwapMax;
   OomPolicy oomPolicy = OomPolicy::Kill;
-  // The userspace GPU bound (enforce/gpu_bound.h): the lease's GTT+VRAM over
-  // gpu_memory_max for gpuConsecutive samples -> gpuAction; gpu_memory_high
-  // only raises an event.
-  std::optional<std::uint64_t> gpuMemoryMax;
-  std::optional<std::uint64_t> gpuMemoryHigh;
-  enforce::Action gpuAction = enforce::Action::Refuse;
-  unsigned gpuConsecutive = enforce::kDefaultConsecutive;
+  // The daemon made the GPU bound advisory (the kernel charges GTT): it reports only.
+  bool gpuBoundAdvisory = false;
   std::uint64_t sampleIntervalUs = 1000000;
   std::string slice = "tally.slice";  // parent slice of the lease's own slice
   Manager manager = Manager::Auto;
   std::optional<std::string> cgroupParent;  // cgroupfs mode: where lease cgroups are made
   std::vector<std::string> command;
-  Attributes attributes;  // operator-declared (--attr), recorded as declared
+
+  // What MemoryMax holds: the hand-over's sum, or what was declared.
+  std::optional<std::uint64_t> memoryMax() const {
+    return appliedMemoryMax ? appliedMemoryMax : declaration.memoryMax;
+  }
+  enforce::GpuBound gpuBound() const {
+    return lease::gpuBound(declaration, sampleIntervalUs, gpuBoundAdvisory);
+  }
 };
 
 // Unit names derived from a spec: the lease's own slice nests under `slice`

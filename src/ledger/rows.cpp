@@ -12,6 +12,8 @@ namespace {
 
 using json = nlohmann::json;
 
+constexpr const char* kUnnamed = "lease";
+
 // Reads one row body's fields: absent is the default, a wrong type an error
 // naming the field.
 class Fields {
@@ -62,16 +64,16 @@ json encode(const GrantedRow& r) {
   json b;
   b["schema"] = 1;
   b["kind"] = lease::kindName(r.kind);
-  b["name"] = r.name;
+  b["name"] = r.declaration.name;
   b["owner_uid"] = r.owner;
   b["peer_pid"] = r.peerPid;
   b["pools"] = r.pools;
   b["priority"] = r.priority;
-  b["declared"] = {{"memory_max", jsonview::orNull(r.memoryMax)},
-                   {"gpu_memory_max", jsonview::orNull(r.gpuMemoryMax)},
-                   {"gpu_memory_high", jsonview::orNull(r.gpuMemoryHigh)},
-                   {"source", "declared"}};
-  if (!r.attributes.empty()) b["declared"]["attributes"] = lease::attributesJson(r.attributes);
+  json declared = {
+      {"memory_max", nullptr}, {"gpu_memory_max", nullptr}, {"gpu_memory_high", nullptr}};
+  declared.update(lease::declarationJson(r.declaration));
+  declared["source"] = "declared";
+  b["declared"] = std::move(declared);
   if (r.boundAction) {
     b["gpu_bound"] = {{"action", enforce::actionName(*r.boundAction)},
                       {"consecutive_samples", r.boundConsecutive},
@@ -104,7 +106,8 @@ Result<GrantedRow> decodeGranted(const json& body) {
   auto k = lease::parseKind(kind);
   if (!k) return f.bad("kind", "run or attach");
   r.kind = *k;
-  if (auto s = f.str(body, "name", r.name); !s) return s.error();
+  r.declaration.name = kUnnamed;  // a row without a name (none was ever written so)
+  if (auto s = f.str(body, "name", r.declaration.name); !s) return s.error();
   if (auto s = f.integer(body, "owner_uid", r.owner, 0, UINT32_MAX); !s) return s.error();
   if (auto s = f.integer(body, "peer_pid", r.peerPid, 0, INT32_MAX); !s) return s.error();
   if (const json* pools = f.get(body, "pools")) {
@@ -115,25 +118,29 @@ Result<GrantedRow> decodeGranted(const json& body) {
     }
   }
   if (auto s = f.integer(body, "priority", r.priority, -1000, 1000); !s) return s.error();
-  if (const json* d = f.get(body, "declared")) {
-    if (auto s = f.u64(*d, "memory_max", r.memoryMax); !s) return s.error();
-    if (auto s = f.u64(*d, "gpu_memory_max", r.gpuMemoryMax); !s) return s.error();
-    if (auto s = f.u64(*d, "gpu_memory_high", r.gpuMemoryHigh); !s) return s.error();
-    if (const json* a = f.get(*d, "attributes")) {
-      auto attrs = lease::attributesFromJson(*a);
-      if (!attrs)
-        return Error{0, "the ledger's granted row has attributes that are not valid: " +
-                            attrs.error().message};
-      r.attributes = std::move(*attrs);
-    }
+  const json* declared = f.get(body, "declared");
+  if (declared && declared->is_object()) {
+    // The RPC's decoder, so a row reads as the request it was made from.
+    jsonfields::Fields d(*declared, "declared.");
+    const std::string name = std::move(r.declaration.name);
+    r.declaration.name.clear();
+    if (auto s = lease::decodeDeclaration(d, r.declaration); !s)
+      return Error{0, fmt::format("the ledger's {} row: {}", kGranted, s.error().message)};
+    if (r.declaration.name.empty()) r.declaration.name = name;  // a row before "declared" had it
   }
   if (const json* gb = f.get(body, "gpu_bound")) {
     std::string action = "kill";
     if (auto s = f.str(*gb, "action", action); !s) return s.error();
     r.boundAction = enforce::parseAction(action);
     if (!r.boundAction) return f.bad("gpu_bound.action", "refuse, kill or report");
-    if (auto s = f.integer(*gb, "consecutive_samples", r.boundConsecutive, 1, 100); !s)
+    if (auto s =
+            f.integer(*gb, "consecutive_samples", r.boundConsecutive, 1, lease::kMaxOverSamples);
+        !s)
       return s.error();
+    // A row before "declared" had the bound's action and pace: what it enforced.
+    auto has = [&](const char* key) { return declared && f.get(*declared, key); };
+    if (!has("gpu_memory_action")) r.declaration.gpuAction = *r.boundAction;
+    if (!has("gpu_over_samples")) r.declaration.gpuOverSamples = r.boundConsecutive;
   }
   std::optional<std::uint64_t> requested;
   if (auto s = f.u64(body, "requested_at_ns", requested); !s) return s.error();

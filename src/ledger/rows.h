@@ -18,6 +18,7 @@
 
 #include "enforce/gpu_bound.h"
 #include "lease/attributes.h"
+#include "lease/declaration.h"
 #include "lease/kind.h"
 #include "ledger/kinds.h"
 #include "probes/cgroup_memory.h"
@@ -29,16 +30,22 @@ class Ledger;
 struct Event;
 
 // granted: who asked for what, and how its GPU bound is enforced.
+//
+// The declaration is the RPC's own object (lease::declarationJson) under
+// "declared", with "source": "declared" and an absent limit written null;
+// its name is also the row's "name". Rows before the declaration was one
+// object spelt the bound's action and pace only as "gpu_bound"'s "action"
+// and "consecutive_samples": both spellings read.
 struct GrantedRow {
   lease::LeaseKind kind = lease::LeaseKind::Run;
-  std::string name = "lease";
   uid_t owner = 0;
   pid_t peerPid = 0;
   std::vector<std::string> pools;
   int priority = 0;
-  std::optional<std::uint64_t> memoryMax, gpuMemoryMax, gpuMemoryHigh;
-  lease::Attributes attributes;
-  // Present when the lease has a GPU bound (gpu_memory_max or _high).
+  lease::Declaration declaration;
+  // How the GPU bound is enforced, present when the lease has one
+  // (gpu_memory_max or _high): the action after the hand-over (advisory:
+  // report) or a child's parent's, and its pace.
   std::optional<enforce::Action> boundAction;
   unsigned boundConsecutive = enforce::kDefaultConsecutive;
   std::uint64_t requestedAtNs = 0;

@@ -7,10 +7,8 @@
 #include "attribution/container.h"
 #include "attribution/container_inspect.h"
 #include "cgroup/path.h"
-#include "lease/limits_rule.h"
 #include "lease/outcome.h"
 #include "lease/pool_name.h"
-#include "lease/spec.h"
 #include "rpc/fields.h"
 #include "util/clean_text.h"
 #include "util/text.h"
@@ -78,36 +76,7 @@ Status decodeDeclared(Fields& f, Declared& d, bool child = false) {
     }
     d.pools.push_back(p.get<std::string>());
   }
-  auto name = f.str("name", 64);
-  if (!name) return name.error();
-  if (*name && !(*name)->empty()) {
-    if (!lease::validLeaseName(**name)) return f.bad("name", "must be 1-64 of [A-Za-z0-9._-]");
-    d.name = std::move(**name);
-  }
-  for (auto [key, out] :
-       {std::pair{"memory_max", &d.memoryMax}, std::pair{"gpu_memory_max", &d.gpuMemoryMax},
-        std::pair{"gpu_memory_high", &d.gpuMemoryHigh}}) {
-    auto v = f.u64(key);
-    if (!v) return v.error();
-    *out = *v;
-  }
-  if (auto s =
-          lease::checkLimits({d.memoryMax, d.gpuMemoryMax, d.gpuMemoryHigh}, lease::kRpcLimitNames);
-      !s)
-    return Error{0, s.error().message};
-  auto action = f.str("gpu_memory_action", 16);
-  if (!action) return action.error();
-  if (*action) {
-    auto a = enforce::parseAction(**action);
-    if (!a) return f.bad("gpu_memory_action", "must be \"refuse\", \"kill\" or \"report\"");
-    d.gpuAction = *a;
-  }
-  auto over = f.u64("gpu_over_samples", kMaxOverSamples);
-  if (!over) return over.error();
-  if (*over) {
-    if (**over < 1) return f.bad("gpu_over_samples", fmt::format("must be 1..{}", kMaxOverSamples));
-    d.gpuOverSamples = static_cast<unsigned>(**over);
-  }
+  if (auto s = lease::decodeDeclaration(f, d.declaration); !s) return s.error();
   auto timeout = f.u64("timeout_us", kMaxTimeoutUs);
   if (!timeout) return timeout.error();
   d.timeoutUs = *timeout;
@@ -117,25 +86,14 @@ Status decodeDeclared(Fields& f, Declared& d, bool child = false) {
   auto noWait = f.boolean("no_wait");
   if (!noWait) return noWait.error();
   d.noWait = *noWait;
-  if (const json* attrs = f.get("attributes")) {
-    auto a = lease::attributesFromJson(*attrs);
-    if (!a) return Error{0, fmt::format("\"attributes\": {}", a.error().message)};
-    d.attributes = std::move(*a);
-  }
   return Ok{};
 }
 
 json encodeDeclared(const Declared& d) {
-  json p = {{"priority", d.priority}};
+  json p = lease::declarationJson(d.declaration);
+  p["priority"] = d.priority;
   if (!d.pools.empty()) p["pools"] = d.pools;
-  if (d.name) p["name"] = *d.name;
-  if (d.memoryMax) p["memory_max"] = *d.memoryMax;
-  if (d.gpuMemoryMax) p["gpu_memory_max"] = *d.gpuMemoryMax;
-  if (d.gpuMemoryHigh) p["gpu_memory_high"] = *d.gpuMemoryHigh;
-  if (d.gpuAction) p["gpu_memory_action"] = enforce::actionName(*d.gpuAction);
-  if (d.gpuOverSamples) p["gpu_over_samples"] = *d.gpuOverSamples;
   if (d.timeoutUs) p["timeout_us"] = *d.timeoutUs;
-  if (!d.attributes.empty()) p["attributes"] = lease::attributesJson(d.attributes);
   if (d.noWait) p["no_wait"] = true;
   return p;
 }

@@ -19,6 +19,7 @@
 
 #include "enforce/gpu_bound.h"
 #include "lease/attributes.h"
+#include "lease/declaration.h"
 #include "lease/kind.h"
 #include "lease/lease_id.h"
 #include "util/result.h"
@@ -36,7 +37,7 @@ inline constexpr std::size_t kMaxRecordBytes = 128 * 1024;
 inline constexpr std::uint64_t kMaxPid = 4194304;  // PID_MAX_LIMIT
 inline constexpr std::uint64_t kMaxTimeoutUs = 366ULL * 86'400'000'000ULL;
 inline constexpr int kMinPriority = -100, kMaxPriority = 100;
-inline constexpr unsigned kMaxOverSamples = 100;
+using lease::kMaxOverSamples;
 
 enum class Method {
   Hello,
@@ -61,16 +62,13 @@ std::optional<Method> parseMethod(std::string_view name);
 const char* methodName(Method m);
 std::string methodList();  // "hello, acquire, ..." for the unknown-method error
 
-// What a lease declares, shared by acquire (a run lease) and attach.
+// What acquire (a run lease) and attach ask for: the lease's declaration,
+// and where and how it waits for its grant.
 struct Declared {
-  std::vector<std::string> pools;   // 1..kMaxPools distinct names
-  std::optional<std::string> name;  // lease::validLeaseName
-  std::optional<std::uint64_t> memoryMax, gpuMemoryMax, gpuMemoryHigh;
-  std::optional<enforce::Action> gpuAction;
-  std::optional<unsigned> gpuOverSamples;  // 1..kMaxOverSamples
+  std::vector<std::string> pools;  // 1..kMaxPools distinct names
+  lease::Declaration declaration;
   std::optional<std::uint64_t> timeoutUs;  // the queue wait; absent = the daemon's queue_timeout
   int priority = 0;                        // kMinPriority..kMaxPriority
-  lease::Attributes attributes;
   // Refuse at once, with the reason, rather than queue when the lease cannot
   // be granted now (tally attach without --wait: a running workload must not
   // go unmetered while it waits).

@@ -149,9 +149,8 @@ LeaseRecord runLease(const LeaseSpec& spec, const RunEnv& env, contain::LeaseCgr
   if (env.observer) {
     if (auto s = env.observer->placed(rec, *lease); !s) return refuseAfterFork(s.error());
   }
-  LeaseMeter meter(env.proc, env.sys, *cg, spec.gpuMemoryMax);
-  enforce::GpuBound bound{spec.gpuMemoryMax, spec.gpuMemoryHigh, spec.gpuAction,
-                          spec.gpuConsecutive, spec.sampleIntervalUs};
+  LeaseMeter meter(env.proc, env.sys, *cg, spec.declaration.gpuMemoryMax);
+  enforce::GpuBound bound = spec.gpuBound();
   enforce::GpuBoundState boundState;
   rec.startedAtNs = clock::realtimeNs();
   if (env.onStart) env.onStart(rec);

@@ -240,10 +240,10 @@ Result<rpc::api::Attach> jobRequest(const PluginArgs& args, const StepOptions& o
   auto pool = poolOf(args, o);
   if (!pool) return pool.error();
   d.pools = {*pool};
-  d.name = jobLeaseName(f.jobId);
-  d.gpuMemoryMax = *f.gresBytes;
+  d.declaration.name = jobLeaseName(f.jobId);
+  d.declaration.gpuMemoryMax = *f.gresBytes;
   d.noWait = true;  // Slurm placed the job: granted now or refused, never queued
-  if (auto s = slurmAttributes(f, false, d.attributes); !s) return s.error();
+  if (auto s = slurmAttributes(f, false, d.declaration.attributes); !s) return s.error();
   req.target.cgroup = f.jobCgroup;
   req.join = true;  // the extern step made it, or an earlier step of the job
   return req;
@@ -260,7 +260,7 @@ Result<rpc::api::Attach> stepRequest(const PluginArgs& args, const StepOptions& 
     req.parent = f.jobLease;  // the job's pools count it; it holds none
   else
     d.pools = {*pool};
-  d.name = leaseName(f.jobId, f.stepId);
+  d.declaration.name = leaseName(f.jobId, f.stepId);
   const bool gres = f.gresBytes && *f.gresBytes > 0;
   // The step's own ask: its GRES request, capped by --gpu-memory-max.
   std::optional<std::uint64_t> own = f.stepGresBytes;
@@ -279,11 +279,11 @@ Result<rpc::api::Attach> stepRequest(const PluginArgs& args, const StepOptions& 
     own = own ? std::min(*own, *n) : *n;
   }
   // Never above the job's count (the daemon holds a child to its parent's too).
-  if (gres) d.gpuMemoryMax = own ? std::min(*own, *f.gresBytes) : *f.gresBytes;
+  if (gres) d.declaration.gpuMemoryMax = own ? std::min(*own, *f.gresBytes) : *f.gresBytes;
   if (o.gpuMemoryHigh) {
     auto n = units::parseSize(*o.gpuMemoryHigh);
     if (!n) return optionError("gpu-memory-high", *o.gpuMemoryHigh, n.error());
-    d.gpuMemoryHigh = *n;
+    d.declaration.gpuMemoryHigh = *n;
   }
   // Slurm has placed the step and slurmstepd waits on this answer: granted
   // now or refused with the daemon's reason, never queued.
@@ -291,9 +291,9 @@ Result<rpc::api::Attach> stepRequest(const PluginArgs& args, const StepOptions& 
   for (const auto& a : o.attrs) {
     auto kv = lease::parseAttribute(a);
     if (!kv) return optionError("tally-attr", a, kv.error());
-    d.attributes[kv->first] = kv->second;
+    d.declaration.attributes[kv->first] = kv->second;
   }
-  if (auto s = slurmAttributes(f, true, d.attributes); !s) return s.error();
+  if (auto s = slurmAttributes(f, true, d.declaration.attributes); !s) return s.error();
   req.target.cgroup = f.cgroup;
   // slurmstepd reaps the tasks: the plugin reports their wait status (exited).
   req.reportsExit = true;

@@ -300,7 +300,7 @@ TEST_F(DaemonLive, LedgerSurvivesTheDaemonKilledMidWrite) {
       if (!c) continue;  // the daemon is restarting
       rpc::api::Acquire a;
       a.declared.pools = {"gpu"};
-      a.declared.gpuMemoryMax = 1 << 30;
+      a.declared.declaration.gpuMemoryMax = 1 << 30;
       auto m = c->call(a, {}, 2000);
       if (m && m->ok) {
         (void)c->call(rpc::api::Release{{m->result["lease"].get<std::string>()}}, {}, 2000);

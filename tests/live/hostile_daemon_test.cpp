@@ -558,8 +558,8 @@ TEST_F(HostileDaemon, ADamagedLedgerIsSeenAndTheDaemonFailsClosed) {
     auto c = daemon->client();
     rpc::api::Acquire a;
     a.declared.pools = {"gpu"};
-    a.declared.gpuMemoryMax = GiB;
-    a.declared.attributes = {{"pad", std::string(200, 'p')}};
+    a.declared.declaration.gpuMemoryMax = GiB;
+    a.declared.declaration.attributes = {{"pad", std::string(200, 'p')}};
     auto m = c.call(a, {}, 2000);
     ASSERT_TRUE(m && m->ok);
     ASSERT_TRUE(c.call(rpc::api::Release{{m->result["lease"].get<std::string>()}}, {}, 2000));

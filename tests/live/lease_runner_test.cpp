@@ -120,7 +120,7 @@ struct Runner : ::testing::Test {
   lease::LeaseSpec spec;
   void SetUp() override {
     spec.id = "test";
-    spec.name = "t";
+    spec.declaration.name = "t";
     spec.sampleIntervalUs = 20'000;
   }
   std::vector<std::string> startLines;  // the start lines said, in order
@@ -160,7 +160,7 @@ TEST_F(Runner, ExitCodeMirrorsAndEveryStepRuns) {
 TEST_F(Runner, TheStartLineComesBeforeTheWorkloadWithItsLimits) {
   std::string marker = tree.path() + "/ran";
   spec.command = {"touch", marker};
-  spec.gpuMemoryMax = 40ULL << 30;
+  spec.declaration.gpuMemoryMax = 40ULL << 30;
   FakeLease lease(tree.path(), "max", "oom 0\noom_kill 0\n");
   bool ranBefore = true;
   run::RunEnv env{proc, sys, &cg, -1, 4096, nullptr, [&](const lease::LeaseRecord& r) {
@@ -173,7 +173,7 @@ TEST_F(Runner, TheStartLineComesBeforeTheWorkloadWithItsLimits) {
   EXPECT_TRUE(exists(marker));
   EXPECT_EQ(startLines, std::vector<std::string>{
                             "tally: lease test running as fake.scope (gpu_memory_max=40.0 GiB)"});
-  spec.memoryMax = 64 << 20;
+  spec.declaration.memoryMax = 64 << 20;
   FakeLease refused(tree.path(), "max", "");  // reads back "max": refused
   startLines.clear();
   run(refused);
@@ -183,7 +183,7 @@ TEST_F(Runner, TheStartLineComesBeforeTheWorkloadWithItsLimits) {
 TEST_F(Runner, ReadBackMismatchKillsTheHeldChildBeforeExec) {
   std::string marker = tree.path() + "/ran";
   spec.command = {"touch", marker};
-  spec.memoryMax = 64 << 20;
+  spec.declaration.memoryMax = 64 << 20;
   FakeLease lease(tree.path(), "max", "");  // the cgroup says "max": not what was declared
   auto r = run(lease);
   EXPECT_EQ(r.outcome.cls, lease::OutcomeClass::ContainmentRefused);
@@ -229,7 +229,7 @@ TEST_F(Runner, CommandNotFound) {
 
 TEST_F(Runner, SigkillWithOomKillInTheCountersIsAnOom) {
   spec.command = {"sh", "-c", "kill -KILL $$"};
-  spec.memoryMax = 64 << 20;
+  spec.declaration.memoryMax = 64 << 20;
   FakeLease lease(tree.path(), "67108864", "oom 1\noom_kill 2\noom_group_kill 1\n");
   auto r = run(lease);
   EXPECT_EQ(r.outcome.cls, lease::OutcomeClass::OomKilled);

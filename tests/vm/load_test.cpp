@@ -793,7 +793,7 @@ TEST_F(VmLoad, ReplaysFromTheFirstRow) {
     for (int i = 0; i < kLeases; ++i) {
       std::string id = lease::newLeaseId();
       ledger::GrantedRow g;
-      g.name = fmt::format("job-{}", i);
+      g.declaration.name = fmt::format("job-{}", i);
       g.pools = {"load"};
       g.requestedAtNs = realtimeNs();
       ASSERT_TRUE(db->appendEvent(id, ledger::kGranted, ledger::encode(g).dump()));
@@ -997,7 +997,7 @@ TEST_F(VmLoad, PipelinedQueriesForALongHistory) {
     ASSERT_TRUE(db) << db.error().message;
     ledger::GrantedRow g;
     g.kind = lease::LeaseKind::Attach;
-    g.name = "history";
+    g.declaration.name = "history";
     g.pools = {"load"};
     g.requestedAtNs = born;
     g.target.cgroup = cg;

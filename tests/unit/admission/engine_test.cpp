@@ -25,7 +25,10 @@ std::vector<config::Pool> pools() {
 Request req(const std::string& id, std::vector<std::string> pools,
             std::optional<std::uint64_t> mem = {}, std::optional<std::uint64_t> gpu = {},
             int prio = 0) {
-  return Request{id, std::move(pools), mem, gpu, prio, 0};
+  Request r{id, std::move(pools), {}, prio, 0};
+  r.declaration.memoryMax = mem;
+  r.declaration.gpuMemoryMax = gpu;
+  return r;
 }
 
 TEST(Admission, RefusesWhatCanNeverBeGrantedAndSaysWhichFlag) {
@@ -275,8 +278,8 @@ TEST(AdmissionProperty, RandomSequencesKeepEveryInvariant) {
           const auto& h = e.usage(p).holders;
           ASSERT_NE(std::find(h.begin(), h.end(), id), h.end()) << "half-granted " << id;
         }
-        if (tightHeadroom && r->gpuMemoryMax) {
-          ASSERT_LE(*r->gpuMemoryMax, 24 * GiB) << "headroom exceeded";
+        if (tightHeadroom && r->declaration.gpuMemoryMax) {
+          ASSERT_LE(*r->declaration.gpuMemoryMax, 24 * GiB) << "headroom exceeded";
         }
         for (const Request* w : e.queue()) {
           bool shares = std::any_of(w->pools.begin(), w->pools.end(), [&](const std::string& p) {
@@ -302,8 +305,8 @@ TEST(AdmissionProperty, RandomSequencesKeepEveryInvariant) {
           for (std::size_t k = 0, n = 1 + pick(2); k < n; ++k) ps.insert(names[pick(names.size())]);
           r.pools.assign(ps.begin(), ps.end());
           if (ps.count("gpu")) {
-            r.memoryMax = (1 + pick(32)) * GiB;
-            r.gpuMemoryMax = (1 + pick(64)) * GiB;
+            r.declaration.memoryMax = (1 + pick(32)) * GiB;
+            r.declaration.gpuMemoryMax = (1 + pick(64)) * GiB;
           }
           r.priority = static_cast<int>(pick(3)) - 1;
           if (pick(4) == 0) r.deadlineUs = now + 1 + pick(20);

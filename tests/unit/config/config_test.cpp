@@ -327,19 +327,19 @@ TEST(ConfigLeases, ADeclarationIsTheAttachRequestOfItsUnitInFileOrder) {
   EXPECT_EQ(l[0].unit(), "llama-server.service");
   const auto& d = l[0].attach.declared;
   EXPECT_EQ(d.pools, std::vector<std::string>{"gpu"});
-  EXPECT_EQ(d.name, "llama");  // the table's name names the lease
-  EXPECT_EQ(d.memoryMax, 8ULL << 30);
-  EXPECT_EQ(d.gpuMemoryMax, 64ULL << 30);
-  EXPECT_EQ(d.gpuMemoryHigh, 60ULL << 30);
-  EXPECT_EQ(d.gpuAction, enforce::Action::Kill);
-  EXPECT_EQ(d.gpuOverSamples, 3u);
+  EXPECT_EQ(d.declaration.name, "llama");  // the table's name names the lease
+  EXPECT_EQ(d.declaration.memoryMax, 8ULL << 30);
+  EXPECT_EQ(d.declaration.gpuMemoryMax, 64ULL << 30);
+  EXPECT_EQ(d.declaration.gpuMemoryHigh, 60ULL << 30);
+  EXPECT_EQ(d.declaration.gpuAction, enforce::Action::Kill);
+  EXPECT_EQ(d.declaration.gpuOverSamples, 3u);
   EXPECT_EQ(d.priority, 5);
-  EXPECT_EQ(d.attributes, (lease::Attributes{{"model", "qwen3-32b"}, {"owner", "ml"}}));
+  EXPECT_EQ(d.declaration.attributes, (lease::Attributes{{"model", "qwen3-32b"}, {"owner", "ml"}}));
   EXPECT_TRUE(d.noWait);  // never queued behind a surprise
   EXPECT_EQ(l[1].name, "comfy");
-  EXPECT_EQ(l[1].attach.declared.name, "comfyui");
+  EXPECT_EQ(l[1].attach.declared.declaration.name, "comfyui");
   EXPECT_EQ(l[1].attach.declared.pools, (std::vector<std::string>{"gpu", "batch"}));
-  EXPECT_FALSE(l[1].attach.declared.memoryMax);  // no limit nobody declared
+  EXPECT_FALSE(l[1].attach.declared.declaration.memoryMax);  // no limit nobody declared
 }
 
 std::string problemsOf(const std::string& text) {

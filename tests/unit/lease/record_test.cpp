@@ -40,9 +40,9 @@ lease::OutcomeFacts signaled(int sig, const char* events) {
 TEST(Record, AbsentFiguresCarryAReasonNeverZero) {
   lease::LeaseRecord r;
   r.spec.id = "0123456789ab";
-  r.spec.name = "job";
+  r.spec.declaration.name = "job";
   r.spec.command = {"job", "--x"};
-  r.spec.memoryMax = 64 * kMiB;
+  r.spec.declaration.memoryMax = 64 * kMiB;
   r.manager = "system";
   r.startedAtNs = 1'000'000'000;
   r.endedAtNs = 3'500'000'000;
@@ -75,23 +75,23 @@ TEST(Record, AbsentFiguresCarryAReasonNeverZero) {
 TEST(Record, AMappedMemoryMaxKeepsWhatWasDeclared) {
   lease::LeaseRecord r;
   r.spec.id = "x";
-  r.spec.name = "y";
-  r.spec.declaredMemoryMax = 64 * kMiB;
-  r.spec.memoryMax = 128 * kMiB;
-  r.spec.gpuMemoryMax = 64 * kMiB;
+  r.spec.declaration.name = "y";
+  r.spec.declaration.memoryMax = 64 * kMiB;
+  r.spec.appliedMemoryMax = 128 * kMiB;
+  r.spec.declaration.gpuMemoryMax = 64 * kMiB;
   auto j = lease::recordJson(r);
   EXPECT_EQ(j["declared"]["memory_max"], 64 * kMiB);
   EXPECT_EQ(j["declared"]["memory_max_with_gpu"], 128 * kMiB);
   EXPECT_EQ(j["declared"]["gtt_charged_to_memcg"], true);
-  r.spec.declaredMemoryMax.reset();
+  r.spec.appliedMemoryMax.reset();
   EXPECT_FALSE(lease::recordJson(r)["declared"].contains("memory_max_with_gpu"));
 }
 
 TEST(Record, GpuBoundIsRecordedWithItsActionAndEvents) {
   lease::LeaseRecord r;
   r.spec.id = "x";
-  r.spec.name = "y";
-  r.spec.gpuMemoryMax = 32 * kMiB;
+  r.spec.declaration.name = "y";
+  r.spec.declaration.gpuMemoryMax = 32 * kMiB;
   r.gpu.samples = 5;
   r.gpu.peakBytes = 48 * kMiB;
   r.gpu.atPeak = {{"gtt", 48 * kMiB}};
@@ -112,7 +112,7 @@ TEST(Record, GpuBoundIsRecordedWithItsActionAndEvents) {
                 "over gpu_memory_max 32.0 MiB in 3 samples (not in a row long enough to act)"),
             std::string::npos)
       << lease::summaryLine(r);
-  r.spec.gpuAction = enforce::Action::Report;
+  r.spec.declaration.gpuAction = enforce::Action::Report;
   r.gpuBound.push_back({9, enforce::Verdict::Report, 48 * kMiB, 32 * kMiB, 2, 8,
                         "over its GPU memory bound (report only): ..."});
   j = lease::recordJson(r);
@@ -127,7 +127,7 @@ TEST(Record, GpuBoundIsRecordedWithItsActionAndEvents) {
 TEST(Record, TheGpuPeakIsNamedSampledWithItsCadence) {
   lease::LeaseRecord r;
   r.spec.id = "x";
-  r.spec.name = "y";
+  r.spec.declaration.name = "y";
   r.spec.sampleIntervalUs = 250'000;
   r.gpu.samples = 1;
   r.gpu.peakBytes = 0;

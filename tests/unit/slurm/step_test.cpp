@@ -25,22 +25,23 @@ TEST(SlurmStep, TheGresBoundsTheStepWhenNoFlagDoes) {
   auto r = stepRequest(PluginArgs{}, StepOptions{}, f);
   ASSERT_TRUE(r) << r.error().message;
   const auto& d = r->declared;
-  EXPECT_EQ(d.gpuMemoryMax, 64 * MiB);
-  EXPECT_EQ(d.gpuMemoryHigh, std::nullopt);
-  EXPECT_EQ(d.memoryMax, std::nullopt) << "host memory is Slurm's to bound, never the plugin's";
+  EXPECT_EQ(d.declaration.gpuMemoryMax, 64 * MiB);
+  EXPECT_EQ(d.declaration.gpuMemoryHigh, std::nullopt);
+  EXPECT_EQ(d.declaration.memoryMax, std::nullopt)
+      << "host memory is Slurm's to bound, never the plugin's";
   EXPECT_EQ(d.pools, std::vector<std::string>{"slurm"});
-  EXPECT_EQ(d.name, "slurm-42.0");
+  EXPECT_EQ(d.declaration.name, "slurm-42.0");
   EXPECT_EQ(r->target.cgroup, f.cgroup);
-  EXPECT_EQ(d.attributes.at("slurm_job_id"), "42");
-  EXPECT_EQ(d.attributes.at("slurm_step_id"), "0");
-  EXPECT_EQ(d.attributes.at("slurm_user"), "alice");
-  EXPECT_EQ(d.attributes.at("slurm_partition"), "gpu");
-  EXPECT_EQ(d.attributes.count("slurm_account"), 0u) << "none given: none made up";
-  EXPECT_EQ(d.attributes.count("slurm_array_job_id"), 0u);
+  EXPECT_EQ(d.declaration.attributes.at("slurm_job_id"), "42");
+  EXPECT_EQ(d.declaration.attributes.at("slurm_step_id"), "0");
+  EXPECT_EQ(d.declaration.attributes.at("slurm_user"), "alice");
+  EXPECT_EQ(d.declaration.attributes.at("slurm_partition"), "gpu");
+  EXPECT_EQ(d.declaration.attributes.count("slurm_account"), 0u) << "none given: none made up";
+  EXPECT_EQ(d.declaration.attributes.count("slurm_array_job_id"), 0u);
   // What goes on the wire is what the daemon's decoder accepts.
   auto back = rpc::api::decodeAttach(rpc::api::encode(*r));
   ASSERT_TRUE(back) << back.error().message;
-  EXPECT_EQ(back->declared.gpuMemoryMax, 64 * MiB);
+  EXPECT_EQ(back->declared.declaration.gpuMemoryMax, 64 * MiB);
   EXPECT_EQ(back->target.cgroup, f.cgroup);
 }
 
@@ -54,11 +55,12 @@ TEST(SlurmStep, AnArrayTaskCarriesTheArraysIdsAndTheAccount) {
   f.arrayTaskId = 2;
   auto r = stepRequest(PluginArgs{}, StepOptions{}, f);
   ASSERT_TRUE(r) << r.error().message;
-  EXPECT_EQ(r->declared.attributes.at("slurm_account"), "ml-research");
-  EXPECT_EQ(r->declared.attributes.at("slurm_array_job_id"), "40");
-  EXPECT_EQ(r->declared.attributes.at("slurm_array_task_id"), "2");
-  EXPECT_EQ(r->declared.attributes.at("slurm_job_id"), "42");
-  EXPECT_EQ(r->declared.attributes.count("slurm_het_job_id"), 0u) << "not a heterogeneous job";
+  EXPECT_EQ(r->declared.declaration.attributes.at("slurm_account"), "ml-research");
+  EXPECT_EQ(r->declared.declaration.attributes.at("slurm_array_job_id"), "40");
+  EXPECT_EQ(r->declared.declaration.attributes.at("slurm_array_task_id"), "2");
+  EXPECT_EQ(r->declared.declaration.attributes.at("slurm_job_id"), "42");
+  EXPECT_EQ(r->declared.declaration.attributes.count("slurm_het_job_id"), 0u)
+      << "not a heterogeneous job";
 }
 
 // A heterogeneous job's component carries its leader's id and its offset
@@ -71,9 +73,10 @@ TEST(SlurmStep, AHeterogeneousJobsComponentCarriesItsLeaderAndOffset) {
     auto r = step ? stepRequest(PluginArgs{}, StepOptions{}, f)
                   : jobRequest(PluginArgs{}, StepOptions{}, f);
     ASSERT_TRUE(r) << r.error().message;
-    EXPECT_EQ(r->declared.attributes.at("slurm_het_job_id"), "41");
-    EXPECT_EQ(r->declared.attributes.at("slurm_het_job_offset"), "1");
-    EXPECT_EQ(r->declared.attributes.at("slurm_job_id"), "42") << "the component's own id";
+    EXPECT_EQ(r->declared.declaration.attributes.at("slurm_het_job_id"), "41");
+    EXPECT_EQ(r->declared.declaration.attributes.at("slurm_het_job_offset"), "1");
+    EXPECT_EQ(r->declared.declaration.attributes.at("slurm_job_id"), "42")
+        << "the component's own id";
   }
 }
 
@@ -215,15 +218,15 @@ TEST(SlurmStep, TheFlagCapsTheGresAndOptionsCarryThrough) {
   ASSERT_TRUE(checkOptions(o));
   auto r = stepRequest(a, o, f);
   ASSERT_TRUE(r) << r.error().message;
-  EXPECT_EQ(r->declared.gpuMemoryMax, 48 * MiB) << "under the GRES: the flag counts";
-  EXPECT_EQ(r->declared.gpuMemoryHigh, 32 * MiB);
+  EXPECT_EQ(r->declared.declaration.gpuMemoryMax, 48 * MiB) << "under the GRES: the flag counts";
+  EXPECT_EQ(r->declared.declaration.gpuMemoryHigh, 32 * MiB);
   EXPECT_EQ(r->declared.pools, std::vector<std::string>{"big"});
   EXPECT_TRUE(r->declared.noWait) << "Slurm placed it: granted now or refused, never queued";
   EXPECT_EQ(r->declared.timeoutUs, std::nullopt) << "queue_timeout= is ignored";
-  EXPECT_EQ(r->declared.name, "slurm-42.batch");
-  EXPECT_EQ(r->declared.attributes.at("slurm_step_id"), "batch");
-  EXPECT_EQ(r->declared.attributes.at("model"), "qwen3-32b");
-  EXPECT_EQ(r->declared.attributes.at("team"), "ml");
+  EXPECT_EQ(r->declared.declaration.name, "slurm-42.batch");
+  EXPECT_EQ(r->declared.declaration.attributes.at("slurm_step_id"), "batch");
+  EXPECT_EQ(r->declared.declaration.attributes.at("model"), "qwen3-32b");
+  EXPECT_EQ(r->declared.declaration.attributes.at("team"), "ml");
 }
 
 // The job is the unit Slurm gives GRES to: one lease of the job's cgroup in
@@ -238,13 +241,13 @@ TEST(SlurmStep, TheJobIsLeasedOnceAndEachStepIsItsChild) {
   ASSERT_TRUE(job) << job.error().message;
   EXPECT_EQ(job->target.cgroup, f.jobCgroup);
   EXPECT_EQ(job->declared.pools, std::vector<std::string>{"slurm"});
-  EXPECT_EQ(job->declared.gpuMemoryMax, 768 * MiB);
-  EXPECT_EQ(job->declared.name, "slurm-42");
+  EXPECT_EQ(job->declared.declaration.gpuMemoryMax, 768 * MiB);
+  EXPECT_EQ(job->declared.declaration.name, "slurm-42");
   EXPECT_TRUE(job->join);
   EXPECT_TRUE(job->declared.noWait);
   EXPECT_FALSE(job->reportsExit) << "the job's cgroup holds slurmstepd; no task status is its";
-  EXPECT_EQ(job->declared.attributes.count("slurm_step_id"), 0u);
-  EXPECT_EQ(job->declared.attributes.at("slurm_job_id"), "42");
+  EXPECT_EQ(job->declared.declaration.attributes.count("slurm_step_id"), 0u);
+  EXPECT_EQ(job->declared.declaration.attributes.at("slurm_job_id"), "42");
   auto wire = rpc::api::decodeAttach(rpc::api::encode(*job));
   ASSERT_TRUE(wire) << wire.error().message;
   EXPECT_TRUE(wire->join);
@@ -256,7 +259,7 @@ TEST(SlurmStep, TheJobIsLeasedOnceAndEachStepIsItsChild) {
     ASSERT_TRUE(s) << s.error().message;
     EXPECT_EQ(s->parent, "0123456789ab");
     EXPECT_TRUE(s->declared.pools.empty()) << "counted once, in the job's lease";
-    EXPECT_EQ(s->declared.gpuMemoryMax, 768 * MiB);
+    EXPECT_EQ(s->declared.declaration.gpuMemoryMax, 768 * MiB);
     auto back = rpc::api::decodeAttach(rpc::api::encode(*s));
     ASSERT_TRUE(back) << back.error().message;
     EXPECT_EQ(back->parent, "0123456789ab");
@@ -264,10 +267,11 @@ TEST(SlurmStep, TheJobIsLeasedOnceAndEachStepIsItsChild) {
   }
   // A step that asked for less than its job holds is bounded by its own ask.
   f.stepGresBytes = 256 * MiB;
-  EXPECT_EQ(stepRequest(PluginArgs{}, StepOptions{}, f)->declared.gpuMemoryMax, 256 * MiB);
+  EXPECT_EQ(stepRequest(PluginArgs{}, StepOptions{}, f)->declared.declaration.gpuMemoryMax,
+            256 * MiB);
   StepOptions less;
   less.gpuMemoryMax = "128M";
-  EXPECT_EQ(stepRequest(PluginArgs{}, less, f)->declared.gpuMemoryMax, 128 * MiB);
+  EXPECT_EQ(stepRequest(PluginArgs{}, less, f)->declared.declaration.gpuMemoryMax, 128 * MiB);
   // No GRES here: no job lease.
   f.gresBytes = std::nullopt;
   EXPECT_FALSE(jobRequest(PluginArgs{}, StepOptions{}, f));
@@ -319,7 +323,7 @@ TEST(SlurmStep, TheFlagNeverOverrulesPlacementNorThePoolTheOperator) {
   above.gpuMemoryMax = "96M";
   auto capped = stepRequest(PluginArgs{}, above, f);
   ASSERT_TRUE(capped) << capped.error().message;
-  EXPECT_EQ(capped->declared.gpuMemoryMax, 64 * MiB) << "the GRES caps the flag";
+  EXPECT_EQ(capped->declared.declaration.gpuMemoryMax, 64 * MiB) << "the GRES caps the flag";
   f.gresBytes = std::nullopt;
   auto alone = stepRequest(PluginArgs{}, above, f);
   ASSERT_FALSE(alone);
@@ -364,7 +368,7 @@ TEST(SlurmStep, OnlyAStepThatDeclaredSomethingIsLeased) {
   // A metered step without a bound: no GPU limit is invented.
   auto r = stepRequest(PluginArgs{}, attr, facts());
   ASSERT_TRUE(r);
-  EXPECT_EQ(r->declared.gpuMemoryMax, std::nullopt);
+  EXPECT_EQ(r->declared.declaration.gpuMemoryMax, std::nullopt);
 }
 
 TEST(SlurmStep, OptionTyposAreRefusedWithTheOptionNamed) {
