@@ -145,7 +145,8 @@ int runAttach(const AttachOptions& o) {
     request.target.pid = found->pid;
     request.target.container = lease::Container{found->engine, found->id, found->name};
     // Named as the engine names it, unless --name says otherwise.
-    if (o.name.empty() && lease::validLeaseName(found->name)) request.declared.declaration.name = found->name;
+    if (o.name.empty() && lease::validLeaseName(found->name))
+      request.declared.declaration.name = found->name;
   } else {
     fmt::print(stderr,
                "tally attach: name the workload with --unit, --container, --cgroup or --pid\n");

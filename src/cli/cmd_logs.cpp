@@ -14,6 +14,7 @@
 #include "cli/daemon_call.h"
 #include "cli/exit_codes.h"
 #include "lease/attributes.h"
+#include "lease/unit_names.h"
 #include "rpc/lease_api.h"
 
 namespace tally::cli {
@@ -64,7 +65,7 @@ int runLogs(const LogsOptions& o) {
   // tally run's own under the job's service, the workload's under the
   // lease's scope (where the workload runs). Both, in time order.
   std::string scope = m->result.value("unit", "");
-  if (scope.empty()) scope = fmt::format("tally-{}.scope", o.leaseId);
+  if (scope.empty()) scope = lease::leaseScopeName(o.leaseId);
   std::vector<std::string> args = {"journalctl", "--no-pager"};
   if (manager == "user") args.push_back("--user");
   args.insert(args.end(), {"-u", unit, "-u", scope});

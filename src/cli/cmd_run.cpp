@@ -21,6 +21,7 @@
 #include "lease/attributes.h"
 #include "lease/outcome.h"
 #include "lease/record.h"
+#include "lease/unit_names.h"
 #include "ledger/ledger.h"
 #include "ledger/rows.h"
 #include "run/daemon_lease.h"
@@ -178,7 +179,7 @@ int runDetached(const RunOptions& o, const lease::LeaseSpec& spec) {
   // The workload's own lines are filed under the lease's scope, tally run's under the service.
   std::string journal =
       fmt::format("journalctl {}-u {}{} -f", user ? "--user " : "", job.unit,
-                  id.empty() ? std::string() : fmt::format(" -u tally-{}.scope", id));
+                  id.empty() ? std::string() : " -u " + lease::leaseScopeName(id));
   fmt::print(stderr, "tally run: {}; detached as {}\n", started->status, job.unit);
   fmt::print(stderr, "tally run: output: tally logs {} (or {})\n", id.empty() ? "ID" : id, journal);
   if (!id.empty()) fmt::print(stderr, "tally run: stop it: tally lease release {}\n", id);

@@ -11,6 +11,7 @@
 #include <cerrno>
 
 #include "contain/placement.h"
+#include "lease/unit_names.h"
 #include "probes/cgroup_memory.h"
 #include "probes/proc_cgroup.h"
 #include "util/clock.h"
@@ -64,7 +65,7 @@ Result<std::string> defaultCgroupParent(const fs::Root& proc, const fs::Root& cg
 CgroupfsLease::CgroupfsLease(const fs::Root& cgroupRoot, std::string parent,
                              const lease::LeaseSpec& spec)
     : root_(cgroupRoot), parent_(std::move(parent)), spec_(spec) {
-  rel_ = fs::joinPath(parent_, fmt::format("tally-{}", spec.id));
+  rel_ = fs::joinPath(parent_, lease::leaseCgroupName(spec.id));
   // fmt, not operator+: g++ 12 -O2 warns falsely (-Wrestrict) on the concatenation.
   cgroup_ = fmt::format("/{}", rel_);
 }

@@ -6,6 +6,7 @@
 #include <cstdlib>
 
 #include "contain/sd_bus_handles.h"
+#include "lease/unit_names.h"
 
 namespace tally::contain {
 
@@ -19,7 +20,7 @@ std::string detachedUnitName() {
   }
   std::string hex;
   for (unsigned char c : b) hex += fmt::format("{:02x}", c);
-  return "tally-job-" + hex + ".service";
+  return lease::jobUnitName(hex);
 }
 
 namespace {

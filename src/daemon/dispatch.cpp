@@ -1,6 +1,7 @@
 #include "daemon/dispatch.h"
 
 #include <fmt/format.h>
+#include <syslog.h>
 
 #include <exception>
 
@@ -33,11 +34,10 @@ void Dispatcher::line(std::uint64_t conn, const Peer& peer, const rpc::LineReade
   }
   ++internalErrors_;
   lastInternalError_ = fmt::format("{}: {}", text::truncateUtf8(req.method, 64), what);
-  fmt::print(stderr,
-             "tally daemon: internal error while handling '{}' from uid {} (pid {}): {}; the "
-             "request was answered "
-             "'internal' and the daemon goes on (please report this)\n",
-             text::truncateUtf8(req.method, 64), peer.uid, peer.pid, what);
+  service_.note(LOG_ERR, fmt::format("internal error while handling '{}' from uid {} (pid {}): {}; "
+                                     "the request was answered 'internal' and the daemon goes on "
+                                     "(please report this)",
+                                     text::truncateUtf8(req.method, 64), peer.uid, peer.pid, what));
   outbox_.send(
       conn, rpc::encodeError(
                 req.id,

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 #include <signal.h>
+#include <syslog.h>
 
 #include <algorithm>
 
@@ -342,7 +343,8 @@ void Endings::expireStops(std::uint64_t nowUs) {
     l->killSent();
     if (l->place.cg && populated(*l)) {
       if (auto s = l->place.cg->kill(); !s)
-        fmt::print(stderr, "tally daemon: lease {}: {}\n", id, s.error().message);
+        events_.note(LOG_ERR, fmt::format("lease {}: {}", id, s.error().message),
+                     {{"TALLY_LEASE", id}});
     }
   }
 }

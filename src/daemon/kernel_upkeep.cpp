@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
+#include <syslog.h>
 
 #include <algorithm>
 #include <set>
@@ -174,8 +175,8 @@ void KernelUpkeep::say(const Ended& e, const char* event, std::uint64_t nowNs) {
   if (auto r = ledger_.appendEvent("", ledger::kGpuResidue,
                                    body.dump(-1, ' ', false, json::error_handler_t::replace));
       !r) {
-    fmt::print(stderr, "tally daemon: the ledger refused a gpu-residue row ({}): {}\n",
-               r.error().message, body.dump());
+    events_.note(LOG_ERR, fmt::format("the ledger refused a gpu-residue row ({}): {}",
+                                      r.error().message, body.dump()));
   }
   std::string message =
       std::string(event) == "freed"

@@ -107,6 +107,17 @@ struct Lease {
     // bound (bpf::RefusalReason), and the last one's reason.
     std::uint64_t failsafeUnsaid = 0;
     std::uint32_t lastFailsafeReason = 0;
+    // What seats, overview and the metrics show of its cgroup's memory, read
+    // with its sample (at most once a second, Sampler::readFigures): a
+    // request reads these, not cgroupfs (only whether it runs is read at the
+    // request, so that it is never a sample old).
+    struct CgroupFigures {
+      std::uint64_t readAtUs = 0;  // monotonic; 0 = not read yet
+      Result<std::uint64_t> memoryPeak = Error{0, "not sampled yet"};
+      Result<probes::MemoryLimit> memoryMax = Error{0, "not sampled yet"};  // its cgroup's
+      // Its counters cgroup's (a run lease's slice), when that is another.
+      std::optional<Result<probes::MemoryLimit>> sliceMemoryMax;
+    } figures;
   } metering;
 
   // Its client: the connection a waiting request or a run lease is bound to.

@@ -75,8 +75,9 @@ void LeaseEvents::recordEnd(const Lease& l, const char* kind, const json& origin
   auto ev = ledger_.appendEvent(l.id, kind, text);
   if (!ev) {
     // Nothing lost: the row goes to the log when the ledger refuses it.
-    fmt::print(stderr, "tally daemon: lease {}: {}; the {} row follows\n{}\n", l.id,
-               ev.error().message, kind, text);
+    note(LOG_ERR,
+         fmt::format("lease {}: {}; the {} row follows: {}", l.id, ev.error().message, kind, text),
+         {{"TALLY_LEASE", l.id}});
   }
   ++outcomeCounts_[cls];
   announce(l, kind, body, ev ? &*ev : nullptr);
@@ -102,8 +103,9 @@ void LeaseEvents::bound(Lease& l, const enforce::BoundEvent& e, const std::strin
   rows_.charge(l.owner, clock::monotonicUs(), text.size());
   auto r = ledger_.appendEvent(l.id, ledger::kGpuBound, text, e.atNs);
   if (!r) {
-    fmt::print(stderr, "tally daemon: lease {}: the ledger refused a gpu-bound row: {}\n", l.id,
-               r.error().message);
+    note(LOG_ERR,
+         fmt::format("lease {}: the ledger refused a gpu-bound row: {}", l.id, r.error().message),
+         {{"TALLY_LEASE", l.id}});
   }
   broadcast("gpu-bound", rpc::api::encode(rpc::api::GpuBoundEvent{l.id, l.name(), source, e}),
             r ? &*r : nullptr);
@@ -159,8 +161,7 @@ void LeaseEvents::coverageAtStart(const coverage::Assessment& a,
   json body = ledger::encode(row);
   auto r = ledger_.appendEvent("", ledger::kCoverage, body.dump());
   if (!r) {
-    fmt::print(stderr, "tally daemon: the ledger refused the coverage row: {}\n",
-               r.error().message);
+    note(LOG_ERR, fmt::format("the ledger refused the coverage row: {}", r.error().message));
   }
   broadcast("coverage", body, r ? &*r : nullptr);
 }

@@ -67,9 +67,10 @@ class LeaseEvents {
   // it stops: new grants, releases) and once when it clears, never at every
   // sample. Called each tick and after each sample.
   void ledgerHealth();
-  // An operator-facing message: the journal (stderr without journald).
+  // An operator-facing message: the journal (stderr without journald). The
+  // daemon's one log path: every part says what it has to say through here.
   void note(int priority, const std::string& message,
-            const std::vector<std::pair<std::string, std::string>>& fields);
+            const std::vector<std::pair<std::string, std::string>>& fields = {});
 
   // A subscriber follows the events from now on; with `s.sinceNs` or
   // `s.afterSeq` it first hears the ledger's rows since then, as the events

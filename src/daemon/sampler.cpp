@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 #include <signal.h>
+#include <syslog.h>
 
 #include "bpf/gpu_charge_abi.h"
 #include "util/clock.h"
@@ -50,13 +51,16 @@ void Sampler::startMetering(Lease& l) {
     l.metering.meter->useKernelCharge(env_.charge, l.metering.kernelArmed,
                                       l.metering.kernelCarried);
   l.metering.meter->sample([this]() -> host::Snapshot& { return host_.fresh(); });
+  readFigures(l, now());
   l.metering.pace = {};
   l.metering.pace.sampled(cadence(), paced(l), l.metering.meter->gpu().lastBytes, now());
   std::string events = fmt::format("{}/{}", env_.cgroupRoot->path(),
                                    fs::joinPath(l.place.countersCgroup, cgroup::file::kEvents));
   if (auto s = env_.watches.watch(l.id, events); !s) {
-    fmt::print(stderr, "tally daemon: lease {}: cannot watch {}: {}; its end is found by polling\n",
-               l.id, events, s.error().message);
+    events_.note(LOG_WARNING,
+                 fmt::format("lease {}: cannot watch {}: {}; its end is found by polling", l.id,
+                             events, s.error().message),
+                 {{"TALLY_LEASE", l.id}});
   }
   // An attached workload's cgroup may be removed (by systemd) before its
   // lease ends: its counters are read at each OOM event too, not only at the end.
@@ -65,11 +69,27 @@ void Sampler::startMetering(Lease& l) {
         fmt::format("{}/{}", env_.cgroupRoot->path(),
                     fs::joinPath(l.place.countersCgroup, cgroup::file::kMemoryEvents));
     if (auto s = env_.watches.watch(l.id, memoryEvents); !s)
-      fmt::print(stderr,
-                 "tally daemon: lease {}: cannot watch {}: {}; its OOM kills are read at its end "
-                 "only\n",
-                 l.id, memoryEvents, s.error().message);
+      events_.note(LOG_WARNING,
+                   fmt::format("lease {}: cannot watch {}: {}; its OOM kills are read at its end "
+                               "only",
+                               l.id, memoryEvents, s.error().message),
+                   {{"TALLY_LEASE", l.id}});
   }
+}
+
+void Sampler::readFigures(Lease& l, std::uint64_t monoUs) {
+  auto& f = l.metering.figures;
+  if (!l.place.cg || !l.place.countersCg) return;
+  // Near its bound a lease is sampled every 50 ms; what people read of it
+  // moves at a human pace.
+  if (f.readAtUs && monoUs < f.readAtUs + 1'000'000) return;
+  f.readAtUs = monoUs ? monoUs : 1;
+  f.memoryPeak = l.place.countersCg->memoryPeak();
+  f.memoryMax = l.place.cg->memoryMax();
+  if (l.place.countersCgroup != l.place.cgroup)
+    f.sliceMemoryMax = l.place.countersCg->memoryMax();
+  else
+    f.sliceMemoryMax.reset();
 }
 
 std::vector<std::string> Sampler::sample() {
@@ -127,6 +147,7 @@ std::vector<std::string> Sampler::sample() {
                                   fmt::format("max_cgroups_walked_per_uid = {}", budget));
     }
     l.metering.meter->sample(tickSnapshot);
+    readFigures(l, mono);
     if (l.owner != 0) walked[l.owner] += l.metering.meter->cgroupsWalked();
     const auto& h = l.metering.meter->host();
     const auto& g = l.metering.meter->gpu();

@@ -71,6 +71,9 @@ class Sampler {
   // kernel charge when armed), a first sample, and an inotify watch on its
   // cgroup.events for its end.
   void startMetering(Lease& l);
+  // What the views show of a lease's cgroup (Lease::Metering::figures), read
+  // when it was last read a second or more before `monoUs`.
+  static void readFigures(Lease& l, std::uint64_t monoUs);
   // Meters every running lease that is due (each has its own cadence:
   // enforce/cadence.h), stores a sample row per lease at most once per
   // sample_interval, takes each lease's GPU bound step. Returns the

@@ -503,7 +503,7 @@ void Service::prune() {
   const auto& c = cfg_.daemon;
   auto r = ledger_.pruneSamples(clock::realtimeNs(), c.samplesFullResolutionUs * 1000,
                                 c.samplesMaxAgeUs * 1000, c.samplesMaxRows);
-  if (!r) fmt::print(stderr, "tally daemon: sample retention: {}\n", r.error().message);
+  if (!r) events_.note(LOG_WARNING, fmt::format("sample retention: {}", r.error().message));
 }
 
 Result<std::vector<std::string>> Service::recover() {

@@ -126,6 +126,8 @@ class Service {
   // calls it between connections' shares of requests when asked
   // (Outbox::wantTurn).
   bool backgroundWork() { return events_.replaySlice(); }
+  // The daemon's one log path (LeaseEvents::note), for the parts around the service.
+  void note(int priority, const std::string& message) { events_.note(priority, message); }
   // Whether `conn` has a replay left (served when its reader catches up).
   bool replayWaits(std::uint64_t conn) const { return events_.replayingFor(conn); }
   // After each turn of the loop, once its replies are sent: the ledger's

@@ -292,6 +292,8 @@ seats::SeatFacts Views::seatFacts(const Lease& l) const {
   if (!l.place.countersCg) {
     f.populated = false;  // queued or granted: no cgroup, nothing runs in the lease
   } else if (auto p = l.place.countersCg->populated()) {
+    // Read at the request, unlike the figures below: "running" must never
+    // be a sample old (one read of cgroup.events).
     f.populated = *p;
   } else {
     f.populatedUnknown = p.error().message;
@@ -302,12 +304,13 @@ seats::SeatFacts Views::seatFacts(const Lease& l) const {
   const auto& g = l.metering.meter->gpu();
   f.hostCurrent = seats::Figure::of(
       h.last, h.lastError.value_or(std::string(cgroup::file::kMemoryCurrent) + " not read"));
-  f.hostPeak = figure(l.place.countersCg->memoryPeak());
-  f.hostMax = limitFigure(l.place.cg->memoryMax(), cgroup::file::kMemoryMax);
-  if (!f.hostMax.bytes && l.place.countersCgroup != l.place.cgroup) {
+  // The figures its sample read (Sampler::readFigures), never cgroupfs here.
+  const auto& read = l.metering.figures;
+  f.hostPeak = figure(read.memoryPeak);
+  f.hostMax = limitFigure(read.memoryMax, cgroup::file::kMemoryMax);
+  if (!f.hostMax.bytes && read.sliceMemoryMax) {
     // A run lease's MemoryMax may sit on its slice rather than its scope.
-    if (auto slice = limitFigure(l.place.countersCg->memoryMax(), cgroup::file::kMemoryMax);
-        slice.bytes)
+    if (auto slice = limitFigure(*read.sliceMemoryMax, cgroup::file::kMemoryMax); slice.bytes)
       f.hostMax = slice;
   }
   for (const auto& [region, bytes] : g.lastRegions) f.gpuRegions[region].currentBytes = bytes;

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include "lease/unit_names.h"
 #include "util/clean_text.h"
 
 namespace tally::lease {
@@ -40,12 +41,7 @@ std::optional<std::string> rootOnlyDeclaration(std::string_view name, const Attr
   return std::nullopt;
 }
 
-bool isDetachedJobUnit(std::string_view unit) {
-  constexpr std::string_view kPrefix = "tally-job-", kSuffix = ".service";
-  return unit.size() > kPrefix.size() + kSuffix.size() &&
-         unit.substr(0, kPrefix.size()) == kPrefix &&
-         unit.substr(unit.size() - kSuffix.size()) == kSuffix;
-}
+bool isDetachedJobUnit(std::string_view unit) { return isJobUnitName(unit); }
 
 std::optional<std::string> jobKeysProblem(const Attributes& a, std::string_view askerCgroup) {
   auto unit = a.find(kJobUnitKey);

@@ -5,6 +5,7 @@
 
 #include <array>
 
+#include "lease/unit_names.h"
 #include "util/text.h"
 
 namespace tally::lease {
@@ -29,7 +30,7 @@ std::string leaseSliceName(const LeaseSpec& spec) {
   return std::string(parent) + "-" + spec.id + ".slice";
 }
 
-std::string leaseScopeName(const LeaseSpec& spec) { return "tally-" + spec.id + ".scope"; }
+std::string leaseScopeName(const LeaseSpec& spec) { return leaseScopeName(spec.id); }
 
 std::string newLeaseId() {
   std::array<unsigned char, 6> bytes{};

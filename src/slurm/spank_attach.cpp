@@ -198,9 +198,10 @@ int leaseStep(StepState& s, const Controller& ctl, spank_t sp, pid_t task, std::
   leased.jobNode = node.name;
   if (leased.jobNode.empty() && record->het)
     leased.jobNode = hetComponentNode(sp, record->het->offset, ctl);
-  std::string what = request->declared.declaration.gpuMemoryMax
-                         ? "gpu_memory_max " + units::humanBytes(*request->declared.declaration.gpuMemoryMax)
-                         : std::string("metered, no GPU bound");
+  std::string what =
+      request->declared.declaration.gpuMemoryMax
+          ? "gpu_memory_max " + units::humanBytes(*request->declared.declaration.gpuMemoryMax)
+          : std::string("metered, no GPU bound");
   if (!facts.jobLease.empty()) what += ", in job lease " + facts.jobLease;
   slurm_info("%s is tally lease %s on %s (%s)", where.c_str(), leased.lease.c_str(),
              facts.cgroup.c_str(), what.c_str());

@@ -17,8 +17,10 @@ struct Error {
 
 Error errnoError(int code, std::string what);  // "what: strerror(code)"
 
+// [[nodiscard]]: a failure dropped on the floor is how a bound silently stops
+// binding; a caller that truly does not care says so with a cast and a reason.
 template <typename T>
-class Result {
+class [[nodiscard]] Result {
  public:
   Result(T value) : v_(std::move(value)) {}      // NOLINT: implicit by design
   Result(Error error) : v_(std::move(error)) {}  // NOLINT: implicit by design

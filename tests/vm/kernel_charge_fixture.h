@@ -110,7 +110,7 @@ class Allocator {
   };
   // `sock`: one end of a socketpair for passing fds between two allocators.
   // `go`: the read end of a pipe every racing allocator waits on (Race).
-  explicit Allocator(const std::string& cgroup, int sock = -1, int go = -1) : go_(go) {
+  explicit Allocator(const std::string& cgroup, int sock = -1, int go = -1) {
     int toChild[2], toParent[2];
     EXPECT_EQ(::pipe(toChild), 0);
     EXPECT_EQ(::pipe(toParent), 0);
@@ -346,7 +346,6 @@ class Allocator {
 
   pid_t pid_ = -1;
   int cmd_ = -1, reply_ = -1;
-  int go_ = -1;
 };
 
 class VmKernelCharge : public ::testing::Test {

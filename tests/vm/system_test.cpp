@@ -19,6 +19,7 @@
 #include <sstream>
 #include <thread>
 
+#include "contain/stop_grace.h"
 #include "contain/systemd_lease.h"
 #include "support/fake_host.h"
 #include "support/process.h"

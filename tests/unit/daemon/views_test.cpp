@@ -63,6 +63,24 @@ TEST_F(ServiceViewsTest, ASeatRowIsMeasuredDeclaredOrAbsentWithTheReason) {
   EXPECT_EQ(service->seats(observed)[0]["running"], false);
 }
 
+// Seats, the overview and the metrics show what the lease's sample read,
+// never cgroupfs at the request: asking often costs the daemon no read, and
+// a change shows at the next sample.
+TEST_F(ServiceViewsTest, ASeatShowsWhatTheSampleReadNotCgroupfsAtTheRequest) {
+  attachLlama();
+  service->sample();
+  std::string dir = host.cgroupRoot() + kPodman;
+  writeFile(dir + "/memory.peak", "3221225472\n");
+  writeFile(dir + "/memory.max", "8589934592\n");
+  json before = service->seats(clock::realtimeNs())[0];
+  EXPECT_EQ(before["host"]["peak_bytes"], 2 * GiB);
+  EXPECT_TRUE(before["host"]["max_bytes"].is_null());
+  service->sample();  // the sampler's clock is a second on
+  json after = service->seats(clock::realtimeNs())[0];
+  EXPECT_EQ(after["host"]["peak_bytes"], 3 * GiB);
+  EXPECT_EQ(after["host"]["max_bytes"], 8 * GiB);
+}
+
 TEST_F(ServiceViewsTest, AQueuedLeaseHasASeatWithNothingMeasured) {
   workloadCgroup("/system.slice/a.service", true);
   workloadCgroup("/system.slice/b.service", true);
