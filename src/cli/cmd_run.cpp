@@ -355,20 +355,18 @@ int runRun(const fs::RootPaths& paths, const RunOptions& opts) {
   // Standalone hand-over (docs/coverage.md): when the daemon proved on this
   // very kernel that GTT is charged to memcg, MemoryMax must hold host memory
   // and GTT both. A row from another kernel proves nothing here.
+  // Standalone, no daemon makes the bound advisory: it acts as declared.
   if (ledger) {
     auto rec = ledger::lastCoverage(*ledger);
-    coverage::Handover handover;
-    if (rec && rec->kernel == layout.kernel &&
-        rec->coverage == coverage::coverageName(coverage::Coverage::HostAndGtt)) {
-      handover.coverage = coverage::Coverage::HostAndGtt;
-    }
-    if (auto both = handover.memoryMaxWithGpu(spec->declaration.memoryMax,
-                                              spec->declaration.gpuMemoryMax)) {
-      spec->appliedMemoryMax = *both;
+    spec->kernel.gttCharged =
+        rec && rec->kernel == layout.kernel &&
+        rec->coverage == coverage::coverageName(coverage::Coverage::HostAndGtt);
+    spec->kernel.keepGpuMemoryMax = true;
+    if (const auto plan = spec->plan(); plan.memoryMaxWithGpu) {
       fmt::print(stderr,
                  "tally run: the ledger records that kernel {} charges GTT to memcg: MemoryMax = "
                  "--memory-max + --gpu-memory-max = {}\n",
-                 layout.kernel, *spec->appliedMemoryMax);
+                 layout.kernel, *plan.memoryMax);
     }
   }
 
@@ -403,19 +401,18 @@ int runRun(const fs::RootPaths& paths, const RunOptions& opts) {
     fmt::print(stderr, "tally run: lease {} granted ({})\n", *id, fmt::join(opts.pools, ", "));
     notifySystemd(detachedJob, fmt::format("READY=1\nSTATUS=lease {} granted ({})", *id,
                                            fmt::join(opts.pools, ", ")));
-    // The hand-over (docs/coverage.md): where the kernel charges GTT to
-    // memcg, MemoryMax must hold host memory and GTT both (the daemon's
-    // coverage::Handover::memoryMaxWithGpu, in its grant), and the daemon
-    // may have made gpu_memory_max advisory.
+    // The hand-over (docs/coverage.md): the run is planned for the kernel
+    // state the daemon planned its lease for (where the kernel charges GTT to
+    // memcg, MemoryMax holds host memory and GTT both, and the daemon may have
+    // made gpu_memory_max advisory).
     const auto& g = daemonLease->grant();
-    if (g.memoryMaxEffective) {
-      spec->appliedMemoryMax = *g.memoryMaxEffective;
+    spec->kernel = g.kernelState();
+    if (const auto plan = spec->plan(); plan.memoryMaxWithGpu) {
       fmt::print(stderr,
                  "tally run: this kernel charges GTT to memcg (coverage {}): MemoryMax = "
                  "--memory-max + --gpu-memory-max = {}\n",
-                 g.coverage, *spec->appliedMemoryMax);
+                 g.coverage, *plan.memoryMax);
     }
-    spec->gpuBoundAdvisory = g.gpuBoundAdvisory;
   }
 
   // Fail closed: a standalone bound on a device whose driver prints no memory

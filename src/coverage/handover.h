@@ -8,6 +8,7 @@
 #include <string>
 
 #include "coverage/coverage.h"
+#include "enforce/plan.h"
 
 namespace tally::coverage {
 
@@ -21,20 +22,11 @@ struct Handover {
 
   bool gttCharged() const { return coverage == Coverage::HostAndGtt; }
 
-  // The MemoryMax a lease's cgroup needs for what it declared: with GTT
-  // charged, --memory-max + --gpu-memory-max (the kernel counts both in
-  // memory.current); otherwise --memory-max alone. Absent when nothing
-  // needs mapping (not charged, or either declaration absent).
-  std::optional<std::uint64_t> memoryMaxWithGpu(std::optional<std::uint64_t> memoryMax,
-                                                std::optional<std::uint64_t> gpuMemoryMax) const {
-    if (!gttCharged() || !memoryMax || !gpuMemoryMax) return std::nullopt;
-    return *memoryMax + *gpuMemoryMax;
-  }
-
-  // gpu_memory_max only reports (never kills) once the kernel bounds GTT
-  // through MemoryMax, unless the operator keeps it.
-  bool gpuBoundAdvisory(bool hasGpuMemoryMax) const {
-    return gttCharged() && !keepGpuMemoryMax && hasGpuMemoryMax;
+  // The hand-over as a lease's enforcement plan reads it (enforce/plan.h:
+  // the MemoryMax that holds host memory and GTT both, the advisory bound),
+  // with what the in-kernel charge can do here.
+  enforce::KernelState kernelState(bool chargeRefuses) const {
+    return {gttCharged(), keepGpuMemoryMax, chargeRefuses};
   }
 
   // A lease's host memory without its GPU memory: memory.current less the

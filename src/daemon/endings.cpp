@@ -46,10 +46,8 @@ void Endings::noteCounters(Lease& l, bool emptied) {
   auto c = finalCounters(env_.cgroupRoot, l);
   if (!c.events && !c.memoryPeak) return;  // gone already: what was read before stays
   // Removed between two of its files: what this read missed, the last had.
-  if (l.ending.lastCounters) cgroup::fillUnread(c, *l.ending.lastCounters);
-  l.ending.lastCounters = std::move(c);
-  l.ending.lastCountersAtNs = clock::realtimeNs();
-  l.ending.lastCountersAtEmpty = emptied;
+  if (l.ending().lastCounters) cgroup::fillUnread(c, *l.ending().lastCounters);
+  l.countersRead(std::move(c), clock::realtimeNs(), emptied);
 }
 
 bool Endings::populated(const Lease& l) {
@@ -77,7 +75,7 @@ void Endings::endChildren(const Lease& parent) {
     // Still running: released with its parent (the workload goes on, no
     // longer leased); else it emptied with it, and says so.
     bool running = populated(*c);
-    if (running) c->ending.parentEnded = fmt::format("{} ({})", parent.id, parent.name());
+    if (running) c->endedWithParent(fmt::format("{} ({})", parent.id, parent.name()));
     finishAttached(*c, running);
   }
 }
@@ -85,33 +83,34 @@ void Endings::endChildren(const Lease& parent) {
 lease::LeaseRecord Endings::meteredRecord(Lease& l, const char* manager) {
   if (beforeRecord_) beforeRecord_(l);
   lease::LeaseRecord rec = baseRecord(l);
-  // The bound as enforced: made advisory by the hand-over, or a child's parent's.
-  rec.spec.declaration.gpuAction = l.metering.bound.action;
-  rec.spec.declaration.gpuOverSamples = l.metering.bound.consecutive;
+  // The bound as planned: made advisory by the hand-over, or a child's parent's.
+  rec.spec.declaration.gpuMemoryMax = l.plan().bound.max;
+  rec.spec.declaration.gpuAction = l.plan().bound.action;
+  rec.spec.declaration.gpuOverSamples = l.plan().bound.consecutive;
   rec.spec.sampleIntervalUs = cfg_.sampleIntervalUs;
-  rec.gpuBound = l.metering.boundEvents;
+  rec.gpuBound = l.said().boundEvents;
   rec.manager = manager;
   rec.applied = l.place.applied;
-  if (l.metering.meter) {
-    l.metering.meter->sample();
-    rec.host = l.metering.meter->host();
-    rec.gpu = l.metering.meter->gpu();
+  if (l.metering().meter) {
+    l.metering().meter->sample();
+    rec.host = l.metering().meter->host();
+    rec.gpu = l.metering().meter->gpu();
   }
   rec.counters = finalCounters(env_.cgroupRoot, l);
-  if (l.ending.lastCounters) {
+  if (l.ending().lastCounters) {
     // Removed before its end (or between two of its files as it was read):
     // the counters read while it existed, said as such.
     const bool noneRead = !rec.counters.events && !rec.counters.memoryPeak;
-    if (noneRead) rec.counters = *l.ending.lastCounters;
+    if (noneRead) rec.counters = *l.ending().lastCounters;
     auto filled = noneRead ? std::vector<std::string>{}
-                           : cgroup::fillUnread(rec.counters, *l.ending.lastCounters);
+                           : cgroup::fillUnread(rec.counters, *l.ending().lastCounters);
     if (noneRead || !filled.empty()) {
       std::string when =
-          l.ending.lastCountersAtEmpty
+          l.ending().lastCountersAtEmpty
               ? "read when the cgroup emptied, before it was removed"
               : "read when memory.events last changed, before the cgroup was removed; a later "
                 "change is not seen";
-      rec.counters.readBeforeEndAtNs = l.ending.lastCountersAtNs;
+      rec.counters.readBeforeEndAtNs = l.ending().lastCountersAtNs;
       rec.counters.readBeforeEnd =
           noneRead ? when : fmt::format("{} {}", fmt::join(filled, ", "), when);
       rec.counters.eventsReadBeforeEnd =
@@ -127,9 +126,9 @@ void Endings::finishAttached(Lease& l, bool released, std::optional<std::string>
   lease::AttachedFacts f;
   f.released = released;
   f.oomKillsAtAdoption = l.place.oomKillsAtAdoption;
-  f.tallyKill = l.ending.tallyKill;
-  f.reported = l.ending.reported;
-  f.parentEnded = l.ending.parentEnded;
+  f.tallyKill = l.ending().tallyKill;
+  f.reported = l.ending().reported;
+  f.parentEnded = l.ending().parentEnded;
   f.unitEnding = std::move(unitEnding);
   if (l.place.applied) f.memoryMax = l.place.applied->memoryMax;
   f.memoryEvents = rec.counters.events;
@@ -139,7 +138,7 @@ void Endings::finishAttached(Lease& l, bool released, std::optional<std::string>
   json body = lease::recordJson(rec);
   body["lease"]["kind"] = lease::kindName(l.kind);
   if (l.target && !l.target->empty()) body["lease"]["target"] = ledger::targetJson(*l.target);
-  if (l.ending.recovered) body["daemon"] = {{"readopted_after_restart", true}};
+  if (l.ending().recovered) body["daemon"] = {{"readopted_after_restart", true}};
   end(l, ledger::kOutcome, body, lease::outcomeClassName(rec.outcome.cls));
 }
 
@@ -229,14 +228,14 @@ json Endings::runOutcome(Lease& l, const json& client) {
   f.memoryEvents = rec.counters.events;
   f.memoryEventsUnknown = rec.counters.eventsUnknown;
   if (l.place.applied) f.memoryMax = l.place.applied->memoryMax;
-  f.tallyKill = l.ending.tallyKill;
-  if (l.ending.releaseRequested) f.stopSignal = SIGTERM;
+  f.tallyKill = l.ending().tallyKill;
+  if (l.ending().releaseRequested) f.stopSignal = SIGTERM;
   rec.outcome = lease::classify(f);
   const std::string claimed = text(said, "class");
   const std::string claimedSummary = text(said, "summary");
-  if (l.ending.releaseRequested && rec.outcome.cls == lease::OutcomeClass::Stopped) {
+  if (l.ending().releaseRequested && rec.outcome.cls == lease::OutcomeClass::Stopped) {
     rec.outcome.summary = "stopped by tally lease release: " + claimedSummary;
-  } else if (!l.ending.releaseRequested &&
+  } else if (!l.ending().releaseRequested &&
              (rec.outcome.cls == lease::OutcomeClass::Exited ||
               rec.outcome.cls == lease::OutcomeClass::KilledBySignal ||
               rec.outcome.cls == lease::OutcomeClass::Unknown) &&
@@ -246,15 +245,15 @@ json Endings::runOutcome(Lease& l, const json& client) {
     rec.outcome.cls = *lease::parseOutcomeClass(claimed);
     rec.outcome.summary = claimedSummary;
   }
-  if (l.ending.tallyKill && rec.outcome.cls != lease::OutcomeClass::KilledByTally) {
+  if (l.ending().tallyKill && rec.outcome.cls != lease::OutcomeClass::KilledByTally) {
     // tally killed it (the daemon did, or saw it over the limit its client
     // killed it at): that is how it ended, whatever wait status is claimed.
     rec.outcome.cls = lease::OutcomeClass::KilledByTally;
-    rec.outcome.summary = *l.ending.tallyKill + "; its client reported: " +
+    rec.outcome.summary = *l.ending().tallyKill + "; its client reported: " +
                           (claimedSummary.empty() ? claimed : claimedSummary);
   }
-  if (!l.ending.tallyKill && l.ending.clientKill) {
-    rec.outcome.summary += "; its client reports killing it (" + *l.ending.clientKill +
+  if (!l.ending().tallyKill && l.ending().clientKill) {
+    rec.outcome.summary += "; its client reports killing it (" + *l.ending().clientKill +
                            "), over a limit the daemon's samples never saw it cross";
   }
   json body = lease::recordJson(rec);
@@ -268,10 +267,10 @@ json Endings::runOutcome(Lease& l, const json& client) {
 void Endings::lost(Lease& l, const std::string& why) {
   lease::LeaseRecord rec = baseRecord(l);
   rec.manager = l.isAttach() ? "attached" : "client";
-  if (l.metering.meter) {
-    rec.host = l.metering.meter->host();
-    rec.gpu = l.metering.meter->gpu();
-  } else if (l.ending.recovered) {
+  if (l.metering().meter) {
+    rec.host = l.metering().meter->host();
+    rec.gpu = l.metering().meter->gpu();
+  } else if (l.ending().recovered) {
     // This daemon never metered it; the samples taken before the restart
     // are summarised from the ledger below ("ledger_samples").
     rec.host.lastError = "not sampled since the daemon restarted; see ledger_samples";

@@ -77,9 +77,9 @@ admission::Headroom PoolMeasures::headroomFor(const config::Pool& pool) {
     HolderUse u;
     u.memoryMax = l->req.declaration.memoryMax;
     u.gpuMemoryMax = l->req.declaration.gpuMemoryMax;
-    if (l->metering.meter) {
+    if (l->metering().meter) {
       u.memoryInUse = hostOnly(*l);
-      u.gpuInUse = l->metering.meter->gpu().lastBytes;
+      u.gpuInUse = l->metering().meter->gpu().lastBytes;
     }
     holders.push_back(u);
   }
@@ -87,8 +87,8 @@ admission::Headroom PoolMeasures::headroomFor(const config::Pool& pool) {
 }
 
 std::optional<std::uint64_t> PoolMeasures::hostOnly(const Lease& l) const {
-  if (!l.metering.meter) return std::nullopt;
-  const auto& m = *l.metering.meter;
+  if (!l.metering().meter) return std::nullopt;
+  const auto& m = *l.metering().meter;
   return handover_.hostOnly(m.host().last, m.host().lastStatGpu, m.gpu().lastHostUncharged);
 }
 

@@ -64,8 +64,8 @@ constexpr Anomaly kAnomalies[] = {
 }  // namespace
 
 void KernelUpkeep::retire(const Lease& l, std::uint64_t parentCgroup) {
-  if (!charge_ || !l.metering.kernelArmed) return;
-  const std::uint64_t id = l.metering.kernelArmed;
+  if (!charge_ || !l.metering().kernelArmed) return;
+  const std::uint64_t id = l.metering().kernelArmed;
   auto c = charge_->read(id);
   charge_->retire(id);
   if (!c || holdsNothing(*c)) return;

@@ -1,7 +1,19 @@
 // One lease as the daemon holds it. The LeaseBook owns every Lease; its
-// parts are split by the part of the daemon that owns them (placement,
-// metering, the client, the ending), and its state changes only through the
-// transitions below, each written once:
+// parts are split by the part of the daemon that owns them, and each has one
+// writer:
+//
+//   plan       how its bounds are enforced (enforce/plan.h): planned at its
+//              request or rebuild, planned again when it nests in a parent
+//              (plan(), nestIn())
+//   place      where it runs (daemon/placement: placed, adopted, reopened)
+//   metering   its meter, pace, bound state and kernel charge (daemon/sampler:
+//              a friend; the others read metering())
+//   said       what the ledger, journal and subscribers were told of its
+//              bound (daemon/lease_events: a friend; the others read said())
+//   client     its connection (the transitions below; the others read client())
+//   ending     how it ends (the transitions below; the others read ending())
+//
+// and its state changes only through the transitions below, each written once:
 //
 //   queued --markGranted--> granted --markRunning--> running
 //                                   (markRecovered: running again after a restart)
@@ -29,6 +41,8 @@
 #include "daemon/limits.h"
 #include "enforce/cadence.h"
 #include "enforce/gpu_bound.h"
+#include "enforce/plan.h"
+#include "enforce/refusal_log.h"
 #include "lease/attributes.h"
 #include "lease/kind.h"
 #include "lease/meter.h"
@@ -37,11 +51,14 @@
 
 namespace tally::daemon {
 
+class LeaseEvents;
+class Sampler;
+
 struct Lease {
   enum class State { Queued, Granted, Running };
 
-  // Who asked for what: set when the request arrives, never changed (but a
-  // child's gpu_memory_max, held to its parent's when that is smaller).
+  // Who asked for what: set when the request arrives, never changed (a
+  // child's bound held to its parent's is its plan's, not its declaration's).
   std::string id;
   lease::LeaseKind kind = lease::LeaseKind::Run;
   uid_t owner = 0;
@@ -53,10 +70,11 @@ struct Lease {
   // attach: what the operator named (on the heap: only attach leases have one).
   std::unique_ptr<lease::AttachTarget> target;
   std::uint64_t requestedAtNs = 0;
-  // A child lease's parent (its id; "" = none): the child's cgroup lies in
-  // the parent's, it holds no pool (the parent's count it, once), its GPU
-  // bound is the smaller of its own and the parent's, and it ends with the
-  // parent if not before. One level: a parent is never itself a child.
+  // A child lease's parent (its id; "" = none; set by nestIn()): the
+  // child's cgroup lies in the parent's, it holds no pool (the parent's
+  // count it, once), its plan holds it to the smaller of its own GPU bound
+  // and the parent's, and it ends with the parent if not before. One level:
+  // a parent is never itself a child.
   std::string parent;
 
   // Where it runs, once it runs (daemon/placement.h, recovery). The cgroups
@@ -73,40 +91,25 @@ struct Lease {
     std::optional<std::uint64_t> oomKillsAtAdoption;
   } place;
 
-  // Its meter and GPU bound (daemon/sampler.h). Declared after `place`: the
-  // meter reads place.cg, so it is destroyed first.
+  // Its meter, pace, bound state and kernel charge (daemon/sampler.h).
+  // Declared after `place`: the meter reads place.cg, so it is destroyed first.
   struct Metering {
     std::unique_ptr<lease::LeaseMeter> meter;
     // Its sampling cadence (enforce/cadence.h); near its bound it is sampled
     // every near_bound_interval. lastRowUs: when a sample row was last stored.
     enforce::Pace pace;
     std::uint64_t lastRowUs = 0;
-    // The GPU bound: enforced by the daemon for attached leases; a run lease's
-    // client enforces it and reports what happened ("bound").
-    enforce::GpuBound bound;
+    // Where its plan's bound stands (enforced by the daemon for attached
+    // leases; a run lease's client enforces it and reports what happened).
     enforce::GpuBoundState boundState;
-    std::vector<enforce::BoundEvent> boundEvents;
-    bool advisory = false;  // the kernel charges GTT: gpu_memory_max reports only
-    // Bound events a run lease's client may report (Limits::boundBurst at
-    // once, one more per Limits::boundRefillUs), and how many were refused.
-    TokenBucket boundReports{Limits{}.boundBurst, Limits{}.boundRefillUs};
-    std::uint64_t boundRefused = 0;
     // Armed in the kernel's charge (bpf/): its cgroup id, 0 when not; and the
     // charge it carried from an earlier lease of the same cgroup, if any.
     std::uint64_t kernelArmed = 0;
     std::optional<bpf::LeaseCharge> kernelCarried;
     // A lasting disagreement between its fdinfo and its charge was said.
     bool fdinfoAboveSaid = false;
-    // Allocations the kernel refused and no event has said yet, the last of
-    // them, and when refusals were last said (monotonic µs).
-    std::uint64_t refusalsUnsaid = 0, refusedBytesUnsaid = 0;
-    std::uint64_t lastRefusalSaidUs = 0;
-    std::uint64_t lastRefusedAsked = 0, lastRefusedHeld = 0;
-    std::uint32_t lastRefusedPid = 0;
-    // Of the unsaid refusals, those that failed closed rather than met the
-    // bound (bpf::RefusalReason), and the last one's reason.
-    std::uint64_t failsafeUnsaid = 0;
-    std::uint32_t lastFailsafeReason = 0;
+    // Allocations the kernel refused that no event has said yet.
+    enforce::RefusalLog refusals;
     // What seats, overview and the metrics show of its cgroup's memory, read
     // with its sample (at most once a second, Sampler::readFigures): a
     // request reads these, not cgroupfs (only whether it runs is read at the
@@ -118,7 +121,21 @@ struct Lease {
       // Its counters cgroup's (a run lease's slice), when that is another.
       std::optional<Result<probes::MemoryLimit>> sliceMemoryMax;
     } figures;
-  } metering;
+  };
+
+  // What was said of its bound (daemon/lease_events.h).
+  struct Said {
+    std::vector<enforce::BoundEvent> boundEvents;  // every one, in order, for its outcome
+    // Bound events a run lease's client may report (Limits::boundBurst at
+    // once, one more per Limits::boundRefillUs; made at its first report),
+    // and how many were refused.
+    std::optional<TokenBucket> clientReports;
+    std::uint64_t clientReportsRefused = 0;
+    // The bound's action (a kill, or a report) is in the journal: a run
+    // lease's client and the daemon both enforce its bound, and one act is
+    // said once, whoever saw it first (the ledger keeps both rows).
+    bool actSaid = false;
+  };
 
   // Its client: the connection a waiting request or a run lease is bound to.
   struct Client {
@@ -128,9 +145,9 @@ struct Lease {
     std::optional<std::size_t> lastPosition;  // the queue position it was last told
     std::uint64_t lastToldUs = 0;             // monotonic: when it was last told why it waits
     std::uint64_t graceDeadlineUs = 0;        // monotonic; 0: no grace running
-  } client;
+  };
 
-  // How it ends (daemon/endings.h).
+  // How it ends (daemon/endings.h), written by the transitions below.
   struct Ending {
     std::uint64_t killDeadlineUs = 0;  // monotonic; 0: no stop in progress
     bool releaseRequested = false;
@@ -154,13 +171,14 @@ struct Lease {
     bool lastCountersAtEmpty = false;    // read once it emptied: they are final
     bool awaitsReport = false;           // the attacher said it will report (reports_exit)
     std::uint64_t reportDeadlineUs = 0;  // monotonic; set when the cgroup emptied unreported
-    // The bound's action (a kill, or a report) is in the journal: a run
-    // lease's client and the daemon both enforce its bound, and one act is
-    // said once, whoever saw it first (the ledger keeps both rows).
-    bool actSaid = false;
-  } ending;
+  };
 
   const std::string& name() const { return req.declaration.name; }
+  const enforce::Plan& plan() const { return plan_; }
+  const Metering& metering() const { return metering_; }
+  const Said& said() const { return said_; }
+  const Ending& ending() const { return ending_; }
+  const Client& client() const { return client_; }
   // Operator-declared (--attr), shown in seat rows as "declared".
   const lease::Attributes& attributes() const { return req.declaration.attributes; }
   State state() const { return state_; }
@@ -183,31 +201,85 @@ struct Lease {
     state_ = s;
     grantedAtNs_ = grantedNs;
     startedAtNs_ = startedNs;
-    ending.recovered = true;
+    ending_.recovered = true;
   }
 
   // The client grace (CLOCK_MONOTONIC µs).
   void awaitClient(std::uint64_t nowUs, std::uint64_t graceUs) {
-    client.graceDeadlineUs = nowUs + graceUs;
+    client_.graceDeadlineUs = nowUs + graceUs;
   }
   void clientBack(std::uint64_t conn) {
-    client.conn = conn;
-    client.graceDeadlineUs = 0;
+    client_.conn = conn;
+    client_.graceDeadlineUs = 0;
   }
   bool graceOver(std::uint64_t nowUs) const {
-    return client.graceDeadlineUs && nowUs >= client.graceDeadlineUs && !client.conn;
+    return client_.graceDeadlineUs && nowUs >= client_.graceDeadlineUs && !client_.conn;
   }
   // The grace ended and the workload still runs: it may resume any time later.
-  void endGrace() { client.graceDeadlineUs = 0; }
+  void endGrace() { client_.graceDeadlineUs = 0; }
+  // Its request waits for a reply on its connection (none: a declared lease
+  // has nobody to reply to), and the reply was sent.
+  void awaitReply(std::uint64_t conn, nlohmann::json requestId) {
+    client_.pending = conn != 0;
+    client_.pendingId = std::move(requestId);
+  }
+  void replied() { client_.pending = false; }
+  // Its connection closed (an attached lease lives on without it).
+  void clientGone() {
+    client_.conn = 0;
+    client_.pending = false;
+  }
+  // It was told its queue position `position` at `nowUs`.
+  void toldPosition(std::size_t position, std::uint64_t nowUs) {
+    client_.lastPosition = position;
+    client_.lastToldUs = nowUs;
+  }
 
   // The stop grace (CLOCK_MONOTONIC µs).
-  void requestKill(std::uint64_t nowUs) { ending.killDeadlineUs = nowUs + contain::kStopGraceUs; }
+  void requestKill(std::uint64_t nowUs) { ending_.killDeadlineUs = nowUs + contain::kStopGraceUs; }
   bool killDue(std::uint64_t nowUs) const {
-    return ending.killDeadlineUs && nowUs >= ending.killDeadlineUs;
+    return ending_.killDeadlineUs && nowUs >= ending_.killDeadlineUs;
   }
-  void killSent() { ending.killDeadlineUs = 0; }
+  void killSent() { ending_.killDeadlineUs = 0; }
+
+  // The plan (enforce::plan): made from its declaration (sampled every
+  // `sampleIntervalUs`) and the kernel's state when it is requested or
+  // rebuilt, and made again, with the same inputs and its parent's plan, when
+  // it nests in a parent lease.
+  void planFor(const enforce::KernelState& kernel, std::uint64_t sampleIntervalUs);
+  void nestIn(const Lease& parent);
+
+  // How it ends.
+  void releaseAsked() { ending_.releaseRequested = true; }
+  void expectReport(bool promised) { ending_.awaitsReport = promised; }
+  void awaitReportUntil(std::uint64_t deadlineUs) { ending_.reportDeadlineUs = deadlineUs; }
+  void reportedEnding(lease::Ending e) { ending_.reported = e; }
+  // Its bound killed it: the kill's words name its outcome.
+  void killedByTally(const std::string& summary) { ending_.tallyKill = summary; }
+  // Killed by its bound before a restart: named so, and not killed twice.
+  void killedBeforeRestart(const std::string& summary) {
+    ending_.tallyKill = summary;
+    metering_.boundState.acted = true;
+  }
+  void killedByClient(const std::string& summary) { ending_.clientKill = summary; }
+  void endedWithParent(const std::string& parentWords) { ending_.parentEnded = parentWords; }
+  // Its cgroup's counters as read now (CLOCK_REALTIME ns), final once it emptied.
+  void countersRead(cgroup::FinalCounters c, std::uint64_t atNs, bool emptied) {
+    ending_.lastCounters = std::move(c);
+    ending_.lastCountersAtNs = atNs;
+    ending_.lastCountersAtEmpty = emptied;
+  }
 
  private:
+  friend class Sampler;      // metering's one writer
+  friend class LeaseEvents;  // said's one writer
+  enforce::Plan plan_;
+  enforce::KernelState planKernel_;
+  std::uint64_t planIntervalUs_ = 1'000'000;
+  Metering metering_;
+  Said said_;
+  Ending ending_;
+  Client client_;
   State state_ = State::Queued;
   std::uint64_t grantedAtNs_ = 0, startedAtNs_ = 0;
 };

@@ -78,6 +78,17 @@ bool LeaseBook::waitsOnMeasuredHeadroom() const {
   return false;
 }
 
+void Lease::planFor(const enforce::KernelState& kernel, std::uint64_t sampleIntervalUs) {
+  planKernel_ = kernel;
+  planIntervalUs_ = sampleIntervalUs;
+  plan_ = enforce::plan(lease::boundsOf(req.declaration, sampleIntervalUs), nullptr, kernel);
+}
+
+void Lease::nestIn(const Lease& p) {
+  parent = p.id;
+  plan_ = enforce::plan(lease::boundsOf(req.declaration, planIntervalUs_), &p.plan_, planKernel_);
+}
+
 const char* stateName(Lease::State s) {
   switch (s) {
     case Lease::State::Queued:
@@ -104,7 +115,7 @@ std::vector<std::string> LeaseBook::enqueue(std::unique_ptr<Lease> l,
                                             const admission::HeadroomFn& headroom) {
   std::string id = l->id;
   engine_.enqueue(l->req);
-  if (l->client.conn) ++queuedPerConn_[l->client.conn];
+  if (l->client().conn) ++queuedPerConn_[l->client().conn];
   ++queuedPerUid_[l->owner];
   counted(*l);
   leases_[id] = std::move(l);
@@ -114,7 +125,7 @@ std::vector<std::string> LeaseBook::enqueue(std::unique_ptr<Lease> l,
 void LeaseBook::leftQueue(const Lease& l) {
   if (auto u = queuedPerUid_.find(l.owner); u != queuedPerUid_.end() && --u->second == 0)
     queuedPerUid_.erase(u);
-  auto it = queuedPerConn_.find(l.client.conn);
+  auto it = queuedPerConn_.find(l.client().conn);
   if (it == queuedPerConn_.end()) return;
   if (--it->second == 0) queuedPerConn_.erase(it);
 }
@@ -159,7 +170,7 @@ std::size_t LeaseBook::queuedOn(std::uint64_t conn) const {
 bool LeaseBook::holdsConnection(std::uint64_t conn) const {
   if (queuedOn(conn)) return true;
   return std::any_of(leases_.begin(), leases_.end(),
-                     [&](const auto& kv) { return kv.second->client.conn == conn; });
+                     [&](const auto& kv) { return kv.second->client().conn == conn; });
 }
 
 const Lease* LeaseBook::ofCgroup(const std::string& cgroup, std::uint64_t inode) const {
@@ -190,8 +201,7 @@ LeaseBook::Move LeaseBook::moveAt(std::size_t index, const admission::HeadroomFn
     }
   }
   if (l) {
-    l->client.lastPosition = index + 1;
-    l->client.lastToldUs = nowUs;
+    l->toldPosition(index + 1, nowUs);
   }
   return m;
 }
@@ -207,14 +217,14 @@ std::vector<LeaseBook::Move> LeaseBook::moves(const admission::HeadroomFn& headr
   std::set<std::size_t> told;
   for (std::size_t i = from; i < total; ++i) {
     Lease* l = find(engine_.at(i).req->id);
-    if (!l || !l->client.pending || l->client.lastPosition == i + 1) continue;
+    if (!l || !l->client().pending || l->client().lastPosition == i + 1) continue;
     out.push_back(moveAt(i, headroom, now));
     told.insert(i);
   }
   for (std::size_t i : engine_.takeReasonChanges()) {
     if (i >= total || told.count(i)) continue;
     Lease* l = find(engine_.at(i).req->id);
-    if (!l || !l->client.pending) continue;
+    if (!l || !l->client().pending) continue;
     out.push_back(moveAt(i, headroom, now));
   }
   return out;
@@ -225,7 +235,7 @@ std::vector<LeaseBook::Move> LeaseBook::due(std::uint64_t nowUs, std::uint64_t e
   std::vector<Move> out;
   for (std::size_t i = 0; i < engine_.queued(); ++i) {
     Lease* l = find(engine_.at(i).req->id);
-    if (!l || !l->client.pending || nowUs - l->client.lastToldUs < everyUs) continue;
+    if (!l || !l->client().pending || nowUs - l->client().lastToldUs < everyUs) continue;
     out.push_back(moveAt(i, headroom, nowUs));
   }
   return out;

@@ -96,7 +96,7 @@ Result<ledger::Event> LeaseEvents::recordOutcome(const Lease& l, const json& ori
 }
 
 void LeaseEvents::bound(Lease& l, const enforce::BoundEvent& e, const std::string& source) {
-  l.metering.boundEvents.push_back(e);
+  l.said_.boundEvents.push_back(e);
   ++boundCounts_[enforce::verdictName(e.kind)];
   json body = ledger::encode(ledger::BoundRow{e, source});
   std::string text = body.dump(-1, ' ', false, json::error_handler_t::replace);
@@ -110,15 +110,18 @@ void LeaseEvents::bound(Lease& l, const enforce::BoundEvent& e, const std::strin
   broadcast("gpu-bound", rpc::api::encode(rpc::api::GpuBoundEvent{l.id, l.name(), source, e}),
             r ? &*r : nullptr);
   bool act = e.kind == enforce::Verdict::Kill || e.kind == enforce::Verdict::Report;
-  if (act && l.ending.actSaid) return;
-  if (act) l.ending.actSaid = true;
+  if (act && l.said_.actSaid) return;
+  if (act) l.said_.actSaid = true;
   auto entry = journal::boundEventEntry(l.id, l.name(), e);
   note(entry.priority, entry.message, entry.fields);
 }
 
 Status LeaseEvents::clientBound(Lease& l, enforce::BoundEvent e, const Limits& limits) {
-  if (!l.metering.boundReports.take(clock::monotonicUs())) {
-    if (l.metering.boundRefused++ == 0) {
+  // Made at the first report, with this daemon's limits.
+  if (!l.said_.clientReports)
+    l.said_.clientReports.emplace(limits.boundBurst, limits.boundRefillUs);
+  if (!l.said_.clientReports->take(clock::monotonicUs())) {
+    if (l.said_.clientReportsRefused++ == 0) {
       note(4,
            fmt::format("lease {} ({}): its client reports GPU bound events faster than {} at once "
                        "and one per {} ms; the excess is refused and counted in the outcome",
@@ -127,20 +130,20 @@ Status LeaseEvents::clientBound(Lease& l, enforce::BoundEvent e, const Limits& l
     }
     return Error{EAGAIN, fmt::format("too many GPU bound events for lease {}; this one was not "
                                      "recorded ({} refused so far)",
-                                     l.id, l.metering.boundRefused)};
+                                     l.id, l.said_.clientReportsRefused)};
   }
   e.atNs = clock::realtimeNs();
   // The client's kill names the outcome only where the daemon's own samples
   // saw the lease over that limit: a client's word alone never makes its
   // workload's end "killed by tally".
-  const std::uint64_t declared = l.req.declaration.gpuMemoryMax.value_or(0);
-  const bool sawOver = declared != 0 && e.limit == declared && l.metering.meter &&
-                       l.metering.meter->gpu().peakBytes.value_or(0) > declared;
-  if (e.kind == enforce::Verdict::Kill && !l.ending.tallyKill) {
+  const std::uint64_t planned = l.plan().bound.max.value_or(0);
+  const bool sawOver = planned != 0 && e.limit == planned && l.metering().meter &&
+                       l.metering().meter->gpu().peakBytes.value_or(0) > planned;
+  if (e.kind == enforce::Verdict::Kill && !l.ending().tallyKill) {
     if (sawOver)
-      l.ending.tallyKill = e.summary;
+      l.killedByTally(e.summary);
     else
-      l.ending.clientKill = e.summary;
+      l.killedByClient(e.summary);
   }
   bound(l, e, "client");
   return Ok{};
@@ -183,8 +186,8 @@ rpc::api::Queued LeaseEvents::queuedEvent(const LeaseBook::Move& mv) {
 void LeaseEvents::positions(const std::vector<LeaseBook::Move>& moves) {
   for (const auto& mv : moves) {
     if (!mv.lease) continue;
-    outbox_.send(mv.lease->client.conn,
-                 rpc::encodeEvent(mv.lease->client.pendingId, rpc::api::kQueuedKind,
+    outbox_.send(mv.lease->client().conn,
+                 rpc::encodeEvent(mv.lease->client().pendingId, rpc::api::kQueuedKind,
                                   rpc::api::encode(queuedEvent(mv))));
   }
 }

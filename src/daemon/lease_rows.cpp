@@ -9,22 +9,15 @@ namespace tally::daemon {
 
 using json = nlohmann::json;
 
-void setBound(Lease& l, const enforce::GpuBound& declared, const coverage::Handover& handover) {
-  l.metering.bound = declared;
-  l.metering.advisory = handover.gpuBoundAdvisory(declared.max.has_value());
-  l.metering.bound.action = lease::enforcedAction(declared.action, l.metering.advisory);
-}
-
 std::unique_ptr<Lease> newLease(lease::LeaseKind kind, uid_t owner, pid_t peerPid,
                                 std::uint64_t conn, const rpc::api::Declared& d,
-                                const config::Daemon& cfg, const Limits& limits,
-                                const coverage::Handover& handover) {
+                                const config::Daemon& cfg, const enforce::KernelState& kernel) {
   auto l = std::make_unique<Lease>();
   l->id = lease::newLeaseId();
   l->kind = kind;
   l->owner = owner;
   l->peerPid = peerPid;
-  l->client.conn = conn;
+  l->clientBack(conn);
   l->requestedAtNs = clock::realtimeNs();
   l->req.id = l->id;
   l->req.pools = d.pools;
@@ -33,8 +26,7 @@ std::unique_ptr<Lease> newLease(lease::LeaseKind kind, uid_t owner, pid_t peerPi
   l->req.priority = d.priority;
   std::uint64_t waitUs = d.timeoutUs.value_or(cfg.queueTimeoutUs);
   if (waitUs) l->req.deadlineUs = clock::monotonicUs() + waitUs;
-  setBound(*l, lease::gpuBound(d.declaration, cfg.sampleIntervalUs, false), handover);
-  l->metering.boundReports = TokenBucket(limits.boundBurst, limits.boundRefillUs);
+  l->planFor(kernel, cfg.sampleIntervalUs);
   return l;
 }
 
@@ -46,11 +38,12 @@ ledger::GrantedRow grantedRow(const Lease& l) {
   row.pools = l.req.pools;
   row.priority = l.req.priority;
   row.declaration = l.req.declaration;
-  row.reportsExit = l.ending.awaitsReport;
+  row.reportsExit = l.ending().awaitsReport;
   row.parent = l.parent;
-  if (l.metering.bound.any()) {
-    row.boundAction = l.metering.bound.action;
-    row.boundConsecutive = l.metering.bound.consecutive;
+  // The bound as planned, for a reader of the ledger (a restart plans it again).
+  if (l.plan().bound.any()) {
+    row.boundAction = l.plan().bound.action;
+    row.boundConsecutive = l.plan().bound.consecutive;
   }
   row.requestedAtNs = l.requestedAtNs;
   if (l.target) row.target = *l.target;
@@ -86,7 +79,7 @@ ledger::PlacedRow placedRow(const Lease& l) {
 // The lease its granted row describes, with what later rows add.
 Result<std::unique_ptr<Lease>> rebuildLease(const std::vector<ledger::Event>& events,
                                             const config::Daemon& cfg,
-                                            const coverage::Handover& handover,
+                                            const enforce::KernelState& kernel,
                                             std::optional<ledger::PlacedRow>& placed) {
   auto l = std::make_unique<Lease>();
   l->id = events.front().leaseId;
@@ -105,32 +98,26 @@ Result<std::unique_ptr<Lease>> rebuildLease(const std::vector<ledger::Event>& ev
       l->req.pools = g->pools;
       l->req.priority = g->priority;
       l->req.declaration = g->declaration;
-      // The bound as it was enforced before the restart (a child's may be
-      // its parent's), made advisory again or not by this start's hand-over.
-      enforce::GpuBound bound = lease::gpuBound(g->declaration, cfg.sampleIntervalUs, false);
-      if (g->boundAction) {
-        bound.action = *g->boundAction;
-        bound.consecutive = g->boundConsecutive;
-      }
-      setBound(*l, bound, handover);
+      // Planned again for this start's hand-over (a child, again with its
+      // parent's plan: Recovery nests it); the row's planned action is what
+      // the last start did, not a declaration.
+      l->planFor(kernel, cfg.sampleIntervalUs);
       l->parent = g->parent;
-      l->ending.awaitsReport = g->reportsExit;
+      l->expectReport(g->reportsExit);
       if (!g->target.empty()) l->target = std::make_unique<lease::AttachTarget>(g->target);
     } else if (e.kind == ledger::kStarted || e.kind == ledger::kAdopted) {
       auto p = ledger::decodePlaced(body);
       if (!p) return Error{0, fmt::format("lease {}: {}", l->id, p.error().message)};
       placed = *p;
       startedNs = e.atNs;
-      if (p->oomKillsAtAdoption) l->place.oomKillsAtAdoption = p->oomKillsAtAdoption;
     } else if (e.kind == ledger::kReleased) {
-      l->ending.releaseRequested = true;
+      l->releaseAsked();
     } else if (e.kind == ledger::kGpuBound) {
       auto b = ledger::decodeBound(body);
       if (!b) return Error{0, fmt::format("lease {}: {}", l->id, b.error().message)};
       if (b->event.kind == enforce::Verdict::Kill) {
         // Killed before the restart: the outcome still names it, and it is not killed twice.
-        l->ending.tallyKill = b->event.summary;
-        l->metering.boundState.acted = true;
+        l->killedBeforeRestart(b->event.summary);
       }
     }
   }

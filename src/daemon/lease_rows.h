@@ -11,7 +11,6 @@
 #include "coverage/assess.h"
 #include "coverage/handover.h"
 #include "daemon/lease.h"
-#include "daemon/limits.h"
 #include "ledger/ledger.h"
 #include "ledger/rows.h"
 #include "rpc/lease_api.h"
@@ -19,15 +18,11 @@
 namespace tally::daemon {
 
 // A new queued lease for an acquire (run) or attach request by `owner`,
-// with its bound made advisory when the kernel already bounds GTT.
-// The lease's GPU bound as declared, advisory (report only) once the kernel
-// charges GTT unless keep_gpu_memory_max (coverage::Handover).
-void setBound(Lease& l, const enforce::GpuBound& declared, const coverage::Handover& handover);
-
+// planned for the kernel's state (enforce::plan: advisory once the kernel
+// charges GTT, unless keep_gpu_memory_max).
 std::unique_ptr<Lease> newLease(lease::LeaseKind kind, uid_t owner, pid_t peerPid,
                                 std::uint64_t conn, const rpc::api::Declared& d,
-                                const config::Daemon& cfg, const Limits& limits,
-                                const coverage::Handover& handover);
+                                const config::Daemon& cfg, const enforce::KernelState& kernel);
 
 ledger::GrantedRow grantedRow(const Lease& l);
 // The coverage row of this start, and whether it changed from the last one
@@ -37,11 +32,12 @@ ledger::CoverageRow coverageRow(const coverage::Assessment& a, const coverage::H
 ledger::PlacedRow placedRow(const Lease& l);
 
 // The lease an open lease's rows describe (granted, then started/adopted,
-// released, gpu-bound), and where it was placed when a placed row exists.
-// The error names the damaged row.
+// released, gpu-bound), planned for this start's kernel state (a child is
+// nested in its parent by the caller, once the parent is rebuilt), and
+// where it was placed when a placed row exists. The error names the damaged row.
 Result<std::unique_ptr<Lease>> rebuildLease(const std::vector<ledger::Event>& rows,
                                             const config::Daemon& cfg,
-                                            const coverage::Handover& handover,
+                                            const enforce::KernelState& kernel,
                                             std::optional<ledger::PlacedRow>& placed);
 
 }  // namespace tally::daemon

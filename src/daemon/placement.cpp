@@ -56,24 +56,6 @@ std::optional<Denial> parentFor(const LeaseBook& book, const Peer& peer, const s
   return std::nullopt;
 }
 
-// A child's GPU bound is the smaller of its own and its parent's (a child
-// that declared none is held to the parent's, with the parent's action).
-void nestIn(const Lease& parent, Lease& child) {
-  child.parent = parent.id;
-  const auto& pb = parent.metering.bound;
-  auto& cb = child.metering.bound;
-  if (pb.max && (!cb.max || *pb.max < *cb.max)) {
-    if (!cb.max) {
-      cb.action = pb.action;
-      cb.consecutive = pb.consecutive;
-    }
-    cb.max = pb.max;
-    child.req.declaration.gpuMemoryMax = pb.max;
-    child.metering.advisory = parent.metering.advisory;
-    cb.action = lease::enforcedAction(cb.action, child.metering.advisory);
-  }
-}
-
 }  // namespace
 
 std::optional<Denial> placeAttach(const PlacementEnv& env, const LeaseBook& book, const Peer& peer,
@@ -152,7 +134,7 @@ std::optional<Denial> placeAttach(const PlacementEnv& env, const LeaseBook& book
         fmt::format("cgroup {} belongs to uid {}; only root or its owner may attach to it", cgPath,
                     cg->owner())};
   }
-  if (peer.uid != 0 && l.req.declaration.memoryMax) {
+  if (peer.uid != 0 && l.plan().memoryMax) {
     // The daemon writes for a user only what the user could write: never a
     // systemd unit's limit, and memory.max only where that file is theirs (a
     // delegated cgroup's own limits belong to whoever delegated it).
@@ -220,7 +202,7 @@ std::optional<Denial> placeAttach(const PlacementEnv& env, const LeaseBook& book
                               walk.error().message, limits.maxDepth, limits.maxCgroups,
                               budgeted ? " (max_cgroups_walked_per_uid)" : "")};
   }
-  if (parent) nestIn(*parent, l);
+  if (parent) l.nestIn(*parent);
   l.place.cgroup = l.place.countersCgroup = cgPath;
   l.place.inode = cg->inode();
   // An attached workload's counters are its own cgroup's (a second handle on it).
@@ -232,32 +214,31 @@ std::optional<Denial> placeAttach(const PlacementEnv& env, const LeaseBook& book
 
 std::optional<Denial> refuseOverOnArrival(const PlacementEnv& env, const Lease& l, bool force) {
   if (force || !l.place.cg) return std::nullopt;
+  const enforce::Plan& plan = l.plan();
   std::vector<std::string> over;
-  if (l.req.declaration.memoryMax) {
-    if (auto now = l.place.cg->memoryCurrent(); now && *now > *l.req.declaration.memoryMax)
-      over.push_back(fmt::format("memory {} now ({}), over --memory-max {}",
-                                 units::humanBytes(*now), cgroup::file::kMemoryCurrent,
-                                 units::humanBytes(*l.req.declaration.memoryMax)));
+  if (plan.memoryMax) {
+    if (auto now = l.place.cg->memoryCurrent(); now && *now > *plan.memoryMax)
+      over.push_back(fmt::format(
+          "memory {} now ({}), over {} {}", units::humanBytes(*now), cgroup::file::kMemoryCurrent,
+          plan.memoryMaxWithGpu ? "--memory-max + --gpu-memory-max" : "--memory-max",
+          units::humanBytes(*plan.memoryMax)));
   }
   // Only a bound that kills can kill on arrival; a report-only one just reports.
-  if (l.req.declaration.gpuMemoryMax && enforce::killsOverBound(l.metering.bound.action) &&
-      env.sys && env.cgroupRoot) {
-    lease::LeaseMeter meter(env.proc, *env.sys, *l.place.cg, l.req.declaration.gpuMemoryMax);
+  if (plan.killsOverMax() && env.sys && env.cgroupRoot) {
+    lease::LeaseMeter meter(env.proc, *env.sys, *l.place.cg, plan.bound.max);
     meter.sample();
-    if (auto now = meter.gpu().lastBytes; now && *now > *l.req.declaration.gpuMemoryMax)
+    if (auto now = meter.gpu().lastBytes; now && *now > *plan.bound.max)
       over.push_back(fmt::format("GPU memory {} now (DRM fdinfo), over --gpu-memory-max {}",
-                                 units::humanBytes(*now),
-                                 units::humanBytes(*l.req.declaration.gpuMemoryMax)));
+                                 units::humanBytes(*now), units::humanBytes(*plan.bound.max)));
   }
   // Buffers an earlier lease of this cgroup made and the kernel still holds
   // are carried into this lease's figure: over the bound, they kill it too.
-  if (l.req.declaration.gpuMemoryMax && enforce::killsOverBound(l.metering.bound.action) &&
-      env.charge && l.place.inode) {
-    if (auto c = env.charge->read(l.place.inode); c && c->bytes > *l.req.declaration.gpuMemoryMax)
-      over.push_back(fmt::format(
-          "GPU memory {} charged in the kernel to buffers an earlier lease "
-          "of it made, over --gpu-memory-max {}",
-          units::humanBytes(c->bytes), units::humanBytes(*l.req.declaration.gpuMemoryMax)));
+  if (plan.killsOverMax() && env.charge && l.place.inode) {
+    if (auto c = env.charge->read(l.place.inode); c && c->bytes > *plan.bound.max)
+      over.push_back(
+          fmt::format("GPU memory {} charged in the kernel to buffers an earlier lease "
+                      "of it made, over --gpu-memory-max {}",
+                      units::humanBytes(c->bytes), units::humanBytes(*plan.bound.max)));
   }
   if (over.empty()) return std::nullopt;
   std::string what = l.place.unit.empty() ? "cgroup " + l.place.cgroup : "unit " + l.place.unit;
@@ -270,7 +251,10 @@ std::optional<Denial> refuseOverOnArrival(const PlacementEnv& env, const Lease& 
 
 Status adopt(const PlacementEnv& env, Lease& l) {
   const cgroup::Cgroup& cg = *l.place.cg;
-  if (l.req.declaration.memoryMax) {
+  // What its plan says MemoryMax holds (the hand-over's sum once the kernel
+  // charges GTT to memcg, as for a run lease).
+  const std::optional<std::uint64_t> memoryMax = l.plan().memoryMax;
+  if (memoryMax) {
     // A cgroup that is a systemd unit's (a podman scope, a service found by
     // --pid) gets its limit through systemd, which would otherwise undo a
     // direct write; it counts as the unit's only when systemd says so.
@@ -283,23 +267,23 @@ Status adopt(const PlacementEnv& env, Lease& l) {
     if (!unit.empty()) {
       if (!env.units)
         return Error{0, "no systemd manager is reachable to set MemoryMax on " + unit};
-      if (auto s = env.units->setMemoryMax(unit, *l.req.declaration.memoryMax); !s) {
-        return Error{0, fmt::format("SetUnitProperties({}, MemoryMax={}): {}", unit,
-                                    *l.req.declaration.memoryMax, s.error().message)};
+      if (auto s = env.units->setMemoryMax(unit, *memoryMax); !s) {
+        return Error{0, fmt::format("SetUnitProperties({}, MemoryMax={}): {}", unit, *memoryMax,
+                                    s.error().message)};
       }
       l.place.unit = unit;
-    } else if (auto s = cg.setMemoryMax(*l.req.declaration.memoryMax); !s) {
+    } else if (auto s = cg.setMemoryMax(*memoryMax); !s) {
       return Error{s.error().code, s.error().message + " (to set --memory-max)"};
     }
   }
   // Read back: the declared MemoryMax, and nothing else is touched or judged.
   cgroup::ExpectedLimits expected;
-  expected.memoryMax = l.req.declaration.memoryMax;
+  expected.memoryMax = memoryMax;
   expected.onlyDeclared = true;
   auto applied = contain::verifyLimits(cg, expected, env.pageSize, "");
   if (applied) {
     l.place.applied = *applied;
-  } else if (l.req.declaration.memoryMax || applied.error().code != ENOENT) {
+  } else if (memoryMax || applied.error().code != ENOENT) {
     return Error{applied.error().code, applied.error().message + "; refusing the lease"};
   }
   if (auto ev = cg.memoryEvents()) l.place.oomKillsAtAdoption = ev->get("oom_kill");
@@ -307,8 +291,7 @@ Status adopt(const PlacementEnv& env, Lease& l) {
 }
 
 std::optional<Denial> placeRun(const PlacementEnv& env, const LeaseBook& book, const Peer& peer,
-                               const rpc::api::Started& p, Lease& l,
-                               const coverage::Handover& handover) {
+                               const rpc::api::Started& p, Lease& l) {
   if (!env.cgroupRoot)
     return Denial{code::kRefused, "the daemon has no cgroup v2 root to meter the lease in"};
   // The cgroup must be this lease's own (its name carries the lease id) and
@@ -364,12 +347,10 @@ std::optional<Denial> placeRun(const PlacementEnv& env, const LeaseBook& book, c
   }
   // The daemon's own word, not the client's: the declared memory.max is read
   // back from the cgroup the client made before the lease counts as started.
-  if (l.req.declaration.memoryMax) {
-    // Where the kernel charges GTT, MemoryMax holds both declarations.
+  if (l.plan().memoryMax) {
+    // Its plan's: where the kernel charges GTT, MemoryMax holds both declarations.
     cgroup::ExpectedLimits expected;
-    expected.memoryMax =
-        handover.memoryMaxWithGpu(l.req.declaration.memoryMax, l.req.declaration.gpuMemoryMax)
-            .value_or(*l.req.declaration.memoryMax);
+    expected.memoryMax = l.plan().memoryMax;
     expected.onlyDeclared = true;
     auto applied = contain::verifyLimits(*cg, expected, env.pageSize, "");
     if (!applied) {
@@ -386,6 +367,39 @@ std::optional<Denial> placeRun(const PlacementEnv& env, const LeaseBook& book, c
   l.place.inode = cg->inode();
   l.place.cg = std::make_unique<cgroup::Cgroup>(std::move(*cg));
   l.place.countersCg = std::make_unique<cgroup::Cgroup>(std::move(*countersCg));
+  return std::nullopt;
+}
+
+void noteInvocation(Units* units, Lease& l) {
+  if (l.place.unit.empty() || !units) return;
+  if (auto run = units->run(l.place.unit)) l.place.invocation = run->invocation;
+}
+
+std::optional<std::string> reopenPlacement(const fs::Root* cgroupRoot, Units* units, Lease& l,
+                                           const ledger::PlacedRow& placed) {
+  l.place.unit = placed.unit;
+  l.place.cgroup = placed.cgroup;
+  l.place.countersCgroup = placed.countersCgroup;
+  l.place.inode = placed.inode;
+  if (placed.oomKillsAtAdoption) l.place.oomKillsAtAdoption = placed.oomKillsAtAdoption;
+  if (!cgroupRoot) return "the daemon has no cgroup v2 root";
+  // Same identity: the unit still has this cgroup, and the directory is the
+  // very one (inode), not a new cgroup of the same name.
+  auto cg = cgroup::Cgroup::open(*cgroupRoot, l.place.cgroup);
+  if (!cg) return fmt::format("its cgroup {} is gone", l.place.cgroup);
+  if (cg->inode() != l.place.inode)
+    return fmt::format("cgroup {} was re-created (inode {} is not the recorded {})", l.place.cgroup,
+                       cg->inode(), l.place.inode);
+  if (l.isAttach() && !l.place.unit.empty() && units) {
+    auto unitCg = units->controlGroup(l.place.unit);
+    if (unitCg && *unitCg != l.place.cgroup)
+      return fmt::format("unit {} now has cgroup '{}'", l.place.unit, *unitCg);
+    // The same cgroup directory is the same run: its invocation is today's.
+    noteInvocation(units, l);
+  }
+  l.place.cg = std::make_unique<cgroup::Cgroup>(std::move(*cg));
+  if (auto counters = cgroup::Cgroup::open(*cgroupRoot, l.place.countersCgroup))
+    l.place.countersCg = std::make_unique<cgroup::Cgroup>(std::move(*counters));
   return std::nullopt;
 }
 

@@ -16,11 +16,11 @@
 #include <string>
 
 #include "bpf/kernel_charge.h"
-#include "coverage/handover.h"
 #include "daemon/lease.h"
 #include "daemon/lease_book.h"
 #include "daemon/seams.h"
 #include "fs/root.h"
+#include "ledger/rows.h"
 #include "rpc/lease_api.h"
 
 namespace tally::daemon {
@@ -68,7 +68,17 @@ Status adopt(const PlacementEnv& env, Lease& l);
 // A run lease's `started`: the cgroups are checked and opened (l.place.cgroup,
 // l.place.countersCgroup, l.place.inode, l.place.cg, l.place.countersCg, l.place.unit are set).
 std::optional<Denial> placeRun(const PlacementEnv& env, const LeaseBook& book, const Peer& peer,
-                               const rpc::api::Started& p, Lease& l,
-                               const coverage::Handover& handover);
+                               const rpc::api::Started& p, Lease& l);
+
+// The unit's run this lease holds (its InvocationID), so that its end is told
+// from a restart of the unit.
+void noteInvocation(Units* units, Lease& l);
+
+// After a daemon restart: the placement its placed row recorded, reopened
+// where it is still the very same (the cgroup's inode, the unit's cgroup);
+// else why not. The recorded fields are set either way (a lost lease's
+// record names them).
+std::optional<std::string> reopenPlacement(const fs::Root* cgroupRoot, Units* units, Lease& l,
+                                           const ledger::PlacedRow& placed);
 
 }  // namespace tally::daemon

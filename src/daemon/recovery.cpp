@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include "daemon/lease_rows.h"
+#include "daemon/placement.h"
 #include "util/clock.h"
 
 namespace tally::daemon {
@@ -15,7 +16,7 @@ Result<std::vector<std::string>> Recovery::run() {
         0, fmt::format("cannot read the open leases from the ledger: {}", open.error().message)};
   for (const auto& rows : *open) {
     std::optional<ledger::PlacedRow> placed;
-    auto rebuilt = rebuildLease(rows, cfg_, handover_, placed);
+    auto rebuilt = rebuildLease(rows, cfg_, sampler_.kernelState(), placed);
     if (!rebuilt)
       return Error{0, fmt::format("cannot read the open leases from the ledger: {}",
                                   rebuilt.error().message)};
@@ -24,6 +25,10 @@ Result<std::vector<std::string>> Recovery::run() {
       log.push_back(
           fmt::format("lease {}: re-admitted over its pools' limits: {}", id, s.error().message));
     Lease& l = *book_.find(id);
+    // A child's plan holds it to its parent's bound again (the parent's rows
+    // come first: it ran before the child could nest in it).
+    if (!l.parent.empty())
+      if (const Lease* parent = book_.find(l.parent)) l.nestIn(*parent);
     if (!placed) {
       // Granted, never started: a run lease's client may still be setting up.
       l.awaitClient(clock::monotonicUs(), cfg_.clientGraceUs);
@@ -37,34 +42,11 @@ Result<std::vector<std::string>> Recovery::run() {
 }
 
 std::optional<std::string> Recovery::reopen(Lease& l, const ledger::PlacedRow& placed) {
-  l.place.unit = placed.unit;
-  l.place.cgroup = placed.cgroup;
-  l.place.countersCgroup = placed.countersCgroup;
-  l.place.inode = placed.inode;
-  if (!env_.cgroupRoot) return "the daemon has no cgroup v2 root";
-  // Same identity: the unit still has this cgroup, and the directory is the
-  // very one (inode), not a new cgroup of the same name.
-  auto cg = cgroup::Cgroup::open(*env_.cgroupRoot, l.place.cgroup);
-  if (!cg) return fmt::format("its cgroup {} is gone", l.place.cgroup);
-  if (cg->inode() != l.place.inode)
-    return fmt::format("cgroup {} was re-created (inode {} is not the recorded {})", l.place.cgroup,
-                       cg->inode(), l.place.inode);
-  if (l.isAttach() && !l.place.unit.empty() && env_.units) {
-    auto unitCg = env_.units->controlGroup(l.place.unit);
-    if (unitCg && *unitCg != l.place.cgroup)
-      return fmt::format("unit {} now has cgroup '{}'", l.place.unit, *unitCg);
-  }
-  if (l.isAttach() && !l.place.unit.empty() && env_.units) {
-    // The same cgroup directory is the same run: its invocation is today's.
-    if (auto run = env_.units->run(l.place.unit)) l.place.invocation = run->invocation;
-  }
-  l.place.cg = std::make_unique<cgroup::Cgroup>(std::move(*cg));
-  if (auto counters = cgroup::Cgroup::open(*env_.cgroupRoot, l.place.countersCgroup))
-    l.place.countersCg = std::make_unique<cgroup::Cgroup>(std::move(*counters));
+  if (auto why = reopenPlacement(env_.cgroupRoot, env_.units, l, placed)) return why;
   // Emptied with nobody to say how it ended: lost. Its attacher promised that
   // word (the Slurm plugin, waiting at the step's end with the cgroup kept):
   // re-adopted, the outcome waits for it as before the restart.
-  if (l.isAttach() && !Endings::populated(l) && !l.ending.awaitsReport)
+  if (l.isAttach() && !Endings::populated(l) && !l.ending().awaitsReport)
     return fmt::format("cgroup {} emptied while the daemon was down", l.place.cgroup);
   return std::nullopt;
 }

@@ -31,16 +31,14 @@ struct RecoveryEnv {
 class Recovery {
  public:
   Recovery(const config::Daemon& cfg, RecoveryEnv env, ledger::Ledger& ledger, LeaseBook& book,
-           LeaseEvents& events, Endings& endings, Sampler& sampler,
-           const coverage::Handover& handover)
+           LeaseEvents& events, Endings& endings, Sampler& sampler)
       : cfg_(cfg),
         env_(env),
         ledger_(ledger),
         book_(book),
         events_(events),
         endings_(endings),
-        sampler_(sampler),
-        handover_(handover) {}
+        sampler_(sampler) {}
 
   // One line per lease for the log; an error when the open leases cannot be
   // read (the daemon must not start then: it would grant their pools twice).
@@ -59,7 +57,6 @@ class Recovery {
   LeaseEvents& events_;
   Endings& endings_;
   Sampler& sampler_;
-  const coverage::Handover& handover_;
 };
 
 }  // namespace tally::daemon

@@ -24,9 +24,9 @@ Status Sampler::arm(Lease& l, bool recovered) {
                                     "charged to no lease and never refused. Attach the cgroup "
                                     "that holds the workload nearer the root",
                                     l.place.cgroup, level, TALLY_MAX_CGROUP_DEPTH)};
-  bpf::ArmSpec spec{kernelBound(l), 0, cfg_.kernelObjectsPerLease};
+  bpf::ArmSpec spec{l.plan().kernelLimit, 0, cfg_.kernelObjectsPerLease};
   if (!l.parent.empty())
-    if (const Lease* p = book_.find(l.parent)) spec.parent = p->metering.kernelArmed;
+    if (const Lease* p = book_.find(l.parent)) spec.parent = p->metering().kernelArmed;
   // A charge already there that is not this lease's own (an earlier lease of
   // the same cgroup left buffers): its bytes are carried, its counters not.
   std::optional<bpf::LeaseCharge> carried;
@@ -34,26 +34,27 @@ Status Sampler::arm(Lease& l, bool recovered) {
   if (auto s = env_.charge->arm(l.place.inode, spec); !s)
     return Error{s.error().code, fmt::format("lease {} ({}) cannot be charged in the kernel: {}",
                                              l.id, l.name(), s.error().message)};
-  l.metering.kernelArmed = l.place.inode;
-  l.metering.kernelCarried = carried;
+  l.metering_.kernelArmed = l.place.inode;
+  l.metering_.kernelCarried = carried;
   return Ok{};
 }
 
 void Sampler::startMetering(Lease& l) {
-  l.metering.meter = std::make_unique<lease::LeaseMeter>(env_.proc, env_.sys, *l.place.cg,
-                                                         l.req.declaration.gpuMemoryMax);
-  l.metering.meter->readStatGpu(handover_.statNamesGpu);
-  l.metering.meter->followTree(env_.treeWatcher, l.owner);
+  l.metering_.meter =
+      std::make_unique<lease::LeaseMeter>(env_.proc, env_.sys, *l.place.cg, l.plan().bound.max);
+  l.metering_.meter->readStatGpu(handover_.statNamesGpu);
+  l.metering_.meter->followTree(env_.treeWatcher, l.owner);
   // Its figure is its charge, with fdinfo (walked as the meter decides) as
   // the floor: buffers made before it was armed, by a task moved in, or
   // passed in count as its processes hold them.
-  if (env_.charge && l.metering.kernelArmed)
-    l.metering.meter->useKernelCharge(env_.charge, l.metering.kernelArmed,
-                                      l.metering.kernelCarried);
-  l.metering.meter->sample([this]() -> host::Snapshot& { return host_.fresh(); });
+  if (env_.charge && l.metering_.kernelArmed)
+    l.metering_.meter->useKernelCharge(env_.charge, l.metering_.kernelArmed,
+                                       l.metering_.kernelCarried);
+  l.metering_.meter->sample([this]() -> host::Snapshot& { return host_.fresh(); });
   readFigures(l, now());
-  l.metering.pace = {};
-  l.metering.pace.sampled(cadence(), paced(l), l.metering.meter->gpu().lastBytes, now());
+  l.metering_.pace = {};
+  l.metering_.pace.sampled(cadence(), l.plan().pacedMax(l.metering_.boundState),
+                           l.metering_.meter->gpu().lastBytes, now());
   std::string events = fmt::format("{}/{}", env_.cgroupRoot->path(),
                                    fs::joinPath(l.place.countersCgroup, cgroup::file::kEvents));
   if (auto s = env_.watches.watch(l.id, events); !s) {
@@ -78,7 +79,7 @@ void Sampler::startMetering(Lease& l) {
 }
 
 void Sampler::readFigures(Lease& l, std::uint64_t monoUs) {
-  auto& f = l.metering.figures;
+  auto& f = l.metering_.figures;
   if (!l.place.cg || !l.place.countersCg) return;
   // Near its bound a lease is sampled every 50 ms; what people read of it
   // moves at a human pace.
@@ -121,20 +122,20 @@ std::vector<std::string> Sampler::sample() {
   // tree never leaves her others unmetered; lease-id order among equals.
   std::vector<std::pair<const std::string*, Lease*>> order;
   for (const auto& [id, lp] : book_.all())
-    if (lp->state() == Lease::State::Running && lp->metering.meter)
+    if (lp->state() == Lease::State::Running && lp->metering_.meter)
       order.emplace_back(&id, lp.get());
   std::stable_sort(order.begin(), order.end(), [](const auto& a, const auto& b) {
-    return a.second->metering.meter->lastWalkSize() < b.second->metering.meter->lastWalkSize();
+    return a.second->metering_.meter->lastWalkSize() < b.second->metering_.meter->lastWalkSize();
   });
   for (const auto& [idp, lp] : order) {
     const std::string& id = *idp;
     Lease& l = *lp;
-    if (l.metering.pace.nextUs > mono + kSlackUs) continue;  // not due
+    if (l.metering_.pace.nextUs > mono + kSlackUs) continue;  // not due
     // Due before its sample_interval because it is near its bound: at most
     // kEarlySamplesPerRound such leases per round; the rest keep
     // sample_interval this once, so many leases near their bounds cost a
     // bounded amount per round and none is sampled less than normally.
-    auto& pace = l.metering.pace;
+    auto& pace = l.metering_.pace;
     if (pace.lastUs && mono + kSlackUs < pace.lastUs + cad.normalUs &&
         early++ >= kEarlySamplesPerRound) {
       pace.nextUs = pace.lastUs + cad.normalUs;
@@ -143,27 +144,28 @@ std::vector<std::string> Sampler::sample() {
     const std::size_t budget = env_.cgroupsWalkedPerUid;
     if (l.owner != 0 && budget) {
       std::size_t spent = walked[l.owner];
-      l.metering.meter->limitWalk(spent < budget ? budget - spent : 0,
-                                  fmt::format("max_cgroups_walked_per_uid = {}", budget));
+      l.metering_.meter->limitWalk(spent < budget ? budget - spent : 0,
+                                   fmt::format("max_cgroups_walked_per_uid = {}", budget));
     }
-    l.metering.meter->sample(tickSnapshot);
+    l.metering_.meter->sample(tickSnapshot);
     readFigures(l, mono);
-    if (l.owner != 0) walked[l.owner] += l.metering.meter->cgroupsWalked();
-    const auto& h = l.metering.meter->host();
-    const auto& g = l.metering.meter->gpu();
+    if (l.owner != 0) walked[l.owner] += l.metering_.meter->cgroupsWalked();
+    const auto& h = l.metering_.meter->host();
+    const auto& g = l.metering_.meter->gpu();
     noteFdinfoAbove(l);
     // The bound's message names the spacing its samples really had.
-    l.metering.bound.sampleIntervalUs = l.metering.pace.sampled(cad, paced(l), g.lastBytes, mono);
-    if (l.metering.bound.any()) enforceBound(l, now);
+    const std::uint64_t spacingUs =
+        l.metering_.pace.sampled(cad, l.plan().pacedMax(l.metering_.boundState), g.lastBytes, mono);
+    if (l.plan().bound.any()) enforceBound(l, spacingUs, now);
     // A missed inotify event (or none possible) is caught here.
     if (l.isAttach()) {
       auto p = l.place.countersCg ? l.place.countersCg->populated() : Result<bool>(false);
       if (!p || !*p) ended.push_back(id);
     }
     // Stored rows keep sample_interval's resolution however fast it was sampled.
-    if (l.metering.lastRowUs != 0 && mono + kSlackUs < l.metering.lastRowUs + cad.normalUs)
+    if (l.metering_.lastRowUs != 0 && mono + kSlackUs < l.metering_.lastRowUs + cad.normalUs)
       continue;
-    l.metering.lastRowUs = mono;
+    l.metering_.lastRowUs = mono;
     ledger::Sample s{id, now, h.last, g.lastBytes, std::nullopt, std::nullopt};
     if (g.lastBytes) {
       auto get = [&](const char* r) -> std::optional<std::uint64_t> {
@@ -186,8 +188,8 @@ std::uint64_t Sampler::nextSampleDelayUs() const {
   std::uint64_t delay = cfg_.sampleIntervalUs;
   for (const auto& [id, lp] : book_.all()) {
     const Lease& l = *lp;
-    if (l.state() != Lease::State::Running || !l.metering.meter) continue;
-    delay = std::min(delay, l.metering.pace.nextUs > mono ? l.metering.pace.nextUs - mono : 0);
+    if (l.state() != Lease::State::Running || !l.metering_.meter) continue;
+    delay = std::min(delay, l.metering_.pace.nextUs > mono ? l.metering_.pace.nextUs - mono : 0);
   }
   return delay;
 }
@@ -202,12 +204,14 @@ std::uint64_t Sampler::nextSampleDelayUs() const {
 // A lease with child leases kills its children's cgroups, not its own: a
 // Slurm job's cgroup holds slurmstepd beside the steps' tasks, and the
 // workload is in the steps.
-void Sampler::enforceBound(Lease& l, std::uint64_t nowNs) {
-  const auto& g = l.metering.meter->gpu();
+void Sampler::enforceBound(Lease& l, std::uint64_t spacingUs, std::uint64_t nowNs) {
+  const auto& g = l.metering_.meter->gpu();
+  enforce::GpuBound bound = l.plan().bound;
+  bound.sampleIntervalUs = spacingUs;
   // Looked up only when the bound kills (not at every sample of every lease).
   std::vector<Lease*> children;
   auto killed = enforce::drive(
-      l.metering.bound, l.metering.boundState, g.lastBytes, g.lastSource, nowNs,
+      bound, l.metering_.boundState, g.lastBytes, g.lastSource, nowNs,
       {[&]() -> Status {
          for (const auto& [id, c] : book_.all())
            if (c->parent == l.id && c->place.cg) children.push_back(c.get());
@@ -228,17 +232,17 @@ void Sampler::enforceBound(Lease& l, std::uint64_t nowNs) {
                       {{"TALLY_LEASE", l.id}});
        }});
   if (!killed) return;
-  l.ending.tallyKill = *killed;
+  l.killedByTally(*killed);
   for (Lease* c : children)
-    c->ending.tallyKill =
-        fmt::format("killed with its parent lease {} ({}): {}", l.id, l.name(), *killed);
+    c->killedByTally(
+        fmt::format("killed with its parent lease {} ({}): {}", l.id, l.name(), *killed));
 }
 
 void Sampler::noteFdinfoAbove(Lease& l) {
-  const auto& g = l.metering.meter->gpu();
-  if (g.walksFdinfoAbove == 0) l.metering.fdinfoAboveSaid = false;
-  if (g.walksFdinfoAbove < kLastingWalks || l.metering.fdinfoAboveSaid || !g.kernel) return;
-  l.metering.fdinfoAboveSaid = true;
+  const auto& g = l.metering_.meter->gpu();
+  if (g.walksFdinfoAbove == 0) l.metering_.fdinfoAboveSaid = false;
+  if (g.walksFdinfoAbove < kLastingWalks || l.metering_.fdinfoAboveSaid || !g.kernel) return;
+  l.metering_.fdinfoAboveSaid = true;
   events_.note(4,
                fmt::format("lease {} ({}): its processes hold {} of GPU memory by fdinfo, the "
                            "kernel charged it {}: buffers made outside the lease (before it was "
@@ -251,84 +255,43 @@ void Sampler::noteFdinfoAbove(Lease& l) {
                 {"TALLY_KERNEL_CHARGE_BYTES", std::to_string(g.kernel->bytes)}});
 }
 
-std::optional<std::uint64_t> Sampler::kernelBound(const Lease& l) {
-  const auto& b = l.metering.bound;
-  if (!b.max || !enforce::refusesInKernel(b.action) || l.metering.advisory) return std::nullopt;
-  return b.max;
-}
-
 void Sampler::noteRefusals(std::uint64_t mono, std::uint64_t nowNs) {
   std::vector<bpf::Refusal> refusals = env_.charge->refusals();
   for (const bpf::Refusal& r : refusals) {
     for (const auto& [id, lp] : book_.all()) {
       Lease& l = *lp;
-      if (l.metering.kernelArmed != r.lease) continue;
-      ++l.metering.refusalsUnsaid;
-      l.metering.refusedBytesUnsaid += r.requestedBytes;
-      if (r.reason != static_cast<std::uint32_t>(bpf::RefusalReason::Bound)) {
-        ++l.metering.failsafeUnsaid;
-        l.metering.lastFailsafeReason = r.reason;
-      }
-      l.metering.lastRefusedAsked = r.requestedBytes;
-      l.metering.lastRefusedHeld = r.chargedBytes;
-      l.metering.lastRefusedPid = r.pid;
+      if (l.metering_.kernelArmed != r.lease) continue;
+      const bool failsafe = r.reason != static_cast<std::uint32_t>(bpf::RefusalReason::Bound);
+      l.metering_.refusals.add({r.requestedBytes, r.chargedBytes, r.pid, failsafe,
+                                failsafe ? bpf::reasonName(r.reason) : ""});
       break;
     }
   }
   for (const auto& [id, lp] : book_.all())
-    if (lp->metering.refusalsUnsaid) sayRefusals(*lp, mono, nowNs);
+    if (lp->metering_.refusals.unsaid()) sayRefusals(*lp, mono, nowNs);
 }
 
 void Sampler::refreshCharge(Lease& l, Lease* parent) {
   auto armed = [](const Lease* x) {
-    return x && x->metering.kernelArmed && x->metering.meter != nullptr;
+    return x && x->metering_.kernelArmed && x->metering_.meter != nullptr;
   };
   if (!env_.charge || (!armed(&l) && !armed(parent))) return;
   noteRefusals(now(), clock::realtimeNs());
   for (Lease* x : {&l, parent})
-    if (armed(x)) x->metering.meter->readKernelCharge();
+    if (armed(x)) x->metering_.meter->readKernelCharge();
 }
 
 void Sampler::finalRefusals(Lease& l) {
-  if (!env_.charge || !l.metering.kernelArmed) return;
+  if (!env_.charge || !l.metering_.kernelArmed) return;
   const std::uint64_t mono = now(), nowNs = clock::realtimeNs();
   noteRefusals(mono, nowNs);
-  if (l.metering.refusalsUnsaid) sayRefusals(l, mono, nowNs, true);
+  if (l.metering_.refusals.unsaid()) sayRefusals(l, mono, nowNs, true);
 }
 
 void Sampler::sayRefusals(Lease& l, std::uint64_t mono, std::uint64_t nowNs, bool now) {
-  auto& m = l.metering;
-  if (!now && m.lastRefusalSaidUs && mono < m.lastRefusalSaidUs + kRefusalEventUs) return;
-  enforce::BoundEvent e;
-  e.atNs = nowNs;
-  e.kind = enforce::Verdict::Refused;
-  e.bytes = m.refusedBytesUnsaid;
-  e.limit = m.bound.max.value_or(0);
-  e.samples = static_cast<unsigned>(std::min<std::uint64_t>(m.refusalsUnsaid, 1'000'000));
-  e.summary = fmt::format(
-      "{} GPU allocation{} ({}) refused in the kernel at gpu_memory_max {}: the last asked {} "
-      "with {} held (pid {}); the lease runs on",
-      m.refusalsUnsaid, m.refusalsUnsaid == 1 ? "" : "s", units::humanBytes(m.refusedBytesUnsaid),
-      units::humanBytes(e.limit), units::humanBytes(m.lastRefusedAsked),
-      units::humanBytes(m.lastRefusedHeld), m.lastRefusedPid);
-  if (m.failsafeUnsaid)
-    e.summary += fmt::format(
-        "; {} of them refused failing closed, not at the bound (the last: {}): the kernel could "
-        "not charge them exactly (tally doctor, docs/enforcement.md)",
-        m.failsafeUnsaid, bpf::reasonName(m.lastFailsafeReason));
-  m.refusalsUnsaid = m.refusedBytesUnsaid = m.failsafeUnsaid = 0;
-  m.lastRefusalSaidUs = mono;
-  events_.bound(l, e, "kernel-charge");
-}
-
-std::optional<std::uint64_t> Sampler::paced(const Lease& l) const {
-  // Fast sampling exists to kill sooner: a bound that will not kill
-  // (report-only, or its kill already asked) is sampled at sample_interval,
-  // however long the lease sits at or over it (3,000 child cgroups walked
-  // every 50 ms forever once held a core).
-  const auto& b = l.metering.bound;
-  if (!enforce::killsOverBound(b.action) || l.metering.boundState.acted) return std::nullopt;
-  return b.max;
+  enforce::RefusalLog& log = l.metering_.refusals;
+  if (!now && !log.due(mono, kRefusalEventUs)) return;
+  events_.bound(l, log.say(l.plan().bound.max.value_or(0), mono, nowNs), "kernel-charge");
 }
 
 }  // namespace tally::daemon

@@ -56,6 +56,11 @@ class Sampler {
         host_(host),
         handover_(handover) {}
 
+  // The kernel's state a lease's plan is made for: the hand-over, and
+  // whether the in-kernel charge refuses allocations here.
+  enforce::KernelState kernelState() const {
+    return handover_.kernelState(env_.charge && env_.charge->capabilities().refusing);
+  }
   // Arms the lease in the kernel's charge once its cgroup is placed, before
   // it is granted or started: the error says why the kernel's charge cannot
   // cover it (its cgroup deeper than the lease lookup walks, no room in the
@@ -65,7 +70,7 @@ class Sampler {
   // A lease re-adopted after a restart whose cgroup is gone: the kernel's
   // entry for `cgroupId`, if any, is its (retired under its name at its end).
   void claimCharge(Lease& l, std::uint64_t cgroupId) {
-    if (env_.charge && cgroupId && env_.charge->read(cgroupId)) l.metering.kernelArmed = cgroupId;
+    if (env_.charge && cgroupId && env_.charge->read(cgroupId)) l.metering_.kernelArmed = cgroupId;
   }
   // A lease starts being metered: its meter (on its held cgroup, from its
   // kernel charge when armed), a first sample, and an inotify watch on its
@@ -87,9 +92,6 @@ class Sampler {
   // per this long, each event carrying the count since the last: a program
   // retrying an allocation in a loop writes a row a minute, not a row each.
   static constexpr std::uint64_t kRefusalEventUs = 60'000'000;
-  // The bound the kernel holds for a lease: its gpu_memory_max, unless it
-  // only reports (or the kernel charges GTT itself: advisory).
-  static std::optional<std::uint64_t> kernelBound(const Lease& l);
   // A lease ends: the refusals the kernel queued for it are said now,
   // whatever the minute's rate says (its outcome comes next).
   void finalRefusals(Lease& l);
@@ -105,7 +107,9 @@ class Sampler {
   }
 
  private:
-  void enforceBound(Lease& l, std::uint64_t nowNs);
+  // One sample through the lease's planned bound; `spacingUs`: the spacing
+  // its samples had, which the bound's message names.
+  void enforceBound(Lease& l, std::uint64_t spacingUs, std::uint64_t nowNs);
   // A lease whose fdinfo stayed above its charge for kLastingWalks walks is
   // said once, with both figures (again after they agree and part again).
   static constexpr unsigned kLastingWalks = 3;
@@ -114,9 +118,6 @@ class Sampler {
   // lease's unsaid ones said when due (kRefusalEventUs).
   void noteRefusals(std::uint64_t mono, std::uint64_t nowNs);
   void sayRefusals(Lease& l, std::uint64_t mono, std::uint64_t nowNs, bool now = false);
-  // The bound a lease's cadence comes near to: its gpu_memory_max while a
-  // kill over it is still to come.
-  std::optional<std::uint64_t> paced(const Lease& l) const;
 
   const config::Daemon& cfg_;
   SamplerEnv env_;

@@ -56,7 +56,7 @@ Service::Service(const config::Config& cfg, ledger::Ledger& ledger, ServiceEnv e
   if (env.kernelCharge) {
     book_.onForget([this](const Lease& l) {
       const Lease* parent = l.parent.empty() ? nullptr : book_.find(l.parent);
-      upkeep_.retire(l, parent ? parent->metering.kernelArmed : 0);
+      upkeep_.retire(l, parent ? parent->metering().kernelArmed : 0);
       // Counted against its pools before the grant pass its end starts.
       for (const auto& pool : l.req.pools) book_.setGpuResidue(pool, upkeep_.poolResidue(pool));
     });
@@ -219,7 +219,7 @@ void Service::onStarted(std::uint64_t conn, const Peer& peer, const json& id,
                 fmt::format("lease {} is not a granted run lease waiting to start", l->id));
   }
   PlacementEnv penv{env_.proc, env_.cgroupRoot, env_.units, env_.pageSize};
-  if (auto denied = placeRun(penv, book_, peer, p, *l, handover_)) return deny(conn, id, *denied);
+  if (auto denied = placeRun(penv, book_, peer, p, *l)) return deny(conn, id, *denied);
   // Armed before the workload is let go (the client holds it until this
   // reply): a lease the kernel's charge cannot cover is refused, never run blind.
   if (auto s = sampler_.arm(*l); !s) {
@@ -263,7 +263,7 @@ void Service::onComplete(std::uint64_t conn, const Peer& peer, const json& id,
                 ev.error().message);
   // The kernel's figures as the record just took them from the lease's meter.
   rpc::api::CompleteReply done{l->id, ev->seq, ev->hash, std::nullopt};
-  if (l->metering.meter) done.kernelCharge = l->metering.meter->gpu().kernel;
+  if (l->metering().meter) done.kernelCharge = l->metering().meter->gpu().kernel;
   json r = rpc::api::encode(done);
   std::string leaseId = l->id;
   env_.watches.unwatch(leaseId);
@@ -291,9 +291,9 @@ void Service::onRelease(std::uint64_t conn, const Peer& peer, const json& reqId,
   if (!l) return;
   std::string id = l->id;
   if (l->state() == Lease::State::Queued) {
-    fail(l->client.conn, l->client.pendingId, code::kCancelled,
+    fail(l->client().conn, l->client().pendingId, code::kCancelled,
          fmt::format("request {} was cancelled by uid {}", id, peer.uid));
-    if (l->client.conn != conn)
+    if (l->client().conn != conn)
       reply(conn, reqId, rpc::api::encode(rpc::api::ReleaseReply{id, "cancelled"}));
     book_.forget(id);
     tryGrant();
@@ -303,7 +303,7 @@ void Service::onRelease(std::uint64_t conn, const Peer& peer, const json& reqId,
     return fail(conn, reqId, code::kConflict,
                 fmt::format("lease {} is no longer queued; use release", id));
   // Asked already: its stop is under way; a second release writes nothing.
-  if (l->ending.releaseRequested)
+  if (l->ending().releaseRequested)
     return reply(conn, reqId, rpc::api::encode(rpc::api::ReleaseReply{id, "stopping"}));
   // Acknowledge only what is on disk: a release the ledger cannot record
   // changes nothing (a restarted daemon would re-adopt the lease and bound it).
@@ -325,9 +325,9 @@ void Service::onRelease(std::uint64_t conn, const Peer& peer, const json& reqId,
     return reply(conn, reqId, rpc::api::encode(rpc::api::ReleaseReply{id, "released"}));
   }
   // A running run lease: its workload is stopped; the client reports the outcome.
-  l->ending.releaseRequested = true;
+  l->releaseAsked();
   endings_.requestStop(*l);
-  if (!l->client.conn) l->awaitClient(clock::monotonicUs(), cfg_.daemon.clientGraceUs);
+  if (!l->client().conn) l->awaitClient(clock::monotonicUs(), cfg_.daemon.clientGraceUs);
   reply(conn, reqId, rpc::api::encode(rpc::api::ReleaseReply{id, "stopping"}));
 }
 
@@ -356,9 +356,9 @@ void Service::onExited(std::uint64_t conn, const Peer& peer, const json& id,
                             "reports its wait status in complete",
                             l->id));
   }
-  l->ending.reported =
-      p.exitCode ? lease::Ending{lease::Ending::Kind::Exited, *p.exitCode, 0, 0}
-                 : lease::Ending{lease::Ending::Kind::Signaled, 0, p.signal.value_or(0), 0};
+  l->reportedEnding(p.exitCode
+                        ? lease::Ending{lease::Ending::Kind::Exited, *p.exitCode, 0, 0}
+                        : lease::Ending{lease::Ending::Kind::Signaled, 0, p.signal.value_or(0), 0});
   reply(conn, id, rpc::api::encode(rpc::api::BoundReply{true}));
   // Its cgroup emptied before the word came: it ends now, with it.
   cgroupChanged(p.lease);
@@ -390,13 +390,13 @@ void Service::cgroupChanged(const std::string& leaseId) {
   if (l->isAttach()) {
     // Its attacher said it reports how the processes ended: the outcome
     // waits for that word (onExited), or for the deadline (tick).
-    if (l->ending.awaitsReport && !l->ending.reported) {
+    if (l->ending().awaitsReport && !l->ending().reported) {
       std::uint64_t now = env_.monotonicUs ? env_.monotonicUs() : clock::monotonicUs();
-      if (!l->ending.reportDeadlineUs) {
-        l->ending.reportDeadlineUs = now + rpc::api::kExitReportWaitUs;
+      if (!l->ending().reportDeadlineUs) {
+        l->awaitReportUntil(now + rpc::api::kExitReportWaitUs);
         awaitingReport_.insert(l->id);
       }
-      if (now < l->ending.reportDeadlineUs) return;
+      if (now < l->ending().reportDeadlineUs) return;
     }
     std::string unit = l->place.unit;
     endAttached(*l);  // frees l
@@ -405,7 +405,7 @@ void Service::cgroupChanged(const std::string& leaseId) {
   }
   // A run lease's workload ended: its client reports the outcome; without a
   // client the lease is lost after the grace.
-  if (!l->client.conn && !l->client.graceDeadlineUs)
+  if (!l->client().conn && !l->client().graceDeadlineUs)
     l->awaitClient(clock::monotonicUs(), cfg_.daemon.clientGraceUs);
 }
 
@@ -413,7 +413,7 @@ void Service::disconnected(std::uint64_t conn) {
   events_.unsubscribe(conn);
   std::vector<std::string> ids;
   for (const auto& [id, l] : book_.all()) {
-    if (l->client.conn == conn) ids.push_back(id);
+    if (l->client().conn == conn) ids.push_back(id);
   }
   for (const auto& id : ids) {
     Lease* l = book_.find(id);
@@ -422,8 +422,7 @@ void Service::disconnected(std::uint64_t conn) {
       book_.forget(id);  // the waiter went away: its request goes with it
       continue;
     }
-    l->client.conn = 0;
-    l->client.pending = false;
+    l->clientGone();
     // A run lease's client may come back (resume); until the grace ends the lease stays.
     if (l->isRun()) l->awaitClient(clock::monotonicUs(), cfg_.daemon.clientGraceUs);
   }
@@ -439,9 +438,9 @@ void Service::tick() {
     changed = true;
     Lease* l = book_.find(id);
     if (!l) continue;
-    fail(l->client.conn, l->client.pendingId, code::kTimeout,
+    fail(l->client().conn, l->client().pendingId, code::kTimeout,
          fmt::format("no grant within the queue timeout (position {} of {})",
-                     l->client.lastPosition.value_or(0), book_.queued() + 1));
+                     l->client().lastPosition.value_or(0), book_.queued() + 1));
     book_.forget(id);
   }
   endings_.expireStops(now);
@@ -453,9 +452,9 @@ void Service::tick() {
   std::uint64_t reportNow = env_.monotonicUs ? env_.monotonicUs() : now;
   for (auto it = awaitingReport_.begin(); it != awaitingReport_.end();) {
     const Lease* l = book_.find(*it);
-    if (!l || !l->ending.reportDeadlineUs) {
+    if (!l || !l->ending().reportDeadlineUs) {
       it = awaitingReport_.erase(it);  // ended meanwhile (its word came, or it was released)
-    } else if (reportNow >= l->ending.reportDeadlineUs) {
+    } else if (reportNow >= l->ending().reportDeadlineUs) {
       unreported.push_back(*it);
       it = awaitingReport_.erase(it);
     } else {
@@ -463,7 +462,7 @@ void Service::tick() {
     }
   }
   for (const auto& lid : unreported) {
-    if (Lease* l = book_.find(lid)) l->ending.awaitsReport = false;
+    if (Lease* l = book_.find(lid)) l->expectReport(false);
     cgroupChanged(lid);
   }
   // Grants happen when something is released; the tick only retries the
@@ -482,7 +481,7 @@ void Service::tick() {
 std::uint64_t Service::tickIntervalUs() const {
   if (book_.queued() || !awaitingReport_.empty()) return kBusyTickUs;
   for (const auto& [id, l] : book_.all())
-    if (l->ending.killDeadlineUs || l->client.graceDeadlineUs) return kBusyTickUs;
+    if (l->ending().killDeadlineUs || l->client().graceDeadlineUs) return kBusyTickUs;
   return kIdleTickUs;
 }
 
@@ -508,14 +507,14 @@ void Service::prune() {
 
 Result<std::vector<std::string>> Service::recover() {
   auto lines = Recovery(cfg_.daemon, RecoveryEnv{env_.cgroupRoot, env_.watches, env_.units},
-                        ledger_, book_, events_, endings_, sampler_, handover_)
+                        ledger_, book_, events_, endings_, sampler_)
                    .run();
   if (lines) {
     // Re-adopted empty, awaiting its attacher's exit report: the report's
     // deadline starts now (cgroupChanged), as if the daemon had seen it empty.
     std::vector<std::string> emptied;
     for (const auto& [id, l] : book_.all())
-      if (l->isAttach() && l->state() == Lease::State::Running && l->ending.awaitsReport &&
+      if (l->isAttach() && l->state() == Lease::State::Running && l->ending().awaitsReport &&
           !Endings::populated(*l))
         emptied.push_back(id);
     for (const auto& id : emptied) cgroupChanged(id);
@@ -526,7 +525,7 @@ Result<std::vector<std::string>> Service::recover() {
     // ended leases whose buffers live on are named again.
     std::vector<std::uint64_t> claimed;
     for (const auto& [id, l] : book_.all())
-      if (l->metering.kernelArmed) claimed.push_back(l->metering.kernelArmed);
+      if (l->metering().kernelArmed) claimed.push_back(l->metering().kernelArmed);
     upkeep_.recover(claimed);
     residueChanged();
   }

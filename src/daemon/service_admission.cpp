@@ -125,7 +125,7 @@ Service::Admission Service::admit(std::uint64_t conn, const Peer& peer, const js
                         : std::string()));
   }
   auto kind = attach ? lease::LeaseKind::Attach : lease::LeaseKind::Run;
-  auto l = newLease(kind, peer.uid, peer.pid, conn, d, cfg_.daemon, env_.limits, handover_);
+  auto l = newLease(kind, peer.uid, peer.pid, conn, d, cfg_.daemon, sampler_.kernelState());
   // A child lease holds no pool: its parent's count it (placeAttach checks the parent).
   const bool child = attach && !attach->parent.empty();
   auto totals = [this](const config::Pool& pool) { return measures_.totalsFor(pool); };
@@ -156,11 +156,10 @@ Service::Admission Service::admit(std::uint64_t conn, const Peer& peer, const js
       if (auto why = boundUnseen()) return refused(code::kRefused, *why);
     }
     if (auto denied = refuseOverOnArrival(aenv, *l, attach->force)) return {*denied, false};
-    l->ending.awaitsReport = attach->reportsExit;
+    l->expectReport(attach->reportsExit);
   }
   // A declared lease (no connection) has nobody to reply to.
-  l->client.pending = conn != 0;
-  l->client.pendingId = id;
+  l->awaitReply(conn, id);
   std::string arrival = l->id;
   // Only the new arrival's fate can have changed: no walk of a long queue.
   const bool noWait = d.noWait;
@@ -215,7 +214,7 @@ std::optional<std::string> Service::granted(Lease& l) {
         "not granted: the ledger could not record the grant ({}); nothing was granted. Retry "
         "once the ledger writes (tally daemon's journal says when)",
         ev.error().message);
-    if (l.client.pending) fail(l.client.conn, l.client.pendingId, code::kUnavailable, why);
+    if (l.client().pending) fail(l.client().conn, l.client().pendingId, code::kUnavailable, why);
     book_.forget(std::string(l.id));
     return why;
   }
@@ -234,22 +233,19 @@ std::optional<std::string> Service::granted(Lease& l) {
     }
     if (!s) {
       std::string why = s.error().message;
-      if (l.client.pending) fail(l.client.conn, l.client.pendingId, code::kRefused, why);
+      if (l.client().pending) fail(l.client().conn, l.client().pendingId, code::kRefused, why);
       endings_.withdraw(l, why);  // frees l
       return why;
     }
-    // The unit's run this lease holds: its end is told from a restart by it.
-    if (!l.place.unit.empty() && env_.units) {
-      if (auto run = env_.units->run(l.place.unit)) l.place.invocation = run->invocation;
-    }
+    noteInvocation(env_.units, l);
     sampler_.startMetering(l);
     if (l.target && l.target->pid) (void)env_.watches.watchPid(l.id, *l.target->pid);
   }
-  if (l.client.pending) {
-    reply(l.client.conn, l.client.pendingId, rpc::api::encode(views_.leaseReply(l)));
-    l.client.pending = false;
+  if (l.client().pending) {
+    reply(l.client().conn, l.client().pendingId, rpc::api::encode(views_.leaseReply(l)));
+    l.replied();
   }
-  if (l.isAttach()) l.client.conn = 0;  // an attached lease lives on without its client
+  if (l.isAttach()) l.clientGone();  // an attached lease lives on without its client
   return std::nullopt;
 }
 

@@ -42,8 +42,10 @@ json Views::lease(const Lease& l, const admission::Engine::Queued* queued, std::
   j["owner_uid"] = l.owner;
   j["pools"] = l.req.pools;
   j["priority"] = l.req.priority;
+  // The GPU max as its plan holds it: a child's is its parent's when that is
+  // smaller (what the step's report, the listings and the metrics compare against).
   j["declared"] = {{"memory_max", jsonview::orNull(l.req.declaration.memoryMax)},
-                   {"gpu_memory_max", jsonview::orNull(l.req.declaration.gpuMemoryMax)}};
+                   {"gpu_memory_max", jsonview::orNull(l.plan().bound.max)}};
   if (!l.attributes().empty()) j["attributes"] = lease::attributesJson(l.attributes());
   if (!l.parent.empty()) j["parent"] = l.parent;
   j["requested_at_ns"] = l.requestedAtNs;
@@ -63,12 +65,12 @@ json Views::lease(const Lease& l, const admission::Engine::Queued* queued, std::
     j["cgroup_inode"] = l.place.inode;
     j["started_at_ns"] = l.startedAtNs();
   }
-  j["client_connected"] = l.client.conn != 0;
-  if (l.ending.recovered) j["readopted_after_restart"] = true;
-  if (l.ending.releaseRequested) j["release_requested"] = true;
-  if (l.metering.meter) {
-    const auto& h = l.metering.meter->host();
-    const auto& g = l.metering.meter->gpu();
+  j["client_connected"] = l.client().conn != 0;
+  if (l.ending().recovered) j["readopted_after_restart"] = true;
+  if (l.ending().releaseRequested) j["release_requested"] = true;
+  if (l.metering().meter) {
+    const auto& h = l.metering().meter->host();
+    const auto& g = l.metering().meter->gpu();
     j["memory"] = {{"current_bytes", jsonview::orNull(h.last)},
                    {"peak_sampled_bytes", jsonview::orNull(h.peakCurrent)},
                    {"samples", h.samples},
@@ -95,16 +97,14 @@ json Views::lease(const Lease& l, const admission::Engine::Queued* queued, std::
         {"gpu_bytes", jsonview::orNull(g.lastBytes)},
         {"total_bytes", host && g.lastBytes ? json(*host + *g.lastBytes) : json(nullptr)}};
   }
-  if (l.metering.bound.any()) {
-    j["gpu_bound"] = {{"action", enforce::actionName(l.metering.bound.action)},
-                      {"consecutive_samples", l.metering.bound.consecutive},
-                      {"advisory", l.metering.advisory},
-                      {"acted", l.metering.boundState.acted}};
+  if (l.plan().bound.any()) {
+    j["gpu_bound"] = {{"action", enforce::actionName(l.plan().bound.action)},
+                      {"consecutive_samples", l.plan().bound.consecutive},
+                      {"advisory", l.plan().advisory},
+                      {"acted", l.metering().boundState.acted}};
   }
   // The kernel bounds GTT in MemoryMax now: a run lease's MemoryMax must hold both.
-  if (auto both =
-          handover_.memoryMaxWithGpu(l.req.declaration.memoryMax, l.req.declaration.gpuMemoryMax))
-    j["memory_max_effective"] = *both;
+  if (l.plan().memoryMaxWithGpu) j["memory_max_effective"] = *l.plan().memoryMax;
   j["coverage"] = coverage::coverageName(handover_.coverage);
   return j;
 }
@@ -118,10 +118,9 @@ rpc::api::LeaseReply Views::leaseReply(const Lease& l) {
   r.pools = l.req.pools;
   if (!l.place.unit.empty()) r.unit = l.place.unit;
   if (!l.place.cgroup.empty()) r.cgroup = l.place.cgroup;
-  r.memoryMaxEffective =
-      handover_.memoryMaxWithGpu(l.req.declaration.memoryMax, l.req.declaration.gpuMemoryMax);
+  if (l.plan().memoryMaxWithGpu) r.memoryMaxEffective = l.plan().memoryMax;
   r.coverage = coverage::coverageName(handover_.coverage);
-  r.gpuBoundAdvisory = l.metering.advisory;
+  r.gpuBoundAdvisory = l.plan().advisory;
   r.view = lease(l);
   return r;
 }
@@ -213,9 +212,9 @@ json Views::leaseWithRows(const std::string& id) {
 
 json Views::daemonSaw(const Lease& l) {
   json seen;
-  if (l.metering.meter) {
-    const auto& h = l.metering.meter->host();
-    const auto& g = l.metering.meter->gpu();
+  if (l.metering().meter) {
+    const auto& h = l.metering().meter->host();
+    const auto& g = l.metering().meter->gpu();
     seen["samples"] = h.samples;
     seen["memory_peak_sampled_bytes"] = jsonview::orNull(h.peakCurrent);
     seen["gpu_samples"] = g.samples;
@@ -227,8 +226,8 @@ json Views::daemonSaw(const Lease& l) {
     if (counters.memoryPeak) seen["memory_peak_bytes"] = *counters.memoryPeak;
     if (counters.events) seen["oom_kill"] = jsonview::orNull(counters.events->get("oom_kill"));
   }
-  if (l.metering.boundRefused) seen["bound_events_refused"] = l.metering.boundRefused;
-  if (l.ending.recovered) seen["readopted_after_restart"] = true;
+  if (l.said().clientReportsRefused) seen["bound_events_refused"] = l.said().clientReportsRefused;
+  if (l.ending().recovered) seen["readopted_after_restart"] = true;
   return seen;
 }
 
@@ -286,8 +285,8 @@ seats::SeatFacts Views::seatFacts(const Lease& l) const {
       f.container = w->name;
   }
   f.memoryMax = l.req.declaration.memoryMax;
-  f.gpuMemoryMax = l.req.declaration.gpuMemoryMax;
-  f.gpuMemoryHigh = l.metering.bound.high;
+  f.gpuMemoryMax = l.plan().bound.max;  // a child's may be its parent's
+  f.gpuMemoryHigh = l.plan().bound.high;
   f.attributes = l.attributes();
   if (!l.place.countersCg) {
     f.populated = false;  // queued or granted: no cgroup, nothing runs in the lease
@@ -298,14 +297,14 @@ seats::SeatFacts Views::seatFacts(const Lease& l) const {
   } else {
     f.populatedUnknown = p.error().message;
   }
-  if (!l.metering.meter) return f;
-  f.observedAtNs = l.metering.meter->sampledAtNs();
-  const auto& h = l.metering.meter->host();
-  const auto& g = l.metering.meter->gpu();
+  if (!l.metering().meter) return f;
+  f.observedAtNs = l.metering().meter->sampledAtNs();
+  const auto& h = l.metering().meter->host();
+  const auto& g = l.metering().meter->gpu();
   f.hostCurrent = seats::Figure::of(
       h.last, h.lastError.value_or(std::string(cgroup::file::kMemoryCurrent) + " not read"));
   // The figures its sample read (Sampler::readFigures), never cgroupfs here.
-  const auto& read = l.metering.figures;
+  const auto& read = l.metering().figures;
   f.hostPeak = figure(read.memoryPeak);
   f.hostMax = limitFigure(read.memoryMax, cgroup::file::kMemoryMax);
   if (!f.hostMax.bytes && read.sliceMemoryMax) {
@@ -360,13 +359,13 @@ json Views::devices(json& outsideLeases) {
   for (const auto& [id, l] : book_.all()) {
     // A child's memory is its parent's too: counted there, once.
     if (l->state() != Lease::State::Running || !l->parent.empty()) continue;
-    if (!l->metering.meter ||
-        !seats::isFresh(l->metering.meter->sampledAtNs(), now, cfg_.daemon.sampleIntervalUs) ||
-        !l->metering.meter->gpu().lastBytes) {
+    if (!l->metering().meter ||
+        !seats::isFresh(l->metering().meter->sampledAtNs(), now, cfg_.daemon.sampleIntervalUs) ||
+        !l->metering().meter->gpu().lastBytes) {
       leaseUnknown = fmt::format("lease {} has no fresh GPU figure", id);
       continue;
     }
-    for (const auto& [region, bytes] : l->metering.meter->gpu().lastRegions)
+    for (const auto& [region, bytes] : l->metering().meter->gpu().lastRegions)
       leased[region] += bytes;
   }
   outsideLeases = json::object();

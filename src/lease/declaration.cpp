@@ -9,9 +9,9 @@ namespace tally::lease {
 
 using json = nlohmann::json;
 
-enforce::GpuBound gpuBound(const Declaration& d, std::uint64_t sampleIntervalUs, bool advisory) {
-  return {d.gpuMemoryMax, d.gpuMemoryHigh, enforcedAction(d.gpuAction, advisory), d.gpuOverSamples,
-          sampleIntervalUs};
+enforce::Bounds boundsOf(const Declaration& d, std::uint64_t sampleIntervalUs) {
+  return {d.memoryMax,
+          {d.gpuMemoryMax, d.gpuMemoryHigh, d.gpuAction, d.gpuOverSamples, sampleIntervalUs}};
 }
 
 json declarationJson(const Declaration& d) {

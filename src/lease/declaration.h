@@ -14,6 +14,7 @@
 #include <string>
 
 #include "enforce/gpu_bound.h"
+#include "enforce/plan.h"
 #include "lease/attributes.h"
 #include "util/json_fields.h"
 #include "util/result.h"
@@ -38,14 +39,9 @@ struct Declaration {
   bool gpuBounded() const { return gpuMemoryMax || gpuMemoryHigh; }
 };
 
-// The action a bound takes: the declared one, or report when the bound is
-// advisory (the kernel charges GTT to memcg and keep_gpu_memory_max is off:
-// coverage::Handover::gpuBoundAdvisory), whoever enforces it.
-inline enforce::Action enforcedAction(enforce::Action declared, bool advisory) {
-  return advisory ? enforce::Action::Report : declared;
-}
-// The GPU bound a declaration makes, sampled every sampleIntervalUs.
-enforce::GpuBound gpuBound(const Declaration& d, std::uint64_t sampleIntervalUs, bool advisory);
+// What a declaration asks enforcement for (its GPU bound sampled every
+// sampleIntervalUs): enforce::plan decides how it is enforced.
+enforce::Bounds boundsOf(const Declaration& d, std::uint64_t sampleIntervalUs);
 
 // The declaration as the RPC's params spell it ("name", "memory_max",
 // "gpu_memory_max", "gpu_memory_high", "gpu_memory_action",

@@ -53,9 +53,10 @@ json recordJson(const LeaseRecord& r) {
     for (const auto& [k, v] : s.declaration.attributes) attrs[k] = v;
     j["declared"]["attributes"] = attrs;
   }
-  if (s.appliedMemoryMax) {
+  const enforce::Plan plan = s.plan();
+  if (plan.memoryMaxWithGpu) {
     // The hand-over: GTT is charged to memcg here, so MemoryMax holds both.
-    j["declared"]["memory_max_with_gpu"] = jsonview::orNull(s.appliedMemoryMax);
+    j["declared"]["memory_max_with_gpu"] = jsonview::orNull(plan.memoryMax);
     j["declared"]["gtt_charged_to_memcg"] = true;
   }
   if (r.applied) {
@@ -173,7 +174,7 @@ json recordJson(const LeaseRecord& r) {
     gpu["fdinfo_bytes"] = jsonview::orNull(r.gpu.lastFdinfoBytes);
   }
   if (s.declaration.gpuBounded()) {
-    const enforce::GpuBound b = s.gpuBound();
+    const enforce::GpuBound& b = plan.bound;
     json bound;
     bound["gpu_memory_max"] = jsonview::orNull(b.max);
     bound["gpu_memory_high"] = jsonview::orNull(b.high);
@@ -235,11 +236,12 @@ std::string summaryLine(const LeaseRecord& r) {
         units::humanDuration(r.spec.sampleIntervalUs));
     if (r.spec.declaration.gpuMemoryMax && r.gpu.samplesOverBudget &&
         r.outcome.cls != OutcomeClass::KilledByTally) {
-      line += fmt::format(
-          ", over gpu_memory_max {} in {} samples ({})",
-          units::humanBytes(*r.spec.declaration.gpuMemoryMax), r.gpu.samplesOverBudget,
-          r.spec.gpuBound().action == enforce::Action::Report ? "report only"
-                                                              : "not in a row long enough to act");
+      line +=
+          fmt::format(", over gpu_memory_max {} in {} samples ({})",
+                      units::humanBytes(*r.spec.declaration.gpuMemoryMax), r.gpu.samplesOverBudget,
+                      r.spec.plan().bound.action == enforce::Action::Report
+                          ? "report only"
+                          : "not in a row long enough to act");
     }
   }
   return line;

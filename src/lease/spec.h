@@ -28,28 +28,27 @@ struct LeaseSpec {
   std::string id;  // [0-9a-z], no dash: systemd nests "a-b.slice" under "a.slice"
   // What the operator declared; its name defaults to the command's basename.
   Declaration declaration;
-  // Set when the hand-over mapped --gpu-memory-max onto MemoryMax (the kernel
-  // charges GTT to memcg): the sum that is applied as MemoryMax, where the
-  // declaration keeps what the operator declared.
-  std::optional<std::uint64_t> appliedMemoryMax;
+  // The kernel's state this run is planned for (enforce::plan): from the
+  // daemon's grant, or standalone from the ledger's coverage of this kernel.
+  // The hand-over's MemoryMax (--memory-max + --gpu-memory-max) and an
+  // advisory bound follow from it; the declaration keeps what was declared.
+  enforce::KernelState kernel;
   std::optional<std::uint64_t> memoryHigh;
   std::optional<std::uint64_t> memorySwapMax;
   OomPolicy oomPolicy = OomPolicy::Kill;
-  // The daemon made the GPU bound advisory (the kernel charges GTT): it reports only.
-  bool gpuBoundAdvisory = false;
   std::uint64_t sampleIntervalUs = 1000000;
   std::string slice = "tally.slice";  // parent slice of the lease's own slice
   Manager manager = Manager::Auto;
   std::optional<std::string> cgroupParent;  // cgroupfs mode: where lease cgroups are made
   std::vector<std::string> command;
 
+  // How this run is enforced: the one decision (enforce::plan), which the
+  // runner, the containment and the record read.
+  enforce::Plan plan() const {
+    return enforce::plan(boundsOf(declaration, sampleIntervalUs), nullptr, kernel);
+  }
   // What MemoryMax holds: the hand-over's sum, or what was declared.
-  std::optional<std::uint64_t> memoryMax() const {
-    return appliedMemoryMax ? appliedMemoryMax : declaration.memoryMax;
-  }
-  enforce::GpuBound gpuBound() const {
-    return lease::gpuBound(declaration, sampleIntervalUs, gpuBoundAdvisory);
-  }
+  std::optional<std::uint64_t> memoryMax() const { return plan().memoryMax; }
 };
 
 // Unit names derived from a spec: the lease's own slice nests under `slice`

@@ -1,5 +1,6 @@
 #include "rpc/messages.h"
 
+#include "coverage/coverage.h"
 #include "ledger/kinds.h"
 #include "rpc/fields.h"
 #include "rpc/lease_api.h"
@@ -58,6 +59,11 @@ Result<HelloReply> decodeHelloReply(const json& result) {
   if (!dir) return dir.error();
   r.stateDir = dir->value_or("");
   return r;
+}
+
+enforce::KernelState LeaseReply::kernelState() const {
+  return {coverage == tally::coverage::coverageName(tally::coverage::Coverage::HostAndGtt),
+          !gpuBoundAdvisory, false};
 }
 
 json encode(const LeaseReply& r) {

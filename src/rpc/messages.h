@@ -15,6 +15,7 @@
 
 #include "bpf/kernel_charge.h"
 #include "enforce/gpu_bound.h"
+#include "enforce/plan.h"
 #include "util/result.h"
 
 namespace tally::rpc::api {
@@ -44,6 +45,13 @@ struct LeaseReply {
   std::string coverage;           // "host" or "host+gtt"
   bool gpuBoundAdvisory = false;  // gpu_memory_max only reports (the kernel bounds GTT)
   json view = json::object();
+
+  // The kernel state the daemon planned the lease for, as a run lease's
+  // client plans its run with it (enforce::plan gives both the same
+  // MemoryMax and the same bound): the coverage, and keep_gpu_memory_max as
+  // the advisory flag shows it (an advisory bound is one not kept). The
+  // in-kernel refusal is the daemon's, not the client's.
+  enforce::KernelState kernelState() const;
 };
 json encode(const LeaseReply& r);
 Result<LeaseReply> decodeLeaseReply(const json& result);

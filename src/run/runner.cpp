@@ -149,8 +149,10 @@ LeaseRecord runLease(const LeaseSpec& spec, const RunEnv& env, contain::LeaseCgr
   if (env.observer) {
     if (auto s = env.observer->placed(rec, *lease); !s) return refuseAfterFork(s.error());
   }
-  LeaseMeter meter(env.proc, env.sys, *cg, spec.declaration.gpuMemoryMax);
-  enforce::GpuBound bound = spec.gpuBound();
+  // The runner executes the spec's plan; it decides nothing of it.
+  const enforce::Plan plan = spec.plan();
+  LeaseMeter meter(env.proc, env.sys, *cg, plan.bound.max);
+  enforce::GpuBound bound = plan.bound;
   enforce::GpuBoundState boundState;
   rec.startedAtNs = clock::realtimeNs();
   if (env.onStart) env.onStart(rec);
@@ -166,7 +168,8 @@ LeaseRecord runLease(const LeaseSpec& spec, const RunEnv& env, contain::LeaseCgr
     enforce::Pace pace;
     auto sampleAndBound = [&](std::uint64_t nowUs) {
       meter.sample();
-      bound.sampleIntervalUs = pace.sampled(cadence, bound.max, meter.gpu().lastBytes, nowUs);
+      bound.sampleIntervalUs =
+          pace.sampled(cadence, plan.pacedMax(boundState), meter.gpu().lastBytes, nowUs);
       if (bound.any()) enforceGpuBound(rec, facts, *lease, bound, boundState, meter, env.observer);
     };
     sampleAndBound(clock::monotonicUs());

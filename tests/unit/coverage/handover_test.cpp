@@ -1,5 +1,7 @@
-// The hand-over's rules, each written once: MemoryMax with GPU memory, an
-// advisory gpu_memory_max, host memory without the charged GTT.
+// The hand-over's rules, each written once: the kernel state a lease's plan
+// reads (MemoryMax with GPU memory and an advisory gpu_memory_max follow in
+// enforce::plan, tests/unit/enforce/plan_test.cpp), host memory without the
+// charged GTT.
 #include "coverage/handover.h"
 
 #include <gtest/gtest.h>
@@ -12,26 +14,26 @@ using coverage::Handover;
 
 TEST(Handover, NotChargedChangesNothing) {
   Handover h{Coverage::HostOnly, false};
-  EXPECT_FALSE(h.memoryMaxWithGpu(8, 40));
-  EXPECT_FALSE(h.gpuBoundAdvisory(true));
+  const enforce::KernelState k = h.kernelState(true);
+  EXPECT_FALSE(k.gttCharged);
+  EXPECT_FALSE(k.keepGpuMemoryMax);
+  EXPECT_TRUE(k.chargeRefuses);
+  EXPECT_FALSE(h.kernelState(false).chargeRefuses);
   EXPECT_EQ(h.hostOnly(100, std::nullopt, 30), 100u);
   EXPECT_NE(h.whatTallyDoes().find("gpu_memory_max kills"), std::string::npos);
 }
 
 TEST(Handover, ChargedGttIsBoundedByMemoryMaxAndCountedOnce) {
   Handover h{Coverage::HostAndGtt, false};
-  EXPECT_EQ(h.memoryMaxWithGpu(8, 40), 48u);
-  EXPECT_FALSE(h.memoryMaxWithGpu(8, std::nullopt));
-  EXPECT_FALSE(h.memoryMaxWithGpu(std::nullopt, 40));
-  EXPECT_TRUE(h.gpuBoundAdvisory(true));
-  EXPECT_FALSE(h.gpuBoundAdvisory(false));
+  EXPECT_TRUE(h.kernelState(true).gttCharged);
+  EXPECT_FALSE(h.kernelState(true).keepGpuMemoryMax);
   EXPECT_EQ(h.hostOnly(100, std::nullopt, 30), 70u);
   EXPECT_EQ(h.hostOnly(10, std::nullopt, 30), 0u);
   EXPECT_FALSE(h.hostOnly(100, std::nullopt, std::nullopt))
       << "the split is unknown without the GTT figure";
   EXPECT_FALSE(h.hostOnly(std::nullopt, std::nullopt, 30));
   Handover kept{Coverage::HostAndGtt, true};
-  EXPECT_FALSE(kept.gpuBoundAdvisory(true));
+  EXPECT_TRUE(kept.kernelState(true).keepGpuMemoryMax);
   EXPECT_NE(kept.whatTallyDoes().find("still kills"), std::string::npos);
 }
 

@@ -77,13 +77,13 @@ TEST(Record, AMappedMemoryMaxKeepsWhatWasDeclared) {
   r.spec.id = "x";
   r.spec.declaration.name = "y";
   r.spec.declaration.memoryMax = 64 * kMiB;
-  r.spec.appliedMemoryMax = 128 * kMiB;
+  r.spec.kernel.gttCharged = true;  // the hand-over maps MemoryMax onto both
   r.spec.declaration.gpuMemoryMax = 64 * kMiB;
   auto j = lease::recordJson(r);
   EXPECT_EQ(j["declared"]["memory_max"], 64 * kMiB);
   EXPECT_EQ(j["declared"]["memory_max_with_gpu"], 128 * kMiB);
   EXPECT_EQ(j["declared"]["gtt_charged_to_memcg"], true);
-  r.spec.appliedMemoryMax.reset();
+  r.spec.kernel.gttCharged = false;
   EXPECT_FALSE(lease::recordJson(r)["declared"].contains("memory_max_with_gpu"));
 }
 

@@ -5,10 +5,56 @@
 
 #include <gtest/gtest.h>
 
+#include "coverage/handover.h"
+#include "enforce/plan.h"
 #include "rpc/client.h"
 
 namespace tally::rpc::api {
 namespace {
+
+// A run lease's client plans its run from the grant (LeaseReply::kernelState)
+// with the same function the daemon planned the lease with: for every
+// hand-over and declaration, both plans give the same MemoryMax and bound.
+TEST(RpcMessages, ARunIsPlannedAsTheDaemonPlannedItsLease) {
+  constexpr std::uint64_t G = 1ULL << 30;
+  for (auto cov : {coverage::Coverage::HostOnly, coverage::Coverage::HostAndGtt}) {
+    for (bool keep : {false, true}) {
+      for (auto memoryMax : {std::optional<std::uint64_t>{}, std::optional{8 * G}}) {
+        for (auto gpuMax : {std::optional<std::uint64_t>{}, std::optional{40 * G}}) {
+          SCOPED_TRACE(::testing::Message()
+                       << coverage::coverageName(cov) << " keep=" << keep
+                       << " memory_max=" << memoryMax.value_or(0) << " gpu=" << gpuMax.value_or(0));
+          enforce::Bounds b;
+          b.memoryMax = memoryMax;
+          b.gpu.max = gpuMax;
+          const coverage::Handover handover{cov, keep};
+          const enforce::Plan daemon = enforce::plan(b, nullptr, handover.kernelState(true));
+          LeaseReply granted;  // as daemon::Views::leaseReply fills it
+          granted.lease = "0123456789ab";
+          granted.name = "llama";
+          granted.kind = "run";
+          granted.state = "granted";
+          if (daemon.memoryMaxWithGpu) granted.memoryMaxEffective = daemon.memoryMax;
+          granted.coverage = coverage::coverageName(cov);
+          granted.gpuBoundAdvisory = daemon.advisory;
+          if (daemon.bound.any())
+            granted.view = {{"gpu_bound", {{"action", enforce::actionName(daemon.bound.action)}}}};
+          auto back = decodeLeaseReply(encode(granted));
+          ASSERT_TRUE(back) << back.error().message;
+          const enforce::Plan client = enforce::plan(b, nullptr, back->kernelState());
+          EXPECT_EQ(client.memoryMax, daemon.memoryMax);
+          EXPECT_EQ(client.memoryMaxWithGpu, daemon.memoryMaxWithGpu);
+          EXPECT_EQ(client.memoryMax,
+                    back->memoryMaxEffective.has_value() ? back->memoryMaxEffective : memoryMax);
+          EXPECT_EQ(client.bound.max, daemon.bound.max);
+          EXPECT_EQ(client.bound.action, daemon.bound.action);
+          EXPECT_EQ(client.advisory, daemon.advisory);
+          EXPECT_FALSE(client.kernelLimit) << "the in-kernel refusal is the daemon's";
+        }
+      }
+    }
+  }
+}
 
 TEST(RpcMessages, RepliesRoundTrip) {
   auto hello = decodeHelloReply(encode(HelloReply{1, 4242, 1000, "/var/lib/tally"}));
