@@ -33,7 +33,7 @@ enum class RegionMatch {
 // client also printed a device-memory region (i915's system0 on a discrete
 // part is host-mixed, host-charged on an integrated one).
 struct RegionRule {
-  std::string_view name;
+  std::string_view name{};
   RegionMatch match = RegionMatch::Exact;
   MemoryClass cls = MemoryClass::Unknown;
   MemoryClass besideDeviceRegions = MemoryClass::Unknown;
@@ -52,14 +52,14 @@ enum class ObjectMemory {
 enum class GttProbe { None, AmdgpuGem, TestDrm };
 
 struct DriverRow {
-  std::string_view driver;  // as fdinfo's drm-driver and DRM_IOCTL_VERSION print it
-  std::span<const RegionRule> regions;
+  std::string_view driver{};  // as fdinfo's drm-driver and DRM_IOCTL_VERSION print it
+  std::span<const RegionRule> regions{};
   DriverFigures figures = DriverFigures::Unknown;  // whether its fdinfo prints memory figures
   ObjectMemory objects = ObjectMemory::Unknown;
   // The allocation decoder the in-kernel charge runs on its nodes;
   // TALLY_DEVICE_OTHER_DRM: none (its objects are still charged when TTM).
   tally_device_kind decoder = TALLY_DEVICE_OTHER_DRM;
-  std::string_view allocationIoctls;  // what the decoder reads, as doctor names it
+  std::string_view allocationIoctls{};  // what the decoder reads, as doctor names it
   bool kfd = false;  // ROCm's KFD allocates on its devices: a compute ceiling, a ROCm placement
   GttProbe gttProbe = GttProbe::None;
   bool testDriver = false;  // tally's VM test driver (vm/testdrm): never named as a real driver

@@ -76,12 +76,12 @@ DriverFigures driverFigures(std::string_view driver);
 // stored sample holds, whichever driver's region names they came from. A
 // class no region of was read is absent, never 0.
 struct BytesByClass {
-  std::optional<std::uint64_t> device;
-  std::optional<std::uint64_t> hostUncharged;
-  std::optional<std::uint64_t> hostMixed;
-  std::optional<std::uint64_t> hostCharged;
-  std::optional<std::uint64_t> other;
-  std::optional<std::uint64_t> unknown;
+  std::optional<std::uint64_t> device{};
+  std::optional<std::uint64_t> hostUncharged{};
+  std::optional<std::uint64_t> hostMixed{};
+  std::optional<std::uint64_t> hostCharged{};
+  std::optional<std::uint64_t> other{};
+  std::optional<std::uint64_t> unknown{};
   bool operator==(const BytesByClass&) const = default;
 };
 std::optional<std::uint64_t>& bytesOf(BytesByClass& b, MemoryClass c);
