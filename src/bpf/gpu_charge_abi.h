@@ -21,6 +21,8 @@
 
 #include <linux/types.h>
 
+#include "devices/device_kind.h"
+
 /* The layout's version: a daemon finding maps pinned by programs of another
  * layout removes them (their charges cannot be read as this one's). */
 #define TALLY_CHARGE_LAYOUT 2
@@ -28,15 +30,8 @@
 /* The devices whose allocations are decoded and whose objects are charged.
  * Key: the character device number as the kernel holds it (MAJOR << 20 |
  * MINOR, inode->i_rdev and device->devt), for every card, render and KFD
- * node the daemon registered. */
-enum tally_device_kind {
-  TALLY_DEVICE_OTHER_DRM = 0, /* objects charged; no allocation ioctl decoded */
-  TALLY_DEVICE_AMDGPU = 1,    /* DRM_IOCTL_AMDGPU_GEM_CREATE, _GEM_USERPTR */
-  TALLY_DEVICE_XE = 2,        /* DRM_IOCTL_XE_GEM_CREATE */
-  TALLY_DEVICE_TESTDRM = 3,   /* the VM harness's driver as itself */
-  TALLY_DEVICE_KFD = 4,       /* /dev/kfd: AMDKFD_IOC_ALLOC_MEMORY_OF_GPU */
-};
-
+ * node the daemon registered. Their kinds (enum tally_device_kind) are in
+ * devices/device_kind.h, where the driver catalogue names them too. */
 struct tally_device {
   __u32 kind;    /* enum tally_device_kind */
   __u32 charged; /* 1: the driver's objects are memory memcg does not see (TTM: amdgpu, xe, ...) */

@@ -13,6 +13,7 @@
 #include <string>
 
 #include "bpf/gpu_charge_abi.h"
+#include "devices/driver_catalogue.h"
 #include "devices/drm_devices.h"
 #include "devices/memory_class.h"
 #include "util/unique_fd.h"
@@ -54,11 +55,10 @@ std::string drmDriverName(const std::string& node) {
   return std::string(name, std::min<std::size_t>(v.nameLen, sizeof name - 1));
 }
 
+// The decoder its catalogue row names (devices/driver_catalogue.h).
 std::uint32_t kindOf(const std::string& driver) {
-  if (driver == "amdgpu") return TALLY_DEVICE_AMDGPU;
-  if (driver == "xe") return TALLY_DEVICE_XE;
-  if (driver == "tally_testdrm") return TALLY_DEVICE_TESTDRM;
-  return TALLY_DEVICE_OTHER_DRM;
+  const devices::DriverRow* row = devices::findDriver(driver);
+  return static_cast<std::uint32_t>(row ? row->decoder : TALLY_DEVICE_OTHER_DRM);
 }
 
 }  // namespace

@@ -14,6 +14,7 @@
 #include <cstring>
 
 #include "cgroup/cgroup.h"
+#include "devices/driver_catalogue.h"
 #include "probes/cgroup_memory.h"
 #include "probes/drm_fdinfo.h"
 #include "probes/sysfs_value.h"
@@ -50,7 +51,8 @@ int mapIntoGpuVm(int fd, std::uint32_t handle, std::uint64_t bytes) {
 // In the child: one GTT buffer of `bytes`, resident, touched and mapped into the
 // GPU's address space.
 int allocateGtt(int fd, const std::string& driver, std::uint64_t bytes) {
-  if (driver == kTestDrm) {
+  const devices::DriverRow* row = devices::findDriver(driver);
+  if (row && row->gttProbe == devices::GttProbe::TestDrm) {
     tally_testdrm_create c{bytes, TALLY_TESTDRM_REGION_GTT, 0};  // pages allocated at creation
     if (::ioctl(fd, DRM_IOCTL_TALLY_TESTDRM_CREATE, &c) != 0) return -errno;
     tally_testdrm_map m{c.handle, 0};
@@ -130,7 +132,10 @@ std::optional<std::int64_t> delta(const std::optional<std::uint64_t>& a,
 
 }  // namespace
 
-bool hasProbe(const std::string& driver) { return driver == "amdgpu" || driver == kTestDrm; }
+bool hasProbe(const std::string& driver) {
+  const devices::DriverRow* row = devices::findDriver(driver);
+  return row && row->gttProbe != devices::GttProbe::None;
+}
 
 // The test driver's platform device has no driver link; its name says it.
 std::string probeDriver(const devices::DrmDevice& d) {

@@ -23,7 +23,8 @@ struct ProbeOptions {
   int stepTimeoutMs = 10'000;       // per step of the child
 };
 
-// Drivers the probe knows.
+// Drivers the probe knows how to make a GTT buffer on (their catalogue row's
+// gttProbe, devices/driver_catalogue.h).
 bool hasProbe(const std::string& driver);
 // The driver a device's probe would use ("tally_testdrm" for the VM driver's driverless platform
 // device).

@@ -6,6 +6,7 @@
 #include <optional>
 
 #include "coverage/active_probe.h"
+#include "devices/driver_catalogue.h"
 #include "util/text.h"
 
 namespace tally::coverage::charge_probe {
@@ -33,19 +34,10 @@ const devices::DrmNode* nodeOf(const devices::DrmDevice& d, bool render) {
   return nullptr;
 }
 
-const char* kindName(std::uint32_t kind) {
-  switch (kind) {
-    case TALLY_DEVICE_AMDGPU:
-      return "amdgpu";
-    case TALLY_DEVICE_XE:
-      return "xe";
-    case TALLY_DEVICE_TESTDRM:
-      return "tally_testdrm";
-    case TALLY_DEVICE_KFD:
-      return "kfd";
-    default:
-      return "another driver";
-  }
+// What a device registered as `kind` is called (devices::decodedDriverName).
+std::string kindName(std::uint32_t kind) {
+  std::string_view driver = devices::decodedDriverName(kind);
+  return driver.empty() ? "another driver" : std::string(driver);
 }
 
 std::string seenDevices(const devices::DeviceMap& devices,
@@ -194,8 +186,8 @@ std::vector<Plan> planPaths(const fs::Root& sys, const devices::DeviceMap& devic
   plans.push_back(dumb ? std::move(*dumb)
                        : absent(ChargePath::Dumb,
                                 fmt::format("no card node of a device whose buffers the kernel "
-                                            "bound charges (amdgpu, xe, radeon, nouveau; {})",
-                                            seen)));
+                                            "bound charges ({}; {})",
+                                            devices::chargedDriverNames(", ", false), seen)));
 
   auto xe = onKind(ChargePath::Xe, TALLY_DEVICE_XE, devices, rules, o);
   plans.push_back(xe ? std::move(*xe)

@@ -5,6 +5,7 @@
 #include <syslog.h>
 
 #include "bpf/gpu_charge_abi.h"
+#include "gpumem/gpu_memory.h"
 #include "util/clock.h"
 #include "util/units.h"
 
@@ -166,15 +167,8 @@ std::vector<std::string> Sampler::sample() {
     if (l.metering_.lastRowUs != 0 && mono + kSlackUs < l.metering_.lastRowUs + cad.normalUs)
       continue;
     l.metering_.lastRowUs = mono;
-    ledger::Sample s{id, now, h.last, g.lastBytes, std::nullopt, std::nullopt};
-    if (g.lastBytes) {
-      auto get = [&](const char* r) -> std::optional<std::uint64_t> {
-        auto it = g.lastRegions.find(r);
-        return it == g.lastRegions.end() ? std::optional<std::uint64_t>() : it->second;
-      };
-      s.gttBytes = get("gtt");
-      s.vramBytes = get("vram");
-    }
+    ledger::Sample s{id, now, h.last, g.lastBytes, {}};
+    if (g.lastBytes) s.byClass = gpumem::bytesByClass(g.lastRegions, g.lastClasses);
     batch.push_back(std::move(s));
   }
   if (batch.empty()) return ended;  // only fast samples this time: nothing to store

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cerrno>
 
+#include "devices/driver_catalogue.h"
 #include "probes/sysfs_value.h"
 #include "util/text.h"
 #include "util/units.h"
@@ -115,7 +116,7 @@ GttCeilings gttCeilings(const DrmDevice& d, const TtmModules& ttm, const KfdLimi
     c.graphics = unknown("the device exports no mem_info_gtt_total");
   const TtmModule* m = ttm.serving(d.driver, c.ttmHow);
   if (m) c.ttmModule = m->name;
-  if (d.driver != "amdgpu") {
+  if (!servedByKfd(d.driver)) {
     c.compute = unknown(
         fmt::format("no compute (KFD) ceiling: that is amdgpu's, and this device's driver is {}",
                     d.driver.empty() ? "unknown" : d.driver));
@@ -185,7 +186,7 @@ std::optional<std::uint64_t> gttHeadroom(const DrmDevice& d, const GttCeilings& 
 RocmPlacement rocmPlacement(const DrmDevice& d,
                             const std::optional<probes::KernelRelease>& kernel) {
   RocmPlacement p;
-  if (d.driver != "amdgpu") {
+  if (!servedByKfd(d.driver)) {
     p.evidence = "not an amdgpu device: no ROCm (KFD)";
     return p;
   }

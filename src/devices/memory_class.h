@@ -18,7 +18,8 @@
 //                   panthor, lima, etnaviv, the amdxdna NPU and intel_vpu
 //   other           not memory a workload grows: stolen*, gds, gws, oa,
 //                   doorbell, mmioremap
-//   unknown         a (driver, region) pair not in the table
+//   unknown         a (driver, region) pair not in the driver catalogue
+//                   (driver_catalogue.h, whose rows hold every driver's regions)
 //
 // tally_testdrm, the VM harness's test driver (vm/testdrm), names its regions
 // after the driver it plays (its `personality` parameter) and is classed as
@@ -29,6 +30,8 @@
 // the host figure, and unknown ones are shown, never guessed into a sum. Pure.
 #pragma once
 
+#include <cstdint>
+#include <optional>
 #include <string_view>
 
 namespace tally::devices {
@@ -56,17 +59,31 @@ const char* notCountedReason(MemoryClass c);
 
 // Whether the buffer objects a driver creates are memory the memory cgroup
 // does not charge, so the in-kernel charge (bpf/) counts them: the TTM
-// drivers (amdgpu, xe, radeon, nouveau; tally_testdrm as amdgpu). Not the
-// shmem drivers (charged already) nor i915, whose objects are shmem on an
-// integrated part (on a discrete one only the fdinfo meter sees its TTM
-// pages), nor a driver not in the table.
+// drivers of the catalogue (ObjectMemory::Ttm: amdgpu, xe, radeon, nouveau;
+// tally_testdrm as amdgpu). Not the shmem drivers (charged already) nor
+// i915, whose objects are shmem on an integrated part (on a discrete one
+// only the fdinfo meter sees its TTM pages), nor a driver not in it.
 bool objectsUnchargedByMemcg(std::string_view driver);
 
-// Whether a driver's fdinfo carries memory figures at all. DRM_GEM_FOPS
-// sets no show_fdinfo, and nouveau, virtio_gpu and vmwgfx (debugfs only)
-// print no drm-*-memory key: their clients' GPU memory is unknown, never 0
-// (KERNEL-FACTS §10).
+// Whether a driver's fdinfo carries memory figures at all (its catalogue
+// row). DRM_GEM_FOPS sets no show_fdinfo, and nouveau, virtio_gpu and vmwgfx
+// (debugfs only) print no drm-*-memory key: their clients' GPU memory is
+// unknown, never 0 (KERNEL-FACTS §10).
 enum class DriverFigures { Printed, None, Unknown };
 DriverFigures driverFigures(std::string_view driver);
+
+// Bytes by memory class (fdinfo's regions summed by their class): what a
+// stored sample holds, whichever driver's region names they came from. A
+// class no region of was read is absent, never 0.
+struct BytesByClass {
+  std::optional<std::uint64_t> device{};
+  std::optional<std::uint64_t> hostUncharged{};
+  std::optional<std::uint64_t> hostMixed{};
+  std::optional<std::uint64_t> hostCharged{};
+  std::optional<std::uint64_t> other{};
+  std::optional<std::uint64_t> unknown{};
+  bool operator==(const BytesByClass&) const = default;
+};
+std::optional<std::uint64_t>& bytesOf(BytesByClass& b, MemoryClass c);
 
 }  // namespace tally::devices

@@ -5,7 +5,7 @@
 #include <algorithm>
 
 #include "bpf/gpu_charge_abi.h"
-#include "devices/memory_class.h"
+#include "devices/driver_catalogue.h"
 
 namespace tally::doctor {
 
@@ -17,85 +17,58 @@ const char* const kKernelBoundDoesNotSee =
 
 namespace {
 
-const char* kindDriver(std::uint32_t kind) {
-  switch (kind) {
-    case TALLY_DEVICE_AMDGPU:
-      return "amdgpu";
-    case TALLY_DEVICE_XE:
-      return "xe";
-    case TALLY_DEVICE_TESTDRM:
-      return "tally_testdrm";
-    case TALLY_DEVICE_KFD:
-      return "kfd";
-    default:
-      return nullptr;
-  }
-}
-
-const char* kindWords(std::uint32_t kind, bool charged) {
-  switch (kind) {
-    case TALLY_DEVICE_AMDGPU:
-      return "amdgpu's allocations decoded";
-    case TALLY_DEVICE_XE:
-      return "xe's allocations decoded";
-    case TALLY_DEVICE_TESTDRM:
-      return "tally_testdrm's allocations decoded";
-    case TALLY_DEVICE_KFD:
-      return "KFD's allocations decoded";
-    default:
-      return charged ? "objects charged, no allocation decoded" : "not charged";
-  }
+std::string kindWords(std::uint32_t kind, bool charged) {
+  if (kind == TALLY_DEVICE_KFD) return "KFD's allocations decoded";
+  if (const devices::DriverRow* row = devices::rowDecodedAs(kind))
+    return fmt::format("{}'s allocations decoded", row->driver);
+  return charged ? "objects charged, no allocation decoded" : "not charged";
 }
 
 // What the programs do with a device registered as `rule`.
 void byRule(DeviceCoverage& c, const bpf::DeviceRule& rule, bool refusing) {
   const char* refusingOff = "; not refused: refusing is off (no BPF LSM)";
-  switch (rule.kind) {
-    case TALLY_DEVICE_AMDGPU:
-    case TALLY_DEVICE_XE:
-    case TALLY_DEVICE_TESTDRM: {
-      const char* ioctls = rule.kind == TALLY_DEVICE_AMDGPU ? "GEM_CREATE, dumb buffers"
-                           : rule.kind == TALLY_DEVICE_XE   ? "GEM_CREATE, dumb buffers"
-                                                            : "its CREATE, dumb buffers";
-      if (!rule.charged) {  // not a rule discoverDeviceRules makes; said as it is
-        c.coverage = "not-charged";
-        c.says = "allocations decoded, objects not charged";
-      } else if (refusing) {
-        c.coverage = "charged-and-refused";
-        c.says = fmt::format("covered: charged and refused ({})", ioctls);
-      } else {
-        c.coverage = "charged-not-refused";
-        c.says = fmt::format("charged ({} decoded){}", ioctls, refusingOff);
-      }
-      return;
+  if (const devices::DriverRow* decoded = devices::rowDecodedAs(rule.kind)) {
+    const std::string ioctls = fmt::format("{}, dumb buffers", decoded->allocationIoctls);
+    if (!rule.charged) {  // not a rule discoverDeviceRules makes; said as it is
+      c.coverage = "not-charged";
+      c.says = "allocations decoded, objects not charged";
+    } else if (refusing) {
+      c.coverage = "charged-and-refused";
+      c.says = fmt::format("covered: charged and refused ({})", ioctls);
+    } else {
+      c.coverage = "charged-not-refused";
+      c.says = fmt::format("charged ({} decoded){}", ioctls, refusingOff);
     }
-    case TALLY_DEVICE_KFD:
-      if (refusing) {
-        c.coverage = "charged-and-refused";
-        c.says =
-            "covered: ALLOC_MEMORY_OF_GPU refused at the bound; its buffers are charged as its "
-            "GPU's objects";
-      } else {
-        c.coverage = "charged-not-refused";
-        c.says = fmt::format("its buffers are charged as its GPU's objects{}", refusingOff);
-      }
-      return;
-    default:
-      break;
+    return;
   }
+  if (rule.kind == TALLY_DEVICE_KFD) {
+    if (refusing) {
+      c.coverage = "charged-and-refused";
+      c.says =
+          "covered: ALLOC_MEMORY_OF_GPU refused at the bound; its buffers are charged as its "
+          "GPU's objects";
+    } else {
+      c.coverage = "charged-not-refused";
+      c.says = fmt::format("its buffers are charged as its GPU's objects{}", refusingOff);
+    }
+    return;
+  }
+  const devices::DriverRow* row = devices::findDriver(c.driver);
+  const devices::ObjectMemory objects = row ? row->objects : devices::ObjectMemory::Unknown;
   if (rule.charged) {
     c.coverage = "charged-not-decoded";
-    c.says = fmt::format(
-        "charged, allocations not decoded (radeon/nouveau: the sampled kill bounds them){}",
-        refusing ? "; dumb buffers refused" : refusingOff);
-  } else if (devices::classifyRegion(c.driver, "memory") == devices::MemoryClass::HostCharged) {
+    c.says = fmt::format("charged, allocations not decoded ({}: the sampled kill bounds them){}",
+                         devices::chargedDriverNames("/", true),
+                         refusing ? "; dumb buffers refused" : refusingOff);
+  } else if (objects == devices::ObjectMemory::Shmem) {
     c.coverage = "memcg";
     c.says = "memcg charges it (shmem driver): a lease's MemoryMax bounds it";
-  } else if (c.driver == "i915") {
+  } else if (objects == devices::ObjectMemory::ShmemOrTtm) {
     c.coverage = "not-charged";
-    c.says =
-        "not charged: i915's objects are shmem on an integrated part (memcg charges them); a "
-        "discrete part's TTM pages are seen by fdinfo and the sampled kill only";
+    c.says = fmt::format(
+        "not charged: {}'s objects are shmem on an integrated part (memcg charges them); a "
+        "discrete part's TTM pages are seen by fdinfo and the sampled kill only",
+        c.driver);
   } else {
     c.coverage = "not-charged";
     c.says =
@@ -155,8 +128,8 @@ std::vector<DeviceCoverage> judgeDevices(
       if (auto r = find(expected, n.major, n.minor)) nodes.emplace_back(n.name, *r);
     }
     const bpf::DeviceRule* rule = nodes.empty() ? nullptr : &nodes.front().second;
-    const char* played = rule ? kindDriver(rule->kind) : nullptr;
-    c.driver = played ? played : d.driver.empty() ? "no driver" : d.driver;
+    const std::string played(rule ? devices::decodedDriverName(rule->kind) : "");
+    c.driver = !played.empty() ? played : d.driver.empty() ? "no driver" : d.driver;
     if (!rule) {
       c.coverage = "not-charged";
       c.says = "not charged: the daemon registers none of its nodes";

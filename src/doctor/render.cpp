@@ -4,6 +4,7 @@
 #include <functional>
 
 #include "cgroup/cgroup.h"
+#include "devices/driver_catalogue.h"
 #include "doctor/report.h"
 #include "report/device_memory.h"
 #include "util/text.h"
@@ -209,7 +210,8 @@ json renderJson(const Report& r) {
                {"driver", d.driver},
                {"memory", report::deviceMemoryJson(d)},
                {"gtt_ceiling", report::gttCeilingsJson(r.ceilings[i])}};
-    if (d.driver == "amdgpu") dj["rocm_device_memory"] = report::rocmPlacementJson(r.host.rocm(d));
+    if (devices::servedByKfd(d.driver))
+      dj["rocm_device_memory"] = report::rocmPlacementJson(r.host.rocm(d));
     if (std::find(r.silentDevices.begin(), r.silentDevices.end(), d.key) != r.silentDevices.end())
       dj["memory_figures"] = "none: the driver prints no memory figure in fdinfo";
     devs.push_back(dj);
@@ -340,7 +342,7 @@ std::string renderText(const Report& r) {
                      : fmt::format("unknown ({})", x.unknown.value_or("?"));
     };
     line(fmt::format("gtt ceiling  {} graphics: {}", d.key, one(c.graphics)));
-    if (c.compute.bytes || d.driver == "amdgpu") {
+    if (c.compute.bytes || devices::servedByKfd(d.driver)) {
       line(fmt::format("             {} compute (ROCm): {}", d.key, one(c.compute)));
       for (const auto& cap : report::computeTermLines(c))
         line(fmt::format("               cap: {}", cap));

@@ -84,4 +84,16 @@ GpuMemory countGpuMemory(const std::vector<const ClientRegions*>& clients,
   return out;
 }
 
+devices::BytesByClass bytesByClass(const std::map<std::string, std::uint64_t>& regions,
+                                   const std::map<std::string, devices::MemoryClass>& classes) {
+  devices::BytesByClass out;
+  for (const auto& [region, bytes] : regions) {
+    auto it = classes.find(region);
+    auto& sum =
+        devices::bytesOf(out, it == classes.end() ? devices::MemoryClass::Unknown : it->second);
+    sum = sum.value_or(0) + bytes;
+  }
+  return out;
+}
+
 }  // namespace tally::gpumem

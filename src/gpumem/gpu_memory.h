@@ -66,4 +66,11 @@ struct GpuMemory {
 GpuMemory countGpuMemory(const std::vector<const ClientRegions*>& clients,
                          const std::optional<KfdFigure>& kfd);
 
+// `regions` (GpuMemory::regions) summed by their class in `classes` (a
+// region it does not class is unknown): what a stored sample holds, by memory
+// class rather than by any driver's region names. fdinfo's figures only (no
+// KFD floor: the counted figure with it is GpuMemory::bytes).
+devices::BytesByClass bytesByClass(const std::map<std::string, std::uint64_t>& regions,
+                                   const std::map<std::string, devices::MemoryClass>& classes);
+
 }  // namespace tally::gpumem

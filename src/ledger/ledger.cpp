@@ -13,6 +13,7 @@
 #include <utility>
 
 #include "ledger/head_witness.h"
+#include "ledger/schema.h"
 #include "ledger/statement.h"
 #include "util/clock.h"
 #include "util/sha256.h"
@@ -22,60 +23,11 @@ namespace tally::ledger {
 using detail::dbError;
 using detail::eventFrom;
 using detail::Stmt;
-using detail::terminalKindsSql;
 
 namespace {
 
 // Outcome-like rows (a terminal row that carries a record), for listings.
 std::string outcomeKindsSql() { return fmt::format("'{}','{}'", kOutcome, kLost); }
-
-constexpr const char* kSchemaTemplate = R"sql(
-CREATE TABLE IF NOT EXISTS lease_outcomes (
-  seq            INTEGER PRIMARY KEY AUTOINCREMENT,
-  lease_id       TEXT    NOT NULL UNIQUE,
-  name           TEXT    NOT NULL,
-  manager        TEXT    NOT NULL,
-  started_at_ns  INTEGER NOT NULL,
-  ended_at_ns    INTEGER NOT NULL,
-  outcome_class  TEXT    NOT NULL,
-  exit_status    INTEGER NOT NULL,
-  record         TEXT    NOT NULL
-);
-CREATE TRIGGER IF NOT EXISTS lease_outcomes_no_update BEFORE UPDATE ON lease_outcomes
-  BEGIN SELECT RAISE(ABORT, 'tally ledger rows are never rewritten'); END;
-CREATE TRIGGER IF NOT EXISTS lease_outcomes_no_delete BEFORE DELETE ON lease_outcomes
-  BEGIN SELECT RAISE(ABORT, 'tally ledger rows are never deleted'); END;
-
-CREATE TABLE IF NOT EXISTS events (
-  seq        INTEGER PRIMARY KEY,
-  at_ns      INTEGER NOT NULL,
-  lease_id   TEXT    NOT NULL,
-  kind       TEXT    NOT NULL,
-  body       TEXT    NOT NULL,
-  prev_hash  TEXT    NOT NULL,
-  hash       TEXT    NOT NULL
-);
-CREATE INDEX IF NOT EXISTS events_by_lease ON events (lease_id, seq);
-CREATE INDEX IF NOT EXISTS events_by_time ON events (at_ns);
-CREATE UNIQUE INDEX IF NOT EXISTS events_one_terminal ON events (lease_id)
-  WHERE kind IN (@TERMINAL@);
-CREATE TRIGGER IF NOT EXISTS events_no_update BEFORE UPDATE ON events
-  BEGIN SELECT RAISE(ABORT, 'tally ledger rows are never rewritten; append a correction'); END;
-CREATE TRIGGER IF NOT EXISTS events_no_delete BEFORE DELETE ON events
-  BEGIN SELECT RAISE(ABORT, 'tally ledger rows are never deleted'); END;
-
-CREATE TABLE IF NOT EXISTS samples (
-  lease_id        TEXT    NOT NULL,
-  at_ns           INTEGER NOT NULL,
-  memory_current  INTEGER,
-  gpu_bytes       INTEGER,
-  gtt_bytes       INTEGER,
-  vram_bytes      INTEGER
-);
-CREATE INDEX IF NOT EXISTS samples_by_lease ON samples (lease_id, at_ns);
-CREATE INDEX IF NOT EXISTS samples_by_time ON samples (at_ns);
-PRAGMA user_version = 2;
-)sql";
 
 Status mkdirs(const std::string& dir) {
   std::string partial;
@@ -190,16 +142,17 @@ Result<Ledger> Ledger::openFile(const std::string& path, bool create) {
   // appends and rarely reads, and its RSS budget is 10 MiB.
   rc = sqlite3_exec(db, "PRAGMA journal_mode=WAL; PRAGMA synchronous=FULL; PRAGMA cache_size=-512;",
                     nullptr, nullptr, &err);
-  std::string schema = kSchemaTemplate;
-  schema.replace(schema.find("@TERMINAL@"), 10, terminalKindsSql());
-  if (rc == SQLITE_OK) rc = sqlite3_exec(db, schema.c_str(), nullptr, nullptr, &err);
+  std::string msg;
   if (rc != SQLITE_OK) {
-    std::string msg = err ? err : "unknown";
+    msg = err ? err : "unknown";
     sqlite3_free(err);
+  } else if (!detail::applySchema(db, msg)) {
+    rc = SQLITE_ERROR;
+  }
+  if (rc != SQLITE_OK)
     return Error{
         0, fmt::format("ledger {} is not usable: {} (pass --state-dir to put it elsewhere)", path,
                        msg)};
-  }
   return ledger;
 }
 

@@ -2,7 +2,8 @@
 // synchronous=FULL: a row append() returned for survives a crash or power
 // loss).
 //
-// Schema 2 (docs/daemon.md, "Ledger"):
+// Schema 3 (docs/daemon.md, "Ledger"; ledger/schema.h makes it, and
+// migrates a schema-2 ledger's samples):
 //  - `events`: every lifecycle fact and every outcome of a lease, one row
 //    each, forming a hash chain: a row's hash covers its seq, time, lease,
 //    kind, body and the previous row's hash, so an edited, deleted or
@@ -10,8 +11,9 @@
 //    UPDATE and DELETE (doctrine 7: corrections are new rows), and a lease has
 //    at most one terminal row (outcome, lost or withdrawn), enforced by a
 //    unique index, so an outcome is never recorded twice.
-//  - `samples`: meter readings of running leases; not part of the chain,
-//    thinned with age under a bounded retention policy (pruneSamples()).
+//  - `samples`: meter readings of running leases, GPU memory by memory
+//    class; not part of the chain, thinned with age under a bounded
+//    retention policy (pruneSamples()).
 //  - `lease_outcomes`: schema 1's table, kept readable and no longer written.
 #pragma once
 
@@ -22,6 +24,7 @@
 #include <string_view>
 #include <vector>
 
+#include "devices/memory_class.h"
 #include "ledger/head_witness.h"
 #include "ledger/kinds.h"
 #include "util/result.h"
@@ -63,9 +66,11 @@ struct Sample {
   std::string leaseId;
   std::uint64_t atNs = 0;
   std::optional<std::uint64_t> memoryCurrent;  // absent: not read (never 0 for unknown)
-  std::optional<std::uint64_t> gpuBytes;       // gtt+vram resident sum
-  std::optional<std::uint64_t> gttBytes;
-  std::optional<std::uint64_t> vramBytes;
+  std::optional<std::uint64_t> gpuBytes;       // the counted figure (gpumem/gpu_memory.h)
+  // fdinfo's regions summed by memory class (gpumem::bytesByClass), whatever
+  // the driver calls them; a schema-2 row has its gtt as host-uncharged and
+  // its vram as device, and no other class.
+  devices::BytesByClass byClass;
 };
 
 // One point of a lease's chart: the peaks of the samples in its span of

@@ -16,15 +16,20 @@ using detail::terminalKindsSql;
 
 Status Ledger::appendSample(const Sample& s) {
   Stmt ins(db_, kept_,
-           "INSERT INTO samples (lease_id, at_ns, memory_current, gpu_bytes, gtt_bytes, "
-           "vram_bytes) VALUES (?1,?2,?3,?4,?5,?6)");
+           "INSERT INTO samples (lease_id, at_ns, memory_current, gpu_bytes, device_bytes, "
+           "host_uncharged_bytes, host_mixed_bytes, host_charged_bytes, other_bytes, "
+           "unknown_bytes) VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9,?10)");
   if (!ins.ok()) return dbError(db_, "sample insert");
   ins.text(1, s.leaseId);
   ins.u64(2, s.atNs);
   ins.optU64(3, s.memoryCurrent);
   ins.optU64(4, s.gpuBytes);
-  ins.optU64(5, s.gttBytes);
-  ins.optU64(6, s.vramBytes);
+  ins.optU64(5, s.byClass.device);
+  ins.optU64(6, s.byClass.hostUncharged);
+  ins.optU64(7, s.byClass.hostMixed);
+  ins.optU64(8, s.byClass.hostCharged);
+  ins.optU64(9, s.byClass.other);
+  ins.optU64(10, s.byClass.unknown);
   if (ins.step() != SQLITE_DONE)
     return dbError(db_, fmt::format("append a sample of lease {}", s.leaseId));
   return Ok{};
@@ -66,7 +71,8 @@ Status Ledger::appendSamplesOnce(const std::vector<Sample>& samples) {
 
 Result<std::vector<Sample>> Ledger::samples(const std::string& leaseId) {
   Stmt q(db_,
-         "SELECT at_ns, memory_current, gpu_bytes, gtt_bytes, vram_bytes FROM samples WHERE "
+         "SELECT at_ns, memory_current, gpu_bytes, device_bytes, host_uncharged_bytes, "
+         "host_mixed_bytes, host_charged_bytes, other_bytes, unknown_bytes FROM samples WHERE "
          "lease_id = ?1 ORDER BY at_ns");
   if (!q.ok()) return dbError(db_, "sample query");
   q.text(1, leaseId);
@@ -78,8 +84,12 @@ Result<std::vector<Sample>> Ledger::samples(const std::string& leaseId) {
     s.atNs = static_cast<std::uint64_t>(q.colI64(0));
     s.memoryCurrent = q.colOptU64(1);
     s.gpuBytes = q.colOptU64(2);
-    s.gttBytes = q.colOptU64(3);
-    s.vramBytes = q.colOptU64(4);
+    s.byClass.device = q.colOptU64(3);
+    s.byClass.hostUncharged = q.colOptU64(4);
+    s.byClass.hostMixed = q.colOptU64(5);
+    s.byClass.hostCharged = q.colOptU64(6);
+    s.byClass.other = q.colOptU64(7);
+    s.byClass.unknown = q.colOptU64(8);
     out.push_back(std::move(s));
   }
   if (rc != SQLITE_DONE) return dbError(db_, "sample query");

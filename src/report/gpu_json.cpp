@@ -1,6 +1,7 @@
 // `tally gpu --json`: the JSON document (schema 1) of a scan and its aggregate.
 #include "report/gpu_json.h"
 
+#include "devices/driver_catalogue.h"
 #include "report/device_memory.h"
 #include "util/text.h"
 
@@ -231,7 +232,7 @@ json gpuJson(const scanner::Scan& scan, const Aggregate& agg, const host::Snapsh
     j["unattributed"] = un;
     if (s.unattributedNote) j["unattributed_note"] = *s.unattributedNote;
     j["gtt_ceiling"] = gttCeilingsJson(s.gttCeilings);
-    if (d.driver == "amdgpu") j["rocm_device_memory"] = rocmPlacementJson(s.rocm);
+    if (devices::servedByKfd(d.driver)) j["rocm_device_memory"] = rocmPlacementJson(s.rocm);
     if (s.silent)
       j["memory_figures"] =
           "none: this driver prints no memory figure in fdinfo; its clients' GPU memory is "

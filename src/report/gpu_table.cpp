@@ -8,6 +8,7 @@
 #include <cctype>
 #include <set>
 
+#include "devices/driver_catalogue.h"
 #include "report/device_memory.h"
 #include "util/text.h"
 #include "util/units.h"
@@ -100,7 +101,7 @@ std::string gpuTable(const scanner::Scan& scan, const Aggregate& agg, const host
       out += "\n";
     }
     out += gttCeilingLines(s.gttCeilings);
-    if (d.driver == "amdgpu")
+    if (devices::servedByKfd(d.driver))
       out += fmt::format("  ROCm device memory (hipMalloc): {} ({})\n",
                          s.rocm.where == devices::RocmPlacement::Where::Gtt    ? "GTT"
                          : s.rocm.where == devices::RocmPlacement::Where::Vram ? "VRAM"

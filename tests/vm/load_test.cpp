@@ -1011,7 +1011,7 @@ TEST_F(VmLoad, PipelinedQueriesForALongHistory) {
     std::vector<ledger::Sample> samples;
     auto reading = [&](std::uint64_t at) {
       std::uint64_t mib = 48 + (at / minute) % 64;
-      return ledger::Sample{history, at, mib << 20, 0, 0, 0};
+      return ledger::Sample{history, at, mib << 20, 0, {.device = 0, .hostUncharged = 0}};
     };
     for (std::uint64_t at = born + minute; at < now - hour; at += minute)
       samples.push_back(reading(at));

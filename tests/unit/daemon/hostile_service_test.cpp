@@ -643,7 +643,7 @@ TEST_F(HostileServiceTest, CostlyHistoryReadsAreBudgetedByTheLoopTimeTheyTake) {
   const std::uint64_t s = 1'000'000'000;
   std::vector<ledger::Sample> rows;
   for (std::uint64_t i = 0; i < 40'000; ++i)
-    rows.push_back({id, 1000 * s + i * s, 1000 + i % 13, 100 + i % 7, std::nullopt, std::nullopt});
+    rows.push_back({id, 1000 * s + i * s, 1000 + i % 13, 100 + i % 7, {}});
   ASSERT_TRUE(ledgerDb->appendSamples(rows));
   auto [answered, refused, last] = repeat(200, 2, 1000, "lease", {{"lease", id}});
   // A chart of 40,000 samples takes the loop over a millisecond: the burst

@@ -374,7 +374,7 @@ TEST_F(ServiceTest, AttachToACgroupMetersItAndEndsWhenItEmpties) {
   auto samples = ledgerDb->samples(id);
   ASSERT_EQ(samples->size(), 1u);
   EXPECT_EQ((*samples)[0].memoryCurrent, GiB);
-  EXPECT_EQ((*samples)[0].gttBytes, 4 * GiB);
+  EXPECT_EQ((*samples)[0].byClass.hostUncharged, 4 * GiB);
   EXPECT_EQ((*samples)[0].gpuBytes, 4 * GiB);
   // A second lease on the same cgroup is a conflict.
   EXPECT_EQ(call(2, 0, "attach",

@@ -214,5 +214,30 @@ TEST(GpuMemory, TwoDriversDisagreeingOnANameMakeItUnknown) {
   EXPECT_EQ(merged["memory"].cls, MemoryClass::Unknown);
 }
 
+// What a stored sample holds: the regions by memory class, whichever driver
+// named them (an xe vram0 is device memory as amdgpu's vram is); a class no
+// region of was read is absent, and a region with no class is unknown.
+TEST(GpuMemory, RegionsSumByMemoryClassWhateverTheirNames) {
+  auto xe = count({client({{"gtt", 192 * 1024, 0},
+                           {"system", 0, 0},
+                           {"vram0", 23 * MiB, 0},
+                           {"vram1", MiB, 0},
+                           {"stolen", 0, 0}},
+                          "xe")},
+                  std::nullopt);
+  EXPECT_EQ(gpumem::bytesByClass(xe.regions, xe.classes),
+            (devices::BytesByClass{.device = 24 * MiB, .hostUncharged = 192 * 1024, .other = 0}));
+  auto i915 = count({client({{"system0", 6 * MiB, 0}, {"local0", GiB, 0}}, "i915")}, std::nullopt);
+  EXPECT_EQ(gpumem::bytesByClass(i915.regions, i915.classes),
+            (devices::BytesByClass{.device = GiB, .hostMixed = 6 * MiB}));
+  auto v3d = count({client({{"memory", GiB, 0}}, "v3d")}, std::nullopt);
+  EXPECT_EQ(gpumem::bytesByClass(v3d.regions, v3d.classes),
+            (devices::BytesByClass{.hostCharged = GiB}));
+  std::map<std::string, std::uint64_t> unclassed = {{"vram", 5}, {"weird", 7}};
+  EXPECT_EQ(gpumem::bytesByClass(unclassed, {{"vram", MemoryClass::Device}}),
+            (devices::BytesByClass{.device = 5, .unknown = 7}));
+  EXPECT_EQ(gpumem::bytesByClass({}, {}), devices::BytesByClass{});
+}
+
 }  // namespace
 }  // namespace tally

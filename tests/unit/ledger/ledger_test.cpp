@@ -247,13 +247,13 @@ TEST_F(LedgerTamper, AnUntouchedLedgerStaysIntactAcrossReopen) { EXPECT_TRUE(pro
 TEST(LedgerSamples, OneTicksSamplesGoInTogether) {
   TempDir dir;
   auto db = ledger::Ledger::open(dir.path());
-  std::vector<ledger::Sample> tick = {{"a", 10, 1, 2, 2, std::nullopt},
-                                      {"b", 10, 3, std::nullopt, std::nullopt, std::nullopt}};
+  std::vector<ledger::Sample> tick = {{"a", 10, 1, 2, {.hostUncharged = 2}},
+                                      {"b", 10, 3, std::nullopt, {}}};
   ASSERT_TRUE(db->appendSamples(tick));
   ASSERT_TRUE(db->appendSamples({}));
   EXPECT_EQ(db->samples("a")->size(), 1u);
-  EXPECT_EQ((*db->samples("a"))[0].gttBytes, 2u);
-  EXPECT_FALSE((*db->samples("a"))[0].vramBytes);
+  EXPECT_EQ((*db->samples("a"))[0].byClass.hostUncharged, 2u);
+  EXPECT_FALSE((*db->samples("a"))[0].byClass.device);
   EXPECT_EQ((*db->samples("b"))[0].memoryCurrent, 3u);
 }
 
@@ -268,10 +268,9 @@ TEST(LedgerSamples, AChartIsAtMostItsPointsOfPeaksComputedByTheDatabase) {
   for (std::uint64_t i = 0; i < 24'000; ++i) {
     std::optional<std::uint64_t> gpu;
     if (i < 12'000) gpu = 100 + i % 7;  // the second half never read the GPU
-    rows.push_back({"l1", 1000 * s + i * 2 * s, i == 5'000 ? 9'999'999 : 1000 + i % 13, gpu,
-                    std::nullopt, std::nullopt});
+    rows.push_back({"l1", 1000 * s + i * 2 * s, i == 5'000 ? 9'999'999 : 1000 + i % 13, gpu, {}});
   }
-  rows.push_back({"other", 1000 * s, 1, 1, 1, 1});
+  rows.push_back({"other", 1000 * s, 1, 1, {.device = 1, .hostUncharged = 1}});
   ASSERT_TRUE(db->appendSamples(rows));
   auto chart = db->chart("l1", 240);
   ASSERT_TRUE(chart);
@@ -351,12 +350,13 @@ TEST(LedgerSamples, RetentionThinsWithAgeAndCapsRows) {
   const std::uint64_t now = 1000 * hour;
   // 10 s samples over the last 3 hours for one lease, plus one 40 days old.
   for (std::uint64_t t = now - 3 * hour; t < now; t += 10 * s) {
-    ASSERT_TRUE(db->appendSample({"l1", t, 1000, std::nullopt, std::nullopt, std::nullopt}));
+    ASSERT_TRUE(db->appendSample({"l1", t, 1000, std::nullopt, {}}));
   }
-  ASSERT_TRUE(db->appendSample({"l1", now - 40 * 24 * hour, 5, 6, 7, 8}));
+  ASSERT_TRUE(
+      db->appendSample({"l1", now - 40 * 24 * hour, 5, 6, {.device = 8, .hostUncharged = 7}}));
   auto before = db->samples("l1");
   ASSERT_EQ(before->size(), 3u * 360 + 1);
-  EXPECT_EQ(before->front().gttBytes, 7u);
+  EXPECT_EQ(before->front().byClass.hostUncharged, 7u);
   EXPECT_FALSE(before->back().gpuBytes);  // absent stays absent, not 0
   auto removed = db->pruneSamples(now, hour, 30 * 24 * hour, 1'000'000);
   ASSERT_TRUE(removed);
@@ -522,14 +522,12 @@ TEST(LedgerWrites, AFailedWriteIsRememberedUntilOneSucceeds) {
     auto ev = db->appendEvent("b", ledger::kOutcome, record("b", "exited", 0));
     EXPECT_FALSE(ev);
     ASSERT_TRUE(db->writeFailure());
-    EXPECT_FALSE(
-        db->appendSamples({ledger::Sample{"a", 1, 5, std::nullopt, std::nullopt, std::nullopt}}));
+    EXPECT_FALSE(db->appendSamples({ledger::Sample{"a", 1, 5, std::nullopt, {}}}));
   }
   EXPECT_TRUE(db->writeFailure());  // still said: nothing has written since
   ASSERT_TRUE(db->appendEvent("b", ledger::kOutcome, record("b", "exited", 0)));
   EXPECT_TRUE(db->writeFailure());  // the samples' failure stands until samples write
-  ASSERT_TRUE(
-      db->appendSamples({ledger::Sample{"a", 2, 5, std::nullopt, std::nullopt, std::nullopt}}));
+  ASSERT_TRUE(db->appendSamples({ledger::Sample{"a", 2, 5, std::nullopt, {}}}));
   EXPECT_FALSE(db->writeFailure());
   EXPECT_TRUE(db->verify()->problems.empty());
 }
