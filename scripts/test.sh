@@ -49,9 +49,6 @@ scripts/format.sh
 # backtrace or perf needs; full -g cost a third more compile time (27.7 s
 # against 19.1 s for tests/unit/daemon/service_test.cpp), and the packages
 # strip it either way (scripts/build-deb.sh).
-# Both builds precompile the heavy headers (TALLY_PCH, on without ccache; the
-# top CMakeLists.txt): the asan build's compiler CPU went from 1,721 s to
-# 1,228 s (0.71x, 2026-12-06; docs/PERFORMANCE.md, "CI time").
 step "build: release, what ships and what the VM suite runs, the plugin for each Slurm (warnings are errors)"
 cmake --preset release -DTALLY_SLURM_HEADERS="$(scripts/slurm-headers.sh)" >/dev/null
 cmake --build --preset release -j "$jobs" --target tally_installable tally_vm_tests tally_live_daemon_tests \
@@ -69,6 +66,10 @@ cmake --build --preset release -j "$jobs" --target tally_installable tally_vm_te
 fuzzers=(fdinfo proc_status proc_cgroup proc_stat meminfo mountinfo sysfs_value cgroup_path cgroup_memory units dmem slurm_gres rpc config
          http_head request container_inspect ledger_head clean_text gpu_ioctl slurm_node
          plugin_version)
+# The asan build (clang) precompiles the heavy headers (TALLY_PCH, on without
+# ccache; the top CMakeLists.txt): its compiler CPU went from 1,721 s to 1,228 s
+# (0.71x, 2026-12-06; docs/PERFORMANCE.md, "CI time"). g++ 12 turned a libstdc++
+# false positive into an error with one, so the release build goes without.
 step "build: asan + ubsan (clang): the unit, cli and live suites and the fuzzers"
 cmake --preset asan >/dev/null
 cmake --build --preset asan -j "$jobs" --target tally_unit_tests tally_cli_tests tally_live_tests \
