@@ -45,8 +45,8 @@ json seatRow(const SeatFacts& f, std::uint64_t nowNs, std::uint64_t intervalUs) 
     r["running"] = nullptr;
     r["running_unknown"] = f.populatedUnknown;
   }
-  r["running_source"] = f.cgroup.empty() ? "no cgroup yet: nothing runs in the lease"
-                                         : std::string(cgroup::file::kEvents) + " populated";
+  r["running_source"] = f.cgroup.empty() ? std::string("no cgroup yet: nothing runs in the lease")
+                                         : fmt::format("{} populated", cgroup::file::kEvents);
   r["observed_at_ns"] = jsonview::orNull(f.observedAtNs);
   r["sample_interval_us"] = intervalUs;
   bool fresh = isFresh(f.observedAtNs, nowNs, intervalUs);
