@@ -262,7 +262,7 @@ void addRunCommand(CLI::App& app, RunOptions& o) {
                   "would cross it (ENOMEM) where the daemon's in-kernel charge is active, with\n"
                   "the sampled kill as backstop (the kill alone elsewhere); kill = the sampled\n"
                   "kill only; report = events only (`tally doctor` says if refusal is active)")
-      ->check(CLI::IsMember({"refuse", "kill", "report"}))
+      ->check(CLI::IsMember(enforce::actionNames()))
       ->default_str(enforce::actionName(enforce::kDefaultAction));
   run->add_option("--gpu-over-samples", o.gpuOverSamples,
                   "consecutive samples over --gpu-memory-max before acting")

@@ -19,10 +19,27 @@ const char* actionName(Action a) {
 }
 
 std::optional<Action> parseAction(const std::string& text) {
-  if (text == "refuse") return Action::Refuse;
-  if (text == "kill") return Action::Kill;
-  if (text == "report") return Action::Report;
+  for (Action a : kActions)
+    if (text == actionName(a)) return a;
   return std::nullopt;
+}
+
+std::vector<std::string> actionNames() {
+  std::vector<std::string> names;
+  for (Action a : kActions) names.emplace_back(actionName(a));
+  return names;
+}
+
+std::string actionChoices() {
+  std::string out;
+  const std::size_t n = std::size(kActions);
+  for (std::size_t i = 0; i < n; ++i)
+    out += fmt::format("{}\"{}\"",
+                       i == 0       ? ""
+                       : i + 1 == n ? " or "
+                                    : ", ",
+                       actionName(kActions[i]));
+  return out;
 }
 
 const char* verdictName(Verdict v) {

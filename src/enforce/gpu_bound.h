@@ -30,6 +30,11 @@ namespace tally::enforce {
 enum class Action { Refuse, Kill, Report };
 const char* actionName(Action a);                            // "refuse", "kill", "report"
 std::optional<Action> parseAction(const std::string& text);  // the same spellings
+// Every action, each spelling once: what the command line accepts, and how
+// an error lists them ("\"refuse\", \"kill\" or \"report\"").
+inline constexpr Action kActions[] = {Action::Refuse, Action::Kill, Action::Report};
+std::vector<std::string> actionNames();
+std::string actionChoices();
 inline bool killsOverBound(Action a) { return a != Action::Report; }
 inline bool refusesInKernel(Action a) { return a == Action::Refuse; }
 

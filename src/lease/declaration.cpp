@@ -46,7 +46,7 @@ Status decodeDeclaration(jsonfields::Fields& f, Declaration& d) {
   if (!action) return action.error();
   if (*action) {
     auto a = enforce::parseAction(**action);
-    if (!a) return f.bad("gpu_memory_action", "must be \"refuse\", \"kill\" or \"report\"");
+    if (!a) return f.bad("gpu_memory_action", "must be " + enforce::actionChoices());
     d.gpuAction = *a;
   }
   auto over = f.u64("gpu_over_samples", kMaxOverSamples);

@@ -112,6 +112,9 @@ TEST(GpuBound, ActionSpellings) {
   EXPECT_EQ(enforce::parseAction("report"), Action::Report);
   EXPECT_FALSE(enforce::parseAction("Kill"));
   EXPECT_FALSE(enforce::parseAction(""));
+  // What the command line accepts and how an error lists them, from the one list.
+  EXPECT_EQ(enforce::actionNames(), (std::vector<std::string>{"refuse", "kill", "report"}));
+  EXPECT_EQ(enforce::actionChoices(), "\"refuse\", \"kill\" or \"report\"");
 }
 
 // Refuse is the kernel's first; over the bound in a sample anyway (memory no
