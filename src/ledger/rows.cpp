@@ -132,7 +132,7 @@ Result<GrantedRow> decodeGranted(const json& body) {
     std::string action = "kill";
     if (auto s = f.str(*gb, "action", action); !s) return s.error();
     r.boundAction = enforce::parseAction(action);
-    if (!r.boundAction) return f.bad("gpu_bound.action", enforce::actionChoices());
+    if (!r.boundAction) return f.bad("gpu_bound.action", enforce::actionChoices().c_str());
     if (auto s =
             f.integer(*gb, "consecutive_samples", r.boundConsecutive, 1, lease::kMaxOverSamples);
         !s)
