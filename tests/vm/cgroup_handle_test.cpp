@@ -5,6 +5,7 @@
 // driver) runs in the cgroup; the meter holds it; A exits, the cgroup is
 // removed and made again, process B (32 MiB) runs in the new one. VM harness
 // only (real cgroup v2, the driver).
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/stat.h>
@@ -46,7 +47,7 @@ pid_t holder(unsigned mib, const std::string& tag) {
     ::_exit(127);
   }
   ::close(go[0]);
-  writeFile(std::string("/sys/fs/cgroup") + kPath + "/cgroup.procs", std::to_string(p) + "\n");
+  writeFile(fmt::format("/sys/fs/cgroup{}/cgroup.procs", kPath), std::to_string(p) + "\n");
   if (::write(go[1], "g", 1) != 1) ADD_FAILURE() << "cannot release the workload";
   ::close(go[1]);
   eventually([&] { return ::access(ready.c_str(), F_OK) == 0; }, std::chrono::seconds(30));
@@ -63,7 +64,7 @@ TEST(VmCgroupHandle, ACgroupMadeAgainUnderTheSameNameIsGoneNeverTheOldLease) {
   }
   ASSERT_EQ(std::system(("rm -rf " + kDir).c_str()), 0);
   makeDirs(kDir);
-  const std::string dir = std::string("/sys/fs/cgroup") + kPath;
+  const std::string dir = fmt::format("/sys/fs/cgroup{}", kPath);
   ::rmdir(dir.c_str());
   ASSERT_EQ(::mkdir(dir.c_str(), 0755), 0);
   auto proc = fs::Root::open("/proc");
