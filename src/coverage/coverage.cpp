@@ -245,8 +245,6 @@ ProbeOutcome judgeProbe(std::uint64_t requested, std::int64_t deltaCurrent, std:
   return ProbeOutcome::Inconclusive;
 }
 
-const char* coverageName(Coverage c) { return c == Coverage::HostAndGtt ? "host+gtt" : "host"; }
-
 CoverageVerdict decide(const StaticSigns& signs, const std::optional<ProbeResult>& probe,
                        const std::string& kernel, bool gpuPresent) {
   CoverageVerdict v;

@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "coverage/coverage_kind.h"
 #include "devices/ttm.h"
 #include "fs/root.h"
 
@@ -93,8 +94,6 @@ struct ProbeResult {
 ProbeOutcome judgeProbe(std::uint64_t requested, std::int64_t deltaCurrent, std::int64_t deltaGtt,
                         std::string& why);
 
-enum class Coverage { HostOnly, HostAndGtt };
-const char* coverageName(Coverage c);  // "host", "host+gtt"
 
 struct CoverageVerdict {
   Coverage coverage = Coverage::HostOnly;

@@ -1,6 +1,6 @@
 #include "rpc/messages.h"
 
-#include "coverage/coverage.h"
+#include "coverage/coverage_kind.h"
 #include "ledger/kinds.h"
 #include "rpc/fields.h"
 #include "rpc/lease_api.h"
