@@ -70,9 +70,16 @@ void pruneGone(int dir, std::uint32_t keep, const std::string& jobsCgroupDir) {
 
 }  // namespace
 
+std::uint64_t cgroupIdOf(const std::string& path) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) return 0;
+  return st.st_ino;
+}
+
 std::optional<JobRecord> findJobRecord(const std::string& dir, std::uint32_t job,
+                                       std::uint64_t jobCgroupId,
                                        const std::vector<std::string>& names) {
-  if (dir.empty()) return std::nullopt;
+  if (dir.empty() || jobCgroupId == 0) return std::nullopt;
   Fd d = openDir(dir);
   if (d.fd < 0 || !ownOnly(d.fd, S_IFDIR)) return std::nullopt;
   Fd f(::openat(d.fd, jobRecordName(job).c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC));
@@ -81,11 +88,15 @@ std::optional<JobRecord> findJobRecord(const std::string& dir, std::uint32_t job
   ssize_t n = ::read(f.fd, buf, sizeof buf);
   if (n <= 0) return std::nullopt;
   auto r = decodeJobRecord(std::string_view(buf, static_cast<std::size_t>(n)));
-  if (!r || r->job != job || r->asked != names) return std::nullopt;
+  // Another run's (the job was requeued) is no answer for this one.
+  if (!r || r->job != job || r->cgroupId != jobCgroupId || r->asked != names) return std::nullopt;
   return std::move(*r);
 }
 
 Status keepJobRecord(const std::string& dir, const JobRecord& r, const std::string& jobsCgroupDir) {
+  if (r.cgroupId == 0)  // it would be found by no run of the job
+    return Error{EINVAL,
+                 fmt::format("cannot keep job {}'s GRES: its cgroup's id is unknown", r.job)};
   auto fail = [&](const char* what) {
     int err = errno;
     return Error{err, fmt::format("cannot keep job {}'s GRES in {}: {}: {}", r.job, dir, what,

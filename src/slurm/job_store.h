@@ -17,11 +17,18 @@
 
 namespace tally::slurm {
 
-// The record of `job` in `dir`, when there is one, whole, asked about `names`,
-// in a directory and a file owned by this process's user that no one else may
-// write. Absent otherwise (the caller asks slurmctld).
+// The record of `job` in `dir`, when there is one, whole, of this run of the
+// job here (kept for the job cgroup whose id is `jobCgroupId`: a requeued job
+// has a new one), asked about `names`, in a directory and a file owned by this
+// process's user that no one else may write. Absent otherwise (the caller asks
+// slurmctld), and always when `jobCgroupId` is 0 (unknown).
 std::optional<JobRecord> findJobRecord(const std::string& dir, std::uint32_t job,
+                                       std::uint64_t jobCgroupId,
                                        const std::vector<std::string>& names);
+
+// The kernel's id of a cgroup (its directory's inode on cgroup2), 0 when it
+// cannot be read: what keys a job's record to one run of the job here.
+std::uint64_t cgroupIdOf(const std::string& path);
 
 // Keeps `r` in `dir` (made 0700 as needed; written aside and renamed, so a
 // reader sees a whole record or none), then removes the records of jobs with

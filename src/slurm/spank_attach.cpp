@@ -72,7 +72,7 @@ void leaseJobAtExtern(const StepState& s, const Controller& ctl, spank_t sp) {
   spank_get_item(sp, S_JOB_ID, &job);
   std::string procCgroup = readText("/proc/self/cgroup");
   ControllerFacts asked =
-      askController(ctl, s.args, job, kExternStep, nodeRef(sp, kExternStep, ctl));
+      askController(ctl, s.args, job, kExternStep, nodeRef(sp, kExternStep), procCgroup);
   std::string jobLease = asked.record ? asked.record->jobLease : "";
   leaseJob(s, sp, job, procCgroup, asked, jobLease);
   keepRecord(s.args, asked, jobLease, procCgroup);
@@ -81,9 +81,9 @@ void leaseJobAtExtern(const StepState& s, const Controller& ctl, spank_t sp) {
 // The first task: lease the step (inside its job's lease when the job holds
 // the GRES here), or make sure it never runs. The job's lease, when this step
 // learns it, goes in `keptLease`.
-int leaseStep(StepState& s, const Controller& ctl, spank_t sp, pid_t task, std::uint32_t job,
-              std::uint32_t step, const NodeRef& node, std::string_view procCgroup,
-              const ControllerFacts& asked, std::string& keptLease) {
+int leaseStep(StepState& s, spank_t sp, pid_t task, std::uint32_t job, std::uint32_t step,
+              const NodeRef& node, std::string_view procCgroup, const ControllerFacts& asked,
+              std::string& keptLease) {
   std::string where = fmt::format("tally: step {}.{}", job, stepName(step));
   attrsFromSubmit(sp, s.options);
   auto fail = [&](const std::string& why) {
@@ -115,7 +115,7 @@ int leaseStep(StepState& s, const Controller& ctl, spank_t sp, pid_t task, std::
 
   StepFacts facts = factsOf(sp, job, step);
   facts.gresBytes = gresBytes;
-  facts.het = record->het;
+  takeRecord(facts, *record);
   // The step's own request matters only inside a job's count.
   if (asked.own) {
     const auto& own = *asked.own;
@@ -196,8 +196,6 @@ int leaseStep(StepState& s, const Controller& ctl, spank_t sp, pid_t task, std::
   leased.step = step;
   leased.jobLease = facts.jobLease;
   leased.jobNode = node.name;
-  if (leased.jobNode.empty() && record->het)
-    leased.jobNode = hetComponentNode(sp, record->het->offset, ctl);
   std::string what =
       request->declared.declaration.gpuMemoryMax
           ? "gpu_memory_max " + units::humanBytes(*request->declared.declaration.gpuMemoryMax)
@@ -217,10 +215,10 @@ int attachStep(StepState& s, const Controller& ctl, spank_t sp, pid_t task) {
   spank_get_item(sp, S_JOB_STEPID, &step);
   // The GRES is asked for even with --gpu-memory-max: the flag only caps it.
   std::string procCgroup = readText(fmt::format("/proc/{}/cgroup", task));
-  NodeRef node = nodeRef(sp, step, ctl);
-  ControllerFacts asked = takeFacts(s, ctl, job, step, node);
+  NodeRef node = nodeRef(sp, step);
+  ControllerFacts asked = takeFacts(s, ctl, job, step, node, procCgroup);
   std::string jobLease = asked.record ? asked.record->jobLease : "";
-  int rc = leaseStep(s, ctl, sp, task, job, step, node, procCgroup, asked, jobLease);
+  int rc = leaseStep(s, sp, task, job, step, node, procCgroup, asked, jobLease);
   keepRecord(s.args, asked, jobLease, procCgroup);
   return rc;
 }

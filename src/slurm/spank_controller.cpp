@@ -91,13 +91,17 @@ Status setAdminComment(std::uint32_t job, const std::string& comment) {
 
 Result<JobRecord> jobFromSlurmctld(std::uint32_t job, const NodeRef& node,
                                    const std::vector<std::string>& names) {
-  JobRecord record{job, names, std::nullopt, std::nullopt, ""};
+  JobRecord record{.job = job, .asked = names};
   Status parsed = Ok{};
   PhaseTimer timer("job-record");
   auto loaded = withJob(job, SHOW_DETAIL, [&](const slurm_job_info_t& j) {
     if (!parsed) return;
     if (j.het_job_id != 0 && j.het_job_id != NO_VAL && j.het_job_offset != NO_VAL)
       record.het = HetJob{j.het_job_id, j.het_job_offset};
+    // slurmctld's, for the lease's slurm_account/slurm_partition (the job's
+    // environment is the user's to set).
+    if (j.account) record.account = j.account;
+    if (j.partition) record.partition = j.partition;
     int index = node.jobIndex;
     if (j.nodes && !node.name.empty()) {
       auto hl = slurm_hostlist_create(j.nodes);
@@ -146,22 +150,8 @@ Result<std::optional<GresFound>> stepGresFromSlurmctld(std::uint32_t job, std::u
   return own;
 }
 
-std::string hostAt(const std::string& list, std::uint32_t n) {
-  std::string host;
-  auto hl = slurm_hostlist_create(list.c_str());
-  if (!hl) return host;
-  for (std::uint32_t i = 0; i <= n; ++i) {
-    char* h = slurm_hostlist_shift(hl);
-    if (!h) break;
-    if (i == n) host = h;
-    std::free(h);
-  }
-  slurm_hostlist_destroy(hl);
-  return host;
-}
-
 constexpr Controller kSlurmctld{jobFromSlurmctld, stepGresFromSlurmctld, adminCommentOf,
-                                setAdminComment,  ESLURM_JOB_FINISHED,   hostAt};
+                                setAdminComment, ESLURM_JOB_FINISHED};
 
 }  // namespace
 

@@ -55,8 +55,6 @@ struct Controller {
   Status (*setAdminComment)(std::uint32_t job, const std::string& comment);
   // setAdminComment's error code when the job had already finished.
   int jobFinished;
-  // The host at index `n` of a Slurm hostlist ("node[1-3]"); "" when there is none.
-  std::string (*hostAt)(const std::string& list, std::uint32_t n);
 };
 
 // The controller of the Slurm release the plugin was built for.

@@ -50,7 +50,7 @@ std::optional<Result<std::string>> attachJobLease(const PluginArgs& args, StepFa
                                                   const StepOptions& options,
                                                   const std::string& where) {
   facts.gresBytes = record.gres ? record.gres->count : 0;
-  facts.het = record.het;
+  takeRecord(facts, record);
   facts.jobCgroup = jobCgroup;
   auto request = jobRequest(args, options, facts);
   if (!request) return std::nullopt;

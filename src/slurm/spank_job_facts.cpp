@@ -12,11 +12,16 @@ extern "C" {
 
 namespace tally::slurm::plugin {
 
+std::uint64_t jobCgroupIdOf(std::string_view procCgroup) {
+  auto cg = jobCgroup(procCgroup);
+  return cg ? cgroupIdOf(std::string(fs::kCgroupRoot) + *cg) : 0;
+}
+
 ControllerFacts askController(const Controller& ctl, const PluginArgs& args, std::uint32_t job,
-                              std::uint32_t step, const NodeRef& node,
+                              std::uint32_t step, const NodeRef& node, std::string_view procCgroup,
                               const std::function<void(ControllerFacts&)>& beside) {
   ControllerFacts f;
-  if (auto kept = findJobRecord(args.jobCache, job, args.gres)) {
+  if (auto kept = findJobRecord(args.jobCache, job, jobCgroupIdOf(procCgroup), args.gres)) {
     f.record = std::move(*kept);
   } else {
     f.record = ctl.jobRecord(job, node, args.gres);
@@ -41,6 +46,8 @@ void keepRecord(const PluginArgs& args, const ControllerFacts& f, const std::str
   if (!f.fromSlurmctld && f.record->jobLease == jobLease) return;  // kept as it is
   JobRecord record = *f.record;
   record.jobLease = jobLease;
+  // This run of the job here: a requeued job's steps find none of it.
+  if (f.fromSlurmctld) record.cgroupId = jobCgroupIdOf(procCgroup);
   std::string jobsDir;
   if (auto cg = jobCgroup(procCgroup); f.fromSlurmctld && cg && cg->rfind('/') != std::string::npos)
     jobsDir = std::string(fs::kCgroupRoot) + cg->substr(0, cg->rfind('/'));

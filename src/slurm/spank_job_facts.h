@@ -39,9 +39,15 @@ struct ControllerFacts {
 // `beside`, when given, runs once the job's record is known, while the
 // step's own request is asked in a thread of its own (the prefetch's job
 // lease: one call to the daemon and one to slurmctld at once).
+// `procCgroup` is a /proc/<pid>/cgroup text of a process in the job's cgroup
+// here (slurmstepd's or a task's): the kept record is this run's only.
 ControllerFacts askController(const Controller& ctl, const PluginArgs& args, std::uint32_t job,
-                              std::uint32_t step, const NodeRef& node,
+                              std::uint32_t step, const NodeRef& node, std::string_view procCgroup,
                               const std::function<void(ControllerFacts&)>& beside = {});
+
+// The kernel's id of the job's cgroup from a /proc/<pid>/cgroup text of one of
+// its processes; 0 when it cannot be told.
+std::uint64_t jobCgroupIdOf(std::string_view procCgroup);
 
 // The job's record here (job_cache=), written once per step at most, as the
 // step's attach ends: what slurmctld gave (the job's first step here) with

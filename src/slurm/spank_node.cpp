@@ -4,6 +4,7 @@
 #include <pwd.h>
 #include <unistd.h>
 
+#include <cstdlib>
 #include <vector>
 
 namespace tally::slurm::plugin {
@@ -14,30 +15,22 @@ std::string getenvOf(spank_t sp, const char* name) {
   return std::string(buf.data());
 }
 
-NodeRef nodeRef(spank_t sp, std::uint32_t step, const Controller& ctl) {
-  NodeRef ref{getenvOf(sp, "SLURMD_NODENAME"), -1};
+NodeRef nodeRef(spank_t sp, std::uint32_t step) {
+  // slurmstepd's own environment, never the job's (spank_getenv: what srun
+  // sent, so an `srun -N4` inside a batch script would carry the batch
+  // host's name to all four nodes): slurmstepd sets it from slurmd's
+  // configuration before any plugin runs (slurmstepd.c _init_from_slurmd,
+  // Slurm 22.05 on).
+  const char* own = std::getenv("SLURMD_NODENAME");
+  NodeRef ref{own ? own : "", -1};
   std::uint32_t id = 0;
   if (!ref.name.empty() || spank_get_item(sp, S_JOB_NODEID, &id) != ESPANK_SUCCESS) return ref;
-  if (step == kExternStep) {
-    ref.jobIndex = static_cast<int>(id);
-  } else if (step == kBatchStep) {
-    ref.jobIndex = 0;  // the batch script runs on the job's first node (its BatchHost)
-  } else if (getenvOf(sp, "SLURM_HET_SIZE").empty()) {
-    // (A het job's step lists all its components' nodes there, while its
-    // S_JOB_NODEID counts from its own component's: hetComponentNode.)
-    if (std::string list = getenvOf(sp, "SLURM_STEP_NODELIST"); !list.empty())
-      ref.name = ctl.hostAt(list, id);
-  }
+  // Unset (never, on a supported Slurm): the extern step's node id counts
+  // in the job's nodes and the batch script runs on the first; a step's
+  // counts in the step's, which only the user's environment lists.
+  if (step == kExternStep) ref.jobIndex = static_cast<int>(id);
+  if (step == kBatchStep) ref.jobIndex = 0;
   return ref;
-}
-
-std::string hetComponentNode(spank_t sp, std::uint32_t offset, const Controller& ctl) {
-  std::uint32_t id = 0;
-  if (spank_get_item(sp, S_JOB_NODEID, &id) != ESPANK_SUCCESS) return "";
-  for (const char* spelling : {"SLURM_JOB_NODELIST_HET_GROUP_", "SLURM_JOB_NODELIST_PACK_GROUP_"})
-    if (std::string list = getenvOf(sp, (spelling + std::to_string(offset)).c_str()); !list.empty())
-      return ctl.hostAt(list, id);
-  return "";
 }
 
 StepFacts factsOf(spank_t sp, std::uint32_t job, std::uint32_t step) {
@@ -58,8 +51,8 @@ StepFacts factsOf(spank_t sp, std::uint32_t job, std::uint32_t step) {
     facts.arrayJobId = arrayJob;
     facts.arrayTaskId = arrayTask;
   }
-  facts.account = getenvOf(sp, "SLURM_JOB_ACCOUNT");
-  facts.partition = getenvOf(sp, "SLURM_JOB_PARTITION");
+  // The account and partition are the job record's (takeRecord), never
+  // the environment's: a user sets SLURM_JOB_ACCOUNT as they like.
   return facts;
 }
 

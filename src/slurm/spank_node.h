@@ -1,5 +1,5 @@
 // What the plugin reads of the step and this node through SPANK's handle
-// (items, the step's environment) and /proc: where this node is in the job's
+// (items, the step's environment, slurmstepd's own) and /proc: where this node is in the job's
 // node list, and the step's facts as slurmstepd holds them.
 #pragma once
 
@@ -18,23 +18,17 @@ namespace tally::slurm::plugin {
 // A variable of the step's environment; "" when it is unset.
 std::string getenvOf(spank_t sp, const char* name);
 
-// Where this node is in the job's node list: by its name, else by its index
-// there. The step's environment SPANK sees has no SLURMD_NODENAME (the tasks
-// get it, later; found with two slurmd in the VM), so the name is the step's
-// own node list (SLURM_STEP_NODELIST) at S_JOB_NODEID, which counts from the
-// step's nodes. The extern step has no such list, but it runs on all of the
-// job's nodes, so its S_JOB_NODEID is the node's index in the job's list; the
-// batch script runs on the job's first node.
-NodeRef nodeRef(spank_t sp, std::uint32_t step, const Controller& ctl);
-
-// A heterogeneous job's component: the node at S_JOB_NODEID in the
-// component's own node list (SLURM_JOB_NODELIST_HET_GROUP_<offset>, spelt
-// _PACK_GROUP_ in 22.05), its offset from the job's record.
-std::string hetComponentNode(spank_t sp, std::uint32_t offset, const Controller& ctl);
+// Where this node is in the job's node list: by its name, the one slurmstepd
+// holds in its own process environment (SLURMD_NODENAME, set from slurmd's
+// configuration; the step's environment that spank_getenv reads is what srun
+// sent, so it is never asked). Only were that unset: the extern step's
+// S_JOB_NODEID, which counts in the job's nodes, or the batch script's first.
+NodeRef nodeRef(spank_t sp, std::uint32_t step);
 
 // Slurm's facts of the step as slurmstepd holds them; the user from the
 // job's uid (slurmstepd's own item), not an environment variable a job could
-// have set.
+// have set. The account and partition come with the job's record
+// (takeRecord).
 StepFacts factsOf(spank_t sp, std::uint32_t job, std::uint32_t step);
 
 // A small file's text, such as /proc/<pid>/cgroup (its first read, at most

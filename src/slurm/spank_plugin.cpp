@@ -27,6 +27,10 @@
 // the node (spank_node.h); the calls to the tally daemon (spank_daemon.h);
 // the job's facts, kept or asked (spank_job_facts.h); a phase's timing line
 // (spank_timing.h).
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -74,18 +78,22 @@ extern "C" {
 TALLY_EXPORT int slurm_spank_init(spank_t sp, int ac, char** av) {
   StepState& s = g_state;
   std::vector<std::string> args(av, av + ac);
-  auto parsed = parsePluginArgs(args);
-  if (!parsed) {
-    // Remembered, not only returned: an `optional` plugin's failure is ignored,
-    // and a step that declares a bound must still not run unbounded.
-    s.configError = parsed.error().message;
-    slurm_error("tally: %s", s.configError.c_str());
-  } else {
-    s.args = *parsed;
-  }
+  std::vector<std::string> problems;
+  s.args = readPluginArgs(args, problems);
+  // Remembered, never returned: a failed init under `required` stops slurmd,
+  // drains the node at a batch launch and fails every srun/sbatch/salloc of
+  // the login nodes, CPU-only users' too. What a typo must stop is only a
+  // step that declares GPU memory: spank_attach.cpp refuses each one with
+  // this text, so none runs unbounded.
+  if (!problems.empty()) s.configError = fmt::format("{}", fmt::join(problems, "; "));
   spank_context_t ctx = spank_context();
   // Said once per node, by slurmd, not on every step.
   if (ctx == S_CTX_SLURMD) {
+    if (!s.configError.empty())
+      slurm_error(
+          "tally: %s; steps that declare GPU memory on this node are refused until "
+          "plugstack.conf is fixed (tally doctor --slurm checks it); every other step runs",
+          s.configError.c_str());
     for (const auto& w : gresNameWarnings(s.args.gres)) slurm_error("tally: %s", w.c_str());
     if (s.args.batchPoolIgnored)
       slurm_info(
@@ -100,9 +108,12 @@ TALLY_EXPORT int slurm_spank_init(spank_t sp, int ac, char** av) {
   if (ctx == S_CTX_REMOTE && !s.verdict) s.verdict = mapVerdict();
   if (ctx == S_CTX_LOCAL || ctx == S_CTX_ALLOCATOR || ctx == S_CTX_REMOTE) {
     s.optionTable = optionTable(onOption);
-    if (!registerOptions(sp, s.optionTable)) return -1;
+    // Without its options a step's --gpu-memory-max would go unseen: a step
+    // that declares GPU memory is refused as for a typo; the rest run.
+    if (!registerOptions(sp, s.optionTable) && s.configError.empty())
+      s.configError = "the plugin could not register its options with Slurm";
   }
-  return s.configError.empty() ? 0 : -1;
+  return 0;
 }
 
 TALLY_EXPORT int slurm_spank_init_post_opt(spank_t sp, int, char**) {
@@ -112,6 +123,10 @@ TALLY_EXPORT int slurm_spank_init_post_opt(spank_t sp, int, char**) {
   if (ctx == S_CTX_REMOTE && g_state.configError.empty() && g_state.args.enforce)
     startPrefetch(g_state, slurmctld(), sp);
   if (ctx != S_CTX_LOCAL && ctx != S_CTX_ALLOCATOR) return 0;
+  // srun/sbatch on a node whose plugstack.conf has a typo: only a user who
+  // gave a tally option is told (the step is refused where it would run).
+  if (!g_state.configError.empty() && declaresAnything(g_state.options, std::nullopt))
+    slurm_error("tally: %s", g_state.configError.c_str());
   return submitOptions(g_state.options);
 }
 

@@ -46,7 +46,7 @@ void startPrefetch(StepState& s, const Controller& ctl, spank_t sp) {
   if (s.prefetch.valid() || spank_get_item(sp, S_JOB_ID, &job) != ESPANK_SUCCESS ||
       spank_get_item(sp, S_JOB_STEPID, &step) != ESPANK_SUCCESS || step == kExternStep)
     return;
-  NodeRef node = nodeRef(sp, step, ctl);
+  NodeRef node = nodeRef(sp, step);
   StepFacts facts = factsOf(sp, job, step);
   std::string procCgroup = readText("/proc/self/cgroup");
   try {
@@ -54,7 +54,7 @@ void startPrefetch(StepState& s, const Controller& ctl, spank_t sp) {
         std::async(std::launch::async, [&ctl, job, step, node, facts, procCgroup, args = s.args,
                                         configured = s.configError.empty(), options = s.options] {
           try {
-            return askController(ctl, args, job, step, node, [&](ControllerFacts& f) {
+            return askController(ctl, args, job, step, node, procCgroup, [&](ControllerFacts& f) {
               f.early = joinJobEarly(args, configured, f, facts, procCgroup, options);
             });
           } catch (const std::exception& e) {  // nothing is thrown across into slurmstepd
@@ -70,12 +70,12 @@ void startPrefetch(StepState& s, const Controller& ctl, spank_t sp) {
 }
 
 ControllerFacts takeFacts(StepState& s, const Controller& ctl, std::uint32_t job,
-                          std::uint32_t step, const NodeRef& node) {
+                          std::uint32_t step, const NodeRef& node, std::string_view procCgroup) {
   if (s.prefetch.valid()) {
     PhaseTimer timer("prefetch-wait");
     return s.prefetch.get();
   }
-  return askController(ctl, s.args, job, step, node);
+  return askController(ctl, s.args, job, step, node, procCgroup);
 }
 
 void joinPrefetch(StepState& s) {

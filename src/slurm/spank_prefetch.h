@@ -9,6 +9,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string_view>
 
 #include "slurm/spank_controller.h"
 #include "slurm/spank_job_facts.h"
@@ -27,9 +28,9 @@ namespace tally::slurm::plugin {
 void startPrefetch(StepState& s, const Controller& ctl, spank_t sp);
 
 // The step's facts: the prefetch's answer (waiting for it) when one was
-// started, else asked now.
+// started, else asked now (`procCgroup`: the first task's /proc/<pid>/cgroup).
 ControllerFacts takeFacts(StepState& s, const Controller& ctl, std::uint32_t job,
-                          std::uint32_t step, const NodeRef& node);
+                          std::uint32_t step, const NodeRef& node, std::string_view procCgroup);
 
 // Waits for a fetch no task took, so no thread outlives the plugin.
 void joinPrefetch(StepState& s);

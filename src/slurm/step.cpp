@@ -33,6 +33,9 @@ constexpr std::string_view kSlurmKeys[] = {
     "slurm_array_task_id", "slurm_het_job_id", "slurm_het_job_offset"};
 constexpr std::string_view kSlurmPrefix = "slurm_";
 
+constexpr std::string_view kPluginKeys =
+    "socket, pool, allowed_pools, gres, timeout, queue_timeout, end_wait, enforce, job_cache";
+
 // "a,b,c" -> {"a", "b", "c"}; an empty item stays (the caller refuses it).
 std::vector<std::string_view> commaList(std::string_view value) {
   std::vector<std::string_view> items;
@@ -46,53 +49,70 @@ std::vector<std::string_view> commaList(std::string_view value) {
 
 }  // namespace
 
-Result<PluginArgs> parsePluginArgs(const std::vector<std::string>& args) {
+PluginArgs readPluginArgs(const std::vector<std::string>& args,
+                          std::vector<std::string>& problems) {
   PluginArgs a;
   for (const auto& arg : args) {
     auto eq = arg.find('=');
     if (eq == std::string::npos) {
-      return Error{
-          EINVAL,
-          fmt::format(
-              "plugstack.conf argument '{}' is not KEY=VALUE (keys: socket, "
-              "pool, allowed_pools, gres, timeout, queue_timeout, end_wait, enforce, job_cache)",
-              text::truncateUtf8(arg, 64))};
+      problems.push_back(fmt::format("plugstack.conf argument '{}' is not KEY=VALUE (keys: {})",
+                                     text::truncateUtf8(arg, 64), kPluginKeys));
+      continue;
     }
     std::string_view key(arg.data(), eq), value(arg.data() + eq + 1, arg.size() - eq - 1);
+    // Said, and the key left at its default: the other keys still apply, and
+    // every problem is listed at once.
     auto bad = [&](const std::string& why) {
-      return Error{EINVAL, fmt::format("plugstack.conf argument {}: {}", key, why)};
+      problems.push_back(
+          fmt::format("plugstack.conf argument {}: {}", text::truncateUtf8(key, 64), why));
     };
     if (key == "socket") {
-      if (value.empty() || value[0] != '/') return bad("must be an absolute path");
+      if (value.empty() || value[0] != '/') {
+        bad("must be an absolute path");
+        continue;
+      }
       a.socket = std::string(value);
     } else if (key == "pool") {
-      if (!lease::validPoolName(value)) return bad("must be a pool name, 1-64 of [A-Za-z0-9_-]");
+      if (!lease::validPoolName(value)) {
+        bad("must be a pool name, 1-64 of [A-Za-z0-9_-]");
+        continue;
+      }
       a.pool = std::string(value);
     } else if (key == "batch_pool") {
       a.batchPoolIgnored = true;
     } else if (key == "allowed_pools") {
-      a.allowedPools.clear();
-      for (std::string_view name : commaList(value)) {
-        if (!lease::validPoolName(name))
-          return bad("must be pool names separated by commas, each 1-64 of [A-Za-z0-9_-]");
-        a.allowedPools.emplace_back(name);
+      std::vector<std::string> names;
+      for (std::string_view name : commaList(value))
+        if (lease::validPoolName(name)) names.emplace_back(name);
+      if (names.size() != commaList(value).size()) {
+        bad("must be pool names separated by commas, each 1-64 of [A-Za-z0-9_-]");
+        continue;
       }
+      a.allowedPools = std::move(names);
     } else if (key == "gres") {
       std::vector<std::string> names;
-      for (std::string_view name : commaList(value)) {
-        if (!validGresName(name))
-          return bad(
-              "must be GRES names separated by commas, such as tallymem or "
-              "tallymem,gpumem");
-        names.emplace_back(name);
+      for (std::string_view name : commaList(value))
+        if (validGresName(name)) names.emplace_back(name);
+      if (names.size() != commaList(value).size()) {
+        bad("must be GRES names separated by commas, such as tallymem or tallymem,gpumem");
+        continue;
       }
-      if (names.empty() || names.size() > 4) return bad("must name 1 to 4 GRES");
+      if (names.empty() || names.size() > 4) {
+        bad("must name 1 to 4 GRES");
+        continue;
+      }
       a.gres = std::move(names);
     } else if (key == "timeout" || key == "queue_timeout" || key == "end_wait") {
       auto us = units::parseDurationUs(value);
-      if (!us) return bad(us.error().message);
+      if (!us) {
+        bad(us.error().message);
+        continue;
+      }
       if (key == "timeout") {
-        if (*us == 0) return bad("must be more than 0");
+        if (*us == 0) {
+          bad("must be more than 0");
+          continue;
+        }
         a.timeoutUs = *us;
       } else if (key == "end_wait") {
         a.endWaitUs = *us;
@@ -103,19 +123,27 @@ Result<PluginArgs> parsePluginArgs(const std::vector<std::string>& args) {
       if (value == "off") {
         a.jobCache.clear();
       } else if (value.empty() || value[0] != '/' || value == "/") {
-        return bad("must be an absolute directory path (root-only, made as needed) or off");
+        bad("must be an absolute directory path (root-only, made as needed) or off");
       } else {
         a.jobCache = std::string(value);
       }
     } else if (key == "enforce") {
-      if (value != "on" && value != "off") return bad("must be on or off");
+      if (value != "on" && value != "off") {
+        bad("must be on or off");
+        continue;
+      }
       a.enforce = value == "on";
     } else {
-      return bad(
-          "unknown (keys: socket, pool, allowed_pools, gres, timeout, "
-          "queue_timeout, end_wait, enforce, job_cache)");
+      bad(fmt::format("unknown (keys: {})", kPluginKeys));
     }
   }
+  return a;
+}
+
+Result<PluginArgs> parsePluginArgs(const std::vector<std::string>& args) {
+  std::vector<std::string> problems;
+  PluginArgs a = readPluginArgs(args, problems);
+  if (!problems.empty()) return Error{EINVAL, fmt::format("{}", fmt::join(problems, "; "))};
   return a;
 }
 
@@ -185,6 +213,12 @@ std::string leaseName(std::uint32_t job, std::uint32_t step) {
 }
 
 std::string jobLeaseName(std::uint32_t job) { return fmt::format("slurm-{}", job); }
+
+void takeRecord(StepFacts& f, const JobRecord& r) {
+  f.het = r.het;
+  f.account = r.account;
+  f.partition = r.partition;
+}
 
 bool declaresAnything(const StepOptions& o, std::optional<std::uint64_t> gresBytes) {
   return o.gpuMemoryMax || o.gpuMemoryHigh || o.pool || !o.attrs.empty() ||

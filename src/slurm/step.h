@@ -70,8 +70,13 @@ struct PluginArgs {
   std::string jobCache = "/run/tally-slurm";
 };
 // Each argument is KEY=VALUE of the keys above (socket, pool,
-// allowed_pools, gres, timeout, queue_timeout, end_wait, enforce, job_cache); an
-// unknown key or bad value is an error naming it.
+// allowed_pools, gres, timeout, queue_timeout, end_wait, enforce, job_cache).
+// Every unknown key or bad value is a problem naming it, all of them in one
+// pass; a bad key keeps its default and the good ones apply. The plugin runs
+// on that (a typo refuses the steps that declare GPU memory, never slurmd or
+// a CPU-only step: spank_plugin.cpp); checkers take parsePluginArgs, which
+// fails on any problem with every one of them in its message.
+PluginArgs readPluginArgs(const std::vector<std::string>& args, std::vector<std::string>& problems);
 Result<PluginArgs> parsePluginArgs(const std::vector<std::string>& args);
 
 // What slurmd's log should say at init about the GRES names: one sentence per
@@ -113,6 +118,10 @@ struct StepFacts {
   std::string jobCgroup;  // the job's cgroup on this node (jobCgroup)
   std::string jobLease;   // the job's lease on this node, once made or joined
 };
+
+// What the job's record (slurmctld's word) says of every lease of the job:
+// its heterogeneous job, account and partition.
+void takeRecord(StepFacts& f, const JobRecord& r);
 
 // Whether the step declared anything tally-related: only then is it leased.
 bool declaresAnything(const StepOptions& o, std::optional<std::uint64_t> gresBytes);

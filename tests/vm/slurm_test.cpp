@@ -365,6 +365,58 @@ TEST_F(VmSlurm, WithTheDaemonStoppedAStepThatDeclaredNothingRunsUntouched) {
   EXPECT_EQ(r.err.find("tally"), std::string::npos) << r.err;
 }
 
+// A plugstack.conf typo under `required` (or a key from a newer plugin in a
+// rolling upgrade) refuses only the steps that declare GPU memory, naming the
+// key; slurmd restarts and stays up, the node is not drained, and CPU-only
+// srun and sbatch run as before.
+TEST_F(VmSlurm, APlugstackTypoUnderRequiredRefusesGpuStepsAndNeverTheNodeOrCpuJobs) {
+  std::string plugstack = readFile("/etc/slurm/plugstack.conf");
+  struct Restore {
+    std::string text;
+    ~Restore() {
+      writeFile("/etc/slurm/plugstack.conf", text);
+      shell("systemctl restart slurmd");
+    }
+  } restore{plugstack};
+  writeFile("/etc/slurm/plugstack.conf", "required " + kPlugin + " socket=" + kSocket +
+                                             " end_wait=20s gpu_policy=refuse enforce=of\n");
+  ASSERT_EQ(shell("systemctl restart slurmd"), 0);
+  ASSERT_TRUE(nodeIdle()) << shellOut("sinfo; journalctl --no-pager -u slurmd | tail -20");
+  EXPECT_EQ(shell("systemctl is-active --quiet slurmd"), 0) << "slurmd stopped at the typo";
+  std::string state = shellOut("sinfo -h -o %T");
+  EXPECT_EQ(state.find("drain"), std::string::npos) << state;
+  std::string log = shellOut("journalctl --no-pager -o cat -u slurmd");
+  EXPECT_NE(log.find("plugstack.conf argument gpu_policy: unknown"), std::string::npos) << log;
+  EXPECT_NE(log.find("plugstack.conf argument enforce: must be on or off"), std::string::npos)
+      << log;
+  EXPECT_NE(log.find("steps that declare GPU memory on this node are refused"), std::string::npos)
+      << log;
+
+  std::string marker = kDir + "/typo.marker";
+  ::unlink(marker.c_str());
+  auto cpu = runProgram({"srun", kWorkload, "marker", marker});
+  EXPECT_EQ(cpu.exitCode(), 0) << cpu.err;
+  EXPECT_EQ(::access(marker.c_str(), F_OK), 0) << "a CPU-only step did not run";
+  std::string batchOut = kDir + "/typo-batch.out";
+  ::unlink(batchOut.c_str());
+  auto batch = runProgram({"sbatch", "-W", "-o", batchOut, "--wrap", "echo batch-ran"});
+  EXPECT_EQ(batch.exitCode(), 0) << batch.out << batch.err;
+  EXPECT_NE(readFile(batchOut).find("batch-ran"), std::string::npos) << readFile(batchOut);
+
+  ::unlink(marker.c_str());
+  auto gpu = runProgram({"srun", "--gres=tallymem:64M", kWorkload, "marker", marker});
+  std::printf("[ srun --gres=tallymem:64M under a typo ]\n%s[ end ]\n", gpu.err.c_str());
+  EXPECT_NE(gpu.exitCode(), 0);
+  EXPECT_NE(::access(marker.c_str(), F_OK), 0) << "a GPU step ran under a misconfigured plugin";
+  EXPECT_NE(gpu.err.find("misconfigured in plugstack.conf"), std::string::npos) << gpu.err;
+  EXPECT_NE(gpu.err.find("gpu_policy: unknown"), std::string::npos) << gpu.err;
+  // The user who gave a tally option is told at srun too, and not refused there.
+  auto flag = runProgram({"srun", "--gpu-memory-high=1G", kWorkload, "marker", marker});
+  EXPECT_NE(flag.err.find("tally: plugstack.conf argument gpu_policy"), std::string::npos)
+      << flag.err;
+  EXPECT_EQ(shell("systemctl is-active --quiet slurmd"), 0);
+}
+
 // plugstack.conf here reads gres=tallymem,gpumem (a cluster moving off the
 // old name): slurmd says once, at its start, that gpumem is Slurm's own.
 TEST_F(VmSlurm, SlurmdSaysAtStartWhenTallysGresNameIsSlurmsOwn) {
@@ -687,6 +739,46 @@ int rpcCount(const std::string& sdiag, const std::string& type) {
   return -1;
 }
 
+// A requeued job runs again with what Slurm placed now: its user raised the
+// GRES while it was pending, and its new run's steps are bounded by the new
+// count, never by the old run's record here (keyed by the job cgroup's id).
+TEST_F(VmSlurm, ARequeuedJobWithARaisedGresGetsTheNewCount) {
+  std::string idFile = kDir + "/q.job", out = kDir + "/q.out";
+  shell("rm -f " + kDir + "/q.ran.*");
+  ASSERT_EQ(shell("sbatch --requeue --gres=tallymem:64M --output=" + out +
+                  " --wrap 'echo "
+                  "$SLURM_JOB_ID > " +
+                  idFile + "; srun true; touch " + kDir +
+                  "/q.ran.${SLURM_RESTART_COUNT:-0}; sleep 600' >/dev/null"),
+            0);
+  ASSERT_TRUE(eventually([&] { return ::access((kDir + "/q.ran.0").c_str(), F_OK) == 0; }, 120s))
+      << readFile(out);
+  std::string job = jobIdFrom(idFile);
+  ASSERT_EQ(shell("scontrol requeuehold " + job), 0);
+  ASSERT_TRUE(
+      eventually([&] { return shellOut("squeue -h -j " + job + " -o %T") == "PENDING"; }, 120s))
+      << shellOut("squeue -j " + job);
+  ASSERT_EQ(shell("scontrol update JobId=" + job + " Gres=tallymem:128M || scontrol update JobId=" +
+                  job + " TresPerNode=gres/tallymem:128M"),
+            0);
+  ASSERT_EQ(
+      shell("scontrol release " + job + " && scontrol update JobId=" + job + " StartTime=now"), 0);
+  ASSERT_TRUE(eventually([&] { return ::access((kDir + "/q.ran.1").c_str(), F_OK) == 0; }, 180s))
+      << shellOut("scontrol show job " + job) << readFile(out);
+  shell("scancel " + job);
+  json all = json::parse(tally({"ledger", "export", "--config", kConfig}).out, nullptr, false);
+  std::vector<std::uint64_t> jobBounds, stepBounds;
+  for (const auto& row : all) {
+    if (row.value("kind", "") != "granted") continue;
+    std::string name = row["body"].value("name", "");
+    auto max = row["body"]["declared"].value("gpu_memory_max", std::uint64_t{0});
+    if (name == "slurm-" + job) jobBounds.push_back(max);
+    if (name == "slurm-" + job + ".0") stepBounds.push_back(max);
+  }
+  EXPECT_EQ(jobBounds, (std::vector<std::uint64_t>{64 * kMiB, 128 * kMiB}));
+  EXPECT_EQ(stepBounds, (std::vector<std::uint64_t>{64 * kMiB, 128 * kMiB}));
+}
+
 // A job's GRES on the node is asked of slurmctld once, by its first step here,
 // and kept for its other steps (plugstack.conf job_cache=, root-only): a job
 // of a batch step and three srun steps loads the job once to start; each leased step
@@ -731,8 +823,12 @@ TEST_F(VmSlurm, AJobsStepsAskSlurmctldForItsGresOnceAndTheRecordGoesWithTheJob) 
   // asked= is plugstack.conf's gres= as the tests before left it; the job's
   // lease is the right one again after the stale one was refused.
   std::string record = readFile("/run/tally-slurm/job_" + job);
-  EXPECT_EQ(record.rfind("tally-slurm-job 1 job=" + job + " asked=tallymem", 0), 0u) << record;
-  EXPECT_TRUE(record.ends_with(" gres=tallymem:67108864 lease=" + jobLease + "\n")) << record;
+  // This run of the job here (its cgroup's id), and slurmctld's partition.
+  EXPECT_EQ(record.rfind("tally-slurm-job 2 job=" + job + " cgroup=", 0), 0u) << record;
+  EXPECT_NE(record.find(" asked=tallymem"), std::string::npos) << record;
+  EXPECT_NE(record.find(" gres=tallymem:67108864 "), std::string::npos) << record;
+  EXPECT_NE(record.find(" partition=gpu "), std::string::npos) << record;
+  EXPECT_TRUE(record.ends_with(" lease=" + jobLease + "\n")) << record;
   for (const char* s : {".batch", ".0", ".1", ".2"}) {
     json rows = rowsNamed("slurm-" + job + s);
     ASSERT_FALSE(rows.empty()) << s << " was leased";
@@ -753,9 +849,9 @@ TEST_F(VmSlurm, AJobsStepsAskSlurmctldForItsGresOnceAndTheRecordGoesWithTheJob) 
   EXPECT_NE(::access(("/run/tally-slurm/job_" + job + ".said").c_str(), F_OK), 0)
       << "the ended job's AdminComment line";
   record = readFile("/run/tally-slurm/job_" + jobIdFrom(nextFile));
-  EXPECT_EQ(record.rfind("tally-slurm-job 1 job=" + jobIdFrom(nextFile) + " asked=tallymem", 0), 0u)
+  EXPECT_EQ(record.rfind("tally-slurm-job 2 job=" + jobIdFrom(nextFile) + " cgroup=", 0), 0u)
       << record;
-  EXPECT_TRUE(record.ends_with(" gres=none\n")) << record;
+  EXPECT_NE(record.find(" gres=none"), std::string::npos) << record;
   struct stat st {};
   ASSERT_EQ(::stat("/run/tally-slurm", &st), 0);
   EXPECT_EQ(st.st_mode & 0777, 0700u);
@@ -992,6 +1088,33 @@ TEST_F(VmSlurm, ATwoNodeJobLeasesEachNodeAndAHetJobsComponentsAreBoundedByTheirO
               std::string::npos)
         << comment;
   EXPECT_NE(comment.find(" | "), std::string::npos) << comment;
+
+  // An srun -N2 inside a batch script carries the batch host's environment
+  // (SLURMD_NODENAME among it, and whatever the user set) to both nodes: each
+  // node still writes its own line, and the lease's Slurm ids are slurmctld's.
+  std::string batchId = kDir + "/t2.job";
+  auto batch =
+      runProgram({"sbatch", "-W", "-N2", "--gres=tallymem:64M", "-o", kDir + "/t2.out", "--wrap",
+                  "echo $SLURM_JOB_ID > " + batchId +
+                      "; SLURM_JOB_PARTITION=fake SLURM_JOB_ACCOUNT=fake srun -N2 " + kWorkload +
+                      " gpu gtt 32 1 300"});
+  EXPECT_EQ(batch.exitCode(), 0) << batch.out << batch.err << readFile(kDir + "/t2.out");
+  std::string batchJob = jobIdFrom(batchId);
+  ASSERT_FALSE(batchJob.empty()) << readFile(kDir + "/t2.out");
+  std::string batchComment =
+      shellOut("scontrol show job " + batchJob + " | grep -o 'AdminComment=.*'");
+  std::printf("[ srun -N2 in sbatch: AdminComment ]\n%s\n[ end ]\n", batchComment.c_str());
+  for (const std::string& node : {first, second})
+    EXPECT_NE(batchComment.find("tally " + node + ": GPU peak 32.0 MiB of 64.0 MiB"),
+              std::string::npos)
+        << batchComment;
+  json srunSteps = granted("slurm-" + batchJob + ".0");
+  ASSERT_EQ(srunSteps.size(), 2u) << srunSteps.dump(2);
+  for (const auto& st : srunSteps) {
+    const json& a = st["body"]["declared"]["attributes"];
+    EXPECT_EQ(a.value("slurm_partition", ""), "gpu") << a;
+    EXPECT_FALSE(a.contains("slurm_account") && a["slurm_account"] == "fake") << a;
+  }
 
   // A het job: 256 MiB on the first node, 128 MiB on the second.
   std::string leaderFile = kDir + "/t.het";

@@ -20,6 +20,8 @@ using tally::testing::TempDir;
 using tally::testing::writeFile;
 
 const std::vector<std::string> kNames = {"tallymem"};
+// The id of the job's cgroup on this node for the run the records are of.
+constexpr std::uint64_t kRun = 8812;
 
 bool exists(const std::string& p) {
   struct stat st {};
@@ -29,30 +31,64 @@ bool exists(const std::string& p) {
 TEST(JobStore, AKeptRecordIsFoundByItsJobAndNames) {
   TempDir t;
   const std::string dir = t.path() + "/jobs";
-  ASSERT_TRUE(
-      keepJobRecord(dir, {42, kNames, GresFound{"tallymem", 64 << 20}, std::nullopt, ""}, ""));
-  ASSERT_TRUE(keepJobRecord(dir, {43, kNames, std::nullopt, std::nullopt, ""}, ""));
+  ASSERT_TRUE(keepJobRecord(
+      dir, {.job = 42, .cgroupId = kRun, .asked = kNames, .gres = GresFound{"tallymem", 64 << 20}},
+      ""));
+  ASSERT_TRUE(keepJobRecord(dir, {.job = 43, .cgroupId = kRun, .asked = kNames}, ""));
   struct stat st {};
   ASSERT_EQ(::stat(dir.c_str(), &st), 0);
   EXPECT_EQ(st.st_mode & 0777, 0700u);
   EXPECT_EQ(readFile(dir + "/job_42"),
-            "tally-slurm-job 1 job=42 asked=tallymem gres=tallymem:67108864\n");
+            "tally-slurm-job 2 job=42 cgroup=8812 asked=tallymem gres=tallymem:67108864\n");
 
-  auto r = findJobRecord(dir, 42, kNames);
+  auto r = findJobRecord(dir, 42, kRun, kNames);
   ASSERT_TRUE(r);
   ASSERT_TRUE(r->gres);
   EXPECT_EQ(r->gres->count, 64u << 20);
-  auto none = findJobRecord(dir, 43, kNames);
+  auto none = findJobRecord(dir, 43, kRun, kNames);
   ASSERT_TRUE(none);
   EXPECT_FALSE(none->gres);  // "holds none here" is an answer too
-  EXPECT_FALSE(findJobRecord(dir, 44, kNames));
+  EXPECT_FALSE(findJobRecord(dir, 44, kRun, kNames));
   // Asked about other names (plugstack.conf changed): not an answer.
-  EXPECT_FALSE(findJobRecord(dir, 43, {"tallymem", "gpumem"}));
-  EXPECT_FALSE(findJobRecord("", 42, kNames));  // job_cache=off
+  EXPECT_FALSE(findJobRecord(dir, 43, kRun, {"tallymem", "gpumem"}));
+  EXPECT_FALSE(findJobRecord("", 42, kRun, kNames));  // job_cache=off
 
   forgetJobRecord(dir, 42);
   EXPECT_FALSE(exists(dir + "/job_42"));
-  EXPECT_FALSE(findJobRecord(dir, 42, kNames));
+  EXPECT_FALSE(findJobRecord(dir, 42, kRun, kNames));
+}
+
+// A requeued job runs in a new job_J cgroup here: its steps never take the
+// old run's record (its GRES may have been raised while it was pending), and
+// an unknown cgroup finds no record and keeps none.
+TEST(JobStore, ARequeuedJobsNewRunFindsNoneOfItsOldRunsRecord) {
+  TempDir t;
+  const std::string dir = t.path() + "/jobs";
+  ASSERT_TRUE(keepJobRecord(
+      dir, {.job = 42, .cgroupId = kRun, .asked = kNames, .gres = GresFound{"tallymem", 64}}, ""));
+  ASSERT_TRUE(findJobRecord(dir, 42, kRun, kNames));
+  EXPECT_FALSE(findJobRecord(dir, 42, kRun + 1, kNames)) << "the old run's record";
+  EXPECT_FALSE(findJobRecord(dir, 42, 0, kNames)) << "a cgroup whose id could not be read";
+  auto unkeyed = keepJobRecord(dir, {.job = 43, .asked = kNames}, "");
+  ASSERT_FALSE(unkeyed);
+  EXPECT_NE(unkeyed.error().message.find("its cgroup's id is unknown"), std::string::npos)
+      << unkeyed.error().message;
+  // The new run keeps its own, in place of the old.
+  ASSERT_TRUE(keepJobRecord(
+      dir, {.job = 42, .cgroupId = kRun + 1, .asked = kNames, .gres = GresFound{"tallymem", 128}},
+      ""));
+  auto now = findJobRecord(dir, 42, kRun + 1, kNames);
+  ASSERT_TRUE(now && now->gres);
+  EXPECT_EQ(now->gres->count, 128u);
+  EXPECT_FALSE(findJobRecord(dir, 42, kRun, kNames));
+  // The id is the kernel's: a directory's inode, 0 for anything else.
+  makeDirs(t.path() + "/job_7");
+  struct stat st {};
+  ASSERT_EQ(::stat((t.path() + "/job_7").c_str(), &st), 0);
+  EXPECT_EQ(cgroupIdOf(t.path() + "/job_7"), st.st_ino);
+  EXPECT_EQ(cgroupIdOf(t.path() + "/absent"), 0u);
+  writeFile(t.path() + "/file", "x");
+  EXPECT_EQ(cgroupIdOf(t.path() + "/file"), 0u);
 }
 
 // A record decides whether a step is leased: one anyone else could have
@@ -60,37 +96,38 @@ TEST(JobStore, AKeptRecordIsFoundByItsJobAndNames) {
 TEST(JobStore, ARecordOthersCouldWriteOrThatIsNotWholeIsNone) {
   TempDir t;
   const std::string dir = t.path() + "/jobs";
-  ASSERT_TRUE(keepJobRecord(dir, {42, kNames, std::nullopt, std::nullopt, ""}, ""));
-  ASSERT_TRUE(findJobRecord(dir, 42, kNames));
+  ASSERT_TRUE(keepJobRecord(dir, {.job = 42, .cgroupId = kRun, .asked = kNames}, ""));
+  ASSERT_TRUE(findJobRecord(dir, 42, kRun, kNames));
 
   ASSERT_EQ(::chmod((dir + "/job_42").c_str(), 0622), 0);
-  EXPECT_FALSE(findJobRecord(dir, 42, kNames)) << "a file others may write";
+  EXPECT_FALSE(findJobRecord(dir, 42, kRun, kNames)) << "a file others may write";
   ASSERT_EQ(::chmod((dir + "/job_42").c_str(), 0600), 0);
-  ASSERT_TRUE(findJobRecord(dir, 42, kNames));
+  ASSERT_TRUE(findJobRecord(dir, 42, kRun, kNames));
 
   ASSERT_EQ(::chmod(dir.c_str(), 0777), 0);
-  EXPECT_FALSE(findJobRecord(dir, 42, kNames)) << "a directory others may write";
-  auto refused = keepJobRecord(dir, {43, kNames, std::nullopt, std::nullopt, ""}, "");
+  EXPECT_FALSE(findJobRecord(dir, 42, kRun, kNames)) << "a directory others may write";
+  auto refused = keepJobRecord(dir, {.job = 43, .cgroupId = kRun, .asked = kNames}, "");
   ASSERT_FALSE(refused);
   EXPECT_NE(refused.error().message.find("is not this user's alone (chown it to root, chmod 0700)"),
             std::string::npos)
       << refused.error().message;
   ASSERT_EQ(::chmod(dir.c_str(), 0700), 0);
 
-  writeFile(t.path() + "/elsewhere", "tally-slurm-job 1 job=44 asked=tallymem gres=none\n");
+  writeFile(t.path() + "/elsewhere",
+            "tally-slurm-job 2 job=44 cgroup=8812 asked=tallymem gres=none\n");
   ASSERT_EQ(::chmod((t.path() + "/elsewhere").c_str(), 0600), 0);
   makeSymlink(t.path() + "/elsewhere", dir + "/job_44");
-  EXPECT_FALSE(findJobRecord(dir, 44, kNames)) << "a symlink";
+  EXPECT_FALSE(findJobRecord(dir, 44, kRun, kNames)) << "a symlink";
 
-  writeFile(dir + "/job_45", "tally-slurm-job 1 job=45 asked=tallymem gres=no");
+  writeFile(dir + "/job_45", "tally-slurm-job 2 job=45 cgroup=8812 asked=tallymem gres=no");
   ASSERT_EQ(::chmod((dir + "/job_45").c_str(), 0600), 0);
-  EXPECT_FALSE(findJobRecord(dir, 45, kNames)) << "cut short";
-  writeFile(dir + "/job_46", "tally-slurm-job 1 job=47 asked=tallymem gres=none\n");
+  EXPECT_FALSE(findJobRecord(dir, 45, kRun, kNames)) << "cut short";
+  writeFile(dir + "/job_46", "tally-slurm-job 2 job=47 cgroup=8812 asked=tallymem gres=none\n");
   ASSERT_EQ(::chmod((dir + "/job_46").c_str(), 0600), 0);
-  EXPECT_FALSE(findJobRecord(dir, 46, kNames)) << "another job's record";
+  EXPECT_FALSE(findJobRecord(dir, 46, kRun, kNames)) << "another job's record";
 
   makeSymlink(dir, t.path() + "/link");
-  EXPECT_FALSE(findJobRecord(t.path() + "/link", 42, kNames)) << "a symlinked directory";
+  EXPECT_FALSE(findJobRecord(t.path() + "/link", 42, kRun, kNames)) << "a symlinked directory";
 }
 
 // Without PrologFlags=Contain no extern step removes a job's record: the next
@@ -101,15 +138,15 @@ TEST(JobStore, RecordsOfJobsWhoseCgroupIsGoneAreRemoved) {
   const std::string dir = t.path() + "/jobs", cgroups = t.path() + "/slurmstepd.scope";
   makeDirs(cgroups + "/job_7");
   for (std::uint32_t job : {7u, 8u})
-    ASSERT_TRUE(keepJobRecord(dir, {job, kNames, std::nullopt, std::nullopt, ""}, ""));
-  writeFile(dir + "/.job_8.123", "tally-slurm-job 1 job=8 asked=tallymem gres=no");
-  writeFile(dir + "/.job_7.124", "tally-slurm-job 1 job=7 asked=tallymem gres=no");
+    ASSERT_TRUE(keepJobRecord(dir, {.job = job, .cgroupId = kRun, .asked = kNames}, ""));
+  writeFile(dir + "/.job_8.123", "tally-slurm-job 2 job=8 cgroup=8812 asked=tallymem gres=no");
+  writeFile(dir + "/.job_7.124", "tally-slurm-job 2 job=7 cgroup=8812 asked=tallymem gres=no");
   writeFile(dir + "/notes", "not ours to remove");
   writeFile(dir + "/job_8.said", "tally vm: GPU peak 0 B of 64.0 MiB");
   writeFile(dir + "/job_7.said", "tally vm: GPU peak 0 B of 64.0 MiB");
   writeFile(dir + "/job_x.said", "not ours to remove");
 
-  ASSERT_TRUE(keepJobRecord(dir, {9, kNames, std::nullopt, std::nullopt, ""}, cgroups));
+  ASSERT_TRUE(keepJobRecord(dir, {.job = 9, .cgroupId = kRun, .asked = kNames}, cgroups));
   EXPECT_TRUE(exists(dir + "/job_7"));  // job 7 still runs here
   EXPECT_TRUE(exists(dir + "/.job_7.124"));
   EXPECT_FALSE(exists(dir + "/job_8"));
@@ -122,7 +159,7 @@ TEST(JobStore, RecordsOfJobsWhoseCgroupIsGoneAreRemoved) {
 
   // No jobs directory to look in: nothing is removed.
   ASSERT_TRUE(
-      keepJobRecord(dir, {10, kNames, std::nullopt, std::nullopt, ""}, t.path() + "/absent"));
+      keepJobRecord(dir, {.job = 10, .cgroupId = kRun, .asked = kNames}, t.path() + "/absent"));
   EXPECT_TRUE(exists(dir + "/job_9"));
 }
 
@@ -131,8 +168,9 @@ TEST(JobStore, RecordsOfJobsWhoseCgroupIsGoneAreRemoved) {
 TEST(JobStore, TheSaidLineIsReadBackUnderALockAndGoesWithTheJob) {
   TempDir t;
   const std::string dir = t.path() + "/jobs";
-  ASSERT_TRUE(keepJobRecord(dir, {42, kNames, std::nullopt, std::nullopt, "ab12"}, ""));
-  auto kept = findJobRecord(dir, 42, kNames);
+  ASSERT_TRUE(
+      keepJobRecord(dir, {.job = 42, .cgroupId = kRun, .asked = kNames, .jobLease = "ab12"}, ""));
+  auto kept = findJobRecord(dir, 42, kRun, kNames);
   ASSERT_TRUE(kept);
   EXPECT_EQ(kept->jobLease, "ab12");  // the job's lease here, for its later steps
   const std::string line = "tally vm: GPU peak 128.0 MiB of 256.0 MiB";

@@ -437,6 +437,36 @@ TEST(SlurmStep, PlugstackArgumentsAreCheckedByName) {
   }
 }
 
+// A plugstack.conf typo (or a key from a newer plugin, in a rolling upgrade)
+// never stops the plugin: every problem is named at once, the bad keys keep
+// their defaults, the good ones apply; the plugin then refuses the steps that
+// declare GPU memory with this text (VmSlurm) and lets every other step run.
+TEST(SlurmStep, EveryPlugstackProblemIsNamedAtOnceAndTheGoodKeysStillApply) {
+  std::vector<std::string> problems;
+  PluginArgs a = readPluginArgs(
+      {"socket=/run/t/t.sock", "enforce=of", "pool=gpu", "gpu_policy=refuse", "verbose"}, problems);
+  ASSERT_EQ(problems.size(), 3u);
+  EXPECT_NE(problems[0].find("argument enforce: must be on or off"), std::string::npos)
+      << problems[0];
+  EXPECT_NE(problems[1].find("argument gpu_policy: unknown (keys: socket,"), std::string::npos)
+      << problems[1];
+  EXPECT_NE(problems[2].find("'verbose' is not KEY=VALUE"), std::string::npos) << problems[2];
+  EXPECT_EQ(a.socket, "/run/t/t.sock");
+  EXPECT_EQ(a.pool, "gpu");
+  EXPECT_TRUE(a.enforce) << "a misspelt enforce= keeps enforcing (fail closed)";
+  // The checkers' form: one error holding all three.
+  auto strict =
+      parsePluginArgs({"socket=/run/t/t.sock", "enforce=of", "gpu_policy=refuse", "verbose"});
+  ASSERT_FALSE(strict);
+  EXPECT_EQ(strict.error().message, problems[0] + "; " + problems[1] + "; " + problems[2]);
+  // A bad list leaves the default list whole, never a part of the bad one.
+  problems.clear();
+  PluginArgs g = readPluginArgs({"gres=vram,,x", "allowed_pools=a,b c"}, problems);
+  EXPECT_EQ(problems.size(), 2u);
+  EXPECT_EQ(g.gres, std::vector<std::string>{"tallymem"});
+  EXPECT_TRUE(g.allowedPools.empty());
+}
+
 // slurmd says at init when tally's GRES name is one Slurm means something by.
 TEST(SlurmStep, AGresNameSlurmOwnsIsWarnedAbout) {
   EXPECT_TRUE(gresNameWarnings({"tallymem"}).empty());
