@@ -94,7 +94,6 @@ struct ProbeResult {
 ProbeOutcome judgeProbe(std::uint64_t requested, std::int64_t deltaCurrent, std::int64_t deltaGtt,
                         std::string& why);
 
-
 struct CoverageVerdict {
   Coverage coverage = Coverage::HostOnly;
   std::string basis;  // why, in words

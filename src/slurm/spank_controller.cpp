@@ -91,7 +91,9 @@ Status setAdminComment(std::uint32_t job, const std::string& comment) {
 
 Result<JobRecord> jobFromSlurmctld(std::uint32_t job, const NodeRef& node,
                                    const std::vector<std::string>& names) {
-  JobRecord record{.job = job, .asked = names};
+  JobRecord record;
+  record.job = job;
+  record.asked = names;
   Status parsed = Ok{};
   PhaseTimer timer("job-record");
   auto loaded = withJob(job, SHOW_DETAIL, [&](const slurm_job_info_t& j) {
