@@ -48,8 +48,9 @@ void writeJobLine(const StepState& s, const Controller& ctl, rpc::Client& client
                 leased.jobLease.c_str(), bound.error().message.c_str());
     return;
   }
-  // Nothing new from here: no controller call. (The batch script's line
-  // names the job's BatchHost, which only slurmctld says: asked first.)
+  // Nothing new from here: no controller call. (Were slurmstepd's own
+  // SLURMD_NODENAME unset, the batch script's line would name the job's
+  // BatchHost, which only slurmctld says: asked first.)
   auto unchanged = [&] { return said && said->last() == jobSummary(node, *bound); };
   if (!node.empty() && unchanged()) return;
   auto existing = ctl.adminComment(job);
@@ -58,13 +59,12 @@ void writeJobLine(const StepState& s, const Controller& ctl, rpc::Client& client
                 existing.error().message.c_str());
     return;
   }
-  // The batch script's environment names no node: it runs on the job's BatchHost.
+  // slurmstepd named no node (never on a supported Slurm): the batch script runs on the
+  // job's BatchHost.
   if (node.empty() && leased.step == kBatchStep) node = existing->batchHost;
   if (node.empty()) {
-    slurm_error(
-        "%s: the step's environment names no node (SLURMD_NODENAME, SLURM_STEP_NODELIST); not "
-        "written",
-        where.c_str());
+    slurm_error("%s: slurmstepd's environment names no node (SLURMD_NODENAME); not written",
+                where.c_str());
     return;
   }
   if (unchanged()) return;

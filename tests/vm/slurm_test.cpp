@@ -810,10 +810,10 @@ TEST_F(VmSlurm, AJobsStepsAskSlurmctldForItsGresOnceAndTheRecordGoesWithTheJob) 
               sdiag.substr(sdiag.find("Remote Procedure Call statistics by message type")).c_str());
   // The GRES once; the AdminComment line once, by the first srun step: the
   // others' line is the same (nothing used GPU memory), so they write
-  // nothing, and the batch script (whose line names the job's BatchHost,
-  // which only slurmctld says) reads the job but updates nothing.
-  EXPECT_EQ(rpcCount(sdiag, "REQUEST_JOB_INFO_SINGLE"), 1 + 1 + 1)
-      << "the GRES, the first AdminComment, the BatchHost\n"
+  // nothing, the batch script included (its node's name is slurmstepd's own,
+  // so it asks slurmctld for no BatchHost).
+  EXPECT_EQ(rpcCount(sdiag, "REQUEST_JOB_INFO_SINGLE"), 1 + 1)
+      << "the GRES, the first AdminComment\n"
       << sdiag;
   EXPECT_EQ(rpcCount(sdiag, "REQUEST_UPDATE_JOB"), 1) << sdiag;
   EXPECT_EQ(rpcCount(sdiag, "REQUEST_JOB_STEP_INFO"), 4) << sdiag;
