@@ -75,7 +75,9 @@ Status Engine::check(const Request& r, const TotalsFn& totals) const {
           fmt::format("--gpu-memory-max {} is larger than pool '{}''s whole GPU memory budget {}",
                       *r.declaration.gpuMemoryMax, name, *p.gpuMemoryBudget)};
     }
-    if (!totals || (!p.memoryBudget && !p.gpuMemoryBudget)) continue;
+    // Placed: what the scheduler counts is the budget; a GRES above what the
+    // devices hold is the operator's to fix (tally doctor --slurm says so).
+    if (!totals || r.placed || (!p.memoryBudget && !p.gpuMemoryBudget)) continue;
     Totals t = totals(p);
     if (p.memoryBudget && t.hostBytes && *r.declaration.memoryMax > *t.hostBytes) {
       return Error{0, fmt::format("--memory-max {} ({} bytes) is more than this host's memory "
@@ -120,10 +122,11 @@ std::vector<std::string> Engine::grantArrival(const std::string& id, const Headr
   Waiting& w = queue_.back();
   // Behind an earlier waiter on any of its pools: every request ahead of it
   // is earlier (it is last), so a count above its own 1 says so.
-  bool behind = std::any_of(w.req.pools.begin(), w.req.pools.end(), [&](const std::string& p) {
-    auto it = waitingPools_.find(p);
-    return it != waitingPools_.end() && it->second > 1;
-  });
+  bool behind = !w.req.placed &&
+                std::any_of(w.req.pools.begin(), w.req.pools.end(), [&](const std::string& p) {
+                  auto it = waitingPools_.find(p);
+                  return it != waitingPools_.end() && it->second > 1;
+                });
   w.pool.clear();
   w.reason = behind ? std::optional<Wait>(Wait::Behind) : fits(w.req, headroom, &w.pool);
   if (w.reason == Wait::Behind) w.pool.clear();
@@ -226,14 +229,9 @@ std::optional<Wait> Engine::fits(const Request& r, const HeadroomFn& headroom,
     if (p->gpuMemoryBudget && u.gpuMemoryDeclared.over(r.declaration.gpuMemoryMax.value_or(0),
                                                        *p->gpuMemoryBudget, u.gpuResidue))
       return Wait::GpuBudget;
-    if (headroom && (p->memoryBudget || p->gpuMemoryBudget)) {
-      Headroom h = headroom(*p);
-      if (p->memoryBudget && h.hostBytes && r.declaration.memoryMax &&
-          *r.declaration.memoryMax > *h.hostBytes)
-        return Wait::HostHeadroom;
-      if (p->gpuMemoryBudget && h.gpuBytes && r.declaration.gpuMemoryMax &&
-          *r.declaration.gpuMemoryMax > *h.gpuBytes)
-        return Wait::GpuHeadroom;
+    if (headroom && !r.placed && (p->memoryBudget || p->gpuMemoryBudget)) {
+      if (auto lacking = shortfallIn(r, *p, headroom(*p)))
+        return lacking->host ? Wait::HostHeadroom : Wait::GpuHeadroom;
     }
   }
   return std::nullopt;
@@ -244,7 +242,8 @@ std::vector<std::string> Engine::grant(const HeadroomFn& headroom) {
   reasonChanged_.clear();          // indexes of this pass only
   std::set<std::string> reserved;  // pools an earlier waiting request still needs
   for (auto it = queue_.begin(); it != queue_.end();) {
-    bool behind = std::any_of(it->req.pools.begin(), it->req.pools.end(),
+    bool behind = !it->req.placed &&
+                  std::any_of(it->req.pools.begin(), it->req.pools.end(),
                               [&](const std::string& p) { return reserved.count(p) != 0; });
     std::string pool;
     std::optional<Wait> why =
@@ -272,6 +271,21 @@ void Engine::judged(std::size_t index, std::optional<Wait> why, std::string pool
   if (w.reason) reasonChanged_.push_back(index);
   w.reason = why;
   w.pool = std::move(pool);
+}
+
+std::optional<lease::Shortfall> shortfallIn(const Request& r, const config::Pool& p,
+                                            const Headroom& h) {
+  lease::Shortfall s;
+  s.pool = p.name;
+  // The same reading as fits(): a budget makes the resource count.
+  if (p.memoryBudget && h.hostBytes && r.declaration.memoryMax &&
+      *r.declaration.memoryMax > *h.hostBytes)
+    s.host = lease::Shortfall::Figure{*r.declaration.memoryMax, *h.hostBytes};
+  if (p.gpuMemoryBudget && h.gpuBytes && r.declaration.gpuMemoryMax &&
+      *r.declaration.gpuMemoryMax > *h.gpuBytes)
+    s.gpu = lease::Shortfall::Figure{*r.declaration.gpuMemoryMax, *h.gpuBytes};
+  if (!s.any()) return std::nullopt;
+  return s;
 }
 
 WaitFigures waitFigures(const Request& r, Wait w, const config::Pool& p, const PoolUsage& u,

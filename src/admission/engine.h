@@ -14,7 +14,9 @@
 //    reserves its pools, so no later request of the same or lower priority
 //    that needs any of them overtakes it (no starvation by small requests);
 //  - measured headroom can only delay a grant (doctrine 5), never allow one
-//    past a declared budget.
+//    past a declared budget; a placed request (the site's scheduler placed
+//    it: Request::placed) is not delayed by it at all, nor refused by the
+//    measured totals, nor held behind a waiter.
 //
 // Cost: enqueue is a binary search and one insertion; grant, expire and
 // cancel are one pass over the queue. Nothing is quadratic in the queue
@@ -32,6 +34,7 @@
 
 #include "config/config.h"
 #include "lease/declaration.h"
+#include "lease/shortfall.h"
 #include "util/result.h"
 
 namespace tally::admission {
@@ -44,6 +47,10 @@ struct Request {
   lease::Declaration declaration;
   int priority = 0;
   std::uint64_t deadlineUs = 0;  // monotonic µs when the wait ends; 0 = no timeout
+  // Placed by the site's scheduler (rpc::api::Declared::placed): capacity and
+  // declared budgets still hold it, measured headroom and totals never do,
+  // and no waiter reserves its pools against it (it never waits itself).
+  bool placed = false;
 };
 
 // What measurement says is free for one more grant in a pool, net of what
@@ -63,6 +70,12 @@ struct Totals {
   std::optional<std::uint64_t> gpuBytes;   // Σ devices: the pool's GTT ceiling + VRAM total
 };
 using TotalsFn = std::function<Totals(const config::Pool&)>;
+
+// Pure: what measured headroom lacks for a placed request (lease/shortfall.h):
+// the shortfall of `r` against `pool`'s headroom `h` (the pool's
+// budgets say which resources count, as fits() reads them).
+std::optional<lease::Shortfall> shortfallIn(const Request& r, const config::Pool& pool,
+                                            const Headroom& h);
 
 // Why a queued request is still waiting (the first reason found).
 enum class Wait { Capacity, MemoryBudget, GpuBudget, HostHeadroom, GpuHeadroom, Behind };

@@ -67,6 +67,10 @@ struct Lease {
   // attributes): what the request declared, the name resolved (its kind's
   // when none was given).
   admission::Request req;
+  // A placed lease (req.placed): what measured headroom lacked at its grant,
+  // which did not hold it back and goes into its granted row (none: enough,
+  // or not measured).
+  std::optional<lease::Shortfall> shortfall;
   // attach: what the operator named (on the heap: only attach leases have one).
   std::unique_ptr<lease::AttachTarget> target;
   std::uint64_t requestedAtNs = 0;

@@ -1,7 +1,10 @@
 #include "daemon/lease_events.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <syslog.h>
+
+#include <tuple>
 
 #include "admission/engine.h"
 #include "daemon/lease_rows.h"
@@ -9,6 +12,7 @@
 #include "rpc/protocol.h"
 #include "util/clean_text.h"
 #include "util/clock.h"
+#include "util/units.h"
 
 namespace tally::daemon {
 
@@ -390,6 +394,26 @@ void LeaseEvents::ledgerHealth() {
          {{"TALLY_LEDGER", ledger_.path()}});
   }
   writeFailureSaid_ = failure;
+}
+
+void LeaseEvents::placedShortfall(const Lease& l, const lease::Shortfall& s) {
+  std::vector<std::string> said;
+  for (auto [key, fig, what] :
+       {std::tuple{"host", &s.host, "host memory"}, std::tuple{"gpu", &s.gpu, "GPU memory"}}) {
+    if (!*fig) continue;
+    ShortfallCount& c = shortfalls_[key];
+    ++c.grants;
+    c.bytes += (*fig)->bytes();
+    said.push_back(fmt::format("{} {} short (declares {}, {} free)", what,
+                               units::humanBytes((*fig)->bytes()),
+                               units::humanBytes((*fig)->needed), units::humanBytes((*fig)->free)));
+  }
+  note(LOG_WARNING,
+       fmt::format("lease {} ({}): granted as the site's scheduler placed it, with measured "
+                   "headroom in pool {} {}: its bound holds it to its own count; if this "
+                   "repeats, the scheduler's count for this node is more than it has free",
+                   l.id, l.name(), s.pool, fmt::join(said, " and ")),
+       {{"TALLY_LEASE", l.id}, {"TALLY_POOL", s.pool}});
 }
 
 void LeaseEvents::note(int priority, const std::string& message,

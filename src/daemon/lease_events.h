@@ -102,6 +102,15 @@ class LeaseEvents {
   // is told it fell behind and is dropped.
   static constexpr std::size_t kMaxHeldEvents = 4096;
 
+  // A placed lease was granted short of measured headroom (its granted row
+  // says by how much): counted per resource ("host", "gpu") for the metrics
+  // and said in the journal, so a node Slurm overfills is seen, not refused.
+  void placedShortfall(const Lease& l, const lease::Shortfall& s);
+  struct ShortfallCount {
+    std::uint64_t grants = 0, bytes = 0;
+  };
+  const std::map<std::string, ShortfallCount>& shortfallCounts() const { return shortfalls_; }
+
   // Since the daemon started: GPU bound events by kind, ended leases by outcome class.
   const std::map<std::string, std::uint64_t>& boundCounts() const { return boundCounts_; }
   const std::map<std::string, std::uint64_t>& outcomeCounts() const { return outcomeCounts_; }
@@ -146,6 +155,7 @@ class LeaseEvents {
   std::map<std::uint64_t, Follower> subscribers_;  // by connection
   std::uint64_t replayTurn_ = 0;                   // the connection served a slice last
   std::map<std::string, std::uint64_t> boundCounts_, outcomeCounts_;
+  std::map<std::string, ShortfallCount> shortfalls_{{"gpu", {}}, {"host", {}}};
   RowBudget rows_;
   std::uint64_t startedAtNs_ = 0;
   std::optional<std::string> writeFailureSaid_;  // the ledger's write failure, as last said

@@ -24,6 +24,7 @@ std::unique_ptr<Lease> newLease(lease::LeaseKind kind, uid_t owner, pid_t peerPi
   l->req.declaration = d.declaration;
   if (l->req.declaration.name.empty()) l->req.declaration.name = lease::kindName(kind);
   l->req.priority = d.priority;
+  l->req.placed = d.placed;
   std::uint64_t waitUs = d.timeoutUs.value_or(cfg.queueTimeoutUs);
   if (waitUs) l->req.deadlineUs = clock::monotonicUs() + waitUs;
   l->planFor(kernel, cfg.sampleIntervalUs);
@@ -47,6 +48,8 @@ ledger::GrantedRow grantedRow(const Lease& l) {
   }
   row.requestedAtNs = l.requestedAtNs;
   if (l.target) row.target = *l.target;
+  row.placed = l.req.placed;
+  row.shortfall = l.shortfall;
   return row;
 }
 
@@ -98,6 +101,8 @@ Result<std::unique_ptr<Lease>> rebuildLease(const std::vector<ledger::Event>& ev
       l->req.pools = g->pools;
       l->req.priority = g->priority;
       l->req.declaration = g->declaration;
+      l->req.placed = g->placed;
+      l->shortfall = g->shortfall;
       // Planned again for this start's hand-over (a child, again with its
       // parent's plan: Recovery nests it); the row's planned action is what
       // the last start did, not a declaration.

@@ -124,6 +124,14 @@ Service::Admission Service::admit(std::uint64_t conn, const Peer& peer, const js
                         ? " and members of group " + *cfg_.daemon.priorityGroup
                         : std::string()));
   }
+  // Placed by the site's scheduler skips measured headroom: the plugin in
+  // slurmstepd (root) says so, never a user for their own lease.
+  if (d.placed && peer.uid != 0) {
+    return refused(code::kForbidden,
+                   "\"placed\" admits a lease past measured headroom on the word of the "
+                   "site's scheduler; only root (the Slurm plugin in slurmstepd) may send it. "
+                   "Ask without it");
+  }
   auto kind = attach ? lease::LeaseKind::Attach : lease::LeaseKind::Run;
   auto l = newLease(kind, peer.uid, peer.pid, conn, d, cfg_.daemon, sampler_.kernelState());
   // A child lease holds no pool: its parent's count it (placeAttach checks the parent).
@@ -161,6 +169,14 @@ Service::Admission Service::admit(std::uint64_t conn, const Peer& peer, const js
   // A declared lease (no connection) has nobody to reply to.
   l->awaitReply(conn, id);
   std::string arrival = l->id;
+  // A placed lease is not held back by measured headroom: what it lacked is
+  // measured now, before the grant, and goes with its granted row.
+  if (l->req.placed) {
+    for (const auto& name : l->req.pools)
+      for (const auto& pool : book_.engine().pools())
+        if (pool.name == name && !l->shortfall)
+          l->shortfall = admission::shortfallIn(l->req, pool, measures_.headroomFor(pool));
+  }
   // Only the new arrival's fate can have changed: no walk of a long queue.
   const bool noWait = d.noWait;
   auto grants = book_.enqueue(std::move(l), headroom());
@@ -218,6 +234,7 @@ std::optional<std::string> Service::granted(Lease& l) {
     book_.forget(std::string(l.id));
     return why;
   }
+  if (l.shortfall) events_.placedShortfall(l, *l.shortfall);
   if (l.isAttach()) {
     PlacementEnv aenv{env_.proc, env_.cgroupRoot, env_.units, env_.pageSize};
     // Armed before anything of the workload's is touched: a lease the

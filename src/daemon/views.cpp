@@ -432,8 +432,13 @@ json Views::overview(std::uint64_t nowNs) {
   json bound = json::object(), outcomes = json::object();
   for (const auto& [k, v] : events_.boundCounts()) bound[k] = v;
   for (const auto& [k, v] : events_.outcomeCounts()) outcomes[k] = v;
-  o["enforcement"] = {
-      {"gpu_bound_events", bound}, {"outcomes", outcomes}, {"since_ns", events_.sinceNs()}};
+  json shortfalls = json::object();
+  for (const auto& [k, c] : events_.shortfallCounts())
+    shortfalls[k] = {{"grants", c.grants}, {"bytes", c.bytes}};
+  o["enforcement"] = {{"gpu_bound_events", bound},
+                      {"outcomes", outcomes},
+                      {"placed_shortfalls", shortfalls},
+                      {"since_ns", events_.sinceNs()}};
   o["daemon"] = {{"pid", ::getpid()},
                  {"started_at_ns", events_.sinceNs()},
                  {"leases_live", book_.live()},

@@ -83,6 +83,17 @@ json encode(const GrantedRow& r) {
   if (!r.target.empty()) b["target"] = targetJson(r.target);
   if (!r.parent.empty()) b["parent"] = r.parent;
   if (r.reportsExit) b["reports_exit"] = true;
+  if (r.placed) b["placed"] = true;
+  if (r.shortfall) {
+    json s = {{"pool", r.shortfall->pool}};
+    for (auto [key, fig] :
+         {std::pair{"host", &r.shortfall->host}, std::pair{"gpu", &r.shortfall->gpu}})
+      if (*fig)
+        s[key] = {{"needed_bytes", (*fig)->needed},
+                  {"free_bytes", (*fig)->free},
+                  {"short_bytes", (*fig)->bytes()}};
+    b["shortfall"] = std::move(s);
+  }
   return b;
 }
 
@@ -149,6 +160,25 @@ Result<GrantedRow> decodeGranted(const json& body) {
   if (const json* reports = f.get(body, "reports_exit")) {
     if (!reports->is_boolean()) return f.bad("reports_exit", "true or false");
     r.reportsExit = reports->get<bool>();
+  }
+  if (const json* placed = f.get(body, "placed")) {
+    if (!placed->is_boolean()) return f.bad("placed", "true or false");
+    r.placed = placed->get<bool>();
+  }
+  if (const json* s = f.get(body, "shortfall")) {
+    if (!s->is_object()) return f.bad("shortfall", "an object");
+    lease::Shortfall sf;
+    if (auto st = f.str(*s, "pool", sf.pool); !st) return st.error();
+    for (auto [key, fig] : {std::pair{"host", &sf.host}, std::pair{"gpu", &sf.gpu}}) {
+      const json* o = f.get(*s, key);
+      if (!o) continue;
+      std::optional<std::uint64_t> needed, free;
+      if (auto st = f.u64(*o, "needed_bytes", needed); !st) return st.error();
+      if (auto st = f.u64(*o, "free_bytes", free); !st) return st.error();
+      if (!needed || !free) return f.bad("shortfall", "needed_bytes and free_bytes per resource");
+      *fig = lease::Shortfall::Figure{*needed, *free};
+    }
+    r.shortfall = std::move(sf);
   }
   if (const json* t = f.get(body, "target")) {
     if (auto s = f.str(*t, "unit", r.target.unit); !s) return s.error();

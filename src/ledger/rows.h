@@ -20,6 +20,7 @@
 #include "lease/attributes.h"
 #include "lease/declaration.h"
 #include "lease/kind.h"
+#include "lease/shortfall.h"
 #include "ledger/kinds.h"
 #include "probes/cgroup_memory.h"
 #include "util/result.h"
@@ -54,6 +55,10 @@ struct GrantedRow {
   // attach: its attacher reports how the processes ended (reports_exit); a
   // restarted daemon still waits for that word rather than calling it lost.
   bool reportsExit = false;
+  // Placed by the site's scheduler (rpc::api::Declared::placed), and what
+  // measured headroom lacked when it was granted anyway.
+  bool placed = false;
+  std::optional<lease::Shortfall> shortfall;
 };
 nlohmann::json encode(const GrantedRow& r);
 // {"unit": ...} | {"cgroup": ...} | {"pid": ...}; null when empty.

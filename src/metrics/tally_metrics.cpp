@@ -126,6 +126,13 @@ void declareAll(Builder& b) {
            Type::Counter);
   b.family("tally_lease_outcomes_total", "Leases ended since the daemon started, by outcome class",
            Type::Counter);
+  b.family("tally_placed_shortfall_total",
+           "Leases the site's scheduler placed (a Slurm job's) granted with less measured headroom "
+           "than they declare, since the daemon started, by resource (host, gpu)",
+           Type::Counter);
+  b.family("tally_placed_shortfall_bytes_total",
+           "Bytes those placed leases declared past the measured headroom, by resource",
+           Type::Counter);
   b.family("tally_daemon_start_time_seconds", "When the daemon started (Unix time)");
   b.family("tally_sample_interval_seconds", "The daemon's sample interval");
   b.family("tally_observed_timestamp_seconds",
@@ -271,6 +278,15 @@ std::vector<Family> fromOverview(const json& o) {
       if (auto n = count(v)) b.family(fam, "", Type::Counter).samples.push_back({{{label, k}}, *n});
     }
   }
+  if (const json& sf = get(enf, "placed_shortfalls"); sf.is_object())
+    for (const auto& [k, v] : sf.items()) {
+      if (auto n = count(get(v, "grants")))
+        b.family("tally_placed_shortfall_total", "", Type::Counter)
+            .samples.push_back({{{"resource", k}}, *n});
+      if (auto n = count(get(v, "bytes")))
+        b.family("tally_placed_shortfall_bytes_total", "", Type::Counter)
+            .samples.push_back({{{"resource", k}}, *n});
+    }
   const json& d = get(o, "daemon");
   if (auto t = count(get(d, "started_at_ns"))) {
     b.family("tally_daemon_start_time_seconds", "")

@@ -86,6 +86,13 @@ Status decodeDeclared(Fields& f, Declared& d, bool child = false) {
   auto noWait = f.boolean("no_wait");
   if (!noWait) return noWait.error();
   d.noWait = *noWait;
+  auto placed = f.boolean("placed");
+  if (!placed) return placed.error();
+  d.placed = *placed;
+  if (d.placed && !d.noWait)
+    return f.bad("placed",
+                 "needs \"no_wait\": true with it: a placed lease is granted now or refused, "
+                 "never queued");
   return Ok{};
 }
 
@@ -95,6 +102,7 @@ json encodeDeclared(const Declared& d) {
   if (!d.pools.empty()) p["pools"] = d.pools;
   if (d.timeoutUs) p["timeout_us"] = *d.timeoutUs;
   if (d.noWait) p["no_wait"] = true;
+  if (d.placed) p["placed"] = true;
   return p;
 }
 

@@ -73,6 +73,12 @@ struct Declared {
   // be granted now (tally attach without --wait: a running workload must not
   // go unmetered while it waits).
   bool noWait = false;
+  // The site's scheduler placed it (a Slurm job's lease, against its GRES):
+  // admitted against the pools' capacity and declared budgets only, never
+  // refused for measured headroom (a placed job that fails is neither
+  // requeued nor drained for); what headroom lacked is recorded with its
+  // grant. Only with no_wait (it is never queued), and only root's.
+  bool placed = false;
 };
 
 // Each request's params carry their method: Client::call(params) sends them

@@ -276,7 +276,12 @@ Result<rpc::api::Attach> jobRequest(const PluginArgs& args, const StepOptions& o
   d.pools = {*pool};
   d.declaration.name = jobLeaseName(f.jobId);
   d.declaration.gpuMemoryMax = *f.gresBytes;
-  d.noWait = true;  // Slurm placed the job: granted now or refused, never queued
+  // Slurm placed the job against its GRES: granted now or refused by the
+  // pool's declared budget, never queued and never refused for measured
+  // headroom (buffers still being freed, page cache on an APU); the daemon
+  // records what headroom lacked, and the kernel bound holds the job to its count.
+  d.noWait = true;
+  d.placed = true;
   if (auto s = slurmAttributes(f, false, d.declaration.attributes); !s) return s.error();
   req.target.cgroup = f.jobCgroup;
   req.join = true;  // the extern step made it, or an earlier step of the job

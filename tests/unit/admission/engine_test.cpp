@@ -25,7 +25,7 @@ std::vector<config::Pool> pools() {
 Request req(const std::string& id, std::vector<std::string> pools,
             std::optional<std::uint64_t> mem = {}, std::optional<std::uint64_t> gpu = {},
             int prio = 0) {
-  Request r{id, std::move(pools), {}, prio, 0};
+  Request r{id, std::move(pools), {}, prio, 0, false};
   r.declaration.memoryMax = mem;
   r.declaration.gpuMemoryMax = gpu;
   return r;
@@ -216,6 +216,62 @@ TEST(Admission, HeadroomOnlyDelays) {
   // Unknown headroom delays nothing.
   auto unknown = [](const config::Pool&) { return admission::Headroom{}; };
   EXPECT_EQ(e.grant(unknown), std::vector<std::string>{"c"});
+}
+
+// A request the site's scheduler placed (a Slurm job's lease) is held by
+// capacity and the declared budgets as any other, never by measured headroom
+// or totals, and no waiter's reservation holds it back; what headroom lacked
+// is measured for its grant's row.
+TEST(Admission, APlacedRequestIsHeldByBudgetsNeverByMeasuredHeadroom) {
+  Engine e(pools());
+  auto tight = [](const config::Pool&) { return admission::Headroom{4 * GiB, 10 * GiB}; };
+  Request unplaced = req("u", {"gpu"}, 8 * GiB, 40 * GiB);
+  e.enqueue(unplaced);
+  EXPECT_TRUE(e.grantArrival("u", tight).empty());
+  EXPECT_EQ(e.waitReason("u"), admission::Wait::HostHeadroom);
+  // The same request, placed: granted past the waiter and the headroom.
+  Request placed = req("p", {"gpu"}, 8 * GiB, 40 * GiB);
+  placed.placed = true;
+  e.enqueue(placed);
+  EXPECT_EQ(e.grantArrival("p", tight), std::vector<std::string>{"p"});
+  // What headroom lacked: both resources, in the pool's own figures.
+  auto lacking = admission::shortfallIn(placed, pools()[0], tight(pools()[0]));
+  ASSERT_TRUE(lacking);
+  EXPECT_EQ(lacking->pool, "gpu");
+  ASSERT_TRUE(lacking->host && lacking->gpu);
+  EXPECT_EQ(lacking->host->bytes(), 4 * GiB);
+  EXPECT_EQ(lacking->gpu->needed, 40 * GiB);
+  EXPECT_EQ(lacking->gpu->free, 10 * GiB);
+  EXPECT_EQ(lacking->gpu->bytes(), 30 * GiB);
+  EXPECT_FALSE(admission::shortfallIn(placed, pools()[0], admission::Headroom{}))
+      << "not measured is no shortfall";
+  EXPECT_FALSE(admission::shortfallIn(placed, pools()[0], {64 * GiB, 96 * GiB}));
+  // The budget still binds: 40 + 60 > 96.
+  Request over = req("o", {"gpu"}, 8 * GiB, 60 * GiB);
+  over.placed = true;
+  e.enqueue(over);
+  EXPECT_EQ(e.grantArrival("o", tight), std::vector<std::string>{}) << "budget, not headroom";
+  EXPECT_EQ(e.waitReason("o"), admission::Wait::GpuBudget);
+  e.cancel("o");
+  // Measured totals refuse nothing placed; the budget on its own still does.
+  admission::TotalsFn small = [](const config::Pool&) {
+    return admission::Totals{8 * GiB, 8 * GiB};
+  };
+  EXPECT_FALSE(e.check(req("x", {"gpu"}, 8 * GiB, 41 * GiB), small));
+  EXPECT_TRUE(e.check(over, small));
+  Request huge = over;
+  huge.declaration.gpuMemoryMax = 97 * GiB;
+  EXPECT_FALSE(e.check(huge, small)) << "larger than the pool's whole budget";
+  // Capacity binds too: the pool holds 3 leases (p, then two more).
+  e.cancel("u");
+  for (const char* id : {"s1", "s2", "s3"}) {
+    Request r = req(id, {"gpu"}, GiB, GiB);
+    r.placed = true;
+    e.enqueue(r);
+    bool third = std::string(id) == "s3";
+    EXPECT_EQ(e.grantArrival(id, tight).size(), third ? 0u : 1u) << id;
+    if (third) EXPECT_EQ(e.waitReason(id), admission::Wait::Capacity);
+  }
 }
 
 TEST(Admission, QueueTimeoutsExpire) {

@@ -267,6 +267,71 @@ TEST_F(ServiceTest, BudgetedPoolRefusesAnUndeclaredRequest) {
   EXPECT_EQ(gpu["headroom"]["host_bytes"], 100 * GiB);
 }
 
+// Slurm's placement is the budget: a lease the site's scheduler placed (the
+// plugin in slurmstepd, as root, says "placed") is granted past measured
+// headroom, never refused for it, with what headroom lacked in its granted
+// row, the journal and the metrics. The declared budget still binds; a user
+// may not say "placed".
+TEST_F(ServiceTest, APlacedLeaseIsGrantedPastMeasuredHeadroomWithTheShortfallRecorded) {
+  host.setMemAvailable(10 * GiB);
+  reopen();
+  json params = {
+      {"pools", {"gpu"}}, {"name", "slurm-42"}, {"gpu_memory_max", 48 * GiB}, {"no_wait", true}};
+  json unplaced = call(1, 0, "acquire", params);
+  EXPECT_EQ(unplaced["error"]["code"], "refused") << unplaced;
+  EXPECT_NE(unplaced["error"]["message"].get<std::string>().find("it cannot be granted now"),
+            std::string::npos)
+      << unplaced;
+  params["placed"] = true;
+  json mine = params;
+  mine["name"] = "my-job";  // slurm-* names are root's anyway
+  json user = call(2, 1000, "acquire", mine);
+  EXPECT_EQ(user["error"]["code"], "forbidden") << user;
+  EXPECT_NE(user["error"]["message"].get<std::string>().find("only root"), std::string::npos);
+
+  json placed = call(3, 0, "acquire", params);
+  ASSERT_TRUE(placed["ok"]) << placed;
+  std::string id = placed["result"]["lease"];
+  auto evs = rows(id);
+  ASSERT_FALSE(evs.empty());
+  ASSERT_EQ(evs[0].kind, "granted");
+  json body = json::parse(evs[0].body);
+  EXPECT_EQ(body["placed"], true);
+  EXPECT_EQ(body["shortfall"]["pool"], "gpu");
+  EXPECT_EQ(body["shortfall"]["gpu"]["needed_bytes"], 48 * GiB);
+  EXPECT_EQ(body["shortfall"]["gpu"]["free_bytes"], 10 * GiB);
+  EXPECT_EQ(body["shortfall"]["gpu"]["short_bytes"], 38 * GiB);
+  EXPECT_FALSE(body["shortfall"].contains("host")) << "no memory budget: host does not count";
+  // The row reads back as written (a restart rebuilds the lease from it).
+  auto back = ledger::decodeGranted(body);
+  ASSERT_TRUE(back) << back.error().message;
+  EXPECT_TRUE(back->placed);
+  ASSERT_TRUE(back->shortfall && back->shortfall->gpu);
+  EXPECT_EQ(back->shortfall->gpu->bytes(), 38 * GiB);
+  bool said = false;
+  for (const auto& n : journal.notes)
+    said = said ||
+           n.message.find("lease " + id +
+                          " (slurm-42): granted as the site's scheduler "
+                          "placed it, with measured headroom in pool gpu GPU memory "
+                          "38.0 GiB short (declares 48.0 GiB, 10.0 GiB free)") != std::string::npos;
+  EXPECT_TRUE(said) << "the journal says it";
+  std::string text = call(4, 1000, "metrics", json::object())["result"]["text"];
+  EXPECT_NE(text.find("tally_placed_shortfall_total{resource=\"gpu\"} 1\n"), std::string::npos)
+      << text;
+  EXPECT_NE(text.find("tally_placed_shortfall_bytes_total{resource=\"gpu\"} " +
+                      std::to_string(38 * GiB) + "\n"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("tally_placed_shortfall_total{resource=\"host\"} 0\n"), std::string::npos)
+      << text;
+  // The budget binds a placed lease as any other: 48 + 49 > 96, refused now.
+  params["gpu_memory_max"] = 49 * GiB;
+  json over = call(5, 0, "acquire", params);
+  EXPECT_EQ(over["error"]["code"], "refused") << over;
+  EXPECT_NE(over["error"]["message"].get<std::string>().find("budget"), std::string::npos) << over;
+}
+
 TEST_F(ServiceTest, OnlyTheOwnerOrRootMayRelease) {
   std::string id = call(1, 1000, "acquire", {{"pools", {"one"}}})["result"]["lease"];
   json r = call(2, 1001, "release", {{"lease", id}});

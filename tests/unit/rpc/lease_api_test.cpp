@@ -23,8 +23,12 @@ TEST(LeaseApi, WhatIsEncodedDecodesToTheSameRequest) {
   a.declared.priority = -7;
   a.declared.declaration.attributes = {{"model", "qwen3-32b"}};
   a.target.cgroup = "/machine.slice/x.scope";
+  a.declared.noWait = true;
+  a.declared.placed = true;
   auto back = api::decodeAttach(api::encode(a));
   ASSERT_TRUE(back) << back.error().message;
+  EXPECT_TRUE(back->declared.noWait);
+  EXPECT_TRUE(back->declared.placed);
   EXPECT_EQ(back->declared.pools, a.declared.pools);
   EXPECT_EQ(back->declared.declaration.name, a.declared.declaration.name);
   EXPECT_EQ(back->declared.declaration.memoryMax, a.declared.declaration.memoryMax);
@@ -75,6 +79,9 @@ TEST(LeaseApi, EveryRefusalNamesItsField) {
       {{{"pools", json::array()}}, "\"pools\""},
       {{{"pools", {"gpu"}}, {"colour", 1}}, "unknown field \"colour\""},
       {{{"pools", {"gpu"}}, {"attributes", {{"Model", "x"}}}}, "\"attributes\""},
+      {{{"pools", {"gpu"}}, {"placed", 1}}, "\"placed\""},
+      // A placed lease is never queued: it must say no_wait.
+      {{{"pools", {"gpu"}}, {"placed", true}}, "\"placed\" needs \"no_wait\": true"},
   };
   for (const auto& c : cases) {
     auto r = api::decodeAcquire(c.params);

@@ -245,12 +245,14 @@ TEST(SlurmStep, TheJobIsLeasedOnceAndEachStepIsItsChild) {
   EXPECT_EQ(job->declared.declaration.name, "slurm-42");
   EXPECT_TRUE(job->join);
   EXPECT_TRUE(job->declared.noWait);
+  EXPECT_TRUE(job->declared.placed) << "Slurm's placement is the budget: no headroom refusal";
   EXPECT_FALSE(job->reportsExit) << "the job's cgroup holds slurmstepd; no task status is its";
   EXPECT_EQ(job->declared.declaration.attributes.count("slurm_step_id"), 0u);
   EXPECT_EQ(job->declared.declaration.attributes.at("slurm_job_id"), "42");
   auto wire = rpc::api::decodeAttach(rpc::api::encode(*job));
   ASSERT_TRUE(wire) << wire.error().message;
   EXPECT_TRUE(wire->join);
+  EXPECT_TRUE(wire->declared.placed);
 
   f.jobLease = "0123456789ab";
   for (std::uint32_t step : {kBatchStep, 0u, 1u}) {
