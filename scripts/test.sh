@@ -27,7 +27,7 @@ vmprep=$(mktemp -d /tmp/tally-vm-prep.XXXXXX)
   for kernel in 6.12 6.1 7; do
     vm/build-testdrm.sh "$(vm/fetch-kernel.sh "$kernel")" >/dev/null
   done
-  vm/trixie-slurm.sh >"$vmprep/slurm-trixie"
+  vm/debian-slurm.sh trixie 24.11 >"$vmprep/slurm-trixie"
 ) >"$vmprep/log" 2>&1 &
 vmprep_pid=$!
 
@@ -142,7 +142,7 @@ build/release/tests/tally_live_daemon_tests
 # (dpkg, systemd-analyze, the guide) and Slurm's userspace are the same on
 # every kernel and run once, on 6.12 (Slurm in a VM of its own). Last, one boot whose lsm= leaves bpf
 # out: what tally does where the BPF LSM is off. And the Slurm suite again on
-# Debian 13's Slurm 24.11, run from a trixie root (vm/trixie-slurm.sh) with
+# Debian 13's Slurm 24.11, run from a trixie root (vm/debian-slurm.sh trixie 24.11) with
 # the plugin built for it.
 #
 # Two VMs at a time, each on one host thread (TCG thread=single): a VM keeps

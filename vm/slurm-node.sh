@@ -11,7 +11,7 @@
 # address. The guest has no network. Prints the node name; exits non-zero with
 # the daemons' journal when the node does not come up idle.
 #
-# With TALLY_SLURM_ROOT (a Debian 13 root from vm/trixie-slurm.sh) the cluster
+# With TALLY_SLURM_ROOT (a Debian root from vm/debian-slurm.sh) the cluster
 # is that root's Slurm 24.11: the same units run chrooted into it (drop-ins
 # under /run/systemd/system), the clients are wrappers in /usr/local/bin that
 # chroot, and the guest's /proc, /sys, /dev, /run, /tmp, the tree under test

@@ -15,10 +15,12 @@ namespace tally::slurm::plugin {
 
 namespace {
 
-// The two controller calls, as each Slurm release spells them: 25.11 names a
-// step by slurm_step_id_t in slurm_get_job_steps, 26.05 in slurm_load_job
-// too (its C header picks either form with _Generic, which C++ lacks).
-// slurm_get_errno() is gone since 24.11: Slurm's API sets errno.
+// The controller calls, as each Slurm release spells them (slurm/slurm.h of
+// each release, 22.05 to 26.05): 25.11 names a step by slurm_step_id_t in
+// slurm_get_job_steps and job_desc_msg_t's job_id became step_id; 26.05 takes
+// slurm_step_id_t in slurm_load_job too (its C header picks either form with
+// _Generic, which C++ lacks). slurm_get_errno() is gone since 24.11: Slurm's
+// API sets errno.
 int loadStep(std::uint32_t job, std::uint32_t step, job_step_info_response_msg_t** steps) {
 #if SLURM_VERSION_NUMBER >= SLURM_VERSION_NUM(25, 11, 0)
   slurm_step_id_t id{};
@@ -74,7 +76,7 @@ Result<JobComment> adminCommentOf(std::uint32_t job) {
 Status setAdminComment(std::uint32_t job, const std::string& comment) {
   job_desc_msg_t update;
   slurm_init_job_desc_msg(&update);
-#if SLURM_VERSION_NUMBER >= SLURM_VERSION_NUM(26, 5, 0)
+#if SLURM_VERSION_NUMBER >= SLURM_VERSION_NUM(25, 11, 0)
   update.step_id.job_id = job;
 #else
   update.job_id = job;

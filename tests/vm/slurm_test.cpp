@@ -1,6 +1,6 @@
 // The Slurm plugin (tally_spank.so) on a one-node Slurm 22.05 cluster inside
 // the VM (or Debian 13's 24.11, run from a trixie root: TALLY_SLURM_RELEASE=24.11
-// and TALLY_SLURM_ROOT from vm/trixie-slurm.sh, the plugin built for it): munge, slurmctld and
+// and TALLY_SLURM_ROOT from vm/debian-slurm.sh, the plugin built for it): munge, slurmctld and
 // slurmd under the guest's systemd with cgroup/v2, a `tallymem` GRES of 1 GiB, the test DRM driver
 // and the tally daemon. Each job is a lease on the node and each of its steps a child lease of it
 // (one level): bounded by its GRES, refused or killed by tally when over, recorded with its Slurm
@@ -73,8 +73,9 @@ class VmSlurm : public ::testing::Test {
         << "slurmd missing: run scripts/install-deps.sh";
     if (kRelease != "22.05") {
       const char* root = std::getenv("TALLY_SLURM_ROOT");
-      ASSERT_TRUE(root && *root) << "Slurm " << kRelease << " runs from a trixie root: "
-                                 << "vm/run.sh --env TALLY_SLURM_ROOT=$(vm/trixie-slurm.sh) ...";
+      ASSERT_TRUE(root && *root)
+          << "Slurm " << kRelease << " runs from a trixie root: "
+          << "vm/run.sh --env TALLY_SLURM_ROOT=$(vm/debian-slurm.sh trixie 24.11) ...";
       ASSERT_EQ(::access(kPlugin.c_str(), R_OK), 0)
           << kPlugin
           << " missing: configure with -DTALLY_SLURM_HEADERS=\"$(scripts/slurm-headers.sh)\" "
@@ -461,6 +462,65 @@ TEST_F(VmSlurm, SlurmPlacesTwoJobsThatDoNotFitTogetherOneAfterTheOther) {
   }
   // One after the other: the second lease was granted after the first ended.
   EXPECT_LT(terminal(rows1)["at_ns"].get<std::uint64_t>(), rows2[0]["at_ns"].get<std::uint64_t>());
+}
+
+// Slurm's placement is the budget. The test driver exports amdgpu's
+// mem_info_gtt_* here (1 GiB, the node's GRES), and 512 MiB of GTT is held
+// outside any lease, so measured headroom is half of what a full-node job
+// declares: two back-to-back jobs that each take the node's whole count both
+// run (a job lease is asked "placed"), and each grant records what headroom
+// lacked, in its row and the metrics.
+TEST_F(VmSlurm, BackToBackFullNodeJobsRunPastMeasuredHeadroomWithTheShortfallRecorded) {
+  const std::string param = "/sys/module/tally_testdrm/parameters/mem_info_gtt_total";
+  struct Restore {
+    std::string path;
+    ~Restore() { writeFile(path, "0\n"); }
+  } restore{param};
+  writeFile(param, std::to_string(1024 * kMiB) + "\n");
+  std::string ready = kDir + "/h.ready", release = kDir + "/h.release";
+  auto outside = spawnProgram({kWorkload, "gpu", "gtt", "512", "1", "120000", ready, release});
+  ASSERT_TRUE(eventually([&] { return ::access(ready.c_str(), F_OK) == 0; }, 60s))
+      << readFile(outside.errPath);
+  // The daemon has measured it: the pool's GPU headroom is under the GRES.
+  ASSERT_TRUE(eventually(
+      [&] {
+        json pools = json::parse(tally({"pools", "--json"}).out, nullptr, false);
+        if (!pools.is_array()) return false;
+        for (const auto& p : pools)
+          if (p.value("pool", "") == "slurm" && p["headroom"]["gpu_bytes"].is_number_unsigned())
+            return p["headroom"]["gpu_bytes"].get<std::uint64_t>() <= 512 * kMiB;
+        return false;
+      },
+      30s))
+      << tally({"pools", "--json"}).out;
+  std::vector<std::string> jobs;
+  for (int i = 0; i < 2; ++i) {
+    std::string idFile = kDir + "/h" + std::to_string(i) + ".job";
+    auto r = runProgram(
+        {"srun", "--gres=tallymem:1G", "sh", "-c",
+         "echo $SLURM_JOB_ID > " + idFile + "; exec " + kWorkload + " gpu gtt 256 1 100"});
+    EXPECT_EQ(r.exitCode(), 0) << r.err;
+    jobs.push_back(jobIdFrom(idFile));
+  }
+  writeFile(release, "");
+  EXPECT_EQ(waitProgram(outside).exitCode(), 0);
+  for (const auto& job : jobs) {
+    json rows = rowsNamed("slurm-" + job);
+    ASSERT_FALSE(rows.empty()) << "job " << job << " was leased";
+    const json& body = rows[0]["body"];
+    EXPECT_EQ(body.value("placed", false), true) << body.dump(2);
+    EXPECT_EQ(body["declared"]["gpu_memory_max"], 1024 * kMiB);
+    ASSERT_TRUE(body.contains("shortfall")) << body.dump(2);
+    EXPECT_EQ(body["shortfall"]["pool"], "slurm");
+    EXPECT_EQ(body["shortfall"]["gpu"]["needed_bytes"], 1024 * kMiB);
+    EXPECT_LE(body["shortfall"]["gpu"]["free_bytes"].get<std::uint64_t>(), 512 * kMiB);
+    json step = rowsNamed("slurm-" + job + ".0");
+    ASSERT_FALSE(step.empty());
+    EXPECT_EQ(terminal(step)["body"]["outcome"]["class"], "ended") << terminal(step).dump(2);
+  }
+  std::string metrics = tally({"metrics"}).out;
+  EXPECT_NE(metrics.find("tally_placed_shortfall_total{resource=\"gpu\"}"), std::string::npos)
+      << metrics;
 }
 
 // The job is the lease (Slurm gives GRES to the job per node): its batch

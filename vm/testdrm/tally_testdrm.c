@@ -71,6 +71,17 @@ static bool count_unmapped = true;
 module_param(count_unmapped, bool, 0644);
 MODULE_PARM_DESC(count_unmapped, "show unmapped buffers in fdinfo (0: only mapped ones, as amdgpu before ~6.14)");
 
+/* amdgpu's mem_info_gtt_total/_used (amdgpu_gtt_mgr.c) on the platform device,
+ * for the daemon's measured headroom: 0 (the default) exports none (reading
+ * either file fails, as on a driver without them); set at load or at run time.
+ * _used is the GTT buffers this driver holds now, counted bytes (no pages
+ * held: on-chip resources, userptrs, attachments), as amdgpu's manager counts
+ * what it placed. */
+static unsigned long long mem_info_gtt_total;
+module_param(mem_info_gtt_total, ullong, 0644);
+MODULE_PARM_DESC(mem_info_gtt_total, "export mem_info_gtt_total (bytes) and _used; 0: none");
+static atomic64_t testdrm_gtt_used = ATOMIC64_INIT(0);
+
 static char *personality = "tally_testdrm";
 module_param(personality, charp, 0444);
 MODULE_PARM_DESC(personality,
@@ -130,6 +141,8 @@ static void testdrm_bo_free(struct drm_gem_object *obj)
 	struct testdrm_bo *bo = to_bo(obj);
 	unsigned long i;
 
+	if (bo->counted && bo->region == TALLY_TESTDRM_REGION_GTT)
+		atomic64_sub(obj->size, &testdrm_gtt_used);
 	for (i = 0; i < bo->npages; i++)
 		if (bo->pages[i])
 			__free_page(bo->pages[i]);
@@ -163,6 +176,8 @@ static struct testdrm_bo *testdrm_bo_init(struct drm_device *dev, u32 region, u6
 	bo->counted = counted;
 	bo->base.funcs = &testdrm_bo_funcs;
 	drm_gem_private_object_init(dev, &bo->base, size);
+	if (counted && region == TALLY_TESTDRM_REGION_GTT)
+		atomic64_add(size, &testdrm_gtt_used);
 	return bo;
 }
 
@@ -631,6 +646,25 @@ static struct drm_driver testdrm_driver = {
 static struct platform_device *testdrm_pdev;
 static struct drm_device *testdrm_drm;
 
+static ssize_t mem_info_gtt_total_show(struct device *dev, struct device_attribute *attr,
+				       char *buf)
+{
+	if (!mem_info_gtt_total)
+		return -ENODATA;
+	return sysfs_emit(buf, "%llu\n", mem_info_gtt_total);
+}
+
+static ssize_t mem_info_gtt_used_show(struct device *dev, struct device_attribute *attr,
+				      char *buf)
+{
+	if (!mem_info_gtt_total)
+		return -ENODATA;
+	return sysfs_emit(buf, "%lld\n", (long long)atomic64_read(&testdrm_gtt_used));
+}
+
+static DEVICE_ATTR_RO(mem_info_gtt_total);
+static DEVICE_ATTR_RO(mem_info_gtt_used);
+
 /* /dev/kfd (personality=amdgpu): each open file holds its buffers by handle,
  * as a kfd_process does (its BOs are on KFD's own DRM client, never on a file
  * user space can read the fdinfo of). */
@@ -1014,6 +1048,11 @@ static int __init testdrm_init(void)
 	testdrm_pdev = platform_device_register_simple("tally_testdrm", -1, NULL, 0);
 	if (IS_ERR(testdrm_pdev))
 		return PTR_ERR(testdrm_pdev);
+	ret = device_create_file(&testdrm_pdev->dev, &dev_attr_mem_info_gtt_total);
+	if (!ret)
+		ret = device_create_file(&testdrm_pdev->dev, &dev_attr_mem_info_gtt_used);
+	if (ret)
+		goto unregister_pdev;
 	testdrm_drm = drm_dev_alloc(&testdrm_driver, &testdrm_pdev->dev);
 	if (IS_ERR(testdrm_drm)) {
 		ret = PTR_ERR(testdrm_drm);
