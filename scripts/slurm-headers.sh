@@ -4,7 +4,9 @@
 # the SPANK plugin is built against each (SPANK loads only a plugin built for
 # its own major.minor). apt verifies the packages against Debian's keyring;
 # nothing is installed. Prints the include directories, ';'-separated, for
-# -DTALLY_SLURM_HEADERS=...
+# -DTALLY_SLURM_HEADERS=... Each suite's release is pinned: when an archive
+# moves on (sid's will), this fails naming the release it found, and the pin
+# here (and vm/debian-slurm.sh's) is changed on purpose, never silently.
 #
 #   scripts/slurm-headers.sh            # cached under ~/.cache/tally-slurm
 set -euo pipefail
@@ -13,6 +15,7 @@ mirror=$(grep -hE '^(URIs:|deb )' /etc/apt/sources.list.d/*.sources /etc/apt/sou
          | grep -v security | head -n1 | awk '{print $2}' || true)
 mirror=${mirror:-http://deb.debian.org/debian}
 suites=(trixie sid)
+declare -A pinned=([trixie]=24.11 [sid]=26.05)
 dirs=()
 need=0
 for suite in "${suites[@]}"; do [[ -e "$cache/$suite/.ready" ]] || need=1; done
@@ -34,5 +37,17 @@ if (( need )); then
     touch "$cache/$suite/.ready"
   done
 fi
-for suite in "${suites[@]}"; do dirs+=("$cache/$suite/root/usr/include"); done
+for suite in "${suites[@]}"; do
+  header="$cache/$suite/root/usr/include/slurm/slurm_version.h"
+  number=$(awk '$2 == "SLURM_VERSION_NUMBER" { print $3 }' "$header" 2>/dev/null || true)
+  [[ -n "$number" ]] || { echo "slurm-headers: $header names no SLURM_VERSION_NUMBER" >&2; exit 1; }
+  found=$(printf '%d.%02d' $(( number >> 16 & 0xff )) $(( number >> 8 & 0xff )))
+  if [[ "$found" != "${pinned[$suite]}" ]]; then
+    echo "slurm-headers: $suite's libslurm-dev is Slurm $found, pinned at ${pinned[$suite]}: change the pin" \
+         "(here, in vm/debian-slurm.sh's callers and CMake's release names) on purpose" >&2
+    exit 1
+  fi
+  echo "slurm-headers: $suite: Slurm $found" >&2
+  dirs+=("$cache/$suite/root/usr/include")
+done
 (IFS=';'; echo "${dirs[*]}")

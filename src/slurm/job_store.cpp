@@ -9,6 +9,8 @@
 
 #include <cerrno>
 #include <cstring>
+#include <set>
+#include <string_view>
 
 namespace tally::slurm {
 
@@ -39,13 +41,32 @@ Fd openDir(const std::string& dir) {
 
 std::string saidLineName(std::uint32_t job) { return jobRecordName(job) + ".said"; }
 
-// The records (with their said lines, "job_J.said", and leftovers of an
-// interrupted write, ".job_J.PID") of jobs whose cgroup is gone from
-// `jobsCgroupDir`.
-void pruneGone(int dir, std::uint32_t keep, const std::string& jobsCgroupDir) {
-  struct stat st {};
-  if (jobsCgroupDir.empty() || ::stat(jobsCgroupDir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode))
-    return;  // no place to tell a gone job from a live one: remove nothing
+// The job a directory entry belongs to: its record "job_J", its said line
+// "job_J.said", or a leftover of an interrupted write ".job_J.PID".
+std::optional<std::uint32_t> jobOfEntry(std::string_view name) {
+  std::string_view recordName = name;
+  if (name.size() > 1 && name[0] == '.') recordName = name.substr(1, name.find('.', 1) - 1);
+  constexpr std::string_view kSaid = ".said";
+  if (recordName.size() > kSaid.size() && recordName.ends_with(kSaid))
+    recordName.remove_suffix(kSaid.size());
+  return jobOfRecordName(recordName);
+}
+
+// A record's run, whole or not (the caller keeps only a live run's).
+std::optional<JobRecord> readRecord(int dir, const char* name) {
+  Fd f(::openat(dir, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC));
+  if (f.fd < 0) return std::nullopt;
+  char buf[512];
+  ssize_t n = ::read(f.fd, buf, sizeof buf);
+  if (n <= 0) return std::nullopt;
+  auto r = decodeJobRecord(std::string_view(buf, static_cast<std::size_t>(n)));
+  if (!r) return std::nullopt;
+  return std::move(*r);
+}
+
+// Calls `each(name)` for every entry of the directory `dir` (an fd it does not close).
+template <typename Each>
+void listDir(int dir, Each&& each) {
   int listed = ::dup(dir);
   if (listed < 0) return;
   DIR* d = ::fdopendir(listed);
@@ -53,19 +74,38 @@ void pruneGone(int dir, std::uint32_t keep, const std::string& jobsCgroupDir) {
     ::close(listed);
     return;
   }
-  while (struct dirent* e = ::readdir(d)) {
-    std::string_view name = e->d_name;
-    std::string_view recordName = name;
-    if (name.size() > 1 && name[0] == '.') recordName = name.substr(1, name.find('.', 1) - 1);
-    constexpr std::string_view kSaid = ".said";
-    if (recordName.size() > kSaid.size() && recordName.ends_with(kSaid))
-      recordName.remove_suffix(kSaid.size());
-    auto job = jobOfRecordName(recordName);
-    if (!job || *job == keep) continue;
-    std::string cgroup = fmt::format("{}/{}", jobsCgroupDir, jobRecordName(*job));
-    if (::access(cgroup.c_str(), F_OK) != 0 && errno == ENOENT) ::unlinkat(dir, e->d_name, 0);
-  }
+  ::rewinddir(d);
+  while (struct dirent* e = ::readdir(d)) each(e->d_name);
   ::closedir(d);
+}
+
+// The records (with their said lines and leftovers) of job runs whose cgroup
+// is gone from `jobsCgroupDir`: a record names its run's cgroup by the
+// kernel's id (job_record.h), and the directory's cgroups are listed by
+// theirs, so either of Slurm's names for a job's cgroup serves (job_J, or
+// the SLUID 26.05 names it by). A job with no whole record here has no run to
+// keep: its said line and leftovers go too.
+void pruneGone(int dir, std::uint32_t keep, const std::string& jobsCgroupDir) {
+  Fd jobs = openDir(jobsCgroupDir);
+  if (jobsCgroupDir.empty() || jobs.fd < 0)
+    return;  // no place to tell a gone run from a live one: remove nothing
+  std::set<std::uint64_t> live;
+  listDir(jobs.fd, [&](const char* name) {
+    struct stat st {};
+    if (name[0] != '.' && ::fstatat(jobs.fd, name, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
+        S_ISDIR(st.st_mode))
+      live.insert(st.st_ino);
+  });
+  std::set<std::uint32_t> running{keep};
+  listDir(dir, [&](const char* name) {
+    auto job = jobOfRecordName(name);
+    if (!job) return;
+    if (auto r = readRecord(dir, name); r && r->job == *job && live.count(r->cgroupId))
+      running.insert(*job);
+  });
+  listDir(dir, [&](const char* name) {
+    if (auto job = jobOfEntry(name); job && !running.count(*job)) ::unlinkat(dir, name, 0);
+  });
 }
 
 }  // namespace

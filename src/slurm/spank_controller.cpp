@@ -15,7 +15,7 @@ namespace tally::slurm::plugin {
 
 namespace {
 
-// The controller calls, as each Slurm release spells them (slurm/slurm.h of
+// The controller calls, as each Slurm release spells them (the slurm.h of
 // each release, 22.05 to 26.05): 25.11 names a step by slurm_step_id_t in
 // slurm_get_job_steps and job_desc_msg_t's job_id became step_id; 26.05 takes
 // slurm_step_id_t in slurm_load_job too (its C header picks either form with

@@ -32,7 +32,11 @@ std::optional<ControllerFacts::EarlyJobLease> joinJobEarly(const PluginArgs& arg
       !configured || !checkOptions(options))
     return std::nullopt;
   auto cg = jobCgroup(procCgroup);
-  if (!cg || !cg->ends_with(fmt::format("/job_{}", facts.jobId))) return std::nullopt;
+  // slurmstepd in this job's cgroup: job_J by its id; a SLUID (26.05) is this
+  // job's alone, and jobCgroup() checked its form.
+  if (!cg || (cg->substr(cg->rfind('/') + 1).starts_with("job_") &&
+              !cg->ends_with(fmt::format("/job_{}", facts.jobId))))
+    return std::nullopt;
   std::string where = fmt::format("tally: job {}", facts.jobId);
   auto granted = attachJobLease(args, std::move(facts), *record, *cg, options, where);
   if (!granted) return std::nullopt;

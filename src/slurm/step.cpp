@@ -495,23 +495,33 @@ Result<std::string> stepCgroup(std::string_view procCgroupText) {
   return std::string(parent);
 }
 
+bool jobCgroupLeaf(std::string_view leaf) {
+  auto digits = [](std::string_view s) {
+    return !s.empty() &&
+           std::all_of(s.begin(), s.end(), [](char c) { return c >= '0' && c <= '9'; });
+  };
+  if (text::startsWith(leaf, "job_")) return digits(leaf.substr(4));
+  // print_sluid() (src/common/sluid.c): "s" and 13 of Crockford's base32.
+  constexpr std::string_view kCrockford = "0123456789ABCDEFGHJKMNPQRSTVWXYZ";
+  return leaf.size() == 14 && leaf[0] == 's' &&
+         std::all_of(leaf.begin() + 1, leaf.end(),
+                     [&](char c) { return kCrockford.find(c) != std::string_view::npos; });
+}
+
 Result<std::string> jobCgroup(std::string_view procCgroupText) {
   auto path = liveCgroup(procCgroupText, "slurmstepd");
   if (!path) return path.error();
-  // The last ".../job_<digits>" component with a step_ cgroup below it.
+  // The last job cgroup component (jobCgroupLeaf) with a step_ cgroup below it.
   std::string_view p = *path;
-  for (std::size_t at = p.rfind("/job_"); at != std::string_view::npos;
-       at = at ? p.rfind("/job_", at - 1) : std::string_view::npos) {
-    std::size_t end = p.find('/', at + 1);
-    std::string_view id = p.substr(at + 5, end == std::string_view::npos ? end : end - at - 5);
-    bool digits = !id.empty() &&
-                  std::all_of(id.begin(), id.end(), [](char c) { return c >= '0' && c <= '9'; });
-    if (digits && end != std::string_view::npos && text::startsWith(p.substr(end + 1), "step_"))
-      return std::string(p.substr(0, end));
-    if (at == 0) break;
+  for (std::size_t step = p.rfind("/step_"); step != std::string_view::npos && step > 0;
+       step = p.rfind("/step_", step - 1)) {
+    std::size_t at = p.rfind('/', step - 1);
+    if (at == std::string_view::npos) break;
+    if (jobCgroupLeaf(p.substr(at + 1, step - at - 1))) return std::string(p.substr(0, step));
   }
   return Error{EINVAL, fmt::format("the cgroup {} is not in Slurm's cgroup/v2 layout "
-                                   "(.../job_J/step_S/...); set CgroupPlugin=cgroup/v2 and "
+                                   "(.../job_J/step_S/..., or the job's SLUID for job_J as 26.05 "
+                                   "names it); set CgroupPlugin=cgroup/v2 and "
                                    "ProctrackType=proctrack/cgroup",
                                    text::truncateUtf8(p, 200))};
 }

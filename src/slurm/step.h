@@ -187,7 +187,13 @@ std::string jobLeaseName(std::uint32_t job);
 
 // The job's cgroup from any of its processes' /proc/<pid>/cgroup text
 // (a task's, or slurmstepd's own): ".../job_1/step_0/user/task_0" and
-// ".../job_1/step_extern/slurm" -> ".../job_1".
+// ".../job_1/step_extern/slurm" -> ".../job_1". Slurm 26.05 names the job's
+// cgroup by its SLUID unless cgroup.conf says CgroupJobIdPaths=yes
+// (cgroup_v2.c cgroup_p_step_create): ".../sEBHM95T5EZZ00/step_0/user/task_0"
+// -> ".../sEBHM95T5EZZ00".
 Result<std::string> jobCgroup(std::string_view procCgroupText);
+// A job cgroup's own name: "job_<digits>", or a SLUID ("s" and 13 of
+// Crockford's base32).
+bool jobCgroupLeaf(std::string_view leaf);
 
 }  // namespace tally::slurm

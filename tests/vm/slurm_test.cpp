@@ -22,6 +22,7 @@
 #include <functional>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <regex>
 #include <sstream>
 
 #include "support/fake_host.h"
@@ -157,6 +158,15 @@ class VmSlurm : public ::testing::Test {
     return eventually([] { return shellOut("sinfo -h -o %T").find("idle") != std::string::npos; },
                       60s);
   }
+  // Whether `cgroup` is job `job`'s cgroup on the node (`below`: with that
+  // path under it): job_J, or, as Slurm 26.05 names it by default
+  // (cgroup.conf CgroupJobIdPaths=no), a SLUID: "s" and 13 of Crockford's
+  // base32.
+  static bool isJobCgroup(const std::string& cgroup, const std::string& job,
+                          const std::string& below = "") {
+    std::string leaf = kRelease < "26" ? "job_" + job : "s[0-9A-HJKMNP-TV-Z]{13}";
+    return std::regex_search(cgroup, std::regex("/" + leaf + below + "$"));
+  }
   // srun's job id, written by the step itself before it allocates.
   static std::string jobIdFrom(const std::string& path) {
     std::string s = readFile(path);
@@ -195,8 +205,7 @@ TEST_F(VmSlurm, AStepOverItsGresIsRefusedInTheKernelAndRecordedWithItsSlurmIds) 
   EXPECT_EQ(granted["declared"]["attributes"]["slurm_step_id"], "0");
   EXPECT_EQ(granted["declared"]["attributes"]["slurm_user"], "root");
   EXPECT_EQ(granted["declared"]["attributes"]["slurm_partition"], "gpu");
-  EXPECT_NE(granted["target"].value("cgroup", "").find("/job_" + job + "/step_0/user"),
-            std::string::npos)
+  EXPECT_TRUE(isJobCgroup(granted["target"].value("cgroup", ""), job, "/step_0/user"))
       << granted.dump(2);
   json end = terminal(rows);
   ASSERT_TRUE(end.is_object()) << rows.dump(2);
@@ -545,8 +554,8 @@ TEST_F(VmSlurm, ABatchScriptAndItsSrunStepAreChildrenOfOneJobLease) {
   std::string jobLease = jobRows[0].value("lease", "");
   EXPECT_EQ(jobRows[0]["body"]["pools"], json::array({"slurm"}));
   EXPECT_EQ(jobRows[0]["body"]["declared"]["gpu_memory_max"], 768 * kMiB);
-  EXPECT_NE(jobRows[0]["body"]["target"].value("cgroup", "").find("/job_" + job),
-            std::string::npos);
+  EXPECT_TRUE(isJobCgroup(jobRows[0]["body"]["target"].value("cgroup", ""), job))
+      << jobRows[0].dump(2);
   for (const json* rows : {&batch, &step}) {
     const json& granted = (*rows)[0]["body"];
     EXPECT_EQ(granted["parent"], jobLease) << granted.dump(2);
@@ -862,9 +871,13 @@ TEST_F(VmSlurm, AJobsStepsAskSlurmctldForItsGresOnceAndTheRecordGoesWithTheJob) 
   ASSERT_TRUE(eventually([&] { return ::access(done.c_str(), F_OK) == 0; }, 120s))
       << readFile(kDir + "/k.out");
   std::string job = jobIdFrom(idFile);
-  // Counted once the job has ended here (the batch step's end is after `done`).
-  ASSERT_TRUE(eventually(
-      [&] { return shellOut("find /sys/fs/cgroup -maxdepth 4 -name job_" + job).empty(); }, 60s));
+  // Counted once the job has ended here (the batch step's end is after
+  // `done`): its cgroup, as the daemon's ledger names it (asking scontrol
+  // would be one more call to slurmctld), is gone.
+  json leased = rowsNamed("slurm-" + job);
+  ASSERT_FALSE(leased.empty());
+  const std::string jobCg = "/sys/fs/cgroup" + leased[0]["body"]["target"].value("cgroup", "");
+  ASSERT_TRUE(eventually([&] { return ::access(jobCg.c_str(), F_OK) != 0; }, 60s)) << jobCg;
   std::string sdiag = shellOut("sdiag");
   std::printf("[ sdiag: RPCs by type for one job of 4 steps ]\n%s[ end ]\n",
               sdiag.substr(sdiag.find("Remote Procedure Call statistics by message type")).c_str());
@@ -1125,7 +1138,7 @@ TEST_F(VmSlurm, ATwoNodeJobLeasesEachNodeAndAHetJobsComponentsAreBoundedByTheirO
   ASSERT_EQ(steps.size(), 2u) << steps.dump(2);
   EXPECT_NE(cgroupOf(jobs[0]), cgroupOf(jobs[1]));
   for (const auto& j : jobs) {
-    EXPECT_TRUE(cgroupOf(j).ends_with("/job_" + job)) << j.dump(2);
+    EXPECT_TRUE(isJobCgroup(cgroupOf(j), job)) << j.dump(2);
     EXPECT_EQ(j["body"]["declared"]["gpu_memory_max"], 256 * kMiB) << j.dump(2);
   }
   for (const auto& st : steps) {

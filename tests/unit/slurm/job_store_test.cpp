@@ -136,9 +136,17 @@ TEST(JobStore, ARecordOthersCouldWriteOrThatIsNotWholeIsNone) {
 TEST(JobStore, RecordsOfJobsWhoseCgroupIsGoneAreRemoved) {
   TempDir t;
   const std::string dir = t.path() + "/jobs", cgroups = t.path() + "/slurmstepd.scope";
+  // Job 7 runs in a job_J cgroup, job 11 in a SLUID-named one (Slurm 26.05);
+  // job 8's cgroup is gone, and job 12's record is of an earlier run (its
+  // cgroup now has another id).
   makeDirs(cgroups + "/job_7");
-  for (std::uint32_t job : {7u, 8u})
-    ASSERT_TRUE(keepJobRecord(dir, {.job = job, .cgroupId = kRun, .asked = kNames}, ""));
+  makeDirs(cgroups + "/sEBHM95T5EZZ00");
+  const std::uint64_t run7 = cgroupIdOf(cgroups + "/job_7");
+  const std::uint64_t run11 = cgroupIdOf(cgroups + "/sEBHM95T5EZZ00");
+  ASSERT_NE(run7, 0u);
+  for (auto [job, run] : {std::pair{7u, run7}, std::pair{8u, kRun}, std::pair{11u, run11},
+                          std::pair{12u, run7 + run11}})
+    ASSERT_TRUE(keepJobRecord(dir, {.job = job, .cgroupId = run, .asked = kNames}, ""));
   writeFile(dir + "/.job_8.123", "tally-slurm-job 2 job=8 cgroup=8812 asked=tallymem gres=no");
   writeFile(dir + "/.job_7.124", "tally-slurm-job 2 job=7 cgroup=8812 asked=tallymem gres=no");
   writeFile(dir + "/notes", "not ours to remove");
@@ -149,9 +157,11 @@ TEST(JobStore, RecordsOfJobsWhoseCgroupIsGoneAreRemoved) {
   ASSERT_TRUE(keepJobRecord(dir, {.job = 9, .cgroupId = kRun, .asked = kNames}, cgroups));
   EXPECT_TRUE(exists(dir + "/job_7"));  // job 7 still runs here
   EXPECT_TRUE(exists(dir + "/.job_7.124"));
+  EXPECT_TRUE(exists(dir + "/job_11")) << "a SLUID-named job cgroup is found by its id";
   EXPECT_FALSE(exists(dir + "/job_8"));
   EXPECT_FALSE(exists(dir + "/.job_8.123"));
   EXPECT_FALSE(exists(dir + "/job_8.said"));
+  EXPECT_FALSE(exists(dir + "/job_12")) << "an earlier run's record";
   EXPECT_TRUE(exists(dir + "/job_7.said"));
   EXPECT_TRUE(exists(dir + "/job_x.said"));
   EXPECT_TRUE(exists(dir + "/job_9"));  // the one just kept, whatever its cgroup

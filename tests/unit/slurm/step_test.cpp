@@ -309,8 +309,19 @@ TEST(SlurmStep, TheJobsCgroupIsFoundFromAnyOfItsProcesses) {
   EXPECT_EQ(*jobCgroup("0::/system.slice/slurmstepd.scope/job_7/step_extern/slurm\n"),
             "/system.slice/slurmstepd.scope/job_7");
   EXPECT_EQ(*jobCgroup("0::/a/job_1/b/job_12/step_batch/user/task_0\n"), "/a/job_1/b/job_12");
-  for (const char* bad : {"0::/system.slice/job_7\n", "0::/job_x/step_0\n", "0::/\n",
-                          "1:memory:/job_7/step_0\n", ""}) {
+  // Slurm 26.05's default: the job's cgroup is named by its SLUID (seen in the VM).
+  EXPECT_EQ(
+      *jobCgroup("0::/system.slice/vm_slurmstepd.scope/sEBHM95T5EZZ00/step_0/user/task_special\n"),
+      "/system.slice/vm_slurmstepd.scope/sEBHM95T5EZZ00");
+  EXPECT_EQ(*jobCgroup("0::/s/sEBHM95T5N6A00/step_extern/slurm\n"), "/s/sEBHM95T5N6A00");
+  EXPECT_TRUE(jobCgroupLeaf("job_42"));
+  EXPECT_TRUE(jobCgroupLeaf("s0123456789ABC"));
+  for (std::string_view leaf : {"job_", "job_4x", "sEBHM95T5EZZ0", "sEBHM95T5EZZ000",
+                                "SEBHM95T5EZZ00", "sEBHM95T5EZZ0I", "sebhm95t5ezz00", "step_0", ""})
+    EXPECT_FALSE(jobCgroupLeaf(leaf)) << leaf;
+  for (const char* bad :
+       {"0::/system.slice/job_7\n", "0::/job_x/step_0\n", "0::/\n", "1:memory:/job_7/step_0\n", "",
+        "0::/sEBHM95T5EZZ0/step_0/user/task_0\n", "0::/step_0/user\n"}) {
     auto r = jobCgroup(bad);
     EXPECT_FALSE(r) << bad;
   }
