@@ -234,7 +234,6 @@ std::optional<std::string> Service::granted(Lease& l) {
     book_.forget(std::string(l.id));
     return why;
   }
-  if (l.shortfall) events_.placedShortfall(l, *l.shortfall);
   if (l.isAttach()) {
     PlacementEnv aenv{env_.proc, env_.cgroupRoot, env_.units, env_.pageSize};
     // Armed before anything of the workload's is touched: a lease the
@@ -258,6 +257,8 @@ std::optional<std::string> Service::granted(Lease& l) {
     sampler_.startMetering(l);
     if (l.target && l.target->pid) (void)env_.watches.watchPid(l.id, *l.target->pid);
   }
+  // Counted once the lease stands (an attach withdrawn above was never placed).
+  if (l.shortfall) events_.placedShortfall(l, *l.shortfall);
   if (l.client().pending) {
     reply(l.client().conn, l.client().pendingId, rpc::api::encode(views_.leaseReply(l)));
     l.replied();

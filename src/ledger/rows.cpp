@@ -175,9 +175,16 @@ Result<GrantedRow> decodeGranted(const json& body) {
       std::optional<std::uint64_t> needed, free;
       if (auto st = f.u64(*o, "needed_bytes", needed); !st) return st.error();
       if (auto st = f.u64(*o, "free_bytes", free); !st) return st.error();
-      if (!needed || !free) return f.bad("shortfall", "needed_bytes and free_bytes per resource");
+      std::optional<std::uint64_t> shortBy;
+      if (auto st = f.u64(*o, "short_bytes", shortBy); !st) return st.error();
+      // As encode writes it: a shortfall is more needed than free, said twice alike.
+      if (!needed || !free || *needed <= *free || shortBy != *needed - *free)
+        return f.bad(
+            "shortfall",
+            "needed_bytes above free_bytes and short_bytes their difference, per resource");
       *fig = lease::Shortfall::Figure{*needed, *free};
     }
+    if (sf.pool.empty() || !sf.any()) return f.bad("shortfall", "a pool and host or gpu");
     r.shortfall = std::move(sf);
   }
   if (const json* t = f.get(body, "target")) {

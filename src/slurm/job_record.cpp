@@ -30,7 +30,7 @@ std::optional<T> digits(std::string_view s) {
 }  // namespace
 
 bool validGresName(std::string_view name) {
-  if (name.empty() || name.size() > 64 || name.find_first_of(":;=/() ") != std::string_view::npos)
+  if (name.empty() || name.size() > 64 || name.find_first_of(":;=/(), ") != std::string_view::npos)
     return false;
   for (char c : name)
     if (static_cast<unsigned char>(c) <= 0x20 || c == 0x7f) return false;

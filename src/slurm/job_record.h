@@ -51,6 +51,10 @@ struct JobRecord {
   std::optional<HetJob> het;       // absent: not part of a heterogeneous job
   std::string account, partition;  // slurmctld's; "": unknown (or not a record word)
   std::string jobLease;            // "": no job lease granted here yet
+  // slurmctld said the job holds some GRES on this node, of any name. Not in
+  // the record's file: it is asked only while plugstack.conf's GRES names are
+  // uncertain (PluginArgs::gresUncertain), when no record is kept or used.
+  bool anyGres = false;
 };
 
 // An account or partition name as a record keeps it: 1-64 printable ASCII
@@ -58,8 +62,8 @@ struct JobRecord {
 bool validRecordWord(std::string_view word);
 
 // A GRES name as plugstack.conf's gres= may give one and a record keeps it:
-// 1-64 printable bytes, none of ":;=/() " (Slurm's GRES syntax and the
-// record's own).
+// 1-64 printable bytes, none of ":;=/(), " (Slurm's GRES syntax and the
+// record's own, whose asked= is a comma list).
 bool validGresName(std::string_view name);
 
 std::string encodeJobRecord(const JobRecord& r);

@@ -9,6 +9,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <map>
 #include <set>
 #include <string_view>
 
@@ -56,9 +57,9 @@ std::optional<std::uint32_t> jobOfEntry(std::string_view name) {
 std::optional<JobRecord> readRecord(int dir, const char* name) {
   Fd f(::openat(dir, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC));
   if (f.fd < 0) return std::nullopt;
-  char buf[512];
+  char buf[1024];  // a record is at most ~700 bytes (job_record.h); larger is none
   ssize_t n = ::read(f.fd, buf, sizeof buf);
-  if (n <= 0) return std::nullopt;
+  if (n <= 0 || static_cast<std::size_t>(n) == sizeof buf) return std::nullopt;
   auto r = decodeJobRecord(std::string_view(buf, static_cast<std::size_t>(n)));
   if (!r) return std::nullopt;
   return std::move(*r);
@@ -83,12 +84,22 @@ void listDir(int dir, Each&& each) {
 // is gone from `jobsCgroupDir`: a record names its run's cgroup by the
 // kernel's id (job_record.h), and the directory's cgroups are listed by
 // theirs, so either of Slurm's names for a job's cgroup serves (job_J, or
-// the SLUID 26.05 names it by). A job with no whole record here has no run to
-// keep: its said line and leftovers go too.
+// the SLUID 26.05 names it by). The records are read before the cgroups are
+// listed: a record is kept from inside its run's cgroup, so a record read is
+// of a cgroup that existed first, and one that is gone at the listing is
+// gone. Only the files of jobs whose record was read as gone go: a record,
+// a said line or a leftover written by another step meanwhile is not touched.
 void pruneGone(int dir, std::uint32_t keep, const std::string& jobsCgroupDir) {
   Fd jobs = openDir(jobsCgroupDir);
   if (jobsCgroupDir.empty() || jobs.fd < 0)
     return;  // no place to tell a gone run from a live one: remove nothing
+  std::map<std::uint32_t, std::uint64_t> runs;  // job -> its record's cgroup id
+  listDir(dir, [&](const char* name) {
+    auto job = jobOfRecordName(name);
+    if (!job || *job == keep) return;
+    auto r = readRecord(dir, name);
+    runs[*job] = r && r->job == *job ? r->cgroupId : 0;  // 0: not a record of ours to keep
+  });
   std::set<std::uint64_t> live;
   listDir(jobs.fd, [&](const char* name) {
     struct stat st {};
@@ -96,15 +107,12 @@ void pruneGone(int dir, std::uint32_t keep, const std::string& jobsCgroupDir) {
         S_ISDIR(st.st_mode))
       live.insert(st.st_ino);
   });
-  std::set<std::uint32_t> running{keep};
+  std::set<std::uint32_t> gone;
+  for (const auto& [job, run] : runs)
+    if (!live.count(run)) gone.insert(job);
+  if (gone.empty()) return;
   listDir(dir, [&](const char* name) {
-    auto job = jobOfRecordName(name);
-    if (!job) return;
-    if (auto r = readRecord(dir, name); r && r->job == *job && live.count(r->cgroupId))
-      running.insert(*job);
-  });
-  listDir(dir, [&](const char* name) {
-    if (auto job = jobOfEntry(name); job && !running.count(*job)) ::unlinkat(dir, name, 0);
+    if (auto job = jobOfEntry(name); job && gone.count(*job)) ::unlinkat(dir, name, 0);
   });
 }
 
@@ -124,9 +132,9 @@ std::optional<JobRecord> findJobRecord(const std::string& dir, std::uint32_t job
   if (d.fd < 0 || !ownOnly(d.fd, S_IFDIR)) return std::nullopt;
   Fd f(::openat(d.fd, jobRecordName(job).c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC));
   if (f.fd < 0 || !ownOnly(f.fd, S_IFREG)) return std::nullopt;
-  char buf[512];
+  char buf[1024];  // a record is at most ~700 bytes (job_record.h); larger is none
   ssize_t n = ::read(f.fd, buf, sizeof buf);
-  if (n <= 0) return std::nullopt;
+  if (n <= 0 || static_cast<std::size_t>(n) == sizeof buf) return std::nullopt;
   auto r = decodeJobRecord(std::string_view(buf, static_cast<std::size_t>(n)));
   // Another run's (the job was requeued) is no answer for this one.
   if (!r || r->job != job || r->cgroupId != jobCgroupId || r->asked != names) return std::nullopt;

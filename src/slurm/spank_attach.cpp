@@ -105,6 +105,15 @@ int leaseStep(StepState& s, spank_t sp, pid_t task, std::uint32_t job, std::uint
   const std::optional<GresFound>& gres = record->gres;
   std::optional<std::uint64_t> gresBytes;
   if (gres) gresBytes = gres->count;
+  // plugstack.conf's GRES names may not be the site's (a misspelt gres=): a
+  // job that holds any GRES here may hold GPU memory by another name, and
+  // must not run unbounded. A job that holds none is a CPU job: untouched.
+  if (s.args.gresUncertain && record->anyGres && !s.configError.empty()) {
+    return fail(
+        fmt::format("{}: tally_spank.so is misconfigured in plugstack.conf ({}), and the job "
+                    "holds GRES on this node that may be GPU memory; the step does not start",
+                    where, s.configError));
+  }
   if (!declaresAnything(s.options, gresBytes)) return 0;  // nothing declared: untouched
   if (!s.configError.empty()) {
     return fail(

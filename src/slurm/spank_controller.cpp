@@ -4,6 +4,7 @@
 
 #include <cerrno>
 #include <cstdlib>
+#include <cstring>
 
 #include "slurm/spank_timing.h"
 
@@ -116,8 +117,11 @@ Result<JobRecord> jobFromSlurmctld(std::uint32_t job, const NodeRef& node,
     }
     Result<std::optional<GresFound>> gres = std::optional<GresFound>{};
     if (index >= 0 && static_cast<std::uint32_t>(index) < j.gres_detail_cnt && j.gres_detail_str &&
-        j.gres_detail_str[index])
+        j.gres_detail_str[index]) {
       gres = firstGres(j.gres_detail_str[index], names);
+      record.anyGres = j.gres_detail_str[index][0] != '\0';
+    }
+    if (j.tres_per_node && std::strstr(j.tres_per_node, "gres") != nullptr) record.anyGres = true;
     if (gres && !*gres && j.tres_per_node) gres = firstGres(j.tres_per_node, names);
     if (gres)
       record.gres = *gres;

@@ -21,7 +21,9 @@ ControllerFacts askController(const Controller& ctl, const PluginArgs& args, std
                               std::uint32_t step, const NodeRef& node, std::string_view procCgroup,
                               const std::function<void(ControllerFacts&)>& beside) {
   ControllerFacts f;
-  if (auto kept = findJobRecord(args.jobCache, job, jobCgroupIdOf(procCgroup), args.gres)) {
+  if (auto kept = args.gresUncertain
+                      ? std::nullopt
+                      : findJobRecord(args.jobCache, job, jobCgroupIdOf(procCgroup), args.gres)) {
     f.record = std::move(*kept);
   } else {
     f.record = ctl.jobRecord(job, node, args.gres);
@@ -42,7 +44,7 @@ ControllerFacts askController(const Controller& ctl, const PluginArgs& args, std
 
 void keepRecord(const PluginArgs& args, const ControllerFacts& f, const std::string& jobLease,
                 std::string_view procCgroup) {
-  if (!f.record || args.jobCache.empty()) return;
+  if (!f.record || args.jobCache.empty() || args.gresUncertain) return;
   if (!f.fromSlurmctld && f.record->jobLease == jobLease) return;  // kept as it is
   JobRecord record = *f.record;
   record.jobLease = jobLease;

@@ -57,6 +57,7 @@ PluginArgs readPluginArgs(const std::vector<std::string>& args,
     if (eq == std::string::npos) {
       problems.push_back(fmt::format("plugstack.conf argument '{}' is not KEY=VALUE (keys: {})",
                                      text::truncateUtf8(arg, 64), kPluginKeys));
+      a.gresUncertain = true;
       continue;
     }
     std::string_view key(arg.data(), eq), value(arg.data() + eq + 1, arg.size() - eq - 1);
@@ -95,10 +96,12 @@ PluginArgs readPluginArgs(const std::vector<std::string>& args,
         if (validGresName(name)) names.emplace_back(name);
       if (names.size() != commaList(value).size()) {
         bad("must be GRES names separated by commas, such as tallymem or tallymem,gpumem");
+        a.gresUncertain = true;
         continue;
       }
       if (names.empty() || names.size() > 4) {
         bad("must name 1 to 4 GRES");
+        a.gresUncertain = true;
         continue;
       }
       a.gres = std::move(names);
@@ -135,6 +138,7 @@ PluginArgs readPluginArgs(const std::vector<std::string>& args,
       a.enforce = value == "on";
     } else {
       bad(fmt::format("unknown (keys: {})", kPluginKeys));
+      a.gresUncertain = true;  // a misspelt gres= is unknown too
     }
   }
   return a;

@@ -68,6 +68,12 @@ struct PluginArgs {
   // one file per job: slurm/job_record.h), so only a job's first step here
   // asks slurmctld; empty (job_cache=off): every step asks.
   std::string jobCache = "/run/tally-slurm";
+  // A problem that may have been meant for gres= (gres= itself bad, an
+  // unknown key, an argument that is not KEY=VALUE): the GRES names above are
+  // the defaults, maybe not the site's. Then any step whose job holds any
+  // GRES on the node is refused (it may be GPU memory by another name), and
+  // no record is kept or used.
+  bool gresUncertain = false;
 };
 // Each argument is KEY=VALUE of the keys above (socket, pool,
 // allowed_pools, gres, timeout, queue_timeout, end_wait, enforce, job_cache).

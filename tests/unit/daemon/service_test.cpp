@@ -1,6 +1,7 @@
 // The lease service: admission, access, attach, run leases, recovery. Every
 // reply, event and ledger row is asserted.
 #include <filesystem>
+#include <functional>
 
 #include "daemon/service_fixture.h"
 #include "views/ledger_view.h"
@@ -308,6 +309,19 @@ TEST_F(ServiceTest, APlacedLeaseIsGrantedPastMeasuredHeadroomWithTheShortfallRec
   EXPECT_TRUE(back->placed);
   ASSERT_TRUE(back->shortfall && back->shortfall->gpu);
   EXPECT_EQ(back->shortfall->gpu->bytes(), 38 * GiB);
+  // A shortfall row reads only as encode() writes one: more needed than free,
+  // the difference said alike, a pool and a resource.
+  for (auto damage : std::vector<std::function<void(json&)>>{
+           [](json& s) { s["gpu"]["free_bytes"] = 48 * GiB; },
+           [](json& s) { s["gpu"]["short_bytes"] = 1; },
+           [](json& s) { s["gpu"].erase("short_bytes"); },
+           [](json& s) { s.erase("gpu"); },
+           [](json& s) { s["pool"] = ""; },
+       }) {
+    json damaged = body;
+    damage(damaged["shortfall"]);
+    EXPECT_FALSE(ledger::decodeGranted(damaged)) << damaged["shortfall"];
+  }
   bool said = false;
   for (const auto& n : journal.notes)
     said = said ||

@@ -93,6 +93,8 @@ TEST(JobRecord, RefusesAnythingElse) {
       "tally-slurm-job 2 job=5 cgroup=7 asked=tallymem gres=none lease=" + std::string(65, 'a') +
       "\n";
   EXPECT_FALSE(decodeJobRecord(tooLong));
+  // asked= is a comma list: a name with a comma would read back as two.
+  EXPECT_FALSE(validGresName("a,b"));
   for (std::string_view text : {
            "",
            "tally-slurm-job 2 job=4242 cgroup=7 asked=tallymem gres=none",  // cut short

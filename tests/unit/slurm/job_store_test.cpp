@@ -144,8 +144,10 @@ TEST(JobStore, RecordsOfJobsWhoseCgroupIsGoneAreRemoved) {
   const std::uint64_t run7 = cgroupIdOf(cgroups + "/job_7");
   const std::uint64_t run11 = cgroupIdOf(cgroups + "/sEBHM95T5EZZ00");
   ASSERT_NE(run7, 0u);
-  for (auto [job, run] : {std::pair{7u, run7}, std::pair{8u, kRun}, std::pair{11u, run11},
-                          std::pair{12u, run7 + run11}})
+  // Ids no cgroup here has (a small inode could be 8812 on tmpfs).
+  constexpr std::uint64_t kGone = 1ULL << 62;
+  for (auto [job, run] : {std::pair{7u, run7}, std::pair{8u, kGone}, std::pair{11u, run11},
+                          std::pair{12u, kGone + 1}})
     ASSERT_TRUE(keepJobRecord(dir, {.job = job, .cgroupId = run, .asked = kNames}, ""));
   writeFile(dir + "/.job_8.123", "tally-slurm-job 2 job=8 cgroup=8812 asked=tallymem gres=no");
   writeFile(dir + "/.job_7.124", "tally-slurm-job 2 job=7 cgroup=8812 asked=tallymem gres=no");

@@ -478,6 +478,20 @@ TEST(SlurmStep, EveryPlugstackProblemIsNamedAtOnceAndTheGoodKeysStillApply) {
   EXPECT_EQ(problems.size(), 2u);
   EXPECT_EQ(g.gres, std::vector<std::string>{"tallymem"});
   EXPECT_TRUE(g.allowedPools.empty());
+  // The default names are then maybe not the site's: any step of a job that
+  // holds any GRES is refused (spank_attach.cpp), not one of a CPU job.
+  EXPECT_TRUE(g.gresUncertain);
+  EXPECT_TRUE(a.gresUncertain) << "gpu_policy= (unknown) could be a misspelt gres=";
+  for (std::vector<std::string> args :
+       {std::vector<std::string>{"gress=gpumem"}, {"gres gpumem"}, {"gres="}, {"gres=a,b,c,d,e"}}) {
+    problems.clear();
+    EXPECT_TRUE(readPluginArgs(args, problems).gresUncertain) << args[0];
+  }
+  for (std::vector<std::string> args :
+       {std::vector<std::string>{"enforce=of"}, {"socket=rel"}, {"pool="}, {"gres=gpumem"}, {}}) {
+    problems.clear();
+    EXPECT_FALSE(readPluginArgs(args, problems).gresUncertain) << (args.empty() ? "" : args[0]);
+  }
 }
 
 // slurmd says at init when tally's GRES name is one Slurm means something by.
