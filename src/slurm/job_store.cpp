@@ -53,10 +53,11 @@ std::optional<std::uint32_t> jobOfEntry(std::string_view name) {
   return jobOfRecordName(recordName);
 }
 
-// A record's run, whole or not (the caller keeps only a live run's).
-std::optional<JobRecord> readRecord(int dir, const char* name) {
+// The record `name` in `dir`, when it is one whole record (and, with
+// `ownFileOnly`, a file of this user's alone); none otherwise.
+std::optional<JobRecord> readRecord(int dir, const char* name, bool ownFileOnly) {
   Fd f(::openat(dir, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC));
-  if (f.fd < 0) return std::nullopt;
+  if (f.fd < 0 || (ownFileOnly && !ownOnly(f.fd, S_IFREG))) return std::nullopt;
   char buf[1024];  // a record is at most ~700 bytes (job_record.h); larger is none
   ssize_t n = ::read(f.fd, buf, sizeof buf);
   if (n <= 0 || static_cast<std::size_t>(n) == sizeof buf) return std::nullopt;
@@ -97,7 +98,7 @@ void pruneGone(int dir, std::uint32_t keep, const std::string& jobsCgroupDir) {
   listDir(dir, [&](const char* name) {
     auto job = jobOfRecordName(name);
     if (!job || *job == keep) return;
-    auto r = readRecord(dir, name);
+    auto r = readRecord(dir, name, false);               // whose it is does not matter to pruning
     runs[*job] = r && r->job == *job ? r->cgroupId : 0;  // 0: not a record of ours to keep
   });
   std::set<std::uint64_t> live;
@@ -130,12 +131,7 @@ std::optional<JobRecord> findJobRecord(const std::string& dir, std::uint32_t job
   if (dir.empty() || jobCgroupId == 0) return std::nullopt;
   Fd d = openDir(dir);
   if (d.fd < 0 || !ownOnly(d.fd, S_IFDIR)) return std::nullopt;
-  Fd f(::openat(d.fd, jobRecordName(job).c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC));
-  if (f.fd < 0 || !ownOnly(f.fd, S_IFREG)) return std::nullopt;
-  char buf[1024];  // a record is at most ~700 bytes (job_record.h); larger is none
-  ssize_t n = ::read(f.fd, buf, sizeof buf);
-  if (n <= 0 || static_cast<std::size_t>(n) == sizeof buf) return std::nullopt;
-  auto r = decodeJobRecord(std::string_view(buf, static_cast<std::size_t>(n)));
+  auto r = readRecord(d.fd, jobRecordName(job).c_str(), true);
   // Another run's (the job was requeued) is no answer for this one.
   if (!r || r->job != job || r->cgroupId != jobCgroupId || r->asked != names) return std::nullopt;
   return std::move(*r);
