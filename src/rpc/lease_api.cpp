@@ -9,11 +9,14 @@
 #include "cgroup/path.h"
 #include "lease/outcome.h"
 #include "lease/pool_name.h"
-#include "rpc/fields.h"
 #include "util/clean_text.h"
+#include "util/json_fields.h"
 #include "util/text.h"
 
 namespace tally::rpc::api {
+
+using jsonfields::Fields;
+
 namespace {
 
 constexpr std::pair<Method, const char*> kMethods[] = {

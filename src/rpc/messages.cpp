@@ -2,10 +2,13 @@
 
 #include "coverage/coverage_kind.h"
 #include "ledger/kinds.h"
-#include "rpc/fields.h"
 #include "rpc/lease_api.h"
+#include "util/json_fields.h"
 
 namespace tally::rpc::api {
+
+using jsonfields::Fields;
+
 namespace {
 
 Status isObject(const json& j, const char* what) {

@@ -1,6 +1,6 @@
 // The daemon's replies and events as types, typed both ways: the daemon
 // encodes each reply and event from one of these structs, and a client
-// decodes it through the same struct (rpc/fields.h: each field checked,
+// decodes it through the same struct (util/json_fields.h: each field checked,
 // what is missing or mistyped is an error naming the field, never a guess).
 // The views a person reads (leases, pools, seats, overview: the daemon's
 // documents, shaped by docs/daemon.md) travel as documents under one checked
