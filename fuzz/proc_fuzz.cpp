@@ -162,18 +162,20 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
       tally_ioctl_arg_size(kind, cmd) > TALLY_IOCTL_MAX_ARG)
     std::abort();
 #elif TALLY_FUZZ_TARGET == 16
-  // A node's own words (plugstack.conf, slurmd -V, slurmd -G): a tally line
-  // has a path naming tally_spank; a version is digits.digits; a GRES count
-  // is a sum of the lines' counts or a named error.
+  // A node's own words (plugstack.conf, slurmd -V, scontrol show node): a
+  // tally line has a path naming tally_spank; a version is digits.digits; a
+  // GRES count comes from a Gres= field naming it, or is a named error.
   auto p = slurm::parsePlugstack(text);
   if (p.tally && p.tally->path.find("tally_spank") == std::string::npos) std::abort();
   if (auto v = slurm::releaseOfSlurmd(text)) {
     auto dot = v->find('.');
     if (dot == std::string::npos || dot == 0 || dot + 1 == v->size()) std::abort();
   }
-  auto g = slurm::gresOfSlurmd(text, "tallymem");
+  auto g = slurm::gresOfScontrol(text, "tallymem");
   if (!g && g.error().message.empty()) std::abort();
-  if (g && *g && text.find("tallymem") == std::string_view::npos) std::abort();
+  if (g && *g && (text.find("Gres=") == std::string_view::npos ||
+                  text.find("tallymem") == std::string_view::npos))
+    std::abort();
   if (auto m = slurm::realMemoryOfScontrol(text); m && *m % (1ULL << 20) != 0) std::abort();
 #elif TALLY_FUZZ_TARGET == 17
   // A plugin file: a version or a named error, never a read past the image

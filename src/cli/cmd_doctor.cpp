@@ -43,7 +43,8 @@ void addDoctorCommand(CLI::App& app, DoctorOptions& opts) {
       "--slurm checks what a Slurm node needs of tally, each with its evidence: plugstack.conf\n"
       "loads tally_spank.so with arguments that parse; the plugin was built for the Slurm\n"
       "release slurmd runs (slurmd -V); the daemon answers at its socket=; the pool's\n"
-      "gpu_memory_budget equals the node's GRES count (slurmd -G). Exit 0 all hold, 1 one\n"
+      "gpu_memory_budget equals the node's GRES count as slurmctld places it (scontrol show\n"
+      "node); RealMemory plus the GRES's GTT part fit in MemTotal. Exit 0 all hold, 1 one\n"
       "failed (drain the node: docs/slurm.md has the NHC and HealthCheckProgram lines), 2 none\n"
       "could be judged. Run it as root, as slurmd runs.");
   doctor->add_flag("--json", opts.json, "print the report as JSON");

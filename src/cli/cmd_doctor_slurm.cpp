@@ -1,7 +1,7 @@
 // `tally doctor --slurm`: the I/O edge of slurm/health.h. Reads
 // plugstack.conf (and what it includes), reads the plugin's plugin_version,
-// runs `slurmd -V`, `slurmd -G` and `scontrol show node`, reads MemTotal, and
-// asks the daemon; health.h judges.
+// runs `slurmd -V` and `scontrol show node` (the node's GRES and RealMemory as
+// slurmctld places them), reads MemTotal, and asks the daemon; health.h judges.
 #include <fmt/format.h>
 #include <glob.h>
 #include <sys/wait.h>
@@ -80,20 +80,16 @@ void readPlugin(const std::string& pluginDir, slurm::SlurmFacts& f) {
   f.pluginVersion = *v;
 }
 
+// slurmd -V only: it prints and exits before slurmd reads its configuration.
 void runSlurmd(slurm::SlurmFacts& f) {
-  for (auto [flag, out] : {std::pair{"-V", &f.slurmdVersion}, std::pair{"-G", &f.slurmdGres}}) {
-    auto r = capture({"slurmd", flag}, 1u << 20, 30'000);
-    if (!r) {
-      f.slurmdError = fmt::format("slurmd {}: {}", flag, r.error().message);
-      return;
-    }
-    if (!WIFEXITED(r->status) || WEXITSTATUS(r->status) != 0) {
-      f.slurmdError = fmt::format("slurmd {} failed: {}", flag,
-                                  text::truncateUtf8(text::trim(r->err + r->out), 300));
-      return;
-    }
-    // slurmd -G logs its GRES lines on stderr.
-    *out = r->out + r->err;
+  auto r = capture({"slurmd", "-V"}, 1u << 20, 30'000);
+  if (!r) {
+    f.slurmdError = fmt::format("slurmd -V: {}", r.error().message);
+  } else if (!WIFEXITED(r->status) || WEXITSTATUS(r->status) != 0) {
+    f.slurmdError = fmt::format("slurmd -V failed: {}",
+                                text::truncateUtf8(text::trim(r->err + r->out), 300));
+  } else {
+    f.slurmdVersion = r->out + r->err;
   }
 }
 
@@ -141,9 +137,9 @@ void askDaemon(const std::string& socket, const std::string& pool, slurm::SlurmF
     f.vramError = "no device exports mem_info_vram_total";
 }
 
-// What Slurm hands out here (scontrol's RealMemory for this node) and what
-// the host has (MemTotal).
-void readMemory(slurm::SlurmFacts& f) {
+// What Slurm hands out here (slurmctld's record of this node: its GRES and
+// RealMemory) and what the host has (MemTotal).
+void readNode(slurm::SlurmFacts& f) {
   if (auto m = readWhole("/proc/meminfo")) {
     f.memTotalBytes = probes::parseMemInfo(*m).memTotal;
     if (!f.memTotalBytes) f.memTotalError = "/proc/meminfo has no MemTotal";
@@ -152,18 +148,19 @@ void readMemory(slurm::SlurmFacts& f) {
   }
   char host[256] = {};
   if (::gethostname(host, sizeof host - 1) != 0) {
-    f.realMemoryError = "gethostname failed";
+    f.nodeRecordError = f.realMemoryError = "gethostname failed";
     return;
   }
   std::string node(host);
   node = node.substr(0, node.find('.'));
   auto r = capture({"scontrol", "show", "node", node, "-o"}, 1u << 20, 30'000);
   if (!r || !WIFEXITED(r->status) || WEXITSTATUS(r->status) != 0) {
-    f.realMemoryError =
+    f.nodeRecordError = f.realMemoryError =
         fmt::format("scontrol show node {}: {}", node,
                     r ? text::truncateUtf8(text::trim(r->err + r->out), 200) : r.error().message);
     return;
   }
+  f.nodeRecord = r->out;
   auto bytes = slurm::realMemoryOfScontrol(r->out);
   if (bytes)
     f.realMemoryBytes = *bytes;
@@ -184,7 +181,7 @@ int runDoctorSlurm(const DoctorOptions& opts) {
   }
   runSlurmd(f);
   askDaemon(args.socket, args.pool, f);
-  readMemory(f);
+  readNode(f);
   auto checks = slurm::judgeSlurm(f);
 
   bool failed = false, judged = false;

@@ -95,15 +95,15 @@ std::vector<SlurmCheck> judgeSlurm(const SlurmFacts& f) {
                     f.daemonError.value_or("no answer at " + socket)));
   }
 
-  // The node's GRES, as slurmd counts it.
+  // The node's GRES, as slurmctld's record of the node counts it.
   std::optional<GresFound> gres;
   std::optional<std::string> gresError;
   if (args) {
-    if (!f.slurmdGres) {
-      gresError = f.slurmdError.value_or("slurmd -G gave nothing");
+    if (!f.nodeRecord) {
+      gresError = f.nodeRecordError.value_or("scontrol show node gave nothing");
     } else {
       for (const auto& name : args->gres) {
-        auto c = gresOfSlurmd(*f.slurmdGres, name);
+        auto c = gresOfScontrol(*f.nodeRecord, name);
         if (!c) {
           gresError = c.error().message;
           break;
@@ -122,8 +122,9 @@ std::vector<SlurmCheck> judgeSlurm(const SlurmFacts& f) {
       add("budget", CheckState::Unknown, "the node's GRES is unknown: " + *gresError);
     } else if (!gres) {
       add("budget", CheckState::Failed,
-          fmt::format("slurmd -G names no {} GRES on this node: Slurm places no GPU memory here. "
-                      "Add Gres={}:<bytes> to the node in slurm.conf and gres.conf",
+          fmt::format("slurmctld's record of this node names no {} GRES (scontrol show node): "
+                      "Slurm places no GPU memory here. Add Gres={}:<bytes> to the node in "
+                      "slurm.conf and gres.conf",
                       fmt::join(args->gres, " or "), args->gres.front()));
     } else if (!f.poolFound) {
       add("budget", CheckState::Failed,

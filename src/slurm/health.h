@@ -2,7 +2,7 @@
 // plugstack.conf line, the plugin built for the Slurm that runs here, the
 // daemon answering, the pool's GPU budget equal to the node's GRES count, and
 // RealMemory plus the GRES's host-RAM part (GTT) within the host's RAM. Pure:
-// cli/cmd_doctor.cpp reads the files, runs slurmd and scontrol, loads the
+// cli/cmd_doctor_slurm.cpp reads the files, runs slurmd -V and scontrol, reads the
 // plugin's version and asks the daemon; this reads their texts and judges.
 #pragma once
 
@@ -25,8 +25,14 @@ struct SlurmFacts {
   std::string pluginPath;                 // resolved against PluginDir
   std::optional<unsigned> pluginVersion;  // its plugin_version symbol
   std::optional<std::string> pluginError;
-  std::optional<std::string> slurmdVersion, slurmdGres;  // slurmd -V, slurmd -G output
+  std::optional<std::string> slurmdVersion;  // slurmd -V
   std::optional<std::string> slurmdError;
+  // slurmctld's record of this node (`scontrol show node NAME -o`): its GRES
+  // is what Slurm places against. Not `slurmd -G`: 26.05's sets up cgroups
+  // for the caller (it enables controllers in the caller's own cgroup, and
+  // fails in any cgroup with a process in it, a login shell's or NHC's).
+  std::optional<std::string> nodeRecord;
+  std::optional<std::string> nodeRecordError;
   bool daemonAnswered = false;
   std::optional<std::string> daemonError;
   std::optional<std::uint64_t> poolBudget;  // the plugin's pool's gpu_memory_budget

@@ -82,21 +82,19 @@ std::string releaseOfNumber(unsigned v) {
   return fmt::format("{}.{:02}", (v >> 16) & 0xffu, (v >> 8) & 0xffu);
 }
 
-Result<std::optional<std::uint64_t>> gresOfSlurmd(std::string_view slurmdG, std::string_view name) {
-  std::optional<std::uint64_t> total;
-  text::LineReader lines(slurmdG);
+Result<std::optional<std::uint64_t>> gresOfScontrol(std::string_view text, std::string_view name) {
+  text::LineReader lines(text);
   while (auto line = lines.next()) {
-    auto ws = words(*line);
-    if (field(ws, "Name") != name) continue;
-    auto count = field(ws, "Count");
-    if (!count) continue;
-    auto n = slurmCount(*count);
+    auto list = field(words(*line), "Gres");
+    if (!list) continue;
+    if (*list == "(null)") return std::optional<std::uint64_t>{};
+    auto n = gresCount(*list, name);
     if (!n)
-      return Error{EINVAL, fmt::format("slurmd -G: Gres Name={} Count={}: {}", name, *count,
-                                       n.error().message)};
-    total = total.value_or(0) + *n;
+      return Error{n.error().code, fmt::format("scontrol: Gres={}: {}", text::truncateUtf8(*list, 128),
+                                               n.error().message)};
+    return *n;
   }
-  return total;
+  return Error{ENOENT, "scontrol names no Gres for the node"};
 }
 
 Result<std::uint64_t> realMemoryOfScontrol(std::string_view text) {

@@ -1,5 +1,5 @@
 // What a Slurm node says of itself, as text: its plugstack.conf, `slurmd -V`
-// and `slurmd -G`. Pure readers for `tally doctor --slurm` (slurm/health.h);
+// and slurmctld's record of it (`scontrol show node NAME -o`). Pure readers for `tally doctor --slurm` (slurm/health.h);
 // fuzzed (fuzz_slurm_node).
 #pragma once
 
@@ -31,11 +31,12 @@ std::optional<std::string> releaseOfSlurmd(std::string_view slurmdV);
 // SLURM_VERSION_NUMBER (a plugin's plugin_version) -> "22.05".
 std::string releaseOfNumber(unsigned versionNumber);
 
-// The count of GRES `name` that `slurmd -G` says this node has, from lines
-// such as "slurmd-halo01: Gres Name=tallymem Type=(null) Count=103079215104 ..."
-// (summed over its lines); absent when no line names it. A malformed count
-// is an error.
-Result<std::optional<std::uint64_t>> gresOfSlurmd(std::string_view slurmdG, std::string_view name);
+// The count of GRES `name` in slurmctld's record of the node, what Slurm
+// places jobs against: `scontrol show node NAME -o`'s "Gres=tallymem:96G"
+// (slurm/gres.h reads the list; typed entries add up). Absent when the list
+// does not name it ("Gres=(null)": none); a malformed count, or a record with
+// no Gres= at all, is an error.
+Result<std::optional<std::uint64_t>> gresOfScontrol(std::string_view text, std::string_view name);
 
 // The memory Slurm hands out on the node, in bytes, from `scontrol show node
 // NAME -o`'s "RealMemory=<MiB>". An error when it names none or a malformed one.

@@ -12,7 +12,7 @@ namespace {
 
 constexpr std::uint64_t GiB = 1ULL << 30;
 
-using samples::kSlurmdG;
+using samples::kScontrolNode;
 using samples::kSlurmdV;
 constexpr unsigned k2205 = 0x160508, k2411 = 0x180b05;
 
@@ -23,11 +23,11 @@ SlurmFacts healthy() {
   f.pluginPath = "/usr/lib/x86_64-linux-gnu/slurm-wlm/tally_spank.so";
   f.pluginVersion = k2205;
   f.slurmdVersion = kSlurmdV;
-  f.slurmdGres = kSlurmdG;
+  f.nodeRecord = kScontrolNode;
   f.daemonAnswered = true;
   f.poolFound = true;
   f.poolBudget = GiB;
-  f.realMemoryBytes = *realMemoryOfScontrol(samples::kScontrolNode);
+  f.realMemoryBytes = *realMemoryOfScontrol(kScontrolNode);
   f.memTotalBytes = 2 * GiB;
   f.vramTotalBytes = 0;
   return f;
@@ -63,7 +63,7 @@ TEST(SlurmHealth, AHealthyNodePassesEveryCheckWithItsEvidence) {
 // with Gres=tallymem:96G on a 128 GiB box places the same RAM twice.
 TEST(SlurmHealth, RealMemoryAndTheGresGttPartMustFitInRam) {
   auto f = healthy();
-  f.slurmdGres = "slurmd-halo: Gres Name=tallymem Type=(null) Count=103079215104 ID=1 (null)\n";
+  f.nodeRecord = "NodeName=halo Gres=tallymem:96G RealMemory=120000\n";
   f.poolBudget = 96 * GiB;
   f.realMemoryBytes = 120000ULL << 20;
   f.memTotalBytes = 126 * GiB;
@@ -116,10 +116,12 @@ TEST(SlurmHealth, EachWayANodeIsWrongForTallyFailsWithTheFix) {
   EXPECT_NE(judged(f, "budget")->said.find("the daemon has no pool slurm"), std::string::npos);
   // No GRES on the node: Slurm places no GPU memory here.
   f = healthy();
-  f.slurmdGres = "";
+  f.nodeRecord = "NodeName=vm Gres=(null) RealMemory=512\n";
   c = judged(f, "budget");
   EXPECT_EQ(c->state, CheckState::Failed);
-  EXPECT_NE(c->said.find("slurmd -G names no tallymem GRES"), std::string::npos) << c->said;
+  EXPECT_NE(c->said.find("slurmctld's record of this node names no tallymem GRES"),
+            std::string::npos)
+      << c->said;
   // The daemon down: named with the socket; its budget cannot be judged.
   f = healthy();
   f.daemonAnswered = false;
@@ -148,11 +150,17 @@ TEST(SlurmHealth, EachWayANodeIsWrongForTallyFailsWithTheFix) {
   // slurmd not answering: the version is unknown, not a failure.
   f = healthy();
   f.slurmdVersion.reset();
-  f.slurmdGres.reset();
   f.slurmdError = "slurmd -V: No such file or directory";
   checks = judgeSlurm(f);
   EXPECT_EQ(find(checks, "plugin")->state, CheckState::Unknown);
-  EXPECT_EQ(find(checks, "budget")->state, CheckState::Unknown);
+  EXPECT_EQ(find(checks, "budget")->state, CheckState::Ok) << "the GRES is slurmctld's";
+  // slurmctld not answering: the node's GRES is unknown, with scontrol's words.
+  f = healthy();
+  f.nodeRecord.reset();
+  f.nodeRecordError = "scontrol show node vm: Unable to contact slurm controller";
+  c = judged(f, "budget");
+  EXPECT_EQ(c->state, CheckState::Unknown);
+  EXPECT_NE(c->said.find("Unable to contact slurm controller"), std::string::npos) << c->said;
 }
 
 }  // namespace

@@ -10,7 +10,8 @@ namespace tally::slurm {
 namespace {
 
 constexpr std::uint64_t GiB = 1ULL << 30;
-using samples::kSlurmdG;
+using samples::kScontrolNode;
+using samples::kScontrolNode2605;
 using samples::kSlurmdV;
 
 TEST(SlurmNodeText, PlugstackFindsTallysLineAmongOthersAndItsIncludes) {
@@ -41,20 +42,39 @@ TEST(SlurmNodeText, VersionsAndTheNodesGresReadExactly) {
   EXPECT_EQ(releaseOfSlurmd("slurmd: error: cannot read slurm.conf\n"), std::nullopt);
   EXPECT_EQ(releaseOfNumber(0x160508), "22.05");
   EXPECT_EQ(releaseOfNumber(0x1a0505), "26.05");
-  auto g = gresOfSlurmd(kSlurmdG, "tallymem");
-  ASSERT_TRUE(g) << g.error().message;
-  EXPECT_EQ(*g, GiB);
-  auto none = gresOfSlurmd(kSlurmdG, "gpumem");
-  ASSERT_TRUE(none);
-  EXPECT_EQ(*none, std::nullopt) << "not named: absent, never 0";
-  // Typed GRES lines on one node add up.
-  auto typed = gresOfSlurmd(
-      "slurmd-h: Gres Name=tallymem Type=a Count=64G ID=1 (null)\n"
-      "slurmd-h: Gres Name=tallymem Type=b Count=32G ID=1 (null)\n",
-      "tallymem");
-  ASSERT_TRUE(typed);
+}
+
+// The node's GRES as slurmctld places it, from its record of the node (the
+// same line on 22.05 and 26.05).
+TEST(SlurmNodeText, TheNodesGresReadsFromSlurmctldsRecordOfIt) {
+  for (const char* record : {kScontrolNode, kScontrolNode2605}) {
+    auto g = gresOfScontrol(record, "tallymem");
+    ASSERT_TRUE(g) << g.error().message;
+    EXPECT_EQ(*g, GiB);
+    auto none = gresOfScontrol(record, "gpumem");
+    ASSERT_TRUE(none);
+    EXPECT_EQ(*none, std::nullopt) << "not named: absent, never 0";
+  }
+  // A node with no GRES at all: none, never 0.
+  auto null = gresOfScontrol("NodeName=h Gres=(null) RealMemory=512\n", "tallymem");
+  ASSERT_TRUE(null);
+  EXPECT_EQ(*null, std::nullopt);
+  // Typed entries on one node add up; other GRES beside it (a GPU with its
+  // sockets) are passed over; no_consume's word is not a count.
+  auto typed = gresOfScontrol("NodeName=h Gres=gpu:amd:1(S:0),tallymem:a:64G,tallymem:b:32G\n",
+                              "tallymem");
+  ASSERT_TRUE(typed) << typed.error().message;
   EXPECT_EQ(*typed, 96 * GiB);
-  EXPECT_FALSE(gresOfSlurmd("slurmd-h: Gres Name=tallymem Count=lots\n", "tallymem"));
+  EXPECT_EQ(*gresOfScontrol("NodeName=h Gres=tallymem:no_consume:8G\n", "tallymem"), 8 * GiB);
+  auto bad = gresOfScontrol("NodeName=h Gres=tallymem:lots\n", "tallymem");
+  ASSERT_FALSE(bad);
+  EXPECT_NE(bad.error().message.find("scontrol: Gres=tallymem:lots"), std::string::npos)
+      << bad.error().message;
+  // A record without Gres= (not scontrol's -o line) is not "no GRES".
+  auto missing = gresOfScontrol("slurm_load_node error: Unable to contact slurm controller\n",
+                                "tallymem");
+  ASSERT_FALSE(missing);
+  EXPECT_EQ(missing.error().message, "scontrol names no Gres for the node");
 }
 
 TEST(SlurmNodeText, TheNodesRealMemoryReadsInMiB) {
