@@ -165,6 +165,12 @@ TEST_F(VmDeb, SlurmFindsThePluginByNameInItsPluginDir) {
   auto node = runProgram({std::string(TALLY_SOURCE_DIR) + "/vm/slurm-node.sh",
                           "optional tally_spank.so socket=/run/tally/tally.sock"});
   ASSERT_EQ(node.exitCode(), 0) << node.out << node.err;
+  // The package's unit is ordered before Debian's slurmd.service (systemd
+  // writes the other side): at boot the node takes no step before the daemon
+  // answers.
+  EXPECT_NE(sh("systemctl show -p After --value slurmd.service").out.find("tally.service"),
+            std::string::npos)
+      << sh("systemctl show -p After slurmd.service").out;
   auto help = sh("srun --help 2>&1");
   EXPECT_NE(help.out.find("--gpu-memory-max=SIZE   tally:"), std::string::npos) << help.out;
   // The packaged daemon answers the step (its config has no `slurm` pool, so
