@@ -44,7 +44,8 @@ void addDoctorCommand(CLI::App& app, DoctorOptions& opts) {
       "loads tally_spank.so with arguments that parse; the plugin was built for the Slurm\n"
       "release slurmd runs (slurmd -V); the daemon answers at its socket=; the pool's\n"
       "gpu_memory_budget equals the node's GRES count as slurmctld places it (scontrol show\n"
-      "node); RealMemory plus the GRES's GTT part fit in MemTotal. Exit 0 all hold, 1 one\n"
+      "node); RealMemory plus the GRES's GTT part fit in MemTotal; that GTT part fits under\n"
+      "the kernel's GTT ceiling for the pool's clients. Exit 0 all hold, 1 one\n"
       "failed (drain the node: docs/slurm.md has the NHC and HealthCheckProgram lines), 2 none\n"
       "could be judged. Run it as root, as slurmd runs.");
   doctor->add_flag("--json", opts.json, "print the report as JSON");
@@ -71,7 +72,7 @@ void addDoctorCommand(CLI::App& app, DoctorOptions& opts) {
 }
 
 int runDoctor(const fs::RootPaths& paths, const DoctorOptions& opts) {
-  if (opts.slurm) return runDoctorSlurm(opts);
+  if (opts.slurm) return runDoctorSlurm(paths, opts);
   doctor::Options o;
   o.queryManager = paths.proc == "/proc" && paths.sys == "/sys";
   if (opts.active) {

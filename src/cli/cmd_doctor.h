@@ -20,6 +20,6 @@ struct DoctorOptions {
 
 void addDoctorCommand(CLI::App& app, DoctorOptions& opts);
 int runDoctor(const fs::RootPaths& roots, const DoctorOptions& opts);
-int runDoctorSlurm(const DoctorOptions& opts);  // cmd_doctor_slurm.cpp
+int runDoctorSlurm(const fs::RootPaths& roots, const DoctorOptions& opts);  // cmd_doctor_slurm.cpp
 
 }  // namespace tally::cli

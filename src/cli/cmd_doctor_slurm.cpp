@@ -3,6 +3,7 @@
 // runs `slurmd -V` and `scontrol show node` (the node's GRES and RealMemory as
 // slurmctld places them), reads MemTotal, and asks the daemon; health.h judges.
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <glob.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -16,6 +17,8 @@
 #include "cli/capture.h"
 #include "cli/cmd_doctor.h"
 #include "cli/exit_codes.h"
+#include "devices/gtt_consumer.h"
+#include "host/snapshot.h"
 #include "probes/meminfo.h"
 #include "rpc/client.h"
 #include "rpc/lease_api.h"
@@ -93,7 +96,10 @@ void runSlurmd(slurm::SlurmFacts& f) {
   }
 }
 
-void askDaemon(const std::string& socket, const std::string& pool, slurm::SlurmFacts& f) {
+// The daemon's pools (the plugin's pool's budget, and which GTT ceiling its
+// headroom reads) and its devices' VRAM.
+void askDaemon(const std::string& socket, const std::string& pool, slurm::SlurmFacts& f,
+               devices::GttConsumer& consumer) {
   auto c = rpc::Client::connect(socket);
   if (!c) {
     f.daemonError = c.error().message;
@@ -112,6 +118,8 @@ void askDaemon(const std::string& socket, const std::string& pool, slurm::SlurmF
     f.poolFound = true;
     if (auto b = p.find("gpu_memory_budget"); b != p.end() && b->is_number_unsigned())
       f.poolBudget = b->get<std::uint64_t>();
+    if (auto g = p.find("gtt_ceiling"); g != p.end() && g->is_string())
+      consumer = devices::parseGttConsumer(g->get<std::string>()).value_or(consumer);
   }
   // The devices' VRAM, as the daemon reads sysfs: the GRES beyond it is GTT.
   auto overview = c->call(rpc::api::Overview{}, {}, 10'000);
@@ -135,6 +143,44 @@ void askDaemon(const std::string& socket, const std::string& pool, slurm::SlurmF
     f.vramTotalBytes = vram;
   else
     f.vramError = "no device exports mem_info_vram_total";
+}
+
+// The GTT ceiling `consumer`'s clients meet, summed over the devices: read
+// as `tally gpu` and the daemon's headroom read it (host::Snapshot). Unknown
+// when any device's is: a sum of the known ones would be a ceiling the
+// kernel may never grant.
+void readGttCeiling(const fs::RootPaths& paths, devices::GttConsumer consumer,
+                    slurm::SlurmFacts& f) {
+  auto proc = fs::Root::open(paths.proc);
+  auto sys = fs::Root::open(paths.sys);
+  if (!proc || !sys) {
+    f.gttCeilingError = (proc ? sys : proc).error().message;
+    return;
+  }
+  auto host = host::readSnapshot(*proc, *sys);
+  if (host.devices.devices.empty()) {
+    f.gttCeilingError =
+        host.devicesError.value_or("no DRM device under " + paths.sys + "/class/drm");
+    return;
+  }
+  std::uint64_t sum = 0;
+  std::vector<std::string> which;
+  for (const auto& d : host.devices.devices) {
+    const char* name = nullptr;
+    auto c = host.ceilings(d).forConsumer(consumer, &name);
+    if (!c) {
+      f.gttCeilingError =
+          fmt::format("{}'s {} GTT ceiling is unknown (tally doctor says why)", d.key,
+                      consumer == devices::GttConsumer::Smaller ? "smaller"
+                                                                : devices::gttConsumerName(consumer));
+      return;
+    }
+    sum += *c;
+    which.push_back(fmt::format("{} {}", d.key, name ? name : "?"));
+  }
+  f.gttCeilingBytes = sum;
+  f.gttCeilingSource = fmt::format("{}, the pool's gtt_ceiling = {}", fmt::join(which, " + "),
+                                   devices::gttConsumerName(consumer));
 }
 
 // What Slurm hands out here (slurmctld's record of this node: its GRES and
@@ -170,7 +216,7 @@ void readNode(slurm::SlurmFacts& f) {
 
 }  // namespace
 
-int runDoctorSlurm(const DoctorOptions& opts) {
+int runDoctorSlurm(const fs::RootPaths& paths, const DoctorOptions& opts) {
   slurm::SlurmFacts f;
   readPlugstack(opts.plugstack, f);
   std::string pluginDir = opts.pluginDir.empty() ? TALLY_SLURM_PLUGINDIR : opts.pluginDir;
@@ -180,8 +226,10 @@ int runDoctorSlurm(const DoctorOptions& opts) {
     if (auto a = slurm::parsePluginArgs(f.plugstack->tally->args)) args = *a;
   }
   runSlurmd(f);
-  askDaemon(args.socket, args.pool, f);
+  devices::GttConsumer consumer = devices::GttConsumer::Smaller;  // the pools' default
+  askDaemon(args.socket, args.pool, f, consumer);
   readNode(f);
+  readGttCeiling(paths, consumer, f);
   auto checks = slurm::judgeSlurm(f);
 
   bool failed = false, judged = false;

@@ -255,6 +255,7 @@ json Views::pools() {
     // Held by buffers of the pool's ended leases: counted against its GPU budget.
     j["gpu_residue_bytes"] = u.gpuResidue;
     j["devices"] = p.devices;
+    j["gtt_ceiling"] = devices::gttConsumerName(p.gttCeiling);  // which one its headroom reads
     auto h = measures_.headroomFor(p);
     j["headroom"] = {
         {"host_bytes", jsonview::orNull(h.hostBytes)},

@@ -183,6 +183,35 @@ std::vector<SlurmCheck> judgeSlurm(const SlurmFacts& f) {
       }
     }
   }
+
+  // 6. The kernel can give what Slurm places: the GRES beyond VRAM is GTT,
+  // and the driver refuses every allocation past its GTT ceiling, however
+  // much of its count a job still has.
+  if (args && gres) {
+    std::uint64_t vram = f.vramTotalBytes.value_or(0);
+    std::uint64_t gtt = gres->count > vram ? gres->count - vram : 0;
+    if (!f.gttCeilingBytes) {
+      add("ceiling", CheckState::Unknown,
+          fmt::format("whether the kernel lets a job hold the {} of {} GRES beyond VRAM as GTT is "
+                      "unknown: {}",
+                      units::humanBytes(gtt), gres->name,
+                      f.gttCeilingError.value_or("no GTT ceiling read")));
+    } else if (gtt > *f.gttCeilingBytes) {
+      add("ceiling", CheckState::Failed,
+          fmt::format("the {} GRES {} is {} of GTT beyond the devices' {} of VRAM, more than the "
+                      "kernel lets the pool's clients hold ({}, {}): a job granted its whole "
+                      "count fails allocating past it. Lower the GRES to {} or raise the GTT "
+                      "ceiling (docs/gpu.md, \"GTT ceiling\")",
+                      gres->name, units::humanBytes(gres->count), units::humanBytes(gtt),
+                      units::humanBytes(vram), units::humanBytes(*f.gttCeilingBytes),
+                      f.gttCeilingSource, vram + *f.gttCeilingBytes));
+    } else {
+      add("ceiling", CheckState::Ok,
+          fmt::format("the {} of {} GRES beyond VRAM fits under the kernel's GTT ceiling {} ({})",
+                      units::humanBytes(gtt), gres->name, units::humanBytes(*f.gttCeilingBytes),
+                      f.gttCeilingSource));
+    }
+  }
   return out;
 }
 

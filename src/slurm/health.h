@@ -41,6 +41,12 @@ struct SlurmFacts {
   // has (MemTotal), and the devices' VRAM (the GRES beyond it is GTT: host RAM).
   std::optional<std::uint64_t> realMemoryBytes, memTotalBytes, vramTotalBytes;
   std::optional<std::string> realMemoryError, memTotalError, vramError;
+  // The most GTT the kernel lets the pool's clients hold (devices/gtt_ceiling.h,
+  // the pool's gtt_ceiling), summed over the devices: the GRES beyond VRAM
+  // past it is a count Slurm grants and the driver refuses.
+  std::optional<std::uint64_t> gttCeilingBytes;
+  std::string gttCeilingSource;  // which ceiling, in words
+  std::optional<std::string> gttCeilingError;
 };
 
 enum class CheckState { Ok, Failed, Unknown };

@@ -30,6 +30,8 @@ SlurmFacts healthy() {
   f.realMemoryBytes = *realMemoryOfScontrol(kScontrolNode);
   f.memTotalBytes = 2 * GiB;
   f.vramTotalBytes = 0;
+  f.gttCeilingBytes = 2 * GiB;
+  f.gttCeilingSource = "card0 graphics, the pool's gtt_ceiling = smaller";
   return f;
 }
 
@@ -48,7 +50,7 @@ std::optional<SlurmCheck> judged(const SlurmFacts& f, const std::string& name) {
 
 TEST(SlurmHealth, AHealthyNodePassesEveryCheckWithItsEvidence) {
   auto checks = judgeSlurm(healthy());
-  ASSERT_EQ(checks.size(), 5u);
+  ASSERT_EQ(checks.size(), 6u);
   for (const auto& c : checks) EXPECT_EQ(c.state, CheckState::Ok) << c.name << ": " << c.said;
   EXPECT_EQ(find(checks, "budget")->said,
             "pool slurm's gpu_memory_budget = the node's tallymem GRES, 1.0 GiB");
@@ -57,6 +59,42 @@ TEST(SlurmHealth, AHealthyNodePassesEveryCheckWithItsEvidence) {
   EXPECT_EQ(find(checks, "memory")->said,
             "RealMemory 512.0 MiB + the 1.0 GiB of tallymem GRES beyond the devices' 0 B of VRAM "
             "fit in MemTotal 2.0 GiB");
+  EXPECT_EQ(find(checks, "ceiling")->said,
+            "the 1.0 GiB of tallymem GRES beyond VRAM fits under the kernel's GTT ceiling 2.0 GiB "
+            "(card0 graphics, the pool's gtt_ceiling = smaller)");
+}
+
+// The GRES beyond VRAM is GTT, and the driver refuses every allocation past
+// its GTT ceiling: a GRES above it is a count Slurm grants that no job gets.
+TEST(SlurmHealth, TheGresBeyondVramMustFitUnderTheKernelsGttCeiling) {
+  auto f = healthy();
+  f.nodeRecord = "NodeName=halo Gres=tallymem:96G RealMemory=28672\n";
+  f.poolBudget = 96 * GiB;
+  f.memTotalBytes = 128 * GiB;
+  f.vramTotalBytes = 512ULL << 20;
+  f.gttCeilingBytes = 64 * GiB;  // amdgpu.gttsize=65536, say
+  f.gttCeilingSource = "card0 graphics";
+  auto c = judged(f, "ceiling");
+  ASSERT_TRUE(c);
+  EXPECT_EQ(c->state, CheckState::Failed);
+  EXPECT_EQ(c->said,
+            "the tallymem GRES 96.0 GiB is 95.5 GiB of GTT beyond the devices' 512.0 MiB of VRAM, "
+            "more than the kernel lets the pool's clients hold (64.0 GiB, card0 graphics): a job "
+            "granted its whole count fails allocating past it. Lower the GRES to 69256347648 or "
+            "raise the GTT ceiling (docs/gpu.md, \"GTT ceiling\")");
+  // Exactly at the ceiling: ok.
+  f.gttCeilingBytes = 96 * GiB - (512ULL << 20);
+  EXPECT_EQ(judged(f, "ceiling")->state, CheckState::Ok);
+  // Unknown (a device whose ceiling the kernel does not say): unknown, never ok.
+  f.gttCeilingBytes.reset();
+  f.gttCeilingError = "card0's smaller GTT ceiling is unknown (tally doctor says why)";
+  c = judged(f, "ceiling");
+  EXPECT_EQ(c->state, CheckState::Unknown);
+  EXPECT_NE(c->said.find("card0's smaller GTT ceiling is unknown"), std::string::npos) << c->said;
+  // No GRES on the node: nothing to fit (the budget check says what is wrong).
+  f = healthy();
+  f.nodeRecord = "NodeName=vm Gres=(null) RealMemory=512\n";
+  EXPECT_FALSE(judged(f, "ceiling"));
 }
 
 // On an APU the GRES is GTT, system RAM: docs/slurm.md's old RealMemory=120000
