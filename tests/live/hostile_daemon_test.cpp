@@ -3,9 +3,10 @@
 // with an error (or a closed connection) and is still the same process,
 // answering `hello`, afterwards. Other users are forked children that drop
 // to their uid (the socket is opened to them for the test only).
+// Here the socket's and the metrics listener's attacks; the files the daemon
+// reads and writes (config, ledger, directories): hostile_daemon_files_test.cpp.
 #include <fcntl.h>
 #include <fmt/format.h>
-#include <gtest/gtest.h>
 #include <httplib.h>
 #include <netinet/in.h>
 #include <poll.h>
@@ -18,24 +19,15 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
-#include <fstream>
 #include <thread>
 
-#include "fs/root.h"
-#include "ledger/ledger.h"
-#include "support/daemon.h"
-#include "support/fake_host.h"
+#include "hostile_daemon_fixture.h"
 #include "support/process.h"
-#include "support/raw_client.h"
-#include "util/text.h"
 
 namespace tally {
 namespace {
 
-using namespace tally::testing;
-using json = nlohmann::json;
-using Clock = std::chrono::steady_clock;
-constexpr std::uint64_t GiB = 1ULL << 30;
+using namespace tally::livehostile;
 
 // Under AddressSanitizer the allocator keeps freed memory in quarantine and
 // adds shadow memory: resident-set bounds are checked in the plain build only.
@@ -47,10 +39,6 @@ constexpr bool kRssMeaningful = !__has_feature(address_sanitizer);
 #else
 constexpr bool kRssMeaningful = true;
 #endif
-
-double msSince(Clock::time_point t) {
-  return std::chrono::duration<double, std::milli>(Clock::now() - t).count();
-}
 
 // A child process of another user holding connections to the daemon. It
 // reports how many the daemon accepted (answered `hello`) on a pipe, then
@@ -93,58 +81,6 @@ class OtherUser {
  private:
   pid_t pid_ = -1;
   int accepted_ = -1;
-};
-
-class HostileDaemon : public ::testing::Test {
- protected:
-  // The port the daemon's metrics listener took (metrics_listen = "127.0.0.1:0"),
-  // as its log says; "" when it never said.
-  std::string metricsPort() {
-    std::string port;
-    eventually([&] {
-      std::string log = daemon->log();
-      auto at = log.find("metrics on http://127.0.0.1:");
-      if (at == std::string::npos) return false;
-      port = log.substr(at + 28, log.find('/', at + 28) - at - 28);
-      return true;
-    });
-    return port;
-  }
-  void start(const std::string& extraDaemonKeys = "") {
-    host.setMemAvailable(64 * GiB);
-    makeDirs(host.cgroupRoot());
-    daemon = std::make_unique<DaemonUnderTest>(
-        dir.path(),
-        "sample_interval = \"100ms\"\nclient_grace = \"1s\"\n" + extraDaemonKeys +
-            "[pools.one]\ncapacity = 1\n[pools.gpu]\ncapacity = 4\ngpu_memory_budget = \"96GiB\"\n",
-        std::vector<std::string>{"--proc-root", host.procRoot(), "--sys-root", host.sysRoot(),
-                                 "--cgroup-root", host.cgroupRoot()});
-    ASSERT_TRUE(daemon->start());
-    pid = daemon->pid();
-  }
-  // `hello` from a fresh connection, from the daemon that started: its pid.
-  // Liveness, not speed: the daemon answers at all (a minute's grace: under
-  // ASan on a busy 2-core machine a flood's backlog took over 5 s to drain).
-  void stillServing() {
-    Raw r(daemon->socket());
-    ASSERT_TRUE(r.connected());
-    ASSERT_TRUE(r.send(json({{"v", 1}, {"id", 1}, {"method", "hello"}}).dump() + "\n"));
-    json h = r.line(60'000);
-    ASSERT_TRUE(h.value("ok", false)) << h;
-    EXPECT_EQ(h["result"]["daemon_pid"], pid);
-  }
-  double helloMs() {
-    Raw r(daemon->socket());
-    auto t = Clock::now();
-    json h = r.call({{"v", 1}, {"id", 1}, {"method", "hello"}});
-    EXPECT_TRUE(h.value("ok", false)) << h;
-    return msSince(t);
-  }
-
-  FakeHost host;
-  TempDir dir;
-  std::unique_ptr<DaemonUnderTest> daemon;
-  int pid = 0;
 };
 
 // Why 1 and 8 of the issue, method by method: wrong types, missing and
@@ -508,144 +444,6 @@ TEST_F(HostileDaemon, TheMetricsListenersAudienceIsSaidAndCanBeRestricted) {
   EXPECT_EQ(refused.find("tally_"), std::string::npos) << "not one metric";
   std::string allowed = asUser(12345);
   EXPECT_EQ(allowed.rfind("HTTP/1.1 200", 0), 0u) << allowed.substr(0, 200);
-  stillServing();
-}
-
-// Why 7: a config that is a device (or huge) fails at once.
-// "At once" is a fact about bytes, not seconds: a config that is not a
-// regular file is refused before a single byte of it is read. A FIFO holding
-// 4 KiB that tally would have to drain stands in for /dev/zero: after tally
-// exits every byte is still there (and a tally that read until EOF would
-// wait on it forever, the test's own timeout catching that).
-TEST(HostileConfig, DevZeroIsRefusedAtOnce) {
-  for (auto args : {std::vector<std::string>{TALLY_BINARY, "config", "check", "/dev/zero"},
-                    std::vector<std::string>{TALLY_BINARY, "daemon", "--config", "/dev/zero"}}) {
-    auto r = runProgram(args);
-    EXPECT_EQ(r.exitCode(), 1) << r.err;
-    EXPECT_NE(r.err.find("is not a regular file"), std::string::npos) << r.err;
-  }
-  TempDir fifoDir;
-  std::string fifo = fifoDir.path() + "/config.toml";
-  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
-  // Held open read-write here: tally's open never blocks, and the FIFO keeps
-  // what is written to it until somebody reads.
-  UniqueFd held(::open(fifo.c_str(), O_RDWR | O_NONBLOCK | O_CLOEXEC));
-  ASSERT_TRUE(held.valid());
-  const std::string bytes(4096, '#');
-  ASSERT_EQ(::write(held.get(), bytes.data(), bytes.size()), 4096);
-  for (auto args : {std::vector<std::string>{TALLY_BINARY, "config", "check", fifo},
-                    std::vector<std::string>{TALLY_BINARY, "daemon", "--config", fifo}}) {
-    auto r = runProgram(args);
-    EXPECT_EQ(r.exitCode(), 1) << r.err;
-    EXPECT_NE(r.err.find("is not a regular file"), std::string::npos) << r.err;
-  }
-  char back[8192];
-  EXPECT_EQ(::read(held.get(), back, sizeof back), 4096) << "tally read from a FIFO it refused";
-  TempDir dir;
-  std::string huge = dir.path() + "/huge.toml";
-  writeFile(huge, std::string(2 << 20, '#'));
-  auto r = runProgram({TALLY_BINARY, "config", "check", huge});
-  EXPECT_EQ(r.exitCode(), 1);
-  EXPECT_NE(r.err.find("larger than 1024 KiB"), std::string::npos) << r.err;
-}
-
-// Why 11: a 4 KiB page overwritten in the ledger. verify says so (not
-// "intact"), and the daemon does not start granting on it. A state dir
-// another user owns is refused.
-TEST_F(HostileDaemon, ADamagedLedgerIsSeenAndTheDaemonFailsClosed) {
-  start();
-  for (int i = 0; i < 200; ++i) {
-    auto c = daemon->client();
-    rpc::api::Acquire a;
-    a.declared.pools = {"gpu"};
-    a.declared.declaration.gpuMemoryMax = GiB;
-    a.declared.declaration.attributes = {{"pad", std::string(200, 'p')}};
-    auto m = c.call(a, {}, 2000);
-    ASSERT_TRUE(m && m->ok);
-    ASSERT_TRUE(c.call(rpc::api::Release{{m->result["lease"].get<std::string>()}}, {}, 2000));
-  }
-  ASSERT_EQ(daemon->stop().exitCode(), 0);
-  auto ok = runProgram({TALLY_BINARY, "ledger", "verify", "--config", daemon->config()});
-  ASSERT_EQ(ok.exitCode(), 0) << ok.out << ok.err;
-  // Checkpointed into the main file by the clean stop; overwrite page 3.
-  std::string db = daemon->stateDir() + "/ledger.sqlite";
-  {
-    std::fstream f(db, std::ios::in | std::ios::out | std::ios::binary);
-    f.seekp(2 * 4096);
-    std::string garbage(4096, '\xa5');
-    f.write(garbage.data(), static_cast<std::streamsize>(garbage.size()));
-  }
-  auto bad = runProgram({TALLY_BINARY, "ledger", "verify", "--config", daemon->config()});
-  EXPECT_NE(bad.exitCode(), 0) << bad.out;
-  EXPECT_EQ(bad.out.find("intact:"), std::string::npos) << bad.out;
-  EXPECT_TRUE(bad.out.find("damaged") != std::string::npos ||
-              bad.err.find("malformed") != std::string::npos)
-      << bad.out << bad.err;
-  auto refused = runProgram(
-      {TALLY_BINARY, "--cgroup-root", host.cgroupRoot(), "daemon", "--config", daemon->config()});
-  EXPECT_EQ(refused.exitCode(), 3) << refused.err;
-  EXPECT_TRUE(refused.err.find("damaged") != std::string::npos ||
-              refused.err.find("malformed") != std::string::npos)
-      << refused.err;
-
-  TempDir other;
-  std::string state = other.path() + "/state";
-  makeDirs(state);
-  ASSERT_EQ(::chown(state.c_str(), 1000, 1000), 0);
-  writeFile(other.path() + "/tally.toml", "[daemon]\nsocket = \"" + other.path() +
-                                              "/s.sock\"\nstate_dir = \"" + state +
-                                              "\"\n[pools.one]\ncapacity = 1\n");
-  auto theirs = runProgram({TALLY_BINARY, "daemon", "--config", other.path() + "/tally.toml"});
-  EXPECT_EQ(theirs.exitCode(), 3);
-  EXPECT_NE(theirs.err.find("owned by uid 1000"), std::string::npos) << theirs.err;
-  EXPECT_FALSE(fs::Root::open(state)->exists("ledger.sqlite"));  // nothing was created there
-}
-
-// Why 5, every directory root writes in: the state dir, the socket's
-// directory and the textfile's directory, each refused at start when another
-// user could swap what is in it.
-TEST(HostileDirectories, EachDirectoryRootWritesInMustBeTrusted) {
-  TempDir dir;
-  std::string open = dir.path() + "/open";  // writable by everyone, no sticky bit
-  makeDirs(open);
-  ASSERT_EQ(::chmod(open.c_str(), 0777), 0);
-  std::string mine = dir.path() + "/mine";
-  makeDirs(mine);
-  struct Case {
-    std::string socket, state, textfile, expect;
-  } cases[] = {
-      {open + "/tally.sock", mine + "/state", "", "[daemon] socket's directory"},
-      {mine + "/tally.sock", open + "/state", "",
-       "[daemon] state_dir"},  // below an open directory: the ancestor is refused
-      {mine + "/tally.sock", open, "", "[daemon] state_dir"},
-      {mine + "/tally.sock", mine + "/state", open + "/tally.prom", "metrics textfile directory"},
-  };
-  for (const auto& c : cases) {
-    std::string toml = "[daemon]\nsocket = \"" + c.socket + "\"\nstate_dir = \"" + c.state +
-                       "\"\n" +
-                       (c.textfile.empty() ? "" : "metrics_textfile = \"" + c.textfile + "\"\n") +
-                       "[pools.one]\ncapacity = 1\n";
-    writeFile(dir.path() + "/tally.toml", toml);
-    auto r = runProgram({TALLY_BINARY, "daemon", "--config", dir.path() + "/tally.toml"});
-    EXPECT_EQ(r.exitCode(), 3) << toml << r.err;
-    EXPECT_NE(r.err.find("writable by everyone"), std::string::npos) << toml << r.err;
-    EXPECT_NE(r.err.find(c.expect), std::string::npos) << toml << r.err;
-  }
-  EXPECT_FALSE(fs::Root::open(open)->exists("ledger.sqlite"));
-}
-
-// Why 5, live: the daemon's textfile with the old temporary name planted as a symlink.
-TEST_F(HostileDaemon, TheTextfileIsNeverWrittenThroughASymlink) {
-  std::string textDir = dir.path() + "/collector";
-  makeDirs(textDir);
-  ASSERT_EQ(::chmod(textDir.c_str(), 01777), 0);
-  std::string victim = dir.path() + "/victim";
-  writeFile(victim, "precious\n");
-  ASSERT_EQ(::symlink(victim.c_str(), (textDir + "/tally.prom.tmp").c_str()), 0);
-  start("metrics_textfile = \"" + textDir + "/tally.prom\"\n");
-  ASSERT_TRUE(eventually(
-      [&] { return readFile(textDir + "/tally.prom").find("tally_") != std::string::npos; }));
-  EXPECT_EQ(readFile(victim), "precious\n");
   stillServing();
 }
 
