@@ -18,6 +18,7 @@
 
 #include "support/fake_host.h"
 #include "support/process.h"
+#include "support/raw_client.h"
 
 namespace tally::vmslurm {
 
