@@ -197,14 +197,17 @@ std::vector<SlurmCheck> judgeSlurm(const SlurmFacts& f) {
                       units::humanBytes(gtt), gres->name,
                       f.gttCeilingError.value_or("no GTT ceiling read")));
     } else if (gtt > *f.gttCeilingBytes) {
+      std::string beyond = f.vramTotalBytes
+                               ? fmt::format("the devices' {} of VRAM", units::humanBytes(vram))
+                               : std::string("VRAM (unknown, counted as none)");
       add("ceiling", CheckState::Failed,
-          fmt::format("the {} GRES {} is {} of GTT beyond the devices' {} of VRAM, more than the "
-                      "kernel lets the pool's clients hold ({}, {}): a job granted its whole "
-                      "count fails allocating past it. Lower the GRES to {} or raise the GTT "
-                      "ceiling (docs/gpu.md, \"GTT ceiling\")",
-                      gres->name, units::humanBytes(gres->count), units::humanBytes(gtt),
-                      units::humanBytes(vram), units::humanBytes(*f.gttCeilingBytes),
-                      f.gttCeilingSource, vram + *f.gttCeilingBytes));
+          fmt::format("the {} GRES {} is {} of GTT beyond {}, more than the kernel lets the "
+                      "pool's clients hold ({}, {}): a job granted its whole count fails "
+                      "allocating past it. Lower the GRES to {} or raise the GTT ceiling "
+                      "(docs/gpu.md, \"GTT ceiling\")",
+                      gres->name, units::humanBytes(gres->count), units::humanBytes(gtt), beyond,
+                      units::humanBytes(*f.gttCeilingBytes), f.gttCeilingSource,
+                      vram + *f.gttCeilingBytes));
     } else {
       add("ceiling", CheckState::Ok,
           fmt::format("the {} of {} GRES beyond VRAM fits under the kernel's GTT ceiling {} ({})",

@@ -295,6 +295,37 @@ TEST_F(VmSlurm, DoctorSlurmPassesOnThisNodeAndFailsWhenTheDaemonIsDownOrThePlugi
       << ok.out;
   std::printf("[ scontrol show node -o ]\n%s\n[ end ]\n",
               shellOut("scontrol show node \"$(hostname -s)\" -o").c_str());
+  // The GRES's GTT part against the kernel's GTT ceiling. The test driver
+  // exports none until asked (so unknown above, which fails nothing); under
+  // the 1 GiB GRES the node is wrong for Slurm, at it the node is right.
+  EXPECT_NE(ok.out.find("ceiling    unknown  whether the kernel lets a job hold the 1.0 GiB of "
+                        "tallymem GRES beyond VRAM as GTT is unknown: "),
+            std::string::npos)
+      << ok.out;
+  {
+    const std::string param = "/sys/module/tally_testdrm/parameters/mem_info_gtt_total";
+    struct Restore {
+      std::string path;
+      ~Restore() { writeFile(path, "0\n"); }
+    } restore{param};
+    writeFile(param, std::to_string(512 * kMiB) + "\n");
+    auto low = tally({"doctor", "--slurm"});
+    std::printf("[ tally doctor --slurm, GTT ceiling 512 MiB ]\n%s[ end ]\n", low.out.c_str());
+    EXPECT_EQ(low.exitCode(), 1) << low.out << low.err;
+    EXPECT_NE(low.out.find("ceiling    FAILED   the tallymem GRES 1.0 GiB is 1.0 GiB of GTT beyond "),
+              std::string::npos)
+        << low.out;
+    EXPECT_NE(low.out.find("more than the kernel lets the pool's clients hold (512.0 MiB, "),
+              std::string::npos)
+        << low.out;
+    writeFile(param, std::to_string(1024 * kMiB) + "\n");
+    auto fits = tally({"doctor", "--slurm"});
+    EXPECT_EQ(fits.exitCode(), 0) << fits.out << fits.err;
+    EXPECT_NE(fits.out.find("ceiling    ok       the 1.0 GiB of tallymem GRES beyond VRAM fits "
+                            "under the kernel's GTT ceiling 1.0 GiB ("),
+              std::string::npos)
+        << fits.out;
+  }
 
   std::string other = kRelease == "24.11" ? "26.05" : "24.11";
   std::string stale = pluginFor(other);

@@ -82,6 +82,12 @@ TEST(SlurmHealth, TheGresBeyondVramMustFitUnderTheKernelsGttCeiling) {
             "more than the kernel lets the pool's clients hold (64.0 GiB, card0 graphics): a job "
             "granted its whole count fails allocating past it. Lower the GRES to 69256347648 or "
             "raise the GTT ceiling (docs/gpu.md, \"GTT ceiling\")");
+  // VRAM unknown: counted as none, and said so (never "0 B of VRAM").
+  f.vramTotalBytes.reset();
+  EXPECT_NE(judged(f, "ceiling")->said.find("96.0 GiB of GTT beyond VRAM (unknown, counted as none)"),
+            std::string::npos)
+      << judged(f, "ceiling")->said;
+  f.vramTotalBytes = 512ULL << 20;
   // Exactly at the ceiling: ok.
   f.gttCeilingBytes = 96 * GiB - (512ULL << 20);
   EXPECT_EQ(judged(f, "ceiling")->state, CheckState::Ok);
