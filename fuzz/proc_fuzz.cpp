@@ -173,8 +173,9 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   }
   auto g = slurm::gresOfScontrol(text, "tallymem");
   if (!g && g.error().message.empty()) std::abort();
-  if (g && *g && (text.find("Gres=") == std::string_view::npos ||
-                  text.find("tallymem") == std::string_view::npos))
+  if (g && *g &&
+      (text.find("Gres=") == std::string_view::npos ||
+       text.find("tallymem") == std::string_view::npos))
     std::abort();
   if (auto m = slurm::realMemoryOfScontrol(text); m && *m % (1ULL << 20) != 0) std::abort();
 #elif TALLY_FUZZ_TARGET == 17

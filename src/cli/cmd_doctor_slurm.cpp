@@ -89,8 +89,8 @@ void runSlurmd(slurm::SlurmFacts& f) {
   if (!r) {
     f.slurmdError = fmt::format("slurmd -V: {}", r.error().message);
   } else if (!WIFEXITED(r->status) || WEXITSTATUS(r->status) != 0) {
-    f.slurmdError = fmt::format("slurmd -V failed: {}",
-                                text::truncateUtf8(text::trim(r->err + r->out), 300));
+    f.slurmdError =
+        fmt::format("slurmd -V failed: {}", text::truncateUtf8(text::trim(r->err + r->out), 300));
   } else {
     f.slurmdVersion = r->out + r->err;
   }
@@ -169,10 +169,10 @@ void readGttCeiling(const fs::RootPaths& paths, devices::GttConsumer consumer,
     const char* name = nullptr;
     auto c = host.ceilings(d).forConsumer(consumer, &name);
     if (!c) {
-      f.gttCeilingError =
-          fmt::format("{}'s {} GTT ceiling is unknown (tally doctor says why)", d.key,
-                      consumer == devices::GttConsumer::Smaller ? "smaller"
-                                                                : devices::gttConsumerName(consumer));
+      f.gttCeilingError = fmt::format(
+          "{}'s {} GTT ceiling is unknown (tally doctor says why)", d.key,
+          consumer == devices::GttConsumer::Smaller ? "smaller"
+                                                    : devices::gttConsumerName(consumer));
       return;
     }
     sum += *c;

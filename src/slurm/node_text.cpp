@@ -90,8 +90,8 @@ Result<std::optional<std::uint64_t>> gresOfScontrol(std::string_view text, std::
     if (*list == "(null)") return std::optional<std::uint64_t>{};
     auto n = gresCount(*list, name);
     if (!n)
-      return Error{n.error().code, fmt::format("scontrol: Gres={}: {}", text::truncateUtf8(*list, 128),
-                                               n.error().message)};
+      return Error{n.error().code, fmt::format("scontrol: Gres={}: {}",
+                                               text::truncateUtf8(*list, 128), n.error().message)};
     return *n;
   }
   return Error{ENOENT, "scontrol names no Gres for the node"};

@@ -1,6 +1,6 @@
 // What a Slurm node says of itself, as text: its plugstack.conf, `slurmd -V`
-// and slurmctld's record of it (`scontrol show node NAME -o`). Pure readers for `tally doctor --slurm` (slurm/health.h);
-// fuzzed (fuzz_slurm_node).
+// and slurmctld's record of it (`scontrol show node NAME -o`). Pure readers for `tally doctor
+// --slurm` (slurm/health.h); fuzzed (fuzz_slurm_node).
 #pragma once
 
 #include <cstdint>

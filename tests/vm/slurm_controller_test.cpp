@@ -312,8 +312,9 @@ TEST_F(VmSlurm, DoctorSlurmPassesOnThisNodeAndFailsWhenTheDaemonIsDownOrThePlugi
     auto low = tally({"doctor", "--slurm"});
     std::printf("[ tally doctor --slurm, GTT ceiling 512 MiB ]\n%s[ end ]\n", low.out.c_str());
     EXPECT_EQ(low.exitCode(), 1) << low.out << low.err;
-    EXPECT_NE(low.out.find("ceiling    FAILED   the tallymem GRES 1.0 GiB is 1.0 GiB of GTT beyond "),
-              std::string::npos)
+    EXPECT_NE(
+        low.out.find("ceiling    FAILED   the tallymem GRES 1.0 GiB is 1.0 GiB of GTT beyond "),
+        std::string::npos)
         << low.out;
     EXPECT_NE(low.out.find("more than the kernel lets the pool's clients hold (512.0 MiB, "),
               std::string::npos)

@@ -84,8 +84,9 @@ TEST(SlurmHealth, TheGresBeyondVramMustFitUnderTheKernelsGttCeiling) {
             "raise the GTT ceiling (docs/gpu.md, \"GTT ceiling\")");
   // VRAM unknown: counted as none, and said so (never "0 B of VRAM").
   f.vramTotalBytes.reset();
-  EXPECT_NE(judged(f, "ceiling")->said.find("96.0 GiB of GTT beyond VRAM (unknown, counted as none)"),
-            std::string::npos)
+  EXPECT_NE(
+      judged(f, "ceiling")->said.find("96.0 GiB of GTT beyond VRAM (unknown, counted as none)"),
+      std::string::npos)
       << judged(f, "ceiling")->said;
   f.vramTotalBytes = 512ULL << 20;
   // Exactly at the ceiling: ok.

@@ -61,8 +61,8 @@ TEST(SlurmNodeText, TheNodesGresReadsFromSlurmctldsRecordOfIt) {
   EXPECT_EQ(*null, std::nullopt);
   // Typed entries on one node add up; other GRES beside it (a GPU with its
   // sockets) are passed over; no_consume's word is not a count.
-  auto typed = gresOfScontrol("NodeName=h Gres=gpu:amd:1(S:0),tallymem:a:64G,tallymem:b:32G\n",
-                              "tallymem");
+  auto typed =
+      gresOfScontrol("NodeName=h Gres=gpu:amd:1(S:0),tallymem:a:64G,tallymem:b:32G\n", "tallymem");
   ASSERT_TRUE(typed) << typed.error().message;
   EXPECT_EQ(*typed, 96 * GiB);
   EXPECT_EQ(*gresOfScontrol("NodeName=h Gres=tallymem:no_consume:8G\n", "tallymem"), 8 * GiB);
@@ -71,8 +71,8 @@ TEST(SlurmNodeText, TheNodesGresReadsFromSlurmctldsRecordOfIt) {
   EXPECT_NE(bad.error().message.find("scontrol: Gres=tallymem:lots"), std::string::npos)
       << bad.error().message;
   // A record without Gres= (not scontrol's -o line) is not "no GRES".
-  auto missing = gresOfScontrol("slurm_load_node error: Unable to contact slurm controller\n",
-                                "tallymem");
+  auto missing =
+      gresOfScontrol("slurm_load_node error: Unable to contact slurm controller\n", "tallymem");
   ASSERT_FALSE(missing);
   EXPECT_EQ(missing.error().message, "scontrol names no Gres for the node");
 }
