@@ -15,13 +15,15 @@ Status checkLimits(const DeclaredLimits& d, const LimitNames& n) {
                              "OOM-kills it at once). Declare at least 1M, or no {} for no limit",
                              n.memoryMax, *d.memoryMax, n.memoryMax)};
   }
-  for (auto [name, v] :
-       {std::pair{n.gpuMemoryMax, d.gpuMemoryMax}, std::pair{n.gpuMemoryHigh, d.gpuMemoryHigh}}) {
-    if (v && *v == 0) {
-      return Error{EINVAL, fmt::format("{} 0 would act on the lease at its first sample; declare "
-                                       "a bound above 0, or none",
-                                       name)};
-    }
+  // gpu_memory_max 0 is a bound: no GPU memory at all (every allocation
+  // refused in the kernel; where fdinfo is the meter, the lease is killed
+  // once it holds any). A Slurm site gives that to a job without the GRES
+  // (slurm/step.h, no_gres=refuse). A high mark of 0 would throttle the lease
+  // at its first sample, whatever it held: refused.
+  if (d.gpuMemoryHigh && *d.gpuMemoryHigh == 0) {
+    return Error{EINVAL, fmt::format("{} 0 would act on the lease at its first sample; declare "
+                                     "a high mark above 0, or none",
+                                     n.gpuMemoryHigh)};
   }
   if (d.gpuMemoryMax && d.gpuMemoryHigh && *d.gpuMemoryHigh > *d.gpuMemoryMax) {
     return Error{EINVAL,

@@ -1,6 +1,7 @@
 // What limits a lease may declare, one rule for every way in (the RPC and
 // so the config's [leases.*], tally run and attach, the Slurm plugin): a
-// memory.max a program can start in, GPU bounds above 0, and a high mark not
+// memory.max a program can start in, a GPU high mark above 0 (a
+// gpu_memory_max of 0 is a bound: no GPU memory at all), and a high mark not
 // above the max. Each refusal names the field as the caller spelled it.
 #pragma once
 

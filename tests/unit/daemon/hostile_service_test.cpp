@@ -192,7 +192,6 @@ TEST_F(HostileServiceTest, LimitsNoWorkloadCanLiveWithAreRefused) {
       {{{"memory_max", 0}}, "\"memory_max\" 0 bytes is below 1 MiB"},
       {{{"memory_max", 1}}, "\"memory_max\" 1 bytes is below 1 MiB"},
       {{{"memory_max", (1 << 20) - 1}}, "\"memory_max\" 1048575 bytes is below 1 MiB"},
-      {{{"gpu_memory_max", 0}}, "\"gpu_memory_max\" 0 would act on the lease at its first sample"},
       {{{"gpu_memory_high", 0}}, "\"gpu_memory_high\" 0 would act"},
       {{{"gpu_memory_max", GiB}, {"gpu_memory_high", 2 * GiB}},
        "\"gpu_memory_high\" 2.0 GiB is above \"gpu_memory_max\" 1.0 GiB"},
