@@ -197,7 +197,10 @@ std::uint64_t Sampler::nextSampleDelayUs() const {
 //
 // A lease with child leases kills its children's cgroups, not its own: a
 // Slurm job's cgroup holds slurmstepd beside the steps' tasks, and the
-// workload is in the steps.
+// workload is in the steps. A placed lease (its scheduler's cgroup: a Slurm
+// job's, slurmstepd in it) never kills its own cgroup: without a child lease
+// to take, the kill is not done (said once; its allocations are still
+// refused in the kernel) and it is tried again at the next sample over.
 void Sampler::enforceBound(Lease& l, std::uint64_t spacingUs, std::uint64_t nowNs) {
   const auto& g = l.metering_.meter->gpu();
   enforce::GpuBound bound = l.plan().bound;
@@ -215,17 +218,27 @@ void Sampler::enforceBound(Lease& l, std::uint64_t spacingUs, std::uint64_t nowN
              if (auto s = c->place.cg->kill(); !s && all) all = s;
            return all;
          }
+         if (l.req.placed)
+           return Error{EPERM,
+                        "it was placed by the site's scheduler, whose own processes share its "
+                        "cgroup (slurmstepd), and no child lease holds a workload to kill"};
          return !l.place.unit.empty() && env_.units ? env_.units->killUnit(l.place.unit, SIGKILL)
                                                     : l.place.cg->kill();
        },
        [&](const enforce::BoundEvent& e) { events_.bound(l, e, g.lastSource); },
        [&](const std::string& why) {
+         // A placed lease's skipped kill repeats at every sample over: said once.
+         if (l.req.placed && children.empty()) {
+           if (l.metering_.killSkippedSaid) return;
+           l.metering_.killSkippedSaid = true;
+         }
          events_.note(3,
                       fmt::format("lease {} ({}): could not kill it over its gpu_memory_max: {}",
                                   l.id, l.name(), why),
                       {{"TALLY_LEASE", l.id}});
        }});
   if (!killed) return;
+  l.metering_.killSkippedSaid = false;
   l.killedByTally(*killed);
   for (Lease* c : children)
     c->killedByTally(

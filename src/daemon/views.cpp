@@ -102,6 +102,15 @@ json Views::lease(const Lease& l, const admission::Engine::Queued* queued, std::
                       {"consecutive_samples", l.plan().bound.consecutive},
                       {"advisory", l.plan().advisory},
                       {"acted", l.metering().boundState.acted}};
+    // Its kill, as recorded (the last: one per lease in practice), so a live
+    // question as its tasks die says what killed them (the Slurm plugin's
+    // step and job lines) before any outcome row exists.
+    const auto& events = l.said().boundEvents;
+    for (auto it = events.rbegin(); it != events.rend(); ++it)
+      if (it->kind == enforce::Verdict::Kill) {
+        j["gpu_bound"]["kill"] = enforce::boundEventJson(*it);
+        break;
+      }
   }
   // The kernel bounds GTT in MemoryMax now: a run lease's MemoryMax must hold both.
   if (l.plan().memoryMaxWithGpu) j["memory_max_effective"] = *l.plan().memoryMax;

@@ -91,7 +91,8 @@ std::vector<SlurmCheck> judgeSlurm(const SlurmFacts& f) {
   } else {
     // The client's error names the socket and how to start the daemon.
     add("daemon", CheckState::Failed,
-        fmt::format("{}; every step that declares GPU memory is refused until it answers",
+        fmt::format("{}; every step on this node is refused until it answers (each job here is "
+                    "a lease: its GRES, or plugstack.conf's no_gres)",
                     f.daemonError.value_or("no answer at " + socket)));
   }
 
@@ -213,6 +214,42 @@ std::vector<SlurmCheck> judgeSlurm(const SlurmFacts& f) {
           fmt::format("the {} of {} GRES beyond VRAM fits under the kernel's GTT ceiling {} ({})",
                       units::humanBytes(gtt), gres->name, units::humanBytes(*f.gttCeilingBytes),
                       f.gttCeilingSource));
+    }
+  }
+
+  // 7. What a job without the GRES gets (no_gres) can be granted by the
+  // pool: a budgeted pool takes only leases that declare gpu_memory_max.
+  if (args && f.daemonAnswered && f.poolFound) {
+    const NoGresPolicy& p = args->noGres;
+    const std::string gresName = args->gres.front();
+    if (p.kind == NoGresPolicy::Kind::kMeter && f.poolBudget) {
+      add("no_gres", CheckState::Failed,
+          fmt::format("no_gres=meter, but pool {} has a gpu_memory_budget, and a budgeted pool "
+                      "grants only leases that declare gpu_memory_max: every job without the {} "
+                      "GRES would be refused. Set no_gres=refuse (no GPU memory without the "
+                      "GRES) or no_gres=SIZE",
+                      args->pool, gresName));
+    } else if (p.kind == NoGresPolicy::Kind::kCap && f.poolBudget && p.capBytes > *f.poolBudget) {
+      add("no_gres", CheckState::Failed,
+          fmt::format("no_gres={} is above pool {}'s gpu_memory_budget {}: every job without "
+                      "the {} GRES would be refused. Set no_gres below the budget, or refuse",
+                      units::humanBytes(p.capBytes), args->pool, units::humanBytes(*f.poolBudget),
+                      gresName));
+    } else if (p.kind == NoGresPolicy::Kind::kCap) {
+      add("no_gres", CheckState::Ok,
+          fmt::format("a job without the {} GRES may hold {} of GPU memory here, counted in pool "
+                      "{}'s budget beside the GRES Slurm places (a full node refuses it)",
+                      gresName, units::humanBytes(p.capBytes), args->pool));
+    } else if (p.kind == NoGresPolicy::Kind::kMeter) {
+      add("no_gres", CheckState::Ok,
+          fmt::format("a job without the {} GRES is metered here, not bounded (no_gres=meter)",
+                      gresName));
+    } else {
+      add("no_gres", CheckState::Ok,
+          fmt::format("a job without the {} GRES gets no GPU memory here (no_gres=refuse): "
+                      "its allocations are refused where the kernel bound runs (else it is "
+                      "killed holding any), and its step's stderr says how to ask",
+                      gresName));
     }
   }
   return out;

@@ -20,7 +20,10 @@ namespace tally::slurm::plugin {
 
 namespace {
 
-std::string describeBound(const StepOptions& o, const std::optional<GresFound>& gres) {
+// What bounds the step, for a refusal's line ("step 7.0 declared ..., but"):
+// its GRES and flags, or the site's policy for a job without the GRES.
+std::string describeBound(const PluginArgs& args, const StepOptions& o,
+                          const std::optional<GresFound>& gres) {
   std::string g = gres && gres->count
                       ? fmt::format("--gres={}:{}", gres->name, units::humanBytes(gres->count))
                       : "";
@@ -28,7 +31,62 @@ std::string describeBound(const StepOptions& o, const std::optional<GresFound>& 
     return fmt::format("{} --gpu-memory-max={}", g, *o.gpuMemoryMax);
   if (o.gpuMemoryMax) return fmt::format("--gpu-memory-max={}", *o.gpuMemoryMax);
   if (!g.empty()) return g;
-  return "tally options";
+  return fmt::format("no {} GRES (this node bounds such jobs too: plugstack.conf's no_gres={})",
+                     args.gres.front(), describe(args.noGres));
+}
+
+std::string describeJobBound(std::optional<std::uint64_t> bytes) {
+  return bytes ? "gpu_memory_max " + units::humanBytes(*bytes) : "metered, no GPU bound";
+}
+
+// The extern step's user part (.../step_extern/user: its sleep, and the ssh
+// sessions pam_slurm_adopt puts there) as a child lease of the job's: a kill
+// at the job's bound takes the job's child leases and never the job's own
+// cgroup, which holds slurmstepd (daemon/sampler.cpp), so what is adopted
+// there is within its reach. Logged if it fails: the job still runs bounded
+// in the kernel.
+void leaseExternUser(const StepState& s, spank_t sp, std::uint32_t job, const std::string& jobCg,
+                     const JobRecord& record, const std::string& jobLease,
+                     const std::string& where) {
+  StepFacts facts = factsOf(sp, job, kExternStep);
+  facts.gresBytes = record.gres ? record.gres->count : 0;
+  takeRecord(facts, record);
+  facts.jobCgroup = jobCg;
+  facts.cgroup = jobCg + "/step_extern/user";
+  facts.jobLease = jobLease;
+  // Slurm 22.05-24.11 run a sleep there from the start; 26.05 runs none
+  // (mgr.c _spawn_job_container), so the cgroup is empty until something is
+  // adopted, and an empty cgroup is no lease (it would end at once). Said,
+  // with what it means; Slurm mounts cgroup v2 at /sys/fs/cgroup
+  // (cgroup.conf's CgroupMountpoint default), as the daemon reads it.
+  if (readText("/sys/fs/cgroup" + facts.cgroup + "/cgroup.events").find("populated 1") ==
+      std::string::npos) {
+    slurm_info(
+        "%s: its extern step's user part %s holds no process (this Slurm runs no sleep there): "
+        "what pam_slurm_adopt puts there is charged and refused in the kernel with the job's "
+        "lease, and a kill at the job's bound does not reach it",
+        where.c_str(), facts.cgroup.c_str());
+    return;
+  }
+  auto request = stepRequest(s.args, StepOptions{}, facts);
+  if (!request) {
+    slurm_error("%s: its extern step's user part: %s", where.c_str(),
+                request.error().message.c_str());
+    return;
+  }
+  request->reportsExit = false;  // no task of the user's here: nobody reports its exit
+  auto client = rpc::Client::connect(s.args.socket);
+  auto granted = client ? requestLease(*client, s.args, *request, where, "extern-lease")
+                        : Result<rpc::api::LeaseReply>(client.error());
+  if (!granted) {
+    slurm_error(
+        "%s: its extern step's user part %s is not a lease (%s): a kill at the job's bound does "
+        "not reach what is adopted there",
+        where.c_str(), facts.cgroup.c_str(), granted.error().message.c_str());
+    return;
+  }
+  slurm_info("%s: its extern step's user part is tally lease %s on %s, in job lease %s",
+             where.c_str(), granted->lease.c_str(), facts.cgroup.c_str(), jobLease.c_str());
 }
 
 // The job's lease on this node, made by the extern step (PrologFlags=Contain)
@@ -47,7 +105,9 @@ void leaseJob(const StepState& s, spank_t sp, std::uint32_t job, std::string_vie
                 record.error().message.c_str());
     return;
   }
-  if (!record->gres || !record->gres->count || !s.configError.empty()) return;
+  // A job without the GRES is leased too, under the site's no_gres policy;
+  // under a misconfigured plugin (the policy unknown) its steps say why.
+  if (!s.configError.empty()) return;
   auto cg = jobCgroup(procCgroup);
   if (!cg) {
     slurm_error("%s: %s", where.c_str(), cg.error().message.c_str());
@@ -61,8 +121,11 @@ void leaseJob(const StepState& s, spank_t sp, std::uint32_t job, std::string_vie
     return;
   }
   jobLease = **granted;
-  slurm_info("%s is tally lease %s on %s (gpu_memory_max %s)", where.c_str(), jobLease.c_str(),
-             cg->c_str(), units::humanBytes(record->gres->count).c_str());
+  StepFacts bounded;
+  bounded.gresBytes = record->gres ? record->gres->count : 0;
+  slurm_info("%s is tally lease %s on %s (%s)", where.c_str(), jobLease.c_str(), cg->c_str(),
+             describeJobBound(jobBound(s.args, bounded)).c_str());
+  leaseExternUser(s, sp, job, *cg, *record, jobLease, where);
 }
 
 // The extern step's post-fork: the job's facts asked, its lease made, and
@@ -114,8 +177,11 @@ int leaseStep(StepState& s, spank_t sp, pid_t task, std::uint32_t job, std::uint
                     "holds GRES on this node that may be GPU memory; the step does not start",
                     where, s.configError));
   }
-  if (!declaresAnything(s.options, gresBytes)) return 0;  // nothing declared: untouched
   if (!s.configError.empty()) {
+    // The site's no_gres policy is unknown under a typo: a step that declares
+    // nothing runs unleased, as slurmd's log said at its start; a typo never
+    // stops a CPU-only job.
+    if (!declaresAnything(s.options, gresBytes)) return 0;
     return fail(
         fmt::format("{}: tally_spank.so is misconfigured in plugstack.conf ({}); the step "
                     "does not start",
@@ -136,7 +202,7 @@ int leaseStep(StepState& s, spank_t sp, pid_t task, std::uint32_t job, std::uint
   auto cg = stepCgroup(procCgroup);
   if (!cg) return fail(fmt::format("{}: {}; the step does not start", where, cg.error().message));
   facts.cgroup = *cg;
-  std::string bound = describeBound(s.options, gres);
+  std::string bound = describeBound(s.args, s.options, gres);
   // What the step asks is checked before the daemon is (a flag without a
   // GRES is refused for that, whether or not the daemon answers).
   if (auto checked = stepRequest(s.args, s.options, facts); !checked)
@@ -149,8 +215,8 @@ int leaseStep(StepState& s, spank_t sp, pid_t task, std::uint32_t job, std::uint
   }
   // The job's lease first (the extern step made it, or this step makes or
   // joins it; a step after the job's first here nests in the one its record
-  // keeps), then the step's inside it.
-  const bool inJob = gresBytes && *gresBytes;
+  // keeps), then the step's inside it. Every job on a managed node has one:
+  // bounded by its GRES, or by the site's no_gres policy.
   auto joined = [&](const Result<std::string>& jobLease) -> std::optional<std::string> {
     if (!jobLease)  // why not
       return fmt::format("{} declared {}, but its job's lease: {}; the step does not start", where,
@@ -167,24 +233,22 @@ int leaseStep(StepState& s, spank_t sp, pid_t task, std::uint32_t job, std::uint
     if (!jobLease) return joined(jobLease.error());
     return joined(jobLease->lease);
   };
-  if (inJob) {
-    auto jobCg = jobCgroup(procCgroup);
-    if (!jobCg)
-      return fail(fmt::format("{}: {}; the step does not start", where, jobCg.error().message));
-    facts.jobCgroup = *jobCg;
-    facts.jobLease = record->jobLease;
-    // Asked beside slurmstepd's setup for this cgroup (joinJobEarly), or now.
-    const auto& early = asked.early;
-    if (facts.jobLease.empty())
-      if (auto why = early && early->cgroup == facts.jobCgroup ? joined(early->lease) : joinJob())
-        return fail(*why);
-  }
+  auto jobCg = jobCgroup(procCgroup);
+  if (!jobCg)
+    return fail(fmt::format("{}: {}; the step does not start", where, jobCg.error().message));
+  facts.jobCgroup = *jobCg;
+  facts.jobLease = record->jobLease;
+  // Asked beside slurmstepd's setup for this cgroup (joinJobEarly), or now.
+  const auto& early = asked.early;
+  if (facts.jobLease.empty())
+    if (auto why = early && early->cgroup == facts.jobCgroup ? joined(early->lease) : joinJob())
+      return fail(*why);
   auto request = stepRequest(s.args, s.options, facts);
   if (!request)
     return fail(fmt::format("{}: {}; the step does not start", where, request.error().message));
   std::string refused;
   auto granted = requestLease(*client, s.args, *request, where, "step-lease", &refused);
-  if (!granted && inJob && !record->jobLease.empty() && facts.jobLease == record->jobLease &&
+  if (!granted && !record->jobLease.empty() && facts.jobLease == record->jobLease &&
       (refused == rpc::code::kNotFound || refused == rpc::code::kRefused)) {
     // The kept job lease is no parent now (its daemon lost it, or it
     // ended): the job's lease is asked for again, once.
@@ -205,6 +269,7 @@ int leaseStep(StepState& s, spank_t sp, pid_t task, std::uint32_t job, std::uint
   leased.step = step;
   leased.jobLease = facts.jobLease;
   leased.jobNode = node.name;
+  if (!gresBytes || !*gresBytes) leased.noGres = NoGresHint{s.args.gres.front(), s.args.noGres};
   std::string what =
       request->declared.declaration.gpuMemoryMax
           ? "gpu_memory_max " + units::humanBytes(*request->declared.declaration.gpuMemoryMax)

@@ -12,7 +12,8 @@
 //   are fetched in a thread of their own while slurmstepd sets the step up
 //   (spank_prefetch.h). At the first task's post-fork, when the task is in its
 //   cgroup and has not exec'd, the step's user cgroup is attached to the
-//   node's daemon (spank_attach.h); a step that declared a bound and is not
+//   node's daemon (spank_attach.h), every step of a managed node (a job
+//   without the GRES under plugstack.conf's no_gres); a step that is not
 //   leased never runs: each task reads the verdict in task_init and a refused
 //   one exits before exec (spank_verdict.h says why the task itself). As a
 //   leased step's last task exits, the step's stderr says what its bound did

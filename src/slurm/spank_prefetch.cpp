@@ -15,8 +15,8 @@ namespace tally::slurm::plugin {
 namespace {
 
 // The job's lease on this node, asked in the prefetch thread on the job's
-// first step here when no extern step made it (no PrologFlags=Contain): the
-// job holds the GRES here and no lease of it is kept. slurmstepd is already
+// first step here when no extern step made it (no PrologFlags=Contain): no
+// lease of it is kept (a job without the GRES is leased under no_gres too). slurmstepd is already
 // in the job's cgroup at slurm_spank_init (".../job_J/step_S/slurm"), so the
 // cgroup exists and holds a process, and the daemon's attach runs beside the
 // step's setup instead of on its first task's path. Absent where it cannot
@@ -28,8 +28,7 @@ std::optional<ControllerFacts::EarlyJobLease> joinJobEarly(const PluginArgs& arg
                                                            std::string_view procCgroup,
                                                            const StepOptions& options) {
   const auto& record = f.record;
-  if (!record || !record->gres || !record->gres->count || !record->jobLease.empty() ||
-      !configured || !checkOptions(options))
+  if (!record || !record->jobLease.empty() || !configured || !checkOptions(options))
     return std::nullopt;
   auto cg = jobCgroup(procCgroup);
   // slurmstepd in this job's cgroup: job_J by its id; a SLUID (26.05) is this

@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <future>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -23,6 +24,9 @@ struct LeasedStep {
   std::string lease;                // the lease id once attached
   std::uint32_t job = 0, step = 0;  // its Slurm ids
   std::string jobLease, jobNode;    // the step's job lease, and this node's name
+  // The job holds none of the GRES here: it runs under the site's policy,
+  // which the step's stderr names when the bound refuses or kills.
+  std::optional<NoGresHint> noGres;
 };
 
 // The step's tasks on this node as they exit (spank_step_end.cpp).

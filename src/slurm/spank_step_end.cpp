@@ -102,7 +102,7 @@ void sayWhatTheBoundDid(const LeasedStep& leased, const Result<rpc::Message>& re
                 bound.error().message.c_str());
     return;
   }
-  for (const auto& line : boundLines(leased.job, leased.step, *bound))
+  for (const auto& line : boundLines(leased.job, leased.step, *bound, leased.noGres))
     slurm_error("%s", line.c_str());
 }
 
@@ -125,14 +125,17 @@ void taskExited(StepState& s, const Controller& ctl, spank_t sp) {
       // One question for the step and its job, asked under the job's lock:
       // steps ending here at once write the job's line in the order their
       // figures were read, so a later step's line is never older.
-      std::optional<SaidLine> said =
-          s.leased.jobLease.empty() ? std::nullopt : lockSaid(s.args, s.leased.job);
+      const bool writesLine = s.args.adminComment && !s.leased.jobLease.empty() && !s.leased.noGres;
+      std::optional<SaidLine> said = writesLine ? lockSaid(s.args, s.leased.job) : std::nullopt;
       auto reply = [&] {
         PhaseTimer timer("end-query");
         return liveLease(*client, s.leased.lease, daemonTimeoutMs(s.args));
       }();
       sayWhatTheBoundDid(s.leased, reply);
-      if (!s.leased.jobLease.empty()) writeJobLine(s, ctl, *client, reply, said);
+      // Only with admin_comment=on, and never for a job without the GRES
+      // (no_gres): it costs slurmctld nothing; its stderr said what the bound
+      // did, and the ledger has the rest.
+      if (writesLine) writeJobLine(s, ctl, *client, reply, said);
     }
   } catch (const std::exception& e) {
     slurm_error("tally: lease %s: %s", s.leased.lease.c_str(), e.what());

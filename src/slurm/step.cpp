@@ -31,10 +31,14 @@ constexpr std::string_view kSlurmKeys[] = {
     "slurm_job_id",        "slurm_step_id",    "slurm_user",
     "slurm_partition",     "slurm_account",    "slurm_array_job_id",
     "slurm_array_task_id", "slurm_het_job_id", "slurm_het_job_offset"};
+// On the job's lease alone (it has no user attributes): the site's policy
+// for a job without the GRES.
+constexpr const char* kNoGresKey = "slurm_no_gres";
 constexpr std::string_view kSlurmPrefix = "slurm_";
 
 constexpr std::string_view kPluginKeys =
-    "socket, pool, allowed_pools, gres, timeout, queue_timeout, end_wait, enforce, job_cache";
+    "socket, pool, allowed_pools, gres, timeout, queue_timeout, end_wait, enforce, job_cache, "
+    "no_gres, admin_comment";
 
 // "a,b,c" -> {"a", "b", "c"}; an empty item stays (the caller refuses it).
 std::vector<std::string_view> commaList(std::string_view value) {
@@ -130,12 +134,23 @@ PluginArgs readPluginArgs(const std::vector<std::string>& args,
       } else {
         a.jobCache = std::string(value);
       }
-    } else if (key == "enforce") {
+    } else if (key == "no_gres") {
+      if (value == "refuse") {
+        a.noGres = {};
+      } else if (value == "meter") {
+        a.noGres = {NoGresPolicy::Kind::kMeter, 0};
+      } else if (auto n = units::parseSize(value); n && *n > 0) {
+        a.noGres = {NoGresPolicy::Kind::kCap, *n};
+      } else {
+        bad("must be refuse (no GPU memory without the GRES), a size such as 256M (at most that), "
+            "or meter (metered, no bound)");
+      }
+    } else if (key == "enforce" || key == "admin_comment") {
       if (value != "on" && value != "off") {
         bad("must be on or off");
         continue;
       }
-      a.enforce = value == "on";
+      (key == "enforce" ? a.enforce : a.adminComment) = value == "on";
     } else {
       bad(fmt::format("unknown (keys: {})", kPluginKeys));
       a.gresUncertain = true;  // a misspelt gres= is unknown too
@@ -224,6 +239,31 @@ void takeRecord(StepFacts& f, const JobRecord& r) {
   f.partition = r.partition;
 }
 
+std::string describe(const NoGresPolicy& p) {
+  switch (p.kind) {
+    case NoGresPolicy::Kind::kRefuse:
+      return "refuse";
+    case NoGresPolicy::Kind::kMeter:
+      return "meter";
+    case NoGresPolicy::Kind::kCap:
+      break;
+  }
+  return units::humanBytes(p.capBytes);
+}
+
+std::optional<std::uint64_t> jobBound(const PluginArgs& args, const StepFacts& f) {
+  if (f.gresBytes && *f.gresBytes) return *f.gresBytes;
+  switch (args.noGres.kind) {
+    case NoGresPolicy::Kind::kRefuse:
+      return 0;
+    case NoGresPolicy::Kind::kCap:
+      return args.noGres.capBytes;
+    case NoGresPolicy::Kind::kMeter:
+      break;
+  }
+  return std::nullopt;
+}
+
 bool declaresAnything(const StepOptions& o, std::optional<std::uint64_t> gresBytes) {
   return o.gpuMemoryMax || o.gpuMemoryHigh || o.pool || !o.attrs.empty() ||
          (gresBytes && *gresBytes > 0);
@@ -271,22 +311,27 @@ Status slurmAttributes(const StepFacts& f, bool step, lease::Attributes& a) {
 
 Result<rpc::api::Attach> jobRequest(const PluginArgs& args, const StepOptions& o,
                                     const StepFacts& f) {
-  if (!f.gresBytes || !*f.gresBytes)
-    return Error{EINVAL, "the job holds no GPU memory GRES on this node: it has no job lease"};
   rpc::api::Attach req;
   rpc::api::Declared& d = req.declared;
   auto pool = poolOf(args, o);
   if (!pool) return pool.error();
   d.pools = {*pool};
   d.declaration.name = jobLeaseName(f.jobId);
-  d.declaration.gpuMemoryMax = *f.gresBytes;
-  // Slurm placed the job against its GRES: granted now or refused by the
-  // pool's declared budget, never queued and never refused for measured
-  // headroom (buffers still being freed, page cache on an APU); the daemon
-  // records what headroom lacked, and the kernel bound holds the job to its count.
+  d.declaration.gpuMemoryMax = jobBound(args, f);
+  // Slurm placed the job (against its GRES, or with none under the site's
+  // policy): granted now or refused by the pool's declared budget, never
+  // queued and never refused for measured headroom (buffers still being
+  // freed, page cache on an APU); the daemon records what headroom lacked,
+  // and the kernel bound holds the job to its count.
   d.noWait = true;
   d.placed = true;
   if (auto s = slurmAttributes(f, false, d.declaration.attributes); !s) return s.error();
+  // Said on the lease, so `tally ps` and the ledger tell a policy bound from a GRES.
+  // A cap in bytes (raw units inside), else the policy's name.
+  if (!f.gresBytes || !*f.gresBytes)
+    d.declaration.attributes[kNoGresKey] = args.noGres.kind == NoGresPolicy::Kind::kCap
+                                               ? std::to_string(args.noGres.capBytes)
+                                               : describe(args.noGres);
   req.target.cgroup = f.jobCgroup;
   req.join = true;  // the extern step made it, or an earlier step of the job
   return req;
@@ -321,8 +366,8 @@ Result<rpc::api::Attach> stepRequest(const PluginArgs& args, const StepOptions& 
     }
     own = own ? std::min(*own, *n) : *n;
   }
-  // Never above the job's count (the daemon holds a child to its parent's too).
-  if (gres) d.declaration.gpuMemoryMax = own ? std::min(*own, *f.gresBytes) : *f.gresBytes;
+  // Never above the job's bound (the daemon holds a child to its parent's too).
+  if (auto job = jobBound(args, f)) d.declaration.gpuMemoryMax = own ? std::min(*own, *job) : *job;
   if (o.gpuMemoryHigh) {
     auto n = units::parseSize(*o.gpuMemoryHigh);
     if (!n) return optionError("gpu-memory-high", *o.gpuMemoryHigh, n.error());
@@ -362,17 +407,30 @@ Result<StepBound> stepBoundFromLease(const nlohmann::json& lease) {
   };
   // Live, the lease's own view; ended (the daemon recorded it before the
   // question came), its granted and outcome rows say the same.
-  std::uint64_t max = 0;
+  // gpu_memory_max 0 is a bound (no GPU memory): absent only when no field says it.
+  auto maxFrom = [&](const nlohmann::json& declared) -> Status {
+    if (at(declared, "gpu_memory_max").is_null()) return Ok{};
+    std::uint64_t max = 0;
+    if (auto s = count(declared, "gpu_memory_max", max); !s) return s.error();
+    b.max = max;
+    return Ok{};
+  };
   if (auto s = count(at(lease, "gpu"), "allocations_refused", b.refused); !s) return s.error();
   if (auto s = count(at(lease, "gpu"), "refused_bytes", b.refusedBytes); !s) return s.error();
-  if (auto s = count(at(lease, "declared"), "gpu_memory_max", max); !s) return s.error();
+  if (auto s = maxFrom(at(lease, "declared")); !s) return s.error();
+  // Live, its kill as the daemon recorded it (gpu_bound.kill).
+  if (const auto& kill = at(at(lease, "gpu_bound"), "kill"); kill.is_object()) {
+    auto e = enforce::boundEventFromJson(kill);
+    if (!e) return Error{EPROTO, "gpu_bound.kill: " + e.error().message};
+    if (e->kind == enforce::Verdict::Kill) b.kill = std::move(*e);
+  }
   const auto& rows = at(lease, "ledger");
   if (rows.is_array()) {
     for (const auto& row : rows) {
       std::string kind = row.is_object() ? row.value("kind", "") : "";
       const auto& body = at(row, "body");
-      if (kind == "granted" && !max) {
-        if (auto s = count(at(body, "declared"), "gpu_memory_max", max); !s) return s.error();
+      if (kind == "granted" && !b.max) {
+        if (auto s = maxFrom(at(body, "declared")); !s) return s.error();
       } else if (kind == "outcome" && !at(lease, "gpu").is_object()) {
         const auto& charged = at(at(body, "gpu"), "kernel_charge");
         if (auto s = count(charged, "allocations_refused", b.refused); !s) return s.error();
@@ -384,7 +442,11 @@ Result<StepBound> stepBoundFromLease(const nlohmann::json& lease) {
       }
     }
   }
-  if (max) b.max = max;
+  if (const auto& parent = at(lease, "parent_view"); parent.is_object()) {
+    auto job = stepBoundFromLease(parent);
+    if (!job) return Error{EPROTO, "parent_view: " + job.error().message};
+    b.jobKill = std::move(job->kill);
+  }
   std::uint64_t peak = 0;
   const auto& gpu = at(lease, "gpu");
   if (gpu.is_object() && gpu.contains("peak_bytes") && !gpu["peak_bytes"].is_null()) {
@@ -402,6 +464,9 @@ std::string jobSummary(std::string_view node, const StepBound& job) {
     line += fmt::format("; {} refused in the kernel ({} asked)",
                         text::counted(job.refused, "GPU allocation", "GPU allocations"),
                         units::humanBytes(job.refusedBytes));
+  if (job.kill)
+    line += fmt::format("; its steps killed at {} over its bound {}",
+                        units::humanBytes(job.kill->bytes), units::humanBytes(job.kill->limit));
   return line;
 }
 
@@ -421,7 +486,8 @@ std::string mergeAdminComment(std::string_view existing, std::string_view node,
   return fmt::format("{}", fmt::join(kept, kSep));
 }
 
-std::vector<std::string> boundLines(std::uint32_t job, std::uint32_t step, const StepBound& b) {
+std::vector<std::string> boundLines(std::uint32_t job, std::uint32_t step, const StepBound& b,
+                                    const std::optional<NoGresHint>& noGres) {
   std::string id = fmt::format("StepId={}.{}", job, stepName(step));
   std::vector<std::string> lines;
   if (b.refused)
@@ -433,6 +499,20 @@ std::vector<std::string> boundLines(std::uint32_t job, std::uint32_t step, const
     lines.push_back(fmt::format("tally: {} killed: GPU memory {} over gpu_memory_max {}", id,
                                 units::humanBytes(b.kill->bytes),
                                 units::humanBytes(b.kill->limit)));
+  if (b.jobKill && !b.kill)
+    lines.push_back(fmt::format(
+        "tally: {} killed with its job: the job's GPU memory {} over its gpu_memory_max {} on "
+        "this node",
+        id, units::humanBytes(b.jobKill->bytes), units::humanBytes(b.jobKill->limit)));
+  if (noGres && (b.refused || b.kill || b.jobKill)) {
+    std::string gets = noGres->policy.kind == NoGresPolicy::Kind::kCap
+                           ? "at most " + describe(noGres->policy) + " of GPU memory"
+                           : std::string("no GPU memory");
+    lines.push_back(fmt::format(
+        "tally: {}: the job holds no {} GRES on this node, and a job without it gets {} here "
+        "(plugstack.conf's no_gres); ask for what it needs: --gres={}:SIZE",
+        id, noGres->gres, gets, noGres->gres));
+  }
   return lines;
 }
 

@@ -16,13 +16,17 @@
 //   counts) and without a GRES is refused; --tally-pool reaches only the
 //   pools plugstack.conf allows; a lease is granted now or refused with the
 //   daemon's reason, never queued behind tally while slurmstepd waits.
-// - A step that declares nothing tally-related (no bound, no GRES, no
-//   --tally-pool, no --tally-attr) is not leased: the plugin adds no limit
-//   nobody asked for.
+// - A job that holds none of the GRES on the node gets the site's policy
+//   (NoGresPolicy: no GPU memory by default, a site cap, or meter-only) as
+//   its job lease's bound: the site declared that limit in plugstack.conf,
+//   so every job on a managed node is bounded and Slurm's placement holds.
+//   Where the plugin is misconfigured (its policy unknown), a step that
+//   declares nothing runs unleased: a typo never stops a CPU-only job.
 // - A job's allocation on this node is asked of slurmctld once, by its extern
 //   or first step here, and kept for its other steps (slurm/job_store.h): a
 //   step of a job that holds no GRES here asks the controller nothing.
-// - A step that declared something and cannot be leased does not start.
+// - A step of a managed node that cannot be leased does not start (the daemon
+//   down, a refusal, an unknown GRES): fail closed.
 // - The lease is the step's `user` cgroup (cgroup/v2: .../job_J/step_S/user,
 //   above task_*), so every task is metered and a kill takes the tasks, never
 //   slurmstepd (in .../step_S/slurm).
@@ -41,6 +45,24 @@
 #include "util/result.h"
 
 namespace tally::slurm {
+
+// What a job that holds none of the GRES on a managed node (enforce=on) gets
+// (plugstack.conf no_gres=): Slurm gives a count-only GRES to no job that did
+// not ask (there is no ConstrainDevices for it), so the plugin does. Every
+// job on the node is then a lease, and a step that never touches the GPU
+// runs as before.
+struct NoGresPolicy {
+  enum class Kind {
+    kRefuse,  // no_gres=refuse (the default): no GPU memory, each allocation refused
+    kCap,     // no_gres=SIZE: at most capBytes, counted in the pool's budget
+    kMeter,   // no_gres=meter: metered, no bound (the pool must have no GPU budget)
+  };
+  Kind kind = Kind::kRefuse;
+  std::uint64_t capBytes = 0;
+};
+// "refuse", "meter", or the cap's size ("64.0 MiB"), as messages say it
+// (the lease's slurm_no_gres attribute has the cap in bytes).
+std::string describe(const NoGresPolicy& p);
 
 // plugstack.conf arguments: `optional tally_spank.so socket=/run/tally/tally.sock pool=slurm`.
 struct PluginArgs {
@@ -74,9 +96,15 @@ struct PluginArgs {
   // GRES on the node is refused (it may be GPU memory by another name), and
   // no record is kept or used.
   bool gresUncertain = false;
+  NoGresPolicy noGres;
+  // admin_comment=on: each node's line goes into the job's AdminComment
+  // (two slurmctld calls as a step ends whose line changed). Off by default:
+  // site tools (jobstats) write AdminComment too, and the ledger has it all.
+  bool adminComment = false;
 };
 // Each argument is KEY=VALUE of the keys above (socket, pool,
-// allowed_pools, gres, timeout, queue_timeout, end_wait, enforce, job_cache).
+// allowed_pools, gres, timeout, queue_timeout, end_wait, enforce, job_cache,
+// no_gres, admin_comment).
 // Every unknown key or bad value is a problem naming it, all of them in one
 // pass; a bad key keeps its default and the good ones apply. The plugin runs
 // on that (a typo refuses the steps that declare GPU memory, never slurmd or
@@ -129,18 +157,24 @@ struct StepFacts {
 // its heterogeneous job, account and partition.
 void takeRecord(StepFacts& f, const JobRecord& r);
 
-// Whether the step declared anything tally-related: only then is it leased.
+// Whether the step declared anything tally-related (a bound, a GRES,
+// --tally-pool, --tally-attr): under a misconfigured plugin only those
+// steps are refused.
 bool declaresAnything(const StepOptions& o, std::optional<std::uint64_t> gresBytes);
 
-// The attach-or-join request for the job's lease on this node (the job holds
-// the GRES here): its cgroup, the pool, bounded by the job's count.
+// The job's bound on this node: its GRES count when it holds the GRES, else
+// the site's no_gres policy (absent: meter-only).
+std::optional<std::uint64_t> jobBound(const PluginArgs& args, const StepFacts& f);
+
+// The attach-or-join request for the job's lease on this node: its cgroup,
+// the pool, bounded by jobBound (its GRES, or the site's no_gres policy).
 Result<rpc::api::Attach> jobRequest(const PluginArgs& args, const StepOptions& o,
                                     const StepFacts& f);
 
 // The attach request for the step; its options were checked (checkOptions).
 // With f.jobLease, a child of the job's lease (no pool; bounded by the
-// smaller of the job's count and the step's own request); without (the job
-// holds no GRES here), a lease of its own in the pool.
+// smaller of jobBound and the step's own request); without, a lease of its
+// own in the pool, bounded the same way.
 Result<rpc::api::Attach> stepRequest(const PluginArgs& args, const StepOptions& o,
                                      const StepFacts& f);
 
@@ -154,12 +188,16 @@ Result<std::string> stepCgroup(std::string_view procCgroupText);
 // under declared, the ledger's gpu-bound rows).
 struct StepBound {
   std::optional<enforce::BoundEvent> kill;  // the gpu-bound kill row, if any
+  // A step's job lease killed its steps at the job's bound (the reply's
+  // parent_view has the kill row): the step died with its job.
+  std::optional<enforce::BoundEvent> jobKill;
   std::uint64_t refused = 0, refusedBytes = 0;
   std::optional<std::uint64_t> max;   // declared gpu_memory_max
   std::optional<std::uint64_t> peak;  // the live lease's GPU peak (gpu.peak_bytes), when known
 };
-// The one reader of that reply for the plugin; a malformed field is an error
-// naming it (the plugin then says nothing rather than something wrong).
+// The one reader of that reply for the plugin (and of its parent_view, the
+// job's lease, for jobKill); a malformed field is an error naming it (the
+// plugin then says nothing rather than something wrong).
 Result<StepBound> stepBoundFromLease(const nlohmann::json& lease);
 
 // The lines slurmstepd prints on the step's stderr as its tasks end, where
@@ -167,8 +205,17 @@ Result<StepBound> stepBoundFromLease(const nlohmann::json& lease);
 // kernel refused ("tally: StepId=42.0: 3 GPU allocations refused in the
 // kernel at gpu_memory_max 64.0 MiB (384.0 MiB asked)") and a kill ("tally:
 // StepId=42.0 killed: GPU memory 128.0 MiB over gpu_memory_max 64.0 MiB").
-// None when the bound did neither.
-std::vector<std::string> boundLines(std::uint32_t job, std::uint32_t step, const StepBound& b);
+// A step killed with its job at the job's bound: "tally: StepId=42.0 killed
+// with its job: the job's GPU memory 130.0 MiB over its gpu_memory_max 64.0
+// MiB on this node". None when the bound did neither.
+// `noGres`: the job holds none of the GRES here and ran under the site's
+// policy: the lines then say so and how to ask for GPU memory.
+struct NoGresHint {
+  std::string gres;  // the GRES to ask for (plugstack.conf's first name)
+  NoGresPolicy policy;
+};
+std::vector<std::string> boundLines(std::uint32_t job, std::uint32_t step, const StepBound& b,
+                                    const std::optional<NoGresHint>& noGres = std::nullopt);
 
 // The job's one line for Slurm's AdminComment from this node, as its job
 // lease stands when the job ends here ("tally node1: GPU peak 512.0 MiB of

@@ -87,9 +87,9 @@ class VmSlurm : public ::testing::Test {
                   "# A pool steps may not name (plugstack.conf allows only slurm).\n"
                   "[pools.slurm-batch]\ncapacity = 8\n");
     std::string source = TALLY_SOURCE_DIR;
-    auto node =
-        runProgram({source + "/vm/slurm-node.sh", "optional " + kPlugin + " socket=" + kSocket +
-                                                      " end_wait=20s gres=tallymem,gpumem"});
+    auto node = runProgram(
+        {source + "/vm/slurm-node.sh", "optional " + kPlugin + " socket=" + kSocket +
+                                           " end_wait=20s gres=tallymem,gpumem admin_comment=on"});
     ASSERT_EQ(node.exitCode(), 0) << node.out << node.err;
   }
   void SetUp() override { startDaemon(); }

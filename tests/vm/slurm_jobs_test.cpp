@@ -2,6 +2,8 @@
 // and srun steps, overlapping steps, a job cancelled or out of time, a
 // daemon restarted or slurmctld frozen around a step, --export=NONE. The
 // fixture: slurm_fixture.h. VM harness only.
+#include <sys/wait.h>
+
 #include <csignal>
 
 #include "slurm_fixture.h"
@@ -126,6 +128,119 @@ TEST_F(VmSlurm, OverlappingStepsCountTheJobsGresOnceAndTheJobBoundsThemTogether)
                   "systemctl restart slurmctld slurmd"),
             0);
   ASSERT_TRUE(nodeIdle());
+}
+
+// With PrologFlags=Contain the extern step's user part (where
+// pam_slurm_adopt puts ssh sessions) is a child lease of the job's where Slurm
+// runs its sleep there (22.05, 24.11). Two processes with buffers made
+// outside any lease are moved in, one into the running step, one into the
+// extern user part as pam_slurm_adopt would (26.05: into the batch step):
+// each child stays under the job's 32 MiB, the job is over it, so the job's
+// bound kills, and it kills only its children's cgroups, never the job's own
+// with slurmstepd in it. The batch step's stderr (printed by its
+// slurmstepd, alive) and the job's AdminComment say so; the extern
+// slurmstepd still runs its plugin's end (the job's record on the node is
+// removed).
+TEST_F(VmSlurm, AKillAtTheJobsBoundTakesOnlyUserSubtreesAndIsSaidOnTheStep) {
+  ASSERT_EQ(shell("grep -q '^PrologFlags=Contain' /etc/slurm/slurm.conf || "
+                  "echo PrologFlags=Contain >> /etc/slurm/slurm.conf; "
+                  "systemctl restart slurmctld slurmd"),
+            0);
+  struct NoContain {
+    ~NoContain() {
+      shell(
+          "sed -i '/^PrologFlags=Contain/d' /etc/slurm/slurm.conf; "
+          "systemctl restart slurmctld slurmd");
+      nodeIdle();
+    }
+  } restore;
+  ASSERT_TRUE(nodeIdle()) << shellOut("sinfo; journalctl --no-pager -u slurmd | tail -20");
+  std::string idFile = kDir + "/k.job", ready = kDir + "/k.ready", out = kDir + "/k.out";
+  auto sb = spawnProgram(
+      {"sbatch", "--wait", "--gres=tallymem:32M", "--chdir=" + kDir, "--output=" + out, "--wrap",
+       "echo $SLURM_JOB_ID > " + idFile + "; srun " + kWorkload + " gpu gtt 1 1 120000 " + ready});
+  struct Cancel {
+    std::string idFile;
+    ~Cancel() { shell("scancel $(cat " + idFile + ") 2>/dev/null"); }
+  } cancel{idFile};
+  ASSERT_TRUE(eventually([&] { return ::access(ready.c_str(), F_OK) == 0; }, 90s))
+      << readFile(out) << readFile(sb.errPath);
+  std::string job = jobIdFrom(idFile);
+  json jobRows = rowsNamed("slurm-" + job);
+  ASSERT_FALSE(jobRows.empty());
+  std::string jobLease = jobRows[0].value("lease", "");
+  std::string jobCg = jobRows[0]["body"]["target"].value("cgroup", "");
+  // Slurm 22.05 and 24.11 run the extern step's sleep in its user part from
+  // the start: a child lease of the job's. 26.05 runs none there (mgr.c
+  // _spawn_job_container): the cgroup is empty, no lease, and slurmd's log
+  // says what that means. The second buffer then goes to the batch step.
+  const bool externSleeps = kRelease < "26";
+  json ext = rowsNamed("slurm-" + job + ".extern");
+  std::string journal =
+      shellOut("journalctl --no-pager -o cat | grep -a 'tally: job " + job + "' | tail -8");
+  if (externSleeps) {
+    ASSERT_FALSE(ext.empty()) << "the extern step's user part is no lease: " << journal;
+    EXPECT_EQ(ext[0]["body"]["parent"], jobLease);
+    EXPECT_EQ(ext[0]["body"]["target"]["cgroup"], jobCg + "/step_extern/user");
+    EXPECT_EQ(ext[0]["body"]["declared"]["gpu_memory_max"], 32 * kMiB);
+  } else {
+    EXPECT_TRUE(ext.empty()) << ext.dump(2);
+    EXPECT_NE(journal.find("its extern step's user part " + jobCg +
+                           "/step_extern/user holds no process (this Slurm runs no sleep there)"),
+              std::string::npos)
+        << journal;
+  }
+
+  // Made outside any lease (only fdinfo sees them), then moved in.
+  std::string r1 = kDir + "/k1.ready", r2 = kDir + "/k2.ready";
+  auto a1 = spawnProgram({kWorkload, "gpu", "gtt", "24", "1", "120000", r1});
+  auto a2 = spawnProgram({kWorkload, "gpu", "gtt", "24", "1", "120000", r2});
+  ASSERT_TRUE(eventually(
+      [&] { return ::access(r1.c_str(), F_OK) == 0 && ::access(r2.c_str(), F_OK) == 0; }, 30s));
+  std::string extern_slurmstepd =
+      readFile("/sys/fs/cgroup" + jobCg + "/step_extern/slurm/cgroup.procs");
+  ASSERT_FALSE(extern_slurmstepd.empty()) << "no extern slurmstepd: is Contain on?";
+  writeFile("/sys/fs/cgroup" + jobCg + "/step_0/user/task_0/cgroup.procs",
+            std::to_string(a1.pid) + "\n");
+  writeFile("/sys/fs/cgroup" + jobCg +
+                (externSleeps ? "/step_extern/user/task_special" : "/step_batch/user/task_0") +
+                "/cgroup.procs",
+            std::to_string(a2.pid) + "\n");
+  auto killRow = [&] {
+    for (const auto& row : rowsNamed("slurm-" + job))
+      if (row["kind"] == "gpu-bound" && row["body"]["kind"] == "gpu-memory-kill") return row;
+    return json();
+  };
+  ASSERT_TRUE(eventually([&] { return killRow().is_object(); }, 30s))
+      << rowsNamed("slurm-" + job).dump(2);
+  for (const Spawned* a : {&a1, &a2}) {
+    auto r = waitProgram(*a);
+    EXPECT_TRUE(WIFSIGNALED(r.waitStatus) && WTERMSIG(r.waitStatus) == SIGKILL) << r.waitStatus;
+  }
+  auto done = waitProgram(sb);
+  // The batch script is a child too (its step_batch/user): killed with srun
+  // in it, so step 0's line has no srun to print it, and the batch step's
+  // slurmstepd says it in the job's output file.
+  std::string said = readFile(out);
+  std::printf("[ the job's output ]\n%s[ end ]\n", said.c_str());
+  EXPECT_NE(said.find("tally: StepId=" + job + ".batch killed with its job: the job's GPU memory "),
+            std::string::npos)
+      << said;
+  EXPECT_NE(said.find(" over its gpu_memory_max 32.0 MiB on this node"), std::string::npos) << said;
+  // No child was over on its own: the job's kill is the only one.
+  for (const auto& name :
+       {"slurm-" + job + ".0", "slurm-" + job + ".extern", "slurm-" + job + ".batch"})
+    for (const auto& row : rowsNamed(name))
+      EXPECT_FALSE(row["kind"] == "gpu-bound" && row["body"]["kind"] == "gpu-memory-kill")
+          << name << ": " << row.dump();
+  std::string comment = shellOut("scontrol show job " + job + " | grep -o 'AdminComment=.*'");
+  EXPECT_NE(comment.find("its steps killed at "), std::string::npos) << comment;
+  // The extern slurmstepd ran its plugin's end: the job's record on the node went with it.
+  EXPECT_TRUE(
+      eventually([&] { return ::access(("/run/tally-slurm/job_" + job).c_str(), F_OK) != 0; }, 30s))
+      << "the extern slurmstepd never ended its step: killed? "
+      << shellOut("journalctl --no-pager -o cat | grep -a 'extern' | tail -5");
+  std::printf("[ sbatch ] exit %d\n", done.exitCode());
 }
 
 // scancel ends the job's steps: the step's row says how (its tasks'

@@ -4,13 +4,12 @@
 // slurmd under the guest's systemd with cgroup/v2, a `tallymem` GRES of 1 GiB, the test DRM driver
 // and the tally daemon. Each job is a lease on the node and each of its steps a child lease of it
 // (one level): bounded by its GRES, refused or killed by tally when over, recorded with its Slurm
-// ids; a step that declared a bound never runs without the daemon; a step that declared nothing is
-// untouched; Slurm places two 768 MiB jobs on a 1 GiB node one after the other. The plugin is
-// loaded `optional`, the weaker setting: the step still fails closed. VM harness only.
-// Here a step's bound, with and without the daemon, the plugin's settings and
-// Slurm's placement; jobs and their steps: slurm_jobs_test.cpp; what the plugin
-// asks slurmctld, and two nodes: slurm_controller_test.cpp. The fixture:
-// slurm_fixture.h.
+// ids; a step that declared a bound never runs without the daemon; a job that holds no GRES gets
+// no GPU memory (plugstack.conf's no_gres); Slurm places two 768 MiB jobs on a 1 GiB node one after
+// the other. The plugin is loaded `optional`, the weaker setting: the step still fails closed. VM
+// harness only. Here a step's bound, with and without the daemon, the plugin's settings and Slurm's
+// placement; jobs and their steps: slurm_jobs_test.cpp; what the plugin asks slurmctld, and two
+// nodes: slurm_controller_test.cpp. The fixture: slurm_fixture.h.
 #include "slurm_fixture.h"
 
 namespace tally {
@@ -139,6 +138,10 @@ TEST_F(VmSlurm, AStepWithinItsBoundRunsShowsItsIdsLiveAndRecordsItsGpuPeak) {
 
 TEST_F(VmSlurm, WithTheDaemonStoppedAStepThatDeclaredABoundNeverRuns) {
   ASSERT_EQ(shell("systemctl stop " + kDaemonUnit), 0);
+  struct Restore {
+    std::string text;
+    ~Restore() { writeFile("/etc/slurm/plugstack.conf", text); }
+  } restore{readFile("/etc/slurm/plugstack.conf")};
   std::string marker = kDir + "/c.marker";
   auto refused = [&](const std::string& ask, const std::string& says) {
     ::unlink(marker.c_str());
@@ -175,8 +178,6 @@ TEST_F(VmSlurm, WithTheDaemonStoppedAStepThatDeclaredABoundNeverRuns) {
   // failure) still never lets a declared step run unbounded.
   writeFile("/etc/slurm/plugstack.conf", "optional " + kPlugin + " socket=tally.sock\n");
   refused("--gres=tallymem:64M", "misconfigured in plugstack.conf");
-  writeFile("/etc/slurm/plugstack.conf",
-            "optional " + kPlugin + " socket=" + kSocket + " end_wait=20s\n");
 }
 
 // Placement is Slurm's: --gpu-memory-max caps the GRES (never raises it or
@@ -209,13 +210,98 @@ TEST_F(VmSlurm, TheFlagOnlyCapsTheGresAndPoolsAreTheOperators) {
       << pool.err;
 }
 
-TEST_F(VmSlurm, WithTheDaemonStoppedAStepThatDeclaredNothingRunsUntouched) {
+// Every job on a managed node is a lease (no_gres=refuse by default): with
+// the daemon down, a CPU step is refused too, saying why, rather than run
+// where its GPU memory would go unbounded; enforce=off (a node whose GPU
+// memory tally does not manage) runs it untouched.
+TEST_F(VmSlurm, WithTheDaemonStoppedEveryStepOfAManagedNodeIsRefusedAndSaysWhy) {
   ASSERT_EQ(shell("systemctl stop " + kDaemonUnit), 0);
   std::string marker = kDir + "/d.marker";
+  ::unlink(marker.c_str());
   auto r = runProgram({"srun", kWorkload, "marker", marker});
-  EXPECT_EQ(r.exitCode(), 0) << r.err;
+  std::printf("[ srun, no GRES, daemon down ]\n%s[ end ]\n", r.err.c_str());
+  EXPECT_NE(r.exitCode(), 0);
+  EXPECT_NE(::access(marker.c_str(), F_OK), 0) << "the step ran unbounded";
+  EXPECT_NE(r.err.find("declared no tallymem GRES (this node bounds such jobs too: "
+                       "plugstack.conf's no_gres=refuse), but cannot reach the tally daemon at " +
+                       kSocket),
+            std::string::npos)
+      << r.err;
+  std::string plugstack = readFile("/etc/slurm/plugstack.conf");
+  writeFile("/etc/slurm/plugstack.conf", "optional " + kPlugin + " enforce=off\n");
+  auto off = runProgram({"srun", kWorkload, "marker", marker});
+  writeFile("/etc/slurm/plugstack.conf", plugstack);
+  EXPECT_EQ(off.exitCode(), 0) << off.err;
   EXPECT_EQ(::access(marker.c_str(), F_OK), 0);
-  EXPECT_EQ(r.err.find("tally"), std::string::npos) << r.err;
+  EXPECT_EQ(off.err.find("tally"), std::string::npos) << off.err;
+}
+
+// A job that asked for no GPU memory gets none (no_gres=refuse): its
+// allocation is refused in the kernel and its stderr says how to ask, while
+// its CPU-only steps run as before; a site cap (no_gres=SIZE) bounds it there.
+TEST_F(VmSlurm, AJobWithoutTheGresCannotAllocateAndIsToldHowToAsk) {
+  std::string idFile = kDir + "/ng.job";
+  auto r =
+      runProgram({"srun", "sh", "-c",
+                  "echo $SLURM_JOB_ID > " + idFile + "; exec " + kWorkload + " gpu gtt 16 1 0"});
+  std::printf("[ srun, no GRES, 16 MiB ]\n%s[ end ]\n", r.err.c_str());
+  EXPECT_NE(r.exitCode(), 0);
+  EXPECT_NE(r.err.find("create: Cannot allocate memory"), std::string::npos) << r.err;
+  std::string job = jobIdFrom(idFile);
+  ASSERT_FALSE(job.empty());
+  EXPECT_NE(r.err.find("tally: StepId=" + job +
+                       ".0: 1 GPU allocation refused in the kernel at gpu_memory_max 0 B (16.0 "
+                       "MiB asked)"),
+            std::string::npos)
+      << r.err;
+  EXPECT_NE(r.err.find("tally: StepId=" + job +
+                       ".0: the job holds no tallymem GRES on this node, and a job without it "
+                       "gets no GPU memory here (plugstack.conf's no_gres); ask for what it "
+                       "needs: --gres=tallymem:SIZE"),
+            std::string::npos)
+      << r.err;
+  json jobRows = rowsNamed("slurm-" + job);
+  ASSERT_FALSE(jobRows.empty()) << "the job without the GRES has no lease";
+  EXPECT_EQ(jobRows[0]["body"]["declared"]["gpu_memory_max"], 0);
+  EXPECT_EQ(jobRows[0]["body"]["declared"]["attributes"]["slurm_no_gres"], "refuse");
+
+  // A CPU-only step of such a job runs as before: nothing on its stderr.
+  std::string marker = kDir + "/ng.marker";
+  auto cpu = runProgram({"srun", kWorkload, "marker", marker});
+  EXPECT_EQ(cpu.exitCode(), 0) << cpu.err;
+  EXPECT_EQ(::access(marker.c_str(), F_OK), 0);
+  EXPECT_EQ(cpu.err.find("tally"), std::string::npos) << cpu.err;
+
+  // The site's cap: 32 MiB for a job without the GRES, and no more.
+  std::string plugstack = readFile("/etc/slurm/plugstack.conf");
+  struct Restore {
+    std::string text;
+    ~Restore() { writeFile("/etc/slurm/plugstack.conf", text); }
+  } restore{plugstack};
+  writeFile("/etc/slurm/plugstack.conf",
+            "optional " + kPlugin + " socket=" + kSocket + " end_wait=20s no_gres=32M\n");
+  auto within = runProgram({"srun", kWorkload, "gpu", "gtt", "16", "1", "0"});
+  EXPECT_EQ(within.exitCode(), 0) << within.err;
+  auto over = runProgram({"srun", kWorkload, "gpu", "gtt", "48", "1", "0"});
+  EXPECT_NE(over.exitCode(), 0);
+  EXPECT_NE(over.err.find("refused in the kernel at gpu_memory_max 32.0 MiB (48.0 MiB asked)"),
+            std::string::npos)
+      << over.err;
+  EXPECT_NE(over.err.find("a job without it gets at most 32.0 MiB of GPU memory here"),
+            std::string::npos)
+      << over.err;
+  // Without admin_comment=on (this plugstack.conf), a job's AdminComment is
+  // left to the site's own tools.
+  std::string gresId = kDir + "/ng-gres.job";
+  auto gres =
+      runProgram({"srun", "--gres=tallymem:16M", "sh", "-c",
+                  "echo $SLURM_JOB_ID > " + gresId + "; exec " + kWorkload + " gpu gtt 8 1 0"});
+  EXPECT_EQ(gres.exitCode(), 0) << gres.err;
+  std::string gresJob = jobIdFrom(gresId);
+  ASSERT_FALSE(gresJob.empty());
+  ASSERT_FALSE(rowsNamed("slurm-" + gresJob).empty());
+  EXPECT_EQ(shellOut("scontrol show job " + gresJob + " | grep -o 'AdminComment=.*'"), "")
+      << "written without admin_comment=on";
 }
 
 // A plugstack.conf typo under `required` (or a key from a newer plugin in a

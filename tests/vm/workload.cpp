@@ -97,12 +97,16 @@ int openTestDrm() {
     std::string node = "/dev/dri/renderD" + std::to_string(minor);
     int fd = ::open(node.c_str(), O_RDWR | O_CLOEXEC);
     if (fd < 0) continue;
-    char name[64] = {};
-    std::string drv = "/sys/class/drm/renderD" + std::to_string(minor) + "/device/driver";
-    ssize_t n = ::readlink(drv.c_str(), name, sizeof name - 1);
-    if (n > 0 && std::strstr(name, "tally_testdrm")) return fd;
-    // A platform device's driver link may be absent: accept the first node
-    // whose create ioctl works.
+    // Its device (the module's platform device, .../platform/tally_testdrm)
+    // or its driver names it: found without allocating, which a lease bounded
+    // at no GPU memory (Slurm's no_gres=refuse) would refuse and count.
+    for (const char* link : {"/device", "/device/driver"}) {
+      char name[256] = {};
+      std::string path = "/sys/class/drm/renderD" + std::to_string(minor) + link;
+      ssize_t n = ::readlink(path.c_str(), name, sizeof name - 1);
+      if (n > 0 && std::strstr(name, "tally_testdrm")) return fd;
+    }
+    // Else accept the first node whose create ioctl works.
     tally_testdrm_create probe{4096, TALLY_TESTDRM_REGION_GTT, 0};
     if (::ioctl(fd, DRM_IOCTL_TALLY_TESTDRM_CREATE, &probe) == 0) {
       ::close(fd);

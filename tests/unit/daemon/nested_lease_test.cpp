@@ -214,6 +214,11 @@ TEST_F(NestedLeaseTest, AParentOverItsBoundKillsItsChildrenNotItself) {
   EXPECT_TRUE(killed(step(1)));
   EXPECT_NE(::access((host.cgroupRoot() + kJob + "/cgroup.kill").c_str(), F_OK), 0)
       << "never the job's cgroup";
+  // Its live view says the kill (the plugin's step and job lines read it as the tasks die).
+  json kill = lease(job)["gpu_bound"]["kill"];
+  EXPECT_EQ(kill["kind"], "gpu-memory-kill") << lease(job).dump(2);
+  EXPECT_EQ(kill["bytes"], 4 * GiB);
+  EXPECT_EQ(kill["limit"], 3 * GiB);
   writeFile(host.cgroupRoot() + step(0) + "/cgroup.events", "populated 0\nfrozen 0\n");
   service->cgroupChanged(s0);
   ASSERT_EQ(kinds(s0).back(), "outcome");
@@ -223,6 +228,51 @@ TEST_F(NestedLeaseTest, AParentOverItsBoundKillsItsChildrenNotItself) {
                                                               job + " (job_7)"),
             std::string::npos)
       << out.dump(2);
+}
+
+// A placed lease (a Slurm job's, placed against its GRES) never kills its
+// own cgroup, which holds slurmstepd: with no child lease to take, the kill
+// is not done and said once, however many samples stay over; a child
+// attached later is what the next kill takes.
+TEST_F(NestedLeaseTest, APlacedLeaseOverItsBoundWithNoChildKillsNothingAndSaysSoOnce) {
+  gpuWorkload(kJob + std::string("/step_extern/user"), 5100, 31, 4);
+  workloadCgroup(kJob, true);
+  host.addCgroup(kJob, {});
+  json r = call(1, 0, "attach",
+                {{"pools", {"gpu"}},
+                 {"cgroup", kJob},
+                 {"gpu_memory_max", 3 * GiB},
+                 {"gpu_memory_action", "kill"},
+                 {"force", true},
+                 {"no_wait", true},
+                 {"placed", true},
+                 {"name", "slurm-7"}});
+  ASSERT_TRUE(r["ok"]) << r;
+  std::string job = r["result"]["lease"];
+  for (int i = 0; i < 6; ++i) service->sample();
+  EXPECT_NE(::access((host.cgroupRoot() + kJob + "/cgroup.kill").c_str(), F_OK), 0)
+      << "a placed lease's own cgroup was killed";
+  auto skipped = [&] {
+    int n = 0;
+    for (const auto& note : journal.notes)
+      n += note.message.find("lease " + job +
+                             " (slurm-7): could not kill it over its "
+                             "gpu_memory_max: it was placed by the site's scheduler") == 0;
+    return n;
+  };
+  EXPECT_EQ(skipped(), 1) << "said once, not at every sample over";
+  EXPECT_EQ(lease(job)["state"], "running");
+  // The user part as a child lease: the next kill takes it, and only it.
+  json child = call(2, 0, "attach",
+                    {{"cgroup", kJob + std::string("/step_extern/user")},
+                     {"parent", job},
+                     {"force", true},
+                     {"name", "slurm-7.extern"}});
+  ASSERT_TRUE(child["ok"]) << child;
+  for (int i = 0; i < 3; ++i) service->sample();
+  EXPECT_TRUE(killed(kJob + std::string("/step_extern/user")));
+  EXPECT_NE(::access((host.cgroupRoot() + kJob + "/cgroup.kill").c_str(), F_OK), 0);
+  EXPECT_EQ(skipped(), 1);
 }
 
 TEST_F(NestedLeaseTest, GpuMemoryOutsideLeasesCountsAChildOnce) {

@@ -50,7 +50,7 @@ std::optional<SlurmCheck> judged(const SlurmFacts& f, const std::string& name) {
 
 TEST(SlurmHealth, AHealthyNodePassesEveryCheckWithItsEvidence) {
   auto checks = judgeSlurm(healthy());
-  ASSERT_EQ(checks.size(), 6u);
+  ASSERT_EQ(checks.size(), 7u);
   for (const auto& c : checks) EXPECT_EQ(c.state, CheckState::Ok) << c.name << ": " << c.said;
   EXPECT_EQ(find(checks, "budget")->said,
             "pool slurm's gpu_memory_budget = the node's tallymem GRES, 1.0 GiB");

@@ -185,6 +185,46 @@ TEST(SlurmStep, TheStepsEndLinesSayWhatTheBoundDid) {
   }
 }
 
+// A kill at the job's bound takes the job's steps (never its cgroup, which
+// holds slurmstepd): each step's stderr says it died with its job, and the
+// job's AdminComment line says its steps were killed.
+TEST(SlurmStep, AKillAtTheJobsBoundIsSaidOnTheStepAndInTheJobsLine) {
+  nlohmann::json killRow = {
+      {"kind", "gpu-bound"},
+      {"body",
+       {{"at_ns", 9u}, {"kind", "gpu-memory-kill"}, {"bytes", 130 * MiB}, {"limit", 64 * MiB}}}};
+  nlohmann::json step = {{"lease", "b7ced5edfc02"},
+                         {"declared", {{"gpu_memory_max", 64 * MiB}}},
+                         {"parent", "0123456789ab"},
+                         {"parent_view",
+                          {{"lease", "0123456789ab"},
+                           {"declared", {{"gpu_memory_max", 64 * MiB}}},
+                           {"gpu", {{"peak_bytes", 130 * MiB}}},
+                           {"ledger", {killRow}}}}};
+  auto b = stepBoundFromLease(step);
+  ASSERT_TRUE(b) << b.error().message;
+  ASSERT_TRUE(b->jobKill);
+  EXPECT_FALSE(b->kill) << "the step's own bound did not kill it";
+  EXPECT_EQ(boundLines(42, 1, *b),
+            (std::vector<std::string>{"tally: StepId=42.1 killed with its job: the job's GPU "
+                                      "memory 130.0 MiB over its gpu_memory_max 64.0 MiB on "
+                                      "this node"}));
+  auto job = stepBoundFromLease(step["parent_view"]);
+  ASSERT_TRUE(job);
+  EXPECT_EQ(jobSummary("node1", *job),
+            "tally node1: GPU peak 130.0 MiB of 64.0 MiB; its steps killed at 130.0 MiB over its "
+            "bound 64.0 MiB");
+  // Live, the daemon says the kill under gpu_bound (no ledger rows in a live view).
+  nlohmann::json live = {{"declared", {{"gpu_memory_max", 64 * MiB}}},
+                         {"parent_view", {{"gpu_bound", {{"kill", killRow["body"]}}}}}};
+  auto fromLive = stepBoundFromLease(live);
+  ASSERT_TRUE(fromLive) << fromLive.error().message;
+  ASSERT_TRUE(fromLive->jobKill);
+  EXPECT_EQ(fromLive->jobKill->bytes, 130 * MiB);
+  step["parent_view"]["ledger"][0]["body"]["kind"] = 7;
+  EXPECT_FALSE(stepBoundFromLease(step)) << "a malformed parent_view is refused, not skipped";
+}
+
 // The step's tasks' wait statuses as the one the daemon records: a signal
 // first (the step was killed), else the highest exit code, as sacct shows.
 TEST(SlurmStep, TheTasksWaitStatusesAreReportedAsOne) {
@@ -274,9 +314,6 @@ TEST(SlurmStep, TheJobIsLeasedOnceAndEachStepIsItsChild) {
   StepOptions less;
   less.gpuMemoryMax = "128M";
   EXPECT_EQ(stepRequest(PluginArgs{}, less, f)->declared.declaration.gpuMemoryMax, 128 * MiB);
-  // No GRES here: no job lease.
-  f.gresBytes = std::nullopt;
-  EXPECT_FALSE(jobRequest(PluginArgs{}, StepOptions{}, f));
 }
 
 // enforce=off: a node without the GRES sharing plugstack.conf.
@@ -287,6 +324,12 @@ TEST(SlurmStep, EnforceOffIsReadAndAnythingElseRefused) {
   EXPECT_TRUE(parsePluginArgs({})->enforce);
   EXPECT_TRUE(parsePluginArgs({"enforce=on"})->enforce);
   EXPECT_FALSE(parsePluginArgs({"enforce=no"}));
+  // The AdminComment line is the site's to turn on (jobstats and the like write there too).
+  EXPECT_FALSE(parsePluginArgs({})->adminComment);
+  EXPECT_TRUE(parsePluginArgs({"admin_comment=on"})->adminComment);
+  auto bad = parsePluginArgs({"admin_comment=yes"});
+  ASSERT_FALSE(bad);
+  EXPECT_NE(bad.error().message.find("admin_comment: must be on or off"), std::string::npos);
 }
 
 // job_cache: where a job's GRES is kept for its other steps; off: every step asks.
@@ -365,7 +408,9 @@ TEST(SlurmStep, TheFlagNeverOverrulesPlacementNorThePoolTheOperator) {
   EXPECT_FALSE(parsePluginArgs({"allowed_pools=a b"}));
 }
 
-TEST(SlurmStep, OnlyAStepThatDeclaredSomethingIsLeased) {
+// Under a misconfigured plugin only these steps are refused (the rest run
+// unleased: the site's no_gres policy is unknown then).
+TEST(SlurmStep, WhatAStepDeclaredIsItsBoundGresFlagsPoolOrAttributes) {
   EXPECT_FALSE(declaresAnything(StepOptions{}, std::nullopt));
   EXPECT_FALSE(declaresAnything(StepOptions{}, 0u)) << "gpumem:0 declares no bound";
   EXPECT_TRUE(declaresAnything(StepOptions{}, 1u));
@@ -378,10 +423,6 @@ TEST(SlurmStep, OnlyAStepThatDeclaredSomethingIsLeased) {
   StepOptions high;
   high.gpuMemoryHigh = "1G";
   EXPECT_TRUE(declaresAnything(high, std::nullopt));
-  // A metered step without a bound: no GPU limit is invented.
-  auto r = stepRequest(PluginArgs{}, attr, facts());
-  ASSERT_TRUE(r);
-  EXPECT_EQ(r->declared.declaration.gpuMemoryMax, std::nullopt);
 }
 
 TEST(SlurmStep, OptionTyposAreRefusedWithTheOptionNamed) {
@@ -394,7 +435,10 @@ TEST(SlurmStep, OptionTyposAreRefusedWithTheOptionNamed) {
   o.gpuMemoryMax = "lots";
   refused(o, "--gpu-memory-max=lots");
   o.gpuMemoryMax = "0";
-  refused(o, "--gpu-memory-max 0 would act on the lease at its first sample");
+  EXPECT_TRUE(checkOptions(o)) << "0 is a bound: no GPU memory";
+  o = {};
+  o.gpuMemoryHigh = "0";
+  refused(o, "--gpu-memory-high 0 would act on the lease at its first sample");
   o = {};
   o.gpuMemoryMax = "1G";
   o.gpuMemoryHigh = "2G";
