@@ -178,6 +178,12 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
        text.find("tallymem") == std::string_view::npos))
     std::abort();
   if (auto m = slurm::realMemoryOfScontrol(text); m && *m % (1ULL << 20) != 0) std::abort();
+  if (auto c = slurm::containOfScontrolConfig(text);
+      (c && *c && text.find("Contain") == std::string_view::npos) ||
+      (c && text.find("PrologFlags") == std::string_view::npos))
+    std::abort();
+  if (slurm::pamAdoptsIntoJobs(text) && text.find("pam_slurm_adopt") == std::string_view::npos)
+    std::abort();
 #elif TALLY_FUZZ_TARGET == 17
   // A plugin file: a version or a named error, never a read past the image
   // (ASan's job here).

@@ -61,8 +61,9 @@ void addDoctorCommand(CLI::App& app, DoctorOptions& opts) {
   doctor->add_flag("--slurm", opts.slurm,
                    "check this node as its Slurm expects it instead (a health check: exit 1 "
                    "drains; see below)");
-  doctor->add_option("--plugstack", opts.plugstack, "with --slurm: Slurm's plugstack.conf")
-      ->default_str("/etc/slurm/plugstack.conf");
+  doctor->add_option("--plugstack", opts.plugstack,
+                     "with --slurm: Slurm's plugstack.conf (default: /etc/slurm/plugstack.conf, "
+                     "else slurmd's configless cache, /run/slurm/conf/plugstack.conf)");
   doctor->add_option("--plugin-dir", opts.pluginDir,
                      "with --slurm: Slurm's PluginDir, where a plugstack path without a '/' is");
   doctor

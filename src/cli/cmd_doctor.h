@@ -14,7 +14,9 @@ struct DoctorOptions {
   bool requireKernelBound = false;  // with --active: the kernel bound must run and be proven
   // --slurm: the node as its Slurm expects it (slurm/health.h)
   bool slurm = false;
-  std::string plugstack = "/etc/slurm/plugstack.conf";
+  // "" = where slurmd reads it: /etc/slurm/plugstack.conf, else (a
+  // configless cluster) slurmd's cache of the controller's copy.
+  std::string plugstack;
   std::string pluginDir;  // "" = where the package installs the plugin
 };
 

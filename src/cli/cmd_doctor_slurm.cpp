@@ -214,11 +214,45 @@ void readNode(slurm::SlurmFacts& f) {
     f.realMemoryError = bytes.error().message;
 }
 
+// PrologFlags (slurmctld's config, as slurmd got it) and sshd's PAM stack.
+void readContain(slurm::SlurmFacts& f) {
+  auto r = capture({"scontrol", "show", "config"}, 1u << 20, 30'000);
+  if (!r || !WIFEXITED(r->status) || WEXITSTATUS(r->status) != 0) {
+    f.containError =
+        fmt::format("scontrol show config: {}",
+                    r ? text::truncateUtf8(text::trim(r->err + r->out), 200) : r.error().message);
+  } else if (auto c = slurm::containOfScontrolConfig(r->out)) {
+    f.contain = *c;
+  } else {
+    f.containError = c.error().message;
+  }
+  if (auto pam = readWhole("/etc/pam.d/sshd")) f.pamSlurmAdopt = slurm::pamAdoptsIntoJobs(*pam);
+}
+
+// Where slurmd reads plugstack.conf: Slurm's /etc/slurm, or in a configless
+// cluster (SlurmctldParameters=enable_configless) slurmd's cache of the
+// controller's files, which slurmd links at /run/slurm/conf
+// (<SlurmdSpoolDir>/conf-cache: slurmd.c, 22.05 through 26.05).
+constexpr const char* kPlugstack = "/etc/slurm/plugstack.conf";
+constexpr const char* kConfiglessPlugstack = "/run/slurm/conf/plugstack.conf";
+
 }  // namespace
 
 int runDoctorSlurm(const fs::RootPaths& paths, const DoctorOptions& opts) {
   slurm::SlurmFacts f;
-  readPlugstack(opts.plugstack, f);
+  std::string plugstack = opts.plugstack;
+  if (plugstack.empty()) {
+    plugstack = kPlugstack;
+    if (::access(kPlugstack, F_OK) != 0 && ::access(kConfiglessPlugstack, F_OK) == 0) {
+      plugstack = kConfiglessPlugstack;
+      f.plugstackConfigless = true;
+    }
+  }
+  readPlugstack(plugstack, f);
+  if (!f.plugstack && opts.plugstack.empty())
+    f.plugstackError =
+        *f.plugstackError +
+        fmt::format(" (nor is there slurmd's configless copy, {})", kConfiglessPlugstack);
   std::string pluginDir = opts.pluginDir.empty() ? TALLY_SLURM_PLUGINDIR : opts.pluginDir;
   slurm::PluginArgs args;
   if (f.plugstack && f.plugstack->tally) {
@@ -229,6 +263,7 @@ int runDoctorSlurm(const fs::RootPaths& paths, const DoctorOptions& opts) {
   devices::GttConsumer consumer = devices::GttConsumer::Smaller;  // the pools' default
   askDaemon(args.socket, args.pool, f, consumer);
   readNode(f);
+  readContain(f);
   readGttCeiling(paths, consumer, f);
   auto checks = slurm::judgeSlurm(f);
 

@@ -51,6 +51,9 @@ std::vector<SlurmCheck> judgeSlurm(const SlurmFacts& f) {
                       line, parsed.error().message));
     } else {
       args = *parsed;
+      if (f.plugstackConfigless)
+        line +=
+            fmt::format(" (configless: {}, slurmd's copy of the controller's)", f.plugstackPath);
       add("plugstack", CheckState::Ok,
           t.required ? line
                      : line +
@@ -214,6 +217,30 @@ std::vector<SlurmCheck> judgeSlurm(const SlurmFacts& f) {
           fmt::format("the {} of {} GRES beyond VRAM fits under the kernel's GTT ceiling {} ({})",
                       units::humanBytes(gtt), gres->name, units::humanBytes(*f.gttCeilingBytes),
                       f.gttCeilingSource));
+    }
+  }
+
+  // 8 (said before 7's policy, after the pool): where the job's lease is
+  // made. With Contain, by the extern step as the job starts here (and its
+  // user part, where pam_slurm_adopt puts ssh sessions, leased within it);
+  // without, by its first step. pam_slurm_adopt needs Contain.
+  if (args) {
+    if (!f.contain) {
+      add("contain", CheckState::Unknown,
+          "whether PrologFlags has Contain is unknown: " +
+              f.containError.value_or("scontrol show config not read"));
+    } else if (!*f.contain && f.pamSlurmAdopt) {
+      add("contain", CheckState::Failed,
+          "sshd's PAM stack loads pam_slurm_adopt, which needs PrologFlags=Contain: without it "
+          "ssh sessions land in no job and use GPU memory outside every lease. Add "
+          "PrologFlags=Contain to slurm.conf");
+    } else if (!*f.contain) {
+      add("contain", CheckState::Ok,
+          "no PrologFlags=Contain: each job's lease is made by its first step on this node");
+    } else {
+      add("contain", CheckState::Ok,
+          "PrologFlags=Contain: each job's lease is made by its extern step as the job starts "
+          "here");
     }
   }
 

@@ -20,6 +20,9 @@ namespace tally::slurm {
 // What the doctor read; each absent figure carries why in its *Error.
 struct SlurmFacts {
   std::string plugstackPath;
+  // Read from slurmd's configless cache (no /etc/slurm/plugstack.conf: the
+  // controller's copy, SlurmctldParameters=enable_configless).
+  bool plugstackConfigless = false;
   std::optional<Plugstack> plugstack;
   std::optional<std::string> plugstackError;
   std::string pluginPath;                 // resolved against PluginDir
@@ -47,6 +50,11 @@ struct SlurmFacts {
   std::optional<std::uint64_t> gttCeilingBytes;
   std::string gttCeilingSource;  // which ceiling, in words
   std::optional<std::string> gttCeilingError;
+  // PrologFlags=Contain (scontrol show config), and whether sshd's PAM stack
+  // adopts ssh sessions into jobs (pam_slurm_adopt, which needs Contain).
+  std::optional<bool> contain;
+  std::optional<std::string> containError;
+  bool pamSlurmAdopt = false;
 };
 
 enum class CheckState { Ok, Failed, Unknown };

@@ -113,4 +113,32 @@ Result<std::uint64_t> realMemoryOfScontrol(std::string_view text) {
   return Error{ENOENT, "scontrol names no RealMemory for the node"};
 }
 
+Result<bool> containOfScontrolConfig(std::string_view text) {
+  text::LineReader lines(text);
+  while (auto line = lines.next()) {
+    std::string_view l = text::trim(*line);
+    if (!text::startsWith(l, "PrologFlags")) continue;
+    auto eq = l.find('=');
+    if (eq == std::string_view::npos || text::trim(l.substr(0, eq)) != "PrologFlags") continue;
+    std::string_view flags = text::trim(l.substr(eq + 1));
+    for (std::size_t at = 0; at <= flags.size();) {
+      std::size_t comma = std::min(flags.find(',', at), flags.size());
+      if (text::trim(flags.substr(at, comma - at)) == "Contain") return true;
+      at = comma + 1;
+    }
+    return false;
+  }
+  return Error{ENOENT, "scontrol show config names no PrologFlags"};
+}
+
+bool pamAdoptsIntoJobs(std::string_view pamText) {
+  text::LineReader lines(pamText);
+  while (auto line = lines.next()) {
+    std::string_view l = text::trim(*line);
+    if (l.empty() || l[0] == '#') continue;
+    if (l.find("pam_slurm_adopt") != std::string_view::npos) return true;
+  }
+  return false;
+}
+
 }  // namespace tally::slurm

@@ -1,5 +1,6 @@
-// What a Slurm node says of itself, as text: its plugstack.conf, `slurmd -V`
-// and slurmctld's record of it (`scontrol show node NAME -o`). Pure readers for `tally doctor
+// What a Slurm node says of itself, as text: its plugstack.conf, `slurmd -V`,
+// slurmctld's record of it (`scontrol show node NAME -o`), its PrologFlags
+// (`scontrol show config`) and sshd's PAM stack. Pure readers for `tally doctor
 // --slurm` (slurm/health.h); fuzzed (fuzz_slurm_node).
 #pragma once
 
@@ -41,5 +42,13 @@ Result<std::optional<std::uint64_t>> gresOfScontrol(std::string_view text, std::
 // The memory Slurm hands out on the node, in bytes, from `scontrol show node
 // NAME -o`'s "RealMemory=<MiB>". An error when it names none or a malformed one.
 Result<std::uint64_t> realMemoryOfScontrol(std::string_view text);
+
+// Whether `scontrol show config`'s "PrologFlags = Alloc,Contain" holds
+// Contain ("(null)": none). An error when no PrologFlags line is there.
+Result<bool> containOfScontrolConfig(std::string_view text);
+
+// Whether a PAM service file (/etc/pam.d/sshd) loads pam_slurm_adopt on a
+// line that is not a comment.
+bool pamAdoptsIntoJobs(std::string_view pamText);
 
 }  // namespace tally::slurm

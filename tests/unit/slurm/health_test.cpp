@@ -32,6 +32,7 @@ SlurmFacts healthy() {
   f.vramTotalBytes = 0;
   f.gttCeilingBytes = 2 * GiB;
   f.gttCeilingSource = "card0 graphics, the pool's gtt_ceiling = smaller";
+  f.contain = false;
   return f;
 }
 
@@ -48,9 +49,39 @@ std::optional<SlurmCheck> judged(const SlurmFacts& f, const std::string& name) {
   return std::nullopt;
 }
 
+// Contain decides who makes a job's lease; pam_slurm_adopt without it puts
+// ssh sessions in no job, outside every lease: that node fails.
+TEST(SlurmHealth, PamSlurmAdoptWithoutContainFailsAndContainSaysWhoMakesTheJobLease) {
+  SlurmFacts f = healthy();
+  EXPECT_EQ(judged(f, "contain")->said,
+            "no PrologFlags=Contain: each job's lease is made by its first step on this node");
+  f.pamSlurmAdopt = true;
+  auto bad = judged(f, "contain");
+  EXPECT_EQ(bad->state, CheckState::Failed);
+  EXPECT_NE(bad->said.find("Add PrologFlags=Contain to slurm.conf"), std::string::npos);
+  f.contain = true;
+  EXPECT_EQ(judged(f, "contain")->state, CheckState::Ok);
+  f.contain.reset();
+  f.containError = "scontrol show config: timed out";
+  EXPECT_EQ(judged(f, "contain")->state, CheckState::Unknown);
+}
+
+// Read from slurmd's configless cache, the plugstack line says where it was found.
+TEST(SlurmHealth, APlugstackFromTheConfiglessCacheSaysSo) {
+  SlurmFacts f = healthy();
+  f.plugstackPath = "/run/slurm/conf/plugstack.conf";
+  f.plugstackConfigless = true;
+  auto c = judged(f, "plugstack");
+  ASSERT_TRUE(c);
+  EXPECT_EQ(c->state, CheckState::Ok);
+  EXPECT_EQ(c->said,
+            "required tally_spank.so socket=/run/tally/tally.sock pool=slurm (configless: "
+            "/run/slurm/conf/plugstack.conf, slurmd's copy of the controller's)");
+}
+
 TEST(SlurmHealth, AHealthyNodePassesEveryCheckWithItsEvidence) {
   auto checks = judgeSlurm(healthy());
-  ASSERT_EQ(checks.size(), 7u);
+  ASSERT_EQ(checks.size(), 8u);
   for (const auto& c : checks) EXPECT_EQ(c.state, CheckState::Ok) << c.name << ": " << c.said;
   EXPECT_EQ(find(checks, "budget")->said,
             "pool slurm's gpu_memory_budget = the node's tallymem GRES, 1.0 GiB");

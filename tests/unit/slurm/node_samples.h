@@ -8,6 +8,23 @@ namespace tally::slurm::samples {
 inline constexpr const char* kSlurmdV = "slurm-wlm 22.05.8\n";
 // scontrol show node vm -o, as the VM printed it (RealMemory=512 in
 // vm/slurm-node.sh's slurm.conf).
+// `scontrol show config | grep ^Prolog` in the VM harness, 22.05 and 26.05
+// (no Contain), as printed; and the 22.05 lines with PrologFlags as Slurm
+// prints it under PrologFlags=Contain (which implies Alloc): constructed, not
+// captured.
+inline constexpr const char* kScontrolConfig =
+    "Prolog                  = (null)\n"
+    "PrologEpilogTimeout     = 65534\n"
+    "PrologSlurmctld         = (null)\n"
+    "PrologFlags             = (null)\n";
+inline constexpr const char* kScontrolConfig2605 =
+    "PrologEpilogTimeout     = 65534\n"
+    "PrologFlags             = (null)\n";
+inline constexpr const char* kScontrolConfigContain =
+    "Prolog                  = (null)\n"
+    "PrologEpilogTimeout     = 65534\n"
+    "PrologSlurmctld         = (null)\n"
+    "PrologFlags             = Alloc,Contain\n";
 inline constexpr const char* kScontrolNode =
     "NodeName=vm Arch=x86_64 CoresPerSocket=1  CPUAlloc=0 CPUEfctv=2 CPUTot=2 CPULoad=0.13 Av"
     "ailableFeatures=(null) ActiveFeatures=(null) Gres=tallymem:1G NodeAddr=192.0.2.1 NodeHos"

@@ -87,5 +87,26 @@ TEST(SlurmNodeText, TheNodesRealMemoryReadsInMiB) {
     EXPECT_FALSE(realMemoryOfScontrol(bad)) << bad;
 }
 
+// PrologFlags, read by its own key (PrologFlagsX or PrologSlurmctld are
+// other keys), Contain in a comma list; no PrologFlags line is an error.
+TEST(SlurmNodeText, ContainIsReadFromPrologFlagsAndPamSlurmAdoptFromLiveLines) {
+  auto none = containOfScontrolConfig(samples::kScontrolConfig);
+  ASSERT_TRUE(none) << none.error().message;
+  EXPECT_FALSE(*none);
+  EXPECT_FALSE(*containOfScontrolConfig(samples::kScontrolConfig2605));
+  auto contain = containOfScontrolConfig(samples::kScontrolConfigContain);
+  ASSERT_TRUE(contain) << contain.error().message;
+  EXPECT_TRUE(*contain);
+  EXPECT_FALSE(*containOfScontrolConfig("PrologFlags = Alloc,ContainX\n"));
+  EXPECT_TRUE(*containOfScontrolConfig("PrologFlags=Contain\n"));
+  auto missing = containOfScontrolConfig("PrologSlurmctld = Contain\nPrologFlagsX = Contain\n");
+  ASSERT_FALSE(missing);
+  EXPECT_EQ(missing.error().message, "scontrol show config names no PrologFlags");
+  EXPECT_TRUE(
+      pamAdoptsIntoJobs("auth required pam_unix.so\naccount required pam_slurm_adopt.so\n"));
+  EXPECT_FALSE(
+      pamAdoptsIntoJobs("# account required pam_slurm_adopt.so\n  \n@include common-auth\n"));
+}
+
 }  // namespace
 }  // namespace tally::slurm
