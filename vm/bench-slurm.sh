@@ -82,22 +82,22 @@ median() { sort -n "$1" | awk '{a[NR]=$1} END {print (NR%2) ? a[(NR+1)/2] : (a[N
 a=$(median $dir/a); b=$(median $dir/b); c=$(median $dir/c); d=$(median $dir/d); g=$(median $dir/g)
 echo "rounds=$rounds (medians, ms, one-node Slurm 22.05 under QEMU TCG$contain)"
 echo "srun true, no plugin:                                 $a"
-echo "srun true, tally_spank.so (declares nothing):         $b"
+echo "srun true, tally_spank.so (no GRES, no_gres=refuse): $b"
 echo "srun true, tally_spank.so enforce=off (loaded, idle):   $g"
 echo "srun --gres=tallymem:64M true, no plugin:               $c"
 echo "srun --gres=tallymem:64M true, tally_spank.so (leased): $d"
-awk -v a="$a" -v b="$b" -v c="$c" -v d="$d" -v g="$g" 'BEGIN { printf "ratio with/without the plugin: %.2f (nothing declared), %.2f (a lease per step), %.2f (loaded, enforce=off)\n", b/a, d/c, g/a }'
+awk -v a="$a" -v b="$b" -v c="$c" -v d="$d" -v g="$g" 'BEGIN { printf "ratio with/without the plugin: %.2f (no GRES: no_gres=refuse), %.2f (a lease per step), %.2f (loaded, enforce=off)\n", b/a, d/c, g/a }'
 h=$(median $dir/h); i=$(median $dir/i); j=$(median $dir/j); k=$(median $dir/k)
 echo "a step of a running job, no plugin (job without GRES):  $h"
-echo "a step of a running job, tally_spank.so (not leased):    $i"
+echo "a step of a running job, tally_spank.so (no GRES, leased at 0): $i"
 echo "a step of a running job, no plugin (job with GRES):      $j"
 echo "a step of a running job, tally_spank.so (leased child):  $k"
-awk -v h="$h" -v i="$i" -v j="$j" -v k="$k" 'BEGIN { printf "ratio with/without the plugin, a running job'"'"'s step: %.2f (nothing declared), %.2f (leased)\n", i/h, k/j }'
+awk -v h="$h" -v i="$i" -v j="$j" -v k="$k" 'BEGIN { printf "ratio with/without the plugin, a running job'"'"'s step: %.2f (no GRES: no_gres=refuse), %.2f (leased)\n", i/h, k/j }'
 if [ -n "$baseline" ]; then
   e=$(median $dir/e); f=$(median $dir/f)
   echo "srun true, baseline plugin:                           $e"
   echo "srun --gres=tallymem:64M true, baseline plugin:         $f"
-  awk -v a="$a" -v c="$c" -v e="$e" -v f="$f" 'BEGIN { printf "ratio baseline/without: %.2f (nothing declared), %.2f (a lease per step)\n", e/a, f/c }'
+  awk -v a="$a" -v c="$c" -v e="$e" -v f="$f" 'BEGIN { printf "ratio baseline/without: %.2f (no GRES), %.2f (a lease per step)\n", e/a, f/c }'
   l=$(median $dir/l)
   echo "a step of a running job, baseline plugin (leased child): $l"
   awk -v j="$j" -v l="$l" 'BEGIN { printf "ratio baseline/without, a running job'"'"'s leased step: %.2f\n", l/j }'

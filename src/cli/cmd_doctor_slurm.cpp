@@ -249,7 +249,8 @@ int runDoctorSlurm(const fs::RootPaths& paths, const DoctorOptions& opts) {
     }
   }
   readPlugstack(plugstack, f);
-  if (!f.plugstack && opts.plugstack.empty())
+  if (!f.plugstack && opts.plugstack.empty() && !f.plugstackConfigless &&
+      ::access(kPlugstack, F_OK) != 0)
     f.plugstackError =
         *f.plugstackError +
         fmt::format(" (nor is there slurmd's configless copy, {})", kConfiglessPlugstack);

@@ -237,6 +237,8 @@ void Sampler::enforceBound(Lease& l, std::uint64_t spacingUs, std::uint64_t nowN
                                   l.id, l.name(), why),
                       {{"TALLY_LEASE", l.id}});
        }});
+  // Under its bound again: a later run over it is said again.
+  if (l.metering_.boundState.overRun == 0) l.metering_.killSkippedSaid = false;
   if (!killed) return;
   l.metering_.killSkippedSaid = false;
   l.killedByTally(*killed);

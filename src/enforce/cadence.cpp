@@ -8,6 +8,10 @@ bool nearBound(const Cadence& c, std::optional<std::uint64_t> max,
                std::optional<std::uint64_t> last, std::optional<std::uint64_t> previous,
                std::uint64_t elapsedUs) {
   if (!max || !last || c.marginPercent == 0) return false;
+  // A bound of 0 (no GPU memory: a Slurm job without the GRES) is near only
+  // once something is held; else every such lease would be sampled fast
+  // for its whole life and take the fast slots from leases really near.
+  if (*max == 0) return *last > 0;
   // The line: max less the margin, in integers (no overflow: max / 100 first).
   const std::uint64_t margin = *max / 100 * c.marginPercent + *max % 100 * c.marginPercent / 100;
   const std::uint64_t line = *max > margin ? *max - margin : 0;

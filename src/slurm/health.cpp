@@ -254,18 +254,22 @@ std::vector<SlurmCheck> judgeSlurm(const SlurmFacts& f) {
           fmt::format("no_gres=meter, but pool {} has a gpu_memory_budget, and a budgeted pool "
                       "grants only leases that declare gpu_memory_max: every job without the {} "
                       "GRES would be refused. Set no_gres=refuse (no GPU memory without the "
-                      "GRES) or no_gres=SIZE",
+                      "GRES)",
                       args->pool, gresName));
-    } else if (p.kind == NoGresPolicy::Kind::kCap && f.poolBudget && p.capBytes > *f.poolBudget) {
+    } else if (p.kind == NoGresPolicy::Kind::kCap && f.poolBudget) {
+      // The budget is the node's GRES (check 4), all of which Slurm may
+      // place: a cap counted in it could refuse a job Slurm placed.
       add("no_gres", CheckState::Failed,
-          fmt::format("no_gres={} is above pool {}'s gpu_memory_budget {}: every job without "
-                      "the {} GRES would be refused. Set no_gres below the budget, or refuse",
+          fmt::format("no_gres={} counts in pool {}'s gpu_memory_budget {}, which is the GRES "
+                      "Slurm places: a job without the {} GRES holding its cap could make a job "
+                      "Slurm placed be refused. Set no_gres=refuse (a cap beside a budget is not "
+                      "supported yet)",
                       units::humanBytes(p.capBytes), args->pool, units::humanBytes(*f.poolBudget),
                       gresName));
     } else if (p.kind == NoGresPolicy::Kind::kCap) {
       add("no_gres", CheckState::Ok,
-          fmt::format("a job without the {} GRES may hold {} of GPU memory here, counted in pool "
-                      "{}'s budget beside the GRES Slurm places (a full node refuses it)",
+          fmt::format("a job without the {} GRES may hold {} of GPU memory here (pool {} has no "
+                      "GPU budget)",
                       gresName, units::humanBytes(p.capBytes), args->pool));
     } else if (p.kind == NoGresPolicy::Kind::kMeter) {
       add("no_gres", CheckState::Ok,

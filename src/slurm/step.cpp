@@ -445,7 +445,11 @@ Result<StepBound> stepBoundFromLease(const nlohmann::json& lease) {
   if (const auto& parent = at(lease, "parent_view"); parent.is_object()) {
     auto job = stepBoundFromLease(parent);
     if (!job) return Error{EPROTO, "parent_view: " + job.error().message};
-    b.jobKill = std::move(job->kill);
+    // Only a kill of the job while this step was granted is this step's: a
+    // job killed once at its bound (its later steps run on) kills no later step.
+    std::uint64_t granted = 0;
+    if (auto s = count(lease, "granted_at_ns", granted); !s) return s.error();
+    if (job->kill && job->kill->atNs >= granted) b.jobKill = std::move(job->kill);
   }
   std::uint64_t peak = 0;
   const auto& gpu = at(lease, "gpu");

@@ -54,7 +54,7 @@ namespace tally::slurm {
 struct NoGresPolicy {
   enum class Kind {
     kRefuse,  // no_gres=refuse (the default): no GPU memory, each allocation refused
-    kCap,     // no_gres=SIZE: at most capBytes, counted in the pool's budget
+    kCap,     // no_gres=SIZE: at most capBytes (only in a pool without a GPU budget)
     kMeter,   // no_gres=meter: metered, no bound (the pool must have no GPU budget)
   };
   Kind kind = Kind::kRefuse;

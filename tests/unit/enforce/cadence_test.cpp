@@ -50,6 +50,11 @@ TEST(Cadence, NothingReadOrNothingToBeNearIsNormal) {
   // The margin of a tiny bound rounds down, never below zero.
   EXPECT_TRUE(nearBound(kDefault, 7, 7, std::nullopt, 0));
   EXPECT_FALSE(nearBound(kDefault, 7, 6, std::nullopt, 0));
+  // A bound of 0 (a Slurm job without the GRES): near only once it holds
+  // something, so the many such leases are sampled at the normal pace.
+  EXPECT_FALSE(nearBound(kDefault, 0, 0, std::nullopt, 0));
+  EXPECT_FALSE(nearBound(all, 0, 0, 0, 1'000'000)) << "not even at margin 100";
+  EXPECT_TRUE(nearBound(kDefault, 0, 1, std::nullopt, 0));
 }
 
 // A lease's pace (tally run and the daemon): the first sample's spacing is

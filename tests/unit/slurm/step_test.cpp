@@ -221,6 +221,14 @@ TEST(SlurmStep, AKillAtTheJobsBoundIsSaidOnTheStepAndInTheJobsLine) {
   ASSERT_TRUE(fromLive) << fromLive.error().message;
   ASSERT_TRUE(fromLive->jobKill);
   EXPECT_EQ(fromLive->jobKill->bytes, 130 * MiB);
+  // A step granted after the job's kill (the job ran on) did not die with it.
+  nlohmann::json later = step;
+  later["granted_at_ns"] = 10u;
+  auto after = stepBoundFromLease(later);
+  ASSERT_TRUE(after) << after.error().message;
+  EXPECT_FALSE(after->jobKill) << "the job's kill at 9 ns was before this step";
+  later["granted_at_ns"] = 9u;
+  EXPECT_TRUE(stepBoundFromLease(later)->jobKill);
   step["parent_view"]["ledger"][0]["body"]["kind"] = 7;
   EXPECT_FALSE(stepBoundFromLease(step)) << "a malformed parent_view is refused, not skipped";
 }
