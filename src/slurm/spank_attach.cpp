@@ -170,7 +170,8 @@ int leaseStep(StepState& s, spank_t sp, pid_t task, std::uint32_t job, std::uint
   if (gres) gresBytes = gres->count;
   // plugstack.conf's GRES names may not be the site's (a misspelt gres=): a
   // job that holds any GRES here may hold GPU memory by another name, and
-  // must not run unbounded. A job that holds none is a CPU job: untouched.
+  // must not run unbounded. A job that holds none is a CPU job: under the
+  // typo its steps run unleased (below), so a typo never stops a CPU-only job.
   if (s.args.gresUncertain && record->anyGres && !s.configError.empty()) {
     return fail(
         fmt::format("{}: tally_spank.so is misconfigured in plugstack.conf ({}), and the job "
