@@ -197,7 +197,7 @@ vm_one() {  # name, then vm/run.sh's arguments
 # 24.11: 1,653 s and 1,595 s in CI's run of 95b7d66 (a slower run throughout).
 # The Slurm suites then grew (every job on a managed node leased, the no_gres
 # and job-kill tests: 22.05's took 650 s here beside a build), so 24.11 moved
-# to the first line.
+# to the first line: CI's run of d6d38d0, 1,529 s and 1,605 s (51 min in all).
 kernel_facing+=':-VmKernelCharge.Bench*'
 # Three tests of those suites assert what the daemon decides, not what the kernel does,
 # and run once, on 6.12: the pool queue (VmDaemon.TwoRuns*: capacity 1, the second run
