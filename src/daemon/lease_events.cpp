@@ -140,9 +140,10 @@ Status LeaseEvents::clientBound(Lease& l, enforce::BoundEvent e, const Limits& l
   // The client's kill names the outcome only where the daemon's own samples
   // saw the lease over that limit: a client's word alone never makes its
   // workload's end "killed by tally".
-  const std::uint64_t planned = l.plan().bound.max.value_or(0);
-  const bool sawOver = planned != 0 && e.limit == planned && l.metering().meter &&
-                       l.metering().meter->gpu().peakBytes.value_or(0) > planned;
+  // A bound of 0 is a bound (no GPU memory): absent only when none was planned.
+  const std::optional<std::uint64_t> planned = l.plan().bound.max;
+  const bool sawOver = planned && e.limit == *planned && l.metering().meter &&
+                       l.metering().meter->gpu().peakBytes.value_or(0) > *planned;
   if (e.kind == enforce::Verdict::Kill && !l.ending().tallyKill) {
     if (sawOver)
       l.killedByTally(e.summary);

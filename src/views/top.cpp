@@ -322,6 +322,10 @@ Tone toneOf(const json& s, bool fresh) {
   std::uint64_t worst = 0;
   const json& h = get(s, "host");
   const json& g = get(s, "gpu");
+  // A GPU limit of 0 (no GPU memory: a Slurm job without the GRES) has no
+  // percentage; anything held is over it.
+  if (auto limit = count(get(g, "limit_bytes")); limit && *limit == 0)
+    if (count(get(g, "current_bytes")).value_or(0) > 0) return Tone::Over;
   for (auto p : {percent(get(h, "current_bytes"), get(h, "max_bytes")),
                  percent(get(g, "current_bytes"), get(g, "limit_bytes"))})
     worst = std::max(worst, p.value_or(0));

@@ -159,6 +159,15 @@ TEST(TopView, SeatColumnsFitTheTerminalAndRowsSayHowCloseTheyAre) {
   EXPECT_EQ(painted[2].rfind("\x1b[33m", 0), 0u) << painted[2];
   EXPECT_EQ(painted[3].rfind("\x1b[31m", 0), 0u) << painted[3];
   EXPECT_EQ(painted[4].rfind("\x1b[2m", 0), 0u) << painted[4];
+  // A GPU limit of 0 (a Slurm job without the GRES): over once it holds anything.
+  json none = freshSeat(), holds = freshSeat();
+  none["gpu"]["limit_bytes"] = 0;
+  none["gpu"]["current_bytes"] = 0;
+  holds["gpu"]["limit_bytes"] = 0;
+  holds["gpu"]["current_bytes"] = 4096;
+  auto zero = views::seatTable(json::array({none, holds}), o);
+  EXPECT_EQ(zero[1].find("\x1b[31m"), std::string::npos) << zero[1];
+  EXPECT_EQ(zero[2].rfind("\x1b[31m", 0), 0u) << zero[2];
   o.colour = false;
   EXPECT_EQ(views::seatTable(json::array({over}), o)[1].find("\x1b["), std::string::npos);
 
