@@ -178,6 +178,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
        text.find("tallymem") == std::string_view::npos))
     std::abort();
   if (auto m = slurm::realMemoryOfScontrol(text); m && *m % (1ULL << 20) != 0) std::abort();
+  if (auto n = slurm::cpusOfScontrol(text); n && text.find("CPUTot=") == std::string_view::npos)
+    std::abort();
   if (auto c = slurm::containOfScontrolConfig(text);
       (c && *c && text.find("Contain") == std::string_view::npos) ||
       (c && text.find("PrologFlags") == std::string_view::npos))

@@ -118,6 +118,8 @@ void askDaemon(const std::string& socket, const std::string& pool, slurm::SlurmF
     f.poolFound = true;
     if (auto b = p.find("gpu_memory_budget"); b != p.end() && b->is_number_unsigned())
       f.poolBudget = b->get<std::uint64_t>();
+    if (auto n = p.find("capacity"); n != p.end() && n->is_number_unsigned())
+      f.poolCapacity = n->get<std::uint64_t>();
     if (auto g = p.find("gtt_ceiling"); g != p.end() && g->is_string())
       consumer = devices::parseGttConsumer(g->get<std::string>()).value_or(consumer);
   }
@@ -207,6 +209,10 @@ void readNode(slurm::SlurmFacts& f) {
     return;
   }
   f.nodeRecord = r->out;
+  if (auto cpus = slurm::cpusOfScontrol(r->out))
+    f.nodeCpus = *cpus;
+  else
+    f.nodeCpusError = cpus.error().message;
   auto bytes = slurm::realMemoryOfScontrol(r->out);
   if (bytes)
     f.realMemoryBytes = *bytes;

@@ -244,6 +244,27 @@ std::vector<SlurmCheck> judgeSlurm(const SlurmFacts& f) {
     }
   }
 
+  // 9. Every job here is a lease (no_gres), CPU-only ones too: the pool's
+  // capacity must hold as many jobs as Slurm may run at once, at least one
+  // per CPU, or the job past it is refused (placed or not).
+  if (args && f.daemonAnswered && f.poolFound && f.poolCapacity) {
+    if (!f.nodeCpus) {
+      add("capacity", CheckState::Unknown,
+          "whether pool " + args->pool + "'s capacity holds the node's jobs is unknown: " +
+              f.nodeCpusError.value_or("scontrol names no CPUTot"));
+    } else if (*f.poolCapacity < *f.nodeCpus) {
+      add("capacity", CheckState::Failed,
+          fmt::format("pool {}'s capacity {} is below the node's {} CPUs, and every job here is "
+                      "a lease (no_gres): the job past {} running at once is refused. Set "
+                      "capacity to at least {} (more where jobs share CPUs)",
+                      args->pool, *f.poolCapacity, *f.nodeCpus, *f.poolCapacity, *f.nodeCpus));
+    } else {
+      add("capacity", CheckState::Ok,
+          fmt::format("pool {} holds {} jobs at once, at least the node's {} CPUs", args->pool,
+                      *f.poolCapacity, *f.nodeCpus));
+    }
+  }
+
   // 7. What a job without the GRES gets (no_gres) can be granted by the
   // pool: a budgeted pool takes only leases that declare gpu_memory_max.
   if (args && f.daemonAnswered && f.poolFound) {

@@ -38,7 +38,11 @@ struct SlurmFacts {
   std::optional<std::string> nodeRecordError;
   bool daemonAnswered = false;
   std::optional<std::string> daemonError;
-  std::optional<std::uint64_t> poolBudget;  // the plugin's pool's gpu_memory_budget
+  std::optional<std::uint64_t> poolBudget;    // the plugin's pool's gpu_memory_budget
+  std::optional<std::uint64_t> poolCapacity;  // ... and its capacity (leases at once)
+  // The node's CPUs (scontrol's CPUTot): at most that many one-CPU jobs run at once.
+  std::optional<std::uint64_t> nodeCpus;
+  std::optional<std::string> nodeCpusError;
   bool poolFound = false;
   // Host memory: what Slurm hands out (scontrol's RealMemory), what the host
   // has (MemTotal), and the devices' VRAM (the GRES beyond it is GTT: host RAM).

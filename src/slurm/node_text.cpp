@@ -113,6 +113,22 @@ Result<std::uint64_t> realMemoryOfScontrol(std::string_view text) {
   return Error{ENOENT, "scontrol names no RealMemory for the node"};
 }
 
+Result<std::uint64_t> cpusOfScontrol(std::string_view text) {
+  text::LineReader lines(text);
+  while (auto line = lines.next()) {
+    auto cpus = field(words(*line), "CPUTot");
+    if (!cpus) continue;
+    if (cpus->empty() || cpus->size() > 9 ||
+        !std::all_of(cpus->begin(), cpus->end(), [](char c) { return c >= '0' && c <= '9'; }))
+      return Error{EINVAL, fmt::format("scontrol: CPUTot={} is not a count of CPUs",
+                                       text::truncateUtf8(*cpus, 32))};
+    std::uint64_t n = 0;
+    for (char c : *cpus) n = n * 10 + static_cast<std::uint64_t>(c - '0');
+    return n;
+  }
+  return Error{ENOENT, "scontrol names no CPUTot for the node"};
+}
+
 Result<bool> containOfScontrolConfig(std::string_view text) {
   text::LineReader lines(text);
   while (auto line = lines.next()) {

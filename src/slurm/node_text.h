@@ -43,6 +43,10 @@ Result<std::optional<std::uint64_t>> gresOfScontrol(std::string_view text, std::
 // NAME -o`'s "RealMemory=<MiB>". An error when it names none or a malformed one.
 Result<std::uint64_t> realMemoryOfScontrol(std::string_view text);
 
+// The node's CPUs as slurmctld counts them: `scontrol show node NAME -o`'s
+// "CPUTot=<n>". An error when it names none or a malformed one.
+Result<std::uint64_t> cpusOfScontrol(std::string_view text);
+
 // Whether `scontrol show config`'s "PrologFlags = Alloc,Contain" holds
 // Contain ("(null)": none). An error when no PrologFlags line is there.
 Result<bool> containOfScontrolConfig(std::string_view text);

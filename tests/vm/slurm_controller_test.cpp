@@ -289,6 +289,11 @@ TEST_F(VmSlurm, DoctorSlurmPassesOnThisNodeAndFailsWhenTheDaemonIsDownOrThePlugi
                                          std::chrono::steady_clock::now() - began)
                                          .count()),
               ok.out.c_str(), ok.err.c_str());
+  EXPECT_NE(ok.out.find("capacity   ok       pool slurm holds 8 jobs at once, at least the "
+                        "node's " +
+                        shellOut("nproc") + " CPUs"),
+            std::string::npos)
+      << ok.out;
   EXPECT_NE(ok.out.find("no_gres    ok       a job without the tallymem GRES gets no GPU memory "
                         "here (no_gres=refuse)"),
             std::string::npos)

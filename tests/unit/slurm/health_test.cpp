@@ -33,6 +33,8 @@ SlurmFacts healthy() {
   f.gttCeilingBytes = 2 * GiB;
   f.gttCeilingSource = "card0 graphics, the pool's gtt_ceiling = smaller";
   f.contain = false;
+  f.poolCapacity = 8;
+  f.nodeCpus = *cpusOfScontrol(kScontrolNode);
   return f;
 }
 
@@ -66,6 +68,24 @@ TEST(SlurmHealth, PamSlurmAdoptWithoutContainFailsAndContainSaysWhoMakesTheJobLe
   EXPECT_EQ(judged(f, "contain")->state, CheckState::Unknown);
 }
 
+// Every job is a lease: a pool that holds fewer jobs than the node has CPUs
+// refuses the job past it.
+TEST(SlurmHealth, APoolCapacityBelowTheNodesCpusFails) {
+  SlurmFacts f = healthy();
+  EXPECT_EQ(judged(f, "capacity")->said,
+            "pool slurm holds 8 jobs at once, at least the node's 2 CPUs");
+  f.poolCapacity = 1;
+  auto low = judged(f, "capacity");
+  EXPECT_EQ(low->state, CheckState::Failed);
+  EXPECT_EQ(low->said,
+            "pool slurm's capacity 1 is below the node's 2 CPUs, and every job here is a lease "
+            "(no_gres): the job past 1 running at once is refused. Set capacity to at least 2 "
+            "(more where jobs share CPUs)");
+  f.nodeCpus.reset();
+  f.nodeCpusError = "scontrol names no CPUTot for the node";
+  EXPECT_EQ(judged(f, "capacity")->state, CheckState::Unknown);
+}
+
 // Read from slurmd's configless cache, the plugstack line says where it was found.
 TEST(SlurmHealth, APlugstackFromTheConfiglessCacheSaysSo) {
   SlurmFacts f = healthy();
@@ -81,7 +101,7 @@ TEST(SlurmHealth, APlugstackFromTheConfiglessCacheSaysSo) {
 
 TEST(SlurmHealth, AHealthyNodePassesEveryCheckWithItsEvidence) {
   auto checks = judgeSlurm(healthy());
-  ASSERT_EQ(checks.size(), 8u);
+  ASSERT_EQ(checks.size(), 9u);
   for (const auto& c : checks) EXPECT_EQ(c.state, CheckState::Ok) << c.name << ": " << c.said;
   EXPECT_EQ(find(checks, "budget")->said,
             "pool slurm's gpu_memory_budget = the node's tallymem GRES, 1.0 GiB");

@@ -89,6 +89,13 @@ TEST(SlurmNodeText, TheNodesRealMemoryReadsInMiB) {
 
 // PrologFlags, read by its own key (PrologFlagsX or PrologSlurmctld are
 // other keys), Contain in a comma list; no PrologFlags line is an error.
+TEST(SlurmNodeText, TheNodesCpusAreItsCPUTot) {
+  EXPECT_EQ(*cpusOfScontrol(samples::kScontrolNode), 2u);
+  EXPECT_EQ(*cpusOfScontrol(samples::kScontrolNode2605), 2u);
+  EXPECT_FALSE(cpusOfScontrol("NodeName=vm CPUTot=two"));
+  EXPECT_FALSE(cpusOfScontrol("NodeName=vm CPUAlloc=0"));
+}
+
 TEST(SlurmNodeText, ContainIsReadFromPrologFlagsAndPamSlurmAdoptFromLiveLines) {
   auto none = containOfScontrolConfig(samples::kScontrolConfig);
   ASSERT_TRUE(none) << none.error().message;
