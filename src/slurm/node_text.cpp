@@ -97,36 +97,37 @@ Result<std::optional<std::uint64_t>> gresOfScontrol(std::string_view text, std::
   return Error{ENOENT, "scontrol names no Gres for the node"};
 }
 
-Result<std::uint64_t> realMemoryOfScontrol(std::string_view text) {
+namespace {
+
+// A decimal count in `scontrol show node NAME -o`'s KEY=<digits> (at most
+// `maxDigits`, so it never overflows); `what` names its unit in the error.
+Result<std::uint64_t> countOfScontrol(std::string_view text, std::string_view key,
+                                      std::size_t maxDigits, std::string_view what) {
   text::LineReader lines(text);
   while (auto line = lines.next()) {
-    auto mib = field(words(*line), "RealMemory");
-    if (!mib) continue;
-    if (mib->empty() || mib->size() > 12 ||
-        !std::all_of(mib->begin(), mib->end(), [](char c) { return c >= '0' && c <= '9'; }))
-      return Error{EINVAL, fmt::format("scontrol: RealMemory={} is not a count of MiB",
-                                       text::truncateUtf8(*mib, 32))};
+    auto value = field(words(*line), key);
+    if (!value) continue;
+    if (value->empty() || value->size() > maxDigits ||
+        !std::all_of(value->begin(), value->end(), [](char c) { return c >= '0' && c <= '9'; }))
+      return Error{EINVAL, fmt::format("scontrol: {}={} is not a count of {}", key,
+                                       text::truncateUtf8(*value, 32), what)};
     std::uint64_t n = 0;
-    for (char c : *mib) n = n * 10 + static_cast<std::uint64_t>(c - '0');
-    return n << 20;
+    for (char c : *value) n = n * 10 + static_cast<std::uint64_t>(c - '0');
+    return n;
   }
-  return Error{ENOENT, "scontrol names no RealMemory for the node"};
+  return Error{ENOENT, fmt::format("scontrol names no {} for the node", key)};
+}
+
+}  // namespace
+
+Result<std::uint64_t> realMemoryOfScontrol(std::string_view text) {
+  auto mib = countOfScontrol(text, "RealMemory", 12, "MiB");
+  if (!mib) return mib.error();
+  return *mib << 20;
 }
 
 Result<std::uint64_t> cpusOfScontrol(std::string_view text) {
-  text::LineReader lines(text);
-  while (auto line = lines.next()) {
-    auto cpus = field(words(*line), "CPUTot");
-    if (!cpus) continue;
-    if (cpus->empty() || cpus->size() > 9 ||
-        !std::all_of(cpus->begin(), cpus->end(), [](char c) { return c >= '0' && c <= '9'; }))
-      return Error{EINVAL, fmt::format("scontrol: CPUTot={} is not a count of CPUs",
-                                       text::truncateUtf8(*cpus, 32))};
-    std::uint64_t n = 0;
-    for (char c : *cpus) n = n * 10 + static_cast<std::uint64_t>(c - '0');
-    return n;
-  }
-  return Error{ENOENT, "scontrol names no CPUTot for the node"};
+  return countOfScontrol(text, "CPUTot", 9, "CPUs");
 }
 
 Result<bool> containOfScontrolConfig(std::string_view text) {
