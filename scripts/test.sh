@@ -215,19 +215,13 @@ kernel_facing+=':VmSystem.LedgerHoldsEveryOutcome'
 # suite took 367 s on 22.05 in the VM; CI has 45 minutes.)
 slurm_release_facing='VmSlurm.AStepOverItsGres*:VmSlurm.AStepWithinItsBound*:VmSlurm.APlugstackTypo*'
 slurm_release_facing+=':VmSlurm.AJobsStepsAskSlurmctld*:VmSlurm.DoctorSlurm*'
-# One test fails on 26.05 and runs on 22.05 and 24.11 meanwhile (issue 50 is
-# open on it): the job's lease made beside slurmstepd's setup is not made
-# while the test holds the step in slurm_spank_user_init. There the prefetch
-# thread's first slurmctld call (slurm_load_job's REQUEST_FED_INFO) does not
-# return until the hold ends, then fails ("Unexpected missing socket error"),
-# and the step's first task makes the lease, as without the prefetch
-# (2026-12-06, the VM's journal).
-slurm_2605='VmSlurm.*:-VmSlurm.AJobsFirstStepHasItsJobsLeaseBeforeItsFirstTaskExists'
+# slurmstepd's auth lock (23.02+) against the prefetch: tests/vm/spank_gate.cpp
+slurm_release_facing+=':VmSlurm.AJobsFirstStep*'
 # The time-limit test waits out Slurm's one-minute minimum and slurmctld's
 # 30 s background pass (114 s on each release, 2026-12-06); what it asserts
 # is tally's ledger after the step's signal, the same plugin path on every
 # release: it runs on 22.05 only.
-slurm_2605+=':VmSlurm.ATimeLimitEndsTheJobsLeasesWithTheSignalInTheLedger'
+slurm_2605='VmSlurm.*:-VmSlurm.ATimeLimitEndsTheJobsLeasesWithTheSignalInTheLedger'
 (
   vm_one 6.12 --kernel 6.12 --timeout 1500 --env TALLY_TEST_JOURNALD=required -- \
     sh -c 'build/release/tests/tally_vm_tests --gtest_filter="-VmSlurm.*:VmNoBpfLsm.*:VmDeb.*" && build/release/tests/tally_live_daemon_tests --gtest_filter="ObservabilityLive.*"'

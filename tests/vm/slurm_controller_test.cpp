@@ -158,10 +158,10 @@ TEST_F(VmSlurm, AJobsStepsAskSlurmctldForItsGresOnceAndTheRecordGoesWithTheJob) 
 // Without PrologFlags=Contain a job's first step here makes its job's lease,
 // and asks for it beside slurmstepd's setup (the prefetch the plugin starts at
 // slurm_spank_init_post_opt: slurmstepd is in the job's cgroup by then), not
-// on its first task's path. Held at a barrier after the step's setup and
-// before any task exists (tests/vm/spank_gate.cpp, listed after the plugin),
-// the job already has its lease and the step has none; let go, the step's
-// lease is a child of that one and the step runs.
+// on its first task's path. Held at a barrier after that start and before the
+// step's I/O setup and tasks (tests/vm/spank_gate.cpp, listed after the
+// plugin; it says why not later), the job already has its lease and the step
+// has none; let go, the step's lease is a child of that one and the step runs.
 TEST_F(VmSlurm, AJobsFirstStepHasItsJobsLeaseBeforeItsFirstTaskExists) {
   ASSERT_NE(shell("grep -q '^PrologFlags=Contain' /etc/slurm/slurm.conf"), 0)
       << "with Contain the extern step makes the job's lease: nothing to tell apart";
