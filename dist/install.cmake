@@ -60,6 +60,8 @@ install(FILES ${gen}/tally.bash DESTINATION ${CMAKE_INSTALL_DATADIR}/bash-comple
 install(FILES ${dist}/tally.toml DESTINATION ${CMAKE_INSTALL_DOCDIR}/examples)
 install(FILES ${dist}/grafana/tally.json DESTINATION ${CMAKE_INSTALL_DOCDIR}/examples/grafana)
 install(FILES ${dist}/prometheus/tally.rules.yml DESTINATION ${CMAKE_INSTALL_DOCDIR}/examples/prometheus)
+install(FILES ${dist}/slurm/slurm.conf ${dist}/slurm/gres.conf ${dist}/slurm/cgroup.conf
+  ${dist}/slurm/plugstack.conf ${dist}/slurm/tally.toml DESTINATION ${CMAKE_INSTALL_DOCDIR}/examples/slurm)
 install(FILES ${PROJECT_SOURCE_DIR}/README.md DESTINATION ${CMAKE_INSTALL_DOCDIR})
 # Operators' docs only: the guide and the reference it links to; the
 # developers' (testing, the VM harness, performance) stay in the source tree.
