@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
 # A Debian root with its own Slurm (slurmctld, slurmd, the clients) and munge,
+# slurmdbd and MariaDB for the accounting test,
 # for the VM's Slurm tests on a release other than Debian 12's 22.05: Debian
 # 13's 24.11 (trixie), sid's 26.05 (vm/slurm-node.sh runs the daemons and
 # clients from it with TALLY_SLURM_ROOT). Made once with debootstrap and apt
@@ -30,7 +31,7 @@ if [[ ! -e "$root/.ready" ]]; then
   mount -t proc proc "$root.tmp/proc"
   trap 'umount "$root.tmp/proc" 2>/dev/null || true' EXIT
   DEBIAN_FRONTEND=noninteractive chroot "$root.tmp" apt-get install -y -q --no-install-recommends \
-    slurmctld slurmd slurm-client munge >&2
+    slurmctld slurmd slurm-client munge slurmdbd mariadb-server >&2
   chroot "$root.tmp" apt-get clean
   umount "$root.tmp/proc"
   trap - EXIT
@@ -38,6 +39,18 @@ if [[ ! -e "$root/.ready" ]]; then
     { echo "vm: $suite's slurmd is not $release: $(chroot "$root.tmp" slurmd -V); pin the release this suite now carries" >&2; exit 1; }
   rm -rf "$root" && mv "$root.tmp" "$root"
   touch "$root/.ready"
+fi
+# slurmdbd and MariaDB (VmSlurm.AccountingSumsAndLimitsTheGres…), added to a
+# root made before the accounting test was.
+if [[ ! -x "$root/usr/sbin/slurmdbd" || ! -x "$root/usr/sbin/mariadbd" ]]; then
+  echo "vm: adding slurmdbd and mariadb-server to the $suite root" >&2
+  mount -t proc proc "$root/proc"
+  trap 'umount "$root/proc" 2>/dev/null || true' EXIT
+  DEBIAN_FRONTEND=noninteractive chroot "$root" apt-get install -y -q --no-install-recommends \
+    slurmdbd mariadb-server >&2
+  chroot "$root" apt-get clean
+  umount "$root/proc"
+  trap - EXIT
 fi
 chroot "$root" slurmd -V | grep -q " ${release//./\\.}\\." ||
   { echo "vm: the cached $suite root's slurmd is not $release: $(chroot "$root" slurmd -V)" >&2; exit 1; }
