@@ -231,7 +231,7 @@ slurm_2605='VmSlurm.*:-VmSlurm.ATimeLimitEndsTheJobsLeasesWithTheSignalInTheLedg
   vm_one no-bpf-lsm --kernel 6.12 --timeout 600 --append "lsm=capability,yama" -- \
     build/release/tests/tally_vm_tests --gtest_filter='VmNoBpfLsm.*'
   vm_one deb --kernel 6.1 --timeout 600 -- build/release/tests/tally_vm_tests --gtest_filter='VmDeb.*'
-  vm_one slurm-24.11 --kernel 6.12 --timeout 600 --env TALLY_SLURM_RELEASE=24.11 \
+  vm_one slurm-24.11 --kernel 6.12 --timeout 1200 --env TALLY_SLURM_RELEASE=24.11 \
     --env "TALLY_SLURM_ROOT=$slurm_trixie" -- build/release/tests/tally_vm_tests --gtest_filter="$slurm_release_facing"
 ) &
 (

@@ -22,7 +22,7 @@ if [[ ! -e "$root/.ready" ]]; then
   mirror=$(grep -hE '^(URIs:|deb )' /etc/apt/sources.list.d/*.sources /etc/apt/sources.list 2>/dev/null \
            | grep -v security | head -n1 | awk '{print $2}' || true)
   mirror=${mirror:-http://deb.debian.org/debian}
-  echo "vm: making a $suite root with Slurm $release (once; about 300 MB)" >&2
+  echo "vm: making a $suite root with Slurm $release (once; about 700 MB)" >&2
   rm -rf "$root.tmp"
   debootstrap --variant=minbase "$suite" "$root.tmp" "$mirror" >&2
   # Packages' scripts must not start services in the chroot.
@@ -46,6 +46,8 @@ if [[ ! -x "$root/usr/sbin/slurmdbd" || ! -x "$root/usr/sbin/mariadbd" ]]; then
   echo "vm: adding slurmdbd and mariadb-server to the $suite root" >&2
   mount -t proc proc "$root/proc"
   trap 'umount "$root/proc" 2>/dev/null || true' EXIT
+  # The root's package lists are as old as the root: the archive has moved on since.
+  chroot "$root" apt-get update -q >&2
   DEBIAN_FRONTEND=noninteractive chroot "$root" apt-get install -y -q --no-install-recommends \
     slurmdbd mariadb-server >&2
   chroot "$root" apt-get clean

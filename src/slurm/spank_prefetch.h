@@ -2,15 +2,16 @@
 // slurmctld (its job's GRES here, its own request), and on a job's first step
 // here its job's lease from the daemon, is asked at
 // slurm_spank_init_post_opt, in a thread of its own, so the answer comes
-// while slurmstepd sets the step up (its I/O to srun, the fork) rather than
-// after; the first post-fork takes it, waiting if it is still on its way.
-// From 23.02 on the thread's calls wait out the windows in which slurmstepd
-// runs with the user's ids (auth_setuid_lock() in drop_privileges(): its I/O
-// setup, user_init, the fork), so there it overlaps the rest of the setup.
-// Held past slurmctld's MessageTimeout (a barrier in user_init, 26.05, seen
-// in the VM twice; no test holds it, as whether the fetch is still on its way
-// then is a race) the federation query that opens slurm_load_job failed, and
-// slurm_load_job asked for the job alone on a new connection: the step ran.
+// while slurmstepd sets the step up rather than after; the first post-fork
+// takes it, waiting if it is still on its way. From 23.02 on the thread's
+// slurmctld calls wait out the windows in which slurmstepd runs with the
+// user's ids (auth_setuid_lock() in drop_privileges(): its I/O setup to
+// srun, user_init, the fork), so there the fetch overlaps only the rest of
+// the setup (22.05: all of it). Held past slurmctld's MessageTimeout (a
+// barrier in user_init, 26.05, seen in the VM twice; no test holds it, as
+// whether the fetch is still on its way then is a race) the federation query
+// that opens slurm_load_job failed, slurm_load_job asked for the job alone
+// on a new connection, and the step ran.
 // Slurm's own locks are re-made in a forked child (pthread_atfork), as
 // slurmstepd forks its tasks beside threads of its own.
 #pragma once

@@ -10,8 +10,7 @@
 // src/slurmd/common/privileges.c; user_init runs inside that window), and
 // every slurmctld call's credential takes it for reading (auth_g_create). A
 // barrier there holds the prefetch's call too, and the test would see the
-// barrier, not the plugin (on 26.05 the call then fails: slurmctld closed the
-// connection it had waited on).
+// barrier, not the plugin (spank_prefetch.h says what became of the call).
 extern "C" {
 #include <fcntl.h>
 #include <slurm/spank.h>

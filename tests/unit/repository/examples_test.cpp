@@ -1,7 +1,8 @@
 // The Slurm example set ships as files (dist/slurm, installed under the
 // package's examples; VmSlurm.TheShippedExampleSet… runs them) and is shown
-// in docs/slurm.md: every line of a file that is not a comment is in the
-// document as it is, so the two cannot drift apart.
+// in docs/slurm.md: every line of a file that is not a comment is a whole
+// line of the document, so a line changed in the files must change there
+// too. (One way only: a line the page shows and the files lack is not caught.)
 #include <gtest/gtest.h>
 
 #include <filesystem>
