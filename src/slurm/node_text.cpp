@@ -107,13 +107,11 @@ Result<std::uint64_t> countOfScontrol(std::string_view text, std::string_view ke
   while (auto line = lines.next()) {
     auto value = field(words(*line), key);
     if (!value) continue;
-    if (value->empty() || value->size() > maxDigits ||
-        !std::all_of(value->begin(), value->end(), [](char c) { return c >= '0' && c <= '9'; }))
+    auto n = value->size() <= maxDigits ? text::parseU64(*value) : std::nullopt;
+    if (!n)
       return Error{EINVAL, fmt::format("scontrol: {}={} is not a count of {}", key,
                                        text::truncateUtf8(*value, 32), what)};
-    std::uint64_t n = 0;
-    for (char c : *value) n = n * 10 + static_cast<std::uint64_t>(c - '0');
-    return n;
+    return *n;
   }
   return Error{ENOENT, fmt::format("scontrol names no {} for the node", key)};
 }
