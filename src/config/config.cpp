@@ -21,6 +21,15 @@ namespace {
 
 std::size_t lineOf(const toml::node& n) { return n.source().begin.line; }
 
+// Only a TOML integer is a number here. toml++'s value<int64_t>() also converts
+// a float, and for one outside int64's range its cast is undefined behaviour
+// (found by fuzz_config: memory_budget = 68.19476e67); a float is refused by
+// the caller's type message instead.
+std::optional<std::int64_t> integerOf(const toml::node& n) {
+  if (const auto* i = n.as_integer()) return i->get();
+  return std::nullopt;
+}
+
 class Reader {
  public:
   std::vector<Problem> problems;
@@ -65,7 +74,7 @@ class Reader {
                                     std::string_view where) {
     const toml::node* n = t.get(key);
     if (!n) return std::nullopt;
-    if (auto i = n->value<std::int64_t>()) {
+    if (auto i = integerOf(*n)) {
       // A bare number is bytes; one below a MiB is a unit left out ("96"
       // meant 96 GiB), never a size a workload fits in: refused with the fix.
       if (*i >= static_cast<std::int64_t>(kMinBareSize)) return static_cast<std::uint64_t>(*i);
@@ -94,7 +103,7 @@ class Reader {
                                         std::string_view where) {
     const toml::node* n = t.get(key);
     if (!n) return std::nullopt;
-    if (auto i = n->value<std::int64_t>()) {
+    if (auto i = integerOf(*n)) {
       if (*i >= 0 && *i <= 315'360'000) return static_cast<std::uint64_t>(*i) * 1'000'000;
       problem(*n, fmt::format("{}.{} must be 0..315360000 seconds", where, key));
       return std::nullopt;
@@ -113,7 +122,7 @@ class Reader {
                                      std::string_view where, std::uint64_t min, std::uint64_t max) {
     const toml::node* n = t.get(key);
     if (!n) return std::nullopt;
-    auto i = n->value<std::int64_t>();
+    auto i = integerOf(*n);
     if (i && *i >= 0 && static_cast<std::uint64_t>(*i) >= min &&
         static_cast<std::uint64_t>(*i) <= max) {
       return static_cast<std::uint64_t>(*i);
@@ -427,7 +436,7 @@ void readDeclaredLease(Reader& r, const std::string& name, const toml::node& nod
   if (auto a = r.string(*t, "gpu_memory_action", where)) params["gpu_memory_action"] = *a;
   if (auto v = r.count(*t, "gpu_over_samples", where, 1, 100)) params["gpu_over_samples"] = *v;
   if (const toml::node* pn = t->get("priority")) {
-    if (auto i = pn->value<std::int64_t>())
+    if (auto i = integerOf(*pn))
       params["priority"] = *i;
     else
       r.problem(*pn, fmt::format("{}.priority must be an integer", where));
