@@ -56,6 +56,16 @@ bool Endings::populated(const Lease& l) {
   return p && *p;  // unreadable counts as not running, as a vanished cgroup does
 }
 
+bool Endings::over(const Lease& l) {
+  if (!l.place.countersCg) return true;
+  auto p = l.place.countersCg->populated();
+  if (!p) return true;
+  if (*p || !l.ending().keptWhenEmpty) return !*p;
+  // Kept while empty: over once its cgroup is removed (populated() reads a
+  // removed cgroup as empty; its cgroup.events is gone with it).
+  return !l.place.countersCg->statFile(cgroup::file::kEvents);
+}
+
 void Endings::end(Lease& l, const char* kind, const json& body, const std::string& cls) {
   endChildren(l);
   std::string id = l.id;

@@ -79,6 +79,10 @@ class Endings {
   // Whether the lease's cgroup still has processes (unreadable counts as not:
   // a vanished cgroup has none).
   static bool populated(const Lease& l);
+  // Whether its cgroup says the workload is over: emptied, or gone or
+  // unreadable. A lease kept when empty is over only when its cgroup is gone
+  // (it otherwise ends with its parent).
+  static bool over(const Lease& l);
   // Reads the lease cgroup's counters while it exists (its cgroup.events or
   // memory.events changed; `emptied`: it holds no process now) and keeps
   // them for its record, in case the cgroup is gone by its end.

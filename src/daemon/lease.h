@@ -177,6 +177,7 @@ struct Lease {
     std::uint64_t lastCountersAtNs = 0;
     bool lastCountersAtEmpty = false;    // read once it emptied: they are final
     bool awaitsReport = false;           // the attacher said it will report (reports_exit)
+    bool keptWhenEmpty = false;          // ends with its parent, not when it empties
     std::uint64_t reportDeadlineUs = 0;  // monotonic; set when the cgroup emptied unreported
   };
 
@@ -259,6 +260,7 @@ struct Lease {
   // How it ends.
   void releaseAsked() { ending_.releaseRequested = true; }
   void expectReport(bool promised) { ending_.awaitsReport = promised; }
+  void keepWhenEmpty(bool keep) { ending_.keptWhenEmpty = keep; }
   void awaitReportUntil(std::uint64_t deadlineUs) { ending_.reportDeadlineUs = deadlineUs; }
   void reportedEnding(lease::Ending e) { ending_.reported = e; }
   // Its bound killed it: the kill's words name its outcome.

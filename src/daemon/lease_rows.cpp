@@ -40,6 +40,7 @@ ledger::GrantedRow grantedRow(const Lease& l) {
   row.priority = l.req.priority;
   row.declaration = l.req.declaration;
   row.reportsExit = l.ending().awaitsReport;
+  row.keepWhenEmpty = l.ending().keptWhenEmpty;
   row.parent = l.parent;
   // The bound as planned, for a reader of the ledger (a restart plans it again).
   if (l.plan().bound.any()) {
@@ -109,6 +110,7 @@ Result<std::unique_ptr<Lease>> rebuildLease(const std::vector<ledger::Event>& ev
       l->planFor(kernel, cfg.sampleIntervalUs);
       l->parent = g->parent;
       l->expectReport(g->reportsExit);
+      l->keepWhenEmpty(g->keepWhenEmpty);
       if (!g->target.empty()) l->target = std::make_unique<lease::AttachTarget>(g->target);
     } else if (e.kind == ledger::kStarted || e.kind == ledger::kAdopted) {
       auto p = ledger::decodePlaced(body);

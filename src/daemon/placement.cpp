@@ -185,10 +185,14 @@ std::optional<Denial> placeAttach(const PlacementEnv& env, const LeaseBook& book
                     cgPath, inside ? "inside" : "above", other->place.cgroup, other->id,
                     other->name(), other->id)};
   }
+  // An empty cgroup is no workload (its lease would end at once), unless
+  // the child is asked to be kept empty: then its cgroup must still be read.
   auto populated = cg->populated();
-  if (!populated || !*populated) {
-    return Denial{code::kRefused, fmt::format("cgroup {} has no processes ({} populated 0)", cgPath,
-                                              cgroup::file::kEvents)};
+  if (!populated || (!*populated && !a.keepWhenEmpty)) {
+    return Denial{code::kRefused,
+                  populated ? fmt::format("cgroup {} has no processes ({} populated 0)", cgPath,
+                                          cgroup::file::kEvents)
+                            : fmt::format("cgroup {}: {}", cgPath, populated.error().message)};
   }
   // A tree too deep or too wide to walk is refused now, with the limit named,
   // not found at the first sample (where the meter could not count it).

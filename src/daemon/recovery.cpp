@@ -46,7 +46,7 @@ std::optional<std::string> Recovery::reopen(Lease& l, const ledger::PlacedRow& p
   // Emptied with nobody to say how it ended: lost. Its attacher promised that
   // word (the Slurm plugin, waiting at the step's end with the cgroup kept):
   // re-adopted, the outcome waits for it as before the restart.
-  if (l.isAttach() && !Endings::populated(l) && !l.ending().awaitsReport)
+  if (l.isAttach() && Endings::over(l) && !l.ending().awaitsReport)
     return fmt::format("cgroup {} emptied while the daemon was down", l.place.cgroup);
   return std::nullopt;
 }

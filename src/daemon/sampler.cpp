@@ -5,6 +5,7 @@
 #include <syslog.h>
 
 #include "bpf/gpu_charge_abi.h"
+#include "daemon/endings.h"
 #include "gpumem/gpu_memory.h"
 #include "util/clock.h"
 #include "util/units.h"
@@ -159,10 +160,7 @@ std::vector<std::string> Sampler::sample() {
         l.metering_.pace.sampled(cad, l.plan().pacedMax(l.metering_.boundState), g.lastBytes, mono);
     if (l.plan().bound.any()) enforceBound(l, spacingUs, now);
     // A missed inotify event (or none possible) is caught here.
-    if (l.isAttach()) {
-      auto p = l.place.countersCg ? l.place.countersCg->populated() : Result<bool>(false);
-      if (!p || !*p) ended.push_back(id);
-    }
+    if (l.isAttach() && Endings::over(l)) ended.push_back(id);
     // Stored rows keep sample_interval's resolution however fast it was sampled.
     if (l.metering_.lastRowUs != 0 && mono + kSlackUs < l.metering_.lastRowUs + cad.normalUs)
       continue;
@@ -201,6 +199,7 @@ std::uint64_t Sampler::nextSampleDelayUs() const {
 // job's, slurmstepd in it) never kills its own cgroup: without a child lease
 // to take, the kill is not done (said once; its allocations are still
 // refused in the kernel) and it is tried again at the next sample over.
+// Children are the child leases whose cgroups have processes.
 void Sampler::enforceBound(Lease& l, std::uint64_t spacingUs, std::uint64_t nowNs) {
   const auto& g = l.metering_.meter->gpu();
   enforce::GpuBound bound = l.plan().bound;
@@ -210,8 +209,12 @@ void Sampler::enforceBound(Lease& l, std::uint64_t spacingUs, std::uint64_t nowN
   auto killed = enforce::drive(
       bound, l.metering_.boundState, g.lastBytes, g.lastSource, nowNs,
       {[&]() -> Status {
+         // Only a child with processes holds a workload: one kept empty (a
+         // Slurm extern step's user part with no ssh session) is not killed,
+         // and its end does not say it was.
          for (const auto& [id, c] : book_.all())
-           if (c->parent == l.id && c->place.cg) children.push_back(c.get());
+           if (c->parent == l.id && c->place.cg && Endings::populated(*c))
+             children.push_back(c.get());
          if (!children.empty()) {
            Status all = Ok{};
            for (Lease* c : children)

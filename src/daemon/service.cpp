@@ -384,9 +384,9 @@ bool Service::connectionInUse(std::uint64_t conn) const {
 void Service::cgroupChanged(const std::string& leaseId) {
   Lease* l = book_.find(leaseId);
   if (!l || l->state() != Lease::State::Running) return;
-  bool populated = Endings::populated(*l);
-  if (l->isAttach()) endings_.noteCounters(*l, !populated);
-  if (populated) return;
+  bool over = Endings::over(*l);
+  if (l->isAttach()) endings_.noteCounters(*l, over);
+  if (!over) return;
   if (l->isAttach()) {
     // Its attacher said it reports how the processes ended: the outcome
     // waits for that word (onExited), or for the deadline (tick).

@@ -165,6 +165,7 @@ Service::Admission Service::admit(std::uint64_t conn, const Peer& peer, const js
     }
     if (auto denied = refuseOverOnArrival(aenv, *l, attach->force)) return {*denied, false};
     l->expectReport(attach->reportsExit);
+    l->keepWhenEmpty(attach->keepWhenEmpty);
   }
   // A declared lease (no connection) has nobody to reply to.
   l->awaitReply(conn, id);

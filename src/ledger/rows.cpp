@@ -83,6 +83,7 @@ json encode(const GrantedRow& r) {
   if (!r.target.empty()) b["target"] = targetJson(r.target);
   if (!r.parent.empty()) b["parent"] = r.parent;
   if (r.reportsExit) b["reports_exit"] = true;
+  if (r.keepWhenEmpty) b["keep_when_empty"] = true;
   if (r.placed) b["placed"] = true;
   if (r.shortfall) {
     json s = {{"pool", r.shortfall->pool}};
@@ -160,6 +161,10 @@ Result<GrantedRow> decodeGranted(const json& body) {
   if (const json* reports = f.get(body, "reports_exit")) {
     if (!reports->is_boolean()) return f.bad("reports_exit", "true or false");
     r.reportsExit = reports->get<bool>();
+  }
+  if (const json* keep = f.get(body, "keep_when_empty")) {
+    if (!keep->is_boolean()) return f.bad("keep_when_empty", "true or false");
+    r.keepWhenEmpty = keep->get<bool>();
   }
   if (const json* placed = f.get(body, "placed")) {
     if (!placed->is_boolean()) return f.bad("placed", "true or false");

@@ -55,6 +55,9 @@ struct GrantedRow {
   // attach: its attacher reports how the processes ended (reports_exit); a
   // restarted daemon still waits for that word rather than calling it lost.
   bool reportsExit = false;
+  // attach: a child kept while its cgroup is empty (keep_when_empty); a
+  // restarted daemon re-adopts it empty rather than ending it.
+  bool keepWhenEmpty = false;
   // Placed by the site's scheduler (rpc::api::Declared::placed), and what
   // measured headroom lacked when it was granted anyway.
   bool placed = false;

@@ -202,6 +202,7 @@ json encode(const Attach& a) {
   if (a.reportsExit) p["reports_exit"] = true;
   if (!a.parent.empty()) p["parent"] = a.parent;
   if (a.join) p["join"] = true;
+  if (a.keepWhenEmpty) p["keep_when_empty"] = true;
   return p;
 }
 
@@ -326,6 +327,12 @@ Result<Attach> decodeAttach(const json& params) {
   a.join = *join;
   if (a.join && a.target.cgroup.empty())
     return f.bad("join", "joins the lease of a \"cgroup\": name the cgroup");
+  auto keep = f.boolean("keep_when_empty");
+  if (!keep) return keep.error();
+  a.keepWhenEmpty = *keep;
+  if (a.keepWhenEmpty && (a.parent.empty() || a.target.cgroup.empty() || a.target.pid))
+    return f.bad("keep_when_empty",
+                 "keeps an empty child lease: give \"parent\" and its \"cgroup\"");
   if (auto s = f.unknown(); !s) return s.error();
   return a;
 }

@@ -106,6 +106,12 @@ struct Attach {
   // bounded by the smaller of its own and the parent's gpu_memory_max. It
   // ends with its parent, if not before.
   std::string parent;
+  // A child lease kept while its cgroup is empty: placed before any process
+  // is there, and ended with its parent (or when its cgroup is removed), not
+  // when it empties. A Slurm extern step's user part on 26.05, where
+  // pam_slurm_adopt's ssh sessions come and go and nothing else runs. Only
+  // with "parent" and a "cgroup" target.
+  bool keepWhenEmpty = false;
   // The cgroup is already leased by its caller: that lease is the answer
   // (attach-or-join: a Slurm job's lease, asked for by each of its steps
   // when no extern step made it). Only with a "cgroup" target.

@@ -54,20 +54,6 @@ void leaseExternUser(const StepState& s, spank_t sp, std::uint32_t job, const st
   facts.jobCgroup = jobCg;
   facts.cgroup = jobCg + "/step_extern/user";
   facts.jobLease = jobLease;
-  // Slurm 22.05-24.11 run a sleep there from the start; 26.05 runs none
-  // (mgr.c _spawn_job_container), so the cgroup is empty until something is
-  // adopted, and an empty cgroup is no lease (it would end at once). Said,
-  // with what it means; Slurm mounts cgroup v2 at /sys/fs/cgroup
-  // (cgroup.conf's CgroupMountpoint default), as the daemon reads it.
-  if (readText("/sys/fs/cgroup" + facts.cgroup + "/cgroup.events").find("populated 1") ==
-      std::string::npos) {
-    slurm_info(
-        "%s: its extern step's user part %s holds no process (this Slurm runs no sleep there): "
-        "what pam_slurm_adopt puts there is charged and refused in the kernel with the job's "
-        "lease, and a kill at the job's bound does not reach it",
-        where.c_str(), facts.cgroup.c_str());
-    return;
-  }
   auto request = stepRequest(s.args, StepOptions{}, facts);
   if (!request) {
     slurm_error("%s: its extern step's user part: %s", where.c_str(),
@@ -75,6 +61,17 @@ void leaseExternUser(const StepState& s, spank_t sp, std::uint32_t job, const st
     return;
   }
   request->reportsExit = false;  // no task of the user's here: nobody reports its exit
+  // Slurm 22.05-24.11 run a sleep there from the start; 26.05 runs none
+  // (mgr.c _spawn_job_container), so the cgroup is empty until something is
+  // adopted and empties again when the last ssh session ends. Such a lease is
+  // kept while empty and ends with the job's (keep_when_empty); asked only
+  // then, so the lease on older Slurm is what it always was. Slurm mounts
+  // cgroup v2 at /sys/fs/cgroup (cgroup.conf's CgroupMountpoint default), as
+  // the daemon reads it.
+  const bool empty =
+      readText("/sys/fs/cgroup" + facts.cgroup + "/cgroup.events").find("populated 1") ==
+      std::string::npos;
+  request->keepWhenEmpty = empty;
   auto client = rpc::Client::connect(s.args.socket);
   auto granted = client ? requestLease(*client, s.args, *request, where, "extern-lease")
                         : Result<rpc::api::LeaseReply>(client.error());
@@ -85,8 +82,10 @@ void leaseExternUser(const StepState& s, spank_t sp, std::uint32_t job, const st
         where.c_str(), facts.cgroup.c_str(), granted.error().message.c_str());
     return;
   }
-  slurm_info("%s: its extern step's user part is tally lease %s on %s, in job lease %s",
-             where.c_str(), granted->lease.c_str(), facts.cgroup.c_str(), jobLease.c_str());
+  slurm_info(
+      "%s: its extern step's user part is tally lease %s on %s, in job lease %s%s", where.c_str(),
+      granted->lease.c_str(), facts.cgroup.c_str(), jobLease.c_str(),
+      empty ? " (empty until pam_slurm_adopt puts a process there: kept until the job ends)" : "");
 }
 
 // The job's lease on this node, made by the extern step (PrologFlags=Contain)

@@ -2,8 +2,10 @@
 // and srun steps, overlapping steps, a job cancelled or out of time, a
 // daemon restarted or slurmctld frozen around a step, --export=NONE. The
 // fixture: slurm_fixture.h. VM harness only.
+#include <sys/stat.h>
 #include <sys/wait.h>
 
+#include <cerrno>
 #include <csignal>
 
 #include "slurm_fixture.h"
@@ -131,10 +133,11 @@ TEST_F(VmSlurm, OverlappingStepsCountTheJobsGresOnceAndTheJobBoundsThemTogether)
 }
 
 // With PrologFlags=Contain the extern step's user part (where
-// pam_slurm_adopt puts ssh sessions) is a child lease of the job's where Slurm
-// runs its sleep there (22.05, 24.11). Two processes with buffers made
-// outside any lease are moved in, one into the running step, one into the
-// extern user part as pam_slurm_adopt would (26.05: into the batch step):
+// pam_slurm_adopt puts ssh sessions) is a child lease of the job's: with
+// Slurm's sleep in it (22.05, 24.11), or kept while empty (26.05 runs none).
+// Two processes with buffers made outside any lease are moved in, one into
+// the running step, one into the extern user part's task_special as
+// pam_slurm_adopt would (cgroup_v2.c cgroup_p_step_addto):
 // each child stays under the job's 32 MiB, the job is over it, so the job's
 // bound kills, and it kills only its children's cgroups, never the job's own
 // with slurmstepd in it. The batch step's stderr (printed by its
@@ -171,22 +174,20 @@ TEST_F(VmSlurm, AKillAtTheJobsBoundTakesOnlyUserSubtreesAndIsSaidOnTheStep) {
   std::string jobLease = jobRows[0].value("lease", "");
   std::string jobCg = jobRows[0]["body"]["target"].value("cgroup", "");
   // Slurm 22.05 and 24.11 run the extern step's sleep in its user part from
-  // the start: a child lease of the job's. 26.05 runs none there (mgr.c
-  // _spawn_job_container): the cgroup is empty, no lease, and slurmd's log
-  // says what that means. The second buffer then goes to the batch step.
+  // the start; 26.05 runs none there (mgr.c _spawn_job_container), so its
+  // lease is asked kept while empty, and slurmd's log says so.
   const bool externSleeps = kRelease < "26";
   json ext = rowsNamed("slurm-" + job + ".extern");
   std::string journal =
       shellOut("journalctl --no-pager -o cat | grep -a 'tally: job " + job + "' | tail -8");
-  if (externSleeps) {
-    ASSERT_FALSE(ext.empty()) << "the extern step's user part is no lease: " << journal;
-    EXPECT_EQ(ext[0]["body"]["parent"], jobLease);
-    EXPECT_EQ(ext[0]["body"]["target"]["cgroup"], jobCg + "/step_extern/user");
-    EXPECT_EQ(ext[0]["body"]["declared"]["gpu_memory_max"], 32 * kMiB);
-  } else {
-    EXPECT_TRUE(ext.empty()) << ext.dump(2);
-    EXPECT_NE(journal.find("its extern step's user part " + jobCg +
-                           "/step_extern/user holds no process (this Slurm runs no sleep there)"),
+  ASSERT_FALSE(ext.empty()) << "the extern step's user part is no lease: " << journal;
+  EXPECT_EQ(ext[0]["body"]["parent"], jobLease);
+  EXPECT_EQ(ext[0]["body"]["target"]["cgroup"], jobCg + "/step_extern/user");
+  EXPECT_EQ(ext[0]["body"]["declared"]["gpu_memory_max"], 32 * kMiB);
+  EXPECT_EQ(ext[0]["body"].value("keep_when_empty", false), !externSleeps) << ext[0].dump();
+  if (!externSleeps) {
+    EXPECT_NE(journal.find("(empty until pam_slurm_adopt puts a process there: kept until the "
+                           "job ends)"),
               std::string::npos)
         << journal;
   }
@@ -202,10 +203,10 @@ TEST_F(VmSlurm, AKillAtTheJobsBoundTakesOnlyUserSubtreesAndIsSaidOnTheStep) {
   ASSERT_FALSE(extern_slurmstepd.empty()) << "no extern slurmstepd: is Contain on?";
   writeFile("/sys/fs/cgroup" + jobCg + "/step_0/user/task_0/cgroup.procs",
             std::to_string(a1.pid) + "\n");
-  writeFile("/sys/fs/cgroup" + jobCg +
-                (externSleeps ? "/step_extern/user/task_special" : "/step_batch/user/task_0") +
-                "/cgroup.procs",
-            std::to_string(a2.pid) + "\n");
+  // Slurm makes task_special as it adopts the first process (26.05: not before).
+  std::string special = "/sys/fs/cgroup" + jobCg + "/step_extern/user/task_special";
+  ASSERT_TRUE(::mkdir(special.c_str(), 0755) == 0 || errno == EEXIST) << special;
+  writeFile(special + "/cgroup.procs", std::to_string(a2.pid) + "\n");
   auto killRow = [&] {
     for (const auto& row : rowsNamed("slurm-" + job))
       if (row["kind"] == "gpu-bound" && row["body"]["kind"] == "gpu-memory-kill") return row;

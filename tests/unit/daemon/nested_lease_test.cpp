@@ -5,6 +5,8 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <filesystem>
+
 #include "daemon/service_fixture.h"
 
 namespace tally {
@@ -282,6 +284,89 @@ TEST_F(NestedLeaseTest, GpuMemoryOutsideLeasesCountsAChildOnce) {
   json o = service->overview(clock::realtimeNs());
   // The device says 20 GiB GTT used; the job (both steps) holds 4: 16 outside.
   EXPECT_EQ(o["outside_leases"]["gtt"]["bytes"], 16 * GiB) << o.dump(2);
+}
+
+// keep_when_empty: a Slurm 26.05 extern step's user part holds no process
+// until pam_slurm_adopt puts an ssh session there. Such a child is placed
+// empty, lives through emptying, is killed by its parent's bound only while
+// it holds processes, ends with its parent or when its cgroup is removed, and
+// a restarted daemon re-adopts it empty. Without the flag an empty cgroup is
+// still refused.
+TEST_F(NestedLeaseTest, AChildKeptWhenEmptyLivesUntilItsParentEndsAndIsKilledOnlyWithProcesses) {
+  gpuWorkload(step(0), 5100, 31, 4);  // the job's step, no lease of its own
+  workloadCgroup(kJob, true);
+  host.addCgroup(kJob, {});
+  json r = call(1, 0, "attach",
+                {{"pools", {"gpu"}},
+                 {"cgroup", kJob},
+                 {"gpu_memory_max", 3 * GiB},
+                 {"gpu_memory_action", "kill"},
+                 {"force", true},
+                 {"no_wait", true},
+                 {"placed", true},
+                 {"name", "slurm-7"}});
+  ASSERT_TRUE(r["ok"]) << r;
+  std::string job = r["result"]["lease"];
+  const std::string ext = std::string(kJob) + "/step_extern/user";
+  workloadCgroup(ext, false);
+  json refused = call(2, 0, "attach", {{"cgroup", ext}, {"parent", job}, {"name", "7.extern"}});
+  EXPECT_NE(refused.dump().find("has no processes"), std::string::npos) << refused;
+  json noParent =
+      call(2, 0, "attach", {{"cgroup", ext}, {"pools", {"gpu"}}, {"keep_when_empty", true}});
+  EXPECT_EQ(noParent["error"]["code"], "invalid-params") << noParent;
+  json kept = call(
+      2, 0, "attach",
+      {{"cgroup", ext}, {"parent", job}, {"name", "slurm-7.extern"}, {"keep_when_empty", true}});
+  ASSERT_TRUE(kept["ok"]) << kept;
+  std::string e = kept["result"]["lease"];
+  EXPECT_EQ(json::parse(rows(e).front().body).value("keep_when_empty", false), true)
+      << rows(e).front().body;
+  service->cgroupChanged(e);
+  // The job is over its bound, and its only child is empty: no workload to
+  // kill (said once), the child is not killed, and it stays.
+  for (int i = 0; i < 6; ++i) service->sample();
+  EXPECT_FALSE(killed(ext)) << "an empty child is no workload to kill";
+  int skipped = 0;
+  for (const auto& note : journal.notes)
+    skipped += note.message.find("no child lease holds a workload to kill") != std::string::npos;
+  EXPECT_EQ(skipped, 1);
+  EXPECT_NE(lease(e), json()) << "empty, and kept";
+  // An ssh session arrives there: the next kill takes it, never the job's cgroup.
+  gpuWorkload(ext, 5300, 51, 1);
+  service->cgroupChanged(e);
+  for (int i = 0; i < 3; ++i) service->sample();
+  EXPECT_TRUE(killed(ext));
+  EXPECT_NE(::access((host.cgroupRoot() + kJob + "/cgroup.kill").c_str(), F_OK), 0);
+  // It empties: still kept, until the job ends.
+  writeFile(host.cgroupRoot() + ext + "/cgroup.events", "populated 0\nfrozen 0\n");
+  service->cgroupChanged(e);
+  service->sample();
+  EXPECT_NE(lease(e), json()) << "emptied, and kept";
+  // A restart re-adopts it empty, not as "emptied while the daemon was down".
+  reopen();
+  auto log = service->recover();
+  ASSERT_TRUE(log) << log.error().message;
+  EXPECT_NE(lease(e), json()) << ::testing::PrintToString(*log);
+  // Its cgroup removed: it ends, and the job goes on.
+  std::filesystem::remove_all(host.cgroupRoot() + ext);
+  service->cgroupChanged(e);
+  EXPECT_EQ(lease(e), json());
+  EXPECT_EQ(kinds(e).back(), "outcome");
+  EXPECT_NE(lease(job), json()) << "the job goes on";
+}
+
+// Kept empty, it ends with its parent, first.
+TEST_F(NestedLeaseTest, AChildKeptWhenEmptyEndsWithItsParent) {
+  std::string job = attachJob(8);
+  const std::string ext = std::string(kJob) + "/step_extern/user";
+  workloadCgroup(ext, false);
+  json kept = call(2, 0, "attach", {{"cgroup", ext}, {"parent", job}, {"keep_when_empty", true}});
+  ASSERT_TRUE(kept["ok"]) << kept;
+  std::string e = kept["result"]["lease"];
+  ASSERT_TRUE(call(1, 0, "release", {{"lease", job}})["ok"]);
+  ASSERT_EQ(kinds(e).back(), "outcome");
+  EXPECT_LT(rows(e).back().seq, rows(job).back().seq);
+  EXPECT_EQ(service->liveLeases(), 0u);
 }
 
 }  // namespace

@@ -26,6 +26,7 @@ TEST(LedgerRows, AGrantedRowReadsBackAsWritten) {
   g.requestedAtNs = 123;
   g.target.unit = "llama.service";
   g.reportsExit = true;
+  g.keepWhenEmpty = true;
   json body = ledger::encode(g);
   EXPECT_EQ(body["gpu_bound"]["enforced_by"], "daemon");
   auto r = ledger::decodeGranted(json::parse(body.dump()));
@@ -45,6 +46,7 @@ TEST(LedgerRows, AGrantedRowReadsBackAsWritten) {
   EXPECT_EQ(r->requestedAtNs, 123u);
   EXPECT_EQ(r->target.unit, "llama.service");
   EXPECT_TRUE(r->reportsExit);
+  EXPECT_TRUE(r->keepWhenEmpty);
 }
 
 TEST(LedgerRows, OlderRowsReadWithDefaultsAndDamageIsNamed) {
@@ -53,6 +55,8 @@ TEST(LedgerRows, OlderRowsReadWithDefaultsAndDamageIsNamed) {
   EXPECT_EQ(old->kind, lease::LeaseKind::Run);
   EXPECT_FALSE(old->boundAction);
   EXPECT_FALSE(old->reportsExit) << "a row from before reports_exit was kept";
+  EXPECT_FALSE(old->keepWhenEmpty);
+  EXPECT_FALSE(ledger::decodeGranted({{"kind", "attach"}, {"keep_when_empty", 1}}));
   auto bad = ledger::decodeGranted({{"owner_uid", "root"}});
   ASSERT_FALSE(bad);
   EXPECT_NE(bad.error().message.find("\"owner_uid\""), std::string::npos) << bad.error().message;

@@ -202,7 +202,18 @@ TEST(LeaseApi, AChildLeaseNamesItsParentAndNoPool) {
   ASSERT_TRUE(join) << join.error().message;
   EXPECT_TRUE(join->join);
   EXPECT_TRUE(decodeAttach(encode(*join))->join);
+  auto kept = decodeAttach({{"cgroup", "/job_7/step_extern/user"},
+                            {"parent", "0123456789ab"},
+                            {"keep_when_empty", true}});
+  ASSERT_TRUE(kept) << kept.error().message;
+  EXPECT_TRUE(kept->keepWhenEmpty);
+  EXPECT_TRUE(decodeAttach(encode(*kept))->keepWhenEmpty);
+  EXPECT_FALSE(child->keepWhenEmpty);
+  EXPECT_FALSE(encode(*child).contains("keep_when_empty"));
   for (const char* bad : {
+           R"({"cgroup": "/a", "pools": ["gpu"], "keep_when_empty": true})",
+           R"({"pid": 7, "parent": "0123456789ab", "keep_when_empty": true})",
+           R"({"cgroup": "/a/b", "parent": "0123456789ab", "keep_when_empty": 1})",
            R"({"cgroup": "/a/b", "parent": "0123456789ab", "pools": ["gpu"]})",
            R"({"cgroup": "/a/b", "parent": "../x"})",
            R"({"cgroup": "/a/b", "parent": 7})",
