@@ -12,6 +12,7 @@
 #include <cstring>
 
 #include "util/clock.h"
+#include "util/units.h"
 
 extern char** environ;
 
@@ -78,7 +79,9 @@ Result<Output> capture(const std::vector<std::string>& argv, std::size_t maxByte
   while (::waitpid(pid, &o.status, 0) < 0 && errno == EINTR) {
   }
   if (timedOut)
-    return Error{ETIMEDOUT, fmt::format("gave no answer within {} s", timeoutMs / 1000)};
+    return Error{ETIMEDOUT,
+                 fmt::format("gave no answer within {}",
+                             units::humanDuration(static_cast<std::uint64_t>(timeoutMs) * 1000))};
   return o;
 }
 

@@ -47,7 +47,9 @@ void addDoctorCommand(CLI::App& app, DoctorOptions& opts) {
       "node); RealMemory plus the GRES's GTT part fit in MemTotal; that GTT part fits under\n"
       "the kernel's GTT ceiling for the pool's clients. Exit 0 all hold, 1 one\n"
       "failed (drain the node: docs/slurm.md has the NHC and HealthCheckProgram lines), 2 none\n"
-      "could be judged. Run it as root, as slurmd runs.");
+      "could be judged. The whole check ends within --timeout (20s, inside NHC's 30 s): the\n"
+      "daemon is asked first, and what slurmctld has not answered by then is unknown, so a\n"
+      "slow controller drains no node. Run it as root, as slurmd runs.");
   doctor->add_flag("--json", opts.json, "print the report as JSON");
   doctor->add_flag("--active", opts.active,
                    "run the active GTT -> memcg probe (root; allocates --probe-size of GTT)");
@@ -66,6 +68,11 @@ void addDoctorCommand(CLI::App& app, DoctorOptions& opts) {
                      "else slurmd's configless cache, /run/slurm/conf/plugstack.conf)");
   doctor->add_option("--plugin-dir", opts.pluginDir,
                      "with --slurm: Slurm's PluginDir, where a plugstack path without a '/' is");
+  doctor
+      ->add_option("--timeout", opts.slurmTimeout,
+                   "with --slurm: the whole check's time (inside NHC's 30 s). What slurmctld has "
+                   "not answered by then is unknown, not FAILED: a slow controller drains no node")
+      ->default_str("20s");
   doctor
       ->add_option("--probe-cgroup", opts.probeCgroup,
                    "parent of the probe's throw-away cgroup (needs +memory in its subtree_control)")

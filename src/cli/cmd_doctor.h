@@ -18,6 +18,9 @@ struct DoctorOptions {
   // configless cluster) slurmd's cache of the controller's copy.
   std::string plugstack;
   std::string pluginDir;  // "" = where the package installs the plugin
+  // The whole --slurm check's time: inside NHC's default 30 s per check
+  // (check_cmd_status -t 30), so NHC never kills it half-way.
+  std::string slurmTimeout = "20s";
 };
 
 void addDoctorCommand(CLI::App& app, DoctorOptions& opts);

@@ -8,6 +8,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <fstream>
@@ -26,10 +27,38 @@
 #include "slurm/health.h"
 #include "slurm/plugin_version.h"
 #include "slurm/step.h"
+#include "util/clock.h"
 #include "util/text.h"
+#include "util/units.h"
 
 namespace tally::cli {
 namespace {
+
+// The check's time (--timeout): each call out gets what is left of it, so
+// the whole check ends inside it, and a call it cannot reach is not made and
+// says so. The daemon, local, is asked first; slurmctld's calls come last,
+// so a slow controller leaves its checks unknown rather than the daemon's
+// FAILED (which drains the node).
+class TimeBudget {
+ public:
+  TimeBudget(std::uint64_t us, std::string said)
+      : endUs_(clock::monotonicUs() + us), said_(std::move(said)) {}
+  // What is left, at most `capMs`; 0 once spent.
+  int leftMs(int capMs) const {
+    std::uint64_t now = clock::monotonicUs();
+    if (now >= endUs_) return 0;
+    return static_cast<int>(
+        std::min<std::uint64_t>((endUs_ - now) / 1000, static_cast<std::uint64_t>(capMs)));
+  }
+  std::string spent(std::string_view call) const {
+    return fmt::format("{}: not run, the check's time (--timeout {}) was spent", call, said_);
+  }
+
+ private:
+  std::uint64_t endUs_;
+  std::string said_;
+};
+constexpr int kCallCapMs = 30'000;
 
 Result<std::string> readWhole(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
@@ -84,8 +113,13 @@ void readPlugin(const std::string& pluginDir, slurm::SlurmFacts& f) {
 }
 
 // slurmd -V only: it prints and exits before slurmd reads its configuration.
-void runSlurmd(slurm::SlurmFacts& f) {
-  auto r = capture({"slurmd", "-V"}, 1u << 20, 30'000);
+void runSlurmd(slurm::SlurmFacts& f, const TimeBudget& budget) {
+  int ms = budget.leftMs(kCallCapMs);
+  if (ms == 0) {
+    f.slurmdError = budget.spent("slurmd -V");
+    return;
+  }
+  auto r = capture({"slurmd", "-V"}, 1u << 20, ms);
   if (!r) {
     f.slurmdError = fmt::format("slurmd -V: {}", r.error().message);
   } else if (!WIFEXITED(r->status) || WEXITSTATUS(r->status) != 0) {
@@ -99,13 +133,13 @@ void runSlurmd(slurm::SlurmFacts& f) {
 // The daemon's pools (the plugin's pool's budget, and which GTT ceiling its
 // headroom reads) and its devices' VRAM.
 void askDaemon(const std::string& socket, const std::string& pool, slurm::SlurmFacts& f,
-               devices::GttConsumer& consumer) {
+               devices::GttConsumer& consumer, const TimeBudget& budget) {
   auto c = rpc::Client::connect(socket);
   if (!c) {
     f.daemonError = c.error().message;
     return;
   }
-  auto pools = c->call(rpc::api::ListPools{}, {}, 10'000);
+  auto pools = c->call(rpc::api::ListPools{}, {}, std::max(budget.leftMs(10'000), 1));
   if (!pools || !pools->ok) {
     f.daemonError = pools ? pools->error.message : pools.error().message;
     return;
@@ -124,7 +158,7 @@ void askDaemon(const std::string& socket, const std::string& pool, slurm::SlurmF
       consumer = devices::parseGttConsumer(g->get<std::string>()).value_or(consumer);
   }
   // The devices' VRAM, as the daemon reads sysfs: the GRES beyond it is GTT.
-  auto overview = c->call(rpc::api::Overview{}, {}, 10'000);
+  auto overview = c->call(rpc::api::Overview{}, {}, std::max(budget.leftMs(10'000), 1));
   if (!overview || !overview->ok || !overview->result.is_object()) {
     f.vramError = "the daemon's overview did not answer";
     return;
@@ -187,7 +221,7 @@ void readGttCeiling(const fs::RootPaths& paths, devices::GttConsumer consumer,
 
 // What Slurm hands out here (slurmctld's record of this node: its GRES and
 // RealMemory) and what the host has (MemTotal).
-void readNode(slurm::SlurmFacts& f) {
+void readNode(slurm::SlurmFacts& f, const TimeBudget& budget) {
   if (auto m = readWhole("/proc/meminfo")) {
     f.memTotalBytes = probes::parseMemInfo(*m).memTotal;
     if (!f.memTotalBytes) f.memTotalError = "/proc/meminfo has no MemTotal";
@@ -201,7 +235,12 @@ void readNode(slurm::SlurmFacts& f) {
   }
   std::string node(host);
   node = node.substr(0, node.find('.'));
-  auto r = capture({"scontrol", "show", "node", node, "-o"}, 1u << 20, 30'000);
+  int ms = budget.leftMs(kCallCapMs);
+  if (ms == 0) {
+    f.nodeRecordError = f.realMemoryError = budget.spent("scontrol show node");
+    return;
+  }
+  auto r = capture({"scontrol", "show", "node", node, "-o"}, 1u << 20, ms);
   if (!r || !WIFEXITED(r->status) || WEXITSTATUS(r->status) != 0) {
     f.nodeRecordError = f.realMemoryError =
         fmt::format("scontrol show node {}: {}", node,
@@ -221,8 +260,14 @@ void readNode(slurm::SlurmFacts& f) {
 }
 
 // PrologFlags (slurmctld's config, as slurmd got it) and sshd's PAM stack.
-void readContain(slurm::SlurmFacts& f) {
-  auto r = capture({"scontrol", "show", "config"}, 1u << 20, 30'000);
+void readContain(slurm::SlurmFacts& f, const TimeBudget& budget) {
+  if (auto pam = readWhole("/etc/pam.d/sshd")) f.pamSlurmAdopt = slurm::pamAdoptsIntoJobs(*pam);
+  int ms = budget.leftMs(kCallCapMs);
+  if (ms == 0) {
+    f.containError = budget.spent("scontrol show config");
+    return;
+  }
+  auto r = capture({"scontrol", "show", "config"}, 1u << 20, ms);
   if (!r || !WIFEXITED(r->status) || WEXITSTATUS(r->status) != 0) {
     f.containError =
         fmt::format("scontrol show config: {}",
@@ -232,7 +277,6 @@ void readContain(slurm::SlurmFacts& f) {
   } else {
     f.containError = c.error().message;
   }
-  if (auto pam = readWhole("/etc/pam.d/sshd")) f.pamSlurmAdopt = slurm::pamAdoptsIntoJobs(*pam);
 }
 
 // Where slurmd reads plugstack.conf: Slurm's /etc/slurm, or in a configless
@@ -245,6 +289,13 @@ constexpr const char* kConfiglessPlugstack = "/run/slurm/conf/plugstack.conf";
 }  // namespace
 
 int runDoctorSlurm(const fs::RootPaths& paths, const DoctorOptions& opts) {
+  auto timeoutUs = units::parseDurationUs(opts.slurmTimeout);
+  if (!timeoutUs || *timeoutUs < 1'000'000 || *timeoutUs > 3'600'000'000) {
+    fmt::print(stderr, "tally doctor: --timeout {}: {}\n", opts.slurmTimeout,
+               timeoutUs ? "must be 1s..1h (NHC gives a check 30s)" : timeoutUs.error().message);
+    return kExitUsage;
+  }
+  const TimeBudget budget(*timeoutUs, opts.slurmTimeout);
   slurm::SlurmFacts f;
   std::string plugstack = opts.plugstack;
   if (plugstack.empty()) {
@@ -266,11 +317,11 @@ int runDoctorSlurm(const fs::RootPaths& paths, const DoctorOptions& opts) {
     readPlugin(pluginDir, f);
     if (auto a = slurm::parsePluginArgs(f.plugstack->tally->args)) args = *a;
   }
-  runSlurmd(f);
   devices::GttConsumer consumer = devices::GttConsumer::Smaller;  // the pools' default
-  askDaemon(args.socket, args.pool, f, consumer);
-  readNode(f);
-  readContain(f);
+  askDaemon(args.socket, args.pool, f, consumer, budget);
+  runSlurmd(f, budget);
+  readNode(f, budget);
+  readContain(f, budget);
   readGttCeiling(paths, consumer, f);
   auto checks = slurm::judgeSlurm(f);
 
