@@ -273,20 +273,41 @@ void Engine::judged(std::size_t index, std::optional<Wait> why, std::string pool
   w.pool = std::move(pool);
 }
 
+std::uint64_t stillNeeded(std::optional<std::uint64_t> declared,
+                          std::optional<std::uint64_t> held) {
+  if (!declared) return 0;
+  return held && *held < *declared ? *declared - *held : (held ? 0 : *declared);
+}
+
 std::optional<lease::Shortfall> shortfallIn(const Request& r, const config::Pool& p,
                                             const Headroom& h) {
   lease::Shortfall s;
   s.pool = p.name;
-  // The same reading as fits(): a budget makes the resource count.
-  if (p.memoryBudget && h.hostBytes && r.declaration.memoryMax &&
-      *r.declaration.memoryMax > *h.hostBytes)
-    s.host = lease::Shortfall::Figure{*r.declaration.memoryMax, *h.hostBytes};
-  if (p.gpuMemoryBudget && h.gpuBytes && r.declaration.gpuMemoryMax &&
-      *r.declaration.gpuMemoryMax > *h.gpuBytes)
-    s.gpu = lease::Shortfall::Figure{*r.declaration.gpuMemoryMax, *h.gpuBytes};
+  // The same reading as fits(): a budget makes the resource count, and
+  // what an attached workload already holds is out of the free already.
+  const std::uint64_t host = stillNeeded(r.declaration.memoryMax, r.heldHostBytes);
+  const std::uint64_t gpu = stillNeeded(r.declaration.gpuMemoryMax, r.heldGpuBytes);
+  if (p.memoryBudget && h.hostBytes && host > *h.hostBytes)
+    s.host = lease::Shortfall::Figure{host, *h.hostBytes};
+  if (p.gpuMemoryBudget && h.gpuBytes && gpu > *h.gpuBytes)
+    s.gpu = lease::Shortfall::Figure{gpu, *h.gpuBytes};
   if (!s.any()) return std::nullopt;
   return s;
 }
+
+namespace {
+
+// "needs 8.0 GiB more: declares 44.0 GiB, holds 36.0 GiB" for an attached
+// workload that holds some already, else "needs 44.0 GiB".
+std::string needs(std::optional<std::uint64_t> declared, std::optional<std::uint64_t> held) {
+  using units::humanBytes;
+  if (!held || *held == 0) return fmt::format("needs {}", humanBytes(declared.value_or(0)));
+  return fmt::format("needs {} more: declares {}, holds {}",
+                     humanBytes(stillNeeded(declared, held)), humanBytes(declared.value_or(0)),
+                     humanBytes(*held));
+}
+
+}  // namespace
 
 WaitFigures waitFigures(const Request& r, Wait w, const config::Pool& p, const PoolUsage& u,
                         const Headroom& h) {
@@ -323,18 +344,19 @@ WaitFigures waitFigures(const Request& r, Wait w, const config::Pool& p, const P
       break;
     }
     case Wait::HostHeadroom:
-      f.needed = r.declaration.memoryMax.value_or(0);
+      f.needed = stillNeeded(r.declaration.memoryMax, r.heldHostBytes);
       f.free = h.hostBytes;
-      f.detail = fmt::format(
-          "host memory: needs {}, {} free (MemAvailable less holders' unused declarations)",
-          humanBytes(*f.needed), f.free ? humanBytes(*f.free) : std::string("unknown"));
+      f.detail =
+          fmt::format("host memory: {}, {} free (MemAvailable less holders' unused declarations)",
+                      needs(r.declaration.memoryMax, r.heldHostBytes),
+                      f.free ? humanBytes(*f.free) : std::string("unknown"));
       break;
     case Wait::GpuHeadroom:
-      f.needed = r.declaration.gpuMemoryMax.value_or(0);
+      f.needed = stillNeeded(r.declaration.gpuMemoryMax, r.heldGpuBytes);
       f.free = h.gpuBytes;
-      f.detail =
-          fmt::format("GPU memory on pool {}'s devices: needs {}, {} free", p.name,
-                      humanBytes(*f.needed), f.free ? humanBytes(*f.free) : std::string("unknown"));
+      f.detail = fmt::format("GPU memory on pool {}'s devices: {}, {} free", p.name,
+                             needs(r.declaration.gpuMemoryMax, r.heldGpuBytes),
+                             f.free ? humanBytes(*f.free) : std::string("unknown"));
       break;
     case Wait::Behind:
       f.unit = "leases";

@@ -51,7 +51,16 @@ struct Request {
   // declared budgets still hold it, measured headroom and totals never do,
   // and no waiter reserves its pools against it (it never waits itself).
   bool placed = false;
+  // An attach: what its workload already holds, measured as it arrives (as
+  // a holder's in-use is). Those bytes are already out of the measured free,
+  // so measured headroom needs only the rest of its declaration; budgets
+  // still count all of it. Absent = not measured: all of it is needed.
+  std::optional<std::uint64_t> heldHostBytes, heldGpuBytes;
 };
+
+// What a request still needs of measured headroom for `declared`: its
+// declaration less what it already holds (never below 0).
+std::uint64_t stillNeeded(std::optional<std::uint64_t> declared, std::optional<std::uint64_t> held);
 
 // What measurement says is free for one more grant in a pool, net of what
 // current holders declared but do not use yet. Absent = not measurable here:

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "lease/meter.h"
+
 namespace tally::daemon {
 namespace {
 
@@ -84,6 +86,16 @@ admission::Headroom PoolMeasures::headroomFor(const config::Pool& pool) {
     holders.push_back(u);
   }
   return poolHeadroom(pool, host_.recent(), holders);
+}
+
+void PoolMeasures::noteHeld(const fs::Root& proc, const fs::Root& sys, Lease& l) const {
+  if (!l.place.cg) return;
+  lease::LeaseMeter meter(proc, sys, *l.place.cg, l.plan().bound.max);
+  meter.readStatGpu(handover_.statNamesGpu);
+  meter.sample([this]() -> host::Snapshot& { return host_.fresh(); });
+  l.req.heldHostBytes = handover_.hostOnly(meter.host().last, meter.host().lastStatGpu,
+                                           meter.gpu().lastHostUncharged);
+  l.req.heldGpuBytes = meter.gpu().lastBytes;
 }
 
 std::optional<std::uint64_t> PoolMeasures::hostOnly(const Lease& l) const {

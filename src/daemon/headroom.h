@@ -53,6 +53,10 @@ class PoolMeasures {
   admission::Totals totalsFor(const config::Pool& pool) { return poolTotals(pool, host_.recent()); }
   // A lease's host memory without its GPU memory (coverage::Handover::hostOnly).
   std::optional<std::uint64_t> hostOnly(const Lease& l) const;
+  // What a placed attach's workload holds now, read as a holder's in-use is
+  // (its host memory without GPU memory, and its GPU memory): measured
+  // headroom needs only the rest of its declaration (admission::Request).
+  void noteHeld(const fs::Root& proc, const fs::Root& sys, Lease& l) const;
 
  private:
   const LeaseBook& book_;

@@ -405,7 +405,7 @@ void LeaseEvents::placedShortfall(const Lease& l, const lease::Shortfall& s) {
     ShortfallCount& c = shortfalls_[key];
     ++c.grants;
     c.bytes += (*fig)->bytes();
-    said.push_back(fmt::format("{} {} short (declares {}, {} free)", what,
+    said.push_back(fmt::format("{} {} short (needs {}, {} free)", what,
                                units::humanBytes((*fig)->bytes()),
                                units::humanBytes((*fig)->needed), units::humanBytes((*fig)->free)));
   }

@@ -164,6 +164,9 @@ Service::Admission Service::admit(std::uint64_t conn, const Peer& peer, const js
       if (auto why = boundUnseen()) return refused(code::kRefused, *why);
     }
     if (auto denied = refuseOverOnArrival(aenv, *l, attach->force)) return {*denied, false};
+    // An attached workload's own use is already out of the measured free:
+    // it needs only the rest of its declaration (a child holds no pool).
+    if (!child) measures_.noteHeld(env_.proc, env_.sys, *l);
     l->expectReport(attach->reportsExit);
     l->keepWhenEmpty(attach->keepWhenEmpty);
   }

@@ -25,7 +25,10 @@ std::vector<config::Pool> pools() {
 Request req(const std::string& id, std::vector<std::string> pools,
             std::optional<std::uint64_t> mem = {}, std::optional<std::uint64_t> gpu = {},
             int prio = 0) {
-  Request r{id, std::move(pools), {}, prio, 0, false};
+  Request r;
+  r.id = id;
+  r.pools = std::move(pools);
+  r.priority = prio;
   r.declaration.memoryMax = mem;
   r.declaration.gpuMemoryMax = gpu;
   return r;
@@ -216,6 +219,57 @@ TEST(Admission, HeadroomOnlyDelays) {
   // Unknown headroom delays nothing.
   auto unknown = [](const config::Pool&) { return admission::Headroom{}; };
   EXPECT_EQ(e.grant(unknown), std::vector<std::string>{"c"});
+}
+
+// An attach of a running workload needs of measured headroom only what its
+// declaration adds to what it already holds (those bytes are out of the
+// measured free already); the budgets still count the whole declaration.
+// The day-one case: a model server holding 36 GiB declares 44 with 39.5 free.
+TEST(Admission, AnAttachNeedsOnlyWhatItsDeclarationAdds) {
+  Engine e(pools());
+  auto box = [](const config::Pool&) {
+    return admission::Headroom{1000 * GiB, 39 * GiB + 512 * (1ULL << 20)};
+  };
+  Request server = req("s", {"gpu"}, std::nullopt, 44 * GiB);
+  server.heldGpuBytes = 36 * GiB;
+  server.heldHostBytes = 2 * GiB;
+  e.enqueue(server);
+  EXPECT_EQ(e.grant(box), std::vector<std::string>{"s"}) << "8 more of 39.5 free";
+  EXPECT_EQ(e.usage("gpu").gpuMemoryDeclared.value(), 44 * GiB) << "the budget counts all 44";
+  // Unmeasured, the same declaration waits: all 44 against 39.5.
+  e.release("s");
+  Request unmeasured = req("u", {"gpu"}, std::nullopt, 44 * GiB);
+  e.enqueue(unmeasured);
+  EXPECT_TRUE(e.grant(box).empty());
+  EXPECT_EQ(e.waitReason("u"), admission::Wait::GpuHeadroom);
+  e.cancel("u");
+  // Declaring 84 while holding 36 needs 48 more: it waits, and says the arithmetic.
+  Request more = req("m", {"gpu"}, 64 * GiB, 84 * GiB);
+  more.heldGpuBytes = 36 * GiB;
+  more.heldHostBytes = 60 * GiB;
+  e.enqueue(more);
+  EXPECT_TRUE(e.grant(box).empty());
+  auto f = admission::waitFigures(*e.request("m"), admission::Wait::GpuHeadroom, pools()[0],
+                                  e.usage("gpu"), box(pools()[0]));
+  EXPECT_EQ(f.needed, 48 * GiB);
+  EXPECT_EQ(f.detail,
+            "GPU memory on pool gpu's devices: needs 48.0 GiB more: declares 84.0 GiB, holds "
+            "36.0 GiB, 39.5 GiB free");
+  auto lacking = admission::shortfallIn(more, pools()[0], box(pools()[0]));
+  ASSERT_TRUE(lacking && lacking->gpu);
+  EXPECT_EQ(lacking->gpu->bytes(), 8 * GiB + 512 * (1ULL << 20));
+  EXPECT_FALSE(lacking->host) << "64 declared, 60 held: 4 more of 1000 free";
+  auto tightHost = [](const config::Pool&) { return admission::Headroom{3 * GiB, 1000 * GiB}; };
+  f = admission::waitFigures(*e.request("m"), admission::Wait::HostHeadroom, pools()[0],
+                             e.usage("gpu"), tightHost(pools()[0]));
+  EXPECT_EQ(f.detail,
+            "host memory: needs 4.0 GiB more: declares 64.0 GiB, holds 60.0 GiB, 3.0 GiB free "
+            "(MemAvailable less holders' unused declarations)");
+  // Holding more than it declares needs nothing more (refuseOverOnArrival
+  // says the rest), and never a negative figure.
+  EXPECT_EQ(admission::stillNeeded(8 * GiB, 9 * GiB), 0u);
+  EXPECT_EQ(admission::stillNeeded(8 * GiB, std::nullopt), 8 * GiB);
+  EXPECT_EQ(admission::stillNeeded(std::nullopt, 9 * GiB), 0u);
 }
 
 // A request the site's scheduler placed (a Slurm job's lease) is held by

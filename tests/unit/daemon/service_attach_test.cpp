@@ -390,3 +390,40 @@ TEST_F(ServiceTest, AContainerIsLeasedWholeByItsInitPidAndNamed) {
 
 }  // namespace
 }  // namespace tally::testing
+
+namespace tally {
+namespace {
+
+// Day one on a busy box: the model server already runs, holding 36 GiB of
+// the 53 GiB of GTT in use (96 in all). Its own use is already out of the
+// measured free, so attaching it needs only what its declaration adds: at
+// 84 GiB that is 48 more than the 43.25 free (refused, with the
+// arithmetic); at 75 it is 39 more, granted. The budget counts all 75.
+TEST_F(ServiceBoundTest, AnAttachIsAdmittedOnWhatItAddsToWhatItHolds) {
+  const std::string dev = host.sysRoot() + "/devices/pci0000:00/0000:c6:00.0";
+  writeFile(dev + "/mem_info_gtt_total", fmt::format("{}\n", 96 * GiB));
+  writeFile(dev + "/mem_info_gtt_used", fmt::format("{}\n", 53 * GiB));
+  reopen();
+  const std::string server = "/system.slice/llama-server.service";
+  gpuWorkload(server, 5010, 21, 36);
+  json params = {{"pools", {"gpu"}},
+                 {"cgroup", server},
+                 {"gpu_memory_max", 84 * GiB},
+                 {"name", "llama"},
+                 {"no_wait", true}};
+  json over = call(1, 0, "attach", params);
+  ASSERT_FALSE(over["ok"]) << over;
+  EXPECT_NE(over["error"]["message"].get<std::string>().find(
+                "GPU memory on pool gpu's devices: needs 48.0 GiB more: declares 84.0 GiB, holds "
+                "36.0 GiB, 43.2 GiB free"),
+            std::string::npos)
+      << over;
+  params["gpu_memory_max"] = 75 * GiB;
+  json fits = call(1, 0, "attach", params);
+  ASSERT_TRUE(fits["ok"]) << fits;
+  json pools = call(2, 0, "pools", json::object());
+  EXPECT_EQ(pools["result"]["pools"][0]["gpu_memory_declared"], 75 * GiB) << pools;
+}
+
+}  // namespace
+}  // namespace tally

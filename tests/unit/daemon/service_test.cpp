@@ -327,7 +327,7 @@ TEST_F(ServiceTest, APlacedLeaseIsGrantedPastMeasuredHeadroomWithTheShortfallRec
            n.message.find("lease " + id +
                           " (slurm-42): granted as the site's scheduler "
                           "placed it, with measured headroom in pool gpu GPU memory "
-                          "38.0 GiB short (declares 48.0 GiB, 10.0 GiB free)") != std::string::npos;
+                          "38.0 GiB short (needs 48.0 GiB, 10.0 GiB free)") != std::string::npos;
   EXPECT_TRUE(said) << "the journal says it";
   std::string text = call(4, 1000, "metrics", json::object())["result"]["text"];
   EXPECT_NE(text.find("tally_placed_shortfall_total{resource=\"gpu\"} 1\n"), std::string::npos)
