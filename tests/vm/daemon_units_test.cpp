@@ -18,10 +18,11 @@ using namespace tally::vmdaemon;
 // A unit file as an operator writes one (llama-server, or podman quadlet's
 // generated service): each start removes its READY barrier and holds 16 MiB
 // of GTT until stopped.
-std::string installService(const std::string& service, const std::string& readyPath) {
-  writeFile("/run/systemd/system/" + service, "[Service]\nType=exec\nExecStartPre=/bin/rm -f " +
-                                                  readyPath + "\nExecStart=" + kWorkload +
-                                                  " gpu gtt 16 1 600000 " + readyPath + "\n");
+std::string installService(const std::string& service, const std::string& readyPath,
+                           int gttMiB = 16) {
+  writeFile("/run/systemd/system/" + service,
+            "[Service]\nType=exec\nExecStartPre=/bin/rm -f " + readyPath + "\nExecStart=" +
+                kWorkload + " gpu gtt " + std::to_string(gttMiB) + " 1 600000 " + readyPath + "\n");
   shell("systemctl daemon-reload");
   return service;
 }
@@ -140,6 +141,60 @@ TEST_F(VmDaemon, AnUndeclaredAttachedUnitThatRestartsSaysItsNextRunIsNotLeased) 
   EXPECT_NE(journal.out.find("its next run is not leased"), std::string::npos) << journal.out;
   EXPECT_EQ(shellOut("systemctl is-active " + server),
             "active");  // it runs on, unleased, and says so
+  removeService(server);
+}
+
+// Day one on a busy box, with a real systemd: of the test driver's 256 MiB
+// of GTT (its mem_info_gtt_* exported), the model server, a unit, holds 96
+// MiB and another process 64, so 96 MiB is free. Attached at 250 MiB the
+// server needs 154 MiB more: refused, with the arithmetic. At 180 MiB it
+// needs 84 more: granted, although 180 is more than the 96 free (its own 96
+// are already out of it).
+TEST_F(VmDaemon, AttachingARunningServerNeedsOnlyWhatItsDeclarationAdds) {
+  const std::string param = "/sys/module/tally_testdrm/parameters/mem_info_gtt_total";
+  struct Restore {
+    std::string path;
+    ~Restore() { writeFile(path, "0\n"); }
+  } restore{param};
+  writeFile(param, std::to_string(256 * kMiB) + "\n");
+  setCharging(false);
+  std::string server = installService("tally-vm-busy-" + std::to_string(::getpid()) + ".service",
+                                      dir + "/b.ready", 96);
+  ASSERT_EQ(shell("systemctl start " + server), 0);
+  ASSERT_TRUE(ready(dir + "/b.ready"));
+  std::string otherReady = dir + "/o.ready", otherRelease = dir + "/o.release";
+  auto other =
+      spawnProgram({kWorkload, "gpu", "gtt", "64", "1", "600000", otherReady, otherRelease});
+  ASSERT_TRUE(ready(otherReady)) << readFile(other.errPath);
+  startDaemon();
+  // The daemon has measured the device: 96 MiB free, nothing promised.
+  ASSERT_TRUE(eventually(
+      [&] {
+        json pools = json::parse(tally({"pools", "--json"}).out, nullptr, false);
+        if (!pools.is_array()) return false;
+        for (const auto& p : pools)
+          if (p.value("pool", "") == "gpu" && p["headroom"]["gpu_bytes"].is_number_unsigned())
+            return p["headroom"]["gpu_bytes"].get<std::uint64_t>() == 96 * kMiB;
+        return false;
+      },
+      30s))
+      << tally({"pools", "--json"}).out;
+  auto over = tally({"attach", "--unit", server, "--pool", "gpu", "--memory-max", "256M",
+                     "--gpu-memory-max", "250M"});
+  EXPECT_NE(over.exitCode(), 0);
+  EXPECT_NE(over.err.find("GPU memory on pool gpu's devices: needs 154.0 MiB more: declares "
+                          "250.0 MiB, holds 96.0 MiB, 96.0 MiB free"),
+            std::string::npos)
+      << over.err;
+  auto fits = tally({"attach", "--unit", server, "--pool", "gpu", "--memory-max", "256M",
+                     "--gpu-memory-max", "180M"});
+  ASSERT_EQ(fits.exitCode(), 0) << fits.err;
+  std::string lease = fits.out.substr(0, 12);
+  json granted = ledgerRows(lease);
+  ASSERT_FALSE(granted.empty());
+  EXPECT_EQ(granted[0]["body"]["declared"]["gpu_memory_max"], 180 * kMiB) << granted[0];
+  writeFile(otherRelease, "");
+  (void)waitProgram(other);
   removeService(server);
 }
 
