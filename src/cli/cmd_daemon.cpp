@@ -82,7 +82,7 @@ int runDaemon(const fs::RootPaths& paths, const DaemonOptions& o) {
     fmt::print("tally: in-kernel GPU memory charge: {}\n", bpf::describe(st.verdict));
     return kExitOk;
   }
-  switch (daemon::serve({o.config, o.metricsTextfile, o.metricsListen, paths})) {
+  switch (daemon::serve({o.config, o.metricsTextfile, o.metricsListen, paths, o.build})) {
     case daemon::Ended::Stopped:
       return kExitOk;
     case daemon::Ended::ConfigProblems:

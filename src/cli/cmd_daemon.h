@@ -3,6 +3,7 @@
 #include <CLI/CLI.hpp>
 #include <string>
 
+#include "daemon/build_info.h"
 #include "fs/root.h"
 
 namespace tally::cli {
@@ -13,7 +14,8 @@ struct DaemonOptions {
   bool loadKernelCharge = false;  // `tally daemon load-kernel-charge`
   std::string config = kDefaultConfig;
   std::string metricsTextfile,
-      metricsListen;  // override [daemon] metrics_textfile / metrics_listen
+      metricsListen;        // override [daemon] metrics_textfile / metrics_listen
+  daemon::BuildInfo build;  // set by main from the build
 };
 struct ConfigCheckOptions {
   std::string file = kDefaultConfig;

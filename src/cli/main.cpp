@@ -120,6 +120,7 @@ int main(int argc, char** argv) {
   cli::LedgerOptions ledger;
   cli::addLedgerCommand(app, ledger);
   cli::DaemonOptions daemonOpts;
+  daemonOpts.build = {TALLY_VERSION, TALLY_COMMIT_ID};
   cli::addDaemonCommand(app, daemonOpts);
   cli::ConfigCheckOptions configOpts;
   cli::addConfigCommand(app, configOpts);

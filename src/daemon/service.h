@@ -42,6 +42,7 @@
 #include "config/config.h"
 #include "coverage/assess.h"
 #include "coverage/handover.h"
+#include "daemon/build_info.h"
 #include "daemon/declared_leases.h"
 #include "daemon/endings.h"
 #include "daemon/headroom.h"
@@ -86,6 +87,7 @@ struct ServiceEnv {
   // Follows the leases' cgroup trees by inotify (cgroup/tree_watch.h), so a
   // wide tree is walked at its changes; null: every walk is whole.
   cgroup::TreeWatcher* treeWatcher = nullptr;
+  BuildInfo build = {};  // what it was built from (overview, tally_build_info)
 };
 
 class Service {

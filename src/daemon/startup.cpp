@@ -142,6 +142,7 @@ Ended serve(const StartOptions& o) {
                          &journal,
                          daemon::limitsFromConfig(cfg.daemon)};
   env.kernelCharge = kernelCharge.charge.get();
+  env.build = o.build;
   // The leases' cgroup trees followed by inotify: one instance, at most half
   // the watches root may hold. Without it every walk is whole (as before).
   std::optional<std::uint64_t> maxUserWatches;

@@ -7,6 +7,7 @@
 
 #include "bpf/kernel_charge_bpf.h"
 #include "config/config.h"
+#include "daemon/build_info.h"
 #include "fs/root.h"
 
 namespace tally::daemon {
@@ -16,6 +17,7 @@ struct StartOptions {
   // Override [daemon] metrics_textfile / metrics_listen ("" = the config's).
   std::string metricsTextfile, metricsListen;
   fs::RootPaths roots;
+  BuildInfo build = {};
 };
 
 enum class Ended {

@@ -449,10 +449,9 @@ json Views::overview(std::uint64_t nowNs) {
                       {"outcomes", outcomes},
                       {"placed_shortfalls", shortfalls},
                       {"since_ns", events_.sinceNs()}};
-  o["daemon"] = {{"pid", ::getpid()},
-                 {"started_at_ns", events_.sinceNs()},
-                 {"leases_live", book_.live()},
-                 {"queued", book_.queued()}};
+  o["daemon"] = {{"pid", ::getpid()},           {"version", build_.version},
+                 {"commit", build_.commit},     {"started_at_ns", events_.sinceNs()},
+                 {"leases_live", book_.live()}, {"queued", book_.queued()}};
   auto failure = ledger_.writeFailure();
   o["ledger"] = {{"path", ledger_.path()},
                  {"writes", !failure.has_value()},

@@ -12,6 +12,7 @@
 #include "bpf/availability.h"
 #include "config/config.h"
 #include "coverage/handover.h"
+#include "daemon/build_info.h"
 #include "daemon/headroom.h"
 #include "daemon/kernel_upkeep.h"
 #include "daemon/lease.h"
@@ -29,7 +30,7 @@ class Views {
   using json = nlohmann::json;
   Views(const config::Config& cfg, ledger::Ledger& ledger, LeaseBook& book, PoolMeasures& measures,
         host::SnapshotCache& host, const LeaseEvents& events, const coverage::Handover& handover,
-        const std::string& coverageKernel)
+        const std::string& coverageKernel, const BuildInfo& build)
       : cfg_(cfg),
         ledger_(ledger),
         book_(book),
@@ -37,7 +38,8 @@ class Views {
         host_(host),
         events_(events),
         handover_(handover),
-        coverageKernel_(coverageKernel) {}
+        coverageKernel_(coverageKernel),
+        build_(build) {}
 
   // A lease as acquire, attach, resume, leases and lease return it. A
   // queued one's place comes from `queued` (its queue entry and index) when
@@ -114,6 +116,7 @@ class Views {
   const LeaseEvents& events_;
   const coverage::Handover& handover_;
   const std::string& coverageKernel_;
+  const BuildInfo& build_;
 };
 
 }  // namespace tally::daemon

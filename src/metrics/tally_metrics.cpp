@@ -134,6 +134,8 @@ void declareAll(Builder& b) {
            "Bytes those placed leases declared past the measured headroom, by resource",
            Type::Counter);
   b.family("tally_daemon_start_time_seconds", "When the daemon started (Unix time)");
+  b.family("tally_build_info",
+           "What the daemon was built from: its version and commit (value 1), as tally --version");
   b.family("tally_sample_interval_seconds", "The daemon's sample interval");
   b.family("tally_observed_timestamp_seconds",
            "When the daemon made these figures (Unix time); a textfile whose value stops moving "
@@ -288,6 +290,10 @@ std::vector<Family> fromOverview(const json& o) {
             .samples.push_back({{{"resource", k}}, *n});
     }
   const json& d = get(o, "daemon");
+  if (const json& v = get(d, "version"); v.is_string())
+    b.family("tally_build_info", "")
+        .samples.push_back(
+            {{{"version", v.get<std::string>()}, {"commit", str(d, "commit")}}, std::uint64_t{1}});
   if (auto t = count(get(d, "started_at_ns"))) {
     b.family("tally_daemon_start_time_seconds", "")
         .samples.push_back({{}, static_cast<double>(*t) / 1e9});

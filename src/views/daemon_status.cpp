@@ -18,6 +18,9 @@ DaemonStatus daemonStatus(const json& o, std::uint64_t nowNs, bool utc) {
   DaemonStatus s;
   const json& d = get(o, "daemon");
   std::string pid = count(get(d, "pid")) ? std::to_string(*count(get(d, "pid"))) : "?";
+  // What it runs, as `tally --version` says it (absent from an older daemon).
+  if (const json& v = get(d, "version"); v.is_string())
+    pid += fmt::format(", tally {} (commit {})", text(d, "version"), text(d, "commit"));
   if (auto since = count(get(d, "started_at_ns")); since && *since <= nowNs)
     s.lines.push_back(fmt::format("daemon: pid {}, up {} (since {})", pid,
                                   units::humanDuration((nowNs - *since) / 1000),

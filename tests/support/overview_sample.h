@@ -39,7 +39,11 @@ inline json overviewWith(json seat) {
       {"enforcement",
        {{"gpu_bound_events", {{"gpu-memory-kill", 2}}}, {"outcomes", {{"exited", 5}}}}},
       {"daemon",
-       {{"started_at_ns", 1'700'000'000'000'000'000ULL}, {"leases_live", 1}, {"queued", 0}}},
+       {{"version", "0.9.0"},
+        {"commit", "0effe31abcde"},
+        {"started_at_ns", 1'700'000'000'000'000'000ULL},
+        {"leases_live", 1},
+        {"queued", 0}}},
       {"ledger", {{"path", "/var/lib/tally/ledger.db"}, {"writes", true}, {"failure", nullptr}}},
       {"observed_at_ns", 1'700'000'100'000'000'000ULL},
       {"sample_interval_us", 1'000'000}};

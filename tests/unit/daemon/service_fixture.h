@@ -143,6 +143,7 @@ class ServiceTest : public ::testing::Test {
     env.kernelCharge = kernelCharge;
     env.names = namesOverride;
     env.treeWatcher = treeWatcher.get();
+    env.build = {"0.9.0-test", "feedc0ffee12"};
     service = std::make_unique<daemon::Service>(cfg, *ledgerDb, env);
   }
   // The sampler's clock. By default every reading is 1 s after the last, so

@@ -160,9 +160,12 @@ TEST_F(ServiceViewsTest, OverviewAttributesDeviceMemoryAndMetricsCountWhatHappen
   EXPECT_EQ(o["host"]["mem_available_bytes"], 100 * GiB);
   EXPECT_EQ(o["coverage"]["state"], "host");
   EXPECT_EQ(o["daemon"]["leases_live"], 1u);
+  EXPECT_EQ(o["daemon"]["version"], "0.9.0-test");  // ServiceEnv::build, as the binary sets it
+  EXPECT_EQ(o["daemon"]["commit"], "feedc0ffee12");
 
   std::string text = call(3, 1000, "metrics", json::object())["result"]["text"];
   auto has = [&](const std::string& line) { return text.find(line + "\n") != std::string::npos; };
+  EXPECT_TRUE(has("tally_build_info{version=\"0.9.0-test\",commit=\"feedc0ffee12\"} 1")) << text;
   EXPECT_TRUE(
       has(fmt::format("tally_lease_gpu_memory_bytes{{lease=\"{}\",region=\"gtt\",source=\"drm-"
                       "fdinfo\"}} 4294967296",

@@ -35,6 +35,7 @@ TEST(Metrics, AFreshLeaseExportsItsFiguresAStaleOneOnlyWhatIsDeclared) {
       has("tally_lease_declared_info{lease=\"0123456789ab\",key=\"model\",value=\"qwen3 "
           "\\\"32b\\\"\"} 1"));
   EXPECT_TRUE(has("tally_lease_memory_bytes{lease=\"0123456789ab\"} 3221225472"));
+  EXPECT_TRUE(has("tally_build_info{version=\"0.9.0\",commit=\"0effe31abcde\"} 1")) << text;
   EXPECT_TRUE(
       has("tally_lease_gpu_memory_peak_bytes{lease=\"0123456789ab\",region=\"gtt\",source=\"drm-"
           "fdinfo\"} 45097156608"));

@@ -25,7 +25,9 @@ TEST(DaemonStatus, SaysUptimeLeasesTheInKernelChargeCoverageAndTheLedger) {
   // 100 s after the start the overview_sample's daemon gives.
   auto s = views::daemonStatus(o, 1'700'000'100'000'000'000ULL, true);
   ASSERT_EQ(s.lines.size(), 5u);
-  EXPECT_EQ(s.lines[0], "daemon: pid 4242, up 100 s (since 2023-11-14 22:13:20)");
+  EXPECT_EQ(s.lines[0],
+            "daemon: pid 4242, tally 0.9.0 (commit 0effe31abcde), up 100 s (since 2023-11-14 "
+            "22:13:20)");
   EXPECT_EQ(s.lines[1], "leases: 1 live, 0 queued; sampled every 1 s");
   EXPECT_EQ(s.lines[2],
             "in-kernel charge: off: bpf is not in /sys/kernel/security/lsm: add lsm=...,bpf to "
