@@ -14,6 +14,7 @@
 #include <sstream>
 
 #include "daemon_fixture.h"
+#include "util/text.h"
 
 namespace tally {
 namespace {
@@ -44,6 +45,13 @@ TEST_F(VmDaemon, RunsAsANotifyServiceAndReportsStatus) {
   EXPECT_NE(said.out.find("\nleases: 0 live, 0 queued; sampled every "), std::string::npos)
       << said.out;
   EXPECT_NE(said.out.find(" writes\n"), std::string::npos) << said.out;
+  // It names the build `tally --version` names ("tally V (commit C)"), as
+  // tally_build_info does.
+  std::string version(text::trim(tally({"--version"}).out));
+  ASSERT_EQ(version.rfind("tally ", 0), 0u) << version;
+  EXPECT_NE(said.out.find(", " + version + ", up "), std::string::npos) << said.out << version;
+  std::string metrics = tally({"metrics"}).out;
+  EXPECT_NE(metrics.find("tally_build_info{version=\""), std::string::npos) << metrics;
   // SIGTERM (systemctl stop) ends it cleanly.
   EXPECT_EQ(shell("systemctl stop " + unit), 0);
   EXPECT_EQ(shellOut("systemctl show -p Result --value " + unit), "success");
