@@ -112,9 +112,6 @@ struct Lease {
     std::optional<bpf::LeaseCharge> kernelCarried;
     // A lasting disagreement between its fdinfo and its charge was said.
     bool fdinfoAboveSaid = false;
-    // A placed lease's kill found no child lease to take (its own cgroup is
-    // its scheduler's): said once, until a kill is done.
-    bool killSkippedSaid = false;
     // Allocations the kernel refused that no event has said yet.
     enforce::RefusalLog refusals;
     // What seats, overview and the metrics show of its cgroup's memory, read

@@ -51,10 +51,7 @@ LeaseEvents::LeaseEvents(ledger::Ledger& ledger, Outbox& outbox, journal::Journa
     : ledger_(ledger), outbox_(outbox), journal_(journal), startedAtNs_(clock::realtimeNs()) {
   // Every kind is exported from the start: a counter that appears only after
   // its first event loses that event in rate().
-  for (auto v : {enforce::Verdict::HighCrossed, enforce::Verdict::HighCleared,
-                 enforce::Verdict::Kill, enforce::Verdict::Report}) {
-    boundCounts_[enforce::verdictName(v)] = 0;
-  }
+  for (auto v : enforce::kBoundEventKinds) boundCounts_[enforce::verdictName(v)] = 0;
   for (lease::OutcomeClass c : lease::kAllOutcomeClasses)
     outcomeCounts_[lease::outcomeClassName(c)] = 0;
   outcomeCounts_[ledger::kWithdrawn] = 0;

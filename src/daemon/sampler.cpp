@@ -228,22 +228,11 @@ void Sampler::enforceBound(Lease& l, std::uint64_t spacingUs, std::uint64_t nowN
          return !l.place.unit.empty() && env_.units ? env_.units->killUnit(l.place.unit, SIGKILL)
                                                     : l.place.cg->kill();
        },
-       [&](const enforce::BoundEvent& e) { events_.bound(l, e, g.lastSource); },
-       [&](const std::string& why) {
-         // A placed lease's skipped kill repeats at every sample over: said once.
-         if (l.req.placed && children.empty()) {
-           if (l.metering_.killSkippedSaid) return;
-           l.metering_.killSkippedSaid = true;
-         }
-         events_.note(3,
-                      fmt::format("lease {} ({}): could not kill it over its gpu_memory_max: {}",
-                                  l.id, l.name(), why),
-                      {{"TALLY_LEASE", l.id}});
-       }});
-  // Under its bound again: a later run over it is said again.
-  if (l.metering_.boundState.overRun == 0) l.metering_.killSkippedSaid = false;
+       // A failed kill is its own event (gpu-memory-kill-failed: a row, the
+       // journal at LOG_ERR, subscribers, the counter), once per run over the
+       // bound: it was once a log line at every sample, 320 in 20 s.
+       [&](const enforce::BoundEvent& e) { events_.bound(l, e, g.lastSource); }, nullptr});
   if (!killed) return;
-  l.metering_.killSkippedSaid = false;
   l.killedByTally(*killed);
   for (Lease* c : children)
     c->killedByTally(

@@ -58,6 +58,8 @@ const char* verdictName(Verdict v) {
       return "gpu-memory-max-exceeded";
     case Verdict::Refused:
       return "refused";
+    case Verdict::KillFailed:
+      return "gpu-memory-kill-failed";
   }
   return "?";
 }
@@ -102,12 +104,15 @@ Result<BoundEvent> boundEventFromJson(const nlohmann::json& j) {
   std::string kind;
   if (auto s = text("kind", kind); !s) return s.error();
   bool known = false;
-  for (auto v : {Verdict::HighCrossed, Verdict::HighCleared, Verdict::Kill, Verdict::Report,
-                 Verdict::Refused}) {
+  for (auto v : kBoundEventKinds) {
     if (kind == verdictName(v)) {
       e.kind = v;
       known = true;
     }
+  }
+  if (kind == verdictName(Verdict::Refused)) {
+    e.kind = Verdict::Refused;
+    known = true;
   }
   if (!known) return Error{0, "\"kind\" is not a GPU bound event kind"};
   std::uint64_t samples = 0;
@@ -152,6 +157,7 @@ Decision observe(const GpuBound& bound, GpuBoundState& state, std::optional<std:
   if (!bound.max || state.acted) return d;
   if (*bytes <= *bound.max) {
     state.overRun = 0;
+    state.killFailureSaid = false;
     return d;
   }
   if (state.overRun++ == 0) state.firstOverNs = nowNs;
@@ -188,18 +194,32 @@ std::optional<std::string> drive(const GpuBound& bound, GpuBoundState& state,
                                  std::uint64_t nowNs, const BoundSeams& seams) {
   auto s = step(bound, state, bytes, source, nowNs);
   std::optional<std::string> killed;
-  bool killFailedNow = false;
+  std::optional<std::string> killFailedWhy;
   if (s.kill) {
     if (Status k = seams.kill(); k) {
       killed = s.killSummary;
     } else {
       killFailed(state);
-      killFailedNow = true;
+      killFailedWhy = k.error().message;
       if (seams.killFailed) seams.killFailed(k.error().message);
     }
   }
   for (const auto& e : s.events) {
-    if (killFailedNow && e.kind == Verdict::Kill) continue;  // not done: not recorded as done
+    if (killFailedWhy && e.kind == Verdict::Kill) {
+      // Not done: not recorded as done. Said once per run over the bound,
+      // with why: it is tried again at every sample while it stays over.
+      if (state.killFailureSaid) continue;
+      state.killFailureSaid = true;
+      BoundEvent failed = e;
+      failed.kind = Verdict::KillFailed;
+      constexpr std::string_view kKilled = "killed by tally: ";
+      std::string_view figures = e.summary;
+      if (figures.substr(0, kKilled.size()) == kKilled) figures.remove_prefix(kKilled.size());
+      failed.summary = fmt::format("could not kill it over its gpu_memory_max: {} ({})",
+                                   *killFailedWhy, figures);
+      seams.record(failed);
+      continue;
+    }
     seams.record(e);
   }
   return killed;

@@ -57,6 +57,7 @@ struct GpuBoundState {
   std::uint64_t firstOverNs = 0;  // when the current run began
   bool acted = false;             // the action fired (once per lease)
   bool highRaised = false;
+  bool killFailureSaid = false;  // this run over max had a kill that failed, said once
 };
 
 enum class Verdict {
@@ -67,8 +68,14 @@ enum class Verdict {
   Kill,         // act: kill the lease
   Report,       // act: report only (action = report)
   Refused,      // the kernel refused allocations that would have crossed max (bpf/)
+  KillFailed,   // the kill was tried and could not be done (said once per run over max)
 };
 const char* verdictName(Verdict v);
+// The events the bound driver records (drive()), in one list: the kinds a
+// counter starts at 0 for, a client may report, and a row or event may name
+// (with Refused, which the kernel's refusal log records).
+inline constexpr Verdict kBoundEventKinds[] = {Verdict::HighCrossed, Verdict::HighCleared,
+                                               Verdict::Kill, Verdict::Report, Verdict::KillFailed};
 
 struct Decision {
   Verdict verdict = Verdict::None;  // None, Over, Kill or Report (gpu_memory_max)
@@ -133,8 +140,9 @@ struct BoundSeams {
 // The one bound driver, for tally run and the daemon alike: one sample
 // through step(), the kill first (a slow recorder never delays it), then the
 // events in order; a kill that failed is neither recorded as done nor
-// counted as acted (it is tried again at the next sample over). Returns the
-// kill's summary (the outcome's words) when the lease was killed.
+// counted as acted (it is tried again at the next sample over): it is
+// recorded as a KillFailed event with why, once per run over the bound.
+// Returns the kill's summary (the outcome's words) when the lease was killed.
 std::optional<std::string> drive(const GpuBound& bound, GpuBoundState& state,
                                  std::optional<std::uint64_t> bytes, const std::string& source,
                                  std::uint64_t nowNs, const BoundSeams& seams);

@@ -19,7 +19,10 @@ namespace tally::journal {
 JournalEntry boundEventEntry(const std::string& lease, const std::string& name,
                              const enforce::BoundEvent& e) {
   bool acted = e.kind == enforce::Verdict::Kill || e.kind == enforce::Verdict::Report;
-  return {acted ? 4 : 5,
+  // A bound that could not act is an error: the workload runs on over it.
+  return {e.kind == enforce::Verdict::KillFailed ? 3
+          : acted                                ? 4
+                                                 : 5,
           fmt::format("lease {} ({}): {}", lease, name, e.summary),
           {{"TALLY_LEASE", lease},
            {"TALLY_LEASE_NAME", name},

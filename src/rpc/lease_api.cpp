@@ -394,18 +394,13 @@ Result<Bound> decodeBound(const json& params) {
   Fields e(*ev, "event.");
   auto kind = e.required("kind", 64);
   if (!kind) return kind.error();
-  constexpr enforce::Verdict kReported[] = {enforce::Verdict::HighCrossed,
-                                            enforce::Verdict::HighCleared, enforce::Verdict::Kill,
-                                            enforce::Verdict::Report};
-  for (auto v : kReported) {
+  std::vector<std::string> names;
+  for (auto v : enforce::kBoundEventKinds) {
+    names.emplace_back(enforce::verdictName(v));
     if (*kind == enforce::verdictName(v)) b.event.kind = v;
   }
-  if (b.event.kind == enforce::Verdict::None) {
-    return e.bad("kind",
-                 fmt::format("must be {}, {}, {} or {}", enforce::verdictName(kReported[0]),
-                             enforce::verdictName(kReported[1]), enforce::verdictName(kReported[2]),
-                             enforce::verdictName(kReported[3])));
-  }
+  if (b.event.kind == enforce::Verdict::None)
+    return e.bad("kind", fmt::format("must be one of {}", fmt::join(names, ", ")));
   auto bytes = e.u64("bytes");
   if (!bytes) return bytes.error();
   if (!*bytes) return e.bad("bytes", "is required");

@@ -43,9 +43,8 @@ const std::vector<std::string>& eventKinds() {
          {ledger::kGranted, ledger::kStarted, ledger::kAdopted, ledger::kReadopted,
           ledger::kReleased, ledger::kOutcome, ledger::kLost, ledger::kWithdrawn})
       k.emplace_back(row);
-    for (auto v : {enforce::Verdict::HighCrossed, enforce::Verdict::HighCleared,
-                   enforce::Verdict::Kill, enforce::Verdict::Report, enforce::Verdict::Refused})
-      k.emplace_back(enforce::verdictName(v));
+    for (auto v : enforce::kBoundEventKinds) k.emplace_back(enforce::verdictName(v));
+    k.emplace_back(enforce::verdictName(enforce::Verdict::Refused));
     k.emplace_back(ledger::kCoverage);
     return k;
   }();

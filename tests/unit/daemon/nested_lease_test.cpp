@@ -263,6 +263,23 @@ TEST_F(NestedLeaseTest, APlacedLeaseOverItsBoundWithNoChildKillsNothingAndSaysSo
     return n;
   };
   EXPECT_EQ(skipped(), 1) << "said once, not at every sample over";
+  // Said where operators look: one gpu-memory-kill-failed row, the journal
+  // at LOG_ERR with its event field, and the counter the alert reads.
+  int failedRows = 0;
+  for (const auto& row : rows(job))
+    failedRows += row.kind == "gpu-bound" &&
+                  json::parse(row.body).value("kind", "") == "gpu-memory-kill-failed";
+  EXPECT_EQ(failedRows, 1);
+  const FakeJournal::Note* said = nullptr;
+  for (const auto& n : journal.notes)
+    for (const auto& [k, v] : n.fields)
+      if (k == "TALLY_EVENT" && v == "gpu-memory-kill-failed") said = &n;
+  ASSERT_NE(said, nullptr);
+  EXPECT_EQ(said->priority, 3);
+  std::string text = call(4, 1000, "metrics", json::object())["result"]["text"];
+  EXPECT_NE(text.find("tally_gpu_bound_events_total{kind=\"gpu-memory-kill-failed\"} 1\n"),
+            std::string::npos)
+      << text;
   EXPECT_EQ(lease(job)["state"], "running");
   // The user part as a child lease: the next kill takes it, and only it.
   json child = call(2, 0, "attach",

@@ -132,36 +132,72 @@ TEST(GpuBound, ARefusingBoundStillKillsAsTheBackstop) {
 }
 
 // The one driver both enforcers use: kill first, then record; a failed kill
-// is said, not recorded as done, and tried again at the next sample over.
+// is said (a gpu-memory-kill-failed event with why, once per run over the
+// bound), not recorded as done, and tried again at the next sample over.
 TEST(GpuBound, TheDriverKillsFirstAndRetriesAFailedKill) {
   enforce::GpuBound b{4 * GiB, 3 * GiB, Action::Kill, 1, 1'000'000};
   enforce::GpuBoundState st;
   std::vector<std::string> seen;
+  std::string failedSummary;
   bool killWorks = false;
-  enforce::BoundSeams seams{
-      [&]() -> Status {
-        seen.push_back("kill");
-        if (killWorks) return Ok{};
-        return Error{EPERM, "cgroup.kill: Permission denied"};
-      },
-      [&](const enforce::BoundEvent& e) { seen.push_back(enforce::verdictName(e.kind)); },
-      [&](const std::string& why) { seen.push_back("failed: " + why); }};
+  enforce::BoundSeams seams{[&]() -> Status {
+                              seen.push_back("kill");
+                              if (killWorks) return Ok{};
+                              return Error{EPERM, "cgroup.kill: Permission denied"};
+                            },
+                            [&](const enforce::BoundEvent& e) {
+                              seen.push_back(enforce::verdictName(e.kind));
+                              if (e.kind == Verdict::KillFailed) failedSummary = e.summary;
+                            },
+                            [&](const std::string& why) { seen.push_back("failed: " + why); }};
   auto killed = enforce::drive(b, st, 5 * GiB, "drm-fdinfo", 1, seams);
   EXPECT_FALSE(killed);
   EXPECT_EQ(seen, (std::vector<std::string>{"kill", "failed: cgroup.kill: Permission denied",
-                                            "gpu-memory-high"}));
+                                            "gpu-memory-high", "gpu-memory-kill-failed"}));
+  EXPECT_EQ(failedSummary,
+            "could not kill it over its gpu_memory_max: cgroup.kill: Permission denied (GPU "
+            "memory 5.0 GiB over gpu_memory_max 4.0 GiB (drm-fdinfo, 1 sample at 1 s))");
+  // Tried again, failing again: not said again in the same run over.
+  seen.clear();
+  EXPECT_FALSE(enforce::drive(b, st, 5 * GiB, "drm-fdinfo", 2, seams));
+  EXPECT_EQ(seen, (std::vector<std::string>{"kill", "failed: cgroup.kill: Permission denied"}));
   seen.clear();
   killWorks = true;
-  killed = enforce::drive(b, st, 5 * GiB, "drm-fdinfo", 2, seams);
+  killed = enforce::drive(b, st, 5 * GiB, "drm-fdinfo", 3, seams);
   ASSERT_TRUE(killed);
   EXPECT_EQ(*killed,
-            "killed by tally: GPU memory 5.0 GiB over gpu_memory_max 4.0 GiB (drm-fdinfo, 2 "
+            "killed by tally: GPU memory 5.0 GiB over gpu_memory_max 4.0 GiB (drm-fdinfo, 3 "
             "samples at 1 s)");
   EXPECT_EQ(seen,
             (std::vector<std::string>{"kill", "gpu-memory-kill"}));  // the act, then its event
   seen.clear();
-  EXPECT_FALSE(enforce::drive(b, st, 6 * GiB, "drm-fdinfo", 3, seams));  // once per lease
+  EXPECT_FALSE(enforce::drive(b, st, 6 * GiB, "drm-fdinfo", 4, seams));  // once per lease
   EXPECT_TRUE(seen.empty());
+}
+
+// A run over the bound that ends (back under) and comes again says a kill
+// that fails again: once per run, not once per lease.
+TEST(GpuBound, AFailedKillIsSaidOncePerRunOverTheBound) {
+  enforce::GpuBound b{1 * GiB, std::nullopt, Action::Kill, 1, 1'000'000};
+  enforce::GpuBoundState st;
+  int said = 0;
+  enforce::BoundSeams seams{
+      []() -> Status {
+        return Error{ESRCH, "gone"};
+      },
+      [&](const enforce::BoundEvent& e) { said += e.kind == Verdict::KillFailed; }, nullptr};
+  for (std::uint64_t t = 1; t <= 5; ++t) enforce::drive(b, st, 2 * GiB, "drm-fdinfo", t, seams);
+  EXPECT_EQ(said, 1);
+  enforce::drive(b, st, GiB / 2, "drm-fdinfo", 6, seams);  // under again
+  for (std::uint64_t t = 7; t <= 9; ++t) enforce::drive(b, st, 2 * GiB, "drm-fdinfo", t, seams);
+  EXPECT_EQ(said, 2);
+  // Its row reads back (the ledger's and the events' one reader).
+  enforce::BoundEvent e;
+  e.kind = Verdict::KillFailed;
+  e.summary = "could not kill it";
+  auto back = enforce::boundEventFromJson(enforce::boundEventJson(e));
+  ASSERT_TRUE(back) << back.error().message;
+  EXPECT_EQ(back->kind, Verdict::KillFailed);
 }
 
 }  // namespace

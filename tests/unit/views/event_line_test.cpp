@@ -81,11 +81,12 @@ TEST(EventLine, AnUnknownKindIsRefusedWithTheList) {
 // The kinds come from their definitions (rpc::kQueuedKind, ledger/kinds.h,
 // enforce::verdictName): this is the list operators type after --kind.
 TEST(EventLine, TheKindsAreTheQueueTheLedgersLifecycleTheBoundAndCoverage) {
-  EXPECT_EQ(eventKinds(),
-            (std::vector<std::string>{"queued", "granted", "started", "adopted", "readopted",
-                                      "released", "outcome", "lost", "withdrawn", "gpu-memory-high",
-                                      "gpu-memory-high-cleared", "gpu-memory-kill",
-                                      "gpu-memory-max-exceeded", "refused", "coverage"}));
+  EXPECT_EQ(
+      eventKinds(),
+      (std::vector<std::string>{
+          "queued", "granted", "started", "adopted", "readopted", "released", "outcome", "lost",
+          "withdrawn", "gpu-memory-high", "gpu-memory-high-cleared", "gpu-memory-kill",
+          "gpu-memory-max-exceeded", "gpu-memory-kill-failed", "refused", "coverage"}));
 }
 
 }  // namespace
