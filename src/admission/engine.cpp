@@ -139,6 +139,18 @@ std::vector<std::string> Engine::grantArrival(const std::string& id, const Headr
   return granted;
 }
 
+void Engine::lowerHeld(const std::string& id, std::optional<std::uint64_t> hostBytes,
+                       std::optional<std::uint64_t> gpuBytes) {
+  auto lower = [](std::optional<std::uint64_t>& held, std::optional<std::uint64_t> now) {
+    held = held && now ? std::optional<std::uint64_t>(std::min(*held, *now)) : std::nullopt;
+  };
+  for (auto& w : queue_) {
+    if (w.req.id != id) continue;
+    lower(w.req.heldHostBytes, hostBytes);
+    lower(w.req.heldGpuBytes, gpuBytes);
+  }
+}
+
 bool Engine::cancel(const std::string& id) {
   auto it =
       std::find_if(queue_.begin(), queue_.end(), [&](const Waiting& w) { return w.req.id == id; });

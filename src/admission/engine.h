@@ -51,8 +51,9 @@ struct Request {
   // declared budgets still hold it, measured headroom and totals never do,
   // and no waiter reserves its pools against it (it never waits itself).
   bool placed = false;
-  // An attach: what its workload already holds, measured as it arrives (as
-  // a holder's in-use is). Those bytes are already out of the measured free,
+  // An attach: what its workload already holds, measured as it arrives (GPU
+  // as a holder's in-use is; host only its anon + shmem pages, never page
+  // cache MemAvailable counts as free). Those bytes are out of the measured free,
   // so measured headroom needs only the rest of its declaration; budgets
   // still count all of it. Absent = not measured: all of it is needed.
   std::optional<std::uint64_t> heldHostBytes, heldGpuBytes;
@@ -142,6 +143,11 @@ class Engine {
   void enqueue(Request r);
   // Removes a waiting request; false if it is not waiting.
   bool cancel(const std::string& id);
+  // A waiting attach measured again: its held figures only go down (what it
+  // freed while it waited is in the measured free now, and must not count
+  // twice); one not measured now holds nothing. No-op if it is not waiting.
+  void lowerHeld(const std::string& id, std::optional<std::uint64_t> hostBytes,
+                 std::optional<std::uint64_t> gpuBytes);
   // Makes a request a holder without waiting (recovery re-adopts what already
   // runs). Over capacity or budget is allowed then, and reported in the error.
   Status hold(Request r);

@@ -87,6 +87,9 @@ class Endings {
   // memory.events changed; `emptied`: it holds no process now) and keeps
   // them for its record, in case the cgroup is gone by its end.
   void noteCounters(Lease& l, bool emptied);
+  // Its child leases end (released with it while they run, else emptied):
+  // before any lease's own row, so a child never outlives its parent.
+  void endChildren(const Lease& parent);
 
  private:
   // What the daemon itself knows of a lease at its end: its declaration and
@@ -96,7 +99,6 @@ class Endings {
   // Every ending goes through here: its child leases end first (a child
   // never outlives its parent), then its row, then the book forgets it.
   void end(Lease& l, const char* kind, const nlohmann::json& body, const std::string& cls);
-  void endChildren(const Lease& parent);
   void stopLeaseSlice(const Lease& l);
 
   const config::Daemon& cfg_;

@@ -93,8 +93,19 @@ void PoolMeasures::noteHeld(const fs::Root& proc, const fs::Root& sys, Lease& l)
   lease::LeaseMeter meter(proc, sys, *l.place.cg, l.plan().bound.max);
   meter.readStatGpu(handover_.statNamesGpu);
   meter.sample([this]() -> host::Snapshot& { return host_.fresh(); });
-  l.req.heldHostBytes = handover_.hostOnly(meter.host().last, meter.host().lastStatGpu,
-                                           meter.gpu().lastHostUncharged);
+  // Held host memory is only what MemAvailable cannot count as free: its
+  // anon and shmem pages (memory.stat). memory.current also holds page cache,
+  // which MemAvailable already counts as free: taking it off the need too
+  // would count it twice (a server with its model mmapped would need
+  // nothing). Unread: nothing is held, the whole declaration is needed.
+  std::optional<std::uint64_t> pinned;
+  if (auto stat = l.place.cg->memoryStat()) {
+    auto anon = stat->get("anon"), shmem = stat->get("shmem");
+    if (anon) pinned = *anon + shmem.value_or(0);
+  }
+  auto hostOnly = handover_.hostOnly(meter.host().last, meter.host().lastStatGpu,
+                                     meter.gpu().lastHostUncharged);
+  if (pinned && hostOnly) l.req.heldHostBytes = std::min(*pinned, *hostOnly);
   l.req.heldGpuBytes = meter.gpu().lastBytes;
 }
 

@@ -102,6 +102,11 @@ class LeaseBook {
   std::optional<Move> waitOf(const std::string& id, const admission::HeadroomFn& headroom);
 
   const admission::Engine& engine() const { return engine_; }
+  // A waiting attach's held figures measured again (admission::Engine::lowerHeld).
+  void lowerHeld(const std::string& id, std::optional<std::uint64_t> hostBytes,
+                 std::optional<std::uint64_t> gpuBytes) {
+    engine_.lowerHeld(id, hostBytes, gpuBytes);
+  }
 
  private:
   Move moveAt(std::size_t index, const admission::HeadroomFn& headroom, std::uint64_t nowUs);

@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+
 #include "daemon/lease_rows.h"
 #include "daemon/placement.h"
 #include "util/clock.h"
@@ -14,19 +16,32 @@ Result<std::vector<std::string>> Recovery::run() {
   if (!open)
     return Error{
         0, fmt::format("cannot read the open leases from the ledger: {}", open.error().message)};
-  for (const auto& rows : *open) {
+  // Every open lease rebuilt first, then parents before children: the
+  // ledger lists them by id, and a child must find its parent (to nest in
+  // its bound, or to end with it when it ended while the daemon was down).
+  struct Rebuilt {
+    std::unique_ptr<Lease> lease;
     std::optional<ledger::PlacedRow> placed;
-    auto rebuilt = rebuildLease(rows, cfg_, sampler_.kernelState(), placed);
+  };
+  std::vector<Rebuilt> all;
+  for (const auto& rows : *open) {
+    Rebuilt r;
+    auto rebuilt = rebuildLease(rows, cfg_, sampler_.kernelState(), r.placed);
     if (!rebuilt)
       return Error{0, fmt::format("cannot read the open leases from the ledger: {}",
                                   rebuilt.error().message)};
-    std::string id = (*rebuilt)->id;
-    if (auto s = book_.hold(std::move(*rebuilt)); !s)
+    r.lease = std::move(*rebuilt);
+    all.push_back(std::move(r));
+  }
+  std::stable_partition(all.begin(), all.end(),
+                        [](const Rebuilt& r) { return r.lease->parent.empty(); });
+  for (auto& [rebuilt, placed] : all) {
+    std::string id = rebuilt->id;
+    if (auto s = book_.hold(std::move(rebuilt)); !s)
       log.push_back(
           fmt::format("lease {}: re-admitted over its pools' limits: {}", id, s.error().message));
     Lease& l = *book_.find(id);
-    // A child's plan holds it to its parent's bound again (the parent's rows
-    // come first: it ran before the child could nest in it).
+    // A child's plan holds it to its parent's bound again.
     if (!l.parent.empty())
       if (const Lease* parent = book_.find(l.parent)) l.nestIn(*parent);
     if (!placed) {
@@ -43,6 +58,11 @@ Result<std::vector<std::string>> Recovery::run() {
 
 std::optional<std::string> Recovery::reopen(Lease& l, const ledger::PlacedRow& placed) {
   if (auto why = reopenPlacement(env_.cgroupRoot, env_.units, l, placed)) return why;
+  // A child ends with its parent: one that ended while the daemon was down
+  // (or was lost just now, before its children were read) takes it along,
+  // or a child kept while empty would wait for a parent that never comes.
+  if (!l.parent.empty() && !book_.find(l.parent))
+    return fmt::format("its parent lease {} ended while the daemon was down", l.parent);
   // Emptied with nobody to say how it ended: lost. Its attacher promised that
   // word (the Slurm plugin, waiting at the step's end with the cgroup kept):
   // re-adopted, the outcome waits for it as before the restart.

@@ -211,10 +211,14 @@ void Sampler::enforceBound(Lease& l, std::uint64_t spacingUs, std::uint64_t nowN
       {[&]() -> Status {
          // Only a child with processes holds a workload: one kept empty (a
          // Slurm extern step's user part with no ssh session) is not killed,
-         // and its end does not say it was.
-         for (const auto& [id, c] : book_.all())
-           if (c->parent == l.id && c->place.cg && Endings::populated(*c))
-             children.push_back(c.get());
+         // and its end does not say it was. A parent with children never
+         // kills its own cgroup, even when every child is empty.
+         bool anyChild = false;
+         for (const auto& [id, c] : book_.all()) {
+           if (c->parent != l.id || !c->place.cg) continue;
+           anyChild = true;
+           if (Endings::populated(*c)) children.push_back(c.get());
+         }
          if (!children.empty()) {
            Status all = Ok{};
            for (Lease* c : children)
@@ -225,6 +229,10 @@ void Sampler::enforceBound(Lease& l, std::uint64_t spacingUs, std::uint64_t nowN
            return Error{EPERM,
                         "it was placed by the site's scheduler, whose own processes share its "
                         "cgroup (slurmstepd), and no child lease holds a workload to kill"};
+         if (anyChild)
+           return Error{ESRCH,
+                        "its child leases hold no process to kill, and a parent never kills its "
+                        "own cgroup while it has children"};
          return !l.place.unit.empty() && env_.units ? env_.units->killUnit(l.place.unit, SIGKILL)
                                                     : l.place.cg->kill();
        },

@@ -255,6 +255,9 @@ void Service::onComplete(std::uint64_t conn, const Peer& peer, const json& id,
                     l->id,
                     l->state() == Lease::State::Queued ? "queued" : "granted but never started"));
   }
+  // A run lease may be a parent too: its children end first (their rows
+  // before its outcome), as every ending's do (Endings::end).
+  endings_.endChildren(*l);
   // The daemon's record; the client's, as it sent it, inside as "client".
   json record = endings_.runOutcome(*l, p.record);
   record["daemon"] = views_.daemonSaw(*l);

@@ -219,6 +219,17 @@ bool Service::mayPrioritise(const Peer& peer) const {
 
 void Service::tryGrant() {
   if (book_.queued() == 0) return;
+  // A waiting attach is measured again: what it freed while it waited is in
+  // the measured free now, so it no longer counts as held (only lowers).
+  std::vector<std::string> waitingAttaches;
+  for (const admission::Request* q : book_.engine().queue())
+    if (q->heldHostBytes || q->heldGpuBytes) waitingAttaches.push_back(q->id);
+  for (const auto& wid : waitingAttaches) {
+    Lease* w = book_.find(wid);
+    if (!w) continue;
+    measures_.noteHeld(env_.proc, env_.sys, *w);
+    book_.lowerHeld(wid, w->req.heldHostBytes, w->req.heldGpuBytes);
+  }
   for (const auto& id : book_.grant(headroom())) {
     if (Lease* l = book_.find(id)) granted(*l);
   }

@@ -157,7 +157,7 @@ Decision observe(const GpuBound& bound, GpuBoundState& state, std::optional<std:
   if (!bound.max || state.acted) return d;
   if (*bytes <= *bound.max) {
     state.overRun = 0;
-    state.killFailureSaid = false;
+    state.killFailureSaid.clear();
     return d;
   }
   if (state.overRun++ == 0) state.firstOverNs = nowNs;
@@ -206,10 +206,11 @@ std::optional<std::string> drive(const GpuBound& bound, GpuBoundState& state,
   }
   for (const auto& e : s.events) {
     if (killFailedWhy && e.kind == Verdict::Kill) {
-      // Not done: not recorded as done. Said once per run over the bound,
-      // with why: it is tried again at every sample while it stays over.
-      if (state.killFailureSaid) continue;
-      state.killFailureSaid = true;
+      // Not done: not recorded as done. Said once per run over the bound
+      // and reason (a placed job's "no child" becomes a child's EPERM):
+      // it is tried again at every sample while it stays over.
+      if (state.killFailureSaid == *killFailedWhy) continue;
+      state.killFailureSaid = *killFailedWhy;
       BoundEvent failed = e;
       failed.kind = Verdict::KillFailed;
       constexpr std::string_view kKilled = "killed by tally: ";

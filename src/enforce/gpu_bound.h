@@ -57,7 +57,9 @@ struct GpuBoundState {
   std::uint64_t firstOverNs = 0;  // when the current run began
   bool acted = false;             // the action fired (once per lease)
   bool highRaised = false;
-  bool killFailureSaid = false;  // this run over max had a kill that failed, said once
+  // Why the last kill in this run over max failed, once said ("" = none
+  // failed): a failure is said once per run and reason, not per sample.
+  std::string killFailureSaid;
 };
 
 enum class Verdict {
@@ -72,8 +74,9 @@ enum class Verdict {
 };
 const char* verdictName(Verdict v);
 // The events the bound driver records (drive()), in one list: the kinds a
-// counter starts at 0 for, a client may report, and a row or event may name
-// (with Refused, which the kernel's refusal log records).
+// counter starts at 0 for, a client may report (all but KillFailed: the
+// daemon says its own), and a row or event may name (with Refused, which the
+// kernel's refusal log records).
 inline constexpr Verdict kBoundEventKinds[] = {Verdict::HighCrossed, Verdict::HighCleared,
                                                Verdict::Kill, Verdict::Report, Verdict::KillFailed};
 

@@ -396,6 +396,9 @@ Result<Bound> decodeBound(const json& params) {
   if (!kind) return kind.error();
   std::vector<std::string> names;
   for (auto v : enforce::kBoundEventKinds) {
+    // A client's failed kill is not taken: the daemon says its own, and a
+    // user's report must not raise the operators' alert (TallyGpuKillFailed).
+    if (v == enforce::Verdict::KillFailed) continue;
     names.emplace_back(enforce::verdictName(v));
     if (*kind == enforce::verdictName(v)) b.event.kind = v;
   }

@@ -47,7 +47,11 @@ void enforceGpuBound(LeaseRecord& rec, OutcomeFacts& facts, contain::LeaseCgroup
        [&](const enforce::BoundEvent& e) {
          fmt::print(stderr, "tally: lease {}: {}\n", rec.spec.id, e.summary);
          rec.gpuBound.push_back(e);
-         if (observer) observer->bound(e);  // after the kill: a slow daemon never delays it
+         // After the kill: a slow daemon never delays it. A kill this client
+         // could not do stays in its record and on stderr: the daemon
+         // enforces the same bound and says its own failures, and a
+         // client's word must not raise the operators' alert.
+         if (observer && e.kind != enforce::Verdict::KillFailed) observer->bound(e);
        },
        [&](const std::string& why) {
          rec.warnings.push_back("killing the lease over its gpu_memory_max: " + why);

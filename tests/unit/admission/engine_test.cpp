@@ -272,6 +272,26 @@ TEST(Admission, AnAttachNeedsOnlyWhatItsDeclarationAdds) {
   EXPECT_EQ(admission::stillNeeded(std::nullopt, 9 * GiB), 0u);
 }
 
+// A waiting attach measured again: held only goes down, and a figure not
+// measured now holds nothing (the whole declaration is needed again).
+TEST(Admission, AWaitingAttachsHeldFiguresOnlyGoDown) {
+  Engine e(pools());
+  auto tight = [](const config::Pool&) { return admission::Headroom{1000 * GiB, 10 * GiB}; };
+  Request r = req("w", {"gpu"}, std::nullopt, 40 * GiB);
+  r.heldGpuBytes = 32 * GiB;  // needs 8 more
+  r.heldHostBytes = GiB;
+  e.enqueue(r);
+  e.lowerHeld("w", GiB, 20 * GiB);  // it freed 12 GiB while it waited: needs 20 more
+  EXPECT_TRUE(e.grant(tight).empty());
+  EXPECT_EQ(e.waitReason("w"), admission::Wait::GpuHeadroom);
+  e.lowerHeld("w", GiB, 36 * GiB);  // a higher reading does not raise it
+  EXPECT_EQ(e.request("w")->heldGpuBytes, 20 * GiB);
+  e.lowerHeld("w", std::nullopt, std::nullopt);
+  EXPECT_FALSE(e.request("w")->heldGpuBytes);
+  EXPECT_FALSE(e.request("w")->heldHostBytes);
+  e.lowerHeld("nobody", GiB, GiB);  // not waiting: nothing happens
+}
+
 // A request the site's scheduler placed (a Slurm job's lease) is held by
 // capacity and the declared budgets as any other, never by measured headroom
 // or totals, and no waiter's reservation holds it back; what headroom lacked

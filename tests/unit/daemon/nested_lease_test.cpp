@@ -386,5 +386,51 @@ TEST_F(NestedLeaseTest, AChildKeptWhenEmptyEndsWithItsParent) {
   EXPECT_EQ(service->liveLeases(), 0u);
 }
 
+// A parent that is not placed, over its bound with only an empty kept child,
+// still never kills its own cgroup (it has children); said as a failed kill.
+// Its cgroup then empties while the daemon is down: at the restart the
+// parent is lost, and its kept child ends with it rather than waiting for a
+// parent that never comes.
+TEST_F(NestedLeaseTest,
+       AParentWithOnlyEmptyChildrenKillsNothingAndItsChildEndsWithItAcrossARestart) {
+  gpuWorkload(step(0), 5100, 31, 4);  // no lease of its own
+  workloadCgroup(kJob, true);
+  host.addCgroup(kJob, {});
+  json r = call(1, 0, "attach",
+                {{"pools", {"gpu"}},
+                 {"cgroup", kJob},
+                 {"gpu_memory_max", 3 * GiB},
+                 {"gpu_memory_action", "kill"},
+                 {"force", true},
+                 {"name", "job_7"}});
+  ASSERT_TRUE(r["ok"]) << r;
+  std::string job = r["result"]["lease"];
+  const std::string ext = std::string(kJob) + "/step_extern/user";
+  workloadCgroup(ext, false);
+  json kept = call(2, 0, "attach", {{"cgroup", ext}, {"parent", job}, {"keep_when_empty", true}});
+  ASSERT_TRUE(kept["ok"]) << kept;
+  std::string e = kept["result"]["lease"];
+  for (int i = 0; i < 4; ++i) service->sample();
+  EXPECT_NE(::access((host.cgroupRoot() + kJob + "/cgroup.kill").c_str(), F_OK), 0)
+      << "a parent with children never kills its own cgroup";
+  EXPECT_FALSE(killed(ext));
+  int said = 0;
+  for (const auto& n : journal.notes)
+    said += n.message.find("its child leases hold no process to kill") != std::string::npos;
+  EXPECT_EQ(said, 1);
+  // Down; the job's cgroup empties meanwhile; up again.
+  writeFile(host.cgroupRoot() + kJob + "/cgroup.events", "populated 0\nfrozen 0\n");
+  reopen();
+  auto log = service->recover();
+  ASSERT_TRUE(log) << log.error().message;
+  EXPECT_EQ(lease(job), json());
+  EXPECT_EQ(lease(e), json()) << ::testing::PrintToString(*log);
+  ASSERT_EQ(kinds(e).back(), "lost");
+  EXPECT_NE(
+      rows(e).back().body.find("its parent lease " + job + " ended while the daemon was down"),
+      std::string::npos)
+      << rows(e).back().body;
+}
+
 }  // namespace
 }  // namespace tally

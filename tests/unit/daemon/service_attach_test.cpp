@@ -425,5 +425,34 @@ TEST_F(ServiceBoundTest, AnAttachIsAdmittedOnWhatItAddsToWhatItHolds) {
   EXPECT_EQ(pools["result"]["pools"][0]["gpu_memory_declared"], 75 * GiB) << pools;
 }
 
+// Host memory held is what MemAvailable cannot count as free: anon and
+// shmem (memory.stat), not memory.current, whose page cache MemAvailable
+// already counts. With 3 GiB available, a server whose cgroup shows 1 GiB
+// current but 256 MiB anon needs 3.25 GiB more for a 3.5 GiB MemoryMax, not
+// 2.5: refused, with the arithmetic.
+TEST_F(ServiceBoundTest, AnAttachsHostMemoryHeldIsItsAnonNotItsPageCache) {
+  cfg.pools = {config::Pool{"mem", 2, 8 * GiB, std::nullopt, {}}};
+  host.setMemAvailable(3 * GiB);
+  reopen();
+  const std::string server = "/system.slice/llama-server.service";
+  workloadCgroup(server, true);  // memory.current 1 GiB
+  writeFile(host.cgroupRoot() + server + "/memory.stat",
+            "anon 268435456\nfile 805306368\nshmem 0\n");
+  FakeProcess p;
+  p.pid = 5010;
+  p.cgroup = server;
+  host.addProcess(p);
+  json r = call(1, 0, "attach",
+                {{"pools", {"mem"}},
+                 {"cgroup", server},
+                 {"memory_max", 3 * GiB + GiB / 2},
+                 {"no_wait", true}});
+  ASSERT_FALSE(r["ok"]) << r;
+  EXPECT_NE(r["error"]["message"].get<std::string>().find(
+                "host memory: needs 3.2 GiB more: declares 3.5 GiB, holds 256.0 MiB, 3.0 GiB free"),
+            std::string::npos)
+      << r;
+}
+
 }  // namespace
 }  // namespace tally

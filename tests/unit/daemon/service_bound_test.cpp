@@ -125,6 +125,12 @@ TEST_F(ServiceBoundTest, ARunLeasesClientReportsItsBoundEvents) {
   EXPECT_EQ(
       call(1, 1000, "bound", {{"lease", id}, {"event", {{"kind", "nonsense"}}}})["error"]["code"],
       "invalid-params");
+  // A client's failed kill is not taken: the daemon says its own, and a
+  // user's word must not raise the operators' TallyGpuKillFailed.
+  json failed = ev;
+  failed["kind"] = "gpu-memory-kill-failed";
+  EXPECT_EQ(call(1, 1000, "bound", {{"lease", id}, {"event", failed}})["error"]["code"],
+            "invalid-params");
   EXPECT_TRUE(call(1, 1000, "bound", {{"lease", id}, {"event", ev}})["ok"]);
   EXPECT_EQ(kinds(id), (std::vector<std::string>{"granted", "started", "gpu-bound"}));
   EXPECT_TRUE(ledgerDb->verify()->problems.empty());

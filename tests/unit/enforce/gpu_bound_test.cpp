@@ -191,6 +191,14 @@ TEST(GpuBound, AFailedKillIsSaidOncePerRunOverTheBound) {
   enforce::drive(b, st, GiB / 2, "drm-fdinfo", 6, seams);  // under again
   for (std::uint64_t t = 7; t <= 9; ++t) enforce::drive(b, st, 2 * GiB, "drm-fdinfo", t, seams);
   EXPECT_EQ(said, 2);
+  // The same run, failing for another reason now: said again, once.
+  enforce::BoundSeams other{
+      []() -> Status {
+        return Error{EPERM, "denied"};
+      },
+      [&](const enforce::BoundEvent& e) { said += e.kind == Verdict::KillFailed; }, nullptr};
+  for (std::uint64_t t = 10; t <= 12; ++t) enforce::drive(b, st, 2 * GiB, "drm-fdinfo", t, other);
+  EXPECT_EQ(said, 3);
   // Its row reads back (the ledger's and the events' one reader).
   enforce::BoundEvent e;
   e.kind = Verdict::KillFailed;
