@@ -227,7 +227,7 @@ slurm_2605='VmSlurm.*:-VmSlurm.ATimeLimitEndsTheJobsLeasesWithTheSignalInTheLedg
 (
   vm_one 6.12 --kernel 6.12 --timeout 1500 --env TALLY_TEST_JOURNALD=required -- \
     sh -c 'build/release/tests/tally_vm_tests --gtest_filter="-VmSlurm.*:VmNoBpfLsm.*:VmDeb.*" && build/release/tests/tally_live_daemon_tests --gtest_filter="ObservabilityLive.*"'
-  vm_one 6.1 --kernel 6.1 --timeout 900 -- build/release/tests/tally_vm_tests --gtest_filter="$kernel_facing"
+  vm_one 6.1 --kernel 6.1 --timeout 1200 -- build/release/tests/tally_vm_tests --gtest_filter="$kernel_facing"
   vm_one no-bpf-lsm --kernel 6.12 --timeout 600 --append "lsm=capability,yama" -- \
     build/release/tests/tally_vm_tests --gtest_filter='VmNoBpfLsm.*'
   vm_one deb --kernel 6.1 --timeout 600 -- build/release/tests/tally_vm_tests --gtest_filter='VmDeb.*'
@@ -235,7 +235,10 @@ slurm_2605='VmSlurm.*:-VmSlurm.ATimeLimitEndsTheJobsLeasesWithTheSignalInTheLedg
     --env "TALLY_SLURM_ROOT=$slurm_trixie" -- build/release/tests/tally_vm_tests --gtest_filter="$slurm_release_facing"
 ) &
 (
-  vm_one 7 --kernel 7 --timeout 900 -- build/release/tests/tally_vm_tests --gtest_filter="$kernel_facing"
+  # 7.x took 638-853 s in CI's runs and passed 900 s with builds beside it
+  # (2026-12-07, stopped in its last tests): 1200 s, a timeout like the
+  # Slurm lines', not an expected time. 6.1 likewise.
+  vm_one 7 --kernel 7 --timeout 1200 -- build/release/tests/tally_vm_tests --gtest_filter="$kernel_facing"
   vm_one slurm-22.05 --kernel 6.12 --timeout 1200 -- build/release/tests/tally_vm_tests --gtest_filter='VmSlurm.*'
   vm_one slurm-26.05 --kernel 6.12 --timeout 1200 --env TALLY_SLURM_RELEASE=26.05 \
     --env "TALLY_SLURM_ROOT=$slurm_sid" -- build/release/tests/tally_vm_tests --gtest_filter="$slurm_2605"
