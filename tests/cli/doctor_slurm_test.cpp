@@ -23,8 +23,9 @@ TEST(DoctorSlurm, ASilentControllerLeavesItsChecksUnknownWithinTheTimeout) {
   TempDir dir;
   const std::string bin = dir.path() + "/bin";
   writeFile(bin + "/slurmd", "#!/bin/sh\necho 'slurm 22.05.8'\n");
-  // exec: the stand-in is the process capture() kills at its deadline.
-  writeFile(bin + "/scontrol", "#!/bin/sh\nexec sleep 600\n");
+  // A controller that never answers: blocks until killed (exec: the
+  // stand-in is the process capture() kills at its deadline). No timing in it.
+  writeFile(bin + "/scontrol", "#!/bin/sh\nexec tail -f /dev/null\n");
   ASSERT_EQ(::chmod((bin + "/slurmd").c_str(), 0755), 0);
   ASSERT_EQ(::chmod((bin + "/scontrol").c_str(), 0755), 0);
   const std::string plugstack = dir.path() + "/plugstack.conf";
