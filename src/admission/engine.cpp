@@ -23,12 +23,18 @@ const char* waitName(Wait w) {
       return "gpu-headroom";
     case Wait::Behind:
       return "behind-earlier-request";
+    case Wait::UserShare:
+      return "user-share";
   }
   return "unknown";
 }
 
 Engine::Engine(std::vector<config::Pool> pools) : pools_(std::move(pools)) {
-  for (const auto& p : pools_) usage_[p.name];
+  for (const auto& p : pools_) {
+    usage_[p.name];
+    anyShares_ =
+        anyShares_ || p.perUserCapacity || p.perUserMemoryBudget || p.perUserGpuMemoryBudget;
+  }
 }
 
 const PoolUsage& Engine::usage(const std::string& pool) const {
@@ -75,6 +81,24 @@ Status Engine::check(const Request& r, const TotalsFn& totals) const {
           fmt::format("--gpu-memory-max {} is larger than pool '{}''s whole GPU memory budget {}",
                       *r.declaration.gpuMemoryMax, name, *p.gpuMemoryBudget)};
     }
+    // A share is the most one user may hold at once: a request above it on
+    // its own would wait forever (placed ones are the scheduler's to share).
+    if (!r.placed && p.perUserMemoryBudget && r.declaration.memoryMax &&
+        *r.declaration.memoryMax > *p.perUserMemoryBudget) {
+      return Error{0, fmt::format("--memory-max {} is larger than pool '{}'s share per user {} "
+                                  "(per_user_memory_budget): ask for {} or less",
+                                  units::humanBytes(*r.declaration.memoryMax), name,
+                                  units::humanBytes(*p.perUserMemoryBudget),
+                                  units::humanBytes(*p.perUserMemoryBudget))};
+    }
+    if (!r.placed && p.perUserGpuMemoryBudget && r.declaration.gpuMemoryMax &&
+        *r.declaration.gpuMemoryMax > *p.perUserGpuMemoryBudget) {
+      return Error{0, fmt::format("--gpu-memory-max {} is larger than pool '{}'s share per user "
+                                  "{} (per_user_gpu_memory_budget): ask for {} or less",
+                                  units::humanBytes(*r.declaration.gpuMemoryMax), name,
+                                  units::humanBytes(*p.perUserGpuMemoryBudget),
+                                  units::humanBytes(*p.perUserGpuMemoryBudget))};
+    }
     // Placed: what the scheduler counts is the budget; a GRES above what the
     // devices hold is the operator's to fix (tally doctor --slurm says so).
     if (!totals || r.placed || (!p.memoryBudget && !p.gpuMemoryBudget)) continue;
@@ -118,7 +142,9 @@ void Engine::countWaiting(const Request& r, bool add) {
 }
 
 std::vector<std::string> Engine::grantArrival(const std::string& id, const HeadroomFn& headroom) {
-  if (queue_.empty() || queue_.back().req.id != id) return grant(headroom);
+  // Per-user shares: whether a waiter holds this one back depends on whose
+  // it is and why it waits (on any of its pools), which the full pass reads.
+  if (queue_.empty() || queue_.back().req.id != id || anyShares_) return grant(headroom);
   Waiting& w = queue_.back();
   // Behind an earlier waiter on any of its pools: every request ahead of it
   // is earlier (it is last), so a count above its own 1 says so.
@@ -167,6 +193,10 @@ void Engine::add(const Request& r) {
     u.holders.push_back(r.id);
     u.memoryDeclared.add(r.declaration.memoryMax.value_or(0));
     u.gpuMemoryDeclared.add(r.declaration.gpuMemoryMax.value_or(0));
+    UserUsage& mine = u.users[r.owner];
+    ++mine.leases;
+    mine.memoryDeclared.add(r.declaration.memoryMax.value_or(0));
+    mine.gpuMemoryDeclared.add(r.declaration.gpuMemoryMax.value_or(0));
   }
   holders_[r.id] = r;
 }
@@ -208,6 +238,11 @@ bool Engine::release(const std::string& id) {
     u.holders.erase(std::remove(u.holders.begin(), u.holders.end(), id), u.holders.end());
     u.memoryDeclared.remove(it->second.declaration.memoryMax.value_or(0));
     u.gpuMemoryDeclared.remove(it->second.declaration.gpuMemoryMax.value_or(0));
+    if (auto mine = u.users.find(it->second.owner); mine != u.users.end()) {
+      mine->second.memoryDeclared.remove(it->second.declaration.memoryMax.value_or(0));
+      mine->second.gpuMemoryDeclared.remove(it->second.declaration.gpuMemoryMax.value_or(0));
+      if (--mine->second.leases == 0) u.users.erase(mine);
+    }
   }
   holders_.erase(it);
   return true;
@@ -234,6 +269,21 @@ std::optional<Wait> Engine::fits(const Request& r, const HeadroomFn& headroom,
     }
     if (!p) return Wait::Capacity;  // unreachable for checked requests
     const PoolUsage& u = usage(name);
+    // The owner's share first: a user at theirs waits for their own leases
+    // whatever else the pool has free (placed leases: the scheduler's share).
+    if (!r.placed) {
+      auto mine = u.users.find(r.owner);
+      static const UserUsage kNothing;
+      const UserUsage& m = mine == u.users.end() ? kNothing : mine->second;
+      if (p->perUserCapacity && m.leases >= *p->perUserCapacity) return Wait::UserShare;
+      if (p->perUserMemoryBudget &&
+          m.memoryDeclared.over(r.declaration.memoryMax.value_or(0), *p->perUserMemoryBudget))
+        return Wait::UserShare;
+      if (p->perUserGpuMemoryBudget &&
+          m.gpuMemoryDeclared.over(r.declaration.gpuMemoryMax.value_or(0),
+                                   *p->perUserGpuMemoryBudget))
+        return Wait::UserShare;
+    }
     if (u.holders.size() >= p->capacity) return Wait::Capacity;
     if (p->memoryBudget &&
         u.memoryDeclared.over(r.declaration.memoryMax.value_or(0), *p->memoryBudget))
@@ -253,10 +303,15 @@ std::vector<std::string> Engine::grant(const HeadroomFn& headroom) {
   std::vector<std::string> granted;
   reasonChanged_.clear();          // indexes of this pass only
   std::set<std::string> reserved;  // pools an earlier waiting request still needs
+  // A request waiting on its owner's share reserves its pools against that
+  // owner's later requests only: one user at their share never holds back
+  // another, and their own small request never overtakes their big one.
+  std::set<std::pair<std::string, std::uint32_t>> reservedForOwner;
   for (auto it = queue_.begin(); it != queue_.end();) {
     bool behind = !it->req.placed &&
-                  std::any_of(it->req.pools.begin(), it->req.pools.end(),
-                              [&](const std::string& p) { return reserved.count(p) != 0; });
+                  std::any_of(it->req.pools.begin(), it->req.pools.end(), [&](const auto& p) {
+                    return reserved.count(p) != 0 || reservedForOwner.count({p, it->req.owner});
+                  });
     std::string pool;
     std::optional<Wait> why =
         behind ? std::optional<Wait>(Wait::Behind) : fits(it->req, headroom, &pool);
@@ -269,7 +324,12 @@ std::vector<std::string> Engine::grant(const HeadroomFn& headroom) {
       continue;
     }
     judged(static_cast<std::size_t>(it - queue_.begin()), why, std::move(pool));
-    for (const auto& p : it->req.pools) reserved.insert(p);
+    for (const auto& p : it->req.pools) {
+      if (why == Wait::UserShare)
+        reservedForOwner.insert({p, it->req.owner});
+      else
+        reserved.insert(p);
+    }
     ++it;
   }
   return granted;
@@ -283,6 +343,30 @@ void Engine::judged(std::size_t index, std::optional<Wait> why, std::string pool
   if (w.reason) reasonChanged_.push_back(index);
   w.reason = why;
   w.pool = std::move(pool);
+}
+
+std::vector<std::string> fillDefaults(lease::Declaration& d, const std::vector<std::string>& pools,
+                                      const std::vector<config::Pool>& configured) {
+  std::optional<std::uint64_t> memory, gpu;
+  auto smallest = [](std::optional<std::uint64_t>& acc, std::optional<std::uint64_t> v) {
+    if (v) acc = acc ? std::min(*acc, *v) : *v;
+  };
+  for (const auto& name : pools)
+    for (const auto& p : configured)
+      if (p.name == name) {
+        smallest(memory, p.defaultMemoryMax);
+        smallest(gpu, p.defaultGpuMemoryMax);
+      }
+  std::vector<std::string> filled;
+  if (!d.memoryMax && memory) {
+    d.memoryMax = memory;
+    filled.push_back("memory_max");
+  }
+  if (!d.gpuMemoryMax && gpu) {
+    d.gpuMemoryMax = gpu;
+    filled.push_back("gpu_memory_max");
+  }
+  return filled;
 }
 
 std::uint64_t stillNeeded(std::optional<std::uint64_t> declared,
@@ -374,6 +458,33 @@ WaitFigures waitFigures(const Request& r, Wait w, const config::Pool& p, const P
       f.unit = "leases";
       f.detail = "behind an earlier request for the same pool (no overtaking)";
       break;
+    case Wait::UserShare: {
+      auto mine = u.users.find(r.owner);
+      static const UserUsage kNothing;
+      const UserUsage& m = mine == u.users.end() ? kNothing : mine->second;
+      if (p.perUserCapacity && m.leases >= *p.perUserCapacity) {
+        f.unit = "leases";
+        f.needed = 1;
+        f.free = 0;
+        f.detail =
+            fmt::format("uid {}'s share of pool {}: {} of {} leases held (per_user_capacity)",
+                        r.owner, p.name, m.leases, *p.perUserCapacity);
+      } else {
+        const bool memory =
+            p.perUserMemoryBudget &&
+            m.memoryDeclared.over(r.declaration.memoryMax.value_or(0), *p.perUserMemoryBudget);
+        const auto& share = memory ? p.perUserMemoryBudget : p.perUserGpuMemoryBudget;
+        const std::uint64_t held = memory ? m.memoryDeclared.value() : m.gpuMemoryDeclared.value();
+        f.needed = (memory ? r.declaration.memoryMax : r.declaration.gpuMemoryMax).value_or(0);
+        f.free = share && *share > held ? *share - held : 0;
+        f.detail =
+            fmt::format("uid {}'s share of pool {}'s {}: needs {}, {} of {} left ({})", r.owner,
+                        p.name, memory ? "memory" : "GPU memory", humanBytes(*f.needed),
+                        humanBytes(*f.free), humanBytes(share.value_or(0)),
+                        memory ? "per_user_memory_budget" : "per_user_gpu_memory_budget");
+      }
+      break;
+    }
   }
   return f;
 }

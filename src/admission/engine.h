@@ -57,7 +57,16 @@ struct Request {
   // so measured headroom needs only the rest of its declaration; budgets
   // still count all of it. Absent = not measured: all of it is needed.
   std::optional<std::uint64_t> heldHostBytes, heldGpuBytes;
+  // Whose lease it is (the peer's uid): a pool's per-user shares count by it.
+  std::uint32_t owner = 0;
 };
+
+// Fills what `d` leaves undeclared from the requested pools' defaults
+// (default_memory_max, default_gpu_memory_max: the smallest when several
+// pools give one), so a bare `tally run --pool gpu` declares what the
+// operator set. Returns what it filled ("memory_max", "gpu_memory_max").
+std::vector<std::string> fillDefaults(lease::Declaration& d, const std::vector<std::string>& pools,
+                                      const std::vector<config::Pool>& configured);
 
 // What a request still needs of measured headroom for `declared`: its
 // declaration less what it already holds (never below 0).
@@ -88,7 +97,9 @@ std::optional<lease::Shortfall> shortfallIn(const Request& r, const config::Pool
                                             const Headroom& h);
 
 // Why a queued request is still waiting (the first reason found).
-enum class Wait { Capacity, MemoryBudget, GpuBudget, HostHeadroom, GpuHeadroom, Behind };
+// UserShare: its owner's leases fill the owner's share of a pool; it waits
+// for them alone (it holds back no other user's request).
+enum class Wait { Capacity, MemoryBudget, GpuBudget, HostHeadroom, GpuHeadroom, Behind, UserShare };
 const char* waitName(Wait w);
 
 // A pool's declared bytes, summed exactly: each lease may declare up to
@@ -111,8 +122,16 @@ class DeclaredSum {
   Exact sum_ = 0;
 };
 
+// What one user's holders take of a pool (its per-user shares count these).
+struct UserUsage {
+  std::size_t leases = 0;
+  DeclaredSum memoryDeclared;
+  DeclaredSum gpuMemoryDeclared;
+};
+
 struct PoolUsage {
-  std::vector<std::string> holders;  // lease ids, in grant order
+  std::vector<std::string> holders;          // lease ids, in grant order
+  std::map<std::uint32_t, UserUsage> users;  // by owner uid; a user with no holder is absent
   DeclaredSum memoryDeclared;
   DeclaredSum gpuMemoryDeclared;
   // GPU bytes that buffers of the pool's ended leases still hold (the
@@ -161,7 +180,8 @@ class Engine {
   // grant() for the moment right after enqueue() of `id`, with the same
   // headroom as the last pass: when the new request joined the end of the
   // queue, it is the only one whose fate can differ, so only it is looked at
-  // (a pool count, not a walk of the queue). Otherwise a full grant().
+  // (a pool count, not a walk of the queue). Otherwise (or where any pool
+  // has per-user shares) a full grant().
   std::vector<std::string> grantArrival(const std::string& id, const HeadroomFn& headroom);
   // Removes waiting requests whose deadline passed; returns them.
   std::vector<std::string> expire(std::uint64_t nowUs);
@@ -209,6 +229,7 @@ class Engine {
                            std::string* pool = nullptr) const;
   void judged(std::size_t index, std::optional<Wait> why, std::string pool);
   void add(const Request& r);
+  bool anyShares_ = false;  // some pool has per-user shares
   void changedAt(std::size_t index) { changedFrom_ = std::min(changedFrom_, index); }
 
   std::vector<config::Pool> pools_;

@@ -13,6 +13,7 @@
 #include "cli/option_values.h"
 #include "cli/print_line.h"
 #include "cli/socket_path.h"
+#include "cli/user_names.h"
 #include "rpc/client.h"
 #include "rpc/messages.h"
 #include "util/clock.h"
@@ -57,12 +58,15 @@ CLI::App* addEventsCommand(CLI::App& app, EventsOptions& o) {
                      "exit after this many events (default: follow until interrupted)");
   events->add_option("--timeout", o.eventsTimeout, "stop following after this long (e.g. 30s)");
   events->add_option("--since", o.since,
-                     "first replay the ledger's events from then: 2026-12-02, '2026-12-02 "
-                     "14:05', or ago: 10m, 2h");
+                     "first replay the ledger's events from then: today, yesterday, now, "
+                     "2026-12-02, '2026-12-02 14:05', or ago: 10m, 2h");
   events->add_option("--until", o.until, "stop at this time (same forms as --since)");
   events->add_option("--lease", o.eventLeases,
                      "only this lease: its id, the id's first characters, or its name");
   events->add_option("--pool", o.eventPools, "only leases in this pool");
+  events->add_option("--user", o.user,
+                     "only this user's leases (a login name or a uid; events that name no "
+                     "owner, such as coverage, are left out)");
   events->add_option("--kind", o.eventKinds,
                      "only this kind: queued, granted, started, adopted, readopted, released, "
                      "outcome, lost,\nwithdrawn, gpu-memory-high, gpu-memory-high-cleared, "
@@ -89,7 +93,15 @@ int runEvents(const EventsOptions& o) {
     }
     *out = *t;
   }
-  views::EventFilter filter{o.eventLeases, o.eventPools, o.eventKinds};
+  views::EventFilter filter{o.eventLeases, o.eventPools, o.eventKinds, std::nullopt};
+  if (!o.user.empty()) {
+    auto uid = userArgument(o.user);
+    if (!uid) {
+      fmt::print(stderr, "tally events: {}\n", uid.error().message);
+      return kExitUsage;
+    }
+    filter.owner = *uid;
+  }
   if (auto s = views::checkFilter(filter); !s) {
     fmt::print(stderr, "tally events: {}\n", s.error().message);
     return kExitUsage;

@@ -14,6 +14,7 @@ struct EventsOptions {
   std::string eventsTimeout;
   std::string since, until;  // parseWhen's forms
   std::vector<std::string> eventLeases, eventPools, eventKinds;
+  std::string user;  // --user: a login name or a uid
   bool utc = false;
   bool json = false;
 };

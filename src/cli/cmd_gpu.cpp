@@ -5,6 +5,7 @@
 #include "cli/exit_codes.h"
 #include "cli/print_line.h"
 #include "cli/roots.h"
+#include "cli/user_names.h"
 #include "host/snapshot.h"
 #include "report/gpu_json.h"
 #include "report/gpu_table.h"
@@ -62,7 +63,9 @@ int runGpu(const fs::RootPaths& paths, const GpuOptions& opts) {
               : opts.by == "container" ? report::GroupBy::kContainer
                                        : report::GroupBy::kProcess;
     // Process names and cgroup paths are whatever a local user made them.
-    printBlock(report::gpuTable(*scan, agg, host, by));
+    UserNames names;
+    printBlock(
+        report::gpuTable(*scan, agg, host, by, [&](std::uint32_t uid) { return names.of(uid); }));
   }
   return kExitOk;
 }

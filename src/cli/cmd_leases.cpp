@@ -8,6 +8,7 @@
 #include "cli/daemon_call.h"
 #include "cli/exit_codes.h"
 #include "cli/print_line.h"
+#include "cli/user_names.h"
 #include "rpc/lease_api.h"
 #include "util/json_view.h"
 
@@ -19,9 +20,9 @@ using json = nlohmann::json;
 using jsonview::bytesOrDash;
 
 void printLeases(const json& leases) {
-  fmt::print("{:<12}  {:<16}  {:<7}  {:<8}  {:<14}  {:>10}  {:>10}  {:>10}  {:>10}  {}\n", "LEASE",
-             "NAME", "KIND", "STATE", "POOLS", "MEM-MAX", "MEM-NOW", "GPU-MAX", "GPU-NOW",
-             "AGE/QUEUE");
+  fmt::print("{:<12}  {:<16}  {:<8}  {:<7}  {:<8}  {:<14}  {:>10}  {:>10}  {:>10}  {:>10}  {}\n",
+             "LEASE", "NAME", "USER", "KIND", "STATE", "POOLS", "MEM-MAX", "MEM-NOW", "GPU-MAX",
+             "GPU-NOW", "AGE/QUEUE");
   for (const auto& l : leases) {
     std::string pools;
     for (const auto& p : l["pools"])
@@ -34,11 +35,11 @@ void printLeases(const json& leases) {
             : ageText(l.contains("started_at_ns") ? l["started_at_ns"] : l["granted_at_ns"]);
     json mem = l.contains("memory") ? l["memory"]["current_bytes"] : json();
     json gpu = l.contains("gpu") ? l["gpu"]["current_bytes"] : json();
-    printLine(
-        fmt::format("{:<12}  {:<16}  {:<7}  {:<8}  {:<14}  {:>10}  {:>10}  {:>10}  {:>10}  {}",
-                    l.value("lease", ""), l.value("name", ""), l.value("kind", ""), state, pools,
-                    bytesOrDash(l["declared"]["memory_max"]), bytesOrDash(mem),
-                    bytesOrDash(l["declared"]["gpu_memory_max"]), bytesOrDash(gpu), where));
+    printLine(fmt::format(
+        "{:<12}  {:<16}  {:<8}  {:<7}  {:<8}  {:<14}  {:>10}  {:>10}  {:>10}  {:>10}  {}",
+        l.value("lease", ""), l.value("name", ""), l.value("user", "-"), l.value("kind", ""), state,
+        pools, bytesOrDash(l["declared"]["memory_max"]), bytesOrDash(mem),
+        bytesOrDash(l["declared"]["gpu_memory_max"]), bytesOrDash(gpu), where));
   }
 }
 
@@ -50,13 +51,32 @@ CLI::App* addLeasesCommand(CLI::App& app, LeasesOptions& o) {
   addSocketOption(leases, o.socket);
   addReplyTimeoutOption(leases, o.replyTimeout);
   leases->add_flag("--json", o.json, "print the leases as JSON");
+  leases->add_option("--user", o.user, "only this user's leases (a login name or a uid)");
   return leases;
 }
 
 int runLeases(const LeasesOptions& o) {
+  std::optional<std::uint32_t> only;
+  if (!o.user.empty()) {
+    auto uid = userArgument(o.user);
+    if (!uid) {
+      fmt::print(stderr, "tally leases: {}\n", uid.error().message);
+      return kExitUsage;
+    }
+    only = *uid;
+  }
   int rc = kExitOk;
   auto all = allPages<rpc::api::ListLeases>("leases", o, rc);
   if (!all) return rc;
+  json& leases = (*all)["leases"];
+  if (only && leases.is_array()) {
+    json mine = json::array();
+    for (auto& l : leases)
+      if (ownerOf(l) == only) mine.push_back(std::move(l));
+    leases = std::move(mine);
+  }
+  UserNames names;
+  names.annotate(leases);
   if (o.json)
     fmt::print("{}\n", (*all)["leases"].dump(2));
   else

@@ -9,6 +9,7 @@ namespace tally::cli {
 
 struct LeasesOptions : DaemonCallOptions {
   bool json = false;
+  std::string user;  // --user: only this user's leases (a name or a uid)
 };
 
 CLI::App* addLeasesCommand(CLI::App& app, LeasesOptions& opts);

@@ -13,6 +13,7 @@
 
 #include "cli/exit_codes.h"
 #include "cli/print_line.h"
+#include "cli/user_names.h"
 #include "config/config.h"
 #include "ledger/ledger.h"
 #include "util/clock.h"
@@ -161,12 +162,14 @@ void addLedgerCommand(CLI::App& app, LedgerOptions& o) {
   cmd->add_option("--last,--limit", o.limit, "the newest N rows that match (0: all)")
       ->default_str("20");
   cmd->add_option("--since", o.since,
-                  "leases started at or after: 2026-11-30, '2026-11-30 14:05', or ago: 2h, 3d");
+                  "leases started at or after: today, yesterday, now, 2026-11-30, '2026-11-30 "
+                  "14:05', or ago: 2h, 3d");
   cmd->add_option("--until", o.until, "leases started at or before (same forms as --since)");
   cmd->add_option("--name", o.name, "only leases with this name");
   cmd->add_option("--outcome", o.outcome,
                   "only this outcome class (exited, oom-killed, killed-by-tally, ...)");
   cmd->add_option("--lease", o.lease, "only this lease (an id or its first characters)");
+  cmd->add_option("--user", o.user, "only this user's leases (a login name or a uid)");
   cmd->add_flag("--utc", o.utc, "times in UTC (default: local time)");
   cmd->add_option("--state-dir", o.stateDir, kStateDirHelp);
   cmd->add_option("--config", o.config, "read the state dir from this daemon config");
@@ -218,6 +221,14 @@ int runLedger(const LedgerOptions& o) {
   filter.outcome = o.outcome;
   filter.lease = o.lease;
   filter.last = o.limit;
+  if (!o.user.empty()) {
+    auto uid = userArgument(o.user);
+    if (!uid) {
+      fmt::print(stderr, "tally ledger: {}\n", uid.error().message);
+      return kExitUsage;
+    }
+    filter.owner = *uid;
+  }
   std::uint64_t now = clock::realtimeNs();
   for (auto [flag, text, out] : {std::tuple{"--since", &o.since, &filter.sinceNs},
                                  std::tuple{"--until", &o.until, &filter.untilNs}}) {
@@ -229,8 +240,8 @@ int runLedger(const LedgerOptions& o) {
     }
     *out = *t;
   }
-  bool filtered =
-      filter.sinceNs || filter.untilNs || !o.name.empty() || !o.outcome.empty() || !o.lease.empty();
+  bool filtered = filter.sinceNs || filter.untilNs || !o.name.empty() || !o.outcome.empty() ||
+                  !o.lease.empty() || filter.owner;
   // Filters look at every row; without them only the newest are read.
   auto all = db->recent(filtered || o.limit == 0 ? SIZE_MAX : o.limit);
   if (!all) {
@@ -247,7 +258,10 @@ int runLedger(const LedgerOptions& o) {
     fmt::print("{}\n", out.dump(2));
     return kExitOk;
   }
-  for (const auto& line : views::ledgerTable(*rows, o.utc)) printLine(line);
+  UserNames names;
+  for (const auto& line :
+       views::ledgerTable(*rows, o.utc, [&](std::uint32_t uid) { return names.of(uid); }))
+    printLine(line);
   return kExitOk;
 }
 

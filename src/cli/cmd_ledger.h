@@ -9,7 +9,7 @@ namespace tally::cli {
 struct LedgerOptions {
   bool json = false;
   std::size_t limit = 20;  // --last N (--limit is the older spelling)
-  std::string since, until, name, outcome, lease;
+  std::string since, until, name, outcome, lease, user;
   bool utc = false;
   std::string stateDir;
   std::string config;  // the daemon's config: its [daemon] state_dir

@@ -406,6 +406,16 @@ int runRun(const fs::RootPaths& paths, const RunOptions& opts) {
     // memcg, MemoryMax holds host memory and GTT both, and the daemon may have
     // made gpu_memory_max advisory).
     const auto& g = daemonLease->grant();
+    // A figure this run did not declare, its pool did (default_memory_max,
+    // default_gpu_memory_max): the run is bounded by what its lease says.
+    for (auto [mine, granted, what] :
+         {std::tuple{&spec->declaration.memoryMax, g.declaredMemoryMax, "memory_max"},
+          std::tuple{&spec->declaration.gpuMemoryMax, g.declaredGpuMemoryMax, "gpu_memory_max"}}) {
+      if (*mine || !granted) continue;
+      *mine = granted;
+      fmt::print(stderr, "tally run: {} {} is the pool's default (declared in its config)\n", what,
+                 units::humanBytes(*granted));
+    }
     spec->kernel = g.kernelState();
     if (const auto plan = spec->plan(); plan.memoryMaxWithGpu) {
       fmt::print(stderr,
@@ -442,6 +452,8 @@ int runRun(const fs::RootPaths& paths, const RunOptions& opts) {
   choice.lease.reset();
 
   auto doc = lease::recordJson(record);
+  // A standalone run is its user's own (a pool lease's owner is the daemon's word).
+  if (!daemonLease && doc["lease"].is_object()) doc["lease"]["owner_uid"] = ::getuid();
   std::string recordText = doc.dump();
   if (ledger) {
     if (auto s = ledger->appendOutcome(record.spec.id, recordText); !s) {

@@ -9,6 +9,7 @@
 #include "cli/daemon_call.h"
 #include "cli/exit_codes.h"
 #include "cli/print_line.h"
+#include "cli/user_names.h"
 #include "rpc/lease_api.h"
 #include "util/text.h"
 #include "views/top.h"
@@ -38,6 +39,8 @@ int runSeats(const SeatsOptions& o) {
   int rc = kExitOk;
   auto all = allPages<rpc::api::Seats>("seats", o, rc);
   if (!all) return rc;
+  UserNames names;
+  names.annotate((*all)["seats"]);
   if (o.json) {
     fmt::print("{}\n", all->dump(2));
     return kExitOk;

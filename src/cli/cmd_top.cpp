@@ -19,6 +19,7 @@
 #include "cli/exit_codes.h"
 #include "cli/option_values.h"
 #include "cli/socket_path.h"
+#include "cli/user_names.h"
 #include "rpc/client.h"
 #include "rpc/messages.h"
 #include "util/clock.h"
@@ -120,11 +121,13 @@ class Fetcher {
       return std::nullopt;
     }
     error.clear();
+    if (doc->contains("seats")) names_.annotate((*doc)["seats"]);  // NSS once per uid
     return std::move(*doc);
   }
 
  private:
   std::string path_;
+  UserNames names_;
   std::optional<rpc::Client> client_;
 };
 

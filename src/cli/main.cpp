@@ -29,25 +29,10 @@
 #include "cli/completion.h"
 #include "cli/exit_codes.h"
 #include "lease/outcome.h"
+#include "util/text.h"
 #include "views/event_line.h"
 
 namespace {
-
-// Levenshtein distance, for "did you mean": small strings only.
-std::size_t distance(std::string_view a, std::string_view b) {
-  std::vector<std::size_t> row(b.size() + 1);
-  for (std::size_t j = 0; j <= b.size(); ++j) row[j] = j;
-  for (std::size_t i = 1; i <= a.size(); ++i) {
-    std::size_t diag = row[0];
-    row[0] = i;
-    for (std::size_t j = 1; j <= b.size(); ++j) {
-      std::size_t up = row[j];
-      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diag + (a[i - 1] == b[j - 1] ? 0 : 1)});
-      diag = up;
-    }
-  }
-  return row[b.size()];
-}
 
 // The first word that is not an option must be a command: an unknown one is
 // named, with the nearest command, before anything else is parsed.
@@ -71,19 +56,15 @@ std::optional<std::string> unknownCommand(const CLI::App& app, int argc, char** 
         ++i;  // a root option's value
       continue;
     }
-    std::string best;
-    std::size_t bestDistance = 3;  // further than two edits is no suggestion
+    std::vector<std::string_view> names;
     for (const auto* sub : app.get_subcommands({})) {
       if (sub->get_name() == word) return std::nullopt;
-      std::size_t d = distance(word, sub->get_name());
-      if (d < bestDistance) {
-        bestDistance = d;
-        best = sub->get_name();
-      }
+      names.push_back(sub->get_name());
     }
     std::string shown(word.substr(0, 64));
-    return best.empty() ? fmt::format("unknown command '{}' (tally --help lists them)", shown)
-                        : fmt::format("unknown command '{}' (did you mean {}?)", shown, best);
+    auto best = tally::text::nearest(word, names);
+    return !best ? fmt::format("unknown command '{}' (tally --help lists them)", shown)
+                 : fmt::format("unknown command '{}' (did you mean {}?)", shown, *best);
   }
   return std::nullopt;
 }

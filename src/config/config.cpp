@@ -45,9 +45,13 @@ class Reader {
       if (std::find(known.begin(), known.end(), key.str()) != known.end()) continue;
       std::string list;
       for (auto k : known) list += fmt::format("{}{}", list.empty() ? "" : ", ", k);
+      // A misspelt budget must be found at a glance, not in a list of twenty.
+      auto guess = text::nearest(key.str(), std::vector<std::string_view>(known));
       problems.push_back(
           {key.source().begin.line ? key.source().begin.line : lineOf(node),
-           fmt::format("unknown key '{}' in {} (known: {})", key.str(), where, list)});
+           guess ? fmt::format("unknown key '{}' in {}: did you mean '{}'? (known: {})", key.str(),
+                               where, *guess, list)
+                 : fmt::format("unknown key '{}' in {} (known: {})", key.str(), where, list)});
     }
   }
 
@@ -315,6 +319,54 @@ void readDaemon(Reader& r, const toml::table& t, Daemon& d) {
   }
 }
 
+// A pool's per-user shares and defaults: each is part of the pool's own
+// limit (a share of a budget the pool does not have would be a limit nobody
+// declared), and a default fits the share it is counted against.
+void readShares(Reader& r, const toml::table& t, const std::string& where, Pool& p) {
+  if (auto v = r.count(t, "per_user_capacity", where, 1, 1'000'000)) {
+    if (*v > p.capacity)
+      r.problem(*t.get("per_user_capacity"),
+                fmt::format("{}.per_user_capacity {} is more than the pool's capacity {}", where,
+                            *v, p.capacity));
+    else
+      p.perUserCapacity = *v;
+  }
+  struct Share {
+    const char* share;
+    const char* dflt;
+    const char* budgetKey;
+    const std::optional<std::uint64_t>& budget;
+    std::optional<std::uint64_t>& shareOut;
+    std::optional<std::uint64_t>& dfltOut;
+  };
+  for (Share s : {Share{"per_user_memory_budget", "default_memory_max", "memory_budget",
+                        p.memoryBudget, p.perUserMemoryBudget, p.defaultMemoryMax},
+                  Share{"per_user_gpu_memory_budget", "default_gpu_memory_max", "gpu_memory_budget",
+                        p.gpuMemoryBudget, p.perUserGpuMemoryBudget, p.defaultGpuMemoryMax}}) {
+    for (const char* key : {s.share, s.dflt}) {
+      auto v = r.size(t, key, where);
+      if (!v) continue;
+      const toml::node& at = *t.get(key);
+      if (!s.budget) {
+        r.problem(at, fmt::format("{}.{} is set but {} is not: it is a part of the pool's {}; "
+                                  "set {} too or remove it",
+                                  where, key, s.budgetKey, s.budgetKey, s.budgetKey));
+      } else if (*v > *s.budget) {
+        r.problem(at,
+                  fmt::format("{}.{} {} is more than the pool's {} {}", where, key,
+                              units::humanBytes(*v), s.budgetKey, units::humanBytes(*s.budget)));
+      } else {
+        (key == s.share ? s.shareOut : s.dfltOut) = *v;
+      }
+    }
+    if (s.shareOut && s.dfltOut && *s.dfltOut > *s.shareOut)
+      r.problem(*t.get(s.dflt), fmt::format("{}.{} {} is more than {}.{} {}: a lease declared "
+                                            "by default could never be granted",
+                                            where, s.dflt, units::humanBytes(*s.dfltOut), where,
+                                            s.share, units::humanBytes(*s.shareOut)));
+  }
+}
+
 void readPool(Reader& r, const std::string& name, const toml::node& node, Config& c) {
   std::string where = fmt::format("pools.{}", name);
   const toml::table* t = node.as_table();
@@ -326,7 +378,8 @@ void readPool(Reader& r, const std::string& name, const toml::node& node, Config
     r.problem(node, fmt::format("pool name '{}' must be 1-64 of [A-Za-z0-9_-]", name));
   r.onlyKeys(*t, fmt::format("[{}]", where),
              {"capacity", "memory_budget", "gpu_memory_budget", "devices", "gtt_ceiling",
-              "allow_users", "allow_groups"});
+              "allow_users", "allow_groups", "per_user_capacity", "per_user_memory_budget",
+              "per_user_gpu_memory_budget", "default_memory_max", "default_gpu_memory_max"});
   Pool p;
   p.name = name;
   p.line = lineOf(node);
@@ -376,6 +429,7 @@ void readPool(Reader& r, const std::string& name, const toml::node& node, Config
   }
   readNames(r, *t, "allow_users", where, p.allowUsers);
   readNames(r, *t, "allow_groups", where, p.allowGroups);
+  readShares(r, *t, where, p);
   c.pools.push_back(std::move(p));
 }
 

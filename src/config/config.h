@@ -31,6 +31,14 @@ struct Pool {
   // Who may ask for the pool besides root (allow_users, allow_groups: names
   // or numeric ids). Both empty: every user who reaches the socket.
   std::vector<std::string> allowUsers{}, allowGroups{};
+  // Each user's share of the pool (Slurm's QOS MaxTRESPerUser): live leases,
+  // and the sums of their declared memory_max / gpu_memory_max. A request
+  // past its owner's share waits for that owner's own leases, never holds
+  // back another user's. Absent: no share, the pool's limits alone.
+  std::optional<std::uint64_t> perUserCapacity{}, perUserMemoryBudget{}, perUserGpuMemoryBudget{};
+  // What a request that declares no memory_max / gpu_memory_max gets in this
+  // pool (the operator declared it here), so a bare `tally run --pool` works.
+  std::optional<std::uint64_t> defaultMemoryMax{}, defaultGpuMemoryMax{};
 };
 
 inline constexpr const char* kSystemSocket = "/run/tally/tally.sock";

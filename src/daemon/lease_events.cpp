@@ -19,17 +19,21 @@ namespace tally::daemon {
 namespace {
 
 using json = nlohmann::json;
-// The pools a lease held, in its outcome record: the ledger's table shows them.
+// The pools a lease held and whose it was, in its outcome record: the
+// ledger's table shows them. The owner is the daemon's word (the peer's uid
+// at the socket), never what a client's record says.
 nlohmann::json withPools(const Lease& l, nlohmann::json body) {
-  if (!l.req.pools.empty() && body.contains("lease") && body["lease"].is_object())
-    body["lease"]["pools"] = l.req.pools;
+  if (!body.contains("lease") || !body["lease"].is_object()) return body;
+  if (!l.req.pools.empty()) body["lease"]["pools"] = l.req.pools;
+  body["lease"]["owner_uid"] = l.owner;
   return body;
 }
 // A lifecycle row as subscribers hear it: the journal's line and outcome
 // class, the same for a live row and a replayed one.
 json lifecycleEvent(const std::string& kind, const std::string& lease, const std::string& name,
-                    const std::vector<std::string>& pools, const journal::JournalEntry& entry) {
-  rpc::api::LeaseEvent ev{lease, kind, name, pools, entry.message, std::nullopt};
+                    const std::vector<std::string>& pools, std::uint32_t owner,
+                    const journal::JournalEntry& entry) {
+  rpc::api::LeaseEvent ev{lease, kind, name, pools, entry.message, std::nullopt, owner};
   for (const auto& [field, value] : entry.fields)
     if (field == "TALLY_OUTCOME") ev.outcome = value;
   return rpc::api::encode(ev);
@@ -108,7 +112,8 @@ void LeaseEvents::bound(Lease& l, const enforce::BoundEvent& e, const std::strin
          fmt::format("lease {}: the ledger refused a gpu-bound row: {}", l.id, r.error().message),
          {{"TALLY_LEASE", l.id}});
   }
-  broadcast("gpu-bound", rpc::api::encode(rpc::api::GpuBoundEvent{l.id, l.name(), source, e}),
+  broadcast("gpu-bound",
+            rpc::api::encode(rpc::api::GpuBoundEvent{l.id, l.name(), source, e, l.owner}),
             r ? &*r : nullptr);
   bool act = e.kind == enforce::Verdict::Kill || e.kind == enforce::Verdict::Report;
   if (act && l.said_.actSaid) return;
@@ -225,7 +230,7 @@ void LeaseEvents::announce(const Lease& l, const std::string& kind, const json& 
       journal::lifecycleEntry(kind, l.id, l.name(), l.req.pools, body, l.attributes(), place);
   note(entry.priority, entry.message, entry.fields);
   // Subscribers see the same lifecycle as the journal, one "lease" event per row.
-  broadcast("lease", lifecycleEvent(kind, l.id, l.name(), l.req.pools, entry), row);
+  broadcast("lease", lifecycleEvent(kind, l.id, l.name(), l.req.pools, l.owner, entry), row);
 }
 
 Status LeaseEvents::follow(std::uint64_t conn, const json& requestId, const rpc::api::Subscribe& s,
@@ -345,8 +350,9 @@ std::optional<std::pair<std::string, nlohmann::json>> LeaseEvents::replayed(
   } else if (row.kind == ledger::kGpuBound) {
     auto b = ledger::decodeBound(body);
     if (!b) return std::nullopt;
-    ev = {"gpu-bound", rpc::api::encode(rpc::api::GpuBoundEvent{
-                           row.leaseId, f->granted.declaration.name, b->source, b->event})};
+    ev = {"gpu-bound",
+          rpc::api::encode(rpc::api::GpuBoundEvent{row.leaseId, f->granted.declaration.name,
+                                                   b->source, b->event, f->granted.owner})};
   } else if (row.kind == ledger::kGranted || row.kind == ledger::kStarted ||
              row.kind == ledger::kAdopted || row.kind == ledger::kReadopted ||
              row.kind == ledger::kReleased || ledger::isTerminal(row.kind)) {
@@ -358,7 +364,7 @@ std::optional<std::pair<std::string, nlohmann::json>> LeaseEvents::replayed(
                                          f->granted.pools, body, f->granted.declaration.attributes,
                                          f->place);
     ev = {"lease", lifecycleEvent(row.kind, row.leaseId, f->granted.declaration.name,
-                                  f->granted.pools, entry)};
+                                  f->granted.pools, f->granted.owner, entry)};
   } else {
     return std::nullopt;
   }
@@ -373,7 +379,7 @@ void LeaseEvents::queued(const Lease& l) {
       rpc::api::encode(rpc::api::LeaseEvent{
           l.id, rpc::api::kQueuedKind, l.name(), l.req.pools,
           fmt::format("lease {} ({}): queued for {}", l.id, l.name(), fmt::join(l.req.pools, ",")),
-          std::nullopt}),
+          std::nullopt, l.owner}),
       nullptr);
 }
 

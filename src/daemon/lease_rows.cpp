@@ -20,6 +20,7 @@ std::unique_ptr<Lease> newLease(lease::LeaseKind kind, uid_t owner, pid_t peerPi
   l->clientBack(conn);
   l->requestedAtNs = clock::realtimeNs();
   l->req.id = l->id;
+  l->req.owner = owner;
   l->req.pools = d.pools;
   l->req.declaration = d.declaration;
   if (l->req.declaration.name.empty()) l->req.declaration.name = lease::kindName(kind);
@@ -99,6 +100,7 @@ Result<std::unique_ptr<Lease>> rebuildLease(const std::vector<ledger::Event>& ev
       grantedNs = e.atNs;
       l->requestedAtNs = g->requestedAtNs;
       l->req.id = l->id;
+      l->req.owner = g->owner;
       l->req.pools = g->pools;
       l->req.priority = g->priority;
       l->req.declaration = g->declaration;

@@ -133,9 +133,14 @@ Service::Admission Service::admit(std::uint64_t conn, const Peer& peer, const js
                    "Ask without it");
   }
   auto kind = attach ? lease::LeaseKind::Attach : lease::LeaseKind::Run;
-  auto l = newLease(kind, peer.uid, peer.pid, conn, d, cfg_.daemon, sampler_.kernelState());
   // A child lease holds no pool: its parent's count it (placeAttach checks the parent).
   const bool child = attach && !attach->parent.empty();
+  // What the request leaves undeclared, the pools' defaults declare (the
+  // operator set them): its row and its bound say the figure, as if asked.
+  rpc::api::Declared withDefaults = d;
+  if (!child) admission::fillDefaults(withDefaults.declaration, d.pools, book_.engine().pools());
+  auto l =
+      newLease(kind, peer.uid, peer.pid, conn, withDefaults, cfg_.daemon, sampler_.kernelState());
   auto totals = [this](const config::Pool& pool) { return measures_.totalsFor(pool); };
   if (!child) {
     if (auto s = book_.check(l->req, totals); !s) return refused(code::kRefused, s.error().message);

@@ -130,6 +130,8 @@ rpc::api::LeaseReply Views::leaseReply(const Lease& l) {
   if (l.plan().memoryMaxWithGpu) r.memoryMaxEffective = l.plan().memoryMax;
   r.coverage = coverage::coverageName(handover_.coverage);
   r.gpuBoundAdvisory = l.plan().advisory;
+  r.declaredMemoryMax = l.req.declaration.memoryMax;
+  r.declaredGpuMemoryMax = l.plan().bound.max;
   r.view = lease(l);
   return r;
 }
@@ -286,6 +288,7 @@ seats::SeatFacts Views::seatFacts(const Lease& l) const {
   f.kind = lease::kindName(l.kind);
   f.state = stateName(l.state());
   f.pools = l.req.pools;
+  f.owner = l.owner;
   f.parent = l.parent;
   f.unit = l.place.unit;
   f.cgroup = l.place.cgroup;

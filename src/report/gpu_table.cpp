@@ -69,7 +69,7 @@ std::string fitLeft(const std::string& s, std::size_t width) {
 }  // namespace
 
 std::string gpuTable(const scanner::Scan& scan, const Aggregate& agg, const host::Snapshot& host,
-                     GroupBy by) {
+                     GroupBy by, const UserNameFn& userName) {
   std::string out;
   if (scan.devices.devices.empty()) {
     out += "No DRM devices: nothing under /sys/class/drm (no GPU, or its driver is not loaded).\n";
@@ -118,13 +118,24 @@ std::string gpuTable(const scanner::Scan& scan, const Aggregate& agg, const host
   if (host.meminfo.gpuActive && !scan.scopeCgroup) {
     std::int64_t outside = static_cast<std::int64_t>(*host.meminfo.gpuActive) -
                            static_cast<std::int64_t>(agg.scopeCounted.hostUncharged);
-    out += fmt::format(
-        "GPUActive {} (the kernel's count, all GPUs); the clients' GTT and kin {}; {}{} outside "
-        "any client (kernel buffers{})\n",
-        units::humanBytes(*host.meminfo.gpuActive),
-        units::humanBytes(agg.scopeCounted.hostUncharged), outside < 0 ? "-" : "",
-        units::humanBytes(static_cast<std::uint64_t>(outside < 0 ? -outside : outside)),
-        scan.unreadable.empty() ? "" : ", or processes not read");
+    // Clients can count more than GPUActive (a buffer shared across clients
+    // of different processes is resident in each; GPUActive counts it once):
+    // said so, never a bare negative.
+    out += outside < 0
+               ? fmt::format(
+                     "GPUActive {} (the kernel's count, all GPUs); the clients' GTT and kin {}, "
+                     "{} more than the kernel counts (a buffer shared between clients is "
+                     "counted in each of them, once by the kernel)\n",
+                     units::humanBytes(*host.meminfo.gpuActive),
+                     units::humanBytes(agg.scopeCounted.hostUncharged),
+                     units::humanBytes(static_cast<std::uint64_t>(-outside)))
+               : fmt::format(
+                     "GPUActive {} (the kernel's count, all GPUs); the clients' GTT and kin {}; "
+                     "{} outside any client (kernel buffers{})\n",
+                     units::humanBytes(*host.meminfo.gpuActive),
+                     units::humanBytes(agg.scopeCounted.hostUncharged),
+                     units::humanBytes(static_cast<std::uint64_t>(outside)),
+                     scan.unreadable.empty() ? "" : ", or processes not read");
   }
   if (auto w = devices::gttAdvice(host.amdgpu, host.ttm, host.kfdLimits, host.pageSize))
     out += "warning: " + *w + "\n";
@@ -133,7 +144,7 @@ std::string gpuTable(const scanner::Scan& scan, const Aggregate& agg, const host
   std::string header;
   switch (by) {
     case GroupBy::kProcess:
-      header = fmt::format("{:>8} {:<16} {:<24}", "PID", "COMM", "CONTAINER");
+      header = fmt::format("{:>8} {:<10} {:<16} {:<24}", "PID", "USER", "COMM", "CONTAINER");
       break;
     case GroupBy::kCgroup:
       header = fmt::format("{:<48}", "CGROUP");
@@ -173,7 +184,8 @@ std::string gpuTable(const scanner::Scan& scan, const Aggregate& agg, const host
         anyShared = anyShared || shared;
         std::string comm = (shared ? "*" : "") + p.comm.value_or("?");
         if (p.holdsKfd) comm += " [kfd]";
-        row(fmt::format("{:>8} {} {}", p.pid, fitRight(comm, 16), fitRight(w ? w->name : "-", 24)),
+        row(fmt::format("{:>8} {} {} {}", p.pid, fitRight(p.uid ? userName(*p.uid) : "?", 10),
+                        fitRight(comm, 16), fitRight(w ? w->name : "-", 24)),
             agg.processRegions[i], owned, p.cgroup.value_or("?"));
       }
       break;
@@ -186,10 +198,13 @@ std::string gpuTable(const scanner::Scan& scan, const Aggregate& agg, const host
       break;
   }
   // One total per device: every client on it, once, whoever owns it.
+  // With processes not read, a total is what the readable ones hold: at
+  // least that much, marked so (">=").
+  const bool lowerBound = !scan.unreadable.empty();
   if (!scan.processes.empty()) {
     for (const auto& s : agg.devices) {
-      std::string what = fmt::format("TOTAL {}", s.device->key);
-      std::string lead = by == GroupBy::kProcess  ? fmt::format("{:>8} {}", "", fitRight(what, 41))
+      std::string what = fmt::format("{} {}", lowerBound ? "TOTAL>=" : "TOTAL", s.device->key);
+      std::string lead = by == GroupBy::kProcess  ? fmt::format("{:>8} {}", "", fitRight(what, 52))
                          : by == GroupBy::kCgroup ? fitRight(what, 48)
                                                   : fitRight(what, 32);
       row(lead, s.attributed, s.clients, "");
@@ -207,6 +222,11 @@ std::string gpuTable(const scanner::Scan& scan, const Aggregate& agg, const host
       out +=
           "* = holds a DRM client shared with another process (counted once, in its owner's "
           "row).\n";
+    if (lowerBound)
+      out += fmt::format("TOTAL>= : a lower bound: {} not read (below) may hold more.\n",
+                         scan.unreadable.size() == 1
+                             ? "1 process"
+                             : std::to_string(scan.unreadable.size()) + " processes");
   }
   // Unreadable processes are never silently dropped; a non-root run on a busy
   // host has hundreds, so the table names a few and counts the rest.

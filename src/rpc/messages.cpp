@@ -81,6 +81,8 @@ json encode(const LeaseReply& r) {
   if (r.memoryMaxEffective) j["memory_max_effective"] = *r.memoryMaxEffective;
   j["coverage"] = r.coverage;
   if (r.view.contains("gpu_bound")) j["gpu_bound"]["advisory"] = r.gpuBoundAdvisory;
+  if (r.declaredMemoryMax) j["declared"]["memory_max"] = *r.declaredMemoryMax;
+  if (r.declaredGpuMemoryMax) j["declared"]["gpu_memory_max"] = *r.declaredGpuMemoryMax;
   return j;
 }
 
@@ -111,6 +113,16 @@ Result<LeaseReply> decodeLeaseReply(const json& result) {
     auto advisory = b.boolean("advisory");
     if (!advisory) return advisory.error();
     r.gpuBoundAdvisory = *advisory;
+  }
+  if (const json* declared = f.get("declared")) {
+    if (!declared->is_object()) return f.bad("declared", "must be an object");
+    Fields d(*declared, "declared.");
+    for (auto [key, out] : {std::pair{"memory_max", &r.declaredMemoryMax},
+                            std::pair{"gpu_memory_max", &r.declaredGpuMemoryMax}}) {
+      auto v = d.u64(key);
+      if (!v) return v.error();
+      *out = *v;
+    }
   }
   r.view = result;
   return r;
@@ -276,6 +288,7 @@ json encode(const LeaseEvent& e) {
             {"pools", e.pools},
             {"message", e.message}};
   if (e.outcome) j["outcome"] = *e.outcome;
+  if (e.owner) j["owner_uid"] = *e.owner;
   return j;
 }
 
@@ -294,6 +307,9 @@ Result<LeaseEvent> decodeLeaseEvent(const json& event) {
   auto outcome = f.str("outcome", 64);
   if (!outcome) return outcome.error();
   e.outcome = *outcome;
+  auto owner = f.u64("owner_uid", UINT32_MAX);
+  if (!owner) return owner.error();
+  if (*owner) e.owner = static_cast<std::uint32_t>(**owner);
   return e;
 }
 
@@ -302,6 +318,7 @@ json encode(const GpuBoundEvent& e) {
   j["source"] = e.source;
   j["lease"] = e.lease;
   j["name"] = e.name;
+  if (e.owner) j["owner_uid"] = *e.owner;
   return j;
 }
 
@@ -318,6 +335,9 @@ Result<GpuBoundEvent> decodeGpuBoundEvent(const json& event) {
     if (!v) return v.error();
     *out = v->value_or("");
   }
+  auto owner = f.u64("owner_uid", UINT32_MAX);
+  if (!owner) return owner.error();
+  if (*owner) e.owner = static_cast<std::uint32_t>(**owner);
   return e;
 }
 

@@ -44,6 +44,11 @@ struct LeaseReply {
   std::optional<std::uint64_t> memoryMaxEffective;
   std::string coverage;           // "host" or "host+gtt"
   bool gpuBoundAdvisory = false;  // gpu_memory_max only reports (the kernel bounds GTT)
+  // What the lease declares as the daemon holds it ("declared"): a run
+  // lease's client takes a figure it did not give from here (a pool's
+  // default_memory_max / default_gpu_memory_max), so its scope is bounded
+  // as its row says.
+  std::optional<std::uint64_t> declaredMemoryMax, declaredGpuMemoryMax;
   json view = json::object();
 
   // The kernel state the daemon planned the lease for, as a run lease's
@@ -137,6 +142,7 @@ struct LeaseEvent {
   std::vector<std::string> pools;
   std::string message;
   std::optional<std::string> outcome;  // the outcome's class, on an outcome
+  std::optional<std::uint32_t> owner;  // whose lease (uid); `tally events --user` matches it
   bool terminal() const;               // the lease's last row (ledger::isTerminal)
 };
 json encode(const LeaseEvent& e);
@@ -146,6 +152,7 @@ Result<LeaseEvent> decodeLeaseEvent(const json& event);
 struct GpuBoundEvent {
   std::string lease, name, source;
   enforce::BoundEvent event;
+  std::optional<std::uint32_t> owner;  // whose lease (uid)
 };
 json encode(const GpuBoundEvent& e);
 Result<GpuBoundEvent> decodeGpuBoundEvent(const json& event);

@@ -36,7 +36,8 @@ struct RegionFigures {
 struct SeatFacts {
   std::string lease, name, kind, state;  // kind run|attach; state queued|granted|running
   std::vector<std::string> pools;
-  std::string parent;  // a child lease's parent lease id ("" = none)
+  std::string parent;       // a child lease's parent lease id ("" = none)
+  std::uint32_t owner = 0;  // the uid that asked for it (the peer at the daemon's socket)
   // The workload: the unit systemd runs it as, its cgroup, and the container
   // recognised from the cgroup path (podman:…, docker:…, k8s-pod:…).
   std::string unit, cgroup;

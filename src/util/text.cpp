@@ -1,5 +1,6 @@
 #include "util/text.h"
 
+#include <algorithm>
 #include <limits>
 
 namespace tally::text {
@@ -82,6 +83,42 @@ std::string truncateUtf8(std::string_view s, std::size_t maxBytes) {
 
 std::string counted(std::uint64_t n, std::string_view one, std::string_view many) {
   return std::to_string(n) + " " + std::string(n == 1 ? one : many);
+}
+
+namespace {
+
+// Levenshtein distance, one row: small strings only (names, keys).
+std::size_t distance(std::string_view a, std::string_view b) {
+  std::vector<std::size_t> row(b.size() + 1);
+  for (std::size_t j = 0; j <= b.size(); ++j) row[j] = j;
+  for (std::size_t i = 1; i <= a.size(); ++i) {
+    std::size_t diag = row[0];
+    row[0] = i;
+    for (std::size_t j = 1; j <= b.size(); ++j) {
+      std::size_t up = row[j];
+      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diag + (a[i - 1] == b[j - 1] ? 0 : 1)});
+      diag = up;
+    }
+  }
+  return row[b.size()];
+}
+
+}  // namespace
+
+std::optional<std::string> nearest(std::string_view word,
+                                   const std::vector<std::string_view>& candidates,
+                                   std::size_t maxEdits) {
+  if (word.size() > 256) return std::nullopt;  // nobody misspells 256 characters
+  std::optional<std::string> best;
+  std::size_t bestDistance = maxEdits + 1;
+  for (auto c : candidates) {
+    std::size_t d = distance(word, c);
+    if (d < bestDistance) {
+      bestDistance = d;
+      best = std::string(c);
+    }
+  }
+  return best;
 }
 
 }  // namespace tally::text

@@ -5,6 +5,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace tally::text {
 
@@ -62,5 +63,11 @@ class LineReader {
   std::string_view rest_;
   unsigned number_ = 0;
 };
+
+// "Did you mean": the candidate nearest to `word` by edit distance, when it
+// is at most `maxEdits` away (the first of equals); none otherwise.
+std::optional<std::string> nearest(std::string_view word,
+                                   const std::vector<std::string_view>& candidates,
+                                   std::size_t maxEdits = 2);
 
 }  // namespace tally::text

@@ -80,6 +80,10 @@ bool matches(const EventFilter& f, const json& event) {
     }
     if (!any) return false;
   }
+  if (f.owner) {
+    auto uid = jsonview::count(jsonview::get(event, "owner_uid"));
+    if (!uid || *uid != *f.owner) return false;
+  }
   return true;
 }
 

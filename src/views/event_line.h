@@ -3,7 +3,9 @@
 // as the daemon's JSON, lines and verdicts go out; cli/cmd_events.cpp does the I/O.
 #pragma once
 
+#include <cstdint>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -20,14 +22,16 @@ std::string eventKind(const nlohmann::json& event);
 const std::vector<std::string>& eventKinds();
 
 struct EventFilter {
-  std::vector<std::string> leases;  // a lease id, its first characters, or a lease name
-  std::vector<std::string> pools;   // a pool the lease holds (lease events say theirs)
-  std::vector<std::string> kinds;   // eventKinds()
+  std::vector<std::string> leases;       // a lease id, its first characters, or a lease name
+  std::vector<std::string> pools;        // a pool the lease holds (lease events say theirs)
+  std::vector<std::string> kinds;        // eventKinds()
+  std::optional<std::uint32_t> owner{};  // whose leases (uid); events that name none never match
 };
 // Checks the filter's kinds: an unknown kind is refused with the list.
 Status checkFilter(const EventFilter& f);
 // Each list given must match (any of its entries); an empty list matches all.
-// A pool filter matches only events that name their pools (lease events).
+// A pool filter matches only events that name their pools (lease events);
+// an owner filter only events that name their owner (lease and GPU bound events).
 bool matches(const EventFilter& f, const nlohmann::json& event);
 
 // "2026-12-02 15:30:01.123  lease 1f0c2a9b3e7d (llama): granted in gpu", in

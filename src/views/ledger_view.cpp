@@ -60,12 +60,36 @@ const json& at(const json& j, std::initializer_list<const char*> path) {
 
 }  // namespace
 
+std::optional<std::uint32_t> ownerOf(const std::string& recordJson) {
+  const json rec = json::parse(recordJson, nullptr, false);
+  const json& uid = at(rec, {"lease", "owner_uid"});
+  if (!uid.is_number_unsigned() || uid.get<std::uint64_t>() > UINT32_MAX) return std::nullopt;
+  return static_cast<std::uint32_t>(uid.get<std::uint64_t>());
+}
+
 Result<std::uint64_t> parseWhen(std::string_view text, std::uint64_t nowNs, bool utc) {
   auto bad = [&] {
-    return Error{0, fmt::format("'{}' is not a time: use 2026-11-30, '2026-11-30 14:05[:09]' ({}) "
-                                "or a duration ago such as 90m, 2h, 3d",
+    return Error{0, fmt::format("'{}' is not a time: use now, today, yesterday, 2026-11-30, "
+                                "'2026-11-30 14:05[:09]' ({}) or a duration ago such as 90m, 2h, "
+                                "3d",
                                 text::truncateUtf8(text, 64), utc ? "UTC" : "local time")};
   };
+  // journalctl's words: now, and the midnights that begin today and yesterday.
+  if (text == "now") return nowNs;
+  if (text == "today" || text == "yesterday") {
+    time_t secs = static_cast<time_t>(nowNs / 1000000000u);
+    tm t{};
+    if (utc)
+      gmtime_r(&secs, &t);
+    else
+      localtime_r(&secs, &t);
+    t.tm_hour = t.tm_min = t.tm_sec = 0;
+    if (text == "yesterday") t.tm_mday -= 1;  // mktime/timegm carry it across months
+    t.tm_isdst = -1;
+    time_t midnight = utc ? timegm(&t) : mktime(&t);
+    if (midnight < 0) return bad();
+    return static_cast<std::uint64_t>(midnight) * 1000000000ULL;
+  }
   if (!text.empty() && text.find('-') == std::string_view::npos) {
     if (auto us = units::parseDurationUs(text)) {
       std::uint64_t ago = *us * 1000;
@@ -107,6 +131,7 @@ std::vector<ledger::Row> filterRows(const std::vector<ledger::Row>& rows, const 
     if (!f.name.empty() && e.name != f.name) continue;
     if (!f.outcome.empty() && e.outcomeClass != f.outcome) continue;
     if (!f.lease.empty() && e.leaseId.rfind(f.lease, 0) != 0) continue;
+    if (f.owner && ownerOf(e.recordJson) != f.owner) continue;
     out.push_back(r);
   }
   if (f.last && out.size() > f.last)
@@ -114,12 +139,13 @@ std::vector<ledger::Row> filterRows(const std::vector<ledger::Row>& rows, const 
   return out;
 }
 
-std::vector<std::string> ledgerTable(const std::vector<ledger::Row>& rows, bool utc) {
+std::vector<std::string> ledgerTable(const std::vector<ledger::Row>& rows, bool utc,
+                                     const UserNameFn& userName) {
   std::vector<std::string> lines;
-  constexpr const char* kRow = "{:>6}  {:<19}  {:>8}  {:<12}  {}  {}  {}  {:>9}  {:>9}  {:>9}";
+  constexpr const char* kRow = "{:>6}  {:<19}  {:>8}  {:<12}  {}  {}  {}  {}  {:>9}  {:>9}  {:>9}";
   lines.push_back(fmt::format(kRow, "SEQ", utc ? "STARTED (UTC)" : "STARTED", "DURATION", "LEASE",
-                              fit("NAME", 16), fit("POOL", 8), fit("OUTCOME", 19), "EXIT",
-                              "MEM PEAK", "GPU PEAK"));
+                              fit("NAME", 16), fit("USER", 8), fit("POOL", 8), fit("OUTCOME", 19),
+                              "EXIT", "MEM PEAK", "GPU PEAK"));
   bool gaps = false, sampledPeak = false;
   // memory.peak; where it was gone with the cgroup, the peak of the daemon's
   // samples of memory.current, marked '~' (measured, but between samples).
@@ -136,6 +162,11 @@ std::vector<std::string> ledgerTable(const std::vector<ledger::Row>& rows, bool 
     const auto& e = r.entry;
     if (i && !r.legacy && !rows[i - 1].legacy && r.seq != rows[i - 1].seq + 1) gaps = true;
     json rec = json::parse(e.recordJson, nullptr, false);
+    // A row written before owners were recorded names none: "-", never a guess.
+    const json& uid = at(rec, {"lease", "owner_uid"});
+    std::string user = uid.is_number_unsigned() && uid.get<std::uint64_t>() <= UINT32_MAX
+                           ? userName(static_cast<std::uint32_t>(uid.get<std::uint64_t>()))
+                           : std::string("-");
     std::string pools;
     const json& p = at(rec, {"lease", "pools"});
     if (p.is_array()) {
@@ -156,8 +187,8 @@ std::vector<std::string> ledgerTable(const std::vector<ledger::Row>& rows, bool 
     lines.push_back(fmt::format(
         kRow, r.legacy ? fmt::format("({})", r.seq) : std::to_string(r.seq),
         wallTime(e.startedAtNs, utc), jsonview::spanText(e.startedAtNs, e.endedAtNs), e.leaseId,
-        fit(e.name, 16), fit(pools.empty() ? "-" : pools, 8), fit(e.outcomeClass, 19), exit,
-        memoryPeak(rec), jsonview::bytesOrDash(at(rec, {"gpu", "peak_bytes"}))));
+        fit(e.name, 16), fit(user, 8), fit(pools.empty() ? "-" : pools, 8), fit(e.outcomeClass, 19),
+        exit, memoryPeak(rec), jsonview::bytesOrDash(at(rec, {"gpu", "peak_bytes"}))));
   }
   if (sampledPeak)
     lines.push_back(

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -19,6 +20,7 @@ struct LedgerFilter {
   std::string name;                               // exact lease name
   std::string outcome;                            // exact outcome class
   std::string lease;                              // lease id prefix
+  std::optional<std::uint32_t> owner;             // only this uid's leases
   std::size_t last = 20;                          // the newest this many that match (0: all)
 };
 
@@ -36,6 +38,12 @@ std::vector<ledger::Row> filterRows(const std::vector<ledger::Row>& rows, const 
 // OUTCOME, EXIT, MEM PEAK, GPU PEAK. A figure the record lacks is "-"; a long
 // name or pool is cut with "…" so the columns stay aligned. A last line says
 // why SEQ has gaps when it has (the chain's lifecycle rows lie between).
-std::vector<std::string> ledgerTable(const std::vector<ledger::Row>& rows, bool utc);
+// USER is `userName` of the record's lease.owner_uid ("-" for a row that names none).
+using UserNameFn = std::function<std::string(std::uint32_t uid)>;
+std::vector<std::string> ledgerTable(const std::vector<ledger::Row>& rows, bool utc,
+                                     const UserNameFn& userName);
+
+// The owner an outcome record names (lease.owner_uid); absent: none.
+std::optional<std::uint32_t> ownerOf(const std::string& recordJson);
 
 }  // namespace tally::views

@@ -37,6 +37,13 @@ std::string runningText(const json& row) {
   return r.is_boolean() ? (r.get<bool>() ? "yes" : "no") : "?";
 }
 
+// Whose lease: the name the client looked up ("user"), else the uid.
+std::string userText(const json& row) {
+  if (auto u = str(row, "user", ""); !u.empty()) return u;
+  auto uid = count(get(row, "owner_uid"));
+  return uid ? std::to_string(*uid) : std::string("-");
+}
+
 std::string workload(const json& row) {
   const json& w = get(row, "workload");
   if (auto c = str(w, "container", ""); !c.empty()) return c;
@@ -137,6 +144,7 @@ const std::vector<Column>& seatColumns() {
        [](const json& s, bool) {
          return str(s, "parent", "").empty() ? str(s, "name") : "\\_ " + str(s, "name");
        }},
+      {"USER", 8, 1, false, [](const json& s, bool) { return userText(s); }},
       {"STATE", 7, 0, false,
        [](const json& s, bool fresh) {
          std::string state = str(s, "state");
@@ -173,12 +181,15 @@ const std::vector<Column>& seatColumns() {
          const json& n = get(get(s, "gpu"), "allocations_refused");
          return count(n) ? std::to_string(*count(n)) : std::string("-");
        }},
-      {"RUN", 3, 5, false, [](const json& s, bool) { return runningText(s); }},
-      {"DECLARED  WORKLOAD", 0, 2, false,
+      // A stale row's "running" is as old as its figures: not shown as now.
+      {"RUN", 3, 5, false,
+       [](const json& s, bool fresh) { return fresh ? runningText(s) : std::string("-"); }},
+      {"WORKLOAD  [DECLARED]", 0, 2, false,
        [](const json& s, bool) {
-         // Declared attributes first: "which model runs in this lane" is what a seat meter reads.
+         // The workload under its header; the declared attributes ("which
+         // model runs in this lane") after it, bracketed.
          std::string extra = attributes(s);
-         return extra + (extra.empty() ? "" : "  ") + workload(s);
+         return workload(s) + (extra.empty() ? "" : "  [" + extra + "]");
        }},
   };
   return columns;

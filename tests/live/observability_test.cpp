@@ -316,7 +316,7 @@ TEST_F(ObservabilityLive, TopDrawsResizesAndQuitsUnderTmux) {
                   .exitCode(),
               0);
     // The frame drawn for this width: at 120 every seat column fits; at 80 peak,
-    // GTT, VRAM and RUN went first and the declared attributes get what is left.
+    // GTT, VRAM, RUN and the workload went first, and whose lease it is stays.
     auto headerOf = [](const std::string& text) {
       std::istringstream lines(text);
       for (std::string line; std::getline(lines, line);) {
@@ -327,7 +327,7 @@ TEST_F(ObservabilityLive, TopDrawsResizesAndQuitsUnderTmux) {
       }
       return std::string();
     };
-    std::string want = width == 120 ? "VRAM RUN DECLARED  WORKLOAD" : "GPU NOW/LIMIT DECLARED  WO";
+    std::string want = width == 120 ? "VRAM RUN WORKLOAD  [DECLARED]" : "USER    STATE";
     ASSERT_TRUE(eventually(
         [&] {
           screen = tmux.capture();

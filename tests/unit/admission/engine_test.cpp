@@ -380,12 +380,119 @@ TEST(Admission, RecoveryHoldsWhatAlreadyRunsAndSaysWhenItIsOver) {
 // headroom, never exceed capacity or budgets, never grant half a pool set,
 // never let a request overtake an earlier one of the same or higher priority
 // that shares a pool, and every request is granted once the others leave.
+// A pool shared by users: each may hold 2 leases and 24 GiB of its GPU budget.
+config::Pool sharedPool() {
+  config::Pool p{"shared", 4, 64 * GiB, 64 * GiB, {}};
+  p.perUserCapacity = 2;
+  p.perUserGpuMemoryBudget = 24 * GiB;
+  return p;
+}
+
+Request owned(const std::string& id, std::uint32_t owner, std::uint64_t gpu, bool placed = false) {
+  Request r = req(id, {"shared"}, 4 * GiB, gpu);
+  r.owner = owner;
+  r.placed = placed;
+  return r;
+}
+
+TEST(Admission, AUserAtTheirShareWaitsWithoutHoldingBackAnotherUser) {
+  Engine e({sharedPool()});
+  for (const char* id : {"a1", "a2", "a3"}) e.enqueue(owned(id, 1000, 4 * GiB));
+  EXPECT_EQ(e.grant({}), (std::vector<std::string>{"a1", "a2"}));
+  EXPECT_EQ(e.waitReason("a3"), admission::Wait::UserShare);
+  auto f = admission::waitFigures(*e.request("a3"), admission::Wait::UserShare, e.pools()[0],
+                                  e.usage("shared"), {});
+  EXPECT_EQ(f.detail, "uid 1000's share of pool shared: 2 of 2 leases held (per_user_capacity)");
+  // Another user is not behind a3: a3 waits for its owner's leases alone.
+  e.enqueue(owned("b1", 1001, 4 * GiB));
+  EXPECT_EQ(e.grantArrival("b1", {}), (std::vector<std::string>{"b1"}));
+  // The same user's next request stays behind its own earlier one.
+  e.enqueue(owned("a4", 1000, 4 * GiB));
+  EXPECT_TRUE(e.grant({}).empty());
+  EXPECT_EQ(e.waitReason("a4"), admission::Wait::Behind);
+  ASSERT_TRUE(e.release("a1"));
+  EXPECT_EQ(e.grant({}), (std::vector<std::string>{"a3"}));
+  EXPECT_EQ(e.waitReason("a4"), admission::Wait::UserShare);
+  EXPECT_EQ(e.usage("shared").users.at(1000).leases, 2u);
+  EXPECT_EQ(e.usage("shared").users.at(1001).leases, 1u);
+}
+
+TEST(Admission, AUsersGpuShareCountsTheirDeclarationsAndSaysTheArithmetic) {
+  Engine e({sharedPool()});
+  e.enqueue(owned("a1", 1000, 20 * GiB));
+  e.enqueue(owned("a2", 1000, 8 * GiB));
+  e.enqueue(owned("b1", 1001, 20 * GiB));
+  EXPECT_EQ(e.grant({}), (std::vector<std::string>{"a1", "b1"}));
+  EXPECT_EQ(e.waitReason("a2"), admission::Wait::UserShare);
+  auto f = admission::waitFigures(*e.request("a2"), admission::Wait::UserShare, e.pools()[0],
+                                  e.usage("shared"), {});
+  EXPECT_EQ(f.needed, 8 * GiB);
+  EXPECT_EQ(f.free, 4 * GiB);
+  EXPECT_EQ(f.detail,
+            "uid 1000's share of pool shared's GPU memory: needs 8.0 GiB, 4.0 GiB of 24.0 GiB "
+            "left (per_user_gpu_memory_budget)");
+  // A request above the share on its own could never be granted: refused.
+  auto tooBig = e.check(owned("a3", 1000, 25 * GiB));
+  ASSERT_FALSE(tooBig);
+  EXPECT_EQ(tooBig.error().message,
+            "--gpu-memory-max 25.0 GiB is larger than pool 'shared's share per user 24.0 GiB "
+            "(per_user_gpu_memory_budget): ask for 24.0 GiB or less");
+  // The scheduler's placement is the scheduler's share: not held by ours.
+  EXPECT_TRUE(e.check(owned("p1", 1000, 25 * GiB, true)));
+  e.enqueue(owned("p1", 1000, 8 * GiB, true));
+  EXPECT_EQ(e.grant({}), (std::vector<std::string>{"p1"}));
+  ASSERT_TRUE(e.release("a1"));
+  EXPECT_EQ(e.grant({}), (std::vector<std::string>{"a2"}));
+}
+
+TEST(Admission, RecoveryCountsEachOwnersShare) {
+  Engine e({sharedPool()});
+  ASSERT_TRUE(e.hold(owned("a1", 1000, 4 * GiB)));
+  ASSERT_TRUE(e.hold(owned("a2", 1000, 4 * GiB)));
+  e.enqueue(owned("a3", 1000, 4 * GiB));
+  EXPECT_TRUE(e.grant({}).empty());
+  EXPECT_EQ(e.waitReason("a3"), admission::Wait::UserShare);
+  ASSERT_TRUE(e.release("a2"));
+  ASSERT_TRUE(e.release("a1"));
+  EXPECT_EQ(e.usage("shared").users.count(1000), 0u);  // no holder: no entry left behind
+  EXPECT_EQ(e.grant({}), (std::vector<std::string>{"a3"}));
+}
+
+TEST(Admission, APoolsDefaultsDeclareWhatARequestLeavesOut) {
+  config::Pool gpu{"gpu", 2, 64 * GiB, 96 * GiB, {}};
+  gpu.defaultMemoryMax = 16 * GiB;
+  gpu.defaultGpuMemoryMax = 32 * GiB;
+  config::Pool small{"small", 2, 64 * GiB, 96 * GiB, {}};
+  small.defaultGpuMemoryMax = 8 * GiB;
+  std::vector<config::Pool> configured{gpu, small};
+  lease::Declaration bare;
+  EXPECT_EQ(admission::fillDefaults(bare, {"gpu"}, configured),
+            (std::vector<std::string>{"memory_max", "gpu_memory_max"}));
+  EXPECT_EQ(bare.memoryMax, 16 * GiB);
+  EXPECT_EQ(bare.gpuMemoryMax, 32 * GiB);
+  // Several pools: the smallest default, so every pool's share holds it.
+  lease::Declaration both;
+  admission::fillDefaults(both, {"gpu", "small"}, configured);
+  EXPECT_EQ(both.gpuMemoryMax, 8 * GiB);
+  // What the request declares is never replaced.
+  lease::Declaration asked;
+  asked.gpuMemoryMax = 40 * GiB;
+  EXPECT_EQ(admission::fillDefaults(asked, {"gpu"}, configured),
+            (std::vector<std::string>{"memory_max"}));
+  EXPECT_EQ(asked.gpuMemoryMax, 40 * GiB);
+  lease::Declaration none;
+  EXPECT_TRUE(admission::fillDefaults(none, {"small2"}, configured).empty());
+  EXPECT_FALSE(none.memoryMax);
+}
+
 TEST(AdmissionProperty, RandomSequencesKeepEveryInvariant) {
-  const std::vector<std::string> names = {"gpu", "cpu", "one"};
+  const std::vector<std::string> names = {"gpu", "cpu", "one", "shared"};
   for (unsigned seed = 1; seed <= 300; ++seed) {
     std::mt19937_64 rng(seed);
     auto pick = [&](std::uint64_t n) { return static_cast<std::size_t>(rng() % n); };
-    Engine e(pools());
+    auto configured = pools();
+    configured.push_back(sharedPool());
+    Engine e(configured);
     std::map<std::string, std::uint64_t> arrival;
     std::set<std::string> holders;
     std::uint64_t next = 0, now = 0;
@@ -400,6 +507,11 @@ TEST(AdmissionProperty, RandomSequencesKeepEveryInvariant) {
         ASSERT_LE(u.memoryDeclared.value(), p.memoryBudget.value_or(UINT64_MAX)) << "seed " << seed;
         ASSERT_LE(u.gpuMemoryDeclared.value(), p.gpuMemoryBudget.value_or(UINT64_MAX))
             << "seed " << seed;
+        for (const auto& [owner, mine] : u.users) {
+          ASSERT_LE(mine.leases, p.perUserCapacity.value_or(UINT64_MAX)) << "seed " << seed;
+          ASSERT_LE(mine.gpuMemoryDeclared.value(), p.perUserGpuMemoryBudget.value_or(UINT64_MAX))
+              << "seed " << seed;
+        }
       }
       for (const auto& id : granted) {
         const Request* r = e.request(id);
@@ -417,6 +529,8 @@ TEST(AdmissionProperty, RandomSequencesKeepEveryInvariant) {
           });
           bool earlier = w->priority > r->priority ||
                          (w->priority == r->priority && arrival[w->id] < arrival[id]);
+          // One user at their share holds back no other user.
+          if (e.waitReason(w->id) == admission::Wait::UserShare && w->owner != r->owner) continue;
           ASSERT_FALSE(shares && earlier)
               << id << " overtook " << w->id << " (seed " << seed << ")";
         }
@@ -434,10 +548,11 @@ TEST(AdmissionProperty, RandomSequencesKeepEveryInvariant) {
           std::set<std::string> ps;
           for (std::size_t k = 0, n = 1 + pick(2); k < n; ++k) ps.insert(names[pick(names.size())]);
           r.pools.assign(ps.begin(), ps.end());
-          if (ps.count("gpu")) {
+          if (ps.count("gpu") || ps.count("shared")) {
             r.declaration.memoryMax = (1 + pick(32)) * GiB;
-            r.declaration.gpuMemoryMax = (1 + pick(64)) * GiB;
+            r.declaration.gpuMemoryMax = (1 + pick(ps.count("shared") ? 24 : 64)) * GiB;
           }
+          r.owner = 1000 + static_cast<std::uint32_t>(pick(3));
           r.priority = static_cast<int>(pick(3)) - 1;
           if (pick(4) == 0) r.deadlineUs = now + 1 + pick(20);
           ASSERT_TRUE(e.check(r)) << e.check(r).error().message;

@@ -162,7 +162,12 @@ allow_groups = ["", 7]
             std::string::npos)
       << all;
   EXPECT_NE(all.find("t.toml:8: pools.gpu.devices: a non-string"), std::string::npos) << all;
-  EXPECT_NE(all.find("t.toml:9: unknown key 'memory_budgt' in [pools.gpu]"), std::string::npos)
+  EXPECT_NE(all.find("t.toml:9: unknown key 'memory_budgt' in [pools.gpu]: did you mean "
+                     "'memory_budget'?"),
+            std::string::npos)
+      << all;
+  EXPECT_NE(all.find("t.toml:2: unknown key 'sockt' in [daemon]: did you mean 'socket'?"),
+            std::string::npos)
       << all;
   EXPECT_NE(all.find("t.toml:10: pools.gpu.gtt_ceiling must be \"smaller\", \"graphics\" (Mesa, "
                      "Vulkan) or \"compute\" (ROCm)"),
@@ -177,6 +182,56 @@ allow_groups = ["", 7]
   // Sorted by line.
   for (std::size_t i = 1; i < p.problems.size(); ++i)
     EXPECT_LE(p.problems[i - 1].line, p.problems[i].line);
+}
+
+// Per-user shares and defaults are parts of the pool's own limits: each is
+// read into bytes, and one that the pool could never give is refused.
+TEST(Config, PerUserSharesAndDefaultsArePartsOfThePoolsOwnLimits) {
+  auto p = config::parse(R"([pools.gpu]
+capacity = 4
+memory_budget = "64G"
+gpu_memory_budget = "96G"
+per_user_capacity = 2
+per_user_memory_budget = "32G"
+per_user_gpu_memory_budget = "48G"
+default_memory_max = "8G"
+default_gpu_memory_max = "24G"
+)",
+                         "t.toml");
+  ASSERT_TRUE(p.config) << config::formatProblems(p, "t.toml");
+  const auto& g = p.config->pools[0];
+  EXPECT_EQ(g.perUserCapacity, 2u);
+  EXPECT_EQ(g.perUserMemoryBudget, 32ULL << 30);
+  EXPECT_EQ(g.perUserGpuMemoryBudget, 48ULL << 30);
+  EXPECT_EQ(g.defaultMemoryMax, 8ULL << 30);
+  EXPECT_EQ(g.defaultGpuMemoryMax, 24ULL << 30);
+
+  auto bad = config::parse(R"([pools.gpu]
+capacity = 2
+gpu_memory_budget = "96G"
+per_user_capacity = 3
+per_user_memory_budget = "8G"
+per_user_gpu_memory_budget = "100G"
+default_gpu_memory_max = "50G"
+[pools.small]
+capacity = 1
+gpu_memory_budget = "96G"
+per_user_gpu_memory_budget = "16G"
+default_gpu_memory_max = "24G"
+)",
+                           "t.toml");
+  ASSERT_FALSE(bad.config);
+  std::string all = config::formatProblems(bad, "t.toml");
+  for (const char* want : {
+           "t.toml:4: pools.gpu.per_user_capacity 3 is more than the pool's capacity 2",
+           "t.toml:5: pools.gpu.per_user_memory_budget is set but memory_budget is not",
+           "t.toml:6: pools.gpu.per_user_gpu_memory_budget 100.0 GiB is more than the pool's "
+           "gpu_memory_budget 96.0 GiB",
+           "t.toml:12: pools.small.default_gpu_memory_max 24.0 GiB is more than "
+           "pools.small.per_user_gpu_memory_budget 16.0 GiB: a lease declared by default could "
+           "never be granted",
+       })
+    EXPECT_NE(all.find(want), std::string::npos) << want << "\n" << all;
 }
 
 // Sizes as systemd reads MemoryMax=: a fraction is fine, "GB" is refused

@@ -211,9 +211,13 @@ TEST_F(ServiceTest, ACgroupRemovedBeforeTheLeaseEndsKeepsTheCountersReadWhileItE
   EXPECT_FALSE(three["memory"].contains("peak_bytes"));
   EXPECT_TRUE(three["memory"].contains("peak_unknown")) << three["memory"].dump(2);
   EXPECT_EQ(three["memory"]["sampled"]["peak_current_bytes"], GiB);
-  auto table = views::ledgerTable(*ledgerDb->recent(1), true);
+  // The daemon's outcome row names its owner (the attacher, root here).
+  EXPECT_EQ(three["lease"]["owner_uid"], 0);
+  auto table = views::ledgerTable(*ledgerDb->recent(1), true,
+                                  [](std::uint32_t uid) { return "uid" + std::to_string(uid); });
   ASSERT_EQ(table.size(), 3u);
   EXPECT_NE(table[1].find("~1.0 GiB"), std::string::npos) << table[1];
+  EXPECT_NE(table[1].find(" uid0 "), std::string::npos) << table[1];
   EXPECT_EQ(table[2],
             "(~: the peak of the daemon's samples of memory.current; memory.peak was gone with "
             "the cgroup when the lease ended)");

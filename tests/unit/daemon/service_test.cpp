@@ -4,6 +4,8 @@
 #include <functional>
 
 #include "daemon/service_fixture.h"
+#include "ledger/rows.h"
+#include "rpc/messages.h"
 
 namespace tally {
 namespace {
@@ -33,6 +35,41 @@ TEST_F(ServiceTest, CapacityOneSerialisesAndTheQueueSeesItsPosition) {
   EXPECT_EQ(kinds(first), (std::vector<std::string>{"granted", "released", "withdrawn"}));
   EXPECT_EQ(kinds(second), (std::vector<std::string>{"granted"}));
   EXPECT_TRUE(ledgerDb->verify()->problems.empty());
+}
+
+// A pool's default declares what a bare `tally run --pool gpu` leaves out
+// (its reply and granted row say the figure), and each user's share holds
+// that user alone: uid 1000 at its share waits, uid 1001 is granted.
+TEST_F(ServiceTest, APoolsDefaultAndPerUserShareServeABareRun) {
+  cfg.pools[0].defaultGpuMemoryMax = 24 * GiB;
+  cfg.pools[0].perUserCapacity = 1;
+  reopen();
+  json a = call(1, 1000, "acquire", {{"pools", {"gpu"}}, {"name", "bare"}});
+  ASSERT_TRUE(a["ok"]) << a;
+  EXPECT_EQ(a["result"]["declared"]["gpu_memory_max"], 24 * GiB);
+  EXPECT_EQ(a["result"]["owner_uid"], 1000);
+  auto reply = rpc::api::decodeLeaseReply(a["result"]);
+  ASSERT_TRUE(reply);
+  EXPECT_EQ(reply->declaredGpuMemoryMax, 24 * GiB);
+  auto granted = ledger::decodeGranted(json::parse(rows(a["result"]["lease"])[0].body));
+  ASSERT_TRUE(granted);
+  EXPECT_EQ(granted->declaration.gpuMemoryMax, 24 * GiB);
+  EXPECT_EQ(granted->owner, 1000u);
+
+  call(2, 1000, "acquire", {{"pools", {"gpu"}}, {"name", "second"}});
+  json waits = outbox.last(2);
+  EXPECT_EQ(waits["event"], "queued");
+  EXPECT_EQ(waits["waiting_for"], "user-share");
+  EXPECT_EQ(waits["detail"],
+            "uid 1000's share of pool gpu: 1 of 1 leases held (per_user_capacity)");
+  json other = call(3, 1001, "acquire", {{"pools", {"gpu"}}, {"name", "other"}});
+  ASSERT_TRUE(other["ok"]) << other;
+  EXPECT_EQ(other["result"]["state"], "granted");
+  // The first user's lease ends: their waiter is granted.
+  ASSERT_TRUE(call(1, 1000, "release", {{"lease", a["result"]["lease"]}})["ok"]);
+  json second = outbox.last(2);
+  ASSERT_TRUE(second["ok"]) << second;
+  EXPECT_EQ(second["result"]["name"], "second");
 }
 
 // A waiter is told again what it waits for when nothing has moved for a while

@@ -155,10 +155,17 @@ TEST(RpcMessages, AMalformedReplyIsAnErrorNamingTheField) {
 // "released" row asks for the end and is not it (the Slurm plugin waits for
 // the end, not the request).
 TEST(RpcMessages, LeaseEventsAndWhichAreTheEnd) {
-  LeaseEvent e{"abc", "outcome", "llama", {"gpu"}, "lease abc (llama): exited 0", "exited"};
+  LeaseEvent e{"abc", "outcome", "llama", {"gpu"}, "lease abc (llama): exited 0", "exited", 1000};
   auto back = decodeLeaseEvent(encode(e));
   ASSERT_TRUE(back);
   EXPECT_EQ(back->outcome, "exited");
+  EXPECT_EQ(back->owner, 1000u);
+  // Root's lease names root (uid 0 is an owner, not an absence).
+  e.owner = 0;
+  EXPECT_EQ(decodeLeaseEvent(encode(e))->owner, 0u);
+  e.owner = std::nullopt;
+  EXPECT_FALSE(decodeLeaseEvent(encode(e))->owner);
+  EXPECT_FALSE(decodeLeaseEvent(json{{"lease", "a"}, {"kind", "outcome"}, {"owner_uid", -1}}));
   EXPECT_EQ(back->message, e.message);
   for (const char* kind : {"outcome", "lost", "withdrawn"}) {
     e.kind = kind;
@@ -178,9 +185,10 @@ TEST(RpcMessages, GpuBoundEventsCarryTheBoundsEvent) {
   b.bytes = 5u << 30;
   b.limit = 4u << 30;
   b.summary = "killed by tally: ...";
-  auto back = decodeGpuBoundEvent(encode(GpuBoundEvent{"abc", "hog", "drm-fdinfo", b}));
+  auto back = decodeGpuBoundEvent(encode(GpuBoundEvent{"abc", "hog", "drm-fdinfo", b, 1001}));
   ASSERT_TRUE(back) << back.error().message;
   EXPECT_EQ(back->lease, "abc");
+  EXPECT_EQ(back->owner, 1001u);
   EXPECT_EQ(back->event.kind, enforce::Verdict::Kill);
   EXPECT_EQ(back->event.bytes, b.bytes);
   EXPECT_EQ(back->event.summary, b.summary);

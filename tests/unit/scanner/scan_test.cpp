@@ -11,7 +11,9 @@
 #include <algorithm>
 
 #include "gpumem/aggregate.h"
+#include "host/snapshot.h"
 #include "report/gpu_json.h"
+#include "report/gpu_table.h"
 #include "support/scenario.h"
 
 namespace tally::scanner {
@@ -67,6 +69,41 @@ TEST_F(ScannerTest, HostScanFindsExactlyTheGpuProcesses) {
   ASSERT_EQ(scan->devices.devices[1].nodes.size(), 2u);
   EXPECT_EQ(scan->devices.devices[1].nodes[0].name, "card1");
   EXPECT_EQ(scan->devices.devices[1].nodes[1].name, "renderD128");
+}
+
+// The table names each process's owner, says why the clients can count more
+// than the kernel's GPUActive (never a bare negative), and marks a total
+// with processes not read as a lower bound.
+TEST_F(ScannerTest, TheTableNamesOwnersAndSaysWhatItsTotalsAre) {
+  Scanner scanner(*proc, *sys);
+  auto scan = scanner.scanHost();
+  ASSERT_TRUE(scan);
+  auto snapshot = host::readSnapshot(*proc, *sys);
+  snapshot.meminfo.gpuActive = 4096;  // fewer than the clients hold
+  auto agg = gpumem::aggregate(*scan, snapshot);
+  std::vector<std::uint32_t> asked;
+  auto name = [&](std::uint32_t uid) {
+    asked.push_back(uid);
+    return uid == 0 ? std::string("root") : std::to_string(uid);
+  };
+  std::string table = report::gpuTable(*scan, agg, snapshot, report::GroupBy::kProcess, name);
+  EXPECT_NE(table.find("     PID USER       COMM"), std::string::npos) << table;
+  EXPECT_NE(table.find("     100 1000       *llama-server"), std::string::npos) << table;
+  EXPECT_NE(table.find("     200 root       python"), std::string::npos) << table;
+  EXPECT_EQ(asked.size(), scan->processes.size());
+  EXPECT_NE(table.find("more than the kernel counts (a buffer shared between clients is counted "
+                       "in each of them, once by the kernel)"),
+            std::string::npos)
+      << table;
+  EXPECT_EQ(table.find("; -"), std::string::npos) << table;
+  EXPECT_EQ(table.find("TOTAL>="), std::string::npos) << table;
+  scan->unreadable.push_back({4242, "permission denied"});
+  table = report::gpuTable(*scan, agg, snapshot, report::GroupBy::kProcess, name);
+  EXPECT_NE(table.find("TOTAL>= " + std::string(kAmdBdf)), std::string::npos) << table;
+  EXPECT_NE(table.find("TOTAL>= : a lower bound: 1 process not read (below) may hold more."),
+            std::string::npos)
+      << table;
+  EXPECT_NE(table.find("unreadable: pid 4242: permission denied"), std::string::npos) << table;
 }
 
 TEST_F(ScannerTest, ClientsDeduplicatedAcrossFdsAndProcesses) {

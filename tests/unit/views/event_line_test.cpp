@@ -65,6 +65,14 @@ TEST(EventLine, FiltersByLeaseIdOrNamePoolAndKind) {
   EXPECT_EQ(eventKind(coverage), "coverage");
   EXPECT_TRUE(matches({{}, {}, {"coverage"}}, coverage));
   EXPECT_FALSE(matches({{}, {"gpu"}, {}}, coverage)) << "names no pool";
+  // --user: the event's owner; an event that names none never matches.
+  json owned = kGranted;
+  owned["owner_uid"] = 1000;
+  EXPECT_TRUE(matches({{}, {}, {}, 1000u}, owned));
+  EXPECT_FALSE(matches({{}, {}, {}, 1001u}, owned));
+  EXPECT_TRUE(matches({{}, {}, {}, 0u}, json{{"event", "lease"}, {"owner_uid", 0}}));
+  EXPECT_FALSE(matches({{}, {}, {}, 1000u}, kGranted)) << "names no owner";
+  EXPECT_FALSE(matches({{}, {}, {}, 1000u}, coverage));
 }
 
 TEST(EventLine, AnUnknownKindIsRefusedWithTheList) {

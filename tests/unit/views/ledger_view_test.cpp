@@ -13,6 +13,8 @@ namespace {
 constexpr std::uint64_t kSec = 1'000'000'000ULL;
 constexpr std::uint64_t kNoon = 1'796'040'000ULL * kSec;  // 2026-11-30 12:00:00 UTC
 
+std::string names(std::uint32_t uid) { return uid == 1000 ? "alice" : std::to_string(uid); }
+
 ledger::Row row(std::int64_t seq, const std::string& id, const std::string& name,
                 const std::string& cls, std::uint64_t startNs, std::uint64_t seconds,
                 const nlohmann::json& extra = nlohmann::json::object()) {
@@ -34,27 +36,29 @@ std::vector<ledger::Row> sample() {
   return {row(3, "aaaaaaaaaaaa", "llama", "exited", kNoon, 95,
               {{"memory", {{"peak_bytes", 3ULL << 30}}},
                {"gpu", {{"peak_bytes", 40ULL << 30}}},
-               {"lease", {{"pools", {"gpu"}}}}}),
+               {"lease", {{"pools", {"gpu"}}, {"owner_uid", 1000}}}}),
           row(7, "bbbbbbbbbbbb", "a-very-long-lease-name-indeed", "killed-by-tally",
-              kNoon + 3600 * kSec, 7300, {{"lease", {{"pools", {"gpu", "batch"}}}}}),
+              kNoon + 3600 * kSec, 7300,
+              {{"lease", {{"pools", {"gpu", "batch"}}, {"owner_uid", 4242}}}}),
           row(8, "bbbbcccccccc", "llama", "containment-refused", kNoon + 7200 * kSec, 0)};
 }
 
 TEST(LedgerView, TheTableHasEveryColumnAlignedAndSaysWhySeqHasGaps) {
-  auto lines = views::ledgerTable(sample(), true);
+  auto lines = views::ledgerTable(sample(), true, names);
   ASSERT_EQ(lines.size(), 5u);
   EXPECT_EQ(lines[0],
-            "   SEQ  STARTED (UTC)        DURATION  LEASE         NAME              POOL      "
-            "OUTCOME                   EXIT   MEM PEAK   GPU PEAK");
+            "   SEQ  STARTED (UTC)        DURATION  LEASE         NAME              USER      POOL "
+            "     OUTCOME                   EXIT   MEM PEAK   GPU PEAK");
   EXPECT_EQ(lines[1],
-            "     3  2026-11-30 12:00:00     1m35s  aaaaaaaaaaaa  llama             gpu       "
-            "exited                       0    3.0 GiB   40.0 GiB");
+            "     3  2026-11-30 12:00:00     1m35s  aaaaaaaaaaaa  llama             alice     gpu  "
+            "     exited                       0    3.0 GiB   40.0 GiB");
+  // A uid without a name is its number; a row that names no owner says "-".
   EXPECT_EQ(lines[2],
-            "     7  2026-11-30 13:00:00     2h01m  bbbbbbbbbbbb  a-very-long-lea…  gpu,bat…  "
-            "killed-by-tally              -          -          -");
+            "     7  2026-11-30 13:00:00     2h01m  bbbbbbbbbbbb  a-very-long-lea…  4242      "
+            "gpu,bat…  killed-by-tally              -          -          -");
   EXPECT_EQ(lines[3],
-            "     8  2026-11-30 14:00:00        0s  bbbbcccccccc  llama             -         "
-            "containment-refused          -          -          -");
+            "     8  2026-11-30 14:00:00        0s  bbbbcccccccc  llama             -         -  "
+            "       containment-refused          -          -          -");
   EXPECT_EQ(lines[4].rfind("(SEQ numbers the ledger's hash chain", 0), 0u);
   // Every line, whatever its names, is as wide as the header (in columns).
   auto columns = [](const std::string& s) {
@@ -67,7 +71,7 @@ TEST(LedgerView, TheTableHasEveryColumnAlignedAndSaysWhySeqHasGaps) {
   auto rows = sample();
   rows.pop_back();
   rows[1].seq = 4;
-  EXPECT_EQ(views::ledgerTable(rows, true).size(), 3u);
+  EXPECT_EQ(views::ledgerTable(rows, true, names).size(), 3u);
 }
 
 TEST(LedgerView, AnAttachedLeasesExitIsTheReportedCodeOrSignal) {
@@ -79,7 +83,7 @@ TEST(LedgerView, AnAttachedLeasesExitIsTheReportedCodeOrSignal) {
       row(5, "cccccccccccc", "step", "ended", kNoon, 5,
           {{"outcome", {{"signal", 9}, {"signal_name", "SIGKILL-and-then-some"}}}}),
       row(6, "dddddddddddd", "step", "ended", kNoon, 5, {{"outcome", {{"exit_code", -1}}}})};
-  auto lines = views::ledgerTable(rows, true);
+  auto lines = views::ledgerTable(rows, true, names);
   ASSERT_EQ(lines.size(), 5u);
   auto exitColumn = [&](std::size_t i) { return lines[i].substr(lines[0].find("EXIT") - 5, 9); };
   EXPECT_EQ(exitColumn(1), "        3");
@@ -106,6 +110,12 @@ TEST(LedgerView, FiltersSelectAndLastKeepsTheNewest) {
   ASSERT_EQ(views::filterRows(sample(), f).size(), 1u);
   EXPECT_EQ(views::filterRows(sample(), f)[0].seq, 7);
   f = {};
+  f.owner = 4242;
+  ASSERT_EQ(views::filterRows(sample(), f).size(), 1u);
+  EXPECT_EQ(views::filterRows(sample(), f)[0].seq, 7);
+  f.owner = 7;  // nobody's: nothing, and a row naming no owner never matches
+  EXPECT_TRUE(views::filterRows(sample(), f).empty());
+  f = {};
   f.last = 2;
   auto newest = views::filterRows(sample(), f);
   ASSERT_EQ(newest.size(), 2u);
@@ -121,7 +131,14 @@ TEST(LedgerView, TimesAreDatesOrDurationsAgo) {
   EXPECT_EQ(*views::parseWhen("2h", now, true), kNoon - 7200 * kSec);
   EXPECT_EQ(*views::parseWhen("90m", now, true), kNoon - 5400 * kSec);
   EXPECT_EQ(*views::parseWhen("3d", now, true), kNoon - 3 * 86400 * kSec);
-  for (const char* bad : {"", "yesterday", "2026-13-45", "2026-11-30 25:00", "3w", "-2h"}) {
+  // journalctl's words.
+  EXPECT_EQ(*views::parseWhen("now", now, true), kNoon);
+  EXPECT_EQ(*views::parseWhen("today", now, true), kNoon - 12 * 3600 * kSec);
+  EXPECT_EQ(*views::parseWhen("yesterday", now, true), kNoon - 36 * 3600 * kSec);
+  // 2026-12-01 00:30 UTC: yesterday began in November.
+  EXPECT_EQ(*views::parseWhen("yesterday", kNoon + 12 * 3600 * kSec + 1800 * kSec, true),
+            kNoon - 12 * 3600 * kSec);
+  for (const char* bad : {"", "tomorrow", "2026-13-45", "2026-11-30 25:00", "3w", "-2h"}) {
     auto r = views::parseWhen(bad, now, true);
     ASSERT_FALSE(r) << bad;
     EXPECT_NE(r.error().message.find("or a duration ago such as 90m, 2h, 3d"), std::string::npos);

@@ -119,6 +119,28 @@ TEST(TopView, StaleIsNeverShownAsCurrentAndNarrowTablesDropWholeColumns) {
       << views::render(o, v)[0];
 }
 
+// USER is the name the client looked up, else the uid; a stale row's RUN
+// is as old as its figures, so it shows "-"; the workload sits under
+// WORKLOAD, the declared attributes after it, bracketed.
+TEST(TopView, EachSeatSaysWhoseItIsAndAStaleRowClaimsNothingRunning) {
+  json named = freshSeat(), numbered = freshSeat(), stale = freshSeat();
+  named["owner_uid"] = 1000;
+  named["user"] = "alice";
+  numbered["owner_uid"] = 4242;
+  stale["fresh"] = false;
+  stale["running"] = true;
+  auto t = views::seatTable(json::array({named, numbered, stale}), 160);
+  std::size_t user = t[0].find("USER"), run = t[0].find("RUN"), work = t[0].find("WORKLOAD");
+  ASSERT_NE(user, std::string::npos) << t[0];
+  EXPECT_EQ(t[1].substr(user, 8), "alice   ") << t[1];
+  EXPECT_EQ(t[2].substr(user, 8), "4242    ") << t[2];
+  EXPECT_EQ(t[3].substr(user, 8), "-       ") << t[3];  // names no owner
+  EXPECT_EQ(t[1].substr(run, 3), "yes") << t[1];
+  EXPECT_EQ(t[3].substr(run, 3), "-  ") << t[3];
+  EXPECT_EQ(t[0].substr(work, 20), "WORKLOAD  [DECLARED]");
+  EXPECT_EQ(t[1].substr(work, 9), "llama.ser") << t[1];
+}
+
 // The seat table fits 80 and 120 columns by dropping the least important
 // columns first; over or near a limit is red or yellow on a colour terminal,
 // stale dim; the daemon gone makes every row stale; htop's sort keys.
@@ -126,9 +148,10 @@ TEST(TopView, SeatColumnsFitTheTerminalAndRowsSayHowCloseTheyAre) {
   json fresh = freshSeat();
   auto header = [](const std::vector<std::string>& t) { return t.at(0); };
   auto at80 = views::seatTable(json::array({fresh}), 80);
-  EXPECT_EQ(
-      header(at80).rfind("LEASE        NAME         STATE        MEM NOW/MAX    GPU NOW/LIMIT", 0),
-      0u)
+  // Whose lease stays at 80 columns (the workload goes first).
+  EXPECT_EQ(header(at80).rfind(
+                "LEASE        NAME         USER     STATE        MEM NOW/MAX    GPU NOW/LIMIT", 0),
+            0u)
       << header(at80);
   EXPECT_EQ(header(at80).find("GTT"), std::string::npos) << header(at80);
   EXPECT_NE(at80[1].find("41.0G/48.0G  85%"), std::string::npos) << at80[1];
