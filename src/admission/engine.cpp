@@ -71,21 +71,21 @@ Status Engine::check(const Request& r, const TotalsFn& totals) const {
               name)};
     }
     if (p.memoryBudget && *r.declaration.memoryMax > *p.memoryBudget) {
-      return Error{0,
-                   fmt::format("--memory-max {} is larger than pool '{}''s whole memory budget {}",
-                               *r.declaration.memoryMax, name, *p.memoryBudget)};
+      return Error{0, fmt::format("--memory-max {} is larger than pool {}'s whole memory budget {}",
+                                  units::humanBytes(*r.declaration.memoryMax), name,
+                                  units::humanBytes(*p.memoryBudget))};
     }
     if (p.gpuMemoryBudget && *r.declaration.gpuMemoryMax > *p.gpuMemoryBudget) {
       return Error{
-          0,
-          fmt::format("--gpu-memory-max {} is larger than pool '{}''s whole GPU memory budget {}",
-                      *r.declaration.gpuMemoryMax, name, *p.gpuMemoryBudget)};
+          0, fmt::format("--gpu-memory-max {} is larger than pool {}'s whole GPU memory budget {}",
+                         units::humanBytes(*r.declaration.gpuMemoryMax), name,
+                         units::humanBytes(*p.gpuMemoryBudget))};
     }
     // A share is the most one user may hold at once: a request above it on
     // its own would wait forever (placed ones are the scheduler's to share).
     if (!r.placed && p.perUserMemoryBudget && r.declaration.memoryMax &&
         *r.declaration.memoryMax > *p.perUserMemoryBudget) {
-      return Error{0, fmt::format("--memory-max {} is larger than pool '{}'s share per user {} "
+      return Error{0, fmt::format("--memory-max {} is larger than pool {}'s share per user {} "
                                   "(per_user_memory_budget): ask for {} or less",
                                   units::humanBytes(*r.declaration.memoryMax), name,
                                   units::humanBytes(*p.perUserMemoryBudget),
@@ -93,7 +93,7 @@ Status Engine::check(const Request& r, const TotalsFn& totals) const {
     }
     if (!r.placed && p.perUserGpuMemoryBudget && r.declaration.gpuMemoryMax &&
         *r.declaration.gpuMemoryMax > *p.perUserGpuMemoryBudget) {
-      return Error{0, fmt::format("--gpu-memory-max {} is larger than pool '{}'s share per user "
+      return Error{0, fmt::format("--gpu-memory-max {} is larger than pool {}'s share per user "
                                   "{} (per_user_gpu_memory_budget): ask for {} or less",
                                   units::humanBytes(*r.declaration.gpuMemoryMax), name,
                                   units::humanBytes(*p.perUserGpuMemoryBudget),
@@ -104,17 +104,16 @@ Status Engine::check(const Request& r, const TotalsFn& totals) const {
     if (!totals || r.placed || (!p.memoryBudget && !p.gpuMemoryBudget)) continue;
     Totals t = totals(p);
     if (p.memoryBudget && t.hostBytes && *r.declaration.memoryMax > *t.hostBytes) {
-      return Error{0, fmt::format("--memory-max {} ({} bytes) is more than this host's memory "
+      return Error{0, fmt::format("--memory-max {} is more than this host's memory "
                                   "(MemTotal {}): it could never be granted",
                                   units::humanBytes(*r.declaration.memoryMax),
-                                  *r.declaration.memoryMax, units::humanBytes(*t.hostBytes))};
+                                  units::humanBytes(*t.hostBytes))};
     }
     if (p.gpuMemoryBudget && t.gpuBytes && *r.declaration.gpuMemoryMax > *t.gpuBytes) {
-      return Error{
-          0, fmt::format("--gpu-memory-max {} ({} bytes) is more than pool '{}''s devices hold "
-                         "(GTT ceiling + VRAM: {}): it could never be granted",
-                         units::humanBytes(*r.declaration.gpuMemoryMax),
-                         *r.declaration.gpuMemoryMax, name, units::humanBytes(*t.gpuBytes))};
+      return Error{0, fmt::format("--gpu-memory-max {} is more than pool {}'s devices hold "
+                                  "(GTT ceiling + VRAM: {}): it could never be granted",
+                                  units::humanBytes(*r.declaration.gpuMemoryMax), name,
+                                  units::humanBytes(*t.gpuBytes))};
     }
   }
   return Ok{};
@@ -140,6 +139,11 @@ void Engine::countWaiting(const Request& r, bool add) {
     }
   }
 }
+
+// Shares bound users: a placed lease is the scheduler's to share (its own
+// limits, Slurm's QOS, are the share), and root's leases are the operator's
+// (declared leases, Slurm's steps, the operator's runs), never counted.
+static bool countsAgainstShares(const Request& r) { return !r.placed && r.owner != 0; }
 
 std::vector<std::string> Engine::grantArrival(const std::string& id, const HeadroomFn& headroom) {
   // Per-user shares: whether a waiter holds this one back depends on whose
@@ -193,6 +197,7 @@ void Engine::add(const Request& r) {
     u.holders.push_back(r.id);
     u.memoryDeclared.add(r.declaration.memoryMax.value_or(0));
     u.gpuMemoryDeclared.add(r.declaration.gpuMemoryMax.value_or(0));
+    if (!countsAgainstShares(r)) continue;
     UserUsage& mine = u.users[r.owner];
     ++mine.leases;
     mine.memoryDeclared.add(r.declaration.memoryMax.value_or(0));
@@ -223,6 +228,22 @@ Status Engine::hold(Request r) {
                                                        *p->gpuMemoryBudget, u.gpuResidue)) {
       over += fmt::format("; pool '{}' is over its GPU memory budget", name);
     }
+    if (countsAgainstShares(r)) {
+      auto mine = u.users.find(r.owner);
+      const std::size_t leases = mine == u.users.end() ? 0 : mine->second.leases;
+      if (p->perUserCapacity && leases + 1 > *p->perUserCapacity)
+        over += fmt::format("; uid {} is over its share of pool '{}' (per_user_capacity {})",
+                            r.owner, name, *p->perUserCapacity);
+      else if (mine != u.users.end() &&
+               ((p->perUserMemoryBudget &&
+                 mine->second.memoryDeclared.over(r.declaration.memoryMax.value_or(0),
+                                                  *p->perUserMemoryBudget)) ||
+                (p->perUserGpuMemoryBudget &&
+                 mine->second.gpuMemoryDeclared.over(r.declaration.gpuMemoryMax.value_or(0),
+                                                     *p->perUserGpuMemoryBudget))))
+        over += fmt::format("; uid {} is over its share of pool '{}' (per_user_*_budget)", r.owner,
+                            name);
+    }
   }
   cancel(r.id);
   add(r);
@@ -238,7 +259,8 @@ bool Engine::release(const std::string& id) {
     u.holders.erase(std::remove(u.holders.begin(), u.holders.end(), id), u.holders.end());
     u.memoryDeclared.remove(it->second.declaration.memoryMax.value_or(0));
     u.gpuMemoryDeclared.remove(it->second.declaration.gpuMemoryMax.value_or(0));
-    if (auto mine = u.users.find(it->second.owner); mine != u.users.end()) {
+    if (auto mine = u.users.find(it->second.owner);
+        countsAgainstShares(it->second) && mine != u.users.end()) {
       mine->second.memoryDeclared.remove(it->second.declaration.memoryMax.value_or(0));
       mine->second.gpuMemoryDeclared.remove(it->second.declaration.gpuMemoryMax.value_or(0));
       if (--mine->second.leases == 0) u.users.erase(mine);
@@ -261,6 +283,31 @@ bool Engine::setGpuResidue(const std::string& pool, std::uint64_t bytes) {
 
 std::optional<Wait> Engine::fits(const Request& r, const HeadroomFn& headroom,
                                  std::string* blocking) const {
+  // The owner's shares first, over every pool the request names: a request
+  // its owner's own leases hold back must say so (it then holds back no
+  // other user), whatever else any of its pools lacks and in whatever order
+  // it names them.
+  if (countsAgainstShares(r)) {
+    for (const auto& name : r.pools) {
+      const config::Pool* p = nullptr;
+      for (const auto& q : pools_)
+        if (q.name == name) p = &q;
+      if (!p) continue;
+      const PoolUsage& u = usage(name);
+      auto mine = u.users.find(r.owner);
+      static const UserUsage kNothing;
+      const UserUsage& m = mine == u.users.end() ? kNothing : mine->second;
+      if ((p->perUserCapacity && m.leases >= *p->perUserCapacity) ||
+          (p->perUserMemoryBudget &&
+           m.memoryDeclared.over(r.declaration.memoryMax.value_or(0), *p->perUserMemoryBudget)) ||
+          (p->perUserGpuMemoryBudget &&
+           m.gpuMemoryDeclared.over(r.declaration.gpuMemoryMax.value_or(0),
+                                    *p->perUserGpuMemoryBudget))) {
+        if (blocking) *blocking = name;
+        return Wait::UserShare;
+      }
+    }
+  }
   for (const auto& name : r.pools) {
     if (blocking) *blocking = name;
     const config::Pool* p = nullptr;
@@ -269,21 +316,6 @@ std::optional<Wait> Engine::fits(const Request& r, const HeadroomFn& headroom,
     }
     if (!p) return Wait::Capacity;  // unreachable for checked requests
     const PoolUsage& u = usage(name);
-    // The owner's share first: a user at theirs waits for their own leases
-    // whatever else the pool has free (placed leases: the scheduler's share).
-    if (!r.placed) {
-      auto mine = u.users.find(r.owner);
-      static const UserUsage kNothing;
-      const UserUsage& m = mine == u.users.end() ? kNothing : mine->second;
-      if (p->perUserCapacity && m.leases >= *p->perUserCapacity) return Wait::UserShare;
-      if (p->perUserMemoryBudget &&
-          m.memoryDeclared.over(r.declaration.memoryMax.value_or(0), *p->perUserMemoryBudget))
-        return Wait::UserShare;
-      if (p->perUserGpuMemoryBudget &&
-          m.gpuMemoryDeclared.over(r.declaration.gpuMemoryMax.value_or(0),
-                                   *p->perUserGpuMemoryBudget))
-        return Wait::UserShare;
-    }
     if (u.holders.size() >= p->capacity) return Wait::Capacity;
     if (p->memoryBudget &&
         u.memoryDeclared.over(r.declaration.memoryMax.value_or(0), *p->memoryBudget))
@@ -308,13 +340,19 @@ std::vector<std::string> Engine::grant(const HeadroomFn& headroom) {
   // another, and their own small request never overtakes their big one.
   std::set<std::pair<std::string, std::uint32_t>> reservedForOwner;
   for (auto it = queue_.begin(); it != queue_.end();) {
-    bool behind = !it->req.placed &&
-                  std::any_of(it->req.pools.begin(), it->req.pools.end(), [&](const auto& p) {
-                    return reserved.count(p) != 0 || reservedForOwner.count({p, it->req.owner});
-                  });
+    auto anyOf = [&](auto pred) {
+      return !it->req.placed && std::any_of(it->req.pools.begin(), it->req.pools.end(), pred);
+    };
+    const bool behindAll = anyOf([&](const auto& p) { return reserved.count(p) != 0; });
+    // Behind only its own owner's earlier request waiting on the owner's
+    // share: it waits for the same leases, so it too holds back that owner
+    // alone.
+    const bool behindOwn = !behindAll && anyOf([&](const auto& p) {
+      return reservedForOwner.count({p, it->req.owner}) != 0;
+    });
     std::string pool;
     std::optional<Wait> why =
-        behind ? std::optional<Wait>(Wait::Behind) : fits(it->req, headroom, &pool);
+        behindAll || behindOwn ? std::optional<Wait>(Wait::Behind) : fits(it->req, headroom, &pool);
     if (!why) {
       add(it->req);
       granted.push_back(it->req.id);
@@ -325,7 +363,7 @@ std::vector<std::string> Engine::grant(const HeadroomFn& headroom) {
     }
     judged(static_cast<std::size_t>(it - queue_.begin()), why, std::move(pool));
     for (const auto& p : it->req.pools) {
-      if (why == Wait::UserShare)
+      if (why == Wait::UserShare || behindOwn)
         reservedForOwner.insert({p, it->req.owner});
       else
         reserved.insert(p);
@@ -469,6 +507,15 @@ WaitFigures waitFigures(const Request& r, Wait w, const config::Pool& p, const P
         f.detail =
             fmt::format("uid {}'s share of pool {}: {} of {} leases held (per_user_capacity)",
                         r.owner, p.name, m.leases, *p.perUserCapacity);
+      } else if (!(p.perUserMemoryBudget &&
+                   m.memoryDeclared.over(r.declaration.memoryMax.value_or(0),
+                                         *p.perUserMemoryBudget)) &&
+                 !(p.perUserGpuMemoryBudget &&
+                   m.gpuMemoryDeclared.over(r.declaration.gpuMemoryMax.value_or(0),
+                                            *p.perUserGpuMemoryBudget))) {
+        // Read after the owner's lease ended, before the next grant pass.
+        f.detail = fmt::format("uid {}'s share of pool {}: room again (granted at the next pass)",
+                               r.owner, p.name);
       } else {
         const bool memory =
             p.perUserMemoryBudget &&

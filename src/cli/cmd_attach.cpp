@@ -130,6 +130,12 @@ int runAttach(const AttachOptions& o) {
                "lease inside a running lease, that lease with --parent)\n");
     return kExitUsage;
   }
+  // A usage mistake, said before anything is asked (exit 2, as --help says).
+  if (!o.name.empty() && !lease::validLeaseName(o.name)) {
+    fmt::print(stderr, "tally attach: --name '{}' must be 1-64 of [A-Za-z0-9._-]\n",
+               o.name.substr(0, 80));
+    return kExitUsage;
+  }
   if (!o.unit.empty())
     request.target.unit = o.unit;
   else if (!o.cgroup.empty())

@@ -1,6 +1,7 @@
 // tally lease show: a live lease from the daemon, or an ended one from the
 // ledger; its lines and its memory timeline.
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "cli/cmd_client.h"
 #include "cli/cmd_lease_show.h"
@@ -28,16 +29,27 @@ std::optional<std::pair<json, std::string>> leaseFromLedger(const LeaseShowOptio
   std::string dir = o.stateDir.empty() ? ledger::defaultStateDir() : o.stateDir;
   auto db = ledger::Ledger::openExisting(dir);
   if (!db) return std::nullopt;
-  auto events = db->events(o.leaseId);
+  // An id given short names the one lease it begins (as the daemon takes it).
+  std::string id = o.leaseId;
+  if (auto ids = db->leaseIdsStartingWith(o.leaseId, 4); ids && ids->size() > 1) {
+    fmt::print(stderr,
+               "tally lease show: lease id {} is the start of several leases in the ledger at {} "
+               "({}): give more of it\n",
+               o.leaseId, db->path(), fmt::join(*ids, ", "));
+    return std::nullopt;
+  } else if (ids && ids->size() == 1) {
+    id = ids->front();
+  }
+  auto events = db->events(id);
   if (!events || events->empty()) {
     fmt::print(stderr, "tally lease show: no lease {} in the ledger at {} either\n", o.leaseId,
                db->path());
     return std::nullopt;
   }
-  return std::pair{json{{"lease", o.leaseId},
+  return std::pair{json{{"lease", id},
                         {"state", "ended"},
                         {"ledger", ledger::eventRowsJson(*events)},
-                        {"samples", ledger::chartSamplesJson(*db, o.leaseId)}},
+                        {"samples", ledger::chartSamplesJson(*db, id)}},
                    db->path()};
 }
 

@@ -14,14 +14,20 @@ json effectiveJson(const Config& c, const std::string& stateDir) {
   const auto& d = c.daemon;
   json pools = json::array();
   for (const auto& p : c.pools) {
-    pools.push_back({{"name", p.name},
-                     {"capacity", p.capacity},
-                     {"memory_budget", jsonview::orNull<json>(p.memoryBudget)},
-                     {"gpu_memory_budget", jsonview::orNull<json>(p.gpuMemoryBudget)},
-                     {"devices", p.devices},
-                     {"gtt_ceiling", devices::gttConsumerName(p.gttCeiling)},
-                     {"allow_users", p.allowUsers},
-                     {"allow_groups", p.allowGroups}});
+    pools.push_back(
+        {{"name", p.name},
+         {"capacity", p.capacity},
+         {"memory_budget", jsonview::orNull<json>(p.memoryBudget)},
+         {"gpu_memory_budget", jsonview::orNull<json>(p.gpuMemoryBudget)},
+         {"devices", p.devices},
+         {"gtt_ceiling", devices::gttConsumerName(p.gttCeiling)},
+         {"allow_users", p.allowUsers},
+         {"allow_groups", p.allowGroups},
+         {"per_user_capacity", jsonview::orNull<json>(p.perUserCapacity)},
+         {"per_user_memory_budget", jsonview::orNull<json>(p.perUserMemoryBudget)},
+         {"per_user_gpu_memory_budget", jsonview::orNull<json>(p.perUserGpuMemoryBudget)},
+         {"default_memory_max", jsonview::orNull<json>(p.defaultMemoryMax)},
+         {"default_gpu_memory_max", jsonview::orNull<json>(p.defaultGpuMemoryMax)}});
   }
   json dj = {
       {"socket", d.socket},
@@ -122,6 +128,16 @@ std::vector<std::string> effectiveText(const Config& c, const std::string& state
                                                 : fmt::format("{}", fmt::join(p.devices, ", "))));
     out.push_back(
         fmt::format("  gtt_ceiling               {}", devices::gttConsumerName(p.gttCeiling)));
+    // Shares and defaults only where set: most pools have none.
+    auto some = [&](const char* key, const std::optional<std::uint64_t>& b) {
+      if (b) out.push_back(fmt::format("  {:<25} {}", key, units::humanBytes(*b)));
+    };
+    if (p.perUserCapacity)
+      out.push_back(fmt::format("  per_user_capacity         {}", *p.perUserCapacity));
+    some("per_user_memory_budget", p.perUserMemoryBudget);
+    some("per_user_gpu_memory_budget", p.perUserGpuMemoryBudget);
+    some("default_memory_max", p.defaultMemoryMax);
+    some("default_gpu_memory_max", p.defaultGpuMemoryMax);
   }
   auto bytesOr = [](const std::optional<std::uint64_t>& b) {
     return b ? units::humanBytes(*b) : std::string("none");

@@ -1,5 +1,6 @@
 #include "daemon/placement.h"
 
+#include <errno.h>
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
@@ -88,7 +89,10 @@ std::optional<Denial> placeAttach(const PlacementEnv& env, const LeaseBook& book
     pid_t pid = *a.target.pid;
     auto text = env.proc.read(fmt::format("{}/cgroup", pid), 64 * 1024);
     if (!text)
-      return Denial{code::kNotFound, fmt::format("process {}: {}", pid, text.error().message)};
+      return Denial{code::kNotFound,
+                    text.error().code == ENOENT || text.error().code == ESRCH
+                        ? fmt::format("no such process: pid {} (has it exited? check with ps)", pid)
+                        : fmt::format("process {}: {}", pid, text.error().message)};
     auto parsed = probes::parseProcCgroup(*text);
     if (!parsed || parsed->deleted || parsed->outsideNamespace) {
       return Denial{code::kRefused,

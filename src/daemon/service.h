@@ -189,6 +189,10 @@ class Service {
   void onBound(std::uint64_t conn, const Peer& peer, const json& id, const rpc::api::Bound& p);
   void onExited(std::uint64_t conn, const Peer& peer, const json& id, const rpc::api::Exited& p);
   void onLeaseQuery(std::uint64_t conn, const json& id, const rpc::api::LeaseQuery& p);
+  // An id as given: whole, or its first characters when they name exactly
+  // one lease (live; in the ledger too with `ledgerToo`). The error says
+  // none matched or which did.
+  Result<std::string> leaseIdOf(const std::string& given, bool ledgerToo);
 
   // Root, or a member of [daemon] priority_group: may ask for a priority above 0.
   bool mayPrioritise(const Peer& peer) const;

@@ -1,6 +1,7 @@
 // Service, the admission half: who may ask for a lease and what it waits
 // for (acquire, attach, join), the grant pass, and what a grant does.
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <grp.h>
 #include <pwd.h>
 #include <unistd.h>
@@ -138,12 +139,22 @@ Service::Admission Service::admit(std::uint64_t conn, const Peer& peer, const js
   // What the request leaves undeclared, the pools' defaults declare (the
   // operator set them): its row and its bound say the figure, as if asked.
   rpc::api::Declared withDefaults = d;
-  if (!child) admission::fillDefaults(withDefaults.declaration, d.pools, book_.engine().pools());
+  std::vector<std::string> defaulted;
+  if (!child)
+    defaulted = admission::fillDefaults(withDefaults.declaration, d.pools, book_.engine().pools());
+  // A refusal names flags; where a pool's default gave the figure, it says so.
+  auto fromDefaults = [&](std::string message) {
+    if (!defaulted.empty())
+      message += fmt::format(" ({} came from the pool's default_{}; declare it with the flag)",
+                             fmt::join(defaulted, " and "), defaulted.front());
+    return message;
+  };
   auto l =
       newLease(kind, peer.uid, peer.pid, conn, withDefaults, cfg_.daemon, sampler_.kernelState());
   auto totals = [this](const config::Pool& pool) { return measures_.totalsFor(pool); };
   if (!child) {
-    if (auto s = book_.check(l->req, totals); !s) return refused(code::kRefused, s.error().message);
+    if (auto s = book_.check(l->req, totals); !s)
+      return refused(code::kRefused, fromDefaults(s.error().message));
   }
   // Fail closed: a bound on a device whose driver prints no figure would never fire.
   auto boundUnseen = [&]() -> std::optional<std::string> {
@@ -153,7 +164,7 @@ Service::Admission Service::admit(std::uint64_t conn, const Peer& peer, const js
                                     poolDevices(parent ? parent->req.pools : l->req.pools));
   };
   if (!child) {
-    if (auto why = boundUnseen()) return refused(code::kRefused, *why);
+    if (auto why = boundUnseen()) return refused(code::kRefused, fromDefaults(*why));
   }
   if (attach) {
     PlacementEnv aenv{env_.proc,

@@ -124,6 +124,10 @@ class Ledger {
 
   // The newest `limit` outcome-like rows (outcome, lost; legacy ones too), oldest first.
   Result<std::vector<Row>> recent(std::size_t limit);
+  // The lease ids that begin with `prefix`, in order, at most `limit` (an id
+  // given short, as git takes a commit's first characters).
+  Result<std::vector<std::string>> leaseIdsStartingWith(const std::string& prefix,
+                                                        std::size_t limit);
   // Every chain row, or one lease's, in seq order.
   Result<std::vector<Event>> events(const std::optional<std::string>& leaseId = std::nullopt);
   // Chain rows written at or after `sinceNs` and after row `afterSeq`, in seq

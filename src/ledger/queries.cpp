@@ -29,6 +29,25 @@ Result<std::vector<Event>> Ledger::events(const std::optional<std::string>& leas
   return out;
 }
 
+Result<std::vector<std::string>> Ledger::leaseIdsStartingWith(const std::string& prefix,
+                                                              std::size_t limit) {
+  // A range on the indexed column, not a LIKE (which would walk every row):
+  // lease ids are printable ASCII, so every id beginning with `prefix` sorts
+  // below prefix + DEL.
+  Stmt q(db_,
+         "SELECT DISTINCT lease_id FROM events WHERE lease_id >= ?1 AND lease_id < ?2 ORDER BY "
+         "lease_id LIMIT ?3");
+  if (!q.ok()) return dbError(db_, "ledger query");
+  q.text(1, prefix);
+  q.text(2, prefix + "\x7f");
+  q.i64(3, static_cast<std::int64_t>(std::min<std::size_t>(limit, INT64_MAX)));
+  std::vector<std::string> out;
+  int rc;
+  while ((rc = q.step()) == SQLITE_ROW) out.push_back(q.col(0));
+  if (rc != SQLITE_DONE) return dbError(db_, "ledger query");
+  return out;
+}
+
 Result<std::vector<Event>> Ledger::eventsFrom(std::uint64_t sinceNs, std::int64_t afterSeq,
                                               std::size_t limit, std::int64_t uptoSeq) {
   Stmt q(db_,

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cctype>
 #include <initializer_list>
 
@@ -105,7 +106,9 @@ Result<std::uint64_t> parseSize(std::string_view text) {
              true});
 }
 
-Result<std::uint64_t> parseDurationUs(std::string_view text) {
+namespace {
+
+Result<std::uint64_t> parseDurationPart(std::string_view text) {
   return parseScaled(text, {{{"us", 1},
                              {"ms", 1000},
                              {"", 1000000},
@@ -117,6 +120,30 @@ Result<std::uint64_t> parseDurationUs(std::string_view text) {
                             "'{}' is not a duration: give e.g. 500ms, 1s or 2m",
                             "'{}': unknown duration unit '{}' (use us, ms, s, m, h or d)",
                             "'{}' is too long a duration"});
+}
+
+}  // namespace
+
+// systemd's timespans: one part ("90s") or several, space-separated and
+// summed ("1h 30min", as humanDuration writes them).
+Result<std::uint64_t> parseDurationUs(std::string_view text) {
+  if (text.find(' ') == std::string_view::npos) return parseDurationPart(text);
+  std::uint64_t sum = 0;
+  std::size_t parts = 0;
+  for (std::size_t at = 0; at < text.size();) {
+    std::size_t end = std::min(text.find(' ', at), text.size());
+    if (end > at) {
+      auto part = parseDurationPart(text.substr(at, end - at));
+      if (!part) return part.error();
+      if (*part > UINT64_MAX - sum)
+        return Error{0, fmt::format("'{}' is too long a duration", text.substr(0, 64))};
+      sum += *part;
+      ++parts;
+    }
+    at = end + 1;
+  }
+  if (!parts) return parseDurationPart("");
+  return sum;
 }
 
 std::string humanBytes(std::uint64_t bytes) {
@@ -132,9 +159,26 @@ std::string humanBytes(std::uint64_t bytes) {
 }
 
 std::string humanDuration(std::uint64_t us) {
-  if (us && us % 1000000 == 0) return fmt::format("{} s", us / 1000000);
-  if (us && us % 1000 == 0) return fmt::format("{} ms", us / 1000);
-  return fmt::format("{} us", us);
+  if (!us) return "0";
+  struct Unit {
+    std::uint64_t us;
+    const char* name;
+  };
+  static constexpr Unit kUnits[] = {{86'400'000'000ULL, "d"}, {3'600'000'000ULL, "h"},
+                                    {60'000'000ULL, "min"},   {1'000'000ULL, "s"},
+                                    {1'000ULL, "ms"},         {1ULL, "us"}};
+  std::string out;
+  for (const auto& u : kUnits) {
+    if (us < u.us) continue;
+    out += fmt::format("{}{}{}", out.empty() ? "" : " ", us / u.us, u.name);
+    us %= u.us;
+  }
+  return out;
+}
+
+std::string roughDuration(std::uint64_t us) {
+  // Whole seconds (a second or more); below that, as exact as it is.
+  return humanDuration(us >= 1'000'000 ? us - us % 1'000'000 : us);
 }
 
 }  // namespace tally::units

@@ -17,12 +17,17 @@ namespace tally::units {
 // not a size: a limit nobody wants is simply not declared.
 Result<std::uint64_t> parseSize(std::string_view text);
 
-// Microseconds from "<integer>(us|ms|s|m|h|d)"; a bare integer is seconds.
+// Microseconds from "<integer>(us|ms|s|m|min|h|d)", or several such parts
+// separated by spaces and summed ("1h 30min"); a bare integer is seconds.
 Result<std::uint64_t> parseDurationUs(std::string_view text);
 
 // "512 B", "1.5 KiB", "40.0 GiB": 1024-based, one decimal.
 std::string humanBytes(std::uint64_t bytes);
-// "1 s", "250 ms", "1500 us": the exact interval, in the largest unit that divides it.
+// "30d", "1h 30min", "250ms", "1ms 500us": systemd's timespan words
+// (systemd.time(7)), exact, largest unit first, no zero parts; "0" for none.
+// parseDurationUs reads it back.
 std::string humanDuration(std::uint64_t us);
+// humanDuration to the whole second (an uptime, an age): "4d 1h 55min 11s".
+std::string roughDuration(std::uint64_t us);
 
 }  // namespace tally::units

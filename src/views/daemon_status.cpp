@@ -23,7 +23,7 @@ DaemonStatus daemonStatus(const json& o, std::uint64_t nowNs, bool utc) {
     pid += fmt::format(", tally {} (commit {})", text(d, "version"), text(d, "commit"));
   if (auto since = count(get(d, "started_at_ns")); since && *since <= nowNs)
     s.lines.push_back(fmt::format("daemon: pid {}, up {} (since {})", pid,
-                                  units::humanDuration((nowNs - *since) / 1000),
+                                  units::roughDuration((nowNs - *since) / 1000),
                                   wallTime(*since, utc)));
   else
     s.lines.push_back(fmt::format("daemon: pid {}", pid));

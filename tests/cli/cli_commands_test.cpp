@@ -296,9 +296,14 @@ TEST(ClientCli, EveryCommandGivesUpOnASilentDaemon) {
     // daemon, which never answers: no wall clock needed to know that.
     auto r = runProgram(args);
     EXPECT_EQ(r.exitCode(), 3) << args[1] << "\n" << r.err;
-    EXPECT_NE(r.err.find("the daemon at " + path + " did not answer in 300 ms"), std::string::npos)
+    EXPECT_NE(r.err.find("the daemon at " + path + " did not answer in 300ms"), std::string::npos)
         << r.err;
   }
+  // A bad --name is the command line's mistake: exit 2, nothing asked.
+  auto badName = runProgram({TALLY_BINARY, "attach", "--pool", "gpu", "--pid", "1", "--name",
+                             "no spaces", "--socket", path});
+  EXPECT_EQ(badName.exitCode(), 2) << badName.err;
+  EXPECT_EQ(badName.err, "tally attach: --name 'no spaces' must be 1-64 of [A-Za-z0-9._-]\n");
   auto bad = runProgram({TALLY_BINARY, "leases", "--socket", path, "--timeout", "0"});
   EXPECT_EQ(bad.exitCode(), 2) << bad.err;
   EXPECT_NE(bad.err.find("--timeout must be between 1ms and 1h"), std::string::npos) << bad.err;

@@ -111,7 +111,7 @@ TEST_F(VmDaemon, BudgetRefusalsSayWhatToDeclare) {
   auto tooBig = tally(
       {"run", "--pool", "gpu", "--memory-max", "64M", "--gpu-memory-max", "200G", "--", "true"});
   EXPECT_EQ(tooBig.exitCode(), 125);
-  EXPECT_NE(tooBig.err.find("larger than pool 'gpu''s whole GPU memory budget"), std::string::npos)
+  EXPECT_NE(tooBig.err.find("larger than pool gpu's whole GPU memory budget"), std::string::npos)
       << tooBig.err;
   // Within budget, with a queue timeout while the budget is taken by a holder.
   // (The VM has 2 GiB: sizes stay under its MemAvailable, which may only delay.)

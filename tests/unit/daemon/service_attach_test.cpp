@@ -330,7 +330,9 @@ TEST_F(ServiceTest, AttachByPidFollowsItsCgroup) {
   EXPECT_EQ(r["result"]["cgroup"], "/system.slice/ollama.service");
   EXPECT_EQ(r["result"]["target"]["pid"], 777);
   EXPECT_EQ(watches.pids[r["result"]["lease"]], 777);  // its exit is watched through a pidfd too
-  EXPECT_EQ(call(1, 0, "attach", {{"pools", {"one"}}, {"pid", 778}})["error"]["code"], "not-found");
+  json gone = call(1, 0, "attach", {{"pools", {"one"}}, {"pid", 778}});
+  EXPECT_EQ(gone["error"]["code"], "not-found");
+  EXPECT_EQ(gone["error"]["message"], "no such process: pid 778 (has it exited? check with ps)");
 }
 
 }  // namespace

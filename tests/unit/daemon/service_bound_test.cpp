@@ -46,8 +46,8 @@ TEST_F(ServiceBoundTest,
   EXPECT_EQ(ev["bytes"], 4 * GiB);
   EXPECT_EQ(ev["limit"], 3 * GiB);
   std::string summary =
-      "killed by tally: GPU memory 4.0 GiB over gpu_memory_max 3.0 GiB (drm-fdinfo, 2 samples at 1 "
-      "s)";
+      "killed by tally: GPU memory 4.0 GiB over gpu_memory_max 3.0 GiB (drm-fdinfo, 2 samples at "
+      "1s)";
   EXPECT_EQ(ev["summary"], summary);
   ASSERT_FALSE(journal.notes.empty());
   EXPECT_EQ(journal.notes.back().priority, 4);
@@ -475,7 +475,7 @@ TEST_F(ServiceBoundTest, ALeaseNearItsBoundIsSampledFasterAndOnlyIt) {
   ASSERT_FALSE(journal.notes.empty());
   EXPECT_NE(journal.notes.back().message.find(
                 "killed by tally: GPU memory 41.0 GiB over gpu_memory_max 40.0 GiB (drm-fdinfo, 2 "
-                "samples at 50 ms)"),
+                "samples at 50ms)"),
             std::string::npos)
       << journal.notes.back().message;
   EXPECT_FALSE(killed("/machine.slice/far.scope"));

@@ -70,6 +70,47 @@ TEST_F(ServiceTest, APoolsDefaultAndPerUserShareServeABareRun) {
   json second = outbox.last(2);
   ASSERT_TRUE(second["ok"]) << second;
   EXPECT_EQ(second["result"]["name"], "second");
+  // A refusal of a figure the default gave says where it came from.
+  cfg.pools[1].gpuMemoryBudget = 96 * GiB;
+  cfg.pools[1].perUserGpuMemoryBudget = 16 * GiB;
+  reopen();
+  json both = call(4, 1002, "acquire", {{"pools", {"gpu", "one"}}});
+  EXPECT_EQ(both["error"]["message"],
+            "--gpu-memory-max 24.0 GiB is larger than pool one's share per user 16.0 GiB "
+            "(per_user_gpu_memory_budget): ask for 16.0 GiB or less (gpu_memory_max came from the "
+            "pool's default_gpu_memory_max; declare it with the flag)")
+      << both;
+}
+
+// An id is taken by its first characters wherever one is taken, as `ledger
+// --lease` takes it: when they name one lease, live or ended; when they name
+// several, the refusal says which.
+TEST_F(ServiceTest, ALeaseIdIsTakenByItsFirstCharacters) {
+  json a = call(1, 1000, "acquire", {{"pools", {"gpu"}}, {"gpu_memory_max", 8 * GiB}});
+  json b = call(2, 1000, "acquire", {{"pools", {"gpu"}}, {"gpu_memory_max", 8 * GiB}});
+  std::string idA = a["result"]["lease"], idB = b["result"]["lease"];
+  std::size_t common = 0;
+  while (idA[common] == idB[common]) ++common;
+  std::string shortA = idA.substr(0, common + 1);
+  json shown = call(3, 1000, "lease", {{"lease", shortA}});
+  ASSERT_TRUE(shown["ok"]) << shown;
+  EXPECT_EQ(shown["result"]["lease"], idA);
+  if (common > 0) {
+    json both = call(3, 1000, "lease", {{"lease", idA.substr(0, common)}});
+    EXPECT_EQ(both["error"]["code"], "not-found");
+    EXPECT_NE(both["error"]["message"].get<std::string>().find("is the start of several leases"),
+              std::string::npos)
+        << both;
+  }
+  // Release by the short id; the ended lease is still found by it (the ledger's).
+  json released = call(1, 1000, "release", {{"lease", shortA}});
+  ASSERT_TRUE(released["ok"]) << released;
+  EXPECT_EQ(released["result"]["lease"], idA);
+  json ended = call(3, 1000, "lease", {{"lease", shortA}});
+  ASSERT_TRUE(ended["ok"]) << ended;
+  EXPECT_EQ(ended["result"]["lease"], idA);
+  EXPECT_EQ(call(3, 1000, "lease", {{"lease", "zz"}})["error"]["message"],
+            "no lease zz (live or in the ledger)");
 }
 
 // A waiter is told again what it waits for when nothing has moved for a while

@@ -39,7 +39,7 @@ TEST(GpuBound, KillsAfterTwoConsecutiveSamplesOverAndNamesTheFigures) {
   EXPECT_EQ(second.firstOverNs, 2'000'000'000u);
   EXPECT_EQ(second.summary,
             "killed by tally: GPU memory 41.2 GiB over gpu_memory_max 40.0 GiB (drm-fdinfo, 2 "
-            "samples at 1 s)");
+            "samples at 1s)");
   // It acts once: later samples over the limit do not kill again.
   EXPECT_EQ(r.step(50 * GiB).verdict, Verdict::None);
   auto events = enforce::eventsOf(second, 7);
@@ -55,7 +55,7 @@ TEST(GpuBound, ADipBelowTheLimitStartsTheCountAgain) {
   EXPECT_EQ(r.step(11 * GiB).verdict, Verdict::Over);
   auto d = r.step(12 * GiB);
   EXPECT_EQ(d.verdict, Verdict::Kill);
-  EXPECT_NE(d.summary.find("2 samples at 250 ms"), std::string::npos) << d.summary;
+  EXPECT_NE(d.summary.find("2 samples at 250ms"), std::string::npos) << d.summary;
 }
 
 TEST(GpuBound, AnAbsentSampleNeitherCountsNorBreaksTheRun) {
@@ -76,7 +76,7 @@ TEST(GpuBound, ReportModeReportsOnceAndNeverKills) {
   EXPECT_EQ(d.verdict, Verdict::Report);
   EXPECT_EQ(d.summary,
             "over its GPU memory bound (report only): GPU memory 2.0 GiB over gpu_memory_max 1.0 "
-            "GiB (drm-fdinfo, 1 sample at 1 s)");
+            "GiB (drm-fdinfo, 1 sample at 1s)");
   for (int i = 0; i < 5; ++i) EXPECT_EQ(r.step(3 * GiB).verdict, Verdict::None);
 }
 
@@ -156,7 +156,7 @@ TEST(GpuBound, TheDriverKillsFirstAndRetriesAFailedKill) {
                                             "gpu-memory-high", "gpu-memory-kill-failed"}));
   EXPECT_EQ(failedSummary,
             "could not kill it over its gpu_memory_max: cgroup.kill: Permission denied (GPU "
-            "memory 5.0 GiB over gpu_memory_max 4.0 GiB (drm-fdinfo, 1 sample at 1 s))");
+            "memory 5.0 GiB over gpu_memory_max 4.0 GiB (drm-fdinfo, 1 sample at 1s))");
   // Tried again, failing again: not said again in the same run over.
   seen.clear();
   EXPECT_FALSE(enforce::drive(b, st, 5 * GiB, "drm-fdinfo", 2, seams));
@@ -167,7 +167,7 @@ TEST(GpuBound, TheDriverKillsFirstAndRetriesAFailedKill) {
   ASSERT_TRUE(killed);
   EXPECT_EQ(*killed,
             "killed by tally: GPU memory 5.0 GiB over gpu_memory_max 4.0 GiB (drm-fdinfo, 3 "
-            "samples at 1 s)");
+            "samples at 1s)");
   EXPECT_EQ(seen,
             (std::vector<std::string>{"kill", "gpu-memory-kill"}));  // the act, then its event
   seen.clear();

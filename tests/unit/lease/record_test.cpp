@@ -133,13 +133,13 @@ TEST(Record, TheGpuPeakIsNamedSampledWithItsCadence) {
   r.gpu.peakBytes = 0;
   r.outcome.cls = lease::OutcomeClass::Exited;
   r.outcome.summary = "exited with code 0";
-  EXPECT_NE(lease::summaryLine(r).find("; GPU sampled peak 0 B (1 sample every 250 ms, drm-fdinfo; "
+  EXPECT_NE(lease::summaryLine(r).find("; GPU sampled peak 0 B (1 sample every 250ms, drm-fdinfo; "
                                        "shorter spikes are not seen)"),
             std::string::npos)
       << lease::summaryLine(r);
   r.gpu.samples = 4;
   r.spec.sampleIntervalUs = 1'000'000;
-  EXPECT_NE(lease::summaryLine(r).find("(4 samples every 1 s,"), std::string::npos)
+  EXPECT_NE(lease::summaryLine(r).find("(4 samples every 1s,"), std::string::npos)
       << lease::summaryLine(r);
 }
 

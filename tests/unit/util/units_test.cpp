@@ -80,6 +80,28 @@ TEST(Units, Durations) {
   EXPECT_FALSE(parseDurationUs("ms").ok());
   EXPECT_FALSE(parseDurationUs("99999999999999999999s").ok());
   EXPECT_FALSE(parseDurationUs("18446744073709551615m").ok());
+  // systemd's timespans of several parts, as humanDuration writes them.
+  EXPECT_EQ(*parseDurationUs("1h 30min"), 5'400'000'000u);
+  EXPECT_EQ(*parseDurationUs("1ms 500us"), 1500u);
+  EXPECT_FALSE(parseDurationUs("1h 30x").ok());
+  EXPECT_FALSE(parseDurationUs("   ").ok());
+  EXPECT_FALSE(parseDurationUs("213503982d 213503982d").ok());  // the sum overflows
+}
+
+// One vocabulary: durations as systemd writes them, exact, read back whole.
+TEST(Units, DurationsAreWrittenAsSystemdWritesThem) {
+  EXPECT_EQ(units::humanDuration(2'592'000'000'000ULL), "30d");
+  EXPECT_EQ(units::humanDuration(1'000'000), "1s");
+  EXPECT_EQ(units::humanDuration(250'000), "250ms");
+  EXPECT_EQ(units::humanDuration(5'400'000'000ULL), "1h 30min");
+  EXPECT_EQ(units::humanDuration(1500), "1ms 500us");
+  EXPECT_EQ(units::humanDuration(0), "0");
+  EXPECT_EQ(units::humanDuration(345'311'981), "5min 45s 311ms 981us");
+  EXPECT_EQ(units::roughDuration(345'311'981), "5min 45s");
+  EXPECT_EQ(units::roughDuration(999), "999us");
+  for (std::uint64_t us : std::initializer_list<std::uint64_t>{
+           1, 1500, 345'311'981, 2'592'000'000'000ULL, 90'061'001'001ULL, UINT64_MAX / 2})
+    EXPECT_EQ(*parseDurationUs(units::humanDuration(us)), us) << units::humanDuration(us);
 }
 
 }  // namespace

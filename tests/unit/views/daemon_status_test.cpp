@@ -26,9 +26,9 @@ TEST(DaemonStatus, SaysUptimeLeasesTheInKernelChargeCoverageAndTheLedger) {
   auto s = views::daemonStatus(o, 1'700'000'100'000'000'000ULL, true);
   ASSERT_EQ(s.lines.size(), 5u);
   EXPECT_EQ(s.lines[0],
-            "daemon: pid 4242, tally 0.9.0 (commit 0effe31abcde), up 100 s (since 2023-11-14 "
+            "daemon: pid 4242, tally 0.9.0 (commit 0effe31abcde), up 1min 40s (since 2023-11-14 "
             "22:13:20)");
-  EXPECT_EQ(s.lines[1], "leases: 1 live, 0 queued; sampled every 1 s");
+  EXPECT_EQ(s.lines[1], "leases: 1 live, 0 queued; sampled every 1s");
   EXPECT_EQ(s.lines[2],
             "in-kernel charge: off: bpf is not in /sys/kernel/security/lsm: add lsm=...,bpf to "
             "the kernel command line; GPU memory is metered from fdinfo and bounded by the "
