@@ -4,6 +4,7 @@
 #include "cli/cmd_events.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <chrono>
 #include <thread>
@@ -50,7 +51,9 @@ CLI::App* addEventsCommand(CLI::App& app, EventsOptions& o) {
       "says so,\n"
       "reconnects, and replays what the ledger recorded meanwhile: nothing the ledger holds is "
       "missed.\n"
-      "Filters (each repeatable; every one given must match): --lease, --pool, --kind.\n"
+      "Filters (each repeatable; every one given must match): --lease, --pool, --kind, --user.\n"
+      "queued, queue-timeout and cancelled are live only: a request that never held a lease "
+      "leaves no\nledger row to replay (tally_queue_ended_total counts them).\n"
       "Exit status: 0 done (interrupted, --count reached, --until or --timeout passed), 1 "
       "--timeout passed\n"
       "before --count events, 2 a bad option, 3 no daemon at the start.");
@@ -67,10 +70,9 @@ CLI::App* addEventsCommand(CLI::App& app, EventsOptions& o) {
   events->add_option("--user", o.user,
                      "only this user's leases (a login name or a uid; events that name no "
                      "owner, such as coverage, are left out)");
+  // The list from its one definition (views::eventKinds), never retyped here.
   events->add_option("--kind", o.eventKinds,
-                     "only this kind: queued, granted, started, adopted, readopted, released, "
-                     "outcome, lost,\nwithdrawn, gpu-memory-high, gpu-memory-high-cleared, "
-                     "gpu-memory-kill, gpu-memory-max-exceeded,\nrefused, coverage");
+                     fmt::format("only this kind: {}", fmt::join(views::eventKinds(), ", ")));
   events->add_flag("--utc", o.utc, "times in UTC (default: local time)");
   events->add_flag("--json", o.json, "one JSON object per event");
   addSocketOption(events, o.socket);

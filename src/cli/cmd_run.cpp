@@ -463,7 +463,7 @@ int runRun(const fs::RootPaths& paths, const RunOptions& opts) {
     }
   } else if (daemonLease && !daemonLease->recorded()) {
     if (record.outcome.cls == lease::OutcomeClass::ContainmentRefused)
-      daemonLease->withdraw();
+      daemonLease->withdraw(record.outcome.summary);
     else
       fmt::print(stderr,
                  "tally run: WARNING: the daemon did not record lease {}; the record follows\n{}\n",

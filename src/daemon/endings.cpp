@@ -310,8 +310,8 @@ void Endings::lost(Lease& l, const std::string& why) {
   end(l, ledger::kLost, body, lease::outcomeClassName(lease::OutcomeClass::Lost));
 }
 
-void Endings::withdraw(Lease& l, const std::string& reason) {
-  end(l, ledger::kWithdrawn, ledger::encode(ledger::WithdrawnRow{reason}), ledger::kWithdrawn);
+void Endings::withdraw(Lease& l, const std::string& reason, const std::string& cls) {
+  end(l, ledger::kWithdrawn, ledger::encode(ledger::WithdrawnRow{reason}), cls);
 }
 
 // A run lease's client makes and removes its slice (<parent>-<id>.slice,

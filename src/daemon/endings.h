@@ -66,7 +66,10 @@ class Endings {
   // ending is not guessed. A run lease's slice its client never removed is stopped.
   void lost(Lease& l, const std::string& why);
   // Granted, but nothing ever ran.
-  void withdraw(Lease& l, const std::string& reason);
+  // Ends a lease that never started (a withdrawn row); `cls` is what its end
+  // counts as (withdrawn, or containment-refused when its client could not
+  // contain it).
+  void withdraw(Lease& l, const std::string& reason, const std::string& cls = "withdrawn");
   // A running run lease's workload: SIGTERM now, cgroup.kill after contain::kStopGraceUs
   // (expireStops).
   void requestStop(Lease& l);

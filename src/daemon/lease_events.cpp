@@ -383,6 +383,19 @@ void LeaseEvents::queued(const Lease& l) {
       nullptr);
 }
 
+void LeaseEvents::leftQueue(const Lease& l, const char* kind, const std::string& why) {
+  ++queueEnds_[kind];
+  std::string message = fmt::format("lease {} ({}): {} in {}: {}", l.id, l.name(), kind,
+                                    fmt::join(l.req.pools, ","), why);
+  // A timeout is a request the box could not serve: worth a warning.
+  note(std::string_view(kind) == rpc::api::kQueueTimeoutKind ? LOG_WARNING : LOG_INFO, message,
+       {{"TALLY_LEASE", l.id}, {"TALLY_EVENT", kind}});
+  broadcast("lease",
+            rpc::api::encode(rpc::api::LeaseEvent{l.id, kind, l.name(), l.req.pools, message,
+                                                  std::nullopt, l.owner}),
+            nullptr);
+}
+
 void LeaseEvents::ledgerHealth() {
   auto failure = ledger_.writeFailure();
   if (failure == writeFailureSaid_) return;

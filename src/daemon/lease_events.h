@@ -59,6 +59,10 @@ class LeaseEvents {
   void coverageAtStart(const coverage::Assessment& a, const coverage::Handover& handover);
   // A request joins the queue: subscribers hear it ("lease" event, kind "queued").
   void queued(const Lease& l);
+  // A request left the queue without a grant (kQueueTimeoutKind or
+  // kCancelledKind): said to subscribers and the journal, and counted.
+  void leftQueue(const Lease& l, const char* kind, const std::string& why);
+  const std::map<std::string, std::uint64_t>& queueEndCounts() const { return queueEnds_; }
   // A waiter's place and what holds it back, as its "queued" event says it.
   static rpc::api::Queued queuedEvent(const LeaseBook::Move& mv);
   // Each waiter whose place in the queue changed hears its new place.
@@ -155,6 +159,7 @@ class LeaseEvents {
   std::map<std::uint64_t, Follower> subscribers_;  // by connection
   std::uint64_t replayTurn_ = 0;                   // the connection served a slice last
   std::map<std::string, std::uint64_t> boundCounts_, outcomeCounts_;
+  std::map<std::string, std::uint64_t> queueEnds_{{"queue-timeout", 0}, {"cancelled", 0}};
   std::map<std::string, ShortfallCount> shortfalls_{{"gpu", {}}, {"host", {}}};
   RowBudget rows_;
   std::uint64_t startedAtNs_ = 0;

@@ -11,9 +11,11 @@
 
 #include "daemon/lease_rows.h"
 #include "daemon/recovery.h"
+#include "lease/outcome.h"
 #include "lease/spec.h"
 #include "ledger/rows.h"
 #include "rpc/messages.h"
+#include "util/clean_text.h"
 #include "util/clock.h"
 #include "util/text.h"
 
@@ -195,8 +197,9 @@ void Service::handle(std::uint64_t conn, const Peer& peer, const rpc::Request& r
                   [&](auto& p) { onResume(conn, peer, id, p.lease); });
     case Method::Release:
     case Method::Cancel:
-      return with(rpc::api::decodeLeaseRef(params),
-                  [&](auto& p) { onRelease(conn, peer, id, p.lease, *m == Method::Cancel); });
+      return with(rpc::api::decodeLeaseRef(params), [&](auto& p) {
+        onRelease(conn, peer, id, p.lease, *m == Method::Cancel, p.containmentRefused);
+      });
     case Method::Lease:
       return with(rpc::api::decodeLeaseQuery(params), [&](auto& p) { onLeaseQuery(conn, id, p); });
     case Method::Hello:
@@ -318,13 +321,15 @@ void Service::onResume(std::uint64_t conn, const Peer& peer, const json& id,
 }
 
 void Service::onRelease(std::uint64_t conn, const Peer& peer, const json& reqId,
-                        const std::string& lease, bool cancelOnly) {
+                        const std::string& lease, bool cancelOnly,
+                        const std::optional<std::string>& containmentRefused) {
   Lease* l = owned(conn, peer, reqId, lease);
   if (!l) return;
   std::string id = l->id;
   if (l->state() == Lease::State::Queued) {
-    fail(l->client().conn, l->client().pendingId, code::kCancelled,
-         fmt::format("request {} was cancelled by uid {}", id, peer.uid));
+    std::string why = fmt::format("request {} was cancelled by uid {}", id, peer.uid);
+    events_.leftQueue(*l, rpc::api::kCancelledKind, why);
+    fail(l->client().conn, l->client().pendingId, code::kCancelled, why);
     if (l->client().conn != conn)
       reply(conn, reqId, rpc::api::encode(rpc::api::ReleaseReply{id, "cancelled"}));
     book_.forget(id);
@@ -349,6 +354,15 @@ void Service::onRelease(std::uint64_t conn, const Peer& peer, const json& reqId,
                             id, ev.error().message));
   }
   if (l->state() == Lease::State::Granted) {
+    // A run lease's client could not contain its workload: that is how the
+    // lease ended (counted, alerted on), not a release by its user.
+    if (containmentRefused && l->isRun()) {
+      endings_.withdraw(*l,
+                        fmt::format("containment refused: {}",
+                                    text::truncateUtf8(text::printable(*containmentRefused), 1024)),
+                        lease::outcomeClassName(lease::OutcomeClass::ContainmentRefused));
+      return reply(conn, reqId, rpc::api::encode(rpc::api::ReleaseReply{id, "withdrawn"}));
+    }
     endings_.withdraw(*l, fmt::format("released by uid {} before it started", peer.uid));
     return reply(conn, reqId, rpc::api::encode(rpc::api::ReleaseReply{id, "withdrawn"}));
   }
@@ -472,9 +486,10 @@ void Service::tick() {
     changed = true;
     Lease* l = book_.find(id);
     if (!l) continue;
-    fail(l->client().conn, l->client().pendingId, code::kTimeout,
-         fmt::format("no grant within the queue timeout (position {} of {})",
-                     l->client().lastPosition.value_or(0), book_.queued() + 1));
+    std::string why = fmt::format("no grant within the queue timeout (position {} of {})",
+                                  l->client().lastPosition.value_or(0), book_.queued() + 1);
+    events_.leftQueue(*l, rpc::api::kQueueTimeoutKind, why);
+    fail(l->client().conn, l->client().pendingId, code::kTimeout, why);
     book_.forget(id);
   }
   endings_.expireStops(now);

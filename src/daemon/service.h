@@ -185,7 +185,7 @@ class Service {
   void onComplete(std::uint64_t conn, const Peer& peer, const json& id, rpc::api::Complete& p);
   void onResume(std::uint64_t conn, const Peer& peer, const json& id, const std::string& lease);
   void onRelease(std::uint64_t conn, const Peer& peer, const json& id, const std::string& lease,
-                 bool cancelOnly);
+                 bool cancelOnly, const std::optional<std::string>& containmentRefused = {});
   void onBound(std::uint64_t conn, const Peer& peer, const json& id, const rpc::api::Bound& p);
   void onExited(std::uint64_t conn, const Peer& peer, const json& id, const rpc::api::Exited& p);
   void onLeaseQuery(std::uint64_t conn, const json& id, const rpc::api::LeaseQuery& p);

@@ -445,12 +445,15 @@ json Views::overview(std::uint64_t nowNs) {
   json bound = json::object(), outcomes = json::object();
   for (const auto& [k, v] : events_.boundCounts()) bound[k] = v;
   for (const auto& [k, v] : events_.outcomeCounts()) outcomes[k] = v;
+  json queueEnds = json::object();
+  for (const auto& [k, v] : events_.queueEndCounts()) queueEnds[k] = v;
   json shortfalls = json::object();
   for (const auto& [k, c] : events_.shortfallCounts())
     shortfalls[k] = {{"grants", c.grants}, {"bytes", c.bytes}};
   o["enforcement"] = {{"gpu_bound_events", bound},
                       {"outcomes", outcomes},
                       {"placed_shortfalls", shortfalls},
+                      {"queue_ends", queueEnds},
                       {"since_ns", events_.sinceNs()}};
   o["daemon"] = {{"pid", ::getpid()},           {"version", build_.version},
                  {"commit", build_.commit},     {"started_at_ns", events_.sinceNs()},

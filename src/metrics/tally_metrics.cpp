@@ -126,6 +126,10 @@ void declareAll(Builder& b) {
            Type::Counter);
   b.family("tally_lease_outcomes_total", "Leases ended since the daemon started, by outcome class",
            Type::Counter);
+  b.family("tally_queue_ended_total",
+           "Requests that left the queue without a grant since the daemon started, by reason "
+           "(queue-timeout, cancelled)",
+           Type::Counter);
   b.family("tally_placed_shortfall_total",
            "Leases the site's scheduler placed (a Slurm job's) granted with less measured headroom "
            "than they declare, since the daemon started, by resource (host, gpu)",
@@ -280,6 +284,11 @@ std::vector<Family> fromOverview(const json& o) {
       if (auto n = count(v)) b.family(fam, "", Type::Counter).samples.push_back({{{label, k}}, *n});
     }
   }
+  if (const json& ends = get(enf, "queue_ends"); ends.is_object())
+    for (const auto& [k, v] : ends.items())
+      if (auto n = count(v))
+        b.family("tally_queue_ended_total", "", Type::Counter)
+            .samples.push_back({{{"reason", k}}, *n});
   if (const json& sf = get(enf, "placed_shortfalls"); sf.is_object())
     for (const auto& [k, v] : sf.items()) {
       if (auto n = count(get(v, "grants")))

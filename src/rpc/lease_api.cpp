@@ -226,7 +226,11 @@ json encode(const Bound& b) {
   return {{"lease", b.lease}, {"event", e}};
 }
 
-json encode(const LeaseRef& r) { return {{"lease", r.lease}}; }
+json encode(const LeaseRef& r) {
+  json j = {{"lease", r.lease}};
+  if (r.containmentRefused) j["containment_refused"] = *r.containmentRefused;
+  return j;
+}
 json encode(const LeaseQuery& q) {
   json p = {{"lease", q.lease}};
   if (q.live) p["live"] = true;  // absent: what a daemon before the field reads
@@ -455,8 +459,10 @@ Result<LeaseRef> decodeLeaseRef(const json& params) {
   Fields f(params);
   auto id = leaseId(f);
   if (!id) return id.error();
+  auto refused = f.str("containment_refused", 4096);
+  if (!refused) return refused.error();
   if (auto s = f.unknown(); !s) return s.error();
-  return LeaseRef{std::move(*id)};
+  return LeaseRef{std::move(*id), std::move(*refused)};
 }
 
 Result<LeaseQuery> decodeLeaseQuery(const json& params) {

@@ -157,6 +157,10 @@ struct Exited {
 // release, cancel, resume, lease: one lease by id.
 struct LeaseRef {
   std::string lease;
+  // release only: the run lease's client could not contain its workload (the
+  // refusal, in its words). Its lease ends as containment-refused, counted
+  // and alerted on, never as a release by its user.
+  std::optional<std::string> containmentRefused{};
 };
 template <Method M>
 struct LeaseRefOf : LeaseRef {

@@ -137,6 +137,10 @@ inline constexpr const char* kCannotBeGrantedNow = "it cannot be granted now: ";
 // adopted, readopted, released, outcome, lost, withdrawn: ledger/kinds.h),
 // and kQueuedKind when a request joins the queue (no row stands for it).
 inline constexpr const char* kQueuedKind = "queued";
+// A request that left the queue without a grant (no row stands for it
+// either): its queue timeout passed, or its owner (or root) cancelled it.
+inline constexpr const char* kQueueTimeoutKind = "queue-timeout";
+inline constexpr const char* kCancelledKind = "cancelled";
 struct LeaseEvent {
   std::string lease, kind, name;
   std::vector<std::string> pools;

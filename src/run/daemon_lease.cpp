@@ -115,9 +115,12 @@ void DaemonLease::bound(const enforce::BoundEvent& e) {
                m ? m->error.message : m.error().message);
 }
 
-void DaemonLease::withdraw() {
+void DaemonLease::withdraw(const std::optional<std::string>& containmentRefused) {
   if (leaseId_.empty()) return;
-  auto m = callResuming(rpc::api::Release{{leaseId_}});
+  rpc::api::Release release;
+  release.lease = leaseId_;
+  release.containmentRefused = containmentRefused;
+  auto m = callResuming(release);
   if (!m || !m->ok)
     fmt::print(stderr, "tally run: could not withdraw lease {} from the daemon\n", leaseId_);
 }

@@ -36,7 +36,7 @@ class DaemonLease final : public LeaseObserver {
   void finished(lease::LeaseRecord& rec) override;
   void bound(const enforce::BoundEvent& e) override;
   // The lease ended without ever starting (containment refused): withdraw it.
-  void withdraw();
+  void withdraw(const std::optional<std::string>& containmentRefused = {});
   bool recorded() const { return recorded_; }
   // The daemon's grant: the hand-over's MemoryMax, the coverage, whether the
   // GPU bound is advisory.

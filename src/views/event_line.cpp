@@ -38,7 +38,8 @@ const std::vector<std::string>& eventKinds() {
   // Each from its one definition: the queue's word, the ledger row kinds a
   // subscriber hears, the bound's recorded verdicts, the kernel's coverage.
   static const std::vector<std::string> kKinds = [] {
-    std::vector<std::string> k{rpc::api::kQueuedKind};
+    std::vector<std::string> k{rpc::api::kQueuedKind, rpc::api::kQueueTimeoutKind,
+                               rpc::api::kCancelledKind};
     for (const char* row :
          {ledger::kGranted, ledger::kStarted, ledger::kAdopted, ledger::kReadopted,
           ledger::kReleased, ledger::kOutcome, ledger::kLost, ledger::kWithdrawn})

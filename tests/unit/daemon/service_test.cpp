@@ -113,6 +113,58 @@ TEST_F(ServiceTest, ALeaseIdIsTakenByItsFirstCharacters) {
             "no lease zz (live or in the ledger)");
 }
 
+// A request that leaves the queue without a grant is an event subscribers
+// hear, a journal line and a counter: its queue timeout passed, or it was
+// cancelled (tally_queue_ended_total{reason}).
+TEST_F(ServiceTest, AQueueTimeoutAndACancelAreEventsAndCounted) {
+  EXPECT_TRUE(call(9, 0, "subscribe", json::object())["ok"]);
+  ASSERT_TRUE(call(1, 1000, "acquire", {{"pools", {"one"}}})["ok"]);
+  call(2, 1000, "acquire", {{"pools", {"one"}}, {"name", "late"}, {"timeout_us", 1}});
+  std::string late = outbox.last(2)["lease"];
+  call(3, 1001, "acquire", {{"pools", {"one"}}, {"name", "changed-mind"}});
+  std::string other = outbox.last(3)["lease"];
+  service->tick();  // its microsecond has passed
+  EXPECT_EQ(outbox.last(2)["error"]["code"], "timeout");
+  ASSERT_TRUE(call(4, 1001, "cancel", {{"lease", other}})["ok"]);  // its owner, from elsewhere
+  EXPECT_EQ(outbox.last(3)["error"]["code"], "cancelled");
+  std::vector<std::pair<std::string, std::string>> heard;
+  for (const json& e : outbox.sent[9])
+    if (e.value("event", "") == "lease" &&
+        (e["kind"] == "queue-timeout" || e["kind"] == "cancelled"))
+      heard.emplace_back(e["kind"], e["lease"]);
+  EXPECT_EQ(heard, (std::vector<std::pair<std::string, std::string>>{{"queue-timeout", late},
+                                                                     {"cancelled", other}}));
+  json ends = service->overview(clock::realtimeNs())["enforcement"]["queue_ends"];
+  EXPECT_EQ(ends["queue-timeout"], 1);
+  EXPECT_EQ(ends["cancelled"], 1);
+  EXPECT_NE(journal.notes.size(), 0u);
+  bool said = false;
+  for (const auto& n : journal.notes)
+    said = said || n.message.find("lease " + late +
+                                  " (late): queue-timeout in one: no grant "
+                                  "within the queue timeout") != std::string::npos;
+  EXPECT_TRUE(said);
+}
+
+// A run lease's client that could not contain its workload says so: the
+// lease ends as containment-refused (counted; the alert's), never as a
+// release by its user.
+TEST_F(ServiceTest, ARunLeaseRefusedContainmentEndsAsThatNotAsARelease) {
+  json a = call(1, 1000, "acquire", {{"pools", {"one"}}, {"name", "job"}});
+  std::string id = a["result"]["lease"];
+  json r = call(1, 1000, "release",
+                {{"lease", id}, {"containment_refused", "no systemd and no writable cgroup"}});
+  ASSERT_TRUE(r["ok"]) << r;
+  EXPECT_EQ(r["result"]["state"], "withdrawn");
+  auto last = rows(id).back();
+  EXPECT_EQ(last.kind, "withdrawn");
+  EXPECT_EQ(json::parse(last.body)["reason"],
+            "containment refused: no systemd and no writable cgroup");
+  json outcomes = service->overview(clock::realtimeNs())["enforcement"]["outcomes"];
+  EXPECT_EQ(outcomes["containment-refused"], 1);
+  EXPECT_EQ(outcomes["withdrawn"], 0);
+}
+
 // A waiter is told again what it waits for when nothing has moved for a while
 // (30 s by default; 0 here: every tick), so its client can tell a long wait
 // from a dead daemon. Nobody else is told anything.
