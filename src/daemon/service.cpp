@@ -41,8 +41,8 @@ Service::Service(const config::Config& cfg, ledger::Ledger& ledger, ServiceEnv e
           ledger, book_, events_, host_, handover_),
       endings_(cfg_.daemon, EndingsEnv{env.cgroupRoot, env.watches, env.units}, ledger, book_,
                events_, [this] { tryGrant(); }),
-      views_(cfg_, ledger, book_, measures_, host_, events_, handover_, coverageKernel_,
-             env_.build) {
+      views_(cfg_, ledger, book_, measures_, host_, events_, handover_, coverageKernel_, env_.build,
+             env_.cannotContain) {
   events_.rowBudget() =
       RowBudget(env.limits.ledgerRowsPerMinutePerUid, env.limits.ledgerBytesPerMinutePerUid);
   access_ = resolveAccess(cfg_, env.names ? *env.names : systemLookup());

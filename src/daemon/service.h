@@ -88,6 +88,11 @@ struct ServiceEnv {
   // wide tree is walked at its changes; null: every walk is whole.
   cgroup::TreeWatcher* treeWatcher = nullptr;
   BuildInfo build = {};  // what it was built from (overview, tally_build_info)
+  // Why no lease can be contained on this host (contain::HostLayout's
+  // problems: no cgroup v2 memory controller, no cgroup root); empty: they
+  // can. Said at start, in the overview (daemon status) and as
+  // tally_containment_possible.
+  std::vector<std::string> cannotContain = {};
 };
 
 class Service {

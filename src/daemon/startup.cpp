@@ -89,11 +89,14 @@ Ended serve(const StartOptions& o) {
     return Ended::Environment;
   }
   std::optional<fs::Root> cgroupRoot;
-  if (auto cg = fs::Root::open(o.roots.cgroup))
+  std::string cgroupError;
+  if (auto cg = fs::Root::open(o.roots.cgroup)) {
     cgroupRoot.emplace(std::move(*cg));
-  else
+  } else {
+    cgroupError = cg.error().message;
     fmt::print(stderr, "tally daemon: warning: {}; leases cannot be metered, only admitted\n",
-               cg.error().message);
+               cgroupError);
+  }
   const fs::Root* cgRoot = cgroupRoot ? &*cgroupRoot : nullptr;
   // One fd per client: a thousand waiting clients need more than the
   // default soft limit of 1024 (the daemon never uses select()).
@@ -143,6 +146,16 @@ Ended serve(const StartOptions& o) {
                          daemon::limitsFromConfig(cfg.daemon)};
   env.kernelCharge = kernelCharge.charge.get();
   env.build = o.build;
+  // A host where no lease can be contained is said now, loudly, not found
+  // out at the first refused run (daemon status and the metrics say it too).
+  env.cannotContain =
+      contain::readHostLayout(*proc, cgroupRoot ? &*cgroupRoot : nullptr, cgroupError).problems;
+  if (!env.cannotContain.empty())
+    fmt::print(stderr,
+               "tally daemon: WARNING: no lease can be contained on this host: {}. Run leases end "
+               "as containment-refused and attaches are not bounded until this is fixed (tally "
+               "doctor says how)\n",
+               fmt::join(env.cannotContain, "; "));
   // The leases' cgroup trees followed by inotify: one instance, at most half
   // the watches root may hold. Without it every walk is whole (as before).
   std::optional<std::uint64_t> maxUserWatches;

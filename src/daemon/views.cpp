@@ -458,6 +458,7 @@ json Views::overview(std::uint64_t nowNs) {
   o["daemon"] = {{"pid", ::getpid()},           {"version", build_.version},
                  {"commit", build_.commit},     {"started_at_ns", events_.sinceNs()},
                  {"leases_live", book_.live()}, {"queued", book_.queued()}};
+  o["daemon"]["containment"] = {{"possible", cannotContain_.empty()}, {"problems", cannotContain_}};
   auto failure = ledger_.writeFailure();
   o["ledger"] = {{"path", ledger_.path()},
                  {"writes", !failure.has_value()},

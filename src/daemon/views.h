@@ -30,7 +30,8 @@ class Views {
   using json = nlohmann::json;
   Views(const config::Config& cfg, ledger::Ledger& ledger, LeaseBook& book, PoolMeasures& measures,
         host::SnapshotCache& host, const LeaseEvents& events, const coverage::Handover& handover,
-        const std::string& coverageKernel, const BuildInfo& build)
+        const std::string& coverageKernel, const BuildInfo& build,
+        const std::vector<std::string>& cannotContain)
       : cfg_(cfg),
         ledger_(ledger),
         book_(book),
@@ -39,7 +40,8 @@ class Views {
         events_(events),
         handover_(handover),
         coverageKernel_(coverageKernel),
-        build_(build) {}
+        build_(build),
+        cannotContain_(cannotContain) {}
 
   // A lease as acquire, attach, resume, leases and lease return it. A
   // queued one's place comes from `queued` (its queue entry and index) when
@@ -117,6 +119,7 @@ class Views {
   const coverage::Handover& handover_;
   const std::string& coverageKernel_;
   const BuildInfo& build_;
+  const std::vector<std::string>& cannotContain_;
 };
 
 }  // namespace tally::daemon

@@ -138,6 +138,9 @@ void declareAll(Builder& b) {
            "Bytes those placed leases declared past the measured headroom, by resource",
            Type::Counter);
   b.family("tally_daemon_start_time_seconds", "When the daemon started (Unix time)");
+  b.family("tally_containment_possible",
+           "1 when the daemon's host can contain leases (cgroup v2 memory controller, systemd or "
+           "a delegated cgroup); 0 when none can be (tally daemon status says why)");
   b.family("tally_build_info",
            "What the daemon was built from: its version and commit (value 1), as tally --version");
   b.family("tally_sample_interval_seconds", "The daemon's sample interval");
@@ -299,6 +302,9 @@ std::vector<Family> fromOverview(const json& o) {
             .samples.push_back({{{"resource", k}}, *n});
     }
   const json& d = get(o, "daemon");
+  if (const json& c = get(get(d, "containment"), "possible"); c.is_boolean())
+    b.family("tally_containment_possible", "")
+        .samples.push_back({{}, std::uint64_t{c.get<bool>() ? 1u : 0u}});
   if (const json& v = get(d, "version"); v.is_string())
     b.family("tally_build_info", "")
         .samples.push_back(

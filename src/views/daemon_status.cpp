@@ -27,6 +27,14 @@ DaemonStatus daemonStatus(const json& o, std::uint64_t nowNs, bool utc) {
                                   wallTime(*since, utc)));
   else
     s.lines.push_back(fmt::format("daemon: pid {}", pid));
+  // A host where no lease can be contained, said second: it outweighs the rest.
+  if (const json& c = get(d, "containment"); get(c, "possible").is_boolean()) {
+    if (!get(c, "possible").get<bool>())
+      s.lines.push_back(
+          fmt::format("containment: NONE: no lease can be contained here ({}); "
+                      "run leases end as containment-refused (tally doctor)",
+                      jsonview::joined(get(c, "problems"))));
+  }
   std::string interval = count(get(o, "sample_interval_us"))
                              ? units::humanDuration(*count(get(o, "sample_interval_us")))
                              : "?";

@@ -45,7 +45,8 @@ inline json overviewWith(json seat) {
         {"commit", "0effe31abcde"},
         {"started_at_ns", 1'700'000'000'000'000'000ULL},
         {"leases_live", 1},
-        {"queued", 0}}},
+        {"queued", 0},
+        {"containment", {{"possible", true}, {"problems", json::array()}}}}},
       {"ledger", {{"path", "/var/lib/tally/ledger.db"}, {"writes", true}, {"failure", nullptr}}},
       {"observed_at_ns", 1'700'000'100'000'000'000ULL},
       {"sample_interval_us", 1'000'000}};

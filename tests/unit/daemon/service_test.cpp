@@ -165,6 +165,19 @@ TEST_F(ServiceTest, ARunLeaseRefusedContainmentEndsAsThatNotAsARelease) {
   EXPECT_EQ(outcomes["withdrawn"], 0);
 }
 
+// What the daemon found at start about containment is in its overview
+// (daemon status, tally_containment_possible), as it found it.
+TEST_F(ServiceTest, AHostThatCannotContainLeasesSaysSoInTheOverview) {
+  json c = service->overview(clock::realtimeNs())["daemon"]["containment"];
+  EXPECT_EQ(c["possible"], true);
+  EXPECT_TRUE(c["problems"].empty());
+  cannotContain = {"memory controller is on cgroup v1"};
+  reopen();
+  c = service->overview(clock::realtimeNs())["daemon"]["containment"];
+  EXPECT_EQ(c["possible"], false);
+  EXPECT_EQ(c["problems"], json::array({"memory controller is on cgroup v1"}));
+}
+
 // A waiter is told again what it waits for when nothing has moved for a while
 // (30 s by default; 0 here: every tick), so its client can tell a long wait
 // from a dead daemon. Nobody else is told anything.

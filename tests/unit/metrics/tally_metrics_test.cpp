@@ -46,6 +46,7 @@ TEST(Metrics, AFreshLeaseExportsItsFiguresAStaleOneOnlyWhatIsDeclared) {
   EXPECT_TRUE(has("tally_gpu_bound_events_total{kind=\"gpu-memory-kill\"} 2"));
   EXPECT_TRUE(has("tally_lease_outcomes_total{outcome=\"exited\"} 5"));
   EXPECT_TRUE(has("tally_queue_ended_total{reason=\"queue-timeout\"} 3"));
+  EXPECT_TRUE(has("tally_containment_possible 1"));
   EXPECT_TRUE(has("tally_queue_ended_total{reason=\"cancelled\"} 0"));
   EXPECT_TRUE(has("tally_sample_interval_seconds 1"));
   EXPECT_TRUE(has("tally_observed_timestamp_seconds 1700000100"));

@@ -44,6 +44,15 @@ TEST(DaemonStatus, SaysUptimeLeasesTheInKernelChargeCoverageAndTheLedger) {
       s.lines[4].rfind("ledger: /var/lib/tally/ledger.db CANNOT WRITE: disk full; new leases", 0),
       0u)
       << s.lines[4];
+  // A host where no lease can be contained: said second, with why.
+  o["daemon"]["containment"] = {
+      {"possible", false},
+      {"problems", {"no systemd (PID 1 is init)", "memory controller is on cgroup v1"}}};
+  s = views::daemonStatus(o, 1'700'000'100'000'000'000ULL, true);
+  EXPECT_EQ(s.lines[1],
+            "containment: NONE: no lease can be contained here (no systemd (PID 1 is "
+            "init),memory controller is on cgroup v1); run leases end as containment-refused "
+            "(tally doctor)");
   // A reply missing its parts says so, never invents them.
   s = views::daemonStatus(json::object(), 0, true);
   EXPECT_EQ(s.lines[0], "daemon: pid ?");
