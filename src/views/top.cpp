@@ -184,7 +184,7 @@ const std::vector<Column>& seatColumns() {
       // A stale row's "running" is as old as its figures: not shown as now.
       {"RUN", 3, 5, false,
        [](const json& s, bool fresh) { return fresh ? runningText(s) : std::string("-"); }},
-      {"WORKLOAD  [DECLARED]", 0, 2, false,
+      {"WORKLOAD", 0, 2, false,
        [](const json& s, bool) {
          // The workload under its header; the declared attributes ("which
          // model runs in this lane") after it, bracketed.
@@ -466,10 +466,10 @@ std::vector<std::string> render(const json& o, const ViewOptions& opts) {
         w));
   } else {
     std::string wide = fmt::format(
-        "tally top  {}  every {} ms  coverage: MemoryMax covers {}  host MemAvailable {}  leases "
+        "tally top  {}  every {}  coverage: MemoryMax covers {}  host MemAvailable {}  leases "
         "{} queued {}  [q quits; sorted by {}: m/g/n/l]",
-        when, opts.refreshMs, str(cov, "state", "?"), bytes(get(host, "mem_available_bytes")), live,
-        queued, sortedBy);
+        when, units::humanDuration(opts.refreshMs * 1000), str(cov, "state", "?"),
+        bytes(get(host, "mem_available_bytes")), live, queued, sortedBy);
     // A narrow terminal gets the same facts, shorter, rather than a cut line.
     std::string narrow =
         fmt::format("tally top {}  covers {}  MemAvail {}  {}, {} queued  by {}", when,

@@ -124,7 +124,7 @@ TEST_F(ObservabilityLive, SeatRowsShowTheLaneAsMeasuredAndDeclared) {
   EXPECT_NE(table.out.find("llama"), std::string::npos) << table.out;
   EXPECT_NE(table.out.find("36.0G/48.0G  75%"), std::string::npos) << table.out;
   EXPECT_NE(
-      table.out.find("context_window=32768 model=qwen3-32b  /system.slice/llama-server.service"),
+      table.out.find("/system.slice/llama-server.service  [context_window=32768 model=qwen3-32b]"),
       std::string::npos)
       << table.out;
   // The lifecycle goes to journald where it listens, to the daemon's stderr
@@ -306,7 +306,10 @@ TEST_F(ObservabilityLive, TopDrawsResizesAndQuitsUnderTmux) {
   EXPECT_NE(screen.find("36.0G/48.0G  75%"), std::string::npos) << screen;
   EXPECT_NE(screen.find("POOL"), std::string::npos);
   EXPECT_NE(screen.find("0000:c6:00.0"), std::string::npos);
-  EXPECT_NE(screen.find("context_window=32768 model=qwen3-32b"), std::string::npos) << screen;
+  // The workload, then its declared attributes (cut at the edge at 170).
+  EXPECT_NE(screen.find("/system.slice/llama-server.service  [context_window=32768"),
+            std::string::npos)
+      << screen;
 
   // 120 and 80 columns: the next frame fits the new width (SIGWINCH redraws at
   // once), and the columns that matter stay: lease, name, state, memory and GPU
@@ -327,7 +330,7 @@ TEST_F(ObservabilityLive, TopDrawsResizesAndQuitsUnderTmux) {
       }
       return std::string();
     };
-    std::string want = width == 120 ? "VRAM RUN WORKLOAD  [DECLARED]" : "USER    STATE";
+    std::string want = width == 120 ? "VRAM RUN WORKLOAD" : "GPU NOW/LIMIT";
     ASSERT_TRUE(eventually(
         [&] {
           screen = tmux.capture();
