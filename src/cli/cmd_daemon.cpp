@@ -101,9 +101,14 @@ void addConfigCommand(CLI::App& app, ConfigCheckOptions& o) {
   auto* check = cfg->add_subcommand(
       "check", "Validate a config: every problem with its line; unknown keys are errors");
   check->footer(
-      "Besides the file itself, what the daemon would find on this host: the metrics textfile's\n"
-      "directory must exist (a problem); pool devices not on this host and budgets above the\n"
-      "host's memory or the devices' total are warnings.\n"
+      "Besides the file itself, every check the daemon makes at start, on this host, in one "
+      "pass:\n"
+      "the socket group exists, the state directory is trusted (root's, not group- or "
+      "world-writable),\n"
+      "the metrics textfile's directory exists, and each [leases.*] could be granted by its "
+      "pools\n"
+      "(problems); pool devices not on this host and budgets above the host's memory or the\n"
+      "devices' total are warnings. An unknown key says the known key nearest to it.\n"
       "Exit status: 0 valid (every effective setting is printed; warnings on stderr), 1 problems\n"
       "found (one per line as FILE:LINE: ...).\n\n"
       "Example config:\n"
@@ -140,9 +145,9 @@ int runConfigCheck(const fs::RootPaths& roots, const ConfigCheckOptions& o) {
   auto proc = fs::Root::open(roots.proc);
   auto sys = fs::Root::open(roots.sys);
   if (proc && sys) snapshot = host::readSnapshot(*proc, *sys);
-  auto host = daemon::checkOnHost(c, snapshot);
-  bool valid = host.problems.empty();
   std::string stateDir = c.daemon.stateDir.empty() ? ledger::defaultStateDir() : c.daemon.stateDir;
+  auto host = daemon::checkOnHost(c, snapshot, stateDir);
+  bool valid = host.problems.empty();
   if (o.json) {
     json doc = {{"file", o.file},
                 {"valid", valid},

@@ -1,19 +1,56 @@
 #include "daemon/host_check.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
+#include <grp.h>
 #include <sys/stat.h>
 
 #include <algorithm>
 
+#include "admission/engine.h"
 #include "daemon/headroom.h"
+#include "fs/secure_dir.h"
 #include "util/units.h"
 
 namespace tally::daemon {
 
 // What the daemon would find on this host: problems it would refuse to start
 // with, and warnings about settings that cannot mean what they say here.
-HostFindings checkOnHost(const config::Config& c, const host::Snapshot& host) {
+HostFindings checkOnHost(const config::Config& c, const host::Snapshot& host,
+                         const std::string& stateDir) {
   HostFindings f;
+  if (const auto& g = c.daemon.socketGroup) {
+    std::vector<char> buf(65536);
+    group gr{}, *found = nullptr;
+    if (::getgrnam_r(g->c_str(), &gr, buf.data(), buf.size(), &found) != 0 || !found)
+      f.problems.push_back(fmt::format(
+          "daemon.socket_group '{}' does not exist on this host (groupadd {} or remove the key): "
+          "the daemon would not start",
+          *g, *g));
+  }
+  // Only a directory that exists can be judged; the daemon creates a missing
+  // one itself (0700, its own).
+  struct stat sd {};
+  if (::stat(stateDir.c_str(), &sd) == 0) {
+    if (auto s = fs::checkTrustedDir(stateDir, "[daemon] state_dir", fs::DirUse::Private); !s)
+      f.problems.push_back(s.error().message + ": the daemon would not start");
+  }
+  // A declared lease is asked for at every start of its unit: one its pools
+  // could never grant would be refused each time.
+  admission::Engine engine(c.pools);
+  auto totalsOf = [&](const config::Pool& p) { return poolTotals(p, host); };
+  for (const auto& l : c.leases) {
+    admission::Request r;
+    r.id = l.name;
+    r.pools = l.attach.declared.pools;
+    r.declaration = l.attach.declared.declaration;
+    admission::fillDefaults(r.declaration, r.pools, c.pools);
+    r.placed = l.attach.declared.placed;
+    if (auto s = engine.check(r, totalsOf); !s)
+      f.problems.push_back(
+          fmt::format("leases.{}: {}: the daemon would refuse it at every start of {}", l.name,
+                      s.error().message, l.unit()));
+  }
   if (!c.daemon.metricsTextfile.empty()) {
     const std::string& file = c.daemon.metricsTextfile;
     std::string dir = file.substr(0, std::max<std::size_t>(file.rfind('/'), 1));

@@ -17,6 +17,12 @@ struct HostFindings {
   std::vector<std::string> problems, warnings;
 };
 
-HostFindings checkOnHost(const config::Config& c, const host::Snapshot& host);
+// `stateDir`: the ledger's directory as the daemon would use it (the
+// config's, or the default). The same checks the daemon makes at start, so
+// `config check` passing means the daemon starts: the socket group exists,
+// the state directory is trusted (fs::checkTrustedDir), and each declared
+// lease could be granted (admission::Engine::check, as the daemon asks it).
+HostFindings checkOnHost(const config::Config& c, const host::Snapshot& host,
+                         const std::string& stateDir);
 
 }  // namespace tally::daemon

@@ -267,8 +267,20 @@ TEST_F(HostileServiceTest, OneUsersFloodOfHistoryReadsIsBudgeted) {
   EXPECT_EQ(last["error"]["message"],
             "uid 1000 asks for listings, metrics and lease histories faster than 20 a second "
             "(queries_per_second_per_uid); ask again in a second");
-  for (const char* method : {"leases", "seats", "overview", "pools", "metrics"})
-    EXPECT_EQ(call(2, 1000, method, json::object())["error"]["code"], "rate-limited") << method;
+  // Every listing draws on the same budget: refused, but for what refilled
+  // (20 a second) while these ran on a loaded machine (a bound, not a speed).
+  const std::uint64_t listedFromUs = clock::monotonicUs();
+  int listed = 0;
+  for (const char* method : {"leases", "seats", "overview", "pools", "metrics"}) {
+    json r = call(2, 1000, method, json::object());
+    if (r["ok"] == true)
+      ++listed;
+    else
+      EXPECT_EQ(r["error"]["code"], "rate-limited") << method;
+  }
+  const double listingS = static_cast<double>(clock::monotonicUs() - listedFromUs) / 1e6;
+  EXPECT_LE(listed, static_cast<int>(20 * (listingS + tookS)) + 1) << listingS;
+  EXPECT_LT(listed, 5);
   // Her budget is hers: another user, root, and her own lease's work go on.
   EXPECT_TRUE(call(3, 1001, "lease", {{"lease", id}})["ok"]);
   EXPECT_TRUE(call(4, 0, "leases", json::object())["ok"]);
