@@ -29,6 +29,11 @@ const char* waitName(Wait w) {
   return "unknown";
 }
 
+// Shares bound users: a placed lease is the scheduler's to share (its own
+// limits, Slurm's QOS, are the share), and root's leases are the operator's
+// (declared leases, Slurm's steps, the operator's runs), never counted.
+static bool countsAgainstShares(const Request& r) { return !r.placed && r.owner != 0; }
+
 Engine::Engine(std::vector<config::Pool> pools) : pools_(std::move(pools)) {
   for (const auto& p : pools_) {
     usage_[p.name];
@@ -83,7 +88,7 @@ Status Engine::check(const Request& r, const TotalsFn& totals) const {
     }
     // A share is the most one user may hold at once: a request above it on
     // its own would wait forever (placed ones are the scheduler's to share).
-    if (!r.placed && p.perUserMemoryBudget && r.declaration.memoryMax &&
+    if (countsAgainstShares(r) && p.perUserMemoryBudget && r.declaration.memoryMax &&
         *r.declaration.memoryMax > *p.perUserMemoryBudget) {
       return Error{0, fmt::format("--memory-max {} is larger than pool {}'s share per user {} "
                                   "(per_user_memory_budget): ask for {} or less",
@@ -91,7 +96,7 @@ Status Engine::check(const Request& r, const TotalsFn& totals) const {
                                   units::humanBytes(*p.perUserMemoryBudget),
                                   units::humanBytes(*p.perUserMemoryBudget))};
     }
-    if (!r.placed && p.perUserGpuMemoryBudget && r.declaration.gpuMemoryMax &&
+    if (countsAgainstShares(r) && p.perUserGpuMemoryBudget && r.declaration.gpuMemoryMax &&
         *r.declaration.gpuMemoryMax > *p.perUserGpuMemoryBudget) {
       return Error{0, fmt::format("--gpu-memory-max {} is larger than pool {}'s share per user "
                                   "{} (per_user_gpu_memory_budget): ask for {} or less",
@@ -139,11 +144,6 @@ void Engine::countWaiting(const Request& r, bool add) {
     }
   }
 }
-
-// Shares bound users: a placed lease is the scheduler's to share (its own
-// limits, Slurm's QOS, are the share), and root's leases are the operator's
-// (declared leases, Slurm's steps, the operator's runs), never counted.
-static bool countsAgainstShares(const Request& r) { return !r.placed && r.owner != 0; }
 
 std::vector<std::string> Engine::grantArrival(const std::string& id, const HeadroomFn& headroom) {
   // Per-user shares: whether a waiter holds this one back depends on whose

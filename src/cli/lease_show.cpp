@@ -31,7 +31,9 @@ std::optional<std::pair<json, std::string>> leaseFromLedger(const LeaseShowOptio
   if (!db) return std::nullopt;
   // An id given short names the one lease it begins (as the daemon takes it).
   std::string id = o.leaseId;
-  if (auto ids = db->leaseIdsStartingWith(o.leaseId, 4); ids && ids->size() > 1) {
+  auto ids = o.leaseId.size() >= 4 ? db->leaseIdsStartingWith(o.leaseId, 4)
+                                   : Result<std::vector<std::string>>(std::vector<std::string>{});
+  if (ids && ids->size() > 1) {
     fmt::print(stderr,
                "tally lease show: lease id {} is the start of several leases in the ledger at {} "
                "({}): give more of it\n",

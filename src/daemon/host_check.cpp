@@ -6,6 +6,7 @@
 #include <sys/stat.h>
 
 #include <algorithm>
+#include <cerrno>
 
 #include "admission/engine.h"
 #include "daemon/headroom.h"
@@ -20,9 +21,15 @@ HostFindings checkOnHost(const config::Config& c, const host::Snapshot& host,
                          const std::string& stateDir) {
   HostFindings f;
   if (const auto& g = c.daemon.socketGroup) {
+    // A group of many members needs a bigger buffer (ERANGE): grown, never
+    // read as "does not exist".
     std::vector<char> buf(65536);
     group gr{}, *found = nullptr;
-    if (::getgrnam_r(g->c_str(), &gr, buf.data(), buf.size(), &found) != 0 || !found)
+    int rc = 0;
+    while ((rc = ::getgrnam_r(g->c_str(), &gr, buf.data(), buf.size(), &found)) == ERANGE &&
+           buf.size() < (16u << 20))
+      buf.resize(buf.size() * 4);
+    if (rc != 0 || !found)
       f.problems.push_back(fmt::format(
           "daemon.socket_group '{}' does not exist on this host (groupadd {} or remove the key): "
           "the daemon would not start",
@@ -46,10 +53,19 @@ HostFindings checkOnHost(const config::Config& c, const host::Snapshot& host,
     r.declaration = l.attach.declared.declaration;
     admission::fillDefaults(r.declaration, r.pools, c.pools);
     r.placed = l.attach.declared.placed;
-    if (auto s = engine.check(r, totalsOf); !s)
+    // What the config alone can never grant (a budget, a share, a missing
+    // declaration) is a problem; what only this host's size refuses (a
+    // MemTotal or a GTT ceiling smaller than the lease) is a warning: a
+    // config shared by a fleet is right on larger nodes, and the daemon
+    // runs such a unit unleased, saying so.
+    if (auto s = engine.check(r); !s)
       f.problems.push_back(
           fmt::format("leases.{}: {}: the daemon would refuse it at every start of {}", l.name,
                       s.error().message, l.unit()));
+    else if (auto h = engine.check(r, totalsOf); !h)
+      f.warnings.push_back(
+          fmt::format("leases.{}: {} on this host: the daemon here would run {} unleased", l.name,
+                      h.error().message, l.unit()));
   }
   if (!c.daemon.metricsTextfile.empty()) {
     const std::string& file = c.daemon.metricsTextfile;

@@ -83,6 +83,13 @@ std::string Service::statusLine() const {
 
 Result<std::string> Service::leaseIdOf(const std::string& given, bool ledgerToo) {
   if (book_.find(given)) return given;
+  // Too short a start names a lease by chance (root typing `release 3`
+  // would stop someone's job): four characters at least, as git asks.
+  constexpr std::size_t kShortest = 4;
+  if (given.size() < kShortest)
+    return Error{ENOENT, fmt::format("no lease {}: give its whole id, or at least its first {} "
+                                     "characters",
+                                     given, kShortest)};
   std::set<std::string> ids;
   constexpr std::size_t kShown = 3;
   // Live ones: the book is ordered by id, so the prefix's range is one walk.
@@ -90,8 +97,11 @@ Result<std::string> Service::leaseIdOf(const std::string& given, bool ledgerToo)
        it != book_.all().end() && it->first.rfind(given, 0) == 0 && ids.size() <= kShown; ++it)
     ids.insert(it->first);
   if (ledgerToo && !given.empty()) {
-    if (auto stored = ledger_.leaseIdsStartingWith(given, kShown + 1))
-      ids.insert(stored->begin(), stored->end());
+    auto stored = ledger_.leaseIdsStartingWith(given, kShown + 1);
+    if (!stored)
+      return Error{EIO, fmt::format("lease {}: the ledger could not be read: {}", given,
+                                    stored.error().message)};
+    ids.insert(stored->begin(), stored->end());
   }
   if (ids.size() == 1) return *ids.begin();
   if (ids.empty())
@@ -339,6 +349,16 @@ void Service::onRelease(std::uint64_t conn, const Peer& peer, const json& reqId,
   if (cancelOnly)
     return fail(conn, reqId, code::kConflict,
                 fmt::format("lease {} is no longer queued; use release", id));
+  // A run lease's client could not contain its workload: that is how the
+  // lease ended (counted, alerted on), not a release by its user, so no
+  // released row is written for it.
+  if (containmentRefused && l->isRun() && l->state() == Lease::State::Granted) {
+    endings_.withdraw(*l,
+                      fmt::format("containment refused: {}",
+                                  text::truncateUtf8(text::printable(*containmentRefused), 1024)),
+                      lease::outcomeClassName(lease::OutcomeClass::ContainmentRefused));
+    return reply(conn, reqId, rpc::api::encode(rpc::api::ReleaseReply{id, "withdrawn"}));
+  }
   // Asked already: its stop is under way; a second release writes nothing.
   if (l->ending().releaseRequested)
     return reply(conn, reqId, rpc::api::encode(rpc::api::ReleaseReply{id, "stopping"}));
@@ -354,15 +374,6 @@ void Service::onRelease(std::uint64_t conn, const Peer& peer, const json& reqId,
                             id, ev.error().message));
   }
   if (l->state() == Lease::State::Granted) {
-    // A run lease's client could not contain its workload: that is how the
-    // lease ended (counted, alerted on), not a release by its user.
-    if (containmentRefused && l->isRun()) {
-      endings_.withdraw(*l,
-                        fmt::format("containment refused: {}",
-                                    text::truncateUtf8(text::printable(*containmentRefused), 1024)),
-                        lease::outcomeClassName(lease::OutcomeClass::ContainmentRefused));
-      return reply(conn, reqId, rpc::api::encode(rpc::api::ReleaseReply{id, "withdrawn"}));
-    }
     endings_.withdraw(*l, fmt::format("released by uid {} before it started", peer.uid));
     return reply(conn, reqId, rpc::api::encode(rpc::api::ReleaseReply{id, "withdrawn"}));
   }
@@ -467,7 +478,10 @@ void Service::disconnected(std::uint64_t conn) {
     Lease* l = book_.find(id);
     if (!l) continue;
     if (l->state() == Lease::State::Queued) {
-      book_.forget(id);  // the waiter went away: its request goes with it
+      // The waiter went away (Ctrl-C, a client that gave up): its request
+      // goes with it, and that is how it left the queue.
+      events_.leftQueue(*l, rpc::api::kCancelledKind, "its client went away while it waited");
+      book_.forget(id);
       continue;
     }
     l->clientGone();

@@ -126,8 +126,24 @@ Result<std::uint64_t> parseDurationPart(std::string_view text) {
 
 // systemd's timespans: one part ("90s") or several, space-separated and
 // summed ("1h 30min", as humanDuration writes them).
-Result<std::uint64_t> parseDurationUs(std::string_view text) {
-  if (text.find(' ') == std::string_view::npos) return parseDurationPart(text);
+Result<std::uint64_t> parseDurationUs(std::string_view raw) {
+  // systemd reads "30 s" and "1h\t30min" too: blanks between a number and its
+  // unit go, other runs of blanks become one space.
+  std::string text;
+  for (std::size_t i = 0; i < raw.size(); ++i) {
+    if (raw[i] != ' ' && raw[i] != '\t') {
+      text += raw[i];
+      continue;
+    }
+    std::size_t next = i;
+    while (next < raw.size() && (raw[next] == ' ' || raw[next] == '\t')) ++next;
+    const bool afterDigit = !text.empty() && std::isdigit(static_cast<unsigned char>(text.back()));
+    const bool beforeUnit =
+        next < raw.size() && std::isalpha(static_cast<unsigned char>(raw[next]));
+    if (!(afterDigit && beforeUnit)) text += ' ';
+    i = next - 1;
+  }
+  if (text.find(' ') == std::string::npos) return parseDurationPart(text);
   std::uint64_t sum = 0;
   std::size_t parts = 0;
   for (std::size_t at = 0; at < text.size();) {

@@ -471,8 +471,10 @@ TEST(Admission, AUsersGpuShareCountsTheirDeclarationsAndSaysTheArithmetic) {
   EXPECT_EQ(tooBig.error().message,
             "--gpu-memory-max 25.0 GiB is larger than pool shared's share per user 24.0 GiB "
             "(per_user_gpu_memory_budget): ask for 24.0 GiB or less");
-  // The scheduler's placement is the scheduler's share: not held by ours.
+  // The scheduler's placement is the scheduler's share, root's the
+  // operator's (declared leases): not held by ours.
   EXPECT_TRUE(e.check(owned("p1", 1000, 25 * GiB, true)));
+  EXPECT_TRUE(e.check(owned("r1", 0, 25 * GiB)));
   e.enqueue(owned("p1", 1000, 8 * GiB, true));
   EXPECT_EQ(e.grant({}), (std::vector<std::string>{"p1"}));
   ASSERT_TRUE(e.release("a1"));

@@ -91,11 +91,11 @@ TEST_F(ServiceTest, ALeaseIdIsTakenByItsFirstCharacters) {
   std::string idA = a["result"]["lease"], idB = b["result"]["lease"];
   std::size_t common = 0;
   while (idA[common] == idB[common]) ++common;
-  std::string shortA = idA.substr(0, common + 1);
+  std::string shortA = idA.substr(0, std::max<std::size_t>(common + 1, 4));
   json shown = call(3, 1000, "lease", {{"lease", shortA}});
   ASSERT_TRUE(shown["ok"]) << shown;
   EXPECT_EQ(shown["result"]["lease"], idA);
-  if (common > 0) {
+  if (common >= 4) {
     json both = call(3, 1000, "lease", {{"lease", idA.substr(0, common)}});
     EXPECT_EQ(both["error"]["code"], "not-found");
     EXPECT_NE(both["error"]["message"].get<std::string>().find("is the start of several leases"),
@@ -109,8 +109,12 @@ TEST_F(ServiceTest, ALeaseIdIsTakenByItsFirstCharacters) {
   json ended = call(3, 1000, "lease", {{"lease", shortA}});
   ASSERT_TRUE(ended["ok"]) << ended;
   EXPECT_EQ(ended["result"]["lease"], idA);
-  EXPECT_EQ(call(3, 1000, "lease", {{"lease", "zz"}})["error"]["message"],
-            "no lease zz (live or in the ledger)");
+  EXPECT_EQ(call(3, 1000, "lease", {{"lease", "zzzz"}})["error"]["message"],
+            "no lease zzzz (live or in the ledger)");
+  // Three characters name a lease by chance: four at least.
+  EXPECT_EQ(
+      call(3, 1000, "lease", {{"lease", idA.substr(0, 3)}})["error"]["message"],
+      "no lease " + idA.substr(0, 3) + ": give its whole id, or at least its first 4 characters");
 }
 
 // A request that leaves the queue without a grant is an event subscribers
@@ -134,9 +138,15 @@ TEST_F(ServiceTest, AQueueTimeoutAndACancelAreEventsAndCounted) {
       heard.emplace_back(e["kind"], e["lease"]);
   EXPECT_EQ(heard, (std::vector<std::pair<std::string, std::string>>{{"queue-timeout", late},
                                                                      {"cancelled", other}}));
+  // A waiter whose client goes away (Ctrl-C) left the queue too.
+  call(5, 1002, "acquire", {{"pools", {"one"}}, {"name", "gave-up"}});
+  std::string gaveUp = outbox.last(5)["lease"];
+  service->disconnected(5);
+  EXPECT_EQ(outbox.sent[9].back()["kind"], "cancelled");
+  EXPECT_EQ(outbox.sent[9].back()["lease"], gaveUp);
   json ends = service->overview(clock::realtimeNs())["enforcement"]["queue_ends"];
   EXPECT_EQ(ends["queue-timeout"], 1);
-  EXPECT_EQ(ends["cancelled"], 1);
+  EXPECT_EQ(ends["cancelled"], 2);
   EXPECT_NE(journal.notes.size(), 0u);
   bool said = false;
   for (const auto& n : journal.notes)
@@ -156,6 +166,8 @@ TEST_F(ServiceTest, ARunLeaseRefusedContainmentEndsAsThatNotAsARelease) {
                 {{"lease", id}, {"containment_refused", "no systemd and no writable cgroup"}});
   ASSERT_TRUE(r["ok"]) << r;
   EXPECT_EQ(r["result"]["state"], "withdrawn");
+  // No released row: its user released nothing.
+  EXPECT_EQ(kinds(id), (std::vector<std::string>{"granted", "withdrawn"}));
   auto last = rows(id).back();
   EXPECT_EQ(last.kind, "withdrawn");
   EXPECT_EQ(json::parse(last.body)["reason"],

@@ -85,6 +85,11 @@ TEST(Units, Durations) {
   EXPECT_EQ(*parseDurationUs("1ms 500us"), 1500u);
   EXPECT_FALSE(parseDurationUs("1h 30x").ok());
   EXPECT_FALSE(parseDurationUs("   ").ok());
+  // As systemd reads them: a blank between a number and its unit, tabs.
+  EXPECT_EQ(*parseDurationUs("30 s"), 30'000'000u);
+  EXPECT_EQ(*parseDurationUs("500 ms"), 500'000u);
+  EXPECT_EQ(*parseDurationUs("1h\t30 min"), 5'400'000'000u);
+  EXPECT_EQ(*parseDurationUs(" 2m "), 120'000'000u);
   EXPECT_FALSE(parseDurationUs("213503982d 213503982d").ok());  // the sum overflows
 }
 
