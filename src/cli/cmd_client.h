@@ -31,6 +31,7 @@ std::vector<std::string> leaseShowLines(const nlohmann::json& lease);
 struct LeaseTimeline {
   views::TimelineSeries host, gpu;
   std::vector<views::TimelineMark> marks;
+  std::string title;  // "lease ID (NAME), from DATE TIME": the picture's heading
 };
 LeaseTimeline leaseTimeline(const nlohmann::json& lease);
 

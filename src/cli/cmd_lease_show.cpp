@@ -74,7 +74,7 @@ int runLeaseShow(const LeaseShowOptions& o) {
   }
   if (!o.svg.empty()) {
     std::FILE* f = std::fopen(o.svg.c_str(), "w");
-    std::string svg = views::timelineSvg({t.host, t.gpu}, t.marks);
+    std::string svg = views::timelineSvg({t.host, t.gpu}, t.marks, t.title);
     bool ok = f && std::fwrite(svg.data(), 1, svg.size(), f) == svg.size();
     if (f) ok = std::fclose(f) == 0 && ok;
     if (!ok) {

@@ -3,6 +3,8 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include <optional>
+
 #include "cli/cmd_client.h"
 #include "cli/cmd_lease_show.h"
 #include "cli/exit_codes.h"
@@ -12,6 +14,7 @@
 #include "util/json_view.h"
 #include "util/text.h"
 #include "util/units.h"
+#include "views/ledger_view.h"
 
 namespace tally::cli {
 
@@ -122,6 +125,20 @@ LeaseTimeline leaseTimeline(const json& r) {
       }
     }
   }
+  // Which lease and when: the picture names itself (its times are clock
+  // times of that day, local as the rest of lease show).
+  std::string name = r.value("name", "");
+  if (name.empty() && r.contains("ledger") && r["ledger"].is_array())
+    for (const auto& e : r["ledger"])
+      if (e.value("kind", "") == "granted" && e["body"].is_object() && e["body"].contains("name") &&
+          e["body"]["name"].is_string())
+        name = e["body"]["name"].get<std::string>();
+  std::optional<std::uint64_t> from = !t.host.points.empty()
+                                          ? std::optional<std::uint64_t>(t.host.points.front().atNs)
+                                          : std::nullopt;
+  t.title =
+      fmt::format("lease {}{}{}", r.value("lease", "?"), name.empty() ? "" : " (" + name + ")",
+                  from ? ", from " + views::wallTime(*from, false) : std::string());
   return t;
 }
 

@@ -225,11 +225,15 @@ struct Texts {
 }  // namespace
 
 std::string timelineSvg(const std::vector<TimelineSeries>& series,
-                        const std::vector<TimelineMark>& marks) {
+                        const std::vector<TimelineMark>& marks, const std::string& title) {
   const double plotW = kSvgWidth - kLeft - kRight;
   Texts texts;
   std::string shapes;
   double y = 8;  // the top of the next panel
+  if (!title.empty()) {
+    texts.put(kLeft, y + 16, title, "start", "class=\"title\" font-weight=\"bold\"", 15);
+    y += 26;
+  }
   for (const auto& s : series) {
     Range r = rangeOf(s, marks);
     std::uint64_t step = byteStep(r.top);
@@ -369,7 +373,8 @@ std::string timelineSvg(const std::vector<TimelineSeries>& series,
              "viewBox=\"0 0 {0} {1:.0f}\" font-family=\"sans-serif\" font-size=\"{2}\">\n"
              "<rect width=\"{0}\" height=\"{1:.0f}\" fill=\"white\"/>\n",
              kSvgWidth, height, kFont) +
-         shapes + texts.svg + "</svg>\n";
+         (title.empty() ? std::string() : "<title>" + escapeXml(title) + "</title>\n") + shapes +
+         texts.svg + "</svg>\n";
 }
 
 }  // namespace tally::views

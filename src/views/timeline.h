@@ -36,8 +36,9 @@ std::vector<std::string> timelineText(const TimelineSeries& series,
                                       std::size_t height);
 
 // Every series in one SVG document (one panel each, its limit dashed, marks as
-// vertical lines), 800 px wide.
+// vertical lines), 800 px wide. A `title` (which lease, from when) heads it
+// and is the document's <title>, so a picture kept or sent names itself.
 std::string timelineSvg(const std::vector<TimelineSeries>& series,
-                        const std::vector<TimelineMark>& marks);
+                        const std::vector<TimelineMark>& marks, const std::string& title = "");
 
 }  // namespace tally::views

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "cli/cmd_client.h"
+#include "views/ledger_view.h"
 
 namespace tally {
 namespace {
@@ -84,6 +85,23 @@ TEST(Timeline, TheTextChartDrawsTheLimitTheGapAndTheMarks) {
   ASSERT_EQ(none.size(), 2u);
   EXPECT_EQ(none[0], "host memory (no limit declared)");
   EXPECT_EQ(none[1], "  (no samples with this figure in the ledger)");
+}
+
+// A picture kept or sent names itself: which lease, from when (lease show
+// --svg gives the title), as its heading and as the document's <title>.
+TEST(Timeline, TheSvgNamesItsLeaseAndDate) {
+  auto untitled = views::timelineSvg({gpuSeries()}, {});
+  EXPECT_EQ(untitled.find("<title>"), std::string::npos);
+  auto svg = views::timelineSvg({gpuSeries()}, {},
+                                "lease 1f0c2a9b3e7d (llama <q>), from 2026-12-07 08:00:01");
+  EXPECT_NE(
+      svg.find("<title>lease 1f0c2a9b3e7d (llama &lt;q&gt;), from 2026-12-07 08:00:01</title>"),
+      std::string::npos)
+      << svg;
+  EXPECT_NE(svg.find("class=\"title\" font-weight=\"bold\">lease 1f0c2a9b3e7d (llama &lt;q&gt;), "
+                     "from 2026-12-07 08:00:01</text>"),
+            std::string::npos)
+      << svg;
 }
 
 TEST(Timeline, TheSvgIsWellFormedWithAGapBetweenTwoLines) {
@@ -281,7 +299,7 @@ TEST(Timeline, ALeaseReplyBecomesSeriesWithLimitsAndMarks) {
     "samples": [{"at_ns": 10, "memory_bytes": 100, "gpu_bytes": 200},
                 {"at_ns": 20, "memory_bytes": null, "gpu_bytes": 300}],
     "ledger": [
-      {"seq": 1, "at_ns": 5, "kind": "granted", "body": {"declared": {"memory_max": 1000, "gpu_memory_max": 250}}},
+      {"seq": 1, "at_ns": 5, "kind": "granted", "body": {"name": "llama", "declared": {"memory_max": 1000, "gpu_memory_max": 250}}},
       {"seq": 2, "at_ns": 21, "kind": "gpu-bound", "body": {"kind": "gpu-memory-kill", "at_ns": 20}},
       {"seq": 3, "at_ns": 30, "kind": "outcome", "body": {"ended_at_ns": 25, "outcome": {"class": "killed-by-tally"}}}]})"));
   ASSERT_EQ(t.host.points.size(), 2u);
@@ -294,6 +312,8 @@ TEST(Timeline, ALeaseReplyBecomesSeriesWithLimitsAndMarks) {
   EXPECT_EQ(t.marks[0].atNs, 20u);
   EXPECT_EQ(t.marks[0].label, "gpu-memory-kill");
   EXPECT_EQ(t.marks[1].label, "killed-by-tally");
+  // Named by its id, its granted row's name, and its first sample's time.
+  EXPECT_EQ(t.title, "lease abc (llama), from " + views::wallTime(10, false));
 }
 
 }  // namespace
