@@ -96,14 +96,7 @@ int runEvents(const EventsOptions& o) {
     *out = *t;
   }
   views::EventFilter filter{o.eventLeases, o.eventPools, o.eventKinds, std::nullopt};
-  if (!o.user.empty()) {
-    auto uid = userArgument(o.user);
-    if (!uid) {
-      fmt::print(stderr, "tally events: {}\n", uid.error().message);
-      return kExitUsage;
-    }
-    filter.owner = *uid;
-  }
+  if (!userOption("events", o.user, filter.owner)) return kExitUsage;
   if (auto s = views::checkFilter(filter); !s) {
     fmt::print(stderr, "tally events: {}\n", s.error().message);
     return kExitUsage;

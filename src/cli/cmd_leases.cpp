@@ -57,14 +57,7 @@ CLI::App* addLeasesCommand(CLI::App& app, LeasesOptions& o) {
 
 int runLeases(const LeasesOptions& o) {
   std::optional<std::uint32_t> only;
-  if (!o.user.empty()) {
-    auto uid = userArgument(o.user);
-    if (!uid) {
-      fmt::print(stderr, "tally leases: {}\n", uid.error().message);
-      return kExitUsage;
-    }
-    only = *uid;
-  }
+  if (!userOption("leases", o.user, only)) return kExitUsage;
   int rc = kExitOk;
   auto all = allPages<rpc::api::ListLeases>("leases", o, rc);
   if (!all) return rc;

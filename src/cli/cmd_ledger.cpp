@@ -206,6 +206,9 @@ void addLedgerCommand(CLI::App& app, LedgerOptions& o) {
 }
 
 int runLedger(const LedgerOptions& o) {
+  // The command line first: a user nobody is, before any ledger is opened.
+  std::optional<std::uint32_t> owner;
+  if (!userOption("ledger", o.user, owner)) return kExitUsage;
   auto dir = stateDirOf(o);
   if (!dir) return kExitDegraded;
   auto db = ledger::Ledger::openExisting(*dir);
@@ -221,14 +224,7 @@ int runLedger(const LedgerOptions& o) {
   filter.outcome = o.outcome;
   filter.lease = o.lease;
   filter.last = o.limit;
-  if (!o.user.empty()) {
-    auto uid = userArgument(o.user);
-    if (!uid) {
-      fmt::print(stderr, "tally ledger: {}\n", uid.error().message);
-      return kExitUsage;
-    }
-    filter.owner = *uid;
-  }
+  filter.owner = owner;
   std::uint64_t now = clock::realtimeNs();
   for (auto [flag, text, out] : {std::tuple{"--since", &o.since, &filter.sinceNs},
                                  std::tuple{"--until", &o.until, &filter.untilNs}}) {

@@ -34,6 +34,17 @@ Result<std::uint32_t> userArgument(const std::string& text) {
                                    text.substr(0, 64))};
 }
 
+bool userOption(const char* command, const std::string& text, std::optional<std::uint32_t>& out) {
+  if (text.empty()) return true;
+  auto uid = userArgument(text);
+  if (!uid) {
+    fmt::print(stderr, "tally {}: {}\n", command, uid.error().message);
+    return false;
+  }
+  out = *uid;
+  return true;
+}
+
 std::optional<std::uint32_t> ownerOf(const nlohmann::json& row) {
   if (!row.is_object()) return std::nullopt;
   auto it = row.find("owner_uid");

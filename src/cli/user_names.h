@@ -28,6 +28,9 @@ class UserNames {
 
 // --user NAME|UID: the uid. The error names the value and what to pass.
 Result<std::uint32_t> userArgument(const std::string& text);
+// --user as a command reads it: "" leaves `out` unset; a user that does not
+// exist is said as "tally COMMAND: ..." and false returned (exit 2).
+bool userOption(const char* command, const std::string& text, std::optional<std::uint32_t>& out);
 
 // The uid a row (or an event, or an outcome record's "lease") names as its
 // owner; absent when it names none.

@@ -345,6 +345,17 @@ TEST(ClientCli, EveryCommandGivesUpOnASilentDaemon) {
     EXPECT_NE(r.err.find("the daemon at " + path + " did not answer in 300ms"), std::string::npos)
         << r.err;
   }
+  // A --user nobody is: exit 2, nothing asked, in each command that takes it.
+  for (const char* cmd : {"leases", "events", "ledger"}) {
+    auto r = runProgram({TALLY_BINARY, cmd, "--user", "no-such-user-tally", "--socket", path});
+    if (std::string_view(cmd) == "ledger")
+      r = runProgram({TALLY_BINARY, cmd, "--user", "no-such-user-tally", "--state-dir", "/"});
+    EXPECT_EQ(r.exitCode(), 2) << cmd << r.err;
+    EXPECT_EQ(r.err, fmt::format("tally {}: --user no-such-user-tally: no such user on this host; "
+                                 "give a login name or a numeric uid\n",
+                                 cmd))
+        << cmd;
+  }
   // A bad --name is the command line's mistake: exit 2, nothing asked.
   auto badName = runProgram({TALLY_BINARY, "attach", "--pool", "gpu", "--pid", "1", "--name",
                              "no spaces", "--socket", path});
