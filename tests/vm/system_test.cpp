@@ -286,7 +286,7 @@ TEST_F(VmSystem, GpuMemoryMaxKillsTheLeaseAndNothingElse) {
   ASSERT_TRUE(std::regex_match(summary, m,
                                std::regex("killed by tally: GPU memory 128\\.0 MiB over "
                                           "gpu_memory_max 64\\.0 MiB \\(drm-fdinfo, 2 samples "
-                                          "at ([0-9]+ m?s)\\)")))
+                                          "at ([0-9]+(ms|s|us)( [0-9]+(ms|us))*)\\)")))
       << describe(t);
   const auto& events = t.record["gpu"]["bound"]["events"];
   ASSERT_EQ(events.size(), 1u) << describe(t);
