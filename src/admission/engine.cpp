@@ -34,6 +34,24 @@ const char* waitName(Wait w) {
 // (declared leases, Slurm's steps, the operator's runs), never counted.
 static bool countsAgainstShares(const Request& r) { return !r.placed && r.owner != 0; }
 
+// Which of its owner's shares of pool `p` the request would pass, read in
+// one order (leases, memory, GPU memory): the one rule fits(), hold() and
+// waitFigures() all read. None when it fits in every share.
+enum class ShareOver { None, Leases, Memory, GpuMemory };
+static ShareOver shareOver(const config::Pool& p, const PoolUsage& u, const Request& r) {
+  auto mine = u.users.find(r.owner);
+  static const UserUsage kNothing;
+  const UserUsage& m = mine == u.users.end() ? kNothing : mine->second;
+  if (p.perUserCapacity && m.leases >= *p.perUserCapacity) return ShareOver::Leases;
+  if (p.perUserMemoryBudget &&
+      m.memoryDeclared.over(r.declaration.memoryMax.value_or(0), *p.perUserMemoryBudget))
+    return ShareOver::Memory;
+  if (p.perUserGpuMemoryBudget &&
+      m.gpuMemoryDeclared.over(r.declaration.gpuMemoryMax.value_or(0), *p.perUserGpuMemoryBudget))
+    return ShareOver::GpuMemory;
+  return ShareOver::None;
+}
+
 Engine::Engine(std::vector<config::Pool> pools) : pools_(std::move(pools)) {
   for (const auto& p : pools_) {
     usage_[p.name];
@@ -229,18 +247,11 @@ Status Engine::hold(Request r) {
       over += fmt::format("; pool '{}' is over its GPU memory budget", name);
     }
     if (countsAgainstShares(r)) {
-      auto mine = u.users.find(r.owner);
-      const std::size_t leases = mine == u.users.end() ? 0 : mine->second.leases;
-      if (p->perUserCapacity && leases + 1 > *p->perUserCapacity)
+      ShareOver share = shareOver(*p, u, r);
+      if (share == ShareOver::Leases)
         over += fmt::format("; uid {} is over its share of pool '{}' (per_user_capacity {})",
                             r.owner, name, *p->perUserCapacity);
-      else if (mine != u.users.end() &&
-               ((p->perUserMemoryBudget &&
-                 mine->second.memoryDeclared.over(r.declaration.memoryMax.value_or(0),
-                                                  *p->perUserMemoryBudget)) ||
-                (p->perUserGpuMemoryBudget &&
-                 mine->second.gpuMemoryDeclared.over(r.declaration.gpuMemoryMax.value_or(0),
-                                                     *p->perUserGpuMemoryBudget))))
+      else if (share != ShareOver::None)
         over += fmt::format("; uid {} is over its share of pool '{}' (per_user_*_budget)", r.owner,
                             name);
     }
@@ -293,16 +304,7 @@ std::optional<Wait> Engine::fits(const Request& r, const HeadroomFn& headroom,
       for (const auto& q : pools_)
         if (q.name == name) p = &q;
       if (!p) continue;
-      const PoolUsage& u = usage(name);
-      auto mine = u.users.find(r.owner);
-      static const UserUsage kNothing;
-      const UserUsage& m = mine == u.users.end() ? kNothing : mine->second;
-      if ((p->perUserCapacity && m.leases >= *p->perUserCapacity) ||
-          (p->perUserMemoryBudget &&
-           m.memoryDeclared.over(r.declaration.memoryMax.value_or(0), *p->perUserMemoryBudget)) ||
-          (p->perUserGpuMemoryBudget &&
-           m.gpuMemoryDeclared.over(r.declaration.gpuMemoryMax.value_or(0),
-                                    *p->perUserGpuMemoryBudget))) {
+      if (shareOver(*p, usage(name), r) != ShareOver::None) {
         if (blocking) *blocking = name;
         return Wait::UserShare;
       }
@@ -500,34 +502,28 @@ WaitFigures waitFigures(const Request& r, Wait w, const config::Pool& p, const P
       auto mine = u.users.find(r.owner);
       static const UserUsage kNothing;
       const UserUsage& m = mine == u.users.end() ? kNothing : mine->second;
-      if (p.perUserCapacity && m.leases >= *p.perUserCapacity) {
+      const ShareOver share = shareOver(p, u, r);
+      if (share == ShareOver::Leases) {
         f.unit = "leases";
         f.needed = 1;
         f.free = 0;
         f.detail =
             fmt::format("uid {}'s share of pool {}: {} of {} leases held (per_user_capacity)",
                         r.owner, p.name, m.leases, *p.perUserCapacity);
-      } else if (!(p.perUserMemoryBudget &&
-                   m.memoryDeclared.over(r.declaration.memoryMax.value_or(0),
-                                         *p.perUserMemoryBudget)) &&
-                 !(p.perUserGpuMemoryBudget &&
-                   m.gpuMemoryDeclared.over(r.declaration.gpuMemoryMax.value_or(0),
-                                            *p.perUserGpuMemoryBudget))) {
+      } else if (share == ShareOver::None) {
         // Read after the owner's lease ended, before the next grant pass.
         f.detail = fmt::format("uid {}'s share of pool {}: room again (granted at the next pass)",
                                r.owner, p.name);
       } else {
-        const bool memory =
-            p.perUserMemoryBudget &&
-            m.memoryDeclared.over(r.declaration.memoryMax.value_or(0), *p.perUserMemoryBudget);
-        const auto& share = memory ? p.perUserMemoryBudget : p.perUserGpuMemoryBudget;
+        const bool memory = share == ShareOver::Memory;
+        const auto& limit = memory ? p.perUserMemoryBudget : p.perUserGpuMemoryBudget;
         const std::uint64_t held = memory ? m.memoryDeclared.value() : m.gpuMemoryDeclared.value();
         f.needed = (memory ? r.declaration.memoryMax : r.declaration.gpuMemoryMax).value_or(0);
-        f.free = share && *share > held ? *share - held : 0;
+        f.free = limit && *limit > held ? *limit - held : 0;
         f.detail =
             fmt::format("uid {}'s share of pool {}'s {}: needs {}, {} of {} left ({})", r.owner,
                         p.name, memory ? "memory" : "GPU memory", humanBytes(*f.needed),
-                        humanBytes(*f.free), humanBytes(share.value_or(0)),
+                        humanBytes(*f.free), humanBytes(limit.value_or(0)),
                         memory ? "per_user_memory_budget" : "per_user_gpu_memory_budget");
       }
       break;
