@@ -67,6 +67,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
       named(rpc::api::decodeHelloReply(r));
       named(rpc::api::decodeLeaseReply(r));
       named(rpc::api::decodeReleaseReply(r));
+      named(rpc::api::decodeReloadReply(r));
       named(rpc::api::decodeCompleteReply(r));
       named(rpc::api::decodeBoundReply(r));
       named(rpc::api::decodeSubscribeReply(r));

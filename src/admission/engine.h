@@ -172,6 +172,21 @@ class Engine {
   Status hold(Request r);
   // A holder leaves; false if it held nothing.
   bool release(const std::string& id);
+  // A reload's pools (daemon/service_reload.cpp). Checked whole before
+  // anything changes: a change that would strand a live lease is refused,
+  // and the error names each holder and the limit that would leave it out
+  // (a pool it holds removed; a capacity, budget or user's share lowered
+  // below what its holders hold; a budget set that a holder declared no
+  // figure for). A limit a recovery already found over is not made the
+  // reload's fault unless the change lowers it further. Applied, it returns
+  // the waiting requests the new pools can never grant (check() refuses
+  // them, with `totals`), each with why; they are out of the queue.
+  struct Dropped {
+    std::string id;
+    std::string why;
+  };
+  Result<std::vector<Dropped>> reconfigure(std::vector<config::Pool> pools,
+                                           const TotalsFn& totals = {});
   // What buffers of the pool's ended leases hold now (PoolUsage::gpuResidue);
   // true when it changed (a grant pass may then admit more).
   bool setGpuResidue(const std::string& pool, std::uint64_t bytes);

@@ -13,10 +13,12 @@
 #include "cli/exit_codes.h"
 #include "config/config.h"
 #include "config/listing.h"
+#include "config/suggest.h"
 #include "daemon/host_check.h"
 #include "daemon/startup.h"
 #include "host/snapshot.h"
 #include "ledger/ledger.h"
+#include "util/units.h"
 
 namespace tally::cli {
 
@@ -31,8 +33,8 @@ void addDaemonCommand(CLI::App& app, DaemonOptions& o) {
       "in the hash-chained ledger under [daemon] state_dir. On start it re-adopts the leases the "
       "ledger\n"
       "says are open (same unit, same cgroup inode) and closes the ones that vanished as 'lost'.\n"
-      "Under systemd use Type=notify (READY/STATUS; WatchdogSec= is honoured). See "
-      "docs/daemon.md.\n\n"
+      "Under systemd use Type=notify (READY/STATUS; WatchdogSec= is honoured). SIGHUP reads "
+      "the config\nagain (tally daemon reload --help says what changes). See docs/daemon.md.\n\n"
       "Example: tally daemon --config /etc/tally/tally.toml\n"
       "Exit status: 0 stopped by SIGTERM/SIGINT, 1 the config has problems, 3 the socket, state "
       "dir or\n"
@@ -96,7 +98,8 @@ int runDaemon(const fs::RootPaths& paths, const DaemonOptions& o) {
 }
 
 void addConfigCommand(CLI::App& app, ConfigCheckOptions& o) {
-  auto* cfg = app.add_subcommand("config", "Check the daemon's TOML config");
+  auto* cfg =
+      app.add_subcommand("config", "Check the daemon's TOML config, or suggest one for this host");
   cfg->require_subcommand(1);
   auto* check = cfg->add_subcommand(
       "check", "Validate a config: every problem with its line; unknown keys are errors");
@@ -124,6 +127,77 @@ void addConfigCommand(CLI::App& app, ConfigCheckOptions& o) {
       "  gtt_ceiling = \"smaller\"   # or \"graphics\" (Mesa, Vulkan), \"compute\" (ROCm)");
   check->add_option("FILE", o.file, "the config file")->default_str(kDefaultConfig);
   check->add_flag("--json", o.json, "print the effective config (or the problems) as JSON");
+
+  auto* suggest = cfg->add_subcommand(
+      "suggest", "Print a config whose pools fit this host (MemTotal, GTT ceilings, VRAM)");
+  suggest->footer(
+      "Like slurmd -C: the figures come from this host, each commented with its source. GTT is "
+      "system RAM\nthe memory cgroup does not see, so the GPU budget (the devices' GTT ceilings, "
+      "at most MemTotal\nless the reserve, plus VRAM) and the host memory budget (what is left) "
+      "never together promise\nmore RAM than there is. Each pool's default share is its budget "
+      "over its capacity, so a bare\n'tally run --pool gpu -- CMD' is granted. Nothing is "
+      "declared until you install the file:\n"
+      "  tally config suggest > tally.toml && tally config check tally.toml\n"
+      "  sudo install -m 0644 tally.toml /etc/tally/tally.toml && sudo systemctl reload tally\n"
+      "Exit status: 0 printed, 2 a bad option, 3 /proc/meminfo cannot be read.");
+  suggest->add_option("--capacity", o.capacity, "leases a pool holds at once")
+      ->default_val(4)
+      ->check(CLI::Range(1, 1'000'000));
+  suggest->add_option("--reserve", o.reserve,
+                      "memory kept out of every budget for the system and unleased work, e.g. "
+                      "16G (default: an eighth of MemTotal, at least 4 GiB)");
+  suggest->callback([&o] { o.suggest = true; });
+}
+
+int runConfigSuggest(const fs::RootPaths& roots, const ConfigCheckOptions& o) {
+  config::SuggestOptions opts;
+  opts.capacity = o.capacity;
+  if (!o.reserve.empty()) {
+    auto r = units::parseSize(o.reserve);
+    if (!r) {
+      fmt::print(stderr, "tally config suggest: --reserve {}: {}\n", o.reserve, r.error().message);
+      return kExitUsage;
+    }
+    opts.reserve = *r;
+  }
+  auto proc = fs::Root::open(roots.proc);
+  auto sys = fs::Root::open(roots.sys);
+  if (!proc || !sys) {
+    fmt::print(stderr, "tally config suggest: {}\n", (!proc ? proc : sys).error().message);
+    return kExitEnvironment;
+  }
+  host::Snapshot snapshot = host::readSnapshot(*proc, *sys);
+  config::HostFigures figures;
+  figures.memTotal = snapshot.meminfo.memTotal;
+  for (const auto& d : snapshot.devices.devices) {
+    const devices::DeviceMemory* gtt = d.region("gtt");
+    const devices::DeviceMemory* vram = d.region("vram");
+    if (!gtt && !vram) continue;  // no memory figures: nothing a budget could name
+    if (!d.pdev) {
+      figures.leftOut.push_back(fmt::format("{}: not a PCI device a pool can name", d.key));
+      continue;
+    }
+    auto ceilings = snapshot.ceilings(d);
+    auto ceiling = ceilings.forConsumer(devices::GttConsumer::Smaller);
+    if (gtt && !ceiling) {
+      figures.leftOut.push_back(fmt::format("{}: its GTT ceiling is unknown ({})", *d.pdev,
+                                            ceilings.graphics.unknown.value_or("no figure")));
+      continue;
+    }
+    if (vram && !vram->totalBytes) {
+      figures.leftOut.push_back(fmt::format("{}: its VRAM size is unknown", *d.pdev));
+      continue;
+    }
+    figures.gpus.push_back(
+        {*d.pdev, ceiling.value_or(0), ceilings.smallerInWords(), vram ? *vram->totalBytes : 0});
+  }
+  auto text = config::suggestConfig(figures, opts);
+  if (!text) {
+    fmt::print(stderr, "tally config suggest: {}\n", text.error().message);
+    return figures.memTotal ? kExitUsage : kExitEnvironment;
+  }
+  fmt::print("{}", *text);
+  return kExitOk;
 }
 
 int runConfigCheck(const fs::RootPaths& roots, const ConfigCheckOptions& o) {

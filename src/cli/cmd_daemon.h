@@ -20,6 +20,10 @@ struct DaemonOptions {
 struct ConfigCheckOptions {
   std::string file = kDefaultConfig;
   bool json = false;
+  // `tally config suggest`
+  bool suggest = false;
+  std::uint64_t capacity = 4;
+  std::string reserve;  // a size; empty: the default (config/suggest.h)
 };
 
 void addDaemonCommand(CLI::App& app, DaemonOptions& opts);
@@ -27,5 +31,7 @@ int runDaemon(const fs::RootPaths& paths, const DaemonOptions& opts);
 void addConfigCommand(CLI::App& app, ConfigCheckOptions& opts);
 // Needs the roots: it checks the config against this host too.
 int runConfigCheck(const fs::RootPaths& roots, const ConfigCheckOptions& opts);
+// `tally config suggest`: pools from this host's MemTotal and GPUs, as TOML on stdout.
+int runConfigSuggest(const fs::RootPaths& roots, const ConfigCheckOptions& opts);
 
 }  // namespace tally::cli

@@ -20,9 +20,9 @@ using json = nlohmann::json;
 using jsonview::bytesOrDash;
 
 void printLeases(const json& leases) {
-  fmt::print("{:<12}  {:<16}  {:<8}  {:<7}  {:<8}  {:<14}  {:>10}  {:>10}  {:>10}  {:>10}  {}\n",
-             "LEASE", "NAME", "USER", "KIND", "STATE", "POOLS", "MEM-MAX", "MEM-NOW", "GPU-MAX",
-             "GPU-NOW", "AGE/QUEUE");
+  // The column names tally top uses (NOW/MAX: measured now, declared max).
+  fmt::print("{:<12}  {:<16}  {:<8}  {:<7}  {:<8}  {:<14}  {:>21}  {:>21}  {}\n", "LEASE", "NAME",
+             "USER", "KIND", "STATE", "POOLS", "MEM NOW/MAX", "GPU NOW/MAX", "AGE/QUEUE");
   for (const auto& l : leases) {
     std::string pools;
     for (const auto& p : l["pools"])
@@ -35,11 +35,14 @@ void printLeases(const json& leases) {
             : ageText(l.contains("started_at_ns") ? l["started_at_ns"] : l["granted_at_ns"]);
     json mem = l.contains("memory") ? l["memory"]["current_bytes"] : json();
     json gpu = l.contains("gpu") ? l["gpu"]["current_bytes"] : json();
-    printLine(fmt::format(
-        "{:<12}  {:<16}  {:<8}  {:<7}  {:<8}  {:<14}  {:>10}  {:>10}  {:>10}  {:>10}  {}",
-        l.value("lease", ""), l.value("name", ""), l.value("user", "-"), l.value("kind", ""), state,
-        pools, bytesOrDash(l["declared"]["memory_max"]), bytesOrDash(mem),
-        bytesOrDash(l["declared"]["gpu_memory_max"]), bytesOrDash(gpu), where));
+    auto nowMax = [](const json& now, const json& max) {
+      return fmt::format("{}/{}", bytesOrDash(now), bytesOrDash(max));
+    };
+    printLine(fmt::format("{:<12}  {:<16}  {:<8}  {:<7}  {:<8}  {:<14}  {:>21}  {:>21}  {}",
+                          l.value("lease", ""), l.value("name", ""), l.value("user", "-"),
+                          l.value("kind", ""), state, pools,
+                          nowMax(mem, l["declared"]["memory_max"]),
+                          nowMax(gpu, l["declared"]["gpu_memory_max"]), where));
   }
 }
 

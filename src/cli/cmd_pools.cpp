@@ -19,14 +19,15 @@ using json = nlohmann::json;
 using jsonview::bytesOrDash;
 
 void printPools(const json& pools) {
-  fmt::print("{:<12}  {:>9}  {:>6}  {:>21}  {:>21}  {:>10}  {:>10}\n", "POOL", "HOLDERS", "QUEUE",
-             "MEMORY DECL/BUDGET", "GPU DECL/BUDGET", "HOST-FREE", "GPU-FREE");
+  // The column names tally top uses (ROOM: measured headroom).
+  fmt::print("{:<12}  {:>9}  {:>6}  {:>23}  {:>23}  {:>10}  {:>10}\n", "POOL", "HOLDERS", "QUEUE",
+             "MEMORY DECLARED/BUDGET", "GPU DECLARED/BUDGET", "HOST ROOM", "GPU ROOM");
   for (const auto& p : pools) {
     auto pair = [](const json& declared, const json& budget) {
       if (!budget.is_number_unsigned()) return std::string("- (no budget)");
       return fmt::format("{}/{}", bytesOrDash(declared), bytesOrDash(budget));
     };
-    fmt::print("{:<12}  {:>9}  {:>6}  {:>21}  {:>21}  {:>10}  {:>10}\n", p.value("pool", ""),
+    fmt::print("{:<12}  {:>9}  {:>6}  {:>23}  {:>23}  {:>10}  {:>10}\n", p.value("pool", ""),
                fmt::format("{}/{}", p["holders"].size(), p.value("capacity", 0)), p["queue"].size(),
                pair(p["memory_declared"], p["memory_budget"]),
                pair(p["gpu_memory_declared"], p["gpu_memory_budget"]),

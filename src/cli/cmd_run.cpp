@@ -329,16 +329,26 @@ int runRun(const fs::RootPaths& paths, const RunOptions& opts) {
                "without one, add --detach (its output goes to the journal: tally logs ID)\n");
   }
 
-  // Standalone leases are recorded in the local ledger; pool leases by the daemon.
+  // Standalone leases are recorded in the local ledger; pool leases by the
+  // daemon. A ledger that exists is opened now (its coverage row plans the
+  // run). One that does not is made only once the command ran: a refusal is
+  // said on stderr and never creates a ledger (as root: the system's, which
+  // is the daemon's), but it must be creatable before anything runs.
   std::optional<ledger::Ledger> ledger;
+  std::string stateDir;
   if (opts.pools.empty()) {
-    std::string stateDir = opts.stateDir.empty() ? ledger::defaultStateDir() : opts.stateDir;
-    auto opened = ledger::Ledger::open(stateDir);
-    if (!opened) {
-      fmt::print(stderr, "tally run: {}; the command was not run\n", opened.error().message);
+    stateDir = opts.stateDir.empty() ? ledger::defaultStateDir() : opts.stateDir;
+    if (ledger::ledgerExists(stateDir)) {
+      auto opened = ledger::Ledger::open(stateDir);
+      if (!opened) {
+        fmt::print(stderr, "tally run: {}; the command was not run\n", opened.error().message);
+        return kRunExitRefused;
+      }
+      ledger.emplace(std::move(*opened));
+    } else if (auto s = ledger::canCreateLedger(stateDir); !s) {
+      fmt::print(stderr, "tally run: {}; the command was not run\n", s.error().message);
       return kRunExitRefused;
     }
-    ledger.emplace(std::move(*opened));
   }
   auto reconnect = units::parseDurationUs(opts.reconnectTimeout);
   if (!reconnect) {
@@ -455,6 +465,16 @@ int runRun(const fs::RootPaths& paths, const RunOptions& opts) {
   // A standalone run is its user's own (a pool lease's owner is the daemon's word).
   if (!daemonLease && doc["lease"].is_object()) doc["lease"]["owner_uid"] = ::getuid();
   std::string recordText = doc.dump();
+  if (!stateDir.empty() && !ledger &&
+      record.outcome.cls != lease::OutcomeClass::ContainmentRefused) {
+    // The command ran: its record is the first the ledger holds.
+    auto opened = ledger::Ledger::open(stateDir);
+    if (opened)
+      ledger.emplace(std::move(*opened));
+    else
+      fmt::print(stderr, "tally run: WARNING: {}; the record follows\n{}\n", opened.error().message,
+                 recordText);
+  }
   if (ledger) {
     if (auto s = ledger->appendOutcome(record.spec.id, recordText); !s) {
       // Nothing lost: the record goes to stderr when the ledger refuses it.

@@ -12,6 +12,7 @@
 
 #include "cli/cmd_attach.h"
 #include "cli/cmd_daemon.h"
+#include "cli/cmd_daemon_reload.h"
 #include "cli/cmd_daemon_status.h"
 #include "cli/cmd_doctor.h"
 #include "cli/cmd_events.h"
@@ -127,6 +128,8 @@ int main(int argc, char** argv) {
   auto* seatsCmd = cli::addSeatsCommand(app, seatsOpts);
   cli::DaemonStatusOptions daemonStatusOpts;
   auto* daemonStatusCmd = cli::addDaemonStatusCommand(app, daemonStatusOpts);
+  cli::DaemonReloadOptions daemonReloadOpts;
+  auto* daemonReloadCmd = cli::addDaemonReloadCommand(app, daemonReloadOpts);
   cli::MetricsOptions metricsOpts;
   auto* metricsCmd = cli::addMetricsCommand(app, metricsOpts);
   cli::TopOptions topOpts;
@@ -176,8 +179,11 @@ int main(int argc, char** argv) {
     if (app.got_subcommand("doctor")) return cli::runDoctor(roots, doctor);
     if (app.got_subcommand("ledger")) return cli::runLedger(ledger);
     if (daemonStatusCmd && daemonStatusCmd->parsed()) return cli::runDaemonStatus(daemonStatusOpts);
+    if (daemonReloadCmd && daemonReloadCmd->parsed()) return cli::runDaemonReload(daemonReloadOpts);
     if (app.got_subcommand("daemon")) return cli::runDaemon(roots, daemonOpts);
-    if (app.got_subcommand("config")) return cli::runConfigCheck(roots, configOpts);
+    if (app.got_subcommand("config"))
+      return configOpts.suggest ? cli::runConfigSuggest(roots, configOpts)
+                                : cli::runConfigCheck(roots, configOpts);
     if (app.got_subcommand("top")) return cli::runTop(topOpts);
     if (app.got_subcommand("completion")) {
       std::string text = completionShell == "zsh"    ? cli::zshCompletion(app)

@@ -11,6 +11,7 @@
 #include "admission/engine.h"
 #include "daemon/headroom.h"
 #include "fs/secure_dir.h"
+#include "ledger/ledger.h"
 #include "util/units.h"
 
 namespace tally::daemon {
@@ -103,6 +104,28 @@ HostFindings checkOnHost(const config::Config& c, const host::Snapshot& host,
           p.name, units::humanBytes(*p.gpuMemoryBudget), units::humanBytes(*totals.gpuBytes)));
   }
   return f;
+}
+
+}  // namespace tally::daemon
+
+namespace tally::daemon {
+
+Result<config::Config> readChecked(const std::string& path, const fs::Root& proc,
+                                   const fs::Root& sys) {
+  auto parsed = config::load(path);
+  if (!parsed.config) {
+    std::vector<std::string> problems;
+    for (const auto& p : parsed.problems)
+      problems.push_back(p.line ? fmt::format("{}:{}: {}", path, p.line, p.message) : p.message);
+    return Error{
+        0, fmt::format("{} ('tally config check {}' lists them)", fmt::join(problems, "; "), path)};
+  }
+  const config::Config& c = *parsed.config;
+  std::string stateDir = c.daemon.stateDir.empty() ? ledger::defaultStateDir() : c.daemon.stateDir;
+  auto found = checkOnHost(c, host::readSnapshot(proc, sys), stateDir);
+  if (!found.problems.empty())
+    return Error{0, fmt::format("{}: {}", path, fmt::join(found.problems, "; "))};
+  return std::move(*parsed.config);
 }
 
 }  // namespace tally::daemon

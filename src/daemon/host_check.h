@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "config/config.h"
+#include "fs/root.h"
 #include "host/snapshot.h"
 
 namespace tally::daemon {
@@ -24,5 +25,11 @@ struct HostFindings {
 // lease could be granted (admission::Engine::check, as the daemon asks it).
 HostFindings checkOnHost(const config::Config& c, const host::Snapshot& host,
                          const std::string& stateDir);
+
+// A reload's gate (ServiceEnv::readConfig): the file read and checked as
+// `config check` checks it, on this host now. The config, or every problem
+// in one message (warnings do not refuse it, as they do not refuse a start).
+Result<config::Config> readChecked(const std::string& path, const fs::Root& proc,
+                                   const fs::Root& sys);
 
 }  // namespace tally::daemon

@@ -181,25 +181,28 @@ const Lease* LeaseBook::ofCgroup(const std::string& cgroup, std::uint64_t inode)
   return nullptr;
 }
 
+admission::WaitFigures LeaseBook::waitAt(std::size_t index,
+                                         const admission::HeadroomFn& headroom) const {
+  auto q = engine_.at(index);
+  if (!q.reason) return {};
+  const config::Pool* pool = nullptr;
+  for (const auto& p : engine_.pools())
+    if (p.name == engine_.waitPool(index)) pool = &p;
+  if (!pool && *q.reason != admission::Wait::Behind) return {};
+  static const config::Pool kNone{};
+  bool measured =
+      *q.reason == admission::Wait::HostHeadroom || *q.reason == admission::Wait::GpuHeadroom;
+  admission::Headroom h = measured && pool && headroom ? headroom(*pool) : admission::Headroom{};
+  return admission::waitFigures(*q.req, *q.reason, pool ? *pool : kNone,
+                                engine_.usage(pool ? pool->name : std::string()), h);
+}
+
 LeaseBook::Move LeaseBook::moveAt(std::size_t index, const admission::HeadroomFn& headroom,
                                   std::uint64_t nowUs) {
   auto q = engine_.at(index);
   Lease* l = find(q.req->id);
   Move m{l, index + 1, engine_.queued(), q.reason, engine_.waitPool(index), {}};
-  if (q.reason) {
-    const config::Pool* pool = nullptr;
-    for (const auto& p : engine_.pools())
-      if (p.name == m.pool) pool = &p;
-    if (pool || *q.reason == admission::Wait::Behind) {
-      static const config::Pool kNone{};
-      bool measured =
-          *q.reason == admission::Wait::HostHeadroom || *q.reason == admission::Wait::GpuHeadroom;
-      admission::Headroom h =
-          measured && pool && headroom ? headroom(*pool) : admission::Headroom{};
-      m.figures = admission::waitFigures(*q.req, *q.reason, pool ? *pool : kNone,
-                                         engine_.usage(pool ? pool->name : std::string()), h);
-    }
-  }
+  m.figures = waitAt(index, headroom);
   if (l) {
     l->toldPosition(index + 1, nowUs);
   }

@@ -51,6 +51,13 @@ class LeaseBook {
   bool setGpuResidue(const std::string& pool, std::uint64_t bytes) {
     return engine_.setGpuResidue(pool, bytes);
   }
+  // A reload's pools, refused whole when they would strand a live lease
+  // (admission::Engine::reconfigure); applied, the waiters they can never
+  // grant, out of the queue (still in the book: the caller ends them).
+  Result<std::vector<admission::Engine::Dropped>> reconfigure(std::vector<config::Pool> pools,
+                                                              const admission::TotalsFn& totals) {
+    return engine_.reconfigure(std::move(pools), totals);
+  }
   // Recovery: a lease that already runs holds its pools without waiting. The
   // error says when that puts a pool over its limits.
   Status hold(std::unique_ptr<Lease> l);
@@ -100,6 +107,9 @@ class LeaseBook {
   // One waiter's place and reason now (a request that must not wait is
   // refused with it); nullopt when `id` is not queued.
   std::optional<Move> waitOf(const std::string& id, const admission::HeadroomFn& headroom);
+  // What waiter `index` (< queued()) waits for, in numbers and one line
+  // (admission::waitFigures), without telling it: the seat rows show it.
+  admission::WaitFigures waitAt(std::size_t index, const admission::HeadroomFn& headroom) const;
 
   const admission::Engine& engine() const { return engine_; }
   // A waiting attach's held figures measured again (admission::Engine::lowerHeld).

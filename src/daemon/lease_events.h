@@ -159,7 +159,9 @@ class LeaseEvents {
   std::map<std::uint64_t, Follower> subscribers_;  // by connection
   std::uint64_t replayTurn_ = 0;                   // the connection served a slice last
   std::map<std::string, std::uint64_t> boundCounts_, outcomeCounts_;
-  std::map<std::string, std::uint64_t> queueEnds_{{"queue-timeout", 0}, {"cancelled", 0}};
+  std::map<std::string, std::uint64_t> queueEnds_{{rpc::api::kQueueTimeoutKind, 0},
+                                                  {rpc::api::kCancelledKind, 0},
+                                                  {rpc::api::kReloadRefusedKind, 0}};
   std::map<std::string, ShortfallCount> shortfalls_{{"gpu", {}}, {"host", {}}};
   RowBudget rows_;
   std::uint64_t startedAtNs_ = 0;

@@ -143,10 +143,12 @@ int Server::run(Service& service) {
   sigemptyset(&stop);
   sigaddset(&stop, SIGTERM);
   sigaddset(&stop, SIGINT);
+  if (hangup_) sigaddset(&stop, SIGHUP);
   sigprocmask(SIG_BLOCK, &stop, nullptr);
   ::signal(SIGPIPE, SIG_IGN);
   sd_event_add_signal(event_, nullptr, SIGTERM, nullptr, nullptr);
   sd_event_add_signal(event_, nullptr, SIGINT, nullptr, nullptr);
+  if (hangup_) sd_event_add_signal(event_, nullptr, SIGHUP, &Server::onHangupSignal, this);
   sd_event_set_watchdog(event_, 1);  // pings WATCHDOG=1 when WatchdogSec= is set
   sd_event_add_time_relative(event_, &sampleTimer_, CLOCK_MONOTONIC, cfg_.daemon.sampleIntervalUs,
                              10'000, &Server::onTimer, this);
@@ -172,6 +174,16 @@ int Server::run(Service& service) {
   sd_notify(0, "STOPPING=1");
   service_ = nullptr;
   return r < 0 ? 1 : 0;
+}
+
+int Server::onHangupSignal(sd_event_source*, const struct signalfd_siginfo*, void* self) {
+  auto* srv = static_cast<Server*>(self);
+  // systemd's reload protocol: RELOADING=1 until READY=1 says it is done.
+  sd_notify(0, "RELOADING=1");
+  srv->hangup_();
+  sd_notify(0, "READY=1");
+  srv->notifyStatus();
+  return 0;
 }
 
 void Server::notifyStatus() {

@@ -48,6 +48,9 @@ class Server final : public Outbox, public Watches {
   sd_event* event() const { return event_; }
   // Called after every sample round (the metrics textfile and HTTP snapshot).
   void afterSample(std::function<void()> fn) { afterSample_ = std::move(fn); }
+  // Called on SIGHUP, in the loop (a config reload); none: SIGHUP stops the
+  // daemon as SIGTERM does.
+  void onHangup(std::function<void()> fn) { hangup_ = std::move(fn); }
 
   bool send(std::uint64_t conn, std::string line) override;
   void wantTurn() override;
@@ -108,6 +111,8 @@ class Server final : public Outbox, public Watches {
   std::uint64_t nextConn_ = 1;
   std::string lastStatus_;
   std::function<void()> afterSample_;
+  std::function<void()> hangup_;
+  static int onHangupSignal(sd_event_source*, const struct signalfd_siginfo*, void* self);
 };
 
 }  // namespace tally::daemon

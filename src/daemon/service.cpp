@@ -159,6 +159,16 @@ void Service::handle(std::uint64_t conn, const Peer& peer, const rpc::Request& r
       });
     case Method::Lease:
       return with(rpc::api::decodeLeaseQuery(params), [&](auto& p) { onLeaseQuery(conn, id, p); });
+    case Method::Reload:
+      return with(rpc::api::decodeEmpty(params), [&](auto&) {
+        if (peer.uid != 0 && peer.uid != ::geteuid())
+          return fail(conn, id, code::kForbidden,
+                      "only root (or the daemon's own user) reloads the daemon's config: sudo "
+                      "tally daemon reload");
+        auto r = reload();
+        if (!r) return fail(conn, id, code::kRefused, r.error().message);
+        reply(conn, id, rpc::api::encode(rpc::api::ReloadReply{std::move(*r)}));
+      });
     case Method::Hello:
       return with(rpc::api::decodeEmpty(params), [&](auto&) {
         reply(conn, id,

@@ -21,7 +21,7 @@
 //   anyone who can connect   hello, pools, leases, lease, seats, overview,
 //                            metrics, subscribe, acquire
 //   the lease's owner, root  started, complete, bound, resume, release, cancel
-//   root                     attach (and anyone to a cgroup directory they own;
+//   root                     reload; attach (and anyone to a cgroup directory they own;
 //                            --memory-max only where they could write
 //                            memory.max themselves, never on a systemd unit)
 //
@@ -32,6 +32,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -93,6 +94,11 @@ struct ServiceEnv {
   // can. Said at start, in the overview (daemon status) and as
   // tally_containment_possible.
   std::vector<std::string> cannotContain = {};
+  // A reload's config: the file read again and put through every check
+  // `tally config check` makes (config::load, daemon::checkOnHost), or all
+  // of its problems in one message. Null: nothing to read again (a reload
+  // is refused, saying so).
+  std::function<Result<config::Config>()> readConfig = nullptr;
 };
 
 class Service {
@@ -161,6 +167,16 @@ class Service {
   // metrics are made of. `nowNs` is CLOCK_REALTIME.
   json seats(std::uint64_t nowNs) { return views_.seats(nowNs); }
   json overview(std::uint64_t nowNs) { return views_.overview(nowNs); }
+
+  // `tally daemon reload`, SIGHUP, `systemctl reload tally`: the config read
+  // again through the gate `config check` is (env.readConfig). Pools and
+  // [leases.*] change in place; a change that would strand a live lease (a
+  // pool it holds removed, a limit lowered below what its holders hold) is
+  // refused whole and nothing changes. A waiter the new pools can never
+  // grant is refused ("refused-by-reload"). [daemon] settings are read at
+  // start only: said, not applied. Returns what changed, one line each (the
+  // journal has them too); the error says why nothing did.
+  Result<std::vector<std::string>> reload();
 
   std::size_t liveLeases() const { return book_.live(); }
   std::size_t queuedRequests() const { return book_.queued(); }

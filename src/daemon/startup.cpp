@@ -21,6 +21,7 @@
 #include "contain/host_layout.h"
 #include "contain/systemd_lease.h"
 #include "coverage/assess.h"
+#include "daemon/host_check.h"
 #include "daemon/metrics_publisher.h"
 #include "daemon/pool_access.h"
 #include "daemon/server.h"
@@ -146,6 +147,9 @@ Ended serve(const StartOptions& o) {
                          daemon::limitsFromConfig(cfg.daemon)};
   env.kernelCharge = kernelCharge.charge.get();
   env.build = o.build;
+  // A reload (SIGHUP, `tally daemon reload`) reads the file it started from,
+  // through the same gate as `tally config check`.
+  env.readConfig = [path = o.config, &proc, &sys] { return readChecked(path, *proc, *sys); };
   // A host where no lease can be contained is said now, loudly, not found
   // out at the first refused run (daemon status and the metrics say it too).
   env.cannotContain =
@@ -311,6 +315,7 @@ Ended serve(const StartOptions& o) {
   fmt::print(stderr, "tally daemon: serving {} on {}; ledger {}; {}\n",
              text::counted(cfg.pools.size(), "pool", "pools"), cfg.daemon.socket, db->path(),
              service.statusLine());
+  server.onHangup([&service] { (void)service.reload(); });  // said in the journal either way
   int rc = server.run(service);
   fmt::print(
       stderr,

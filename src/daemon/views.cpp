@@ -55,6 +55,10 @@ json Views::lease(const Lease& l, const admission::Engine::Queued* queued, std::
     auto why = queued ? queued->reason : engine.waitReason(l.id);
     j["position"] = position ? json(*position) : json(nullptr);
     j["waiting_for"] = why ? json(admission::waitName(*why)) : json(nullptr);
+    // What it waits for in one line, as its client hears it ("pool gpu is
+    // full: 4 of 4 leases hold it"): top shows it on the queued row.
+    if (position && why)
+      if (auto line = waitingLine(*position - 1); !line.empty()) j["waiting_detail"] = line;
   } else {
     j["granted_at_ns"] = l.grantedAtNs();
   }
@@ -172,9 +176,16 @@ Views::Page Views::leases(const rpc::api::ListPage& page) {
 }
 
 Views::Page Views::seatsPage(const rpc::api::ListPage& page, std::uint64_t nowNs) {
-  return listing(page, [&](const Lease& l, const admission::Engine::Queued*, std::size_t) {
-    return seats::seatRow(seatFacts(l), nowNs, cfg_.daemon.sampleIntervalUs);
+  return listing(page, [&](const Lease& l, const admission::Engine::Queued* q, std::size_t i) {
+    seats::SeatFacts f = seatFacts(l);
+    if (q) f.waiting = waitingLine(i);
+    return seats::seatRow(f, nowNs, cfg_.daemon.sampleIntervalUs);
   });
+}
+
+std::string Views::waitingLine(std::size_t index) {
+  return book_.waitAt(index, [this](const config::Pool& p) { return measures_.headroomFor(p); })
+      .detail;
 }
 
 json Views::leasesReply(const rpc::api::ListPage& page) {

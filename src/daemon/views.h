@@ -102,6 +102,9 @@ class Views {
   void setKernelUpkeep(const KernelUpkeep* u) { upkeep_ = u; }
 
  private:
+  // A waiter's wait in one line, as its client hears it ("pool gpu is full:
+  // 4 of 4 leases hold it"), from queue index `index`; "" when none.
+  std::string waitingLine(std::size_t index);
   bpf::Verdict kernelCharge_{{}, "not loaded (a daemon without the in-kernel charge)"};
   const KernelUpkeep* upkeep_ = nullptr;
   // kernel_charge's counters, room, devices and ended leases (overview).

@@ -108,6 +108,36 @@ Result<std::vector<std::string>> Ledger::damage() {
   return out;
 }
 
+bool ledgerExists(const std::string& stateDir) {
+  struct stat st {};
+  return ::stat((stateDir + "/ledger.sqlite").c_str(), &st) == 0;
+}
+
+Status canCreateLedger(const std::string& stateDir) {
+  std::string dir = stateDir.empty() ? "." : stateDir;
+  struct stat st {};
+  while (::stat(dir.c_str(), &st) != 0) {
+    if (errno != ENOENT)
+      return Error{errno, fmt::format("cannot create the ledger under {}: {}: {}", stateDir, dir,
+                                      std::strerror(errno))};
+    auto slash = dir.find_last_of('/');
+    if (slash == std::string::npos) {
+      dir = ".";
+    } else {
+      dir = slash == 0 ? "/" : dir.substr(0, slash);
+    }
+  }
+  if (!S_ISDIR(st.st_mode))
+    return Error{ENOTDIR, fmt::format("cannot create the ledger under {}: {} is not a directory "
+                                      "(pass --state-dir)",
+                                      stateDir, dir)};
+  if (::access(dir.c_str(), W_OK | X_OK) != 0)
+    return Error{errno, fmt::format("cannot create the ledger under {}: {} is not writable by "
+                                    "this user (pass --state-dir)",
+                                    stateDir, dir)};
+  return Ok{};
+}
+
 Result<Ledger> Ledger::openExisting(const std::string& stateDir) {
   std::string path = stateDir + "/ledger.sqlite";
   struct stat st {};

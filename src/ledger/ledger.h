@@ -102,6 +102,12 @@ std::string rowHash(std::int64_t seq, std::uint64_t atNs, std::string_view lease
 inline constexpr const char* kGenesisHash =
     "0000000000000000000000000000000000000000000000000000000000000000";
 
+// Whether the ledger file exists under `stateDir` (nothing opened or made).
+bool ledgerExists(const std::string& stateDir);
+// Whether Ledger::open could make a ledger under `stateDir`, making nothing:
+// its nearest existing ancestor is a directory this user may write into.
+Status canCreateLedger(const std::string& stateDir);
+
 class Ledger {
  public:
   // Creates the directory (0700) and the database as needed: for writers.

@@ -128,7 +128,7 @@ void declareAll(Builder& b) {
            Type::Counter);
   b.family("tally_queue_ended_total",
            "Requests that left the queue without a grant since the daemon started, by reason "
-           "(queue-timeout, cancelled)",
+           "(queue-timeout, cancelled, refused-by-reload)",
            Type::Counter);
   b.family("tally_placed_shortfall_total",
            "Leases the site's scheduler placed (a Slurm job's) granted with less measured headroom "

@@ -28,7 +28,7 @@ constexpr std::pair<Method, const char*> kMethods[] = {
     {Method::Pools, "pools"},         {Method::Bound, "bound"},
     {Method::Subscribe, "subscribe"}, {Method::Seats, "seats"},
     {Method::Overview, "overview"},   {Method::Metrics, "metrics"},
-    {Method::Exited, "exited"},
+    {Method::Exited, "exited"},       {Method::Reload, "reload"},
 };
 
 Status paramsObject(const json& params) {

@@ -57,6 +57,7 @@ enum class Method {
   Overview,
   Metrics,
   Exited,
+  Reload,
 };
 std::optional<Method> parseMethod(std::string_view name);
 const char* methodName(Method m);
@@ -215,6 +216,7 @@ struct Seats : ListPage {
   static constexpr Method kMethod = Method::Seats;
 };
 using Overview = NoParams<Method::Overview>;
+using Reload = NoParams<Method::Reload>;
 using Metrics = NoParams<Method::Metrics>;
 
 json encode(const Acquire& a);

@@ -3,6 +3,7 @@
 #include "coverage/coverage_kind.h"
 #include "ledger/kinds.h"
 #include "rpc/lease_api.h"
+#include "util/clean_text.h"
 #include "util/json_fields.h"
 
 namespace tally::rpc::api {
@@ -136,6 +137,24 @@ Result<ReleaseReply> decodeReleaseReply(const json& result) {
   ReleaseReply r;
   for (auto [key, out] : {std::pair{"lease", &r.lease}, std::pair{"state", &r.state}})
     if (auto s = need(f, key, *out); !s) return s.error();
+  return r;
+}
+
+json encode(const ReloadReply& r) { return {{"changes", r.changes}}; }
+
+Result<ReloadReply> decodeReloadReply(const json& result) {
+  if (auto s = isObject(result, "reload reply"); !s) return s.error();
+  auto it = result.find("changes");
+  if (it == result.end() || !it->is_array() || it->size() > kMaxReloadChanges)
+    return Error{
+        0, fmt::format("\"changes\" must be an array of at most {} lines", kMaxReloadChanges)};
+  ReloadReply r;
+  for (const auto& line : *it) {
+    if (!line.is_string() || line.get_ref<const std::string&>().size() > kMaxReloadLineBytes)
+      return Error{
+          0, fmt::format("\"changes\" must hold lines of at most {} bytes", kMaxReloadLineBytes)};
+    r.changes.push_back(text::printable(line.get_ref<const std::string&>()));
+  }
   return r;
 }
 

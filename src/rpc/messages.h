@@ -69,6 +69,15 @@ struct ReleaseReply {
 json encode(const ReleaseReply& r);
 Result<ReleaseReply> decodeReleaseReply(const json& result);
 
+// reload: what the config reload changed, one line each (none: nothing did);
+// a refused reload is an error reply that says why nothing changed.
+struct ReloadReply {
+  std::vector<std::string> changes;
+};
+inline constexpr std::size_t kMaxReloadChanges = 4096, kMaxReloadLineBytes = 4096;
+json encode(const ReloadReply& r);
+Result<ReloadReply> decodeReloadReply(const json& result);
+
 // complete: the outcome's ledger row, on disk. `kernelCharge`: what the
 // kernel charged the lease, where the daemon armed it (its refusals are in no
 // figure the client read itself, so its summary line says them from here).
@@ -141,6 +150,8 @@ inline constexpr const char* kQueuedKind = "queued";
 // either): its queue timeout passed, or its owner (or root) cancelled it.
 inline constexpr const char* kQueueTimeoutKind = "queue-timeout";
 inline constexpr const char* kCancelledKind = "cancelled";
+// A reload's new pools can never grant it (admission::Engine::reconfigure).
+inline constexpr const char* kReloadRefusedKind = "refused-by-reload";
 struct LeaseEvent {
   std::string lease, kind, name;
   std::vector<std::string> pools;

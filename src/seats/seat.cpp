@@ -34,6 +34,7 @@ json seatRow(const SeatFacts& f, std::uint64_t nowNs, std::uint64_t intervalUs) 
   r["state"] = f.state;
   r["pools"] = f.pools;
   r["owner_uid"] = f.owner;
+  if (!f.waiting.empty()) r["waiting"] = f.waiting;
   if (!f.parent.empty()) r["parent"] = f.parent;
   json w = json::object();
   if (!f.unit.empty()) w["unit"] = f.unit;

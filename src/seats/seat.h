@@ -35,6 +35,7 @@ struct RegionFigures {
 // Everything a row is built from, gathered by the daemon at one instant.
 struct SeatFacts {
   std::string lease, name, kind, state;  // kind run|attach; state queued|granted|running
+  std::string waiting;  // queued: what it waits for, in one line (admission::waitFigures)
   std::vector<std::string> pools;
   std::string parent;       // a child lease's parent lease id ("" = none)
   std::uint32_t owner = 0;  // the uid that asked for it (the peer at the daemon's socket)

@@ -39,7 +39,7 @@ const std::vector<std::string>& eventKinds() {
   // subscriber hears, the bound's recorded verdicts, the kernel's coverage.
   static const std::vector<std::string> kKinds = [] {
     std::vector<std::string> k{rpc::api::kQueuedKind, rpc::api::kQueueTimeoutKind,
-                               rpc::api::kCancelledKind};
+                               rpc::api::kCancelledKind, rpc::api::kReloadRefusedKind};
     for (const char* row :
          {ledger::kGranted, ledger::kStarted, ledger::kAdopted, ledger::kReadopted,
           ledger::kReleased, ledger::kOutcome, ledger::kLost, ledger::kWithdrawn})

@@ -155,7 +155,7 @@ const std::vector<Column>& seatColumns() {
          const json& h = get(s, "host");
          return fresh ? compactAgainst(get(h, "current_bytes"), get(h, "max_bytes")) : "-";
        }},
-      {"GPU NOW/LIMIT", 16, 0, true,
+      {"GPU NOW/MAX", 16, 0, true,
        [](const json& s, bool fresh) {
          const json& g = get(s, "gpu");
          return fresh ? compactAgainst(get(g, "current_bytes"), get(g, "limit_bytes")) : "-";
@@ -188,6 +188,8 @@ const std::vector<Column>& seatColumns() {
        [](const json& s, bool) {
          // The workload under its header; the declared attributes ("which
          // model runs in this lane") after it, bracketed.
+         // A queued lease has no workload yet: why it waits, as its client hears it.
+         if (str(s, "state") == "queued") return "waits: " + str(s, "waiting", "for its turn");
          std::string extra = attributes(s);
          return workload(s) + (extra.empty() ? "" : "  [" + extra + "]");
        }},

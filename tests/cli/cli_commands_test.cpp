@@ -19,6 +19,7 @@
 
 #include "cli/cmd_client.h"
 #include "cli_fixture.h"
+#include "ledger/ledger.h"
 #include "rpc/protocol.h"
 #include "support/fake_host.h"
 #include "support/process.h"
@@ -64,6 +65,42 @@ TEST(ConfigCheckCli, ShippedExampleIsValidAndProblemsAreLineNumbered) {
   auto daemon = runProgram({TALLY_BINARY, "daemon", "--config", dir.path() + "/bad.toml"});
   EXPECT_EQ(daemon.exitCode(), 1);
   EXPECT_NE(daemon.err.find("tally config check"), std::string::npos) << daemon.err;
+}
+
+// `config suggest` reads the host it runs on, and what it prints is a
+// config `config check` passes on that same host (nothing to edit first).
+TEST(ConfigSuggestCli, ItsOutputPassesConfigCheckOnTheSameHost) {
+  FakeHost host;
+  host.setMemAvailable(100ULL << 30);  // MemTotal 125 GiB
+  FakeDevice apu;
+  apu.memInfo = {{"gtt_total", 96ULL << 30},
+                 {"gtt_used", 1ULL << 30},
+                 {"vram_total", 512ULL << 20},
+                 {"vram_used", 0}};
+  host.addDevice(apu);
+  std::vector<std::string> roots = {"--proc-root", host.procRoot(), "--sys-root", host.sysRoot()};
+  std::vector<std::string> args = {TALLY_BINARY, "config", "suggest"};
+  args.insert(args.end(), roots.begin(), roots.end());
+  auto s = runProgram(args);
+  ASSERT_EQ(s.exitCode(), 0) << s.err;
+  EXPECT_NE(s.out.find("devices = [\"0000:c6:00.0\"]"), std::string::npos) << s.out;
+  TempDir dir;
+  writeFile(dir.path() + "/suggested.toml", s.out);
+  std::vector<std::string> check = {TALLY_BINARY, "config", "check", dir.path() + "/suggested.toml",
+                                    "--json"};
+  check.insert(check.end(), roots.begin(), roots.end());
+  auto c = runProgram(check);
+  ASSERT_EQ(c.exitCode(), 0) << c.out << c.err;
+  auto doc = nlohmann::json::parse(c.out);
+  EXPECT_EQ(doc["warnings"], json::array()) << doc["warnings"];
+  EXPECT_EQ(doc["pools"][0]["gpu_memory_budget"], (96ULL << 30) + (512ULL << 20));
+  EXPECT_EQ(doc["pools"][0]["memory_budget"], 13ULL << 30);
+  // A bad option is a usage error, said as one.
+  args.push_back("--reserve");
+  args.push_back("lots");
+  auto bad = runProgram(args);
+  EXPECT_EQ(bad.exitCode(), 2);
+  EXPECT_NE(bad.err.find("--reserve lots"), std::string::npos) << bad.err;
 }
 
 // A declared lease is listed as the daemon will follow it; its mistakes are
@@ -185,6 +222,8 @@ TEST_F(Cli, ConfigCheckJudgesTheConfigAgainstThisHost) {
 TEST(LeaseShowCli, AnEndedLeaseIsReadFromTheLedgerWithoutADaemon) {
   TempDir dir;
   std::string state = dir.path() + "/state";
+  // A refusal is recorded where a ledger exists (it never makes one).
+  ASSERT_TRUE(ledger::Ledger::open(state));
   auto run = runProgram({TALLY_BINARY, "run", "--json", "--state-dir", state, "--name", "probe",
                          "--memory-max", "64M", "--cgroupfs", "--cgroup-parent", "/tally-no-such",
                          "--", "true"});
@@ -259,9 +298,16 @@ TEST(LedgerCli, ReadersNeverCreateALedger) {
   EXPECT_EQ(empty.exitCode(), 3) << empty.err;
   EXPECT_FALSE(exists(state + "/ledger.sqlite"));
 
-  // A refused run records its outcome (and so creates the ledger).
-  auto run = runProgram({TALLY_BINARY, "run", "--state-dir", state, "--cgroupfs", "--cgroup-parent",
-                         "/tally-no-such-parent", "--", "true"});
+  // A refused run never creates the ledger either (the command never ran);
+  // where one exists, it records its outcome there.
+  auto refused = [&] {
+    return runProgram({TALLY_BINARY, "run", "--state-dir", state, "--cgroupfs", "--cgroup-parent",
+                       "/tally-no-such-parent", "--", "true"});
+  };
+  EXPECT_EQ(refused().exitCode(), 125);
+  EXPECT_FALSE(exists(state + "/ledger.sqlite"));
+  ASSERT_TRUE(ledger::Ledger::open(state));
+  auto run = refused();
   EXPECT_EQ(run.exitCode(), 125) << run.err;
   auto v = runProgram({TALLY_BINARY, "ledger", "verify", "--state-dir", state, "--json"});
   ASSERT_EQ(v.exitCode(), 0) << v.err;
@@ -282,6 +328,7 @@ TEST(LedgerCli, AcknowledgeShowsTheDamageAndWritesOnlyWithYes) {
     return runProgram({TALLY_BINARY, "run", "--state-dir", state, "--cgroupfs", "--cgroup-parent",
                        "/tally-no-such-parent", "--", "true"});
   };
+  ASSERT_TRUE(ledger::Ledger::open(state));  // refusals are recorded where a ledger exists
   ASSERT_EQ(refusedRun().exitCode(), 125);
   std::filesystem::copy_file(state + "/ledger.sqlite", dir.path() + "/older.sqlite");
   ASSERT_EQ(refusedRun().exitCode(), 125);

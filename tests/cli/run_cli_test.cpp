@@ -6,6 +6,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "ledger/ledger.h"
 #include "support/fake_host.h"
 #include "support/process.h"
 
@@ -84,7 +85,15 @@ TEST_F(RunCli, BadSizesAndOptionsAreUsageErrors) {
       << rows.err;
 }
 
+// A refusal is recorded in a ledger that exists; it never makes one (as
+// root, the system's ledger is the daemon's): the command never ran.
 TEST_F(RunCli, RefusalNamesTheCauseNeverRunsAndIsRecorded) {
+  auto none = tally(
+      {"run", "--cgroupfs", "--cgroup-parent", "/tally-no-such-parent", "--", "touch", marker()});
+  EXPECT_EQ(none.exitCode(), 125) << none.err;
+  EXPECT_NE(none.err.find("containment-refused"), std::string::npos) << none.err;
+  EXPECT_FALSE(ledger::ledgerExists(state.path()));
+  ASSERT_TRUE(ledger::Ledger::open(state.path()));  // the ledger a run that ran made
   auto r = tally({"run", "--json", "--cgroupfs", "--cgroup-parent", "/tally-no-such-parent", "--",
                   "touch", marker()});
   EXPECT_EQ(r.exitCode(), 125) << r.err;

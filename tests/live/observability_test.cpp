@@ -330,7 +330,7 @@ TEST_F(ObservabilityLive, TopDrawsResizesAndQuitsUnderTmux) {
       }
       return std::string();
     };
-    std::string want = width == 120 ? "VRAM RUN WORKLOAD" : "GPU NOW/LIMIT";
+    std::string want = width == 120 ? "VRAM RUN WORKLOAD" : "GPU NOW/MAX";
     ASSERT_TRUE(eventually(
         [&] {
           screen = tmux.capture();

@@ -547,5 +547,69 @@ TEST_F(VmDaemon, LifecycleReachesTheJournalAndSeatsAndMetricsAreLive) {
   expectChainIntact();
 }
 
+// systemctl reload, as the shipped unit runs it (ExecReload = tally daemon
+// reload): a raised capacity grants the waiter at once and says so; a
+// change that would strand the running leases fails the reload, names them
+// and changes nothing; SIGHUP reloads too, and the daemon never restarts.
+TEST_F(VmDaemon, SystemctlReloadAppliesPoolsAndRefusesToStrandALiveLease) {
+  ASSERT_EQ(shell("systemd-run --quiet --unit=" + unit +
+                  " -p Type=notify -p WatchdogSec=20s -p Restart=always -p RestartSec=300ms"
+                  " -p 'ExecReload=" +
+                  kTally + " daemon reload --socket " + socket + "' " + kTally +
+                  " daemon --config " + config),
+            0);
+  std::string mainPid = shellOut("systemctl show -p MainPID --value " + unit);
+  std::string go = dir + "/go";
+  std::string body = "while [ ! -e " + go + " ]; do sleep 0.05; done";
+  auto a = spawnProgram({kTally, "run", "--pool", "one", "--name", "first", "--", "sh", "-c", body},
+                        {"TALLY_SOCKET=" + socket});
+  ASSERT_FALSE(leaseNamed("first", "running").empty());
+  auto b =
+      spawnProgram({kTally, "run", "--pool", "one", "--name", "second", "--", "sh", "-c", body},
+                   {"TALLY_SOCKET=" + socket});
+  ASSERT_FALSE(leaseNamed("second", "queued").empty());
+
+  std::string daemonTable = "[daemon]\nsocket = \"" + socket + "\"\nstate_dir = \"" + dir +
+                            "/state\"\nsample_interval = \"200ms\"\nclient_grace = \"30s\"\n";
+  std::string gpuPool =
+      "[pools.gpu]\ncapacity = 4\ngpu_memory_budget = \"96GiB\"\n"
+      "memory_budget = \"1GiB\"\n";
+  writeFile(config, daemonTable + "[pools.one]\ncapacity = 2\n" + gpuPool);
+  ASSERT_EQ(shell("systemctl reload " + unit), 0)
+      << shellOut("journalctl --no-pager -n 30 -u " + unit);
+  EXPECT_FALSE(leaseNamed("second", "running").empty());  // granted by the reload
+  std::string journal = shellOut("journalctl --no-pager -o cat -u " + unit);
+  EXPECT_NE(journal.find("config reload: pools.one.capacity 1 -> 2"), std::string::npos) << journal;
+
+  // Pool one removed while two leases run in it: refused whole.
+  writeFile(config, daemonTable + gpuPool);
+  EXPECT_NE(shell("systemctl reload " + unit), 0);
+  auto cli = tally({"daemon", "reload"});
+  EXPECT_EQ(cli.exitCode(), 5) << cli.out << cli.err;
+  EXPECT_NE(cli.err.find("it would strand live leases: pool one is removed but 2 leases are live "
+                         "in it"),
+            std::string::npos)
+      << cli.err;
+  auto pools = tally({"pools", "--json"});
+  EXPECT_NE(pools.out.find("\"one\""), std::string::npos) << pools.out;
+
+  // SIGHUP: the same reload, its result in the journal.
+  writeFile(config, daemonTable + "[pools.one]\ncapacity = 3\n" + gpuPool);
+  ASSERT_EQ(shell("systemctl kill -s HUP " + unit), 0);
+  EXPECT_TRUE(eventually(
+      [&] {
+        return shellOut("journalctl --no-pager -o cat -u " + unit)
+                   .find("config reload: pools.one.capacity 2 -> 3") != std::string::npos;
+      },
+      30s));
+  EXPECT_EQ(shellOut("systemctl show -p MainPID --value " + unit), mainPid);
+  EXPECT_EQ(shellOut("systemctl show -p ActiveState --value " + unit), "active");
+
+  writeFile(go, "");
+  EXPECT_EQ(waitProgram(a).exitCode(), 0);
+  EXPECT_EQ(waitProgram(b).exitCode(), 0);
+  expectChainIntact();
+}
+
 }  // namespace
 }  // namespace tally

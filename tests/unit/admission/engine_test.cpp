@@ -521,6 +521,89 @@ TEST(Admission, APoolsDefaultsDeclareWhatARequestLeavesOut) {
   EXPECT_FALSE(none.memoryMax);
 }
 
+// A reload's pools: a change that would leave a live lease outside its
+// pool's rules is refused whole (nothing changes); one that does not is
+// applied, and a waiter the new pools could never grant leaves the queue.
+TEST(Admission, AReloadThatWouldStrandALiveLeaseIsRefusedWholeAndNamesEach) {
+  Engine e({sharedPool(), pools()[1]});
+  e.enqueue(owned("a1", 1000, 8 * GiB));
+  e.enqueue(owned("a2", 1000, 8 * GiB));
+  e.enqueue(req("c1", {"cpu"}));
+  ASSERT_EQ(e.grant({}), (std::vector<std::string>{"a1", "a2", "c1"}));
+
+  config::Pool smaller = sharedPool();
+  smaller.capacity = 1;                      // below its 2 holders
+  smaller.gpuMemoryBudget = 12 * GiB;        // below 16 GiB declared
+  smaller.perUserGpuMemoryBudget = 8 * GiB;  // below uid 1000's 16 GiB
+  config::Pool cpuBudgeted = pools()[1];
+  cpuBudgeted.memoryBudget = 8 * GiB;  // c1 declared no memory_max
+  auto r = e.reconfigure({smaller, cpuBudgeted});
+  ASSERT_FALSE(r);
+  EXPECT_EQ(r.error().message,
+            "it would strand live leases: "
+            "pool cpu's new memory_budget counts each lease's memory_max, and lease c1 declares "
+            "none; "
+            "pool shared's capacity 1 is below its 2 live leases; "
+            "pool shared's gpu_memory_budget 12.0 GiB is below what its live leases declare, "
+            "16.0 GiB; "
+            "pool shared's per_user_gpu_memory_budget 8.0 GiB is below what uid 1000's live "
+            "leases hold, 16.0 GiB");
+  // Nothing changed: the old limits still rule.
+  EXPECT_EQ(e.pools()[0].capacity, 4u);
+  EXPECT_EQ(*e.pools()[0].gpuMemoryBudget, 64 * GiB);
+
+  auto removed = e.reconfigure({sharedPool()});
+  ASSERT_FALSE(removed);
+  EXPECT_EQ(removed.error().message,
+            "it would strand live leases: pool cpu is removed but 1 lease is live in it (c1)");
+}
+
+TEST(Admission, AReloadAppliesNewLimitsAndDropsOnlyTheWaitersTheyCanNeverGrant) {
+  Engine e(pools());
+  e.enqueue(req("g1", {"gpu"}, 8 * GiB, 40 * GiB));
+  e.enqueue(req("o1", {"one"}));
+  e.enqueue(req("o2", {"one"}));                     // waits on capacity
+  e.enqueue(req("g2", {"gpu"}, 8 * GiB, 60 * GiB));  // waits: 100 GiB > 96 GiB
+  ASSERT_EQ(e.grant({}), (std::vector<std::string>{"g1", "o1"}));
+  ASSERT_EQ(e.queued(), 2u);
+
+  config::Pool gpu = pools()[0];
+  gpu.gpuMemoryBudget = 50 * GiB;  // g1's 40 GiB still fits; g2's 60 GiB never can
+  config::Pool one = pools()[2];
+  one.capacity = 2;  // o2 fits now
+  auto r = e.reconfigure({gpu, pools()[1], one});
+  ASSERT_TRUE(r) << r.error().message;
+  ASSERT_EQ(r->size(), 1u);
+  EXPECT_EQ((*r)[0].id, "g2");
+  EXPECT_EQ((*r)[0].why,
+            "--gpu-memory-max 60.0 GiB is larger than pool gpu's whole GPU memory budget 50.0 GiB");
+  EXPECT_FALSE(e.waiting("g2"));
+  EXPECT_EQ(e.grant({}), (std::vector<std::string>{"o2"}));
+  EXPECT_EQ(*e.pools()[0].gpuMemoryBudget, 50 * GiB);
+
+  // A pool nobody holds may go, and a new one comes.
+  config::Pool fresh{"fresh", 1, std::nullopt, std::nullopt, {}};
+  ASSERT_TRUE(e.release("o1") && e.release("o2"));
+  auto r2 = e.reconfigure({gpu, pools()[1], fresh});
+  ASSERT_TRUE(r2) << r2.error().message;
+  e.enqueue(req("f1", {"fresh"}));
+  EXPECT_EQ(e.grant({}), (std::vector<std::string>{"f1"}));
+  EXPECT_FALSE(e.check(req("x", {"one"})));
+}
+
+// A pool recovery already found over its limits (the config changed while
+// the daemon was down) does not block a reload that leaves it as it is or
+// raises it; one that lowers it further is refused.
+TEST(Admission, AReloadIsNotBlamedForWhatRecoveryFoundOver) {
+  Engine e(pools());
+  EXPECT_TRUE(e.hold(req("o1", {"one"})));
+  EXPECT_FALSE(e.hold(req("o2", {"one"})));  // over capacity 1 already
+  EXPECT_TRUE(e.reconfigure(pools()));
+  config::Pool zero = pools()[2];
+  zero.capacity = 0;
+  EXPECT_FALSE(e.reconfigure({pools()[0], pools()[1], zero}));
+}
+
 TEST(AdmissionProperty, RandomSequencesKeepEveryInvariant) {
   const std::vector<std::string> names = {"gpu", "cpu", "one", "shared"};
   for (unsigned seed = 1; seed <= 300; ++seed) {

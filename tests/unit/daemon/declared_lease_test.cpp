@@ -182,3 +182,71 @@ TEST_F(DeclaredLeaseTest, AnUndeclaredAttachedUnitThatRestartsEndsSayingItsNextR
 
 }  // namespace
 }  // namespace tally::testing
+
+namespace tally::testing {
+namespace {
+
+// A reload adds, changes and removes declarations without a restart: a new
+// one leases its running unit at once; a changed one leaves the live lease
+// as granted and applies from the unit's next run; a removed one's live
+// lease ends with its run, and the next run is not leased.
+TEST_F(DeclaredLeaseTest, AReloadFollowsNewDeclarationsAndLeavesLiveLeasesAsGranted) {
+  std::string leases;
+  readConfig = [&]() -> Result<config::Config> {
+    auto p = config::parse(
+        "[pools.gpu]\ncapacity = 4\ngpu_memory_budget = \"96GiB\"\n[pools.one]\ncapacity = 1\n" +
+            leases,
+        "t.toml");
+    if (!p.config) return Error{0, config::formatProblems(p, "t.toml")};
+    return *p.config;
+  };
+  reopen();
+  unitRuns(kRun1);
+  EXPECT_TRUE(service->startDeclared().empty());
+  auto has = [](const json& r, const std::string& line) {
+    for (const auto& l : r["result"]["changes"])
+      if (l == line) return true;
+    return false;
+  };
+
+  leases = fmt::format(
+      "[leases.llama]\nunit = \"{}\"\npools = [\"gpu\"]\nmemory_max = \"8GiB\"\n"
+      "gpu_memory_max = \"16GiB\"\n",
+      kUnit);
+  json added = call(9, 0, "reload", json::object());
+  ASSERT_TRUE(added["ok"]) << added;
+  auto ids = leaseIds();
+  ASSERT_EQ(ids.size(), 1u);
+  EXPECT_TRUE(has(added, "leases.llama added")) << added;
+  EXPECT_TRUE(has(added, fmt::format("leases.llama: {} leased ({})", kUnit, ids[0]))) << added;
+  EXPECT_EQ(units.watched, std::vector<std::string>{kUnit});
+
+  leases = fmt::format(
+      "[leases.llama]\nunit = \"{}\"\npools = [\"gpu\"]\nmemory_max = \"8GiB\"\n"
+      "gpu_memory_max = \"20GiB\"\n",
+      kUnit);
+  json changed = call(9, 0, "reload", json::object());
+  ASSERT_TRUE(changed["ok"]) << changed;
+  EXPECT_TRUE(has(changed, "leases.llama.gpu_memory_max 16.0 GiB -> 20.0 GiB")) << changed;
+  EXPECT_TRUE(has(changed, fmt::format("leases.llama: lease {} keeps what it was granted; the new "
+                                       "declaration applies from {}'s next run",
+                                       ids[0], kUnit)))
+      << changed;
+  EXPECT_EQ(json::parse(rows(ids[0])[0].body)["declared"]["gpu_memory_max"], 16 * GiB);
+
+  leases.clear();
+  json removed = call(9, 0, "reload", json::object());
+  ASSERT_TRUE(removed["ok"]) << removed;
+  EXPECT_TRUE(has(removed, fmt::format("leases.llama: {}'s live lease {} ends with its run; its "
+                                       "later runs are not leased",
+                                       kUnit, ids[0])))
+      << removed;
+  EXPECT_EQ(service->liveLeases(), 1u);
+  unitRuns(kRun2);
+  service->unitChanged(kUnit);
+  EXPECT_EQ(leaseIds().size(), 1u);  // the next run is not leased
+  EXPECT_EQ(service->liveLeases(), 0u);
+}
+
+}  // namespace
+}  // namespace tally::testing

@@ -145,6 +145,7 @@ class ServiceTest : public ::testing::Test {
     env.treeWatcher = treeWatcher.get();
     env.build = {"0.9.0-test", "feedc0ffee12"};
     env.cannotContain = cannotContain;
+    env.readConfig = readConfig;
     service = std::make_unique<daemon::Service>(cfg, *ledgerDb, env);
   }
   // The sampler's clock. By default every reading is 1 s after the last, so
@@ -190,8 +191,9 @@ class ServiceTest : public ::testing::Test {
   FakeUnits units;
   FakeJournal journal;
   std::optional<ledger::Ledger> ledgerDb;
-  const daemon::NameLookup* namesOverride = nullptr;  // null: the system's
-  std::vector<std::string> cannotContain;             // what startup found (empty: can)
+  const daemon::NameLookup* namesOverride = nullptr;   // null: the system's
+  std::vector<std::string> cannotContain;              // what startup found (empty: can)
+  std::function<Result<config::Config>()> readConfig;  // a reload's config (null: none)
   // Follows the leases' trees by inotify when a test sets it (null: whole walks).
   std::unique_ptr<cgroup::TreeWatcher> treeWatcher;
   std::optional<fs::Root> proc, sys, cgroup;

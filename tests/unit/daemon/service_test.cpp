@@ -82,6 +82,26 @@ TEST_F(ServiceTest, APoolsDefaultAndPerUserShareServeABareRun) {
       << both;
 }
 
+// A queued lease's seat row and lease view say why it waits, as its client
+// hears it (tally top shows it in place of a workload).
+TEST_F(ServiceTest, AQueuedSeatSaysWhyItWaits) {
+  ASSERT_EQ(call(1, 1000, "acquire", {{"pools", {"one"}}})["result"]["state"], "granted");
+  call(2, 1000, "acquire", {{"pools", {"one"}}, {"name", "second"}});
+  json seats = call(3, 1000, "seats", json::object());
+  ASSERT_TRUE(seats["ok"]) << seats;
+  bool found = false;
+  for (const auto& row : seats["result"]["seats"]) {
+    if (row["state"] != "queued") continue;
+    found = true;
+    EXPECT_EQ(row["waiting"], "pool one is full: 1 of 1 leases hold it") << row;
+  }
+  EXPECT_TRUE(found) << seats;
+  json leases = call(4, 1000, "leases", json::object());
+  for (const auto& row : leases["result"]["leases"])
+    if (row["state"] == "queued")
+      EXPECT_EQ(row["waiting_detail"], "pool one is full: 1 of 1 leases hold it") << row;
+}
+
 // An id is taken by its first characters wherever one is taken, as `ledger
 // --lease` takes it: when they name one lease, live or ended; when they name
 // several, the refusal says which.

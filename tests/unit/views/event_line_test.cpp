@@ -80,7 +80,7 @@ TEST(EventLine, AnUnknownKindIsRefusedWithTheList) {
   auto bad = checkFilter({{}, {}, {"kill"}});
   ASSERT_FALSE(bad);
   EXPECT_EQ(bad.error().message.rfind("--kind kill: not a kind of event; the kinds are queued, "
-                                      "queue-timeout, cancelled, granted, ",
+                                      "queue-timeout, cancelled, refused-by-reload, granted, ",
                                       0),
             0u)
       << bad.error().message;
@@ -90,11 +90,11 @@ TEST(EventLine, AnUnknownKindIsRefusedWithTheList) {
 // enforce::verdictName): this is the list operators type after --kind.
 TEST(EventLine, TheKindsAreTheQueueTheLedgersLifecycleTheBoundAndCoverage) {
   EXPECT_EQ(eventKinds(),
-            (std::vector<std::string>{"queued", "queue-timeout", "cancelled", "granted", "started",
-                                      "adopted", "readopted", "released", "outcome", "lost",
-                                      "withdrawn", "gpu-memory-high", "gpu-memory-high-cleared",
-                                      "gpu-memory-kill", "gpu-memory-max-exceeded",
-                                      "gpu-memory-kill-failed", "refused", "coverage"}));
+            (std::vector<std::string>{
+                "queued", "queue-timeout", "cancelled", "refused-by-reload", "granted", "started",
+                "adopted", "readopted", "released", "outcome", "lost", "withdrawn",
+                "gpu-memory-high", "gpu-memory-high-cleared", "gpu-memory-kill",
+                "gpu-memory-max-exceeded", "gpu-memory-kill-failed", "refused", "coverage"}));
 }
 
 }  // namespace

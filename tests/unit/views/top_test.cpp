@@ -141,6 +141,23 @@ TEST(TopView, EachSeatSaysWhoseItIsAndAStaleRowClaimsNothingRunning) {
   EXPECT_EQ(t[1].substr(work, 9), "llama.ser") << t[1];
 }
 
+// A queued lease has no workload yet: its row says why it waits, in the
+// words its client hears.
+TEST(TopView, AQueuedSeatSaysWhyItWaits) {
+  json queued = freshSeat();
+  queued["state"] = "queued";
+  queued["workload"] = json::object();
+  queued["waiting"] = "pool gpu is full: 4 of 4 leases hold it";
+  json bare = queued;
+  bare.erase("waiting");
+  auto t = views::seatTable(json::array({queued, bare}), 200);
+  std::size_t work = t[0].find("WORKLOAD");
+  ASSERT_NE(work, std::string::npos);
+  EXPECT_EQ(t[1].substr(work).rfind("waits: pool gpu is full: 4 of 4 leases hold it ", 0), 0u)
+      << t[1];
+  EXPECT_EQ(t[2].substr(work).rfind("waits: for its turn ", 0), 0u) << t[2];
+}
+
 // The seat table fits 80 and 120 columns by dropping the least important
 // columns first; over or near a limit is red or yellow on a colour terminal,
 // stale dim; the daemon gone makes every row stale; htop's sort keys.
@@ -150,7 +167,7 @@ TEST(TopView, SeatColumnsFitTheTerminalAndRowsSayHowCloseTheyAre) {
   auto at80 = views::seatTable(json::array({fresh}), 80);
   // Whose lease stays at 80 columns (the workload goes first).
   EXPECT_EQ(header(at80).rfind(
-                "LEASE        NAME         USER     STATE        MEM NOW/MAX    GPU NOW/LIMIT", 0),
+                "LEASE        NAME         USER     STATE        MEM NOW/MAX      GPU NOW/MAX", 0),
             0u)
       << header(at80);
   EXPECT_EQ(header(at80).find("GTT"), std::string::npos) << header(at80);
