@@ -163,7 +163,7 @@ void leaseSample(benchmark::State& state, bool bound) {
 void BM_LeaseSample(benchmark::State& state) { leaseSample(state, false); }
 void BM_LeaseSampleWithBound(benchmark::State& state) { leaseSample(state, true); }
 
-// The same lease metered from the in-kernel charge (bpf/), holding steady:
+// The same lease metered from the kernel charge (bpf/), holding steady:
 // the charge is read every sample, fdinfo walked every
 // LeaseMeter::kSteadyWalkEvery samples. The map read is a stand-in here (this
 // host cannot load the programs); its real cost is one bpf(2) lookup.

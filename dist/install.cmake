@@ -21,7 +21,7 @@ install(CODE "
   set(TALLY_DOCDIR \${CMAKE_INSTALL_PREFIX}/${CMAKE_INSTALL_DOCDIR})
   configure_file(${dist}/tally.service.in ${gen}/tally.service @ONLY)
   configure_file(${dist}/tally-user.service.in ${gen}/user/tally.service @ONLY)
-  configure_file(${dist}/tally.1.in ${gen}/tally.1 @ONLY)")
+  configure_file(${gen}/tally.1.in ${gen}/tally.1 @ONLY)")
 
 install(TARGETS tally RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
 # The Slurm plugin goes where Slurm looks (TALLY_SLURM_PLUGINDIR, set in the
@@ -33,12 +33,16 @@ endif()
 install(CODE "execute_process(COMMAND ${CMAKE_STRIP} --strip-unneeded
   \"\$ENV{DESTDIR}\${CMAKE_INSTALL_PREFIX}/${CMAKE_INSTALL_BINDIR}/tally\")")
 # bash, zsh and fish completion come from the binary's own command-line model.
-add_custom_command(OUTPUT ${gen}/tally.bash ${gen}/_tally ${gen}/tally.fish
+# So is the man page: its prose is dist/tally.1.in, its commands, options
+# and exit codes the binary's (tally completion man).
+add_custom_command(OUTPUT ${gen}/tally.bash ${gen}/_tally ${gen}/tally.fish ${gen}/tally.1.in
   COMMAND tally completion bash ${gen}/tally.bash
   COMMAND tally completion zsh ${gen}/_tally
   COMMAND tally completion fish ${gen}/tally.fish
-  DEPENDS tally COMMENT "Writing bash, zsh and fish completion" VERBATIM)
-add_custom_target(tally_completions ALL DEPENDS ${gen}/tally.bash ${gen}/_tally ${gen}/tally.fish)
+  COMMAND tally completion man ${gen}/tally.1.in --template ${dist}/tally.1.in
+  DEPENDS tally ${dist}/tally.1.in COMMENT "Writing bash, zsh and fish completion and tally(1)" VERBATIM)
+add_custom_target(tally_completions ALL
+  DEPENDS ${gen}/tally.bash ${gen}/_tally ${gen}/tally.fish ${gen}/tally.1.in)
 
 # Everything the install rules below name, and nothing else (no tests): what
 # scripts/setup.sh and scripts/build-deb.sh build before `cmake --install`.

@@ -141,7 +141,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   if (text::cleanTextProblem(shown) || text::printable(shown) != shown) std::abort();
   if (!text::cleanTextProblem(text) && shown != text) std::abort();
 #elif TALLY_FUZZ_TARGET == 15
-  // The in-kernel bound's ioctl decoder: kind, cmd, then the argument bytes.
+  // The kernel charge's ioctl decoder: kind, cmd, then the argument bytes.
   if (size < 8) return 0;
   __u32 kind = 0, cmd = 0;
   std::memcpy(&kind, data, 4);

@@ -13,7 +13,7 @@ packages=(
   clang-format
   # libraries tally links
   libfmt-dev nlohmann-json3-dev libcli11-dev libsystemd-dev libsqlite3-dev libtomlplusplus-dev libdrm-dev
-  # the in-kernel charge: libbpf, and bpftool for its skeleton (clang compiles it)
+  # the kernel charge: libbpf, and bpftool for its skeleton (clang compiles it)
   libbpf-dev bpftool
   # tests: a real HTTP client for GET /metrics
   libcpp-httplib-dev

@@ -139,7 +139,7 @@ build/release/tests/tally_live_daemon_tests
 # where journald listens: on the host their lifecycle lines go to stderr);
 # Debian 12's own 6.1 and trixie-backports' 7.x, the suites that meet the
 # kernel (cgroup v2 and memcg, procfs handles, the DRM driver's fdinfo,
-# pidfds and inotify under the daemon, the in-kernel charge). The packages
+# pidfds and inotify under the daemon, the kernel charge). The packages
 # (dpkg, systemd-analyze, the guide) and Slurm's userspace are the same on
 # every kernel and run once, on 6.12 (Slurm in a VM of its own). Last, one boot whose lsm= leaves bpf
 # out: what tally does where the BPF LSM is off. And the Slurm suite again on

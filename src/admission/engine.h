@@ -135,7 +135,7 @@ struct PoolUsage {
   DeclaredSum memoryDeclared;
   DeclaredSum gpuMemoryDeclared;
   // GPU bytes that buffers of the pool's ended leases still hold (the
-  // in-kernel charge keeps them counted until freed): they count against the
+  // kernel charge keeps them counted until freed): they count against the
   // GPU budget as a holder's declaration would.
   std::uint64_t gpuResidue = 0;
 };

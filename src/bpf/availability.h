@@ -1,4 +1,4 @@
-// Whether the in-kernel charge can run here, and if not exactly why and what
+// Whether the kernel charge can run here, and if not exactly why and what
 // to do: from facts the caller read (the active LSM list, BTF, capabilities,
 // the unit's syscall filter showing as EPERM), never guessed. Pure: the
 // doctor, the daemon's `status` reply (tally metrics, seats) and the daemon's journal line say the

@@ -241,12 +241,12 @@ class BpfCharge final : public KernelCharge {
  private:
   Error armError(std::uint64_t cgroupId, int err) const {
     if (err == E2BIG)
-      return Error{err, fmt::format("the in-kernel charge has no room for cgroup {}: its {} lease "
+      return Error{err, fmt::format("the kernel charge has no room for cgroup {}: its {} lease "
                                     "entries are taken (armed leases, and ended ones whose "
                                     "buffers live on); end leases, or restart the daemon with "
                                     "fewer queued requests allowed",
                                     cgroupId, room_.leases)};
-    return errnoError(err, fmt::format("cannot arm cgroup {} for the in-kernel charge", cgroupId));
+    return errnoError(err, fmt::format("cannot arm cgroup {} for the kernel charge", cgroupId));
   }
   void forget(std::uint64_t cgroupId) {
     (void)bpf_map_delete_elem(maps_.leases, &cgroupId);

@@ -1,4 +1,4 @@
-// The KernelCharge (bpf/kernel_charge.h) over the in-kernel charge's maps:
+// The KernelCharge (bpf/kernel_charge.h) over the kernel charge's maps:
 // arming, retiring and reaping leases, reading their charges, the totals and
 // the refusals' ring buffer, registering devices. Whoever loaded the
 // programs or opened their pins (bpf/kernel_charge_bpf.cpp) hands it the maps.

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
- * tally's in-kernel GPU memory charge and bound (docs/enforcement.md, "In the
+ * tally's kernel charge and bound (docs/enforcement.md, "In the
  * kernel").
  *
  * Charge. Every GEM buffer object, whatever the driver, is initialised by

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: GPL-2.0 OR MIT */
 /*
- * What tally's in-kernel GPU memory charge (gpu_charge.bpf.c) and the daemon
+ * What tally's kernel charge (gpu_charge.bpf.c) and the daemon
  * (bpf/kernel_charge.h) share: the maps' keys and values and the refusal
  * event. Plain C with fixed-width fields: the same bytes on both sides.
  *

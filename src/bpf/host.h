@@ -1,4 +1,4 @@
-// What the in-kernel charge needs to know of this host: the facts
+// What the kernel charge needs to know of this host: the facts
 // availability.h judges, the GPU devices to register and their memory.
 #pragma once
 

@@ -1,4 +1,4 @@
-// The in-kernel GPU memory charge as the daemon sees it (gpu_charge.bpf.c
+// The kernel charge as the daemon sees it (gpu_charge.bpf.c
 // does the work): leases armed by their cgroup id, each one's charge read
 // back, refusals drained, ended leases kept while their buffers live. An
 // interface, so the daemon's tests run it in memory and observe every arm

@@ -29,7 +29,7 @@ Result<std::unique_ptr<KernelCharge>> loadKernelCharge(const LoadOptions& o) {
   if (auto gone = unpinOlderLayout(o.pinDir); !gone.empty()) {
     fmt::print(stderr,
                "tally: the BPF maps pinned under {} had an older tally's layout and were removed "
-               "({}): the in-kernel charges start from zero; buffers made before show in DRM "
+               "({}): the kernel charges start from zero; buffers made before show in DRM "
                "fdinfo until freed\n",
                o.pinDir, fmt::join(gone, ", "));
   }
@@ -38,7 +38,7 @@ Result<std::unique_ptr<KernelCharge>> loadKernelCharge(const LoadOptions& o) {
   opts.sz = sizeof opts;
   opts.pin_root_path = o.pinDir.c_str();
   tally_gpu_charge* skel = tally_gpu_charge__open_opts(&opts);
-  if (!skel) return bpfError(errno, "cannot open the in-kernel charge's BPF object");
+  if (!skel) return bpfError(errno, "cannot open the kernel charge's BPF object");
   auto fail = [&](Error e) -> Result<std::unique_ptr<KernelCharge>> {
     tally_gpu_charge__destroy(skel);
     return e;
@@ -72,7 +72,7 @@ Result<std::unique_ptr<KernelCharge>> loadKernelCharge(const LoadOptions& o) {
   if (libbpf_find_vmlinux_btf_id("__x64_compat_sys_ioctl", BPF_TRACE_FEXIT) < 0)
     bpf_program__set_autoload(skel->progs.tally_ioctl_done_x32, false);
   if (tally_gpu_charge__load(skel) != 0)
-    return fail(bpfError(errno, "the kernel did not load the in-kernel charge"));
+    return fail(bpfError(errno, "the kernel did not load the kernel charge"));
   for (const DeviceRule& d : o.devices) {
     std::uint32_t key = kernelDev(d.major, d.minor);
     tally_device v{d.kind, d.charged ? 1u : 0u};

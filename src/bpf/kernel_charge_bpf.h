@@ -1,4 +1,4 @@
-// The in-kernel charge over libbpf: loads gpu_charge.bpf.c (its skeleton is
+// The kernel charge over libbpf: loads gpu_charge.bpf.c (its skeleton is
 // generated at build time), attaches it, and pins its maps and links under
 // a bpffs directory so the charges and the bound outlive the daemon: a
 // kill -9 or a restart leaves every lease charged and bounded, and the next

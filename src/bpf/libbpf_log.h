@@ -1,5 +1,5 @@
 // What libbpf said: its warnings (the verifier's log among them) are kept
-// while the in-kernel charge loads, so an error can say why the kernel or
+// while the kernel charge loads, so an error can say why the kernel or
 // libbpf refused instead of only an errno.
 #pragma once
 

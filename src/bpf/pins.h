@@ -1,4 +1,4 @@
-// The in-kernel charge's pins under its bpffs directory: the maps an older
+// The kernel charge's pins under its bpffs directory: the maps an older
 // tally pinned, the room a pinned map was made with, a link pinned in place
 // of an earlier daemon's, and the programs the pinned links run.
 #pragma once

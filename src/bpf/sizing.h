@@ -1,4 +1,4 @@
-// How large the in-kernel charge's maps are made, from the host and the
+// How large the kernel charge's maps are made, from the host and the
 // daemon's limits (docs/enforcement.md, "Room"). Pure: the daemon, its
 // privileged loader and doctor compute the same.
 //

@@ -87,7 +87,7 @@ CLI::App* addAttachCommand(CLI::App& app, AttachOptions& o) {
   attach
       ->add_option("--gpu-memory-action", o.gpuAction,
                    "what --gpu-memory-max does: refuse = the kernel fails the allocation that\n"
-                   "would cross it (ENOMEM) where the daemon's in-kernel charge is active, the\n"
+                   "would cross it (ENOMEM) where the daemon's kernel charge is active, the\n"
                    "sampled kill as backstop; kill = the sampled kill only; report = events only")
       ->check(CLI::IsMember(enforce::actionNames()))
       ->default_str(enforce::actionName(enforce::kDefaultAction));

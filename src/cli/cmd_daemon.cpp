@@ -50,7 +50,7 @@ void addDaemonCommand(CLI::App& app, DaemonOptions& o) {
       "serve GET /metrics on this loopback HOST:PORT (e.g. 127.0.0.1:9464); off by default");
   auto* load = cmd->add_subcommand(
       "load-kernel-charge",
-      "Load and attach the in-kernel GPU memory charge and bound (BPF) for a hardened daemon");
+      "Load and attach the kernel charge and bound (BPF) for a hardened daemon");
   load->footer(
       "Loads the programs (docs/enforcement.md, \"In the kernel\") and pins them under\n"
       "/sys/fs/bpf/tally, replacing what an earlier start pinned; the daemon then uses their maps\n"
@@ -81,7 +81,7 @@ int runDaemon(const fs::RootPaths& paths, const DaemonOptions& o) {
                  o.config,
                  parsed.problems.empty() ? "unreadable" : parsed.problems.front().message);
     auto st = bpf::startKernelCharge(*sys, daemon::kernelChargeLoadOptions(*sys, cfg), true);
-    fmt::print("tally: in-kernel GPU memory charge: {}\n", bpf::describe(st.verdict));
+    fmt::print("tally: kernel charge: {}\n", bpf::describe(st.verdict));
     return kExitOk;
   }
   switch (daemon::serve({o.config, o.metricsTextfile, o.metricsListen, paths, o.build})) {
@@ -173,23 +173,19 @@ int runConfigSuggest(const fs::RootPaths& roots, const ConfigCheckOptions& o) {
     const devices::DeviceMemory* gtt = d.region("gtt");
     const devices::DeviceMemory* vram = d.region("vram");
     if (!gtt && !vram) continue;  // no memory figures: nothing a budget could name
-    if (!d.pdev) {
-      figures.leftOut.push_back(fmt::format("{}: not a PCI device a pool can name", d.key));
-      continue;
-    }
     auto ceilings = snapshot.ceilings(d);
     auto ceiling = ceilings.forConsumer(devices::GttConsumer::Smaller);
     if (gtt && !ceiling) {
-      figures.leftOut.push_back(fmt::format("{}: its GTT ceiling is unknown ({})", *d.pdev,
+      figures.leftOut.push_back(fmt::format("{}: its GTT ceiling is unknown ({})", d.key,
                                             ceilings.graphics.unknown.value_or("no figure")));
       continue;
     }
     if (vram && !vram->totalBytes) {
-      figures.leftOut.push_back(fmt::format("{}: its VRAM size is unknown", *d.pdev));
+      figures.leftOut.push_back(fmt::format("{}: its VRAM size is unknown", d.key));
       continue;
     }
-    figures.gpus.push_back(
-        {*d.pdev, ceiling.value_or(0), ceilings.smallerInWords(), vram ? *vram->totalBytes : 0});
+    figures.gpus.push_back({d.pdev.value_or(d.key), d.pdev.has_value(), ceiling.value_or(0),
+                            ceilings.smallerInWords(), vram ? *vram->totalBytes : 0});
   }
   auto text = config::suggestConfig(figures, opts);
   if (!text) {

@@ -1,11 +1,18 @@
 #include "cli/cmd_daemon_reload.h"
 
 #include <fmt/format.h>
+#include <signal.h>
+
+#include <cstdint>
+#include <cstdlib>
 
 #include "cli/daemon_call.h"
 #include "cli/exit_codes.h"
 #include "cli/print_line.h"
+#include "cli/socket_path.h"
+#include "rpc/client.h"
 #include "rpc/lease_api.h"
+#include "util/text.h"
 
 namespace tally::cli {
 
@@ -35,6 +42,28 @@ CLI::App* addDaemonReloadCommand(CLI::App& app, DaemonReloadOptions& o) {
 }
 
 int runDaemonReload(const DaemonReloadOptions& o) {
+  // As systemd's ExecReload: the socket is found in the file being reloaded,
+  // which may name another socket than the one the running daemon serves (a
+  // [daemon] socket edit applies at restart). systemd names the daemon's pid
+  // (MAINPID): it is asked by SIGHUP instead, and the journal says the rest.
+  if (const char* mainPid = std::getenv("MAINPID"); mainPid && *mainPid) {
+    std::string path = socketPath(o.socket);
+    if (!rpc::Client::connect(path)) {
+      auto pid = text::parseU64(mainPid);
+      if (!pid || *pid < 2 || *pid > INT32_MAX || ::kill(static_cast<pid_t>(*pid), SIGHUP) != 0) {
+        fmt::print(stderr,
+                   "tally daemon reload: cannot reach the daemon at {} nor signal MAINPID "
+                   "{}\n",
+                   path, mainPid);
+        return kExitEnvironment;
+      }
+      fmt::print(
+          "the daemon does not answer at {} (the file names another socket?): sent it "
+          "SIGHUP (pid {}); journalctl -u tally says what changed\n",
+          path, *pid);
+      return kExitOk;
+    }
+  }
   int rc = kExitOk;
   auto m = callDaemon("daemon reload", o, rpc::api::Reload{}, rc);
   if (!m) return rc;

@@ -23,10 +23,10 @@ CLI::App* addDaemonStatusCommand(CLI::App& app, DaemonStatusOptions& o) {
   if (!daemon) return nullptr;
   auto* status = daemon->add_subcommand(
       "status",
-      "What the running daemon says of itself: uptime, leases, in-kernel charge, coverage, "
+      "What the running daemon says of itself: uptime, leases, kernel charge, coverage, "
       "ledger");
   status->footer(
-      "The in-kernel charge line says whether GPU memory is charged to the lease that creates "
+      "The kernel charge line says whether GPU memory is charged to the lease that creates "
       "it and the\ncrossing allocation refused (BPF), and if not exactly why and what to do; "
       "tally doctor says the\nsame of this host without a daemon.\n"
       "Exit status: 0 the daemon answers and its ledger writes, 1 its ledger cannot write (new "

@@ -23,7 +23,8 @@ void addDoctorCommand(CLI::App& app, DoctorOptions& opts) {
       "GTT ceiling), and GTT -> memcg coverage: static signs (memory.stat gpu_active, ttm_memcg,\n"
       "a dmem GTT region, GPUActive) and, with --active, a probe that allocates a GTT buffer in a\n"
       "throw-away cgroup and compares memory.current with the client's drm-total-gtt (root only).\n"
-      "The kernel bound (BPF): each device it covers, what it could not do exactly, what it never\n"
+      "The kernel charge (BPF): each device it covers, what it could not do exactly, what it "
+      "never\n"
       "sees; with --active, the charge probe: per allocation path the host has (amdgpu "
       "GEM_CREATE,\n"
       "KFD, dumb buffers, xe), N bytes allocated in a throw-away cgroup armed as a lease, the\n"
@@ -57,9 +58,11 @@ void addDoctorCommand(CLI::App& app, DoctorOptions& opts) {
       ->add_option("--probe-size", opts.probeSize,
                    "GTT buffer the probe allocates (and each charge probe allocation)")
       ->default_str("64MiB");
-  doctor->add_flag("--require-kernel-bound", opts.requireKernelBound,
-                   "with --active: exit 2 unless the kernel bound runs here, refuses, and its "
+  doctor->add_flag("--require-kernel-charge", opts.requireKernelBound,
+                   "with --active: exit 2 unless the kernel charge runs here, refuses, and its "
                    "probe ran on a path");
+  // Its name before the feature had one name (kept so scripts keep working; not listed).
+  doctor->add_flag("--require-kernel-bound", opts.requireKernelBound)->group("");
   doctor->add_flag("--slurm", opts.slurm,
                    "check this node as its Slurm expects it instead (a health check: exit 1 "
                    "drains; see below)");
@@ -97,7 +100,7 @@ int runDoctor(const fs::RootPaths& paths, const DoctorOptions& opts) {
     o.chargeProbe->cgroupParent = opts.probeCgroup;
     o.requireKernelBound = opts.requireKernelBound;
   } else if (opts.requireKernelBound) {
-    fmt::print(stderr, "tally doctor: --require-kernel-bound needs --active (its probe)\n");
+    fmt::print(stderr, "tally doctor: --require-kernel-charge needs --active (its probe)\n");
     return kExitUsage;
   }
   auto report = doctor::examine(paths, o);

@@ -11,7 +11,7 @@ struct DoctorOptions {
   bool active = false;
   std::string probeSize = "64MiB";
   std::string probeCgroup = "/";
-  bool requireKernelBound = false;  // with --active: the kernel bound must run and be proven
+  bool requireKernelBound = false;  // with --active: the kernel charge must run and be proven
   // --slurm: the node as its Slurm expects it (slurm/health.h)
   bool slurm = false;
   // "" = where slurmd reads it: /etc/slurm/plugstack.conf, else (a

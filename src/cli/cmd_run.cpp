@@ -259,7 +259,7 @@ void addRunCommand(CLI::App& app, RunOptions& o) {
                   "GPU memory level that raises an event when crossed; never kills");
   run->add_option("--gpu-memory-action", o.gpuAction,
                   "what --gpu-memory-max does: refuse = the kernel fails the allocation that\n"
-                  "would cross it (ENOMEM) where the daemon's in-kernel charge is active, with\n"
+                  "would cross it (ENOMEM) where the daemon's kernel charge is active, with\n"
                   "the sampled kill as backstop (the kill alone elsewhere); kill = the sampled\n"
                   "kill only; report = events only (`tally doctor` says if refusal is active)")
       ->check(CLI::IsMember(enforce::actionNames()))

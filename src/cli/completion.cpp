@@ -6,6 +6,8 @@
 #include <string_view>
 #include <vector>
 
+#include "cli/exit_codes.h"
+
 namespace tally::cli {
 namespace {
 
@@ -35,6 +37,12 @@ void walk(const CLI::App& app, const std::string& prefix, std::vector<Command>& 
 }
 
 bool takesValue(const CLI::Option* o) { return o->get_expected_min() > 0; }
+
+// The options --help lists: a hidden one (group "", an old name kept for
+// scripts) is neither completed nor documented.
+std::vector<const CLI::Option*> visibleOptions(const CLI::App& app) {
+  return app.get_options([](const CLI::Option* o) { return !o->get_group().empty(); });
+}
 
 // The values of an option CLI11 checks against a set ("TEXT:{kill,stop,continue}").
 std::vector<std::string> memberValues(const CLI::Option* o) {
@@ -100,7 +108,7 @@ std::string bashCompletion(const CLI::App& app, const Enumerations& enums) {
   // Options that take a value: the word after them is the value, not a command.
   std::string valued;
   for (const auto& c : commands)
-    for (const CLI::Option* o : c.app->get_options())
+    for (const CLI::Option* o : visibleOptions(*c.app))
       for (const auto& l : o->get_lnames())
         if (takesValue(o)) valued += fmt::format("|\"{}:--{}\"", c.path, l);
   if (!valued.empty()) s += fmt::format("      {}) ((i++)) ;;\n", valued.substr(1));
@@ -111,7 +119,7 @@ std::string bashCompletion(const CLI::App& app, const Enumerations& enums) {
   }
   s += "    esac\n  done\n\n  case \"$path:$prev\" in\n";
   for (const auto& c : commands) {
-    for (const CLI::Option* o : c.app->get_options()) {
+    for (const CLI::Option* o : visibleOptions(*c.app)) {
       if (!takesValue(o)) continue;
       for (const auto& l : o->get_lnames()) {
         std::vector<std::string> set = memberValues(o);
@@ -142,7 +150,7 @@ std::string bashCompletion(const CLI::App& app, const Enumerations& enums) {
     if (!subs.empty()) {
       action = fmt::format("COMPREPLY=($(compgen -W \"{}\" -- \"$cur\"))", words(subs));
     } else {
-      for (const CLI::Option* o : c.app->get_options()) {
+      for (const CLI::Option* o : visibleOptions(*c.app)) {
         if (!o->get_lnames().empty() || o->get_name().empty()) continue;
         if (o->get_name() == "ID") action = kLeaseIds;
         if (o->get_name() == "FILE") action = "_filedir toml";
@@ -154,7 +162,7 @@ std::string bashCompletion(const CLI::App& app, const Enumerations& enums) {
   s += "    \"\") opts=\"--help --version\" ;;\n";
   for (const auto& c : commands) {
     std::vector<std::string> opts;
-    for (const CLI::Option* o : c.app->get_options())
+    for (const CLI::Option* o : visibleOptions(*c.app))
       for (const auto& l : o->get_lnames()) opts.push_back("--" + l);
     s += fmt::format("    \"{}\") opts=\"{}\" ;;\n", c.path, words(opts));
   }
@@ -177,7 +185,7 @@ std::string fishCompletion(const CLI::App& app) {
   }
   for (const auto& c : commands) {
     std::string last = c.path.substr(c.path.rfind(' ') + 1);
-    for (const CLI::Option* o : c.app->get_options()) {
+    for (const CLI::Option* o : visibleOptions(*c.app)) {
       for (const auto& l : o->get_lnames()) {
         s += fmt::format("complete -c tally -n '__fish_seen_subcommand_from {}' -l {}{} -d '{}'\n",
                          last, l, takesValue(o) ? " -r" : "", oneLine(o->get_description(), "'\\"));
@@ -185,6 +193,88 @@ std::string fishCompletion(const CLI::App& app) {
     }
   }
   return s;
+}
+
+namespace {
+
+// Text as roff reads it: a backslash is \e, a hyphen in a word \-, and a
+// line that starts with . or ' is not a request.
+std::string roff(std::string_view text) {
+  std::string out;
+  bool lineStart = true;
+  for (char c : text) {
+    if (lineStart && (c == '.' || c == '\'')) out += "\\&";
+    if (c == '\\')
+      out += "\\e";
+    else if (c == '-')
+      out += "\\-";
+    else
+      out += c;
+    lineStart = c == '\n';
+  }
+  return out;
+}
+
+std::string manSynopsis(const std::vector<Command>& commands) {
+  std::string s;
+  for (const auto& c : commands) {
+    if (!c.app->get_subcommands([](const CLI::App* sub) { return sub->get_group() != ""; })
+             .empty() &&
+        visibleOptions(*c.app).size() <= 1)
+      continue;  // a group of commands (lease, ledger, config) only names its members
+    s += fmt::format(".B tally {}\n.RI [ options ]\n.br\n", roff(c.path));
+  }
+  return s;
+}
+
+std::string manCommands(const std::vector<Command>& commands) {
+  std::string s;
+  for (const auto& c : commands) {
+    s += fmt::format(".SS \"tally {}\"\n{}\n", roff(c.path), roff(c.app->get_description()));
+    for (const CLI::Option* o : visibleOptions(*c.app)) {
+      std::string names = o->get_name(true, true);
+      if (o->get_lnames().empty() && o->get_snames().empty()) names = o->get_name();
+      s += fmt::format(".TP\n.B {}{}\n{}\n", roff(names),
+                       takesValue(o) && !o->get_lnames().empty()
+                           ? fmt::format(" \\fI{}\\fR", roff(o->get_type_name()))
+                           : std::string(),
+                       roff(o->get_description()));
+    }
+    if (!c.app->get_footer().empty())
+      s += fmt::format(".PP\n.nf\n{}\n.fi\n", roff(c.app->get_footer()));
+  }
+  return s;
+}
+
+std::string manExitStatus() {
+  std::string s;
+  for (const auto& e : exitStatuses())
+    s += fmt::format(".TP\n.B {}\n{}\n", e.code, roff(e.meaning));
+  return s;
+}
+
+}  // namespace
+
+std::string manPage(const CLI::App& app, const std::string& templateText) {
+  std::vector<Command> commands;
+  walk(app, "", commands);
+  std::string out;
+  std::size_t at = 0;
+  while (at < templateText.size()) {
+    std::size_t end = templateText.find('\n', at);
+    if (end == std::string::npos) end = templateText.size();
+    std::string_view line(templateText.data() + at, end - at);
+    if (line == "@TALLY_MAN_SYNOPSIS@")
+      out += manSynopsis(commands);
+    else if (line == "@TALLY_MAN_COMMANDS@")
+      out += manCommands(commands);
+    else if (line == "@TALLY_MAN_EXIT_STATUS@")
+      out += manExitStatus();
+    else
+      out += std::string(line) + "\n";
+    at = end + 1;
+  }
+  return out;
 }
 
 std::string zshCompletion(const CLI::App& app) {
@@ -202,7 +292,7 @@ std::string zshCompletion(const CLI::App& app) {
   for (auto it = commands.rbegin(); it != commands.rend(); ++it) {
     const auto& c = *it;
     std::vector<std::string> specs;
-    for (const CLI::Option* o : c.app->get_options()) {
+    for (const CLI::Option* o : visibleOptions(*c.app)) {
       for (const auto& l : o->get_lnames()) {
         specs.push_back(fmt::format("'--{}[{}]{}'", l, oneLine(o->get_description(), "':\\[]"),
                                     takesValue(o) ? ":value:" : ""));

@@ -19,4 +19,11 @@ std::string bashCompletion(const CLI::App& app, const Enumerations& enums);
 std::string fishCompletion(const CLI::App& app);
 std::string zshCompletion(const CLI::App& app);
 
+// tally(1) from its prose (dist/tally.1.in) and the same model: the
+// template's @TALLY_MAN_SYNOPSIS@, @TALLY_MAN_COMMANDS@ and
+// @TALLY_MAN_EXIT_STATUS@ lines become every command with its description,
+// each option with its help and its footer, and the exit code table
+// (cli/exit_codes.h), in roff. The page cannot drift from --help.
+std::string manPage(const CLI::App& app, const std::string& templateText);
+
 }  // namespace tally::cli

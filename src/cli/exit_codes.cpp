@@ -11,11 +11,6 @@ namespace tally::cli {
 
 namespace {
 
-struct ExitStatus {
-  int code;
-  const char* meaning;
-};
-
 constexpr std::array kStatuses{
     ExitStatus{kExitOk, "ok"},
     ExitStatus{kExitDegraded,
@@ -33,6 +28,11 @@ constexpr std::array kStatuses{
 };
 
 }  // namespace
+
+const std::vector<ExitStatus>& exitStatuses() {
+  static const std::vector<ExitStatus> all(kStatuses.begin(), kStatuses.end());
+  return all;
+}
 
 std::string exitStatusText() {
   // Wrapped at a word to 80 columns, the continuation under the meaning.

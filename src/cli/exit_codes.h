@@ -6,6 +6,7 @@
 
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace tally::cli {
 
@@ -24,6 +25,12 @@ inline constexpr const char* kReadingExitStatus =
 
 // The table as `tally --help` shows it, one "  N  meaning" line per code.
 std::string exitStatusText();
+// The table itself (the man page's EXIT STATUS is written from it).
+struct ExitStatus {
+  int code;
+  const char* meaning;
+};
+const std::vector<ExitStatus>& exitStatuses();
 
 // The exit code for the daemon's "no": kExitRefused for every answer about
 // the request (a limit, a budget, a conflict, not found, forbidden, a timeout,

@@ -5,7 +5,9 @@
 #include <algorithm>
 #include <cstdio>
 #include <exception>
+#include <fstream>
 #include <optional>
+#include <sstream>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -135,12 +137,13 @@ int main(int argc, char** argv) {
   cli::TopOptions topOpts;
   cli::addTopCommand(app, topOpts);
   // Hidden: the build writes the zsh and fish completion with it (dist/install.cmake).
-  std::string completionShell, completionFile;
+  std::string completionShell, completionFile, manTemplate;
   auto* completion =
       app.add_subcommand("completion", "Write bash, zsh or fish completion")->group("");
-  completion->add_option("SHELL", completionShell, "bash, zsh or fish")
+  completion->add_option("SHELL", completionShell, "bash, zsh or fish (or man: tally(1))")
       ->required()
-      ->check(CLI::IsMember({"bash", "zsh", "fish"}));
+      ->check(CLI::IsMember({"bash", "zsh", "fish", "man"}));
+  completion->add_option("--template", manTemplate, "man: the page's prose (dist/tally.1.in)");
   completion->add_option("FILE", completionFile, "where to write it (default: stdout)");
 
   // `tally run [options] -- CMD ARGS...`: everything after the first "--"
@@ -186,9 +189,21 @@ int main(int argc, char** argv) {
                                 : cli::runConfigCheck(roots, configOpts);
     if (app.got_subcommand("top")) return cli::runTop(topOpts);
     if (app.got_subcommand("completion")) {
-      std::string text = completionShell == "zsh"    ? cli::zshCompletion(app)
-                         : completionShell == "fish" ? cli::fishCompletion(app)
-                                                     : cli::bashCompletion(app, completionValues());
+      std::string text;
+      if (completionShell == "man") {
+        std::ifstream in(manTemplate);
+        std::stringstream prose;
+        prose << in.rdbuf();
+        if (!in) {
+          fmt::print(stderr, "tally completion man: cannot read --template '{}'\n", manTemplate);
+          return cli::kExitUsage;
+        }
+        text = cli::manPage(app, prose.str());
+      } else {
+        text = completionShell == "zsh"    ? cli::zshCompletion(app)
+               : completionShell == "fish" ? cli::fishCompletion(app)
+                                           : cli::bashCompletion(app, completionValues());
+      }
       if (completionFile.empty()) {
         fmt::print("{}", text);
         return cli::kExitOk;

@@ -63,11 +63,11 @@ struct Daemon {
   // (root; allocates coverageProbeBytes of GTT in a throw-away cgroup), and
   // whether gpu_memory_max still kills once the kernel charges GTT.
   bool coverageProbe = false;
-  // The in-kernel GPU memory charge and bound (bpf/, docs/enforcement.md):
+  // The kernel charge and bound (bpf/, docs/enforcement.md):
   // loaded where the kernel allows (true), or never (false: fdinfo meters
   // and the sampled kill bounds, as on a kernel without BPF).
   bool kernelCharge = true;
-  // Buffer objects one lease may hold in the in-kernel charge's object map
+  // Buffer objects one lease may hold in the kernel charge's object map
   // (bpf/sizing.h): past it a bounded lease's allocation is refused, an
   // unbounded one's object left to fdinfo. It keeps one lease from filling
   // the map for every other.

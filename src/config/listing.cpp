@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include "devices/gtt_consumer.h"
+#include "enforce/gpu_bound.h"
 #include "util/json_view.h"
 #include "util/units.h"
 
@@ -48,6 +49,7 @@ json effectiveJson(const Config& c, const std::string& stateDir) {
       {"kernel_objects_per_lease", d.kernelObjectsPerLease},
       {"metrics_textfile", d.metricsTextfile.empty() ? json(nullptr) : json(d.metricsTextfile)},
       {"metrics_listen", d.metricsListen.empty() ? json(nullptr) : json(d.metricsListen)},
+      {"metrics_beyond_loopback", d.metricsBeyondLoopback},
       {"metrics_allow_users", d.metricsAllowUsers},
       {"max_connections", d.maxConnections},
       {"max_connections_per_uid", d.maxConnectionsPerUid},
@@ -76,6 +78,8 @@ json effectiveJson(const Config& c, const std::string& stateDir) {
          {"memory_max", jsonview::orNull<json>(want.declaration.memoryMax)},
          {"gpu_memory_max", jsonview::orNull<json>(want.declaration.gpuMemoryMax)},
          {"gpu_memory_high", jsonview::orNull<json>(want.declaration.gpuMemoryHigh)},
+         {"gpu_memory_action", enforce::actionName(want.declaration.gpuAction)},
+         {"gpu_over_samples", want.declaration.gpuOverSamples},
          {"priority", want.priority},
          {"attributes", want.declaration.attributes}});
   }

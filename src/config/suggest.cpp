@@ -30,7 +30,7 @@ Result<std::string> suggestConfig(const HostFigures& host, const SuggestOptions&
   // Rounded up to a whole GiB: the reserve errs on the host's side.
   std::uint64_t reserve =
       o.reserve.value_or((std::max(4 * kGiB, total / 8) + kGiB - 1) / kGiB * kGiB);
-  if (reserve + kGiB > total)
+  if (reserve >= total || total - reserve < kGiB)
     return Error{0, fmt::format("--reserve {} leaves less than 1 GiB of MemTotal {} to budget",
                                 units::humanBytes(reserve), units::humanBytes(total))};
   const std::uint64_t usable = total - reserve;
@@ -41,6 +41,12 @@ Result<std::string> suggestConfig(const HostFigures& host, const SuggestOptions&
   }
   const std::uint64_t gttBudget = std::min(gtt, usable);
   const std::uint64_t hostBudget = usable - gttBudget;
+  // Each lease's default share is whole MiB (a size the config takes); one
+  // that rounds to nothing is no share.
+  if ((host.gpus.empty() ? usable : gttBudget + vram) / o.capacity < kMiB)
+    return Error{0, fmt::format("--capacity {} leaves each lease less than 1 MiB of the budget; "
+                                "ask for fewer",
+                                o.capacity)};
 
   std::string out;
   auto line = [&out](const std::string& s) { out += s + "\n"; };
@@ -72,8 +78,15 @@ Result<std::string> suggestConfig(const HostFigures& host, const SuggestOptions&
     line("[pools.gpu]");
     line(fmt::format("capacity = {}", o.capacity));
     std::string devices;
-    for (const auto& g : host.gpus) devices += (devices.empty() ? "\"" : ", \"") + g.device + "\"";
-    line(fmt::format("devices = [{}]", devices));
+    bool named = true;
+    for (const auto& g : host.gpus) {
+      devices += (devices.empty() ? "\"" : ", \"") + g.device + "\"";
+      named = named && g.pci;
+    }
+    if (named)
+      line(fmt::format("devices = [{}]", devices));
+    else
+      line("# devices: none named (every GPU with mem_info_*): one has no PCI address to name");
     const std::uint64_t gpuBudget = gttBudget + vram;
     line(fmt::format(
         "gpu_memory_budget = {}   # GTT ceiling{} + VRAM {}", size(gpuBudget),
@@ -81,7 +94,7 @@ Result<std::string> suggestConfig(const HostFigures& host, const SuggestOptions&
         units::humanBytes(vram)));
     line(fmt::format("default_gpu_memory_max = {}   # a bare tally run --pool gpu: {}",
                      size(gpuBudget / o.capacity), share));
-    if (hostBudget >= kGiB) {
+    if (hostBudget >= kGiB && hostBudget / o.capacity >= kMiB) {
       line(fmt::format("memory_budget = {}   # MemTotal - reserve - GTT", size(hostBudget)));
       line(fmt::format("default_memory_max = {}", size(hostBudget / o.capacity)));
     } else {

@@ -17,7 +17,8 @@ namespace tally::config {
 struct HostFigures {
   std::optional<std::uint64_t> memTotal;  // /proc/meminfo MemTotal; absent: unreadable
   struct Gpu {
-    std::string device;  // PCI address, as a pool's devices name it
+    std::string device;  // PCI address, as a pool's devices name it (else the DRM device's name)
+    bool pci = true;     // false: a pool cannot name it; the pool then names no device (every GPU)
     // The GTT ceiling headroom measures against (the smaller known of
     // graphics and compute, devices/gtt_ceiling.h), and which one, in words.
     std::uint64_t gttCeiling = 0;

@@ -195,7 +195,7 @@ ChargeProbeResult runChargeProbe(const fs::Root& proc, const fs::Root& sys,
   for (const auto& p : plans) r.paths.push_back(p.result);
   if (std::none_of(plans.begin(), plans.end(), [](const Plan& p) { return p.result.present; })) {
     r.outcome = ChargeProbeOutcome::Ran;
-    r.detail = "this host has no allocation path the kernel bound decodes";
+    r.detail = "this host has no allocation path the kernel charge decodes";
     return r;
   }
 

@@ -1,4 +1,4 @@
-// The kernel bound's probe (tally doctor --active): does the in-kernel charge
+// The kernel charge's probe (tally doctor --active): does the kernel charge
 // (bpf/) charge exactly what each allocation path of this host's drivers
 // makes, and refuse the next one past a bound? In a throw-away cgroup armed as
 // a lease, a child process allocates N bytes through each decoded path the

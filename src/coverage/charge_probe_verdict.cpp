@@ -140,7 +140,7 @@ RefusalVerdict judgeRefusal(const PathResult& p) {
                           errnoWords(-rc));
   } else if (p.refusedDelta == 0) {
     v.words =
-        "not refused by the kernel bound: the driver answered ENOMEM itself (the lease's refusal "
+        "not refused by the kernel charge: the driver answered ENOMEM itself (the lease's refusal "
         "count did not move)";
   } else if (p.failsafeDelta > 0) {
     v.words = fmt::format("not refused at the bound: refused failing closed ({})",

@@ -24,7 +24,7 @@ struct Handover {
 
   // The hand-over as a lease's enforcement plan reads it (enforce/plan.h:
   // the MemoryMax that holds host memory and GTT both, the advisory bound),
-  // with what the in-kernel charge can do here.
+  // with what the kernel charge can do here.
   enforce::KernelState kernelState(bool chargeRefuses) const {
     return {gttCharged(), keepGpuMemoryMax, chargeRefuses};
   }

@@ -236,12 +236,12 @@ void KernelUpkeep::rescanDevices() {
       if (!added)
         events_.note(3,
                      fmt::format("a GPU device appeared but could not be registered for the "
-                                 "in-kernel charge: {}; its buffers are metered from fdinfo",
+                                 "kernel charge: {}; its buffers are metered from fdinfo",
                                  added.error().message),
                      {{"TALLY_EVENT", "kernel-charge-device"}});
       else if (*added)
         events_.note(5,
-                     fmt::format("registered {} new GPU device node{} for the in-kernel charge",
+                     fmt::format("registered {} new GPU device node{} for the kernel charge",
                                  *added, *added == 1 ? "" : "s"),
                      {{"TALLY_EVENT", "kernel-charge-device"}});
     }

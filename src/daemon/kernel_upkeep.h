@@ -1,4 +1,4 @@
-// The daemon's side of the in-kernel charge beyond each lease's meter:
+// The daemon's side of the kernel charge beyond each lease's meter:
 //
 //   ended leases   a lease that ends is retired in the kernel; the buffers it
 //                  created and that outlive it stay counted (in its entry, in

@@ -63,6 +63,11 @@ struct Lease {
   lease::LeaseKind kind = lease::LeaseKind::Run;
   uid_t owner = 0;
   pid_t peerPid = 0;
+  // The asker's primary and supplementary groups as the kernel gave them at
+  // its request: a reload that narrows a pool's access list re-checks a
+  // waiter by them (daemon/service_reload.cpp).
+  gid_t peerGid = 0;
+  std::vector<gid_t> peerGroups{};
   // Its pools and priority, and its declaration (name, limits, GPU bound,
   // attributes): what the request declared, the name resolved (its kind's
   // when none was given).

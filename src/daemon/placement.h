@@ -37,7 +37,7 @@ struct PlacementEnv {
   Units* units;
   std::uint64_t pageSize;
   const fs::Root* sys = nullptr;  // for measuring a workload's GPU memory on arrival
-  // The in-kernel charge, for a charge an earlier lease of the cgroup left
+  // The kernel charge, for a charge an earlier lease of the cgroup left
   // (carried into the new lease's figure) on arrival.
   const bpf::KernelCharge* charge = nullptr;
   // The widest tree a non-root user's attached lease may have: the cgroups

@@ -35,7 +35,7 @@ struct SamplerEnv {
   Watches& watches;
   Units* units;
   std::uint64_t (*monotonicUs)() = nullptr;  // the cadence's clock; null: the real one
-  bpf::KernelCharge* charge = nullptr;       // the in-kernel charge; null: off
+  bpf::KernelCharge* charge = nullptr;       // the kernel charge; null: off
   // Cgroups one user's leases' fdinfo walks may visit per sample round
   // (Limits::maxCgroupsWalkedPerUid; 0: no budget).
   std::size_t cgroupsWalkedPerUid = 0;
@@ -57,7 +57,7 @@ class Sampler {
         handover_(handover) {}
 
   // The kernel's state a lease's plan is made for: the hand-over, and
-  // whether the in-kernel charge refuses allocations here.
+  // whether the kernel charge refuses allocations here.
   enforce::KernelState kernelState() const {
     return handover_.kernelState(env_.charge && env_.charge->capabilities().refusing);
   }

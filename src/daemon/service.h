@@ -79,7 +79,7 @@ struct ServiceEnv {
   // lease's wait for its exit report: a seam, so a test can step time (null:
   // the real clock).
   std::uint64_t (*monotonicUs)() = nullptr;
-  // The in-kernel charge and bound (bpf/), loaded by the daemon at start
+  // The kernel charge and bound (bpf/), loaded by the daemon at start
   // where the kernel allows; null: off (fdinfo meters, the sampled kill bounds).
   bpf::KernelCharge* kernelCharge = nullptr;
   // How the config's user and group names become ids, once at construction
@@ -154,7 +154,7 @@ class Service {
 
   // GTT -> memcg coverage found at start: recorded in the ledger (a change
   // from the last start is said), and used by admission, headroom and bounds.
-  // What the in-kernel charge does here (bpf/availability.h), for the overview.
+  // What the kernel charge does here (bpf/availability.h), for the overview.
   void setKernelCharge(bpf::Verdict v) { views_.setKernelCharge(std::move(v)); }
   void setCoverage(const coverage::Assessment& a);
   // The ledger's damage no operator accepted (ledger::unacknowledged), found

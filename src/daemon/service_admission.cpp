@@ -151,6 +151,8 @@ Service::Admission Service::admit(std::uint64_t conn, const Peer& peer, const js
   };
   auto l =
       newLease(kind, peer.uid, peer.pid, conn, withDefaults, cfg_.daemon, sampler_.kernelState());
+  l->peerGid = peer.gid;
+  l->peerGroups = peer.groups;
   auto totals = [this](const config::Pool& pool) { return measures_.totalsFor(pool); };
   if (!child) {
     if (auto s = book_.check(l->req, totals); !s)

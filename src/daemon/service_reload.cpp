@@ -4,8 +4,10 @@
 #include <fmt/format.h>
 #include <syslog.h>
 
+#include <algorithm>
 #include <set>
 
+#include "bpf/sizing.h"
 #include "config/diff.h"
 #include "daemon/service.h"
 #include "ledger/ledger.h"
@@ -14,6 +16,12 @@
 namespace tally::daemon {
 
 namespace code = rpc::code;
+
+namespace {
+// Refused waiters named in a reload's reply; the rest are counted in one line
+// (each is an event and a journal line all the same).
+constexpr std::size_t kReloadLinesPerKind = 64;
+}  // namespace
 
 Result<std::vector<std::string>> Service::reload() {
   auto refused = [this](const std::string& why) -> Error {
@@ -28,18 +36,34 @@ Result<std::vector<std::string>> Service::reload() {
   if (next.daemon.stateDir.empty()) next.daemon.stateDir = ledger::defaultStateDir();
   const config::Changes changes = config::differences(cfg_, next);
 
-  // Pools first: the one step that can refuse, taken before anything changes.
-  std::vector<admission::Engine::Dropped> dropped;
-  if (!changes.pools.empty()) {
-    auto totals = [this](const config::Pool& pool) { return measures_.totalsFor(pool); };
-    auto r = book_.reconfigure(next.pools, totals);
-    if (!r)
-      return refused(
-          fmt::format("{}. Let those leases end, or keep the limits they hold, and "
-                      "reload again",
-                      r.error().message));
-    dropped = std::move(*r);
+  // The kernel charge's maps were sized when they were made for what the
+  // pools admit at once (bpf/sizing.h, the rule the loader follows); pools
+  // that need more would fill them, and a full map refuses leases. Refused
+  // here, where the operator reads why.
+  if (env_.kernelCharge) {
+    std::uint64_t admits = cfg_.daemon.maxQueued;
+    for (const auto& p : next.pools) admits += p.capacity;
+    std::uint64_t need =
+        bpf::sizeMaps(std::nullopt, admits, cfg_.daemon.kernelObjectsPerLease).leases;
+    std::uint64_t room = env_.kernelCharge->totals().leasesCapacity;
+    if (room && need > room)
+      return refused(fmt::format(
+          "the pools' capacities and max_queued admit {} leases at once: the kernel charge "
+          "needs {} lease slots for that, and its maps were made with {}. Keep the capacities; "
+          "or, once no lease runs, stop the daemon, remove /sys/fs/bpf/tally and start it (the "
+          "maps are made anew for the new pools)",
+          admits, need, room));
   }
+  // Pools first: the one step that can refuse, taken before anything changes
+  // (every reload, so the engine keeps the file's order of pools too).
+  auto totals = [this](const config::Pool& pool) { return measures_.totalsFor(pool); };
+  auto reconfigured = book_.reconfigure(next.pools, totals);
+  if (!reconfigured)
+    return refused(
+        fmt::format("{}. Let those leases end, or keep the limits they hold, and "
+                    "reload again",
+                    reconfigured.error().message));
+  std::vector<admission::Engine::Dropped> dropped = std::move(*reconfigured);
   std::vector<std::string> lines = changes.pools;
   const std::vector<config::DeclaredLease> before = cfg_.leases;
   cfg_.pools = next.pools;
@@ -52,15 +76,39 @@ Result<std::vector<std::string>> Service::reload() {
                     "reloaded",
                     name));
 
+  // A waiter whose pool's new access list leaves its asker out is refused
+  // too: access is checked at arrival, and a narrowed list must not let an
+  // earlier request through.
+  std::vector<std::pair<std::string, std::string>> forbidden;
+  for (const auto& [id, l] : book_.all()) {
+    if (l->state() != Lease::State::Queued) continue;
+    if (auto why = poolRefusal(access_, Peer{l->peerPid, l->owner, l->peerGid, l->peerGroups},
+                               l->req.pools))
+      forbidden.emplace_back(id, *why);
+  }
+  // (Still in the queue: forget() below takes them out of it.)
+  for (const auto& [id, why] : forbidden) dropped.push_back({id, why});
+  // Each refused waiter hears why and is an event; the reply lists the first
+  // ones (a reply has room for kMaxReloadChanges lines), the journal all.
+  std::size_t told = 0;
   for (const auto& d : dropped) {
     Lease* l = book_.find(d.id);
     if (!l) continue;
-    std::string why = fmt::format("the reloaded config can never grant it: {}", d.why);
+    bool allowed = std::none_of(forbidden.begin(), forbidden.end(),
+                                [&](const auto& f) { return f.first == d.id; });
+    std::string why = allowed ? fmt::format("the reloaded config can never grant it: {}", d.why)
+                              : fmt::format("the reloaded config's access list: {}", d.why);
     events_.leftQueue(*l, rpc::api::kReloadRefusedKind, why);
-    fail(l->client().conn, l->client().pendingId, code::kRefused, why);
-    lines.push_back(fmt::format("lease {} ({}) refused: {}", l->id, l->name(), d.why));
+    fail(l->client().conn, l->client().pendingId, allowed ? code::kRefused : code::kForbidden, why);
+    if (++told <= kReloadLinesPerKind)
+      lines.push_back(fmt::format("lease {} ({}) refused: {}", l->id, l->name(), d.why));
     book_.forget(d.id);
   }
+  if (told > kReloadLinesPerKind)
+    lines.push_back(
+        fmt::format("and {} more waiters refused (tally events --kind "
+                    "refused-by-reload lists each)",
+                    told - kReloadLinesPerKind));
 
   // Declared leases: a live lease keeps what it was granted; the
   // declaration as it is now applies from its unit's next run.
@@ -99,7 +147,12 @@ Result<std::vector<std::string>> Service::reload() {
         continue;
       }
     }
-    // A run refused under the old pools is tried once under the new ones.
+    // A run refused under the old pools (or the old declaration) is tried
+    // once under the new ones; an unchanged reload retries nothing.
+    bool changed = !changes.pools.empty() || !followed;
+    for (const auto& c : changes.leases)
+      changed = changed || c.starts_with(fmt::format("leases.{}.", d.name));
+    if (!changed) continue;
     DeclaredRun& st = declared_.byUnit[d.unit()];
     st.refusedInvocation.clear();
     st.refusedWhy.clear();

@@ -6,6 +6,7 @@
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
+#include <signal.h>
 #include <sys/epoll.h>
 #include <sys/resource.h>
 #include <systemd/sd-event.h>
@@ -47,6 +48,12 @@ bpf::LoadOptions kernelChargeLoadOptions(const fs::Root& sys, const config::Conf
 }
 
 Ended serve(const StartOptions& o) {
+  // SIGHUP is a reload once the loop runs (Server::onHangup); a SIGHUP that
+  // comes while the daemon starts waits for it, and never stops the start.
+  sigset_t hangup;
+  sigemptyset(&hangup);
+  sigaddset(&hangup, SIGHUP);
+  sigprocmask(SIG_BLOCK, &hangup, nullptr);
   auto parsed = config::load(o.config);
   if (!parsed.config) {
     fmt::print(stderr,
@@ -122,7 +129,7 @@ Ended serve(const StartOptions& o) {
                "tally daemon: note: no systemd manager ({}); attach --unit is unavailable\n",
                bus.error().message);
   }
-  // The in-kernel charge and bound (bpf/): loaded where the kernel and the
+  // The kernel charge and bound (bpf/): loaded where the kernel and the
   // unit allow, its maps and links pinned so it outlives this process; the
   // line says what is on and, where something is off, why and what to do.
   bpf::LoadOptions chargeOptions = kernelChargeLoadOptions(*sys, cfg);
@@ -132,8 +139,7 @@ Ended serve(const StartOptions& o) {
   } else {
     kernelCharge.verdict.why = "daemon.kernel_charge = false in the config";
   }
-  fmt::print(stderr, "tally daemon: in-kernel GPU memory charge: {}\n",
-             bpf::describe(kernelCharge.verdict));
+  fmt::print(stderr, "tally daemon: kernel charge: {}\n", bpf::describe(kernelCharge.verdict));
   long page = sysconf(_SC_PAGESIZE);
   journal::SdJournal journal;
   daemon::ServiceEnv env{*proc,

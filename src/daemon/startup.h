@@ -29,7 +29,7 @@ enum class Ended {
 
 Ended serve(const StartOptions& o);
 
-// What the in-kernel charge loads with: the host's devices, and the maps
+// What the kernel charge loads with: the host's devices, and the maps
 // sized from the host's GPU memory and the config's limits (bpf/sizing.h).
 // The daemon and its privileged loader (tally daemon load-kernel-charge) use
 // the same; it lives here, above both the config and bpf/, so neither

@@ -57,6 +57,7 @@ json Views::lease(const Lease& l, const admission::Engine::Queued* queued, std::
     j["waiting_for"] = why ? json(admission::waitName(*why)) : json(nullptr);
     // What it waits for in one line, as its client hears it ("pool gpu is
     // full: 4 of 4 leases hold it"): top shows it on the queued row.
+    if (!queued) headroomSeen_.clear();  // a lease asked for alone: measured now
     if (position && why)
       if (auto line = waitingLine(*position - 1); !line.empty()) j["waiting_detail"] = line;
   } else {
@@ -143,6 +144,8 @@ rpc::api::LeaseReply Views::leaseReply(const Lease& l) {
 template <typename Row>
 Views::Page Views::listing(const rpc::api::ListPage& page, Row row) {
   Page out;
+  // One measure of each pool's headroom for the page's waiters, not one each.
+  headroomSeen_.clear();
   const std::size_t limit = std::min<std::size_t>(page.limit.value_or(rpc::api::kMaxPageLeases),
                                                   rpc::api::kMaxPageLeases);
   const auto& all = book_.all();
@@ -184,8 +187,13 @@ Views::Page Views::seatsPage(const rpc::api::ListPage& page, std::uint64_t nowNs
 }
 
 std::string Views::waitingLine(std::size_t index) {
-  return book_.waitAt(index, [this](const config::Pool& p) { return measures_.headroomFor(p); })
-      .detail;
+  auto headroom = [this](const config::Pool& p) {
+    auto it = headroomSeen_.find(p.name);
+    if (it == headroomSeen_.end())
+      it = headroomSeen_.emplace(p.name, measures_.headroomFor(p)).first;
+    return it->second;
+  };
+  return book_.waitAt(index, headroom).detail;
 }
 
 json Views::leasesReply(const rpc::api::ListPage& page) {

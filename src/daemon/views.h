@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <string>
 
@@ -96,7 +97,7 @@ class Views {
   Page listing(const rpc::api::ListPage& page, Row row);
 
  public:
-  // What the in-kernel charge does on this host (the daemon's verdict at start).
+  // What the kernel charge does on this host (the daemon's verdict at start).
   void setKernelCharge(bpf::Verdict v) { kernelCharge_ = std::move(v); }
   // Its upkeep: ended leases' buffers, the programs' counters, the devices.
   void setKernelUpkeep(const KernelUpkeep* u) { upkeep_ = u; }
@@ -105,7 +106,10 @@ class Views {
   // A waiter's wait in one line, as its client hears it ("pool gpu is full:
   // 4 of 4 leases hold it"), from queue index `index`; "" when none.
   std::string waitingLine(std::size_t index);
-  bpf::Verdict kernelCharge_{{}, "not loaded (a daemon without the in-kernel charge)"};
+  // Each pool's headroom as measured once for the listing being made (a
+  // page's waiters share it); cleared when a listing starts.
+  std::map<std::string, admission::Headroom> headroomSeen_;
+  bpf::Verdict kernelCharge_{{}, "not loaded (a daemon without the kernel charge)"};
   const KernelUpkeep* upkeep_ = nullptr;
   // kernel_charge's counters, room, devices and ended leases (overview).
   json kernelChargeState() const;

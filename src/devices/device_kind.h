@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: GPL-2.0 OR MIT */
 /*
- * Which allocation ioctls tally's in-kernel charge decodes on a device: the
+ * Which allocation ioctls tally's kernel charge decodes on a device: the
  * kind the daemon registers each DRM and KFD node as (struct tally_device,
  * bpf/gpu_charge_abi.h), which bpf/gpu_ioctl.h's decoders switch on, and the
  * decoder a driver's row of the catalogue (devices/driver_catalogue.h) names.

@@ -1,14 +1,14 @@
 // What tally knows of each DRM driver, one row per driver (docs/gpu.md,
 // "Memory classes"): its fdinfo regions' memory classes, whether its fdinfo
 // prints memory figures, what memory its buffer objects are (so whether the
-// memory cgroup or the in-kernel charge counts them), which allocation
-// decoder the in-kernel charge runs on its nodes, and the facts doctor, the
+// memory cgroup or the kernel charge counts them), which allocation
+// decoder the kernel charge runs on its nodes, and the facts doctor, the
 // report and the coverage probes print or try for it. The classifier
 // (memory_class.h), the BPF loader (bpf/host.cpp), doctor, the report and the
 // probes read these rows and nothing else of a driver's name.
 //
 // Adding a driver is a row in driver_catalogue.cpp; a driver whose
-// allocations the kernel bound decodes also needs its kind
+// allocations the kernel charge decodes also needs its kind
 // (devices/device_kind.h) and decoder (bpf/gpu_ioctl.h), and tests. Pure.
 #pragma once
 
@@ -43,7 +43,7 @@ struct RegionRule {
 enum class ObjectMemory {
   Unknown,     // not established: neither charge counts them as the driver's
   Shmem,       // shmem pages the memory cgroup charges (a lease's MemoryMax bounds them)
-  Ttm,         // TTM pages memcg does not charge: the in-kernel charge (bpf/) counts them
+  Ttm,         // TTM pages memcg does not charge: the kernel charge (bpf/) counts them
   ShmemOrTtm,  // i915: shmem on an integrated part, TTM pages on a discrete one
 };
 
@@ -56,7 +56,7 @@ struct DriverRow {
   std::span<const RegionRule> regions{};
   DriverFigures figures = DriverFigures::Unknown;  // whether its fdinfo prints memory figures
   ObjectMemory objects = ObjectMemory::Unknown;
-  // The allocation decoder the in-kernel charge runs on its nodes;
+  // The allocation decoder the kernel charge runs on its nodes;
   // TALLY_DEVICE_OTHER_DRM: none (its objects are still charged when TTM).
   tally_device_kind decoder = TALLY_DEVICE_OTHER_DRM;
   std::string_view allocationIoctls{};  // what the decoder reads, as doctor names it
@@ -84,7 +84,7 @@ std::string_view decodedDriverName(std::uint32_t kind);
 // ceiling and ROCm placement are reported for it).
 bool servedByKfd(std::string_view driver);
 
-// The real drivers (not the test driver) whose objects the in-kernel charge
+// The real drivers (not the test driver) whose objects the kernel charge
 // counts, joined by `separator` in the catalogue's order; `undecodedOnly`:
 // only those whose allocations it does not decode ("radeon/nouveau").
 std::string chargedDriverNames(std::string_view separator, bool undecodedOnly);

@@ -58,7 +58,7 @@ inline bool countedAsGpuMemory(MemoryClass c) {
 const char* notCountedReason(MemoryClass c);
 
 // Whether the buffer objects a driver creates are memory the memory cgroup
-// does not charge, so the in-kernel charge (bpf/) counts them: the TTM
+// does not charge, so the kernel charge (bpf/) counts them: the TTM
 // drivers of the catalogue (ObjectMemory::Ttm: amdgpu, xe, radeon, nouveau;
 // tally_testdrm as amdgpu). Not the shmem drivers (charged already) nor
 // i915, whose objects are shmem on an integrated part (on a discrete one

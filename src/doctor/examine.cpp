@@ -131,7 +131,7 @@ Result<Report> examine(const fs::RootPaths& paths, const Options& o) {
   if (layout.containable() && cgRoot && layout.v2Root && !r.memoryDelegated)
     r.degraded.push_back(r.memoryHint.value_or("memory not delegated"));
 
-  // The kernel bound's probe (kernel_bound.h: what it does to the exit status).
+  // The kernel charge's probe (kernel_bound.h: what it does to the exit status).
   if (o.chargeProbe) {
     if (cgRoot) {
       kc.probe = coverage::runChargeProbe(*proc, *sys, *cgRoot, r.host.devices, kc.facts,

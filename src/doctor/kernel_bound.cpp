@@ -10,7 +10,7 @@
 namespace tally::doctor {
 
 const char* const kKernelBoundDoesNotSee =
-    "not seen by the kernel bound: memory a driver allocates without a GEM object (KFD queues and "
+    "not seen by the kernel charge: memory a driver allocates without a GEM object (KFD queues and "
     "event pages, some page tables), objects a driver's kernel worker makes (KFD's SVM migration), "
     "dma-buf heap imports, buffers made before a lease was armed; the sampled kill bounds what "
     "fdinfo shows of them";
@@ -192,7 +192,7 @@ ChargeProbeHealth judgeChargeProbe(const coverage::ChargeProbeResult& p, bool re
   h.checkFailed = p.outcome == coverage::ChargeProbeOutcome::Failed || p.anyPathFailed();
   for (const auto& path : p.paths)
     if (coverage::pathFinding(path))
-      h.degraded.push_back(fmt::format("kernel bound: {} on {}: {}",
+      h.degraded.push_back(fmt::format("kernel charge: {} on {}: {}",
                                        coverage::chargePathWords(path.path), path.device,
                                        coverage::pathLine(path)));
   bool proven = p.outcome == coverage::ChargeProbeOutcome::Ran && p.refusing &&

@@ -2,7 +2,7 @@
 // does not: each DRM device and /dev/kfd with the charge's rule for it
 // (registered in the attached programs or not), the programs' counters of
 // what they could not do exactly, their room, and the fixed list of what the
-// kernel bound never sees. Pure: examine() reads, this judges and words.
+// kernel charge never sees. Pure: examine() reads, this judges and words.
 #pragma once
 
 #include <cstdint>
@@ -16,7 +16,7 @@
 
 namespace tally::doctor {
 
-// One DRM device (or /dev/kfd) as the kernel bound covers it.
+// One DRM device (or /dev/kfd) as the kernel charge covers it.
 struct DeviceCoverage {
   std::string device;  // the device's key (BDF or platform name), or the KFD node
   std::string driver;  // the driver its ioctls are (DRM_IOCTL_VERSION), else sysfs's
@@ -56,7 +56,7 @@ std::optional<std::string> roomWarning(const bpf::Totals& t);
 // not be probed, or the probe failing, is a check that could not run; a charge
 // that differs, or an allocation past the bound not refused there, is a bound
 // that does not hold as said (a degraded line each). `required`
-// (--require-kernel-bound): the bound unavailable here, refusing off, or no
+// (--require-kernel-charge): the bound unavailable here, refusing off, or no
 // path probed is a check that could not run too.
 struct ChargeProbeHealth {
   std::vector<std::string> degraded;
@@ -64,7 +64,7 @@ struct ChargeProbeHealth {
 };
 ChargeProbeHealth judgeChargeProbe(const coverage::ChargeProbeResult& p, bool required);
 
-// What the kernel bound does not see (docs/enforcement.md, "What it cannot see").
+// What the kernel charge does not see (docs/enforcement.md, "What it cannot see").
 extern const char* const kKernelBoundDoesNotSee;
 
 }  // namespace tally::doctor

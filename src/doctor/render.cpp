@@ -83,7 +83,7 @@ json kernelChargeJson(const KernelCharge& kc) {
 
 void kernelChargeText(const KernelCharge& kc, const std::function<void(const std::string&)>& line) {
   constexpr const char* indent = "             ";
-  line(fmt::format("kernel bound {}", bpf::describe(kc.verdict)));
+  line(fmt::format("kernel charge {}", bpf::describe(kc.verdict)));
   line(
       fmt::format("{}attached now: {} (the daemon's programs pinned under /sys/fs/bpf/tally; "
                   "capabilities judged as this process has them)",
@@ -112,7 +112,8 @@ void kernelChargeText(const KernelCharge& kc, const std::function<void(const std
   }
   if (kc.shown()) line(fmt::format("{}{}", indent, kKernelBoundDoesNotSee));
 
-  const char* required = kc.required ? " (--require-kernel-bound: a check that could not run)" : "";
+  const char* required =
+      kc.required ? " (--require-kernel-charge: a check that could not run)" : "";
   if (!kc.probe) {
     if (kc.shown()) line("charge probe not run (tally doctor --active runs it)");
     return;

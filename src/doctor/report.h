@@ -37,7 +37,7 @@ struct Dmem {
   std::optional<cgroup::Chain> chain;  // down to where leases live, when present
 };
 
-// The in-kernel GPU memory charge and bound (bpf/): what this host allows,
+// The kernel charge and bound (bpf/): what this host allows,
 // judged as the daemon judges it at start, whether a daemon has the programs
 // attached now (their pins under /sys/fs/bpf/tally), which devices they cover,
 // what they could not do exactly, and, with --active, the charge probe.
@@ -53,7 +53,7 @@ struct KernelCharge {
   std::optional<bpf::Totals> totals;
   std::optional<std::string> pinsUnread;  // why the attached programs' maps were not read
   std::optional<coverage::ChargeProbeResult> probe;
-  bool required = false;  // --require-kernel-bound
+  bool required = false;  // --require-kernel-charge
 
   // Whether the section says more than the verdict: the bound can run here, or runs.
   bool shown() const { return pinned || verdict.can.charging; }
@@ -86,8 +86,8 @@ struct Report {
 
 struct Options {
   std::optional<coverage::ProbeOptions> probe;              // run the active probe
-  std::optional<coverage::ChargeProbeOptions> chargeProbe;  // run the kernel bound's probe
-  // The kernel bound must be there and proven (the charge probe): when it
+  std::optional<coverage::ChargeProbeOptions> chargeProbe;  // run the kernel charge's probe
+  // The kernel charge must be there and proven (the charge probe): when it
   // cannot run, or refusing is off, a check could not run (exit 2).
   bool requireKernelBound = false;
   bool queryManager = true;  // ask systemd (only for the host's own /proc and /sys)

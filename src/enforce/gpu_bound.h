@@ -22,7 +22,7 @@
 
 namespace tally::enforce {
 
-// What gpu_memory_max does. Refuse: where the in-kernel charge is active
+// What gpu_memory_max does. Refuse: where the kernel charge is active
 // (bpf/), the allocation that would cross is refused (ENOMEM) and the sampled
 // kill stays the backstop for memory no creation path shows; elsewhere it is
 // the sampled kill. Kill: the sampled kill only (the kernel still meters).

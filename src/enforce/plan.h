@@ -1,6 +1,6 @@
 // How one lease's bounds are enforced, decided once (docs/enforcement.md).
 // Pure: what the lease declared, its parent's plan (a child lease), the
-// kernel's hand-over state and what the in-kernel charge can do here go in;
+// kernel's hand-over state and what the kernel charge can do here go in;
 // the plan comes out. The daemon's sampler and placement and tally run's
 // runner execute a plan; none of them decides one.
 //
@@ -11,7 +11,7 @@
 //                    is smaller (with the parent's action when the child
 //                    declared no max); advisory (report only) once the kernel
 //                    charges GTT and the operator did not keep gpu_memory_max
-//   the kernel limit where the in-kernel charge refuses allocations (bpf/):
+//   the kernel limit where the kernel charge refuses allocations (bpf/):
 //                    gpu_memory_max, for a bound whose action is refuse
 //   the pace         near its bound a lease is sampled fast, but only while
 //                    its bound can still kill
@@ -32,11 +32,11 @@ struct Bounds {
 };
 
 // The kernel's hand-over state (coverage::Handover::kernelState makes it
-// from the coverage verdict) and what the in-kernel charge can do here.
+// from the coverage verdict) and what the kernel charge can do here.
 struct KernelState {
   bool gttCharged = false;        // memcg charges GTT: MemoryMax holds host memory and GTT
   bool keepGpuMemoryMax = false;  // [daemon] keep_gpu_memory_max: the bound still acts
-  bool chargeRefuses = false;     // the in-kernel charge is loaded: it refuses allocations
+  bool chargeRefuses = false;     // the kernel charge is loaded: it refuses allocations
 };
 
 struct Plan {
@@ -48,7 +48,7 @@ struct Plan {
   // parent's), high, action (report when advisory) and over-samples.
   GpuBound bound;
   bool advisory = false;
-  // The limit the in-kernel charge refuses allocations at (absent: the
+  // The limit the kernel charge refuses allocations at (absent: the
   // kernel only meters this lease).
   std::optional<std::uint64_t> kernelLimit;
 

@@ -1,4 +1,4 @@
-// The allocations the in-kernel charge refused for one lease (bpf/) that no
+// The allocations the kernel charge refused for one lease (bpf/) that no
 // event has said yet. Refusals can come thousands a second (a workload that
 // retries), so they are gathered here and said as one gpu-bound event at
 // most once per interval, and at the lease's end: nothing refused goes

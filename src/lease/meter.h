@@ -72,7 +72,7 @@ struct GpuMeter {
   std::string lastSource = "drm-fdinfo";      // or "drm-fdinfo+kfd-sysfs" (gpumem/gpu_memory.h)
   std::optional<std::uint64_t> lastKfdBytes;  // KFD's VRAM-flagged figure, shown beside
   std::vector<std::string> lastDevices;       // device keys (PCI BDF) the latest scan's clients use
-  // The in-kernel charge (bpf/), where the daemon armed the lease: the
+  // The kernel charge (bpf/), where the daemon armed the lease: the
   // latest reading (its counters this lease's own: a charge carried from an
   // earlier lease of the same cgroup counts its bytes, not its refusals), and
   // the fdinfo sum shown beside it (absent when that sample's sum was

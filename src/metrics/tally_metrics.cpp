@@ -72,7 +72,7 @@ void declareAll(Builder& b) {
   b.family("tally_lease_gpu_memory_counted_peak_bytes",
            "Peak of the lease's GTT + VRAM over its samples");
   b.family("tally_lease_gpu_allocations_refused_total",
-           "GPU allocations the kernel refused the lease at its gpu_memory_max (in-kernel bound)",
+           "GPU allocations the kernel refused the lease at its gpu_memory_max (kernel charge)",
            Type::Counter);
   b.family("tally_lease_gpu_allocations_refused_bytes_total",
            "Bytes those refused allocations asked for", Type::Counter);
@@ -97,11 +97,11 @@ void declareAll(Builder& b) {
   b.family("tally_kernel_charge_ended_lease_bytes",
            "GPU memory an ended lease's buffers still hold, charged to it in the kernel");
   b.family("tally_kernel_charge_objects",
-           "Buffer objects in the in-kernel charge's object map (and reserved for allocations in "
+           "Buffer objects in the kernel charge's object map (and reserved for allocations in "
            "flight)");
   b.family("tally_kernel_charge_objects_capacity", "The object map's room");
   b.family("tally_kernel_charge_anomalies_total",
-           "What the in-kernel charge programs could not do exactly, by kind, since their maps "
+           "What the kernel charge programs could not do exactly, by kind, since their maps "
            "were made (docs/enforcement.md)",
            Type::Counter);
   b.family("tally_pool_headroom_host_bytes",

@@ -53,7 +53,7 @@ struct SeatFacts {
   Figure gpuCurrent;                                // gtt + vram, the figure gpu_memory_max bounds
   std::optional<std::uint64_t> gpuPeakBytes;
   std::string gpuSource = "drm-fdinfo";
-  // The in-kernel charge (bpf/), where the lease is armed: fdinfo's sum shown
+  // The kernel charge (bpf/), where the lease is armed: fdinfo's sum shown
   // beside the charge, and the allocations refused at its bound.
   bool kernelCharged = false;
   std::optional<std::uint64_t> gpuFdinfoBytes;

@@ -299,7 +299,7 @@ std::vector<SlurmCheck> judgeSlurm(const SlurmFacts& f) {
     } else {
       add("no_gres", CheckState::Ok,
           fmt::format("a job without the {} GRES gets no GPU memory here (no_gres=refuse): "
-                      "its allocations are refused where the kernel bound runs (else it is "
+                      "its allocations are refused where the kernel charge runs (else it is "
                       "killed holding any), and its step's stderr says how to ask",
                       gresName));
     }

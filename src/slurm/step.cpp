@@ -321,7 +321,7 @@ Result<rpc::api::Attach> jobRequest(const PluginArgs& args, const StepOptions& o
   // policy): granted now or refused by the pool's declared budget, never
   // queued and never refused for measured headroom (buffers still being
   // freed, page cache on an APU); the daemon records what headroom lacked,
-  // and the kernel bound holds the job to its count.
+  // and the kernel charge holds the job to its count.
   d.noWait = true;
   d.placed = true;
   if (auto s = slurmAttributes(f, false, d.declaration.attributes); !s) return s.error();

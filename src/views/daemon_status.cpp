@@ -48,7 +48,7 @@ DaemonStatus daemonStatus(const json& o, std::uint64_t nowNs, bool utc) {
   const json& kc = get(o, "kernel_charge");
   std::string charge = text(kc, "line");
   // The line says why when it is off (bpf::describe): said once.
-  s.lines.push_back("in-kernel charge: " + (charge.empty() ? std::string("not reported") : charge));
+  s.lines.push_back("kernel charge: " + (charge.empty() ? std::string("not reported") : charge));
   // Buffers of ended leases, still counted until freed.
   for (const auto& e :
        get(kc, "ended_leases").is_array() ? get(kc, "ended_leases") : json::array()) {

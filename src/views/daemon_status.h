@@ -1,5 +1,5 @@
 // `tally daemon status`: what the running daemon says of itself, from its
-// overview reply: since when, how many leases, whether the in-kernel charge
+// overview reply: since when, how many leases, whether the kernel charge
 // and refusal are active (and if not exactly why), what MemoryMax covers on
 // this kernel, and whether the ledger writes. Pure: the reply in, lines out.
 #pragma once

@@ -504,6 +504,53 @@ TEST(ExitStatusCli, TheDaemonsNoIsASentenceAndOneExitCodeAcrossCommands) {
   }
 }
 
+// tally(1) as the build writes it: the prose of dist/tally.1.in, the rest
+// from the binary's own command-line model.
+std::string manPage() {
+  auto r = runProgram({TALLY_BINARY, "completion", "man", "--template",
+                       std::string(TALLY_SOURCE_DIR) + "/dist/tally.1.in"});
+  EXPECT_EQ(r.exitCode(), 0) << r.err;
+  return r.out;
+}
+
+std::string roffed(std::string s) {
+  std::string out;
+  for (char c : s) out += c == '-' ? std::string("\\-") : std::string(1, c);
+  return out;
+}
+
+// Every command and every option its --help lists is in the man page, which
+// is written from the same model (nothing to keep in step by hand).
+TEST(ManPageCli, EveryCommandAndOptionItsHelpListsIsInTheManPage) {
+  std::string man = manPage();
+  EXPECT_EQ(man.find("@TALLY_MAN"), std::string::npos);
+  std::regex option("^  (?:-[a-zA-Z],)?(--[a-z][a-z-]+)");
+  for (const auto& cmd : commandPaths()) {
+    std::string path;
+    for (const auto& w : cmd) path += (path.empty() ? "" : " ") + w;
+    std::size_t at = man.find(".SS \"tally " + path + "\"\n");
+    ASSERT_NE(at, std::string::npos) << path;
+    std::size_t end = man.find(".SS ", at + 4);
+    std::string section = man.substr(at, end == std::string::npos ? std::string::npos : end - at);
+    std::vector<std::string> argv = {TALLY_BINARY};
+    argv.insert(argv.end(), cmd.begin(), cmd.end());
+    argv.push_back("--help");
+    std::istringstream help(runProgram(argv).out);
+    int seen = 0;
+    for (std::string l; std::getline(help, l);) {
+      std::smatch m;
+      if (!std::regex_search(l, m, option)) continue;
+      std::string name = m[1];
+      if (name == "--help" || name == "--proc-root" || name == "--sys-root" ||
+          name == "--cgroup-root" || name == "--version")
+        continue;  // tally's own, listed once
+      ++seen;
+      EXPECT_NE(section.find(roffed(name)), std::string::npos) << path << ": " << name;
+    }
+    EXPECT_GT(seen, 0) << path;
+  }
+}
+
 // One table of exit codes: tally --help prints it and the man page carries
 // the same codes with the same words.
 TEST(ExitStatusCli, HelpAndTheManPageCarryTheSameTable) {
@@ -520,7 +567,7 @@ TEST(ExitStatusCli, HelpAndTheManPageCarryTheSameTable) {
     else if (code >= 0 && std::regex_match(l, m, continued))
       fromHelp[code] += " " + m[1].str();
   }
-  std::string man = readFile(std::string(TALLY_SOURCE_DIR) + "/dist/tally.1.in");
+  std::string man = manPage();
   std::string section = man.substr(man.find(".SH EXIT STATUS"));
   section = section.substr(0, section.find(".SH ", 4));
   std::regex manEntry("\\.TP\n\\.B ([0-9])\n([^\n]+)\n");

@@ -8,6 +8,7 @@
 
 #include <nlohmann/json.hpp>
 #include <string>
+#include <vector>
 
 #include "support/fake_host.h"
 #include "support/scenario.h"
@@ -16,6 +17,32 @@ namespace tally::clitest {
 
 using namespace tally::testing;
 using json = nlohmann::json;
+
+// Every command a user types, by its words: the man page and the shell
+// completion are each checked against its --help.
+inline const std::vector<std::vector<std::string>>& commandPaths() {
+  static const std::vector<std::vector<std::string>> kPaths = {{"run"},
+                                                               {"daemon"},
+                                                               {"daemon", "status"},
+                                                               {"daemon", "reload"},
+                                                               {"attach"},
+                                                               {"seats"},
+                                                               {"metrics"},
+                                                               {"top"},
+                                                               {"leases"},
+                                                               {"pools"},
+                                                               {"events"},
+                                                               {"logs"},
+                                                               {"doctor"},
+                                                               {"gpu"},
+                                                               {"lease", "show"},
+                                                               {"lease", "release"},
+                                                               {"ledger"},
+                                                               {"ledger", "verify"},
+                                                               {"config", "check"},
+                                                               {"config", "suggest"}};
+  return kPaths;
+}
 
 struct Cli : ::testing::Test {
   FakeHost host;

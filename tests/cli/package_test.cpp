@@ -12,6 +12,7 @@
 #include <set>
 #include <sstream>
 
+#include "cli_fixture.h"
 #include "support/fake_host.h"
 #include "support/process.h"
 
@@ -201,24 +202,7 @@ std::set<std::string> completed(const std::vector<std::string>& words,
 }
 
 TEST(Package, BashCompletionOffersEveryOptionHelpLists) {
-  for (const std::vector<std::string>& cmd :
-       std::vector<std::vector<std::string>>{{"run"},
-                                             {"daemon"},
-                                             {"attach"},
-                                             {"seats"},
-                                             {"metrics"},
-                                             {"top"},
-                                             {"leases"},
-                                             {"pools"},
-                                             {"events"},
-                                             {"logs"},
-                                             {"doctor"},
-                                             {"gpu"},
-                                             {"lease", "show"},
-                                             {"lease", "release"},
-                                             {"ledger"},
-                                             {"ledger", "verify"},
-                                             {"config", "check"}}) {
+  for (const auto& cmd : clitest::commandPaths()) {
     auto help = helpOptions(cmd);
     ASSERT_FALSE(help.empty()) << cmd[0];
     auto offered = completed(cmd);

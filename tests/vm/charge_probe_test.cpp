@@ -177,7 +177,7 @@ TEST_F(VmChargeProbe, TheDaemonsProgramsAreReadAndADeviceTheyDoNotSeeIsNamed) {
   EXPECT_NE(unseen["line"].get<std::string>().find("differs by 67108864 bytes"), std::string::npos);
   bool named = false;
   for (const auto& line : before["degraded"])
-    named |= line.get<std::string>().find("kernel bound: tally_testdrm CREATE") == 0;
+    named |= line.get<std::string>().find("kernel charge: tally_testdrm CREATE") == 0;
   EXPECT_TRUE(named) << before["degraded"].dump(2);
 
   printText("doctor --active, the daemon's programs attached, the device not registered");

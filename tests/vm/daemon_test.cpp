@@ -33,13 +33,13 @@ TEST_F(VmDaemon, RunsAsANotifyServiceAndReportsStatus) {
   ASSERT_EQ(pools.exitCode(), 0) << pools.err;
   json p = json::parse(pools.out);
   EXPECT_TRUE(p[1]["headroom"]["host_bytes"].is_number_unsigned()) << p;  // MemAvailable of the VM
-  // tally daemon status: what the daemon says of itself, the in-kernel charge
+  // tally daemon status: what the daemon says of itself, the kernel charge
   // as this kernel allows it (the BPF LSM on: charging and refusing).
   auto said = tally({"daemon", "status"});
   ASSERT_EQ(said.exitCode(), 0) << said.err;
   bool bpfLsm = readFile("/sys/kernel/security/lsm").find("bpf") != std::string::npos;
-  EXPECT_NE(said.out.find(bpfLsm ? "\nin-kernel charge: charging and refusing in the kernel (BPF)\n"
-                                 : "\nin-kernel charge: off: "),
+  EXPECT_NE(said.out.find(bpfLsm ? "\nkernel charge: charging and refusing in the kernel (BPF)\n"
+                                 : "\nkernel charge: off: "),
             std::string::npos)
       << said.out;
   EXPECT_NE(said.out.find("\nleases: 0 live, 0 queued; sampled every "), std::string::npos)

@@ -13,7 +13,9 @@
 
 #include <chrono>
 #include <cstdlib>
+#include <fstream>
 #include <nlohmann/json.hpp>
+#include <regex>
 
 #include "support/fake_host.h"
 #include "support/process.h"
@@ -182,6 +184,99 @@ TEST_F(VmDeb, SlurmFindsThePluginByNameInItsPluginDir) {
             std::string::npos)
       << step.err;
   sh("systemctl stop slurmd slurmctld; rm -f /etc/slurm/slurm.conf /etc/slurm/plugstack.conf");
+}
+
+// An operator's first day (issue 51), as the commands and their output: the
+// package's daemon runs; `tally config suggest` writes pools for this host
+// and `systemctl reload` applies them; the model server that already runs is
+// attached, admitted on what its declaration adds; a member of group tally
+// runs a bare job that the pool's default share bounds; a request that waits
+// out its queue timeout is counted, and the shipped alert rule fires on the
+// counter the daemon exported. The transcript is printed: the closing note
+// of the issue quotes it. The VM's GPU is the test driver with 512 MiB GTT.
+TEST_F(VmDeb, AnOperatorsFirstDayAsCommandsAndTheirOutput) {
+  const char* ko = std::getenv("TALLY_TESTDRM_KO");
+  ASSERT_NE(ko, nullptr);
+  if (!exists("/sys/module/tally_testdrm"))
+    ASSERT_EQ(sh(std::string("modprobe drm && insmod ") + ko).exitCode(), 0);
+  ASSERT_EQ(
+      sh("echo 536870912 > /sys/module/tally_testdrm/parameters/mem_info_gtt_total").exitCode(), 0);
+  std::string transcript;
+  auto step = [&](const std::string& cmd, const std::string& user = "") {
+    auto r = user.empty() ? sh(cmd + " 2>&1") : as(user, cmd + " 2>&1");
+    transcript += (user.empty() ? "# " : user + "$ ") + cmd + "\n" + r.out;
+    return r;
+  };
+  ASSERT_EQ(sh("cp /etc/tally/tally.toml /tmp/tally.toml.package").exitCode(), 0);
+
+  // Pools from this host, installed and applied without a restart.
+  auto suggest = step(
+      "tally config suggest --capacity 2 --reserve 256M > /tmp/suggested.toml && "
+      "sed -i 's/^# socket_group/socket_group/' /tmp/suggested.toml && "
+      "cat /tmp/suggested.toml");
+  ASSERT_EQ(suggest.exitCode(), 0) << suggest.out;
+  auto check = step("tally config check /tmp/suggested.toml");
+  ASSERT_EQ(check.exitCode(), 0) << check.out;
+  auto reload = step(
+      "install -m 0644 /tmp/suggested.toml /etc/tally/tally.toml && systemctl reload tally && "
+      "journalctl -u tally -o cat --no-pager | grep 'config reload'");
+  ASSERT_EQ(reload.exitCode(), 0) << reload.out;
+  EXPECT_NE(reload.out.find("config reload: pools.batch removed"), std::string::npos) << reload.out;
+
+  // The model server that already runs, holding 200 MiB of GTT.
+  std::string ready = "/tmp/llama.ready";
+  ASSERT_EQ(sh(fmt::format("rm -f {1}; systemd-run --quiet --unit=llama-server -p Type=exec {0} "
+                           "gpu gtt 200 1 600000 {1}",
+                           TALLY_VM_WORKLOAD, ready))
+                .exitCode(),
+            0);
+  ASSERT_TRUE(eventually([&] { return exists(ready); }, 30s));
+  auto attach = step(
+      "tally attach --unit llama-server.service --pool gpu --memory-max 256M "
+      "--gpu-memory-max 250M --name llama");
+  ASSERT_EQ(attach.exitCode(), 0) << attach.out;
+  step("tally leases");
+
+  // A member's bare job: the pool's default share declares it.
+  auto job =
+      step("tally run --pool gpu --name first-job -- echo hello from a bounded job", kMember);
+  EXPECT_EQ(job.exitCode(), 0) << job.out;
+  EXPECT_NE(job.out.find("is the pool's default"), std::string::npos) << job.out;
+  step("tally ledger --user " + kMember, kMember);
+
+  // The pool full (capacity 2): a request waits out its timeout, and is counted.
+  ASSERT_EQ(as(kMember,
+               "setsid tally run --pool gpu --quiet --name holder -- sleep 60 "
+               "</dev/null >/dev/null 2>&1 &")
+                .exitCode(),
+            0);
+  ASSERT_TRUE(
+      eventually([&] { return sh("tally leases").out.find("holder") != std::string::npos; }, 30s));
+  auto waits = step(
+      "tally run --pool gpu --queue-timeout 2s --name late -- true 2>&1; echo exit $?", kMember);
+  EXPECT_NE(waits.out.find("no grant within the queue timeout"), std::string::npos) << waits.out;
+  auto counted = step("tally metrics | grep '^tally_queue_ended_total'");
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(counted.out, m,
+                                std::regex("tally_queue_ended_total\\{reason=\"queue-timeout\"\\} "
+                                           "([0-9]+)")))
+      << counted.out;
+  // The shipped rule, fed the exported counter: the alert fires.
+  std::string rules = "/usr/share/doc/tally/examples/prometheus/tally.rules.yml";
+  std::ofstream(std::string("/tmp/day-one.test.yml"))
+      << "rule_files: [" << rules << "]\nevaluation_interval: 1m\ntests:\n  - interval: 1m\n"
+      << "    input_series:\n      - series: 'tally_queue_ended_total{instance=\"vm\","
+      << "reason=\"queue-timeout\"}'\n        values: '0 " << m[1] << "'\n"
+      << "    promql_expr_test:\n      - expr: ALERTS{alertname=\"TallyQueueTimeouts\"}\n"
+      << "        eval_time: 1m\n        exp_samples:\n          - labels: 'ALERTS{alertname="
+      << "\"TallyQueueTimeouts\",alertstate=\"firing\",instance=\"vm\",severity=\"warning\"}'"
+      << "\n            value: 1\n";
+  auto alert = step("promtool test rules /tmp/day-one.test.yml");
+  EXPECT_EQ(alert.exitCode(), 0) << alert.out;
+
+  std::printf("---- an operator's first day ----\n%s---- end ----\n", transcript.c_str());
+  sh("pkill -f 'tally run --pool gpu --quiet --name holder'; systemctl stop llama-server; "
+     "cp /tmp/tally.toml.package /etc/tally/tally.toml && systemctl reload tally");
 }
 
 TEST_F(VmDeb, PurgeRemovesWhatInstallMadeAndKeepsTheLedgerUnlessTold) {

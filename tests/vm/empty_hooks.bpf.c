@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
- * The floor under tally's in-kernel charge (src/bpf/gpu_charge.bpf.c): three
+ * The floor under tally's kernel charge (src/bpf/gpu_charge.bpf.c): three
  * programs at the same hooks that do nothing. What a create/close pair costs
  * with these attached is what any program there costs before it runs a line
  * (the trampolines, the LSM's dispatch): the bench

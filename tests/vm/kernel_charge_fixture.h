@@ -1,4 +1,4 @@
-// The in-kernel charge's VM fixture: the BPF programs loaded by tally's own
+// The kernel charge's VM fixture: the BPF programs loaded by tally's own
 // loader, leases armed by cgroup id, and allocators (children that do one
 // step per command, so every assertion follows the step it checks: pipes are
 // the barriers) making buffers through the test DRM driver's real allocation

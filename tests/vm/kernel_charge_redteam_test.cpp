@@ -1,4 +1,4 @@
-// The in-kernel bound tried as a hostile user would (issue "The kernel bound is
+// The kernel charge tried as a hostile user would (issue "The kernel charge is
 // exact"), on 6.1, 6.12 and 7.x: allocation flags in the kernel's order, an
 // argument in a page not yet mapped, on-chip domains beside memory, a full
 // object map, release and re-attach, racing allocators, buffers that outlive

@@ -1,4 +1,4 @@
-// The in-kernel charge on a real kernel (6.1, 6.12, 7.x in the harness): what
+// The kernel charge on a real kernel (6.1, 6.12, 7.x in the harness): what
 // it charges and refuses, through every decoded allocation path, and what it
 // costs (the bench). The fixture: kernel_charge_fixture.h. VM harness only.
 #include <bpf/bpf.h>

@@ -48,7 +48,7 @@ class VmLoad : public ::testing::Test {
         << "these tests need the VM harness: vm/run.sh -- tally_vm_tests";
     const char* ko = std::getenv("TALLY_TESTDRM_KO");
     ASSERT_NE(ko, nullptr);
-    // A GPU host's kernel has the DRM core: the in-kernel charge loads as it would there.
+    // A GPU host's kernel has the DRM core: the kernel charge loads as it would there.
     if (::access("/sys/module/tally_testdrm", F_OK) != 0) {
       ASSERT_EQ(shell("modprobe drm && insmod " + std::string(ko)), 0);
     }

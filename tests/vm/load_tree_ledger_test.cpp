@@ -23,7 +23,7 @@ using namespace tally::vmload;
 // cgroups) and 9 child leases under the first, then grows the second by 300
 // cgroups past her walk budget (mkdir below a cgroup she owns needs no
 // privilege). The daemon walks her leases' trees every sample round
-// (kernel_charge = false: without the in-kernel charge, as on a kernel
+// (kernel_charge = false: without the kernel charge, as on a kernel
 // without the BPF LSM, every round walks every tree). Budgets configured to
 // the VM's size: max_cgroups_walked_per_uid = 1,024 and
 // max_children_per_lease = 8.

@@ -142,10 +142,9 @@ TEST_F(VmPackage, TheHardenedServiceStartsServesAndMetersAnAttachedUnit) {
   // The textfile under the sandbox's one writable path outside its state.
   auto check = sh("promtool check metrics < /var/lib/prometheus/node-exporter/tally.prom");
   EXPECT_EQ(check.exitCode(), 0) << check.out << check.err;
-  // The in-kernel charge runs under the hardening: two capabilities and bpf(2) added.
+  // The kernel charge runs under the hardening: two capabilities and bpf(2) added.
   std::string log = sh("journalctl -u tally --no-pager -o cat").out;
-  EXPECT_NE(log.find("in-kernel GPU memory charge: charging and refusing in the kernel (BPF)"),
-            std::string::npos)
+  EXPECT_NE(log.find("kernel charge: charging and refusing in the kernel (BPF)"), std::string::npos)
       << log;
   EXPECT_NE(readFile("/var/lib/prometheus/node-exporter/tally.prom")
                 .find("tally_kernel_charge_active{mode=\"refusing\"} 1"),
@@ -164,7 +163,7 @@ TEST_F(VmPackage, TheHardenedServiceStartsServesAndMetersAnAttachedUnit) {
   std::string why;
   eventually(
       [&] {
-        why = sh("journalctl -u tally --no-pager -o cat | grep 'in-kernel GPU memory charge' | "
+        why = sh("journalctl -u tally --no-pager -o cat | grep 'kernel charge' | "
                  "tail -n 1")
                   .out;
         return why.find("lacks CAP_BPF") != std::string::npos;

@@ -25,7 +25,7 @@
  * did before its runtime-stats rework: an unmapped buffer is on no VM list.
  *
  * Allocation ioctls, with the encodings of the drivers it plays (tally's
- * in-kernel charge decodes them): its own CREATE, amdgpu's GEM_CREATE (union
+ * kernel charge decodes them): its own CREATE, amdgpu's GEM_CREATE (union
  * drm_amdgpu_gem_create), xe's GEM_CREATE with personality=xe and, with
  * personality=amdgpu, /dev/kfd answering KFD's ALLOC_MEMORY_OF_GPU,
  * FREE_MEMORY_OF_GPU, MAP_MEMORY_TO_GPU and UNMAP_MEMORY_FROM_GPU with their
@@ -37,7 +37,7 @@
  *
  * Every object, with pages or without, is a GEM object initialised by
  * drm_gem_private_object_init() and released by drm_gem_object_release(), as
- * amdgpu_bo_create()'s are: what tally's in-kernel charge hooks.
+ * amdgpu_bo_create()'s are: what tally's kernel charge hooks.
  *
  * This file holds the module's parameters, the personalities, the DRM
  * driver's tables, the platform device's sysfs mem_info_* files and init/exit;

@@ -1,4 +1,4 @@
-// Whether the in-kernel charge runs, and the sentence when it does not.
+// Whether the kernel charge runs, and the sentence when it does not.
 #include "bpf/availability.h"
 
 #include <gtest/gtest.h>
@@ -65,7 +65,7 @@ TEST(BpfAvailability, EachMissingPieceIsNamedWithWhatToDo) {
   f.bpffs = false;
   EXPECT_TRUE(says(assess(f), "mount -t bpf")) << assess(f).why;
   f = allThere();
-  f.loadError = "the kernel did not load the in-kernel charge: Invalid argument";
+  f.loadError = "the kernel did not load the kernel charge: Invalid argument";
   v = assess(f);
   EXPECT_FALSE(v.can.charging);
   EXPECT_TRUE(says(v, "refused the programs: the kernel did not load")) << v.why;

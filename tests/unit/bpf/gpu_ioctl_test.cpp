@@ -1,4 +1,4 @@
-// The allocation ioctls the in-kernel bound decodes, against the real uapi
+// The allocation ioctls the kernel charge decodes, against the real uapi
 // headers (libdrm's amdgpu_drm.h, linux/kfd_ioctl.h, the test driver's):
 // the same command numbers, and sizes read from the real structs' fields.
 #include "bpf/gpu_ioctl.h"

@@ -1,4 +1,4 @@
-// The in-kernel charge's maps sized from the host and the daemon's limits
+// The kernel charge's maps sized from the host and the daemon's limits
 // (bpf/sizing.h): room grows with the box's GPU memory and what the daemon
 // admits, within fixed floors and ceilings, and one lease's object quota
 // never exceeds the map it shares.

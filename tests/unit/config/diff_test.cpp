@@ -48,6 +48,7 @@ unit = "llama-server.service"
 pools = ["gpu"]
 memory_max = "8GiB"
 gpu_memory_max = "44GiB"
+gpu_memory_action = "kill"
 )";
 
 TEST(ConfigDiff, SaysEachChangedSettingInTheUnitsConfigCheckShows) {
@@ -60,7 +61,8 @@ TEST(ConfigDiff, SaysEachChangedSettingInTheUnitsConfigCheckShows) {
                          "pools.gpu.allow_groups [] -> [render]",
                          "pools.train added",
                      }));
-  EXPECT_EQ(c.leases, (std::vector<std::string>{"leases.llm.gpu_memory_max 40.0 GiB -> 44.0 GiB"}));
+  EXPECT_EQ(c.leases, (std::vector<std::string>{"leases.llm.gpu_memory_max 40.0 GiB -> 44.0 GiB",
+                                                "leases.llm.gpu_memory_action refuse -> kill"}));
   EXPECT_FALSE(c.empty());
 }
 

@@ -19,7 +19,8 @@ config::Config parsedOrFail(const std::string& text) {
 TEST(ConfigSuggest, AStrixHaloBoxGetsBudgetsThatTogetherFitItsRam) {
   config::HostFigures h;
   h.memTotal = 125 * GiB;
-  h.gpus.push_back({"0000:c6:00.0", 96 * GiB, "the graphics ceiling (the smaller)", 512 * MiB});
+  h.gpus.push_back(
+      {"0000:c6:00.0", true, 96 * GiB, "the graphics ceiling (the smaller)", 512 * MiB});
   auto text = config::suggestConfig(h, {});
   ASSERT_TRUE(text) << text.error().message;
   auto c = parsedOrFail(*text);
@@ -46,7 +47,7 @@ TEST(ConfigSuggest, AStrixHaloBoxGetsBudgetsThatTogetherFitItsRam) {
 TEST(ConfigSuggest, AGttCeilingAboveTheRamLeftIsCutAndNoHostBudgetIsInvented) {
   config::HostFigures h;
   h.memTotal = 32 * GiB;
-  h.gpus.push_back({"0000:03:00.0", 30 * GiB, "the compute ceiling (the smaller)", 0});
+  h.gpus.push_back({"card1", false, 30 * GiB, "the compute ceiling (the smaller)", 0});
   config::SuggestOptions o;
   o.capacity = 2;
   o.reserve = 6 * GiB;
@@ -57,12 +58,14 @@ TEST(ConfigSuggest, AGttCeilingAboveTheRamLeftIsCutAndNoHostBudgetIsInvented) {
   EXPECT_FALSE(c.pools[0].memoryBudget);
   EXPECT_FALSE(c.pools[0].defaultMemoryMax);
   EXPECT_NE(text->find("GTT ceiling 30.0 GiB cut to MemTotal - reserve"), std::string::npos);
+  // A device with no PCI address: the pool names none (every GPU).
+  EXPECT_TRUE(c.pools[0].devices.empty());
 }
 
 TEST(ConfigSuggest, WithoutAGpuItIsOneHostPoolAndMissingFiguresAreRefused) {
   config::HostFigures h;
   h.memTotal = 16 * GiB;
-  h.leftOut.push_back("vgem: not a PCI device a pool can name");
+  h.leftOut.push_back("vgem: its GTT ceiling is unknown (no figure)");
   auto text = config::suggestConfig(h, {});
   ASSERT_TRUE(text);
   auto c = parsedOrFail(*text);
@@ -76,6 +79,12 @@ TEST(ConfigSuggest, WithoutAGpuItIsOneHostPoolAndMissingFiguresAreRefused) {
   config::SuggestOptions all;
   all.reserve = 16 * GiB;
   EXPECT_FALSE(config::suggestConfig(h, all));
+  all.reserve = UINT64_MAX;  // never wraps into a budget above MemTotal
+  EXPECT_FALSE(config::suggestConfig(h, all));
+  config::SuggestOptions many;
+  many.capacity = 1'000'000;  // a default share of nothing is refused, not printed as "0MiB"
+  EXPECT_EQ(config::suggestConfig(h, many).error().message,
+            "--capacity 1000000 leaves each lease less than 1 MiB of the budget; ask for fewer");
 }
 
 }  // namespace

@@ -1,4 +1,4 @@
-// The kernel bound's probe, judged: what a path's line says given its
+// The kernel charge's probe, judged: what a path's line says given its
 // figures -- charged exactly, differs, refused at the bound, not refused,
 // not tried, not present -- which figure the charge was held to, and absent
 // figures absent with their reason (never 0) in the JSON.
@@ -120,7 +120,7 @@ TEST(ChargeProbe, AnAllocationPastTheBoundNotRefusedSaysWhatHappened) {
 
   p.tryRc = -ENOMEM;  // the driver out of memory itself: not the bound
   EXPECT_EQ(coverage::judgeRefusal(p).words,
-            "not refused by the kernel bound: the driver answered ENOMEM itself (the lease's "
+            "not refused by the kernel charge: the driver answered ENOMEM itself (the lease's "
             "refusal count did not move)");
   p.tryRc = -EINVAL;
   EXPECT_EQ(coverage::judgeRefusal(p).words,

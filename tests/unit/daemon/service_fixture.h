@@ -198,7 +198,7 @@ class ServiceTest : public ::testing::Test {
   std::unique_ptr<cgroup::TreeWatcher> treeWatcher;
   std::optional<fs::Root> proc, sys, cgroup;
   std::unique_ptr<daemon::Service> service;
-  bpf::KernelCharge* kernelCharge = nullptr;  // the in-kernel charge a test gives the daemon
+  bpf::KernelCharge* kernelCharge = nullptr;  // the kernel charge a test gives the daemon
   int next = 1;
 };
 

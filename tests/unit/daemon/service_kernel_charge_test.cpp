@@ -1,4 +1,4 @@
-// The daemon over the in-kernel charge (bpf/kernel_charge.h), in memory: each
+// The daemon over the kernel charge (bpf/kernel_charge.h), in memory: each
 // lease armed with its bound at its start and disarmed at its end, its GPU
 // figure the kernel's charge, refusals said as gpu-bound events (at most one
 // per lease per minute), and leases nobody claims after a restart forgotten.
@@ -391,14 +391,14 @@ TEST_F(ServiceKernelChargeTest, AfterARestartTheLeasesChargesAreKeptAndUnclaimed
 // the reason: never armed and blind.
 TEST_F(ServiceKernelChargeTest, ALeaseTheChargeCannotCoverIsRefusedBeforeItRuns) {
   // No room in the kernel's maps.
-  charge.armFails = Error{E2BIG, "the in-kernel charge has no room for cgroup 7"};
+  charge.armFails = Error{E2BIG, "the kernel charge has no room for cgroup 7"};
   gpuWorkload("/machine.slice/full.scope", 5060, 60, 1);
   json a = call(
       2, 0, "attach",
       {{"pools", {"gpu"}}, {"cgroup", "/machine.slice/full.scope"}, {"gpu_memory_max", 2 * GiB}});
   ASSERT_FALSE(a["ok"]) << a;
   EXPECT_NE(a["error"]["message"].get<std::string>().find("cannot be charged in the kernel: the "
-                                                          "in-kernel charge has no room"),
+                                                          "kernel charge has no room"),
             std::string::npos)
       << a;
   EXPECT_EQ(service->liveLeases(), 0u);

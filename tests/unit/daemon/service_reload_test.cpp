@@ -114,6 +114,28 @@ TEST_F(ReloadTest, NewLimitsApplyAtOnceAndAWaiterTheyCanNeverGrantIsRefusedAndCo
   EXPECT_TRUE(said);
 }
 
+// Access is checked when a request arrives: a reload that narrows a pool's
+// access list refuses the waiters it leaves out, rather than grant them later.
+TEST_F(ReloadTest, ANarrowedAccessListRefusesTheWaitersItLeavesOut) {
+  ASSERT_EQ(call(1, 1000, "acquire", {{"pools", {"one"}}})["result"]["state"], "granted");
+  call(2, 1001, "acquire", {{"pools", {"one"}}, {"name", "bobs"}});
+  ASSERT_EQ(outbox.last(2)["event"], "queued");
+  write(
+      "[pools.gpu]\ncapacity = 4\ngpu_memory_budget = \"96GiB\"\n"
+      "[pools.one]\ncapacity = 1\nallow_users = [\"1000\"]\n");
+  json r = reload();
+  ASSERT_TRUE(r["ok"]) << r;
+  json bob = outbox.last(2);
+  EXPECT_EQ(bob["error"]["code"], "forbidden") << bob;
+  EXPECT_EQ(
+      bob["error"]["message"].get<std::string>().rfind("the reloaded config's access list: ", 0),
+      0u)
+      << bob;
+  EXPECT_EQ(service->queuedRequests(), 0u);
+  // Whose lease holds the pool keeps it: access is asked at arrival.
+  EXPECT_EQ(service->liveLeases(), 1u);
+}
+
 TEST_F(ReloadTest, DaemonSettingsAreSaidNotAppliedAndNoChangeSaysSo) {
   json same = reload();
   ASSERT_TRUE(same["ok"]) << same;

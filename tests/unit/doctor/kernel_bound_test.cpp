@@ -1,4 +1,4 @@
-// The doctor's kernel bound section: which devices the attached programs
+// The doctor's kernel charge section: which devices the attached programs
 // cover (registered as the host shows them, or not), the counters of what
 // they could not do exactly (only nonzero ones said), their room, the fixed
 // sentence of what the bound never sees, and the charge probe's lines and
@@ -161,12 +161,12 @@ TEST(KernelBound, TheSectionRendersWhatWasRead) {
 
   std::string text = doctor::renderText(r);
   for (const char* want : {
-           "kernel bound charging and refusing in the kernel (BPF)\n",
+           "kernel charge charging and refusing in the kernel (BPF)\n",
            "             device 0000:c6:00.0 (amdgpu; card0, renderD128): covered: charged and "
            "refused (GEM_CREATE, dumb buffers)\n",
            "             stale_objects 1: releases missed",
            "             room: 3 objects of 1048576 (65536 per lease at most), 16384 leases\n",
-           "             not seen by the kernel bound: memory a driver allocates without a GEM "
+           "             not seen by the kernel charge: memory a driver allocates without a GEM "
            "object",
            "charge probe 67108864 bytes per path in /tally-charge-probe-7; programs the daemon's, "
            "attached now (pinned under /sys/fs/bpf/tally)\n",
@@ -200,7 +200,7 @@ TEST(KernelBound, TheSectionRendersWhatWasRead) {
   none.kernelCharge.verdict.why = "the kernel has no BTF";
   std::string quiet = doctor::renderText(none);
   EXPECT_EQ(quiet.find("charge probe"), std::string::npos);
-  EXPECT_EQ(quiet.find("not seen by the kernel bound"), std::string::npos);
+  EXPECT_EQ(quiet.find("not seen by the kernel charge"), std::string::npos);
 }
 
 // A finding is degraded (exit 1), a path that could not be probed a check
@@ -229,7 +229,7 @@ TEST(KernelBound, TheProbeDecidesTheExitStatusAsDocumented) {
   p.paths = {ok, differs};
   h = doctor::judgeChargeProbe(p, false);
   ASSERT_EQ(h.degraded.size(), 1u);
-  EXPECT_EQ(h.degraded[0].rfind("kernel bound: tally_testdrm CREATE on tally_testdrm: differs by "
+  EXPECT_EQ(h.degraded[0].rfind("kernel charge: tally_testdrm CREATE on tally_testdrm: differs by "
                                 "33554432 bytes",
                                 0),
             0u)

@@ -118,7 +118,7 @@ TEST(GpuBound, ActionSpellings) {
 }
 
 // Refuse is the kernel's first; over the bound in a sample anyway (memory no
-// creation path showed, or no in-kernel charge here) it kills as Kill does.
+// creation path showed, or no kernel charge here) it kills as Kill does.
 TEST(GpuBound, ARefusingBoundStillKillsAsTheBackstop) {
   enforce::GpuBound b;
   EXPECT_EQ(b.action, Action::Refuse) << "the default";

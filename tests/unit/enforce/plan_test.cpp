@@ -1,6 +1,6 @@
 // enforce::plan, the one decision of how a lease's bounds are enforced: each
 // row a lease (top-level or a child), the kernel's hand-over state and what
-// the in-kernel charge can do, with the plan worked out by hand from
+// the kernel charge can do, with the plan worked out by hand from
 // docs/enforcement.md and docs/coverage.md.
 #include "enforce/plan.h"
 
@@ -66,7 +66,7 @@ TEST(Plan, TheMatrixOfChildAdvisoryAndKernel) {
        2,
        false,
        40 * G},
-      {"refuse with no in-kernel charge: the sampled kill alone",
+      {"refuse with no kernel charge: the sampled kill alone",
        bounds(8 * G, 40 * G),
        {},
        kNoCharge,

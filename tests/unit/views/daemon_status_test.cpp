@@ -1,5 +1,5 @@
 // `tally daemon status` from the daemon's overview: uptime, leases, the
-// in-kernel charge line as the daemon words it, coverage, and a ledger that
+// kernel charge line as the daemon words it, coverage, and a ledger that
 // cannot write said loud (and exit 1 in the command).
 #include "views/daemon_status.h"
 
@@ -30,7 +30,7 @@ TEST(DaemonStatus, SaysUptimeLeasesTheInKernelChargeCoverageAndTheLedger) {
             "22:13:20)");
   EXPECT_EQ(s.lines[1], "leases: 1 live, 0 queued; sampled every 1s");
   EXPECT_EQ(s.lines[2],
-            "in-kernel charge: off: bpf is not in /sys/kernel/security/lsm: add lsm=...,bpf to "
+            "kernel charge: off: bpf is not in /sys/kernel/security/lsm: add lsm=...,bpf to "
             "the kernel command line; GPU memory is metered from fdinfo and bounded by the "
             "sampled kill");
   EXPECT_EQ(s.lines[3], "coverage: MemoryMax covers host on kernel 6.12.0");
@@ -57,7 +57,7 @@ TEST(DaemonStatus, SaysUptimeLeasesTheInKernelChargeCoverageAndTheLedger) {
   s = views::daemonStatus(json::object(), 0, true);
   EXPECT_EQ(s.lines[0], "daemon: pid ?");
   EXPECT_EQ(s.lines[1], "leases: ? live, ? queued; sampled every ?");
-  EXPECT_EQ(s.lines[2], "in-kernel charge: not reported");
+  EXPECT_EQ(s.lines[2], "kernel charge: not reported");
   EXPECT_TRUE(s.ledgerWrites);
 }
 
