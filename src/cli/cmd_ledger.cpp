@@ -213,7 +213,14 @@ int runLedger(const LedgerOptions& o) {
   if (!dir) return kExitDegraded;
   auto db = ledger::Ledger::openExisting(*dir);
   if (!db) {
-    fmt::print(stderr, "tally ledger: {}\n", db.error().message);
+    // A user's pool leases are the daemon's to record, in root's ledger: say
+    // where they are rather than only that this user's own ledger is empty.
+    bool ownDefault = o.stateDir.empty() && o.config.empty() && ::geteuid() != 0;
+    fmt::print(stderr, "tally ledger: {}{}\n", db.error().message,
+               ownDefault ? ". Leases through the daemon (--pool, attach) are in its ledger, "
+                            "which root reads (sudo tally ledger); tally lease show ID shows one "
+                            "of yours"
+                          : "");
     return kExitEnvironment;
   }
   if (o.verify && o.verify->parsed()) return runVerify(*db, o);

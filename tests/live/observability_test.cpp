@@ -293,6 +293,41 @@ class Tmux {
   std::string socket_;
 };
 
+// The captures docs/guide/observability.md quotes ("Captures from the test
+// suite") are this test's frames, compared once the clock and the lease id
+// (new each run) read as the page's. TALLY_UPDATE_DOCS=1 writes them there.
+const std::string kGuide = std::string(TALLY_SOURCE_DIR) + "/docs/guide/observability.md";
+
+std::string asQuoted(const std::string& screen) {
+  std::string s =
+      std::regex_replace(screen, std::regex("[0-2][0-9]:[0-5][0-9]:[0-5][0-9]"), "22:11:04");
+  s = std::regex_replace(s, std::regex("\\b[0-9a-f]{12}\\b"), "bde1280e4dbf");
+  std::string out;
+  std::istringstream lines(s);
+  for (std::string line; std::getline(lines, line);) {
+    while (!line.empty() && line.back() == ' ') line.pop_back();
+    out += line + "\n";
+  }
+  while (out.size() >= 2 && out.compare(out.size() - 2, 2, "\n\n") == 0) out.pop_back();
+  return out;
+}
+
+// Where the page's n-th quoted capture (0: 120 columns, 1: 80) sits: the
+// offset and length of the text between its fences.
+std::pair<std::size_t, std::size_t> quotedBlock(const std::string& page, int n) {
+  std::size_t at = page.find("Captures from the test suite");
+  if (at == std::string::npos) return {std::string::npos, 0};
+  for (int i = 0; i <= n; ++i) {
+    at = page.find("\n```\n", at);
+    if (at == std::string::npos) return {std::string::npos, 0};
+    at += 5;
+    std::size_t end = page.find("```\n", at);
+    if (i == n) return {at, end - at};
+    at = end + 3;
+  }
+  return {std::string::npos, 0};
+}
+
 TEST_F(ObservabilityLive, TopDrawsResizesAndQuitsUnderTmux) {
   Tmux tmux(dir.path() + "/tmux.sock");
   std::string cmd =
@@ -348,6 +383,18 @@ TEST_F(ObservabilityLive, TopDrawsResizesAndQuitsUnderTmux) {
       EXPECT_LE(columns, static_cast<std::size_t>(width)) << line;
     }
     std::cout << "---- tally top in tmux, " << width << "x30 ----\n" << screen << "----\n";
+    // The page quotes this frame as the binary draws it.
+    std::string page = readFile(kGuide);
+    auto [at, length] = quotedBlock(page, width == 120 ? 0 : 1);
+    ASSERT_NE(at, std::string::npos) << kGuide << " has no capture for " << width;
+    std::string frame = asQuoted(screen);
+    if (const char* update = std::getenv("TALLY_UPDATE_DOCS"); update && *update == '1') {
+      writeFile(kGuide, page.replace(at, length, frame));
+    } else {
+      EXPECT_EQ(page.substr(at, length), frame)
+          << kGuide << " quotes another frame at " << width
+          << " columns: run this test with TALLY_UPDATE_DOCS=1 to write the binary's";
+    }
     for (const char* cell : {"llama", "running", "3.0G/8.0G  37%", "36.0G/48.0G  75%"})
       EXPECT_NE(screen.find(cell), std::string::npos) << width << ": " << cell << "\n" << screen;
   }

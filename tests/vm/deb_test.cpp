@@ -197,8 +197,9 @@ TEST_F(VmDeb, SlurmFindsThePluginByNameInItsPluginDir) {
 TEST_F(VmDeb, AnOperatorsFirstDayAsCommandsAndTheirOutput) {
   const char* ko = std::getenv("TALLY_TESTDRM_KO");
   ASSERT_NE(ko, nullptr);
-  if (!exists("/sys/module/tally_testdrm"))
+  if (!exists("/sys/module/tally_testdrm")) {
     ASSERT_EQ(sh(std::string("modprobe drm && insmod ") + ko).exitCode(), 0);
+  }
   ASSERT_EQ(
       sh("echo 536870912 > /sys/module/tally_testdrm/parameters/mem_info_gtt_total").exitCode(), 0);
   std::string transcript;
@@ -242,7 +243,7 @@ TEST_F(VmDeb, AnOperatorsFirstDayAsCommandsAndTheirOutput) {
       step("tally run --pool gpu --name first-job -- echo hello from a bounded job", kMember);
   EXPECT_EQ(job.exitCode(), 0) << job.out;
   EXPECT_NE(job.out.find("is the pool's default"), std::string::npos) << job.out;
-  step("tally ledger --user " + kMember, kMember);
+  step("tally ledger --user " + kMember);  // root reads the daemon's ledger
 
   // The pool full (capacity 2): a request waits out its timeout, and is counted.
   ASSERT_EQ(as(kMember,
