@@ -3,8 +3,11 @@
 #include <fmt/format.h>
 #include <signal.h>
 
+#include <cerrno>
 #include <cstdint>
 #include <cstdlib>
+#include <cstring>
+#include <filesystem>
 
 #include "cli/daemon_call.h"
 #include "cli/exit_codes.h"
@@ -46,20 +49,29 @@ int runDaemonReload(const DaemonReloadOptions& o) {
   // which may name another socket than the one the running daemon serves (a
   // [daemon] socket edit applies at restart). systemd names the daemon's pid
   // (MAINPID): it is asked by SIGHUP instead, and the journal says the rest.
-  if (const char* mainPid = std::getenv("MAINPID"); mainPid && *mainPid) {
+  if (const char* mainPid = std::getenv("MAINPID"); mainPid && *mainPid && o.socket.empty()) {
     std::string path = socketPath(o.socket);
-    if (!rpc::Client::connect(path)) {
-      auto pid = text::parseU64(mainPid);
-      if (!pid || *pid < 2 || *pid > INT32_MAX || ::kill(static_cast<pid_t>(*pid), SIGHUP) != 0) {
+    auto client = rpc::Client::connect(path);
+    auto pid = text::parseU64(mainPid);
+    // Only the daemon itself is signalled: MAINPID must run this very binary.
+    auto exe = [](const std::string& link) {
+      std::error_code ec;
+      auto target = std::filesystem::read_symlink(link, ec);
+      return ec ? std::string() : target.string();
+    };
+    bool isTally = pid && *pid > 1 && *pid <= INT32_MAX && !exe("/proc/self/exe").empty() &&
+                   exe(fmt::format("/proc/{}/exe", *pid)) == exe("/proc/self/exe");
+    if (!client && isTally) {
+      if (::kill(static_cast<pid_t>(*pid), SIGHUP) != 0) {
         fmt::print(stderr,
-                   "tally daemon reload: cannot reach the daemon at {} nor signal MAINPID "
-                   "{}\n",
-                   path, mainPid);
+                   "tally daemon reload: cannot reach the daemon at {} ({}), nor signal "
+                   "it (pid {}): {}\n",
+                   path, client.error().message, *pid, std::strerror(errno));
         return kExitEnvironment;
       }
       fmt::print(
           "the daemon does not answer at {} (the file names another socket?): sent it "
-          "SIGHUP (pid {}); journalctl -u tally says what changed\n",
+          "SIGHUP (pid {}); journalctl -u tally says what changed or why nothing did\n",
           path, *pid);
       return kExitOk;
     }

@@ -186,7 +186,7 @@ std::vector<Plan> planPaths(const fs::Root& sys, const devices::DeviceMap& devic
   plans.push_back(dumb ? std::move(*dumb)
                        : absent(ChargePath::Dumb,
                                 fmt::format("no card node of a device whose buffers the kernel "
-                                            "bound charges ({}; {})",
+                                            "charge counts ({}; {})",
                                             devices::chargedDriverNames(", ", false), seen)));
 
   auto xe = onKind(ChargePath::Xe, TALLY_DEVICE_XE, devices, rules, o);

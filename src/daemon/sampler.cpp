@@ -21,7 +21,7 @@ Status Sampler::arm(Lease& l, bool recovered) {
   for (char c : l.place.cgroup) level += c == '/';
   if (l.place.cgroup == "/") level = 0;
   if (level > TALLY_MAX_CGROUP_DEPTH)
-    return Error{E2BIG, fmt::format("cgroup {} is {} levels deep: the in-kernel GPU charge finds "
+    return Error{E2BIG, fmt::format("cgroup {} is {} levels deep: the kernel charge finds "
                                     "a lease in the first {} levels only, so its buffers would be "
                                     "charged to no lease and never refused. Attach the cgroup "
                                     "that holds the workload nearer the root",

@@ -12,6 +12,7 @@
 #include "daemon/service.h"
 #include "ledger/ledger.h"
 #include "rpc/messages.h"
+#include "util/text.h"
 
 namespace tally::daemon {
 
@@ -36,23 +37,23 @@ Result<std::vector<std::string>> Service::reload() {
   if (next.daemon.stateDir.empty()) next.daemon.stateDir = ledger::defaultStateDir();
   const config::Changes changes = config::differences(cfg_, next);
 
-  // The kernel charge's maps were sized when they were made for what the
-  // pools admit at once (bpf/sizing.h, the rule the loader follows); pools
-  // that need more would fill them, and a full map refuses leases. Refused
-  // here, where the operator reads why.
+  // The kernel charge's lease map holds an entry per armed lease and per
+  // ended lease whose buffers live on; it was made with kLeaseSlotsPerWaiter
+  // slots for each lease admitted then (bpf/sizing.h), and it outlives the
+  // daemon. Pools whose capacities alone would take more than that share of
+  // it are refused here, where the operator reads why: a full map refuses
+  // leases at their start.
   if (env_.kernelCharge) {
-    std::uint64_t admits = cfg_.daemon.maxQueued;
-    for (const auto& p : next.pools) admits += p.capacity;
-    std::uint64_t need =
-        bpf::sizeMaps(std::nullopt, admits, cfg_.daemon.kernelObjectsPerLease).leases;
+    std::uint64_t holders = 0;
+    for (const auto& p : next.pools) holders += p.capacity;
     std::uint64_t room = env_.kernelCharge->totals().leasesCapacity;
-    if (room && need > room)
+    if (room && holders > room / bpf::kLeaseSlotsPerWaiter)
       return refused(fmt::format(
-          "the pools' capacities and max_queued admit {} leases at once: the kernel charge "
-          "needs {} lease slots for that, and its maps were made with {}. Keep the capacities; "
-          "or, once no lease runs, stop the daemon, remove /sys/fs/bpf/tally and start it (the "
+          "the pools' capacities add up to {} leases at once, more than the kernel charge's "
+          "maps have room for ({} slots, {} per lease); keep the capacities at {} in all, or, "
+          "once no lease runs, stop the daemon, remove /sys/fs/bpf/tally and start it (the "
           "maps are made anew for the new pools)",
-          admits, need, room));
+          holders, room, bpf::kLeaseSlotsPerWaiter, room / bpf::kLeaseSlotsPerWaiter));
   }
   // Pools first: the one step that can refuse, taken before anything changes
   // (every reload, so the engine keeps the file's order of pools too).
@@ -79,12 +80,22 @@ Result<std::vector<std::string>> Service::reload() {
   // A waiter whose pool's new access list leaves its asker out is refused
   // too: access is checked at arrival, and a narrowed list must not let an
   // earlier request through.
+  // Only when an access list changed: a reload that changed none must not
+  // refuse anyone because a name service failed to answer this time.
+  bool accessChanged = std::any_of(changes.pools.begin(), changes.pools.end(), [](const auto& c) {
+    return c.find(".allow_users ") != std::string::npos ||
+           c.find(".allow_groups ") != std::string::npos;
+  });
   std::vector<std::pair<std::string, std::string>> forbidden;
-  for (const auto& [id, l] : book_.all()) {
-    if (l->state() != Lease::State::Queued) continue;
-    if (auto why = poolRefusal(access_, Peer{l->peerPid, l->owner, l->peerGid, l->peerGroups},
-                               l->req.pools))
-      forbidden.emplace_back(id, *why);
+  for (const auto& entry : book_.all()) {
+    if (!accessChanged) break;
+    const std::string& id = entry.first;  // named, not bound: the lambda below reads it
+    const Lease& l = *entry.second;
+    if (l.state() != Lease::State::Queued) continue;
+    auto why = poolRefusal(access_, Peer{l.peerPid, l.owner, l.peerGid, l.peerGroups}, l.req.pools);
+    bool listed =
+        std::any_of(dropped.begin(), dropped.end(), [&](const auto& d) { return d.id == id; });
+    if (why && !listed) forbidden.emplace_back(id, *why);
   }
   // (Still in the queue: forget() below takes them out of it.)
   for (const auto& [id, why] : forbidden) dropped.push_back({id, why});
@@ -106,8 +117,8 @@ Result<std::vector<std::string>> Service::reload() {
   }
   if (told > kReloadLinesPerKind)
     lines.push_back(
-        fmt::format("and {} more waiters refused (tally events --kind "
-                    "refused-by-reload lists each)",
+        fmt::format("and {} more waiters refused (the journal lists each: "
+                    "journalctl -u tally TALLY_EVENT=refused-by-reload)",
                     told - kReloadLinesPerKind));
 
   // Declared leases: a live lease keeps what it was granted; the
@@ -164,8 +175,18 @@ Result<std::vector<std::string>> Service::reload() {
   for (const auto& key : changes.daemon)
     lines.push_back(fmt::format("{} (read at start only: applies at the next restart)", key));
   if (lines.empty()) lines.push_back("nothing changed");
+  // A reply line has a size (rpc::api::kMaxReloadLineBytes): a long one
+  // (an access list of hundreds of names) is cut there, whole in the journal.
   for (const auto& line : lines)
     events_.note(LOG_NOTICE, fmt::format("config reload: {}", line), {});
+  for (auto& line : lines)
+    if (line.size() > rpc::api::kMaxReloadLineBytes / 2)
+      line = text::truncateUtf8(line, rpc::api::kMaxReloadLineBytes / 2) + "…";
+  if (lines.size() > rpc::api::kMaxReloadChanges) {
+    std::size_t more = lines.size() - (rpc::api::kMaxReloadChanges - 1);
+    lines.resize(rpc::api::kMaxReloadChanges - 1);
+    lines.push_back(fmt::format("and {} more changes (the journal has each)", more));
+  }
   residueChanged();
   tryGrant();  // a raised limit may admit waiters now
   return lines;

@@ -357,7 +357,7 @@ TEST_F(VmRedTeam, ALeaseDeeperThanTheKernelChargeLooksIsRefusedAtGrantWithTheRea
   auto a = tally({"attach", "--cgroup", rel, "--pool", "gpu", "--memory-max", "256M",
                   "--gpu-memory-max", "64M"});
   EXPECT_EQ(a.exitCode(), 5) << a.out << a.err;
-  EXPECT_NE(a.err.find("71 levels deep: the in-kernel GPU charge finds a lease in the first 64 "
+  EXPECT_NE(a.err.find("71 levels deep: the kernel charge finds a lease in the first 64 "
                        "levels only"),
             std::string::npos)
       << a.err;

@@ -220,7 +220,7 @@ TEST_F(VmDeb, AnOperatorsFirstDayAsCommandsAndTheirOutput) {
   ASSERT_EQ(check.exitCode(), 0) << check.out;
   auto reload = step(
       "install -m 0644 /tmp/suggested.toml /etc/tally/tally.toml && systemctl reload tally && "
-      "journalctl -u tally -o cat --no-pager | grep 'config reload'");
+      "journalctl --sync && journalctl -u tally -o cat --no-pager | grep 'config reload'");
   ASSERT_EQ(reload.exitCode(), 0) << reload.out;
   EXPECT_NE(reload.out.find("config reload: pools.batch removed"), std::string::npos) << reload.out;
 
@@ -276,8 +276,9 @@ TEST_F(VmDeb, AnOperatorsFirstDayAsCommandsAndTheirOutput) {
   EXPECT_EQ(alert.exitCode(), 0) << alert.out;
 
   std::printf("---- an operator's first day ----\n%s---- end ----\n", transcript.c_str());
-  sh("pkill -f 'tally run --pool gpu --quiet --name holder'; systemctl stop llama-server; "
-     "cp /tmp/tally.toml.package /etc/tally/tally.toml && systemctl reload tally");
+  sh("pkill -f '[t]ally run --pool gpu --quiet --name holder'; systemctl stop llama-server; "
+     "cp /tmp/tally.toml.package /etc/tally/tally.toml && systemctl reload tally; "
+     "echo 0 > /sys/module/tally_testdrm/parameters/mem_info_gtt_total");
 }
 
 TEST_F(VmDeb, PurgeRemovesWhatInstallMadeAndKeepsTheLedgerUnlessTold) {

@@ -423,7 +423,7 @@ TEST_F(ServiceKernelChargeTest, ALeaseTheChargeCannotCoverIsRefusedBeforeItRuns)
   json d =
       call(2, 0, "attach", {{"pools", {"gpu"}}, {"cgroup", deep}, {"gpu_memory_max", 2 * GiB}});
   ASSERT_FALSE(d["ok"]) << d;
-  EXPECT_NE(d["error"]["message"].get<std::string>().find("71 levels deep: the in-kernel GPU "
+  EXPECT_NE(d["error"]["message"].get<std::string>().find("71 levels deep: the kernel "
                                                           "charge finds a lease in the first 64 "
                                                           "levels only"),
             std::string::npos)
@@ -590,6 +590,36 @@ TEST_F(ServiceKernelChargeTest, ADeviceThatAppearsLaterIsRegistered) {
   EXPECT_EQ(charge.registered.size(), n) << "registered once";
   json devices = service->overview(clock::realtimeNs())["kernel_charge"]["devices"];
   EXPECT_EQ(devices.size(), n) << devices.dump(2);
+}
+
+// A reload may raise capacities within the room the kernel charge's lease
+// map was made with (a quarter of its slots: bpf/sizing.h), and is refused
+// past it, saying why; the map outlives the daemon, so a restart would not
+// help either.
+TEST_F(ServiceKernelChargeTest, AReloadPastTheKernelChargesRoomIsRefused) {
+  charge.counters.leasesCapacity = 64;  // room for 16 leases at once
+  std::string pools =
+      "[pools.gpu]\ncapacity = {}\ngpu_memory_budget = \"96GiB\"\n"
+      "[pools.one]\ncapacity = 1\n";
+  std::string text;
+  readConfig = [&]() -> Result<config::Config> {
+    auto p = config::parse(text, "t.toml");
+    if (!p.config) return Error{0, config::formatProblems(p, "t.toml")};
+    return *p.config;
+  };
+  reopen();
+  text = fmt::format(fmt::runtime(pools), 15);  // 15 + 1: exactly the room
+  json ok = call(9, 0, "reload", json::object());
+  ASSERT_TRUE(ok["ok"]) << ok;
+  text = fmt::format(fmt::runtime(pools), 16);
+  json past = call(9, 0, "reload", json::object());
+  ASSERT_FALSE(past["ok"]) << past;
+  EXPECT_EQ(past["error"]["message"].get<std::string>().rfind(
+                "the pools' capacities add up to 17 leases at once, more than the kernel "
+                "charge's maps have room for (64 slots, 4 per lease)",
+                0),
+            0u)
+      << past;
 }
 
 }  // namespace
