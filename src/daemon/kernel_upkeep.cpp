@@ -217,8 +217,9 @@ void KernelUpkeep::readAnomalies(std::uint64_t nowMonoUs) {
   if (grew.empty()) return;
   totalsSaid_ = totals_;
   lastSaidUs_ = nowMonoUs;
-  events_.note(4, fmt::format("kernel charge: since the last report, {}", fmt::join(grew, "; ")),
-               {{"TALLY_EVENT", "kernel-charge-anomaly"}});
+  events_.note(
+      4, fmt::format("kernel charge counters, since the last report: {}", fmt::join(grew, "; ")),
+      {{"TALLY_EVENT", "kernel-charge-anomaly"}});
 }
 
 void KernelUpkeep::rescanDevices() {

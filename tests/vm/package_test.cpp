@@ -163,7 +163,7 @@ TEST_F(VmPackage, TheHardenedServiceStartsServesAndMetersAnAttachedUnit) {
   std::string why;
   eventually(
       [&] {
-        why = sh("journalctl -u tally --no-pager -o cat | grep 'kernel charge' | "
+        why = sh("journalctl -u tally --no-pager -o cat | grep 'kernel charge: ' | "
                  "tail -n 1")
                   .out;
         return why.find("lacks CAP_BPF") != std::string::npos;
