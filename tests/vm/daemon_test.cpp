@@ -5,7 +5,9 @@
 // re-adopts it and records its outcome exactly once. VM harness only.
 // The fixture: daemon_fixture.h; declared units, detached jobs and podman
 // containers: daemon_units_test.cpp; the red team's attacks: daemon_redteam_test.cpp.
+#include <fcntl.h>
 #include <signal.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 
@@ -559,8 +561,13 @@ TEST_F(VmDaemon, SystemctlReloadAppliesPoolsAndRefusesToStrandALiveLease) {
                   " daemon --config " + config),
             0);
   std::string mainPid = shellOut("systemctl show -p MainPID --value " + unit);
-  std::string go = dir + "/go";
-  std::string body = "while [ ! -e " + go + " ]; do sleep 0.05; done";
+  // The workloads hold the pool until the test lets them go: each waits for
+  // the lock the test holds (a barrier, not a clock).
+  std::string gate = dir + "/gate";
+  int gateFd = ::open(gate.c_str(), O_CREAT | O_RDWR | O_CLOEXEC, 0644);
+  ASSERT_GE(gateFd, 0);
+  ASSERT_EQ(::flock(gateFd, LOCK_EX), 0);
+  std::string body = "flock " + gate + " true";
   auto a = spawnProgram({kTally, "run", "--pool", "one", "--name", "first", "--", "sh", "-c", body},
                         {"TALLY_SOCKET=" + socket});
   ASSERT_FALSE(leaseNamed("first", "running").empty());
@@ -605,7 +612,7 @@ TEST_F(VmDaemon, SystemctlReloadAppliesPoolsAndRefusesToStrandALiveLease) {
   EXPECT_EQ(shellOut("systemctl show -p MainPID --value " + unit), mainPid);
   EXPECT_EQ(shellOut("systemctl show -p ActiveState --value " + unit), "active");
 
-  writeFile(go, "");
+  ::close(gateFd);  // the lock goes with it: both workloads end
   EXPECT_EQ(waitProgram(a).exitCode(), 0);
   EXPECT_EQ(waitProgram(b).exitCode(), 0);
   expectChainIntact();

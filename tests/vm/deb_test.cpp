@@ -5,9 +5,11 @@
 // outside the group is told how to join; Slurm finds the plugin by name in its
 // own PluginDir; purge removes what install made and keeps the ledger unless
 // told otherwise. VM harness only: the VM's root is a throw-away overlay.
+#include <fcntl.h>
 #include <fmt/format.h>
 #include <glob.h>
 #include <gtest/gtest.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -246,9 +248,15 @@ TEST_F(VmDeb, AnOperatorsFirstDayAsCommandsAndTheirOutput) {
   step("tally ledger --user " + kMember);  // root reads the daemon's ledger
 
   // The pool full (capacity 2): a request waits out its timeout, and is counted.
-  ASSERT_EQ(as(kMember,
-               "setsid tally run --pool gpu --quiet --name holder -- sleep 60 "
-               "</dev/null >/dev/null 2>&1 &")
+  // The holder holds it until the test lets it go: it waits for the lock the
+  // test holds (a barrier, not a clock).
+  const std::string gate = "/tmp/day-one.gate";
+  int gateFd = ::open(gate.c_str(), O_CREAT | O_RDWR | O_CLOEXEC, 0644);
+  ASSERT_GE(gateFd, 0);
+  ASSERT_EQ(::fchmod(gateFd, 0644), 0);
+  ASSERT_EQ(::flock(gateFd, LOCK_EX), 0);
+  ASSERT_EQ(as(kMember, "setsid tally run --pool gpu --quiet --name holder -- flock " + gate +
+                            " true </dev/null >/dev/null 2>&1 &")
                 .exitCode(),
             0);
   ASSERT_TRUE(
@@ -276,7 +284,10 @@ TEST_F(VmDeb, AnOperatorsFirstDayAsCommandsAndTheirOutput) {
   EXPECT_EQ(alert.exitCode(), 0) << alert.out;
 
   std::printf("---- an operator's first day ----\n%s---- end ----\n", transcript.c_str());
-  sh("pkill -f '[t]ally run --pool gpu --quiet --name holder'; systemctl stop llama-server; "
+  ::close(gateFd);  // the holder's lock: it ends
+  EXPECT_TRUE(
+      eventually([&] { return sh("tally leases").out.find("holder") == std::string::npos; }, 30s));
+  sh("systemctl stop llama-server; "
      "cp /tmp/tally.toml.package /etc/tally/tally.toml && systemctl reload tally; "
      "echo 0 > /sys/module/tally_testdrm/parameters/mem_info_gtt_total");
 }
