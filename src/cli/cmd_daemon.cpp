@@ -184,8 +184,9 @@ int runConfigSuggest(const fs::RootPaths& roots, const ConfigCheckOptions& o) {
       figures.leftOut.push_back(fmt::format("{}: its VRAM size is unknown", d.key));
       continue;
     }
-    figures.gpus.push_back({d.pdev.value_or(d.key), d.pdev.has_value(), ceiling.value_or(0),
-                            ceilings.smallerInWords(), vram ? *vram->totalBytes : 0});
+    figures.gpus.push_back(
+        {d.pdev.value_or(d.key), d.pdev.has_value(), gtt ? ceiling : std::optional<std::uint64_t>(),
+         ceilings.smallerInWords(), vram ? vram->totalBytes : std::optional<std::uint64_t>()});
   }
   auto text = config::suggestConfig(figures, opts);
   if (!text) {

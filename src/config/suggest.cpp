@@ -36,8 +36,8 @@ Result<std::string> suggestConfig(const HostFigures& host, const SuggestOptions&
   const std::uint64_t usable = total - reserve;
   std::uint64_t gtt = 0, vram = 0;
   for (const auto& g : host.gpus) {
-    gtt += g.gttCeiling;
-    vram += g.vramTotal;
+    gtt += g.gttCeiling.value_or(0);  // no region: nothing of it to budget
+    vram += g.vramTotal.value_or(0);
   }
   const std::uint64_t gttBudget = std::min(gtt, usable);
   const std::uint64_t hostBudget = usable - gttBudget;
@@ -58,9 +58,12 @@ Result<std::string> suggestConfig(const HostFigures& host, const SuggestOptions&
                    units::humanBytes(reserve),
                    o.reserve ? " (--reserve)" : " (--reserve to change)"));
   for (const auto& g : host.gpus)
-    line(fmt::format("# {}  GTT ceiling {} ({}), VRAM {}", g.device,
-                     units::humanBytes(g.gttCeiling), g.ceilingWords,
-                     units::humanBytes(g.vramTotal)));
+    line(fmt::format(
+        "# {}  {}, {}", g.device,
+        g.gttCeiling
+            ? fmt::format("GTT ceiling {} ({})", units::humanBytes(*g.gttCeiling), g.ceilingWords)
+            : std::string("no GTT region"),
+        g.vramTotal ? "VRAM " + units::humanBytes(*g.vramTotal) : std::string("no VRAM region")));
   for (const auto& why : host.leftOut) line(fmt::format("# left out: {}", why));
   if (!host.gpus.empty()) {
     line("#");
@@ -88,10 +91,12 @@ Result<std::string> suggestConfig(const HostFigures& host, const SuggestOptions&
     else
       line("# devices: none named (every GPU with mem_info_*): one has no PCI address to name");
     const std::uint64_t gpuBudget = gttBudget + vram;
+    bool anyVram = std::any_of(host.gpus.begin(), host.gpus.end(),
+                               [](const auto& g) { return g.vramTotal.has_value(); });
     line(fmt::format(
-        "gpu_memory_budget = {}   # GTT ceiling{} + VRAM {}", size(gpuBudget),
+        "gpu_memory_budget = {}   # GTT ceiling{}{}", size(gpuBudget),
         gttBudget < gtt ? fmt::format(" {} cut to MemTotal - reserve", units::humanBytes(gtt)) : "",
-        units::humanBytes(vram)));
+        anyVram ? " + VRAM " + units::humanBytes(vram) : std::string()));
     line(fmt::format("default_gpu_memory_max = {}   # a bare tally run --pool gpu: {}",
                      size(gpuBudget / o.capacity), share));
     if (hostBudget >= kGiB && hostBudget / o.capacity >= kMiB) {

@@ -20,10 +20,12 @@ struct HostFigures {
     std::string device;  // PCI address, as a pool's devices name it (else the DRM device's name)
     bool pci = true;     // false: a pool cannot name it; the pool then names no device (every GPU)
     // The GTT ceiling headroom measures against (the smaller known of
-    // graphics and compute, devices/gtt_ceiling.h), and which one, in words.
-    std::uint64_t gttCeiling = 0;
+    // graphics and compute, devices/gtt_ceiling.h), and which one, in words;
+    // absent: the device has no GTT region. VRAM's total; absent: no VRAM
+    // region (never shown as 0: nothing was measured).
+    std::optional<std::uint64_t> gttCeiling;
     std::string ceilingWords;
-    std::uint64_t vramTotal = 0;
+    std::optional<std::uint64_t> vramTotal;
   };
   std::vector<Gpu> gpus;
   std::vector<std::string> leftOut;  // devices with no usable figures, and why

@@ -47,7 +47,7 @@ TEST(ConfigSuggest, AStrixHaloBoxGetsBudgetsThatTogetherFitItsRam) {
 TEST(ConfigSuggest, AGttCeilingAboveTheRamLeftIsCutAndNoHostBudgetIsInvented) {
   config::HostFigures h;
   h.memTotal = 32 * GiB;
-  h.gpus.push_back({"card1", false, 30 * GiB, "the compute ceiling (the smaller)", 0});
+  h.gpus.push_back({"card1", false, 30 * GiB, "the compute ceiling (the smaller)", std::nullopt});
   config::SuggestOptions o;
   o.capacity = 2;
   o.reserve = 6 * GiB;
@@ -57,7 +57,12 @@ TEST(ConfigSuggest, AGttCeilingAboveTheRamLeftIsCutAndNoHostBudgetIsInvented) {
   EXPECT_EQ(*c.pools[0].gpuMemoryBudget, 26 * GiB);
   EXPECT_FALSE(c.pools[0].memoryBudget);
   EXPECT_FALSE(c.pools[0].defaultMemoryMax);
-  EXPECT_NE(text->find("GTT ceiling 30.0 GiB cut to MemTotal - reserve"), std::string::npos);
+  EXPECT_NE(text->find("GTT ceiling 30.0 GiB cut to MemTotal - reserve\n"), std::string::npos)
+      << *text;  // no VRAM region: no "+ VRAM 0 B" made up
+  EXPECT_NE(text->find("# card1  GTT ceiling 30.0 GiB (the compute ceiling (the smaller)), no "
+                       "VRAM region"),
+            std::string::npos)
+      << *text;
   // A device with no PCI address: the pool names none (every GPU).
   EXPECT_TRUE(c.pools[0].devices.empty());
 }
