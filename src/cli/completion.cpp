@@ -222,7 +222,17 @@ std::string manSynopsis(const std::vector<Command>& commands) {
              .empty() &&
         visibleOptions(*c.app).size() <= 1)
       continue;  // a group of commands (lease, ledger, config) only names its members
-    s += fmt::format(".B tally {}\n.RI [ options ]\n.br\n", roff(c.path));
+    s += fmt::format(".B tally {}\n.RI [ options ]\n", roff(c.path));
+    // Its operands, as --help names them: `tally run [ options ] [ -- ] command ...`.
+    for (const CLI::Option* o : visibleOptions(*c.app)) {
+      if (!o->get_lnames().empty() || !o->get_snames().empty() || o->get_name().empty()) continue;
+      bool many = o->get_items_expected_max() > 1;
+      if (many) s += ".RB [ \\-\\- ]\n";
+      std::string word = roff(o->get_name()) + (many ? " ..." : "");
+      s += o->get_required() ? fmt::format(".I \"{}\"\n", word)
+                             : fmt::format(".RI [ \"{}\" ]\n", word);
+    }
+    s += ".br\n";
   }
   return s;
 }

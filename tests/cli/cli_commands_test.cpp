@@ -549,6 +549,18 @@ TEST(ManPageCli, EveryCommandAndOptionItsHelpListsIsInTheManPage) {
     }
     EXPECT_GT(seen, 0) << path;
   }
+  // The synopsis names each command's operands, as its --help does.
+  std::string synopsis = man.substr(man.find(".SH SYNOPSIS"));
+  synopsis = synopsis.substr(0, synopsis.find(".SH ", 4));
+  EXPECT_NE(
+      synopsis.find(".B tally run\n.RI [ options ]\n.RB [ \\-\\- ]\n.RI [ \"command ...\" ]\n"),
+      std::string::npos)
+      << synopsis;
+  EXPECT_NE(synopsis.find(".B tally lease show\n.RI [ options ]\n.I \"ID\"\n"), std::string::npos)
+      << synopsis;
+  EXPECT_NE(synopsis.find(".B tally config check\n.RI [ options ]\n.RI [ \"FILE\" ]\n"),
+            std::string::npos)
+      << synopsis;
 }
 
 // One table of exit codes: tally --help prints it and the man page carries

@@ -346,7 +346,9 @@ TEST(Admission, APlacedRequestIsHeldByBudgetsNeverByMeasuredHeadroom) {
     e.enqueue(r);
     bool third = std::string(id) == "s3";
     EXPECT_EQ(e.grantArrival(id, tight).size(), third ? 0u : 1u) << id;
-    if (third) EXPECT_EQ(e.waitReason(id), admission::Wait::Capacity);
+    if (third) {
+      EXPECT_EQ(e.waitReason(id), admission::Wait::Capacity);
+    }
   }
 }
 
