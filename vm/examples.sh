@@ -3,7 +3,7 @@
 #   usage: vm/examples.sh TALLY_BINARY WORKLOAD_BINARY
 T=$1; W=$2
 export TALLY_STATE_DIR=/tmp/examples-state
-show() { echo; echo "\$ $*"; "$@"; echo "[exit status $?]"; }
+show() { echo; echo "\$ $*" | sed "s|$T|tally|; s|$W|tally_vm_workload|g"; "$@"; echo "[exit status $?]"; }
 modprobe drm; insmod "$TALLY_TESTDRM_KO"
 show "$T" run --name hog --memory-max 64M -- "$W" hog 200
 show "$T" run --name fits --memory-max 64M -- "$W" hog 16 300
@@ -19,3 +19,4 @@ show "$T" run --cgroupfs --cgroup-parent /deleg --memory-max 64M -- "$W" hog 200
 echo; echo '$ tally run --json --memory-max 64M -- tally_vm_workload hog 200'
 "$T" run --json --memory-max 64M -- "$W" hog 200 2>/dev/null
 show "$T" ledger
+show "$T" ledger --outcome oom-killed

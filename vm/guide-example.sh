@@ -20,14 +20,20 @@ memory_budget = "1GiB"
 TOML
 systemd-run --quiet --unit=tally.service -p Type=notify "$T" daemon --config /etc/tally/tally.toml
 # The "llama.cpp server": 64 MiB of host memory, 256 MiB of GTT through the test DRM driver.
-systemd-run --quiet --unit=llama-server.service -p Type=exec sh -c "$W hog 64 600000 & exec $W gpu gtt 64 4 600000"
-sleep 2
+rm -f /tmp/llama.ready
+systemd-run --quiet --unit=llama-server.service -p Type=exec sh -c "$W hog 64 600000 & exec $W gpu gtt 64 4 600000 /tmp/llama.ready"
+# Barriers, not sleeps: the server holds its four buffers (it says so in
+# /tmp/llama.ready), and (below) the daemon has sampled what a command shows.
+# Each waits at most 30 s.
+until_true() { i=0; until "$@"; do i=$((i + 1)); [ $i -lt 300 ] || { echo "gave up waiting: $*"; break; }; sleep 0.1; done; }
+until_true test -e /tmp/llama.ready
+seat_sampled() { "$T" seats --json 2>/dev/null | python3 -c 'import json,sys; s=json.load(sys.stdin)["seats"]; sys.exit(0 if s and s[0]["gpu"]["current_bytes"] == 268435456 and s[0]["host"]["current_bytes"] else 1)'; }
 show "$T" attach --unit llama-server.service --pool gpu --memory-max 512M --gpu-memory-max 384M --name llama \
   --attr model=qwen3-32b-q4 --attr context_window=32768
 # The batch job: declares 96 MiB of GPU memory, then takes 128 MiB.
 show "$T" run --pool gpu --name finetune --memory-max 256M --gpu-memory-max 96M --sample-interval 250ms \
-  --attr model=lora-7b -- "$W" gpu gtt 32 4 30000 2>&1 | tail -3
-sleep 1
+  --attr model=lora-7b -- "$W" gpu gtt 32 4 30000
+until_true seat_sampled
 show "$T" seats
 echo; echo '$ tally seats --json   (the llama row)'
 "$T" seats --json | python3 -c 'import json,sys; print(json.dumps(json.load(sys.stdin)["seats"][0], indent=2))'
@@ -48,17 +54,18 @@ for l in sys.stdin:
 # MiB buffer the kernel refuses; the process that asked for it exits 1, the
 # rest of the job runs on to 4 s.
 show "$T" run --pool gpu --name embed --memory-max 256M --gpu-memory-max 96M --sample-interval 250ms \
-  -- sh -c "$W hog 16 4000 & sleep 1; $W gpu gtt 32 2 3000 & sleep 1; $W gpu gtt 32 2 2000; wait" 2>&1 | tail -2
+  -- sh -c "$W hog 16 4000 & sleep 1; $W gpu gtt 32 2 3000 & sleep 1; $W gpu gtt 32 2 2000; wait"
 # Its timeline: the terminal chart, and the SVG printed between markers
 # (docs/guide/images/embed-timeline.svg is this output).
 ID=$("$T" ledger --name embed --json | python3 -c 'import json,sys; print(json.load(sys.stdin)[-1]["record"]["lease"]["id"])')
 show "$T" lease show "$ID" --svg /tmp/embed-timeline.svg
-echo; echo "----- BEGIN embed-timeline.svg -----"; cat /tmp/embed-timeline.svg; echo "----- END embed-timeline.svg -----"
+echo; echo '$ cat /tmp/embed-timeline.svg   (docs/guide/images/embed-timeline.svg)'
+echo "----- BEGIN embed-timeline.svg -----"; cat /tmp/embed-timeline.svg; echo "----- END embed-timeline.svg -----"
 show "$T" ledger
 # What happened, replayed from the ledger with its time, like docker events.
 show "$T" events --since 10m --timeout 2s
 # The shipped alert rules, checked and tested by the guest's promtool.
 if [ -n "$TALLY_SOURCE" ]; then
-  show promtool check rules "$TALLY_SOURCE/dist/prometheus/tally.rules.yml"
+  (cd "$TALLY_SOURCE" && show promtool check rules dist/prometheus/tally.rules.yml)
   (cd "$TALLY_SOURCE/tests/fixtures/prometheus" && show promtool test rules tally.rules.test.yml)
 fi

@@ -15,6 +15,7 @@
 #include "cli_fixture.h"
 #include "support/fake_host.h"
 #include "support/process.h"
+#include "support/transcript.h"
 
 namespace tally {
 namespace {
@@ -293,6 +294,46 @@ TEST(Docs, EveryShellBlockIsRunnableInTheVmOrMarkedIllustrative) {
   }
   EXPECT_GE(blocks, 30u);
   EXPECT_GE(runnable, 3u);
+}
+
+// Every quoted command with its output (a fenced block that begins with
+// "$ " or "user$ ") sits in a transcript region whose producer a test
+// runs and checks it against (tests/support/transcript.h): output the binary
+// no longer prints cannot stay in the docs. The producer is a file of the
+// tree, and a test names it.
+TEST(Docs, EveryQuotedCommandsOutputIsCheckedAgainstTheBinaryByATest) {
+  namespace fs = std::filesystem;
+  const std::string root = TALLY_SOURCE_DIR;
+  std::vector<std::string> pages = {root + "/README.md"};
+  for (const auto& e : fs::recursive_directory_iterator(root + "/docs"))
+    if (e.path().extension() == ".md") pages.push_back(e.path().string());
+  std::string testSources;
+  for (const auto& e : fs::recursive_directory_iterator(root + "/tests"))
+    if (e.path().extension() == ".cpp" || e.path().extension() == ".h")
+      testSources += readFile(e.path().string());
+  static const std::regex marker("^<!-- transcript: ([^ ]+) -->$");
+  std::size_t checked = 0;
+  for (const auto& page : pages) {
+    std::string text = readFile(page);
+    for (std::size_t line : unproducedTranscriptBlocks(text))
+      ADD_FAILURE() << page << ":" << line
+                    << ": quoted output no test checks: put the block in a transcript region "
+                       "(<!-- transcript: PRODUCER --> ... <!-- /transcript -->) whose producer "
+                       "a test runs, or give the fence an info string if it is no transcript";
+    std::set<std::string> producers;
+    std::istringstream lines(text);
+    for (std::string l; std::getline(lines, l);)
+      if (std::smatch m; std::regex_match(l, m, marker)) producers.insert(m[1].str());
+    for (const auto& producer : producers) {
+      EXPECT_TRUE(fs::exists(root + "/" + producer)) << page << ": no producer " << producer;
+      EXPECT_NE(testSources.find("\"" + producer + "\""), std::string::npos)
+          << page << ": no test runs " << producer;
+      auto quoted = quotedTranscripts(text, producer);
+      EXPECT_EQ(quoted.problems, std::vector<std::string>{}) << page;
+      checked += quoted.blocks.size();
+    }
+  }
+  EXPECT_GE(checked, 25u);
 }
 
 }  // namespace

@@ -1,6 +1,7 @@
 // `tally run` and `tally ledger` end to end on this machine: usage errors,
 // refusals that name the cause, and the ledger row every refusal leaves. The
 // runs that need systemd and a cgroup v2 memory controller are in tests/vm.
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 
@@ -9,6 +10,7 @@
 #include "ledger/ledger.h"
 #include "support/fake_host.h"
 #include "support/process.h"
+#include "support/transcript.h"
 
 namespace tally {
 namespace {
@@ -162,6 +164,15 @@ TEST_F(RunCli, HostWithoutContainmentSaysWhy) {
             std::string::npos)
       << r.err;
   EXPECT_FALSE(markerExists());
+  // docs/run.md quotes this run, as on the project's CI machine (whose PID 1 is process_api).
+  std::string said = r.err;
+  while (!pid1.empty() && pid1.back() == '\n') pid1.pop_back();
+  if (auto at = said.find("(PID 1 is " + pid1 + ")"); at != std::string::npos)
+    said.replace(at + 10, pid1.size(), "process_api");
+  std::string produced =
+      "$ tally run -- touch /tmp/marker\n" + said + fmt::format("[exit status {}]\n", r.exitCode());
+  for (const auto& d : pageDifferences("docs/run.md", "tests/cli/run_cli_test.cpp", produced))
+    ADD_FAILURE() << d;
 }
 
 TEST_F(RunCli, UnwritableStateDirRefusesBeforeAnythingRuns) {

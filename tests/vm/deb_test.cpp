@@ -22,6 +22,7 @@
 #include "support/fake_host.h"
 #include "support/process.h"
 #include "support/raw_client.h"
+#include "support/transcript.h"
 
 namespace tally {
 namespace {
@@ -68,7 +69,7 @@ ProgramResult as(const std::string& user, const std::string& cmd, bool clearGrou
 
 class VmDeb : public ::testing::Test {
  protected:
-  static inline std::string tallyDeb, pluginDeb;
+  static inline std::string tallyDeb, pluginDeb, installOutput;
 
   static void SetUpTestSuite() {
     ASSERT_NE(std::getenv("TALLY_IN_VM"), nullptr)
@@ -88,6 +89,7 @@ class VmDeb : public ::testing::Test {
                       pluginDeb + " 2>&1");
     ASSERT_EQ(install.exitCode(), 0) << install.out;
     std::printf("---- apt-get install ----\n%s", install.out.c_str());
+    installOutput = install.out;
     // Any earlier holder of a name goes first (the overlay is thrown away), so
     // the users are this suite's, in the groups it gives them and no other.
     ASSERT_EQ(sh(fmt::format("userdel -r -f {0} 2>/dev/null; userdel -r -f {1} 2>/dev/null; "
@@ -236,7 +238,7 @@ TEST_F(VmDeb, AnOperatorsFirstDayAsCommandsAndTheirOutput) {
   ASSERT_TRUE(eventually([&] { return exists(ready); }, 30s));
   auto attach = step(
       "tally attach --unit llama-server.service --pool gpu --memory-max 256M "
-      "--gpu-memory-max 250M --name llama");
+      "--gpu-memory-max 250M --name server");
   ASSERT_EQ(attach.exitCode(), 0) << attach.out;
   step("tally leases");
 
@@ -290,6 +292,22 @@ TEST_F(VmDeb, AnOperatorsFirstDayAsCommandsAndTheirOutput) {
   sh("systemctl stop llama-server; "
      "cp /tmp/tally.toml.package /etc/tally/tally.toml && systemctl reload tally; "
      "echo 0 > /sys/module/tally_testdrm/parameters/mem_info_gtt_total");
+}
+
+// docs/guide/deployment.md is this walk's output: the install this suite
+// made, then vm/deployment-example.sh on the installed package (alice in
+// group tally, bob not; a declared unit restarted; a detached job; a podman
+// container by its name). Each quoted command's output is what this run
+// printed, ids, clocks and measured figures masked (tests/support/transcript.h).
+TEST_F(VmDeb, TheDeploymentGuideQuotesWhatTheBinaryPrints) {
+  const std::string script = "vm/deployment-example.sh";
+  auto run =
+      sh("sh " + std::string(TALLY_SOURCE_DIR) + "/" + script + " " + TALLY_VM_WORKLOAD + " 2>&1");
+  std::string produced = "$ sudo apt install ./build/deb/tally_*.deb\n" + installOutput + run.out;
+  std::printf("[ transcript of %s ]\n%s[ end of transcript ]\n", script.c_str(), produced.c_str());
+  for (const char* page : {"docs/guide/deployment.md", "docs/daemon.md"})
+    for (const auto& d : pageDifferences(page, script, produced))
+      ADD_FAILURE() << d << "(refresh the page from the transcript above: it is this run's output)";
 }
 
 TEST_F(VmDeb, PurgeRemovesWhatInstallMadeAndKeepsTheLedgerUnlessTold) {

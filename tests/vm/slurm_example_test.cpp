@@ -6,12 +6,16 @@
 // What accounting adds (AccountingStorageTRES, TRES billing, a QOS limit)
 // needs slurmdbd, which this cluster does not run (docs/slurm.md says what
 // slurmctld does without it).
+#include <fmt/format.h>
+
+#include <cstdio>
 #include <fstream>
 #include <map>
 #include <set>
 #include <sstream>
 
 #include "slurm_fixture.h"
+#include "support/transcript.h"
 
 namespace tally {
 namespace {
@@ -114,6 +118,26 @@ TEST_F(VmSlurm, TheShippedExampleSetRunsJobsWithAndWithoutTheGres) {
   json cpuJob = rowsNamed("slurm-" + cpu.out.substr(0, cpu.out.find('\n')));
   ASSERT_FALSE(cpuJob.empty()) << cpu.out;
   EXPECT_EQ(cpuJob[0]["body"]["declared"]["gpu_memory_max"], 0) << cpuJob[0].dump(2);
+}
+
+// docs/slurm.md's quoted output is this run of vm/slurm-examples.sh on the
+// suite's cluster (plugstack.conf `required`, as the page advises): doctor
+// --slurm, srun --help, a step within its GRES and one past it, the ledger,
+// the journal, AdminComment, a typo, a stopped daemon, a batch script. Each
+// quoted command's output is what this run printed, ids, clocks and measured
+// figures masked (tests/support/transcript.h). The page quotes Debian 12's
+// Slurm 22.05, whose wording it shows; other releases word srun's own lines
+// otherwise.
+TEST_F(VmSlurm, TheSlurmPageQuotesWhatTheBinaryPrints) {
+  if (kRelease != "22.05") GTEST_SKIP() << "docs/slurm.md quotes Slurm 22.05; this is " << kRelease;
+  const std::string script = "vm/slurm-examples.sh";
+  auto run = runProgram({"sh", "-c",
+                         fmt::format("sh {}/{} {} {} {} {} {} {} 2>&1", TALLY_SOURCE_DIR, script,
+                                     kTally, kPlugin, kWorkload, kSocket, kConfig, kDaemonUnit)});
+  const std::string& produced = run.out;
+  std::printf("[ transcript of %s ]\n%s[ end of transcript ]\n", script.c_str(), produced.c_str());
+  for (const auto& d : pageDifferences("docs/slurm.md", script, produced))
+    ADD_FAILURE() << d << "(refresh the page from the transcript above: it is this run's output)";
 }
 
 }  // namespace

@@ -1,0 +1,313 @@
+#include "support/transcript.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <fstream>
+#include <map>
+#include <regex>
+#include <sstream>
+
+namespace tally::testing {
+namespace {
+
+constexpr std::string_view kRegionOpen = "<!-- transcript: ";
+constexpr std::string_view kRegionClose = "<!-- /transcript -->";
+constexpr std::string_view kAnyLines = "…";
+
+std::vector<std::string_view> splitLines(std::string_view text) {
+  std::vector<std::string_view> lines;
+  while (!text.empty()) {
+    std::size_t nl = text.find('\n');
+    lines.push_back(text.substr(0, nl));
+    if (nl == std::string_view::npos) break;
+    text.remove_prefix(nl + 1);
+  }
+  return lines;
+}
+
+void closeStep(std::vector<TranscriptStep>& steps) {
+  if (steps.empty()) return;
+  auto& out = steps.back().output;
+  while (!out.empty() && (out.back().empty() || out.back() == "[exit status 0]")) out.pop_back();
+}
+
+bool endsWith(std::string_view s, std::string_view tail) {
+  return s.size() >= tail.size() && s.substr(s.size() - tail.size()) == tail;
+}
+
+// A quoted line that ends in "…" stands for every line it begins (the rest of
+// the line differs from run to run, or says what a race decided).
+bool lineMatches(std::string_view quoted, std::string_view produced) {
+  if (!endsWith(quoted, kAnyLines)) return quoted == produced;
+  std::string_view prefix = quoted.substr(0, quoted.size() - kAnyLines.size());
+  return produced.substr(0, prefix.size()) == prefix;
+}
+
+// Greedy with backtracking over "…" lines; both sides already masked.
+bool linesMatch(const std::vector<std::string>& quoted, std::size_t q,
+                const std::vector<std::string>& produced, std::size_t p) {
+  if (q == quoted.size()) return p == produced.size();
+  if (quoted[q] == kAnyLines) {
+    for (std::size_t skip = p; skip <= produced.size(); ++skip)
+      if (linesMatch(quoted, q + 1, produced, skip)) return true;
+    return false;
+  }
+  return p < produced.size() && lineMatches(quoted[q], produced[p]) &&
+         linesMatch(quoted, q + 1, produced, p + 1);
+}
+
+bool isExitStatus(std::string_view line) {
+  return line.substr(0, 13) == "[exit status " && line.back() == ']';
+}
+
+std::vector<std::string> maskedAll(const std::vector<std::string>& lines) {
+  std::vector<std::string> out;
+  for (const auto& l : lines)
+    if (l != "[exit status 0]") out.push_back(isExitStatus(l) ? l : masked(l));  // kept exact
+  while (!out.empty() && out.back().empty()) out.pop_back();
+  // Listings keyed by a lease id (a table's rows, a metric's series) come in
+  // id order, which is new each run: the order within a run of such lines is
+  // not compared, their contents are. Journals and events are in time order,
+  // and stay compared line by line.
+  for (auto it = out.begin(); it != out.end();) {
+    auto isRow = [](const std::string& l) {
+      return l.rfind("ID ", 0) == 0 || l.find("{lease=\"ID\"") != std::string::npos;
+    };
+    auto end = std::find_if_not(it, out.end(), isRow);
+    std::sort(it, end);
+    it = end == out.end() ? end : end + 1;
+  }
+  return out;
+}
+
+std::string shown(const std::vector<std::string>& lines) {
+  std::string s;
+  for (const auto& l : lines) s += "    " + l + "\n";
+  return s.empty() ? "    (nothing)\n" : s;
+}
+
+// A command as compared: masked, its quotes and a trailing "  # comment"
+// gone (a producer's `echo "$ $*"` drops the quoting a reader types).
+std::string commandKey(const TranscriptStep& step) {
+  std::string c = step.command;
+  if (std::size_t hash = c.find("  #"); hash != std::string::npos) c.erase(hash);
+  std::erase_if(c, [](char ch) { return ch == '\'' || ch == '"'; });
+  return step.prompt + masked(c);
+}
+
+}  // namespace
+
+std::size_t promptLength(std::string_view line) {
+  // "$ ", or a user's prompt "alice$ ": a lower-case name, then the sign. Not
+  // "# ": output has such lines (Prometheus' "# HELP", a config's comments).
+  std::size_t i = 0;
+  while (i < line.size() && ((line[i] >= 'a' && line[i] <= 'z') || line[i] == '-' ||
+                             (i > 0 && line[i] >= '0' && line[i] <= '9')))
+    ++i;
+  if (i + 1 < line.size() && line[i] == '$' && line[i + 1] == ' ') return i + 2;
+  return std::string_view::npos;
+}
+
+std::vector<TranscriptStep> parseTranscript(std::string_view text, std::size_t firstLine) {
+  std::vector<TranscriptStep> steps;
+  std::size_t n = firstLine;
+  for (std::string_view line : splitLines(text)) {
+    while (!line.empty() && line.back() == '\r') line.remove_suffix(1);  // as a terminal shows CRLF
+    if (std::size_t p = promptLength(line); p != std::string_view::npos) {
+      closeStep(steps);
+      steps.push_back({std::string(line.substr(0, p)), std::string(line.substr(p)), {}, n});
+    } else if (!steps.empty()) {
+      steps.back().output.emplace_back(line);
+    }
+    ++n;
+  }
+  closeStep(steps);
+  return steps;
+}
+
+PageTranscripts quotedTranscripts(std::string_view page, std::string_view producer) {
+  PageTranscripts found;
+  auto lines = splitLines(page);
+  bool inRegion = false, inFence = false, transcript = false;
+  std::size_t fenceLine = 0, regionLine = 0;
+  std::string body;
+  for (std::size_t i = 0; i < lines.size(); ++i) {
+    std::string_view l = lines[i];
+    if (!inFence && l.substr(0, kRegionOpen.size()) == kRegionOpen) {
+      if (inRegion)
+        found.problems.push_back(
+            fmt::format("line {}: a transcript region opens inside the one "
+                        "opened at line {}",
+                        i + 1, regionLine));
+      std::string_view name = l.substr(kRegionOpen.size());
+      name = name.substr(0, name.find(' '));
+      inRegion = name == producer;
+      regionLine = i + 1;
+      continue;
+    }
+    if (!inFence && l == kRegionClose) {
+      inRegion = false;
+      continue;
+    }
+    if (l.substr(0, 3) != "```") {
+      if (inFence && transcript) body += std::string(l) + "\n";
+      continue;
+    }
+    if (inFence) {
+      inFence = false;
+      if (!transcript) continue;
+      auto steps = parseTranscript(body, fenceLine + 1);
+      if (steps.empty() || steps.front().line != fenceLine + 1)
+        found.problems.push_back(fmt::format(
+            "line {}: a block in the transcript region that does not begin with a command",
+            fenceLine));
+      else
+        found.blocks.push_back({fenceLine, std::move(steps)});
+      continue;
+    }
+    inFence = true;
+    fenceLine = i + 1;
+    transcript = inRegion && l == "```";
+    body.clear();
+  }
+  if (inRegion)
+    found.problems.push_back(
+        fmt::format("line {}: a transcript region is never closed ({})", regionLine, kRegionClose));
+  return found;
+}
+
+std::string masked(std::string_view line) {
+  static const std::regex ids("\\b([0-9a-f]{64}|[0-9a-f]{32}|[0-9a-f]{12})\\b");
+  static const std::regex sizes("~?\\b[0-9]+(\\.[0-9]+)? ?(B|KiB|MiB|GiB|TiB|K|M|G|T)\\b");
+  static const std::regex digits("[0-9]+");
+  static const std::regex spaces(" +");
+  // A chart's data: its bars, and the axis' event marks (tally lease show).
+  static const std::regex bars("(▁|▂|▃|▄|▅|▆|▇|█)(▁|▂|▃|▄|▅|▆|▇|█| )*");
+  static const std::regex axis("(─|▲)+");
+  std::string s = std::regex_replace(std::string(line), bars, "▒");
+  s = std::regex_replace(s, axis, "─");
+  s = std::regex_replace(s, ids, "ID");
+  s = std::regex_replace(s, sizes, "SIZE");
+  s = std::regex_replace(s, digits, "0");
+  s = std::regex_replace(s, spaces, " ");
+  while (!s.empty() && s.back() == ' ') s.pop_back();
+  if (!s.empty() && s.front() == ' ') s.erase(0, 1);
+  return s;
+}
+
+std::vector<std::string> transcriptDifferences(const PageTranscripts& quoted,
+                                               const std::vector<TranscriptStep>& produced) {
+  std::vector<std::string> out;
+  for (const auto& p : quoted.problems) out.push_back(p);
+  for (const auto& block : quoted.blocks) {
+    for (const auto& step : block.steps) {
+      std::string command = commandKey(step);
+      auto want = maskedAll(step.output);
+      std::size_t sameCommand = produced.size(), match = produced.size();
+      for (std::size_t i = 0; i < produced.size() && match == produced.size(); ++i) {
+        if (commandKey(produced[i]) != command) continue;
+        if (sameCommand == produced.size()) sameCommand = i;
+        if (linesMatch(want, 0, maskedAll(produced[i].output), 0)) match = i;
+      }
+      if (match != produced.size()) {
+        continue;
+      } else if (sameCommand == produced.size()) {
+        out.push_back(fmt::format("line {}: `{}` is quoted, but the producer never ran it",
+                                  step.line, step.command));
+      } else {
+        out.push_back(fmt::format(
+            "line {}: `{}` is quoted as printing (masked)\n{}but the binary printed (masked)\n{}"
+            "and as it printed it\n{}",
+            step.line, step.command, shown(want), shown(maskedAll(produced[sameCommand].output)),
+            shown(produced[sameCommand].output)));
+      }
+    }
+  }
+  return out;
+}
+
+std::vector<std::string> pageDifferences(const std::string& pagePath, std::string_view producer,
+                                         std::string_view produced) {
+  std::ifstream in(std::string(TALLY_SOURCE_DIR) + "/" + pagePath);
+  std::ostringstream page;
+  page << in.rdbuf();
+  auto quoted = quotedTranscripts(page.str(), producer);
+  if (quoted.blocks.empty() && quoted.problems.empty())
+    return {fmt::format("{} quotes nothing of {}: mark its region <!-- transcript: {} -->",
+                        pagePath, producer, producer)};
+  // The checkout's own path reads as the docs' (/work/main): CI's is elsewhere.
+  std::string text(produced);
+  const std::string source = TALLY_SOURCE_DIR;
+  const std::string docs = "/work/main";
+  for (std::size_t at = 0; (at = text.find(source, at)) != std::string::npos; at += docs.size())
+    text.replace(at, source.size(), docs);
+  auto out = transcriptDifferences(quoted, parseTranscript(text));
+  for (auto& d : out) d = pagePath + ":" + d.substr(5);  // "line N: …" → "page:N: …"
+  return out;
+}
+
+std::string refreshedPage(std::string_view page, std::string_view producer,
+                          std::string_view produced) {
+  auto lines = splitLines(page);
+  std::vector<std::string> out(lines.begin(), lines.end());
+  auto runs = parseTranscript(produced);
+  std::vector<const TranscriptStep*> steps;
+  const PageTranscripts quoted = quotedTranscripts(page, producer);
+  for (const auto& block : quoted.blocks)
+    for (const auto& step : block.steps) steps.push_back(&step);
+  // The n-th quote of a command is refreshed from its n-th run.
+  std::vector<const TranscriptStep*> from(steps.size(), nullptr);
+  std::map<std::string, std::size_t> seen;
+  for (std::size_t i = 0; i < steps.size(); ++i) {
+    std::string key = commandKey(*steps[i]);
+    std::size_t nth = seen[key]++;
+    for (const auto& r : runs) {  // the n-th run, or the last there is
+      if (commandKey(r) != key) continue;
+      from[i] = &r;
+      if (nth-- == 0) break;
+    }
+  }
+  // From the bottom up, so each step's line numbers still hold.
+  for (std::size_t i = steps.size(); i-- > 0;) {
+    const TranscriptStep& step = *steps[i];
+    const TranscriptStep* run = from[i];
+    if (!run || std::any_of(step.output.begin(), step.output.end(),
+                            [](const std::string& l) { return endsWith(l, kAnyLines); }))
+      continue;
+    std::vector<std::string> fresh;
+    for (const auto& l : run->output)
+      if (l != "[exit status 0]") fresh.push_back(l);
+    auto first =
+        out.begin() + static_cast<std::ptrdiff_t>(step.line);  // the line after the command
+    out.erase(first, first + static_cast<std::ptrdiff_t>(step.output.size()));
+    out.insert(out.begin() + static_cast<std::ptrdiff_t>(step.line), fresh.begin(), fresh.end());
+  }
+  std::string text;
+  for (std::size_t i = 0; i < out.size(); ++i) text += out[i] + (i + 1 < out.size() ? "\n" : "");
+  if (!page.empty() && page.back() == '\n') text += "\n";
+  return text;
+}
+
+std::vector<std::size_t> unproducedTranscriptBlocks(std::string_view page) {
+  std::vector<std::size_t> out;
+  auto lines = splitLines(page);
+  bool inRegion = false, inFence = false;
+  for (std::size_t i = 0; i < lines.size(); ++i) {
+    std::string_view l = lines[i];
+    if (!inFence && l.substr(0, kRegionOpen.size()) == kRegionOpen) inRegion = true;
+    if (!inFence && l == kRegionClose) inRegion = false;
+    if (l.substr(0, 3) != "```") continue;
+    if (inFence) {
+      inFence = false;
+      continue;
+    }
+    inFence = true;
+    if (!inRegion && l == "```" && i + 1 < lines.size() &&
+        promptLength(lines[i + 1]) != std::string_view::npos)
+      out.push_back(i + 1);
+  }
+  return out;
+}
+
+}  // namespace tally::testing
