@@ -60,7 +60,7 @@ journalctl -u tally -o cat --no-pager | grep 'declared lease'
 show tally leases
 first=$(lease_of llama)
 show sudo systemctl restart llama-server
-new_llama() { l=$(lease_of llama); [ -n "$l" ] && [ "$l" != "$first" ]; }
+new_llama() { l=$(lease_of llama); [ -n "$l" ] && [ "$l" != "$first" ] && [ "$(echo "$l" | wc -l)" = 1 ]; }
 until_true new_llama
 show tally leases
 show sudo tally ledger --name llama

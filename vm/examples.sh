@@ -11,9 +11,11 @@ show "$T" run -- sh -c 'exit 3'
 show "$T" run -- sh -c 'kill -USR1 $$'
 show "$T" run -- /nonexistent/command
 show "$T" run --slice 'a--b.slice' -- true
-XDG_RUNTIME_DIR=/run/user/0 show "$T" run --user -- true
+echo; echo '$ XDG_RUNTIME_DIR=/run/user/0 tally run --user -- true'; XDG_RUNTIME_DIR=/run/user/0 "$T" run --user -- true; echo "[exit status $?]"
 show "$T" run --name gpu --sample-interval 100ms --gpu-memory-max 32M -- "$W" gpu gtt 16 3 1500
-(sleep 2; pkill -TERM -f 'tally run --name sleeper') & show "$T" run --name sleeper -- sleep 60
+# Its SIGTERM once its workload runs (a barrier, not a clock).
+(until pgrep -fx 'sleep 60' >/dev/null; do sleep 0.1; done; pkill -TERM -f 'tally run --name sleeper') &
+show "$T" run --name sleeper -- sleep 60
 mkdir -p /sys/fs/cgroup/deleg; echo +memory > /sys/fs/cgroup/deleg/cgroup.subtree_control
 show "$T" run --cgroupfs --cgroup-parent /deleg --memory-max 64M -- "$W" hog 200
 echo; echo '$ tally run --json --memory-max 64M -- tally_vm_workload hog 200'

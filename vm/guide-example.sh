@@ -41,13 +41,10 @@ echo; echo '$ tally metrics | grep -E "^tally_(lease|gpu_memory_unattributed|lea
 "$T" metrics | grep -E '^tally_(lease|gpu_memory_unattributed|lease_outcomes_total|gpu_bound_events_total)' | grep -v ' 0$'
 echo; echo '$ tally metrics | promtool check metrics'
 "$T" metrics | promtool check metrics; echo "[exit status $?]"
-COLUMNS=150 show "$T" top --once
-echo; echo '$ journalctl -t tally -o json TALLY_EVENT=lease-outcome | jq -c {…}'
-journalctl -t tally -o json TALLY_EVENT=lease-outcome --no-pager | python3 -c '
-import json, sys
-for l in sys.stdin:
-    e = json.loads(l)
-    print(json.dumps({k: e[k] for k in sorted(e) if k.startswith("TALLY_") or k in ("MESSAGE", "PRIORITY")}))'
+echo; echo '$ COLUMNS=150 tally top --once'; COLUMNS=150 "$T" top --once; echo "[exit status $?]"
+journalctl --sync
+outcomes='journalctl -t tally -o json TALLY_EVENT=lease-outcome --no-pager | jq -cS '\''with_entries(select(.key | startswith("TALLY_") or . == "MESSAGE" or . == "PRIORITY"))'\'''
+echo; echo "\$ $outcomes"; sh -c "$outcomes"; echo "[exit status $?]"
 
 # A job that grows in steps for the timeline: 16 MiB of host memory, 64 MiB
 # of GTT at 1 s, 32 MiB more at 2 s (96 MiB: at its bound), and a third 32

@@ -34,10 +34,10 @@ echo; echo '$ tally metrics | grep declared_info'
 touch "$D/release"; wait
 
 # A step past its GRES: the kernel refuses the crossing allocation.
-echo; echo '$ srun --gres=tallymem:64M python3 train.py'
-srun --gres=tallymem:64M sh -c "echo \$SLURM_JOB_ID > $D/job; exec $W gpu gtt 128 1 100" 2>&1; rc=$?
-echo '$ echo $?'; echo $rc
+show_as 'srun --gres=tallymem:64M python3 train.py' \
+  srun --gres=tallymem:64M sh -c "echo \$SLURM_JOB_ID > $D/job; exec $W gpu gtt 128 1 100"
 job=$(cat "$D/job")
+journalctl --sync  # the job lease's last line is in before it is read
 until_true no_leases
 show "$T" ledger --config "$C" --last 4
 show journalctl -t tally "TALLY_ATTR_SLURM_JOB_ID=$job" -o cat

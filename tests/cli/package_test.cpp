@@ -328,6 +328,10 @@ TEST(Docs, EveryQuotedCommandsOutputIsCheckedAgainstTheBinaryByATest) {
       EXPECT_TRUE(fs::exists(root + "/" + producer)) << page << ": no producer " << producer;
       EXPECT_NE(testSources.find("\"" + producer + "\""), std::string::npos)
           << page << ": no test runs " << producer;
+      // ...and a test compares this page (its path from the tree's root).
+      std::string relative = page.substr(root.size() + 1);
+      EXPECT_NE(testSources.find("\"" + relative + "\""), std::string::npos)
+          << page << ": no test compares this page with " << producer;
       auto quoted = quotedTranscripts(text, producer);
       EXPECT_EQ(quoted.problems, std::vector<std::string>{}) << page;
       checked += quoted.blocks.size();

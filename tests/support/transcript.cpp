@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cctype>
 #include <fstream>
 #include <map>
 #include <regex>
@@ -30,6 +31,30 @@ void closeStep(std::vector<TranscriptStep>& steps) {
   if (steps.empty()) return;
   auto& out = steps.back().output;
   while (!out.empty() && (out.back().empty() || out.back() == "[exit status 0]")) out.pop_back();
+}
+
+// "<!-- transcript: NAME -->" exactly gives NAME; a line that begins so and
+// is not that is malformed: a region nobody could check.
+struct RegionMark {
+  bool open = false, malformed = false;
+  std::string_view producer;
+};
+RegionMark regionMark(std::string_view l) {
+  if (l.substr(0, kRegionOpen.size()) != kRegionOpen) return {};
+  std::string_view name = l.substr(kRegionOpen.size());
+  constexpr std::string_view kEnd = " -->";
+  if (name.size() <= kEnd.size() || name.substr(name.size() - kEnd.size()) != kEnd)
+    return {false, true, {}};
+  name.remove_suffix(kEnd.size());
+  if (name.find(' ') != std::string_view::npos) return {false, true, {}};
+  return {true, false, name};
+}
+
+// A fence as Markdown reads one, indented too (a list's block): the text from
+// its backticks, or npos.
+std::size_t fenceAt(std::string_view l) {
+  std::size_t i = l.find_first_not_of(' ');
+  return i != std::string_view::npos && l.substr(i, 3) == "```" ? i : std::string_view::npos;
 }
 
 bool endsWith(std::string_view s, std::string_view tail) {
@@ -87,13 +112,44 @@ std::string shown(const std::vector<std::string>& lines) {
   return s.empty() ? "    (nothing)\n" : s;
 }
 
-// A command as compared: masked, its quotes and a trailing "  # comment"
-// gone (a producer's `echo "$ $*"` drops the quoting a reader types).
+// A command as compared: exact, but for its quotes and a trailing
+// "  # comment" (a producer's `echo "$ $*"` drops the quoting a reader
+// types), runs of spaces, and what is the run's own: lease and container
+// ids, a Slurm job id, a process id.
 std::string commandKey(const TranscriptStep& step) {
+  static const std::regex ids("\\b([0-9a-f]{64}|[0-9a-f]{32}|[0-9a-f]{12})\\b");
+  static const std::regex runs("(JOB_ID=|show job |--pid )[0-9]+");
+  static const std::regex spaces(" +");
   std::string c = step.command;
   if (std::size_t hash = c.find("  #"); hash != std::string::npos) c.erase(hash);
   std::erase_if(c, [](char ch) { return ch == '\'' || ch == '"'; });
-  return step.prompt + masked(c);
+  c = std::regex_replace(c, ids, "ID");
+  c = std::regex_replace(c, runs, "$1N");
+  c = std::regex_replace(c, spaces, " ");
+  while (!c.empty() && c.back() == ' ') c.pop_back();
+  return step.prompt + c;
+}
+
+// Digit runs read as 0, but for those that name something (after a letter:
+// SIGUSR1, cgroup v2, amd64) and an exit code ("code 1").
+std::string maskDigits(const std::string& s) {
+  std::string out;
+  for (std::size_t i = 0; i < s.size();) {
+    if (s[i] < '0' || s[i] > '9') {
+      out += s[i++];
+      continue;
+    }
+    std::size_t j = i;
+    while (j < s.size() && s[j] >= '0' && s[j] <= '9') ++j;
+    bool named = i > 0 && std::isalpha(static_cast<unsigned char>(s[i - 1]));
+    bool exitCode = out.size() >= 5 && out.compare(out.size() - 5, 5, "code ") == 0;
+    if (named || exitCode)
+      out.append(s, i, j - i);
+    else
+      out += '0';
+    i = j;
+  }
+  return out;
 }
 
 }  // namespace
@@ -134,15 +190,16 @@ PageTranscripts quotedTranscripts(std::string_view page, std::string_view produc
   std::string body;
   for (std::size_t i = 0; i < lines.size(); ++i) {
     std::string_view l = lines[i];
-    if (!inFence && l.substr(0, kRegionOpen.size()) == kRegionOpen) {
+    if (RegionMark mark = regionMark(l); !inFence && (mark.open || mark.malformed)) {
+      if (mark.malformed)
+        found.problems.push_back(fmt::format(
+            "line {}: '{}' is no region mark (<!-- transcript: PRODUCER -->)", i + 1, l));
       if (inRegion)
         found.problems.push_back(
             fmt::format("line {}: a transcript region opens inside the one "
                         "opened at line {}",
                         i + 1, regionLine));
-      std::string_view name = l.substr(kRegionOpen.size());
-      name = name.substr(0, name.find(' '));
-      inRegion = name == producer;
+      inRegion = mark.open && mark.producer == producer;
       regionLine = i + 1;
       continue;
     }
@@ -150,7 +207,7 @@ PageTranscripts quotedTranscripts(std::string_view page, std::string_view produc
       inRegion = false;
       continue;
     }
-    if (l.substr(0, 3) != "```") {
+    if (fenceAt(l) == std::string_view::npos) {
       if (inFence && transcript) body += std::string(l) + "\n";
       continue;
     }
@@ -169,6 +226,10 @@ PageTranscripts quotedTranscripts(std::string_view page, std::string_view produc
     inFence = true;
     fenceLine = i + 1;
     transcript = inRegion && l == "```";
+    if (inRegion && !transcript && l.substr(fenceAt(l)) == "```")
+      found.problems.push_back(fmt::format(
+          "line {}: an indented block in a transcript region: a transcript starts at the margin",
+          i + 1));
     body.clear();
   }
   if (inRegion)
@@ -180,7 +241,8 @@ PageTranscripts quotedTranscripts(std::string_view page, std::string_view produc
 std::string masked(std::string_view line) {
   static const std::regex ids("\\b([0-9a-f]{64}|[0-9a-f]{32}|[0-9a-f]{12})\\b");
   static const std::regex sizes("~?\\b[0-9]+(\\.[0-9]+)? ?(B|KiB|MiB|GiB|TiB|K|M|G|T)\\b");
-  static const std::regex digits("[0-9]+");
+  static const std::regex months("\\b(Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec)\\b");
+  static const std::regex samples("\\b0 samples\\b");
   static const std::regex spaces(" +");
   // A chart's data: its bars, and the axis' event marks (tally lease show).
   static const std::regex bars("(▁|▂|▃|▄|▅|▆|▇|█)(▁|▂|▃|▄|▅|▆|▇|█| )*");
@@ -189,7 +251,9 @@ std::string masked(std::string_view line) {
   s = std::regex_replace(s, axis, "─");
   s = std::regex_replace(s, ids, "ID");
   s = std::regex_replace(s, sizes, "SIZE");
-  s = std::regex_replace(s, digits, "0");
+  s = std::regex_replace(s, months, "Mon");
+  s = maskDigits(s);
+  s = std::regex_replace(s, samples, "0 sample");  // 1 sample, 2 samples: a clock's
   s = std::regex_replace(s, spaces, " ");
   while (!s.empty() && s.back() == ' ') s.pop_back();
   if (!s.empty() && s.front() == ' ') s.erase(0, 1);
@@ -227,6 +291,17 @@ std::vector<std::string> transcriptDifferences(const PageTranscripts& quoted,
   return out;
 }
 
+std::string asTheDocsWriteIt(std::string_view produced) {
+  // The checkout's own path reads as the docs' (/work/main): CI's is elsewhere.
+  std::string text(produced);
+  const std::string source = TALLY_SOURCE_DIR;
+  const std::string docs = "/work/main";
+  if (source == docs) return text;
+  for (std::size_t at = 0; (at = text.find(source, at)) != std::string::npos; at += docs.size())
+    text.replace(at, source.size(), docs);
+  return text;
+}
+
 std::vector<std::string> pageDifferences(const std::string& pagePath, std::string_view producer,
                                          std::string_view produced) {
   std::ifstream in(std::string(TALLY_SOURCE_DIR) + "/" + pagePath);
@@ -236,13 +311,7 @@ std::vector<std::string> pageDifferences(const std::string& pagePath, std::strin
   if (quoted.blocks.empty() && quoted.problems.empty())
     return {fmt::format("{} quotes nothing of {}: mark its region <!-- transcript: {} -->",
                         pagePath, producer, producer)};
-  // The checkout's own path reads as the docs' (/work/main): CI's is elsewhere.
-  std::string text(produced);
-  const std::string source = TALLY_SOURCE_DIR;
-  const std::string docs = "/work/main";
-  for (std::size_t at = 0; (at = text.find(source, at)) != std::string::npos; at += docs.size())
-    text.replace(at, source.size(), docs);
-  auto out = transcriptDifferences(quoted, parseTranscript(text));
+  auto out = transcriptDifferences(quoted, parseTranscript(asTheDocsWriteIt(produced)));
   for (auto& d : out) d = pagePath + ":" + d.substr(5);  // "line N: …" → "page:N: …"
   return out;
 }
@@ -282,6 +351,23 @@ std::string refreshedPage(std::string_view page, std::string_view producer,
         out.begin() + static_cast<std::ptrdiff_t>(step.line);  // the line after the command
     out.erase(first, first + static_cast<std::ptrdiff_t>(step.output.size()));
     out.insert(out.begin() + static_cast<std::ptrdiff_t>(step.line), fresh.begin(), fresh.end());
+    // The command's ids become the run's, so the command names what its output shows.
+    static const std::regex id("\\b[0-9a-f]{12}\\b");
+    std::vector<std::string> runIds;
+    for (std::sregex_iterator it(run->command.begin(), run->command.end(), id), end; it != end;
+         ++it)
+      runIds.push_back(it->str());
+    std::string& command = out[step.line - 1];
+    std::size_t k = 0;
+    std::string rewritten;
+    std::size_t last = 0;
+    for (std::sregex_iterator it(command.begin(), command.end(), id), end;
+         it != end && k < runIds.size(); ++it, ++k) {
+      rewritten +=
+          command.substr(last, static_cast<std::size_t>(it->position()) - last) + runIds[k];
+      last = static_cast<std::size_t>(it->position() + it->length());
+    }
+    command = rewritten + command.substr(last);
   }
   std::string text;
   for (std::size_t i = 0; i < out.size(); ++i) text += out[i] + (i + 1 < out.size() ? "\n" : "");
@@ -295,16 +381,22 @@ std::vector<std::size_t> unproducedTranscriptBlocks(std::string_view page) {
   bool inRegion = false, inFence = false;
   for (std::size_t i = 0; i < lines.size(); ++i) {
     std::string_view l = lines[i];
-    if (!inFence && l.substr(0, kRegionOpen.size()) == kRegionOpen) inRegion = true;
+    if (RegionMark mark = regionMark(l); !inFence && mark.malformed) out.push_back(i + 1);
+    if (RegionMark mark = regionMark(l); !inFence && mark.open) inRegion = true;
     if (!inFence && l == kRegionClose) inRegion = false;
-    if (l.substr(0, 3) != "```") continue;
+    std::size_t indent = fenceAt(l);
+    if (indent == std::string_view::npos) continue;
     if (inFence) {
       inFence = false;
       continue;
     }
     inFence = true;
-    if (!inRegion && l == "```" && i + 1 < lines.size() &&
-        promptLength(lines[i + 1]) != std::string_view::npos)
+    // A bare fence (an info string says what a block is), at the margin or
+    // indented in a list, whose first line is a command.
+    if (inRegion && indent == 0) continue;
+    if (l.substr(indent) == "```" && i + 1 < lines.size() &&
+        promptLength(lines[i + 1].substr(std::min(indent, lines[i + 1].size()))) !=
+            std::string_view::npos)
       out.push_back(i + 1);
   }
   return out;

@@ -60,6 +60,9 @@ std::string masked(std::string_view line);
 std::vector<std::string> transcriptDifferences(const PageTranscripts& quoted,
                                                const std::vector<TranscriptStep>& produced);
 
+// `produced` with the checkout's path written as the docs write it (/work/main).
+std::string asTheDocsWriteIt(std::string_view produced);
+
 // The page at `pagePath` (under the source tree) against `produced`, the
 // output of its region's producer: every difference, or that the page has no
 // region for it. What a test of a page calls.
@@ -74,8 +77,9 @@ std::vector<std::string> pageDifferences(const std::string& pagePath, std::strin
 std::string refreshedPage(std::string_view page, std::string_view producer,
                           std::string_view produced);
 
-// The fenced blocks of a page outside every transcript region whose first
-// line is a command: output quoted that no test produces ("page:line").
+// The lines of a page that quote output no test produces: a bare fenced
+// block (at the margin or indented) outside every transcript region whose
+// first line is a command, and a region mark that is malformed.
 std::vector<std::size_t> unproducedTranscriptBlocks(std::string_view page);
 
 }  // namespace tally::testing

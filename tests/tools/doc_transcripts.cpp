@@ -43,7 +43,8 @@ int main(int argc, char** argv) {
   for (const auto& d : differences) fmt::print("{}\n", d);
   if (argc == 5) {
     std::string path = std::string(TALLY_SOURCE_DIR) + "/" + page;
-    std::string text = tally::testing::refreshedPage(readWhole(path), producer, produced);
+    std::string text = tally::testing::refreshedPage(readWhole(path), producer,
+                                                     tally::testing::asTheDocsWriteIt(produced));
     std::ofstream(path, std::ios::binary | std::ios::trunc) << text;
     auto left = tally::testing::pageDifferences(page, producer, produced);
     fmt::print(stderr, "{}: {} differences, {} after the refresh\n", page, differences.size(),

@@ -303,7 +303,9 @@ TEST_F(VmDeb, TheDeploymentGuideQuotesWhatTheBinaryPrints) {
   const std::string script = "vm/deployment-example.sh";
   auto run =
       sh("sh " + std::string(TALLY_SOURCE_DIR) + "/" + script + " " + TALLY_VM_WORKLOAD + " 2>&1");
-  std::string produced = "$ sudo apt install ./build/deb/tally_*.deb\n" + installOutput + run.out;
+  std::string produced =
+      "$ sudo apt install ./build/deb/tally_*.deb ./build/deb/tally-slurm-plugin_*.deb\n" +
+      installOutput + run.out;
   std::printf("[ transcript of %s ]\n%s[ end of transcript ]\n", script.c_str(), produced.c_str());
   for (const char* page : {"docs/guide/deployment.md", "docs/daemon.md"})
     for (const auto& d : pageDifferences(page, script, produced))

@@ -31,6 +31,17 @@ TEST(Transcript, AChartKeepsItsFrameAndLabelsButNotItsData) {
   EXPECT_NE(masked("      max ┤┄┄┄┄"), masked("      max ┤▂▂▂▂"));
 }
 
+TEST(Transcript, ExitCodesAndNamesKeepTheirDigitsMonthsAndSampleCountsDoNot) {
+  EXPECT_NE(masked("lease x (fits) exited with code 0"),
+            masked("lease x (fits) exited with code 1"));
+  EXPECT_NE(masked("killed by SIGUSR1"), masked("killed by SIGUSR2"));
+  EXPECT_NE(masked("memory controller is on cgroup v1"),
+            masked("memory controller is on cgroup v2"));
+  EXPECT_EQ(masked("Dec 07 14:36:16 vm tally[640]: epoch 1"),
+            masked("Jan 01 09:00:00 vm tally[17]: epoch 2"));
+  EXPECT_EQ(masked("(1 sample every 1s)"), masked("(2 samples every 1s)"));
+}
+
 TEST(Transcript, PromptsAreRootsAUsersOrPlain) {
   EXPECT_EQ(promptLength("$ tally seats"), 2u);
   // Not "# ": output has such lines (Prometheus' "# HELP", comments).
@@ -192,6 +203,53 @@ TEST(Transcript, SeriesLabelledByALeaseIdMatchInAnyOrderEventsDoNot) {
                                       "lease ba9876543210 (a): granted\n"))
                 .size(),
             1u);
+}
+
+TEST(Transcript, ACommandIsComparedExactlyButForTheRunsOwnIds) {
+  auto page = quotedTranscripts(
+      "<!-- transcript: p -->\n```\n"
+      "$ tally run --memory-max 64M -- hog 200\nok\n"
+      "$ tally lease show 86c89fb81241\nok\n"
+      "$ journalctl TALLY_ATTR_SLURM_JOB_ID=2 -o cat\nok\n"
+      "```\n<!-- /transcript -->\n",
+      "p");
+  EXPECT_TRUE(transcriptDifferences(
+                  page, parseTranscript("$ tally run --memory-max 64M -- hog 200\nok\n"
+                                        "$ tally lease show 1f61d8f848b2\nok\n"
+                                        "$ journalctl TALLY_ATTR_SLURM_JOB_ID=37 -o cat\nok\n"))
+                  .empty());
+  auto other = transcriptDifferences(
+      page, parseTranscript("$ tally run --memory-max 640M -- hog 2000\nok\n"
+                            "$ tally lease show 1f61d8f848b2\nok\n"
+                            "$ journalctl TALLY_ATTR_SLURM_JOB_ID=37 -o cat\nok\n"));
+  ASSERT_EQ(other.size(), 1u);
+  EXPECT_NE(other[0].find("never ran it"), std::string::npos);
+}
+
+TEST(Transcript, AMalformedMarkOrAnIndentedBlockIsNeverCountedAsChecked) {
+  const std::string page =
+      "<!-- transcript: vm/examples.sh-->\n```\n$ tally ledger\nx\n```\n<!-- /transcript -->\n"
+      "- a list:\n\n   ```\n   $ scontrol show job 2\n   AdminComment=x\n   ```\n";
+  EXPECT_EQ(unproducedTranscriptBlocks(page), (std::vector<std::size_t>{1, 2, 9}));
+  auto quoted = quotedTranscripts(page, "vm/examples.sh");
+  ASSERT_EQ(quoted.problems.size(), 1u);
+  EXPECT_NE(quoted.problems[0].find("is no region mark"), std::string::npos);
+  auto indented =
+      quotedTranscripts("<!-- transcript: p -->\n  ```\n  $ a\n  ```\n<!-- /transcript -->\n", "p");
+  ASSERT_EQ(indented.problems.size(), 1u);
+  EXPECT_NE(indented.problems[0].find("indented"), std::string::npos);
+}
+
+TEST(Transcript, ARefreshGivesTheCommandTheRunsIds) {
+  const std::string page =
+      "<!-- transcript: p -->\n```\n$ tally lease show 86c89fb81241 --svg x\nlease "
+      "86c89fb81241\n```\n"
+      "<!-- /transcript -->\n";
+  EXPECT_EQ(
+      refreshedPage(page, "p", "$ tally lease show 1f61d8f848b2 --svg x\nlease 1f61d8f848b2\n"),
+      "<!-- transcript: p -->\n```\n$ tally lease show 1f61d8f848b2 --svg x\nlease "
+      "1f61d8f848b2\n```\n"
+      "<!-- /transcript -->\n");
 }
 
 TEST(Transcript, ACommandReadsTheSameWithoutItsQuotesOrATrailingComment) {
