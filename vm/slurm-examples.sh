@@ -57,11 +57,6 @@ show srun touch "$D/ran"
 systemctl reset-failed "$U" 2>/dev/null
 systemd-run --quiet --unit="$U" -p Type=notify "$T" daemon --config "$C"
 
-# A batch script and its srun step: children of one job lease.
-show_as 'sbatch --wait --gres=tallymem:768M --wrap "srun python3 train.py"' \
-  sbatch --wait --gres=tallymem:768M --wrap "srun $W gpu gtt 512 1 1000"
-until_true no_leases
-show "$T" ledger --config "$C" --last 3
 
 echo "$plugstack" > /etc/slurm/plugstack.conf
 rm -rf "$D"
