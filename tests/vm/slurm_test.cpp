@@ -324,7 +324,16 @@ TEST_F(VmSlurm, APlugstackTypoUnderRequiredRefusesGpuStepsAndNeverTheNodeOrCpuJo
   EXPECT_EQ(shell("systemctl is-active --quiet slurmd"), 0) << "slurmd stopped at the typo";
   std::string state = shellOut("sinfo -h -o %T");
   EXPECT_EQ(state.find("drain"), std::string::npos) << state;
-  std::string log = shellOut("journalctl --no-pager -o cat -u slurmd");
+  // The restarted slurmd's lines reach the journal after it reports idle (CI,
+  // 24.11, 2026-12-07: read too soon, only the first start's lines were in).
+  std::string log;
+  eventually(
+      [&] {
+        log = shellOut("journalctl --sync; journalctl --no-pager -o cat -u slurmd");
+        return log.find("steps that declare GPU memory on this node are refused") !=
+               std::string::npos;
+      },
+      30s);
   EXPECT_NE(log.find("plugstack.conf argument gpu_policy: unknown"), std::string::npos) << log;
   EXPECT_NE(log.find("plugstack.conf argument enforce: must be on or off"), std::string::npos)
       << log;
