@@ -16,6 +16,12 @@ constexpr std::string_view kRegionOpen = "<!-- transcript: ";
 constexpr std::string_view kRegionClose = "<!-- /transcript -->";
 constexpr std::string_view kAnyLines = "…";
 
+// Lease, invocation and container ids: the run's own, in commands and output.
+const std::regex& runIds() {
+  static const std::regex ids("\\b([0-9a-f]{64}|[0-9a-f]{32}|[0-9a-f]{12})\\b");
+  return ids;
+}
+
 std::vector<std::string_view> splitLines(std::string_view text) {
   std::vector<std::string_view> lines;
   while (!text.empty()) {
@@ -117,13 +123,12 @@ std::string shown(const std::vector<std::string>& lines) {
 // types), runs of spaces, and what is the run's own: lease and container
 // ids, a Slurm job id, a process id.
 std::string commandKey(const TranscriptStep& step) {
-  static const std::regex ids("\\b([0-9a-f]{64}|[0-9a-f]{32}|[0-9a-f]{12})\\b");
   static const std::regex runs("(JOB_ID=|show job |--pid )[0-9]+");
   static const std::regex spaces(" +");
   std::string c = step.command;
   if (std::size_t hash = c.find("  #"); hash != std::string::npos) c.erase(hash);
   std::erase_if(c, [](char ch) { return ch == '\'' || ch == '"'; });
-  c = std::regex_replace(c, ids, "ID");
+  c = std::regex_replace(c, runIds(), "ID");
   c = std::regex_replace(c, runs, "$1N");
   c = std::regex_replace(c, spaces, " ");
   while (!c.empty() && c.back() == ' ') c.pop_back();
@@ -239,7 +244,6 @@ PageTranscripts quotedTranscripts(std::string_view page, std::string_view produc
 }
 
 std::string masked(std::string_view line) {
-  static const std::regex ids("\\b([0-9a-f]{64}|[0-9a-f]{32}|[0-9a-f]{12})\\b");
   static const std::regex sizes("~?\\b[0-9]+(\\.[0-9]+)? ?(B|KiB|MiB|GiB|TiB|K|M|G|T)\\b");
   static const std::regex months("\\b(Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec)\\b");
   static const std::regex samples("\\b0 samples\\b");
@@ -249,7 +253,7 @@ std::string masked(std::string_view line) {
   static const std::regex axis("(─|▲)+");
   std::string s = std::regex_replace(std::string(line), bars, "▒");
   s = std::regex_replace(s, axis, "─");
-  s = std::regex_replace(s, ids, "ID");
+  s = std::regex_replace(s, runIds(), "ID");
   s = std::regex_replace(s, sizes, "SIZE");
   s = std::regex_replace(s, months, "Mon");
   s = maskDigits(s);
@@ -262,17 +266,23 @@ std::string masked(std::string_view line) {
 
 std::vector<std::string> transcriptDifferences(const PageTranscripts& quoted,
                                                const std::vector<TranscriptStep>& produced) {
-  std::vector<std::string> out;
-  for (const auto& p : quoted.problems) out.push_back(p);
+  std::vector<std::string> out = quoted.problems;
+  // Each run's key and masked output once, not once per quoted step.
+  std::vector<std::string> keys;
+  std::vector<std::vector<std::string>> outputs;
+  for (const auto& run : produced) {
+    keys.push_back(commandKey(run));
+    outputs.push_back(maskedAll(run.output));
+  }
   for (const auto& block : quoted.blocks) {
     for (const auto& step : block.steps) {
       std::string command = commandKey(step);
       auto want = maskedAll(step.output);
       std::size_t sameCommand = produced.size(), match = produced.size();
       for (std::size_t i = 0; i < produced.size() && match == produced.size(); ++i) {
-        if (commandKey(produced[i]) != command) continue;
+        if (keys[i] != command) continue;
         if (sameCommand == produced.size()) sameCommand = i;
-        if (linesMatch(want, 0, maskedAll(produced[i].output), 0)) match = i;
+        if (linesMatch(want, 0, outputs[i], 0)) match = i;
       }
       if (match != produced.size()) {
         continue;
@@ -283,7 +293,7 @@ std::vector<std::string> transcriptDifferences(const PageTranscripts& quoted,
         out.push_back(fmt::format(
             "line {}: `{}` is quoted as printing (masked)\n{}but the binary printed (masked)\n{}"
             "and as it printed it\n{}",
-            step.line, step.command, shown(want), shown(maskedAll(produced[sameCommand].output)),
+            step.line, step.command, shown(want), shown(outputs[sameCommand]),
             shown(produced[sameCommand].output)));
       }
     }
@@ -353,18 +363,18 @@ std::string refreshedPage(std::string_view page, std::string_view producer,
     out.insert(out.begin() + static_cast<std::ptrdiff_t>(step.line), fresh.begin(), fresh.end());
     // The command's ids become the run's, so the command names what its output shows.
     static const std::regex id("\\b[0-9a-f]{12}\\b");
-    std::vector<std::string> runIds;
+    std::vector<std::string> theRunsIds;
     for (std::sregex_iterator it(run->command.begin(), run->command.end(), id), end; it != end;
          ++it)
-      runIds.push_back(it->str());
+      theRunsIds.push_back(it->str());
     std::string& command = out[step.line - 1];
     std::size_t k = 0;
     std::string rewritten;
     std::size_t last = 0;
     for (std::sregex_iterator it(command.begin(), command.end(), id), end;
-         it != end && k < runIds.size(); ++it, ++k) {
+         it != end && k < theRunsIds.size(); ++it, ++k) {
       rewritten +=
-          command.substr(last, static_cast<std::size_t>(it->position()) - last) + runIds[k];
+          command.substr(last, static_cast<std::size_t>(it->position()) - last) + theRunsIds[k];
       last = static_cast<std::size_t>(it->position() + it->length());
     }
     command = rewritten + command.substr(last);

@@ -20,9 +20,9 @@
 #include <regex>
 
 #include "support/fake_host.h"
+#include "support/page_quotes.h"
 #include "support/process.h"
 #include "support/raw_client.h"
-#include "support/transcript.h"
 
 namespace tally {
 namespace {
@@ -306,10 +306,7 @@ TEST_F(VmDeb, TheDeploymentGuideQuotesWhatTheBinaryPrints) {
   std::string produced =
       "$ sudo apt install ./build/deb/tally_*.deb ./build/deb/tally-slurm-plugin_*.deb\n" +
       installOutput + run.out;
-  std::printf("[ transcript of %s ]\n%s[ end of transcript ]\n", script.c_str(), produced.c_str());
-  for (const char* page : {"docs/guide/deployment.md", "docs/daemon.md"})
-    for (const auto& d : pageDifferences(page, script, produced))
-      ADD_FAILURE() << d << "(refresh the page from the transcript above: it is this run's output)";
+  expectPagesQuote({"docs/guide/deployment.md", "docs/daemon.md"}, script, produced);
 }
 
 TEST_F(VmDeb, PurgeRemovesWhatInstallMadeAndKeepsTheLedgerUnlessTold) {

@@ -11,8 +11,8 @@
 #include <cstdio>
 #include <cstdlib>
 
+#include "support/page_quotes.h"
 #include "support/process.h"
-#include "support/transcript.h"
 
 namespace tally {
 namespace {
@@ -30,10 +30,7 @@ void expectPageQuotesTheRun(const std::string& page, const std::string& script,
   std::string cmd = "sh " + kSource + "/" + script;
   for (const auto& a : args) cmd += " '" + a + "'";
   auto run = runProgram({"sh", "-c", cmd + " 2>&1"}, env);
-  std::printf("[ transcript of %s ]\n%s[ end of transcript ]\n", script.c_str(), run.out.c_str());
-  std::fflush(stdout);  // whole, even if a later step hangs the VM
-  for (const auto& d : pageDifferences(page, script, run.out))
-    ADD_FAILURE() << d << "(refresh the page from the transcript above: it is this run's output)";
+  expectPagesQuote({page}, script, run.out);
 }
 
 class VmDocs : public ::testing::Test {
