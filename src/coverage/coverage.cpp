@@ -230,18 +230,18 @@ ProbeOutcome judgeProbe(std::uint64_t requested, std::int64_t deltaCurrent, std:
     return ProbeOutcome::Inconclusive;
   }
   if (deltaCurrent >= deltaGtt - deltaGtt / 10) {
-    why = fmt::format("{} grew by {} bytes for {} bytes of GTT: charged to the cgroup",
+    why = fmt::format("{} changed by {:+} bytes for {} bytes of GTT: charged to the cgroup",
                       cgroup::file::kMemoryCurrent, deltaCurrent, deltaGtt);
     return ProbeOutcome::Charged;
   }
   if (deltaCurrent < deltaGtt / 4) {
-    why = fmt::format("{} grew by {} bytes for {} bytes of GTT: not charged",
+    why = fmt::format("{} changed by {:+} bytes for {} bytes of GTT: not charged",
                       cgroup::file::kMemoryCurrent, deltaCurrent, deltaGtt);
     return ProbeOutcome::NotCharged;
   }
-  why =
-      fmt::format("{} grew by {} bytes for {} bytes of GTT: partly charged, neither verdict holds",
-                  cgroup::file::kMemoryCurrent, deltaCurrent, deltaGtt);
+  why = fmt::format(
+      "{} changed by {:+} bytes for {} bytes of GTT: partly charged, neither verdict holds",
+      cgroup::file::kMemoryCurrent, deltaCurrent, deltaGtt);
   return ProbeOutcome::Inconclusive;
 }
 

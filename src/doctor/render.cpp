@@ -372,9 +372,9 @@ std::string renderText(const Report& r) {
     line(fmt::format("probe        {}: {}", coverage::probeOutcomeName(p.outcome), p.detail));
     if (p.deltaMemoryCurrent && p.deltaDrmTotalGtt) {
       line(fmt::format(
-          "             {} {} in {}: memory.current +{} bytes, {} +{} bytes{}", p.driver, p.device,
-          p.cgroup, *p.deltaMemoryCurrent, p.gttKey, *p.deltaDrmTotalGtt,
-          p.deltaGpuActive ? fmt::format(", gpu_active +{} bytes", *p.deltaGpuActive) : ""));
+          "             {} {} in {}: memory.current {:+} bytes, {} {:+} bytes{}", p.driver,
+          p.device, p.cgroup, *p.deltaMemoryCurrent, p.gttKey, *p.deltaDrmTotalGtt,
+          p.deltaGpuActive ? fmt::format(", gpu_active {:+} bytes", *p.deltaGpuActive) : ""));
     }
   } else {
     line("probe        not run (tally doctor --active runs it)");
