@@ -3,6 +3,7 @@
 // tests/fixtures/doctor/<state>.txt (the temp root printed as <root>), with
 // the exit status the docs promise. TALLY_UPDATE_GOLDEN=1 rewrites the files
 // (then review the diff: they are the specification).
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 
@@ -12,6 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include "support/fake_host.h"
+#include "support/transcript.h"
 
 namespace tally {
 namespace {
@@ -91,7 +93,12 @@ TEST(DoctorStates, Bookworm61NoDmemHostMemoryOnly) {
   FakeHost host;
   strixHalo(host, "6.1.0-28-amd64", "cpuset cpu io memory hugetlb pids rdma misc",
             "cpuset cpu io memory pids");
-  check("bookworm-6.1", doctor(host, ""), 0);
+  auto report = doctor(host, "");
+  check("bookworm-6.1", report, 0);
+  // docs/doctor.md quotes this state's basis and verdict.
+  for (const auto& d :
+       pageDifferences("docs/doctor.md", "tests/cli/doctor_states_test.cpp#bookworm", report.out))
+    ADD_FAILURE() << d;
   auto j = nlohmann::json::parse(doctor(host, "--json").out);
   EXPECT_EQ(j["gtt_memcg_coverage"]["coverage"], "host");
   EXPECT_EQ(j["dmem"]["present"], false);
@@ -243,6 +250,44 @@ TEST(DoctorStates, NoGpuAndFullContainmentIsNotDegraded) {
   EXPECT_NE(r.out.find("A lease's MemoryMax covers: host memory only\n"), std::string::npos);
   // An unusable --probe-size is a usage error, before anything is probed.
   EXPECT_EQ(doctor(host, "--active --probe-size 1").status, 2);
+}
+
+// The report of the machine the suite runs on, without fixture roots. The
+// docs quote it as on this project's CI machine (no systemd, memory on cgroup
+// v1, no DRM device); on another layout it is printed, not compared.
+TEST(DoctorStates, ThisHostsReportIsTheOneTheDocsQuoteForTheBuildMachine) {
+  std::string pid1 = readFile("/proc/1/comm");
+  while (!pid1.empty() && pid1.back() == '\n') pid1.pop_back();
+  std::string release = readFile("/proc/sys/kernel/osrelease");
+  while (!release.empty() && release.back() == '\n') release.pop_back();
+  Out r;
+  FILE* f = ::popen((std::string(TALLY_BINARY) + " doctor 2>/dev/null").c_str(), "r");
+  ASSERT_NE(f, nullptr);
+  char buf[4096];
+  for (std::size_t n; (n = std::fread(buf, 1, sizeof buf, f)) > 0;) r.out.append(buf, n);
+  int st = ::pclose(f);
+  r.status = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+  ASSERT_NE(r.out.find("A lease's MemoryMax covers: "), std::string::npos) << r.out;
+  bool buildMachine = pid1.rfind("systemd", 0) != 0 &&
+                      r.out.find("memory       controller: cgroup v1") != std::string::npos &&
+                      r.out.find("gpu          no DRM devices") != std::string::npos;
+  if (!buildMachine) {
+    std::printf("not the build machine's layout the docs quote: not compared\n%s", r.out.c_str());
+    return;
+  }
+  EXPECT_EQ(r.status, 1) << r.out;  // degraded: no lease can be contained here
+  // The machine's own names read as the page's: its PID 1 and kernel build.
+  std::string said = r.out;
+  for (auto [mine, page] :
+       {std::pair{"PID 1 is " + pid1, std::string("PID 1 is process_api")},
+        std::pair{"kernel       " + release, std::string("kernel       6.18.44-fc-v595")}})
+    for (std::size_t at = 0; (at = said.find(mine, at)) != std::string::npos; at += page.size())
+      said.replace(at, mine.size(), page);
+  std::string produced = "$ tally doctor\n" + said + fmt::format("[exit status {}]\n", r.status);
+  for (const char* page : {"docs/coverage.md", "docs/doctor.md"})
+    for (const auto& d :
+         pageDifferences(page, "tests/cli/doctor_states_test.cpp#this-host", produced))
+      ADD_FAILURE() << d << "(this run printed:)\n" << produced;
 }
 
 }  // namespace

@@ -241,7 +241,7 @@ TEST(Package, BashCompletionOffersEveryOptionHelpLists) {
 // nothing it does not: a new option cannot leave the page behind.
 TEST(Docs, RunsSynopsisNamesEveryOptionOfItsHelp) {
   std::string page = readFile(std::string(TALLY_SOURCE_DIR) + "/docs/run.md");
-  auto at = page.find("```\ntally run [");
+  auto at = page.find("```text\ntally run [");
   ASSERT_NE(at, std::string::npos);
   std::string synopsis = page.substr(at, page.find("```", at + 4) - at);
   std::set<std::string> named;
@@ -296,11 +296,13 @@ TEST(Docs, EveryShellBlockIsRunnableInTheVmOrMarkedIllustrative) {
   EXPECT_GE(runnable, 3u);
 }
 
-// Every quoted command with its output (a fenced block that begins with
-// "$ " or "user$ ") sits in a transcript region whose producer a test
-// runs and checks it against (tests/support/transcript.h): output the binary
-// no longer prints cannot stay in the docs. The producer is a file of the
-// tree, and a test names it.
+// Every quoted output (a bare fenced block: a command with its output, or an
+// excerpt of what a program printed) sits in a transcript region whose
+// producer a test runs and checks it against (tests/support/transcript.h):
+// output the binary no longer prints cannot stay in the docs. Any other block
+// says what it is with an info string ("text" for a synopsis or a diagram).
+// The producer is a file of the tree ("#TAG" naming one of its runs), and a
+// test names it whole.
 TEST(Docs, EveryQuotedCommandsOutputIsCheckedAgainstTheBinaryByATest) {
   namespace fs = std::filesystem;
   const std::string root = TALLY_SOURCE_DIR;
@@ -311,7 +313,7 @@ TEST(Docs, EveryQuotedCommandsOutputIsCheckedAgainstTheBinaryByATest) {
   for (const auto& e : fs::recursive_directory_iterator(root + "/tests"))
     if (e.path().extension() == ".cpp" || e.path().extension() == ".h")
       testSources += readFile(e.path().string());
-  static const std::regex marker("^<!-- transcript: ([^ ]+) -->$");
+  static const std::regex marker("^ *<!-- transcript: ([^ ]+) -->$");
   std::size_t checked = 0;
   for (const auto& page : pages) {
     std::string text = readFile(page);
@@ -319,13 +321,15 @@ TEST(Docs, EveryQuotedCommandsOutputIsCheckedAgainstTheBinaryByATest) {
       ADD_FAILURE() << page << ":" << line
                     << ": quoted output no test checks: put the block in a transcript region "
                        "(<!-- transcript: PRODUCER --> ... <!-- /transcript -->) whose producer "
-                       "a test runs, or give the fence an info string if it is no transcript";
+                       "a test runs, or give the fence an info string (```text) if it is no "
+                       "program's output";
     std::set<std::string> producers;
     std::istringstream lines(text);
     for (std::string l; std::getline(lines, l);)
       if (std::smatch m; std::regex_match(l, m, marker)) producers.insert(m[1].str());
     for (const auto& producer : producers) {
-      EXPECT_TRUE(fs::exists(root + "/" + producer)) << page << ": no producer " << producer;
+      EXPECT_TRUE(fs::exists(root + "/" + producer.substr(0, producer.find('#'))))
+          << page << ": no producer " << producer;
       EXPECT_NE(testSources.find("\"" + producer + "\""), std::string::npos)
           << page << ": no test runs " << producer;
       // ...and a test compares this page (its path from the tree's root).

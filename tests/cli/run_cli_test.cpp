@@ -131,6 +131,14 @@ TEST_F(RunCli, AGpuBoundOnADeviceWithoutFiguresIsRefusedAtStart) {
                 "gpu_memory_max cannot be checked on 0000:01:00.0 (nouveau)"),
             std::string::npos)
       << rec;
+  // What the operator reads: docs/enforcement.md quotes it.
+  auto said = tally({"run", "--name", "llama", "--sys-root", host.sysRoot(), "--gpu-memory-max",
+                     "1G", "--", "touch", marker()});
+  EXPECT_EQ(said.exitCode(), 125) << said.err;
+  EXPECT_FALSE(markerExists());
+  for (const auto& d :
+       pageDifferences("docs/enforcement.md", "tests/cli/run_cli_test.cpp#nouveau", said.err))
+    ADD_FAILURE() << d;
 }
 
 TEST_F(RunCli, UndelegatedFakeSubtreeIsRefusedWithTheFix) {

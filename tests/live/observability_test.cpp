@@ -15,6 +15,7 @@
 #include "support/fake_host.h"
 #include "support/process.h"
 #include "support/raw_client.h"
+#include "support/transcript.h"
 #include "util/text.h"
 
 namespace tally {
@@ -349,6 +350,7 @@ TEST_F(ObservabilityLive, TopDrawsResizesAndQuitsUnderTmux) {
   // 120 and 80 columns: the next frame fits the new width (SIGWINCH redraws at
   // once), and the columns that matter stay: lease, name, state, memory and GPU
   // against their limits with the share; less important ones go first.
+  std::string frames;  // what the page's region is checked against, below
   for (int width : {120, 80}) {
     ASSERT_EQ(tmux.run({"resize-window", "-t", "top", "-x", std::to_string(width), "-y", "30"})
                   .exitCode(),
@@ -389,6 +391,7 @@ TEST_F(ObservabilityLive, TopDrawsResizesAndQuitsUnderTmux) {
     ASSERT_NE(at, std::string::npos) << kGuide << " has no capture for " << width;
     if (const char* update = std::getenv("TALLY_UPDATE_DOCS"); update && *update == '1') {
       writeFile(kGuide, page.replace(at, length, asQuoted(screen)));
+      frames += asQuoted(screen);
     } else {
       // A frame of the old width cut by tmux, or one drawn while a loaded
       // host let a sample go stale, is not the one quoted: the next refresh
@@ -400,6 +403,7 @@ TEST_F(ObservabilityLive, TopDrawsResizesAndQuitsUnderTmux) {
             return frame == quoted;
           },
           std::chrono::seconds(10));
+      frames += frame;
       EXPECT_TRUE(same) << kGuide << " quotes another frame at " << width
                         << " columns than the binary draws:\n"
                         << frame << "run this test with TALLY_UPDATE_DOCS=1 to write the binary's";
@@ -407,6 +411,12 @@ TEST_F(ObservabilityLive, TopDrawsResizesAndQuitsUnderTmux) {
     for (const char* cell : {"llama", "running", "3.0G/8.0G  37%", "36.0G/48.0G  75%"})
       EXPECT_NE(screen.find(cell), std::string::npos) << width << ": " << cell << "\n" << screen;
   }
+
+  // The page's region names this test: the gate (Docs.EveryQuotedCommands…)
+  // counts the frames as checked, and the shared comparison agrees.
+  for (const auto& d :
+       pageDifferences("docs/guide/observability.md", "tests/live/observability_test.cpp", frames))
+    ADD_FAILURE() << d;
 
   // The lane's GPU memory grows; the next refresh shows it.
   writeFile(host.procRoot() + "/4242/fdinfo/3",

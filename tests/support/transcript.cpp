@@ -46,6 +46,7 @@ struct RegionMark {
   std::string_view producer;
 };
 RegionMark regionMark(std::string_view l) {
+  l.remove_prefix(std::min(l.size(), l.find_first_not_of(' ')));  // in a list, indented with it
   if (l.substr(0, kRegionOpen.size()) != kRegionOpen) return {};
   std::string_view name = l.substr(kRegionOpen.size());
   constexpr std::string_view kEnd = " -->";
@@ -54,6 +55,11 @@ RegionMark regionMark(std::string_view l) {
   name.remove_suffix(kEnd.size());
   if (name.find(' ') != std::string_view::npos) return {false, true, {}};
   return {true, false, name};
+}
+
+bool isRegionClose(std::string_view l) {
+  l.remove_prefix(std::min(l.size(), l.find_first_not_of(' ')));
+  return l == kRegionClose;
 }
 
 // A fence as Markdown reads one, indented too (a list's block): the text from
@@ -68,24 +74,32 @@ bool endsWith(std::string_view s, std::string_view tail) {
 }
 
 // A quoted line that ends in "…" stands for every line it begins (the rest of
-// the line differs from run to run, or says what a race decided).
+// the line differs from run to run, or says what a race decided); one that
+// begins with "…", for every line it ends (a journal's time and host before a
+// message); one that does both, for every line that holds it.
 bool lineMatches(std::string_view quoted, std::string_view produced) {
-  if (!endsWith(quoted, kAnyLines)) return quoted == produced;
-  std::string_view prefix = quoted.substr(0, quoted.size() - kAnyLines.size());
-  return produced.substr(0, prefix.size()) == prefix;
+  bool head = quoted.size() > kAnyLines.size() && quoted.substr(0, kAnyLines.size()) == kAnyLines;
+  if (head) quoted.remove_prefix(kAnyLines.size());
+  bool tail = endsWith(quoted, kAnyLines);
+  if (tail) quoted.remove_suffix(kAnyLines.size());
+  if (head && tail) return produced.find(quoted) != std::string_view::npos;
+  if (head) return endsWith(produced, quoted);
+  if (tail) return produced.substr(0, quoted.size()) == quoted;
+  return quoted == produced;
 }
 
-// Greedy with backtracking over "…" lines; both sides already masked.
+// Greedy with backtracking over "…" lines; both sides already masked. The
+// quote covers the rest of what was produced, or (an excerpt) only begins it.
 bool linesMatch(const std::vector<std::string>& quoted, std::size_t q,
-                const std::vector<std::string>& produced, std::size_t p) {
-  if (q == quoted.size()) return p == produced.size();
+                const std::vector<std::string>& produced, std::size_t p, bool toTheEnd = true) {
+  if (q == quoted.size()) return !toTheEnd || p == produced.size();
   if (quoted[q] == kAnyLines) {
     for (std::size_t skip = p; skip <= produced.size(); ++skip)
-      if (linesMatch(quoted, q + 1, produced, skip)) return true;
+      if (linesMatch(quoted, q + 1, produced, skip, toTheEnd)) return true;
     return false;
   }
   return p < produced.size() && lineMatches(quoted[q], produced[p]) &&
-         linesMatch(quoted, q + 1, produced, p + 1);
+         linesMatch(quoted, q + 1, produced, p + 1, toTheEnd);
 }
 
 bool isExitStatus(std::string_view line) {
@@ -148,10 +162,18 @@ std::string maskDigits(const std::string& s) {
     while (j < s.size() && s[j] >= '0' && s[j] <= '9') ++j;
     bool named = i > 0 && std::isalpha(static_cast<unsigned char>(s[i - 1]));
     bool exitCode = out.size() >= 5 && out.compare(out.size() - 5, 5, "code ") == 0;
-    if (named || exitCode)
+    if (named || exitCode) {
       out.append(s, i, j - i);
-    else
+    } else {
+      // A signed figure's sign is part of what a run measured ("+0", "-253952":
+      // memory.current moves both ways while a probe runs); a dash between
+      // digits (a date, a kernel's "6.1.0-57") is not a sign.
+      bool sign =
+          !out.empty() && (out.back() == '+' || out.back() == '-') &&
+          (out.size() == 1 || !std::isalnum(static_cast<unsigned char>(out[out.size() - 2])));
+      if (sign) out.pop_back();
       out += '0';
+    }
     i = j;
   }
   return out;
@@ -190,8 +212,8 @@ std::vector<TranscriptStep> parseTranscript(std::string_view text, std::size_t f
 PageTranscripts quotedTranscripts(std::string_view page, std::string_view producer) {
   PageTranscripts found;
   auto lines = splitLines(page);
-  bool inRegion = false, inFence = false, transcript = false;
-  std::size_t fenceLine = 0, regionLine = 0;
+  bool inRegion = false, inFence = false, quotedHere = false;
+  std::size_t fenceLine = 0, regionLine = 0, indent = 0;
   std::string body;
   for (std::size_t i = 0; i < lines.size(); ++i) {
     std::string_view l = lines[i];
@@ -208,33 +230,45 @@ PageTranscripts quotedTranscripts(std::string_view page, std::string_view produc
       regionLine = i + 1;
       continue;
     }
-    if (!inFence && l == kRegionClose) {
+    if (!inFence && isRegionClose(l)) {
       inRegion = false;
       continue;
     }
     if (fenceAt(l) == std::string_view::npos) {
-      if (inFence && transcript) body += std::string(l) + "\n";
+      if (inFence && quotedHere) {
+        // A list's block: its lines are indented as far as its fence.
+        std::size_t lead = std::min({indent, l.size(), l.find_first_not_of(' ')});
+        body += std::string(l.substr(lead)) + "\n";
+      }
       continue;
     }
     if (inFence) {
       inFence = false;
-      if (!transcript) continue;
+      if (!quotedHere) continue;
       auto steps = parseTranscript(body, fenceLine + 1);
-      if (steps.empty() || steps.front().line != fenceLine + 1)
-        found.problems.push_back(fmt::format(
-            "line {}: a block in the transcript region that does not begin with a command",
-            fenceLine));
-      else
-        found.blocks.push_back({fenceLine, std::move(steps)});
+      if (!steps.empty() && steps.front().line == fenceLine + 1) {
+        found.blocks.push_back({fenceLine, std::move(steps), {}});
+      } else if (!steps.empty()) {
+        found.problems.push_back(
+            fmt::format("line {}: a command in the middle of a block: a transcript begins with "
+                        "its command, an excerpt of output has none",
+                        steps.front().line));
+      } else {
+        QuotedTranscript excerpt{fenceLine, {}, {}};
+        for (std::string_view b : splitLines(body)) excerpt.excerpt.emplace_back(b);
+        while (!excerpt.excerpt.empty() && excerpt.excerpt.back().empty())
+          excerpt.excerpt.pop_back();
+        if (excerpt.excerpt.empty())
+          found.problems.push_back(fmt::format("line {}: an empty block", fenceLine));
+        else
+          found.blocks.push_back(std::move(excerpt));
+      }
       continue;
     }
     inFence = true;
     fenceLine = i + 1;
-    transcript = inRegion && l == "```";
-    if (inRegion && !transcript && l.substr(fenceAt(l)) == "```")
-      found.problems.push_back(fmt::format(
-          "line {}: an indented block in a transcript region: a transcript starts at the margin",
-          i + 1));
+    indent = fenceAt(l);
+    quotedHere = inRegion && l.substr(indent) == "```";
     body.clear();
   }
   if (inRegion)
@@ -301,6 +335,31 @@ std::vector<std::string> transcriptDifferences(const PageTranscripts& quoted,
   return out;
 }
 
+std::vector<std::string> excerptDifferences(const PageTranscripts& quoted,
+                                            std::string_view produced) {
+  std::vector<std::string> out;
+  std::vector<std::string> lines;
+  for (std::string_view l : splitLines(produced)) {
+    while (!l.empty() && l.back() == '\r') l.remove_suffix(1);
+    lines.emplace_back(l);
+  }
+  const auto all = maskedAll(lines);
+  for (const auto& block : quoted.blocks) {
+    if (block.excerpt.empty()) continue;
+    auto want = maskedAll(block.excerpt);
+    bool found = false;
+    for (std::size_t at = 0; at < all.size() && !found; ++at)
+      found = linesMatch(want, 0, all, at, /*toTheEnd=*/false);
+    if (!found)
+      out.push_back(
+          fmt::format("line {}: an excerpt of output the producer never printed (masked)\n{}"
+                      "(every line in this order, one after another, in what it printed{})",
+                      block.line, shown(want),
+                      all.size() <= 40 ? ":\n" + shown(all) : ", printed whole above"));
+  }
+  return out;
+}
+
 std::string asTheDocsWriteIt(std::string_view produced) {
   // The checkout's own path reads as the docs' (/work/main): CI's is elsewhere.
   std::string text(produced);
@@ -321,7 +380,9 @@ std::vector<std::string> pageDifferences(const std::string& pagePath, std::strin
   if (quoted.blocks.empty() && quoted.problems.empty())
     return {fmt::format("{} quotes nothing of {}: mark its region <!-- transcript: {} -->",
                         pagePath, producer, producer)};
-  auto out = transcriptDifferences(quoted, parseTranscript(asTheDocsWriteIt(produced)));
+  const std::string text = asTheDocsWriteIt(produced);
+  auto out = transcriptDifferences(quoted, parseTranscript(text));
+  for (auto& d : excerptDifferences(quoted, text)) out.push_back(std::move(d));
   for (auto& d : out) d = pagePath + ":" + d.substr(5);  // "line N: …" → "page:N: …"
   return out;
 }
@@ -351,8 +412,9 @@ std::string refreshedPage(std::string_view page, std::string_view producer,
   for (std::size_t i = steps.size(); i-- > 0;) {
     const TranscriptStep& step = *steps[i];
     const TranscriptStep* run = from[i];
-    if (!run || std::any_of(step.output.begin(), step.output.end(),
-                            [](const std::string& l) { return endsWith(l, kAnyLines); }))
+    if (!run || std::any_of(step.output.begin(), step.output.end(), [](const std::string& l) {
+          return endsWith(l, kAnyLines) || l.rfind(kAnyLines, 0) == 0;
+        }))
       continue;
     std::vector<std::string> fresh;
     for (const auto& l : run->output)
@@ -393,7 +455,7 @@ std::vector<std::size_t> unproducedTranscriptBlocks(std::string_view page) {
     std::string_view l = lines[i];
     if (RegionMark mark = regionMark(l); !inFence && mark.malformed) out.push_back(i + 1);
     if (RegionMark mark = regionMark(l); !inFence && mark.open) inRegion = true;
-    if (!inFence && l == kRegionClose) inRegion = false;
+    if (!inFence && isRegionClose(l)) inRegion = false;
     std::size_t indent = fenceAt(l);
     if (indent == std::string_view::npos) continue;
     if (inFence) {
@@ -401,13 +463,9 @@ std::vector<std::size_t> unproducedTranscriptBlocks(std::string_view page) {
       continue;
     }
     inFence = true;
-    // A bare fence (an info string says what a block is), at the margin or
-    // indented in a list, whose first line is a command.
-    if (inRegion && indent == 0) continue;
-    if (l.substr(indent) == "```" && i + 1 < lines.size() &&
-        promptLength(lines[i + 1].substr(std::min(indent, lines[i + 1].size()))) !=
-            std::string_view::npos)
-      out.push_back(i + 1);
+    // A bare fence, at the margin or indented in a list, is what a program
+    // printed: an info string says what any other block is ("text", "toml").
+    if (!inRegion && l.substr(indent) == "```") out.push_back(i + 1);
   }
   return out;
 }

@@ -13,6 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include "kernel_charge_fixture.h"
+#include "support/page_quotes.h"
 #include "support/process.h"
 
 namespace tally {
@@ -49,11 +50,25 @@ class VmChargeProbe : public ::testing::Test {
     }
     return d;
   }
-  // The text report, printed for docs/doctor.md.
+  // The text report, kept for docs/doctor.md (quotesOnThePage compares it).
   void printText(const std::string& title) {
     auto r = runProgram({kTally, "doctor", "--active"});
-    std::printf("[ %s ]\n%s%s[ end ]\n", title.c_str(), r.out.c_str(), r.err.c_str());
+    std::printf("[ %s ]\n%s[ end ]\n", title.c_str(), r.err.c_str());
+    reports_ += "$ tally doctor --active\n" + r.out + "[exit status " +
+                std::to_string(r.exitCode()) + "]\n";
   }
+  // The page quotes Debian's 6.12 (before 6.5 the driver's own fdinfo keys
+  // show in the lines): another kernel's reports are printed, not compared.
+  void quotesOnThePage(const std::string& producer) {
+    std::string release = readFile("/proc/sys/kernel/osrelease");
+    if (release.rfind("6.12.", 0) != 0) {
+      std::printf("docs/doctor.md quotes 6.12, not %s: not compared\n%s", release.c_str(),
+                  reports_.c_str());
+      return;
+    }
+    expectPagesQuote({"docs/doctor.md"}, producer, reports_);
+  }
+  std::string reports_;
 
   static json path(const json& d, const std::string& name) {
     for (const auto& p : d["kernel_charge"]["probe"]["paths"])
@@ -148,6 +163,12 @@ TEST_F(VmChargeProbe, EveryAmdgpuPathIsChargedExactlyAndRefusedAtTheBound) {
   EXPECT_EQ(kc["devices"][1]["coverage"], "charged-and-refused");
   EXPECT_NE(kc["not_seen"].get<std::string>().find("without a GEM object"), std::string::npos);
   printText("doctor --active, test driver as amdgpu");
+  // One path in --json, as jq prints it (the binary's own key order).
+  const std::string onePath = "tally doctor --active --json | jq '.kernel_charge.probe.paths[0]'";
+  auto jq = runProgram({"sh", "-c", kTally + onePath.substr(5)});
+  reports_ +=
+      "$ " + onePath + "\n" + jq.out + "[exit status " + std::to_string(jq.exitCode()) + "]\n";
+  quotesOnThePage("tests/vm/charge_probe_test.cpp#as-amdgpu");
 }
 
 // The daemon's programs attached (pinned where the daemon pins them): the
@@ -206,6 +227,7 @@ TEST_F(VmChargeProbe, TheDaemonsProgramsAreReadAndADeviceTheyDoNotSeeIsNamed) {
   EXPECT_TRUE(daemonCharge_->ended().empty());
   expectNoLeftovers(after);
   printText("doctor --active, the daemon's programs attached");
+  quotesOnThePage("tests/vm/charge_probe_test.cpp#the-daemons-programs");
 }
 
 // (The GTT -> memcg probe cannot run on the test driver playing xe: it maps

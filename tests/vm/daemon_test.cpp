@@ -16,6 +16,7 @@
 #include <sstream>
 
 #include "daemon_fixture.h"
+#include "support/page_quotes.h"
 #include "util/text.h"
 
 namespace tally {
@@ -389,6 +390,7 @@ TEST_F(VmDaemon, AttachedUnitOverGpuMemoryMaxIsKilledByTheDaemon) {
                              "48.0 MiB: attaching would kill it on arrival"),
             std::string::npos)
       << refused.err;
+  expectPagesQuote({"docs/enforcement.md"}, "tests/vm/daemon_test.cpp#attach-over", refused.err);
   EXPECT_EQ(shellOut("systemctl is-active " + server), "active");
   EXPECT_EQ(shellOut("systemctl show -P MemoryMax " + server), "infinity")
       << "a refused attach must change nothing";

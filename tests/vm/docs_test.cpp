@@ -24,13 +24,13 @@ const std::string kSource = TALLY_SOURCE_DIR;
 // Runs `script` (a path under the source tree) with stdout and stderr as one
 // terminal would show them, prints what it printed (the text to paste when a
 // page is refreshed), and checks `page`'s quotes from it.
-void expectPageQuotesTheRun(const std::string& page, const std::string& script,
+void expectPageQuotesTheRun(std::initializer_list<std::string> pages, const std::string& script,
                             const std::vector<std::string>& args,
                             const std::vector<std::string>& env = {}) {
   std::string cmd = "sh " + kSource + "/" + script;
   for (const auto& a : args) cmd += " '" + a + "'";
   auto run = runProgram({"sh", "-c", cmd + " 2>&1"}, env);
-  expectPagesQuote({page}, script, run.out);
+  expectPagesQuote(pages, script, run.out);
 }
 
 class VmDocs : public ::testing::Test {
@@ -45,7 +45,7 @@ class VmDocs : public ::testing::Test {
 // server, a job the kernel charge refuses, seats, metrics, top, the journal,
 // the ledger, the events, a timeline and the shipped alert rules.
 TEST_F(VmDocs, TheStrixHaloExampleQuotesWhatTheBinaryPrints) {
-  expectPageQuotesTheRun("docs/guide/strix-halo.md", "vm/guide-example.sh",
+  expectPageQuotesTheRun({"docs/guide/strix-halo.md"}, "vm/guide-example.sh",
                          {TALLY_BINARY, TALLY_VM_WORKLOAD}, {"TALLY_SOURCE=" + kSource});
   runProgram(
       {"sh", "-c",
@@ -54,9 +54,10 @@ TEST_F(VmDocs, TheStrixHaloExampleQuotesWhatTheBinaryPrints) {
 }
 
 // docs/run.md: every outcome class of a standalone `tally run`, the sampled
-// GPU bound, the record and the ledger.
+// GPU bound, the record and the ledger; docs/enforcement.md quotes its kill.
 TEST_F(VmDocs, TheRunPageQuotesWhatTheBinaryPrints) {
-  expectPageQuotesTheRun("docs/run.md", "vm/examples.sh", {TALLY_BINARY, TALLY_VM_WORKLOAD});
+  expectPageQuotesTheRun({"docs/run.md", "docs/enforcement.md"}, "vm/examples.sh",
+                         {TALLY_BINARY, TALLY_VM_WORKLOAD});
   runProgram({"sh", "-c",
               "rm -rf /tmp/examples-state; rmdir /sys/fs/cgroup/deleg/* /sys/fs/cgroup/deleg"});
 }

@@ -5,6 +5,7 @@
 #include <fcntl.h>
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <functional>
@@ -353,7 +354,7 @@ TEST_F(VmSlurm, DoctorSlurmPassesOnThisNodeAndFailsWhenTheDaemonIsDownOrThePlugi
     } restore{param};
     writeFile(param, std::to_string(512 * kMiB) + "\n");
     auto low = tally({"doctor", "--slurm"});
-    std::printf("[ tally doctor --slurm, GTT ceiling 512 MiB ]\n%s[ end ]\n", low.out.c_str());
+    expectPagesQuote({"docs/slurm.md"}, "tests/vm/slurm_controller_test.cpp#ceiling", low.out);
     EXPECT_EQ(low.exitCode(), 1) << low.out << low.err;
     EXPECT_NE(
         low.out.find("ceiling    FAILED   the tallymem GRES 1.0 GiB is 1.0 GiB of GTT beyond "),
@@ -454,7 +455,22 @@ TEST_F(VmSlurm, ATwoNodeJobLeasesEachNodeAndAHetJobsComponentsAreBoundedByTheirO
     EXPECT_LE(peak, 128 * kMiB + 4096) << end.dump(2);
   }
   std::string comment = shellOut("scontrol show job " + job + " | grep -o 'AdminComment=.*'");
-  std::printf("[ a 2-node job's AdminComment ]\n%s\n[ end ]\n", comment.c_str());
+  {
+    // The page shows the nodes' lines in name order; the field has them in
+    // the order the nodes wrote them, which differs from run to run.
+    std::vector<std::string> lines;
+    std::string rest = comment.substr(std::min(comment.size(), comment.find('=') + 1));
+    for (std::size_t at; (at = rest.find(" | ")) != std::string::npos; rest.erase(0, at + 3))
+      lines.push_back(rest.substr(0, at));
+    lines.push_back(rest);
+    std::sort(lines.begin(), lines.end(), [](const std::string& x, const std::string& y) {
+      return x.substr(0, x.find(':')) < y.substr(0, y.find(':'));  // by node name
+    });
+    std::string sorted = "AdminComment=";
+    for (std::size_t i = 0; i < lines.size(); ++i) sorted += (i ? " | " : "") + lines[i];
+    expectPagesQuote({"docs/slurm.md"}, "tests/vm/slurm_controller_test.cpp#two-nodes",
+                     sorted + "\n");
+  }
   for (const std::string& node : {first, second})
     EXPECT_NE(comment.find("tally " + node + ": GPU peak 128.0 MiB of 256.0 MiB"),
               std::string::npos)

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "support/fake_host.h"
+#include "support/page_quotes.h"
 #include "support/process.h"
 #include "support/raw_client.h"
 

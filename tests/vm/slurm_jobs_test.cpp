@@ -57,8 +57,8 @@ TEST_F(VmSlurm, ABatchScriptAndItsSrunStepAreChildrenOfOneJobLease) {
   EXPECT_EQ(terminal(batch)["body"]["outcome"]["class"], "ended");
   ASSERT_TRUE(eventually([&] { return terminal(rowsNamed("slurm-" + job)).is_object(); }, 30s))
       << "the job's lease ends with the job";
-  std::printf("[ tally ledger --last 3 ]\n%s[ end ]\n",
-              tally({"ledger", "--config", kConfig, "--last", "3"}).out.c_str());
+  expectPagesQuote({"docs/slurm.md"}, "tests/vm/slurm_jobs_test.cpp#batch-ledger",
+                   tally({"ledger", "--config", kConfig, "--last", "3"}).out);
 }
 
 // Every step of a job holds all its GRES: two --overlap steps running at
@@ -120,8 +120,7 @@ TEST_F(VmSlurm, OverlappingStepsCountTheJobsGresOnceAndTheJobBoundsThemTogether)
   // job's peak through its last step, before the job could finish.
   std::string node = shellOut("hostname -s");
   std::string comment = shellOut("scontrol show job " + job + " | grep -o 'AdminComment=.*'");
-  std::printf("[ scontrol show job %s | grep AdminComment ]\n%s\n[ end ]\n", job.c_str(),
-              comment.c_str());
+  expectPagesQuote({"docs/slurm.md"}, "tests/vm/slurm_jobs_test.cpp#overlapping", comment + "\n");
   EXPECT_EQ(comment.rfind("AdminComment=tally " + node + ": GPU peak ", 0), 0u) << comment;
   EXPECT_NE(comment.find(" of 768.0 MiB; "), std::string::npos) << comment;
   EXPECT_NE(comment.find("refused in the kernel ("), std::string::npos) << comment;
@@ -223,7 +222,7 @@ TEST_F(VmSlurm, AKillAtTheJobsBoundTakesOnlyUserSubtreesAndIsSaidOnTheStep) {
   // in it, so step 0's line has no srun to print it, and the batch step's
   // slurmstepd says it in the job's output file.
   std::string said = readFile(out);
-  std::printf("[ the job's output ]\n%s[ end ]\n", said.c_str());
+  expectPagesQuote({"docs/slurm.md"}, "tests/vm/slurm_jobs_test.cpp#killed-with-its-job", said);
   EXPECT_NE(said.find("tally: StepId=" + job + ".batch killed with its job: the job's GPU memory "),
             std::string::npos)
       << said;

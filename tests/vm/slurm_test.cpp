@@ -203,6 +203,7 @@ TEST_F(VmSlurm, TheFlagOnlyCapsTheGresAndPoolsAreTheOperators) {
             std::string::npos)
       << alone.err;
   EXPECT_NE(alone.err.find("Ask for it: --gres=tallymem:96M"), std::string::npos) << alone.err;
+  expectPagesQuote({"docs/slurm.md"}, "tests/vm/slurm_test.cpp#flag-without-gres", alone.err);
   auto pool = runProgram({"srun", "--gres=tallymem:64M", "--tally-pool=slurm-batch", "true"});
   EXPECT_NE(pool.exitCode(), 0);
   EXPECT_NE(pool.err.find("--tally-pool=slurm-batch: not a pool steps may join on this node"),
@@ -244,7 +245,7 @@ TEST_F(VmSlurm, AJobWithoutTheGresCannotAllocateAndIsToldHowToAsk) {
   auto r =
       runProgram({"srun", "sh", "-c",
                   "echo $SLURM_JOB_ID > " + idFile + "; exec " + kWorkload + " gpu gtt 16 1 0"});
-  std::printf("[ srun, no GRES, 16 MiB ]\n%s[ end ]\n", r.err.c_str());
+  expectPagesQuote({"docs/slurm.md"}, "tests/vm/slurm_test.cpp#no-gres", r.err);
   EXPECT_NE(r.exitCode(), 0);
   EXPECT_NE(r.err.find("create: Cannot allocate memory"), std::string::npos) << r.err;
   std::string job = jobIdFrom(idFile);
@@ -339,6 +340,7 @@ TEST_F(VmSlurm, APlugstackTypoUnderRequiredRefusesGpuStepsAndNeverTheNodeOrCpuJo
       << log;
   EXPECT_NE(log.find("steps that declare GPU memory on this node are refused"), std::string::npos)
       << log;
+  expectPagesQuote({"docs/slurm.md"}, "tests/vm/slurm_test.cpp#plugstack-typo", log);
 
   std::string marker = kDir + "/typo.marker";
   ::unlink(marker.c_str());
@@ -372,6 +374,7 @@ TEST_F(VmSlurm, SlurmdSaysAtStartWhenTallysGresNameIsSlurmsOwn) {
   EXPECT_NE(log.find("tally: gres=gpumem: Slurm has its own gres/gpumem"), std::string::npos)
       << log;
   EXPECT_EQ(log.find("tally: gres=tallymem"), std::string::npos) << "tally's own name is fine";
+  expectPagesQuote({"docs/slurm.md"}, "tests/vm/slurm_test.cpp#gpumem", log);
 }
 
 TEST_F(VmSlurm, SlurmPlacesTwoJobsThatDoNotFitTogetherOneAfterTheOther) {

@@ -1,11 +1,13 @@
 // tally's figures against each kernel's own DRM core and TTM (VmKernel): the
 // test driver reloaded to play other drivers' fdinfo and amdgpu's older
 // accounting. The fixture: system_fixture.h. VM harness only.
+#include <dirent.h>
 #include <signal.h>
 #include <unistd.h>
 
 #include <fstream>
 
+#include "support/page_quotes.h"
 #include "system_fixture.h"
 
 namespace tally {
@@ -96,6 +98,40 @@ TEST_F(VmKernel, HostChargedRegionsAreBoundByMemoryMaxNotCountedTwice) {
   EXPECT_EQ(t.record["gpu"]["region_classes"]["system0"], "host-charged") << describe(t);
   EXPECT_EQ(t.record["gpu"]["peak_bytes"], 0) << describe(t);
   EXPECT_GE(t.record["memory"]["peak_bytes"].get<std::uint64_t>(), 48 * kMiB) << describe(t);
+}
+
+// The test driver as itself, one 48 MiB GTT buffer: the fdinfo this kernel's
+// DRM core prints for it, as docs/vm-harness.md quotes it (6.12; before 6.5
+// the driver prints its own, and the page says how).
+TEST_F(VmKernel, TheTestDriversFdinfoIsWhatTheHarnessPageQuotes) {
+  reload("");
+  std::string readyFile = "/tmp/tally-kernel-fdinfo.ready";
+  ::unlink(readyFile.c_str());
+  auto holder = spawnProgram({kWorkload, "gpu", "gtt", "48", "1", "60000", readyFile});
+  ASSERT_TRUE(eventually([&] { return exists(readyFile); }, 20s));
+  std::string fdinfo;
+  const std::string dir = "/proc/" + std::to_string(holder.pid) + "/fdinfo";
+  if (DIR* d = ::opendir(dir.c_str())) {
+    while (dirent* e = ::readdir(d)) {
+      std::string text = readFile(dir + "/" + e->d_name);
+      if (text.find("drm-driver:") != std::string::npos) fdinfo = text;
+    }
+    ::closedir(d);
+  }
+  ::kill(holder.pid, SIGKILL);
+  waitProgram(holder);
+  ASSERT_NE(fdinfo.find("drm-driver:\ttally_testdrm\n"), std::string::npos) << fdinfo;
+  // The DRM core's "48 MiB" (6.5+), or amdgpu's own KiB before it (6.1).
+  EXPECT_TRUE(fdinfo.find("drm-total-gtt:\t48 MiB\n") != std::string::npos ||
+              fdinfo.find("drm-memory-gtt: \t49152 KiB\n") != std::string::npos)
+      << fdinfo;
+  const std::string release = readFile("/proc/sys/kernel/osrelease");
+  if (release.rfind("6.12.", 0) != 0) {
+    std::printf("docs/vm-harness.md quotes 6.12's fdinfo, not %s's: not compared\n%s",
+                release.c_str(), fdinfo.c_str());
+    return;
+  }
+  expectPagesQuote({"docs/vm-harness.md"}, "tests/vm/system_kernel_test.cpp#fdinfo", fdinfo);
 }
 
 // A driver that prints no memory key (nouveau, virtio_gpu, vmwgfx): the real

@@ -2,6 +2,7 @@
 // over gpu_memory_max through the seams, coverage recorded per start, the
 // bound advisory once the kernel charges GTT.
 #include "daemon/service_fixture.h"
+#include "support/transcript.h"
 #include "util/sha256.h"
 
 namespace tally {
@@ -292,6 +293,11 @@ TEST_F(ServiceBoundTest, CoverageIsRecordedAndAChangeBetweenStartsIsSaid) {
             std::string::npos)
       << journal.notes[0].message;
   EXPECT_NE(journal.notes[0].message.find("gpu_memory_max is advisory"), std::string::npos);
+  // docs/coverage.md quotes this journal message whole.
+  for (const auto& d : pageDifferences("docs/coverage.md",
+                                       "tests/unit/daemon/service_bound_test.cpp#coverage-changed",
+                                       journal.notes[0].message + "\n"))
+    ADD_FAILURE() << d;
   EXPECT_TRUE(ledgerDb->verify()->problems.empty());
 }
 

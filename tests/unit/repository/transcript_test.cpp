@@ -23,6 +23,14 @@ TEST(Transcript, MasksIdsClocksAndMeasuredFiguresButKeepsWordsAndColumns) {
   EXPECT_NE(masked("exited  0  -"), masked("exited  0  4.0 KiB"));
 }
 
+TEST(Transcript, ASignedFiguresSignIsMaskedWithItButADashBetweenDigitsIsNot) {
+  EXPECT_EQ(masked("memory.current -253952 bytes, drm-total-gtt +67108864 bytes"),
+            masked("memory.current +0 bytes, drm-total-gtt +67108864 bytes"));
+  EXPECT_EQ(masked("changed by -4096 bytes (x)"), "changed by 0 bytes (x)");
+  EXPECT_EQ(masked("kernel 6.1.0-57-amd64, 2026-12-07"), "kernel 0.0.0-0-amd64, 0-0-0");
+  EXPECT_EQ(masked("6.12.118+deb12-amd64"), "0.0.0+deb12-amd64");
+}
+
 TEST(Transcript, AChartKeepsItsFrameAndLabelsButNotItsData) {
   EXPECT_EQ(masked("      0 B ┤▂▂▂▂▃▃▃▃▂▂         "), "SIZE ┤▒");
   EXPECT_EQ(masked("          ┤       ▆▆▆▆████   "), masked("          ┤ ██████▆▆      "));
@@ -234,10 +242,59 @@ TEST(Transcript, AMalformedMarkOrAnIndentedBlockIsNeverCountedAsChecked) {
   auto quoted = quotedTranscripts(page, "vm/examples.sh");
   ASSERT_EQ(quoted.problems.size(), 1u);
   EXPECT_NE(quoted.problems[0].find("is no region mark"), std::string::npos);
-  auto indented =
-      quotedTranscripts("<!-- transcript: p -->\n  ```\n  $ a\n  ```\n<!-- /transcript -->\n", "p");
-  ASSERT_EQ(indented.problems.size(), 1u);
-  EXPECT_NE(indented.problems[0].find("indented"), std::string::npos);
+  // In a region, a list's block is read without its indent.
+  auto indented = quotedTranscripts(
+      "<!-- transcript: p -->\n  ```\n  $ a\n  b\n  ```\n<!-- /transcript -->\n", "p");
+  EXPECT_TRUE(indented.problems.empty());
+  ASSERT_EQ(indented.blocks.size(), 1u);
+  ASSERT_EQ(indented.blocks[0].steps.size(), 1u);
+  EXPECT_EQ(indented.blocks[0].steps[0].command, "a");
+  EXPECT_EQ(indented.blocks[0].steps[0].output, std::vector<std::string>{"b"});
+}
+
+TEST(Transcript, EveryBareBlockOutsideARegionIsUncheckedOutput) {
+  // Output without a command is output all the same; an info string says a
+  // block is something else (a synopsis, a config).
+  const std::string page =
+      "```\nslurmd: error: tally: x\n```\n\n```text\ntally run [--name N]\n```\n"
+      "<!-- transcript: p -->\n```\ny\n```\n<!-- /transcript -->\n  ```\n  z\n  ```\n";
+  EXPECT_EQ(unproducedTranscriptBlocks(page), (std::vector<std::size_t>{1, 13}));
+}
+
+TEST(Transcript, AnExcerptsLinesComeOneAfterAnotherInWhatWasPrinted) {
+  auto page = quotedTranscripts(
+      "<!-- transcript: p -->\n```\nslurmd: error: tally: bad key 12\n"
+      "…: the step runs unbounded\n```\n<!-- /transcript -->\n",
+      "p");
+  ASSERT_EQ(page.blocks.size(), 1u);
+  EXPECT_EQ(page.blocks[0].excerpt, (std::vector<std::string>{"slurmd: error: tally: bad key 12",
+                                                              "…: the step runs unbounded"}));
+  EXPECT_TRUE(page.problems.empty());
+  // Anywhere, numbers masked; a line beginning with "…" matches its ending.
+  EXPECT_TRUE(excerptDifferences(page,
+                                 "start\nslurmd: error: tally: bad key 7\n"
+                                 "Dec 07 vm slurmd[9]: the step runs unbounded\nend\n")
+                  .empty());
+  // Apart, in the other order, or a word changed: a difference each.
+  EXPECT_EQ(excerptDifferences(page,
+                               "slurmd: error: tally: bad key 7\nother\n"
+                               "x: the step runs unbounded\n")
+                .size(),
+            1u);
+  EXPECT_EQ(excerptDifferences(page,
+                               "x: the step runs unbounded\n"
+                               "slurmd: error: tally: bad key 7\n")
+                .size(),
+            1u);
+  auto diff = excerptDifferences(page,
+                                 "slurmd: error: tally: bad value 7\n"
+                                 "x: the step runs unbounded\n");
+  ASSERT_EQ(diff.size(), 1u);
+  EXPECT_NE(diff[0].find("line 2: an excerpt of output the producer never printed"),
+            std::string::npos)
+      << diff[0];
+  // Excerpts are not steps: a transcript comparison passes them by.
+  EXPECT_TRUE(transcriptDifferences(page, {}).empty());
 }
 
 TEST(Transcript, ARefreshGivesTheCommandTheRunsIds) {
@@ -263,17 +320,20 @@ TEST(Transcript, ACommandReadsTheSameWithoutItsQuotesOrATrailingComment) {
   EXPECT_EQ(transcriptDifferences(page, parseTranscript("$ sh -c echo a\na\nb\n")).size(), 1u);
 }
 
-TEST(Transcript, AnUnclosedRegionOrABlockWithoutACommandIsAProblem) {
+TEST(Transcript, AnUnclosedRegionOrACommandInTheMiddleOfABlockIsAProblem) {
   auto unclosed = quotedTranscripts("<!-- transcript: p -->\n```\n$ a\n```\n", "p");
   ASSERT_EQ(unclosed.problems.size(), 1u);
   EXPECT_EQ(unclosed.problems[0],
             "line 1: a transcript region is never closed (<!-- /transcript -->)");
-  auto noCommand =
-      quotedTranscripts("<!-- transcript: p -->\n```\noutput\n```\n<!-- /transcript -->\n", "p");
-  ASSERT_EQ(noCommand.problems.size(), 1u);
-  EXPECT_EQ(noCommand.problems[0],
-            "line 2: a block in the transcript region that does not begin with a command");
-  EXPECT_FALSE(transcriptDifferences(noCommand, {}).empty());
+  auto late = quotedTranscripts(
+      "<!-- transcript: p -->\n```\noutput\n$ a\n```\n<!-- /transcript -->\n", "p");
+  ASSERT_EQ(late.problems.size(), 1u);
+  EXPECT_EQ(late.problems[0],
+            "line 4: a command in the middle of a block: a transcript begins with its command, "
+            "an excerpt of output has none");
+  EXPECT_FALSE(transcriptDifferences(late, {}).empty());
+  auto empty = quotedTranscripts("<!-- transcript: p -->\n```\n```\n<!-- /transcript -->\n", "p");
+  EXPECT_EQ(empty.problems, std::vector<std::string>{"line 2: an empty block"});
 }
 
 TEST(Transcript, WhoseCommandItIsIsPartOfIt) {
