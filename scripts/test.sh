@@ -226,12 +226,13 @@ slurm_release_facing+=':VmSlurm.Accounting*'
 # The page's transcript (VmSlurm.TheSlurmPageQuotes…) quotes 22.05's wording: 22.05 only.
 slurm_2605='VmSlurm.*:-VmSlurm.ATimeLimitEndsTheJobsLeasesWithTheSignalInTheLedger:VmSlurm.TheSlurmPageQuotes*'
 (
-  # Last in this boot, the docs' quoted output against the binary (VmDocs:
-  # vm/guide-example.sh and vm/examples.sh, on 6.12 as the pages say), since
-  # they leave a daemon's units and pins behind. Its own boot cost CI about
-  # 40 s more (2026-12-07).
   vm_one 6.12 --kernel 6.12 --timeout 1500 --env TALLY_TEST_JOURNALD=required -- \
-    sh -c 'build/release/tests/tally_vm_tests --gtest_filter="-VmSlurm.*:VmNoBpfLsm.*:VmDeb.*:VmDocs.*" && build/release/tests/tally_live_daemon_tests --gtest_filter="ObservabilityLive.*" && build/release/tests/tally_vm_tests --gtest_filter="VmDocs.*"'
+    sh -c 'build/release/tests/tally_vm_tests --gtest_filter="-VmSlurm.*:VmNoBpfLsm.*:VmDeb.*:VmDocs.*" && build/release/tests/tally_live_daemon_tests --gtest_filter="ObservabilityLive.*"'
+  # The docs' quoted output against the binary (VmDocs: vm/guide-example.sh
+  # and vm/examples.sh, which leave a daemon's units and pins behind): a boot
+  # of its own, on 6.12 as the pages say.
+  vm_one docs --kernel 6.12 --timeout 600 -- \
+    build/release/tests/tally_vm_tests --gtest_filter='VmDocs.*'
   vm_one 6.1 --kernel 6.1 --timeout 1200 -- build/release/tests/tally_vm_tests --gtest_filter="$kernel_facing"
   vm_one no-bpf-lsm --kernel 6.12 --timeout 600 --append "lsm=capability,yama" -- \
     build/release/tests/tally_vm_tests --gtest_filter='VmNoBpfLsm.*'
@@ -250,7 +251,7 @@ slurm_2605='VmSlurm.*:-VmSlurm.ATimeLimitEndsTheJobsLeasesWithTheSignalInTheLedg
 ) &
 wait
 vmfailed=
-for name in 6.12 6.1 no-bpf-lsm deb 7 slurm-22.05 slurm-26.05 slurm-24.11; do
+for name in 6.12 docs 6.1 no-bpf-lsm deb 7 slurm-22.05 slurm-26.05 slurm-24.11; do
   read -r rc secs <"$vmlogs/$name.rc" || { rc=125; secs=?; }
   if [ "$rc" = 0 ]; then
     echo "vm $name: $(grep -E '^\[  PASSED' "$vmlogs/$name.log" | tr '\n' ' ')in $secs s"
