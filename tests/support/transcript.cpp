@@ -82,6 +82,7 @@ bool lineMatches(std::string_view quoted, std::string_view produced) {
   if (head) quoted.remove_prefix(kAnyLines.size());
   bool tail = endsWith(quoted, kAnyLines);
   if (tail) quoted.remove_suffix(kAnyLines.size());
+  if (head && tail && quoted.empty()) return false;  // "……" says nothing
   if (head && tail) return produced.find(quoted) != std::string_view::npos;
   if (head) return endsWith(produced, quoted);
   if (tail) return produced.substr(0, quoted.size()) == quoted;
@@ -116,8 +117,11 @@ std::vector<std::string> maskedAll(const std::vector<std::string>& lines) {
   // not compared, their contents are. Journals and events are in time order,
   // and stay compared line by line.
   for (auto it = out.begin(); it != out.end();) {
+    // A ledger listing's rows (SEQ, then the date: "0 0-0-0 0:0:0 …") are in
+    // the order the leases ended, which races between a job's steps.
     auto isRow = [](const std::string& l) {
-      return l.rfind("ID ", 0) == 0 || l.find("{lease=\"ID\"") != std::string::npos;
+      return l.rfind("ID ", 0) == 0 || l.find("{lease=\"ID\"") != std::string::npos ||
+             l.rfind("0 0-0-0 0:0:0 ", 0) == 0;
     };
     auto end = std::find_if_not(it, out.end(), isRow);
     std::sort(it, end);
@@ -161,12 +165,13 @@ std::string maskDigits(const std::string& s) {
     std::size_t j = i;
     while (j < s.size() && s[j] >= '0' && s[j] <= '9') ++j;
     bool named = i > 0 && std::isalpha(static_cast<unsigned char>(s[i - 1]));
-    bool exitCode = out.size() >= 5 && out.compare(out.size() - 5, 5, "code ") == 0;
+    bool exitCode = (out.size() >= 5 && out.compare(out.size() - 5, 5, "code ") == 0) ||
+                    (out.size() >= 6 && out.compare(out.size() - 6, 6, "code -") == 0);
     if (named || exitCode) {
       out.append(s, i, j - i);
     } else {
       // A signed figure's sign is part of what a run measured ("+0", "-253952":
-      // memory.current moves both ways while a probe runs); a dash between
+      // memory.current moves both ways while a probe runs, in the VM); a dash between
       // digits (a date, a kernel's "6.1.0-57") is not a sign.
       bool sign =
           !out.empty() && (out.back() == '+' || out.back() == '-') &&
@@ -255,7 +260,10 @@ PageTranscripts quotedTranscripts(std::string_view page, std::string_view produc
                         steps.front().line));
       } else {
         QuotedTranscript excerpt{fenceLine, {}, {}};
-        for (std::string_view b : splitLines(body)) excerpt.excerpt.emplace_back(b);
+        for (std::string_view b : splitLines(body)) {
+          while (!b.empty() && b.back() == '\r') b.remove_suffix(1);
+          excerpt.excerpt.emplace_back(b);
+        }
         while (!excerpt.excerpt.empty() && excerpt.excerpt.back().empty())
           excerpt.excerpt.pop_back();
         if (excerpt.excerpt.empty())
@@ -338,18 +346,30 @@ std::vector<std::string> transcriptDifferences(const PageTranscripts& quoted,
 std::vector<std::string> excerptDifferences(const PageTranscripts& quoted,
                                             std::string_view produced) {
   std::vector<std::string> out;
-  std::vector<std::string> lines;
+  // An excerpt comes from one command's output (or from what was printed
+  // before any command): a "…" line never joins two runs.
+  std::vector<std::vector<std::string>> chunks(1);
   for (std::string_view l : splitLines(produced)) {
     while (!l.empty() && l.back() == '\r') l.remove_suffix(1);
-    lines.emplace_back(l);
+    if (promptLength(l) != std::string_view::npos) chunks.emplace_back();
+    chunks.back().emplace_back(l);
   }
-  const auto all = maskedAll(lines);
+  std::vector<std::vector<std::string>> runs;
+  for (const auto& c : chunks) runs.push_back(maskedAll(c));
+  std::vector<std::string> all;
+  for (const auto& r : runs) all.insert(all.end(), r.begin(), r.end());
   for (const auto& block : quoted.blocks) {
     if (block.excerpt.empty()) continue;
     auto want = maskedAll(block.excerpt);
+    if (std::all_of(want.begin(), want.end(),
+                    [](const std::string& l) { return l == kAnyLines || l.empty(); })) {
+      out.push_back(fmt::format("line {}: an excerpt that quotes nothing", block.line));
+      continue;
+    }
     bool found = false;
-    for (std::size_t at = 0; at < all.size() && !found; ++at)
-      found = linesMatch(want, 0, all, at, /*toTheEnd=*/false);
+    for (const auto& run : runs)
+      for (std::size_t at = 0; at < run.size() && !found; ++at)
+        found = linesMatch(want, 0, run, at, /*toTheEnd=*/false);
     if (!found)
       out.push_back(
           fmt::format("line {}: an excerpt of output the producer never printed (masked)\n{}"

@@ -58,9 +58,11 @@ struct PageTranscripts {
 PageTranscripts quotedTranscripts(std::string_view page, std::string_view producer);
 
 // One line as compared: lease and container ids, sizes, every other digit
-// run and runs of spaces read the same in every run ("86c89fb81241  64.9M/512M
-// 12%" → "ID SIZE/SIZE 0%"), and so do a chart's bars and axis marks;
-// words, columns, a figure's absence ("-") and line order stay.
+// run (with its sign: "-4096" and "+0" read "0") and runs of spaces read the
+// same in every run ("86c89fb81241  64.9M/512M 12%" → "ID SIZE/SIZE 0%"), and
+// so do a chart's bars and axis marks; words, columns, a figure's absence
+// ("-"), a dash between digits (dates, versions), exit codes and line order
+// stay.
 std::string masked(std::string_view line);
 
 // Empty when every quoted step matches one the producer ran; otherwise one
@@ -70,8 +72,9 @@ std::vector<std::string> transcriptDifferences(const PageTranscripts& quoted,
                                                const std::vector<TranscriptStep>& produced);
 
 // Empty when every excerpt's lines, masked, come one after another in this
-// order somewhere in `produced` (a "…" line standing for any lines, as in a
-// transcript); otherwise one message per excerpt that does not. What a
+// order in one command's output in `produced` (or in what it printed before
+// any command; a "…" line standing for any lines, as in a transcript);
+// otherwise one message per excerpt that does not. What a
 // producer prints without a command (a journal, a plugin's message) is
 // quoted this way.
 std::vector<std::string> excerptDifferences(const PageTranscripts& quoted,

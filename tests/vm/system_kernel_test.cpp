@@ -108,7 +108,11 @@ TEST_F(VmKernel, TheTestDriversFdinfoIsWhatTheHarnessPageQuotes) {
   std::string readyFile = "/tmp/tally-kernel-fdinfo.ready";
   ::unlink(readyFile.c_str());
   auto holder = spawnProgram({kWorkload, "gpu", "gtt", "48", "1", "60000", readyFile});
-  ASSERT_TRUE(eventually([&] { return exists(readyFile); }, 20s));
+  if (!eventually([&] { return exists(readyFile); }, 20s)) {
+    ::kill(holder.pid, SIGKILL);  // or the driver stays busy for the next tests' reload
+    waitProgram(holder);
+    FAIL() << "the holder never made its buffer";
+  }
   std::string fdinfo;
   const std::string dir = "/proc/" + std::to_string(holder.pid) + "/fdinfo";
   if (DIR* d = ::opendir(dir.c_str())) {

@@ -334,7 +334,7 @@ TEST_F(VmSystem, GpuMemoryMaxKillsTheLeaseAndNothingElse) {
 
 // The active probe through the test driver: "not charged" with its charging
 // off (today's amdgpu), "charged" with it on (a kernel that charges GTT).
-// The text reports are printed for docs/coverage.md.
+// The text reports are what docs/coverage.md quotes for this kernel, compared.
 TEST_F(VmSystem, DoctorActiveProbeTellsChargedFromNotCharged) {
   setCharging(false);
   auto off = runProgram({kTally, "doctor", "--active", "--json"});

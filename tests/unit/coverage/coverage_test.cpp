@@ -22,7 +22,7 @@ TEST(Probe, JudgementAtItsThresholds) {
             ProbeOutcome::Charged);  // exactly 90 %
   EXPECT_EQ(coverage::judgeProbe(64 * MiB, 0, 64 * MiB, why), ProbeOutcome::NotCharged);
   EXPECT_EQ(coverage::judgeProbe(64 * MiB, -253952, 64 * MiB, why),
-            ProbeOutcome::NotCharged);  // reclaim elsewhere in the cgroup (6.12 in the VM)
+            ProbeOutcome::NotCharged);  // reclaim elsewhere in the cgroup (6.12 and 6.1 in the VM)
   EXPECT_EQ(why, "memory.current changed by -253952 bytes for 67108864 bytes of GTT: not charged");
   EXPECT_EQ(coverage::judgeProbe(64 * MiB, 16 * MiB, 64 * MiB, why),
             ProbeOutcome::Inconclusive);  // 25 %: neither

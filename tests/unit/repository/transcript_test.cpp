@@ -29,6 +29,10 @@ TEST(Transcript, ASignedFiguresSignIsMaskedWithItButADashBetweenDigitsIsNot) {
   EXPECT_EQ(masked("changed by -4096 bytes (x)"), "changed by 0 bytes (x)");
   EXPECT_EQ(masked("kernel 6.1.0-57-amd64, 2026-12-07"), "kernel 0.0.0-0-amd64, 0-0-0");
   EXPECT_EQ(masked("6.12.118+deb12-amd64"), "0.0.0+deb12-amd64");
+  EXPECT_EQ(masked("exited with code -1"), "exited with code -1");  // an exit code stays
+  auto both =
+      quotedTranscripts("<!-- transcript: p -->\n```\n……\n```\n<!-- /transcript -->\n", "p");
+  EXPECT_EQ(excerptDifferences(both, "abc\n").size(), 1u);  // "……" matches no line
 }
 
 TEST(Transcript, AChartKeepsItsFrameAndLabelsButNotItsData) {
@@ -295,6 +299,41 @@ TEST(Transcript, AnExcerptsLinesComeOneAfterAnotherInWhatWasPrinted) {
       << diff[0];
   // Excerpts are not steps: a transcript comparison passes them by.
   EXPECT_TRUE(transcriptDifferences(page, {}).empty());
+}
+
+TEST(Transcript, AnExcerptComesFromOneRunAndQuotesSomething) {
+  auto page = quotedTranscripts(
+      "<!-- transcript: p -->\n```\nbasis        x\n…\nverdict: host only\n```\n"
+      "<!-- /transcript -->\n",
+      "p");
+  // Within one command's output the "…" skips lines; across two it does not.
+  EXPECT_TRUE(
+      excerptDifferences(page, "$ tally doctor\nbasis        x\nsign y\nverdict: host only\n")
+          .empty());
+  EXPECT_EQ(excerptDifferences(page,
+                               "$ tally doctor\nbasis        x\n[exit status 1]\n"
+                               "$ tally doctor --active\nverdict: host only\n")
+                .size(),
+            1u);
+  auto nothing =
+      quotedTranscripts("<!-- transcript: p -->\n```\n…\n```\n<!-- /transcript -->\n", "p");
+  EXPECT_EQ(excerptDifferences(nothing, "anything\n"),
+            std::vector<std::string>{"line 2: an excerpt that quotes nothing"});
+}
+
+TEST(Transcript, ALedgerListingsRowsMatchInAnyOrder) {
+  // Rows in the order the leases ended, which races between a job's steps.
+  auto page = quotedTranscripts(
+      "<!-- transcript: p -->\n```\n$ tally ledger\n SEQ STARTED\n"
+      "  22  2026-12-07 14:47:13  3s  70a53a4fc135  slurm-5.0\n"
+      "  23  2026-12-07 14:47:12  4s  dcb2737c9b4f  slurm-5.batch\n```\n<!-- /transcript -->\n",
+      "p");
+  EXPECT_TRUE(
+      transcriptDifferences(
+          page, parseTranscript("$ tally ledger\n SEQ STARTED\n"
+                                "  31  2026-12-08 09:00:01  4s  0123456789ab  slurm-9.batch\n"
+                                "  32  2026-12-08 09:00:02  3s  ba9876543210  slurm-9.0\n"))
+          .empty());
 }
 
 TEST(Transcript, ARefreshGivesTheCommandTheRunsIds) {
