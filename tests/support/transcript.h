@@ -60,7 +60,7 @@ PageTranscripts quotedTranscripts(std::string_view page, std::string_view produc
 // One line as compared: lease and container ids, sizes, every other digit
 // run (with its sign: "-4096" and "+0" read "0") and runs of spaces read the
 // same in every run ("86c89fb81241  64.9M/512M 12%" → "ID SIZE/SIZE 0%"), and
-// so do a chart's bars and axis marks; words, columns, a figure's absence
+// so do a chart's axis marks (its bars, data, are dropped); words, columns, a figure's absence
 // ("-"), a dash between digits (dates, versions), exit codes and line order
 // stay.
 std::string masked(std::string_view line);
